@@ -1,0 +1,90 @@
+"""Aggregates over evaluation results (shared by ``cases`` and jobs).
+
+``Stats`` per column: mean, population std, min, max, count of values and
+``nan_count`` of rows without a value (errors, timeouts, invalid results). Booleans
+arrive as 1.0/0.0, so their mean is a rate. ``score`` is null for no rows, and for an
+evaluator that returns named outputs only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from evaluator_host.models import Aggregate, EvaluationResult, Stats
+
+__all__ = ["Accumulator", "aggregate"]
+
+
+class _Column:
+    """Welford running mean/variance with min/max (O(1) memory)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.missing = 0
+        self.mean = 0.0
+        self.m2 = 0.0
+        self.lo = math.inf
+        self.hi = -math.inf
+
+    def add(self, value: float | None) -> None:
+        if value is None:
+            self.missing += 1
+            return
+        self.n += 1
+        delta = value - self.mean
+        self.mean += delta / self.n
+        self.m2 += delta * (value - self.mean)
+        self.lo = min(self.lo, value)
+        self.hi = max(self.hi, value)
+
+    def stats(self) -> Stats:
+        if not self.n:
+            return Stats(mean=None, std=None, min=None, max=None, count=0, nan_count=self.missing)
+        return Stats(mean=self.mean, std=math.sqrt(self.m2 / self.n), min=self.lo, max=self.hi,
+                     count=self.n, nan_count=self.missing)
+
+
+class Accumulator:
+    """Feed results one at a time; ``result()`` gives the :class:`Aggregate`."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.errors = 0
+        self.score = _Column()
+        self.outputs: dict[str, _Column] = {}
+        self.passed = 0
+        self.judged = 0
+
+    def add(self, result: EvaluationResult) -> None:
+        """Account for one result."""
+        self.count += 1
+        if result.status != "ok":
+            self.errors += 1
+        self.score.add(result.score)
+        for name in result.outputs.keys() - self.outputs.keys():
+            column = self.outputs[name] = _Column()
+            column.missing = self.count - 1  # rows seen before this output first appeared
+        for name, column in self.outputs.items():
+            column.add(result.outputs.get(name))
+        if result.passed is not None:
+            self.judged += 1
+            self.passed += result.passed
+
+    def result(self) -> Aggregate:
+        """The aggregate so far."""
+        return Aggregate(
+            count=self.count,
+            errors=self.errors,
+            score=None if not self.count or (not self.score.n and self.outputs) else self.score.stats(),
+            outputs={name: col.stats() for name, col in sorted(self.outputs.items())},
+            pass_rate=self.passed / self.judged if self.judged else None,
+        )
+
+
+def aggregate(results: Iterable[EvaluationResult]) -> Aggregate:
+    """Aggregate ``results``."""
+    acc = Accumulator()
+    for result in results:
+        acc.add(result)
+    return acc.result()

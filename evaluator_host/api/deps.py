@@ -1,0 +1,32 @@
+"""Request dependencies: the services container and API-key auth."""
+
+from __future__ import annotations
+
+import hmac
+
+from fastapi import HTTPException, Request, status
+
+from evaluator_host.services import Services
+
+__all__ = ["get_services", "require_api_key"]
+
+
+def get_services(request: Request) -> Services:
+    """The process's :class:`Services`."""
+    services: Services = request.app.state.services
+    return services
+
+
+def require_api_key(request: Request) -> None:
+    """When API keys are configured, require ``Authorization: Bearer <key>`` (401 otherwise)."""
+    keys = request.app.state.settings.api_keys
+    if not keys:
+        return
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and any(hmac.compare_digest(token.encode(), k.encode()) for k in keys):
+        return
+    raise HTTPException(
+        status_code=status.HTTP_401_UNAUTHORIZED,
+        detail="a valid 'Authorization: Bearer <key>' header is required",
+        headers={"WWW-Authenticate": "Bearer"},
+    )

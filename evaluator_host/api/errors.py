@@ -1,0 +1,70 @@
+"""Error handlers: the one place errors become HTTP answers.
+
+Every error body is ``{"error": {"type", "message", "line", "column", ...}}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from evaluator_host.errors import (
+    BuildError,
+    DefinitionError,
+    EvaluatorHostError,
+    NotFoundError,
+    PackageSpecError,
+    SandboxError,
+)
+
+__all__ = ["install"]
+
+
+def _body(type_name: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"error": {"type": type_name, "message": message, "line": None, "column": None, **extra}}
+
+
+def _host_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, EvaluatorHostError)
+    if isinstance(exc, DefinitionError):
+        extra: dict[str, Any] = {"line": exc.line, "column": exc.column}
+        if isinstance(exc, PackageSpecError):
+            extra["package"] = exc.package
+        return JSONResponse(_body(exc.type_name, exc.message, **extra), status_code=422)
+    if isinstance(exc, BuildError):
+        return JSONResponse(_body(exc.type_name, exc.message, runtime_id=exc.runtime_id, output=exc.output),
+                            status_code=422)
+    if isinstance(exc, NotFoundError):
+        return JSONResponse(_body(exc.type_name, exc.message), status_code=404)
+    if isinstance(exc, SandboxError):
+        return JSONResponse(_body(exc.type_name, exc.message), status_code=503,
+                            headers={"Retry-After": str(exc.retry_after_s)})
+    return JSONResponse(_body(exc.type_name, exc.message), status_code=500)
+
+
+def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    problems = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+        problems.append(f"{where or 'body'}: {err.get('msg')}")
+    details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in exc.errors()]
+    return JSONResponse(_body("ValidationError", "; ".join(problems), details=details), status_code=422)
+
+
+def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    names = {401: "Unauthorized", 404: "NotFound", 405: "MethodNotAllowed", 413: "PayloadTooLarge"}
+    return JSONResponse(_body(names.get(exc.status_code, "HTTPError"), str(exc.detail)),
+                        status_code=exc.status_code, headers=exc.headers)
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers on ``app``."""
+    app.add_exception_handler(EvaluatorHostError, _host_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(HTTPException, _http_error)

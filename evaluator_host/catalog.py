@@ -1,0 +1,102 @@
+"""Stored evaluators: validate, build, store, pre-warm, and run by id and revision."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from evaluator_host.models import Case, EvaluationResult, Evaluator, EvaluatorCreate, EvaluatorSettings
+from evaluator_host.service import EvaluationService, Prepared
+from evaluator_host.store import EvaluatorStore, RevisionRecord
+
+__all__ = ["Catalog", "to_model"]
+
+
+def to_model(record: RevisionRecord) -> Evaluator:
+    """The API shape of a stored revision."""
+    return Evaluator(
+        id=record.id, name=record.name, description=record.description, revision=record.revision,
+        language=record.language,  # type: ignore[arg-type]
+        interface=record.interface,  # type: ignore[arg-type]
+        code=record.code, packages=record.packages, settings=EvaluatorSettings(**record.settings),
+        runtime_id=record.runtime_id, created_at=record.created_at, updated_at=record.updated_at,
+    )
+
+
+def _prepared(record: RevisionRecord) -> Prepared:
+    return Prepared(
+        language=record.language, code=record.code, interface=record.interface,
+        entrypoint="main" if record.interface == "main" else "evaluate", pins=record.packages,
+        settings=EvaluatorSettings(**record.settings), runtime_id=record.runtime_id,
+    )
+
+
+def scope_of(record: RevisionRecord) -> str:
+    """The worker scope of a revision: workers never cross revisions."""
+    return f"{record.id}@{record.revision}"
+
+
+class Catalog:
+    """Evaluator CRUD with immutable revisions."""
+
+    def __init__(self, store: EvaluatorStore, evaluation: EvaluationService) -> None:
+        self.store = store
+        self.evaluation = evaluation
+        self._background: set[asyncio.Task[None]] = set()
+
+    async def _fields(self, body: EvaluatorCreate) -> dict[str, object]:
+        prepared = self.evaluation.validate(body.language, body.code, body.packages, body.settings)
+        await self.evaluation.ensure_runtime(prepared)  # a failing install is a 422 at save time
+        return {
+            "name": body.name, "description": body.description, "language": prepared.language,
+            "interface": prepared.interface, "code": prepared.code, "packages": prepared.pins,
+            "settings": prepared.settings.model_dump(), "runtime_id": prepared.runtime_id,
+        }
+
+    def _prewarm(self, record: RevisionRecord) -> None:
+        task = asyncio.ensure_future(self.evaluation.prewarm(_prepared(record), scope_of(record)))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def create(self, body: EvaluatorCreate) -> Evaluator:
+        """Validate, build the runtime, store revision 1, pre-warm a worker."""
+        fields = await self._fields(body)
+        record = await asyncio.to_thread(self.store.create, **fields)
+        self._prewarm(record)
+        return to_model(record)
+
+    async def update(self, evaluator_id: str, body: EvaluatorCreate) -> Evaluator:
+        """Store a new revision; older ones stay runnable."""
+        await asyncio.to_thread(self.store.get, evaluator_id)  # 404 before any build
+        fields = await self._fields(body)
+        record = await asyncio.to_thread(self.store.update, evaluator_id, **fields)
+        self._prewarm(record)
+        return to_model(record)
+
+    async def get(self, evaluator_id: str, revision: int | None = None) -> Evaluator:
+        """One revision (default latest)."""
+        return to_model(await asyncio.to_thread(self.store.get, evaluator_id, revision))
+
+    async def list(self) -> list[Evaluator]:
+        """Latest revision of every evaluator."""
+        return [to_model(r) for r in await asyncio.to_thread(self.store.list)]
+
+    async def revisions(self, evaluator_id: str) -> list[Evaluator]:
+        """Every revision, oldest first."""
+        return [to_model(r) for r in await asyncio.to_thread(self.store.revisions, evaluator_id)]
+
+    async def delete(self, evaluator_id: str) -> None:
+        """Soft-delete."""
+        await asyncio.to_thread(self.store.delete, evaluator_id)
+
+    async def evaluate(
+        self, evaluator_id: str, revision: int | None, cases: Sequence[Case]
+    ) -> tuple[RevisionRecord, list[EvaluationResult]]:
+        """Run ``cases`` on a stored revision."""
+        record = await asyncio.to_thread(self.store.get, evaluator_id, revision)
+        results = await self.evaluation.evaluate(
+            _prepared(record), cases, scope=scope_of(record)
+        )
+        for result in results:
+            result.evaluator_id, result.revision = record.id, record.revision
+        return record, results

@@ -1,0 +1,115 @@
+"""One error tree for evaluator-host.
+
+::
+
+    EvaluatorHostError
+    ├── DefinitionError            the user's evaluator cannot be accepted (HTTP 422)
+    │   ├── CodeSyntaxError        the code does not parse (line, column)
+    │   ├── InterfaceError         no / both / wrong-arity entrypoints
+    │   ├── PackageSpecError       a pin is not an exact, valid pin (names the entry)
+    │   └── LimitError             code too large, settings out of bounds
+    ├── BuildError                 a package set could not be installed (HTTP 422, installer output)
+    ├── NotFoundError              an evaluator / revision / runtime does not exist (HTTP 404)
+    └── SandboxError               the infrastructure failed, not the user (HTTP 503, retryable)
+        └── BackendUnavailable     no sandbox backend can run this language right now
+
+User failures (exceptions, timeouts, memory and output limits) are *outcomes*
+(``EvaluationResult.status``), never exceptions of this tree.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendUnavailable",
+    "BuildError",
+    "CodeSyntaxError",
+    "DefinitionError",
+    "EvaluatorHostError",
+    "InterfaceError",
+    "LimitError",
+    "NotFoundError",
+    "PackageSpecError",
+    "SandboxError",
+]
+
+
+class EvaluatorHostError(Exception):
+    """Base of every error raised by evaluator-host."""
+
+    type_name: str = "EvaluatorHostError"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class DefinitionError(EvaluatorHostError):
+    """The evaluator definition is invalid; answered with HTTP 422."""
+
+    type_name = "DefinitionError"
+
+    def __init__(self, message: str, *, line: int | None = None, column: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line
+        self.column = column
+
+
+class CodeSyntaxError(DefinitionError):
+    """The code does not parse; ``line``/``column`` are 1-based in the user's code."""
+
+    type_name = "SyntaxError"
+
+
+class InterfaceError(DefinitionError):
+    """No entrypoint, both entrypoints, or a wrong arity."""
+
+    type_name = "InterfaceError"
+
+
+class PackageSpecError(DefinitionError):
+    """A package pin is not an exact, valid pin; ``package`` names the entry."""
+
+    type_name = "PackageSpecError"
+
+    def __init__(self, message: str, *, package: str) -> None:
+        super().__init__(message)
+        self.package = package
+
+
+class LimitError(DefinitionError):
+    """A size or settings bound was exceeded at definition time."""
+
+    type_name = "LimitError"
+
+
+class BuildError(EvaluatorHostError):
+    """Installing a package set failed; ``output`` is the installer's trimmed message."""
+
+    type_name = "BuildError"
+
+    def __init__(self, message: str, *, runtime_id: str, output: str) -> None:
+        super().__init__(message)
+        self.runtime_id = runtime_id
+        self.output = output
+
+
+class NotFoundError(EvaluatorHostError):
+    """A resource does not exist."""
+
+    type_name = "NotFound"
+
+
+class SandboxError(EvaluatorHostError):
+    """The sandbox infrastructure failed; retryable (HTTP 503 with Retry-After)."""
+
+    type_name = "SandboxError"
+
+    def __init__(self, message: str, *, retry_after_s: int = 5) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class BackendUnavailable(SandboxError):
+    """No backend can run this request right now."""
+
+    type_name = "BackendUnavailable"

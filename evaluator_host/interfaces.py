@@ -1,0 +1,104 @@
+"""Entrypoint detection and binding rules, decided on the host from the code.
+
+=========  ==============================================  ====================================
+interface  signature                                        called with
+=========  ==============================================  ====================================
+evaluate   ``evaluate(inputs, outputs, trace)``             the request's inputs/outputs/trace
+legacy     ``evaluate(app_params, inputs, output,           app_params, inputs, outputs,
+           correct_answer)``                                inputs[correct_answer_key] or None
+main       ``main(...)`` (Python: params bound by name;     ``variables``: every inputs key plus
+           JS/TS: ``main(variables)``)                      inputs/outputs/output/completion/trace
+=========  ==============================================  ====================================
+
+A module must define exactly one of ``evaluate`` / ``main`` at top level.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from evaluator_host.errors import CodeSyntaxError, InterfaceError
+
+__all__ = ["ACCEPTED_SIGNATURES", "Detected", "InterfaceName", "detect", "register_detector"]
+
+InterfaceName = Literal["evaluate", "legacy", "main"]
+
+ACCEPTED_SIGNATURES = (
+    "define exactly one entrypoint at top level: "
+    "evaluate(inputs, outputs, trace) | "
+    "evaluate(app_params, inputs, output, correct_answer) (legacy) | "
+    "main(...) returning {\"score\": ...}"
+)
+
+
+@dataclass(frozen=True)
+class Detected:
+    """The detected interface and the entrypoint's name and line."""
+
+    interface: InterfaceName
+    entrypoint: str
+    line: int | None
+
+
+Detector = Callable[[str], Detected]
+_DETECTORS: dict[str, Detector] = {}
+
+
+def register_detector(language: str, detector: Detector) -> None:
+    """Register the detector for ``language`` (JS/TS add theirs from their own module)."""
+    _DETECTORS[language] = detector
+
+
+def detect(language: str, code: str) -> Detected:
+    """Detect the interface of ``code``; raise a :class:`DefinitionError` when not acceptable."""
+    detector = _DETECTORS.get(language)
+    if detector is None:
+        raise InterfaceError(f"language {language!r} is not supported; use one of {sorted(_DETECTORS)}")
+    return detector(code)
+
+
+def _arity_interface(name: str, positional: int, line: int) -> Detected:
+    if name == "main":
+        return Detected("main", "main", line)
+    if positional == 4:
+        return Detected("legacy", "evaluate", line)
+    if positional == 3:
+        return Detected("evaluate", "evaluate", line)
+    raise InterfaceError(
+        f"evaluate() takes {positional} positional parameter(s); {ACCEPTED_SIGNATURES}", line=line
+    )
+
+
+def _detect_python(code: str) -> Detected:
+    try:
+        tree = ast.parse(code, filename="evaluator.py")
+    except SyntaxError as exc:
+        raise CodeSyntaxError(f"{exc.msg} (line {exc.lineno})", line=exc.lineno, column=exc.offset) from exc
+    except ValueError as exc:  # e.g. null bytes
+        raise CodeSyntaxError(str(exc)) from exc
+    found: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in ("evaluate", "main"):
+            found[node.name] = node
+    if len(found) != 1:
+        what = "both evaluate() and main() are" if found else "no evaluate() or main() is"
+        raise InterfaceError(f"{what} defined at top level; {ACCEPTED_SIGNATURES}")
+    name, fn = next(iter(found.items()))
+    args = fn.args
+    if name == "main":
+        for param in args.posonlyargs[: len(args.posonlyargs) - max(0, len(args.defaults) - len(args.args))]:
+            raise InterfaceError(
+                f"main() parameter {param.arg!r} is positional-only and cannot be bound by name; "
+                f"{ACCEPTED_SIGNATURES}",
+                line=fn.lineno,
+            )
+        return Detected("main", "main", fn.lineno)
+    if args.vararg is not None or args.kwonlyargs and any(d is None for d in args.kw_defaults):
+        raise InterfaceError(f"evaluate() must take plain positional parameters; {ACCEPTED_SIGNATURES}", line=fn.lineno)
+    return _arity_interface(name, len(args.posonlyargs) + len(args.args), fn.lineno)
+
+
+register_detector("python", _detect_python)

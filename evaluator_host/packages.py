@@ -1,0 +1,114 @@
+"""Exact package pins: parsing, validation and package-set hashing.
+
+Accepted input (api.md): an object ``{"name": "1.2.3"}`` or a list of
+``"name==1.2.3"`` (Python) / ``"name@1.2.3"`` (npm) strings. Only exact versions
+are accepted; ranges, tags, URLs, paths, VCS refs, markers, option injection and
+invalid names raise :class:`PackageSpecError` naming the offending entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+
+from evaluator_host.errors import PackageSpecError
+
+__all__ = ["Language", "normalize_pins", "runtime_id", "LANGUAGES"]
+
+Language = str
+LANGUAGES = ("python", "javascript", "typescript")
+
+_PY_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
+_PY_EXTRAS = re.compile(r"^\[[A-Za-z0-9._-]+(?:,[A-Za-z0-9._-]+)*\]$")
+_PY_VERSION = re.compile(
+    r"^(?:[0-9]+!)?[0-9]+(?:\.[0-9]+)*"
+    r"(?:[._-]?(?:a|b|c|rc|alpha|beta|pre|preview)[._-]?[0-9]*)?"
+    r"(?:[._-]?(?:post|rev|r)[._-]?[0-9]*)?"
+    r"(?:[._-]?dev[._-]?[0-9]*)?"
+    r"(?:\+[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*)?$",
+    re.IGNORECASE,
+)
+_NPM_NAME = re.compile(r"^(?:@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*$")
+_NPM_VERSION = re.compile(
+    r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
+    r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$"
+)
+
+
+def _python_pin(name: str, version: str, entry: str) -> tuple[str, str]:
+    base, bracket, extras = name.partition("[")
+    if not _PY_NAME.match(base) or (bracket and not _PY_EXTRAS.match("[" + extras)):
+        raise PackageSpecError(f"{entry!r}: {name!r} is not a valid PyPI package name", package=entry)
+    version = version.strip()
+    if version.startswith("=="):
+        version = version[2:].strip()
+    if not _PY_VERSION.match(version):
+        raise PackageSpecError(
+            f"{entry!r}: {version!r} is not an exact version; pin one release, e.g. \"1.26.4\"",
+            package=entry,
+        )
+    norm = re.sub(r"[-_.]+", "-", base).lower()
+    if bracket:
+        norm += "[" + ",".join(sorted(e.lower() for e in extras.rstrip("]").split(","))) + "]"
+    return norm, version
+
+
+def _npm_pin(name: str, version: str, entry: str) -> tuple[str, str]:
+    if len(name) > 214 or not _NPM_NAME.match(name):
+        raise PackageSpecError(f"{entry!r}: {name!r} is not a valid npm package name", package=entry)
+    version = version.strip()
+    if not _NPM_VERSION.match(version):
+        raise PackageSpecError(
+            f"{entry!r}: {version!r} is not an exact version; pin one release, e.g. \"4.17.21\"",
+            package=entry,
+        )
+    return name, version
+
+
+def _split_entry(language: Language, entry: str) -> tuple[str, str]:
+    if language == "python":
+        name, sep, version = entry.partition("==")
+    else:
+        at = entry.rfind("@")
+        name, sep, version = (entry[:at], "@", entry[at + 1 :]) if at > 0 else (entry, "", "")
+    if not sep:
+        sym = "==" if language == "python" else "@"
+        raise PackageSpecError(f"{entry!r}: expected an exact pin like 'name{sym}1.2.3'", package=entry)
+    return name.strip(), version
+
+
+def normalize_pins(
+    language: Language, packages: Mapping[str, str] | Sequence[str] | None
+) -> dict[str, str]:
+    """Validate ``packages`` and return ``{normalized_name: version}`` sorted by name."""
+    if not packages:
+        return {}
+    items: list[tuple[str, str, str]] = []
+    if isinstance(packages, Mapping):
+        for name, version in packages.items():
+            if not isinstance(version, str):
+                raise PackageSpecError(f"{name!r}: the version must be a string", package=str(name))
+            items.append((str(name).strip(), version, f"{name}: {version}"))
+    else:
+        for entry in packages:
+            if not isinstance(entry, str):
+                raise PackageSpecError(f"{entry!r}: expected a string pin", package=str(entry))
+            name, version = _split_entry(language, entry)
+            items.append((name, version, entry))
+    pin = _python_pin if language == "python" else _npm_pin
+    out: dict[str, str] = {}
+    for name, version, entry in items:
+        norm, ver = pin(name, version, entry)
+        if norm in out and out[norm] != ver:
+            raise PackageSpecError(f"{entry!r}: pinned twice with different versions", package=entry)
+        out[norm] = ver
+    return dict(sorted(out.items()))
+
+
+def runtime_id(language: Language, base_identity: str, pins: Mapping[str, str]) -> str:
+    """Content hash naming a runtime: (language family, base interpreter/image, pins)."""
+    family = "python" if language == "python" else "node"
+    blob = json.dumps([family, base_identity, sorted(pins.items())], separators=(",", ":"))
+    return f"{family}-{hashlib.sha256(blob.encode()).hexdigest()[:20]}"

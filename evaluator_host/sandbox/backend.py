@@ -1,0 +1,95 @@
+"""The sandbox backend Protocol and the values that cross it.
+
+A backend has one job — start a worker for a :class:`WorkerSpec` — plus ``close``.
+A :class:`Worker` is a byte channel to a harness (the framed protocol is spoken by
+the pool), a way to kill it, and what it left behind when it died. Every backend
+must pass ``tests/compliance``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = ["ExitInfo", "RawOutcome", "SandboxBackend", "Worker", "WorkerSpec"]
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything that decides which worker may serve an evaluation.
+
+    ``key`` identifies one evaluator revision on one runtime with its limits: a worker
+    is only ever reused for the same key.
+    """
+
+    key: str
+    language: str
+    code_path: str
+    entrypoint: str
+    interface: str
+    runtime_id: str
+    runtime_dir: str | None
+    memory_mb: int
+    output_limit: int
+    result_limit: int
+
+
+@dataclass
+class ExitInfo:
+    """How a worker ended: exit code or signal, whether it was killed for memory, its raw output."""
+
+    returncode: int | None
+    oom_killed: bool = False
+    raw_output: str = ""
+
+
+@dataclass
+class RawOutcome:
+    """One evaluation as the harness (or the host, for timeouts and crashes) reported it."""
+
+    status: str
+    value: Any = None
+    error: dict[str, Any] | None = None
+    stdout: str = ""
+    stderr: str = ""
+    truncated: bool = False
+    duration_ms: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Worker(Protocol):
+    """A started harness bound to one :class:`WorkerSpec`."""
+
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    pid: int | None
+    output_overflow: asyncio.Event
+
+    def take_raw_output(self) -> str:
+        """Raw fd-level output (bypassing the harness capture) since the last call."""
+
+    async def kill(self) -> ExitInfo:
+        """Kill the worker and everything it started; idempotent."""
+
+    async def wait(self) -> ExitInfo:
+        """Wait until the worker has exited."""
+
+    def rss_bytes(self) -> int | None:
+        """Resident memory of the worker, when the backend can tell."""
+
+
+class SandboxBackend(Protocol):
+    """Starts sandboxed workers."""
+
+    name: str
+
+    @property
+    def isolation(self) -> dict[str, Any]:
+        """What isolation is in force (reported by ``/healthz``)."""
+
+    async def start_worker(self, spec: WorkerSpec) -> Worker:
+        """Start a worker for ``spec``; raise ``SandboxError`` when infrastructure fails."""
+
+    async def close(self) -> None:
+        """Stop every worker and release resources."""

@@ -1,0 +1,146 @@
+"""Runtimes: one per (language, base interpreter, exact pins), built once and shared.
+
+On the process backend a Python runtime is a directory ``runtimes/<id>/`` holding
+``site/`` (``pip install --target``, using the host's pip configuration: indexes,
+proxy, CA) and ``manifest.json`` with the pins and the full resolved lock. The
+worker adds ``site/`` to an interpreter started with ``-I -S``, so only the pinned
+packages (and the standard library) are importable.
+
+Builds are serialized per runtime id (in-process lock plus a file lock for several
+service processes); a failed build raises :class:`BuildError` with pip's message and
+leaves nothing in the cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evaluator_host.errors import BuildError, SandboxError
+from evaluator_host.packages import runtime_id
+from evaluator_host.settings import Settings
+
+__all__ = ["Runtime", "RuntimeBuilder"]
+
+_TRIM = 4000
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """A built (or package-free) runtime."""
+
+    id: str
+    language: str
+    packages: dict[str, str]
+    path: str | None
+    lock: list[str] = field(default_factory=list)
+
+    def public(self) -> dict[str, Any]:
+        """The ``runtime`` object of an EvaluationResult."""
+        return {"id": self.id, "language": self.language, "packages": dict(self.packages)}
+
+
+def _trim(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("ERROR")]
+    picked = "\n".join(errors or lines[-20:])
+    return picked[-_TRIM:]
+
+
+class RuntimeBuilder:
+    """Resolves pins to runtimes, building missing ones."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.root = settings.data_dir / "runtimes"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._cache: dict[str, Runtime] = {}
+        self.builds = 0
+
+    def base_identity(self, language: str) -> str:
+        """What the runtime hash covers besides the pins: the interpreter."""
+        if language == "python":
+            return f"{self.settings.python_executable}|{platform.python_version()}"
+        return f"node|{language}"
+
+    def runtime_for(self, language: str, pins: dict[str, str]) -> str:
+        """The runtime id of ``pins`` for ``language`` (no build)."""
+        return runtime_id(language, self.base_identity(language), pins)
+
+    async def ensure(self, language: str, pins: dict[str, str]) -> Runtime:
+        """Return the runtime for ``pins``, building it on first use."""
+        rid = self.runtime_for(language, pins)
+        cached = self._cache.get(rid)
+        if cached is not None:
+            return cached
+        if not pins:
+            runtime = Runtime(rid, language, {}, None)
+            self._cache[rid] = runtime
+            return runtime
+        if language != "python":
+            raise SandboxError(f"packages for {language} are not supported by this backend yet")
+        lock = self._locks.setdefault(rid, asyncio.Lock())
+        async with lock:
+            if rid not in self._cache:
+                self._cache[rid] = await asyncio.to_thread(self._build_locked, rid, language, pins)
+        return self._cache[rid]
+
+    def _build_locked(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
+        final = self.root / rid
+        with open(self.root / f"{rid}.lock", "w") as lock_file:
+            fcntl.flock(lock_file, fcntl.LOCK_EX)
+            manifest = final / "manifest.json"
+            if manifest.exists():
+                data = json.loads(manifest.read_text())
+                return Runtime(rid, language, pins, str(final), data.get("lock", []))
+            return self._build(rid, language, pins, final)
+
+    def _build(self, rid: str, language: str, pins: dict[str, str], final: Path) -> Runtime:
+        partial = self.root / f".{rid}.partial-{uuid.uuid4().hex[:8]}"
+        site = partial / "site"
+        requirements = [f"{name}=={version}" for name, version in pins.items()]
+        pip = [sys.executable, "-m", "pip"]
+        started = time.monotonic()
+        try:
+            site.mkdir(parents=True)
+            proc = subprocess.run(
+                [*pip, "install", "--no-input", "--disable-pip-version-check", "--no-warn-script-location",
+                 "--target", str(site), *requirements],
+                capture_output=True, text=True, timeout=self.settings.build_timeout_s,
+                env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+            )
+            if proc.returncode != 0:
+                raise BuildError(
+                    f"installing {', '.join(requirements)} failed:\n{_trim(proc.stderr or proc.stdout)}",
+                    runtime_id=rid, output=_trim(proc.stderr or proc.stdout),
+                )
+            freeze = subprocess.run([*pip, "list", "--path", str(site), "--format=freeze"],
+                                    capture_output=True, text=True, timeout=120)
+            lock = sorted(ln for ln in freeze.stdout.splitlines() if "==" in ln)
+            os.chmod(partial, 0o755)
+            (partial / "manifest.json").write_text(json.dumps({
+                "id": rid, "language": language, "packages": pins, "lock": lock,
+                "base": self.base_identity(language), "build_seconds": round(time.monotonic() - started, 2),
+                "created_at": time.time(),
+            }, indent=2))
+            (partial / "build.log").write_text(proc.stdout + proc.stderr)
+            partial.rename(final)
+            self.builds += 1
+            return Runtime(rid, language, pins, str(final), lock)
+        except subprocess.TimeoutExpired as exc:
+            raise BuildError(f"installing {', '.join(requirements)} took longer than "
+                             f"{self.settings.build_timeout_s:.0f} s", runtime_id=rid, output="") from exc
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)

@@ -1,0 +1,97 @@
+"""What process isolation this machine allows, probed once at start-up.
+
+The process backend uses the strongest mode available:
+
+``namespaces``  root: fresh mount/net/pid/ipc/uts namespaces (``unshare``), a pivot_root
+                into a minimal read-only root, a private tmpfs ``/tmp`` and ``/dev/shm``,
+                a unique unprivileged uid per worker, a pids cgroup when writable.
+``userns``      not root but unprivileged user namespaces work: the same namespaces and
+                minimal root inside a user namespace (no uid change, no NPROC limit).
+``rlimits``     neither: rlimits, a scrubbed environment and a private working directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Isolation", "probe"]
+
+NAMESPACES = ("mount", "net", "pid", "ipc", "uts")
+_CGROUP_NAME = "evaluator-host"
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """The isolation mode and its features, as reported by ``/healthz``."""
+
+    mode: str
+    unshare_argv: tuple[str, ...]
+    uid_drop: bool
+    pids_cgroup: Path | None
+
+    @property
+    def summary(self) -> str:
+        """One line naming every measure in force."""
+        parts = [f"process:{self.mode}"]
+        if self.mode != "rlimits":
+            parts.append("namespaces(" + ",".join(NAMESPACES) + ")")
+            parts.append("pivot_root(minimal read-only root, private /tmp and /dev/shm)")
+        if self.uid_drop:
+            parts.append("unprivileged uid per worker")
+        if self.pids_cgroup:
+            parts.append("pids cgroup")
+        parts += ["rlimits(AS,CPU,NPROC,FSIZE,NOFILE,CORE)", "no_new_privs", "scrubbed env"]
+        return " + ".join(parts)
+
+
+def _works(argv: list[str]) -> bool:
+    try:
+        return subprocess.run(argv + ["true"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def _pids_cgroup() -> Path | None:
+    """A writable pids-cgroup directory for workers (cgroup v1 or v2), or None."""
+    candidates = [Path("/sys/fs/cgroup/pids")]
+    v2 = Path("/sys/fs/cgroup")
+    try:
+        if "pids" in (v2 / "cgroup.controllers").read_text().split():
+            candidates.append(v2)
+    except OSError:
+        pass
+    for base in candidates:
+        if not (base / "cgroup.procs").exists():
+            continue
+        path = base / _CGROUP_NAME
+        try:
+            path.mkdir(exist_ok=True)
+            if base == v2:
+                (base / "cgroup.subtree_control").write_text("+pids")
+                (path / "cgroup.subtree_control").write_text("+pids")
+            probe_dir = path / "probe"
+            probe_dir.mkdir(exist_ok=True)
+            ok = (probe_dir / "pids.max").exists()
+            probe_dir.rmdir()
+            if ok:
+                return path
+        except OSError:
+            continue
+    return None
+
+
+def probe() -> Isolation:
+    """Find the strongest isolation mode this process can use."""
+    unshare = shutil.which("unshare")
+    base = [unshare, *(f"--{ns}" for ns in NAMESPACES), "--fork", "--kill-child", "--"] if unshare else []
+    if unshare and os.geteuid() == 0 and _works(base):
+        return Isolation("namespaces", tuple(base), uid_drop=True, pids_cgroup=_pids_cgroup())
+    if unshare:
+        user = [unshare, "--user", "--map-root-user", *base[1:]]
+        if _works(user):
+            return Isolation("userns", tuple(user), uid_drop=False, pids_cgroup=None)
+    return Isolation("rlimits", (), uid_drop=False, pids_cgroup=None)

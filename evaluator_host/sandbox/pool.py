@@ -1,0 +1,275 @@
+"""The warm worker pool: workers bound to one :class:`WorkerSpec` key, reused, replaced.
+
+Rules:
+
+* a worker only ever serves the key it was started for (one evaluator revision on one
+  runtime with its limits), never another evaluator's code;
+* at most ``max_workers`` exist; when full, the least recently used *idle* worker of
+  another key is evicted, otherwise the caller waits;
+* a worker is discarded after any timeout, crash, output flood or memory kill, after
+  ``max_uses`` evaluations, and after ``idle_ttl_s`` without use;
+* the rows of one call are sent in batches (``batch_size`` per message) to one worker;
+  if a row ends the worker, only that row carries the failure and the rest of the
+  batch goes on in a fresh worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from evaluator_host.errors import SandboxError
+from evaluator_host.sandbox.backend import RawOutcome, SandboxBackend, Worker, WorkerSpec
+from evaluator_host.sandbox.protocol import FrameTooLarge, encode_frame, read_frame
+from evaluator_host.settings import Settings
+
+__all__ = ["PoolStats", "WorkerPool"]
+
+_LOAD_TIMEOUT_S = 60.0
+_FRAME_OVERHEAD = 64 * 1024
+
+
+@dataclass
+class _Slot:
+    worker: Worker
+    spec: WorkerSpec
+    uses: int = 0
+    last_used: float = field(default_factory=time.monotonic)
+    load_error: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    """Counts for ``/healthz`` and benchmarks."""
+
+    workers: int
+    idle: int
+    started: int
+
+
+def _failure(status: str, type_name: str, message: str, **extra: Any) -> RawOutcome:
+    error = {"type": type_name, "message": message, "line": None, "traceback": ""}
+    return RawOutcome(status=status, error=error, **extra)
+
+
+class WorkerPool:
+    """Leases warm workers per key and runs cases on them."""
+
+    def __init__(self, backend: SandboxBackend, settings: Settings) -> None:
+        self.backend = backend
+        self.settings = settings
+        self._idle: dict[str, list[_Slot]] = {}
+        self._count = 0
+        self._started = 0
+        self._changed = asyncio.Condition()
+        self._sweeper: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # -- leasing -------------------------------------------------------------------------
+    def stats(self) -> PoolStats:
+        """Current worker counts."""
+        idle = sum(len(v) for v in self._idle.values())
+        return PoolStats(workers=self._count, idle=idle, started=self._started)
+
+    def _evict_one(self) -> _Slot | None:
+        candidates = [s for slots in self._idle.values() for s in slots]
+        if not candidates:
+            return None
+        victim = min(candidates, key=lambda s: s.last_used)
+        self._idle[victim.spec.key].remove(victim)
+        return victim
+
+    async def _acquire(self, spec: WorkerSpec) -> _Slot:
+        if self._sweeper is None:
+            self._sweeper = asyncio.ensure_future(self._sweep())
+        async with self._changed:
+            while True:
+                if self._closed:
+                    raise SandboxError("the service is shutting down")
+                slots = self._idle.get(spec.key)
+                if slots:
+                    return slots.pop()
+                if self._count < self.settings.max_workers:
+                    self._count += 1
+                    victim = None
+                    break
+                victim = self._evict_one()
+                if victim is not None:
+                    break
+                await self._changed.wait()
+        if victim is not None:
+            await victim.worker.kill()
+        try:
+            return await self._start(spec)
+        except BaseException:
+            await self._forget()
+            raise
+
+    async def _start(self, spec: WorkerSpec) -> _Slot:
+        worker = await self.backend.start_worker(spec)
+        self._started += 1
+        try:
+            async with asyncio.timeout(_LOAD_TIMEOUT_S):
+                ready = await read_frame(worker.reader, spec.output_limit * 2 + _FRAME_OVERHEAD)
+        except (TimeoutError, asyncio.IncompleteReadError, FrameTooLarge, ValueError) as exc:
+            info = await worker.kill()
+            if isinstance(exc, TimeoutError):
+                ready = {"load_error": {"type": "Timeout", "message": f"loading the evaluator took longer "
+                                        f"than {_LOAD_TIMEOUT_S:.0f} s", "line": None, "traceback": ""}}
+            else:
+                raise SandboxError(f"the worker failed to start (exit {info.returncode}): "
+                                   f"{info.raw_output[-2000:]}") from exc
+        return _Slot(worker, spec, load_error=ready.get("load_error"))
+
+    async def _forget(self) -> None:
+        async with self._changed:
+            self._count -= 1
+            self._changed.notify_all()
+
+    async def _release(self, slot: _Slot, healthy: bool) -> None:
+        slot.last_used = time.monotonic()
+        if healthy and slot.uses < self.settings.max_uses and not self._closed:
+            async with self._changed:
+                self._idle.setdefault(slot.spec.key, []).append(slot)
+                self._changed.notify_all()
+            return
+        await slot.worker.kill()
+        await self._forget()
+
+    async def _sweep(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(min(5.0, self.settings.idle_ttl_s / 2))
+            now = time.monotonic()
+            expired: list[_Slot] = []
+            async with self._changed:
+                for slots in self._idle.values():
+                    for slot in [s for s in slots if now - s.last_used > self.settings.idle_ttl_s]:
+                        slots.remove(slot)
+                        expired.append(slot)
+            for slot in expired:
+                await slot.worker.kill()
+                await self._forget()
+
+    async def prewarm(self, spec: WorkerSpec) -> None:
+        """Start a worker for ``spec`` ahead of its first evaluation (best effort)."""
+        with contextlib.suppress(SandboxError):
+            slot = await self._acquire(spec)
+            await self._release(slot, healthy=True)
+
+    # -- running -------------------------------------------------------------------------
+    async def run(
+        self,
+        spec: WorkerSpec,
+        cases: Sequence[dict[str, Any]],
+        *,
+        timeout_s: float,
+        correct_answer_key: str,
+    ) -> list[RawOutcome]:
+        """Run ``cases`` on warm workers of ``spec``; one outcome per case, in order."""
+        results: list[RawOutcome | None] = [None] * len(cases)
+        pending = list(range(len(cases)))
+        while pending:
+            batch, pending = pending[: self.settings.batch_size], pending[self.settings.batch_size :]
+            while batch:
+                done = await self._run_batch(spec, cases, batch, timeout_s, correct_answer_key, results)
+                batch = batch[done:]
+        return [r for r in results if r is not None]
+
+    async def _run_batch(
+        self,
+        spec: WorkerSpec,
+        cases: Sequence[dict[str, Any]],
+        batch: list[int],
+        timeout_s: float,
+        correct_answer_key: str,
+        results: list[RawOutcome | None],
+    ) -> int:
+        """Run ``batch`` on one worker; return how many of its rows now have an outcome."""
+        slot = await self._acquire(spec)
+        if slot.load_error is not None:
+            status = "timeout" if slot.load_error.get("type") == "Timeout" else "error"
+            for index in batch:
+                results[index] = RawOutcome(status=status, error=slot.load_error)
+            await self._release(slot, healthy=status == "error")
+            return len(batch)
+        worker = slot.worker
+        max_frame = spec.output_limit * 2 + spec.result_limit + _FRAME_OVERHEAD
+        done = 0
+        healthy = False  # only a batch that finished cleanly leaves the worker reusable
+        try:
+            worker.writer.write(
+                encode_frame({"op": "run", "correct_answer_key": correct_answer_key,
+                              "cases": [cases[i] for i in batch]})
+            )
+            await worker.writer.drain()
+            while done < len(batch):
+                index = batch[done]
+                async with asyncio.timeout(timeout_s):
+                    reply = await read_frame(worker.reader, max_frame)
+                raw = worker.take_raw_output()
+                results[index] = RawOutcome(
+                    status=reply.get("status", "invalid_result"),
+                    value=reply.get("value"),
+                    error=reply.get("error"),
+                    stdout=reply.get("stdout", ""),
+                    stderr=reply.get("stderr", "") + raw,
+                    truncated=bool(reply.get("truncated")),
+                    duration_ms=float(reply.get("duration_ms", 0.0)),
+                )
+                slot.uses += 1
+                done += 1
+                if reply.get("status") == "memory_limit":
+                    break  # the heap may be fragmented or near its limit: replace the worker
+            else:
+                healthy = True
+        except TimeoutError:
+            await worker.kill()
+            results[batch[done]] = _failure(
+                "timeout", "Timeout", f"the evaluation exceeded timeout_s={timeout_s:g}",
+                duration_ms=timeout_s * 1000.0,
+            )
+            done += 1
+        except FrameTooLarge:
+            await worker.kill()
+            results[batch[done]] = _failure("output_limit", "OutputLimit",
+                                            "the worker's reply exceeded the output caps")
+            done += 1
+        except (asyncio.IncompleteReadError, ConnectionError, BrokenPipeError):
+            info = await worker.kill()
+            if worker.output_overflow.is_set():
+                results[batch[done]] = _failure(
+                    "output_limit", "OutputLimit",
+                    f"output written to the raw stdout/stderr exceeded {spec.output_limit} bytes",
+                    truncated=True,
+                )
+            elif info.oom_killed:
+                results[batch[done]] = _failure("memory_limit", "MemoryLimit",
+                                                f"the worker exceeded memory_mb={spec.memory_mb}")
+            else:
+                results[batch[done]] = _failure(
+                    "error", "WorkerExited",
+                    f"the evaluator's process exited (code {info.returncode}) during the evaluation; "
+                    "the next evaluation gets a fresh worker",
+                    stderr=info.raw_output[-8192:],
+                )
+            done += 1
+        finally:
+            await self._release(slot, healthy)
+        return done
+
+    async def close(self) -> None:
+        """Kill every worker."""
+        self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        async with self._changed:
+            slots = [s for v in self._idle.values() for s in v]
+            self._idle.clear()
+            self._changed.notify_all()
+        for slot in slots:
+            await slot.worker.kill()
+        await self.backend.close()

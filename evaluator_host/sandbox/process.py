@@ -1,0 +1,258 @@
+"""The process backend: each worker is a harness in a sandboxed subprocess.
+
+The embedded default when no Docker engine answers. Isolation is whatever
+:func:`evaluator_host.sandbox.isolation.probe` found (namespaces + pivot_root +
+unprivileged uid as root); rlimits, a scrubbed environment and a private ``/tmp``
+always. See docs/security.md for what this does and does not protect against.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import uuid
+from pathlib import Path
+from typing import Any
+
+from evaluator_host.errors import SandboxError
+from evaluator_host.sandbox.backend import ExitInfo, WorkerSpec
+from evaluator_host.sandbox.isolation import Isolation, probe
+from evaluator_host.settings import Settings
+
+__all__ = ["ProcessBackend", "ProcessWorker", "RUNTIMES_DIR"]
+
+RUNTIMES_DIR = Path(__file__).resolve().parents[2] / "runtimes"
+_BOOTSTRAP = RUNTIMES_DIR / "process_sandbox.py"
+_PY_HARNESS = RUNTIMES_DIR / "python" / "harness.py"
+_ADDRESS_SPACE_OVERHEAD_MB = 64  # interpreter + shared libraries on top of memory_mb
+_CPU_SECONDS = 3600  # a backstop per worker lifetime; the wall timeout is the real bound
+_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "TMPDIR": "/tmp",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+
+
+class ProcessWorker:
+    """A harness subprocess; raw fd-level output is drained into a capped buffer."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, cleanup: list[Path], release: Any, cap: int) -> None:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        self.proc = proc
+        self.reader: asyncio.StreamReader = proc.stdout
+        self.writer: asyncio.StreamWriter = proc.stdin
+        self.pid: int | None = proc.pid
+        self.output_overflow = asyncio.Event()
+        self._cleanup = cleanup
+        self._release = release
+        self._cap = cap
+        self._raw = bytearray()
+        self._raw_total = 0
+        self._tail = bytearray()
+        self._exit: ExitInfo | None = None
+        self._drain = asyncio.ensure_future(self._drain_stderr(proc.stderr))
+
+    async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
+        while chunk := await stream.read(65536):
+            self._raw_total += len(chunk)
+            room = self._cap - len(self._raw)
+            if room > 0:
+                self._raw += chunk[:room]
+            self._tail = (self._tail + chunk)[-4096:]
+            if self._raw_total > self._cap and not self.output_overflow.is_set():
+                self.output_overflow.set()
+                self._signal()
+
+    def take_raw_output(self) -> str:
+        """Raw output written straight to fd 1/2 since the last call (capped)."""
+        if not self._raw:
+            return ""
+        text = self._raw.decode("utf-8", "replace")
+        self._raw.clear()
+        self._raw_total = 0
+        return text
+
+    def _signal(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+    async def kill(self) -> ExitInfo:
+        """Kill the process group (the pid namespace dies with its init)."""
+        if self.proc.returncode is None:
+            self._signal()
+        return await self.wait()
+
+    async def wait(self) -> ExitInfo:
+        """Wait for exit, then remove the worker's directories and cgroup."""
+        if self._exit is not None:
+            return self._exit
+        code = await self.proc.wait()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._drain, 2.0)
+        with contextlib.suppress(Exception):
+            self.writer.close()
+        tail = self._tail.decode("utf-8", "replace")
+        self._exit = ExitInfo(returncode=code, oom_killed="MemoryError" in tail, raw_output=tail)
+        for path in self._cleanup:
+            for _ in range(50):
+                try:
+                    path.rmdir() if path.is_relative_to("/sys") else shutil.rmtree(path, ignore_errors=True)
+                    break
+                except OSError:  # cgroup still draining
+                    await asyncio.sleep(0.02)
+        self._release()
+        return self._exit
+
+    def rss_bytes(self) -> int | None:
+        """RSS of the harness process (the child of ``unshare`` when namespaced)."""
+        pids = [self.proc.pid]
+        with contextlib.suppress(OSError):
+            children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
+            pids = [int(p) for p in children] or pids
+        total = 0
+        for pid in pids:
+            with contextlib.suppress(OSError, ValueError):
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+        return total or None
+
+
+class ProcessBackend:
+    """Starts harnesses as sandboxed subprocesses of the service."""
+
+    name = "process"
+
+    def __init__(self, settings: Settings, isolation: Isolation | None = None) -> None:
+        self.settings = settings
+        self._isolation = isolation or probe()
+        self._run_dir = settings.data_dir / "run"
+        self._run_dir.mkdir(parents=True, exist_ok=True)
+        self._free_slots = list(range(1024))
+        self._workers: set[ProcessWorker] = set()
+        self._sweep_cgroups()
+
+    @property
+    def isolation(self) -> dict[str, Any]:
+        """The mode and measures in force."""
+        iso = self._isolation
+        return {
+            "summary": iso.summary,
+            "mode": iso.mode,
+            "uid_drop": iso.uid_drop,
+            "pids_cgroup": iso.pids_cgroup is not None,
+            "network": "none (fresh net namespace)" if iso.mode != "rlimits" else "host (not isolated)",
+        }
+
+    def _sweep_cgroups(self) -> None:
+        if self._isolation.pids_cgroup is None:
+            return
+        for child in self._isolation.pids_cgroup.iterdir():
+            if child.is_dir():
+                with contextlib.suppress(OSError):
+                    child.rmdir()
+
+    def _config(self, spec: WorkerSpec, root: Path, slot: int, cgroup: Path | None) -> dict[str, Any]:
+        iso = self._isolation
+        prefix = str(Path(self.settings.python_executable).resolve().parents[1])
+        code_dir = str(Path(spec.code_path).parent)
+        # With a private root, everything of ours is bound read-only under /sandbox.
+        mounts = {
+            str(RUNTIMES_DIR): "/sandbox/runtimes",
+            code_dir: "/sandbox/code",
+            **({spec.runtime_dir: "/sandbox/runtime"} if spec.runtime_dir else {}),
+        }
+
+        def inside(path: str, host_dir: str) -> str:
+            return path.replace(host_dir, mounts[host_dir], 1) if iso.mode != "rlimits" else path
+
+        harness_config = {
+            "code_path": inside(spec.code_path, code_dir),
+            "entrypoint": spec.entrypoint,
+            "interface": spec.interface,
+            "site_dirs": [inside(spec.runtime_dir, spec.runtime_dir) + "/site"] if spec.runtime_dir else [],
+            "output_limit": spec.output_limit,
+            "result_limit": spec.result_limit,
+        }
+        rlimits = {
+            "AS": (spec.memory_mb + _ADDRESS_SPACE_OVERHEAD_MB) * 1024 * 1024,
+            "CPU": _CPU_SECONDS,
+            "FSIZE": self.settings.tmpfs_mb * 1024 * 1024,
+            "NOFILE": 256,
+            "CORE": 0,
+        }
+        if iso.uid_drop:
+            rlimits["NPROC"] = self.settings.pids_max
+        return {
+            "root": str(root) if iso.mode != "rlimits" else None,
+            "workdir": None if iso.mode != "rlimits" else str(root),
+            "binds": [[prefix, prefix], *([src, dst] for src, dst in mounts.items())],
+            "tmpfs_mb": self.settings.tmpfs_mb,
+            "uid": self.settings.sandbox_uid_base + slot if iso.uid_drop else None,
+            "cgroup_procs": str(cgroup / "cgroup.procs") if cgroup else None,
+            "rlimits": rlimits,
+            "run_python": inside(str(_PY_HARNESS), str(RUNTIMES_DIR)),
+            "argv": [json.dumps(harness_config)],
+        }
+
+    async def start_worker(self, spec: WorkerSpec) -> ProcessWorker:
+        """Start a harness for ``spec`` in a fresh sandbox."""
+        if spec.language != "python":
+            raise SandboxError(f"the process backend cannot run {spec.language} yet")
+        if not self._free_slots:
+            raise SandboxError("no free sandbox slots", retry_after_s=1)
+        slot = self._free_slots.pop()
+        name = f"w-{uuid.uuid4().hex[:12]}"
+        root = self._run_dir / name
+        root.mkdir(mode=0o700)
+        cleanup = [root]
+        cgroup: Path | None = None
+        if self._isolation.pids_cgroup is not None:
+            cgroup = self._isolation.pids_cgroup / name
+            try:
+                cgroup.mkdir()
+                (cgroup / "pids.max").write_text(str(self.settings.pids_max))
+                cleanup.append(cgroup)
+            except OSError:
+                cgroup = None
+        config = self._config(spec, root, slot, cgroup)
+        python = self.settings.python_executable
+        argv = [*self._isolation.unshare_argv, python, "-I", "-S", str(_BOOTSTRAP), json.dumps(config)]
+
+        def release() -> None:
+            self._free_slots.append(slot)
+            self._workers.discard(worker)
+
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=dict(_ENV),
+                cwd=str(root),
+                start_new_session=True,
+                limit=1 << 20,
+            )
+        except OSError as exc:
+            self._free_slots.append(slot)
+            for path in cleanup:
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+            raise SandboxError(f"cannot start a worker: {exc}") from exc
+        worker = ProcessWorker(proc, cleanup, release, spec.output_limit)
+        self._workers.add(worker)
+        return worker
+
+    async def close(self) -> None:
+        """Kill every worker this backend started."""
+        await asyncio.gather(*(w.kill() for w in list(self._workers)), return_exceptions=True)

@@ -1,0 +1,75 @@
+"""The one Settings object (environment prefix ``EVALUATOR_HOST_``).
+
+Nothing else in the package reads the environment; components receive a
+:class:`Settings` instance.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from typing_extensions import Annotated
+
+__all__ = ["Settings", "default_data_dir"]
+
+
+def default_data_dir() -> Path:
+    """``$XDG_DATA_HOME/evaluator-host`` (``~/.local/share/evaluator-host``)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "evaluator-host"
+
+
+def _default_python() -> str:
+    # The interpreter that runs user code: the real binary behind this venv's python,
+    # started with -I -S so no host site-packages leak into the sandbox.
+    return os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+
+
+class Settings(BaseSettings):
+    """Service configuration; every field can be set as ``EVALUATOR_HOST_<NAME>``."""
+
+    model_config = SettingsConfigDict(env_prefix="EVALUATOR_HOST_", extra="ignore")
+
+    host: str = Field("127.0.0.1", description="Address `serve` binds by default.")
+    port: int = Field(8000, description="Port `serve` binds by default.")
+    data_dir: Path = Field(default_factory=default_data_dir, description="Database, runtimes, worker dirs.")
+    database_url: str | None = Field(None, description="SQLAlchemy URL; default SQLite in data_dir.")
+    api_keys: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Comma-separated bearer keys; when set every /v1 call needs one."
+    )
+    backend: Literal["auto", "process", "docker"] = Field("auto", description="Sandbox backend.")
+
+    max_body_bytes: int = Field(16 * 1024 * 1024, description="Request bodies above answer 413.")
+    max_code_bytes: int = Field(256 * 1024, description="Code above answers 422.")
+    max_cases: int = Field(10_000, description="Most `cases` in one /evaluate call.")
+    output_limit_bytes: int = Field(1024 * 1024, description="Cap on stdout+stderr per evaluation.")
+    result_limit_bytes: int = Field(1024 * 1024, description="Cap on the returned value's JSON size.")
+
+    max_workers: int = Field(8, description="Warm workers kept at most (all runtimes, all evaluators).")
+    idle_ttl_s: float = Field(300.0, description="An idle worker is discarded after this long.")
+    max_uses: int = Field(100_000, description="A worker is discarded after this many evaluations.")
+    batch_size: int = Field(256, description="Rows sent to a worker in one message.")
+
+    python_executable: str = Field(default_factory=_default_python, description="Interpreter for user code.")
+    sandbox_uid_base: int = Field(200_000, description="First uid for sandboxed workers (when root).")
+    pids_max: int = Field(64, description="Processes a worker may have (pids cgroup / RLIMIT_NPROC).")
+    tmpfs_mb: int = Field(64, description="Size of each worker's private /tmp.")
+    ca_bundle: str = Field("/etc/ssl/certs/ca-certificates.crt", description="CA bundle given to package builds.")
+    build_timeout_s: float = Field(900.0, description="Longest a package install may take.")
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [k.strip() for k in value.split(",") if k.strip()]
+        return value
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The database URL, defaulting to SQLite in :attr:`data_dir`."""
+        return self.database_url or f"sqlite:///{self.data_dir / 'evaluator-host.db'}"

@@ -1,0 +1,124 @@
+"""Evaluators and their immutable revisions.
+
+Every create or update writes a new :class:`RevisionRow`; rows are never changed.
+Deleting marks the evaluator deleted (it disappears from the API) and keeps its
+revisions, so anything that referenced a revision stays consistent.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from evaluator_host.errors import NotFoundError
+from evaluator_host.store.db import EvaluatorRow, RevisionRow, utcnow
+
+__all__ = ["EvaluatorStore", "RevisionRecord"]
+
+
+@dataclass(frozen=True)
+class RevisionRecord:
+    """One revision, with the evaluator's timestamps."""
+
+    id: str
+    revision: int
+    name: str
+    description: str
+    language: str
+    interface: str
+    code: str
+    packages: dict[str, str]
+    settings: dict[str, Any]
+    runtime_id: str
+    created_at: datetime
+    updated_at: datetime
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=utcnow().tzinfo)
+
+
+def _record(ev: EvaluatorRow, rev: RevisionRow) -> RevisionRecord:
+    return RevisionRecord(
+        id=ev.id, revision=rev.revision, name=rev.name, description=rev.description,
+        language=rev.language, interface=rev.interface, code=rev.code, packages=dict(rev.packages),
+        settings=dict(rev.settings), runtime_id=rev.runtime_id, created_at=_aware(ev.created_at),
+        updated_at=_aware(rev.created_at),
+    )
+
+
+class EvaluatorStore:
+    """CRUD over evaluators; every method is one short transaction."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def _live(self, session: Session, evaluator_id: str) -> EvaluatorRow:
+        row = session.get(EvaluatorRow, evaluator_id)
+        if row is None or row.deleted_at is not None:
+            raise NotFoundError(f"evaluator {evaluator_id!r} does not exist")
+        return row
+
+    def create(self, **fields: Any) -> RevisionRecord:
+        """Store a new evaluator at revision 1."""
+        now = utcnow()
+        with Session(self.engine) as session, session.begin():
+            ev = EvaluatorRow(id=f"ev_{uuid.uuid4().hex[:20]}", latest_revision=1, created_at=now, updated_at=now)
+            rev = RevisionRow(evaluator_id=ev.id, revision=1, created_at=now, **fields)
+            session.add_all([ev, rev])
+            session.flush()
+            return _record(ev, rev)
+
+    def update(self, evaluator_id: str, **fields: Any) -> RevisionRecord:
+        """Append a revision; earlier revisions are unchanged."""
+        now = utcnow()
+        with Session(self.engine) as session, session.begin():
+            ev = self._live(session, evaluator_id)
+            ev.latest_revision += 1
+            ev.updated_at = now
+            rev = RevisionRow(evaluator_id=ev.id, revision=ev.latest_revision, created_at=now, **fields)
+            session.add(rev)
+            session.flush()
+            return _record(ev, rev)
+
+    def get(self, evaluator_id: str, revision: int | None = None) -> RevisionRecord:
+        """The given (default: latest) revision of a live evaluator."""
+        with Session(self.engine) as session:
+            ev = self._live(session, evaluator_id)
+            rev = session.get(RevisionRow, (evaluator_id, revision or ev.latest_revision))
+            if rev is None:
+                raise NotFoundError(f"evaluator {evaluator_id!r} has no revision {revision}")
+            return _record(ev, rev)
+
+    def list(self) -> list[RevisionRecord]:
+        """Latest revision of every live evaluator, newest first."""
+        with Session(self.engine) as session:
+            rows = session.execute(
+                select(EvaluatorRow, RevisionRow)
+                .join(RevisionRow, (RevisionRow.evaluator_id == EvaluatorRow.id)
+                      & (RevisionRow.revision == EvaluatorRow.latest_revision))
+                .where(EvaluatorRow.deleted_at.is_(None))
+                .order_by(EvaluatorRow.created_at.desc())
+            ).all()
+            return [_record(ev, rev) for ev, rev in rows]
+
+    def revisions(self, evaluator_id: str) -> list[RevisionRecord]:
+        """Every revision, oldest first."""
+        with Session(self.engine) as session:
+            ev = self._live(session, evaluator_id)
+            revs = session.scalars(
+                select(RevisionRow).where(RevisionRow.evaluator_id == evaluator_id).order_by(RevisionRow.revision)
+            ).all()
+            return [_record(ev, rev) for rev in revs]
+
+    def delete(self, evaluator_id: str) -> None:
+        """Mark deleted; revisions are kept."""
+        with Session(self.engine) as session, session.begin():
+            ev = self._live(session, evaluator_id)
+            ev.deleted_at = utcnow()

@@ -1,0 +1,144 @@
+"""Process-backend sandbox bootstrap (stdlib only, runs as the first code in a worker).
+
+Started by the host as ``python -I -S process_sandbox.py CONFIG_JSON`` — inside fresh
+mount/net/pid/ipc/uts namespaces when the host could create them (``unshare``). It
+sets the sandbox up and then runs the language harness:
+
+1. joins the worker's pids cgroup (``cgroup_procs``), sets rlimits;
+2. with ``root``: builds a minimal root file system on a tmpfs — read-only binds of the
+   system directories and of ``binds`` (``[source, target]``: interpreter, runtime,
+   harness, code — the host passes in-sandbox paths to the harness), a private
+   size-limited ``/tmp`` and ``/dev/shm``, a minimal ``/dev``, a ``/proc`` of the new pid
+   namespace — and ``pivot_root``s into it, so no other host file is visible;
+3. sets ``no_new_privs`` and, with ``uid``, drops to that unprivileged uid/gid;
+4. ``chdir``s to the private ``/tmp`` and runs ``exec`` (argv) or, for Python, the
+   harness ``run_python`` in this same process.
+
+Config keys: ``root``, ``binds``, ``tmpfs_mb``, ``uid``, ``cgroup_procs``, ``rlimits``
+(name → value), ``exec`` | ``run_python`` + ``argv``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import runpy
+import sys
+from typing import Any
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+SYS_PIVOT_ROOT = 155  # x86_64
+PR_SET_NO_NEW_PRIVS = 38
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc")
+DEVICES = ("null", "zero", "full", "random", "urandom")
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(src: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    _check(
+        _libc.mount(
+            src.encode() if src else None,
+            target.encode(),
+            fstype.encode() if fstype else None,
+            ctypes.c_ulong(flags),
+            data.encode() if data else None,
+        ),
+        f"mount {src} on {target}",
+    )
+
+
+def _bind_ro(root: str, src: str, dst: str | None = None) -> None:
+    target = root + (dst or src)
+    if os.path.islink(src):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.symlink(os.readlink(src), target)
+        return
+    if not os.path.exists(src) or os.path.exists(target) and os.path.ismount(target):
+        return
+    if os.path.isdir(src):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        open(target, "a").close()  # noqa: SIM115
+    _mount(src, target, None, MS_BIND | MS_REC)
+    try:
+        _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    except OSError:  # locked flags in a user namespace: keep the bind, it stays unwritable by uid
+        pass
+
+
+def _build_root(root: str, binds: list[list[str]], tmpfs_mb: int) -> None:
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0755")
+    for src in SYSTEM_DIRS:
+        _bind_ro(root, src)
+    for src, dst in binds:
+        _bind_ro(root, src, dst)
+    for tmp in ("/tmp", "/dev/shm"):
+        os.makedirs(root + tmp, exist_ok=True)
+    _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmpfs_mb}m,mode=1777")
+    dev = root + "/dev"
+    _mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755")
+    for name in DEVICES:
+        open(f"{dev}/{name}", "a").close()  # noqa: SIM115
+        _mount(f"/dev/{name}", f"{dev}/{name}", None, MS_BIND)
+    os.makedirs(dev + "/shm")
+    _mount("tmpfs", dev + "/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, f"size={tmpfs_mb}m,mode=1777")
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"{dev}/{name}")
+    os.makedirs(root + "/proc", exist_ok=True)
+    _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    os.chdir(root)
+    _check(_libc.syscall(SYS_PIVOT_ROOT, b".", b"."), "pivot_root")
+    _check(_libc.umount2(b".", MNT_DETACH), "umount old root")
+    os.chdir("/")
+    try:
+        _mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    except OSError:
+        pass
+
+
+def _set_rlimits(limits: dict[str, int]) -> None:
+    for name, value in limits.items():
+        resource.setrlimit(getattr(resource, f"RLIMIT_{name}"), (value, value))
+
+
+def main(config: dict[str, Any]) -> None:
+    """Set the sandbox up as described by ``config`` and hand over to the harness."""
+    if config.get("cgroup_procs"):
+        with open(config["cgroup_procs"], "w") as fh:
+            fh.write("0")
+    if config.get("root"):
+        _build_root(config["root"], config.get("binds", []), int(config.get("tmpfs_mb", 64)))
+        try:
+            _libc.sethostname(b"sandbox", 7)
+        except OSError:
+            pass
+    _set_rlimits(config.get("rlimits", {}))
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no_new_privs)")
+    uid = config.get("uid")
+    if uid is not None:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    os.chdir(config.get("workdir") or "/tmp")
+    if config.get("exec"):
+        os.execv(config["exec"][0], config["exec"])
+    sys.argv = [config["run_python"], *config.get("argv", [])]
+    runpy.run_path(config["run_python"], run_name="__main__")
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]))

@@ -1,0 +1,300 @@
+"""Python evaluator harness (stdlib only).
+
+Started once per worker with one argument, a JSON config::
+
+    {"code_path": "...", "entrypoint": "evaluate" | "main", "interface": "evaluate" | "legacy" | "main",
+     "site_dirs": ["..."], "output_limit": 1048576, "result_limit": 1048576}
+
+Protocol: the host's pipes arrive as fd 0 (requests) and fd 1 (replies). The harness
+moves them to private descriptors, points fd 0 at /dev/null and fd 1 at fd 2, so
+nothing the user's code prints can reach the reply channel. Frames are a 4-byte
+big-endian length followed by UTF-8 JSON.
+
+    worker → host   {"type": "ready", "load_error": null | ERROR}
+    host → worker   {"op": "run", "correct_answer_key": "...", "cases": [CASE, ...]}
+    worker → host   one {"type": "result", "index": i, ...} per case, in order
+    host → worker   {"op": "exit"}
+
+The user's module is imported from ``code_path`` so error line numbers are the
+user's own. Values are made JSON-safe here; normalization happens on the host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import inspect
+import io
+import json
+import math
+import os
+import site
+import struct
+import sys
+import time
+import traceback
+from typing import Any
+
+_HEADER = struct.Struct(">I")
+_MAX_REQUEST = 1 << 31
+
+
+class OutputLimitExceeded(BaseException):
+    """Raised inside user code when stdout+stderr exceed the cap (not catchable by ``except Exception``)."""
+
+
+class _Capture(io.TextIOBase):
+    """A capped text sink shared by stdout and stderr for one evaluation."""
+
+    def __init__(self, budget: _Budget, name: str) -> None:
+        self._budget = budget
+        self.name = name
+        self.parts: list[str] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        if not isinstance(s, str):
+            raise TypeError(f"write() argument must be str, not {type(s).__name__}")
+        size = len(s.encode("utf-8", "replace"))
+        room = self._budget.limit - self._budget.used
+        if size > room:
+            if room > 0:
+                self.parts.append(s.encode("utf-8", "replace")[:room].decode("utf-8", "ignore"))
+                self._budget.used = self._budget.limit
+            self._budget.overflow = True
+            raise OutputLimitExceeded("stdout+stderr exceeded the output cap")
+        self._budget.used += size
+        self.parts.append(s)
+        return len(s)
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+class _Budget:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.overflow = False
+
+
+def _to_wire(value: Any, depth: int = 0) -> Any:
+    """Turn a returned value into JSON-safe data with markers the host understands."""
+    if depth > 64:
+        return {"$unserializable": "structure nested deeper than 64 levels"}
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        return value if abs(value) <= 2**53 else _to_wire(float(value), depth)
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return {"$nonfinite": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if isinstance(key, bool | int | float) or key is None:
+                key = json.dumps(key)
+            elif not isinstance(key, str):
+                return {"$unserializable": f"dict with {type(key).__name__} keys"}
+            out[key] = _to_wire(item, depth + 1)
+        return out
+    if isinstance(value, list | tuple):
+        return [_to_wire(item, depth + 1) for item in value]
+    module = type(value).__module__ or ""
+    if module.split(".")[0] == "numpy":
+        if hasattr(value, "tolist"):  # numpy scalars and arrays
+            return _to_wire(value.tolist(), depth + 1)
+    if type(value).__name__ == "Decimal":
+        return _to_wire(float(value), depth)
+    return {"$unserializable": f"{module}.{type(value).__qualname__}" if module != "builtins" else type(value).__name__}
+
+
+class Harness:
+    """Loads one evaluator and serves evaluations over the framed channel."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.code_path: str = config["code_path"]
+        self.entrypoint: str = config["entrypoint"]
+        self.interface: str = config["interface"]
+        self.output_limit: int = int(config.get("output_limit", 1 << 20))
+        self.result_limit: int = int(config.get("result_limit", 1 << 20))
+        self.fn: Any = None
+        self.params: list[inspect.Parameter] = []
+        self.loop = asyncio.new_event_loop()
+        self.load_error: dict[str, Any] | None = None
+        self._in = os.dup(0)
+        self._out = os.dup(1)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        os.dup2(2, 1)
+        sys.stdin = open(os.devnull)  # noqa: SIM115 - lives as long as the process
+        for path in config.get("site_dirs", []):
+            site.addsitedir(path)
+
+    # -- channel -------------------------------------------------------------------------
+    def _read_exact(self, n: int) -> bytes:
+        chunks = []
+        while n:
+            chunk = os.read(self._in, min(n, 1 << 20))
+            if not chunk:
+                raise EOFError
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def recv(self) -> dict[str, Any]:
+        (size,) = _HEADER.unpack(self._read_exact(4))
+        if size > _MAX_REQUEST:
+            raise EOFError
+        message: dict[str, Any] = json.loads(self._read_exact(size))
+        return message
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = json.dumps(message, separators=(",", ":"), allow_nan=False).encode()
+        view = memoryview(_HEADER.pack(len(data)) + data)
+        while view:
+            view = view[os.write(self._out, view) :]
+
+    # -- loading -------------------------------------------------------------------------
+    def load(self) -> None:
+        budget = _Budget(self.output_limit)
+        out, err = _Capture(budget, "<stdout>"), _Capture(budget, "<stderr>")
+        sys.stdout, sys.stderr = out, err
+        try:
+            spec = importlib.util.spec_from_file_location("evaluator", self.code_path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["evaluator"] = module
+            spec.loader.exec_module(module)
+            self.fn = getattr(module, self.entrypoint, None)
+            if not callable(self.fn):
+                raise TypeError(f"{self.entrypoint} is not callable")
+            self.params = list(inspect.signature(self.fn).parameters.values())
+        except BaseException as exc:  # noqa: BLE001 - any failure at import is the user's
+            self.load_error = self._error(exc)
+            self.load_error["stdout"] = out.text()
+            self.load_error["stderr"] = err.text()
+
+    # -- evaluation ----------------------------------------------------------------------
+    def _error(self, exc: BaseException) -> dict[str, Any]:
+        frames = traceback.extract_tb(exc.__traceback__)
+        user = [i for i, f in enumerate(frames) if f.filename == self.code_path]
+        line = frames[user[-1]].lineno if user else None
+        if isinstance(exc, SyntaxError) and exc.filename == self.code_path:
+            line = exc.lineno
+        kept = frames[user[0] :] if user else []
+        text = "Traceback (most recent call last):\n" if kept else ""
+        text += "".join(traceback.format_list(kept)).replace(self.code_path, "evaluator.py")
+        text += "".join(traceback.format_exception_only(type(exc), exc)).replace(self.code_path, "evaluator.py")
+        message = str(exc)
+        if isinstance(exc, SystemExit):
+            message = f"the evaluator called sys.exit({exc.code!r})"
+        return {"type": type(exc).__name__, "message": message, "line": line, "traceback": text}
+
+    def _args(self, case: dict[str, Any], correct_answer_key: str) -> tuple[list[Any], dict[str, Any]]:
+        inputs = case.get("inputs")
+        outputs = case.get("outputs")
+        trace = case.get("trace")
+        if self.interface == "evaluate":
+            return [inputs, outputs, trace], {}
+        if self.interface == "legacy":
+            correct = inputs.get(correct_answer_key) if isinstance(inputs, dict) else None
+            return [case.get("app_params") or {}, inputs, outputs, correct], {}
+        variables: dict[str, Any] = dict(inputs) if isinstance(inputs, dict) else {}
+        variables.update(inputs=inputs, outputs=outputs, output=outputs, completion=outputs, trace=trace)
+        kwargs: dict[str, Any] = {}
+        for param in self.params:
+            if param.kind is inspect.Parameter.VAR_KEYWORD:
+                kwargs.update({k: v for k, v in variables.items() if k not in kwargs})
+            elif param.kind is inspect.Parameter.VAR_POSITIONAL:
+                continue
+            elif param.name in variables and param.kind is not inspect.Parameter.POSITIONAL_ONLY:
+                kwargs[param.name] = variables[param.name]
+            elif param.default is inspect.Parameter.empty:
+                raise _BindingError(
+                    f"main() parameter {param.name!r} is not available; "
+                    f"available names: {', '.join(sorted(variables))}"
+                )
+        return [], kwargs
+
+    def run_case(self, case: dict[str, Any], correct_answer_key: str) -> dict[str, Any]:
+        budget = _Budget(self.output_limit)
+        out, err = _Capture(budget, "<stdout>"), _Capture(budget, "<stderr>")
+        sys.stdout, sys.stderr = out, err
+        reply: dict[str, Any] = {"type": "result", "status": "ok"}
+        start = time.perf_counter()
+        try:
+            if self.load_error is not None:
+                reply.update(status="error", error=self.load_error)
+            else:
+                args, kwargs = self._args(case, correct_answer_key)
+                value = self.fn(*args, **kwargs)
+                if inspect.isawaitable(value):
+                    value = self.loop.run_until_complete(value)
+                wire = _to_wire(value)
+                size = len(json.dumps(wire, separators=(",", ":")))
+                if size > self.result_limit:
+                    reply.update(
+                        status="output_limit",
+                        error={"type": "OutputLimit", "message": f"the returned value is {size} bytes "
+                               f"of JSON; the cap is {self.result_limit}", "line": None, "traceback": ""},
+                    )
+                else:
+                    reply["value"] = wire
+        except OutputLimitExceeded:
+            reply.update(status="output_limit", error={"type": "OutputLimit", "message":
+                         f"stdout+stderr exceeded {self.output_limit} bytes", "line": None, "traceback": ""})
+        except MemoryError as exc:
+            reply.update(status="memory_limit", error=self._error(exc))
+        except _BindingError as exc:
+            reply.update(status="error", error={"type": "BindingError", "message": str(exc),
+                                                 "line": None, "traceback": ""})
+        except BaseException as exc:  # noqa: BLE001 - every user failure is an outcome
+            reply.update(status="error", error=self._error(exc))
+        reply["duration_ms"] = (time.perf_counter() - start) * 1000.0
+        if budget.overflow and reply["status"] == "ok":
+            reply.update(status="output_limit", error={"type": "OutputLimit", "message":
+                         f"stdout+stderr exceeded {self.output_limit} bytes", "line": None, "traceback": ""})
+        reply["stdout"] = out.text()
+        reply["stderr"] = err.text()
+        reply["truncated"] = budget.overflow
+        return reply
+
+    def serve(self) -> None:
+        self.send({"type": "ready", "load_error": self.load_error})
+        while True:
+            try:
+                message = self.recv()
+            except EOFError:
+                return
+            if message.get("op") != "run":
+                return
+            key = message.get("correct_answer_key") or "correct_answer"
+            for index, case in enumerate(message.get("cases", [])):
+                reply = self.run_case(case, key)
+                reply["index"] = index
+                try:
+                    self.send(reply)
+                except ValueError:  # a marker-free value that still is not JSON (cannot happen)
+                    self.send({"type": "result", "index": index, "status": "invalid_result"})
+
+
+class _BindingError(Exception):
+    pass
+
+
+def main(argv: list[str]) -> None:
+    """Entry point: ``harness.py CONFIG_JSON``."""
+    config = json.loads(argv[1])
+    harness = Harness(config)
+    harness.load()
+    harness.serve()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
