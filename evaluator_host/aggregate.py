@@ -41,8 +41,14 @@ class _Column:
     def stats(self) -> Stats:
         if not self.n:
             return Stats(mean=None, std=None, min=None, max=None, count=0, nan_count=self.missing)
-        return Stats(mean=self.mean, std=math.sqrt(self.m2 / self.n), min=self.lo, max=self.hi,
-                     count=self.n, nan_count=self.missing)
+        return Stats(
+            mean=self.mean,
+            std=math.sqrt(self.m2 / self.n),
+            min=self.lo,
+            max=self.hi,
+            count=self.n,
+            nan_count=self.missing,
+        )
 
 
 class Accumulator:

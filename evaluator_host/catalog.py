@@ -15,19 +15,30 @@ __all__ = ["Catalog", "to_model"]
 def to_model(record: RevisionRecord) -> Evaluator:
     """The API shape of a stored revision."""
     return Evaluator(
-        id=record.id, name=record.name, description=record.description, revision=record.revision,
-        language=record.language,  # type: ignore[arg-type]
-        interface=record.interface,  # type: ignore[arg-type]
-        code=record.code, packages=record.packages, settings=EvaluatorSettings(**record.settings),
-        runtime_id=record.runtime_id, created_at=record.created_at, updated_at=record.updated_at,
+        id=record.id,
+        name=record.name,
+        description=record.description,
+        revision=record.revision,
+        language=record.language,
+        interface=record.interface,
+        code=record.code,
+        packages=record.packages,
+        settings=EvaluatorSettings(**record.settings),
+        runtime_id=record.runtime_id,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
     )
 
 
 def _prepared(record: RevisionRecord) -> Prepared:
     return Prepared(
-        language=record.language, code=record.code, interface=record.interface,
-        entrypoint="main" if record.interface == "main" else "evaluate", pins=record.packages,
-        settings=EvaluatorSettings(**record.settings), runtime_id=record.runtime_id,
+        language=record.language,
+        code=record.code,
+        interface=record.interface,
+        entrypoint="main" if record.interface == "main" else "evaluate",
+        pins=record.packages,
+        settings=EvaluatorSettings(**record.settings),
+        runtime_id=record.runtime_id,
     )
 
 
@@ -48,9 +59,14 @@ class Catalog:
         prepared = self.evaluation.validate(body.language, body.code, body.packages, body.settings)
         await self.evaluation.ensure_runtime(prepared)  # a failing install is a 422 at save time
         return {
-            "name": body.name, "description": body.description, "language": prepared.language,
-            "interface": prepared.interface, "code": prepared.code, "packages": prepared.pins,
-            "settings": prepared.settings.model_dump(), "runtime_id": prepared.runtime_id,
+            "name": body.name,
+            "description": body.description,
+            "language": prepared.language,
+            "interface": prepared.interface,
+            "code": prepared.code,
+            "packages": prepared.pins,
+            "settings": prepared.settings.model_dump(),
+            "runtime_id": prepared.runtime_id,
         }
 
     def _prewarm(self, record: RevisionRecord) -> None:
@@ -77,9 +93,9 @@ class Catalog:
         """One revision (default latest)."""
         return to_model(await asyncio.to_thread(self.store.get, evaluator_id, revision))
 
-    async def list(self) -> list[Evaluator]:
+    async def list_all(self) -> list[Evaluator]:
         """Latest revision of every evaluator."""
-        return [to_model(r) for r in await asyncio.to_thread(self.store.list)]
+        return [to_model(r) for r in await asyncio.to_thread(self.store.list_all)]
 
     async def revisions(self, evaluator_id: str) -> list[Evaluator]:
         """Every revision, oldest first."""
@@ -94,9 +110,7 @@ class Catalog:
     ) -> tuple[RevisionRecord, list[EvaluationResult]]:
         """Run ``cases`` on a stored revision."""
         record = await asyncio.to_thread(self.store.get, evaluator_id, revision)
-        results = await self.evaluation.evaluate(
-            _prepared(record), cases, scope=scope_of(record)
-        )
+        results = await self.evaluation.evaluate(_prepared(record), cases, scope=scope_of(record))
         for result in results:
             result.evaluator_id, result.revision = record.id, record.revision
         return record, results

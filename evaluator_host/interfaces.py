@@ -30,7 +30,7 @@ ACCEPTED_SIGNATURES = (
     "define exactly one entrypoint at top level: "
     "evaluate(inputs, outputs, trace) | "
     "evaluate(app_params, inputs, output, correct_answer) (legacy) | "
-    "main(...) returning {\"score\": ...}"
+    'main(...) returning {"score": ...}'
 )
 
 
@@ -67,9 +67,7 @@ def _arity_interface(name: str, positional: int, line: int) -> Detected:
         return Detected("legacy", "evaluate", line)
     if positional == 3:
         return Detected("evaluate", "evaluate", line)
-    raise InterfaceError(
-        f"evaluate() takes {positional} positional parameter(s); {ACCEPTED_SIGNATURES}", line=line
-    )
+    raise InterfaceError(f"evaluate() takes {positional} positional parameter(s); {ACCEPTED_SIGNATURES}", line=line)
 
 
 def _detect_python(code: str) -> Detected:
@@ -91,8 +89,7 @@ def _detect_python(code: str) -> Detected:
     if name == "main":
         for param in args.posonlyargs[: len(args.posonlyargs) - max(0, len(args.defaults) - len(args.args))]:
             raise InterfaceError(
-                f"main() parameter {param.arg!r} is positional-only and cannot be bound by name; "
-                f"{ACCEPTED_SIGNATURES}",
+                f"main() parameter {param.arg!r} is positional-only and cannot be bound by name; {ACCEPTED_SIGNATURES}",
                 line=fn.lineno,
             )
         return Detected("main", "main", fn.lineno)

@@ -38,8 +38,9 @@ class EvaluatorSettings(BaseModel):
     timeout_s: float = Field(10.0, ge=0.1, le=120, description="Wall clock per evaluation, seconds.")
     memory_mb: int = Field(256, ge=32, le=4096, description="Memory cap of the worker, MiB.")
     threshold: float | None = Field(None, description="When set, passed = score >= threshold.")
-    correct_answer_key: str = Field("correct_answer", min_length=1, max_length=256,
-                                    description="inputs key passed as correct_answer (legacy only).")
+    correct_answer_key: str = Field(
+        "correct_answer", min_length=1, max_length=256, description="inputs key passed as correct_answer (legacy only)."
+    )
 
 
 class Case(BaseModel):

@@ -15,7 +15,7 @@ from typing import Any
 __all__ = ["ACCEPTED_SHAPES", "Normalized", "normalize"]
 
 ACCEPTED_SHAPES = (
-    "accepted return values: a bool, a finite number, {\"score\": <bool|number>, ...details}, "
+    'accepted return values: a bool, a finite number, {"score": <bool|number>, ...details}, '
     "or a dict of named bool/number outputs"
 )
 
@@ -105,15 +105,14 @@ def normalize(value: Any, *, interface: str, threshold: float | None) -> Normali
                 return Normalized(invalid=f"the details of the score dict are not JSON; {ACCEPTED_SHAPES}")
             inner = value["score"]
             if isinstance(inner, str):
-                return Normalized(invalid=f"\"score\" is a string; {ACCEPTED_SHAPES}")
+                return Normalized(invalid=f'"score" is a string; {ACCEPTED_SHAPES}')
             return scored(inner, details)
         outputs: dict[str, float] = {}
         for key, item in value.items():
             num = _number(item)
             if num is None:
                 return Normalized(
-                    invalid=f"named output {key!r} is {_describe(item)}, not a bool or finite number; "
-                    f"{ACCEPTED_SHAPES}"
+                    invalid=f"named output {key!r} is {_describe(item)}, not a bool or finite number; {ACCEPTED_SHAPES}"
                 )
             outputs[key] = num
         if not outputs:

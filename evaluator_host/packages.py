@@ -46,7 +46,7 @@ def _python_pin(name: str, version: str, entry: str) -> tuple[str, str]:
         version = version[2:].strip()
     if not _PY_VERSION.match(version):
         raise PackageSpecError(
-            f"{entry!r}: {version!r} is not an exact version; pin one release, e.g. \"1.26.4\"",
+            f'{entry!r}: {version!r} is not an exact version; pin one release, e.g. "1.26.4"',
             package=entry,
         )
     norm = re.sub(r"[-_.]+", "-", base).lower()
@@ -61,7 +61,7 @@ def _npm_pin(name: str, version: str, entry: str) -> tuple[str, str]:
     version = version.strip()
     if not _NPM_VERSION.match(version):
         raise PackageSpecError(
-            f"{entry!r}: {version!r} is not an exact version; pin one release, e.g. \"4.17.21\"",
+            f'{entry!r}: {version!r} is not an exact version; pin one release, e.g. "4.17.21"',
             package=entry,
         )
     return name, version
@@ -79,9 +79,7 @@ def _split_entry(language: Language, entry: str) -> tuple[str, str]:
     return name.strip(), version
 
 
-def normalize_pins(
-    language: Language, packages: Mapping[str, str] | Sequence[str] | None
-) -> dict[str, str]:
+def normalize_pins(language: Language, packages: Mapping[str, str] | Sequence[str] | None) -> dict[str, str]:
     """Validate ``packages`` and return ``{normalized_name: version}`` sorted by name."""
     if not packages:
         return {}

@@ -51,18 +51,27 @@ class Prepared:
 def to_result(raw: RawOutcome, prepared: Prepared, runtime: dict[str, Any]) -> EvaluationResult:
     """Normalize one harness outcome into an :class:`EvaluationResult`."""
     base: dict[str, Any] = {
-        "stdout": raw.stdout, "stderr": raw.stderr, "truncated": raw.truncated,
-        "duration_ms": raw.duration_ms, "interface": prepared.interface, "runtime": runtime,
+        "stdout": raw.stdout,
+        "stderr": raw.stderr,
+        "truncated": raw.truncated,
+        "duration_ms": raw.duration_ms,
+        "interface": prepared.interface,
+        "runtime": runtime,
     }
     if raw.status != "ok":
-        return EvaluationResult(status=raw.status, error=raw.error, **base)  # type: ignore[arg-type]
+        return EvaluationResult(status=raw.status, error=raw.error, **base)
     norm = normalize(raw.value, interface=prepared.interface, threshold=prepared.settings.threshold)
     if norm.invalid is not None:
         error = {"type": "InvalidResult", "message": norm.invalid, "line": None, "traceback": ""}
-        return EvaluationResult(status="invalid_result", error=error, **base)  # type: ignore[arg-type]
+        return EvaluationResult(status="invalid_result", error=error, **base)
     return EvaluationResult(
-        status="ok", score=norm.score, passed=norm.passed, outputs=norm.outputs,
-        details=norm.details, warnings=norm.warnings, **base,
+        status="ok",
+        score=norm.score,
+        passed=norm.passed,
+        outputs=norm.outputs,
+        details=norm.details,
+        warnings=norm.warnings,
+        **base,
     )
 
 
@@ -76,9 +85,7 @@ class EvaluationService:
         self._code_dir = settings.data_dir / "code"
         self._code_dir.mkdir(parents=True, exist_ok=True)
 
-    def validate(
-        self, language: str, code: str, packages: Any, settings: EvaluatorSettings | None = None
-    ) -> Prepared:
+    def validate(self, language: str, code: str, packages: Any, settings: EvaluatorSettings | None = None) -> Prepared:
         """Check size, interface and pins; raise ``DefinitionError`` (HTTP 422) otherwise."""
         size = len(code.encode())
         if size > self.settings.max_code_bytes:
@@ -86,8 +93,12 @@ class EvaluationService:
         detected = detect(language, code)
         pins = normalize_pins(language, packages)
         return Prepared(
-            language=language, code=code, interface=detected.interface, entrypoint=detected.entrypoint,
-            pins=pins, settings=settings or EvaluatorSettings(),
+            language=language,
+            code=code,
+            interface=detected.interface,
+            entrypoint=detected.entrypoint,
+            pins=pins,
+            settings=settings or EvaluatorSettings(),
             runtime_id=self.builder.runtime_for(language, pins),
         )
 
@@ -112,10 +123,15 @@ class EvaluationService:
         key_src = f"{scope}|{prepared.code_hash}|{runtime.id}|{prepared.settings.memory_mb}|{prepared.interface}"
         return WorkerSpec(
             key=hashlib.sha256(key_src.encode()).hexdigest()[:32],
-            language=prepared.language, code_path=str(self._code_path(prepared)),
-            entrypoint=prepared.entrypoint, interface=prepared.interface, runtime_id=runtime.id,
-            runtime_dir=runtime.path, memory_mb=prepared.settings.memory_mb,
-            output_limit=s.output_limit_bytes, result_limit=s.result_limit_bytes,
+            language=prepared.language,
+            code_path=str(self._code_path(prepared)),
+            entrypoint=prepared.entrypoint,
+            interface=prepared.interface,
+            runtime_id=runtime.id,
+            runtime_dir=runtime.path,
+            memory_mb=prepared.settings.memory_mb,
+            output_limit=s.output_limit_bytes,
+            result_limit=s.result_limit_bytes,
         )
 
     async def prewarm(self, prepared: Prepared, scope: str) -> None:

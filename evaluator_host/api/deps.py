@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import hmac
+from typing import Annotated
 
-from fastapi import HTTPException, Request, status
+from fastapi import Depends, HTTPException, Request, status
 
 from evaluator_host.services import Services
 
-__all__ = ["get_services", "require_api_key"]
+__all__ = ["ServicesDep", "get_services", "require_api_key"]
 
 
 def get_services(request: Request) -> Services:
     """The process's :class:`Services`."""
     services: Services = request.app.state.services
     return services
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
 
 
 def require_api_key(request: Request) -> None:

@@ -36,13 +36,15 @@ def _host_error(_request: Request, exc: Exception) -> JSONResponse:
             extra["package"] = exc.package
         return JSONResponse(_body(exc.type_name, exc.message, **extra), status_code=422)
     if isinstance(exc, BuildError):
-        return JSONResponse(_body(exc.type_name, exc.message, runtime_id=exc.runtime_id, output=exc.output),
-                            status_code=422)
+        return JSONResponse(
+            _body(exc.type_name, exc.message, runtime_id=exc.runtime_id, output=exc.output), status_code=422
+        )
     if isinstance(exc, NotFoundError):
         return JSONResponse(_body(exc.type_name, exc.message), status_code=404)
     if isinstance(exc, SandboxError):
-        return JSONResponse(_body(exc.type_name, exc.message), status_code=503,
-                            headers={"Retry-After": str(exc.retry_after_s)})
+        return JSONResponse(
+            _body(exc.type_name, exc.message), status_code=503, headers={"Retry-After": str(exc.retry_after_s)}
+        )
     return JSONResponse(_body(exc.type_name, exc.message), status_code=500)
 
 
@@ -59,8 +61,11 @@ def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
 def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     names = {401: "Unauthorized", 404: "NotFound", 405: "MethodNotAllowed", 413: "PayloadTooLarge"}
-    return JSONResponse(_body(names.get(exc.status_code, "HTTPError"), str(exc.detail)),
-                        status_code=exc.status_code, headers=exc.headers)
+    return JSONResponse(
+        _body(names.get(exc.status_code, "HTTPError"), str(exc.detail)),
+        status_code=exc.status_code,
+        headers=exc.headers,
+    )
 
 
 def install(app: FastAPI) -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Response, status
+from fastapi import APIRouter, Response, status
 
 from evaluator_host.aggregate import aggregate
-from evaluator_host.api.deps import get_services
+from evaluator_host.api.deps import ServicesDep
 from evaluator_host.api.evaluate import cases_of
 from evaluator_host.models import (
     BatchResponse,
@@ -16,45 +16,44 @@ from evaluator_host.models import (
     EvaluatorList,
     RevisionList,
 )
-from evaluator_host.services import Services
 
 router = APIRouter(prefix="/evaluators", tags=["evaluators"])
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=Evaluator)
-async def create(body: EvaluatorCreate, services: Services = Depends(get_services)) -> Evaluator:
+async def create(body: EvaluatorCreate, services: ServicesDep) -> Evaluator:
     """Create an evaluator at revision 1 (its runtime is built now; a failing install is 422)."""
     return await services.catalog.create(body)
 
 
 @router.get("", response_model=EvaluatorList)
-async def list_evaluators(services: Services = Depends(get_services)) -> EvaluatorList:
+async def list_evaluators(services: ServicesDep) -> EvaluatorList:
     """Every evaluator at its latest revision."""
-    data = await services.catalog.list()
+    data = await services.catalog.list_all()
     return EvaluatorList(data=data, count=len(data))
 
 
 @router.get("/{evaluator_id}", response_model=Evaluator)
-async def get(evaluator_id: str, services: Services = Depends(get_services)) -> Evaluator:
+async def get(evaluator_id: str, services: ServicesDep) -> Evaluator:
     """The latest revision."""
     return await services.catalog.get(evaluator_id)
 
 
 @router.put("/{evaluator_id}", response_model=Evaluator)
-async def update(evaluator_id: str, body: EvaluatorCreate, services: Services = Depends(get_services)) -> Evaluator:
+async def update(evaluator_id: str, body: EvaluatorCreate, services: ServicesDep) -> Evaluator:
     """Store a new revision (revision + 1); old revisions stay runnable."""
     return await services.catalog.update(evaluator_id, body)
 
 
 @router.get("/{evaluator_id}/revisions", response_model=RevisionList)
-async def revisions(evaluator_id: str, services: Services = Depends(get_services)) -> RevisionList:
+async def revisions(evaluator_id: str, services: ServicesDep) -> RevisionList:
     """Every revision, oldest first."""
     data = await services.catalog.revisions(evaluator_id)
     return RevisionList(data=data, count=len(data))
 
 
 @router.delete("/{evaluator_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def delete(evaluator_id: str, services: Services = Depends(get_services)) -> Response:
+async def delete(evaluator_id: str, services: ServicesDep) -> Response:
     """Delete the evaluator (its revisions are kept for history)."""
     await services.catalog.delete(evaluator_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
@@ -62,12 +61,13 @@ async def delete(evaluator_id: str, services: Services = Depends(get_services)) 
 
 @router.post("/{evaluator_id}/evaluate", response_model=EvaluationResult | BatchResponse)
 async def evaluate(
-    evaluator_id: str, body: EvaluatorEvaluateRequest, services: Services = Depends(get_services)
+    evaluator_id: str, body: EvaluatorEvaluateRequest, services: ServicesDep
 ) -> EvaluationResult | BatchResponse:
     """Evaluate one case or ``cases`` with a stored evaluator (``revision`` defaults to latest)."""
     cases, batch = cases_of(body, services.settings.max_cases)
     record, results = await services.catalog.evaluate(evaluator_id, body.revision, cases)
     if batch:
-        return BatchResponse(results=results, aggregate=aggregate(results), evaluator_id=record.id,
-                             revision=record.revision)
+        return BatchResponse(
+            results=results, aggregate=aggregate(results), evaluator_id=record.id, revision=record.revision
+        )
     return results[0]

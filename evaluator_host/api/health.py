@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 
-from evaluator_host.api.deps import get_services
-from evaluator_host.services import Services
+from evaluator_host.api.deps import ServicesDep
 
 router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
-def healthz(services: Services = Depends(get_services)) -> dict[str, Any]:
+def healthz(services: ServicesDep) -> dict[str, Any]:
     """Liveness, the backend in use and the isolation it provides."""
     isolation = services.backend.isolation
     stats = services.pool.stats()

@@ -21,11 +21,23 @@ class BodyLimitMiddleware:
         self.max_bytes = max_bytes
 
     async def _reject(self, send: Send) -> None:
-        body = json.dumps({"error": {"type": "PayloadTooLarge", "message":
-                                     f"the request body exceeds {self.max_bytes} bytes",
-                                     "line": None, "column": None}}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"connection", b"close")]})
+        body = json.dumps(
+            {
+                "error": {
+                    "type": "PayloadTooLarge",
+                    "message": f"the request body exceeds {self.max_bytes} bytes",
+                    "line": None,
+                    "column": None,
+                }
+            }
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"connection", b"close")],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

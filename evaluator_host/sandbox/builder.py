@@ -116,31 +116,55 @@ class RuntimeBuilder:
         try:
             site.mkdir(parents=True)
             proc = subprocess.run(
-                [*pip, "install", "--no-input", "--disable-pip-version-check", "--no-warn-script-location",
-                 "--target", str(site), *requirements],
-                capture_output=True, text=True, timeout=self.settings.build_timeout_s,
+                [
+                    *pip,
+                    "install",
+                    "--no-input",
+                    "--disable-pip-version-check",
+                    "--no-warn-script-location",
+                    "--target",
+                    str(site),
+                    *requirements,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=self.settings.build_timeout_s,
                 env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
             )
             if proc.returncode != 0:
                 raise BuildError(
                     f"installing {', '.join(requirements)} failed:\n{_trim(proc.stderr or proc.stdout)}",
-                    runtime_id=rid, output=_trim(proc.stderr or proc.stdout),
+                    runtime_id=rid,
+                    output=_trim(proc.stderr or proc.stdout),
                 )
-            freeze = subprocess.run([*pip, "list", "--path", str(site), "--format=freeze"],
-                                    capture_output=True, text=True, timeout=120)
+            freeze = subprocess.run(
+                [*pip, "list", "--path", str(site), "--format=freeze"], capture_output=True, text=True, timeout=120
+            )
             lock = sorted(ln for ln in freeze.stdout.splitlines() if "==" in ln)
             os.chmod(partial, 0o755)
-            (partial / "manifest.json").write_text(json.dumps({
-                "id": rid, "language": language, "packages": pins, "lock": lock,
-                "base": self.base_identity(language), "build_seconds": round(time.monotonic() - started, 2),
-                "created_at": time.time(),
-            }, indent=2))
+            (partial / "manifest.json").write_text(
+                json.dumps(
+                    {
+                        "id": rid,
+                        "language": language,
+                        "packages": pins,
+                        "lock": lock,
+                        "base": self.base_identity(language),
+                        "build_seconds": round(time.monotonic() - started, 2),
+                        "created_at": time.time(),
+                    },
+                    indent=2,
+                )
+            )
             (partial / "build.log").write_text(proc.stdout + proc.stderr)
             partial.rename(final)
             self.builds += 1
             return Runtime(rid, language, pins, str(final), lock)
         except subprocess.TimeoutExpired as exc:
-            raise BuildError(f"installing {', '.join(requirements)} took longer than "
-                             f"{self.settings.build_timeout_s:.0f} s", runtime_id=rid, output="") from exc
+            raise BuildError(
+                f"installing {', '.join(requirements)} took longer than {self.settings.build_timeout_s:.0f} s",
+                runtime_id=rid,
+                output="",
+            ) from exc
         finally:
             shutil.rmtree(partial, ignore_errors=True)

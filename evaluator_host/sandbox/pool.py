@@ -118,11 +118,18 @@ class WorkerPool:
         except (TimeoutError, asyncio.IncompleteReadError, FrameTooLarge, ValueError) as exc:
             info = await worker.kill()
             if isinstance(exc, TimeoutError):
-                ready = {"load_error": {"type": "Timeout", "message": f"loading the evaluator took longer "
-                                        f"than {_LOAD_TIMEOUT_S:.0f} s", "line": None, "traceback": ""}}
+                ready = {
+                    "load_error": {
+                        "type": "Timeout",
+                        "message": f"loading the evaluator took longer than {_LOAD_TIMEOUT_S:.0f} s",
+                        "line": None,
+                        "traceback": "",
+                    }
+                }
             else:
-                raise SandboxError(f"the worker failed to start (exit {info.returncode}): "
-                                   f"{info.raw_output[-2000:]}") from exc
+                raise SandboxError(
+                    f"the worker failed to start (exit {info.returncode}): {info.raw_output[-2000:]}"
+                ) from exc
         return _Slot(worker, spec, load_error=ready.get("load_error"))
 
     async def _forget(self) -> None:
@@ -202,8 +209,9 @@ class WorkerPool:
         healthy = False  # only a batch that finished cleanly leaves the worker reusable
         try:
             worker.writer.write(
-                encode_frame({"op": "run", "correct_answer_key": correct_answer_key,
-                              "cases": [cases[i] for i in batch]})
+                encode_frame(
+                    {"op": "run", "correct_answer_key": correct_answer_key, "cases": [cases[i] for i in batch]}
+                )
             )
             await worker.writer.drain()
             while done < len(batch):
@@ -229,29 +237,35 @@ class WorkerPool:
         except TimeoutError:
             await worker.kill()
             results[batch[done]] = _failure(
-                "timeout", "Timeout", f"the evaluation exceeded timeout_s={timeout_s:g}",
+                "timeout",
+                "Timeout",
+                f"the evaluation exceeded timeout_s={timeout_s:g}",
                 duration_ms=timeout_s * 1000.0,
             )
             done += 1
         except FrameTooLarge:
             await worker.kill()
-            results[batch[done]] = _failure("output_limit", "OutputLimit",
-                                            "the worker's reply exceeded the output caps")
+            results[batch[done]] = _failure(
+                "output_limit", "OutputLimit", "the worker's reply exceeded the output caps"
+            )
             done += 1
         except (asyncio.IncompleteReadError, ConnectionError, BrokenPipeError):
             info = await worker.kill()
             if worker.output_overflow.is_set():
                 results[batch[done]] = _failure(
-                    "output_limit", "OutputLimit",
+                    "output_limit",
+                    "OutputLimit",
                     f"output written to the raw stdout/stderr exceeded {spec.output_limit} bytes",
                     truncated=True,
                 )
             elif info.oom_killed:
-                results[batch[done]] = _failure("memory_limit", "MemoryLimit",
-                                                f"the worker exceeded memory_mb={spec.memory_mb}")
+                results[batch[done]] = _failure(
+                    "memory_limit", "MemoryLimit", f"the worker exceeded memory_mb={spec.memory_mb}"
+                )
             else:
                 results[batch[done]] = _failure(
-                    "error", "WorkerExited",
+                    "error",
+                    "WorkerExited",
                     f"the evaluator's process exited (code {info.returncode}) during the evaluation; "
                     "the next evaluation gets a fresh worker",
                     stderr=info.raw_output[-8192:],

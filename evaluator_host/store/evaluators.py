@@ -46,9 +46,17 @@ def _aware(value: datetime) -> datetime:
 
 def _record(ev: EvaluatorRow, rev: RevisionRow) -> RevisionRecord:
     return RevisionRecord(
-        id=ev.id, revision=rev.revision, name=rev.name, description=rev.description,
-        language=rev.language, interface=rev.interface, code=rev.code, packages=dict(rev.packages),
-        settings=dict(rev.settings), runtime_id=rev.runtime_id, created_at=_aware(ev.created_at),
+        id=ev.id,
+        revision=rev.revision,
+        name=rev.name,
+        description=rev.description,
+        language=rev.language,
+        interface=rev.interface,
+        code=rev.code,
+        packages=dict(rev.packages),
+        settings=dict(rev.settings),
+        runtime_id=rev.runtime_id,
+        created_at=_aware(ev.created_at),
         updated_at=_aware(rev.created_at),
     )
 
@@ -96,13 +104,16 @@ class EvaluatorStore:
                 raise NotFoundError(f"evaluator {evaluator_id!r} has no revision {revision}")
             return _record(ev, rev)
 
-    def list(self) -> list[RevisionRecord]:
+    def list_all(self) -> list[RevisionRecord]:
         """Latest revision of every live evaluator, newest first."""
         with Session(self.engine) as session:
             rows = session.execute(
                 select(EvaluatorRow, RevisionRow)
-                .join(RevisionRow, (RevisionRow.evaluator_id == EvaluatorRow.id)
-                      & (RevisionRow.revision == EvaluatorRow.latest_revision))
+                .join(
+                    RevisionRow,
+                    (RevisionRow.evaluator_id == EvaluatorRow.id)
+                    & (RevisionRow.revision == EvaluatorRow.latest_revision),
+                )
                 .where(EvaluatorRow.deleted_at.is_(None))
                 .order_by(EvaluatorRow.created_at.desc())
             ).all()

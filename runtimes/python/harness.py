@@ -216,8 +216,7 @@ class Harness:
                 kwargs[param.name] = variables[param.name]
             elif param.default is inspect.Parameter.empty:
                 raise _BindingError(
-                    f"main() parameter {param.name!r} is not available; "
-                    f"available names: {', '.join(sorted(variables))}"
+                    f"main() parameter {param.name!r} is not available; available names: {', '.join(sorted(variables))}"
                 )
         return [], kwargs
 
@@ -240,25 +239,44 @@ class Harness:
                 if size > self.result_limit:
                     reply.update(
                         status="output_limit",
-                        error={"type": "OutputLimit", "message": f"the returned value is {size} bytes "
-                               f"of JSON; the cap is {self.result_limit}", "line": None, "traceback": ""},
+                        error={
+                            "type": "OutputLimit",
+                            "message": f"the returned value is {size} bytes of JSON; the cap is {self.result_limit}",
+                            "line": None,
+                            "traceback": "",
+                        },
                     )
                 else:
                     reply["value"] = wire
         except OutputLimitExceeded:
-            reply.update(status="output_limit", error={"type": "OutputLimit", "message":
-                         f"stdout+stderr exceeded {self.output_limit} bytes", "line": None, "traceback": ""})
+            reply.update(
+                status="output_limit",
+                error={
+                    "type": "OutputLimit",
+                    "message": f"stdout+stderr exceeded {self.output_limit} bytes",
+                    "line": None,
+                    "traceback": "",
+                },
+            )
         except MemoryError as exc:
             reply.update(status="memory_limit", error=self._error(exc))
         except _BindingError as exc:
-            reply.update(status="error", error={"type": "BindingError", "message": str(exc),
-                                                 "line": None, "traceback": ""})
+            reply.update(
+                status="error", error={"type": "BindingError", "message": str(exc), "line": None, "traceback": ""}
+            )
         except BaseException as exc:  # noqa: BLE001 - every user failure is an outcome
             reply.update(status="error", error=self._error(exc))
         reply["duration_ms"] = (time.perf_counter() - start) * 1000.0
         if budget.overflow and reply["status"] == "ok":
-            reply.update(status="output_limit", error={"type": "OutputLimit", "message":
-                         f"stdout+stderr exceeded {self.output_limit} bytes", "line": None, "traceback": ""})
+            reply.update(
+                status="output_limit",
+                error={
+                    "type": "OutputLimit",
+                    "message": f"stdout+stderr exceeded {self.output_limit} bytes",
+                    "line": None,
+                    "traceback": "",
+                },
+            )
         reply["stdout"] = out.text()
         reply["stderr"] = err.text()
         reply["truncated"] = budget.overflow

@@ -1,0 +1,41 @@
+# evaluator-host — the front door. `make help` lists the targets.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help install run test lint unit bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+$(BIN)/evaluator-host: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $@
+
+install: $(BIN)/evaluator-host ## create .venv with the service and the dev tools
+
+run: install ## start the service on $(HOST):$(PORT) (embedded process sandbox unless Docker answers)
+	$(BIN)/evaluator-host serve --host $(HOST) --port $(PORT)
+
+lint: install ## ruff + mypy --strict on the package
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check evaluator_host runtimes
+	$(BIN)/mypy
+
+test: install lint ## lint, then the whole test suite (conformance vectors from ../shared when present)
+	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+unit: install ## the fast tests only (no sandbox)
+	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
+
+bench: install ## run the benchmarks and write docs/benchmarks.md
+	$(BIN)/python bench/run.py
+
+clean: ## remove the venv and caches
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info

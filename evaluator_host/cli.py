@@ -1,0 +1,170 @@
+"""The ``evaluator-host`` command line.
+
+``serve``  start the HTTP service (127.0.0.1 by default; a non-loopback address needs
+           API keys or ``--insecure``).
+``run``    evaluate a file locally, without a server: ``--case JSON`` or ``--cases FILE.jsonl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from evaluator_host.aggregate import aggregate
+from evaluator_host.errors import EvaluatorHostError
+from evaluator_host.models import Case, EvaluationResult, EvaluatorSettings
+from evaluator_host.settings import Settings
+
+__all__ = ["main"]
+
+_LANGUAGES = {
+    ".py": "python",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+    ".ts": "typescript",
+    ".mts": "typescript",
+}
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from evaluator_host.api import create_app
+
+    overrides: dict[str, Any] = {}
+    if args.backend:
+        overrides["backend"] = args.backend
+    settings = Settings(**overrides)
+    host = args.host or settings.host
+    port = args.port or settings.port
+    if not _is_loopback(host) and not settings.api_keys and not args.insecure:
+        sys.stderr.write(f"refusing to bind {host} without EVALUATOR_HOST_API_KEYS; pass --insecure to allow it\n")
+        return 2
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=args.log_level, access_log=False)
+    return 0
+
+
+def _read_cases(args: argparse.Namespace) -> list[Case]:
+    if args.cases:
+        lines = Path(args.cases).read_text().splitlines()
+        return [Case.model_validate_json(line) for line in lines if line.strip()]
+    return [Case.model_validate_json(args.case or "{}")]
+
+
+async def _evaluate(args: argparse.Namespace) -> list[EvaluationResult]:
+    from evaluator_host.services import Services
+
+    path = Path(args.file)
+    language = args.language or _LANGUAGES.get(path.suffix)
+    if language is None:
+        raise SystemExit(f"cannot tell the language of {path}; pass --language")
+    settings = EvaluatorSettings(**json.loads(args.settings or "{}"))
+    packages = json.loads(args.packages) if args.packages else None
+    services = Services.start(Settings())
+    try:
+        prepared = services.evaluation.validate(language, path.read_text(), packages, settings)
+        return await services.evaluation.evaluate(prepared, _read_cases(args))
+    finally:
+        await services.close()
+
+
+def _print(results: list[EvaluationResult], console: Console) -> None:
+    table = Table(title="results")
+    for column in ("#", "status", "score", "passed", "outputs / error", "ms"):
+        table.add_column(column)
+    for index, result in enumerate(results):
+        info = (
+            (
+                f"{result.error.type}: {result.error.message}"
+                + (f" (line {result.error.line})" if result.error.line else "")
+            )
+            if result.error
+            else json.dumps(result.outputs or result.details)
+        )
+        table.add_row(
+            str(index),
+            result.status,
+            "" if result.score is None else f"{result.score:g}",
+            "" if result.passed is None else str(result.passed),
+            info[:200],
+            f"{result.duration_ms:.2f}",
+        )
+    console.print(table)
+    for result in results:
+        for stream in ("stdout", "stderr"):
+            if getattr(result, stream):
+                console.print(f"[dim]{stream}:[/dim] {getattr(result, stream).rstrip()}")
+        for warning in result.warnings:
+            console.print(f"[yellow]warning:[/yellow] {warning}")
+    if len(results) > 1:
+        agg = aggregate(results)
+        console.print(
+            f"count={agg.count} errors={agg.errors} "
+            f"mean score={agg.score.mean if agg.score else None} pass_rate={agg.pass_rate}"
+        )
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        results = asyncio.run(_evaluate(args))
+    except EvaluatorHostError as exc:
+        sys.stderr.write(f"{type(exc).__name__}: {exc.message}\n")
+        return 2
+    if args.json:
+        for result in results:
+            sys.stdout.write(result.model_dump_json() + "\n")
+    else:
+        _print(results, Console())
+    return 0 if all(r.status == "ok" for r in results) else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for docs tests)."""
+    parser = argparse.ArgumentParser(prog="evaluator-host", description=__doc__.splitlines()[0] if __doc__ else "")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="start the HTTP service")
+    serve.add_argument("--host", help="bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default 8000)")
+    serve.add_argument("--backend", choices=["auto", "process", "docker"])
+    serve.add_argument("--insecure", action="store_true", help="allow a non-loopback bind without API keys")
+    serve.add_argument("--log-level", default="info")
+    serve.set_defaults(func=_serve)
+    run = sub.add_parser("run", help="evaluate a file locally, without a server")
+    run.add_argument("file", help="evaluator source (.py, .js, .ts)")
+    run.add_argument("--case", help='one case as JSON: {"inputs": ..., "outputs": ..., "trace": ...}')
+    run.add_argument("--cases", help="a JSONL file of cases")
+    run.add_argument("--language", choices=["python", "javascript", "typescript"])
+    run.add_argument("--packages", help='exact pins as JSON, e.g. {"numpy": "1.26.4"}')
+    run.add_argument("--settings", help='settings as JSON, e.g. {"timeout_s": 5}')
+    run.add_argument("--json", action="store_true", help="print one JSON result per line")
+    run.set_defaults(func=_run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``evaluator-host`` console script."""
+    args = build_parser().parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
