@@ -59,7 +59,10 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool):
         return 1.0 if value else 0.0
     if isinstance(value, int | float):
-        f = float(value)
+        try:
+            f = float(value)
+        except OverflowError:  # an int beyond the float range (JSON allows any size)
+            return None
         return f if math.isfinite(f) else None
     return None
 
