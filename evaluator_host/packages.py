@@ -97,9 +97,10 @@ def normalize_pins(language: Language, packages: Mapping[str, str] | Sequence[st
             items.append((name, version, entry))
     pin = _python_pin if language == "python" else _npm_pin
     out: dict[str, str] = {}
+    versions: dict[str, str] = {}  # by name without extras: "requests[socks]" pins "requests" too
     for name, version, entry in items:
         norm, ver = pin(name, version, entry)
-        if norm in out and out[norm] != ver:
+        if versions.setdefault(norm.partition("[")[0], ver) != ver:
             raise PackageSpecError(f"{entry!r}: pinned twice with different versions", package=entry)
         out[norm] = ver
     return dict(sorted(out.items()))

@@ -1,0 +1,81 @@
+"""/v1/evaluators: CRUD with immutable revisions, evaluation by id, auth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from evaluator_host.api import create_app
+from tests.conftest import make_settings
+
+V1 = "def evaluate(inputs, outputs, trace):\n    return 0.25\n"
+V2 = "def evaluate(inputs, outputs, trace):\n    return 0.75\n"
+
+
+def _create(client: TestClient, code: str = V1, **extra: object) -> dict:  # type: ignore[type-arg]
+    response = client.post("/v1/evaluators", json={"name": "half", "language": "python", "code": code, **extra})
+    assert response.status_code == 201, response.text
+    return response.json()  # type: ignore[no-any-return]
+
+
+def test_create_get_list(client: TestClient) -> None:
+    created = _create(client, description="a test")
+    assert created["revision"] == 1 and created["interface"] == "evaluate"
+    assert created["id"].startswith("ev_") and created["runtime_id"].startswith("python-")
+    assert client.get(f"/v1/evaluators/{created['id']}").json()["code"] == V1
+    listed = client.get("/v1/evaluators").json()
+    assert listed["count"] == len(listed["data"]) and created["id"] in {e["id"] for e in listed["data"]}
+
+
+def test_update_makes_a_new_revision_and_old_ones_stay_runnable(client: TestClient) -> None:
+    ev = _create(client)
+    updated = client.put(f"/v1/evaluators/{ev['id']}", json={"name": "half", "language": "python", "code": V2})
+    assert updated.status_code == 200 and updated.json()["revision"] == 2
+    revisions = client.get(f"/v1/evaluators/{ev['id']}/revisions").json()
+    assert [r["revision"] for r in revisions["data"]] == [1, 2]
+    assert revisions["data"][0]["code"] == V1
+    latest = client.post(f"/v1/evaluators/{ev['id']}/evaluate", json={}).json()
+    assert latest["score"] == 0.75 and latest["revision"] == 2 and latest["evaluator_id"] == ev["id"]
+    old = client.post(f"/v1/evaluators/{ev['id']}/evaluate", json={"revision": 1}).json()
+    assert old["score"] == 0.25 and old["revision"] == 1
+
+
+def test_evaluate_by_id_with_cases(client: TestClient) -> None:
+    ev = _create(client)
+    body = client.post(f"/v1/evaluators/{ev['id']}/evaluate", json={"cases": [{}, {}]}).json()
+    assert body["aggregate"]["count"] == 2 and body["revision"] == 1
+
+
+def test_invalid_definition_is_422_and_not_stored(client: TestClient) -> None:
+    before = client.get("/v1/evaluators").json()["count"]
+    response = client.post("/v1/evaluators", json={"name": "x", "language": "python", "code": "def f(): pass\n"})
+    assert response.status_code == 422
+    assert client.get("/v1/evaluators").json()["count"] == before
+
+
+def test_delete_then_404_and_unknown_revision(client: TestClient) -> None:
+    ev = _create(client)
+    assert client.post(f"/v1/evaluators/{ev['id']}/evaluate", json={"revision": 9}).status_code == 404
+    assert client.delete(f"/v1/evaluators/{ev['id']}").status_code == 204
+    assert client.get(f"/v1/evaluators/{ev['id']}").status_code == 404
+    assert client.post(f"/v1/evaluators/{ev['id']}/evaluate", json={}).status_code == 404
+    assert client.get("/v1/evaluators/ev_missing").json()["error"]["type"] == "NotFound"
+
+
+def test_api_keys_guard_v1_but_not_healthz(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, api_keys=["k1", "k2"])
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/healthz").status_code == 200
+        assert client.get("/v1/evaluators").status_code == 401
+        assert client.get("/v1/evaluators", headers={"Authorization": "Bearer nope"}).status_code == 401
+        assert client.get("/v1/evaluators", headers={"Authorization": "Bearer k2"}).status_code == 200
+
+
+def test_store_survives_a_restart(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    with TestClient(create_app(settings)) as client:
+        ev = _create(client)
+    with TestClient(create_app(settings)) as client:
+        assert client.get(f"/v1/evaluators/{ev['id']}").json()["code"] == V1
+        assert client.post(f"/v1/evaluators/{ev['id']}/evaluate", json={}).json()["score"] == 0.25
