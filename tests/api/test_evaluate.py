@@ -78,7 +78,10 @@ def test_main_kwargs_receive_all_variables(client: TestClient) -> None:
 
 
 def test_numpy_like_values_and_named_outputs(client: TestClient) -> None:
-    code = "from decimal import Decimal\n\ndef evaluate(inputs, outputs, trace):\n    return {'a': True, 'b': 0.5, 'c': 2}\n"
+    code = (
+        "from decimal import Decimal\n\ndef evaluate(inputs, outputs, trace):\n"
+        "    return {'a': True, 'b': 0.5, 'c': Decimal(2)}\n"
+    )
     result = evaluate(client, code)
     assert result["outputs"] == {"a": 1.0, "b": 0.5, "c": 2.0} and result["score"] is None
 

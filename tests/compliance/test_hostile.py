@@ -100,7 +100,10 @@ def test_sys_exit_is_an_error(client: TestClient) -> None:
 
 
 def test_os_exit_is_an_error_and_next_call_gets_a_fresh_worker(client: TestClient) -> None:
-    code = "import os\n\ndef evaluate(inputs, outputs, trace):\n    if inputs.get('die'):\n        os._exit(7)\n    return 1\n"
+    code = (
+        "import os\n\ndef evaluate(inputs, outputs, trace):\n"
+        "    if inputs.get('die'):\n        os._exit(7)\n    return 1\n"
+    )
     result = evaluate(client, code, inputs={"die": True})
     assert result["status"] == "error", result
     assert "exited" in result["error"]["message"]
@@ -109,7 +112,10 @@ def test_os_exit_is_an_error_and_next_call_gets_a_fresh_worker(client: TestClien
 
 
 def test_killing_the_parent(client: TestClient) -> None:
-    code = "import os, signal\n\ndef evaluate(inputs, outputs, trace):\n    os.kill(os.getppid(), signal.SIGKILL)\n    return 1\n"
+    code = (
+        "import os, signal\n\ndef evaluate(inputs, outputs, trace):\n"
+        "    os.kill(os.getppid(), signal.SIGKILL)\n    return 1\n"
+    )
     evaluate(client, code)
     assert_healthy(client)
 
