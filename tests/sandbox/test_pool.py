@@ -1,0 +1,78 @@
+"""The warm pool: reuse, never across revisions, replacement, eviction, idle TTL, max uses."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from evaluator_host.api import create_app
+from tests.conftest import evaluate, make_settings
+
+TOKEN = (
+    "import os\nTOKEN = os.urandom(8).hex()\n{extra}\n"
+    "def evaluate(inputs, outputs, trace):\n    return {{'score': 1, 'worker': TOKEN}}\n"
+)
+
+
+def _worker(client: TestClient, extra: str = "", **body: object) -> str:
+    result = evaluate(client, TOKEN.format(extra=extra), **body)
+    assert result["status"] == "ok", result
+    return str(result["details"]["worker"])
+
+
+@pytest.fixture()
+def small(tmp_path: Path) -> Iterator[TestClient]:
+    settings = make_settings(tmp_path, max_workers=2, idle_ttl_s=0.6, max_uses=3)
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+def test_warm_worker_is_reused_until_max_uses(small: TestClient) -> None:
+    first = [_worker(small) for _ in range(3)]
+    assert len(set(first)) == 1
+    assert _worker(small) != first[0]  # max_uses=3 reached: a fresh worker
+
+
+def test_workers_are_never_shared_across_evaluators_or_limits(small: TestClient) -> None:
+    a = _worker(small, "# evaluator A")
+    b = _worker(small, "# evaluator B")
+    assert a != b
+    assert _worker(small, "# evaluator A", settings={"memory_mb": 128}) != a
+
+
+def test_revisions_of_one_evaluator_get_their_own_workers(small: TestClient) -> None:
+    code = TOKEN.format(extra="")
+    ev = small.post("/v1/evaluators", json={"name": "t", "language": "python", "code": code}).json()
+    small.put(f"/v1/evaluators/{ev['id']}", json={"name": "t", "language": "python", "code": code})
+    one = small.post(f"/v1/evaluators/{ev['id']}/evaluate", json={"revision": 1}).json()["details"]["worker"]
+    two = small.post(f"/v1/evaluators/{ev['id']}/evaluate", json={"revision": 2}).json()["details"]["worker"]
+    assert one != two  # same code, different revision: different workers
+
+
+def test_lru_eviction_keeps_the_pool_bounded(small: TestClient) -> None:
+    for name in "ABCD":
+        _worker(small, f"# {name}")
+    workers = small.get("/healthz").json()["workers"]
+    assert workers["total"] <= 2
+
+
+def test_idle_workers_expire(small: TestClient) -> None:
+    first = _worker(small, "# idle")
+    deadline = time.monotonic() + 10
+    while small.get("/healthz").json()["workers"]["total"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert small.get("/healthz").json()["workers"]["total"] == 0
+    assert _worker(small, "# idle") != first
+
+
+def test_a_timeout_replaces_the_worker(small: TestClient) -> None:
+    extra = "import time"
+    code = TOKEN.format(extra=extra).replace("    return", "    time.sleep(inputs.get('sleep', 0))\n    return")
+    before = evaluate(small, code)["details"]["worker"]
+    assert evaluate(small, code, inputs={"sleep": 5}, settings={"timeout_s": 0.3})["status"] == "timeout"
+    after = evaluate(small, code)["details"]["worker"]
+    assert after != before
