@@ -24,7 +24,6 @@ import ctypes
 import json
 import os
 import resource
-import runpy
 import sys
 from typing import Any
 
@@ -140,8 +139,11 @@ def main(config: dict[str, Any]) -> None:
     os.chdir(config.get("workdir") or "/tmp")
     if config.get("exec"):
         os.execv(config["exec"][0], config["exec"])
-    sys.argv = [config["run_python"], *config.get("argv", [])]
-    runpy.run_path(config["run_python"], run_name="__main__")
+    path = config["run_python"]
+    sys.argv = [path, *config.get("argv", [])]
+    with open(path, encoding="utf-8") as fh:
+        code = compile(fh.read(), path, "exec")
+    exec(code, {"__name__": "__main__", "__file__": path, "__builtins__": __builtins__})
 
 
 if __name__ == "__main__":

@@ -21,19 +21,18 @@ user's own. Values are made JSON-safe here; normalization happens on the host.
 
 from __future__ import annotations
 
-import asyncio
-import importlib.util
-import inspect
 import io
 import json
 import math
 import os
-import site
 import struct
 import sys
 import time
-import traceback
+import types
 from typing import Any
+
+# asyncio, inspect, traceback and site are imported only when needed: together they
+# cost tens of milliseconds of worker start-up, which is the first call's latency.
 
 _HEADER = struct.Struct(">I")
 _MAX_REQUEST = 1 << 31
@@ -122,8 +121,8 @@ class Harness:
         self.output_limit: int = int(config.get("output_limit", 1 << 20))
         self.result_limit: int = int(config.get("result_limit", 1 << 20))
         self.fn: Any = None
-        self.params: list[inspect.Parameter] = []
-        self.loop = asyncio.new_event_loop()
+        self.params: list[Any] = []  # inspect.Parameter, for the main interface only
+        self.loop: Any = None  # an asyncio loop, created for the first awaitable
         self.load_error: dict[str, Any] | None = None
         self._in = os.dup(0)
         self._out = os.dup(1)
@@ -132,8 +131,11 @@ class Harness:
         os.close(devnull)
         os.dup2(2, 1)
         sys.stdin = open(os.devnull)  # noqa: SIM115 - lives as long as the process
-        for path in config.get("site_dirs", []):
-            site.addsitedir(path)
+        if config.get("site_dirs"):
+            import site
+
+            for path in config["site_dirs"]:
+                site.addsitedir(path)
 
     # -- channel -------------------------------------------------------------------------
     def _read_exact(self, n: int) -> bytes:
@@ -165,15 +167,19 @@ class Harness:
         out, err = _Capture(budget, "<stdout>"), _Capture(budget, "<stderr>")
         sys.stdout, sys.stderr = out, err
         try:
-            spec = importlib.util.spec_from_file_location("evaluator", self.code_path)
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
+            with open(self.code_path, encoding="utf-8") as fh:
+                source = fh.read()
+            module = types.ModuleType("evaluator")
+            module.__file__ = self.code_path
             sys.modules["evaluator"] = module
-            spec.loader.exec_module(module)
+            exec(compile(source, self.code_path, "exec"), module.__dict__)
             self.fn = getattr(module, self.entrypoint, None)
             if not callable(self.fn):
                 raise TypeError(f"{self.entrypoint} is not callable")
-            self.params = list(inspect.signature(self.fn).parameters.values())
+            if self.interface == "main":
+                import inspect
+
+                self.params = list(inspect.signature(self.fn).parameters.values())
         except BaseException as exc:  # noqa: BLE001 - any failure at import is the user's
             self.load_error = self._error(exc)
             self.load_error["stdout"] = out.text()
@@ -181,6 +187,8 @@ class Harness:
 
     # -- evaluation ----------------------------------------------------------------------
     def _error(self, exc: BaseException) -> dict[str, Any]:
+        import traceback
+
         frames = traceback.extract_tb(exc.__traceback__)
         user = [i for i, f in enumerate(frames) if f.filename == self.code_path]
         line = frames[user[-1]].lineno if user else None
@@ -206,6 +214,8 @@ class Harness:
             return [case.get("app_params") or {}, inputs, outputs, correct], {}
         variables: dict[str, Any] = dict(inputs) if isinstance(inputs, dict) else {}
         variables.update(inputs=inputs, outputs=outputs, output=outputs, completion=outputs, trace=trace)
+        import inspect
+
         kwargs: dict[str, Any] = {}
         for param in self.params:
             if param.kind is inspect.Parameter.VAR_KEYWORD:
@@ -220,6 +230,17 @@ class Harness:
                 )
         return [], kwargs
 
+    def _await(self, awaitable: Any) -> Any:
+        import asyncio
+
+        if self.loop is None:
+            self.loop = asyncio.new_event_loop()
+
+        async def wrap() -> Any:
+            return await awaitable
+
+        return self.loop.run_until_complete(wrap())
+
     def run_case(self, case: dict[str, Any], correct_answer_key: str) -> dict[str, Any]:
         budget = _Budget(self.output_limit)
         out, err = _Capture(budget, "<stdout>"), _Capture(budget, "<stderr>")
@@ -232,8 +253,8 @@ class Harness:
             else:
                 args, kwargs = self._args(case, correct_answer_key)
                 value = self.fn(*args, **kwargs)
-                if inspect.isawaitable(value):
-                    value = self.loop.run_until_complete(value)
+                if hasattr(value, "__await__"):
+                    value = self._await(value)
                 wire = _to_wire(value)
                 size = len(json.dumps(wire, separators=(",", ":")))
                 if size > self.result_limit:

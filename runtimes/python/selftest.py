@@ -44,8 +44,12 @@ def main() -> int:
         with open(path, "w") as fh:
             fh.write(CODE)
         config = {"code_path": path, "entrypoint": "evaluate", "interface": "evaluate"}
-        proc = subprocess.Popen([sys.executable, "-I", "-S", os.path.join(HERE, "harness.py"), json.dumps(config)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", os.path.join(HERE, "harness.py"), json.dumps(config)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         assert proc.stdin is not None and proc.stdout is not None
         ready = _read(proc.stdout)
         assert ready == {"type": "ready", "load_error": None}, ready
