@@ -44,7 +44,8 @@ class Isolation:
             parts.append("unprivileged uid per worker")
         if self.pids_cgroup:
             parts.append("pids cgroup")
-        parts += ["rlimits(AS,CPU,NPROC,FSIZE,NOFILE,CORE)", "no_new_privs", "scrubbed env"]
+        parts.append("rlimits(AS,CPU," + ("NPROC," if self.uid_drop else "") + "FSIZE,NOFILE,CORE)")
+        parts += ["no_new_privs", "scrubbed env"]
         return " + ".join(parts)
 
 

@@ -1,0 +1,59 @@
+"""The process backend in each isolation mode this machine can run."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from evaluator_host.models import Case, EvaluatorSettings
+from evaluator_host.sandbox.builder import RuntimeBuilder
+from evaluator_host.sandbox.isolation import Isolation, probe
+from evaluator_host.sandbox.pool import WorkerPool
+from evaluator_host.sandbox.process import ProcessBackend
+from evaluator_host.service import EvaluationService
+from tests.conftest import make_settings
+
+CODE = (
+    "import os, time\n\ndef evaluate(inputs, outputs, trace):\n"
+    "    time.sleep(inputs.get('sleep', 0))\n    return {'score': 1, 'cwd': os.getcwd()}\n"
+)
+
+
+def _run(tmp_path: Path, isolation: Isolation, cases: list[Case], timeout_s: float = 5) -> list[dict[str, object]]:
+    settings = make_settings(tmp_path)
+
+    async def go() -> list[dict[str, object]]:
+        pool = WorkerPool(ProcessBackend(settings, isolation), settings)
+        service = EvaluationService(settings, pool, RuntimeBuilder(settings))
+        try:
+            prepared = service.validate("python", CODE, None, EvaluatorSettings(timeout_s=timeout_s))
+            return [r.model_dump() for r in await service.evaluate(prepared, cases)]
+        finally:
+            await pool.close()
+
+    return asyncio.run(go())
+
+
+def test_rlimits_fallback_still_evaluates_and_times_out(tmp_path: Path) -> None:
+    bare = Isolation("rlimits", (), uid_drop=False, pids_cgroup=None)
+    results = _run(tmp_path, bare, [Case(), Case(inputs={"sleep": 5}), Case()], timeout_s=0.5)
+    assert [r["status"] for r in results] == ["ok", "timeout", "ok"]
+    cwd = str(results[0]["details"]["cwd"])  # type: ignore[index]
+    assert cwd.startswith(str(tmp_path / "run"))  # a private working directory, removed afterwards
+    assert not Path(cwd).exists()
+
+
+def test_probe_reports_the_strongest_mode() -> None:
+    iso = probe()
+    assert iso.mode in ("namespaces", "userns", "rlimits")
+    assert iso.summary.startswith(f"process:{iso.mode}")
+    if iso.mode == "namespaces":
+        assert iso.uid_drop and "NPROC" in iso.summary
+
+
+@pytest.mark.skipif(probe().mode == "rlimits", reason="no namespaces on this machine")
+def test_namespaced_worker_runs_in_a_private_root(tmp_path: Path) -> None:
+    results = _run(tmp_path, probe(), [Case()])
+    assert results[0]["status"] == "ok" and results[0]["details"]["cwd"] == "/tmp"  # type: ignore[index]
