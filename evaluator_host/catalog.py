@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 
 from evaluator_host.models import Case, EvaluationResult, Evaluator, EvaluatorCreate, EvaluatorSettings
@@ -13,21 +14,8 @@ __all__ = ["Catalog", "to_model"]
 
 
 def to_model(record: RevisionRecord) -> Evaluator:
-    """The API shape of a stored revision."""
-    return Evaluator(
-        id=record.id,
-        name=record.name,
-        description=record.description,
-        revision=record.revision,
-        language=record.language,
-        interface=record.interface,
-        code=record.code,
-        packages=record.packages,
-        settings=EvaluatorSettings(**record.settings),
-        runtime_id=record.runtime_id,
-        created_at=record.created_at,
-        updated_at=record.updated_at,
-    )
+    """The API shape of a stored revision (the record's fields are the model's)."""
+    return Evaluator.model_validate(dataclasses.asdict(record))
 
 
 def _prepared(record: RevisionRecord) -> Prepared:

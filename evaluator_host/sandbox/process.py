@@ -45,14 +45,17 @@ _ENV = {
 class ProcessWorker:
     """A harness subprocess; raw fd-level output is drained into a capped buffer."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, cleanup: list[Path], release: Any, cap: int) -> None:
+    def __init__(
+        self, proc: asyncio.subprocess.Process, workdir: Path, cgroup: Path | None, release: Any, cap: int
+    ) -> None:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self.proc = proc
         self.reader: asyncio.StreamReader = proc.stdout
         self.writer: asyncio.StreamWriter = proc.stdin
         self.pid: int | None = proc.pid
         self.output_overflow = asyncio.Event()
-        self._cleanup = cleanup
+        self._workdir = workdir
+        self._cgroup = cgroup
         self._release = release
         self._cap = cap
         self._raw = bytearray()
@@ -102,13 +105,14 @@ class ProcessWorker:
             self.writer.close()
         tail = self._tail.decode("utf-8", "replace")
         self._exit = ExitInfo(returncode=code, oom_killed="MemoryError" in tail, raw_output=tail)
-        for path in self._cleanup:
-            for _ in range(50):
-                try:
-                    path.rmdir() if path.is_relative_to("/sys") else shutil.rmtree(path, ignore_errors=True)
-                    break
-                except OSError:  # cgroup still draining
-                    await asyncio.sleep(0.02)
+        shutil.rmtree(self._workdir, ignore_errors=True)
+        for _ in range(50):  # a cgroup can be removed once its last process is gone
+            try:
+                if self._cgroup is not None:
+                    self._cgroup.rmdir()
+                break
+            except OSError:
+                await asyncio.sleep(0.02)
         self._release()
         return self._exit
 
@@ -214,15 +218,15 @@ class ProcessBackend:
         name = f"w-{uuid.uuid4().hex[:12]}"
         root = self._run_dir / name
         root.mkdir(mode=0o700)
-        cleanup = [root]
         cgroup: Path | None = None
         if self._isolation.pids_cgroup is not None:
             cgroup = self._isolation.pids_cgroup / name
             try:
                 cgroup.mkdir()
                 (cgroup / "pids.max").write_text(str(self.settings.pids_max))
-                cleanup.append(cgroup)
             except OSError:
+                with contextlib.suppress(OSError):
+                    cgroup.rmdir()
                 cgroup = None
         config = self._config(spec, root, slot, cgroup)
         python = self.settings.python_executable
@@ -245,11 +249,12 @@ class ProcessBackend:
             )
         except OSError as exc:
             self._free_slots.append(slot)
-            for path in cleanup:
-                with contextlib.suppress(OSError):
-                    path.rmdir()
+            for path in (root, cgroup):
+                if path is not None:
+                    with contextlib.suppress(OSError):
+                        path.rmdir()
             raise SandboxError(f"cannot start a worker: {exc}") from exc
-        worker = ProcessWorker(proc, cleanup, release, spec.output_limit)
+        worker = ProcessWorker(proc, root, cgroup, release, spec.output_limit)
         self._workers.add(worker)
         return worker
 

@@ -258,46 +258,22 @@ class Harness:
                 wire = _to_wire(value)
                 size = len(json.dumps(wire, separators=(",", ":")))
                 if size > self.result_limit:
-                    reply.update(
-                        status="output_limit",
-                        error={
-                            "type": "OutputLimit",
-                            "message": f"the returned value is {size} bytes of JSON; the cap is {self.result_limit}",
-                            "line": None,
-                            "traceback": "",
-                        },
-                    )
+                    message = f"the returned value is {size} bytes of JSON; the cap is {self.result_limit}"
+                    reply.update(status="output_limit", error=_failure("OutputLimit", message))
                 else:
                     reply["value"] = wire
         except OutputLimitExceeded:
-            reply.update(
-                status="output_limit",
-                error={
-                    "type": "OutputLimit",
-                    "message": f"stdout+stderr exceeded {self.output_limit} bytes",
-                    "line": None,
-                    "traceback": "",
-                },
-            )
+            pass  # budget.overflow is set: reported below
         except MemoryError as exc:
             reply.update(status="memory_limit", error=self._error(exc))
         except _BindingError as exc:
-            reply.update(
-                status="error", error={"type": "BindingError", "message": str(exc), "line": None, "traceback": ""}
-            )
+            reply.update(status="error", error=_failure("BindingError", str(exc)))
         except BaseException as exc:  # noqa: BLE001 - every user failure is an outcome
             reply.update(status="error", error=self._error(exc))
         reply["duration_ms"] = (time.perf_counter() - start) * 1000.0
-        if budget.overflow and reply["status"] == "ok":
-            reply.update(
-                status="output_limit",
-                error={
-                    "type": "OutputLimit",
-                    "message": f"stdout+stderr exceeded {self.output_limit} bytes",
-                    "line": None,
-                    "traceback": "",
-                },
-            )
+        if budget.overflow and reply["status"] != "memory_limit":
+            message = f"stdout+stderr exceeded {self.output_limit} bytes"
+            reply.update(status="output_limit", error=_failure("OutputLimit", message))
         reply["stdout"] = out.text()
         reply["stderr"] = err.text()
         reply["truncated"] = budget.overflow
@@ -324,6 +300,10 @@ class Harness:
 
 class _BindingError(Exception):
     pass
+
+
+def _failure(type_name: str, message: str) -> dict[str, Any]:
+    return {"type": type_name, "message": message, "line": None, "traceback": ""}
 
 
 def main(argv: list[str]) -> None:
