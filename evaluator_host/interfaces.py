@@ -16,6 +16,7 @@ A module must define exactly one of ``evaluate`` / ``main`` at top level.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -52,6 +53,7 @@ def register_detector(language: str, detector: Detector) -> None:
     _DETECTORS[language] = detector
 
 
+@functools.lru_cache(maxsize=512)  # one-off evaluations resend the same code on every call
 def detect(language: str, code: str) -> Detected:
     """Detect the interface of ``code``; raise a :class:`DefinitionError` when not acceptable."""
     detector = _DETECTORS.get(language)

@@ -8,6 +8,7 @@ comes back. Routes and the CLI both call this; neither does any of it themselves
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections.abc import Sequence
@@ -42,7 +43,7 @@ class Prepared:
     settings: EvaluatorSettings
     runtime_id: str
 
-    @property
+    @functools.cached_property
     def code_hash(self) -> str:
         """Content hash of (language, code)."""
         return hashlib.sha256(f"{self.language}\0{self.code}".encode()).hexdigest()
