@@ -7,7 +7,7 @@ PORT   ?= 8000
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test lint unit bench clean
+.PHONY: help install run test lint unit bench images clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -33,6 +33,9 @@ test: install lint ## lint, then the whole test suite (conformance vectors from 
 
 unit: install ## the fast tests only (no sandbox)
 	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
+
+images: ## build the Docker base image (debootstrap + docker import, or BASE_IMAGE=python:3.12-slim)
+	sandbox_images/build_base.sh
 
 bench: install ## run the benchmarks and write docs/benchmarks.md
 	$(BIN)/python bench/run.py
