@@ -20,7 +20,7 @@ $(BIN)/evaluator-host: pyproject.toml
 
 install: $(BIN)/evaluator-host ## create .venv with the service and the dev tools
 
-run: install ## start the service on $(HOST):$(PORT) (embedded process sandbox unless Docker answers)
+run: install ## start the service on $(HOST):$(PORT) with the embedded process sandbox
 	$(BIN)/evaluator-host serve --host $(HOST) --port $(PORT)
 
 lint: install ## ruff + mypy --strict on the package
