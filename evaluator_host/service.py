@@ -21,7 +21,7 @@ from evaluator_host.interfaces import detect
 from evaluator_host.models import Case, EvaluationResult, EvaluatorSettings
 from evaluator_host.normalize import normalize
 from evaluator_host.packages import normalize_pins
-from evaluator_host.sandbox.backend import RawOutcome, WorkerSpec
+from evaluator_host.sandbox.backend import RawOutcome, WorkerSpec, error_info
 from evaluator_host.sandbox.builder import Runtime, RuntimeBuilder
 from evaluator_host.sandbox.pool import WorkerPool
 from evaluator_host.settings import Settings
@@ -63,8 +63,7 @@ def to_result(raw: RawOutcome, prepared: Prepared, runtime: dict[str, Any]) -> E
         return EvaluationResult(status=raw.status, error=raw.error, **base)
     norm = normalize(raw.value, interface=prepared.interface, threshold=prepared.settings.threshold)
     if norm.invalid is not None:
-        error = {"type": "InvalidResult", "message": norm.invalid, "line": None, "traceback": ""}
-        return EvaluationResult(status="invalid_result", error=error, **base)
+        return EvaluationResult(status="invalid_result", error=error_info("InvalidResult", norm.invalid), **base)
     return EvaluationResult(
         status="ok",
         score=norm.score,

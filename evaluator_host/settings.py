@@ -58,7 +58,6 @@ class Settings(BaseSettings):
     sandbox_uid_base: int = Field(200_000, description="First uid for sandboxed workers (when root).")
     pids_max: int = Field(64, description="Processes a worker may have (pids cgroup / RLIMIT_NPROC).")
     tmpfs_mb: int = Field(64, description="Size of each worker's private /tmp.")
-    ca_bundle: str = Field("/etc/ssl/certs/ca-certificates.crt", description="CA bundle given to package builds.")
     build_timeout_s: float = Field(900.0, description="Longest a package install may take.")
 
     @field_validator("api_keys", mode="before")

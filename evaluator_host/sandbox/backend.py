@@ -9,10 +9,10 @@ must pass ``tests/compliance``.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["ExitInfo", "RawOutcome", "SandboxBackend", "Worker", "WorkerSpec"]
+__all__ = ["ExitInfo", "RawOutcome", "SandboxBackend", "Worker", "WorkerSpec", "error_info"]
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,11 @@ class RawOutcome:
     stderr: str = ""
     truncated: bool = False
     duration_ms: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def error_info(type_name: str, message: str) -> dict[str, Any]:
+    """An ``EvaluationResult.error`` for a failure the host (not the user's code) reports."""
+    return {"type": type_name, "message": message, "line": None, "traceback": ""}
 
 
 class Worker(Protocol):
@@ -63,7 +67,6 @@ class Worker(Protocol):
 
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
-    pid: int | None
     output_overflow: asyncio.Event
 
     def take_raw_output(self) -> str:
@@ -74,9 +77,6 @@ class Worker(Protocol):
 
     async def wait(self) -> ExitInfo:
         """Wait until the worker has exited."""
-
-    def rss_bytes(self) -> int | None:
-        """Resident memory of the worker, when the backend can tell."""
 
 
 class SandboxBackend(Protocol):

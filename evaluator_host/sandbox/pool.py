@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluator_host.errors import SandboxError
-from evaluator_host.sandbox.backend import RawOutcome, SandboxBackend, Worker, WorkerSpec
+from evaluator_host.sandbox.backend import RawOutcome, SandboxBackend, Worker, WorkerSpec, error_info
 from evaluator_host.sandbox.protocol import FrameTooLarge, encode_frame, read_frame
 from evaluator_host.settings import Settings
 
@@ -52,8 +52,7 @@ class PoolStats:
 
 
 def _failure(status: str, type_name: str, message: str, **extra: Any) -> RawOutcome:
-    error = {"type": type_name, "message": message, "line": None, "traceback": ""}
-    return RawOutcome(status=status, error=error, **extra)
+    return RawOutcome(status=status, error=error_info(type_name, message), **extra)
 
 
 class WorkerPool:
@@ -118,14 +117,8 @@ class WorkerPool:
         except (TimeoutError, asyncio.IncompleteReadError, FrameTooLarge, ValueError) as exc:
             info = await worker.kill()
             if isinstance(exc, TimeoutError):
-                ready = {
-                    "load_error": {
-                        "type": "Timeout",
-                        "message": f"loading the evaluator took longer than {_LOAD_TIMEOUT_S:.0f} s",
-                        "line": None,
-                        "traceback": "",
-                    }
-                }
+                message = f"loading the evaluator took longer than {_LOAD_TIMEOUT_S:.0f} s"
+                ready = {"load_error": error_info("Timeout", message)}
             else:
                 raise SandboxError(
                     f"the worker failed to start (exit {info.returncode}): {info.raw_output[-2000:]}"

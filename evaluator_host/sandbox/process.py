@@ -52,7 +52,6 @@ class ProcessWorker:
         self.proc = proc
         self.reader: asyncio.StreamReader = proc.stdout
         self.writer: asyncio.StreamWriter = proc.stdin
-        self.pid: int | None = proc.pid
         self.output_overflow = asyncio.Event()
         self._workdir = workdir
         self._cgroup = cgroup
@@ -115,20 +114,6 @@ class ProcessWorker:
                 await asyncio.sleep(0.02)
         self._release()
         return self._exit
-
-    def rss_bytes(self) -> int | None:
-        """RSS of the harness process (the child of ``unshare`` when namespaced)."""
-        pids = [self.proc.pid]
-        with contextlib.suppress(OSError):
-            children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
-            pids = [int(p) for p in children] or pids
-        total = 0
-        for pid in pids:
-            with contextlib.suppress(OSError, ValueError):
-                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) * 1024
-        return total or None
 
 
 class ProcessBackend:
