@@ -84,6 +84,7 @@ class EvaluationService:
         self.builder = builder
         self._code_dir = settings.data_dir / "code"
         self._code_dir.mkdir(parents=True, exist_ok=True)
+        self._written: set[str] = set()  # code files known to exist: no stat per request
 
     def validate(self, language: str, code: str, packages: Any, settings: EvaluatorSettings | None = None) -> Prepared:
         """Check size, interface and pins; raise ``DefinitionError`` (HTTP 422) otherwise."""
@@ -109,12 +110,15 @@ class EvaluationService:
     def _code_path(self, prepared: Prepared) -> Path:
         folder = self._code_dir / prepared.code_hash[:32]
         path = folder / f"evaluator{_SUFFIX[prepared.language]}"
+        if prepared.code_hash in self._written:
+            return path
         if not path.exists():
             folder.mkdir(mode=0o755, exist_ok=True)
             tmp = folder / f".{os.getpid()}.{id(prepared)}.tmp"
             tmp.write_text(prepared.code)
             tmp.chmod(0o644)
             tmp.replace(path)
+        self._written.add(prepared.code_hash)
         return path
 
     def spec(self, prepared: Prepared, runtime: Runtime, scope: str) -> WorkerSpec:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evaluator_host.catalog import Catalog
+from evaluator_host.errors import BackendUnavailable
 from evaluator_host.sandbox.backend import SandboxBackend
 from evaluator_host.sandbox.builder import RuntimeBuilder
 from evaluator_host.sandbox.pool import WorkerPool
@@ -18,7 +19,13 @@ __all__ = ["Services", "select_backend"]
 
 
 def select_backend(settings: Settings) -> SandboxBackend:
-    """The configured backend; ``auto`` is the process backend until docker lands."""
+    """The configured backend: ``auto`` and ``process`` give the process backend.
+
+    ``docker`` is refused with :class:`BackendUnavailable` until that backend exists, rather
+    than silently running on another one.
+    """
+    if settings.backend == "docker":
+        raise BackendUnavailable("the docker backend is not available in this version; use auto or process")
     return ProcessBackend(settings)
 
 
