@@ -21,8 +21,7 @@ from evaluator_host.interfaces import detect
 from evaluator_host.models import Case, EvaluationResult, EvaluatorSettings
 from evaluator_host.normalize import normalize
 from evaluator_host.packages import normalize_pins
-from evaluator_host.sandbox.backend import RawOutcome, WorkerSpec, error_info
-from evaluator_host.sandbox.builder import Runtime, RuntimeBuilder
+from evaluator_host.sandbox.backend import Builder, RawOutcome, Runtime, WorkerSpec, error_info
 from evaluator_host.sandbox.pool import WorkerPool
 from evaluator_host.settings import Settings
 
@@ -78,7 +77,7 @@ def to_result(raw: RawOutcome, prepared: Prepared, runtime: dict[str, Any]) -> E
 class EvaluationService:
     """Validates definitions and runs evaluations on the pool."""
 
-    def __init__(self, settings: Settings, pool: WorkerPool, builder: RuntimeBuilder) -> None:
+    def __init__(self, settings: Settings, pool: WorkerPool, builder: Builder) -> None:
         self.settings = settings
         self.pool = pool
         self.builder = builder
@@ -132,7 +131,7 @@ class EvaluationService:
             entrypoint=prepared.entrypoint,
             interface=prepared.interface,
             runtime_id=runtime.id,
-            runtime_dir=runtime.path,
+            runtime_location=runtime.location,
             memory_mb=prepared.settings.memory_mb,
             output_limit=s.output_limit_bytes,
             result_limit=s.result_limit_bytes,

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from evaluator_host.catalog import Catalog
 from evaluator_host.errors import BackendUnavailable
 from evaluator_host.sandbox.backend import SandboxBackend
-from evaluator_host.sandbox.builder import RuntimeBuilder
 from evaluator_host.sandbox.pool import WorkerPool
 from evaluator_host.sandbox.process import ProcessBackend
 from evaluator_host.service import EvaluationService
@@ -17,16 +17,31 @@ from evaluator_host.store.db import make_engine
 
 __all__ = ["Services", "select_backend"]
 
+log = logging.getLogger(__name__)
+
 
 def select_backend(settings: Settings) -> SandboxBackend:
-    """The configured backend: ``auto`` and ``process`` give the process backend.
+    """The configured backend.
 
-    ``docker`` is refused with :class:`BackendUnavailable` until that backend exists, rather
-    than silently running on another one.
+    ``docker`` requires an engine and the base image (``BackendUnavailable`` otherwise);
+    ``auto`` uses docker when an engine answers and the base image is there, else the
+    process backend (saying why in the log); ``process`` is the embedded sandbox.
     """
+    if settings.backend == "process":
+        return ProcessBackend(settings)
+    from evaluator_host.sandbox.docker_backend import DockerBackend
+    from evaluator_host.sandbox.docker_engine import engine_answers
+
     if settings.backend == "docker":
-        raise BackendUnavailable("the docker backend is not available in this version; use auto or process")
-    return ProcessBackend(settings)
+        return DockerBackend(settings)
+    if not engine_answers(settings):
+        log.info("no Docker engine answers: using the process backend")
+        return ProcessBackend(settings)
+    try:
+        return DockerBackend(settings)
+    except BackendUnavailable as exc:
+        log.warning("Docker engine found but not usable (%s): using the process backend", exc.message)
+        return ProcessBackend(settings)
 
 
 @dataclass
@@ -47,7 +62,7 @@ class Services:
         store = EvaluatorStore(make_engine(settings.resolved_database_url))
         backend = select_backend(settings)
         pool = WorkerPool(backend, settings)
-        evaluation = EvaluationService(settings, pool, RuntimeBuilder(settings))
+        evaluation = EvaluationService(settings, pool, backend.builder)
         return cls(settings, store, backend, pool, evaluation, Catalog(store, evaluation))
 
     async def close(self) -> None:

@@ -23,6 +23,14 @@ def default_data_dir() -> Path:
     return Path(base) / "evaluator-host"
 
 
+def default_ca_bundle() -> Path | None:
+    """The host's system CA bundle (Debian/Ubuntu, then Fedora/RHEL paths), if any."""
+    for candidate in ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"):
+        if os.path.isfile(candidate):
+            return Path(candidate)
+    return None
+
+
 def _default_python() -> str:
     # The interpreter that runs user code: the real binary behind this venv's python,
     # started with -I -S so no host site-packages leak into the sandbox.
@@ -59,6 +67,16 @@ class Settings(BaseSettings):
     pids_max: int = Field(64, description="Processes a worker may have (pids cgroup / RLIMIT_NPROC).")
     tmpfs_mb: int = Field(64, description="Size of each worker's private /tmp.")
     build_timeout_s: float = Field(900.0, description="Longest a package install may take.")
+    ca_bundle: Path | None = Field(
+        default_factory=default_ca_bundle,
+        description="CA bundle given to package installs in build containers (TLS-intercepting proxies).",
+    )
+
+    docker_host: str | None = Field(None, description="Docker engine URL; default: DOCKER_HOST or the local socket.")
+    base_image: str = Field("evaluator-host/base-python:latest", description="Image runtimes are built FROM.")
+    cpus: float = Field(1.0, description="CPU quota of each container (docker backend).")
+    spare_workers: int = Field(1, description="Pre-started unbound containers kept per runtime (docker backend).")
+    container_user: str = Field("65534:65534", description="uid:gid that user code runs as in containers.")
 
     @field_validator("api_keys", mode="before")
     @classmethod

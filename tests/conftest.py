@@ -1,9 +1,16 @@
-"""Shared fixtures: a real service (lifespan started) per backend, on a private data dir."""
+"""Shared fixtures: a real service (lifespan started) per backend, on a private data dir.
+
+The docker backend joins every backend-parametrized test when an engine answers and
+the base image exists (``make images``). ``EVALUATOR_HOST_TEST_DOCKER=required`` (set
+by ``.ci/run``) turns "no engine" into a failure instead of a skip.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -12,7 +19,56 @@ from evaluator_host.api import create_app
 from evaluator_host.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
-BACKENDS = ["process"]
+DOCKER_REQUIRED = os.environ.get("EVALUATOR_HOST_TEST_DOCKER") == "required"
+
+
+def _docker_ready() -> str | None:
+    """None when the docker backend can run here, else why not."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=5)
+        try:
+            client.ping()
+            client.images.get(Settings().base_image)
+        finally:
+            client.close()
+    except Exception as exc:  # noqa: BLE001 - any failure means "no docker here"
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+DOCKER_MISSING = _docker_ready()
+docker_only = pytest.mark.skipif(
+    DOCKER_MISSING is not None and not DOCKER_REQUIRED, reason=f"no usable Docker engine: {DOCKER_MISSING}"
+)
+BACKENDS: list[Any] = ["process", pytest.param("docker", marks=[pytest.mark.docker, docker_only])]
+
+
+def managed_containers(owner: str | None = None) -> set[str]:
+    """Ids of every container evaluator-host (the service of data dir ``owner``) created that still exists."""
+    import docker
+
+    labels = ["evaluator-host.managed=1", *([f"evaluator-host.owner={owner}"] if owner else [])]
+    client = docker.from_env(timeout=10)
+    try:
+        return {c.id for c in client.containers.list(all=True, filters={"label": labels})}
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_container_left_behind() -> Iterator[None]:
+    """Every container the test session's services started is gone when it ends."""
+    if DOCKER_MISSING is not None:
+        if DOCKER_REQUIRED:
+            pytest.fail(f"EVALUATOR_HOST_TEST_DOCKER=required but Docker is not usable: {DOCKER_MISSING}")
+        yield
+        return
+    before = managed_containers()
+    yield
+    left = managed_containers() - before
+    assert not left, f"{len(left)} sandbox containers were left behind: {sorted(left)[:5]}"
 
 
 def make_settings(data_dir: Path, **overrides: object) -> Settings:

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import REPO
+from evaluator_host.sandbox.docker_engine import Engine
+from evaluator_host.settings import Settings
+from tests.conftest import DOCKER_MISSING, REPO, managed_containers
 
 CLI = [sys.executable, "-m", "evaluator_host.cli"]
 
@@ -80,9 +82,15 @@ def test_serve_answers_the_quickstart(tmp_path: Path) -> None:
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
+        backend = httpx.get(f"{base}/healthz").json()["backend"]
+        # auto picks docker when an engine and the base image are there
+        assert backend == ("process" if DOCKER_MISSING else "docker")
         body = {"language": "python", "code": "def evaluate(inputs, outputs, trace):\n    return 1.0\n"}
         assert httpx.post(f"{base}/v1/evaluate", json=body).json()["score"] == 1.0
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    assert not list((tmp_path / "run").iterdir())  # no worker directory left behind
+    if backend == "process":
+        assert not list((tmp_path / "run").iterdir())  # no worker directory left behind
+    else:
+        assert not managed_containers(Engine(Settings(data_dir=tmp_path)).owner)  # no container left behind

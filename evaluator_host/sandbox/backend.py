@@ -9,10 +9,41 @@ must pass ``tests/compliance``.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["ExitInfo", "RawOutcome", "SandboxBackend", "Worker", "WorkerSpec", "error_info"]
+__all__ = ["Builder", "ExitInfo", "RawOutcome", "Runtime", "SandboxBackend", "Worker", "WorkerSpec", "error_info"]
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """A built (or package-free) runtime: one per (language, base, exact pins).
+
+    ``location`` is backend-specific: a directory holding ``site/`` on the process
+    backend, an image id on the docker backend; ``None`` for the bare base.
+    """
+
+    id: str
+    language: str
+    packages: dict[str, str]
+    location: str | None
+    lock: list[str] = field(default_factory=list)
+
+    def public(self) -> dict[str, Any]:
+        """The ``runtime`` object of an EvaluationResult."""
+        return {"id": self.id, "language": self.language, "packages": dict(self.packages)}
+
+
+class Builder(Protocol):
+    """Turns pins into runtimes, building each distinct set once."""
+
+    builds: int
+
+    def runtime_for(self, language: str, pins: dict[str, str]) -> str:
+        """The runtime id of ``pins`` (no build)."""
+
+    async def ensure(self, language: str, pins: dict[str, str]) -> Runtime:
+        """The runtime of ``pins``, built on first use; ``BuildError`` when the install fails."""
 
 
 @dataclass(frozen=True)
@@ -29,7 +60,7 @@ class WorkerSpec:
     entrypoint: str
     interface: str
     runtime_id: str
-    runtime_dir: str | None
+    runtime_location: str | None
     memory_mb: int
     output_limit: int
     result_limit: int
@@ -83,6 +114,10 @@ class SandboxBackend(Protocol):
     """Starts sandboxed workers."""
 
     name: str
+
+    @property
+    def builder(self) -> Builder:
+        """Where this backend's runtimes come from."""
 
     @property
     def isolation(self) -> dict[str, Any]:

@@ -23,32 +23,16 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from evaluator_host.errors import BuildError, SandboxError
 from evaluator_host.packages import runtime_id
+from evaluator_host.sandbox.backend import Runtime
 from evaluator_host.settings import Settings
 
 __all__ = ["Runtime", "RuntimeBuilder"]
 
 _TRIM = 4000
-
-
-@dataclass(frozen=True)
-class Runtime:
-    """A built (or package-free) runtime."""
-
-    id: str
-    language: str
-    packages: dict[str, str]
-    path: str | None
-    lock: list[str] = field(default_factory=list)
-
-    def public(self) -> dict[str, Any]:
-        """The ``runtime`` object of an EvaluationResult."""
-        return {"id": self.id, "language": self.language, "packages": dict(self.packages)}
 
 
 def _trim(text: str) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 
 from evaluator_host.errors import SandboxError
 from evaluator_host.sandbox.backend import ExitInfo, WorkerSpec
+from evaluator_host.sandbox.builder import RuntimeBuilder
 from evaluator_host.sandbox.isolation import Isolation, probe
 from evaluator_host.settings import Settings
 
@@ -123,6 +124,7 @@ class ProcessBackend:
 
     def __init__(self, settings: Settings, isolation: Isolation | None = None) -> None:
         self.settings = settings
+        self.builder = RuntimeBuilder(settings)
         self._isolation = isolation or probe()
         self._run_dir = settings.data_dir / "run"
         self._run_dir.mkdir(parents=True, exist_ok=True)
@@ -158,7 +160,7 @@ class ProcessBackend:
         mounts = {
             str(RUNTIMES_DIR): "/sandbox/runtimes",
             code_dir: "/sandbox/code",
-            **({spec.runtime_dir: "/sandbox/runtime"} if spec.runtime_dir else {}),
+            **({spec.runtime_location: "/sandbox/runtime"} if spec.runtime_location else {}),
         }
 
         def inside(path: str, host_dir: str) -> str:
@@ -168,7 +170,9 @@ class ProcessBackend:
             "code_path": inside(spec.code_path, code_dir),
             "entrypoint": spec.entrypoint,
             "interface": spec.interface,
-            "site_dirs": [inside(spec.runtime_dir, spec.runtime_dir) + "/site"] if spec.runtime_dir else [],
+            "site_dirs": [inside(spec.runtime_location, spec.runtime_location) + "/site"]
+            if spec.runtime_location
+            else [],
             "output_limit": spec.output_limit,
             "result_limit": spec.result_limit,
         }

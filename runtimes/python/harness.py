@@ -5,12 +5,18 @@ Started once per worker with one argument, a JSON config::
     {"code_path": "...", "entrypoint": "evaluate" | "main", "interface": "evaluate" | "legacy" | "main",
      "site_dirs": ["..."], "output_limit": 1048576, "result_limit": 1048576}
 
+Without ``code_path`` the harness starts *unbound* (the Docker backend keeps such
+spares warm per runtime) and waits for one ``load`` frame carrying the code and the
+rest of the config; it writes the code under ``code_dir`` (default ``/tmp/evaluator``)
+so line numbers and tracebacks are the user's own, then goes on as above.
+
 Protocol: the host's pipes arrive as fd 0 (requests) and fd 1 (replies). The harness
 moves them to private descriptors, points fd 0 at /dev/null and fd 1 at fd 2, so
 nothing the user's code prints can reach the reply channel. Frames are a 4-byte
 big-endian length followed by UTF-8 JSON.
 
     worker → host   {"type": "ready", "load_error": null | ERROR}
+    host → worker   {"op": "load", "code": "...", "entrypoint": ..., ...}   (unbound start only)
     host → worker   {"op": "run", "correct_answer_key": "...", "cases": [CASE, ...]}
     worker → host   one {"type": "result", "index": i, ...} per case, in order
     host → worker   {"op": "exit"}
@@ -115,11 +121,9 @@ class Harness:
     """Loads one evaluator and serves evaluations over the framed channel."""
 
     def __init__(self, config: dict[str, Any]) -> None:
-        self.code_path: str = config["code_path"]
-        self.entrypoint: str = config["entrypoint"]
-        self.interface: str = config["interface"]
-        self.output_limit: int = int(config.get("output_limit", 1 << 20))
-        self.result_limit: int = int(config.get("result_limit", 1 << 20))
+        self.code_path: str = ""
+        self.entrypoint = self.interface = ""
+        self.output_limit = self.result_limit = 1 << 20
         self.fn: Any = None
         self.params: list[Any] = []  # inspect.Parameter, for the main interface only
         self.loop: Any = None  # an asyncio loop, created for the first awaitable
@@ -131,11 +135,36 @@ class Harness:
         os.close(devnull)
         os.dup2(2, 1)
         sys.stdin = open(os.devnull)  # noqa: SIM115 - lives as long as the process
+        self.configure(config)
+
+    def configure(self, config: dict[str, Any]) -> None:
+        """Take the evaluator's settings (at start, or from the ``load`` frame)."""
+        self.code_path = config.get("code_path", self.code_path)
+        self.entrypoint = config.get("entrypoint", self.entrypoint)
+        self.interface = config.get("interface", self.interface)
+        self.output_limit = int(config.get("output_limit", self.output_limit))
+        self.result_limit = int(config.get("result_limit", self.result_limit))
         if config.get("site_dirs"):
             import site
 
             for path in config["site_dirs"]:
                 site.addsitedir(path)
+
+    def bind(self) -> bool:
+        """Wait for the ``load`` frame of an unbound worker; write the code; False on EOF."""
+        try:
+            message = self.recv()
+        except EOFError:
+            return False
+        if message.get("op") != "load":
+            return False
+        folder = message.get("code_dir") or "/tmp/evaluator"
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        path = os.path.join(folder, message.get("filename") or "evaluator.py")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(message["code"])
+        self.configure({**message, "code_path": path})
+        return True
 
     # -- channel -------------------------------------------------------------------------
     def _read_exact(self, n: int) -> bytes:
@@ -310,6 +339,8 @@ def main(argv: list[str]) -> None:
     """Entry point: ``harness.py CONFIG_JSON``."""
     config = json.loads(argv[1])
     harness = Harness(config)
+    if not harness.code_path and not harness.bind():
+        os._exit(0)
     harness.load()
     harness.serve()
     os._exit(0)

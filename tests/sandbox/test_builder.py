@@ -24,7 +24,7 @@ def test_concurrent_requests_for_one_set_build_once(tmp_path: Path) -> None:
     assert len(set(ids)) == 1 and builder.builds == 1
     runtime = asyncio.run(builder.ensure("python", {"six": "1.16.0"}))
     assert "six==1.16.0" in runtime.lock
-    assert (Path(runtime.path or "") / "manifest.json").exists()
+    assert (Path(runtime.location or "") / "manifest.json").exists()
     # A second builder (another service process) finds the cache on disk: zero builds.
     again = RuntimeBuilder(make_settings(tmp_path))
     assert asyncio.run(again.ensure("python", {"six": "1.16.0"})).id == runtime.id and again.builds == 0

@@ -1,0 +1,379 @@
+"""The docker backend: each worker is a harness in a hardened, single-tenant container.
+
+Containers are started *unbound* from a runtime image (base image + the pinned
+packages) and kept as spares, ``spare_workers`` per (runtime image, memory_mb); a
+worker for a new evaluator revision takes a spare and binds it by sending the code
+in a ``load`` frame, so no container is created on the request path once a runtime
+has been used. A bound container only ever serves its one :class:`WorkerSpec` key
+(the pool's rule), and is removed when the pool discards it.
+
+Transport: the container's own stdio, through one ``attach`` connection made before
+the container starts: frames go to the harness on stdin and come back on stdout;
+stderr (everything user code writes to fd 1/2) is demultiplexed into a capped buffer.
+``detachKeys`` is set to five ctrl-A bytes, a sequence that cannot occur in the
+framed protocol (JSON never holds raw control bytes and a frame header is four bytes).
+
+Hardening on every container (see docs/security.md): no network, read-only root,
+``/tmp`` and ``/dev/shm`` small noexec tmpfs, all capabilities dropped,
+no-new-privileges, an unprivileged uid, pids/memory(+swap)/CPU limits, docker's init,
+nothing of the host mounted writable (the harness folder is mounted read-only), no
+engine socket, logs discarded, and labels + a name prefix for the sweeps at start-up
+and shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import docker
+from docker.types import LogConfig, Ulimit
+
+from evaluator_host.errors import SandboxError
+from evaluator_host.models import EvaluatorSettings
+from evaluator_host.sandbox.backend import ExitInfo, WorkerSpec
+from evaluator_host.sandbox.docker_engine import NAME_PREFIX, Engine, NotFound
+from evaluator_host.sandbox.docker_images import SITE, DockerRuntimeBuilder
+from evaluator_host.sandbox.protocol import encode_frame
+from evaluator_host.settings import Settings
+
+__all__ = ["DockerBackend", "DockerWorker"]
+
+log = logging.getLogger(__name__)
+
+RUNTIMES_DIR = Path(__file__).resolve().parents[2] / "runtimes"
+_HARNESS = "/sandbox/runtimes/python/harness.py"
+_DETACH_KEYS = ",".join(["ctrl-a"] * 5)
+_HEADER = 8  # docker's stream multiplexing header: [stream, 0, 0, 0, size (4 bytes, BE)]
+_MIB = 1024 * 1024
+_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "TMPDIR": "/tmp",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+
+
+class DockerWorker:
+    """One container's attach connection, demultiplexed into protocol frames and raw output."""
+
+    def __init__(
+        self, backend: DockerBackend, container_id: str, raw: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.container_id = container_id
+        self.reader = asyncio.StreamReader(limit=1 << 20)
+        self.writer = writer
+        self.output_overflow = asyncio.Event()
+        self.cap = 1 << 20
+        self._backend = backend
+        self._raw = bytearray()
+        self._raw_total = 0
+        self._tail = bytearray()
+        self._eof = asyncio.Event()
+        self._exit: ExitInfo | None = None
+        self._kill_lock = asyncio.Lock()
+        self._demux = asyncio.ensure_future(self._pump(raw))
+
+    @property
+    def alive(self) -> bool:
+        """Whether the attach stream is still open (the container runs)."""
+        return not self._eof.is_set()
+
+    async def _pump(self, raw: asyncio.StreamReader) -> None:
+        try:
+            while True:
+                header = await raw.readexactly(_HEADER)
+                size = int.from_bytes(header[4:8], "big")
+                payload = await raw.readexactly(size) if size else b""
+                if header[0] == 1:
+                    self.reader.feed_data(payload)
+                else:
+                    self._raw_output(payload)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            pass
+        finally:
+            self.reader.feed_eof()
+            self._eof.set()
+
+    def _raw_output(self, chunk: bytes) -> None:
+        self._raw_total += len(chunk)
+        room = self.cap - len(self._raw)
+        if room > 0:
+            self._raw += chunk[:room]
+        self._tail = (self._tail + chunk)[-4096:]
+        if self._raw_total > self.cap and not self.output_overflow.is_set():
+            self.output_overflow.set()
+            with contextlib.suppress(Exception):
+                self.writer.transport.abort()  # the pool sees EOF and reports output_limit
+
+    def take_raw_output(self) -> str:
+        """Raw output written straight to fd 1/2 since the last call (capped)."""
+        if not self._raw:
+            return ""
+        text = self._raw.decode("utf-8", "replace")
+        self._raw.clear()
+        self._raw_total = 0
+        return text
+
+    async def kill(self) -> ExitInfo:
+        """Remove the container; when it had already exited, report how (OOM kill, exit code)."""
+        async with self._kill_lock:
+            if self._exit is None:
+                exited = self._eof.is_set() and not self.output_overflow.is_set()
+                code, oom = await self._backend.remove(self.container_id, inspect=exited)
+                self._exit = ExitInfo(returncode=code, oom_killed=oom, raw_output=self._tail.decode("utf-8", "replace"))
+                with contextlib.suppress(Exception):
+                    self.writer.close()
+                self._demux.cancel()
+            return self._exit
+
+    async def wait(self) -> ExitInfo:
+        """Wait until the container has exited, then remove it."""
+        await self._eof.wait()
+        return await self.kill()
+
+
+class DockerBackend:
+    """Starts harness containers from runtime images; keeps unbound spares per runtime."""
+
+    name = "docker"
+
+    def __init__(self, settings: Settings, engine: Engine | None = None) -> None:
+        self.settings = settings
+        self.engine = engine or Engine(settings)
+        self.engine.sweep_sync()
+        self.builder = DockerRuntimeBuilder(settings, self.engine)
+        self.builder.base_id()
+        self._spares: dict[tuple[str, int], list[DockerWorker]] = {}
+        self._filling: dict[tuple[str, int], int] = {}
+        self._last_used: dict[tuple[str, int], float] = {}
+        self._workers: set[DockerWorker] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._sweeper: asyncio.Task[None] | None = None
+        self._closed = False
+        self.started = 0
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._fill(
+            (self.builder.base_id(), EvaluatorSettings().memory_mb)
+        )  # the bare runtime with default limits: ready at once
+
+    @property
+    def isolation(self) -> dict[str, Any]:
+        """The measures in force on every container."""
+        s = self.settings
+        return {
+            "summary": (
+                "docker containers: network none, read-only root, noexec tmpfs /tmp, cap-drop ALL, "
+                f"no-new-privileges, uid {s.container_user}, pids<={s.pids_max}, memory=memory+swap, "
+                f"cpus={s.cpus:g}, init"
+            ),
+            "mode": "docker",
+            "network": "none",
+            "user": s.container_user,
+            "pids_limit": s.pids_max,
+            "cpus": s.cpus,
+            "base_image": s.base_image,
+        }
+
+    # -- containers ----------------------------------------------------------------------
+    def _create_sync(self, client: docker.DockerClient, image: str, memory_mb: int) -> tuple[str, socket.socket]:
+        api = client.api
+        s = self.settings
+        tmpfs = f"rw,noexec,nosuid,nodev,size={s.tmpfs_mb}m,mode=1777"
+        host_config = api.create_host_config(
+            network_mode="none",
+            read_only=True,
+            tmpfs={"/tmp": tmpfs},
+            shm_size=s.tmpfs_mb * _MIB,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges:true"],
+            pids_limit=s.pids_max,
+            mem_limit=memory_mb * _MIB,
+            memswap_limit=memory_mb * _MIB,
+            nano_cpus=int(s.cpus * 1e9),
+            init=True,
+            ipc_mode="private",
+            binds={str(RUNTIMES_DIR): {"bind": "/sandbox/runtimes", "mode": "ro"}},
+            ulimits=[
+                Ulimit(name="nofile", soft=256, hard=256),
+                Ulimit(name="core", soft=0, hard=0),
+                Ulimit(name="fsize", soft=s.tmpfs_mb * _MIB, hard=s.tmpfs_mb * _MIB),
+            ],
+            log_config=LogConfig(type=LogConfig.types.NONE),
+        )
+        config = {"site_dirs": [SITE] if image != self.builder.base_id() else []}
+        created = api.create_container(
+            image,
+            command=["python3", "-I", "-S", _HARNESS, json.dumps(config)],
+            user=s.container_user,
+            environment=dict(_ENV),
+            working_dir="/tmp",
+            hostname="sandbox",
+            stdin_open=True,
+            labels=self.engine.labels(**{"evaluator-host.image": image[:80]}),
+            name=f"{NAME_PREFIX}{self.engine.owner}-{uuid.uuid4().hex[:12]}",
+            host_config=host_config,
+        )
+        cid = str(created["Id"])
+        try:
+            attached = api.attach_socket(
+                cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1, "detachKeys": _DETACH_KEYS}
+            )
+            raw = getattr(attached, "_sock", attached)
+            if not isinstance(raw, socket.socket):
+                raise SandboxError("the docker backend needs a local engine (unix socket or plain tcp)")
+            sock = socket.socket(raw.family, raw.type, fileno=os.dup(raw.fileno()))
+            attached.close()
+            api.start(cid)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                api.remove_container(cid, force=True)
+            raise
+        return cid, sock
+
+    async def _create(self, image: str, memory_mb: int) -> DockerWorker:
+        cid, sock = await self.engine.call(self._create_sync, image, memory_mb)
+        sock.setblocking(False)
+        raw, writer = await asyncio.open_connection(sock=sock, limit=1 << 20)
+        worker = DockerWorker(self, cid, raw, writer)
+        self._workers.add(worker)
+        self.started += 1
+        return worker
+
+    async def remove(self, container_id: str, *, inspect: bool) -> tuple[int | None, bool]:
+        """Remove a container; with ``inspect``, first read its exit code and OOM flag."""
+
+        def remove(client: docker.DockerClient) -> tuple[int | None, bool]:
+            code: int | None = -9
+            oom = False
+            try:
+                if inspect:
+                    with contextlib.suppress(Exception):
+                        client.api.wait(container_id, timeout=10)
+                    state = client.api.inspect_container(container_id)["State"]
+                    code, oom = state.get("ExitCode"), bool(state.get("OOMKilled"))
+                client.api.remove_container(container_id, force=True)
+            except NotFound:
+                pass
+            return code, oom
+
+        try:
+            return await self.engine.call(remove)
+        except SandboxError as exc:  # the engine is down: its containers went with it
+            log.warning("could not remove container %s: %s", container_id[:12], exc)
+            return None, False
+        finally:
+            self._workers = {w for w in self._workers if w.container_id != container_id}
+
+    # -- spares --------------------------------------------------------------------------
+    def _fill(self, key: tuple[str, int]) -> None:
+        """Start spares for ``key`` in the background up to ``spare_workers``."""
+        if self._closed:
+            return
+        self._last_used[key] = time.monotonic()
+        missing = self.settings.spare_workers - len(self._spares.get(key, [])) - self._filling.get(key, 0)
+        for _ in range(max(0, missing)):
+            self._filling[key] = self._filling.get(key, 0) + 1
+            task = asyncio.ensure_future(self._spawn_spare(key))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        if self._sweeper is None:
+            self._sweeper = asyncio.ensure_future(self._sweep_spares())
+
+    async def _spawn_spare(self, key: tuple[str, int]) -> None:
+        try:
+            worker = await self._create(*key)
+        except Exception as exc:  # noqa: BLE001 - a spare is an optimization; the request path retries
+            log.warning("could not start a spare container: %s", exc)
+            return
+        finally:
+            self._filling[key] -= 1
+        if self._closed:
+            await worker.kill()
+            return
+        self._spares.setdefault(key, []).append(worker)
+
+    async def _sweep_spares(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(min(5.0, self.settings.idle_ttl_s / 2))
+            now = time.monotonic()
+            for key, spares in list(self._spares.items()):
+                idle = now - self._last_used.get(key, 0.0) > self.settings.idle_ttl_s
+                for worker in [w for w in spares if idle or not w.alive]:
+                    spares.remove(worker)
+                    await worker.kill()
+
+    def _take_spare(self, key: tuple[str, int]) -> DockerWorker | None:
+        spares = self._spares.get(key, [])
+        while spares:
+            worker = spares.pop(0)
+            if worker.alive:
+                return worker
+            task = asyncio.ensure_future(worker.kill())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return None
+
+    # -- the Protocol --------------------------------------------------------------------
+    async def start_worker(self, spec: WorkerSpec) -> DockerWorker:
+        """Bind a spare container (or a new one) to ``spec`` and refill the spares."""
+        if spec.language != "python":
+            raise SandboxError(f"the docker backend cannot run {spec.language} yet")
+        if self._closed:
+            raise SandboxError("the service is shutting down")
+        image = spec.runtime_location or self.builder.base_id()
+        key = (image, spec.memory_mb)
+        worker = self._take_spare(key) or await self._create(image, spec.memory_mb)
+        self._fill(key)
+        self.builder.touch(spec.runtime_id)
+        worker.cap = spec.output_limit
+        code = Path(spec.code_path).read_text(encoding="utf-8")
+        worker.writer.write(
+            encode_frame(
+                {
+                    "op": "load",
+                    "code": code,
+                    "filename": "evaluator.py",
+                    "code_dir": "/tmp/.evaluator",
+                    "entrypoint": spec.entrypoint,
+                    "interface": spec.interface,
+                    "output_limit": spec.output_limit,
+                    "result_limit": spec.result_limit,
+                }
+            )
+        )
+        try:
+            await worker.writer.drain()
+        except (ConnectionError, OSError) as exc:
+            info = await worker.kill()
+            raise SandboxError(f"the container died before it was bound (exit {info.returncode})") from exc
+        return worker
+
+    async def close(self) -> None:
+        """Remove every container this service started (and any left from a crash)."""
+        self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        spares = [w for ws in self._spares.values() for w in ws]
+        self._spares.clear()
+        await asyncio.gather(*(w.kill() for w in {*spares, *self._workers}), return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(self.engine.sweep_sync)
+        self.engine.close()

@@ -1,0 +1,129 @@
+"""The Docker engine boundary: the SDK client, labels, and error translation.
+
+The docker SDK is blocking, so every call goes through :meth:`Engine.call`, which
+runs it in a worker thread and translates engine failures in one place:
+
+* the engine cannot be reached → :class:`BackendUnavailable` (HTTP 503 + Retry-After);
+  the client reconnects on the next call, so the service recovers when the engine does;
+* any other engine error → :class:`SandboxError` (HTTP 503).
+
+Only ``evaluator_host/sandbox/docker*.py`` import the SDK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import docker
+import docker.errors
+import requests.exceptions
+
+from evaluator_host.errors import BackendUnavailable, EvaluatorHostError, SandboxError
+from evaluator_host.settings import Settings
+
+__all__ = ["MANAGED", "OWNER", "Engine", "NotFound", "engine_answers"]
+
+log = logging.getLogger(__name__)
+
+MANAGED = "evaluator-host.managed"  # on every container and runtime image we create
+OWNER = "evaluator-host.owner"  # the data dir that owns a container (sweeps stay per service)
+NAME_PREFIX = "evh-"
+NotFound = docker.errors.NotFound
+T = TypeVar("T")
+
+_UNREACHABLE = (
+    requests.exceptions.ConnectionError,
+    requests.exceptions.Timeout,
+    ConnectionError,
+    FileNotFoundError,
+)
+
+
+def _translate(exc: BaseException) -> EvaluatorHostError:
+    if isinstance(exc, _UNREACHABLE) or (
+        isinstance(exc, docker.errors.DockerException) and not isinstance(exc, docker.errors.APIError)
+    ):
+        return BackendUnavailable(f"the Docker engine is not reachable: {exc}", retry_after_s=5)
+    return SandboxError(f"the Docker engine refused: {exc}")
+
+
+class Engine:
+    """A lazily connected docker client shared by the backend and the image builder."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.owner = hashlib.sha256(str(settings.data_dir.resolve()).encode()).hexdigest()[:12]
+        self._client: docker.DockerClient | None = None
+
+    def client(self) -> docker.DockerClient:
+        """The SDK client (created on first use; ``BackendUnavailable`` if the engine is down)."""
+        if self._client is None:
+            try:
+                if self.settings.docker_host:
+                    self._client = docker.DockerClient(base_url=self.settings.docker_host, timeout=120)
+                else:
+                    self._client = docker.from_env(timeout=120)
+            except Exception as exc:
+                raise _translate(exc) from exc
+        return self._client
+
+    def run_sync(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Call ``fn(client, *args, **kwargs)`` here (in a thread), translating engine errors."""
+        try:
+            return fn(self.client(), *args, **kwargs)
+        except EvaluatorHostError:
+            raise
+        except NotFound:
+            raise
+        except Exception as exc:  # the boundary: every engine failure becomes one of ours
+            raise _translate(exc) from exc
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """:meth:`run_sync` in a worker thread, so the event loop never blocks on the engine."""
+        return await asyncio.to_thread(self.run_sync, fn, *args, **kwargs)
+
+    def labels(self, **extra: str) -> dict[str, str]:
+        """Labels for a container of this service."""
+        return {MANAGED: "1", OWNER: self.owner, **extra}
+
+    def sweep_sync(self) -> int:
+        """Remove every container this service (this data dir) left behind; return the count."""
+
+        def sweep(client: docker.DockerClient) -> int:
+            found = client.containers.list(all=True, filters={"label": [f"{MANAGED}=1", f"{OWNER}={self.owner}"]})
+            for container in found:
+                try:
+                    container.remove(force=True)
+                except NotFound:
+                    pass
+            return len(found)
+
+        count = self.run_sync(sweep)
+        if count:
+            log.info("removed %d leftover sandbox containers", count)
+        return count
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+def engine_answers(settings: Settings, timeout_s: float = 3.0) -> bool:
+    """Whether a Docker engine answers a ping (used by ``backend=auto``)."""
+    try:
+        if settings.docker_host:
+            client = docker.DockerClient(base_url=settings.docker_host, timeout=timeout_s)
+        else:
+            client = docker.from_env(timeout=timeout_s)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except Exception:  # noqa: BLE001 - any failure means "no usable engine"
+        return False
