@@ -3,15 +3,18 @@
 ``serve``  start the HTTP service (127.0.0.1 by default; a non-loopback address needs
            API keys or ``--insecure``).
 ``run``    evaluate a file locally, without a server: ``--case JSON`` or ``--cases FILE.jsonl``.
+``images`` ``list | build | prune`` the cached runtime images of the docker backend.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import ipaddress
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +139,53 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if all(r.status == "ok" for r in results) else 1
 
 
+def _images(args: argparse.Namespace) -> int:
+    from evaluator_host.packages import normalize_pins
+    from evaluator_host.sandbox.docker_engine import Engine
+    from evaluator_host.sandbox.docker_images import DockerRuntimeBuilder
+
+    settings = Settings()
+    console = Console()
+    try:
+        builder = DockerRuntimeBuilder(settings, Engine(settings))
+        if args.action == "build":
+            pins = normalize_pins(args.language, json.loads(args.packages))
+            runtime = asyncio.run(builder.ensure(args.language, pins))
+            console.print(f"{runtime.id} ({'built' if builder.builds else 'cached'}): {', '.join(runtime.lock)}")
+            return 0
+        images = builder.list_images()
+        if args.action == "prune":
+            horizon = time.time() - args.unused_days * 86400
+            for info in images:
+                if args.runtime and info.runtime_id not in args.runtime:
+                    continue
+                if args.all or args.runtime or (info.last_used or 0) < horizon:
+                    removed = builder.remove(info.runtime_id)
+                    console.print(f"{'removed' if removed else 'in use, kept'} {info.runtime_id}")
+            return 0
+    except (EvaluatorHostError, ValueError) as exc:
+        sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
+        return 2
+    if args.json:
+        for info in images:
+            sys.stdout.write(json.dumps(dataclasses.asdict(info)) + "\n")
+        return 0
+    table = Table("runtime", "image", "language", "packages", "lock", "size", "last used")
+    for info in images:
+        used = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.last_used)) if info.last_used else "never"
+        table.add_row(
+            info.runtime_id,
+            info.image_id.removeprefix("sha256:")[:12],
+            info.language,
+            " ".join(f"{k}=={v}" for k, v in info.packages.items()),
+            " ".join(info.lock),
+            f"{info.size_bytes / 1e6:.0f} MB",
+            used,
+        )
+    console.print(table)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for docs tests)."""
     parser = argparse.ArgumentParser(prog="evaluator-host", description=__doc__.splitlines()[0] if __doc__ else "")
@@ -156,6 +206,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--settings", help='settings as JSON, e.g. {"timeout_s": 5}')
     run.add_argument("--json", action="store_true", help="print one JSON result per line")
     run.set_defaults(func=_run)
+    images = sub.add_parser("images", help="list, build or prune the cached runtime images (docker backend)")
+    images.add_argument("action", choices=["list", "build", "prune"])
+    images.add_argument("--language", default="python", choices=["python", "javascript", "typescript"])
+    images.add_argument("--packages", default="{}", help='build: exact pins as JSON, e.g. {"numpy": "1.26.4"}')
+    images.add_argument("--unused-days", type=float, default=30.0, help="prune: not used for this many days")
+    images.add_argument("--all", action="store_true", help="prune: every runtime image not in use")
+    images.add_argument("--runtime", action="append", help="prune: this runtime id (repeatable)")
+    images.add_argument("--json", action="store_true", help="list: one JSON object per image")
+    images.set_defaults(func=_images)
     return parser
 
 

@@ -30,14 +30,15 @@ from evaluator_host.packages import runtime_id
 from evaluator_host.sandbox.backend import Runtime
 from evaluator_host.settings import Settings
 
-__all__ = ["Runtime", "RuntimeBuilder"]
+__all__ = ["Runtime", "RuntimeBuilder", "trim_install_log"]
 
 _TRIM = 4000
 
 
-def _trim(text: str) -> str:
+def trim_install_log(text: str) -> str:
+    """The part of an installer's output a user needs: its errors and why fetches failed."""
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    errors = [ln for ln in lines if ln.startswith("ERROR")]
+    errors = [ln for ln in lines if ln.startswith(("ERROR", "npm ERR", "npm error")) or "Could not fetch URL" in ln]
     picked = "\n".join(errors or lines[-20:])
     return picked[-_TRIM:]
 
@@ -117,9 +118,9 @@ class RuntimeBuilder:
             )
             if proc.returncode != 0:
                 raise BuildError(
-                    f"installing {', '.join(requirements)} failed:\n{_trim(proc.stderr or proc.stdout)}",
+                    f"installing {', '.join(requirements)} failed:\n{trim_install_log(proc.stderr or proc.stdout)}",
                     runtime_id=rid,
-                    output=_trim(proc.stderr or proc.stdout),
+                    output=trim_install_log(proc.stderr or proc.stdout),
                 )
             freeze = subprocess.run(
                 [*pip, "list", "--path", str(site), "--format=freeze"], capture_output=True, text=True, timeout=120

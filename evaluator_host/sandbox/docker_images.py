@@ -36,10 +36,12 @@ from pathlib import Path
 from typing import Any
 
 import docker
+from docker.types import Mount
 
 from evaluator_host.errors import BackendUnavailable, BuildError, SandboxError
 from evaluator_host.packages import runtime_id
 from evaluator_host.sandbox.backend import Runtime
+from evaluator_host.sandbox.builder import trim_install_log
 from evaluator_host.sandbox.docker_engine import MANAGED, Engine, NotFound
 from evaluator_host.settings import Settings
 
@@ -56,7 +58,6 @@ L_LOCK = "evaluator-host.lock"
 L_BASE = "evaluator-host.base-image"
 _LOCK_MARK = "----evaluator-host-lock----"
 _PIP_KEYS = ("index-url", "extra-index-url", "find-links", "trusted-host", "proxy", "timeout", "retries", "no-index")
-_TRIM = 4000
 
 
 @dataclass(frozen=True)
@@ -104,12 +105,6 @@ def _local_paths(config: dict[str, str]) -> list[str]:
                 # a PEP 503 tree ("<root>/simple") links its files relative to <root>
                 paths.append(os.path.dirname(path) if os.path.basename(path) == "simple" else path)
     return sorted(set(paths))
-
-
-def _trim(text: str) -> str:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    errors = [ln for ln in lines if ln.startswith("ERROR")]
-    return "\n".join(errors or lines[-20:])[-_TRIM:]
 
 
 class DockerRuntimeBuilder:
@@ -226,18 +221,19 @@ class DockerRuntimeBuilder:
             for path in build.iterdir():
                 path.chmod(0o644)
             build.chmod(0o755)
-            volumes = {str(build): {"bind": "/build", "mode": "ro"}}
-            volumes.update({path: {"bind": path, "mode": "ro"} for path in _local_paths(config)})
-            output, code, image_id = self.engine.run_sync(self._run_and_commit, rid, language, pins, volumes)
+            # bind mounts (not volumes): nothing of them is recorded in the committed image
+            mounts = [Mount("/build", str(build), type="bind", read_only=True)]
+            mounts += [Mount(path, path, type="bind", read_only=True) for path in _local_paths(config)]
+            output, code, image_id = self.engine.run_sync(self._run_and_commit, rid, language, pins, mounts)
         log_text = output.split(_LOCK_MARK)[0]
         (self.root / f"{rid}.build.log").write_text(
             f"# {' '.join(requirements)} (exit {code}, {time.monotonic() - started:.1f} s)\n{output}"
         )
         if image_id is None:
             raise BuildError(
-                f"installing {', '.join(requirements)} failed:\n{_trim(log_text)}",
+                f"installing {', '.join(requirements)} failed:\n{trim_install_log(log_text)}",
                 runtime_id=rid,
-                output=_trim(log_text),
+                output=trim_install_log(log_text),
             )
         self.builds += 1
         lock = sorted(ln for ln in output.split(_LOCK_MARK)[-1].splitlines() if "==" in ln)
@@ -249,14 +245,14 @@ class DockerRuntimeBuilder:
         rid: str,
         language: str,
         pins: dict[str, str],
-        volumes: dict[str, dict[str, str]],
+        mounts: list[Mount],
     ) -> tuple[str, int, str | None]:
         """Run the install in a build container; commit it when it succeeded."""
         container = client.containers.create(
             self.base_id(),
             ["sh", "/build/build.sh"],
             user="0:0",
-            volumes=volumes,
+            mounts=mounts,
             labels=self.engine.labels(**{"evaluator-host.build": rid}),
             name=f"evh-build-{rid}-{os.urandom(3).hex()}",
             environment={},

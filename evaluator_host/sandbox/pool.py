@@ -66,6 +66,7 @@ class WorkerPool:
         self._started = 0
         self._changed = asyncio.Condition()
         self._sweeper: asyncio.Task[None] | None = None
+        self._reapers: set[asyncio.Future[Any]] = set()
         self._closed = False
 
     # -- leasing -------------------------------------------------------------------------
@@ -90,8 +91,15 @@ class WorkerPool:
                 if self._closed:
                     raise SandboxError("the service is shutting down")
                 slots = self._idle.get(spec.key)
-                if slots:
-                    return slots.pop()
+                while slots:
+                    slot = slots.pop()
+                    if not slot.worker.reader.at_eof():
+                        return slot
+                    # it died while idle (killed from outside, engine restarted): replace it
+                    self._count -= 1
+                    reaper = asyncio.ensure_future(slot.worker.kill())
+                    self._reapers.add(reaper)
+                    reaper.add_done_callback(self._reapers.discard)
                 if self._count < self.settings.max_workers:
                     self._count += 1
                     victim = None

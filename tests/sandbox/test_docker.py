@@ -1,0 +1,326 @@
+"""The docker backend: hardened containers, runtime images, spares, engine failures, sweeps."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+from fastapi.testclient import TestClient
+
+from evaluator_host.api import create_app
+from evaluator_host.errors import BuildError
+from evaluator_host.sandbox.docker_backend import DockerBackend
+from evaluator_host.sandbox.docker_engine import MANAGED, OWNER, Engine
+from evaluator_host.sandbox.docker_images import DockerRuntimeBuilder
+from tests.conftest import assert_healthy, docker_only, evaluate, make_settings, managed_containers
+
+pytestmark = [pytest.mark.docker, docker_only]
+
+MIB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    settings = make_settings(tmp_path_factory.mktemp("docker-service"), backend="docker")
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+def _backend(client: TestClient) -> DockerBackend:
+    backend = client.app.state.services.backend  # type: ignore[attr-defined]
+    assert isinstance(backend, DockerBackend)
+    return backend
+
+
+def _containers(owner: str) -> list[dict[str, Any]]:
+    client = docker.from_env()
+    try:
+        ids = managed_containers(owner)
+        return [client.api.inspect_container(cid) for cid in ids]
+    finally:
+        client.close()
+
+
+def test_every_container_runs_with_the_hardened_settings(service: TestClient) -> None:
+    assert evaluate(service, "def evaluate(inputs, outputs, trace):\n    return 1\n")["score"] == 1.0
+    backend = _backend(service)
+    found = _containers(backend.engine.owner)
+    assert found
+    for info in found:
+        host, config = info["HostConfig"], info["Config"]
+        assert host["NetworkMode"] == "none"
+        assert host["ReadonlyRootfs"] is True
+        assert host["CapDrop"] == ["ALL"] and not host.get("CapAdd")
+        assert "no-new-privileges:true" in host["SecurityOpt"]
+        assert host["Privileged"] is False
+        assert host["PidsLimit"] == backend.settings.pids_max
+        assert host["Memory"] == host["MemorySwap"] == 256 * MIB
+        assert host["NanoCpus"] == int(backend.settings.cpus * 1e9)
+        assert host["Init"] is True
+        assert "noexec" in host["Tmpfs"]["/tmp"]
+        assert config["User"] == "65534:65534"
+        assert config["Labels"][MANAGED] == "1" and config["Labels"][OWNER] == backend.engine.owner
+        assert info["Name"].startswith("/evh-")
+        for mount in info["Mounts"]:
+            assert mount["RW"] is False, mount
+            assert "docker.sock" not in mount["Source"]
+
+
+def test_inside_the_container(service: TestClient) -> None:
+    code = (
+        "import os, socket\n\ndef evaluate(inputs, outputs, trace):\n"
+        "    status = dict(l.split(':\\t', 1) for l in open('/proc/self/status').read().splitlines() if ':\\t' in l)\n"
+        "    mounts = {l.split()[1]: l.split()[3] for l in open('/proc/mounts')}\n"
+        "    try:\n        open('/evil', 'w')\n        root_writable = True\n"
+        "    except OSError:\n        root_writable = False\n"
+        "    return {'score': 1, 'uid': os.getuid(), 'cap_eff': status['CapEff'].strip(),\n"
+        "            'no_new_privs': status['NoNewPrivs'].strip(), 'root_writable': root_writable,\n"
+        "            'tmp': mounts['/tmp'], 'ifaces': [n for _, n in socket.if_nameindex()],\n"
+        "            'env': sorted(os.environ)}\n"
+    )
+    details = evaluate(service, code)["details"]
+    assert details["uid"] == 65534
+    assert int(details["cap_eff"], 16) == 0
+    assert details["no_new_privs"] == "1"
+    assert details["root_writable"] is False
+    assert "noexec" in details["tmp"]
+    assert details["ifaces"] == ["lo"]
+    assert not [k for k in details["env"] if "DOCKER" in k or "EVALUATOR_HOST" in k or k.startswith("PIP")]
+
+
+def test_fork_bomb_is_held_by_the_pids_limit(service: TestClient) -> None:
+    code = (
+        "import os\n\ndef evaluate(inputs, outputs, trace):\n"
+        "    n = 0\n    while True:\n        try:\n            if os.fork() == 0:\n"
+        "                os.read(os.open('/dev/zero', 0), 0) or __import__('time').sleep(60)\n"
+        "            n += 1\n        except OSError:\n            return n\n"
+    )
+    result = evaluate(service, code, settings={"timeout_s": 10})
+    assert result["status"] == "ok", result
+    assert result["score"] < _backend(service).settings.pids_max
+    assert_healthy(service)
+
+
+def test_memory_bomb_is_the_engines_oom_kill(service: TestClient) -> None:
+    code = "def evaluate(inputs, outputs, trace):\n    x = bytearray(512 * 1024 * 1024)\n    return 1\n"
+    result = evaluate(service, code, settings={"memory_mb": 64, "timeout_s": 20})
+    assert result["status"] == "memory_limit"
+    assert result["error"]["type"] == "MemoryLimit"  # reported from State.OOMKilled, not a MemoryError
+    assert_healthy(service)
+
+
+def test_kill_minus_one_inside_the_container(service: TestClient) -> None:
+    code = "import os, signal\n\ndef evaluate(inputs, outputs, trace):\n    os.kill(-1, signal.SIGKILL)\n    return 1\n"
+    result = evaluate(service, code, settings={"timeout_s": 5})
+    assert result["status"] in ("ok", "error"), result
+    assert_healthy(service)
+
+
+def test_a_new_revision_is_bound_to_a_prestarted_container(service: TestClient) -> None:
+    backend = _backend(service)
+    evaluate(service, "def evaluate(inputs, outputs, trace):\n    return 1\n")
+    key = (backend.builder.base_id(), 256)
+    deadline = time.monotonic() + 30
+    while not any(w.alive for w in backend._spares.get(key, [])):
+        assert time.monotonic() < deadline, "no spare container was started"
+        time.sleep(0.05)
+    spares = {w.container_id for w in backend._spares[key]}
+    code = "def evaluate(inputs, outputs, trace):\n    return {'score': 1, 'cg': open('/proc/self/cgroup').read()}\n"
+    cgroup = evaluate(service, code)["details"]["cg"]
+    assert any(cid in cgroup for cid in spares), "the new revision did not get a pre-started container"
+
+
+def test_containers_left_by_a_crashed_service_are_swept_at_start(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, backend="docker")
+    engine = Engine(settings)
+    client = docker.from_env()
+    try:
+        leftover = client.containers.create(
+            settings.base_image, ["sleep", "600"], labels=engine.labels(), name=f"evh-{engine.owner}-leftover"
+        )
+        stranger = client.containers.create(
+            settings.base_image, ["sleep", "600"], labels={MANAGED: "1", OWNER: "someone-else"}
+        )
+        try:
+            DockerBackend(settings, engine).engine.close()
+            remaining = {c.id for c in client.containers.list(all=True)}
+            assert leftover.id not in remaining  # ours: swept
+            assert stranger.id in remaining  # another service's: left alone
+        finally:
+            stranger.remove(force=True)
+            with contextlib.suppress(docker.errors.NotFound):
+                leftover.remove(force=True)
+    finally:
+        client.close()
+
+
+# -- runtime images ----------------------------------------------------------------------------
+def _fresh_builder(tmp_path: Path, pins: dict[str, str], **overrides: Any) -> DockerRuntimeBuilder:
+    settings = make_settings(tmp_path, **overrides)
+    builder = DockerRuntimeBuilder(settings, Engine(settings))
+    assert builder.remove(builder.runtime_for("python", pins))
+    return builder
+
+
+def test_concurrent_requests_for_one_set_build_one_image(tmp_path: Path) -> None:
+    pins = {"six": "1.14.0"}  # a set no running service uses, so its image can be removed first
+    builder = _fresh_builder(tmp_path, pins)
+
+    async def go() -> set[str]:
+        return {r.location or "" for r in await asyncio.gather(*(builder.ensure("python", pins) for _ in range(4)))}
+
+    images = asyncio.run(go())
+    assert len(images) == 1 and builder.builds == 1
+    client = docker.from_env()
+    try:
+        image = client.images.get(builder.tag(builder.runtime_for("python", pins)))
+        labels = image.labels
+        assert json.loads(labels["evaluator-host.packages"]) == pins
+        assert "six==1.14.0" in json.loads(labels["evaluator-host.lock"])
+        assert labels["evaluator-host.base-image"] == builder.base_id()
+        # nothing of the build (pip.conf, CA, index settings) is in the image's config
+        assert not image.attrs["Config"].get("Volumes")  # no anonymous volume in runtime containers
+        assert not any("PIP" in str(v) or "/build/" in str(v) for v in image.attrs["Config"].values())
+    finally:
+        client.close()
+    log = (tmp_path / "images" / f"{builder.runtime_for('python', pins)}.build.log").read_text()
+    assert "six" in log
+    # another service process finds the image: zero builds
+    again = DockerRuntimeBuilder(builder.settings, Engine(builder.settings))
+    assert asyncio.run(again.ensure("python", pins)).location in images and again.builds == 0
+
+
+def test_a_failed_build_is_an_error_with_pips_message_and_no_image(tmp_path: Path) -> None:
+    pins = {"six": "0.0.424242"}
+    builder = _fresh_builder(tmp_path, pins)
+    with pytest.raises(BuildError) as info:
+        asyncio.run(builder.ensure("python", pins))
+    assert "0.0.424242" in info.value.output
+    assert builder.remove(builder.runtime_for("python", pins))  # nothing to remove: no image was made
+    assert builder.builds == 0
+    assert (tmp_path / "images" / f"{builder.runtime_for('python', pins)}.build.log").exists()
+
+
+def test_the_ca_bundle_setting_is_what_lets_builds_through_the_proxy(tmp_path: Path) -> None:
+    """With only the network index, a wrong CA fails the TLS handshake; the system bundle works."""
+    pins = {"six": "1.15.0"}
+    bogus = tmp_path / "bogus-ca.pem"
+    bogus.write_text("")  # trusts nothing
+    builder = _fresh_builder(tmp_path / "a", pins, ca_bundle=bogus)
+    builder._pip = {"index-url": "https://pypi.org/simple", "retries": "0", "timeout": "15"}
+    with pytest.raises(BuildError) as info:
+        asyncio.run(builder.ensure("python", pins))
+    assert "ssl" in info.value.output.lower(), info.value.output
+    good = DockerRuntimeBuilder(make_settings(tmp_path / "b"), Engine(make_settings(tmp_path / "b")))
+    good._pip = {"index-url": "https://pypi.org/simple"}
+    assert "six==1.15.0" in asyncio.run(good.ensure("python", pins)).lock
+
+
+def test_a_second_evaluator_on_the_same_set_builds_nothing(service: TestClient) -> None:
+    builder = _backend(service).builder
+    pins = {"six": "1.16.0"}
+    first = "import six\n\ndef evaluate(inputs, outputs, trace):\n    return 1\n"
+    second = "import six\n\ndef evaluate(inputs, outputs, trace):\n    return {'score': 1, 'v': six.__version__}\n"
+    evaluate(service, first, packages=pins)
+    builds = builder.builds
+    result = evaluate(service, second, packages=pins)
+    assert result["details"]["v"] == "1.16.0" and builder.builds == builds
+
+
+def test_images_cli_lists_builds_and_prunes(tmp_path: Path) -> None:
+    env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(tmp_path)}
+    cli = [sys.executable, "-m", "evaluator_host.cli", "images"]
+    built = subprocess.run([*cli, "build", "--packages", '{"six": "1.15.0"}'], capture_output=True, text=True, env=env)
+    assert built.returncode == 0 and "six==1.15.0" in built.stdout, built.stderr
+    listing = subprocess.run([*cli, "list", "--json"], capture_output=True, text=True, env=env, check=True)
+    rows = [json.loads(line) for line in listing.stdout.splitlines()]
+    six = [r for r in rows if r["packages"] == {"six": "1.15.0"}]
+    assert six and six[0]["lock"] == ["six==1.15.0"] and six[0]["size_bytes"] > 0
+    assert six[0]["last_used"] is None  # built, never run by this data dir
+    rid = six[0]["runtime_id"]
+    pruned = subprocess.run([*cli, "prune", "--runtime", rid], capture_output=True, text=True, env=env)
+    assert pruned.returncode == 0 and six[0]["runtime_id"] in pruned.stdout
+    listing = subprocess.run([*cli, "list", "--json"], capture_output=True, text=True, env=env, check=True)
+    assert six[0]["runtime_id"] not in listing.stdout
+
+
+# -- the engine going away and coming back -----------------------------------------------------
+class _Forwarder:
+    """A unix-socket relay to the real engine that can be cut and restored (an engine outage)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._conns: list[socket.socket] = []
+        self._server: socket.socket | None = None
+
+    def start(self) -> None:
+        self._server = socket.socket(socket.AF_UNIX)
+        self._server.bind(str(self.path))
+        self._server.listen(64)
+        threading.Thread(target=self._accept, args=(self._server,), daemon=True).start()
+
+    def _accept(self, server: socket.socket) -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            upstream = socket.socket(socket.AF_UNIX)
+            upstream.connect("/var/run/docker.sock")
+            self._conns += [conn, upstream]
+            for a, b in ((conn, upstream), (upstream, conn)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def stop(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        self.path.unlink()
+        for conn in self._conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+                conn.close()
+        self._conns.clear()
+
+
+def test_engine_down_is_503_with_retry_after_and_the_service_recovers(tmp_path: Path) -> None:
+    relay = _Forwarder(tmp_path / "engine.sock")
+    relay.start()
+    settings = make_settings(tmp_path / "data", backend="docker", docker_host=f"unix://{relay.path}")
+    code = "def evaluate(inputs, outputs, trace):\n    return 1\n"
+    try:
+        with TestClient(create_app(settings)) as client:
+            assert evaluate(client, code)["score"] == 1.0
+            relay.stop()
+            time.sleep(0.2)
+            down = client.post("/v1/evaluate", json={"language": "python", "code": code + "# new\n"})
+            assert down.status_code == 503, down.text
+            assert int(down.headers["Retry-After"]) > 0
+            assert down.json()["error"]["type"] == "BackendUnavailable"
+            assert client.get("/healthz").status_code == 200
+            relay.start()
+            assert evaluate(client, code)["score"] == 1.0
+            assert_healthy(client)
+    finally:
+        with contextlib.suppress(Exception):
+            relay.stop()
+        Engine(make_settings(tmp_path / "data")).sweep_sync()  # what the cut relay kept us from removing
