@@ -7,7 +7,7 @@ PORT   ?= 8000
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test lint unit bench images clean
+.PHONY: help install run test lint unit bench images engine clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -20,7 +20,9 @@ $(BIN)/evaluator-host: pyproject.toml
 
 install: $(BIN)/evaluator-host ## create .venv with the service and the dev tools
 
-run: install ## start the service on $(HOST):$(PORT) with the embedded process sandbox
+run: install ## start the service on $(HOST):$(PORT): docker backend when an engine answers, else the process sandbox
+	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images; \
+	else echo "no Docker engine answers: serving on the embedded process sandbox"; fi
 	$(BIN)/evaluator-host serve --host $(HOST) --port $(PORT)
 
 lint: install ## ruff + mypy --strict on the package
@@ -36,6 +38,9 @@ unit: install ## the fast tests only (no sandbox)
 
 images: ## build the Docker base image (debootstrap + docker import, or BASE_IMAGE=python:3.12-slim)
 	sandbox_images/build_base.sh
+
+engine: ## install (Debian, root) and start a Docker engine if none answers
+	sandbox_images/start_engine.sh
 
 bench: install ## run the benchmarks and write docs/benchmarks.md
 	$(BIN)/python bench/run.py

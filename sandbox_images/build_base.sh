@@ -32,7 +32,15 @@ if [ -n "$existing" ]; then
   exit 0
 fi
 
-command -v debootstrap >/dev/null || { echo "debootstrap is needed (apt-get install debootstrap)" >&2; exit 1; }
+if ! command -v debootstrap >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null \
+      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
+  else
+    echo "debootstrap is needed (apt-get install debootstrap), or set BASE_IMAGE" >&2
+    exit 1
+  fi
+fi
 rootfs=$(mktemp -d /tmp/evaluator-host-rootfs.XXXXXX)
 trap 'rm -rf "$rootfs"' EXIT
 debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$rootfs" "$MIRROR" >/dev/null
