@@ -43,7 +43,7 @@ engine: ## install (Debian, root) and start a Docker engine if none answers
 	sandbox_images/start_engine.sh
 
 bench: install ## run the benchmarks and write docs/benchmarks.md
-	$(BIN)/python bench/run.py
+	$(BIN)/python -m bench.run
 
 clean: ## remove the venv and caches
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info

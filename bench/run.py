@@ -10,8 +10,6 @@ from __future__ import annotations
 import datetime
 import os
 import platform
-import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -21,6 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from bench import docker_bench
+from bench.common import free_port, pct, row, verdict
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"
@@ -41,20 +42,6 @@ class Figures:
     workers_full: list[float] = field(default_factory=list)  # harness RSS MB after the first-call run
     unshare: list[float] = field(default_factory=list)  # RSS MB of the `unshare` parents
     service_rss: float = 0.0
-
-
-def pct(values: list[float], p: float) -> float:
-    """The p-th percentile, linear interpolation between closest ranks."""
-    xs = sorted(values)
-    k = (len(xs) - 1) * p / 100
-    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def children(pid: int) -> list[int]:
@@ -145,15 +132,6 @@ def measure(proc: subprocess.Popen[bytes], client: httpx.Client) -> Figures:
     return f
 
 
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "MISS"
-
-
-def row(name: str, xs: list[float]) -> str:
-    figures = " | ".join(f"{v:.2f}" for v in (pct(xs, 50), pct(xs, 90), pct(xs, 99), statistics.fmean(xs)))
-    return f"| {name} | {len(xs)} | {figures} |"
-
-
 def span(xs: list[float]) -> str:
     return f"min {min(xs):.1f}, max {max(xs):.1f}" if xs else "none found"
 
@@ -169,7 +147,7 @@ def render(m: Figures, info: dict[str, Any]) -> tuple[str, str]:
     )
     doc = f"""# Benchmarks
 
-Reproduce with `make bench` (it runs `.venv/bin/python bench/run.py`, which rewrites this file).
+Reproduce with `make bench` (it runs `.venv/bin/python -m bench.run`, which rewrites this file).
 Every figure below comes from one run of that command.
 
 ## Machine
@@ -198,7 +176,7 @@ Every answer is checked (`status` ok, `score` 1). The evaluator is:
 {CODE.rstrip()}
 ```
 
-## Latency
+## Process backend: latency
 
 | measurement | N | p50 ms | p90 ms | p99 ms | mean ms |
 |---|---|---|---|---|---|
@@ -215,7 +193,7 @@ before it runs. The pool keeps at most {info["max_workers"]} warm workers by def
 full every first call also evicts the least recently used idle worker: realistic for a service
 that sees many distinct evaluators.
 
-## Memory
+## Process backend: memory
 
 VmRSS from `/proc/<pid>/status`. The harness workers are the grandchildren of the service process
 (service -> `unshare` -> harness), found through `/proc/<pid>/task/<pid>/children`. RSS counts
@@ -228,7 +206,7 @@ shared pages (the interpreter binary and libraries) in every process that maps t
 | `unshare` parent of each worker, after the warm run | {len(m.unshare)} | {span(m.unshare)} |
 | service process, after the warm run | 1 | {m.service_rss:.1f} |
 
-## Targets
+## Targets (process backend)
 
 | target | measured | verdict |
 |---|---|---|
@@ -242,7 +220,7 @@ shared pages (the interpreter binary and libraries) in every process that maps t
 def main() -> int:
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="evaluator-host-bench-") as data_dir:
-        env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": data_dir}
+        env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": data_dir, "EVALUATOR_HOST_BACKEND": "process"}
         argv = [sys.executable, "-m", "evaluator_host.cli", "serve", "--port", str(port), "--log-level", "warning"]
         proc = subprocess.Popen(argv, cwd=REPO, env=env)
         try:
@@ -263,8 +241,14 @@ def main() -> int:
         "max_workers": os.environ.get("EVALUATOR_HOST_MAX_WORKERS", "8"),
     }
     doc, summary = render(figures, info)
-    DOC.write_text(doc)
     print(summary)
+    if docker_bench.available():
+        section, docker_summary = docker_bench.render(docker_bench.measure())
+        doc += section
+        print(docker_summary)
+    else:
+        doc += "\n## Docker backend\n\nNot measured in this run: no Docker engine with the base image answered.\n"
+    DOC.write_text(doc)
     print(f"wrote {DOC.relative_to(REPO)}")
     return 0
 

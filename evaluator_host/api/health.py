@@ -22,4 +22,5 @@ def healthz(services: ServicesDep) -> dict[str, Any]:
         "isolation": isolation["summary"],
         "isolation_details": isolation,
         "workers": {"total": stats.workers, "idle": stats.idle, "started": stats.started},
+        "runtimes_built": services.backend.builder.builds,
     }

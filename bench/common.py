@@ -1,0 +1,75 @@
+"""Helpers shared by the benchmark sections."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+INPUTS = {"question": "2+2?", "correct_answer": "4"}
+
+
+def pct(values: list[float], p: float) -> float:
+    """The p-th percentile, linear interpolation between closest ranks."""
+    xs = sorted(values)
+    k = (len(xs) - 1) * p / 100
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def row(name: str, xs: list[float]) -> str:
+    figures = " | ".join(f"{v:.2f}" for v in (pct(xs, 50), pct(xs, 90), pct(xs, 99), statistics.fmean(xs)))
+    return f"| {name} | {len(xs)} | {figures} |"
+
+
+
+@contextlib.contextmanager
+def serve(backend: str) -> Iterator[tuple[str, str]]:
+    """Start the real service on ``backend`` with a fresh data dir; yield (base URL, data dir)."""
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="evaluator-host-bench-") as data_dir:
+        env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": data_dir, "EVALUATOR_HOST_BACKEND": backend}
+        argv = [sys.executable, "-m", "evaluator_host.cli", "serve", "--port", str(port), "--log-level", "warning"]
+        proc = subprocess.Popen(argv, cwd=REPO, env=env)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"the service exited with code {proc.returncode}")
+                try:
+                    if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the service did not become healthy")
+                time.sleep(0.1)
+            yield base, data_dir
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
