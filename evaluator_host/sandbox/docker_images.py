@@ -94,7 +94,7 @@ def host_pip_config(python: str = sys.executable) -> dict[str, str]:
     return {**files, **env}
 
 
-def _local_paths(config: dict[str, str]) -> list[str]:
+def local_index_paths(config: dict[str, str]) -> list[str]:
     """Host folders named by the pip settings (file:// indexes, find-links dirs)."""
     paths = []
     for key in ("index-url", "extra-index-url", "find-links"):
@@ -223,7 +223,7 @@ class DockerRuntimeBuilder:
             build.chmod(0o755)
             # bind mounts (not volumes): nothing of them is recorded in the committed image
             mounts = [Mount("/build", str(build), type="bind", read_only=True)]
-            mounts += [Mount(path, path, type="bind", read_only=True) for path in _local_paths(config)]
+            mounts += [Mount(path, path, type="bind", read_only=True) for path in local_index_paths(config)]
             output, code, image_id = self.engine.run_sync(self._run_and_commit, rid, language, pins, mounts)
         log_text = output.split(_LOCK_MARK)[0]
         (self.root / f"{rid}.build.log").write_text(
