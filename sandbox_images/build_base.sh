@@ -25,7 +25,14 @@ if [ -n "${BASE_IMAGE:-}" ]; then
 fi
 
 key=$(printf '%s|%s|%s' "$SUITE" "$PACKAGES" "$(sha256sum "$here/build_base.sh" | cut -c1-16)" | sha256sum | cut -c1-16)
-existing=$(docker images -q --filter "label=evaluator-host.base-key=$key" | head -n1)
+# Runtime images are built FROM the base and inherit its labels: skip anything with a runtime id.
+existing=""
+for id in $(docker images -q --filter "label=evaluator-host.base-key=$key"); do
+  if [ -z "$(docker image inspect -f '{{index .Config.Labels "evaluator-host.runtime-id"}}' "$id")" ]; then
+    existing=$id
+    break
+  fi
+done
 if [ -n "$existing" ]; then
   docker tag "$existing" "$TAG"
   echo "$TAG is up to date (key $key)"

@@ -324,3 +324,16 @@ def test_engine_down_is_503_with_retry_after_and_the_service_recovers(tmp_path: 
         with contextlib.suppress(Exception):
             relay.stop()
         Engine(make_settings(tmp_path / "data")).sweep_sync()  # what the cut relay kept us from removing
+
+
+def test_make_images_never_takes_a_runtime_image_for_the_base() -> None:
+    """Runtime images inherit the base's content label; re-running the script must skip them."""
+    from tests.conftest import REPO
+
+    subprocess.run([str(REPO / "sandbox_images" / "build_base.sh")], check=True, capture_output=True, timeout=600)
+    client = docker.from_env()
+    try:
+        labels = client.images.get(make_settings(Path("/tmp")).base_image).labels
+    finally:
+        client.close()
+    assert "evaluator-host.base-key" in labels and "evaluator-host.runtime-id" not in labels
