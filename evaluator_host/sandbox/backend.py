@@ -10,9 +10,35 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ["Builder", "ExitInfo", "RawOutcome", "Runtime", "SandboxBackend", "Worker", "WorkerSpec", "error_info"]
+__all__ = [
+    "RUNTIMES_DIR",
+    "SANDBOX_ENV",
+    "Builder",
+    "ExitInfo",
+    "RawOutcome",
+    "RawOutput",
+    "Runtime",
+    "SandboxBackend",
+    "Worker",
+    "WorkerSpec",
+    "error_info",
+]
+
+RUNTIMES_DIR = Path(__file__).resolve().parents[2] / "runtimes"  # the harnesses, mounted read-only into sandboxes
+
+SANDBOX_ENV = {  # the whole environment user code sees, on every backend
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "TMPDIR": "/tmp",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
 
 
 @dataclass(frozen=True)
@@ -86,6 +112,37 @@ class RawOutcome:
     stderr: str = ""
     truncated: bool = False
     duration_ms: float = 0.0
+
+
+class RawOutput:
+    """What a worker wrote straight to fd 1/2: a capped buffer for results and a tail for crash reports."""
+
+    def __init__(self, cap: int = 1 << 20) -> None:
+        self.cap = cap
+        self._buffer = bytearray()
+        self._total = 0
+        self._tail = bytearray()
+
+    def feed(self, chunk: bytes) -> bool:
+        """Keep what fits under the cap; True once more than ``cap`` bytes came since the last :meth:`take`."""
+        self._total += len(chunk)
+        room = self.cap - len(self._buffer)
+        if room > 0:
+            self._buffer += chunk[:room]
+        self._tail = (self._tail + chunk)[-4096:]
+        return self._total > self.cap
+
+    def take(self) -> str:
+        """The kept output since the last call, decoded; resets the count."""
+        text = self._buffer.decode("utf-8", "replace")
+        self._buffer.clear()
+        self._total = 0
+        return text
+
+    @property
+    def tail(self) -> str:
+        """The last 4 KiB written, whatever the cap kept."""
+        return self._tail.decode("utf-8", "replace")
 
 
 def error_info(type_name: str, message: str) -> dict[str, Any]:

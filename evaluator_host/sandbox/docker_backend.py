@@ -39,7 +39,7 @@ from docker.types import LogConfig, Ulimit
 
 from evaluator_host.errors import SandboxError
 from evaluator_host.models import EvaluatorSettings
-from evaluator_host.sandbox.backend import ExitInfo, WorkerSpec
+from evaluator_host.sandbox.backend import RUNTIMES_DIR, SANDBOX_ENV, ExitInfo, RawOutput, WorkerSpec
 from evaluator_host.sandbox.docker_engine import NAME_PREFIX, Engine, NotFound
 from evaluator_host.sandbox.docker_images import SITE, DockerRuntimeBuilder
 from evaluator_host.sandbox.protocol import encode_frame
@@ -49,21 +49,10 @@ __all__ = ["DockerBackend", "DockerWorker"]
 
 log = logging.getLogger(__name__)
 
-RUNTIMES_DIR = Path(__file__).resolve().parents[2] / "runtimes"
 _HARNESS = "/sandbox/runtimes/python/harness.py"
 _DETACH_KEYS = ",".join(["ctrl-a"] * 5)
 _HEADER = 8  # docker's stream multiplexing header: [stream, 0, 0, 0, size (4 bytes, BE)]
 _MIB = 1024 * 1024
-_ENV = {
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "HOME": "/tmp",
-    "TMPDIR": "/tmp",
-    "LANG": "C.UTF-8",
-    "PYTHONDONTWRITEBYTECODE": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-}
 
 
 class DockerWorker:
@@ -76,11 +65,8 @@ class DockerWorker:
         self.reader = asyncio.StreamReader(limit=1 << 20)
         self.writer = writer
         self.output_overflow = asyncio.Event()
-        self.cap = 1 << 20
+        self.raw = RawOutput()  # its cap is set when the worker is bound
         self._backend = backend
-        self._raw = bytearray()
-        self._raw_total = 0
-        self._tail = bytearray()
         self._eof = asyncio.Event()
         self._exit: ExitInfo | None = None
         self._kill_lock = asyncio.Lock()
@@ -108,24 +94,14 @@ class DockerWorker:
             self._eof.set()
 
     def _raw_output(self, chunk: bytes) -> None:
-        self._raw_total += len(chunk)
-        room = self.cap - len(self._raw)
-        if room > 0:
-            self._raw += chunk[:room]
-        self._tail = (self._tail + chunk)[-4096:]
-        if self._raw_total > self.cap and not self.output_overflow.is_set():
+        if self.raw.feed(chunk) and not self.output_overflow.is_set():
             self.output_overflow.set()
             with contextlib.suppress(Exception):
                 self.writer.transport.abort()  # the pool sees EOF and reports output_limit
 
     def take_raw_output(self) -> str:
         """Raw output written straight to fd 1/2 since the last call (capped)."""
-        if not self._raw:
-            return ""
-        text = self._raw.decode("utf-8", "replace")
-        self._raw.clear()
-        self._raw_total = 0
-        return text
+        return self.raw.take()
 
     async def kill(self) -> ExitInfo:
         """Remove the container; when it had already exited, report how (OOM kill, exit code)."""
@@ -133,7 +109,7 @@ class DockerWorker:
             if self._exit is None:
                 exited = self._eof.is_set() and not self.output_overflow.is_set()
                 code, oom = await self._backend.remove(self.container_id, inspect=exited)
-                self._exit = ExitInfo(returncode=code, oom_killed=oom, raw_output=self._tail.decode("utf-8", "replace"))
+                self._exit = ExitInfo(returncode=code, oom_killed=oom, raw_output=self.raw.tail)
                 with contextlib.suppress(Exception):
                     self.writer.close()
                 self._demux.cancel()
@@ -163,7 +139,6 @@ class DockerBackend:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._sweeper: asyncio.Task[None] | None = None
         self._closed = False
-        self.started = 0
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -221,7 +196,7 @@ class DockerBackend:
             image,
             command=["python3", "-I", "-S", _HARNESS, json.dumps(config)],
             user=s.container_user,
-            environment=dict(_ENV),
+            environment=dict(SANDBOX_ENV),
             working_dir="/tmp",
             hostname="sandbox",
             stdin_open=True,
@@ -252,7 +227,6 @@ class DockerBackend:
         raw, writer = await asyncio.open_connection(sock=sock, limit=1 << 20)
         worker = DockerWorker(self, cid, raw, writer)
         self._workers.add(worker)
-        self.started += 1
         return worker
 
     async def remove(self, container_id: str, *, inspect: bool) -> tuple[int | None, bool]:
@@ -341,7 +315,7 @@ class DockerBackend:
         worker = self._take_spare(key) or await self._create(image, spec.memory_mb)
         self._fill(key)
         self.builder.touch(spec.runtime_id)
-        worker.cap = spec.output_limit
+        worker.raw.cap = spec.output_limit
         code = Path(spec.code_path).read_text(encoding="utf-8")
         worker.writer.write(
             encode_frame(

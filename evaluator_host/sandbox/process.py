@@ -19,28 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from evaluator_host.errors import SandboxError
-from evaluator_host.sandbox.backend import ExitInfo, WorkerSpec
+from evaluator_host.sandbox.backend import RUNTIMES_DIR, SANDBOX_ENV, ExitInfo, RawOutput, WorkerSpec
 from evaluator_host.sandbox.builder import RuntimeBuilder
 from evaluator_host.sandbox.isolation import Isolation, probe
 from evaluator_host.settings import Settings
 
-__all__ = ["ProcessBackend", "ProcessWorker", "RUNTIMES_DIR"]
+__all__ = ["ProcessBackend", "ProcessWorker"]
 
-RUNTIMES_DIR = Path(__file__).resolve().parents[2] / "runtimes"
 _BOOTSTRAP = RUNTIMES_DIR / "process_sandbox.py"
 _PY_HARNESS = RUNTIMES_DIR / "python" / "harness.py"
 _ADDRESS_SPACE_OVERHEAD_MB = 64  # interpreter + shared libraries on top of memory_mb
 _CPU_SECONDS = 3600  # a backstop per worker lifetime; the wall timeout is the real bound
-_ENV = {
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "HOME": "/tmp",
-    "TMPDIR": "/tmp",
-    "LANG": "C.UTF-8",
-    "PYTHONDONTWRITEBYTECODE": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-}
 
 
 class ProcessWorker:
@@ -57,32 +46,19 @@ class ProcessWorker:
         self._workdir = workdir
         self._cgroup = cgroup
         self._release = release
-        self._cap = cap
-        self._raw = bytearray()
-        self._raw_total = 0
-        self._tail = bytearray()
+        self._raw = RawOutput(cap)
         self._exit: ExitInfo | None = None
         self._drain = asyncio.ensure_future(self._drain_stderr(proc.stderr))
 
     async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
         while chunk := await stream.read(65536):
-            self._raw_total += len(chunk)
-            room = self._cap - len(self._raw)
-            if room > 0:
-                self._raw += chunk[:room]
-            self._tail = (self._tail + chunk)[-4096:]
-            if self._raw_total > self._cap and not self.output_overflow.is_set():
+            if self._raw.feed(chunk) and not self.output_overflow.is_set():
                 self.output_overflow.set()
                 self._signal()
 
     def take_raw_output(self) -> str:
         """Raw output written straight to fd 1/2 since the last call (capped)."""
-        if not self._raw:
-            return ""
-        text = self._raw.decode("utf-8", "replace")
-        self._raw.clear()
-        self._raw_total = 0
-        return text
+        return self._raw.take()
 
     def _signal(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -103,7 +79,7 @@ class ProcessWorker:
             await asyncio.wait_for(self._drain, 2.0)
         with contextlib.suppress(Exception):
             self.writer.close()
-        tail = self._tail.decode("utf-8", "replace")
+        tail = self._raw.tail
         self._exit = ExitInfo(returncode=code, oom_killed="MemoryError" in tail, raw_output=tail)
         shutil.rmtree(self._workdir, ignore_errors=True)
         for _ in range(50):  # a cgroup can be removed once its last process is gone
@@ -231,7 +207,7 @@ class ProcessBackend:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                env=dict(_ENV),
+                env=dict(SANDBOX_ENV),
                 cwd=str(root),
                 start_new_session=True,
                 limit=1 << 20,
