@@ -20,8 +20,6 @@ is kept in ``data_dir/images/<id>.build.log``.
 
 from __future__ import annotations
 
-import asyncio
-import fcntl
 import json
 import logging
 import os
@@ -38,10 +36,10 @@ from typing import Any
 import docker
 from docker.types import Mount
 
-from evaluator_host.errors import BackendUnavailable, BuildError, SandboxError
+from evaluator_host.errors import BackendUnavailable, BuildError
 from evaluator_host.packages import runtime_id
 from evaluator_host.sandbox.backend import Runtime
-from evaluator_host.sandbox.builder import trim_install_log
+from evaluator_host.sandbox.builder import BuildOnce, trim_install_log
 from evaluator_host.sandbox.docker_engine import MANAGED, Engine, NotFound
 from evaluator_host.settings import Settings
 
@@ -107,19 +105,15 @@ def local_index_paths(config: dict[str, str]) -> list[str]:
     return sorted(set(paths))
 
 
-class DockerRuntimeBuilder:
-    """Resolves pins to runtime images, building missing ones once."""
+class DockerRuntimeBuilder(BuildOnce):
+    """Runtime images: the base image for no packages, one committed image per package set."""
 
     def __init__(self, settings: Settings, engine: Engine) -> None:
+        super().__init__(settings.data_dir / "images")  # locks, build logs, last-use marks
         self.settings = settings
         self.engine = engine
-        self.root = settings.data_dir / "images"
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.builds = 0
         self._base_id: str | None = None
         self._pip: dict[str, str] | None = None
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._cache: dict[str, Runtime] = {}
 
     # -- identity ------------------------------------------------------------------------
     def base_id(self) -> str:
@@ -147,32 +141,14 @@ class DockerRuntimeBuilder:
         """The image reference of runtime ``rid``."""
         return f"{RUNTIME_REPO}:{rid}"
 
-    # -- ensure --------------------------------------------------------------------------
-    async def ensure(self, language: str, pins: dict[str, str]) -> Runtime:
-        """The runtime of ``pins``; the base image itself when there are none."""
-        rid = self.runtime_for(language, pins)
-        cached = self._cache.get(rid)
-        if cached is not None:
-            return cached
-        if not pins:
-            runtime = Runtime(rid, language, {}, self.base_id())
-            self._cache[rid] = runtime
-            return runtime
-        if language != "python":
-            raise SandboxError(f"packages for {language} are not supported by the docker backend yet")
-        lock = self._locks.setdefault(rid, asyncio.Lock())
-        async with lock:
-            if rid not in self._cache:
-                self._cache[rid] = await asyncio.to_thread(self._ensure_locked, rid, language, pins)
-        return self._cache[rid]
+    # -- BuildOnce -----------------------------------------------------------------------
+    def bare_location(self) -> str | None:
+        """No packages: the base image itself."""
+        return self.base_id()
 
-    def _ensure_locked(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
-        with open(self.root / f"{rid}.lock", "w") as lock_file:
-            fcntl.flock(lock_file, fcntl.LOCK_EX)
-            found = self.engine.run_sync(self._existing, rid)
-            if found is not None:
-                return found
-            return self._build(rid, language, pins)
+    def find(self, rid: str, language: str, pins: dict[str, str]) -> Runtime | None:
+        """The image tagged for ``rid``, if any service built it."""
+        return self.engine.run_sync(self._existing, rid)
 
     def _existing(self, client: docker.DockerClient, rid: str) -> Runtime | None:
         try:
@@ -195,7 +171,8 @@ class DockerRuntimeBuilder:
             self._pip = host_pip_config()
         return self._pip
 
-    def _build(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
+    def build(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
+        """Run pip in a build container FROM the base and commit it (see the module docstring)."""
         requirements = [f"{name}=={version}" for name, version in pins.items()]
         config = self.pip_config()
         started = time.monotonic()
@@ -224,20 +201,14 @@ class DockerRuntimeBuilder:
             # bind mounts (not volumes): nothing of them is recorded in the committed image
             mounts = [Mount("/build", str(build), type="bind", read_only=True)]
             mounts += [Mount(path, path, type="bind", read_only=True) for path in local_index_paths(config)]
-            output, code, image_id = self.engine.run_sync(self._run_and_commit, rid, language, pins, mounts)
-        log_text = output.split(_LOCK_MARK)[0]
+            output, code, runtime = self.engine.run_sync(self._run_and_commit, rid, language, pins, mounts)
         (self.root / f"{rid}.build.log").write_text(
             f"# {' '.join(requirements)} (exit {code}, {time.monotonic() - started:.1f} s)\n{output}"
         )
-        if image_id is None:
-            raise BuildError(
-                f"installing {', '.join(requirements)} failed:\n{trim_install_log(log_text)}",
-                runtime_id=rid,
-                output=trim_install_log(log_text),
-            )
-        self.builds += 1
-        lock = sorted(ln for ln in output.split(_LOCK_MARK)[-1].splitlines() if "==" in ln)
-        return Runtime(rid, language, pins, image_id, lock)
+        if runtime is None:
+            reason = trim_install_log(output.split(_LOCK_MARK)[0])
+            raise BuildError(f"installing {', '.join(requirements)} failed:\n{reason}", runtime_id=rid, output=reason)
+        return runtime
 
     def _run_and_commit(
         self,
@@ -246,8 +217,8 @@ class DockerRuntimeBuilder:
         language: str,
         pins: dict[str, str],
         mounts: list[Mount],
-    ) -> tuple[str, int, str | None]:
-        """Run the install in a build container; commit it when it succeeded."""
+    ) -> tuple[str, int, Runtime | None]:
+        """Run the install in a build container; commit it when it succeeded (its output, exit code, runtime)."""
         container = client.containers.create(
             self.base_id(),
             ["sh", "/build/build.sh"],
@@ -282,7 +253,7 @@ class DockerRuntimeBuilder:
                 tag=rid,
                 conf={"Labels": labels, "Cmd": ["python3"], "Env": ["PATH=/usr/local/bin:/usr/bin:/bin"]},
             )
-            return output, code, str(image.id)
+            return output, code, Runtime(rid, language, pins, str(image.id), lock)
         finally:
             container.remove(force=True)
 
