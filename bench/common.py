@@ -42,7 +42,6 @@ def row(name: str, xs: list[float]) -> str:
     return f"| {name} | {len(xs)} | {figures} |"
 
 
-
 @contextlib.contextmanager
 def serve(backend: str) -> Iterator[tuple[str, str]]:
     """Start the real service on ``backend`` with a fresh data dir; yield (base URL, data dir)."""

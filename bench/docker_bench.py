@@ -30,7 +30,7 @@ import docker
 import httpx
 
 from bench.common import INPUTS, pct, row, serve, verdict
-from evaluator_host.sandbox.docker_engine import Engine
+from evaluator_host.sandbox.docker_engine import Engine, unusable_reason
 from evaluator_host.sandbox.docker_images import DockerRuntimeBuilder, host_pip_config, local_index_paths
 from evaluator_host.settings import Settings
 
@@ -263,13 +263,4 @@ limit is visible.
 
 def available() -> bool:
     """Whether the docker section can run here."""
-    try:
-        client = docker.from_env(timeout=5)
-        try:
-            client.ping()
-            client.images.get(Settings().base_image)
-        finally:
-            client.close()
-    except Exception:  # noqa: BLE001
-        return False
-    return os.environ.get("BENCH_SKIP_DOCKER") != "1"
+    return unusable_reason(Settings(), timeout_s=5) is None and os.environ.get("BENCH_SKIP_DOCKER") != "1"

@@ -6,7 +6,6 @@ import logging
 from dataclasses import dataclass
 
 from evaluator_host.catalog import Catalog
-from evaluator_host.errors import BackendUnavailable
 from evaluator_host.sandbox.backend import SandboxBackend
 from evaluator_host.sandbox.pool import WorkerPool
 from evaluator_host.sandbox.process import ProcessBackend
@@ -30,18 +29,12 @@ def select_backend(settings: Settings) -> SandboxBackend:
     if settings.backend == "process":
         return ProcessBackend(settings)
     from evaluator_host.sandbox.docker_backend import DockerBackend
-    from evaluator_host.sandbox.docker_engine import engine_answers
+    from evaluator_host.sandbox.docker_engine import unusable_reason
 
-    if settings.backend == "docker":
-        return DockerBackend(settings)
-    if not engine_answers(settings):
-        log.info("no Docker engine answers: using the process backend")
+    if settings.backend == "auto" and (reason := unusable_reason(settings)) is not None:
+        log.info("the docker backend is not usable (%s): using the process backend", reason)
         return ProcessBackend(settings)
-    try:
-        return DockerBackend(settings)
-    except BackendUnavailable as exc:
-        log.warning("Docker engine found but not usable (%s): using the process backend", exc.message)
-        return ProcessBackend(settings)
+    return DockerBackend(settings)
 
 
 @dataclass

@@ -16,29 +16,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
+from evaluator_host.sandbox.docker_engine import unusable_reason
 from evaluator_host.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 DOCKER_REQUIRED = os.environ.get("EVALUATOR_HOST_TEST_DOCKER") == "required"
 
 
-def _docker_ready() -> str | None:
-    """None when the docker backend can run here, else why not."""
-    try:
-        import docker
-
-        client = docker.from_env(timeout=5)
-        try:
-            client.ping()
-            client.images.get(Settings().base_image)
-        finally:
-            client.close()
-    except Exception as exc:  # noqa: BLE001 - any failure means "no docker here"
-        return f"{type(exc).__name__}: {exc}"
-    return None
-
-
-DOCKER_MISSING = _docker_ready()
+DOCKER_MISSING = unusable_reason(Settings(), timeout_s=5)
 docker_only = pytest.mark.skipif(
     DOCKER_MISSING is not None and not DOCKER_REQUIRED, reason=f"no usable Docker engine: {DOCKER_MISSING}"
 )

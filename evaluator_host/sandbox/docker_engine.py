@@ -25,7 +25,7 @@ import requests.exceptions
 from evaluator_host.errors import BackendUnavailable, EvaluatorHostError, SandboxError
 from evaluator_host.settings import Settings
 
-__all__ = ["MANAGED", "OWNER", "Engine", "NotFound", "engine_answers"]
+__all__ = ["MANAGED", "OWNER", "Engine", "NotFound", "unusable_reason"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,13 @@ def _translate(exc: BaseException) -> EvaluatorHostError:
     return SandboxError(f"the Docker engine refused: {exc}")
 
 
+def _connect(settings: Settings, timeout_s: float) -> docker.DockerClient:
+    """A client for ``docker_host``, or for DOCKER_HOST / the local socket."""
+    if settings.docker_host:
+        return docker.DockerClient(base_url=settings.docker_host, timeout=timeout_s)
+    return docker.from_env(timeout=timeout_s)
+
+
 class Engine:
     """A lazily connected docker client shared by the backend and the image builder."""
 
@@ -63,10 +70,7 @@ class Engine:
         """The SDK client (created on first use; ``BackendUnavailable`` if the engine is down)."""
         if self._client is None:
             try:
-                if self.settings.docker_host:
-                    self._client = docker.DockerClient(base_url=self.settings.docker_host, timeout=120)
-                else:
-                    self._client = docker.from_env(timeout=120)
+                self._client = _connect(self.settings, 120)
             except Exception as exc:
                 raise _translate(exc) from exc
         return self._client
@@ -75,9 +79,7 @@ class Engine:
         """Call ``fn(client, *args, **kwargs)`` here (in a thread), translating engine errors."""
         try:
             return fn(self.client(), *args, **kwargs)
-        except EvaluatorHostError:
-            raise
-        except NotFound:
+        except (EvaluatorHostError, NotFound):
             raise
         except Exception as exc:  # the boundary: every engine failure becomes one of ours
             raise _translate(exc) from exc
@@ -114,16 +116,15 @@ class Engine:
             self._client = None
 
 
-def engine_answers(settings: Settings, timeout_s: float = 3.0) -> bool:
-    """Whether a Docker engine answers a ping (used by ``backend=auto``)."""
+def unusable_reason(settings: Settings, timeout_s: float = 3.0) -> str | None:
+    """None when the docker backend can run (an engine answers and has the base image), else why not."""
     try:
-        if settings.docker_host:
-            client = docker.DockerClient(base_url=settings.docker_host, timeout=timeout_s)
-        else:
-            client = docker.from_env(timeout=timeout_s)
+        client = _connect(settings, timeout_s)
         try:
-            return bool(client.ping())
+            client.ping()
+            client.images.get(settings.base_image)
         finally:
             client.close()
-    except Exception:  # noqa: BLE001 - any failure means "no usable engine"
-        return False
+    except Exception as exc:  # noqa: BLE001 - any failure means "no usable engine"
+        return f"{type(exc).__name__}: {exc}"
+    return None
