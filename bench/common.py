@@ -43,8 +43,8 @@ def row(name: str, xs: list[float]) -> str:
 
 
 @contextlib.contextmanager
-def serve(backend: str) -> Iterator[tuple[str, str]]:
-    """Start the real service on ``backend`` with a fresh data dir; yield (base URL, data dir)."""
+def serve(backend: str) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
+    """Start the real service on ``backend`` with a fresh data dir; yield (base URL, data dir, process)."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="evaluator-host-bench-") as data_dir:
         env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": data_dir, "EVALUATOR_HOST_BACKEND": backend}
@@ -64,7 +64,7 @@ def serve(backend: str) -> Iterator[tuple[str, str]]:
                 if time.monotonic() > deadline:
                     raise RuntimeError("the service did not become healthy")
                 time.sleep(0.1)
-            yield base, data_dir
+            yield base, data_dir, proc
         finally:
             proc.terminate()
             try:

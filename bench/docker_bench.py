@@ -133,7 +133,7 @@ def _bare_pip_in_container(pins: dict[str, str], image: str) -> float:
 
 def _build(pins: dict[str, str]) -> float:
     with tempfile.TemporaryDirectory() as data_dir:
-        settings = Settings(data_dir=data_dir)  # type: ignore[arg-type]
+        settings = Settings(data_dir=data_dir)
         builder = DockerRuntimeBuilder(settings, Engine(settings))
         rid = builder.runtime_for("python", pins)
         if not builder.remove(rid):
@@ -154,13 +154,13 @@ def _container_rss(client: docker.DockerClient, owner: str) -> list[float]:
 def measure() -> DockerFigures:
     f = DockerFigures()
     client = docker.from_env()
-    with serve("docker") as (base_url, data_dir):
+    with serve("docker") as (base_url, data_dir, _):
         with httpx.Client(base_url=base_url, timeout=120) as http:
             f.health = http.get("/healthz").json()
             for _ in range(50):
                 _evaluate(http, CODE)
             f.warm = [_evaluate(http, CODE) for _ in range(N_WARM)]
-            f.container_mb = _container_rss(client, Engine(Settings(data_dir=data_dir)).owner)  # type: ignore[arg-type]
+            f.container_mb = _container_rss(client, Engine(Settings(data_dir=data_dir)).owner)
             tag = time.time_ns()
             for i in range(N_FIRST):
                 time.sleep(FIRST_GAP_S)  # revisions arrive over time: a spare is started behind each bind

@@ -12,7 +12,6 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 import httpx
 
 from bench import docker_bench
-from bench.common import free_port, pct, row, verdict
+from bench.common import pct, row, serve, verdict
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"
@@ -99,24 +98,8 @@ def baseline_once() -> float:
     return elapsed
 
 
-def wait_healthy(client: httpx.Client, proc: subprocess.Popen[bytes], timeout_s: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the service exited with code {proc.returncode}")
-        try:
-            response = client.get("/healthz", timeout=2)
-            if response.status_code == 200:
-                health: dict[str, Any] = response.json()
-                return health
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError("the service did not become healthy")
-
-
 def measure(proc: subprocess.Popen[bytes], client: httpx.Client) -> Figures:
-    f = Figures(health=wait_healthy(client, proc))
+    f = Figures(health=client.get("/healthz").json())
     for _ in range(WARMUP):
         evaluate(client, CODE)
     for _ in range(N_WARM):
@@ -218,21 +201,8 @@ shared pages (the interpreter binary and libraries) in every process that maps t
 
 
 def main() -> int:
-    port = free_port()
-    with tempfile.TemporaryDirectory(prefix="evaluator-host-bench-") as data_dir:
-        env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": data_dir, "EVALUATOR_HOST_BACKEND": "process"}
-        argv = [sys.executable, "-m", "evaluator_host.cli", "serve", "--port", str(port), "--log-level", "warning"]
-        proc = subprocess.Popen(argv, cwd=REPO, env=env)
-        try:
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
-                figures = measure(proc, client)
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    with serve("process") as (base_url, _, proc), httpx.Client(base_url=base_url, timeout=60) as client:
+        figures = measure(proc, client)
     info = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu": cpu_model(),
