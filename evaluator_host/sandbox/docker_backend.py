@@ -343,8 +343,10 @@ class DockerBackend:
         self._closed = True
         if self._sweeper is not None:
             self._sweeper.cancel()
-        for task in list(self._tasks):
-            task.cancel()
+        # Spare starts and removals run in engine threads that a cancel would not stop: a container
+        # created after the sweep below would outlive the service. Let them finish (spawns that
+        # finish after close remove their own container).
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         spares = [w for ws in self._spares.values() for w in ws]
         self._spares.clear()
         await asyncio.gather(*(w.kill() for w in {*spares, *self._workers}), return_exceptions=True)
