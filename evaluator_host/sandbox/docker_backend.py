@@ -96,8 +96,16 @@ class DockerWorker:
     def _raw_output(self, chunk: bytes) -> None:
         if self.raw.feed(chunk) and not self.output_overflow.is_set():
             self.output_overflow.set()
-            with contextlib.suppress(Exception):
-                self.writer.transport.abort()  # the pool sees EOF and reports output_limit
+            self._hang_up()  # the pool sees EOF and reports output_limit
+
+    def _hang_up(self) -> None:
+        """End the attach connection for both sides now (the engine's writes fail instead of blocking)."""
+        sock = self.writer.transport.get_extra_info("socket")
+        with contextlib.suppress(Exception):
+            if sock is not None:
+                sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(Exception):
+            self.writer.transport.abort()
 
     def take_raw_output(self) -> str:
         """Raw output written straight to fd 1/2 since the last call (capped)."""
@@ -108,6 +116,8 @@ class DockerWorker:
         async with self._kill_lock:
             if self._exit is None:
                 exited = self._eof.is_set() and not self.output_overflow.is_set()
+                if not exited:
+                    self._hang_up()
                 code, oom = await self._backend.remove(self.container_id, inspect=exited)
                 self._exit = ExitInfo(returncode=code, oom_killed=oom, raw_output=self.raw.tail)
                 with contextlib.suppress(Exception):
@@ -146,6 +156,8 @@ class DockerBackend:
         self._fill(
             (self.builder.base_id(), EvaluatorSettings().memory_mb)
         )  # the bare runtime with default limits: ready at once
+        self.builder.keep_spare = True  # a started build box: new package sets skip a container start
+        self.builder.prepare_soon()
 
     @property
     def isolation(self) -> dict[str, Any]:
@@ -191,7 +203,7 @@ class DockerBackend:
             ],
             log_config=LogConfig(type=LogConfig.types.NONE),
         )
-        config = {"site_dirs": [SITE] if image != self.builder.base_id() else []}
+        config = {"site_dirs": [SITE] if image != self.builder.base_id() else [], "reap_strays": True}
         created = api.create_container(
             image,
             command=["python3", "-I", "-S", _HARNESS, json.dumps(config)],
@@ -213,6 +225,10 @@ class DockerBackend:
             if not isinstance(raw, socket.socket):
                 raise SandboxError("the docker backend needs a local engine (unix socket or plain tcp)")
             sock = socket.socket(raw.family, raw.type, fileno=os.dup(raw.fileno()))
+            # Close the SDK's own descriptor now: one left to the garbage collector keeps the
+            # connection open after we drop ours, and the engine then blocks writing a flood
+            # into it (the container cannot be removed until that descriptor is collected).
+            raw.close()
             attached.close()
             api.start(cid)
         except BaseException:
@@ -350,6 +366,8 @@ class DockerBackend:
         spares = [w for ws in self._spares.values() for w in ws]
         self._spares.clear()
         await asyncio.gather(*(w.kill() for w in {*spares, *self._workers}), return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(self.builder.close)
         with contextlib.suppress(Exception):
             await asyncio.to_thread(self.engine.sweep_sync)
         self.engine.close()

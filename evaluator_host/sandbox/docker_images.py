@@ -3,7 +3,10 @@
 A runtime image is the base image plus one layer holding ``/opt/evaluator/site``
 (``pip install --target``), tagged ``evaluator-host/runtime:<runtime id>`` and labelled
 with the pins and the full resolved lock (``pip list --format=freeze``). It is made
-by running a build container FROM the base with network access, then committing it:
+by running the install in a *build box* — a container FROM the base, with network
+access, started idle — and committing it. A serving builder keeps one box started
+ahead of time, so a build costs the install and the commit, not a container start;
+used boxes are removed in the background.
 
 * the host's pip configuration (index, extra indexes, find-links, trusted hosts, proxy,
   timeouts) is copied into a ``pip.conf`` for the build; local indexes and wheel
@@ -28,13 +31,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import docker
-from docker.types import Mount
+from docker.types import LogConfig
+from docker.utils.socket import frames_iter
 
 from evaluator_host.errors import BackendUnavailable, BuildError
 from evaluator_host.packages import runtime_id
@@ -55,7 +61,16 @@ L_PACKAGES = "evaluator-host.packages"
 L_LOCK = "evaluator-host.lock"
 L_BASE = "evaluator-host.base-image"
 _LOCK_MARK = "----evaluator-host-lock----"
+_BUILD_PIDS = 1024  # a build may run compilers; still no fork bomb on the host
 _PIP_KEYS = ("index-url", "extra-index-url", "find-links", "trusted-host", "proxy", "timeout", "retries", "no-index")
+
+
+@dataclass(frozen=True)
+class _BuildBox:
+    """A started build container and the host folder mounted read-only at ``/build`` in it."""
+
+    container_id: str
+    directory: Path
 
 
 @dataclass(frozen=True)
@@ -114,6 +129,13 @@ class DockerRuntimeBuilder(BuildOnce):
         self.engine = engine
         self._base_id: str | None = None
         self._pip: dict[str, str] | None = None
+        # A started build box waiting for the next build (see prepare()), and the thread that
+        # refills it and removes used boxes off the request path.
+        self.keep_spare = False
+        self._spare: _BuildBox | None = None
+        self._box_lock = threading.Lock()
+        self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evh-build-box")
+        self._closed = False
 
     # -- identity ------------------------------------------------------------------------
     def base_id(self) -> str:
@@ -171,37 +193,132 @@ class DockerRuntimeBuilder(BuildOnce):
             self._pip = host_pip_config()
         return self._pip
 
-    def build(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
-        """Run pip in a build container FROM the base and commit it (see the module docstring)."""
-        requirements = [f"{name}=={version}" for name, version in pins.items()]
-        config = self.pip_config()
-        started = time.monotonic()
-        log.info("building runtime %s for %s", rid, ", ".join(requirements))
-        with tempfile.TemporaryDirectory(prefix="evaluator-host-build-") as tmp:
-            build = Path(tmp)
+    def prepare(self) -> None:
+        """Have a started build box ready, so the next build skips container start-up (blocking).
+
+        Only a serving builder (``keep_spare``) keeps one; it is refilled after each build.
+        """
+        if not self.keep_spare or self._closed:
+            return
+        with self._box_lock:
+            if self._spare is not None:
+                return
+        box = self.engine.run_sync(self._open_box)
+        with self._box_lock:
+            kept = self._spare is None and not self._closed
+            if kept:
+                self._spare = box
+        if not kept:
+            self._discard(box)
+
+    def prepare_soon(self) -> None:
+        """:meth:`prepare` in the background (never raises)."""
+        if self.keep_spare and not self._closed:
+            self._background.submit(self._quietly, self.prepare)
+
+    def close(self) -> None:
+        """Finish background work and remove the spare build box (blocking)."""
+        self._closed = True
+        self._background.shutdown(wait=True)
+        with self._box_lock:
+            box, self._spare = self._spare, None
+        if box is not None:
+            self._quietly(self._discard, box)
+
+    @staticmethod
+    def _quietly(fn: Any, *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception:  # noqa: BLE001 - background housekeeping: the sweep catches leftovers
+            log.warning("build box housekeeping failed", exc_info=True)
+
+    def _open_box(self, client: docker.DockerClient) -> _BuildBox:
+        """Start a build container FROM the base (network on), idle until a build runs in it."""
+        build = Path(tempfile.mkdtemp(prefix="evaluator-host-build-"))
+        try:
+            config = self.pip_config()
             conf = ["[global]", "no-input = true", "disable-pip-version-check = true", "no-cache-dir = true"]
             conf += [f"{key} = {value}" for key, value in config.items()]
             if self.settings.ca_bundle is not None:
                 shutil.copyfile(self.settings.ca_bundle, build / "ca.pem")
                 conf.append("cert = /build/ca.pem")
             (build / "pip.conf").write_text("\n".join(conf) + "\n")
-            (build / "requirements.txt").write_text("\n".join(requirements) + "\n")
-            (build / "build.sh").write_text(
-                "set -e\nexport PIP_CONFIG_FILE=/build/pip.conf PIP_BREAK_SYSTEM_PACKAGES=1 "
-                "PYTHONDONTWRITEBYTECODE=1\n"
-                f"python3 -m pip install --no-warn-script-location --target {SITE} -r /build/requirements.txt\n"
-                f"echo {_LOCK_MARK}\n"
-                # the lock, as `pip list --format=freeze` would print it, without a second pip start-up
-                f"python3 -I -c 'import importlib.metadata as m\n"
-                f'for d in m.distributions(path=["{SITE}"]): print(d.metadata["Name"] + "==" + d.version)\'\n'
-            )
             for path in build.iterdir():
                 path.chmod(0o644)
             build.chmod(0o755)
             # bind mounts (not volumes): nothing of them is recorded in the committed image
-            mounts = [Mount("/build", str(build), type="bind", read_only=True)]
-            mounts += [Mount(path, path, type="bind", read_only=True) for path in local_index_paths(config)]
-            output, code, runtime = self.engine.run_sync(self._run_and_commit, rid, language, pins, mounts)
+            binds = {str(build): {"bind": "/build", "mode": "ro"}}
+            binds.update({path: {"bind": path, "mode": "ro"} for path in local_index_paths(config)})
+            api = client.api
+            created = api.create_container(
+                self.base_id(),
+                ["sleep", "infinity"],
+                user="0:0",
+                environment={},
+                labels=self.engine.labels(**{"evaluator-host.build": "1"}),
+                name=f"evh-build-{self.engine.owner}-{os.urandom(4).hex()}",
+                host_config=api.create_host_config(
+                    binds=binds,
+                    init=True,
+                    cap_drop=["ALL"],
+                    security_opt=["no-new-privileges:true"],
+                    pids_limit=_BUILD_PIDS,
+                    log_config=LogConfig(type=LogConfig.types.NONE),
+                ),
+            )
+            box = _BuildBox(str(created["Id"]), build)
+        except BaseException:
+            shutil.rmtree(build, ignore_errors=True)
+            raise
+        try:
+            api.start(box.container_id)
+        except BaseException:
+            self._discard(box)
+            raise
+        return box
+
+    def _discard(self, box: _BuildBox) -> None:
+        try:
+            self.engine.run_sync(lambda client: client.api.remove_container(box.container_id, force=True))
+        except NotFound:
+            pass
+        finally:
+            shutil.rmtree(box.directory, ignore_errors=True)
+
+    def _take_box(self, client: docker.DockerClient) -> _BuildBox:
+        with self._box_lock:
+            box, self._spare = self._spare, None
+        return box if box is not None else self._open_box(client)
+
+    def build(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
+        """Run pip in a build box FROM the base and commit it (see the module docstring)."""
+        requirements = [f"{name}=={version}" for name, version in pins.items()]
+        started = time.monotonic()
+        log.info("building runtime %s for %s", rid, ", ".join(requirements))
+        box = self.engine.run_sync(self._take_box)
+        try:
+            (box.directory / "requirements.txt").write_text("\n".join(requirements) + "\n")
+            # pip runs in-process, then the lock is listed as `pip list --format=freeze` would print
+            # it, without a second interpreter start-up (pip's `main` is what `python -m pip` calls)
+            (box.directory / "build.py").write_text(
+                "import importlib.metadata, sys\n"
+                "from pip._internal.cli.main import main\n"
+                f"code = main(['install', '--no-warn-script-location', '--target', '{SITE}',"
+                " '-r', '/build/requirements.txt'])\n"
+                "if code:\n    sys.exit(code)\n"
+                f"print('{_LOCK_MARK}')\n"
+                f"for d in importlib.metadata.distributions(path=['{SITE}']):\n"
+                "    print(d.metadata['Name'] + '==' + d.version)\n"
+            )
+            for name in ("requirements.txt", "build.py"):
+                (box.directory / name).chmod(0o644)
+            output, code, runtime = self.engine.run_sync(self._run_and_commit, box, rid, language, pins)
+        finally:
+            if self.keep_spare and not self._closed:
+                self._background.submit(self._quietly, self._discard, box)
+                self.prepare_soon()
+            else:
+                self._discard(box)
         (self.root / f"{rid}.build.log").write_text(
             f"# {' '.join(requirements)} (exit {code}, {time.monotonic() - started:.1f} s)\n{output}"
         )
@@ -213,49 +330,60 @@ class DockerRuntimeBuilder(BuildOnce):
     def _run_and_commit(
         self,
         client: docker.DockerClient,
+        box: _BuildBox,
         rid: str,
         language: str,
         pins: dict[str, str],
-        mounts: list[Mount],
     ) -> tuple[str, int, Runtime | None]:
-        """Run the install in a build container; commit it when it succeeded (its output, exit code, runtime)."""
-        container = client.containers.create(
-            self.base_id(),
-            ["sh", "/build/build.sh"],
-            user="0:0",
-            mounts=mounts,
-            labels=self.engine.labels(**{"evaluator-host.build": rid}),
-            name=f"evh-build-{rid}-{os.urandom(3).hex()}",
-            environment={},
-        )
+        """Run the install in ``box``; commit it when it succeeded (its output, exit code, runtime)."""
+        api = client.api
+        limit = self.settings.build_timeout_s
+        command = ["timeout", "-s", "KILL", f"{limit:.0f}", "python3", "/build/build.py"]
+        environment = {
+            "PIP_CONFIG_FILE": "/build/pip.conf",
+            "PIP_BREAK_SYSTEM_PACKAGES": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+        exec_id = api.exec_create(box.container_id, command, user="0:0", environment=environment)["Id"]
+        started = time.monotonic()
+        sock = api.exec_start(exec_id, socket=True)
         try:
-            container.start()
-            try:
-                status = container.wait(timeout=self.settings.build_timeout_s)
-                code = int(status.get("StatusCode", 1))
-            except Exception:  # noqa: BLE001 - the wait timed out: report it as a failed build
-                container.kill()
-                return f"the install took longer than {self.settings.build_timeout_s:.0f} s", 124, None
-            output = container.logs(stdout=True, stderr=True).decode("utf-8", "replace")
-            if code != 0 or _LOCK_MARK not in output:
-                return output, code, None
-            lock = sorted(ln for ln in output.split(_LOCK_MARK)[-1].splitlines() if "==" in ln)
-            labels = {
-                MANAGED: "1",
-                L_RUNTIME: rid,
-                L_LANGUAGE: language,
-                L_PACKAGES: json.dumps(pins, sort_keys=True),
-                L_LOCK: json.dumps(lock),
-                L_BASE: self.base_id(),
-            }
-            image = container.commit(
-                repository=RUNTIME_REPO,
-                tag=rid,
-                conf={"Labels": labels, "Cmd": ["python3"], "Env": ["PATH=/usr/local/bin:/usr/bin:/bin"]},
-            )
-            return output, code, Runtime(rid, language, pins, str(image.id), lock)
+            raw = getattr(sock, "_sock", sock)
+            raw.settimeout(limit + 60)
+            output = b"".join(data for _, data in frames_iter(sock, tty=False)).decode("utf-8", "replace")
         finally:
-            container.remove(force=True)
+            sock.close()
+        installed = time.monotonic()
+        code = api.exec_inspect(exec_id).get("ExitCode")
+        code = 1 if code is None else int(code)
+        if code == 128 + 9 and time.monotonic() - started >= limit:
+            return f"{output}\nthe install took longer than {limit:.0f} s", code, None
+        if code != 0 or _LOCK_MARK not in output:
+            return output, code, None
+        lock = sorted(ln for ln in output.split(_LOCK_MARK)[-1].splitlines() if "==" in ln)
+        labels = {
+            MANAGED: "1",
+            L_RUNTIME: rid,
+            L_LANGUAGE: language,
+            L_PACKAGES: json.dumps(pins, sort_keys=True),
+            L_LOCK: json.dumps(lock),
+            L_BASE: self.base_id(),
+        }
+        image = api.commit(
+            box.container_id,
+            repository=RUNTIME_REPO,
+            tag=rid,
+            pause=False,  # the box only runs `sleep` now: nothing to freeze
+            conf={
+                "Labels": labels,
+                "Cmd": ["python3"],
+                "Env": ["PATH=/usr/local/bin:/usr/bin:/bin"],
+            },
+        )
+        log.info(
+            "built runtime %s: install %.2f s, commit %.2f s", rid, installed - started, time.monotonic() - installed
+        )
+        return output, code, Runtime(rid, language, pins, str(image["Id"]), lock)
 
     # -- management (CLI) ----------------------------------------------------------------
     def _used_path(self, rid: str) -> Path:

@@ -56,7 +56,8 @@ def _containers(owner: str) -> list[dict[str, Any]]:
 def test_every_container_runs_with_the_hardened_settings(service: TestClient) -> None:
     assert evaluate(service, "def evaluate(inputs, outputs, trace):\n    return 1\n")["score"] == 1.0
     backend = _backend(service)
-    found = _containers(backend.engine.owner)
+    every = _containers(backend.engine.owner)
+    found = [info for info in every if "evaluator-host.build" not in info["Config"]["Labels"]]
     assert found
     for info in found:
         host, config = info["HostConfig"], info["Config"]
@@ -76,6 +77,25 @@ def test_every_container_runs_with_the_hardened_settings(service: TestClient) ->
         for mount in info["Mounts"]:
             assert mount["RW"] is False, mount
             assert "docker.sock" not in mount["Source"]
+
+
+def test_the_spare_build_box_is_started_but_held_down(service: TestClient) -> None:
+    """The build box kept for the next package set: network (pip needs it), but no caps and no host write."""
+    backend = _backend(service)
+    for _ in range(100):
+        boxes = [i for i in _containers(backend.engine.owner) if "evaluator-host.build" in i["Config"]["Labels"]]
+        if boxes:
+            break
+        time.sleep(0.1)
+    assert len(boxes) == 1
+    host, config = boxes[0]["HostConfig"], boxes[0]["Config"]
+    assert boxes[0]["State"]["Running"] is True
+    assert config["Cmd"] == ["sleep", "infinity"]
+    assert not [e for e in config["Env"] or [] if e.upper().startswith(("PIP", "HTTP", "EVALUATOR", "DOCKER"))]
+    assert host["CapDrop"] == ["ALL"] and "no-new-privileges:true" in host["SecurityOpt"]
+    assert host["PidsLimit"] and host["Init"] is True and host["Privileged"] is False
+    assert boxes[0]["Mounts"] and all(m["RW"] is False and "docker.sock" not in m["Source"] for m in boxes[0]["Mounts"])
+    assert any(m["Destination"] == "/build" for m in boxes[0]["Mounts"])
 
 
 def test_inside_the_container(service: TestClient) -> None:
