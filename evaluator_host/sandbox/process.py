@@ -151,6 +151,8 @@ class ProcessBackend:
             else [],
             "output_limit": spec.output_limit,
             "result_limit": spec.result_limit,
+            # the harness is pid 1 of its own pid namespace: it may kill everything else in it
+            "reap_strays": iso.mode != "rlimits",
         }
         rlimits = {
             "AS": (spec.memory_mb + _ADDRESS_SPACE_OVERHEAD_MB) * 1024 * 1024,

@@ -3,7 +3,13 @@
 Started once per worker with one argument, a JSON config::
 
     {"code_path": "...", "entrypoint": "evaluate" | "main", "interface": "evaluate" | "legacy" | "main",
-     "site_dirs": ["..."], "output_limit": 1048576, "result_limit": 1048576}
+     "site_dirs": ["..."], "output_limit": 1048576, "result_limit": 1048576, "reap_strays": false}
+
+``reap_strays`` (set only when the harness has a pid namespace of its own: a container,
+or the process backend's namespaces): processes an evaluation starts do not outlive it.
+After each case, if any descendant is left, everything in the namespace but the harness
+and its init is SIGKILLed and reaped. The harness is pid 1 or a child subreaper, so
+orphans come back to it and "none left" costs one ``waitpid``.
 
 Without ``code_path`` the harness starts *unbound* (the Docker backend keeps such
 spares warm per runtime) and waits for one ``load`` frame carrying the code and the
@@ -128,6 +134,11 @@ class Harness:
         self.params: list[Any] = []  # inspect.Parameter, for the main interface only
         self.loop: Any = None  # an asyncio loop, created for the first awaitable
         self.load_error: dict[str, Any] | None = None
+        self.reap = bool(config.get("reap_strays"))
+        if self.reap and os.getpid() != 1:
+            import ctypes
+
+            ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come back to us
         self._in = os.dup(0)
         self._out = os.dup(1)
         devnull = os.open(os.devnull, os.O_RDONLY)
@@ -308,7 +319,30 @@ class Harness:
         reply["truncated"] = budget.overflow
         return reply
 
+    def reap_strays(self) -> None:
+        """Kill and reap whatever processes the last case left (only with ``reap_strays``)."""
+        if not self.reap:
+            return
+        try:
+            os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return  # no descendant at all: the common case, one syscall
+        import signal
+
+        try:
+            os.kill(-1, signal.SIGKILL)  # every process of the namespace but us and its init
+        except ProcessLookupError:
+            pass
+        while True:
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                return
+            except InterruptedError:
+                continue
+
     def serve(self) -> None:
+        self.reap_strays()
         self.send({"type": "ready", "load_error": self.load_error})
         while True:
             try:
@@ -321,6 +355,7 @@ class Harness:
             for index, case in enumerate(message.get("cases", [])):
                 reply = self.run_case(case, key)
                 reply["index"] = index
+                self.reap_strays()
                 try:
                     self.send(reply)
                 except ValueError:  # a marker-free value that still is not JSON (cannot happen)

@@ -61,6 +61,26 @@ def test_fork_bomb_is_contained(client: TestClient) -> None:
     assert_healthy(client)
 
 
+def test_processes_an_evaluation_starts_do_not_outlive_it(client: TestClient) -> None:
+    """Busy children left by a case that returned normally are killed before the next case runs."""
+    if client.get("/healthz").json()["isolation_details"].get("mode") == "rlimits":
+        pytest.skip("no pid namespace of its own: the worker cannot tell its processes from the host's")
+    code = (
+        "import os, time\n\ndef evaluate(inputs, outputs, trace):\n"
+        "    if inputs.get('spawn'):\n"
+        "        if os.fork() == 0:\n            while True: pass\n"  # a busy child
+        "        for _ in range(2):\n            if os.fork() == 0:\n"  # busy orphans (double fork + setsid)
+        "                os.setsid()\n                if os.fork() == 0:\n                    while True: pass\n"
+        "                os._exit(0)\n        time.sleep(0.2)\n        return 1\n"
+        "    others = [p for p in os.listdir('/proc') if p.isdigit() and int(p) not in (os.getpid(), 1)]\n"
+        "    return {'score': 1, 'others': len(others)}\n"
+    )
+    assert evaluate(client, code, inputs={"spawn": True})["status"] == "ok"
+    result = evaluate(client, code)  # the same revision: the same warm worker
+    assert result["status"] == "ok" and result["details"]["others"] == 0, result
+    assert_healthy(client)
+
+
 def test_print_flood(client: TestClient) -> None:
     code = "def evaluate(inputs, outputs, trace):\n    while True:\n        print('x' * 10000)\n"
     result = evaluate(client, code, settings={"timeout_s": 10})
