@@ -257,8 +257,8 @@ once). Medians of {BUILD_REPS} runs each, interleaved.
 |---|---|---|---|---|---|---|---|
 {build_rows}
 
-A build is the base image's pip install, a lock listing (one `python3 -I` start) and a commit
-(~0.05 s); the box's container start (~0.17 s on this engine, mostly network set-up) is paid
+A build is the base image's pip run in-process (one `exec`; the lock is listed by the same
+interpreter) and a commit (0.05–0.3 s, growing with the layer); the box's container start (~0.17 s on this engine, mostly network set-up) is paid
 ahead of time. Build logs are kept in `<data dir>/images/<id>.build.log`.
 
 A second evaluator pinning an existing set (`{{"six": "1.16.0"}}`): **{f.second_evaluator_builds}**
