@@ -31,11 +31,18 @@ import docker
 import httpx
 
 from bench.common import INPUTS, pct, row, serve, verdict
+from evaluator_host.js_inspect import node_executable
 from evaluator_host.sandbox.docker_engine import Engine, unusable_reason
 from evaluator_host.sandbox.docker_images import DockerRuntimeBuilder, host_pip_config, local_index_paths
 from evaluator_host.settings import Settings
 
 CODE = 'def evaluate(inputs, outputs, trace):\n    return outputs == inputs.get("correct_answer")\n'
+JS_CODE = "function evaluate(inputs, outputs, trace) {\n  return outputs === inputs.correct_answer\n}\n"
+TS_CODE = (
+    "function evaluate(inputs: Record<string, string>, outputs: string, trace: unknown): boolean {\n"
+    "  return outputs === inputs.correct_answer\n}\n"
+)
+N_NODE = 50
 N_WARM, N_PER_CALL, N_FIRST, FIRST_GAP_S = 1000, 20, 20, 1.0
 BUILD_SETS = [{"six": "1.16.0"}, {"requests": "2.32.3"}]
 BUILD_REPS = 3
@@ -57,10 +64,14 @@ class DockerFigures:
     second_evaluator_builds: int = -1
     container_mb: list[float] = field(default_factory=list)
     base_pip: str = ""
+    warm_js: list[float] = field(default_factory=list)
+    warm_ts: list[float] = field(default_factory=list)
+    node_per_call: list[float] = field(default_factory=list)
+    node_in_container_per_call: list[float] = field(default_factory=list)
 
 
-def _evaluate(client: httpx.Client, code: str, **extra: Any) -> float:
-    body = {"language": "python", "code": code, "inputs": INPUTS, "outputs": "4", **extra}
+def _evaluate(client: httpx.Client, code: str, language: str = "python", **extra: Any) -> float:
+    body = {"language": language, "code": code, "inputs": INPUTS, "outputs": "4", **extra}
     start = time.perf_counter()
     response = client.post("/v1/evaluate", json=body)
     elapsed = (time.perf_counter() - start) * 1000
@@ -68,6 +79,21 @@ def _evaluate(client: httpx.Client, code: str, **extra: Any) -> float:
     if response.status_code != 200 or result.get("score") != 1.0:
         raise RuntimeError(f"unexpected answer: {response.status_code} {result}")
     return elapsed
+
+
+def _node_script() -> str:
+    return JS_CODE + f"\nconsole.log(JSON.stringify(evaluate({json.dumps(INPUTS)}, '4', null)))\n"
+
+
+def _node_per_call() -> str:
+    """A new Node process per evaluation on the host (the pinned Node, no sandbox at all)."""
+    argv = [node_executable(), "-e", _node_script()]
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+
+
+def _node_in_container_per_call(image: str) -> str:
+    argv = ["docker", "run", "--rm", *HARDENING, image, "node", "-e", _node_script()]
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
 
 
 def _call_script() -> str:
@@ -176,6 +202,10 @@ def measure() -> DockerFigures:
                 time.sleep(FIRST_GAP_S)  # revisions arrive over time: a spare is started behind each bind
                 f.first.append(_evaluate(http, f"# {tag} revision {i}\n{CODE}"))
             f.first_burst = [_evaluate(http, f"# {tag} burst {i}\n{CODE}") for i in range(N_FIRST)]
+            for code, language, out in ((JS_CODE, "javascript", f.warm_js), (TS_CODE, "typescript", f.warm_ts)):
+                for _ in range(50):
+                    _evaluate(http, code, language)
+                out.extend(_evaluate(http, code, language) for _ in range(N_WARM))
             pins = {"six": "1.16.0"}
             _evaluate(http, f"import six\n{CODE}", packages=pins)
             before = int(http.get("/healthz").json()["runtimes_built"])
@@ -184,6 +214,8 @@ def measure() -> DockerFigures:
     image = f.health["isolation_details"]["base_image"]
     f.cli_per_call = [_timed(lambda: _cli_per_call(image)) for _ in range(N_PER_CALL)]
     f.sdk_per_call = [_timed(lambda: _sdk_per_call(client, image)) for _ in range(N_PER_CALL)]
+    f.node_per_call = [_timed(_node_per_call) for _ in range(N_NODE)]
+    f.node_in_container_per_call = [_timed(lambda: _node_in_container_per_call(image)) for _ in range(N_PER_CALL)]
     client.close()
     f.base_pip = subprocess.run(
         ["docker", "run", "--rm", image, "python3", "-m", "pip", "--version"], capture_output=True, text=True
@@ -203,6 +235,13 @@ def render(f: DockerFigures) -> tuple[str, str]:
     f50, fb50 = pct(f.first, 50), pct(f.first_burst, 50)
     ok_warm, ok_ratio = w50 <= 3.0, min(c50, s50) / w50 >= 50
     ok_first, ok_zero = f50 <= 100.0, f.second_evaluator_builds == 0
+    j50, t50, n50, nc50 = (
+        pct(f.warm_js, 50),
+        pct(f.warm_ts, 50),
+        pct(f.node_per_call, 50),
+        pct(f.node_in_container_per_call, 50),
+    )
+    ok_js = max(j50, t50) <= 3.0
     build_rows = "\n".join(
         f"| `{pins}` | {image:.2f} s | {host:.2f} s | **{image / host:.2f}x** {verdict(image / host <= 1.3)} "
         f"| {same:.2f} s | {image / same:.2f}x | {cold:.2f} s | {cold / host:.2f}x |"
@@ -215,7 +254,8 @@ def render(f: DockerFigures) -> tuple[str, str]:
         f"SDK per call p50 {s50:.0f} ms (x{s50 / w50:.0f}) | new revision p50 {f50:.1f} ms [{verdict(ok_first)}] | "
         "builds vs host pip: "
         + ", ".join(f"{image / host:.2f}x" for _, image, _, host, _ in f.builds)
-        + f" [{verdict(ok_build)}]; vs same pip in docker run: "
+        + f" [{verdict(ok_build)}] | JS warm p50 {j50:.2f} ms, TS {t50:.2f} ms [{verdict(ok_js)}] vs node per call"
+        + f" {n50:.0f} ms (x{n50 / j50:.0f}); vs same pip in docker run: "
         + ", ".join(f"{image / same:.2f}x" for _, image, _, _, same in f.builds)
     )
     doc = f"""
@@ -258,11 +298,28 @@ once). Medians of {BUILD_REPS} runs each, interleaved.
 {build_rows}
 
 A build is the base image's pip run in-process (one `exec`; the lock is listed by the same
-interpreter) and a commit (0.05–0.3 s, growing with the layer); the box's container start (~0.17 s on this engine, mostly network set-up) is paid
+interpreter) and a commit (0.05–0.3 s, growing with the layer); the box's container start
+(~0.17 s on this engine, mostly network set-up) is paid
 ahead of time. Build logs are kept in `<data dir>/images/<id>.build.log`.
 
 A second evaluator pinning an existing set (`{{"six": "1.16.0"}}`): **{f.second_evaluator_builds}**
 builds (`runtimes_built` in `/healthz`, before and after).
+
+### JavaScript and TypeScript
+
+The same trivial evaluator in JavaScript and TypeScript, warm, over HTTP on the docker backend
+(a Node 24 harness per container; TypeScript is compiled once on the host, so warm calls cost
+the same), against a new `node` process per evaluation in the same run: on the host with no
+sandbox at all, and in a `docker run --rm` with the same hardening flags.
+
+| measurement | N | p50 ms | p90 ms | p99 ms | mean ms |
+|---|---|---|---|---|---|
+{row("warm JavaScript evaluation over HTTP (docker backend)", f.warm_js)}
+{row("warm TypeScript evaluation over HTTP (docker backend)", f.warm_ts)}
+{row("baseline: a new `node -e` process per evaluation (host, no sandbox)", f.node_per_call)}
+{row("baseline: `docker run --rm ... node -e` per evaluation", f.node_in_container_per_call)}
+
+New node process per call p50 / warm JS p50 = **{n50 / j50:.0f}x**; docker run per call = **{nc50 / j50:.0f}x**.
 
 ### Targets (docker)
 
@@ -273,6 +330,7 @@ builds (`runtimes_built` in `/healthz`, before and after).
 | first evaluation of a never-seen revision on an existing runtime, p50 <= 100 ms | {f50:.1f} ms | {verdict(ok_first)} |
 | second evaluator on an existing set: zero builds | {f.second_evaluator_builds} | {verdict(ok_zero)} |
 | new small package set <= 1.3x a bare `pip install` (host pip) | {build_ratios} | {verdict(ok_build)} |
+| warm JS evaluation p50 <= 3 ms (TS alongside) | {j50:.2f} ms (TS {t50:.2f} ms) | {verdict(ok_js)} |
 
 Burst first calls (p50 {fb50:.0f} ms) are not a target; they are shown so the spare mechanism's
 limit is visible.

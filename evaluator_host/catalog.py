@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 from collections.abc import Sequence
 
+from evaluator_host.interfaces import detect
 from evaluator_host.models import Case, EvaluationResult, Evaluator, EvaluatorCreate, EvaluatorSettings
 from evaluator_host.service import EvaluationService, Prepared
 from evaluator_host.store import EvaluatorStore, RevisionRecord
@@ -19,6 +20,7 @@ def to_model(record: RevisionRecord) -> Evaluator:
 
 
 def _prepared(record: RevisionRecord) -> Prepared:
+    detected = detect(record.language, record.code)  # cached: one parse per code
     return Prepared(
         language=record.language,
         code=record.code,
@@ -27,6 +29,8 @@ def _prepared(record: RevisionRecord) -> Prepared:
         pins=record.packages,
         settings=EvaluatorSettings(**record.settings),
         runtime_id=record.runtime_id,
+        loader=dict(detected.loader),
+        compiled=detected.compiled,
     )
 
 

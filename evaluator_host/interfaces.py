@@ -18,8 +18,8 @@ from __future__ import annotations
 import ast
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from evaluator_host.errors import CodeSyntaxError, InterfaceError
 
@@ -37,11 +37,18 @@ ACCEPTED_SIGNATURES = (
 
 @dataclass(frozen=True)
 class Detected:
-    """The detected interface and the entrypoint's name and line."""
+    """The detected interface, the entrypoint's name and line, and how the harness loads it.
+
+    ``loader`` is passed to the harness as config (JS/TS: module kind and where the
+    entrypoint lives in the module; empty for Python). ``compiled`` is the code the harness
+    runs when it is not the user's text (JS/TS: see runtimes/node/inspect.cjs).
+    """
 
     interface: InterfaceName
     entrypoint: str
     line: int | None
+    loader: dict[str, Any] = field(default_factory=dict)
+    compiled: str | None = None
 
 
 Detector = Callable[[str], Detected]

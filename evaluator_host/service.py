@@ -12,10 +12,11 @@ import functools
 import hashlib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import evaluator_host.js_inspect  # noqa: F401 - registers the JavaScript and TypeScript detectors
 from evaluator_host.errors import LimitError
 from evaluator_host.interfaces import detect
 from evaluator_host.models import Case, EvaluationResult, EvaluatorSettings
@@ -27,7 +28,7 @@ from evaluator_host.settings import Settings
 
 __all__ = ["EvaluationService", "Prepared", "to_result"]
 
-_SUFFIX = {"python": ".py", "javascript": ".mjs", "typescript": ".mts"}
+_SUFFIX = {"python": ".py", "javascript": ".cjs", "typescript": ".cjs"}  # JS/TS: the compiled module
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class Prepared:
     pins: dict[str, str]
     settings: EvaluatorSettings
     runtime_id: str
+    loader: dict[str, Any] = field(default_factory=dict)
+    compiled: str | None = None  # what the harness runs, when not ``code`` itself (JS/TS)
 
     @functools.cached_property
     def code_hash(self) -> str:
@@ -100,6 +103,8 @@ class EvaluationService:
             pins=pins,
             settings=settings or EvaluatorSettings(),
             runtime_id=self.builder.runtime_for(language, pins),
+            loader=dict(detected.loader),
+            compiled=detected.compiled,
         )
 
     async def ensure_runtime(self, prepared: Prepared) -> Runtime:
@@ -108,13 +113,14 @@ class EvaluationService:
 
     def _code_path(self, prepared: Prepared) -> Path:
         folder = self._code_dir / prepared.code_hash[:32]
-        path = folder / f"evaluator{_SUFFIX[prepared.language]}"
+        suffix = ".mjs" if prepared.loader.get("module") == "esm" else _SUFFIX[prepared.language]
+        path = folder / f"evaluator{suffix}"
         if prepared.code_hash in self._written:
             return path
         if not path.exists():
             folder.mkdir(mode=0o755, exist_ok=True)
             tmp = folder / f".{os.getpid()}.{id(prepared)}.tmp"
-            tmp.write_text(prepared.code)
+            tmp.write_text(prepared.code if prepared.compiled is None else prepared.compiled)
             tmp.chmod(0o644)
             tmp.replace(path)
         self._written.add(prepared.code_hash)
@@ -135,6 +141,7 @@ class EvaluationService:
             memory_mb=prepared.settings.memory_mb,
             output_limit=s.output_limit_bytes,
             result_limit=s.result_limit_bytes,
+            loader=prepared.loader,
         )
 
     async def prewarm(self, prepared: Prepared, scope: str) -> None:

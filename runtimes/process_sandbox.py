@@ -15,7 +15,8 @@ sets the sandbox up and then runs the language harness:
    harness ``run_python`` in this same process.
 
 Config keys: ``root``, ``binds``, ``tmpfs_mb``, ``uid``, ``cgroup_procs``, ``rlimits``
-(name → value), ``exec`` | ``run_python`` + ``argv``.
+(name → value), ``exec`` (+ ``channel_fds``: move the host's channel from fds 0/1 to 3/4
+first, as the Node harness expects) | ``run_python`` + ``argv``.
 """
 
 from __future__ import annotations
@@ -138,6 +139,15 @@ def main(config: dict[str, Any]) -> None:
         os.setresuid(uid, uid, uid)
     os.chdir(config.get("workdir") or "/tmp")
     if config.get("exec"):
+        if config.get("channel_fds"):
+            # the program speaks the protocol on fds 3 (in) and 4 (out); what it writes to
+            # fd 1/2 goes to the host's raw-output drain, and fd 0 is /dev/null
+            os.dup2(0, 3)
+            os.dup2(1, 4)
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.close(null)
+            os.dup2(2, 1)
         os.execv(config["exec"][0], config["exec"])
     path = config["run_python"]
     sys.argv = [path, *config.get("argv", [])]

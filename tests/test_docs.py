@@ -16,10 +16,10 @@ def test_readme_make_commands_are_targets() -> None:
 
 
 def test_every_runtime_has_its_contract_files() -> None:
-    for language in ("python",):
+    for language, suffix in (("python", "py"), ("node", "mjs")):
         folder = REPO / "runtimes" / language
-        assert (folder / "harness.py").exists() and (folder / "manifest.json").exists()
-        assert (folder / "selftest.py").exists()
+        assert (folder / f"harness.{suffix}").exists() and (folder / "manifest.json").exists()
+        assert (folder / f"selftest.{suffix}").exists()
 
 
 def test_docs_exist() -> None:
@@ -31,7 +31,11 @@ def test_runtime_selftests_pass() -> None:
     import subprocess
     import sys
 
-    done = subprocess.run(
-        [sys.executable, str(REPO / "runtimes" / "python" / "selftest.py")], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
+    from evaluator_host.js_inspect import node_executable
+
+    for argv in (
+        [sys.executable, str(REPO / "runtimes" / "python" / "selftest.py")],
+        [node_executable(), str(REPO / "runtimes" / "node" / "selftest.mjs")],
+    ):
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr

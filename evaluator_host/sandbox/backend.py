@@ -9,6 +9,7 @@ must pass ``tests/compliance``.
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,6 +26,9 @@ __all__ = [
     "Worker",
     "WorkerSpec",
     "error_info",
+    "memory_exhausted",
+    "node_command",
+    "node_heap_mb",
 ]
 
 RUNTIMES_DIR = Path(__file__).resolve().parents[2] / "runtimes"  # the harnesses, mounted read-only into sandboxes
@@ -39,6 +43,31 @@ SANDBOX_ENV = {  # the whole environment user code sees, on every backend
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
 }
+
+
+_OUT_OF_MEMORY = ("MemoryError", "JavaScript heap out of memory", "Fatal process out of memory")
+
+
+def memory_exhausted(raw_output: str) -> bool:
+    """Whether a dead worker's last output says it ran out of memory (Python or V8)."""
+    return any(marker in raw_output for marker in _OUT_OF_MEMORY)
+
+
+def node_heap_mb(memory_mb: int) -> int:
+    """V8's old-space cap for ``memory_mb``: below the sandbox's own cap, so the heap limit
+    (a clean ``memory_limit``) is usually what a runaway allocation hits first."""
+    return max(16, memory_mb * 3 // 4)
+
+
+def node_command(node: str, harness: str, memory_mb: int, config: dict[str, Any]) -> list[str]:
+    """argv of a Node harness (the launcher must move the channel to fds 3/4 first)."""
+    return [
+        node,
+        f"--max-old-space-size={node_heap_mb(memory_mb)}",
+        "--disable-warning=ExperimentalWarning",  # type stripping is still flagged experimental
+        harness,
+        json.dumps(config),
+    ]
 
 
 @dataclass(frozen=True)
@@ -90,6 +119,7 @@ class WorkerSpec:
     memory_mb: int
     output_limit: int
     result_limit: int
+    loader: dict[str, Any] = field(default_factory=dict)  # harness config from detection (JS/TS)
 
 
 @dataclass

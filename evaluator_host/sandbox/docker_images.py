@@ -11,8 +11,11 @@ used boxes are removed in the background.
 * the host's pip configuration (index, extra indexes, find-links, trusted hosts, proxy,
   timeouts) is copied into a ``pip.conf`` for the build; local indexes and wheel
   folders it names are mounted read-only at the same paths;
+* likewise the host's npm registry and proxy settings go into an ``npmrc`` (Node runtimes:
+  ``npm install --ignore-scripts`` into ``/opt/evaluator/node``, the lock from its
+  package-lock.json);
 * the CA bundle setting (default: the host's system bundle) is mounted as pip's
-  ``cert`` so installs work behind a TLS-intercepting proxy;
+  ``cert`` and npm's ``cafile`` so installs work behind a TLS-intercepting proxy;
 * all of that lives in a read-only ``/build`` mount, never in the image's
   environment, command or layers.
 
@@ -45,7 +48,14 @@ from docker.utils.socket import frames_iter
 from evaluator_host.errors import BackendUnavailable, BuildError
 from evaluator_host.packages import runtime_id
 from evaluator_host.sandbox.backend import Runtime
-from evaluator_host.sandbox.builder import BuildOnce, trim_install_log
+from evaluator_host.sandbox.builder import (
+    NPM_INSTALL_FLAGS,
+    BuildOnce,
+    host_npm_config,
+    npm_lock,
+    npm_package_json,
+    trim_install_log,
+)
 from evaluator_host.sandbox.docker_engine import MANAGED, Engine, NotFound
 from evaluator_host.settings import Settings
 
@@ -54,7 +64,8 @@ __all__ = ["RUNTIME_REPO", "DockerRuntimeBuilder", "ImageInfo", "host_pip_config
 log = logging.getLogger(__name__)
 
 RUNTIME_REPO = "evaluator-host/runtime"
-SITE = "/opt/evaluator/site"
+SITE = "/opt/evaluator/site"  # pip install --target (Python runtimes)
+NODE_PREFIX = "/opt/evaluator/node"  # npm install --prefix: NODE_PREFIX/node_modules (Node runtimes)
 L_RUNTIME = "evaluator-host.runtime-id"
 L_LANGUAGE = "evaluator-host.language"
 L_PACKAGES = "evaluator-host.packages"
@@ -129,6 +140,7 @@ class DockerRuntimeBuilder(BuildOnce):
         self.engine = engine
         self._base_id: str | None = None
         self._pip: dict[str, str] | None = None
+        self._npm: dict[str, str] | None = None
         # A started build box waiting for the next build (see prepare()), and the thread that
         # refills it and removes used boxes off the request path.
         self.keep_spare = False
@@ -193,6 +205,12 @@ class DockerRuntimeBuilder(BuildOnce):
             self._pip = host_pip_config()
         return self._pip
 
+    def npm_config(self) -> dict[str, str]:
+        """The npm settings builds use (host's registry and proxy settings, read once)."""
+        if self._npm is None:
+            self._npm = host_npm_config()
+        return self._npm
+
     def prepare(self) -> None:
         """Have a started build box ready, so the next build skips container start-up (blocking).
 
@@ -243,6 +261,10 @@ class DockerRuntimeBuilder(BuildOnce):
                 shutil.copyfile(self.settings.ca_bundle, build / "ca.pem")
                 conf.append("cert = /build/ca.pem")
             (build / "pip.conf").write_text("\n".join(conf) + "\n")
+            npmrc = [f"{key}={value}" for key, value in self.npm_config().items()]
+            if self.settings.ca_bundle is not None:
+                npmrc.append("cafile=/build/ca.pem")
+            (build / "npmrc").write_text("\n".join(npmrc) + "\n")
             for path in build.iterdir():
                 path.chmod(0o644)
             build.chmod(0o755)
@@ -290,29 +312,63 @@ class DockerRuntimeBuilder(BuildOnce):
             box, self._spare = self._spare, None
         return box if box is not None else self._open_box(client)
 
-    def build(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
-        """Run pip in a build box FROM the base and commit it (see the module docstring)."""
-        requirements = [f"{name}=={version}" for name, version in pins.items()]
-        started = time.monotonic()
-        log.info("building runtime %s for %s", rid, ", ".join(requirements))
-        box = self.engine.run_sync(self._take_box)
-        try:
-            (box.directory / "requirements.txt").write_text("\n".join(requirements) + "\n")
+    def _install_script(self, box: _BuildBox, language: str, pins: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+        """Write the install for ``pins`` into the box's /build; return its command and environment.
+
+        Both print the lock after ``_LOCK_MARK``: ``name==version`` lines (pip) or the
+        package-lock.json (npm).
+        """
+        files: dict[str, str]
+        if language == "python":
             # pip runs in-process, then the lock is listed as `pip list --format=freeze` would print
             # it, without a second interpreter start-up (pip's `main` is what `python -m pip` calls)
-            (box.directory / "build.py").write_text(
-                "import importlib.metadata, sys\n"
+            files = {
+                "requirements.txt": "".join(f"{name}=={version}\n" for name, version in pins.items()),
+                "build.py": "import importlib.metadata, sys\n"
                 "from pip._internal.cli.main import main\n"
                 f"code = main(['install', '--no-warn-script-location', '--target', '{SITE}',"
                 " '-r', '/build/requirements.txt'])\n"
                 "if code:\n    sys.exit(code)\n"
                 f"print('{_LOCK_MARK}')\n"
                 f"for d in importlib.metadata.distributions(path=['{SITE}']):\n"
-                "    print(d.metadata['Name'] + '==' + d.version)\n"
+                "    print(d.metadata['Name'] + '==' + d.version)\n",
+            }
+            command = ["python3", "/build/build.py"]
+            environment = {
+                "PIP_CONFIG_FILE": "/build/pip.conf",
+                "PIP_BREAK_SYSTEM_PACKAGES": "1",
+                "PYTHONDONTWRITEBYTECODE": "1",
+            }
+        else:
+            files = {
+                "package.json": json.dumps(npm_package_json(pins), indent=2) + "\n",
+                # the npm cache lives in /tmp/.npm and is removed before the commit
+                "build.sh": "set -e\n"
+                f"mkdir -p {NODE_PREFIX} && cp /build/package.json {NODE_PREFIX}/ && cd {NODE_PREFIX}\n"
+                f"npm install {' '.join(NPM_INSTALL_FLAGS)} --userconfig /build/npmrc --cache /tmp/.npm "
+                "|| { rc=$?; rm -rf /tmp/.npm; exit $rc; }\n"
+                "rm -rf /tmp/.npm /root/.npm /tmp/node-compile-cache\n"
+                f"echo {_LOCK_MARK}\ncat package-lock.json\n",
+            }
+            command = ["sh", "/build/build.sh"]
+            environment = {"HOME": "/tmp", "NODE_OPTIONS": "", "npm_config_update_notifier": "false"}
+        for name, text in files.items():
+            (box.directory / name).write_text(text)
+            (box.directory / name).chmod(0o644)
+        return command, environment
+
+    def build(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
+        """Run the installer in a build box FROM the base and commit it (see the module docstring)."""
+        family = "python" if language == "python" else "node"
+        shown = [f"{name}=={version}" if family == "python" else f"{name}@{version}" for name, version in pins.items()]
+        started = time.monotonic()
+        log.info("building runtime %s for %s", rid, ", ".join(shown))
+        box = self.engine.run_sync(self._take_box)
+        try:
+            command, environment = self._install_script(box, family, pins)
+            output, code, runtime = self.engine.run_sync(
+                self._run_and_commit, box, rid, family, pins, command, environment
             )
-            for name in ("requirements.txt", "build.py"):
-                (box.directory / name).chmod(0o644)
-            output, code, runtime = self.engine.run_sync(self._run_and_commit, box, rid, language, pins)
         finally:
             if self.keep_spare and not self._closed:
                 self._background.submit(self._quietly, self._discard, box)
@@ -320,30 +376,27 @@ class DockerRuntimeBuilder(BuildOnce):
             else:
                 self._discard(box)
         (self.root / f"{rid}.build.log").write_text(
-            f"# {' '.join(requirements)} (exit {code}, {time.monotonic() - started:.1f} s)\n{output}"
+            f"# {' '.join(shown)} (exit {code}, {time.monotonic() - started:.1f} s)\n{output}"
         )
         if runtime is None:
             reason = trim_install_log(output.split(_LOCK_MARK)[0])
-            raise BuildError(f"installing {', '.join(requirements)} failed:\n{reason}", runtime_id=rid, output=reason)
-        return runtime
+            raise BuildError(f"installing {', '.join(shown)} failed:\n{reason}", runtime_id=rid, output=reason)
+        return Runtime(runtime.id, language, pins, runtime.location, runtime.lock)
 
     def _run_and_commit(
         self,
         client: docker.DockerClient,
         box: _BuildBox,
         rid: str,
-        language: str,
+        family: str,
         pins: dict[str, str],
+        command: list[str],
+        environment: dict[str, str],
     ) -> tuple[str, int, Runtime | None]:
         """Run the install in ``box``; commit it when it succeeded (its output, exit code, runtime)."""
         api = client.api
         limit = self.settings.build_timeout_s
-        command = ["timeout", "-s", "KILL", f"{limit:.0f}", "python3", "/build/build.py"]
-        environment = {
-            "PIP_CONFIG_FILE": "/build/pip.conf",
-            "PIP_BREAK_SYSTEM_PACKAGES": "1",
-            "PYTHONDONTWRITEBYTECODE": "1",
-        }
+        command = ["timeout", "-s", "KILL", f"{limit:.0f}", *command]
         exec_id = api.exec_create(box.container_id, command, user="0:0", environment=environment)["Id"]
         started = time.monotonic()
         sock = api.exec_start(exec_id, socket=True)
@@ -360,11 +413,12 @@ class DockerRuntimeBuilder(BuildOnce):
             return f"{output}\nthe install took longer than {limit:.0f} s", code, None
         if code != 0 or _LOCK_MARK not in output:
             return output, code, None
-        lock = sorted(ln for ln in output.split(_LOCK_MARK)[-1].splitlines() if "==" in ln)
+        tail = output.split(_LOCK_MARK)[-1]
+        lock = npm_lock(tail) if family == "node" else sorted(ln for ln in tail.splitlines() if "==" in ln)
         labels = {
             MANAGED: "1",
             L_RUNTIME: rid,
-            L_LANGUAGE: language,
+            L_LANGUAGE: family,
             L_PACKAGES: json.dumps(pins, sort_keys=True),
             L_LOCK: json.dumps(lock),
             L_BASE: self.base_id(),
@@ -383,7 +437,7 @@ class DockerRuntimeBuilder(BuildOnce):
         log.info(
             "built runtime %s: install %.2f s, commit %.2f s", rid, installed - started, time.monotonic() - installed
         )
-        return output, code, Runtime(rid, language, pins, str(image["Id"]), lock)
+        return output, code, Runtime(rid, family, pins, str(image["Id"]), lock)
 
     # -- management (CLI) ----------------------------------------------------------------
     def _used_path(self, rid: str) -> Path:

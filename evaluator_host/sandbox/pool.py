@@ -231,8 +231,10 @@ class WorkerPool:
                 )
                 slot.uses += 1
                 done += 1
-                if reply.get("status") == "memory_limit":
-                    break  # the heap may be fragmented or near its limit: replace the worker
+                if reply.get("status") == "memory_limit" or reply.get("retire"):
+                    # the heap may be fragmented or near its limit, or the harness is leaving
+                    # (process.exit): the rest of the batch goes to a fresh worker
+                    break
             else:
                 healthy = True
         except TimeoutError:

@@ -19,7 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from evaluator_host.errors import SandboxError
-from evaluator_host.sandbox.backend import RUNTIMES_DIR, SANDBOX_ENV, ExitInfo, RawOutput, WorkerSpec
+from evaluator_host.js_inspect import node_executable
+from evaluator_host.sandbox.backend import (
+    RUNTIMES_DIR,
+    SANDBOX_ENV,
+    ExitInfo,
+    RawOutput,
+    WorkerSpec,
+    memory_exhausted,
+    node_command,
+)
 from evaluator_host.sandbox.builder import RuntimeBuilder
 from evaluator_host.sandbox.isolation import Isolation, probe
 from evaluator_host.settings import Settings
@@ -28,7 +37,12 @@ __all__ = ["ProcessBackend", "ProcessWorker"]
 
 _BOOTSTRAP = RUNTIMES_DIR / "process_sandbox.py"
 _PY_HARNESS = RUNTIMES_DIR / "python" / "harness.py"
+_NODE_HARNESS = RUNTIMES_DIR / "node" / "harness.mjs"
 _ADDRESS_SPACE_OVERHEAD_MB = 64  # interpreter + shared libraries on top of memory_mb
+# V8 reserves address space up front (code range, heap cages, WebAssembly guard regions): Node
+# does not start under ~1.2 GB of RLIMIT_AS. Its heap is capped by --max-old-space-size instead;
+# the address-space limit only bounds off-heap memory (Buffers) to memory_mb + this.
+_NODE_ADDRESS_SPACE_MB = 4096
 _CPU_SECONDS = 3600  # a backstop per worker lifetime; the wall timeout is the real bound
 
 
@@ -80,7 +94,7 @@ class ProcessWorker:
         with contextlib.suppress(Exception):
             self.writer.close()
         tail = self._raw.tail
-        self._exit = ExitInfo(returncode=code, oom_killed="MemoryError" in tail, raw_output=tail)
+        self._exit = ExitInfo(returncode=code, oom_killed=memory_exhausted(tail), raw_output=tail)
         shutil.rmtree(self._workdir, ignore_errors=True)
         for _ in range(50):  # a cgroup can be removed once its last process is gone
             try:
@@ -142,17 +156,14 @@ class ProcessBackend:
         def inside(path: str, host_dir: str) -> str:
             return path.replace(host_dir, mounts[host_dir], 1) if iso.mode != "rlimits" else path
 
-        harness_config = {
+        reap = iso.mode != "rlimits"  # the harness is pid 1 of its own pid namespace: it may kill the rest
+        runtime_dir = inside(spec.runtime_location, spec.runtime_location) if spec.runtime_location else None
+        harness_config: dict[str, Any] = {
             "code_path": inside(spec.code_path, code_dir),
-            "entrypoint": spec.entrypoint,
             "interface": spec.interface,
-            "site_dirs": [inside(spec.runtime_location, spec.runtime_location) + "/site"]
-            if spec.runtime_location
-            else [],
             "output_limit": spec.output_limit,
             "result_limit": spec.result_limit,
-            # the harness is pid 1 of its own pid namespace: it may kill everything else in it
-            "reap_strays": iso.mode != "rlimits",
+            "reap_strays": reap,
         }
         rlimits = {
             "AS": (spec.memory_mb + _ADDRESS_SPACE_OVERHEAD_MB) * 1024 * 1024,
@@ -163,22 +174,35 @@ class ProcessBackend:
         }
         if iso.uid_drop:
             rlimits["NPROC"] = self.settings.pids_max
+        binds = [[prefix, prefix], *([src, dst] for src, dst in mounts.items())]
+        launch: dict[str, Any]
+        if spec.language == "python":
+            harness_config["entrypoint"] = spec.entrypoint
+            harness_config["site_dirs"] = [f"{runtime_dir}/site"] if runtime_dir else []
+            launch = {"run_python": inside(str(_PY_HARNESS), str(RUNTIMES_DIR)), "argv": [json.dumps(harness_config)]}
+        else:
+            node = node_executable()
+            node_home = str(Path(node).resolve().parents[1])
+            binds.append([node_home, node_home])
+            harness_config.update(spec.loader)
+            harness_config["language"] = spec.language
+            harness_config["node_modules"] = f"{runtime_dir}/node_modules" if runtime_dir else None
+            rlimits["AS"] = (spec.memory_mb + _NODE_ADDRESS_SPACE_MB) * 1024 * 1024
+            harness = inside(str(_NODE_HARNESS), str(RUNTIMES_DIR))
+            launch = {"exec": node_command(node, harness, spec.memory_mb, harness_config), "channel_fds": True}
         return {
             "root": str(root) if iso.mode != "rlimits" else None,
             "workdir": None if iso.mode != "rlimits" else str(root),
-            "binds": [[prefix, prefix], *([src, dst] for src, dst in mounts.items())],
+            "binds": binds,
             "tmpfs_mb": self.settings.tmpfs_mb,
             "uid": self.settings.sandbox_uid_base + slot if iso.uid_drop else None,
             "cgroup_procs": str(cgroup / "cgroup.procs") if cgroup else None,
             "rlimits": rlimits,
-            "run_python": inside(str(_PY_HARNESS), str(RUNTIMES_DIR)),
-            "argv": [json.dumps(harness_config)],
+            **launch,
         }
 
     async def start_worker(self, spec: WorkerSpec) -> ProcessWorker:
         """Start a harness for ``spec`` in a fresh sandbox."""
-        if spec.language != "python":
-            raise SandboxError(f"the process backend cannot run {spec.language} yet")
         if not self._free_slots:
             raise SandboxError("no free sandbox slots", retry_after_s=1)
         slot = self._free_slots.pop()

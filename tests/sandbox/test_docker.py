@@ -151,7 +151,7 @@ def test_kill_minus_one_inside_the_container(service: TestClient) -> None:
 def test_a_new_revision_is_bound_to_a_prestarted_container(service: TestClient) -> None:
     backend = _backend(service)
     evaluate(service, "def evaluate(inputs, outputs, trace):\n    return 1\n")
-    key = (backend.builder.base_id(), 256)
+    key = (backend.builder.base_id(), 256, "python")
     deadline = time.monotonic() + 30
     while not any(w.alive for w in backend._spares.get(key, [])):
         assert time.monotonic() < deadline, "no spare container was started"
@@ -357,3 +357,68 @@ def test_make_images_never_takes_a_runtime_image_for_the_base() -> None:
     finally:
         client.close()
     assert "evaluator-host.base-key" in labels and "evaluator-host.runtime-id" not in labels
+
+
+# -- Node ----------------------------------------------------------------------------------------
+def test_node_workers_run_with_the_same_hardening(service: TestClient) -> None:
+    code = (
+        "const fs = require('fs'), os = require('os')\n"
+        "function evaluate(i, o, t) {\n"
+        "  const status = Object.fromEntries(fs.readFileSync('/proc/self/status', 'utf8').split('\\n')"
+        ".filter((l) => l.includes(':\\t')).map((l) => l.split(':\\t')))\n"
+        "  let rootWritable = true\n  try { fs.writeFileSync('/evil', 'x') } catch { rootWritable = false }\n"
+        "  return { score: 1, uid: process.getuid(), capEff: status.CapEff.trim(),\n"
+        "           noNewPrivs: status.NoNewPrivs.trim(),\n"
+        "           rootWritable, ifaces: Object.keys(os.networkInterfaces()), node: process.version }\n}\n"
+    )
+    details = evaluate(service, code, "javascript")["details"]
+    assert details["uid"] == 65534 and int(details["capEff"], 16) == 0 and details["noNewPrivs"] == "1"
+    assert details["rootWritable"] is False
+    assert details["ifaces"] in ([], ["lo"])
+    assert details["node"].startswith("v24.")
+    backend = _backend(service)
+    for info in _containers(backend.engine.owner):
+        if "evaluator-host.build" in info["Config"]["Labels"]:
+            continue
+        host = info["HostConfig"]
+        assert host["NetworkMode"] == "none" and host["ReadonlyRootfs"] is True and host["CapDrop"] == ["ALL"]
+
+
+def test_a_new_js_revision_binds_a_prestarted_node_container(service: TestClient) -> None:
+    backend = _backend(service)
+    code = "function evaluate(i, o, t) {{ return {{ score: 1, n: {n} }} }}"
+    assert evaluate(service, code.format(n=0), "javascript")["status"] == "ok"  # starts node spares
+    key = (backend.builder.base_id(), 256, "node")
+    for _ in range(100):
+        if backend._spares.get(key):
+            break
+        time.sleep(0.05)
+    spare = backend._spares[key][0].container_id
+    assert evaluate(service, code.format(n=1), "typescript")["status"] == "ok"
+    assert spare not in {w.container_id for w in backend._spares.get(key, [])}  # it was taken and bound
+
+
+def test_npm_runtime_image_has_the_lock_and_nothing_of_the_build(tmp_path: Path) -> None:
+    pins = {"is-number": "7.0.0"}
+    settings = make_settings(tmp_path)
+    builder = DockerRuntimeBuilder(settings, Engine(settings))
+    assert builder.remove(builder.runtime_for("javascript", pins))
+    runtime = asyncio.run(builder.ensure("javascript", pins))
+    assert runtime.lock == ["is-number@7.0.0"] and builder.builds == 1
+    client = docker.from_env()
+    try:
+        image = client.images.get(builder.tag(runtime.id))
+        assert image.labels["evaluator-host.language"] == "node"
+        assert json.loads(image.labels["evaluator-host.lock"]) == ["is-number@7.0.0"]
+        listing = client.containers.run(
+            runtime.location,
+            ["sh", "-c", "ls -A /tmp /root /opt/evaluator/node; ls /opt/evaluator/node/node_modules"],
+            remove=True,
+            network_mode="none",
+        ).decode()
+        assert "is-number" in listing and "package-lock.json" in listing
+        assert ".npm" not in listing and "node-compile-cache" not in listing and "npmrc" not in listing
+        assert not any("npm" in str(v).lower() or "/build/" in str(v) for v in image.attrs["Config"].values())
+    finally:
+        client.close()
+    assert builder.remove(runtime.id)

@@ -1,0 +1,460 @@
+// Node.js evaluator harness for JavaScript and TypeScript (no npm dependencies).
+//
+// Started once per worker as `node [flags] harness.mjs CONFIG_JSON`, by a launcher that has
+// already moved the host's channel to private descriptors: requests arrive on fd 3, replies
+// leave on fd 4; fd 0 is /dev/null and fd 1 and 2 both go to the host's raw-output drain, so
+// nothing the user's code writes can reach the reply channel. Frames, messages and the reply
+// envelope are exactly those of runtimes/python/harness.py:
+//
+//   worker → host   {"type": "ready", "load_error": null | ERROR}
+//   host → worker   {"op": "load", "code": "...", ...config}          (unbound start only)
+//   host → worker   {"op": "run", "correct_answer_key": "...", "cases": [CASE, ...]}
+//   worker → host   one {"type": "result", "index": i, ...} per case, in order
+//
+// Config: code_path (or a load frame with code), language ("javascript" | "typescript"),
+// interface, module ("esm" | "cjs") and entry ({kind: "binding" | "default" | "exports", name})
+// as the host's inspector (runtimes/node/inspect.cjs) found them, node_modules (the runtime's
+// packages, or null), work_dir (a private writable folder), output_limit, result_limit,
+// reap_strays.
+//
+// The code it gets is what the host's inspector compiled from the user's (runtimes/node/
+// inspect.cjs: TypeScript through Node's own type transform with an inline source map, so
+// errors name the user's own TS line; ES imports as CommonJS requires, lines kept). It is
+// written to work_dir and loaded from there; a `node_modules` link next to it resolves both
+// `import` and `require` of the pinned packages. Values are made JSON-safe here (markers as
+// in Python); normalization happens on the host.
+
+import fs from 'node:fs';
+import path from 'node:path';
+import nodeModule from 'node:module';
+import childProcess from 'node:child_process';
+import { pathToFileURL } from 'node:url';
+import { performance } from 'node:perf_hooks';
+import { Writable } from 'node:stream';
+
+const IN = 3;
+const OUT = 4;
+const MAX_REQUEST = 2 ** 31;
+const ENTRY = Symbol.for('evaluator-host.entry');
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
+const realExit = process.exit.bind(process);
+
+class OutputLimitExceeded extends Error {}
+class ProcessExitCalled extends Error {}
+class BindingError extends Error {}
+
+// -- channel ------------------------------------------------------------------------------
+function readExact(n) {
+  const buf = Buffer.allocUnsafe(n);
+  let off = 0;
+  while (off < n) {
+    let got;
+    try {
+      got = fs.readSync(IN, buf, off, n - off, null);
+    } catch (err) {
+      if (err.code === 'EAGAIN') {
+        Atomics.wait(sleeper, 0, 0, 1);
+        continue;
+      }
+      if (err.code === 'EOF' || err.code === 'EBADF') return null;
+      throw err;
+    }
+    if (got === 0) return null;
+    off += got;
+  }
+  return buf;
+}
+
+function recv() {
+  const header = readExact(4);
+  if (header === null) return null;
+  const size = header.readUInt32BE(0);
+  if (size > MAX_REQUEST) return null;
+  const body = readExact(size);
+  return body === null ? null : JSON.parse(body.toString('utf8'));
+}
+
+function send(message) {
+  const body = Buffer.from(JSON.stringify(message), 'utf8');
+  const frame = Buffer.allocUnsafe(4 + body.length);
+  frame.writeUInt32BE(body.length, 0);
+  body.copy(frame, 4);
+  let off = 0;
+  while (off < frame.length) {
+    try {
+      off += fs.writeSync(OUT, frame, off, frame.length - off);
+    } catch (err) {
+      if (err.code !== 'EAGAIN') throw err;
+      Atomics.wait(sleeper, 0, 0, 1);
+    }
+  }
+}
+
+// -- captured output ------------------------------------------------------------------------
+// process.stdout/stderr are replaced before anything creates the real ones (which would switch
+// the shared fds 1/2 to non-blocking mode): writes land in the running case's capped buffer.
+// Console swallows errors thrown by a stream, so the cap cannot be enforced by throwing alone:
+// past it, the case is answered (output_limit) and the worker leaves at once.
+let budget = null; // the running case's {limit, used, overflow, out: [], err: []}
+let running = null; // index of the case being evaluated, for an answer from inside a write
+
+class CaptureStream extends Writable {
+  constructor(which, fd) {
+    super({ decodeStrings: false });
+    this.which = which;
+    this.fd = fd;
+    this.isTTY = false;
+    this.columns = 80;
+  }
+
+  _write(chunk, encoding, callback) {
+    capture(this.which, chunk);
+    callback();
+  }
+}
+
+function capture(which, chunk) {
+  if (budget === null) return;
+  const text = typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8');
+  const size = Buffer.byteLength(text, 'utf8');
+  const room = budget.limit - budget.used;
+  if (size <= room) {
+    budget.used += size;
+    budget[which].push(text);
+    return;
+  }
+  if (room > 0) budget[which].push(Buffer.from(text, 'utf8').subarray(0, room).toString('utf8'));
+  budget.used = budget.limit;
+  budget.overflow = true;
+  if (running !== null) {
+    const message = `stdout+stderr exceeded ${budget.limit} bytes`;
+    send({ type: 'result', index: running, status: 'output_limit', error: failure('OutputLimit', message),
+           stdout: budget.out.join(''), stderr: budget.err.join(''), truncated: true, duration_ms: 0, retire: true });
+    process.reallyExit(0);
+  }
+  throw new OutputLimitExceeded('stdout+stderr exceeded the output cap');
+}
+
+for (const [name, which, fd] of [['stdout', 'out', 1], ['stderr', 'err', 2]]) {
+  Object.defineProperty(process, name, { configurable: true, enumerable: true, value: new CaptureStream(which, fd) });
+}
+
+// -- processes the user's code starts --------------------------------------------------------
+let spawned = false;
+for (const name of ['spawn', 'spawnSync', 'exec', 'execSync', 'execFile', 'execFileSync', 'fork']) {
+  const original = childProcess[name];
+  childProcess[name] = function (...args) {
+    spawned = true;
+    return original.apply(this, args);
+  };
+}
+nodeModule.syncBuiltinESMExports();
+
+function reapStrays(config) {
+  // Only in a pid namespace of our own (a container, or the process backend's namespaces):
+  // kill(-1) reaches every process there but this one and its init.
+  if (!config.reap_strays || !spawned) return;
+  spawned = false;
+  try {
+    process.kill(-1, 'SIGKILL');
+  } catch {
+    // ESRCH: nothing left
+  }
+}
+
+// -- JSON-safe values ----------------------------------------------------------------------
+function toWire(value, depth = 0, seen = new Set(), key = null) {
+  if (depth > 64) return { $unserializable: 'structure nested deeper than 64 levels' };
+  if (value === null) return null;
+  switch (typeof value) {
+    case 'undefined':
+      return { $undefined: true };
+    case 'boolean':
+    case 'string':
+      return value;
+    case 'number':
+      if (Number.isFinite(value)) return value;
+      return { $nonfinite: Number.isNaN(value) ? 'nan' : value > 0 ? 'inf' : '-inf' };
+    case 'bigint':
+      return Number(value); // exact within 2^53, as Python's ints; a float beyond, as Python's
+    case 'function':
+      return { $unserializable: 'function' };
+    case 'symbol':
+      return { $unserializable: 'symbol' };
+    default:
+      break;
+  }
+  if (seen.has(value)) return { $unserializable: 'circular structure' };
+  if (value instanceof Date) return Number.isNaN(value.getTime()) ? null : value.toISOString();
+  if (value instanceof Number || value instanceof String || value instanceof Boolean) {
+    return toWire(value.valueOf(), depth, seen, key);
+  }
+  seen.add(value);
+  try {
+    if (Array.isArray(value)) {
+      return value.map((item) => (item === undefined ? null : toWire(item, depth + 1, seen)));
+    }
+    if (ArrayBuffer.isView(value) && !(value instanceof DataView)) {
+      return Array.from(value, (item) => toWire(item, depth + 1, seen));
+    }
+    if (value instanceof Map || value instanceof Set || value instanceof WeakMap || value instanceof WeakSet ||
+        value instanceof Promise || value instanceof RegExp || value instanceof Error ||
+        value instanceof ArrayBuffer || value instanceof DataView) {
+      return { $unserializable: value.constructor.name };
+    }
+    if (typeof value.toJSON === 'function') return toWire(value.toJSON(), depth, seen, key);
+    const out = {};
+    for (const k of Object.keys(value)) {
+      const item = value[k];
+      if (item === undefined && !(depth === 0 && k === 'score')) continue; // JSON drops absent values
+      out[k] = toWire(item, depth + 1, seen, k);
+    }
+    return out;
+  } finally {
+    seen.delete(value);
+  }
+}
+
+// -- errors -------------------------------------------------------------------------------
+function failure(type, message) {
+  return { type, message, line: null, traceback: '' };
+}
+
+class Harness {
+  constructor(config) {
+    this.config = config;
+    this.fn = null;
+    this.loadError = null;
+    this.file = null; // the module file actually imported
+    this.shownName = config.language === 'typescript' ? 'evaluator.ts' : 'evaluator.js';
+  }
+
+  configure(more) {
+    Object.assign(this.config, more);
+    this.shownName = this.config.language === 'typescript' ? 'evaluator.ts' : 'evaluator.js';
+  }
+
+  // An error thrown by user code → {type, message, line, traceback}, frames of the user's file only.
+  errorInfo(err) {
+    if (!(err instanceof Error)) {
+      const type = err !== null && typeof err === 'object' ? err.constructor?.name || 'Object' : typeof err;
+      let message;
+      try {
+        message = typeof err === 'string' ? err : JSON.stringify(err) ?? String(err);
+      } catch {
+        message = String(err);
+      }
+      return { type: `thrown ${type}`, message, line: null, traceback: '' };
+    }
+    let stack = '';
+    try {
+      stack = String(err.stack || '');
+    } catch {
+      stack = '';
+    }
+    const dir = path.dirname(this.file || this.config.code_path || '/');
+    const escaped = dir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    const frame = new RegExp(`(?:file://)?${escaped}/evaluator\\.(?:mjs|cjs|ts|js|mts|cts):(\\d+)(?::(\\d+))?`);
+    let line = null;
+    const kept = [];
+    for (const text of stack.split('\n')) {
+      const match = frame.exec(text);
+      if (!match) continue;
+      if (line === null) line = Number(match[1]);
+      kept.push(text.replace(frame, `${this.shownName}:$1${match[2] ? ':$2' : ''}`));
+    }
+    let type = err.name || err.constructor?.name || 'Error';
+    if (err instanceof ProcessExitCalled) type = 'ProcessExit';
+    const head = `${type}: ${err.message}`;
+    return { type, message: String(err.message), line, traceback: kept.length ? `${head}\n${kept.join('\n')}` : head };
+  }
+
+  // -- loading ------------------------------------------------------------------------------
+  prepareSource(code) {
+    const { module, entry } = this.config;
+    let source = code;
+    // ESM code may still `require()` its packages: give it a require of its own (line 1 only
+    // grows; lines keep their numbers).
+    if (module === 'esm' && /\brequire\s*\(/.test(source) && !/\b(?:const|let|var|function)\s+require\b/.test(source)) {
+      source = 'import { createRequire as __evhCreateRequire } from "node:module"; ' +
+        'const require = __evhCreateRequire(import.meta.url); ' + source;
+    }
+    if (entry.kind === 'binding') {
+      // Hand the top-level binding to the harness; appended after the last line (before a source map).
+      const hook = `\n;globalThis[Symbol.for("evaluator-host.entry")] = ${entry.name};\n`;
+      const mapAt = source.lastIndexOf('\n//# sourceMappingURL=');
+      source = mapAt >= 0 ? source.slice(0, mapAt) + hook + source.slice(mapAt) : source + hook;
+    }
+    return source;
+  }
+
+  async load(code) {
+    budget = { limit: this.config.output_limit, used: 0, overflow: false, out: [], err: [] };
+    try {
+      const work = this.config.work_dir || path.join(process.cwd(), '.evaluator');
+      fs.mkdirSync(work, { recursive: true, mode: 0o700 });
+      if (this.config.node_modules) {
+        try {
+          fs.symlinkSync(this.config.node_modules, path.join(work, 'node_modules'), 'dir');
+        } catch (err) {
+          if (err.code !== 'EEXIST') throw err;
+        }
+      }
+      this.file = path.join(work, this.config.module === 'esm' ? 'evaluator.mjs' : 'evaluator.cjs');
+      fs.writeFileSync(this.file, this.prepareSource(code), { mode: 0o600 });
+      const { entry } = this.config;
+      let loaded;
+      if (this.config.module === 'esm') {
+        loaded = await import(pathToFileURL(this.file).href);
+      } else {
+        loaded = nodeModule.createRequire(this.file)(this.file);
+      }
+      if (entry.kind === 'binding') this.fn = globalThis[ENTRY];
+      else if (entry.kind === 'default') this.fn = loaded.default;
+      else this.fn = entry.name ? loaded?.[entry.name] : loaded;
+      delete globalThis[ENTRY];
+      if (typeof this.fn !== 'function') {
+        throw new TypeError(`${entry.name || 'the exported entrypoint'} is not a function`);
+      }
+    } catch (err) {
+      if (err instanceof OutputLimitExceeded) this.loadError = failure('OutputLimit', err.message);
+      else this.loadError = this.errorInfo(err);
+      this.loadError.stdout = budget.out.join('');
+      this.loadError.stderr = budget.err.join('');
+    } finally {
+      budget = null;
+    }
+  }
+
+  // -- evaluation ---------------------------------------------------------------------------
+  args(c, correctAnswerKey) {
+    const { inputs, outputs, trace } = c;
+    const iface = this.config.interface;
+    if (iface === 'evaluate') return [inputs, outputs, trace];
+    if (iface === 'legacy') {
+      const correct = inputs !== null && typeof inputs === 'object' ? inputs[correctAnswerKey] ?? null : null;
+      return [c.app_params || {}, inputs, outputs, correct];
+    }
+    const variables = inputs !== null && typeof inputs === 'object' && !Array.isArray(inputs) ? { ...inputs } : {};
+    Object.assign(variables, { inputs, outputs, output: outputs, completion: outputs, trace });
+    return [variables];
+  }
+
+  async runCase(c, correctAnswerKey) {
+    const limits = this.config;
+    budget = { limit: limits.output_limit, used: 0, overflow: false, out: [], err: [] };
+    const current = budget;
+    const reply = { type: 'result', status: 'ok' };
+    const start = performance.now();
+    try {
+      if (this.loadError !== null) {
+        Object.assign(reply, { status: 'error', error: this.loadError });
+      } else {
+        const entrypoint = this.fn; // called unbound: stack frames name the user's function only
+        let value = entrypoint(...this.args(c, correctAnswerKey));
+        if (value !== null && typeof value === 'object' && typeof value.then === 'function') {
+          // a promise that never settles must be a timeout (the host's), not an exit of an idle loop
+          const keepAlive = setInterval(() => {}, 1 << 30);
+          try {
+            value = await value;
+          } finally {
+            clearInterval(keepAlive);
+          }
+        }
+        const wire = toWire(value);
+        const size = Buffer.byteLength(JSON.stringify(wire), 'utf8');
+        if (size > limits.result_limit) {
+          const message = `the returned value is ${size} bytes of JSON; the cap is ${limits.result_limit}`;
+          Object.assign(reply, { status: 'output_limit', error: failure('OutputLimit', message) });
+        } else {
+          reply.value = wire;
+        }
+      }
+    } catch (err) {
+      if (err instanceof OutputLimitExceeded) {
+        // current.overflow is set: reported below
+      } else if (err instanceof BindingError) {
+        Object.assign(reply, { status: 'error', error: failure('BindingError', err.message) });
+      } else if (err instanceof RangeError && /allocation failed/i.test(String(err.message))) {
+        Object.assign(reply, { status: 'memory_limit', error: this.errorInfo(err) });
+      } else {
+        Object.assign(reply, { status: 'error', error: this.errorInfo(err) });
+      }
+    }
+    if (exitCode !== null && reply.status === 'ok') {
+      // process.exit() was called and the error it threw was caught by the user's code
+      Object.assign(reply, { status: 'error', error: failure('ProcessExit', `the evaluator called process.exit(${exitCode})`) });
+    }
+    if (exitCode !== null) reply.retire = true; // the pool replaces this worker
+    reply.duration_ms = performance.now() - start;
+    if (current.overflow && reply.status !== 'memory_limit') {
+      const message = `stdout+stderr exceeded ${limits.output_limit} bytes`;
+      Object.assign(reply, { status: 'output_limit', error: failure('OutputLimit', message) });
+    }
+    reply.stdout = current.out.join('');
+    reply.stderr = current.err.join('');
+    reply.truncated = current.overflow;
+    budget = null;
+    return reply;
+  }
+
+  async serve() {
+    reapStrays(this.config);
+    send({ type: 'ready', load_error: this.loadError });
+    for (;;) {
+      const message = recv();
+      if (message === null || message.op !== 'run') return;
+      const key = message.correct_answer_key || 'correct_answer';
+      const cases = message.cases || [];
+      for (let index = 0; index < cases.length; index++) {
+        running = index;
+        const reply = await this.runCase(cases[index], key);
+        running = null;
+        reply.index = index;
+        reapStrays(this.config);
+        send(reply);
+        if (reply.retire) return;
+      }
+    }
+  }
+}
+
+let exitCode = null;
+process.exit = function exit(code) {
+  exitCode = code === undefined ? (process.exitCode ?? 0) : code;
+  throw new ProcessExitCalled(`the evaluator called process.exit(${exitCode})`);
+};
+// Stray async failures (a rejected promise nobody awaited, a throw in a timer) must not end the
+// worker; they are written to the running case's stderr.
+process.on('unhandledRejection', (reason) => {
+  if (budget !== null) budget.err.push(`unhandled rejection: ${reason instanceof Error ? reason.stack : String(reason)}\n`);
+});
+process.on('uncaughtException', (err) => {
+  if (budget !== null) budget.err.push(`uncaught exception: ${err instanceof Error ? err.stack : String(err)}\n`);
+});
+
+async function main() {
+  const config = JSON.parse(process.argv[2] || '{}');
+  config.output_limit = Number(config.output_limit || 1 << 20);
+  config.result_limit = Number(config.result_limit || 1 << 20);
+  process.setSourceMapsEnabled(true);
+  const harness = new Harness(config);
+  let code;
+  if (config.code_path) {
+    code = fs.readFileSync(config.code_path, 'utf8');
+  } else {
+    const message = recv(); // an unbound worker: wait for its evaluator
+    if (message === null || message.op !== 'load') realExit(0);
+    code = message.code;
+    const { op, code: _code, ...rest } = message;
+    harness.configure(rest);
+  }
+  await harness.load(code);
+  await harness.serve();
+  realExit(0);
+}
+
+main().catch((err) => {
+  fs.writeSync(2, `harness failure: ${err && err.stack}\n`);
+  realExit(70);
+});

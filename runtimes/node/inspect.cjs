@@ -1,0 +1,330 @@
+'use strict';
+// Host-side JS/TS inspector: parses evaluator code and reports its interface. Never runs it.
+//
+// Started by the host (evaluator_host/js_inspect.py) as
+//   node --expose-internals --disable-warning=ExperimentalWarning inspect.cjs
+// because Node's bundled parsers are internal modules: acorn (a real ECMAScript parser) and
+// amaro (the swc-based TypeScript transform behind module.stripTypeScriptTypes, whose errors
+// carry line and column). Requests and answers are JSON lines on stdin/stdout:
+//
+//   → {"language": "javascript" | "typescript", "code": "..."}
+//   ← {"ok": true, "interface": "evaluate" | "legacy" | "main", "entrypoint": "evaluate" | "main",
+//      "line": N, "module": "esm" | "cjs", "entry": {"kind": "binding" | "default" | "exports",
+//      "name": "evaluate" | null}}
+//   ← {"ok": false, "kind": "syntax" | "interface", "message": "...", "line": N | null, "column": N | null}
+//
+// Entry kinds, as the harness fetches the function: "binding" — a top-level declaration
+// (function, const/let/var, export function, export default function NAME); "default" —
+// the module's default export; "exports" — module.exports (name null) or module.exports[name].
+
+const readline = require('node:readline');
+const { SourceMap } = require('node:module');
+const acorn = require('internal/deps/acorn/acorn/dist/acorn');
+const amaro = require('internal/deps/amaro/dist/index');
+
+const ACCEPTED =
+  'define exactly one entrypoint at top level: evaluate(inputs, outputs, trace) | ' +
+  'evaluate(app_params, inputs, output, correct_answer) (legacy) | main(variables) returning {"score": ...}';
+const NAMES = new Set(['evaluate', 'main']);
+
+class Rejected extends Error {
+  constructor(kind, message, line = null, column = null) {
+    super(message);
+    this.kind = kind;
+    this.line = line;
+    this.column = column;
+  }
+}
+
+function transformTs(code) {
+  let out;
+  try {
+    out = amaro.transformSync(code, { mode: 'transform', sourceMap: true, filename: 'evaluator.ts' });
+  } catch (err) {
+    const line = Number.isInteger(err.startLine) ? err.startLine : null;
+    const column = Number.isInteger(err.startColumn) ? err.startColumn + 1 : null;
+    const where = line ? ` (line ${line}${column ? `, column ${column}` : ''})` : '';
+    throw new Rejected('syntax', `TypeScript: ${err.message || err}${where}`, line, column);
+  }
+  const payload = out.map ? (typeof out.map === 'string' ? JSON.parse(out.map) : out.map) : null;
+  return { code: out.code, map: payload ? new SourceMap(payload) : null, payload };
+}
+
+function parse(code) {
+  const options = { ecmaVersion: 'latest', locations: true, allowHashBang: true };
+  try {
+    return acorn.parse(code, { ...options, sourceType: 'module', allowAwaitOutsideFunction: true });
+  } catch (moduleError) {
+    try {
+      return acorn.parse(code, { ...options, sourceType: 'script', allowReturnOutsideFunction: false });
+    } catch (scriptError) {
+      const err = /\b(import|export)\b/.test(code) ? moduleError : scriptError;
+      const loc = err.loc || {};
+      const message = String(err.message).replace(/ \(\d+:\d+\)$/, '');
+      throw new Rejected('syntax', `${message} (line ${loc.line}, column ${(loc.column ?? 0) + 1})`, loc.line ?? null,
+        loc.column == null ? null : loc.column + 1);
+    }
+  }
+}
+
+const isFunction = (node) =>
+  node && (node.type === 'FunctionExpression' || node.type === 'ArrowFunctionExpression' ||
+           node.type === 'FunctionDeclaration');
+
+// module.exports / exports (as an assignment target), or module.exports.X / exports.X
+function exportsTarget(node) {
+  const isModuleExports = (n) =>
+    n.type === 'MemberExpression' && !n.computed && n.object.type === 'Identifier' && n.object.name === 'module' &&
+    n.property.type === 'Identifier' && n.property.name === 'exports';
+  const isExports = (n) => n.type === 'Identifier' && n.name === 'exports';
+  if (isModuleExports(node)) return { whole: true };
+  if (node.type === 'MemberExpression' && (isModuleExports(node.object) || isExports(node.object))) {
+    const name = node.computed ? (node.property.type === 'Literal' ? String(node.property.value) : null)
+      : node.property.name;
+    return name == null ? null : { whole: false, name };
+  }
+  return null;
+}
+
+function detect(tree) {
+  const bindings = new Map(); // top-level name -> function node (or null when not a function)
+  const found = []; // {name, fn, line, entry}
+  let esm = false;
+
+  const declare = (decl) => {
+    if (!decl) return;
+    if (decl.type === 'FunctionDeclaration' && decl.id) bindings.set(decl.id.name, decl);
+    if (decl.type === 'VariableDeclaration') {
+      for (const d of decl.declarations) {
+        if (d.id.type === 'Identifier') bindings.set(d.id.name, isFunction(d.init) ? d.init : null);
+      }
+    }
+    if (decl.type === 'ClassDeclaration' && decl.id) bindings.set(decl.id.name, null);
+  };
+  for (const node of tree.body) {
+    if (node.type === 'ImportDeclaration' || node.type.startsWith('Export')) esm = true;
+    declare(node);
+    if (node.type === 'ExportNamedDeclaration') declare(node.declaration);
+    if (node.type === 'ExportDefaultDeclaration' && node.declaration.type === 'FunctionDeclaration' &&
+        node.declaration.id) bindings.set(node.declaration.id.name, node.declaration);
+  }
+  for (const name of NAMES) {
+    const fn = bindings.get(name);
+    if (fn !== undefined && fn !== null) found.push({ name, fn, entry: { kind: 'binding', name } });
+  }
+  const resolve = (node) => (node && node.type === 'Identifier' ? bindings.get(node.name) ?? null : node);
+  const add = (name, fnNode, entry, line) => {
+    const fn = resolve(fnNode);
+    if (!isFunction(fn)) return;
+    if (found.some((f) => f.fn === fn)) return; // the same function, already found by its binding
+    found.push({ name, fn, entry, line });
+  };
+  for (const node of tree.body) {
+    if (node.type === 'ExportDefaultDeclaration') {
+      const decl = node.declaration;
+      const named = decl.id && NAMES.has(decl.id.name) ? decl.id.name : null;
+      const ref = decl.type === 'Identifier' && NAMES.has(decl.name) ? decl.name : null;
+      add(named || ref || null, decl, { kind: 'default', name: null }, node.loc.start.line);
+    }
+    if (node.type === 'ExpressionStatement' && node.expression.type === 'AssignmentExpression' &&
+        node.expression.operator === '=') {
+      const target = exportsTarget(node.expression.left);
+      const value = node.expression.right;
+      if (!target) continue;
+      if (target.whole && value.type === 'ObjectExpression') {
+        for (const prop of value.properties) {
+          if (prop.type !== 'Property' || prop.computed) continue;
+          const key = prop.key.type === 'Identifier' ? prop.key.name : String(prop.key.value);
+          if (NAMES.has(key)) add(key, prop.value, { kind: 'exports', name: key }, prop.loc.start.line);
+        }
+      } else if (target.whole) {
+        const fn = resolve(value);
+        const name = (fn && fn.id && NAMES.has(fn.id.name) ? fn.id.name : null) ||
+          (value.type === 'Identifier' && NAMES.has(value.name) ? value.name : null);
+        add(name, value, { kind: 'exports', name: null }, node.loc.start.line);
+      } else if (NAMES.has(target.name)) {
+        add(target.name, value, { kind: 'exports', name: target.name }, node.loc.start.line);
+      }
+    }
+  }
+  const named = found.filter((f) => f.name);
+  const anonymous = found.filter((f) => !f.name);
+  const chosen = named.length ? named : anonymous;
+  const names = new Set(chosen.map((f) => f.name));
+  if (chosen.length === 0) throw new Rejected('interface', `no evaluate() or main() is defined at top level; ${ACCEPTED}`);
+  if (names.has('evaluate') && names.has('main')) {
+    throw new Rejected('interface', `both evaluate() and main() are defined at top level; ${ACCEPTED}`);
+  }
+  if (chosen.length > 1 && !names.has(null)) {
+    // e.g. `function evaluate` and `exports.evaluate = other`: two different functions
+    throw new Rejected('interface', `${[...names][0]}() is defined more than once; ${ACCEPTED}`,
+      chosen[1].fn.loc.start.line);
+  }
+  const { name, fn, entry } = chosen[0];
+  const line = fn.loc.start.line;
+  const params = fn.params;
+  if (params.some((p) => p.type === 'RestElement')) {
+    if (name !== 'main') throw new Rejected('interface', `evaluate() must take plain positional parameters; ${ACCEPTED}`, line);
+  }
+  let iface;
+  if (name === 'main') iface = 'main';
+  else if (params.length === 3) iface = 'evaluate';
+  else if (params.length === 4) iface = 'legacy';
+  else if (name === null && params.length <= 1) iface = 'main';
+  else {
+    throw new Rejected('interface',
+      `${name || 'the default export'}() takes ${params.length} parameter(s); ${ACCEPTED}`, line);
+  }
+  return { interface: iface, entrypoint: iface === 'main' ? 'main' : 'evaluate', line, entry,
+           module: esm ? 'esm' : 'cjs' };
+}
+
+// -- compiling: ES module syntax → CommonJS with TypeScript's esModuleInterop semantics -------
+//
+// Evaluators are written the way TypeScript users write them (`import * as _ from "lodash"`,
+// `import fs from "fs"`), and those mean what tsc with esModuleInterop makes of them: the
+// CommonJS module itself, its exports, its default. Node's own ES-module semantics differ for
+// CommonJS packages (`import * as _` would hold only `default`), so import and export
+// declarations are rewritten in place into require() and exports, keeping every line where it
+// was (stack traces and the TypeScript source map stay right). Code that needs real ESM — a
+// top-level await or import.meta — is left as it is and run as an ES module.
+const HELPERS =
+  '\nfunction __evhIsNs(m) { return m !== null && (typeof m === "object" || typeof m === "function") && ' +
+  '(m.__esModule === true || m[Symbol.toStringTag] === "Module"); }' +
+  '\nfunction __evhDefault(m) { return __evhIsNs(m) ? m.default : m; }' +
+  '\nfunction __evhStar(m) { return m; }\n';
+
+function newlines(text) {
+  let n = 0;
+  for (const ch of text) if (ch === '\n') n += 1;
+  return '\n'.repeat(n);
+}
+
+function hasTopLevelAwait(node) {
+  if (node === null || typeof node !== 'object') return false;
+  if (Array.isArray(node)) return node.some(hasTopLevelAwait);
+  if (node.type === 'FunctionDeclaration' || node.type === 'FunctionExpression' ||
+      node.type === 'ArrowFunctionExpression') return false;
+  if (node.type === 'AwaitExpression' || (node.type === 'ForOfStatement' && node.await)) return true;
+  for (const key of Object.keys(node)) {
+    if (key !== 'loc' && typeof node[key] === 'object' && hasTopLevelAwait(node[key])) return true;
+  }
+  return false;
+}
+
+function needsEsm(code, tree) {
+  return /\bimport\.meta\b/.test(code) || hasTopLevelAwait(tree.body);
+}
+
+function toCommonJs(code, tree) {
+  const edits = []; // [start, end, replacement]
+  let counter = 0;
+  const source = (node) => JSON.stringify(node.source.value);
+  for (const node of tree.body) {
+    const text = code.slice(node.start, node.end);
+    if (node.type === 'ImportDeclaration') {
+      const parts = [];
+      const m = `__evhImport${counter++}`;
+      parts.push(`${m} = require(${source(node)})`);
+      const named = [];
+      for (const spec of node.specifiers) {
+        if (spec.type === 'ImportDefaultSpecifier') parts.push(`${spec.local.name} = __evhDefault(${m})`);
+        else if (spec.type === 'ImportNamespaceSpecifier') parts.push(`${spec.local.name} = __evhStar(${m})`);
+        else {
+          const imported = spec.imported.type === 'Identifier' ? spec.imported.name : spec.imported.value;
+          named.push(imported === spec.local.name ? imported : `${JSON.stringify(imported)}: ${spec.local.name}`);
+        }
+      }
+      if (named.length) parts.push(`{ ${named.join(', ')} } = ${m}`);
+      edits.push([node.start, node.end, `const ${parts.join(', ')};${newlines(text)}`]);
+    } else if (node.type === 'ExportNamedDeclaration') {
+      if (node.declaration) {
+        edits.push([node.start, node.declaration.start, '']); // `export const x` → `const x`
+      } else if (node.source) {
+        const names = node.specifiers.map((s) => {
+          const local = s.local.type === 'Identifier' ? s.local.name : s.local.value;
+          const exported = s.exported.type === 'Identifier' ? s.exported.name : s.exported.value;
+          return `${JSON.stringify(exported)}: { enumerable: true, get: () => __evhReexport${counter}[${JSON.stringify(local)}] }`;
+        });
+        edits.push([node.start, node.end,
+          `const __evhReexport${counter} = require(${source(node)}); Object.defineProperties(exports, { ${names.join(', ')} });${newlines(text)}`]);
+        counter += 1;
+      } else {
+        const names = node.specifiers.map((s) => {
+          const local = s.local.name;
+          const exported = s.exported.type === 'Identifier' ? s.exported.name : s.exported.value;
+          return `${JSON.stringify(exported)}: { enumerable: true, get: () => ${local} }`;
+        });
+        edits.push([node.start, node.end, `Object.defineProperties(exports, { ${names.join(', ')} });${newlines(text)}`]);
+      }
+    } else if (node.type === 'ExportDefaultDeclaration') {
+      const decl = node.declaration;
+      if ((decl.type === 'FunctionDeclaration' || decl.type === 'ClassDeclaration') && decl.id) {
+        edits.push([node.start, decl.start, '']); // keeps the top-level binding
+        edits.push([node.end, node.end, `; exports.default = ${decl.id.name};`]);
+      } else {
+        // only the keywords: the expression may start with a parenthesis acorn does not keep
+        const keywords = /^export\s+default\s*/.exec(text)[0];
+        edits.push([node.start, node.start + keywords.length, `exports.default = ${newlines(keywords)}`]);
+      }
+    } else if (node.type === 'ExportAllDeclaration') {
+      const target = node.exported
+        ? `exports[${JSON.stringify(node.exported.type === 'Identifier' ? node.exported.name : node.exported.value)}] = require(${source(node)})`
+        : `Object.assign(exports, require(${source(node)}))`;
+      edits.push([node.start, node.end, `${target};${newlines(text)}`]);
+    }
+  }
+  let out = code;
+  for (const [start, end, replacement] of edits.sort((a, b) => b[0] - a[0] || b[1] - a[1])) {
+    out = out.slice(0, start) + replacement + out.slice(end);
+  }
+  return out + HELPERS;
+}
+
+function inspect(request) {
+  let code = String(request.code);
+  let map = null;
+  let payload = null;
+  if (request.language === 'typescript') ({ code, map, payload } = transformTs(code));
+  let result;
+  let tree;
+  try {
+    tree = parse(code);
+    result = detect(tree);
+  } catch (err) {
+    if (err instanceof Rejected && map && err.line) {
+      const entry = map.findEntry(err.line - 1, Math.max(0, (err.column || 1) - 1));
+      if (entry && entry.originalLine !== undefined) err.line = entry.originalLine + 1;
+    }
+    throw err;
+  }
+  if (map) {
+    const entry = map.findEntry(result.line - 1, 0);
+    if (entry && entry.originalLine !== undefined) result.line = entry.originalLine + 1;
+  }
+  let compiled = code;
+  if (result.module === 'esm' && !needsEsm(code, tree)) {
+    compiled = toCommonJs(code, tree);
+    result.module = 'cjs';
+    if (result.entry.kind === 'default') result.entry = { kind: 'exports', name: 'default' };
+  }
+  if (payload) {
+    payload.sources = ['evaluator.ts'];
+    delete payload.sourcesContent;
+    compiled += `\n//# sourceMappingURL=data:application/json;base64,${Buffer.from(JSON.stringify(payload)).toString('base64')}\n`;
+  }
+  return { ok: true, ...result, compiled };
+}
+
+const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
+rl.on('line', (line) => {
+  let answer;
+  try {
+    answer = inspect(JSON.parse(line));
+  } catch (err) {
+    answer = err instanceof Rejected
+      ? { ok: false, kind: err.kind, message: err.message, line: err.line, column: err.column }
+      : { ok: false, kind: 'syntax', message: `cannot parse the code: ${err && err.message}`, line: null, column: null };
+  }
+  process.stdout.write(JSON.stringify(answer) + '\n');
+});
