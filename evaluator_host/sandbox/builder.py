@@ -26,6 +26,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from evaluator_host.errors import BuildError
 from evaluator_host.packages import runtime_id
@@ -200,108 +201,72 @@ class RuntimeBuilder(BuildOnce):
 
     def build(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
         """Install ``pins`` into a partial directory, renamed into place when complete."""
-        if language == "python":
-            return self._build_python(rid, language, pins)
-        return self._build_node(rid, language, pins)
-
-    def _finish(
-        self, partial: Path, rid: str, language: str, pins: dict[str, str], lock: list[str], log: str, started: float
-    ) -> Runtime:
-        final = self.root / rid
-        os.chmod(partial, 0o755)
-        (partial / "manifest.json").write_text(
-            json.dumps(
-                {
-                    "id": rid,
-                    "language": language,
-                    "packages": pins,
-                    "lock": lock,
-                    "base": self.base_identity(language),
-                    "build_seconds": round(time.monotonic() - started, 2),
-                    "created_at": time.time(),
-                },
-                indent=2,
-            )
-        )
-        (partial / "build.log").write_text(log)
-        partial.rename(final)
-        return Runtime(rid, language, pins, str(final), lock)
-
-    def _build_node(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
-        """``npm install --ignore-scripts`` of exactly ``pins`` into ``<runtime>/node_modules``."""
         partial = self.root / f".{rid}.partial-{uuid.uuid4().hex[:8]}"
-        shown = [f"{name}@{version}" for name, version in pins.items()]
+        install = self._install_python if language == "python" else self._install_node
         started = time.monotonic()
-        argv = [*npm_command(), "install", *NPM_INSTALL_FLAGS, "--cache", str(partial / ".npm-cache")]
-        if self.settings.ca_bundle is not None:
-            argv.append(f"--cafile={self.settings.ca_bundle}")
         try:
             partial.mkdir(parents=True)
-            (partial / "package.json").write_text(json.dumps(npm_package_json(pins), indent=2) + "\n")
-            proc = subprocess.run(
-                argv,
-                cwd=partial,
-                capture_output=True,
-                text=True,
-                timeout=self.settings.build_timeout_s,
-                env={**os.environ, "npm_config_update_notifier": "false", "NODE_OPTIONS": ""},
+            lock, log = install(partial, rid, pins)
+            final = self.root / rid
+            os.chmod(partial, 0o755)
+            (partial / "manifest.json").write_text(
+                json.dumps(
+                    {
+                        "id": rid,
+                        "language": language,
+                        "packages": pins,
+                        "lock": lock,
+                        "base": self.base_identity(language),
+                        "build_seconds": round(time.monotonic() - started, 2),
+                        "created_at": time.time(),
+                    },
+                    indent=2,
+                )
             )
-            if proc.returncode != 0:
-                reason = trim_install_log(proc.stderr or proc.stdout)
-                raise BuildError(f"installing {', '.join(shown)} failed:\n{reason}", runtime_id=rid, output=reason)
-            shutil.rmtree(partial / ".npm-cache", ignore_errors=True)
-            lock = npm_lock((partial / "package-lock.json").read_text())
-            return self._finish(partial, rid, language, pins, lock, proc.stdout + proc.stderr, started)
+            (partial / "build.log").write_text(log)
+            partial.rename(final)
+            return Runtime(rid, language, pins, str(final), lock)
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+
+    def _run_installer(
+        self, argv: list[str], rid: str, shown: list[str], **kwargs: Any
+    ) -> subprocess.CompletedProcess[str]:
+        """Run pip or npm; ``BuildError`` with its message when it fails or outlives ``build_timeout_s``."""
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=self.settings.build_timeout_s, **kwargs)
         except subprocess.TimeoutExpired as exc:
             raise BuildError(
                 f"installing {', '.join(shown)} took longer than {self.settings.build_timeout_s:.0f} s",
                 runtime_id=rid,
                 output="",
             ) from exc
-        finally:
-            shutil.rmtree(partial, ignore_errors=True)
+        if proc.returncode != 0:
+            reason = trim_install_log(proc.stderr or proc.stdout)
+            raise BuildError(f"installing {', '.join(shown)} failed:\n{reason}", runtime_id=rid, output=reason)
+        return proc
 
-    def _build_python(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
-        """``pip install --target`` into a partial directory, renamed into place when complete."""
-        partial = self.root / f".{rid}.partial-{uuid.uuid4().hex[:8]}"
+    def _install_node(self, partial: Path, rid: str, pins: dict[str, str]) -> tuple[list[str], str]:
+        """``npm install --ignore-scripts`` of exactly ``pins`` into ``<runtime>/node_modules``."""
+        argv = [*npm_command(), "install", *NPM_INSTALL_FLAGS, "--cache", str(partial / ".npm-cache")]
+        if self.settings.ca_bundle is not None:
+            argv.append(f"--cafile={self.settings.ca_bundle}")
+        (partial / "package.json").write_text(json.dumps(npm_package_json(pins), indent=2) + "\n")
+        env = {**os.environ, "npm_config_update_notifier": "false", "NODE_OPTIONS": ""}
+        proc = self._run_installer(argv, rid, [f"{n}@{v}" for n, v in pins.items()], cwd=partial, env=env)
+        shutil.rmtree(partial / ".npm-cache", ignore_errors=True)
+        return npm_lock((partial / "package-lock.json").read_text()), proc.stdout + proc.stderr
+
+    def _install_python(self, partial: Path, rid: str, pins: dict[str, str]) -> tuple[list[str], str]:
+        """``pip install --target <runtime>/site``; the lock from ``pip list --format=freeze``."""
         site = partial / "site"
+        site.mkdir()
         requirements = [f"{name}=={version}" for name, version in pins.items()]
         pip = [sys.executable, "-m", "pip"]
-        started = time.monotonic()
-        try:
-            site.mkdir(parents=True)
-            proc = subprocess.run(
-                [
-                    *pip,
-                    "install",
-                    "--no-input",
-                    "--disable-pip-version-check",
-                    "--no-warn-script-location",
-                    "--target",
-                    str(site),
-                    *requirements,
-                ],
-                capture_output=True,
-                text=True,
-                timeout=self.settings.build_timeout_s,
-                env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-            )
-            if proc.returncode != 0:
-                raise BuildError(
-                    f"installing {', '.join(requirements)} failed:\n{trim_install_log(proc.stderr or proc.stdout)}",
-                    runtime_id=rid,
-                    output=trim_install_log(proc.stderr or proc.stdout),
-                )
-            freeze = subprocess.run(
-                [*pip, "list", "--path", str(site), "--format=freeze"], capture_output=True, text=True, timeout=120
-            )
-            lock = sorted(ln for ln in freeze.stdout.splitlines() if "==" in ln)
-            return self._finish(partial, rid, language, pins, lock, proc.stdout + proc.stderr, started)
-        except subprocess.TimeoutExpired as exc:
-            raise BuildError(
-                f"installing {', '.join(requirements)} took longer than {self.settings.build_timeout_s:.0f} s",
-                runtime_id=rid,
-                output="",
-            ) from exc
-        finally:
-            shutil.rmtree(partial, ignore_errors=True)
+        argv = [*pip, "install", "--no-input", "--disable-pip-version-check", "--no-warn-script-location"]
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+        proc = self._run_installer([*argv, "--target", str(site), *requirements], rid, requirements, env=env)
+        freeze = subprocess.run(
+            [*pip, "list", "--path", str(site), "--format=freeze"], capture_output=True, text=True, timeout=120
+        )
+        return sorted(ln for ln in freeze.stdout.splitlines() if "==" in ln), proc.stdout + proc.stderr
