@@ -32,8 +32,9 @@ import httpx
 
 from bench.common import INPUTS, pct, row, serve, verdict
 from evaluator_host.js_inspect import node_executable
+from evaluator_host.sandbox.docker_build_box import host_pip_config, local_index_paths
 from evaluator_host.sandbox.docker_engine import Engine, unusable_reason
-from evaluator_host.sandbox.docker_images import DockerRuntimeBuilder, host_pip_config, local_index_paths
+from evaluator_host.sandbox.docker_images import DockerRuntimeBuilder
 from evaluator_host.settings import Settings
 
 CODE = 'def evaluate(inputs, outputs, trace):\n    return outputs == inputs.get("correct_answer")\n'
@@ -170,8 +171,8 @@ def _build(pins: dict[str, str], *, box_ready: bool) -> float:
             if not builder.remove(rid):
                 raise RuntimeError(f"{rid} is in use; stop the services using it first")
             if box_ready:
-                builder.keep_spare = True
-                builder.prepare()  # what a running service has done in the background
+                builder.boxes.keep_spare = True
+                builder.boxes.prepare()  # what a running service has done in the background
             start = time.perf_counter()
             asyncio.run(builder.ensure("python", pins))
             elapsed = time.perf_counter() - start

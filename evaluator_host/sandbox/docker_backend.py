@@ -48,8 +48,9 @@ from evaluator_host.sandbox.backend import (
     memory_exhausted,
     node_command,
 )
+from evaluator_host.sandbox.docker_build_box import NODE_PREFIX, SITE
 from evaluator_host.sandbox.docker_engine import NAME_PREFIX, Engine, NotFound
-from evaluator_host.sandbox.docker_images import NODE_PREFIX, SITE, DockerRuntimeBuilder
+from evaluator_host.sandbox.docker_images import DockerRuntimeBuilder
 from evaluator_host.sandbox.protocol import encode_frame
 from evaluator_host.settings import Settings
 
@@ -169,8 +170,8 @@ class DockerBackend:
         self._fill(
             (self.builder.base_id(), EvaluatorSettings().memory_mb, "python")
         )  # the bare runtime with default limits: ready at once
-        self.builder.keep_spare = True  # a started build box: new package sets skip a container start
-        self.builder.prepare_soon()
+        self.builder.boxes.keep_spare = True  # a started build box: new package sets skip a container start
+        self.builder.boxes.prepare_soon()
 
     @property
     def isolation(self) -> dict[str, Any]:

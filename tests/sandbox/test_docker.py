@@ -239,12 +239,12 @@ def test_the_ca_bundle_setting_is_what_lets_builds_through_the_proxy(tmp_path: P
     bogus = tmp_path / "bogus-ca.pem"
     bogus.write_text("")  # trusts nothing
     builder = _fresh_builder(tmp_path / "a", pins, ca_bundle=bogus)
-    builder._pip = {"index-url": "https://pypi.org/simple", "retries": "0", "timeout": "15"}
+    builder.boxes._pip = {"index-url": "https://pypi.org/simple", "retries": "0", "timeout": "15"}
     with pytest.raises(BuildError) as info:
         asyncio.run(builder.ensure("python", pins))
     assert "ssl" in info.value.output.lower(), info.value.output
     good = DockerRuntimeBuilder(make_settings(tmp_path / "b"), Engine(make_settings(tmp_path / "b")))
-    good._pip = {"index-url": "https://pypi.org/simple"}
+    good.boxes._pip = {"index-url": "https://pypi.org/simple"}
     assert "six==1.15.0" in asyncio.run(good.ensure("python", pins)).lock
 
 
