@@ -1,4 +1,5 @@
-// Node.js evaluator harness for JavaScript and TypeScript (no npm dependencies).
+// Node.js evaluator harness for JavaScript and TypeScript (no npm dependencies; the framing is
+// in channel.mjs, the JSON-safe conversion of returned values in values.mjs).
 //
 // Started once per worker as `node [flags] harness.mjs CONFIG_JSON`, by a launcher that has
 // already moved the host's channel to private descriptors: requests arrive on fd 3, replies
@@ -31,64 +32,14 @@ import childProcess from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { Writable } from 'node:stream';
+import { recv, send } from './channel.mjs';
+import { toWire } from './values.mjs';
 
-const IN = 3;
-const OUT = 4;
-const MAX_REQUEST = 2 ** 31;
 const ENTRY = Symbol.for('evaluator-host.entry');
-const sleeper = new Int32Array(new SharedArrayBuffer(4));
 const realExit = process.exit.bind(process);
 
 class OutputLimitExceeded extends Error {}
 class ProcessExitCalled extends Error {}
-class BindingError extends Error {}
-
-// -- channel ------------------------------------------------------------------------------
-function readExact(n) {
-  const buf = Buffer.allocUnsafe(n);
-  let off = 0;
-  while (off < n) {
-    let got;
-    try {
-      got = fs.readSync(IN, buf, off, n - off, null);
-    } catch (err) {
-      if (err.code === 'EAGAIN') {
-        Atomics.wait(sleeper, 0, 0, 1);
-        continue;
-      }
-      if (err.code === 'EOF' || err.code === 'EBADF') return null;
-      throw err;
-    }
-    if (got === 0) return null;
-    off += got;
-  }
-  return buf;
-}
-
-function recv() {
-  const header = readExact(4);
-  if (header === null) return null;
-  const size = header.readUInt32BE(0);
-  if (size > MAX_REQUEST) return null;
-  const body = readExact(size);
-  return body === null ? null : JSON.parse(body.toString('utf8'));
-}
-
-function send(message) {
-  const body = Buffer.from(JSON.stringify(message), 'utf8');
-  const frame = Buffer.allocUnsafe(4 + body.length);
-  frame.writeUInt32BE(body.length, 0);
-  body.copy(frame, 4);
-  let off = 0;
-  while (off < frame.length) {
-    try {
-      off += fs.writeSync(OUT, frame, off, frame.length - off);
-    } catch (err) {
-      if (err.code !== 'EAGAIN') throw err;
-      Atomics.wait(sleeper, 0, 0, 1);
-    }
-  }
-}
 
 // -- captured output ------------------------------------------------------------------------
 // process.stdout/stderr are replaced before anything creates the real ones (which would switch
@@ -162,59 +113,6 @@ function reapStrays(config) {
   }
 }
 
-// -- JSON-safe values ----------------------------------------------------------------------
-function toWire(value, depth = 0, seen = new Set(), key = null) {
-  if (depth > 64) return { $unserializable: 'structure nested deeper than 64 levels' };
-  if (value === null) return null;
-  switch (typeof value) {
-    case 'undefined':
-      return { $undefined: true };
-    case 'boolean':
-    case 'string':
-      return value;
-    case 'number':
-      if (Number.isFinite(value)) return value;
-      return { $nonfinite: Number.isNaN(value) ? 'nan' : value > 0 ? 'inf' : '-inf' };
-    case 'bigint':
-      return Number(value); // exact within 2^53, as Python's ints; a float beyond, as Python's
-    case 'function':
-      return { $unserializable: 'function' };
-    case 'symbol':
-      return { $unserializable: 'symbol' };
-    default:
-      break;
-  }
-  if (seen.has(value)) return { $unserializable: 'circular structure' };
-  if (value instanceof Date) return Number.isNaN(value.getTime()) ? null : value.toISOString();
-  if (value instanceof Number || value instanceof String || value instanceof Boolean) {
-    return toWire(value.valueOf(), depth, seen, key);
-  }
-  seen.add(value);
-  try {
-    if (Array.isArray(value)) {
-      return value.map((item) => (item === undefined ? null : toWire(item, depth + 1, seen)));
-    }
-    if (ArrayBuffer.isView(value) && !(value instanceof DataView)) {
-      return Array.from(value, (item) => toWire(item, depth + 1, seen));
-    }
-    if (value instanceof Map || value instanceof Set || value instanceof WeakMap || value instanceof WeakSet ||
-        value instanceof Promise || value instanceof RegExp || value instanceof Error ||
-        value instanceof ArrayBuffer || value instanceof DataView) {
-      return { $unserializable: value.constructor.name };
-    }
-    if (typeof value.toJSON === 'function') return toWire(value.toJSON(), depth, seen, key);
-    const out = {};
-    for (const k of Object.keys(value)) {
-      const item = value[k];
-      if (item === undefined && !(depth === 0 && k === 'score')) continue; // JSON drops absent values
-      out[k] = toWire(item, depth + 1, seen, k);
-    }
-    return out;
-  } finally {
-    seen.delete(value);
-  }
-}
-
 // -- errors -------------------------------------------------------------------------------
 function failure(type, message) {
   return { type, message, line: null, traceback: '' };
@@ -226,12 +124,15 @@ class Harness {
     this.fn = null;
     this.loadError = null;
     this.file = null; // the module file actually imported
-    this.shownName = config.language === 'typescript' ? 'evaluator.ts' : 'evaluator.js';
   }
 
   configure(more) {
     Object.assign(this.config, more);
-    this.shownName = this.config.language === 'typescript' ? 'evaluator.ts' : 'evaluator.js';
+  }
+
+  // the file name stack traces show (TS frames are source-mapped to the user's .ts lines)
+  get shownName() {
+    return this.config.language === 'typescript' ? 'evaluator.ts' : 'evaluator.js';
   }
 
   // An error thrown by user code → {type, message, line, traceback}, frames of the user's file only.
@@ -373,8 +274,6 @@ class Harness {
     } catch (err) {
       if (err instanceof OutputLimitExceeded) {
         // current.overflow is set: reported below
-      } else if (err instanceof BindingError) {
-        Object.assign(reply, { status: 'error', error: failure('BindingError', err.message) });
       } else if (err instanceof RangeError && /allocation failed/i.test(String(err.message))) {
         Object.assign(reply, { status: 'memory_limit', error: this.errorInfo(err) });
       } else {

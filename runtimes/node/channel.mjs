@@ -1,0 +1,58 @@
+// The harness's framed channel: requests on fd 3, replies on fd 4 (see harness.mjs).
+// A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON. Reads and writes
+// are synchronous: between cases nothing else may run, and a reply is on its way before the
+// next case starts.
+
+import fs from 'node:fs';
+
+const IN = 3;
+const OUT = 4;
+const MAX_REQUEST = 2 ** 31;
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
+
+function readExact(n) {
+  const buf = Buffer.allocUnsafe(n);
+  let off = 0;
+  while (off < n) {
+    let got;
+    try {
+      got = fs.readSync(IN, buf, off, n - off, null);
+    } catch (err) {
+      if (err.code === 'EAGAIN') {
+        Atomics.wait(sleeper, 0, 0, 1);
+        continue;
+      }
+      if (err.code === 'EOF' || err.code === 'EBADF') return null;
+      throw err;
+    }
+    if (got === 0) return null;
+    off += got;
+  }
+  return buf;
+}
+
+export function recv() {
+  const header = readExact(4);
+  if (header === null) return null;
+  const size = header.readUInt32BE(0);
+  if (size > MAX_REQUEST) return null;
+  const body = readExact(size);
+  return body === null ? null : JSON.parse(body.toString('utf8'));
+}
+
+export function send(message) {
+  const body = Buffer.from(JSON.stringify(message), 'utf8');
+  const frame = Buffer.allocUnsafe(4 + body.length);
+  frame.writeUInt32BE(body.length, 0);
+  body.copy(frame, 4);
+  let off = 0;
+  while (off < frame.length) {
+    try {
+      off += fs.writeSync(OUT, frame, off, frame.length - off);
+    } catch (err) {
+      if (err.code !== 'EAGAIN') throw err;
+      Atomics.wait(sleeper, 0, 0, 1);
+    }
+  }
+}
+
