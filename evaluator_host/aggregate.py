@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 from evaluator_host.models import Aggregate, EvaluationResult, Stats
 
@@ -37,6 +38,16 @@ class _Column:
         self.m2 += delta * (value - self.mean)
         self.lo = min(self.lo, value)
         self.hi = max(self.hi, value)
+
+    def state(self) -> list[float]:
+        return [self.n, self.missing, self.mean, self.m2, self.lo, self.hi]
+
+    @classmethod
+    def restore(cls, state: list[float]) -> _Column:
+        column = cls()
+        n, missing, column.mean, column.m2, column.lo, column.hi = state
+        column.n, column.missing = int(n), int(missing)
+        return column
 
     def stats(self) -> Stats:
         if not self.n:
@@ -76,6 +87,33 @@ class Accumulator:
         if result.passed is not None:
             self.judged += 1
             self.passed += result.passed
+
+    def state(self) -> dict[str, Any]:
+        """A JSON-safe snapshot (infinities as strings) that :meth:`restore` turns back into this."""
+        columns = {"": self.score.state(), **{f"o:{k}": c.state() for k, c in self.outputs.items()}}
+        return {
+            "count": self.count,
+            "errors": self.errors,
+            "passed": self.passed,
+            "judged": self.judged,
+            "columns": {k: [v if math.isfinite(v) else repr(v) for v in s] for k, s in columns.items()},
+        }
+
+    @classmethod
+    def restore(cls, state: dict[str, Any] | None) -> Accumulator:
+        """The accumulator a :meth:`state` snapshot was taken of (empty for ``None``)."""
+        acc = cls()
+        if not state:
+            return acc
+        acc.count, acc.errors = state["count"], state["errors"]
+        acc.passed, acc.judged = state["passed"], state["judged"]
+        for key, values in state["columns"].items():
+            column = _Column.restore([float(v) for v in values])
+            if key:
+                acc.outputs[key[2:]] = column
+            else:
+                acc.score = column
+        return acc
 
     def result(self) -> Aggregate:
         """The aggregate so far."""

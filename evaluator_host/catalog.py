@@ -11,7 +11,7 @@ from evaluator_host.models import Case, EvaluationResult, Evaluator, EvaluatorCr
 from evaluator_host.service import EvaluationService, Prepared
 from evaluator_host.store import EvaluatorStore, RevisionRecord
 
-__all__ = ["Catalog", "to_model"]
+__all__ = ["Catalog", "prepared_of", "scope_of", "to_model"]
 
 
 def to_model(record: RevisionRecord) -> Evaluator:
@@ -19,7 +19,8 @@ def to_model(record: RevisionRecord) -> Evaluator:
     return Evaluator.model_validate(dataclasses.asdict(record))
 
 
-def _prepared(record: RevisionRecord) -> Prepared:
+def prepared_of(record: RevisionRecord) -> Prepared:
+    """The runnable form of a stored revision."""
     detected = detect(record.language, record.code)  # cached: one parse per code
     return Prepared(
         language=record.language,
@@ -62,7 +63,7 @@ class Catalog:
         }
 
     def _prewarm(self, record: RevisionRecord) -> None:
-        task = asyncio.ensure_future(self.evaluation.prewarm(_prepared(record), scope_of(record)))
+        task = asyncio.ensure_future(self.evaluation.prewarm(prepared_of(record), scope_of(record)))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -102,7 +103,7 @@ class Catalog:
     ) -> tuple[RevisionRecord, list[EvaluationResult]]:
         """Run ``cases`` on a stored revision."""
         record = await asyncio.to_thread(self.store.get, evaluator_id, revision)
-        results = await self.evaluation.evaluate(_prepared(record), cases, scope=scope_of(record))
+        results = await self.evaluation.evaluate(prepared_of(record), cases, scope=scope_of(record))
         for result in results:
             result.evaluator_id, result.revision = record.id, record.revision
         return record, results

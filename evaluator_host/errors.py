@@ -7,7 +7,9 @@
     │   ├── CodeSyntaxError        the code does not parse (line, column)
     │   ├── InterfaceError         no / both / wrong-arity entrypoints
     │   ├── PackageSpecError       a pin is not an exact, valid pin (names the entry)
-    │   └── LimitError             code too large, settings out of bounds
+    │   ├── LimitError             code too large, settings out of bounds
+    │   ├── DatasetError           an uploaded dataset does not parse (names the row / line)
+    │   └── FieldMappingError      a job's field_mapping names a column the dataset lacks
     ├── BuildError                 a package set could not be installed (HTTP 422, installer output)
     ├── NotFoundError              an evaluator / revision / runtime does not exist (HTTP 404)
     └── SandboxError               the infrastructure failed, not the user (HTTP 503, retryable)
@@ -23,8 +25,10 @@ __all__ = [
     "BackendUnavailable",
     "BuildError",
     "CodeSyntaxError",
+    "DatasetError",
     "DefinitionError",
     "EvaluatorHostError",
+    "FieldMappingError",
     "InterfaceError",
     "LimitError",
     "NotFoundError",
@@ -80,6 +84,18 @@ class LimitError(DefinitionError):
     """A size or settings bound was exceeded at definition time."""
 
     type_name = "LimitError"
+
+
+class DatasetError(DefinitionError):
+    """A dataset cannot be read; ``line`` is the 1-based line (JSONL, CSV) or row (JSON array)."""
+
+    type_name = "DatasetError"
+
+
+class FieldMappingError(DefinitionError):
+    """A ``field_mapping`` entry names a column the dataset does not have."""
+
+    type_name = "FieldMappingError"
 
 
 class BuildError(EvaluatorHostError):

@@ -6,6 +6,9 @@ import logging
 from dataclasses import dataclass
 
 from evaluator_host.catalog import Catalog
+from evaluator_host.jobs.catalog import DatasetCatalog
+from evaluator_host.jobs.results import ResultReader
+from evaluator_host.jobs.runner import JobRunner
 from evaluator_host.sandbox.backend import SandboxBackend
 from evaluator_host.sandbox.pool import WorkerPool
 from evaluator_host.sandbox.process import ProcessBackend
@@ -13,6 +16,7 @@ from evaluator_host.service import EvaluationService
 from evaluator_host.settings import Settings
 from evaluator_host.store import EvaluatorStore
 from evaluator_host.store.db import make_engine
+from evaluator_host.store.jobs import JobStore
 
 __all__ = ["Services", "select_backend"]
 
@@ -39,7 +43,7 @@ def select_backend(settings: Settings) -> SandboxBackend:
 
 @dataclass
 class Services:
-    """Settings, store, backend, pool and the evaluation service."""
+    """Settings, stores, backend, pool, the evaluation service, evaluators, datasets and jobs."""
 
     settings: Settings
     store: EvaluatorStore
@@ -47,18 +51,31 @@ class Services:
     pool: WorkerPool
     evaluation: EvaluationService
     catalog: Catalog
+    datasets: DatasetCatalog
+    runner: JobRunner
+    results: ResultReader
 
     @classmethod
     def start(cls, settings: Settings) -> Services:
-        """Create the data dir and every component."""
+        """Create the data dir and every component (jobs resume in :meth:`resume`)."""
         settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        store = EvaluatorStore(make_engine(settings.resolved_database_url))
+        engine = make_engine(settings.resolved_database_url)
+        store = EvaluatorStore(engine)
+        jobs = JobStore(engine)
         backend = select_backend(settings)
         pool = WorkerPool(backend, settings)
         evaluation = EvaluationService(settings, pool, backend.builder)
-        return cls(settings, store, backend, pool, evaluation, Catalog(store, evaluation))
+        datasets = DatasetCatalog(settings, jobs)
+        runner = JobRunner(settings, jobs, store, evaluation, datasets.files)
+        results = ResultReader(jobs, datasets.files)
+        return cls(settings, store, backend, pool, evaluation, Catalog(store, evaluation), datasets, runner, results)
+
+    async def resume(self) -> None:
+        """Resume the jobs a previous run of the service left queued or running."""
+        await self.runner.start()
 
     async def close(self) -> None:
-        """Stop every worker and release the database."""
+        """Stop running jobs (they resume on the next start), every worker, and the database."""
+        await self.runner.close()
         await self.pool.close()
         self.store.engine.dispose()

@@ -62,6 +62,16 @@ class Settings(BaseSettings):
     max_uses: int = Field(100_000, description="A worker is discarded after this many evaluations.")
     batch_size: int = Field(256, description="Rows sent to a worker in one message.")
 
+    job_parallelism: int = Field(2, ge=1, le=64, description="Workers a job uses at once unless it asks.")
+    max_running_jobs: int = Field(4, ge=1, description="Jobs executing at once; later ones stay queued.")
+    job_chunk_rows: int = Field(4096, ge=1, description="Most rows a job hands one worker at a time.")
+    job_chunk_s: float = Field(0.25, gt=0, description="Target running time of one chunk (sizes adapt to it).")
+    job_chunk_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Most row bytes in one chunk.")
+    job_retries: int = Field(3, ge=0, description="Retries of a chunk after an infrastructure failure.")
+    max_dataset_bytes: int = Field(4 * 1024**3, description="Largest dataset upload (413 above).")
+    max_dataset_rows: int = Field(10_000_000, description="Most rows in one dataset.")
+    max_row_bytes: int = Field(4 * 1024 * 1024, description="Largest single dataset row (as JSON).")
+
     python_executable: str = Field(default_factory=_default_python, description="Interpreter for user code.")
     sandbox_uid_base: int = Field(200_000, description="First uid for sandboxed workers (when root).")
     pids_max: int = Field(64, description="Processes a worker may have (pids cgroup / RLIMIT_NPROC).")

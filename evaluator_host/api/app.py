@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
 
-from evaluator_host.api import errors, evaluate, evaluators, health
+from evaluator_host.api import datasets, errors, evaluate, evaluators, health, jobs
 from evaluator_host.api.deps import require_api_key
 from evaluator_host.api.limits import BodyLimitMiddleware
 from evaluator_host.services import Services
@@ -25,6 +25,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         services = Services.start(settings)
         app.state.services = services
         try:
+            await services.resume()
             yield
         finally:
             await services.close()
@@ -36,10 +37,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.max_body_bytes,
+        overrides={"/v1/datasets": settings.max_dataset_bytes},
+    )
     errors.install(app)
     app.include_router(health.router)
     guarded = [Depends(require_api_key)]
     app.include_router(evaluate.router, prefix="/v1", dependencies=guarded)
     app.include_router(evaluators.router, prefix="/v1", dependencies=guarded)
+    app.include_router(datasets.router, prefix="/v1", dependencies=guarded)
+    app.include_router(jobs.router, prefix="/v1", dependencies=guarded)
     return app

@@ -14,18 +14,19 @@ class _TooLarge(Exception):
 
 
 class BodyLimitMiddleware:
-    """Answer 413 for bodies over ``max_bytes``."""
+    """Answer 413 for bodies over ``max_bytes`` (``overrides``: a path's own limit, e.g. uploads)."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, overrides: dict[str, int] | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.overrides = overrides or {}
 
-    async def _reject(self, send: Send) -> None:
+    async def _reject(self, send: Send, max_bytes: int) -> None:
         body = json.dumps(
             {
                 "error": {
                     "type": "PayloadTooLarge",
-                    "message": f"the request body exceeds {self.max_bytes} bytes",
+                    "message": f"the request body exceeds {max_bytes} bytes",
                     "line": None,
                     "column": None,
                 }
@@ -44,9 +45,10 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        max_bytes = self.overrides.get(scope.get("path", "").rstrip("/"), self.max_bytes)
         for name, value in scope.get("headers", []):
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                await self._reject(send)
+            if name == b"content-length" and value.isdigit() and int(value) > max_bytes:
+                await self._reject(send, max_bytes)
                 return
         seen = 0
         started = False
@@ -56,7 +58,7 @@ class BodyLimitMiddleware:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
+                if seen > max_bytes:
                     raise _TooLarge
             return message
 
@@ -70,4 +72,4 @@ class BodyLimitMiddleware:
             await self.app(scope, limited_receive, tracking_send)
         except _TooLarge:
             if not started:
-                await self._reject(send)
+                await self._reject(send, max_bytes)

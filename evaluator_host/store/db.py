@@ -5,11 +5,23 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Integer, String, Text, create_engine, event
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    create_engine,
+    event,
+)
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["Base", "EvaluatorRow", "RevisionRow", "make_engine", "utcnow"]
+__all__ = ["Base", "DatasetRow", "EvaluatorRow", "JobResultRow", "JobRow", "RevisionRow", "make_engine", "utcnow"]
 
 
 def utcnow() -> datetime:
@@ -51,6 +63,64 @@ class RevisionRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
+class DatasetRow(Base):
+    """A dataset's metadata; its rows are a JSON-lines file in the data dir."""
+
+    __tablename__ = "datasets"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    format: Mapped[str] = mapped_column(String(10))
+    row_count: Mapped[int] = mapped_column(BigInteger)
+    columns: Mapped[list[str]] = mapped_column(JSON)
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    inline: Mapped[bool] = mapped_column(Boolean, default=False)  # a job's inline rows, not an upload
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class JobRow(Base):
+    """A job: what it runs on, its status, and its progress and aggregate *as committed*.
+
+    ``done``/``failed``/``acc_state`` change in the same transaction as the result rows
+    they count, so they never disagree with ``job_results`` (the resume invariant).
+    """
+
+    __tablename__ = "jobs"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    evaluator_id: Mapped[str] = mapped_column(String(40), index=True)
+    revision: Mapped[int] = mapped_column(Integer)
+    runtime_id: Mapped[str] = mapped_column(String(80))
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"))
+    field_mapping: Mapped[dict[str, Any]] = mapped_column(JSON)
+    parallelism: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(20), index=True)
+    total: Mapped[int] = mapped_column(BigInteger)
+    done: Mapped[int] = mapped_column(BigInteger, default=0)
+    failed: Mapped[int] = mapped_column(BigInteger, default=0)
+    acc_state: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    active_s: Mapped[float] = mapped_column(Float, default=0.0)  # running time, summed over restarts
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    warnings: Mapped[list[str]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class JobResultRow(Base):
+    """One row's result. The primary key makes a second result for a row impossible."""
+
+    __tablename__ = "job_results"
+    __table_args__ = {"sqlite_with_rowid": False}
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), primary_key=True)
+    idx: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    status: Mapped[str] = mapped_column(String(20))
+    revision: Mapped[int] = mapped_column(Integer)
+    runtime_id: Mapped[str] = mapped_column(String(80))
+    result: Mapped[str] = mapped_column(Text)  # EvaluationResult JSON without interface/runtime/evaluator
+
+
 def make_engine(url: str) -> Engine:
     """Create the engine and the tables; SQLite gets WAL and a busy timeout."""
     connect_args: dict[str, Any] = {}
@@ -64,6 +134,7 @@ def make_engine(url: str) -> Engine:
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA synchronous=NORMAL")  # WAL: durable at checkpoints, consistent always
             cur.close()
 
     Base.metadata.create_all(engine)

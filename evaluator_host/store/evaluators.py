@@ -104,6 +104,15 @@ class EvaluatorStore:
                 raise NotFoundError(f"evaluator {evaluator_id!r} has no revision {revision}")
             return _record(ev, rev)
 
+    def get_revision(self, evaluator_id: str, revision: int) -> RevisionRecord:
+        """A revision even of a deleted evaluator (jobs keep running the revision they started on)."""
+        with Session(self.engine) as session:
+            ev = session.get(EvaluatorRow, evaluator_id)
+            rev = session.get(RevisionRow, (evaluator_id, revision))
+            if ev is None or rev is None:
+                raise NotFoundError(f"evaluator {evaluator_id!r} has no revision {revision}")
+            return _record(ev, rev)
+
     def list_all(self) -> list[RevisionRecord]:
         """Latest revision of every live evaluator, newest first."""
         with Session(self.engine) as session:

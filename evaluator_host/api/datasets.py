@@ -1,0 +1,74 @@
+"""``/v1/datasets``: upload a JSONL, CSV or JSON-array dataset (raw body or multipart file)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query, Request, status
+from starlette.datastructures import UploadFile
+
+from evaluator_host.api.deps import ServicesDep
+from evaluator_host.errors import DatasetError
+from evaluator_host.jobs.catalog import to_model
+from evaluator_host.models import Dataset, DatasetList
+
+router = APIRouter(prefix="/datasets", tags=["datasets"])
+
+_BODY = {
+    "requestBody": {
+        "description": "The rows: JSON lines, CSV with a header, or a JSON array of objects; raw, or as the "
+        "multipart field `file` (optional fields `name`, `format`).",
+        "content": {
+            "application/jsonl": {"schema": {"type": "string"}},
+            "text/csv": {"schema": {"type": "string"}},
+            "application/json": {"schema": {"type": "array", "items": {"type": "object"}}},
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "properties": {"file": {"type": "string", "format": "binary"}, "name": {"type": "string"}},
+                    "required": ["file"],
+                }
+            },
+        },
+    }
+}
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=Dataset, openapi_extra=_BODY)
+async def upload(
+    request: Request,
+    services: ServicesDep,
+    name: str | None = Query(None, max_length=200, description="Dataset name (default: the file's name)."),
+    format: str | None = Query(None, description="jsonl | csv | json (default: from the file name or content type)."),
+) -> Dataset:
+    """Store a dataset; 422 names the first line (or element) that is not a valid row."""
+    content_type = request.headers.get("content-type", "")
+    if content_type.startswith("multipart/form-data"):
+        async with request.form(max_files=1, max_fields=10) as form:
+            upload = form.get("file")
+            if not isinstance(upload, UploadFile):
+                raise DatasetError("a multipart upload needs the dataset in a field named 'file'")
+            field_name, field_format = form.get("name"), form.get("format")
+            record = await services.datasets.upload_file(
+                upload.file,
+                filename=upload.filename,
+                name=name or (field_name if isinstance(field_name, str) else None),
+                fmt=format or (field_format if isinstance(field_format, str) else None),
+                content_type=upload.content_type,
+            )
+    else:
+        record = await services.datasets.upload_stream(
+            request.stream(), name=name, fmt=format, content_type=content_type
+        )
+    return to_model(record)
+
+
+@router.get("", response_model=DatasetList)
+async def list_datasets(services: ServicesDep) -> DatasetList:
+    """Uploaded datasets, newest first."""
+    data = [to_model(r) for r in await services.datasets.list_all()]
+    return DatasetList(data=data, count=len(data))
+
+
+@router.get("/{dataset_id}", response_model=Dataset)
+async def get(dataset_id: str, services: ServicesDep) -> Dataset:
+    """One dataset's metadata."""
+    return to_model(await services.datasets.get(dataset_id))

@@ -1,0 +1,71 @@
+"""``/v1/jobs``: batch evaluation of a dataset (or inline rows) with a stored evaluator revision."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Literal
+
+from fastapi import APIRouter, Query, status
+from fastapi.responses import StreamingResponse
+
+from evaluator_host.api.deps import ServicesDep
+from evaluator_host.models import Job, JobCreate, JobList, JobResultPage, JobStatus
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+
+@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=Job)
+async def create(body: JobCreate, services: ServicesDep) -> Job:
+    """Start a job over ``dataset_id`` or inline ``rows``; poll ``GET /v1/jobs/{id}`` for progress."""
+    await services.catalog.get(body.evaluator_id, body.revision)  # 404 before storing any rows
+    if body.rows is not None:
+        dataset = await services.datasets.from_rows(body.rows)
+        try:
+            return await services.runner.create(body, dataset)
+        except BaseException:
+            await services.datasets.discard(dataset)
+            raise
+    return await services.runner.create(body, await services.datasets.get(body.dataset_id or ""))
+
+
+@router.get("", response_model=JobList)
+async def list_jobs(services: ServicesDep, status: JobStatus | None = None, evaluator_id: str | None = None) -> JobList:
+    """Jobs, newest first (filter by ``status`` or ``evaluator_id``)."""
+    data = await services.runner.list_all(status, evaluator_id)
+    return JobList(data=data, count=len(data))
+
+
+@router.get("/{job_id}", response_model=Job)
+async def get(job_id: str, services: ServicesDep) -> Job:
+    """Status, progress, rows/s and the aggregate so far."""
+    return await services.runner.get(job_id)
+
+
+@router.post("/{job_id}/cancel", response_model=Job)
+async def cancel(job_id: str, services: ServicesDep) -> Job:
+    """Stop a queued or running job; rows already scored are kept."""
+    return await services.runner.cancel(job_id)
+
+
+@router.get("/{job_id}/results", response_model=JobResultPage)
+async def results(
+    job_id: str,
+    services: ServicesDep,
+    offset: int = Query(0, ge=0, description="First row index."),
+    limit: int = Query(100, ge=1, le=1000),
+    format: Literal["json", "ndjson", "csv"] = Query("json", description="json page, or stream every row."),
+) -> JobResultPage | StreamingResponse:
+    """Rows in input order as ``{index, row, result}``: a JSON page, or all of them as NDJSON or CSV."""
+    job, revision = await services.runner.job_and_revision(job_id)
+    reader = services.results
+    if format == "ndjson":
+        return StreamingResponse(reader.ndjson(job, revision), media_type="application/x-ndjson")
+    if format == "csv":
+        dataset = await services.datasets.get(job.dataset_id)
+        aggregate = services.runner.view(job).aggregate
+        outputs = sorted(aggregate.outputs) if aggregate else []
+        headers = {"content-disposition": f'attachment; filename="{job.id}.csv"'}
+        return StreamingResponse(
+            reader.csv(job, dataset.columns, outputs), media_type="text/csv; charset=utf-8", headers=headers
+        )
+    return await asyncio.to_thread(reader.page, job, revision, offset, limit)

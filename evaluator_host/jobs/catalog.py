@@ -1,0 +1,165 @@
+"""Datasets: uploads (raw body or multipart file) and jobs' inline rows → stored datasets.
+
+An upload is streamed to a temporary file first (never held in memory), then parsed in a
+thread into the dataset's files (:mod:`evaluator_host.jobs.datasets`); only then is the
+dataset recorded, so a dataset that exists is always complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from evaluator_host.errors import DatasetError, LimitError
+from evaluator_host.jobs.datasets import DatasetFiles, DatasetInfo, Format, Limits, sniff_format
+from evaluator_host.models import Dataset
+from evaluator_host.settings import Settings
+from evaluator_host.store.db import utcnow
+from evaluator_host.store.jobs import DatasetRecord, JobStore
+
+__all__ = ["DatasetCatalog", "format_of", "to_model"]
+
+_BY_TYPE: dict[str, Format] = {
+    "application/jsonl": "jsonl",
+    "application/x-jsonl": "jsonl",
+    "application/jsonlines": "jsonl",
+    "application/x-jsonlines": "jsonl",
+    "application/x-ndjson": "jsonl",
+    "application/ndjson": "jsonl",
+    "text/jsonl": "jsonl",
+    "text/csv": "csv",
+    "application/csv": "csv",
+    "application/json": "json",
+}
+_BY_SUFFIX: dict[str, Format] = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".json": "json"}
+
+
+def format_of(explicit: str | None, content_type: str | None, filename: str | None, head: bytes) -> Format:
+    """The upload's format: ``?format=``, the file name's suffix, the content type, then a sniff.
+
+    ``application/json`` whose first character is ``{`` is JSON lines (a one-object JSON
+    document is a one-row JSONL file, too).
+    """
+    if explicit:
+        if explicit not in ("jsonl", "csv", "json"):
+            raise DatasetError(f"unknown format {explicit!r}; use jsonl, csv or json")
+        return explicit  # type: ignore[return-value]
+    if filename and (by_suffix := _BY_SUFFIX.get(Path(filename).suffix.lower())):
+        guessed = by_suffix
+    else:
+        guessed = _BY_TYPE.get((content_type or "").split(";")[0].strip().lower(), sniff_format(head))
+    if guessed == "json" and sniff_format(head) == "jsonl":
+        return "jsonl"
+    return guessed
+
+
+def to_model(record: DatasetRecord) -> Dataset:
+    """The API shape of a dataset."""
+    return Dataset(
+        id=record.id,
+        name=record.name,
+        row_count=record.row_count,
+        columns=record.columns,
+        format=record.format,
+        bytes=record.bytes,
+        created_at=record.created_at,
+    )
+
+
+class DatasetCatalog:
+    """Creates and reads datasets."""
+
+    def __init__(self, settings: Settings, store: JobStore) -> None:
+        self.settings = settings
+        self.store = store
+        self.files = DatasetFiles(settings.data_dir / "datasets")
+        self.limits = Limits(max_rows=settings.max_dataset_rows, max_row_bytes=settings.max_row_bytes)
+
+    def _new_id(self) -> str:
+        return f"ds_{uuid.uuid4().hex[:20]}"
+
+    async def _record(self, dataset_id: str, name: str, fmt: str, info: DatasetInfo, inline: bool) -> DatasetRecord:
+        record = DatasetRecord(
+            id=dataset_id,
+            name=name,
+            format=fmt,
+            row_count=info.row_count,
+            columns=info.columns,
+            bytes=info.bytes,
+            inline=inline,
+            created_at=utcnow(),
+        )
+        try:
+            await asyncio.to_thread(self.store.add_dataset, record)
+        except BaseException:
+            self.files.delete(dataset_id)
+            raise
+        return record
+
+    async def upload_stream(
+        self, chunks: AsyncIterator[bytes], *, name: str | None, fmt: str | None, content_type: str | None
+    ) -> DatasetRecord:
+        """Store a raw request body (streamed to a temporary file, then parsed)."""
+        dataset_id = self._new_id()
+        tmp = self.files.root / f".upload-{dataset_id}"
+        size = 0
+        try:
+            with open(tmp, "wb", buffering=1 << 20) as out:
+                async for data in chunks:
+                    size += len(data)
+                    if size > self.settings.max_dataset_bytes:
+                        raise LimitError(f"the dataset exceeds max_dataset_bytes={self.settings.max_dataset_bytes}")
+                    out.write(data)
+            with open(tmp, "rb") as src:
+                return await self._parse(dataset_id, src, name or "dataset", fmt, content_type, None)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    async def upload_file(
+        self, src: BinaryIO, *, filename: str | None, name: str | None, fmt: str | None, content_type: str | None
+    ) -> DatasetRecord:
+        """Store a multipart file (already spooled by the form parser)."""
+        size = await asyncio.to_thread(lambda: src.seek(0, os.SEEK_END))
+        if size > self.settings.max_dataset_bytes:
+            raise LimitError(f"the dataset exceeds max_dataset_bytes={self.settings.max_dataset_bytes}")
+        src.seek(0)
+        default = Path(filename).stem if filename else "dataset"
+        return await self._parse(self._new_id(), src, name or default, fmt, content_type, filename)
+
+    async def _parse(
+        self,
+        dataset_id: str,
+        src: BinaryIO,
+        name: str,
+        fmt: str | None,
+        content_type: str | None,
+        filename: str | None,
+    ) -> DatasetRecord:
+        head = src.read(4096)
+        src.seek(0)
+        chosen = format_of(fmt, content_type, filename, head)
+        info = await asyncio.to_thread(self.files.write, dataset_id, src, chosen, self.limits)
+        return await self._record(dataset_id, name[:200], chosen, info, inline=False)
+
+    async def from_rows(self, rows: Iterable[dict[str, Any]]) -> DatasetRecord:
+        """Store a job's inline rows as a dataset of their own."""
+        dataset_id = self._new_id()
+        info = await asyncio.to_thread(self.files.write_rows, dataset_id, rows, self.limits)
+        return await self._record(dataset_id, "inline rows", "json", info, inline=True)
+
+    async def discard(self, record: DatasetRecord) -> None:
+        """Remove a dataset nothing refers to (inline rows of a job that was refused)."""
+        await asyncio.to_thread(self.store.delete_dataset, record.id)
+        self.files.delete(record.id)
+
+    async def get(self, dataset_id: str) -> DatasetRecord:
+        """One dataset (404 when unknown)."""
+        return await asyncio.to_thread(self.store.get_dataset, dataset_id)
+
+    async def list_all(self) -> list[DatasetRecord]:
+        """Uploaded datasets, newest first."""
+        return await asyncio.to_thread(self.store.list_datasets)

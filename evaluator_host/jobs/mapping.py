@@ -1,0 +1,84 @@
+"""Field mapping: a dataset row → the case an evaluator is called with.
+
+NeMo FieldMapping semantics (design/api.md, Jobs): ``inputs`` is the whole original row
+unless ``field_mapping.inputs`` lists columns; ``outputs``, ``trace`` and ``app_params``
+come from the named columns, or by default from the row's ``outputs`` (else ``output``),
+``trace`` and ``app_params`` columns. A column that is not a top-level key may be a
+dotted path into nested objects (``"response.text"``). Mapping to a column the dataset
+does not have is a :class:`FieldMappingError` when the job is created, not a null per row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from evaluator_host.errors import FieldMappingError
+from evaluator_host.models import FieldMapping
+
+__all__ = ["RowMapper"]
+
+Getter = Callable[[dict[str, Any]], Any]
+
+
+def _column(name: str, columns: list[str], entry: str) -> Getter:
+    if name in columns:
+        return lambda row: row.get(name)
+    head, _, rest = name.partition(".")
+    if rest and head in columns:
+        path = name.split(".")
+
+        def nested(row: dict[str, Any]) -> Any:
+            value: Any = row
+            for key in path:
+                if not isinstance(value, dict):
+                    return None
+                value = value.get(key)
+            return value
+
+        return nested
+    shown = ", ".join(repr(c) for c in columns[:50]) + (" …" if len(columns) > 50 else "")
+    raise FieldMappingError(
+        f"field_mapping.{entry} names column {name!r}, which the dataset does not have; its columns: {shown or 'none'}"
+    )
+
+
+def _default_outputs(row: dict[str, Any]) -> Any:
+    return row["outputs"] if "outputs" in row else row.get("output")
+
+
+class RowMapper:
+    """Builds the case for each row; the constructor checks the mapping against ``columns``."""
+
+    def __init__(self, mapping: FieldMapping, columns: list[str]) -> None:
+        self.warnings: list[str] = []
+        if mapping.outputs is not None:
+            self._outputs = _column(mapping.outputs, columns, "outputs")
+        else:
+            self._outputs = _default_outputs
+            if columns and "outputs" not in columns and "output" not in columns:
+                self.warnings.append(
+                    "the dataset has no 'outputs' or 'output' column and field_mapping.outputs is not set: "
+                    "outputs is null for every row"
+                )
+        self._trace = _column(mapping.trace, columns, "trace") if mapping.trace else _plain("trace")
+        self._app_params = (
+            _column(mapping.app_params, columns, "app_params") if mapping.app_params else _plain("app_params")
+        )
+        self._inputs: list[tuple[str, Getter]] | None = None
+        if mapping.inputs is not None:
+            self._inputs = [(name, _column(name, columns, "inputs")) for name in mapping.inputs]
+
+    def case(self, row: dict[str, Any]) -> dict[str, Any]:
+        """The case (``inputs``, ``outputs``, ``trace``, ``app_params``) of ``row``."""
+        inputs = row if self._inputs is None else {name: get(row) for name, get in self._inputs}
+        return {
+            "inputs": inputs,
+            "outputs": self._outputs(row),
+            "trace": self._trace(row),
+            "app_params": self._app_params(row),
+        }
+
+
+def _plain(name: str) -> Getter:
+    return lambda row: row.get(name)

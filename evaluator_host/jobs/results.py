@@ -1,0 +1,133 @@
+"""Reading a job's results back: JSON pages and NDJSON / CSV streams, in input order.
+
+Each item is ``{index, row, result}``: the dataset row as uploaded and the full
+EvaluationResult. What every row of a job shares (``interface``, ``runtime``,
+``evaluator_id``, ``revision``) is stored once and spliced back in here, so a stream of
+a million rows costs a merge of two sorted sequences (dataset lines, stored results) and
+string concatenation, with memory bounded by one page.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from evaluator_host.jobs.datasets import DatasetFiles
+from evaluator_host.models import EvaluationResult, JobResult, JobResultPage
+from evaluator_host.store import RevisionRecord
+from evaluator_host.store.jobs import JobRecord, JobStore, StoredResult
+
+__all__ = ["CSV_RESULT_COLUMNS", "ResultReader"]
+
+_PAGE = 2000
+CSV_RESULT_COLUMNS = ["status", "score", "passed", "error_type", "error_message", "error_line", "duration_ms"]
+
+
+class ResultReader:
+    """Joins stored results with their dataset rows."""
+
+    def __init__(self, store: JobStore, files: DatasetFiles) -> None:
+        self.store = store
+        self.files = files
+
+    @staticmethod
+    def _shared(revision: RevisionRecord) -> dict[str, Any]:
+        runtime = {"id": revision.runtime_id, "language": revision.language, "packages": revision.packages}
+        return {"interface": revision.interface, "runtime": runtime, "evaluator_id": revision.id}
+
+    def _joined(self, job: JobRecord, start: int, limit: int | None) -> Iterator[tuple[int, bytes, StoredResult]]:
+        """(index, row line, stored result) for results with ``index >= start``, at most ``limit``."""
+        lines = self.files.lines(job.dataset_id, start)
+        produced = 0
+        cursor = start
+        while limit is None or produced < limit:
+            page = self.store.results(job.id, cursor, _PAGE if limit is None else min(_PAGE, limit - produced))
+            if not page:
+                return
+            for stored in page:
+                for idx, line in lines:
+                    if idx == stored.idx:
+                        yield idx, line, stored
+                        break
+                produced += 1
+            cursor = page[-1].idx + 1
+
+    def page(self, job: JobRecord, revision: RevisionRecord, offset: int, limit: int) -> JobResultPage:
+        """Results with ``index >= offset`` (at most ``limit``), in input order."""
+        shared = self._shared(revision)
+        data = []
+        for idx, line, stored in self._joined(job, offset, limit + 1):
+            data.append(
+                JobResult(
+                    index=idx,
+                    row=json.loads(line),
+                    result=EvaluationResult.model_validate(
+                        {**json.loads(stored.result), **shared, "revision": stored.revision}
+                    ),
+                )
+            )
+        more = len(data) > limit
+        data = data[:limit]
+        return JobResultPage(
+            data=data,
+            offset=offset,
+            limit=limit,
+            next_offset=data[-1].index + 1 if more and data else None,
+            total=job.total,
+        )
+
+    def ndjson(self, job: JobRecord, revision: RevisionRecord) -> Iterator[bytes]:
+        """Every result as one JSON line, in input order (yielded in blocks of lines)."""
+        shared = json.dumps(self._shared(revision), separators=(",", ":"))[1:-1]
+        block: list[str] = []
+        for idx, line, stored in self._joined(job, 0, None):
+            result = f'{stored.result[:-1]},{shared},"revision":{stored.revision}}}'
+            block.append(f'{{"index":{idx},"row":{line.decode()},"result":{result}}}\n')
+            if len(block) >= 1000:
+                yield "".join(block).encode()
+                block = []
+        if block:
+            yield "".join(block).encode()
+
+    def csv(self, job: JobRecord, columns: list[str], outputs: list[str]) -> Iterator[bytes]:
+        """A CSV: ``index``, the dataset's columns (non-strings as JSON), the result's fields, ``outputs.<name>``."""
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(["index", *columns, *CSV_RESULT_COLUMNS, *(f"outputs.{n}" for n in outputs)])
+        rows = 0
+        for idx, line, stored in self._joined(job, 0, None):
+            row = json.loads(line)
+            result = json.loads(stored.result)
+            error = result.get("error") or {}
+            values = [row.get(c) for c in columns]
+            writer.writerow(
+                [
+                    idx,
+                    *(v if isinstance(v, str) else "" if v is None else json.dumps(v) for v in values),
+                    result["status"],
+                    _cell(result.get("score")),
+                    _cell(result.get("passed")),
+                    error.get("type", ""),
+                    error.get("message", ""),
+                    _cell(error.get("line")),
+                    result.get("duration_ms", ""),
+                    *(_cell(result.get("outputs", {}).get(n)) for n in outputs),
+                ]
+            )
+            rows += 1
+            if rows % 1000 == 0:
+                yield buffer.getvalue().encode()
+                buffer.seek(0)
+                buffer.truncate()
+        yield buffer.getvalue().encode()
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value

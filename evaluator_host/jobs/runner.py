@@ -1,0 +1,355 @@
+"""Job execution: dataset rows streamed in chunks to warm workers, results committed as they come.
+
+Contract:
+
+* A job runs ONE evaluator revision on ONE runtime; every stored row carries both.
+* Rows are read from the dataset file as they are needed, mapped to cases and handed
+  out in *chunks*; ``parallelism`` lanes each run one chunk at a time on a warm worker
+  of the revision (the pool sends a chunk as messages of ``batch_size`` rows). Chunk
+  sizes adapt so one chunk takes about ``job_chunk_s`` (a slow evaluator gets small
+  chunks, so progress, cancel and resume stay fine-grained); at most
+  ``parallelism × job_chunk_rows`` rows are in memory, whatever the dataset's size.
+* A chunk's results, the job's counters and its aggregate state are committed in one
+  transaction (``JobStore.commit_rows``). On start the runner resumes every queued or
+  running job: rows with a stored result are skipped, the rest run exactly once more.
+* A row that fails (raises, times out, exhausts memory, kills its worker) is that row's
+  result; the pool replaces the worker and the job goes on. Only infrastructure failures
+  that outlast ``job_retries`` retries, or a revision/dataset that is gone, fail a job.
+* Cancel stops a job promptly: running chunks are interrupted (their workers are
+  killed), rows already committed are kept, the status becomes ``cancelled``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from evaluator_host.aggregate import Accumulator
+from evaluator_host.catalog import prepared_of, scope_of
+from evaluator_host.errors import EvaluatorHostError, SandboxError
+from evaluator_host.jobs.datasets import DatasetFiles
+from evaluator_host.jobs.mapping import RowMapper
+from evaluator_host.models import FieldMapping, Job, JobCreate, JobProgress
+from evaluator_host.service import EvaluationService, Prepared, to_result
+from evaluator_host.settings import Settings
+from evaluator_host.store import EvaluatorStore, RevisionRecord
+from evaluator_host.store.db import utcnow
+from evaluator_host.store.jobs import DatasetRecord, JobRecord, JobStore
+
+__all__ = ["JobRunner", "RESULT_EXCLUDE"]
+
+log = logging.getLogger(__name__)
+
+# Fields of an EvaluationResult that are the same for every row of a job: stored once, on the job.
+RESULT_EXCLUDE = {"interface", "runtime", "evaluator_id", "revision"}
+_FINISHED = ("succeeded", "failed", "cancelled")
+_FIRST_CHUNK = 32
+
+
+@dataclass
+class _Live:
+    """A running job's committed progress, kept in memory for fast reads."""
+
+    done: int
+    failed: int
+    acc: Accumulator
+    active_s: float  # running time before this run
+    started: float = field(default_factory=time.monotonic)
+    cancelling: bool = False
+
+    def active(self) -> float:
+        return self.active_s + (time.monotonic() - self.started)
+
+
+class _Sizer:
+    """Chunk sizes that take about ``target_s`` each, from the observed time per row."""
+
+    def __init__(self, target_s: float, max_rows: int) -> None:
+        self.target_s = target_s
+        self.max_rows = max_rows
+        self.per_row: float | None = None
+
+    def observe(self, rows: int, seconds: float) -> None:
+        sample = seconds / max(rows, 1)
+        self.per_row = sample if self.per_row is None else 0.5 * self.per_row + 0.5 * sample
+
+    def size(self) -> int:
+        if self.per_row is None:
+            return min(_FIRST_CHUNK, self.max_rows)
+        return max(1, min(self.max_rows, int(self.target_s / max(self.per_row, 1e-7))))
+
+
+def _bitmap(indices: Iterator[int], total: int) -> bytearray:
+    bits = bytearray((total + 7) // 8)
+    for idx in indices:
+        bits[idx >> 3] |= 1 << (idx & 7)
+    return bits
+
+
+class JobRunner:
+    """Creates, runs, resumes and cancels jobs (one instance per service process)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: JobStore,
+        evaluators: EvaluatorStore,
+        evaluation: EvaluationService,
+        files: DatasetFiles,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.evaluators = evaluators
+        self.evaluation = evaluation
+        self.files = files
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._live: dict[str, _Live] = {}
+        self._slots = asyncio.Semaphore(settings.max_running_jobs)
+        self._write = asyncio.Lock()
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Resume every job that was queued or running when the service last stopped."""
+        for record in await asyncio.to_thread(self.store.unfinished):
+            log.info("resuming job %s (%d of %d rows done)", record.id, record.done, record.total)
+            self._launch(record.id)
+
+    async def close(self) -> None:
+        """Stop running jobs without changing their status: the next start resumes them."""
+        self._closed = True
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _launch(self, job_id: str) -> None:
+        task = asyncio.ensure_future(self._execute(job_id))
+        self._tasks[job_id] = task
+        task.add_done_callback(lambda _t: self._tasks.pop(job_id, None))
+
+    async def wait(self, job_id: str) -> None:
+        """Until the job's task (if any) has ended."""
+        task = self._tasks.get(job_id)
+        if task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(task)
+
+    # -- API -------------------------------------------------------------------------------
+    async def create(self, body: JobCreate, dataset: DatasetRecord) -> Job:
+        """Check the revision and the mapping, store the job (``queued``) and start it."""
+        record = await asyncio.to_thread(self.evaluators.get, body.evaluator_id, body.revision)
+        mapping = body.field_mapping or FieldMapping()
+        mapper = RowMapper(mapping, dataset.columns)  # FieldMappingError (422) before anything is stored
+        job = await asyncio.to_thread(
+            self.store.create_job,
+            id=f"job_{uuid.uuid4().hex[:20]}",
+            evaluator_id=record.id,
+            revision=record.revision,
+            runtime_id=record.runtime_id,
+            dataset_id=dataset.id,
+            field_mapping=mapping.model_dump(),
+            parallelism=min(body.parallelism or self.settings.job_parallelism, self.settings.max_workers),
+            total=dataset.row_count,
+            warnings=mapper.warnings,
+        )
+        self._launch(job.id)
+        return self.view(job)
+
+    async def get(self, job_id: str) -> Job:
+        """The job, with live progress while it runs."""
+        return self.view(await asyncio.to_thread(self.store.get_job, job_id))
+
+    async def list_all(self, status: str | None = None, evaluator_id: str | None = None) -> list[Job]:
+        """Every job, newest first."""
+        records = await asyncio.to_thread(self.store.list_jobs, status=status, evaluator_id=evaluator_id)
+        return [self.view(r) for r in records]
+
+    async def cancel(self, job_id: str) -> Job:
+        """Cancel a queued or running job (a finished job is returned unchanged)."""
+        record = await asyncio.to_thread(self.store.get_job, job_id)
+        if record.status in _FINISHED:
+            return self.view(record)
+        live = self._live.get(job_id)
+        if live is not None:
+            live.cancelling = True
+        task = self._tasks.get(job_id)
+        await asyncio.to_thread(
+            self.store.set_job, job_id, only_unfinished=True, status="cancelled", finished_at=utcnow()
+        )
+        if task is not None:
+            task.cancel()
+            await self.wait(job_id)
+        return await self.get(job_id)
+
+    async def job_and_revision(self, job_id: str) -> tuple[JobRecord, RevisionRecord]:
+        """The stored job and the revision it runs (for reading results)."""
+        record = await asyncio.to_thread(self.store.get_job, job_id)
+        revision = await asyncio.to_thread(self.evaluators.get_revision, record.evaluator_id, record.revision)
+        return record, revision
+
+    def view(self, record: JobRecord) -> Job:
+        """The API shape of ``record``, overlaid with live progress when it is running here."""
+        live = self._live.get(record.id)
+        if live is not None and record.status == "running":
+            done, failed, acc, active = live.done, live.failed, live.acc, live.active()
+        else:
+            done, failed, active = record.done, record.failed, record.active_s
+            acc = Accumulator.restore(record.acc_state)
+        return Job(
+            id=record.id,
+            evaluator_id=record.evaluator_id,
+            revision=record.revision,
+            status=record.status,
+            progress=JobProgress(total=record.total, done=done, failed=failed),
+            rows_per_s=done / active if active > 0 and done else None,
+            created_at=record.created_at,
+            started_at=record.started_at,
+            finished_at=record.finished_at,
+            aggregate=acc.result() if record.status != "queued" else None,
+            error=record.error,
+            dataset_id=record.dataset_id,
+            field_mapping=FieldMapping(**record.field_mapping),
+            parallelism=record.parallelism,
+            runtime_id=record.runtime_id,
+            warnings=record.warnings,
+        )
+
+    # -- execution -------------------------------------------------------------------------
+    async def _execute(self, job_id: str) -> None:
+        try:
+            async with self._slots:
+                await self._run(job_id)
+        except asyncio.CancelledError:
+            raise
+        except EvaluatorHostError as exc:
+            await self._fail(job_id, exc.type_name, exc.message)
+        except Exception as exc:  # a bug must not leave the job "running" forever
+            log.exception("job %s failed", job_id)
+            await self._fail(job_id, type(exc).__name__, str(exc))
+        finally:
+            self._live.pop(job_id, None)
+
+    async def _fail(self, job_id: str, type_name: str, message: str) -> None:
+        error = {"type": type_name, "message": message}
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(
+                self.store.set_job, job_id, only_unfinished=True, status="failed", error=error, finished_at=utcnow()
+            )
+
+    async def _run(self, job_id: str) -> None:
+        record = await asyncio.to_thread(self.store.get_job, job_id)
+        if record.status in _FINISHED:
+            return
+        revision = await asyncio.to_thread(self.evaluators.get_revision, record.evaluator_id, record.revision)
+        dataset = await asyncio.to_thread(self.store.get_dataset, record.dataset_id)
+        mapper = RowMapper(FieldMapping(**record.field_mapping), dataset.columns)
+        started = {"started_at": utcnow()} if record.started_at is None else {}
+        if not await asyncio.to_thread(self.store.set_job, job_id, only_unfinished=True, status="running", **started):
+            return  # cancelled meanwhile
+        live = _Live(record.done, record.failed, Accumulator.restore(record.acc_state), record.active_s)
+        self._live[job_id] = live
+        prepared = prepared_of(revision)
+        runtime = await self.evaluation.ensure_runtime(prepared)
+        spec = self.evaluation.spec(prepared, runtime, scope_of(revision))
+        public = runtime.public()
+        bits = await asyncio.to_thread(lambda: _bitmap(self.store.done_indices(job_id), record.total))
+        sizer = _Sizer(self.settings.job_chunk_s, self.settings.job_chunk_rows)
+        chunks = self._chunks(dataset.id, bits, mapper, sizer)
+
+        async def lane() -> None:
+            for chunk in chunks:
+                t0 = time.monotonic()
+                outcomes = await self._run_chunk(spec, prepared, [case for _, case in chunk])
+                sizer.observe(len(chunk), time.monotonic() - t0)
+                await self._commit(record, live, prepared, public, chunk, outcomes)
+
+        async with asyncio.TaskGroup() as group:
+            for _ in range(record.parallelism):
+                group.create_task(lane())
+        finished = {"status": "succeeded", "finished_at": utcnow(), "active_s": live.active()}
+        await asyncio.to_thread(self.store.set_job, job_id, only_unfinished=True, **finished)
+
+    def _chunks(
+        self, dataset_id: str, bits: bytearray, mapper: RowMapper, sizer: _Sizer
+    ) -> Iterator[list[tuple[int, dict[str, Any]]]]:
+        """Chunks of (index, case) for the rows without a result, read from disk as needed."""
+        max_bytes = self.settings.job_chunk_bytes
+        chunk: list[tuple[int, dict[str, Any]]] = []
+        size, used = sizer.size(), 0
+        loads = json.loads
+        for idx, line in self.files.lines(dataset_id):
+            if bits[idx >> 3] & (1 << (idx & 7)):
+                continue
+            chunk.append((idx, mapper.case(loads(line))))
+            used += len(line)
+            if len(chunk) >= size or used >= max_bytes:
+                yield chunk
+                chunk, size, used = [], sizer.size(), 0
+        if chunk:
+            yield chunk
+
+    async def _run_chunk(self, spec: Any, prepared: Prepared, cases: list[dict[str, Any]]) -> list[Any]:
+        """The chunk's outcomes; infrastructure failures are retried with back-off, then raised."""
+        settings = prepared.settings
+        for attempt in range(self.settings.job_retries + 1):
+            try:
+                return await self.evaluation.pool.run(
+                    spec, cases, timeout_s=settings.timeout_s, correct_answer_key=settings.correct_answer_key
+                )
+            except SandboxError as exc:
+                if attempt == self.settings.job_retries or self._closed:
+                    raise
+                log.warning("chunk failed (%s); retry %d of %d", exc.message, attempt + 1, self.settings.job_retries)
+                await asyncio.sleep(min(2.0**attempt, 10.0))
+        raise AssertionError("unreachable")
+
+    async def _commit(
+        self,
+        record: JobRecord,
+        live: _Live,
+        prepared: Prepared,
+        public: dict[str, Any],
+        chunk: list[tuple[int, dict[str, Any]]],
+        outcomes: list[Any],
+    ) -> None:
+        """Store a chunk's results with the counters and aggregate state they produce, atomically."""
+        results = [to_result(raw, prepared, public) for raw in outcomes]
+        runtime_id = public["id"]
+        rows = [
+            {
+                "job_id": record.id,
+                "idx": idx,
+                "status": result.status,
+                "revision": record.revision,
+                "runtime_id": runtime_id,
+                "result": result.model_dump_json(exclude=RESULT_EXCLUDE),
+            }
+            for (idx, _), result in zip(chunk, results, strict=True)
+        ]
+        async with self._write:
+            if live.cancelling:
+                return
+            acc = Accumulator.restore(live.acc.state())  # applied to ``live`` only once committed
+            failed = 0
+            for result in results:
+                acc.add(result)
+                failed += result.status != "ok"
+            done, failed = live.done + len(rows), live.failed + failed
+            await asyncio.to_thread(
+                self.store.commit_rows,
+                record.id,
+                rows,
+                done=done,
+                failed=failed,
+                acc_state=acc.state(),
+                active_s=live.active(),
+            )
+            live.done, live.failed, live.acc = done, failed, acc

@@ -1,0 +1,217 @@
+"""Datasets' metadata, jobs, and jobs' row results.
+
+The resume invariant lives here: :meth:`JobStore.commit_rows` inserts a chunk's results
+and sets the job's ``done``/``failed`` counters and aggregate state in ONE transaction,
+and ``(job_id, idx)`` is the results' primary key. After a crash the stored counters
+always equal the stored rows, and a row can never be stored twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Table, func, insert, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from evaluator_host.errors import NotFoundError
+from evaluator_host.store.db import DatasetRow, JobResultRow, JobRow, utcnow
+
+__all__ = ["DatasetRecord", "JobRecord", "JobStore", "StoredResult"]
+
+_RESULTS: Table = JobResultRow.__table__  # type: ignore[assignment]
+_UNFINISHED = ("queued", "running")
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    return value if value is None or value.tzinfo else value.replace(tzinfo=utcnow().tzinfo)
+
+
+@dataclass(frozen=True)
+class DatasetRecord:
+    """A dataset's metadata (its rows are files, see ``jobs.datasets``)."""
+
+    id: str
+    name: str
+    format: str
+    row_count: int
+    columns: list[str]
+    bytes: int
+    inline: bool
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """A job as stored."""
+
+    id: str
+    evaluator_id: str
+    revision: int
+    runtime_id: str
+    dataset_id: str
+    field_mapping: dict[str, Any]
+    parallelism: int
+    status: str
+    total: int
+    done: int
+    failed: int
+    acc_state: dict[str, Any] | None
+    active_s: float
+    error: dict[str, Any] | None
+    warnings: list[str]
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    """One stored row result."""
+
+    idx: int
+    revision: int
+    runtime_id: str
+    result: str  # JSON
+
+
+_JOB_FIELDS = [f.name for f in dataclasses.fields(JobRecord)]
+_DATASET_FIELDS = [f.name for f in dataclasses.fields(DatasetRecord)]
+
+
+def _job(row: JobRow) -> JobRecord:
+    values = {name: getattr(row, name) for name in _JOB_FIELDS}
+    for name in ("created_at", "started_at", "finished_at"):
+        values[name] = _aware(values[name])
+    return JobRecord(**values)
+
+
+def _dataset(row: DatasetRow) -> DatasetRecord:
+    values = {name: getattr(row, name) for name in _DATASET_FIELDS}
+    values["created_at"] = _aware(values["created_at"])
+    return DatasetRecord(**values)
+
+
+class JobStore:
+    """Short transactions over datasets, jobs and results (call from a thread: they block)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    # -- datasets ------------------------------------------------------------------------
+    def add_dataset(self, record: DatasetRecord) -> None:
+        """Store a dataset's metadata."""
+        with Session(self.engine) as session, session.begin():
+            session.add(DatasetRow(**dataclasses.asdict(record)))
+
+    def delete_dataset(self, dataset_id: str) -> None:
+        """Remove a dataset's metadata (only for datasets no job refers to)."""
+        with Session(self.engine) as session, session.begin():
+            row = session.get(DatasetRow, dataset_id)
+            if row is not None:
+                session.delete(row)
+
+    def get_dataset(self, dataset_id: str) -> DatasetRecord:
+        """One dataset, or :class:`NotFoundError`."""
+        with Session(self.engine) as session:
+            row = session.get(DatasetRow, dataset_id)
+            if row is None:
+                raise NotFoundError(f"dataset {dataset_id!r} does not exist")
+            return _dataset(row)
+
+    def list_datasets(self) -> list[DatasetRecord]:
+        """Uploaded datasets (not jobs' inline rows), newest first."""
+        with Session(self.engine) as session:
+            rows = session.scalars(
+                select(DatasetRow).where(DatasetRow.inline.is_(False)).order_by(DatasetRow.created_at.desc())
+            )
+            return [_dataset(r) for r in rows]
+
+    # -- jobs ----------------------------------------------------------------------------
+    def create_job(self, **fields: Any) -> JobRecord:
+        """Store a new job (``queued``)."""
+        with Session(self.engine) as session, session.begin():
+            row = JobRow(status="queued", done=0, failed=0, active_s=0.0, created_at=utcnow(), **fields)
+            session.add(row)
+            session.flush()
+            return _job(row)
+
+    def get_job(self, job_id: str) -> JobRecord:
+        """One job, or :class:`NotFoundError`."""
+        with Session(self.engine) as session:
+            row = session.get(JobRow, job_id)
+            if row is None:
+                raise NotFoundError(f"job {job_id!r} does not exist")
+            return _job(row)
+
+    def list_jobs(self, *, status: str | None = None, evaluator_id: str | None = None) -> list[JobRecord]:
+        """Jobs, newest first, optionally filtered."""
+        query = select(JobRow).order_by(JobRow.created_at.desc())
+        if status is not None:
+            query = query.where(JobRow.status == status)
+        if evaluator_id is not None:
+            query = query.where(JobRow.evaluator_id == evaluator_id)
+        with Session(self.engine) as session:
+            return [_job(r) for r in session.scalars(query)]
+
+    def unfinished(self) -> list[JobRecord]:
+        """Jobs that are queued or were running when the service stopped, oldest first."""
+        with Session(self.engine) as session:
+            rows = session.scalars(select(JobRow).where(JobRow.status.in_(_UNFINISHED)).order_by(JobRow.created_at))
+            return [_job(r) for r in rows]
+
+    def set_job(self, job_id: str, *, only_unfinished: bool = False, **fields: Any) -> bool:
+        """Update fields; with ``only_unfinished`` only a queued/running job (False otherwise)."""
+        query = update(JobRow).where(JobRow.id == job_id)
+        if only_unfinished:
+            query = query.where(JobRow.status.in_(_UNFINISHED))
+        with self.engine.begin() as conn:
+            return bool(conn.execute(query.values(**fields)).rowcount)
+
+    # -- results -------------------------------------------------------------------------
+    def commit_rows(
+        self,
+        job_id: str,
+        rows: Sequence[dict[str, Any]],
+        *,
+        done: int,
+        failed: int,
+        acc_state: dict[str, Any],
+        active_s: float,
+    ) -> None:
+        """Insert ``rows`` (job_id, idx, status, revision, runtime_id, result) and the counters, atomically."""
+        with self.engine.begin() as conn:
+            if rows:
+                conn.execute(insert(_RESULTS), rows)
+            conn.execute(
+                update(JobRow)
+                .where(JobRow.id == job_id)
+                .values(done=done, failed=failed, acc_state=acc_state, active_s=active_s)
+            )
+
+    def done_indices(self, job_id: str) -> Iterator[int]:
+        """Indices of the rows that have a result, ascending."""
+        with self.engine.connect() as conn:
+            result = conn.execute(select(_RESULTS.c.idx).where(_RESULTS.c.job_id == job_id).order_by(_RESULTS.c.idx))
+            for (idx,) in result:
+                yield idx
+
+    def count_results(self, job_id: str) -> int:
+        """How many rows of the job have a result."""
+        with self.engine.connect() as conn:
+            return int(conn.scalar(select(func.count()).where(_RESULTS.c.job_id == job_id)) or 0)
+
+    def results(self, job_id: str, start: int, limit: int) -> list[StoredResult]:
+        """Up to ``limit`` results with ``idx >= start``, in index order."""
+        query = (
+            select(_RESULTS.c.idx, _RESULTS.c.revision, _RESULTS.c.runtime_id, _RESULTS.c.result)
+            .where(_RESULTS.c.job_id == job_id, _RESULTS.c.idx >= start)
+            .order_by(_RESULTS.c.idx)
+            .limit(limit)
+        )
+        with self.engine.connect() as conn:
+            return [StoredResult(*row) for row in conn.execute(query)]
