@@ -51,7 +51,7 @@ def _describe(value: Any) -> str:
 
 
 def _is_marker(value: Any) -> bool:
-    return isinstance(value, dict) and any(k in value for k in ("$nonfinite", "$undefined", "$unserializable"))
+    return isinstance(value, dict) and ("$nonfinite" in value or "$undefined" in value or "$unserializable" in value)
 
 
 def _number(value: Any) -> float | None:
@@ -77,39 +77,40 @@ def _contains_marker(value: Any) -> bool:
     return False
 
 
+def _scored(raw: Any, details: dict[str, Any], interface: str, threshold: float | None) -> Normalized:
+    """A score-like value (bool, number, numeric string for legacy) → Normalized."""
+    warnings: list[str] = []
+    if isinstance(raw, bool):
+        return Normalized(score=1.0 if raw else 0.0, passed=raw, details=details)
+    score = _number(raw)
+    if score is None and interface == "legacy" and isinstance(raw, str):
+        try:
+            score = float(raw.strip())
+        except ValueError:
+            score = None
+        if score is not None and math.isfinite(score):
+            warnings.append("the evaluator returned a numeric string; return a number instead")
+        else:
+            score = None
+    if score is None:
+        return Normalized(invalid=f"the evaluator returned {_describe(raw)}; {ACCEPTED_SHAPES}")
+    if interface == "evaluate" and not 0.0 <= score <= 1.0:
+        warnings.append(f"score {score} is outside [0, 1]")
+    passed = None if threshold is None else score >= threshold
+    return Normalized(score=score, passed=passed, details=details, warnings=warnings)
+
+
 def normalize(value: Any, *, interface: str, threshold: float | None) -> Normalized:
     """Normalize one returned value per api.md for ``interface`` and ``threshold``."""
-    warnings: list[str] = []
-
-    def scored(raw: Any, details: dict[str, Any]) -> Normalized:
-        if isinstance(raw, bool):
-            return Normalized(score=1.0 if raw else 0.0, passed=raw, details=details, warnings=warnings)
-        score = _number(raw)
-        if score is None and interface == "legacy" and isinstance(raw, str):
-            try:
-                score = float(raw.strip())
-            except ValueError:
-                score = None
-            if score is not None and math.isfinite(score):
-                warnings.append("the evaluator returned a numeric string; return a number instead")
-            else:
-                score = None
-        if score is None:
-            return Normalized(invalid=f"the evaluator returned {_describe(raw)}; {ACCEPTED_SHAPES}")
-        if interface == "evaluate" and not 0.0 <= score <= 1.0:
-            warnings.append(f"score {score} is outside [0, 1]")
-        passed = None if threshold is None else score >= threshold
-        return Normalized(score=score, passed=passed, details=details, warnings=warnings)
-
     if isinstance(value, dict) and not _is_marker(value):
         if "score" in value:
             details = {k: v for k, v in value.items() if k != "score"}
-            if _contains_marker(details):
+            if details and _contains_marker(details):
                 return Normalized(invalid=f"the details of the score dict are not JSON; {ACCEPTED_SHAPES}")
             inner = value["score"]
             if isinstance(inner, str):
                 return Normalized(invalid=f'"score" is a string; {ACCEPTED_SHAPES}')
-            return scored(inner, details)
+            return _scored(inner, details, interface, threshold)
         outputs: dict[str, float] = {}
         for key, item in value.items():
             num = _number(item)
@@ -121,4 +122,4 @@ def normalize(value: Any, *, interface: str, threshold: float | None) -> Normali
         if not outputs:
             return Normalized(invalid=f"the evaluator returned an empty dict; {ACCEPTED_SHAPES}")
         return Normalized(outputs=outputs)
-    return scored(value, {})
+    return _scored(value, {}, interface, threshold)

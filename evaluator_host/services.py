@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from dataclasses import dataclass
 
@@ -59,6 +60,9 @@ class Services:
     def start(cls, settings: Settings) -> Services:
         """Create the data dir and every component (jobs resume in :meth:`resume`)."""
         settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if settings.gc_threshold:
+            gc.freeze()  # what is alive at start-up lives for good: keep it out of full collections
+            gc.set_threshold(settings.gc_threshold, 10, 10)
         engine = make_engine(settings.resolved_database_url)
         store = EvaluatorStore(engine)
         jobs = JobStore(engine)

@@ -323,15 +323,9 @@ class JobRunner:
         """Store a chunk's results with the counters and aggregate state they produce, atomically."""
         results = [to_result(raw, prepared, public) for raw in outcomes]
         runtime_id = public["id"]
+        job_id, revision = record.id, record.revision
         rows = [
-            {
-                "job_id": record.id,
-                "idx": idx,
-                "status": result.status,
-                "revision": record.revision,
-                "runtime_id": runtime_id,
-                "result": result.model_dump_json(exclude=RESULT_EXCLUDE),
-            }
+            (job_id, idx, result.status, revision, runtime_id, result.model_dump_json(exclude=RESULT_EXCLUDE))
             for (idx, _), result in zip(chunk, results, strict=True)
         ]
         async with self._write:

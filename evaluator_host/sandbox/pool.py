@@ -24,7 +24,7 @@ from typing import Any
 
 from evaluator_host.errors import SandboxError
 from evaluator_host.sandbox.backend import RawOutcome, SandboxBackend, Worker, WorkerSpec, error_info
-from evaluator_host.sandbox.protocol import FrameTooLarge, encode_frame, read_frame
+from evaluator_host.sandbox.protocol import FrameReader, FrameTooLarge, encode_frame, read_frame
 from evaluator_host.settings import Settings
 
 __all__ = ["PoolStats", "WorkerPool"]
@@ -205,7 +205,7 @@ class WorkerPool:
             await self._release(slot, healthy=status == "error")
             return len(batch)
         worker = slot.worker
-        max_frame = spec.output_limit * 2 + spec.result_limit + _FRAME_OVERHEAD
+        frames = FrameReader(worker.reader, spec.output_limit * 2 + spec.result_limit + _FRAME_OVERHEAD)
         done = 0
         healthy = False  # only a batch that finished cleanly leaves the worker reusable
         try:
@@ -217,8 +217,7 @@ class WorkerPool:
             await worker.writer.drain()
             while done < len(batch):
                 index = batch[done]
-                async with asyncio.timeout(timeout_s):
-                    reply = await read_frame(worker.reader, max_frame)
+                reply = await frames.next(timeout_s)
                 raw = worker.take_raw_output()
                 results[index] = RawOutcome(
                     status=reply.get("status", "invalid_result"),

@@ -12,7 +12,7 @@ import json
 import struct
 from typing import Any
 
-__all__ = ["FrameTooLarge", "encode_frame", "read_frame"]
+__all__ = ["FrameReader", "FrameTooLarge", "encode_frame", "read_frame"]
 
 _HEADER = struct.Struct(">I")
 
@@ -34,3 +34,44 @@ async def read_frame(reader: asyncio.StreamReader, max_bytes: int) -> dict[str, 
         raise FrameTooLarge(f"frame of {size} bytes exceeds {max_bytes}")
     message: dict[str, Any] = json.loads(await reader.readexactly(size))
     return message
+
+
+class FrameReader:
+    """Reads frames in bulk: one ``read`` of whatever arrived, then every complete frame in it.
+
+    A batch's replies arrive back to back, so this costs one await (and one timeout) per
+    burst instead of two per frame. ``timeout_s`` bounds each wait for more bytes, i.e.
+    the time since the last frame was available: the per-row timeout of a batch.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader, max_bytes: int) -> None:
+        self.reader = reader
+        self.max_bytes = max_bytes
+        self._buf = bytearray()
+        self._pos = 0
+
+    async def next(self, timeout_s: float) -> dict[str, Any]:
+        """The next frame; TimeoutError, FrameTooLarge, or IncompleteReadError at EOF."""
+        buf = self._buf
+        while True:
+            available = len(buf) - self._pos
+            if available >= 4:
+                (size,) = _HEADER.unpack_from(buf, self._pos)
+                if size > self.max_bytes:
+                    raise FrameTooLarge(f"frame of {size} bytes exceeds {self.max_bytes}")
+                if available >= 4 + size:
+                    start = self._pos + 4
+                    self._pos = start + size
+                    message: dict[str, Any] = json.loads(buf[start : self._pos])
+                    if self._pos == len(buf):
+                        buf.clear()
+                        self._pos = 0
+                    return message
+            if self._pos:
+                del buf[: self._pos]
+                self._pos = 0
+            async with asyncio.timeout(timeout_s):
+                data = await self.reader.read(1 << 20)
+            if not data:
+                raise asyncio.IncompleteReadError(bytes(buf), None)
+            buf += data

@@ -25,6 +25,7 @@ __all__ = ["DatasetRecord", "JobRecord", "JobStore", "StoredResult"]
 
 _RESULTS: Table = JobResultRow.__table__  # type: ignore[assignment]
 _UNFINISHED = ("queued", "running")
+_RESULT_COLUMNS = ("job_id", "idx", "status", "revision", "runtime_id", "result")
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -101,6 +102,13 @@ class JobStore:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        marks = {"qmark": "?", "format": "%s", "pyformat": "%s"}.get(engine.dialect.paramstyle)
+        columns = ", ".join(_RESULT_COLUMNS)
+        self._insert_sql = (
+            f"INSERT INTO job_results ({columns}) VALUES ({', '.join([marks] * len(_RESULT_COLUMNS))})"
+            if marks
+            else None
+        )
 
     # -- datasets ------------------------------------------------------------------------
     def add_dataset(self, record: DatasetRecord) -> None:
@@ -176,17 +184,22 @@ class JobStore:
     def commit_rows(
         self,
         job_id: str,
-        rows: Sequence[dict[str, Any]],
+        rows: Sequence[tuple[str, int, str, int, str, str]],
         *,
         done: int,
         failed: int,
         acc_state: dict[str, Any],
         active_s: float,
     ) -> None:
-        """Insert ``rows`` (job_id, idx, status, revision, runtime_id, result) and the counters, atomically."""
+        """Insert ``rows`` (job_id, idx, status, revision, runtime_id, result) and the counters, atomically.
+
+        The rows go to the driver's ``executemany`` directly (no per-row SQL compilation).
+        """
         with self.engine.begin() as conn:
-            if rows:
-                conn.execute(insert(_RESULTS), rows)
+            if rows and self._insert_sql:
+                conn.exec_driver_sql(self._insert_sql, list(rows))
+            elif rows:
+                conn.execute(insert(_RESULTS), [dict(zip(_RESULT_COLUMNS, row, strict=True)) for row in rows])
             conn.execute(
                 update(JobRow)
                 .where(JobRow.id == job_id)

@@ -1,0 +1,231 @@
+"""The batch-jobs benchmark section (docker backend; called by bench/run.py, or ``python -m bench.jobs_bench``).
+
+In one run, against the real service started as a subprocess:
+
+* a 10,000-row job per language (Python, JavaScript, TypeScript) with a trivial evaluator:
+  wall time from ``POST /v1/jobs`` to ``succeeded`` (polled every 5 ms), median of 3
+  after one warm-up job;
+* baseline, same evaluators, same run: one ``POST /v1/evaluators/{id}/evaluate`` per row
+  over one keep-alive connection;
+* a 1,000,000-row job: the service's peak RSS (sampled every 100 ms, and VmHWM) while
+  the dataset is uploaded, the job runs, and all results stream back as NDJSON.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.common import serve, verdict
+
+N_ROWS, N_BASELINE, N_RUNS, N_BIG = 10_000, 2_000, 3, 1_000_000
+TARGETS = {"python": 20_000.0, "javascript": 10_000.0, "typescript": 10_000.0}
+CODES = {
+    "python": "def evaluate(inputs, outputs, trace):\n    return outputs == inputs['expected']\n",
+    "javascript": "function evaluate(inputs, outputs, trace) {\n  return outputs === inputs.expected\n}\n",
+    "typescript": (
+        "function evaluate(inputs: { expected: string }, outputs: string, trace: unknown): boolean {\n"
+        "  return outputs === inputs.expected\n}\n"
+    ),
+}
+
+
+@dataclass
+class JobFigures:
+    health: dict[str, Any] = field(default_factory=dict)
+    job_rps: dict[str, list[float]] = field(default_factory=dict)  # rows/s, POST → succeeded
+    per_call_rps: dict[str, float] = field(default_factory=dict)  # rows/s, one HTTP call per row
+    big_rows: int = 0
+    big_upload_s: float = 0.0
+    big_job_s: float = 0.0
+    big_export_s: float = 0.0
+    big_export_lines: int = 0
+    rss_idle_mb: float = 0.0
+    rss_peak_mb: float = 0.0  # sampled during upload + job + export
+    rss_hwm_mb: float = 0.0  # the kernel's high-water mark at the end
+    big_dataset_mb: float = 0.0
+
+
+def _rows(n: int) -> Iterator[bytes]:
+    for i in range(n):
+        answer = "4" if i % 2 else "5"
+        yield json.dumps({"id": i, "question": f"question {i}", "expected": "4", "model_expression": answer}).encode()
+
+
+def _jsonl(n: int) -> bytes:
+    return b"\n".join(_rows(n)) + b"\n"
+
+
+def _status_kb(pid: int, key: str) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class _Sampler(threading.Thread):
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.stop = pid, 0.0, threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.peak = max(self.peak, _status_kb(self.pid, "VmRSS"))
+            self.stop.wait(0.1)
+
+
+def _create(client: httpx.Client, language: str) -> str:
+    body = {"name": f"bench-{language}", "language": language, "code": CODES[language]}
+    response = client.post("/v1/evaluators", json=body)
+    response.raise_for_status()
+    return str(response.json()["id"])
+
+
+def _upload(client: httpx.Client, data: bytes | Iterator[bytes]) -> dict[str, Any]:
+    response = client.post("/v1/datasets", content=data, headers={"content-type": "application/jsonl"})
+    response.raise_for_status()
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def _run_job(client: httpx.Client, evaluator_id: str, dataset_id: str) -> tuple[float, dict[str, Any]]:
+    body = {"evaluator_id": evaluator_id, "dataset_id": dataset_id, "field_mapping": {"outputs": "model_expression"}}
+    start = time.perf_counter()
+    response = client.post("/v1/jobs", json=body)
+    response.raise_for_status()
+    job_id = response.json()["id"]
+    while True:
+        job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
+        if job["status"] not in ("queued", "running"):
+            elapsed = time.perf_counter() - start
+            break
+        time.sleep(0.005)
+    if job["status"] != "succeeded" or job["progress"]["done"] != job["progress"]["total"]:
+        raise RuntimeError(f"the bench job did not succeed: {job}")
+    if abs(job["aggregate"]["score"]["mean"] - 0.5) > 1e-9:
+        raise RuntimeError(f"unexpected aggregate: {job['aggregate']}")
+    return elapsed, job
+
+
+def _per_call(client: httpx.Client, evaluator_id: str, n: int) -> float:
+    rows = [json.loads(line) for line in _rows(n)]
+    start = time.perf_counter()
+    for row in rows:
+        body = {"inputs": row, "outputs": row["model_expression"]}
+        response = client.post(f"/v1/evaluators/{evaluator_id}/evaluate", json=body)
+        if response.status_code != 200 or response.json()["status"] != "ok":
+            raise RuntimeError(response.text)
+    return n / (time.perf_counter() - start)
+
+
+def measure(big_rows: int = N_BIG) -> JobFigures:
+    figures = JobFigures(big_rows=big_rows)
+    with serve("docker") as (base_url, _data_dir, proc), httpx.Client(base_url=base_url, timeout=3600) as client:
+        figures.health = client.get("/healthz").json()
+        small = _upload(client, _jsonl(N_ROWS))["id"]
+        for language in CODES:
+            evaluator_id = _create(client, language)
+            _run_job(client, evaluator_id, small)  # warm-up: the revision's workers exist
+            figures.job_rps[language] = [N_ROWS / _run_job(client, evaluator_id, small)[0] for _ in range(N_RUNS)]
+            figures.per_call_rps[language] = _per_call(client, evaluator_id, N_BASELINE)
+        python_id = _create(client, "python")
+        figures.rss_idle_mb = _status_kb(proc.pid, "VmRSS")
+        sampler = _Sampler(proc.pid)
+        sampler.start()
+        start = time.perf_counter()
+        big = _upload(client, _rows_stream(big_rows))
+        figures.big_upload_s = time.perf_counter() - start
+        figures.big_dataset_mb = big["bytes"] / 1e6
+        figures.big_job_s, _job = _run_job(client, python_id, big["id"])
+        start = time.perf_counter()
+        with client.stream("GET", f"/v1/jobs/{_job['id']}/results", params={"format": "ndjson"}) as stream:
+            figures.big_export_lines = sum(1 for _ in stream.iter_lines())
+        figures.big_export_s = time.perf_counter() - start
+        sampler.stop.set()
+        sampler.join()
+        figures.rss_peak_mb = sampler.peak
+        figures.rss_hwm_mb = _status_kb(proc.pid, "VmHWM")
+    return figures
+
+
+def _rows_stream(n: int) -> Iterator[bytes]:
+    block: list[bytes] = []
+    for line in _rows(n):
+        block.append(line)
+        if len(block) == 10_000:
+            yield b"\n".join(block) + b"\n"
+            block = []
+    if block:
+        yield b"\n".join(block) + b"\n"
+
+
+def render(f: JobFigures) -> tuple[str, str]:
+    """(summary lines, section) for docs/benchmarks.md."""
+    lines = [
+        "| language | job rows/s (median of 3) | runs | one HTTP call per row, rows/s | job ÷ per-call | target |",
+        "|---|---|---|---|---|---|",
+    ]
+    summary = []
+    for language, runs in f.job_rps.items():
+        median = statistics.median(runs)
+        per_call = f.per_call_rps[language]
+        ok = median >= TARGETS[language]
+        lines.append(
+            f"| {language} | **{median:,.0f}** | {', '.join(f'{r:,.0f}' for r in runs)} | {per_call:,.0f} | "
+            f"{median / per_call:.0f}× | ≥ {TARGETS[language]:,.0f}: {verdict(ok)} |"
+        )
+        summary.append(
+            f"- docker, {N_ROWS:,}-row job, {language}: **{median:,.0f} rows/s** POST → succeeded "
+            f"(target ≥ {TARGETS[language]:,.0f}: {verdict(ok)}); one HTTP call per row: {per_call:,.0f} rows/s "
+            f"({median / per_call:.0f}×)"
+        )
+    summary.append(
+        f"- docker, {f.big_rows:,}-row job: service peak RSS **{max(f.rss_peak_mb, f.rss_hwm_mb):.0f} MB** "
+        f"(idle {f.rss_idle_mb:.0f} MB) through upload, job ({f.big_rows / f.big_job_s:,.0f} rows/s) and NDJSON export"
+    )
+    section = "\n".join(
+        [
+            "## Batch jobs (docker backend)",
+            "",
+            f"A {N_ROWS:,}-row JSONL dataset, uploaded once; a trivial evaluator per language "
+            '(`outputs == inputs.expected`), `field_mapping: {"outputs": "model_expression"}`, default '
+            "parallelism. Wall time from `POST /v1/jobs` to `status: succeeded` (polled every 5 ms), after one "
+            f"warm-up job. Baseline in the same run: {N_BASELINE:,} rows, one "
+            "`POST /v1/evaluators/{id}/evaluate` per row over one keep-alive connection.",
+            "",
+            *lines,
+            "",
+            f"### {f.big_rows:,} rows: memory stays flat",
+            "",
+            "The service's RSS (`/proc/<pid>/status`, sampled every 100 ms, plus the kernel's VmHWM) while a "
+            f"{f.big_dataset_mb:.0f} MB JSONL dataset is streamed up, the job runs, and every result streams back "
+            "as NDJSON.",
+            "",
+            "| phase | figure |",
+            "|---|---|",
+            f"| upload ({f.big_dataset_mb:.0f} MB, streamed) | {f.big_upload_s:.1f} s |",
+            f"| job, POST → succeeded | {f.big_job_s:.1f} s ({f.big_rows / f.big_job_s:,.0f} rows/s) |",
+            f"| NDJSON export ({f.big_export_lines:,} lines) | {f.big_export_s:.1f} s |",
+            f"| service RSS before | {f.rss_idle_mb:.0f} MB |",
+            f"| service RSS peak (sampled / VmHWM) | **{f.rss_peak_mb:.0f} MB / {f.rss_hwm_mb:.0f} MB** |",
+        ]
+    )
+    return "\n".join(summary), section
+
+
+if __name__ == "__main__":
+    import sys
+
+    rows = int(sys.argv[1]) if len(sys.argv) > 1 else N_BIG
+    figures = measure(rows)
+    head, body = render(figures)
+    print(head)
+    print(body)
