@@ -18,7 +18,11 @@ __all__ = ["Accumulator", "aggregate"]
 
 
 class _Column:
-    """Welford running mean/variance with min/max (O(1) memory)."""
+    """Running mean/variance with min/max in O(1) memory.
+
+    The variance is Welford's; the reported mean is a compensated (Neumaier) sum over
+    the count, so a million 0/1 scores averaging 0.75 report exactly 0.75.
+    """
 
     def __init__(self) -> None:
         self.n = 0
@@ -27,6 +31,8 @@ class _Column:
         self.m2 = 0.0
         self.lo = math.inf
         self.hi = -math.inf
+        self.total = 0.0
+        self.carry = 0.0
 
     def add(self, value: float | None) -> None:
         if value is None:
@@ -36,16 +42,24 @@ class _Column:
         delta = value - self.mean
         self.mean += delta / self.n
         self.m2 += delta * (value - self.mean)
-        self.lo = min(self.lo, value)
-        self.hi = max(self.hi, value)
+        total = self.total + value
+        if abs(self.total) >= abs(value):
+            self.carry += (self.total - total) + value
+        else:
+            self.carry += (value - total) + self.total
+        self.total = total
+        if value < self.lo:
+            self.lo = value
+        if value > self.hi:
+            self.hi = value
 
     def state(self) -> list[float]:
-        return [self.n, self.missing, self.mean, self.m2, self.lo, self.hi]
+        return [self.n, self.missing, self.mean, self.m2, self.lo, self.hi, self.total, self.carry]
 
     @classmethod
     def restore(cls, state: list[float]) -> _Column:
         column = cls()
-        n, missing, column.mean, column.m2, column.lo, column.hi = state
+        n, missing, column.mean, column.m2, column.lo, column.hi, column.total, column.carry = state
         column.n, column.missing = int(n), int(missing)
         return column
 
@@ -53,7 +67,7 @@ class _Column:
         if not self.n:
             return Stats(mean=None, std=None, min=None, max=None, count=0, nan_count=self.missing)
         return Stats(
-            mean=self.mean,
+            mean=(self.total + self.carry) / self.n,
             std=math.sqrt(self.m2 / self.n),
             min=self.lo,
             max=self.hi,

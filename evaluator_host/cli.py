@@ -2,7 +2,8 @@
 
 ``serve``  start the HTTP service (127.0.0.1 by default; a non-loopback address needs
            API keys or ``--insecure``).
-``run``    evaluate a file locally, without a server: ``--case JSON`` or ``--cases FILE.jsonl``.
+``run``    evaluate a file: ``--case JSON`` or ``--cases FILE.jsonl`` locally, or a batch job over
+           ``--data ROWS`` (JSONL/CSV/JSON) with a progress bar, locally or on ``--server URL``.
 ``images`` ``list | build | prune`` the cached runtime images of the docker backend.
 """
 
@@ -126,6 +127,14 @@ def _print(results: list[EvaluationResult], console: Console) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.data:
+        from evaluator_host.cli_batch import run_batch
+
+        language = args.language or _LANGUAGES.get(Path(args.file).suffix)
+        if language is None:
+            sys.stderr.write(f"cannot tell the language of {args.file}; pass --language\n")
+            return 2
+        return run_batch(args, language)
     try:
         results = asyncio.run(_evaluate(args))
     except EvaluatorHostError as exc:
@@ -197,14 +206,23 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--insecure", action="store_true", help="allow a non-loopback bind without API keys")
     serve.add_argument("--log-level", default="info")
     serve.set_defaults(func=_serve)
-    run = sub.add_parser("run", help="evaluate a file locally, without a server")
+    run = sub.add_parser("run", help="evaluate a file: one case, a few cases, or a batch job over a dataset")
     run.add_argument("file", help="evaluator source (.py, .js, .ts)")
-    run.add_argument("--case", help='one case as JSON: {"inputs": ..., "outputs": ..., "trace": ...}')
-    run.add_argument("--cases", help="a JSONL file of cases")
+    cases = run.add_mutually_exclusive_group()
+    cases.add_argument("--case", help='one case as JSON: {"inputs": ..., "outputs": ..., "trace": ...}')
+    cases.add_argument("--cases", help="a JSONL file of cases (at most max_cases), printed one by one")
+    cases.add_argument("--data", help="a dataset (JSONL, CSV or JSON array): run a job with a progress bar")
+    run.add_argument("--map", action="append", metavar="FIELD=COLUMN", help="field mapping, e.g. outputs=answer")
+    run.add_argument("--server", help="URL of a running service (default: run in this process)")
+    run.add_argument("--api-key", help="bearer key for --server")
+    run.add_argument("--output", help="--data: write every result to this JSONL file, in input order")
+    run.add_argument("--fail-under", type=float, help="--data: exit 1 when the mean score is below this")
+    run.add_argument("--parallelism", type=int, help="--data: workers the job uses at once")
+    run.add_argument("--name", help="--data: evaluator name (default: the file name)")
     run.add_argument("--language", choices=["python", "javascript", "typescript"])
     run.add_argument("--packages", help='exact pins as JSON, e.g. {"numpy": "1.26.4"}')
     run.add_argument("--settings", help='settings as JSON, e.g. {"timeout_s": 5}')
-    run.add_argument("--json", action="store_true", help="print one JSON result per line")
+    run.add_argument("--json", action="store_true", help="print one JSON result per line (--data: the final job)")
     run.set_defaults(func=_run)
     images = sub.add_parser("images", help="list, build or prune the cached runtime images (docker backend)")
     images.add_argument("action", choices=["list", "build", "prune"])

@@ -1,0 +1,299 @@
+"""``evaluator-host run FILE --data ROWS``: a batch job from the terminal, with or without a server.
+
+The same steps either way: find or create the evaluator (named after the file; a changed
+definition becomes a new revision), upload the dataset, start a job, follow it with a
+progress bar (rows/s, ETA, failures), optionally stream every result to ``--output``, and
+print the aggregate as a table. ``--server URL`` talks HTTP to a running service;
+without it the service's components run in this process on the default data dir.
+
+Exit codes: 0 the job succeeded (and the mean score reached ``--fail-under``); 1 the job
+failed or was cancelled, or the mean score is below ``--fail-under`` (or missing);
+2 the evaluator, dataset or mapping was refused; 130 interrupted (the job is cancelled).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from evaluator_host.errors import EvaluatorHostError
+
+__all__ = ["parse_mapping", "run_batch"]
+
+_POLL_S = 0.1
+
+
+class RefusedError(Exception):
+    """The service refused the evaluator, the dataset or the job (HTTP 4xx / DefinitionError)."""
+
+
+def parse_mapping(items: list[str] | None) -> dict[str, Any]:
+    """``["outputs=col", "inputs=a,b"]`` → a ``field_mapping`` object."""
+    mapping: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or key not in ("outputs", "trace", "inputs", "app_params") or not value:
+            raise RefusedError(f"--map {item!r}: use outputs=COL, trace=COL, app_params=COL or inputs=COL,COL")
+        mapping[key] = [c for c in value.split(",") if c] if key == "inputs" else value
+    return mapping
+
+
+class _Target(Protocol):
+    async def upsert(self, definition: dict[str, Any]) -> dict[str, Any]: ...
+    async def upload(self, path: Path) -> dict[str, Any]: ...
+    async def start(self, body: dict[str, Any]) -> dict[str, Any]: ...
+    async def job(self, job_id: str) -> dict[str, Any]: ...
+    async def cancel(self, job_id: str) -> dict[str, Any]: ...
+    def results(self, job_id: str) -> AsyncIterator[bytes]: ...
+    async def close(self) -> None: ...
+
+
+def _unchanged(found: dict[str, Any], definition: dict[str, Any]) -> bool:
+    """Whether the stored evaluator's latest revision already is ``definition`` (pins and settings normalized)."""
+    from evaluator_host.models import EvaluatorSettings
+    from evaluator_host.packages import normalize_pins
+
+    language = definition["language"]
+    return bool(
+        found["language"] == language
+        and found["code"] == definition["code"]
+        and found["packages"] == normalize_pins(language, definition.get("packages"))
+        and found["settings"] == EvaluatorSettings(**(definition.get("settings") or {})).model_dump()
+    )
+
+
+class _Remote:
+    """A running service, over HTTP."""
+
+    def __init__(self, url: str, api_key: str | None) -> None:
+        headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        self.client = httpx.AsyncClient(
+            base_url=url.rstrip("/"), headers=headers, timeout=httpx.Timeout(600, connect=10)
+        )
+
+    async def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        response = await self.client.request(method, path, **kwargs)
+        if 400 <= response.status_code < 500:
+            try:
+                error = response.json()["error"]
+                message = f"{error['type']}: {error['message']}"
+            except (ValueError, KeyError, TypeError):
+                message = response.text
+            raise RefusedError(f"{method} {path} answered {response.status_code}: {message}")
+        response.raise_for_status()
+        body: dict[str, Any] = response.json()
+        return body
+
+    async def upsert(self, definition: dict[str, Any]) -> dict[str, Any]:
+        listing = await self._json("GET", "/v1/evaluators")
+        found: dict[str, Any] | None = next((e for e in listing["data"] if e["name"] == definition["name"]), None)
+        if found is None:
+            return await self._json("POST", "/v1/evaluators", json=definition)
+        if _unchanged(found, definition):
+            return found
+        return await self._json("PUT", f"/v1/evaluators/{found['id']}", json=definition)
+
+    async def upload(self, path: Path) -> dict[str, Any]:
+        with path.open("rb") as fh:
+            files = {"file": (path.name, fh, "application/octet-stream")}
+            return await self._json("POST", "/v1/datasets", files=files)
+
+    async def start(self, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._json("POST", "/v1/jobs", json=body)
+
+    async def job(self, job_id: str) -> dict[str, Any]:
+        return await self._json("GET", f"/v1/jobs/{job_id}")
+
+    async def cancel(self, job_id: str) -> dict[str, Any]:
+        return await self._json("POST", f"/v1/jobs/{job_id}/cancel")
+
+    async def results(self, job_id: str) -> AsyncIterator[bytes]:
+        async with self.client.stream("GET", f"/v1/jobs/{job_id}/results", params={"format": "ndjson"}) as response:
+            response.raise_for_status()
+            async for chunk in response.aiter_bytes():
+                yield chunk
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
+class _Local:
+    """The service's components in this process (no server)."""
+
+    def __init__(self) -> None:
+        from evaluator_host.services import Services
+        from evaluator_host.settings import Settings
+
+        self.services = Services.start(Settings())
+
+    async def upsert(self, definition: dict[str, Any]) -> dict[str, Any]:
+        from evaluator_host.models import EvaluatorCreate
+
+        body = EvaluatorCreate.model_validate(definition)
+        catalog = self.services.catalog
+        found = next((e.model_dump(mode="json") for e in await catalog.list_all() if e.name == body.name), None)
+        if found is None:
+            return (await catalog.create(body)).model_dump(mode="json")
+        if _unchanged(found, definition):
+            return found
+        return (await catalog.update(found["id"], body)).model_dump(mode="json")
+
+    async def upload(self, path: Path) -> dict[str, Any]:
+        from evaluator_host.jobs.catalog import to_model
+
+        with path.open("rb") as fh:
+            record = await self.services.datasets.upload_file(
+                fh, filename=path.name, name=None, fmt=None, content_type=None
+            )
+        return to_model(record).model_dump(mode="json")
+
+    async def start(self, body: dict[str, Any]) -> dict[str, Any]:
+        from evaluator_host.models import JobCreate
+
+        request = JobCreate.model_validate(body)
+        dataset = await self.services.datasets.get(request.dataset_id or "")
+        return (await self.services.runner.create(request, dataset)).model_dump(mode="json")
+
+    async def job(self, job_id: str) -> dict[str, Any]:
+        return (await self.services.runner.get(job_id)).model_dump(mode="json")
+
+    async def cancel(self, job_id: str) -> dict[str, Any]:
+        return (await self.services.runner.cancel(job_id)).model_dump(mode="json")
+
+    async def results(self, job_id: str) -> AsyncIterator[bytes]:
+        job, revision = await self.services.runner.job_and_revision(job_id)
+        stream = self.services.results.ndjson(job, revision)
+        while (chunk := await asyncio.to_thread(next, stream, None)) is not None:
+            yield chunk
+
+    async def close(self) -> None:
+        await self.services.close()
+
+
+def _definition(args: argparse.Namespace, language: str) -> dict[str, Any]:
+    path = Path(args.file)
+    return {
+        "name": args.name or path.name,
+        "language": language,
+        "code": path.read_text(),
+        "packages": json.loads(args.packages) if args.packages else None,
+        "settings": json.loads(args.settings) if args.settings else {},
+    }
+
+
+def _summary(job: dict[str, Any], console: Console) -> None:
+    aggregate = job.get("aggregate") or {}
+    table = Table(title=f"job {job['id']}: {job['status']}")
+    for column in ("", "mean", "std", "min", "max", "count", "nan_count"):
+        table.add_column(column, justify="left" if not column else "right")
+    columns = [("score", aggregate.get("score"))] + [
+        (f"outputs.{k}", v) for k, v in aggregate.get("outputs", {}).items()
+    ]
+    for name, stats in columns:
+        if stats is None:
+            continue
+        cells = [stats.get(k) for k in ("mean", "std", "min", "max")]
+        table.add_row(
+            name, *("" if v is None else f"{v:.4g}" for v in cells), str(stats["count"]), str(stats["nan_count"])
+        )
+    console.print(table)
+    progress = job["progress"]
+    rate = job.get("rows_per_s")
+    parts = [f"rows {progress['done']:,}/{progress['total']:,}", f"failed {progress['failed']:,}"]
+    if aggregate.get("pass_rate") is not None:
+        parts.append(f"pass rate {aggregate['pass_rate']:.2%}")
+    if rate:
+        parts.append(f"{rate:,.0f} rows/s")
+    console.print(" · ".join(parts))
+    if job.get("error"):
+        console.print(f"[red]{job['error'].get('type')}: {job['error'].get('message')}[/red]")
+    for warning in job.get("warnings", []):
+        console.print(f"[yellow]warning:[/yellow] {warning}")
+
+
+async def _follow(target: _Target, job: dict[str, Any], console: Console) -> dict[str, Any]:
+    columns = (
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TextColumn("failed {task.fields[failed]}"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task("rows", total=job["progress"]["total"] or 1, rate="", failed=0)
+        while job["status"] in ("queued", "running"):
+            await asyncio.sleep(_POLL_S)
+            job = await target.job(job["id"])
+            rate = f"{job['rows_per_s']:,.0f} rows/s" if job.get("rows_per_s") else ""
+            progress.update(task, completed=job["progress"]["done"], rate=rate, failed=job["progress"]["failed"])
+    return job
+
+
+async def _batch(args: argparse.Namespace, language: str, console: Console, out: Console) -> int:
+    target: _Target = _Remote(args.server, args.api_key) if args.server else _Local()
+    job: dict[str, Any] | None = None
+    try:
+        evaluator = await target.upsert(_definition(args, language))
+        dataset = await target.upload(Path(args.data))
+        console.print(
+            f"evaluator {evaluator['id']} revision {evaluator['revision']} · dataset {dataset['id']} "
+            f"({dataset['row_count']:,} rows)"
+        )
+        body: dict[str, Any] = {"evaluator_id": evaluator["id"], "revision": evaluator["revision"]}
+        body |= {"dataset_id": dataset["id"], "field_mapping": parse_mapping(args.map) or None}
+        if args.parallelism:
+            body["parallelism"] = args.parallelism
+        job = await target.start(body)
+        job = await _follow(target, job, console)
+        if args.output:
+            with open(args.output, "wb") as sink:
+                async for chunk in target.results(job["id"]):
+                    sink.write(chunk)
+    except asyncio.CancelledError:
+        if job is not None and job["status"] in ("queued", "running"):
+            await target.cancel(job["id"])
+        raise
+    finally:
+        await target.close()
+    assert job is not None
+    if args.json:
+        sys.stdout.write(json.dumps(job) + "\n")
+    else:
+        _summary(job, out)
+    if job["status"] != "succeeded":
+        return 1
+    if args.fail_under is not None:
+        mean = ((job.get("aggregate") or {}).get("score") or {}).get("mean")
+        if mean is None or mean < args.fail_under:
+            console.print(f"[red]mean score {mean} is below --fail-under {args.fail_under}[/red]")
+            return 1
+    return 0
+
+
+def run_batch(args: argparse.Namespace, language: str) -> int:
+    """Run the ``--data`` mode of ``run``; returns the exit code."""
+    console = Console(stderr=True)
+    try:
+        return asyncio.run(_batch(args, language, console, Console()))
+    except KeyboardInterrupt:
+        console.print("interrupted: the job was cancelled")
+        return 130
+    except (RefusedError, EvaluatorHostError) as exc:
+        message = exc.message if isinstance(exc, EvaluatorHostError) else str(exc)
+        name = type(exc).__name__ if isinstance(exc, EvaluatorHostError) else "refused"
+        console.print(f"[red]{name}: {message}[/red]")
+        return 2
+    except (httpx.HTTPError, OSError, ValueError) as exc:
+        console.print(f"[red]{type(exc).__name__}: {exc}[/red]")
+        return 1
