@@ -1,0 +1,383 @@
+"""/v1/datasets and /v1/jobs on every backend: uploads, mapping, aggregates, results, failures, cancel, scale."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import signal
+import statistics
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from evaluator_host.api import create_app
+from evaluator_host.sandbox.docker_engine import Engine
+from evaluator_host.settings import Settings
+from tests.conftest import BACKENDS, assert_healthy, make_settings, managed_containers
+
+Json = dict[str, Any]
+
+SCORED = (
+    "def evaluate(inputs, outputs, trace):\n"
+    "    return {'score': float(outputs == inputs['expected']), 'length': len(outputs), 'long': len(outputs) > 3}\n"
+)
+
+
+def create_evaluator(client: TestClient, code: str, language: str = "python", **extra: Any) -> Json:
+    body = {"name": "job-test", "language": language, "code": code, **extra}
+    response = client.post("/v1/evaluators", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()  # type: ignore[no-any-return]
+
+
+def upload(client: TestClient, data: bytes, content_type: str = "application/jsonl", **params: str) -> Json:
+    response = client.post("/v1/datasets", content=data, headers={"content-type": content_type}, params=params)
+    assert response.status_code == 201, response.text
+    return response.json()  # type: ignore[no-any-return]
+
+
+def start(client: TestClient, evaluator_id: str, **body: Any) -> Json:
+    response = client.post("/v1/jobs", json={"evaluator_id": evaluator_id, **body})
+    assert response.status_code == 202, response.text
+    return response.json()  # type: ignore[no-any-return]
+
+
+def wait(client: TestClient, job_id: str, timeout_s: float = 180.0, until: Any = None) -> Json:
+    """Poll until the job is finished (or ``until(job)`` holds)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        job: Json = client.get(f"/v1/jobs/{job_id}").json()
+        if (until(job) if until else job["status"] not in ("queued", "running")) or time.monotonic() > deadline:
+            return job
+        time.sleep(0.02)
+
+
+def ndjson(client: TestClient, job_id: str) -> list[Json]:
+    response = client.get(f"/v1/jobs/{job_id}/results", params={"format": "ndjson"})
+    assert response.status_code == 200 and response.headers["content-type"].startswith("application/x-ndjson")
+    return [json.loads(line) for line in response.text.splitlines()]
+
+
+def jsonl(rows: list[Json]) -> bytes:
+    return "".join(json.dumps(r) + "\n" for r in rows).encode()
+
+
+# -- datasets --------------------------------------------------------------------------------
+
+
+def test_upload_every_format(client: TestClient) -> None:
+    rows = [{"q": "a,b", "expected": "x"}, {"q": "line\nbreak", "expected": "y", "extra": 1}]
+    as_jsonl = upload(client, jsonl(rows), name="mine")
+    assert as_jsonl["row_count"] == 2 and as_jsonl["columns"] == ["q", "expected", "extra"]
+    assert as_jsonl["format"] == "jsonl" and as_jsonl["name"] == "mine"
+    as_array = upload(client, json.dumps(rows, indent=2).encode(), "application/json")
+    assert as_array["format"] == "json" and as_array["row_count"] == 2
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerows([["q", "expected"], ["a,b", "x"], ["line\nbreak", "y"]])
+    as_csv = upload(client, text.getvalue().encode(), "text/csv")
+    assert as_csv["format"] == "csv" and as_csv["columns"] == ["q", "expected"] and as_csv["row_count"] == 2
+    multipart = client.post("/v1/datasets", files={"file": ("rows.csv", text.getvalue().encode(), "text/plain")})
+    assert multipart.status_code == 201, multipart.text
+    assert multipart.json()["name"] == "rows" and multipart.json()["format"] == "csv"
+    listed = client.get("/v1/datasets").json()
+    assert {as_jsonl["id"], as_csv["id"], multipart.json()["id"]} <= {d["id"] for d in listed["data"]}
+    assert client.get(f"/v1/datasets/{as_csv['id']}").json() == as_csv
+    assert client.get("/v1/datasets/ds_nope").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "line"),
+    [
+        (b'{"a": 1}\n{"a": \n', "application/jsonl", 2),
+        (b'{"a": 1}\n[1, 2]\n', "application/jsonl", 2),
+        (b'[{"a": 1}, {"a": NaN}]', "application/json", 2),
+        (b"a,b\n1,2\n1,2,3\n", "text/csv", 3),
+    ],
+)
+def test_bad_datasets_name_the_line(client: TestClient, body: bytes, content_type: str, line: int) -> None:
+    response = client.post("/v1/datasets", content=body, headers={"content-type": content_type})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["type"] == "DatasetError" and error["line"] == line
+
+
+def test_dataset_size_limit_is_413_and_the_service_stays_healthy(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, backend="process", max_dataset_bytes=100_000, max_body_bytes=1000)
+    with TestClient(create_app(settings)) as client:
+        big = jsonl([{"i": i, "pad": "x" * 50} for i in range(3000)])
+        assert (
+            client.post("/v1/datasets", content=big, headers={"content-type": "application/jsonl"}).status_code == 413
+        )
+
+        def chunks() -> Iterator[bytes]:  # no content-length: the limit holds on the bytes read
+            for i in range(0, len(big), 4096):
+                yield big[i : i + 4096]
+
+        response = client.post("/v1/datasets", content=chunks(), headers={"content-type": "application/jsonl"})
+        assert response.status_code in (413, 422) and response.json()["error"]["type"] in (
+            "PayloadTooLarge",
+            "LimitError",
+        )
+        fits = jsonl([{"i": i} for i in range(2000)])  # above max_body_bytes, below max_dataset_bytes
+        assert upload(client, fits)["row_count"] == 2000
+        assert not list((tmp_path / "datasets").glob(".*")), "a refused upload left a temporary file"
+        assert_healthy(client)
+
+
+# -- jobs --------------------------------------------------------------------------------------
+
+
+def test_inline_rows_mapping_and_aggregate(client: TestClient) -> None:
+    ev = create_evaluator(client, SCORED, settings={"threshold": 0.5})
+    answers = ["x", "nope", "x", "longer", "x"]
+    rows = [{"id": i, "expected": "x", "model_expression": a} for i, a in enumerate(answers)]
+    job = start(client, ev["id"], rows=rows, field_mapping={"outputs": "model_expression"})
+    assert job["status"] in ("queued", "running", "succeeded") and job["progress"]["total"] == 5
+    job = wait(client, job["id"])
+    assert job["status"] == "succeeded", job
+    assert job["progress"] == {"total": 5, "done": 5, "failed": 0}
+    assert job["revision"] == 1 and job["runtime_id"] == ev["runtime_id"]
+    agg = job["aggregate"]
+    scores = [float(a == "x") for a in answers]
+    assert agg["count"] == 5 and agg["errors"] == 0
+    assert agg["score"]["mean"] == pytest.approx(statistics.fmean(scores))
+    assert agg["score"]["std"] == pytest.approx(statistics.pstdev(scores))
+    assert agg["pass_rate"] == pytest.approx(0.6)
+    assert agg["outputs"] == {}  # length/long are details of a score dict
+    results = ndjson(client, job["id"])
+    assert [r["index"] for r in results] == [0, 1, 2, 3, 4]
+    assert [r["row"] for r in results] == rows  # inputs kept the whole row
+    assert all(r["result"]["revision"] == 1 and r["result"]["runtime"]["id"] == ev["runtime_id"] for r in results)
+    assert results[3]["result"]["details"] == {"length": 6, "long": True}
+
+
+def test_named_outputs_aggregate_as_rates_and_stats(client: TestClient) -> None:
+    code = (
+        "def evaluate(inputs, outputs, trace):\n"
+        "    if inputs['i'] == 3:\n        raise ValueError('row three')\n"
+        "    return {'exact': outputs == inputs['expected'], 'chars': len(outputs)}\n"
+    )
+    ev = create_evaluator(client, code)
+    rows = [{"i": i, "expected": "ab", "output": "ab" if i % 2 else "abc"} for i in range(6)]
+    job = wait(client, start(client, ev["id"], rows=rows)["id"])  # default mapping: the `output` column
+    assert job["status"] == "succeeded" and job["progress"] == {"total": 6, "done": 6, "failed": 1}
+    agg = job["aggregate"]
+    assert agg["errors"] == 1 and agg["score"] is None and agg["pass_rate"] is None
+    exact = [float(i % 2 == 1) for i in range(6) if i != 3]
+    assert agg["outputs"]["exact"]["mean"] == pytest.approx(statistics.fmean(exact))
+    assert agg["outputs"]["exact"]["nan_count"] == 1 and agg["outputs"]["chars"]["max"] == 3.0
+    failed = ndjson(client, job["id"])[3]["result"]
+    assert failed["status"] == "error" and failed["error"]["type"] == "ValueError" and failed["error"]["line"] == 3
+
+
+def test_all_rows_failing_still_succeeds_and_empty_datasets_finish(client: TestClient) -> None:
+    ev = create_evaluator(client, "def evaluate(inputs, outputs, trace):\n    raise RuntimeError('never')\n")
+    job = wait(client, start(client, ev["id"], rows=[{"outputs": i} for i in range(7)])["id"])
+    assert job["status"] == "succeeded" and job["progress"] == {"total": 7, "done": 7, "failed": 7}
+    agg = job["aggregate"]
+    assert agg["count"] == 7 and agg["errors"] == 7
+    assert agg["score"] == {"mean": None, "std": None, "min": None, "max": None, "count": 0, "nan_count": 7}
+    empty = upload(client, b"")
+    job = wait(client, start(client, ev["id"], dataset_id=empty["id"])["id"])
+    assert job["status"] == "succeeded" and job["progress"]["total"] == 0
+    assert job["aggregate"]["count"] == 0 and job["aggregate"]["score"] is None
+
+
+def test_mapping_and_request_errors(client: TestClient) -> None:
+    ev = create_evaluator(client, SCORED)
+    ds = upload(client, jsonl([{"expected": "x", "model_expression": "x", "meta": {"answer": "x"}}]))
+    response = client.post(
+        "/v1/jobs", json={"evaluator_id": ev["id"], "dataset_id": ds["id"], "field_mapping": {"outputs": "answer"}}
+    )
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert (
+        error["type"] == "FieldMappingError"
+        and "'answer'" in error["message"]
+        and "model_expression" in error["message"]
+    )
+    nested = start(
+        client, ev["id"], dataset_id=ds["id"], field_mapping={"outputs": "meta.answer", "inputs": ["expected"]}
+    )
+    result = ndjson(client, wait(client, nested["id"])["id"])[0]["result"]
+    assert result["status"] == "ok" and result["score"] == 1.0
+    both = client.post("/v1/jobs", json={"evaluator_id": ev["id"], "dataset_id": ds["id"], "rows": [{}]})
+    neither = client.post("/v1/jobs", json={"evaluator_id": ev["id"]})
+    assert both.status_code == 422 and neither.status_code == 422
+    assert client.post("/v1/jobs", json={"evaluator_id": "ev_nope", "rows": [{}]}).status_code == 404
+    assert client.post("/v1/jobs", json={"evaluator_id": ev["id"], "dataset_id": "ds_nope"}).status_code == 404
+    assert client.post("/v1/jobs", json={"evaluator_id": ev["id"], "rows": [{}], "revision": 9}).status_code == 404
+    assert client.get("/v1/jobs/job_nope").status_code == 404
+    warned = wait(client, start(client, ev["id"], rows=[{"expected": "x"}])["id"])
+    assert warned["warnings"] and "outputs is null" in warned["warnings"][0]
+
+
+def test_results_pages_ndjson_and_csv_in_input_order(client: TestClient) -> None:
+    ev = create_evaluator(client, SCORED)
+    rows = [{"n": i, "expected": "x", "outputs": "x" if i % 3 else "y", "tags": [i]} for i in range(2500)]
+    ds = upload(client, jsonl(rows))
+    job = wait(client, start(client, ev["id"], dataset_id=ds["id"])["id"])
+    assert job["status"] == "succeeded"
+    seen: list[int] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = client.get(f"/v1/jobs/{job['id']}/results", params={"offset": offset, "limit": 1000}).json()
+        assert page["total"] == 2500 and len(page["data"]) <= 1000
+        seen += [item["index"] for item in page["data"]]
+        assert all(item["row"] == rows[item["index"]] for item in page["data"])
+        offset = page["next_offset"]
+    assert seen == list(range(2500))
+    middle = client.get(f"/v1/jobs/{job['id']}/results", params={"offset": 1500, "limit": 3}).json()
+    assert [i["index"] for i in middle["data"]] == [1500, 1501, 1502] and middle["next_offset"] == 1503
+    assert client.get(f"/v1/jobs/{job['id']}/results", params={"limit": 5000}).status_code == 422
+    streamed = ndjson(client, job["id"])
+    assert [r["index"] for r in streamed] == list(range(2500))
+    assert [r["result"]["score"] for r in streamed] == [float(i % 3 != 0) for i in range(2500)]
+    response = client.get(f"/v1/jobs/{job['id']}/results", params={"format": "csv"})
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/csv")
+    table = list(csv.DictReader(io.StringIO(response.text)))
+    assert len(table) == 2500 and table[4]["n"] == "4" and table[4]["tags"] == "[4]"
+    assert table[3]["status"] == "ok" and table[3]["score"] == "0.0" and table[4]["score"] == "1.0"
+
+
+def test_failing_rows_are_isolated(client: TestClient) -> None:
+    """A row that raises, hangs, exits, floods output or exhausts memory marks that row only."""
+    code = (
+        "import os, sys, time\n\n"
+        "def evaluate(inputs, outputs, trace):\n"
+        "    kind = inputs['kind']\n"
+        "    if kind == 'raise':\n        raise KeyError('bad row')\n"
+        "    if kind == 'hang':\n        time.sleep(30)\n"
+        "    if kind == 'exit':\n        os._exit(3)\n"
+        "    if kind == 'flood':\n        print('x' * 2_000_000)\n"
+        "    if kind == 'memory':\n        b = bytearray(1 << 30)\n"
+        "    return 1.0\n"
+    )
+    ev = create_evaluator(client, code, settings={"timeout_s": 1.0, "memory_mb": 128})
+    kinds = ["ok"] * 40
+    bad = {5: "raise", 12: "hang", 20: "exit", 27: "flood", 33: "memory"}
+    for index, kind in bad.items():
+        kinds[index] = kind
+    job = wait(client, start(client, ev["id"], rows=[{"kind": k} for k in kinds])["id"])
+    assert job["status"] == "succeeded", job
+    assert job["progress"] == {"total": 40, "done": 40, "failed": 5}
+    results = ndjson(client, job["id"])
+    statuses = {r["index"]: r["result"]["status"] for r in results}
+    assert statuses[5] == "error" and statuses[12] == "timeout" and statuses[20] == "error"
+    assert statuses[27] == "output_limit" and statuses[33] in ("memory_limit", "error")
+    assert all(statuses[i] == "ok" for i in range(40) if i not in bad)
+    assert_healthy(client)
+
+
+def test_cancel_stops_promptly_and_keeps_committed_rows(client: TestClient) -> None:
+    ev = create_evaluator(
+        client, "import time\n\ndef evaluate(inputs, outputs, trace):\n    time.sleep(0.02)\n    return 1\n"
+    )
+    job = start(client, ev["id"], rows=[{"i": i} for i in range(5000)])
+    wait(client, job["id"], until=lambda j: j["progress"]["done"] >= 50)
+    began = time.monotonic()
+    cancelled = client.post(f"/v1/jobs/{job['id']}/cancel")
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    assert time.monotonic() - began < 5.0
+    done = cancelled.json()["progress"]["done"]
+    assert 50 <= done < 5000 and cancelled.json()["finished_at"]
+    time.sleep(0.5)
+    later = client.get(f"/v1/jobs/{job['id']}").json()
+    assert later["status"] == "cancelled" and later["progress"]["done"] == done  # nothing ran after
+    assert len(ndjson(client, job["id"])) == done == later["aggregate"]["count"]
+    again = client.post(f"/v1/jobs/{job['id']}/cancel").json()  # cancelling twice changes nothing
+    assert again["status"] == "cancelled" and again["progress"]["done"] == done
+    queued = client.get("/v1/jobs", params={"status": "cancelled"}).json()
+    assert job["id"] in {j["id"] for j in queued["data"]}
+    assert_healthy(client)
+
+
+def _descendants(pid: int) -> Iterator[int]:
+    kids: list[str] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):  # children of every thread, not just the main one
+        try:
+            kids += (task / "children").read_text().split()
+        except OSError:
+            pass
+    for kid in map(int, kids):
+        yield kid
+        yield from _descendants(kid)
+
+
+def _kill_workers(backend: str, data_dir: Path) -> int:
+    """SIGKILL every worker of the service on ``data_dir`` from outside (its processes, or its containers)."""
+    if backend == "docker":
+        import docker
+
+        engine = docker.from_env(timeout=10)
+        try:
+            killed = 0
+            owner = Engine(Settings(data_dir=data_dir)).owner
+            for container_id in managed_containers(owner):
+                try:
+                    engine.containers.get(container_id).kill()
+                    killed += 1
+                except docker.errors.APIError:
+                    pass
+            return killed
+        finally:
+            engine.close()
+    killed = 0
+    for pid in list(_descendants(os.getpid())):
+        try:
+            if str(data_dir) in Path(f"/proc/{pid}/cmdline").read_text():
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+        except OSError:
+            pass
+    return killed
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_worker_killed_mid_job(tmp_path: Path, backend: str) -> None:
+    """Workers SIGKILLed from outside mid-job: their rows fail, fresh workers finish the job."""
+    code = "import time\n\ndef evaluate(inputs, outputs, trace):\n    time.sleep(0.005)\n    return 1\n"
+    data_dir = tmp_path / backend
+    with TestClient(create_app(make_settings(data_dir, backend=backend))) as client:
+        ev = create_evaluator(client, code)
+        job = start(client, ev["id"], rows=[{"i": i} for i in range(1500)])
+        wait(client, job["id"], until=lambda j: j["progress"]["done"] >= 200)
+        assert _kill_workers(backend, data_dir) >= 1
+        job = wait(client, job["id"])
+        assert job["status"] == "succeeded", job
+        progress = job["progress"]
+        assert progress["done"] == 1500 and 0 <= progress["failed"] <= 2 * job["parallelism"]
+        results = ndjson(client, job["id"])
+        assert [r["index"] for r in results] == list(range(1500))
+        failures = [r["result"] for r in results if r["result"]["status"] != "ok"]
+        assert len(failures) == progress["failed"]
+        assert all(f["error"]["type"] == "WorkerExited" for f in failures)
+        assert_healthy(client)
+
+
+def test_hundred_thousand_rows(client: TestClient) -> None:
+    ev = create_evaluator(client, "def evaluate(inputs, outputs, trace):\n    return outputs == inputs['expected']\n")
+    rows = b"".join(
+        json.dumps({"i": i, "expected": "a", "model_expression": "a" if i % 4 else "b"}).encode() + b"\n"
+        for i in range(100_000)
+    )
+    ds = upload(client, rows)
+    assert ds["row_count"] == 100_000
+    job = wait(
+        client, start(client, ev["id"], dataset_id=ds["id"], field_mapping={"outputs": "model_expression"})["id"], 600
+    )
+    assert job["status"] == "succeeded", job
+    assert job["progress"] == {"total": 100_000, "done": 100_000, "failed": 0}
+    assert job["aggregate"]["score"]["mean"] == 0.75 and job["aggregate"]["count"] == 100_000
+    assert job["rows_per_s"] and job["rows_per_s"] > 0 and not math.isnan(job["rows_per_s"])
+    response = client.get(f"/v1/jobs/{job['id']}/results", params={"format": "ndjson"})
+    indices = [json.loads(line)["index"] for line in response.text.splitlines()]
+    assert indices == list(range(100_000))
