@@ -1,0 +1,134 @@
+"""A job survives its service: stop the real service process mid-job, start it again, count every row once.
+
+The service runs as a subprocess (``evaluator-host serve``) on a private data dir. Each
+worker draws a random nonce when it loads the evaluator and returns it with every score,
+so after the restart we can tell which rows ran before the stop (they must keep exactly
+the result committed then) and which ran after (on fresh workers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from evaluator_host.sandbox.docker_engine import Engine
+from evaluator_host.settings import Settings
+from tests.conftest import DOCKER_MISSING, REPO, docker_only, managed_containers
+
+ROWS = 3000
+CODE = (
+    "import os, time\n"
+    "NONCE = os.urandom(8).hex()\n\n"
+    "def evaluate(inputs, outputs, trace):\n"
+    "    time.sleep(0.002)\n"
+    "    return {'score': float(inputs['i'] % 2), 'nonce': NONCE}\n"
+)
+
+
+def _port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serving(data_dir: Path, backend: str) -> Iterator[tuple[httpx.Client, subprocess.Popen[bytes]]]:
+    """The real service on ``data_dir``; the caller may kill it (then this only reaps it)."""
+    port = _port()
+    env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(data_dir), "EVALUATOR_HOST_BACKEND": backend}
+    argv = [sys.executable, "-m", "evaluator_host.cli", "serve", "--port", str(port), "--log-level", "warning"]
+    proc = subprocess.Popen(argv, cwd=REPO, env=env)
+    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, f"the service exited with {proc.returncode}"
+            try:
+                if client.get("/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the service did not start"
+            time.sleep(0.1)
+        yield client, proc
+    finally:
+        client.close()
+        if proc.poll() is None:
+            proc.terminate()
+        proc.wait(timeout=60)
+
+
+def _job(client: httpx.Client, job_id: str) -> dict[str, Any]:
+    job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
+    return job
+
+
+def _committed(data_dir: Path, job_id: str) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
+    """The job row and its stored results, read straight from the database file."""
+    with sqlite3.connect(data_dir / "evaluator-host.db") as db:
+        status, done, failed = db.execute("SELECT status, done, failed FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        rows = db.execute("SELECT idx, result FROM job_results WHERE job_id = ?", (job_id,)).fetchall()
+    return {"status": status, "done": done, "failed": failed}, {idx: json.loads(r) for idx, r in rows}
+
+
+@pytest.mark.parametrize(
+    ("backend", "sig"),
+    [
+        ("process", signal.SIGKILL),
+        ("process", signal.SIGTERM),
+        pytest.param("docker", signal.SIGKILL, marks=[pytest.mark.docker, docker_only]),
+    ],
+)
+def test_restart_resumes_every_row_exactly_once(tmp_path: Path, backend: str, sig: signal.Signals) -> None:
+    data_dir = tmp_path / "data"
+    with serving(data_dir, backend) as (client, proc):
+        ev = client.post("/v1/evaluators", json={"name": "resume", "language": "python", "code": CODE}).json()
+        rows = [{"i": i, "outputs": None} for i in range(ROWS)]
+        job = client.post("/v1/jobs", json={"evaluator_id": ev["id"], "rows": rows}).json()
+        deadline = time.monotonic() + 120
+        while _job(client, job["id"])["progress"]["done"] < ROWS // 5:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
+    stored, before = _committed(data_dir, job["id"])
+    assert stored["status"] == "running"  # neither finished nor failed by the stop
+    assert stored["done"] == len(before) and stored["failed"] == 0  # counters committed with their rows
+    assert ROWS // 5 <= len(before) < ROWS, "the stop should land mid-job"
+
+    with serving(data_dir, backend) as (client, _proc):
+        deadline = time.monotonic() + 180
+        while (resumed := _job(client, job["id"]))["status"] in ("queued", "running"):
+            assert time.monotonic() < deadline, resumed
+            time.sleep(0.05)
+        assert resumed["status"] == "succeeded", resumed
+        assert resumed["progress"] == {"total": ROWS, "done": ROWS, "failed": 0}
+        aggregate = resumed["aggregate"]
+        assert aggregate["count"] == ROWS and aggregate["errors"] == 0 and aggregate["score"]["mean"] == 0.5
+        response = client.get(f"/v1/jobs/{job['id']}/results", params={"format": "ndjson"})
+        results = [json.loads(line) for line in response.text.splitlines()]
+    assert [r["index"] for r in results] == list(range(ROWS))  # every row once, in input order
+    _, after = _committed(data_dir, job["id"])
+    assert len(after) == ROWS
+    for idx, result in before.items():  # rows committed before the stop were not run again
+        assert after[idx] == result
+    old = {r["details"]["nonce"] for r in before.values()}
+    new = {after[i]["details"]["nonce"] for i in range(ROWS) if i not in before}
+    assert new and not old & new  # the rest ran on the restarted service's workers
+    assert all(r["result"]["score"] == float(r["index"] % 2) for r in results)
+    if backend == "docker" and DOCKER_MISSING is None:
+        assert not managed_containers(Engine(Settings(data_dir=data_dir)).owner)
