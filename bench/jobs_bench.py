@@ -168,7 +168,7 @@ def _rows_stream(n: int) -> Iterator[bytes]:
 
 
 def render(f: JobFigures) -> tuple[str, str]:
-    """(summary lines, section) for docs/benchmarks.md."""
+    """(section, summary lines) for docs/benchmarks.md."""
     lines = [
         "| language | job rows/s (median of 3) | runs | one HTTP call per row, rows/s | job ÷ per-call | target |",
         "|---|---|---|---|---|---|",
@@ -218,7 +218,7 @@ def render(f: JobFigures) -> tuple[str, str]:
             f"| service RSS peak (sampled / VmHWM) | **{f.rss_peak_mb:.0f} MB / {f.rss_hwm_mb:.0f} MB** |",
         ]
     )
-    return "\n".join(summary), section
+    return "\n" + section + "\n", "\n".join(summary)
 
 
 if __name__ == "__main__":
@@ -226,6 +226,6 @@ if __name__ == "__main__":
 
     rows = int(sys.argv[1]) if len(sys.argv) > 1 else N_BIG
     figures = measure(rows)
-    head, body = render(figures)
+    body, head = render(figures)
     print(head)
     print(body)

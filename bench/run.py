@@ -1,5 +1,8 @@
 """Benchmarks of the evaluator-host service; writes docs/benchmarks.md. Run with ``make bench``.
 
+Sections: the process backend (here), the docker backend (``bench/docker_bench.py``) and
+batch jobs on docker (``bench/jobs_bench.py``), each against baselines from the same run.
+
 One run measures, against the real service started as a subprocess on a free port:
 warm single-evaluation latency over HTTP, a process-per-evaluation baseline, the first
 call of never-seen evaluators, and the RSS of the warm harness workers.
@@ -19,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from bench import docker_bench
+from bench import docker_bench, jobs_bench
 from bench.common import pct, row, serve, verdict
 
 REPO = Path(__file__).resolve().parents[1]
@@ -216,6 +219,9 @@ def main() -> int:
         section, docker_summary = docker_bench.render(docker_bench.measure())
         doc += section
         print(docker_summary)
+        jobs_section, jobs_summary = jobs_bench.render(jobs_bench.measure())
+        doc += jobs_section
+        print(jobs_summary)
     else:
         doc += "\n## Docker backend\n\nNot measured in this run: no Docker engine with the base image answered.\n"
     DOC.write_text(doc)
