@@ -94,3 +94,74 @@ def test_serve_answers_the_quickstart(tmp_path: Path) -> None:
         assert not list((tmp_path / "run").iterdir())  # no worker directory left behind
     else:
         assert not managed_containers(Engine(Settings(data_dir=tmp_path)).owner)  # no container left behind
+
+
+def _dataset(tmp_path: Path, n: int = 300) -> Path:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        "".join(json.dumps({"i": i, "expected": "a", "answer": "a" if i % 3 else "b"}) + "\n" for i in range(n))
+    )
+    return rows
+
+
+BATCH_CODE = "def evaluate(inputs, outputs, trace):\n    return outputs == inputs['expected']\n"
+
+
+def test_run_data_in_process_progress_summary_output_and_gates(tmp_path: Path) -> None:
+    source = tmp_path / "exact.py"
+    source.write_text(BATCH_CODE)
+    rows = _dataset(tmp_path)
+    out = tmp_path / "results.jsonl"
+    env = _env(tmp_path / "data", EVALUATOR_HOST_BACKEND="process")
+    argv = [*CLI, "run", str(source), "--data", str(rows), "--map", "outputs=answer"]
+    done = subprocess.run([*argv, "--output", str(out)], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "score" in done.stdout and "0.6667" in done.stdout and "rows 300/300" in done.stdout  # the summary table
+    assert "300/300" in done.stderr  # the progress bar
+    results = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["index"] for r in results] == list(range(300))
+    assert results[0]["row"] == {"i": 0, "expected": "a", "answer": "b"} and results[0]["result"]["score"] == 0.0
+    gated = subprocess.run([*argv, "--fail-under", "0.9"], capture_output=True, text=True, env=env, timeout=120)
+    assert gated.returncode == 1 and "below --fail-under" in gated.stderr
+    as_json = subprocess.run([*argv, "--json"], capture_output=True, text=True, env=env, timeout=120)
+    job = json.loads(as_json.stdout)
+    assert as_json.returncode == 0 and job["status"] == "succeeded" and job["revision"] == 1  # same code: same revision
+    bad_map = subprocess.run(
+        [*CLI, "run", str(source), "--data", str(rows), "--map", "outputs=nope"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert bad_map.returncode == 2 and "FieldMappingError" in bad_map.stderr
+
+
+def test_run_data_against_a_server(tmp_path: Path) -> None:
+    port = _free_port()
+    env = _env(tmp_path / "server", EVALUATOR_HOST_BACKEND="process")
+    proc = subprocess.Popen([*CLI, "serve", "--port", str(port)], env=env, cwd=REPO, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                if httpx.get(f"{base}/healthz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        source = tmp_path / "exact.py"
+        source.write_text(BATCH_CODE)
+        rows = _dataset(tmp_path)
+        argv = [*CLI, "run", str(source), "--data", str(rows), "--map", "outputs=answer", "--server", base, "--json"]
+        first = subprocess.run(argv, capture_output=True, text=True, env=_env(tmp_path / "client"), timeout=120)
+        assert first.returncode == 0, first.stderr
+        job = json.loads(first.stdout)
+        assert job["progress"] == {"total": 300, "done": 300, "failed": 0}
+        assert httpx.get(f"{base}/v1/jobs/{job['id']}").json()["status"] == "succeeded"  # it ran on the server
+        source.write_text(BATCH_CODE.replace("==", "!="))  # a changed file becomes a new revision
+        second = subprocess.run(argv, capture_output=True, text=True, env=_env(tmp_path / "client"), timeout=120)
+        assert second.returncode == 0 and json.loads(second.stdout)["revision"] == 2
+        evaluators = httpx.get(f"{base}/v1/evaluators").json()
+        assert [e["name"] for e in evaluators["data"]] == ["exact.py"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
