@@ -37,6 +37,7 @@ from evaluator_host.errors import EvaluatorHostError, SandboxError
 from evaluator_host.jobs.datasets import DatasetFiles
 from evaluator_host.jobs.mapping import RowMapper
 from evaluator_host.models import FieldMapping, Job, JobCreate, JobProgress
+from evaluator_host.sandbox.backend import RawOutcome, WorkerSpec
 from evaluator_host.service import EvaluationService, Prepared, to_result
 from evaluator_host.settings import Settings
 from evaluator_host.store import EvaluatorStore, RevisionRecord
@@ -84,6 +85,13 @@ class _Sizer:
         if self.per_row is None:
             return min(_FIRST_CHUNK, self.max_rows)
         return max(1, min(self.max_rows, int(self.target_s / max(self.per_row, 1e-7))))
+
+
+def _first(exc: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups: what a lane raised."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _bitmap(indices: Iterator[int], total: int) -> bytearray:
@@ -229,11 +237,13 @@ class JobRunner:
                 await self._run(job_id)
         except asyncio.CancelledError:
             raise
-        except EvaluatorHostError as exc:
-            await self._fail(job_id, exc.type_name, exc.message)
-        except Exception as exc:  # a bug must not leave the job "running" forever
-            log.exception("job %s failed", job_id)
-            await self._fail(job_id, type(exc).__name__, str(exc))
+        except Exception as group:  # a bug must not leave the job "running" forever either
+            exc = _first(group)
+            if isinstance(exc, EvaluatorHostError):
+                await self._fail(job_id, exc.type_name, exc.message)
+            else:
+                log.error("job %s failed", job_id, exc_info=exc)
+                await self._fail(job_id, type(exc).__name__, str(exc))
         finally:
             self._live.pop(job_id, None)
 
@@ -296,7 +306,7 @@ class JobRunner:
         if chunk:
             yield chunk
 
-    async def _run_chunk(self, spec: Any, prepared: Prepared, cases: list[dict[str, Any]]) -> list[Any]:
+    async def _run_chunk(self, spec: WorkerSpec, prepared: Prepared, cases: list[dict[str, Any]]) -> list[RawOutcome]:
         """The chunk's outcomes; infrastructure failures are retried with back-off, then raised."""
         settings = prepared.settings
         for attempt in range(self.settings.job_retries + 1):
@@ -318,7 +328,7 @@ class JobRunner:
         prepared: Prepared,
         public: dict[str, Any],
         chunk: list[tuple[int, dict[str, Any]]],
-        outcomes: list[Any],
+        outcomes: list[RawOutcome],
     ) -> None:
         """Store a chunk's results with the counters and aggregate state they produce, atomically."""
         results = [to_result(raw, prepared, public) for raw in outcomes]

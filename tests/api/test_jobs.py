@@ -381,3 +381,23 @@ def test_hundred_thousand_rows(client: TestClient) -> None:
     response = client.get(f"/v1/jobs/{job['id']}/results", params={"format": "ndjson"})
     indices = [json.loads(line)["index"] for line in response.text.splitlines()]
     assert indices == list(range(100_000))
+
+
+def test_jobs_queue_behind_max_running_jobs_and_infrastructure_failure_fails_the_job(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, backend="process", max_running_jobs=1)
+    with TestClient(create_app(settings)) as client:
+        slow = create_evaluator(
+            client, "import time\n\ndef evaluate(inputs, outputs, trace):\n    time.sleep(0.05)\n    return 1\n"
+        )
+        first = start(client, slow["id"], rows=[{"i": i} for i in range(400)])
+        ds = upload(client, jsonl([{"outputs": 1}] * 10))
+        second = start(client, slow["id"], dataset_id=ds["id"])
+        time.sleep(0.5)
+        assert client.get(f"/v1/jobs/{second['id']}").json()["status"] == "queued"  # the only slot is taken
+        assert client.get(f"/v1/jobs/{second['id']}").json()["aggregate"] is None
+        (tmp_path / "datasets" / f"{ds['id']}.jsonl").unlink()  # the dataset's rows vanish from disk
+        client.post(f"/v1/jobs/{first['id']}/cancel")
+        failed = wait(client, second["id"])
+        assert failed["status"] == "failed" and failed["error"]["type"] == "FileNotFoundError", failed
+        assert failed["finished_at"] and failed["progress"]["done"] == 0
+        assert_healthy(client)
