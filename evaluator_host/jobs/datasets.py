@@ -19,6 +19,7 @@ import codecs
 import csv
 import io
 import json
+import math
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -56,7 +57,14 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):  # 1e999: JSON allows the text, but no one can use the value
+        raise ValueError(f"{text} is out of the float range")
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
 
 
 def sniff_format(head: bytes) -> Format:
@@ -85,7 +93,10 @@ class _Writer:
             raise DatasetError(f"row {self.count + 1} is {type(row).__name__}, not an object", line=where)
         if self.count >= self.limits.max_rows:
             raise DatasetError(f"more than {self.limits.max_rows} rows (max_dataset_rows)", line=where)
-        data = encoded if encoded is not None else _DUMP(row).encode()
+        try:
+            data = encoded if encoded is not None else _DUMP(row).encode()
+        except (ValueError, RecursionError) as exc:
+            raise DatasetError(f"row {self.count + 1} is not JSON: {exc}", line=where) from None
         if len(data) > self.limits.max_row_bytes:
             message = f"row {self.count + 1} is {len(data)} bytes; the limit is {self.limits.max_row_bytes}"
             raise DatasetError(message, line=where)
@@ -111,7 +122,7 @@ def _jsonl(src: BinaryIO, writer: _Writer) -> None:
             continue
         try:
             row = _DECODER.decode(line.decode())
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise DatasetError(f"line {number} is not JSON: {exc}", line=number) from None
         # the line itself is stored when it is a JSON object already (no re-encoding)
         writer.add(row, number, line if b"\n" not in line and b"\r" not in line else None)
@@ -121,11 +132,11 @@ def _csv(src: BinaryIO, writer: _Writer) -> None:
     text = io.TextIOWrapper(src, encoding="utf-8-sig", newline="")
     reader = csv.reader(text)
     try:
-        header = next(reader, None)
+        header = next((row for row in reader if row), None)  # blank lines before the header are skipped
         if header is None:
             return
         if len(set(header)) != len(header) or any(not h for h in header):
-            raise DatasetError("the CSV header has empty or repeated column names", line=1)
+            raise DatasetError("the CSV header has empty or repeated column names", line=reader.line_num)
         for values in reader:
             if not values:
                 continue
@@ -178,6 +189,8 @@ def _json_array(src: BinaryIO, max_element: int) -> Iterator[tuple[Any, int]]:
                 while True:
                     try:
                         value, end = _DECODER.raw_decode(buf, pos)
+                    except RecursionError:
+                        raise DatasetError(f"element {number} is nested too deeply", line=number) from None
                     except ValueError as exc:
                         if eof or len(buf) - pos > max_element:
                             why = getattr(exc, "msg", str(exc))
@@ -257,6 +270,7 @@ class DatasetFiles:
 
     def lines(self, dataset_id: str, start: int = 0) -> Iterator[tuple[int, bytes]]:
         """(index, JSON line without newline) for every row from ``start``, in order."""
+        start = max(start, 0)
         index = array.array("Q")
         with open(self._index_path(dataset_id), "rb") as fh:
             index.frombytes(fh.read())

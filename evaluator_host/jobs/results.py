@@ -23,7 +23,16 @@ from evaluator_host.store.jobs import JobRecord, JobStore, StoredResult
 __all__ = ["CSV_RESULT_COLUMNS", "ResultReader"]
 
 _PAGE = 2000
-CSV_RESULT_COLUMNS = ["status", "score", "passed", "error_type", "error_message", "error_line", "duration_ms"]
+CSV_RESULT_COLUMNS = [
+    "status",
+    "score",
+    "passed",
+    "error_type",
+    "error_message",
+    "error_line",
+    "duration_ms",
+    "details",
+]
 
 
 class ResultReader:
@@ -114,6 +123,7 @@ class ResultReader:
                     error.get("message", ""),
                     _cell(error.get("line")),
                     result.get("duration_ms", ""),
+                    json.dumps(result["details"]) if result.get("details") else "",
                     *(_cell(result.get("outputs", {}).get(n)) for n in outputs),
                 ]
             )

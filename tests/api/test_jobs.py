@@ -246,6 +246,7 @@ def test_results_pages_ndjson_and_csv_in_input_order(client: TestClient) -> None
     table = list(csv.DictReader(io.StringIO(response.text)))
     assert len(table) == 2500 and table[4]["n"] == "4" and table[4]["tags"] == "[4]"
     assert table[3]["status"] == "ok" and table[3]["score"] == "0.0" and table[4]["score"] == "1.0"
+    assert json.loads(table[4]["details"]) == {"length": 1, "long": False}
 
 
 def test_failing_rows_are_isolated(client: TestClient) -> None:

@@ -1,13 +1,14 @@
-"""evaluator_host.aggregate: Stats over scores and named outputs, pass rate, errors."""
+"""evaluator_host.aggregate: Stats over scores and named outputs, pass rate, errors; Accumulator state/restore."""
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 
 import pytest
 
-from evaluator_host.aggregate import aggregate
+from evaluator_host.aggregate import Accumulator, aggregate
 from evaluator_host.models import EvaluationResult, Stats
 
 
@@ -182,3 +183,139 @@ def test_stats_are_finite_json_numbers() -> None:
     for value in (agg.score.mean, agg.score.std, agg.score.min, agg.score.max):
         assert value is not None and math.isfinite(value)
     assert agg.model_dump()["score"]["count"] == 3
+
+
+# --------------------------------------------------------------------------- Accumulator.state() / restore()
+
+# scores, errors, pass/fail, and named outputs that first appear mid-stream (some only after an error)
+MIXED: list[EvaluationResult] = [
+    ok(score=0.5, passed=True),
+    failed(),
+    ok(score=-2.25, passed=False, f1=0.4),
+    ok(score=1e6),
+    failed("timeout"),
+    ok(score=0.1, passed=True, f1=0.6, recall=1.0),
+    ok(score=0.3, late=7.0),
+    failed("invalid_result"),
+    ok(score=0.7, passed=False, f1=0.0, recall=0.25, last=-1.0),
+]
+
+
+def feed(acc: Accumulator, results: list[EvaluationResult]) -> Accumulator:
+    for result in results:
+        acc.add(result)
+    return acc
+
+
+def through_json(acc: Accumulator) -> Accumulator:
+    """What a resumed job gets back: the snapshot stored as JSON and restored."""
+    return Accumulator.restore(json.loads(json.dumps(acc.state(), allow_nan=False)))
+
+
+@pytest.mark.parametrize("rows", range(len(MIXED) + 1))
+def test_state_round_trip_through_json_gives_the_same_result(rows: int) -> None:
+    acc = feed(Accumulator(), MIXED[:rows])
+    restored = through_json(acc)
+    assert restored.result() == acc.result()
+    assert restored.result() == aggregate(MIXED[:rows])
+    assert restored.state() == json.loads(json.dumps(acc.state()))
+
+
+def test_state_round_trip_of_the_mixed_stream() -> None:
+    agg = through_json(feed(Accumulator(), MIXED)).result()
+    assert agg.count == 9
+    assert agg.errors == 3
+    assert_stats(agg.score, [0.5, -2.25, 1e6, 0.1, 0.3, 0.7], nan_count=3)
+    assert list(agg.outputs) == ["f1", "last", "late", "recall"]
+    assert_stats(agg.outputs["f1"], [0.4, 0.6, 0.0], nan_count=6)
+    assert_stats(agg.outputs["recall"], [1.0, 0.25], nan_count=7)
+    assert agg.outputs["late"] == Stats(mean=7.0, std=0.0, min=7.0, max=7.0, count=1, nan_count=8)
+    assert agg.outputs["last"] == Stats(mean=-1.0, std=0.0, min=-1.0, max=-1.0, count=1, nan_count=8)
+    assert agg.pass_rate == pytest.approx(2 / 4)
+
+
+@pytest.mark.parametrize("state", [None, {}])
+def test_restore_nothing_is_an_empty_accumulator(state: dict[str, object] | None) -> None:
+    acc = Accumulator.restore(state)
+    assert acc.result() == aggregate([])
+    assert acc.state() == Accumulator().state()
+    assert feed(acc, MIXED).result() == aggregate(MIXED)
+
+
+@pytest.mark.parametrize("split", range(len(MIXED) + 1))
+def test_resume_equals_one_uninterrupted_accumulator(split: int) -> None:
+    resumed = feed(through_json(feed(Accumulator(), MIXED[:split])), MIXED[split:])
+    whole = feed(Accumulator(), MIXED)
+    assert resumed.result() == whole.result()
+    assert resumed.state() == whole.state()
+
+
+def test_resume_after_every_row() -> None:
+    acc = Accumulator.restore(None)
+    for result in MIXED:
+        acc = through_json(acc)
+        acc.add(result)
+    assert through_json(acc).result() == aggregate(MIXED)
+
+
+def test_resume_several_times_with_outputs_appearing_after_a_resume() -> None:
+    results = [ok(score=float(i), passed=i % 2 == 0) if i % 4 else failed() for i in range(40)]
+    results += [ok(score=2.0, newcomer=0.5), ok(newcomer=1.5), failed()]
+    acc = Accumulator()
+    for start in range(0, len(results), 7):
+        acc = feed(through_json(acc), results[start : start + 7])
+    agg = acc.result()
+    assert agg == aggregate(results)
+    assert agg.outputs["newcomer"].nan_count == len(results) - 2
+
+
+def test_empty_columns_keep_their_infinities_through_json() -> None:
+    acc = feed(Accumulator(), [ok(a=1.0), ok(a=3.0), failed()])  # named outputs only: the score column is empty
+    state = acc.state()
+    text = json.dumps(state, allow_nan=False)  # would raise on a bare inf
+    assert "Infinity" not in text and "NaN" not in text
+    restored = Accumulator.restore(json.loads(text))
+    assert restored.result() == acc.result()
+    assert restored.result().score is None
+    # the restored +inf / -inf still act as min / max identities for later values
+    restored.add(ok(score=-5.0, a=2.0))
+    restored.add(ok(score=4.0))
+    assert restored.result().score == Stats(mean=-0.5, std=4.5, min=-5.0, max=4.0, count=2, nan_count=3)
+    assert restored.result() == aggregate([ok(a=1.0), ok(a=3.0), failed(), ok(score=-5.0, a=2.0), ok(score=4.0)])
+
+
+def test_fresh_accumulator_state_is_json_safe() -> None:
+    state = Accumulator().state()
+    restored = Accumulator.restore(json.loads(json.dumps(state, allow_nan=False)))
+    assert restored.result() == aggregate([])
+    restored.add(ok(score=-1e300))
+    restored.add(ok(score=1e300))
+    assert restored.result().score is not None
+    assert (restored.result().score.min, restored.result().score.max) == (-1e300, 1e300)
+
+
+@pytest.mark.parametrize("rows", range(len(MIXED) + 1))
+def test_state_is_always_strict_json(rows: int) -> None:
+    json.dumps(feed(Accumulator(), MIXED[:rows]).state(), allow_nan=False)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7])
+def test_all_error_stream(n: int) -> None:
+    statuses = ["error", "timeout", "invalid_result", "memory_limit", "output_limit", "sandbox_error"]
+    acc = feed(Accumulator(), [failed(statuses[i % len(statuses)]) for i in range(n)])
+    for agg in (acc.result(), through_json(acc).result()):
+        assert agg.count == n
+        assert agg.errors == n
+        assert agg.score == Stats(mean=None, std=None, min=None, max=None, count=0, nan_count=n)
+        assert agg.outputs == {}
+        assert agg.pass_rate is None
+
+
+def test_empty_stream() -> None:
+    for acc in (Accumulator(), through_json(Accumulator())):
+        agg = acc.result()
+        assert agg.count == 0
+        assert agg.errors == 0
+        assert agg.score is None
+        assert agg.outputs == {}
+        assert agg.pass_rate is None
