@@ -3,7 +3,8 @@
 ``Stats`` per column: mean, population std, min, max, count of values and
 ``nan_count`` of rows without a value (errors, timeouts, invalid results). Booleans
 arrive as 1.0/0.0, so their mean is a rate. ``score`` is null for no rows, and for an
-evaluator that returns named outputs only.
+evaluator that returns named outputs only. At most ``MAX_OUTPUT_COLUMNS`` named outputs
+are aggregated (the first seen), so an evaluator inventing a name per row stays O(1).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from typing import Any
 
 from evaluator_host.models import Aggregate, EvaluationResult, Stats
 
-__all__ = ["Accumulator", "aggregate"]
+__all__ = ["MAX_OUTPUT_COLUMNS", "Accumulator", "aggregate"]
+
+MAX_OUTPUT_COLUMNS = 256  # named outputs aggregated at most (the first seen); results keep them all
 
 
 class _Column:
@@ -63,11 +66,15 @@ class _Column:
         column.n, column.missing = int(n), int(missing)
         return column
 
+    def _mean(self) -> float:
+        exact = (self.total + self.carry) / self.n
+        return exact if math.isfinite(exact) else self.mean  # a sum beyond the float range: Welford's
+
     def stats(self) -> Stats:
         if not self.n:
             return Stats(mean=None, std=None, min=None, max=None, count=0, nan_count=self.missing)
         return Stats(
-            mean=(self.total + self.carry) / self.n,
+            mean=self._mean(),
             std=math.sqrt(self.m2 / self.n),
             min=self.lo,
             max=self.hi,
@@ -94,6 +101,8 @@ class Accumulator:
             self.errors += 1
         self.score.add(result.score)
         for name in result.outputs.keys() - self.outputs.keys():
+            if len(self.outputs) >= MAX_OUTPUT_COLUMNS:
+                break  # an evaluator inventing names per row must not make aggregation quadratic
             column = self.outputs[name] = _Column()
             column.missing = self.count - 1  # rows seen before this output first appeared
         for name, column in self.outputs.items():

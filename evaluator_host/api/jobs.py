@@ -51,7 +51,7 @@ async def cancel(job_id: str, services: ServicesDep) -> Job:
 async def results(
     job_id: str,
     services: ServicesDep,
-    offset: int = Query(0, ge=0, description="First row index."),
+    offset: int = Query(0, ge=0, le=2**53, description="First row index."),
     limit: int = Query(100, ge=1, le=1000),
     format: Literal["json", "ndjson", "csv"] = Query("json", description="json page, or stream every row."),
 ) -> JobResultPage | StreamingResponse:

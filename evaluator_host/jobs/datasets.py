@@ -113,8 +113,19 @@ class _Writer:
         self.count += 1
 
 
+def _bounded_lines(src: BinaryIO, max_bytes: int) -> Iterator[bytes]:
+    """The lines of ``src``; a line longer than ``max_bytes`` is an error before it is all in memory."""
+    number = 0
+    while raw := src.readline(max_bytes + 1):
+        number += 1
+        if len(raw) > max_bytes and not raw.endswith(b"\n"):
+            raise DatasetError(f"line {number} is longer than {max_bytes} bytes (max_row_bytes)", line=number)
+        yield raw
+
+
 def _jsonl(src: BinaryIO, writer: _Writer) -> None:
-    for number, raw in enumerate(src, 1):
+    slack = 8  # BOM, CR, LF and surrounding blanks around a row of max_row_bytes
+    for number, raw in enumerate(_bounded_lines(src, writer.limits.max_row_bytes + slack), 1):
         line = raw.strip()
         if number == 1:
             line = line.removeprefix(codecs.BOM_UTF8)
@@ -129,8 +140,17 @@ def _jsonl(src: BinaryIO, writer: _Writer) -> None:
 
 
 def _csv(src: BinaryIO, writer: _Writer) -> None:
+    max_bytes = writer.limits.max_row_bytes
+    csv.field_size_limit(max(csv.field_size_limit(), max_bytes))  # the module's default is 128 KiB
     text = io.TextIOWrapper(src, encoding="utf-8-sig", newline="")
-    reader = csv.reader(text)
+
+    def lines() -> Iterator[str]:  # bounded like JSONL: a line without a newline is never read whole
+        while line := text.readline(max_bytes + 1):
+            if len(line) > max_bytes and not line.endswith(("\n", "\r")):
+                raise DatasetError(f"a line is longer than {max_bytes} characters (max_row_bytes)", line=None)
+            yield line
+
+    reader = csv.reader(lines())
     try:
         header = next((row for row in reader if row), None)  # blank lines before the header are skipped
         if header is None:
@@ -145,7 +165,8 @@ def _csv(src: BinaryIO, writer: _Writer) -> None:
                 raise DatasetError(message, line=reader.line_num)
             writer.add(dict(zip(header, values, strict=True)), reader.line_num)
     except (csv.Error, UnicodeDecodeError) as exc:
-        raise DatasetError(f"line {reader.line_num}: {exc}", line=reader.line_num) from None
+        where = reader.line_num or None  # decoding runs ahead of the reader: the line may be unknown
+        raise DatasetError(f"line {reader.line_num}: {exc}" if where else str(exc), line=where) from None
     finally:
         text.detach()
 

@@ -22,7 +22,9 @@ from evaluator_host.store.jobs import JobRecord, JobStore, StoredResult
 
 __all__ = ["CSV_RESULT_COLUMNS", "ResultReader"]
 
-_PAGE = 2000
+_FETCH_BYTES = 4 * 1024 * 1024  # stored results fetched per query, about (each is at most ~2 MiB)
+_BLOCK_BYTES = 1024 * 1024  # NDJSON / CSV bytes yielded at once, about
+_PAGE_BYTES = 16 * 1024 * 1024  # a JSON page ends early (with next_offset) past this
 CSV_RESULT_COLUMNS = [
     "status",
     "score",
@@ -43,43 +45,45 @@ class ResultReader:
         self.files = files
 
     @staticmethod
-    def _shared(revision: RevisionRecord) -> dict[str, Any]:
-        runtime = {"id": revision.runtime_id, "language": revision.language, "packages": revision.packages}
+    def _shared(revision: RevisionRecord, stored: StoredResult) -> dict[str, Any]:
+        """What a row's result shares with the job; ``runtime.id`` is the row's own."""
+        runtime = {"id": stored.runtime_id, "language": revision.language, "packages": revision.packages}
         return {"interface": revision.interface, "runtime": runtime, "evaluator_id": revision.id}
 
     def _joined(self, job: JobRecord, start: int, limit: int | None) -> Iterator[tuple[int, bytes, StoredResult]]:
-        """(index, row line, stored result) for results with ``index >= start``, at most ``limit``."""
+        """(index, row line, stored result) for results with ``index >= start``, at most ``limit``.
+
+        Results are fetched in batches sized to about ``_FETCH_BYTES`` from the sizes seen so
+        far (16 rows first), so memory stays bounded even when every row printed a megabyte.
+        """
         lines = self.files.lines(job.dataset_id, start)
-        produced = 0
-        cursor = start
+        produced, cursor, batch = 0, start, 16
         while limit is None or produced < limit:
-            page = self.store.results(job.id, cursor, _PAGE if limit is None else min(_PAGE, limit - produced))
+            page = self.store.results(job.id, cursor, batch if limit is None else min(batch, limit - produced))
             if not page:
                 return
+            size = 0
             for stored in page:
+                size += len(stored.result)
                 for idx, line in lines:
                     if idx == stored.idx:
                         yield idx, line, stored
                         break
                 produced += 1
             cursor = page[-1].idx + 1
+            batch = max(16, min(4096, _FETCH_BYTES * len(page) // max(size, 1)))
 
     def page(self, job: JobRecord, revision: RevisionRecord, offset: int, limit: int) -> JobResultPage:
         """Results with ``index >= offset`` (at most ``limit``), in input order."""
-        shared = self._shared(revision)
-        data = []
+        data: list[JobResult] = []
+        size, more = 0, False
         for idx, line, stored in self._joined(job, offset, limit + 1):
-            data.append(
-                JobResult(
-                    index=idx,
-                    row=json.loads(line),
-                    result=EvaluationResult.model_validate(
-                        {**json.loads(stored.result), **shared, "revision": stored.revision}
-                    ),
-                )
-            )
-        more = len(data) > limit
-        data = data[:limit]
+            if len(data) == limit or (data and size > _PAGE_BYTES):
+                more = True
+                break
+            size += len(line) + len(stored.result)
+            result = {**json.loads(stored.result), **self._shared(revision, stored), "revision": stored.revision}
+            data.append(JobResult(index=idx, row=json.loads(line), result=EvaluationResult.model_validate(result)))
         return JobResultPage(
             data=data,
             offset=offset,
@@ -90,14 +94,19 @@ class ResultReader:
 
     def ndjson(self, job: JobRecord, revision: RevisionRecord) -> Iterator[bytes]:
         """Every result as one JSON line, in input order (yielded in blocks of lines)."""
-        shared = json.dumps(self._shared(revision), separators=(",", ":"))[1:-1]
+        shared: dict[str, str] = {}  # JSON of the shared fields, per runtime id (usually one)
         block: list[str] = []
+        size = 0
         for idx, line, stored in self._joined(job, 0, None):
-            result = f'{stored.result[:-1]},{shared},"revision":{stored.revision}}}'
+            common = shared.get(stored.runtime_id)
+            if common is None:
+                common = shared[stored.runtime_id] = json.dumps(self._shared(revision, stored))[1:-1]
+            result = f'{stored.result[:-1]},{common},"revision":{stored.revision}}}'
             block.append(f'{{"index":{idx},"row":{line.decode()},"result":{result}}}\n')
-            if len(block) >= 1000:
+            size += len(result) + len(line)
+            if size >= _BLOCK_BYTES:
                 yield "".join(block).encode()
-                block = []
+                block, size = [], 0
         if block:
             yield "".join(block).encode()
 
@@ -106,7 +115,6 @@ class ResultReader:
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(["index", *columns, *CSV_RESULT_COLUMNS, *(f"outputs.{n}" for n in outputs)])
-        rows = 0
         for idx, line, stored in self._joined(job, 0, None):
             row = json.loads(line)
             result = json.loads(stored.result)
@@ -127,8 +135,7 @@ class ResultReader:
                     *(_cell(result.get("outputs", {}).get(n)) for n in outputs),
                 ]
             )
-            rows += 1
-            if rows % 1000 == 0:
+            if buffer.tell() >= _BLOCK_BYTES:
                 yield buffer.getvalue().encode()
                 buffer.seek(0)
                 buffer.truncate()

@@ -347,13 +347,23 @@ class JobRunner:
                 acc.add(result)
                 failed += result.status != "ok"
             done, failed = live.done + len(rows), live.failed + failed
-            await asyncio.to_thread(
-                self.store.commit_rows,
-                record.id,
-                rows,
-                done=done,
-                failed=failed,
-                acc_state=acc.state(),
-                active_s=live.active(),
+            commit = asyncio.ensure_future(
+                asyncio.to_thread(
+                    self.store.commit_rows,
+                    record.id,
+                    rows,
+                    done=done,
+                    failed=failed,
+                    acc_state=acc.state(),
+                    active_s=live.active(),
+                )
             )
-            live.done, live.failed, live.acc = done, failed, acc
+            try:
+                await asyncio.shield(commit)
+            finally:
+                # cancelled (cancel, shutdown) while the thread commits: the transaction lands
+                # anyway, so wait for it; whoever cancelled then sees the final counters
+                if not commit.done():
+                    await asyncio.wait([commit])
+                if not commit.cancelled() and commit.exception() is None:
+                    live.done, live.failed, live.acc = done, failed, acc

@@ -131,6 +131,9 @@ class WorkerPool:
                 raise SandboxError(
                     f"the worker failed to start (exit {info.returncode}): {info.raw_output[-2000:]}"
                 ) from exc
+        except BaseException:  # cancelled while it loads (a job cancelled or stopping): never leak it
+            await asyncio.shield(worker.kill())
+            raise
         return _Slot(worker, spec, load_error=ready.get("load_error"))
 
     async def _forget(self) -> None:

@@ -134,7 +134,6 @@ def make_engine(url: str) -> Engine:
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA foreign_keys=ON")
-            cur.execute("PRAGMA synchronous=NORMAL")  # WAL: durable at checkpoints, consistent always
             cur.close()
 
     Base.metadata.create_all(engine)

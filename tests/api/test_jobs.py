@@ -402,3 +402,37 @@ def test_jobs_queue_behind_max_running_jobs_and_infrastructure_failure_fails_the
         assert failed["status"] == "failed" and failed["error"]["type"] == "FileNotFoundError", failed
         assert failed["finished_at"] and failed["progress"]["done"] == 0
         assert_healthy(client)
+
+
+def test_cancel_while_workers_load_leaks_none(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with TestClient(create_app(make_settings(data_dir, backend="process"))) as client:
+        slow_import = "import time\ntime.sleep(3)\n\ndef evaluate(inputs, outputs, trace):\n    return 1\n"
+        ev = create_evaluator(client, slow_import)
+        time.sleep(0.2)
+        job = start(client, ev["id"], rows=[{"i": i} for i in range(100)], parallelism=3)
+        time.sleep(0.7)  # every lane is waiting for its worker to finish importing
+        assert client.post(f"/v1/jobs/{job['id']}/cancel").json()["status"] == "cancelled"
+        time.sleep(0.5)
+        workers = client.get("/healthz").json()["workers"]
+        alive = [p for p in _descendants(os.getpid()) if str(data_dir) in _cmdline(p)]
+        assert len(alive) <= 2 * workers["total"], (alive, workers)  # (unshare + harness) per counted worker
+        assert_healthy(client)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text()
+    except OSError:
+        return ""
+
+
+def test_result_pages_are_bounded_in_bytes_and_offsets_in_range(client: TestClient) -> None:
+    ev = create_evaluator(client, "def evaluate(inputs, outputs, trace):\n    print('x' * 400_000)\n    return 1\n")
+    job = wait(client, start(client, ev["id"], rows=[{"i": i} for i in range(60)])["id"])
+    assert job["status"] == "succeeded"
+    page = client.get(f"/v1/jobs/{job['id']}/results", params={"limit": 1000}).json()
+    assert 0 < len(page["data"]) < 60 and page["next_offset"] == len(page["data"])  # ended early: 16 MiB
+    rest = client.get(f"/v1/jobs/{job['id']}/results", params={"limit": 1000, "offset": page["next_offset"]}).json()
+    assert [r["index"] for r in page["data"] + rest["data"]] == list(range(60)) and rest["next_offset"] is None
+    assert client.get(f"/v1/jobs/{job['id']}/results", params={"offset": 2**63}).status_code == 422

@@ -319,3 +319,15 @@ def test_empty_stream() -> None:
         assert agg.score is None
         assert agg.outputs == {}
         assert agg.pass_rate is None
+
+
+def test_mean_of_huge_scores_does_not_overflow() -> None:
+    agg = aggregate([ok(score=1e308), ok(score=1e308)])
+    assert agg.score is not None and agg.score.mean == pytest.approx(1e308) and agg.score.max == 1e308
+
+
+def test_named_output_columns_are_capped() -> None:
+    from evaluator_host.aggregate import MAX_OUTPUT_COLUMNS
+
+    agg = aggregate([ok(**{f"k{i}": 1.0}) for i in range(MAX_OUTPUT_COLUMNS + 50)])
+    assert len(agg.outputs) == MAX_OUTPUT_COLUMNS and agg.count == MAX_OUTPUT_COLUMNS + 50

@@ -860,3 +860,29 @@ def test_csv_blank_lines_before_the_header_are_skipped(files: DatasetFiles) -> N
 def test_lines_with_a_negative_start_start_at_zero(files: DatasetFiles) -> None:
     write(files, b'{"a": 1}\n{"a": 2}\n', "jsonl")
     assert [idx for idx, _ in files.lines("ds", -5)] == [0, 1]
+
+
+def test_csv_fields_up_to_max_row_bytes_are_accepted(files: DatasetFiles) -> None:
+    info = write(files, b"a,b\n" + b"y" * 300_000 + b",1\n", "csv")
+    assert info.row_count == 1 and read_rows(files)[0]["a"] == "y" * 300_000
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_a_line_longer_than_max_row_bytes_is_refused_without_reading_it_whole(files: DatasetFiles, fmt: Format) -> None:
+    class Endless(io.RawIOBase):  # 1 GiB of one line, produced on demand: never materialized
+        served = 0
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer: Any) -> int:
+            if self.served > 1 << 30:
+                return 0
+            buffer[:] = b"x" * len(buffer)
+            self.served += len(buffer)
+            return len(buffer)
+
+    source = Endless()
+    with pytest.raises(DatasetError):
+        files.write("ds", io.BufferedReader(source), fmt, Limits(max_rows=10, max_row_bytes=1 << 20))
+    assert source.served < 16 << 20
