@@ -160,9 +160,7 @@ class _Local:
     async def start(self, body: dict[str, Any]) -> dict[str, Any]:
         from evaluator_host.models import JobCreate
 
-        request = JobCreate.model_validate(body)
-        dataset = await self.services.datasets.get(request.dataset_id or "")
-        return (await self.services.runner.create(request, dataset)).model_dump(mode="json")
+        return (await self.services.runner.create(JobCreate.model_validate(body))).model_dump(mode="json")
 
     async def job(self, job_id: str) -> dict[str, Any]:
         return (await self.services.runner.get(job_id)).model_dump(mode="json")

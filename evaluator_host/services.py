@@ -70,7 +70,7 @@ class Services:
         pool = WorkerPool(backend, settings)
         evaluation = EvaluationService(settings, pool, backend.builder)
         datasets = DatasetCatalog(settings, jobs)
-        runner = JobRunner(settings, jobs, store, evaluation, datasets.files)
+        runner = JobRunner(settings, jobs, store, evaluation, datasets)
         results = ResultReader(jobs, datasets.files)
         return cls(settings, store, backend, pool, evaluation, Catalog(store, evaluation), datasets, runner, results)
 

@@ -17,15 +17,7 @@ router = APIRouter(prefix="/jobs", tags=["jobs"])
 @router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=Job)
 async def create(body: JobCreate, services: ServicesDep) -> Job:
     """Start a job over ``dataset_id`` or inline ``rows``; poll ``GET /v1/jobs/{id}`` for progress."""
-    await services.catalog.get(body.evaluator_id, body.revision)  # 404 before storing any rows
-    if body.rows is not None:
-        dataset = await services.datasets.from_rows(body.rows)
-        try:
-            return await services.runner.create(body, dataset)
-        except BaseException:
-            await services.datasets.discard(dataset)
-            raise
-    return await services.runner.create(body, await services.datasets.get(body.dataset_id or ""))
+    return await services.runner.create(body)
 
 
 @router.get("", response_model=JobList)

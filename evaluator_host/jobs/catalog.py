@@ -8,6 +8,7 @@ dataset recorded, so a dataset that exists is always complete.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterable
@@ -58,16 +59,8 @@ def format_of(explicit: str | None, content_type: str | None, filename: str | No
 
 
 def to_model(record: DatasetRecord) -> Dataset:
-    """The API shape of a dataset."""
-    return Dataset(
-        id=record.id,
-        name=record.name,
-        row_count=record.row_count,
-        columns=record.columns,
-        format=record.format,
-        bytes=record.bytes,
-        created_at=record.created_at,
-    )
+    """The API shape of a dataset (the record's fields are the model's, plus ``inline``)."""
+    return Dataset.model_validate(dataclasses.asdict(record))
 
 
 class DatasetCatalog:

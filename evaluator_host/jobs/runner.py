@@ -34,7 +34,7 @@ from typing import Any
 from evaluator_host.aggregate import Accumulator
 from evaluator_host.catalog import prepared_of, scope_of
 from evaluator_host.errors import EvaluatorHostError, SandboxError
-from evaluator_host.jobs.datasets import DatasetFiles
+from evaluator_host.jobs.catalog import DatasetCatalog
 from evaluator_host.jobs.mapping import RowMapper
 from evaluator_host.models import FieldMapping, Job, JobCreate, JobProgress
 from evaluator_host.sandbox.backend import RawOutcome, WorkerSpec
@@ -110,13 +110,13 @@ class JobRunner:
         store: JobStore,
         evaluators: EvaluatorStore,
         evaluation: EvaluationService,
-        files: DatasetFiles,
+        datasets: DatasetCatalog,
     ) -> None:
         self.settings = settings
         self.store = store
         self.evaluators = evaluators
         self.evaluation = evaluation
-        self.files = files
+        self.datasets = datasets
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._live: dict[str, _Live] = {}
         self._slots = asyncio.Semaphore(settings.max_running_jobs)
@@ -143,17 +143,23 @@ class JobRunner:
         self._tasks[job_id] = task
         task.add_done_callback(lambda _t: self._tasks.pop(job_id, None))
 
-    async def wait(self, job_id: str) -> None:
-        """Until the job's task (if any) has ended."""
-        task = self._tasks.get(job_id)
-        if task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(task)
-
     # -- API -------------------------------------------------------------------------------
-    async def create(self, body: JobCreate, dataset: DatasetRecord) -> Job:
-        """Check the revision and the mapping, store the job (``queued``) and start it."""
-        record = await asyncio.to_thread(self.evaluators.get, body.evaluator_id, body.revision)
+    async def create(self, body: JobCreate) -> Job:
+        """Check the revision, the dataset and the mapping, store the job (``queued``) and start it.
+
+        Inline ``rows`` become a dataset of their own, removed again if the job is refused.
+        """
+        record = await asyncio.to_thread(self.evaluators.get, body.evaluator_id, body.revision)  # 404 first
+        if body.rows is None:
+            return await self._create(body, record, await self.datasets.get(body.dataset_id or ""))
+        dataset = await self.datasets.from_rows(body.rows)
+        try:
+            return await self._create(body, record, dataset)
+        except BaseException:
+            await self.datasets.discard(dataset)
+            raise
+
+    async def _create(self, body: JobCreate, record: RevisionRecord, dataset: DatasetRecord) -> Job:
         mapping = body.field_mapping or FieldMapping()
         mapper = RowMapper(mapping, dataset.columns)  # FieldMappingError (422) before anything is stored
         job = await asyncio.to_thread(
@@ -194,7 +200,8 @@ class JobRunner:
         )
         if task is not None:
             task.cancel()
-            await self.wait(job_id)
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(task)  # until its chunks have stopped and its last commit landed
         return await self.get(job_id)
 
     async def job_and_revision(self, job_id: str) -> tuple[JobRecord, RevisionRecord]:
@@ -295,7 +302,7 @@ class JobRunner:
         chunk: list[tuple[int, dict[str, Any]]] = []
         size, used = sizer.size(), 0
         loads = json.loads
-        for idx, line in self.files.lines(dataset_id):
+        for idx, line in self.datasets.files.lines(dataset_id):
             if bits[idx >> 3] & (1 << (idx & 7)):
                 continue
             chunk.append((idx, mapper.case(loads(line))))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Table, func, insert, select, update
+from sqlalchemy import Table, insert, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
@@ -212,11 +212,6 @@ class JobStore:
             result = conn.execute(select(_RESULTS.c.idx).where(_RESULTS.c.job_id == job_id).order_by(_RESULTS.c.idx))
             for (idx,) in result:
                 yield idx
-
-    def count_results(self, job_id: str) -> int:
-        """How many rows of the job have a result."""
-        with self.engine.connect() as conn:
-            return int(conn.scalar(select(func.count()).where(_RESULTS.c.job_id == job_id)) or 0)
 
     def results(self, job_id: str, start: int, limit: int) -> list[StoredResult]:
         """Up to ``limit`` results with ``idx >= start``, in index order."""
