@@ -27,6 +27,17 @@ def pct(values: list[float], p: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
+def status_mb(pid: int, key: str = "VmRSS") -> float | None:
+    """A memory figure (``VmRSS``, ``VmHWM``) of ``/proc/<pid>/status`` in MB; None when the process is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -19,12 +19,11 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from bench.common import serve, verdict
+from bench.common import serve, status_mb, verdict
 
 N_ROWS, N_BASELINE, N_RUNS, N_BIG = 10_000, 2_000, 3, 1_000_000
 TARGETS = {"python": 20_000.0, "javascript": 10_000.0, "typescript": 10_000.0}
@@ -64,11 +63,8 @@ def _jsonl(n: int) -> bytes:
     return b"\n".join(_rows(n)) + b"\n"
 
 
-def _status_kb(pid: int, key: str) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+def _mb(pid: int, key: str) -> float:
+    return status_mb(pid, key) or 0.0
 
 
 class _Sampler(threading.Thread):
@@ -78,7 +74,7 @@ class _Sampler(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.is_set():
-            self.peak = max(self.peak, _status_kb(self.pid, "VmRSS"))
+            self.peak = max(self.peak, _mb(self.pid, "VmRSS"))
             self.stop.wait(0.1)
 
 
@@ -137,7 +133,7 @@ def measure(big_rows: int = N_BIG) -> JobFigures:
             figures.job_rps[language] = [N_ROWS / _run_job(client, evaluator_id, small)[0] for _ in range(N_RUNS)]
             figures.per_call_rps[language] = _per_call(client, evaluator_id, N_BASELINE)
         python_id = _create(client, "python")
-        figures.rss_idle_mb = _status_kb(proc.pid, "VmRSS")
+        figures.rss_idle_mb = _mb(proc.pid, "VmRSS")
         sampler = _Sampler(proc.pid)
         sampler.start()
         start = time.perf_counter()
@@ -152,7 +148,7 @@ def measure(big_rows: int = N_BIG) -> JobFigures:
         sampler.stop.set()
         sampler.join()
         figures.rss_peak_mb = sampler.peak
-        figures.rss_hwm_mb = _status_kb(proc.pid, "VmHWM")
+        figures.rss_hwm_mb = _mb(proc.pid, "VmHWM")
     return figures
 
 

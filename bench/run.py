@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 
 from bench import docker_bench, jobs_bench
-from bench.common import pct, row, serve, verdict
+from bench.common import pct, row, serve, status_mb, verdict
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"
@@ -54,13 +54,7 @@ def children(pid: int) -> list[int]:
 
 
 def rss_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
+    return status_mb(pid)
 
 
 def rss_all(pids: list[int]) -> list[float]:

@@ -8,10 +8,16 @@ by ``.ci/run``) turns "no engine" into a failure instead of a skip.
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -86,3 +92,42 @@ def assert_healthy(client: TestClient) -> None:
     assert client.get("/healthz").json()["status"] == "ok"
     result = evaluate(client, "def evaluate(inputs, outputs, trace):\n    return 1.0\n")
     assert result["status"] == "ok" and result["score"] == 1.0
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serving(data_dir: Path, backend: str | None = None) -> Iterator[tuple[httpx.Client, subprocess.Popen[bytes]]]:
+    """The real service (``evaluator-host serve``) on ``data_dir``, healthy; terminated (or reaped) afterwards.
+
+    ``backend`` None leaves the choice to the service (``auto``). The caller may kill the process.
+    """
+    env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(data_dir)}
+    if backend is not None:
+        env["EVALUATOR_HOST_BACKEND"] = backend
+    port = free_port()
+    argv = [sys.executable, "-m", "evaluator_host.cli", "serve", "--port", str(port), "--log-level", "warning"]
+    proc = subprocess.Popen(argv, cwd=REPO, env=env)
+    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, f"the service exited with {proc.returncode}"
+            try:
+                if client.get("/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the service did not start"
+            time.sleep(0.1)
+        yield client, proc
+    finally:
+        client.close()
+        if proc.poll() is None:
+            proc.terminate()
+        proc.wait(timeout=60)

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
-
-import httpx
 
 from evaluator_host.sandbox.docker_engine import Engine
 from evaluator_host.settings import Settings
-from tests.conftest import DOCKER_MISSING, REPO, managed_containers
+from tests.conftest import DOCKER_MISSING, managed_containers, serving
 
 CLI = [sys.executable, "-m", "evaluator_host.cli"]
 
@@ -59,37 +55,13 @@ def test_serve_refuses_public_bind_without_keys(tmp_path: Path) -> None:
     assert done.returncode == 2 and "--insecure" in done.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_serve_answers_the_quickstart(tmp_path: Path) -> None:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [*CLI, "serve", "--port", str(port)],
-        env=_env(tmp_path),
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        base = f"http://127.0.0.1:{port}"
-        for _ in range(100):
-            try:
-                if httpx.get(f"{base}/healthz").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        backend = httpx.get(f"{base}/healthz").json()["backend"]
+    with serving(tmp_path) as (client, _proc):
+        backend = client.get("/healthz").json()["backend"]
         # auto picks docker when an engine and the base image are there
         assert backend == ("process" if DOCKER_MISSING else "docker")
         body = {"language": "python", "code": "def evaluate(inputs, outputs, trace):\n    return 1.0\n"}
-        assert httpx.post(f"{base}/v1/evaluate", json=body).json()["score"] == 1.0
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        assert client.post("/v1/evaluate", json=body).json()["score"] == 1.0
     if backend == "process":
         assert not list((tmp_path / "run").iterdir())  # no worker directory left behind
     else:
@@ -137,31 +109,19 @@ def test_run_data_in_process_progress_summary_output_and_gates(tmp_path: Path) -
 
 
 def test_run_data_against_a_server(tmp_path: Path) -> None:
-    port = _free_port()
-    env = _env(tmp_path / "server", EVALUATOR_HOST_BACKEND="process")
-    proc = subprocess.Popen([*CLI, "serve", "--port", str(port)], env=env, cwd=REPO, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            try:
-                if httpx.get(f"{base}/healthz").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+    with serving(tmp_path / "server", "process") as (client, _proc):
         source = tmp_path / "exact.py"
         source.write_text(BATCH_CODE)
         rows = _dataset(tmp_path)
+        base = str(client.base_url)
         argv = [*CLI, "run", str(source), "--data", str(rows), "--map", "outputs=answer", "--server", base, "--json"]
         first = subprocess.run(argv, capture_output=True, text=True, env=_env(tmp_path / "client"), timeout=120)
         assert first.returncode == 0, first.stderr
         job = json.loads(first.stdout)
         assert job["progress"] == {"total": 300, "done": 300, "failed": 0}
-        assert httpx.get(f"{base}/v1/jobs/{job['id']}").json()["status"] == "succeeded"  # it ran on the server
+        assert client.get(f"/v1/jobs/{job['id']}").json()["status"] == "succeeded"  # it ran on the server
         source.write_text(BATCH_CODE.replace("==", "!="))  # a changed file becomes a new revision
         second = subprocess.run(argv, capture_output=True, text=True, env=_env(tmp_path / "client"), timeout=120)
         assert second.returncode == 0 and json.loads(second.stdout)["revision"] == 2
-        evaluators = httpx.get(f"{base}/v1/evaluators").json()
+        evaluators = client.get("/v1/evaluators").json()
         assert [e["name"] for e in evaluators["data"]] == ["exact.py"]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)

@@ -9,14 +9,9 @@ the result committed then) and which ran after (on fresh workers).
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +20,7 @@ import pytest
 
 from evaluator_host.sandbox.docker_engine import Engine
 from evaluator_host.settings import Settings
-from tests.conftest import DOCKER_MISSING, REPO, docker_only, managed_containers
+from tests.conftest import DOCKER_MISSING, docker_only, managed_containers, serving
 
 ROWS = 3000
 CODE = (
@@ -35,41 +30,6 @@ CODE = (
     "    time.sleep(0.002)\n"
     "    return {'score': float(inputs['i'] % 2), 'nonce': NONCE}\n"
 )
-
-
-def _port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def serving(data_dir: Path, backend: str) -> Iterator[tuple[httpx.Client, subprocess.Popen[bytes]]]:
-    """The real service on ``data_dir``; the caller may kill it (then this only reaps it)."""
-    port = _port()
-    env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(data_dir), "EVALUATOR_HOST_BACKEND": backend}
-    argv = [sys.executable, "-m", "evaluator_host.cli", "serve", "--port", str(port), "--log-level", "warning"]
-    proc = subprocess.Popen(argv, cwd=REPO, env=env)
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, f"the service exited with {proc.returncode}"
-            try:
-                if client.get("/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the service did not start"
-            time.sleep(0.1)
-        yield client, proc
-    finally:
-        client.close()
-        if proc.poll() is None:
-            proc.terminate()
-        proc.wait(timeout=60)
 
 
 def _job(client: httpx.Client, job_id: str) -> dict[str, Any]:
