@@ -83,12 +83,14 @@ def _build_root(root: str, binds: list[list[str]], tmpfs_mb: int) -> None:
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0755")
     for src in SYSTEM_DIRS:
         _bind_ro(root, src)
+    # the private /tmp first: a bind whose path lies under /tmp (a checkout or venv there)
+    # is then mounted on top of it instead of being hidden by it
+    os.makedirs(root + "/tmp", exist_ok=True)
+    _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmpfs_mb}m,mode=1777")
     for src, dst in binds:
         _bind_ro(root, src, dst)
-    for tmp in ("/tmp", "/dev/shm"):
-        os.makedirs(root + tmp, exist_ok=True)
-    _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmpfs_mb}m,mode=1777")
     dev = root + "/dev"
+    os.makedirs(dev, exist_ok=True)
     _mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755")
     for name in DEVICES:
         open(f"{dev}/{name}", "a").close()  # noqa: SIM115

@@ -182,8 +182,9 @@ class ProcessBackend:
             launch = {"run_python": inside(str(_PY_HARNESS), str(RUNTIMES_DIR)), "argv": [json.dumps(harness_config)]}
         else:
             node = node_executable()
-            node_home = str(Path(node).resolve().parents[1])
-            binds.append([node_home, node_home])
+            if iso.mode != "rlimits":  # a fixed in-sandbox path, wherever the venv lives on the host
+                binds.append([str(Path(node).resolve().parents[1]), "/sandbox/node"])
+                node = "/sandbox/node/bin/node"
             harness_config.update(spec.loader)
             harness_config["language"] = spec.language
             harness_config["node_modules"] = f"{runtime_dir}/node_modules" if runtime_dir else None
