@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import ipaddress
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -23,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from evaluator_host.aggregate import aggregate
-from evaluator_host.errors import EvaluatorHostError
+from evaluator_host.errors import DataDirInUse, EvaluatorHostError
 from evaluator_host.models import Case, EvaluationResult, EvaluatorSettings
 from evaluator_host.settings import Settings
 
@@ -52,6 +53,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from evaluator_host.api import create_app
+    from evaluator_host.services import lock_data_dir
 
     overrides: dict[str, Any] = {}
     if args.backend:
@@ -61,6 +63,12 @@ def _serve(args: argparse.Namespace) -> int:
     port = args.port or settings.port
     if not _is_loopback(host) and not settings.api_keys and not args.insecure:
         sys.stderr.write(f"refusing to bind {host} without EVALUATOR_HOST_API_KEYS; pass --insecure to allow it\n")
+        return 2
+    try:  # a clear refusal up front; the service takes the lock for good when it starts
+        settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.close(lock_data_dir(settings.data_dir))
+    except DataDirInUse as exc:
+        sys.stderr.write(f"evaluator-host: {exc.message}\n")
         return 2
     uvicorn.run(create_app(settings), host=host, port=port, log_level=args.log_level, access_log=False)
     return 0
@@ -82,7 +90,7 @@ async def _evaluate(args: argparse.Namespace) -> list[EvaluationResult]:
         raise SystemExit(f"cannot tell the language of {path}; pass --language")
     settings = EvaluatorSettings(**json.loads(args.settings or "{}"))
     packages = json.loads(args.packages) if args.packages else None
-    services = Services.start(Settings())
+    services = Services.start_private(Settings())
     try:
         prepared = services.evaluation.validate(language, path.read_text(), packages, settings)
         return await services.evaluation.evaluate(prepared, _read_cases(args))

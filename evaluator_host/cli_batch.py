@@ -134,7 +134,7 @@ class _Local:
         from evaluator_host.services import Services
         from evaluator_host.settings import Settings
 
-        self.services = Services.start(Settings())
+        self.services = Services.start_private(Settings())
 
     async def upsert(self, definition: dict[str, Any]) -> dict[str, Any]:
         from evaluator_host.models import EvaluatorCreate

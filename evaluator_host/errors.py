@@ -12,6 +12,7 @@
     │   └── FieldMappingError      a job's field_mapping names a column the dataset lacks
     ├── BuildError                 a package set could not be installed (HTTP 422, installer output)
     ├── NotFoundError              an evaluator / revision / runtime does not exist (HTTP 404)
+    ├── DataDirInUse               another live service holds the data dir (refused at start-up)
     └── SandboxError               the infrastructure failed, not the user (HTTP 503, retryable)
         └── BackendUnavailable     no sandbox backend can run this language right now
 
@@ -25,6 +26,7 @@ __all__ = [
     "BackendUnavailable",
     "BuildError",
     "CodeSyntaxError",
+    "DataDirInUse",
     "DatasetError",
     "DefinitionError",
     "EvaluatorHostError",
@@ -113,6 +115,12 @@ class NotFoundError(EvaluatorHostError):
     """A resource does not exist."""
 
     type_name = "NotFound"
+
+
+class DataDirInUse(EvaluatorHostError):
+    """Another live service process holds the data dir (one service per data dir)."""
+
+    type_name = "DataDirInUse"
 
 
 class SandboxError(EvaluatorHostError):

@@ -1,12 +1,27 @@
-"""The long-lived components of one service process, started and stopped together."""
+"""The long-lived components of one service process, started and stopped together.
+
+One data dir belongs to one live service process: :meth:`Services.start` holds an exclusive
+lock on ``data_dir/service.lock`` until :meth:`Services.close` (the kernel drops it when the
+process dies, however it dies), so a second process on the same data dir is refused before
+it touches anything — above all before the docker backend's start-up sweep, which removes
+every container labelled with the data dir. An in-process CLI run uses
+:meth:`Services.start_private`: a scratch data dir of its own, sharing only the build cache.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import gc
 import logging
-from dataclasses import dataclass
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from evaluator_host.catalog import Catalog
+from evaluator_host.errors import DataDirInUse
 from evaluator_host.jobs.catalog import DatasetCatalog
 from evaluator_host.jobs.results import ResultReader
 from evaluator_host.jobs.runner import JobRunner
@@ -19,7 +34,7 @@ from evaluator_host.store import EvaluatorStore
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.jobs import JobStore
 
-__all__ = ["Services", "select_backend"]
+__all__ = ["Services", "lock_data_dir", "select_backend"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +57,24 @@ def select_backend(settings: Settings) -> SandboxBackend:
     return DockerBackend(settings)
 
 
+def lock_data_dir(data_dir: Path) -> int:
+    """Take ``data_dir``'s service lock (an open fd, kept until closed); ``DataDirInUse`` if held."""
+    path = data_dir / "service.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise DataDirInUse(
+            f"another evaluator-host process (pid {holder}) is using the data dir {data_dir}: stop it, "
+            "or give this one its own EVALUATOR_HOST_DATA_DIR (in-process `run` does so by itself)"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
 @dataclass
 class Services:
     """Settings, stores, backend, pool, the evaluation service, evaluators, datasets and jobs."""
@@ -55,11 +88,43 @@ class Services:
     datasets: DatasetCatalog
     runner: JobRunner
     results: ResultReader
+    lock_fd: int = -1
+    scratch: Path | None = field(default=None, repr=False)  # removed on close (private runs)
 
     @classmethod
     def start(cls, settings: Settings) -> Services:
-        """Create the data dir and every component (jobs resume in :meth:`resume`)."""
+        """Lock the data dir, then create every component (jobs resume in :meth:`resume`).
+
+        Raises ``DataDirInUse`` when another live process holds the data dir.
+        """
         settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        lock_fd = lock_data_dir(settings.data_dir)
+        try:
+            return cls._components(settings, lock_fd)
+        except BaseException:
+            os.close(lock_fd)
+            raise
+
+    @classmethod
+    def start_private(cls, settings: Settings) -> Services:
+        """Services in a scratch data dir of their own (removed on close), for in-process CLI runs.
+
+        Nothing of the configured data dir is touched — its database, its jobs, its worker dirs,
+        its containers — except the build cache (``cache_dir``, default the data dir), which is
+        made to be shared: a package set built by the server is not built again, and the reverse.
+        """
+        scratch = Path(tempfile.mkdtemp(prefix="evaluator-host-run-"))
+        private = settings.model_copy(update={"data_dir": scratch, "cache_dir": settings.resolved_cache_dir})
+        try:
+            services = cls.start(private)
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        services.scratch = scratch
+        return services
+
+    @classmethod
+    def _components(cls, settings: Settings, lock_fd: int) -> Services:
         if settings.gc_threshold:
             gc.freeze()  # what is alive at start-up lives for good: keep it out of full collections
             gc.set_threshold(settings.gc_threshold, 10, 10)
@@ -72,7 +137,8 @@ class Services:
         datasets = DatasetCatalog(settings, jobs)
         runner = JobRunner(settings, jobs, store, evaluation, datasets)
         results = ResultReader(jobs, datasets.files)
-        return cls(settings, store, backend, pool, evaluation, Catalog(store, evaluation), datasets, runner, results)
+        catalog = Catalog(store, evaluation)
+        return cls(settings, store, backend, pool, evaluation, catalog, datasets, runner, results, lock_fd)
 
     async def resume(self) -> None:
         """Resume the jobs a previous run of the service left queued or running."""
@@ -80,6 +146,12 @@ class Services:
 
     async def close(self) -> None:
         """Stop running jobs (they resume on the next start), every worker, and the database."""
-        await self.runner.close()
-        await self.pool.close()
-        self.store.engine.dispose()
+        try:
+            await self.runner.close()
+            await self.pool.close()
+            self.store.engine.dispose()
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(self.lock_fd)
+            if self.scratch is not None:
+                shutil.rmtree(self.scratch, ignore_errors=True)

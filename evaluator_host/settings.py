@@ -45,6 +45,11 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="Address `serve` binds by default.")
     port: int = Field(8000, description="Port `serve` binds by default.")
     data_dir: Path = Field(default_factory=default_data_dir, description="Database, runtimes, worker dirs.")
+    cache_dir: Path | None = Field(
+        None,
+        description="Build cache (process-backend runtimes, build logs and locks); default: data_dir. "
+        "Safe to share between processes.",
+    )
     database_url: str | None = Field(None, description="SQLAlchemy URL; default SQLite in data_dir.")
     api_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Comma-separated bearer keys; when set every /v1 call needs one."
@@ -100,6 +105,11 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [k.strip() for k in value.split(",") if k.strip()]
         return value
+
+    @property
+    def resolved_cache_dir(self) -> Path:
+        """Where built runtimes and build logs live: :attr:`cache_dir`, else :attr:`data_dir`."""
+        return self.cache_dir or self.data_dir
 
     @property
     def resolved_database_url(self) -> str:

@@ -6,11 +6,12 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from evaluator_host.sandbox.docker_engine import Engine
 from evaluator_host.settings import Settings
-from tests.conftest import DOCKER_MISSING, managed_containers, serving
+from tests.conftest import DOCKER_MISSING, free_port, managed_containers, serving
 
 CLI = [sys.executable, "-m", "evaluator_host.cli"]
 
@@ -125,3 +126,44 @@ def test_run_data_against_a_server(tmp_path: Path) -> None:
         assert second.returncode == 0 and json.loads(second.stdout)["revision"] == 2
         evaluators = client.get("/v1/evaluators").json()
         assert [e["name"] for e in evaluators["data"]] == ["exact.py"]
+
+
+def test_in_process_run_leaves_a_live_server_alone(tmp_path: Path) -> None:
+    """Regression: `run` without --server used the server's data dir, swept its containers at start-up
+    (the server's next build answered a bare-text 500) and wrote into its database."""
+    data = tmp_path / "data"
+    with serving(data) as (client, _proc):
+        backend = client.get("/healthz").json()["backend"]
+        owner = Engine(Settings(data_dir=data)).owner
+        before = managed_containers(owner) if backend == "docker" else set()
+        assert backend == "process" or before  # the docker server has its spares and build box up
+        listed = client.get("/v1/evaluators").json()
+        source = tmp_path / "ev.py"
+        source.write_text(BATCH_CODE)
+        rows = _dataset(tmp_path, 20)
+        for extra in (["--case", '{"inputs": {"expected": "a"}, "outputs": "a"}'], ["--data", str(rows)]):
+            mapping = ["--map", "outputs=answer"] if "--data" in extra else []
+            done = subprocess.run(
+                [*CLI, "run", str(source), *extra, *mapping],
+                capture_output=True,
+                text=True,
+                env=_env(data),
+                timeout=180,
+            )
+            assert done.returncode in (0, 1), done.stderr  # scores, not a refusal
+        if backend == "docker":
+            assert before <= managed_containers(owner)  # not one of the server's containers was removed
+        assert client.get("/v1/evaluators").json() == listed  # nothing written into the server's database
+        assert client.get("/v1/datasets").json()["data"] == []
+        body = {
+            "language": "python",
+            "packages": {"six": "1.16.0"},  # a new package set: the server's build box must still be there
+            "code": "import six\n\ndef evaluate(inputs, outputs, trace):\n    return six.PY3\n",
+        }
+        answer = client.post("/v1/evaluate", json=body)
+        assert answer.status_code == 200 and answer.json()["score"] == 1.0, answer.text
+        second = subprocess.run(
+            [*CLI, "serve", "--port", str(free_port())], capture_output=True, text=True, env=_env(data), timeout=60
+        )
+        assert second.returncode == 2 and "is using the data dir" in second.stderr  # one service per data dir
+    assert not [p for p in Path(tempfile.gettempdir()).glob("evaluator-host-run-*") if p.stat().st_uid == os.getuid()]

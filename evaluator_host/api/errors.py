@@ -5,6 +5,7 @@ Every error body is ``{"error": {"type", "message", "line", "column", ...}}``.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -22,6 +23,8 @@ from evaluator_host.errors import (
 )
 
 __all__ = ["install"]
+
+log = logging.getLogger(__name__)
 
 
 def _body(type_name: str, message: str, **extra: Any) -> dict[str, Any]:
@@ -68,8 +71,15 @@ def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
+    """A defect of ours: still the error envelope (never a bare-text body), and the traceback in the log."""
+    log.error("unhandled error", exc_info=exc)
+    return JSONResponse(_body("InternalError", "an internal error occurred; it was logged"), status_code=500)
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers on ``app``."""
+    app.add_exception_handler(Exception, _unexpected)
     app.add_exception_handler(EvaluatorHostError, _host_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)

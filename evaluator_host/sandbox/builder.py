@@ -169,10 +169,10 @@ class BuildOnce:
 
 
 class RuntimeBuilder(BuildOnce):
-    """Process-backend runtimes: ``site/`` directories under ``data_dir/runtimes``."""
+    """Process-backend runtimes: ``site/`` directories under ``cache_dir/runtimes``."""
 
     def __init__(self, settings: Settings) -> None:
-        super().__init__(settings.data_dir / "runtimes")
+        super().__init__(settings.resolved_cache_dir / "runtimes")
         self.settings = settings
 
     def base_identity(self, language: str) -> str:

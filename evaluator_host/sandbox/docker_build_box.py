@@ -150,10 +150,22 @@ class BuildBoxes:
             self._background.submit(self._quietly, self.prepare)
 
     def take(self) -> BuildBox:
-        """The spare box, or a newly started one (blocking)."""
+        """The spare box if it still runs (something outside may have removed it), else a new one (blocking)."""
         with self._lock:
             box, self._spare = self._spare, None
-        return box if box is not None else self.engine.run_sync(self._open_box)
+        if box is not None:
+            if self.engine.run_sync(self._running, box):
+                return box
+            log.warning("the spare build box %s is gone: starting another", box.container_id[:12])
+            self._quietly(self._discard, box)
+        return self.engine.run_sync(self._open_box)
+
+    @staticmethod
+    def _running(client: docker.DockerClient, box: BuildBox) -> bool:
+        try:
+            return bool(client.api.inspect_container(box.container_id)["State"]["Running"])
+        except NotFound:
+            return False
 
     def release(self, box: BuildBox) -> None:
         """Throw a used box away: in the background (and start the next spare) when serving."""

@@ -7,7 +7,7 @@ lock. It is the install run in a build box (:mod:`docker_build_box`), committed.
 
 Builds are serialized per runtime id (asyncio lock + file lock), a failed build
 raises :class:`BuildError` with the installer's message and leaves no image; every build's
-log is kept in ``data_dir/images/<id>.build.log``.
+log is kept in ``cache_dir/images/<id>.build.log``.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class DockerRuntimeBuilder(BuildOnce):
     """Runtime images: the base image for no packages, one committed image per package set."""
 
     def __init__(self, settings: Settings, engine: Engine) -> None:
-        super().__init__(settings.data_dir / "images")  # locks, build logs, last-use marks
+        super().__init__(settings.resolved_cache_dir / "images")  # locks, build logs, last-use marks
         self.settings = settings
         self.engine = engine
         self._base_id: str | None = None

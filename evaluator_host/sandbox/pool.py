@@ -116,8 +116,15 @@ class WorkerPool:
             await self._forget()
             raise
 
-    async def _start(self, spec: WorkerSpec) -> _Slot:
-        worker = await self.backend.start_worker(spec)
+    async def _start(self, spec: WorkerSpec, *, retry: bool = True) -> _Slot:
+        """A worker for ``spec`` that answered its load; one that dies before it answers (e.g. a
+        pre-started container removed from outside) is replaced once, transparently."""
+        try:
+            worker = await self.backend.start_worker(spec)
+        except SandboxError:
+            if not retry:
+                raise
+            return await self._start(spec, retry=False)
         self._started += 1
         try:
             async with asyncio.timeout(_LOAD_TIMEOUT_S):
@@ -127,6 +134,8 @@ class WorkerPool:
             if isinstance(exc, TimeoutError):
                 message = f"loading the evaluator took longer than {_LOAD_TIMEOUT_S:.0f} s"
                 ready = {"load_error": error_info("Timeout", message)}
+            elif retry and isinstance(exc, asyncio.IncompleteReadError):
+                return await self._start(spec, retry=False)
             else:
                 raise SandboxError(
                     f"the worker failed to start (exit {info.returncode}): {info.raw_output[-2000:]}"

@@ -186,6 +186,42 @@ def test_containers_left_by_a_crashed_service_are_swept_at_start(tmp_path: Path)
         client.close()
 
 
+def test_containers_removed_from_outside_are_replaced_transparently(tmp_path: Path) -> None:
+    """Regression: a build box or spare removed under the service (another process's sweep, an operator's
+    `docker rm`) made the next request a bare-text 500; now a fresh one takes its place."""
+    pins = {"six": "1.15.0"}  # a set no other test builds: its build must use the (vanished) build box
+    builder = _fresh_builder(tmp_path / "b", pins)
+    builder.close()
+    settings = make_settings(tmp_path / "data", backend="docker")
+    with TestClient(create_app(settings)) as client:
+        code = "def evaluate(inputs, outputs, trace):\n    return 1\n"
+        assert evaluate(client, code)["score"] == 1.0
+        backend = _backend(client)
+        for _ in range(100):  # the spares and the build box are up
+            if any("evaluator-host.build" in i["Config"]["Labels"] for i in _containers(backend.engine.owner)):
+                break
+            time.sleep(0.1)
+        engine = docker.from_env()
+        try:
+            for cid in managed_containers(backend.engine.owner):
+                engine.api.remove_container(cid, force=True)
+        finally:
+            engine.close()
+        time.sleep(1)
+        answers = [
+            client.post("/v1/evaluate", json={"language": "python", "code": code}),  # its bound worker: gone
+            client.post("/v1/evaluate", json={"language": "python", "code": code.replace("1", "2")}),  # a spare
+            client.post("/v1/evaluate", json={"language": "python", "code": code, "packages": pins}),  # build box
+            client.post(
+                "/v1/evaluate",
+                json={"language": "javascript", "code": "function evaluate(inputs, outputs, trace) { return 1 }"},
+            ),
+        ]
+        assert [a.status_code for a in answers] == [200] * 4, [a.text for a in answers]
+        assert [a.json()["status"] for a in answers] == ["ok"] * 4, [a.text for a in answers]
+        assert_healthy(client)
+
+
 # -- runtime images ----------------------------------------------------------------------------
 def _fresh_builder(tmp_path: Path, pins: dict[str, str], **overrides: Any) -> DockerRuntimeBuilder:
     settings = make_settings(tmp_path, **overrides)
