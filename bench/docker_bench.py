@@ -31,10 +31,10 @@ import docker
 import httpx
 
 from bench.common import INPUTS, pct, row, serve, verdict
-from evaluator_host.js_inspect import node_executable
-from evaluator_host.sandbox.docker_build_box import host_pip_config, local_index_paths
-from evaluator_host.sandbox.docker_engine import Engine, unusable_reason
-from evaluator_host.sandbox.docker_images import DockerRuntimeBuilder
+from evaluator_host.definitions.js_inspect import node_executable
+from evaluator_host.sandbox.docker.build_box import host_pip_config, local_index_paths
+from evaluator_host.sandbox.docker.engine import Engine, unusable_reason
+from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
 from evaluator_host.settings import Settings
 
 CODE = 'def evaluate(inputs, outputs, trace):\n    return outputs == inputs.get("correct_answer")\n'

@@ -20,15 +20,15 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluator_host.catalog import Catalog
 from evaluator_host.errors import DataDirInUse
-from evaluator_host.jobs.catalog import DatasetCatalog
-from evaluator_host.jobs.results import ResultReader
+from evaluator_host.evaluation import EvaluationService
+from evaluator_host.evaluators import Catalog
+from evaluator_host.jobs.exports import ResultReader
 from evaluator_host.jobs.runner import JobRunner
-from evaluator_host.sandbox.backend import SandboxBackend
+from evaluator_host.jobs.uploads import DatasetCatalog
+from evaluator_host.sandbox.base import SandboxBackend
 from evaluator_host.sandbox.pool import WorkerPool
-from evaluator_host.sandbox.process import ProcessBackend
-from evaluator_host.service import EvaluationService
+from evaluator_host.sandbox.process.backend import ProcessBackend
 from evaluator_host.settings import Settings
 from evaluator_host.store import EvaluatorStore
 from evaluator_host.store.db import make_engine
@@ -48,8 +48,8 @@ def select_backend(settings: Settings) -> SandboxBackend:
     """
     if settings.backend == "process":
         return ProcessBackend(settings)
-    from evaluator_host.sandbox.docker_backend import DockerBackend
-    from evaluator_host.sandbox.docker_engine import unusable_reason
+    from evaluator_host.sandbox.docker.backend import DockerBackend
+    from evaluator_host.sandbox.docker.engine import unusable_reason
 
     if settings.backend == "auto" and (reason := unusable_reason(settings)) is not None:
         log.info("the docker backend is not usable (%s): using the process backend", reason)

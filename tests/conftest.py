@@ -22,7 +22,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from evaluator_host.sandbox.docker_engine import unusable_reason
+from evaluator_host.sandbox.docker.engine import unusable_reason
 from evaluator_host.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]

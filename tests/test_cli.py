@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from evaluator_host.sandbox.docker_engine import Engine
+from evaluator_host.sandbox.docker.engine import Engine
 from evaluator_host.settings import Settings
 from tests.conftest import DOCKER_MISSING, free_port, managed_containers, serving
 

@@ -7,7 +7,7 @@ from starlette.datastructures import UploadFile
 
 from evaluator_host.api.deps import ServicesDep
 from evaluator_host.errors import DatasetError
-from evaluator_host.jobs.catalog import to_model
+from evaluator_host.jobs.uploads import to_model
 from evaluator_host.models import Dataset, DatasetList
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])

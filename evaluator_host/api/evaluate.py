@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from evaluator_host.aggregate import aggregate
 from evaluator_host.api.deps import ServicesDep
 from evaluator_host.errors import LimitError
 from evaluator_host.models import BatchResponse, Case, EvaluateRequest, EvaluationResult, EvaluatorEvaluateRequest
+from evaluator_host.results.aggregate import aggregate
 
 router = APIRouter(tags=["evaluate"])
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from evaluator_host.aggregate import aggregate
 from evaluator_host.api.deps import ServicesDep
 from evaluator_host.api.evaluate import cases_of
 from evaluator_host.models import (
@@ -16,6 +15,7 @@ from evaluator_host.models import (
     EvaluatorList,
     RevisionList,
 )
+from evaluator_host.results.aggregate import aggregate
 
 router = APIRouter(prefix="/evaluators", tags=["evaluators"])
 

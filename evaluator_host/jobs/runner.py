@@ -31,14 +31,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluator_host.aggregate import Accumulator
-from evaluator_host.catalog import prepared_of, scope_of
 from evaluator_host.errors import EvaluatorHostError, SandboxError
-from evaluator_host.jobs.catalog import DatasetCatalog
+from evaluator_host.evaluation import EvaluationService, Prepared, to_result
+from evaluator_host.evaluators import prepared_of, scope_of
 from evaluator_host.jobs.mapping import RowMapper
+from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.models import FieldMapping, Job, JobCreate, JobProgress
-from evaluator_host.sandbox.backend import RawOutcome, WorkerSpec
-from evaluator_host.service import EvaluationService, Prepared, to_result
+from evaluator_host.results.aggregate import Accumulator
+from evaluator_host.sandbox.base import RawOutcome, WorkerSpec
 from evaluator_host.settings import Settings
 from evaluator_host.store import EvaluatorStore, RevisionRecord
 from evaluator_host.store.db import utcnow

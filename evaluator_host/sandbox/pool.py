@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluator_host.errors import SandboxError
-from evaluator_host.sandbox.backend import RawOutcome, SandboxBackend, Worker, WorkerSpec, error_info
+from evaluator_host.sandbox.base import RawOutcome, SandboxBackend, Worker, WorkerSpec, error_info
 from evaluator_host.sandbox.protocol import FrameReader, FrameTooLarge, encode_frame, read_frame
 from evaluator_host.settings import Settings
 

@@ -18,7 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from evaluator_host.sandbox.docker_engine import Engine
+from evaluator_host.sandbox.docker.engine import Engine
 from evaluator_host.settings import Settings
 from tests.conftest import BACKENDS, assert_healthy, make_settings, managed_containers
 

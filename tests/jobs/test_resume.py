@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from evaluator_host.sandbox.docker_engine import Engine
+from evaluator_host.sandbox.docker.engine import Engine
 from evaluator_host.settings import Settings
 from tests.conftest import DOCKER_MISSING, docker_only, managed_containers, serving
 

@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.errors import BuildError
-from evaluator_host.sandbox.builder import RuntimeBuilder
+from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
 from tests.conftest import evaluate, make_settings
 
 

@@ -21,9 +21,9 @@ from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
 from evaluator_host.errors import BuildError
-from evaluator_host.sandbox.docker_backend import DockerBackend
-from evaluator_host.sandbox.docker_engine import MANAGED, OWNER, Engine
-from evaluator_host.sandbox.docker_images import DockerRuntimeBuilder
+from evaluator_host.sandbox.docker.backend import DockerBackend
+from evaluator_host.sandbox.docker.engine import MANAGED, OWNER, Engine
+from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
 from tests.conftest import assert_healthy, docker_only, evaluate, make_settings, managed_containers
 
 pytestmark = [pytest.mark.docker, docker_only]

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from evaluator_host.evaluation import EvaluationService
 from evaluator_host.models import Case, EvaluatorSettings
-from evaluator_host.sandbox.builder import RuntimeBuilder
-from evaluator_host.sandbox.isolation import Isolation, probe
 from evaluator_host.sandbox.pool import WorkerPool
-from evaluator_host.sandbox.process import ProcessBackend
-from evaluator_host.service import EvaluationService
+from evaluator_host.sandbox.process.backend import ProcessBackend
+from evaluator_host.sandbox.process.isolation import Isolation, probe
+from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
 from tests.conftest import make_settings
 
 CODE = (

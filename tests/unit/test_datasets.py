@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from evaluator_host.errors import DatasetError
-from evaluator_host.jobs.catalog import format_of
 from evaluator_host.jobs.datasets import BLOCK, DatasetFiles, DatasetInfo, Format, Limits, sniff_format
+from evaluator_host.jobs.uploads import format_of
 
 LIMITS = Limits(max_rows=1_000_000, max_row_bytes=1 << 20)
 CHUNK = 1 << 16  # the JSON array reader's first read size

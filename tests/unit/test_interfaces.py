@@ -1,11 +1,11 @@
-"""evaluator_host.interfaces: entrypoint detection from Python source."""
+"""evaluator_host.definitions.interfaces: entrypoint detection from Python source."""
 
 from __future__ import annotations
 
 import pytest
 
+from evaluator_host.definitions.interfaces import ACCEPTED_SIGNATURES, detect
 from evaluator_host.errors import CodeSyntaxError, DefinitionError, InterfaceError
-from evaluator_host.interfaces import ACCEPTED_SIGNATURES, detect
 
 
 def test_accepted_signatures_show_all_three_interfaces() -> None:

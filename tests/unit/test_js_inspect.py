@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from evaluator_host.definitions.js_inspect import inspect_code
 from evaluator_host.errors import CodeSyntaxError, InterfaceError
-from evaluator_host.js_inspect import inspect_code
 
 ENTRY_FORMS = [
     ("function evaluate(inputs, outputs, trace) { return 1 }", "evaluate", "binding"),

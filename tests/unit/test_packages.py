@@ -1,4 +1,4 @@
-"""evaluator_host.packages: exact pins only, and the runtime id of a package set."""
+"""evaluator_host.definitions.packages: exact pins only, and the runtime id of a package set."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from evaluator_host.definitions.packages import normalize_pins, runtime_id
 from evaluator_host.errors import DefinitionError, PackageSpecError
-from evaluator_host.packages import normalize_pins, runtime_id
 
 
 def rejected(language: str, packages: Any) -> PackageSpecError:

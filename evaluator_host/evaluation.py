@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import evaluator_host.js_inspect  # noqa: F401 - registers the JavaScript and TypeScript detectors
+import evaluator_host.definitions.js_inspect  # noqa: F401 - registers the JavaScript and TypeScript detectors
+from evaluator_host.definitions.interfaces import detect
+from evaluator_host.definitions.packages import normalize_pins
 from evaluator_host.errors import LimitError
-from evaluator_host.interfaces import detect
 from evaluator_host.models import Case, EvaluationResult, EvaluatorSettings
-from evaluator_host.normalize import normalize
-from evaluator_host.packages import normalize_pins
-from evaluator_host.sandbox.backend import Builder, RawOutcome, Runtime, WorkerSpec, error_info
+from evaluator_host.results.normalize import normalize
+from evaluator_host.sandbox.base import Builder, RawOutcome, Runtime, WorkerSpec, error_info
 from evaluator_host.sandbox.pool import WorkerPool
 from evaluator_host.settings import Settings
 

@@ -21,12 +21,12 @@ from typing import Any
 
 import docker
 
+from evaluator_host.definitions.packages import runtime_id
 from evaluator_host.errors import BackendUnavailable, BuildError
-from evaluator_host.packages import runtime_id
-from evaluator_host.sandbox.backend import Runtime
-from evaluator_host.sandbox.builder import BuildOnce, npm_lock, trim_install_log
-from evaluator_host.sandbox.docker_build_box import LOCK_MARK, BuildBox, BuildBoxes
-from evaluator_host.sandbox.docker_engine import MANAGED, Engine, NotFound
+from evaluator_host.sandbox.base import Runtime
+from evaluator_host.sandbox.build_once import BuildOnce, npm_lock, trim_install_log
+from evaluator_host.sandbox.docker.build_box import LOCK_MARK, BuildBox, BuildBoxes
+from evaluator_host.sandbox.docker.engine import MANAGED, Engine, NotFound
 from evaluator_host.settings import Settings
 
 __all__ = ["RUNTIME_REPO", "DockerRuntimeBuilder", "ImageInfo"]

@@ -60,8 +60,8 @@ class _Target(Protocol):
 
 def _unchanged(found: dict[str, Any], definition: dict[str, Any]) -> bool:
     """Whether the stored evaluator's latest revision already is ``definition`` (pins and settings normalized)."""
+    from evaluator_host.definitions.packages import normalize_pins
     from evaluator_host.models import EvaluatorSettings
-    from evaluator_host.packages import normalize_pins
 
     language = definition["language"]
     return bool(
@@ -149,7 +149,7 @@ class _Local:
         return (await catalog.update(found["id"], body)).model_dump(mode="json")
 
     async def upload(self, path: Path) -> dict[str, Any]:
-        from evaluator_host.jobs.catalog import to_model
+        from evaluator_host.jobs.uploads import to_model
 
         with path.open("rb") as fh:
             record = await self.services.datasets.upload_file(

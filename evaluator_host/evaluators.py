@@ -6,9 +6,9 @@ import asyncio
 import dataclasses
 from collections.abc import Sequence
 
-from evaluator_host.interfaces import detect
+from evaluator_host.definitions.interfaces import detect
+from evaluator_host.evaluation import EvaluationService, Prepared
 from evaluator_host.models import Case, EvaluationResult, Evaluator, EvaluatorCreate, EvaluatorSettings
-from evaluator_host.service import EvaluationService, Prepared
 from evaluator_host.store import EvaluatorStore, RevisionRecord
 
 __all__ = ["Catalog", "prepared_of", "scope_of", "to_model"]

@@ -22,12 +22,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from evaluator_host.definitions.interfaces import Detected, register_detector
 from evaluator_host.errors import CodeSyntaxError, InterfaceError
-from evaluator_host.interfaces import Detected, register_detector
 
 __all__ = ["inspect_code", "node_executable"]
 
-_SCRIPT = Path(__file__).resolve().parents[1] / "runtimes" / "node" / "inspect.cjs"
+_SCRIPT = Path(__file__).resolve().parents[2] / "runtimes" / "node" / "inspect.cjs"
 _TIMEOUT_S = 10.0
 
 

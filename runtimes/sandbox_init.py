@@ -1,6 +1,6 @@
 """Process-backend sandbox bootstrap (stdlib only, runs as the first code in a worker).
 
-Started by the host as ``python -I -S process_sandbox.py CONFIG_JSON`` — inside fresh
+Started by the host as ``python -I -S sandbox_init.py CONFIG_JSON`` — inside fresh
 mount/net/pid/ipc/uts namespaces when the host could create them (``unshare``). It
 sets the sandbox up and then runs the language harness:
 

@@ -39,7 +39,7 @@ from docker.types import LogConfig, Ulimit
 
 from evaluator_host.errors import SandboxError
 from evaluator_host.models import EvaluatorSettings
-from evaluator_host.sandbox.backend import (
+from evaluator_host.sandbox.base import (
     RUNTIMES_DIR,
     SANDBOX_ENV,
     ExitInfo,
@@ -48,9 +48,9 @@ from evaluator_host.sandbox.backend import (
     memory_exhausted,
     node_command,
 )
-from evaluator_host.sandbox.docker_build_box import NODE_PREFIX, SITE
-from evaluator_host.sandbox.docker_engine import NAME_PREFIX, Engine, NotFound
-from evaluator_host.sandbox.docker_images import DockerRuntimeBuilder
+from evaluator_host.sandbox.docker.build_box import NODE_PREFIX, SITE
+from evaluator_host.sandbox.docker.engine import NAME_PREFIX, Engine, NotFound
+from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
 from evaluator_host.sandbox.protocol import encode_frame
 from evaluator_host.settings import Settings
 

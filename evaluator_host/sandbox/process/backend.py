@@ -1,7 +1,7 @@
 """The process backend: each worker is a harness in a sandboxed subprocess.
 
 The embedded default when no Docker engine answers. Isolation is whatever
-:func:`evaluator_host.sandbox.isolation.probe` found (namespaces + pivot_root +
+:func:`evaluator_host.sandbox.process.isolation.probe` found (namespaces + pivot_root +
 unprivileged uid as root); rlimits, a scrubbed environment and a private ``/tmp``
 always. See docs/security.md for what this does and does not protect against.
 """
@@ -18,9 +18,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from evaluator_host.definitions.js_inspect import node_executable
 from evaluator_host.errors import SandboxError
-from evaluator_host.js_inspect import node_executable
-from evaluator_host.sandbox.backend import (
+from evaluator_host.sandbox.base import (
     RUNTIMES_DIR,
     SANDBOX_ENV,
     ExitInfo,
@@ -29,13 +29,13 @@ from evaluator_host.sandbox.backend import (
     memory_exhausted,
     node_command,
 )
-from evaluator_host.sandbox.builder import RuntimeBuilder
-from evaluator_host.sandbox.isolation import Isolation, probe
+from evaluator_host.sandbox.process.isolation import Isolation, probe
+from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
 from evaluator_host.settings import Settings
 
 __all__ = ["ProcessBackend", "ProcessWorker"]
 
-_BOOTSTRAP = RUNTIMES_DIR / "process_sandbox.py"
+_BOOTSTRAP = RUNTIMES_DIR / "sandbox_init.py"
 _PY_HARNESS = RUNTIMES_DIR / "python" / "harness.py"
 _NODE_HARNESS = RUNTIMES_DIR / "node" / "harness.mjs"
 _ADDRESS_SPACE_OVERHEAD_MB = 64  # interpreter + shared libraries on top of memory_mb

@@ -45,8 +45,8 @@ import docker
 from docker.types import LogConfig
 from docker.utils.socket import frames_iter
 
-from evaluator_host.sandbox.builder import NPM_INSTALL_FLAGS, host_npm_config, npm_package_json
-from evaluator_host.sandbox.docker_engine import Engine, NotFound
+from evaluator_host.sandbox.build_once import NPM_INSTALL_FLAGS, host_npm_config, npm_package_json
+from evaluator_host.sandbox.docker.engine import Engine, NotFound
 from evaluator_host.settings import Settings
 
 __all__ = ["LOCK_MARK", "NODE_PREFIX", "SITE", "BuildBox", "BuildBoxes", "host_pip_config", "local_index_paths"]

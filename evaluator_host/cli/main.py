@@ -23,9 +23,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from evaluator_host.aggregate import aggregate
 from evaluator_host.errors import DataDirInUse, EvaluatorHostError
 from evaluator_host.models import Case, EvaluationResult, EvaluatorSettings
+from evaluator_host.results.aggregate import aggregate
 from evaluator_host.settings import Settings
 
 __all__ = ["main"]
@@ -136,7 +136,7 @@ def _print(results: list[EvaluationResult], console: Console) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     if args.data:
-        from evaluator_host.cli_batch import run_batch
+        from evaluator_host.cli.batch import run_batch
 
         language = args.language or _LANGUAGES.get(Path(args.file).suffix)
         if language is None:
@@ -157,9 +157,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _images(args: argparse.Namespace) -> int:
-    from evaluator_host.packages import normalize_pins
-    from evaluator_host.sandbox.docker_engine import Engine
-    from evaluator_host.sandbox.docker_images import DockerRuntimeBuilder
+    from evaluator_host.definitions.packages import normalize_pins
+    from evaluator_host.sandbox.docker.engine import Engine
+    from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
 
     settings = Settings()
     console = Console()

@@ -1,0 +1,1 @@
+"""Batch jobs: datasets (parsing, uploads), field mapping, the runner and result exports."""

@@ -1,0 +1,1 @@
+"""Pure functions over results: normalization of returned values and aggregation (no I/O)."""

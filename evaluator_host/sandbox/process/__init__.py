@@ -1,0 +1,1 @@
+"""The process backend: namespaced subprocesses (the embedded default), its isolation probe and runtimes."""
