@@ -31,7 +31,7 @@ import docker
 import httpx
 
 from bench.common import INPUTS, pct, row, serve, verdict
-from evaluator_host.definitions.js_inspect import node_executable
+from evaluator_host.languages import node_executable
 from evaluator_host.sandbox.docker.build_box import host_pip_config, local_index_paths
 from evaluator_host.sandbox.docker.engine import Engine, unusable_reason
 from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder

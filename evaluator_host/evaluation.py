@@ -1,34 +1,37 @@
-"""The evaluation service: from a definition and cases to normalized results.
+"""The evaluation path — the one way code becomes results, for one-off calls, stored evaluators and jobs.
 
-``validate`` turns a definition into a :class:`Prepared` evaluator (interface, pins,
-runtime id) or raises a :class:`DefinitionError`; ``evaluate`` ensures the runtime,
-leases warm workers for the (scope, code, runtime, limits) key and normalizes what
-comes back. Routes and the CLI both call this; neither does any of it themselves.
+``validate`` turns a definition into a :class:`Prepared` evaluator (interface, pins, runtime
+id) or raises a :class:`DefinitionError`; ``bind`` makes sure its runtime exists and gives
+a :class:`Bound` evaluator: the prepared definition on that runtime in one *scope* (an
+evaluator revision, or ``adhoc``), with its worker key and ``load`` frame computed once.
+``Bound.run`` sends cases (one, a batch, or a job's chunk) to warm workers and returns the
+harness's raw outcomes; ``Bound.result`` normalizes one. Routes, the CLI and the job runner
+all go through here; none of them talks to the pool or the builder.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import os
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import evaluator_host.definitions.js_inspect  # noqa: F401 - registers the JavaScript and TypeScript detectors
+from evaluator_host import languages
 from evaluator_host.definitions.interfaces import detect
 from evaluator_host.definitions.packages import normalize_pins
 from evaluator_host.errors import LimitError
 from evaluator_host.models import Case, EvaluationResult, EvaluatorSettings
 from evaluator_host.results.normalize import normalize
-from evaluator_host.sandbox.base import Builder, RawOutcome, Runtime, WorkerSpec, error_info
+from evaluator_host.sandbox.base import Builder, RawOutcome, Runtime, RuntimeKey, WorkerSpec, error_info
 from evaluator_host.sandbox.pool import WorkerPool
 from evaluator_host.settings import Settings
 
-__all__ = ["EvaluationService", "Prepared", "to_result"]
+__all__ = ["ADHOC", "Bound", "Evaluation", "Prepared", "to_result"]
 
-_SUFFIX = {"python": ".py", "javascript": ".cjs", "typescript": ".cjs"}  # JS/TS: the compiled module
+ADHOC = "adhoc"  # the scope of one-off evaluations: workers shared by identical definitions only
+_BOUND_CACHE = 1024
 
 
 @dataclass(frozen=True)
@@ -77,16 +80,41 @@ def to_result(raw: RawOutcome, prepared: Prepared, runtime: dict[str, Any]) -> E
     )
 
 
-class EvaluationService:
-    """Validates definitions and runs evaluations on the pool."""
+class Bound:
+    """A prepared evaluator on its built runtime, in one scope: ready to run cases on warm workers."""
+
+    def __init__(self, prepared: Prepared, runtime: Runtime, spec: WorkerSpec, pool: WorkerPool) -> None:
+        self.prepared = prepared
+        self.runtime = runtime
+        self.spec = spec
+        self.public = runtime.public()  # every result's ``runtime``
+        self._pool = pool
+
+    async def run(self, cases: Sequence[dict[str, Any]]) -> list[RawOutcome]:
+        """The raw outcome of each case (dicts as ``Case.model_dump()``), in order; ``SandboxError``
+        when the infrastructure fails (user failures are outcomes)."""
+        settings = self.prepared.settings
+        return await self._pool.run(
+            self.spec, cases, timeout_s=settings.timeout_s, correct_answer_key=settings.correct_answer_key
+        )
+
+    def result(self, raw: RawOutcome) -> EvaluationResult:
+        """One outcome, normalized."""
+        return to_result(raw, self.prepared, self.public)
+
+    async def evaluate(self, cases: Sequence[Case]) -> list[EvaluationResult]:
+        """Evaluate ``cases``; one result per case, in order."""
+        return [self.result(raw) for raw in await self.run([case.model_dump() for case in cases])]
+
+
+class Evaluation:
+    """Validates definitions and binds them to runtimes and warm workers."""
 
     def __init__(self, settings: Settings, pool: WorkerPool, builder: Builder) -> None:
         self.settings = settings
         self.pool = pool
         self.builder = builder
-        self._code_dir = settings.data_dir / "code"
-        self._code_dir.mkdir(parents=True, exist_ok=True)
-        self._written: set[str] = set()  # code files known to exist: no stat per request
+        self._bound: OrderedDict[tuple[str, str, str, int], Bound] = OrderedDict()
 
     def validate(self, language: str, code: str, packages: Any, settings: EvaluatorSettings | None = None) -> Prepared:
         """Check size, interface and pins; raise ``DefinitionError`` (HTTP 422) otherwise."""
@@ -108,62 +136,57 @@ class EvaluationService:
         )
 
     async def ensure_runtime(self, prepared: Prepared) -> Runtime:
-        """Build (once) or fetch the runtime of ``prepared``; ``BuildError`` when pip fails."""
+        """Build (once) or fetch the runtime of ``prepared``; ``BuildError`` when the install fails."""
         return await self.builder.ensure(prepared.language, prepared.pins)
 
-    def _code_path(self, prepared: Prepared) -> Path:
-        folder = self._code_dir / prepared.code_hash[:32]
-        suffix = ".mjs" if prepared.loader.get("module") == "esm" else _SUFFIX[prepared.language]
-        path = folder / f"evaluator{suffix}"
-        if prepared.code_hash in self._written:
-            return path
-        if not path.exists():
-            folder.mkdir(mode=0o755, exist_ok=True)
-            tmp = folder / f".{os.getpid()}.{id(prepared)}.tmp"
-            tmp.write_text(prepared.code if prepared.compiled is None else prepared.compiled)
-            tmp.chmod(0o644)
-            tmp.replace(path)
-        self._written.add(prepared.code_hash)
-        return path
+    async def bind(self, prepared: Prepared, scope: str = ADHOC) -> Bound:
+        """``prepared`` on its runtime (built on first use) in ``scope``: workers never cross scopes."""
+        runtime = await self.ensure_runtime(prepared)
+        memory_mb = prepared.settings.memory_mb
+        key = (scope, prepared.code_hash, runtime.id, memory_mb)
+        bound = self._bound.get(key)
+        if bound is not None and bound.prepared == prepared:
+            self._bound.move_to_end(key)
+            return bound
+        bound = Bound(prepared, runtime, self._spec(prepared, runtime, scope), self.pool)
+        self._bound[key] = bound
+        if len(self._bound) > _BOUND_CACHE:
+            self._bound.popitem(last=False)
+        return bound
 
-    def spec(self, prepared: Prepared, runtime: Runtime, scope: str) -> WorkerSpec:
-        """The worker key for ``prepared`` in ``scope`` (an evaluator revision, or ad hoc)."""
-        s = self.settings
-        key_src = f"{scope}|{prepared.code_hash}|{runtime.id}|{prepared.settings.memory_mb}|{prepared.interface}"
+    def _spec(self, prepared: Prepared, runtime: Runtime, scope: str) -> WorkerSpec:
+        language = languages.get(prepared.language)
+        memory_mb = prepared.settings.memory_mb
+        key_src = f"{scope}|{prepared.code_hash}|{runtime.id}|{memory_mb}|{prepared.interface}"
+        load = {
+            "code": prepared.code if prepared.compiled is None else prepared.compiled,
+            "filename": f"evaluator{language.module_suffix}",
+            "language": prepared.language,
+            "interface": prepared.interface,
+            "entrypoint": prepared.entrypoint,
+            **prepared.loader,
+        }
         return WorkerSpec(
             key=hashlib.sha256(key_src.encode()).hexdigest()[:32],
-            language=prepared.language,
-            code_path=str(self._code_path(prepared)),
-            entrypoint=prepared.entrypoint,
-            interface=prepared.interface,
+            runtime=RuntimeKey(language.family.name, runtime.location, memory_mb),
             runtime_id=runtime.id,
-            runtime_location=runtime.location,
-            memory_mb=prepared.settings.memory_mb,
-            output_limit=s.output_limit_bytes,
-            result_limit=s.result_limit_bytes,
-            loader=prepared.loader,
+            load=load,
+            output_limit=self.settings.output_limit_bytes,
+            result_limit=self.settings.result_limit_bytes,
         )
+
+    def warm_bare_runtimes(self) -> None:
+        """Start spares of every family's package-free runtime at default limits (call on a running loop)."""
+        memory_mb = EvaluatorSettings().memory_mb
+        for family in languages.families():
+            self.pool.warm(RuntimeKey(family.name, self.builder.bare_location(), memory_mb))
 
     async def prewarm(self, prepared: Prepared, scope: str) -> None:
-        """Start a worker ahead of the first evaluation (best effort)."""
-        runtime = await self.ensure_runtime(prepared)
-        await self.pool.prewarm(self.spec(prepared, runtime, scope))
+        """Start a bound worker ahead of the first evaluation (best effort)."""
+        await self.pool.prewarm((await self.bind(prepared, scope)).spec)
 
     async def evaluate(
-        self,
-        prepared: Prepared,
-        cases: Sequence[Case],
-        *,
-        scope: str = "adhoc",
+        self, prepared: Prepared, cases: Sequence[Case], *, scope: str = ADHOC
     ) -> list[EvaluationResult]:
-        """Evaluate ``cases``; one result per case, in order. User failures are results."""
-        runtime = await self.ensure_runtime(prepared)
-        spec = self.spec(prepared, runtime, scope)
-        public = runtime.public()
-        raws = await self.pool.run(
-            spec,
-            [case.model_dump() for case in cases],
-            timeout_s=prepared.settings.timeout_s,
-            correct_answer_key=prepared.settings.correct_answer_key,
-        )
-        return [to_result(raw, prepared, public) for raw in raws]
+        """Evaluate ``cases`` (bind, then run); one result per case, in order. User failures are results."""
+        return await (await self.bind(prepared, scope)).evaluate(cases)

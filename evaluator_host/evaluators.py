@@ -1,4 +1,8 @@
-"""Stored evaluators: validate, build, store, pre-warm, and run by id and revision."""
+"""Stored evaluators: validate, build, store, pre-warm, and run by id and revision.
+
+Revisions are immutable: a revision's :class:`~evaluator_host.evaluation.Bound` form is made
+once (the evaluation path caches it) and reused by calls by id and by jobs alike.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +11,11 @@ import dataclasses
 from collections.abc import Sequence
 
 from evaluator_host.definitions.interfaces import detect
-from evaluator_host.evaluation import EvaluationService, Prepared
+from evaluator_host.evaluation import Bound, Evaluation, Prepared
 from evaluator_host.models import Case, EvaluationResult, Evaluator, EvaluatorCreate, EvaluatorSettings
 from evaluator_host.store import EvaluatorStore, RevisionRecord
 
-__all__ = ["Catalog", "prepared_of", "scope_of", "to_model"]
+__all__ = ["Evaluators", "prepared_of", "scope_of", "to_model"]
 
 
 def to_model(record: RevisionRecord) -> Evaluator:
@@ -26,7 +30,7 @@ def prepared_of(record: RevisionRecord) -> Prepared:
         language=record.language,
         code=record.code,
         interface=record.interface,
-        entrypoint="main" if record.interface == "main" else "evaluate",
+        entrypoint=detected.entrypoint,
         pins=record.packages,
         settings=EvaluatorSettings(**record.settings),
         runtime_id=record.runtime_id,
@@ -40,10 +44,10 @@ def scope_of(record: RevisionRecord) -> str:
     return f"{record.id}@{record.revision}"
 
 
-class Catalog:
+class Evaluators:
     """Evaluator CRUD with immutable revisions."""
 
-    def __init__(self, store: EvaluatorStore, evaluation: EvaluationService) -> None:
+    def __init__(self, store: EvaluatorStore, evaluation: Evaluation) -> None:
         self.store = store
         self.evaluation = evaluation
         self._background: set[asyncio.Task[None]] = set()
@@ -98,12 +102,16 @@ class Catalog:
         """Soft-delete."""
         await asyncio.to_thread(self.store.delete, evaluator_id)
 
+    async def bind(self, record: RevisionRecord) -> Bound:
+        """A stored revision, bound: the form calls by id and jobs run."""
+        return await self.evaluation.bind(prepared_of(record), scope_of(record))
+
     async def evaluate(
         self, evaluator_id: str, revision: int | None, cases: Sequence[Case]
     ) -> tuple[RevisionRecord, list[EvaluationResult]]:
-        """Run ``cases`` on a stored revision."""
+        """Run ``cases`` on a stored revision (``revision`` None: the latest)."""
         record = await asyncio.to_thread(self.store.get, evaluator_id, revision)
-        results = await self.evaluation.evaluate(prepared_of(record), cases, scope=scope_of(record))
+        results = await (await self.bind(record)).evaluate(cases)
         for result in results:
             result.evaluator_id, result.revision = record.id, record.revision
         return record, results

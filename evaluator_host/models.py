@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+
+from evaluator_host import languages
 
 __all__ = [
     "Aggregate",
@@ -35,7 +37,18 @@ __all__ = [
     "Stats",
 ]
 
-Language = Literal["python", "javascript", "typescript"]
+
+def _known_language(name: str) -> str:
+    if name not in languages.names():
+        raise ValueError(f"language {name!r} is not supported; use one of {languages.names()}")
+    return name
+
+
+Language = Annotated[
+    str,
+    AfterValidator(_known_language),
+    WithJsonSchema({"type": "string", "enum": languages.names()}),
+]
 Packages = dict[str, str] | list[str]
 Status = Literal["ok", "error", "invalid_result", "timeout", "memory_limit", "output_limit", "sandbox_error"]
 

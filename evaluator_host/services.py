@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluator_host.errors import DataDirInUse
-from evaluator_host.evaluation import EvaluationService
-from evaluator_host.evaluators import Catalog
+from evaluator_host.evaluation import Evaluation
+from evaluator_host.evaluators import Evaluators
 from evaluator_host.jobs.exports import ResultReader
 from evaluator_host.jobs.runner import JobRunner
 from evaluator_host.jobs.uploads import DatasetCatalog
@@ -83,8 +83,8 @@ class Services:
     store: EvaluatorStore
     backend: SandboxBackend
     pool: WorkerPool
-    evaluation: EvaluationService
-    catalog: Catalog
+    evaluation: Evaluation
+    evaluators: Evaluators
     datasets: DatasetCatalog
     runner: JobRunner
     results: ResultReader
@@ -133,15 +133,16 @@ class Services:
         jobs = JobStore(engine)
         backend = select_backend(settings)
         pool = WorkerPool(backend, settings)
-        evaluation = EvaluationService(settings, pool, backend.builder)
+        evaluation = Evaluation(settings, pool, backend.builder)
         datasets = DatasetCatalog(settings, jobs)
-        runner = JobRunner(settings, jobs, store, evaluation, datasets)
+        evaluators = Evaluators(store, evaluation)
+        runner = JobRunner(settings, jobs, evaluators, datasets)
         results = ResultReader(jobs, datasets.files)
-        catalog = Catalog(store, evaluation)
-        return cls(settings, store, backend, pool, evaluation, catalog, datasets, runner, results, lock_fd)
+        return cls(settings, store, backend, pool, evaluation, evaluators, datasets, runner, results, lock_fd)
 
     async def resume(self) -> None:
-        """Resume the jobs a previous run of the service left queued or running."""
+        """Start the bare runtimes' spares and resume the jobs a previous run left queued or running."""
+        self.evaluation.warm_bare_runtimes()
         await self.runner.start()
 
     async def close(self) -> None:

@@ -23,39 +23,39 @@ router = APIRouter(prefix="/evaluators", tags=["evaluators"])
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=Evaluator)
 async def create(body: EvaluatorCreate, services: ServicesDep) -> Evaluator:
     """Create an evaluator at revision 1 (its runtime is built now; a failing install is 422)."""
-    return await services.catalog.create(body)
+    return await services.evaluators.create(body)
 
 
 @router.get("", response_model=EvaluatorList)
 async def list_evaluators(services: ServicesDep) -> EvaluatorList:
     """Every evaluator at its latest revision."""
-    data = await services.catalog.list_all()
+    data = await services.evaluators.list_all()
     return EvaluatorList(data=data, count=len(data))
 
 
 @router.get("/{evaluator_id}", response_model=Evaluator)
 async def get(evaluator_id: str, services: ServicesDep) -> Evaluator:
     """The latest revision."""
-    return await services.catalog.get(evaluator_id)
+    return await services.evaluators.get(evaluator_id)
 
 
 @router.put("/{evaluator_id}", response_model=Evaluator)
 async def update(evaluator_id: str, body: EvaluatorCreate, services: ServicesDep) -> Evaluator:
     """Store a new revision (revision + 1); old revisions stay runnable."""
-    return await services.catalog.update(evaluator_id, body)
+    return await services.evaluators.update(evaluator_id, body)
 
 
 @router.get("/{evaluator_id}/revisions", response_model=RevisionList)
 async def revisions(evaluator_id: str, services: ServicesDep) -> RevisionList:
     """Every revision, oldest first."""
-    data = await services.catalog.revisions(evaluator_id)
+    data = await services.evaluators.revisions(evaluator_id)
     return RevisionList(data=data, count=len(data))
 
 
 @router.delete("/{evaluator_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def delete(evaluator_id: str, services: ServicesDep) -> Response:
     """Delete the evaluator (its revisions are kept for history)."""
-    await services.catalog.delete(evaluator_id)
+    await services.evaluators.delete(evaluator_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -65,7 +65,7 @@ async def evaluate(
 ) -> EvaluationResult | BatchResponse:
     """Evaluate one case or ``cases`` with a stored evaluator (``revision`` defaults to latest)."""
     cases, batch = cases_of(body, services.settings.max_cases)
-    record, results = await services.catalog.evaluate(evaluator_id, body.revision, cases)
+    record, results = await services.evaluators.evaluate(evaluator_id, body.revision, cases)
     if batch:
         return BatchResponse(
             results=results, aggregate=aggregate(results), evaluator_id=record.id, revision=record.revision

@@ -21,6 +21,6 @@ def healthz(services: ServicesDep) -> dict[str, Any]:
         "backend": services.backend.name,
         "isolation": isolation["summary"],
         "isolation_details": isolation,
-        "workers": {"total": stats.workers, "idle": stats.idle, "started": stats.started},
+        "workers": {"total": stats.workers, "idle": stats.idle, "started": stats.started, "spares": stats.spares},
         "runtimes_built": services.backend.builder.builds,
     }

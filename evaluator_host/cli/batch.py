@@ -140,13 +140,13 @@ class _Local:
         from evaluator_host.models import EvaluatorCreate
 
         body = EvaluatorCreate.model_validate(definition)
-        catalog = self.services.catalog
-        found = next((e.model_dump(mode="json") for e in await catalog.list_all() if e.name == body.name), None)
+        evaluators = self.services.evaluators
+        found = next((e.model_dump(mode="json") for e in await evaluators.list_all() if e.name == body.name), None)
         if found is None:
-            return (await catalog.create(body)).model_dump(mode="json")
+            return (await evaluators.create(body)).model_dump(mode="json")
         if _unchanged(found, definition):
             return found
-        return (await catalog.update(found["id"], body)).model_dump(mode="json")
+        return (await evaluators.update(found["id"], body)).model_dump(mode="json")
 
     async def upload(self, path: Path) -> dict[str, Any]:
         from evaluator_host.jobs.uploads import to_model

@@ -23,6 +23,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from evaluator_host import languages
 from evaluator_host.errors import DataDirInUse, EvaluatorHostError
 from evaluator_host.models import Case, EvaluationResult, EvaluatorSettings
 from evaluator_host.results.aggregate import aggregate
@@ -30,14 +31,13 @@ from evaluator_host.settings import Settings
 
 __all__ = ["main"]
 
-_LANGUAGES = {
-    ".py": "python",
-    ".js": "javascript",
-    ".mjs": "javascript",
-    ".cjs": "javascript",
-    ".ts": "typescript",
-    ".mts": "typescript",
-}
+
+def language_of(path: str, given: str | None) -> str | None:
+    """``--language``, else the language of the file's suffix (the registry's), else None."""
+    if given:
+        return given
+    found = languages.by_suffix(Path(path).suffix)
+    return found.name if found else None
 
 
 def _is_loopback(host: str) -> bool:
@@ -85,7 +85,7 @@ async def _evaluate(args: argparse.Namespace) -> list[EvaluationResult]:
     from evaluator_host.services import Services
 
     path = Path(args.file)
-    language = args.language or _LANGUAGES.get(path.suffix)
+    language = language_of(args.file, args.language)
     if language is None:
         raise SystemExit(f"cannot tell the language of {path}; pass --language")
     settings = EvaluatorSettings(**json.loads(args.settings or "{}"))
@@ -138,7 +138,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.data:
         from evaluator_host.cli.batch import run_batch
 
-        language = args.language or _LANGUAGES.get(Path(args.file).suffix)
+        language = language_of(args.file, args.language)
         if language is None:
             sys.stderr.write(f"cannot tell the language of {args.file}; pass --language\n")
             return 2
@@ -227,14 +227,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--fail-under", type=float, help="--data: exit 1 when the mean score is below this")
     run.add_argument("--parallelism", type=int, help="--data: workers the job uses at once")
     run.add_argument("--name", help="--data: evaluator name (default: the file name)")
-    run.add_argument("--language", choices=["python", "javascript", "typescript"])
+    run.add_argument("--language", choices=languages.names())
     run.add_argument("--packages", help='exact pins as JSON, e.g. {"numpy": "1.26.4"}')
     run.add_argument("--settings", help='settings as JSON, e.g. {"timeout_s": 5}')
     run.add_argument("--json", action="store_true", help="print one JSON result per line (--data: the final job)")
     run.set_defaults(func=_run)
     images = sub.add_parser("images", help="list, build or prune the cached runtime images (docker backend)")
     images.add_argument("action", choices=["list", "build", "prune"])
-    images.add_argument("--language", default="python", choices=["python", "javascript", "typescript"])
+    images.add_argument("--language", default=languages.DEFAULT, choices=languages.names())
     images.add_argument("--packages", default="{}", help='build: exact pins as JSON, e.g. {"numpy": "1.26.4"}')
     images.add_argument("--unused-days", type=float, default=30.0, help="prune: not used for this many days")
     images.add_argument("--all", action="store_true", help="prune: every runtime image not in use")

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import ast
 import functools
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from evaluator_host.errors import CodeSyntaxError, InterfaceError
 
-__all__ = ["ACCEPTED_SIGNATURES", "Detected", "InterfaceName", "detect", "register_detector"]
+__all__ = ["ACCEPTED_SIGNATURES", "Detected", "InterfaceName", "detect", "detect_python"]
 
 InterfaceName = Literal["evaluate", "legacy", "main"]
 
@@ -51,22 +50,13 @@ class Detected:
     compiled: str | None = None
 
 
-Detector = Callable[[str], Detected]
-_DETECTORS: dict[str, Detector] = {}
-
-
-def register_detector(language: str, detector: Detector) -> None:
-    """Register the detector for ``language`` (JS/TS add theirs from their own module)."""
-    _DETECTORS[language] = detector
-
-
 @functools.lru_cache(maxsize=512)  # one-off evaluations resend the same code on every call
 def detect(language: str, code: str) -> Detected:
-    """Detect the interface of ``code``; raise a :class:`DefinitionError` when not acceptable."""
-    detector = _DETECTORS.get(language)
-    if detector is None:
-        raise InterfaceError(f"language {language!r} is not supported; use one of {sorted(_DETECTORS)}")
-    return detector(code)
+    """Detect the interface of ``code`` with its language's detector (the registry's);
+    raise a :class:`DefinitionError` when not acceptable or the language is unknown."""
+    from evaluator_host import languages
+
+    return languages.get(language).detect(code)
 
 
 def _arity_interface(name: str, positional: int, line: int) -> Detected:
@@ -79,7 +69,8 @@ def _arity_interface(name: str, positional: int, line: int) -> Detected:
     raise InterfaceError(f"evaluate() takes {positional} positional parameter(s); {ACCEPTED_SIGNATURES}", line=line)
 
 
-def _detect_python(code: str) -> Detected:
+def detect_python(language: str, code: str) -> Detected:
+    """The Python detector: a real parse (``ast``), never an import."""
     try:
         tree = ast.parse(code, filename="evaluator.py")
     except SyntaxError as exc:
@@ -105,6 +96,3 @@ def _detect_python(code: str) -> Detected:
     if args.vararg is not None or args.kwonlyargs and any(d is None for d in args.kw_defaults):
         raise InterfaceError(f"evaluate() must take plain positional parameters; {ACCEPTED_SIGNATURES}", line=fn.lineno)
     return _arity_interface(name, len(args.posonlyargs) + len(args.args), fn.lineno)
-
-
-register_detector("python", _detect_python)

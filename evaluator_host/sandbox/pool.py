@@ -1,11 +1,17 @@
-"""The warm worker pool: workers bound to one :class:`WorkerSpec` key, reused, replaced.
+"""The warm worker pool, for every backend: spares, bound workers, reuse, replacement.
 
 Rules:
 
-* a worker only ever serves the key it was started for (one evaluator revision on one
-  runtime with its limits), never another evaluator's code;
-* at most ``max_workers`` exist; when full, the least recently used *idle* worker of
-  another key is evicted, otherwise the caller waits;
+* a worker is started *unbound* for a :class:`RuntimeKey` and bound to one
+  :class:`WorkerSpec` key (one evaluator revision on one runtime with its limits) by its
+  ``load`` frame; it only ever serves that key, never another evaluator's code;
+* ``spare_workers`` unbound workers are kept started per runtime key in recent use (the
+  bare runtimes from the start), so binding a never-seen revision costs a load frame,
+  not a process or container start; at most ``max_workers`` spares exist in all (the
+  least recently used runtime's go first), and a runtime's spares go after ``idle_ttl_s``
+  without use;
+* at most ``max_workers`` bound workers exist; when full, the least recently used *idle*
+  worker of another key is evicted, otherwise the caller waits;
 * a worker is discarded after any timeout, crash, output flood or memory kill, after
   ``max_uses`` evaluations, and after ``idle_ttl_s`` without use;
 * the rows of one call are sent in batches (``batch_size`` per message) to one worker;
@@ -23,11 +29,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluator_host.errors import SandboxError
-from evaluator_host.sandbox.base import RawOutcome, SandboxBackend, Worker, WorkerSpec, error_info
+from evaluator_host.sandbox.base import RawOutcome, RuntimeKey, SandboxBackend, Worker, WorkerSpec, error_info
 from evaluator_host.sandbox.protocol import FrameReader, FrameTooLarge, encode_frame, read_frame
 from evaluator_host.settings import Settings
 
-__all__ = ["PoolStats", "WorkerPool"]
+__all__ = ["PoolStats", "WorkerPool", "load_frame"]
 
 _LOAD_TIMEOUT_S = 60.0
 _FRAME_OVERHEAD = 64 * 1024
@@ -49,6 +55,14 @@ class PoolStats:
     workers: int
     idle: int
     started: int
+    spares: int
+
+
+def load_frame(spec: WorkerSpec) -> bytes:
+    """The frame that binds an unbound worker to ``spec`` (the same on every backend)."""
+    return encode_frame(
+        {"op": "load", "output_limit": spec.output_limit, "result_limit": spec.result_limit, **spec.load}
+    )
 
 
 def _failure(status: str, type_name: str, message: str, **extra: Any) -> RawOutcome:
@@ -68,12 +82,68 @@ class WorkerPool:
         self._sweeper: asyncio.Task[None] | None = None
         self._reapers: set[asyncio.Future[Any]] = set()
         self._closed = False
+        self._spares: dict[RuntimeKey, list[Worker]] = {}
+        self._filling: dict[RuntimeKey, int] = {}
+        self._spare_used: dict[RuntimeKey, float] = {}
+        self._fills: set[asyncio.Task[None]] = set()
+
+    # -- spares --------------------------------------------------------------------------
+    def warm(self, runtime: RuntimeKey) -> None:
+        """Keep ``spare_workers`` unbound workers of ``runtime`` started (in the background)."""
+        if self._closed or self.settings.spare_workers <= 0:
+            return
+        self._spare_used[runtime] = time.monotonic()
+        if self._sweeper is None:
+            self._sweeper = asyncio.ensure_future(self._sweep())
+        have = len(self._spares.get(runtime, ())) + self._filling.get(runtime, 0)
+        for _ in range(self.settings.spare_workers - have):
+            self._make_room_for_a_spare(runtime)
+            self._filling[runtime] = self._filling.get(runtime, 0) + 1
+            task = asyncio.ensure_future(self._start_spare(runtime))
+            self._fills.add(task)
+            task.add_done_callback(self._fills.discard)
+
+    def _make_room_for_a_spare(self, runtime: RuntimeKey) -> None:
+        total = sum(len(v) for v in self._spares.values()) + sum(self._filling.values())
+        if total < self.settings.max_workers:
+            return
+        others = [k for k, v in self._spares.items() if v and k != runtime]
+        if others:
+            oldest = min(others, key=lambda k: self._spare_used.get(k, 0.0))
+            self._reap(self._spares[oldest].pop())
+
+    async def _start_spare(self, runtime: RuntimeKey) -> None:
+        try:
+            worker = await self.backend.start_worker(runtime)
+        except Exception:  # noqa: BLE001 - a spare is an optimization; the request path starts its own
+            return
+        finally:
+            self._filling[runtime] -= 1
+        if self._closed:
+            await worker.kill()
+            return
+        self._spares.setdefault(runtime, []).append(worker)
+
+    def _take_spare(self, runtime: RuntimeKey) -> Worker | None:
+        spares = self._spares.get(runtime)
+        while spares:
+            worker = spares.pop()
+            if not worker.reader.at_eof():
+                return worker
+            self._reap(worker)  # it died while it waited (killed from outside, engine restarted)
+        return None
+
+    def _reap(self, worker: Worker) -> None:
+        reaper = asyncio.ensure_future(worker.kill())
+        self._reapers.add(reaper)
+        reaper.add_done_callback(self._reapers.discard)
 
     # -- leasing -------------------------------------------------------------------------
     def stats(self) -> PoolStats:
         """Current worker counts."""
         idle = sum(len(v) for v in self._idle.values())
-        return PoolStats(workers=self._count, idle=idle, started=self._started)
+        spares = sum(len(v) for v in self._spares.values())
+        return PoolStats(workers=self._count, idle=idle, started=self._started, spares=spares)
 
     def _evict_one(self) -> _Slot | None:
         candidates = [s for slots in self._idle.values() for s in slots]
@@ -97,9 +167,7 @@ class WorkerPool:
                         return slot
                     # it died while idle (killed from outside, engine restarted): replace it
                     self._count -= 1
-                    reaper = asyncio.ensure_future(slot.worker.kill())
-                    self._reapers.add(reaper)
-                    reaper.add_done_callback(self._reapers.discard)
+                    self._reap(slot.worker)
                 if self._count < self.settings.max_workers:
                     self._count += 1
                     victim = None
@@ -117,15 +185,27 @@ class WorkerPool:
             raise
 
     async def _start(self, spec: WorkerSpec, *, retry: bool = True) -> _Slot:
-        """A worker for ``spec`` that answered its load; one that dies before it answers (e.g. a
-        pre-started container removed from outside) is replaced once, transparently."""
+        """A worker bound to ``spec`` that answered its load: a spare of its runtime, else a new one.
+
+        One that dies before it answers (e.g. a spare container removed from outside) is
+        replaced once, transparently.
+        """
+        worker = self._take_spare(spec.runtime)
+        self.warm(spec.runtime)
+        self.backend.builder.touch(spec.runtime_id)
         try:
-            worker = await self.backend.start_worker(spec)
-        except SandboxError:
+            if worker is None:
+                worker = await self.backend.start_worker(spec.runtime)
+                self._started += 1
+            worker.set_output_limit(spec.output_limit)
+            worker.writer.write(load_frame(spec))
+            await worker.writer.drain()
+        except (SandboxError, ConnectionError, OSError):
+            if worker is not None:
+                await worker.kill()
             if not retry:
                 raise
             return await self._start(spec, retry=False)
-        self._started += 1
         try:
             async with asyncio.timeout(_LOAD_TIMEOUT_S):
                 ready = await read_frame(worker.reader, spec.output_limit * 2 + _FRAME_OVERHEAD)
@@ -170,6 +250,11 @@ class WorkerPool:
                     for slot in [s for s in slots if now - s.last_used > self.settings.idle_ttl_s]:
                         slots.remove(slot)
                         expired.append(slot)
+            for runtime, spares in self._spares.items():
+                idle = now - self._spare_used.get(runtime, 0.0) > self.settings.idle_ttl_s
+                for worker in [w for w in spares if idle or w.reader.at_eof()]:
+                    spares.remove(worker)
+                    self._reap(worker)
             for slot in expired:
                 await slot.worker.kill()
                 await self._forget()
@@ -290,14 +375,19 @@ class WorkerPool:
         return done
 
     async def close(self) -> None:
-        """Kill every worker."""
+        """Kill every worker (spares included), then close the backend."""
         self._closed = True
         if self._sweeper is not None:
             self._sweeper.cancel()
+        # spare starts may be in an engine thread a cancel would not stop: let them finish
+        # (a start that finishes after close kills its own worker)
+        await asyncio.gather(*self._fills, return_exceptions=True)
         async with self._changed:
             slots = [s for v in self._idle.values() for s in v]
             self._idle.clear()
             self._changed.notify_all()
-        for slot in slots:
-            await slot.worker.kill()
+        spares = [w for ws in self._spares.values() for w in ws]
+        self._spares.clear()
+        await asyncio.gather(*(w.kill() for w in [*spares, *(s.worker for s in slots)]), return_exceptions=True)
+        await asyncio.gather(*self._reapers, return_exceptions=True)
         await self.backend.close()

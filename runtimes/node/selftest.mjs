@@ -5,6 +5,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'evh-node-selftest-'));
@@ -13,7 +14,7 @@ fs.writeFileSync(codePath, 'function evaluate(inputs, outputs, trace) {\n  conso
   '  if (outputs === "boom") throw new TypeError("line three")\n  return outputs === inputs.expected\n}\n');
 const config = { code_path: codePath, language: 'javascript', interface: 'evaluate', module: 'cjs',
   entry: { kind: 'binding', name: 'evaluate' }, work_dir: path.join(dir, 'work'), node_modules: null };
-const harness = path.join(path.dirname(new URL(import.meta.url).pathname), 'harness.mjs');
+const harness = path.join(path.dirname(fileURLToPath(import.meta.url)), 'harness.mjs');
 const child = spawn(process.execPath, [harness, JSON.stringify(config)], { stdio: ['ignore', 'inherit', 'inherit', 'pipe', 'pipe'] });
 
 const frame = (message) => {

@@ -2,8 +2,7 @@
 
 Started once per worker with one argument, a JSON config::
 
-    {"code_path": "...", "entrypoint": "evaluate" | "main", "interface": "evaluate" | "legacy" | "main",
-     "site_dirs": ["..."], "output_limit": 1048576, "result_limit": 1048576, "reap_strays": false}
+    {"site_dirs": ["..."], "work_dir": "/tmp/.evaluator", "reap_strays": false}
 
 ``reap_strays`` (set only when the harness has a pid namespace of its own: a container,
 or the process backend's namespaces): processes an evaluation starts do not outlive it.
@@ -11,10 +10,11 @@ After each case, if any descendant is left, everything in the namespace but the 
 and its init is SIGKILLed and reaped. The harness is pid 1 or a child subreaper, so
 orphans come back to it and "none left" costs one ``waitpid``.
 
-Without ``code_path`` the harness starts *unbound* (the Docker backend keeps such
-spares warm per runtime) and waits for one ``load`` frame carrying the code and the
-rest of the config; it writes the code under ``code_dir`` (default ``/tmp/evaluator``)
-so line numbers and tracebacks are the user's own, then goes on as above.
+Every worker starts *unbound* (the pool keeps such spares warm per runtime, on every
+backend) and waits for one ``load`` frame carrying the code and the evaluator's config
+(``entrypoint``, ``interface``, ``output_limit``, ``result_limit``); it writes the code
+under ``work_dir`` so line numbers and tracebacks are the user's own, then goes on as
+above. (A ``code_path`` in the start config binds it at once: the selftest uses that.)
 
 Protocol: the host's pipes arrive as fd 0 (requests) and fd 1 (replies). The harness
 moves them to private descriptors, points fd 0 at /dev/null and fd 1 at fd 2, so
@@ -135,6 +135,7 @@ class Harness:
         self.loop: Any = None  # an asyncio loop, created for the first awaitable
         self.load_error: dict[str, Any] | None = None
         self.reap = bool(config.get("reap_strays"))
+        self.work_dir = config.get("work_dir") or "/tmp/evaluator"
         if self.reap and os.getpid() != 1:
             import ctypes
 
@@ -169,7 +170,7 @@ class Harness:
             return False
         if message.get("op") != "load":
             return False
-        folder = message.get("code_dir") or "/tmp/evaluator"
+        folder = message.get("work_dir") or self.work_dir
         os.makedirs(folder, mode=0o700, exist_ok=True)
         path = os.path.join(folder, message.get("filename") or "evaluator.py")
         with open(path, "w", encoding="utf-8") as fh:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,8 @@ from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
 from evaluator_host.errors import BuildError
-from evaluator_host.sandbox.docker.backend import DockerBackend
+from evaluator_host.sandbox.base import RuntimeKey
+from evaluator_host.sandbox.docker.backend import DockerBackend, DockerWorker
 from evaluator_host.sandbox.docker.engine import MANAGED, OWNER, Engine
 from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
 from tests.conftest import assert_healthy, docker_only, evaluate, make_settings, managed_containers
@@ -42,6 +43,12 @@ def _backend(client: TestClient) -> DockerBackend:
     backend = client.app.state.services.backend  # type: ignore[attr-defined]
     assert isinstance(backend, DockerBackend)
     return backend
+
+
+def _spares(client: TestClient) -> Callable[[RuntimeKey], list[DockerWorker]]:
+    """The pool's spare containers of a runtime key, as a function (the pool owns the spares)."""
+    pool = client.app.state.services.pool  # type: ignore[attr-defined]
+    return lambda key: list(pool._spares.get(key, []))
 
 
 def _containers(owner: str) -> list[dict[str, Any]]:
@@ -149,14 +156,14 @@ def test_kill_minus_one_inside_the_container(service: TestClient) -> None:
 
 
 def test_a_new_revision_is_bound_to_a_prestarted_container(service: TestClient) -> None:
-    backend = _backend(service)
+    backend, spares_of = _backend(service), _spares(service)
     evaluate(service, "def evaluate(inputs, outputs, trace):\n    return 1\n")
-    key = (backend.builder.base_id(), 256, "python")
+    key = RuntimeKey("python", backend.builder.base_id(), 256)
     deadline = time.monotonic() + 30
-    while not any(w.alive for w in backend._spares.get(key, [])):
+    while not any(w.alive for w in spares_of(key)):
         assert time.monotonic() < deadline, "no spare container was started"
         time.sleep(0.05)
-    spares = {w.container_id for w in backend._spares[key]}
+    spares = {w.container_id for w in spares_of(key)}
     code = "def evaluate(inputs, outputs, trace):\n    return {'score': 1, 'cg': open('/proc/self/cgroup').read()}\n"
     cgroup = evaluate(service, code)["details"]["cg"]
     assert any(cid in cgroup for cid in spares), "the new revision did not get a pre-started container"
@@ -421,17 +428,17 @@ def test_node_workers_run_with_the_same_hardening(service: TestClient) -> None:
 
 
 def test_a_new_js_revision_binds_a_prestarted_node_container(service: TestClient) -> None:
-    backend = _backend(service)
+    backend, spares_of = _backend(service), _spares(service)
     code = "function evaluate(i, o, t) {{ return {{ score: 1, n: {n} }} }}"
     assert evaluate(service, code.format(n=0), "javascript")["status"] == "ok"  # starts node spares
-    key = (backend.builder.base_id(), 256, "node")
+    key = RuntimeKey("node", backend.builder.base_id(), 256)
     for _ in range(100):
-        if backend._spares.get(key):
+        if spares_of(key):
             break
         time.sleep(0.05)
-    spare = backend._spares[key][0].container_id
+    spare = spares_of(key)[0].container_id
     assert evaluate(service, code.format(n=1), "typescript")["status"] == "ok"
-    assert spare not in {w.container_id for w in backend._spares.get(key, [])}  # it was taken and bound
+    assert spare not in {w.container_id for w in spares_of(key)}  # it was taken and bound
 
 
 def test_npm_runtime_image_has_the_lock_and_nothing_of_the_build(tmp_path: Path) -> None:

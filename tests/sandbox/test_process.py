@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator_host.evaluation import EvaluationService
+from evaluator_host.evaluation import Evaluation
 from evaluator_host.models import Case, EvaluatorSettings
 from evaluator_host.sandbox.pool import WorkerPool
 from evaluator_host.sandbox.process.backend import ProcessBackend
@@ -26,7 +26,7 @@ def _run(tmp_path: Path, isolation: Isolation, cases: list[Case], timeout_s: flo
 
     async def go() -> list[dict[str, object]]:
         pool = WorkerPool(ProcessBackend(settings, isolation), settings)
-        service = EvaluationService(settings, pool, RuntimeBuilder(settings))
+        service = Evaluation(settings, pool, RuntimeBuilder(settings))
         try:
             prepared = service.validate("python", CODE, None, EvaluatorSettings(timeout_s=timeout_s))
             return [r.model_dump() for r in await service.evaluate(prepared, cases)]

@@ -1,11 +1,10 @@
 """The docker backend: each worker is a harness in a hardened, single-tenant container.
 
 Containers are started *unbound* from a runtime image (base image + the pinned
-packages) and kept as spares, ``spare_workers`` per (runtime image, memory_mb); a
-worker for a new evaluator revision takes a spare and binds it by sending the code
-in a ``load`` frame, so no container is created on the request path once a runtime
-has been used. A bound container only ever serves its one :class:`WorkerSpec` key
-(the pool's rule), and is removed when the pool discards it.
+packages); the pool keeps them as spares and binds one to an evaluator revision with a
+``load`` frame, so no container is created on the request path once a runtime has been
+used. A bound container only ever serves its one :class:`WorkerSpec` key (the pool's
+rule), and is removed when the pool discards it.
 
 Transport: the container's own stdio, through one ``attach`` connection made before
 the container starts: frames go to the harness on stdin and come back on stdout;
@@ -25,47 +24,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import socket
-import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import docker
 from docker.types import LogConfig, Ulimit
 
+from evaluator_host import languages
 from evaluator_host.errors import SandboxError
-from evaluator_host.models import EvaluatorSettings
-from evaluator_host.sandbox.base import (
-    RUNTIMES_DIR,
-    SANDBOX_ENV,
-    ExitInfo,
-    RawOutput,
-    WorkerSpec,
-    memory_exhausted,
-    node_command,
-)
-from evaluator_host.sandbox.docker.build_box import NODE_PREFIX, SITE
+from evaluator_host.languages import RUNTIMES_DIR
+from evaluator_host.sandbox.base import SANDBOX_ENV, ExitInfo, RawOutput, RuntimeKey, memory_exhausted
 from evaluator_host.sandbox.docker.engine import NAME_PREFIX, Engine, NotFound
 from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
-from evaluator_host.sandbox.protocol import encode_frame
 from evaluator_host.settings import Settings
 
 __all__ = ["DockerBackend", "DockerWorker"]
 
 log = logging.getLogger(__name__)
 
-_HARNESS = "/sandbox/runtimes/python/harness.py"
-_NODE_HARNESS = "/sandbox/runtimes/node/harness.mjs"
 _DETACH_KEYS = ",".join(["ctrl-a"] * 5)
 _HEADER = 8  # docker's stream multiplexing header: [stream, 0, 0, 0, size (4 bytes, BE)]
 _MIB = 1024 * 1024
-
-
-_SpareKey = tuple[str, int, str]  # (runtime image, memory_mb, harness family: "python" | "node")
 
 
 class DockerWorker:
@@ -120,6 +102,10 @@ class DockerWorker:
         with contextlib.suppress(Exception):
             self.writer.transport.abort()
 
+    def set_output_limit(self, limit: int) -> None:
+        """Cap the raw output kept per evaluation (set when the worker is bound)."""
+        self.raw.cap = limit
+
     def take_raw_output(self) -> str:
         """Raw output written straight to fd 1/2 since the last call (capped)."""
         return self.raw.take()
@@ -146,7 +132,7 @@ class DockerWorker:
 
 
 class DockerBackend:
-    """Starts harness containers from runtime images; keeps unbound spares per runtime."""
+    """Starts unbound harness containers from runtime images."""
 
     name = "docker"
 
@@ -156,20 +142,12 @@ class DockerBackend:
         self.engine.sweep_sync()
         self.builder = DockerRuntimeBuilder(settings, self.engine)
         self.builder.base_id()
-        self._spares: dict[_SpareKey, list[DockerWorker]] = {}
-        self._filling: dict[_SpareKey, int] = {}
-        self._last_used: dict[_SpareKey, float] = {}
         self._workers: set[DockerWorker] = set()
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._sweeper: asyncio.Task[None] | None = None
         self._closed = False
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             return
-        self._fill(
-            (self.builder.base_id(), EvaluatorSettings().memory_mb, "python")
-        )  # the bare runtime with default limits: ready at once
         self.builder.boxes.keep_spare = True  # a started build box: new package sets skip a container start
         self.builder.boxes.prepare_soon()
 
@@ -192,17 +170,19 @@ class DockerBackend:
         }
 
     # -- containers ----------------------------------------------------------------------
-    def _command(self, image: str, memory_mb: int, family: str) -> list[str]:
-        if family == "python":
-            config = {"site_dirs": [SITE] if image != self.builder.base_id() else [], "reap_strays": True}
-            return ["python3", "-I", "-S", _HARNESS, json.dumps(config)]
-        # the Node harness speaks on fds 3/4: the shell moves the attach streams there first
-        node = node_command("node", _NODE_HARNESS, memory_mb, {"reap_strays": True})
-        return ["sh", "-c", 'exec "$@" 3<&0 4>&1 </dev/null >&2', "sh", *node]
+    def _command(self, runtime: RuntimeKey, image: str) -> list[str]:
+        family = languages.family(runtime.family)
+        packages = family.image_packages_dir if image != self.builder.base_id() else None
+        config = {"reap_strays": True, "work_dir": "/tmp/.evaluator", **family.packages_config(packages)}
+        harness = f"/sandbox/runtimes/{family.name}/{family.harness}"
+        argv = family.command_for(family.image_executable, harness, runtime.memory_mb, config)
+        if family.channel_fds:  # the shell moves the attach streams to fds 3/4 first
+            return ["sh", "-c", 'exec "$@" 3<&0 4>&1 </dev/null >&2', "sh", *argv]
+        return argv
 
-    def _create_sync(
-        self, client: docker.DockerClient, image: str, memory_mb: int, family: str
-    ) -> tuple[str, socket.socket]:
+    def _create_sync(self, client: docker.DockerClient, runtime: RuntimeKey) -> tuple[str, socket.socket]:
+        image = runtime.location or self.builder.base_id()
+        memory_mb = runtime.memory_mb
         api = client.api
         s = self.settings
         tmpfs = f"rw,noexec,nosuid,nodev,size={s.tmpfs_mb}m,mode=1777"
@@ -229,7 +209,7 @@ class DockerBackend:
         )
         created = api.create_container(
             image,
-            command=self._command(image, memory_mb, family),
+            command=self._command(runtime, image),
             user=s.container_user,
             environment=dict(SANDBOX_ENV),
             working_dir="/tmp",
@@ -260,8 +240,11 @@ class DockerBackend:
             raise
         return cid, sock
 
-    async def _create(self, image: str, memory_mb: int, family: str) -> DockerWorker:
-        cid, sock = await self.engine.call(self._create_sync, image, memory_mb, family)
+    async def start_worker(self, runtime: RuntimeKey) -> DockerWorker:
+        """Start an unbound harness container for ``runtime``."""
+        if self._closed:
+            raise SandboxError("the service is shutting down")
+        cid, sock = await self.engine.call(self._create_sync, runtime)
         sock.setblocking(False)
         raw, writer = await asyncio.open_connection(sock=sock, limit=1 << 20)
         worker = DockerWorker(self, cid, raw, writer)
@@ -293,100 +276,10 @@ class DockerBackend:
         finally:
             self._workers = {w for w in self._workers if w.container_id != container_id}
 
-    # -- spares --------------------------------------------------------------------------
-    def _fill(self, key: _SpareKey) -> None:
-        """Start spares for ``key`` in the background up to ``spare_workers``."""
-        if self._closed:
-            return
-        self._last_used[key] = time.monotonic()
-        missing = self.settings.spare_workers - len(self._spares.get(key, [])) - self._filling.get(key, 0)
-        for _ in range(max(0, missing)):
-            self._filling[key] = self._filling.get(key, 0) + 1
-            task = asyncio.ensure_future(self._spawn_spare(key))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        if self._sweeper is None:
-            self._sweeper = asyncio.ensure_future(self._sweep_spares())
-
-    async def _spawn_spare(self, key: _SpareKey) -> None:
-        try:
-            worker = await self._create(*key)
-        except Exception as exc:  # noqa: BLE001 - a spare is an optimization; the request path retries
-            log.warning("could not start a spare container: %s", exc)
-            return
-        finally:
-            self._filling[key] -= 1
-        if self._closed:
-            await worker.kill()
-            return
-        self._spares.setdefault(key, []).append(worker)
-
-    async def _sweep_spares(self) -> None:
-        while not self._closed:
-            await asyncio.sleep(min(5.0, self.settings.idle_ttl_s / 2))
-            now = time.monotonic()
-            for key, spares in list(self._spares.items()):
-                idle = now - self._last_used.get(key, 0.0) > self.settings.idle_ttl_s
-                for worker in [w for w in spares if idle or not w.alive]:
-                    spares.remove(worker)
-                    await worker.kill()
-
-    def _take_spare(self, key: _SpareKey) -> DockerWorker | None:
-        spares = self._spares.get(key, [])
-        while spares:
-            worker = spares.pop(0)
-            if worker.alive:
-                return worker
-            task = asyncio.ensure_future(worker.kill())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        return None
-
-    # -- the Protocol --------------------------------------------------------------------
-    async def start_worker(self, spec: WorkerSpec) -> DockerWorker:
-        """Bind a spare container (or a new one) to ``spec`` and refill the spares."""
-        if self._closed:
-            raise SandboxError("the service is shutting down")
-        image = spec.runtime_location or self.builder.base_id()
-        family = "python" if spec.language == "python" else "node"
-        key = (image, spec.memory_mb, family)
-        worker = self._take_spare(key) or await self._create(*key)
-        self._fill(key)
-        self.builder.touch(spec.runtime_id)
-        worker.raw.cap = spec.output_limit
-        load: dict[str, Any] = {
-            "op": "load",
-            "code": Path(spec.code_path).read_text(encoding="utf-8"),
-            "interface": spec.interface,
-            "output_limit": spec.output_limit,
-            "result_limit": spec.result_limit,
-        }
-        if family == "python":
-            load.update(filename="evaluator.py", code_dir="/tmp/.evaluator", entrypoint=spec.entrypoint)
-        else:
-            packaged = image != self.builder.base_id()
-            load.update(spec.loader, language=spec.language, work_dir="/tmp/.evaluator")
-            load["node_modules"] = f"{NODE_PREFIX}/node_modules" if packaged else None
-        worker.writer.write(encode_frame(load))
-        try:
-            await worker.writer.drain()
-        except (ConnectionError, OSError) as exc:
-            info = await worker.kill()
-            raise SandboxError(f"the container died before it was bound (exit {info.returncode})") from exc
-        return worker
-
     async def close(self) -> None:
         """Remove every container this service started (and any left from a crash)."""
         self._closed = True
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-        # Spare starts and removals run in engine threads that a cancel would not stop: a container
-        # created after the sweep below would outlive the service. Let them finish (spawns that
-        # finish after close remove their own container).
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        spares = [w for ws in self._spares.values() for w in ws]
-        self._spares.clear()
-        await asyncio.gather(*(w.kill() for w in {*spares, *self._workers}), return_exceptions=True)
+        await asyncio.gather(*(w.kill() for w in list(self._workers)), return_exceptions=True)
         with contextlib.suppress(Exception):
             await asyncio.to_thread(self.builder.close)
         with contextlib.suppress(Exception):

@@ -17,15 +17,13 @@ What a build needs of the host reaches it through a read-only bind mount at ``/b
 * the CA bundle setting (default: the host's system bundle) as pip's ``cert`` and npm's
   ``cafile``, so installs work behind a TLS-intercepting proxy.
 
-Python installs are ``pip install --target /opt/evaluator/site`` run in-process, the lock
-listed by the same interpreter; Node installs are ``npm install --ignore-scripts`` into
-``/opt/evaluator/node``, the lock from its package-lock.json. Both print the lock after
-:data:`LOCK_MARK`.
+The install itself is the family's installer script (:mod:`evaluator_host.sandbox.installers`),
+the same one the process backend runs on the host: pip into ``/opt/evaluator/site``, npm
+(``--ignore-scripts``) into ``/opt/evaluator/node/node_modules``; it prints the lock.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -45,17 +43,16 @@ import docker
 from docker.types import LogConfig
 from docker.utils.socket import frames_iter
 
-from evaluator_host.sandbox.build_once import NPM_INSTALL_FLAGS, host_npm_config, npm_package_json
+from evaluator_host.languages import Family
+from evaluator_host.sandbox import installers
+from evaluator_host.sandbox.build_once import host_npm_config
 from evaluator_host.sandbox.docker.engine import Engine, NotFound
 from evaluator_host.settings import Settings
 
-__all__ = ["LOCK_MARK", "NODE_PREFIX", "SITE", "BuildBox", "BuildBoxes", "host_pip_config", "local_index_paths"]
+__all__ = ["BuildBox", "BuildBoxes", "host_pip_config", "local_index_paths"]
 
 log = logging.getLogger(__name__)
 
-SITE = "/opt/evaluator/site"  # pip install --target (Python runtimes)
-NODE_PREFIX = "/opt/evaluator/node"  # npm install --prefix: NODE_PREFIX/node_modules (Node runtimes)
-LOCK_MARK = "----evaluator-host-lock----"
 _BUILD_PIDS = 1024  # a build may run compilers; still no fork bomb on the host
 _PIP_KEYS = ("index-url", "extra-index-url", "find-links", "trusted-host", "proxy", "timeout", "retries", "no-index")
 
@@ -249,55 +246,17 @@ class BuildBoxes:
             shutil.rmtree(box.directory, ignore_errors=True)
 
     # -- the install ----------------------------------------------------------------------
-    def _install_script(self, box: BuildBox, language: str, pins: dict[str, str]) -> tuple[list[str], dict[str, str]]:
-        """Write the install for ``pins`` into the box's /build; return its command and environment.
-
-        Both print the lock after ``LOCK_MARK``: ``name==version`` lines (pip) or the
-        package-lock.json (npm).
-        """
-        files: dict[str, str]
-        if language == "python":
-            # pip runs in-process, then the lock is listed as `pip list --format=freeze` would print
-            # it, without a second interpreter start-up (pip's `main` is what `python -m pip` calls)
-            files = {
-                "requirements.txt": "".join(f"{name}=={version}\n" for name, version in pins.items()),
-                "build.py": "import importlib.metadata, sys\n"
-                "from pip._internal.cli.main import main\n"
-                f"code = main(['install', '--no-warn-script-location', '--target', '{SITE}',"
-                " '-r', '/build/requirements.txt'])\n"
-                "if code:\n    sys.exit(code)\n"
-                f"print('{LOCK_MARK}')\n"
-                f"for d in importlib.metadata.distributions(path=['{SITE}']):\n"
-                "    print(d.metadata['Name'] + '==' + d.version)\n",
-            }
-            command = ["python3", "/build/build.py"]
-            environment = {
-                "PIP_CONFIG_FILE": "/build/pip.conf",
-                "PIP_BREAK_SYSTEM_PACKAGES": "1",
-                "PYTHONDONTWRITEBYTECODE": "1",
-            }
-        else:
-            files = {
-                "package.json": json.dumps(npm_package_json(pins), indent=2) + "\n",
-                # the npm cache lives in /tmp/.npm and is removed before the commit
-                "build.sh": "set -e\n"
-                f"mkdir -p {NODE_PREFIX} && cp /build/package.json {NODE_PREFIX}/ && cd {NODE_PREFIX}\n"
-                f"npm install {' '.join(NPM_INSTALL_FLAGS)} --userconfig /build/npmrc --cache /tmp/.npm "
-                "|| { rc=$?; rm -rf /tmp/.npm; exit $rc; }\n"
-                "rm -rf /tmp/.npm /root/.npm /tmp/node-compile-cache\n"
-                f"echo {LOCK_MARK}\ncat package-lock.json\n",
-            }
-            command = ["sh", "/build/build.sh"]
-            environment = {"HOME": "/tmp", "NODE_OPTIONS": "", "npm_config_update_notifier": "false"}
-        for name, text in files.items():
+    def install(self, box: BuildBox, family: Family, pins: dict[str, str]) -> tuple[str, int]:
+        """Run the family's install script for ``pins`` in ``box``: its output (the lock after
+        :data:`~evaluator_host.sandbox.installers.LOCK_MARK`) and exit code."""
+        installer = installers.for_family(family)
+        install = installer.prepare(
+            pins, build_dir="/build", packages_dir=family.image_packages_dir, context=installer.in_box()
+        )
+        for name, text in install.files.items():
             (box.directory / name).write_text(text)
             (box.directory / name).chmod(0o644)
-        return command, environment
-
-    def install(self, box: BuildBox, family: str, pins: dict[str, str]) -> tuple[str, int]:
-        """Install ``pins`` in ``box``; its output (the lock after :data:`LOCK_MARK`) and exit code."""
-        command, environment = self._install_script(box, family, pins)
-        return self.engine.run_sync(self._exec, box, command, environment)
+        return self.engine.run_sync(self._exec, box, install.command, install.environment)
 
     def _exec(
         self, client: docker.DockerClient, box: BuildBox, command: list[str], environment: dict[str, str]

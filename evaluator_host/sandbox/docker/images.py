@@ -16,16 +16,18 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import docker
 
+from evaluator_host import languages
 from evaluator_host.definitions.packages import runtime_id
-from evaluator_host.errors import BackendUnavailable, BuildError
+from evaluator_host.errors import BackendUnavailable
+from evaluator_host.languages import Family
+from evaluator_host.sandbox import installers
 from evaluator_host.sandbox.base import Runtime
-from evaluator_host.sandbox.build_once import BuildOnce, npm_lock, trim_install_log
-from evaluator_host.sandbox.docker.build_box import LOCK_MARK, BuildBox, BuildBoxes
+from evaluator_host.sandbox.build_once import BuildOnce
+from evaluator_host.sandbox.docker.build_box import BuildBox, BuildBoxes
 from evaluator_host.sandbox.docker.engine import MANAGED, Engine, NotFound
 from evaluator_host.settings import Settings
 
@@ -98,9 +100,9 @@ class DockerRuntimeBuilder(BuildOnce):
 
     def find(self, rid: str, language: str, pins: dict[str, str]) -> Runtime | None:
         """The image tagged for ``rid``, if any service built it."""
-        return self.engine.run_sync(self._existing, rid)
+        return self.engine.run_sync(self._existing, rid, language)
 
-    def _existing(self, client: docker.DockerClient, rid: str) -> Runtime | None:
+    def _existing(self, client: docker.DockerClient, rid: str, language: str) -> Runtime | None:
         try:
             image = client.images.get(self.tag(rid))
         except NotFound:
@@ -108,7 +110,7 @@ class DockerRuntimeBuilder(BuildOnce):
         labels = image.labels or {}
         return Runtime(
             rid,
-            labels.get(L_LANGUAGE, "python"),
+            language,
             json.loads(labels.get(L_PACKAGES, "{}")),
             str(image.id),
             json.loads(labels.get(L_LOCK, "[]")),
@@ -121,16 +123,16 @@ class DockerRuntimeBuilder(BuildOnce):
 
     def build(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
         """Install ``pins`` in a build box and commit it (see the module docstring)."""
-        family = "python" if language == "python" else "node"
-        shown = [f"{name}=={version}" if family == "python" else f"{name}@{version}" for name, version in pins.items()]
+        family = languages.get(language).family
+        shown = installers.shown(family, pins)
         started = time.monotonic()
-        log.info("building runtime %s for %s", rid, ", ".join(shown))
+        log.info("building runtime %s for %s", rid, shown)
         box = self.boxes.take()
         try:
             output, code = self.boxes.install(box, family, pins)
             installed = time.monotonic()
             runtime = None
-            if code == 0 and LOCK_MARK in output:
+            if code == 0 and installers.LOCK_MARK in output:
                 runtime = self.engine.run_sync(self._commit, box, rid, family, pins, output)
                 log.info(
                     "built runtime %s: install %.2f s, commit %.2f s",
@@ -141,24 +143,22 @@ class DockerRuntimeBuilder(BuildOnce):
         finally:
             self.boxes.release(box)
         (self.root / f"{rid}.build.log").write_text(
-            f"# {' '.join(shown)} (exit {code}, {time.monotonic() - started:.1f} s)\n{output}"
+            f"# {shown} (exit {code}, {time.monotonic() - started:.1f} s)\n{output}"
         )
         if runtime is None:
-            reason = trim_install_log(output.split(LOCK_MARK)[0])
-            raise BuildError(f"installing {', '.join(shown)} failed:\n{reason}", runtime_id=rid, output=reason)
+            raise installers.build_failed(family, pins, rid, output)
         return runtime
 
     def _commit(
-        self, client: docker.DockerClient, box: BuildBox, rid: str, family: str, pins: dict[str, str], output: str
+        self, client: docker.DockerClient, box: BuildBox, rid: str, family: Family, pins: dict[str, str], output: str
     ) -> Runtime:
         """Commit ``box`` as the runtime image of ``rid``, labelled with the pins and the lock."""
         api = client.api
-        tail = output.split(LOCK_MARK)[-1]
-        lock = npm_lock(tail) if family == "node" else sorted(ln for ln in tail.splitlines() if "==" in ln)
+        lock = installers.for_family(family).lock(output.split(installers.LOCK_MARK)[-1])
         labels = {
             MANAGED: "1",
             L_RUNTIME: rid,
-            L_LANGUAGE: family,
+            L_LANGUAGE: family.name,
             L_PACKAGES: json.dumps(pins, sort_keys=True),
             L_LOCK: json.dumps(lock),
             L_BASE: self.base_id(),
@@ -174,21 +174,9 @@ class DockerRuntimeBuilder(BuildOnce):
                 "Env": ["PATH=/usr/local/bin:/usr/bin:/bin"],
             },
         )
-        return Runtime(rid, family, pins, str(image["Id"]), lock)
+        return Runtime(rid, family.name, pins, str(image["Id"]), lock)
 
     # -- management (CLI) ----------------------------------------------------------------
-    def _used_path(self, rid: str) -> Path:
-        return self.root / f"{rid}.used"
-
-    def touch(self, rid: str) -> None:
-        """Record that runtime ``rid`` was used now (for ``images list`` and ``prune``)."""
-        path = self._used_path(rid)
-        try:
-            if time.time() - path.stat().st_mtime < 60:
-                return
-        except FileNotFoundError:
-            pass
-        path.touch()
 
     def list_images(self) -> list[ImageInfo]:
         """Every cached runtime image (any base)."""

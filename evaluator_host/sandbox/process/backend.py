@@ -18,17 +18,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from evaluator_host.definitions.js_inspect import node_executable
+from evaluator_host import languages
 from evaluator_host.errors import SandboxError
-from evaluator_host.sandbox.base import (
-    RUNTIMES_DIR,
-    SANDBOX_ENV,
-    ExitInfo,
-    RawOutput,
-    WorkerSpec,
-    memory_exhausted,
-    node_command,
-)
+from evaluator_host.languages import RUNTIMES_DIR
+from evaluator_host.sandbox.base import SANDBOX_ENV, ExitInfo, RawOutput, RuntimeKey, memory_exhausted
 from evaluator_host.sandbox.process.isolation import Isolation, probe
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
 from evaluator_host.settings import Settings
@@ -36,22 +29,13 @@ from evaluator_host.settings import Settings
 __all__ = ["ProcessBackend", "ProcessWorker"]
 
 _BOOTSTRAP = RUNTIMES_DIR / "sandbox_init.py"
-_PY_HARNESS = RUNTIMES_DIR / "python" / "harness.py"
-_NODE_HARNESS = RUNTIMES_DIR / "node" / "harness.mjs"
-_ADDRESS_SPACE_OVERHEAD_MB = 64  # interpreter + shared libraries on top of memory_mb
-# V8 reserves address space up front (code range, heap cages, WebAssembly guard regions): Node
-# does not start under ~1.2 GB of RLIMIT_AS. Its heap is capped by --max-old-space-size instead;
-# the address-space limit only bounds off-heap memory (Buffers) to memory_mb + this.
-_NODE_ADDRESS_SPACE_MB = 4096
 _CPU_SECONDS = 3600  # a backstop per worker lifetime; the wall timeout is the real bound
 
 
 class ProcessWorker:
     """A harness subprocess; raw fd-level output is drained into a capped buffer."""
 
-    def __init__(
-        self, proc: asyncio.subprocess.Process, workdir: Path, cgroup: Path | None, release: Any, cap: int
-    ) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, workdir: Path, cgroup: Path | None, release: Any) -> None:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self.proc = proc
         self.reader: asyncio.StreamReader = proc.stdout
@@ -60,7 +44,7 @@ class ProcessWorker:
         self._workdir = workdir
         self._cgroup = cgroup
         self._release = release
-        self._raw = RawOutput(cap)
+        self._raw = RawOutput()
         self._exit: ExitInfo | None = None
         self._drain = asyncio.ensure_future(self._drain_stderr(proc.stderr))
 
@@ -69,6 +53,10 @@ class ProcessWorker:
             if self._raw.feed(chunk) and not self.output_overflow.is_set():
                 self.output_overflow.set()
                 self._signal()
+
+    def set_output_limit(self, limit: int) -> None:
+        """Cap the raw output kept per evaluation (set when the worker is bound)."""
+        self._raw.cap = limit
 
     def take_raw_output(self) -> str:
         """Raw output written straight to fd 1/2 since the last call (capped)."""
@@ -142,31 +130,33 @@ class ProcessBackend:
                 with contextlib.suppress(OSError):
                     child.rmdir()
 
-    def _config(self, spec: WorkerSpec, root: Path, slot: int, cgroup: Path | None) -> dict[str, Any]:
+    def _config(self, runtime: RuntimeKey, root: Path, slot: int, cgroup: Path | None) -> dict[str, Any]:
+        """The bootstrap's config (runtimes/sandbox_init.py) for an unbound worker of ``runtime``."""
         iso = self._isolation
-        prefix = str(Path(self.settings.python_executable).resolve().parents[1])
-        code_dir = str(Path(spec.code_path).parent)
-        # With a private root, everything of ours is bound read-only under /sandbox.
-        mounts = {
-            str(RUNTIMES_DIR): "/sandbox/runtimes",
-            code_dir: "/sandbox/code",
-            **({spec.runtime_location: "/sandbox/runtime"} if spec.runtime_location else {}),
-        }
-
-        def inside(path: str, host_dir: str) -> str:
-            return path.replace(host_dir, mounts[host_dir], 1) if iso.mode != "rlimits" else path
-
-        reap = iso.mode != "rlimits"  # the harness is pid 1 of its own pid namespace: it may kill the rest
-        runtime_dir = inside(spec.runtime_location, spec.runtime_location) if spec.runtime_location else None
+        family = languages.family(runtime.family)
+        private_root = iso.mode != "rlimits"
+        python = self.settings.python_executable
+        # The bootstrap's interpreter is bound where it is (it is already running); everything
+        # else of ours is bound read-only at a fixed path under /sandbox, wherever it lives here.
+        binds = [[str(Path(python).resolve().parents[1])] * 2]
+        runtimes_dir, packages = str(RUNTIMES_DIR), None
+        if private_root:
+            binds.append([runtimes_dir, "/sandbox/runtimes"])
+            runtimes_dir = "/sandbox/runtimes"
+        if runtime.location:
+            packages = f"{runtime.location}/{family.packages_dir}"
+            if private_root:
+                binds.append([runtime.location, "/sandbox/runtime"])
+                packages = f"/sandbox/runtime/{family.packages_dir}"
+        harness = f"{runtimes_dir}/{family.name}/{family.harness}"
         harness_config: dict[str, Any] = {
-            "code_path": inside(spec.code_path, code_dir),
-            "interface": spec.interface,
-            "output_limit": spec.output_limit,
-            "result_limit": spec.result_limit,
-            "reap_strays": reap,
+            # the harness is pid 1 of its own pid namespace: it may kill the rest
+            "reap_strays": private_root,
+            "work_dir": "/tmp/.evaluator" if private_root else str(root / ".evaluator"),
+            **family.packages_config(packages),
         }
         rlimits = {
-            "AS": (spec.memory_mb + _ADDRESS_SPACE_OVERHEAD_MB) * 1024 * 1024,
+            "AS": (runtime.memory_mb + family.address_space_mb) * 1024 * 1024,
             "CPU": _CPU_SECONDS,
             "FSIZE": self.settings.tmpfs_mb * 1024 * 1024,
             "NOFILE": 256,
@@ -174,26 +164,20 @@ class ProcessBackend:
         }
         if iso.uid_drop:
             rlimits["NPROC"] = self.settings.pids_max
-        binds = [[prefix, prefix], *([src, dst] for src, dst in mounts.items())]
         launch: dict[str, Any]
-        if spec.language == "python":
-            harness_config["entrypoint"] = spec.entrypoint
-            harness_config["site_dirs"] = [f"{runtime_dir}/site"] if runtime_dir else []
-            launch = {"run_python": inside(str(_PY_HARNESS), str(RUNTIMES_DIR)), "argv": [json.dumps(harness_config)]}
+        if family.runs_in_bootstrap_interpreter:
+            launch = {"run_python": harness, "argv": [json.dumps(harness_config)]}
         else:
-            node = node_executable()
-            if iso.mode != "rlimits":  # a fixed in-sandbox path, wherever the venv lives on the host
-                binds.append([str(Path(node).resolve().parents[1]), "/sandbox/node"])
-                node = "/sandbox/node/bin/node"
-            harness_config.update(spec.loader)
-            harness_config["language"] = spec.language
-            harness_config["node_modules"] = f"{runtime_dir}/node_modules" if runtime_dir else None
-            rlimits["AS"] = (spec.memory_mb + _NODE_ADDRESS_SPACE_MB) * 1024 * 1024
-            harness = inside(str(_NODE_HARNESS), str(RUNTIMES_DIR))
-            launch = {"exec": node_command(node, harness, spec.memory_mb, harness_config), "channel_fds": True}
+            executable = Path(family.host_executable(python)).resolve()
+            home = executable.parents[1]
+            if private_root:  # e.g. the Node wheel inside a venv under /tmp, hidden by the private /tmp
+                binds.append([str(home), f"/sandbox/{family.name}-home"])
+                executable = Path(f"/sandbox/{family.name}-home") / executable.relative_to(home)
+            argv = family.command_for(str(executable), harness, runtime.memory_mb, harness_config)
+            launch = {"exec": argv, "channel_fds": family.channel_fds}
         return {
-            "root": str(root) if iso.mode != "rlimits" else None,
-            "workdir": None if iso.mode != "rlimits" else str(root),
+            "root": str(root) if private_root else None,
+            "workdir": None if private_root else str(root),
             "binds": binds,
             "tmpfs_mb": self.settings.tmpfs_mb,
             "uid": self.settings.sandbox_uid_base + slot if iso.uid_drop else None,
@@ -202,8 +186,8 @@ class ProcessBackend:
             **launch,
         }
 
-    async def start_worker(self, spec: WorkerSpec) -> ProcessWorker:
-        """Start a harness for ``spec`` in a fresh sandbox."""
+    async def start_worker(self, runtime: RuntimeKey) -> ProcessWorker:
+        """Start an unbound harness for ``runtime`` in a fresh sandbox."""
         if not self._free_slots:
             raise SandboxError("no free sandbox slots", retry_after_s=1)
         slot = self._free_slots.pop()
@@ -220,7 +204,7 @@ class ProcessBackend:
                 with contextlib.suppress(OSError):
                     cgroup.rmdir()
                 cgroup = None
-        config = self._config(spec, root, slot, cgroup)
+        config = self._config(runtime, root, slot, cgroup)
         python = self.settings.python_executable
         argv = [*self._isolation.unshare_argv, python, "-I", "-S", str(_BOOTSTRAP), json.dumps(config)]
 
@@ -246,7 +230,7 @@ class ProcessBackend:
                     with contextlib.suppress(OSError):
                         path.rmdir()
             raise SandboxError(f"cannot start a worker: {exc}") from exc
-        worker = ProcessWorker(proc, root, cgroup, release, spec.output_limit)
+        worker = ProcessWorker(proc, root, cgroup, release)
         self._workers.add(worker)
         return worker
 

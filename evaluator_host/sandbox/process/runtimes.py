@@ -11,28 +11,22 @@ Found or built through :class:`~evaluator_host.sandbox.build_once.BuildOnce`.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-import platform
 import shutil
 import subprocess
-import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
+from evaluator_host import languages
 from evaluator_host.definitions.packages import runtime_id
 from evaluator_host.errors import BuildError
+from evaluator_host.sandbox import installers
 from evaluator_host.sandbox.base import Runtime
-from evaluator_host.sandbox.build_once import (
-    NPM_INSTALL_FLAGS,
-    BuildOnce,
-    npm_command,
-    npm_lock,
-    npm_package_json,
-    trim_install_log,
-)
+from evaluator_host.sandbox.build_once import BuildOnce
 from evaluator_host.settings import Settings
 
 __all__ = ["RuntimeBuilder"]
@@ -45,13 +39,13 @@ class RuntimeBuilder(BuildOnce):
         super().__init__(settings.resolved_cache_dir / "runtimes")
         self.settings = settings
 
+    @functools.cache  # noqa: B019 - one builder per service, a handful of languages
     def base_identity(self, language: str) -> str:
-        """What the runtime hash covers besides the pins: the interpreter."""
-        if language == "python":
-            return f"{self.settings.python_executable}|{platform.python_version()}"
-        from evaluator_host.definitions.js_inspect import node_executable
-
-        return f"node|{node_executable()}"
+        """What the runtime hash covers besides the pins: the family's interpreter binary (path,
+        size and mtime, so an upgraded interpreter in place gets new runtimes)."""
+        executable = languages.get(language).family.host_executable(self.settings.python_executable)
+        info = os.stat(executable)
+        return f"{executable}|{info.st_size}|{int(info.st_mtime)}"
 
     def runtime_for(self, language: str, pins: dict[str, str]) -> str:
         """The runtime id of ``pins`` for ``language`` (no build)."""
@@ -70,14 +64,25 @@ class RuntimeBuilder(BuildOnce):
         return Runtime(rid, language, pins, str(final), json.loads(manifest.read_text()).get("lock", []))
 
     def build(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
-        """Install ``pins`` into a partial directory, renamed into place when complete."""
+        """Run the family's install script into a partial directory, renamed into place when complete."""
+        family = languages.get(language).family
+        installer = installers.for_family(family)
         partial = self.root / f".{rid}.partial-{uuid.uuid4().hex[:8]}"
-        install = self._install_python if language == "python" else self._install_node
+        build = Path(tempfile.mkdtemp(prefix="evaluator-host-build-"))
         started = time.monotonic()
         try:
             partial.mkdir(parents=True)
-            lock, log = install(partial, rid, pins)
-            final = self.root / rid
+            ca_bundle = str(self.settings.ca_bundle) if self.settings.ca_bundle else None
+            install = installer.prepare(
+                pins,
+                build_dir=str(build),
+                packages_dir=str(partial / family.packages_dir),
+                context=installer.on_host(ca_bundle),
+            )
+            for name, text in install.files.items():
+                (build / name).write_text(text)
+            output, log = self._run(install, rid, family, pins)
+            lock = installer.lock(output.split(installers.LOCK_MARK, 1)[1])
             os.chmod(partial, 0o755)
             (partial / "manifest.json").write_text(
                 json.dumps(
@@ -94,49 +99,29 @@ class RuntimeBuilder(BuildOnce):
                 )
             )
             (partial / "build.log").write_text(log)
-            partial.rename(final)
-            return Runtime(rid, language, pins, str(final), lock)
+            partial.rename(self.root / rid)
+            return Runtime(rid, language, pins, str(self.root / rid), lock)
         finally:
             shutil.rmtree(partial, ignore_errors=True)
+            shutil.rmtree(build, ignore_errors=True)
 
-    def _run_installer(
-        self, argv: list[str], rid: str, shown: list[str], **kwargs: Any
-    ) -> subprocess.CompletedProcess[str]:
-        """Run pip or npm; ``BuildError`` with its message when it fails or outlives ``build_timeout_s``."""
+    def _run(
+        self, install: installers.Install, rid: str, family: languages.Family, pins: dict[str, str]
+    ) -> tuple[str, str]:
+        """Run an install: its standard output and its whole log; ``BuildError`` when it fails
+        or outlives ``build_timeout_s``."""
+        limit = self.settings.build_timeout_s
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=self.settings.build_timeout_s, **kwargs)
+            proc = subprocess.run(
+                install.command,
+                capture_output=True,
+                text=True,
+                timeout=limit,
+                env={**os.environ, **install.environment},
+            )
         except subprocess.TimeoutExpired as exc:
-            raise BuildError(
-                f"installing {', '.join(shown)} took longer than {self.settings.build_timeout_s:.0f} s",
-                runtime_id=rid,
-                output="",
-            ) from exc
-        if proc.returncode != 0:
-            reason = trim_install_log(proc.stderr or proc.stdout)
-            raise BuildError(f"installing {', '.join(shown)} failed:\n{reason}", runtime_id=rid, output=reason)
-        return proc
-
-    def _install_node(self, partial: Path, rid: str, pins: dict[str, str]) -> tuple[list[str], str]:
-        """``npm install --ignore-scripts`` of exactly ``pins`` into ``<runtime>/node_modules``."""
-        argv = [*npm_command(), "install", *NPM_INSTALL_FLAGS, "--cache", str(partial / ".npm-cache")]
-        if self.settings.ca_bundle is not None:
-            argv.append(f"--cafile={self.settings.ca_bundle}")
-        (partial / "package.json").write_text(json.dumps(npm_package_json(pins), indent=2) + "\n")
-        env = {**os.environ, "npm_config_update_notifier": "false", "NODE_OPTIONS": ""}
-        proc = self._run_installer(argv, rid, [f"{n}@{v}" for n, v in pins.items()], cwd=partial, env=env)
-        shutil.rmtree(partial / ".npm-cache", ignore_errors=True)
-        return npm_lock((partial / "package-lock.json").read_text()), proc.stdout + proc.stderr
-
-    def _install_python(self, partial: Path, rid: str, pins: dict[str, str]) -> tuple[list[str], str]:
-        """``pip install --target <runtime>/site``; the lock from ``pip list --format=freeze``."""
-        site = partial / "site"
-        site.mkdir()
-        requirements = [f"{name}=={version}" for name, version in pins.items()]
-        pip = [sys.executable, "-m", "pip"]
-        argv = [*pip, "install", "--no-input", "--disable-pip-version-check", "--no-warn-script-location"]
-        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-        proc = self._run_installer([*argv, "--target", str(site), *requirements], rid, requirements, env=env)
-        freeze = subprocess.run(
-            [*pip, "list", "--path", str(site), "--format=freeze"], capture_output=True, text=True, timeout=120
-        )
-        return sorted(ln for ln in freeze.stdout.splitlines() if "==" in ln), proc.stdout + proc.stderr
+            message = f"installing {installers.shown(family, pins)} took longer than {limit:.0f} s"
+            raise BuildError(message, runtime_id=rid, output="") from exc
+        if proc.returncode != 0 or installers.LOCK_MARK not in proc.stdout:
+            raise installers.build_failed(family, pins, rid, proc.stderr or proc.stdout)
+        return proc.stdout, proc.stdout + proc.stderr
