@@ -214,6 +214,12 @@ def test_the_same_index_may_be_stored_once_per_job(store: JobStore, job: str) ->
     assert list(store.done_indices(job)) == [0] and list(store.done_indices("job_2")) == [0]
 
 
+def test_rows_of_an_unknown_job_are_refused(store: JobStore, job: str) -> None:
+    with pytest.raises(IntegrityError):
+        store.commit_rows("job_missing", [row(0, job_id="job_missing")], done=1, failed=0, acc_state={}, active_s=0.0)
+    assert list(store.done_indices("job_missing")) == []
+
+
 def test_done_indices_are_ascending_whatever_the_commit_order(store: JobStore, job: str) -> None:
     store.commit_rows(job, [row(7), row(2)], done=2, failed=0, acc_state={}, active_s=0.0)
     store.commit_rows(job, [row(5), row(0)], done=4, failed=0, acc_state={}, active_s=0.0)
