@@ -1,0 +1,234 @@
+"""evaluator_host.store.jobs.JobStore on a temporary SQLite file.
+
+Datasets (add/get/list/delete; inline datasets are not listed), jobs (create, get, list
+filters, ``set_job`` with ``only_unfinished``, ``unfinished``) and the resume invariant of
+``commit_rows``: results and counters land in one transaction, and ``(job_id, idx)`` is
+the primary key, so committing a row twice raises ``IntegrityError`` and rolls the whole
+chunk back (no row stored, counters untouched). ``done_indices`` and ``results`` read
+rows back in index order, paged by ``start``/``limit``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy.exc import IntegrityError
+
+from evaluator_host.errors import NotFoundError
+from evaluator_host.store.db import make_engine, utcnow
+from evaluator_host.store.jobs import DatasetRecord, JobStore, StoredResult
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> JobStore:
+    return JobStore(make_engine(f"sqlite:///{tmp_path}/x.db"))
+
+
+def dataset(dataset_id: str = "ds_1", *, inline: bool = False, age_s: int = 0) -> DatasetRecord:
+    return DatasetRecord(
+        id=dataset_id,
+        name=f"name of {dataset_id}",
+        format="jsonl",
+        row_count=3,
+        columns=["q", "a"],
+        bytes=42,
+        inline=inline,
+        created_at=utcnow() - timedelta(seconds=age_s),
+    )
+
+
+def new_job(store: JobStore, dataset_id: str = "ds_1", **overrides: Any) -> str:
+    fields = {
+        "id": "job_1",
+        "evaluator_id": "ev_1",
+        "revision": 1,
+        "runtime_id": "python-1",
+        "dataset_id": dataset_id,
+        "field_mapping": {"output": "a"},
+        "parallelism": 2,
+        "total": 10,
+        "warnings": [],
+        **overrides,
+    }
+    return store.create_job(**fields).id
+
+
+def row(idx: int, status: str = "ok", job_id: str = "job_1") -> tuple[str, int, str, int, str, str]:
+    return (job_id, idx, status, 1, "python-1", json.dumps({"status": status, "score": idx}))
+
+
+@pytest.fixture
+def job(store: JobStore) -> str:
+    store.add_dataset(dataset())
+    return new_job(store)
+
+
+# --------------------------------------------------------------------------- datasets
+
+
+def test_add_then_get_dataset_round_trips_every_field(store: JobStore) -> None:
+    record = dataset()
+    store.add_dataset(record)
+    got = store.get_dataset("ds_1")
+    assert got == record and got.created_at.tzinfo is not None
+
+
+def test_get_dataset_of_an_unknown_id_is_not_found(store: JobStore) -> None:
+    with pytest.raises(NotFoundError):
+        store.get_dataset("ds_missing")
+
+
+def test_list_datasets_lists_uploads_newest_first_and_not_inline_rows(store: JobStore) -> None:
+    store.add_dataset(dataset("ds_old", age_s=20))
+    store.add_dataset(dataset("ds_inline", inline=True, age_s=10))
+    store.add_dataset(dataset("ds_new"))
+    assert [d.id for d in store.list_datasets()] == ["ds_new", "ds_old"]
+    assert store.get_dataset("ds_inline").inline is True
+
+
+def test_delete_dataset_removes_it_and_ignores_unknown_ids(store: JobStore) -> None:
+    store.add_dataset(dataset())
+    store.delete_dataset("ds_1")
+    store.delete_dataset("ds_1")
+    with pytest.raises(NotFoundError):
+        store.get_dataset("ds_1")
+    assert store.list_datasets() == []
+
+
+def test_a_dataset_a_job_refers_to_cannot_be_deleted(store: JobStore, job: str) -> None:
+    with pytest.raises(IntegrityError):
+        store.delete_dataset("ds_1")
+    assert store.get_dataset("ds_1").id == "ds_1"
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+def test_create_job_is_queued_with_zero_progress(store: JobStore, job: str) -> None:
+    record = store.get_job(job)
+    assert (record.status, record.done, record.failed, record.active_s) == ("queued", 0, 0, 0.0)
+    assert (record.acc_state, record.error, record.started_at, record.finished_at) == (None, None, None, None)
+    assert record.field_mapping == {"output": "a"} and record.total == 10
+    assert record.created_at.tzinfo is not None
+
+
+def test_create_job_on_an_unknown_dataset_is_refused(store: JobStore) -> None:
+    with pytest.raises(IntegrityError):
+        new_job(store, dataset_id="ds_missing")
+
+
+def test_get_job_of_an_unknown_id_is_not_found(store: JobStore) -> None:
+    with pytest.raises(NotFoundError):
+        store.get_job("job_missing")
+
+
+def test_list_jobs_is_newest_first_and_filters_by_status_and_evaluator(store: JobStore) -> None:
+    store.add_dataset(dataset())
+    new_job(store, id="j1", evaluator_id="ev_a")
+    new_job(store, id="j2", evaluator_id="ev_b")
+    new_job(store, id="j3", evaluator_id="ev_a")
+    store.set_job("j3", status="running")
+    assert [j.id for j in store.list_jobs()] == ["j3", "j2", "j1"]
+    assert [j.id for j in store.list_jobs(evaluator_id="ev_a")] == ["j3", "j1"]
+    assert [j.id for j in store.list_jobs(status="queued")] == ["j2", "j1"]
+    assert [j.id for j in store.list_jobs(status="running", evaluator_id="ev_b")] == []
+
+
+def test_set_job_updates_fields_and_reports_whether_a_job_matched(store: JobStore, job: str) -> None:
+    now = utcnow()
+    assert store.set_job(job, status="running", started_at=now, warnings=["w"]) is True
+    record = store.get_job(job)
+    assert (record.status, record.started_at, record.warnings) == ("running", now, ["w"])
+    assert store.set_job("job_missing", status="running") is False
+
+
+@pytest.mark.parametrize("status", ["queued", "running"])
+def test_set_job_only_unfinished_changes_a_queued_or_running_job(store: JobStore, job: str, status: str) -> None:
+    store.set_job(job, status=status)
+    assert store.set_job(job, only_unfinished=True, status="cancelled") is True
+    assert store.get_job(job).status == "cancelled"
+
+
+@pytest.mark.parametrize("status", ["succeeded", "failed", "cancelled"])
+def test_set_job_only_unfinished_leaves_a_finished_job_unchanged(store: JobStore, job: str, status: str) -> None:
+    store.set_job(job, status=status, error={"type": "X"})
+    before = store.get_job(job)
+    assert store.set_job(job, only_unfinished=True, status="running", error=None) is False
+    assert store.get_job(job) == before
+
+
+def test_unfinished_lists_queued_and_running_jobs_oldest_first(store: JobStore) -> None:
+    store.add_dataset(dataset())
+    for n, status in enumerate(["running", "succeeded", "queued", "failed", "cancelled", "running"]):
+        new_job(store, id=f"j{n}")
+        store.set_job(f"j{n}", status=status)
+    assert [j.id for j in store.unfinished()] == ["j0", "j2", "j5"]
+
+
+# --------------------------------------------------------------------------- results
+
+
+def test_commit_rows_stores_rows_and_counters_together(store: JobStore, job: str) -> None:
+    store.commit_rows(job, [row(0), row(1, "error")], done=2, failed=1, acc_state={"n": 2}, active_s=1.5)
+    record = store.get_job(job)
+    assert (record.done, record.failed, record.acc_state, record.active_s) == (2, 1, {"n": 2}, 1.5)
+    assert list(store.done_indices(job)) == [0, 1]
+    assert store.results(job, 0, 10) == [
+        StoredResult(0, 1, "python-1", row(0)[5]),
+        StoredResult(1, 1, "python-1", row(1, "error")[5]),
+    ]
+
+
+def test_commit_rows_with_no_rows_updates_only_the_counters(store: JobStore, job: str) -> None:
+    store.commit_rows(job, [], done=0, failed=0, acc_state={"empty": True}, active_s=0.25)
+    record = store.get_job(job)
+    assert (record.acc_state, record.active_s) == ({"empty": True}, 0.25)
+    assert list(store.done_indices(job)) == []
+
+
+def test_committing_a_stored_row_again_fails_and_rolls_back_the_whole_chunk(store: JobStore, job: str) -> None:
+    store.commit_rows(job, [row(0), row(1)], done=2, failed=0, acc_state={"n": 2}, active_s=1.0)
+    with pytest.raises(IntegrityError):
+        store.commit_rows(job, [row(5), row(1, "error")], done=4, failed=1, acc_state={"n": 4}, active_s=2.0)
+    record = store.get_job(job)
+    assert (record.done, record.failed, record.acc_state, record.active_s) == (2, 0, {"n": 2}, 1.0)
+    assert list(store.done_indices(job)) == [0, 1]
+    assert store.results(job, 1, 1)[0].result == row(1)[5]  # the first result is kept
+
+
+def test_a_chunk_with_the_same_index_twice_is_refused_entirely(store: JobStore, job: str) -> None:
+    with pytest.raises(IntegrityError):
+        store.commit_rows(job, [row(3), row(3)], done=2, failed=0, acc_state={}, active_s=0.0)
+    assert store.get_job(job).done == 0
+    assert list(store.done_indices(job)) == []
+
+
+def test_the_same_index_may_be_stored_once_per_job(store: JobStore, job: str) -> None:
+    new_job(store, id="job_2")
+    store.commit_rows(job, [row(0)], done=1, failed=0, acc_state={}, active_s=0.0)
+    store.commit_rows("job_2", [row(0, job_id="job_2")], done=1, failed=0, acc_state={}, active_s=0.0)
+    assert list(store.done_indices(job)) == [0] and list(store.done_indices("job_2")) == [0]
+
+
+def test_rows_of_an_unknown_job_are_refused(store: JobStore, job: str) -> None:
+    with pytest.raises(IntegrityError):
+        store.commit_rows("job_missing", [row(0, job_id="job_missing")], done=1, failed=0, acc_state={}, active_s=0.0)
+    assert list(store.done_indices("job_missing")) == []
+
+
+def test_done_indices_are_ascending_whatever_the_commit_order(store: JobStore, job: str) -> None:
+    store.commit_rows(job, [row(7), row(2)], done=2, failed=0, acc_state={}, active_s=0.0)
+    store.commit_rows(job, [row(5), row(0)], done=4, failed=0, acc_state={}, active_s=0.0)
+    assert list(store.done_indices(job)) == [0, 2, 5, 7]
+
+
+def test_results_pages_by_start_index_and_limit_across_gaps(store: JobStore, job: str) -> None:
+    store.commit_rows(job, [row(i) for i in (9, 1, 4, 6, 2)], done=5, failed=0, acc_state={}, active_s=0.0)
+    assert [r.idx for r in store.results(job, 0, 3)] == [1, 2, 4]
+    assert [r.idx for r in store.results(job, 5, 3)] == [6, 9]  # start falls in a gap
+    assert [r.idx for r in store.results(job, 10, 3)] == []
+    assert [r.idx for r in store.results("job_missing", 0, 3)] == []
