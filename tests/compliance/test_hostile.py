@@ -266,8 +266,8 @@ HOSTILE = [
                 "import os\n\ndef evaluate(inputs, outputs, trace):\n    environ = ''\n"
                 "    for path in ('/proc/self/environ', '/proc/1/environ'):\n"
                 "        try:\n            environ += open(path).read()\n        except OSError:\n            pass\n"
-                "    leaked = 's3cr3t' in environ or 'EVALUATOR_HOST_TEST_SECRET' in os.environ\n"
-                "    return {'score': 0.0 if leaked else 1.0, 'keys': sorted(os.environ)}\n"
+                "    return {'score': 0.0 if 's3cr3t' in environ or "
+                "'EVALUATOR_HOST_TEST_SECRET' in os.environ else 1.0, 'keys': sorted(os.environ)}\n"
             ),
             "javascript": Code(
                 "const fs = require('fs')\nfunction evaluate(i, o, t) {\n  let environ = ''\n"
