@@ -1,4 +1,4 @@
-"""Pydantic request and response models: the HTTP contract of design/api.md."""
+"""Pydantic request and response models: the HTTP contract of docs/api.md."""
 
 from __future__ import annotations
 

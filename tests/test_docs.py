@@ -1,4 +1,5 @@
-"""Docs are tested: README commands exist, runtimes have their contract files."""
+"""Docs are tested: README commands exist, runtimes have their contract files, the paths the docs
+name exist, every module is in the architecture table, decisions are numbered in order."""
 
 from __future__ import annotations
 
@@ -39,3 +40,43 @@ def test_runtime_selftests_pass() -> None:
     ):
         done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
+
+
+_DOCS = ("README.md", "docs/architecture.md", "docs/api.md", "docs/security.md", "sandbox_images/README.md")
+_TOP = ("evaluator_host", "runtimes", "tests", "bench", "sandbox_images")
+
+
+def test_paths_named_in_docs_exist() -> None:
+    pattern = re.compile(r"`((?:" + "|".join(_TOP) + r")/[^`<>\s:]*)")
+    for name in _DOCS:
+        for path in pattern.findall((REPO / name).read_text()):
+            assert (REPO / path).exists(), f"{name} names {path}, which does not exist"
+
+
+def test_architecture_diagrams_name_real_modules() -> None:
+    text = (REPO / "docs" / "architecture.md").read_text()
+    diagrams = "".join(re.findall(r"^```\n(.*?)^```", text, re.M | re.S))
+    assert diagrams
+    for path in re.findall(r"[a-z_]+(?:/[a-z_]+)*\.(?:py|mjs|cjs)\b", diagrams):
+        assert (REPO / path).exists() or (REPO / "evaluator_host" / path).exists(), path
+
+
+def test_what_lives_where_covers_every_module() -> None:
+    text = (REPO / "docs" / "architecture.md").read_text()
+    rows = {m.rstrip("/") for m in re.findall(r"^\| `([^`]+)` \|", text, re.M)}
+    for module in sorted((REPO / "evaluator_host").rglob("*.py")):
+        if module.name in ("__init__.py", "__main__.py"):
+            continue
+        rel = module.relative_to(REPO)
+        covered = {str(rel)} | {str(parent) for parent in rel.parents}
+        assert covered & rows, f"{rel} is not in the 'What lives where' table"
+
+
+def test_decisions_are_numbered_in_order() -> None:
+    text = (REPO / "docs" / "architecture.md").read_text()
+    decisions = text.split("## Decisions and why", 1)[1]
+    numbers = [int(n) for n in re.findall(r"^(\d+)\. \*\*", decisions, re.M)]
+    assert numbers == list(range(1, len(numbers) + 1)), numbers
+    for name in _DOCS:
+        for cited in re.findall(r"decision (\d+)", (REPO / name).read_text()):
+            assert 1 <= int(cited) <= len(numbers), f"{name} cites decision {cited}"

@@ -1,4 +1,5 @@
-"""Error handlers: the one place errors become HTTP answers.
+"""Error handlers: where raised errors become HTTP answers (the body-limit middleware in
+``limits.py`` writes its own 413, in the same envelope).
 
 Every error body is ``{"error": {"type", "message", "line", "column", ...}}``.
 """

@@ -1,6 +1,6 @@
 """Field mapping: a dataset row → the case an evaluator is called with.
 
-NeMo FieldMapping semantics (design/api.md, Jobs): ``inputs`` is the whole original row
+NeMo FieldMapping semantics (docs/api.md, Jobs): ``inputs`` is the whole original row
 unless ``field_mapping.inputs`` lists columns; ``outputs``, ``trace`` and ``app_params``
 come from the named columns, or by default from the row's ``outputs`` (else ``output``),
 ``trace`` and ``app_params`` columns. A column that is not a top-level key may be a

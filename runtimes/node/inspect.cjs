@@ -1,7 +1,7 @@
 'use strict';
 // Host-side JS/TS inspector: parses evaluator code and reports its interface. Never runs it.
 //
-// Started by the host (evaluator_host/js_inspect.py) as
+// Started by the host (evaluator_host/definitions/js_inspect.py) as
 //   node --expose-internals --disable-warning=ExperimentalWarning inspect.cjs
 // because Node's bundled parsers are internal modules: acorn (a real ECMAScript parser) and
 // amaro (the swc-based TypeScript transform behind module.stripTypeScriptTypes, whose errors

@@ -1,4 +1,4 @@
-"""POST /v1/evaluate: the contract of design/api.md for one-off evaluation."""
+"""POST /v1/evaluate: the contract of docs/api.md for one-off evaluation."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ runs it in a worker thread and translates engine failures in one place:
   the client reconnects on the next call, so the service recovers when the engine does;
 * any other engine error → :class:`SandboxError` (HTTP 503).
 
-Only ``evaluator_host/sandbox/docker*.py`` import the SDK.
+Only the modules of ``evaluator_host/sandbox/docker/`` import the SDK.
 """
 
 from __future__ import annotations

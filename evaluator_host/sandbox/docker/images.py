@@ -3,7 +3,7 @@
 A runtime image is the base image plus one layer holding the pinned packages
 (``/opt/evaluator/site`` for Python, ``/opt/evaluator/node/node_modules`` for Node), tagged
 ``evaluator-host/runtime:<runtime id>`` and labelled with the pins and the full resolved
-lock. It is the install run in a build box (:mod:`docker_build_box`), committed.
+lock. It is the install run in a build box (:mod:`evaluator_host.sandbox.docker.build_box`), committed.
 
 Builds are serialized per runtime id (asyncio lock + file lock), a failed build
 raises :class:`BuildError` with the installer's message and leaves no image; every build's
