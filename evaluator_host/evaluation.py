@@ -22,13 +22,21 @@ from evaluator_host import languages
 from evaluator_host.definitions.interfaces import detect
 from evaluator_host.definitions.packages import normalize_pins
 from evaluator_host.errors import LimitError
-from evaluator_host.models import Case, EvaluationResult, EvaluatorSettings
+from evaluator_host.models import (
+    BatchResponse,
+    Case,
+    EvaluateRequest,
+    EvaluationResult,
+    EvaluatorEvaluateRequest,
+    EvaluatorSettings,
+)
+from evaluator_host.results.aggregate import aggregate
 from evaluator_host.results.normalize import normalize
 from evaluator_host.sandbox.base import Builder, RawOutcome, Runtime, RuntimeKey, WorkerSpec, error_info
 from evaluator_host.sandbox.pool import WorkerPool
 from evaluator_host.settings import Settings
 
-__all__ = ["ADHOC", "Bound", "Evaluation", "Prepared", "to_result"]
+__all__ = ["ADHOC", "Bound", "Evaluation", "Prepared", "answer", "cases_of", "to_result"]
 
 ADHOC = "adhoc"  # the scope of one-off evaluations: workers shared by identical definitions only
 _BOUND_CACHE = 1024
@@ -78,6 +86,24 @@ def to_result(raw: RawOutcome, prepared: Prepared, runtime: dict[str, Any]) -> E
         warnings=norm.warnings,
         **base,
     )
+
+
+def cases_of(body: EvaluateRequest | EvaluatorEvaluateRequest, max_cases: int) -> tuple[list[Case], bool]:
+    """A request's cases, and whether it was a batch (``cases``) rather than one inline case."""
+    if body.cases is not None:
+        if len(body.cases) > max_cases:
+            raise LimitError(f"{len(body.cases)} cases; at most {max_cases} per call (use a job for more)")
+        return list(body.cases), True
+    return [Case(inputs=body.inputs, outputs=body.outputs, trace=body.trace, app_params=body.app_params)], False
+
+
+def answer(
+    results: list[EvaluationResult], batch: bool, *, evaluator_id: str | None = None, revision: int | None = None
+) -> EvaluationResult | BatchResponse:
+    """The answer of an evaluate call: the one result, or every result with their aggregate."""
+    if not batch:
+        return results[0]
+    return BatchResponse(results=results, aggregate=aggregate(results), evaluator_id=evaluator_id, revision=revision)
 
 
 class Bound:

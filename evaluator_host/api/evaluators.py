@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 
 from evaluator_host.api.deps import ServicesDep
-from evaluator_host.api.evaluate import cases_of
+from evaluator_host.evaluation import answer, cases_of
 from evaluator_host.models import (
     BatchResponse,
     EvaluationResult,
@@ -15,7 +15,6 @@ from evaluator_host.models import (
     EvaluatorList,
     RevisionList,
 )
-from evaluator_host.results.aggregate import aggregate
 
 router = APIRouter(prefix="/evaluators", tags=["evaluators"])
 
@@ -66,8 +65,4 @@ async def evaluate(
     """Evaluate one case or ``cases`` with a stored evaluator (``revision`` defaults to latest)."""
     cases, batch = cases_of(body, services.settings.max_cases)
     record, results = await services.evaluators.evaluate(evaluator_id, body.revision, cases)
-    if batch:
-        return BatchResponse(
-            results=results, aggregate=aggregate(results), evaluator_id=record.id, revision=record.revision
-        )
-    return results[0]
+    return answer(results, batch, evaluator_id=record.id, revision=record.revision)

@@ -1,4 +1,4 @@
-"""Exact package pins: parsing, validation and package-set hashing.
+"""Exact package pins: parsing and validation.
 
 Accepted input (api.md): an object ``{"name": "1.2.3"}`` or a list of
 ``"name==1.2.3"`` (Python) / ``"name@1.2.3"`` (npm) strings. Only exact versions
@@ -8,15 +8,13 @@ invalid names raise :class:`PackageSpecError` naming the offending entry.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Mapping, Sequence
 
 from evaluator_host import languages
 from evaluator_host.errors import PackageSpecError
 
-__all__ = ["normalize_pins", "npm_pin", "python_pin", "runtime_id"]
+__all__ = ["normalize_pins", "npm_pin", "python_pin"]
 
 _PY_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 _PY_EXTRAS = re.compile(r"^\[[A-Za-z0-9._-]+(?:,[A-Za-z0-9._-]+)*\]$")
@@ -98,10 +96,3 @@ def normalize_pins(language: str, packages: Mapping[str, str] | Sequence[str] | 
             raise PackageSpecError(f"{entry!r}: pinned twice with different versions", package=entry)
         out[norm] = ver
     return dict(sorted(out.items()))
-
-
-def runtime_id(language: str, base_identity: str, pins: Mapping[str, str]) -> str:
-    """Content hash naming a runtime: (language family, base interpreter/image, pins)."""
-    family = languages.get(language).family.name
-    blob = json.dumps([family, base_identity, sorted(pins.items())], separators=(",", ":"))
-    return f"{family}-{hashlib.sha256(blob.encode()).hexdigest()[:20]}"

@@ -20,7 +20,7 @@ from evaluator_host.models import EvaluationResult, JobResult, JobResultPage
 from evaluator_host.store import RevisionRecord
 from evaluator_host.store.jobs import JobRecord, JobStore, StoredResult
 
-__all__ = ["CSV_RESULT_COLUMNS", "ResultReader"]
+__all__ = ["CSV_RESULT_COLUMNS", "SHARED_FIELDS", "ResultReader", "stored_form"]
 
 _FETCH_BYTES = 4 * 1024 * 1024  # stored results fetched per query, about (each is at most ~2 MiB)
 _BLOCK_BYTES = 1024 * 1024  # NDJSON / CSV bytes yielded at once, about
@@ -37,6 +37,15 @@ CSV_RESULT_COLUMNS = [
 ]
 
 
+# What every row of a job shares: stored once (on the job and its revision), spliced back in when read.
+SHARED_FIELDS = frozenset({"interface", "runtime", "evaluator_id", "revision"})
+
+
+def stored_form(result: EvaluationResult) -> str:
+    """A row's result as stored: the JSON of what is not shared with its job (see :data:`SHARED_FIELDS`)."""
+    return result.model_dump_json(exclude=set(SHARED_FIELDS))
+
+
 class ResultReader:
     """Joins stored results with their dataset rows."""
 
@@ -46,7 +55,8 @@ class ResultReader:
 
     @staticmethod
     def _shared(revision: RevisionRecord, stored: StoredResult) -> dict[str, Any]:
-        """What a row's result shares with the job; ``runtime.id`` is the row's own."""
+        """:data:`SHARED_FIELDS` of a row's result (``revision`` is added by the caller); ``runtime.id``
+        is the row's own."""
         runtime = {"id": stored.runtime_id, "language": revision.language, "packages": revision.packages}
         return {"interface": revision.interface, "runtime": runtime, "evaluator_id": revision.id}
 

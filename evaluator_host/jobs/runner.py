@@ -34,6 +34,7 @@ from typing import Any
 from evaluator_host.errors import EvaluatorHostError, SandboxError
 from evaluator_host.evaluation import Bound
 from evaluator_host.evaluators import Evaluators
+from evaluator_host.jobs.exports import stored_form
 from evaluator_host.jobs.mapping import RowMapper
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.models import FieldMapping, Job, JobCreate, JobProgress
@@ -44,12 +45,10 @@ from evaluator_host.store import RevisionRecord
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.jobs import DatasetRecord, JobRecord, JobStore
 
-__all__ = ["JobRunner", "RESULT_EXCLUDE"]
+__all__ = ["JobRunner"]
 
 log = logging.getLogger(__name__)
 
-# Fields of an EvaluationResult that are the same for every row of a job: stored once, on the job.
-RESULT_EXCLUDE = {"interface", "runtime", "evaluator_id", "revision"}
 _FINISHED = ("succeeded", "failed", "cancelled")
 _FIRST_CHUNK = 32
 
@@ -334,7 +333,7 @@ class JobRunner:
         runtime_id = bound.runtime.id
         job_id, revision = record.id, record.revision
         rows = [
-            (job_id, idx, result.status, revision, runtime_id, result.model_dump_json(exclude=RESULT_EXCLUDE))
+            (job_id, idx, result.status, revision, runtime_id, stored_form(result))
             for (idx, _), result in zip(chunk, results, strict=True)
         ]
         async with self._write:

@@ -12,11 +12,14 @@ import asyncio
 import contextlib
 import dataclasses
 import fcntl
+import hashlib
 import json
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
+from evaluator_host import languages
 from evaluator_host.sandbox.base import Runtime
 
 __all__ = [
@@ -26,6 +29,7 @@ __all__ = [
     "npm_command",
     "npm_lock",
     "npm_package_json",
+    "runtime_id",
     "trim_install_log",
 ]
 
@@ -165,3 +169,10 @@ class BuildOnce:
             runtime = self.build(rid, language, pins)
             self.builds += 1
             return runtime
+
+
+def runtime_id(language: str, base_identity: str, pins: Mapping[str, str]) -> str:
+    """Content hash naming a runtime: (language family, base interpreter/image, pins)."""
+    family = languages.get(language).family.name
+    blob = json.dumps([family, base_identity, sorted(pins.items())], separators=(",", ":"))
+    return f"{family}-{hashlib.sha256(blob.encode()).hexdigest()[:20]}"

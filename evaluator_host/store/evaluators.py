@@ -99,7 +99,7 @@ class EvaluatorStore:
         """The given (default: latest) revision of a live evaluator."""
         with Session(self.engine) as session:
             ev = self._live(session, evaluator_id)
-            rev = session.get(RevisionRow, (evaluator_id, revision or ev.latest_revision))
+            rev = session.get(RevisionRow, (evaluator_id, revision if revision is not None else ev.latest_revision))
             if rev is None:
                 raise NotFoundError(f"evaluator {evaluator_id!r} has no revision {revision}")
             return _record(ev, rev)

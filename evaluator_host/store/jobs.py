@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Table, insert, select, update
 from sqlalchemy.engine import Engine
@@ -97,6 +97,17 @@ def _dataset(row: DatasetRow) -> DatasetRecord:
     return DatasetRecord(**values)
 
 
+RowT = TypeVar("RowT", "DatasetRow", "JobRow")
+
+
+def _found(session: Session, table: type[RowT], key: str, what: str) -> RowT:
+    """The row of ``table`` with primary key ``key``, or :class:`NotFoundError` naming ``what``."""
+    row = session.get(table, key)
+    if row is None:
+        raise NotFoundError(f"{what} {key!r} does not exist")
+    return row
+
+
 class JobStore:
     """Short transactions over datasets, jobs and results (call from a thread: they block)."""
 
@@ -126,10 +137,7 @@ class JobStore:
     def get_dataset(self, dataset_id: str) -> DatasetRecord:
         """One dataset, or :class:`NotFoundError`."""
         with Session(self.engine) as session:
-            row = session.get(DatasetRow, dataset_id)
-            if row is None:
-                raise NotFoundError(f"dataset {dataset_id!r} does not exist")
-            return _dataset(row)
+            return _dataset(_found(session, DatasetRow, dataset_id, "dataset"))
 
     def list_datasets(self) -> list[DatasetRecord]:
         """Uploaded datasets (not jobs' inline rows), newest first."""
@@ -151,10 +159,7 @@ class JobStore:
     def get_job(self, job_id: str) -> JobRecord:
         """One job, or :class:`NotFoundError`."""
         with Session(self.engine) as session:
-            row = session.get(JobRow, job_id)
-            if row is None:
-                raise NotFoundError(f"job {job_id!r} does not exist")
-            return _job(row)
+            return _job(_found(session, JobRow, job_id, "job"))
 
     def list_jobs(self, *, status: str | None = None, evaluator_id: str | None = None) -> list[JobRecord]:
         """Jobs, newest first, optionally filtered."""

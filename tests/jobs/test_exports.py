@@ -2,7 +2,7 @@
 
 Built on the real pieces in ``tmp_path``: a dataset written by ``DatasetFiles``, an
 evaluator revision in ``EvaluatorStore``, a job and its rows committed out of order with
-``JobStore.commit_rows`` the way the runner stores them (``RESULT_EXCLUDE`` left out).
+``JobStore.commit_rows`` the way the runner stores them (``stored_form``: the shared fields left out).
 Proves input order, paging with ``next_offset`` (row gaps, the exact end, the byte cap of
 a page), that ``interface``/``runtime``/``evaluator_id``/``revision`` are spliced back
 (``runtime.id`` per row), NDJSON lines of ``{index,row,result}`` equal to the pages, and
@@ -22,8 +22,7 @@ import pytest
 
 from evaluator_host.jobs import exports
 from evaluator_host.jobs.datasets import DatasetFiles, Limits
-from evaluator_host.jobs.exports import CSV_RESULT_COLUMNS, ResultReader
-from evaluator_host.jobs.runner import RESULT_EXCLUDE
+from evaluator_host.jobs.exports import CSV_RESULT_COLUMNS, ResultReader, stored_form
 from evaluator_host.models import ErrorInfo, EvaluationResult, JobResult
 from evaluator_host.store import EvaluatorStore, RevisionRecord
 from evaluator_host.store.db import make_engine, utcnow
@@ -81,10 +80,7 @@ def build(tmp_path: Path, chunks: list[list[int]], rows: list[dict[str, Any]] = 
     )
     done = 0
     for chunk in chunks:  # as JobRunner._commit stores them
-        rows = [
-            (job.id, i, result_of(i).status, 1, runtime_of(i), result_of(i).model_dump_json(exclude=RESULT_EXCLUDE))
-            for i in chunk
-        ]
+        rows = [(job.id, i, result_of(i).status, 1, runtime_of(i), stored_form(result_of(i))) for i in chunk]
         done += len(rows)
         jobs.commit_rows(job.id, rows, done=done, failed=0, acc_state={}, active_s=0.0)
     return World(ResultReader(jobs, files), jobs, job.id, revision)

@@ -114,11 +114,6 @@ def test_get_of_an_unknown_id_or_revision_is_not_found(store: EvaluatorStore) ->
         store.get_revision("ev_missing", 1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="EvaluatorStore.get uses `revision or ev.latest_revision`, so revision=0 answers the latest revision "
-    "instead of NotFoundError (latent: the API's revision fields are ge=1)",
-)
 def test_get_of_revision_zero_is_not_found(store: EvaluatorStore) -> None:
     ev = store.create(**fields(1))
     with pytest.raises(NotFoundError):

@@ -22,11 +22,10 @@ import uuid
 from pathlib import Path
 
 from evaluator_host import languages
-from evaluator_host.definitions.packages import runtime_id
 from evaluator_host.errors import BuildError
 from evaluator_host.sandbox import installers
 from evaluator_host.sandbox.base import Runtime
-from evaluator_host.sandbox.build_once import BuildOnce
+from evaluator_host.sandbox.build_once import BuildOnce, runtime_id
 from evaluator_host.settings import Settings
 
 __all__ = ["RuntimeBuilder"]
