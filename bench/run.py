@@ -42,6 +42,7 @@ class Figures:
     first: list[float] = field(default_factory=list)
     workers: list[float] = field(default_factory=list)  # harness RSS MB after the warm run
     workers_full: list[float] = field(default_factory=list)  # harness RSS MB after the first-call run
+    node_spares: list[float] = field(default_factory=list)  # RSS MB of the (unbound) Node spares
     unshare: list[float] = field(default_factory=list)  # RSS MB of the `unshare` parents
     service_rss: float = 0.0
 
@@ -61,9 +62,18 @@ def rss_all(pids: list[int]) -> list[float]:
     return [r for r in map(rss_mb, pids) if r is not None]
 
 
-def harness_pids(service_pid: int) -> list[int]:
-    """Worker harnesses: the grandchildren of the service (service -> unshare -> harness)."""
-    return [g for c in children(service_pid) for g in children(c)]
+def harness_pids(service_pid: int, node: bool = False) -> list[int]:
+    """Worker harnesses: the grandchildren of the service (service -> unshare -> harness) — the
+    Python ones, or with ``node`` the Node ones (the pool keeps a Node spare from the start too)."""
+    found = []
+    for pid in (g for c in children(service_pid) for g in children(c)):
+        try:
+            is_node = Path(f"/proc/{pid}/exe").resolve().name == "node"
+        except OSError:
+            continue
+        if is_node == node:
+            found.append(pid)
+    return found
 
 
 def cpu_model() -> str:
@@ -104,6 +114,7 @@ def measure(proc: subprocess.Popen[bytes], client: httpx.Client) -> Figures:
         f.warm.append(elapsed)
         f.server.append(float(result["duration_ms"]))
     f.workers, f.unshare = rss_all(harness_pids(proc.pid)), rss_all(children(proc.pid))
+    f.node_spares = rss_all(harness_pids(proc.pid, node=True))
     f.service_rss = rss_mb(proc.pid) or 0.0
     f.baseline = [baseline_once() for _ in range(N_BASELINE)]
     tag = time.time_ns()  # never seen by this (fresh) service, nor by a cache keyed on the code
@@ -168,10 +179,12 @@ Every answer is checked (`status` ok, `score` 1). The evaluator is:
 Baseline p50 / warm p50 = **{b50 / w50:.1f}x**.
 
 The {len(m.first)} never-seen evaluators differ only by a leading comment, so each first call
-starts a new sandboxed worker (namespaces, minimal root, interpreter and harness start, code load)
-before it runs. The pool keeps at most {info["max_workers"]} warm workers by default, so once it is
-full every first call also evicts the least recently used idle worker: realistic for a service
-that sees many distinct evaluators.
+needs a worker of its own. The pool keeps `spare_workers` (1) unbound workers started per runtime
+in use, so a first call binds a spare with a `load` frame (the code is written and loaded in the
+sandbox) while a replacement spare starts in the background; it starts a sandboxed worker on the
+request path only when the calls come faster than spares start. The pool keeps at most
+{info["max_workers"]} warm workers by default, so once it is full every first call also evicts the
+least recently used idle worker: realistic for a service that sees many distinct evaluators.
 
 ## Process backend: memory
 
@@ -181,8 +194,9 @@ shared pages (the interpreter binary and libraries) in every process that maps t
 
 | process | count | RSS MB |
 |---|---|---|
-| harness worker, after the warm run | {len(m.workers)} | {span(m.workers)} |
-| harness workers, after the first-call run (pool full) | {len(m.workers_full)} | {span(m.workers_full)} |
+| Python harness workers (bound + spares), after the warm run | {len(m.workers)} | {span(m.workers)} |
+| Python harness workers, after the first-call run (pool full) | {len(m.workers_full)} | {span(m.workers_full)} |
+| Node harness spares (unbound, ready for a first JS/TS call) | {len(m.node_spares)} | {span(m.node_spares)} |
 | `unshare` parent of each worker, after the warm run | {len(m.unshare)} | {span(m.unshare)} |
 | service process, after the warm run | 1 | {m.service_rss:.1f} |
 
@@ -192,7 +206,7 @@ shared pages (the interpreter binary and libraries) in every process that maps t
 |---|---|---|
 | warm p50 <= {TARGET_WARM_MS:g} ms | {w50:.2f} ms | {verdict(ok_warm)} |
 | first call of a never-seen evaluator, p50 <= {TARGET_FIRST_MS:g} ms | {f50:.1f} ms | {verdict(ok_first)} |
-| worker RSS <= {TARGET_RSS_MB:g} MB | max {rss_max:.1f} MB | {verdict(ok_rss)} |
+| Python worker RSS <= {TARGET_RSS_MB:g} MB | max {rss_max:.1f} MB | {verdict(ok_rss)} |
 """
     return doc, summary
 

@@ -35,12 +35,12 @@ _NPM_VERSION = re.compile(
 
 def python_pin(name: str, version: str, entry: str) -> tuple[str, str]:
     base, bracket, extras = name.partition("[")
-    if not _PY_NAME.match(base) or (bracket and not _PY_EXTRAS.match("[" + extras)):
+    if not _PY_NAME.fullmatch(base) or (bracket and not _PY_EXTRAS.fullmatch("[" + extras)):
         raise PackageSpecError(f"{entry!r}: {name!r} is not a valid PyPI package name", package=entry)
     version = version.strip()
     if version.startswith("=="):
         version = version[2:].strip()
-    if not _PY_VERSION.match(version):
+    if not _PY_VERSION.fullmatch(version):
         raise PackageSpecError(
             f'{entry!r}: {version!r} is not an exact version; pin one release, e.g. "1.26.4"',
             package=entry,
@@ -52,10 +52,10 @@ def python_pin(name: str, version: str, entry: str) -> tuple[str, str]:
 
 
 def npm_pin(name: str, version: str, entry: str) -> tuple[str, str]:
-    if len(name) > 214 or not _NPM_NAME.match(name):
+    if len(name) > 214 or not _NPM_NAME.fullmatch(name):
         raise PackageSpecError(f"{entry!r}: {name!r} is not a valid npm package name", package=entry)
     version = version.strip()
-    if not _NPM_VERSION.match(version):
+    if not _NPM_VERSION.fullmatch(version):
         raise PackageSpecError(
             f'{entry!r}: {version!r} is not an exact version; pin one release, e.g. "4.17.21"',
             package=entry,

@@ -124,14 +124,16 @@ class ResultReader:
         """A CSV: ``index``, the dataset's columns (non-strings as JSON), the result's fields, ``outputs.<name>``."""
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(["index", *columns, *CSV_RESULT_COLUMNS, *(f"outputs.{n}" for n in outputs)])
+        header = ["index", *columns, *CSV_RESULT_COLUMNS, *(f"outputs.{n}" for n in outputs)]
+        writer.writerow([neutralized(c) for c in header])
         for idx, line, stored in self._joined(job, 0, None):
             row = json.loads(line)
             result = json.loads(stored.result)
             error = result.get("error") or {}
             values = [row.get(c) for c in columns]
             writer.writerow(
-                [
+                neutralized(cell)
+                for cell in [
                     idx,
                     *(v if isinstance(v, str) else "" if v is None else json.dumps(v) for v in values),
                     result["status"],
@@ -158,3 +160,18 @@ def _cell(value: Any) -> Any:
     if isinstance(value, bool):
         return "true" if value else "false"
     return value
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralized(cell: Any) -> Any:
+    """A CSV cell a spreadsheet will not run: text starting with ``= + - @``, a tab or a carriage
+    return gets a leading ``'`` (the OWASP rule); numbers (``-0.5``) stay numbers."""
+    if not isinstance(cell, str) or not cell.startswith(_FORMULA_START):
+        return cell
+    try:
+        float(cell)
+    except ValueError:
+        return "'" + cell
+    return cell

@@ -437,3 +437,24 @@ def test_result_pages_are_bounded_in_bytes_and_offsets_in_range(client: TestClie
     rest = client.get(f"/v1/jobs/{job['id']}/results", params={"limit": 1000, "offset": page["next_offset"]}).json()
     assert [r["index"] for r in page["data"] + rest["data"]] == list(range(60)) and rest["next_offset"] is None
     assert client.get(f"/v1/jobs/{job['id']}/results", params={"offset": 2**63}).status_code == 422
+
+
+def test_csv_export_neutralizes_formulas(client: TestClient) -> None:
+    """Regression: error messages and dataset cells starting with = + - @ (or tab, CR) were exported raw,
+    so a spreadsheet opening the results ran them. They get a leading quote (OWASP); numbers stay numbers."""
+    code = (
+        "def evaluate(inputs, outputs, trace):\n"
+        "    if inputs['q'] == 'boom':\n        raise ValueError('=HYPERLINK(\"http://x\",\"click\")')\n"
+        "    return {'score': -0.5}\n"
+    )
+    ev = create_evaluator(client, code)
+    rows = [{"q": "=1+2", "c": "+cmd|' /C calc'!A0"}, {"q": "boom", "c": "@SUM(A1)"}, {"q": "\tx", "c": "-2"}]
+    job = start(client, ev["id"], rows=rows)
+    wait(client, job["id"])
+    text = client.get(f"/v1/jobs/{job['id']}/results", params={"format": "csv"}).text
+    table = list(csv.DictReader(io.StringIO(text)))
+    assert [r["q"] for r in table] == ["'=1+2", "boom", "'\tx"]
+    assert [r["c"] for r in table] == ["'+cmd|' /C calc'!A0", "'@SUM(A1)", "-2"]
+    assert table[1]["error_message"].startswith("'=HYPERLINK(")
+    assert table[0]["score"] == "-0.5"  # a number, not text
+    assert not any(cell.startswith(("=", "+", "@", "\t", "\r")) for r in table for cell in r.values())

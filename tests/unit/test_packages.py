@@ -430,3 +430,12 @@ def test_runtime_id_same_for_javascript_and_typescript() -> None:
     # both run on the same Node runtime with the same npm packages
     pins = {"zod": "3.22.4"}
     assert runtime_id("javascript", "node:24", pins) == runtime_id("typescript", "node:24", pins)
+
+
+@pytest.mark.parametrize("language", ["python", "javascript"])
+@pytest.mark.parametrize("name", ["name\n[x]", "six\nrequests", "lodash\n@1.0.0", "a\r\nb"])
+def test_a_newline_in_a_name_is_refused_not_split_into_two_requirements(language: str, name: str) -> None:
+    """Regression: ``$`` matched before a trailing newline, so ``{"name\\n[x]": "1.0.0"}`` passed the
+    check and became two requirement lines; names are matched whole (``fullmatch``)."""
+    with pytest.raises(PackageSpecError):
+        normalize_pins(language, {name: "1.0.0"})
