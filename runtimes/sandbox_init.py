@@ -4,9 +4,11 @@ Started by the host as ``python -I -S sandbox_init.py CONFIG_JSON`` — inside f
 mount/net/pid/ipc/uts namespaces when the host could create them (``unshare``). It
 sets the sandbox up and then runs the language harness:
 
+0. closes every inherited descriptor but stdio (the channel);
 1. joins the worker's pids cgroup (``cgroup_procs``), sets rlimits;
 2. with ``root``: builds a minimal root file system on a tmpfs — read-only binds of the
-   system directories and of ``binds`` (``[source, target]``: interpreter, runtime,
+   system directories, of the few ``/etc`` files the C library needs (a synthetic passwd and
+   group; never the host's ``/etc``) and of ``binds`` (``[source, target]``: interpreter, runtime,
    harness, code — the host passes in-sandbox paths to the harness), a private
    size-limited ``/tmp`` and ``/dev/shm``, a minimal ``/dev``, a ``/proc`` of the new pid
    namespace — and ``pivot_root``s into it, so no other host file is visible;
@@ -33,7 +35,12 @@ MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
 SYS_PIVOT_ROOT = 155  # x86_64
 PR_SET_NO_NEW_PRIVS = 38
-SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc")
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
+# Of the host's /etc only what the dynamic linker and the C library read: never the rest, where
+# machines keep credentials (pip.conf, npmrc), host names, keys.
+ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/alternatives")
+ETC_PASSWD = "root:x:0:0:root:/root:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+ETC_GROUP = "root:x:0:\nnogroup:x:65534:\n"
 DEVICES = ("null", "zero", "full", "random", "urandom")
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -83,6 +90,16 @@ def _build_root(root: str, binds: list[list[str]], tmpfs_mb: int) -> None:
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0755")
     for src in SYSTEM_DIRS:
         _bind_ro(root, src)
+    os.makedirs(root + "/etc")
+    for src in ETC_FILES:
+        _bind_ro(root, src)
+    for name, text in (
+        ("passwd", ETC_PASSWD),
+        ("group", ETC_GROUP),
+        ("nsswitch.conf", "passwd: files\ngroup: files\n"),
+    ):
+        with open(f"{root}/etc/{name}", "w") as fh:
+            fh.write(text)
     # the private /tmp first: a bind whose path lies under /tmp (a checkout or venv there)
     # is then mounted on top of it instead of being hidden by it
     os.makedirs(root + "/tmp", exist_ok=True)
@@ -121,8 +138,16 @@ def _set_rlimits(limits: dict[str, int]) -> None:
         resource.setrlimit(getattr(resource, f"RLIMIT_{name}"), (value, value))
 
 
+def _close_inherited_fds() -> None:
+    """Close every descriptor but stdio: whatever the service inherited (a socket-activated
+    listener, a shell's ``exec 7<secret``) or its event loop leaked (uvloop's spawn ignores
+    ``close_fds``) must never reach user code."""
+    os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+
+
 def main(config: dict[str, Any]) -> None:
     """Set the sandbox up as described by ``config`` and hand over to the harness."""
+    _close_inherited_fds()
     if config.get("cgroup_procs"):
         with open(config["cgroup_procs"], "w") as fh:
             fh.write("0")

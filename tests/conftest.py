@@ -102,17 +102,20 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(data_dir: Path, backend: str | None = None) -> Iterator[tuple[httpx.Client, subprocess.Popen[bytes]]]:
+def serving(
+    data_dir: Path, backend: str | None = None, pass_fds: tuple[int, ...] = ()
+) -> Iterator[tuple[httpx.Client, subprocess.Popen[bytes]]]:
     """The real service (``evaluator-host serve``) on ``data_dir``, healthy; terminated (or reaped) afterwards.
 
-    ``backend`` None leaves the choice to the service (``auto``). The caller may kill the process.
+    ``backend`` None leaves the choice to the service (``auto``); ``pass_fds`` are descriptors it
+    inherits (as from a shell's ``exec 7<file``). The caller may kill the process.
     """
     env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(data_dir)}
     if backend is not None:
         env["EVALUATOR_HOST_BACKEND"] = backend
     port = free_port()
     argv = [sys.executable, "-m", "evaluator_host.cli", "serve", "--port", str(port), "--log-level", "warning"]
-    proc = subprocess.Popen(argv, cwd=REPO, env=env)
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, pass_fds=pass_fds)
     client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60)
     try:
         deadline = time.monotonic() + 120
