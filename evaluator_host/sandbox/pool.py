@@ -243,21 +243,27 @@ class WorkerPool:
     async def _sweep(self) -> None:
         while not self._closed:
             await asyncio.sleep(min(5.0, self.settings.idle_ttl_s / 2))
-            now = time.monotonic()
-            expired: list[_Slot] = []
-            async with self._changed:
-                for slots in self._idle.values():
-                    for slot in [s for s in slots if now - s.last_used > self.settings.idle_ttl_s]:
-                        slots.remove(slot)
-                        expired.append(slot)
-            for runtime, spares in self._spares.items():
-                idle = now - self._spare_used.get(runtime, 0.0) > self.settings.idle_ttl_s
-                for worker in [w for w in spares if idle or w.reader.at_eof()]:
-                    spares.remove(worker)
-                    self._reap(worker)
-            for slot in expired:
-                await slot.worker.kill()
-                await self._forget()
+            await self.sweep()
+
+    async def sweep(self, now: float | None = None) -> None:
+        """One pass of the idle sweeper (which runs it every ``min(5, idle_ttl_s / 2)`` s): discard
+        idle workers and the spares of runtimes unused for more than ``idle_ttl_s`` as of ``now``
+        (default: ``time.monotonic()``), and spares that died while they waited."""
+        now = time.monotonic() if now is None else now
+        expired: list[_Slot] = []
+        async with self._changed:
+            for slots in self._idle.values():
+                for slot in [s for s in slots if now - s.last_used > self.settings.idle_ttl_s]:
+                    slots.remove(slot)
+                    expired.append(slot)
+        for runtime, spares in self._spares.items():
+            idle = now - self._spare_used.get(runtime, 0.0) > self.settings.idle_ttl_s
+            for worker in [w for w in spares if idle or w.reader.at_eof()]:
+                spares.remove(worker)
+                self._reap(worker)
+        for slot in expired:
+            await slot.worker.kill()
+            await self._forget()
 
     async def prewarm(self, spec: WorkerSpec) -> None:
         """Start a worker for ``spec`` ahead of its first evaluation (best effort)."""
