@@ -97,20 +97,26 @@ class WorkerPool:
             self._sweeper = asyncio.ensure_future(self._sweep())
         have = len(self._spares.get(runtime, ())) + self._filling.get(runtime, 0)
         for _ in range(self.settings.spare_workers - have):
-            self._make_room_for_a_spare(runtime)
+            if not self._make_room_for_a_spare(runtime):
+                break
             self._filling[runtime] = self._filling.get(runtime, 0) + 1
             task = asyncio.ensure_future(self._start_spare(runtime))
             self._fills.add(task)
             task.add_done_callback(self._fills.discard)
 
-    def _make_room_for_a_spare(self, runtime: RuntimeKey) -> None:
+    def _make_room_for_a_spare(self, runtime: RuntimeKey) -> bool:
+        """Whether one more spare fits under ``max_workers`` (started or starting), once the least
+        recently used other runtime's spare is reaped if need be; False when none can be (the
+        others are all still starting): a later ``warm`` tries again."""
         total = sum(len(v) for v in self._spares.values()) + sum(self._filling.values())
         if total < self.settings.max_workers:
-            return
+            return True
         others = [k for k, v in self._spares.items() if v and k != runtime]
-        if others:
-            oldest = min(others, key=lambda k: self._spare_used.get(k, 0.0))
-            self._reap(self._spares[oldest].pop())
+        if not others:
+            return False
+        oldest = min(others, key=lambda k: self._spare_used.get(k, 0.0))
+        self._reap(self._spares[oldest].pop())
+        return True
 
     async def _start_spare(self, runtime: RuntimeKey) -> None:
         try:
