@@ -164,7 +164,8 @@ class FakeWorker:
         self.id = wid
         self.runtime = runtime
         self.load: dict[str, Any] | None = None
-        self.runs: list[list[dict[str, Any]]] = []
+        self.runs: list[list[dict[str, Any]]] = []  # the cases of each run frame it was sent
+        self.handled: list[dict[str, Any]] = []  # the cases the handler was called with, in order
         self.answered = 0
         self.killed = False
         self.output_overflow = asyncio.Event()
@@ -181,8 +182,8 @@ class FakeWorker:
         return f"<FakeWorker {self.id} answered={self.answered} killed={self.killed}>"
 
     @property
-    def cases(self) -> list[dict[str, Any]]:
-        """Every case this worker was sent, in order."""
+    def sent(self) -> list[dict[str, Any]]:
+        """Every case this worker was sent, in order (it may have died before handling them all)."""
         return [case for run in self.runs for case in run]
 
     @property
@@ -260,6 +261,7 @@ class FakeWorker:
             cases: list[dict[str, Any]] = list(message.get("cases", []))
             self.runs.append(cases)
             for index, case in enumerate(cases):
+                self.handled.append(case)
                 self.backend.events.append(("case", self.id, case))
                 try:
                     reply = await _resolve(self.backend.handler(load, case))
@@ -393,9 +395,9 @@ class FakeBackend:
         return [w for w in self.workers if w.alive]
 
     def worker_of(self, case: dict[str, Any]) -> FakeWorker:
-        """The last worker that was sent ``case`` (compared by equality)."""
+        """The last worker whose handler was called with ``case`` (compared by equality)."""
         for worker in reversed(self.workers):
-            if case in worker.cases:
+            if case in worker.handled:
                 return worker
         raise LookupError(f"no worker was sent {case!r}")
 
