@@ -399,7 +399,7 @@ class FakeBackend:
         for worker in reversed(self.workers):
             if case in worker.handled:
                 return worker
-        raise LookupError(f"no worker was sent {case!r}")
+        raise LookupError(f"no handler was called with {case!r}")
 
     async def start_worker(self, runtime: RuntimeKey) -> FakeWorker:
         """Run the ``start`` hook, then start an unbound fake worker for ``runtime``."""
