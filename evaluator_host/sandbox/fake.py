@@ -36,9 +36,12 @@ to delay a start.
 
 Everything is recorded for assertions: :attr:`FakeBackend.workers` (every worker started,
 in order), each worker's :attr:`~FakeWorker.load`, :attr:`~FakeWorker.runs` (the run
-frames' cases), :attr:`~FakeWorker.answered` and :attr:`~FakeWorker.killed`; and
+frames' cases), :attr:`~FakeWorker.handled` (the cases its handler was called with),
+:attr:`~FakeWorker.answered` and :attr:`~FakeWorker.killed`; and
 :attr:`FakeBackend.events`, one ``(event, worker id, detail)`` tuple per start, load, case,
-death and kill, in the order they happened.
+death and kill, in the order they happened. An exception a ``load`` hook raises ends that
+worker (code 70) and lands in :attr:`FakeBackend.errors`, which a test should find empty.
+Raw output is attributed by the pool to the reply it reads next, as with real workers.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ own 50 ms timeout.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import functools
 import time
@@ -418,3 +419,17 @@ async def test_close_kills_every_worker_and_later_calls_are_refused() -> None:
         pool.warm(R1)
         await settle()
         assert not backend.alive
+
+
+def test_nothing_in_the_package_imports_the_fake_backend() -> None:
+    package = Path(__file__).resolve().parents[2] / "evaluator_host"
+    assert (package / "sandbox" / "fake.py").exists()
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom):
+                names = [f"{node.module}.{a.name}" for a in node.names] + [str(node.module)]
+            if any(n == "evaluator_host.sandbox.fake" or n.startswith("evaluator_host.sandbox.fake.") for n in names):
+                found.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert found == []
