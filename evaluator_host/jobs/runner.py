@@ -317,8 +317,12 @@ class JobRunner:
                 if attempt == self.settings.job_retries or self._closed:
                     raise
                 log.warning("chunk failed (%s); retry %d of %d", exc.message, attempt + 1, self.settings.job_retries)
-                await asyncio.sleep(min(2.0**attempt, 10.0))
+                await self._backoff(attempt)
         raise AssertionError("unreachable")
+
+    async def _backoff(self, attempt: int) -> None:
+        """The wait before retry ``attempt + 1`` of a chunk: ``min(2**attempt, 10)`` s (tests shorten it)."""
+        await asyncio.sleep(min(2.0**attempt, 10.0))
 
     async def _commit(
         self,

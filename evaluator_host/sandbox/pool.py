@@ -97,20 +97,26 @@ class WorkerPool:
             self._sweeper = asyncio.ensure_future(self._sweep())
         have = len(self._spares.get(runtime, ())) + self._filling.get(runtime, 0)
         for _ in range(self.settings.spare_workers - have):
-            self._make_room_for_a_spare(runtime)
+            if not self._make_room_for_a_spare(runtime):
+                break
             self._filling[runtime] = self._filling.get(runtime, 0) + 1
             task = asyncio.ensure_future(self._start_spare(runtime))
             self._fills.add(task)
             task.add_done_callback(self._fills.discard)
 
-    def _make_room_for_a_spare(self, runtime: RuntimeKey) -> None:
+    def _make_room_for_a_spare(self, runtime: RuntimeKey) -> bool:
+        """Whether one more spare fits under ``max_workers`` (started or starting), once the least
+        recently used other runtime's spare is reaped if need be; False when none can be (the
+        others are all still starting): a later ``warm`` tries again."""
         total = sum(len(v) for v in self._spares.values()) + sum(self._filling.values())
         if total < self.settings.max_workers:
-            return
+            return True
         others = [k for k, v in self._spares.items() if v and k != runtime]
-        if others:
-            oldest = min(others, key=lambda k: self._spare_used.get(k, 0.0))
-            self._reap(self._spares[oldest].pop())
+        if not others:
+            return False
+        oldest = min(others, key=lambda k: self._spare_used.get(k, 0.0))
+        self._reap(self._spares[oldest].pop())
+        return True
 
     async def _start_spare(self, runtime: RuntimeKey) -> None:
         try:
@@ -243,21 +249,27 @@ class WorkerPool:
     async def _sweep(self) -> None:
         while not self._closed:
             await asyncio.sleep(min(5.0, self.settings.idle_ttl_s / 2))
-            now = time.monotonic()
-            expired: list[_Slot] = []
-            async with self._changed:
-                for slots in self._idle.values():
-                    for slot in [s for s in slots if now - s.last_used > self.settings.idle_ttl_s]:
-                        slots.remove(slot)
-                        expired.append(slot)
-            for runtime, spares in self._spares.items():
-                idle = now - self._spare_used.get(runtime, 0.0) > self.settings.idle_ttl_s
-                for worker in [w for w in spares if idle or w.reader.at_eof()]:
-                    spares.remove(worker)
-                    self._reap(worker)
-            for slot in expired:
-                await slot.worker.kill()
-                await self._forget()
+            await self.sweep()
+
+    async def sweep(self, now: float | None = None) -> None:
+        """One pass of the idle sweeper (which runs it every ``min(5, idle_ttl_s / 2)`` s): discard
+        idle workers and the spares of runtimes unused for more than ``idle_ttl_s`` as of ``now``
+        (default: ``time.monotonic()``), and spares that died while they waited."""
+        now = time.monotonic() if now is None else now
+        expired: list[_Slot] = []
+        async with self._changed:
+            for slots in self._idle.values():
+                for slot in [s for s in slots if now - s.last_used > self.settings.idle_ttl_s]:
+                    slots.remove(slot)
+                    expired.append(slot)
+        for runtime, spares in self._spares.items():
+            idle = now - self._spare_used.get(runtime, 0.0) > self.settings.idle_ttl_s
+            for worker in [w for w in spares if idle or w.reader.at_eof()]:
+                spares.remove(worker)
+                self._reap(worker)
+        for slot in expired:
+            await slot.worker.kill()
+            await self._forget()
 
     async def prewarm(self, spec: WorkerSpec) -> None:
         """Start a worker for ``spec`` ahead of its first evaluation (best effort)."""

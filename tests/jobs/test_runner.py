@@ -1,0 +1,278 @@
+"""The job runner on the fake backend: exactly-once rows, per-row failures, retries, cancel, resume, chunk sizes.
+
+The wiring is the service's (``services.py``) with a :class:`FakeBackend` under a real pool
+and a real SQLite store in ``tmp_path``; the evaluator is real Python code (validated by
+``ast``, never run): the fake handler decides every row's result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+
+from evaluator_host.errors import SandboxError
+from evaluator_host.evaluation import Evaluation
+from evaluator_host.evaluators import Evaluators
+from evaluator_host.jobs.runner import JobRunner
+from evaluator_host.jobs.uploads import DatasetCatalog
+from evaluator_host.models import EvaluatorCreate, Job, JobCreate
+from evaluator_host.sandbox.base import RuntimeKey
+from evaluator_host.sandbox.fake import DIE, HANG, MEMORY, FakeBackend, FakeWorker, Handler, Reply, StartHook
+from evaluator_host.sandbox.pool import WorkerPool
+from evaluator_host.settings import Settings
+from evaluator_host.store import EvaluatorStore
+from evaluator_host.store.db import make_engine
+from evaluator_host.store.jobs import JobStore
+
+CODE = "def evaluate(inputs, outputs, trace):\n    return float(inputs['i'] % 2)\n"
+
+
+def aio(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    """Run an async test on a fresh loop, failing (not hanging) after 20 s."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(asyncio.wait_for(fn(*args, **kwargs), 20))
+
+    return wrapper
+
+
+class FastRunner(JobRunner):
+    """The runner with its retry back-off recorded instead of slept."""
+
+    backoffs: list[int]
+
+    async def _backoff(self, attempt: int) -> None:
+        self.backoffs.append(attempt)
+
+
+@dataclass
+class Wired:
+    settings: Settings
+    backend: FakeBackend
+    pool: WorkerPool
+    evaluators: Evaluators
+    jobs: JobStore
+    runner: FastRunner
+    scores: list[float] = field(default_factory=list)
+
+    async def evaluator(self, **settings: Any) -> str:
+        body = EvaluatorCreate(name="t", language="python", code=CODE, settings=settings)  # type: ignore[arg-type]
+        return (await self.evaluators.create(body)).id
+
+    async def job(self, evaluator_id: str, rows: int, **body: Any) -> str:
+        create = JobCreate(evaluator_id=evaluator_id, rows=[{"i": i, "outputs": None} for i in range(rows)], **body)
+        return (await self.runner.create(create)).id
+
+    async def finished(self, job_id: str) -> Job:
+        while (job := await self.runner.get(job_id)).status in ("queued", "running"):
+            await asyncio.sleep(0.005)
+        return job
+
+    async def stored(self, job_id: str) -> dict[int, dict[str, Any]]:
+        rows = await asyncio.to_thread(self.jobs.results, job_id, 0, 1 << 30)
+        return {r.idx: json.loads(r.result) for r in rows}
+
+    def worker_of(self, row: int) -> FakeWorker:
+        """The worker whose handler was called with row ``row``."""
+        (worker,) = [w for w in self.backend.workers if row in (index(c) for c in w.handled)]
+        return worker
+
+    def handled(self) -> list[int]:
+        """The row index of every case the fake handlers were called with, sorted."""
+        return sorted(case["inputs"]["i"] for w in self.backend.workers for case in w.handled)
+
+
+@asynccontextmanager
+async def wired(
+    data_dir: Path,
+    handler: Handler,
+    *,
+    start: StartHook | None = None,
+    engine: Engine | None = None,
+    **overrides: Any,
+) -> AsyncIterator[Wired]:
+    """The service's components on a fake backend (``services.py``'s wiring); started, closed afterwards."""
+    settings = Settings(data_dir=data_dir, **{"spare_workers": 0, "job_parallelism": 1, **overrides})
+    engine = engine or make_engine(f"sqlite:///{data_dir / 'db.sqlite'}")
+    backend = FakeBackend(handler, start=start)
+    pool = WorkerPool(backend, settings)
+    evaluation = Evaluation(settings, pool, backend.builder)
+    jobs = JobStore(engine)
+    evaluators = Evaluators(EvaluatorStore(engine), evaluation)
+    runner = FastRunner(settings, jobs, evaluators, DatasetCatalog(settings, jobs))
+    runner.backoffs = []
+    await runner.start()
+    try:
+        yield Wired(settings, backend, pool, evaluators, jobs, runner)
+    finally:
+        await runner.close()
+        await pool.close()
+    assert backend.errors == []
+
+
+def index(case: dict[str, Any]) -> int:
+    return int(case["inputs"]["i"])
+
+
+def parity(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
+    return {"value": float(index(case) % 2)}
+
+
+@aio
+async def test_a_job_runs_every_row_exactly_once_and_its_counters_are_its_stored_rows(tmp_path: Path) -> None:
+    async with wired(tmp_path, parity, job_chunk_rows=7, batch_size=3) as w:
+        job_id = await w.job(await w.evaluator(), 100, parallelism=3)
+        job = await w.finished(job_id)
+        assert job.status == "succeeded", job
+        assert job.progress.model_dump() == {"total": 100, "done": 100, "failed": 0}
+        stored = await w.stored(job_id)
+        assert sorted(stored) == list(range(100))
+        assert all(stored[i]["score"] == float(i % 2) for i in range(100))
+        assert w.handled() == list(range(100))  # no row ran twice
+        assert job.aggregate is not None and job.aggregate.count == 100 and job.aggregate.errors == 0
+        assert job.aggregate.score is not None and job.aggregate.score.mean == 0.5
+        assert len({w.worker_of(i).id for i in range(100)}) > 1  # the lanes ran on several workers
+
+
+@aio
+async def test_rows_that_fail_are_results_and_the_job_goes_on(tmp_path: Path) -> None:
+    failures: dict[int, Reply] = {3: HANG, 5: DIE, 7: MEMORY, 9: {"value": "not a score"}}
+
+    def handler(load: dict[str, Any], case: dict[str, Any]) -> Reply:
+        if index(case) == 11:
+            raise ZeroDivisionError("division by zero")
+        return failures.get(index(case)) or parity(load, case)
+
+    async with wired(tmp_path, handler, job_chunk_rows=4) as w:
+        job_id = await w.job(await w.evaluator(timeout_s=0.1), 16)
+        job = await w.finished(job_id)
+        assert job.status == "succeeded", job
+        assert job.progress.model_dump() == {"total": 16, "done": 16, "failed": 5}
+        stored = await w.stored(job_id)
+        assert {i: r["status"] for i, r in stored.items() if r["status"] != "ok"} == {
+            3: "timeout",
+            5: "error",
+            7: "memory_limit",
+            9: "invalid_result",
+            11: "error",
+        }
+        assert stored[11]["error"]["type"] == "ZeroDivisionError"
+        assert job.aggregate is not None and job.aggregate.errors == 5
+
+
+@aio
+async def test_an_infrastructure_failure_is_retried_then_fails_the_job(tmp_path: Path) -> None:
+    def start(_runtime: RuntimeKey) -> None:
+        raise SandboxError("the engine is gone")
+
+    async with wired(tmp_path, parity, start=start, job_retries=2) as w:
+        job_id = await w.job(await w.evaluator(), 10)
+        job = await w.finished(job_id)
+        assert job.status == "failed"
+        assert job.error is not None and job.error["type"] == "SandboxError" and "engine" in job.error["message"]
+        assert w.runner.backoffs == [0, 1]  # two retries, with the back-off of attempts 0 and 1
+        assert job.progress.done == 0 and await w.stored(job_id) == {}
+
+
+@aio
+async def test_a_transient_infrastructure_failure_is_retried_transparently(tmp_path: Path) -> None:
+    box: list[FastRunner] = []
+
+    def start(_runtime: RuntimeKey) -> None:
+        if not box[0].backoffs:  # every start fails until the runner has backed off once
+            raise SandboxError("the engine is restarting")
+
+    async with wired(tmp_path, parity, start=start, job_retries=2) as w:
+        box.append(w.runner)
+        job_id = await w.job(await w.evaluator(), 10)
+        job = await w.finished(job_id)
+        assert job.status == "succeeded", job
+        assert w.runner.backoffs == [0]
+        assert sorted(await w.stored(job_id)) == list(range(10)) and w.handled() == list(range(10))
+
+
+def holding_at(row: int, reached: asyncio.Event) -> Handler:
+    """Answers every row (0.25) but ``row``, where it signals ``reached`` and never answers."""
+
+    async def handler(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
+        if index(case) == row:
+            reached.set()
+            return HANG
+        return {"value": 0.25}
+
+    return handler
+
+
+@aio
+async def test_cancel_mid_job_keeps_the_committed_rows(tmp_path: Path) -> None:
+    reached = asyncio.Event()
+    async with wired(tmp_path, holding_at(10, reached), job_chunk_rows=4) as w:
+        job_id = await w.job(await w.evaluator(), 20)
+        await reached.wait()  # rows 0-7 are committed, the chunk of rows 8-11 is running
+        job = await w.runner.cancel(job_id)
+        assert job.status == "cancelled"
+        assert job.progress.model_dump() == {"total": 20, "done": 8, "failed": 0}
+        assert sorted(await w.stored(job_id)) == list(range(8))
+        hung = w.worker_of(10)
+        assert hung.killed  # the running chunk was interrupted
+        assert (await w.runner.get(job_id)).status == "cancelled"
+        assert not w.runner._tasks  # nothing goes on running it
+
+
+@aio
+async def test_a_stopped_job_resumes_with_only_the_rows_without_a_result(tmp_path: Path) -> None:
+    reached = asyncio.Event()
+    engine = make_engine(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    async with wired(tmp_path, holding_at(10, reached), engine=engine, job_chunk_rows=4) as first:
+        job_id = await first.job(await first.evaluator(), 20)
+        await reached.wait()
+        await first.runner.close()  # the service stops: the job stays running
+        assert (await first.runner.get(job_id)).status == "running"
+        before = await first.stored(job_id)
+    assert sorted(before) == list(range(8))
+
+    def later(_load: dict[str, Any], _case: dict[str, Any]) -> Reply:
+        return {"value": 0.75}
+
+    async with wired(tmp_path, later, engine=engine, job_chunk_rows=4) as second:
+        job = await second.finished(job_id)
+        assert job.status == "succeeded", job
+        assert job.progress.model_dump() == {"total": 20, "done": 20, "failed": 0}
+        assert second.handled() == list(range(8, 20))  # only the rows without a result ran again
+        after = await second.stored(job_id)
+        assert sorted(after) == list(range(20))
+        assert all(after[i] == before[i] for i in range(8))  # committed rows were kept as they were
+        assert {after[i]["score"] for i in range(8, 20)} == {0.75}
+        assert job.aggregate is not None and job.aggregate.count == 20
+    engine.dispose()
+
+
+async def _chunk_sizes(data_dir: Path, handler: Handler, rows: int) -> list[int]:
+    data_dir.mkdir()
+    async with wired(data_dir, handler, job_chunk_s=0.01) as w:
+        job = await w.finished(await w.job(await w.evaluator(), rows))
+        assert job.status == "succeeded" and job.progress.done == rows
+        return [len(run) for worker in w.backend.workers for run in worker.runs]
+
+
+@aio
+async def test_chunk_sizes_adapt_to_the_time_per_row(tmp_path: Path) -> None:
+    async def slow(_load: dict[str, Any], _case: dict[str, Any]) -> Reply:
+        await asyncio.sleep(0.003)
+        return {"value": 1.0}
+
+    def fast(_load: dict[str, Any], _case: dict[str, Any]) -> Reply:
+        return {"value": 1.0}
+
+    slow_sizes = await _chunk_sizes(tmp_path / "slow", slow, 48)
+    assert slow_sizes[0] == 32 and len(slow_sizes) >= 6 and max(slow_sizes[1:]) <= 3  # ~0.01 s / 0.003 s
+    assert await _chunk_sizes(tmp_path / "fast", fast, 100) == [32, 68]  # the rest fits in one chunk

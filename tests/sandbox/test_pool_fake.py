@@ -1,0 +1,435 @@
+"""The warm pool's rules on the fake backend: fast and deterministic (no process, no sleep).
+
+Each test drives the real :class:`WorkerPool` against :class:`FakeBackend` workers whose
+answers a handler decides, then asserts on what the backend recorded (which worker was
+started, bound, sent which case, killed). Only the timeout test waits, and only for its
+own 50 ms timeout.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import functools
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evaluator_host.errors import SandboxError
+from evaluator_host.sandbox.base import RawOutcome, RuntimeKey, WorkerSpec
+from evaluator_host.sandbox.fake import DIE, FLOOD, HANG, MEMORY, OOM, FakeBackend, Handler, LoadHook, Reply
+from evaluator_host.sandbox.pool import WorkerPool
+from evaluator_host.settings import Settings
+
+R1 = RuntimeKey("fam", None, 256)
+R2 = RuntimeKey("fam", "fake:two", 256)
+R3 = RuntimeKey("fam", "fake:three", 256)
+SLOW = 5.0  # the per-case timeout where a timeout is not the behaviour under test
+
+
+def aio(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    """Run an async test on a fresh loop, failing (not hanging) after 10 s."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(asyncio.wait_for(fn(*args, **kwargs), 10))
+
+    return wrapper
+
+
+def spec(key: str = "a", runtime: RuntimeKey = R1) -> WorkerSpec:
+    return WorkerSpec(
+        key=key,
+        runtime=runtime,
+        runtime_id=f"rt-{runtime.location}",
+        load={"code": f"# evaluator {key}", "entrypoint": "evaluate", "interface": "evaluate"},
+        output_limit=1024,
+        result_limit=1024,
+    )
+
+
+def cases(n: int, start: int = 0) -> list[dict[str, Any]]:
+    return [{"inputs": {"i": i}} for i in range(start, start + n)]
+
+
+def at(index: int, reply: Reply) -> Handler:
+    """A handler answering ``reply`` for case ``index`` and ok (value = the index) for every other."""
+
+    def handler(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
+        i = case["inputs"]["i"]
+        return reply if i == index else {"value": float(i)}
+
+    return handler
+
+
+def ok(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
+    return {"value": float(case["inputs"]["i"])}
+
+
+@asynccontextmanager
+async def pooled(
+    handler: Handler = ok, *, load: LoadHook | None = None, **overrides: Any
+) -> AsyncIterator[tuple[WorkerPool, FakeBackend]]:
+    """A pool on a fake backend (no spares unless asked); closed afterwards."""
+    settings = Settings(data_dir=Path("/nonexistent"), **{"spare_workers": 0, **overrides})
+    backend = FakeBackend(handler, load=load)
+    pool = WorkerPool(backend, settings)
+    try:
+        yield pool, backend
+    finally:
+        await pool.close()
+    assert backend.errors == []
+
+
+async def run(pool: WorkerPool, batch: list[dict[str, Any]], s: WorkerSpec | None = None, **kw: Any) -> list[Any]:
+    outcomes = await pool.run(
+        s or spec(), batch, timeout_s=kw.get("timeout_s", SLOW), correct_answer_key="correct_answer"
+    )
+    assert len(outcomes) == len(batch)
+    return outcomes
+
+
+async def settle() -> None:
+    """Let background tasks (spare starts, reaps) run to completion: the fake needs no real time."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+def statuses(outcomes: list[RawOutcome]) -> list[str]:
+    return [o.status for o in outcomes]
+
+
+# -- reuse -------------------------------------------------------------------------------
+
+
+@aio
+async def test_a_warm_worker_is_reused_and_cases_go_in_batches() -> None:
+    async with pooled(batch_size=2) as (pool, backend):
+        for n in range(3):
+            outcomes = await run(pool, cases(5, 10 * n))
+            assert [o.value for o in outcomes] == [float(10 * n + i) for i in range(5)]
+        assert backend.started == 1
+        (worker,) = backend.workers
+        assert worker.load is not None and worker.load["op"] == "load" and worker.load["code"] == "# evaluator a"
+        assert [len(r) for r in worker.runs] == [2, 2, 1] * 3
+        assert [e for e, *_ in backend.events].count("load") == 1  # bound once
+        assert pool.stats().workers == 1 and pool.stats().idle == 1
+
+
+@aio
+async def test_workers_are_never_shared_across_keys() -> None:
+    async with pooled() as (pool, backend):
+        await run(pool, cases(1), spec("a"))
+        await run(pool, cases(1, 1), spec("b"))
+        await run(pool, cases(1, 2), spec("a"))
+        a, b = backend.workers
+        assert a.handled == [cases(1)[0], cases(1, 2)[0]] and b.handled == cases(1, 1)
+        assert a.load is not None and b.load is not None
+        assert (a.load["code"], b.load["code"]) == ("# evaluator a", "# evaluator b")
+
+
+@aio
+async def test_a_worker_is_discarded_after_max_uses() -> None:
+    async with pooled(max_uses=3) as (pool, backend):
+        for i in range(4):
+            await run(pool, cases(1, i))
+        first, second = backend.workers
+        assert len(first.handled) == 3 and first.killed
+        assert second.handled == cases(1, 3) and second.alive
+
+
+# -- the bound: eviction and waiting ----------------------------------------------------
+
+
+@aio
+async def test_when_full_the_least_recently_used_idle_worker_of_another_key_is_evicted() -> None:
+    async with pooled(max_workers=2) as (pool, backend):
+        await run(pool, cases(1), spec("a"))
+        await run(pool, cases(1), spec("b"))
+        await run(pool, cases(1), spec("a"))  # b is now the least recently used
+        await run(pool, cases(1), spec("c"))
+        a, b, c = backend.workers
+        assert b.killed and a.alive and c.alive
+        assert pool.stats().workers == 2
+        await run(pool, cases(1, 1), spec("a"))  # a kept its warm worker
+        assert backend.started == 3
+
+
+@aio
+async def test_when_full_and_nothing_is_idle_the_caller_waits() -> None:
+    gate, holding = asyncio.Event(), asyncio.Event()
+
+    async def handler(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
+        if case["inputs"].get("hold"):
+            holding.set()
+            await gate.wait()
+        return {"value": 1.0}
+
+    async with pooled(handler, max_workers=1) as (pool, backend):
+        first = asyncio.ensure_future(run(pool, [{"inputs": {"hold": True}}], spec("a")))
+        await holding.wait()
+        second = asyncio.ensure_future(run(pool, cases(1), spec("b")))
+        await settle()
+        assert not second.done() and backend.started == 1  # b waits for a's worker to be released
+        gate.set()
+        assert statuses(await first) == statuses(await second) == ["ok"]
+        a, b = backend.workers
+        assert a.killed and b.alive  # a's idle worker was evicted for b
+        assert pool.stats().workers == 1
+
+
+# -- spares ------------------------------------------------------------------------------
+
+
+@aio
+async def test_a_bound_worker_comes_from_a_spare_which_is_refilled() -> None:
+    async with pooled(spare_workers=1) as (pool, backend):
+        pool.warm(R1)
+        await settle()
+        assert pool.stats().spares == 1 and backend.started == 1
+        spare = backend.workers[0]
+        assert spare.load is None  # unbound
+        assert statuses(await run(pool, cases(2))) == ["ok", "ok"]
+        assert spare.handled == cases(2) and spare.load is not None  # the spare was bound and served
+        assert pool.stats().started == 0  # nothing was started on the request path
+        await settle()
+        assert pool.stats().spares == 1 and backend.started == 2 and backend.workers[1].load is None
+
+
+@aio
+async def test_a_spare_that_died_while_it_waited_is_not_used() -> None:
+    async with pooled(spare_workers=1) as (pool, backend):
+        pool.warm(R1)
+        await settle()
+        await backend.workers[0].kill()  # e.g. its container was removed from outside
+        assert statuses(await run(pool, cases(1))) == ["ok"]
+        assert backend.workers[0].sent == [] and backend.worker_of(cases(1)[0]).id > 0
+
+
+@aio
+async def test_spares_are_capped_by_max_workers_least_recently_used_runtime_first() -> None:
+    async with pooled(spare_workers=1, max_workers=2) as (pool, backend):
+        for runtime in (R1, R2, R3):
+            pool.warm(runtime)
+            await settle()
+        assert pool.stats().spares == 2
+        first, second, third = backend.workers
+        assert first.runtime == R1 and first.killed  # R1's spare went first
+        assert second.alive and third.alive
+
+
+@aio
+async def test_the_spare_cap_holds_while_spares_are_still_starting() -> None:
+    async with pooled(spare_workers=1, max_workers=2) as (pool, backend):
+        for runtime in (R1, R2, R3):  # as warm_bare_runtimes does: no start has finished yet
+            pool.warm(runtime)
+        await settle()
+        assert pool.stats().spares <= 2
+        assert len(backend.alive) <= 2
+
+
+@aio
+async def test_spares_of_a_runtime_unused_for_idle_ttl_expire() -> None:
+    async with pooled(spare_workers=1, idle_ttl_s=100.0) as (pool, backend):
+        pool.warm(R1)
+        await asyncio.sleep(0.001)  # R1 last used strictly before `between`
+        between = time.monotonic()
+        await asyncio.sleep(0.001)
+        pool.warm(R2)
+        await settle()
+        assert pool.stats().spares == 2
+        await pool.sweep(now=between + 50.0)
+        assert pool.stats().spares == 2  # nothing is that old yet
+        await pool.sweep(now=between + 100.0)  # R1 unused for > 100 s, R2 for < 100 s
+        await settle()
+        r1, r2 = backend.workers
+        assert r1.runtime == R1 and r1.killed and r2.alive
+        assert pool.stats().spares == 1
+
+
+@aio
+async def test_idle_bound_workers_expire() -> None:
+    async with pooled(idle_ttl_s=100.0) as (pool, backend):
+        await run(pool, cases(1))
+        await pool.sweep(now=time.monotonic() + 50.0)
+        assert pool.stats().workers == 1
+        await pool.sweep(now=time.monotonic() + 101.0)
+        assert pool.stats().workers == 0 and backend.workers[0].killed
+        await run(pool, cases(1))
+        assert backend.started == 2
+
+
+# -- binding -----------------------------------------------------------------------------
+
+
+@aio
+async def test_a_worker_that_dies_before_ready_is_replaced_once_transparently() -> None:
+    loads: list[int] = []
+
+    def load(_frame: dict[str, Any]) -> Any:
+        loads.append(1)
+        return DIE if len(loads) == 1 else None
+
+    async with pooled(load=load) as (pool, backend):
+        assert statuses(await run(pool, cases(2))) == ["ok", "ok"]
+        dead, good = backend.workers
+        assert not dead.alive and dead.sent == [] and good.handled == cases(2)
+
+
+@aio
+async def test_a_worker_that_dies_before_ready_twice_is_a_sandbox_error() -> None:
+    async with pooled(load=lambda _frame: DIE, max_workers=1) as (pool, backend):
+        with pytest.raises(SandboxError, match="failed to start"):
+            await run(pool, cases(1))
+        assert backend.started == 2 and not backend.alive
+        assert pool.stats().workers == 0  # its place in the bound was given back
+        backend.load_hook = None
+        assert statuses(await run(pool, cases(1))) == ["ok"]
+
+
+@aio
+async def test_a_load_error_answers_every_case_of_the_call_with_it() -> None:
+    error = {"type": "SyntaxError", "message": "invalid syntax", "line": 1, "traceback": ""}
+    async with pooled(load=lambda _frame: error, batch_size=2) as (pool, backend):
+        outcomes = await run(pool, cases(5))
+        assert statuses(outcomes) == ["error"] * 5 and all(o.error == error for o in outcomes)
+        assert statuses(await run(pool, cases(1))) == ["error"]
+        (worker,) = backend.workers  # kept: it answers the same error without being sent anything
+        assert worker.runs == [] and worker.alive
+
+
+# -- failures of one case ----------------------------------------------------------------
+
+
+@aio
+async def test_a_timeout_marks_only_its_case_and_the_batch_goes_on_in_a_fresh_worker() -> None:
+    async with pooled(at(2, HANG)) as (pool, backend):
+        outcomes = await run(pool, cases(5), timeout_s=0.05)
+        assert statuses(outcomes) == ["ok", "ok", "timeout", "ok", "ok"]
+        assert outcomes[2].error is not None and outcomes[2].error["type"] == "Timeout"
+        assert [o.value for o in outcomes[3:]] == [3.0, 4.0]
+        first, second = backend.workers
+        assert first.handled == cases(3) and first.killed  # it hung on case 2
+        assert second.sent == cases(2, 3) and second.alive
+
+
+@aio
+async def test_a_crash_mid_batch_is_that_case_s_error() -> None:
+    async with pooled(at(2, DIE)) as (pool, backend):
+        outcomes = await run(pool, cases(5))
+        assert statuses(outcomes) == ["ok", "ok", "error", "ok", "ok"]
+        assert outcomes[2].error is not None and outcomes[2].error["type"] == "WorkerExited"
+        first, second = backend.workers
+        assert first.handled == cases(3) and not first.alive and second.sent == cases(2, 3)
+
+
+@aio
+async def test_a_memory_kill_mid_batch_is_that_case_s_memory_limit() -> None:
+    async with pooled(at(1, OOM)) as (pool, backend):
+        assert statuses(await run(pool, cases(3))) == ["ok", "memory_limit", "ok"]
+        assert backend.started == 2
+
+
+@aio
+async def test_an_output_flood_is_output_limit() -> None:
+    async with pooled(at(1, FLOOD)) as (pool, backend):
+        outcomes = await run(pool, cases(3))
+        assert statuses(outcomes) == ["ok", "output_limit", "ok"] and outcomes[1].truncated
+        assert backend.started == 2 and not backend.workers[0].alive
+
+
+@aio
+async def test_a_reply_larger_than_the_caps_is_output_limit() -> None:
+    async with pooled(at(1, {"value": "x" * 100_000})) as (pool, backend):
+        assert statuses(await run(pool, cases(3))) == ["ok", "output_limit", "ok"]
+        assert backend.workers[0].killed and backend.started == 2
+
+
+@aio
+async def test_raw_output_is_appended_to_the_case_s_stderr() -> None:
+    async with pooled(at(1, {"value": 1.0, "stderr": "captured\n", "raw_output": "raw\n"})) as (pool, _backend):
+        # one case per call: within a burst of replies, raw output goes to the reply read next
+        outcomes = [(await run(pool, cases(1, i)))[0] for i in range(3)]
+        assert [o.stderr for o in outcomes] == ["", "captured\nraw\n", ""]
+
+
+@aio
+async def test_a_raising_handler_is_a_user_error_and_the_worker_lives_on() -> None:
+    def handler(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
+        if case["inputs"]["i"] == 1:
+            raise ValueError("bad row")
+        return {"value": 1.0}
+
+    async with pooled(handler) as (pool, backend):
+        outcomes = await run(pool, cases(3))
+        assert statuses(outcomes) == ["ok", "error", "ok"]
+        assert outcomes[1].error == {"type": "ValueError", "message": "bad row", "line": None, "traceback": ""}
+        assert backend.started == 1
+
+
+@aio
+async def test_memory_limit_and_retire_hand_the_rest_of_the_batch_to_a_fresh_worker() -> None:
+    def handler(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
+        i = case["inputs"]["i"]
+        return MEMORY if i == 1 else {"value": float(i), "retire": i == 3}
+
+    async with pooled(handler) as (pool, backend):
+        outcomes = await run(pool, cases(5))
+        assert statuses(outcomes) == ["ok", "memory_limit", "ok", "ok", "ok"]
+        assert outcomes[3].value == 3.0
+        first, second, third = backend.workers
+        assert first.sent == cases(5) and not first.alive  # discarded after memory_limit
+        assert second.sent == cases(3, 2) and second.handled == cases(2, 2)  # it retired after case 3
+        assert not second.alive and not second.killed
+        assert third.sent == cases(1, 4) and third.alive
+
+
+@aio
+async def test_a_cancelled_run_kills_its_worker() -> None:
+    async with pooled(at(1, HANG)) as (pool, backend):
+        task = asyncio.ensure_future(run(pool, cases(3)))
+        while not backend.workers or len(backend.workers[0].handled) < 2:
+            await asyncio.sleep(0)
+        await settle()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert backend.workers[0].killed and pool.stats().workers == 0
+
+
+# -- close -------------------------------------------------------------------------------
+
+
+@aio
+async def test_close_kills_every_worker_and_later_calls_are_refused() -> None:
+    async with pooled(spare_workers=1) as (pool, backend):
+        pool.warm(R2)
+        await run(pool, cases(1), spec("a"))
+        await run(pool, cases(1), spec("b"))
+        await settle()
+        assert pool.stats().spares == 2 and pool.stats().workers == 2
+        await pool.close()
+        assert backend.workers and not backend.alive and backend.closed
+        with pytest.raises(SandboxError):
+            await run(pool, cases(1))
+        pool.warm(R1)
+        await settle()
+        assert not backend.alive
+
+
+def test_nothing_in_the_package_imports_the_fake_backend() -> None:
+    package = Path(__file__).resolve().parents[2] / "evaluator_host"
+    assert (package / "sandbox" / "fake.py").exists()
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom):
+                names = [f"{node.module}.{a.name}" for a in node.names] + [str(node.module)]
+            if any(n == "evaluator_host.sandbox.fake" or n.startswith("evaluator_host.sandbox.fake.") for n in names):
+                found.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert found == []
