@@ -86,6 +86,12 @@ class Evaluators:
         self._prewarm(record)
         return to_model(record)
 
+    async def close(self) -> None:
+        """Stop pre-warming (the pool is about to close)."""
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+
     async def get(self, evaluator_id: str, revision: int | None = None) -> Evaluator:
         """One revision (default latest)."""
         return to_model(await asyncio.to_thread(self.store.get, evaluator_id, revision))

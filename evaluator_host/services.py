@@ -149,6 +149,7 @@ class Services:
         """Stop running jobs (they resume on the next start), every worker, and the database."""
         try:
             await self.runner.close()
+            await self.evaluators.close()
             await self.pool.close()
             self.store.engine.dispose()
         finally:

@@ -12,11 +12,14 @@ sets the sandbox up and then runs the language harness:
    harness, code — the host passes in-sandbox paths to the harness), a private
    size-limited ``/tmp`` and ``/dev/shm``, a minimal ``/dev``, a ``/proc`` of the new pid
    namespace — and ``pivot_root``s into it, so no other host file is visible;
-3. sets ``no_new_privs`` and, with ``uid``, drops to that unprivileged uid/gid;
-4. ``chdir``s to the private ``/tmp`` and runs ``exec`` (argv) or, for Python, the
-   harness ``run_python`` in this same process.
+3. sets ``no_new_privs`` and, with ``uid``, drops to that unprivileged uid/gid; with
+   ``seccomp``, installs a syscall filter (:func:`_seccomp`: keyrings, namespaces, mounts, bpf,
+   ptrace, kernel modules, clocks… refused);
+4. ``chdir``s to the private ``/tmp``; with ``init`` (a pid namespace of its own) forks and
+   stays behind as its pid 1 (:func:`_fork_init`); then runs ``exec`` (argv) or, for Python,
+   the harness ``run_python`` in this same process.
 
-Config keys: ``root``, ``binds``, ``tmpfs_mb``, ``uid``, ``cgroup_procs``, ``rlimits``
+Config keys: ``root``, ``binds``, ``tmpfs_mb``, ``uid``, ``cgroup_procs``, ``rlimits``, ``init``, ``seccomp``
 (name → value), ``exec`` (+ ``channel_fds``: move the host's channel from fds 0/1 to 3/4
 first, as the Node harness expects) | ``run_python`` + ``argv``.
 """
@@ -133,6 +136,110 @@ def _build_root(root: str, binds: list[list[str]], tmpfs_mb: int) -> None:
         pass
 
 
+# -- seccomp: the syscalls user code has no business making (in the spirit of Docker's default profile)
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+AUDIT_ARCH_X86_64 = 0xC000003E
+X32_SYSCALL_BIT = 0x40000000
+DENIED_X86_64 = {
+    "ptrace": 101,
+    "syslog": 103,
+    "adjtimex": 159,
+    "pivot_root": 155,
+    "chroot": 161,
+    "acct": 163,
+    "settimeofday": 164,
+    "mount": 165,
+    "umount2": 166,
+    "swapon": 167,
+    "swapoff": 168,
+    "reboot": 169,
+    "iopl": 172,
+    "ioperm": 173,
+    "init_module": 175,
+    "delete_module": 176,
+    "quotactl": 179,
+    "lookup_dcookie": 212,
+    "clock_settime": 227,
+    "kexec_load": 246,
+    "add_key": 248,
+    "request_key": 249,
+    "keyctl": 250,
+    "unshare": 272,
+    "perf_event_open": 298,
+    "name_to_handle_at": 303,
+    "open_by_handle_at": 304,
+    "clock_adjtime": 305,
+    "setns": 308,
+    "process_vm_readv": 310,
+    "process_vm_writev": 311,
+    "kcmp": 312,
+    "finit_module": 313,
+    "kexec_file_load": 320,
+    "bpf": 321,
+    "userfaultfd": 323,
+    "io_uring_setup": 425,
+    "io_uring_enter": 426,
+    "io_uring_register": 427,
+    "open_tree": 428,
+    "move_mount": 429,
+    "fsopen": 430,
+    "fsconfig": 431,
+    "fsmount": 432,
+    "fspick": 433,
+    "mount_setattr": 442,
+}
+CLONE, CLONE3 = 56, 435
+CLONE_NEW_ANY = 0x7E020080  # NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
+EPERM, ENOSYS = 1, 38
+RET_ALLOW, RET_ERRNO = 0x7FFF0000, 0x00050000
+LD_W_ABS, JEQ_K, JGE_K, JSET_K, RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
+
+
+class _Filter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+
+class _Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Filter))]
+
+
+def _assemble(lines: list[tuple[str | None, int, str | None, str | None, int]]) -> list[tuple[int, int, int, int]]:
+    """(label, op, label if true, label if false, k) → BPF (op, jt, jf, k); None means the next one."""
+    where = {label: i for i, (label, *_rest) in enumerate(lines) if label}
+    out = []
+    for i, (_label, op, jt, jf, k) in enumerate(lines):
+        out.append((op, where[jt] - i - 1 if jt else 0, where[jf] - i - 1 if jf else 0, k))
+    return out
+
+
+def _seccomp() -> bool:
+    """Refuse the denied syscalls with EPERM, ``clone`` with any namespace flag too, and ``clone3``
+    with ENOSYS (its flags live in memory a filter cannot read; libc then falls back to ``clone``).
+    Needs ``no_new_privs``; x86_64 only (elsewhere nothing is installed and False is returned)."""
+    if os.uname().machine != "x86_64":
+        return False
+    lines: list[tuple[str | None, int, str | None, str | None, int]] = [
+        (None, LD_W_ABS, None, None, 4),  # seccomp_data.arch
+        (None, JEQ_K, None, "deny", AUDIT_ARCH_X86_64),  # another ABI (i386 via int 0x80): refused
+        (None, LD_W_ABS, None, None, 0),  # seccomp_data.nr
+        (None, JGE_K, "deny", None, X32_SYSCALL_BIT),  # the x32 ABI: refused
+        *((None, JEQ_K, "deny", None, nr) for nr in sorted(DENIED_X86_64.values())),
+        (None, JEQ_K, "clone", None, CLONE),
+        (None, JEQ_K, "nosys", None, CLONE3),
+        (None, RET_K, None, None, RET_ALLOW),
+        ("clone", LD_W_ABS, None, None, 16),  # args[0], the flags (low word)
+        (None, JSET_K, "deny", None, CLONE_NEW_ANY),
+        (None, RET_K, None, None, RET_ALLOW),
+        ("nosys", RET_K, None, None, RET_ERRNO | ENOSYS),
+        ("deny", RET_K, None, None, RET_ERRNO | EPERM),
+    ]
+    code = _assemble(lines)
+    filters = (_Filter * len(code))(*(_Filter(*c) for c in code))
+    program = _Program(len(code), filters)
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0), "seccomp")
+    return True
+
+
 def _set_rlimits(limits: dict[str, int]) -> None:
     for name, value in limits.items():
         resource.setrlimit(getattr(resource, f"RLIMIT_{name}"), (value, value))
@@ -145,11 +252,38 @@ def _close_inherited_fds() -> None:
     os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
 
 
+def _fork_init() -> None:
+    """Stay behind as pid 1 of the worker's pid namespace; the harness goes on in the child (pid 2).
+
+    The init holds nothing of the channel (the host sees EOF when the harness dies), reaps
+    whatever is orphaned, and leaves with the harness — the kernel then kills everything else in
+    the namespace. User code cannot signal it (pid 1 ignores signals from inside its namespace)
+    nor patch it (another process): the host can always tell the harness (pid 2) from strays.
+    """
+    harness = os.fork()
+    if harness == 0:
+        return
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            os._exit(0)
+        except InterruptedError:
+            continue
+        if pid == harness:
+            code = os.waitstatus_to_exitcode(status)
+            os._exit(code if code >= 0 else 128 - code)  # killed by signal N: 128 + N, as a shell says
+
+
 def main(config: dict[str, Any]) -> None:
     """Set the sandbox up as described by ``config`` and hand over to the harness."""
     _close_inherited_fds()
-    if config.get("cgroup_procs"):
-        with open(config["cgroup_procs"], "w") as fh:
+    for procs in config.get("cgroup_procs") or []:  # the worker's pids and memory cgroups
+        with open(procs, "w") as fh:
             fh.write("0")
     if config.get("root"):
         _build_root(config["root"], config.get("binds", []), int(config.get("tmpfs_mb", 64)))
@@ -165,6 +299,10 @@ def main(config: dict[str, Any]) -> None:
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
     os.chdir(config.get("workdir") or "/tmp")
+    if config.get("seccomp"):
+        _seccomp()
+    if config.get("init"):
+        _fork_init()
     if config.get("exec"):
         if config.get("channel_fds"):
             # the program speaks the protocol on fds 3 (in) and 4 (out); what it writes to

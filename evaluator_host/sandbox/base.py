@@ -184,6 +184,13 @@ class Worker(Protocol):
     def set_output_limit(self, limit: int) -> None:
         """Cap the raw fd-level output kept per evaluation (set when the worker is bound)."""
 
+    def oom_kills(self) -> int:
+        """How many of the worker's processes the kernel killed for memory so far (0 when unknown)."""
+
+    async def reap_strays(self) -> bool:
+        """Kill, from outside the sandbox, every process user code left running in the worker;
+        False when that could not be made sure of (the pool then discards the worker)."""
+
     def take_raw_output(self) -> str:
         """Raw fd-level output (bypassing the harness capture) since the last call."""
 

@@ -195,6 +195,14 @@ class FakeWorker:
         return self._exit is None
 
     # -- the Worker Protocol -------------------------------------------------------------
+    def oom_kills(self) -> int:
+        """Fake workers are never OOM-killed by a kernel."""
+        return 0
+
+    async def reap_strays(self) -> bool:
+        """Fake workers start no processes: nothing to reap."""
+        return True
+
     def set_output_limit(self, limit: int) -> None:
         """Cap the raw output kept per evaluation."""
         self._raw.cap = limit

@@ -209,7 +209,7 @@ class WorkerPool:
         except (SandboxError, ConnectionError, OSError):
             if worker is not None:
                 await worker.kill()
-            if not retry:
+            if not retry or self._closed:
                 raise
             return await self._start(spec, retry=False)
         try:
@@ -317,6 +317,7 @@ class WorkerPool:
         frames = FrameReader(worker.reader, spec.output_limit * 2 + spec.result_limit + _FRAME_OVERHEAD)
         done = 0
         healthy = False  # only a batch that finished cleanly leaves the worker reusable
+        oom_before = worker.oom_kills()
         try:
             worker.writer.write(
                 encode_frame(
@@ -344,7 +345,13 @@ class WorkerPool:
                     # (process.exit): the rest of the batch goes to a fresh worker
                     break
             else:
-                healthy = True
+                # processes the batch started must not outlive it, whatever user code did to the harness
+                healthy = await worker.reap_strays()
+                if worker.oom_kills() > oom_before:  # cgroup v1 kills one process, maybe not the harness
+                    healthy = False
+                    message = f"a process of the worker exceeded memory_mb={spec.memory_mb} during this batch"
+                    for index in batch:
+                        results[index] = _failure("memory_limit", "MemoryLimit", message)
         except TimeoutError:
             await worker.kill()
             results[batch[done]] = _failure(

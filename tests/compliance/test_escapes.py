@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BACKENDS, evaluate, serving
+from tests.conftest import BACKENDS, assert_healthy, evaluate, serving
 
 CANARY = "canary-7f3a91"
 
@@ -79,3 +79,117 @@ def test_the_hosts_etc_is_not_visible(client: Any, language: str) -> None:
     if client.get("/healthz").json()["backend"] == "process":
         allowed = {"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives", "passwd", "group"}
         assert set(result["details"]["etc"]) <= allowed | {"nsswitch.conf"}, result["details"]["etc"]
+
+
+COUNT_OTHERS = {
+    "python": (
+        "import os\n\ndef _live(p):\n    try:\n"
+        "        return open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[0] != 'Z'\n"
+        "    except OSError:\n        return False\n\n"
+        "def others():\n    return [p for p in os.listdir('/proc') if p.isdigit() and int(p) not in (1, os.getpid())"
+        " and _live(p)]\n"
+    ),
+    "javascript": (
+        "const fs = require('fs')\nconst live = (p) => { try { return !/^\\d+ \\(.*\\) Z/.test("
+        "fs.readFileSync(`/proc/${p}/stat`, 'utf8')) } catch { return false } }\n"
+        "const others = () => fs.readdirSync('/proc').filter((p) => /^\\d+$/.test(p) && "
+        "![process.pid, 1].includes(Number(p)) && live(p))\n"
+    ),
+}
+BYPASS_THE_HARNESS = {
+    # the harness's own reaper replaced through gc, then a detached busy process
+    "python": COUNT_OTHERS["python"]
+    + (
+        "import gc, subprocess\n\ndef evaluate(inputs, outputs, trace):\n    if inputs.get('spawn'):\n"
+        "        for o in gc.get_objects():\n            if type(o).__name__ == 'Harness':\n"
+        "                type(o).reap_strays = lambda self: None\n"
+        "        subprocess.Popen(['sh', '-c', 'while :; do :; done'], start_new_session=True)\n"
+        "        return 1\n    return {'score': 1, 'others': len(others())}\n"
+    ),
+    # a ChildProcess made directly: none of the wrapped child_process functions is called
+    "javascript": COUNT_OTHERS["javascript"]
+    + (
+        "const { ChildProcess } = require('child_process')\nfunction evaluate(inputs, o, t) {\n"
+        "  if (inputs.spawn) { const c = new ChildProcess(); c.spawn({ file: '/bin/sh', args: ['sh', '-c', "
+        "'while :; do :; done'], stdio: ['ignore', 'ignore', 'ignore'], detached: true }); c.unref(); return 1 }\n"
+        "  return { score: 1, others: others().length }\n}\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("language", list(BYPASS_THE_HARNESS))
+def test_processes_survive_no_call_even_when_user_code_disables_the_harness_reaper(client: Any, language: str) -> None:
+    """Regression: the reaper ran inside user code (Python replaced it through gc; Node's
+    ``new ChildProcess().spawn`` avoided the wrapped functions), so a background process was alive
+    on the next call. The host now kills every process but the init and the harness after each batch."""
+    code = BYPASS_THE_HARNESS[language]
+    first = evaluate(client, code, language, inputs={"spawn": True})
+    assert first["status"] == "ok", first
+    for _ in range(3):  # the same warm worker, call after call
+        result = evaluate(client, code, language)
+        assert result["status"] == "ok" and result["details"]["others"] == 0, result
+    assert_healthy(client)
+
+
+CHILDREN_TOUCH_MEMORY = (
+    "import os\n\ndef evaluate(inputs, outputs, trace):\n    kids = []\n    for _ in range(16):\n"
+    "        pid = os.fork()\n        if pid == 0:\n            block = bytearray(60 * 1024 * 1024)\n"
+    "            for i in range(0, len(block), 4096):\n                block[i] = 1\n            os._exit(0)\n"
+    "        kids.append(pid)\n    for pid in kids:\n        os.waitpid(pid, 0)\n    return 1\n"
+)
+
+
+def test_memory_is_limited_for_the_whole_worker_not_per_process(client: Any) -> None:
+    """Regression: with memory_mb 32, 16 children each touched 60 MiB (~1 GiB in all) and the call
+    answered ok (RLIMIT_AS is per process). A memory cgroup bounds the worker as a whole."""
+    result = evaluate(client, CHILDREN_TOUCH_MEMORY, settings={"memory_mb": 32, "timeout_s": 20})
+    assert result["status"] == "memory_limit", result
+    assert_healthy(client)
+
+
+KEYRING_AND_NAMESPACES = {
+    "python": (
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n\n"
+        "def call(nr, *args):\n    r = libc.syscall(nr, *args)\n    return 0 if r >= 0 else ctypes.get_errno()\n\n"
+        "def evaluate(inputs, outputs, trace):\n"
+        "    add_key = call(248, b'user', b'leak', b'secret-inputs', 13, ctypes.c_int(-4))\n"  # KEY_SPEC_USER_KEYRING
+        "    keyctl = call(250, 0, ctypes.c_int(-4), 0)\n"  # KEYCTL_GET_KEYRING_ID
+        "    unshare = call(272, 0x10000000 | 0x00020000 | 0x40000000)\n"  # NEWUSER | NEWNS | NEWNET
+        "    return {'score': 1, 'add_key': add_key, 'keyctl': keyctl, 'unshare': unshare}\n"
+    ),
+}
+
+
+def test_keyrings_and_new_namespaces_are_refused(client: Any) -> None:
+    """Regression: evaluator A add_key'd its inputs to the user keyring and evaluator B, on the same
+    uid slot later, read them back; unshare(NEWUSER|NEWNS|NEWNET) succeeded inside the sandbox. A
+    seccomp filter (Docker's default profile on docker) refuses keyrings and new namespaces."""
+    result = evaluate(client, KEYRING_AND_NAMESPACES["python"])
+    assert result["status"] == "ok", result
+    details = result["details"]
+    assert details["add_key"] != 0 and details["keyctl"] != 0 and details["unshare"] != 0, details
+    assert_healthy(client)
+
+
+def test_a_worker_uid_is_not_reused_while_an_old_one_is_fresh(tmp_path: Path) -> None:
+    """uids are handed out oldest-freed first: a new worker never gets the uid the last one just had."""
+    import asyncio
+
+    from evaluator_host.sandbox.base import RuntimeKey
+    from evaluator_host.sandbox.process.backend import ProcessBackend
+    from tests.conftest import make_settings
+
+    async def go() -> list[int]:
+        backend = ProcessBackend(make_settings(tmp_path))
+        uids = []
+        try:
+            for _ in range(3):
+                worker = await backend.start_worker(RuntimeKey("python", None, 64))
+                uids.append(backend._free_slots[0])  # the next uid a worker would get
+                await worker.kill()
+        finally:
+            await backend.close()
+        return uids
+
+    nexts = asyncio.run(go())
+    assert len(set(nexts)) == 3  # each start took the oldest free uid; the freed one went to the back

@@ -37,8 +37,10 @@ from evaluator_host import languages
 from evaluator_host.errors import SandboxError
 from evaluator_host.languages import RUNTIMES_DIR
 from evaluator_host.sandbox.base import SANDBOX_ENV, ExitInfo, RawOutput, RuntimeKey, memory_exhausted
+from evaluator_host.sandbox.cgroups import memory_cgroup_of, oom_kills
 from evaluator_host.sandbox.docker.engine import NAME_PREFIX, Engine, NotFound
 from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
+from evaluator_host.sandbox.strays import StrayReaper
 from evaluator_host.settings import Settings
 
 __all__ = ["DockerBackend", "DockerWorker"]
@@ -54,7 +56,12 @@ class DockerWorker:
     """One container's attach connection, demultiplexed into protocol frames and raw output."""
 
     def __init__(
-        self, backend: DockerBackend, container_id: str, raw: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        backend: DockerBackend,
+        container_id: str,
+        raw: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        init_pid: int | None = None,
     ) -> None:
         self.container_id = container_id
         self.reader = asyncio.StreamReader(limit=1 << 20)
@@ -65,6 +72,8 @@ class DockerWorker:
         self._eof = asyncio.Event()
         self._exit: ExitInfo | None = None
         self._kill_lock = asyncio.Lock()
+        self._reaper = StrayReaper(init_pid)  # docker's --init, seen from the host (a local engine)
+        self._memory_cgroup = memory_cgroup_of(init_pid)
         self._demux = asyncio.ensure_future(self._pump(raw))
 
     @property
@@ -101,6 +110,15 @@ class DockerWorker:
                 sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(Exception):
             self.writer.transport.abort()
+
+    def oom_kills(self) -> int:
+        """Processes of the container the kernel killed for memory (its memory cgroup, local engines)."""
+        return oom_kills(self._memory_cgroup)
+
+    async def reap_strays(self) -> bool:
+        """Kill what user code left running in the container, from the host (a local engine only:
+        elsewhere the harness's own reaping is what there is)."""
+        return await self._reaper.reap()
 
     def set_output_limit(self, limit: int) -> None:
         """Cap the raw output kept per evaluation (set when the worker is bound)."""
@@ -180,7 +198,7 @@ class DockerBackend:
             return ["sh", "-c", 'exec "$@" 3<&0 4>&1 </dev/null >&2', "sh", *argv]
         return argv
 
-    def _create_sync(self, client: docker.DockerClient, runtime: RuntimeKey) -> tuple[str, socket.socket]:
+    def _create_sync(self, client: docker.DockerClient, runtime: RuntimeKey) -> tuple[str, socket.socket, int | None]:
         image = runtime.location or self.builder.base_id()
         memory_mb = runtime.memory_mb
         api = client.api
@@ -234,20 +252,21 @@ class DockerBackend:
             raw.close()
             attached.close()
             api.start(cid)
+            init_pid = api.inspect_container(cid)["State"].get("Pid") or None
         except BaseException:
             with contextlib.suppress(Exception):
                 api.remove_container(cid, force=True)
             raise
-        return cid, sock
+        return cid, sock, init_pid
 
     async def start_worker(self, runtime: RuntimeKey) -> DockerWorker:
         """Start an unbound harness container for ``runtime``."""
         if self._closed:
             raise SandboxError("the service is shutting down")
-        cid, sock = await self.engine.call(self._create_sync, runtime)
+        cid, sock, init_pid = await self.engine.call(self._create_sync, runtime)
         sock.setblocking(False)
         raw, writer = await asyncio.open_connection(sock=sock, limit=1 << 20)
-        worker = DockerWorker(self, cid, raw, writer)
+        worker = DockerWorker(self, cid, raw, writer, init_pid)
         self._workers.add(worker)
         return worker
 

@@ -9,6 +9,7 @@ always. See docs/security.md for what this does and does not protect against.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import os
@@ -21,9 +22,12 @@ from typing import Any
 from evaluator_host import languages
 from evaluator_host.errors import SandboxError
 from evaluator_host.languages import RUNTIMES_DIR
+from evaluator_host.sandbox import strays
 from evaluator_host.sandbox.base import SANDBOX_ENV, ExitInfo, RawOutput, RuntimeKey, memory_exhausted
+from evaluator_host.sandbox.cgroups import limit_memory, oom_kills
 from evaluator_host.sandbox.process.isolation import Isolation, probe
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
+from evaluator_host.sandbox.strays import StrayReaper
 from evaluator_host.settings import Settings
 
 __all__ = ["ProcessBackend", "ProcessWorker"]
@@ -35,16 +39,27 @@ _CPU_SECONDS = 3600  # a backstop per worker lifetime; the wall timeout is the r
 class ProcessWorker:
     """A harness subprocess; raw fd-level output is drained into a capped buffer."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, workdir: Path, cgroup: Path | None, release: Any) -> None:
+    def __init__(
+        self,
+        proc: asyncio.subprocess.Process,
+        workdir: Path,
+        cgroups: list[Path],
+        release: Any,
+        namespaced: bool,
+        memory_cgroup: Path | None,
+    ) -> None:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self.proc = proc
         self.reader: asyncio.StreamReader = proc.stdout
         self.writer: asyncio.StreamWriter = proc.stdin
         self.output_overflow = asyncio.Event()
         self._workdir = workdir
-        self._cgroup = cgroup
+        self._cgroups = cgroups
+        self._memory_cgroup = memory_cgroup
         self._release = release
         self._raw = RawOutput()
+        self._namespaced = namespaced  # then `proc` is `unshare`, whose one child is the namespace's init
+        self._reaper: StrayReaper | None = None
         self._exit: ExitInfo | None = None
         self._drain = asyncio.ensure_future(self._drain_stderr(proc.stderr))
 
@@ -53,6 +68,19 @@ class ProcessWorker:
             if self._raw.feed(chunk) and not self.output_overflow.is_set():
                 self.output_overflow.set()
                 self._signal()
+
+    async def reap_strays(self) -> bool:
+        """Kill what user code left running in the worker's pid namespace (from the host)."""
+        if not self._namespaced:
+            return True  # no namespace of its own: only the harness's own reaping (see security.md)
+        if self._reaper is None or self._reaper.init_pid is None:
+            inits = strays.children(self.proc.pid)
+            self._reaper = StrayReaper(inits[0] if inits else None)
+        return await self._reaper.reap()
+
+    def oom_kills(self) -> int:
+        """Processes of this worker the kernel killed for memory so far (its memory cgroup's count)."""
+        return oom_kills(self._memory_cgroup)
 
     def set_output_limit(self, limit: int) -> None:
         """Cap the raw output kept per evaluation (set when the worker is bound)."""
@@ -82,16 +110,21 @@ class ProcessWorker:
         with contextlib.suppress(Exception):
             self.writer.close()
         tail = self._raw.tail
-        self._exit = ExitInfo(returncode=code, oom_killed=memory_exhausted(tail), raw_output=tail)
+        oom = memory_exhausted(tail) or self.oom_kills() > 0
+        self._exit = ExitInfo(returncode=code, oom_killed=oom, raw_output=tail)
         shutil.rmtree(self._workdir, ignore_errors=True)
-        for _ in range(50):  # a cgroup can be removed once its last process is gone
+        gone = not self._cgroups
+        for _ in range(100):  # a cgroup can be removed once its last process is gone
             try:
-                if self._cgroup is not None:
-                    self._cgroup.rmdir()
+                for cgroup in self._cgroups:
+                    if cgroup.exists():
+                        cgroup.rmdir()
+                gone = True
                 break
             except OSError:
                 await asyncio.sleep(0.02)
-        self._release()
+        if gone:  # no process of the slot's uid is left: the uid may serve another worker
+            self._release()
         return self._exit
 
 
@@ -106,8 +139,10 @@ class ProcessBackend:
         self._isolation = isolation or probe()
         self._run_dir = settings.data_dir / "run"
         self._run_dir.mkdir(parents=True, exist_ok=True)
-        self._free_slots = list(range(1024))
+        # uids are handed out oldest-freed first, and only once every process of the last holder is gone
+        self._free_slots = collections.deque(range(1024))
         self._workers: set[ProcessWorker] = set()
+        self._closed = False
         self._sweep_cgroups()
 
     @property
@@ -119,18 +154,43 @@ class ProcessBackend:
             "mode": iso.mode,
             "uid_drop": iso.uid_drop,
             "pids_cgroup": iso.pids_cgroup is not None,
+            "memory_cgroup": iso.memory_cgroup is not None,
             "network": "none (fresh net namespace)" if iso.mode != "rlimits" else "host (not isolated)",
         }
 
     def _sweep_cgroups(self) -> None:
-        if self._isolation.pids_cgroup is None:
-            return
-        for child in self._isolation.pids_cgroup.iterdir():
-            if child.is_dir():
-                with contextlib.suppress(OSError):
-                    child.rmdir()
+        """Remove empty worker cgroups a crashed service left (ones still in use refuse rmdir)."""
+        for base in (self._isolation.pids_cgroup, self._isolation.memory_cgroup):
+            for child in base.iterdir() if base is not None else ():
+                if child.is_dir():
+                    with contextlib.suppress(OSError):
+                        child.rmdir()
 
-    def _config(self, runtime: RuntimeKey, root: Path, slot: int, cgroup: Path | None) -> dict[str, Any]:
+    def _make_cgroups(self, name: str, memory_mb: int) -> tuple[list[Path], Path | None]:
+        """The worker's cgroups (its pids limit, its memory limit) and which one counts OOM kills."""
+        made: list[Path] = []
+        memory: Path | None = None
+        for base, limit in (
+            (self._isolation.pids_cgroup, lambda d: (d / "pids.max").write_text(str(self.settings.pids_max))),
+            (self._isolation.memory_cgroup, lambda d: limit_memory(d, memory_mb)),
+        ):
+            if base is None:
+                continue
+            cgroup = base / name
+            try:
+                cgroup.mkdir(exist_ok=True)  # v2: one directory holds both controllers
+                limit(cgroup)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    cgroup.rmdir()
+                continue
+            if cgroup not in made:
+                made.append(cgroup)
+            if base is self._isolation.memory_cgroup:
+                memory = cgroup
+        return made, memory
+
+    def _config(self, runtime: RuntimeKey, root: Path, slot: int, cgroups: list[Path]) -> dict[str, Any]:
         """The bootstrap's config (runtimes/sandbox_init.py) for an unbound worker of ``runtime``."""
         iso = self._isolation
         family = languages.family(runtime.family)
@@ -177,34 +237,29 @@ class ProcessBackend:
             launch = {"exec": argv, "channel_fds": family.channel_fds}
         return {
             "root": str(root) if private_root else None,
+            "init": private_root,  # a pid namespace of its own: an init as pid 1, the harness as pid 2
+            "seccomp": True,
             "workdir": None if private_root else str(root),
             "binds": binds,
             "tmpfs_mb": self.settings.tmpfs_mb,
             "uid": self.settings.sandbox_uid_base + slot if iso.uid_drop else None,
-            "cgroup_procs": str(cgroup / "cgroup.procs") if cgroup else None,
+            "cgroup_procs": [str(c / "cgroup.procs") for c in cgroups],
             "rlimits": rlimits,
             **launch,
         }
 
     async def start_worker(self, runtime: RuntimeKey) -> ProcessWorker:
         """Start an unbound harness for ``runtime`` in a fresh sandbox."""
+        if self._closed:
+            raise SandboxError("the service is shutting down")
         if not self._free_slots:
             raise SandboxError("no free sandbox slots", retry_after_s=1)
-        slot = self._free_slots.pop()
+        slot = self._free_slots.popleft()
         name = f"w-{uuid.uuid4().hex[:12]}"
         root = self._run_dir / name
         root.mkdir(mode=0o700)
-        cgroup: Path | None = None
-        if self._isolation.pids_cgroup is not None:
-            cgroup = self._isolation.pids_cgroup / name
-            try:
-                cgroup.mkdir()
-                (cgroup / "pids.max").write_text(str(self.settings.pids_max))
-            except OSError:
-                with contextlib.suppress(OSError):
-                    cgroup.rmdir()
-                cgroup = None
-        config = self._config(runtime, root, slot, cgroup)
+        cgroups, memory_cgroup = self._make_cgroups(name, runtime.memory_mb)
+        config = self._config(runtime, root, slot, cgroups)
         python = self.settings.python_executable
         argv = [*self._isolation.unshare_argv, python, "-I", "-S", str(_BOOTSTRAP), json.dumps(config)]
 
@@ -225,15 +280,16 @@ class ProcessBackend:
             )
         except OSError as exc:
             self._free_slots.append(slot)
-            for path in (root, cgroup):
-                if path is not None:
-                    with contextlib.suppress(OSError):
-                        path.rmdir()
+            for path in (root, *cgroups):
+                with contextlib.suppress(OSError):
+                    path.rmdir()
             raise SandboxError(f"cannot start a worker: {exc}") from exc
-        worker = ProcessWorker(proc, root, cgroup, release)
+        namespaced = self._isolation.mode != "rlimits"
+        worker = ProcessWorker(proc, root, cgroups, release, namespaced, memory_cgroup)
         self._workers.add(worker)
         return worker
 
     async def close(self) -> None:
-        """Kill every worker this backend started."""
+        """Kill every worker this backend started; start no more."""
+        self._closed = True
         await asyncio.gather(*(w.kill() for w in list(self._workers)), return_exceptions=True)

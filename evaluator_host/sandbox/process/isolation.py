@@ -4,7 +4,7 @@ The process backend uses the strongest mode available:
 
 ``namespaces``  root: fresh mount/net/pid/ipc/uts namespaces (``unshare``), a pivot_root
                 into a minimal read-only root, a private tmpfs ``/tmp`` and ``/dev/shm``,
-                a unique unprivileged uid per worker, a pids cgroup when writable.
+                a unique unprivileged uid per worker, a pids and a memory cgroup when writable.
 ``userns``      not root but unprivileged user namespaces work: the same namespaces and
                 minimal root inside a user namespace (no uid change, no NPROC limit).
 ``rlimits``     neither: rlimits, a scrubbed environment and a private working directory.
@@ -32,6 +32,7 @@ class Isolation:
     unshare_argv: tuple[str, ...]
     uid_drop: bool
     pids_cgroup: Path | None
+    memory_cgroup: Path | None = None
 
     @property
     def summary(self) -> str:
@@ -44,8 +45,12 @@ class Isolation:
             parts.append("unprivileged uid per worker")
         if self.pids_cgroup:
             parts.append("pids cgroup")
+        if self.memory_cgroup:
+            parts.append("memory cgroup (the whole worker, no swap)")
         parts.append("rlimits(AS,CPU," + ("NPROC," if self.uid_drop else "") + "FSIZE,NOFILE,CORE)")
         parts += ["no_new_privs", "scrubbed env"]
+        if os.uname().machine == "x86_64":
+            parts.append("seccomp (keyrings, namespaces, mounts, bpf, ptrace, modules, clocks refused)")
         return " + ".join(parts)
 
 
@@ -56,12 +61,13 @@ def _works(argv: list[str]) -> bool:
         return False
 
 
-def _pids_cgroup() -> Path | None:
-    """A writable pids-cgroup directory for workers (cgroup v1 or v2), or None."""
-    candidates = [Path("/sys/fs/cgroup/pids")]
+def _cgroup(controller: str, limit_files: tuple[str, ...]) -> Path | None:
+    """A writable ``evaluator-host`` cgroup directory with ``controller`` (v1 or v2) whose children
+    get one of ``limit_files``, or None."""
+    candidates = [Path("/sys/fs/cgroup") / controller]
     v2 = Path("/sys/fs/cgroup")
     try:
-        if "pids" in (v2 / "cgroup.controllers").read_text().split():
+        if controller in (v2 / "cgroup.controllers").read_text().split():
             candidates.append(v2)
     except OSError:
         pass
@@ -72,11 +78,11 @@ def _pids_cgroup() -> Path | None:
         try:
             path.mkdir(exist_ok=True)
             if base == v2:
-                (base / "cgroup.subtree_control").write_text("+pids")
-                (path / "cgroup.subtree_control").write_text("+pids")
+                (base / "cgroup.subtree_control").write_text(f"+{controller}")
+                (path / "cgroup.subtree_control").write_text(f"+{controller}")
             probe_dir = path / "probe"
             probe_dir.mkdir(exist_ok=True)
-            ok = (probe_dir / "pids.max").exists()
+            ok = any((probe_dir / name).exists() for name in limit_files)
             probe_dir.rmdir()
             if ok:
                 return path
@@ -90,7 +96,9 @@ def probe() -> Isolation:
     unshare = shutil.which("unshare")
     base = [unshare, *(f"--{ns}" for ns in NAMESPACES), "--fork", "--kill-child", "--"] if unshare else []
     if unshare and os.geteuid() == 0 and _works(base):
-        return Isolation("namespaces", tuple(base), uid_drop=True, pids_cgroup=_pids_cgroup())
+        pids = _cgroup("pids", ("pids.max",))
+        memory = _cgroup("memory", ("memory.max", "memory.limit_in_bytes"))
+        return Isolation("namespaces", tuple(base), uid_drop=True, pids_cgroup=pids, memory_cgroup=memory)
     if unshare:
         user = [unshare, "--user", "--map-root-user", *base[1:]]
         if _works(user):
