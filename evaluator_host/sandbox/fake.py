@@ -9,7 +9,7 @@ the framed protocol (``runtimes/python/harness.py``) to the real :class:`WorkerP
 * it waits for the ``load`` frame, records it and answers ``{"type": "ready",
   "load_error": ...}`` as the ``load`` hook decides (default: no error);
 * for each ``run`` frame it calls ``handler(load, case)`` once per case, in order, and
-  writes one ``{"type": "result", "index": i, ...}`` reply per case;
+  writes one ``{"type": "result", "id": <the run's id>, "index": i, ...}`` reply per case;
 * EOF or an ``exit`` frame ends it (return code 0).
 
 What a handler may return (or an ``async`` handler may resolve to):
@@ -287,7 +287,8 @@ class FakeWorker:
                 raw = reply.pop("raw_output", None)
                 if raw and self._raw.feed(str(raw).encode()) and not self.output_overflow.is_set():
                     self.output_overflow.set()
-                self._send({"status": "ok", "duration_ms": 0.0, **reply, "type": "result", "index": index})
+                reply = {"status": "ok", "duration_ms": 0.0, **reply, "type": "result", "index": index}
+                self._send({"id": message.get("id"), **reply})  # a handler may set its own "id" (a forgery)
                 self.answered += 1
                 if reply.get("retire"):
                     self._die(0)  # the reply is already in the host's buffer

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -63,6 +64,15 @@ def load_frame(spec: WorkerSpec) -> bytes:
     return encode_frame(
         {"op": "load", "output_limit": spec.output_limit, "result_limit": spec.result_limit, **spec.load}
     )
+
+
+def _chattered(worker: Worker) -> bool:
+    """Whether an idle worker wrote something while no request was pending (it is then replaced)."""
+    return bool(getattr(worker.reader, "_buffer", b""))  # asyncio.StreamReader has no public peek
+
+
+class _Foreign(Exception):
+    """A frame that is not the reply the pool waits for (another request's id, or another index)."""
 
 
 def _failure(status: str, type_name: str, message: str, **extra: Any) -> RawOutcome:
@@ -169,9 +179,9 @@ class WorkerPool:
                 slots = self._idle.get(spec.key)
                 while slots:
                     slot = slots.pop()
-                    if not slot.worker.reader.at_eof():
+                    if not slot.worker.reader.at_eof() and not _chattered(slot.worker):
                         return slot
-                    # it died while idle (killed from outside, engine restarted): replace it
+                    # it died (killed from outside, engine restarted) or spoke out of turn while idle: replace it
                     self._count -= 1
                     self._reap(slot.worker)
                 if self._count < self.settings.max_workers:
@@ -318,16 +328,16 @@ class WorkerPool:
         done = 0
         healthy = False  # only a batch that finished cleanly leaves the worker reusable
         oom_before = worker.oom_kills()
+        request = secrets.token_hex(8)  # every reply must carry it, with its index in the batch
         try:
-            worker.writer.write(
-                encode_frame(
-                    {"op": "run", "correct_answer_key": correct_answer_key, "cases": [cases[i] for i in batch]}
-                )
-            )
+            run = {"op": "run", "id": request, "correct_answer_key": correct_answer_key}
+            worker.writer.write(encode_frame({**run, "cases": [cases[i] for i in batch]}))
             await worker.writer.drain()
             while done < len(batch):
                 index = batch[done]
                 reply = await frames.next(timeout_s)
+                if reply.get("id") != request or reply.get("index") != done:
+                    raise _Foreign(reply)
                 raw = worker.take_raw_output()
                 results[index] = RawOutcome(
                     status=reply.get("status", "invalid_result"),
@@ -345,13 +355,23 @@ class WorkerPool:
                     # (process.exit): the rest of the batch goes to a fresh worker
                     break
             else:
-                # processes the batch started must not outlive it, whatever user code did to the harness
-                healthy = await worker.reap_strays()
+                # processes the batch started must not outlive it, whatever user code did to the harness;
+                # nothing may follow the last reply (a frame written later belongs to no request)
+                healthy = not frames.pending() and await worker.reap_strays()
                 if worker.oom_kills() > oom_before:  # cgroup v1 kills one process, maybe not the harness
                     healthy = False
                     message = f"a process of the worker exceeded memory_mb={spec.memory_mb} during this batch"
                     for index in batch:
                         results[index] = _failure("memory_limit", "MemoryLimit", message)
+        except _Foreign:
+            await worker.kill()
+            results[batch[done]] = _failure(
+                "error",
+                "ProtocolError",
+                "the worker sent a reply that belongs to no pending request (it was discarded, and the worker "
+                "replaced: code that writes to the harness's channel cannot reach another request)",
+            )
+            done += 1
         except TimeoutError:
             await worker.kill()
             results[batch[done]] = _failure(

@@ -50,6 +50,10 @@ class FrameReader:
         self._buf = bytearray()
         self._pos = 0
 
+    def pending(self) -> bool:
+        """Whether bytes beyond the frames returned so far have arrived."""
+        return len(self._buf) > self._pos
+
     async def next(self, timeout_s: float) -> dict[str, Any]:
         """The next frame; TimeoutError, FrameTooLarge, or IncompleteReadError at EOF."""
         buf = self._buf

@@ -5,6 +5,11 @@
 
 import fs from 'node:fs';
 
+// Taken before user code loads: a user module replacing JSON.stringify or fs.writeSync later does
+// not reach the channel.
+const { readSync, writeSync } = fs;
+const { stringify, parse } = JSON;
+
 const IN = 3;
 const OUT = 4;
 const MAX_REQUEST = 2 ** 31;
@@ -16,7 +21,7 @@ function readExact(n) {
   while (off < n) {
     let got;
     try {
-      got = fs.readSync(IN, buf, off, n - off, null);
+      got = readSync(IN, buf, off, n - off, null);
     } catch (err) {
       if (err.code === 'EAGAIN') {
         Atomics.wait(sleeper, 0, 0, 1);
@@ -37,18 +42,18 @@ export function recv() {
   const size = header.readUInt32BE(0);
   if (size > MAX_REQUEST) return null;
   const body = readExact(size);
-  return body === null ? null : JSON.parse(body.toString('utf8'));
+  return body === null ? null : parse(body.toString('utf8'));
 }
 
 export function send(message) {
-  const body = Buffer.from(JSON.stringify(message), 'utf8');
+  const body = Buffer.from(stringify(message), 'utf8');
   const frame = Buffer.allocUnsafe(4 + body.length);
   frame.writeUInt32BE(body.length, 0);
   body.copy(frame, 4);
   let off = 0;
   while (off < frame.length) {
     try {
-      off += fs.writeSync(OUT, frame, off, frame.length - off);
+      off += writeSync(OUT, frame, off, frame.length - off);
     } catch (err) {
       if (err.code !== 'EAGAIN') throw err;
       Atomics.wait(sleeper, 0, 0, 1);

@@ -48,6 +48,7 @@ class ProcessExitCalled extends Error {}
 // past it, the case is answered (output_limit) and the worker leaves at once.
 let budget = null; // the running case's {limit, used, overflow, out: [], err: []}
 let running = null; // index of the case being evaluated, for an answer from inside a write
+let request = null; // id of the run message being answered (echoed in every reply)
 
 class CaptureStream extends Writable {
   constructor(which, fd) {
@@ -79,7 +80,7 @@ function capture(which, chunk) {
   budget.overflow = true;
   if (running !== null) {
     const message = `stdout+stderr exceeded ${budget.limit} bytes`;
-    send({ type: 'result', index: running, status: 'output_limit', error: failure('OutputLimit', message),
+    send({ type: 'result', index: running, id: request, status: 'output_limit', error: failure('OutputLimit', message),
            stdout: budget.out.join(''), stderr: budget.err.join(''), truncated: true, duration_ms: 0, retire: true });
     process.reallyExit(0);
   }
@@ -305,11 +306,13 @@ class Harness {
       if (message === null || message.op !== 'run') return;
       const key = message.correct_answer_key || 'correct_answer';
       const cases = message.cases || [];
+      request = message.id ?? null;
       for (let index = 0; index < cases.length; index++) {
         running = index;
         const reply = await this.runCase(cases[index], key);
         running = null;
         reply.index = index;
+        reply.id = request;
         reapStrays(this.config);
         send(reply);
         if (reply.retire) return;

@@ -23,8 +23,9 @@ big-endian length followed by UTF-8 JSON.
 
     worker → host   {"type": "ready", "load_error": null | ERROR}
     host → worker   {"op": "load", "code": "...", "entrypoint": ..., ...}   (unbound start only)
-    host → worker   {"op": "run", "correct_answer_key": "...", "cases": [CASE, ...]}
-    worker → host   one {"type": "result", "index": i, ...} per case, in order
+    host → worker   {"op": "run", "id": "...", "correct_answer_key": "...", "cases": [CASE, ...]}
+    worker → host   one {"type": "result", "id": "...", "index": i, ...} per case, in order (the host
+                    checks both: a reply of another request, or none expected, retires the worker)
     host → worker   {"op": "exit"}
 
 The user's module is imported from ``code_path`` so error line numbers are the
@@ -48,6 +49,9 @@ from typing import Any
 
 _HEADER = struct.Struct(">I")
 _MAX_REQUEST = 1 << 31
+
+
+_DUMPS = json.dumps  # taken before user code runs: replacing json.dumps later does not reach replies
 
 
 class OutputLimitExceeded(BaseException):
@@ -197,7 +201,7 @@ class Harness:
         return message
 
     def send(self, message: dict[str, Any]) -> None:
-        data = json.dumps(message, separators=(",", ":"), allow_nan=False).encode()
+        data = _DUMPS(message, separators=(",", ":"), allow_nan=False).encode()
         view = memoryview(_HEADER.pack(len(data)) + data)
         while view:
             view = view[os.write(self._out, view) :]
@@ -353,14 +357,15 @@ class Harness:
             if message.get("op") != "run":
                 return
             key = message.get("correct_answer_key") or "correct_answer"
+            request = message.get("id")
             for index, case in enumerate(message.get("cases", [])):
                 reply = self.run_case(case, key)
-                reply["index"] = index
+                reply["index"], reply["id"] = index, request
                 self.reap_strays()
                 try:
                     self.send(reply)
                 except ValueError:  # a marker-free value that still is not JSON (cannot happen)
-                    self.send({"type": "result", "index": index, "status": "invalid_result"})
+                    self.send({"type": "result", "index": index, "id": request, "status": "invalid_result"})
 
 
 class _BindingError(Exception):

@@ -7,6 +7,7 @@ their own: the real service process, an inherited descriptor, a second evaluator
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -193,3 +194,68 @@ def test_a_worker_uid_is_not_reused_while_an_old_one_is_fresh(tmp_path: Path) ->
 
     nexts = asyncio.run(go())
     assert len(set(nexts)) == 3  # each start took the oldest free uid; the freed one went to the back
+
+
+FORGE_FRAMES = {
+    # frame-shaped bytes on the harness's channel: three "results" during row 0
+    "python": (
+        "import gc, json, os, struct\n\ndef _channel():\n"
+        "    return next(o for o in gc.get_objects() if type(o).__name__ == 'Harness')._out\n\n"
+        "def forge(value, index):\n    data = json.dumps({'type': 'result', 'index': index, 'status': 'ok', "
+        "'value': value}).encode()\n    os.write(_channel(), struct.pack('>I', len(data)) + data)\n\n"
+        "def evaluate(inputs, outputs, trace):\n    if inputs['i'] == 0:\n        for k in range(3):\n"
+        "            forge(0.777, k)\n    return inputs['i'] / 10\n"
+    ),
+    "javascript": (
+        "const fs = require('fs')\nfunction forge(value, index) {\n"
+        "  const body = Buffer.from(JSON.stringify({ type: 'result', index, status: 'ok', value }))\n"
+        "  const head = Buffer.alloc(4); head.writeUInt32BE(body.length)\n"
+        "  fs.writeSync(4, Buffer.concat([head, body]))\n}\n"
+        "function evaluate(inputs, outputs, trace) {\n"
+        "  if (inputs.i === 0) for (let k = 0; k < 3; k++) forge(0.777, k)\n"
+        "  return inputs.i / 10\n}\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("language", list(FORGE_FRAMES))
+def test_forged_frames_cannot_set_or_shift_other_rows(client: Any, language: str) -> None:
+    """Regression: frame-shaped bytes written to the channel set rows 0-2 of a job to 0.777 and shifted
+    rows 3-7 by three. Replies carry the request's id and index: a foreign frame is an error on the row
+    being run, the worker is replaced, and every other row gets its own result."""
+    ev = client.post(
+        "/v1/evaluators", json={"name": f"forge-{language}", "language": language, "code": FORGE_FRAMES[language]}
+    ).json()
+    job = client.post("/v1/jobs", json={"evaluator_id": ev["id"], "rows": [{"i": i} for i in range(8)]}).json()
+    deadline = time.monotonic() + 120
+    while (state := client.get(f"/v1/jobs/{job['id']}").json())["status"] in ("queued", "running"):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert state["status"] == "succeeded", state
+    rows = client.get(f"/v1/jobs/{job['id']}/results").json()["data"]
+    assert rows[0]["result"]["status"] == "error" and rows[0]["result"]["error"]["type"] == "ProtocolError"
+    assert [r["result"]["score"] for r in rows[1:]] == [i / 10 for i in range(1, 8)], rows
+    assert_healthy(client)
+
+
+LATE_FRAME = (
+    "import gc, json, os, struct, threading, time\n\n"
+    "def _late():\n    time.sleep(1.0)\n"
+    "    out = next(o for o in gc.get_objects() if type(o).__name__ == 'Harness')._out\n"
+    "    data = json.dumps({'type': 'result', 'index': 0, 'status': 'ok', 'value': 0.999}).encode()\n"
+    "    os.write(out, struct.pack('>I', len(data)) + data)\n\n"
+    "def evaluate(inputs, outputs, trace):\n    if inputs.get('arm'):\n"
+    "        threading.Thread(target=_late, daemon=True).start()\n    return inputs['score']\n"
+)
+
+
+def test_a_frame_written_after_its_call_reaches_no_later_caller(client: Any) -> None:
+    """Regression: a thread writing 1.5 s after its call gave the next caller 0.999 and the caller after
+    that the previous caller's result. A worker that speaks while idle is replaced before anyone's call."""
+    first = evaluate(client, LATE_FRAME, inputs={"arm": True, "score": 0.1})
+    assert first["status"] == "ok" and first["score"] == 0.1
+    time.sleep(1.5)  # the thread has written by now
+    for score in (0.2, 0.3):
+        later = evaluate(client, LATE_FRAME, inputs={"score": score})
+        assert later["status"] == "ok" and later["score"] == score, later
+    assert_healthy(client)

@@ -328,6 +328,17 @@ async def test_a_crash_mid_batch_is_that_case_s_error() -> None:
 
 
 @aio
+async def test_a_reply_of_another_request_is_a_protocol_error_and_the_worker_is_replaced() -> None:
+    async with pooled(at(1, {"id": "not-this-request", "value": 0.777})) as (pool, backend):
+        outcomes = await run(pool, cases(4))
+        assert statuses(outcomes) == ["ok", "error", "ok", "ok"]
+        assert outcomes[1].error is not None and outcomes[1].error["type"] == "ProtocolError"
+        assert [o.value for o in outcomes if o.status == "ok"] == [0.0, 2.0, 3.0]  # nothing shifted
+        first, second = backend.workers
+        assert not first.alive and second.sent == cases(2, 2)
+
+
+@aio
 async def test_a_memory_kill_mid_batch_is_that_case_s_memory_limit() -> None:
     async with pooled(at(1, OOM)) as (pool, backend):
         assert statuses(await run(pool, cases(3))) == ["ok", "memory_limit", "ok"]
