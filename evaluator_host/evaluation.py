@@ -11,15 +11,17 @@ all go through here; none of them talks to the pool or the builder.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from evaluator_host import languages
-from evaluator_host.definitions.interfaces import detect
+from evaluator_host.definitions.interfaces import Detected, cached, detect
 from evaluator_host.definitions.packages import normalize_pins
 from evaluator_host.errors import LimitError
 from evaluator_host.models import (
@@ -141,13 +143,28 @@ class Evaluation:
         self.pool = pool
         self.builder = builder
         self._bound: OrderedDict[tuple[str, str, str, int], Bound] = OrderedDict()
+        # detection has threads of its own: builds or database calls never hold it up, nor it them
+        self._inspecting = ThreadPoolExecutor(max_workers=2, thread_name_prefix="evh-inspect")
 
-    def validate(self, language: str, code: str, packages: Any, settings: EvaluatorSettings | None = None) -> Prepared:
+    async def detect(self, language: str, code: str) -> Detected:
+        """The code's interface: remembered, or found off the event loop on the inspection threads
+        (a parse, or the JS/TS inspector), so a slow one never stalls other requests."""
+        found = cached(language, code)
+        if found is not None:
+            return found
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._inspecting, detect, language, code)
+
+    async def validate(
+        self, language: str, code: str, packages: Any, settings: EvaluatorSettings | None = None
+    ) -> Prepared:
         """Check size, interface and pins; raise ``DefinitionError`` (HTTP 422) otherwise."""
         size = len(code.encode())
         if size > self.settings.max_code_bytes:
-            raise LimitError(f"the code is {size} bytes; the limit is {self.settings.max_code_bytes}")
-        detected = detect(language, code)
+            raise LimitError(
+                f"the code is {size} bytes; the limit is {self.settings.max_code_bytes} (EVALUATOR_HOST_MAX_CODE_BYTES)"
+            )
+        detected = await self.detect(language, code)
         pins = normalize_pins(language, packages)
         return Prepared(
             language=language,
@@ -200,6 +217,10 @@ class Evaluation:
             output_limit=self.settings.output_limit_bytes,
             result_limit=self.settings.result_limit_bytes,
         )
+
+    def close(self) -> None:
+        """Let the inspection threads go."""
+        self._inspecting.shutdown(wait=False, cancel_futures=True)
 
     def warm_bare_runtimes(self) -> None:
         """Start spares of every family's package-free runtime at default limits (call on a running loop)."""

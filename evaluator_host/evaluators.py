@@ -10,7 +10,6 @@ import asyncio
 import dataclasses
 from collections.abc import Sequence
 
-from evaluator_host.definitions.interfaces import detect
 from evaluator_host.evaluation import Bound, Evaluation, Prepared
 from evaluator_host.models import Case, EvaluationResult, Evaluator, EvaluatorCreate, EvaluatorSettings
 from evaluator_host.store import EvaluatorStore, RevisionRecord
@@ -23,9 +22,9 @@ def to_model(record: RevisionRecord) -> Evaluator:
     return Evaluator.model_validate(dataclasses.asdict(record))
 
 
-def prepared_of(record: RevisionRecord) -> Prepared:
+async def prepared_of(record: RevisionRecord, evaluation: Evaluation) -> Prepared:
     """The runnable form of a stored revision."""
-    detected = detect(record.language, record.code)  # cached: one parse per code
+    detected = await evaluation.detect(record.language, record.code)  # remembered: one parse per code
     return Prepared(
         language=record.language,
         code=record.code,
@@ -53,7 +52,7 @@ class Evaluators:
         self._background: set[asyncio.Task[None]] = set()
 
     async def _fields(self, body: EvaluatorCreate) -> dict[str, object]:
-        prepared = self.evaluation.validate(body.language, body.code, body.packages, body.settings)
+        prepared = await self.evaluation.validate(body.language, body.code, body.packages, body.settings)
         await self.evaluation.ensure_runtime(prepared)  # a failing install is a 422 at save time
         return {
             "name": body.name,
@@ -67,7 +66,7 @@ class Evaluators:
         }
 
     def _prewarm(self, record: RevisionRecord) -> None:
-        task = asyncio.ensure_future(self.evaluation.prewarm(prepared_of(record), scope_of(record)))
+        task = asyncio.ensure_future(self._prewarm_now(record))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -110,7 +109,10 @@ class Evaluators:
 
     async def bind(self, record: RevisionRecord) -> Bound:
         """A stored revision, bound: the form calls by id and jobs run."""
-        return await self.evaluation.bind(prepared_of(record), scope_of(record))
+        return await self.evaluation.bind(await prepared_of(record, self.evaluation), scope_of(record))
+
+    async def _prewarm_now(self, record: RevisionRecord) -> None:
+        await self.evaluation.prewarm(await prepared_of(record, self.evaluation), scope_of(record))
 
     async def evaluate(
         self, evaluator_id: str, revision: int | None, cases: Sequence[Case]

@@ -151,6 +151,7 @@ class Services:
             await self.runner.close()
             await self.evaluators.close()
             await self.pool.close()
+            self.evaluation.close()
             self.store.engine.dispose()
         finally:
             with contextlib.suppress(OSError):

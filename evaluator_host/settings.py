@@ -87,7 +87,10 @@ class Settings(BaseSettings):
     sandbox_uid_base: int = Field(200_000, description="First uid for sandboxed workers (when root).")
     pids_max: int = Field(64, description="Processes a worker may have (pids cgroup / RLIMIT_NPROC).")
     tmpfs_mb: int = Field(64, description="Size of each worker's private /tmp.")
-    build_timeout_s: float = Field(900.0, description="Longest a package install may take.")
+    build_timeout_s: float = Field(300.0, gt=0, description="Longest a package install may take (then it fails).")
+    max_concurrent_builds: int = Field(
+        2, ge=1, description="Package installs running at once; later ones queue (on threads of their own)."
+    )
     ca_bundle: Path | None = Field(
         default_factory=default_ca_bundle,
         description="CA bundle given to package installs in build containers (TLS-intercepting proxies).",

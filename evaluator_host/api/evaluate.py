@@ -14,6 +14,6 @@ router = APIRouter(tags=["evaluate"])
 @router.post("/evaluate", response_model=EvaluationResult | BatchResponse)
 async def evaluate(body: EvaluateRequest, services: ServicesDep) -> EvaluationResult | BatchResponse:
     """Evaluate one case, or ``cases`` with an aggregate."""
-    prepared = services.evaluation.validate(body.language, body.code, body.packages, body.settings)
+    prepared = await services.evaluation.validate(body.language, body.code, body.packages, body.settings)
     cases, batch = cases_of(body, services.settings.max_cases)
     return answer(await services.evaluation.evaluate(prepared, cases), batch)

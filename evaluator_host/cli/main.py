@@ -92,7 +92,7 @@ async def _evaluate(args: argparse.Namespace) -> list[EvaluationResult]:
     packages = json.loads(args.packages) if args.packages else None
     services = Services.start_private(Settings())
     try:
-        prepared = services.evaluation.validate(language, path.read_text(), packages, settings)
+        prepared = await services.evaluation.validate(language, path.read_text(), packages, settings)
         return await services.evaluation.evaluate(prepared, _read_cases(args))
     finally:
         await services.close()

@@ -16,13 +16,14 @@ A module must define exactly one of ``evaluate`` / ``main`` at top level.
 from __future__ import annotations
 
 import ast
-import functools
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from evaluator_host.errors import CodeSyntaxError, InterfaceError
 
-__all__ = ["ACCEPTED_SIGNATURES", "Detected", "InterfaceName", "detect", "detect_python"]
+__all__ = ["ACCEPTED_SIGNATURES", "Detected", "InterfaceName", "cached", "detect", "detect_python"]
 
 InterfaceName = Literal["evaluate", "legacy", "main"]
 
@@ -50,13 +51,37 @@ class Detected:
     compiled: str | None = None
 
 
-@functools.lru_cache(maxsize=512)  # one-off evaluations resend the same code on every call
+_CACHE_SIZE = 512
+_cache: OrderedDict[tuple[str, str], Detected] = OrderedDict()  # one-off calls resend the same code
+_cache_lock = threading.Lock()
+
+
+def cached(language: str, code: str) -> Detected | None:
+    """What :func:`detect` answered for this code before, if it is still remembered (no parse)."""
+    with _cache_lock:
+        found = _cache.get((language, code))
+        if found is not None:
+            _cache.move_to_end((language, code))
+        return found
+
+
 def detect(language: str, code: str) -> Detected:
     """Detect the interface of ``code`` with its language's detector (the registry's);
-    raise a :class:`DefinitionError` when not acceptable or the language is unknown."""
+    raise a :class:`DefinitionError` when not acceptable or the language is unknown.
+
+    Blocking (a parse, or a round trip to the JS/TS inspector): the service calls it off the
+    event loop (:meth:`evaluator_host.evaluation.Evaluation.detect`), after :func:`cached`.
+    """
     from evaluator_host import languages
 
-    return languages.get(language).detect(code)
+    found = cached(language, code)
+    if found is None:
+        found = languages.get(language).detect(code)
+        with _cache_lock:
+            _cache[(language, code)] = found
+            if len(_cache) > _CACHE_SIZE:
+                _cache.popitem(last=False)
+    return found
 
 
 def _arity_interface(name: str, positional: int, line: int) -> Detected:

@@ -28,7 +28,7 @@ from evaluator_host.languages import node_executable
 
 __all__ = ["inspect_code"]
 
-_TIMEOUT_S = 10.0
+_TIMEOUT_S = 5.0  # far above any real inspection (linear, milliseconds); a bound for hostile input
 
 
 class _Inspector:

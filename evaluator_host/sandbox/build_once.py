@@ -17,6 +17,7 @@ import json
 import subprocess
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from evaluator_host import languages
@@ -108,12 +109,15 @@ def _as_language(runtime: Runtime, language: str) -> Runtime:
 class BuildOnce:
     """Pins → runtimes, each distinct set built once; subclasses say how to find and build one."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, concurrency: int = 2) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
         self.builds = 0
         self._locks: dict[str, asyncio.Lock] = {}
         self._cache: dict[str, Runtime] = {}
+        # builds run on threads of their own (at most `concurrency` at once, the rest queue): a burst
+        # of slow installs never holds the threads the service's other work (database, engine) uses
+        self._building = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="evh-build")
 
     def runtime_for(self, language: str, pins: dict[str, str]) -> str:
         """The runtime id of ``pins`` (no build)."""
@@ -157,7 +161,8 @@ class BuildOnce:
         lock = self._locks.setdefault(rid, asyncio.Lock())
         async with lock:
             if rid not in self._cache:
-                self._cache[rid] = await asyncio.to_thread(self._ensure_locked, rid, language, pins)
+                loop = asyncio.get_running_loop()
+                self._cache[rid] = await loop.run_in_executor(self._building, self._ensure_locked, rid, language, pins)
         return _as_language(self._cache[rid], language)
 
     def _ensure_locked(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:

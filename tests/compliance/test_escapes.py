@@ -259,3 +259,75 @@ def test_a_frame_written_after_its_call_reaches_no_later_caller(client: Any) -> 
         later = evaluate(client, LATE_FRAME, inputs={"score": score})
         assert later["status"] == "ok" and later["score"] == score, later
     assert_healthy(client)
+
+
+def test_a_huge_js_definition_does_not_freeze_other_tenants(client: Any) -> None:
+    """Regression: ``'import"a";' * 26208`` sent as JavaScript stalled the event loop for 9 s (the
+    inspector ran on it, and the CommonJS rewrite was quadratic), turning other tenants' calls into
+    timeouts. Inspection runs on threads of its own and is linear in the code's size."""
+    import threading
+
+    hostile = 'import"a";' * 26208 + "\nfunction evaluate(inputs, outputs, trace) { return 1 }\n"
+    answers: dict[str, Any] = {}
+
+    def send_hostile() -> None:
+        answers["hostile"] = client.post("/v1/evaluate", json={"language": "javascript", "code": hostile})
+
+    thread = threading.Thread(target=send_hostile)
+    thread.start()
+    others = [
+        evaluate(client, f"def evaluate(inputs, outputs, trace):\n    return {i}\n", settings={"timeout_s": 1})
+        for i in range(5)
+    ]
+    thread.join(120)
+    assert [r["status"] for r in others] == ["ok"] * 5 and [r["score"] for r in others] == [0, 1, 2, 3, 4]
+    hostile_answer = answers["hostile"]
+    assert hostile_answer.status_code == 200, hostile_answer.text  # parsed in full, not given up on
+    assert hostile_answer.json()["status"] == "error"  # the module "a" does not exist: a load error
+    assert_healthy(client)
+
+
+def test_slow_builds_never_hold_up_other_requests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: seven one-off evaluations pinning slow builds held every thread of the shared
+    pool, and another tenant's GET /v1/evaluators took 44 s. Builds run on threads of their own
+    (``max_concurrent_builds`` at once, the rest queued)."""
+    import threading
+
+    from fastapi.testclient import TestClient
+
+    from evaluator_host.api import create_app
+    from evaluator_host.errors import BuildError
+    from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
+    from tests.conftest import make_settings
+
+    gate, entered = threading.Event(), threading.Semaphore(0)
+
+    def slow_build(self: RuntimeBuilder, rid: str, language: str, pins: dict[str, str]) -> Any:
+        entered.release()
+        gate.wait(60)  # an install that takes as long as the test wants
+        raise BuildError("no such package here", runtime_id=rid, output="")
+
+    monkeypatch.setattr(RuntimeBuilder, "build", slow_build)
+    with TestClient(create_app(make_settings(tmp_path, backend="process"))) as client:
+        code = "def evaluate(inputs, outputs, trace):\n    return 1\n"
+        statuses: list[int] = []
+
+        def one(i: int) -> None:
+            body = {"language": "python", "code": code, "packages": {f"slow-package-{i}": "1.0.0"}}
+            statuses.append(client.post("/v1/evaluate", json=body).status_code)
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(7)]
+        for thread in threads:
+            thread.start()
+        for _ in range(2):
+            assert entered.acquire(timeout=30)  # two builds are running, five queue behind them
+        listed: list[int] = []
+        reader = threading.Thread(target=lambda: listed.append(client.get("/v1/evaluators").status_code))
+        reader.start()
+        reader.join(20)  # a liveness bound, far above the milliseconds it takes
+        answered_while_building = list(listed)
+        gate.set()
+        for thread in threads + [reader]:
+            thread.join(60)
+        assert answered_while_building == [200]  # answered while every build was still stuck
+        assert statuses == [422] * 7

@@ -28,7 +28,7 @@ def _run(tmp_path: Path, isolation: Isolation, cases: list[Case], timeout_s: flo
         pool = WorkerPool(ProcessBackend(settings, isolation), settings)
         service = Evaluation(settings, pool, RuntimeBuilder(settings))
         try:
-            prepared = service.validate("python", CODE, None, EvaluatorSettings(timeout_s=timeout_s))
+            prepared = await service.validate("python", CODE, None, EvaluatorSettings(timeout_s=timeout_s))
             return [r.model_dump() for r in await service.evaluate(prepared, cases)]
         finally:
             await pool.close()

@@ -60,7 +60,8 @@ class DockerRuntimeBuilder(BuildOnce):
     """Runtime images: the base image for no packages, one committed image per package set."""
 
     def __init__(self, settings: Settings, engine: Engine) -> None:
-        super().__init__(settings.resolved_cache_dir / "images")  # locks, build logs, last-use marks
+        # locks, build logs, last-use marks
+        super().__init__(settings.resolved_cache_dir / "images", settings.max_concurrent_builds)
         self.settings = settings
         self.engine = engine
         self._base_id: str | None = None

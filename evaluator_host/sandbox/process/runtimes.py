@@ -35,7 +35,7 @@ class RuntimeBuilder(BuildOnce):
     """Process-backend runtimes: ``site/`` directories under ``cache_dir/runtimes``."""
 
     def __init__(self, settings: Settings) -> None:
-        super().__init__(settings.resolved_cache_dir / "runtimes")
+        super().__init__(settings.resolved_cache_dir / "runtimes", settings.max_concurrent_builds)
         self.settings = settings
 
     @functools.cache  # noqa: B019 - one builder per service, a handful of languages
