@@ -8,6 +8,7 @@
     │   ├── InterfaceError         no / both / wrong-arity entrypoints
     │   ├── PackageSpecError       a pin is not an exact, valid pin (names the entry)
     │   ├── LimitError             code too large, settings out of bounds
+    │   │   └── ResponseTooLarge   one call's results past max_response_bytes (use a job)
     │   ├── DatasetError           an uploaded dataset does not parse (names the row / line)
     │   └── FieldMappingError      a job's field_mapping names a column the dataset lacks
     ├── BuildError                 a package set could not be installed (HTTP 422, installer output)
@@ -35,6 +36,7 @@ __all__ = [
     "LimitError",
     "NotFoundError",
     "PackageSpecError",
+    "ResponseTooLarge",
     "SandboxError",
 ]
 
@@ -86,6 +88,12 @@ class LimitError(DefinitionError):
     """A size or settings bound was exceeded at definition time."""
 
     type_name = "LimitError"
+
+
+class ResponseTooLarge(LimitError):
+    """The results of one call would exceed ``max_response_bytes`` (the call was stopped there)."""
+
+    type_name = "ResponseTooLarge"
 
 
 class DatasetError(DefinitionError):

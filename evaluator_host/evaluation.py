@@ -118,21 +118,26 @@ class Bound:
         self.public = runtime.public()  # every result's ``runtime``
         self._pool = pool
 
-    async def run(self, cases: Sequence[dict[str, Any]]) -> list[RawOutcome]:
+    async def run(self, cases: Sequence[dict[str, Any]], max_bytes: int | None = None) -> list[RawOutcome]:
         """The raw outcome of each case (dicts as ``Case.model_dump()``), in order; ``SandboxError``
-        when the infrastructure fails (user failures are outcomes)."""
+        when the infrastructure fails (user failures are outcomes); ``ResponseTooLarge`` when the
+        replies exceed ``max_bytes``."""
         settings = self.prepared.settings
         return await self._pool.run(
-            self.spec, cases, timeout_s=settings.timeout_s, correct_answer_key=settings.correct_answer_key
+            self.spec,
+            cases,
+            timeout_s=settings.timeout_s,
+            correct_answer_key=settings.correct_answer_key,
+            max_bytes=max_bytes,
         )
 
     def result(self, raw: RawOutcome) -> EvaluationResult:
         """One outcome, normalized."""
         return to_result(raw, self.prepared, self.public)
 
-    async def evaluate(self, cases: Sequence[Case]) -> list[EvaluationResult]:
-        """Evaluate ``cases``; one result per case, in order."""
-        return [self.result(raw) for raw in await self.run([case.model_dump() for case in cases])]
+    async def evaluate(self, cases: Sequence[Case], max_bytes: int | None = None) -> list[EvaluationResult]:
+        """Evaluate ``cases``; one result per case, in order (at most ``max_bytes`` of replies in all)."""
+        return [self.result(raw) for raw in await self.run([case.model_dump() for case in cases], max_bytes)]
 
 
 class Evaluation:
@@ -236,4 +241,4 @@ class Evaluation:
         self, prepared: Prepared, cases: Sequence[Case], *, scope: str = ADHOC
     ) -> list[EvaluationResult]:
         """Evaluate ``cases`` (bind, then run); one result per case, in order. User failures are results."""
-        return await (await self.bind(prepared, scope)).evaluate(cases)
+        return await (await self.bind(prepared, scope)).evaluate(cases, self.settings.max_response_bytes)

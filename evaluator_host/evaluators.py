@@ -119,7 +119,7 @@ class Evaluators:
     ) -> tuple[RevisionRecord, list[EvaluationResult]]:
         """Run ``cases`` on a stored revision (``revision`` None: the latest)."""
         record = await asyncio.to_thread(self.store.get, evaluator_id, revision)
-        results = await (await self.bind(record)).evaluate(cases)
+        results = await (await self.bind(record)).evaluate(cases, self.evaluation.settings.max_response_bytes)
         for result in results:
             result.evaluator_id, result.revision = record.id, record.revision
         return record, results

@@ -61,6 +61,19 @@ class Settings(BaseSettings):
     max_cases: int = Field(10_000, description="Most `cases` in one /evaluate call.")
     output_limit_bytes: int = Field(1024 * 1024, description="Cap on stdout+stderr per evaluation.")
     result_limit_bytes: int = Field(1024 * 1024, description="Cap on the returned value's JSON size.")
+    max_response_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1024,
+        description="Cap on what one evaluate call's results add up to (past it: 422 ResponseTooLarge; use a job).",
+    )
+    max_stored_result_bytes: int = Field(
+        64 * 1024,
+        ge=1024,
+        description="A job row's stored result at most (longer stdout/stderr/details are cut, marked truncated).",
+    )
+    max_job_result_bytes: int = Field(
+        1024**3, ge=1024, description="What one job's stored results may add up to (past it the job fails)."
+    )
 
     max_workers: int = Field(8, description="Warm workers kept at most (all runtimes, all evaluators).")
     idle_ttl_s: float = Field(300.0, description="An idle worker is discarded after this long.")

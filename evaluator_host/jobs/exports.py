@@ -41,9 +41,32 @@ CSV_RESULT_COLUMNS = [
 SHARED_FIELDS = frozenset({"interface", "runtime", "evaluator_id", "revision"})
 
 
-def stored_form(result: EvaluationResult) -> str:
-    """A row's result as stored: the JSON of what is not shared with its job (see :data:`SHARED_FIELDS`)."""
-    return result.model_dump_json(exclude=set(SHARED_FIELDS))
+def stored_form(result: EvaluationResult, max_bytes: int | None = None) -> str:
+    """A row's result as stored: the JSON of what is not shared with its job (see :data:`SHARED_FIELDS`).
+
+    With ``max_bytes``, a longer one is cut to fit: stdout and stderr first (``truncated`` set),
+    then ``details`` and the error's traceback; a warning says so.
+    """
+    exclude = set(SHARED_FIELDS)
+    text = result.model_dump_json(exclude=exclude)
+    if max_bytes is None or len(text) <= max_bytes // 4 or len(text.encode()) <= max_bytes:
+        return text
+    keep = max_bytes // 8
+    note = f"this stored result was cut to max_stored_result_bytes={max_bytes}"
+    cut = result.model_copy(
+        update={
+            "stdout": result.stdout[:keep],
+            "stderr": result.stderr[:keep],
+            "truncated": True,
+            "warnings": [w[:keep] for w in result.warnings[:16]] + [note],
+        }
+    )
+    text = cut.model_dump_json(exclude=exclude)
+    if len(text.encode()) <= max_bytes:
+        return text
+    error = cut.error.model_copy(update={"message": cut.error.message[:keep], "traceback": ""}) if cut.error else None
+    cut = cut.model_copy(update={"details": {"truncated": True}, "error": error, "stdout": "", "stderr": ""})
+    return cut.model_dump_json(exclude=exclude)
 
 
 class ResultReader:

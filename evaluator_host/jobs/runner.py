@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluator_host.errors import EvaluatorHostError, SandboxError
+from evaluator_host.errors import EvaluatorHostError, LimitError, SandboxError
 from evaluator_host.evaluation import Bound
 from evaluator_host.evaluators import Evaluators
 from evaluator_host.jobs.exports import stored_form
@@ -63,6 +63,7 @@ class _Live:
     active_s: float  # running time before this run
     started: float = field(default_factory=time.monotonic)
     cancelling: bool = False
+    stored_bytes: int = 0  # result bytes this run of the job has stored (a bound, not a bill)
 
     def active(self) -> float:
         return self.active_s + (time.monotonic() - self.started)
@@ -336,10 +337,17 @@ class JobRunner:
         results = [bound.result(raw) for raw in outcomes]
         runtime_id = bound.runtime.id
         job_id, revision = record.id, record.revision
+        cap = self.settings.max_stored_result_bytes
         rows = [
-            (job_id, idx, result.status, revision, runtime_id, stored_form(result))
+            (job_id, idx, result.status, revision, runtime_id, stored_form(result, cap))
             for (idx, _), result in zip(chunk, results, strict=True)
         ]
+        live.stored_bytes += sum(len(row[-1]) for row in rows)
+        if live.stored_bytes > self.settings.max_job_result_bytes:
+            raise LimitError(
+                f"the job's stored results exceed max_job_result_bytes={self.settings.max_job_result_bytes} "
+                "(EVALUATOR_HOST_MAX_JOB_RESULT_BYTES); rows committed so far are kept"
+            )
         async with self._write:
             if live.cancelling:
                 return

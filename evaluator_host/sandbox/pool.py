@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluator_host.errors import SandboxError
+from evaluator_host.errors import ResponseTooLarge, SandboxError
 from evaluator_host.sandbox.base import RawOutcome, RuntimeKey, SandboxBackend, Worker, WorkerSpec, error_info
 from evaluator_host.sandbox.protocol import FrameReader, FrameTooLarge, encode_frame, read_frame
 from evaluator_host.settings import Settings
@@ -295,14 +295,21 @@ class WorkerPool:
         *,
         timeout_s: float,
         correct_answer_key: str,
+        max_bytes: int | None = None,
     ) -> list[RawOutcome]:
-        """Run ``cases`` on warm workers of ``spec``; one outcome per case, in order."""
+        """Run ``cases`` on warm workers of ``spec``; one outcome per case, in order.
+
+        With ``max_bytes``, the replies of the whole call may add up to that many bytes: past it
+        the call stops (its worker is discarded) with :class:`ResponseTooLarge`, so what one
+        call holds in memory stays bounded whatever the evaluator returns or prints.
+        """
         results: list[RawOutcome | None] = [None] * len(cases)
         pending = list(range(len(cases)))
+        budget = [max_bytes]
         while pending:
             batch, pending = pending[: self.settings.batch_size], pending[self.settings.batch_size :]
             while batch:
-                done = await self._run_batch(spec, cases, batch, timeout_s, correct_answer_key, results)
+                done = await self._run_batch(spec, cases, batch, timeout_s, correct_answer_key, results, budget)
                 batch = batch[done:]
         return [r for r in results if r is not None]
 
@@ -314,6 +321,7 @@ class WorkerPool:
         timeout_s: float,
         correct_answer_key: str,
         results: list[RawOutcome | None],
+        budget: list[int | None],
     ) -> int:
         """Run ``batch`` on one worker; return how many of its rows now have an outcome."""
         slot = await self._acquire(spec)
@@ -338,6 +346,14 @@ class WorkerPool:
                 reply = await frames.next(timeout_s)
                 if reply.get("id") != request or reply.get("index") != done:
                     raise _Foreign(reply)
+                if budget[0] is not None:
+                    budget[0] -= frames.last_size
+                    if budget[0] < 0:
+                        raise ResponseTooLarge(
+                            f"the results of this call exceed max_response_bytes (EVALUATOR_HOST_MAX_RESPONSE_BYTES) "
+                            f"after {index + 1} of {len(cases)} cases; run them as a job (POST /v1/jobs), whose "
+                            "results are stored and read in pages"
+                        )
                 raw = worker.take_raw_output()
                 results[index] = RawOutcome(
                     status=reply.get("status", "invalid_result"),

@@ -49,6 +49,7 @@ class FrameReader:
         self.max_bytes = max_bytes
         self._buf = bytearray()
         self._pos = 0
+        self.last_size = 0  # bytes of the frame :meth:`next` returned last
 
     def pending(self) -> bool:
         """Whether bytes beyond the frames returned so far have arrived."""
@@ -64,6 +65,7 @@ class FrameReader:
                 if size > self.max_bytes:
                     raise FrameTooLarge(f"frame of {size} bytes exceeds {self.max_bytes}")
                 if available >= 4 + size:
+                    self.last_size = 4 + size
                     start = self._pos + 4
                     self._pos = start + size
                     message: dict[str, Any] = json.loads(buf[start : self._pos])

@@ -6,6 +6,7 @@ their own: the real service process, an inherited descriptor, a second evaluator
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -331,3 +332,42 @@ def test_slow_builds_never_hold_up_other_requests(tmp_path: Path, monkeypatch: p
             thread.join(60)
         assert answered_while_building == [200]  # answered while every build was still stuck
         assert statuses == [422] * 7
+
+
+MIB_EACH = "def evaluate(inputs, outputs, trace):\n    return {'score': 1, 'blob': 'x' * (1024 * 1024 - 64)}\n"
+
+
+def test_a_call_whose_results_pile_up_is_refused_not_held(client: Any) -> None:
+    """Regression: 400 cases each returning 1 MiB made a 420 MB response (service RSS ~720 MB). The
+    replies of one call add up to max_response_bytes at most; past it the call is a 422."""
+    body = {"language": "python", "code": MIB_EACH, "cases": [{"outputs": i} for i in range(400)]}
+    answer = client.post("/v1/evaluate", json=body)
+    assert answer.status_code == 422, answer.text[:300]
+    error = answer.json()["error"]
+    assert error["type"] == "ResponseTooLarge" and "MAX_RESPONSE_BYTES" in error["message"]
+    assert_healthy(client)
+
+
+LOUD_ROW = (
+    "import sys\n\ndef evaluate(inputs, outputs, trace):\n    print('o' * (500 * 1024))\n"
+    "    sys.stderr.write('e' * (500 * 1024))\n    return {'score': 1, 'blob': 'x' * (900 * 1024)}\n"
+)
+
+
+def test_a_jobs_stored_rows_are_bounded(client: Any) -> None:
+    """Regression: a 40-row job from a ~1 KB request grew the database by 144.5 MiB (3.6 MiB a row).
+    A stored row is cut to max_stored_result_bytes (64 KiB): stdout/stderr first, then details."""
+    ev = client.post("/v1/evaluators", json={"name": "loud", "language": "python", "code": LOUD_ROW}).json()
+    job = client.post("/v1/jobs", json={"evaluator_id": ev["id"], "rows": [{"i": i} for i in range(40)]}).json()
+    deadline = time.monotonic() + 180
+    while (state := client.get(f"/v1/jobs/{job['id']}").json())["status"] in ("queued", "running"):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert state["status"] == "succeeded" and state["progress"]["done"] == 40, state
+    lines = client.get(f"/v1/jobs/{job['id']}/results", params={"format": "ndjson"}).text.splitlines()
+    assert len(lines) == 40
+    for line in lines:
+        result = json.loads(line)["result"]
+        assert len(json.dumps(result)) < 80 * 1024 and result["truncated"] is True, len(json.dumps(result))
+        assert result["status"] == "ok" and result["score"] == 1.0  # the score survives the cut
+        assert any("max_stored_result_bytes" in w for w in result["warnings"])
