@@ -101,6 +101,11 @@ class Settings(BaseSettings):
     pids_max: int = Field(64, description="Processes a worker may have (pids cgroup / RLIMIT_NPROC).")
     tmpfs_mb: int = Field(64, description="Size of each worker's private /tmp.")
     build_timeout_s: float = Field(300.0, gt=0, description="Longest a package install may take (then it fails).")
+    allow_sdist_builds: bool = Field(
+        False,
+        description="Let pip build packages from source (runs the package's own code at install time; "
+        "off: wheels only). See docs/security.md before turning it on.",
+    )
     max_concurrent_builds: int = Field(
         2, ge=1, description="Package installs running at once; later ones queue (on threads of their own)."
     )

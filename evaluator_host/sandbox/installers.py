@@ -28,7 +28,16 @@ from evaluator_host.sandbox.build_once import (
     trim_install_log,
 )
 
-__all__ = ["LOCK_MARK", "Context", "Install", "Installer", "build_failed", "for_family", "shown"]
+__all__ = [
+    "LOCK_MARK",
+    "Context",
+    "Install",
+    "Installer",
+    "build_failed",
+    "for_family",
+    "installer_environment",
+    "shown",
+]
 
 LOCK_MARK = "----evaluator-host-lock----"
 
@@ -56,8 +65,11 @@ class Install:
 class Installer(Protocol):
     """One package manager's install script and lock reader."""
 
-    def prepare(self, pins: dict[str, str], *, build_dir: str, packages_dir: str, context: Context) -> Install:
-        """The install of ``pins`` into ``packages_dir``, run in ``context``."""
+    def prepare(
+        self, pins: dict[str, str], *, build_dir: str, packages_dir: str, context: Context, sources: bool = False
+    ) -> Install:
+        """The install of ``pins`` into ``packages_dir``, run in ``context``; ``sources`` allows what
+        runs package code at install time (building a Python sdist), off by default."""
 
     def lock(self, text: str) -> list[str]:
         """Every installed package, from what the script printed after :data:`LOCK_MARK`."""
@@ -73,7 +85,9 @@ class Pip:
     """``pip install --target <packages_dir>`` run in-process by the family's interpreter (``tool``);
     the lock listed as ``pip list --format=freeze`` would, without a second interpreter start."""
 
-    def prepare(self, pins: dict[str, str], *, build_dir: str, packages_dir: str, context: Context) -> Install:
+    def prepare(
+        self, pins: dict[str, str], *, build_dir: str, packages_dir: str, context: Context, sources: bool = False
+    ) -> Install:
         """See :class:`Installer`."""
         requirements = f"{build_dir}/requirements.txt"
         argv = [
@@ -81,6 +95,9 @@ class Pip:
             "--no-input",
             "--disable-pip-version-check",
             "--no-warn-script-location",
+            # wheels only: fetching and unpacking a wheel runs no package code; building an sdist
+            # runs the package's own build backend (as the installer's user, with its network)
+            *([] if sources else ["--only-binary=:all:"]),
             *context.options,
             "--target",
             packages_dir,
@@ -119,7 +136,9 @@ class Npm:
     """``npm install --ignore-scripts`` of exactly the pins into ``<packages_dir>/..``; the lock from
     the package-lock.json it writes. The npm cache is a folder of the build, removed afterwards."""
 
-    def prepare(self, pins: dict[str, str], *, build_dir: str, packages_dir: str, context: Context) -> Install:
+    def prepare(
+        self, pins: dict[str, str], *, build_dir: str, packages_dir: str, context: Context, sources: bool = False
+    ) -> Install:
         """See :class:`Installer`."""
         prefix = shlex.quote(str(PurePosixPath(packages_dir).parent))
         build, cache = shlex.quote(build_dir), shlex.quote(f"{context.scratch or build_dir}/.npm-cache")
@@ -170,7 +189,29 @@ def shown(family: Family, pins: dict[str, str]) -> str:
     return ", ".join(family.pin_text(name, version) for name, version in pins.items())
 
 
-def build_failed(family: Family, pins: dict[str, str], rid: str, output: str) -> BuildError:
-    """The error of a failed install: the installer's own words (trimmed to what matters)."""
+_WHEELS_ONLY_HINT = (
+    "\n(package builds from source are off: only wheels are installed, since building an sdist runs the "
+    "package's own code at install time. Pin a version published as a wheel for this platform, or an "
+    "operator may set EVALUATOR_HOST_ALLOW_SDIST_BUILDS=true: see docs/security.md)"
+)
+
+
+def build_failed(family: Family, pins: dict[str, str], rid: str, output: str, sources: bool = True) -> BuildError:
+    """The error of a failed install: the installer's own words (trimmed to what matters), with a
+    hint when only wheels were allowed and none matched."""
     reason = trim_install_log(output.split(LOCK_MARK)[0])
+    if not sources and ("No matching distribution" in reason or "only-binary" in reason):
+        reason += _WHEELS_ONLY_HINT
     return BuildError(f"installing {shown(family, pins)} failed:\n{reason}", runtime_id=rid, output=reason)
+
+
+def installer_environment(environ: dict[str, str]) -> dict[str, str]:
+    """What of the service's environment an install on the host may see: the package managers' own
+    settings and proxies, never the rest (the service's secrets, API keys, database URL)."""
+    keep = ("PATH", "HOME", "LANG", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE")
+    proxies = ("http_proxy", "https_proxy", "no_proxy", "all_proxy")
+    return {
+        k: v
+        for k, v in environ.items()
+        if k in keep or k.startswith(("PIP_", "npm_config_", "NPM_CONFIG_", "LC_")) or k.lower() in proxies
+    }

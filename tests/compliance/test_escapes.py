@@ -371,3 +371,73 @@ def test_a_jobs_stored_rows_are_bounded(client: Any) -> None:
         assert len(json.dumps(result)) < 80 * 1024 and result["truncated"] is True, len(json.dumps(result))
         assert result["status"] == "ok" and result["score"] == 1.0  # the score survives the cut
         assert any("max_stored_result_bytes" in w for w in result["warnings"])
+
+
+EVIL_BACKEND = """
+import os
+def _pwn():
+    with open({canary!r}, "w") as fh:
+        fh.write(f"uid={{os.getuid()}} env={{sorted(os.environ)}}")
+def get_requires_for_build_wheel(config_settings=None):
+    _pwn(); return []
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    _pwn(); raise RuntimeError("pwned")
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    _pwn(); raise RuntimeError("pwned")
+def build_sdist(sdist_directory, config_settings=None):
+    _pwn(); raise RuntimeError("pwned")
+"""
+
+
+def _evil_sdist(folder: Path, canary: Path) -> None:
+    """``evil-1.0.tar.gz``: an sdist whose in-tree build backend writes ``canary`` when pip builds it."""
+    import io
+    import tarfile
+
+    files = {
+        "evil-1.0/pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
+        '[project]\nname = "evil"\nversion = "1.0"\n',
+        "evil-1.0/backend.py": EVIL_BACKEND.format(canary=str(canary)),
+        "evil-1.0/PKG-INFO": "Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n",
+    }
+    with tarfile.open(folder / "evil-1.0.tar.gz", "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_package_pin_never_runs_package_code_at_install(
+    tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a pinned sdist with an in-tree build backend ran at install time as root, with the
+    service's environment, on the host (process backend) or in the build box. Installs take wheels
+    only unless an operator allows source builds: the pin is a clear 422 and the code never runs."""
+    from fastapi.testclient import TestClient
+
+    from evaluator_host.api import create_app
+    from tests.conftest import make_settings
+
+    index = tmp_path / "index"
+    index.mkdir()
+    canary = tmp_path / "canary"
+    _evil_sdist(index, canary)
+    index.chmod(0o755)
+    monkeypatch.setenv("PIP_FIND_LINKS", str(index))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("EVH_TEST_CANARY_SECRET", "do-not-leak")
+    settings = make_settings(tmp_path / "data", backend=backend)
+    with TestClient(create_app(settings)) as client:
+        body = {
+            "language": "python",
+            "packages": {"evil": "1.0"},
+            "code": "def evaluate(inputs, outputs, trace):\n    return 1\n",
+        }
+        answer = client.post("/v1/evaluate", json=body)
+        assert answer.status_code == 422, answer.text
+        error = answer.json()["error"]
+        assert error["type"] == "BuildError" and "ALLOW_SDIST_BUILDS" in error["message"], error
+        assert not canary.exists(), canary.read_text()
+        assert_healthy(client)

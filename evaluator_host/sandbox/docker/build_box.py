@@ -251,7 +251,11 @@ class BuildBoxes:
         :data:`~evaluator_host.sandbox.installers.LOCK_MARK`) and exit code."""
         installer = installers.for_family(family)
         install = installer.prepare(
-            pins, build_dir="/build", packages_dir=family.image_packages_dir, context=installer.in_box()
+            pins,
+            build_dir="/build",
+            packages_dir=family.image_packages_dir,
+            context=installer.in_box(),
+            sources=self.settings.allow_sdist_builds,
         )
         for name, text in install.files.items():
             (box.directory / name).write_text(text)

@@ -146,7 +146,7 @@ class DockerRuntimeBuilder(BuildOnce):
             f"# {shown} (exit {code}, {time.monotonic() - started:.1f} s)\n{output}"
         )
         if runtime is None:
-            raise installers.build_failed(family, pins, rid, output)
+            raise installers.build_failed(family, pins, rid, output, self.settings.allow_sdist_builds)
         return runtime
 
     def _commit(

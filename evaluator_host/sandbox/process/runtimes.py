@@ -77,6 +77,7 @@ class RuntimeBuilder(BuildOnce):
                 build_dir=str(build),
                 packages_dir=str(partial / family.packages_dir),
                 context=installer.on_host(ca_bundle),
+                sources=self.settings.allow_sdist_builds,
             )
             for name, text in install.files.items():
                 (build / name).write_text(text)
@@ -116,11 +117,12 @@ class RuntimeBuilder(BuildOnce):
                 capture_output=True,
                 text=True,
                 timeout=limit,
-                env={**os.environ, **install.environment},
+                env={**installers.installer_environment(dict(os.environ)), **install.environment},
             )
         except subprocess.TimeoutExpired as exc:
             message = f"installing {installers.shown(family, pins)} took longer than {limit:.0f} s"
             raise BuildError(message, runtime_id=rid, output="") from exc
         if proc.returncode != 0 or installers.LOCK_MARK not in proc.stdout:
-            raise installers.build_failed(family, pins, rid, proc.stderr or proc.stdout)
+            sources = self.settings.allow_sdist_builds
+            raise installers.build_failed(family, pins, rid, proc.stderr or proc.stdout, sources)
         return proc.stdout, proc.stdout + proc.stderr
