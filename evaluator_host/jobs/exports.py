@@ -51,21 +51,25 @@ def stored_form(result: EvaluationResult, max_bytes: int | None = None) -> str:
     text = result.model_dump_json(exclude=exclude)
     if max_bytes is None or len(text) <= max_bytes // 4 or len(text.encode()) <= max_bytes:
         return text
-    keep = max_bytes // 8
     note = f"this stored result was cut to max_stored_result_bytes={max_bytes}"
-    cut = result.model_copy(
-        update={
-            "stdout": result.stdout[:keep],
-            "stderr": result.stderr[:keep],
-            "truncated": True,
-            "warnings": [w[:keep] for w in result.warnings[:16]] + [note],
-        }
+    warnings = [w[:1024] for w in result.warnings[:16]] + [note]
+    bare = result.model_copy(update={"stdout": "", "stderr": "", "truncated": True, "warnings": warnings})
+    room = max_bytes - len(bare.model_dump_json(exclude=exclude).encode()) - 64
+    # characters of stdout and stderr: a short one leaves its share to the other; halved again while
+    # multi-byte or escaped text overflows
+    err_keep = min(len(result.stderr), room // 2)
+    out_keep = min(len(result.stdout), room - err_keep)
+    err_keep = min(len(result.stderr), room - out_keep)
+    while out_keep > 0 or err_keep > 0:
+        cut = bare.model_copy(update={"stdout": result.stdout[:out_keep], "stderr": result.stderr[:err_keep]})
+        text = cut.model_dump_json(exclude=exclude)
+        if len(text.encode()) <= max_bytes:
+            return text
+        out_keep, err_keep = out_keep // 2, err_keep // 2
+    error = (
+        bare.error.model_copy(update={"message": bare.error.message[:1024], "traceback": ""}) if bare.error else None
     )
-    text = cut.model_dump_json(exclude=exclude)
-    if len(text.encode()) <= max_bytes:
-        return text
-    error = cut.error.model_copy(update={"message": cut.error.message[:keep], "traceback": ""}) if cut.error else None
-    cut = cut.model_copy(update={"details": {"truncated": True}, "error": error, "stdout": "", "stderr": ""})
+    cut = bare.model_copy(update={"details": {"truncated": True}, "error": error})
     return cut.model_dump_json(exclude=exclude)
 
 

@@ -430,12 +430,13 @@ def _cmdline(pid: int) -> str:
 
 def test_result_pages_are_bounded_in_bytes_and_offsets_in_range(client: TestClient) -> None:
     ev = create_evaluator(client, "def evaluate(inputs, outputs, trace):\n    print('x' * 400_000)\n    return 1\n")
-    job = wait(client, start(client, ev["id"], rows=[{"i": i} for i in range(60)])["id"])
+    # each stored row is cut to max_stored_result_bytes (64 KiB): 300 of them pass a page's 16 MiB
+    job = wait(client, start(client, ev["id"], rows=[{"i": i} for i in range(300)])["id"])
     assert job["status"] == "succeeded"
     page = client.get(f"/v1/jobs/{job['id']}/results", params={"limit": 1000}).json()
-    assert 0 < len(page["data"]) < 60 and page["next_offset"] == len(page["data"])  # ended early: 16 MiB
+    assert 0 < len(page["data"]) < 300 and page["next_offset"] == len(page["data"])  # ended early: 16 MiB
     rest = client.get(f"/v1/jobs/{job['id']}/results", params={"limit": 1000, "offset": page["next_offset"]}).json()
-    assert [r["index"] for r in page["data"] + rest["data"]] == list(range(60)) and rest["next_offset"] is None
+    assert [r["index"] for r in page["data"] + rest["data"]] == list(range(300)) and rest["next_offset"] is None
     assert client.get(f"/v1/jobs/{job['id']}/results", params={"offset": 2**63}).status_code == 422
 
 

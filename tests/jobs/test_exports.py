@@ -249,3 +249,29 @@ def test_csv_in_tiny_blocks_has_the_header_once_and_the_same_content(
     blocks = list(world.reader.csv(world.job(), COLUMNS, ["f1"]))
     assert len(blocks) >= len(ROWS)
     assert csv_rows(world, ["f1"]) == whole and whole[0][0] == "index"
+
+
+BASE = {"interface": "evaluate", "runtime": {"id": "rt", "language": "python", "packages": {}}}
+
+
+@pytest.mark.parametrize("text", ["x", "é", "\u2603", "\n"])
+@pytest.mark.parametrize(("out", "err"), [(100_000, 100_000), (100_000, 10), (0, 100_000)])
+def test_a_stored_result_is_cut_to_its_cap_stdout_and_stderr_first(text: str, out: int, err: int) -> None:
+    result = EvaluationResult(**BASE, status="ok", score=0.5, stdout=text * out, stderr=text * err, details={"k": "v"})
+    stored = stored_form(result, 10_240)
+    assert len(stored.encode()) <= 10_240
+    back = json.loads(stored)
+    assert back["truncated"] is True and back["score"] == 0.5 and back["details"] == {"k": "v"}
+    assert any("max_stored_result_bytes" in w for w in back["warnings"])
+    assert len(back["stdout"]) + len(back["stderr"]) > 1000  # what fits is kept, not thrown away
+
+
+def test_a_stored_result_that_fits_is_stored_whole() -> None:
+    result = EvaluationResult(**BASE, status="ok", score=1.0, stdout="hello\n")
+    assert json.loads(stored_form(result, 10_240))["stdout"] == "hello\n"
+
+
+def test_details_too_large_for_the_cap_are_dropped_last() -> None:
+    result = EvaluationResult(**BASE, status="ok", score=1.0, details={"blob": "x" * 50_000})
+    back = json.loads(stored_form(result, 10_240))
+    assert back["details"] == {"truncated": True} and back["score"] == 1.0
