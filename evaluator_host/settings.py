@@ -117,7 +117,9 @@ class Settings(BaseSettings):
     docker_host: str | None = Field(None, description="Docker engine URL; default: DOCKER_HOST or the local socket.")
     base_image: str = Field("evaluator-host/base-python:latest", description="Image runtimes are built FROM.")
     cpus: float = Field(1.0, description="CPU quota of each container (docker backend).")
-    spare_workers: int = Field(1, description="Pre-started unbound containers kept per runtime (docker backend).")
+    spare_workers: int = Field(
+        1, ge=0, description="Unbound workers kept started per runtime in recent use (every backend; 0: none)."
+    )
     container_user: str = Field("65534:65534", description="uid:gid that user code runs as in containers.")
 
     @field_validator("api_keys", mode="before")

@@ -52,10 +52,14 @@ def _spares(client: TestClient) -> Callable[[RuntimeKey], list[DockerWorker]]:
 
 
 def _containers(owner: str) -> list[dict[str, Any]]:
+    """Inspections of the service's containers (one removed between the listing and its inspection is left out)."""
     client = docker.from_env()
+    found = []
     try:
-        ids = managed_containers(owner)
-        return [client.api.inspect_container(cid) for cid in ids]
+        for cid in managed_containers(owner):
+            with contextlib.suppress(docker.errors.NotFound):
+                found.append(client.api.inspect_container(cid))
+        return found
     finally:
         client.close()
 
