@@ -14,61 +14,20 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "evaluator_host"
 
+TOP = ("evaluator_host.api", "evaluator_host.services", "evaluator_host.cli")  # wiring and surfaces
+PATH = ("evaluator_host.evaluation", "evaluator_host.evaluators", "evaluator_host.jobs")  # the evaluation path
+BELOW = ("evaluator_host.sandbox", "evaluator_host.store")
+
 # layer (a folder or module of the package) -> what it must never import
 FORBIDDEN = {
-    "sandbox": [
-        "evaluator_host.api",
-        "evaluator_host.models",
-        "evaluator_host.definitions",
-        "evaluator_host.evaluation",
-        "evaluator_host.evaluators",
-        "evaluator_host.jobs",
-        "evaluator_host.services",
-        "evaluator_host.cli",
-        "evaluator_host.store",
-    ],
-    "definitions": [
-        "evaluator_host.api",
-        "evaluator_host.sandbox",
-        "evaluator_host.store",
-        "evaluator_host.jobs",
-        "evaluator_host.evaluation",
-        "evaluator_host.services",
-    ],
-    "results": [
-        "evaluator_host.api",
-        "evaluator_host.sandbox",
-        "evaluator_host.store",
-        "evaluator_host.jobs",
-        "evaluator_host.evaluation",
-        "evaluator_host.services",
-        "evaluator_host.definitions",
-    ],
-    "store": [
-        "evaluator_host.api",
-        "evaluator_host.sandbox",
-        "evaluator_host.jobs",
-        "evaluator_host.evaluation",
-        "evaluator_host.services",
-    ],
-    "evaluation.py": [
-        "evaluator_host.api",
-        "evaluator_host.jobs",
-        "evaluator_host.services",
-        "evaluator_host.store",
-        "evaluator_host.evaluators",
-    ],
-    "evaluators.py": ["evaluator_host.api", "evaluator_host.jobs", "evaluator_host.services"],
-    "jobs": ["evaluator_host.api", "evaluator_host.services", "evaluator_host.cli"],
-    "languages.py": [
-        "evaluator_host.api",
-        "evaluator_host.sandbox",
-        "evaluator_host.store",
-        "evaluator_host.jobs",
-        "evaluator_host.evaluation",
-        "evaluator_host.services",
-        "evaluator_host.models",
-    ],
+    "sandbox": [*TOP, *PATH, "evaluator_host.store", "evaluator_host.models", "evaluator_host.definitions"],
+    "definitions": [*TOP, *PATH, *BELOW],
+    "results": [*TOP, *PATH, *BELOW, "evaluator_host.definitions"],
+    "store": [*TOP, *PATH, "evaluator_host.sandbox"],
+    "evaluation.py": [*TOP, "evaluator_host.jobs", "evaluator_host.store", "evaluator_host.evaluators"],
+    "evaluators.py": [*TOP, "evaluator_host.jobs"],
+    "jobs": [*TOP],
+    "languages.py": [*TOP, *PATH, *BELOW, "evaluator_host.models"],
 }
 
 
