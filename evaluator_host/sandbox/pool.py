@@ -10,8 +10,14 @@ Rules:
   not a process or container start; at most ``max_workers`` spares exist in all (the
   least recently used runtime's go first), and a runtime's spares go after ``idle_ttl_s``
   without use;
-* at most ``max_workers`` bound workers exist; when full, the least recently used *idle*
-  worker of another key is evicted, otherwise the caller waits;
+* at most ``max_workers`` bound workers exist; when full, an *idle* worker of another key is
+  evicted — of the key holding the most workers, least recently used first, so one key's burst
+  takes workers from the keys that have many, not the last warm worker of every other key —
+  otherwise the caller waits;
+* a key whose workers are all busy gets another one only when waiting for one of them would
+  take longer than starting one: the pool keeps a running mean of each key's lease time and of
+  a worker's start-and-bind time, so a burst of fast calls queues on the warm workers instead of
+  starting (and evicting) more;
 * a worker is discarded after any timeout, crash, output flood or memory kill, after
   ``max_uses`` evaluations, and after ``idle_ttl_s`` without use;
 * the rows of one call are sent in batches (``batch_size`` per message) to one worker;
@@ -46,6 +52,8 @@ class _Slot:
     spec: WorkerSpec
     uses: int = 0
     last_used: float = field(default_factory=time.monotonic)
+    leased_at: float = 0.0
+    uses_at_lease: int = 0
     load_error: dict[str, Any] | None = None
 
 
@@ -96,6 +104,10 @@ class WorkerPool:
         self._filling: dict[RuntimeKey, int] = {}
         self._spare_used: dict[RuntimeKey, float] = {}
         self._fills: set[asyncio.Task[None]] = set()
+        self._leased: dict[str, int] = {}  # key -> its workers running a batch now
+        self._waiting: dict[str, int] = {}  # key -> callers waiting for one of its workers
+        self._lease_s: dict[str, float] = {}  # key -> running mean of a lease's duration
+        self._start_s: float | None = None  # running mean of starting and binding a worker
 
     # -- spares --------------------------------------------------------------------------
     def warm(self, runtime: RuntimeKey) -> None:
@@ -161,13 +173,31 @@ class WorkerPool:
         spares = sum(len(v) for v in self._spares.values())
         return PoolStats(workers=self._count, idle=idle, started=self._started, spares=spares)
 
-    def _evict_one(self) -> _Slot | None:
-        candidates = [s for slots in self._idle.values() for s in slots]
+    def _evict_one(self, key: str) -> _Slot | None:
+        """An idle worker of another key to make room: of the key holding the most workers, LRU first."""
+        candidates = [s for k, slots in self._idle.items() if k != key for s in slots]
         if not candidates:
             return None
-        victim = min(candidates, key=lambda s: s.last_used)
+
+        def held(k: str) -> int:
+            return len(self._idle.get(k, ())) + self._leased.get(k, 0)
+
+        victim = min(candidates, key=lambda s: (-held(s.spec.key), s.last_used))
         self._idle[victim.spec.key].remove(victim)
         return victim
+
+    def _cheaper_to_wait(self, key: str) -> bool:
+        """Whether one of ``key``'s busy workers is likely free sooner than a new one would start."""
+        leased, lease_s = self._leased.get(key, 0), self._lease_s.get(key)
+        if not leased or lease_s is None or self._start_s is None:
+            return False
+        expected_wait = lease_s * (self._waiting.get(key, 0) + 1) / leased
+        return expected_wait < self._start_s
+
+    def _lease(self, slot: _Slot) -> _Slot:
+        self._leased[slot.spec.key] = self._leased.get(slot.spec.key, 0) + 1
+        slot.leased_at, slot.uses_at_lease = time.monotonic(), slot.uses
+        return slot
 
     async def _acquire(self, spec: WorkerSpec) -> _Slot:
         if self._sweeper is None:
@@ -180,25 +210,35 @@ class WorkerPool:
                 while slots:
                     slot = slots.pop()
                     if not slot.worker.reader.at_eof() and not _chattered(slot.worker):
-                        return slot
+                        return self._lease(slot)
                     # it died (killed from outside, engine restarted) or spoke out of turn while idle: replace it
                     self._count -= 1
                     self._reap(slot.worker)
-                if self._count < self.settings.max_workers:
-                    self._count += 1
-                    victim = None
-                    break
-                victim = self._evict_one()
-                if victim is not None:
-                    break
-                await self._changed.wait()
+                if not self._cheaper_to_wait(spec.key):
+                    if self._count < self.settings.max_workers:
+                        self._count += 1
+                        victim = None
+                        break
+                    victim = self._evict_one(spec.key)
+                    if victim is not None:
+                        break
+                self._waiting[spec.key] = self._waiting.get(spec.key, 0) + 1
+                try:
+                    await self._changed.wait()
+                finally:
+                    self._waiting[spec.key] -= 1
         if victim is not None:
             await victim.worker.kill()
+        started = time.monotonic()
         try:
-            return await self._start(spec)
+            slot = await self._start(spec)
         except BaseException:
             await self._forget()
             raise
+        if slot.load_error is None:
+            took = time.monotonic() - started
+            self._start_s = took if self._start_s is None else 0.8 * self._start_s + 0.2 * took
+        return self._lease(slot)
 
     async def _start(self, spec: WorkerSpec, *, retry: bool = True) -> _Slot:
         """A worker bound to ``spec`` that answered its load: a spare of its runtime, else a new one.
@@ -247,7 +287,14 @@ class WorkerPool:
             self._changed.notify_all()
 
     async def _release(self, slot: _Slot, healthy: bool) -> None:
-        slot.last_used = time.monotonic()
+        slot.last_used = now = time.monotonic()
+        key = slot.spec.key
+        if slot.leased_at:
+            self._leased[key] -= 1
+            took, slot.leased_at = now - slot.leased_at, 0.0
+            if slot.uses > slot.uses_at_lease:  # it ran cases (not a pre-warm): what a wait for it costs
+                mean = self._lease_s.get(key)
+                self._lease_s[key] = took if mean is None else 0.8 * mean + 0.2 * took
         if healthy and slot.uses < self.settings.max_uses and not self._closed:
             async with self._changed:
                 self._idle.setdefault(slot.spec.key, []).append(slot)
@@ -277,6 +324,8 @@ class WorkerPool:
             for worker in [w for w in spares if idle or w.reader.at_eof()]:
                 spares.remove(worker)
                 self._reap(worker)
+        for key in [k for k in self._lease_s if not self._idle.get(k) and not self._leased.get(k)]:
+            del self._lease_s[key]  # what is known of keys with no worker left is forgotten with them
         for slot in expired:
             await slot.worker.kill()
             await self._forget()

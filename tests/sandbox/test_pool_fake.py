@@ -21,7 +21,18 @@ import pytest
 
 from evaluator_host.errors import SandboxError
 from evaluator_host.sandbox.base import RawOutcome, RuntimeKey, WorkerSpec
-from evaluator_host.sandbox.fake import DIE, FLOOD, HANG, MEMORY, OOM, FakeBackend, Handler, LoadHook, Reply
+from evaluator_host.sandbox.fake import (
+    DIE,
+    FLOOD,
+    HANG,
+    MEMORY,
+    OOM,
+    FakeBackend,
+    Handler,
+    LoadHook,
+    Reply,
+    StartHook,
+)
 from evaluator_host.sandbox.pool import WorkerPool
 from evaluator_host.settings import Settings
 
@@ -72,11 +83,11 @@ def ok(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
 
 @asynccontextmanager
 async def pooled(
-    handler: Handler = ok, *, load: LoadHook | None = None, **overrides: Any
+    handler: Handler = ok, *, load: LoadHook | None = None, start: StartHook | None = None, **overrides: Any
 ) -> AsyncIterator[tuple[WorkerPool, FakeBackend]]:
     """A pool on a fake backend (no spares unless asked); closed afterwards."""
     settings = Settings(data_dir=Path("/nonexistent"), **{"spare_workers": 0, **overrides})
-    backend = FakeBackend(handler, load=load)
+    backend = FakeBackend(handler, load=load, start=start)
     pool = WorkerPool(backend, settings)
     try:
         yield pool, backend
@@ -157,6 +168,52 @@ async def test_when_full_the_least_recently_used_idle_worker_of_another_key_is_e
         assert pool.stats().workers == 2
         await run(pool, cases(1, 1), spec("a"))  # a kept its warm worker
         assert backend.started == 3
+
+
+async def slow_start(_runtime: RuntimeKey) -> None:
+    await asyncio.sleep(0.02)  # a start costs about as much as a container start's tenth: still ≫ a fast call
+
+
+@aio
+async def test_a_burst_of_fast_calls_queues_on_the_warm_worker_instead_of_starting_more() -> None:
+    async with pooled(start=slow_start, max_workers=8) as (pool, backend):
+        await run(pool, cases(1), spec("a"))  # the pool learns what a start and a call of "a" cost
+        await run(pool, cases(1), spec("a"))
+        await asyncio.gather(*(run(pool, cases(1, i), spec("a")) for i in range(20)))
+        assert backend.started == 1  # twenty calls, one warm worker: waiting beat starting
+
+
+@aio
+async def test_slow_calls_get_more_workers_when_waiting_would_cost_more_than_a_start() -> None:
+    async def slow(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
+        await asyncio.sleep(0.05)
+        return {"value": 1.0}
+
+    async with pooled(slow, max_workers=8) as (pool, backend):
+        await run(pool, cases(1), spec("a"))
+        await asyncio.gather(*(run(pool, cases(1, i), spec("a")) for i in range(4)))
+        assert backend.started >= 3  # a start (instant here) beats queueing behind a 50 ms call
+
+
+@aio
+async def test_a_burst_of_one_key_evicts_from_the_key_holding_most_not_everyone_s_last_worker() -> None:
+    gate = asyncio.Event()
+
+    async def hold(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
+        if case["inputs"].get("hold"):
+            await gate.wait()
+        return {"value": 1.0}
+
+    async with pooled(hold, max_workers=3) as (pool, backend):
+        held = [{"inputs": {"hold": True}}]
+        both = asyncio.gather(run(pool, held, spec("a")), run(pool, held, spec("a")))  # "a" gets two workers
+        await settle()
+        await run(pool, cases(1), spec("b"))  # "b" gets the third
+        gate.set()
+        await both  # now idle: a, a, b
+        await run(pool, cases(1), spec("c"))  # full: c takes one of a's, not b's only one
+        a1, a2, b, c = backend.workers
+        assert b.alive and (a1.killed or a2.killed) and not (a1.killed and a2.killed)
 
 
 @aio
