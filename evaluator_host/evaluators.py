@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections import OrderedDict
 from collections.abc import Sequence
 
 from evaluator_host.evaluation import Bound, Evaluation, Prepared
@@ -15,6 +16,8 @@ from evaluator_host.models import Case, EvaluationResult, Evaluator, EvaluatorCr
 from evaluator_host.store import EvaluatorStore, RevisionRecord
 
 __all__ = ["Evaluators", "prepared_of", "scope_of", "to_model"]
+
+_REMEMBERED = 1024  # bound revisions kept for calls by id (least recently used go first)
 
 
 def to_model(record: RevisionRecord) -> Evaluator:
@@ -50,6 +53,11 @@ class Evaluators:
         self.store = store
         self.evaluation = evaluation
         self._background: set[asyncio.Task[None]] = set()
+        # Revisions never change, so a revision read and bound once serves every later call by id
+        # without a database read: the latest revision number is known here because every write
+        # of this data dir goes through this process (one service per data dir).
+        self._latest: dict[str, int] = {}
+        self._bound: OrderedDict[tuple[str, int], tuple[RevisionRecord, Bound]] = OrderedDict()
 
     async def _fields(self, body: EvaluatorCreate) -> dict[str, object]:
         prepared = await self.evaluation.validate(body.language, body.code, body.packages, body.settings)
@@ -74,6 +82,7 @@ class Evaluators:
         """Validate, build the runtime, store revision 1, pre-warm a worker."""
         fields = await self._fields(body)
         record = await asyncio.to_thread(self.store.create, **fields)
+        self._latest[record.id] = record.revision
         self._prewarm(record)
         return to_model(record)
 
@@ -82,6 +91,7 @@ class Evaluators:
         await asyncio.to_thread(self.store.get, evaluator_id)  # 404 before any build
         fields = await self._fields(body)
         record = await asyncio.to_thread(self.store.update, evaluator_id, **fields)
+        self._latest[record.id] = record.revision
         self._prewarm(record)
         return to_model(record)
 
@@ -106,10 +116,28 @@ class Evaluators:
     async def delete(self, evaluator_id: str) -> None:
         """Soft-delete."""
         await asyncio.to_thread(self.store.delete, evaluator_id)
+        self._latest.pop(evaluator_id, None)
+        for key in [k for k in self._bound if k[0] == evaluator_id]:
+            del self._bound[key]
 
     async def bind(self, record: RevisionRecord) -> Bound:
         """A stored revision, bound: the form calls by id and jobs run."""
         return await self.evaluation.bind(await prepared_of(record, self.evaluation), scope_of(record))
+
+    async def _revision(self, evaluator_id: str, revision: int | None) -> tuple[RevisionRecord, Bound]:
+        """A revision (``None``: the latest) and its bound form: read and bound once, then remembered."""
+        number = revision if revision is not None else self._latest.get(evaluator_id)
+        if number is not None and (found := self._bound.get((evaluator_id, number))) is not None:
+            self._bound.move_to_end((evaluator_id, number))
+            return found
+        record = await asyncio.to_thread(self.store.get, evaluator_id, revision)  # 404s here
+        if revision is None:
+            self._latest[evaluator_id] = record.revision
+        bound = (record, await self.bind(record))
+        self._bound[(record.id, record.revision)] = bound
+        if len(self._bound) > _REMEMBERED:
+            self._bound.popitem(last=False)
+        return bound
 
     async def _prewarm_now(self, record: RevisionRecord) -> None:
         await self.evaluation.prewarm(await prepared_of(record, self.evaluation), scope_of(record))
@@ -118,8 +146,8 @@ class Evaluators:
         self, evaluator_id: str, revision: int | None, cases: Sequence[Case]
     ) -> tuple[RevisionRecord, list[EvaluationResult]]:
         """Run ``cases`` on a stored revision (``revision`` None: the latest)."""
-        record = await asyncio.to_thread(self.store.get, evaluator_id, revision)
-        results = await (await self.bind(record)).evaluate(cases, self.evaluation.settings.max_response_bytes)
+        record, bound = await self._revision(evaluator_id, revision)
+        results = await bound.evaluate(cases, self.evaluation.settings.max_response_bytes)
         for result in results:
             result.evaluator_id, result.revision = record.id, record.revision
         return record, results

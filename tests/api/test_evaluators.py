@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
@@ -79,3 +80,25 @@ def test_store_survives_a_restart(tmp_path: Path) -> None:
     with TestClient(create_app(settings)) as client:
         assert client.get(f"/v1/evaluators/{ev['id']}").json()["code"] == V1
         assert client.post(f"/v1/evaluators/{ev['id']}/evaluate", json={}).json()["score"] == 0.25
+
+
+def test_calls_by_id_read_a_revision_once_and_see_every_update_and_delete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Revisions are immutable: after the first call by id, calls need no database read; a new
+    revision (PUT) is what the next call runs, and a delete is a 404 at once."""
+    from evaluator_host.store import EvaluatorStore
+
+    reads: list[object] = []
+    original = EvaluatorStore.get
+    monkeypatch.setattr(EvaluatorStore, "get", lambda self, *a: reads.append(a) or original(self, *a))
+    with TestClient(create_app(make_settings(tmp_path, backend="process"))) as client:
+        ev = _create(client)
+        url = f"/v1/evaluators/{ev['id']}/evaluate"
+        assert [client.post(url, json={}).json()["score"] for _ in range(5)] == [0.25] * 5
+        assert len(reads) <= 1
+        assert client.put(f"/v1/evaluators/{ev['id']}", json={"name": "half", "language": "python", "code": V2})
+        assert client.post(url, json={}).json()["score"] == 0.75  # the new latest revision
+        assert client.post(url, json={"revision": 1}).json()["score"] == 0.25  # the old one still runs
+        assert client.delete(f"/v1/evaluators/{ev['id']}").status_code == 204
+        assert client.post(url, json={}).status_code == 404
