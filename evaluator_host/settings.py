@@ -116,7 +116,7 @@ class Settings(BaseSettings):
 
     docker_host: str | None = Field(None, description="Docker engine URL; default: DOCKER_HOST or the local socket.")
     base_image: str = Field("evaluator-host/base-python:latest", description="Image runtimes are built FROM.")
-    cpus: float = Field(1.0, description="CPU quota of each container (docker backend).")
+    cpus: float = Field(1.0, gt=0, description="CPU quota of each worker (a container, or a cpu cgroup).")
     spare_workers: int = Field(
         1, ge=0, description="Unbound workers kept started per runtime in recent use (every backend; 0: none)."
     )

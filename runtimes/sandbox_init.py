@@ -1,6 +1,7 @@
 """Process-backend sandbox bootstrap (stdlib only, runs as the first code in a worker).
 
-Started by the host as ``python -I -S sandbox_init.py CONFIG_JSON`` — inside fresh
+Started by the host as ``python -I -S sandbox_init.py`` with its config as the first frame on
+stdin (never in argv: ``/proc/1/cmdline`` is readable inside the sandbox) — inside fresh
 mount/net/pid/ipc/uts namespaces when the host could create them (``unshare``). It
 sets the sandbox up and then runs the language harness:
 
@@ -321,5 +322,22 @@ def main(config: dict[str, Any]) -> None:
     exec(code, {"__name__": "__main__", "__file__": path, "__builtins__": __builtins__})
 
 
+def _read_config() -> dict[str, Any]:
+    """The config: the first frame on stdin (4-byte big-endian length + JSON), read to its exact end
+    (what follows on stdin is the harness's channel)."""
+
+    def exactly(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = os.read(0, n - len(data))
+            if not chunk:
+                raise SystemExit("no config on stdin")
+            data += chunk
+        return data
+
+    config: dict[str, Any] = json.loads(exactly(int.from_bytes(exactly(4), "big")))
+    return config
+
+
 if __name__ == "__main__":
-    main(json.loads(sys.argv[1]))
+    main(_read_config())

@@ -150,7 +150,9 @@ class ResultReader:
     def csv(self, job: JobRecord, columns: list[str], outputs: list[str]) -> Iterator[bytes]:
         """A CSV: ``index``, the dataset's columns (non-strings as JSON), the result's fields, ``outputs.<name>``."""
         buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
+        # CRLF ends a record (RFC 4180), so the writer quotes any cell holding a CR or LF: a reader that
+        # breaks lines on a bare CR cannot start a new row (a formula cell) inside one
+        writer = csv.writer(buffer, lineterminator="\r\n")
         header = ["index", *columns, *CSV_RESULT_COLUMNS, *(f"outputs.{n}" for n in outputs)]
         writer.writerow([neutralized(c) for c in header])
         for idx, line, stored in self._joined(job, 0, None):

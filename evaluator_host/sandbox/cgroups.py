@@ -10,9 +10,10 @@ worker was killed for memory answers ``memory_limit``, even if the harness itsel
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 
-__all__ = ["limit_memory", "memory_cgroup_of", "oom_kills"]
+__all__ = ["Counter", "cgroup_of", "limit_cpu", "limit_memory", "memory_cgroup_of", "oom_counter", "oom_kills"]
 
 _ROOT = Path("/sys/fs/cgroup")
 
@@ -32,6 +33,66 @@ def limit_memory(cgroup: Path, memory_mb: int) -> None:
         (cgroup / "memory.memsw.limit_in_bytes").write_text(limit)
 
 
+class Counter:
+    """A number read from one kernel file, kept open (one ``pread`` a read: the pool reads a worker's
+    counters after every batch). ``key`` picks a ``key value`` line, ``field`` a field after the
+    ``)`` of a ``/proc/<pid>/stat``; without either the file is the number. Reads 0 when the file
+    is missing or gone."""
+
+    def __init__(self, path: Path | None, key: str | None = None, field: int | None = None) -> None:
+        self.key = key
+        self.field = field
+        self._fd: int | None = None
+        if path is not None:
+            with contextlib.suppress(OSError):
+                self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+
+    def read(self) -> int:
+        if self._fd is None:
+            return 0
+        try:
+            text = os.pread(self._fd, 4096, 0).decode()
+        except OSError:
+            return 0
+        if self.field is not None:
+            fields = text.rsplit(")", 1)[-1].split()
+            return int(fields[self.field]) if len(fields) > self.field else 0
+        if self.key is None:
+            return int(text.strip() or 0) if text.strip().isdigit() else 0
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            if name == self.key:
+                return int(value)
+        return 0
+
+    def close(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+
+
+def limit_cpu(cgroup: Path, cpus: float) -> None:
+    """Cap ``cgroup`` (a fresh directory) at ``cpus`` cores; OSError when refused."""
+    period = 100_000
+    quota = max(1000, int(cpus * period))
+    if (cgroup / "cpu.max").exists():  # v2
+        (cgroup / "cpu.max").write_text(f"{quota} {period}")
+        return
+    (cgroup / "cpu.cfs_period_us").write_text(str(period))
+    (cgroup / "cpu.cfs_quota_us").write_text(str(quota))
+
+
+def oom_counter(cgroup: Path | None) -> Counter:
+    """A :class:`Counter` of the OOM kills in ``cgroup`` (v2 ``memory.events``, v1 ``memory.oom_control``)."""
+    if cgroup is None:
+        return Counter(None)
+    for name in ("memory.events", "memory.oom_control"):
+        if (cgroup / name).exists():
+            return Counter(cgroup / name, "oom_kill")
+    return Counter(None)
+
+
 def oom_kills(cgroup: Path | None) -> int:
     """How many processes of ``cgroup`` the kernel killed for memory so far (0 when unknown)."""
     if cgroup is None:
@@ -48,8 +109,8 @@ def oom_kills(cgroup: Path | None) -> int:
     return 0
 
 
-def memory_cgroup_of(pid: int | None) -> Path | None:
-    """The memory cgroup directory of host process ``pid`` (e.g. a container's init), or None."""
+def cgroup_of(pid: int | None, controller: str, probe: str) -> Path | None:
+    """The ``controller`` cgroup directory (v1, else v2 holding ``probe``) of host process ``pid``, or None."""
     if pid is None:
         return None
     try:
@@ -58,11 +119,16 @@ def memory_cgroup_of(pid: int | None) -> Path | None:
         return None
     for line in lines:
         _, controllers, path = line.split(":", 2)
-        if "memory" in controllers.split(","):
-            found = _ROOT / "memory" / path.lstrip("/")
+        if controller in controllers.split(","):
+            found = _ROOT / controller / path.lstrip("/")
             return found if found.is_dir() else None
     for line in lines:
         if line.startswith("0::"):
             found = _ROOT / line[3:].lstrip("/")
-            return found if (found / "memory.events").exists() else None
+            return found if (found / probe).exists() else None
     return None
+
+
+def memory_cgroup_of(pid: int | None) -> Path | None:
+    """The memory cgroup directory of host process ``pid`` (e.g. a container's init), or None."""
+    return cgroup_of(pid, "memory", "memory.events")

@@ -28,8 +28,10 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
-import secrets
+import os
+import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -96,7 +98,10 @@ class WorkerPool:
         self._idle: dict[str, list[_Slot]] = {}
         self._count = 0
         self._started = 0
-        self._changed = asyncio.Condition()
+        # callers waiting for a worker of their key, oldest first: a released worker is handed to the
+        # first of them directly (no broadcast: with hundreds waiting, waking them all per release
+        # would cost more than the evaluations); None wakes one to look again (room was made)
+        self._waiters: dict[str, collections.deque[asyncio.Future[_Slot | None]]] = {}
         self._sweeper: asyncio.Task[None] | None = None
         self._reapers: set[asyncio.Future[Any]] = set()
         self._closed = False
@@ -104,6 +109,7 @@ class WorkerPool:
         self._filling: dict[RuntimeKey, int] = {}
         self._spare_used: dict[RuntimeKey, float] = {}
         self._fills: set[asyncio.Task[None]] = set()
+        self._ids = random.Random(os.urandom(16))  # request ids: unpredictable to a sandbox, cheap here
         self._leased: dict[str, int] = {}  # key -> its workers running a batch now
         self._waiting: dict[str, int] = {}  # key -> callers waiting for one of its workers
         self._lease_s: dict[str, float] = {}  # key -> running mean of a lease's duration
@@ -173,16 +179,21 @@ class WorkerPool:
         spares = sum(len(v) for v in self._spares.values())
         return PoolStats(workers=self._count, idle=idle, started=self._started, spares=spares)
 
+    def _held(self, key: str) -> int:
+        return len(self._idle.get(key, ())) + self._leased.get(key, 0)
+
     def _evict_one(self, key: str) -> _Slot | None:
-        """An idle worker of another key to make room: of the key holding the most workers, LRU first."""
-        candidates = [s for k, slots in self._idle.items() if k != key for s in slots]
+        """An idle worker of another key to make room for ``key``: of the key holding the most workers,
+        least recently used first. A key that holds workers already only takes from a key holding at
+        least two more (so keys never trade workers back and forth); one that holds none may take
+        any idle worker (so it never starves)."""
+        mine = self._held(key)
+        candidates = [
+            s for k, slots in self._idle.items() if k != key and (mine == 0 or self._held(k) >= mine + 2) for s in slots
+        ]
         if not candidates:
             return None
-
-        def held(k: str) -> int:
-            return len(self._idle.get(k, ())) + self._leased.get(k, 0)
-
-        victim = min(candidates, key=lambda s: (-held(s.spec.key), s.last_used))
+        victim = min(candidates, key=lambda s: (-self._held(s.spec.key), s.last_used))
         self._idle[victim.spec.key].remove(victim)
         return victim
 
@@ -199,46 +210,83 @@ class WorkerPool:
         slot.leased_at, slot.uses_at_lease = time.monotonic(), slot.uses
         return slot
 
+    def _take_idle(self, key: str) -> _Slot | None:
+        slots = self._idle.get(key)
+        while slots:
+            slot = slots.pop()
+            if not slot.worker.reader.at_eof() and not _chattered(slot.worker):
+                return slot
+            # it died (killed from outside, engine restarted) or spoke out of turn while idle: replace it
+            self._count -= 1
+            self._reap(slot.worker)
+        return None
+
     async def _acquire(self, spec: WorkerSpec) -> _Slot:
         if self._sweeper is None:
             self._sweeper = asyncio.ensure_future(self._sweep())
-        async with self._changed:
-            while True:
-                if self._closed:
-                    raise SandboxError("the service is shutting down")
-                slots = self._idle.get(spec.key)
-                while slots:
-                    slot = slots.pop()
-                    if not slot.worker.reader.at_eof() and not _chattered(slot.worker):
-                        return self._lease(slot)
-                    # it died (killed from outside, engine restarted) or spoke out of turn while idle: replace it
-                    self._count -= 1
-                    self._reap(slot.worker)
-                if not self._cheaper_to_wait(spec.key):
-                    if self._count < self.settings.max_workers:
-                        self._count += 1
-                        victim = None
-                        break
-                    victim = self._evict_one(spec.key)
-                    if victim is not None:
-                        break
-                self._waiting[spec.key] = self._waiting.get(spec.key, 0) + 1
-                try:
-                    await self._changed.wait()
-                finally:
-                    self._waiting[spec.key] -= 1
+        key = spec.key
+        while True:
+            if self._closed:
+                raise SandboxError("the service is shutting down")
+            slot = self._take_idle(key)
+            if slot is not None:
+                return self._lease(slot)
+            if not self._cheaper_to_wait(key):
+                if self._count < self.settings.max_workers:
+                    self._count += 1
+                    return await self._start_leased(spec, None)
+                victim = self._evict_one(key)
+                if victim is not None:
+                    return await self._start_leased(spec, victim)
+            waiter: asyncio.Future[_Slot | None] = asyncio.get_running_loop().create_future()
+            queue = self._waiters.setdefault(key, collections.deque())
+            queue.append(waiter)
+            self._waiting[key] = self._waiting.get(key, 0) + 1
+            try:
+                handed = await waiter
+            except BaseException:
+                if waiter.done() and not waiter.cancelled() and (given := waiter.result()) is not None:
+                    await self._release(given, healthy=True)  # handed over as we were cancelled: pass it on
+                raise
+            finally:
+                self._waiting[key] -= 1  # a cancelled waiter left in the queue is skipped when reached
+            if handed is not None:
+                return handed
+
+    async def _start_leased(self, spec: WorkerSpec, victim: _Slot | None) -> _Slot:
+        """Start a worker for ``spec`` in a place already counted (``victim`` gives its place up)."""
         if victim is not None:
             await victim.worker.kill()
         started = time.monotonic()
         try:
             slot = await self._start(spec)
         except BaseException:
-            await self._forget()
+            self._forget()
             raise
         if slot.load_error is None:
             took = time.monotonic() - started
             self._start_s = took if self._start_s is None else 0.8 * self._start_s + 0.2 * took
         return self._lease(slot)
+
+    def _hand_over(self, slot: _Slot) -> bool:
+        """Give a released worker to the oldest caller waiting for its key; False when none waits."""
+        queue = self._waiters.get(slot.spec.key)
+        while queue:
+            waiter = queue.popleft()
+            if not waiter.done():
+                waiter.set_result(self._lease(slot))
+                return True
+        return False
+
+    def _wake_one_per_key(self) -> None:
+        """Room was made (a worker went away, or one went idle that another key may take over):
+        the oldest waiter of every key looks again."""
+        for queue in self._waiters.values():
+            while queue:
+                waiter = queue.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
+                    break
 
     async def _start(self, spec: WorkerSpec, *, retry: bool = True) -> _Slot:
         """A worker bound to ``spec`` that answered its load: a spare of its runtime, else a new one.
@@ -281,10 +329,9 @@ class WorkerPool:
             raise
         return _Slot(worker, spec, load_error=ready.get("load_error"))
 
-    async def _forget(self) -> None:
-        async with self._changed:
-            self._count -= 1
-            self._changed.notify_all()
+    def _forget(self) -> None:
+        self._count -= 1
+        self._wake_one_per_key()
 
     async def _release(self, slot: _Slot, healthy: bool) -> None:
         slot.last_used = now = time.monotonic()
@@ -296,12 +343,12 @@ class WorkerPool:
                 mean = self._lease_s.get(key)
                 self._lease_s[key] = took if mean is None else 0.8 * mean + 0.2 * took
         if healthy and slot.uses < self.settings.max_uses and not self._closed:
-            async with self._changed:
-                self._idle.setdefault(slot.spec.key, []).append(slot)
-                self._changed.notify_all()
+            if not self._hand_over(slot):
+                self._idle.setdefault(key, []).append(slot)
+                self._wake_one_per_key()  # another key may take it over
             return
         await slot.worker.kill()
-        await self._forget()
+        self._forget()
 
     async def _sweep(self) -> None:
         while not self._closed:
@@ -314,11 +361,10 @@ class WorkerPool:
         (default: ``time.monotonic()``), and spares that died while they waited."""
         now = time.monotonic() if now is None else now
         expired: list[_Slot] = []
-        async with self._changed:
-            for slots in self._idle.values():
-                for slot in [s for s in slots if now - s.last_used > self.settings.idle_ttl_s]:
-                    slots.remove(slot)
-                    expired.append(slot)
+        for slots in self._idle.values():
+            for slot in [s for s in slots if now - s.last_used > self.settings.idle_ttl_s]:
+                slots.remove(slot)
+                expired.append(slot)
         for runtime, spares in self._spares.items():
             idle = now - self._spare_used.get(runtime, 0.0) > self.settings.idle_ttl_s
             for worker in [w for w in spares if idle or w.reader.at_eof()]:
@@ -328,7 +374,7 @@ class WorkerPool:
             del self._lease_s[key]  # what is known of keys with no worker left is forgotten with them
         for slot in expired:
             await slot.worker.kill()
-            await self._forget()
+            self._forget()
 
     async def prewarm(self, spec: WorkerSpec) -> None:
         """Start a worker for ``spec`` ahead of its first evaluation (best effort)."""
@@ -385,7 +431,7 @@ class WorkerPool:
         done = 0
         healthy = False  # only a batch that finished cleanly leaves the worker reusable
         oom_before = worker.oom_kills()
-        request = secrets.token_hex(8)  # every reply must carry it, with its index in the batch
+        request = f"{self._ids.getrandbits(64):016x}"  # every reply must carry it, with its index in the batch
         try:
             run = {"op": "run", "id": request, "correct_answer_key": correct_answer_key}
             worker.writer.write(encode_frame({**run, "cases": [cases[i] for i in batch]}))
@@ -486,10 +532,12 @@ class WorkerPool:
         # spare starts may be in an engine thread a cancel would not stop: let them finish
         # (a start that finishes after close kills its own worker)
         await asyncio.gather(*self._fills, return_exceptions=True)
-        async with self._changed:
-            slots = [s for v in self._idle.values() for s in v]
-            self._idle.clear()
-            self._changed.notify_all()
+        slots = [s for v in self._idle.values() for s in v]
+        self._idle.clear()
+        for queue in self._waiters.values():  # every waiter looks again, sees the pool closed, and leaves
+            for waiter in queue:
+                if not waiter.done():
+                    waiter.set_result(None)
         spares = [w for ws in self._spares.values() for w in ws]
         self._spares.clear()
         await asyncio.gather(*(w.kill() for w in [*spares, *(s.worker for s in slots)]), return_exceptions=True)

@@ -17,6 +17,9 @@ import contextlib
 import os
 import signal
 import time
+from pathlib import Path
+
+from evaluator_host.sandbox.cgroups import Counter
 
 __all__ = ["StrayReaper", "children"]
 
@@ -55,11 +58,18 @@ def _alive(pid: int) -> bool:
 
 
 class StrayReaper:
-    """Kills what runs in a worker's namespace besides its init and harness (host pids)."""
+    """Kills what runs in a worker's namespace besides its init and harness (host pids).
 
-    def __init__(self, init_pid: int | None) -> None:
+    With ``pids`` (the worker's ``pids.current``: every task of its processes), the common case
+    costs two reads, not a walk of ``/proc``: when the tasks are exactly the init's one and the
+    harness's threads, nothing else runs.
+    """
+
+    def __init__(self, init_pid: int | None, pids: Counter | None = None) -> None:
         self.init_pid = init_pid if init_pid and _stat(init_pid) is not None else None
         self._harness: int | None = None
+        self._pids = pids
+        self._harness_stat: Counter | None = None  # /proc/<harness>/stat, kept open
 
     def strays(self) -> list[int]:
         """Host pids of the live processes under the init other than the harness (its oldest child)."""
@@ -84,6 +94,15 @@ class StrayReaper:
     async def reap(self) -> bool:
         """Kill every stray and wait until they are gone; False when some outlived the wait
         (the caller then discards the worker) or could not be signalled."""
+        if self.init_pid is None:
+            return True
+        if self._pids is not None and self._harness is not None:
+            if self._harness_stat is None:
+                self._harness_stat = Counter(Path(f"/proc/{self._harness}/stat"), field=17)
+            tasks = self._pids.read()
+            threads = self._harness_stat.read()
+            if tasks and threads and tasks <= 1 + threads:  # the init and the harness's threads: nothing else
+                return True
         pids = self.strays()
         if not pids:
             return True

@@ -332,14 +332,26 @@ def _kill_workers(backend: str, data_dir: Path) -> int:
         finally:
             engine.close()
     killed = 0
-    for pid in list(_descendants(os.getpid())):
+    for pid in _worker_tops(data_dir):  # a worker's whole pid namespace dies with its top process
         try:
-            if str(data_dir) in Path(f"/proc/{pid}/cmdline").read_text():
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
         except OSError:
             pass
     return killed
+
+
+def _worker_tops(data_dir: Path) -> list[int]:
+    """The top process of every process-backend worker of the service on ``data_dir`` (its working
+    directory is the worker's folder under the data dir; the config is not on any command line)."""
+    tops = []
+    for pid in _descendants(os.getpid()):
+        try:
+            if os.readlink(f"/proc/{pid}/cwd").startswith(str(data_dir / "run")):
+                tops.append(pid)
+        except OSError:
+            pass
+    return tops
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -415,17 +427,10 @@ def test_cancel_while_workers_load_leaks_none(tmp_path: Path) -> None:
         assert client.post(f"/v1/jobs/{job['id']}/cancel").json()["status"] == "cancelled"
         time.sleep(0.5)
         workers = client.get("/healthz").json()["workers"]
-        alive = [p for p in _descendants(os.getpid()) if str(data_dir) in _cmdline(p)]
+        alive = [p for top in _worker_tops(data_dir) for p in [top, *_descendants(top)]]
         counted = workers["total"] + workers["spares"]
         assert len(alive) <= 3 * counted, (alive, workers)  # (unshare + init + harness) per counted worker
         assert_healthy(client)
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_text()
-    except OSError:
-        return ""
 
 
 def test_result_pages_are_bounded_in_bytes_and_offsets_in_range(client: TestClient) -> None:
@@ -459,3 +464,18 @@ def test_csv_export_neutralizes_formulas(client: TestClient) -> None:
     assert table[1]["error_message"].startswith("'=HYPERLINK(")
     assert table[0]["score"] == "-0.5"  # a number, not text
     assert not any(cell.startswith(("=", "+", "@", "\t", "\r")) for r in table for cell in r.values())
+
+
+def test_a_carriage_return_inside_a_cell_cannot_start_a_formula_row(client: TestClient) -> None:
+    """Regression (found by the attack pass): a CR inside a cell was written unquoted, so a reader
+    breaking lines on CR started a new row whose first cell was a formula. Records end in CRLF and
+    any cell holding a CR or LF is quoted."""
+    code = "def evaluate(inputs, outputs, trace):\n    raise ValueError(inputs['q'])\n"
+    ev = create_evaluator(client, code)
+    job = start(client, ev["id"], rows=[{"q": "harmless\r=cmd|' /C calc'!A0"}])
+    wait(client, job["id"])
+    text = client.get(f"/v1/jobs/{job['id']}/results", params={"format": "csv"}).text
+    for newline in (None, ""):  # universal newlines (CR breaks lines) and csv's own
+        rows = list(csv.reader(io.StringIO(text, newline=newline)))
+        assert len(rows) == 2, rows  # the header and one record
+        assert not any(cell.startswith(("=", "+", "-", "@")) for row in rows for cell in row)

@@ -441,3 +441,38 @@ def test_a_package_pin_never_runs_package_code_at_install(
         assert error["type"] == "BuildError" and "ALLOW_SDIST_BUILDS" in error["message"], error
         assert not canary.exists(), canary.read_text()
         assert_healthy(client)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="uids of their own need root")
+def test_two_services_on_one_machine_never_give_live_workers_the_same_uid(tmp_path: Path) -> None:
+    """Found by the attack pass: two process-backend services both handed out uids from
+    sandbox_uid_base, so their live workers shared a uid (and its process limit). A uid is
+    claimed machine-wide while a worker of any service holds it."""
+    from fastapi.testclient import TestClient
+
+    from evaluator_host.api import create_app
+    from tests.conftest import make_settings
+
+    code = "import os\n\ndef evaluate(inputs, outputs, trace):\n    return {'score': 1, 'uid': os.getuid()}\n"
+    with (
+        TestClient(create_app(make_settings(tmp_path / "a", backend="process"))) as a,
+        TestClient(create_app(make_settings(tmp_path / "b", backend="process"))) as b,
+    ):
+        uids_a = {evaluate(a, code + f"# {i}\n")["details"]["uid"] for i in range(3)}
+        uids_b = {evaluate(b, code + f"# {i}\n")["details"]["uid"] for i in range(3)}
+        assert uids_a and uids_b and not uids_a & uids_b, (uids_a, uids_b)
+
+
+def test_the_sandbox_config_is_not_in_any_command_line(client: Any, data_dir: Path) -> None:
+    """Found by the attack pass: /proc/1/cmdline showed the init's whole config (data dir and
+    repository paths, binds, uid). The config reaches the bootstrap on stdin instead."""
+    code = (
+        "import os\n\ndef evaluate(inputs, outputs, trace):\n    seen = []\n"
+        "    for p in os.listdir('/proc'):\n        if p.isdigit():\n            try:\n"
+        "                seen.append(open(f'/proc/{p}/cmdline', 'rb').read().decode(errors='replace'))\n"
+        "            except OSError:\n                pass\n    return {'score': 1, 'cmdlines': seen}\n"
+    )
+    result = evaluate(client, code)
+    assert result["status"] == "ok", result
+    cmdlines = "\n".join(result["details"]["cmdlines"])
+    assert str(data_dir) not in cmdlines and "cgroup" not in cmdlines, cmdlines[:500]

@@ -37,7 +37,7 @@ from evaluator_host import languages
 from evaluator_host.errors import SandboxError
 from evaluator_host.languages import RUNTIMES_DIR
 from evaluator_host.sandbox.base import SANDBOX_ENV, ExitInfo, RawOutput, RuntimeKey, memory_exhausted
-from evaluator_host.sandbox.cgroups import memory_cgroup_of, oom_kills
+from evaluator_host.sandbox.cgroups import Counter, cgroup_of, memory_cgroup_of, oom_counter
 from evaluator_host.sandbox.docker.engine import NAME_PREFIX, Engine, NotFound
 from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
 from evaluator_host.sandbox.strays import StrayReaper
@@ -72,8 +72,10 @@ class DockerWorker:
         self._eof = asyncio.Event()
         self._exit: ExitInfo | None = None
         self._kill_lock = asyncio.Lock()
-        self._reaper = StrayReaper(init_pid)  # docker's --init, seen from the host (a local engine)
-        self._memory_cgroup = memory_cgroup_of(init_pid)
+        pids = cgroup_of(init_pid, "pids", "pids.current")
+        self._pids = Counter(pids / "pids.current" if pids else None)
+        self._reaper = StrayReaper(init_pid, self._pids)  # docker's --init, seen from the host (a local engine)
+        self._oom = oom_counter(memory_cgroup_of(init_pid))
         self._demux = asyncio.ensure_future(self._pump(raw))
 
     @property
@@ -113,7 +115,7 @@ class DockerWorker:
 
     def oom_kills(self) -> int:
         """Processes of the container the kernel killed for memory (its memory cgroup, local engines)."""
-        return oom_kills(self._memory_cgroup)
+        return self._oom.read()
 
     async def reap_strays(self) -> bool:
         """Kill what user code left running in the container, from the host (a local engine only:
@@ -136,6 +138,8 @@ class DockerWorker:
                 if not exited:
                     self._hang_up()
                 code, oom = await self._backend.remove(self.container_id, inspect=exited)
+                self._oom.close()
+                self._pids.close()
                 tail = self.raw.tail
                 self._exit = ExitInfo(returncode=code, oom_killed=oom or memory_exhausted(tail), raw_output=tail)
                 with contextlib.suppress(Exception):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -24,15 +25,17 @@ from evaluator_host.errors import SandboxError
 from evaluator_host.languages import RUNTIMES_DIR
 from evaluator_host.sandbox import strays
 from evaluator_host.sandbox.base import SANDBOX_ENV, ExitInfo, RawOutput, RuntimeKey, memory_exhausted
-from evaluator_host.sandbox.cgroups import limit_memory, oom_kills
+from evaluator_host.sandbox.cgroups import Counter, limit_cpu, limit_memory, oom_counter
 from evaluator_host.sandbox.process.isolation import Isolation, probe
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
+from evaluator_host.sandbox.protocol import encode_frame
 from evaluator_host.sandbox.strays import StrayReaper
 from evaluator_host.settings import Settings
 
 __all__ = ["ProcessBackend", "ProcessWorker"]
 
 _BOOTSTRAP = RUNTIMES_DIR / "sandbox_init.py"
+_UID_CLAIMS = Path("/run/evaluator-host/uids")  # one lock file per sandbox uid in use, machine-wide
 _CPU_SECONDS = 3600  # a backstop per worker lifetime; the wall timeout is the real bound
 
 
@@ -60,6 +63,9 @@ class ProcessWorker:
         self._raw = RawOutput()
         self._namespaced = namespaced  # then `proc` is `unshare`, whose one child is the namespace's init
         self._reaper: StrayReaper | None = None
+        self._oom = oom_counter(memory_cgroup)
+        pids = next((c / "pids.current" for c in cgroups if (c / "pids.current").exists()), None)
+        self._pids = Counter(pids)
         self._exit: ExitInfo | None = None
         self._drain = asyncio.ensure_future(self._drain_stderr(proc.stderr))
 
@@ -75,12 +81,12 @@ class ProcessWorker:
             return True  # no namespace of its own: only the harness's own reaping (see security.md)
         if self._reaper is None or self._reaper.init_pid is None:
             inits = strays.children(self.proc.pid)
-            self._reaper = StrayReaper(inits[0] if inits else None)
+            self._reaper = StrayReaper(inits[0] if inits else None, self._pids)
         return await self._reaper.reap()
 
     def oom_kills(self) -> int:
         """Processes of this worker the kernel killed for memory so far (its memory cgroup's count)."""
-        return oom_kills(self._memory_cgroup)
+        return self._oom.read()
 
     def set_output_limit(self, limit: int) -> None:
         """Cap the raw output kept per evaluation (set when the worker is bound)."""
@@ -111,6 +117,8 @@ class ProcessWorker:
             self.writer.close()
         tail = self._raw.tail
         oom = memory_exhausted(tail) or self.oom_kills() > 0
+        self._oom.close()
+        self._pids.close()
         self._exit = ExitInfo(returncode=code, oom_killed=oom, raw_output=tail)
         shutil.rmtree(self._workdir, ignore_errors=True)
         gone = not self._cgroups
@@ -155,12 +163,13 @@ class ProcessBackend:
             "uid_drop": iso.uid_drop,
             "pids_cgroup": iso.pids_cgroup is not None,
             "memory_cgroup": iso.memory_cgroup is not None,
+            "cpu_cgroup": iso.cpu_cgroup is not None,
             "network": "none (fresh net namespace)" if iso.mode != "rlimits" else "host (not isolated)",
         }
 
     def _sweep_cgroups(self) -> None:
         """Remove empty worker cgroups a crashed service left (ones still in use refuse rmdir)."""
-        for base in (self._isolation.pids_cgroup, self._isolation.memory_cgroup):
+        for base in (self._isolation.pids_cgroup, self._isolation.memory_cgroup, self._isolation.cpu_cgroup):
             for child in base.iterdir() if base is not None else ():
                 if child.is_dir():
                     with contextlib.suppress(OSError):
@@ -173,6 +182,7 @@ class ProcessBackend:
         for base, limit in (
             (self._isolation.pids_cgroup, lambda d: (d / "pids.max").write_text(str(self.settings.pids_max))),
             (self._isolation.memory_cgroup, lambda d: limit_memory(d, memory_mb)),
+            (self._isolation.cpu_cgroup, lambda d: limit_cpu(d, self.settings.cpus)),
         ):
             if base is None:
                 continue
@@ -252,19 +262,19 @@ class ProcessBackend:
         """Start an unbound harness for ``runtime`` in a fresh sandbox."""
         if self._closed:
             raise SandboxError("the service is shutting down")
-        if not self._free_slots:
-            raise SandboxError("no free sandbox slots", retry_after_s=1)
-        slot = self._free_slots.popleft()
+        slot, claim = self._claim_slot()
         name = f"w-{uuid.uuid4().hex[:12]}"
         root = self._run_dir / name
         root.mkdir(mode=0o700)
         cgroups, memory_cgroup = self._make_cgroups(name, runtime.memory_mb)
         config = self._config(runtime, root, slot, cgroups)
         python = self.settings.python_executable
-        argv = [*self._isolation.unshare_argv, python, "-I", "-S", str(_BOOTSTRAP), json.dumps(config)]
+        # the config goes in as the first frame on stdin, not in argv: /proc/<pid>/cmdline is readable
+        # inside the sandbox, and the config names host paths
+        argv = [*self._isolation.unshare_argv, python, "-I", "-S", str(_BOOTSTRAP)]
 
         def release() -> None:
-            self._free_slots.append(slot)
+            self._release_slot(slot, claim)
             self._workers.discard(worker)
 
         try:
@@ -279,15 +289,42 @@ class ProcessBackend:
                 limit=1 << 20,
             )
         except OSError as exc:
-            self._free_slots.append(slot)
+            self._release_slot(slot, claim)
             for path in (root, *cgroups):
                 with contextlib.suppress(OSError):
                     path.rmdir()
             raise SandboxError(f"cannot start a worker: {exc}") from exc
+        assert proc.stdin is not None
+        proc.stdin.write(encode_frame(config))
         namespaced = self._isolation.mode != "rlimits"
         worker = ProcessWorker(proc, root, cgroups, release, namespaced, memory_cgroup)
         self._workers.add(worker)
         return worker
+
+    def _claim_slot(self) -> tuple[int, int | None]:
+        """A free uid slot, claimed host-wide (a lock file per uid) when workers get uids of their own:
+        two services on one machine never hand the same uid to live workers. Returns the slot and the
+        claim's descriptor (kept until the slot's last process is gone)."""
+        for _ in range(len(self._free_slots)):
+            slot = self._free_slots.popleft()
+            if not self._isolation.uid_drop:
+                return slot, None
+            _UID_CLAIMS.mkdir(mode=0o700, parents=True, exist_ok=True)
+            uid = self.settings.sandbox_uid_base + slot
+            fd = os.open(_UID_CLAIMS / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # another service's live worker has it
+                os.close(fd)
+                self._free_slots.append(slot)
+                continue
+            return slot, fd
+        raise SandboxError("no free sandbox uid", retry_after_s=1)
+
+    def _release_slot(self, slot: int, claim: int | None) -> None:
+        if claim is not None:
+            os.close(claim)
+        self._free_slots.append(slot)
 
     async def close(self) -> None:
         """Kill every worker this backend started; start no more."""

@@ -33,6 +33,7 @@ class Isolation:
     uid_drop: bool
     pids_cgroup: Path | None
     memory_cgroup: Path | None = None
+    cpu_cgroup: Path | None = None
 
     @property
     def summary(self) -> str:
@@ -47,6 +48,8 @@ class Isolation:
             parts.append("pids cgroup")
         if self.memory_cgroup:
             parts.append("memory cgroup (the whole worker, no swap)")
+        if self.cpu_cgroup:
+            parts.append("cpu cgroup (the cpus setting)")
         parts.append("rlimits(AS,CPU," + ("NPROC," if self.uid_drop else "") + "FSIZE,NOFILE,CORE)")
         parts += ["no_new_privs", "scrubbed env"]
         if os.uname().machine == "x86_64":
@@ -98,7 +101,8 @@ def probe() -> Isolation:
     if unshare and os.geteuid() == 0 and _works(base):
         pids = _cgroup("pids", ("pids.max",))
         memory = _cgroup("memory", ("memory.max", "memory.limit_in_bytes"))
-        return Isolation("namespaces", tuple(base), uid_drop=True, pids_cgroup=pids, memory_cgroup=memory)
+        cpu = _cgroup("cpu", ("cpu.max", "cpu.cfs_quota_us"))
+        return Isolation("namespaces", tuple(base), True, pids_cgroup=pids, memory_cgroup=memory, cpu_cgroup=cpu)
     if unshare:
         user = [unshare, "--user", "--map-root-user", *base[1:]]
         if _works(user):

@@ -1,0 +1,181 @@
+"""Many clients at once: evaluations/s and latency of ``POST /v1/evaluators/{id}/evaluate`` under load.
+
+The load generator is Debian's ``wrk`` (C, epoll, one keep-alive connection per client) with a
+Lua script that spreads each connection's requests over the evaluators round-robin: at a few
+microseconds of CPU per request it stays far from being the bottleneck on this 2-core machine,
+which an async Python client (~100 µs per request) would not. Each scenario is compared, in the
+same run, with a bare FastAPI + pydantic endpoint that takes the same body (the overhead
+baseline). Durations are short by default (``LOAD_SECONDS``, 15 s): the issue's 60 s figures
+come from ``LOAD_SECONDS=60 python -m bench.load_bench``.
+
+Run alone: ``.venv/bin/python -m bench.load_bench [process|docker ...]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from bench.common import REPO, free_port, serve
+
+SECONDS = int(os.environ.get("LOAD_SECONDS", "15"))
+EVALUATORS = {
+    "python": "def evaluate(inputs, outputs, trace):\n    return outputs == inputs['correct_answer']\n",
+    "javascript": "function evaluate(inputs, outputs, trace) {\n  return outputs === inputs.correct_answer\n}\n",
+    "typescript": (
+        "export function evaluate(inputs: { correct_answer: string }, outputs: string, trace: unknown): boolean {\n"
+        "  return outputs === inputs.correct_answer\n}\n"
+    ),
+}
+BODY = {"inputs": {"question": "2+2?", "correct_answer": "4"}, "outputs": "4"}
+BARE_APP = textwrap.dedent(
+    """
+    from typing import Any
+    from fastapi import FastAPI
+    from pydantic import BaseModel
+
+    class Body(BaseModel):
+        inputs: Any = None
+        outputs: Any = None
+        trace: Any = None
+
+    app = FastAPI()
+
+    @app.post("/v1/evaluators/{evaluator_id}/evaluate")
+    def evaluate(evaluator_id: str, body: Body) -> dict[str, Any]:
+        return {"status": "ok", "score": 1.0, "passed": None, "outputs": {}, "details": {}}
+    """
+)
+
+
+@dataclass
+class Load:
+    """What wrk measured for one scenario."""
+
+    name: str
+    clients: int
+    requests_s: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+
+    def row(self) -> str:
+        return (
+            f"| {self.name} | {self.clients} | {self.requests_s:,.0f} | {self.p50_ms:.2f} | {self.p99_ms:.2f} | "
+            f"{self.errors} |"
+        )
+
+
+def _ms(text: str) -> float:
+    value, unit = re.fullmatch(r"([\d.]+)(us|ms|s|m)", text.strip()).groups()  # type: ignore[union-attr]
+    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0}[unit]
+
+
+def wrk(name: str, base: str, paths: list[str], clients: int, seconds: int = SECONDS) -> Load:
+    """Run wrk against ``paths`` (round-robin per connection) and parse its summary."""
+    script = textwrap.dedent(
+        f"""
+        local paths = {{{", ".join(json.dumps(p) for p in paths)}}}
+        local body = {json.dumps(json.dumps(BODY))}
+        local i = 0
+        request = function()
+          i = i % #paths + 1
+          return wrk.format("POST", paths[i], {{["Content-Type"] = "application/json"}}, body)
+        end
+        """
+    )
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as fh:
+        fh.write(script)
+    try:
+        out = subprocess.run(
+            ["wrk", f"-t{min(2, clients)}", f"-c{clients}", f"-d{seconds}s", "--latency", "--timeout", "30s", "-s", fh.name, base],
+            capture_output=True,
+            text=True,
+            timeout=seconds + 120,
+        ).stdout
+    finally:
+        os.unlink(fh.name)
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    p50 = _ms(re.search(r"\s50%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    p99 = _ms(re.search(r"\s99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    errors = sum(int(n) for n in re.findall(r"Non-2xx or 3xx responses: (\d+)", out))
+    errors += sum(int(n) for n in re.findall(r"Socket errors: .*?(\d+)", out))
+    return Load(name, clients, rate, p50, p99, errors)
+
+
+def _evaluators(base: str, languages: list[str]) -> list[str]:
+    paths = []
+    with httpx.Client(base_url=base, timeout=120) as client:
+        for i, language in enumerate(languages):
+            body = {"name": f"load-{i}", "language": language, "code": EVALUATORS[language]}
+            ev = client.post("/v1/evaluators", json=body).json()
+            path = f"/v1/evaluators/{ev['id']}/evaluate"
+            for _ in range(20):  # warm: the first calls bind workers
+                assert client.post(path, json=BODY).json()["status"] == "ok"
+            paths.append(path)
+    return paths
+
+
+def bare_baseline(clients: list[int]) -> list[Load]:
+    """The same body through a bare FastAPI endpoint, served by the same uvicorn."""
+    folder = Path(tempfile.mkdtemp(prefix="evaluator-host-bare-"))
+    (folder / "bare_app.py").write_text(BARE_APP)
+    port = free_port()
+    argv = [sys.executable, "-m", "uvicorn", "bare_app:app", "--port", str(port), "--log-level", "warning"]
+    proc = subprocess.Popen(argv, cwd=folder, env={**os.environ, "PYTHONPATH": str(folder)})
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                httpx.post(f"{base}/v1/evaluators/x/evaluate", json=BODY, timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        return [wrk("bare FastAPI endpoint, same body", base, ["/v1/evaluators/x/evaluate"], c) for c in clients]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def scenarios(backend: str) -> list[Load]:
+    """One evaluator with 1 and 64 clients; six evaluators (two per language) with 8 and 200 clients."""
+    results = []
+    with serve(backend) as (base, _data, _proc):
+        one = _evaluators(base, ["python"])
+        six = _evaluators(base, ["python", "javascript", "typescript"] * 2)
+        results.append(wrk(f"{backend}: 1 evaluator", base, one, 1))
+        results.append(wrk(f"{backend}: 1 evaluator", base, one, 64))
+        results.append(wrk(f"{backend}: 6 evaluators (py/js/ts)", base, six, 8))
+        results.append(wrk(f"{backend}: 6 evaluators (py/js/ts)", base, six, 200))
+    return results
+
+
+def table(rows: list[Load]) -> str:
+    head = "| scenario | clients | evaluations/s | p50 ms | p99 ms | errors |\n|---|---|---|---|---|---|\n"
+    return head + "\n".join(r.row() for r in rows)
+
+
+def main(backends: list[str]) -> str:
+    if shutil.which("wrk") is None:
+        return "wrk is not installed (`apt-get install wrk`): load figures skipped"
+    rows = bare_baseline([1, 64])
+    for backend in backends:
+        rows += scenarios(backend)
+    return table(rows)
+
+
+if __name__ == "__main__":
+    os.chdir(REPO)
+    print(main(sys.argv[1:] or ["process", "docker"]))
