@@ -99,7 +99,8 @@ def wrk(name: str, base: str, paths: list[str], clients: int, seconds: int = SEC
         fh.write(script)
     try:
         out = subprocess.run(
-            ["wrk", f"-t{min(2, clients)}", f"-c{clients}", f"-d{seconds}s", "--latency", "--timeout", "30s", "-s", fh.name, base],
+            ["wrk", f"-t{min(2, clients)}", f"-c{clients}", f"-d{seconds}s", "--latency", "--timeout", "30s"]
+            + ["-s", fh.name, base],
             capture_output=True,
             text=True,
             timeout=seconds + 120,
