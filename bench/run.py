@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from bench import docker_bench, jobs_bench
+from bench import docker_bench, jobs_bench, load_bench
 from bench.common import pct, row, serve, status_mb, verdict
 
 REPO = Path(__file__).resolve().parents[1]
@@ -211,6 +211,22 @@ shared pages (the interpreter binary and libraries) in every process that maps t
     return doc, summary
 
 
+LOAD_SECTION = """
+## Many clients at once
+
+`POST /v1/evaluators/{{id}}/evaluate` under `wrk` (C, epoll; one keep-alive connection per client,
+requests spread round-robin over the evaluators; two threads), {seconds} s per scenario, every
+answer checked for a 2xx status by wrk; the bare FastAPI endpoint takes the same body in the
+same run and is the overhead baseline. The evaluators compare `outputs` with
+`inputs.correct_answer` (Python, JavaScript, TypeScript), warmed with 20 calls each.
+
+{table}
+
+`python -m bench.load_bench [process|docker]` runs this section alone (`LOAD_SECONDS=60` for
+the long figures).
+"""
+
+
 def main() -> int:
     with serve("process") as (base_url, _, proc), httpx.Client(base_url=base_url, timeout=60) as client:
         figures = measure(proc, client)
@@ -232,6 +248,10 @@ def main() -> int:
         print(jobs_summary)
     else:
         doc += "\n## Docker backend\n\nNot measured in this run: no Docker engine with the base image answered.\n"
+    backends = ["process", "docker"] if docker_bench.available() else ["process"]
+    load = load_bench.main(backends)
+    doc += LOAD_SECTION.format(seconds=load_bench.SECONDS, table=load)
+    print(load)
     DOC.write_text(doc)
     print(f"wrote {DOC.relative_to(REPO)}")
     return 0
