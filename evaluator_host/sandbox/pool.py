@@ -45,6 +45,9 @@ from evaluator_host.settings import Settings
 __all__ = ["PoolStats", "WorkerPool", "load_frame"]
 
 _LOAD_TIMEOUT_S = 60.0
+# idle this long, a worker of a key nobody waits for may go to a key that has none (a key in steady
+# use reuses its workers within milliseconds); a waiter looks again at least this often
+_SETTLED_S = 0.05
 _FRAME_OVERHEAD = 64 * 1024
 
 
@@ -182,15 +185,28 @@ class WorkerPool:
     def _held(self, key: str) -> int:
         return len(self._idle.get(key, ())) + self._leased.get(key, 0)
 
+    def _fair_share(self) -> int:
+        """Workers one key may hold while other keys want some: the pool split over the keys in demand."""
+        active = {k for k, n in self._leased.items() if n} | {k for k, n in self._waiting.items() if n}
+        active |= {k for k, slots in self._idle.items() if slots}
+        return max(1, self.settings.max_workers // max(1, len(active)))
+
     def _evict_one(self, key: str) -> _Slot | None:
         """An idle worker of another key to make room for ``key``: of the key holding the most workers,
         least recently used first. A key that holds workers already only takes from a key holding at
-        least two more (so keys never trade workers back and forth); one that holds none may take
-        any idle worker (so it never starves)."""
-        mine = self._held(key)
-        candidates = [
-            s for k, slots in self._idle.items() if k != key and (mine == 0 or self._held(k) >= mine + 2) for s in slots
-        ]
+        least two more, or more than its fair share (so keys never trade workers back and forth); one
+        that holds none may also take a worker idle for a while (:data:`_SETTLED_S`) of a key nobody
+        waits for — never the warm worker of a key in steady use."""
+        mine, share = self._held(key), self._fair_share()
+        settled = time.monotonic() - _SETTLED_S
+
+        def takeable(slot: _Slot) -> bool:
+            k = slot.spec.key
+            held = self._held(k)
+            spare_time = mine == 0 and not self._waiting.get(k) and slot.last_used < settled
+            return held >= mine + 2 or held > share or spare_time
+
+        candidates = [s for k, slots in self._idle.items() if k != key for s in slots if takeable(s)]
         if not candidates:
             return None
         victim = min(candidates, key=lambda s: (-self._held(s.spec.key), s.last_used))
@@ -231,7 +247,8 @@ class WorkerPool:
             slot = self._take_idle(key)
             if slot is not None:
                 return self._lease(slot)
-            if not self._cheaper_to_wait(key):
+            crowded = self._held(key) >= self._fair_share() and self._count >= self.settings.max_workers - 1
+            if not crowded and not self._cheaper_to_wait(key):
                 if self._count < self.settings.max_workers:
                     self._count += 1
                     return await self._start_leased(spec, None)
@@ -243,7 +260,15 @@ class WorkerPool:
             queue.append(waiter)
             self._waiting[key] = self._waiting.get(key, 0) + 1
             try:
-                handed = await waiter
+                if self._held(key):  # a worker of ours will come back: wait for it, however long
+                    handed = await waiter
+                else:  # none of ours: an idle worker of another key may settle meanwhile, so look again
+                    handed = await asyncio.wait_for(asyncio.shield(waiter), _SETTLED_S)
+            except TimeoutError:
+                if not waiter.done():
+                    waiter.set_result(None)  # nobody handed us anything: leave the queue, look again
+                    continue
+                handed = waiter.result()
             except BaseException:
                 if waiter.done() and not waiter.cancelled() and (given := waiter.result()) is not None:
                     await self._release(given, healthy=True)  # handed over as we were cancelled: pass it on

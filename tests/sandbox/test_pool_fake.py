@@ -217,6 +217,24 @@ async def test_a_burst_of_one_key_evicts_from_the_key_holding_most_not_everyone_
 
 
 @aio
+async def test_a_key_whose_calls_hang_does_not_take_the_pool_from_the_others() -> None:
+    def handler(load: dict[str, Any], case: dict[str, Any]) -> Reply:
+        return HANG if "bad" in load["code"] else {"value": 1.0}
+
+    async with pooled(handler, max_workers=4) as (pool, backend):
+        good = [spec(f"good-{i}") for i in range(2)]
+        for s in good:
+            await run(pool, cases(1), s)  # each good key has its warm worker
+        bad = [asyncio.ensure_future(run(pool, cases(1, i), spec("bad"), timeout_s=0.2)) for i in range(12)]
+        await settle()
+        served = await asyncio.gather(*(run(pool, cases(1), s) for s in good for _ in range(10)))
+        assert all(statuses(o) == ["ok"] for o in served)  # every good call, while twelve bad ones hang
+        assert {statuses(o)[0] for o in await asyncio.gather(*bad)} == {"timeout"}
+        first, second = backend.workers[:2]  # the good keys' warm workers: never evicted for the bad one
+        assert first.alive and second.alive and len(first.handled) == len(second.handled) == 11
+
+
+@aio
 async def test_when_full_and_nothing_is_idle_the_caller_waits() -> None:
     gate, holding = asyncio.Event(), asyncio.Event()
 
