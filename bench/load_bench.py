@@ -39,6 +39,14 @@ EVALUATORS = {
     ),
 }
 BODY = {"inputs": {"question": "2+2?", "correct_answer": "4"}, "outputs": "4"}
+HOSTILE = {  # six neighbours that raise, time out, flood output, exhaust memory, loop forever, return NaN
+    "raise": ("def evaluate(inputs, outputs, trace):\n    raise ValueError('no')\n", {}),
+    "sleep": ("import time\n\ndef evaluate(inputs, outputs, trace):\n    time.sleep(5)\n", {"timeout_s": 1}),
+    "flood": ("def evaluate(inputs, outputs, trace):\n    print('x' * 2_000_000)\n", {}),
+    "memory": ("def evaluate(inputs, outputs, trace):\n    b = bytearray(400 << 20)\n", {"memory_mb": 64}),
+    "loop": ("def evaluate(inputs, outputs, trace):\n    while True:\n        pass\n", {"timeout_s": 1}),
+    "nan": ("def evaluate(inputs, outputs, trace):\n    return float('nan')\n", {}),
+}
 BARE_APP = textwrap.dedent(
     """
     from typing import Any
@@ -128,6 +136,27 @@ def _evaluators(base: str, languages: list[str]) -> list[str]:
     return paths
 
 
+def _hostile(base: str) -> list[str]:
+    paths = []
+    with httpx.Client(base_url=base, timeout=120) as client:
+        for name, (code, settings) in HOSTILE.items():
+            body = {"name": f"hostile-{name}", "language": "python", "code": code, "settings": settings}
+            paths.append(f"/v1/evaluators/{client.post('/v1/evaluators', json=body).json()['id']}/evaluate")
+    return paths
+
+
+def beside_hostile(backend: str, base: str, good: list[str], clients: int) -> list[Load]:
+    """The six evaluators measured while six hostile ones get as many clients, at the same time."""
+    import threading
+
+    bad, found = _hostile(base), {}
+    thread = threading.Thread(target=lambda: found.setdefault("bad", wrk(f"{backend}: 6 hostile", base, bad, clients)))
+    thread.start()
+    good_load = wrk(f"{backend}: 6 evaluators beside 6 hostile", base, good, clients)
+    thread.join()
+    return [good_load, found["bad"]]
+
+
 def bare_baseline(clients: list[int]) -> list[Load]:
     """The same body through a bare FastAPI endpoint, served by the same uvicorn."""
     folder = Path(tempfile.mkdtemp(prefix="evaluator-host-bare-"))
@@ -160,6 +189,7 @@ def scenarios(backend: str) -> list[Load]:
         results.append(wrk(f"{backend}: 1 evaluator", base, one, 64))
         results.append(wrk(f"{backend}: 6 evaluators (py/js/ts)", base, six, 8))
         results.append(wrk(f"{backend}: 6 evaluators (py/js/ts)", base, six, 200))
+        results += beside_hostile(backend, base, six, 100)
     return results
 
 

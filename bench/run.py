@@ -218,7 +218,10 @@ LOAD_SECTION = """
 requests spread round-robin over the evaluators; two threads), {seconds} s per scenario, every
 answer checked for a 2xx status by wrk; the bare FastAPI endpoint takes the same body in the
 same run and is the overhead baseline. The evaluators compare `outputs` with
-`inputs.correct_answer` (Python, JavaScript, TypeScript), warmed with 20 calls each.
+`inputs.correct_answer` (Python, JavaScript, TypeScript), warmed with 20 calls each. The
+"beside 6 hostile" rows run two wrk processes at once, 100 clients each: the six evaluators, and
+six neighbours that raise, sleep past a 1 s timeout, flood output, exhaust memory, loop forever
+and return NaN (every answer is a 200 carrying its result's status).
 
 {table}
 
