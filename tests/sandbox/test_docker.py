@@ -48,7 +48,7 @@ def _backend(client: TestClient) -> DockerBackend:
 def _spares(client: TestClient) -> Callable[[RuntimeKey], list[DockerWorker]]:
     """The pool's spare containers of a runtime key, as a function (the pool owns the spares)."""
     pool = client.app.state.services.pool  # type: ignore[attr-defined]
-    return lambda key: list(pool._spares.get(key, []))
+    return lambda key: pool.spares.of(key)  # type: ignore[no-any-return]
 
 
 def _containers(owner: str) -> list[dict[str, Any]]:

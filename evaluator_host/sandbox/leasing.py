@@ -1,0 +1,245 @@
+"""Leasing: which caller gets which warm worker, and when — the pool's policy, for every backend.
+
+Rules:
+
+* at most ``max_workers`` bound workers exist; a key (one revision on one runtime with its
+  limits) gets an idle worker of its own first;
+* a key whose workers are all busy gets another one only when waiting for one of them would
+  take longer than starting one (running means of each key's lease time and of a worker's
+  start-and-bind time), so a burst of fast calls queues on the warm workers instead of starting
+  and evicting more; a released worker is handed straight to the key's oldest waiter;
+* no key grows past its fair share (the pool split over the keys in demand) while the pool is
+  full, so a key whose calls hang or crash cannot take the workers of the others;
+* when full, an idle worker of another key is evicted — of the key holding the most workers,
+  least recently used first; a key that holds workers takes only from one holding two more or
+  more than its share, and a key with none takes an idle worker of a key nobody waits for once
+  it has settled (:data:`_SETTLED_S`), never the warm worker of a key in steady use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from evaluator_host.errors import SandboxError
+from evaluator_host.sandbox.base import Worker, WorkerSpec
+from evaluator_host.settings import Settings
+
+__all__ = ["Leasing", "Slot"]
+
+# idle this long, a worker of a key nobody waits for may go to a key that has none (a key in steady
+# use reuses its workers within milliseconds); a waiter looks again at least this often
+_SETTLED_S = 0.05
+
+
+@dataclass
+class Slot:
+    """A bound worker and what the pool knows of it."""
+
+    worker: Worker
+    spec: WorkerSpec
+    uses: int = 0
+    last_used: float = field(default_factory=time.monotonic)
+    leased_at: float = 0.0
+    uses_at_lease: int = 0
+    load_error: dict[str, Any] | None = None
+
+
+def _chattered(worker: Worker) -> bool:
+    """Whether an idle worker wrote something while no request was pending (it is then replaced)."""
+    return bool(getattr(worker.reader, "_buffer", b""))  # asyncio.StreamReader has no public peek
+
+
+class Leasing:
+    """The leasing state and rules; a subclass says how to start a worker bound to a spec (``_start``)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._idle: dict[str, list[Slot]] = {}
+        self._count = 0
+        # callers waiting for a worker of their key, oldest first: a released worker is handed to the
+        # first of them directly (no broadcast: with hundreds waiting, waking them all per release
+        # would cost more than the evaluations); None wakes one to look again (room was made)
+        self._waiters: dict[str, collections.deque[asyncio.Future[Slot | None]]] = {}
+        self._reapers: set[asyncio.Future[Any]] = set()
+        self._closed = False
+        self._leased: dict[str, int] = {}  # key -> its workers running a batch now
+        self._waiting: dict[str, int] = {}  # key -> callers waiting for one of its workers
+        self._lease_s: dict[str, float] = {}  # key -> running mean of a lease's duration
+        self._start_s: float | None = None  # running mean of starting and binding a worker
+
+    async def _start(self, spec: WorkerSpec) -> Slot:
+        raise NotImplementedError
+
+    def _held(self, key: str) -> int:
+        return len(self._idle.get(key, ())) + self._leased.get(key, 0)
+
+    def _fair_share(self) -> int:
+        """Workers one key may hold while other keys want some: the pool split over the keys in demand."""
+        active = {k for k, n in self._leased.items() if n} | {k for k, n in self._waiting.items() if n}
+        active |= {k for k, slots in self._idle.items() if slots}
+        return max(1, self.settings.max_workers // max(1, len(active)))
+
+    def _evict_one(self, key: str) -> Slot | None:
+        """An idle worker of another key to make room for ``key``: of the key holding the most workers,
+        least recently used first. A key that holds workers already only takes from a key holding at
+        least two more, or more than its fair share (so keys never trade workers back and forth); one
+        that holds none may also take a worker idle for a while (:data:`_SETTLED_S`) of a key nobody
+        waits for — never the warm worker of a key in steady use."""
+        mine, share = self._held(key), self._fair_share()
+        settled = time.monotonic() - _SETTLED_S
+
+        def takeable(slot: Slot) -> bool:
+            k = slot.spec.key
+            held = self._held(k)
+            spare_time = mine == 0 and not self._waiting.get(k) and slot.last_used < settled
+            return held >= mine + 2 or held > share or spare_time
+
+        candidates = [s for k, slots in self._idle.items() if k != key for s in slots if takeable(s)]
+        if not candidates:
+            return None
+        victim = min(candidates, key=lambda s: (-self._held(s.spec.key), s.last_used))
+        self._idle[victim.spec.key].remove(victim)
+        return victim
+
+    def _cheaper_to_wait(self, key: str) -> bool:
+        """Whether one of ``key``'s busy workers is likely free sooner than a new one would start."""
+        leased, lease_s = self._leased.get(key, 0), self._lease_s.get(key)
+        if not leased or lease_s is None or self._start_s is None:
+            return False
+        expected_wait = lease_s * (self._waiting.get(key, 0) + 1) / leased
+        return expected_wait < self._start_s
+
+    def _lease(self, slot: Slot) -> Slot:
+        self._leased[slot.spec.key] = self._leased.get(slot.spec.key, 0) + 1
+        slot.leased_at, slot.uses_at_lease = time.monotonic(), slot.uses
+        return slot
+
+    def _take_idle(self, key: str) -> Slot | None:
+        slots = self._idle.get(key)
+        while slots:
+            slot = slots.pop()
+            if not slot.worker.reader.at_eof() and not _chattered(slot.worker):
+                return slot
+            # it died (killed from outside, engine restarted) or spoke out of turn while idle: replace it
+            self._count -= 1
+            self._reap(slot.worker)
+        return None
+
+    async def _acquire(self, spec: WorkerSpec) -> Slot:
+        """A worker bound to ``spec``, leased: an idle one of its key, one handed over by a release,
+        or a new one (started, or taking an evicted worker's place), by the rules above."""
+        key = spec.key
+        while True:
+            if self._closed:
+                raise SandboxError("the service is shutting down")
+            slot = self._take_idle(key)
+            if slot is not None:
+                return self._lease(slot)
+            crowded = self._held(key) >= self._fair_share() and self._count >= self.settings.max_workers - 1
+            if not crowded and not self._cheaper_to_wait(key):
+                if self._count < self.settings.max_workers:
+                    self._count += 1
+                    return await self._start_leased(spec, None)
+                victim = self._evict_one(key)
+                if victim is not None:
+                    return await self._start_leased(spec, victim)
+            waiter: asyncio.Future[Slot | None] = asyncio.get_running_loop().create_future()
+            queue = self._waiters.setdefault(key, collections.deque())
+            queue.append(waiter)
+            self._waiting[key] = self._waiting.get(key, 0) + 1
+            try:
+                if self._held(key):  # a worker of ours will come back: wait for it, however long
+                    handed = await waiter
+                else:  # none of ours: an idle worker of another key may settle meanwhile, so look again
+                    handed = await asyncio.wait_for(asyncio.shield(waiter), _SETTLED_S)
+            except TimeoutError:
+                if not waiter.done():
+                    waiter.set_result(None)  # nobody handed us anything: leave the queue, look again
+                    continue
+                handed = waiter.result()
+            except BaseException:
+                if waiter.done() and not waiter.cancelled() and (given := waiter.result()) is not None:
+                    await self._release(given, healthy=True)  # handed over as we were cancelled: pass it on
+                raise
+            finally:
+                self._waiting[key] -= 1  # a cancelled waiter left in the queue is skipped when reached
+            if handed is not None:
+                return handed
+
+    async def _start_leased(self, spec: WorkerSpec, victim: Slot | None) -> Slot:
+        """Start a worker for ``spec`` in a place already counted (``victim`` gives its place up)."""
+        if victim is not None:
+            await victim.worker.kill()
+        started = time.monotonic()
+        try:
+            slot = await self._start(spec)
+        except BaseException:
+            self._forget()
+            raise
+        if slot.load_error is None:
+            took = time.monotonic() - started
+            self._start_s = took if self._start_s is None else 0.8 * self._start_s + 0.2 * took
+        return self._lease(slot)
+
+    def _hand_over(self, slot: Slot) -> bool:
+        """Give a released worker to the oldest caller waiting for its key; False when none waits."""
+        queue = self._waiters.get(slot.spec.key)
+        while queue:
+            waiter = queue.popleft()
+            if not waiter.done():
+                waiter.set_result(self._lease(slot))
+                return True
+        return False
+
+    def _wake_one_per_key(self) -> None:
+        """Room was made (a worker went away, or one went idle that another key may take over):
+        the oldest waiter of every key looks again."""
+        for queue in self._waiters.values():
+            while queue:
+                waiter = queue.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
+                    break
+
+    def _forget(self) -> None:
+        self._count -= 1
+        self._wake_one_per_key()
+
+    async def _release(self, slot: Slot, healthy: bool) -> None:
+        slot.last_used = now = time.monotonic()
+        key = slot.spec.key
+        if slot.leased_at:
+            self._leased[key] -= 1
+            took, slot.leased_at = now - slot.leased_at, 0.0
+            if slot.uses > slot.uses_at_lease:  # it ran cases (not a pre-warm): what a wait for it costs
+                mean = self._lease_s.get(key)
+                self._lease_s[key] = took if mean is None else 0.8 * mean + 0.2 * took
+        if healthy and slot.uses < self.settings.max_uses and not self._closed:
+            if not self._hand_over(slot):
+                self._idle.setdefault(key, []).append(slot)
+                self._wake_one_per_key()  # another key may take it over
+            return
+        await slot.worker.kill()
+        self._forget()
+
+    def _reap(self, worker: Worker) -> None:
+        reaper = asyncio.ensure_future(worker.kill())
+        self._reapers.add(reaper)
+        reaper.add_done_callback(self._reapers.discard)
+
+    async def sweep_idle(self, now: float) -> None:
+        """Discard idle workers unused for more than ``idle_ttl_s`` as of ``now``."""
+        expired: list[Slot] = []
+        for slots in self._idle.values():
+            for slot in [s for s in slots if now - s.last_used > self.settings.idle_ttl_s]:
+                slots.remove(slot)
+                expired.append(slot)
+        for key in [k for k in self._lease_s if not self._idle.get(k) and not self._leased.get(k)]:
+            del self._lease_s[key]  # what is known of keys with no worker left is forgotten with them
+        for slot in expired:
+            await slot.worker.kill()
+            self._forget()

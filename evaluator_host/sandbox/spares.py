@@ -1,0 +1,107 @@
+"""Spares: unbound workers kept started per runtime, so binding a never-seen revision costs a
+``load`` frame, not a process or container start (the pool's, for every backend).
+
+``spare_workers`` are kept per runtime key in recent use (the pool warms the bare runtimes at
+start); at most ``max_workers`` spares exist in all — the least recently used runtime's go first
+— and a runtime's spares go after ``idle_ttl_s`` without use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from evaluator_host.sandbox.base import RuntimeKey, SandboxBackend, Worker
+from evaluator_host.settings import Settings
+
+__all__ = ["Spares"]
+
+
+class Spares:
+    """The unbound workers of each runtime key, started in the background."""
+
+    def __init__(self, backend: SandboxBackend, settings: Settings, reap: Callable[[Worker], None]) -> None:
+        self._backend = backend
+        self._settings = settings
+        self._reap = reap  # kills a worker in the background
+        self._spares: dict[RuntimeKey, list[Worker]] = {}
+        self._filling: dict[RuntimeKey, int] = {}
+        self._used: dict[RuntimeKey, float] = {}
+        self._fills: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    def of(self, runtime: RuntimeKey) -> list[Worker]:
+        """The started spares of ``runtime`` (a copy)."""
+        return list(self._spares.get(runtime, ()))
+
+    def count(self) -> int:
+        """Started spares, every runtime."""
+        return sum(len(v) for v in self._spares.values())
+
+    def warm(self, runtime: RuntimeKey) -> None:
+        """Keep ``spare_workers`` unbound workers of ``runtime`` started (in the background)."""
+        if self._closed or self._settings.spare_workers <= 0:
+            return
+        self._used[runtime] = time.monotonic()
+        have = len(self._spares.get(runtime, ())) + self._filling.get(runtime, 0)
+        for _ in range(self._settings.spare_workers - have):
+            if not self._make_room(runtime):
+                break
+            self._filling[runtime] = self._filling.get(runtime, 0) + 1
+            task = asyncio.ensure_future(self._start(runtime))
+            self._fills.add(task)
+            task.add_done_callback(self._fills.discard)
+
+    def _make_room(self, runtime: RuntimeKey) -> bool:
+        """Whether one more spare fits under ``max_workers`` (started or starting), once the least
+        recently used other runtime's spare is reaped if need be; False when none can be (the
+        others are all still starting): a later ``warm`` tries again."""
+        total = self.count() + sum(self._filling.values())
+        if total < self._settings.max_workers:
+            return True
+        others = [k for k, v in self._spares.items() if v and k != runtime]
+        if not others:
+            return False
+        oldest = min(others, key=lambda k: self._used.get(k, 0.0))
+        self._reap(self._spares[oldest].pop())
+        return True
+
+    async def _start(self, runtime: RuntimeKey) -> None:
+        try:
+            worker = await self._backend.start_worker(runtime)
+        except Exception:  # noqa: BLE001 - a spare is an optimization; the request path starts its own
+            return
+        finally:
+            self._filling[runtime] -= 1
+        if self._closed:
+            await worker.kill()
+            return
+        self._spares.setdefault(runtime, []).append(worker)
+
+    def take(self, runtime: RuntimeKey) -> Worker | None:
+        """A live spare of ``runtime``, or None (one that died while it waited is reaped)."""
+        spares = self._spares.get(runtime)
+        while spares:
+            worker = spares.pop()
+            if not worker.reader.at_eof():
+                return worker
+            self._reap(worker)  # killed from outside, engine restarted
+        return None
+
+    def sweep(self, now: float) -> None:
+        """Reap the spares of runtimes unused for ``idle_ttl_s`` as of ``now``, and dead ones."""
+        for runtime, spares in self._spares.items():
+            idle = now - self._used.get(runtime, 0.0) > self._settings.idle_ttl_s
+            for worker in [w for w in spares if idle or w.reader.at_eof()]:
+                spares.remove(worker)
+                self._reap(worker)
+
+    async def close(self) -> list[Worker]:
+        """Start no more; let starts under way finish (one in an engine thread cannot be cancelled, and
+        a start that finishes after close kills its own worker); give back every spare to kill."""
+        self._closed = True
+        await asyncio.gather(*self._fills, return_exceptions=True)
+        spares = [w for ws in self._spares.values() for w in ws]
+        self._spares.clear()
+        return spares
