@@ -13,7 +13,7 @@ import contextlib
 import os
 from pathlib import Path
 
-__all__ = ["Counter", "cgroup_of", "limit_cpu", "limit_memory", "memory_cgroup_of", "oom_counter", "oom_kills"]
+__all__ = ["Counter", "cgroup_of", "limit_cpu", "limit_memory", "memory_cgroup_of", "oom_counter"]
 
 _ROOT = Path("/sys/fs/cgroup")
 
@@ -91,22 +91,6 @@ def oom_counter(cgroup: Path | None) -> Counter:
         if (cgroup / name).exists():
             return Counter(cgroup / name, "oom_kill")
     return Counter(None)
-
-
-def oom_kills(cgroup: Path | None) -> int:
-    """How many processes of ``cgroup`` the kernel killed for memory so far (0 when unknown)."""
-    if cgroup is None:
-        return 0
-    for name in ("memory.events", "memory.oom_control"):
-        try:
-            text = (cgroup / name).read_text()
-        except OSError:
-            continue
-        for line in text.splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill":
-                return int(value)
-    return 0
 
 
 def cgroup_of(pid: int | None, controller: str, probe: str) -> Path | None:

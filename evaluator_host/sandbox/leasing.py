@@ -45,6 +45,7 @@ class Slot:
     last_used: float = field(default_factory=time.monotonic)
     leased_at: float = 0.0
     uses_at_lease: int = 0
+    oom_seen: int = 0  # the worker's OOM-kill count after its last clean batch
     load_error: dict[str, Any] | None = None
 
 

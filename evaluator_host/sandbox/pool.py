@@ -134,7 +134,7 @@ class WorkerPool(Leasing):
         except BaseException:  # cancelled while it loads (a job cancelled or stopping): never leak it
             await asyncio.shield(worker.kill())
             raise
-        return Slot(worker, spec, load_error=ready.get("load_error"))
+        return Slot(worker, spec, oom_seen=worker.oom_kills(), load_error=ready.get("load_error"))
 
     async def _sweep(self) -> None:
         while not self._closed:
@@ -205,7 +205,7 @@ class WorkerPool(Leasing):
         frames = FrameReader(worker.reader, spec.output_limit * 2 + spec.result_limit + _FRAME_OVERHEAD)
         done = 0
         healthy = False  # only a batch that finished cleanly leaves the worker reusable
-        oom_before = worker.oom_kills()
+        oom_before = slot.oom_seen
         request = f"{self._ids.getrandbits(64):016x}"  # every reply must carry it, with its index in the batch
         try:
             run = {"op": "run", "id": request, "correct_answer_key": correct_answer_key}
@@ -244,7 +244,8 @@ class WorkerPool(Leasing):
                 # processes the batch started must not outlive it, whatever user code did to the harness;
                 # nothing may follow the last reply (a frame written later belongs to no request)
                 healthy = not frames.pending() and await worker.reap_strays()
-                if worker.oom_kills() > oom_before:  # cgroup v1 kills one process, maybe not the harness
+                slot.oom_seen = worker.oom_kills()
+                if slot.oom_seen > oom_before:  # cgroup v1 kills one process, maybe not the harness
                     healthy = False
                     message = f"a process of the worker exceeded memory_mb={spec.memory_mb} during this batch"
                     for index in batch:
