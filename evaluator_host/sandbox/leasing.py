@@ -239,8 +239,14 @@ class Leasing:
             for slot in [s for s in slots if now - s.last_used > self.settings.idle_ttl_s]:
                 slots.remove(slot)
                 expired.append(slot)
-        for key in [k for k in self._lease_s if not self._idle.get(k) and not self._leased.get(k)]:
-            del self._lease_s[key]  # what is known of keys with no worker left is forgotten with them
+        # keys with no worker and no waiter left are forgotten, so the per-release work (a look at
+        # every key's waiters, the fair share) stays proportional to the keys in use, not to every
+        # key the service has seen
+        seen = {*self._idle, *self._leased, *self._waiting, *self._waiters, *self._lease_s}
+        for key in seen:
+            if not self._idle.get(key) and not self._leased.get(key) and not self._waiting.get(key):
+                for table in (self._idle, self._leased, self._waiting, self._waiters, self._lease_s):
+                    table.pop(key, None)
         for slot in expired:
             await slot.worker.kill()
             self._forget()

@@ -342,6 +342,17 @@ async def test_idle_bound_workers_expire() -> None:
 
 
 @aio
+async def test_keys_whose_workers_all_expired_are_forgotten() -> None:
+    async with pooled(max_workers=4) as (pool, _backend):
+        for i in range(20):
+            await run(pool, cases(1), spec(f"one-off-{i}"))
+        await pool.sweep(time.monotonic() + 10 * pool.settings.idle_ttl_s)
+        tables = (pool._idle, pool._leased, pool._waiting, pool._waiters, pool._lease_s)
+        assert [len(t) for t in tables] == [0] * 5  # per-release work stays with the keys in use
+        assert statuses(await run(pool, cases(1), spec("one-off-0"))) == ["ok"]
+
+
+@aio
 async def test_a_worker_that_dies_before_ready_is_replaced_once_transparently() -> None:
     loads: list[int] = []
 
