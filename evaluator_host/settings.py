@@ -57,6 +57,11 @@ class Settings(BaseSettings):
     backend: Literal["auto", "process", "docker"] = Field("auto", description="Sandbox backend.")
 
     max_body_bytes: int = Field(16 * 1024 * 1024, description="Request bodies above answer 413.")
+    fast_path: bool = Field(
+        True,
+        description="Answer the two evaluate routes without the framework's per-request machinery "
+        "(same answers; off only to compare or to rule it out).",
+    )
     max_code_bytes: int = Field(256 * 1024, description="Code above answers 422.")
     max_cases: int = Field(10_000, description="Most `cases` in one /evaluate call.")
     output_limit_bytes: int = Field(1024 * 1024, description="Cap on stdout+stderr per evaluation.")

@@ -12,8 +12,8 @@ from evaluator_host.services import Services
 __all__ = ["ServicesDep", "get_services", "require_api_key"]
 
 
-def get_services(request: Request) -> Services:
-    """The process's :class:`Services`."""
+async def get_services(request: Request) -> Services:
+    """The process's :class:`Services` (async: a sync dependency would cost a thread hop per request)."""
     services: Services = request.app.state.services
     return services
 
@@ -21,7 +21,7 @@ def get_services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-def require_api_key(request: Request) -> None:
+async def require_api_key(request: Request) -> None:
     """When API keys are configured, require ``Authorization: Bearer <key>`` (401 otherwise)."""
     keys = request.app.state.settings.api_keys
     if not keys:

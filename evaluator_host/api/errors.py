@@ -23,7 +23,7 @@ from evaluator_host.errors import (
     SandboxError,
 )
 
-__all__ = ["install"]
+__all__ = ["host_error_response", "install"]
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,11 @@ def _body(type_name: str, message: str, **extra: Any) -> dict[str, Any]:
 
 def _host_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, EvaluatorHostError)
+    return host_error_response(exc)
+
+
+def host_error_response(exc: EvaluatorHostError) -> JSONResponse:
+    """The answer to one of our errors: its status and the error envelope."""
     if isinstance(exc, DefinitionError):
         extra: dict[str, Any] = {"line": exc.line, "column": exc.column}
         if isinstance(exc, PackageSpecError):

@@ -1,0 +1,145 @@
+"""The hot routes without the framework's per-request machinery: same handlers, same answers.
+
+``POST /v1/evaluate`` and ``POST /v1/evaluators/{id}/evaluate`` are most of the traffic, and
+FastAPI's per-request work (a ``Request``, dependency solving, a thread hop for a sync
+dependency, generic serialization) costs several times what the evaluation itself costs on
+a warm worker. :class:`FastPath` sits in front of the app and answers those two routes
+itself, by calling the very route functions of ``evaluate.py`` and ``evaluators.py`` with a
+body validated by the same pydantic model, and by serializing with the same response
+model. It takes a request only when it is sure to answer exactly as the app would;
+everything else goes on to the app untouched (with the body replayed when it was read):
+
+* another method or path, or a path with a trailing slash;
+* API keys configured and no valid ``Authorization: Bearer`` header (the app answers 401);
+* no ``Content-Length``, or one over the body limit (the app answers 413), or a body that
+  is not ``application/json``;
+* a body that does not validate (the app answers its 422 with every problem listed).
+
+Errors of the evaluation (unknown evaluator, sandbox unavailable, limits) are rendered
+by the app's own handlers; anything unexpected propagates to the server-error handler.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from evaluator_host.api import errors
+from evaluator_host.api import evaluate as evaluate_route
+from evaluator_host.api import evaluators as evaluators_route
+from evaluator_host.errors import EvaluatorHostError
+from evaluator_host.models import BatchResponse, EvaluateRequest, EvaluationResult, EvaluatorEvaluateRequest
+from evaluator_host.settings import Settings
+
+__all__ = ["FastPath"]
+
+_BY_ID = re.compile(r"/v1/evaluators/([^/]+)/evaluate")
+_INLINE = "/v1/evaluate"
+_ANSWER: TypeAdapter[EvaluationResult | BatchResponse] = TypeAdapter(EvaluationResult | BatchResponse)
+_JSON_HEADERS = (b"content-type", b"application/json")
+
+
+class FastPath:
+    """ASGI wrapper answering the two evaluate routes directly (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+        self._keys = [k.encode() for k in settings.api_keys]
+        self.answered = 0  # requests this layer answered itself (the rest went on to the app)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        match = _BY_ID.fullmatch(path) if path != _INLINE else None
+        if (match is None and path != _INLINE) or not self._eligible(scope):
+            await self.app(scope, receive, send)
+            return
+        body, more = await _read_body(receive)
+        if more is None:  # the client went away, or sent more than it declared: the app decides
+            await self.app(scope, _replay(body, receive), send)
+            return
+        try:
+            if match is None:
+                inline = EvaluateRequest.model_validate_json(body)
+            else:
+                by_id = EvaluatorEvaluateRequest.model_validate_json(body)
+        except ValidationError:
+            await self.app(scope, _replay(body, receive), send)
+            return
+        services = scope["app"].state.services if "app" in scope else None
+        if services is None:
+            await self.app(scope, _replay(body, receive), send)
+            return
+        try:
+            if match is None:
+                result = await evaluate_route.evaluate(inline, services)
+            else:
+                result = await evaluators_route.evaluate(match.group(1), by_id, services)
+        except EvaluatorHostError as exc:
+            await errors.host_error_response(exc)(scope, receive, send)
+            return
+        payload = _ANSWER.dump_json(result)
+        self.answered += 1
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [_JSON_HEADERS, (b"content-length", str(len(payload)).encode())],
+            }
+        )
+        await send({"type": "http.response.body", "body": payload})
+
+    def _eligible(self, scope: Scope) -> bool:
+        """Whether the headers let this request through exactly as the app would (see the module docstring)."""
+        length: int | None = None
+        authorized = not self._keys
+        json_body = False
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                length = int(value) if value.isdigit() else None
+            elif name == b"content-type":
+                json_body = _is_json(value)
+            elif name == b"authorization" and not authorized:
+                scheme, _, token = value.partition(b" ")
+                authorized = scheme.lower() == b"bearer" and any(hmac.compare_digest(token, k) for k in self._keys)
+        return authorized and json_body and length is not None and length <= self.settings.max_body_bytes
+
+
+def _is_json(content_type: bytes) -> bool:
+    """FastAPI's rule: ``application/json`` or ``application/*+json`` (parameters allowed)."""
+    main = content_type.partition(b";")[0].strip().lower()
+    return main == b"application/json" or (main.startswith(b"application/") and main.endswith(b"+json"))
+
+
+async def _read_body(receive: Receive) -> tuple[bytes, bool | None]:
+    """The whole body; ``None`` as the second item when it did not end normally."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks), None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks), True
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that first hands out ``body`` (already read), then defers to ``receive``."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            message: dict[str, Any] = {"type": "http.request", "body": body, "more_body": False}
+            return message
+        return await receive()
+
+    return replay
