@@ -84,6 +84,11 @@ class Settings(BaseSettings):
     idle_ttl_s: float = Field(300.0, description="An idle worker is discarded after this long.")
     max_uses: int = Field(100_000, description="A worker is discarded after this many evaluations.")
     batch_size: int = Field(256, description="Rows sent to a worker in one message.")
+    coalesce: bool = Field(
+        True,
+        description="Single-case calls to one evaluator that wait for a worker together share one message "
+        "(each still gets its own row's outcome).",
+    )
 
     job_parallelism: int = Field(2, ge=1, le=64, description="Workers a job uses at once unless it asks.")
     max_running_jobs: int = Field(4, ge=1, description="Jobs executing at once; later ones stay queued.")

@@ -13,7 +13,9 @@ Rules:
 * when full, an idle worker of another key is evicted — of the key holding the most workers,
   least recently used first; a key that holds workers takes only from one holding two more or
   more than its share, and a key with none takes an idle worker of a key nobody waits for once
-  it has settled (:data:`_SETTLED_S`), never the warm worker of a key in steady use.
+  it has settled (:data:`_SETTLED_S`), never the warm worker of a key in steady use;
+* single-case calls of a key may share a batch only up to as many rows as run in a worker's
+  start time (:meth:`Leasing.coalesce_limit`): slow rows keep getting workers of their own.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ class Leasing:
         self._leased: dict[str, int] = {}  # key -> its workers running a batch now
         self._waiting: dict[str, int] = {}  # key -> callers waiting for one of its workers
         self._lease_s: dict[str, float] = {}  # key -> running mean of a lease's duration
+        self._row_s: dict[str, float] = {}  # key -> running mean of one row's share of a lease
         self._start_s: float | None = None  # running mean of starting and binding a worker
 
     async def _start(self, spec: WorkerSpec) -> Slot:
@@ -113,6 +116,15 @@ class Leasing:
             return False
         expected_wait = lease_s * (self._waiting.get(key, 0) + 1) / leased
         return expected_wait < self._start_s
+
+    def coalesce_limit(self, key: str) -> int:
+        """How many single-case calls of ``key`` may share one batch: as many rows as run in the time a
+        worker takes to start (queueing behind them costs less than the start that would otherwise be
+        worth it), at most ``batch_size``; 1 (no sharing) until both times are known."""
+        row_s = self._row_s.get(key)
+        if row_s is None or self._start_s is None:
+            return 1
+        return max(1, min(self.settings.batch_size, int(self._start_s / max(row_s, 1e-6))))
 
     def _lease(self, slot: Slot) -> Slot:
         self._leased[slot.spec.key] = self._leased.get(slot.spec.key, 0) + 1
@@ -219,6 +231,9 @@ class Leasing:
             if slot.uses > slot.uses_at_lease:  # it ran cases (not a pre-warm): what a wait for it costs
                 mean = self._lease_s.get(key)
                 self._lease_s[key] = took if mean is None else 0.8 * mean + 0.2 * took
+                row = took / (slot.uses - slot.uses_at_lease)
+                mean = self._row_s.get(key)
+                self._row_s[key] = row if mean is None else 0.8 * mean + 0.2 * row
         if healthy and slot.uses < self.settings.max_uses and not self._closed:
             if not self._hand_over(slot):
                 self._idle.setdefault(key, []).append(slot)
@@ -245,7 +260,7 @@ class Leasing:
         seen = {*self._idle, *self._leased, *self._waiting, *self._waiters, *self._lease_s}
         for key in seen:
             if not self._idle.get(key) and not self._leased.get(key) and not self._waiting.get(key):
-                for table in (self._idle, self._leased, self._waiting, self._waiters, self._lease_s):
+                for table in (self._idle, self._leased, self._waiting, self._waiters, self._lease_s, self._row_s):
                     table.pop(key, None)
         for slot in expired:
             await slot.worker.kill()

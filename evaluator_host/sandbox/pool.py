@@ -16,7 +16,9 @@ Rules:
   ``max_uses`` evaluations, and after ``idle_ttl_s`` without use;
 * the rows of one call are sent in batches (``batch_size`` per message) to one worker;
   if a row ends the worker, only that row carries the failure and the rest of the
-  batch goes on in a fresh worker.
+  batch goes on in a fresh worker;
+* single-case calls to one key that wait for a worker together are coalesced into one
+  batch (:mod:`evaluator_host.sandbox.coalesce`), each call still getting its own row.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any
 
 from evaluator_host.errors import ResponseTooLarge, SandboxError
 from evaluator_host.sandbox.base import RawOutcome, RuntimeKey, SandboxBackend, WorkerSpec, error_info
+from evaluator_host.sandbox.coalesce import Coalescer, Group
 from evaluator_host.sandbox.leasing import Leasing, Slot
 from evaluator_host.sandbox.protocol import FrameReader, FrameTooLarge, encode_frame, read_frame
 from evaluator_host.sandbox.spares import Spares
@@ -78,6 +81,7 @@ class WorkerPool(Leasing):
         self._sweeper: asyncio.Task[None] | None = None
         self.spares = Spares(backend, settings, self._reap)
         self._ids = random.Random(os.urandom(16))  # request ids: unpredictable to a sandbox, cheap here
+        self.coalescer = Coalescer()
 
     # -- spares --------------------------------------------------------------------------
     def warm(self, runtime: RuntimeKey) -> None:
@@ -173,13 +177,39 @@ class WorkerPool(Leasing):
         call holds in memory stays bounded whatever the evaluator returns or prints.
         """
         self._sweep_soon()
+        if len(cases) == 1 and self.settings.coalesce and (max_bytes is None or max_bytes >= self._frame_max(spec)):
+            # one reply can't exceed this call's budget: it may share a frame with other calls
+            key = (spec.key, timeout_s, correct_answer_key)
+
+            async def runner(group: Group) -> list[RawOutcome]:
+                slot = await self._acquire(spec)
+                return await self._run_rows(spec, self.coalescer.seal(group), timeout_s, correct_answer_key, slot)
+
+            return [await self.coalescer.submit(key, cases[0], runner, self.coalesce_limit(spec.key))]
+        return await self._run_rows(spec, cases, timeout_s, correct_answer_key, None, max_bytes)
+
+    @staticmethod
+    def _frame_max(spec: WorkerSpec) -> int:
+        return spec.output_limit * 2 + spec.result_limit + _FRAME_OVERHEAD
+
+    async def _run_rows(
+        self,
+        spec: WorkerSpec,
+        cases: Sequence[dict[str, Any]],
+        timeout_s: float,
+        correct_answer_key: str,
+        slot: Slot | None,
+        max_bytes: int | None = None,
+    ) -> list[RawOutcome]:
+        """Every row of ``cases`` in batches (the first on ``slot`` when given); outcomes in order."""
         results: list[RawOutcome | None] = [None] * len(cases)
         pending = list(range(len(cases)))
         budget = [max_bytes]
         while pending:
             batch, pending = pending[: self.settings.batch_size], pending[self.settings.batch_size :]
             while batch:
-                done = await self._run_batch(spec, cases, batch, timeout_s, correct_answer_key, results, budget)
+                done = await self._run_batch(spec, cases, batch, timeout_s, correct_answer_key, results, budget, slot)
+                slot = None
                 batch = batch[done:]
         return [r for r in results if r is not None]
 
@@ -192,9 +222,11 @@ class WorkerPool(Leasing):
         correct_answer_key: str,
         results: list[RawOutcome | None],
         budget: list[int | None],
+        slot: Slot | None = None,
     ) -> int:
-        """Run ``batch`` on one worker; return how many of its rows now have an outcome."""
-        slot = await self._acquire(spec)
+        """Run ``batch`` on one worker (``slot``, else one acquired now); return how many of its rows
+        now have an outcome."""
+        slot = slot or await self._acquire(spec)
         if slot.load_error is not None:
             status = "timeout" if slot.load_error.get("type") == "Timeout" else "error"
             for index in batch:
@@ -202,7 +234,7 @@ class WorkerPool(Leasing):
             await self._release(slot, healthy=status == "error")
             return len(batch)
         worker = slot.worker
-        frames = FrameReader(worker.reader, spec.output_limit * 2 + spec.result_limit + _FRAME_OVERHEAD)
+        frames = FrameReader(worker.reader, self._frame_max(spec))
         done = 0
         healthy = False  # only a batch that finished cleanly leaves the worker reusable
         oom_before = slot.oom_seen
@@ -305,6 +337,7 @@ class WorkerPool(Leasing):
         self._closed = True
         if self._sweeper is not None:
             self._sweeper.cancel()
+        await self.coalescer.close()
         spares = await self.spares.close()
         slots = [s for v in self._idle.values() for s in v]
         self._idle.clear()

@@ -530,3 +530,63 @@ def test_nothing_in_the_package_imports_the_fake_backend() -> None:
             if any(n == "evaluator_host.sandbox.fake" or n.startswith("evaluator_host.sandbox.fake.") for n in names):
                 found.append(f"{path.relative_to(package)}:{node.lineno}")
     assert found == []
+
+
+# -- coalescing ----------------------------------------------------------------------------
+
+
+async def learned(pool: WorkerPool, key: str = "a") -> None:
+    """Two calls: the pool now knows what a start and a row of ``key`` cost."""
+    await run(pool, cases(1, 100), spec(key))
+    await run(pool, cases(1, 101), spec(key))
+
+
+@aio
+async def test_concurrent_single_calls_of_a_fast_key_share_a_batch_each_getting_its_own_row() -> None:
+    async with pooled(start=slow_start) as (pool, backend):
+        await learned(pool)
+        outcomes = await asyncio.gather(*(run(pool, cases(1, i)) for i in range(20)))
+        assert [o[0].value for o in outcomes] == [float(i) for i in range(20)]
+        (worker,) = backend.workers
+        assert [len(r) for r in worker.runs] == [1, 1, 20]  # twenty calls, one frame
+        assert pool.coalescer.calls == 22 and pool.coalescer.groups == 3
+
+
+@aio
+async def test_a_row_that_ends_the_worker_fails_alone_in_a_shared_batch() -> None:
+    async with pooled(at(7, DIE), start=slow_start) as (pool, backend):
+        await learned(pool)
+        outcomes = [o[0] for o in await asyncio.gather(*(run(pool, cases(1, i)) for i in range(12)))]
+        assert [o.status for o in outcomes] == ["ok"] * 7 + ["error"] + ["ok"] * 4
+        assert outcomes[7].error is not None and outcomes[7].error["type"] == "WorkerExited"
+        assert [o.value for o in outcomes[8:]] == [8.0, 9.0, 10.0, 11.0]  # went on in a fresh worker
+        assert backend.started == 2
+
+
+@aio
+async def test_a_cancelled_call_in_a_shared_batch_cancels_no_other() -> None:
+    async with pooled(start=slow_start) as (pool, backend):
+        await learned(pool)
+        calls = [asyncio.ensure_future(run(pool, cases(1, i))) for i in range(6)]
+        await asyncio.sleep(0)  # every call joined the group
+        calls[0].cancel()  # the call that opened it
+        calls[3].cancel()
+        done = await asyncio.gather(*calls, return_exceptions=True)
+        assert isinstance(done[0], asyncio.CancelledError) and isinstance(done[3], asyncio.CancelledError)
+        assert [d[0].value for d in done if isinstance(d, list)] == [1.0, 2.0, 4.0, 5.0]
+        assert len(backend.workers[0].runs[-1]) == 6  # they did share one batch
+        await settle()
+        assert pool.stats().idle == 1  # the worker came back healthy
+
+
+@aio
+async def test_slow_rows_are_not_coalesced() -> None:
+    async def slow(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
+        await asyncio.sleep(0.03)  # a row costs more than a start (20 ms): more workers, not longer batches
+        return {"value": float(case["inputs"]["i"])}
+
+    async with pooled(slow, start=slow_start) as (pool, backend):
+        await learned(pool)
+        assert pool.coalesce_limit("a") == 1
+        await asyncio.gather(*(run(pool, cases(1, i)) for i in range(4)))
+        assert all(len(r) == 1 for w in backend.workers for r in w.runs)
