@@ -35,6 +35,14 @@ __all__ = ["Leasing", "Slot"]
 # idle this long, a worker of a key nobody waits for may go to a key that has none (a key in steady
 # use reuses its workers within milliseconds); a waiter looks again at least this often
 _SETTLED_S = 0.05
+# a *failing* key (most of its recent leases ended with the worker discarded: timeouts, crashes,
+# memory kills, floods) holds at most this many workers, takes over only workers idle this long
+# or of other failing keys, and starts at most this many workers at once over all failing keys:
+# a neighbour whose every call costs a container start cannot take the machine or the pool
+_FAILING_RATE = 0.5
+_FAILING_HOLD = 2
+_FAILING_IDLE_S = 1.0
+_FAILING_STARTS = 1
 
 
 @dataclass
@@ -74,12 +82,19 @@ class Leasing:
         self._lease_s: dict[str, float] = {}  # key -> running mean of a lease's duration
         self._row_s: dict[str, float] = {}  # key -> running mean of one row's share of a lease
         self._start_s: float | None = None  # running mean of starting and binding a worker
+        self._fail_rate: dict[str, float] = {}  # key -> running mean of "the lease discarded its worker"
+        self._failed_at: dict[str, float] = {}  # key -> when a lease of it last discarded its worker
+        self._failing_starts = asyncio.Semaphore(_FAILING_STARTS)
 
     async def _start(self, spec: WorkerSpec) -> Slot:
         raise NotImplementedError
 
     def _held(self, key: str) -> int:
         return len(self._idle.get(key, ())) + self._leased.get(key, 0)
+
+    def failing(self, key: str) -> bool:
+        """Whether most of ``key``'s recent leases ended with its worker discarded."""
+        return self._fail_rate.get(key, 0.0) > _FAILING_RATE
 
     def _fair_share(self) -> int:
         """Workers one key may hold while other keys want some: the pool split over the keys in demand."""
@@ -94,12 +109,15 @@ class Leasing:
         that holds none may also take a worker idle for a while (:data:`_SETTLED_S`) of a key nobody
         waits for — never the warm worker of a key in steady use."""
         mine, share = self._held(key), self._fair_share()
-        settled = time.monotonic() - _SETTLED_S
+        failing = self.failing(key)
+        settled = time.monotonic() - (_FAILING_IDLE_S if failing else _SETTLED_S)
 
         def takeable(slot: Slot) -> bool:
             k = slot.spec.key
             held = self._held(k)
             spare_time = mine == 0 and not self._waiting.get(k) and slot.last_used < settled
+            if failing and not self.failing(k):
+                return spare_time  # a failing key never takes a healthy key's worker in use
             return held >= mine + 2 or held > share or spare_time
 
         candidates = [s for k, slots in self._idle.items() if k != key for s in slots if takeable(s)]
@@ -153,6 +171,7 @@ class Leasing:
             if slot is not None:
                 return self._lease(slot)
             crowded = self._held(key) >= self._fair_share() and self._count >= self.settings.max_workers - 1
+            crowded = crowded or (self.failing(key) and self._held(key) >= _FAILING_HOLD)
             if not crowded and not self._cheaper_to_wait(key):
                 if self._count < self.settings.max_workers:
                     self._count += 1
@@ -189,7 +208,11 @@ class Leasing:
             await victim.worker.kill()
         started = time.monotonic()
         try:
-            slot = await self._start(spec)
+            if self.failing(spec.key):
+                async with self._failing_starts:
+                    slot = await self._start(spec)
+            else:
+                slot = await self._start(spec)
         except BaseException:
             self._forget()
             raise
@@ -234,6 +257,11 @@ class Leasing:
                 row = took / (slot.uses - slot.uses_at_lease)
                 mean = self._row_s.get(key)
                 self._row_s[key] = row if mean is None else 0.8 * mean + 0.2 * row
+        if not healthy:
+            self._fail_rate[key] = 0.7 * self._fail_rate.get(key, 0.0) + 0.3
+            self._failed_at[key] = now
+        elif key in self._fail_rate and slot.uses > slot.uses_at_lease:  # a clean batch: the rate decays
+            self._fail_rate[key] *= 0.7
         if healthy and slot.uses < self.settings.max_uses and not self._closed:
             if not self._hand_over(slot):
                 self._idle.setdefault(key, []).append(slot)
@@ -262,6 +290,9 @@ class Leasing:
             if not self._idle.get(key) and not self._leased.get(key) and not self._waiting.get(key):
                 for table in (self._idle, self._leased, self._waiting, self._waiters, self._lease_s, self._row_s):
                     table.pop(key, None)
+        for key in [k for k, t in self._failed_at.items() if now - t > self.settings.idle_ttl_s]:
+            self._failed_at.pop(key)  # a key that failed long ago and was not used since starts afresh
+            self._fail_rate.pop(key, None)
         for slot in expired:
             await slot.worker.kill()
             self._forget()

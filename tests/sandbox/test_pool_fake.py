@@ -590,3 +590,38 @@ async def test_slow_rows_are_not_coalesced() -> None:
         assert pool.coalesce_limit("a") == 1
         await asyncio.gather(*(run(pool, cases(1, i)) for i in range(4)))
         assert all(len(r) == 1 for w in backend.workers for r in w.runs)
+
+
+# -- a failing neighbour ---------------------------------------------------------------------
+
+
+@aio
+async def test_a_key_whose_calls_keep_killing_workers_is_held_to_a_lane_and_takes_no_healthy_worker() -> None:
+    starting = {"now": 0, "most": 0}
+
+    async def counted_start(_runtime: RuntimeKey) -> None:
+        starting["now"] += 1
+        starting["most"] = max(starting["most"], starting["now"])
+        await asyncio.sleep(0.005)
+        starting["now"] -= 1
+
+    def handler(load: dict[str, Any], case: dict[str, Any]) -> Reply:
+        return DIE if "bad" in load["code"] else {"value": float(case["inputs"]["i"])}
+
+    async with pooled(handler, start=counted_start, max_workers=4) as (pool, backend):
+        for key in "gh":  # two healthy keys, each with its warm worker
+            await run(pool, cases(1), spec(key))
+        for _ in range(2):  # the failing key's first calls: every one ends its worker
+            await run(pool, cases(1), spec("bad"))
+        assert pool.failing("bad") and not pool.failing("g")
+        healthy = {w for w in backend.workers if w.alive}
+        assert len(healthy) == 2
+        starting["most"] = 0
+        bursts = [run(pool, cases(1, i), spec("bad")) for i in range(8)]
+        busy = [run(pool, cases(1, i), spec(k)) for i in range(4) for k in "gh"]
+        outcomes = await asyncio.gather(*bursts, *busy)
+        assert all(o[0].status == "error" for o in outcomes[:8])
+        assert all(o[0].status == "ok" for o in outcomes[8:])
+        assert healthy <= {w for w in backend.workers if w.alive}  # the healthy keys kept their workers
+        assert starting["most"] == 1  # its eight calls started workers one at a time
+        assert pool.failing("bad")
