@@ -90,12 +90,14 @@ def _ms(text: str) -> float:
     return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0}[unit]
 
 
-def wrk(name: str, base: str, paths: list[str], clients: int, seconds: int = SECONDS) -> Load:
+def wrk(
+    name: str, base: str, paths: list[str], clients: int, seconds: int = SECONDS, body: dict[str, object] = BODY
+) -> Load:
     """Run wrk against ``paths`` (round-robin per connection) and parse its summary."""
     script = textwrap.dedent(
         f"""
         local paths = {{{", ".join(json.dumps(p) for p in paths)}}}
-        local body = {json.dumps(json.dumps(BODY))}
+        local body = {json.dumps(json.dumps(body))}
         local i = 0
         request = function()
           i = i % #paths + 1
@@ -131,7 +133,8 @@ def _evaluators(base: str, languages: list[str]) -> list[str]:
             ev = client.post("/v1/evaluators", json=body).json()
             path = f"/v1/evaluators/{ev['id']}/evaluate"
             for _ in range(20):  # warm: the first calls bind workers
-                assert client.post(path, json=BODY).json()["status"] == "ok"
+                answer = client.post(path, json=BODY)
+                assert answer.status_code == 200 and answer.json()["status"] == "ok", answer.text
             paths.append(path)
     return paths
 
@@ -179,6 +182,29 @@ def bare_baseline(clients: list[int]) -> list[Load]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def beside_job(backend: str, base: str, paths: list[str], clients: int) -> Load:
+    """Interactive calls while a big job of another evaluator runs (the job is cancelled afterwards)."""
+    rows = b"".join(
+        json.dumps({"inputs": {"correct_answer": "4"}, "outputs": "4" if i % 2 else "5"}).encode() + b"\n"
+        for i in range(2_000_000)
+    )
+    with httpx.Client(base_url=base, timeout=300) as client:
+        body = {"name": "load-job", "language": "python", "code": EVALUATORS["python"]}
+        evaluator = client.post("/v1/evaluators", json=body).json()["id"]
+        dataset = client.post("/v1/datasets", content=rows, headers={"content-type": "application/jsonl"}).json()
+        job = client.post("/v1/jobs", json={"evaluator_id": evaluator, "dataset_id": dataset["id"]}).json()
+        try:
+            while client.get(f"/v1/jobs/{job['id']}").json()["progress"]["done"] == 0:
+                time.sleep(0.05)
+            load = wrk(f"{backend}: 6 evaluators beside a 2M-row job", base, paths, clients)
+            status = client.get(f"/v1/jobs/{job['id']}").json()
+            if status["status"] != "running":
+                load.name += f" (the job ended first: {status['status']})"
+            return load
+        finally:
+            client.post(f"/v1/jobs/{job['id']}/cancel")
+
+
 def scenarios(backend: str) -> list[Load]:
     """One evaluator with 1 and 64 clients; six evaluators (two per language) with 8 and 200 clients."""
     results = []
@@ -186,9 +212,12 @@ def scenarios(backend: str) -> list[Load]:
         one = _evaluators(base, ["python"])
         six = _evaluators(base, ["python", "javascript", "typescript"] * 2)
         results.append(wrk(f"{backend}: 1 evaluator", base, one, 1))
+        inline = {"language": "python", "code": EVALUATORS["python"], **BODY}
+        results.append(wrk(f"{backend}: inline (POST /v1/evaluate)", base, ["/v1/evaluate"], 1, body=inline))
         results.append(wrk(f"{backend}: 1 evaluator", base, one, 64))
         results.append(wrk(f"{backend}: 6 evaluators (py/js/ts)", base, six, 8))
         results.append(wrk(f"{backend}: 6 evaluators (py/js/ts)", base, six, 200))
+        results.append(beside_job(backend, base, six, 8))
         results += beside_hostile(backend, base, six, 100)
     return results
 
