@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,24 @@ def test_probe_reports_the_strongest_mode() -> None:
 def test_namespaced_worker_runs_in_a_private_root(tmp_path: Path) -> None:
     results = _run(tmp_path, probe(), [Case()])
     assert results[0]["status"] == "ok" and results[0]["details"]["cwd"] == "/tmp"  # type: ignore[index]
+
+
+def test_a_new_service_leaves_another_live_services_fresh_cgroups_alone(tmp_path: Path) -> None:
+    """Worker cgroups are machine-wide: a service starting up sweeps only stale empty ones, never one
+    another service just made for a worker that has not joined it yet."""
+    iso = probe()
+    if iso.pids_cgroup is None:
+        pytest.skip("no pids cgroup here")
+    first = ProcessBackend(make_settings(tmp_path / "a", backend="process"), iso)
+    made, _memory = first._make_cgroups("w-fresh-test", 256)
+    stale = iso.pids_cgroup / "w-stale-test"
+    stale.mkdir()
+    try:
+        os.utime(stale, (0, 0))  # empty, and as old as a crashed service's leftover
+        ProcessBackend(make_settings(tmp_path / "b", backend="process"), iso)  # sweeps at start
+        assert all(c.is_dir() for c in made)
+        assert not stale.exists()
+    finally:
+        for path in (*made, stale):
+            if path.exists():
+                path.rmdir()

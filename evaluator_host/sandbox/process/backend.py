@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import signal
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ __all__ = ["ProcessBackend", "ProcessWorker"]
 
 _BOOTSTRAP = RUNTIMES_DIR / "sandbox_init.py"
 _UID_CLAIMS = Path("/run/evaluator-host/uids")  # one lock file per sandbox uid in use, machine-wide
+_CGROUP_GRACE_S = 60.0  # an empty worker cgroup younger than this may be a live service's, about to be joined
 _CPU_SECONDS = 3600  # a backstop per worker lifetime; the wall timeout is the real bound
 
 
@@ -168,11 +170,14 @@ class ProcessBackend:
         }
 
     def _sweep_cgroups(self) -> None:
-        """Remove empty worker cgroups a crashed service left (ones still in use refuse rmdir)."""
+        """Remove empty worker cgroups a crashed service left (ones still in use refuse rmdir). The
+        cgroups are machine-wide: one made in the last minute may be another live service's worker
+        that has not joined it yet, so it is left alone."""
+        old = time.time() - _CGROUP_GRACE_S
         for base in (self._isolation.pids_cgroup, self._isolation.memory_cgroup, self._isolation.cpu_cgroup):
             for child in base.iterdir() if base is not None else ():
-                if child.is_dir():
-                    with contextlib.suppress(OSError):
+                with contextlib.suppress(OSError):
+                    if child.is_dir() and child.stat().st_mtime < old:
                         child.rmdir()
 
     def _make_cgroups(self, name: str, memory_mb: int) -> tuple[list[Path], Path | None]:
