@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from bench import docker_bench, jobs_bench, load_bench
+from bench import flame as flame_graph
 from bench.common import pct, row, serve, status_mb, verdict
 
 REPO = Path(__file__).resolve().parents[1]
@@ -230,6 +231,24 @@ the long figures).
 """
 
 
+FLAME_SECTION = """
+## Where the service's time goes
+
+[{svg}]({svg}): py-spy (`--nonblocking`, 199 Hz) on the serving process for 10 s while wrk
+drives 64 clients at one Python evaluator by id, process backend (`python -m bench.flame`).
+The same run's load, with the profiler attached:
+
+| scenario | clients | evaluations/s | p50 ms | p99 ms | errors |
+|---|---|---|---|---|---|
+{row}
+
+[flamegraph-service-before.svg](flamegraph-service-before.svg) is the same recording with the
+fast path and coalescing off (`EVALUATOR_HOST_FAST_PATH=0 EVALUATOR_HOST_COALESCE=0
+python -m bench.flame`): most of the time went to FastAPI's per-request machinery and to one
+worker round trip per call.
+"""
+
+
 def main() -> int:
     with serve("process") as (base_url, _, proc), httpx.Client(base_url=base_url, timeout=60) as client:
         figures = measure(proc, client)
@@ -255,6 +274,10 @@ def main() -> int:
     load = load_bench.main(backends)
     doc += LOAD_SECTION.format(seconds=load_bench.SECONDS, table=load)
     print(load)
+    flame = flame_graph.record("process")
+    if flame is not None:
+        svg, under = flame
+        doc += FLAME_SECTION.format(svg=svg.name, row=under.row())
     DOC.write_text(doc)
     print(f"wrote {DOC.relative_to(REPO)}")
     return 0
