@@ -57,6 +57,7 @@ class Slot:
     uses_at_lease: int = 0
     oom_seen: int = 0  # the worker's OOM-kill count after its last clean batch
     load_error: dict[str, Any] | None = None
+    soft_timeouts: bool = False  # its harness interrupts a case at its timeout and stays warm
 
 
 def _chattered(worker: Worker) -> bool:

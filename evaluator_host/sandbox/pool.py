@@ -12,7 +12,9 @@ Rules:
   without use;
 * who gets a worker when (the share of each key, waiting versus starting, eviction) is
   :mod:`evaluator_host.sandbox.leasing`'s;
-* a worker is discarded after any timeout, crash, output flood or memory kill, after
+* a worker is discarded after a timeout its harness did not answer itself (a harness that
+  announces ``soft_timeouts`` interrupts the case and stays warm; the host waits a little
+  longer than the timeout before it kills), any crash, output flood or memory kill, after
   ``max_uses`` evaluations, and after ``idle_ttl_s`` without use;
 * the rows of one call are sent in batches (``batch_size`` per message) to one worker;
   if a row ends the worker, only that row carries the failure and the rest of the
@@ -44,6 +46,13 @@ __all__ = ["PoolStats", "WorkerPool", "load_frame"]
 
 _LOAD_TIMEOUT_S = 60.0
 _FRAME_OVERHEAD = 64 * 1024
+
+
+def _hard_timeout(timeout_s: float, soft: bool) -> float:
+    """How long the host waits for a case's reply before it kills the worker: the timeout itself, or,
+    when the harness interrupts cases at their timeout (and answers ``timeout`` itself, staying warm),
+    a little longer, so its answer arrives first."""
+    return timeout_s + min(2.0, 0.25 + 0.1 * timeout_s) if soft else timeout_s
 
 
 @dataclass(frozen=True)
@@ -138,7 +147,13 @@ class WorkerPool(Leasing):
         except BaseException:  # cancelled while it loads (a job cancelled or stopping): never leak it
             await asyncio.shield(worker.kill())
             raise
-        return Slot(worker, spec, oom_seen=worker.oom_kills(), load_error=ready.get("load_error"))
+        return Slot(
+            worker,
+            spec,
+            oom_seen=worker.oom_kills(),
+            load_error=ready.get("load_error"),
+            soft_timeouts=ready.get("soft_timeouts") is True,
+        )
 
     async def _sweep(self) -> None:
         while not self._closed:
@@ -240,12 +255,13 @@ class WorkerPool(Leasing):
         oom_before = slot.oom_seen
         request = f"{self._ids.getrandbits(64):016x}"  # every reply must carry it, with its index in the batch
         try:
-            run = {"op": "run", "id": request, "correct_answer_key": correct_answer_key}
+            run = {"op": "run", "id": request, "correct_answer_key": correct_answer_key, "timeout_s": timeout_s}
             worker.writer.write(encode_frame({**run, "cases": [cases[i] for i in batch]}))
             await worker.writer.drain()
+            wait_s = _hard_timeout(timeout_s, slot.soft_timeouts)
             while done < len(batch):
                 index = batch[done]
-                reply = await frames.next(timeout_s)
+                reply = await frames.next(wait_s)
                 if reply.get("id") != request or reply.get("index") != done:
                     raise _Foreign(reply)
                 if budget[0] is not None:

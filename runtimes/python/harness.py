@@ -21,12 +21,18 @@ moves them to private descriptors, points fd 0 at /dev/null and fd 1 at fd 2, so
 nothing the user's code prints can reach the reply channel. Frames are a 4-byte
 big-endian length followed by UTF-8 JSON.
 
-    worker → host   {"type": "ready", "load_error": null | ERROR}
+    worker → host   {"type": "ready", "load_error": null | ERROR, "soft_timeouts": true}
     host → worker   {"op": "load", "code": "...", "entrypoint": ..., ...}   (unbound start only)
-    host → worker   {"op": "run", "id": "...", "correct_answer_key": "...", "cases": [CASE, ...]}
+    host → worker   {"op": "run", "id": "...", "correct_answer_key": "...", "timeout_s": T, "cases": [CASE, ...]}
     worker → host   one {"type": "result", "id": "...", "index": i, ...} per case, in order (the host
                     checks both: a reply of another request, or none expected, retires the worker)
     host → worker   {"op": "exit"}
+
+Soft timeouts: with ``timeout_s``, each case's call is interrupted after that long (a
+``SIGALRM`` raises in the user's code, between two bytecodes or in an interrupted system call)
+and answered ``timeout`` with the line it was at, and the worker stays warm. Code that swallows
+the interruption, or is stuck in native code, is still ended by the host's own timer, a little
+later, which kills the worker as before.
 
 The user's module is imported from ``code_path`` so error line numbers are the
 user's own. Values are made JSON-safe here; normalization happens on the host.
@@ -127,6 +133,11 @@ def _to_wire(value: Any, depth: int = 0) -> Any:
     return {"$unserializable": f"{module}.{type(value).__qualname__}" if module != "builtins" else type(value).__name__}
 
 
+class _SoftTimeout(BaseException):
+    """Raised in the user's code when its case's time is up (a BaseException: ``except Exception`` in
+    user code does not swallow it)."""
+
+
 class Harness:
     """Loads one evaluator and serves evaluations over the framed channel."""
 
@@ -138,6 +149,7 @@ class Harness:
         self.params: list[Any] = []  # inspect.Parameter, for the main interface only
         self.loop: Any = None  # an asyncio loop, created for the first awaitable
         self.load_error: dict[str, Any] | None = None
+        self._armed = False  # a case's soft timer runs: SIGALRM interrupts the user's code
         self.reap = bool(config.get("reap_strays"))
         self.work_dir = config.get("work_dir") or "/tmp/evaluator"
         if self.reap and os.getpid() != 1:
@@ -286,7 +298,35 @@ class Harness:
 
         return self.loop.run_until_complete(wrap())
 
-    def run_case(self, case: dict[str, Any], correct_answer_key: str) -> dict[str, Any]:
+    def _on_alarm(self, _signum: int, _frame: Any) -> None:
+        if self._armed:  # only while a case runs: never in the harness's own code
+            self._armed = False
+            raise _SoftTimeout
+
+    def _arm(self, timeout_s: float) -> None:
+        if timeout_s > 0:
+            import signal
+
+            self._armed = True
+            signal.setitimer(signal.ITIMER_REAL, timeout_s)
+
+    def _disarm(self) -> None:
+        if self._armed:
+            import signal
+
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            self._armed = False
+
+    def _timed_out(self, exc: BaseException, timeout_s: float, reply: dict[str, Any]) -> None:
+        error = self._error(exc)
+        message = f"the evaluation exceeded timeout_s={timeout_s:g}"
+        trace = error["traceback"].splitlines(keepends=True)[:-1] if error["traceback"] else []
+        error.update(type="Timeout", message=message, traceback="".join(trace) + f"Timeout: {message}\n")
+        reply.update(status="timeout", error=error)
+        if self.loop is not None:  # an interrupted event loop is not trusted again: a fresh worker
+            reply["retire"] = True
+
+    def run_case(self, case: dict[str, Any], correct_answer_key: str, timeout_s: float = 0.0) -> dict[str, Any]:
         budget = _Budget(self.output_limit)
         out, err = _Capture(budget, "<stdout>"), _Capture(budget, "<stderr>")
         sys.stdout, sys.stderr = out, err
@@ -297,9 +337,14 @@ class Harness:
                 reply.update(status="error", error=self.load_error)
             else:
                 args, kwargs = self._args(case, correct_answer_key)
-                value = self.fn(*args, **kwargs)
-                if hasattr(value, "__await__"):
-                    value = self._await(value)
+                try:
+                    self._arm(timeout_s)
+                    value = self.fn(*args, **kwargs)
+                    if hasattr(value, "__await__"):
+                        value = self._await(value)
+                    self._disarm()
+                finally:
+                    self._disarm()
                 wire = _to_wire(value)
                 size = len(json.dumps(wire, separators=(",", ":")))
                 if size > self.result_limit:
@@ -307,6 +352,8 @@ class Harness:
                     reply.update(status="output_limit", error=_failure("OutputLimit", message))
                 else:
                     reply["value"] = wire
+        except _SoftTimeout as exc:
+            self._timed_out(exc, timeout_s, reply)
         except OutputLimitExceeded:
             pass  # budget.overflow is set: reported below
         except MemoryError as exc:
@@ -347,8 +394,11 @@ class Harness:
                 continue
 
     def serve(self) -> None:
+        import signal
+
+        signal.signal(signal.SIGALRM, self._on_alarm)
         self.reap_strays()
-        self.send({"type": "ready", "load_error": self.load_error})
+        self.send({"type": "ready", "load_error": self.load_error, "soft_timeouts": True})
         while True:
             try:
                 message = self.recv()
@@ -358,8 +408,9 @@ class Harness:
                 return
             key = message.get("correct_answer_key") or "correct_answer"
             request = message.get("id")
+            timeout_s = float(message.get("timeout_s") or 0.0)
             for index, case in enumerate(message.get("cases", [])):
-                reply = self.run_case(case, key)
+                reply = self.run_case(case, key, timeout_s)
                 reply["index"], reply["id"] = index, request
                 self.reap_strays()
                 try:

@@ -1,8 +1,8 @@
 """Self-test of the Python harness: start it bare, run cases over the framed protocol.
 
 ``python runtimes/python/selftest.py`` exits 0 when the harness loads code from a file,
-answers in order, awaits coroutines, reports user line numbers and keeps prints out of
-the reply channel. Standard library only, like the harness.
+answers in order, awaits coroutines, reports user line numbers, interrupts a case at its
+timeout and keeps prints out of the reply channel. Standard library only, like the harness.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ print('{"status": "ok", "value": 99}')
 
 async def evaluate(inputs, outputs, trace):
     await asyncio.sleep(0)
+    if outputs == "slow":
+        await asyncio.sleep(30)
     if outputs == "boom":
         raise ValueError("boom")
     return outputs == inputs["expected"]
@@ -52,7 +54,7 @@ def main() -> int:
         )
         assert proc.stdin is not None and proc.stdout is not None
         ready = _read(proc.stdout)
-        assert ready == {"type": "ready", "load_error": None}, ready
+        assert ready == {"type": "ready", "load_error": None, "soft_timeouts": True}, ready
         cases = [{"inputs": {"expected": "a"}, "outputs": o} for o in ("a", "b", "boom")]
         proc.stdin.write(_frame({"op": "run", "cases": cases}))
         proc.stdin.flush()
@@ -61,7 +63,13 @@ def main() -> int:
         assert replies[0]["status"] == "ok" and replies[0]["value"] is True, replies[0]
         assert replies[1]["value"] is False
         error = replies[2]["error"]
-        assert replies[2]["status"] == "error" and isinstance(error, dict) and error["line"] == 7, replies[2]
+        assert replies[2]["status"] == "error" and isinstance(error, dict) and error["line"] == 9, replies[2]
+        proc.stdin.write(_frame({"op": "run", "timeout_s": 0.2, "cases": [{"inputs": {}, "outputs": "slow"}]}))
+        proc.stdin.flush()
+        slow = _read(proc.stdout)
+        timeout = slow["error"]
+        assert slow["status"] == "timeout" and isinstance(timeout, dict), slow
+        assert timeout["type"] == "Timeout" and slow.get("retire") is True, slow  # an interrupted loop retires
         proc.stdin.write(_frame({"op": "exit"}))
         proc.stdin.close()
         assert proc.wait(timeout=10) == 0

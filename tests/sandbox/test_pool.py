@@ -69,10 +69,31 @@ def test_idle_workers_expire(small: TestClient) -> None:
     assert _worker(small, "# idle") != first
 
 
-def test_a_timeout_replaces_the_worker(small: TestClient) -> None:
-    extra = "import time"
-    code = TOKEN.format(extra=extra).replace("    return", "    time.sleep(inputs.get('sleep', 0))\n    return")
+def test_a_python_timeout_interrupts_the_case_at_its_line_and_keeps_the_worker_warm(small: TestClient) -> None:
+    code = TOKEN.format(extra="import time").replace("    return", "    time.sleep(inputs.get('sleep', 0))\n    return")
+    before = evaluate(small, code)["details"]["worker"]
+    timed = evaluate(small, code, inputs={"sleep": 5}, settings={"timeout_s": 0.3})
+    assert timed["status"] == "timeout" and timed["error"]["type"] == "Timeout"
+    assert timed["error"]["message"] == "the evaluation exceeded timeout_s=0.3"
+    assert timed["error"]["line"] == 5 and "time.sleep" in timed["error"]["traceback"]
+    assert evaluate(small, code)["details"]["worker"] == before  # no container or process start
+
+
+def test_a_timeout_the_code_swallows_still_ends_the_case_and_replaces_the_worker(small: TestClient) -> None:
+    stubborn = "    while inputs.get('stubborn'):\n        try:\n            time.sleep(5)\n"
+    stubborn += "        except BaseException:\n            pass\n"
+    code = TOKEN.format(extra="import time").replace("    return", stubborn + "    return")
+    before = evaluate(small, code)["details"]["worker"]
+    timed = evaluate(small, code, inputs={"stubborn": True}, settings={"timeout_s": 0.3})
+    assert timed["status"] == "timeout" and timed["error"]["type"] == "Timeout"
+    assert evaluate(small, code)["details"]["worker"] != before
+
+
+def test_an_async_evaluator_that_times_out_gets_a_fresh_worker(small: TestClient) -> None:
+    code = (
+        "import asyncio, os\nTOKEN = os.urandom(8).hex()\n\nasync def evaluate(inputs, outputs, trace):\n"
+        "    await asyncio.sleep(inputs.get('sleep', 0))\n    return {'score': 1, 'worker': TOKEN}\n"
+    )
     before = evaluate(small, code)["details"]["worker"]
     assert evaluate(small, code, inputs={"sleep": 5}, settings={"timeout_s": 0.3})["status"] == "timeout"
-    after = evaluate(small, code)["details"]["worker"]
-    assert after != before
+    assert evaluate(small, code)["details"]["worker"] != before  # an interrupted event loop is not reused
