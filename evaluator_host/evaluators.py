@@ -38,6 +38,7 @@ async def prepared_of(record: RevisionRecord, evaluation: Evaluation) -> Prepare
         runtime_id=record.runtime_id,
         loader=dict(detected.loader),
         compiled=detected.compiled,
+        policy=evaluation.effective_policy(record.language, record.settings.get("policy", "standard")),
     )
 
 

@@ -64,6 +64,11 @@ class EvaluatorSettings(BaseModel):
     correct_answer_key: str = Field(
         "correct_answer", min_length=1, max_length=256, description="inputs key passed as correct_answer (legacy only)."
     )
+    policy: Literal["standard", "restricted"] = Field(
+        "standard",
+        description="Execution policy: 'restricted' compiles and runs Python under RestrictedPython's guards "
+        "(defence in depth; see docs/security.md). The service may run 'restricted' where its isolation is weakest.",
+    )
 
 
 class Case(BaseModel):
