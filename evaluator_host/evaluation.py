@@ -58,6 +58,7 @@ class Prepared:
     loader: dict[str, Any] = field(default_factory=dict)
     compiled: str | None = None  # what the harness runs, when not ``code`` itself (JS/TS)
     policy: str = "standard"  # the policy it runs under: settings.policy, or the service's floor
+    capabilities: dict[str, list[dict[str, Any]]] = field(default_factory=dict, compare=False)
 
     @functools.cached_property
     def code_hash(self) -> str:
@@ -101,12 +102,26 @@ def cases_of(body: EvaluateRequest | EvaluatorEvaluateRequest, max_cases: int) -
 
 
 def answer(
-    results: list[EvaluationResult], batch: bool, *, evaluator_id: str | None = None, revision: int | None = None
+    results: list[EvaluationResult],
+    batch: bool,
+    *,
+    evaluator_id: str | None = None,
+    revision: int | None = None,
+    capabilities: dict[str, list[dict[str, Any]]] | None = None,
 ) -> EvaluationResult | BatchResponse:
-    """The answer of an evaluate call: the one result, or every result with their aggregate."""
+    """The answer of an evaluate call: the one result, or every result with their aggregate
+    (with the definition's capability report, when given, once per answer)."""
     if not batch:
-        return results[0]
-    return BatchResponse(results=results, aggregate=aggregate(results), evaluator_id=evaluator_id, revision=revision)
+        if capabilities is None:
+            return results[0]
+        return results[0].model_copy(update={"capabilities": capabilities})
+    return BatchResponse(
+        results=results,
+        aggregate=aggregate(results),
+        evaluator_id=evaluator_id,
+        revision=revision,
+        capabilities=capabilities,
+    )
 
 
 class Bound:
@@ -187,6 +202,7 @@ class Evaluation:
             loader=dict(detected.loader),
             compiled=detected.compiled,
             policy=policy,
+            capabilities=languages.get(language).capabilities(code),
         )
 
     def effective_policy(self, language: str, requested: str) -> str:

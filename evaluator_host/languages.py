@@ -5,8 +5,9 @@ and is one folder ``runtimes/<family>/`` with a ``manifest.json``. A family serv
 more *languages* (``node`` serves JavaScript and TypeScript). The manifest says:
 
 ``languages``   each language's name, file suffixes (the CLI), the suffix of the module the
-                harness loads, and its detector (``"module:function"``, called with the
-                language's name and the code, answering ``Detected``); ``inspector``, when
+                harness loads, its detector (``"module:function"``, called with the
+                language's name and the code, answering ``Detected``) and its capability
+                scanner (``capabilities``: the code → the capability report); ``inspector``, when
                 the detector needs one, is a host-side script in the folder;
 ``harness``     the harness file in the folder; ``command`` its argv template
                 (``{executable}``, ``{harness}``, ``{config}``, ``{heap_mb}``);
@@ -196,6 +197,16 @@ class Language:
     suffixes: tuple[str, ...]
     module_suffix: str
     detector: str
+    capability_scanner: str | None = None
+
+    def capabilities(self, code: str) -> dict[str, list[dict[str, Any]]]:
+        """The static capability report of ``code`` (:mod:`evaluator_host.definitions.capabilities`)."""
+        if self.capability_scanner is None:
+            from evaluator_host.definitions.capabilities import empty
+
+            return empty()
+        scan: Callable[[str], dict[str, list[dict[str, Any]]]] = _resolve(self.capability_scanner)
+        return scan(code)
 
     def detect(self, code: str) -> Detected:
         """The interface ``code`` defines (``DefinitionError`` when not acceptable); never runs it."""
@@ -233,6 +244,7 @@ def _load(folder: Path) -> tuple[Family, list[Language]]:
             suffixes=tuple(entry["suffixes"]),
             module_suffix=entry["module_suffix"],
             detector=entry["detector"],
+            capability_scanner=entry.get("capabilities"),
         )
         for entry in m["languages"]
     ]

@@ -21,6 +21,7 @@ __all__ = [
     "EvaluatorSettings",
     "ErrorInfo",
     "BatchResponse",
+    "Capabilities",
     "Dataset",
     "DatasetList",
     "FieldMapping",
@@ -50,6 +51,11 @@ Language = Annotated[
     WithJsonSchema({"type": "string", "enum": languages.names()}),
 ]
 Packages = dict[str, str] | list[str]
+Capabilities = dict[str, list[dict[str, Any]]]
+_CAPABILITIES_DOC = (
+    "What the code reaches for, found statically (advisory; the sandbox enforces): network, filesystem, "
+    "subprocess, environment, dynamic_code, native — each a list of {line, detail}."
+)
 Status = Literal["ok", "error", "invalid_result", "timeout", "memory_limit", "output_limit", "sandbox_error"]
 
 
@@ -144,6 +150,7 @@ class EvaluationResult(BaseModel):
     runtime: dict[str, Any]
     evaluator_id: str | None = None
     revision: int | None = None
+    capabilities: Capabilities | None = Field(None, description=_CAPABILITIES_DOC + " Single-case answers only.")
 
 
 class Stats(BaseModel):
@@ -174,6 +181,7 @@ class BatchResponse(BaseModel):
     aggregate: Aggregate
     evaluator_id: str | None = None
     revision: int | None = None
+    capabilities: Capabilities | None = Field(None, description=_CAPABILITIES_DOC)
 
 
 class Evaluator(BaseModel):
@@ -191,6 +199,7 @@ class Evaluator(BaseModel):
     runtime_id: str
     created_at: datetime
     updated_at: datetime
+    capabilities: Capabilities = Field(default_factory=dict, description=_CAPABILITIES_DOC)
 
 
 class EvaluatorList(BaseModel):
