@@ -145,7 +145,9 @@ FORBIDDEN_ATTRS: frozenset[str] = frozenset(
 )  # fmt: skip
 
 # Dunder attributes code may read (``super().__init__(…)``, ``type(x).__name__``): none leads on.
-DUNDER_READS: frozenset[str] = frozenset({"__init__", "__name__", "__qualname__", "__doc__", "__class__", "__module__"})
+DUNDER_READS: frozenset[str] = frozenset(
+    {"__init__", "__name__", "__qualname__", "__doc__", "__class__", "__module__", "__version__"}
+)
 
 # Dunder methods a class body may define (its own objects' behaviour; nothing is reached by it).
 _DUNDER_DEFS = frozenset(
