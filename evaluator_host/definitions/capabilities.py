@@ -237,6 +237,8 @@ def _js_cached(code: str) -> tuple[tuple[str, int, str], ...]:
         return bisect.bisect_right(starts, offset)
 
     for match in _SPECIFIER.finditer(with_strings):
+        if bare[match.start()] != with_strings[match.start()]:
+            continue  # the keyword itself is inside a string literal
         spec = match.group(2)
         name = spec.removeprefix("node:")
         top = "/".join(name.split("/")[:2]) if name.startswith("@") else name.split("/")[0]
