@@ -47,7 +47,7 @@ def stored_form(result: EvaluationResult, max_bytes: int | None = None) -> str:
     With ``max_bytes``, a longer one is cut to fit: stdout and stderr first (``truncated`` set),
     then ``details`` and the error's traceback; a warning says so.
     """
-    exclude = set(SHARED_FIELDS) | {"capabilities"}  # the definition's, not the row's
+    exclude = set(SHARED_FIELDS)
     text = result.model_dump_json(exclude=exclude)
     if max_bytes is None or len(text) <= max_bytes // 4 or len(text.encode()) <= max_bytes:
         return text
