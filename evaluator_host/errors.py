@@ -6,6 +6,7 @@
     ├── DefinitionError            the user's evaluator cannot be accepted (HTTP 422)
     │   ├── CodeSyntaxError        the code does not parse (line, column)
     │   ├── InterfaceError         no / both / wrong-arity entrypoints
+    │   ├── PolicyError            the code uses what its execution policy refuses (line, column)
     │   ├── PackageSpecError       a pin is not an exact, valid pin (names the entry)
     │   ├── LimitError             code too large, settings out of bounds
     │   │   └── ResponseTooLarge   one call's results past max_response_bytes (use a job)
@@ -36,6 +37,7 @@ __all__ = [
     "LimitError",
     "NotFoundError",
     "PackageSpecError",
+    "PolicyError",
     "ResponseTooLarge",
     "SandboxError",
 ]
@@ -72,6 +74,13 @@ class InterfaceError(DefinitionError):
     """No entrypoint, both entrypoints, or a wrong arity."""
 
     type_name = "InterfaceError"
+
+
+class PolicyError(DefinitionError):
+    """The code uses a construct its execution policy (``settings.policy``) refuses, or the policy
+    is not offered for its language; ``line``/``column`` are 1-based in the user's code."""
+
+    type_name = "PolicyError"
 
 
 class PackageSpecError(DefinitionError):

@@ -57,6 +57,8 @@ class Prepared:
     runtime_id: str
     loader: dict[str, Any] = field(default_factory=dict)
     compiled: str | None = None  # what the harness runs, when not ``code`` itself (JS/TS)
+    policy: str = "standard"  # the policy it runs under: settings.policy, or the service's floor
+    capabilities: dict[str, list[dict[str, Any]]] = field(default_factory=dict, compare=False)
 
     @functools.cached_property
     def code_hash(self) -> str:
@@ -100,12 +102,26 @@ def cases_of(body: EvaluateRequest | EvaluatorEvaluateRequest, max_cases: int) -
 
 
 def answer(
-    results: list[EvaluationResult], batch: bool, *, evaluator_id: str | None = None, revision: int | None = None
+    results: list[EvaluationResult],
+    batch: bool,
+    *,
+    evaluator_id: str | None = None,
+    revision: int | None = None,
+    capabilities: dict[str, list[dict[str, Any]]] | None = None,
 ) -> EvaluationResult | BatchResponse:
-    """The answer of an evaluate call: the one result, or every result with their aggregate."""
+    """The answer of an evaluate call: the one result, or every result with their aggregate
+    (with the definition's capability report, when given, once per answer)."""
     if not batch:
-        return results[0]
-    return BatchResponse(results=results, aggregate=aggregate(results), evaluator_id=evaluator_id, revision=revision)
+        if capabilities is None:
+            return results[0]
+        return results[0].model_copy(update={"capabilities": capabilities})
+    return BatchResponse(
+        results=results,
+        aggregate=aggregate(results),
+        evaluator_id=evaluator_id,
+        revision=revision,
+        capabilities=capabilities,
+    )
 
 
 class Bound:
@@ -115,7 +131,7 @@ class Bound:
         self.prepared = prepared
         self.runtime = runtime
         self.spec = spec
-        self.public = runtime.public()  # every result's ``runtime``
+        self.public = {**runtime.public(), "policy": prepared.policy}  # every result's ``runtime``
         self._pool = pool
 
     async def run(self, cases: Sequence[dict[str, Any]], max_bytes: int | None = None) -> list[RawOutcome]:
@@ -143,10 +159,12 @@ class Bound:
 class Evaluation:
     """Validates definitions and binds them to runtimes and warm workers."""
 
-    def __init__(self, settings: Settings, pool: WorkerPool, builder: Builder) -> None:
+    def __init__(self, settings: Settings, pool: WorkerPool, builder: Builder, *, weak_isolation: bool = False) -> None:
         self.settings = settings
         self.pool = pool
         self.builder = builder
+        restricted = settings.default_policy == "restricted" or settings.default_policy == "auto" and weak_isolation
+        self.default_policy = "restricted" if restricted else "standard"  # the floor, where offered
         self._bound: OrderedDict[tuple[str, str, str, int], Bound] = OrderedDict()
         # detection has threads of its own: builds or database calls never hold it up, nor it them
         self._inspecting = ThreadPoolExecutor(max_workers=2, thread_name_prefix="evh-inspect")
@@ -171,17 +189,39 @@ class Evaluation:
             )
         detected = await self.detect(language, code)
         pins = normalize_pins(language, packages)
+        settings = settings or EvaluatorSettings()
+        policy = await self.check_policy(language, code, settings.policy)
         return Prepared(
             language=language,
             code=code,
             interface=detected.interface,
             entrypoint=detected.entrypoint,
             pins=pins,
-            settings=settings or EvaluatorSettings(),
+            settings=settings,
             runtime_id=self.builder.runtime_for(language, pins),
             loader=dict(detected.loader),
             compiled=detected.compiled,
+            policy=policy,
+            capabilities=languages.get(language).capabilities(code),
         )
+
+    def effective_policy(self, language: str, requested: str) -> str:
+        """The policy code of ``language`` runs under: ``requested``, raised to the service's
+        :attr:`default_policy` when the language's family offers it."""
+        family = languages.get(language).family
+        if requested == "standard" and self.default_policy in family.policy_names:
+            return self.default_policy
+        return requested
+
+    async def check_policy(self, language: str, code: str, requested: str) -> str:
+        """The effective policy (:meth:`effective_policy`), after checking ``code`` under it
+        (``PolicyError`` with line and column when refused; on the inspection threads)."""
+        policy = self.effective_policy(language, requested)
+        if policy != "standard" or requested != "standard":
+            family = languages.get(language).family
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._inspecting, family.check_policy, policy, code)
+        return policy
 
     async def ensure_runtime(self, prepared: Prepared) -> Runtime:
         """Build (once) or fetch the runtime of ``prepared``; ``BuildError`` when the install fails."""
@@ -205,13 +245,14 @@ class Evaluation:
     def _spec(self, prepared: Prepared, runtime: Runtime, scope: str) -> WorkerSpec:
         language = languages.get(prepared.language)
         memory_mb = prepared.settings.memory_mb
-        key_src = f"{scope}|{prepared.code_hash}|{runtime.id}|{memory_mb}|{prepared.interface}"
+        key_src = f"{scope}|{prepared.code_hash}|{runtime.id}|{memory_mb}|{prepared.interface}|{prepared.policy}"
         load = {
             "code": prepared.code if prepared.compiled is None else prepared.compiled,
             "filename": f"evaluator{language.module_suffix}",
             "language": prepared.language,
             "interface": prepared.interface,
             "entrypoint": prepared.entrypoint,
+            "policy": prepared.policy,
             **prepared.loader,
         }
         return WorkerSpec(

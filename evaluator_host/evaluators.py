@@ -11,6 +11,7 @@ import dataclasses
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from evaluator_host import languages
 from evaluator_host.evaluation import Bound, Evaluation, Prepared
 from evaluator_host.models import Case, EvaluationResult, Evaluator, EvaluatorCreate, EvaluatorSettings
 from evaluator_host.store import EvaluatorStore, RevisionRecord
@@ -21,8 +22,12 @@ _REMEMBERED = 1024  # bound revisions kept for calls by id (least recently used 
 
 
 def to_model(record: RevisionRecord) -> Evaluator:
-    """The API shape of a stored revision (the record's fields are the model's)."""
-    return Evaluator.model_validate(dataclasses.asdict(record))
+    """The API shape of a stored revision (the record's fields are the model's; a revision stored
+    before capability reports existed gets its report computed from its code)."""
+    fields = dataclasses.asdict(record)
+    if fields["capabilities"] is None:
+        fields["capabilities"] = languages.get(record.language).capabilities(record.code)
+    return Evaluator.model_validate(fields)
 
 
 async def prepared_of(record: RevisionRecord, evaluation: Evaluation) -> Prepared:
@@ -38,6 +43,7 @@ async def prepared_of(record: RevisionRecord, evaluation: Evaluation) -> Prepare
         runtime_id=record.runtime_id,
         loader=dict(detected.loader),
         compiled=detected.compiled,
+        policy=evaluation.effective_policy(record.language, record.settings.get("policy", "standard")),
     )
 
 
@@ -71,6 +77,7 @@ class Evaluators:
             "packages": prepared.pins,
             "settings": prepared.settings.model_dump(),
             "runtime_id": prepared.runtime_id,
+            "capabilities": prepared.capabilities,
         }
 
     def _prewarm(self, record: RevisionRecord) -> None:

@@ -5,8 +5,9 @@ and is one folder ``runtimes/<family>/`` with a ``manifest.json``. A family serv
 more *languages* (``node`` serves JavaScript and TypeScript). The manifest says:
 
 ``languages``   each language's name, file suffixes (the CLI), the suffix of the module the
-                harness loads, and its detector (``"module:function"``, called with the
-                language's name and the code, answering ``Detected``); ``inspector``, when
+                harness loads, its detector (``"module:function"``, called with the
+                language's name and the code, answering ``Detected``) and its capability
+                scanner (``capabilities``: the code → the capability report); ``inspector``, when
                 the detector needs one, is a host-side script in the folder;
 ``harness``     the harness file in the folder; ``command`` its argv template
                 (``{executable}``, ``{harness}``, ``{config}``, ``{heap_mb}``);
@@ -15,6 +16,10 @@ more *languages* (``node`` serves JavaScript and TypeScript). The manifest says:
 ``channel``     ``stdio`` (frames on fds 0/1) or ``fds34`` (the launcher moves them to 3/4);
 ``address_space_mb``  address space on top of ``memory_mb`` a worker needs (V8 reserves a lot);
 ``pins``        the pin separator (``==``, ``@``), an example version and the validator;
+``policies``    the execution policies the family offers, each with its definition-time checker
+                (``"module:function"`` called with the code and the family's folder, or null): ``standard`` always;
+``vendor``      host packages (import names) the harness itself needs, bound read-only into
+                every sandbox under ``/sandbox/vendor/<name>`` (``vendor_dirs`` in its config);
 ``installer``   which installer builds its package sets (``pip`` | ``npm``,
                 :mod:`evaluator_host.sandbox.installers`); ``packages`` where packages
                 live in a runtime and the harness config key that points at them.
@@ -27,19 +32,21 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evaluator_host.errors import InterfaceError
+from evaluator_host.errors import InterfaceError, PolicyError
 
 if TYPE_CHECKING:
     from evaluator_host.definitions.interfaces import Detected
 
 __all__ = [
     "DEFAULT",
+    "VENDOR_DIR",
     "RUNTIMES_DIR",
     "Family",
     "Language",
@@ -53,6 +60,7 @@ __all__ = [
 
 DEFAULT = "python"  # where a command needs one language and none is given (`images build`)
 RUNTIMES_DIR = Path(__file__).resolve().parents[1] / "runtimes"  # harnesses, mounted read-only into sandboxes
+VENDOR_DIR = "/sandbox/vendor"  # where a family's vendored host packages are bound in a sandbox
 
 
 def _resolve(ref: str) -> Any:
@@ -95,6 +103,33 @@ class Family:
     packages_key: str
     packages_as_list: bool
     inspector: str | None = None
+    policies: tuple[tuple[str, str | None], ...] = (("standard", None),)
+    vendor: tuple[str, ...] = ()
+
+    @property
+    def policy_names(self) -> tuple[str, ...]:
+        """The execution policies this family offers (``standard`` first)."""
+        return tuple(name for name, _ in self.policies)
+
+    def check_policy(self, policy: str, code: str) -> None:
+        """Check ``code`` under ``policy`` at definition time (``DefinitionError`` when refused);
+        ``PolicyError`` when the family does not offer ``policy``."""
+        checker = dict(self.policies).get(policy, "")
+        if checker == "":
+            raise PolicyError(f"the policy {policy!r} is not available here; use one of {list(self.policy_names)}")
+        if checker is not None:
+            check: Callable[[str, Path], None] = _resolve(checker)
+            check(code, self.folder)
+
+    def vendor_dirs(self) -> list[tuple[str, str]]:
+        """``(host directory, name)`` of each vendored package (bound at ``/sandbox/vendor/<name>``)."""
+        found = []
+        for name in self.vendor:
+            spec = importlib.util.find_spec(name)
+            if spec is None or not spec.submodule_search_locations:
+                raise ValueError(f"runtimes/{self.name} needs the package {name!r} on the host")
+            found.append((str(Path(list(spec.submodule_search_locations)[0]).resolve()), name))
+        return found
 
     @property
     def inspector_path(self) -> Path | None:
@@ -162,6 +197,16 @@ class Language:
     suffixes: tuple[str, ...]
     module_suffix: str
     detector: str
+    capability_scanner: str | None = None
+
+    def capabilities(self, code: str) -> dict[str, list[dict[str, Any]]]:
+        """The static capability report of ``code`` (:mod:`evaluator_host.definitions.capabilities`)."""
+        if self.capability_scanner is None:
+            from evaluator_host.definitions.capabilities import empty
+
+            return empty()
+        scan: Callable[[str], dict[str, list[dict[str, Any]]]] = _resolve(self.capability_scanner)
+        return scan(code)
 
     def detect(self, code: str) -> Detected:
         """The interface ``code`` defines (``DefinitionError`` when not acceptable); never runs it."""
@@ -189,6 +234,8 @@ def _load(folder: Path) -> tuple[Family, list[Language]]:
         packages_key=m["packages"]["config_key"],
         packages_as_list=bool(m["packages"]["as_list"]),
         inspector=m.get("inspector"),
+        policies=tuple((m.get("policies") or {"standard": None}).items()),
+        vendor=tuple(m.get("vendor", ())),
     )
     languages = [
         Language(
@@ -197,6 +244,7 @@ def _load(folder: Path) -> tuple[Family, list[Language]]:
             suffixes=tuple(entry["suffixes"]),
             module_suffix=entry["module_suffix"],
             detector=entry["detector"],
+            capability_scanner=entry.get("capabilities"),
         )
         for entry in m["languages"]
     ]

@@ -21,6 +21,7 @@ __all__ = [
     "EvaluatorSettings",
     "ErrorInfo",
     "BatchResponse",
+    "Capabilities",
     "Dataset",
     "DatasetList",
     "FieldMapping",
@@ -50,6 +51,11 @@ Language = Annotated[
     WithJsonSchema({"type": "string", "enum": languages.names()}),
 ]
 Packages = dict[str, str] | list[str]
+Capabilities = dict[str, list[dict[str, Any]]]
+_CAPABILITIES_DOC = (
+    "What the code reaches for, found statically (advisory; the sandbox enforces): network, filesystem, "
+    "subprocess, environment, dynamic_code, native — each a list of {line, detail}."
+)
 Status = Literal["ok", "error", "invalid_result", "timeout", "memory_limit", "output_limit", "sandbox_error"]
 
 
@@ -63,6 +69,11 @@ class EvaluatorSettings(BaseModel):
     threshold: float | None = Field(None, description="When set, passed = score >= threshold.")
     correct_answer_key: str = Field(
         "correct_answer", min_length=1, max_length=256, description="inputs key passed as correct_answer (legacy only)."
+    )
+    policy: Literal["standard", "restricted"] = Field(
+        "standard",
+        description="Execution policy: 'restricted' compiles and runs Python under RestrictedPython's guards "
+        "(defence in depth; see docs/security.md). The service may run 'restricted' where its isolation is weakest.",
     )
 
 
@@ -139,6 +150,7 @@ class EvaluationResult(BaseModel):
     runtime: dict[str, Any]
     evaluator_id: str | None = None
     revision: int | None = None
+    capabilities: Capabilities | None = Field(None, description=_CAPABILITIES_DOC + " Single-case answers only.")
 
 
 class Stats(BaseModel):
@@ -169,6 +181,7 @@ class BatchResponse(BaseModel):
     aggregate: Aggregate
     evaluator_id: str | None = None
     revision: int | None = None
+    capabilities: Capabilities | None = Field(None, description=_CAPABILITIES_DOC)
 
 
 class Evaluator(BaseModel):
@@ -186,6 +199,7 @@ class Evaluator(BaseModel):
     runtime_id: str
     created_at: datetime
     updated_at: datetime
+    capabilities: Capabilities = Field(default_factory=dict, description=_CAPABILITIES_DOC)
 
 
 class EvaluatorList(BaseModel):

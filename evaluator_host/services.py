@@ -133,7 +133,9 @@ class Services:
         jobs = JobStore(engine)
         backend = select_backend(settings)
         pool = WorkerPool(backend, settings)
-        evaluation = Evaluation(settings, pool, backend.builder)
+        # rlimits only (no namespaces, no private root): the restricted policy is the default there
+        weak = backend.isolation.get("mode") == "rlimits"
+        evaluation = Evaluation(settings, pool, backend.builder, weak_isolation=weak)
         datasets = DatasetCatalog(settings, jobs)
         evaluators = Evaluators(store, evaluation)
         runner = JobRunner(settings, jobs, evaluators, datasets)

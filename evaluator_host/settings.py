@@ -55,6 +55,12 @@ class Settings(BaseSettings):
         default_factory=list, description="Comma-separated bearer keys; when set every /v1 call needs one."
     )
     backend: Literal["auto", "process", "docker"] = Field("auto", description="Sandbox backend.")
+    default_policy: Literal["auto", "standard", "restricted"] = Field(
+        "auto",
+        description="The least execution policy evaluators run under where their language offers it: "
+        "'auto' is 'restricted' when the process backend can only apply rlimits (no namespaces), else "
+        "'standard'; 'standard' opts out; 'restricted' everywhere. An evaluator may always ask for more.",
+    )
 
     max_body_bytes: int = Field(16 * 1024 * 1024, description="Request bodies above answer 413.")
     fast_path: bool = Field(

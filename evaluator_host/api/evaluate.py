@@ -16,4 +16,5 @@ async def evaluate(body: EvaluateRequest, services: ServicesDep) -> EvaluationRe
     """Evaluate one case, or ``cases`` with an aggregate."""
     prepared = await services.evaluation.validate(body.language, body.code, body.packages, body.settings)
     cases, batch = cases_of(body, services.settings.max_cases)
-    return answer(await services.evaluation.evaluate(prepared, cases), batch)
+    results = await services.evaluation.evaluate(prepared, cases)
+    return answer(results, batch, capabilities=prepared.capabilities)

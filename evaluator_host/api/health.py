@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from evaluator_host import languages
 from evaluator_host.api.deps import ServicesDep
 
 router = APIRouter(tags=["health"])
@@ -23,4 +24,11 @@ def healthz(services: ServicesDep) -> dict[str, Any]:
         "isolation_details": isolation,
         "workers": {"total": stats.workers, "idle": stats.idle, "started": stats.started, "spares": stats.spares},
         "runtimes_built": services.backend.builder.builds,
+        "policy": {
+            "default": services.evaluation.default_policy,
+            "setting": services.settings.default_policy,
+            "applies_to": [
+                lang for lang in languages.names() if "restricted" in languages.get(lang).family.policy_names
+            ],
+        },
     }

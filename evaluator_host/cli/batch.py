@@ -243,6 +243,9 @@ async def _batch(args: argparse.Namespace, language: str, console: Console, out:
     job: dict[str, Any] | None = None
     try:
         evaluator = await target.upsert(_definition(args, language))
+        from evaluator_host.cli.main import print_capabilities
+
+        print_capabilities(evaluator.get("capabilities"), console)
         dataset = await target.upload(Path(args.data))
         console.print(
             f"evaluator {evaluator['id']} revision {evaluator['revision']} · dataset {dataset['id']} "

@@ -81,7 +81,18 @@ def _read_cases(args: argparse.Namespace) -> list[Case]:
     return [Case.model_validate_json(args.case or "{}")]
 
 
-async def _evaluate(args: argparse.Namespace) -> list[EvaluationResult]:
+def print_capabilities(capabilities: dict[str, list[dict[str, Any]]] | None, console: Console) -> None:
+    """The definition's capability report, once: what it reaches for that the sandbox will refuse."""
+    found = [(kind, item) for kind, items in (capabilities or {}).items() for item in items]
+    if not found:
+        console.print("[dim]capabilities: none found (no network, files, processes, env, dynamic code, native)[/dim]")
+        return
+    console.print("[bold]capabilities[/bold] (static and advisory; the sandbox has no network and a read-only root):")
+    for kind, item in found:
+        console.print(f"  {kind:<13} line {item['line']}: {item['detail']}", highlight=False, markup=False)
+
+
+async def _evaluate(args: argparse.Namespace) -> tuple[list[EvaluationResult], dict[str, list[dict[str, Any]]]]:
     from evaluator_host.services import Services
 
     path = Path(args.file)
@@ -93,7 +104,7 @@ async def _evaluate(args: argparse.Namespace) -> list[EvaluationResult]:
     services = Services.start_private(Settings())
     try:
         prepared = await services.evaluation.validate(language, path.read_text(), packages, settings)
-        return await services.evaluation.evaluate(prepared, _read_cases(args))
+        return await services.evaluation.evaluate(prepared, _read_cases(args)), prepared.capabilities
     finally:
         await services.close()
 
@@ -144,15 +155,18 @@ def _run(args: argparse.Namespace) -> int:
             return 2
         return run_batch(args, language)
     try:
-        results = asyncio.run(_evaluate(args))
+        results, capabilities = asyncio.run(_evaluate(args))
     except EvaluatorHostError as exc:
         sys.stderr.write(f"{type(exc).__name__}: {exc.message}\n")
         return 2
-    if args.json:
+    if args.json:  # stdout stays one JSON result per line; the report goes to stderr
+        print_capabilities(capabilities, Console(stderr=True))
         for result in results:
             sys.stdout.write(result.model_dump_json() + "\n")
     else:
-        _print(results, Console())
+        console = Console()
+        print_capabilities(capabilities, console)
+        _print(results, console)
     return 0 if all(r.status == "ok" for r in results) else 1
 
 

@@ -17,6 +17,8 @@ from sqlalchemy import (
     Text,
     create_engine,
     event,
+    inspect,
+    text,
 )
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -61,6 +63,8 @@ class RevisionRow(Base):
     settings: Mapped[dict[str, Any]] = mapped_column(JSON)
     runtime_id: Mapped[str] = mapped_column(String(80))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # the static capability report at save time (null: stored before reports existed)
+    capabilities: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class DatasetRow(Base):
@@ -137,4 +141,13 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
     Base.metadata.create_all(engine)
+    _add_missing_columns(engine)
     return engine
+
+
+def _add_missing_columns(engine: Engine) -> None:
+    """Columns added to a table after a database was created (``create_all`` only makes tables)."""
+    present = {column["name"] for column in inspect(engine).get_columns(RevisionRow.__tablename__)}
+    if "capabilities" not in present:
+        with engine.begin() as conn:
+            conn.execute(text(f"ALTER TABLE {RevisionRow.__tablename__} ADD COLUMN capabilities JSON"))

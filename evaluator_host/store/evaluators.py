@@ -38,6 +38,7 @@ class RevisionRecord:
     runtime_id: str
     created_at: datetime
     updated_at: datetime
+    capabilities: dict[str, Any] | None = None  # the static capability report (null: stored before reports)
 
 
 def _aware(value: datetime) -> datetime:
@@ -58,6 +59,7 @@ def _record(ev: EvaluatorRow, rev: RevisionRow) -> RevisionRecord:
         runtime_id=rev.runtime_id,
         created_at=_aware(ev.created_at),
         updated_at=_aware(rev.created_at),
+        capabilities=rev.capabilities,
     )
 
 

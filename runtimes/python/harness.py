@@ -2,7 +2,10 @@
 
 Started once per worker with one argument, a JSON config::
 
-    {"site_dirs": ["..."], "work_dir": "/tmp/.evaluator", "reap_strays": false}
+    {"site_dirs": ["..."], "vendor_dirs": ["..."], "work_dir": "/tmp/.evaluator", "reap_strays": false}
+
+``vendor_dirs`` hold what the harness itself needs besides the standard library
+(RestrictedPython); they are put on ``sys.path`` only for the ``restricted`` policy.
 
 ``reap_strays`` (set only when the harness has a pid namespace of its own: a container,
 or the process backend's namespaces): processes an evaluation starts do not outlive it.
@@ -12,7 +15,7 @@ orphans come back to it and "none left" costs one ``waitpid``.
 
 Every worker starts *unbound* (the pool keeps such spares warm per runtime, on every
 backend) and waits for one ``load`` frame carrying the code and the evaluator's config
-(``entrypoint``, ``interface``, ``output_limit``, ``result_limit``); it writes the code
+(``entrypoint``, ``interface``, ``policy``, ``output_limit``, ``result_limit``); it writes the code
 under ``work_dir`` so line numbers and tracebacks are the user's own, then goes on as
 above. (A ``code_path`` in the start config binds it at once: the selftest uses that.)
 
@@ -35,7 +38,9 @@ the interruption, or is stuck in native code, is still ended by the host's own t
 later, which kills the worker as before.
 
 The user's module is imported from ``code_path`` so error line numbers are the
-user's own. Values are made JSON-safe here; normalization happens on the host.
+user's own. With ``policy: "restricted"`` it is compiled and run under ``restricted.py``
+(next to this file): RestrictedPython with the guard set described there.
+Values are made JSON-safe here; normalization happens on the host.
 """
 
 from __future__ import annotations
@@ -150,6 +155,9 @@ class Harness:
         self.loop: Any = None  # an asyncio loop, created for the first awaitable
         self.load_error: dict[str, Any] | None = None
         self._armed = False  # a case's soft timer runs: SIGALRM interrupts the user's code
+        self.policy = "standard"
+        self.site_dirs: list[str] = []
+        self.vendor_dirs: list[str] = []
         self.reap = bool(config.get("reap_strays"))
         self.work_dir = config.get("work_dir") or "/tmp/evaluator"
         if self.reap and os.getpid() != 1:
@@ -172,11 +180,14 @@ class Harness:
         self.interface = config.get("interface", self.interface)
         self.output_limit = int(config.get("output_limit", self.output_limit))
         self.result_limit = int(config.get("result_limit", self.result_limit))
+        self.policy = config.get("policy", self.policy)
+        self.vendor_dirs = list(config.get("vendor_dirs", self.vendor_dirs))
         if config.get("site_dirs"):
             import site
 
             for path in config["site_dirs"]:
                 site.addsitedir(path)
+            self.site_dirs += config["site_dirs"]
 
     def bind(self) -> bool:
         """Wait for the ``load`` frame of an unbound worker; write the code; False on EOF."""
@@ -229,7 +240,13 @@ class Harness:
             module = types.ModuleType("evaluator")
             module.__file__ = self.code_path
             sys.modules["evaluator"] = module
-            exec(compile(source, self.code_path, "exec"), module.__dict__)
+            if self.policy == "restricted":
+                policy = self._restricted()
+                code = policy.compile_restricted(source, self.code_path)
+                module.__dict__.update(policy.make_globals("evaluator", policy.runtime_modules(self.site_dirs)))
+            else:
+                code = compile(source, self.code_path, "exec")
+            exec(code, module.__dict__)
             self.fn = getattr(module, self.entrypoint, None)
             if not callable(self.fn):
                 raise TypeError(f"{self.entrypoint} is not callable")
@@ -242,6 +259,18 @@ class Harness:
             self.load_error["stdout"] = out.text()
             self.load_error["stderr"] = err.text()
 
+    def _restricted(self) -> Any:
+        """``restricted.py`` (next to this file), with RestrictedPython from ``vendor_dirs``."""
+        import importlib.util
+
+        sys.path[:0] = [path for path in self.vendor_dirs if path not in sys.path]
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "restricted.py")
+        spec = importlib.util.spec_from_file_location("evaluator_host_restricted", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
     # -- evaluation ----------------------------------------------------------------------
     def _error(self, exc: BaseException) -> dict[str, Any]:
         import traceback
@@ -252,6 +281,8 @@ class Harness:
         if isinstance(exc, SyntaxError) and exc.filename == self.code_path:
             line = exc.lineno
         kept = frames[user[0] :] if user else []
+        if user and self.policy == "restricted":  # the guards' own frames tell the user nothing
+            kept = frames[user[0] : user[-1] + 1]
         text = "Traceback (most recent call last):\n" if kept else ""
         text += "".join(traceback.format_list(kept)).replace(self.code_path, "evaluator.py")
         text += "".join(traceback.format_exception_only(type(exc), exc)).replace(self.code_path, "evaluator.py")

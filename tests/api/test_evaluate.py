@@ -147,3 +147,18 @@ def test_openapi_is_served(client: TestClient) -> None:
     paths = client.get("/openapi.json").json()["paths"]
     assert {"/v1/evaluate", "/v1/evaluators", "/v1/evaluators/{evaluator_id}/evaluate"} <= set(paths)
     assert client.get("/docs").status_code == 200
+
+
+def test_the_capability_report_comes_back_from_evaluate_and_is_stored_on_each_revision(client: TestClient) -> None:
+    code = "import socket\n\ndef evaluate(inputs, outputs, trace):\n    return 1.0\n"
+    answer = client.post("/v1/evaluate", json={"language": "python", "code": code}).json()
+    assert answer["capabilities"]["network"] == [{"line": 1, "detail": "import socket"}]
+    batch = client.post("/v1/evaluate", json={"language": "python", "code": code, "cases": [{}, {}]}).json()
+    assert batch["capabilities"]["network"][0]["line"] == 1
+    created = client.post("/v1/evaluators", json={"name": "caps", "language": "python", "code": code}).json()
+    assert created["capabilities"]["network"] == [{"line": 1, "detail": "import socket"}]
+    plain = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
+    updated = client.put(f"/v1/evaluators/{created['id']}", json={"name": "caps", "language": "python", "code": plain})
+    revisions = client.get(f"/v1/evaluators/{created['id']}/revisions").json()["data"]
+    assert [r["capabilities"]["network"] for r in revisions] == [[{"line": 1, "detail": "import socket"}], []]
+    assert updated.json()["capabilities"]["network"] == []

@@ -195,7 +195,12 @@ class DockerBackend:
     def _command(self, runtime: RuntimeKey, image: str) -> list[str]:
         family = languages.family(runtime.family)
         packages = family.image_packages_dir if image != self.builder.base_id() else None
-        config = {"reap_strays": True, "work_dir": "/tmp/.evaluator", **family.packages_config(packages)}
+        config = {
+            "reap_strays": True,
+            "work_dir": "/tmp/.evaluator",
+            "vendor_dirs": [languages.VENDOR_DIR] if family.vendor else [],
+            **family.packages_config(packages),
+        }
         harness = f"/sandbox/runtimes/{family.name}/{family.harness}"
         argv = family.command_for(family.image_executable, harness, runtime.memory_mb, config)
         if family.channel_fds:  # the shell moves the attach streams to fds 3/4 first
@@ -221,7 +226,14 @@ class DockerBackend:
             nano_cpus=int(s.cpus * 1e9),
             init=True,
             ipc_mode="private",
-            binds={str(RUNTIMES_DIR): {"bind": "/sandbox/runtimes", "mode": "ro"}},
+            binds={
+                str(RUNTIMES_DIR): {"bind": "/sandbox/runtimes", "mode": "ro"},
+                # host packages the harness itself needs (RestrictedPython), read-only like the harness
+                **{
+                    src: {"bind": f"{languages.VENDOR_DIR}/{name}", "mode": "ro"}
+                    for src, name in languages.family(runtime.family).vendor_dirs()
+                },
+            },
             ulimits=[
                 Ulimit(name="nofile", soft=256, hard=256),
                 Ulimit(name="core", soft=0, hard=0),

@@ -224,10 +224,21 @@ class ProcessBackend:
                 binds.append([runtime.location, "/sandbox/runtime"])
                 packages = f"/sandbox/runtime/{family.packages_dir}"
         harness = f"{runtimes_dir}/{family.name}/{family.harness}"
+        vendor: list[str] = []
+        if family.vendor:  # host packages the harness needs (RestrictedPython), read-only
+            if private_root:
+                binds += [[src, f"{languages.VENDOR_DIR}/{name}"] for src, name in family.vendor_dirs()]
+                vendor = [languages.VENDOR_DIR]
+            else:  # no private root to bind into: links in the worker's own directory
+                (root / "vendor").mkdir()
+                for src, name in family.vendor_dirs():
+                    (root / "vendor" / name).symlink_to(src)
+                vendor = [str(root / "vendor")]
         harness_config: dict[str, Any] = {
             # the harness is pid 1 of its own pid namespace: it may kill the rest
             "reap_strays": private_root,
             "work_dir": "/tmp/.evaluator" if private_root else str(root / ".evaluator"),
+            "vendor_dirs": vendor,
             **family.packages_config(packages),
         }
         rlimits = {

@@ -1,0 +1,48 @@
+"""Definition-time check of the ``restricted`` policy: the harness's own compiler, on the host.
+
+The rules live once, in ``restricted.py`` of the family's runtime folder (the harness loads the
+same file in the sandbox); here they only compile — nothing of the user's code runs on the host.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+from evaluator_host.errors import CodeSyntaxError, PolicyError
+
+__all__ = ["check_python", "policy_module"]
+
+
+@functools.cache
+def policy_module(folder: Path) -> ModuleType:
+    """``folder/restricted.py``, loaded once."""
+    path = folder / "restricted.py"
+    spec = importlib.util.spec_from_file_location("evaluator_host_restricted", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_python(code: str, folder: Path) -> None:
+    """Raise ``PolicyError`` (line, column) when the restricted policy of ``folder`` refuses ``code``."""
+    refused = _refusal(code, folder)
+    if refused is not None:
+        kind, message, line, column = refused
+        error = PolicyError if kind == "policy" else CodeSyntaxError
+        raise error(message, line=line, column=column)
+
+
+@functools.lru_cache(maxsize=512)  # one-off calls resend the same code: compile it once
+def _refusal(code: str, folder: Path) -> tuple[str, str, int | None, int | None] | None:
+    policy = policy_module(folder)
+    try:
+        policy.compile_restricted(code, "evaluator.py")
+    except policy.PolicySyntaxError as exc:
+        return "policy", str(exc.msg), exc.lineno, exc.offset
+    except SyntaxError as exc:
+        return "syntax", f"{exc.msg} (line {exc.lineno})", exc.lineno, exc.offset
+    return None
