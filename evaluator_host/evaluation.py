@@ -42,6 +42,7 @@ __all__ = ["ADHOC", "Bound", "Evaluation", "Prepared", "answer", "cases_of", "to
 
 ADHOC = "adhoc"  # the scope of one-off evaluations: workers shared by identical definitions only
 _BOUND_CACHE = 1024
+_SCAN_CACHE = 512  # definitions whose capability report / policy check is remembered (like detection)
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,8 @@ class Evaluation:
         restricted = settings.default_policy == "restricted" or settings.default_policy == "auto" and weak_isolation
         self.default_policy = "restricted" if restricted else "standard"  # the floor, where offered
         self._bound: OrderedDict[tuple[str, str, str, int], Bound] = OrderedDict()
+        self._scanned: OrderedDict[tuple[str, str], dict[str, list[dict[str, Any]]]] = OrderedDict()
+        self._allowed: OrderedDict[tuple[str, str, str], None] = OrderedDict()  # code checked under a policy
         # detection has threads of its own: builds or database calls never hold it up, nor it them
         self._inspecting = ThreadPoolExecutor(max_workers=2, thread_name_prefix="evh-inspect")
 
@@ -202,8 +205,23 @@ class Evaluation:
             loader=dict(detected.loader),
             compiled=detected.compiled,
             policy=policy,
-            capabilities=languages.get(language).capabilities(code),
+            capabilities=await self._capabilities(language, code),
         )
+
+    async def _capabilities(self, language: str, code: str) -> dict[str, list[dict[str, Any]]]:
+        """The capability report of ``code``: remembered (one-off calls resend the same code), or
+        scanned on the inspection threads."""
+        key = (language, code)
+        found = self._scanned.get(key)
+        if found is None:
+            loop = asyncio.get_running_loop()
+            found = await loop.run_in_executor(self._inspecting, languages.get(language).capabilities, code)
+            self._scanned[key] = found
+            if len(self._scanned) > _SCAN_CACHE:
+                self._scanned.popitem(last=False)
+        else:
+            self._scanned.move_to_end(key)
+        return found
 
     def effective_policy(self, language: str, requested: str) -> str:
         """The policy code of ``language`` runs under: ``requested``, raised to the service's
@@ -217,10 +235,13 @@ class Evaluation:
         """The effective policy (:meth:`effective_policy`), after checking ``code`` under it
         (``PolicyError`` with line and column when refused; on the inspection threads)."""
         policy = self.effective_policy(language, requested)
-        if policy != "standard" or requested != "standard":
+        if (policy != "standard" or requested != "standard") and (language, policy, code) not in self._allowed:
             family = languages.get(language).family
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(self._inspecting, family.check_policy, policy, code)
+            self._allowed[(language, policy, code)] = None
+            if len(self._allowed) > _SCAN_CACHE:
+                self._allowed.popitem(last=False)
         return policy
 
     async def ensure_runtime(self, prepared: Prepared) -> Runtime:
