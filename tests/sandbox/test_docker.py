@@ -25,7 +25,7 @@ from evaluator_host.sandbox.base import RuntimeKey
 from evaluator_host.sandbox.docker.backend import DockerBackend, DockerWorker
 from evaluator_host.sandbox.docker.engine import MANAGED, OWNER, Engine
 from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
-from tests.conftest import assert_healthy, docker_only, evaluate, make_settings, managed_containers
+from tests.conftest import assert_healthy, docker_only, evaluate, make_settings, managed_containers, serving
 
 pytestmark = [pytest.mark.docker, docker_only]
 
@@ -185,16 +185,45 @@ def test_containers_left_by_a_crashed_service_are_swept_at_start(tmp_path: Path)
             settings.base_image, ["sleep", "600"], labels={MANAGED: "1", OWNER: "someone-else"}
         )
         try:
-            DockerBackend(settings, engine).engine.close()
+            backend = DockerBackend(settings, engine)
             remaining = {c.id for c in client.containers.list(all=True)}
             assert leftover.id not in remaining  # ours: swept
             assert stranger.id in remaining  # another service's: left alone
+            asyncio.run(backend.close())
         finally:
             stranger.remove(force=True)
             with contextlib.suppress(docker.errors.NotFound):
                 leftover.remove(force=True)
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("stop", ["sigkill", "sigterm-then-sigkill-2s-later"])
+def test_no_container_outlives_its_service_by_more_than_10_s(tmp_path: Path, stop: str) -> None:
+    """A service killed (a crash, or a supervisor's stop that runs out of patience) leaves no worker,
+    spare or build box behind, although no service starts on its data dir again: its janitor
+    removes them."""
+    data_dir = tmp_path / "data"
+    owner = Engine(make_settings(data_dir)).owner
+    with serving(data_dir, backend="docker") as (client, proc):
+        code = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
+        assert client.post("/v1/evaluate", json={"language": "python", "code": code}).json()["status"] == "ok"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the spare build box starts in the background
+            labels = [c.labels for c in docker.from_env().containers.list(filters={"label": f"{OWNER}={owner}"})]
+            if any("evaluator-host.build" in c for c in labels) and len(labels) >= 2:
+                break
+            time.sleep(0.2)
+        assert any("evaluator-host.build" in c for c in labels), labels  # a build box, and workers
+        if stop != "sigkill":
+            proc.terminate()
+            time.sleep(2)
+        proc.kill()
+        proc.wait()
+        killed = time.monotonic()
+        while managed_containers(owner) and time.monotonic() - killed < 10:
+            time.sleep(0.2)
+        assert managed_containers(owner) == set()
 
 
 def test_containers_removed_from_outside_are_replaced_transparently(tmp_path: Path) -> None:

@@ -38,6 +38,7 @@ from evaluator_host.errors import SandboxError
 from evaluator_host.languages import RUNTIMES_DIR
 from evaluator_host.sandbox.base import SANDBOX_ENV, ExitInfo, RawOutput, RuntimeKey, memory_exhausted
 from evaluator_host.sandbox.cgroups import Counter, cgroup_of, memory_cgroup_of, oom_counter
+from evaluator_host.sandbox.docker import janitor
 from evaluator_host.sandbox.docker.engine import NAME_PREFIX, Engine, NotFound
 from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
 from evaluator_host.sandbox.strays import StrayReaper
@@ -162,6 +163,8 @@ class DockerBackend:
         self.settings = settings
         self.engine = engine or Engine(settings)
         self.engine.sweep_sync()
+        # removes this service's containers when the service ends, even by SIGKILL (janitor.py)
+        self._janitor = janitor.spawn(settings, self.engine.owner)
         self.builder = DockerRuntimeBuilder(settings, self.engine)
         self.builder.base_id()
         self._workers: set[DockerWorker] = set()
@@ -319,4 +322,5 @@ class DockerBackend:
             await asyncio.to_thread(self.builder.close)
         with contextlib.suppress(Exception):
             await asyncio.to_thread(self.engine.sweep_sync)
+        await asyncio.to_thread(janitor.dismiss, self._janitor)
         self.engine.close()
