@@ -149,8 +149,10 @@ class Bound:
         )
 
     def result(self, raw: RawOutcome) -> EvaluationResult:
-        """One outcome, normalized."""
-        return to_result(raw, self.prepared, self.public)
+        """One outcome, normalized (and counted)."""
+        result = to_result(raw, self.prepared, self.public)
+        self._pool.metrics.evaluated(result.status, self.prepared.language, self._pool.backend.name)
+        return result
 
     async def evaluate(self, cases: Sequence[Case], max_bytes: int | None = None) -> list[EvaluationResult]:
         """Evaluate ``cases``; one result per case, in order (at most ``max_bytes`` of replies in all)."""

@@ -26,7 +26,9 @@ from evaluator_host.evaluators import Evaluators
 from evaluator_host.jobs.exports import ResultReader
 from evaluator_host.jobs.runner import JobRunner
 from evaluator_host.jobs.uploads import DatasetCatalog
+from evaluator_host.metrics import Metrics
 from evaluator_host.sandbox.base import SandboxBackend
+from evaluator_host.sandbox.build_once import BuildOnce
 from evaluator_host.sandbox.pool import WorkerPool
 from evaluator_host.sandbox.process.backend import ProcessBackend
 from evaluator_host.settings import Settings
@@ -132,13 +134,18 @@ class Services:
         store = EvaluatorStore(engine)
         jobs = JobStore(engine)
         backend = select_backend(settings)
-        pool = WorkerPool(backend, settings)
+        metrics = Metrics()
+        metrics.swept.inc(getattr(backend, "swept", 0))
+        if isinstance(backend.builder, BuildOnce):
+            backend.builder.metrics = metrics
+        pool = WorkerPool(backend, settings, metrics)
         # rlimits only (no namespaces, no private root): the restricted policy is the default there
         weak = backend.isolation.get("mode") == "rlimits"
         evaluation = Evaluation(settings, pool, backend.builder, weak_isolation=weak)
         datasets = DatasetCatalog(settings, jobs)
         evaluators = Evaluators(store, evaluation)
         runner = JobRunner(settings, jobs, evaluators, datasets)
+        runner.metrics = metrics
         results = ResultReader(jobs, datasets.files)
         return cls(settings, store, backend, pool, evaluation, evaluators, datasets, runner, results, lock_fd)
 

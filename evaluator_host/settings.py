@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     )
 
     max_body_bytes: int = Field(16 * 1024 * 1024, description="Request bodies above answer 413.")
+    log_level: str = Field("info", description="debug | info | warning | error (serve's --log-level wins).")
+    log_format: Literal["json", "text"] = Field("json", description="Service logs: one JSON object per line, or text.")
+    access_log: bool = Field(True, description="One log line per request (with its request id).")
     fast_path: bool = Field(
         True,
         description="Answer the two evaluate routes without the framework's per-request machinery "

@@ -11,6 +11,7 @@ from evaluator_host.api import datasets, errors, evaluate, evaluators, health, j
 from evaluator_host.api.deps import require_api_key
 from evaluator_host.api.fastpath import FastPath
 from evaluator_host.api.limits import BodyLimitMiddleware
+from evaluator_host.api.observe import Observe
 from evaluator_host.services import Services
 from evaluator_host.settings import Settings
 
@@ -43,8 +44,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         max_bytes=settings.max_body_bytes,
         overrides={"/v1/datasets": settings.max_dataset_bytes},
     )
-    if settings.fast_path:  # outermost of ours: the hot routes skip the rest
+    if settings.fast_path:  # the hot routes skip the rest
         app.add_middleware(FastPath, settings=settings)
+    app.add_middleware(Observe)  # outermost of ours: request ids, durations, the access log
     errors.install(app)
     app.include_router(health.router)
     guarded = [Depends(require_api_key)]

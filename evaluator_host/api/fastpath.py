@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from evaluator_host.api import errors
 from evaluator_host.api import evaluate as evaluate_route
 from evaluator_host.api import evaluators as evaluators_route
+from evaluator_host.api.observe import ROUTE_KEY
 from evaluator_host.errors import EvaluatorHostError
 from evaluator_host.models import BatchResponse, EvaluateRequest, EvaluationResult, EvaluatorEvaluateRequest
 from evaluator_host.settings import Settings
@@ -39,6 +40,7 @@ __all__ = ["FastPath"]
 
 _BY_ID = re.compile(r"/v1/evaluators/([^/]+)/evaluate")
 _INLINE = "/v1/evaluate"
+_BY_ID_ROUTE = "/v1/evaluators/{evaluator_id}/evaluate"
 _ANSWER: TypeAdapter[EvaluationResult | BatchResponse] = TypeAdapter(EvaluationResult | BatchResponse)
 _JSON_HEADERS = (b"content-type", b"application/json")
 
@@ -61,6 +63,7 @@ class FastPath:
         if (match is None and path != _INLINE) or not self._eligible(scope):
             await self.app(scope, receive, send)
             return
+        scope[ROUTE_KEY] = _INLINE if match is None else _BY_ID_ROUTE
         body, more = await _read_body(receive)
         if more is None:  # the client went away, or sent more than it declared: the app decides
             await self.app(scope, _replay(body, receive), send)

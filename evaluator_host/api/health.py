@@ -5,11 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
+from fastapi.responses import PlainTextResponse
 
 from evaluator_host import languages
 from evaluator_host.api.deps import ServicesDep
+from evaluator_host.metrics import CONTENT_TYPE
 
 router = APIRouter(tags=["health"])
+
+
+@router.get("/metrics", response_class=PlainTextResponse)
+async def metrics(services: ServicesDep) -> PlainTextResponse:
+    """Prometheus metrics (text format); what they count: ``evaluator_host/metrics.py``."""
+    return PlainTextResponse(services.pool.metrics.render(), media_type=CONTENT_TYPE)
 
 
 @router.get("/healthz")

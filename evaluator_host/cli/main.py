@@ -70,7 +70,11 @@ def _serve(args: argparse.Namespace) -> int:
     except DataDirInUse as exc:
         sys.stderr.write(f"evaluator-host: {exc.message}\n")
         return 2
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=args.log_level, access_log=False)
+    from evaluator_host.logs import configure
+
+    level = args.log_level or settings.log_level
+    configure(level, settings.log_format, settings.access_log)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=level, access_log=False, log_config=None)
     return 0
 
 
@@ -226,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port (default 8000)")
     serve.add_argument("--backend", choices=["auto", "process", "docker"])
     serve.add_argument("--insecure", action="store_true", help="allow a non-loopback bind without API keys")
-    serve.add_argument("--log-level", default="info")
+    serve.add_argument("--log-level", default=None, help="default: EVALUATOR_HOST_LOG_LEVEL (info)")
     serve.set_defaults(func=_serve)
     run = sub.add_parser("run", help="evaluate a file: one case, a few cases, or a batch job over a dataset")
     run.add_argument("file", help="evaluator source (.py, .js, .ts)")

@@ -37,6 +37,7 @@ from evaluator_host.evaluators import Evaluators
 from evaluator_host.jobs.exports import stored_form
 from evaluator_host.jobs.mapping import RowMapper
 from evaluator_host.jobs.uploads import DatasetCatalog
+from evaluator_host.metrics import Metrics
 from evaluator_host.models import FieldMapping, Job, JobCreate, JobProgress
 from evaluator_host.results.aggregate import Accumulator
 from evaluator_host.sandbox.base import RawOutcome
@@ -121,6 +122,7 @@ class JobRunner:
         self._slots = asyncio.Semaphore(settings.max_running_jobs)
         self._write = asyncio.Lock()
         self._closed = False
+        self.metrics: Metrics | None = None  # set by the service: committed rows are counted there
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -352,6 +354,7 @@ class JobRunner:
             if live.cancelling:
                 return
             acc = Accumulator.restore(live.acc.state())  # applied to ``live`` only once committed
+            live_failed = live.failed
             failed = 0
             for result in results:
                 acc.add(result)
@@ -377,3 +380,6 @@ class JobRunner:
                     await asyncio.wait([commit])
                 if not commit.cancelled() and commit.exception() is None:
                     live.done, live.failed, live.acc = done, failed, acc
+                    if self.metrics is not None:
+                        self.metrics.job_rows.labels("ok").inc(len(rows) - (failed - live_failed))
+                        self.metrics.job_rows.labels("failed").inc(failed - live_failed)

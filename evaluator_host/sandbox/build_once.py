@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from evaluator_host import languages
+from evaluator_host.metrics import Metrics
 from evaluator_host.sandbox.base import Runtime
 
 __all__ = [
@@ -113,6 +114,7 @@ class BuildOnce:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
         self.builds = 0
+        self.metrics: Metrics | None = None  # set by the service: builds are counted there
         self._locks: dict[str, asyncio.Lock] = {}
         self._cache: dict[str, Runtime] = {}
         # builds run on threads of their own (at most `concurrency` at once, the rest queue): a burst
@@ -171,8 +173,17 @@ class BuildOnce:
             found = self.find(rid, language, pins)
             if found is not None:
                 return found
-            runtime = self.build(rid, language, pins)
+            started = time.monotonic()
+            try:
+                runtime = self.build(rid, language, pins)
+            except BaseException:
+                if self.metrics is not None:
+                    self.metrics.builds.labels("failed").inc()
+                raise
             self.builds += 1
+            if self.metrics is not None:
+                self.metrics.builds.labels("built").inc()
+                self.metrics.build_seconds.observe(time.monotonic() - started)
             return runtime
 
 

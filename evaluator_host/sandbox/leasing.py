@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluator_host.errors import SandboxError
+from evaluator_host.metrics import Metrics
 from evaluator_host.sandbox.base import Worker, WorkerSpec
 from evaluator_host.settings import Settings
 
@@ -68,8 +69,10 @@ def _chattered(worker: Worker) -> bool:
 class Leasing:
     """The leasing state and rules; a subclass says how to start a worker bound to a spec (``_start``)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, metrics: Metrics | None = None) -> None:
         self.settings = settings
+        self.metrics = metrics or Metrics()
+        self._backend_name = "unknown"  # the label of this pool's counts (set by the pool)
         self._idle: dict[str, list[Slot]] = {}
         self._count = 0
         # callers waiting for a worker of their key, oldest first: a released worker is handed to the
@@ -179,11 +182,13 @@ class Leasing:
                     return await self._start_leased(spec, None)
                 victim = self._evict_one(key)
                 if victim is not None:
+                    self.metrics.evictions.labels(self._backend_name).inc()
                     return await self._start_leased(spec, victim)
             waiter: asyncio.Future[Slot | None] = asyncio.get_running_loop().create_future()
             queue = self._waiters.setdefault(key, collections.deque())
             queue.append(waiter)
             self._waiting[key] = self._waiting.get(key, 0) + 1
+            waited_from = time.monotonic()
             try:
                 if self._held(key):  # a worker of ours will come back: wait for it, however long
                     handed = await waiter
@@ -201,6 +206,7 @@ class Leasing:
             finally:
                 self._waiting[key] -= 1  # a cancelled waiter left in the queue is skipped when reached
             if handed is not None:
+                self.metrics.pool_wait.observe(time.monotonic() - waited_from)
                 return handed
 
     async def _start_leased(self, spec: WorkerSpec, victim: Slot | None) -> Slot:

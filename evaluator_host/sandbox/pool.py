@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evaluator_host.errors import ResponseTooLarge, SandboxError
+from evaluator_host.metrics import Metrics
 from evaluator_host.sandbox.base import RawOutcome, RuntimeKey, SandboxBackend, WorkerSpec, error_info
 from evaluator_host.sandbox.coalesce import Coalescer, Group
 from evaluator_host.sandbox.leasing import Leasing, Slot
@@ -83,12 +84,15 @@ def _failure(status: str, type_name: str, message: str, **extra: Any) -> RawOutc
 class WorkerPool(Leasing):
     """Binds warm workers per key (leasing them by :class:`Leasing`'s rules) and runs cases on them."""
 
-    def __init__(self, backend: SandboxBackend, settings: Settings) -> None:
-        super().__init__(settings)
+    def __init__(self, backend: SandboxBackend, settings: Settings, metrics: Metrics | None = None) -> None:
+        super().__init__(settings, metrics)
         self.backend = backend
+        self._backend_name = backend.name
         self._started = 0
         self._sweeper: asyncio.Task[None] | None = None
-        self.spares = Spares(backend, settings, self._reap)
+        self._starts = self.metrics.worker_starts.labels(backend.name)
+        self.spares = Spares(backend, settings, self._reap, self._starts.inc)
+        self.metrics.watch_pool(self._states)
         self._ids = random.Random(os.urandom(16))  # request ids: unpredictable to a sandbox, cheap here
         self.coalescer = Coalescer()
 
@@ -103,6 +107,10 @@ class WorkerPool(Leasing):
             self._sweeper = asyncio.ensure_future(self._sweep())
 
     # -- binding ---------------------------------------------------------------------------
+    def _states(self) -> dict[str, int]:
+        idle = sum(len(v) for v in self._idle.values())
+        return {"busy": self._count - idle, "idle": idle, "spare": self.spares.count()}
+
     def stats(self) -> PoolStats:
         """Current worker counts."""
         idle = sum(len(v) for v in self._idle.values())
@@ -121,6 +129,7 @@ class WorkerPool(Leasing):
             if worker is None:
                 worker = await self.backend.start_worker(spec.runtime)
                 self._started += 1
+                self._starts.inc()
             worker.set_output_limit(spec.output_limit)
             worker.writer.write(load_frame(spec))
             await worker.writer.drain()

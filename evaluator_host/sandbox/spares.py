@@ -21,8 +21,15 @@ __all__ = ["Spares"]
 class Spares:
     """The unbound workers of each runtime key, started in the background."""
 
-    def __init__(self, backend: SandboxBackend, settings: Settings, reap: Callable[[Worker], None]) -> None:
+    def __init__(
+        self,
+        backend: SandboxBackend,
+        settings: Settings,
+        reap: Callable[[Worker], None],
+        started: Callable[[], None] = lambda: None,
+    ) -> None:
         self._backend = backend
+        self._started = started  # called once per worker started (the pool counts cold starts)
         self._settings = settings
         self._reap = reap  # kills a worker in the background
         self._spares: dict[RuntimeKey, list[Worker]] = {}
@@ -70,6 +77,7 @@ class Spares:
     async def _start(self, runtime: RuntimeKey) -> None:
         try:
             worker = await self._backend.start_worker(runtime)
+            self._started()
         except Exception:  # noqa: BLE001 - a spare is an optimization; the request path starts its own
             return
         finally:

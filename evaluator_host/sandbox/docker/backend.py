@@ -162,7 +162,7 @@ class DockerBackend:
     def __init__(self, settings: Settings, engine: Engine | None = None) -> None:
         self.settings = settings
         self.engine = engine or Engine(settings)
-        self.engine.sweep_sync()
+        self.swept = self.engine.sweep_sync()  # leftovers of a previous run (counted in the metrics)
         # removes this service's containers when the service ends, even by SIGKILL (janitor.py)
         self._janitor = janitor.spawn(settings, self.engine.owner)
         self.builder = DockerRuntimeBuilder(settings, self.engine)

@@ -1,0 +1,97 @@
+"""Every request observed: a request id (``X-Request-Id``), its duration in the metrics, one log line.
+
+The outermost layer of the app, so it sees every answer — the fast path's, the app's, the
+body limit's 413 — with its status. The request id is the client's ``X-Request-Id`` when it
+is a short token (letters, digits, ``.-_``, at most 64), else a fresh one; it is returned as
+``X-Request-Id`` and is the ``request_id`` of the request's log line. The route label is the
+route's template (``/v1/evaluators/{evaluator_id}``), ``other`` when no route matched, so a
+client cannot grow the metrics by inventing paths.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["ROUTE_KEY", "Observe"]
+
+ROUTE_KEY = "evaluator_host.route"  # a layer that answers by itself puts its route's template here
+_TOKEN = re.compile(rb"[A-Za-z0-9._-]{1,64}")
+access = logging.getLogger("evaluator_host.access")
+
+
+def _templates(app: Any) -> list[tuple[re.Pattern[str], str]]:
+    """The app's route templates (from its OpenAPI paths, prefixes included) as patterns."""
+    found = []
+    for template in app.openapi().get("paths", {}):
+        pattern = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
+        found.append((re.compile(pattern), template))
+    return found
+
+
+def _route(scope: Scope, templates: list[tuple[re.Pattern[str], str]]) -> str:
+    template = scope.get(ROUTE_KEY)
+    if isinstance(template, str):
+        return template
+    if "endpoint" in scope:  # a route matched: which template
+        path = scope["path"]
+        for pattern, template in templates:
+            if pattern.fullmatch(path):
+                return template
+    return "other"
+
+
+class Observe:
+    """ASGI layer: request ids, the request-duration histogram, the access log line."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self._templates: list[tuple[re.Pattern[str], str]] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        request_id = b""
+        for name, value in scope["headers"]:
+            if name == b"x-request-id" and _TOKEN.fullmatch(value):
+                request_id = value
+                break
+        request_id = request_id or os.urandom(8).hex().encode()
+        status = 500
+
+        async def observed_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id)]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, observed_send)
+        finally:
+            seconds = time.perf_counter() - started
+            if self._templates is None and "app" in scope:
+                self._templates = _templates(scope["app"])
+            route = _route(scope, self._templates or [])
+            services = getattr(getattr(scope.get("app"), "state", None), "services", None)
+            if services is not None:
+                services.pool.metrics.request(scope["method"], route, status, seconds)
+            if access.isEnabledFor(logging.INFO):
+                access.info(
+                    "request",
+                    extra={
+                        "request_id": request_id.decode(),
+                        "method": scope["method"],
+                        "route": route,
+                        "path": scope["path"],
+                        "status": status,
+                        "duration_ms": round(seconds * 1000, 3),
+                    },
+                )

@@ -1,0 +1,109 @@
+"""Prometheus metrics of one service (``GET /metrics``), on a registry of its own.
+
+Names and what they count (no tenant, evaluator or user id is ever a label):
+
+* ``http_server_request_duration_seconds{http_request_method, http_route, http_response_status_code}``
+  — the OpenTelemetry name; buckets from 100 µs, since a warm evaluation answers in about a
+  millisecond (a first bucket of 5 ms would hide every one of them); ``http_route`` is the route
+  template, ``other`` for paths no route matched;
+* ``evaluator_host_evaluations_total{status, language, backend}`` — every normalized result, calls
+  and job rows alike;
+* ``evaluator_host_worker_starts_total{backend}`` — processes or containers started (cold starts);
+  ``evaluator_host_worker_evictions_total{backend}`` — warm workers evicted to make room;
+* ``evaluator_host_pool_workers{state}`` — ``busy``, ``idle`` and ``spare`` workers, read at scrape time;
+  ``evaluator_host_pool_wait_seconds`` — how long calls that found no free worker waited for one;
+* ``evaluator_host_builds_total{result}`` and ``evaluator_host_build_seconds`` — runtime builds;
+* ``evaluator_host_job_rows_total{status}`` — job rows committed (``rate()`` of it is rows/s);
+* ``evaluator_host_swept_containers_total`` — leftover containers removed by start-up sweeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+__all__ = ["CONTENT_TYPE", "Metrics"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_FAST_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+_SLOW_BUCKETS = (0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+
+
+class _PoolCollector(Collector):
+    """The pool's worker counts, read when scraped (nothing to update on the hot path)."""
+
+    def __init__(self, read: Callable[[], dict[str, int]]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterable[Metric]:
+        family = GaugeMetricFamily("evaluator_host_pool_workers", "Warm workers by state.", labels=["state"])
+        for state, count in self._read().items():
+            family.add_metric([state], count)
+        yield family
+
+
+class Metrics:
+    """Every metric of one service; components count through it (a fresh one counts nowhere visible)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.http = Histogram(
+            "http_server_request_duration_seconds",
+            "Duration of HTTP server requests.",
+            ["http_request_method", "http_route", "http_response_status_code"],
+            buckets=_FAST_BUCKETS,
+            registry=r,
+        )
+        self.evaluations = Counter(
+            "evaluator_host_evaluations", "Evaluations by result status.", ["status", "language", "backend"], registry=r
+        )
+        self.worker_starts = Counter(
+            "evaluator_host_worker_starts", "Workers started (cold starts).", ["backend"], registry=r
+        )
+        self.evictions = Counter(
+            "evaluator_host_worker_evictions", "Warm workers evicted to make room.", ["backend"], registry=r
+        )
+        self.pool_wait = Histogram(
+            "evaluator_host_pool_wait_seconds",
+            "Time calls that found no free worker waited for one.",
+            buckets=_FAST_BUCKETS,
+            registry=r,
+        )
+        self.builds = Counter("evaluator_host_builds", "Runtime builds by result.", ["result"], registry=r)
+        self.build_seconds = Histogram(
+            "evaluator_host_build_seconds", "Duration of runtime builds.", buckets=_SLOW_BUCKETS, registry=r
+        )
+        self.job_rows = Counter("evaluator_host_job_rows", "Job rows committed, by status.", ["status"], registry=r)
+        self.swept = Counter(
+            "evaluator_host_swept_containers", "Leftover containers removed by start-up sweeps.", registry=r
+        )
+        self._children: dict[tuple[Any, ...], Any] = {}
+
+    def watch_pool(self, read: Callable[[], dict[str, int]]) -> None:
+        """Report the pool's worker counts (``read`` is called at each scrape)."""
+        self.registry.register(_PoolCollector(read))
+
+    def evaluated(self, status: str, language: str, backend: str, n: int = 1) -> None:
+        """Count ``n`` results of ``status`` (the labelled child is looked up once)."""
+        key = ("e", status, language, backend)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = self.evaluations.labels(status, language, backend)
+        child.inc(n)
+
+    def request(self, method: str, route: str, status: int, seconds: float) -> None:
+        """One HTTP request's duration."""
+        key = ("h", method, route, status)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = self.http.labels(method, route, str(status))
+        child.observe(seconds)
+
+    def render(self) -> bytes:
+        """The text exposition format."""
+        return generate_latest(self.registry)

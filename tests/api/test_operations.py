@@ -1,0 +1,93 @@
+"""Operations: Prometheus metrics, request ids, JSON log lines."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from evaluator_host.api import create_app
+from evaluator_host.logs import JsonFormatter
+from tests.conftest import make_settings
+
+CODE = "def evaluate(inputs, outputs, trace):\n    return outputs == inputs['correct_answer']\n"
+CASE = {"inputs": {"correct_answer": "4"}, "outputs": "4"}
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    settings = make_settings(tmp_path_factory.mktemp("ops"), backend="process")
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+def _sample(text: str, name: str, **labels: str) -> float:
+    """The value of one sample of the exposition ``text`` (0 when absent)."""
+    for line in text.splitlines():
+        match = re.fullmatch(rf"{name}(?:\{{(.*)\}})? (\S+)", line)
+        if match is None:
+            continue
+        found = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1) or ""))
+        if all(found.get(k) == v for k, v in labels.items()):
+            return float(match.group(2))
+    return 0.0
+
+
+def test_metrics_count_evaluations_requests_by_route_template_and_workers(client: TestClient) -> None:
+    ev = client.post("/v1/evaluators", json={"name": "m", "language": "python", "code": CODE}).json()
+    for _ in range(3):
+        assert client.post(f"/v1/evaluators/{ev['id']}/evaluate", json=CASE).json()["status"] == "ok"
+    assert client.post("/v1/evaluate", json={"language": "python", "code": "x = (", **CASE}).status_code == 422
+    assert client.get("/v1/no/such/path").status_code == 404
+    answer = client.get("/metrics")
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/plain")
+    text = answer.text
+    assert _sample(text, "evaluator_host_evaluations_total", status="ok", language="python", backend="process") >= 3
+    by_id = "/v1/evaluators/{evaluator_id}/evaluate"
+    assert _sample(text, "http_server_request_duration_seconds_count", http_route=by_id) == 3
+    assert _sample(text, "http_server_request_duration_seconds_count", http_route="/v1/evaluate") == 1
+    assert _sample(text, "http_server_request_duration_seconds_count", http_route="/v1/evaluators") >= 1
+    assert _sample(text, "http_server_request_duration_seconds_count", http_route="other") >= 1
+    assert "/v1/no/such/path" not in text and ev["id"] not in text  # no path or id is ever a label
+    assert 'le="0.0001"' in text  # warm calls are not all in one bucket
+    assert _sample(text, "evaluator_host_worker_starts_total", backend="process") >= 1
+    assert _sample(text, "evaluator_host_pool_workers", state="idle") >= 1
+
+
+def test_a_request_id_is_echoed_or_made(client: TestClient) -> None:
+    given = client.get("/healthz", headers={"X-Request-Id": "abc-123.x_y"})
+    assert given.headers["x-request-id"] == "abc-123.x_y"
+    made = client.post("/v1/evaluate", json={"language": "python", "code": CODE, **CASE})
+    assert re.fullmatch(r"[0-9a-f]{16}", made.headers["x-request-id"])
+    hostile = client.get("/healthz", headers={"X-Request-Id": "x" * 65})
+    assert re.fullmatch(r"[0-9a-f]{16}", hostile.headers["x-request-id"])
+
+
+def test_each_request_is_one_json_log_line_with_its_request_id(
+    client: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="evaluator_host.access"):
+        client.get("/healthz", headers={"X-Request-Id": "req-1"})
+    (record,) = [r for r in caplog.records if r.name == "evaluator_host.access"]
+    line = json.loads(JsonFormatter().format(record))
+    assert line["msg"] == "request" and line["request_id"] == "req-1" and line["status"] == 200
+    assert line["route"] == "/healthz" and line["method"] == "GET" and line["duration_ms"] >= 0
+    assert line["level"] == "info" and line["ts"].endswith("+00:00")
+
+
+def test_a_log_line_with_an_exception_stays_one_json_line() -> None:
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logging.LogRecord("evaluator_host.x", logging.ERROR, __file__, 1, "failed", None, None)
+        import sys
+
+        record.exc_info = sys.exc_info()
+    text = JsonFormatter().format(record)
+    assert "\n" not in text and "ValueError: boom" in json.loads(text)["exc"]
+
+
