@@ -140,6 +140,8 @@ class EvaluationResult(BaseModel):
     passed: bool | None = None
     outputs: dict[str, float] = Field(default_factory=dict)
     details: dict[str, Any] = Field(default_factory=dict)
+    reason: str | None = Field(None, description="Why: a returned dict's reason / explanation / comment (cut).")
+    label: str | None = Field(None, description="A returned dict's label (categorical result).")
     error: ErrorInfo | None = None
     warnings: list[str] = Field(default_factory=list)
     stdout: str = ""
@@ -172,6 +174,7 @@ class Aggregate(BaseModel):
     score: Stats | None
     outputs: dict[str, Stats]
     pass_rate: float | None
+    labels: dict[str, int] = Field(default_factory=dict, description="How many rows returned each label.")
 
 
 class BatchResponse(BaseModel):
