@@ -200,7 +200,9 @@ function migrate(request) {
     reason = 'the body declares a variable named like a parameter';
   } else if (refs.some((r) => NEW.includes(r.name) && !names.includes(r.name))) {
     reason = 'the body reads an outer inputs/outputs/trace, which the new parameter would shadow';
-  } else if (refs.some((r) => r.name === 'arguments')) reason = 'the body reads arguments';
+  } else if (refs.some((r) => r.name === 'arguments' || r.name === 'eval')) {
+    reason = 'the body reads arguments or calls eval, which would see the new parameters';
+  }
   const appRead = names[0] === null || refs.some((r) => r.name === names[0]);
   const rules = [];
   const edits = [];
@@ -222,7 +224,8 @@ function migrate(request) {
     return original.slice(params[i].end, stop).replace(/\s+$/, '').replace(/^\s*\?/, ''); // optional: not any more
   };
   const traceType = ts ? ': unknown' : '';
-  const correct = `inputs !== null && typeof inputs === "object" ? inputs[${key}] ?? null : null`;
+  const index = ts ? `(inputs as any)[${key}]` : `inputs[${key}]`; // `as any`: tsc accepts it whatever inputs' type
+  const correct = `inputs !== null && typeof inputs === "object" ? ${index} ?? null : null`;
   const newParams = `inputs${annotation(1)}, outputs${annotation(2)}, trace${traceType}`;
   if (reason === null) {
     // signature: from the first parameter to the separator after the last one (a trailing comma stays)
@@ -236,12 +239,17 @@ function migrate(request) {
     const lineEnd = code.indexOf('\n', after);
     const first = body.body[directives.length];
     const ann = (i) => (ts && params[i].type === 'Identifier' ? annotation(i) : '');
-    const lines = [`let ${names[0]}${ann(0)} = {};${appRead ? ` ${APP_TODO}` : ''}`];
-    if (names[1] !== 'inputs') lines.push(`let ${names[1]} = inputs;`);
-    if (names[2] !== 'outputs') lines.push(`let ${names[2]} = outputs;`);
-    lines.push(`let ${names[3]}${ann(3)} = ${correct};`);
+    // only the names the body reads are rebound (an unread one would be an unused variable)
+    const read = names.map((n) => refs.some((r) => r.name === n));
+    const lines = [];
+    if (read[0]) lines.push(`let ${names[0]}${ann(0)} = {}; ${APP_TODO}`);
+    if (names[1] !== 'inputs' && read[1]) lines.push(`let ${names[1]} = inputs;`);
+    if (names[2] !== 'outputs' && read[2]) lines.push(`let ${names[2]} = outputs;`);
+    if (read[3]) lines.push(`let ${names[3]}${ann(3)} = ${correct};`);
     const closing = body.end - 1;
-    if (lineEnd !== -1 && lineEnd < closing && (!first || first.start > lineEnd)) {
+    if (!lines.length) {
+      // nothing to rebind
+    } else if (lineEnd !== -1 && lineEnd < closing && (!first || first.start > lineEnd)) {
       const lineStart = first ? code.lastIndexOf('\n', first.start) + 1 : lineEnd + 1;
       const indent = first ? /^[ \t]*/.exec(original.slice(lineStart))[0] : '  ';
       edits.push([lineEnd + 1, lineEnd + 1, lines.map((l) => `${indent}${l}\n`).join('')]);

@@ -94,7 +94,7 @@ def _rewrite(wrapper: MetadataWrapper, entry: Entry, key: str) -> tuple[list[cst
         spec = prologue.Prologue(
             names=entry.names,
             annotations=[p.annotation for p in entry.params.params],
-            app_params_read=app_read,
+            read=[reads_param(wrapper, entry, position) for position in range(4)],
             correct_answer_key=key,
         )
         statements: list[cst.BaseStatement] = [prologue.rewrite(fn, spec)]

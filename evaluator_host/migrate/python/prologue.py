@@ -10,7 +10,9 @@ for byte what it was, and nested functions that reuse those names are unaffected
     correct_answer = inputs.get("correct_answer") if isinstance(inputs, dict) else None
 
 ``correct_answer`` is exactly what this service passed the legacy revision (the
-``correct_answer_key`` setting's value, null when the key or a dict is missing).
+``correct_answer_key`` setting's value, null when the key or a dict is missing). Only the names
+the body reads (libcst scope analysis) are rebound; ``app_params`` always comes with a
+``TODO[evaluator-migrate]`` comment, since its values must now come from elsewhere.
 """
 
 from __future__ import annotations
@@ -36,11 +38,11 @@ def correct_answer_expr(key: str) -> str:
 
 @dataclass(frozen=True)
 class Prologue:
-    """The legacy names and what the body reads of them."""
+    """The legacy names, their annotations, and which of them the body reads."""
 
     names: list[str]
     annotations: list[cst.Annotation | None]
-    app_params_read: bool
+    read: list[bool]
     correct_answer_key: str
 
 
@@ -54,14 +56,18 @@ def _binding(name: str, annotation: cst.Annotation | None, value: str, comment: 
 
 
 def prologue(spec: Prologue) -> list[cst.BaseStatement]:
-    """The statements rebinding the legacy names (always ``app_params`` and ``correct_answer``)."""
+    """The statements rebinding the legacy names the body reads (a name nothing reads is not bound:
+    it would only be an unused variable)."""
     app, inputs, output, correct = spec.names
-    lines = [_binding(app, spec.annotations[0], "{}", APP_PARAMS_TODO if spec.app_params_read else "")]
-    if inputs != "inputs":
+    lines = []
+    if spec.read[0]:
+        lines.append(_binding(app, spec.annotations[0], "{}", APP_PARAMS_TODO))
+    if inputs != "inputs" and spec.read[1]:
         lines.append(_binding(inputs, None, "inputs"))
-    if output != "outputs":
+    if output != "outputs" and spec.read[2]:
         lines.append(_binding(output, None, "outputs"))
-    lines.append(_binding(correct, spec.annotations[3], correct_answer_expr(spec.correct_answer_key)))
+    if spec.read[3]:
+        lines.append(_binding(correct, spec.annotations[3], correct_answer_expr(spec.correct_answer_key)))
     return lines
 
 
