@@ -302,7 +302,8 @@ function migrate(request) {
   const todoLine = lineOf(migrated, `${TODO}: v2 has no app_params`);
   if (todoLine) notes.push({ line: todoLine, message: 'the code reads app_params, which is {} from now on: take these values from inputs or settings' });
   if (rules.includes('numeric-string-returns')) {
-    notes.push({ line: null, message: 'returns of numeric strings were turned into numbers (v2 answers invalid_result for strings)' });
+    notes.push({ line: null, message: 'v2 answers invalid_result for strings: returned numeric string literals ' +
+      'became numbers, and values built as strings go through a helper doing what the legacy normalization did' });
   }
   return { ok: true, changed: true, code: migrated, interface_before: 'legacy', interface_after: 'evaluate', rules, notes };
 }

@@ -160,7 +160,11 @@ def migrate_python(language: str, code: str, correct_answer_key: str = "correct_
         )
     if "numeric-string-returns" in rules:
         notes.append(
-            Note(None, "returns of numeric strings were turned into numbers (v2 answers invalid_result for strings)")
+            Note(
+                None,
+                "v2 answers invalid_result for strings: returned numeric string literals became numbers, and "
+                "values built as strings go through a helper doing what the legacy normalization did",
+            )
         )
     notes.extend(_callers(migrated))
     return Migration(
