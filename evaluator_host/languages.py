@@ -7,7 +7,8 @@ more *languages* (``node`` serves JavaScript and TypeScript). The manifest says:
 ``languages``   each language's name, file suffixes (the CLI), the suffix of the module the
                 harness loads, its detector (``"module:function"``, called with the
                 language's name and the code, answering ``Detected``) and its capability
-                scanner (``capabilities``: the code → the capability report); ``inspector``, when
+                scanner (``capabilities``: the code → the capability report) and its migrator
+                (``migrator``: legacy code → v2, :mod:`evaluator_host.migrate`); ``inspector``, when
                 the detector needs one, is a host-side script in the folder;
 ``harness``     the harness file in the folder; ``command`` its argv template
                 (``{executable}``, ``{harness}``, ``{config}``, ``{heap_mb}``);
