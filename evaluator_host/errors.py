@@ -10,9 +10,11 @@
     │   ├── PackageSpecError       a pin is not an exact, valid pin (names the entry)
     │   ├── LimitError             code too large, settings out of bounds
     │   │   └── ResponseTooLarge   one call's results past max_response_bytes (use a job)
+    │   ├── MigrationRefused       the migration tool will not rewrite this code (says why, line)
     │   ├── DatasetError           an uploaded dataset does not parse (names the row / line)
     │   └── FieldMappingError      a job's field_mapping names a column the dataset lacks
     ├── BuildError                 a package set could not be installed (HTTP 422, installer output)
+    ├── MigrationMismatch          migrated code answered differently on some rows (HTTP 409, the rows)
     ├── NotFoundError              an evaluator / revision / runtime does not exist (HTTP 404)
     ├── DataDirInUse               another live service holds the data dir (refused at start-up)
     └── SandboxError               the infrastructure failed, not the user (HTTP 503, retryable)
@@ -23,6 +25,8 @@ User failures (exceptions, timeouts, memory and output limits) are *outcomes*
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 __all__ = [
     "BackendUnavailable",
@@ -35,6 +39,8 @@ __all__ = [
     "FieldMappingError",
     "InterfaceError",
     "LimitError",
+    "MigrationMismatch",
+    "MigrationRefused",
     "NotFoundError",
     "PackageSpecError",
     "PolicyError",
@@ -105,6 +111,12 @@ class ResponseTooLarge(LimitError):
     type_name = "ResponseTooLarge"
 
 
+class MigrationRefused(DefinitionError):
+    """The codemod will not rewrite this code safely; the message says why and what to do."""
+
+    type_name = "MigrationRefused"
+
+
 class DatasetError(DefinitionError):
     """A dataset cannot be read; ``line`` is the 1-based line (JSONL, CSV) or row (JSON array)."""
 
@@ -126,6 +138,21 @@ class BuildError(EvaluatorHostError):
         super().__init__(message)
         self.runtime_id = runtime_id
         self.output = output
+
+
+class MigrationMismatch(EvaluatorHostError):
+    """The migrated code answered differently from the stored revision on some rows (nothing saved).
+
+    ``rows`` are the differing rows: ``{index, fields, before, after}`` with the normalized answers.
+    """
+
+    type_name = "MigrationMismatch"
+
+    def __init__(self, message: str, *, rows: list[dict[str, Any]], code: str, compared: int) -> None:
+        super().__init__(message)
+        self.rows = rows
+        self.code = code
+        self.compared = compared
 
 
 class NotFoundError(EvaluatorHostError):

@@ -88,6 +88,8 @@ def to_result(raw: RawOutcome, prepared: Prepared, runtime: dict[str, Any]) -> E
         passed=norm.passed,
         outputs=norm.outputs,
         details=norm.details,
+        reason=norm.reason,
+        label=norm.label,
         warnings=norm.warnings,
         **base,
     )

@@ -7,7 +7,8 @@ more *languages* (``node`` serves JavaScript and TypeScript). The manifest says:
 ``languages``   each language's name, file suffixes (the CLI), the suffix of the module the
                 harness loads, its detector (``"module:function"``, called with the
                 language's name and the code, answering ``Detected``) and its capability
-                scanner (``capabilities``: the code → the capability report); ``inspector``, when
+                scanner (``capabilities``: the code → the capability report) and its migrator
+                (``migrator``: legacy code → v2, :mod:`evaluator_host.migrate`); ``inspector``, when
                 the detector needs one, is a host-side script in the folder;
 ``harness``     the harness file in the folder; ``command`` its argv template
                 (``{executable}``, ``{harness}``, ``{config}``, ``{heap_mb}``);
@@ -43,6 +44,7 @@ from evaluator_host.errors import InterfaceError, PolicyError
 
 if TYPE_CHECKING:
     from evaluator_host.definitions.interfaces import Detected
+    from evaluator_host.migrate.base import Migration
 
 __all__ = [
     "DEFAULT",
@@ -197,6 +199,7 @@ class Language:
     suffixes: tuple[str, ...]
     module_suffix: str
     detector: str
+    migrator: str
     capability_scanner: str | None = None
 
     def capabilities(self, code: str) -> dict[str, list[dict[str, Any]]]:
@@ -207,6 +210,11 @@ class Language:
             return empty()
         scan: Callable[[str], dict[str, list[dict[str, Any]]]] = _resolve(self.capability_scanner)
         return scan(code)
+
+    def migrate(self, code: str, correct_answer_key: str) -> Migration:
+        """The legacy → v2 rewrite of ``code`` (``evaluator_host.migrate``); never runs it."""
+        migrate: Callable[[str, str, str], Migration] = _resolve(self.migrator)
+        return migrate(self.name, code, correct_answer_key)
 
     def detect(self, code: str) -> Detected:
         """The interface ``code`` defines (``DefinitionError`` when not acceptable); never runs it."""
@@ -244,6 +252,7 @@ def _load(folder: Path) -> tuple[Family, list[Language]]:
             suffixes=tuple(entry["suffixes"]),
             module_suffix=entry["module_suffix"],
             detector=entry["detector"],
+            migrator=entry["migrator"],
             capability_scanner=entry.get("capabilities"),
         )
         for entry in m["languages"]

@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
 
-from evaluator_host.api import datasets, errors, evaluate, evaluators, health, jobs
+from evaluator_host.api import datasets, errors, evaluate, evaluators, health, jobs, migrate
 from evaluator_host.api.deps import require_api_key
 from evaluator_host.api.fastpath import FastPath
 from evaluator_host.api.limits import BodyLimitMiddleware
@@ -54,4 +54,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(evaluators.router, prefix="/v1", dependencies=guarded)
     app.include_router(datasets.router, prefix="/v1", dependencies=guarded)
     app.include_router(jobs.router, prefix="/v1", dependencies=guarded)
+    app.include_router(migrate.router, prefix="/v1", dependencies=guarded)
     return app

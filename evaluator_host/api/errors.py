@@ -18,6 +18,7 @@ from evaluator_host.errors import (
     BuildError,
     DefinitionError,
     EvaluatorHostError,
+    MigrationMismatch,
     NotFoundError,
     PackageSpecError,
     SandboxError,
@@ -48,6 +49,9 @@ def host_error_response(exc: EvaluatorHostError) -> JSONResponse:
         return JSONResponse(
             _body(exc.type_name, exc.message, runtime_id=exc.runtime_id, output=exc.output), status_code=422
         )
+    if isinstance(exc, MigrationMismatch):
+        extra = {"rows": exc.rows, "compared": exc.compared, "code": exc.code}
+        return JSONResponse(_body(exc.type_name, exc.message, **extra), status_code=409)
     if isinstance(exc, NotFoundError):
         return JSONResponse(_body(exc.type_name, exc.message), status_code=404)
     if isinstance(exc, SandboxError):

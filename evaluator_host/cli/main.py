@@ -5,6 +5,8 @@
 ``run``    evaluate a file: ``--case JSON`` or ``--cases FILE.jsonl`` locally, or a batch job over
            ``--data ROWS`` (JSONL/CSV/JSON) with a progress bar, locally or on ``--server URL``.
 ``images`` ``list | build | prune`` the cached runtime images of the docker backend.
+``migrate`` rewrite legacy 4-argument evaluators to ``evaluate(inputs, outputs, trace)``
+           (``cli/migrate.py``).
 """
 
 from __future__ import annotations
@@ -259,6 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
     images.add_argument("--runtime", action="append", help="prune: this runtime id (repeatable)")
     images.add_argument("--json", action="store_true", help="list: one JSON object per image")
     images.set_defaults(func=_images)
+    from evaluator_host.cli import migrate
+
+    migrate.add_parser(sub)
     return parser
 
 

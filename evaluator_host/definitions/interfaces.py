@@ -102,10 +102,18 @@ def detect_python(language: str, code: str) -> Detected:
         raise CodeSyntaxError(f"{exc.msg} (line {exc.lineno})", line=exc.lineno, column=exc.offset) from exc
     except ValueError as exc:  # e.g. null bytes
         raise CodeSyntaxError(str(exc)) from exc
-    found: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+    found: dict[str, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = {}
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in ("evaluate", "main"):
             found[node.name] = node
+        elif (  # an assigned lambda: `evaluate = lambda app_params, inputs, output, correct_answer: ...`
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Lambda)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id in ("evaluate", "main")
+        ):
+            found[node.targets[0].id] = node.value
     if len(found) != 1:
         what = "both evaluate() and main() are" if found else "no evaluate() or main() is"
         raise InterfaceError(f"{what} defined at top level; {ACCEPTED_SIGNATURES}")

@@ -5,6 +5,8 @@
 arrive as 1.0/0.0, so their mean is a rate. ``score`` is null for no rows, and for an
 evaluator that returns named outputs only. At most ``MAX_OUTPUT_COLUMNS`` named outputs
 are aggregated (the first seen), so an evaluator inventing a name per row stays O(1).
+``labels`` counts the rows of each returned label (at most ``MAX_LABELS`` distinct labels, the
+first seen).
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from typing import Any
 
 from evaluator_host.models import Aggregate, EvaluationResult, Stats
 
-__all__ = ["MAX_OUTPUT_COLUMNS", "Accumulator", "aggregate"]
+__all__ = ["MAX_LABELS", "MAX_OUTPUT_COLUMNS", "Accumulator", "aggregate"]
 
 MAX_OUTPUT_COLUMNS = 256  # named outputs aggregated at most (the first seen); results keep them all
+MAX_LABELS = 256  # distinct labels counted at most (the first seen)
 
 
 class _Column:
@@ -93,6 +96,7 @@ class Accumulator:
         self.outputs: dict[str, _Column] = {}
         self.passed = 0
         self.judged = 0
+        self.labels: dict[str, int] = {}
 
     def add(self, result: EvaluationResult) -> None:
         """Account for one result."""
@@ -110,6 +114,8 @@ class Accumulator:
         if result.passed is not None:
             self.judged += 1
             self.passed += result.passed
+        if result.label is not None and (result.label in self.labels or len(self.labels) < MAX_LABELS):
+            self.labels[result.label] = self.labels.get(result.label, 0) + 1
 
     def state(self) -> dict[str, Any]:
         """A JSON-safe snapshot (infinities as strings) that :meth:`restore` turns back into this."""
@@ -119,6 +125,7 @@ class Accumulator:
             "errors": self.errors,
             "passed": self.passed,
             "judged": self.judged,
+            "labels": dict(self.labels),
             "columns": {k: [v if math.isfinite(v) else repr(v) for v in s] for k, s in columns.items()},
         }
 
@@ -130,6 +137,7 @@ class Accumulator:
             return acc
         acc.count, acc.errors = state["count"], state["errors"]
         acc.passed, acc.judged = state["passed"], state["judged"]
+        acc.labels = dict(state.get("labels", {}))  # states committed before labels existed have none
         for key, values in state["columns"].items():
             column = _Column.restore([float(v) for v in values])
             if key:
@@ -146,6 +154,7 @@ class Accumulator:
             score=None if not self.count or (not self.score.n and self.outputs) else self.score.stats(),
             outputs={name: col.stats() for name, col in sorted(self.outputs.items())},
             pass_rate=self.passed / self.judged if self.judged else None,
+            labels=dict(sorted(self.labels.items())),
         )
 
 

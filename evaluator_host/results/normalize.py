@@ -12,12 +12,19 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ACCEPTED_SHAPES", "Normalized", "normalize"]
+__all__ = ["ACCEPTED_SHAPES", "LABEL_CHARS", "PASS_KEYS", "REASON_CHARS", "REASON_KEYS", "Normalized", "normalize"]
 
 ACCEPTED_SHAPES = (
     'accepted return values: a bool, a finite number, {"score": <bool|number>, ...details}, '
-    "or a dict of named bool/number outputs"
+    "or a dict of named bool/number outputs (string values go to details)"
 )
+
+# Result shapes of other platforms (promptfoo {pass, score, reason}, Phoenix {label, score,
+# explanation}, Opik {value, reason}, Langfuse categorical scores): read from a returned dict.
+REASON_KEYS = ("reason", "explanation", "comment")  # the first string one is the result's `reason`
+PASS_KEYS = ("pass", "passed")  # the first boolean one is the result's `passed` (over the threshold)
+REASON_CHARS = 4096  # `reason` is cut to this many characters (details keep the whole text)
+LABEL_CHARS = 256
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,8 @@ class Normalized:
     details: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     invalid: str | None = None
+    reason: str | None = None
+    label: str | None = None
 
 
 def _describe(value: Any) -> str:
@@ -100,6 +109,50 @@ def _scored(raw: Any, details: dict[str, Any], interface: str, threshold: float 
     return Normalized(score=score, passed=passed, details=details, warnings=warnings)
 
 
+def _annotations(value: dict[str, Any], norm: Normalized) -> Normalized:
+    """``norm`` with ``reason``, ``label`` and a boolean ``pass``/``passed`` of the dict applied."""
+    reason = next((value[k] for k in REASON_KEYS if isinstance(value.get(k), str)), None)
+    label = value.get("label") if isinstance(value.get("label"), str) else None
+    passed = next((value[k] for k in PASS_KEYS if isinstance(value.get(k), bool)), None)
+    warnings = list(norm.warnings)
+    if reason is not None and len(reason) > REASON_CHARS:
+        reason = reason[:REASON_CHARS]
+        warnings.append(f"reason cut to {REASON_CHARS} characters (details keep it whole)")
+    if label is not None and len(label) > LABEL_CHARS:
+        label = label[:LABEL_CHARS]
+        warnings.append(f"label cut to {LABEL_CHARS} characters")
+    return Normalized(
+        score=norm.score,
+        passed=norm.passed if passed is None else passed,
+        outputs=norm.outputs,
+        details=norm.details,
+        warnings=warnings,
+        reason=reason,
+        label=label,
+    )
+
+
+def _named(value: dict[str, Any]) -> Normalized:
+    """A dict with no ``score``: bool/number values are named outputs, strings go to details."""
+    outputs: dict[str, float] = {}
+    details: dict[str, Any] = {}
+    for key, item in value.items():
+        num = _number(item)
+        if num is not None:
+            outputs[key] = num
+        elif isinstance(item, str):
+            details[key] = item
+        else:
+            return Normalized(
+                invalid=f"named output {key!r} is {_describe(item)}, not a bool or finite number; {ACCEPTED_SHAPES}"
+            )
+    if not value:
+        return Normalized(invalid=f"the evaluator returned an empty dict; {ACCEPTED_SHAPES}")
+    if not outputs and not isinstance(value.get("label"), str):
+        return Normalized(invalid=f"the evaluator returned a dict with no number, bool or label; {ACCEPTED_SHAPES}")
+    return Normalized(outputs=outputs, details=details)
+
+
 def normalize(value: Any, *, interface: str, threshold: float | None) -> Normalized:
     """Normalize one returned value per api.md for ``interface`` and ``threshold``."""
     if isinstance(value, dict) and not _is_marker(value):
@@ -110,16 +163,8 @@ def normalize(value: Any, *, interface: str, threshold: float | None) -> Normali
             inner = value["score"]
             if isinstance(inner, str):
                 return Normalized(invalid=f'"score" is a string; {ACCEPTED_SHAPES}')
-            return _scored(inner, details, interface, threshold)
-        outputs: dict[str, float] = {}
-        for key, item in value.items():
-            num = _number(item)
-            if num is None:
-                return Normalized(
-                    invalid=f"named output {key!r} is {_describe(item)}, not a bool or finite number; {ACCEPTED_SHAPES}"
-                )
-            outputs[key] = num
-        if not outputs:
-            return Normalized(invalid=f"the evaluator returned an empty dict; {ACCEPTED_SHAPES}")
-        return Normalized(outputs=outputs)
+            norm = _scored(inner, details, interface, threshold)
+        else:
+            norm = _named(value)
+        return norm if norm.invalid is not None else _annotations(value, norm)
     return _scored(value, {}, interface, threshold)

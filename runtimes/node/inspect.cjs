@@ -71,6 +71,14 @@ const isFunction = (node) =>
   node && (node.type === 'FunctionExpression' || node.type === 'ArrowFunctionExpression' ||
            node.type === 'FunctionDeclaration');
 
+// The one function a factory returns (`() => (a, b, c) => ...`, or one top-level `return function`), or null.
+function returnedFunction(factory) {
+  if (!isFunction(factory)) return null;
+  if (factory.body.type !== 'BlockStatement') return isFunction(factory.body) ? factory.body : null;
+  const returned = factory.body.body.filter((s) => s.type === 'ReturnStatement');
+  return returned.length === 1 && isFunction(returned[0].argument) ? returned[0].argument : null;
+}
+
 // module.exports / exports (as an assignment target), or module.exports.X / exports.X
 function exportsTarget(node) {
   const isModuleExports = (n) =>
@@ -89,6 +97,7 @@ function exportsTarget(node) {
 function detect(tree) {
   const bindings = new Map(); // top-level name -> function node (or null when not a function)
   const found = []; // {name, fn, line, entry}
+  const factoryCalls = new Map(); // entrypoint name -> the call of a top-level factory it is bound to
   let esm = false;
 
   const declare = (decl) => {
@@ -97,6 +106,8 @@ function detect(tree) {
     if (decl.type === 'VariableDeclaration') {
       for (const d of decl.declarations) {
         if (d.id.type === 'Identifier') bindings.set(d.id.name, isFunction(d.init) ? d.init : null);
+        if (d.id.type === 'Identifier' && NAMES.has(d.id.name) && d.init && d.init.type === 'CallExpression' &&
+            d.init.callee.type === 'Identifier') factoryCalls.set(d.id.name, d.init);
       }
     }
     if (decl.type === 'ClassDeclaration' && decl.id) bindings.set(decl.id.name, null);
@@ -107,6 +118,10 @@ function detect(tree) {
     if (node.type === 'ExportNamedDeclaration') declare(node.declaration);
     if (node.type === 'ExportDefaultDeclaration' && node.declaration.type === 'FunctionDeclaration' &&
         node.declaration.id) bindings.set(node.declaration.id.name, node.declaration);
+  }
+  // `const evaluate = makeEvaluator()`: the arity is the one of the function the factory returns
+  for (const [name, call] of factoryCalls) {
+    if (bindings.get(name) === null) bindings.set(name, returnedFunction(bindings.get(call.callee.name)));
   }
   for (const name of NAMES) {
     const fn = bindings.get(name);
@@ -175,8 +190,10 @@ function detect(tree) {
     throw new Rejected('interface',
       `${name || 'the default export'}() takes ${params.length} parameter(s); ${ACCEPTED}`, line);
   }
-  return { interface: iface, entrypoint: iface === 'main' ? 'main' : 'evaluate', line, entry,
-           module: esm ? 'esm' : 'cjs' };
+  const result = { interface: iface, entrypoint: iface === 'main' ? 'main' : 'evaluate', line, entry,
+                  module: esm ? 'esm' : 'cjs' };
+  Object.defineProperty(result, 'fn', { value: fn, enumerable: false }); // for migrate.cjs, never answered
+  return result;
 }
 
 // -- compiling: ES module syntax → CommonJS with TypeScript's esModuleInterop semantics -------
@@ -319,6 +336,9 @@ function inspect(request) {
   }
   return { ok: true, ...result, compiled };
 }
+
+module.exports = { Rejected, detect, parse, transformTs };
+if (require.main !== module) return; // required by migrate.cjs: the parser and detector only
 
 const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
 rl.on('line', (line) => {

@@ -168,12 +168,12 @@ def test_null_byte_is_a_syntax_error() -> None:
         "",
         "x = 1\n",
         "def score(inputs, outputs, trace):\n    return 1.0\n",
-        "evaluate = lambda inputs, outputs, trace: 1.0\n",
+        "evaluate = some_factory()\n",  # not readable from the source
         "class evaluate:\n    pass\n",
         "if True:\n    def evaluate(inputs, outputs, trace):\n        return 1.0\n",
     ],
 )
-def test_no_entrypoint(code: str) -> None:
+def test_no_entrypoint(code: str) -> None:  # (an assigned lambda is an entrypoint since issue 13: below)
     with pytest.raises(InterfaceError) as info:
         detect("python", code)
     assert "no evaluate() or main()" in info.value.message
@@ -227,3 +227,15 @@ def test_unknown_language(language: str) -> None:
     assert repr(language) in info.value.message
     assert "not supported" in info.value.message
     assert "'python'" in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("code", "interface"),
+    [
+        ("evaluate = lambda inputs, outputs, trace: 1.0\n", "evaluate"),
+        ("evaluate = lambda app_params, inputs, output, correct_answer: output == correct_answer\n", "legacy"),
+        ("main = lambda completion: {'score': 1.0}\n", "main"),
+    ],
+)
+def test_an_assigned_lambda_is_an_entrypoint_with_the_arity_of_its_parameters(code: str, interface: str) -> None:
+    assert detect("python", code).interface == interface

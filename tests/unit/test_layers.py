@@ -15,13 +15,20 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "evaluator_host"
 
 TOP = ("evaluator_host.api", "evaluator_host.services", "evaluator_host.cli")  # wiring and surfaces
-PATH = ("evaluator_host.evaluation", "evaluator_host.evaluators", "evaluator_host.jobs")  # the evaluation path
+PATH = (  # the evaluation path
+    "evaluator_host.evaluation",
+    "evaluator_host.evaluators",
+    "evaluator_host.jobs",
+    "evaluator_host.migration",
+)
 BELOW = ("evaluator_host.sandbox", "evaluator_host.store")
 
 # layer (a folder or module of the package) -> what it must never import
 FORBIDDEN = {
     "sandbox": [*TOP, *PATH, "evaluator_host.store", "evaluator_host.models", "evaluator_host.definitions"],
     "definitions": [*TOP, *PATH, *BELOW],
+    "migrate": [*TOP, *PATH, *BELOW],
+    "migration.py": [*TOP],
     "results": [*TOP, *PATH, *BELOW, "evaluator_host.definitions"],
     "store": [*TOP, *PATH, "evaluator_host.sandbox"],
     "evaluation.py": [*TOP, "evaluator_host.jobs", "evaluator_host.store", "evaluator_host.evaluators"],

@@ -263,7 +263,7 @@ def test_named_outputs_out_of_range_not_warned() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    ["0.5", None, [1], {"nested": 1}, float("nan"), float("inf"), NAN, INF, NEG_INF, UNDEFINED, UNSERIALIZABLE],
+    [None, [1], {"nested": 1}, float("nan"), float("inf"), NAN, INF, NEG_INF, UNDEFINED, UNSERIALIZABLE],
 )
 def test_named_outputs_with_non_numeric_value_invalid(bad: Any) -> None:
     message = assert_invalid({"good": 1.0, "bad": bad})

@@ -1,0 +1,136 @@
+"""``evaluator-host migrate PATH... [--write] [--diff] [--check-with ROWS.jsonl] [--correct-answer-key K]``.
+
+Files and directories (searched for the registry's suffixes; hidden folders, ``node_modules`` and
+virtualenvs skipped). Without ``--write`` nothing is written: each file that would change is
+listed (``--diff`` prints the unified diff). ``--check-with`` runs the differential check in this
+process first: the original and the migrated code on every row of a JSONL file of cases
+(``{"inputs", "outputs", "trace", "app_params"}``), compared as the API compares them; a file
+whose answers differ is not written.
+
+Exit codes (like bump-pydantic and pyupgrade, fit for CI): 0 nothing left to migrate (or every
+file written); 1 a file would change (check mode), or answered differently under ``--check-with``;
+2 a file was refused, does not parse, or the arguments are wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from evaluator_host import languages
+from evaluator_host.errors import EvaluatorHostError
+from evaluator_host.migrate import Migration, migrate
+from evaluator_host.models import Case, EvaluatorSettings
+from evaluator_host.settings import Settings
+
+__all__ = ["add_parser", "files_of"]
+
+_SKIP = {"node_modules", ".venv", "venv", "__pycache__", "site-packages"}
+
+
+def files_of(paths: list[str]) -> Iterator[Path]:
+    """Every evaluator file under ``paths``, in order (a file given by name is always included)."""
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            for found in sorted(path.rglob("*")):
+                parts = found.relative_to(path).parts
+                if any(p in _SKIP or p.startswith(".") for p in parts[:-1]):
+                    continue
+                if found.is_file() and languages.by_suffix(found.suffix) is not None:
+                    yield found
+        else:
+            yield path
+
+
+async def _check(items: list[tuple[Path, str, Migration]], cases: list[Case]) -> dict[Path, list[dict[str, object]]]:
+    """The differing rows of each migrated file on ``cases`` (in-process, a private scratch data dir)."""
+    from evaluator_host.migrate.compare import differences
+    from evaluator_host.services import Services
+
+    services = Services.start_private(Settings())
+    found: dict[Path, list[dict[str, object]]] = {}
+    try:
+        for path, language, migration in items:
+            settings = EvaluatorSettings()
+            before = await services.evaluation.validate(language, migration.original, None, settings)
+            after = await services.evaluation.validate(language, migration.code, None, settings)
+            found[path] = differences(
+                await services.evaluation.evaluate(before, cases), await services.evaluation.evaluate(after, cases)
+            )
+    finally:
+        await services.close()
+    return found
+
+
+def _say(text: str) -> None:
+    sys.stdout.write(text + "\n")
+
+
+def _run(args: argparse.Namespace) -> int:
+    out = sys.stdout
+    status = 0
+    changed: list[tuple[Path, str, Migration]] = []
+    for path in files_of(args.paths):
+        language = languages.by_suffix(path.suffix)
+        if language is None or not path.is_file():
+            sys.stderr.write(f"{path}: not an evaluator file (suffixes: .py .js .ts ...)\n")
+            status = 2
+            continue
+        try:
+            migration = migrate(language.name, path.read_text(), args.correct_answer_key)
+        except EvaluatorHostError as exc:
+            line = getattr(exc, "line", None)
+            sys.stderr.write(f"{path}{f':{line}' if line else ''}: refused ({exc.type_name}): {exc.message}\n")
+            status = 2
+            continue
+        if not migration.changed:
+            _say(f"{path}: unchanged ({migration.interface_before})")
+            continue
+        changed.append((path, language.name, migration))
+    mismatched: dict[Path, list[dict[str, object]]] = {}
+    if args.check_with and changed:
+        lines = Path(args.check_with).read_text().splitlines()
+        cases = [Case.model_validate_json(line) for line in lines if line.strip()]
+        mismatched = {p: rows for p, rows in asyncio.run(_check(changed, cases)).items() if rows}
+    for path, _language, migration in changed:
+        rows = mismatched.get(path)
+        if args.diff:
+            out.write(migration.diff(str(path).lstrip("/")))
+        if rows:
+            _say(f"{path}: NOT migrated: answers differ on {len(rows)} row(s) of {args.check_with}")
+            for row in rows[:5]:
+                _say(f"  row {row['index']}: {json.dumps(row['before'])} -> {json.dumps(row['after'])}")
+            status = max(status, 1)
+            continue
+        verb = "migrated" if args.write else "would migrate"
+        checked = " (same answers on every row)" if args.check_with else ""
+        _say(f"{path}: {verb} ({', '.join(migration.rules)}){checked}")
+        for note in migration.notes:
+            _say(f"  {path}{f':{note.line}' if note.line else ''}: {note.message}")
+        if args.write:
+            path.write_text(migration.code)
+        else:
+            status = max(status, 1)
+    return status
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``migrate`` on the CLI's subcommands."""
+    parser = sub.add_parser(
+        "migrate",
+        help="rewrite legacy evaluate(app_params, inputs, output, correct_answer) evaluators to v2",
+        description=__doc__.split("\n\n")[1] if __doc__ else None,
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="evaluator files or directories")
+    parser.add_argument("--write", action="store_true", help="rewrite the files in place")
+    parser.add_argument("--diff", action="store_true", help="print the unified diff of each file that changes")
+    parser.add_argument("--check-with", metavar="ROWS.jsonl", help="run both versions on these cases first")
+    parser.add_argument(
+        "--correct-answer-key", default="correct_answer", help="the inputs key legacy correct_answer came from"
+    )
+    parser.set_defaults(func=_run)
