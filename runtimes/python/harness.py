@@ -49,6 +49,7 @@ import io
 import json
 import math
 import os
+import signal
 import struct
 import sys
 import time
@@ -335,18 +336,17 @@ class Harness:
             raise _SoftTimeout
 
     def _arm(self, timeout_s: float) -> None:
+        """Start the case's timer (one system call: it replaces the previous case's, still running)."""
         if timeout_s > 0:
-            import signal
-
+            signal.setitimer(signal.ITIMER_REAL, timeout_s)  # first: the previous timer can no longer fire
             self._armed = True
-            signal.setitimer(signal.ITIMER_REAL, timeout_s)
 
     def _disarm(self) -> None:
-        if self._armed:
-            import signal
+        """The case is over: its timer's signal, if it still comes, is ignored (stopped at the batch's end)."""
+        self._armed = False
 
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            self._armed = False
+    def _stop_timer(self) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
 
     def _timed_out(self, exc: BaseException, timeout_s: float, reply: dict[str, Any]) -> None:
         error = self._error(exc)
@@ -425,8 +425,6 @@ class Harness:
                 continue
 
     def serve(self) -> None:
-        import signal
-
         signal.signal(signal.SIGALRM, self._on_alarm)
         self.reap_strays()
         self.send({"type": "ready", "load_error": self.load_error, "soft_timeouts": True})
@@ -448,6 +446,8 @@ class Harness:
                     self.send(reply)
                 except ValueError:  # a marker-free value that still is not JSON (cannot happen)
                     self.send({"type": "result", "index": index, "id": request, "status": "invalid_result"})
+            if timeout_s > 0:
+                self._stop_timer()
 
 
 class _BindingError(Exception):
