@@ -64,6 +64,7 @@ _MAX_REQUEST = 1 << 31
 
 
 _DUMPS = json.dumps  # taken before user code runs: replacing json.dumps later does not reach replies
+_ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode  # one encoder, built once
 
 
 class OutputLimitExceeded(BaseException):
@@ -156,6 +157,7 @@ class Harness:
         self.loop: Any = None  # an asyncio loop, created for the first awaitable
         self.load_error: dict[str, Any] | None = None
         self._armed = False  # a case's soft timer runs: SIGALRM interrupts the user's code
+        self._sinks: tuple[_Budget, _Capture, _Capture] | None = None
         self.policy = "standard"
         self.site_dirs: list[str] = []
         self.vendor_dirs: list[str] = []
@@ -225,7 +227,11 @@ class Harness:
         return message
 
     def send(self, message: dict[str, Any]) -> None:
-        data = _DUMPS(message, separators=(",", ":"), allow_nan=False).encode()
+        value = message.pop("value_json", None)  # the returned value, encoded once (by run_case)
+        text = _ENCODE(message)
+        if value is not None:
+            text = text[:-1] + ',"value":' + value + "}"
+        data = text.encode()
         view = memoryview(_HEADER.pack(len(data)) + data)
         while view:
             view = view[os.write(self._out, view) :]
@@ -357,9 +363,19 @@ class Harness:
         if self.loop is not None:  # an interrupted event loop is not trusted again: a fresh worker
             reply["retire"] = True
 
+    def _captures(self) -> tuple[_Budget, _Capture, _Capture]:
+        """This case's output budget and sinks (reset, not remade, for each case: same evaluator)."""
+        if self._sinks is None:
+            budget = _Budget(self.output_limit)
+            self._sinks = budget, _Capture(budget, "<stdout>"), _Capture(budget, "<stderr>")
+        budget, out, err = self._sinks
+        budget.limit, budget.used, budget.overflow = self.output_limit, 0, False
+        out.parts.clear()
+        err.parts.clear()
+        return budget, out, err
+
     def run_case(self, case: dict[str, Any], correct_answer_key: str, timeout_s: float = 0.0) -> dict[str, Any]:
-        budget = _Budget(self.output_limit)
-        out, err = _Capture(budget, "<stdout>"), _Capture(budget, "<stderr>")
+        budget, out, err = self._captures()
         sys.stdout, sys.stderr = out, err
         reply: dict[str, Any] = {"type": "result", "status": "ok"}
         start = time.perf_counter()
@@ -377,12 +393,16 @@ class Harness:
                 finally:
                     self._disarm()
                 wire = _to_wire(value)
-                size = len(json.dumps(wire, separators=(",", ":")))
-                if size > self.result_limit:
-                    message = f"the returned value is {size} bytes of JSON; the cap is {self.result_limit}"
+                try:
+                    encoded = _ENCODE(wire)
+                except ValueError:  # a marker-free value that still is not JSON (cannot happen)
+                    encoded = None
+                    reply["status"] = "invalid_result"
+                if encoded is not None and len(encoded) > self.result_limit:
+                    message = f"the returned value is {len(encoded)} bytes of JSON; the cap is {self.result_limit}"
                     reply.update(status="output_limit", error=_failure("OutputLimit", message))
-                else:
-                    reply["value"] = wire
+                elif encoded is not None:
+                    reply["value_json"] = encoded
         except _SoftTimeout as exc:
             self._timed_out(exc, timeout_s, reply)
         except OutputLimitExceeded:
