@@ -30,6 +30,7 @@ from typing import Any
 import docker
 import httpx
 
+from bench import epicbox_peer
 from bench.common import INPUTS, pct, row, serve, verdict
 from evaluator_host.languages import node_executable
 from evaluator_host.sandbox.docker.build_box import host_pip_config, local_index_paths
@@ -57,6 +58,8 @@ class DockerFigures:
     warm: list[float] = field(default_factory=list)
     cli_per_call: list[float] = field(default_factory=list)
     sdk_per_call: list[float] = field(default_factory=list)
+    epicbox: list[float] = field(default_factory=list)  # the real peer, in its own venv
+    epicbox_note: str = ""
     first: list[float] = field(default_factory=list)
     first_burst: list[float] = field(default_factory=list)
     # (pins, image build s (build box ready), image build s (cold: box started on the request path),
@@ -215,6 +218,8 @@ def measure() -> DockerFigures:
     image = f.health["isolation_details"]["base_image"]
     f.cli_per_call = [_timed(lambda: _cli_per_call(image)) for _ in range(N_PER_CALL)]
     f.sdk_per_call = [_timed(lambda: _sdk_per_call(client, image)) for _ in range(N_PER_CALL)]
+    peer, f.epicbox_note = epicbox_peer.measure(image, N_PER_CALL)
+    f.epicbox = peer or []
     f.node_per_call = [_timed(_node_per_call) for _ in range(N_NODE)]
     f.node_in_container_per_call = [_timed(lambda: _node_in_container_per_call(image)) for _ in range(N_PER_CALL)]
     client.close()
@@ -259,6 +264,11 @@ def render(f: DockerFigures) -> tuple[str, str]:
         + f" {n50:.0f} ms (x{n50 / j50:.0f}); vs same pip in docker run: "
         + ", ".join(f"{image / same:.2f}x" for _, image, _, _, same in f.builds)
     )
+    epicbox_row = (
+        row("peer: epicbox 1.1.0 `epicbox.run` per evaluation (its own venv, same image)", f.epicbox)
+        if f.epicbox
+        else f"| peer: epicbox — not measured: {f.epicbox_note} | | | | | |"
+    )
     doc = f"""
 ## Docker backend
 
@@ -270,10 +280,13 @@ service was started with `EVALUATOR_HOST_BACKEND=docker`. Isolation: {f.health["
 {row("warm evaluation over HTTP (docker backend, after 50 warm-up calls)", f.warm)}
 {row("baseline A: `docker run --rm` (same hardening flags) per evaluation", f.cli_per_call)}
 {row("baseline B: SDK create/start/wait/logs/remove per evaluation (epicbox-style)", f.sdk_per_call)}
+{epicbox_row}
 {row(f"first call of a never-seen revision, existing runtime, {FIRST_GAP_S:g} s apart", f.first)}
 {row("first call of a never-seen revision, back to back (burst)", f.first_burst)}
 
-Baseline A p50 / warm p50 = **{c50 / w50:.0f}x**; baseline B p50 / warm p50 = **{s50 / w50:.0f}x**.
+Baseline A p50 / warm p50 = **{c50 / w50:.0f}x**; baseline B p50 / warm p50 = **{s50 / w50:.0f}x**{
+        f"; epicbox p50 / warm p50 = **{pct(f.epicbox, 50) / w50:.0f}x**" if f.epicbox else ""
+    }.
 
 New revisions are bound to a pre-started, not-yet-bound container of their runtime (one spare per
 runtime and memory limit, restarted behind every bind). Spaced {FIRST_GAP_S:g} s apart, as revisions
