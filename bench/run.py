@@ -25,6 +25,7 @@ import httpx
 from bench import docker_bench, jobs_bench, load_bench
 from bench import flame as flame_graph
 from bench.common import pct, row, serve, status_mb, verdict
+from evaluator_host.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"
@@ -257,7 +258,7 @@ def main() -> int:
         "cpu": cpu_model(),
         "nproc": len(os.sched_getaffinity(0)),
         "python": platform.python_version(),
-        "max_workers": os.environ.get("EVALUATOR_HOST_MAX_WORKERS", "8"),
+        "max_workers": os.environ.get("EVALUATOR_HOST_MAX_WORKERS", str(Settings().max_workers)),
     }
     doc, summary = render(figures, info)
     print(summary)

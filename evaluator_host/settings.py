@@ -89,7 +89,11 @@ class Settings(BaseSettings):
         1024**3, ge=1024, description="What one job's stored results may add up to (past it the job fails)."
     )
 
-    max_workers: int = Field(8, description="Warm workers kept at most (all runtimes, all evaluators).")
+    max_workers: int = Field(
+        16,
+        description="Warm workers kept at most (all runtimes, all evaluators); enough for each evaluator in "
+        "steady use to keep one: an evaluator without one pays a process or container start per call.",
+    )
     idle_ttl_s: float = Field(300.0, description="An idle worker is discarded after this long.")
     max_uses: int = Field(100_000, description="A worker is discarded after this many evaluations.")
     batch_size: int = Field(256, description="Rows sent to a worker in one message.")

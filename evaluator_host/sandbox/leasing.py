@@ -9,7 +9,8 @@ Rules:
   start-and-bind time), so a burst of fast calls queues on the warm workers instead of starting
   and evicting more; a released worker is handed straight to the key's oldest waiter;
 * no key grows past its fair share (the pool split over the keys in demand) while the pool is
-  full, so a key whose calls hang or crash cannot take the workers of the others;
+  full, nor past the pool split over the keys running or waiting now while others are, so a key
+  whose calls hang, crash or just take long cannot take the workers of the others;
 * when full, an idle worker of another key is evicted — of the key holding the most workers,
   least recently used first; a key that holds workers takes only from one holding two more or
   more than its share, and a key with none takes an idle worker of a key nobody waits for once
@@ -83,6 +84,7 @@ class Leasing:
         self._closed = False
         self._leased: dict[str, int] = {}  # key -> its workers running a batch now
         self._waiting: dict[str, int] = {}  # key -> callers waiting for one of its workers
+        self._starting: dict[str, int] = {}  # key -> its workers being started now
         self._lease_s: dict[str, float] = {}  # key -> running mean of a lease's duration
         self._row_s: dict[str, float] = {}  # key -> running mean of one row's share of a lease
         self._start_s: float | None = None  # running mean of starting and binding a worker
@@ -94,7 +96,8 @@ class Leasing:
         raise NotImplementedError
 
     def _held(self, key: str) -> int:
-        return len(self._idle.get(key, ())) + self._leased.get(key, 0)
+        """Workers of ``key``: idle, leased, and starting (a burst of calls sees its own starts)."""
+        return len(self._idle.get(key, ())) + self._leased.get(key, 0) + self._starting.get(key, 0)
 
     def failing(self, key: str) -> bool:
         """Whether most of ``key``'s recent leases ended with its worker discarded."""
@@ -105,6 +108,14 @@ class Leasing:
         active = {k for k, n in self._leased.items() if n} | {k for k, n in self._waiting.items() if n}
         active |= {k for k, slots in self._idle.items() if slots}
         return max(1, self.settings.max_workers // max(1, len(active)))
+
+    def _demand_share(self, key: str) -> int:
+        """What ``key`` may hold while other keys are running or waiting too: the pool split over the
+        keys in demand (a key whose calls take long must not fill the free room the others will need
+        as soon as they get busy); the whole pool when ``key`` is alone."""
+        demand = {k for table in (self._leased, self._waiting, self._starting) for k, n in table.items() if n}
+        demand.add(key)
+        return max(1, self.settings.max_workers // len(demand))
 
     def _evict_one(self, key: str) -> Slot | None:
         """An idle worker of another key to make room for ``key``: of the key holding the most workers,
@@ -175,6 +186,7 @@ class Leasing:
             if slot is not None:
                 return self._lease(slot)
             crowded = self._held(key) >= self._fair_share() and self._count >= self.settings.max_workers - 1
+            crowded = crowded or self._held(key) >= self._demand_share(key)
             crowded = crowded or (self.failing(key) and self._held(key) >= _FAILING_HOLD)
             if not crowded and not self._cheaper_to_wait(key):
                 if self._count < self.settings.max_workers:
@@ -214,6 +226,7 @@ class Leasing:
         if victim is not None:
             await victim.worker.kill()
         started = time.monotonic()
+        self._starting[spec.key] = self._starting.get(spec.key, 0) + 1
         try:
             if self.failing(spec.key):
                 async with self._failing_starts:
@@ -223,6 +236,10 @@ class Leasing:
         except BaseException:
             self._forget()
             raise
+        finally:
+            self._starting[spec.key] -= 1
+            if not self._starting[spec.key]:
+                del self._starting[spec.key]
         if slot.load_error is None:
             took = time.monotonic() - started
             self._start_s = took if self._start_s is None else 0.8 * self._start_s + 0.2 * took

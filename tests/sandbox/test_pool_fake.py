@@ -640,3 +640,24 @@ async def test_a_key_whose_calls_keep_killing_workers_is_held_to_a_lane_and_take
         assert healthy <= {w for w in backend.workers if w.alive}  # the healthy keys kept their workers
         assert starting["most"] == 1  # its eight calls started workers one at a time
         assert pool.failing("bad")
+
+
+@aio
+async def test_a_key_whose_calls_take_long_leaves_the_others_their_share_of_the_free_room() -> None:
+    gate = asyncio.Event()
+
+    async def handler(load: dict[str, Any], case: dict[str, Any]) -> Reply:
+        if "slow" in load["code"]:
+            await asyncio.sleep(0.05)  # longer than a start: waiting would cost more than starting
+        else:
+            await gate.wait()  # the other key's calls are running the whole time
+        return {"value": float(case["inputs"]["i"])}
+
+    async with pooled(handler, max_workers=8) as (pool, backend):
+        other = asyncio.ensure_future(run(pool, cases(1), spec("fast")))
+        await settle()
+        await asyncio.gather(*(run(pool, cases(1, i), spec("slow")) for i in range(12)))
+        slow_workers = [w for w in backend.workers if w.load is not None and "slow" in w.load["code"]]
+        assert len(slow_workers) == 8 // 2  # two keys in demand: half the pool each, not seven of eight
+        gate.set()
+        await other
