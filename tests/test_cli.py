@@ -167,3 +167,42 @@ def test_in_process_run_leaves_a_live_server_alone(tmp_path: Path) -> None:
         )
         assert second.returncode == 2 and "is using the data dir" in second.stderr  # one service per data dir
     assert not [p for p in Path(tempfile.gettempdir()).glob("evaluator-host-run-*") if p.stat().st_uid == os.getuid()]
+
+
+README_ROWS = [
+    {"q": "2+2", "correct_answer": "4", "model_expression": "4"},
+    {"q": "3+3", "correct_answer": "6", "model_expression": "7"},
+]
+STRIP_CODE = "def evaluate(inputs, outputs, trace):\n    return outputs.strip() == inputs['correct_answer']\n"
+
+
+def test_run_data_exits_1_when_rows_error_and_names_the_mapping_that_works(tmp_path: Path) -> None:
+    """Regression: a job whose every row errored (no --map, no outputs column) exited 0."""
+    source = tmp_path / "exact.py"
+    source.write_text(STRIP_CODE)
+    rows = tmp_path / "rows.csv"
+    rows.write_text(
+        "q,correct_answer,model_expression\n"
+        + "".join(f"{r['q']},{r['correct_answer']},{r['model_expression']}\n" for r in README_ROWS)
+    )
+    env = _env(tmp_path / "data", EVALUATOR_HOST_BACKEND="process")
+    argv = [*CLI, "run", str(source), "--data", str(rows)]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1, done.stderr
+    flat = " ".join(done.stderr.split())
+    assert "2 of 2 rows did not end ok" in flat and "--max-error-rate" in flat
+    assert "With --map outputs=model_expression the first 2 failed rows run" in flat
+    assert "AttributeError" in flat  # what the rows failed with
+    assert "errors" in done.stdout and "no value" in done.stdout  # errored rows counted apart
+    allowed = subprocess.run([*argv, "--max-error-rate", "1"], capture_output=True, text=True, env=env, timeout=120)
+    assert allowed.returncode == 0, allowed.stderr
+    no_score = subprocess.run(
+        [*argv, "--max-error-rate", "1", "--fail-under", "0.5"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert no_score.returncode == 1 and "no row has a score" in " ".join(no_score.stderr.split())
+    fixed = subprocess.run(
+        [*argv, "--map", "outputs=model_expression"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert fixed.returncode == 0 and "hint" not in fixed.stderr, fixed.stderr
+    half = subprocess.run([*argv, "--max-error-rate", "2"], capture_output=True, text=True, env=env, timeout=60)
+    assert half.returncode == 2 and "between 0 and 1" in half.stderr

@@ -223,6 +223,17 @@ def _images(args: argparse.Namespace) -> int:
     return 0
 
 
+def _share(text: str) -> float:
+    """A share between 0 and 1 (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share between 0 and 1 (e.g. 0.05)")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for docs tests)."""
     parser = argparse.ArgumentParser(prog="evaluator-host", description=__doc__.splitlines()[0] if __doc__ else "")
@@ -245,6 +256,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--api-key", help="bearer key for --server")
     run.add_argument("--output", help="--data: write every result to this JSONL file, in input order")
     run.add_argument("--fail-under", type=float, help="--data: exit 1 when the mean score is below this")
+    run.add_argument(
+        "--max-error-rate",
+        type=_share,
+        default=0.0,
+        metavar="SHARE",
+        help="--data: share of rows (0-1) that may end other than ok before the exit code is 1 (default 0)",
+    )
     run.add_argument("--parallelism", type=int, help="--data: workers the job uses at once")
     run.add_argument("--name", help="--data: evaluator name (default: the file name)")
     run.add_argument("--language", choices=languages.names())
