@@ -38,11 +38,33 @@ from evaluator_host.sandbox.base import Builder, RawOutcome, Runtime, RuntimeKey
 from evaluator_host.sandbox.pool import WorkerPool
 from evaluator_host.settings import Settings
 
-__all__ = ["ADHOC", "Bound", "Evaluation", "Prepared", "answer", "cases_of", "to_result"]
+__all__ = ["ADHOC", "Bound", "Evaluation", "Prepared", "answer", "cases_of", "ignored_fields", "to_result"]
 
 ADHOC = "adhoc"  # the scope of one-off evaluations: workers shared by identical definitions only
 _BOUND_CACHE = 1024
 _SCAN_CACHE = 512  # definitions whose capability report / policy check is remembered (like detection)
+
+# What each interface never passes to the code (docs/api.md, Interfaces), and where it belongs instead.
+_IGNORED: dict[str, dict[str, str]] = {
+    "evaluate": {
+        "app_params": "only the legacy evaluate(app_params, inputs, output, correct_answer) receives it; "
+        "put what it carries in inputs",
+    },
+    "main": {
+        "app_params": "only the legacy evaluate(app_params, inputs, output, correct_answer) receives it; "
+        "put what it carries in inputs (each key of inputs is a main parameter)",
+    },
+    "legacy": {"trace": "evaluate(app_params, inputs, output, correct_answer) has no trace parameter"},
+}
+
+
+def ignored_fields(interface: str, fields: dict[str, Any]) -> list[str]:
+    """A warning for each field in ``fields`` that carries a value (not null) ``interface`` never passes on."""
+    return [
+        f"{name} is ignored by the {interface!r} interface: {why}"
+        for name, why in _IGNORED.get(interface, {}).items()
+        if fields.get(name) is not None
+    ]
 
 
 @dataclass(frozen=True)
@@ -157,8 +179,18 @@ class Bound:
         return result
 
     async def evaluate(self, cases: Sequence[Case], max_bytes: int | None = None) -> list[EvaluationResult]:
-        """Evaluate ``cases``; one result per case, in order (at most ``max_bytes`` of replies in all)."""
-        return [self.result(raw) for raw in await self.run([case.model_dump() for case in cases], max_bytes)]
+        """Evaluate ``cases``; one result per case, in order (at most ``max_bytes`` of replies in all).
+
+        A case carrying a field the interface never passes on (``app_params`` outside ``legacy``,
+        ``trace`` to ``legacy``) gets a warning in its result saying so.
+        """
+        dumped = [case.model_dump() for case in cases]
+        results = [self.result(raw) for raw in await self.run(dumped, max_bytes)]
+        for case, result in zip(dumped, results, strict=True):
+            ignored = ignored_fields(self.prepared.interface, case)
+            if ignored:
+                result.warnings.extend(ignored)
+        return results
 
 
 class Evaluation:

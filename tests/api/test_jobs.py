@@ -479,3 +479,11 @@ def test_a_carriage_return_inside_a_cell_cannot_start_a_formula_row(client: Test
         rows = list(csv.reader(io.StringIO(text, newline=newline)))
         assert len(rows) == 2, rows  # the header and one record
         assert not any(cell.startswith(("=", "+", "-", "@")) for row in rows for cell in row)
+
+
+def test_a_mapping_the_interface_ignores_is_a_job_warning(client: TestClient) -> None:
+    evaluator = create_evaluator(client, "def main(completion):\n    return {'score': 1.0}\n")
+    rows = [{"outputs": "a", "params": {"t": 1}}]
+    job = start(client, evaluator["id"], rows=rows, field_mapping={"app_params": "params"})
+    assert any(w.startswith("app_params is ignored by the 'main' interface") for w in job["warnings"])
+    assert not start(client, evaluator["id"], rows=rows)["warnings"]
