@@ -11,9 +11,12 @@ import dataclasses
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from pydantic import ValidationError
+
 from evaluator_host import languages
+from evaluator_host.errors import LimitError
 from evaluator_host.evaluation import Bound, Evaluation, Prepared
-from evaluator_host.models import Case, EvaluationResult, Evaluator, EvaluatorCreate, EvaluatorSettings
+from evaluator_host.models import Case, EvaluationResult, Evaluator, EvaluatorCreate, EvaluatorPatch, EvaluatorSettings
 from evaluator_host.store import EvaluatorStore, RevisionRecord
 
 __all__ = ["Evaluators", "prepared_of", "scope_of", "to_model"]
@@ -101,6 +104,35 @@ class Evaluators:
         self._latest[record.id] = record.revision
         self._prewarm(record)
         return to_model(record)
+
+    async def patch(self, evaluator_id: str, body: EvaluatorPatch) -> Evaluator:
+        """A new revision from the latest one with the fields of ``body`` changed (see :class:`EvaluatorPatch`)."""
+        latest = await asyncio.to_thread(self.store.get, evaluator_id)  # 404 before any build
+        # null keeps the latest value, except for packages, where it means "no pins"
+        changes = {
+            k: v
+            for k, v in body.model_dump(exclude_unset=True, exclude={"settings"}).items()
+            if v is not None or k == "packages"
+        }
+        settings = dict(latest.settings)
+        for key, value in (body.settings or {}).items():
+            if value is None:
+                settings.pop(key, None)
+            else:
+                settings[key] = value
+        try:
+            merged = EvaluatorSettings(**settings)
+        except ValidationError as exc:
+            problems = "; ".join(f"settings.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise LimitError(problems) from exc
+        current = {
+            "name": latest.name,
+            "description": latest.description,
+            "language": latest.language,
+            "code": latest.code,
+            "packages": latest.packages,
+        }
+        return await self.update(evaluator_id, EvaluatorCreate(**(current | changes), settings=merged))
 
     async def close(self) -> None:
         """Stop pre-warming (the pool is about to close)."""

@@ -18,6 +18,7 @@ __all__ = [
     "EvaluatorCreate",
     "EvaluatorEvaluateRequest",
     "EvaluatorList",
+    "EvaluatorPatch",
     "EvaluatorSettings",
     "EvaluatorMigrateRequest",
     "EvaluatorMigrateResponse",
@@ -115,6 +116,24 @@ class EvaluatorCreate(_Definition):
 
     name: str = Field(min_length=1, max_length=200)
     description: str = Field("", max_length=10_000)
+
+
+class EvaluatorPatch(BaseModel):
+    """``PATCH /v1/evaluators/{id}``: only the fields to change; the rest is kept from the latest revision.
+
+    ``settings`` is merged key by key into the latest revision's settings (a key set to null takes
+    its default again); every other field given replaces the latest revision's value (null keeps
+    it, except ``packages``: null means no pins).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(None, min_length=1, max_length=200)
+    description: str | None = Field(None, max_length=10_000)
+    language: Language | None = None
+    code: str | None = None
+    packages: Packages | None = Field(None, description="Exact pins; replaces the latest revision's pins.")
+    settings: dict[str, Any] | None = Field(None, description="Merged key by key into the latest settings.")
 
 
 class EvaluatorEvaluateRequest(BaseModel):
