@@ -25,3 +25,23 @@ def test_an_unexpected_exception_is_a_json_500_and_the_service_stays_up(tmp_path
         assert answer.json()["error"]["type"] == "InternalError" and "a defect" not in answer.text
         app.dependency_overrides.clear()
         assert client.get("/healthz").json()["status"] == "ok"
+
+
+def test_malformed_json_names_line_column_and_shows_the_spot(client: TestClient) -> None:
+    """Regression: a body that is not JSON answered "97: JSON decode error"."""
+    body = '{"language": "python", "code": "x",\n "inputs": {"a": 1,}}'
+    answer = client.post("/v1/evaluate", content=body, headers={"content-type": "application/json"})
+    assert answer.status_code == 422
+    error = answer.json()["error"]
+    assert error["type"] == "ValidationError" and (error["line"], error["column"]) == (2, 20)
+    assert error["message"] == (
+        "the body is not valid JSON: Expecting property name enclosed in double quotes at line 2, column 20"
+    )
+    assert error["excerpt"] == ' "inputs": {"a": 1,}}\n                   ^'
+    long_line = '{"language": "python", "code": "' + "y" * 100 + '" "x": 1}'
+    error = client.post("/v1/evaluators", content=long_line, headers={"content-type": "application/json"}).json()[
+        "error"
+    ]
+    assert error["line"] == 1 and error["excerpt"].startswith("…") and error["excerpt"].endswith("^")
+    excerpt, caret = error["excerpt"].split("\n")
+    assert excerpt[len(caret) - 1] == '"'  # the caret is under the character the decoder stopped at
