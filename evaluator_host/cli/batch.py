@@ -377,7 +377,7 @@ async def _batch(args: argparse.Namespace, language: str, console: Console, out:
         await target.close()
     assert job is not None
     if args.json:
-        sys.stdout.write(json.dumps(job) + "\n")
+        sys.stdout.write(json.dumps(job, separators=(",", ":")) + "\n")
     else:
         _summary(job, out)
     if hint:

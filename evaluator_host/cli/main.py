@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from evaluator_host import languages
+from evaluator_host.cli.inputs import UsageError, parse_json, parse_model, read_text, readable
 from evaluator_host.errors import DataDirInUse, EvaluatorHostError
 from evaluator_host.models import Case, EvaluationResult, EvaluatorSettings
 from evaluator_host.results.aggregate import aggregate
@@ -81,10 +82,15 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _read_cases(args: argparse.Namespace) -> list[Case]:
+    """``--cases FILE`` (one JSON case a line) or ``--case JSON``; :class:`UsageError` naming the line."""
     if args.cases:
-        lines = Path(args.cases).read_text().splitlines()
-        return [Case.model_validate_json(line) for line in lines if line.strip()]
-    return [Case.model_validate_json(args.case or "{}")]
+        lines = read_text(args.cases, "--cases").splitlines()
+        return [
+            parse_model(Case, line, f"--cases {args.cases} line {number}")
+            for number, line in enumerate(lines, 1)
+            if line.strip()
+        ]
+    return [parse_model(Case, args.case or "{}", "--case")]
 
 
 def print_capabilities(capabilities: dict[str, list[dict[str, Any]]] | None, console: Console) -> None:
@@ -98,19 +104,38 @@ def print_capabilities(capabilities: dict[str, list[dict[str, Any]]] | None, con
         console.print(f"  {kind:<13} line {item['line']}: {item['detail']}", highlight=False, markup=False)
 
 
-async def _evaluate(args: argparse.Namespace) -> tuple[list[EvaluationResult], dict[str, list[dict[str, Any]]]]:
-    from evaluator_host.services import Services
+@dataclasses.dataclass(frozen=True)
+class _Definition:
+    """The evaluator the command line names: its file read and its options parsed."""
 
-    path = Path(args.file)
+    language: str
+    code: str
+    packages: Any
+    settings: EvaluatorSettings
+
+
+def _definition(args: argparse.Namespace) -> _Definition:
+    """Read FILE and parse ``--packages`` / ``--settings``, or :class:`UsageError`."""
+    code = read_text(args.file, "evaluator file")
     language = language_of(args.file, args.language)
     if language is None:
-        raise SystemExit(f"cannot tell the language of {path}; pass --language")
-    settings = EvaluatorSettings(**json.loads(args.settings or "{}"))
-    packages = json.loads(args.packages) if args.packages else None
+        raise UsageError(f"cannot tell the language of {args.file}; pass --language")
+    packages = parse_json(args.packages, "--packages") if args.packages else None
+    settings = parse_model(EvaluatorSettings, args.settings or "{}", "--settings")
+    return _Definition(language, code, packages, settings)
+
+
+async def _evaluate(
+    definition: _Definition, cases: list[Case]
+) -> tuple[list[EvaluationResult], dict[str, list[dict[str, Any]]]]:
+    from evaluator_host.services import Services
+
     services = Services.start_private(Settings())
     try:
-        prepared = await services.evaluation.validate(language, path.read_text(), packages, settings)
-        return await services.evaluation.evaluate(prepared, _read_cases(args)), prepared.capabilities
+        prepared = await services.evaluation.validate(
+            definition.language, definition.code, definition.packages, definition.settings
+        )
+        return await services.evaluation.evaluate(prepared, cases), prepared.capabilities
     finally:
         await services.close()
 
@@ -145,23 +170,23 @@ def _print(results: list[EvaluationResult], console: Console) -> None:
             console.print(f"[yellow]warning:[/yellow] {warning}")
     if len(results) > 1:
         agg = aggregate(results)
+        mean = agg.score.mean if agg.score else None  # full precision: --json
         console.print(
-            f"count={agg.count} errors={agg.errors} "
-            f"mean score={agg.score.mean if agg.score else None} pass_rate={agg.pass_rate}"
+            f"count={agg.count} errors={agg.errors} mean score={'none' if mean is None else f'{mean:.4g}'} "
+            f"pass rate={'none' if agg.pass_rate is None else f'{agg.pass_rate:.2%}'}"
         )
 
 
 def _run(args: argparse.Namespace) -> int:
+    definition = _definition(args)
     if args.data:
         from evaluator_host.cli.batch import run_batch
 
-        language = language_of(args.file, args.language)
-        if language is None:
-            sys.stderr.write(f"cannot tell the language of {args.file}; pass --language\n")
-            return 2
-        return run_batch(args, language)
+        readable(args.data, "--data")
+        return run_batch(args, definition.language)
+    cases = _read_cases(args)
     try:
-        results, capabilities = asyncio.run(_evaluate(args))
+        results, capabilities = asyncio.run(_evaluate(definition, cases))
     except EvaluatorHostError as exc:
         sys.stderr.write(f"{type(exc).__name__}: {exc.message}\n")
         return 2
@@ -205,7 +230,7 @@ def _images(args: argparse.Namespace) -> int:
         return 2
     if args.json:
         for info in images:
-            sys.stdout.write(json.dumps(dataclasses.asdict(info)) + "\n")
+            sys.stdout.write(json.dumps(dataclasses.asdict(info), separators=(",", ":")) + "\n")
         return 0
     table = Table("runtime", "image", "language", "packages", "lock", "size", "last used")
     for info in images:
@@ -286,9 +311,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``evaluator-host`` console script."""
+    """Entry point of the ``evaluator-host`` console script: a usage mistake is one line on stderr and exit 2."""
     args = build_parser().parse_args(argv)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except UsageError as exc:
+        sys.stderr.write(f"evaluator-host: error: {exc}\n")
+        return 2
     return code
 
 
