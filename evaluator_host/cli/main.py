@@ -4,7 +4,7 @@
            API keys or ``--insecure``).
 ``run``    evaluate a file: ``--case JSON`` or ``--cases FILE.jsonl`` locally, or a batch job over
            ``--data ROWS`` (JSONL/CSV/JSON) with a progress bar, locally or on ``--server URL``.
-``images`` ``list | build | prune`` the cached runtime images of the docker backend.
+``images`` ``list | show ID | build | prune`` the cached runtime images of the docker backend.
 ``migrate`` rewrite legacy 4-argument evaluators to ``evaluate(inputs, outputs, trace)``
            (``cli/migrate.py``).
 """
@@ -18,7 +18,6 @@ import ipaddress
 import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from evaluator_host import languages
+from evaluator_host.cli.images import run_images
 from evaluator_host.cli.inputs import UsageError, parse_json, parse_model, read_text, readable
 from evaluator_host.errors import DataDirInUse, EvaluatorHostError
 from evaluator_host.models import Case, EvaluationResult, EvaluatorSettings
@@ -201,53 +201,6 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if all(r.status == "ok" for r in results) else 1
 
 
-def _images(args: argparse.Namespace) -> int:
-    from evaluator_host.definitions.packages import normalize_pins
-    from evaluator_host.sandbox.docker.engine import Engine
-    from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
-
-    settings = Settings()
-    console = Console()
-    try:
-        builder = DockerRuntimeBuilder(settings, Engine(settings))
-        if args.action == "build":
-            pins = normalize_pins(args.language, json.loads(args.packages))
-            runtime = asyncio.run(builder.ensure(args.language, pins))
-            console.print(f"{runtime.id} ({'built' if builder.builds else 'cached'}): {', '.join(runtime.lock)}")
-            return 0
-        images = builder.list_images()
-        if args.action == "prune":
-            horizon = time.time() - args.unused_days * 86400
-            for info in images:
-                if args.runtime and info.runtime_id not in args.runtime:
-                    continue
-                if args.all or args.runtime or (info.last_used or 0) < horizon:
-                    removed = builder.remove(info.runtime_id)
-                    console.print(f"{'removed' if removed else 'in use, kept'} {info.runtime_id}")
-            return 0
-    except (EvaluatorHostError, ValueError) as exc:
-        sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
-        return 2
-    if args.json:
-        for info in images:
-            sys.stdout.write(json.dumps(dataclasses.asdict(info), separators=(",", ":")) + "\n")
-        return 0
-    table = Table("runtime", "image", "language", "packages", "lock", "size", "last used")
-    for info in images:
-        used = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.last_used)) if info.last_used else "never"
-        table.add_row(
-            info.runtime_id,
-            info.image_id.removeprefix("sha256:")[:12],
-            info.language,
-            " ".join(f"{k}=={v}" for k, v in info.packages.items()),
-            " ".join(info.lock),
-            f"{info.size_bytes / 1e6:.0f} MB",
-            used,
-        )
-    console.print(table)
-    return 0
-
-
 def _share(text: str) -> float:
     """A share between 0 and 1 (argparse type)."""
     try:
@@ -295,15 +248,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--settings", help='settings as JSON, e.g. {"timeout_s": 5}')
     run.add_argument("--json", action="store_true", help="print one JSON result per line (--data: the final job)")
     run.set_defaults(func=_run)
-    images = sub.add_parser("images", help="list, build or prune the cached runtime images (docker backend)")
-    images.add_argument("action", choices=["list", "build", "prune"])
+    images = sub.add_parser("images", help="list, show, build or prune the cached runtime images (docker backend)")
+    images.add_argument("action", choices=["list", "show", "build", "prune"])
+    images.add_argument("id", nargs="?", help="show: the runtime id (a unique prefix will do)")
     images.add_argument("--language", default=languages.DEFAULT, choices=languages.names())
     images.add_argument("--packages", default="{}", help='build: exact pins as JSON, e.g. {"numpy": "1.26.4"}')
     images.add_argument("--unused-days", type=float, default=30.0, help="prune: not used for this many days")
     images.add_argument("--all", action="store_true", help="prune: every runtime image not in use")
     images.add_argument("--runtime", action="append", help="prune: this runtime id (repeatable)")
-    images.add_argument("--json", action="store_true", help="list: one JSON object per image")
-    images.set_defaults(func=_images)
+    images.add_argument("--json", action="store_true", help="list, show: one JSON object per image")
+    images.set_defaults(func=run_images)
     from evaluator_host.cli import migrate
 
     migrate.add_parser(sub)
@@ -318,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         sys.stderr.write(f"evaluator-host: error: {exc}\n")
         return 2
+    except BrokenPipeError:  # the reader went away (`… | head`): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     return code
 
 
