@@ -89,6 +89,30 @@ class Prepared:
         return hashlib.sha256(f"{self.language}\0{self.code}".encode()).hexdigest()
 
 
+# What a network call reports inside the sandbox (Python's socket / urllib / requests, Node's dns / fetch).
+_NO_NETWORK = (
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "Network is unreachable",
+    "getaddrinfo EAI_AGAIN",
+    "getaddrinfo ENOTFOUND",
+    "connect ENETUNREACH",
+    "fetch failed",
+)
+NETWORK_HINT = (
+    "evaluators run without network access (no DNS, no connections): fetch what the code needs "
+    "before the call and pass it in inputs, or pin a package that bundles the data"
+)
+
+
+def _hints(error: dict[str, Any] | None) -> list[str]:
+    """Hints for failures whose cause the message does not name (a network call in the sandbox)."""
+    if not error:
+        return []
+    text = f"{error.get('message', '')}\n{str(error.get('traceback', ''))[-2000:]}"
+    return [NETWORK_HINT] if any(marker in text for marker in _NO_NETWORK) else []
+
+
 def to_result(raw: RawOutcome, prepared: Prepared, runtime: dict[str, Any]) -> EvaluationResult:
     """Normalize one harness outcome into an :class:`EvaluationResult`."""
     base: dict[str, Any] = {
@@ -100,7 +124,7 @@ def to_result(raw: RawOutcome, prepared: Prepared, runtime: dict[str, Any]) -> E
         "runtime": runtime,
     }
     if raw.status != "ok":
-        return EvaluationResult(status=raw.status, error=raw.error, **base)
+        return EvaluationResult(status=raw.status, error=raw.error, warnings=_hints(raw.error), **base)
     norm = normalize(raw.value, interface=prepared.interface, threshold=prepared.settings.threshold)
     if norm.invalid is not None:
         return EvaluationResult(status="invalid_result", error=error_info("InvalidResult", norm.invalid), **base)

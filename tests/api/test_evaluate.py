@@ -182,3 +182,19 @@ def test_fields_the_interface_ignores_are_warned_about(client: TestClient) -> No
         json={"language": "python", "code": EXACT, "cases": [{"outputs": "a"}, {"outputs": "a", "app_params": {}}]},
     ).json()
     assert [len(r["warnings"]) for r in batch["results"]] == [0, 1]  # per case, and {} is a value
+
+
+def test_a_network_call_says_evaluators_have_no_network(client: TestClient) -> None:
+    """Regression: a network call failed with only 'Temporary failure in name resolution'."""
+    code = (
+        "import urllib.request\n\ndef evaluate(inputs, outputs, trace):\n"
+        "    return urllib.request.urlopen('http://example.com', timeout=2).status == 200\n"
+    )
+    result = evaluate(client, code)
+    assert result["status"] == "error"
+    assert any(w.startswith("evaluators run without network access") for w in result["warnings"]), result
+    js = "export async function evaluate(i, o, t) { await fetch('http://example.com'); return 1 }\n"
+    result = evaluate(client, js, language="javascript")
+    assert result["status"] == "error" and any("without network access" in w for w in result["warnings"]), result
+    plain = evaluate(client, "def evaluate(inputs, outputs, trace):\n    raise ValueError('no')\n")
+    assert plain["warnings"] == []
