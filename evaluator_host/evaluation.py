@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluator_host import languages
+from evaluator_host.definitions.imports import unpinned
 from evaluator_host.definitions.interfaces import Detected, cached, detect
 from evaluator_host.definitions.packages import normalize_pins
 from evaluator_host.errors import LimitError
@@ -182,6 +183,8 @@ class Bound:
         self.spec = spec
         self.public = {**runtime.public(), "policy": prepared.policy}  # every result's ``runtime``
         self._pool = pool
+        family = languages.get(prepared.language).family.name
+        self.import_warnings = unpinned(family, prepared.code, prepared.pins, runtime.lock)
 
     async def run(self, cases: Sequence[dict[str, Any]], max_bytes: int | None = None) -> list[RawOutcome]:
         """The raw outcome of each case (dicts as ``Case.model_dump()``), in order; ``SandboxError``
@@ -206,7 +209,8 @@ class Bound:
         """Evaluate ``cases``; one result per case, in order (at most ``max_bytes`` of replies in all).
 
         A case carrying a field the interface never passes on (``app_params`` outside ``legacy``,
-        ``trace`` to ``legacy``) gets a warning in its result saying so.
+        ``trace`` to ``legacy``) gets a warning in its result saying so; a case that raised, in code
+        importing what no pinned package provides, gets the warning naming the package to pin.
         """
         dumped = [case.model_dump() for case in cases]
         results = [self.result(raw) for raw in await self.run(dumped, max_bytes)]
@@ -214,6 +218,8 @@ class Bound:
             ignored = ignored_fields(self.prepared.interface, case)
             if ignored:
                 result.warnings.extend(ignored)
+            if self.import_warnings and result.status == "error":
+                result.warnings.extend(self.import_warnings)
         return results
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 from evaluator_host import languages
+from evaluator_host.definitions.imports import unpinned
 from evaluator_host.errors import LimitError
 from evaluator_host.evaluation import Bound, Evaluation, Prepared
 from evaluator_host.models import Case, EvaluationResult, Evaluator, EvaluatorCreate, EvaluatorPatch, EvaluatorSettings
@@ -68,9 +69,12 @@ class Evaluators:
         self._latest: dict[str, int] = {}
         self._bound: OrderedDict[tuple[str, int], tuple[RevisionRecord, Bound]] = OrderedDict()
 
-    async def _fields(self, body: EvaluatorCreate) -> dict[str, object]:
+    async def _fields(self, body: EvaluatorCreate) -> tuple[dict[str, object], list[str]]:
+        """The revision's stored fields, and the warnings of its definition (imports no pin provides)."""
         prepared = await self.evaluation.validate(body.language, body.code, body.packages, body.settings)
-        await self.evaluation.ensure_runtime(prepared)  # a failing install is a 422 at save time
+        runtime = await self.evaluation.ensure_runtime(prepared)  # a failing install is a 422 at save time
+        family = languages.get(prepared.language).family.name
+        warnings = unpinned(family, prepared.code, prepared.pins, runtime.lock)
         return {
             "name": body.name,
             "description": body.description,
@@ -81,7 +85,7 @@ class Evaluators:
             "settings": prepared.settings.model_dump(),
             "runtime_id": prepared.runtime_id,
             "capabilities": prepared.capabilities,
-        }
+        }, warnings
 
     def _prewarm(self, record: RevisionRecord) -> None:
         task = asyncio.ensure_future(self._prewarm_now(record))
@@ -90,20 +94,20 @@ class Evaluators:
 
     async def create(self, body: EvaluatorCreate) -> Evaluator:
         """Validate, build the runtime, store revision 1, pre-warm a worker."""
-        fields = await self._fields(body)
+        fields, warnings = await self._fields(body)
         record = await asyncio.to_thread(self.store.create, **fields)
         self._latest[record.id] = record.revision
         self._prewarm(record)
-        return to_model(record)
+        return to_model(record).model_copy(update={"warnings": warnings})
 
     async def update(self, evaluator_id: str, body: EvaluatorCreate) -> Evaluator:
         """Store a new revision; older ones stay runnable."""
         await asyncio.to_thread(self.store.get, evaluator_id)  # 404 before any build
-        fields = await self._fields(body)
+        fields, warnings = await self._fields(body)
         record = await asyncio.to_thread(self.store.update, evaluator_id, **fields)
         self._latest[record.id] = record.revision
         self._prewarm(record)
-        return to_model(record)
+        return to_model(record).model_copy(update={"warnings": warnings})
 
     async def patch(self, evaluator_id: str, body: EvaluatorPatch) -> Evaluator:
         """A new revision from the latest one with the fields of ``body`` changed (see :class:`EvaluatorPatch`)."""

@@ -227,6 +227,10 @@ class Evaluator(BaseModel):
     created_at: datetime
     updated_at: datetime
     capabilities: Capabilities = Field(default_factory=dict, description=_CAPABILITIES_DOC)
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Set when the revision is saved: what may fail at run time (imports no pinned package provides).",
+    )
 
 
 class EvaluatorList(BaseModel):

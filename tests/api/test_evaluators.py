@@ -124,3 +124,13 @@ def test_patch_changes_only_the_fields_given(client: TestClient) -> None:
     unknown = client.patch(f"/v1/evaluators/{ev['id']}", json={"colour": "red"})
     assert unknown.status_code == 422 and unknown.json()["error"]["type"] == "ValidationError"
     assert client.patch("/v1/evaluators/ev_nope", json={"code": V2}).status_code == 404
+
+
+def test_an_unpinned_import_is_named_when_the_evaluator_is_saved(client: TestClient) -> None:
+    """Regression: `import pandas` without a pin failed only at run time, with `No module named 'pandas'`."""
+    code = "import pandas\n\ndef evaluate(inputs, outputs, trace):\n    return 1.0\n"
+    saved = _create(client, code)
+    assert saved["warnings"] and "'pandas'" in saved["warnings"][0] and '"pandas": "<version>"' in saved["warnings"][0]
+    assert _create(client)["warnings"] == []
+    result = client.post("/v1/evaluate", json={"language": "python", "code": code}).json()
+    assert result["status"] == "error" and any("'pandas'" in w for w in result["warnings"])
