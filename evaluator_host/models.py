@@ -22,6 +22,8 @@ __all__ = [
     "EvaluatorSettings",
     "EvaluatorMigrateRequest",
     "EvaluatorMigrateResponse",
+    "ErrorBody",
+    "ErrorDetail",
     "ErrorInfo",
     "MigrateRequest",
     "MigrateResponse",
@@ -145,6 +147,23 @@ class EvaluatorEvaluateRequest(BaseModel):
     app_params: Any = None
     revision: int | None = Field(None, ge=1, description="Defaults to the latest revision.")
     cases: list[Case] | None = None
+
+
+class ErrorDetail(BaseModel):
+    """What every error answer carries; some types add fields (``package``, ``runtime_id``, ``details``, …)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field(description="NotFound, ValidationError, SyntaxError, BuildError, SandboxError, …")
+    message: str
+    line: int | None = None
+    column: int | None = None
+
+
+class ErrorBody(BaseModel):
+    """Every error answer: ``{"error": {...}}``."""
+
+    error: ErrorDetail
 
 
 class ErrorInfo(BaseModel):
