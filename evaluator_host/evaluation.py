@@ -183,8 +183,8 @@ class Bound:
         self.spec = spec
         self.public = {**runtime.public(), "policy": prepared.policy}  # every result's ``runtime``
         self._pool = pool
-        family = languages.get(prepared.language).family.name
-        self.import_warnings = unpinned(family, prepared.code, prepared.pins, runtime.lock)
+        installer = languages.get(prepared.language).family.installer
+        self.import_warnings = unpinned(installer, prepared.code, prepared.pins, runtime.lock)
 
     async def run(self, cases: Sequence[dict[str, Any]], max_bytes: int | None = None) -> list[RawOutcome]:
         """The raw outcome of each case (dicts as ``Case.model_dump()``), in order; ``SandboxError``

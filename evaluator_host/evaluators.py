@@ -73,8 +73,8 @@ class Evaluators:
         """The revision's stored fields, and the warnings of its definition (imports no pin provides)."""
         prepared = await self.evaluation.validate(body.language, body.code, body.packages, body.settings)
         runtime = await self.evaluation.ensure_runtime(prepared)  # a failing install is a 422 at save time
-        family = languages.get(prepared.language).family.name
-        warnings = unpinned(family, prepared.code, prepared.pins, runtime.lock)
+        installer = languages.get(prepared.language).family.installer
+        warnings = unpinned(installer, prepared.code, prepared.pins, runtime.lock)
         return {
             "name": body.name,
             "description": body.description,

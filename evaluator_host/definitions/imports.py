@@ -107,10 +107,18 @@ def _node_missing(code: str, covered: set[str]) -> list[str]:
     return list(missing)
 
 
-def unpinned(family: str, code: str, pins: dict[str, str], lock: list[str]) -> list[str]:
-    """A warning naming each package the code imports that neither the pins nor their lock provide."""
+# the family's installer (its manifest's ``installer``) → how its code's imports are read
+_READERS = {"pip": _python_missing, "npm": _node_missing}
+
+
+def unpinned(installer: str, code: str, pins: dict[str, str], lock: list[str]) -> list[str]:
+    """A warning naming each package the code imports that neither the pins nor their lock provide
+    (``installer``: the language family's, from the registry)."""
+    reader = _READERS.get(installer)
+    if reader is None:
+        return []
     covered = {_canonical(name) for name in pins} | _lock_names(lock)
-    missing = _python_missing(code, covered) if family == "python" else _node_missing(code, covered)
+    missing = reader(code, covered)
     if not missing:
         return []
     example = "{" + ", ".join(f'"{name}": "<version>"' for name in missing) + "}"
