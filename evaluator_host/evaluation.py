@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluator_host import languages
+from evaluator_host.definitions.imports import unpinned
 from evaluator_host.definitions.interfaces import Detected, cached, detect
 from evaluator_host.definitions.packages import normalize_pins
 from evaluator_host.errors import LimitError
@@ -38,11 +39,33 @@ from evaluator_host.sandbox.base import Builder, RawOutcome, Runtime, RuntimeKey
 from evaluator_host.sandbox.pool import WorkerPool
 from evaluator_host.settings import Settings
 
-__all__ = ["ADHOC", "Bound", "Evaluation", "Prepared", "answer", "cases_of", "to_result"]
+__all__ = ["ADHOC", "Bound", "Evaluation", "Prepared", "answer", "cases_of", "ignored_fields", "to_result"]
 
 ADHOC = "adhoc"  # the scope of one-off evaluations: workers shared by identical definitions only
 _BOUND_CACHE = 1024
 _SCAN_CACHE = 512  # definitions whose capability report / policy check is remembered (like detection)
+
+# What each interface never passes to the code (docs/api.md, Interfaces), and where it belongs instead.
+_IGNORED: dict[str, dict[str, str]] = {
+    "evaluate": {
+        "app_params": "only the legacy evaluate(app_params, inputs, output, correct_answer) receives it; "
+        "put what it carries in inputs",
+    },
+    "main": {
+        "app_params": "only the legacy evaluate(app_params, inputs, output, correct_answer) receives it; "
+        "put what it carries in inputs (each key of inputs is a main parameter)",
+    },
+    "legacy": {"trace": "evaluate(app_params, inputs, output, correct_answer) has no trace parameter"},
+}
+
+
+def ignored_fields(interface: str, fields: dict[str, Any]) -> list[str]:
+    """A warning for each field in ``fields`` that carries a value (not null) ``interface`` never passes on."""
+    return [
+        f"{name} is ignored by the {interface!r} interface: {why}"
+        for name, why in _IGNORED.get(interface, {}).items()
+        if fields.get(name) is not None
+    ]
 
 
 @dataclass(frozen=True)
@@ -67,6 +90,30 @@ class Prepared:
         return hashlib.sha256(f"{self.language}\0{self.code}".encode()).hexdigest()
 
 
+# What a network call reports inside the sandbox (Python's socket / urllib / requests, Node's dns / fetch).
+_NO_NETWORK = (
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "Network is unreachable",
+    "getaddrinfo EAI_AGAIN",
+    "getaddrinfo ENOTFOUND",
+    "connect ENETUNREACH",
+    "fetch failed",
+)
+NETWORK_HINT = (
+    "evaluators run without network access (no DNS, no connections): fetch what the code needs "
+    "before the call and pass it in inputs, or pin a package that bundles the data"
+)
+
+
+def _hints(error: dict[str, Any] | None) -> list[str]:
+    """Hints for failures whose cause the message does not name (a network call in the sandbox)."""
+    if not error:
+        return []
+    text = f"{error.get('message', '')}\n{str(error.get('traceback', ''))[-2000:]}"
+    return [NETWORK_HINT] if any(marker in text for marker in _NO_NETWORK) else []
+
+
 def to_result(raw: RawOutcome, prepared: Prepared, runtime: dict[str, Any]) -> EvaluationResult:
     """Normalize one harness outcome into an :class:`EvaluationResult`."""
     base: dict[str, Any] = {
@@ -78,7 +125,7 @@ def to_result(raw: RawOutcome, prepared: Prepared, runtime: dict[str, Any]) -> E
         "runtime": runtime,
     }
     if raw.status != "ok":
-        return EvaluationResult(status=raw.status, error=raw.error, **base)
+        return EvaluationResult(status=raw.status, error=raw.error, warnings=_hints(raw.error), **base)
     norm = normalize(raw.value, interface=prepared.interface, threshold=prepared.settings.threshold)
     if norm.invalid is not None:
         return EvaluationResult(status="invalid_result", error=error_info("InvalidResult", norm.invalid), **base)
@@ -136,6 +183,8 @@ class Bound:
         self.spec = spec
         self.public = {**runtime.public(), "policy": prepared.policy}  # every result's ``runtime``
         self._pool = pool
+        installer = languages.get(prepared.language).family.installer
+        self.import_warnings = unpinned(installer, prepared.code, prepared.pins, runtime.lock)
 
     async def run(self, cases: Sequence[dict[str, Any]], max_bytes: int | None = None) -> list[RawOutcome]:
         """The raw outcome of each case (dicts as ``Case.model_dump()``), in order; ``SandboxError``
@@ -157,8 +206,21 @@ class Bound:
         return result
 
     async def evaluate(self, cases: Sequence[Case], max_bytes: int | None = None) -> list[EvaluationResult]:
-        """Evaluate ``cases``; one result per case, in order (at most ``max_bytes`` of replies in all)."""
-        return [self.result(raw) for raw in await self.run([case.model_dump() for case in cases], max_bytes)]
+        """Evaluate ``cases``; one result per case, in order (at most ``max_bytes`` of replies in all).
+
+        A case carrying a field the interface never passes on (``app_params`` outside ``legacy``,
+        ``trace`` to ``legacy``) gets a warning in its result saying so; a case that raised, in code
+        importing what no pinned package provides, gets the warning naming the package to pin.
+        """
+        dumped = [case.model_dump() for case in cases]
+        results = [self.result(raw) for raw in await self.run(dumped, max_bytes)]
+        for case, result in zip(dumped, results, strict=True):
+            ignored = ignored_fields(self.prepared.interface, case)
+            if ignored:
+                result.warnings.extend(ignored)
+            if self.import_warnings and result.status == "error":
+                result.warnings.extend(self.import_warnings)
+        return results
 
 
 class Evaluation:

@@ -11,9 +11,13 @@ import dataclasses
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from pydantic import ValidationError
+
 from evaluator_host import languages
+from evaluator_host.definitions.imports import unpinned
+from evaluator_host.errors import LimitError
 from evaluator_host.evaluation import Bound, Evaluation, Prepared
-from evaluator_host.models import Case, EvaluationResult, Evaluator, EvaluatorCreate, EvaluatorSettings
+from evaluator_host.models import Case, EvaluationResult, Evaluator, EvaluatorCreate, EvaluatorPatch, EvaluatorSettings
 from evaluator_host.store import EvaluatorStore, RevisionRecord
 
 __all__ = ["Evaluators", "prepared_of", "scope_of", "to_model"]
@@ -65,9 +69,12 @@ class Evaluators:
         self._latest: dict[str, int] = {}
         self._bound: OrderedDict[tuple[str, int], tuple[RevisionRecord, Bound]] = OrderedDict()
 
-    async def _fields(self, body: EvaluatorCreate) -> dict[str, object]:
+    async def _fields(self, body: EvaluatorCreate) -> tuple[dict[str, object], list[str]]:
+        """The revision's stored fields, and the warnings of its definition (imports no pin provides)."""
         prepared = await self.evaluation.validate(body.language, body.code, body.packages, body.settings)
-        await self.evaluation.ensure_runtime(prepared)  # a failing install is a 422 at save time
+        runtime = await self.evaluation.ensure_runtime(prepared)  # a failing install is a 422 at save time
+        installer = languages.get(prepared.language).family.installer
+        warnings = unpinned(installer, prepared.code, prepared.pins, runtime.lock)
         return {
             "name": body.name,
             "description": body.description,
@@ -78,7 +85,7 @@ class Evaluators:
             "settings": prepared.settings.model_dump(),
             "runtime_id": prepared.runtime_id,
             "capabilities": prepared.capabilities,
-        }
+        }, warnings
 
     def _prewarm(self, record: RevisionRecord) -> None:
         task = asyncio.ensure_future(self._prewarm_now(record))
@@ -87,20 +94,49 @@ class Evaluators:
 
     async def create(self, body: EvaluatorCreate) -> Evaluator:
         """Validate, build the runtime, store revision 1, pre-warm a worker."""
-        fields = await self._fields(body)
+        fields, warnings = await self._fields(body)
         record = await asyncio.to_thread(self.store.create, **fields)
         self._latest[record.id] = record.revision
         self._prewarm(record)
-        return to_model(record)
+        return to_model(record).model_copy(update={"warnings": warnings})
 
     async def update(self, evaluator_id: str, body: EvaluatorCreate) -> Evaluator:
         """Store a new revision; older ones stay runnable."""
         await asyncio.to_thread(self.store.get, evaluator_id)  # 404 before any build
-        fields = await self._fields(body)
+        fields, warnings = await self._fields(body)
         record = await asyncio.to_thread(self.store.update, evaluator_id, **fields)
         self._latest[record.id] = record.revision
         self._prewarm(record)
-        return to_model(record)
+        return to_model(record).model_copy(update={"warnings": warnings})
+
+    async def patch(self, evaluator_id: str, body: EvaluatorPatch) -> Evaluator:
+        """A new revision from the latest one with the fields of ``body`` changed (see :class:`EvaluatorPatch`)."""
+        latest = await asyncio.to_thread(self.store.get, evaluator_id)  # 404 before any build
+        # null keeps the latest value, except for packages, where it means "no pins"
+        changes = {
+            k: v
+            for k, v in body.model_dump(exclude_unset=True, exclude={"settings"}).items()
+            if v is not None or k == "packages"
+        }
+        settings = dict(latest.settings)
+        for key, value in (body.settings or {}).items():
+            if value is None:
+                settings.pop(key, None)
+            else:
+                settings[key] = value
+        try:
+            merged = EvaluatorSettings(**settings)
+        except ValidationError as exc:
+            problems = "; ".join(f"settings.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise LimitError(problems) from exc
+        current = {
+            "name": latest.name,
+            "description": latest.description,
+            "language": latest.language,
+            "code": latest.code,
+            "packages": latest.packages,
+        }
+        return await self.update(evaluator_id, EvaluatorCreate(**(current | changes), settings=merged))
 
     async def close(self) -> None:
         """Stop pre-warming (the pool is about to close)."""

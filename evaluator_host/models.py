@@ -18,9 +18,12 @@ __all__ = [
     "EvaluatorCreate",
     "EvaluatorEvaluateRequest",
     "EvaluatorList",
+    "EvaluatorPatch",
     "EvaluatorSettings",
     "EvaluatorMigrateRequest",
     "EvaluatorMigrateResponse",
+    "ErrorBody",
+    "ErrorDetail",
     "ErrorInfo",
     "MigrateRequest",
     "MigrateResponse",
@@ -117,6 +120,24 @@ class EvaluatorCreate(_Definition):
     description: str = Field("", max_length=10_000)
 
 
+class EvaluatorPatch(BaseModel):
+    """``PATCH /v1/evaluators/{id}``: only the fields to change; the rest is kept from the latest revision.
+
+    ``settings`` is merged key by key into the latest revision's settings (a key set to null takes
+    its default again); every other field given replaces the latest revision's value (null keeps
+    it, except ``packages``: null means no pins).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(None, min_length=1, max_length=200)
+    description: str | None = Field(None, max_length=10_000)
+    language: Language | None = None
+    code: str | None = None
+    packages: Packages | None = Field(None, description="Exact pins; replaces the latest revision's pins.")
+    settings: dict[str, Any] | None = Field(None, description="Merged key by key into the latest settings.")
+
+
 class EvaluatorEvaluateRequest(BaseModel):
     """``POST /v1/evaluators/{id}/evaluate``."""
 
@@ -126,6 +147,23 @@ class EvaluatorEvaluateRequest(BaseModel):
     app_params: Any = None
     revision: int | None = Field(None, ge=1, description="Defaults to the latest revision.")
     cases: list[Case] | None = None
+
+
+class ErrorDetail(BaseModel):
+    """What every error answer carries; some types add fields (``package``, ``runtime_id``, ``details``, …)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field(description="NotFound, ValidationError, SyntaxError, BuildError, SandboxError, …")
+    message: str
+    line: int | None = None
+    column: int | None = None
+
+
+class ErrorBody(BaseModel):
+    """Every error answer: ``{"error": {...}}``."""
+
+    error: ErrorDetail
 
 
 class ErrorInfo(BaseModel):
@@ -208,6 +246,10 @@ class Evaluator(BaseModel):
     created_at: datetime
     updated_at: datetime
     capabilities: Capabilities = Field(default_factory=dict, description=_CAPABILITIES_DOC)
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Set when the revision is saved: what may fail at run time (imports no pinned package provides).",
+    )
 
 
 class EvaluatorList(BaseModel):

@@ -54,7 +54,9 @@ class Settings(BaseSettings):
     api_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Comma-separated bearer keys; when set every /v1 call needs one."
     )
-    backend: Literal["auto", "process", "docker"] = Field("auto", description="Sandbox backend.")
+    backend: Literal["auto", "process", "docker"] = Field(
+        "auto", description="Sandbox backend: auto (docker when an engine answers), process or docker."
+    )
     default_policy: Literal["auto", "standard", "restricted"] = Field(
         "auto",
         description="The least execution policy evaluators run under where their language offers it: "

@@ -167,3 +167,83 @@ def test_in_process_run_leaves_a_live_server_alone(tmp_path: Path) -> None:
         )
         assert second.returncode == 2 and "is using the data dir" in second.stderr  # one service per data dir
     assert not [p for p in Path(tempfile.gettempdir()).glob("evaluator-host-run-*") if p.stat().st_uid == os.getuid()]
+
+
+README_ROWS = [
+    {"q": "2+2", "correct_answer": "4", "model_expression": "4"},
+    {"q": "3+3", "correct_answer": "6", "model_expression": "7"},
+]
+STRIP_CODE = "def evaluate(inputs, outputs, trace):\n    return outputs.strip() == inputs['correct_answer']\n"
+
+
+def test_run_data_exits_1_when_rows_error_and_names_the_mapping_that_works(tmp_path: Path) -> None:
+    """Regression: a job whose every row errored (no --map, no outputs column) exited 0."""
+    source = tmp_path / "exact.py"
+    source.write_text(STRIP_CODE)
+    rows = tmp_path / "rows.csv"
+    rows.write_text(
+        "q,correct_answer,model_expression\n"
+        + "".join(f"{r['q']},{r['correct_answer']},{r['model_expression']}\n" for r in README_ROWS)
+    )
+    env = _env(tmp_path / "data", EVALUATOR_HOST_BACKEND="process")
+    argv = [*CLI, "run", str(source), "--data", str(rows)]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1, done.stderr
+    flat = " ".join(done.stderr.split())
+    assert "2 of 2 rows did not end ok" in flat and "--max-error-rate" in flat
+    assert "With --map outputs=model_expression the first 2 failed rows run" in flat
+    assert "AttributeError" in flat  # what the rows failed with
+    assert "errors" in done.stdout and "no value" in done.stdout  # errored rows counted apart
+    allowed = subprocess.run([*argv, "--max-error-rate", "1"], capture_output=True, text=True, env=env, timeout=120)
+    assert allowed.returncode == 0, allowed.stderr
+    no_score = subprocess.run(
+        [*argv, "--max-error-rate", "1", "--fail-under", "0.5"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert no_score.returncode == 1 and "no row has a score" in " ".join(no_score.stderr.split())
+    fixed = subprocess.run(
+        [*argv, "--map", "outputs=model_expression"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert fixed.returncode == 0 and "hint" not in fixed.stderr, fixed.stderr
+    half = subprocess.run([*argv, "--max-error-rate", "2"], capture_output=True, text=True, env=env, timeout=60)
+    assert half.returncode == 2 and "between 0 and 1" in half.stderr
+
+
+def test_usage_mistakes_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    """Regression: a malformed --case printed 31 lines of pydantic traceback, a missing file a FileNotFoundError."""
+    source = tmp_path / "ev.py"
+    source.write_text(BATCH_CODE)
+    (tmp_path / "bad.jsonl").write_text('{"outputs": "a"}\n{"inputs": 3, "x": 1}\n')
+    expected = {
+        ("--case", '{"outputs": 1, "bogus": 2}'): "--case: bogus: extra inputs are not permitted",
+        ("--case", '{"outputs": 1'): "--case is not valid JSON: Expecting ',' delimiter at column 14",
+        ("--cases", str(tmp_path / "bad.jsonl")): "line 2: x: extra inputs are not permitted",
+        ("--data", str(tmp_path / "missing.csv")): "missing.csv: No such file or directory",
+        ("--settings", '{"timeout_s": 0}'): "--settings: timeout_s: input should be greater than or equal to 0.1",
+    }
+    for extra, message in expected.items():
+        done = subprocess.run(
+            [*CLI, "run", str(source), *extra], capture_output=True, text=True, env=_env(tmp_path), timeout=60
+        )
+        assert done.returncode == 2 and done.stderr.startswith("evaluator-host: error: "), (extra, done.stderr)
+        assert message in done.stderr and done.stderr.count("\n") == 1, (extra, done.stderr)
+    missing = subprocess.run(
+        [*CLI, "run", str(tmp_path / "nope.py")], capture_output=True, text=True, env=_env(tmp_path), timeout=60
+    )
+    assert missing.returncode == 2 and missing.stderr == (
+        f"evaluator-host: error: evaluator file {tmp_path / 'nope.py'}: No such file or directory\n"
+    )
+
+
+def test_cases_summary_rounds_for_people_and_json_keeps_full_precision(tmp_path: Path) -> None:
+    source = tmp_path / "ev.py"
+    source.write_text("def evaluate(inputs, outputs, trace):\n    return outputs == 'a'\n")
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text('{"outputs": "a"}\n{"outputs": "b"}\n{"outputs": "b"}\n')
+    done = subprocess.run(
+        [*CLI, "run", str(source), "--cases", str(cases)],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        timeout=60,
+    )
+    assert "mean score=0.3333 pass rate=33.33%" in done.stdout and "0.33333333" not in done.stdout

@@ -80,3 +80,14 @@ def test_decisions_are_numbered_in_order() -> None:
     for name in _DOCS:
         for cited in re.findall(r"decision (\d+)", (REPO / name).read_text()):
             assert 1 <= int(cited) <= len(numbers), f"{name} cites decision {cited}"
+
+
+def test_readme_configuration_lists_every_setting() -> None:
+    """The README's configuration table is exactly what the Settings model gives (`make docs` rewrites it)."""
+    from evaluator_host.settings import Settings
+    from evaluator_host.settings_doc import BEGIN, END, table
+
+    readme = (REPO / "README.md").read_text()
+    assert f"{BEGIN}\n{table()}\n{END}" in readme, "README's settings table is stale: run `make docs`"
+    for name in Settings.model_fields:
+        assert f"`EVALUATOR_HOST_{name.upper()}`" in readme

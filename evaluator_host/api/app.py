@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import Depends, FastAPI
 
@@ -12,10 +13,28 @@ from evaluator_host.api.deps import require_api_key
 from evaluator_host.api.fastpath import FastPath
 from evaluator_host.api.limits import BodyLimitMiddleware
 from evaluator_host.api.observe import Observe
+from evaluator_host.models import ErrorBody
 from evaluator_host.services import Services
 from evaluator_host.settings import Settings
 
-__all__ = ["create_app"]
+__all__ = ["ERROR_RESPONSES", "create_app"]
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"model": ErrorBody, "description": description}
+
+
+# What every /v1 route may answer besides its success; the body is always ErrorBody.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: _error("API keys are configured and the request has no valid `Authorization: Bearer` key."),
+    404: _error("The evaluator, revision, dataset or job does not exist."),
+    413: _error("The request body is over the limit (MAX_BODY_BYTES; datasets: MAX_DATASET_BYTES)."),
+    422: _error(
+        "The body or the definition is refused: ValidationError, SyntaxError, InterfaceError, "
+        "PackageSpecError, LimitError, BuildError, DatasetError, FieldMappingError."
+    ),
+    503: _error("The sandbox is unavailable (SandboxError, BackendUnavailable); retry after `Retry-After` seconds."),
+}
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -50,9 +69,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     app.include_router(health.router)
     guarded = [Depends(require_api_key)]
-    app.include_router(evaluate.router, prefix="/v1", dependencies=guarded)
-    app.include_router(evaluators.router, prefix="/v1", dependencies=guarded)
-    app.include_router(datasets.router, prefix="/v1", dependencies=guarded)
-    app.include_router(jobs.router, prefix="/v1", dependencies=guarded)
-    app.include_router(migrate.router, prefix="/v1", dependencies=guarded)
+    for router in (evaluate.router, evaluators.router, datasets.router, jobs.router):
+        app.include_router(router, prefix="/v1", dependencies=guarded, responses=ERROR_RESPONSES)
+    conflict = _error("MigrationMismatch: the migrated code answered differently (+ rows, compared, code).")
+    app.include_router(migrate.router, prefix="/v1", dependencies=guarded, responses={**ERROR_RESPONSES, 409: conflict})
     return app

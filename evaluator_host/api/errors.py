@@ -61,14 +61,51 @@ def host_error_response(exc: EvaluatorHostError) -> JSONResponse:
     return JSONResponse(_body(exc.type_name, exc.message), status_code=500)
 
 
+_EXCERPT = 30  # characters shown either side of a JSON syntax error
+
+
+def _json_syntax_error(exc: RequestValidationError) -> JSONResponse | None:
+    """A body that is not JSON: the decoder's reason, with line, column and an excerpt marking the spot."""
+    errors = exc.errors()
+    if len(errors) != 1 or errors[0].get("type") != "json_invalid" or not isinstance(exc.body, str | bytes):
+        return None
+    doc = exc.body.decode(errors="replace") if isinstance(exc.body, bytes) else exc.body
+    loc = errors[0].get("loc", ())
+    pos = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else 0
+    line = doc.count("\n", 0, pos) + 1
+    start = doc.rfind("\n", 0, pos) + 1
+    column = pos - start + 1
+    end = doc.find("\n", pos)
+    text = doc[start : len(doc) if end < 0 else end]
+    left = max(0, column - 1 - _EXCERPT)
+    excerpt = (
+        ("…" if left else "") + text[left : column - 1 + _EXCERPT] + ("…" if len(text) > column - 1 + _EXCERPT else "")
+    )
+    caret = " " * (column - 1 - left + (1 if left else 0)) + "^"
+    reason = (errors[0].get("ctx") or {}).get("error", "JSON decode error")
+    message = f"the body is not valid JSON: {reason} at line {line}, column {column}"
+    return JSONResponse(
+        _body(
+            "ValidationError", message, line=line, column=column, excerpt=f"{excerpt}\n{caret}", details=_details(exc)
+        ),
+        status_code=422,
+    )
+
+
 def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
+    syntax = _json_syntax_error(exc)
+    if syntax is not None:
+        return syntax
     problems = []
     for err in exc.errors():
         where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
         problems.append(f"{where or 'body'}: {err.get('msg')}")
-    details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in exc.errors()]
-    return JSONResponse(_body("ValidationError", "; ".join(problems), details=details), status_code=422)
+    return JSONResponse(_body("ValidationError", "; ".join(problems), details=_details(exc)), status_code=422)
+
+
+def _details(exc: RequestValidationError) -> list[dict[str, Any]]:
+    return [{"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in exc.errors()]
 
 
 def _http_error(_request: Request, exc: Exception) -> JSONResponse:

@@ -13,6 +13,7 @@ from evaluator_host.models import (
     EvaluatorCreate,
     EvaluatorEvaluateRequest,
     EvaluatorList,
+    EvaluatorPatch,
     RevisionList,
 )
 
@@ -42,6 +43,12 @@ async def get(evaluator_id: str, services: ServicesDep) -> Evaluator:
 async def update(evaluator_id: str, body: EvaluatorCreate, services: ServicesDep) -> Evaluator:
     """Store a new revision (revision + 1); old revisions stay runnable."""
     return await services.evaluators.update(evaluator_id, body)
+
+
+@router.patch("/{evaluator_id}", response_model=Evaluator)
+async def patch(evaluator_id: str, body: EvaluatorPatch, services: ServicesDep) -> Evaluator:
+    """Store a new revision changing only the fields given (``settings`` merged key by key)."""
+    return await services.evaluators.patch(evaluator_id, body)
 
 
 @router.get("/{evaluator_id}/revisions", response_model=RevisionList)

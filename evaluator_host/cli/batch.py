@@ -6,9 +6,14 @@ progress bar (rows/s, ETA, failures), optionally stream every result to ``--outp
 print the aggregate as a table. ``--server URL`` talks HTTP to a running service;
 without it the service's components run in this process on the default data dir.
 
-Exit codes: 0 the job succeeded (and the mean score reached ``--fail-under``); 1 the job
-failed or was cancelled, or the mean score is below ``--fail-under`` (or missing);
-2 the evaluator, dataset or mapping was refused; 130 interrupted (the job is cancelled).
+Exit codes: 0 the job succeeded, no more than ``--max-error-rate`` of its rows (default
+none) ended in a status other than ``ok``, and the mean score reached ``--fail-under``; 1 the
+job failed or was cancelled, too many rows errored, or the mean score is below
+``--fail-under`` (or there is none); 2 the evaluator, dataset or mapping was refused;
+130 interrupted (the job is cancelled).
+
+When rows errored, the summary tries the evaluator on a few of the failed rows with each
+other column as ``outputs`` and names the ``--map`` that would have made them run.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -55,6 +61,8 @@ class _Target(Protocol):
     async def job(self, job_id: str) -> dict[str, Any]: ...
     async def cancel(self, job_id: str) -> dict[str, Any]: ...
     def results(self, job_id: str) -> AsyncIterator[bytes]: ...
+    async def page(self, job_id: str, limit: int) -> list[dict[str, Any]]: ...
+    async def evaluate(self, evaluator_id: str, revision: int, cases: list[dict[str, Any]]) -> list[dict[str, Any]]: ...
     async def close(self) -> None: ...
 
 
@@ -123,6 +131,18 @@ class _Remote:
             async for chunk in response.aiter_bytes():
                 yield chunk
 
+    async def page(self, job_id: str, limit: int) -> list[dict[str, Any]]:
+        body = await self._json("GET", f"/v1/jobs/{job_id}/results", params={"limit": limit})
+        data: list[dict[str, Any]] = body["data"]
+        return data
+
+    async def evaluate(self, evaluator_id: str, revision: int, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        body = await self._json(
+            "POST", f"/v1/evaluators/{evaluator_id}/evaluate", json={"revision": revision, "cases": cases}
+        )
+        results: list[dict[str, Any]] = body["results"]
+        return results
+
     async def close(self) -> None:
         await self.client.aclose()
 
@@ -174,6 +194,19 @@ class _Local:
         while (chunk := await asyncio.to_thread(next, stream, None)) is not None:
             yield chunk
 
+    async def page(self, job_id: str, limit: int) -> list[dict[str, Any]]:
+        job, revision = await self.services.runner.job_and_revision(job_id)
+        page = await asyncio.to_thread(self.services.results.page, job, revision, 0, limit)
+        return [item.model_dump(mode="json") for item in page.data]
+
+    async def evaluate(self, evaluator_id: str, revision: int, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        from evaluator_host.models import Case
+
+        _, results = await self.services.evaluators.evaluate(
+            evaluator_id, revision, [Case.model_validate(c) for c in cases]
+        )
+        return [r.model_dump(mode="json") for r in results]
+
     async def close(self) -> None:
         await self.services.close()
 
@@ -190,9 +223,11 @@ def _definition(args: argparse.Namespace, language: str) -> dict[str, Any]:
 
 
 def _summary(job: dict[str, Any], console: Console) -> None:
+    """The aggregate as a table (errored rows counted apart from rows that returned no value)."""
     aggregate = job.get("aggregate") or {}
+    errors = aggregate.get("errors", 0)
     table = Table(title=f"job {job['id']}: {job['status']}")
-    for column in ("", "mean", "std", "min", "max", "count", "nan_count"):
+    for column in ("", "mean", "std", "min", "max", "count", "errors", "no value"):
         table.add_column(column, justify="left" if not column else "right")
     columns = [("score", aggregate.get("score"))] + [
         (f"outputs.{k}", v) for k, v in aggregate.get("outputs", {}).items()
@@ -201,8 +236,13 @@ def _summary(job: dict[str, Any], console: Console) -> None:
         if stats is None:
             continue
         cells = [stats.get(k) for k in ("mean", "std", "min", "max")]
+        no_value = max(stats["nan_count"] - errors, 0)  # an errored row never has a value
         table.add_row(
-            name, *("" if v is None else f"{v:.4g}" for v in cells), str(stats["count"]), str(stats["nan_count"])
+            name,
+            *("" if v is None else f"{v:.4g}" for v in cells),
+            str(stats["count"]),
+            str(errors),
+            str(no_value),
         )
     console.print(table)
     progress = job["progress"]
@@ -217,6 +257,68 @@ def _summary(job: dict[str, Any], console: Console) -> None:
         console.print(f"[red]{job['error'].get('type')}: {job['error'].get('message')}[/red]")
     for warning in job.get("warnings", []):
         console.print(f"[yellow]warning:[/yellow] {warning}")
+
+
+_SAMPLE_ROWS = 5  # failed rows the mapping hint tries each column on
+_MAX_CANDIDATES = 20  # columns tried at most
+_HINT_BUDGET_S = 20.0  # the hint gives up after this long
+_OUTPUT_NAMES = ("output", "answer", "response", "completion", "prediction", "pred", "generat", "model")
+
+
+def _case(row: dict[str, Any], mapping: dict[str, Any], outputs: str) -> dict[str, Any]:
+    """The case the job would have built for ``row`` with ``outputs`` mapped to that column."""
+    columns = mapping.get("inputs")
+    return {
+        "inputs": row if columns is None else {c: row.get(c) for c in columns},
+        "outputs": row.get(outputs),
+        "trace": row.get(mapping.get("trace") or "trace"),
+        "app_params": row.get(mapping.get("app_params") or "app_params"),
+    }
+
+
+def _candidates(rows: list[dict[str, Any]], mapping: dict[str, Any], code: str) -> list[str]:
+    """Columns to try as ``outputs``, likeliest first: names that sound like a model's output, then
+    columns the code does not name (a column the code reads is an input, not the output)."""
+    seen: dict[str, None] = {}
+    for row in rows:
+        seen.update(dict.fromkeys(row))
+    taken = {mapping.get("outputs"), mapping.get("trace") or "trace", mapping.get("app_params") or "app_params"}
+    columns = [c for c in seen if c not in taken]
+
+    def rank(column: str) -> tuple[bool, bool]:
+        named_in_code = re.search(rf"\b{re.escape(column)}\b", code) is not None
+        sounds_like_output = any(hint in column.lower() for hint in _OUTPUT_NAMES)
+        return (named_in_code, not sounds_like_output)
+
+    return sorted(columns, key=rank)[:_MAX_CANDIDATES]
+
+
+async def _mapping_hint(target: _Target, job: dict[str, Any], code: str) -> str | None:
+    """Which ``--map outputs=COLUMN`` would have made the first failed rows run, or what they failed with."""
+    failed = [item for item in await target.page(job["id"], 200) if item["result"]["status"] != "ok"]
+    failed = failed[:_SAMPLE_ROWS]
+    if not failed:
+        return None
+    mapping = job.get("field_mapping") or {}
+    working: list[str] = []
+    for column in _candidates([item["row"] for item in failed], mapping, code):
+        cases = [_case(item["row"], mapping, column) for item in failed]
+        results = await target.evaluate(job["evaluator_id"], job["revision"], cases)
+        if all(r["status"] == "ok" for r in results):
+            working.append(column)
+    first = failed[0]["result"]
+    error = first.get("error") or {}
+    reason = f"{error.get('type', first['status'])}: {error.get('message', '')}".strip(": ")
+    line = f" (line {error['line']})" if error.get("line") else ""
+    current = mapping.get("outputs")
+    was = f"--map outputs={current}" if current else "no --map outputs (outputs = the row's 'outputs' column)"
+    if not working:
+        return f"row {failed[0]['index']} failed with {reason}{line}; no other column as outputs makes it run"
+    also = f" (also: {', '.join(working[1:4])})" if len(working) > 1 else ""
+    return (
+        f"rows failed with {was}, e.g. row {failed[0]['index']}: {reason}{line}. "
+        f"With --map outputs={working[0]} the first {len(failed)} failed rows run{also}."
+    )
 
 
 async def _follow(target: _Target, job: dict[str, Any], console: Console) -> dict[str, Any]:
@@ -241,6 +343,7 @@ async def _follow(target: _Target, job: dict[str, Any], console: Console) -> dic
 async def _batch(args: argparse.Namespace, language: str, console: Console, out: Console) -> int:
     target: _Target = _Remote(args.server, args.api_key) if args.server else _Local()
     job: dict[str, Any] | None = None
+    hint: str | None = None
     try:
         evaluator = await target.upsert(_definition(args, language))
         from evaluator_host.cli.main import print_capabilities
@@ -261,6 +364,11 @@ async def _batch(args: argparse.Namespace, language: str, console: Console, out:
             with open(args.output, "wb") as sink:
                 async for chunk in target.results(job["id"]):
                     sink.write(chunk)
+        if job["status"] == "succeeded" and job["progress"]["failed"] > args.max_error_rate * job["progress"]["done"]:
+            try:
+                hint = await asyncio.wait_for(_mapping_hint(target, job, evaluator["code"]), _HINT_BUDGET_S)
+            except (TimeoutError, RefusedError, EvaluatorHostError, httpx.HTTPError):
+                hint = None  # only a hint: never what decides the exit code
     except asyncio.CancelledError:
         if job is not None and job["status"] in ("queued", "running"):
             await target.cancel(job["id"])
@@ -269,15 +377,31 @@ async def _batch(args: argparse.Namespace, language: str, console: Console, out:
         await target.close()
     assert job is not None
     if args.json:
-        sys.stdout.write(json.dumps(job) + "\n")
+        sys.stdout.write(json.dumps(job, separators=(",", ":")) + "\n")
     else:
         _summary(job, out)
+    if hint:
+        console.print(f"[yellow]hint:[/yellow] {hint}")
     if job["status"] != "succeeded":
+        return 1
+    return _gate(args, job, console)
+
+
+def _gate(args: argparse.Namespace, job: dict[str, Any], console: Console) -> int:
+    """1 when more rows errored than ``--max-error-rate`` allows or the mean is below ``--fail-under``."""
+    done, failed = job["progress"]["done"], job["progress"]["failed"]
+    share = failed / done if done else 0.0
+    if share > args.max_error_rate:
+        allowed = f"--max-error-rate {args.max_error_rate:g}" if args.max_error_rate else "pass --max-error-rate"
+        console.print(f"[red]{failed:,} of {done:,} rows did not end ok ({share:.1%}); {allowed} to allow some[/red]")
         return 1
     if args.fail_under is not None:
         mean = ((job.get("aggregate") or {}).get("score") or {}).get("mean")
-        if mean is None or mean < args.fail_under:
-            console.print(f"[red]mean score {mean} is below --fail-under {args.fail_under}[/red]")
+        if mean is None:
+            console.print(f"[red]no row has a score, so --fail-under {args.fail_under:g} is not met[/red]")
+            return 1
+        if mean < args.fail_under:
+            console.print(f"[red]mean score {mean:.4g} is below --fail-under {args.fail_under:g}[/red]")
             return 1
     return 0
 

@@ -4,7 +4,7 @@
            API keys or ``--insecure``).
 ``run``    evaluate a file: ``--case JSON`` or ``--cases FILE.jsonl`` locally, or a batch job over
            ``--data ROWS`` (JSONL/CSV/JSON) with a progress bar, locally or on ``--server URL``.
-``images`` ``list | build | prune`` the cached runtime images of the docker backend.
+``images`` ``list | show ID | build | prune`` the cached runtime images of the docker backend.
 ``migrate`` rewrite legacy 4-argument evaluators to ``evaluate(inputs, outputs, trace)``
            (``cli/migrate.py``).
 """
@@ -18,7 +18,6 @@ import ipaddress
 import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,8 @@ from rich.console import Console
 from rich.table import Table
 
 from evaluator_host import languages
+from evaluator_host.cli.images import run_images
+from evaluator_host.cli.inputs import UsageError, parse_json, parse_model, read_text, readable
 from evaluator_host.errors import DataDirInUse, EvaluatorHostError
 from evaluator_host.models import Case, EvaluationResult, EvaluatorSettings
 from evaluator_host.results.aggregate import aggregate
@@ -81,10 +82,15 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _read_cases(args: argparse.Namespace) -> list[Case]:
+    """``--cases FILE`` (one JSON case a line) or ``--case JSON``; :class:`UsageError` naming the line."""
     if args.cases:
-        lines = Path(args.cases).read_text().splitlines()
-        return [Case.model_validate_json(line) for line in lines if line.strip()]
-    return [Case.model_validate_json(args.case or "{}")]
+        lines = read_text(args.cases, "--cases").splitlines()
+        return [
+            parse_model(Case, line, f"--cases {args.cases} line {number}")
+            for number, line in enumerate(lines, 1)
+            if line.strip()
+        ]
+    return [parse_model(Case, args.case or "{}", "--case")]
 
 
 def print_capabilities(capabilities: dict[str, list[dict[str, Any]]] | None, console: Console) -> None:
@@ -98,19 +104,38 @@ def print_capabilities(capabilities: dict[str, list[dict[str, Any]]] | None, con
         console.print(f"  {kind:<13} line {item['line']}: {item['detail']}", highlight=False, markup=False)
 
 
-async def _evaluate(args: argparse.Namespace) -> tuple[list[EvaluationResult], dict[str, list[dict[str, Any]]]]:
-    from evaluator_host.services import Services
+@dataclasses.dataclass(frozen=True)
+class _Definition:
+    """The evaluator the command line names: its file read and its options parsed."""
 
-    path = Path(args.file)
+    language: str
+    code: str
+    packages: Any
+    settings: EvaluatorSettings
+
+
+def _definition(args: argparse.Namespace) -> _Definition:
+    """Read FILE and parse ``--packages`` / ``--settings``, or :class:`UsageError`."""
+    code = read_text(args.file, "evaluator file")
     language = language_of(args.file, args.language)
     if language is None:
-        raise SystemExit(f"cannot tell the language of {path}; pass --language")
-    settings = EvaluatorSettings(**json.loads(args.settings or "{}"))
-    packages = json.loads(args.packages) if args.packages else None
+        raise UsageError(f"cannot tell the language of {args.file}; pass --language")
+    packages = parse_json(args.packages, "--packages") if args.packages else None
+    settings = parse_model(EvaluatorSettings, args.settings or "{}", "--settings")
+    return _Definition(language, code, packages, settings)
+
+
+async def _evaluate(
+    definition: _Definition, cases: list[Case]
+) -> tuple[list[EvaluationResult], dict[str, list[dict[str, Any]]]]:
+    from evaluator_host.services import Services
+
     services = Services.start_private(Settings())
     try:
-        prepared = await services.evaluation.validate(language, path.read_text(), packages, settings)
-        return await services.evaluation.evaluate(prepared, _read_cases(args)), prepared.capabilities
+        prepared = await services.evaluation.validate(
+            definition.language, definition.code, definition.packages, definition.settings
+        )
+        return await services.evaluation.evaluate(prepared, cases), prepared.capabilities
     finally:
         await services.close()
 
@@ -145,23 +170,23 @@ def _print(results: list[EvaluationResult], console: Console) -> None:
             console.print(f"[yellow]warning:[/yellow] {warning}")
     if len(results) > 1:
         agg = aggregate(results)
+        mean = agg.score.mean if agg.score else None  # full precision: --json
         console.print(
-            f"count={agg.count} errors={agg.errors} "
-            f"mean score={agg.score.mean if agg.score else None} pass_rate={agg.pass_rate}"
+            f"count={agg.count} errors={agg.errors} mean score={'none' if mean is None else f'{mean:.4g}'} "
+            f"pass rate={'none' if agg.pass_rate is None else f'{agg.pass_rate:.2%}'}"
         )
 
 
 def _run(args: argparse.Namespace) -> int:
+    definition = _definition(args)
     if args.data:
         from evaluator_host.cli.batch import run_batch
 
-        language = language_of(args.file, args.language)
-        if language is None:
-            sys.stderr.write(f"cannot tell the language of {args.file}; pass --language\n")
-            return 2
-        return run_batch(args, language)
+        readable(args.data, "--data")
+        return run_batch(args, definition.language)
+    cases = _read_cases(args)
     try:
-        results, capabilities = asyncio.run(_evaluate(args))
+        results, capabilities = asyncio.run(_evaluate(definition, cases))
     except EvaluatorHostError as exc:
         sys.stderr.write(f"{type(exc).__name__}: {exc.message}\n")
         return 2
@@ -176,51 +201,15 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if all(r.status == "ok" for r in results) else 1
 
 
-def _images(args: argparse.Namespace) -> int:
-    from evaluator_host.definitions.packages import normalize_pins
-    from evaluator_host.sandbox.docker.engine import Engine
-    from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
-
-    settings = Settings()
-    console = Console()
+def _share(text: str) -> float:
+    """A share between 0 and 1 (argparse type)."""
     try:
-        builder = DockerRuntimeBuilder(settings, Engine(settings))
-        if args.action == "build":
-            pins = normalize_pins(args.language, json.loads(args.packages))
-            runtime = asyncio.run(builder.ensure(args.language, pins))
-            console.print(f"{runtime.id} ({'built' if builder.builds else 'cached'}): {', '.join(runtime.lock)}")
-            return 0
-        images = builder.list_images()
-        if args.action == "prune":
-            horizon = time.time() - args.unused_days * 86400
-            for info in images:
-                if args.runtime and info.runtime_id not in args.runtime:
-                    continue
-                if args.all or args.runtime or (info.last_used or 0) < horizon:
-                    removed = builder.remove(info.runtime_id)
-                    console.print(f"{'removed' if removed else 'in use, kept'} {info.runtime_id}")
-            return 0
-    except (EvaluatorHostError, ValueError) as exc:
-        sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
-        return 2
-    if args.json:
-        for info in images:
-            sys.stdout.write(json.dumps(dataclasses.asdict(info)) + "\n")
-        return 0
-    table = Table("runtime", "image", "language", "packages", "lock", "size", "last used")
-    for info in images:
-        used = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.last_used)) if info.last_used else "never"
-        table.add_row(
-            info.runtime_id,
-            info.image_id.removeprefix("sha256:")[:12],
-            info.language,
-            " ".join(f"{k}=={v}" for k, v in info.packages.items()),
-            " ".join(info.lock),
-            f"{info.size_bytes / 1e6:.0f} MB",
-            used,
-        )
-    console.print(table)
-    return 0
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share between 0 and 1 (e.g. 0.05)")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -245,6 +234,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--api-key", help="bearer key for --server")
     run.add_argument("--output", help="--data: write every result to this JSONL file, in input order")
     run.add_argument("--fail-under", type=float, help="--data: exit 1 when the mean score is below this")
+    run.add_argument(
+        "--max-error-rate",
+        type=_share,
+        default=0.0,
+        metavar="SHARE",
+        help="--data: share of rows (0-1) that may end other than ok before the exit code is 1 (default 0)",
+    )
     run.add_argument("--parallelism", type=int, help="--data: workers the job uses at once")
     run.add_argument("--name", help="--data: evaluator name (default: the file name)")
     run.add_argument("--language", choices=languages.names())
@@ -252,15 +248,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--settings", help='settings as JSON, e.g. {"timeout_s": 5}')
     run.add_argument("--json", action="store_true", help="print one JSON result per line (--data: the final job)")
     run.set_defaults(func=_run)
-    images = sub.add_parser("images", help="list, build or prune the cached runtime images (docker backend)")
-    images.add_argument("action", choices=["list", "build", "prune"])
+    images = sub.add_parser("images", help="list, show, build or prune the cached runtime images (docker backend)")
+    images.add_argument("action", choices=["list", "show", "build", "prune"])
+    images.add_argument("id", nargs="?", help="show: the runtime id (a unique prefix will do)")
     images.add_argument("--language", default=languages.DEFAULT, choices=languages.names())
     images.add_argument("--packages", default="{}", help='build: exact pins as JSON, e.g. {"numpy": "1.26.4"}')
     images.add_argument("--unused-days", type=float, default=30.0, help="prune: not used for this many days")
     images.add_argument("--all", action="store_true", help="prune: every runtime image not in use")
     images.add_argument("--runtime", action="append", help="prune: this runtime id (repeatable)")
-    images.add_argument("--json", action="store_true", help="list: one JSON object per image")
-    images.set_defaults(func=_images)
+    images.add_argument("--json", action="store_true", help="list, show: one JSON object per image")
+    images.set_defaults(func=run_images)
     from evaluator_host.cli import migrate
 
     migrate.add_parser(sub)
@@ -268,9 +265,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``evaluator-host`` console script."""
+    """Entry point of the ``evaluator-host`` console script: a usage mistake is one line on stderr and exit 2."""
     args = build_parser().parse_args(argv)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except UsageError as exc:
+        sys.stderr.write(f"evaluator-host: error: {exc}\n")
+        return 2
+    except BrokenPipeError:  # the reader went away (`… | head`): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     return code
 
 

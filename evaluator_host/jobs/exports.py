@@ -137,7 +137,9 @@ class ResultReader:
         for idx, line, stored in self._joined(job, 0, None):
             common = shared.get(stored.runtime_id)
             if common is None:
-                common = shared[stored.runtime_id] = json.dumps(self._shared(revision, stored))[1:-1]
+                common = shared[stored.runtime_id] = json.dumps(self._shared(revision, stored), separators=(",", ":"))[
+                    1:-1
+                ]
             result = f'{stored.result[:-1]},{common},"revision":{stored.revision}}}'
             block.append(f'{{"index":{idx},"row":{line.decode()},"result":{result}}}\n')
             size += len(result) + len(line)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluator_host.errors import EvaluatorHostError, LimitError, SandboxError
-from evaluator_host.evaluation import Bound
+from evaluator_host.evaluation import Bound, ignored_fields
 from evaluator_host.evaluators import Evaluators
 from evaluator_host.jobs.exports import stored_form
 from evaluator_host.jobs.mapping import RowMapper
@@ -93,6 +93,11 @@ def _first(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
+
+
+def _mapped(mapping: FieldMapping) -> dict[str, Any]:
+    """The case fields ``mapping`` names a column for (the value stands for that column)."""
+    return {name: column for name in ("trace", "app_params") if (column := getattr(mapping, name)) is not None}
 
 
 def _bitmap(indices: Iterator[int], total: int) -> bytearray:
@@ -173,7 +178,7 @@ class JobRunner:
             field_mapping=mapping.model_dump(),
             parallelism=min(body.parallelism or self.settings.job_parallelism, self.settings.max_workers),
             total=dataset.row_count,
-            warnings=mapper.warnings,
+            warnings=mapper.warnings + ignored_fields(record.interface, _mapped(mapping)),
         )
         self._launch(job.id)
         return self.view(job)

@@ -162,3 +162,39 @@ def test_the_capability_report_comes_back_from_evaluate_and_is_stored_on_each_re
     revisions = client.get(f"/v1/evaluators/{created['id']}/revisions").json()["data"]
     assert [r["capabilities"]["network"] for r in revisions] == [[{"line": 1, "detail": "import socket"}], []]
     assert updated.json()["capabilities"]["network"] == []
+
+
+def test_fields_the_interface_ignores_are_warned_about(client: TestClient) -> None:
+    """Regression: app_params sent to a `main` evaluator was dropped without a word (main got None)."""
+    main = "def main(app_params=None):\n    return {'score': 1.0 if app_params else 0.5}\n"
+    result = evaluate(client, main, app_params={"temperature": 0.2})
+    assert result["score"] == 0.5  # the interface still never passes it on ...
+    assert any(
+        w.startswith("app_params is ignored by the 'main' interface") for w in result["warnings"]
+    )  # ... it says so
+    assert not evaluate(client, main)["warnings"]
+    legacy = "def evaluate(app_params, inputs, output, correct_answer):\n    return 1.0\n"
+    assert not evaluate(client, legacy, app_params={"t": 1})["warnings"]  # legacy receives it
+    traced = evaluate(client, legacy, trace={"spans": []})
+    assert any(w.startswith("trace is ignored by the 'legacy' interface") for w in traced["warnings"])
+    batch = client.post(
+        "/v1/evaluate",
+        json={"language": "python", "code": EXACT, "cases": [{"outputs": "a"}, {"outputs": "a", "app_params": {}}]},
+    ).json()
+    assert [len(r["warnings"]) for r in batch["results"]] == [0, 1]  # per case, and {} is a value
+
+
+def test_a_network_call_says_evaluators_have_no_network(client: TestClient) -> None:
+    """Regression: a network call failed with only 'Temporary failure in name resolution'."""
+    code = (
+        "import urllib.request\n\ndef evaluate(inputs, outputs, trace):\n"
+        "    return urllib.request.urlopen('http://example.com', timeout=2).status == 200\n"
+    )
+    result = evaluate(client, code)
+    assert result["status"] == "error"
+    assert any(w.startswith("evaluators run without network access") for w in result["warnings"]), result
+    js = "export async function evaluate(i, o, t) { await fetch('http://example.com'); return 1 }\n"
+    result = evaluate(client, js, language="javascript")
+    assert result["status"] == "error" and any("without network access" in w for w in result["warnings"]), result
+    plain = evaluate(client, "def evaluate(inputs, outputs, trace):\n    raise ValueError('no')\n")
+    assert plain["warnings"] == []

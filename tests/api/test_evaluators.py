@@ -102,3 +102,35 @@ def test_calls_by_id_read_a_revision_once_and_see_every_update_and_delete(
         assert client.post(url, json={"revision": 1}).json()["score"] == 0.25  # the old one still runs
         assert client.delete(f"/v1/evaluators/{ev['id']}").status_code == 204
         assert client.post(url, json={}).status_code == 404
+
+
+def test_patch_changes_only_the_fields_given(client: TestClient) -> None:
+    """Regression: PATCH answered 405 and PUT needs the whole definition."""
+    ev = client.post(
+        "/v1/evaluators",
+        json={"name": "patchy", "language": "python", "code": V1, "description": "d", "settings": {"threshold": 0.2}},
+    ).json()
+    patched = client.patch(f"/v1/evaluators/{ev['id']}", json={"code": V2, "settings": {"timeout_s": 5}})
+    assert patched.status_code == 200, patched.text
+    body = patched.json()
+    assert body["revision"] == 2 and body["code"] == V2
+    assert body["name"] == "patchy" and body["description"] == "d"  # kept from revision 1
+    assert body["settings"]["threshold"] == 0.2 and body["settings"]["timeout_s"] == 5  # merged key by key
+    reset = client.patch(f"/v1/evaluators/{ev['id']}", json={"settings": {"threshold": None}}).json()
+    assert reset["revision"] == 3 and reset["settings"]["threshold"] is None and reset["code"] == V2
+    assert client.post(f"/v1/evaluators/{ev['id']}/evaluate", json={}).json()["score"] == 0.75
+    bad = client.patch(f"/v1/evaluators/{ev['id']}", json={"settings": {"timeout_s": 999}})
+    assert bad.status_code == 422 and "timeout_s" in bad.json()["error"]["message"]
+    unknown = client.patch(f"/v1/evaluators/{ev['id']}", json={"colour": "red"})
+    assert unknown.status_code == 422 and unknown.json()["error"]["type"] == "ValidationError"
+    assert client.patch("/v1/evaluators/ev_nope", json={"code": V2}).status_code == 404
+
+
+def test_an_unpinned_import_is_named_when_the_evaluator_is_saved(client: TestClient) -> None:
+    """Regression: `import pandas` without a pin failed only at run time, with `No module named 'pandas'`."""
+    code = "import pandas\n\ndef evaluate(inputs, outputs, trace):\n    return 1.0\n"
+    saved = _create(client, code)
+    assert saved["warnings"] and "'pandas'" in saved["warnings"][0] and '"pandas": "<version>"' in saved["warnings"][0]
+    assert _create(client)["warnings"] == []
+    result = client.post("/v1/evaluate", json={"language": "python", "code": code}).json()
+    assert result["status"] == "error" and any("'pandas'" in w for w in result["warnings"])

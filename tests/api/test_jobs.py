@@ -479,3 +479,19 @@ def test_a_carriage_return_inside_a_cell_cannot_start_a_formula_row(client: Test
         rows = list(csv.reader(io.StringIO(text, newline=newline)))
         assert len(rows) == 2, rows  # the header and one record
         assert not any(cell.startswith(("=", "+", "-", "@")) for row in rows for cell in row)
+
+
+def test_a_mapping_the_interface_ignores_is_a_job_warning(client: TestClient) -> None:
+    evaluator = create_evaluator(client, "def main(completion):\n    return {'score': 1.0}\n")
+    rows = [{"outputs": "a", "params": {"t": 1}}]
+    job = start(client, evaluator["id"], rows=rows, field_mapping={"app_params": "params"})
+    assert any(w.startswith("app_params is ignored by the 'main' interface") for w in job["warnings"])
+    assert not start(client, evaluator["id"], rows=rows)["warnings"]
+
+
+def test_ndjson_results_are_compact_json_throughout(client: TestClient) -> None:
+    """Regression: each line mixed compact JSON with spaced JSON (the fields shared by every row)."""
+    evaluator = create_evaluator(client, SCORED)
+    job = wait(client, start(client, evaluator["id"], rows=[{"expected": "a", "outputs": "a"}])["id"])
+    lines = client.get(f"/v1/jobs/{job['id']}/results", params={"format": "ndjson"}).text.splitlines()
+    assert lines and all(line == json.dumps(json.loads(line), separators=(",", ":")) for line in lines)
