@@ -109,7 +109,7 @@ class Spares:
         self._taken.setdefault(runtime, collections.deque()).append(time.monotonic())
         spares = self._spares.get(runtime)
         while spares:
-            worker = spares.pop()
+            worker = spares.pop(0)  # the oldest first: it has waited longest
             if not worker.reader.at_eof():
                 return worker
             self._reap(worker)  # killed from outside, engine restarted
@@ -124,7 +124,7 @@ class Spares:
                 spares.remove(worker)
                 self._reap(worker)
             while len(spares) > self._target(runtime, now):  # a burst's extra spares, once it is over
-                self._reap(spares.pop(0))
+                self._reap(spares.pop())  # the newest go first
         for runtime in [r for r, taken in self._taken.items() if not taken or now - taken[-1] > _BURST_S]:
             del self._taken[runtime]
 
