@@ -289,7 +289,8 @@ Baseline A p50 / warm p50 = **{c50 / w50:.0f}x**; baseline B p50 / warm p50 = **
     }.
 
 New revisions are bound to a pre-started, not-yet-bound container of their runtime (one spare per
-runtime and memory limit, restarted behind every bind). Spaced {FIRST_GAP_S:g} s apart, as revisions
+runtime and memory limit, restarted behind every bind; a few more while binds come in quick
+succession). Spaced {FIRST_GAP_S:g} s apart, as revisions
 are saved by people, every first call finds a spare. In a burst the spare is gone after the first
 call and the next ones wait for a container start: that is the burst row.
 
