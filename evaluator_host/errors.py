@@ -155,6 +155,12 @@ class MigrationMismatch(EvaluatorHostError):
         self.compared = compared
 
 
+class ConflictError(EvaluatorHostError):
+    """The request conflicts with the resource's state (HTTP 409), e.g. deleting a dataset jobs use."""
+
+    type_name = "Conflict"
+
+
 class NotFoundError(EvaluatorHostError):
     """A resource does not exist."""
 

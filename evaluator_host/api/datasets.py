@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query, Request, status
+from fastapi import APIRouter, Query, Request, Response, status
 from starlette.datastructures import UploadFile
 
 from evaluator_host.api.deps import ServicesDep
@@ -66,6 +66,13 @@ async def list_datasets(services: ServicesDep) -> DatasetList:
     """Uploaded datasets, newest first."""
     data = [to_model(r) for r in await services.datasets.list_all()]
     return DatasetList(data=data, count=len(data))
+
+
+@router.delete("/{dataset_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete(dataset_id: str, services: ServicesDep) -> Response:
+    """Delete a dataset and its files; 409 while jobs run on it (delete those first)."""
+    await services.datasets.delete(dataset_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.get("/{dataset_id}", response_model=Dataset)

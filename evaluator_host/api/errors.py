@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException
 
 from evaluator_host.errors import (
     BuildError,
+    ConflictError,
     DefinitionError,
     EvaluatorHostError,
     MigrationMismatch,
@@ -49,6 +50,8 @@ def host_error_response(exc: EvaluatorHostError) -> JSONResponse:
         return JSONResponse(
             _body(exc.type_name, exc.message, runtime_id=exc.runtime_id, output=exc.output), status_code=422
         )
+    if isinstance(exc, ConflictError):
+        return JSONResponse(_body(exc.type_name, exc.message), status_code=409)
     if isinstance(exc, MigrationMismatch):
         extra = {"rows": exc.rows, "compared": exc.compared, "code": exc.code}
         return JSONResponse(_body(exc.type_name, exc.message, **extra), status_code=409)

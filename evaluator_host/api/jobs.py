@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Literal
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Query, Response, status
 from fastapi.responses import StreamingResponse
 
 from evaluator_host.api.deps import ServicesDep
@@ -31,6 +31,13 @@ async def list_jobs(services: ServicesDep, status: JobStatus | None = None, eval
 async def get(job_id: str, services: ServicesDep) -> Job:
     """Status, progress, rows/s and the aggregate so far."""
     return await services.runner.get(job_id)
+
+
+@router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete(job_id: str, services: ServicesDep) -> Response:
+    """Delete a job and its results (a queued or running job is cancelled first); its inline rows too."""
+    await services.runner.delete(job_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.post("/{job_id}/cancel", response_model=Job)

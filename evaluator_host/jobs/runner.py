@@ -210,6 +210,18 @@ class JobRunner:
                 await asyncio.shield(task)  # until its chunks have stopped and its last commit landed
         return await self.get(job_id)
 
+    async def delete(self, job_id: str) -> None:
+        """Remove a job and its stored results (404 when unknown); a queued or running job is cancelled
+        first. The job's own inline rows go with it; an uploaded dataset stays (``DELETE`` it apart)."""
+        record = await asyncio.to_thread(self.store.get_job, job_id)
+        if record.status not in _FINISHED:
+            await self.cancel(job_id)
+        await asyncio.to_thread(self.store.delete_job, job_id)
+        self._live.pop(job_id, None)
+        dataset = await asyncio.to_thread(self.store.get_dataset, record.dataset_id)
+        if dataset.inline and not await asyncio.to_thread(self.store.jobs_of_dataset, dataset.id):
+            await self.datasets.discard(dataset)
+
     async def job_and_revision(self, job_id: str) -> tuple[JobRecord, RevisionRecord]:
         """The stored job and the revision it runs (for reading results)."""
         record = await asyncio.to_thread(self.store.get_job, job_id)

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from evaluator_host.errors import DatasetError, LimitError
+from evaluator_host.errors import ConflictError, DatasetError, LimitError
 from evaluator_host.jobs.datasets import DatasetFiles, DatasetInfo, Format, Limits, sniff_format
 from evaluator_host.models import Dataset
 from evaluator_host.settings import Settings
@@ -148,6 +148,19 @@ class DatasetCatalog:
         """Remove a dataset nothing refers to (inline rows of a job that was refused)."""
         await asyncio.to_thread(self.store.delete_dataset, record.id)
         self.files.delete(record.id)
+
+    async def delete(self, dataset_id: str) -> None:
+        """Remove a dataset, its metadata and its files; 404 when unknown, ``ConflictError`` (409) while
+        jobs run on it (their results and resumption need its rows: delete those jobs first)."""
+        record = await self.get(dataset_id)
+        users = await asyncio.to_thread(self.store.jobs_of_dataset, record.id)
+        if users:
+            shown = ", ".join(users[:5]) + (f" and {len(users) - 5} more" if len(users) > 5 else "")
+            raise ConflictError(
+                f"dataset {record.id!r} is used by {len(users)} job(s) ({shown}); delete them first "
+                "(DELETE /v1/jobs/{id})"
+            )
+        await self.discard(record)
 
     async def get(self, dataset_id: str) -> DatasetRecord:
         """One dataset (404 when unknown)."""

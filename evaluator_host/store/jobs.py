@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Table, insert, select, update
+from sqlalchemy import Table, delete, insert, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
@@ -126,6 +126,17 @@ class JobStore:
         """Store a dataset's metadata."""
         with Session(self.engine) as session, session.begin():
             session.add(DatasetRow(**dataclasses.asdict(record)))
+
+    def jobs_of_dataset(self, dataset_id: str) -> list[str]:
+        """Ids of the jobs that run on ``dataset_id``."""
+        with Session(self.engine) as session:
+            return list(session.scalars(select(JobRow.id).where(JobRow.dataset_id == dataset_id)))
+
+    def delete_job(self, job_id: str) -> None:
+        """Remove a job and every stored result of it, in one transaction."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(_RESULTS).where(_RESULTS.c.job_id == job_id))
+            conn.execute(delete(JobRow).where(JobRow.id == job_id))
 
     def delete_dataset(self, dataset_id: str) -> None:
         """Remove a dataset's metadata (only for datasets no job refers to)."""

@@ -495,3 +495,42 @@ def test_ndjson_results_are_compact_json_throughout(client: TestClient) -> None:
     job = wait(client, start(client, evaluator["id"], rows=[{"expected": "a", "outputs": "a"}])["id"])
     lines = client.get(f"/v1/jobs/{job['id']}/results", params={"format": "ndjson"}).text.splitlines()
     assert lines and all(line == json.dumps(json.loads(line), separators=(",", ":")) for line in lines)
+
+
+# -- deleting --------------------------------------------------------------------------------
+
+
+def test_deleting_a_running_job_cancels_it_and_removes_it_with_its_results_and_inline_rows(
+    client: TestClient,
+) -> None:
+    ev = create_evaluator(
+        client, "import time\n\ndef evaluate(inputs, outputs, trace):\n    time.sleep(0.02)\n    return 1\n"
+    )
+    job = start(client, ev["id"], rows=[{"i": i} for i in range(5000)])
+    wait(client, job["id"], until=lambda j: j["progress"]["done"] >= 20)
+    inline = client.get(f"/v1/datasets/{job['dataset_id']}")
+    assert inline.status_code == 200
+    assert client.delete(f"/v1/jobs/{job['id']}").status_code == 204
+    assert client.get(f"/v1/jobs/{job['id']}").status_code == 404
+    assert client.get(f"/v1/jobs/{job['id']}/results").status_code == 404
+    assert client.get(f"/v1/datasets/{job['dataset_id']}").status_code == 404  # its own rows went with it
+    assert job["id"] not in {j["id"] for j in client.get("/v1/jobs").json()["data"]}
+    assert client.delete(f"/v1/jobs/{job['id']}").status_code == 404
+    assert_healthy(client)
+
+
+def test_a_dataset_jobs_use_is_a_409_until_they_are_deleted(client: TestClient) -> None:
+    ev = create_evaluator(client, SCORED)
+    dataset = upload(client, jsonl([{"inputs": {"expected": "a"}, "outputs": "a"}] * 3))
+    job = start(client, ev["id"], dataset_id=dataset["id"])
+    assert wait(client, job["id"])["status"] == "succeeded"
+    refused = client.delete(f"/v1/datasets/{dataset['id']}")
+    assert refused.status_code == 409 and refused.json()["error"]["type"] == "Conflict"
+    assert job["id"] in refused.json()["error"]["message"]
+    assert client.get(f"/v1/jobs/{job['id']}/results").status_code == 200  # nothing was removed
+    assert client.delete(f"/v1/jobs/{job['id']}").status_code == 204
+    assert client.get(f"/v1/datasets/{dataset['id']}").status_code == 200  # an upload outlives its jobs
+    assert client.delete(f"/v1/datasets/{dataset['id']}").status_code == 204
+    assert client.get(f"/v1/datasets/{dataset['id']}").status_code == 404
+    assert dataset["id"] not in {d["id"] for d in client.get("/v1/datasets").json()["data"]}
+    assert client.delete("/v1/datasets/ds_nope").status_code == 404
