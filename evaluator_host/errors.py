@@ -155,6 +155,12 @@ class MigrationMismatch(EvaluatorHostError):
         self.compared = compared
 
 
+class IdempotencyKeyError(DefinitionError):
+    """An ``Idempotency-Key`` that is malformed, or reused for another request (HTTP 422)."""
+
+    type_name = "IdempotencyKeyError"
+
+
 class ConflictError(EvaluatorHostError):
     """The request conflicts with the resource's state (HTTP 409), e.g. deleting a dataset jobs use."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import gc
 import logging
 import os
@@ -34,6 +35,7 @@ from evaluator_host.sandbox.process.backend import ProcessBackend
 from evaluator_host.settings import Settings
 from evaluator_host.store import EvaluatorStore
 from evaluator_host.store.db import make_engine
+from evaluator_host.store.idempotency import IdempotencyStore
 from evaluator_host.store.jobs import JobStore
 
 __all__ = ["Services", "lock_data_dir", "select_backend"]
@@ -92,6 +94,11 @@ class Services:
     results: ResultReader
     lock_fd: int = -1
     scratch: Path | None = field(default=None, repr=False)  # removed on close (private runs)
+
+    @functools.cached_property
+    def idempotency(self) -> IdempotencyStore:
+        """The ``Idempotency-Key`` answers (same database as the rest)."""
+        return IdempotencyStore(self.store.engine)
 
     @classmethod
     def start(cls, settings: Settings) -> Services:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Request, Response, status
 
 from evaluator_host.api.deps import ServicesDep
+from evaluator_host.api.idempotent import idempotent
 from evaluator_host.evaluation import answer, cases_of
 from evaluator_host.models import (
     BatchResponse,
@@ -21,9 +22,12 @@ router = APIRouter(prefix="/evaluators", tags=["evaluators"])
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=Evaluator)
-async def create(body: EvaluatorCreate, services: ServicesDep) -> Evaluator:
-    """Create an evaluator at revision 1 (its runtime is built now; a failing install is 422)."""
-    return await services.evaluators.create(body)
+async def create(body: EvaluatorCreate, services: ServicesDep, request: Request) -> Evaluator | Response:
+    """Create an evaluator at revision 1 (its runtime is built now; a failing install is 422). With an
+    ``Idempotency-Key`` header, a retry of the same request answers the first answer again."""
+    return await idempotent(
+        request, services, "POST /v1/evaluators", body, lambda: services.evaluators.create(body), 201
+    )
 
 
 @router.get("", response_model=EvaluatorList)

@@ -5,19 +5,21 @@ from __future__ import annotations
 import asyncio
 from typing import Literal
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 
 from evaluator_host.api.deps import ServicesDep
+from evaluator_host.api.idempotent import idempotent
 from evaluator_host.models import Job, JobCreate, JobList, JobResultPage, JobStatus
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
 
 @router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=Job)
-async def create(body: JobCreate, services: ServicesDep) -> Job:
-    """Start a job over ``dataset_id`` or inline ``rows``; poll ``GET /v1/jobs/{id}`` for progress."""
-    return await services.runner.create(body)
+async def create(body: JobCreate, services: ServicesDep, request: Request) -> Job | Response:
+    """Start a job over ``dataset_id`` or inline ``rows``; poll ``GET /v1/jobs/{id}`` for progress. With an
+    ``Idempotency-Key`` header, a retry of the same request answers the first answer (no second job)."""
+    return await idempotent(request, services, "POST /v1/jobs", body, lambda: services.runner.create(body), 202)
 
 
 @router.get("", response_model=JobList)

@@ -125,6 +125,19 @@ class JobResultRow(Base):
     result: Mapped[str] = mapped_column(Text)  # EvaluationResult JSON without interface/runtime/evaluator
 
 
+class IdempotencyRow(Base):
+    """The first answer to a request sent with an ``Idempotency-Key`` (``answer`` None while it runs)."""
+
+    __tablename__ = "idempotency_keys"
+
+    route: Mapped[str] = mapped_column(String(80), primary_key=True)
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    request_hash: Mapped[str] = mapped_column(String(64))
+    status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    answer: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+
+
 def make_engine(url: str) -> Engine:
     """Create the engine and the tables; SQLite gets WAL and a busy timeout."""
     connect_args: dict[str, Any] = {}
