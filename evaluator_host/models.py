@@ -257,6 +257,9 @@ class EvaluatorList(BaseModel):
 
     data: list[Evaluator]
     count: int
+    next_cursor: str | None = Field(
+        None, description="With ?limit=: pass it as ?cursor= for the next page; null on the last page."
+    )
 
 
 class RevisionList(BaseModel):
@@ -264,6 +267,9 @@ class RevisionList(BaseModel):
 
     data: list[Evaluator]
     count: int
+    next_cursor: str | None = Field(
+        None, description="With ?limit=: pass it as ?cursor= for the next page; null on the last page."
+    )
 
 
 # -- datasets and jobs ---------------------------------------------------------------------
@@ -289,6 +295,9 @@ class DatasetList(BaseModel):
 
     data: list[Dataset]
     count: int
+    next_cursor: str | None = Field(
+        None, description="With ?limit=: pass it as ?cursor= for the next page; null on the last page."
+    )
 
 
 class FieldMapping(BaseModel):
@@ -361,6 +370,9 @@ class JobList(BaseModel):
 
     data: list[Job]
     count: int
+    next_cursor: str | None = Field(
+        None, description="With ?limit=: pass it as ?cursor= for the next page; null on the last page."
+    )
 
 
 class JobResult(BaseModel):

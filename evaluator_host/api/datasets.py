@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from fastapi import APIRouter, Query, Request, Response, status
 from starlette.datastructures import UploadFile
 
 from evaluator_host.api.deps import ServicesDep
+from evaluator_host.api.paging import MAX_LIMIT, page
 from evaluator_host.errors import DatasetError
 from evaluator_host.jobs.uploads import to_model
 from evaluator_host.models import Dataset, DatasetList
@@ -62,10 +65,15 @@ async def upload(
 
 
 @router.get("", response_model=DatasetList)
-async def list_datasets(services: ServicesDep) -> DatasetList:
-    """Uploaded datasets, newest first."""
-    data = [to_model(r) for r in await services.datasets.list_all()]
-    return DatasetList(data=data, count=len(data))
+async def list_datasets(
+    services: ServicesDep,
+    limit: Annotated[int | None, Query(ge=1, le=MAX_LIMIT, description="At most this many (default: all).")] = None,
+    cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
+) -> DatasetList:
+    """Uploaded datasets, newest first (paged with ``limit`` and ``cursor``)."""
+    every = [to_model(r) for r in await services.datasets.list_all()]
+    data, after = page(every, lambda d: (d.created_at.isoformat(), d.id), descending=True, limit=limit, cursor=cursor)
+    return DatasetList(data=data, count=len(data), next_cursor=after)
 
 
 @router.delete("/{dataset_id}", status_code=status.HTTP_204_NO_CONTENT)

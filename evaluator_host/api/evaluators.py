@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response, status
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response, status
 
 from evaluator_host.api.deps import ServicesDep
 from evaluator_host.api.idempotent import idempotent
+from evaluator_host.api.paging import MAX_LIMIT, page
 from evaluator_host.evaluation import answer, cases_of
 from evaluator_host.models import (
     BatchResponse,
@@ -31,10 +34,15 @@ async def create(body: EvaluatorCreate, services: ServicesDep, request: Request)
 
 
 @router.get("", response_model=EvaluatorList)
-async def list_evaluators(services: ServicesDep) -> EvaluatorList:
-    """Every evaluator at its latest revision."""
-    data = await services.evaluators.list_all()
-    return EvaluatorList(data=data, count=len(data))
+async def list_evaluators(
+    services: ServicesDep,
+    limit: Annotated[int | None, Query(ge=1, le=MAX_LIMIT, description="At most this many (default: all).")] = None,
+    cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
+) -> EvaluatorList:
+    """Every evaluator at its latest revision, newest first (paged with ``limit`` and ``cursor``)."""
+    every = await services.evaluators.list_all()
+    data, after = page(every, lambda e: (e.created_at.isoformat(), e.id), descending=True, limit=limit, cursor=cursor)
+    return EvaluatorList(data=data, count=len(data), next_cursor=after)
 
 
 @router.get("/{evaluator_id}", response_model=Evaluator)
@@ -56,10 +64,16 @@ async def patch(evaluator_id: str, body: EvaluatorPatch, services: ServicesDep) 
 
 
 @router.get("/{evaluator_id}/revisions", response_model=RevisionList)
-async def revisions(evaluator_id: str, services: ServicesDep) -> RevisionList:
-    """Every revision, oldest first."""
-    data = await services.evaluators.revisions(evaluator_id)
-    return RevisionList(data=data, count=len(data))
+async def revisions(
+    evaluator_id: str,
+    services: ServicesDep,
+    limit: Annotated[int | None, Query(ge=1, le=MAX_LIMIT, description="At most this many (default: all).")] = None,
+    cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
+) -> RevisionList:
+    """Every revision, oldest first (paged with ``limit`` and ``cursor``)."""
+    every = await services.evaluators.revisions(evaluator_id)
+    data, after = page(every, lambda r: (r.revision,), descending=False, limit=limit, cursor=cursor)
+    return RevisionList(data=data, count=len(data), next_cursor=after)
 
 
 @router.delete("/{evaluator_id}", status_code=status.HTTP_204_NO_CONTENT)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 
 from evaluator_host.api.deps import ServicesDep
 from evaluator_host.api.idempotent import idempotent
+from evaluator_host.api.paging import MAX_LIMIT, page
 from evaluator_host.models import Job, JobCreate, JobList, JobResultPage, JobStatus
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -23,10 +24,17 @@ async def create(body: JobCreate, services: ServicesDep, request: Request) -> Jo
 
 
 @router.get("", response_model=JobList)
-async def list_jobs(services: ServicesDep, status: JobStatus | None = None, evaluator_id: str | None = None) -> JobList:
-    """Jobs, newest first (filter by ``status`` or ``evaluator_id``)."""
-    data = await services.runner.list_all(status, evaluator_id)
-    return JobList(data=data, count=len(data))
+async def list_jobs(
+    services: ServicesDep,
+    status: JobStatus | None = None,
+    evaluator_id: str | None = None,
+    limit: Annotated[int | None, Query(ge=1, le=MAX_LIMIT, description="At most this many (default: all).")] = None,
+    cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
+) -> JobList:
+    """Jobs, newest first (filter by ``status`` or ``evaluator_id``; paged with ``limit`` and ``cursor``)."""
+    every = await services.runner.list_all(status, evaluator_id)
+    data, after = page(every, lambda j: (j.created_at.isoformat(), j.id), descending=True, limit=limit, cursor=cursor)
+    return JobList(data=data, count=len(data), next_cursor=after)
 
 
 @router.get("/{job_id}", response_model=Job)
