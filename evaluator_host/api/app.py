@@ -47,6 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.services = services
         try:
             await services.resume()
+            app.openapi()  # built now, not by the first request (the access log's route templates read it)
             yield
         finally:
             await services.close()

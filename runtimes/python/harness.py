@@ -389,7 +389,6 @@ class Harness:
                     value = self.fn(*args, **kwargs)
                     if hasattr(value, "__await__"):
                         value = self._await(value)
-                    self._disarm()
                 finally:
                     self._disarm()
                 wire = _to_wire(value)
