@@ -80,6 +80,14 @@ def client(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[TestClien
         yield test_client
 
 
+@pytest.fixture(scope="module")
+def process_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """A started service of the test module's own: process backend, a fresh data dir."""
+    settings = make_settings(tmp_path_factory.mktemp("module-service"), backend="process")
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
 def evaluate(client: TestClient, code: str, language: str = "python", **body: object) -> dict:  # type: ignore[type-arg]
     """POST /v1/evaluate and return the JSON body (asserting HTTP 200)."""
     response = client.post("/v1/evaluate", json={"language": language, "code": code, **body})

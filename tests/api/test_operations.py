@@ -5,24 +5,20 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
 
-from evaluator_host.api import create_app
 from evaluator_host.logs import JsonFormatter
-from tests.conftest import make_settings
 
 CODE = "def evaluate(inputs, outputs, trace):\n    return outputs == inputs['correct_answer']\n"
 CASE = {"inputs": {"correct_answer": "4"}, "outputs": "4"}
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    settings = make_settings(tmp_path_factory.mktemp("ops"), backend="process")
-    with TestClient(create_app(settings)) as test_client:
-        yield test_client
+def client(process_client: TestClient) -> TestClient:
+    """This module's own service (process backend), not the session's per-backend one."""
+    return process_client
 
 
 def _sample(text: str, name: str, **labels: str) -> float:
@@ -89,5 +85,3 @@ def test_a_log_line_with_an_exception_stays_one_json_line() -> None:
         record.exc_info = sys.exc_info()
     text = JsonFormatter().format(record)
     assert "\n" not in text and "ValueError: boom" in json.loads(text)["exc"]
-
-

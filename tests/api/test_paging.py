@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from evaluator_host.api import create_app
-from tests.conftest import make_settings
-
 CODE = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    settings = make_settings(tmp_path_factory.mktemp("paging"), backend="process")
-    with TestClient(create_app(settings)) as test_client:
-        yield test_client
+def client(process_client: TestClient) -> TestClient:
+    """This module's own service (process backend), not the session's per-backend one."""
+    return process_client
 
 
 def _walk(client: TestClient, path: str, limit: int, between: Any = None) -> list[str]:
