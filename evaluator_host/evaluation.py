@@ -14,6 +14,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import hmac
+import json
+import os
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -24,7 +27,7 @@ from evaluator_host import languages
 from evaluator_host.definitions.imports import unpinned
 from evaluator_host.definitions.interfaces import Detected, cached, detect
 from evaluator_host.definitions.packages import normalize_pins
-from evaluator_host.errors import LimitError
+from evaluator_host.errors import EvaluatorHostError, LimitError
 from evaluator_host.models import (
     BatchResponse,
     Case,
@@ -33,6 +36,8 @@ from evaluator_host.models import (
     EvaluatorEvaluateRequest,
     EvaluatorSettings,
 )
+from evaluator_host.models_workspace import DEFAULT_WORKSPACE
+from evaluator_host.redaction import Redactor
 from evaluator_host.results.aggregate import aggregate
 from evaluator_host.results.normalize import normalize
 from evaluator_host.sandbox.base import Builder, RawOutcome, Runtime, RuntimeKey, WorkerSpec, error_info
@@ -41,7 +46,7 @@ from evaluator_host.settings import Settings
 
 __all__ = ["ADHOC", "Bound", "Evaluation", "Prepared", "answer", "cases_of", "ignored_fields", "to_result"]
 
-ADHOC = "adhoc"  # the scope of one-off evaluations: workers shared by identical definitions only
+ADHOC = "adhoc"  # the scope of one-off evaluations: workers shared by identical definitions of one workspace
 _BOUND_CACHE = 1024
 _SCAN_CACHE = 512  # definitions whose capability report / policy check is remembered (like detection)
 
@@ -83,6 +88,8 @@ class Prepared:
     compiled: str | None = None  # what the harness runs, when not ``code`` itself (JS/TS)
     policy: str = "standard"  # the policy it runs under: settings.policy, or the service's floor
     capabilities: dict[str, list[dict[str, Any]]] = field(default_factory=dict, compare=False)
+    secrets: tuple[str, ...] = ()  # workspace secrets its workers get as environment variables
+    network: tuple[str, ...] = ()  # "host:port" its workers may reach through the egress proxy
 
     @functools.cached_property
     def code_hash(self) -> str:
@@ -142,6 +149,14 @@ def to_result(raw: RawOutcome, prepared: Prepared, runtime: dict[str, Any]) -> E
     )
 
 
+def redact(raw: RawOutcome, redactor: Redactor) -> None:
+    """Replace secret values in everything of ``raw`` user code could have put them in."""
+    raw.stdout = redactor.text(raw.stdout)
+    raw.stderr = redactor.text(raw.stderr)
+    raw.error = redactor.value(raw.error)
+    raw.value = redactor.value(raw.value)
+
+
 def cases_of(body: EvaluateRequest | EvaluatorEvaluateRequest, max_cases: int) -> tuple[list[Case], bool]:
     """A request's cases, and whether it was a batch (``cases``) rather than one inline case."""
     if body.cases is not None:
@@ -177,10 +192,13 @@ def answer(
 class Bound:
     """A prepared evaluator on its built runtime, in one scope: ready to run cases on warm workers."""
 
-    def __init__(self, prepared: Prepared, runtime: Runtime, spec: WorkerSpec, pool: WorkerPool) -> None:
+    def __init__(
+        self, prepared: Prepared, runtime: Runtime, spec: WorkerSpec, pool: WorkerPool, redactor: Redactor
+    ) -> None:
         self.prepared = prepared
         self.runtime = runtime
         self.spec = spec
+        self.redactor = redactor  # the secret values its workers hold, replaced in everything they send back
         self.public = {**runtime.public(), "policy": prepared.policy}  # every result's ``runtime``
         self._pool = pool
         installer = languages.get(prepared.language).family.installer
@@ -191,13 +209,23 @@ class Bound:
         when the infrastructure fails (user failures are outcomes); ``ResponseTooLarge`` when the
         replies exceed ``max_bytes``."""
         settings = self.prepared.settings
-        return await self._pool.run(
-            self.spec,
-            cases,
-            timeout_s=settings.timeout_s,
-            correct_answer_key=settings.correct_answer_key,
-            max_bytes=max_bytes,
-        )
+        try:
+            outcomes = await self._pool.run(
+                self.spec,
+                cases,
+                timeout_s=settings.timeout_s,
+                correct_answer_key=settings.correct_answer_key,
+                max_bytes=max_bytes,
+            )
+        except EvaluatorHostError as exc:  # e.g. a worker that died printing a secret: its output is the message
+            if self.redactor:
+                exc.message = self.redactor.text(exc.message)
+                exc.args = (exc.message,)
+            raise
+        if self.redactor:
+            for raw in outcomes:
+                redact(raw, self.redactor)
+        return outcomes
 
     def result(self, raw: RawOutcome) -> EvaluationResult:
         """One outcome, normalized (and counted)."""
@@ -232,11 +260,12 @@ class Evaluation:
         self.builder = builder
         restricted = settings.default_policy == "restricted" or settings.default_policy == "auto" and weak_isolation
         self.default_policy = "restricted" if restricted else "standard"  # the floor, where offered
-        self._bound: OrderedDict[tuple[str, str, str, int], Bound] = OrderedDict()
+        self._bound: OrderedDict[tuple[str, str, str, int, str], Bound] = OrderedDict()
         self._scanned: OrderedDict[tuple[str, str], dict[str, list[dict[str, Any]]]] = OrderedDict()
         self._allowed: OrderedDict[tuple[str, str, str], None] = OrderedDict()  # code checked under a policy
         # detection has threads of its own: builds or database calls never hold it up, nor it them
         self._inspecting = ThreadPoolExecutor(max_workers=2, thread_name_prefix="evh-inspect")
+        self._digest_key = os.urandom(32)
 
     async def detect(self, language: str, code: str) -> Detected:
         """The code's interface: remembered, or found off the event loop on the inspection threads
@@ -248,9 +277,17 @@ class Evaluation:
         return await loop.run_in_executor(self._inspecting, detect, language, code)
 
     async def validate(
-        self, language: str, code: str, packages: Any, settings: EvaluatorSettings | None = None
+        self,
+        language: str,
+        code: str,
+        packages: Any,
+        settings: EvaluatorSettings | None = None,
+        *,
+        secrets: Sequence[str] = (),
+        network: Sequence[str] = (),
     ) -> Prepared:
-        """Check size, interface and pins; raise ``DefinitionError`` (HTTP 422) otherwise."""
+        """Check size, interface and pins; raise ``DefinitionError`` (HTTP 422) otherwise. ``secrets`` and
+        ``network`` are taken as given (the workspace checks them: :mod:`evaluator_host.evaluators`)."""
         size = len(code.encode())
         if size > self.settings.max_code_bytes:
             raise LimitError(
@@ -272,6 +309,8 @@ class Evaluation:
             compiled=detected.compiled,
             policy=policy,
             capabilities=await self._capabilities(language, code),
+            secrets=tuple(secrets),
+            network=tuple(network),
         )
 
     async def _capabilities(self, language: str, code: str) -> dict[str, list[dict[str, Any]]]:
@@ -314,22 +353,43 @@ class Evaluation:
         """Build (once) or fetch the runtime of ``prepared``; ``BuildError`` when the install fails."""
         return await self.builder.ensure(prepared.language, prepared.pins)
 
-    async def bind(self, prepared: Prepared, scope: str = ADHOC) -> Bound:
-        """``prepared`` on its runtime (built on first use) in ``scope``: workers never cross scopes."""
+    async def bind(
+        self,
+        prepared: Prepared,
+        scope: str = ADHOC,
+        *,
+        workspace: str = DEFAULT_WORKSPACE,
+        env: dict[str, str] | None = None,
+    ) -> Bound:
+        """``prepared`` on its runtime (built on first use) in ``scope`` of ``workspace``, its workers
+        given ``env`` (the secret values it lists): workers never cross scopes nor workspaces, and a
+        changed secret value makes new ones."""
         runtime = await self.ensure_runtime(prepared)
         memory_mb = prepared.settings.memory_mb
-        key = (scope, prepared.code_hash, runtime.id, memory_mb)
+        env = env or {}
+        digest = self._env_digest(env)
+        key = (f"{workspace}/{scope}", prepared.code_hash, runtime.id, memory_mb, digest)
         bound = self._bound.get(key)
         if bound is not None and bound.prepared == prepared:
             self._bound.move_to_end(key)
             return bound
-        bound = Bound(prepared, runtime, self._spec(prepared, runtime, scope), self.pool)
+        spec = self._spec(prepared, runtime, f"{workspace}/{scope}|{digest}", workspace, env)
+        bound = Bound(prepared, runtime, spec, self.pool, Redactor(env))
         self._bound[key] = bound
         if len(self._bound) > _BOUND_CACHE:
             self._bound.popitem(last=False)
         return bound
 
-    def _spec(self, prepared: Prepared, runtime: Runtime, scope: str) -> WorkerSpec:
+    def _env_digest(self, env: dict[str, str]) -> str:
+        """A keyed digest of ``env`` (the worker key names it; the values never leave this process)."""
+        if not env:
+            return ""
+        text = json.dumps(sorted(env.items()))
+        return hmac.new(self._digest_key, text.encode(), hashlib.sha256).hexdigest()[:32]
+
+    def _spec(
+        self, prepared: Prepared, runtime: Runtime, scope: str, workspace: str, env: dict[str, str]
+    ) -> WorkerSpec:
         language = languages.get(prepared.language)
         memory_mb = prepared.settings.memory_mb
         key_src = f"{scope}|{prepared.code_hash}|{runtime.id}|{memory_mb}|{prepared.interface}|{prepared.policy}"
@@ -342,6 +402,8 @@ class Evaluation:
             "policy": prepared.policy,
             **prepared.loader,
         }
+        if env:
+            load["env"] = dict(env)
         return WorkerSpec(
             key=hashlib.sha256(key_src.encode()).hexdigest()[:32],
             runtime=RuntimeKey(language.family.name, runtime.location, memory_mb),
@@ -349,6 +411,7 @@ class Evaluation:
             load=load,
             output_limit=self.settings.output_limit_bytes,
             result_limit=self.settings.result_limit_bytes,
+            workspace=workspace,
         )
 
     def close(self) -> None:
@@ -361,12 +424,19 @@ class Evaluation:
         for family in languages.families():
             self.pool.warm(RuntimeKey(family.name, self.builder.bare_location(), memory_mb))
 
-    async def prewarm(self, prepared: Prepared, scope: str) -> None:
+    async def prewarm(self, bound: Bound) -> None:
         """Start a bound worker ahead of the first evaluation (best effort)."""
-        await self.pool.prewarm((await self.bind(prepared, scope)).spec)
+        await self.pool.prewarm(bound.spec)
 
     async def evaluate(
-        self, prepared: Prepared, cases: Sequence[Case], *, scope: str = ADHOC
+        self,
+        prepared: Prepared,
+        cases: Sequence[Case],
+        *,
+        scope: str = ADHOC,
+        workspace: str = DEFAULT_WORKSPACE,
+        env: dict[str, str] | None = None,
     ) -> list[EvaluationResult]:
         """Evaluate ``cases`` (bind, then run); one result per case, in order. User failures are results."""
-        return await (await self.bind(prepared, scope)).evaluate(cases, self.settings.max_response_bytes)
+        bound = await self.bind(prepared, scope, workspace=workspace, env=env)
+        return await bound.evaluate(cases, self.settings.max_response_bytes)

@@ -28,6 +28,7 @@ from evaluator_host.jobs.exports import ResultReader
 from evaluator_host.jobs.runner import JobRunner
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.metrics import Metrics
+from evaluator_host.quotas import QuotaGuard
 from evaluator_host.sandbox.base import SandboxBackend
 from evaluator_host.sandbox.build_once import BuildOnce
 from evaluator_host.sandbox.pool import WorkerPool
@@ -37,6 +38,10 @@ from evaluator_host.store import EvaluatorStore
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.idempotency import IdempotencyStore
 from evaluator_host.store.jobs import JobStore
+from evaluator_host.store.secrets import SecretStore
+from evaluator_host.store.workspaces import WorkspaceStore
+from evaluator_host.vault import Vault
+from evaluator_host.workspaces import Workspaces
 
 __all__ = ["Services", "lock_data_dir", "select_backend"]
 
@@ -92,6 +97,9 @@ class Services:
     datasets: DatasetCatalog
     runner: JobRunner
     results: ResultReader
+    workspaces: Workspaces
+    vault: Vault
+    quotas: QuotaGuard
     lock_fd: int = -1
     scratch: Path | None = field(default=None, repr=False)  # removed on close (private runs)
 
@@ -140,21 +148,40 @@ class Services:
         engine = make_engine(settings.resolved_database_url)
         store = EvaluatorStore(engine)
         jobs = JobStore(engine)
+        workspaces = Workspaces(settings, WorkspaceStore(engine))
+        vault = Vault(settings, SecretStore(engine))
+        quotas = QuotaGuard(workspaces)
         backend = select_backend(settings)
         metrics = Metrics()
         metrics.swept.inc(getattr(backend, "swept", 0))
         if isinstance(backend.builder, BuildOnce):
             backend.builder.metrics = metrics
         pool = WorkerPool(backend, settings, metrics)
+        for record in workspaces.list_all():
+            pool.workspace_caps[record.id] = record.quotas.get("max_warm_workers")
         # rlimits only (no namespaces, no private root): the restricted policy is the default there
         weak = backend.isolation.get("mode") == "rlimits"
         evaluation = Evaluation(settings, pool, backend.builder, weak_isolation=weak)
-        datasets = DatasetCatalog(settings, jobs)
-        evaluators = Evaluators(store, evaluation)
-        runner = JobRunner(settings, jobs, evaluators, datasets)
+        datasets = DatasetCatalog(settings, jobs, quotas)
+        evaluators = Evaluators(store, evaluation, vault, workspaces)
+        runner = JobRunner(settings, jobs, evaluators, datasets, quotas)
         runner.metrics = metrics
         results = ResultReader(jobs, datasets.files)
-        return cls(settings, store, backend, pool, evaluation, evaluators, datasets, runner, results, lock_fd)
+        return cls(
+            settings,
+            store,
+            backend,
+            pool,
+            evaluation,
+            evaluators,
+            datasets,
+            runner,
+            results,
+            workspaces,
+            vault,
+            quotas,
+            lock_fd,
+        )
 
     async def resume(self) -> None:
         """Start the bare runtimes' spares and resume the jobs a previous run left queued or running."""
@@ -167,6 +194,7 @@ class Services:
             await self.runner.close()
             await self.evaluators.close()
             await self.pool.close()
+            await self.workspaces.close()
             self.evaluation.close()
             self.store.engine.dispose()
         finally:

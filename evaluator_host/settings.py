@@ -54,6 +54,17 @@ class Settings(BaseSettings):
     api_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Comma-separated bearer keys; when set every /v1 call needs one."
     )
+    admin_key: str | None = Field(
+        None,
+        description="Operator key: manages workspaces, their keys, quotas and network allowlists "
+        "(/v1/workspaces, /v1/keys). Once set, every /v1 call needs a key.",
+    )
+    secrets_key: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Fernet key(s) encrypting stored secrets, comma-separated, newest first (rotation: "
+        "put the new key first and restart: stored secrets are re-encrypted with it at start-up; then drop the old); "
+        "default: a key generated once in data_dir/secrets.key.",
+    )
     backend: Literal["auto", "process", "docker"] = Field(
         "auto", description="Sandbox backend: auto (docker when an engine answers), process or docker."
     )
@@ -147,7 +158,7 @@ class Settings(BaseSettings):
     )
     container_user: str = Field("65534:65534", description="uid:gid that user code runs as in containers.")
 
-    @field_validator("api_keys", mode="before")
+    @field_validator("api_keys", "secrets_key", mode="before")
     @classmethod
     def _split_keys(cls, value: object) -> object:
         if isinstance(value, str):

@@ -7,6 +7,8 @@
 ``images`` ``list | show ID | build | prune`` the cached runtime images of the docker backend.
 ``migrate`` rewrite legacy 4-argument evaluators to ``evaluate(inputs, outputs, trace)``
            (``cli/migrate.py``).
+``workspaces`` ``create | list | update``, ``keys`` ``create | list | revoke``: the operator's
+           commands, through a running service (``cli/admin.py``).
 """
 
 from __future__ import annotations
@@ -64,8 +66,11 @@ def _serve(args: argparse.Namespace) -> int:
     settings = Settings(**overrides)
     host = args.host or settings.host
     port = args.port or settings.port
-    if not _is_loopback(host) and not settings.api_keys and not args.insecure:
-        sys.stderr.write(f"refusing to bind {host} without EVALUATOR_HOST_API_KEYS; pass --insecure to allow it\n")
+    if not _is_loopback(host) and not settings.api_keys and not settings.admin_key and not args.insecure:
+        sys.stderr.write(
+            f"refusing to bind {host} without EVALUATOR_HOST_API_KEYS or EVALUATOR_HOST_ADMIN_KEY; "
+            "pass --insecure to allow it\n"
+        )
         return 2
     try:  # a clear refusal up front; the service takes the lock for good when it starts
         settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -258,9 +263,10 @@ def build_parser() -> argparse.ArgumentParser:
     images.add_argument("--runtime", action="append", help="prune: this runtime id (repeatable)")
     images.add_argument("--json", action="store_true", help="list, show: one JSON object per image")
     images.set_defaults(func=run_images)
-    from evaluator_host.cli import migrate
+    from evaluator_host.cli import admin, migrate
 
     migrate.add_parser(sub)
+    admin.add_parsers(sub)
     return parser
 
 

@@ -98,8 +98,8 @@ class RuntimeKey:
 class WorkerSpec:
     """Everything that decides which worker may serve an evaluation, and how to bind one.
 
-    ``key`` identifies one evaluator revision on one runtime with its limits: a worker
-    is only ever reused for the same key. ``load`` is the ``load`` frame's content (the
+    ``key`` identifies one evaluator revision (of one workspace, with its secrets) on one runtime
+    with its limits: a worker is only ever reused for the same key. ``load`` is the ``load`` frame's content (the
     code the harness runs and its entrypoint, interface, limits and loader config).
     """
 
@@ -109,6 +109,7 @@ class WorkerSpec:
     load: dict[str, Any]
     output_limit: int
     result_limit: int
+    workspace: str = ""  # whose workers these are: workers are never shared across workspaces
 
     @property
     def memory_mb(self) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     JSON,
@@ -14,6 +14,7 @@ from sqlalchemy import (
     ForeignKey,
     Integer,
     String,
+    Table,
     Text,
     create_engine,
     event,
@@ -23,7 +24,22 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["Base", "DatasetRow", "EvaluatorRow", "JobResultRow", "JobRow", "RevisionRow", "make_engine", "utcnow"]
+from evaluator_host.models_workspace import DEFAULT_WORKSPACE
+
+__all__ = [
+    "DEFAULT_WORKSPACE",
+    "ApiKeyRow",
+    "Base",
+    "DatasetRow",
+    "EvaluatorRow",
+    "JobResultRow",
+    "JobRow",
+    "RevisionRow",
+    "SecretRow",
+    "WorkspaceRow",
+    "make_engine",
+    "utcnow",
+]
 
 
 def utcnow() -> datetime:
@@ -35,12 +51,52 @@ class Base(DeclarativeBase):
     """Declarative base."""
 
 
+class WorkspaceRow(Base):
+    """A workspace: the owner of evaluators, datasets, jobs and secrets; its quotas and egress allowlist."""
+
+    __tablename__ = "workspaces"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    quotas: Mapped[dict[str, Any]] = mapped_column(JSON)  # name -> limit (absent: unlimited)
+    network_allow: Mapped[list[str]] = mapped_column(JSON)  # "host:port" entries an evaluator may declare
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class ApiKeyRow(Base):
+    """A workspace's API key: only its SHA-256 is stored (keys are 256-bit random, shown once)."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(20))  # the key's first characters, to recognise it in lists
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class SecretRow(Base):
+    """A workspace's secret: its value Fernet-encrypted (never stored or logged in clear)."""
+
+    __tablename__ = "secrets"
+
+    workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    ciphertext: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 class EvaluatorRow(Base):
     """An evaluator: its identity and latest revision number; soft-deleted."""
 
     __tablename__ = "evaluators"
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    workspace_id: Mapped[str] = mapped_column(String(40), index=True, default=DEFAULT_WORKSPACE)
     latest_revision: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
@@ -65,6 +121,10 @@ class RevisionRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     # the static capability report at save time (null: stored before reports existed)
     capabilities: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # the workspace secrets its workers get as environment variables (null: none)
+    secrets: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    # the "host:port" pairs its workers may reach through the egress proxy (null: no network)
+    network: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
 
 
 class DatasetRow(Base):
@@ -73,6 +133,7 @@ class DatasetRow(Base):
     __tablename__ = "datasets"
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    workspace_id: Mapped[str] = mapped_column(String(40), index=True, default=DEFAULT_WORKSPACE)
     name: Mapped[str] = mapped_column(String(200))
     format: Mapped[str] = mapped_column(String(10))
     row_count: Mapped[int] = mapped_column(BigInteger)
@@ -92,6 +153,7 @@ class JobRow(Base):
     __tablename__ = "jobs"
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    workspace_id: Mapped[str] = mapped_column(String(40), index=True, default=DEFAULT_WORKSPACE)
     evaluator_id: Mapped[str] = mapped_column(String(40), index=True)
     revision: Mapped[int] = mapped_column(Integer)
     runtime_id: Mapped[str] = mapped_column(String(80))
@@ -158,9 +220,30 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
+# Columns added to a table after databases were created: (table, column, portable column DDL).
+_ADDED_COLUMNS = (
+    (RevisionRow.__tablename__, "capabilities", "JSON"),
+    (RevisionRow.__tablename__, "secrets", "JSON"),
+    (RevisionRow.__tablename__, "network", "JSON"),
+    (EvaluatorRow.__tablename__, "workspace_id", f"VARCHAR(40) NOT NULL DEFAULT '{DEFAULT_WORKSPACE}'"),
+    (DatasetRow.__tablename__, "workspace_id", f"VARCHAR(40) NOT NULL DEFAULT '{DEFAULT_WORKSPACE}'"),
+    (JobRow.__tablename__, "workspace_id", f"VARCHAR(40) NOT NULL DEFAULT '{DEFAULT_WORKSPACE}'"),
+)
+
+
 def _add_missing_columns(engine: Engine) -> None:
-    """Columns added to a table after a database was created (``create_all`` only makes tables)."""
-    present = {column["name"] for column in inspect(engine).get_columns(RevisionRow.__tablename__)}
-    if "capabilities" not in present:
-        with engine.begin() as conn:
-            conn.execute(text(f"ALTER TABLE {RevisionRow.__tablename__} ADD COLUMN capabilities JSON"))
+    """Columns added to a table after a database was created (``create_all`` only makes tables), with
+    their indexes; rows stored before ``workspace_id`` existed belong to the default workspace."""
+    inspector = inspect(engine)
+    present = {table: {c["name"] for c in inspector.get_columns(table)} for table, _, _ in _ADDED_COLUMNS}
+    added: set[str] = set()
+    with engine.begin() as conn:
+        for table, column, ddl in _ADDED_COLUMNS:
+            if column not in present[table]:
+                conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}"))
+                added.add(f"{table}.{column}")
+        for model in (EvaluatorRow, DatasetRow, JobRow):
+            if f"{model.__tablename__}.workspace_id" in added:
+                for index in cast(Table, model.__table__).indexes:
+                    if [c.name for c in index.columns] == ["workspace_id"]:
+                        index.create(conn)

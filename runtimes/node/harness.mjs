@@ -348,7 +348,9 @@ async function main() {
     const message = recv(); // an unbound worker: wait for its evaluator
     if (message === null || message.op !== 'load') realExit(0);
     code = message.code;
-    const { op, code: _code, ...rest } = message;
+    const { op, code: _code, env, ...rest } = message;
+    // the workspace secrets the evaluator lists (and, with egress, the proxy variables): its env
+    Object.assign(process.env, env || {});
     harness.configure(rest);
   }
   await harness.load(code);

@@ -200,6 +200,8 @@ class Harness:
             return False
         if message.get("op") != "load":
             return False
+        # the workspace secrets the evaluator lists (and, with egress, the proxy variables): its env
+        os.environ.update(message.pop("env", None) or {})
         folder = message.get("work_dir") or self.work_dir
         os.makedirs(folder, mode=0o700, exist_ok=True)
         path = os.path.join(folder, message.get("filename") or "evaluator.py")
