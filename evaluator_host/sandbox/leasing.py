@@ -262,11 +262,13 @@ class Leasing:
 
     async def _start_leased(self, spec: WorkerSpec, victim: Slot | None) -> Slot:
         """Start a worker for ``spec`` in a place already counted (``victim`` gives its place up)."""
-        if victim is not None:
-            await victim.worker.kill()
-        started = time.monotonic()
+        # counted as starting before the victim is gone: a caller looking meanwhile sees the place taken
         self._starting[spec.key] = self._starting.get(spec.key, 0) + 1
+        started = time.monotonic()
         try:
+            if victim is not None:
+                await victim.worker.kill()
+                started = time.monotonic()
             if self.failing(spec.key):
                 async with self._failing_starts:
                     slot = await self._start(spec)

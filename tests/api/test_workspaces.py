@@ -236,3 +236,60 @@ def test_an_open_service_acts_in_the_default_workspace_until_a_key_exists(tmp_pa
         assert client.get("/v1/evaluators").status_code == 200
         assert client.get("/v1/evaluators", headers=auth("anything")).status_code == 200  # ignored, as before
         assert client.get("/v1/workspaces").status_code == 403  # no operator key configured: no operator
+
+
+def _job_until(client: TestClient, headers: dict[str, str], job_id: str, *states: str) -> None:
+    deadline = time.monotonic() + 60
+    while client.get(f"/v1/jobs/{job_id}", headers=headers).json()["status"] not in states:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
+def test_quotas_answer_429_with_retry_after_and_only_for_their_workspace(world: dict[str, Any]) -> None:
+    client, op, ha, hb = world["client"], auth(ADMIN), world["ha"], world["hb"]
+    quotas = {"max_evaluations_per_s": 3, "max_concurrent_jobs": 1, "max_dataset_bytes": 400, "max_warm_workers": 2}
+    patched = client.patch(f"/v1/workspaces/{world['b']['id']}", json={"quotas": quotas}, headers=op)
+    assert patched.status_code == 200 and patched.json()["quotas"] == {**quotas, "max_evaluations_per_s": 3.0}
+    assert client.app.state.services.pool.workspace_caps[world["b"]["id"]] == 2  # type: ignore[attr-defined]
+    try:
+        # evaluations per second: a bucket of 3; the fourth call within the second is refused
+        path = f"/v1/evaluators/{world['ev_b']}/evaluate"
+        answers = [client.post(path, json={"outputs": 1}, headers=hb) for _ in range(4)]
+        assert [a.status_code for a in answers] == [200, 200, 200, 429]
+        refused = answers[-1]
+        assert refused.json()["error"]["type"] == "QuotaExceeded"
+        assert refused.json()["error"]["quota"] == "max_evaluations_per_s"
+        assert int(refused.headers["Retry-After"]) >= 1
+        too_many = client.post(path, json={"cases": [{"outputs": 1}] * 4}, headers=hb)
+        assert too_many.status_code == 429 and "run them as a job" in too_many.json()["error"]["message"]
+        assert all(client.post("/v1/evaluators/" + world["ev"] + "/evaluate", json={}, headers=ha).status_code == 200
+                   for _ in range(5))  # fmt: skip
+        # datasets: 400 bytes in all
+        small = client.post("/v1/datasets", content=b'{"a": 1}\n' * 10, headers={**hb, "content-type": "text/jsonl"})
+        assert small.status_code == 201, small.text
+        big = client.post("/v1/datasets", content=b'{"a": 1}\n' * 60, headers={**hb, "content-type": "text/jsonl"})
+        assert big.status_code == 429 and big.json()["error"]["quota"] == "max_dataset_bytes"
+        assert "Retry-After" in big.headers
+        assert [d["id"] for d in client.get("/v1/datasets", headers=hb).json()["data"]] == [small.json()["id"]]
+        # jobs: one at a time
+        slow = {
+            "name": "slow",
+            "language": "python",
+            "code": "import time\ndef evaluate(i, o, t):\n    time.sleep(0.5)\n    return 1\n",
+        }
+        ev_slow = client.post("/v1/evaluators", json=slow, headers=hb).json()["id"]
+        first = client.post("/v1/jobs", json={"evaluator_id": ev_slow, "rows": [{"outputs": 1}] * 4}, headers=hb)
+        assert first.status_code == 202
+        second = client.post("/v1/jobs", json={"evaluator_id": ev_slow, "rows": [{"outputs": 1}]}, headers=hb)
+        assert second.status_code == 429 and second.headers["Retry-After"] == "5"
+        assert second.json()["error"]["quota"] == "max_concurrent_jobs"
+        other = client.post("/v1/jobs", json={"evaluator_id": world["ev"], "rows": [{"outputs": 1}]}, headers=ha)
+        assert other.status_code == 202  # another workspace's jobs are not counted
+        client.post(f"/v1/jobs/{first.json()['id']}/cancel", headers=hb)
+        third = client.post("/v1/jobs", json={"evaluator_id": ev_slow, "rows": [{"outputs": 1}]}, headers=hb)
+        assert third.status_code == 202
+        _job_until(client, hb, third.json()["id"], "succeeded")
+    finally:
+        lifted = {k: None for k in quotas}
+        client.patch(f"/v1/workspaces/{world['b']['id']}", json={"quotas": lifted}, headers=op)
+    assert client.get(f"/v1/workspaces/{world['b']['id']}", headers=op).json()["quotas"] == lifted
