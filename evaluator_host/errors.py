@@ -13,7 +13,8 @@
     │   ├── MigrationRefused       the migration tool will not rewrite this code (says why, line)
     │   ├── DatasetError           an uploaded dataset does not parse (names the row / line)
     │   ├── FieldMappingError      a job's field_mapping names a column the dataset lacks
-    │   └── SecretError            a secret or network declaration the workspace cannot honour
+    │   ├── SecretError            a secret the workspace does not have, or a name or value refused
+    │   └── EgressError            a network destination the workspace's allowlist (or the sandbox) refuses
     ├── BuildError                 a package set could not be installed (HTTP 422, installer output)
     ├── MigrationMismatch          migrated code answered differently on some rows (HTTP 409, the rows)
     ├── NotFoundError              an evaluator / revision / runtime does not exist (HTTP 404), or
@@ -40,6 +41,7 @@ __all__ = [
     "DataDirInUse",
     "DatasetError",
     "DefinitionError",
+    "EgressError",
     "EvaluatorHostError",
     "FieldMappingError",
     "Forbidden",
@@ -139,10 +141,16 @@ class FieldMappingError(DefinitionError):
 
 
 class SecretError(DefinitionError):
-    """An evaluator lists a secret its workspace does not have, or a network destination its
-    workspace's allowlist does not hold; or a secret's name or value is refused."""
+    """An evaluator lists a secret its workspace does not have, or a secret's name or value is refused."""
 
     type_name = "SecretError"
+
+
+class EgressError(DefinitionError):
+    """An evaluator declares a network destination its workspace's ``network_allow`` does not hold,
+    or the sandbox in use cannot give workers network at all."""
+
+    type_name = "EgressError"
 
 
 class Unauthorized(EvaluatorHostError):

@@ -27,7 +27,7 @@ from evaluator_host import languages
 from evaluator_host.definitions.imports import unpinned
 from evaluator_host.definitions.interfaces import Detected, cached, detect
 from evaluator_host.definitions.packages import normalize_pins
-from evaluator_host.errors import EvaluatorHostError, LimitError
+from evaluator_host.errors import EgressError, EvaluatorHostError, LimitError
 from evaluator_host.models import (
     BatchResponse,
     Case,
@@ -131,20 +131,27 @@ def to_result(raw: RawOutcome, prepared: Prepared, runtime: dict[str, Any]) -> E
         "interface": prepared.interface,
         "runtime": runtime,
     }
+    refused = [e for e in raw.egress if e.get("status") != "ok"]
+    notes = [f"the egress proxy refused {len(refused)} connection(s): see details.egress"] if refused else []
     if raw.status != "ok":
-        return EvaluationResult(status=raw.status, error=raw.error, warnings=_hints(raw.error), **base)
+        details = {"egress": raw.egress} if raw.egress else {}
+        hints = notes if prepared.network else _hints(raw.error)
+        return EvaluationResult(status=raw.status, error=raw.error, warnings=hints, details=details, **base)
     norm = normalize(raw.value, interface=prepared.interface, threshold=prepared.settings.threshold)
     if norm.invalid is not None:
         return EvaluationResult(status="invalid_result", error=error_info("InvalidResult", norm.invalid), **base)
+    details = norm.details
+    if raw.egress:  # the connections it made through the egress proxy (the user's own "egress" key wins)
+        details = {**details, "egress": details.get("egress", raw.egress)}
     return EvaluationResult(
         status="ok",
         score=norm.score,
         passed=norm.passed,
         outputs=norm.outputs,
-        details=norm.details,
+        details=details,
         reason=norm.reason,
         label=norm.label,
-        warnings=norm.warnings,
+        warnings=norm.warnings + notes,
         **base,
     )
 
@@ -297,6 +304,11 @@ class Evaluation:
         pins = normalize_pins(language, packages)
         settings = settings or EvaluatorSettings()
         policy = await self.check_policy(language, code, settings.policy)
+        if network and self.pool.backend.egress is None:
+            raise EgressError(
+                f"this service's {self.pool.backend.name} sandbox cannot give evaluators network access "
+                "(the process backend needs namespaces: run as root or with user namespaces)"
+            )
         return Prepared(
             language=language,
             code=code,
@@ -392,7 +404,10 @@ class Evaluation:
     ) -> WorkerSpec:
         language = languages.get(prepared.language)
         memory_mb = prepared.settings.memory_mb
-        key_src = f"{scope}|{prepared.code_hash}|{runtime.id}|{memory_mb}|{prepared.interface}|{prepared.policy}"
+        key_src = (
+            f"{scope}|{prepared.code_hash}|{runtime.id}|{memory_mb}|{prepared.interface}|{prepared.policy}"
+            f"|{','.join(prepared.network)}"
+        )
         load = {
             "code": prepared.code if prepared.compiled is None else prepared.compiled,
             "filename": f"evaluator{language.module_suffix}",
@@ -406,12 +421,13 @@ class Evaluation:
             load["env"] = dict(env)
         return WorkerSpec(
             key=hashlib.sha256(key_src.encode()).hexdigest()[:32],
-            runtime=RuntimeKey(language.family.name, runtime.location, memory_mb),
+            runtime=RuntimeKey(language.family.name, runtime.location, memory_mb, egress=bool(prepared.network)),
             runtime_id=runtime.id,
             load=load,
             output_limit=self.settings.output_limit_bytes,
             result_limit=self.settings.result_limit_bytes,
             workspace=workspace,
+            network=prepared.network,
         )
 
     def close(self) -> None:

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from evaluator_host import languages
 from evaluator_host.definitions.imports import unpinned
-from evaluator_host.errors import LimitError, SecretError
+from evaluator_host.errors import EgressError, LimitError, SecretError
 from evaluator_host.evaluation import Bound, Evaluation, Prepared
 from evaluator_host.models import Case, EvaluationResult, Evaluator, EvaluatorCreate, EvaluatorPatch, EvaluatorSettings
 from evaluator_host.store import EvaluatorStore, RevisionRecord
@@ -63,14 +63,14 @@ def scope_of(record: RevisionRecord) -> str:
 
 
 def check_declarations(workspaces: Workspaces, workspace_id: str, secrets: list[str], network: list[str]) -> None:
-    """``SecretError`` (422) for a secret name that is no valid name, or a destination the workspace's
+    """``SecretError`` (422) for a secret name that is no valid name, ``EgressError`` for a destination the workspace's
     ``network_allow`` does not hold (the operator sets it: ``PATCH /v1/workspaces/{id}``)."""
     for name in secrets:
         check_name(name)
     allowed = set(workspaces.get(workspace_id).network_allow)
     refused = [d for d in network if d not in allowed]
     if refused:
-        raise SecretError(
+        raise EgressError(
             f"network destination(s) not in this workspace's allowlist: {', '.join(refused)} "
             '(the operator sets it with PATCH /v1/workspaces/{id} {"network_allow": [...]})'
         )

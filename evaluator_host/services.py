@@ -39,7 +39,7 @@ from evaluator_host.store.db import make_engine
 from evaluator_host.store.idempotency import IdempotencyStore
 from evaluator_host.store.jobs import JobStore
 from evaluator_host.store.secrets import SecretStore
-from evaluator_host.store.workspaces import WorkspaceStore
+from evaluator_host.store.workspaces import WorkspaceRecord, WorkspaceStore
 from evaluator_host.vault import Vault
 from evaluator_host.workspaces import Workspaces
 
@@ -157,8 +157,6 @@ class Services:
         if isinstance(backend.builder, BuildOnce):
             backend.builder.metrics = metrics
         pool = WorkerPool(backend, settings, metrics)
-        for record in workspaces.list_all():
-            pool.workspace_caps[record.id] = record.quotas.get("max_warm_workers")
         # rlimits only (no namespaces, no private root): the restricted policy is the default there
         weak = backend.isolation.get("mode") == "rlimits"
         evaluation = Evaluation(settings, pool, backend.builder, weak_isolation=weak)
@@ -167,7 +165,7 @@ class Services:
         runner = JobRunner(settings, jobs, evaluators, datasets, quotas)
         runner.metrics = metrics
         results = ResultReader(jobs, datasets.files)
-        return cls(
+        services = cls(
             settings,
             store,
             backend,
@@ -182,6 +180,16 @@ class Services:
             quotas,
             lock_fd,
         )
+        for record in workspaces.list_all():
+            services.apply_workspace(record)
+        return services
+
+    def apply_workspace(self, record: WorkspaceRecord) -> None:
+        """Put a workspace's quotas and allowlist in force where they are enforced: the pool (warm
+        workers) and the egress proxy (network_allow; checked at every connection)."""
+        self.pool.workspace_caps[record.id] = record.quotas.get("max_warm_workers")
+        if self.backend.egress is not None:
+            self.backend.egress.workspace_allow[record.id] = frozenset(record.network_allow)
 
     async def resume(self) -> None:
         """Start the bare runtimes' spares and resume the jobs a previous run left queued or running."""

@@ -150,6 +150,11 @@ class Settings(BaseSettings):
         description="CA bundle given to package installs in build containers (TLS-intercepting proxies).",
     )
 
+    egress_hosts: dict[str, str] = Field(
+        default_factory=dict,
+        description='Names the egress proxy resolves to a fixed address, as JSON {"name": "ip"}: trusted '
+        "as given (not checked against private ranges) — for an internal API on purpose, and for tests.",
+    )
     docker_host: str | None = Field(None, description="Docker engine URL; default: DOCKER_HOST or the local socket.")
     base_image: str = Field("evaluator-host/base-python:latest", description="Image runtimes are built FROM.")
     cpus: float = Field(1.0, gt=0, description="CPU quota of each worker (a container, or a cpu cgroup).")

@@ -31,7 +31,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     413: _error("The request body is over the limit (MAX_BODY_BYTES; datasets: MAX_DATASET_BYTES)."),
     422: _error(
         "The body or the definition is refused: ValidationError, SyntaxError, InterfaceError, "
-        "PackageSpecError, LimitError, BuildError, DatasetError, FieldMappingError."
+        "PackageSpecError, LimitError, BuildError, DatasetError, FieldMappingError, SecretError, EgressError."
     ),
     429: _error("A workspace quota is used up (QuotaExceeded, naming it in `quota`); retry after `Retry-After`."),
     503: _error("The sandbox is unavailable (SandboxError, BackendUnavailable); retry after `Retry-After` seconds."),

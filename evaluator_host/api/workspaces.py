@@ -40,7 +40,9 @@ def _key(record: ApiKeyRecord) -> ApiKey:
 @router.post("/workspaces", status_code=status.HTTP_201_CREATED, response_model=Workspace)
 async def create(body: WorkspaceCreate, services: ServicesDep, _op: OperatorDep) -> Workspace:
     """A new workspace: no keys, no quotas, no network."""
-    return _workspace(await services.workspaces.create(body.name))
+    record = await services.workspaces.create(body.name)
+    services.apply_workspace(record)
+    return _workspace(record)
 
 
 @router.get("/workspaces", response_model=WorkspaceList)
@@ -69,7 +71,7 @@ async def patch(workspace_id: str, body: WorkspacePatch, services: ServicesDep, 
     if body.network_allow is not None:
         changes["network_allow"] = body.network_allow
     record = await services.workspaces.update(workspace_id, **changes) if changes else current
-    services.pool.workspace_caps[record.id] = record.quotas.get("max_warm_workers")
+    services.apply_workspace(record)
     return _workspace(record)
 
 
