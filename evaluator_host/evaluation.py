@@ -108,8 +108,9 @@ _NO_NETWORK = (
     "fetch failed",
 )
 NETWORK_HINT = (
-    "evaluators run without network access (no DNS, no connections): fetch what the code needs "
-    "before the call and pass it in inputs, or pin a package that bundles the data"
+    "evaluators run without network access (no DNS, no connections) unless they declare `network` "
+    "(host:port destinations their workspace's operator allows, reached through the egress proxy): "
+    "declare it, or fetch what the code needs before the call and pass it in inputs"
 )
 
 

@@ -62,6 +62,21 @@ def scope_of(record: RevisionRecord) -> str:
     return f"{record.id}@{record.revision}"
 
 
+def declared_vs_used(prepared: Prepared) -> list[str]:
+    """Warnings where the declared ``network`` and the capability report's network use disagree
+    (the report is static: it names what it sees, a declaration is what the sandbox allows)."""
+    used = prepared.capabilities.get("network", [])
+    if used and not prepared.network:
+        where = ", ".join(f"line {u['line']}" for u in used[:3])
+        return [f"the code uses the network ({where}) but declares no `network`: those calls will fail"]
+    if prepared.network and not used:
+        return [
+            f"`network` declares {', '.join(prepared.network)} but the capability report sees no network use "
+            "in the code (fine if a package makes the calls)"
+        ]
+    return []
+
+
 def check_declarations(workspaces: Workspaces, workspace_id: str, secrets: list[str], network: list[str]) -> None:
     """``SecretError`` (422) for a secret name that is no valid name, ``EgressError`` for a destination the workspace's
     ``network_allow`` does not hold (the operator sets it: ``PATCH /v1/workspaces/{id}``)."""
@@ -100,7 +115,7 @@ class Evaluators:
         )
         runtime = await self.evaluation.ensure_runtime(prepared)  # a failing install is a 422 at save time
         installer = languages.get(prepared.language).family.installer
-        warnings = unpinned(installer, prepared.code, prepared.pins, runtime.lock)
+        warnings = unpinned(installer, prepared.code, prepared.pins, runtime.lock) + declared_vs_used(prepared)
         return {
             "name": body.name,
             "description": body.description,

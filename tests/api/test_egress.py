@@ -205,3 +205,17 @@ def test_only_the_workspaces_allowlist_may_be_declared_and_it_binds_at_once(worl
     finally:
         allow.append(dest)
         client.patch(f"/v1/workspaces/{world['ws']}", json={"network_allow": allow}, headers=world["op"])
+
+
+def test_the_saved_evaluator_says_where_declared_and_used_network_differ(world: dict[str, Any]) -> None:
+    client, headers = world["client"], world["headers"]
+    dest = f"api.openai.com:{world['allowed']}"
+    body = {"name": "w", "language": "python", "code": FETCH_PY}
+    undeclared = client.post("/v1/evaluators", json=body, headers=headers).json()
+    assert undeclared["capabilities"]["network"] and undeclared["network"] == []
+    assert any("declares no `network`" in w for w in undeclared["warnings"])
+    matching = client.post("/v1/evaluators", json={**body, "network": [dest]}, headers=headers).json()
+    assert matching["network"] == [dest] and not any("network" in w for w in matching["warnings"])
+    quiet = {**body, "code": "def evaluate(inputs, outputs, trace):\n    return 1.0\n", "network": [dest]}
+    unused = client.post("/v1/evaluators", json=quiet, headers=headers).json()
+    assert any("sees no network use" in w for w in unused["warnings"])
