@@ -15,7 +15,8 @@ framed protocol (JSON never holds raw control bytes and a frame header is four b
 Hardening on every container (see docs/security.md): no network, read-only root,
 ``/tmp`` and ``/dev/shm`` small noexec tmpfs, all capabilities dropped,
 no-new-privileges, an unprivileged uid, pids/memory(+swap)/CPU limits, docker's init,
-nothing of the host mounted writable (the harness folder is mounted read-only), no
+nothing of the host mounted writable (the harness folder is mounted read-only; an egress
+worker's gate socket, ``sandbox/egress.py``, is its only way out), no
 engine socket, logs discarded, and labels + a name prefix for the sweeps at start-up
 and shutdown.
 """
