@@ -17,7 +17,7 @@ from cryptography.fernet import Fernet
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from tests.conftest import make_settings
+from tests.conftest import BACKENDS, make_settings
 
 SECRET = "sk-test-0123456789abcdefDEADBEEF"
 OTHER = 'second-value-with-quote"and\\backslash'
@@ -54,9 +54,9 @@ PEEK = (
 )
 
 
-@pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    settings = make_settings(tmp_path_factory.mktemp("secrets"), backend="process")
+@pytest.fixture(scope="module", params=BACKENDS)
+def client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    settings = make_settings(tmp_path_factory.mktemp(f"secrets-{request.param}"), backend=request.param)
     with Recording(create_app(settings)) as test_client:
         assert test_client.put("/v1/secrets/OPENAI_API_KEY", json={"value": SECRET}).status_code == 204
         yield test_client
