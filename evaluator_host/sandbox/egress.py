@@ -140,11 +140,14 @@ class EgressProxy:
         self.workspace_allow: dict[str, frozenset[str]] = {}
         self._resolve = resolve or system_resolve
         self._public = public
-        self._dir = Path(tempfile.mkdtemp(prefix="evh-egress-"))  # short: unix socket paths have 107 bytes
-        os.chmod(self._dir, 0o711)
+        self._dir: Path | None = None  # made with the first gate
 
     async def open(self) -> EgressGate:
-        """A new gate listening on a socket of its own (mode 0666: the sandbox's uid connects)."""
+        """A new gate listening on a socket of its own (mode 0666: the sandbox's uid connects; the
+        directory is 0711 and the name random, so only whoever is given the path finds it)."""
+        if self._dir is None:
+            self._dir = Path(tempfile.mkdtemp(prefix="evh-egress-"))  # short: unix socket paths have 107 bytes
+            os.chmod(self._dir, 0o711)
         gate = EgressGate(self, self._dir / f"{uuid.uuid4().hex[:16]}.sock")
 
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -165,7 +168,9 @@ class EgressProxy:
 
     def close(self) -> None:
         """Remove the sockets' directory (gates close with their workers)."""
-        shutil.rmtree(self._dir, ignore_errors=True)
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
 
     async def _serve(self, gate: EgressGate, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         started = time.monotonic()
