@@ -40,12 +40,13 @@ async def idempotent(
     if not _KEY.fullmatch(key):
         raise IdempotencyKeyError("Idempotency-Key must be 1 to 255 printable ASCII characters without spaces")
     store = services.idempotency
+    shown = route
     if workspace != DEFAULT_WORKSPACE:
         route = f"{workspace} {route}"
     claim = await asyncio.to_thread(store.claim, route, key, request_hash(body.model_dump_json().encode()))
     if claim.other_body:
         raise IdempotencyKeyError(
-            f"this Idempotency-Key was used for another request to {route}; a key names one request (use a new key)"
+            f"this Idempotency-Key was used for another request to {shown}; a key names one request (use a new key)"
         )
     if claim.running:
         raise ConflictError("the first request with this Idempotency-Key is still running; retry in a moment")
