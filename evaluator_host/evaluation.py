@@ -132,7 +132,7 @@ def to_result(raw: RawOutcome, prepared: Prepared, runtime: dict[str, Any]) -> E
         "interface": prepared.interface,
         "runtime": runtime,
     }
-    refused = [e for e in raw.egress if e.get("status") != "ok"]
+    refused = [e for e in raw.egress if str(e.get("status", "")).startswith("refused")]
     notes = [f"the egress proxy refused {len(refused)} connection(s): see details.egress"] if refused else []
     if raw.status != "ok":
         details = {"egress": raw.egress} if raw.egress else {}

@@ -70,6 +70,14 @@ def _quota(text: str) -> tuple[str, float | None]:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
 
 
+def _shown(args: argparse.Namespace, row: dict[str, Any]) -> dict[str, Any]:
+    """A workspace as a table shows it (JSON output keeps it whole)."""
+    if args.json:
+        return row
+    quotas = ", ".join(f"{k}={v:g}" for k, v in row["quotas"].items() if v is not None)
+    return {**row, "quotas": quotas or "-", "network_allow": " ".join(row["network_allow"]) or "-"}
+
+
 def _workspaces(args: argparse.Namespace) -> int:
     if args.action == "create":
         if not args.name:
@@ -77,10 +85,7 @@ def _workspaces(args: argparse.Namespace) -> int:
         _print(args, _call(args, "POST", "/v1/workspaces", {"name": args.name}), ["id", "name"])
     elif args.action == "list":
         rows = _call(args, "GET", "/v1/workspaces")["data"]
-        for row in rows:
-            row["quotas"] = ", ".join(f"{k}={v:g}" for k, v in row["quotas"].items() if v is not None) or "-"
-            row["network_allow"] = " ".join(row["network_allow"]) or "-"
-        _print(args, rows, ["id", "name", "quotas", "network_allow"])
+        _print(args, [_shown(args, row) for row in rows], ["id", "name", "quotas", "network_allow"])
     else:  # update
         if not args.name:
             raise UsageError("workspaces update WORKSPACE_ID [--quota NAME=VALUE] [--network-allow HOST:PORT]")
@@ -91,9 +96,8 @@ def _workspaces(args: argparse.Namespace) -> int:
             body["network_allow"] = [] if args.network_allow == ["none"] else args.network_allow
         if args.rename:
             body["name"] = args.rename
-        _print(
-            args, _call(args, "PATCH", f"/v1/workspaces/{args.name}", body), ["id", "name", "quotas", "network_allow"]
-        )
+        row = _shown(args, _call(args, "PATCH", f"/v1/workspaces/{args.name}", body))
+        _print(args, row, ["id", "name", "quotas", "network_allow"])
     return 0
 
 

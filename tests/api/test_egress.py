@@ -171,6 +171,8 @@ def test_node_fetch_uses_the_proxy_too(world: dict[str, Any]) -> None:
     ok = f"http://api.openai.com:{world['allowed']}/js"
     result = _evaluate(world, FETCH_JS, [f"api.openai.com:{world['allowed']}"], {"urls": [ok]}, "javascript")
     assert result["details"]["got"][ok] == "pong /js"
+    assert result["details"]["egress"][0]["status"] in ("ok", "open")  # fetch keeps its connection alive
+    assert not any("refused" in w for w in result["warnings"])
 
 
 def test_the_proxy_is_the_only_way_out(world: dict[str, Any]) -> None:
