@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -186,10 +186,18 @@ class Bound:
         installer = languages.get(prepared.language).family.installer
         self.import_warnings = unpinned(installer, prepared.code, prepared.pins, runtime.lock)
 
-    async def run(self, cases: Sequence[dict[str, Any]], max_bytes: int | None = None) -> list[RawOutcome]:
+    async def run(
+        self,
+        cases: Sequence[dict[str, Any]],
+        max_bytes: int | None = None,
+        *,
+        held_replies: bool = False,
+        strict_cases: bool = False,
+    ) -> list[RawOutcome]:
         """The raw outcome of each case (dicts as ``Case.model_dump()``), in order; ``SandboxError``
         when the infrastructure fails (user failures are outcomes); ``ResponseTooLarge`` when the
-        replies exceed ``max_bytes``."""
+        replies exceed ``max_bytes``. ``held_replies``, ``strict_cases``: see :meth:`WorkerPool.run`
+        (job chunks)."""
         settings = self.prepared.settings
         return await self._pool.run(
             self.spec,
@@ -197,6 +205,8 @@ class Bound:
             timeout_s=settings.timeout_s,
             correct_answer_key=settings.correct_answer_key,
             max_bytes=max_bytes,
+            held_replies=held_replies,
+            strict_cases=strict_cases,
         )
 
     def result(self, raw: RawOutcome) -> EvaluationResult:
@@ -204,6 +214,12 @@ class Bound:
         result = to_result(raw, self.prepared, self.public)
         self._pool.metrics.evaluated(result.status, self.prepared.language, self._pool.backend.name)
         return result
+
+    def count(self, statuses: Iterable[str]) -> None:
+        """Count results normalized elsewhere (a job's stored rows), one metrics update per status."""
+        language, backend = self.prepared.language, self._pool.backend.name
+        for status, n in Counter(statuses).items():
+            self._pool.metrics.evaluated(status, language, backend, n)
 
     async def evaluate(self, cases: Sequence[Case], max_bytes: int | None = None) -> list[EvaluationResult]:
         """Evaluate ``cases``; one result per case, in order (at most ``max_bytes`` of replies in all).

@@ -12,15 +12,30 @@ first seen).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from evaluator_host.models import Aggregate, EvaluationResult, Stats
 
-__all__ = ["MAX_LABELS", "MAX_OUTPUT_COLUMNS", "Accumulator", "aggregate"]
+__all__ = ["MAX_LABELS", "MAX_OUTPUT_COLUMNS", "Accumulator", "Scored", "aggregate"]
 
 MAX_OUTPUT_COLUMNS = 256  # named outputs aggregated at most (the first seen); results keep them all
 MAX_LABELS = 256  # distinct labels counted at most (the first seen)
+
+
+class Scored(Protocol):
+    """What aggregation reads of a result (an :class:`EvaluationResult`, or a job's stored row)."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def score(self) -> float | None: ...
+    @property
+    def passed(self) -> bool | None: ...
+    @property
+    def outputs(self) -> Mapping[str, float] | None: ...
+    @property
+    def label(self) -> str | None: ...
 
 
 class _Column:
@@ -98,19 +113,21 @@ class Accumulator:
         self.judged = 0
         self.labels: dict[str, int] = {}
 
-    def add(self, result: EvaluationResult) -> None:
+    def add(self, result: Scored) -> None:
         """Account for one result."""
         self.count += 1
         if result.status != "ok":
             self.errors += 1
         self.score.add(result.score)
-        for name in result.outputs.keys() - self.outputs.keys():
-            if len(self.outputs) >= MAX_OUTPUT_COLUMNS:
-                break  # an evaluator inventing names per row must not make aggregation quadratic
-            column = self.outputs[name] = _Column()
-            column.missing = self.count - 1  # rows seen before this output first appeared
+        outputs = result.outputs or {}
+        if outputs:
+            for name in outputs.keys() - self.outputs.keys():
+                if len(self.outputs) >= MAX_OUTPUT_COLUMNS:
+                    break  # an evaluator inventing names per row must not make aggregation quadratic
+                column = self.outputs[name] = _Column()
+                column.missing = self.count - 1  # rows seen before this output first appeared
         for name, column in self.outputs.items():
-            column.add(result.outputs.get(name))
+            column.add(outputs.get(name))
         if result.passed is not None:
             self.judged += 1
             self.passed += result.passed
