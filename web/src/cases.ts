@@ -8,6 +8,11 @@ interface Row {
   inputs: string;
   outputs: string;
   trace: string;
+  app_params: string;
+}
+
+function toRow(c: Partial<Case> | undefined): Row {
+  return { inputs: JSON.stringify(c?.inputs ?? {}), outputs: show(c?.outputs), trace: show(c?.trace), app_params: show(c?.app_params) };
 }
 
 const DEFAULT_CASES: Case[] = [
@@ -40,7 +45,7 @@ export class CasesEditor {
   private readonly tabs: Record<Mode, HTMLButtonElement>;
 
   constructor(initial: Case[] = DEFAULT_CASES) {
-    this.rows = initial.map((c) => ({ inputs: JSON.stringify(c.inputs ?? {}), outputs: show(c.outputs), trace: show(c.trace) }));
+    this.rows = initial.map(toRow);
     this.tabs = {
       table: h("button", { class: "tab", role: "tab", onclick: () => this.switchTo("table") }, "Table"),
       json: h("button", { class: "tab", role: "tab", onclick: () => this.switchTo("json") }, "JSON"),
@@ -53,7 +58,7 @@ export class CasesEditor {
         { class: "section-head" },
         h("h3", {}, "Cases"),
         h("div", { class: "tabs small", role: "tablist" }, this.tabs.table, this.tabs.json),
-        h("span", { class: "hint" }, "inputs and trace are JSON; outputs are JSON when they parse, else text"),
+        h("span", { class: "hint" }, "inputs, trace and app_params are JSON; outputs are JSON when they parse, else text"),
       ),
       this.body,
       this.error,
@@ -67,12 +72,13 @@ export class CasesEditor {
     return this.rows.map((row, i) => {
       const inputs = row.inputs.trim() === "" ? {} : this.parse(row.inputs, `case ${i + 1}: inputs`);
       const trace = row.trace.trim() === "" ? null : this.parse(row.trace, `case ${i + 1}: trace`);
-      return { inputs, outputs: loose(row.outputs), trace };
+      const appParams = row.app_params.trim() === "" ? null : this.parse(row.app_params, `case ${i + 1}: app_params`);
+      return { inputs, outputs: loose(row.outputs), trace, app_params: appParams };
     });
   }
 
   setCases(cases: Case[]): void {
-    this.rows = cases.map((c) => ({ inputs: JSON.stringify(c.inputs ?? {}), outputs: show(c.outputs), trace: show(c.trace) }));
+    this.rows = cases.map(toRow);
     this.render();
   }
 
@@ -94,11 +100,7 @@ export class CasesEditor {
       throw new Error(`the cases are not valid JSON: ${(exc as Error).message}`);
     }
     const list = Array.isArray(parsed) ? parsed : [parsed];
-    this.rows = list.map((c: Record<string, unknown>) => ({
-      inputs: JSON.stringify(c?.inputs ?? {}),
-      outputs: show(c?.outputs),
-      trace: show(c?.trace),
-    }));
+    this.rows = list.map((c: Partial<Case>) => toRow(c));
   }
 
   private switchTo(mode: Mode): void {
@@ -126,6 +128,7 @@ export class CasesEditor {
         }
         out.outputs = loose(row.outputs);
         if (row.trace.trim()) out.trace = loose(row.trace);
+        if (row.app_params.trim()) out.app_params = loose(row.app_params);
         return out;
       });
       fill(this.body, h("textarea", { class: "code json-cases", rows: 10, spellcheck: "false", "aria-label": "cases as JSON", value: json(asJson) }));
@@ -148,7 +151,7 @@ export class CasesEditor {
       h(
         "table",
         { class: "cases-table" },
-        h("thead", {}, h("tr", {}, h("th", {}, "#"), h("th", {}, "inputs (JSON)"), h("th", {}, "outputs"), h("th", {}, "trace (JSON, optional)"), h("th", {}))),
+        h("thead", {}, h("tr", {}, h("th", {}, "#"), h("th", {}, "inputs (JSON)"), h("th", {}, "outputs"), h("th", {}, "trace (JSON, optional)"), h("th", {}, "app_params (JSON, legacy)"), h("th", {}))),
         h(
           "tbody",
           {},
@@ -160,12 +163,13 @@ export class CasesEditor {
               h("td", {}, cell(row, "inputs", "inputs", i)),
               h("td", {}, cell(row, "outputs", "outputs", i)),
               h("td", {}, cell(row, "trace", "trace", i)),
+              h("td", {}, cell(row, "app_params", "app_params", i)),
               h("td", {}, h("button", { class: "icon", title: "remove this case", "aria-label": `remove case ${i + 1}`, onclick: () => { this.rows.splice(i, 1); this.render(); } }, "×")),
             ),
           ),
         ),
       ),
-      h("button", { class: "small", onclick: () => { this.rows.push({ inputs: "{}", outputs: "", trace: "" }); this.render(); } }, "+ Add case"),
+      h("button", { class: "small", onclick: () => { this.rows.push({ inputs: "{}", outputs: "", trace: "", app_params: "" }); this.render(); } }, "+ Add case"),
     );
   }
 

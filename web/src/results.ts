@@ -170,10 +170,12 @@ export function aggregateView(agg: Aggregate): HTMLElement {
 export function diffView(before: string, after: string, titles: [string, string]): HTMLElement {
   const parts = diffLines(before, after);
   const lines: HTMLElement[] = [];
-  let changed = 0;
+  let added = 0;
+  let removed = 0;
   for (const part of parts) {
     const kind = part.added ? "add" : part.removed ? "del" : "same";
-    if (kind !== "same") changed += part.count ?? 0;
+    if (part.added) added += part.count ?? 0;
+    if (part.removed) removed += part.count ?? 0;
     const text = part.value.endsWith("\n") ? part.value.slice(0, -1) : part.value;
     for (const line of text.split("\n")) {
       lines.push(h("div", { class: `diff-line diff-${kind}` }, h("span", { class: "gutter" }, kind === "add" ? "+" : kind === "del" ? "−" : " "), line));
@@ -182,7 +184,7 @@ export function diffView(before: string, after: string, titles: [string, string]
   return h(
     "div",
     { class: "diff" },
-    h("div", { class: "diff-head" }, h("span", { class: "del-title" }, `− ${titles[0]}`), h("span", { class: "add-title" }, `+ ${titles[1]}`), h("span", { class: "muted" }, changed ? `${changed} line(s) changed` : "identical")),
+    h("div", { class: "diff-head" }, h("span", { class: "del-title" }, `− ${titles[0]}`), h("span", { class: "add-title" }, `+ ${titles[1]}`), h("span", { class: "muted" }, added || removed ? `+${added} −${removed} line(s)` : "identical")),
     h("pre", { class: "diff-body" }, lines),
   );
 }
