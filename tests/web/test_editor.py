@@ -10,12 +10,7 @@ from playwright.sync_api import Page, expect
 from tests.web.helpers import set_cases, set_code
 
 SYNTAX_ERROR = "def evaluate(inputs, outputs, trace):\n    return (1 +\n"
-NETWORKED = (
-    "import socket\n\n"
-    "def evaluate(inputs, outputs, trace):\n"
-    "    s = socket.socket()\n"
-    "    return 1.0\n"
-)
+NETWORKED = "import socket\n\ndef evaluate(inputs, outputs, trace):\n    s = socket.socket()\n    return 1.0\n"
 RICH = (
     "def evaluate(inputs, outputs, trace):\n"
     "    print('checking', outputs)\n"
@@ -96,7 +91,10 @@ def test_run_shows_every_case_and_highlights_the_line_of_a_runtime_error(page: P
     highlighted = page.locator(".cm-runtime-error")
     expect(highlighted).to_have_count(1)
     expect(highlighted).to_contain_text("return inputs['missing']")
-    expect(page.locator(".aggregate")).to_contain_text("errors")
+    expect(page.locator(".aggregate .stat", has_text="errors")).to_contain_text("1")
+    rates = page.locator(".aggregate .outputs-rates")  # each named output's mean: a pass rate for booleans
+    expect(rates.locator(".hbar", has_text="exact")).to_contain_text("50 %")
+    expect(rates.locator(".hbar", has_text="length")).to_contain_text("45 %")
     expect(page.locator(".run-state")).to_contain_text("3 case(s)")
     shot(page, "editor-run-light")
 

@@ -97,9 +97,7 @@ def test_migrating_code_whose_answers_change_shows_the_differing_cases_and_saves
     page: Page, service: httpx.Client
 ) -> None:
     legacy = "def evaluate(app_params, inputs, output, correct_answer):\n    return app_params['weight']\n"
-    created = service.post(
-        "/v1/evaluators", json={"name": "weighted", "language": "python", "code": legacy}
-    ).json()
+    created = service.post("/v1/evaluators", json={"name": "weighted", "language": "python", "code": legacy}).json()
     page.goto("/")
     set_cases(page, [{"inputs": {"correct_answer": "a"}, "outputs": "a", "app_params": {"weight": 0.5}}])
     open_screen(page, "Evaluators")
