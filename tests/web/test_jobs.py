@@ -9,8 +9,6 @@ import re
 import httpx
 from playwright.sync_api import Page, expect
 
-from tests.web.helpers import open_screen
-
 SCORER = (
     "def evaluate(inputs, outputs, trace):\n"
     "    if outputs == 'crash':\n"
