@@ -10,11 +10,12 @@ fast path never looks at (it takes POSTs to two paths), so they cost the hot rou
 
 from __future__ import annotations
 
+import mimetypes
+import re
 from pathlib import Path
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
-from starlette.staticfiles import StaticFiles
 
 __all__ = ["WEB_DIST", "install"]
 
@@ -33,6 +34,8 @@ _NOT_BUILT = """<!doctype html><html lang="en"><meta charset="utf-8"><title>eval
 <code>web/dist</code> from the npm packages pinned in <code>web/package-lock.json</code>), then reload.</p>
 <p>The API answers meanwhile: <a href="/docs">/docs</a>.</p></body></html>"""
 
+_ASSET = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}")  # a file of web/dist/assets: no path, no dotfiles
+
 router = APIRouter(include_in_schema=False)
 
 
@@ -45,7 +48,20 @@ async def page() -> Response:
     return FileResponse(index, media_type="text/html; charset=utf-8", headers=_HEADERS)
 
 
+@router.get("/assets/{name}")
+async def asset(name: str, request: Request) -> Response:
+    """A file of the bundle; its gzip twin (written by the build) to clients that accept gzip."""
+    path = WEB_DIST / "assets" / name
+    if not _ASSET.fullmatch(name) or name.endswith(".gz") or not path.is_file():
+        return Response(status_code=404)
+    media_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
+    headers = {"cache-control": "no-cache", "x-content-type-options": "nosniff", "vary": "accept-encoding"}
+    packed = path.with_name(name + ".gz")
+    if "gzip" in request.headers.get("accept-encoding", "") and packed.is_file():
+        return FileResponse(packed, media_type=media_type, headers={**headers, "content-encoding": "gzip"})
+    return FileResponse(path, media_type=media_type, headers=headers)
+
+
 def install(app: FastAPI) -> None:
     """Serve the page at ``/`` and the bundle under ``/assets``."""
     app.include_router(router)
-    app.mount("/assets", StaticFiles(directory=WEB_DIST / "assets", check_dir=False), name="assets")

@@ -100,5 +100,8 @@ def test_the_page_and_its_bundle_are_served_same_origin_with_a_strict_policy(pro
     assert '<script type="module" src="/assets/app.js">' in page.text
     script = process_client.get("/assets/app.js")
     assert script.status_code == 200 and "javascript" in script.headers["content-type"]
+    packed = process_client.get("/assets/app.js", headers={"accept-encoding": "gzip"})
+    assert packed.headers["content-encoding"] == "gzip" and packed.content == script.content  # httpx unpacks it
     assert process_client.get("/assets/../../pyproject.toml").status_code == 404
+    assert process_client.get("/assets/.hidden").status_code == 404
     assert process_client.get("/v1/inspect").status_code == 405  # the API keeps its own answers
