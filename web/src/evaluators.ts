@@ -81,7 +81,11 @@ export class EvaluatorsScreen {
     const byRev = (n: string) => this.revisions.find((r) => String(r.revision) === n) as Evaluator;
     const showDiff = () => {
       const [x, y] = [byRev(a.value), byRev(b.value)];
-      const meta = (e: Evaluator) => `${e.language} · ${JSON.stringify(e.packages)} · ${JSON.stringify(e.settings)}\n`;
+      const meta = (e: Evaluator) => {
+        const packages = Object.entries(e.packages).map(([n, v]) => `${n} ${v}`).join(", ") || "none";
+        const settings = Object.entries(e.settings).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(", ");
+        return `language: ${e.language}\npackages: ${packages}\nsettings: ${settings}\n\n`;
+      };
       fill(diffBox, diffView(meta(x) + x.code, meta(y) + y.code, [`revision ${x.revision}`, `revision ${y.revision}`]));
     };
     const runRev = h("select", { "aria-label": "revision to run" }, revOptions(latest.revision));
