@@ -287,10 +287,10 @@ class Evaluation:
             loader=dict(detected.loader),
             compiled=detected.compiled,
             policy=policy,
-            capabilities=await self._capabilities(language, code),
+            capabilities=await self.capabilities(language, code),
         )
 
-    async def _capabilities(self, language: str, code: str) -> dict[str, list[dict[str, Any]]]:
+    async def capabilities(self, language: str, code: str) -> dict[str, list[dict[str, Any]]]:
         """The capability report of ``code``: remembered (one-off calls resend the same code), or
         scanned on the inspection threads."""
         key = (language, code)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterable
@@ -165,6 +166,20 @@ class DatasetCatalog:
     async def get(self, dataset_id: str) -> DatasetRecord:
         """One dataset (404 when unknown)."""
         return await asyncio.to_thread(self.store.get_dataset, dataset_id)
+
+    async def rows(self, dataset_id: str, offset: int, limit: int) -> list[tuple[int, dict[str, Any]]]:
+        """At most ``limit`` rows from index ``offset``, as ``(index, row)`` (404 when the dataset is unknown)."""
+        await self.get(dataset_id)
+
+        def read() -> list[tuple[int, dict[str, Any]]]:
+            found: list[tuple[int, dict[str, Any]]] = []
+            for index, line in self.files.lines(dataset_id, offset):
+                if len(found) >= limit:
+                    break
+                found.append((index, json.loads(line)))
+            return found
+
+        return await asyncio.to_thread(read)
 
     async def list_all(self) -> list[DatasetRecord]:
         """Uploaded datasets, newest first."""
