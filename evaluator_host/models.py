@@ -33,6 +33,9 @@ __all__ = [
     "Capabilities",
     "Dataset",
     "DatasetList",
+    "DatasetRow",
+    "DatasetRowPage",
+    "Histogram",
     "FieldMapping",
     "Job",
     "JobCreate",
@@ -243,6 +246,16 @@ class Stats(BaseModel):
     nan_count: int
 
 
+class Histogram(BaseModel):
+    """Scores counted in ``len(counts)`` equal bins over [0, 1] (a bin holds ``edges[i] <= score < edges[i+1]``,
+    the last one 1.0 too); scores outside [0, 1] are counted in ``below`` / ``above``."""
+
+    edges: list[float]
+    counts: list[int]
+    below: int = 0
+    above: int = 0
+
+
 class Aggregate(BaseModel):
     """Aggregates over a set of results."""
 
@@ -252,6 +265,9 @@ class Aggregate(BaseModel):
     outputs: dict[str, Stats]
     pass_rate: float | None
     labels: dict[str, int] = Field(default_factory=dict, description="How many rows returned each label.")
+    histogram: Histogram | None = Field(
+        None, description="The scores' distribution (this implementation); null when no row has a score."
+    )
 
 
 class BatchResponse(BaseModel):
@@ -324,6 +340,23 @@ class Dataset(BaseModel):
     format: DatasetFormat = Field(description="The format it was uploaded in.")
     bytes: int = Field(description="Size of the stored rows.")
     created_at: datetime
+
+
+class DatasetRow(BaseModel):
+    """One stored row and its 0-based position."""
+
+    index: int
+    row: dict[str, Any]
+
+
+class DatasetRowPage(BaseModel):
+    """``GET /v1/datasets/{id}/rows``: rows with ``index >= offset``, in upload order."""
+
+    data: list[DatasetRow]
+    offset: int
+    limit: int
+    next_offset: int | None = Field(description="Pass as offset for the next page; null at the end.")
+    total: int = Field(description="Rows in the dataset.")
 
 
 class DatasetList(BaseModel):

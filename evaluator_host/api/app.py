@@ -8,7 +8,19 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from evaluator_host.api import datasets, errors, evaluate, evaluators, health, jobs, migrate, secrets, workspaces
+from evaluator_host.api import (
+    datasets,
+    errors,
+    evaluate,
+    evaluators,
+    health,
+    inspect,
+    jobs,
+    migrate,
+    secrets,
+    web,
+    workspaces,
+)
 from evaluator_host.api.fastpath import FastPath
 from evaluator_host.api.limits import BodyLimitMiddleware
 from evaluator_host.api.observe import Observe
@@ -71,8 +83,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     app.include_router(health.router)
     # every route takes the caller's workspace (or the operator) as a dependency of its own
-    for router in (evaluate.router, evaluators.router, datasets.router, jobs.router, secrets.router, workspaces.router):
+    for router in (
+        evaluate.router,
+        inspect.router,
+        evaluators.router,
+        datasets.router,
+        jobs.router,
+        secrets.router,
+        workspaces.router,
+    ):
         app.include_router(router, prefix="/v1", responses=ERROR_RESPONSES)
     conflict = _error("MigrationMismatch: the migrated code answered differently (+ rows, compared, code).")
     app.include_router(migrate.router, prefix="/v1", responses={**ERROR_RESPONSES, 409: conflict})
+    web.install(app)
     return app

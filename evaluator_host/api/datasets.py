@@ -11,7 +11,7 @@ from evaluator_host.api.deps import ServicesDep, WorkspaceDep
 from evaluator_host.api.paging import MAX_LIMIT, page
 from evaluator_host.errors import DatasetError
 from evaluator_host.jobs.uploads import to_model
-from evaluator_host.models import Dataset, DatasetList
+from evaluator_host.models import Dataset, DatasetList, DatasetRow, DatasetRowPage
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 
@@ -90,3 +90,24 @@ async def delete(dataset_id: str, services: ServicesDep, workspace: WorkspaceDep
 async def get(dataset_id: str, services: ServicesDep, workspace: WorkspaceDep) -> Dataset:
     """One dataset's metadata."""
     return to_model(await services.datasets.get(workspace, dataset_id))
+
+
+@router.get("/{dataset_id}/rows", response_model=DatasetRowPage)
+async def rows(
+    dataset_id: str,
+    services: ServicesDep,
+    workspace: WorkspaceDep,
+    offset: int = Query(0, ge=0, le=2**53, description="First row index."),
+    limit: int = Query(20, ge=1, le=1000),
+) -> DatasetRowPage:
+    """Stored rows from ``offset`` (at most ``limit``), in upload order: a preview to map columns from."""
+    record = await services.datasets.get(workspace, dataset_id)  # 404 for another workspace's
+    found = await services.datasets.rows(workspace, record.id, offset, limit)
+    after = offset + len(found)
+    return DatasetRowPage(
+        data=[DatasetRow(index=i, row=r) for i, r in found],
+        offset=offset,
+        limit=limit,
+        next_offset=after if after < record.row_count else None,
+        total=record.row_count,
+    )

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from evaluator_host.errors import FieldMappingError
 from evaluator_host.models import FieldMapping
 
@@ -68,6 +70,18 @@ class RowMapper:
         self._inputs: list[tuple[str, Getter]] | None = None
         if mapping.inputs is not None:
             self._inputs = [(name, _column(name, columns, "inputs")) for name in mapping.inputs]
+
+    def wire_case(self, row: dict[str, Any], line: bytes) -> dict[str, Any]:
+        """The case of ``row`` for a worker's ``run`` frame, encoded with msgspec (``encode_frame(strict=True)``):
+        when ``inputs`` is the whole row, it is ``line`` itself (``row``'s JSON, not encoded again)."""
+        if self._inputs is not None:
+            return self.case(row)
+        return {
+            "inputs": msgspec.Raw(line),
+            "outputs": self._outputs(row),
+            "trace": self._trace(row),
+            "app_params": self._app_params(row),
+        }
 
     def case(self, row: dict[str, Any]) -> dict[str, Any]:
         """The case (``inputs``, ``outputs``, ``trace``, ``app_params``) of ``row``."""

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 import uuid
@@ -31,11 +30,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from evaluator_host import fastjson
 from evaluator_host.errors import EvaluatorHostError, LimitError, SandboxError
 from evaluator_host.evaluation import Bound, ignored_fields
 from evaluator_host.evaluators import Evaluators
-from evaluator_host.jobs.exports import stored_form
 from evaluator_host.jobs.mapping import RowMapper
+from evaluator_host.jobs.rows import stored_row
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.metrics import Metrics
 from evaluator_host.models import FieldMapping, Job, JobCreate, JobProgress
@@ -329,11 +329,11 @@ class JobRunner:
         max_bytes = self.settings.job_chunk_bytes
         chunk: list[tuple[int, dict[str, Any]]] = []
         size, used = sizer.size(), 0
-        loads = json.loads
+        loads = fastjson.loads
         for idx, line in self.datasets.files.lines(dataset_id):
             if bits[idx >> 3] & (1 << (idx & 7)):
                 continue
-            chunk.append((idx, mapper.case(loads(line))))
+            chunk.append((idx, mapper.wire_case(loads(line), line)))
             used += len(line)
             if len(chunk) >= size or used >= max_bytes:
                 yield chunk
@@ -345,7 +345,7 @@ class JobRunner:
         """The chunk's outcomes; infrastructure failures are retried with back-off, then raised."""
         for attempt in range(self.settings.job_retries + 1):
             try:
-                return await bound.run(cases)
+                return await bound.run(cases, held_replies=True, strict_cases=True)
             except SandboxError as exc:
                 if attempt == self.settings.job_retries or self._closed:
                     raise
@@ -366,12 +366,13 @@ class JobRunner:
         outcomes: list[RawOutcome],
     ) -> None:
         """Store a chunk's results with the counters and aggregate state they produce, atomically."""
-        results = [bound.result(raw) for raw in outcomes]
+        cap, prepared, public = self.settings.max_stored_result_bytes, bound.prepared, bound.public
+        results = [stored_row(raw, prepared, public, cap) for raw in outcomes]
+        bound.count(result.status for result in results)
         runtime_id = bound.runtime.id
         job_id, revision = record.id, record.revision
-        cap = self.settings.max_stored_result_bytes
         rows = [
-            (job_id, idx, result.status, revision, runtime_id, stored_form(result, cap))
+            (job_id, idx, result.status, revision, runtime_id, result.text)
             for (idx, _), result in zip(chunk, results, strict=True)
         ]
         live.stored_bytes += sum(len(row[-1]) for row in rows)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterable
@@ -202,6 +203,21 @@ class DatasetCatalog:
     async def get(self, workspace: str, dataset_id: str) -> DatasetRecord:
         """One dataset of ``workspace`` (404 when unknown or another workspace's)."""
         return await asyncio.to_thread(self.store.get_dataset, dataset_id, workspace)
+
+    async def rows(self, workspace: str, dataset_id: str, offset: int, limit: int) -> list[tuple[int, dict[str, Any]]]:
+        """At most ``limit`` rows from index ``offset``, as ``(index, row)`` (404 when the dataset is unknown
+        or another workspace's)."""
+        await self.get(workspace, dataset_id)
+
+        def read() -> list[tuple[int, dict[str, Any]]]:
+            found: list[tuple[int, dict[str, Any]]] = []
+            for index, line in self.files.lines(dataset_id, offset):
+                if len(found) >= limit:
+                    break
+                found.append((index, json.loads(line)))
+            return found
+
+        return await asyncio.to_thread(read)
 
     async def list_all(self, workspace: str) -> list[DatasetRecord]:
         """Uploaded datasets of ``workspace``, newest first."""

@@ -6,21 +6,49 @@ arrive as 1.0/0.0, so their mean is a rate. ``score`` is null for no rows, and f
 evaluator that returns named outputs only. At most ``MAX_OUTPUT_COLUMNS`` named outputs
 are aggregated (the first seen), so an evaluator inventing a name per row stays O(1).
 ``labels`` counts the rows of each returned label (at most ``MAX_LABELS`` distinct labels, the
-first seen).
+first seen). ``histogram`` counts scores in ``HISTOGRAM_BINS`` equal bins over [0, 1], with the
+scores outside that range counted apart (``below`` / ``above``); fixed bins, so it adds up
+incrementally and its state stays a dozen integers.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
-from evaluator_host.models import Aggregate, EvaluationResult, Stats
+from evaluator_host.models import Aggregate, EvaluationResult, Histogram, Stats
 
-__all__ = ["MAX_LABELS", "MAX_OUTPUT_COLUMNS", "Accumulator", "aggregate"]
+__all__ = ["HISTOGRAM_BINS", "MAX_LABELS", "MAX_OUTPUT_COLUMNS", "Accumulator", "Scored", "aggregate"]
 
 MAX_OUTPUT_COLUMNS = 256  # named outputs aggregated at most (the first seen); results keep them all
 MAX_LABELS = 256  # distinct labels counted at most (the first seen)
+HISTOGRAM_BINS = 10
+_EDGES = [i / HISTOGRAM_BINS for i in range(HISTOGRAM_BINS + 1)]
+
+
+def _slot(score: float) -> int:
+    """The histogram slot of ``score``: its bin over [0, 1] (1.0 in the last), or below / above."""
+    if score < 0:
+        return HISTOGRAM_BINS
+    if score > 1:
+        return HISTOGRAM_BINS + 1
+    return min(int(score * HISTOGRAM_BINS), HISTOGRAM_BINS - 1)
+
+
+class Scored(Protocol):
+    """What aggregation reads of a result (an :class:`EvaluationResult`, or a job's stored row)."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def score(self) -> float | None: ...
+    @property
+    def passed(self) -> bool | None: ...
+    @property
+    def outputs(self) -> Mapping[str, float] | None: ...
+    @property
+    def label(self) -> str | None: ...
 
 
 class _Column:
@@ -97,20 +125,25 @@ class Accumulator:
         self.passed = 0
         self.judged = 0
         self.labels: dict[str, int] = {}
+        self.bins = [0] * (HISTOGRAM_BINS + 2)  # the bins over [0, 1], then below and above
 
-    def add(self, result: EvaluationResult) -> None:
+    def add(self, result: Scored) -> None:
         """Account for one result."""
         self.count += 1
         if result.status != "ok":
             self.errors += 1
         self.score.add(result.score)
-        for name in result.outputs.keys() - self.outputs.keys():
-            if len(self.outputs) >= MAX_OUTPUT_COLUMNS:
-                break  # an evaluator inventing names per row must not make aggregation quadratic
-            column = self.outputs[name] = _Column()
-            column.missing = self.count - 1  # rows seen before this output first appeared
+        if result.score is not None:
+            self.bins[_slot(result.score)] += 1
+        outputs = result.outputs or {}
+        if outputs:
+            for name in outputs.keys() - self.outputs.keys():
+                if len(self.outputs) >= MAX_OUTPUT_COLUMNS:
+                    break  # an evaluator inventing names per row must not make aggregation quadratic
+                column = self.outputs[name] = _Column()
+                column.missing = self.count - 1  # rows seen before this output first appeared
         for name, column in self.outputs.items():
-            column.add(result.outputs.get(name))
+            column.add(outputs.get(name))
         if result.passed is not None:
             self.judged += 1
             self.passed += result.passed
@@ -126,6 +159,7 @@ class Accumulator:
             "passed": self.passed,
             "judged": self.judged,
             "labels": dict(self.labels),
+            "histogram": list(self.bins),
             "columns": {k: [v if math.isfinite(v) else repr(v) for v in s] for k, s in columns.items()},
         }
 
@@ -138,6 +172,7 @@ class Accumulator:
         acc.count, acc.errors = state["count"], state["errors"]
         acc.passed, acc.judged = state["passed"], state["judged"]
         acc.labels = dict(state.get("labels", {}))  # states committed before labels existed have none
+        acc.bins = list(state.get("histogram", acc.bins))  # nor before the histogram: it counts from now on
         for key, values in state["columns"].items():
             column = _Column.restore([float(v) for v in values])
             if key:
@@ -155,7 +190,14 @@ class Accumulator:
             outputs={name: col.stats() for name, col in sorted(self.outputs.items())},
             pass_rate=self.passed / self.judged if self.judged else None,
             labels=dict(sorted(self.labels.items())),
+            histogram=self._histogram(),
         )
+
+    def _histogram(self) -> Histogram | None:
+        if not any(self.bins):
+            return None
+        below, above = self.bins[HISTOGRAM_BINS:]
+        return Histogram(edges=_EDGES, counts=self.bins[:HISTOGRAM_BINS], below=below, above=above)
 
 
 def aggregate(results: Iterable[EvaluationResult]) -> Aggregate:

@@ -80,6 +80,9 @@ class Builder(Protocol):
     async def ensure(self, language: str, pins: dict[str, str]) -> Runtime:
         """The runtime of ``pins``, built on first use; ``BuildError`` when the install fails."""
 
+    async def lookup(self, language: str, pins: dict[str, str]) -> Runtime | None:
+        """The runtime of ``pins`` when it is already built (by any service process), else None; never builds."""
+
     def touch(self, rid: str) -> None:
         """Record that runtime ``rid`` was used now (for listing and pruning)."""
 

@@ -167,6 +167,15 @@ class BuildOnce:
                 self._cache[rid] = await loop.run_in_executor(self._building, self._ensure_locked, rid, language, pins)
         return _as_language(self._cache[rid], language)
 
+    async def lookup(self, language: str, pins: dict[str, str]) -> Runtime | None:
+        """The runtime of ``pins`` when already built, else None; never builds (a file or engine look-up
+        on a thread of its own, not the build threads, which may all be busy building)."""
+        rid = self.runtime_for(language, pins)
+        if not pins:
+            return Runtime(rid, language, {}, self.bare_location())
+        found = self._cache.get(rid) or await asyncio.to_thread(self.find, rid, language, pins)
+        return None if found is None else _as_language(found, language)
+
     def _ensure_locked(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
         with open(self.root / f"{rid}.lock", "w") as lock_file:
             fcntl.flock(lock_file, fcntl.LOCK_EX)

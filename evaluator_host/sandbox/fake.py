@@ -352,6 +352,11 @@ class FakeBuilder:
                 self._built[rid] = Runtime(rid, language, dict(pins), f"fake:{rid}")
         return self._built[rid]
 
+    async def lookup(self, language: str, pins: dict[str, str]) -> Runtime | None:
+        """The runtime of ``pins`` when "built" already, else None."""
+        rid = self.runtime_for(language, pins)
+        return Runtime(rid, language, {}, None) if not pins else self._built.get(rid)
+
     def touch(self, rid: str) -> None:
         """Record a use of runtime ``rid``."""
         self.touched.append(rid)

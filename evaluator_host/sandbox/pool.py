@@ -47,6 +47,7 @@ __all__ = ["PoolStats", "WorkerPool", "load_frame"]
 
 _LOAD_TIMEOUT_S = 60.0
 _FRAME_OVERHEAD = 64 * 1024
+_FLUSH_MS = 2.0  # how long a harness may hold fast replies back (``held_replies``)
 
 
 def _hard_timeout(timeout_s: float, soft: bool) -> float:
@@ -75,6 +76,14 @@ def load_frame(spec: WorkerSpec) -> bytes:
 
 class _Foreign(Exception):
     """A frame that is not the reply the pool waits for (another request's id, or another index)."""
+
+
+class _Unanswered(Exception):  # noqa: N818 - control flow, never leaves the pool
+    """A worker running with held replies was lost after ``done`` answered rows of its batch."""
+
+    def __init__(self, done: int) -> None:
+        super().__init__(done)
+        self.done = done
 
 
 def _failure(status: str, type_name: str, message: str, **extra: Any) -> RawOutcome:
@@ -195,15 +204,24 @@ class WorkerPool(Leasing):
         timeout_s: float,
         correct_answer_key: str,
         max_bytes: int | None = None,
+        held_replies: bool = False,
+        strict_cases: bool = False,
     ) -> list[RawOutcome]:
         """Run ``cases`` on warm workers of ``spec``; one outcome per case, in order.
+
+        With ``held_replies`` (job chunks, whose caller waits for every outcome anyway) the harness
+        may hold the replies of fast cases back and write them together (the protocol's
+        ``flush_ms``); a worker that dies holding replies has its unanswered cases run again
+        one reply at a time, so every failure is still the outcome of the case that caused it.
+        ``strict_cases``: the cases are strict JSON data (see ``encode_frame(strict=True)``).
 
         With ``max_bytes``, the replies of the whole call may add up to that many bytes: past it
         the call stops (its worker is discarded) with :class:`ResponseTooLarge`, so what one
         call holds in memory stays bounded whatever the evaluator returns or prints.
         """
         self._sweep_soon()
-        if len(cases) == 1 and self.settings.coalesce and (max_bytes is None or max_bytes >= self._frame_max(spec)):
+        coalesce = len(cases) == 1 and self.settings.coalesce and not strict_cases  # (strict: may hold Raw JSON)
+        if coalesce and (max_bytes is None or max_bytes >= self._frame_max(spec)):
             # one reply can't exceed this call's budget: it may share a frame with other calls
             key = (spec.key, timeout_s, correct_answer_key)
 
@@ -212,7 +230,8 @@ class WorkerPool(Leasing):
                 return await self._run_rows(spec, self.coalescer.seal(group), timeout_s, correct_answer_key, slot)
 
             return [await self.coalescer.submit(key, cases[0], runner, self.coalesce_limit(spec.key))]
-        return await self._run_rows(spec, cases, timeout_s, correct_answer_key, None, max_bytes)
+        flush_ms = _FLUSH_MS if held_replies else 0.0
+        return await self._run_rows(spec, cases, timeout_s, correct_answer_key, None, max_bytes, flush_ms, strict_cases)
 
     @staticmethod
     def _frame_max(spec: WorkerSpec) -> int:
@@ -226,6 +245,8 @@ class WorkerPool(Leasing):
         correct_answer_key: str,
         slot: Slot | None,
         max_bytes: int | None = None,
+        flush_ms: float = 0.0,
+        strict: bool = False,
     ) -> list[RawOutcome]:
         """Every row of ``cases`` in batches (the first on ``slot`` when given); outcomes in order."""
         results: list[RawOutcome | None] = [None] * len(cases)
@@ -233,8 +254,14 @@ class WorkerPool(Leasing):
         budget = [max_bytes]
         while pending:
             batch, pending = pending[: self.settings.batch_size], pending[self.settings.batch_size :]
+            held = flush_ms
             while batch:
-                done = await self._run_batch(spec, cases, batch, timeout_s, correct_answer_key, results, budget, slot)
+                try:
+                    done = await self._run_batch(
+                        spec, cases, batch, timeout_s, correct_answer_key, results, budget, slot, held, strict
+                    )
+                except _Unanswered as lost:  # the worker died holding replies: the rest, one reply at a time
+                    done, held = lost.done, 0.0
                 slot = None
                 batch = batch[done:]
         return [r for r in results if r is not None]
@@ -249,9 +276,12 @@ class WorkerPool(Leasing):
         results: list[RawOutcome | None],
         budget: list[int | None],
         slot: Slot | None = None,
+        flush_ms: float = 0.0,
+        strict: bool = False,
     ) -> int:
         """Run ``batch`` on one worker (``slot``, else one acquired now); return how many of its rows
-        now have an outcome."""
+        now have an outcome. With ``flush_ms``, a worker lost to a timeout or an exit raises
+        :class:`_Unanswered` instead of blaming the next row (it may have died holding replies)."""
         slot = slot or await self._acquire(spec)
         if slot.load_error is not None:
             status = "timeout" if slot.load_error.get("type") == "Timeout" else "error"
@@ -267,7 +297,9 @@ class WorkerPool(Leasing):
         request = f"{self._ids.getrandbits(64):016x}"  # every reply must carry it, with its index in the batch
         try:
             run = {"op": "run", "id": request, "correct_answer_key": correct_answer_key, "timeout_s": timeout_s}
-            worker.writer.write(encode_frame({**run, "cases": [cases[i] for i in batch]}))
+            if flush_ms:
+                run["flush_ms"] = flush_ms
+            worker.writer.write(encode_frame({**run, "cases": [cases[i] for i in batch]}, strict=strict))
             await worker.writer.drain()
             wait_s = _hard_timeout(timeout_s, slot.soft_timeouts)
             while done < len(batch):
@@ -322,6 +354,8 @@ class WorkerPool(Leasing):
             done += 1
         except TimeoutError:
             await worker.kill()
+            if flush_ms:
+                raise _Unanswered(done) from None
             results[batch[done]] = _failure(
                 "timeout",
                 "Timeout",
@@ -337,6 +371,8 @@ class WorkerPool(Leasing):
             done += 1
         except (asyncio.IncompleteReadError, ConnectionError, BrokenPipeError):
             info = await worker.kill()
+            if flush_ms:
+                raise _Unanswered(done) from None
             if worker.output_overflow.is_set():
                 results[batch[done]] = _failure(
                     "output_limit",

@@ -12,6 +12,10 @@ import json
 import struct
 from typing import Any
 
+import msgspec
+
+from evaluator_host import fastjson
+
 __all__ = ["FrameReader", "FrameTooLarge", "encode_frame", "read_frame"]
 
 _HEADER = struct.Struct(">I")
@@ -21,9 +25,18 @@ class FrameTooLarge(Exception):
     """The worker announced a frame larger than the host accepts."""
 
 
-def encode_frame(message: dict[str, Any]) -> bytes:
-    """Serialize ``message`` as one frame."""
-    data = json.dumps(message, separators=(",", ":")).encode()
+_encode_strict = msgspec.json.Encoder().encode
+
+
+def encode_frame(message: dict[str, Any], *, strict: bool = False) -> bytes:
+    """Serialize ``message`` as one frame.
+
+    ``strict``: ``message`` is strict JSON data (finite numbers only, as stored datasets are) and may
+    hold ``msgspec.Raw`` pieces (JSON already encoded); it is encoded with msgspec, several times
+    faster. Without it, the standard library's encoder writes non-finite floats as ``NaN``/``Infinity``
+    (what requests parsed leniently may carry) instead of refusing them.
+    """
+    data = _encode_strict(message) if strict else json.dumps(message, separators=(",", ":")).encode()
     return _HEADER.pack(len(data)) + data
 
 
@@ -68,7 +81,7 @@ class FrameReader:
                     self.last_size = 4 + size
                     start = self._pos + 4
                     self._pos = start + size
-                    message: dict[str, Any] = json.loads(buf[start : self._pos])
+                    message: dict[str, Any] = fastjson.loads(buf[start : self._pos])
                     if self._pos == len(buf):
                         buf.clear()
                         self._pos = 0

@@ -201,7 +201,9 @@ class IdempotencyRow(Base):
 
 
 def make_engine(url: str) -> Engine:
-    """Create the engine and the tables; SQLite gets WAL and a busy timeout."""
+    """Create the engine and the tables; SQLite gets WAL, `synchronous=NORMAL` and a busy timeout
+    (docs/operations.md, "The embedded database": a power loss may roll back the last commits, never
+    corrupt the file; a job then runs its last chunks again, each row still stored once)."""
     connect_args: dict[str, Any] = {}
     if url.startswith("sqlite"):
         connect_args = {"check_same_thread": False, "timeout": 30}
@@ -213,6 +215,7 @@ def make_engine(url: str) -> Engine:
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA synchronous=NORMAL")
             cur.close()
 
     Base.metadata.create_all(engine)

@@ -45,11 +45,32 @@ export function recv() {
   return body === null ? null : parse(body.toString('utf8'));
 }
 
-export function send(message) {
+const held = []; // replies not written yet (a run with flush_ms, see harness.mjs)
+let heldBytes = 0;
+let heldSince = 0;
+
+// Queue a frame for the next flush().
+export function hold(message) {
   const body = Buffer.from(stringify(message), 'utf8');
   const frame = Buffer.allocUnsafe(4 + body.length);
   frame.writeUInt32BE(body.length, 0);
   body.copy(frame, 4);
+  if (held.length === 0) heldSince = performance.now();
+  held.push(frame);
+  heldBytes += frame.length;
+}
+
+// Bytes held and milliseconds since the oldest held frame was queued.
+export function heldState() {
+  return { bytes: heldBytes, ageMs: held.length ? performance.now() - heldSince : 0 };
+}
+
+// Write every held frame, in order.
+export function flush() {
+  if (held.length === 0) return;
+  const frame = held.length === 1 ? held[0] : Buffer.concat(held);
+  held.length = 0;
+  heldBytes = 0;
   let off = 0;
   while (off < frame.length) {
     try {
@@ -61,3 +82,8 @@ export function send(message) {
   }
 }
 
+// Write a frame now (after any held ones).
+export function send(message) {
+  hold(message);
+  flush();
+}

@@ -32,10 +32,14 @@ import childProcess from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { Writable } from 'node:stream';
-import { recv, send } from './channel.mjs';
+import { flush, heldState, hold, recv, send } from './channel.mjs';
 import { toWire } from './values.mjs';
 
 const ENTRY = Symbol.for('evaluator-host.entry');
+// A run frame's flush_ms (job chunks): replies of fast ok cases are held back and written together
+// (see runtimes/python/harness.py, "flush_ms"); a slow or failed case's reply goes at once.
+const SLOW_CASE_MS = 0.2;
+const HELD_BYTES = 64 * 1024;
 const realExit = process.exit.bind(process);
 
 class OutputLimitExceeded extends Error {}
@@ -307,6 +311,7 @@ class Harness {
       const key = message.correct_answer_key || 'correct_answer';
       const cases = message.cases || [];
       request = message.id ?? null;
+      const flushMs = Number(message.flush_ms) || 0;
       for (let index = 0; index < cases.length; index++) {
         running = index;
         const reply = await this.runCase(cases[index], key);
@@ -314,9 +319,13 @@ class Harness {
         reply.index = index;
         reply.id = request;
         reapStrays(this.config);
-        send(reply);
+        hold(reply);
+        const state = heldState();
+        if (reply.status !== 'ok' || reply.retire || reply.duration_ms >= SLOW_CASE_MS
+            || state.bytes >= HELD_BYTES || state.ageMs >= flushMs) flush();
         if (reply.retire) return;
       }
+      flush();
     }
   }
 }

@@ -80,6 +80,7 @@ BY_ID = [
     ("POST", "/v1/evaluators/{ev}/migrate", {"cases": [{"outputs": 1}]}),
     ("POST", "/v1/evaluators/{ev_b}/migrate", {"dataset_id": "{ds}"}),
     ("GET", "/v1/datasets/{ds}", None),
+    ("GET", "/v1/datasets/{ds}/rows", None),
     ("DELETE", "/v1/datasets/{ds}", None),
     ("GET", "/v1/jobs/{job}", None),
     ("DELETE", "/v1/jobs/{job}", None),
@@ -94,6 +95,7 @@ BY_ID = [
 # Routes without an id of another workspace to try; what they show is checked below.
 WITHOUT_ID = {
     ("POST", "/v1/evaluate"),
+    ("POST", "/v1/inspect"),
     ("POST", "/v1/migrate"),
     ("GET", "/v1/evaluators"),
     ("POST", "/v1/evaluators"),

@@ -331,3 +331,31 @@ def test_named_output_columns_are_capped() -> None:
 
     agg = aggregate([ok(**{f"k{i}": 1.0}) for i in range(MAX_OUTPUT_COLUMNS + 50)])
     assert len(agg.outputs) == MAX_OUTPUT_COLUMNS and agg.count == MAX_OUTPUT_COLUMNS + 50
+
+
+# --------------------------------------------------------------------------- the score histogram
+
+
+def test_histogram_counts_scores_in_ten_bins_over_zero_to_one_and_apart_outside() -> None:
+    results = [ok(s) for s in (0.0, 0.05, 0.1, 0.25, 0.999, 1.0, 1.0, -0.5, 2.0)] + [failed(), ok(exact=1.0)]
+    hist = aggregate(results).histogram
+    assert hist is not None
+    assert hist.edges == pytest.approx([i / 10 for i in range(11)])
+    assert hist.counts == [2, 1, 1, 0, 0, 0, 0, 0, 0, 3]  # 0.1 opens the second bin; 1.0 closes the last
+    assert (hist.below, hist.above) == (1, 1)
+
+
+def test_no_histogram_without_scores() -> None:
+    assert aggregate([failed(), ok(exact=1.0)]).histogram is None
+
+
+def test_histogram_survives_state_and_restore_and_older_states_start_it_empty() -> None:
+    acc = Accumulator()
+    for score in (0.2, 0.9):
+        acc.add(ok(score))
+    assert through_json(acc).result().histogram == acc.result().histogram
+    older = acc.state()
+    del older["histogram"]  # committed by a version without histograms
+    resumed = Accumulator.restore(older)
+    resumed.add(ok(0.5))
+    assert resumed.result().histogram is not None and resumed.result().histogram.counts[5] == 1

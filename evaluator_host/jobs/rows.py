@@ -1,0 +1,118 @@
+"""A job row's stored result without building an :class:`EvaluationResult`: the hot path of batch jobs.
+
+Contract: ``stored_row(raw, prepared, runtime, cap)`` returns a :class:`StoredRow` whose ``text``
+decodes to exactly what ``stored_form(to_result(raw, prepared, runtime), cap)`` decodes to, with
+the keys in the same order (tests prove it), and whose ``status``/``score``/``passed``/``outputs``/
+``label`` are the result's (what the job's aggregate needs). A plain ok outcome costs one
+:func:`normalize` and one msgspec encode; anything else (errors, invalid results, results near
+the size cap, values msgspec can't encode) takes the model path, so both paths always agree.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from evaluator_host.evaluation import Prepared, to_result
+from evaluator_host.jobs.exports import SHARED_FIELDS, stored_form
+from evaluator_host.models import EvaluationResult
+from evaluator_host.results.normalize import normalize
+from evaluator_host.sandbox.base import RawOutcome
+
+__all__ = ["STORED_KEYS", "StoredRow", "stored_row"]
+
+# The stored form's keys, in the model's order (what ``model_dump_json(exclude=SHARED_FIELDS)`` writes).
+STORED_KEYS = tuple(name for name in EvaluationResult.model_fields if name not in SHARED_FIELDS)
+_LEAN_KEYS = (
+    "status score passed outputs details reason label error warnings stdout stderr truncated duration_ms capabilities"
+).split()
+_encode = msgspec.json.Encoder().encode
+
+
+@dataclass(slots=True)
+class StoredRow:
+    """One row as committed: its status, stored JSON, and what the aggregate counts."""
+
+    status: str
+    text: str
+    score: float | None = None
+    passed: bool | None = None
+    outputs: dict[str, float] | None = None
+    label: str | None = None
+
+
+# A bare score (bool or number) with nothing printed: the stored text around the three values that vary.
+_SCORE_HEAD = '{"status":"ok","score":'
+_SCORE_TAIL = (
+    ',"outputs":{},"details":{},"reason":null,"label":null,"error":null,"warnings":[],'
+    '"stdout":"","stderr":"","truncated":false,"duration_ms":'
+)
+_PASSED = {True: ',"passed":true', False: ',"passed":false', None: ',"passed":null'}
+_repr = float.__repr__  # a finite float's repr is JSON
+
+
+def _bare_score(raw: RawOutcome, prepared: Prepared) -> StoredRow | None:
+    """The row of a bool or in-range number returned with no output, else None (the general path)."""
+    value = raw.value
+    kind = type(value)
+    if kind is bool:
+        score, passed = (1.0 if value else 0.0), value
+    elif kind is float or kind is int:
+        try:
+            score = float(value)
+        except OverflowError:
+            return None
+        if not (0.0 <= score <= 1.0 or (prepared.interface != "evaluate" and math.isfinite(score))):
+            return None  # non-finite, or out of [0, 1] for evaluate (a warning): the general path
+        threshold = prepared.settings.threshold
+        passed = None if threshold is None else score >= threshold
+    else:
+        return None
+    if raw.stdout or raw.stderr or raw.truncated:
+        return None
+    duration = float(raw.duration_ms)
+    if not math.isfinite(duration):
+        return None
+    text = _SCORE_HEAD + _repr(score) + _PASSED[passed] + _SCORE_TAIL + _repr(duration) + ',"capabilities":null}'
+    return StoredRow("ok", text, score, passed, None, None)
+
+
+def stored_row(raw: RawOutcome, prepared: Prepared, runtime: dict[str, Any], cap: int | None) -> StoredRow:
+    """The stored row of ``raw`` (see the module's contract)."""
+    if raw.status == "ok" and not raw.egress:  # an egress log (details.egress) takes the model path
+        bare = _bare_score(raw, prepared)
+        if bare is not None and (cap is None or len(bare.text) <= cap):
+            return bare
+        norm = normalize(raw.value, interface=prepared.interface, threshold=prepared.settings.threshold)
+        if norm.invalid is None:
+            lean = {
+                "status": "ok",
+                "score": norm.score,
+                "passed": norm.passed,
+                "outputs": norm.outputs,
+                "details": norm.details,
+                "reason": norm.reason,
+                "label": norm.label,
+                "error": None,
+                "warnings": norm.warnings,
+                "stdout": raw.stdout,
+                "stderr": raw.stderr,
+                "truncated": raw.truncated,
+                "duration_ms": float(raw.duration_ms),
+                "capabilities": None,
+            }
+            try:
+                data = _encode(lean)
+            except (msgspec.EncodeError, TypeError, ValueError, OverflowError):
+                data = None  # e.g. a lone surrogate in a string: the model path says what it says
+            if data is not None and (cap is None or len(data) <= cap):
+                return StoredRow("ok", data.decode(), norm.score, norm.passed, norm.outputs, norm.label)
+    result = to_result(raw, prepared, runtime)
+    return StoredRow(result.status, stored_form(result, cap), result.score, result.passed, result.outputs, result.label)
+
+
+if tuple(_LEAN_KEYS) != STORED_KEYS:  # pragma: no cover - a new EvaluationResult field must be added above
+    raise RuntimeError(f"jobs/rows.py writes {_LEAN_KEYS}, the model stores {STORED_KEYS}")

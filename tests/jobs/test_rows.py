@@ -1,0 +1,147 @@
+"""A job row's lean stored form is the model's stored form: same keys, same order, same values."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+
+from evaluator_host import fastjson
+from evaluator_host.evaluation import Prepared, to_result
+from evaluator_host.jobs.exports import stored_form
+from evaluator_host.jobs.rows import StoredRow, stored_row
+from evaluator_host.models import EvaluatorSettings
+from evaluator_host.results.aggregate import Accumulator
+from evaluator_host.sandbox.base import RawOutcome
+
+RUNTIME = {"id": "python-abc", "language": "python", "policy": "standard"}
+
+
+def _prepared(interface: str, threshold: float | None = 0.5) -> Prepared:
+    return Prepared(
+        language="python",
+        code="def evaluate(inputs, outputs, trace):\n    return 1\n",
+        interface=interface,
+        entrypoint="evaluate",
+        pins={},
+        settings=EvaluatorSettings(threshold=threshold),
+        runtime_id="python-abc",
+    )
+
+
+def _value(rng: random.Random, depth: int = 0) -> Any:
+    kind = rng.randrange(9 if depth < 3 else 6)
+    if kind == 0:
+        return rng.choice([True, False, None])
+    if kind == 1:
+        return rng.choice([0, 1, -1, 2**63, 2**70, 10**30, 7])
+    if kind == 2:
+        return rng.choice([0.0, 0.5, 1.0, -0.0, 1e-7, 1e16, 0.1 + 0.2, 123.456, 5e-324, 1.7976931348623157e308])
+    if kind == 3:
+        return rng.choice(["", "ok", "é", "\u2028", "line\nbreak", '"quoted"', "\\", "\x00", "🙂", "0.5", "x" * 300])
+    if kind == 4:
+        return rng.choice(["good", "bad", "reason text"])
+    if kind == 5:
+        return {"$nonfinite": "NaN"} if rng.random() < 0.5 else {"$undefined": True}
+    if kind == 6:
+        return [_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+    keys = ["score", "reason", "label", "pass", "passed", "explanation", "a", "b", "accuracy", "é"]
+    return {rng.choice(keys): _value(rng, depth + 1) for _ in range(rng.randrange(5))}
+
+
+def _cases(n: int) -> list[tuple[RawOutcome, str]]:
+    rng = random.Random(20261122)
+    out: list[tuple[RawOutcome, str]] = []
+    for i in range(n):
+        interface = ("evaluate", "legacy", "main")[i % 3]
+        status = "ok" if i % 7 else rng.choice(["error", "timeout", "memory_limit", "output_limit"])
+        error = None if status == "ok" else {"type": "ValueError", "message": "bad", "line": 3, "traceback": "tb"}
+        raw = RawOutcome(
+            status=status,
+            value=_value(rng),
+            error=error,
+            stdout=rng.choice(["", "printed\n", "é" * 50]),
+            stderr=rng.choice(["", "warn\n"]),
+            truncated=rng.random() < 0.1,
+            duration_ms=rng.choice([0.0, 0.0123, 12.5, 3]),
+        )
+        out.append((raw, interface))
+    return out
+
+
+def _model(raw: RawOutcome, interface: str, cap: int | None) -> tuple[Any, str]:
+    result = to_result(raw, _prepared(interface), RUNTIME)
+    return result, stored_form(result, cap)
+
+
+@pytest.mark.parametrize("cap", [None, 2 * 1024 * 1024, 400])
+def test_lean_stored_rows_decode_to_the_model_stored_form_with_the_same_key_order(cap: int | None) -> None:
+    lean_paths = 0
+    for raw, interface in _cases(3000):
+        result, expected = _model(raw, interface, cap)
+        row = stored_row(raw, _prepared(interface), RUNTIME, cap)
+        assert row.status == result.status
+        assert json.loads(row.text) == json.loads(expected), (raw, interface)
+        assert list(json.loads(row.text)) == list(json.loads(expected))
+        assert (row.score, row.passed, row.label) == (result.score, result.passed, result.label)
+        assert (row.outputs or {}) == result.outputs
+        lean_paths += row.status == "ok"
+    assert lean_paths > 500  # the sample exercises the lean path, not only the model fallback
+
+
+def test_a_lean_row_too_large_for_the_cap_is_cut_exactly_like_the_model_path() -> None:
+    raw = RawOutcome(status="ok", value=True, stdout="x" * 5000, stderr="y" * 5000)
+    row = stored_row(raw, _prepared("evaluate"), RUNTIME, 1024)
+    assert row.text == _model(raw, "evaluate", 1024)[1]
+    assert json.loads(row.text)["truncated"] is True
+    assert len(row.text.encode()) <= 1024
+
+
+def test_a_value_msgspec_cannot_encode_takes_the_model_path_and_says_what_it_says() -> None:
+    raw = RawOutcome(status="ok", value={"score": 1, "note": "\ud800"})  # a lone surrogate (from a fallback decode)
+    try:
+        expected: str | None = _model(raw, "evaluate", None)[1]
+    except Exception as exc:  # noqa: BLE001 - the model path's own answer, whatever it is
+        with pytest.raises(type(exc)):
+            stored_row(raw, _prepared("evaluate"), RUNTIME, None)
+        return
+    assert stored_row(raw, _prepared("evaluate"), RUNTIME, None).text == expected
+
+
+def test_the_aggregate_of_stored_rows_is_the_aggregate_of_the_results() -> None:
+    by_rows, by_results = Accumulator(), Accumulator()
+    for raw, interface in _cases(2000):
+        row: StoredRow = stored_row(raw, _prepared(interface), RUNTIME, None)
+        by_rows.add(row)
+        by_results.add(to_result(raw, _prepared(interface), RUNTIME))
+    assert by_rows.result() == by_results.result()
+    assert by_rows.state() == by_results.state()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'{"a": 1, "b": [1.5, "x", null, true]}',
+        b"NaN",
+        b'{"x": Infinity}',
+        b'"\\ud800"',
+        b"123456789012345678901234567890",
+        b"1e400",
+        b'{"a": 1, "a": 2}',
+        '{"é": "\u2028"}'.encode(),
+    ],
+)
+def test_fastjson_loads_answers_what_json_loads_answers(text: bytes) -> None:
+    expected = json.loads(text)
+    got = fastjson.loads(bytearray(text))
+    if isinstance(expected, float) and expected != expected:
+        assert got != got
+    else:
+        assert got == expected
+
+
+def test_fastjson_loads_raises_where_json_loads_raises() -> None:
+    with pytest.raises(json.JSONDecodeError):
+        fastjson.loads(b'{"a": ')

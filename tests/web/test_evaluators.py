@@ -1,0 +1,111 @@
+"""Save and revise, revisions and their diff, running a revision by id, and migrating a legacy
+evaluator (the diff, the equivalence run, the new revision), in a real browser."""
+
+from __future__ import annotations
+
+import httpx
+from playwright.sync_api import Page, expect
+
+from tests.web.helpers import open_screen, set_cases, set_code
+
+V1 = "def evaluate(inputs, outputs, trace):\n    return outputs == inputs['correct_answer']\n"
+V2 = "def evaluate(inputs, outputs, trace):\n    return outputs.strip().lower() == inputs['correct_answer'].lower()\n"
+LEGACY = (
+    "def evaluate(app_params, inputs, output, correct_answer):\n"
+    "    if output.strip().lower() == correct_answer.lower():\n"
+    "        return 1.0\n"
+    "    return 0.0\n"
+)
+CASES = [
+    {"inputs": {"correct_answer": "Paris"}, "outputs": "Paris"},
+    {"inputs": {"correct_answer": "Paris"}, "outputs": " paris "},
+]
+
+
+def test_save_revise_diff_two_revisions_and_run_an_old_one_by_id(page: Page, service: httpx.Client, shot) -> None:  # type: ignore[no-untyped-def]
+    page.goto("/")
+    set_code(page, V1)
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator("#toast")).to_contain_text("Name the evaluator first")
+    page.get_by_label("evaluator name").fill("exact-match")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator("#toast")).to_contain_text("Saved exact-match, revision 1")
+    expect(page.locator(".bound")).to_contain_text("editing exact-match")
+
+    set_code(page, V2)
+    page.get_by_role("button", name="Save revision").click()
+    expect(page.locator("#toast")).to_contain_text("revision 2")
+    stored = service.get("/v1/evaluators").json()["data"]
+    assert [(e["name"], e["revision"]) for e in stored] == [("exact-match", 2)]
+
+    set_cases(page, CASES)
+    open_screen(page, "Evaluators")
+    page.locator(".evaluator-list tr", has_text="exact-match").click()
+    expect(page.locator(".revisions tbody tr")).to_have_count(2)
+    diff = page.locator(".diff")
+    expect(diff.locator(".diff-del")).to_contain_text("return outputs == inputs['correct_answer']")
+    expect(diff.locator(".diff-add")).to_contain_text("outputs.strip().lower()")
+    expect(diff).to_contain_text("+1 −1 line(s)")
+    shot(page, "evaluators-light")
+
+    page.get_by_label("revision to run").select_option("1")
+    page.get_by_role("button", name="▶ Run with the editor's cases").click()
+    expect(page.locator(".run-state.done")).to_contain_text("revision 1: 2 case(s)")
+    rows = page.locator(".detail table.results tbody tr")
+    expect(rows.nth(0).locator(".score")).to_have_text("1")
+    expect(rows.nth(1).locator(".score")).to_have_text("0")  # revision 1 does not strip
+
+    page.get_by_label("revision to run").select_option("2")
+    page.get_by_role("button", name="▶ Run with the editor's cases").click()
+    expect(page.locator(".run-state.done")).to_contain_text("revision 2: 2 case(s)")
+    expect(rows.nth(1).locator(".score")).to_have_text("1")
+
+    page.locator(".revisions tr[data-revision='1']").get_by_role("button", name="Open").click()
+    expect(page.locator(".bound")).to_contain_text("from revision 1")
+    editor = page.get_by_label("evaluator code", exact=True)
+    expect(editor).to_contain_text("return outputs == inputs['correct_answer']")
+
+
+def test_migrate_a_pasted_legacy_evaluator_diff_equivalence_and_save_as_a_new_revision(
+    page: Page, service: httpx.Client, shot
+) -> None:  # type: ignore[no-untyped-def]
+    page.goto("/")
+    set_cases(page, CASES)
+    open_screen(page, "Migrate")
+    set_code(page, LEGACY, label="legacy evaluator code")
+    page.get_by_role("button", name="Migrate ▶").click()
+    expect(page.locator(".migration")).to_contain_text("legacy")
+    diff = page.locator(".migration .diff")
+    expect(diff.locator(".diff-del").first).to_contain_text("def evaluate(app_params, inputs, output, correct_answer):")
+    expect(diff.locator(".diff-add").first).to_contain_text("def evaluate(inputs, outputs, trace):")
+
+    page.get_by_role("button", name="Equivalence run on the Editor's cases").click()
+    expect(page.locator(".equivalence .ok-box")).to_have_text("All 2 case(s) agree")
+    expect(page.locator(".equivalence-table tbody tr.agree")).to_have_count(2)
+    shot(page, "migrate-light")
+
+    page.get_by_label("new evaluator name").fill("legacy-exact")
+    page.get_by_role("button", name="Save as a new evaluator").click()
+    expect(page.locator("#toast")).to_contain_text("Saved legacy-exact revision 2 (2 case(s) agreed)")
+    evaluator = next(e for e in service.get("/v1/evaluators").json()["data"] if e["name"] == "legacy-exact")
+    assert evaluator["revision"] == 2 and evaluator["interface"] == "evaluate"
+    revisions = service.get(f"/v1/evaluators/{evaluator['id']}/revisions").json()["data"]
+    assert [r["interface"] for r in revisions] == ["legacy", "evaluate"]
+
+
+def test_migrating_code_whose_answers_change_shows_the_differing_cases_and_saves_nothing(
+    page: Page, service: httpx.Client
+) -> None:
+    legacy = "def evaluate(app_params, inputs, output, correct_answer):\n    return app_params['weight']\n"
+    created = service.post("/v1/evaluators", json={"name": "weighted", "language": "python", "code": legacy}).json()
+    page.goto("/")
+    set_cases(page, [{"inputs": {"correct_answer": "a"}, "outputs": "a", "app_params": {"weight": 0.5}}])
+    open_screen(page, "Evaluators")
+    page.locator(".evaluator-list tr", has_text="weighted").click()
+    page.get_by_role("button", name="Migrate…").click()
+    expect(page.locator(".migrate .toolbar .muted").first).to_contain_text("from weighted, revision 1")
+    page.get_by_role("button", name="Migrate ▶").click()
+    expect(page.locator(".migration")).to_be_visible()
+    page.get_by_role("button", name="Equivalence run on the Editor's cases").click()
+    expect(page.locator(".equivalence")).to_contain_text("differ")
+    assert service.get(f"/v1/evaluators/{created['id']}").json()["revision"] == 1

@@ -1,0 +1,367 @@
+// Datasets and jobs: upload (drag and drop), map fields from a preview, start, follow, cancel,
+// the aggregate with its histogram, the results paged, NDJSON/CSV downloads.
+
+import { api, describe, download } from "./api";
+import { brief, fill, h, num, option, toast, when } from "./dom";
+import { aggregateView, statusBadge } from "./results";
+import type { Dataset, EvaluationResult, Evaluator, FieldMapping, Job, Page, RowPage } from "./types";
+
+type Target = "outputs" | "trace" | "app_params" | "inputs";
+const TARGETS: Target[] = ["outputs", "trace", "app_params", "inputs"];
+const PAGE = 50;
+const POLL_MS = 500;
+
+export class JobsScreen {
+  readonly element: HTMLElement;
+  private dataset: Dataset | null = null;
+  private mapping: { outputs: string | null; trace: string | null; app_params: string | null; inputs: string[] } = { outputs: null, trace: null, app_params: null, inputs: [] };
+  private target: Target = "outputs";
+  private job: Job | null = null;
+  private poll: number | undefined;
+  private offset = 0;
+
+  private readonly fileInput = h("input", { type: "file", accept: ".jsonl,.ndjson,.csv,.json,application/json,text/csv", class: "visually-hidden", id: "dataset-file", onchange: () => void this.uploadFile(this.fileInput.files?.[0]) });
+  private readonly drop = h(
+    "div",
+    { class: "dropzone", tabindex: 0, role: "button", "aria-label": "upload a dataset", onclick: () => this.fileInput.click(), onkeydown: (e: KeyboardEvent) => (e.key === "Enter" || e.key === " ") && this.fileInput.click() },
+    h("strong", {}, "Drop a JSONL, CSV or JSON file here"),
+    h("span", { class: "muted" }, " or click to choose one"),
+  );
+  private readonly datasetSelect = h("select", { "aria-label": "dataset", onchange: () => void this.pickDataset(this.datasetSelect.value) });
+  private readonly preview = h("div", { class: "preview" });
+  private readonly mappingBox = h("div", { class: "mapping" });
+  private readonly evaluatorSelect = h("select", { "aria-label": "evaluator for the job", onchange: () => void this.loadRevisions() });
+  private readonly revisionSelect = h("select", { "aria-label": "revision for the job" });
+  private readonly startButton = h("button", { class: "primary", onclick: () => void this.start() }, "▶ Start job");
+  private readonly jobBox = h("div", { class: "job" });
+  private readonly jobsBody = h("tbody");
+
+  constructor() {
+    this.drop.addEventListener("dragover", (e) => {
+      e.preventDefault();
+      this.drop.classList.add("over");
+    });
+    this.drop.addEventListener("dragleave", () => this.drop.classList.remove("over"));
+    this.drop.addEventListener("drop", (e) => {
+      e.preventDefault();
+      this.drop.classList.remove("over");
+      void this.uploadFile(e.dataTransfer?.files?.[0]);
+    });
+    this.element = h(
+      "section",
+      { class: "screen jobs", id: "screen-jobs" },
+      h(
+        "div",
+        { class: "split" },
+        h(
+          "div",
+          {},
+          h("section", { class: "panel" }, h("h3", {}, "1 · Dataset"), this.drop, this.fileInput, h("label", {}, "or an uploaded one ", this.datasetSelect), this.preview),
+          h("section", { class: "panel" }, h("h3", {}, "2 · Map fields"), this.mappingBox),
+          h("section", { class: "panel" }, h("h3", {}, "3 · Run"), h("div", { class: "toolbar" }, h("label", {}, "evaluator ", this.evaluatorSelect), h("label", {}, "revision ", this.revisionSelect), this.startButton)),
+        ),
+        h("div", {}, this.jobBox, h("section", { class: "panel" }, h("header", { class: "section-head" }, h("h3", {}, "Recent jobs"), h("button", { class: "small", onclick: () => void this.refresh() }, "Refresh")), h("table", { class: "jobs-list" }, h("thead", {}, h("tr", {}, ...["status", "progress", "evaluator", "created"].map((t) => h("th", {}, t)))), this.jobsBody))),
+      ),
+    );
+    this.renderMapping();
+  }
+
+  async refresh(): Promise<void> {
+    try {
+      const [datasets, evaluators, jobs] = await Promise.all([
+        api<Page<Dataset>>("GET", "/v1/datasets?limit=100"),
+        api<Page<Evaluator>>("GET", "/v1/evaluators?limit=200"),
+        api<Page<Job>>("GET", "/v1/jobs?limit=20"),
+      ]);
+      fill(this.datasetSelect, option("", "—"), datasets.data.map((d) => option(d.id, `${d.name} (${d.row_count} rows)`, d.id === this.dataset?.id)));
+      const chosen = this.evaluatorSelect.value;
+      fill(this.evaluatorSelect, evaluators.data.map((e) => option(e.id, `${e.name} (r${e.revision})`, e.id === chosen)));
+      const names = new Map(evaluators.data.map((e) => [e.id, e.name]));
+      await this.loadRevisions();
+      fill(
+        this.jobsBody,
+        jobs.data.map((j) =>
+          h(
+            "tr",
+            { tabindex: 0, class: j.id === this.job?.id ? "selected" : "", onclick: () => this.follow(j), onkeydown: (e: KeyboardEvent) => e.key === "Enter" && this.follow(j) },
+            h("td", {}, statusBadge(j.status)),
+            h("td", { class: "num" }, `${j.progress.done} / ${j.progress.total}`),
+            h("td", {}, `${names.get(j.evaluator_id) ?? j.evaluator_id} r${j.revision}`),
+            h("td", { class: "muted" }, when(j.created_at)),
+          ),
+        ),
+      );
+      if (!jobs.data.length) fill(this.jobsBody, h("tr", {}, h("td", { colspan: 4, class: "muted" }, "No jobs yet.")));
+    } catch (exc) {
+      fill(this.jobsBody, h("tr", {}, h("td", { colspan: 4, class: "error-text" }, describe(exc))));
+    }
+  }
+
+  private async loadRevisions(): Promise<void> {
+    const id = this.evaluatorSelect.value;
+    if (!id) {
+      fill(this.revisionSelect);
+      return;
+    }
+    try {
+      const revisions = (await api<Page<Evaluator>>("GET", `/v1/evaluators/${encodeURIComponent(id)}/revisions`)).data;
+      fill(this.revisionSelect, option("", "latest", true), [...revisions].reverse().map((r) => option(String(r.revision), `revision ${r.revision} (${r.interface})`)));
+    } catch (exc) {
+      toast(describe(exc), "error");
+    }
+  }
+
+  private async uploadFile(file: File | undefined): Promise<void> {
+    if (!file) return;
+    const form = new FormData();
+    form.append("file", file, file.name);
+    fill(this.preview, h("p", { class: "run-state busy" }, `Uploading ${file.name}…`));
+    try {
+      const dataset = await api<Dataset>("POST", "/v1/datasets", undefined, { raw: form });
+      toast(`Uploaded ${dataset.name}: ${dataset.row_count} rows`);
+      this.fileInput.value = "";
+      await this.refresh();
+      await this.pickDataset(dataset.id);
+    } catch (exc) {
+      fill(this.preview, h("div", { class: "error-box", role: "alert" }, `${file.name}: ${describe(exc)}`));
+    }
+  }
+
+  private async pickDataset(id: string): Promise<void> {
+    if (!id) return;
+    try {
+      const [dataset, rows] = await Promise.all([
+        api<Dataset>("GET", `/v1/datasets/${encodeURIComponent(id)}`),
+        api<RowPage<{ index: number; row: Record<string, unknown> }>>("GET", `/v1/datasets/${encodeURIComponent(id)}/rows?limit=8`),
+      ]);
+      this.dataset = dataset;
+      this.datasetSelect.value = id;
+      this.mapping = { outputs: null, trace: null, app_params: null, inputs: [] };
+      this.renderPreview(rows.data.map((r) => r.row), rows.total);
+      this.renderMapping();
+    } catch (exc) {
+      fill(this.preview, h("div", { class: "error-box" }, describe(exc)));
+    }
+  }
+
+  private renderPreview(rows: Record<string, unknown>[], total: number): void {
+    const dataset = this.dataset;
+    if (!dataset) return;
+    const header = dataset.columns.map((col) => {
+      const role = this.roleOf(col);
+      return h(
+        "th",
+        { class: `pickable${role ? " mapped" : ""}`, "data-column": col },
+        h("button", { class: "column", title: `map ${col} to ${this.target}`, onclick: () => this.pick(col) }, col, role ? h("span", { class: "badge role" }, `→ ${role}`) : null),
+      );
+    });
+    fill(
+      this.preview,
+      h("p", { class: "muted" }, `${dataset.name}: ${total} rows, ${dataset.format}. Click a column to map it to `, h("b", {}, this.target), "."),
+      h("div", { class: "scroll" }, h("table", { class: "preview-table" }, h("thead", {}, h("tr", {}, header)), h("tbody", {}, rows.map((row) => h("tr", {}, dataset.columns.map((c) => h("td", { title: brief(row[c], 400) }, brief(row[c] ?? "", 40)))))))),
+    );
+    this.previewRows = rows;
+  }
+
+  private previewRows: Record<string, unknown>[] = [];
+
+  private roleOf(column: string): string | null {
+    const roles = (["outputs", "trace", "app_params"] as const).filter((t) => this.mapping[t] === column);
+    if (this.mapping.inputs.includes(column)) roles.push("inputs" as never);
+    return roles.length ? roles.join(", ") : null;
+  }
+
+  private pick(column: string): void {
+    if (this.target === "inputs") {
+      const at = this.mapping.inputs.indexOf(column);
+      if (at >= 0) this.mapping.inputs.splice(at, 1);
+      else this.mapping.inputs.push(column);
+    } else {
+      this.mapping[this.target] = this.mapping[this.target] === column ? null : column;
+    }
+    this.renderPreview(this.previewRows, this.dataset?.row_count ?? 0);
+    this.renderMapping();
+  }
+
+  private renderMapping(): void {
+    const describeTarget = (t: Target): string => {
+      if (t === "inputs") return this.mapping.inputs.length ? this.mapping.inputs.join(", ") : "the whole row (default)";
+      const col = this.mapping[t];
+      if (col) return col;
+      return t === "outputs" ? "the outputs (or output) column (default)" : `the ${t} column (default)`;
+    };
+    fill(
+      this.mappingBox,
+      h("div", { class: "tabs small", role: "radiogroup", "aria-label": "map a clicked column to" }, TARGETS.map((t) => h("button", { class: "tab", role: "radio", "aria-checked": String(t === this.target), "data-target": t, onclick: () => { this.target = t; this.renderMapping(); this.renderPreview(this.previewRows, this.dataset?.row_count ?? 0); } }, t))),
+      h("dl", { class: "mapping-summary" }, TARGETS.flatMap((t) => [h("dt", {}, t), h("dd", { "data-mapped": t }, describeTarget(t))])),
+    );
+  }
+
+  private fieldMapping(): FieldMapping | null {
+    const m: FieldMapping = {};
+    if (this.mapping.outputs) m.outputs = this.mapping.outputs;
+    if (this.mapping.trace) m.trace = this.mapping.trace;
+    if (this.mapping.app_params) m.app_params = this.mapping.app_params;
+    if (this.mapping.inputs.length) m.inputs = [...this.mapping.inputs];
+    return Object.keys(m).length ? m : null;
+  }
+
+  private async start(): Promise<void> {
+    if (!this.dataset) {
+      toast("Upload or pick a dataset first", "error");
+      return;
+    }
+    if (!this.evaluatorSelect.value) {
+      toast("Save an evaluator first (Editor screen)", "error");
+      return;
+    }
+    const body: Record<string, unknown> = { evaluator_id: this.evaluatorSelect.value, dataset_id: this.dataset.id };
+    if (this.revisionSelect.value) body.revision = Number(this.revisionSelect.value);
+    const mapping = this.fieldMapping();
+    if (mapping) body.field_mapping = mapping;
+    try {
+      const job = await api<Job>("POST", "/v1/jobs", body);
+      this.follow(job);
+      void this.refresh();
+    } catch (exc) {
+      fill(this.jobBox, h("div", { class: "error-box", role: "alert" }, describe(exc)));
+    }
+  }
+
+  /** Show ``job`` and poll it until it ends. */
+  follow(job: Job): void {
+    window.clearTimeout(this.poll);
+    this.job = job;
+    this.offset = 0;
+    this.renderJob(job);
+    if (job.status === "queued" || job.status === "running") this.poll = window.setTimeout(() => void this.tick(), POLL_MS);
+    else void this.loadResults();
+  }
+
+  private async tick(): Promise<void> {
+    const current = this.job;
+    if (!current) return;
+    try {
+      const job = await api<Job>("GET", `/v1/jobs/${encodeURIComponent(current.id)}`);
+      if (this.job?.id !== job.id) return;
+      this.job = job;
+      this.renderJob(job);
+      if (job.status === "queued" || job.status === "running") this.poll = window.setTimeout(() => void this.tick(), POLL_MS);
+      else {
+        void this.loadResults();
+        void this.refresh();
+      }
+    } catch (exc) {
+      toast(describe(exc), "error");
+    }
+  }
+
+  private async cancel(): Promise<void> {
+    const job = this.job;
+    if (!job) return;
+    try {
+      const cancelled = await api<Job>("POST", `/v1/jobs/${encodeURIComponent(job.id)}/cancel`);
+      this.follow(cancelled);
+      void this.refresh();
+    } catch (exc) {
+      toast(describe(exc), "error");
+    }
+  }
+
+  private readonly resultsBox = h("div", { class: "job-results" });
+
+  private renderJob(job: Job): void {
+    const { total, done, failed } = job.progress;
+    const fraction = total ? done / total : 0;
+    const active = job.status === "queued" || job.status === "running";
+    const eta = active && job.rows_per_s ? (total - done) / job.rows_per_s : null;
+    fill(
+      this.jobBox,
+      h(
+        "section",
+        { class: "panel", "data-job": job.id, "data-status": job.status },
+        h("header", { class: "section-head" }, h("h3", {}, "Job "), h("span", { class: "mono muted" }, job.id), statusBadge(job.status)),
+        h("div", { class: "progress", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": total, "aria-valuenow": done, "aria-label": "job progress" }, h("span", { class: "progress-fill", style: `width: ${fraction * 100}%` }), failed ? h("span", { class: "progress-failed", style: `width: ${(total ? failed / total : 0) * 100}%` }) : null),
+        h(
+          "p",
+          { class: "progress-text" },
+          `${done} / ${total} rows`,
+          ` · ${job.rows_per_s ? num(job.rows_per_s, 1) : "—"} rows/s`,
+          eta !== null ? ` · ETA ${eta < 1 ? "<1" : num(eta, 0)} s` : "",
+          " · ",
+          h("span", { class: failed ? "fail" : "" }, `${failed} failed`),
+        ),
+        job.error ? h("div", { class: "error-box" }, `${job.error.type}: ${job.error.message}`) : null,
+        job.warnings.map((w) => h("p", { class: "warn" }, `⚠ ${w}`)),
+        h(
+          "div",
+          { class: "toolbar" },
+          active ? h("button", { class: "danger", onclick: () => void this.cancel() }, "Cancel job") : null,
+          h("button", { onclick: () => void this.save("ndjson") }, "Download NDJSON"),
+          h("button", { onclick: () => void this.save("csv") }, "Download CSV"),
+        ),
+        job.aggregate ? aggregateView(job.aggregate) : null,
+      ),
+      this.resultsBox,
+    );
+  }
+
+  private async save(format: "ndjson" | "csv"): Promise<void> {
+    const job = this.job;
+    if (!job) return;
+    try {
+      await download(`/v1/jobs/${encodeURIComponent(job.id)}/results?format=${format}`, `${job.id}.${format}`);
+    } catch (exc) {
+      toast(describe(exc), "error");
+    }
+  }
+
+  private async loadResults(): Promise<void> {
+    const job = this.job;
+    if (!job) return;
+    try {
+      const page = await api<RowPage<{ index: number; row: Record<string, unknown>; result: EvaluationResult }>>("GET", `/v1/jobs/${encodeURIComponent(job.id)}/results?offset=${this.offset}&limit=${PAGE}`);
+      const last = page.data.length ? page.data[page.data.length - 1].index + 1 : this.offset;
+      const pager = h(
+        "div",
+        { class: "toolbar pager" },
+        h("button", { disabled: this.offset === 0, onclick: () => { this.offset = Math.max(0, this.offset - PAGE); void this.loadResults(); } }, "← Previous"),
+        h("span", { class: "page-label" }, page.data.length ? `rows ${page.data[0].index + 1}–${last} of ${page.total}` : `no results (of ${page.total} rows)`),
+        h("button", { disabled: page.next_offset === null, onclick: () => { this.offset = page.next_offset ?? this.offset; void this.loadResults(); } }, "Next →"),
+      );
+      fill(
+        this.resultsBox,
+        h(
+          "section",
+          { class: "panel" },
+          h("h3", {}, "Results"),
+          pager,
+          h(
+            "table",
+            { class: "results job-results-table" },
+            h("thead", {}, h("tr", {}, ...["#", "status", "score", "passed", "outputs", "error / reason", "row"].map((t) => h("th", {}, t)))),
+            h(
+              "tbody",
+              {},
+              page.data.map(({ index, row, result }) =>
+                h(
+                  "tr",
+                  { class: `status-${result.status}` },
+                  h("td", { class: "num" }, String(index + 1)),
+                  h("td", {}, statusBadge(result.status)),
+                  h("td", { class: "num" }, num(result.score)),
+                  h("td", {}, result.passed === null ? "—" : result.passed ? h("span", { class: "pass" }, "✓") : h("span", { class: "fail" }, "✗")),
+                  h("td", { class: "mono" }, Object.entries(result.outputs).map(([k, v]) => `${k}=${num(v)}`).join(" ") || "—"),
+                  h("td", {}, result.error ? h("span", { class: "error-text" }, `${result.error.type}: ${brief(result.error.message, 120)}${result.error.line ? ` (line ${result.error.line})` : ""}`) : result.reason ?? result.label ?? "—"),
+                  h("td", { class: "mono muted", title: JSON.stringify(row) }, brief(row, 60)),
+                ),
+              ),
+            ),
+          ),
+        ),
+      );
+    } catch (exc) {
+      fill(this.resultsBox, h("div", { class: "error-box" }, describe(exc)));
+    }
+  }
+}

@@ -1,0 +1,232 @@
+// The migrate screen: legacy 4-argument code → the diff → an equivalence run → saved as a new revision.
+
+import { ApiError, api, describe } from "./api";
+import type { CasesEditor } from "./cases";
+import { fill, h, num, option, toast } from "./dom";
+import { CodeEditor } from "./editor";
+import { statusBadge, unifiedDiff } from "./results";
+import type { BatchResponse, Evaluator, EvaluatorMigrateResponse, Language, MigrateResponse, Page, EvaluationResult } from "./types";
+
+export const LEGACY_EXAMPLE = `def evaluate(app_params, inputs, output, correct_answer):
+    # the 4-argument interface: correct_answer is inputs["correct_answer"]
+    if output.strip().lower() == correct_answer.lower():
+        return 1.0
+    return 0.0
+`;
+
+/** Whether two results agree the way the service's differential run compares them. */
+function agree(a: EvaluationResult, b: EvaluationResult): boolean {
+  const close = (x: number | null, y: number | null) => (x === null || y === null ? x === y : Math.abs(x - y) <= 1e-9);
+  const outputs = (r: EvaluationResult) => JSON.stringify(Object.entries(r.outputs).sort());
+  return a.status === b.status && close(a.score, b.score) && a.passed === b.passed && outputs(a) === outputs(b) && a.error?.type === b.error?.type;
+}
+
+export class MigrateScreen {
+  readonly element: HTMLElement;
+  private readonly editor: CodeEditor;
+  private language: Language = "python";
+  private source: Evaluator | null = null;
+  private migrated: MigrateResponse | null = null;
+  private readonly languageSelect = h("select", { "aria-label": "legacy code language", onchange: () => { this.language = this.languageSelect.value as Language; this.editor.setLanguage(this.language); } }, option("python", "Python"), option("javascript", "JavaScript"), option("typescript", "TypeScript"));
+  private readonly evaluatorSelect = h("select", { "aria-label": "stored evaluator", onchange: () => void this.pickEvaluator() });
+  private readonly fileInput = h("input", { type: "file", accept: ".py,.js,.mjs,.cjs,.ts,.mts,.cts,text/*", class: "visually-hidden", id: "migrate-file", onchange: () => void this.openFile() });
+  private readonly keyInput = h("input", { type: "text", value: "correct_answer", "aria-label": "correct answer key", size: 16 });
+  private readonly sourceLabel = h("span", { class: "muted" }, "pasted code");
+  private readonly outcome = h("div", { class: "migration" });
+  private readonly equivalence = h("div", { class: "equivalence" });
+  private readonly nameInput = h("input", { type: "text", placeholder: "name for the new evaluator", "aria-label": "new evaluator name" });
+
+  constructor(
+    private readonly cases: CasesEditor,
+    dark: boolean,
+    private readonly saved: (evaluator: Evaluator) => void,
+  ) {
+    const host = h("div", { class: "editor-host short" });
+    this.element = h(
+      "section",
+      { class: "screen migrate", id: "screen-migrate" },
+      h(
+        "div",
+        { class: "toolbar" },
+        this.languageSelect,
+        h("label", { class: "button", for: "migrate-file" }, "Open file…"),
+        this.fileInput,
+        h("label", {}, "or a stored evaluator ", this.evaluatorSelect),
+        h("label", {}, "correct_answer key ", this.keyInput),
+        this.sourceLabel,
+        h("span", { class: "spacer" }),
+        h("button", { class: "primary", onclick: () => void this.migrate() }, "Migrate ▶"),
+      ),
+      h("p", { class: "hint" }, "Paste a legacy evaluate(app_params, inputs, output, correct_answer) evaluator; Migrate shows the rewrite as a diff, the equivalence run compares both on the Editor's cases, and Save stores the new code as a revision only when every case agrees."),
+      host,
+      this.outcome,
+      this.equivalence,
+    );
+    this.editor = new CodeEditor(host, { doc: LEGACY_EXAMPLE, language: "python", dark, label: "legacy evaluator code", onRun: () => void this.migrate() });
+  }
+
+  async refresh(): Promise<void> {
+    try {
+      const page = await api<Page<Evaluator>>("GET", "/v1/evaluators?limit=200");
+      fill(this.evaluatorSelect, option("", "—"), page.data.map((e) => option(e.id, `${e.name} (${e.interface}, r${e.revision})`, e.id === this.source?.id)));
+    } catch {
+      fill(this.evaluatorSelect, option("", "—"));
+    }
+  }
+
+  /** Start from a stored evaluator (its latest revision). */
+  load(evaluator: Evaluator): void {
+    this.source = evaluator;
+    this.language = evaluator.language;
+    this.languageSelect.value = evaluator.language;
+    this.editor.setLanguage(evaluator.language);
+    this.editor.code = evaluator.code;
+    this.keyInput.value = evaluator.settings.correct_answer_key ?? "correct_answer";
+    this.sourceLabel.textContent = `from ${evaluator.name}, revision ${evaluator.revision}`;
+    fill(this.outcome);
+    fill(this.equivalence);
+    void this.refresh();
+  }
+
+  private async pickEvaluator(): Promise<void> {
+    const id = this.evaluatorSelect.value;
+    if (!id) {
+      this.source = null;
+      this.sourceLabel.textContent = "pasted code";
+      return;
+    }
+    try {
+      this.load(await api<Evaluator>("GET", `/v1/evaluators/${encodeURIComponent(id)}`));
+    } catch (exc) {
+      toast(describe(exc), "error");
+    }
+  }
+
+  private async openFile(): Promise<void> {
+    const file = this.fileInput.files?.[0];
+    if (!file) return;
+    const text = await file.text();
+    const ext = file.name.split(".").pop() ?? "";
+    const language: Language = ["ts", "mts", "cts"].includes(ext) ? "typescript" : ["js", "mjs", "cjs"].includes(ext) ? "javascript" : "python";
+    this.source = null;
+    this.evaluatorSelect.value = "";
+    this.language = language;
+    this.languageSelect.value = language;
+    this.editor.setLanguage(language);
+    this.editor.code = text;
+    this.sourceLabel.textContent = `file ${file.name}`;
+    this.fileInput.value = "";
+  }
+
+  private async migrate(): Promise<void> {
+    this.migrated = null;
+    fill(this.equivalence);
+    this.editor.setProblems([]);
+    try {
+      const body = { language: this.language, code: this.editor.code, settings: { correct_answer_key: this.keyInput.value || "correct_answer" } };
+      const answer = await api<MigrateResponse>("POST", "/v1/migrate", body);
+      this.migrated = answer;
+      this.showMigration(answer);
+    } catch (exc) {
+      if (exc instanceof ApiError && exc.line) this.editor.setProblems([{ type: exc.type, message: exc.message, line: exc.line, column: exc.column }]);
+      fill(this.outcome, h("div", { class: "error-box", role: "alert" }, h("p", {}, describe(exc))));
+    }
+  }
+
+  private showMigration(answer: MigrateResponse): void {
+    if (!answer.changed) {
+      fill(this.outcome, h("p", { class: "ok-box" }, `Nothing to migrate: the code already uses the ${answer.interface_after} interface.`));
+      return;
+    }
+    fill(
+      this.outcome,
+      h("p", {}, h("span", { class: "badge iface-legacy" }, answer.interface_before), " → ", h("span", { class: "badge iface-evaluate" }, answer.interface_after), h("span", { class: "muted" }, ` rules: ${answer.rules.join(", ")}`)),
+      answer.notes.length ? h("ul", { class: "notes" }, answer.notes.map((n) => h("li", { class: "warn" }, n.line ? `line ${n.line}: ` : "", n.message))) : null,
+      unifiedDiff(answer.diff),
+      h("div", { class: "toolbar" }, h("button", { class: "primary", onclick: () => void this.compare() }, "Equivalence run on the Editor's cases")),
+    );
+  }
+
+  /** Run the legacy and the migrated code on the same cases and show where they differ. */
+  private async compare(): Promise<void> {
+    const migrated = this.migrated;
+    if (!migrated) return;
+    let cases;
+    try {
+      cases = this.cases.cases();
+    } catch (exc) {
+      fill(this.equivalence, h("p", { class: "error-text" }, (exc as Error).message));
+      return;
+    }
+    fill(this.equivalence, h("p", { class: "run-state busy" }, `Running both versions on ${cases.length} case(s)…`));
+    const definition = (code: string) => ({
+      language: this.language,
+      code,
+      packages: this.source?.packages ?? {},
+      settings: { ...(this.source?.settings ?? {}), correct_answer_key: this.keyInput.value || "correct_answer" },
+      cases,
+    });
+    try {
+      const [before, after] = await Promise.all([
+        api<BatchResponse>("POST", "/v1/evaluate", definition(this.editor.code)),
+        api<BatchResponse>("POST", "/v1/evaluate", definition(migrated.code)),
+      ]);
+      const verdicts = before.results.map((b, i) => agree(b, after.results[i]));
+      const differing = verdicts.filter((v) => !v).length;
+      const cell = (r: EvaluationResult) => h("td", {}, statusBadge(r.status), ` ${num(r.score)}`, r.error ? h("span", { class: "error-text" }, ` ${r.error.type}`) : null);
+      fill(
+        this.equivalence,
+        h("p", { class: differing ? "bad-box" : "ok-box", role: "status" }, differing ? `${differing} of ${cases.length} case(s) differ: not safe to save` : `All ${cases.length} case(s) agree`),
+        h(
+          "table",
+          { class: "equivalence-table" },
+          h("thead", {}, h("tr", {}, ...["#", "legacy", "migrated", ""].map((t) => h("th", {}, t)))),
+          h("tbody", {}, before.results.map((b, i) => h("tr", { class: verdicts[i] ? "agree" : "differ" }, h("td", { class: "num" }, String(i + 1)), cell(b), cell(after.results[i]), h("td", {}, verdicts[i] ? h("span", { class: "pass" }, "✓ agree") : h("span", { class: "fail" }, "✗ differ"))))),
+        ),
+        differing ? null : this.saveControls(),
+      );
+    } catch (exc) {
+      fill(this.equivalence, h("div", { class: "error-box", role: "alert" }, describe(exc)));
+    }
+  }
+
+  private saveControls(): HTMLElement {
+    const target = this.source ? `as revision ${this.source.revision + 1} of ${this.source.name}` : "as a new evaluator (revision 1: the legacy code, revision 2: the migrated code)";
+    return h(
+      "div",
+      { class: "toolbar" },
+      this.source ? null : this.nameInput,
+      h("button", { class: "primary", onclick: () => void this.save() }, `Save ${target}`),
+    );
+  }
+
+  /** The service runs both versions again on the cases and stores the revision only if every one agrees. */
+  private async save(): Promise<void> {
+    let cases;
+    try {
+      cases = this.cases.cases();
+      let source = this.source;
+      if (!source) {
+        const name = this.nameInput.value.trim();
+        if (!name) {
+          this.nameInput.focus();
+          toast("Name the evaluator first", "error");
+          return;
+        }
+        source = await api<Evaluator>("POST", "/v1/evaluators", { name, language: this.language, code: this.editor.code, settings: { correct_answer_key: this.keyInput.value || "correct_answer" } });
+      }
+      const answer = await api<EvaluatorMigrateResponse>("POST", `/v1/evaluators/${encodeURIComponent(source.id)}/migrate`, { cases });
+      if (answer.saved && answer.evaluator) {
+        toast(`Saved ${answer.evaluator.name} revision ${answer.evaluator.revision} (${answer.compared} case(s) agreed)`);
+        this.equivalence.append(h("p", { class: "ok-box", role: "status" }, `Saved as revision ${answer.evaluator.revision} of ${answer.evaluator.name}.`));
+        this.load(answer.evaluator);
+        this.saved(answer.evaluator);
+      } else {
+        toast("Nothing saved: the code needed no migration", "error");
+      }
+    } catch (exc) {
+      const rows = exc instanceof ApiError && Array.isArray(exc.body.rows) ? (exc.body.rows as { index: number; fields: string[] }[]) : [];
+      this.equivalence.append(h("div", { class: "error-box", role: "alert" }, h("p", {}, describe(exc)), rows.length ? h("ul", {}, rows.map((r) => h("li", {}, `case ${r.index + 1}: ${r.fields.join(", ")} differ`))) : null));
+    }
+  }
+}

@@ -1,0 +1,432 @@
+// The editor screen: code, live inspection (interface, errors, capabilities, pins), cases, Run, Save.
+
+import { ApiError, api, describe } from "./api";
+import { CasesEditor } from "./cases";
+import { fill, h, num, option, toast } from "./dom";
+import { CodeEditor } from "./editor";
+import { aggregateView, resultsTable } from "./results";
+import type {
+  BatchResponse,
+  Capabilities,
+  Evaluator,
+  Inspection,
+  Interface,
+  Language,
+  Problem,
+  Settings,
+} from "./types";
+
+export const TEMPLATES: Record<Language, string> = {
+  python: `def evaluate(inputs, outputs, trace):
+    """1.0 for the exact answer (ignoring case and spaces), 0.5 when the answer only mentions it."""
+    expected = inputs["correct_answer"].strip().lower()
+    got = str(outputs).strip().lower()
+    score = 1.0 if got == expected else 0.5 if expected in got else 0.0
+    return {"score": score, "reason": f"expected {expected!r}, got {got!r}"}
+`,
+  javascript: `function evaluate(inputs, outputs, trace) {
+  const expected = inputs.correct_answer.trim().toLowerCase();
+  const got = String(outputs).trim().toLowerCase();
+  return { score: got === expected ? 1 : 0, reason: \`expected \${expected}, got \${got}\` };
+}
+`,
+  typescript: `export function evaluate(inputs: { correct_answer: string }, outputs: string, trace: unknown) {
+  const expected = inputs.correct_answer.trim().toLowerCase();
+  const got = String(outputs).trim().toLowerCase();
+  return { score: got === expected ? 1 : 0, reason: \`expected \${expected}, got \${got}\` };
+}
+`,
+};
+
+const SIGNATURES: Record<Interface, string> = {
+  evaluate: "evaluate(inputs, outputs, trace)",
+  legacy: "evaluate(app_params, inputs, output, correct_answer) — legacy: the Migrate screen rewrites it",
+  main: "main(…) — parameters bound by name from the inputs",
+};
+
+const KIND_TITLES: Record<string, string> = {
+  network: "Network (fails: the sandbox has none)",
+  filesystem: "Filesystem",
+  subprocess: "Subprocesses",
+  environment: "Environment",
+  dynamic_code: "Dynamic code",
+  native: "Native code",
+};
+
+interface PinRow {
+  name: string;
+  version: string;
+}
+
+export interface Bound {
+  id: string;
+  name: string;
+  revision: number;
+}
+
+export class Playground {
+  readonly element: HTMLElement;
+  readonly cases = new CasesEditor();
+  private editor!: CodeEditor;
+  private language: Language = "python";
+  private pins: PinRow[] = [];
+  private bound: Bound | null = null;
+  private inspection: Inspection | null = null;
+  private inspectSeq = 0;
+  private inspectTimer: number | undefined;
+  private running = false;
+  onSaved: () => void = () => undefined;
+
+  private readonly languageSelect = h(
+    "select",
+    { "aria-label": "language", onchange: () => this.changeLanguage() },
+    option("python", "Python"),
+    option("javascript", "JavaScript"),
+    option("typescript", "TypeScript"),
+  );
+  private readonly nameInput = h("input", { type: "text", placeholder: "evaluator name", "aria-label": "evaluator name", maxlength: 200 });
+  private readonly boundLabel = h("span", { class: "bound muted" }, "new evaluator (not saved)");
+  private readonly runButton = h("button", { class: "primary", title: "Run every case (Ctrl+Enter / ⌘+Enter)", onclick: () => void this.run() }, "▶ Run");
+  private readonly saveButton = h("button", { onclick: () => void this.save() }, "Save");
+  private readonly interfaceLine = h("div", { class: "interface", role: "status", "aria-live": "polite" });
+  private readonly problems = h("ul", { class: "problems", "aria-label": "definition errors" });
+  private readonly pinsBody = h("tbody");
+  private readonly runtimeLine = h("p", { class: "runtime muted" });
+  private readonly capabilitiesBox = h("div", { class: "capabilities" });
+  private readonly warningsBox = h("div", { class: "warnings" });
+  private readonly timeoutInput = h("input", { type: "number", min: 0.1, max: 120, step: 0.1, value: "10", "aria-label": "timeout (s)", oninput: () => this.schedule() });
+  private readonly thresholdInput = h("input", { type: "number", step: 0.05, placeholder: "none", "aria-label": "threshold", oninput: () => this.schedule() });
+  private readonly policySelect = h("select", { "aria-label": "policy", onchange: () => this.schedule() }, option("standard", "standard"), option("restricted", "restricted (Python)"));
+  private readonly runState = h("p", { class: "run-state", role: "status", "aria-live": "polite" });
+  private readonly resultsBox = h("div", { class: "results-box" });
+
+  constructor(dark: boolean) {
+    const host = h("div", { class: "editor-host" });
+    this.element = h(
+      "section",
+      { class: "screen playground", id: "screen-editor" },
+      h(
+        "div",
+        { class: "toolbar" },
+        this.languageSelect,
+        this.nameInput,
+        this.boundLabel,
+        h("span", { class: "spacer" }),
+        h("button", { onclick: () => this.reset(), title: "Start a new evaluator from the template" }, "New"),
+        this.saveButton,
+        this.runButton,
+      ),
+      h(
+        "div",
+        { class: "workbench" },
+        h("div", { class: "code-col" }, host, this.interfaceLine, this.problems),
+        h(
+          "aside",
+          { class: "side" },
+          h(
+            "section",
+            { class: "panel pins" },
+            h("h3", {}, "Packages"),
+            h("table", { class: "pins-table" }, h("thead", {}, h("tr", {}, h("th", {}, "name"), h("th", {}, "exact version"), h("th", {}, ""), h("th", {}))), this.pinsBody),
+            h("button", { class: "small", onclick: () => this.addPin() }, "+ Add package"),
+            this.runtimeLine,
+          ),
+          h(
+            "section",
+            { class: "panel settings" },
+            h("h3", {}, "Settings"),
+            h("label", {}, "timeout (s) ", this.timeoutInput),
+            h("label", {}, "threshold ", this.thresholdInput),
+            h("label", {}, "policy ", this.policySelect),
+          ),
+          h("section", { class: "panel" }, h("h3", {}, "Capability report"), this.capabilitiesBox),
+          this.warningsBox,
+        ),
+      ),
+      this.cases.element,
+      h("section", { class: "run" }, h("header", { class: "section-head" }, h("h3", {}, "Results"), this.runState), this.resultsBox),
+    );
+    this.editor = new CodeEditor(host, {
+      doc: TEMPLATES.python,
+      language: "python",
+      dark,
+      label: "evaluator code",
+      onChange: () => this.schedule(),
+      onRun: () => void this.run(),
+    });
+    this.renderPins();
+    this.schedule(0);
+  }
+
+  /** Ctrl/Cmd+Enter anywhere on the screen runs. */
+  handleKey(event: KeyboardEvent): void {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && !event.defaultPrevented) {
+      event.preventDefault();
+      void this.run();
+    }
+  }
+
+  get code(): string {
+    return this.editor.code;
+  }
+
+  get currentLanguage(): Language {
+    return this.language;
+  }
+
+  /** Load a stored evaluator's revision into the editor (saving then adds a revision to it). */
+  open(evaluator: Evaluator): void {
+    this.bound = { id: evaluator.id, name: evaluator.name, revision: evaluator.revision };
+    this.nameInput.value = evaluator.name;
+    this.setLanguage(evaluator.language);
+    this.editor.code = evaluator.code;
+    this.pins = Object.entries(evaluator.packages).map(([name, version]) => ({ name, version }));
+    this.timeoutInput.value = String(evaluator.settings.timeout_s ?? 10);
+    this.thresholdInput.value = evaluator.settings.threshold == null ? "" : String(evaluator.settings.threshold);
+    this.policySelect.value = evaluator.settings.policy ?? "standard";
+    this.renderPins();
+    this.renderBound();
+    fill(this.resultsBox);
+    this.runState.textContent = "";
+    this.schedule(0);
+  }
+
+  private reset(): void {
+    this.bound = null;
+    this.nameInput.value = "";
+    this.editor.code = TEMPLATES[this.language];
+    this.pins = [];
+    this.renderPins();
+    this.renderBound();
+    this.schedule(0);
+  }
+
+  private renderBound(): void {
+    this.boundLabel.textContent = this.bound
+      ? `editing ${this.bound.name} · from revision ${this.bound.revision} (Save adds a new revision)`
+      : "new evaluator (not saved)";
+    this.saveButton.textContent = this.bound ? "Save revision" : "Save";
+  }
+
+  private setLanguage(language: Language): void {
+    this.language = language;
+    this.languageSelect.value = language;
+    this.editor.setLanguage(language);
+  }
+
+  private changeLanguage(): void {
+    const next = this.languageSelect.value as Language;
+    const untouched = Object.values(TEMPLATES).includes(this.editor.code);
+    this.setLanguage(next);
+    if (untouched) this.editor.code = TEMPLATES[next];
+    this.schedule(0);
+  }
+
+  private addPin(): void {
+    this.pins.push({ name: "", version: "" });
+    this.renderPins();
+    const inputs = this.pinsBody.querySelectorAll<HTMLInputElement>("input.pin-name");
+    inputs[inputs.length - 1]?.focus();
+  }
+
+  private renderPins(): void {
+    fill(
+      this.pinsBody,
+      this.pins.map((pin, i) =>
+        h(
+          "tr",
+          { "data-pin": String(i) },
+          h("td", {}, h("input", { class: "pin-name", type: "text", value: pin.name, placeholder: this.language === "python" ? "numpy" : "lodash", "aria-label": `package ${i + 1} name`, oninput: (e: Event) => { pin.name = (e.target as HTMLInputElement).value; this.schedule(); } })),
+          h("td", {}, h("input", { class: "pin-version", type: "text", value: pin.version, placeholder: this.language === "python" ? "1.26.4" : "4.17.21", "aria-label": `package ${i + 1} version`, oninput: (e: Event) => { pin.version = (e.target as HTMLInputElement).value; this.schedule(); } })),
+          h("td", { class: "pin-state" }),
+          h("td", {}, h("button", { class: "icon", "aria-label": `remove package ${i + 1}`, onclick: () => { this.pins.splice(i, 1); this.renderPins(); this.schedule(0); } }, "×")),
+        ),
+      ),
+    );
+    if (!this.pins.length) fill(this.pinsBody, h("tr", {}, h("td", { colspan: 4, class: "muted" }, "no packages: the standard library only")));
+  }
+
+  packages(): Record<string, string> {
+    const out: Record<string, string> = {};
+    for (const pin of this.pins) if (pin.name.trim()) out[pin.name.trim()] = pin.version;
+    return out;
+  }
+
+  settings(): Settings {
+    const settings: Settings = { timeout_s: Number(this.timeoutInput.value) || 10, policy: this.policySelect.value as Settings["policy"] };
+    if (this.thresholdInput.value.trim() !== "") settings.threshold = Number(this.thresholdInput.value);
+    return settings;
+  }
+
+  private definition(): { language: Language; code: string; packages: Record<string, string>; settings: Settings } {
+    return { language: this.language, code: this.editor.code, packages: this.packages(), settings: this.settings() };
+  }
+
+  /** Inspect after the user pauses typing (250 ms), and only the latest answer counts. */
+  schedule(delay = 250): void {
+    window.clearTimeout(this.inspectTimer);
+    this.inspectTimer = window.setTimeout(() => void this.inspect(), delay);
+  }
+
+  private async inspect(): Promise<void> {
+    const seq = ++this.inspectSeq;
+    try {
+      const found = await api<Inspection>("POST", "/v1/inspect", this.definition());
+      if (seq !== this.inspectSeq) return;
+      this.inspection = found;
+      this.showInspection(found);
+    } catch (exc) {
+      if (seq !== this.inspectSeq) return;
+      this.inspection = null;
+      const problem: Problem = { type: exc instanceof ApiError ? exc.type : "Error", message: describe(exc), line: null, column: null };
+      this.showProblems([problem]);
+      this.interfaceLine.className = "interface bad";
+      this.interfaceLine.textContent = "not inspected";
+    }
+  }
+
+  private showInspection(found: Inspection): void {
+    if (found.interface) {
+      this.interfaceLine.className = `interface ok iface-${found.interface}`;
+      fill(this.interfaceLine, "Detected interface: ", h("code", {}, SIGNATURES[found.interface]), found.line ? h("span", { class: "muted" }, ` · line ${found.line}`) : null, found.policy && found.policy !== "standard" ? h("span", { class: "badge" }, `policy: ${found.policy}`) : null);
+    } else {
+      this.interfaceLine.className = "interface bad";
+      this.interfaceLine.textContent = "No interface detected";
+    }
+    this.showProblems(found.errors);
+    this.showPins(found);
+    this.showCapabilities(found.capabilities);
+    fill(this.warningsBox, found.warnings.map((w) => h("p", { class: "warn" }, `⚠ ${w}`)));
+  }
+
+  private showProblems(problems: Problem[]): void {
+    this.editor.setProblems(problems);
+    fill(
+      this.problems,
+      problems.map((p) =>
+        h(
+          "li",
+          { class: "problem" },
+          h("b", {}, p.type),
+          p.line ? h("button", { class: "link", onclick: () => this.editor.goto(p.line as number) }, ` line ${p.line}${p.column ? `:${p.column}` : ""}`) : null,
+          ` — ${p.message}`,
+        ),
+      ),
+    );
+  }
+
+  private showPins(found: Inspection): void {
+    const rows = this.pinsBody.querySelectorAll<HTMLTableRowElement>("tr[data-pin]");
+    let checked = 0;
+    rows.forEach((row, i) => {
+      const cell = row.querySelector(".pin-state") as HTMLElement;
+      if (!this.pins[i]?.name.trim()) {
+        fill(cell);
+        return;
+      }
+      const check = found.pins[checked++];
+      row.classList.toggle("invalid", check ? !check.ok : false);
+      if (!check) fill(cell);
+      else if (check.ok) fill(cell, h("span", { class: "pass", title: `pinned as ${check.normalized}` }, "✓"));
+      else fill(cell, h("span", { class: "fail pin-error", title: check.message ?? "" }, "✗ ", check.message ?? "invalid"));
+    });
+    const runtime = found.runtime;
+    if (!runtime || !Object.keys(this.packages()).length) {
+      this.runtimeLine.textContent = runtime ? "" : "fix the pins to see the package set";
+    } else if (runtime.built === true) {
+      this.runtimeLine.textContent = `package set ${runtime.id} is built: runs are warm`;
+    } else if (runtime.built === false) {
+      this.runtimeLine.textContent = `package set ${runtime.id} is not built yet: the first run installs it`;
+    } else {
+      this.runtimeLine.textContent = `package set ${runtime.id}: the sandbox is unavailable`;
+    }
+  }
+
+  private showCapabilities(capabilities: Capabilities): void {
+    const kinds = Object.entries(capabilities).filter(([, items]) => items.length);
+    if (!kinds.length) {
+      fill(this.capabilitiesBox, h("p", { class: "muted" }, "nothing found: no network, files, subprocesses, environment, dynamic or native code"));
+      return;
+    }
+    fill(
+      this.capabilitiesBox,
+      kinds.map(([kind, items]) =>
+        h(
+          "div",
+          { class: `capability cap-${kind}` },
+          h("h4", {}, KIND_TITLES[kind] ?? kind),
+          h("ul", {}, items.map((item) => h("li", {}, h("button", { class: "link", onclick: () => this.editor.goto(item.line) }, `line ${item.line}`), " ", h("code", {}, item.detail)))),
+        ),
+      ),
+    );
+  }
+
+  /** Run every case inline; the first run of a new package set says it is building, with the time. */
+  async run(): Promise<void> {
+    if (this.running) return;
+    let cases;
+    try {
+      cases = this.cases.cases();
+    } catch (exc) {
+      this.runState.className = "run-state bad";
+      this.runState.textContent = (exc as Error).message;
+      return;
+    }
+    this.running = true;
+    this.runButton.disabled = true;
+    this.editor.markErrorLine(null);
+    const building = this.inspection?.runtime?.built === false && Object.keys(this.packages()).length > 0;
+    const started = performance.now();
+    const label = building ? "Building packages… (the first run of this package set installs it)" : "Running…";
+    this.runState.className = `run-state busy${building ? " building" : ""}`;
+    const tick = () => (this.runState.textContent = `${label} ${num((performance.now() - started) / 1000, 1)} s`);
+    tick();
+    const timer = window.setInterval(tick, 100);
+    try {
+      const answer = await api<BatchResponse>("POST", "/v1/evaluate", { ...this.definition(), cases });
+      const seconds = (performance.now() - started) / 1000;
+      this.runState.className = "run-state done";
+      this.runState.textContent = `${answer.results.length} case(s) in ${num(seconds, 2)} s${building ? " (packages built)" : ""}`;
+      const failed = answer.results.find((r) => r.error?.line);
+      if (failed?.error?.line) this.editor.markErrorLine(failed.error.line);
+      fill(this.resultsBox, aggregateView(answer.aggregate), resultsTable(answer.results, { onLine: (line) => this.editor.markErrorLine(line) }));
+      if (building) this.schedule(0);
+    } catch (exc) {
+      this.runState.className = "run-state bad";
+      this.runState.textContent = "Not run";
+      const box = h("div", { class: "error-box", role: "alert" }, h("p", {}, describe(exc)));
+      if (exc instanceof ApiError && typeof exc.body.output === "string") box.append(h("pre", {}, exc.body.output));
+      if (exc instanceof ApiError && exc.line) this.editor.setProblems([{ type: exc.type, message: exc.message, line: exc.line, column: exc.column }]);
+      fill(this.resultsBox, box);
+    } finally {
+      window.clearInterval(timer);
+      this.running = false;
+      this.runButton.disabled = false;
+    }
+  }
+
+  /** Save: a new evaluator, or a new revision of the one being edited (PATCH). */
+  async save(): Promise<void> {
+    const name = this.nameInput.value.trim();
+    if (!name) {
+      this.nameInput.focus();
+      this.nameInput.classList.add("invalid");
+      toast("Name the evaluator first", "error");
+      return;
+    }
+    this.nameInput.classList.remove("invalid");
+    try {
+      const body = { name, ...this.definition() };
+      const saved = this.bound
+        ? await api<Evaluator>("PATCH", `/v1/evaluators/${encodeURIComponent(this.bound.id)}`, body)
+        : await api<Evaluator>("POST", "/v1/evaluators", body);
+      this.bound = { id: saved.id, name: saved.name, revision: saved.revision };
+      this.renderBound();
+      toast(`Saved ${saved.name}, revision ${saved.revision}${saved.warnings.length ? ` — ${saved.warnings.join("; ")}` : ""}`);
+      this.onSaved();
+    } catch (exc) {
+      toast(`Not saved: ${describe(exc)}`, "error");
+      if (exc instanceof ApiError && exc.line) this.editor.setProblems([{ type: exc.type, message: exc.message, line: exc.line, column: exc.column }]);
+    }
+  }
+}

@@ -1,0 +1,188 @@
+// The shapes of the /v1 answers the page reads (docs/api.md is the contract).
+
+export type Language = "python" | "javascript" | "typescript";
+export type Interface = "evaluate" | "legacy" | "main";
+
+export interface Settings {
+  timeout_s?: number;
+  memory_mb?: number;
+  threshold?: number | null;
+  correct_answer_key?: string;
+  policy?: "standard" | "restricted";
+}
+
+export interface Case {
+  inputs: unknown;
+  outputs: unknown;
+  trace?: unknown;
+  app_params?: unknown;
+}
+
+export interface ErrorInfo {
+  type: string;
+  message: string;
+  line: number | null;
+  traceback?: string;
+}
+
+export interface EvaluationResult {
+  status: string;
+  score: number | null;
+  passed: boolean | null;
+  outputs: Record<string, number>;
+  details: Record<string, unknown>;
+  reason: string | null;
+  label: string | null;
+  error: ErrorInfo | null;
+  warnings: string[];
+  stdout: string;
+  stderr: string;
+  truncated: boolean;
+  duration_ms: number;
+  interface: Interface;
+  runtime: { id: string; language: string; packages: Record<string, string>; policy?: string };
+}
+
+export interface Stats {
+  mean: number | null;
+  std: number | null;
+  min: number | null;
+  max: number | null;
+  count: number;
+  nan_count: number;
+}
+
+export interface Histogram {
+  edges: number[];
+  counts: number[];
+  below: number;
+  above: number;
+}
+
+export interface Aggregate {
+  count: number;
+  errors: number;
+  score: Stats | null;
+  outputs: Record<string, Stats>;
+  pass_rate: number | null;
+  labels: Record<string, number>;
+  histogram?: Histogram | null;
+}
+
+export interface BatchResponse {
+  results: EvaluationResult[];
+  aggregate: Aggregate;
+}
+
+export type Capabilities = Record<string, { line: number; detail: string }[]>;
+
+export interface Problem {
+  type: string;
+  message: string;
+  line: number | null;
+  column: number | null;
+  package?: string | null;
+}
+
+export interface PinCheck {
+  name: string;
+  version: string;
+  ok: boolean;
+  normalized: string | null;
+  message: string | null;
+}
+
+export interface Inspection {
+  ok: boolean;
+  interface: Interface | null;
+  entrypoint: string | null;
+  line: number | null;
+  errors: Problem[];
+  capabilities: Capabilities;
+  pins: PinCheck[];
+  policy: string | null;
+  runtime: { id: string; built: boolean | null } | null;
+  warnings: string[];
+}
+
+export interface Evaluator {
+  id: string;
+  name: string;
+  description: string;
+  revision: number;
+  language: Language;
+  interface: Interface;
+  code: string;
+  packages: Record<string, string>;
+  settings: Settings;
+  runtime_id: string;
+  created_at: string;
+  updated_at: string;
+  capabilities: Capabilities;
+  warnings: string[];
+}
+
+export interface Page<T> {
+  data: T[];
+  count: number;
+  next_cursor?: string | null;
+}
+
+export interface MigrateResponse {
+  code: string;
+  changed: boolean;
+  interface_before: Interface;
+  interface_after: Interface;
+  diff: string;
+  notes: { line: number | null; message: string }[];
+  rules: string[];
+}
+
+export interface EvaluatorMigrateResponse extends MigrateResponse {
+  compared: number;
+  dry_run: boolean;
+  saved: boolean;
+  evaluator: Evaluator | null;
+}
+
+export interface Dataset {
+  id: string;
+  name: string;
+  row_count: number;
+  columns: string[];
+  format: string;
+  bytes: number;
+  created_at: string;
+}
+
+export interface FieldMapping {
+  outputs?: string | null;
+  trace?: string | null;
+  app_params?: string | null;
+  inputs?: string[] | null;
+}
+
+export interface Job {
+  id: string;
+  evaluator_id: string;
+  revision: number;
+  status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+  progress: { total: number; done: number; failed: number };
+  rows_per_s: number | null;
+  created_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+  aggregate: Aggregate | null;
+  error: { type: string; message: string } | null;
+  dataset_id: string;
+  field_mapping: FieldMapping;
+  warnings: string[];
+}
+
+export interface RowPage<T> {
+  data: T[];
+  offset: number;
+  limit: number;
+  next_offset: number | null;
+  total: number;
+}
