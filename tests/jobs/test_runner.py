@@ -284,3 +284,36 @@ async def test_chunk_sizes_adapt_to_the_time_per_row(tmp_path: Path) -> None:
     slow_sizes = await _chunk_sizes(tmp_path / "slow", slow, 48)
     assert slow_sizes[0] == 32 and len(slow_sizes) >= 6 and max(slow_sizes[1:]) <= 3  # ~0.01 s / 0.003 s
     assert await _chunk_sizes(tmp_path / "fast", fast, 100) == [32, 68]  # the rest fits in one chunk
+
+
+@aio
+async def test_a_job_cancelled_by_another_service_on_the_database_stops_where_it_runs(
+    tmp_path: Path, database_url: str
+) -> None:
+    reached, gate = asyncio.Event(), asyncio.Event()
+
+    async def gated(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
+        if index(case) == 10:  # holds its chunk (rows 8-11) until the other service has cancelled
+            reached.set()
+            await gate.wait()
+        return {"value": 0.25}
+
+    engine = make_engine(database_url)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    async with (
+        wired(tmp_path / "a", gated, engine=engine, job_chunk_rows=4) as a,
+        wired(tmp_path / "b", parity, engine=engine) as b,
+    ):
+        job_id = await a.job(await a.evaluator(), 20)
+        await reached.wait()
+        assert not b.runner._tasks  # the other service never runs it
+        assert (await b.runner.cancel(job_id)).status == "cancelled"
+        gate.set()
+        while a.runner._tasks:  # its next commit finds the job cancelled: nothing stored, it stops
+            await asyncio.sleep(0.01)
+        job = await a.runner.get(job_id)
+        assert job.status == "cancelled" and job.progress.done == 8
+        assert sorted(await a.stored(job_id)) == list(range(8))
+        assert b.handled() == []
+    engine.dispose()
