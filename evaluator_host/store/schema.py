@@ -18,6 +18,7 @@ The revisions live in ``store/migrations/versions``; docs/database.md says how t
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,8 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from evaluator_host.errors import DatabaseSchemaError
 
 __all__ = ["MIGRATIONS", "SchemaState", "head", "normalized_url", "state", "upgrade"]
+
+log = logging.getLogger(__name__)
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 _LOCK_KEY = 0x6576616C5F686F73  # pg_advisory_xact_lock key ("eval_hos"): one migrator at a time
@@ -108,4 +111,6 @@ def upgrade(engine: Engine) -> SchemaState:
             if before.up_to_date:
                 return before
         command.upgrade(_config(conn), "head")
+    was = before.current or ("none (made before migrations)" if before.legacy else "none (empty)")
+    log.info("database schema migrated from revision %s to %s", was, before.head)
     return before
