@@ -108,11 +108,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """``client`` runs on every backend; tests marked ``databases`` also on PostgreSQL (``client`` and
     ``process_client``). A module that defines its own ``client`` decides for itself."""
     on_postgres = metafunc.definition.get_closest_marker("databases") is not None
-    if "client" in metafunc.fixturenames and not hasattr(metafunc.module, "client"):
+    if "client" in metafunc.fixturenames and not hasattr(metafunc.module, "client") and not _given(metafunc):
         params = [*BACKENDS, _POSTGRES] if on_postgres else BACKENDS
         metafunc.parametrize("client", params, indirect=True, scope="session")
     if "process_client" in metafunc.fixturenames and on_postgres:
         metafunc.parametrize("process_client", ["sqlite", _POSTGRES], indirect=True, scope="module")
+
+
+def _given(metafunc: pytest.Metafunc) -> bool:
+    """Whether the test parametrizes ``client`` itself (``@pytest.mark.parametrize("client", …, indirect=True)``)."""
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        names = mark.args[0]
+        if "client" in ([n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)):
+            return True
+    return False
 
 
 def _database(request: pytest.FixtureRequest, name: str) -> str | None:
