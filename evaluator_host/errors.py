@@ -17,6 +17,9 @@
     ├── MigrationMismatch          migrated code answered differently on some rows (HTTP 409, the rows)
     ├── NotFoundError              an evaluator / revision / runtime does not exist (HTTP 404)
     ├── DataDirInUse               another live service holds the data dir (refused at start-up)
+    ├── DatabaseSchemaError        the database's schema is newer than this code (refused at start-up)
+    ├── JobNotHeld                 a job's rows may no longer be committed here (cancelled, deleted,
+    │                              or another service's): its runner stops, nothing is stored
     └── SandboxError               the infrastructure failed, not the user (HTTP 503, retryable)
         └── BackendUnavailable     no sandbox backend can run this language right now
 
@@ -33,11 +36,13 @@ __all__ = [
     "BuildError",
     "CodeSyntaxError",
     "DataDirInUse",
+    "DatabaseSchemaError",
     "DatasetError",
     "DefinitionError",
     "EvaluatorHostError",
     "FieldMappingError",
     "InterfaceError",
+    "JobNotHeld",
     "LimitError",
     "MigrationMismatch",
     "MigrationRefused",
@@ -177,6 +182,22 @@ class DataDirInUse(EvaluatorHostError):
     """Another live service process holds the data dir (one service per data dir)."""
 
     type_name = "DataDirInUse"
+
+
+class DatabaseSchemaError(EvaluatorHostError):
+    """The database's schema is at a revision this code does not know (a newer release migrated it)."""
+
+    type_name = "DatabaseSchemaError"
+
+
+class JobNotHeld(EvaluatorHostError):
+    """A job is no longer this runner's to commit: cancelled, deleted, or run by another service.
+
+    Raised by ``JobStore.commit_rows`` after rolling the chunk back; the runner stops the job
+    quietly (never an API answer).
+    """
+
+    type_name = "JobNotHeld"
 
 
 class SandboxError(EvaluatorHostError):

@@ -17,7 +17,9 @@ import gc
 import logging
 import os
 import shutil
+import socket
 import tempfile
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +40,7 @@ from evaluator_host.store.db import make_engine
 from evaluator_host.store.idempotency import IdempotencyStore
 from evaluator_host.store.jobs import JobStore
 
-__all__ = ["Services", "lock_data_dir", "select_backend"]
+__all__ = ["Services", "lock_data_dir", "select_backend", "service_id"]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +79,20 @@ def lock_data_dir(data_dir: Path) -> int:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
+
+
+def service_id(data_dir: Path) -> str:
+    """The data dir's service id (made once, kept in ``data_dir/service-id``): the owner of the jobs
+    it runs in a database several services may share. A restored copy of the data dir is the same service."""
+    path = data_dir / "service-id"
+    with contextlib.suppress(FileNotFoundError):
+        if known := path.read_text().strip():
+            return known
+    made = f"{socket.gethostname()[:40]}-{uuid.uuid4().hex[:12]}"
+    tmp = path.with_name(f".service-id.{os.getpid()}")
+    tmp.write_text(made + "\n")
+    os.replace(tmp, path)
+    return made
 
 
 @dataclass
@@ -118,12 +134,15 @@ class Services:
     def start_private(cls, settings: Settings) -> Services:
         """Services in a scratch data dir of their own (removed on close), for in-process CLI runs.
 
-        Nothing of the configured data dir is touched — its database, its jobs, its worker dirs,
+        Nothing of the configured data dir is touched — its database (a configured
+        ``database_url`` too: the run has a SQLite file of its own), its jobs, its worker dirs,
         its containers — except the build cache (``cache_dir``, default the data dir), which is
         made to be shared: a package set built by the server is not built again, and the reverse.
         """
         scratch = Path(tempfile.mkdtemp(prefix="evaluator-host-run-"))
-        private = settings.model_copy(update={"data_dir": scratch, "cache_dir": settings.resolved_cache_dir})
+        private = settings.model_copy(
+            update={"data_dir": scratch, "cache_dir": settings.resolved_cache_dir, "database_url": None}
+        )
         try:
             services = cls.start(private)
         except BaseException:
@@ -139,7 +158,7 @@ class Services:
             gc.set_threshold(settings.gc_threshold, 10, 10)
         engine = make_engine(settings.resolved_database_url)
         store = EvaluatorStore(engine)
-        jobs = JobStore(engine)
+        jobs = JobStore(engine, owner=service_id(settings.data_dir))
         backend = select_backend(settings)
         metrics = Metrics()
         metrics.swept.inc(getattr(backend, "swept", 0))

@@ -50,7 +50,11 @@ class Settings(BaseSettings):
         description="Build cache (process-backend runtimes, build logs and locks); default: data_dir. "
         "Safe to share between processes.",
     )
-    database_url: str | None = Field(None, description="SQLAlchemy URL; default SQLite in data_dir.")
+    database_url: str | None = Field(
+        None,
+        description="Database URL, e.g. postgresql://user:password@host:5432/db (PostgreSQL; the driver is "
+        "ours); default: SQLite in data_dir. Migrated at start-up (docs/operations.md).",
+    )
     api_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Comma-separated bearer keys; when set every /v1 call needs one."
     )

@@ -7,6 +7,7 @@
 ``images`` ``list | show ID | build | prune`` the cached runtime images of the docker backend.
 ``migrate`` rewrite legacy 4-argument evaluators to ``evaluate(inputs, outputs, trace)``
            (``cli/migrate.py``).
+``db``     ``status | upgrade`` the database's schema (``cli/db.py``; ``serve`` migrates by itself).
 """
 
 from __future__ import annotations
@@ -77,6 +78,11 @@ def _serve(args: argparse.Namespace) -> int:
 
     level = args.log_level or settings.log_level
     configure(level, settings.log_format, settings.access_log)
+    from evaluator_host.cli.db import check_database
+
+    if (problem := check_database(settings)) is not None:  # migrated now (logged), or a clear refusal
+        sys.stderr.write(f"evaluator-host: {problem}\n")
+        return 2
     uvicorn.run(create_app(settings), host=host, port=port, log_level=level, access_log=False, log_config=None)
     return 0
 
@@ -258,9 +264,10 @@ def build_parser() -> argparse.ArgumentParser:
     images.add_argument("--runtime", action="append", help="prune: this runtime id (repeatable)")
     images.add_argument("--json", action="store_true", help="list, show: one JSON object per image")
     images.set_defaults(func=run_images)
-    from evaluator_host.cli import migrate
+    from evaluator_host.cli import db, migrate
 
     migrate.add_parser(sub)
+    db.add_parser(sub)
     return parser
 
 

@@ -1,4 +1,8 @@
-"""Tables and engine set-up."""
+"""Tables and engine set-up (SQLite or PostgreSQL; the schema is Alembic's, see ``store/schema.py``).
+
+The models below describe the schema at the newest migration; the migrations in
+``store/migrations/versions`` create it. Change one, add the other (docs/database.md).
+"""
 
 from __future__ import annotations
 
@@ -17,18 +21,36 @@ from sqlalchemy import (
     Text,
     create_engine,
     event,
-    inspect,
-    text,
 )
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["Base", "DatasetRow", "EvaluatorRow", "JobResultRow", "JobRow", "RevisionRow", "make_engine", "utcnow"]
+__all__ = [
+    "Base",
+    "DatasetRow",
+    "EvaluatorRow",
+    "IdempotencyRow",
+    "JobResultRow",
+    "JobRow",
+    "RevisionRow",
+    "as_utc",
+    "make_engine",
+    "utcnow",
+]
 
 
 def utcnow() -> datetime:
-    """Timezone-aware now."""
+    """Timezone-aware now (UTC)."""
     return datetime.now(UTC)
+
+
+def as_utc(value: datetime) -> datetime:
+    """A stored timestamp as an aware UTC datetime, whatever the database gave back.
+
+    SQLite keeps no zone (the value was written in UTC); PostgreSQL answers in the session's
+    zone. Either way the API shows the same instant the same way.
+    """
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 class Base(DeclarativeBase):
@@ -109,6 +131,8 @@ class JobRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # the service (data dir) that runs it: only it commits rows (null: made before owners existed)
+    owner: Mapped[str | None] = mapped_column(String(80), nullable=True)
 
 
 class JobResultRow(Base):
@@ -139,14 +163,21 @@ class IdempotencyRow(Base):
 
 
 def make_engine(url: str) -> Engine:
-    """Create the engine and the tables; SQLite gets WAL, `synchronous=NORMAL` and a busy timeout
-    (docs/operations.md, "The embedded database": a power loss may roll back the last commits, never
-    corrupt the file; a job then runs its last chunks again, each row still stored once)."""
-    connect_args: dict[str, Any] = {}
+    """An engine on ``url`` whose schema is at the newest migration.
+
+    ``postgresql://`` (or ``postgres://``) URLs get the psycopg 3 driver, the session time zone
+    UTC and a liveness check on checkout; SQLite gets WAL, foreign keys, ``synchronous=NORMAL``
+    (docs/operations.md: a power loss may roll back the last commits, never corrupt the file; a job
+    then runs its last chunks again, each row still stored once) and a busy timeout.
+    The schema is upgraded in place first (``store/schema.py``): a database made before
+    migrations existed is adopted; one a newer release migrated is refused with
+    ``DatabaseSchemaError``.
+    """
+    from evaluator_host.store import schema
+
+    url = schema.normalized_url(url)
     if url.startswith("sqlite"):
-        connect_args = {"check_same_thread": False, "timeout": 30}
-    engine = create_engine(url, connect_args=connect_args)
-    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -156,14 +187,15 @@ def make_engine(url: str) -> Engine:
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.close()
 
-    Base.metadata.create_all(engine)
-    _add_missing_columns(engine)
+    elif url.startswith("postgresql"):
+        given = make_url(url).query.get("options") or ""  # the URL's own options (e.g. a search_path) stay
+        options = " ".join(["-c timezone=UTC", *([given] if isinstance(given, str) else given)]).strip()
+        engine = create_engine(url, pool_pre_ping=True, connect_args={"options": options})
+    else:
+        engine = create_engine(url)
+    try:
+        schema.upgrade(engine)
+    except BaseException:
+        engine.dispose()
+        raise
     return engine
-
-
-def _add_missing_columns(engine: Engine) -> None:
-    """Columns added to a table after a database was created (``create_all`` only makes tables)."""
-    present = {column["name"] for column in inspect(engine).get_columns(RevisionRow.__tablename__)}
-    if "capabilities" not in present:
-        with engine.begin() as conn:
-            conn.execute(text(f"ALTER TABLE {RevisionRow.__tablename__} ADD COLUMN capabilities JSON"))

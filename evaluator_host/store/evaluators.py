@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from evaluator_host.errors import NotFoundError
-from evaluator_host.store.db import EvaluatorRow, RevisionRow, utcnow
+from evaluator_host.store.db import EvaluatorRow, RevisionRow, as_utc, utcnow
 
 __all__ = ["EvaluatorStore", "RevisionRecord"]
 
@@ -41,10 +41,6 @@ class RevisionRecord:
     capabilities: dict[str, Any] | None = None  # the static capability report (null: stored before reports)
 
 
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo else value.replace(tzinfo=utcnow().tzinfo)
-
-
 def _record(ev: EvaluatorRow, rev: RevisionRow) -> RevisionRecord:
     return RevisionRecord(
         id=ev.id,
@@ -57,8 +53,8 @@ def _record(ev: EvaluatorRow, rev: RevisionRow) -> RevisionRecord:
         packages=dict(rev.packages),
         settings=dict(rev.settings),
         runtime_id=rev.runtime_id,
-        created_at=_aware(ev.created_at),
-        updated_at=_aware(rev.created_at),
+        created_at=as_utc(ev.created_at),
+        updated_at=as_utc(rev.created_at),
         capabilities=rev.capabilities,
     )
 
