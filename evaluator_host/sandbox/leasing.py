@@ -222,9 +222,10 @@ class Leasing:
                 return handed
 
     async def _start_leased(self, spec: WorkerSpec, victim: Slot | None) -> Slot:
-        """Start a worker for ``spec`` in a place already counted (``victim`` gives its place up)."""
+        """Start a worker for ``spec`` in a place already counted (``victim`` gives its place up: it is
+        killed in the background, so the call does not wait for a container's removal)."""
         if victim is not None:
-            await victim.worker.kill()
+            self._reap(victim.worker)
         started = time.monotonic()
         self._starting[spec.key] = self._starting.get(spec.key, 0) + 1
         try:
