@@ -28,6 +28,7 @@ from evaluator_host.jobs.exports import ResultReader
 from evaluator_host.jobs.runner import JobRunner
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.metrics import Metrics
+from evaluator_host.runtime_catalog import RuntimeCatalog
 from evaluator_host.sandbox.base import SandboxBackend
 from evaluator_host.sandbox.build_once import BuildOnce
 from evaluator_host.sandbox.pool import WorkerPool
@@ -100,6 +101,11 @@ class Services:
         """The ``Idempotency-Key`` answers (same database as the rest)."""
         return IdempotencyStore(self.store.engine)
 
+    @functools.cached_property
+    def runtimes(self) -> RuntimeCatalog:
+        """``/v1/runtimes``: the backend's builds and built runtimes."""
+        return RuntimeCatalog(self.backend.builder)
+
     @classmethod
     def start(cls, settings: Settings) -> Services:
         """Lock the data dir, then create every component (jobs resume in :meth:`resume`).
@@ -164,6 +170,8 @@ class Services:
     async def close(self) -> None:
         """Stop running jobs (they resume on the next start), every worker, and the database."""
         try:
+            if "runtimes" in self.__dict__:
+                await self.runtimes.close()
             await self.runner.close()
             await self.evaluators.close()
             await self.pool.close()

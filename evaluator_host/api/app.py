@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 
-from evaluator_host.api import datasets, errors, evaluate, evaluators, health, jobs, migrate
+from evaluator_host.api import datasets, errors, evaluate, evaluators, health, jobs, migrate, runtimes
 from evaluator_host.api.deps import require_api_key
 from evaluator_host.api.fastpath import FastPath
 from evaluator_host.api.limits import BodyLimitMiddleware
@@ -70,7 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     app.include_router(health.router)
     guarded = [Depends(require_api_key)]
-    for router in (evaluate.router, evaluators.router, datasets.router, jobs.router):
+    for router in (evaluate.router, evaluators.router, datasets.router, jobs.router, runtimes.router):
         app.include_router(router, prefix="/v1", dependencies=guarded, responses=ERROR_RESPONSES)
     conflict = _error("MigrationMismatch: the migrated code answered differently (+ rows, compared, code).")
     app.include_router(migrate.router, prefix="/v1", dependencies=guarded, responses={**ERROR_RESPONSES, 409: conflict})

@@ -17,7 +17,7 @@ import ast
 import re
 import sys
 
-__all__ = ["unpinned"]
+__all__ = ["pypi_name_of", "unpinned"]
 
 # import name → PyPI package, where they differ (the common cases)
 _PYPI_NAMES = {
@@ -49,6 +49,15 @@ _JS_IMPORT = re.compile(
     r"""(?:\bimport\s+(?:[\w*{}\s,$]+\s+from\s+)?|\bimport\s*\(\s*|\brequire\s*\(\s*|\bexport\s+[\w*{}\s,$]+\s+from\s+)"""
     r"""(["'])([^"'\s]+)\1"""
 )
+
+
+def pypi_name_of(import_name: str) -> str | None:
+    """The PyPI package providing ``import_name`` when its name differs (``sklearn`` → ``scikit-learn``)."""
+    wanted = _canonical(import_name)
+    for module, package in _PYPI_NAMES.items():
+        if _canonical(module) == wanted and _canonical(package) != wanted:
+            return package
+    return None
 
 
 def _canonical(name: str) -> str:
