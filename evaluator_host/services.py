@@ -25,6 +25,7 @@ from evaluator_host.errors import DataDirInUse
 from evaluator_host.evaluation import Evaluation
 from evaluator_host.evaluators import Evaluators
 from evaluator_host.jobs.exports import ResultReader
+from evaluator_host.jobs.retention import Retention
 from evaluator_host.jobs.runner import JobRunner
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.metrics import Metrics
@@ -102,6 +103,11 @@ class Services:
         return IdempotencyStore(self.store.engine)
 
     @functools.cached_property
+    def retention(self) -> Retention:
+        """The sweep of finished jobs past ``RESULTS_RETENTION_DAYS`` (idle when that is off)."""
+        return Retention(self.settings, self.runner)
+
+    @functools.cached_property
     def runtimes(self) -> RuntimeCatalog:
         """``/v1/runtimes``: the backend's builds and built runtimes."""
         return RuntimeCatalog(self.backend.builder)
@@ -163,15 +169,19 @@ class Services:
         return cls(settings, store, backend, pool, evaluation, evaluators, datasets, runner, results, lock_fd)
 
     async def resume(self) -> None:
-        """Start the bare runtimes' spares and resume the jobs a previous run left queued or running."""
+        """Start the bare runtimes' spares, resume the jobs a previous run left queued or running, and
+        start the retention sweep (when ``RESULTS_RETENTION_DAYS`` is set)."""
         self.evaluation.warm_bare_runtimes()
         await self.runner.start()
+        self.retention.start()
 
     async def close(self) -> None:
         """Stop running jobs (they resume on the next start), every worker, and the database."""
         try:
             if "runtimes" in self.__dict__:
                 await self.runtimes.close()
+            if "retention" in self.__dict__:
+                await self.retention.close()
             await self.runner.close()
             await self.evaluators.close()
             await self.pool.close()

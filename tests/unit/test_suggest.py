@@ -1,4 +1,4 @@
-""""Did you mean" from what pip and npm really print (captured from pip 25 / npm 11 on this machine)."""
+""" "Did you mean" from what pip and npm really print (captured from pip 25 / npm 11 on this machine)."""
 
 from __future__ import annotations
 
