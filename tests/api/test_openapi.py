@@ -59,3 +59,29 @@ def test_docs_assets_come_from_the_installed_package(tmp_path: Path) -> None:
 
     assert (Path(swagger_ui_path) / "swagger-ui-bundle.js").stat().st_size > 100_000
     assert Path(swagger_ui_path).name.startswith("swagger-ui-5.")  # Swagger UI 5 reads OpenAPI 3.1
+
+
+def test_409_is_documented_where_it_is_answered_and_the_real_answer_has_the_documented_body(
+    app_client: TestClient,
+) -> None:
+    from evaluator_host.models import ErrorBody
+
+    spec = app_client.get("/openapi.json").json()
+    ref = {"$ref": "#/components/schemas/ErrorBody"}
+    for path, method in [
+        ("/v1/evaluators", "post"),
+        ("/v1/jobs", "post"),
+        ("/v1/datasets/{dataset_id}", "delete"),
+        ("/v1/evaluators/{evaluator_id}/migrate", "post"),
+    ]:
+        assert spec["paths"][path][method]["responses"]["409"]["content"]["application/json"]["schema"] == ref
+    code = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
+    evaluator = app_client.post("/v1/evaluators", json={"name": "e", "language": "python", "code": code}).json()
+    dataset = app_client.post(
+        "/v1/datasets", content=b'{"outputs": 1}\n', headers={"content-type": "application/jsonl"}
+    )
+    job = app_client.post("/v1/jobs", json={"evaluator_id": evaluator["id"], "dataset_id": dataset.json()["id"]})
+    assert job.status_code == 202
+    conflict = app_client.delete(f"/v1/datasets/{dataset.json()['id']}")
+    assert conflict.status_code == 409
+    assert ErrorBody.model_validate(conflict.json()).error.type == "Conflict"
