@@ -7,18 +7,29 @@ PORT   ?= 8000
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test lint unit bench images engine docs clean
+.PHONY: help install lock run test lint unit bench images engine docs clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
-$(BIN)/evaluator-host: pyproject.toml
+UV_VERSION ?= 0.13.9
+LOCK_ARGS := --extra dev --universal --python-version 3.11 --generate-hashes --no-header
+LOCK_UPGRADE ?= --upgrade
+
+# The dependencies come from requirements.lock (exact versions + hashes), never from pyproject's
+# ranges; the project itself is installed editable on top, without dependencies.
+$(BIN)/evaluator-host: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet 'pip==26.3'
+	$(BIN)/pip install --quiet --require-hashes --no-deps -r requirements.lock
+	$(BIN)/pip install --quiet --no-deps -e .
 	@touch $@
 
-install: $(BIN)/evaluator-host ## create .venv with the service and the dev tools
+install: $(BIN)/evaluator-host ## create .venv from requirements.lock (the service and the dev tools)
+
+lock: install ## re-resolve requirements.lock (newest versions pyproject.toml allows; LOCK_UPGRADE= keeps the pins)
+	$(BIN)/pip install --quiet 'uv==$(UV_VERSION)'
+	$(BIN)/uv pip compile pyproject.toml $(LOCK_ARGS) $(LOCK_UPGRADE) --quiet -o requirements.lock
 
 run: install ## start the service on $(HOST):$(PORT): docker backend when an engine answers, else the process sandbox
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images; \
