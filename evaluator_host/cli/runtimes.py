@@ -91,6 +91,8 @@ def run_runtimes(args: argparse.Namespace, settings: Settings | None = None) -> 
                 )
                 for outcome in outcomes:
                     console.print(f"{outcome.action} {outcome.id} ({name})", highlight=False)
+                if not outcomes:
+                    console.print(f"{name}: nothing to prune ({len(mine)} runtimes, none unused that long)")
             return 0
     except EvaluatorHostError as exc:
         raise UsageError(f"{type(exc).__name__}: {exc.message}") from exc
