@@ -7,10 +7,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from evaluator_host import languages
 from evaluator_host.models import ErrorDetail, Language, Packages
 
 __all__ = ["RuntimeCreate", "RuntimeList", "RuntimeStatus", "RuntimeView"]
 
+_FAMILY = languages.get(languages.DEFAULT).family.name
 RuntimeStatus = Literal["building", "ready", "failed"]
 
 _LOCK: list[JsonValue] = [
@@ -25,7 +27,9 @@ _LOCK: list[JsonValue] = [
 class RuntimeCreate(BaseModel):
     """A package set to build ahead of the first evaluation that needs it."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{"language": "python", "packages": {"pandas": "2.2.3"}}]})
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"language": languages.DEFAULT, "packages": {"pandas": "2.2.3"}}]}
+    )
 
     language: Language
     packages: Packages = Field(description="Exact pins, as an evaluator's `packages` (at least one).")
@@ -38,9 +42,9 @@ class RuntimeView(BaseModel):
         json_schema_extra={
             "examples": [
                 {
-                    "id": "python-5f0c2e8a9d1b3c4e7f60",
+                    "id": f"{_FAMILY}-5f0c2e8a9d1b3c4e7f60",
                     "status": "ready",
-                    "language": "python",
+                    "language": _FAMILY,
                     "packages": {"pandas": "2.2.3"},
                     "lock": _LOCK,
                     "size_bytes": 182_000_000,

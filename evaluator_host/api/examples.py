@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from evaluator_host import languages
+
 __all__ = ["EXAMPLES", "with_examples"]
 
+_LANGUAGE = languages.DEFAULT
+_RUNTIME_ID = f"{languages.get(_LANGUAGE).family.name}-5f0c2e8a9d1b3c4e7f60"
 _CODE = 'def evaluate(inputs, outputs, trace):\n    return outputs == inputs["correct_answer"]\n'
 _LEGACY = "def evaluate(app_params, inputs, output, correct_answer):\n    return output == correct_answer\n"
 _WHEN = "2026-11-22T12:00:00Z"
@@ -19,7 +23,7 @@ _SETTINGS = {"timeout_s": 10.0, "memory_mb": 256, "threshold": 1.0, "correct_ans
              "policy": "standard"}  # fmt: skip
 _STATS = {"mean": 0.5, "std": 0.7071, "min": 0.0, "max": 1.0, "count": 2, "nan_count": 0}
 _AGGREGATE = {"count": 2, "errors": 0, "score": _STATS, "outputs": {}, "pass_rate": 0.5, "labels": {}}
-_RUNTIME = {"id": "python-5f0c2e8a9d1b3c4e7f60", "language": "python", "packages": {}, "policy": "standard"}
+_RUNTIME = {"id": _RUNTIME_ID, "language": _LANGUAGE, "packages": {}, "policy": "standard"}
 _RESULT = {
     "status": "ok", "score": 1.0, "passed": True, "outputs": {}, "details": {}, "reason": None, "label": None,
     "error": None, "warnings": [], "stdout": "", "stderr": "", "truncated": False, "duration_ms": 0.8,
@@ -29,9 +33,9 @@ _ERROR_INFO = {"type": "KeyError", "message": "'correct_answer'", "line": 2,
                "traceback": 'File "evaluator.py", line 2, in evaluate\nKeyError: \'correct_answer\''}  # fmt: skip
 _CASE = {"inputs": {"correct_answer": "Paris"}, "outputs": "Paris", "trace": None, "app_params": None}
 _EVALUATOR = {
-    "id": "ev_3f9a1c2b7d8e4f60", "name": "exact", "description": "", "revision": 1, "language": "python",
+    "id": "ev_3f9a1c2b7d8e4f60", "name": "exact", "description": "", "revision": 1, "language": _LANGUAGE,
     "interface": "evaluate", "code": _CODE, "packages": {}, "settings": _SETTINGS,
-    "runtime_id": "python-5f0c2e8a9d1b3c4e7f60", "created_at": _WHEN, "updated_at": _WHEN,
+    "runtime_id": _RUNTIME_ID, "created_at": _WHEN, "updated_at": _WHEN,
     "capabilities": {}, "warnings": [],
 }  # fmt: skip
 _DATASET = {"id": "ds_8c1d2e3f4a5b6c7d8e9f", "name": "rows", "row_count": 2,
@@ -43,7 +47,7 @@ _JOB = {
     "progress": {"total": 2, "done": 2, "failed": 0}, "rows_per_s": 850.0, "created_at": _WHEN,
     "started_at": _WHEN, "finished_at": _WHEN, "aggregate": _AGGREGATE, "error": None,
     "dataset_id": _DATASET["id"], "field_mapping": _MAPPING, "parallelism": 2,
-    "runtime_id": "python-5f0c2e8a9d1b3c4e7f60", "warnings": [],
+    "runtime_id": _RUNTIME_ID, "warnings": [],
 }  # fmt: skip
 _MIGRATED = {
     "code": 'def evaluate(inputs, outputs, trace):\n    return outputs == inputs["correct_answer"]\n',
@@ -61,9 +65,9 @@ EXAMPLES: dict[str, list[Any]] = {
     "Case": [_CASE],
     "EvaluatorSettings": [{"timeout_s": 5, "memory_mb": 512, "threshold": 0.8}],
     "EvaluateRequest": [
-        {"language": "python", "code": _CODE, "inputs": {"correct_answer": "Paris"}, "outputs": "Paris"},
+        {"language": _LANGUAGE, "code": _CODE, "inputs": {"correct_answer": "Paris"}, "outputs": "Paris"},
         {
-            "language": "python",
+            "language": _LANGUAGE,
             "code": _CODE,
             "packages": {"numpy": "1.26.4"},
             "cases": [_CASE, {**_CASE, "outputs": "Lyon"}],
@@ -74,7 +78,7 @@ EXAMPLES: dict[str, list[Any]] = {
     "BatchResponse": [{"results": [_RESULT, {**_RESULT, "score": 0.0, "passed": False}], "aggregate": _AGGREGATE}],
     "ErrorDetail": [_ERROR],
     "ErrorBody": [{"error": _ERROR}],
-    "EvaluatorCreate": [{"name": "exact", "language": "python", "code": _CODE, "settings": {"threshold": 1}}],
+    "EvaluatorCreate": [{"name": "exact", "language": _LANGUAGE, "code": _CODE, "settings": {"threshold": 1}}],
     "EvaluatorPatch": [{"code": _CODE.replace("outputs ==", "outputs.strip() ==")}],
     "EvaluatorEvaluateRequest": [
         {"inputs": {"correct_answer": "a"}, "outputs": "a"},
@@ -103,7 +107,7 @@ EXAMPLES: dict[str, list[Any]] = {
             "total": 1,
         },
     ],  # fmt: skip
-    "MigrateRequest": [{"language": "python", "code": _LEGACY}],
+    "MigrateRequest": [{"language": _LANGUAGE, "code": _LEGACY}],
     "MigrationNote": [{"line": 2, "message": "correct_answer now reads inputs['correct_answer']"}],
     "MigrateResponse": [_MIGRATED],
     "EvaluatorMigrateRequest": [{"cases": [_CASE], "dry_run": True}, {"dataset_id": _DATASET["id"], "sample": 50}],

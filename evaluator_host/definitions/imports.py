@@ -17,27 +17,10 @@ import ast
 import re
 import sys
 
-__all__ = ["pypi_name_of", "unpinned"]
+from evaluator_host.package_names import PYPI_NAMES as _PYPI_NAMES
 
-# import name → PyPI package, where they differ (the common cases)
-_PYPI_NAMES = {
-    "sklearn": "scikit-learn",
-    "yaml": "pyyaml",
-    "cv2": "opencv-python",
-    "PIL": "pillow",
-    "bs4": "beautifulsoup4",
-    "dateutil": "python-dateutil",
-    "attr": "attrs",
-    "google.protobuf": "protobuf",
-    "Levenshtein": "levenshtein",
-    "rapidfuzz": "rapidfuzz",
-    "jwt": "pyjwt",
-    "dotenv": "python-dotenv",
-    "docx": "python-docx",
-    "Crypto": "pycryptodome",
-    "skimage": "scikit-image",
-    "nltk": "nltk",
-}
+__all__ = ["unpinned"]
+
 # Node 24's require("module").builtinModules (without the _-prefixed internals)
 _NODE_BUILTINS = frozenset(
     "assert async_hooks buffer child_process cluster console constants crypto dgram diagnostics_channel dns "
@@ -49,15 +32,6 @@ _JS_IMPORT = re.compile(
     r"""(?:\bimport\s+(?:[\w*{}\s,$]+\s+from\s+)?|\bimport\s*\(\s*|\brequire\s*\(\s*|\bexport\s+[\w*{}\s,$]+\s+from\s+)"""
     r"""(["'])([^"'\s]+)\1"""
 )
-
-
-def pypi_name_of(import_name: str) -> str | None:
-    """The PyPI package providing ``import_name`` when its name differs (``sklearn`` → ``scikit-learn``)."""
-    wanted = _canonical(import_name)
-    for module, package in _PYPI_NAMES.items():
-        if _canonical(module) == wanted and _canonical(package) != wanted:
-            return package
-    return None
 
 
 def _canonical(name: str) -> str:

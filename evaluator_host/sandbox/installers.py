@@ -203,7 +203,8 @@ def build_failed(family: Family, pins: dict[str, str], rid: str, output: str, so
     and a hint when only wheels were allowed and none matched (unless a pin simply does not exist)."""
     reason = trim_install_log(output.split(LOCK_MARK)[0])
     hints = suggest.suggestions(family.installer, output, lambda name: suggest.npm_versions(npm_command(), name))
-    if not sources and not hints and ("No matching distribution" in reason or "only-binary" in reason):
+    other_version = any(hint.startswith("did you mean") for hint in hints)  # the pin, not the wheel, is wrong
+    if not sources and not other_version and ("No matching distribution" in reason or "only-binary" in reason):
         reason += _WHEELS_ONLY_HINT
     message = f"installing {shown(family, pins)} failed:\n{reason}" + "".join(f"\n{hint}" for hint in hints)
     return BuildError(message, runtime_id=rid, output=reason, suggestions=hints)

@@ -16,7 +16,7 @@ import re
 import subprocess
 from collections.abc import Callable
 
-from evaluator_host.definitions.imports import pypi_name_of
+from evaluator_host.package_names import pypi_name_of
 
 __all__ = ["nearest_version", "npm_versions", "suggestions"]
 
@@ -95,7 +95,7 @@ def suggestions(installer: str, output: str, npm_versions_of: VersionsOf | None 
                 hint = (
                     f"did you mean {other}? ({name} is what the code imports; the package is {other})"
                     if other
-                    else f"no package named {name!r} on the configured indexes: check the spelling"
+                    else f"pip found no installable {name!r} on the configured indexes: check the spelling"
                 )
             if hint and hint not in found:
                 found.append(hint)

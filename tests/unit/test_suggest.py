@@ -52,7 +52,9 @@ def test_an_import_name_pinned_as_a_package_gets_the_package() -> None:
 
 
 def test_a_name_no_index_has_is_said_plainly() -> None:
-    assert suggestions("pip", PIP_TYPO) == ["no package named 'nump' on the configured indexes: check the spelling"]
+    assert suggestions("pip", PIP_TYPO) == [
+        "pip found no installable 'nump' on the configured indexes: check the spelling"
+    ]
 
 
 def test_npm_wrong_version_asks_npm_for_the_versions() -> None:

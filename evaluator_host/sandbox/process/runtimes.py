@@ -132,7 +132,7 @@ class RuntimeBuilder(BuildOnce):
             found.append(
                 RuntimeInfo(
                     id=rid,
-                    language=languages.get(data.get("language", "python")).family.name,
+                    language=languages.get(data.get("language", languages.DEFAULT)).family.name,
                     packages=dict(data.get("packages", {})),
                     lock=list(data.get("lock", [])),
                     size_bytes=_size(manifest.parent),
