@@ -249,24 +249,27 @@ class DockerRuntimeBuilder(BuildOnce):
                 self.forget(rid)
 
     def remove(self, rid: str) -> bool:
-        """Remove runtime image ``rid``; False when a container still uses it."""
+        """Remove runtime image ``rid`` (its marks go with it; a failed build's log stays when there
+        was no image); False when a container still uses it."""
 
-        def remove(client: docker.DockerClient) -> bool:
+        def remove(client: docker.DockerClient) -> str:
             try:
                 client.images.remove(self.tag(rid))
             except NotFound:
-                return True
+                return "absent"
             except docker.errors.APIError as exc:
                 if exc.status_code == 409:
-                    return False
+                    return "in use"
                 raise
-            return True
+            return "removed"
 
-        removed = self.engine.run_sync(remove)
-        if removed:
+        outcome = self.engine.run_sync(remove)
+        if outcome == "removed":
             self.forget_marks(rid)
-        return removed
-
+        elif outcome == "absent":
+            self.forget(rid)
+            self._used_path(rid).unlink(missing_ok=True)
+        return outcome != "in use"
 
 def _parse_created(created: str) -> float | None:
     """The engine's ``Created`` (ISO 8601, seconds kept) as a timestamp."""
