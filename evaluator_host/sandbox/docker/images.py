@@ -271,6 +271,7 @@ class DockerRuntimeBuilder(BuildOnce):
             self._used_path(rid).unlink(missing_ok=True)
         return outcome != "in use"
 
+
 def _parse_created(created: str) -> float | None:
     """The engine's ``Created`` (ISO 8601, seconds kept) as a timestamp."""
     try:
