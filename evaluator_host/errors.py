@@ -139,10 +139,11 @@ class BuildError(EvaluatorHostError):
 
     type_name = "BuildError"
 
-    def __init__(self, message: str, *, runtime_id: str, output: str) -> None:
+    def __init__(self, message: str, *, runtime_id: str, output: str, suggestions: list[str] | None = None) -> None:
         super().__init__(message)
         self.runtime_id = runtime_id
         self.output = output
+        self.suggestions = suggestions or []  # "did you mean" lines, from what the installer reported
 
 
 class MigrationMismatch(EvaluatorHostError):

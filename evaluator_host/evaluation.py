@@ -336,7 +336,8 @@ class Evaluation:
         memory_mb = prepared.settings.memory_mb
         key = (scope, prepared.code_hash, runtime.id, memory_mb)
         bound = self._bound.get(key)
-        if bound is not None and bound.prepared == prepared:
+        # the same runtime id at another location: it was removed and built again meanwhile
+        if bound is not None and bound.prepared == prepared and bound.runtime.location == runtime.location:
             self._bound.move_to_end(key)
             return bound
         bound = Bound(prepared, runtime, self._spec(prepared, runtime, scope), self.pool)

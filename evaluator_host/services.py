@@ -27,9 +27,11 @@ from evaluator_host.errors import DataDirInUse
 from evaluator_host.evaluation import Evaluation
 from evaluator_host.evaluators import Evaluators
 from evaluator_host.jobs.exports import ResultReader
+from evaluator_host.jobs.retention import Retention
 from evaluator_host.jobs.runner import JobRunner
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.metrics import Metrics
+from evaluator_host.runtime_catalog import RuntimeCatalog
 from evaluator_host.sandbox.base import SandboxBackend
 from evaluator_host.sandbox.build_once import BuildOnce
 from evaluator_host.sandbox.pool import WorkerPool
@@ -116,6 +118,16 @@ class Services:
         """The ``Idempotency-Key`` answers (same database as the rest)."""
         return IdempotencyStore(self.store.engine)
 
+    @functools.cached_property
+    def retention(self) -> Retention:
+        """The sweep of finished jobs past ``RESULTS_RETENTION_DAYS`` (idle when that is off)."""
+        return Retention(self.settings, self.runner)
+
+    @functools.cached_property
+    def runtimes(self) -> RuntimeCatalog:
+        """``/v1/runtimes``: the backend's builds and built runtimes."""
+        return RuntimeCatalog(self.backend.builder)
+
     @classmethod
     def start(cls, settings: Settings) -> Services:
         """Lock the data dir, then create every component (jobs resume in :meth:`resume`).
@@ -176,13 +188,19 @@ class Services:
         return cls(settings, store, backend, pool, evaluation, evaluators, datasets, runner, results, lock_fd)
 
     async def resume(self) -> None:
-        """Start the bare runtimes' spares and resume the jobs a previous run left queued or running."""
+        """Start the bare runtimes' spares, resume the jobs a previous run left queued or running, and
+        start the retention sweep (when ``RESULTS_RETENTION_DAYS`` is set)."""
         self.evaluation.warm_bare_runtimes()
         await self.runner.start()
+        self.retention.start()
 
     async def close(self) -> None:
         """Stop running jobs (they resume on the next start), every worker, and the database."""
         try:
+            if "runtimes" in self.__dict__:
+                await self.runtimes.close()
+            if "retention" in self.__dict__:
+                await self.retention.close()
             await self.runner.close()
             await self.evaluators.close()
             await self.pool.close()

@@ -94,6 +94,13 @@ class Settings(BaseSettings):
     max_job_result_bytes: int = Field(
         1024**3, ge=1024, description="What one job's stored results may add up to (past it the job fails)."
     )
+    results_retention_days: float | None = Field(
+        None,
+        gt=0,
+        description="Finished jobs (their results and inline rows) older than this many days are deleted by a "
+        "periodic sweep; uploaded datasets stay. Off (none) by default.",
+    )
+    retention_sweep_s: float = Field(3600.0, gt=0, description="How often the retention sweep runs (when it is on).")
 
     max_workers: int = Field(
         16,

@@ -8,8 +8,21 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 
-from evaluator_host.api import datasets, errors, evaluate, evaluators, health, inspect, jobs, migrate, web
+from evaluator_host.api import (
+    datasets,
+    docs,
+    errors,
+    evaluate,
+    evaluators,
+    health,
+    inspect,
+    jobs,
+    migrate,
+    runtimes,
+    web,
+)
 from evaluator_host.api.deps import require_api_key
+from evaluator_host.api.examples import with_examples
 from evaluator_host.api.fastpath import FastPath
 from evaluator_host.api.limits import BodyLimitMiddleware
 from evaluator_host.api.observe import Observe
@@ -57,6 +70,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         description="Sandboxed, polyglot code execution for LLM evaluators.",
         lifespan=lifespan,
+        docs_url=None,  # served by api/docs.py from local assets
+        redoc_url=None,
     )
     app.state.settings = settings
     app.add_middleware(
@@ -68,9 +83,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.add_middleware(FastPath, settings=settings)
     app.add_middleware(Observe)  # outermost of ours: request ids, durations, the access log
     errors.install(app)
+    docs.install(app)
+    build_openapi = app.openapi
+    app.openapi = lambda: with_examples(build_openapi())  # type: ignore[method-assign]
     app.include_router(health.router)
     guarded = [Depends(require_api_key)]
-    for router in (evaluate.router, inspect.router, evaluators.router, datasets.router, jobs.router):
+    for router in (evaluate.router, inspect.router, evaluators.router, datasets.router, jobs.router, runtimes.router):
         app.include_router(router, prefix="/v1", dependencies=guarded, responses=ERROR_RESPONSES)
     conflict = _error("MigrationMismatch: the migrated code answered differently (+ rows, compared, code).")
     app.include_router(migrate.router, prefix="/v1", dependencies=guarded, responses={**ERROR_RESPONSES, 409: conflict})

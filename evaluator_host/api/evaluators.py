@@ -12,6 +12,7 @@ from evaluator_host.api.paging import MAX_LIMIT, page
 from evaluator_host.evaluation import answer, cases_of
 from evaluator_host.models import (
     BatchResponse,
+    ErrorBody,
     EvaluationResult,
     Evaluator,
     EvaluatorCreate,
@@ -24,7 +25,12 @@ from evaluator_host.models import (
 router = APIRouter(prefix="/evaluators", tags=["evaluators"])
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=Evaluator)
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=Evaluator,
+    responses={409: {"model": ErrorBody, "description": "Conflict: a request with this Idempotency-Key still runs."}},
+)
 async def create(body: EvaluatorCreate, services: ServicesDep, request: Request) -> Evaluator | Response:
     """Create an evaluator at revision 1 (its runtime is built now; a failing install is 422). With an
     ``Idempotency-Key`` header, a retry of the same request answers the first answer again."""

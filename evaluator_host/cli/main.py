@@ -5,6 +5,7 @@
 ``run``    evaluate a file: ``--case JSON`` or ``--cases FILE.jsonl`` locally, or a batch job over
            ``--data ROWS`` (JSONL/CSV/JSON) with a progress bar, locally or on ``--server URL``.
 ``images`` ``list | show ID | build | prune`` the cached runtime images of the docker backend.
+``runtimes`` ``list | show ID | prune`` the built runtimes of both backends (``cli/runtimes.py``).
 ``migrate`` rewrite legacy 4-argument evaluators to ``evaluate(inputs, outputs, trace)``
            (``cli/migrate.py``).
 ``db``     ``status | upgrade`` the database's schema (``cli/db.py``; ``serve`` migrates by itself).
@@ -264,8 +265,9 @@ def build_parser() -> argparse.ArgumentParser:
     images.add_argument("--runtime", action="append", help="prune: this runtime id (repeatable)")
     images.add_argument("--json", action="store_true", help="list, show: one JSON object per image")
     images.set_defaults(func=run_images)
-    from evaluator_host.cli import db, migrate
+    from evaluator_host.cli import db, migrate, runtimes
 
+    runtimes.add_parser(sub)
     migrate.add_parser(sub)
     db.add_parser(sub)
     return parser

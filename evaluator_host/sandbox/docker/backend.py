@@ -282,7 +282,11 @@ class DockerBackend:
         """Start an unbound harness container for ``runtime``."""
         if self._closed:
             raise SandboxError("the service is shutting down")
-        cid, sock, init_pid = await self.engine.call(self._create_sync, runtime)
+        try:
+            cid, sock, init_pid = await self.engine.call(self._create_sync, runtime)
+        except NotFound as exc:  # the runtime image was removed (pruned) since it was built or found
+            self.builder.forget_location(runtime.location)
+            raise SandboxError(f"the runtime image {runtime.location} was removed: retry to rebuild it") from exc
         sock.setblocking(False)
         raw, writer = await asyncio.open_connection(sock=sock, limit=1 << 20)
         worker = DockerWorker(self, cid, raw, writer, init_pid)

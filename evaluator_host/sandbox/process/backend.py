@@ -278,7 +278,12 @@ class ProcessBackend:
         """Start an unbound harness for ``runtime`` in a fresh sandbox."""
         if self._closed:
             raise SandboxError("the service is shutting down")
-        slot, claim = self._claim_slot()
+        lease = self._lease(runtime)
+        try:
+            slot, claim = self._claim_slot()
+        except BaseException:
+            _close(lease)
+            raise
         name = f"w-{uuid.uuid4().hex[:12]}"
         root = self._run_dir / name
         root.mkdir(mode=0o700)
@@ -291,6 +296,7 @@ class ProcessBackend:
 
         def release() -> None:
             self._release_slot(slot, claim)
+            _close(lease)
             self._workers.discard(worker)
 
         try:
@@ -306,6 +312,7 @@ class ProcessBackend:
             )
         except OSError as exc:
             self._release_slot(slot, claim)
+            _close(lease)
             for path in (root, *cgroups):
                 with contextlib.suppress(OSError):
                     path.rmdir()
@@ -316,6 +323,19 @@ class ProcessBackend:
         worker = ProcessWorker(proc, root, cgroups, release, namespaced, memory_cgroup)
         self._workers.add(worker)
         return worker
+
+    def _lease(self, runtime: RuntimeKey) -> int | None:
+        """Hold the worker's runtime for as long as the worker lives (a prune keeps it meanwhile);
+        ``SandboxError`` (retryable) when a prune removed it since this service last looked."""
+        if runtime.location is None:
+            return None
+        rid = Path(runtime.location).name
+        fd = self.builder.lease(rid)
+        if not os.path.isdir(runtime.location):
+            os.close(fd)
+            self.builder.forget(rid)
+            raise SandboxError(f"runtime {rid} was removed (pruned) meanwhile: retry to rebuild it", retry_after_s=1)
+        return fd
 
     def _claim_slot(self) -> tuple[int, int | None]:
         """A free uid slot, claimed host-wide (a lock file per uid) when workers get uids of their own:
@@ -346,3 +366,9 @@ class ProcessBackend:
         """Kill every worker this backend started; start no more."""
         self._closed = True
         await asyncio.gather(*(w.kill() for w in list(self._workers)), return_exceptions=True)
+
+
+def _close(fd: int | None) -> None:
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
