@@ -23,6 +23,9 @@
     ├── Forbidden                  a valid key on a route it may not use (HTTP 403: operator routes)
     ├── QuotaExceeded              a workspace quota is used up (HTTP 429 with Retry-After)
     ├── DataDirInUse               another live service holds the data dir (refused at start-up)
+    ├── DatabaseSchemaError        the database's schema is newer than this code (refused at start-up)
+    ├── JobNotHeld                 a job's rows may no longer be committed here (cancelled, deleted,
+    │                              or another service's): its runner stops, nothing is stored
     └── SandboxError               the infrastructure failed, not the user (HTTP 503, retryable)
         └── BackendUnavailable     no sandbox backend can run this language right now
 
@@ -39,6 +42,7 @@ __all__ = [
     "BuildError",
     "CodeSyntaxError",
     "DataDirInUse",
+    "DatabaseSchemaError",
     "DatasetError",
     "DefinitionError",
     "EgressError",
@@ -46,6 +50,7 @@ __all__ = [
     "FieldMappingError",
     "Forbidden",
     "InterfaceError",
+    "JobNotHeld",
     "LimitError",
     "MigrationMismatch",
     "MigrationRefused",
@@ -182,10 +187,11 @@ class BuildError(EvaluatorHostError):
 
     type_name = "BuildError"
 
-    def __init__(self, message: str, *, runtime_id: str, output: str) -> None:
+    def __init__(self, message: str, *, runtime_id: str, output: str, suggestions: list[str] | None = None) -> None:
         super().__init__(message)
         self.runtime_id = runtime_id
         self.output = output
+        self.suggestions = suggestions or []  # "did you mean" lines, from what the installer reported
 
 
 class MigrationMismatch(EvaluatorHostError):
@@ -225,6 +231,22 @@ class DataDirInUse(EvaluatorHostError):
     """Another live service process holds the data dir (one service per data dir)."""
 
     type_name = "DataDirInUse"
+
+
+class DatabaseSchemaError(EvaluatorHostError):
+    """The database's schema is at a revision this code does not know (a newer release migrated it)."""
+
+    type_name = "DatabaseSchemaError"
+
+
+class JobNotHeld(EvaluatorHostError):
+    """A job is no longer this runner's to commit: cancelled, deleted, or run by another service.
+
+    Raised by ``JobStore.commit_rows`` after rolling the chunk back; the runner stops the job
+    quietly (never an API answer).
+    """
+
+    type_name = "JobNotHeld"
 
 
 class SandboxError(EvaluatorHostError):

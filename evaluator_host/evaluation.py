@@ -399,7 +399,8 @@ class Evaluation:
         digest = self._env_digest(env)
         key = (f"{workspace}/{scope}", prepared.code_hash, runtime.id, memory_mb, digest)
         bound = self._bound.get(key)
-        if bound is not None and bound.prepared == prepared:
+        # the same runtime id at another location: it was removed and built again meanwhile
+        if bound is not None and bound.prepared == prepared and bound.runtime.location == runtime.location:
             self._bound.move_to_end(key)
             return bound
         spec = self._spec(prepared, runtime, f"{workspace}/{scope}|{digest}", workspace, env)

@@ -143,11 +143,26 @@ class EvaluateRequest(_Definition):
     cases: list[Case] | None = Field(None, description="Several cases instead of one.")
 
 
-class EvaluatorCreate(_Definition):
-    """``POST``/``PUT /v1/evaluators``."""
+MAX_REVISION = 2**31 - 1  # a revision number is a 32-bit integer column
 
-    name: str = Field(min_length=1, max_length=200)
-    description: str = Field("", max_length=10_000)
+
+def _storable(text: str) -> str:
+    """Text a database keeps as text: no NUL character (PostgreSQL refuses it; SQLite would keep it,
+    so both refuse it, alike)."""
+    if "\x00" in text:
+        raise ValueError("must not contain NUL characters (U+0000); in code, write the escape \\u0000 instead")
+    return text
+
+
+StoredText = Annotated[str, AfterValidator(_storable)]
+
+
+class EvaluatorCreate(_Definition):
+    """``POST``/``PUT /v1/evaluators`` (stored text holds no NUL character)."""
+
+    code: StoredText = Field(description="The evaluator's source code.")
+    name: StoredText = Field(min_length=1, max_length=200)
+    description: StoredText = Field("", max_length=10_000)
 
 
 class EvaluatorPatch(BaseModel):
@@ -160,10 +175,10 @@ class EvaluatorPatch(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str | None = Field(None, min_length=1, max_length=200)
-    description: str | None = Field(None, max_length=10_000)
+    name: StoredText | None = Field(None, min_length=1, max_length=200)
+    description: StoredText | None = Field(None, max_length=10_000)
     language: Language | None = None
-    code: str | None = None
+    code: StoredText | None = None
     packages: Packages | None = Field(None, description="Exact pins; replaces the latest revision's pins.")
     settings: dict[str, Any] | None = Field(None, description="Merged key by key into the latest settings.")
     secrets: list[str] | None = Field(None, max_length=50, description="Replaces the latest revision's secrets.")
@@ -182,7 +197,7 @@ class EvaluatorEvaluateRequest(BaseModel):
     outputs: Any = None
     trace: Any = None
     app_params: Any = None
-    revision: int | None = Field(None, ge=1, description="Defaults to the latest revision.")
+    revision: int | None = Field(None, ge=1, le=MAX_REVISION, description="Defaults to the latest revision.")
     cases: list[Case] | None = None
 
 
@@ -392,7 +407,7 @@ class JobCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     evaluator_id: str
-    revision: int | None = Field(None, ge=1, description="Defaults to the latest revision.")
+    revision: int | None = Field(None, ge=1, le=MAX_REVISION, description="Defaults to the latest revision.")
     rows: list[dict[str, Any]] | None = Field(None, description="Inline rows (stored as a dataset).")
     dataset_id: str | None = None
     field_mapping: FieldMapping | None = None

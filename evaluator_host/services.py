@@ -17,7 +17,9 @@ import gc
 import logging
 import os
 import shutil
+import socket
 import tempfile
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,10 +27,12 @@ from evaluator_host.errors import DataDirInUse
 from evaluator_host.evaluation import Evaluation
 from evaluator_host.evaluators import Evaluators
 from evaluator_host.jobs.exports import ResultReader
+from evaluator_host.jobs.retention import Retention
 from evaluator_host.jobs.runner import JobRunner
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.metrics import Metrics
 from evaluator_host.quotas import QuotaGuard
+from evaluator_host.runtime_catalog import RuntimeCatalog
 from evaluator_host.sandbox.base import SandboxBackend
 from evaluator_host.sandbox.build_once import BuildOnce
 from evaluator_host.sandbox.pool import WorkerPool
@@ -43,7 +47,7 @@ from evaluator_host.store.workspaces import WorkspaceRecord, WorkspaceStore
 from evaluator_host.vault import Vault
 from evaluator_host.workspaces import Workspaces
 
-__all__ = ["Services", "lock_data_dir", "select_backend"]
+__all__ = ["Services", "lock_data_dir", "select_backend", "service_id"]
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +88,20 @@ def lock_data_dir(data_dir: Path) -> int:
     return fd
 
 
+def service_id(data_dir: Path) -> str:
+    """The data dir's service id (made once, kept in ``data_dir/service-id``): the owner of the jobs
+    it runs in a database several services may share. A restored copy of the data dir is the same service."""
+    path = data_dir / "service-id"
+    with contextlib.suppress(FileNotFoundError):
+        if known := path.read_text().strip():
+            return known
+    made = f"{socket.gethostname()[:40]}-{uuid.uuid4().hex[:12]}"
+    tmp = path.with_name(f".service-id.{os.getpid()}")
+    tmp.write_text(made + "\n")
+    os.replace(tmp, path)
+    return made
+
+
 @dataclass
 class Services:
     """Settings, stores, backend, pool, the evaluation service, evaluators, datasets and jobs."""
@@ -108,6 +126,16 @@ class Services:
         """The ``Idempotency-Key`` answers (same database as the rest)."""
         return IdempotencyStore(self.store.engine)
 
+    @functools.cached_property
+    def retention(self) -> Retention:
+        """The sweep of finished jobs past ``RESULTS_RETENTION_DAYS`` (idle when that is off)."""
+        return Retention(self.settings, self.runner)
+
+    @functools.cached_property
+    def runtimes(self) -> RuntimeCatalog:
+        """``/v1/runtimes``: the backend's builds and built runtimes."""
+        return RuntimeCatalog(self.backend.builder)
+
     @classmethod
     def start(cls, settings: Settings) -> Services:
         """Lock the data dir, then create every component (jobs resume in :meth:`resume`).
@@ -126,12 +154,15 @@ class Services:
     def start_private(cls, settings: Settings) -> Services:
         """Services in a scratch data dir of their own (removed on close), for in-process CLI runs.
 
-        Nothing of the configured data dir is touched — its database, its jobs, its worker dirs,
+        Nothing of the configured data dir is touched — its database (a configured
+        ``database_url`` too: the run has a SQLite file of its own), its jobs, its worker dirs,
         its containers — except the build cache (``cache_dir``, default the data dir), which is
         made to be shared: a package set built by the server is not built again, and the reverse.
         """
         scratch = Path(tempfile.mkdtemp(prefix="evaluator-host-run-"))
-        private = settings.model_copy(update={"data_dir": scratch, "cache_dir": settings.resolved_cache_dir})
+        private = settings.model_copy(
+            update={"data_dir": scratch, "cache_dir": settings.resolved_cache_dir, "database_url": None}
+        )
         try:
             services = cls.start(private)
         except BaseException:
@@ -147,7 +178,7 @@ class Services:
             gc.set_threshold(settings.gc_threshold, 10, 10)
         engine = make_engine(settings.resolved_database_url)
         store = EvaluatorStore(engine)
-        jobs = JobStore(engine)
+        jobs = JobStore(engine, owner=service_id(settings.data_dir))
         workspaces = Workspaces(settings, WorkspaceStore(engine))
         vault = Vault(settings, SecretStore(engine))
         quotas = QuotaGuard(workspaces)
@@ -192,13 +223,19 @@ class Services:
             self.backend.egress.workspace_allow[record.id] = frozenset(record.network_allow)
 
     async def resume(self) -> None:
-        """Start the bare runtimes' spares and resume the jobs a previous run left queued or running."""
+        """Start the bare runtimes' spares, resume the jobs a previous run left queued or running, and
+        start the retention sweep (when ``RESULTS_RETENTION_DAYS`` is set)."""
         self.evaluation.warm_bare_runtimes()
         await self.runner.start()
+        self.retention.start()
 
     async def close(self) -> None:
         """Stop running jobs (they resume on the next start), every worker, and the database."""
         try:
+            if "runtimes" in self.__dict__:
+                await self.runtimes.close()
+            if "retention" in self.__dict__:
+                await self.retention.close()
             await self.runner.close()
             await self.evaluators.close()
             await self.pool.close()

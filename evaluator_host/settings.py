@@ -50,7 +50,11 @@ class Settings(BaseSettings):
         description="Build cache (process-backend runtimes, build logs and locks); default: data_dir. "
         "Safe to share between processes.",
     )
-    database_url: str | None = Field(None, description="SQLAlchemy URL; default SQLite in data_dir.")
+    database_url: str | None = Field(
+        None,
+        description="Database URL, e.g. postgresql://user:password@host:5432/db (PostgreSQL; the driver is "
+        "ours); default: SQLite in data_dir. Migrated at start-up (docs/operations.md).",
+    )
     api_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Comma-separated bearer keys; when set every /v1 call needs one."
     )
@@ -101,6 +105,13 @@ class Settings(BaseSettings):
     max_job_result_bytes: int = Field(
         1024**3, ge=1024, description="What one job's stored results may add up to (past it the job fails)."
     )
+    results_retention_days: float | None = Field(
+        None,
+        gt=0,
+        description="Finished jobs (their results and inline rows) older than this many days are deleted by a "
+        "periodic sweep; uploaded datasets stay. Off (none) by default.",
+    )
+    retention_sweep_s: float = Field(3600.0, gt=0, description="How often the retention sweep runs (when it is on).")
 
     max_workers: int = Field(
         16,

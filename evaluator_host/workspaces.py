@@ -151,6 +151,14 @@ class Workspaces:
         await self.flush()
         return await asyncio.to_thread(self.store.keys, workspace_id)
 
+    async def note_runtime(self, workspace_id: str, runtime_id: str) -> None:
+        """Remember that ``workspace_id`` asked for a runtime (it lists it from then on)."""
+        await asyncio.to_thread(self.store.note_runtime, workspace_id, runtime_id)
+
+    async def runtimes_of(self, workspace_id: str) -> frozenset[str]:
+        """The runtimes ``workspace_id`` lists: asked for, or run by its live evaluators."""
+        return await asyncio.to_thread(self.store.runtimes_of, workspace_id)
+
     async def revoke(self, key_id: str) -> ApiKeyRecord:
         """Revoke a key: refused from the next request on."""
         self.generation += 1

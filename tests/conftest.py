@@ -3,6 +3,11 @@
 The docker backend joins every backend-parametrized test when an engine answers and
 the base image exists (``make images``). ``EVALUATOR_HOST_TEST_DOCKER=required`` (set
 by ``.ci/run``) turns "no engine" into a failure instead of a skip.
+
+PostgreSQL: a throwaway server (``tests/pg.py``) serves the session. ``database_url`` gives a
+test an empty SQLite database and an empty PostgreSQL database in turn; a test (or module)
+marked ``databases`` gets a third ``client``: the process backend on PostgreSQL.
+``EVALUATOR_HOST_TEST_POSTGRES=required`` (set by ``.ci/run``) turns "no PostgreSQL" into a failure.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from fastapi.testclient import TestClient
 from evaluator_host.api import create_app
 from evaluator_host.sandbox.docker.engine import unusable_reason
 from evaluator_host.settings import Settings
+from tests.pg import POSTGRES_MISSING, POSTGRES_REQUIRED, Cluster
 
 REPO = Path(__file__).resolve().parents[1]
 DOCKER_REQUIRED = os.environ.get("EVALUATOR_HOST_TEST_DOCKER") == "required"
@@ -34,6 +40,10 @@ docker_only = pytest.mark.skipif(
     DOCKER_MISSING is not None and not DOCKER_REQUIRED, reason=f"no usable Docker engine: {DOCKER_MISSING}"
 )
 BACKENDS: list[Any] = ["process", pytest.param("docker", marks=[pytest.mark.docker, docker_only])]
+postgres_only = pytest.mark.skipif(
+    POSTGRES_MISSING is not None and not POSTGRES_REQUIRED, reason=f"no PostgreSQL: {POSTGRES_MISSING}"
+)
+DATABASES: list[Any] = ["sqlite", pytest.param("postgres", marks=[postgres_only])]
 
 
 def managed_containers(owner: str | None = None) -> set[str]:
@@ -72,18 +82,69 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("evaluator-host-data")
 
 
-@pytest.fixture(scope="session", params=BACKENDS)
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Cluster]:
+    """The session's PostgreSQL server (started on first use, stopped and removed at the end)."""
+    if POSTGRES_MISSING is not None:
+        pytest.fail(f"EVALUATOR_HOST_TEST_POSTGRES=required but PostgreSQL is not usable: {POSTGRES_MISSING}")
+    cluster = Cluster()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(params=DATABASES)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database: a SQLite file in ``tmp_path``, then a PostgreSQL database of its own."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'test.db'}"
+    cluster: Cluster = request.getfixturevalue("postgres")
+    return cluster.database()
+
+
+_POSTGRES = pytest.param("postgres", marks=[postgres_only])
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``client`` runs on every backend; tests marked ``databases`` also on PostgreSQL (``client`` and
+    ``process_client``). A module that defines its own ``client`` decides for itself."""
+    on_postgres = metafunc.definition.get_closest_marker("databases") is not None
+    if "client" in metafunc.fixturenames and not hasattr(metafunc.module, "client") and not _given(metafunc):
+        params = [*BACKENDS, _POSTGRES] if on_postgres else BACKENDS
+        metafunc.parametrize("client", params, indirect=True, scope="session")
+    if "process_client" in metafunc.fixturenames and on_postgres:
+        metafunc.parametrize("process_client", ["sqlite", _POSTGRES], indirect=True, scope="module")
+
+
+def _given(metafunc: pytest.Metafunc) -> bool:
+    """Whether the test parametrizes ``client`` itself (``@pytest.mark.parametrize("client", …, indirect=True)``)."""
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        names = mark.args[0]
+        if "client" in ([n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)):
+            return True
+    return False
+
+
+def _database(request: pytest.FixtureRequest, name: str) -> str | None:
+    """The URL of a new PostgreSQL database for ``name`` ``postgres``; None (the data dir's SQLite file) else."""
+    return request.getfixturevalue("postgres").database() if name == "postgres" else None
+
+
+@pytest.fixture(scope="session")
 def client(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[TestClient]:
-    """A started service on each backend; shared by the session (warm pool and all)."""
-    settings = make_settings(data_dir / request.param, backend=request.param)
+    """A started service on each backend (and on PostgreSQL); shared by the session (warm pool and all)."""
+    backend = "process" if request.param == "postgres" else request.param
+    url = _database(request, request.param)
+    settings = make_settings(data_dir / request.param, backend=backend, database_url=url)
     with TestClient(create_app(settings)) as test_client:
         yield test_client
 
 
 @pytest.fixture(scope="module")
-def process_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    """A started service of the test module's own: process backend, a fresh data dir."""
-    settings = make_settings(tmp_path_factory.mktemp("module-service"), backend="process")
+def process_client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """A started service of the test module's own: process backend, a fresh data dir (and, marked
+    ``databases``, once more on a fresh PostgreSQL database)."""
+    url = _database(request, getattr(request, "param", "sqlite"))
+    settings = make_settings(tmp_path_factory.mktemp("module-service"), backend="process", database_url=url)
     with TestClient(create_app(settings)) as test_client:
         yield test_client
 
@@ -111,17 +172,23 @@ def free_port() -> int:
 
 @contextmanager
 def serving(
-    data_dir: Path, backend: str | None = None, pass_fds: tuple[int, ...] = (), env: dict[str, str] | None = None
+    data_dir: Path,
+    backend: str | None = None,
+    pass_fds: tuple[int, ...] = (),
+    database_url: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> Iterator[tuple[httpx.Client, subprocess.Popen[bytes]]]:
     """The real service (``evaluator-host serve``) on ``data_dir``, healthy; terminated (or reaped) afterwards.
 
     ``backend`` None leaves the choice to the service (``auto``); ``pass_fds`` are descriptors it
-    inherits (as from a shell's ``exec 7<file``); ``env`` adds environment variables (settings).
-    The caller may kill the process.
+    inherits (as from a shell's ``exec 7<file``); ``database_url`` None is the data dir's SQLite
+    file; ``env`` adds environment variables (settings). The caller may kill the process.
     """
     env = {**os.environ, **(env or {}), "EVALUATOR_HOST_DATA_DIR": str(data_dir)}
     if backend is not None:
         env["EVALUATOR_HOST_BACKEND"] = backend
+    if database_url is not None:
+        env["EVALUATOR_HOST_DATABASE_URL"] = database_url
     port = free_port()
     argv = [sys.executable, "-m", "evaluator_host.cli", "serve", "--port", str(port), "--log-level", "warning"]
     proc = subprocess.Popen(argv, cwd=REPO, env=env, pass_fds=pass_fds)

@@ -10,6 +10,7 @@ from fastapi import FastAPI
 
 from evaluator_host.api import (
     datasets,
+    docs,
     errors,
     evaluate,
     evaluators,
@@ -17,10 +18,12 @@ from evaluator_host.api import (
     inspect,
     jobs,
     migrate,
+    runtimes,
     secrets,
     web,
     workspaces,
 )
+from evaluator_host.api.examples import with_examples
 from evaluator_host.api.fastpath import FastPath
 from evaluator_host.api.limits import BodyLimitMiddleware
 from evaluator_host.api.observe import Observe
@@ -70,6 +73,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         description="Sandboxed, polyglot code execution for LLM evaluators.",
         lifespan=lifespan,
+        docs_url=None,  # served by api/docs.py from local assets
+        redoc_url=None,
     )
     app.state.settings = settings
     app.add_middleware(
@@ -81,6 +86,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.add_middleware(FastPath, settings=settings)
     app.add_middleware(Observe)  # outermost of ours: request ids, durations, the access log
     errors.install(app)
+    docs.install(app)
+    build_openapi = app.openapi
+    app.openapi = lambda: with_examples(build_openapi())  # type: ignore[method-assign]
     app.include_router(health.router)
     # every route takes the caller's workspace (or the operator) as a dependency of its own
     for router in (
@@ -89,6 +97,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         evaluators.router,
         datasets.router,
         jobs.router,
+        runtimes.router,
         secrets.router,
         workspaces.router,
     ):

@@ -11,7 +11,7 @@ from evaluator_host.api.deps import ServicesDep, WorkspaceDep
 from evaluator_host.api.paging import MAX_LIMIT, page
 from evaluator_host.errors import DatasetError
 from evaluator_host.jobs.uploads import to_model
-from evaluator_host.models import Dataset, DatasetList, DatasetRow, DatasetRowPage
+from evaluator_host.models import Dataset, DatasetList, DatasetRow, DatasetRowPage, ErrorBody
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 
@@ -79,7 +79,11 @@ async def list_datasets(
     return DatasetList(data=data, count=len(data), next_cursor=after)
 
 
-@router.delete("/{dataset_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete(
+    "/{dataset_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses={409: {"model": ErrorBody, "description": "Conflict: jobs refer to the dataset (delete them first)."}},
+)
 async def delete(dataset_id: str, services: ServicesDep, workspace: WorkspaceDep) -> Response:
     """Delete a dataset and its files; 409 while jobs run on it (delete those first)."""
     await services.datasets.delete(workspace, dataset_id)

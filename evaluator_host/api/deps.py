@@ -12,6 +12,7 @@ from evaluator_host.workspaces import DEFAULT_PRINCIPAL, Principal
 
 __all__ = [
     "OperatorDep",
+    "PrincipalDep",
     "ServicesDep",
     "WorkspaceDep",
     "bearer",
@@ -77,3 +78,4 @@ async def operator(request: Request) -> Principal:
 
 WorkspaceDep = Annotated[str, Depends(workspace)]
 OperatorDep = Annotated[Principal, Depends(operator)]
+PrincipalDep = Annotated[Principal, Depends(principal)]

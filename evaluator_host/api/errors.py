@@ -51,7 +51,10 @@ def host_error_response(exc: EvaluatorHostError) -> JSONResponse:
         return JSONResponse(_body(exc.type_name, exc.message, **extra), status_code=422)
     if isinstance(exc, BuildError):
         return JSONResponse(
-            _body(exc.type_name, exc.message, runtime_id=exc.runtime_id, output=exc.output), status_code=422
+            _body(
+                exc.type_name, exc.message, runtime_id=exc.runtime_id, output=exc.output, suggestions=exc.suggestions
+            ),
+            status_code=422,
         )
     if isinstance(exc, ConflictError):
         return JSONResponse(_body(exc.type_name, exc.message), status_code=409)

@@ -12,6 +12,7 @@ from evaluator_host.api.paging import MAX_LIMIT, page
 from evaluator_host.evaluation import answer, cases_of
 from evaluator_host.models import (
     BatchResponse,
+    ErrorBody,
     EvaluationResult,
     Evaluator,
     EvaluatorCreate,
@@ -24,7 +25,12 @@ from evaluator_host.models import (
 router = APIRouter(prefix="/evaluators", tags=["evaluators"])
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=Evaluator)
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=Evaluator,
+    responses={409: {"model": ErrorBody, "description": "Conflict: a request with this Idempotency-Key still runs."}},
+)
 async def create(
     body: EvaluatorCreate, services: ServicesDep, request: Request, workspace: WorkspaceDep
 ) -> Evaluator | Response:

@@ -11,12 +11,19 @@ from fastapi.responses import StreamingResponse
 from evaluator_host.api.deps import ServicesDep, WorkspaceDep
 from evaluator_host.api.idempotent import idempotent
 from evaluator_host.api.paging import MAX_LIMIT, page
-from evaluator_host.models import Job, JobCreate, JobList, JobResultPage, JobStatus
+from evaluator_host.models import ErrorBody, Job, JobCreate, JobList, JobResultPage, JobStatus
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=Job)
+@router.post(
+    "",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=Job,
+    responses={
+        409: {"model": ErrorBody, "description": "Conflict: a request with this Idempotency-Key is still running."}
+    },
+)
 async def create(body: JobCreate, services: ServicesDep, request: Request, workspace: WorkspaceDep) -> Job | Response:
     """Start a job over ``dataset_id`` or inline ``rows``; poll ``GET /v1/jobs/{id}`` for progress. With an
     ``Idempotency-Key`` header, a retry of the same request answers the first answer (no second job)."""

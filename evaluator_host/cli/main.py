@@ -5,10 +5,12 @@
 ``run``    evaluate a file: ``--case JSON`` or ``--cases FILE.jsonl`` locally, or a batch job over
            ``--data ROWS`` (JSONL/CSV/JSON) with a progress bar, locally or on ``--server URL``.
 ``images`` ``list | show ID | build | prune`` the cached runtime images of the docker backend.
+``runtimes`` ``list | show ID | prune`` the built runtimes of both backends (``cli/runtimes.py``).
 ``migrate`` rewrite legacy 4-argument evaluators to ``evaluate(inputs, outputs, trace)``
            (``cli/migrate.py``).
 ``workspaces`` ``create | list | update``, ``keys`` ``create | list | revoke``: the operator's
            commands, through a running service (``cli/admin.py``).
+``db``     ``status | upgrade`` the database's schema (``cli/db.py``; ``serve`` migrates by itself).
 """
 
 from __future__ import annotations
@@ -82,6 +84,11 @@ def _serve(args: argparse.Namespace) -> int:
 
     level = args.log_level or settings.log_level
     configure(level, settings.log_format, settings.access_log)
+    from evaluator_host.cli.db import check_database
+
+    if (problem := check_database(settings)) is not None:  # migrated now (logged), or a clear refusal
+        sys.stderr.write(f"evaluator-host: {problem}\n")
+        return 2
     uvicorn.run(create_app(settings), host=host, port=port, log_level=level, access_log=False, log_config=None)
     return 0
 
@@ -263,10 +270,12 @@ def build_parser() -> argparse.ArgumentParser:
     images.add_argument("--runtime", action="append", help="prune: this runtime id (repeatable)")
     images.add_argument("--json", action="store_true", help="list, show: one JSON object per image")
     images.set_defaults(func=run_images)
-    from evaluator_host.cli import admin, migrate
+    from evaluator_host.cli import admin, db, migrate, runtimes
 
+    runtimes.add_parser(sub)
     migrate.add_parser(sub)
     admin.add_parsers(sub)
+    db.add_parser(sub)
     return parser
 
 

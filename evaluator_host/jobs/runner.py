@@ -17,6 +17,9 @@ Contract:
   that outlast ``job_retries`` retries, or a revision/dataset that is gone, fail a job.
 * Cancel stops a job promptly: running chunks are interrupted (their workers are
   killed), rows already committed are kept, the status becomes ``cancelled``.
+* A job runs in the service that created it (the store's ``owner``), and only there: a
+  service resumes its own jobs. A commit that finds its job no longer held (cancelled or
+  deleted by another service sharing the database) stores nothing and stops the job here.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluator_host import fastjson
-from evaluator_host.errors import EvaluatorHostError, LimitError, SandboxError
+from evaluator_host.errors import EvaluatorHostError, JobNotHeld, LimitError, SandboxError
 from evaluator_host.evaluation import Bound, ignored_fields
 from evaluator_host.evaluators import Evaluators
 from evaluator_host.jobs.mapping import RowMapper
@@ -275,7 +278,9 @@ class JobRunner:
             raise
         except Exception as group:  # a bug must not leave the job "running" forever either
             exc = _first(group)
-            if isinstance(exc, EvaluatorHostError):
+            if isinstance(exc, JobNotHeld):
+                log.info("job %s stopped here: %s", job_id, exc.message)
+            elif isinstance(exc, EvaluatorHostError):
                 await self._fail(job_id, exc.type_name, exc.message)
             else:
                 log.error("job %s failed", job_id, exc_info=exc)
@@ -287,7 +292,13 @@ class JobRunner:
         error = {"type": type_name, "message": message}
         with contextlib.suppress(Exception):
             await asyncio.to_thread(
-                self.store.set_job, job_id, only_unfinished=True, status="failed", error=error, finished_at=utcnow()
+                self.store.set_job,
+                job_id,
+                only_unfinished=True,
+                only_held=True,
+                status="failed",
+                error=error,
+                finished_at=utcnow(),
             )
 
     async def _run(self, job_id: str) -> None:
@@ -300,8 +311,8 @@ class JobRunner:
         dataset = await asyncio.to_thread(self.store.get_dataset, record.dataset_id, record.workspace_id)
         mapper = RowMapper(FieldMapping(**record.field_mapping), dataset.columns)
         started = {"started_at": utcnow()} if record.started_at is None else {}
-        if not await asyncio.to_thread(self.store.set_job, job_id, only_unfinished=True, status="running", **started):
-            return  # cancelled meanwhile
+        if not await asyncio.to_thread(self.store.claim, job_id, **started):
+            return  # cancelled meanwhile, or another service's
         live = _Live(record.done, record.failed, Accumulator.restore(record.acc_state), record.active_s)
         self._live[job_id] = live
         bound = await self.revisions.bind(revision)
@@ -320,7 +331,7 @@ class JobRunner:
             for _ in range(record.parallelism):
                 group.create_task(lane())
         finished = {"status": "succeeded", "finished_at": utcnow(), "active_s": live.active()}
-        await asyncio.to_thread(self.store.set_job, job_id, only_unfinished=True, **finished)
+        await asyncio.to_thread(self.store.set_job, job_id, only_unfinished=True, only_held=True, **finished)
 
     def _chunks(
         self, dataset_id: str, bits: bytearray, mapper: RowMapper, sizer: _Sizer

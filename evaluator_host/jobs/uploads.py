@@ -170,6 +170,8 @@ class DatasetCatalog:
         content_type: str | None,
         filename: str | None,
     ) -> DatasetRecord:
+        if "\x00" in name:  # before the rows are parsed: a database keeps no NUL in text
+            raise DatasetError("the dataset's name must not contain NUL characters (U+0000)")
         head = src.read(4096)
         src.seek(0)
         chosen = format_of(fmt, content_type, filename, head)

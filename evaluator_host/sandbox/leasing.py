@@ -261,14 +261,14 @@ class Leasing:
                 return handed
 
     async def _start_leased(self, spec: WorkerSpec, victim: Slot | None) -> Slot:
-        """Start a worker for ``spec`` in a place already counted (``victim`` gives its place up)."""
-        # counted as starting before the victim is gone: a caller looking meanwhile sees the place taken
+        """Start a worker for ``spec`` in a place already counted (``victim`` gives its place up: it is
+        killed in the background, so the call does not wait for a container's removal)."""
+        # counted as starting before the victim goes: a caller looking meanwhile sees the place taken
         self._starting[spec.key] = self._starting.get(spec.key, 0) + 1
+        if victim is not None:
+            self._reap(victim.worker)
         started = time.monotonic()
         try:
-            if victim is not None:
-                await victim.worker.kill()
-                started = time.monotonic()
             if self.failing(spec.key):
                 async with self._failing_starts:
                     slot = await self._start(spec)

@@ -131,7 +131,7 @@ class WorkerPool(Leasing):
         One that dies before it answers (e.g. a spare container removed from outside) is
         replaced once, transparently.
         """
-        worker = self.spares.take(spec.runtime)
+        worker = await self.spares.take_or_wait(spec.runtime)
         self.warm(spec.runtime)
         self.backend.builder.touch(spec.runtime_id)
         try:

@@ -1,9 +1,13 @@
-"""Tables and engine set-up."""
+"""Tables and engine set-up (SQLite or PostgreSQL; the schema is Alembic's, see ``store/schema.py``).
+
+The models below describe the schema at the newest migration; the migrations in
+``store/migrations/versions`` create it. Change one, add the other (docs/database.md).
+"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -14,14 +18,11 @@ from sqlalchemy import (
     ForeignKey,
     Integer,
     String,
-    Table,
     Text,
     create_engine,
     event,
-    inspect,
-    text,
 )
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from evaluator_host.models_workspace import DEFAULT_WORKSPACE
@@ -32,19 +33,31 @@ __all__ = [
     "Base",
     "DatasetRow",
     "EvaluatorRow",
+    "IdempotencyRow",
     "JobResultRow",
     "JobRow",
     "RevisionRow",
     "SecretRow",
     "WorkspaceRow",
+    "WorkspaceRuntimeRow",
+    "as_utc",
     "make_engine",
     "utcnow",
 ]
 
 
 def utcnow() -> datetime:
-    """Timezone-aware now."""
+    """Timezone-aware now (UTC)."""
     return datetime.now(UTC)
+
+
+def as_utc(value: datetime) -> datetime:
+    """A stored timestamp as an aware UTC datetime, whatever the database gave back.
+
+    SQLite keeps no zone (the value was written in UTC); PostgreSQL answers in the session's
+    zone. Either way the API shows the same instant the same way.
+    """
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 class Base(DeclarativeBase):
@@ -90,13 +103,26 @@ class SecretRow(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
+class WorkspaceRuntimeRow(Base):
+    """A runtime a workspace asked for with ``POST /v1/runtimes`` (the runtimes it lists, with those
+    its evaluators run on; the runtime itself is shared, see docs/security.md)."""
+
+    __tablename__ = "workspace_runtimes"
+
+    workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id"), primary_key=True)
+    runtime_id: Mapped[str] = mapped_column(String(80), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 class EvaluatorRow(Base):
     """An evaluator: its identity and latest revision number; soft-deleted."""
 
     __tablename__ = "evaluators"
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    workspace_id: Mapped[str] = mapped_column(String(40), index=True, default=DEFAULT_WORKSPACE)
+    workspace_id: Mapped[str] = mapped_column(
+        String(40), index=True, default=DEFAULT_WORKSPACE, server_default=DEFAULT_WORKSPACE
+    )
     latest_revision: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
@@ -133,7 +159,9 @@ class DatasetRow(Base):
     __tablename__ = "datasets"
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    workspace_id: Mapped[str] = mapped_column(String(40), index=True, default=DEFAULT_WORKSPACE)
+    workspace_id: Mapped[str] = mapped_column(
+        String(40), index=True, default=DEFAULT_WORKSPACE, server_default=DEFAULT_WORKSPACE
+    )
     name: Mapped[str] = mapped_column(String(200))
     format: Mapped[str] = mapped_column(String(10))
     row_count: Mapped[int] = mapped_column(BigInteger)
@@ -153,7 +181,9 @@ class JobRow(Base):
     __tablename__ = "jobs"
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    workspace_id: Mapped[str] = mapped_column(String(40), index=True, default=DEFAULT_WORKSPACE)
+    workspace_id: Mapped[str] = mapped_column(
+        String(40), index=True, default=DEFAULT_WORKSPACE, server_default=DEFAULT_WORKSPACE
+    )
     evaluator_id: Mapped[str] = mapped_column(String(40), index=True)
     revision: Mapped[int] = mapped_column(Integer)
     runtime_id: Mapped[str] = mapped_column(String(80))
@@ -171,6 +201,8 @@ class JobRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # the service (data dir) that runs it: only it commits rows (null: made before owners existed)
+    owner: Mapped[str | None] = mapped_column(String(80), nullable=True)
 
 
 class JobResultRow(Base):
@@ -201,14 +233,21 @@ class IdempotencyRow(Base):
 
 
 def make_engine(url: str) -> Engine:
-    """Create the engine and the tables; SQLite gets WAL, `synchronous=NORMAL` and a busy timeout
-    (docs/operations.md, "The embedded database": a power loss may roll back the last commits, never
-    corrupt the file; a job then runs its last chunks again, each row still stored once)."""
-    connect_args: dict[str, Any] = {}
+    """An engine on ``url`` whose schema is at the newest migration.
+
+    ``postgresql://`` (or ``postgres://``) URLs get the psycopg 3 driver, the session time zone
+    UTC and a liveness check on checkout; SQLite gets WAL, foreign keys, ``synchronous=NORMAL``
+    (docs/operations.md: a power loss may roll back the last commits, never corrupt the file; a job
+    then runs its last chunks again, each row still stored once) and a busy timeout.
+    The schema is upgraded in place first (``store/schema.py``): a database made before
+    migrations existed is adopted; one a newer release migrated is refused with
+    ``DatabaseSchemaError``.
+    """
+    from evaluator_host.store import schema
+
+    url = schema.normalized_url(url)
     if url.startswith("sqlite"):
-        connect_args = {"check_same_thread": False, "timeout": 30}
-    engine = create_engine(url, connect_args=connect_args)
-    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -218,35 +257,15 @@ def make_engine(url: str) -> Engine:
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.close()
 
-    Base.metadata.create_all(engine)
-    _add_missing_columns(engine)
+    elif url.startswith("postgresql"):
+        given = make_url(url).query.get("options") or ""  # the URL's own options (e.g. a search_path) stay
+        options = " ".join(["-c timezone=UTC", *([given] if isinstance(given, str) else given)]).strip()
+        engine = create_engine(url, pool_pre_ping=True, connect_args={"options": options})
+    else:
+        engine = create_engine(url)
+    try:
+        schema.upgrade(engine)
+    except BaseException:
+        engine.dispose()
+        raise
     return engine
-
-
-# Columns added to a table after databases were created: (table, column, portable column DDL).
-_ADDED_COLUMNS = (
-    (RevisionRow.__tablename__, "capabilities", "JSON"),
-    (RevisionRow.__tablename__, "secrets", "JSON"),
-    (RevisionRow.__tablename__, "network", "JSON"),
-    (EvaluatorRow.__tablename__, "workspace_id", f"VARCHAR(40) NOT NULL DEFAULT '{DEFAULT_WORKSPACE}'"),
-    (DatasetRow.__tablename__, "workspace_id", f"VARCHAR(40) NOT NULL DEFAULT '{DEFAULT_WORKSPACE}'"),
-    (JobRow.__tablename__, "workspace_id", f"VARCHAR(40) NOT NULL DEFAULT '{DEFAULT_WORKSPACE}'"),
-)
-
-
-def _add_missing_columns(engine: Engine) -> None:
-    """Columns added to a table after a database was created (``create_all`` only makes tables), with
-    their indexes; rows stored before ``workspace_id`` existed belong to the default workspace."""
-    inspector = inspect(engine)
-    present = {table: {c["name"] for c in inspector.get_columns(table)} for table, _, _ in _ADDED_COLUMNS}
-    added: set[str] = set()
-    with engine.begin() as conn:
-        for table, column, ddl in _ADDED_COLUMNS:
-            if column not in present[table]:
-                conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}"))
-                added.add(f"{table}.{column}")
-        for model in (EvaluatorRow, DatasetRow, JobRow):
-            if f"{model.__tablename__}.workspace_id" in added:
-                for index in cast(Table, model.__table__).indexes:
-                    if [c.name for c in index.columns] == ["workspace_id"]:
-                        index.create(conn)

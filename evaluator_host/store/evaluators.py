@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from evaluator_host.errors import NotFoundError
-from evaluator_host.store.db import DEFAULT_WORKSPACE, EvaluatorRow, RevisionRow, utcnow
+from evaluator_host.store.db import DEFAULT_WORKSPACE, EvaluatorRow, RevisionRow, as_utc, utcnow
 
 __all__ = ["EvaluatorStore", "RevisionRecord"]
 
@@ -44,10 +44,6 @@ class RevisionRecord:
     network: list[str] = field(default_factory=list)  # "host:port" its workers may reach (egress proxy)
 
 
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo else value.replace(tzinfo=utcnow().tzinfo)
-
-
 def _record(ev: EvaluatorRow, rev: RevisionRow) -> RevisionRecord:
     return RevisionRecord(
         id=ev.id,
@@ -60,8 +56,8 @@ def _record(ev: EvaluatorRow, rev: RevisionRow) -> RevisionRecord:
         packages=dict(rev.packages),
         settings=dict(rev.settings),
         runtime_id=rev.runtime_id,
-        created_at=_aware(ev.created_at),
-        updated_at=_aware(rev.created_at),
+        created_at=as_utc(ev.created_at),
+        updated_at=as_utc(rev.created_at),
         capabilities=rev.capabilities,
         workspace_id=ev.workspace_id,
         secrets=list(rev.secrets or []),

@@ -4,22 +4,31 @@ The resume invariant lives here: :meth:`JobStore.commit_rows` inserts a chunk's 
 and sets the job's ``done``/``failed`` counters and aggregate state in ONE transaction,
 and ``(job_id, idx)`` is the results' primary key. After a crash the stored counters
 always equal the stored rows, and a row can never be stored twice.
+
+Ownership: a job belongs to the service (``owner``: its data dir's id) that created or
+claimed it. Only the owner resumes it, and a commit lands only while the job is still
+unfinished *and* the committer's — in the same transaction as the rows, so a job cancelled
+or deleted (by any service sharing the database) or claimed elsewhere takes no more rows
+(``JobNotHeld``). Jobs from before owners existed are claimed by the first service that
+resumes them (``FOR UPDATE SKIP LOCKED`` on PostgreSQL: concurrent starters split them).
+Every statement is portable SQL (SQLite and PostgreSQL).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Table, delete, func, insert, select, update
+from sqlalchemy import Table, delete, func, insert, or_, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from evaluator_host.errors import NotFoundError
-from evaluator_host.store.db import DEFAULT_WORKSPACE, DatasetRow, JobResultRow, JobRow, utcnow
+from evaluator_host.errors import JobNotHeld, NotFoundError
+from evaluator_host.store.db import DEFAULT_WORKSPACE, DatasetRow, JobResultRow, JobRow, as_utc, utcnow
 
 __all__ = ["DatasetRecord", "JobRecord", "JobStore", "StoredResult"]
 
@@ -29,7 +38,7 @@ _RESULT_COLUMNS = ("job_id", "idx", "status", "revision", "runtime_id", "result"
 
 
 def _aware(value: datetime | None) -> datetime | None:
-    return value if value is None or value.tzinfo else value.replace(tzinfo=utcnow().tzinfo)
+    return None if value is None else as_utc(value)
 
 
 @dataclass(frozen=True)
@@ -112,10 +121,14 @@ def _found(session: Session, table: type[RowT], key: str, what: str, workspace_i
 
 
 class JobStore:
-    """Short transactions over datasets, jobs and results (call from a thread: they block)."""
+    """Short transactions over datasets, jobs and results (call from a thread: they block).
 
-    def __init__(self, engine: Engine) -> None:
+    ``owner`` names the service these jobs run in (default: one of its own, for tests and tools).
+    """
+
+    def __init__(self, engine: Engine, owner: str | None = None) -> None:
         self.engine = engine
+        self.owner = owner or f"store-{uuid.uuid4().hex[:16]}"
         marks = {"qmark": "?", "format": "%s", "pyformat": "%s"}.get(engine.dialect.paramstyle)
         columns = ", ".join(_RESULT_COLUMNS)
         self._insert_sql = (
@@ -177,9 +190,11 @@ class JobStore:
 
     # -- jobs ----------------------------------------------------------------------------
     def create_job(self, **fields: Any) -> JobRecord:
-        """Store a new job (``queued``)."""
+        """Store a new job (``queued``), owned by this store's service."""
         with Session(self.engine) as session, session.begin():
-            row = JobRow(status="queued", done=0, failed=0, active_s=0.0, created_at=utcnow(), **fields)
+            row = JobRow(
+                status="queued", done=0, failed=0, active_s=0.0, created_at=utcnow(), owner=self.owner, **fields
+            )
             session.add(row)
             session.flush()
             return _job(row)
@@ -190,10 +205,13 @@ class JobStore:
             return _job(_found(session, JobRow, job_id, "job", workspace_id))
 
     def list_jobs(
-        self, workspace_id: str, *, status: str | None = None, evaluator_id: str | None = None
+        self, workspace_id: str | None, *, status: str | None = None, evaluator_id: str | None = None
     ) -> list[JobRecord]:
-        """Jobs of ``workspace_id``, newest first, optionally filtered."""
-        query = select(JobRow).where(JobRow.workspace_id == workspace_id).order_by(JobRow.created_at.desc())
+        """Jobs of ``workspace_id`` (None: of every workspace, for the service's own use, e.g. the
+        retention sweep), newest first, optionally filtered."""
+        query = select(JobRow).order_by(JobRow.created_at.desc())
+        if workspace_id is not None:
+            query = query.where(JobRow.workspace_id == workspace_id)
         if status is not None:
             query = query.where(JobRow.status == status)
         if evaluator_id is not None:
@@ -202,16 +220,52 @@ class JobStore:
             return [_job(r) for r in session.scalars(query)]
 
     def unfinished(self) -> list[JobRecord]:
-        """Jobs that are queued or were running when the service stopped, oldest first."""
+        """This owner's jobs that are queued or were running when the service stopped, oldest first.
+
+        Unfinished jobs without an owner (stored before owners existed) are claimed first; rows
+        another starter has locked meanwhile are skipped (they are that starter's).
+        """
+        orphans = (
+            select(JobRow.id)
+            .where(JobRow.status.in_(_UNFINISHED), JobRow.owner.is_(None))
+            .with_for_update(skip_locked=True)
+        )
+        with Session(self.engine) as session, session.begin():
+            session.execute(
+                update(JobRow)
+                .where(JobRow.id.in_(orphans.scalar_subquery()), JobRow.owner.is_(None))
+                .values(owner=self.owner)
+            )
         with Session(self.engine) as session:
-            rows = session.scalars(select(JobRow).where(JobRow.status.in_(_UNFINISHED)).order_by(JobRow.created_at))
+            rows = session.scalars(
+                select(JobRow)
+                .where(JobRow.status.in_(_UNFINISHED), JobRow.owner == self.owner)
+                .order_by(JobRow.created_at)
+            )
             return [_job(r) for r in rows]
 
-    def set_job(self, job_id: str, *, only_unfinished: bool = False, **fields: Any) -> bool:
-        """Update fields; with ``only_unfinished`` only a queued/running job (False otherwise)."""
+    def claim(self, job_id: str, **fields: Any) -> bool:
+        """Mark a queued or running job ``running`` here (and set ``fields``), atomically; False when it
+        is finished, gone, or another service's."""
+        query = (
+            update(JobRow)
+            .where(JobRow.id == job_id, JobRow.status.in_(_UNFINISHED), self._mine())
+            .values(status="running", owner=self.owner, **fields)
+        )
+        with self.engine.begin() as conn:
+            return bool(conn.execute(query).rowcount)
+
+    def _mine(self) -> Any:
+        return or_(JobRow.owner == self.owner, JobRow.owner.is_(None))
+
+    def set_job(self, job_id: str, *, only_unfinished: bool = False, only_held: bool = False, **fields: Any) -> bool:
+        """Update fields; with ``only_unfinished`` only a queued/running job, with ``only_held`` only
+        this owner's job (False otherwise)."""
         query = update(JobRow).where(JobRow.id == job_id)
         if only_unfinished:
             query = query.where(JobRow.status.in_(_UNFINISHED))
+        if only_held:
+            query = query.where(self._mine())
         with self.engine.begin() as conn:
             return bool(conn.execute(query.values(**fields)).rowcount)
 
@@ -228,6 +282,9 @@ class JobStore:
     ) -> None:
         """Insert ``rows`` (job_id, idx, status, revision, runtime_id, result) and the counters, atomically.
 
+        Lands only while the job is unfinished and this owner's; otherwise nothing is stored and
+        :class:`JobNotHeld` is raised. A row stored before (same ``(job_id, idx)``) or a job that
+        does not exist is an ``IntegrityError``, and nothing of the chunk is stored either.
         The rows go to the driver's ``executemany`` directly (no per-row SQL compilation).
         """
         with self.engine.begin() as conn:
@@ -235,11 +292,13 @@ class JobStore:
                 conn.exec_driver_sql(self._insert_sql, list(rows))
             elif rows:
                 conn.execute(insert(_RESULTS), [dict(zip(_RESULT_COLUMNS, row, strict=True)) for row in rows])
-            conn.execute(
+            held = conn.execute(
                 update(JobRow)
-                .where(JobRow.id == job_id)
+                .where(JobRow.id == job_id, JobRow.status.in_(_UNFINISHED), self._mine())
                 .values(done=done, failed=failed, acc_state=acc_state, active_s=active_s)
-            )
+            ).rowcount
+            if not held:
+                raise JobNotHeld(f"job {job_id!r} is finished, deleted or another service's: its rows were not stored")
 
     def done_indices(self, job_id: str) -> Iterator[int]:
         """Indices of the rows that have a result, ascending."""

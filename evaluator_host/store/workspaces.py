@@ -3,8 +3,12 @@
 A key is ``evh_`` + 43 URL-safe characters (256 random bits); only its SHA-256 is stored (a
 slow hash buys nothing for a key that cannot be guessed, and would cost every request), with
 its first characters to recognise it in lists. The default workspace (:data:`DEFAULT_WORKSPACE`)
-always exists: it owns what was stored before workspaces, and what ``EVALUATOR_HOST_API_KEYS``'
-keys create.
+always exists (migration ``0003`` makes its row): it owns what was stored before workspaces, and
+what ``EVALUATOR_HOST_API_KEYS``' keys create.
+
+A workspace's runtimes are the ones it asked for (``POST /v1/runtimes``) and the ones its live
+evaluators run on: what ``GET /v1/runtimes`` lists for its keys (the runtimes themselves are a
+cache shared by every workspace).
 """
 
 from __future__ import annotations
@@ -16,12 +20,21 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select, union, update
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from evaluator_host.errors import NotFoundError
-from evaluator_host.store.db import DEFAULT_WORKSPACE, ApiKeyRow, WorkspaceRow, utcnow
+from evaluator_host.store.db import (
+    ApiKeyRow,
+    EvaluatorRow,
+    RevisionRow,
+    WorkspaceRow,
+    WorkspaceRuntimeRow,
+    as_utc,
+    utcnow,
+)
 
 __all__ = ["KEY_PREFIX", "ApiKeyRecord", "WorkspaceRecord", "WorkspaceStore", "hash_key"]
 
@@ -34,7 +47,7 @@ def hash_key(key: str) -> str:
 
 
 def _aware(value: datetime | None) -> datetime | None:
-    return value if value is None or value.tzinfo else value.replace(tzinfo=utcnow().tzinfo)
+    return None if value is None else as_utc(value)
 
 
 @dataclass(frozen=True)
@@ -80,15 +93,6 @@ class WorkspaceStore:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self.ensure_default()
-
-    def ensure_default(self) -> None:
-        """Create the default workspace when it is missing."""
-        with Session(self.engine) as session, session.begin():
-            if session.get(WorkspaceRow, DEFAULT_WORKSPACE) is None:
-                session.add(
-                    WorkspaceRow(id=DEFAULT_WORKSPACE, name="default", quotas={}, network_allow=[], created_at=utcnow())
-                )
 
     def create(self, name: str) -> WorkspaceRecord:
         """A new workspace (no quotas, no network)."""
@@ -182,3 +186,26 @@ class WorkspaceStore:
         with self.engine.begin() as conn:
             for key_id, when in used.items():
                 conn.execute(update(ApiKeyRow).where(ApiKeyRow.id == key_id).values(last_used_at=when))
+
+    # -- runtimes --------------------------------------------------------------------------
+    def note_runtime(self, workspace_id: str, runtime_id: str) -> None:
+        """Remember that ``workspace_id`` asked for runtime ``runtime_id`` (idempotent)."""
+        with Session(self.engine) as session:
+            if session.get(WorkspaceRuntimeRow, (workspace_id, runtime_id)) is not None:
+                return
+            session.add(WorkspaceRuntimeRow(workspace_id=workspace_id, runtime_id=runtime_id, created_at=utcnow()))
+            try:
+                session.commit()
+            except IntegrityError:  # the same request, concurrently: remembered either way
+                session.rollback()
+
+    def runtimes_of(self, workspace_id: str) -> frozenset[str]:
+        """The ids of the runtimes ``workspace_id`` asked for or its live evaluators' revisions run on."""
+        used = (
+            select(RevisionRow.runtime_id)
+            .join(EvaluatorRow, EvaluatorRow.id == RevisionRow.evaluator_id)
+            .where(EvaluatorRow.workspace_id == workspace_id, EvaluatorRow.deleted_at.is_(None))
+        )
+        asked = select(WorkspaceRuntimeRow.runtime_id).where(WorkspaceRuntimeRow.workspace_id == workspace_id)
+        with Session(self.engine) as session:
+            return frozenset(session.scalars(select(union(used, asked).subquery().c[0])))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+pytestmark = pytest.mark.databases  # on SQLite and on PostgreSQL
+
 CODE = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
 
 

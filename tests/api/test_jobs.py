@@ -22,6 +22,8 @@ from evaluator_host.sandbox.docker.engine import Engine
 from evaluator_host.settings import Settings
 from tests.conftest import BACKENDS, assert_healthy, make_settings, managed_containers
 
+pytestmark = pytest.mark.databases  # on SQLite and on PostgreSQL
+
 Json = dict[str, Any]
 
 SCORED = (

@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+pytestmark = pytest.mark.databases  # on SQLite and on PostgreSQL
+
 CODE = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
 
 

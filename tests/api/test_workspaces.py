@@ -105,6 +105,13 @@ WITHOUT_ID = {
     ("GET", "/v1/secrets"),
     ("PUT", "/v1/secrets/{name}"),
 }
+# The runtimes: a build cache shared by every workspace (any key builds or reads one by id; a
+# workspace's key lists only its own: tests/runtimes/test_api.py).
+SHARED = {
+    ("POST", "/v1/runtimes"),
+    ("GET", "/v1/runtimes"),
+    ("GET", "/v1/runtimes/{runtime_id}"),
+}
 OPERATOR = {
     ("POST", "/v1/workspaces"),
     ("GET", "/v1/workspaces"),
@@ -137,7 +144,7 @@ def test_the_table_covers_every_v1_route(world: dict[str, Any]) -> None:
     templated = {(m, re.sub(r"\{(ev|ev_b)\}", "{evaluator_id}", p.split("?")[0])) for m, p, _ in BY_ID}
     templated = {(m, p.replace("{ds}", "{dataset_id}").replace("{job}", "{job_id}")) for m, p in templated}
     templated = {(m, p.replace("/TOKEN", "/{name}")) for m, p in templated}
-    assert routes == templated | WITHOUT_ID | OPERATOR
+    assert routes == templated | WITHOUT_ID | SHARED | OPERATOR
 
 
 @pytest.mark.parametrize(("method", "path", "body"), BY_ID, ids=[f"{m} {p}" for m, p, _ in BY_ID])

@@ -1,6 +1,7 @@
 """A job survives its service: stop the real service process mid-job, start it again, count every row once.
 
-The service runs as a subprocess (``evaluator-host serve``) on a private data dir. Each
+The service runs as a subprocess (``evaluator-host serve``) on a private data dir (and its
+SQLite file, or a PostgreSQL database given as a plain ``postgresql://`` URL). Each
 worker draws a random nonce when it loads the evaluator and returns it with every score,
 so after the restart we can tell which rows ran before the stop (they must keep exactly
 the result committed then) and which ran after (on fresh workers).
@@ -10,17 +11,18 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import create_engine, text
 
 from evaluator_host.sandbox.docker.engine import Engine
 from evaluator_host.settings import Settings
-from tests.conftest import DOCKER_MISSING, docker_only, managed_containers, serving
+from evaluator_host.store.schema import normalized_url
+from tests.conftest import DOCKER_MISSING, docker_only, managed_containers, postgres_only, serving
 
 ROWS = 3000
 CODE = (
@@ -37,25 +39,35 @@ def _job(client: httpx.Client, job_id: str) -> dict[str, Any]:
     return job
 
 
-def _committed(data_dir: Path, job_id: str) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
-    """The job row and its stored results, read straight from the database file."""
-    with sqlite3.connect(data_dir / "evaluator-host.db") as db:
-        status, done, failed = db.execute("SELECT status, done, failed FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        rows = db.execute("SELECT idx, result FROM job_results WHERE job_id = ?", (job_id,)).fetchall()
+def _committed(url: str, job_id: str) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
+    """The job row and its stored results, read straight from the database."""
+    engine = create_engine(normalized_url(url))
+    with engine.connect() as db:
+        query = text("SELECT status, done, failed FROM jobs WHERE id = :id")
+        status, done, failed = db.execute(query, {"id": job_id}).one()
+        rows = db.execute(text("SELECT idx, result FROM job_results WHERE job_id = :id"), {"id": job_id}).all()
+    engine.dispose()
     return {"status": status, "done": done, "failed": failed}, {idx: json.loads(r) for idx, r in rows}
 
 
 @pytest.mark.parametrize(
-    ("backend", "sig"),
+    ("backend", "sig", "database"),
     [
-        ("process", signal.SIGKILL),
-        ("process", signal.SIGTERM),
-        pytest.param("docker", signal.SIGKILL, marks=[pytest.mark.docker, docker_only]),
+        ("process", signal.SIGKILL, "sqlite"),
+        ("process", signal.SIGTERM, "sqlite"),
+        pytest.param("process", signal.SIGKILL, "postgres", marks=[postgres_only]),
+        pytest.param("docker", signal.SIGKILL, "sqlite", marks=[pytest.mark.docker, docker_only]),
     ],
 )
-def test_restart_resumes_every_row_exactly_once(tmp_path: Path, backend: str, sig: signal.Signals) -> None:
+def test_restart_resumes_every_row_exactly_once(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str, sig: signal.Signals, database: str
+) -> None:
     data_dir = tmp_path / "data"
-    with serving(data_dir, backend) as (client, proc):
+    url = f"sqlite:///{data_dir / 'evaluator-host.db'}"
+    given = None
+    if database == "postgres":
+        url = given = request.getfixturevalue("postgres").database(driver="postgresql")
+    with serving(data_dir, backend, database_url=given) as (client, proc):
         ev = client.post("/v1/evaluators", json={"name": "resume", "language": "python", "code": CODE}).json()
         rows = [{"i": i, "outputs": None} for i in range(ROWS)]
         job = client.post("/v1/jobs", json={"evaluator_id": ev["id"], "rows": rows}).json()
@@ -65,12 +77,12 @@ def test_restart_resumes_every_row_exactly_once(tmp_path: Path, backend: str, si
             time.sleep(0.02)
         proc.send_signal(sig)
         proc.wait(timeout=60)
-    stored, before = _committed(data_dir, job["id"])
+    stored, before = _committed(url, job["id"])
     assert stored["status"] == "running"  # neither finished nor failed by the stop
     assert stored["done"] == len(before) and stored["failed"] == 0  # counters committed with their rows
     assert ROWS // 5 <= len(before) < ROWS, "the stop should land mid-job"
 
-    with serving(data_dir, backend) as (client, _proc):
+    with serving(data_dir, backend, database_url=given) as (client, _proc):
         deadline = time.monotonic() + 180
         while (resumed := _job(client, job["id"]))["status"] in ("queued", "running"):
             assert time.monotonic() < deadline, resumed
@@ -82,7 +94,7 @@ def test_restart_resumes_every_row_exactly_once(tmp_path: Path, backend: str, si
         response = client.get(f"/v1/jobs/{job['id']}/results", params={"format": "ndjson"})
         results = [json.loads(line) for line in response.text.splitlines()]
     assert [r["index"] for r in results] == list(range(ROWS))  # every row once, in input order
-    _, after = _committed(data_dir, job["id"])
+    _, after = _committed(url, job["id"])
     assert len(after) == ROWS
     for idx, result in before.items():  # rows committed before the stop were not run again
         assert after[idx] == result

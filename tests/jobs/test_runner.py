@@ -1,8 +1,9 @@
 """The job runner on the fake backend: exactly-once rows, per-row failures, retries, cancel, resume, chunk sizes.
 
 The wiring is the service's (``services.py``) with a :class:`FakeBackend` under a real pool
-and a real SQLite store in ``tmp_path``; the evaluator is real Python code (validated by
-``ast``, never run): the fake handler decides every row's result.
+and a real SQLite store in ``tmp_path`` (the tests of exactly-once rows, cancel and resume run
+on PostgreSQL too); the evaluator is real Python code (validated by ``ast``, never run): the
+fake handler decides every row's result.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from evaluator_host.quotas import QuotaGuard
 from evaluator_host.sandbox.base import RuntimeKey
 from evaluator_host.sandbox.fake import DIE, HANG, MEMORY, FakeBackend, FakeWorker, Handler, Reply, StartHook
 from evaluator_host.sandbox.pool import WorkerPool
+from evaluator_host.services import service_id
 from evaluator_host.settings import Settings
 from evaluator_host.store import EvaluatorStore
 from evaluator_host.store.db import DEFAULT_WORKSPACE, make_engine
@@ -113,7 +115,7 @@ async def wired(
     backend = FakeBackend(handler, start=start)
     pool = WorkerPool(backend, settings)
     evaluation = Evaluation(settings, pool, backend.builder)
-    jobs = JobStore(engine)
+    jobs = JobStore(engine, owner=service_id(data_dir))
     workspaces = Workspaces(settings, WorkspaceStore(engine))
     quotas = QuotaGuard(workspaces)
     evaluators = Evaluators(EvaluatorStore(engine), evaluation, Vault(settings, SecretStore(engine)), workspaces)
@@ -137,8 +139,11 @@ def parity(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
 
 
 @aio
-async def test_a_job_runs_every_row_exactly_once_and_its_counters_are_its_stored_rows(tmp_path: Path) -> None:
-    async with wired(tmp_path, parity, job_chunk_rows=7, batch_size=3) as w:
+async def test_a_job_runs_every_row_exactly_once_and_its_counters_are_its_stored_rows(
+    tmp_path: Path, database_url: str
+) -> None:
+    engine = make_engine(database_url)
+    async with wired(tmp_path, parity, engine=engine, job_chunk_rows=7, batch_size=3) as w:
         job_id = await w.job(await w.evaluator(), 100, parallelism=3)
         job = await w.finished(job_id)
         assert job.status == "succeeded", job
@@ -150,6 +155,7 @@ async def test_a_job_runs_every_row_exactly_once_and_its_counters_are_its_stored
         assert job.aggregate is not None and job.aggregate.count == 100 and job.aggregate.errors == 0
         assert job.aggregate.score is not None and job.aggregate.score.mean == 0.5
         assert len({w.worker_of(i).id for i in range(100)}) > 1  # the lanes ran on several workers
+    engine.dispose()
 
 
 @aio
@@ -222,9 +228,10 @@ def holding_at(row: int, reached: asyncio.Event) -> Handler:
 
 
 @aio
-async def test_cancel_mid_job_keeps_the_committed_rows(tmp_path: Path) -> None:
+async def test_cancel_mid_job_keeps_the_committed_rows(tmp_path: Path, database_url: str) -> None:
     reached = asyncio.Event()
-    async with wired(tmp_path, holding_at(10, reached), job_chunk_rows=4) as w:
+    engine = make_engine(database_url)
+    async with wired(tmp_path, holding_at(10, reached), engine=engine, job_chunk_rows=4) as w:
         job_id = await w.job(await w.evaluator(), 20)
         await reached.wait()  # rows 0-7 are committed, the chunk of rows 8-11 is running
         job = await w.runner.cancel(WS, job_id)
@@ -235,12 +242,13 @@ async def test_cancel_mid_job_keeps_the_committed_rows(tmp_path: Path) -> None:
         assert hung.killed  # the running chunk was interrupted
         assert (await w.runner.get(WS, job_id)).status == "cancelled"
         assert not w.runner._tasks  # nothing goes on running it
+    engine.dispose()
 
 
 @aio
-async def test_a_stopped_job_resumes_with_only_the_rows_without_a_result(tmp_path: Path) -> None:
+async def test_a_stopped_job_resumes_with_only_the_rows_without_a_result(tmp_path: Path, database_url: str) -> None:
     reached = asyncio.Event()
-    engine = make_engine(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    engine = make_engine(database_url)
     async with wired(tmp_path, holding_at(10, reached), engine=engine, job_chunk_rows=4) as first:
         job_id = await first.job(await first.evaluator(), 20)
         await reached.wait()
@@ -285,3 +293,36 @@ async def test_chunk_sizes_adapt_to_the_time_per_row(tmp_path: Path) -> None:
     slow_sizes = await _chunk_sizes(tmp_path / "slow", slow, 48)
     assert slow_sizes[0] == 32 and len(slow_sizes) >= 6 and max(slow_sizes[1:]) <= 3  # ~0.01 s / 0.003 s
     assert await _chunk_sizes(tmp_path / "fast", fast, 100) == [32, 68]  # the rest fits in one chunk
+
+
+@aio
+async def test_a_job_cancelled_by_another_service_on_the_database_stops_where_it_runs(
+    tmp_path: Path, database_url: str
+) -> None:
+    reached, gate = asyncio.Event(), asyncio.Event()
+
+    async def gated(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
+        if index(case) == 10:  # holds its chunk (rows 8-11) until the other service has cancelled
+            reached.set()
+            await gate.wait()
+        return {"value": 0.25}
+
+    engine = make_engine(database_url)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    async with (
+        wired(tmp_path / "a", gated, engine=engine, job_chunk_rows=4) as a,
+        wired(tmp_path / "b", parity, engine=engine) as b,
+    ):
+        job_id = await a.job(await a.evaluator(), 20)
+        await reached.wait()
+        assert not b.runner._tasks  # the other service never runs it
+        assert (await b.runner.cancel(WS, job_id)).status == "cancelled"
+        gate.set()
+        while a.runner._tasks:  # its next commit finds the job cancelled: nothing stored, it stops
+            await asyncio.sleep(0.01)
+        job = await a.runner.get(WS, job_id)
+        assert job.status == "cancelled" and job.progress.done == 8
+        assert sorted(await a.stored(job_id)) == list(range(8))
+        assert b.handled() == []
+    engine.dispose()

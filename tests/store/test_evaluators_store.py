@@ -1,4 +1,4 @@
-"""evaluator_host.store.evaluators (and store.db's engine) on a temporary SQLite file.
+"""evaluator_host.store.evaluators (and store.db's engine) on an empty SQLite file and PostgreSQL database.
 
 Proves the documented contracts: every create/update writes a new immutable revision
 (1..n), ``get`` answers the latest or a given revision, ``list_all`` only the latest of
@@ -10,6 +10,7 @@ foreign keys and that a second engine on the same file sees the same data.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,10 @@ WS = DEFAULT_WORKSPACE
 
 
 @pytest.fixture
-def engine(tmp_path: Path) -> Engine:
-    return make_engine(f"sqlite:///{tmp_path}/x.db")
+def engine(database_url: str) -> Iterator[Engine]:
+    engine = make_engine(database_url)
+    yield engine
+    engine.dispose()
 
 
 @pytest.fixture
@@ -49,10 +52,12 @@ def fields(n: int = 1, **overrides: Any) -> dict[str, Any]:
     }
 
 
-def test_make_engine_enables_wal_and_foreign_keys(engine: Engine) -> None:
+def test_make_engine_enables_wal_and_foreign_keys(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path}/x.db")
     with engine.connect() as conn:
         assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
         assert conn.execute(text("PRAGMA foreign_keys")).scalar() == 1
+    engine.dispose()
 
 
 def test_create_stores_revision_one_with_every_field(store: EvaluatorStore) -> None:
@@ -174,7 +179,9 @@ def test_delete_of_an_unknown_id_is_not_found(store: EvaluatorStore) -> None:
         store.delete(WS, "ev_missing")
 
 
-def test_a_second_engine_on_the_same_file_reads_what_the_first_wrote(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/shared.db"
-    ev = EvaluatorStore(make_engine(url)).create(WS, **fields(1))
-    assert EvaluatorStore(make_engine(url)).get(WS, ev.id) == ev
+def test_a_second_engine_on_the_same_database_reads_what_the_first_wrote(database_url: str) -> None:
+    first, second = make_engine(database_url), make_engine(database_url)
+    ev = EvaluatorStore(first).create(WS, **fields(1))
+    assert EvaluatorStore(second).get(WS, ev.id) == ev
+    first.dispose()
+    second.dispose()

@@ -1,4 +1,4 @@
-"""evaluator_host.store.jobs.JobStore on a temporary SQLite file.
+"""evaluator_host.store.jobs.JobStore on an empty SQLite file and PostgreSQL database.
 
 Datasets (add/get/list/delete; inline datasets are not listed), jobs (create, get, list
 filters, ``set_job`` with ``only_unfinished``, ``unfinished``) and the resume invariant of
@@ -11,21 +11,27 @@ rows back in index order, paged by ``start``/``limit``.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text, update
 from sqlalchemy.exc import IntegrityError
 
-from evaluator_host.errors import NotFoundError
-from evaluator_host.store.db import DEFAULT_WORKSPACE, make_engine, utcnow
+from evaluator_host.errors import JobNotHeld, NotFoundError
+from evaluator_host.store.db import DEFAULT_WORKSPACE, JobRow, make_engine, utcnow
 from evaluator_host.store.jobs import DatasetRecord, JobStore, StoredResult
+from tests.conftest import postgres_only
+from tests.pg import Cluster
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> JobStore:
-    return JobStore(make_engine(f"sqlite:///{tmp_path}/x.db"))
+def store(database_url: str) -> Iterator[JobStore]:
+    store = JobStore(make_engine(database_url))
+    yield store
+    store.engine.dispose()
 
 
 def dataset(dataset_id: str = "ds_1", *, inline: bool = False, age_s: int = 0) -> DatasetRecord:
@@ -232,3 +238,58 @@ def test_results_pages_by_start_index_and_limit_across_gaps(store: JobStore, job
     assert [r.idx for r in store.results(job, 5, 3)] == [6, 9]  # start falls in a gap
     assert [r.idx for r in store.results(job, 10, 3)] == []
     assert [r.idx for r in store.results("job_missing", 0, 3)] == []
+
+
+# --------------------------------------------------------------------------- ownership
+
+
+def test_a_cancelled_or_deleted_job_takes_no_more_rows(store: JobStore, job: str) -> None:
+    store.commit_rows(job, [row(0)], done=1, failed=0, acc_state={"n": 1}, active_s=0.5)
+    store.set_job(job, status="cancelled")
+    with pytest.raises(JobNotHeld):
+        store.commit_rows(job, [row(1)], done=2, failed=0, acc_state={"n": 2}, active_s=1.0)
+    record = store.get_job(job)
+    assert (record.done, record.acc_state) == (1, {"n": 1}) and list(store.done_indices(job)) == [0]
+    store.delete_job(job)
+    with pytest.raises(IntegrityError):  # the rows' job is gone
+        store.commit_rows(job, [row(2)], done=3, failed=0, acc_state={}, active_s=0.0)
+    assert list(store.done_indices(job)) == []
+
+
+def test_another_owners_job_is_neither_resumed_claimed_nor_committed_to(store: JobStore, job: str) -> None:
+    other = JobStore(store.engine, owner="other-service")
+    assert [j.id for j in store.unfinished()] == [job] and other.unfinished() == []
+    assert other.claim(job) is False
+    with pytest.raises(JobNotHeld):
+        other.commit_rows(job, [row(0)], done=1, failed=0, acc_state={}, active_s=0.0)
+    assert other.set_job(job, only_held=True, status="failed") is False
+    assert store.claim(job) is True and store.get_job(job).status == "running"
+    assert list(store.done_indices(job)) == [] and store.get_job(job).done == 0
+
+
+def test_jobs_without_an_owner_are_claimed_once_by_whoever_resumes_first(store: JobStore) -> None:
+    store.add_dataset(dataset())
+    for n in range(6):
+        new_job(store, id=f"j{n}")
+    with store.engine.begin() as conn:  # as a database from before owners existed has them
+        conn.execute(update(JobRow).values(owner=None))
+    stores = [JobStore(store.engine, owner=f"service-{n}") for n in range(3)]
+    with ThreadPoolExecutor(3) as pool:
+        claimed = list(pool.map(lambda s: [j.id for j in s.unfinished()], stores))
+    assert sorted(sum(claimed, [])) == [f"j{n}" for n in range(6)]  # each exactly once
+    for owner, mine in zip(stores, claimed, strict=True):
+        assert [j.id for j in owner.unfinished()] == mine  # and they stay its own
+    assert store.unfinished() == []  # the first store's jobs are others' now
+
+
+@postgres_only
+def test_stored_times_read_back_in_utc_whatever_the_session_zone(postgres: Cluster) -> None:
+    url = postgres.database().replace("options=", "options=-ctimezone%3DAsia/Kolkata%20")
+    store = JobStore(make_engine(url))
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SHOW timezone")).scalar() == "Asia/Kolkata"  # the URL's options win
+    record = dataset()
+    store.add_dataset(record)
+    got = store.get_dataset(record.id)
+    assert got == record and got.created_at.utcoffset() == timedelta(0)
+    store.engine.dispose()

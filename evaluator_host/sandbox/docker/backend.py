@@ -299,6 +299,11 @@ class DockerBackend:
         gate = await self.egress.open() if runtime.egress and self.egress is not None else None
         try:
             cid, sock, init_pid = await self.engine.call(self._create_sync, runtime, gate)
+        except NotFound as exc:  # the runtime image was removed (pruned) since it was built or found
+            if gate is not None:
+                await gate.close()
+            self.builder.forget_location(runtime.location)
+            raise SandboxError(f"the runtime image {runtime.location} was removed: retry to rebuild it") from exc
         except BaseException:
             if gate is not None:
                 await gate.close()

@@ -299,8 +299,16 @@ class ProcessBackend:
             raise SandboxError("the service is shutting down")
         if runtime.egress and self.egress is None:
             raise SandboxError("this process sandbox has no network namespace: it cannot give workers egress")
-        gate = await self.egress.open() if runtime.egress and self.egress is not None else None
-        slot, claim = self._claim_slot()
+        lease = self._lease(runtime)
+        gate: EgressGate | None = None
+        try:
+            gate = await self.egress.open() if runtime.egress and self.egress is not None else None
+            slot, claim = self._claim_slot()
+        except BaseException:
+            _close(lease)
+            if gate is not None:
+                await gate.close()
+            raise
         name = f"w-{uuid.uuid4().hex[:12]}"
         root = self._run_dir / name
         root.mkdir(mode=0o700)
@@ -313,6 +321,7 @@ class ProcessBackend:
 
         def release() -> None:
             self._release_slot(slot, claim)
+            _close(lease)
             self._workers.discard(worker)
 
         try:
@@ -330,6 +339,7 @@ class ProcessBackend:
             if gate is not None:
                 await gate.close()
             self._release_slot(slot, claim)
+            _close(lease)
             for path in (root, *cgroups):
                 with contextlib.suppress(OSError):
                     path.rmdir()
@@ -340,6 +350,19 @@ class ProcessBackend:
         worker = ProcessWorker(proc, root, cgroups, release, namespaced, memory_cgroup, gate)
         self._workers.add(worker)
         return worker
+
+    def _lease(self, runtime: RuntimeKey) -> int | None:
+        """Hold the worker's runtime for as long as the worker lives (a prune keeps it meanwhile);
+        ``SandboxError`` (retryable) when a prune removed it since this service last looked."""
+        if runtime.location is None:
+            return None
+        rid = Path(runtime.location).name
+        fd = self.builder.lease(rid)
+        if not os.path.isdir(runtime.location):
+            os.close(fd)
+            self.builder.forget(rid)
+            raise SandboxError(f"runtime {rid} was removed (pruned) meanwhile: retry to rebuild it", retry_after_s=1)
+        return fd
 
     def _claim_slot(self) -> tuple[int, int | None]:
         """A free uid slot, claimed host-wide (a lock file per uid) when workers get uids of their own:
@@ -372,3 +395,9 @@ class ProcessBackend:
         await asyncio.gather(*(w.kill() for w in list(self._workers)), return_exceptions=True)
         if self.egress is not None:
             self.egress.close()
+
+
+def _close(fd: int | None) -> None:
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)

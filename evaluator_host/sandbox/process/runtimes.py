@@ -12,6 +12,7 @@ Found or built through :class:`~evaluator_host.sandbox.build_once.BuildOnce`.
 from __future__ import annotations
 
 import functools
+import glob
 import json
 import os
 import shutil
@@ -20,12 +21,14 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import BinaryIO
 
 from evaluator_host import languages
 from evaluator_host.errors import BuildError
 from evaluator_host.sandbox import installers
 from evaluator_host.sandbox.base import Runtime
 from evaluator_host.sandbox.build_once import BuildOnce, runtime_id
+from evaluator_host.sandbox.inventory import RuntimeInfo
 from evaluator_host.settings import Settings
 
 __all__ = ["RuntimeBuilder"]
@@ -53,6 +56,14 @@ class RuntimeBuilder(BuildOnce):
     def bare_location(self) -> str | None:
         """No packages: the interpreter's standard library only."""
         return None
+
+    def live_logs(self, rid: str) -> list[Path]:
+        """The install's standard output, then its standard error, while it runs."""
+        return [self.root / f".{rid}.building.log", self.root / f".{rid}.building.err"]
+
+    def present(self, runtime: Runtime) -> bool:
+        """Whether the runtime's directory is still there (a prune may have removed it)."""
+        return runtime.location is None or os.path.isdir(runtime.location)
 
     def find(self, rid: str, language: str, pins: dict[str, str]) -> Runtime | None:
         """The runtime directory a finished build left (its manifest is written last)."""
@@ -105,24 +116,96 @@ class RuntimeBuilder(BuildOnce):
             shutil.rmtree(partial, ignore_errors=True)
             shutil.rmtree(build, ignore_errors=True)
 
+    # -- management (API, CLI) -----------------------------------------------------------
+    def inventory(self, only: str | None = None) -> list[RuntimeInfo]:
+        """Every runtime directory a finished build left (any base interpreter); ``only``: that id's."""
+        found = []
+        pattern = "*/manifest.json" if only is None else f"{glob.escape(only)}/manifest.json"
+        for manifest in sorted(self.root.glob(pattern)):
+            if manifest.parent.name.startswith("."):
+                continue
+            try:
+                data = json.loads(manifest.read_text())
+            except (OSError, ValueError):
+                continue
+            rid = manifest.parent.name
+            found.append(
+                RuntimeInfo(
+                    id=rid,
+                    language=languages.get(data.get("language", languages.DEFAULT)).family.name,
+                    packages=dict(data.get("packages", {})),
+                    lock=list(data.get("lock", [])),
+                    size_bytes=_size(manifest.parent),
+                    created_at=data.get("created_at"),
+                    last_used=self.last_used(rid),
+                    build_seconds=data.get("build_seconds"),
+                    in_use=self.in_use(rid),
+                    location=str(manifest.parent),
+                )
+            )
+        return found
+
+    def build_log(self, rid: str) -> str:
+        """The whole log of the build that made ``rid`` ('' when there is none)."""
+        try:
+            return (self.root / rid / "build.log").read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def remove(self, rid: str) -> bool:
+        """Remove runtime ``rid``; False (and nothing removed) while a live worker holds its lease
+        or a build of it runs. The directory is renamed away first, so no worker ever starts on a
+        half-removed one."""
+        with self.exclusive(rid) as held:
+            if not held:
+                return False
+            trash = self.root / f".{rid}.removed-{uuid.uuid4().hex[:8]}"
+            try:
+                (self.root / rid).rename(trash)
+            except FileNotFoundError:
+                pass
+            self.forget_marks(rid)
+        shutil.rmtree(trash, ignore_errors=True)
+        return True
+
     def _run(
         self, install: installers.Install, rid: str, family: languages.Family, pins: dict[str, str]
     ) -> tuple[str, str]:
         """Run an install: its standard output and its whole log; ``BuildError`` when it fails
         or outlives ``build_timeout_s``."""
         limit = self.settings.build_timeout_s
-        try:
-            proc = subprocess.run(
-                install.command,
-                capture_output=True,
-                text=True,
-                timeout=limit,
-                env={**installers.installer_environment(dict(os.environ)), **install.environment},
-            )
-        except subprocess.TimeoutExpired as exc:
-            message = f"installing {installers.shown(family, pins)} took longer than {limit:.0f} s"
-            raise BuildError(message, runtime_id=rid, output="") from exc
-        if proc.returncode != 0 or installers.LOCK_MARK not in proc.stdout:
+        out_path, err_path = self.live_logs(rid)  # read by GET /v1/runtimes/{id} while it runs
+        with open(out_path, "w+b") as out, open(err_path, "w+b") as err:
+            try:
+                returncode = subprocess.run(
+                    install.command,
+                    stdout=out,
+                    stderr=err,
+                    timeout=limit,
+                    env={**installers.installer_environment(dict(os.environ)), **install.environment},
+                ).returncode
+            except subprocess.TimeoutExpired as exc:
+                message = f"installing {installers.shown(family, pins)} took longer than {limit:.0f} s"
+                raise BuildError(message, runtime_id=rid, output="") from exc
+            stdout, stderr = (_read(handle) for handle in (out, err))
+        if returncode != 0 or installers.LOCK_MARK not in stdout:
             sources = self.settings.allow_sdist_builds
-            raise installers.build_failed(family, pins, rid, proc.stderr or proc.stdout, sources)
-        return proc.stdout, proc.stdout + proc.stderr
+            raise installers.build_failed(family, pins, rid, stderr or stdout, sources)
+        return stdout, stdout + stderr
+
+
+def _read(handle: BinaryIO) -> str:
+    handle.seek(0)
+    return handle.read().decode("utf-8", "replace")
+
+
+def _size(directory: Path) -> int:
+    """Bytes of the files under ``directory`` (not following links)."""
+    total = 0
+    for parent, _, files in os.walk(directory):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(parent, name)).st_size
+            except OSError:
+                pass
+    return total

@@ -1,0 +1,1 @@
+"""Alembic's environment and the schema's revisions (``versions/``); see docs/database.md."""

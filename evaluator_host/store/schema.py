@@ -1,0 +1,116 @@
+"""The database schema's version: Alembic migrations, applied when the service starts.
+
+Contract:
+
+* :func:`upgrade` brings any database this project ever made to the newest revision, in
+  place: a fresh one is created; one made before migrations existed (no ``alembic_version``
+  table, the tables ``create_all`` made) is adopted by the baseline revision, which only adds
+  what such a database may lack; data is never rewritten or dropped.
+* A database at a revision this code does not know (a newer release migrated it) is refused
+  with :class:`DatabaseSchemaError` before anything is touched: run that release or a newer one.
+* On PostgreSQL, concurrent starters serialize on an advisory lock, so one migrates and the
+  others find the schema current; the migration is one transaction (DDL is transactional there).
+* :func:`normalized_url` lets users write ``postgresql://user@host/db``: the driver (psycopg 3)
+  is ours to choose.
+
+The revisions live in ``store/migrations/versions``; docs/database.md says how to add one.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, Engine, make_url
+
+from evaluator_host.errors import DatabaseSchemaError
+
+__all__ = ["MIGRATIONS", "SchemaState", "head", "normalized_url", "state", "upgrade"]
+
+log = logging.getLogger(__name__)
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+_LOCK_KEY = 0x6576616C5F686F73  # pg_advisory_xact_lock key ("eval_hos"): one migrator at a time
+
+
+def normalized_url(url: str) -> str:
+    """``url`` with the driver this project ships for its dialect (``postgresql`` → ``postgresql+psycopg``)."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def _config(connection: Connection | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    return config
+
+
+def _scripts() -> ScriptDirectory:
+    return ScriptDirectory.from_config(_config())
+
+
+def head() -> str:
+    """The newest revision this code knows."""
+    newest = _scripts().get_current_head()
+    assert newest is not None, "no migrations found"
+    return newest
+
+
+@dataclass(frozen=True)
+class SchemaState:
+    """Where a database's schema stands."""
+
+    current: str | None  # its revision; None: empty, or made before migrations existed
+    head: str  # the newest revision this code knows
+    legacy: bool  # it has tables but no revision: made before migrations existed
+
+    @property
+    def up_to_date(self) -> bool:
+        return self.current == self.head
+
+
+def _state(conn: Connection) -> SchemaState:
+    current = MigrationContext.configure(conn).get_current_revision()
+    newest = head()
+    if current is not None:
+        try:
+            _scripts().get_revision(current)
+        except Exception:  # alembic's ResolutionError and friends: a revision we never wrote
+            raise DatabaseSchemaError(
+                f"the database's schema is at revision {current!r}, which this evaluator-host does not know "
+                f"(its newest is {newest!r}): a newer release migrated it; run that release or a newer one"
+            ) from None
+    legacy = current is None and conn.dialect.has_table(conn, "evaluators")
+    return SchemaState(current, newest, legacy)
+
+
+def state(engine: Engine) -> SchemaState:
+    """The database's schema revision next to this code's newest (``DatabaseSchemaError`` if unknown)."""
+    with engine.connect() as conn:
+        return _state(conn)
+
+
+def upgrade(engine: Engine) -> SchemaState:
+    """Migrate the database to the newest revision (nothing to do: one cheap read). Returns the state before."""
+    before = state(engine)
+    if before.up_to_date:
+        return before
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
+            before = _state(conn)  # another starter may have migrated while we waited
+            if before.up_to_date:
+                return before
+        command.upgrade(_config(conn), "head")
+    was = before.current or ("none (made before migrations)" if before.legacy else "none (empty)")
+    log.info("database schema migrated from revision %s to %s", was, before.head)
+    return before
