@@ -9,6 +9,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchem
 
 from evaluator_host import languages
 from evaluator_host.models_workspace import destination
+from evaluator_host.stored_text import StoredText
 
 __all__ = [
     "Aggregate",
@@ -144,17 +145,6 @@ class EvaluateRequest(_Definition):
 
 
 MAX_REVISION = 2**31 - 1  # a revision number is a 32-bit integer column
-
-
-def _storable(text: str) -> str:
-    """Text a database keeps as text: no NUL character (PostgreSQL refuses it; SQLite would keep it,
-    so both refuse it, alike)."""
-    if "\x00" in text:
-        raise ValueError("must not contain NUL characters (U+0000); in code, write the escape \\u0000 instead")
-    return text
-
-
-StoredText = Annotated[str, AfterValidator(_storable)]
 
 
 class EvaluatorCreate(_Definition):

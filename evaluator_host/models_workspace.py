@@ -8,6 +8,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from evaluator_host.stored_text import StoredText
+
 __all__ = [
     "DEFAULT_WORKSPACE",
     "ApiKey",
@@ -60,7 +62,10 @@ class Quotas(BaseModel):
     )
     max_dataset_bytes: int | None = Field(None, ge=0, description="Stored dataset bytes, uploads and inline rows.")
     max_evaluations_per_s: float | None = Field(
-        None, gt=0, description="Cases evaluated per second through /v1/evaluate and .../evaluate (bursts of 1 s)."
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Cases evaluated per second through /v1/evaluate and .../evaluate (bursts of 1 s).",
     )
 
 
@@ -86,7 +91,7 @@ class WorkspaceCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=200)
+    name: StoredText = Field(min_length=1, max_length=200)
 
 
 class WorkspacePatch(BaseModel):
@@ -94,7 +99,7 @@ class WorkspacePatch(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str | None = Field(None, min_length=1, max_length=200)
+    name: StoredText | None = Field(None, min_length=1, max_length=200)
     quotas: Quotas | None = None
     network_allow: list[str] | None = Field(None, max_length=100, description="'host:port' entries (DNS names).")
 
@@ -109,7 +114,7 @@ class KeyCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=200)
+    name: StoredText = Field(min_length=1, max_length=200)
 
 
 class ApiKey(BaseModel):

@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from evaluator_host.store.db import SecretRow, utcnow
+from evaluator_host.store.db import SecretRow, as_utc, utcnow
 
 __all__ = ["SecretInfo", "SecretStore"]
 
@@ -23,10 +24,6 @@ class SecretInfo:
     updated_at: datetime
 
 
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo else value.replace(tzinfo=utcnow().tzinfo)
-
-
 class SecretStore:
     """Short transactions over the ``secrets`` table (call from a thread: they block)."""
 
@@ -34,18 +31,21 @@ class SecretStore:
         self.engine = engine
 
     def put(self, workspace_id: str, name: str, ciphertext: str) -> bool:
-        """Store (or replace) a secret; True when it is new."""
+        """Store (or replace) a secret; True when it is new. Two first puts of one name at once (this
+        service or another on the database) store one row: the later one replaces the value."""
         now = utcnow()
-        with Session(self.engine) as session, session.begin():
-            row = session.get(SecretRow, (workspace_id, name))
-            if row is None:
-                session.add(
-                    SecretRow(
-                        workspace_id=workspace_id, name=name, ciphertext=ciphertext, created_at=now, updated_at=now
-                    )
-                )
-                return True
-            row.ciphertext, row.updated_at = ciphertext, now
+        where = (SecretRow.workspace_id == workspace_id, SecretRow.name == name)
+        with self.engine.begin() as conn:
+            if conn.execute(update(SecretRow).where(*where).values(ciphertext=ciphertext, updated_at=now)).rowcount:
+                return False
+        row = SecretRow(workspace_id=workspace_id, name=name, ciphertext=ciphertext, created_at=now, updated_at=now)
+        try:
+            with Session(self.engine) as session, session.begin():
+                session.add(row)
+            return True
+        except IntegrityError:  # put by someone else since the update found nothing
+            with self.engine.begin() as conn:
+                conn.execute(update(SecretRow).where(*where).values(ciphertext=ciphertext, updated_at=now))
             return False
 
     def delete(self, workspace_id: str, name: str) -> bool:
@@ -58,7 +58,7 @@ class SecretStore:
         """The workspace's secrets, by name."""
         query = select(SecretRow).where(SecretRow.workspace_id == workspace_id).order_by(SecretRow.name)
         with Session(self.engine) as session:
-            return [SecretInfo(r.name, _aware(r.created_at), _aware(r.updated_at)) for r in session.scalars(query)]
+            return [SecretInfo(r.name, as_utc(r.created_at), as_utc(r.updated_at)) for r in session.scalars(query)]
 
     def ciphertexts(self, workspace_id: str | None = None) -> dict[tuple[str, str], str]:
         """(workspace, name) -> stored token, of one workspace or all."""
