@@ -10,6 +10,7 @@ every container labelled with the data dir. An in-process CLI run uses
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import functools
@@ -45,7 +46,7 @@ from evaluator_host.store.jobs import JobStore
 from evaluator_host.store.secrets import SecretStore
 from evaluator_host.store.workspaces import WorkspaceRecord, WorkspaceStore
 from evaluator_host.vault import Vault
-from evaluator_host.workspaces import Workspaces
+from evaluator_host.workspaces import SYNC_S, Workspaces
 
 __all__ = ["Services", "lock_data_dir", "select_backend", "service_id"]
 
@@ -120,6 +121,7 @@ class Services:
     quotas: QuotaGuard
     lock_fd: int = -1
     scratch: Path | None = field(default=None, repr=False)  # removed on close (private runs)
+    syncer: asyncio.Task[None] | None = field(default=None, repr=False)  # see :meth:`_sync`
 
     @functools.cached_property
     def idempotency(self) -> IdempotencyStore:
@@ -228,10 +230,27 @@ class Services:
         self.evaluation.warm_bare_runtimes()
         await self.runner.start()
         self.retention.start()
+        self.syncer = asyncio.ensure_future(self._sync())
+
+    async def _sync(self) -> None:
+        """Every ``SYNC_S``: put in force what other services sharing the database changed — revoked
+        keys, workspaces' quotas and allowlists, secrets (``Workspaces.sync``, ``Vault.sync``)."""
+        while True:
+            await asyncio.sleep(SYNC_S)
+            try:
+                for record in await self.workspaces.sync():
+                    self.apply_workspace(record)
+                await self.vault.sync()
+            except Exception:  # a database hiccup: the next period tries again, the service goes on
+                log.exception("reading the workspaces other services changed failed")
 
     async def close(self) -> None:
         """Stop running jobs (they resume on the next start), every worker, and the database."""
         try:
+            if self.syncer is not None:
+                self.syncer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self.syncer
             if "runtimes" in self.__dict__:
                 await self.runtimes.close()
             if "retention" in self.__dict__:

@@ -84,6 +84,7 @@ class Vault:
         self._cipher = MultiFernet(ciphers)
         self._values: dict[str, dict[str, str]] = {}  # workspace -> name -> value (loaded on first use)
         self.generation = 0  # bumped by every change: what was bound with the old values is bound again
+        self._versions = store.versions()  # what the database held when last looked (see :meth:`sync`)
         self._rotate()
 
     def _rotate(self) -> None:
@@ -124,6 +125,17 @@ class Vault:
         self._values.pop(workspace_id, None)
         self.generation += 1
         return gone
+
+    async def sync(self) -> None:
+        """Catch up with secrets another service sharing the database put or deleted: the values of
+        the workspaces whose secrets changed are read again, and what was bound with them is bound again."""
+        versions = await asyncio.to_thread(self.store.versions)
+        changed = {ws for ws in versions.keys() | self._versions.keys() if versions.get(ws) != self._versions.get(ws)}
+        self._versions = versions
+        if changed:
+            for workspace_id in changed:
+                self._values.pop(workspace_id, None)
+            self.generation += 1
 
     async def names(self, workspace_id: str) -> list[SecretInfo]:
         """The workspace's secrets (names and times)."""

@@ -9,8 +9,11 @@ Contract:
   at all the service is open and every call acts in the default workspace, as before workspaces.
 * Lookups are cached (key hash -> principal), so the hot path costs a SHA-256 and a dict lookup;
   a revocation removes the key from the cache in the same step, so the very next request with it
-  is refused (one service per database: every revocation goes through this process).
+  is refused (on another service sharing the database: within :data:`SYNC_S`).
 * ``last_used_at`` is written in the background, at most every :data:`_TOUCH_S` seconds per service.
+* Services sharing a database: what another service changed — a key revoked or created, a
+  workspace created or its quotas and allowlist changed — is read by :meth:`Workspaces.sync`, which
+  the service runs every :data:`SYNC_S` seconds (on the service that made the change it is at once).
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from evaluator_host.settings import Settings
 from evaluator_host.store.db import DEFAULT_WORKSPACE, utcnow
 from evaluator_host.store.workspaces import ApiKeyRecord, WorkspaceRecord, WorkspaceStore, hash_key
 
-__all__ = ["DEFAULT_PRINCIPAL", "OPERATOR", "Principal", "Workspaces"]
+__all__ = ["DEFAULT_PRINCIPAL", "OPERATOR", "SYNC_S", "Principal", "Workspaces"]
 
 _TOUCH_S = 30.0
+SYNC_S = 5.0  # how often a service reads what other services sharing its database changed
 
 
 @dataclass(frozen=True)
@@ -115,11 +119,31 @@ class Workspaces:
         with contextlib.suppress(Exception):
             await self.flush()
 
+    async def sync(self) -> list[WorkspaceRecord]:
+        """Catch up with another service's changes (see the module docstring): revoked keys leave the
+        cache, workspace records are read again. The records that changed (to be put in force)."""
+        generation = self.generation
+        records, revoked, live = await asyncio.to_thread(
+            lambda: (self.store.list_all(), self.store.revoked(), self.store.live_keys())
+        )
+        stale = [digest for digest, p in self._keys.items() if p.key_id in revoked]
+        for digest in stale:
+            del self._keys[digest]
+        if generation != self.generation:  # changed here while we read: our copy is the newer one
+            return []
+        changed = [r for r in records if self._records.get(r.id) != r]
+        self._records = {r.id: r for r in records}
+        self._live = live
+        if stale or changed:
+            self.generation += 1
+        return changed
+
     # -- management (operator) -----------------------------------------------------------
     async def create(self, name: str) -> WorkspaceRecord:
         """A new workspace."""
         record = await asyncio.to_thread(self.store.create, name)
         self._records[record.id] = record
+        self.generation += 1
         return record
 
     def get(self, workspace_id: str) -> WorkspaceRecord:
@@ -144,6 +168,7 @@ class Workspaces:
         """A new key of ``workspace_id`` and the key itself (shown once)."""
         record, key = await asyncio.to_thread(self.store.create_key, workspace_id, name)
         self._live += 1
+        self.generation += 1
         return record, key
 
     async def keys(self, workspace_id: str | None = None) -> list[ApiKeyRecord]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -75,3 +75,12 @@ class SecretStore:
                 row = session.get(SecretRow, (ws, name))
                 if row is not None:
                     row.ciphertext = token
+
+    def versions(self) -> dict[str, tuple[int, datetime]]:
+        """Per workspace: how many secrets it has and when the newest changed (a put or a delete by
+        another service sharing the database changes one of the two)."""
+        query = select(SecretRow.workspace_id, func.count(), func.max(SecretRow.updated_at)).group_by(
+            SecretRow.workspace_id
+        )
+        with self.engine.connect() as conn:
+            return {ws: (int(count), as_utc(newest)) for ws, count, newest in conn.execute(query)}

@@ -176,6 +176,11 @@ class WorkspaceStore:
             ).first()
             return None if row is None else (row[0], row[1])
 
+    def revoked(self) -> frozenset[str]:
+        """The ids of the revoked keys."""
+        with Session(self.engine) as session:
+            return frozenset(session.scalars(select(ApiKeyRow.id).where(ApiKeyRow.revoked_at.is_not(None))))
+
     def live_keys(self) -> int:
         """How many keys are not revoked."""
         with Session(self.engine) as session:
