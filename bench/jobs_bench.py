@@ -218,7 +218,7 @@ def render(f: JobFigures) -> tuple[str, str]:
             '(`outputs == inputs.expected`), `field_mapping: {"outputs": "model_expression"}`, default '
             "parallelism. Each job is the **first job of a never-seen evaluator** (its code differs by a "
             "comment from every earlier one: no worker of it exists; its runtime's spares may). Wall time "
-            "from `POST /v1/jobs` to `status: succeeded` (polled every 10 ms, as a client watching progress would, far less often; every 2 ms until the first "
+            "from `POST /v1/jobs` to `status: succeeded` (polled every 10 ms; every 2 ms until the first "
             f"committed row). Baseline in the same run: {N_BASELINE:,} rows, one "
             "`POST /v1/evaluators/{id}/evaluate` per row over one keep-alive connection.",
             "",
