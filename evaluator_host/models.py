@@ -41,6 +41,7 @@ __all__ = [
     "JobResultPage",
     "JobStatus",
     "Language",
+    "MAX_REVISION",
     "Packages",
     "RevisionList",
     "Stats",
@@ -59,6 +60,7 @@ Language = Annotated[
     WithJsonSchema({"type": "string", "enum": languages.names()}),
 ]
 Packages = dict[str, str] | list[str]
+MAX_REVISION = 2**31 - 1  # revision numbers are 32-bit in the database: a larger one names no revision (422)
 Capabilities = dict[str, list[dict[str, Any]]]
 _CAPABILITIES_DOC = (
     "What the code reaches for, found statically (advisory; the sandbox enforces): network, filesystem, "
@@ -145,7 +147,7 @@ class EvaluatorEvaluateRequest(BaseModel):
     outputs: Any = None
     trace: Any = None
     app_params: Any = None
-    revision: int | None = Field(None, ge=1, description="Defaults to the latest revision.")
+    revision: int | None = Field(None, ge=1, le=MAX_REVISION, description="Defaults to the latest revision.")
     cases: list[Case] | None = None
 
 
@@ -323,7 +325,7 @@ class JobCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     evaluator_id: str
-    revision: int | None = Field(None, ge=1, description="Defaults to the latest revision.")
+    revision: int | None = Field(None, ge=1, le=MAX_REVISION, description="Defaults to the latest revision.")
     rows: list[dict[str, Any]] | None = Field(None, description="Inline rows (stored as a dataset).")
     dataset_id: str | None = None
     field_mapping: FieldMapping | None = None

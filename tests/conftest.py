@@ -111,14 +111,18 @@ def free_port() -> int:
 
 @contextmanager
 def serving(
-    data_dir: Path, backend: str | None = None, pass_fds: tuple[int, ...] = ()
+    data_dir: Path,
+    backend: str | None = None,
+    pass_fds: tuple[int, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> Iterator[tuple[httpx.Client, subprocess.Popen[bytes]]]:
     """The real service (``evaluator-host serve``) on ``data_dir``, healthy; terminated (or reaped) afterwards.
 
     ``backend`` None leaves the choice to the service (``auto``); ``pass_fds`` are descriptors it
-    inherits (as from a shell's ``exec 7<file``). The caller may kill the process.
+    inherits (as from a shell's ``exec 7<file``); ``env`` adds to its environment. The caller may
+    kill the process.
     """
-    env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(data_dir)}
+    env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(data_dir), **(env or {})}
     if backend is not None:
         env["EVALUATOR_HOST_BACKEND"] = backend
     port = free_port()
