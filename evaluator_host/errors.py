@@ -17,6 +17,7 @@
     ├── MigrationMismatch          migrated code answered differently on some rows (HTTP 409, the rows)
     ├── NotFoundError              an evaluator / revision / runtime does not exist (HTTP 404)
     ├── DataDirInUse               another live service holds the data dir (refused at start-up)
+    ├── StorageFull                the data disk is full (HTTP 507 + Retry-After; nothing half-written is kept)
     └── SandboxError               the infrastructure failed, not the user (HTTP 503, retryable)
         └── BackendUnavailable     no sandbox backend can run this language right now
 
@@ -46,6 +47,7 @@ __all__ = [
     "PolicyError",
     "ResponseTooLarge",
     "SandboxError",
+    "StorageFull",
 ]
 
 
@@ -177,6 +179,20 @@ class DataDirInUse(EvaluatorHostError):
     """Another live service process holds the data dir (one service per data dir)."""
 
     type_name = "DataDirInUse"
+
+
+class StorageFull(EvaluatorHostError):
+    """The data disk (database, datasets, runtimes) has no room left (ENOSPC); retryable once space returns.
+
+    Whatever was being written is dropped whole (a dataset, a runtime, a chunk's results), so
+    nothing half-written is ever served; jobs wait for space instead of failing.
+    """
+
+    type_name = "StorageFull"
+
+    def __init__(self, message: str, *, retry_after_s: int = 30) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class SandboxError(EvaluatorHostError):

@@ -23,6 +23,7 @@ from evaluator_host.errors import (
     NotFoundError,
     PackageSpecError,
     SandboxError,
+    StorageFull,
 )
 
 __all__ = ["host_error_response", "install"]
@@ -57,6 +58,10 @@ def host_error_response(exc: EvaluatorHostError) -> JSONResponse:
         return JSONResponse(_body(exc.type_name, exc.message, **extra), status_code=409)
     if isinstance(exc, NotFoundError):
         return JSONResponse(_body(exc.type_name, exc.message), status_code=404)
+    if isinstance(exc, StorageFull):  # 507 Insufficient Storage: the server's disk, not the client's request
+        return JSONResponse(
+            _body(exc.type_name, exc.message), status_code=507, headers={"Retry-After": str(exc.retry_after_s)}
+        )
     if isinstance(exc, SandboxError):
         return JSONResponse(
             _body(exc.type_name, exc.message), status_code=503, headers={"Retry-After": str(exc.retry_after_s)}

@@ -23,6 +23,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from evaluator_host.storage import translate_database_errors
+
 __all__ = ["Base", "DatasetRow", "EvaluatorRow", "JobResultRow", "JobRow", "RevisionRow", "make_engine", "utcnow"]
 
 
@@ -153,6 +155,7 @@ def make_engine(url: str) -> Engine:
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
 
+    translate_database_errors(engine)
     Base.metadata.create_all(engine)
     _add_missing_columns(engine)
     return engine
