@@ -65,7 +65,7 @@ def tiny_wheel(folder: Path, name: str = "evhtiny", version: str = "1.0", pad_ki
     files = {
         f"{name}/__init__.py": "VALUE = 42\n" + ("# padding to make the install write something\n" * (pad_kib * 22)),
         f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: evaluator-host-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
     record = []
     for path, text in files.items():

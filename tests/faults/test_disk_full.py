@@ -23,6 +23,7 @@ from evaluator_host.models import ErrorBody
 from tests.conftest import assert_healthy, make_settings
 from tests.faults.conftest import SmallDisk, tiny_wheel, wait_for
 
+JSONL = {"content-type": "application/jsonl"}
 CODE = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
 
 
@@ -113,7 +114,7 @@ def test_a_job_whose_commits_meet_a_full_disk_waits_then_finishes_every_row_once
         wait_for("a commit to meet the full disk", lambda: "waits for disk space" in caplog.text, timeout_s=60)
         during = service.get(f"/v1/jobs/{job['id']}").json()
         assert during["status"] == "running" and during["error"] is None  # waiting, not failed
-        _storage_full(service.post("/v1/datasets", content=b'{"a": 1}\n', headers={"content-type": "application/jsonl"}))
+        _storage_full(service.post("/v1/datasets", content=b'{"a": 1}\n', headers=JSONL))
         small_disk.free()
     finished = wait_for(
         "the job to finish",

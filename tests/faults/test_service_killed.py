@@ -18,6 +18,8 @@ import httpx
 from tests.conftest import serving
 from tests.faults.conftest import tiny_wheel, wait_for
 
+JSONL = {"content-type": "application/jsonl"}
+
 
 def _slow_rows(stop: threading.Event) -> Iterator[bytes]:
     """JSON lines, a chunk at a time, until ``stop`` (the upload never completes by itself)."""
@@ -37,14 +39,14 @@ def test_a_service_killed_mid_upload_lists_no_half_dataset_and_the_next_upload_s
         def upload() -> None:
             try:
                 with httpx.Client(base_url=client.base_url, timeout=60) as uploader:
-                    uploader.post("/v1/datasets", content=_slow_rows(stop), headers={"content-type": "application/jsonl"})
+                    uploader.post("/v1/datasets", content=_slow_rows(stop), headers=JSONL)
             except httpx.TransportError as exc:  # the service died under it: expected
                 failed.append(exc)
 
         sender = threading.Thread(target=upload, daemon=True)
         sender.start()
         datasets = data_dir / "datasets"
-        wait_for("the upload to reach the disk", lambda: any(p.stat().st_size > 1 << 16 for p in datasets.glob(".upload-*")))
+        wait_for("the upload to reach the disk", lambda: any(p.stat().st_size > 1 << 16 for p in datasets.glob(".up*")))
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
         stop.set()
@@ -55,7 +57,7 @@ def test_a_service_killed_mid_upload_lists_no_half_dataset_and_the_next_upload_s
     with serving(data_dir, "process") as (client, _proc):
         assert client.get("/v1/datasets").json()["data"] == []
         assert not [p.name for p in datasets.iterdir()]  # swept at start
-        again = client.post("/v1/datasets", content=b'{"a": 1}\n{"a": 2}\n', headers={"content-type": "application/jsonl"})
+        again = client.post("/v1/datasets", content=b'{"a": 1}\n{"a": 2}\n', headers=JSONL)
         assert again.status_code == 201 and again.json()["row_count"] == 2
         assert [d["id"] for d in client.get("/v1/datasets").json()["data"]] == [again.json()["id"]]
 

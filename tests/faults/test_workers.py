@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import sqlite3
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -109,12 +110,13 @@ def _docker_fault(fault: str, owner: str) -> int:
                     container.kill()
                 elif fault == "stop":
                     container.pause()
-                else:
+                else:  # the limit squeezed to just above its use: its next allocation is the engine's OOM kill
                     usage = container.stats(stream=False)["memory_stats"].get("usage", 64 << 20)
-                    limit = usage + (4 << 20)
-                    container.update(mem_limit=limit, memswap_limit=limit)
+                    limit = str(usage + (4 << 20))
+                    update = ["docker", "update", "--memory", limit, "--memory-swap", limit, container.id]
+                    subprocess.run(update, check=True, capture_output=True, timeout=60)
                 hit += 1
-            except docker.errors.APIError:
+            except (docker.errors.APIError, subprocess.CalledProcessError):
                 pass
     finally:
         client.close()
@@ -159,7 +161,8 @@ def test_a_worker_hit_from_outside_mid_batch_costs_only_its_rows(tmp_path: Path,
         assert (done, failed) == (ROWS, sum(s != "ok" for s in stored.values()))
         hit_rows = [s for s in stored.values() if s != "ok"]
         assert set(hit_rows) <= FAULT_STATUSES, hit_rows
-        assert len(hit_rows) <= 2 * hit + 2, hit_rows  # only the rows in flight on the hit workers
+        # only the rows in flight on the hit workers (a paused container times out the batch it holds)
+        assert len(hit_rows) <= (ROWS // 8 if fault == "stop" else 2 * hit + 2), hit_rows
         if fault == "oom" and backend == "process" and hit_rows:
             assert "memory_limit" in hit_rows or "error" in hit_rows
         results = client.get(f"/v1/jobs/{job['id']}/results", params={"format": "ndjson"}).text.splitlines()
