@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from evaluator_host.errors import EvaluatorHostError, LimitError, SandboxError, StorageFull
+from evaluator_host.errors import BackendUnavailable, EvaluatorHostError, LimitError, SandboxError, StorageFull
 from evaluator_host.evaluation import Bound, ignored_fields
 from evaluator_host.evaluators import Evaluators
 from evaluator_host.jobs.exports import stored_form
@@ -335,16 +335,25 @@ class JobRunner:
             yield chunk
 
     async def _run_chunk(self, bound: Bound, cases: list[dict[str, Any]]) -> list[RawOutcome]:
-        """The chunk's outcomes; infrastructure failures are retried with back-off, then raised."""
-        for attempt in range(self.settings.job_retries + 1):
+        """The chunk's outcomes; infrastructure failures are retried with back-off (``job_retries`` times,
+        then raised); an unreachable backend (``BackendUnavailable``: the Docker engine restarting) is
+        waited for without limit, so the job resumes when the engine is back."""
+        attempt = away = 0
+        while True:
             try:
                 return await bound.run(cases)
+            except BackendUnavailable as exc:  # the engine is away (restarting): wait for it, however long
+                if self._closed:
+                    raise
+                log.warning("chunk waits for the sandbox backend (%s)", exc.message)
+                await self._backoff(min(away, 3))
+                away += 1
             except SandboxError as exc:
                 if attempt == self.settings.job_retries or self._closed:
                     raise
                 log.warning("chunk failed (%s); retry %d of %d", exc.message, attempt + 1, self.settings.job_retries)
                 await self._backoff(attempt)
-        raise AssertionError("unreachable")
+                attempt += 1
 
     async def _storage_wait(self, attempt: int) -> None:
         """The wait before writing again to a full disk: ``min(2**attempt, 10)`` s (tests shorten it)."""
