@@ -12,7 +12,7 @@ WEB_SRC := $(wildcard web/src/*) web/index.html web/build.mjs web/package.json w
 NODE = $$($(BIN)/python -c 'from evaluator_host.languages import node_executable; print(node_executable())')
 NPM  = $(NODE) $$(dirname $(NODE))/../lib/node_modules/npm/bin/npm-cli.js
 
-.PHONY: help install lock run test lint unit bench images engine docs clean web
+.PHONY: help install lock run test lint unit bench soak images engine docs clean web
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -70,6 +70,9 @@ engine: ## install (Debian, root) and start a Docker engine if none answers
 
 bench: install ## run the benchmarks and write docs/benchmarks.md
 	$(BIN)/python -m bench.run
+
+soak: install ## hostile neighbours: 200 clients x 60 s over 6 good + 6 hostile evaluators; 5xx, errors, RSS
+	$(BIN)/python -m bench.hostile $(SOAK_BACKENDS)
 
 docs: install ## regenerate README's configuration table from the Settings model
 	$(BIN)/python -m evaluator_host.settings_doc README.md

@@ -44,6 +44,7 @@ __all__ = [
     "JobResultPage",
     "JobStatus",
     "Language",
+    "MAX_REVISION",
     "Packages",
     "RevisionList",
     "Stats",
@@ -62,6 +63,7 @@ Language = Annotated[
     WithJsonSchema({"type": "string", "enum": languages.names()}),
 ]
 Packages = dict[str, str] | list[str]
+MAX_REVISION = 2**31 - 1  # revision numbers are 32-bit in the database: a larger one names no revision (422)
 Capabilities = dict[str, list[dict[str, Any]]]
 _CAPABILITIES_DOC = (
     "What the code reaches for, found statically (advisory; the sandbox enforces): network, filesystem, "

@@ -10,6 +10,7 @@ every container labelled with the data dir. An in-process CLI run uses
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import functools
@@ -188,8 +189,12 @@ class Services:
         return cls(settings, store, backend, pool, evaluation, evaluators, datasets, runner, results, lock_fd)
 
     async def resume(self) -> None:
-        """Start the bare runtimes' spares, resume the jobs a previous run left queued or running, and
-        start the retention sweep (when ``RESULTS_RETENTION_DAYS`` is set)."""
+        """Sweep what a killed predecessor left half-written, start the bare runtimes' spares, resume the
+        jobs a previous run left queued or running, and start the retention sweep (when
+        ``RESULTS_RETENTION_DAYS`` is set)."""
+        swept = await asyncio.to_thread(self.datasets.sweep)
+        if swept:
+            log.info("removed %d dataset files a stopped service left half-written", swept)
         self.evaluation.warm_bare_runtimes()
         await self.runner.start()
         self.retention.start()

@@ -21,6 +21,7 @@ from evaluator_host.api import (
     runtimes,
     web,
 )
+from evaluator_host.api.auth import ApiKeyGate
 from evaluator_host.api.deps import require_api_key
 from evaluator_host.api.examples import with_examples
 from evaluator_host.api.fastpath import FastPath
@@ -39,6 +40,7 @@ def _error(description: str) -> dict[str, Any]:
 
 # What every /v1 route may answer besides its success; the body is always ErrorBody.
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: _error("The body could not be parsed at all (e.g. broken multipart data): BadRequest."),
     401: _error("API keys are configured and the request has no valid `Authorization: Bearer` key."),
     404: _error("The evaluator, revision, dataset or job does not exist."),
     413: _error("The request body is over the limit (MAX_BODY_BYTES; datasets: MAX_DATASET_BYTES)."),
@@ -81,6 +83,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     if settings.fast_path:  # the hot routes skip the rest
         app.add_middleware(FastPath, settings=settings)
+    app.add_middleware(ApiKeyGate, keys=settings.api_keys)  # before anything reads a body
     app.add_middleware(Observe)  # outermost of ours: request ids, durations, the access log
     errors.install(app)
     docs.install(app)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hmac
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
 
+from evaluator_host.api.auth import UNAUTHORIZED, bearer_ok
 from evaluator_host.services import Services
 
 __all__ = ["ServicesDep", "get_services", "require_api_key"]
@@ -22,15 +22,18 @@ ServicesDep = Annotated[Services, Depends(get_services)]
 
 
 async def require_api_key(request: Request) -> None:
-    """When API keys are configured, require ``Authorization: Bearer <key>`` (401 otherwise)."""
+    """When API keys are configured, require ``Authorization: Bearer <key>`` (401 otherwise).
+
+    :class:`~evaluator_host.api.auth.ApiKeyGate` already refused such requests before their body
+    was read; this is the same rule on the route, in case a route is ever mounted past the gate.
+    """
     keys = request.app.state.settings.api_keys
     if not keys:
         return
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and any(hmac.compare_digest(token.encode(), k.encode()) for k in keys):
+    if bearer_ok(request.headers.get("authorization", "").encode("latin-1"), [k.encode() for k in keys]):
         return
     raise HTTPException(
         status_code=status.HTTP_401_UNAUTHORIZED,
-        detail="a valid 'Authorization: Bearer <key>' header is required",
+        detail=UNAUTHORIZED,
         headers={"WWW-Authenticate": "Bearer"},
     )

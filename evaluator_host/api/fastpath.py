@@ -21,7 +21,6 @@ by the app's own handlers; anything unexpected propagates to the server-error ha
 
 from __future__ import annotations
 
-import hmac
 import re
 from typing import Any
 
@@ -31,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from evaluator_host.api import errors
 from evaluator_host.api import evaluate as evaluate_route
 from evaluator_host.api import evaluators as evaluators_route
+from evaluator_host.api.auth import bearer_ok
 from evaluator_host.api.observe import ROUTE_KEY
 from evaluator_host.errors import EvaluatorHostError
 from evaluator_host.models import BatchResponse, EvaluateRequest, EvaluationResult, EvaluatorEvaluateRequest
@@ -110,8 +110,7 @@ class FastPath:
             elif name == b"content-type":
                 json_body = _is_json(value)
             elif name == b"authorization" and not authorized:
-                scheme, _, token = value.partition(b" ")
-                authorized = scheme.lower() == b"bearer" and any(hmac.compare_digest(token, k) for k in self._keys)
+                authorized = bearer_ok(value, self._keys)
         return authorized and json_body and length is not None and length <= self.settings.max_body_bytes
 
 
