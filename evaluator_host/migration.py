@@ -21,15 +21,13 @@ from evaluator_host.jobs.mapping import RowMapper
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.migrate import Migration, migrate
 from evaluator_host.migrate.compare import differences
-from evaluator_host.models import (
-    Case,
-    EvaluatorCreate,
+from evaluator_host.migration_models import (
     EvaluatorMigrateRequest,
     EvaluatorMigrateResponse,
-    FieldMapping,
     MigrateResponse,
     MigrationNote,
 )
+from evaluator_host.models import Case, EvaluatorCreate, FieldMapping
 
 __all__ = ["Migrations", "response_of"]
 

@@ -225,8 +225,12 @@ class Services:
             self.backend.egress.workspace_allow[record.id] = frozenset(record.network_allow)
 
     async def resume(self) -> None:
-        """Start the bare runtimes' spares, resume the jobs a previous run left queued or running, and
-        start the retention sweep (when ``RESULTS_RETENTION_DAYS`` is set)."""
+        """Sweep what a killed predecessor left half-written, start the bare runtimes' spares, resume the
+        jobs a previous run left queued or running, and start the retention sweep (when
+        ``RESULTS_RETENTION_DAYS`` is set)."""
+        swept = await asyncio.to_thread(self.datasets.sweep)
+        if swept:
+            log.info("removed %d dataset files a stopped service left half-written", swept)
         self.evaluation.warm_bare_runtimes()
         await self.runner.start()
         self.retention.start()

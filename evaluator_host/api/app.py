@@ -23,6 +23,7 @@ from evaluator_host.api import (
     web,
     workspaces,
 )
+from evaluator_host.api.auth import ApiKeyGate
 from evaluator_host.api.examples import with_examples
 from evaluator_host.api.fastpath import FastPath
 from evaluator_host.api.limits import BodyLimitMiddleware
@@ -40,6 +41,7 @@ def _error(description: str) -> dict[str, Any]:
 
 # What every /v1 route may answer besides its success; the body is always ErrorBody.
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: _error("The body could not be parsed at all (e.g. broken multipart data): BadRequest."),
     401: _error("Keys are configured or stored and the request has no valid `Authorization: Bearer` key."),
     403: _error("The operator key on a workspace's route (or a workspace key on an operator route)."),
     404: _error("The evaluator, revision, dataset, job or secret does not exist in the key's workspace."),
@@ -84,6 +86,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     if settings.fast_path:  # the hot routes skip the rest
         app.add_middleware(FastPath, settings=settings)
+    app.add_middleware(ApiKeyGate)  # before anything reads a body
     app.add_middleware(Observe)  # outermost of ours: request ids, durations, the access log
     errors.install(app)
     docs.install(app)

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from evaluator_host.api.auth import UNAUTHORIZED, UNKNOWN_KEY, bearer
 from evaluator_host.errors import Forbidden, Unauthorized
 from evaluator_host.services import Services
 from evaluator_host.workspaces import DEFAULT_PRINCIPAL, Principal
@@ -15,7 +16,6 @@ __all__ = [
     "PrincipalDep",
     "ServicesDep",
     "WorkspaceDep",
-    "bearer",
     "get_services",
     "operator",
     "principal",
@@ -32,26 +32,22 @@ async def get_services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-def bearer(header: str | None) -> str | None:
-    """The token of an ``Authorization: Bearer <token>`` header value (None when it is not one)."""
-    scheme, _, token = (header or "").partition(" ")
-    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
-
-
 async def principal(request: Request) -> Principal:
     """Who is asking: the key's workspace (or the operator); the default workspace when the service
-    is open (no key configured or stored) and no key is given. 401 for a missing or unknown key."""
+    is open (no key configured or stored) and no key is given. 401 for a missing or unknown key
+    (:class:`~evaluator_host.api.auth.ApiKeyGate` already answered those before the body was read;
+    this is the same rule on the route, in case a route is ever mounted past the gate)."""
     services: Services = request.app.state.services
     token = bearer(request.headers.get("authorization"))
     if token is None:
         if not services.workspaces.auth_required:
             return DEFAULT_PRINCIPAL
-        raise Unauthorized("a valid 'Authorization: Bearer <key>' header is required")
+        raise Unauthorized(UNAUTHORIZED)
     found = await services.workspaces.resolve(token)
     if found is None and not services.workspaces.auth_required:
         return DEFAULT_PRINCIPAL  # an open service ignores keys it does not know, as it always did
     if found is None:
-        raise Unauthorized("a valid 'Authorization: Bearer <key>' header is required (this key is unknown or revoked)")
+        raise Unauthorized(UNKNOWN_KEY)
     return found
 
 

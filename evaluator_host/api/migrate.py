@@ -6,7 +6,12 @@ from fastapi import APIRouter
 
 from evaluator_host.api.deps import ServicesDep, WorkspaceDep
 from evaluator_host.migration import Migrations
-from evaluator_host.models import EvaluatorMigrateRequest, EvaluatorMigrateResponse, MigrateRequest, MigrateResponse
+from evaluator_host.migration_models import (
+    EvaluatorMigrateRequest,
+    EvaluatorMigrateResponse,
+    MigrateRequest,
+    MigrateResponse,
+)
 from evaluator_host.services import Services
 
 router = APIRouter(tags=["migrate"])

@@ -15,6 +15,10 @@ Contract:
 * A row that fails (raises, times out, exhausts memory, kills its worker) is that row's
   result; the pool replaces the worker and the job goes on. Only infrastructure failures
   that outlast ``job_retries`` retries, or a revision/dataset that is gone, fail a job.
+* A full data disk (:class:`StorageFull`) fails no job: a chunk's results wait in memory and
+  their commit is retried with back-off until the disk has room again (each lane holds at most
+  one chunk, so nothing piles up); a job being cancelled or a service stopping gives up the
+  chunk (its rows run again on resume).
 * Cancel stops a job promptly: running chunks are interrupted (their workers are
   killed), rows already committed are kept, the status becomes ``cancelled``.
 * A job runs in the service that created it (the store's ``owner``), and only there: a
@@ -26,15 +30,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from evaluator_host import fastjson
-from evaluator_host.errors import EvaluatorHostError, JobNotHeld, LimitError, SandboxError
+from evaluator_host.errors import (
+    BackendUnavailable,
+    EvaluatorHostError,
+    JobNotHeld,
+    LimitError,
+    SandboxError,
+    StorageFull,
+)
 from evaluator_host.evaluation import Bound, ignored_fields
 from evaluator_host.evaluators import Evaluators
 from evaluator_host.jobs.mapping import RowMapper
@@ -54,6 +66,7 @@ __all__ = ["JobRunner"]
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 _FINISHED = ("succeeded", "failed", "cancelled")
 _FIRST_CHUNK = 32
 
@@ -311,7 +324,7 @@ class JobRunner:
         dataset = await asyncio.to_thread(self.store.get_dataset, record.dataset_id, record.workspace_id)
         mapper = RowMapper(FieldMapping(**record.field_mapping), dataset.columns)
         started = {"started_at": utcnow()} if record.started_at is None else {}
-        if not await asyncio.to_thread(self.store.claim, job_id, **started):
+        if not await self._until_stored(self.store.claim, job_id, **started):
             return  # cancelled meanwhile, or another service's
         live = _Live(record.done, record.failed, Accumulator.restore(record.acc_state), record.active_s)
         self._live[job_id] = live
@@ -331,7 +344,7 @@ class JobRunner:
             for _ in range(record.parallelism):
                 group.create_task(lane())
         finished = {"status": "succeeded", "finished_at": utcnow(), "active_s": live.active()}
-        await asyncio.to_thread(self.store.set_job, job_id, only_unfinished=True, only_held=True, **finished)
+        await self._until_stored(self.store.set_job, job_id, only_unfinished=True, only_held=True, **finished)
 
     def _chunks(
         self, dataset_id: str, bits: bytearray, mapper: RowMapper, sizer: _Sizer
@@ -353,15 +366,40 @@ class JobRunner:
             yield chunk
 
     async def _run_chunk(self, bound: Bound, cases: list[dict[str, Any]]) -> list[RawOutcome]:
-        """The chunk's outcomes; infrastructure failures are retried with back-off, then raised."""
-        for attempt in range(self.settings.job_retries + 1):
+        """The chunk's outcomes; infrastructure failures are retried with back-off (``job_retries`` times,
+        then raised); an unreachable backend (``BackendUnavailable``: the Docker engine restarting) is
+        waited for without limit, so the job resumes when the engine is back."""
+        attempt = away = 0
+        while True:
             try:
                 return await bound.run(cases, held_replies=True, strict_cases=True)
+            except BackendUnavailable as exc:  # the engine is away (restarting): wait for it, however long
+                if self._closed:
+                    raise
+                log.warning("chunk waits for the sandbox backend (%s)", exc.message)
+                await self._backoff(min(away, 3))
+                away += 1
             except SandboxError as exc:
                 if attempt == self.settings.job_retries or self._closed:
                     raise
                 log.warning("chunk failed (%s); retry %d of %d", exc.message, attempt + 1, self.settings.job_retries)
                 await self._backoff(attempt)
+                attempt += 1
+
+    async def _storage_wait(self, attempt: int) -> None:
+        """The wait before writing again to a full disk: ``min(2**attempt, 10)`` s (tests shorten it)."""
+        await asyncio.sleep(min(2.0**attempt, 10.0))
+
+    async def _until_stored(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn`` (a store write) in a thread, retried while the disk is full (until the service stops)."""
+        for attempt in itertools.count():
+            try:
+                return await asyncio.to_thread(fn, *args, **kwargs)
+            except StorageFull as exc:
+                if self._closed:
+                    raise
+                log.warning("waiting for disk space (%s)", exc.message)
+                await self._storage_wait(attempt)
         raise AssertionError("unreachable")
 
     async def _backoff(self, attempt: int) -> None:
@@ -402,26 +440,34 @@ class JobRunner:
                 acc.add(result)
                 failed += result.status != "ok"
             done, failed = live.done + len(rows), live.failed + failed
-            commit = asyncio.ensure_future(
-                asyncio.to_thread(
-                    self.store.commit_rows,
-                    record.id,
-                    rows,
-                    done=done,
-                    failed=failed,
-                    acc_state=acc.state(),
-                    active_s=live.active(),
+            for attempt in itertools.count():
+                commit = asyncio.ensure_future(
+                    asyncio.to_thread(
+                        self.store.commit_rows,
+                        record.id,
+                        rows,
+                        done=done,
+                        failed=failed,
+                        acc_state=acc.state(),
+                        active_s=live.active(),
+                    )
                 )
-            )
-            try:
-                await asyncio.shield(commit)
-            finally:
-                # cancelled (cancel, shutdown) while the thread commits: the transaction lands
-                # anyway, so wait for it; whoever cancelled then sees the final counters
-                if not commit.done():
-                    await asyncio.wait([commit])
-                if not commit.cancelled() and commit.exception() is None:
-                    live.done, live.failed, live.acc = done, failed, acc
-                    if self.metrics is not None:
-                        self.metrics.job_rows.labels("ok").inc(len(rows) - (failed - live_failed))
-                        self.metrics.job_rows.labels("failed").inc(failed - live_failed)
+                try:
+                    await asyncio.shield(commit)
+                except StorageFull as exc:  # nothing of the chunk landed: hold it until the disk has room
+                    if self._closed or live.cancelling:
+                        raise
+                    log.warning("job %s waits for disk space (%s)", record.id, exc.message)
+                    await self._storage_wait(attempt)
+                    continue
+                finally:
+                    # cancelled (cancel, shutdown) while the thread commits: the transaction lands
+                    # anyway, so wait for it; whoever cancelled then sees the final counters
+                    if not commit.done():
+                        await asyncio.wait([commit])
+                    if not commit.cancelled() and commit.exception() is None:
+                        live.done, live.failed, live.acc = done, failed, acc
+                        if self.metrics is not None:
+                            self.metrics.job_rows.labels("ok").inc(len(rows) - (failed - live_failed))
+                            self.metrics.job_rows.labels("failed").inc(failed - live_failed)
+                break

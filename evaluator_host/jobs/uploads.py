@@ -2,7 +2,10 @@
 
 An upload is streamed to a temporary file first (never held in memory), then parsed in a
 thread into the dataset's files (:mod:`evaluator_host.jobs.datasets`); only then is the
-dataset recorded, so a dataset that exists is always complete.
+dataset recorded, so a dataset that exists is always complete. A full disk at any step is
+:class:`~evaluator_host.errors.StorageFull` (507) with nothing kept; the temporary files a
+killed service left behind (``.upload-*``, ``.*.tmp``, and rows no record names) are removed
+when the next one starts (:meth:`DatasetCatalog.sweep`).
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from evaluator_host.errors import ConflictError, DatasetError, LimitError
+from evaluator_host.errors import ConflictError, DatasetError, LimitError, NotFoundError
 from evaluator_host.jobs.datasets import DatasetFiles, DatasetInfo, Format, Limits, sniff_format
 from evaluator_host.models import Dataset
 from evaluator_host.quotas import QuotaGuard
 from evaluator_host.settings import Settings
+from evaluator_host.storage import on_full_disk
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.jobs import DatasetRecord, JobStore
 
@@ -126,7 +130,7 @@ class DatasetCatalog:
         size = 0
         room = await self._room(workspace)
         try:
-            with open(tmp, "wb", buffering=1 << 20) as out:
+            with on_full_disk("storing the upload"), open(tmp, "wb", buffering=1 << 20) as out:
                 async for data in chunks:
                     size += len(data)
                     if size > self.settings.max_dataset_bytes:
@@ -175,14 +179,38 @@ class DatasetCatalog:
         head = src.read(4096)
         src.seek(0)
         chosen = format_of(fmt, content_type, filename, head)
-        info = await asyncio.to_thread(self.files.write, dataset_id, src, chosen, self.limits)
+        with on_full_disk("storing the dataset"):
+            info = await asyncio.to_thread(self.files.write, dataset_id, src, chosen, self.limits)
         return await self._record(workspace, dataset_id, name[:200], chosen, info, inline=False)
 
     async def from_rows(self, workspace: str, rows: Iterable[dict[str, Any]]) -> DatasetRecord:
         """Store a job's inline rows as a dataset of ``workspace`` of their own."""
         dataset_id = self._new_id()
-        info = await asyncio.to_thread(self.files.write_rows, dataset_id, rows, self.limits)
+        with on_full_disk("storing the job's rows"):
+            info = await asyncio.to_thread(self.files.write_rows, dataset_id, rows, self.limits)
         return await self._record(workspace, dataset_id, "inline rows", "json", info, inline=True)
+
+    def sweep(self) -> int:
+        """Remove what a killed service left in the datasets folder (at start-up, before any upload):
+        temporary files, and rows no dataset record names (killed between writing and recording).
+        Returns how many files went."""
+        removed = 0
+        for path in self.files.root.iterdir():
+            name = path.name
+            if name.startswith("."):
+                orphan = name.startswith(".upload-") or name.endswith(".tmp")
+            elif path.suffix in (".jsonl", ".idx"):
+                try:
+                    self.store.get_dataset(path.stem)
+                    orphan = False
+                except NotFoundError:
+                    orphan = True
+            else:
+                orphan = False
+            if orphan:
+                path.unlink(missing_ok=True)
+                removed += 1
+        return removed
 
     async def discard(self, record: DatasetRecord) -> None:
         """Remove a dataset nothing refers to (inline rows of a job that was refused)."""

@@ -102,9 +102,11 @@ class Spares:
         try:
             worker = await self._backend.start_worker(runtime)
             self._started()
-        except Exception:  # noqa: BLE001 - a spare is an optimization; the request path starts its own
+        except BaseException as exc:  # a spare is an optimization; the request path starts its own
             self._filling[runtime] -= 1
             self._hand_over(runtime, None)  # its waiter starts a worker of its own
+            if not isinstance(exc, Exception):
+                raise  # cancelled: the count and the waiter are settled first
             return
         self._filling[runtime] -= 1
         if self._closed:

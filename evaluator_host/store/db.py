@@ -26,6 +26,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from evaluator_host.models_workspace import DEFAULT_WORKSPACE
+from evaluator_host.storage import translate_database_errors
 
 __all__ = [
     "DEFAULT_WORKSPACE",
@@ -263,6 +264,7 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(url, pool_pre_ping=True, connect_args={"options": options})
     else:
         engine = create_engine(url)
+    translate_database_errors(engine)
     try:
         schema.upgrade(engine)
     except BaseException:

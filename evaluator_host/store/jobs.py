@@ -17,6 +17,7 @@ Every statement is portable SQL (SQLite and PostgreSQL).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import Table, delete, func, insert, or_, select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
 from evaluator_host.errors import JobNotHeld, NotFoundError
@@ -35,6 +36,13 @@ __all__ = ["DatasetRecord", "JobRecord", "JobStore", "StoredResult"]
 _RESULTS: Table = JobResultRow.__table__  # type: ignore[assignment]
 _UNFINISHED = ("queued", "running")
 _RESULT_COLUMNS = ("job_id", "idx", "status", "revision", "runtime_id", "result")
+_SQLITE_ROWS = 150  # rows per INSERT on SQLite: 900 parameters, under every SQLite's limit (999 before 3.32)
+
+
+def _values_sql(n: int) -> str:
+    """``INSERT INTO job_results … VALUES (?, …), …`` for ``n`` rows (SQLite's qmark style)."""
+    row = "(" + ", ".join("?" * len(_RESULT_COLUMNS)) + ")"
+    return f"INSERT INTO job_results ({', '.join(_RESULT_COLUMNS)}) VALUES " + ", ".join([row] * n)
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -136,6 +144,8 @@ class JobStore:
             if marks
             else None
         )
+        self._sqlite = engine.dialect.name == "sqlite" and engine.dialect.paramstyle == "qmark"
+        self._sqlite_sql = _values_sql(_SQLITE_ROWS)
 
     # -- datasets ------------------------------------------------------------------------
     def add_dataset(self, record: DatasetRecord) -> None:
@@ -285,10 +295,14 @@ class JobStore:
         Lands only while the job is unfinished and this owner's; otherwise nothing is stored and
         :class:`JobNotHeld` is raised. A row stored before (same ``(job_id, idx)``) or a job that
         does not exist is an ``IntegrityError``, and nothing of the chunk is stored either.
-        The rows go to the driver's ``executemany`` directly (no per-row SQL compilation).
+        The rows go to the driver directly (no per-row SQL compilation): on SQLite as multi-row
+        ``INSERT`` statements, :data:`_SQLITE_ROWS` rows each (``executemany`` releases and takes back
+        the GIL around every row's step, which stalls the event loop's thread at each hand-over).
         """
         with self.engine.begin() as conn:
-            if rows and self._insert_sql:
+            if rows and self._sqlite:
+                self._insert_sqlite(conn, rows)
+            elif rows and self._insert_sql:
                 conn.exec_driver_sql(self._insert_sql, list(rows))
             elif rows:
                 conn.execute(insert(_RESULTS), [dict(zip(_RESULT_COLUMNS, row, strict=True)) for row in rows])
@@ -299,6 +313,12 @@ class JobStore:
             ).rowcount
             if not held:
                 raise JobNotHeld(f"job {job_id!r} is finished, deleted or another service's: its rows were not stored")
+
+    def _insert_sqlite(self, conn: Connection, rows: Sequence[tuple[str, int, str, int, str, str]]) -> None:
+        for start in range(0, len(rows), _SQLITE_ROWS):
+            part = rows[start : start + _SQLITE_ROWS]
+            sql = self._sqlite_sql if len(part) == _SQLITE_ROWS else _values_sql(len(part))
+            conn.exec_driver_sql(sql, tuple(itertools.chain.from_iterable(part)))
 
     def done_indices(self, job_id: str) -> Iterator[int]:
         """Indices of the rows that have a result, ascending."""

@@ -171,7 +171,7 @@ async def test_when_full_the_least_recently_used_idle_worker_of_another_key_is_e
 
 
 async def slow_start(_runtime: RuntimeKey) -> None:
-    await asyncio.sleep(0.02)  # a start costs about as much as a container start's tenth: still ≫ a fast call
+    await asyncio.sleep(0.1)  # about a container start's half: ≫ a fast call, even on a loaded machine
 
 
 @aio
@@ -617,7 +617,7 @@ async def test_a_cancelled_call_in_a_shared_batch_cancels_no_other() -> None:
 @aio
 async def test_slow_rows_are_not_coalesced() -> None:
     async def slow(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
-        await asyncio.sleep(0.03)  # a row costs more than a start (20 ms): more workers, not longer batches
+        await asyncio.sleep(0.2)  # a row costs more than a start (0.1 s): more workers, not longer batches
         return {"value": float(case["inputs"]["i"])}
 
     async with pooled(slow, start=slow_start) as (pool, backend):

@@ -11,6 +11,7 @@ Found or built through :class:`~evaluator_host.sandbox.build_once.BuildOnce`.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import glob
 import json
@@ -30,6 +31,7 @@ from evaluator_host.sandbox.base import Runtime
 from evaluator_host.sandbox.build_once import BuildOnce, runtime_id
 from evaluator_host.sandbox.inventory import RuntimeInfo
 from evaluator_host.settings import Settings
+from evaluator_host.storage import INSTALLER_MARKS, on_full_disk, storage_full
 
 __all__ = ["RuntimeBuilder"]
 
@@ -40,6 +42,27 @@ class RuntimeBuilder(BuildOnce):
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings.resolved_cache_dir / "runtimes", settings.max_concurrent_builds)
         self.settings = settings
+        self.sweep_partials()
+
+    def sweep_partials(self) -> int:
+        """Remove what builds and prunes that died with their process (a killed service) left: partial
+        and half-removed directories.
+
+        The cache may be shared by several processes, so a partial is removed only when no one holds
+        its runtime's build lock (a live build holds it until its rename). Returns how many went.
+        """
+        removed = 0
+        for leftover in [*self.root.glob(".*.partial-*"), *self.root.glob(".*.removed-*")]:
+            marker = ".partial-" if ".partial-" in leftover.name else ".removed-"
+            rid = leftover.name[1:].rsplit(marker, 1)[0]
+            with open(self.root / f"{rid}.lock", "a") as lock_file:
+                try:
+                    fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # being built right now
+                shutil.rmtree(leftover, ignore_errors=True)
+                removed += 1
+        return removed
 
     @functools.cache  # noqa: B019 - one builder per service, a handful of languages
     def base_identity(self, language: str) -> str:
@@ -74,47 +97,48 @@ class RuntimeBuilder(BuildOnce):
         return Runtime(rid, language, pins, str(final), json.loads(manifest.read_text()).get("lock", []))
 
     def build(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
-        """Run the family's install script into a partial directory, renamed into place when complete."""
-        family = languages.get(language).family
-        installer = installers.for_family(family)
+        """Run the family's install script into a partial directory, renamed into place when complete;
+        a full disk is :class:`StorageFull`, with the partial directory removed like any failure."""
         partial = self.root / f".{rid}.partial-{uuid.uuid4().hex[:8]}"
         build = Path(tempfile.mkdtemp(prefix="evaluator-host-build-"))
-        started = time.monotonic()
         try:
-            partial.mkdir(parents=True)
-            ca_bundle = str(self.settings.ca_bundle) if self.settings.ca_bundle else None
-            install = installer.prepare(
-                pins,
-                build_dir=str(build),
-                packages_dir=str(partial / family.packages_dir),
-                context=installer.on_host(ca_bundle),
-                sources=self.settings.allow_sdist_builds,
-            )
-            for name, text in install.files.items():
-                (build / name).write_text(text)
-            output, log = self._run(install, rid, family, pins)
-            lock = installer.lock(output.split(installers.LOCK_MARK, 1)[1])
-            os.chmod(partial, 0o755)
-            (partial / "manifest.json").write_text(
-                json.dumps(
-                    {
-                        "id": rid,
-                        "language": language,
-                        "packages": pins,
-                        "lock": lock,
-                        "base": self.base_identity(language),
-                        "build_seconds": round(time.monotonic() - started, 2),
-                        "created_at": time.time(),
-                    },
-                    indent=2,
-                )
-            )
-            (partial / "build.log").write_text(log)
-            partial.rename(self.root / rid)
-            return Runtime(rid, language, pins, str(self.root / rid), lock)
+            with on_full_disk(f"building runtime {rid}"):
+                return self._build_into(partial, build, rid, language, pins)
         finally:
             shutil.rmtree(partial, ignore_errors=True)
             shutil.rmtree(build, ignore_errors=True)
+
+    def _build_into(self, partial: Path, build: Path, rid: str, language: str, pins: dict[str, str]) -> Runtime:
+        started = time.monotonic()
+        family = languages.get(language).family
+        installer = installers.for_family(family)
+        partial.mkdir(parents=True)
+        ca_bundle = str(self.settings.ca_bundle) if self.settings.ca_bundle else None
+        install = installer.prepare(
+            pins,
+            build_dir=str(build),
+            packages_dir=str(partial / family.packages_dir),
+            context=installer.on_host(ca_bundle),
+            sources=self.settings.allow_sdist_builds,
+        )
+        for name, text in install.files.items():
+            (build / name).write_text(text)
+        output, log = self._run(install, rid, family, pins)
+        lock = installer.lock(output.split(installers.LOCK_MARK, 1)[1])
+        os.chmod(partial, 0o755)
+        manifest = {
+            "id": rid,
+            "language": language,
+            "packages": pins,
+            "lock": lock,
+            "base": self.base_identity(language),
+            "build_seconds": round(time.monotonic() - started, 2),
+            "created_at": time.time(),
+        }
+        (partial / "manifest.json").write_text(json.dumps(manifest, indent=2))
+        (partial / "build.log").write_text(log)
+        partial.rename(self.root / rid)
+        return Runtime(rid, language, pins, str(self.root / rid), lock)
 
     # -- management (API, CLI) -----------------------------------------------------------
     def inventory(self, only: str | None = None) -> list[RuntimeInfo]:
@@ -189,6 +213,8 @@ class RuntimeBuilder(BuildOnce):
                 raise BuildError(message, runtime_id=rid, output="") from exc
             stdout, stderr = (_read(handle) for handle in (out, err))
         if returncode != 0 or installers.LOCK_MARK not in stdout:
+            if any(mark in stderr + stdout for mark in INSTALLER_MARKS) or _disk_full(self.root):
+                raise storage_full(f"building runtime {rid}")  # (a full disk may also have eaten the output)
             sources = self.settings.allow_sdist_builds
             raise installers.build_failed(family, pins, rid, stderr or stdout, sources)
         return stdout, stdout + stderr
@@ -209,3 +235,12 @@ def _size(directory: Path) -> int:
             except OSError:
                 pass
     return total
+
+
+def _disk_full(path: Path) -> bool:
+    """Whether the disk of ``path`` has less than 1 MiB free (a failed install's output, written to the
+    same disk, may then be empty: the installer's own words about it are lost)."""
+    try:
+        return shutil.disk_usage(path).free < 1 << 20
+    except OSError:
+        return False
