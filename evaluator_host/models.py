@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from evaluator_host import languages
+from evaluator_host.models_workspace import destination
+from evaluator_host.stored_text import StoredText
 
 __all__ = [
     "Aggregate",
@@ -101,6 +103,32 @@ class _Definition(BaseModel):
     code: str = Field(description="The evaluator's source code.")
     packages: Packages | None = Field(None, description="Exact pins: {name: version} or ['name==1.2.3'].")
     settings: EvaluatorSettings = Field(default_factory=EvaluatorSettings)
+    secrets: list[str] = Field(
+        default_factory=list,
+        max_length=50,
+        description="Workspace secrets its workers get as environment variables (PUT /v1/secrets/{name}); "
+        "their values are redacted from every answer.",
+    )
+    network: list[str] = Field(
+        default_factory=list,
+        max_length=50,
+        description="'host:port' destinations its workers may open through the egress proxy: a subset of "
+        "the workspace's network_allow (set by the operator). Empty: no network.",
+    )
+
+    @field_validator("secrets")
+    @classmethod
+    def _secret_names(cls, value: list[str]) -> list[str]:
+        return _unique(value)
+
+    @field_validator("network")
+    @classmethod
+    def _destinations(cls, value: list[str]) -> list[str]:
+        return sorted({destination(v) for v in value})
+
+
+def _unique(names: list[str]) -> list[str]:
+    return list(dict.fromkeys(names))
 
 
 class EvaluateRequest(_Definition):
@@ -114,17 +142,6 @@ class EvaluateRequest(_Definition):
 
 
 MAX_REVISION = 2**31 - 1  # a revision number is a 32-bit integer column
-
-
-def _storable(text: str) -> str:
-    """Text a database keeps as text: no NUL character (PostgreSQL refuses it; SQLite would keep it,
-    so both refuse it, alike)."""
-    if "\x00" in text:
-        raise ValueError("must not contain NUL characters (U+0000); in code, write the escape \\u0000 instead")
-    return text
-
-
-StoredText = Annotated[str, AfterValidator(_storable)]
 
 
 class EvaluatorCreate(_Definition):
@@ -151,6 +168,13 @@ class EvaluatorPatch(BaseModel):
     code: StoredText | None = None
     packages: Packages | None = Field(None, description="Exact pins; replaces the latest revision's pins.")
     settings: dict[str, Any] | None = Field(None, description="Merged key by key into the latest settings.")
+    secrets: list[str] | None = Field(None, max_length=50, description="Replaces the latest revision's secrets.")
+    network: list[str] | None = Field(None, max_length=50, description="Replaces the latest revision's network.")
+
+    @field_validator("network")
+    @classmethod
+    def _destinations(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else sorted({destination(v) for v in value})
 
 
 class EvaluatorEvaluateRequest(BaseModel):
@@ -273,6 +297,8 @@ class Evaluator(BaseModel):
     runtime_id: str
     created_at: datetime
     updated_at: datetime
+    secrets: list[str] = Field(default_factory=list, description="Secrets its workers get (names only).")
+    network: list[str] = Field(default_factory=list, description="'host:port' its workers may reach.")
     capabilities: Capabilities = Field(default_factory=dict, description=_CAPABILITIES_DOC)
     warnings: list[str] = Field(
         default_factory=list,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Collection
 from datetime import UTC, datetime
 
 from evaluator_host import languages
@@ -106,15 +107,15 @@ class RuntimeCatalog:
             return self._failed_view(rid, failed)
         raise NotFoundError(f"no runtime {rid!r} (GET /v1/runtimes lists them)")
 
-    async def list_all(self) -> list[RuntimeView]:
-        """Every runtime: built, under way and failed lately."""
+    async def list_all(self, only: Collection[str] | None = None) -> list[RuntimeView]:
+        """Every runtime (of the ids in ``only``, when given): built, under way and failed lately."""
         once = self._once
         views = {info.id: ready_view(info) for info in await asyncio.to_thread(once.inventory)}
         for rid, failed in list(once.failed.items()):
             views.setdefault(rid, self._failed_view(rid, failed))
         for rid, state in [*self._pending.items(), *once.building.items()]:
             views[rid] = self._building_view(rid, state)
-        return list(views.values())
+        return [view for rid, view in views.items() if only is None or rid in only]
 
     def _building_view(self, rid: str, state: BuildState) -> RuntimeView:
         return RuntimeView(

@@ -19,11 +19,14 @@ from evaluator_host.errors import (
     ConflictError,
     DefinitionError,
     EvaluatorHostError,
+    Forbidden,
     MigrationMismatch,
     NotFoundError,
     PackageSpecError,
+    QuotaExceeded,
     SandboxError,
     StorageFull,
+    Unauthorized,
 )
 
 __all__ = ["host_error_response", "install"]
@@ -61,6 +64,16 @@ def host_error_response(exc: EvaluatorHostError) -> JSONResponse:
         return JSONResponse(_body(exc.type_name, exc.message, **extra), status_code=409)
     if isinstance(exc, NotFoundError):
         return JSONResponse(_body(exc.type_name, exc.message), status_code=404)
+    if isinstance(exc, Unauthorized):
+        return JSONResponse(_body(exc.type_name, exc.message), status_code=401, headers={"WWW-Authenticate": "Bearer"})
+    if isinstance(exc, Forbidden):
+        return JSONResponse(_body(exc.type_name, exc.message), status_code=403)
+    if isinstance(exc, QuotaExceeded):
+        return JSONResponse(
+            _body(exc.type_name, exc.message, quota=exc.quota),
+            status_code=429,
+            headers={"Retry-After": str(exc.retry_after_s)},
+        )
     if isinstance(exc, StorageFull):  # 507 Insufficient Storage: the server's disk, not the client's request
         return JSONResponse(
             _body(exc.type_name, exc.message), status_code=507, headers={"Retry-After": str(exc.retry_after_s)}

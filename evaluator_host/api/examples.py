@@ -36,7 +36,7 @@ _EVALUATOR = {
     "id": "ev_3f9a1c2b7d8e4f60", "name": "exact", "description": "", "revision": 1, "language": _LANGUAGE,
     "interface": "evaluate", "code": _CODE, "packages": {}, "settings": _SETTINGS,
     "runtime_id": _RUNTIME_ID, "created_at": _WHEN, "updated_at": _WHEN,
-    "capabilities": {}, "warnings": [],
+    "capabilities": {}, "warnings": [], "secrets": [], "network": [],
 }  # fmt: skip
 _DATASET = {"id": "ds_8c1d2e3f4a5b6c7d8e9f", "name": "rows", "row_count": 2,
             "columns": ["q", "correct_answer", "model_expression"], "format": "jsonl", "bytes": 142,
@@ -62,6 +62,14 @@ _MIGRATED = {
     "notes": [], "rules": ["signature", "correct_answer"],
 }  # fmt: skip
 _ERROR = {"type": "NotFound", "message": "evaluator 'ev_nope' does not exist", "line": None, "column": None}
+_QUOTAS = {"max_concurrent_jobs": 4, "max_warm_workers": 8, "max_dataset_bytes": 1_000_000_000,
+           "max_evaluations_per_s": 200.0}  # fmt: skip
+_WORKSPACE = {"id": "ws_6b2f0e9c4d1a8e7f3c50", "name": "team-search", "created_at": _WHEN, "quotas": _QUOTAS,
+              "network_allow": ["api.openai.com:443"]}  # fmt: skip
+_KEY = {"id": "key_1e4c9a7b2d5f8e3a6c0b", "workspace_id": _WORKSPACE["id"], "name": "ci", "prefix": "evh_Xq3vT9",
+        "created_at": _WHEN, "last_used_at": "2026-11-22T12:05:00Z", "revoked_at": None}  # fmt: skip
+_SECRET = {"name": "OPENAI_API_KEY", "created_at": _WHEN, "updated_at": _WHEN}
+_JUDGE = 'import os\n\ndef evaluate(inputs, outputs, trace):\n    return bool(os.environ["OPENAI_API_KEY"])\n'
 
 EXAMPLES: dict[str, list[Any]] = {
     "Stats": [_STATS],
@@ -82,7 +90,16 @@ EXAMPLES: dict[str, list[Any]] = {
     "BatchResponse": [{"results": [_RESULT, {**_RESULT, "score": 0.0, "passed": False}], "aggregate": _AGGREGATE}],
     "ErrorDetail": [_ERROR],
     "ErrorBody": [{"error": _ERROR}],
-    "EvaluatorCreate": [{"name": "exact", "language": _LANGUAGE, "code": _CODE, "settings": {"threshold": 1}}],
+    "EvaluatorCreate": [
+        {"name": "exact", "language": _LANGUAGE, "code": _CODE, "settings": {"threshold": 1}},
+        {
+            "name": "judge",
+            "language": _LANGUAGE,
+            "code": _JUDGE,
+            "secrets": ["OPENAI_API_KEY"],
+            "network": ["api.openai.com:443"],
+        },
+    ],  # fmt: skip
     "EvaluatorPatch": [{"code": _CODE.replace("outputs ==", "outputs.strip() ==")}],
     "EvaluatorEvaluateRequest": [
         {"inputs": {"correct_answer": "a"}, "outputs": "a"},
@@ -153,6 +170,22 @@ EXAMPLES: dict[str, list[Any]] = {
     "EvaluatorMigrateResponse": [
         {**_MIGRATED, "compared": 2, "dry_run": False, "saved": True, "evaluator": {**_EVALUATOR, "revision": 2}}
     ],
+    "Quotas": [_QUOTAS, {"max_evaluations_per_s": 50.0}],
+    "Workspace": [_WORKSPACE],
+    "WorkspaceList": [{"data": [_WORKSPACE], "count": 1}],
+    "WorkspaceCreate": [{"name": "team-search"}],
+    "WorkspacePatch": [
+        {"quotas": {"max_concurrent_jobs": 4, "max_evaluations_per_s": 200}},
+        {"network_allow": ["api.openai.com:443", "api.anthropic.com:443"]},
+        {"quotas": {"max_warm_workers": None}},
+    ],
+    "KeyCreate": [{"name": "ci"}],
+    "ApiKey": [_KEY],
+    "ApiKeyCreated": [{**_KEY, "last_used_at": None, "key": "evh_Xq3vT9kP2mW8rZ5nB7cD1fG4hJ6lN0sQ3uV9yA2eI5o"}],
+    "ApiKeyList": [{"data": [_KEY, {**_KEY, "id": "key_9d3b", "name": "old", "revoked_at": _WHEN}], "count": 2}],
+    "SecretPut": [{"value": "sk-…"}],
+    "Secret": [_SECRET],
+    "SecretList": [{"data": [_SECRET], "count": 1}],
 }
 
 

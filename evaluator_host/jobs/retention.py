@@ -43,17 +43,17 @@ class Retention:
             return []
         cutoff = self.clock() - self.days * 86400
         store = self.runner.store
-        expired = []
+        expired: list[tuple[str, str]] = []  # (workspace, job id): every workspace's jobs expire alike
         for status in _FINISHED:
-            for record in await asyncio.to_thread(store.list_jobs, status=status):
+            for record in await asyncio.to_thread(store.list_jobs, None, status=status):
                 if record.finished_at is not None and record.finished_at.timestamp() < cutoff:
-                    expired.append(record.id)
-        for job_id in expired:
+                    expired.append((record.workspace_id, record.id))
+        for workspace, job_id in expired:
             with contextlib.suppress(NotFoundError):  # deleted meanwhile by a client
-                await self.runner.delete(job_id)
+                await self.runner.delete(workspace, job_id)
         if expired:
             log.info("retention: deleted %d jobs finished over %g days ago", len(expired), self.days)
-        return expired
+        return [job_id for _, job_id in expired]
 
     def start(self) -> None:
         """Sweep now and every ``every_s`` in the background (nothing when retention is off)."""

@@ -54,6 +54,7 @@ from evaluator_host.jobs.rows import stored_row
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.metrics import Metrics
 from evaluator_host.models import FieldMapping, Job, JobCreate, JobProgress
+from evaluator_host.quotas import QuotaGuard
 from evaluator_host.results.aggregate import Accumulator
 from evaluator_host.sandbox.base import RawOutcome
 from evaluator_host.settings import Settings
@@ -132,8 +133,11 @@ class JobRunner:
         store: JobStore,
         evaluators: Evaluators,
         datasets: DatasetCatalog,
+        quotas: QuotaGuard,
     ) -> None:
         self.settings = settings
+        self.quotas = quotas
+        self._creating = asyncio.Lock()
         self.store = store
         self.evaluators = evaluators.store
         self.revisions = evaluators
@@ -166,27 +170,32 @@ class JobRunner:
         task.add_done_callback(lambda _t: self._tasks.pop(job_id, None))
 
     # -- API -------------------------------------------------------------------------------
-    async def create(self, body: JobCreate) -> Job:
-        """Check the revision, the dataset and the mapping, store the job (``queued``) and start it.
+    async def create(self, workspace: str, body: JobCreate) -> Job:
+        """Check the revision, the dataset and the mapping, store the job (``queued``) in ``workspace`` and
+        start it; ``QuotaExceeded`` (429) past the workspace's ``max_concurrent_jobs``.
 
         Inline ``rows`` become a dataset of their own, removed again if the job is refused.
         """
-        record = await asyncio.to_thread(self.evaluators.get, body.evaluator_id, body.revision)  # 404 first
-        if body.rows is None:
-            return await self._create(body, record, await self.datasets.get(body.dataset_id or ""))
-        dataset = await self.datasets.from_rows(body.rows)
-        try:
-            return await self._create(body, record, dataset)
-        except BaseException:
-            await self.datasets.discard(dataset)
-            raise
+        record = await asyncio.to_thread(self.evaluators.get, workspace, body.evaluator_id, body.revision)  # 404 first
+        async with self._creating:  # the count and the new row together: two calls never both take the last place
+            self.quotas.check_jobs(workspace, await asyncio.to_thread(self.store.active_jobs, workspace))
+            if body.rows is None:
+                dataset = await self.datasets.get(workspace, body.dataset_id or "")
+                return await self._create(workspace, body, record, dataset)
+            dataset = await self.datasets.from_rows(workspace, body.rows)
+            try:
+                return await self._create(workspace, body, record, dataset)
+            except BaseException:
+                await self.datasets.discard(dataset)
+                raise
 
-    async def _create(self, body: JobCreate, record: RevisionRecord, dataset: DatasetRecord) -> Job:
+    async def _create(self, workspace: str, body: JobCreate, record: RevisionRecord, dataset: DatasetRecord) -> Job:
         mapping = body.field_mapping or FieldMapping()
         mapper = RowMapper(mapping, dataset.columns)  # FieldMappingError (422) before anything is stored
         job = await asyncio.to_thread(
             self.store.create_job,
             id=f"job_{uuid.uuid4().hex[:20]}",
+            workspace_id=workspace,
             evaluator_id=record.id,
             revision=record.revision,
             runtime_id=record.runtime_id,
@@ -199,18 +208,18 @@ class JobRunner:
         self._launch(job.id)
         return self.view(job)
 
-    async def get(self, job_id: str) -> Job:
-        """The job, with live progress while it runs."""
-        return self.view(await asyncio.to_thread(self.store.get_job, job_id))
+    async def get(self, workspace: str, job_id: str) -> Job:
+        """The job (of ``workspace``: another's is not found), with live progress while it runs."""
+        return self.view(await asyncio.to_thread(self.store.get_job, job_id, workspace))
 
-    async def list_all(self, status: str | None = None, evaluator_id: str | None = None) -> list[Job]:
-        """Every job, newest first."""
-        records = await asyncio.to_thread(self.store.list_jobs, status=status, evaluator_id=evaluator_id)
+    async def list_all(self, workspace: str, status: str | None = None, evaluator_id: str | None = None) -> list[Job]:
+        """Every job of ``workspace``, newest first."""
+        records = await asyncio.to_thread(self.store.list_jobs, workspace, status=status, evaluator_id=evaluator_id)
         return [self.view(r) for r in records]
 
-    async def cancel(self, job_id: str) -> Job:
+    async def cancel(self, workspace: str, job_id: str) -> Job:
         """Cancel a queued or running job (a finished job is returned unchanged)."""
-        record = await asyncio.to_thread(self.store.get_job, job_id)
+        record = await asyncio.to_thread(self.store.get_job, job_id, workspace)
         if record.status in _FINISHED:
             return self.view(record)
         live = self._live.get(job_id)
@@ -224,24 +233,26 @@ class JobRunner:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(task)  # until its chunks have stopped and its last commit landed
-        return await self.get(job_id)
+        return await self.get(workspace, job_id)
 
-    async def delete(self, job_id: str) -> None:
+    async def delete(self, workspace: str, job_id: str) -> None:
         """Remove a job and its stored results (404 when unknown); a queued or running job is cancelled
         first. The job's own inline rows go with it; an uploaded dataset stays (``DELETE`` it apart)."""
-        record = await asyncio.to_thread(self.store.get_job, job_id)
+        record = await asyncio.to_thread(self.store.get_job, job_id, workspace)
         if record.status not in _FINISHED:
-            await self.cancel(job_id)
+            await self.cancel(workspace, job_id)
         await asyncio.to_thread(self.store.delete_job, job_id)
         self._live.pop(job_id, None)
         dataset = await asyncio.to_thread(self.store.get_dataset, record.dataset_id)
         if dataset.inline and not await asyncio.to_thread(self.store.jobs_of_dataset, dataset.id):
             await self.datasets.discard(dataset)
 
-    async def job_and_revision(self, job_id: str) -> tuple[JobRecord, RevisionRecord]:
-        """The stored job and the revision it runs (for reading results)."""
-        record = await asyncio.to_thread(self.store.get_job, job_id)
-        revision = await asyncio.to_thread(self.evaluators.get_revision, record.evaluator_id, record.revision)
+    async def job_and_revision(self, workspace: str, job_id: str) -> tuple[JobRecord, RevisionRecord]:
+        """The stored job of ``workspace`` and the revision it runs (for reading results)."""
+        record = await asyncio.to_thread(self.store.get_job, job_id, workspace)
+        revision = await asyncio.to_thread(
+            self.evaluators.get_revision, workspace, record.evaluator_id, record.revision
+        )
         return record, revision
 
     def view(self, record: JobRecord) -> Job:
@@ -307,8 +318,10 @@ class JobRunner:
         record = await asyncio.to_thread(self.store.get_job, job_id)
         if record.status in _FINISHED:
             return
-        revision = await asyncio.to_thread(self.evaluators.get_revision, record.evaluator_id, record.revision)
-        dataset = await asyncio.to_thread(self.store.get_dataset, record.dataset_id)
+        revision = await asyncio.to_thread(
+            self.evaluators.get_revision, record.workspace_id, record.evaluator_id, record.revision
+        )
+        dataset = await asyncio.to_thread(self.store.get_dataset, record.dataset_id, record.workspace_id)
         mapper = RowMapper(FieldMapping(**record.field_mapping), dataset.columns)
         started = {"started_at": utcnow()} if record.started_at is None else {}
         if not await self._until_stored(self.store.claim, job_id, **started):

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Table, delete, insert, or_, select, update
+from sqlalchemy import Table, delete, func, insert, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
 from evaluator_host.errors import JobNotHeld, NotFoundError
-from evaluator_host.store.db import DatasetRow, JobResultRow, JobRow, as_utc, utcnow
+from evaluator_host.store.db import DEFAULT_WORKSPACE, DatasetRow, JobResultRow, JobRow, as_utc, utcnow
 
 __all__ = ["DatasetRecord", "JobRecord", "JobStore", "StoredResult"]
 
@@ -61,6 +61,7 @@ class DatasetRecord:
     bytes: int
     inline: bool
     created_at: datetime
+    workspace_id: str = DEFAULT_WORKSPACE
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,7 @@ class JobRecord:
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    workspace_id: str = DEFAULT_WORKSPACE
 
 
 @dataclass(frozen=True)
@@ -117,10 +119,11 @@ def _dataset(row: DatasetRow) -> DatasetRecord:
 RowT = TypeVar("RowT", "DatasetRow", "JobRow")
 
 
-def _found(session: Session, table: type[RowT], key: str, what: str) -> RowT:
-    """The row of ``table`` with primary key ``key``, or :class:`NotFoundError` naming ``what``."""
+def _found(session: Session, table: type[RowT], key: str, what: str, workspace_id: str | None) -> RowT:
+    """The row of ``table`` with primary key ``key`` (in ``workspace_id``, when given), or
+    :class:`NotFoundError` naming ``what`` — the same answer for another workspace's row."""
     row = session.get(table, key)
-    if row is None:
+    if row is None or (workspace_id is not None and row.workspace_id != workspace_id):
         raise NotFoundError(f"{what} {key!r} does not exist")
     return row
 
@@ -168,18 +171,32 @@ class JobStore:
             if row is not None:
                 session.delete(row)
 
-    def get_dataset(self, dataset_id: str) -> DatasetRecord:
-        """One dataset, or :class:`NotFoundError`."""
+    def get_dataset(self, dataset_id: str, workspace_id: str | None = None) -> DatasetRecord:
+        """One dataset (of ``workspace_id``; None: any, for the service's own use), or :class:`NotFoundError`."""
         with Session(self.engine) as session:
-            return _dataset(_found(session, DatasetRow, dataset_id, "dataset"))
+            return _dataset(_found(session, DatasetRow, dataset_id, "dataset", workspace_id))
 
-    def list_datasets(self) -> list[DatasetRecord]:
-        """Uploaded datasets (not jobs' inline rows), newest first."""
+    def list_datasets(self, workspace_id: str) -> list[DatasetRecord]:
+        """Uploaded datasets (not jobs' inline rows) of ``workspace_id``, newest first."""
         with Session(self.engine) as session:
             rows = session.scalars(
-                select(DatasetRow).where(DatasetRow.inline.is_(False)).order_by(DatasetRow.created_at.desc())
+                select(DatasetRow)
+                .where(DatasetRow.inline.is_(False), DatasetRow.workspace_id == workspace_id)
+                .order_by(DatasetRow.created_at.desc())
             )
             return [_dataset(r) for r in rows]
+
+    def dataset_bytes(self, workspace_id: str) -> int:
+        """What the datasets of ``workspace_id`` (inline rows too) add up to."""
+        with Session(self.engine) as session:
+            total = session.scalar(select(func.sum(DatasetRow.bytes)).where(DatasetRow.workspace_id == workspace_id))
+            return int(total or 0)
+
+    def active_jobs(self, workspace_id: str) -> int:
+        """Jobs of ``workspace_id`` queued or running."""
+        with Session(self.engine) as session:
+            query = select(func.count()).where(JobRow.workspace_id == workspace_id, JobRow.status.in_(_UNFINISHED))
+            return int(session.scalar(query) or 0)
 
     # -- jobs ----------------------------------------------------------------------------
     def create_job(self, **fields: Any) -> JobRecord:
@@ -192,14 +209,19 @@ class JobStore:
             session.flush()
             return _job(row)
 
-    def get_job(self, job_id: str) -> JobRecord:
-        """One job, or :class:`NotFoundError`."""
+    def get_job(self, job_id: str, workspace_id: str | None = None) -> JobRecord:
+        """One job (of ``workspace_id``; None: any, for the service's own use), or :class:`NotFoundError`."""
         with Session(self.engine) as session:
-            return _job(_found(session, JobRow, job_id, "job"))
+            return _job(_found(session, JobRow, job_id, "job", workspace_id))
 
-    def list_jobs(self, *, status: str | None = None, evaluator_id: str | None = None) -> list[JobRecord]:
-        """Jobs, newest first, optionally filtered."""
+    def list_jobs(
+        self, workspace_id: str | None, *, status: str | None = None, evaluator_id: str | None = None
+    ) -> list[JobRecord]:
+        """Jobs of ``workspace_id`` (None: of every workspace, for the service's own use, e.g. the
+        retention sweep), newest first, optionally filtered."""
         query = select(JobRow).order_by(JobRow.created_at.desc())
+        if workspace_id is not None:
+            query = query.where(JobRow.workspace_id == workspace_id)
         if status is not None:
             query = query.where(JobRow.status == status)
         if evaluator_id is not None:

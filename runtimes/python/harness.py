@@ -215,6 +215,8 @@ class Harness:
             return False
         if message.get("op") != "load":
             return False
+        # the workspace secrets the evaluator lists (and, with egress, the proxy variables): its env
+        os.environ.update(message.pop("env", None) or {})
         folder = message.get("work_dir") or self.work_dir
         os.makedirs(folder, mode=0o700, exist_ok=True)
         path = os.path.join(folder, message.get("filename") or "evaluator.py")
@@ -556,9 +558,63 @@ def _failure(type_name: str, message: str) -> dict[str, Any]:
     return {"type": type_name, "message": message, "line": None, "traceback": ""}
 
 
+def forward_egress(socket_path: str, port: int) -> None:
+    """Forward ``127.0.0.1:port`` (the sandbox's own loopback, named by ``HTTP(S)_PROXY``) to the host's
+    egress proxy at ``socket_path``, on a thread of its own (one selector loop: no thread per connection,
+    which the pids limit counts). It carries bytes only: every decision is the host proxy's."""
+    import selectors
+    import socket
+    import threading
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(64)
+
+    def loop() -> None:
+        selector = selectors.DefaultSelector()
+        selector.register(listener, selectors.EVENT_READ, None)
+        peers: dict[socket.socket, socket.socket] = {}
+
+        def drop(sock: socket.socket) -> None:
+            for end in (sock, peers.get(sock)):
+                if end is not None and end in peers:
+                    selector.unregister(end)
+                    peers.pop(end)
+                    end.close()
+
+        while True:
+            for key, _ in selector.select():
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                if key.data is None:
+                    try:
+                        client, _ = sock.accept()
+                        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                        upstream.connect(socket_path)
+                    except OSError:
+                        continue
+                    peers[client], peers[upstream] = upstream, client
+                    selector.register(client, selectors.EVENT_READ, 1)
+                    selector.register(upstream, selectors.EVENT_READ, 1)
+                    continue
+                try:
+                    data = sock.recv(65536)
+                    if data:
+                        peers[sock].sendall(data)
+                except (OSError, KeyError):
+                    data = b""
+                if not data:
+                    drop(sock)
+
+    threading.Thread(target=loop, name="egress-forwarder", daemon=True).start()
+
+
 def main(argv: list[str]) -> None:
     """Entry point: ``harness.py CONFIG_JSON``."""
     config = json.loads(argv[1])
+    if config.get("egress"):
+        forward_egress(config["egress"]["socket"], int(config["egress"]["port"]))
     harness = Harness(config)
     if not harness.code_path and not harness.bind():
         os._exit(0)

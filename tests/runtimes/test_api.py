@@ -22,10 +22,10 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
         yield test_client
 
 
-def _until_done(client: TestClient, location: str) -> dict:  # type: ignore[type-arg]
+def _until_done(client: TestClient, location: str, headers: dict[str, str] | None = None) -> dict:  # type: ignore[type-arg]
     deadline = time.monotonic() + 120
     while True:
-        view = client.get(location).json()
+        view = client.get(location, headers=headers).json()
         if view["status"] != "building":
             return view  # type: ignore[no-any-return]
         assert "elapsed_s" in view and view["elapsed_s"] is not None
@@ -104,3 +104,38 @@ def test_live_log_is_shown_while_building(tmp_path: Path) -> None:
     assert tail([tmp_path / "a", tmp_path / "b", tmp_path / "missing"]) == (
         "Collecting six==1.16.0\nWARNING: slow index\n"
     )
+
+
+def test_a_workspace_lists_its_own_runtimes_and_reads_any_by_id(tmp_path: Path) -> None:
+    """Runtimes are a shared cache: any key reads one by id, a workspace's key lists only those it asked
+    for or its live evaluators run on, the operator's lists every one."""
+    admin = {"Authorization": "Bearer operator-key-for-tests"}
+    settings = make_settings(tmp_path, backend="process", admin_key="operator-key-for-tests")
+    with TestClient(create_app(settings)) as client:
+        keys = []
+        for name in ("a", "b"):
+            ws = client.post("/v1/workspaces", json={"name": name}, headers=admin).json()
+            key = client.post(f"/v1/workspaces/{ws['id']}/keys", json={"name": "k"}, headers=admin).json()["key"]
+            keys.append({"Authorization": f"Bearer {key}"})
+        ha, hb = keys
+        pins = {"language": "python", "packages": {"six": "1.16.0"}}
+        made = client.post("/v1/runtimes", json=pins, headers=ha)
+        assert made.status_code == 202, made.text
+        view = _until_done(client, made.headers["location"], ha)
+        rid = view["id"]
+
+        def listed(headers: dict[str, str]) -> list[str]:
+            return [r["id"] for r in client.get("/v1/runtimes", headers=headers).json()["data"]]
+
+        assert listed(ha) == [rid] and listed(admin) == [rid]
+        assert listed(hb) == []  # B cannot enumerate what A uses
+        assert client.get(f"/v1/runtimes/{rid}", headers=hb).json()["status"] == "ready"  # by id: shared
+        body = {"name": "e", "language": "python", "code": CODE, "packages": {"six": "1.16.0"}}
+        evaluator = client.post("/v1/evaluators", json=body, headers=hb)
+        assert evaluator.status_code == 201 and evaluator.json()["runtime_id"] == rid
+        assert "x-runtime-build" not in evaluator.headers  # A's build served B
+        assert listed(hb) == [rid]  # its evaluator runs on it
+        assert client.delete(f"/v1/evaluators/{evaluator.json()['id']}", headers=hb).status_code == 204
+        assert listed(hb) == []
+        again = client.post("/v1/runtimes", json=pins, headers=hb)
+        assert again.status_code == 200 and listed(hb) == [rid]  # asked for: listed from then on
