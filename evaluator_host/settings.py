@@ -35,9 +35,13 @@ def default_ca_bundle() -> Path | None:
 def otlp_traces_endpoint() -> str | None:
     """The OpenTelemetry SDK's own variables: ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (the traces URL),
     else ``OTEL_EXPORTER_OTLP_ENDPOINT`` (a base URL: ``/v1/traces`` is appended); none when
-    ``OTEL_SDK_DISABLED=true`` or ``OTEL_TRACES_EXPORTER=none``."""
+    ``OTEL_SDK_DISABLED=true``, ``OTEL_TRACES_EXPORTER=none`` or the protocol they name is gRPC
+    (the service speaks OTLP/HTTP only)."""
     env = os.environ
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true" or env.get("OTEL_TRACES_EXPORTER") == "none":
+        return None
+    protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or ""
+    if protocol.strip().lower() == "grpc":
         return None
     if url := env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip():
         return url

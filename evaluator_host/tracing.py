@@ -106,7 +106,8 @@ def start(settings: Settings) -> bool:
     )
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=url)))
     _provider, _tracer = provider, provider.get_tracer(_SCOPE, version)
-    log.info("tracing: OTLP/HTTP to %s, sample ratio %g", url, settings.otel_sample_ratio)
+    shown = urlsplit(url)._replace(netloc=urlsplit(url).netloc.rpartition("@")[2]).geturl()  # no credentials
+    log.info("tracing: OTLP/HTTP to %s, sample ratio %g", shown, settings.otel_sample_ratio)
     return True
 
 

@@ -324,6 +324,9 @@ def test_settings_follow_the_sdks_own_variables(monkeypatch: pytest.MonkeyPatch,
     assert tracing.traces_url("http://mine:4318") == "http://mine:4318/v1/traces"
     assert tracing.traces_url("http://mine:4318/custom/path") == "http://mine:4318/custom/path"
     monkeypatch.delenv("EVALUATOR_HOST_OTEL_ENDPOINT")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")  # not ours to speak
+    assert Settings(data_dir=tmp_path).otel_endpoint is None
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_PROTOCOL")
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     assert Settings(data_dir=tmp_path).otel_endpoint is None
     with pytest.raises(ValueError, match="OTLP/HTTP"):
