@@ -22,6 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from opentelemetry.trace import INVALID_SPAN
 
 from evaluator_host import tracing
 from evaluator_host.api import create_app
@@ -239,6 +240,7 @@ def test_a_5xx_fails_the_server_span_by_type_only_and_sampling_keeps_the_callers
 _PROBE = """
 import json, sys
 from fastapi.testclient import TestClient
+from opentelemetry.trace import INVALID_SPAN
 from opentelemetry import trace
 from evaluator_host import tracing
 from evaluator_host.api import create_app
@@ -262,6 +264,16 @@ def test_off_by_default_the_sdk_is_never_loaded_and_no_tracer_provider_exists(tm
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     seen = json.loads(done.stdout.decode().strip().splitlines()[-1])
     assert seen == {"status": "ok", "sdk": [], "provider": "ProxyTracerProvider", "tracer": False}
+
+
+def test_off_the_hooks_hand_out_one_shared_no_op_and_create_no_span() -> None:
+    assert not tracing.enabled()
+    scope = {"type": "http", "method": "POST", "headers": [(b"traceparent", _traceparent()[0].encode())]}
+    assert tracing.request(scope, b"req") is None
+    assert tracing.span("evaluate", {"evaluator_host.cases": 1}) is tracing.span("job.chunk", root=True)
+    with tracing.span("evaluate") as inside:
+        assert inside is INVALID_SPAN and not inside.is_recording()
+    assert tracing.start_span("worker.run") is INVALID_SPAN
 
 
 def test_an_empty_endpoint_keeps_tracing_off_whatever_the_standard_variables_say(tmp_path: Path) -> None:
