@@ -38,7 +38,7 @@ from evaluator_host.settings import Settings
 from evaluator_host.store import EvaluatorStore
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.idempotency import IdempotencyStore
-from evaluator_host.store.jobs import JobStore
+from evaluator_host.store.jobs import QUEUE_SUFFIX, JobStore
 
 __all__ = ["Services", "lock_data_dir", "select_backend", "service_id"]
 
@@ -158,7 +158,9 @@ class Services:
             gc.set_threshold(settings.gc_threshold, 10, 10)
         engine = make_engine(settings.resolved_database_url)
         store = EvaluatorStore(engine)
-        jobs = JobStore(engine, owner=service_id(settings.data_dir))
+        # a queued job belongs to the service's queue: each mode adopts the other's unfinished jobs
+        me, queue = service_id(settings.data_dir), service_id(settings.data_dir) + QUEUE_SUFFIX
+        jobs = JobStore(engine, owner=queue, adopts=me) if settings.queue_url else JobStore(engine, me, adopts=queue)
         backend = select_backend(settings)
         metrics = Metrics()
         metrics.swept.inc(getattr(backend, "swept", 0))
@@ -172,6 +174,10 @@ class Services:
         evaluators = Evaluators(store, evaluation)
         runner = JobRunner(settings, jobs, evaluators, datasets)
         runner.metrics = metrics
+        if settings.queue_url:
+            from evaluator_host.queue.dispatch import Dispatcher
+
+            runner.remote = Dispatcher(settings, jobs, datasets.files)
         results = ResultReader(jobs, datasets.files)
         return cls(settings, store, backend, pool, evaluation, evaluators, datasets, runner, results, lock_fd)
 

@@ -8,6 +8,7 @@
 ``migrate`` rewrite legacy 4-argument evaluators to ``evaluate(inputs, outputs, trace)``
            (``cli/migrate.py``).
 ``db``     ``status | upgrade`` the database's schema (``cli/db.py``; ``serve`` migrates by itself).
+``worker`` run queued jobs' chunks on this host (``cli/worker.py``; ``EVALUATOR_HOST_QUEUE_URL``).
 """
 
 from __future__ import annotations
@@ -264,10 +265,11 @@ def build_parser() -> argparse.ArgumentParser:
     images.add_argument("--runtime", action="append", help="prune: this runtime id (repeatable)")
     images.add_argument("--json", action="store_true", help="list, show: one JSON object per image")
     images.set_defaults(func=run_images)
-    from evaluator_host.cli import db, migrate
+    from evaluator_host.cli import db, migrate, worker
 
     migrate.add_parser(sub)
     db.add_parser(sub)
+    worker.add_parser(sub)
     return parser
 
 

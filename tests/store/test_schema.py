@@ -188,9 +188,10 @@ def test_a_database_made_by_create_all_before_migrations_is_adopted_on_either_da
         id="job_1", evaluator_id="ev_1", revision=1, runtime_id="python-1", dataset_id="ds_1",
         field_mapping={}, parallelism=1, total=1, warnings=[],
     )  # fmt: skip
-    with engine.begin() as conn:  # what main's create_all made: no version table, no owner column
+    with engine.begin() as conn:  # what main's create_all made: no version table, no owner or worker column
         conn.execute(text("DROP TABLE alembic_version"))
         conn.execute(text("ALTER TABLE jobs DROP COLUMN owner"))
+        conn.execute(text("ALTER TABLE job_results DROP COLUMN worker"))
     engine.dispose()
     assert schema.state(again := create_engine(schema.normalized_url(database_url))).legacy
     again.dispose()
