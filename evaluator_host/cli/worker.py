@@ -69,7 +69,7 @@ def _worker(args: argparse.Namespace) -> int:
     configure(level, settings.log_format, access_log=False)
     for name in ("celery", "kombu"):
         logging.getLogger(name).handlers[:] = logging.getLogger("evaluator_host").handlers
-        logging.getLogger(name).setLevel("WARNING")
+        logging.getLogger(name).setLevel("DEBUG" if os.environ.get("EVH_DEBUG_CELERY") else "WARNING")
         logging.getLogger(name).propagate = False
     import warnings
 

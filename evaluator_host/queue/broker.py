@@ -82,7 +82,9 @@ def make_app(settings: Settings) -> Celery:
         broker_connection_max_retries=None,  # a restarting Redis is waited for, never given up on
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,
-        worker_enable_remote_control=False,  # no pidbox queues: hosts are told things through the database
+        # the remote-control channel (pub/sub) stays on: its connection is always watched by the worker's
+        # loop, which is how a host notices Redis restarting while every lane is busy (no BRPOP pending)
+        worker_enable_remote_control=True,
         worker_send_task_events=False,
         broker_heartbeat=0,
         enable_utc=True,

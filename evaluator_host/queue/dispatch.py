@@ -130,11 +130,20 @@ class Dispatcher:
                 watch.see(await self._done(record.id, clock))
                 if watch.stalled() and await self._queue_empty():
                     raise _Stalled
-            await asyncio.to_thread(self._send, record.id, chunk)
+            await self._send(record.id, chunk, clock)
             sent += len(chunk)
 
-    def _send(self, job_id: str, chunk: list[tuple[int, bytes]]) -> None:
-        self.app.send_task(CHUNK_TASK, args=(job_id, self.store.owner, encode_rows(chunk)))
+    async def _send(self, job_id: str, chunk: list[tuple[int, bytes]], clock: _Clock) -> None:
+        """Publish one chunk task; a broker that does not answer is waited for while the job runs."""
+        args = (job_id, self.store.owner, encode_rows(chunk))
+        while True:
+            try:
+                await asyncio.to_thread(self.app.send_task, CHUNK_TASK, args=args)
+                return
+            except Exception as exc:  # kombu's OperationalError, redis' ConnectionError, OSError
+                log.warning("job %s: the queue does not answer (%s); retrying in 1 s", job_id, exc)
+                await asyncio.sleep(1.0)
+                await self._done(job_id, clock)  # stops here if the job was cancelled meanwhile
 
     async def _wait_finished(self, record: JobRecord, clock: _Clock) -> None:
         watch = _Progress(await self._done(record.id, clock), self.settings.queue_stall_s)

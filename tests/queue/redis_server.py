@@ -21,7 +21,9 @@ import redis
 __all__ = ["REDIS_MISSING", "REDIS_REQUIRED", "RedisServer"]
 
 REDIS_REQUIRED = os.environ.get("EVALUATOR_HOST_TEST_REDIS") == "required"
-REDIS_MISSING = None if shutil.which("redis-server") else "redis-server is not installed (Debian: apt-get install redis-server)"
+REDIS_MISSING = (
+    None if shutil.which("redis-server") else "redis-server is not installed (Debian: apt-get install redis-server)"
+)
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
