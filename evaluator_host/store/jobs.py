@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import Table, delete, insert, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
@@ -45,6 +45,12 @@ _RESULTS: Table = JobResultRow.__table__  # type: ignore[assignment]
 _UNFINISHED = ("queued", "running")
 _RESULT_COLUMNS = ("job_id", "idx", "status", "revision", "runtime_id", "result")
 QUEUE_SUFFIX = "/queue"  # the owner of a service's queued jobs is its id with this suffix
+_PG_INSERT_NEW = (
+    "INSERT INTO job_results (job_id, idx, status, revision, runtime_id, result, worker) "
+    "SELECT %s, u.idx, u.status, %s, %s, u.result, %s "
+    "FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS u(idx, status, result) "
+    "ON CONFLICT (job_id, idx) DO NOTHING RETURNING idx"
+)
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -371,7 +377,22 @@ class JobStore:
         """Insert the rows not stored yet; the indices inserted."""
         if not rows:
             return set()
-        dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+        if conn.dialect.name == "postgresql":
+            # one statement over three arrays: the driver sends them as parameters, nothing is
+            # compiled or split per row (what executemany with RETURNING would cost)
+            found = conn.exec_driver_sql(
+                _PG_INSERT_NEW,
+                (
+                    job_id,
+                    revision,
+                    runtime_id,
+                    worker,
+                    [idx for idx, _, _, _ in rows],
+                    [status for _, status, _, _ in rows],
+                    [text for _, _, text, _ in rows],
+                ),
+            )
+            return {idx for (idx,) in found}
         values = [
             {
                 "job_id": job_id,
@@ -385,12 +406,9 @@ class JobStore:
             for idx, status, text, _ in rows
         ]
         query = (
-            dialect.insert(_RESULTS)
-            .values(values)
-            .on_conflict_do_nothing(index_elements=["job_id", "idx"])
-            .returning(_RESULTS.c.idx)
+            sqlite.insert(_RESULTS).on_conflict_do_nothing(index_elements=["job_id", "idx"]).returning(_RESULTS.c.idx)
         )
-        return set(conn.execute(query).scalars())
+        return set(conn.execute(query, values).scalars())
 
     def stored_among(self, job_id: str, indices: Sequence[int]) -> set[int]:
         """Which of ``indices`` have a stored result (one range query)."""
