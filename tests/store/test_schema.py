@@ -4,7 +4,8 @@ A fresh database migrates to exactly the models' schema (SQLite and PostgreSQL);
 made by main before migrations existed (``fixtures/pre_alembic_08a8d8f.sql``, made through
 that code's own API) upgrades in place with every row kept and a service then serves it; an
 older one still (no ``capabilities`` column, no ``idempotency_keys`` table) too; a database a
-newer release migrated is refused untouched; concurrent starters on PostgreSQL migrate once.
+newer release migrated is refused untouched; concurrent starters on PostgreSQL, and processes
+sharing one SQLite file, migrate once.
 """
 
 from __future__ import annotations
@@ -199,3 +200,20 @@ def test_a_database_made_by_create_all_before_migrations_is_adopted_on_either_da
     assert schema.state(engine).up_to_date
     assert [j.id for j in JobStore(engine, owner="resumer").unfinished()] == ["job_1"]  # ownerless: claimed
     engine.dispose()
+
+
+def test_processes_starting_together_on_one_sqlite_file_migrate_once(tmp_path: Path) -> None:
+    # a service and its queue's worker hosts on one machine share the file and start at once
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    code = "import sys; from evaluator_host.store.db import make_engine; make_engine(sys.argv[1]).dispose()"
+    starters = [subprocess.Popen([sys.executable, "-c", code, url], stderr=subprocess.PIPE) for _ in range(6)]
+    failed = [p.stderr.read().decode()[-300:] for p in starters if p.wait(timeout=120) != 0]  # type: ignore[union-attr]
+    assert failed == []
+    engine = create_engine(url)
+    try:
+        assert schema.state(engine).up_to_date
+    finally:
+        engine.dispose()
