@@ -54,6 +54,7 @@ class QueueFigures:
     trivial_on: list[float] = field(default_factory=list)
     redis: str = ""
     postgres: str = ""
+    load: tuple[float, float, float] = (0.0, 0.0, 0.0)  # the machine's load average when the bench ended
 
 
 def _rows(n: int) -> bytes:
@@ -172,6 +173,7 @@ def measure() -> QueueFigures:
                 redis.close()
             print(f"queue bench: {n} host(s): {', '.join(f'{r:,.0f}' for r in figures.scaling[n])} rows/s")
         figures.trivial_off, figures.trivial_on = _trivial(cluster, RedisServer)
+        figures.load = os.getloadavg()
     finally:
         cluster.stop()
     return figures
@@ -260,6 +262,12 @@ def render(f: QueueFigures) -> tuple[str, str]:
             "Through the queue every chunk is a Celery message (its rows as JSON) and a commit that locks "
             "the job's row to add to its counters; the service, Redis, PostgreSQL and the host share the "
             "same 2 cores here, so the CPU-bound figure is the cost of the hops, not what more hosts would do.",
+            "",
+            "Noise: the machine is shared (other engineers' builds and tests run beside the bench); its load "
+            f"average when the bench ended was {f.load[0]:.2f} / {f.load[1]:.2f} / {f.load[2]:.2f} (1 / 5 / 15 min) "
+            "on 2 cores. The waiting evaluator's figures moved by a few percent between runs; the trivial "
+            "evaluator's, which need the CPU, by up to a factor of two between runs of this bench on the same "
+            "code (7,100 → 14,000 rows/s in the service), so compare the two rows of one run, not runs.",
         ]
     )
     return "\n" + section + "\n", "\n".join(summary)
