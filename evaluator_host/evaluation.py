@@ -14,6 +14,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import hmac
+import json
+import os
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -24,7 +27,7 @@ from evaluator_host import languages
 from evaluator_host.definitions.imports import unpinned
 from evaluator_host.definitions.interfaces import Detected, cached, detect
 from evaluator_host.definitions.packages import normalize_pins
-from evaluator_host.errors import LimitError
+from evaluator_host.errors import EgressError, EvaluatorHostError, LimitError
 from evaluator_host.models import (
     BatchResponse,
     Case,
@@ -33,6 +36,8 @@ from evaluator_host.models import (
     EvaluatorEvaluateRequest,
     EvaluatorSettings,
 )
+from evaluator_host.models_workspace import DEFAULT_WORKSPACE
+from evaluator_host.redaction import Redactor
 from evaluator_host.results.aggregate import aggregate
 from evaluator_host.results.normalize import normalize
 from evaluator_host.sandbox.base import Builder, RawOutcome, Runtime, RuntimeKey, WorkerSpec, error_info
@@ -41,7 +46,7 @@ from evaluator_host.settings import Settings
 
 __all__ = ["ADHOC", "Bound", "Evaluation", "Prepared", "answer", "cases_of", "ignored_fields", "to_result"]
 
-ADHOC = "adhoc"  # the scope of one-off evaluations: workers shared by identical definitions only
+ADHOC = "adhoc"  # the scope of one-off evaluations: workers shared by identical definitions of one workspace
 _BOUND_CACHE = 1024
 _SCAN_CACHE = 512  # definitions whose capability report / policy check is remembered (like detection)
 
@@ -83,6 +88,8 @@ class Prepared:
     compiled: str | None = None  # what the harness runs, when not ``code`` itself (JS/TS)
     policy: str = "standard"  # the policy it runs under: settings.policy, or the service's floor
     capabilities: dict[str, list[dict[str, Any]]] = field(default_factory=dict, compare=False)
+    secrets: tuple[str, ...] = ()  # workspace secrets its workers get as environment variables
+    network: tuple[str, ...] = ()  # "host:port" its workers may reach through the egress proxy
 
     @functools.cached_property
     def code_hash(self) -> str:
@@ -101,8 +108,9 @@ _NO_NETWORK = (
     "fetch failed",
 )
 NETWORK_HINT = (
-    "evaluators run without network access (no DNS, no connections): fetch what the code needs "
-    "before the call and pass it in inputs, or pin a package that bundles the data"
+    "evaluators run without network access (no DNS, no connections) unless they declare `network` "
+    "(host:port destinations their workspace's operator allows, reached through the egress proxy): "
+    "declare it, or fetch what the code needs before the call and pass it in inputs"
 )
 
 
@@ -124,22 +132,37 @@ def to_result(raw: RawOutcome, prepared: Prepared, runtime: dict[str, Any]) -> E
         "interface": prepared.interface,
         "runtime": runtime,
     }
+    refused = [e for e in raw.egress if str(e.get("status", "")).startswith("refused")]
+    notes = [f"the egress proxy refused {len(refused)} connection(s): see details.egress"] if refused else []
     if raw.status != "ok":
-        return EvaluationResult(status=raw.status, error=raw.error, warnings=_hints(raw.error), **base)
+        details = {"egress": raw.egress} if raw.egress else {}
+        hints = notes if prepared.network else _hints(raw.error)
+        return EvaluationResult(status=raw.status, error=raw.error, warnings=hints, details=details, **base)
     norm = normalize(raw.value, interface=prepared.interface, threshold=prepared.settings.threshold)
     if norm.invalid is not None:
         return EvaluationResult(status="invalid_result", error=error_info("InvalidResult", norm.invalid), **base)
+    details = norm.details
+    if raw.egress:  # the connections it made through the egress proxy (the user's own "egress" key wins)
+        details = {**details, "egress": details.get("egress", raw.egress)}
     return EvaluationResult(
         status="ok",
         score=norm.score,
         passed=norm.passed,
         outputs=norm.outputs,
-        details=norm.details,
+        details=details,
         reason=norm.reason,
         label=norm.label,
-        warnings=norm.warnings,
+        warnings=norm.warnings + notes,
         **base,
     )
+
+
+def redact(raw: RawOutcome, redactor: Redactor) -> None:
+    """Replace secret values in everything of ``raw`` user code could have put them in."""
+    raw.stdout = redactor.text(raw.stdout)
+    raw.stderr = redactor.text(raw.stderr)
+    raw.error = redactor.value(raw.error)
+    raw.value = redactor.value(raw.value)
 
 
 def cases_of(body: EvaluateRequest | EvaluatorEvaluateRequest, max_cases: int) -> tuple[list[Case], bool]:
@@ -177,10 +200,13 @@ def answer(
 class Bound:
     """A prepared evaluator on its built runtime, in one scope: ready to run cases on warm workers."""
 
-    def __init__(self, prepared: Prepared, runtime: Runtime, spec: WorkerSpec, pool: WorkerPool) -> None:
+    def __init__(
+        self, prepared: Prepared, runtime: Runtime, spec: WorkerSpec, pool: WorkerPool, redactor: Redactor
+    ) -> None:
         self.prepared = prepared
         self.runtime = runtime
         self.spec = spec
+        self.redactor = redactor  # the secret values its workers hold, replaced in everything they send back
         self.public = {**runtime.public(), "policy": prepared.policy}  # every result's ``runtime``
         self._pool = pool
         installer = languages.get(prepared.language).family.installer
@@ -199,15 +225,25 @@ class Bound:
         replies exceed ``max_bytes``. ``held_replies``, ``strict_cases``: see :meth:`WorkerPool.run`
         (job chunks)."""
         settings = self.prepared.settings
-        return await self._pool.run(
-            self.spec,
-            cases,
-            timeout_s=settings.timeout_s,
-            correct_answer_key=settings.correct_answer_key,
-            max_bytes=max_bytes,
-            held_replies=held_replies,
-            strict_cases=strict_cases,
-        )
+        try:
+            outcomes = await self._pool.run(
+                self.spec,
+                cases,
+                timeout_s=settings.timeout_s,
+                correct_answer_key=settings.correct_answer_key,
+                max_bytes=max_bytes,
+                held_replies=held_replies,
+                strict_cases=strict_cases,
+            )
+        except EvaluatorHostError as exc:  # e.g. a worker that died printing a secret: its output is the message
+            if self.redactor:
+                exc.message = self.redactor.text(exc.message)
+                exc.args = (exc.message,)
+            raise
+        if self.redactor:
+            for raw in outcomes:
+                redact(raw, self.redactor)
+        return outcomes
 
     def result(self, raw: RawOutcome) -> EvaluationResult:
         """One outcome, normalized (and counted)."""
@@ -248,11 +284,12 @@ class Evaluation:
         self.builder = builder
         restricted = settings.default_policy == "restricted" or settings.default_policy == "auto" and weak_isolation
         self.default_policy = "restricted" if restricted else "standard"  # the floor, where offered
-        self._bound: OrderedDict[tuple[str, str, str, int], Bound] = OrderedDict()
+        self._bound: OrderedDict[tuple[str, str, str, int, str], Bound] = OrderedDict()
         self._scanned: OrderedDict[tuple[str, str], dict[str, list[dict[str, Any]]]] = OrderedDict()
         self._allowed: OrderedDict[tuple[str, str, str], None] = OrderedDict()  # code checked under a policy
         # detection has threads of its own: builds or database calls never hold it up, nor it them
         self._inspecting = ThreadPoolExecutor(max_workers=2, thread_name_prefix="evh-inspect")
+        self._digest_key = os.urandom(32)
 
     async def detect(self, language: str, code: str) -> Detected:
         """The code's interface: remembered, or found off the event loop on the inspection threads
@@ -264,9 +301,17 @@ class Evaluation:
         return await loop.run_in_executor(self._inspecting, detect, language, code)
 
     async def validate(
-        self, language: str, code: str, packages: Any, settings: EvaluatorSettings | None = None
+        self,
+        language: str,
+        code: str,
+        packages: Any,
+        settings: EvaluatorSettings | None = None,
+        *,
+        secrets: Sequence[str] = (),
+        network: Sequence[str] = (),
     ) -> Prepared:
-        """Check size, interface and pins; raise ``DefinitionError`` (HTTP 422) otherwise."""
+        """Check size, interface and pins; raise ``DefinitionError`` (HTTP 422) otherwise. ``secrets`` and
+        ``network`` are taken as given (the workspace checks them: :mod:`evaluator_host.evaluators`)."""
         size = len(code.encode())
         if size > self.settings.max_code_bytes:
             raise LimitError(
@@ -276,6 +321,11 @@ class Evaluation:
         pins = normalize_pins(language, packages)
         settings = settings or EvaluatorSettings()
         policy = await self.check_policy(language, code, settings.policy)
+        if network and self.pool.backend.egress is None:
+            raise EgressError(
+                f"this service's {self.pool.backend.name} sandbox cannot give evaluators network access "
+                "(the process backend needs namespaces: run as root or with user namespaces)"
+            )
         return Prepared(
             language=language,
             code=code,
@@ -288,6 +338,8 @@ class Evaluation:
             compiled=detected.compiled,
             policy=policy,
             capabilities=await self.capabilities(language, code),
+            secrets=tuple(secrets),
+            network=tuple(network),
         )
 
     async def capabilities(self, language: str, code: str) -> dict[str, list[dict[str, Any]]]:
@@ -330,25 +382,50 @@ class Evaluation:
         """Build (once) or fetch the runtime of ``prepared``; ``BuildError`` when the install fails."""
         return await self.builder.ensure(prepared.language, prepared.pins)
 
-    async def bind(self, prepared: Prepared, scope: str = ADHOC) -> Bound:
-        """``prepared`` on its runtime (built on first use) in ``scope``: workers never cross scopes."""
+    async def bind(
+        self,
+        prepared: Prepared,
+        scope: str = ADHOC,
+        *,
+        workspace: str = DEFAULT_WORKSPACE,
+        env: dict[str, str] | None = None,
+    ) -> Bound:
+        """``prepared`` on its runtime (built on first use) in ``scope`` of ``workspace``, its workers
+        given ``env`` (the secret values it lists): workers never cross scopes nor workspaces, and a
+        changed secret value makes new ones."""
         runtime = await self.ensure_runtime(prepared)
         memory_mb = prepared.settings.memory_mb
-        key = (scope, prepared.code_hash, runtime.id, memory_mb)
+        env = env or {}
+        digest = self._env_digest(env)
+        key = (f"{workspace}/{scope}", prepared.code_hash, runtime.id, memory_mb, digest)
         bound = self._bound.get(key)
-        if bound is not None and bound.prepared == prepared:
+        # the same runtime id at another location: it was removed and built again meanwhile
+        if bound is not None and bound.prepared == prepared and bound.runtime.location == runtime.location:
             self._bound.move_to_end(key)
             return bound
-        bound = Bound(prepared, runtime, self._spec(prepared, runtime, scope), self.pool)
+        spec = self._spec(prepared, runtime, f"{workspace}/{scope}|{digest}", workspace, env)
+        bound = Bound(prepared, runtime, spec, self.pool, Redactor(env))
         self._bound[key] = bound
         if len(self._bound) > _BOUND_CACHE:
             self._bound.popitem(last=False)
         return bound
 
-    def _spec(self, prepared: Prepared, runtime: Runtime, scope: str) -> WorkerSpec:
+    def _env_digest(self, env: dict[str, str]) -> str:
+        """A keyed digest of ``env`` (the worker key names it; the values never leave this process)."""
+        if not env:
+            return ""
+        text = json.dumps(sorted(env.items()))
+        return hmac.new(self._digest_key, text.encode(), hashlib.sha256).hexdigest()[:32]
+
+    def _spec(
+        self, prepared: Prepared, runtime: Runtime, scope: str, workspace: str, env: dict[str, str]
+    ) -> WorkerSpec:
         language = languages.get(prepared.language)
         memory_mb = prepared.settings.memory_mb
-        key_src = f"{scope}|{prepared.code_hash}|{runtime.id}|{memory_mb}|{prepared.interface}|{prepared.policy}"
+        key_src = (
+            f"{scope}|{prepared.code_hash}|{runtime.id}|{memory_mb}|{prepared.interface}|{prepared.policy}"
+            f"|{','.join(prepared.network)}"
+        )
         load = {
             "code": prepared.code if prepared.compiled is None else prepared.compiled,
             "filename": f"evaluator{language.module_suffix}",
@@ -358,13 +435,17 @@ class Evaluation:
             "policy": prepared.policy,
             **prepared.loader,
         }
+        if env:
+            load["env"] = dict(env)
         return WorkerSpec(
             key=hashlib.sha256(key_src.encode()).hexdigest()[:32],
-            runtime=RuntimeKey(language.family.name, runtime.location, memory_mb),
+            runtime=RuntimeKey(language.family.name, runtime.location, memory_mb, egress=bool(prepared.network)),
             runtime_id=runtime.id,
             load=load,
             output_limit=self.settings.output_limit_bytes,
             result_limit=self.settings.result_limit_bytes,
+            workspace=workspace,
+            network=prepared.network,
         )
 
     def close(self) -> None:
@@ -377,12 +458,19 @@ class Evaluation:
         for family in languages.families():
             self.pool.warm(RuntimeKey(family.name, self.builder.bare_location(), memory_mb))
 
-    async def prewarm(self, prepared: Prepared, scope: str) -> None:
+    async def prewarm(self, bound: Bound) -> None:
         """Start a bound worker ahead of the first evaluation (best effort)."""
-        await self.pool.prewarm((await self.bind(prepared, scope)).spec)
+        await self.pool.prewarm(bound.spec)
 
     async def evaluate(
-        self, prepared: Prepared, cases: Sequence[Case], *, scope: str = ADHOC
+        self,
+        prepared: Prepared,
+        cases: Sequence[Case],
+        *,
+        scope: str = ADHOC,
+        workspace: str = DEFAULT_WORKSPACE,
+        env: dict[str, str] | None = None,
     ) -> list[EvaluationResult]:
         """Evaluate ``cases`` (bind, then run); one result per case, in order. User failures are results."""
-        return await (await self.bind(prepared, scope)).evaluate(cases, self.settings.max_response_bytes)
+        bound = await self.bind(prepared, scope, workspace=workspace, env=env)
+        return await bound.evaluate(cases, self.settings.max_response_bytes)

@@ -18,9 +18,9 @@ __all__ = ["loads"]
 _decode = msgspec.json.Decoder().decode
 
 
-def loads(data: bytes | bytearray | memoryview | str) -> Any:
+def loads(data: bytes | bytearray | str) -> Any:
     """Decode one JSON document (see the module's contract)."""
     try:
         return _decode(data)
     except msgspec.DecodeError:
-        return json.loads(bytes(data) if isinstance(data, memoryview) else data)
+        return json.loads(data)

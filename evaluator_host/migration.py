@@ -21,15 +21,13 @@ from evaluator_host.jobs.mapping import RowMapper
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.migrate import Migration, migrate
 from evaluator_host.migrate.compare import differences
-from evaluator_host.models import (
-    Case,
-    EvaluatorCreate,
+from evaluator_host.migration_models import (
     EvaluatorMigrateRequest,
     EvaluatorMigrateResponse,
-    FieldMapping,
     MigrateResponse,
     MigrationNote,
 )
+from evaluator_host.models import Case, EvaluatorCreate, FieldMapping
 
 __all__ = ["Migrations", "response_of"]
 
@@ -66,13 +64,13 @@ class Migrations:
         """``POST /v1/migrate``."""
         return MigrateResponse(**response_of(await self.migrate_code(language, code, correct_answer_key)))
 
-    async def _cases(self, body: EvaluatorMigrateRequest) -> list[Case]:
+    async def _cases(self, workspace: str, body: EvaluatorMigrateRequest) -> list[Case]:
         if body.cases is not None:
             if len(body.cases) > self.evaluation.settings.max_cases:
                 raise LimitError(f"{len(body.cases)} cases; at most {self.evaluation.settings.max_cases} per call")
             return list(body.cases)
         assert body.dataset_id is not None
-        record = await self.datasets.get(body.dataset_id)  # 404 when unknown
+        record = await self.datasets.get(workspace, body.dataset_id)  # 404 when unknown
         mapper = RowMapper(body.field_mapping or FieldMapping(), record.columns)
 
         def first_rows() -> list[Case]:
@@ -85,18 +83,28 @@ class Migrations:
 
         return await asyncio.to_thread(first_rows)
 
-    async def migrate_evaluator(self, evaluator_id: str, body: EvaluatorMigrateRequest) -> EvaluatorMigrateResponse:
-        """``POST /v1/evaluators/{id}/migrate``: see the module docstring."""
-        current = await self.evaluators.get(evaluator_id)
+    async def migrate_evaluator(
+        self, workspace: str, evaluator_id: str, body: EvaluatorMigrateRequest
+    ) -> EvaluatorMigrateResponse:
+        """``POST /v1/evaluators/{id}/migrate`` in ``workspace``: see the module docstring."""
+        current = await self.evaluators.get(workspace, evaluator_id)
         settings = current.settings
         migration = await self.migrate_code(current.language, current.code, settings.correct_answer_key)
         fields = response_of(migration)
         if not migration.changed:
             return EvaluatorMigrateResponse(**fields, compared=0, dry_run=body.dry_run, saved=False)
-        cases = await self._cases(body)
-        _, before = await self.evaluators.evaluate(current.id, current.revision, cases)
-        prepared = await self.evaluation.validate(current.language, migration.code, current.packages, settings)
-        after = await self.evaluation.evaluate(prepared, cases)
+        cases = await self._cases(workspace, body)
+        _, before = await self.evaluators.evaluate(workspace, current.id, current.revision, cases)
+        prepared = await self.evaluation.validate(
+            current.language,
+            migration.code,
+            current.packages,
+            settings,
+            secrets=current.secrets,
+            network=current.network,
+        )
+        env = await self.evaluators.vault.values(workspace, current.secrets)
+        after = await self.evaluation.evaluate(prepared, cases, workspace=workspace, env=env)
         rows = differences(before, after)
         if rows:
             raise MigrationMismatch(
@@ -108,6 +116,7 @@ class Migrations:
         if body.dry_run:
             return EvaluatorMigrateResponse(**fields, compared=len(cases), dry_run=True, saved=False)
         saved = await self.evaluators.update(
+            workspace,
             current.id,
             EvaluatorCreate(
                 name=current.name,
@@ -116,6 +125,8 @@ class Migrations:
                 code=migration.code,
                 packages=current.packages,
                 settings=settings,
+                secrets=current.secrets,
+                network=current.network,
             ),
         )
         return EvaluatorMigrateResponse(**fields, compared=len(cases), dry_run=False, saved=True, evaluator=saved)

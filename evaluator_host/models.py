@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from evaluator_host import languages
+from evaluator_host.models_workspace import destination
+from evaluator_host.stored_text import StoredText
 
 __all__ = [
     "Aggregate",
@@ -20,14 +22,9 @@ __all__ = [
     "EvaluatorList",
     "EvaluatorPatch",
     "EvaluatorSettings",
-    "EvaluatorMigrateRequest",
-    "EvaluatorMigrateResponse",
     "ErrorBody",
     "ErrorDetail",
     "ErrorInfo",
-    "MigrateRequest",
-    "MigrateResponse",
-    "MigrationNote",
     "BatchResponse",
     "Capabilities",
     "Dataset",
@@ -44,6 +41,7 @@ __all__ = [
     "JobResultPage",
     "JobStatus",
     "Language",
+    "MAX_REVISION",
     "Packages",
     "RevisionList",
     "Stats",
@@ -62,6 +60,7 @@ Language = Annotated[
     WithJsonSchema({"type": "string", "enum": languages.names()}),
 ]
 Packages = dict[str, str] | list[str]
+MAX_REVISION = 2**31 - 1  # revision numbers are 32-bit in the database: a larger one names no revision (422)
 Capabilities = dict[str, list[dict[str, Any]]]
 _CAPABILITIES_DOC = (
     "What the code reaches for, found statically (advisory; the sandbox enforces): network, filesystem, "
@@ -104,6 +103,32 @@ class _Definition(BaseModel):
     code: str = Field(description="The evaluator's source code.")
     packages: Packages | None = Field(None, description="Exact pins: {name: version} or ['name==1.2.3'].")
     settings: EvaluatorSettings = Field(default_factory=EvaluatorSettings)
+    secrets: list[str] = Field(
+        default_factory=list,
+        max_length=50,
+        description="Workspace secrets its workers get as environment variables (PUT /v1/secrets/{name}); "
+        "their values are redacted from every answer.",
+    )
+    network: list[str] = Field(
+        default_factory=list,
+        max_length=50,
+        description="'host:port' destinations its workers may open through the egress proxy: a subset of "
+        "the workspace's network_allow (set by the operator). Empty: no network.",
+    )
+
+    @field_validator("secrets")
+    @classmethod
+    def _secret_names(cls, value: list[str]) -> list[str]:
+        return _unique(value)
+
+    @field_validator("network")
+    @classmethod
+    def _destinations(cls, value: list[str]) -> list[str]:
+        return sorted({destination(v) for v in value})
+
+
+def _unique(names: list[str]) -> list[str]:
+    return list(dict.fromkeys(names))
 
 
 class EvaluateRequest(_Definition):
@@ -117,17 +142,6 @@ class EvaluateRequest(_Definition):
 
 
 MAX_REVISION = 2**31 - 1  # a revision number is a 32-bit integer column
-
-
-def _storable(text: str) -> str:
-    """Text a database keeps as text: no NUL character (PostgreSQL refuses it; SQLite would keep it,
-    so both refuse it, alike)."""
-    if "\x00" in text:
-        raise ValueError("must not contain NUL characters (U+0000); in code, write the escape \\u0000 instead")
-    return text
-
-
-StoredText = Annotated[str, AfterValidator(_storable)]
 
 
 class EvaluatorCreate(_Definition):
@@ -154,6 +168,13 @@ class EvaluatorPatch(BaseModel):
     code: StoredText | None = None
     packages: Packages | None = Field(None, description="Exact pins; replaces the latest revision's pins.")
     settings: dict[str, Any] | None = Field(None, description="Merged key by key into the latest settings.")
+    secrets: list[str] | None = Field(None, max_length=50, description="Replaces the latest revision's secrets.")
+    network: list[str] | None = Field(None, max_length=50, description="Replaces the latest revision's network.")
+
+    @field_validator("network")
+    @classmethod
+    def _destinations(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else sorted({destination(v) for v in value})
 
 
 class EvaluatorEvaluateRequest(BaseModel):
@@ -276,6 +297,8 @@ class Evaluator(BaseModel):
     runtime_id: str
     created_at: datetime
     updated_at: datetime
+    secrets: list[str] = Field(default_factory=list, description="Secrets its workers get (names only).")
+    network: list[str] = Field(default_factory=list, description="'host:port' its workers may reach.")
     capabilities: Capabilities = Field(default_factory=dict, description=_CAPABILITIES_DOC)
     warnings: list[str] = Field(
         default_factory=list,
@@ -442,62 +465,3 @@ class JobResultPage(BaseModel):
     limit: int
     next_offset: int | None = Field(description="Pass as offset for the next page; null at the end.")
     total: int = Field(description="Rows in the job's dataset.")
-
-
-class MigrateRequest(BaseModel):
-    """``POST /v1/migrate``: code to migrate from the legacy interface to ``evaluate(inputs, outputs, trace)``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    language: Language = Field(description="python | javascript | typescript")
-    code: str = Field(description="The evaluator's source code.")
-    settings: EvaluatorSettings = Field(
-        default_factory=EvaluatorSettings, description="Only correct_answer_key matters here."
-    )
-
-
-class MigrationNote(BaseModel):
-    """Something to look at in the migrated code; ``line`` is 1-based in the migrated code (or null)."""
-
-    line: int | None
-    message: str
-
-
-class MigrateResponse(BaseModel):
-    """The migrated code (the same code with ``changed: false`` when there was nothing to migrate)."""
-
-    code: str
-    changed: bool
-    interface_before: Literal["evaluate", "legacy", "main"]
-    interface_after: Literal["evaluate", "legacy", "main"]
-    diff: str = Field(description="Unified diff from the original code (empty when unchanged).")
-    notes: list[MigrationNote]
-    rules: list[str] = Field(description="The rewrite rules that changed something, in order.")
-
-
-class EvaluatorMigrateRequest(BaseModel):
-    """``POST /v1/evaluators/{id}/migrate``: the rows of the differential run (exactly one of
-    ``cases`` / ``dataset_id``; a dataset's first ``sample`` rows, mapped by ``field_mapping``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    cases: list[Case] | None = Field(None, min_length=1)
-    dataset_id: str | None = None
-    sample: int = Field(100, ge=1, le=10_000, description="Rows of the dataset compared (its first ones).")
-    field_mapping: FieldMapping | None = None
-    dry_run: bool = Field(False, description="Compare only; never save a revision.")
-
-    @model_validator(mode="after")
-    def _one_source(self) -> EvaluatorMigrateRequest:
-        if (self.cases is None) == (self.dataset_id is None):
-            raise ValueError("give exactly one of cases / dataset_id")
-        return self
-
-
-class EvaluatorMigrateResponse(MigrateResponse):
-    """The migration of a stored evaluator, compared with its current revision on the same rows."""
-
-    compared: int = Field(description="Rows run on both revisions.")
-    dry_run: bool
-    saved: bool = Field(description="Whether a new revision was stored (every row agreed, not a dry run).")
-    evaluator: Evaluator | None = Field(None, description="The new revision, when saved.")

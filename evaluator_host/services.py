@@ -10,6 +10,7 @@ every container labelled with the data dir. An in-process CLI run uses
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import functools
@@ -27,9 +28,12 @@ from evaluator_host.errors import DataDirInUse
 from evaluator_host.evaluation import Evaluation
 from evaluator_host.evaluators import Evaluators
 from evaluator_host.jobs.exports import ResultReader
+from evaluator_host.jobs.retention import Retention
 from evaluator_host.jobs.runner import JobRunner
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.metrics import Metrics
+from evaluator_host.quotas import QuotaGuard
+from evaluator_host.runtime_catalog import RuntimeCatalog
 from evaluator_host.sandbox.base import SandboxBackend
 from evaluator_host.sandbox.build_once import BuildOnce
 from evaluator_host.sandbox.pool import WorkerPool
@@ -39,6 +43,10 @@ from evaluator_host.store import EvaluatorStore
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.idempotency import IdempotencyStore
 from evaluator_host.store.jobs import QUEUE_SUFFIX, JobStore
+from evaluator_host.store.secrets import SecretStore
+from evaluator_host.store.workspaces import WorkspaceRecord, WorkspaceStore
+from evaluator_host.vault import Vault
+from evaluator_host.workspaces import SYNC_S, Workspaces
 
 __all__ = ["Services", "lock_data_dir", "select_backend", "service_id"]
 
@@ -108,13 +116,27 @@ class Services:
     datasets: DatasetCatalog
     runner: JobRunner
     results: ResultReader
+    workspaces: Workspaces
+    vault: Vault
+    quotas: QuotaGuard
     lock_fd: int = -1
     scratch: Path | None = field(default=None, repr=False)  # removed on close (private runs)
+    syncer: asyncio.Task[None] | None = field(default=None, repr=False)  # see :meth:`_sync`
 
     @functools.cached_property
     def idempotency(self) -> IdempotencyStore:
         """The ``Idempotency-Key`` answers (same database as the rest)."""
         return IdempotencyStore(self.store.engine)
+
+    @functools.cached_property
+    def retention(self) -> Retention:
+        """The sweep of finished jobs past ``RESULTS_RETENTION_DAYS`` (idle when that is off)."""
+        return Retention(self.settings, self.runner)
+
+    @functools.cached_property
+    def runtimes(self) -> RuntimeCatalog:
+        """``/v1/runtimes``: the backend's builds and built runtimes."""
+        return RuntimeCatalog(self.backend.builder)
 
     @classmethod
     def start(cls, settings: Settings) -> Services:
@@ -161,6 +183,9 @@ class Services:
         # a queued job belongs to the service's queue: each mode adopts the other's unfinished jobs
         me, queue = service_id(settings.data_dir), service_id(settings.data_dir) + QUEUE_SUFFIX
         jobs = JobStore(engine, owner=queue, adopts=me) if settings.queue_url else JobStore(engine, me, adopts=queue)
+        workspaces = Workspaces(settings, WorkspaceStore(engine))
+        vault = Vault(settings, SecretStore(engine))
+        quotas = QuotaGuard(workspaces)
         backend = select_backend(settings)
         metrics = Metrics()
         metrics.swept.inc(getattr(backend, "swept", 0))
@@ -170,28 +195,80 @@ class Services:
         # rlimits only (no namespaces, no private root): the restricted policy is the default there
         weak = backend.isolation.get("mode") == "rlimits"
         evaluation = Evaluation(settings, pool, backend.builder, weak_isolation=weak)
-        datasets = DatasetCatalog(settings, jobs)
-        evaluators = Evaluators(store, evaluation)
-        runner = JobRunner(settings, jobs, evaluators, datasets)
+        datasets = DatasetCatalog(settings, jobs, quotas)
+        evaluators = Evaluators(store, evaluation, vault, workspaces)
+        runner = JobRunner(settings, jobs, evaluators, datasets, quotas)
         runner.metrics = metrics
         if settings.queue_url:
             from evaluator_host.queue.dispatch import Dispatcher
 
             runner.remote = Dispatcher(settings, jobs, datasets.files)
         results = ResultReader(jobs, datasets.files)
-        return cls(settings, store, backend, pool, evaluation, evaluators, datasets, runner, results, lock_fd)
+        services = cls(
+            settings,
+            store,
+            backend,
+            pool,
+            evaluation,
+            evaluators,
+            datasets,
+            runner,
+            results,
+            workspaces,
+            vault,
+            quotas,
+            lock_fd,
+        )
+        for record in workspaces.list_all():
+            services.apply_workspace(record)
+        return services
+
+    def apply_workspace(self, record: WorkspaceRecord) -> None:
+        """Put a workspace's quotas and allowlist in force where they are enforced: the pool (warm
+        workers) and the egress proxy (network_allow; checked at every connection)."""
+        self.pool.workspace_caps[record.id] = record.quotas.get("max_warm_workers")
+        if self.backend.egress is not None:
+            self.backend.egress.workspace_allow[record.id] = frozenset(record.network_allow)
 
     async def resume(self) -> None:
-        """Start the bare runtimes' spares and resume the jobs a previous run left queued or running."""
+        """Sweep what a killed predecessor left half-written, start the bare runtimes' spares, resume the
+        jobs a previous run left queued or running, and start the retention sweep (when
+        ``RESULTS_RETENTION_DAYS`` is set)."""
+        swept = await asyncio.to_thread(self.datasets.sweep)
+        if swept:
+            log.info("removed %d dataset files a stopped service left half-written", swept)
         self.evaluation.warm_bare_runtimes()
         await self.runner.start()
+        self.retention.start()
+        self.syncer = asyncio.ensure_future(self._sync())
+
+    async def _sync(self) -> None:
+        """Every ``SYNC_S``: put in force what other services sharing the database changed — revoked
+        keys, workspaces' quotas and allowlists, secrets (``Workspaces.sync``, ``Vault.sync``)."""
+        while True:
+            await asyncio.sleep(SYNC_S)
+            try:
+                for record in await self.workspaces.sync():
+                    self.apply_workspace(record)
+                await self.vault.sync()
+            except Exception:  # a database hiccup: the next period tries again, the service goes on
+                log.exception("reading the workspaces other services changed failed")
 
     async def close(self) -> None:
         """Stop running jobs (they resume on the next start), every worker, and the database."""
         try:
+            if self.syncer is not None:
+                self.syncer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self.syncer
+            if "runtimes" in self.__dict__:
+                await self.runtimes.close()
+            if "retention" in self.__dict__:
+                await self.retention.close()
             await self.runner.close()
             await self.evaluators.close()
             await self.pool.close()
+            await self.workspaces.close()
             self.evaluation.close()
             self.store.engine.dispose()
         finally:

@@ -58,6 +58,17 @@ class Settings(BaseSettings):
     api_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Comma-separated bearer keys; when set every /v1 call needs one."
     )
+    admin_key: str | None = Field(
+        None,
+        description="Operator key: manages workspaces, their keys, quotas and network allowlists "
+        "(/v1/workspaces, /v1/keys). Once set, every /v1 call needs a key.",
+    )
+    secrets_key: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Fernet key(s) encrypting stored secrets, comma-separated, newest first (rotation: "
+        "put the new key first and restart: stored secrets are re-encrypted with it at start-up; then drop the old); "
+        "default: a key generated once in data_dir/secrets.key.",
+    )
     backend: Literal["auto", "process", "docker"] = Field(
         "auto", description="Sandbox backend: auto (docker when an engine answers), process or docker."
     )
@@ -94,6 +105,13 @@ class Settings(BaseSettings):
     max_job_result_bytes: int = Field(
         1024**3, ge=1024, description="What one job's stored results may add up to (past it the job fails)."
     )
+    results_retention_days: float | None = Field(
+        None,
+        gt=0,
+        description="Finished jobs (their results and inline rows) older than this many days are deleted by a "
+        "periodic sweep; uploaded datasets stay. Off (none) by default.",
+    )
+    retention_sweep_s: float = Field(3600.0, gt=0, description="How often the retention sweep runs (when it is on).")
 
     max_workers: int = Field(
         16,
@@ -170,6 +188,11 @@ class Settings(BaseSettings):
         description="CA bundle given to package installs in build containers (TLS-intercepting proxies).",
     )
 
+    egress_hosts: dict[str, str] = Field(
+        default_factory=dict,
+        description='Names the egress proxy resolves to a fixed address, as JSON {"name": "ip"}: trusted '
+        "as given (not checked against private ranges) — for an internal API on purpose, and for tests.",
+    )
     docker_host: str | None = Field(None, description="Docker engine URL; default: DOCKER_HOST or the local socket.")
     base_image: str = Field("evaluator-host/base-python:latest", description="Image runtimes are built FROM.")
     cpus: float = Field(1.0, gt=0, description="CPU quota of each worker (a container, or a cpu cgroup).")
@@ -178,7 +201,7 @@ class Settings(BaseSettings):
     )
     container_user: str = Field("65534:65534", description="uid:gid that user code runs as in containers.")
 
-    @field_validator("api_keys", mode="before")
+    @field_validator("api_keys", "secrets_key", mode="before")
     @classmethod
     def _split_keys(cls, value: object) -> object:
         if isinstance(value, str):

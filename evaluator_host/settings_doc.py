@@ -24,6 +24,8 @@ END = "<!-- settings:end -->"
 FACTORY_DEFAULTS = {
     "data_dir": "`$XDG_DATA_HOME/evaluator-host` (`~/.local/share/evaluator-host`)",
     "api_keys": "none",
+    "secrets_key": "a key generated once in `data_dir/secrets.key`",
+    "egress_hosts": "none",
     "python_executable": "the interpreter behind this venv",
     "ca_bundle": "the host's system bundle",
 }

@@ -20,7 +20,8 @@ sets the sandbox up and then runs the language harness:
    stays behind as its pid 1 (:func:`_fork_init`); then runs ``exec`` (argv) or, for Python,
    the harness ``run_python`` in this same process.
 
-Config keys: ``root``, ``binds``, ``tmpfs_mb``, ``uid``, ``cgroup_procs``, ``rlimits``, ``init``, ``seccomp``
+Config keys: ``root``, ``binds``, ``tmpfs_mb``, ``uid``, ``cgroup_procs``, ``rlimits``, ``init``, ``seccomp``,
+``loopback`` (bring ``lo`` up: a worker with an egress socket bound in)
 (name → value), ``exec`` (+ ``channel_fds``: move the host's channel from fds 0/1 to 3/4
 first, as the Node harness expects) | ``run_python`` + ``argv``.
 """
@@ -241,6 +242,19 @@ def _seccomp() -> bool:
     return True
 
 
+def _loopback_up() -> None:
+    """Bring the network namespace's ``lo`` up (still privileged here): the harness's egress forwarder
+    listens on it. The namespace has no other interface, so nothing else becomes reachable."""
+    import fcntl
+    import socket
+    import struct
+
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        flags = struct.unpack("16sH", fcntl.ioctl(sock, siocgifflags, struct.pack("16sH", b"lo", 0)))[1]
+        fcntl.ioctl(sock, siocsifflags, struct.pack("16sH", b"lo", flags | iff_up))
+
+
 def _set_rlimits(limits: dict[str, int]) -> None:
     for name, value in limits.items():
         resource.setrlimit(getattr(resource, f"RLIMIT_{name}"), (value, value))
@@ -292,6 +306,8 @@ def main(config: dict[str, Any]) -> None:
             _libc.sethostname(b"sandbox", 7)
         except OSError:
             pass
+    if config.get("loopback"):
+        _loopback_up()
     _set_rlimits(config.get("rlimits", {}))
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no_new_privs)")
     uid = config.get("uid")

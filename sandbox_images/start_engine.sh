@@ -15,7 +15,15 @@ if ! command -v dockerd >/dev/null; then
 fi
 if ! docker info >/dev/null 2>&1; then
   log=${DOCKERD_LOG:-/var/log/evaluator-host-dockerd.log}
-  nohup dockerd >"$log" 2>&1 &
+  # dockerd outlives this script: it must not inherit the caller's descriptors (e.g. a
+  # `flock FILE cmd` lock, which it would then hold for as long as it runs)
+  (
+    for fd in /proc/$BASHPID/fd/*; do
+      n=${fd##*/}
+      if [ "$n" -gt 2 ] 2>/dev/null; then eval "exec $n>&-" 2>/dev/null || true; fi
+    done
+    exec setsid nohup dockerd >"$log" 2>&1 </dev/null
+  ) &
   for _ in $(seq 60); do
     docker info >/dev/null 2>&1 && break
     sleep 1

@@ -184,7 +184,7 @@ def serving(
     inherits (as from a shell's ``exec 7<file``); ``database_url`` None is the data dir's SQLite
     file; ``env`` adds environment variables (settings). The caller may kill the process.
     """
-    env = {**os.environ, **(env or {}), "EVALUATOR_HOST_DATA_DIR": str(data_dir)}
+    env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(data_dir), **(env or {})}
     if backend is not None:
         env["EVALUATOR_HOST_BACKEND"] = backend
     if database_url is not None:

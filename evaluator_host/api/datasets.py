@@ -7,11 +7,11 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response, status
 from starlette.datastructures import UploadFile
 
-from evaluator_host.api.deps import ServicesDep
+from evaluator_host.api.deps import ServicesDep, WorkspaceDep
 from evaluator_host.api.paging import MAX_LIMIT, page
 from evaluator_host.errors import DatasetError
 from evaluator_host.jobs.uploads import to_model
-from evaluator_host.models import Dataset, DatasetList, DatasetRow, DatasetRowPage
+from evaluator_host.models import Dataset, DatasetList, DatasetRow, DatasetRowPage, ErrorBody
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 
@@ -39,6 +39,7 @@ _BODY = {
 async def upload(
     request: Request,
     services: ServicesDep,
+    workspace: WorkspaceDep,
     name: str | None = Query(None, max_length=200, description="Dataset name (default: the file's name)."),
     format: str | None = Query(None, description="jsonl | csv | json (default: from the file name or content type)."),
 ) -> Dataset:
@@ -51,6 +52,7 @@ async def upload(
                 raise DatasetError("a multipart upload needs the dataset in a field named 'file'")
             field_name, field_format = form.get("name"), form.get("format")
             record = await services.datasets.upload_file(
+                workspace,
                 upload.file,
                 filename=upload.filename,
                 name=name or (field_name if isinstance(field_name, str) else None),
@@ -59,7 +61,7 @@ async def upload(
             )
     else:
         record = await services.datasets.upload_stream(
-            request.stream(), name=name, fmt=format, content_type=content_type
+            workspace, request.stream(), name=name, fmt=format, content_type=content_type
         )
     return to_model(record)
 
@@ -67,38 +69,44 @@ async def upload(
 @router.get("", response_model=DatasetList)
 async def list_datasets(
     services: ServicesDep,
+    workspace: WorkspaceDep,
     limit: Annotated[int | None, Query(ge=1, le=MAX_LIMIT, description="At most this many (default: all).")] = None,
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
 ) -> DatasetList:
     """Uploaded datasets, newest first (paged with ``limit`` and ``cursor``)."""
-    every = [to_model(r) for r in await services.datasets.list_all()]
+    every = [to_model(r) for r in await services.datasets.list_all(workspace)]
     data, after = page(every, lambda d: (d.created_at.isoformat(), d.id), descending=True, limit=limit, cursor=cursor)
     return DatasetList(data=data, count=len(data), next_cursor=after)
 
 
-@router.delete("/{dataset_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def delete(dataset_id: str, services: ServicesDep) -> Response:
+@router.delete(
+    "/{dataset_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses={409: {"model": ErrorBody, "description": "Conflict: jobs refer to the dataset (delete them first)."}},
+)
+async def delete(dataset_id: str, services: ServicesDep, workspace: WorkspaceDep) -> Response:
     """Delete a dataset and its files; 409 while jobs run on it (delete those first)."""
-    await services.datasets.delete(dataset_id)
+    await services.datasets.delete(workspace, dataset_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.get("/{dataset_id}", response_model=Dataset)
-async def get(dataset_id: str, services: ServicesDep) -> Dataset:
+async def get(dataset_id: str, services: ServicesDep, workspace: WorkspaceDep) -> Dataset:
     """One dataset's metadata."""
-    return to_model(await services.datasets.get(dataset_id))
+    return to_model(await services.datasets.get(workspace, dataset_id))
 
 
 @router.get("/{dataset_id}/rows", response_model=DatasetRowPage)
 async def rows(
     dataset_id: str,
     services: ServicesDep,
+    workspace: WorkspaceDep,
     offset: int = Query(0, ge=0, le=2**53, description="First row index."),
     limit: int = Query(20, ge=1, le=1000),
 ) -> DatasetRowPage:
     """Stored rows from ``offset`` (at most ``limit``), in upload order: a preview to map columns from."""
-    record = await services.datasets.get(dataset_id)
-    found = await services.datasets.rows(dataset_id, offset, limit)
+    record = await services.datasets.get(workspace, dataset_id)  # 404 for another workspace's
+    found = await services.datasets.rows(workspace, record.id, offset, limit)
     after = offset + len(found)
     return DatasetRowPage(
         data=[DatasetRow(index=i, row=r) for i, r in found],

@@ -1,15 +1,26 @@
-"""Request dependencies: the services container and API-key auth."""
+"""Request dependencies: the services container and who is asking (the workspace of the key)."""
 
 from __future__ import annotations
 
-import hmac
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import Depends, Request
 
+from evaluator_host.api.auth import UNAUTHORIZED, UNKNOWN_KEY, bearer
+from evaluator_host.errors import Forbidden, Unauthorized
 from evaluator_host.services import Services
+from evaluator_host.workspaces import DEFAULT_PRINCIPAL, Principal
 
-__all__ = ["ServicesDep", "get_services", "require_api_key"]
+__all__ = [
+    "OperatorDep",
+    "PrincipalDep",
+    "ServicesDep",
+    "WorkspaceDep",
+    "get_services",
+    "operator",
+    "principal",
+    "workspace",
+]
 
 
 async def get_services(request: Request) -> Services:
@@ -21,16 +32,46 @@ async def get_services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-async def require_api_key(request: Request) -> None:
-    """When API keys are configured, require ``Authorization: Bearer <key>`` (401 otherwise)."""
-    keys = request.app.state.settings.api_keys
-    if not keys:
-        return
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and any(hmac.compare_digest(token.encode(), k.encode()) for k in keys):
-        return
-    raise HTTPException(
-        status_code=status.HTTP_401_UNAUTHORIZED,
-        detail="a valid 'Authorization: Bearer <key>' header is required",
-        headers={"WWW-Authenticate": "Bearer"},
-    )
+async def principal(request: Request) -> Principal:
+    """Who is asking: the key's workspace (or the operator); the default workspace when the service
+    is open (no key configured or stored) and no key is given. 401 for a missing or unknown key
+    (:class:`~evaluator_host.api.auth.ApiKeyGate` already answered those before the body was read;
+    this is the same rule on the route, in case a route is ever mounted past the gate)."""
+    services: Services = request.app.state.services
+    token = bearer(request.headers.get("authorization"))
+    if token is None:
+        if not services.workspaces.auth_required:
+            return DEFAULT_PRINCIPAL
+        raise Unauthorized(UNAUTHORIZED)
+    found = await services.workspaces.resolve(token)
+    if found is None and not services.workspaces.auth_required:
+        return DEFAULT_PRINCIPAL  # an open service ignores keys it does not know, as it always did
+    if found is None:
+        raise Unauthorized(UNKNOWN_KEY)
+    return found
+
+
+async def workspace(request: Request) -> str:
+    """The workspace id a resource route acts in (403 for the operator key, which names none)."""
+    who = await principal(request)
+    if who.workspace_id is None:
+        raise Forbidden(
+            "the operator key manages workspaces and keys only; use a workspace's key for evaluators, "
+            "datasets, jobs and secrets"
+        )
+    return who.workspace_id
+
+
+async def operator(request: Request) -> Principal:
+    """The operator (403 for a workspace key; 401 without a valid key)."""
+    services: Services = request.app.state.services
+    who = await principal(request)
+    if not who.operator:
+        hint = "" if services.settings.admin_key else " (none is configured: set EVALUATOR_HOST_ADMIN_KEY)"
+        raise Forbidden(f"this route needs the operator key{hint}")
+    return who
+
+
+WorkspaceDep = Annotated[str, Depends(workspace)]
+OperatorDep = Annotated[Principal, Depends(operator)]
+PrincipalDep = Annotated[Principal, Depends(principal)]

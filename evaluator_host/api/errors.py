@@ -19,10 +19,14 @@ from evaluator_host.errors import (
     ConflictError,
     DefinitionError,
     EvaluatorHostError,
+    Forbidden,
     MigrationMismatch,
     NotFoundError,
     PackageSpecError,
+    QuotaExceeded,
     SandboxError,
+    StorageFull,
+    Unauthorized,
 )
 
 __all__ = ["host_error_response", "install"]
@@ -48,7 +52,10 @@ def host_error_response(exc: EvaluatorHostError) -> JSONResponse:
         return JSONResponse(_body(exc.type_name, exc.message, **extra), status_code=422)
     if isinstance(exc, BuildError):
         return JSONResponse(
-            _body(exc.type_name, exc.message, runtime_id=exc.runtime_id, output=exc.output), status_code=422
+            _body(
+                exc.type_name, exc.message, runtime_id=exc.runtime_id, output=exc.output, suggestions=exc.suggestions
+            ),
+            status_code=422,
         )
     if isinstance(exc, ConflictError):
         return JSONResponse(_body(exc.type_name, exc.message), status_code=409)
@@ -57,6 +64,20 @@ def host_error_response(exc: EvaluatorHostError) -> JSONResponse:
         return JSONResponse(_body(exc.type_name, exc.message, **extra), status_code=409)
     if isinstance(exc, NotFoundError):
         return JSONResponse(_body(exc.type_name, exc.message), status_code=404)
+    if isinstance(exc, Unauthorized):
+        return JSONResponse(_body(exc.type_name, exc.message), status_code=401, headers={"WWW-Authenticate": "Bearer"})
+    if isinstance(exc, Forbidden):
+        return JSONResponse(_body(exc.type_name, exc.message), status_code=403)
+    if isinstance(exc, QuotaExceeded):
+        return JSONResponse(
+            _body(exc.type_name, exc.message, quota=exc.quota),
+            status_code=429,
+            headers={"Retry-After": str(exc.retry_after_s)},
+        )
+    if isinstance(exc, StorageFull):  # 507 Insufficient Storage: the server's disk, not the client's request
+        return JSONResponse(
+            _body(exc.type_name, exc.message), status_code=507, headers={"Retry-After": str(exc.retry_after_s)}
+        )
     if isinstance(exc, SandboxError):
         return JSONResponse(
             _body(exc.type_name, exc.message), status_code=503, headers={"Retry-After": str(exc.retry_after_s)}
@@ -111,9 +132,24 @@ def _details(exc: RequestValidationError) -> list[dict[str, Any]]:
     return [{"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in exc.errors()]
 
 
+def _not_utf8(exc: UnicodeDecodeError) -> JSONResponse:
+    """A JSON body that is not UTF-8: where the first bad byte is (the framework only says "400")."""
+    data = exc.object if isinstance(exc.object, bytes) else b""
+    line = data.count(b"\n", 0, exc.start) + 1
+    column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+    message = (
+        f"the body is not valid JSON: it is not UTF-8 (byte 0x{data[exc.start]:02x} at line {line}, column {column})"
+        if exc.start < len(data)
+        else "the body is not valid JSON: it is not UTF-8"
+    )
+    return JSONResponse(_body("ValidationError", message, line=line, column=column, details=[]), status_code=422)
+
+
 def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
-    names = {401: "Unauthorized", 404: "NotFound", 405: "MethodNotAllowed", 413: "PayloadTooLarge"}
+    if exc.status_code == 400 and isinstance(exc.__cause__, UnicodeDecodeError):
+        return _not_utf8(exc.__cause__)
+    names = {400: "BadRequest", 401: "Unauthorized", 404: "NotFound", 405: "MethodNotAllowed", 413: "PayloadTooLarge"}
     return JSONResponse(
         _body(names.get(exc.status_code, "HTTPError"), str(exc.detail)),
         status_code=exc.status_code,

@@ -4,17 +4,25 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from evaluator_host.api.deps import ServicesDep
+from evaluator_host.api.deps import ServicesDep, WorkspaceDep
 from evaluator_host.evaluation import answer, cases_of
+from evaluator_host.evaluators import check_declarations
 from evaluator_host.models import BatchResponse, EvaluateRequest, EvaluationResult
 
 router = APIRouter(tags=["evaluate"])
 
 
 @router.post("/evaluate", response_model=EvaluationResult | BatchResponse)
-async def evaluate(body: EvaluateRequest, services: ServicesDep) -> EvaluationResult | BatchResponse:
-    """Evaluate one case, or ``cases`` with an aggregate."""
-    prepared = await services.evaluation.validate(body.language, body.code, body.packages, body.settings)
+async def evaluate(
+    body: EvaluateRequest, services: ServicesDep, workspace: WorkspaceDep
+) -> EvaluationResult | BatchResponse:
+    """Evaluate one case, or ``cases`` with an aggregate (in the key's workspace: its secrets, its workers)."""
     cases, batch = cases_of(body, services.settings.max_cases)
-    results = await services.evaluation.evaluate(prepared, cases)
+    services.quotas.take_evaluations(workspace, len(cases))
+    check_declarations(services.workspaces, workspace, body.secrets, body.network)
+    prepared = await services.evaluation.validate(
+        body.language, body.code, body.packages, body.settings, secrets=body.secrets, network=body.network
+    )
+    env = await services.vault.values(workspace, body.secrets)
+    results = await services.evaluation.evaluate(prepared, cases, workspace=workspace, env=env)
     return answer(results, batch, capabilities=prepared.capabilities)

@@ -10,7 +10,9 @@ model. It takes a request only when it is sure to answer exactly as the app woul
 everything else goes on to the app untouched (with the body replayed when it was read):
 
 * another method or path, or a path with a trailing slash;
-* API keys configured and no valid ``Authorization: Bearer`` header (the app answers 401);
+* a key the key ring does not know without the database (the app looks it up, or answers 401),
+  no key where one is needed (401), or the operator key (403): the request's workspace must be
+  known from the cache (:meth:`Workspaces.cached`, which a revocation clears at once);
 * no ``Content-Length``, or one over the body limit (the app answers 413), or a body that
   is not ``application/json``;
 * a body that does not validate (the app answers its 422 with every problem listed).
@@ -21,7 +23,6 @@ by the app's own handlers; anything unexpected propagates to the server-error ha
 
 from __future__ import annotations
 
-import hmac
 import re
 from typing import Any
 
@@ -31,9 +32,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from evaluator_host.api import errors
 from evaluator_host.api import evaluate as evaluate_route
 from evaluator_host.api import evaluators as evaluators_route
+from evaluator_host.api.auth import bearer
 from evaluator_host.api.observe import ROUTE_KEY
 from evaluator_host.errors import EvaluatorHostError
 from evaluator_host.models import BatchResponse, EvaluateRequest, EvaluationResult, EvaluatorEvaluateRequest
+from evaluator_host.models_workspace import DEFAULT_WORKSPACE
+from evaluator_host.services import Services
 from evaluator_host.settings import Settings
 
 __all__ = ["FastPath"]
@@ -51,7 +55,6 @@ class FastPath:
     def __init__(self, app: ASGIApp, settings: Settings) -> None:
         self.app = app
         self.settings = settings
-        self._keys = [k.encode() for k in settings.api_keys]
         self.answered = 0  # requests this layer answered itself (the rest went on to the app)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -60,7 +63,9 @@ class FastPath:
             return
         path: str = scope["path"]
         match = _BY_ID.fullmatch(path) if path != _INLINE else None
-        if (match is None and path != _INLINE) or not self._eligible(scope):
+        services: Services | None = scope["app"].state.services if "app" in scope else None
+        workspace = self._eligible(scope, services) if match is not None or path == _INLINE else None
+        if workspace is None or services is None:
             await self.app(scope, receive, send)
             return
         scope[ROUTE_KEY] = _INLINE if match is None else _BY_ID_ROUTE
@@ -76,15 +81,11 @@ class FastPath:
         except ValidationError:
             await self.app(scope, _replay(body, receive), send)
             return
-        services = scope["app"].state.services if "app" in scope else None
-        if services is None:
-            await self.app(scope, _replay(body, receive), send)
-            return
         try:
             if match is None:
-                result = await evaluate_route.evaluate(inline, services)
+                result = await evaluate_route.evaluate(inline, services, workspace)
             else:
-                result = await evaluators_route.evaluate(match.group(1), by_id, services)
+                result = await evaluators_route.evaluate(match.group(1), by_id, services, workspace)
         except EvaluatorHostError as exc:
             await errors.host_error_response(exc)(scope, receive, send)
             return
@@ -99,20 +100,29 @@ class FastPath:
         )
         await send({"type": "http.response.body", "body": payload})
 
-    def _eligible(self, scope: Scope) -> bool:
-        """Whether the headers let this request through exactly as the app would (see the module docstring)."""
+    def _eligible(self, scope: Scope, services: Services | None) -> str | None:
+        """The request's workspace when the headers let it through exactly as the app would (see the
+        module docstring); None to leave it to the app."""
+        if services is None:
+            return None
         length: int | None = None
-        authorized = not self._keys
         json_body = False
+        authorization: bytes | None = None
         for name, value in scope["headers"]:
             if name == b"content-length":
                 length = int(value) if value.isdigit() else None
             elif name == b"content-type":
                 json_body = _is_json(value)
-            elif name == b"authorization" and not authorized:
-                scheme, _, token = value.partition(b" ")
-                authorized = scheme.lower() == b"bearer" and any(hmac.compare_digest(token, k) for k in self._keys)
-        return authorized and json_body and length is not None and length <= self.settings.max_body_bytes
+            elif name == b"authorization":
+                authorization = value
+        if not json_body or length is None or length > self.settings.max_body_bytes:
+            return None
+        ring = services.workspaces
+        token = bearer(authorization.decode("latin-1")) if authorization is not None else None
+        who = ring.cached(token) if token is not None else None
+        if who is None:
+            return DEFAULT_WORKSPACE if not ring.auth_required else None
+        return who.workspace_id  # None for the operator key: the app answers its 403
 
 
 def _is_json(content_type: bytes) -> bool:

@@ -11,6 +11,7 @@ from fastapi import Request, Response
 from pydantic import BaseModel
 
 from evaluator_host.errors import ConflictError, IdempotencyKeyError
+from evaluator_host.models_workspace import DEFAULT_WORKSPACE
 from evaluator_host.services import Services
 from evaluator_host.store.idempotency import request_hash
 
@@ -23,23 +24,29 @@ _KEY = re.compile(r"[\x21-\x7e]{1,255}")  # printable ASCII, no spaces
 async def idempotent(
     request: Request,
     services: Services,
+    workspace: str,
     route: str,
     body: BaseModel,
     run: Callable[[], Awaitable[T]],
     status_code: int,
 ) -> T | Response:
-    """``run()`` once per ``Idempotency-Key`` (when the request has one): its answer, or the first
-    answer again for a retry of the same request."""
+    """``run()`` once per ``Idempotency-Key`` of ``workspace`` (when the request has one): its answer,
+    or the first answer again for a retry of the same request. Keys are per workspace: another
+    workspace's identical key is another request (the default workspace's keys are stored unprefixed,
+    as they were before workspaces)."""
     key = request.headers.get("idempotency-key")
     if key is None:
         return await run()
     if not _KEY.fullmatch(key):
         raise IdempotencyKeyError("Idempotency-Key must be 1 to 255 printable ASCII characters without spaces")
     store = services.idempotency
+    shown = route
+    if workspace != DEFAULT_WORKSPACE:
+        route = f"{workspace} {route}"
     claim = await asyncio.to_thread(store.claim, route, key, request_hash(body.model_dump_json().encode()))
     if claim.other_body:
         raise IdempotencyKeyError(
-            f"this Idempotency-Key was used for another request to {route}; a key names one request (use a new key)"
+            f"this Idempotency-Key was used for another request to {shown}; a key names one request (use a new key)"
         )
     if claim.running:
         raise ConflictError("the first request with this Idempotency-Key is still running; retry in a moment")

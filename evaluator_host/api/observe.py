@@ -5,7 +5,8 @@ body limit's 413 — with its status. The request id is the client's ``X-Request
 is a short token (letters, digits, ``.-_``, at most 64), else a fresh one; it is returned as
 ``X-Request-Id`` and is the ``request_id`` of the request's log line. The route label is the
 route's template (``/v1/evaluators/{evaluator_id}``), ``other`` when no route matched, so a
-client cannot grow the metrics by inventing paths.
+client cannot grow the metrics by inventing paths. An answer that had to wait for a runtime build
+says so in ``X-Runtime-Build`` (``built; runtime=<id>; duration=10.8s``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import time
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from evaluator_host.sandbox.build_once import BUILD_NOTES
 
 __all__ = ["ROUTE_KEY", "Observe"]
 
@@ -65,17 +68,23 @@ class Observe:
                 break
         request_id = request_id or os.urandom(8).hex().encode()
         status = 500
+        builds: list[str] = []  # builds this request ran or waited for (X-Runtime-Build)
+        notes = BUILD_NOTES.set(builds)
 
         async def observed_send(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id)]
+                extra = [(b"x-request-id", request_id)]
+                if builds:
+                    extra.append((b"x-runtime-build", ", ".join(builds).encode()))
+                message["headers"] = [*message.get("headers", ()), *extra]
             await send(message)
 
         try:
             await self.app(scope, receive, observed_send)
         finally:
+            BUILD_NOTES.reset(notes)
             seconds = time.perf_counter() - started
             if self._templates is None and "app" in scope:
                 self._templates = _templates(scope["app"])

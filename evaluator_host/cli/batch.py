@@ -33,6 +33,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from evaluator_host.errors import EvaluatorHostError
+from evaluator_host.models_workspace import DEFAULT_WORKSPACE
 
 __all__ = ["parse_mapping", "run_batch"]
 
@@ -147,6 +148,9 @@ class _Remote:
         await self.client.aclose()
 
 
+_WS = DEFAULT_WORKSPACE  # an in-process run has a scratch database of its own: the default workspace
+
+
 class _Local:
     """The service's components in this process (no server)."""
 
@@ -161,41 +165,41 @@ class _Local:
 
         body = EvaluatorCreate.model_validate(definition)
         evaluators = self.services.evaluators
-        found = next((e.model_dump(mode="json") for e in await evaluators.list_all() if e.name == body.name), None)
+        found = next((e.model_dump(mode="json") for e in await evaluators.list_all(_WS) if e.name == body.name), None)
         if found is None:
-            return (await evaluators.create(body)).model_dump(mode="json")
+            return (await evaluators.create(_WS, body)).model_dump(mode="json")
         if _unchanged(found, definition):
             return found
-        return (await evaluators.update(found["id"], body)).model_dump(mode="json")
+        return (await evaluators.update(_WS, found["id"], body)).model_dump(mode="json")
 
     async def upload(self, path: Path) -> dict[str, Any]:
         from evaluator_host.jobs.uploads import to_model
 
         with path.open("rb") as fh:
             record = await self.services.datasets.upload_file(
-                fh, filename=path.name, name=None, fmt=None, content_type=None
+                _WS, fh, filename=path.name, name=None, fmt=None, content_type=None
             )
         return to_model(record).model_dump(mode="json")
 
     async def start(self, body: dict[str, Any]) -> dict[str, Any]:
         from evaluator_host.models import JobCreate
 
-        return (await self.services.runner.create(JobCreate.model_validate(body))).model_dump(mode="json")
+        return (await self.services.runner.create(_WS, JobCreate.model_validate(body))).model_dump(mode="json")
 
     async def job(self, job_id: str) -> dict[str, Any]:
-        return (await self.services.runner.get(job_id)).model_dump(mode="json")
+        return (await self.services.runner.get(_WS, job_id)).model_dump(mode="json")
 
     async def cancel(self, job_id: str) -> dict[str, Any]:
-        return (await self.services.runner.cancel(job_id)).model_dump(mode="json")
+        return (await self.services.runner.cancel(_WS, job_id)).model_dump(mode="json")
 
     async def results(self, job_id: str) -> AsyncIterator[bytes]:
-        job, revision = await self.services.runner.job_and_revision(job_id)
+        job, revision = await self.services.runner.job_and_revision(_WS, job_id)
         stream = self.services.results.ndjson(job, revision)
         while (chunk := await asyncio.to_thread(next, stream, None)) is not None:
             yield chunk
 
     async def page(self, job_id: str, limit: int) -> list[dict[str, Any]]:
-        job, revision = await self.services.runner.job_and_revision(job_id)
+        job, revision = await self.services.runner.job_and_revision(_WS, job_id)
         page = await asyncio.to_thread(self.services.results.page, job, revision, 0, limit)
         return [item.model_dump(mode="json") for item in page.data]
 
@@ -203,7 +207,7 @@ class _Local:
         from evaluator_host.models import Case
 
         _, results = await self.services.evaluators.evaluate(
-            evaluator_id, revision, [Case.model_validate(c) for c in cases]
+            _WS, evaluator_id, revision, [Case.model_validate(c) for c in cases]
         )
         return [r.model_dump(mode="json") for r in results]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import calendar
 import dataclasses
 import json
 import sys
@@ -97,7 +98,8 @@ def run_images(args: argparse.Namespace) -> int:
             for info in images:
                 if args.runtime and info.runtime_id not in args.runtime:
                     continue
-                if args.all or args.runtime or (info.last_used or 0) < horizon:
+                # never used: its age is its creation's (as runtimes prune counts it), never "infinitely old"
+                if args.all or args.runtime or last_activity(info) < horizon:
                     removed = builder.remove(info.runtime_id)
                     console.print(f"{'removed' if removed else 'in use, kept'} {info.runtime_id}")
             return 0
@@ -128,3 +130,13 @@ def run_images(args: argparse.Namespace) -> int:
     console.print(table)
     console.print("[dim]details and the full lock: evaluator-host images show RUNTIME[/dim]")
     return 0
+
+
+def last_activity(info: ImageInfo) -> float:
+    """When an image was last used, or, never used, built (the engine's ISO creation time; now when
+    unreadable, so such an image is kept): what ``images prune --unused-days`` compares."""
+    try:
+        created: float = calendar.timegm(time.strptime(info.created[:19], "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        created = time.time()
+    return max(info.last_used or 0.0, created)

@@ -5,8 +5,11 @@
 ``run``    evaluate a file: ``--case JSON`` or ``--cases FILE.jsonl`` locally, or a batch job over
            ``--data ROWS`` (JSONL/CSV/JSON) with a progress bar, locally or on ``--server URL``.
 ``images`` ``list | show ID | build | prune`` the cached runtime images of the docker backend.
+``runtimes`` ``list | show ID | prune`` the built runtimes of both backends (``cli/runtimes.py``).
 ``migrate`` rewrite legacy 4-argument evaluators to ``evaluate(inputs, outputs, trace)``
            (``cli/migrate.py``).
+``workspaces`` ``create | list | update``, ``keys`` ``create | list | revoke``: the operator's
+           commands, through a running service (``cli/admin.py``).
 ``db``     ``status | upgrade`` the database's schema (``cli/db.py``; ``serve`` migrates by itself).
 ``worker`` run queued jobs' chunks on this host (``cli/worker.py``; ``EVALUATOR_HOST_QUEUE_URL``).
 """
@@ -66,8 +69,11 @@ def _serve(args: argparse.Namespace) -> int:
     settings = Settings(**overrides)
     host = args.host or settings.host
     port = args.port or settings.port
-    if not _is_loopback(host) and not settings.api_keys and not args.insecure:
-        sys.stderr.write(f"refusing to bind {host} without EVALUATOR_HOST_API_KEYS; pass --insecure to allow it\n")
+    if not _is_loopback(host) and not settings.api_keys and not settings.admin_key and not args.insecure:
+        sys.stderr.write(
+            f"refusing to bind {host} without EVALUATOR_HOST_API_KEYS or EVALUATOR_HOST_ADMIN_KEY; "
+            "pass --insecure to allow it\n"
+        )
         return 2
     try:  # a clear refusal up front; the service takes the lock for good when it starts
         settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -265,9 +271,11 @@ def build_parser() -> argparse.ArgumentParser:
     images.add_argument("--runtime", action="append", help="prune: this runtime id (repeatable)")
     images.add_argument("--json", action="store_true", help="list, show: one JSON object per image")
     images.set_defaults(func=run_images)
-    from evaluator_host.cli import db, migrate, worker
+    from evaluator_host.cli import admin, db, migrate, runtimes, worker
 
+    runtimes.add_parser(sub)
     migrate.add_parser(sub)
+    admin.add_parsers(sub)
     db.add_parser(sub)
     worker.add_parser(sub)
     return parser

@@ -17,27 +17,10 @@ import ast
 import re
 import sys
 
+from evaluator_host.package_names import PYPI_NAMES as _PYPI_NAMES
+
 __all__ = ["unpinned"]
 
-# import name → PyPI package, where they differ (the common cases)
-_PYPI_NAMES = {
-    "sklearn": "scikit-learn",
-    "yaml": "pyyaml",
-    "cv2": "opencv-python",
-    "PIL": "pillow",
-    "bs4": "beautifulsoup4",
-    "dateutil": "python-dateutil",
-    "attr": "attrs",
-    "google.protobuf": "protobuf",
-    "Levenshtein": "levenshtein",
-    "rapidfuzz": "rapidfuzz",
-    "jwt": "pyjwt",
-    "dotenv": "python-dotenv",
-    "docx": "python-docx",
-    "Crypto": "pycryptodome",
-    "skimage": "scikit-image",
-    "nltk": "nltk",
-}
 # Node 24's require("module").builtinModules (without the _-prefixed internals)
 _NODE_BUILTINS = frozenset(
     "assert async_hooks buffer child_process cluster console constants crypto dgram diagnostics_channel dns "

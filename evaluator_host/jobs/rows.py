@@ -82,7 +82,7 @@ def _bare_score(raw: RawOutcome, prepared: Prepared) -> StoredRow | None:
 
 def stored_row(raw: RawOutcome, prepared: Prepared, runtime: dict[str, Any], cap: int | None) -> StoredRow:
     """The stored row of ``raw`` (see the module's contract)."""
-    if raw.status == "ok":
+    if raw.status == "ok" and not raw.egress:  # an egress log (details.egress) takes the model path
         bare = _bare_score(raw, prepared)
         if bare is not None and (cap is None or len(bare.text) <= cap):
             return bare

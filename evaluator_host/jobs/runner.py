@@ -15,6 +15,10 @@ Contract:
 * A row that fails (raises, times out, exhausts memory, kills its worker) is that row's
   result; the pool replaces the worker and the job goes on. Only infrastructure failures
   that outlast ``job_retries`` retries, or a revision/dataset that is gone, fail a job.
+* A full data disk (:class:`StorageFull`) fails no job: a chunk's results wait in memory and
+  their commit is retried with back-off until the disk has room again (each lane holds at most
+  one chunk, so nothing piles up); a job being cancelled or a service stopping gives up the
+  chunk (its rows run again on resume).
 * Cancel stops a job promptly: running chunks are interrupted (their workers are
   killed), rows already committed are kept, the status becomes ``cancelled``.
 * With a queue (``EVALUATOR_HOST_QUEUE_URL``) a job's rows go to worker hosts instead of lanes here
@@ -28,15 +32,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from evaluator_host import fastjson
-from evaluator_host.errors import EvaluatorHostError, JobNotHeld, LimitError, SandboxError
+from evaluator_host.errors import (
+    BackendUnavailable,
+    EvaluatorHostError,
+    JobNotHeld,
+    LimitError,
+    SandboxError,
+    StorageFull,
+)
 from evaluator_host.evaluation import Bound, ignored_fields
 from evaluator_host.evaluators import Evaluators
 from evaluator_host.jobs.mapping import RowMapper
@@ -44,6 +56,7 @@ from evaluator_host.jobs.rows import stored_row
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.metrics import Metrics
 from evaluator_host.models import FieldMapping, Job, JobCreate, JobProgress
+from evaluator_host.quotas import QuotaGuard
 from evaluator_host.results.aggregate import Accumulator
 from evaluator_host.sandbox.base import RawOutcome
 from evaluator_host.settings import Settings
@@ -55,6 +68,7 @@ __all__ = ["JobRunner", "RemoteJobs"]
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 _FINISHED = ("succeeded", "failed", "cancelled")
 _FIRST_CHUNK = 32
 
@@ -131,8 +145,11 @@ class JobRunner:
         store: JobStore,
         evaluators: Evaluators,
         datasets: DatasetCatalog,
+        quotas: QuotaGuard,
     ) -> None:
         self.settings = settings
+        self.quotas = quotas
+        self._creating = asyncio.Lock()
         self.store = store
         self.evaluators = evaluators.store
         self.revisions = evaluators
@@ -168,27 +185,32 @@ class JobRunner:
         task.add_done_callback(lambda _t: self._tasks.pop(job_id, None))
 
     # -- API -------------------------------------------------------------------------------
-    async def create(self, body: JobCreate) -> Job:
-        """Check the revision, the dataset and the mapping, store the job (``queued``) and start it.
+    async def create(self, workspace: str, body: JobCreate) -> Job:
+        """Check the revision, the dataset and the mapping, store the job (``queued``) in ``workspace`` and
+        start it; ``QuotaExceeded`` (429) past the workspace's ``max_concurrent_jobs``.
 
         Inline ``rows`` become a dataset of their own, removed again if the job is refused.
         """
-        record = await asyncio.to_thread(self.evaluators.get, body.evaluator_id, body.revision)  # 404 first
-        if body.rows is None:
-            return await self._create(body, record, await self.datasets.get(body.dataset_id or ""))
-        dataset = await self.datasets.from_rows(body.rows)
-        try:
-            return await self._create(body, record, dataset)
-        except BaseException:
-            await self.datasets.discard(dataset)
-            raise
+        record = await asyncio.to_thread(self.evaluators.get, workspace, body.evaluator_id, body.revision)  # 404 first
+        async with self._creating:  # the count and the new row together: two calls never both take the last place
+            self.quotas.check_jobs(workspace, await asyncio.to_thread(self.store.active_jobs, workspace))
+            if body.rows is None:
+                dataset = await self.datasets.get(workspace, body.dataset_id or "")
+                return await self._create(workspace, body, record, dataset)
+            dataset = await self.datasets.from_rows(workspace, body.rows)
+            try:
+                return await self._create(workspace, body, record, dataset)
+            except BaseException:
+                await self.datasets.discard(dataset)
+                raise
 
-    async def _create(self, body: JobCreate, record: RevisionRecord, dataset: DatasetRecord) -> Job:
+    async def _create(self, workspace: str, body: JobCreate, record: RevisionRecord, dataset: DatasetRecord) -> Job:
         mapping = body.field_mapping or FieldMapping()
         mapper = RowMapper(mapping, dataset.columns)  # FieldMappingError (422) before anything is stored
         job = await asyncio.to_thread(
             self.store.create_job,
             id=f"job_{uuid.uuid4().hex[:20]}",
+            workspace_id=workspace,
             evaluator_id=record.id,
             revision=record.revision,
             runtime_id=record.runtime_id,
@@ -201,18 +223,18 @@ class JobRunner:
         self._launch(job.id)
         return self.view(job)
 
-    async def get(self, job_id: str) -> Job:
-        """The job, with live progress while it runs."""
-        return self.view(await asyncio.to_thread(self.store.get_job, job_id))
+    async def get(self, workspace: str, job_id: str) -> Job:
+        """The job (of ``workspace``: another's is not found), with live progress while it runs."""
+        return self.view(await asyncio.to_thread(self.store.get_job, job_id, workspace))
 
-    async def list_all(self, status: str | None = None, evaluator_id: str | None = None) -> list[Job]:
-        """Every job, newest first."""
-        records = await asyncio.to_thread(self.store.list_jobs, status=status, evaluator_id=evaluator_id)
+    async def list_all(self, workspace: str, status: str | None = None, evaluator_id: str | None = None) -> list[Job]:
+        """Every job of ``workspace``, newest first."""
+        records = await asyncio.to_thread(self.store.list_jobs, workspace, status=status, evaluator_id=evaluator_id)
         return [self.view(r) for r in records]
 
-    async def cancel(self, job_id: str) -> Job:
+    async def cancel(self, workspace: str, job_id: str) -> Job:
         """Cancel a queued or running job (a finished job is returned unchanged)."""
-        record = await asyncio.to_thread(self.store.get_job, job_id)
+        record = await asyncio.to_thread(self.store.get_job, job_id, workspace)
         if record.status in _FINISHED:
             return self.view(record)
         live = self._live.get(job_id)
@@ -228,24 +250,26 @@ class JobRunner:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(task)  # until its chunks have stopped and its last commit landed
-        return await self.get(job_id)
+        return await self.get(workspace, job_id)
 
-    async def delete(self, job_id: str) -> None:
+    async def delete(self, workspace: str, job_id: str) -> None:
         """Remove a job and its stored results (404 when unknown); a queued or running job is cancelled
         first. The job's own inline rows go with it; an uploaded dataset stays (``DELETE`` it apart)."""
-        record = await asyncio.to_thread(self.store.get_job, job_id)
+        record = await asyncio.to_thread(self.store.get_job, job_id, workspace)
         if record.status not in _FINISHED:
-            await self.cancel(job_id)
+            await self.cancel(workspace, job_id)
         await asyncio.to_thread(self.store.delete_job, job_id)
         self._live.pop(job_id, None)
         dataset = await asyncio.to_thread(self.store.get_dataset, record.dataset_id)
         if dataset.inline and not await asyncio.to_thread(self.store.jobs_of_dataset, dataset.id):
             await self.datasets.discard(dataset)
 
-    async def job_and_revision(self, job_id: str) -> tuple[JobRecord, RevisionRecord]:
-        """The stored job and the revision it runs (for reading results)."""
-        record = await asyncio.to_thread(self.store.get_job, job_id)
-        revision = await asyncio.to_thread(self.evaluators.get_revision, record.evaluator_id, record.revision)
+    async def job_and_revision(self, workspace: str, job_id: str) -> tuple[JobRecord, RevisionRecord]:
+        """The stored job of ``workspace`` and the revision it runs (for reading results)."""
+        record = await asyncio.to_thread(self.store.get_job, job_id, workspace)
+        revision = await asyncio.to_thread(
+            self.evaluators.get_revision, workspace, record.evaluator_id, record.revision
+        )
         return record, revision
 
     def view(self, record: JobRecord) -> Job:
@@ -311,11 +335,13 @@ class JobRunner:
         record = await asyncio.to_thread(self.store.get_job, job_id)
         if record.status in _FINISHED:
             return
-        revision = await asyncio.to_thread(self.evaluators.get_revision, record.evaluator_id, record.revision)
-        dataset = await asyncio.to_thread(self.store.get_dataset, record.dataset_id)
+        revision = await asyncio.to_thread(
+            self.evaluators.get_revision, record.workspace_id, record.evaluator_id, record.revision
+        )
+        dataset = await asyncio.to_thread(self.store.get_dataset, record.dataset_id, record.workspace_id)
         mapper = RowMapper(FieldMapping(**record.field_mapping), dataset.columns)
         started = {"started_at": utcnow()} if record.started_at is None else {}
-        if not await asyncio.to_thread(self.store.claim, job_id, **started):
+        if not await self._until_stored(self.store.claim, job_id, **started):
             return  # cancelled meanwhile, or another service's
         live = _Live(record.done, record.failed, Accumulator.restore(record.acc_state), record.active_s)
         self._live[job_id] = live
@@ -335,7 +361,7 @@ class JobRunner:
             for _ in range(record.parallelism):
                 group.create_task(lane())
         finished: dict[str, Any] = {"status": "succeeded", "finished_at": utcnow(), "active_s": live.active()}
-        await asyncio.to_thread(self.store.set_job, job_id, only_unfinished=True, only_held=True, **finished)
+        await self._until_stored(self.store.set_job, job_id, only_unfinished=True, only_held=True, **finished)
 
     def _chunks(
         self, dataset_id: str, bits: bytearray, mapper: RowMapper, sizer: _Sizer
@@ -357,15 +383,40 @@ class JobRunner:
             yield chunk
 
     async def _run_chunk(self, bound: Bound, cases: list[dict[str, Any]]) -> list[RawOutcome]:
-        """The chunk's outcomes; infrastructure failures are retried with back-off, then raised."""
-        for attempt in range(self.settings.job_retries + 1):
+        """The chunk's outcomes; infrastructure failures are retried with back-off (``job_retries`` times,
+        then raised); an unreachable backend (``BackendUnavailable``: the Docker engine restarting) is
+        waited for without limit, so the job resumes when the engine is back."""
+        attempt = away = 0
+        while True:
             try:
                 return await bound.run(cases, held_replies=True, strict_cases=True)
+            except BackendUnavailable as exc:  # the engine is away (restarting): wait for it, however long
+                if self._closed:
+                    raise
+                log.warning("chunk waits for the sandbox backend (%s)", exc.message)
+                await self._backoff(min(away, 3))
+                away += 1
             except SandboxError as exc:
                 if attempt == self.settings.job_retries or self._closed:
                     raise
                 log.warning("chunk failed (%s); retry %d of %d", exc.message, attempt + 1, self.settings.job_retries)
                 await self._backoff(attempt)
+                attempt += 1
+
+    async def _storage_wait(self, attempt: int) -> None:
+        """The wait before writing again to a full disk: ``min(2**attempt, 10)`` s (tests shorten it)."""
+        await asyncio.sleep(min(2.0**attempt, 10.0))
+
+    async def _until_stored(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn`` (a store write) in a thread, retried while the disk is full (until the service stops)."""
+        for attempt in itertools.count():
+            try:
+                return await asyncio.to_thread(fn, *args, **kwargs)
+            except StorageFull as exc:
+                if self._closed:
+                    raise
+                log.warning("waiting for disk space (%s)", exc.message)
+                await self._storage_wait(attempt)
         raise AssertionError("unreachable")
 
     async def _backoff(self, attempt: int) -> None:
@@ -406,26 +457,34 @@ class JobRunner:
                 acc.add(result)
                 failed += result.status != "ok"
             done, failed = live.done + len(rows), live.failed + failed
-            commit = asyncio.ensure_future(
-                asyncio.to_thread(
-                    self.store.commit_rows,
-                    record.id,
-                    rows,
-                    done=done,
-                    failed=failed,
-                    acc_state=acc.state(),
-                    active_s=live.active(),
+            for attempt in itertools.count():
+                commit = asyncio.ensure_future(
+                    asyncio.to_thread(
+                        self.store.commit_rows,
+                        record.id,
+                        rows,
+                        done=done,
+                        failed=failed,
+                        acc_state=acc.state(),
+                        active_s=live.active(),
+                    )
                 )
-            )
-            try:
-                await asyncio.shield(commit)
-            finally:
-                # cancelled (cancel, shutdown) while the thread commits: the transaction lands
-                # anyway, so wait for it; whoever cancelled then sees the final counters
-                if not commit.done():
-                    await asyncio.wait([commit])
-                if not commit.cancelled() and commit.exception() is None:
-                    live.done, live.failed, live.acc = done, failed, acc
-                    if self.metrics is not None:
-                        self.metrics.job_rows.labels("ok").inc(len(rows) - (failed - live_failed))
-                        self.metrics.job_rows.labels("failed").inc(failed - live_failed)
+                try:
+                    await asyncio.shield(commit)
+                except StorageFull as exc:  # nothing of the chunk landed: hold it until the disk has room
+                    if self._closed or live.cancelling:
+                        raise
+                    log.warning("job %s waits for disk space (%s)", record.id, exc.message)
+                    await self._storage_wait(attempt)
+                    continue
+                finally:
+                    # cancelled (cancel, shutdown) while the thread commits: the transaction lands
+                    # anyway, so wait for it; whoever cancelled then sees the final counters
+                    if not commit.done():
+                        await asyncio.wait([commit])
+                    if not commit.cancelled() and commit.exception() is None:
+                        live.done, live.failed, live.acc = done, failed, acc
+                        if self.metrics is not None:
+                            self.metrics.job_rows.labels("ok").inc(len(rows) - (failed - live_failed))
+                            self.metrics.job_rows.labels("failed").inc(failed - live_failed)
+                break

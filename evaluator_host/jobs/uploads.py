@@ -2,7 +2,10 @@
 
 An upload is streamed to a temporary file first (never held in memory), then parsed in a
 thread into the dataset's files (:mod:`evaluator_host.jobs.datasets`); only then is the
-dataset recorded, so a dataset that exists is always complete.
+dataset recorded, so a dataset that exists is always complete. A full disk at any step is
+:class:`~evaluator_host.errors.StorageFull` (507) with nothing kept; the temporary files a
+killed service left behind (``.upload-*``, ``.*.tmp``, and rows no record names) are removed
+when the next one starts (:meth:`DatasetCatalog.sweep`).
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from evaluator_host.errors import ConflictError, DatasetError, LimitError
+from evaluator_host.errors import ConflictError, DatasetError, LimitError, NotFoundError
 from evaluator_host.jobs.datasets import DatasetFiles, DatasetInfo, Format, Limits, sniff_format
 from evaluator_host.models import Dataset
+from evaluator_host.quotas import QuotaGuard
 from evaluator_host.settings import Settings
+from evaluator_host.storage import on_full_disk
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.jobs import DatasetRecord, JobStore
 
@@ -61,22 +66,37 @@ def format_of(explicit: str | None, content_type: str | None, filename: str | No
 
 def to_model(record: DatasetRecord) -> Dataset:
     """The API shape of a dataset (the record's fields are the model's, plus ``inline``)."""
-    return Dataset.model_validate(dataclasses.asdict(record))
+    fields = dataclasses.asdict(record)
+    del fields["workspace_id"]
+    return Dataset.model_validate(fields)
 
 
 class DatasetCatalog:
-    """Creates and reads datasets."""
+    """Creates and reads datasets; each belongs to one workspace (another's is not found)."""
 
-    def __init__(self, settings: Settings, store: JobStore) -> None:
+    def __init__(self, settings: Settings, store: JobStore, quotas: QuotaGuard) -> None:
         self.settings = settings
         self.store = store
+        self.quotas = quotas
         self.files = DatasetFiles(settings.data_dir / "datasets")
         self.limits = Limits(max_rows=settings.max_dataset_rows, max_row_bytes=settings.max_row_bytes)
 
     def _new_id(self) -> str:
         return f"ds_{uuid.uuid4().hex[:20]}"
 
-    async def _record(self, dataset_id: str, name: str, fmt: str, info: DatasetInfo, inline: bool) -> DatasetRecord:
+    async def _room(self, workspace: str) -> int | None:
+        """Bytes ``workspace`` may still store (None: no quota)."""
+        if self.quotas.dataset_room(workspace, 0) is None:
+            return None
+        return self.quotas.dataset_room(workspace, await asyncio.to_thread(self.store.dataset_bytes, workspace))
+
+    async def _record(
+        self, workspace: str, dataset_id: str, name: str, fmt: str, info: DatasetInfo, inline: bool
+    ) -> DatasetRecord:
+        room = await self._room(workspace)
+        if room is not None and info.bytes > room:
+            self.files.delete(dataset_id)
+            raise self.quotas.over_dataset_bytes(workspace, info.bytes, room)
         record = DatasetRecord(
             id=dataset_id,
             name=name,
@@ -86,6 +106,7 @@ class DatasetCatalog:
             bytes=info.bytes,
             inline=inline,
             created_at=utcnow(),
+            workspace_id=workspace,
         )
         try:
             await asyncio.to_thread(self.store.add_dataset, record)
@@ -95,37 +116,57 @@ class DatasetCatalog:
         return record
 
     async def upload_stream(
-        self, chunks: AsyncIterator[bytes], *, name: str | None, fmt: str | None, content_type: str | None
+        self,
+        workspace: str,
+        chunks: AsyncIterator[bytes],
+        *,
+        name: str | None,
+        fmt: str | None,
+        content_type: str | None,
     ) -> DatasetRecord:
-        """Store a raw request body (streamed to a temporary file, then parsed)."""
+        """Store a raw request body (streamed to a temporary file, then parsed) in ``workspace``."""
         dataset_id = self._new_id()
         tmp = self.files.root / f".upload-{dataset_id}"
         size = 0
+        room = await self._room(workspace)
         try:
-            with open(tmp, "wb", buffering=1 << 20) as out:
+            with on_full_disk("storing the upload"), open(tmp, "wb", buffering=1 << 20) as out:
                 async for data in chunks:
                     size += len(data)
                     if size > self.settings.max_dataset_bytes:
                         raise LimitError(f"the dataset exceeds max_dataset_bytes={self.settings.max_dataset_bytes}")
+                    if room is not None and size > room:
+                        raise self.quotas.over_dataset_bytes(workspace, size, room)
                     out.write(data)
             with open(tmp, "rb") as src:
-                return await self._parse(dataset_id, src, name or "dataset", fmt, content_type, None)
+                return await self._parse(workspace, dataset_id, src, name or "dataset", fmt, content_type, None)
         finally:
             tmp.unlink(missing_ok=True)
 
     async def upload_file(
-        self, src: BinaryIO, *, filename: str | None, name: str | None, fmt: str | None, content_type: str | None
+        self,
+        workspace: str,
+        src: BinaryIO,
+        *,
+        filename: str | None,
+        name: str | None,
+        fmt: str | None,
+        content_type: str | None,
     ) -> DatasetRecord:
-        """Store a multipart file (already spooled by the form parser)."""
+        """Store a multipart file (already spooled by the form parser) in ``workspace``."""
         size = await asyncio.to_thread(lambda: src.seek(0, os.SEEK_END))
         if size > self.settings.max_dataset_bytes:
             raise LimitError(f"the dataset exceeds max_dataset_bytes={self.settings.max_dataset_bytes}")
+        room = await self._room(workspace)
+        if room is not None and size > room:
+            raise self.quotas.over_dataset_bytes(workspace, size, room)
         src.seek(0)
         default = Path(filename).stem if filename else "dataset"
-        return await self._parse(self._new_id(), src, name or default, fmt, content_type, filename)
+        return await self._parse(workspace, self._new_id(), src, name or default, fmt, content_type, filename)
 
     async def _parse(
         self,
+        workspace: str,
         dataset_id: str,
         src: BinaryIO,
         name: str,
@@ -138,24 +179,48 @@ class DatasetCatalog:
         head = src.read(4096)
         src.seek(0)
         chosen = format_of(fmt, content_type, filename, head)
-        info = await asyncio.to_thread(self.files.write, dataset_id, src, chosen, self.limits)
-        return await self._record(dataset_id, name[:200], chosen, info, inline=False)
+        with on_full_disk("storing the dataset"):
+            info = await asyncio.to_thread(self.files.write, dataset_id, src, chosen, self.limits)
+        return await self._record(workspace, dataset_id, name[:200], chosen, info, inline=False)
 
-    async def from_rows(self, rows: Iterable[dict[str, Any]]) -> DatasetRecord:
-        """Store a job's inline rows as a dataset of their own."""
+    async def from_rows(self, workspace: str, rows: Iterable[dict[str, Any]]) -> DatasetRecord:
+        """Store a job's inline rows as a dataset of ``workspace`` of their own."""
         dataset_id = self._new_id()
-        info = await asyncio.to_thread(self.files.write_rows, dataset_id, rows, self.limits)
-        return await self._record(dataset_id, "inline rows", "json", info, inline=True)
+        with on_full_disk("storing the job's rows"):
+            info = await asyncio.to_thread(self.files.write_rows, dataset_id, rows, self.limits)
+        return await self._record(workspace, dataset_id, "inline rows", "json", info, inline=True)
+
+    def sweep(self) -> int:
+        """Remove what a killed service left in the datasets folder (at start-up, before any upload):
+        temporary files, and rows no dataset record names (killed between writing and recording).
+        Returns how many files went."""
+        removed = 0
+        for path in self.files.root.iterdir():
+            name = path.name
+            if name.startswith("."):
+                orphan = name.startswith(".upload-") or name.endswith(".tmp")
+            elif path.suffix in (".jsonl", ".idx"):
+                try:
+                    self.store.get_dataset(path.stem)
+                    orphan = False
+                except NotFoundError:
+                    orphan = True
+            else:
+                orphan = False
+            if orphan:
+                path.unlink(missing_ok=True)
+                removed += 1
+        return removed
 
     async def discard(self, record: DatasetRecord) -> None:
         """Remove a dataset nothing refers to (inline rows of a job that was refused)."""
         await asyncio.to_thread(self.store.delete_dataset, record.id)
         self.files.delete(record.id)
 
-    async def delete(self, dataset_id: str) -> None:
+    async def delete(self, workspace: str, dataset_id: str) -> None:
         """Remove a dataset, its metadata and its files; 404 when unknown, ``ConflictError`` (409) while
         jobs run on it (their results and resumption need its rows: delete those jobs first)."""
-        record = await self.get(dataset_id)
+        record = await self.get(workspace, dataset_id)
         users = await asyncio.to_thread(self.store.jobs_of_dataset, record.id)
         if users:
             shown = ", ".join(users[:5]) + (f" and {len(users) - 5} more" if len(users) > 5 else "")
@@ -165,13 +230,14 @@ class DatasetCatalog:
             )
         await self.discard(record)
 
-    async def get(self, dataset_id: str) -> DatasetRecord:
-        """One dataset (404 when unknown)."""
-        return await asyncio.to_thread(self.store.get_dataset, dataset_id)
+    async def get(self, workspace: str, dataset_id: str) -> DatasetRecord:
+        """One dataset of ``workspace`` (404 when unknown or another workspace's)."""
+        return await asyncio.to_thread(self.store.get_dataset, dataset_id, workspace)
 
-    async def rows(self, dataset_id: str, offset: int, limit: int) -> list[tuple[int, dict[str, Any]]]:
-        """At most ``limit`` rows from index ``offset``, as ``(index, row)`` (404 when the dataset is unknown)."""
-        await self.get(dataset_id)
+    async def rows(self, workspace: str, dataset_id: str, offset: int, limit: int) -> list[tuple[int, dict[str, Any]]]:
+        """At most ``limit`` rows from index ``offset``, as ``(index, row)`` (404 when the dataset is unknown
+        or another workspace's)."""
+        await self.get(workspace, dataset_id)
 
         def read() -> list[tuple[int, dict[str, Any]]]:
             found: list[tuple[int, dict[str, Any]]] = []
@@ -183,6 +249,6 @@ class DatasetCatalog:
 
         return await asyncio.to_thread(read)
 
-    async def list_all(self) -> list[DatasetRecord]:
-        """Uploaded datasets, newest first."""
-        return await asyncio.to_thread(self.store.list_datasets)
+    async def list_all(self, workspace: str) -> list[DatasetRecord]:
+        """Uploaded datasets of ``workspace``, newest first."""
+        return await asyncio.to_thread(self.store.list_datasets, workspace)

@@ -27,7 +27,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import redis
 from sqlalchemy.exc import OperationalError
@@ -53,6 +53,7 @@ _UNFINISHED = ("queued", "running")
 _JOBS_KEPT = 64  # jobs whose bound revision and mapper a host keeps
 _WATCH_S = 0.5  # how often running jobs' status is read (the cancel channel's fallback)
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class DatabaseAway(Exception):
@@ -172,7 +173,9 @@ class WorkerHost:
             self._jobs.move_to_end(job_id)
             return known
         try:
-            revision = await self._db(self.services.store.get_revision, record.evaluator_id, record.revision)
+            revision = await self._db(
+                self.services.store.get_revision, record.workspace_id, record.evaluator_id, record.revision
+            )
             dataset = await self._db(self.store.get_dataset, record.dataset_id)
             mapper = RowMapper(FieldMapping(**record.field_mapping), dataset.columns)
             bound = await self.services.evaluators.bind(revision)  # builds the runtime here, once
@@ -209,7 +212,7 @@ class WorkerHost:
             finished_at=utcnow(),
         )
 
-    async def _db(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    async def _db(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """``call`` in a thread; an unreachable database is retried for ``queue_db_retry_s``."""
         deadline = time.monotonic() + self.settings.queue_db_retry_s
         pause = 0.2

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from evaluator_host.sandbox.egress import EgressGate, EgressProxy
 
 __all__ = [
     "SANDBOX_ENV",
@@ -95,14 +98,15 @@ class RuntimeKey:
     family: str
     location: str | None
     memory_mb: int
+    egress: bool = False  # started with a gate to the egress proxy (and its proxy environment)
 
 
 @dataclass(frozen=True)
 class WorkerSpec:
     """Everything that decides which worker may serve an evaluation, and how to bind one.
 
-    ``key`` identifies one evaluator revision on one runtime with its limits: a worker
-    is only ever reused for the same key. ``load`` is the ``load`` frame's content (the
+    ``key`` identifies one evaluator revision (of one workspace, with its secrets) on one runtime
+    with its limits: a worker is only ever reused for the same key. ``load`` is the ``load`` frame's content (the
     code the harness runs and its entrypoint, interface, limits and loader config).
     """
 
@@ -112,6 +116,8 @@ class WorkerSpec:
     load: dict[str, Any]
     output_limit: int
     result_limit: int
+    workspace: str = ""  # whose workers these are: workers are never shared across workspaces
+    network: tuple[str, ...] = ()  # "host:port" its workers may reach through the egress proxy
 
     @property
     def memory_mb(self) -> int:
@@ -139,6 +145,7 @@ class RawOutcome:
     stderr: str = ""
     truncated: bool = False
     duration_ms: float = 0.0
+    egress: list[dict[str, Any]] = field(default_factory=list)  # connections through the egress proxy
 
 
 class RawOutput:
@@ -183,6 +190,7 @@ class Worker(Protocol):
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     output_overflow: asyncio.Event
+    egress: EgressGate | None  # its door to the egress proxy (egress runtimes only)
 
     def set_output_limit(self, limit: int) -> None:
         """Cap the raw fd-level output kept per evaluation (set when the worker is bound)."""
@@ -208,6 +216,7 @@ class SandboxBackend(Protocol):
     """Starts sandboxed workers."""
 
     name: str
+    egress: EgressProxy | None  # None: this backend cannot give workers network
 
     @property
     def builder(self) -> Builder:

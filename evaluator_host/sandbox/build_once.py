@@ -4,29 +4,45 @@
 runtime id (in-process lock plus a file lock for several service processes), a runtime
 already on disk (or in the engine) is found instead of rebuilt, and a failed build raises
 :class:`BuildError` with the installer's message and leaves nothing in the cache.
+
+It also keeps what the runtimes resource shows (``/v1/runtimes``, ``evaluator-host runtimes``):
+the builds under way (:attr:`BuildOnce.building`, with a live log), the last failures
+(:attr:`BuildOnce.failed`), every build's duration (``<id>.build.json``, and one log line per
+build), and *leases*: a shared ``flock`` on ``<id>.lease`` held by whatever runs on a runtime
+(the process backend's live workers), which :meth:`BuildOnce.in_use` tests and a prune takes
+exclusively before it removes anything. The answer of a request that had to build (or wait for
+a build) names it in :data:`BUILD_NOTES`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import fcntl
 import hashlib
 import json
+import logging
+import os
 import subprocess
 import time
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from evaluator_host import languages
+from evaluator_host.errors import BuildError
 from evaluator_host.metrics import Metrics
 from evaluator_host.sandbox.base import Runtime
+from evaluator_host.sandbox.inventory import RuntimeInfo
 
 __all__ = [
+    "BUILD_NOTES",
     "NPM_INSTALL_FLAGS",
     "BuildOnce",
+    "BuildState",
     "host_npm_config",
     "npm_command",
     "npm_lock",
@@ -35,7 +51,14 @@ __all__ = [
     "trim_install_log",
 ]
 
+log = logging.getLogger(__name__)
+
 _TRIM = 4000
+_FAILURES_KEPT = 256
+_TAIL_BYTES = 4096
+# Set (to an empty list) around one request by the API's outermost layer: builds the request had to
+# run or wait for append a note there, which the answer carries as ``X-Runtime-Build``.
+BUILD_NOTES: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("evh_build_notes", default=None)
 # Package scripts never run (no install hooks, no native builds); nothing dev-only; no network
 # calls besides the registry's.
 NPM_INSTALL_FLAGS = (
@@ -102,6 +125,38 @@ def trim_install_log(text: str) -> str:
     return picked[-_TRIM:]
 
 
+@dataclasses.dataclass
+class BuildState:
+    """A build under way or failed: what it installs, since when, and (failed) why."""
+
+    language: str
+    packages: dict[str, str]
+    started_at: float  # wall clock
+    started: float  # monotonic
+    seconds: float | None = None  # set when it ended
+    error: BuildError | None = None
+
+    def elapsed(self) -> float:
+        """Seconds it ran (so far, while under way)."""
+        return self.seconds if self.seconds is not None else time.monotonic() - self.started
+
+
+def tail(paths: list[Path], limit: int = _TAIL_BYTES) -> str:
+    """The last ``limit`` bytes of the files that exist among ``paths``, one after the other."""
+    parts = []
+    for path in paths:
+        with contextlib.suppress(OSError), open(path, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - limit))
+            parts.append(handle.read().decode("utf-8", "replace"))
+    return "".join(parts)[-limit:]
+
+
+def _note(text: str) -> None:
+    notes = BUILD_NOTES.get()
+    if notes is not None:
+        notes.append(text)
+
+
 def _as_language(runtime: Runtime, language: str) -> Runtime:
     """JavaScript and TypeScript share Node runtimes: report the evaluator's own language."""
     return runtime if runtime.language == language else dataclasses.replace(runtime, language=language)
@@ -117,6 +172,8 @@ class BuildOnce:
         self.metrics: Metrics | None = None  # set by the service: builds are counted there
         self._locks: dict[str, asyncio.Lock] = {}
         self._cache: dict[str, Runtime] = {}
+        self.building: dict[str, BuildState] = {}  # runtime id → the build under way (any caller)
+        self.failed: OrderedDict[str, BuildState] = OrderedDict()  # the last failures, oldest first
         # builds run on threads of their own (at most `concurrency` at once, the rest queue): a burst
         # of slow installs never holds the threads the service's other work (database, engine) uses
         self._building = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="evh-build")
@@ -139,8 +196,92 @@ class BuildOnce:
         with contextlib.suppress(OSError):
             path.touch()
 
+    def live_logs(self, rid: str) -> list[Path]:
+        """Where the install under way of ``rid`` writes its output (removed when it ends)."""
+        return [self.root / f".{rid}.building.log"]
+
+    def build_record(self, rid: str) -> dict[str, object]:
+        """What the last successful build of ``rid`` recorded (``seconds``, ``finished_at``), or {}."""
+        try:
+            record = json.loads((self.root / f"{rid}.build.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return record if isinstance(record, dict) else {}
+
+    def last_used(self, rid: str) -> float | None:
+        """When a worker last started on ``rid`` (wall clock), or None."""
+        try:
+            return self._used_path(rid).stat().st_mtime
+        except OSError:
+            return None
+
+    # -- leases --------------------------------------------------------------------------
+    def lease(self, rid: str) -> int:
+        """Hold ``rid`` (a shared lock on its lease file) until the returned descriptor is closed:
+        :meth:`in_use` says so meanwhile and a prune keeps it. Waits out a prune under way."""
+        fd = os.open(self.root / f"{rid}.lease", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        return fd
+
+    def in_use(self, rid: str) -> bool:
+        """Whether any process holds a lease on ``rid`` (a live worker runs on it)."""
+        try:
+            fd = os.open(self.root / f"{rid}.lease", os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    @contextlib.contextmanager
+    def exclusive(self, rid: str) -> Iterator[bool]:
+        """For a prune: yields True holding ``rid`` exclusively (no build, no lease), else False."""
+        build = os.open(self.root / f"{rid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        lease = os.open(self.root / f"{rid}.lease", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            try:
+                fcntl.flock(build, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            yield True
+        finally:
+            os.close(lease)
+            os.close(build)
+
+    def forget(self, rid: str) -> None:
+        """Drop ``rid`` from this process's memory (it was removed): the next use finds or builds it again."""
+        self._cache.pop(rid, None)
+
+    def forget_marks(self, rid: str) -> None:
+        """Remove a pruned runtime's marks (last use, build record, lease)."""
+        self.forget(rid)
+        for name in (f"{rid}.used", f"{rid}.build.json", f"{rid}.build.log", f"{rid}.lease"):
+            (self.root / name).unlink(missing_ok=True)
+
+    def present(self, runtime: Runtime) -> bool:
+        """Whether a runtime this process remembers is still there (cheap; True when unknown)."""
+        return True
+
     def bare_location(self) -> str | None:
         """Where a runtime with no packages lives (nothing to build)."""
+        raise NotImplementedError
+
+    def inventory(self, only: str | None = None) -> list[RuntimeInfo]:
+        """Every built runtime (``only``: just that id's); blocking."""
+        raise NotImplementedError
+
+    def build_log(self, rid: str) -> str:
+        """The whole log of the build that made ``rid`` ('' when there is none)."""
+        raise NotImplementedError
+
+    def remove(self, rid: str) -> bool:
+        """Remove runtime ``rid``; False (nothing removed) while it is in use; blocking."""
         raise NotImplementedError
 
     def find(self, rid: str, language: str, pins: dict[str, str]) -> Runtime | None:
@@ -155,16 +296,23 @@ class BuildOnce:
         """Return the runtime for ``pins``, building it on first use."""
         rid = self.runtime_for(language, pins)
         cached = self._cache.get(rid)
-        if cached is not None:
+        if cached is not None and self.present(cached):
             return _as_language(cached, language)
         if not pins:
             runtime = Runtime(rid, language, {}, self.bare_location())
             return runtime
         lock = self._locks.setdefault(rid, asyncio.Lock())
+        waited = time.monotonic()
         async with lock:
-            if rid not in self._cache:
+            cached = self._cache.get(rid)
+            if cached is None or not self.present(cached):
                 loop = asyncio.get_running_loop()
-                self._cache[rid] = await loop.run_in_executor(self._building, self._ensure_locked, rid, language, pins)
+                runtime, seconds = await loop.run_in_executor(self._building, self._ensure_locked, rid, language, pins)
+                self._cache[rid] = runtime
+                if seconds is not None:
+                    _note(f"built; runtime={rid}; duration={seconds:.1f}s")
+            elif time.monotonic() - waited > 0.05:
+                _note(f"waited; runtime={rid}; duration={time.monotonic() - waited:.1f}s")
         return _as_language(self._cache[rid], language)
 
     async def lookup(self, language: str, pins: dict[str, str]) -> Runtime | None:
@@ -176,24 +324,44 @@ class BuildOnce:
         found = self._cache.get(rid) or await asyncio.to_thread(self.find, rid, language, pins)
         return None if found is None else _as_language(found, language)
 
-    def _ensure_locked(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
+    def _ensure_locked(self, rid: str, language: str, pins: dict[str, str]) -> tuple[Runtime, float | None]:
+        """The runtime of ``rid``: found, or built here (then with its build's duration)."""
         with open(self.root / f"{rid}.lock", "w") as lock_file:
             fcntl.flock(lock_file, fcntl.LOCK_EX)
             found = self.find(rid, language, pins)
             if found is not None:
-                return found
-            started = time.monotonic()
+                return found, None
+            state = BuildState(language, dict(pins), time.time(), time.monotonic())
+            self.building[rid] = state
+            shown = ", ".join(languages.get(language).family.pin_text(n, v) for n, v in pins.items())
+            log.info("building runtime %s (%s)", rid, shown)
             try:
                 runtime = self.build(rid, language, pins)
-            except BaseException:
+            except BaseException as exc:
+                state.seconds = time.monotonic() - state.started
+                state.error = exc if isinstance(exc, BuildError) else BuildError(str(exc), runtime_id=rid, output="")
+                self.failed[rid] = state
+                while len(self.failed) > _FAILURES_KEPT:
+                    self.failed.popitem(last=False)
+                log.warning("building runtime %s (%s) failed after %.1f s", rid, shown, state.seconds)
                 if self.metrics is not None:
                     self.metrics.builds.labels("failed").inc()
                 raise
+            finally:
+                self.building.pop(rid, None)
+                for path in self.live_logs(rid):
+                    path.unlink(missing_ok=True)
+            seconds = time.monotonic() - state.started
+            self.failed.pop(rid, None)
+            record = {"seconds": round(seconds, 2), "finished_at": time.time(), "language": language, "packages": pins}
+            with contextlib.suppress(OSError):
+                (self.root / f"{rid}.build.json").write_text(json.dumps(record))
+            log.info("built runtime %s (%s) in %.1f s", rid, shown, seconds)
             self.builds += 1
             if self.metrics is not None:
                 self.metrics.builds.labels("built").inc()
-                self.metrics.build_seconds.observe(time.monotonic() - started)
-            return runtime
+                self.metrics.build_seconds.observe(seconds)
+            return runtime, seconds
 
 
 def runtime_id(language: str, base_identity: str, pins: Mapping[str, str]) -> str:

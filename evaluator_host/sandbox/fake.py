@@ -57,6 +57,7 @@ from typing import Any
 
 from evaluator_host.errors import BuildError, SandboxError
 from evaluator_host.sandbox.base import ExitInfo, RawOutput, Runtime, RuntimeKey, error_info
+from evaluator_host.sandbox.egress import EgressGate, EgressProxy
 from evaluator_host.sandbox.protocol import encode_frame, read_frame
 
 __all__ = [
@@ -172,6 +173,7 @@ class FakeWorker:
         self.answered = 0
         self.killed = False
         self.output_overflow = asyncio.Event()
+        self.egress: EgressGate | None = None
         self.reader = asyncio.StreamReader()  # host reads replies
         self._inbox = asyncio.StreamReader()  # the harness reads requests
         self.writer, self._to_worker = _writer(self._inbox, loop)
@@ -373,6 +375,7 @@ class FakeBackend:
     """
 
     name = "fake"
+    egress: EgressProxy | None = None
 
     def __init__(
         self,

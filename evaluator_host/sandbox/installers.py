@@ -20,6 +20,7 @@ from typing import Protocol
 
 from evaluator_host.errors import BuildError
 from evaluator_host.languages import Family
+from evaluator_host.sandbox import suggest
 from evaluator_host.sandbox.build_once import (
     NPM_INSTALL_FLAGS,
     npm_command,
@@ -197,12 +198,16 @@ _WHEELS_ONLY_HINT = (
 
 
 def build_failed(family: Family, pins: dict[str, str], rid: str, output: str, sources: bool = True) -> BuildError:
-    """The error of a failed install: the installer's own words (trimmed to what matters), with a
-    hint when only wheels were allowed and none matched."""
+    """The error of a failed install: the installer's own words (trimmed to what matters), a
+    "did you mean" for each pin the installer reports missing (:mod:`~evaluator_host.sandbox.suggest`),
+    and a hint when only wheels were allowed and none matched (unless a pin simply does not exist)."""
     reason = trim_install_log(output.split(LOCK_MARK)[0])
-    if not sources and ("No matching distribution" in reason or "only-binary" in reason):
+    hints = suggest.suggestions(family.installer, output, lambda name: suggest.npm_versions(npm_command(), name))
+    other_version = any(hint.startswith("did you mean") for hint in hints)  # the pin, not the wheel, is wrong
+    if not sources and not other_version and ("No matching distribution" in reason or "only-binary" in reason):
         reason += _WHEELS_ONLY_HINT
-    return BuildError(f"installing {shown(family, pins)} failed:\n{reason}", runtime_id=rid, output=reason)
+    message = f"installing {shown(family, pins)} failed:\n{reason}" + "".join(f"\n{hint}" for hint in hints)
+    return BuildError(message, runtime_id=rid, output=reason, suggestions=hints)
 
 
 def installer_environment(environ: dict[str, str]) -> dict[str, str]:

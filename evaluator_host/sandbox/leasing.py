@@ -16,7 +16,14 @@ Rules:
   more than its share, and a key with none takes an idle worker of a key nobody waits for once
   it has settled (:data:`_SETTLED_S`), never the warm worker of a key in steady use;
 * single-case calls of a key may share a batch only up to as many rows as run in a worker's
-  start time (:meth:`Leasing.coalesce_limit`): slow rows keep getting workers of their own.
+  start time (:meth:`Leasing.coalesce_limit`): slow rows keep getting workers of their own;
+* workspaces: every key belongs to one (``WorkerSpec.workspace``; keys never span two, so no
+  worker is ever shared across workspaces). A workspace's keys hold at most its
+  ``max_warm_workers`` quota (:attr:`Leasing.workspace_caps`): a key of a workspace at its cap
+  takes an idle worker of its own workspace or waits. And a workspace's idle workers are evicted
+  for another workspace's key only while it holds more than its share — the pool split over the
+  workspaces holding or wanting workers — so one workspace's burst never takes another's warm
+  workers below that share.
 """
 
 from __future__ import annotations
@@ -91,6 +98,8 @@ class Leasing:
         self._fail_rate: dict[str, float] = {}  # key -> running mean of "the lease discarded its worker"
         self._failed_at: dict[str, float] = {}  # key -> when a lease of it last discarded its worker
         self._failing_starts = asyncio.Semaphore(_FAILING_STARTS)
+        self.workspace_caps: dict[str, int | None] = {}  # workspace -> its max_warm_workers quota
+        self._ws_of: dict[str, str] = {}  # key -> its workspace
 
     async def _start(self, spec: WorkerSpec) -> Slot:
         raise NotImplementedError
@@ -117,7 +126,24 @@ class Leasing:
         demand.add(key)
         return max(1, self.settings.max_workers // len(demand))
 
-    def _evict_one(self, key: str) -> Slot | None:
+    def _ws_held(self) -> dict[str, int]:
+        """Workers held per workspace (idle, leased, starting), with the workspaces waiting for one."""
+        held: dict[str, int] = {}
+        for key in {*self._idle, *self._leased, *self._starting}:
+            if n := self._held(key):
+                ws = self._ws_of.get(key, "")
+                held[ws] = held.get(ws, 0) + n
+        for key, n in self._waiting.items():
+            if n:
+                held.setdefault(self._ws_of.get(key, ""), 0)
+        return held
+
+    def _ws_full(self, key: str) -> bool:
+        """Whether ``key``'s workspace holds its ``max_warm_workers`` quota already."""
+        cap = self.workspace_caps.get(self._ws_of.get(key, ""))
+        return cap is not None and self._ws_held().get(self._ws_of.get(key, ""), 0) >= cap
+
+    def _evict_one(self, key: str, *, own_workspace: bool = False) -> Slot | None:
         """An idle worker of another key to make room for ``key``: of the key holding the most workers,
         least recently used first. A key that holds workers already only takes from a key holding at
         least two more, or more than its fair share (so keys never trade workers back and forth); one
@@ -126,9 +152,15 @@ class Leasing:
         mine, share = self._held(key), self._fair_share()
         failing = self.failing(key)
         settled = time.monotonic() - (_FAILING_IDLE_S if failing else _SETTLED_S)
+        workspace = self._ws_of.get(key, "")
+        ws_held = self._ws_held()
+        ws_share = max(1, self.settings.max_workers // max(1, len(ws_held | {workspace: 0})))
 
         def takeable(slot: Slot) -> bool:
             k = slot.spec.key
+            other = slot.spec.workspace
+            if other != workspace and (own_workspace or ws_held.get(other, 0) <= ws_share):
+                return False  # another workspace's worker, and it holds no more than its share
             held = self._held(k)
             spare_time = mine == 0 and not self._waiting.get(k) and slot.last_used < settled
             if failing and not self.failing(k):
@@ -179,13 +211,20 @@ class Leasing:
         """A worker bound to ``spec``, leased: an idle one of its key, one handed over by a release,
         or a new one (started, or taking an evicted worker's place), by the rules above."""
         key = spec.key
+        self._ws_of[key] = spec.workspace
         while True:
             if self._closed:
                 raise SandboxError("the service is shutting down")
             slot = self._take_idle(key)
             if slot is not None:
                 return self._lease(slot)
-            crowded = self._held(key) >= self._fair_share() and self._count >= self.settings.max_workers - 1
+            if self._ws_full(key):  # at its workspace's quota: an idle worker of the workspace's, or wait
+                victim = None if self._held(key) else self._evict_one(key, own_workspace=True)
+                if victim is not None:
+                    self.metrics.evictions.labels(self._backend_name).inc()
+                    return await self._start_leased(spec, victim)
+            crowded = self._ws_full(key)
+            crowded = crowded or self._held(key) >= self._fair_share() and self._count >= self.settings.max_workers - 1
             crowded = crowded or self._held(key) >= self._demand_share(key)
             crowded = crowded or (self.failing(key) and self._held(key) >= _FAILING_HOLD)
             if not crowded and not self._cheaper_to_wait(key):
@@ -222,11 +261,13 @@ class Leasing:
                 return handed
 
     async def _start_leased(self, spec: WorkerSpec, victim: Slot | None) -> Slot:
-        """Start a worker for ``spec`` in a place already counted (``victim`` gives its place up)."""
-        if victim is not None:
-            await victim.worker.kill()
-        started = time.monotonic()
+        """Start a worker for ``spec`` in a place already counted (``victim`` gives its place up: it is
+        killed in the background, so the call does not wait for a container's removal)."""
+        # counted as starting before the victim goes: a caller looking meanwhile sees the place taken
         self._starting[spec.key] = self._starting.get(spec.key, 0) + 1
+        if victim is not None:
+            self._reap(victim.worker)
+        started = time.monotonic()
         try:
             if self.failing(spec.key):
                 async with self._failing_starts:
@@ -314,6 +355,7 @@ class Leasing:
             if not self._idle.get(key) and not self._leased.get(key) and not self._waiting.get(key):
                 for table in (self._idle, self._leased, self._waiting, self._waiters, self._lease_s, self._row_s):
                     table.pop(key, None)
+                self._ws_of.pop(key, None)
         for key in [k for k, t in self._failed_at.items() if now - t > self.settings.idle_ttl_s]:
             self._failed_at.pop(key)  # a key that failed long ago and was not used since starts afresh
             self._fail_rate.pop(key, None)

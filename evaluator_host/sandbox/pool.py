@@ -131,7 +131,7 @@ class WorkerPool(Leasing):
         One that dies before it answers (e.g. a spare container removed from outside) is
         replaced once, transparently.
         """
-        worker = self.spares.take(spec.runtime)
+        worker = await self.spares.take_or_wait(spec.runtime)
         self.warm(spec.runtime)
         self.backend.builder.touch(spec.runtime_id)
         try:
@@ -140,6 +140,8 @@ class WorkerPool(Leasing):
                 self._started += 1
                 self._starts.inc()
             worker.set_output_limit(spec.output_limit)
+            if worker.egress is not None:  # what this worker may reach: the evaluator's declared network
+                worker.egress.bind(spec.workspace, spec.network)
             worker.writer.write(load_frame(spec))
             await worker.writer.drain()
         except (SandboxError, ConnectionError, OSError):
@@ -314,6 +316,7 @@ class WorkerPool(Leasing):
                             "results are stored and read in pages"
                         )
                 raw = worker.take_raw_output()
+                egress = worker.egress.take() if worker.egress is not None else []
                 results[index] = RawOutcome(
                     status=reply.get("status", "invalid_result"),
                     value=reply.get("value"),
@@ -322,6 +325,7 @@ class WorkerPool(Leasing):
                     stderr=reply.get("stderr", "") + raw,
                     truncated=bool(reply.get("truncated")),
                     duration_ms=float(reply.get("duration_ms", 0.0)),
+                    egress=egress,
                 )
                 slot.uses += 1
                 done += 1

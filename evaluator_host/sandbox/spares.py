@@ -2,11 +2,14 @@
 ``load`` frame, not a process or container start (the pool's, for every backend).
 
 ``spare_workers`` are kept per runtime key in recent use (the pool warms the bare runtimes at
-start), plus one for each spare taken in the last :data:`_BURST_S` seconds but the first, up to
-:data:`_BURST_EXTRA` more: a burst of never-seen revisions finds the next spare already
-starting (several start at once) instead of each waiting for its own start. At most
-``max_workers`` spares exist in all — the least recently used runtime's go first — and a
-runtime's spares go after ``idle_ttl_s`` without use.
+start), plus one for each spare taken in the last :data:`_DEMAND_S` seconds but the first, up to
+``max_workers // 2`` more: revisions that keep arriving find stock already started, and a burst
+of never-seen revisions finds several spares started at once instead of each waiting for its own
+start. A bind that finds no started spare while some are starting takes the first one to finish
+(:meth:`Spares.take_or_wait`) instead of starting yet another (which would only slow the others
+down on a busy machine). At most ``max_workers`` spares exist in all — the least recently used
+runtime's go first — and a runtime's spares go after ``idle_ttl_s`` without use; those a burst
+added go once its takes are :data:`_DEMAND_S` seconds old.
 """
 
 from __future__ import annotations
@@ -21,8 +24,7 @@ from evaluator_host.settings import Settings
 
 __all__ = ["Spares"]
 
-_BURST_S = 2.0  # takes this recent count as demand
-_BURST_EXTRA = 4  # at most this many spares above ``spare_workers`` while the demand lasts
+_DEMAND_S = 10.0  # takes this recent count as demand
 
 
 class Spares:
@@ -44,6 +46,7 @@ class Spares:
         self._used: dict[RuntimeKey, float] = {}
         self._taken: dict[RuntimeKey, collections.deque[float]] = {}  # recent takes, for the burst target
         self._fills: set[asyncio.Task[None]] = set()
+        self._waiting: dict[RuntimeKey, collections.deque[asyncio.Future[Worker | None]]] = {}
         self._closed = False
 
     def of(self, runtime: RuntimeKey) -> list[Worker]:
@@ -59,7 +62,7 @@ class Spares:
         if self._closed or self._settings.spare_workers <= 0:
             return
         now = self._used[runtime] = time.monotonic()
-        have = len(self._spares.get(runtime, ())) + self._filling.get(runtime, 0)
+        have = len(self._spares.get(runtime, ())) + self._filling.get(runtime, 0) - self._waiters(runtime)
         for _ in range(self._target(runtime, now) - have):
             if not self._make_room(runtime):
                 break
@@ -82,26 +85,63 @@ class Spares:
         self._reap(self._spares[oldest].pop())
         return True
 
+    def _waiters(self, runtime: RuntimeKey) -> int:
+        return sum(1 for f in self._waiting.get(runtime, ()) if not f.done())
+
+    def _hand_over(self, runtime: RuntimeKey, worker: Worker | None) -> bool:
+        """Give ``worker`` (None: a start failed) to the oldest bind still waiting; False when none is."""
+        queue = self._waiting.get(runtime)
+        while queue:
+            waiter = queue.popleft()
+            if not waiter.done():
+                waiter.set_result(worker)
+                return True
+        return False
+
     async def _start(self, runtime: RuntimeKey) -> None:
         try:
             worker = await self._backend.start_worker(runtime)
             self._started()
-        except Exception:  # noqa: BLE001 - a spare is an optimization; the request path starts its own
-            return
-        finally:
+        except BaseException as exc:  # a spare is an optimization; the request path starts its own
             self._filling[runtime] -= 1
+            self._hand_over(runtime, None)  # its waiter starts a worker of its own
+            if not isinstance(exc, Exception):
+                raise  # cancelled: the count and the waiter are settled first
+            return
+        self._filling[runtime] -= 1
         if self._closed:
             await worker.kill()
             return
-        self._spares.setdefault(runtime, []).append(worker)
+        if not self._hand_over(runtime, worker):
+            self._spares.setdefault(runtime, []).append(worker)
 
     def _target(self, runtime: RuntimeKey, now: float) -> int:
         """How many spares of ``runtime`` to keep now: the setting, plus the recent demand."""
         taken = self._taken.get(runtime)
-        while taken and now - taken[0] > _BURST_S:
+        while taken and now - taken[0] > _DEMAND_S:
             taken.popleft()
-        extra = min(max(0, len(taken or ()) - 1), _BURST_EXTRA, max(0, self._settings.max_workers // 2))
+        extra = min(max(0, len(taken or ()) - 1), max(0, self._settings.max_workers // 2))
         return self._settings.spare_workers + extra
+
+    async def take_or_wait(self, runtime: RuntimeKey) -> Worker | None:
+        """A live spare of ``runtime``; else, while spares of it are starting, the first one to finish
+        (None if that start fails); else None. Either way the call counts as demand."""
+        worker = self.take(runtime)
+        if worker is not None or self._filling.get(runtime, 0) <= self._waiters(runtime):
+            return worker
+        waiter: asyncio.Future[Worker | None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(runtime, collections.deque()).append(waiter)
+        self.warm(runtime)  # the demand this take adds starts more behind it
+        try:
+            worker = await waiter
+        except BaseException:  # cancelled: a worker handed over meanwhile goes back to the spares
+            if waiter.done() and not waiter.cancelled() and (given := waiter.result()) is not None:
+                self._spares.setdefault(runtime, []).append(given)
+            raise
+        if worker is not None and worker.reader.at_eof():
+            self._reap(worker)
+            return None
+        return worker
 
     def take(self, runtime: RuntimeKey) -> Worker | None:
         """A live spare of ``runtime``, or None (one that died while it waited is reaped); either way
@@ -125,13 +165,18 @@ class Spares:
                 self._reap(worker)
             while len(spares) > self._target(runtime, now):  # a burst's extra spares, once it is over
                 self._reap(spares.pop())  # the newest go first
-        for runtime in [r for r, taken in self._taken.items() if not taken or now - taken[-1] > _BURST_S]:
+        for runtime in [r for r, taken in self._taken.items() if not taken or now - taken[-1] > _DEMAND_S]:
             del self._taken[runtime]
 
     async def close(self) -> list[Worker]:
         """Start no more; let starts under way finish (one in an engine thread cannot be cancelled, and
         a start that finishes after close kills its own worker); give back every spare to kill."""
         self._closed = True
+        for queue in self._waiting.values():
+            for waiter in queue:
+                if not waiter.done():
+                    waiter.set_result(None)
+        self._waiting.clear()
         await asyncio.gather(*self._fills, return_exceptions=True)
         spares = [w for ws in self._spares.values() for w in ws]
         self._spares.clear()

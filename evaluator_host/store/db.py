@@ -25,7 +25,12 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from evaluator_host.models_workspace import DEFAULT_WORKSPACE
+from evaluator_host.storage import translate_database_errors
+
 __all__ = [
+    "DEFAULT_WORKSPACE",
+    "ApiKeyRow",
     "Base",
     "DatasetRow",
     "EvaluatorRow",
@@ -33,6 +38,9 @@ __all__ = [
     "JobResultRow",
     "JobRow",
     "RevisionRow",
+    "SecretRow",
+    "WorkspaceRow",
+    "WorkspaceRuntimeRow",
     "as_utc",
     "make_engine",
     "utcnow",
@@ -57,12 +65,65 @@ class Base(DeclarativeBase):
     """Declarative base."""
 
 
+class WorkspaceRow(Base):
+    """A workspace: the owner of evaluators, datasets, jobs and secrets; its quotas and egress allowlist."""
+
+    __tablename__ = "workspaces"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    quotas: Mapped[dict[str, Any]] = mapped_column(JSON)  # name -> limit (absent: unlimited)
+    network_allow: Mapped[list[str]] = mapped_column(JSON)  # "host:port" entries an evaluator may declare
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class ApiKeyRow(Base):
+    """A workspace's API key: only its SHA-256 is stored (keys are 256-bit random, shown once)."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(20))  # the key's first characters, to recognise it in lists
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class SecretRow(Base):
+    """A workspace's secret: its value Fernet-encrypted (never stored or logged in clear)."""
+
+    __tablename__ = "secrets"
+
+    workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    ciphertext: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class WorkspaceRuntimeRow(Base):
+    """A runtime a workspace asked for with ``POST /v1/runtimes`` (the runtimes it lists, with those
+    its evaluators run on; the runtime itself is shared, see docs/security.md)."""
+
+    __tablename__ = "workspace_runtimes"
+
+    workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id"), primary_key=True)
+    runtime_id: Mapped[str] = mapped_column(String(80), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 class EvaluatorRow(Base):
     """An evaluator: its identity and latest revision number; soft-deleted."""
 
     __tablename__ = "evaluators"
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    workspace_id: Mapped[str] = mapped_column(
+        String(40), index=True, default=DEFAULT_WORKSPACE, server_default=DEFAULT_WORKSPACE
+    )
     latest_revision: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
@@ -87,6 +148,10 @@ class RevisionRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     # the static capability report at save time (null: stored before reports existed)
     capabilities: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # the workspace secrets its workers get as environment variables (null: none)
+    secrets: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    # the "host:port" pairs its workers may reach through the egress proxy (null: no network)
+    network: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
 
 
 class DatasetRow(Base):
@@ -95,6 +160,9 @@ class DatasetRow(Base):
     __tablename__ = "datasets"
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    workspace_id: Mapped[str] = mapped_column(
+        String(40), index=True, default=DEFAULT_WORKSPACE, server_default=DEFAULT_WORKSPACE
+    )
     name: Mapped[str] = mapped_column(String(200))
     format: Mapped[str] = mapped_column(String(10))
     row_count: Mapped[int] = mapped_column(BigInteger)
@@ -114,6 +182,9 @@ class JobRow(Base):
     __tablename__ = "jobs"
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    workspace_id: Mapped[str] = mapped_column(
+        String(40), index=True, default=DEFAULT_WORKSPACE, server_default=DEFAULT_WORKSPACE
+    )
     evaluator_id: Mapped[str] = mapped_column(String(40), index=True)
     revision: Mapped[int] = mapped_column(Integer)
     runtime_id: Mapped[str] = mapped_column(String(80))
@@ -195,6 +266,7 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(url, pool_pre_ping=True, connect_args={"options": options})
     else:
         engine = create_engine(url)
+    translate_database_errors(engine)
     try:
         schema.upgrade(engine)
     except BaseException:

@@ -24,20 +24,21 @@ mid-job); from then on the other mode's commits are fenced off like another serv
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Table, delete, insert, or_, select, update
+from sqlalchemy import Table, delete, func, insert, or_, select, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
 from evaluator_host.errors import JobNotHeld, NotFoundError
 from evaluator_host.results.aggregate import Accumulator, Scored
-from evaluator_host.store.db import DatasetRow, JobResultRow, JobRow, as_utc, utcnow
+from evaluator_host.store.db import DEFAULT_WORKSPACE, DatasetRow, JobResultRow, JobRow, as_utc, utcnow
 
 __all__ = ["QUEUE_SUFFIX", "DatasetRecord", "JobRecord", "JobStore", "SharedCommit", "StoredResult"]
 
@@ -51,6 +52,13 @@ _PG_INSERT_NEW = (
     "FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS u(idx, status, result) "
     "ON CONFLICT (job_id, idx) DO NOTHING RETURNING idx"
 )
+_SQLITE_ROWS = 150  # rows per INSERT on SQLite: 900 parameters, under every SQLite's limit (999 before 3.32)
+
+
+def _values_sql(n: int) -> str:
+    """``INSERT INTO job_results … VALUES (?, …), …`` for ``n`` rows (SQLite's qmark style)."""
+    row = "(" + ", ".join("?" * len(_RESULT_COLUMNS)) + ")"
+    return f"INSERT INTO job_results ({', '.join(_RESULT_COLUMNS)}) VALUES " + ", ".join([row] * n)
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -69,6 +77,7 @@ class DatasetRecord:
     bytes: int
     inline: bool
     created_at: datetime
+    workspace_id: str = DEFAULT_WORKSPACE
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,7 @@ class JobRecord:
     started_at: datetime | None
     finished_at: datetime | None
     owner: str | None = None  # the service (``<id>/queue``: its queue) that runs it
+    workspace_id: str = DEFAULT_WORKSPACE
 
 
 @dataclass(frozen=True)
@@ -138,10 +148,11 @@ def _dataset(row: DatasetRow) -> DatasetRecord:
 RowT = TypeVar("RowT", "DatasetRow", "JobRow")
 
 
-def _found(session: Session, table: type[RowT], key: str, what: str) -> RowT:
-    """The row of ``table`` with primary key ``key``, or :class:`NotFoundError` naming ``what``."""
+def _found(session: Session, table: type[RowT], key: str, what: str, workspace_id: str | None) -> RowT:
+    """The row of ``table`` with primary key ``key`` (in ``workspace_id``, when given), or
+    :class:`NotFoundError` naming ``what`` — the same answer for another workspace's row."""
     row = session.get(table, key)
-    if row is None:
+    if row is None or (workspace_id is not None and row.workspace_id != workspace_id):
         raise NotFoundError(f"{what} {key!r} does not exist")
     return row
 
@@ -163,6 +174,8 @@ class JobStore:
             if marks
             else None
         )
+        self._sqlite = engine.dialect.name == "sqlite" and engine.dialect.paramstyle == "qmark"
+        self._sqlite_sql = _values_sql(_SQLITE_ROWS)
 
     # -- datasets ------------------------------------------------------------------------
     def add_dataset(self, record: DatasetRecord) -> None:
@@ -188,18 +201,32 @@ class JobStore:
             if row is not None:
                 session.delete(row)
 
-    def get_dataset(self, dataset_id: str) -> DatasetRecord:
-        """One dataset, or :class:`NotFoundError`."""
+    def get_dataset(self, dataset_id: str, workspace_id: str | None = None) -> DatasetRecord:
+        """One dataset (of ``workspace_id``; None: any, for the service's own use), or :class:`NotFoundError`."""
         with Session(self.engine) as session:
-            return _dataset(_found(session, DatasetRow, dataset_id, "dataset"))
+            return _dataset(_found(session, DatasetRow, dataset_id, "dataset", workspace_id))
 
-    def list_datasets(self) -> list[DatasetRecord]:
-        """Uploaded datasets (not jobs' inline rows), newest first."""
+    def list_datasets(self, workspace_id: str) -> list[DatasetRecord]:
+        """Uploaded datasets (not jobs' inline rows) of ``workspace_id``, newest first."""
         with Session(self.engine) as session:
             rows = session.scalars(
-                select(DatasetRow).where(DatasetRow.inline.is_(False)).order_by(DatasetRow.created_at.desc())
+                select(DatasetRow)
+                .where(DatasetRow.inline.is_(False), DatasetRow.workspace_id == workspace_id)
+                .order_by(DatasetRow.created_at.desc())
             )
             return [_dataset(r) for r in rows]
+
+    def dataset_bytes(self, workspace_id: str) -> int:
+        """What the datasets of ``workspace_id`` (inline rows too) add up to."""
+        with Session(self.engine) as session:
+            total = session.scalar(select(func.sum(DatasetRow.bytes)).where(DatasetRow.workspace_id == workspace_id))
+            return int(total or 0)
+
+    def active_jobs(self, workspace_id: str) -> int:
+        """Jobs of ``workspace_id`` queued or running."""
+        with Session(self.engine) as session:
+            query = select(func.count()).where(JobRow.workspace_id == workspace_id, JobRow.status.in_(_UNFINISHED))
+            return int(session.scalar(query) or 0)
 
     # -- jobs ----------------------------------------------------------------------------
     def create_job(self, **fields: Any) -> JobRecord:
@@ -212,14 +239,19 @@ class JobStore:
             session.flush()
             return _job(row)
 
-    def get_job(self, job_id: str) -> JobRecord:
-        """One job, or :class:`NotFoundError`."""
+    def get_job(self, job_id: str, workspace_id: str | None = None) -> JobRecord:
+        """One job (of ``workspace_id``; None: any, for the service's own use), or :class:`NotFoundError`."""
         with Session(self.engine) as session:
-            return _job(_found(session, JobRow, job_id, "job"))
+            return _job(_found(session, JobRow, job_id, "job", workspace_id))
 
-    def list_jobs(self, *, status: str | None = None, evaluator_id: str | None = None) -> list[JobRecord]:
-        """Jobs, newest first, optionally filtered."""
+    def list_jobs(
+        self, workspace_id: str | None, *, status: str | None = None, evaluator_id: str | None = None
+    ) -> list[JobRecord]:
+        """Jobs of ``workspace_id`` (None: of every workspace, for the service's own use, e.g. the
+        retention sweep), newest first, optionally filtered."""
         query = select(JobRow).order_by(JobRow.created_at.desc())
+        if workspace_id is not None:
+            query = query.where(JobRow.workspace_id == workspace_id)
         if status is not None:
             query = query.where(JobRow.status == status)
         if evaluator_id is not None:
@@ -300,10 +332,14 @@ class JobStore:
         Lands only while the job is unfinished and this owner's; otherwise nothing is stored and
         :class:`JobNotHeld` is raised. A row stored before (same ``(job_id, idx)``) or a job that
         does not exist is an ``IntegrityError``, and nothing of the chunk is stored either.
-        The rows go to the driver's ``executemany`` directly (no per-row SQL compilation).
+        The rows go to the driver directly (no per-row SQL compilation): on SQLite as multi-row
+        ``INSERT`` statements, :data:`_SQLITE_ROWS` rows each (``executemany`` releases and takes back
+        the GIL around every row's step, which stalls the event loop's thread at each hand-over).
         """
         with self.engine.begin() as conn:
-            if rows and self._insert_sql:
+            if rows and self._sqlite:
+                self._insert_sqlite(conn, rows)
+            elif rows and self._insert_sql:
                 conn.exec_driver_sql(self._insert_sql, list(rows))
             elif rows:
                 conn.execute(insert(_RESULTS), [dict(zip(_RESULT_COLUMNS, row, strict=True)) for row in rows])
@@ -419,6 +455,12 @@ class JobStore:
         )
         with self.engine.connect() as conn:
             return set(conn.execute(query).scalars()) & set(indices)
+
+    def _insert_sqlite(self, conn: Connection, rows: Sequence[tuple[str, int, str, int, str, str]]) -> None:
+        for start in range(0, len(rows), _SQLITE_ROWS):
+            part = rows[start : start + _SQLITE_ROWS]
+            sql = self._sqlite_sql if len(part) == _SQLITE_ROWS else _values_sql(len(part))
+            conn.exec_driver_sql(sql, tuple(itertools.chain.from_iterable(part)))
 
     def done_indices(self, job_id: str) -> Iterator[int]:
         """Indices of the rows that have a result, ascending."""

@@ -344,8 +344,25 @@ process.on('uncaughtException', (err) => {
   if (budget !== null) budget.err.push(`uncaught exception: ${err instanceof Error ? err.stack : String(err)}\n`);
 });
 
+// Forward 127.0.0.1:port (the sandbox's own loopback, named by HTTP(S)_PROXY) to the host's egress
+// proxy at socketPath: bytes only, every decision is the host proxy's.
+async function forwardEgress(socketPath, port) {
+  const net = await import('node:net');
+  const server = net.createServer({ allowHalfOpen: true }, (client) => {
+    const upstream = net.connect({ path: socketPath, allowHalfOpen: true });
+    const drop = () => { client.destroy(); upstream.destroy(); };
+    client.on('error', drop);
+    upstream.on('error', drop);
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  server.unref();
+  await new Promise((resolve, reject) => server.listen(port, '127.0.0.1', resolve).on('error', reject));
+}
+
 async function main() {
   const config = JSON.parse(process.argv[2] || '{}');
+  if (config.egress) await forwardEgress(config.egress.socket, Number(config.egress.port));
   config.output_limit = Number(config.output_limit || 1 << 20);
   config.result_limit = Number(config.result_limit || 1 << 20);
   process.setSourceMapsEnabled(true);
@@ -357,7 +374,9 @@ async function main() {
     const message = recv(); // an unbound worker: wait for its evaluator
     if (message === null || message.op !== 'load') realExit(0);
     code = message.code;
-    const { op, code: _code, ...rest } = message;
+    const { op, code: _code, env, ...rest } = message;
+    // the workspace secrets the evaluator lists (and, with egress, the proxy variables): its env
+    Object.assign(process.env, env || {});
     harness.configure(rest);
   }
   await harness.load(code);

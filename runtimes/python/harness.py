@@ -70,6 +70,7 @@ _HEADER = struct.Struct(">I")
 _MAX_REQUEST = 1 << 31
 _SLOW_CASE_MS = 0.2  # a case this slow has its reply (and the held ones) written at once
 _HELD_BYTES = 64 * 1024  # replies held back at most, in bytes
+_OK_KEYS = frozenset({"type", "status", "duration_ms", "stdout", "stderr", "truncated", "index", "id"})
 
 
 _DUMPS = json.dumps  # taken before user code runs: replacing json.dumps later does not reach replies
@@ -166,6 +167,8 @@ class Harness:
         self.loop: Any = None  # an asyncio loop, created for the first awaitable
         self.load_error: dict[str, Any] | None = None
         self._armed = False  # a case's soft timer runs: SIGALRM interrupts the user's code
+        self._period = 0.0  # the running batch's timeout_s (0: no soft timeouts)
+        self._case_start = 0.0
         self._sinks: tuple[_Budget, _Capture, _Capture] | None = None
         self._held: list[bytes] = []  # replies not written yet (a ``flush_ms`` run of fast cases)
         self._held_bytes = 0
@@ -212,6 +215,8 @@ class Harness:
             return False
         if message.get("op") != "load":
             return False
+        # the workspace secrets the evaluator lists (and, with egress, the proxy variables): its env
+        os.environ.update(message.pop("env", None) or {})
         folder = message.get("work_dir") or self.work_dir
         os.makedirs(folder, mode=0o700, exist_ok=True)
         path = os.path.join(folder, message.get("filename") or "evaluator.py")
@@ -246,9 +251,28 @@ class Harness:
     def hold(self, message: dict[str, Any]) -> None:
         """Queue ``message`` for the next :meth:`flush` (replies to a ``flush_ms`` run)."""
         value = message.pop("value_json", None)  # the returned value, encoded once (by run_case)
-        text = _ENCODE(message)
-        if value is not None:
-            text = text[:-1] + ',"value":' + value + "}"
+        if value is not None and message.keys() == _OK_KEYS and message["status"] == "ok":
+            out, err = message["stdout"], message["stderr"]  # the common reply, written without a dict encode
+            text = (
+                '{"type":"result","status":"ok","duration_ms":'
+                + repr(float(message["duration_ms"]))
+                + ',"stdout":'
+                + (_ENCODE(out) if out else '""')
+                + ',"stderr":'
+                + (_ENCODE(err) if err else '""')
+                + (',"truncated":true' if message["truncated"] else ',"truncated":false')
+                + ',"index":'
+                + str(int(message["index"]))
+                + ',"id":'
+                + _ENCODE(message["id"])
+                + ',"value":'
+                + value
+                + "}"
+            )
+        else:
+            text = _ENCODE(message)
+            if value is not None:
+                text = text[:-1] + ',"value":' + value + "}"
         data = text.encode()
         if not self._held:
             self._held_since = time.perf_counter()
@@ -367,21 +391,38 @@ class Harness:
         return self.loop.run_until_complete(wrap())
 
     def _on_alarm(self, _signum: int, _frame: Any) -> None:
-        if self._armed:  # only while a case runs: never in the harness's own code
-            self._armed = False
-            raise _SoftTimeout
+        """The batch's timer: raise in the running case once its ``timeout_s`` is up, else set the timer
+        again for what is left of it (a case that started after the timer was set is not cut short)."""
+        if not self._armed:  # between cases, in the harness's own code: the next case gets a full period
+            if self._period > 0:
+                signal.setitimer(signal.ITIMER_REAL, self._period)
+            return
+        left = self._case_start + self._period - time.perf_counter()
+        if left > 0.0005:
+            signal.setitimer(signal.ITIMER_REAL, left)
+            return
+        self._armed = False
+        signal.setitimer(signal.ITIMER_REAL, self._period)  # for the cases after this one
+        raise _SoftTimeout
 
-    def _arm(self, timeout_s: float) -> None:
-        """Start the case's timer (one system call: it replaces the previous case's, still running)."""
+    def _start_timer(self, timeout_s: float) -> None:
+        """Set the timer once for a whole batch (one system call, not one per case: see ``_on_alarm``)."""
+        self._period = timeout_s
         if timeout_s > 0:
-            signal.setitimer(signal.ITIMER_REAL, timeout_s)  # first: the previous timer can no longer fire
+            signal.setitimer(signal.ITIMER_REAL, timeout_s)
+
+    def _arm(self) -> None:
+        """A case starts: from now on the timer may interrupt it."""
+        if self._period > 0:
+            self._case_start = time.perf_counter()
             self._armed = True
 
     def _disarm(self) -> None:
-        """The case is over: its timer's signal, if it still comes, is ignored (stopped at the batch's end)."""
+        """The case is over: the timer's signal, if it comes now, only sets the timer again."""
         self._armed = False
 
     def _stop_timer(self) -> None:
+        self._period = 0.0
         signal.setitimer(signal.ITIMER_REAL, 0)
 
     def _timed_out(self, exc: BaseException, timeout_s: float, reply: dict[str, Any]) -> None:
@@ -415,7 +456,7 @@ class Harness:
             else:
                 args, kwargs = self._args(case, correct_answer_key)
                 try:
-                    self._arm(timeout_s)
+                    self._arm()
                     value = self.fn(*args, **kwargs)
                     if hasattr(value, "__await__"):
                         value = self._await(value)
@@ -488,6 +529,7 @@ class Harness:
             request = message.get("id")
             timeout_s = float(message.get("timeout_s") or 0.0)
             flush_s = float(message.get("flush_ms") or 0.0) / 1000.0
+            self._start_timer(timeout_s)
             for index, case in enumerate(message.get("cases", [])):
                 reply = self.run_case(case, key, timeout_s)
                 reply["index"], reply["id"] = index, request
@@ -516,9 +558,63 @@ def _failure(type_name: str, message: str) -> dict[str, Any]:
     return {"type": type_name, "message": message, "line": None, "traceback": ""}
 
 
+def forward_egress(socket_path: str, port: int) -> None:
+    """Forward ``127.0.0.1:port`` (the sandbox's own loopback, named by ``HTTP(S)_PROXY``) to the host's
+    egress proxy at ``socket_path``, on a thread of its own (one selector loop: no thread per connection,
+    which the pids limit counts). It carries bytes only: every decision is the host proxy's."""
+    import selectors
+    import socket
+    import threading
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(64)
+
+    def loop() -> None:
+        selector = selectors.DefaultSelector()
+        selector.register(listener, selectors.EVENT_READ, None)
+        peers: dict[socket.socket, socket.socket] = {}
+
+        def drop(sock: socket.socket) -> None:
+            for end in (sock, peers.get(sock)):
+                if end is not None and end in peers:
+                    selector.unregister(end)
+                    peers.pop(end)
+                    end.close()
+
+        while True:
+            for key, _ in selector.select():
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                if key.data is None:
+                    try:
+                        client, _ = sock.accept()
+                        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                        upstream.connect(socket_path)
+                    except OSError:
+                        continue
+                    peers[client], peers[upstream] = upstream, client
+                    selector.register(client, selectors.EVENT_READ, 1)
+                    selector.register(upstream, selectors.EVENT_READ, 1)
+                    continue
+                try:
+                    data = sock.recv(65536)
+                    if data:
+                        peers[sock].sendall(data)
+                except (OSError, KeyError):
+                    data = b""
+                if not data:
+                    drop(sock)
+
+    threading.Thread(target=loop, name="egress-forwarder", daemon=True).start()
+
+
 def main(argv: list[str]) -> None:
     """Entry point: ``harness.py CONFIG_JSON``."""
     config = json.loads(argv[1])
+    if config.get("egress"):
+        forward_egress(config["egress"]["socket"], int(config["egress"]["port"]))
     harness = Harness(config)
     if not harness.code_path and not harness.bind():
         os._exit(0)

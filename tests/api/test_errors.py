@@ -72,3 +72,37 @@ def test_openapi_documents_the_error_bodies_the_service_really_answers(tmp_path:
         for status, answer in answers.items():
             assert answer.status_code == status
             ErrorBody.model_validate(answer.json())  # the documented shape, for real
+
+
+def test_without_a_key_every_v1_request_is_401_before_its_body_is_read(tmp_path: Path) -> None:
+    """Regression (found by the schema fuzzer): a malformed body without a key answered 422, not 401."""
+    app = create_app(make_settings(tmp_path, backend="process", api_keys=["k"], max_body_bytes=4096))
+    with TestClient(app) as client:
+        for body in (b"\x00", b"{" + b" " * 5000 + b"}", b'{"language": "python"}'):
+            answer = client.post("/v1/evaluate", content=body, headers={"content-type": "application/json"})
+            assert answer.status_code == 401, answer.text
+            assert answer.headers["www-authenticate"] == "Bearer"
+            assert answer.json()["error"]["type"] == "Unauthorized"
+        assert client.get("/healthz").status_code == 200  # outside /v1: open
+
+
+def test_a_json_body_that_is_not_utf8_is_a_422_naming_the_byte(client: TestClient) -> None:
+    """Regression (found by the schema fuzzer): FastAPI's bare 400 "There was an error parsing the body"."""
+    answer = client.post("/v1/evaluators", content=b'{"name":\n "p\xff"}', headers={"content-type": "application/json"})
+    assert answer.status_code == 422
+    error = answer.json()["error"]
+    assert error["type"] == "ValidationError" and (error["line"], error["column"]) == (2, 4)
+    assert "0xff" in error["message"]
+
+
+def test_a_revision_past_the_databases_integers_is_a_422_not_a_500(client: TestClient) -> None:
+    """Regression (found by the schema fuzzer): OverflowError from SQLite, answered 500."""
+    code = "def evaluate(inputs, outputs, trace):\n    return 1\n"
+    ev = client.post("/v1/evaluators", json={"name": "big", "language": "python", "code": code}).json()
+    for path, body in (
+        (f"/v1/evaluators/{ev['id']}/evaluate", {"revision": 2**63}),
+        ("/v1/jobs", {"evaluator_id": ev["id"], "revision": 2**40, "rows": [{"a": 1}]}),
+    ):
+        answer = client.post(path, json=body)
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["error"]["type"] == "ValidationError"

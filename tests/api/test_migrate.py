@@ -7,9 +7,7 @@ import json
 from fastapi.testclient import TestClient
 
 LEGACY = (
-    "def evaluate(app_params, inputs, output, correct_answer):\n"
-    '    """Exact."""\n'
-    "    return output == correct_answer\n"
+    'def evaluate(app_params, inputs, output, correct_answer):\n    """Exact."""\n    return output == correct_answer\n'
 )
 READS_APP_PARAMS = (
     "def evaluate(app_params, inputs, output, correct_answer):\n"

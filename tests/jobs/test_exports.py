@@ -25,7 +25,7 @@ from evaluator_host.jobs.datasets import DatasetFiles, Limits
 from evaluator_host.jobs.exports import CSV_RESULT_COLUMNS, ResultReader, stored_form
 from evaluator_host.models import ErrorInfo, EvaluationResult, JobResult
 from evaluator_host.store import EvaluatorStore, RevisionRecord
-from evaluator_host.store.db import make_engine, utcnow
+from evaluator_host.store.db import DEFAULT_WORKSPACE, make_engine, utcnow
 from evaluator_host.store.jobs import DatasetRecord, JobRecord, JobStore
 
 ROWS: list[dict[str, Any]] = [
@@ -73,7 +73,9 @@ def build(tmp_path: Path, chunks: list[list[int]], rows: list[dict[str, Any]] = 
     info = files.write_rows("ds_1", rows, Limits(max_rows=10_000, max_row_bytes=1 << 20))
     jobs.add_dataset(DatasetRecord("ds_1", "d", "jsonl", info.row_count, info.columns, info.bytes, False, utcnow()))
     evaluator = {"name": "e", "description": "", "language": "python", "interface": "evaluate", "code": "x"}
-    revision = EvaluatorStore(engine).create(**evaluator, packages=PACKAGES, settings={}, runtime_id="py-rt")
+    revision = EvaluatorStore(engine).create(
+        DEFAULT_WORKSPACE, **evaluator, packages=PACKAGES, settings={}, runtime_id="py-rt"
+    )
     job = jobs.create_job(
         **{"id": "job_1", "evaluator_id": revision.id, "revision": revision.revision, "runtime_id": "py-rt"},
         **{"dataset_id": "ds_1", "field_mapping": {}, "parallelism": 1, "total": len(rows), "warnings": []},

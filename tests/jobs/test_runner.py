@@ -25,14 +25,21 @@ from evaluator_host.evaluators import Evaluators
 from evaluator_host.jobs.runner import JobRunner
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.models import EvaluatorCreate, Job, JobCreate
+from evaluator_host.quotas import QuotaGuard
 from evaluator_host.sandbox.base import RuntimeKey
 from evaluator_host.sandbox.fake import DIE, HANG, MEMORY, FakeBackend, FakeWorker, Handler, Reply, StartHook
 from evaluator_host.sandbox.pool import WorkerPool
 from evaluator_host.services import service_id
 from evaluator_host.settings import Settings
 from evaluator_host.store import EvaluatorStore
-from evaluator_host.store.db import make_engine
+from evaluator_host.store.db import DEFAULT_WORKSPACE, make_engine
 from evaluator_host.store.jobs import JobStore
+from evaluator_host.store.secrets import SecretStore
+from evaluator_host.store.workspaces import WorkspaceStore
+from evaluator_host.vault import Vault
+from evaluator_host.workspaces import Workspaces
+
+WS = DEFAULT_WORKSPACE
 
 CODE = "def evaluate(inputs, outputs, trace):\n    return float(inputs['i'] % 2)\n"
 
@@ -68,14 +75,14 @@ class Wired:
 
     async def evaluator(self, **settings: Any) -> str:
         body = EvaluatorCreate(name="t", language="python", code=CODE, settings=settings)  # type: ignore[arg-type]
-        return (await self.evaluators.create(body)).id
+        return (await self.evaluators.create(WS, body)).id
 
     async def job(self, evaluator_id: str, rows: int, **body: Any) -> str:
         create = JobCreate(evaluator_id=evaluator_id, rows=[{"i": i, "outputs": None} for i in range(rows)], **body)
-        return (await self.runner.create(create)).id
+        return (await self.runner.create(WS, create)).id
 
     async def finished(self, job_id: str) -> Job:
-        while (job := await self.runner.get(job_id)).status in ("queued", "running"):
+        while (job := await self.runner.get(WS, job_id)).status in ("queued", "running"):
             await asyncio.sleep(0.005)
         return job
 
@@ -109,8 +116,10 @@ async def wired(
     pool = WorkerPool(backend, settings)
     evaluation = Evaluation(settings, pool, backend.builder)
     jobs = JobStore(engine, owner=service_id(data_dir))
-    evaluators = Evaluators(EvaluatorStore(engine), evaluation)
-    runner = FastRunner(settings, jobs, evaluators, DatasetCatalog(settings, jobs))
+    workspaces = Workspaces(settings, WorkspaceStore(engine))
+    quotas = QuotaGuard(workspaces)
+    evaluators = Evaluators(EvaluatorStore(engine), evaluation, Vault(settings, SecretStore(engine)), workspaces)
+    runner = FastRunner(settings, jobs, evaluators, DatasetCatalog(settings, jobs, quotas), quotas)
     runner.backoffs = []
     await runner.start()
     try:
@@ -225,13 +234,13 @@ async def test_cancel_mid_job_keeps_the_committed_rows(tmp_path: Path, database_
     async with wired(tmp_path, holding_at(10, reached), engine=engine, job_chunk_rows=4) as w:
         job_id = await w.job(await w.evaluator(), 20)
         await reached.wait()  # rows 0-7 are committed, the chunk of rows 8-11 is running
-        job = await w.runner.cancel(job_id)
+        job = await w.runner.cancel(WS, job_id)
         assert job.status == "cancelled"
         assert job.progress.model_dump() == {"total": 20, "done": 8, "failed": 0}
         assert sorted(await w.stored(job_id)) == list(range(8))
         hung = w.worker_of(10)
         assert hung.killed  # the running chunk was interrupted
-        assert (await w.runner.get(job_id)).status == "cancelled"
+        assert (await w.runner.get(WS, job_id)).status == "cancelled"
         assert not w.runner._tasks  # nothing goes on running it
     engine.dispose()
 
@@ -244,7 +253,7 @@ async def test_a_stopped_job_resumes_with_only_the_rows_without_a_result(tmp_pat
         job_id = await first.job(await first.evaluator(), 20)
         await reached.wait()
         await first.runner.close()  # the service stops: the job stays running
-        assert (await first.runner.get(job_id)).status == "running"
+        assert (await first.runner.get(WS, job_id)).status == "running"
         before = await first.stored(job_id)
     assert sorted(before) == list(range(8))
 
@@ -308,11 +317,11 @@ async def test_a_job_cancelled_by_another_service_on_the_database_stops_where_it
         job_id = await a.job(await a.evaluator(), 20)
         await reached.wait()
         assert not b.runner._tasks  # the other service never runs it
-        assert (await b.runner.cancel(job_id)).status == "cancelled"
+        assert (await b.runner.cancel(WS, job_id)).status == "cancelled"
         gate.set()
         while a.runner._tasks:  # its next commit finds the job cancelled: nothing stored, it stops
             await asyncio.sleep(0.01)
-        job = await a.runner.get(job_id)
+        job = await a.runner.get(WS, job_id)
         assert job.status == "cancelled" and job.progress.done == 8
         assert sorted(await a.stored(job_id)) == list(range(8))
         assert b.handled() == []

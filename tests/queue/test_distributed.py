@@ -143,3 +143,46 @@ def test_a_worker_without_a_queue_url_refuses_to_start(grid_factory: Callable[..
         [sys.executable, "-m", "evaluator_host.cli", "worker"], cwd=REPO, env=env, capture_output=True, text=True
     )
     assert done.returncode == 2 and "EVALUATOR_HOST_QUEUE_URL" in done.stderr
+
+
+def test_a_workspace_job_with_a_secret_runs_on_hosts_redacted_and_hidden_from_other_workspaces(
+    grid_factory: Callable[..., Grid],
+) -> None:
+    import httpx
+    from cryptography.fernet import Fernet
+
+    grid = grid_factory(admin_key="operator-key", secrets_key=Fernet.generate_key().decode())
+    base = str(grid.serve().base_url)
+    grid.add_host("a")
+    operator = httpx.Client(base_url=base, headers={"Authorization": "Bearer operator-key"}, timeout=60)
+    keys = []
+    for name in ("team-a", "team-b"):
+        ws = operator.post("/v1/workspaces", json={"name": name}).json()["id"]
+        keys.append(operator.post(f"/v1/workspaces/{ws}/keys", json={"name": "ci"}).json()["key"])
+    team_a = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {keys[0]}"}, timeout=60)
+    team_b = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {keys[1]}"}, timeout=60)
+    assert team_a.put("/v1/secrets/TOKEN", json={"value": "s3cret-value"}).status_code == 204
+    code = (
+        "import os\n\ndef evaluate(inputs, outputs, trace):\n"
+        "    token = os.environ['TOKEN']\n"
+        "    return {'score': 1.0 if token == 's3cret-value' else 0.0, 'reason': 'saw ' + token}\n"
+    )
+    body = {"name": "judge", "language": "python", "code": code, "secrets": ["TOKEN"]}
+    evaluator = team_a.post("/v1/evaluators", json=body)
+    assert evaluator.status_code == 201, evaluator.text
+    job = team_a.post("/v1/jobs", json={"evaluator_id": evaluator.json()["id"], "rows": [{"i": i} for i in range(40)]})
+    assert job.status_code == 202, job.text
+    job_id = job.json()["id"]
+    deadline = time.monotonic() + 90
+    while (state := team_a.get(f"/v1/jobs/{job_id}").json())["status"] in ("queued", "running"):
+        assert time.monotonic() < deadline, state
+        time.sleep(0.1)
+    assert state["status"] == "succeeded" and state["progress"]["done"] == 40, state
+    exported = team_a.get(f"/v1/jobs/{job_id}/results", params={"format": "ndjson"}).text
+    assert "s3cret-value" not in exported and "[secret TOKEN]" in exported  # the host decrypted, then redacted
+    assert {r["worker"] for r in map(__import__("json").loads, exported.splitlines())} == {"a"}
+    assert team_a.get(f"/v1/jobs/{job_id}").json()["aggregate"]["score"]["mean"] == 1.0
+    assert team_b.get(f"/v1/jobs/{job_id}").status_code == 404
+    assert team_b.get(f"/v1/jobs/{job_id}/results").status_code == 404
+    for client in (operator, team_a, team_b):
+        client.close()

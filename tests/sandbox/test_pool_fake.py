@@ -171,7 +171,7 @@ async def test_when_full_the_least_recently_used_idle_worker_of_another_key_is_e
 
 
 async def slow_start(_runtime: RuntimeKey) -> None:
-    await asyncio.sleep(0.02)  # a start costs about as much as a container start's tenth: still ≫ a fast call
+    await asyncio.sleep(0.1)  # about a container start's half: ≫ a fast call, even on a loaded machine
 
 
 @aio
@@ -283,10 +283,30 @@ async def test_a_burst_of_new_revisions_keeps_more_spares_starting_then_they_go(
         for i in range(8):  # never-seen revisions back to back
             await run(pool, cases(1), spec(f"burst-{i}"))
             await settle()
-        assert pool.stats().spares == 1 + 4  # the setting, plus at most four for the burst
+        assert pool.stats().spares == 1 + 7  # the setting, plus one per recent take but the first
         assert pool.stats().started == 0  # every bind found a spare
-        await pool.sweep(time.monotonic() + 3)  # the burst is over
+        await pool.sweep(time.monotonic() + 11)  # the burst is over
         assert pool.stats().spares == 1
+
+
+@aio
+async def test_the_spares_a_burst_adds_are_capped_at_half_of_max_workers() -> None:
+    async with pooled(spare_workers=1, max_workers=8) as (pool, backend):
+        pool.warm(R1)
+        await settle()
+        for i in range(12):
+            await run(pool, cases(1), spec(f"burst-{i}"))
+            await settle()
+        assert pool.stats().spares == 1 + 4
+
+
+@aio
+async def test_a_bind_that_finds_no_spare_takes_the_first_one_that_finishes_starting() -> None:
+    async with pooled(spare_workers=1, max_workers=16) as (pool, backend):
+        pool.warm(R1)  # starting, not started yet: the bind waits for it instead of starting its own
+        assert statuses(await run(pool, cases(1), spec("first"))) == ["ok"]
+        assert pool.stats().started == 0  # nothing was started on the request path
+        assert backend.workers[0].load is not None  # the spare that was starting was bound
 
 
 @aio
@@ -597,7 +617,7 @@ async def test_a_cancelled_call_in_a_shared_batch_cancels_no_other() -> None:
 @aio
 async def test_slow_rows_are_not_coalesced() -> None:
     async def slow(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
-        await asyncio.sleep(0.03)  # a row costs more than a start (20 ms): more workers, not longer batches
+        await asyncio.sleep(0.2)  # a row costs more than a start (0.1 s): more workers, not longer batches
         return {"value": float(case["inputs"]["i"])}
 
     async with pooled(slow, start=slow_start) as (pool, backend):

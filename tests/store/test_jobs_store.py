@@ -22,7 +22,7 @@ from sqlalchemy import text, update
 from sqlalchemy.exc import IntegrityError
 
 from evaluator_host.errors import JobNotHeld, NotFoundError
-from evaluator_host.store.db import JobRow, make_engine, utcnow
+from evaluator_host.store.db import DEFAULT_WORKSPACE, JobRow, make_engine, utcnow
 from evaluator_host.store.jobs import DatasetRecord, JobStore, StoredResult
 from tests.conftest import postgres_only
 from tests.pg import Cluster
@@ -93,7 +93,7 @@ def test_list_datasets_lists_uploads_newest_first_and_not_inline_rows(store: Job
     store.add_dataset(dataset("ds_old", age_s=20))
     store.add_dataset(dataset("ds_inline", inline=True, age_s=10))
     store.add_dataset(dataset("ds_new"))
-    assert [d.id for d in store.list_datasets()] == ["ds_new", "ds_old"]
+    assert [d.id for d in store.list_datasets(DEFAULT_WORKSPACE)] == ["ds_new", "ds_old"]
     assert store.get_dataset("ds_inline").inline is True
 
 
@@ -103,7 +103,7 @@ def test_delete_dataset_removes_it_and_ignores_unknown_ids(store: JobStore) -> N
     store.delete_dataset("ds_1")
     with pytest.raises(NotFoundError):
         store.get_dataset("ds_1")
-    assert store.list_datasets() == []
+    assert store.list_datasets(DEFAULT_WORKSPACE) == []
 
 
 def test_a_dataset_a_job_refers_to_cannot_be_deleted(store: JobStore, job: str) -> None:
@@ -139,10 +139,10 @@ def test_list_jobs_is_newest_first_and_filters_by_status_and_evaluator(store: Jo
     new_job(store, id="j2", evaluator_id="ev_b")
     new_job(store, id="j3", evaluator_id="ev_a")
     store.set_job("j3", status="running")
-    assert [j.id for j in store.list_jobs()] == ["j3", "j2", "j1"]
-    assert [j.id for j in store.list_jobs(evaluator_id="ev_a")] == ["j3", "j1"]
-    assert [j.id for j in store.list_jobs(status="queued")] == ["j2", "j1"]
-    assert [j.id for j in store.list_jobs(status="running", evaluator_id="ev_b")] == []
+    assert [j.id for j in store.list_jobs(DEFAULT_WORKSPACE)] == ["j3", "j2", "j1"]
+    assert [j.id for j in store.list_jobs(DEFAULT_WORKSPACE, evaluator_id="ev_a")] == ["j3", "j1"]
+    assert [j.id for j in store.list_jobs(DEFAULT_WORKSPACE, status="queued")] == ["j2", "j1"]
+    assert [j.id for j in store.list_jobs(DEFAULT_WORKSPACE, status="running", evaluator_id="ev_b")] == []
 
 
 def test_set_job_updates_fields_and_reports_whether_a_job_matched(store: JobStore, job: str) -> None:

@@ -25,7 +25,7 @@ from sqlalchemy import Connection, Engine, create_engine, inspect, text
 from evaluator_host.api import create_app
 from evaluator_host.errors import DatabaseSchemaError
 from evaluator_host.store import EvaluatorStore, schema
-from evaluator_host.store.db import Base, make_engine, utcnow
+from evaluator_host.store.db import DEFAULT_WORKSPACE, Base, make_engine, utcnow
 from evaluator_host.store.jobs import DatasetRecord, JobStore
 from tests.conftest import make_settings, postgres_only
 from tests.pg import Cluster
@@ -76,13 +76,13 @@ def test_a_fresh_database_migrates_to_exactly_the_models_schema(database_url: st
 def test_starting_again_on_a_current_database_changes_nothing(database_url: str) -> None:
     first = make_engine(database_url)
     EvaluatorStore(first).create(
-        name="n", description="", language="python", interface="evaluate", code="x", packages={}, settings={},
-        runtime_id="python-1",
+        DEFAULT_WORKSPACE, name="n", description="", language="python", interface="evaluate", code="x",
+        packages={}, settings={}, runtime_id="python-1",
     )  # fmt: skip
     first.dispose()
     again = make_engine(database_url)
     assert schema.upgrade(again).up_to_date  # nothing was left to do
-    assert len(EvaluatorStore(again).list_all()) == 1
+    assert len(EvaluatorStore(again).list_all(DEFAULT_WORKSPACE)) == 1
     again.dispose()
 
 
@@ -98,11 +98,11 @@ def test_a_pre_alembic_database_made_by_main_upgrades_in_place_keeping_every_row
     with engine.connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
     evaluators, jobs = EvaluatorStore(engine), JobStore(engine)
-    [live] = evaluators.list_all()
+    [live] = evaluators.list_all(DEFAULT_WORKSPACE)  # every row stored before workspaces is the default's
     assert (live.id, live.revision, live.name) == (LEGACY["evaluator"], 2, "exact ✓")
-    assert live.description == "second revision"
-    assert evaluators.get_revision(LEGACY["deleted"], 1).language == "javascript"  # deleted, still readable
-    job = jobs.get_job(LEGACY["job"])
+    assert live.description == "second revision" and (live.secrets, live.network) == ([], [])
+    assert evaluators.get_revision(DEFAULT_WORKSPACE, LEGACY["deleted"], 1).language == "javascript"  # deleted
+    job = jobs.get_job(LEGACY["job"], DEFAULT_WORKSPACE)
     assert (job.status, job.total, job.done, job.failed) == ("succeeded", 50, 50, 0)
     assert len(jobs.results(LEGACY["job"], 0, 100)) == 50 and job.created_at.tzinfo is not None
     engine.dispose()
@@ -114,7 +114,7 @@ def test_an_older_pre_alembic_database_gains_what_it_lacked(tmp_path: Path) -> N
     assert "idempotency_keys" not in before
     engine = make_engine(url)
     assert counts(url) == {**before, "idempotency_keys": 0}
-    assert EvaluatorStore(engine).get(LEGACY["evaluator"]).capabilities is None  # stored before reports
+    assert EvaluatorStore(engine).get(DEFAULT_WORKSPACE, LEGACY["evaluator"]).capabilities is None  # before reports
     with engine.connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
     engine.dispose()
@@ -189,10 +189,17 @@ def test_a_database_made_by_create_all_before_migrations_is_adopted_on_either_da
         id="job_1", evaluator_id="ev_1", revision=1, runtime_id="python-1", dataset_id="ds_1",
         field_mapping={}, parallelism=1, total=1, warnings=[],
     )  # fmt: skip
-    with engine.begin() as conn:  # what main's create_all made: no version table, no owner or worker column
+    with engine.begin() as conn:  # what main's create_all made: no version table, nothing of 0002, 0003 or 0004
         conn.execute(text("DROP TABLE alembic_version"))
         conn.execute(text("ALTER TABLE jobs DROP COLUMN owner"))
         conn.execute(text("ALTER TABLE job_results DROP COLUMN worker"))
+        for table in ("workspace_runtimes", "secrets", "api_keys", "workspaces"):
+            conn.execute(text(f"DROP TABLE {table}"))
+        for table in ("evaluators", "datasets", "jobs"):
+            conn.execute(text(f"DROP INDEX ix_{table}_workspace_id"))
+            conn.execute(text(f"ALTER TABLE {table} DROP COLUMN workspace_id"))
+        for column in ("secrets", "network"):
+            conn.execute(text(f"ALTER TABLE evaluator_revisions DROP COLUMN {column}"))
     engine.dispose()
     assert schema.state(again := create_engine(schema.normalized_url(database_url))).legacy
     again.dispose()

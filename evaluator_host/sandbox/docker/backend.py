@@ -15,7 +15,8 @@ framed protocol (JSON never holds raw control bytes and a frame header is four b
 Hardening on every container (see docs/security.md): no network, read-only root,
 ``/tmp`` and ``/dev/shm`` small noexec tmpfs, all capabilities dropped,
 no-new-privileges, an unprivileged uid, pids/memory(+swap)/CPU limits, docker's init,
-nothing of the host mounted writable (the harness folder is mounted read-only), no
+nothing of the host mounted writable (the harness folder is mounted read-only; an egress
+worker's gate socket, ``sandbox/egress.py``, is its only way out), no
 engine socket, logs discarded, and labels + a name prefix for the sweeps at start-up
 and shutdown.
 """
@@ -41,6 +42,7 @@ from evaluator_host.sandbox.cgroups import Counter, cgroup_of, memory_cgroup_of,
 from evaluator_host.sandbox.docker import janitor
 from evaluator_host.sandbox.docker.engine import NAME_PREFIX, Engine, NotFound
 from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
+from evaluator_host.sandbox.egress import IN_SANDBOX_PORT, SANDBOX_SOCKET, EgressGate, EgressProxy, proxy_env
 from evaluator_host.sandbox.strays import StrayReaper
 from evaluator_host.settings import Settings
 
@@ -63,8 +65,10 @@ class DockerWorker:
         raw: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         init_pid: int | None = None,
+        egress: EgressGate | None = None,
     ) -> None:
         self.container_id = container_id
+        self.egress = egress
         self.reader = asyncio.StreamReader(limit=1 << 20)
         self.writer = writer
         self.output_overflow = asyncio.Event()
@@ -143,6 +147,8 @@ class DockerWorker:
                 self._pids.close()
                 tail = self.raw.tail
                 self._exit = ExitInfo(returncode=code, oom_killed=oom or memory_exhausted(tail), raw_output=tail)
+                if self.egress is not None:
+                    await self.egress.close()
                 with contextlib.suppress(Exception):
                     self.writer.close()
                 self._demux.cancel()
@@ -169,6 +175,8 @@ class DockerBackend:
         self.builder.base_id()
         self._workers: set[DockerWorker] = set()
         self._closed = False
+        # network for evaluators that declare it: the gate's socket bound into a container of network "none"
+        self.egress: EgressProxy | None = EgressProxy(settings.egress_hosts)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -187,7 +195,7 @@ class DockerBackend:
                 f"cpus={s.cpus:g}, init"
             ),
             "mode": "docker",
-            "network": "none",
+            "network": "none; evaluators declaring `network` reach only the egress proxy (a unix socket)",
             "user": s.container_user,
             "pids_limit": s.pids_max,
             "cpus": s.cpus,
@@ -198,19 +206,23 @@ class DockerBackend:
     def _command(self, runtime: RuntimeKey, image: str) -> list[str]:
         family = languages.family(runtime.family)
         packages = family.image_packages_dir if image != self.builder.base_id() else None
-        config = {
+        config: dict[str, Any] = {
             "reap_strays": True,
             "work_dir": "/tmp/.evaluator",
             "vendor_dirs": [languages.VENDOR_DIR] if family.vendor else [],
             **family.packages_config(packages),
         }
+        if runtime.egress:
+            config["egress"] = {"socket": SANDBOX_SOCKET, "port": IN_SANDBOX_PORT}
         harness = f"/sandbox/runtimes/{family.name}/{family.harness}"
         argv = family.command_for(family.image_executable, harness, runtime.memory_mb, config)
         if family.channel_fds:  # the shell moves the attach streams to fds 3/4 first
             return ["sh", "-c", 'exec "$@" 3<&0 4>&1 </dev/null >&2', "sh", *argv]
         return argv
 
-    def _create_sync(self, client: docker.DockerClient, runtime: RuntimeKey) -> tuple[str, socket.socket, int | None]:
+    def _create_sync(
+        self, client: docker.DockerClient, runtime: RuntimeKey, gate: EgressGate | None = None
+    ) -> tuple[str, socket.socket, int | None]:
         image = runtime.location or self.builder.base_id()
         memory_mb = runtime.memory_mb
         api = client.api
@@ -236,6 +248,8 @@ class DockerBackend:
                     src: {"bind": f"{languages.VENDOR_DIR}/{name}", "mode": "ro"}
                     for src, name in languages.family(runtime.family).vendor_dirs()
                 },
+                # the worker's one way out (egress runtimes only): its gate to the egress proxy
+                **({str(gate.path): {"bind": SANDBOX_SOCKET, "mode": "ro"}} if gate is not None else {}),
             },
             ulimits=[
                 Ulimit(name="nofile", soft=256, hard=256),
@@ -248,7 +262,7 @@ class DockerBackend:
             image,
             command=self._command(runtime, image),
             user=s.container_user,
-            environment=dict(SANDBOX_ENV),
+            environment={**SANDBOX_ENV, **(proxy_env() if gate is not None else {})},
             working_dir="/tmp",
             hostname="sandbox",
             stdin_open=True,
@@ -282,10 +296,21 @@ class DockerBackend:
         """Start an unbound harness container for ``runtime``."""
         if self._closed:
             raise SandboxError("the service is shutting down")
-        cid, sock, init_pid = await self.engine.call(self._create_sync, runtime)
+        gate = await self.egress.open() if runtime.egress and self.egress is not None else None
+        try:
+            cid, sock, init_pid = await self.engine.call(self._create_sync, runtime, gate)
+        except NotFound as exc:  # the runtime image was removed (pruned) since it was built or found
+            if gate is not None:
+                await gate.close()
+            self.builder.forget_location(runtime.location)
+            raise SandboxError(f"the runtime image {runtime.location} was removed: retry to rebuild it") from exc
+        except BaseException:
+            if gate is not None:
+                await gate.close()
+            raise
         sock.setblocking(False)
         raw, writer = await asyncio.open_connection(sock=sock, limit=1 << 20)
-        worker = DockerWorker(self, cid, raw, writer, init_pid)
+        worker = DockerWorker(self, cid, raw, writer, init_pid, gate)
         self._workers.add(worker)
         return worker
 
@@ -324,3 +349,5 @@ class DockerBackend:
             await asyncio.to_thread(self.engine.sweep_sync)
         await asyncio.to_thread(janitor.dismiss, self._janitor)
         self.engine.close()
+        if self.egress is not None:
+            self.egress.close()

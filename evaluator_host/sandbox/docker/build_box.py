@@ -246,9 +246,12 @@ class BuildBoxes:
             shutil.rmtree(box.directory, ignore_errors=True)
 
     # -- the install ----------------------------------------------------------------------
-    def install(self, box: BuildBox, family: Family, pins: dict[str, str]) -> tuple[str, int]:
+    def install(
+        self, box: BuildBox, family: Family, pins: dict[str, str], live_log: Path | None = None
+    ) -> tuple[str, int]:
         """Run the family's install script for ``pins`` in ``box``: its output (the lock after
-        :data:`~evaluator_host.sandbox.installers.LOCK_MARK`) and exit code."""
+        :data:`~evaluator_host.sandbox.installers.LOCK_MARK`) and exit code; the output is also
+        written to ``live_log`` as it comes (what ``GET /v1/runtimes/{id}`` shows of a build)."""
         installer = installers.for_family(family)
         install = installer.prepare(
             pins,
@@ -260,10 +263,15 @@ class BuildBoxes:
         for name, text in install.files.items():
             (box.directory / name).write_text(text)
             (box.directory / name).chmod(0o644)
-        return self.engine.run_sync(self._exec, box, install.command, install.environment)
+        return self.engine.run_sync(self._exec, box, install.command, install.environment, live_log)
 
     def _exec(
-        self, client: docker.DockerClient, box: BuildBox, command: list[str], environment: dict[str, str]
+        self,
+        client: docker.DockerClient,
+        box: BuildBox,
+        command: list[str],
+        environment: dict[str, str],
+        live_log: Path | None = None,
     ) -> tuple[str, int]:
         api = client.api
         limit = self.settings.build_timeout_s
@@ -274,7 +282,13 @@ class BuildBoxes:
         try:
             raw = getattr(sock, "_sock", sock)
             raw.settimeout(limit + 60)
-            output = b"".join(data for _, data in frames_iter(sock, tty=False)).decode("utf-8", "replace")
+            chunks = []
+            with open(live_log or os.devnull, "wb") as live:
+                for _, data in frames_iter(sock, tty=False):
+                    chunks.append(data)
+                    live.write(data)
+                    live.flush()
+            output = b"".join(chunks).decode("utf-8", "replace")
         finally:
             sock.close()
         code = api.exec_inspect(exec_id).get("ExitCode")

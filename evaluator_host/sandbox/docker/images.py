@@ -28,6 +28,7 @@ from evaluator_host.sandbox.base import Runtime
 from evaluator_host.sandbox.build_once import BuildOnce, runtime_id
 from evaluator_host.sandbox.docker.build_box import BuildBox, BuildBoxes
 from evaluator_host.sandbox.docker.engine import MANAGED, Engine, NotFound
+from evaluator_host.sandbox.inventory import RuntimeInfo
 from evaluator_host.settings import Settings
 
 __all__ = ["RUNTIME_REPO", "DockerRuntimeBuilder", "ImageInfo"]
@@ -126,10 +127,9 @@ class DockerRuntimeBuilder(BuildOnce):
         family = languages.get(language).family
         shown = installers.shown(family, pins)
         started = time.monotonic()
-        log.info("building runtime %s for %s", rid, shown)
         box = self.boxes.take()
         try:
-            output, code = self.boxes.install(box, family, pins)
+            output, code = self.boxes.install(box, family, pins, self.live_logs(rid)[0])
             installed = time.monotonic()
             runtime = None
             if code == 0 and installers.LOCK_MARK in output:
@@ -203,22 +203,78 @@ class DockerRuntimeBuilder(BuildOnce):
             )
         return sorted(infos, key=lambda i: (i.language, i.runtime_id))
 
-    def remove(self, rid: str) -> bool:
-        """Remove runtime image ``rid``; False when a container still uses it."""
+    def inventory(self, only: str | None = None) -> list[RuntimeInfo]:
+        """Every cached runtime image as a :class:`RuntimeInfo` (``only``: that id's); in use while any
+        container of it exists."""
 
-        def remove(client: docker.DockerClient) -> bool:
+        def used_images(client: docker.DockerClient) -> set[str]:
+            containers = client.api.containers(all=True, filters={"label": MANAGED})
+            return {str(c.get("ImageID", "")) for c in containers}
+
+        in_use = self.engine.run_sync(used_images)
+        found = []
+        for info in self.list_images():
+            if only is not None and info.runtime_id != only:
+                continue
+            record = self.build_record(info.runtime_id)
+            created = record.get("finished_at")
+            seconds = record.get("seconds")
+            found.append(
+                RuntimeInfo(
+                    id=info.runtime_id,
+                    language=info.language,
+                    packages=info.packages,
+                    lock=info.lock,
+                    size_bytes=info.size_bytes,
+                    created_at=float(created) if isinstance(created, int | float) else _parse_created(info.created),
+                    last_used=info.last_used,
+                    build_seconds=float(seconds) if isinstance(seconds, int | float) else None,
+                    in_use=any(image.startswith(f"sha256:{info.image_id.split(':')[-1]}") for image in in_use),
+                    location=info.image_id,
+                )
+            )
+        return found
+
+    def build_log(self, rid: str) -> str:
+        """The whole log of the build that made ``rid`` ('' when there is none)."""
+        try:
+            return (self.root / f"{rid}.build.log").read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def forget_location(self, location: str | None) -> None:
+        """Forget the runtime whose image is ``location`` (it was removed from the engine)."""
+        for rid, runtime in list(self._cache.items()):
+            if runtime.location == location:
+                self.forget(rid)
+
+    def remove(self, rid: str) -> bool:
+        """Remove runtime image ``rid`` (its marks go with it; a failed build's log stays when there
+        was no image); False when a container still uses it."""
+
+        def remove(client: docker.DockerClient) -> str:
             try:
                 client.images.remove(self.tag(rid))
             except NotFound:
-                return True
+                return "absent"
             except docker.errors.APIError as exc:
                 if exc.status_code == 409:
-                    return False
+                    return "in use"
                 raise
-            return True
+            return "removed"
 
-        removed = self.engine.run_sync(remove)
-        if removed:
+        outcome = self.engine.run_sync(remove)
+        if outcome == "removed":
+            self.forget_marks(rid)
+        elif outcome == "absent":
+            self.forget(rid)
             self._used_path(rid).unlink(missing_ok=True)
-            self._cache.pop(rid, None)
-        return removed
+        return outcome != "in use"
+
+
+def _parse_created(created: str) -> float | None:
+    """The engine's ``Created`` (ISO 8601, seconds kept) as a timestamp."""
+    try:
+        return time.mktime(time.strptime(created[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
+    except ValueError:
+        return None

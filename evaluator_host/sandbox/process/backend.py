@@ -27,6 +27,7 @@ from evaluator_host.languages import RUNTIMES_DIR
 from evaluator_host.sandbox import strays
 from evaluator_host.sandbox.base import SANDBOX_ENV, ExitInfo, RawOutput, RuntimeKey, memory_exhausted
 from evaluator_host.sandbox.cgroups import Counter, limit_cpu, limit_memory, oom_counter
+from evaluator_host.sandbox.egress import IN_SANDBOX_PORT, SANDBOX_SOCKET, EgressGate, EgressProxy, proxy_env
 from evaluator_host.sandbox.process.isolation import Isolation, probe
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
 from evaluator_host.sandbox.protocol import encode_frame
@@ -52,12 +53,14 @@ class ProcessWorker:
         release: Any,
         namespaced: bool,
         memory_cgroup: Path | None,
+        egress: EgressGate | None = None,
     ) -> None:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self.proc = proc
         self.reader: asyncio.StreamReader = proc.stdout
         self.writer: asyncio.StreamWriter = proc.stdin
         self.output_overflow = asyncio.Event()
+        self.egress = egress
         self._workdir = workdir
         self._cgroups = cgroups
         self._memory_cgroup = memory_cgroup
@@ -122,6 +125,8 @@ class ProcessWorker:
         self._oom.close()
         self._pids.close()
         self._exit = ExitInfo(returncode=code, oom_killed=oom, raw_output=tail)
+        if self.egress is not None:
+            await self.egress.close()
         shutil.rmtree(self._workdir, ignore_errors=True)
         gone = not self._cgroups
         for _ in range(100):  # a cgroup can be removed once its last process is gone
@@ -153,6 +158,9 @@ class ProcessBackend:
         self._free_slots = collections.deque(range(1024))
         self._workers: set[ProcessWorker] = set()
         self._closed = False
+        # network for evaluators that declare it: only in a network namespace of the worker's own
+        namespaced = self._isolation.mode != "rlimits"
+        self.egress: EgressProxy | None = EgressProxy(settings.egress_hosts) if namespaced else None
         self._sweep_cgroups()
 
     @property
@@ -166,7 +174,11 @@ class ProcessBackend:
             "pids_cgroup": iso.pids_cgroup is not None,
             "memory_cgroup": iso.memory_cgroup is not None,
             "cpu_cgroup": iso.cpu_cgroup is not None,
-            "network": "none (fresh net namespace)" if iso.mode != "rlimits" else "host (not isolated)",
+            "network": (
+                "none (fresh net namespace); evaluators declaring `network` reach only the egress proxy"
+                if iso.mode != "rlimits"
+                else "host (not isolated); no egress for evaluators"
+            ),
         }
 
     def _sweep_cgroups(self) -> None:
@@ -205,8 +217,11 @@ class ProcessBackend:
                 memory = cgroup
         return made, memory
 
-    def _config(self, runtime: RuntimeKey, root: Path, slot: int, cgroups: list[Path]) -> dict[str, Any]:
-        """The bootstrap's config (runtimes/sandbox_init.py) for an unbound worker of ``runtime``."""
+    def _config(
+        self, runtime: RuntimeKey, root: Path, slot: int, cgroups: list[Path], gate: EgressGate | None
+    ) -> dict[str, Any]:
+        """The bootstrap's config (runtimes/sandbox_init.py) for an unbound worker of ``runtime``
+        (with ``gate``: its egress socket bound in, the loopback up, the harness forwarding to it)."""
         iso = self._isolation
         family = languages.family(runtime.family)
         private_root = iso.mode != "rlimits"
@@ -241,6 +256,9 @@ class ProcessBackend:
             "vendor_dirs": vendor,
             **family.packages_config(packages),
         }
+        if gate is not None:
+            binds.append([str(gate.path), SANDBOX_SOCKET])
+            harness_config["egress"] = {"socket": SANDBOX_SOCKET, "port": IN_SANDBOX_PORT}
         rlimits = {
             "AS": (runtime.memory_mb + family.address_space_mb) * 1024 * 1024,
             "CPU": _CPU_SECONDS,
@@ -271,6 +289,7 @@ class ProcessBackend:
             "uid": self.settings.sandbox_uid_base + slot if iso.uid_drop else None,
             "cgroup_procs": [str(c / "cgroup.procs") for c in cgroups],
             "rlimits": rlimits,
+            "loopback": gate is not None,
             **launch,
         }
 
@@ -278,12 +297,23 @@ class ProcessBackend:
         """Start an unbound harness for ``runtime`` in a fresh sandbox."""
         if self._closed:
             raise SandboxError("the service is shutting down")
-        slot, claim = self._claim_slot()
+        if runtime.egress and self.egress is None:
+            raise SandboxError("this process sandbox has no network namespace: it cannot give workers egress")
+        lease = self._lease(runtime)
+        gate: EgressGate | None = None
+        try:
+            gate = await self.egress.open() if runtime.egress and self.egress is not None else None
+            slot, claim = self._claim_slot()
+        except BaseException:
+            _close(lease)
+            if gate is not None:
+                await gate.close()
+            raise
         name = f"w-{uuid.uuid4().hex[:12]}"
         root = self._run_dir / name
         root.mkdir(mode=0o700)
         cgroups, memory_cgroup = self._make_cgroups(name, runtime.memory_mb)
-        config = self._config(runtime, root, slot, cgroups)
+        config = self._config(runtime, root, slot, cgroups, gate)
         python = self.settings.python_executable
         # the config goes in as the first frame on stdin, not in argv: /proc/<pid>/cmdline is readable
         # inside the sandbox, and the config names host paths
@@ -291,6 +321,7 @@ class ProcessBackend:
 
         def release() -> None:
             self._release_slot(slot, claim)
+            _close(lease)
             self._workers.discard(worker)
 
         try:
@@ -299,13 +330,16 @@ class ProcessBackend:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                env=dict(SANDBOX_ENV),
+                env={**SANDBOX_ENV, **(proxy_env() if gate is not None else {})},
                 cwd=str(root),
                 start_new_session=True,
                 limit=1 << 20,
             )
         except OSError as exc:
+            if gate is not None:
+                await gate.close()
             self._release_slot(slot, claim)
+            _close(lease)
             for path in (root, *cgroups):
                 with contextlib.suppress(OSError):
                     path.rmdir()
@@ -313,9 +347,22 @@ class ProcessBackend:
         assert proc.stdin is not None
         proc.stdin.write(encode_frame(config))
         namespaced = self._isolation.mode != "rlimits"
-        worker = ProcessWorker(proc, root, cgroups, release, namespaced, memory_cgroup)
+        worker = ProcessWorker(proc, root, cgroups, release, namespaced, memory_cgroup, gate)
         self._workers.add(worker)
         return worker
+
+    def _lease(self, runtime: RuntimeKey) -> int | None:
+        """Hold the worker's runtime for as long as the worker lives (a prune keeps it meanwhile);
+        ``SandboxError`` (retryable) when a prune removed it since this service last looked."""
+        if runtime.location is None:
+            return None
+        rid = Path(runtime.location).name
+        fd = self.builder.lease(rid)
+        if not os.path.isdir(runtime.location):
+            os.close(fd)
+            self.builder.forget(rid)
+            raise SandboxError(f"runtime {rid} was removed (pruned) meanwhile: retry to rebuild it", retry_after_s=1)
+        return fd
 
     def _claim_slot(self) -> tuple[int, int | None]:
         """A free uid slot, claimed host-wide (a lock file per uid) when workers get uids of their own:
@@ -346,3 +393,11 @@ class ProcessBackend:
         """Kill every worker this backend started; start no more."""
         self._closed = True
         await asyncio.gather(*(w.kill() for w in list(self._workers)), return_exceptions=True)
+        if self.egress is not None:
+            self.egress.close()
+
+
+def _close(fd: int | None) -> None:
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)

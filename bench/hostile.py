@@ -1,0 +1,169 @@
+"""Hostile neighbours: many concurrent clients over good and hostile evaluators; nothing may break.
+
+Twelve evaluators: six good ones (two each in Python, JavaScript and TypeScript) and six hostile
+ones (raise, time out, flood output, exhaust memory, loop forever, return NaN). Every client
+loops over all twelve for the duration; every answer must be HTTP 200 with the status its
+evaluator earns (the good ones ``ok`` with the right score), never a 5xx or a dropped
+connection. The service's RSS is sampled throughout.
+
+``tests/faults/test_hostile_load.py`` runs it for a few seconds in ``make test``;
+``make soak`` runs ``python -m bench.hostile`` (200 clients × 60 s by default, ``SOAK_CLIENTS``,
+``SOAK_SECONDS``; backends as arguments, default ``process``) and prints the figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from bench.common import serve, status_mb
+
+GOOD = {
+    "python": "def evaluate(inputs, outputs, trace):\n    return outputs == inputs['correct_answer']\n",
+    "javascript": "function evaluate(inputs, outputs, trace) {\n  return outputs === inputs.correct_answer\n}\n",
+    "typescript": (
+        "export function evaluate(inputs: { correct_answer: string }, outputs: string, trace: unknown): boolean {\n"
+        "  return outputs === inputs.correct_answer\n}\n"
+    ),
+}
+# name: (code, settings, the status every answer must have)
+HOSTILE: dict[str, tuple[str, dict[str, Any], str]] = {
+    "raise": ("def evaluate(inputs, outputs, trace):\n    raise ValueError('no')\n", {}, "error"),
+    "timeout": (
+        "import time\n\ndef evaluate(inputs, outputs, trace):\n    time.sleep(5)\n",
+        {"timeout_s": 0.5},
+        "timeout",
+    ),
+    "flood": ("def evaluate(inputs, outputs, trace):\n    print('x' * 2_000_000)\n", {}, "output_limit"),
+    "memory": (
+        "def evaluate(inputs, outputs, trace):\n    b = bytearray(400 << 20)\n",
+        {"memory_mb": 64},
+        "memory_limit",
+    ),
+    "loop": ("def evaluate(inputs, outputs, trace):\n    while True:\n        pass\n", {"timeout_s": 0.5}, "timeout"),
+    "nan": ("def evaluate(inputs, outputs, trace):\n    return float('nan')\n", {}, "invalid_result"),
+}
+CASES = [
+    ({"inputs": {"correct_answer": "4"}, "outputs": "4"}, 1.0),
+    ({"inputs": {"correct_answer": "4"}, "outputs": "5"}, 0.0),
+]
+
+
+@dataclass
+class Tally:
+    """What the clients saw."""
+
+    answers: Counter[str] = field(default_factory=Counter)  # "<evaluator>: <http status> <result status>"
+    wrong: list[str] = field(default_factory=list)  # answers that were not what the evaluator earns
+    connection_errors: int = 0
+    server_errors: int = 0
+    rss_mb: list[float] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(self.answers.values())
+
+
+def create_evaluators(client: httpx.Client) -> list[tuple[str, str, str | None]]:
+    """The twelve evaluators: (name, path, expected status or None for a good one, scored by its case)."""
+    made: list[tuple[str, str, str | None]] = []
+    for copy in range(2):
+        for language, code in GOOD.items():
+            body = {"name": f"good-{language}-{copy}", "language": language, "code": code}
+            answer = client.post("/v1/evaluators", json=body)
+            answer.raise_for_status()
+            made.append((f"good-{language}", f"/v1/evaluators/{answer.json()['id']}/evaluate", None))
+    for name, (code, settings, status) in HOSTILE.items():
+        body = {"name": f"hostile-{name}", "language": "python", "code": code, "settings": settings}
+        answer = client.post("/v1/evaluators", json=body)
+        answer.raise_for_status()
+        made.append((name, f"/v1/evaluators/{answer.json()['id']}/evaluate", status))
+    return made
+
+
+async def _client(
+    http: httpx.AsyncClient, evaluators: list[tuple[str, str, str | None]], until: float, offset: int, tally: Tally
+) -> None:
+    turn = offset
+    while time.monotonic() < until:
+        name, path, expected = evaluators[turn % len(evaluators)]
+        body, score = CASES[turn % len(CASES)]
+        turn += 1
+        try:
+            answer = await http.post(path, json=body)
+        except httpx.TransportError as exc:
+            tally.connection_errors += 1
+            tally.wrong.append(f"{name}: {type(exc).__name__} {exc}")
+            continue
+        if answer.status_code >= 500:
+            tally.server_errors += 1
+        payload = answer.json()
+        status = payload.get("status") if answer.status_code == 200 else payload.get("error", {}).get("type")
+        tally.answers[f"{name}: {answer.status_code} {status}"] += 1
+        good = answer.status_code == 200 and (
+            status == expected if expected else status == "ok" and answer.json()["score"] == score
+        )
+        if not good and len(tally.wrong) < 50:
+            tally.wrong.append(f"{name}: {answer.status_code} {answer.text[:300]}")
+
+
+async def _sample_rss(pid: int, until: float, tally: Tally) -> None:
+    while time.monotonic() < until:
+        if (rss := status_mb(pid)) is not None:
+            tally.rss_mb.append(rss)
+        await asyncio.sleep(0.25)
+
+
+async def hammer(base: str, pid: int, clients: int, seconds: float) -> Tally:
+    """``clients`` concurrent clients over the twelve evaluators for ``seconds``; the service is ``pid``."""
+    with httpx.Client(base_url=base, timeout=120) as setup:
+        evaluators = create_evaluators(setup)
+    tally = Tally()
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as http:
+        until = time.monotonic() + seconds
+        await asyncio.gather(
+            _sample_rss(pid, until, tally),
+            *(_client(http, evaluators, until, k, tally) for k in range(clients)),
+        )
+    return tally
+
+
+def report(backend: str, clients: int, seconds: float, tally: Tally) -> str:
+    rss = tally.rss_mb or [0.0]
+    lines = [
+        f"## Hostile neighbours: {backend}, {clients} clients × {seconds:.0f} s, 6 good + 6 hostile evaluators",
+        "",
+        f"answers: {tally.total} ({tally.total / seconds:,.0f}/s); 5xx: {tally.server_errors}; "
+        f"connection errors: {tally.connection_errors}; wrong answers: {len(tally.wrong)}",
+        f"service RSS MB: first {rss[0]:.0f}, peak {max(rss):.0f}, last {rss[-1]:.0f} ({len(rss)} samples)",
+        "",
+        "| evaluator: HTTP status, result status | answers |",
+        "|---|---|",
+        *(f"| {key} | {n} |" for key, n in sorted(tally.answers.items())),
+    ]
+    lines += [f"wrong: {w}" for w in tally.wrong[:10]]
+    return "\n".join(lines)
+
+
+def main(backends: list[str]) -> int:
+    clients = int(os.environ.get("SOAK_CLIENTS", "200"))
+    seconds = float(os.environ.get("SOAK_SECONDS", "60"))
+    failed = False
+    for backend in backends:
+        with serve(backend) as (base, _data, proc):
+            tally = asyncio.run(hammer(base, proc.pid, clients, seconds))
+            print(report(backend, clients, seconds, tally))
+            failed |= bool(tally.server_errors or tally.connection_errors or tally.wrong)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:] or ["process"]))

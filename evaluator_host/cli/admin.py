@@ -1,0 +1,149 @@
+"""``evaluator-host workspaces …`` and ``keys …``: the operator's commands, through a running service.
+
+They talk to the service's HTTP API (``--server``, default ``http://HOST:PORT`` of the settings)
+with the operator key (``--admin-key``, default ``EVALUATOR_HOST_ADMIN_KEY``), never to the
+database directly: a revocation must reach the key cache of the process that serves requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import httpx
+from rich.console import Console
+from rich.table import Table
+
+from evaluator_host.cli.inputs import UsageError
+from evaluator_host.settings import Settings
+
+__all__ = ["add_parsers"]
+
+_QUOTAS = ("max_concurrent_jobs", "max_warm_workers", "max_dataset_bytes", "max_evaluations_per_s")
+
+
+def _call(args: argparse.Namespace, method: str, path: str, body: Any = None, **params: Any) -> Any:
+    settings = Settings()
+    server = args.server or f"http://{settings.host}:{settings.port}"
+    key = args.admin_key or settings.admin_key
+    if not key:
+        raise UsageError("the operator key is needed: --admin-key or EVALUATOR_HOST_ADMIN_KEY")
+    headers = {"Authorization": f"Bearer {key}"}
+    try:
+        response = httpx.request(
+            method, server.rstrip("/") + path, json=body, params=params or None, headers=headers, timeout=30
+        )
+    except httpx.TransportError as exc:
+        raise UsageError(f"cannot reach the service at {server}: {exc}") from exc
+    if response.status_code >= 400:
+        try:
+            error = response.json()["error"]
+            message = f"{error['type']}: {error['message']}"
+        except (ValueError, KeyError, TypeError):
+            message = response.text[:500]
+        raise UsageError(f"{method} {path} answered {response.status_code}: {message}")
+    return response.json() if response.content else None
+
+
+def _print(args: argparse.Namespace, data: Any, columns: list[str]) -> None:
+    if args.json:
+        for item in data if isinstance(data, list) else [data]:
+            sys.stdout.write(json.dumps(item, separators=(",", ":")) + "\n")
+        return
+    table = Table(*columns)
+    for item in data if isinstance(data, list) else [data]:
+        table.add_row(*(str(item.get(c)) if item.get(c) is not None else "-" for c in columns))
+    Console().print(table)
+
+
+def _quota(text: str) -> tuple[str, float | None]:
+    name, sep, value = text.partition("=")
+    if not sep or name not in _QUOTAS:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE with NAME one of {', '.join(_QUOTAS)}")
+    if value in ("", "none", "null"):
+        return name, None
+    try:
+        return name, float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+
+
+def _shown(args: argparse.Namespace, row: dict[str, Any]) -> dict[str, Any]:
+    """A workspace as a table shows it (JSON output keeps it whole)."""
+    if args.json:
+        return row
+    quotas = ", ".join(f"{k}={v:g}" for k, v in row["quotas"].items() if v is not None)
+    return {**row, "quotas": quotas or "-", "network_allow": " ".join(row["network_allow"]) or "-"}
+
+
+def _workspaces(args: argparse.Namespace) -> int:
+    if args.action == "create":
+        if not args.name:
+            raise UsageError("workspaces create NAME")
+        _print(args, _call(args, "POST", "/v1/workspaces", {"name": args.name}), ["id", "name"])
+    elif args.action == "list":
+        rows = _call(args, "GET", "/v1/workspaces")["data"]
+        _print(args, [_shown(args, row) for row in rows], ["id", "name", "quotas", "network_allow"])
+    else:  # update
+        if not args.name:
+            raise UsageError("workspaces update WORKSPACE_ID [--quota NAME=VALUE] [--network-allow HOST:PORT]")
+        body: dict[str, Any] = {}
+        if args.quota:
+            body["quotas"] = {name: (int(v) if v is not None and name != _QUOTAS[3] else v) for name, v in args.quota}
+        if args.network_allow is not None:
+            body["network_allow"] = [] if args.network_allow == ["none"] else args.network_allow
+        if args.rename:
+            body["name"] = args.rename
+        row = _shown(args, _call(args, "PATCH", f"/v1/workspaces/{args.name}", body))
+        _print(args, row, ["id", "name", "quotas", "network_allow"])
+    return 0
+
+
+def _keys(args: argparse.Namespace) -> int:
+    if args.action == "create":
+        if not args.target:
+            raise UsageError("keys create WORKSPACE_ID [--name NAME]")
+        created = _call(args, "POST", f"/v1/workspaces/{args.target}/keys", {"name": args.name or "key"})
+        _print(args, created, ["id", "workspace_id", "name", "key"])
+        if not args.json:
+            sys.stderr.write("the key is shown this once: store it now\n")
+    elif args.action == "list":
+        params = {"workspace_id": args.target} if args.target else {}
+        rows = _call(args, "GET", "/v1/keys", **params)["data"]
+        _print(args, rows, ["id", "workspace_id", "name", "prefix", "last_used_at", "revoked_at"])
+    else:  # revoke
+        if not args.target:
+            raise UsageError("keys revoke KEY_ID")
+        _call(args, "DELETE", f"/v1/keys/{args.target}")
+        sys.stdout.write(f"revoked {args.target}\n")
+    return 0
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--server", help="URL of the running service (default: http://HOST:PORT of the settings)")
+    parser.add_argument("--admin-key", help="the operator key (default: EVALUATOR_HOST_ADMIN_KEY)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per line")
+
+
+def add_parsers(sub: Any) -> None:
+    """Add ``workspaces`` and ``keys`` to the command line."""
+    workspaces = sub.add_parser("workspaces", help="create, list or update workspaces (operator key)")
+    workspaces.add_argument("action", choices=["create", "list", "update"])
+    workspaces.add_argument("name", nargs="?", help="create: the name; update: the workspace id")
+    workspaces.add_argument("--rename", help="update: a new name")
+    workspaces.add_argument(
+        "--quota", action="append", type=_quota, metavar="NAME=VALUE", help=f"update: one of {', '.join(_QUOTAS)}"
+    )
+    workspaces.add_argument(
+        "--network-allow", nargs="*", metavar="HOST:PORT", help="update: the egress allowlist ('none' empties it)"
+    )
+    _common(workspaces)
+    workspaces.set_defaults(func=_workspaces)
+    keys = sub.add_parser("keys", help="create, list or revoke workspace keys (operator key)")
+    keys.add_argument("action", choices=["create", "list", "revoke"])
+    keys.add_argument("target", nargs="?", help="create: the workspace id; list: filter by it; revoke: the key id")
+    keys.add_argument("--name", help="create: a name for the key")
+    _common(keys)
+    keys.set_defaults(func=_keys)

@@ -1,0 +1,165 @@
+"""API models of workspaces, keys, quotas, secrets and the egress allowlist."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from evaluator_host.stored_text import StoredText
+
+__all__ = [
+    "DEFAULT_WORKSPACE",
+    "ApiKey",
+    "ApiKeyCreated",
+    "ApiKeyList",
+    "KeyCreate",
+    "Quotas",
+    "Secret",
+    "SecretList",
+    "SecretPut",
+    "Workspace",
+    "WorkspaceCreate",
+    "WorkspaceList",
+    "WorkspacePatch",
+    "destination",
+]
+
+# The workspace of everything stored before workspaces existed, and of EVALUATOR_HOST_API_KEYS' keys.
+DEFAULT_WORKSPACE = "ws_default"
+_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
+
+
+def destination(entry: str) -> str:
+    """A ``host:port`` egress destination, normalized (lower case); ``ValueError`` when it is not one:
+    the host must be a DNS name (no IP literal, no wildcard) and the port 1-65535."""
+    host, sep, port = entry.strip().lower().rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{entry[:100]!r} is not host:port (e.g. api.openai.com:443)")
+    host = host.rstrip(".")
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        pass
+    else:
+        raise ValueError(f"{entry[:100]!r}: IP literals are refused; name the host")
+    labels = host.split(".")
+    if len(host) > 253 or len(labels) < 2 or not all(_LABEL.fullmatch(label) for label in labels):
+        raise ValueError(f"{entry[:100]!r}: {host!r} is not a fully qualified DNS name")
+    return f"{host}:{int(port)}"
+
+
+class Quotas(BaseModel):
+    """A workspace's limits; null (or absent) is unlimited. Past one, calls answer 429 with Retry-After."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_concurrent_jobs: int | None = Field(None, ge=0, description="Jobs queued or running at once.")
+    max_warm_workers: int | None = Field(
+        None, ge=1, description="Workers its evaluators hold at once (calls beyond wait for one of them)."
+    )
+    max_dataset_bytes: int | None = Field(None, ge=0, description="Stored dataset bytes, uploads and inline rows.")
+    max_evaluations_per_s: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Cases evaluated per second through /v1/evaluate and .../evaluate (bursts of 1 s).",
+    )
+
+
+class Workspace(BaseModel):
+    """A workspace."""
+
+    id: str
+    name: str
+    created_at: datetime
+    quotas: Quotas
+    network_allow: list[str] = Field(description="'host:port' its evaluators may declare in `network`.")
+
+
+class WorkspaceList(BaseModel):
+    """``GET /v1/workspaces``."""
+
+    data: list[Workspace]
+    count: int
+
+
+class WorkspaceCreate(BaseModel):
+    """``POST /v1/workspaces``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: StoredText = Field(min_length=1, max_length=200)
+
+
+class WorkspacePatch(BaseModel):
+    """``PATCH /v1/workspaces/{id}``: the fields given replace the stored ones (quotas key by key)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: StoredText | None = Field(None, min_length=1, max_length=200)
+    quotas: Quotas | None = None
+    network_allow: list[str] | None = Field(None, max_length=100, description="'host:port' entries (DNS names).")
+
+    @field_validator("network_allow")
+    @classmethod
+    def _destinations(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else sorted({destination(v) for v in value})
+
+
+class KeyCreate(BaseModel):
+    """``POST /v1/workspaces/{id}/keys``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: StoredText = Field(min_length=1, max_length=200)
+
+
+class ApiKey(BaseModel):
+    """A key's metadata: never the key."""
+
+    id: str
+    workspace_id: str
+    name: str
+    prefix: str = Field(description="The key's first characters, to recognise it.")
+    created_at: datetime
+    last_used_at: datetime | None = Field(description="Last request with it (written within 30 s).")
+    revoked_at: datetime | None
+
+
+class ApiKeyCreated(ApiKey):
+    """A new key: ``key`` is shown this once (only its hash is stored)."""
+
+    key: str
+
+
+class ApiKeyList(BaseModel):
+    """``GET /v1/keys``."""
+
+    data: list[ApiKey]
+    count: int
+
+
+class SecretPut(BaseModel):
+    """``PUT /v1/secrets/{name}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    value: str = Field(description="Stored encrypted; never shown again.")
+
+
+class Secret(BaseModel):
+    """A secret as listed: its name and times, never its value."""
+
+    name: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class SecretList(BaseModel):
+    """``GET /v1/secrets``."""
+
+    data: list[Secret]
+    count: int

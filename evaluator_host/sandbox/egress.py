@@ -1,0 +1,297 @@
+"""The egress proxy: the only way out of a sandbox, for evaluators that declare ``network``.
+
+A worker started for an egress runtime (``RuntimeKey.egress``) gets an :class:`EgressGate`: a
+unix socket of its own on the host, which the backend binds into the sandbox at
+``/sandbox/egress.sock`` (the sandbox has no other network: a fresh network namespace, or
+docker's ``none``). In the sandbox the harness forwards ``127.0.0.1:3128`` to that socket and the
+worker's environment names it (``HTTP(S)_PROXY``), so ordinary clients work unchanged. Everything
+that reaches the gate is judged here, on the host, where user code cannot reach:
+
+* requests are ``CONNECT host:port`` (any protocol in the tunnel, TLS included) or an absolute
+  ``http://host:port/...`` request (forwarded with ``Connection: close``); nothing else;
+* the host must be a DNS name (IP literals are refused) and ``host:port`` must be both declared
+  by the evaluator (the gate's ``declared``, set when the worker is bound) and in its workspace's
+  ``network_allow`` now (:attr:`EgressProxy.workspace_allow`, updated on every ``PATCH``);
+* the name is resolved once, here; if any address is not globally routable (loopback, private,
+  link-local — cloud metadata included —, shared, multicast, reserved, IPv4-mapped forms of
+  those) the request is refused before any connection is made, and the connection goes to the
+  very address that was checked (a DNS answer that changes between check and use — rebinding —
+  changes nothing). ``egress_hosts`` (settings) pins names to addresses the operator trusts;
+* each connection is logged (destination, bytes each way, duration, or why it was refused) and
+  the pool hands the entries to the result of the case they happened in (``details.egress``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import os
+import shutil
+import socket
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+__all__ = ["IN_SANDBOX_PORT", "SANDBOX_SOCKET", "EgressGate", "EgressProxy", "is_public", "proxy_env"]
+
+SANDBOX_SOCKET = "/sandbox/egress.sock"  # where a worker's gate appears in its sandbox
+IN_SANDBOX_PORT = 3128  # the harness's forwarder, on the sandbox's own loopback
+_HEAD_LIMIT = 16 * 1024
+_CONNECT_TIMEOUT_S = 10.0
+_MAX_CONNECTIONS = 32  # open at once per worker
+_LOG_LIMIT = 100  # entries kept per worker between two takes
+_HALF_CLOSED_S = 5.0  # once one way has ended, the other may go on this long
+
+Resolver = Callable[[str, int], Awaitable[list[str]]]
+
+
+def proxy_env() -> dict[str, str]:
+    """The environment an egress worker starts with: every usual client finds the forwarder."""
+    url = f"http://127.0.0.1:{IN_SANDBOX_PORT}"
+    return {
+        "HTTP_PROXY": url,
+        "HTTPS_PROXY": url,
+        "ALL_PROXY": url,
+        "http_proxy": url,
+        "https_proxy": url,
+        "all_proxy": url,
+        "NO_PROXY": "",
+        "NODE_USE_ENV_PROXY": "1",  # Node's http, https and fetch honour the variables above
+    }
+
+
+def is_public(address: str) -> bool:
+    """Whether ``address`` is globally routable (IPv4-mapped IPv6 judged as the IPv4 it maps)."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return bool(ip.is_global) and not ip.is_multicast
+
+
+async def system_resolve(host: str, port: int) -> list[str]:
+    """Every address ``host`` resolves to (the system resolver)."""
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+class _Refused(Exception):
+    """A request the proxy turns down (403 to the client, an entry in the log)."""
+
+
+class EgressGate:
+    """One worker's unix socket into the proxy: what it may reach, and what it did."""
+
+    def __init__(self, proxy: EgressProxy, path: Path) -> None:
+        self.proxy = proxy
+        self.path = path
+        self.workspace: str | None = None
+        self.declared: frozenset[str] = frozenset()
+        self._log: list[dict[str, Any]] = []
+        self._server: asyncio.AbstractServer | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def bind(self, workspace: str, declared: tuple[str, ...]) -> None:
+        """The worker now runs an evaluator of ``workspace`` that declared ``declared``."""
+        self.workspace, self.declared = workspace, frozenset(declared)
+
+    def take(self) -> list[dict[str, Any]]:
+        """The connections opened since the last call, as they stand now (one still open: its bytes so
+        far, ``status`` "open"; it is not reported again)."""
+        taken, self._log = self._log, []
+        now = time.monotonic()
+        return [
+            {k: v for k, v in entry.items() if k != "_started"}
+            | {"duration_ms": entry.get("duration_ms", round((now - entry["_started"]) * 1000, 2))}
+            for entry in taken
+        ]
+
+    def record(self, entry: dict[str, Any]) -> None:
+        """Log a connection (updated in place while it lasts)."""
+        if len(self._log) < _LOG_LIMIT:
+            self._log.append(entry)
+
+    async def close(self) -> None:
+        """Stop listening and cut every open connection."""
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+
+class EgressProxy:
+    """The service's egress proxy: one :class:`EgressGate` per egress worker (see the module docstring)."""
+
+    def __init__(
+        self,
+        hosts: dict[str, str] | None = None,
+        *,
+        resolve: Resolver | None = None,
+        public: Callable[[str], bool] = is_public,
+    ) -> None:
+        self.hosts = {name.lower().rstrip("."): address for name, address in (hosts or {}).items()}
+        self.workspace_allow: dict[str, frozenset[str]] = {}
+        self._resolve = resolve or system_resolve
+        self._public = public
+        self._dir: Path | None = None  # made with the first gate
+
+    async def open(self) -> EgressGate:
+        """A new gate listening on a socket of its own (mode 0666: the sandbox's uid connects; the
+        directory is 0711 and the name random, so only whoever is given the path finds it)."""
+        if self._dir is None:
+            self._dir = Path(tempfile.mkdtemp(prefix="evh-egress-"))  # short: unix socket paths have 107 bytes
+            os.chmod(self._dir, 0o711)
+        gate = EgressGate(self, self._dir / f"{uuid.uuid4().hex[:16]}.sock")
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            gate._tasks.add(task)  # noqa: SLF001 - the gate's own connections
+            try:
+                await self._serve(gate, reader, writer)
+            except asyncio.CancelledError:
+                pass  # the gate closed under it (its worker is gone): nothing to report to anyone
+            finally:
+                gate._tasks.discard(task)  # noqa: SLF001
+                writer.close()
+
+        gate._server = await asyncio.start_unix_server(serve, path=str(gate.path), limit=_HEAD_LIMIT)  # noqa: SLF001
+        os.chmod(gate.path, 0o666)
+        return gate
+
+    def close(self) -> None:
+        """Remove the sockets' directory (gates close with their workers)."""
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    async def _serve(self, gate: EgressGate, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        started = time.monotonic()
+        # logged from the start (the case that opens it is answered while it may still be open)
+        entry: dict[str, Any] = {"host": None, "status": "open", "bytes_out": 0, "bytes_in": 0, "_started": started}
+        gate.record(entry)
+        try:
+            if len(gate._tasks) > _MAX_CONNECTIONS:  # noqa: SLF001
+                raise _Refused(f"more than {_MAX_CONNECTIONS} connections open at once")
+            try:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _CONNECT_TIMEOUT_S)
+            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
+                raise _Refused("not an HTTP proxy request") from None
+            tunnel, host, port, forward = _parse(head)
+            entry["host"] = f"{host}:{port}"
+            address = await self._check(gate, host, port)
+            try:
+                up_reader, up_writer = await asyncio.wait_for(
+                    asyncio.open_connection(address, port), _CONNECT_TIMEOUT_S
+                )
+            except (OSError, TimeoutError) as exc:
+                raise _Refused(f"could not connect: {exc.__class__.__name__}") from None
+            if tunnel:
+                writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            else:
+                up_writer.write(forward)
+                entry["bytes_out"] = len(forward)
+            await _pump(reader, writer, up_reader, up_writer, entry)
+            entry["status"] = "ok"
+        except _Refused as refused:
+            entry["status"] = f"refused: {refused}"
+            with contextlib.suppress(OSError, RuntimeError):
+                writer.write(f"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"
+                             f"evaluator-host egress: {refused}\n".encode())  # fmt: skip
+                await writer.drain()
+        finally:
+            entry["duration_ms"] = round((time.monotonic() - started) * 1000, 2)
+
+    async def _check(self, gate: EgressGate, host: str, port: int) -> str:
+        """The address to connect to for ``host:port``, or :class:`_Refused` saying why not."""
+        try:
+            ipaddress.ip_address(host.strip("[]"))
+        except ValueError:
+            pass
+        else:
+            raise _Refused("IP literals are refused: name the host")
+        destination = f"{host}:{port}"
+        if destination not in gate.declared:
+            raise _Refused(f"{destination} is not in the evaluator's network")
+        if gate.workspace is None or destination not in self.workspace_allow.get(gate.workspace, frozenset()):
+            raise _Refused(f"{destination} is not in the workspace's network_allow")
+        pinned = self.hosts.get(host)
+        if pinned is not None:
+            return pinned
+        try:
+            addresses = await asyncio.wait_for(self._resolve(host, port), _CONNECT_TIMEOUT_S)
+        except (OSError, TimeoutError) as exc:
+            raise _Refused(f"{host} does not resolve ({exc.__class__.__name__})") from None
+        blocked = [a for a in addresses if not self._public(a)]
+        if blocked or not addresses:
+            raise _Refused(f"{host} resolves to an address that is not public ({', '.join(blocked) or 'none'})")
+        return addresses[0]
+
+
+def _parse(head: bytes) -> tuple[bool, str, int, bytes]:
+    """(tunnel?, host, port, the request to forward when not a tunnel) of a proxy request's head."""
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+        raise _Refused("not an HTTP proxy request")
+    method, target, version = parts
+    if method == "CONNECT":
+        host, sep, port = target.rpartition(":")
+        if not sep or not port.isdigit():
+            raise _Refused("CONNECT needs host:port")
+        return True, host.lower().rstrip("."), int(port), b""
+    url = urlsplit(target)
+    if url.scheme != "http" or not url.hostname:
+        raise _Refused("only CONNECT, or a plain http:// URL, goes through this proxy")
+    try:
+        url_port = url.port or 80
+    except ValueError:
+        raise _Refused("bad port") from None
+    path = (url.path or "/") + (f"?{url.query}" if url.query else "")
+    keep = [
+        line for line in lines[1:] if line and not line.lower().startswith(("proxy-", "connection:", "keep-alive:"))
+    ]
+    forward = "\r\n".join([f"{method} {path} {version}", *keep, "Connection: close", "", ""]).encode("latin-1")
+    return False, url.hostname.lower().rstrip("."), url_port, forward
+
+
+async def _pump(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    up_reader: asyncio.StreamReader,
+    up_writer: asyncio.StreamWriter,
+    entry: dict[str, Any],
+) -> None:
+    """Copy both ways until both ends are done (or one is, and the other is not within
+    :data:`_HALF_CLOSED_S`), counting bytes into ``entry`` as they go."""
+
+    async def copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter, counter: str) -> None:
+        try:
+            while data := await src.read(65536):
+                entry[counter] += len(data)
+                dst.write(data)
+                await dst.drain()
+        except (OSError, RuntimeError):
+            pass
+        finally:
+            with contextlib.suppress(OSError, RuntimeError):
+                if dst.can_write_eof():
+                    dst.write_eof()
+
+    up = asyncio.ensure_future(copy(reader, up_writer, "bytes_out"))
+    down = asyncio.ensure_future(copy(up_reader, writer, "bytes_in"))
+    try:
+        await asyncio.wait([up, down], return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait([up, down], timeout=_HALF_CLOSED_S)  # the other way may still finish its answer
+    finally:
+        for task in (up, down):
+            task.cancel()
+        await asyncio.gather(up, down, return_exceptions=True)
+        up_writer.close()

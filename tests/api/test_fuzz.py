@@ -1,0 +1,157 @@
+"""The whole API fuzzed from its own OpenAPI schema (Schemathesis): no 5xx, every 4xx in the envelope.
+
+The service is the real one (``evaluator-host serve``, process backend) answering over HTTP,
+so the fast path (``api/fastpath.py``, in front of FastAPI) sees every generated request the
+way a client's would reach it. Each operation gets a bounded number of generated requests,
+valid ones (positive) and invalid ones (negative), some aimed at real evaluators, datasets and
+jobs so the routes get past their 404. Two variants: no API keys, and API keys on (every
+request carries the key; one request per operation without it must be the 401 envelope).
+Package builds are refused fast and offline (pip without an index, npm offline): a pin is
+still validated, and an install that cannot happen is the 422 ``BuildError``.
+``EVALUATOR_HOST_FUZZ_EXAMPLES`` sets the examples per operation and strategy (default 12).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schemathesis import GenerationMode
+
+from evaluator_host.api import create_app
+from evaluator_host.models import ErrorBody
+from evaluator_host.settings import Settings
+from tests.conftest import serving
+
+EXAMPLES = int(os.environ.get("EVALUATOR_HOST_FUZZ_EXAMPLES", "12"))
+KEY = "fuzz-key"
+CODE = "def evaluate(inputs, outputs, trace):\n    return outputs == inputs.get('correct_answer')\n"
+
+
+def _operations() -> list[tuple[str, str]]:
+    """(method, path) of every operation the app documents (read without starting it); deletes last,
+    so the real resources the other operations are aimed at still exist when they run."""
+    spec = create_app(Settings(backend="process")).openapi()
+    found = [(method.upper(), path) for path, methods in spec["paths"].items() for method in methods]
+    return sorted(found, key=lambda op: op[0] == "DELETE")
+
+
+def _runnable(case: Any) -> Any:
+    """``case`` with a body that runs: valid Python code and no pins, the rest as generated (inputs, outputs,
+    cases, settings...)."""
+    if isinstance(case.body, dict):
+        case.body = {**case.body, "language": "python", "code": CODE, "packages": {}}
+        if isinstance(case.body.get("settings"), dict):
+            case.body["settings"] = {k: v for k, v in case.body["settings"].items() if k != "policy"}
+    return case
+
+
+class Fuzzed:
+    """A running service, its loaded schema, the auth headers to send, and ids of real resources."""
+
+    def __init__(self, base_url: str, schema: Any, headers: dict[str, str], ids: dict[str, str]) -> None:
+        self.base_url = base_url
+        self.schema = schema
+        self.headers = headers
+        self.ids = ids
+        self.statuses: dict[str, set[int]] = {}
+
+
+@pytest.fixture(scope="module", params=["open", "keyed"])
+def fuzzed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fuzzed]:
+    root = tmp_path_factory.mktemp(f"fuzz-{request.param}")
+    (root / "wheels").mkdir()
+    env = {
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(root / "wheels"),
+        "npm_config_offline": "true",
+        "npm_config_cache": str(root / "npm-cache"),
+        "EVALUATOR_HOST_MAX_DATASET_BYTES": str(1 << 20),
+    }
+    headers = {}
+    if request.param == "keyed":
+        env["EVALUATOR_HOST_API_KEYS"] = KEY
+        headers = {"Authorization": f"Bearer {KEY}"}
+    with serving(root / "data", "process", env=env) as (client, _proc):
+        client.headers.update(headers)
+        evaluator = client.post("/v1/evaluators", json={"name": "fz", "language": "python", "code": CODE})
+        assert evaluator.status_code == 201, evaluator.text
+        rows = b'{"correct_answer": "a", "outputs": "a"}\n{"correct_answer": "b", "outputs": "c"}\n'
+        dataset = client.post("/v1/datasets", content=rows, headers={"content-type": "application/jsonl"})
+        assert dataset.status_code == 201, dataset.text
+        ids = {"evaluator_id": evaluator.json()["id"], "dataset_id": dataset.json()["id"]}
+        job = client.post("/v1/jobs", json={**ids, "field_mapping": None})
+        assert job.status_code == 202, job.text
+        ids["job_id"] = job.json()["id"]
+        base_url = str(client.base_url)
+        yield Fuzzed(base_url, schemathesis.openapi.from_url(f"{base_url}/openapi.json"), headers, ids)
+
+
+def _header(response: Any, name: str) -> str:
+    """One header of a Schemathesis response (its headers are lists) or an httpx one."""
+    for key, value in response.headers.items():
+        if key.lower() == name:
+            return str(value[0] if isinstance(value, list) else value)
+    return ""
+
+
+def _check(response: Any, what: str) -> None:
+    status = response.status_code
+    assert status < 500, f"{what}: {status} {response.text[:2000]}"
+    if status >= 400:
+        assert _header(response, "content-type").startswith("application/json"), (what, response.text[:500])
+        ErrorBody.model_validate(response.json())  # {"error": {"type", "message", "line", "column", ...}}
+
+
+@pytest.mark.parametrize(("method", "path"), _operations(), ids=lambda v: str(v))
+def test_every_answer_is_below_500_and_every_error_is_the_envelope(fuzzed: Fuzzed, method: str, path: str) -> None:
+    operation = fuzzed.schema[path][method]
+    known = {name: value for name, value in fuzzed.ids.items() if "{" + name + "}" in path}
+    strategies = [operation.as_strategy(generation_mode=mode) for mode in GenerationMode]
+    if known:  # aimed at real resources too, so the route gets past its 404
+        strategies += [operation.as_strategy(generation_mode=mode, path_parameters=known) for mode in GenerationMode]
+    if method == "POST" and path in ("/v1/evaluate", "/v1/evaluators"):  # code that runs, the rest fuzzed
+        strategies.append(operation.as_strategy().map(_runnable))
+
+    @settings(
+        max_examples=EXAMPLES * len(strategies),
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=st.one_of(strategies))
+    def run(case: Any) -> None:
+        response = case.call(headers=fuzzed.headers)
+        _check(response, f"{method} {path} {case.as_curl_command(headers=fuzzed.headers)}")
+        fuzzed.statuses.setdefault(f"{method} {path}", set()).add(response.status_code)
+        if fuzzed.headers and path.startswith("/v1"):  # keys on: the same request without one is the 401
+            anonymous = case.call()
+            _check(anonymous, f"{method} {path} without a key {case.as_curl_command()}")
+            assert anonymous.status_code == 401, anonymous.text
+
+    run()
+
+
+def test_the_fuzzed_routes_are_every_documented_operation(fuzzed: Fuzzed) -> None:
+    """The schema the fuzzer loads over HTTP is the app's whole API (nothing dropped as unparsable)."""
+    loaded = [op for op in fuzzed.schema.get_all_operations()]
+    assert all(op.ok() for op in loaded)
+    assert {(op.ok().method.upper(), op.ok().path) for op in loaded} == set(_operations())
+
+
+def test_the_fuzzed_service_is_healthy_afterwards(fuzzed: Fuzzed) -> None:
+    reached = {op for op, statuses in fuzzed.statuses.items() if any(200 <= s < 300 for s in statuses)}
+    assert {"POST /v1/evaluate", "POST /v1/evaluators", "GET /v1/jobs/{job_id}"} <= reached, fuzzed.statuses
+    with httpx.Client(base_url=fuzzed.base_url, headers=fuzzed.headers, timeout=30) as client:
+        assert client.get("/healthz").json()["status"] == "ok"
+        answer = client.post(
+            "/v1/evaluate",
+            json={"language": "python", "code": CODE, "inputs": {"correct_answer": "x"}, "outputs": "x"},
+        )
+        assert answer.status_code == 200 and answer.json()["score"] == 1.0, answer.text

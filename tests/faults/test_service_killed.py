@@ -1,0 +1,102 @@
+"""The service SIGKILLed during a dataset upload and during a runtime build (the real ``serve`` process).
+
+No half dataset is ever listed and no half-built runtime is ever served: the next service on
+the data dir sweeps what the killed one left (the upload's temporary file, the build's partial
+directory), and the next attempt succeeds.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+from tests.conftest import serving
+from tests.faults.conftest import tiny_wheel, wait_for
+
+JSONL = {"content-type": "application/jsonl"}
+
+
+def _slow_rows(stop: threading.Event) -> Iterator[bytes]:
+    """JSON lines, a chunk at a time, until ``stop`` (the upload never completes by itself)."""
+    i = 0
+    while not stop.is_set():
+        yield b"".join(b'{"i": %d, "outputs": "x"}\n' % (i + k) for k in range(500))
+        i += 500
+        time.sleep(0.01)
+
+
+def test_a_service_killed_mid_upload_lists_no_half_dataset_and_the_next_upload_succeeds(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    stop = threading.Event()
+    with serving(data_dir, "process") as (client, proc):
+        failed: list[BaseException] = []
+
+        def upload() -> None:
+            try:
+                with httpx.Client(base_url=client.base_url, timeout=60) as uploader:
+                    uploader.post("/v1/datasets", content=_slow_rows(stop), headers=JSONL)
+            except httpx.TransportError as exc:  # the service died under it: expected
+                failed.append(exc)
+
+        sender = threading.Thread(target=upload, daemon=True)
+        sender.start()
+        datasets = data_dir / "datasets"
+        wait_for("the upload to reach the disk", lambda: any(p.stat().st_size > 1 << 16 for p in datasets.glob(".up*")))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        stop.set()
+        sender.join(timeout=30)
+        assert failed, "the upload should have been cut by the kill"
+    assert any(datasets.glob(".upload-*"))  # what the killed service left
+
+    with serving(data_dir, "process") as (client, _proc):
+        assert client.get("/v1/datasets").json()["data"] == []
+        assert not [p.name for p in datasets.iterdir()]  # swept at start
+        again = client.post("/v1/datasets", content=b'{"a": 1}\n{"a": 2}\n', headers=JSONL)
+        assert again.status_code == 201 and again.json()["row_count"] == 2
+        assert [d["id"] for d in client.get("/v1/datasets").json()["data"]] == [again.json()["id"]]
+
+
+def test_a_service_killed_mid_build_never_serves_the_half_built_runtime_and_the_next_build_succeeds(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "data"
+    wheels = tmp_path / "wheels"
+    tiny_wheel(wheels, pad_kib=4096)
+    env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels)}
+    body = {
+        "name": "pinned",
+        "language": "python",
+        "packages": {"evhtiny": "1.0"},
+        "code": "import evhtiny\n\ndef evaluate(inputs, outputs, trace):\n    return evhtiny.VALUE / 42\n",
+    }
+    runtimes = data_dir / "runtimes"
+    with serving(data_dir, "process", env=env) as (client, proc):
+
+        def save() -> None:
+            try:
+                with httpx.Client(base_url=client.base_url, timeout=120) as saver:
+                    saver.post("/v1/evaluators", json=body)
+            except httpx.TransportError:
+                pass
+
+        threading.Thread(target=save, daemon=True).start()
+        wait_for("the build to start", lambda: any(runtimes.glob(".*.partial-*")), every_s=0.005)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    time.sleep(1)  # the orphaned installer may still be writing into its partial directory
+    assert not [p for p in runtimes.iterdir() if (p / "manifest.json").exists()]  # never completed
+
+    with serving(data_dir, "process", env=env) as (client, _proc):
+        assert client.get("/v1/evaluators").json()["data"] == []
+        saved = client.post("/v1/evaluators", json=body)
+        assert saved.status_code == 201, saved.text
+        answer = client.post(f"/v1/evaluators/{saved.json()['id']}/evaluate", json={"inputs": {}, "outputs": None})
+        assert answer.status_code == 200 and answer.json()["score"] == 1.0, answer.text
+        partials = [p.name for p in runtimes.glob(".*.partial-*")]
+        assert partials == [], partials  # the dead build's partial directory was swept

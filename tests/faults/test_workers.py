@@ -1,0 +1,182 @@
+"""Workers killed (SIGKILL / ``docker kill``), paused (SIGSTOP / ``docker pause``) and OOM-killed from
+outside in the middle of a job's batch, on both backends (the real ``serve`` process).
+
+What must hold: the job finishes ``succeeded`` with every row counted exactly once (the rows the
+fault hit are results of their own: an error, a timeout or a memory limit; the rest run on fresh
+workers), the stored counters equal the stored rows, and the service is healthy afterwards with
+the evaluator answering ``ok`` again (a worker hit while idle is found out when next used).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from evaluator_host.sandbox.docker.engine import Engine
+from evaluator_host.settings import Settings
+from tests.conftest import BACKENDS, managed_containers, serving
+from tests.faults.conftest import wait_for
+
+ROWS = 160
+CODE = (
+    "import time\n\ndef evaluate(inputs, outputs, trace):\n"
+    "    ballast = bytearray(24 << 20)  # touched: real memory for the OOM case\n"
+    "    ballast[::4096] = b'x' * len(ballast[::4096])\n"
+    "    time.sleep(0.03)\n"
+    "    return {'score': 1.0, 'i': inputs['i']}\n"
+)
+FAULT_STATUSES = {"error", "timeout", "memory_limit"}
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                kids.append(int(entry))
+    return kids
+
+
+def _worker_pids(service_pid: int) -> list[int]:
+    """The sandboxed worker processes of a process-backend service (its descendants running the bootstrap)."""
+    found, todo = [], [service_pid]
+    while todo:
+        for kid in _children(todo.pop()):
+            todo.append(kid)
+            try:
+                if b"sandbox_init.py" in Path(f"/proc/{kid}/cmdline").read_bytes():
+                    found.append(kid)
+            except OSError:
+                pass
+    return found
+
+
+def _memory_cgroup(pid: int) -> Path | None:
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            return Path("/sys/fs/cgroup/memory") / path.lstrip("/")
+        if controllers == "" and path != "/":
+            return Path("/sys/fs/cgroup") / path.lstrip("/")
+    return None
+
+
+def _squeeze_memory(cgroup: Path) -> None:
+    """Lower a worker cgroup's memory limit to just above its use: its next allocation is an OOM kill."""
+    v1 = (cgroup / "memory.limit_in_bytes").exists()
+    usage = int((cgroup / ("memory.usage_in_bytes" if v1 else "memory.current")).read_text())
+    (cgroup / ("memory.limit_in_bytes" if v1 else "memory.max")).write_text(str(usage + (2 << 20)))
+
+
+def _process_fault(fault: str, service_pid: int) -> int:
+    pids = _worker_pids(service_pid)
+    for pid in pids:
+        try:
+            if fault == "kill":
+                os.kill(pid, signal.SIGKILL)
+            elif fault == "stop":
+                os.kill(pid, signal.SIGSTOP)
+            elif (cgroup := _memory_cgroup(pid)) is not None:
+                _squeeze_memory(cgroup)
+        except (ProcessLookupError, FileNotFoundError, OSError):
+            pass
+    return len(pids)
+
+
+def _docker_fault(fault: str, owner: str) -> int:
+    import docker
+
+    client = docker.from_env(timeout=30)
+    hit = 0
+    try:
+        labels = ["evaluator-host.managed=1", f"evaluator-host.owner={owner}"]
+        for container in client.containers.list(filters={"label": labels, "status": "running"}):
+            if container.name.startswith("evh-build"):
+                continue
+            try:
+                if fault == "kill":
+                    container.kill()
+                elif fault == "stop":
+                    container.pause()
+                else:  # the limit squeezed to just above its use: its next allocation is the engine's OOM kill
+                    usage = container.stats(stream=False)["memory_stats"].get("usage", 64 << 20)
+                    limit = str(usage + (4 << 20))
+                    update = ["docker", "update", "--memory", limit, "--memory-swap", limit, container.id]
+                    subprocess.run(update, check=True, capture_output=True, timeout=60)
+                hit += 1
+            except (docker.errors.APIError, subprocess.CalledProcessError):
+                pass
+    finally:
+        client.close()
+    return hit
+
+
+def _stored(data_dir: Path, job_id: str) -> tuple[tuple[int, int], dict[int, str]]:
+    with sqlite3.connect(data_dir / "evaluator-host.db") as db:
+        done, failed = db.execute("SELECT done, failed FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        rows = db.execute("SELECT idx, status FROM job_results WHERE job_id = ?", (job_id,)).fetchall()
+    return (done, failed), dict(rows)
+
+
+def _job(client: httpx.Client, job_id: str) -> dict[str, Any]:
+    answer: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
+    return answer
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fault", ["kill", "stop", "oom"])
+def test_a_worker_hit_from_outside_mid_batch_costs_only_its_rows(tmp_path: Path, backend: str, fault: str) -> None:
+    data_dir = tmp_path / "data"
+    with serving(data_dir, backend) as (client, proc):
+        settings = {"timeout_s": 2, "memory_mb": 256}
+        ev = client.post("/v1/evaluators", json={"name": "w", "language": "python", "code": CODE, "settings": settings})
+        assert ev.status_code == 201, ev.text
+        rows = [{"i": i} for i in range(ROWS)]
+        job = client.post("/v1/jobs", json={"evaluator_id": ev.json()["id"], "rows": rows, "parallelism": 2}).json()
+        wait_for("rows to be done", lambda: _job(client, job["id"])["progress"]["done"] >= 20)
+        owner = Engine(Settings(data_dir=data_dir)).owner
+        hit = _process_fault(fault, proc.pid) if backend == "process" else _docker_fault(fault, owner)
+        assert hit, "no worker was found to hit"
+        finished = wait_for(
+            "the job to finish",
+            lambda: (j := _job(client, job["id"]))["status"] not in ("queued", "running") and j,
+            timeout_s=180,
+        )
+        assert finished["status"] == "succeeded", finished
+        assert finished["progress"]["total"] == finished["progress"]["done"] == ROWS
+        (done, failed), stored = _stored(data_dir, job["id"])
+        assert sorted(stored) == list(range(ROWS))  # every row exactly once
+        assert (done, failed) == (ROWS, sum(s != "ok" for s in stored.values()))
+        hit_rows = [s for s in stored.values() if s != "ok"]
+        assert set(hit_rows) <= FAULT_STATUSES, hit_rows
+        # only the rows in flight on the hit workers (a paused container times out the batch it holds)
+        assert len(hit_rows) <= (ROWS // 8 if fault == "stop" else 2 * hit + 2), hit_rows
+        if fault == "oom" and backend == "process" and hit_rows:
+            assert "memory_limit" in hit_rows or "error" in hit_rows
+        results = client.get(f"/v1/jobs/{job['id']}/results", params={"format": "ndjson"}).text.splitlines()
+        assert [json.loads(line)["index"] for line in results] == list(range(ROWS))
+        assert client.get("/healthz").json()["status"] == "ok"
+        # a worker hit while idle is found out when next used (a stopped one times out and is replaced):
+        # the evaluator answers again after at most one failed row per worker the fault hit
+        by_id = f"/v1/evaluators/{ev.json()['id']}/evaluate"
+        answers = [client.post(by_id, json={"inputs": {"i": k}}).json()["status"] for k in range(hit + 2)]
+        assert answers[-1] == "ok" and set(answers) <= {"ok"} | FAULT_STATUSES, answers
+        fresh = client.post(
+            "/v1/evaluate",
+            json={"language": "python", "code": "def evaluate(inputs, outputs, trace):\n    return 1\n"},
+        )
+        assert fresh.status_code == 200 and fresh.json()["score"] == 1.0
+    if backend == "docker":
+        wait_for("the containers to go", lambda: not managed_containers(owner), timeout_s=30)

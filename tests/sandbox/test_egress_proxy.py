@@ -1,0 +1,202 @@
+"""The egress proxy on its own, over real sockets: what it lets through, and the SSRF guard.
+
+Targets are servers the test starts on loopback; every refusal is checked to happen before any
+connection (the servers count what they accept). Names that must resolve to a private range go
+through the proxy's resolver seam (a stand-in for a DNS server), everything else is real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from evaluator_host.sandbox.egress import EgressGate, EgressProxy, is_public
+
+WS = "ws_test"
+
+
+def aio(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(asyncio.wait_for(fn(*args, **kwargs), 20))
+
+    return wrapper
+
+
+class Server:
+    """An HTTP/1.0 server on ``host``: answers ``pong from HOST`` and counts connections."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.host, self.accepted, self.port = host, 0, port
+        self._server: asyncio.AbstractServer | None = None
+
+    async def __aenter__(self) -> Server:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.accepted += 1
+            await reader.readuntil(b"\r\n\r\n")
+            body = f"pong from {self.host}".encode()
+            writer.write(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+            writer.close()
+
+        self._server = await asyncio.start_server(handle, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+
+
+@asynccontextmanager
+async def gate_of(
+    proxy: EgressProxy, declared: list[str], allowed: list[str] | None = None
+) -> AsyncIterator[EgressGate]:
+    proxy.workspace_allow[WS] = frozenset(declared if allowed is None else allowed)
+    gate = await proxy.open()
+    gate.bind(WS, tuple(declared))
+    try:
+        yield gate
+    finally:
+        await gate.close()
+        proxy.close()
+
+
+async def closed(gate: EgressGate) -> None:
+    """Until the proxy has seen every connection of the gate end (the client's close arrives last)."""
+    for _ in range(200):
+        if all(entry["status"] != "open" for entry in gate._log):  # noqa: SLF001
+            return
+        await asyncio.sleep(0.01)
+
+
+async def ask(gate: EgressGate, head: str, then: bytes = b"") -> bytes:
+    """Send ``head`` (and, once a tunnel is up, ``then``) through the gate; everything answered."""
+    reader, writer = await asyncio.open_unix_connection(str(gate.path))
+    writer.write(head.encode())
+    if then:
+        status = await reader.readuntil(b"\r\n\r\n")
+        if not status.startswith(b"HTTP/1.1 200"):
+            writer.close()
+            return status + await reader.read()
+        writer.write(then)
+    answer = await reader.read()
+    writer.close()
+    return answer
+
+
+@aio
+async def test_a_declared_and_allowed_name_is_reached_by_connect_and_by_plain_http() -> None:
+    async with Server() as server:
+        dest = f"api.openai.com:{server.port}"
+        async with gate_of(EgressProxy({"api.openai.com": "127.0.0.1"}), [dest]) as gate:
+            tunnel = await ask(gate, f"CONNECT {dest} HTTP/1.1\r\nHost: {dest}\r\n\r\n", b"GET / HTTP/1.0\r\n\r\n")
+            assert tunnel.endswith(b"pong from 127.0.0.1")
+            plain = await ask(gate, f"GET http://{dest}/x HTTP/1.1\r\nHost: {dest}\r\nProxy-Authorization: x\r\n\r\n")
+            assert plain.endswith(b"pong from 127.0.0.1")
+            await closed(gate)
+            log = gate.take()
+    assert server.accepted == 2
+    assert [(e["host"], e["status"]) for e in log] == [(dest, "ok"), (dest, "ok")]
+    assert all(e["bytes_in"] > 0 and e["bytes_out"] > 0 and e["duration_ms"] >= 0 for e in log)
+
+
+REFUSED = [
+    ("CONNECT 127.0.0.1:{port} HTTP/1.1", "IP literals"),
+    ("CONNECT [::1]:{port} HTTP/1.1", "IP literals"),
+    ("CONNECT 169.254.169.254:80 HTTP/1.1", "IP literals"),
+    ("GET http://127.0.0.1:{port}/ HTTP/1.1", "IP literals"),
+    ("CONNECT other.example.com:{port} HTTP/1.1", "not in the evaluator's network"),
+    ("CONNECT api.openai.com:1 HTTP/1.1", "not in the evaluator's network"),
+    ("CONNECT denied.example.com:{port} HTTP/1.1", "not in the workspace's network_allow"),
+    ("CONNECT localhost:{port} HTTP/1.1", "not public"),  # the real system resolver: loopback
+    ("DELETE /x HTTP/1.1", "only CONNECT"),
+    ("GET https://api.openai.com/ HTTP/1.1", "only CONNECT"),
+    ("NOT HTTP", "not an HTTP proxy request"),
+]
+
+
+@pytest.mark.parametrize(("request_line", "reason"), REFUSED)
+@aio
+async def test_refusals_happen_before_any_connection(request_line: str, reason: str) -> None:
+    async with Server() as server:
+        declared = [f"api.openai.com:{server.port}", f"localhost:{server.port}", f"denied.example.com:{server.port}"]
+        allowed = declared[:2]
+        async with gate_of(EgressProxy({"api.openai.com": "127.0.0.1"}), declared, allowed) as gate:
+            answer = await ask(gate, request_line.format(port=server.port) + "\r\n\r\n")
+            log = gate.take()
+    assert answer.startswith(b"HTTP/1.1 403 Forbidden"), answer
+    assert reason.encode() in answer
+    assert len(log) == 1 and log[0]["status"].startswith("refused: ") and reason in log[0]["status"]
+    assert server.accepted == 0
+
+
+@pytest.mark.parametrize(
+    "addresses",
+    [
+        ["10.1.2.3"],
+        ["172.16.0.1"],
+        ["192.168.1.1"],
+        ["169.254.169.254"],  # cloud metadata
+        ["100.64.0.1"],  # shared (carrier-grade NAT)
+        ["0.0.0.0"],
+        ["224.0.0.1"],
+        ["::1"],
+        ["fd00:ec2::254"],  # metadata over IPv6 (unique local)
+        ["fe80::1"],
+        ["::ffff:127.0.0.1"],  # loopback behind an IPv4-mapped address
+        ["93.184.216.34", "10.0.0.1"],  # one public answer does not launder a private one
+    ],
+)
+@aio
+async def test_a_name_resolving_to_a_non_public_address_is_refused_unconnected(addresses: list[str]) -> None:
+    asked: list[str] = []
+
+    async def resolve(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return addresses
+
+    proxy = EgressProxy(resolve=resolve)
+    async with gate_of(proxy, ["api.example.com:443"]) as gate:
+        answer = await ask(gate, "CONNECT api.example.com:443 HTTP/1.1\r\n\r\n")
+        log = gate.take()
+    assert asked == ["api.example.com"]
+    assert answer.startswith(b"HTTP/1.1 403") and b"not public" in answer
+    assert "not public" in log[0]["status"]
+
+
+@aio
+async def test_dns_rebinding_changes_nothing_the_checked_address_is_the_one_connected() -> None:
+    """A name whose answer flips (TTL 0) between the check and the connection: the proxy resolves
+    once and connects to the address it checked. 127.0.0.2 stands in for a public address here."""
+    answers = iter([["127.0.0.2"], ["127.0.0.1"]])
+    asked: list[str] = []
+
+    async def rebinding(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return next(answers)
+
+    def public(address: str) -> bool:
+        return address == "127.0.0.2"
+
+    async with Server("127.0.0.2") as outside, Server("127.0.0.1", outside.port) as inside:
+        # the same port on both: a connection to the rebound answer would reach `inside`
+        dest = f"rebind.example.com:{outside.port}"
+        async with gate_of(EgressProxy(resolve=rebinding, public=public), [dest]) as gate:
+            first = await ask(gate, f"CONNECT {dest} HTTP/1.1\r\n\r\n", b"GET / HTTP/1.0\r\n\r\n")
+            second = await ask(gate, f"CONNECT {dest} HTTP/1.1\r\n\r\n", b"GET / HTTP/1.0\r\n\r\n")
+        assert first.endswith(b"pong from 127.0.0.2")
+        assert second.startswith(b"HTTP/1.1 403") and b"not public (127.0.0.1)" in second
+        assert asked == ["rebind.example.com", "rebind.example.com"]  # once per connection, never twice
+        assert (outside.accepted, inside.accepted) == (1, 0)
+
+
+def test_what_counts_as_public() -> None:
+    assert is_public("93.184.216.34") and is_public("2606:2800:220:1:248:1893:25c8:1946")
+    for address in ("127.0.0.1", "10.0.0.1", "169.254.169.254", "::ffff:10.0.0.1", "fc00::1", "192.0.2.1"):
+        assert not is_public(address), address

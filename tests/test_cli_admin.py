@@ -1,0 +1,57 @@
+"""``evaluator-host workspaces`` and ``keys`` against a real service, as an operator runs them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import REPO, serving
+
+ADMIN = "cli-operator-key"
+
+
+def cli(server: str, *argv: str, key: str | None = ADMIN) -> subprocess.CompletedProcess[str]:
+    extra = ["--server", server] + (["--admin-key", key] if key else [])
+    command = [sys.executable, "-m", "evaluator_host.cli", *argv, *extra]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+
+
+def test_an_operator_creates_a_workspace_and_a_key_then_revokes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EVALUATOR_HOST_ADMIN_KEY", ADMIN)
+    with serving(tmp_path, backend="process") as (client, _proc):
+        server = str(client.base_url)
+        made = cli(server, "workspaces", "create", "team-a", "--json")
+        assert made.returncode == 0, made.stderr
+        workspace = json.loads(made.stdout)
+        listed = cli(server, "workspaces", "list", "--json")
+        assert {json.loads(line)["name"] for line in listed.stdout.splitlines()} == {"default", "team-a"}
+        updated = cli(
+            server, "workspaces", "update", workspace["id"], "--quota", "max_concurrent_jobs=2",
+            "--network-allow", "api.example.com:443", "--json",
+        )  # fmt: skip
+        assert updated.returncode == 0, updated.stderr
+        assert json.loads(updated.stdout)["quotas"]["max_concurrent_jobs"] == 2
+        assert json.loads(updated.stdout)["network_allow"] == ["api.example.com:443"]
+        key = json.loads(cli(server, "keys", "create", workspace["id"], "--name", "ci", "--json").stdout)
+        headers = {"Authorization": f"Bearer {key['key']}"}
+        assert httpx.get(f"{server}/v1/evaluators", headers=headers).status_code == 200
+        keys = cli(server, "keys", "list", workspace["id"], "--json").stdout
+        assert key["id"] in keys and key["key"] not in keys
+        assert cli(server, "keys", "revoke", key["id"]).returncode == 0
+        assert httpx.get(f"{server}/v1/evaluators", headers=headers).status_code == 401
+
+
+def test_without_the_operator_key_the_command_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("EVALUATOR_HOST_ADMIN_KEY", raising=False)
+    done = cli("http://127.0.0.1:9", "workspaces", "list", key=None)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "evaluator-host: error: the operator key is needed: --admin-key or EVALUATOR_HOST_ADMIN_KEY"
+    )
