@@ -1,7 +1,8 @@
 """Benchmarks of the evaluator-host service; writes docs/benchmarks.md. Run with ``make bench``.
 
-Sections: the process backend (here), the docker backend (``bench/docker_bench.py``) and
-batch jobs on docker (``bench/jobs_bench.py``), each against baselines from the same run.
+Sections: the process backend (here), the docker backend (``bench/docker_bench.py``),
+batch jobs on docker (``bench/jobs_bench.py``) and queued jobs over worker hosts
+(``bench/queue_bench.py``), each against baselines from the same run.
 
 One run measures, against the real service started as a subprocess on a free port:
 warm single-evaluation latency over HTTP, a process-per-evaluation baseline, the first
@@ -22,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from bench import docker_bench, jobs_bench, load_bench
+from bench import docker_bench, jobs_bench, load_bench, queue_bench
 from bench import flame as flame_graph
 from bench.common import pct, row, serve, status_mb, verdict
 from evaluator_host.settings import Settings
@@ -275,6 +276,9 @@ def main() -> int:
     load = load_bench.main(backends)
     doc += LOAD_SECTION.format(seconds=load_bench.SECONDS, table=load)
     print(load)
+    queue_section, queue_summary = queue_bench.render(queue_bench.measure())
+    doc += queue_section
+    print(queue_summary)
     flame = flame_graph.record("process")
     if flame is not None:
         svg, under = flame

@@ -452,6 +452,9 @@ class JobResult(BaseModel):
     index: int
     row: dict[str, Any]
     result: EvaluationResult
+    worker: str | None = Field(
+        None, description="The worker host that ran the row (a queued job); null: the service ran it itself."
+    )
 
 
 class JobResultPage(BaseModel):

@@ -42,7 +42,7 @@ from evaluator_host.settings import Settings
 from evaluator_host.store import EvaluatorStore
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.idempotency import IdempotencyStore
-from evaluator_host.store.jobs import JobStore
+from evaluator_host.store.jobs import QUEUE_SUFFIX, JobStore
 from evaluator_host.store.secrets import SecretStore
 from evaluator_host.store.workspaces import WorkspaceRecord, WorkspaceStore
 from evaluator_host.vault import Vault
@@ -180,7 +180,9 @@ class Services:
             gc.set_threshold(settings.gc_threshold, 10, 10)
         engine = make_engine(settings.resolved_database_url)
         store = EvaluatorStore(engine)
-        jobs = JobStore(engine, owner=service_id(settings.data_dir))
+        # a queued job belongs to the service's queue: each mode adopts the other's unfinished jobs
+        me, queue = service_id(settings.data_dir), service_id(settings.data_dir) + QUEUE_SUFFIX
+        jobs = JobStore(engine, owner=queue, adopts=me) if settings.queue_url else JobStore(engine, me, adopts=queue)
         workspaces = Workspaces(settings, WorkspaceStore(engine))
         vault = Vault(settings, SecretStore(engine))
         quotas = QuotaGuard(workspaces)
@@ -197,6 +199,10 @@ class Services:
         evaluators = Evaluators(store, evaluation, vault, workspaces)
         runner = JobRunner(settings, jobs, evaluators, datasets, quotas)
         runner.metrics = metrics
+        if settings.queue_url:
+            from evaluator_host.queue.dispatch import Dispatcher
+
+            runner.remote = Dispatcher(settings, jobs, datasets.files)
         results = ResultReader(jobs, datasets.files)
         services = cls(
             settings,

@@ -175,6 +175,33 @@ class Settings(BaseSettings):
         description="Generation-0 threshold of Python's cyclic GC in the service (0: Python's default). "
         "Jobs allocate millions of short-lived objects; at the default of 700 the collector costs ~25% of throughput.",
     )
+    queue_url: str | None = Field(
+        None,
+        description="Celery broker (Redis) URL, e.g. redis://queue.internal:6379/0: jobs are split into chunk tasks "
+        "that `evaluator-host worker` hosts run (docs/operations.md); default: jobs run in the service.",
+    )
+    queue_name: str = Field("evaluator-host.chunks", description="The broker queue chunk tasks go to.")
+    worker_lanes: int = Field(
+        2, ge=1, le=64, description="Chunks one `evaluator-host worker` runs at once (its warm workers in use)."
+    )
+    queue_window: int = Field(
+        64, ge=1, description="Chunks of one job queued or running at once (more are sent as these finish)."
+    )
+    queue_visibility_s: float = Field(
+        60.0,
+        gt=0,
+        description="A chunk a worker host took but never finished (the host died) is given to another after this "
+        "long; longer than a chunk ever runs (a first runtime build included).",
+    )
+    queue_stall_s: float = Field(
+        300.0,
+        gt=0,
+        description="A queued job with chunks out, an empty queue and no row committed for this long has its "
+        "rows without a result sent again (lost by the broker).",
+    )
+    queue_db_retry_s: float = Field(
+        120.0, ge=0, description="How long a worker host retries an unreachable database before giving a chunk back."
+    )
     max_dataset_bytes: int = Field(4 * 1024**3, description="Largest dataset upload (413 above).")
     max_dataset_rows: int = Field(10_000_000, description="Most rows in one dataset.")
     max_row_bytes: int = Field(4 * 1024 * 1024, description="Largest single dataset row (as JSON).")

@@ -93,8 +93,14 @@ class Cluster:
         for name, value in options.items():
             argv += ["-c", f"{name}={value}"]
         self._log = open(self.root / "server.log", "ab")  # noqa: SIM115 - closed in stop()
+        self._argv = argv
+        self._start()
+        with psycopg.connect(self.dsn("postgres"), autocommit=True) as conn:
+            conn.execute("CREATE DATABASE tests")
+
+    def _start(self) -> None:
         self.proc = subprocess.Popen(
-            argv,
+            self._argv,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             user=self.user,
@@ -102,8 +108,15 @@ class Cluster:
             start_new_session=True,
         )
         self._wait_ready()
-        with psycopg.connect(self.dsn("postgres"), autocommit=True) as conn:
-            conn.execute("CREATE DATABASE tests")
+
+    def halt(self) -> None:
+        """Stop the server but keep its data (fast shutdown: connections are cut): the database is away."""
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=30)
+
+    def resume(self) -> None:
+        """Start the server again on its data after :meth:`halt`."""
+        self._start()
 
     def _run(self, argv: list[str]) -> None:
         done = subprocess.run(argv, user=self.user, capture_output=True, text=True, timeout=120, cwd=self.root)

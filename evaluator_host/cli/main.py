@@ -11,6 +11,7 @@
 ``workspaces`` ``create | list | update``, ``keys`` ``create | list | revoke``: the operator's
            commands, through a running service (``cli/admin.py``).
 ``db``     ``status | upgrade`` the database's schema (``cli/db.py``; ``serve`` migrates by itself).
+``worker`` run queued jobs' chunks on this host (``cli/worker.py``; ``EVALUATOR_HOST_QUEUE_URL``).
 """
 
 from __future__ import annotations
@@ -270,12 +271,13 @@ def build_parser() -> argparse.ArgumentParser:
     images.add_argument("--runtime", action="append", help="prune: this runtime id (repeatable)")
     images.add_argument("--json", action="store_true", help="list, show: one JSON object per image")
     images.set_defaults(func=run_images)
-    from evaluator_host.cli import admin, db, migrate, runtimes
+    from evaluator_host.cli import admin, db, migrate, runtimes, worker
 
     runtimes.add_parser(sub)
     migrate.add_parser(sub)
     admin.add_parsers(sub)
     db.add_parser(sub)
+    worker.add_parser(sub)
     return parser
 
 

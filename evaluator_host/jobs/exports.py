@@ -1,10 +1,10 @@
 """Reading a job's results back: JSON pages and NDJSON / CSV streams, in input order.
 
-Each item is ``{index, row, result}``: the dataset row as uploaded and the full
-EvaluationResult. What every row of a job shares (``interface``, ``runtime``,
-``evaluator_id``, ``revision``) is stored once and spliced back in here, so a stream of
-a million rows costs a merge of two sorted sequences (dataset lines, stored results) and
-string concatenation, with memory bounded by one page.
+Each item is ``{index, row, result, worker}``: the dataset row as uploaded, the full
+EvaluationResult and the worker host that ran it (null: the service itself). What every row
+of a job shares (``interface``, ``runtime``, ``evaluator_id``, ``revision``) is stored once and
+spliced back in here, so a stream of a million rows costs a merge of two sorted sequences
+(dataset lines, stored results) and string concatenation, with memory bounded by one page.
 """
 
 from __future__ import annotations
@@ -120,7 +120,14 @@ class ResultReader:
                 break
             size += len(line) + len(stored.result)
             result = {**json.loads(stored.result), **self._shared(revision, stored), "revision": stored.revision}
-            data.append(JobResult(index=idx, row=json.loads(line), result=EvaluationResult.model_validate(result)))
+            data.append(
+                JobResult(
+                    index=idx,
+                    row=json.loads(line),
+                    result=EvaluationResult.model_validate(result),
+                    worker=stored.worker,
+                )
+            )
         return JobResultPage(
             data=data,
             offset=offset,
@@ -141,7 +148,8 @@ class ResultReader:
                     1:-1
                 ]
             result = f'{stored.result[:-1]},{common},"revision":{stored.revision}}}'
-            block.append(f'{{"index":{idx},"row":{line.decode()},"result":{result}}}\n')
+            worker = "null" if stored.worker is None else json.dumps(stored.worker)
+            block.append(f'{{"index":{idx},"row":{line.decode()},"result":{result},"worker":{worker}}}\n')
             size += len(result) + len(line)
             if size >= _BLOCK_BYTES:
                 yield "".join(block).encode()

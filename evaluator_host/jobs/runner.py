@@ -21,6 +21,8 @@ Contract:
   chunk (its rows run again on resume).
 * Cancel stops a job promptly: running chunks are interrupted (their workers are
   killed), rows already committed are kept, the status becomes ``cancelled``.
+* With a queue (``EVALUATOR_HOST_QUEUE_URL``) a job's rows go to worker hosts instead of lanes here
+  (``runner.remote``: ``queue/dispatch.py``); creating, reading, cancelling and deleting are the same.
 * A job runs in the service that created it (the store's ``owner``), and only there: a
   service resumes its own jobs. A commit that finds its job no longer held (cancelled or
   deleted by another service sharing the database) stores nothing and stops the job here.
@@ -36,7 +38,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from evaluator_host import fastjson, tracing
 from evaluator_host.errors import (
@@ -62,7 +64,7 @@ from evaluator_host.store import RevisionRecord
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.jobs import DatasetRecord, JobRecord, JobStore
 
-__all__ = ["JobRunner"]
+__all__ = ["JobRunner", "RemoteJobs"]
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +126,16 @@ def _bitmap(indices: Iterator[int], total: int) -> bytearray:
     return bits
 
 
+class RemoteJobs(Protocol):
+    """Where a queued job runs instead of this process's lanes (``queue.dispatch.Dispatcher``)."""
+
+    async def run(self, job_id: str) -> None: ...
+
+    async def cancelled(self, job_id: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class JobRunner:
     """Creates, runs, resumes and cancels jobs (one instance per service process)."""
 
@@ -148,6 +160,7 @@ class JobRunner:
         self._write = asyncio.Lock()
         self._closed = False
         self.metrics: Metrics | None = None  # set by the service: committed rows are counted there
+        self.remote: RemoteJobs | None = None  # set by the service when a queue runs its jobs
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -163,6 +176,8 @@ class JobRunner:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self.remote is not None:
+            self.remote.close()
 
     def _launch(self, job_id: str) -> None:
         task = asyncio.ensure_future(self._execute(job_id))
@@ -229,6 +244,8 @@ class JobRunner:
         await asyncio.to_thread(
             self.store.set_job, job_id, only_unfinished=True, status="cancelled", finished_at=utcnow()
         )
+        if self.remote is not None:
+            await self.remote.cancelled(job_id)
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -286,7 +303,7 @@ class JobRunner:
     async def _execute(self, job_id: str) -> None:
         try:
             async with self._slots:
-                await self._run(job_id)
+                await (self._run(job_id) if self.remote is None else self.remote.run(job_id))
         except asyncio.CancelledError:
             raise
         except Exception as group:  # a bug must not leave the job "running" forever either
@@ -352,7 +369,7 @@ class JobRunner:
         async with asyncio.TaskGroup() as group:
             for _ in range(record.parallelism):
                 group.create_task(lane())
-        finished = {"status": "succeeded", "finished_at": utcnow(), "active_s": live.active()}
+        finished: dict[str, Any] = {"status": "succeeded", "finished_at": utcnow(), "active_s": live.active()}
         await self._until_stored(self.store.set_job, job_id, only_unfinished=True, only_held=True, **finished)
 
     def _chunks(

@@ -97,6 +97,25 @@ class _Column:
         column.n, column.missing = int(n), int(missing)
         return column
 
+    def merge(self, other: _Column) -> None:
+        """Account for every value ``other`` saw (Chan et al.'s pairwise update; sums stay compensated)."""
+        self.missing += other.missing
+        if not other.n:
+            return
+        n = self.n + other.n
+        delta = other.mean - self.mean
+        self.m2 += other.m2 + delta * delta * self.n * other.n / n
+        self.mean += delta * other.n / n
+        self.n = n
+        for value in (other.total, other.carry):
+            total = self.total + value
+            if abs(self.total) >= abs(value):
+                self.carry += (self.total - total) + value
+            else:
+                self.carry += (value - total) + self.total
+            self.total = total
+        self.lo, self.hi = min(self.lo, other.lo), max(self.hi, other.hi)
+
     def _mean(self) -> float:
         exact = (self.total + self.carry) / self.n
         return exact if math.isfinite(exact) else self.mean  # a sum beyond the float range: Welford's
@@ -149,6 +168,31 @@ class Accumulator:
             self.passed += result.passed
         if result.label is not None and (result.label in self.labels or len(self.labels) < MAX_LABELS):
             self.labels[result.label] = self.labels.get(result.label, 0) + 1
+
+    def merge(self, other: Accumulator) -> None:
+        """Account for every result ``other`` saw, as if they had been added here after these (what
+        hosts committing chunks of one job concurrently do; the first ``MAX_OUTPUT_COLUMNS`` /
+        ``MAX_LABELS`` seen stay the bound)."""
+        for name in other.outputs.keys() - self.outputs.keys():
+            if len(self.outputs) >= MAX_OUTPUT_COLUMNS:
+                break
+            column = self.outputs[name] = _Column()
+            column.missing = self.count  # rows seen here before this output appeared
+        for name, column in self.outputs.items():
+            theirs = other.outputs.get(name)
+            if theirs is None:
+                column.missing += other.count
+            else:
+                column.merge(theirs)
+        self.count += other.count
+        self.errors += other.errors
+        self.score.merge(other.score)
+        self.passed += other.passed
+        self.judged += other.judged
+        for label, n in other.labels.items():
+            if label in self.labels or len(self.labels) < MAX_LABELS:
+                self.labels[label] = self.labels.get(label, 0) + n
+        self.bins = [a + b for a, b in zip(self.bins, other.bins, strict=True)]
 
     def state(self) -> dict[str, Any]:
         """A JSON-safe snapshot (infinities as strings) that :meth:`restore` turns back into this."""

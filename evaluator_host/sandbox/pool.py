@@ -133,7 +133,8 @@ class WorkerPool(Leasing):
         One that dies before it answers (e.g. a spare container removed from outside) is
         replaced once, transparently.
         """
-        worker = await self.spares.take_or_wait(spec.runtime)
+        # a failing key's replacements take a spare but add no burst demand (Spares.take)
+        worker = await self.spares.take_or_wait(spec.runtime, demand=not self.failing(spec.key))
         self.warm(spec.runtime)
         self.backend.builder.touch(spec.runtime_id)
         try:

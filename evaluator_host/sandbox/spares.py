@@ -10,6 +10,9 @@ start. A bind that finds no started spare while some are starting takes the firs
 down on a busy machine). At most ``max_workers`` spares exist in all — the least recently used
 runtime's go first — and a runtime's spares go after ``idle_ttl_s`` without use; those a burst
 added go once its takes are :data:`_DEMAND_S` seconds old.
+The takes of a key whose workers keep being discarded (``Leasing.failing``: a crash loop, a
+hostile evaluator) are no demand: its replacements take spares but add none, so a noisy
+neighbour keeps at most the setting's spares starting, not a burst's worth.
 """
 
 from __future__ import annotations
@@ -123,10 +126,11 @@ class Spares:
         extra = min(max(0, len(taken or ()) - 1), max(0, self._settings.max_workers // 2))
         return self._settings.spare_workers + extra
 
-    async def take_or_wait(self, runtime: RuntimeKey) -> Worker | None:
+    async def take_or_wait(self, runtime: RuntimeKey, *, demand: bool = True) -> Worker | None:
         """A live spare of ``runtime``; else, while spares of it are starting, the first one to finish
-        (None if that start fails); else None. Either way the call counts as demand."""
-        worker = self.take(runtime)
+        (None if that start fails); else None. Either way the call counts as demand, unless
+        ``demand`` is False (see :meth:`take`)."""
+        worker = self.take(runtime, demand=demand)
         if worker is not None or self._filling.get(runtime, 0) <= self._waiters(runtime):
             return worker
         waiter: asyncio.Future[Worker | None] = asyncio.get_running_loop().create_future()
@@ -143,10 +147,14 @@ class Spares:
             return None
         return worker
 
-    def take(self, runtime: RuntimeKey) -> Worker | None:
+    def take(self, runtime: RuntimeKey, *, demand: bool = True) -> Worker | None:
         """A live spare of ``runtime``, or None (one that died while it waited is reaped); either way
-        the call counts as demand for spares of ``runtime``."""
-        self._taken.setdefault(runtime, collections.deque()).append(time.monotonic())
+        the call counts as demand for spares of ``runtime`` — unless ``demand`` is False: the pool
+        passes False for a key whose workers keep being discarded (a crash loop), whose replacements
+        must not grow the burst stock (each burst spare is a start, and a failing key would keep
+        several starting at once, taking the CPU its neighbours need)."""
+        if demand:
+            self._taken.setdefault(runtime, collections.deque()).append(time.monotonic())
         spares = self._spares.get(runtime)
         while spares:
             worker = spares.pop(0)  # the oldest first: it has waited longest

@@ -218,6 +218,8 @@ class JobResultRow(Base):
     revision: Mapped[int] = mapped_column(Integer)
     runtime_id: Mapped[str] = mapped_column(String(80))
     result: Mapped[str] = mapped_column(Text)  # EvaluationResult JSON without interface/runtime/evaluator
+    # the worker host that ran the row (its service id) when a queue ran the job; null: the service itself
+    worker: Mapped[str | None] = mapped_column(String(80), nullable=True)
 
 
 class IdempotencyRow(Base):

@@ -12,6 +12,13 @@ or deleted (by any service sharing the database) or claimed elsewhere takes no m
 (``JobNotHeld``). Jobs from before owners existed are claimed by the first service that
 resumes them (``FOR UPDATE SKIP LOCKED`` on PostgreSQL: concurrent starters split them).
 Every statement is portable SQL (SQLite and PostgreSQL).
+
+Queued jobs (``EVALUATOR_HOST_QUEUE_URL``) are owned by ``<service id>/queue``: worker hosts
+commit their chunks on the owner's behalf with :meth:`JobStore.commit_shared`, which is idempotent
+(a row already stored is skipped and not counted) and adds to the counters and the aggregate
+instead of setting them, under the job row's lock, so redelivered and concurrent chunks count each
+row once. A service adopts its jobs of the other mode when it starts (a queue turned on or off
+mid-job); from then on the other mode's commits are fenced off like another service's.
 """
 
 from __future__ import annotations
@@ -25,17 +32,26 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import Table, delete, func, insert, or_, select, update
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
 from evaluator_host.errors import JobNotHeld, NotFoundError
+from evaluator_host.results.aggregate import Accumulator, Scored
 from evaluator_host.store.db import DEFAULT_WORKSPACE, DatasetRow, JobResultRow, JobRow, as_utc, utcnow
 
-__all__ = ["DatasetRecord", "JobRecord", "JobStore", "StoredResult"]
+__all__ = ["QUEUE_SUFFIX", "DatasetRecord", "JobRecord", "JobStore", "SharedCommit", "StoredResult"]
 
 _RESULTS: Table = JobResultRow.__table__  # type: ignore[assignment]
 _UNFINISHED = ("queued", "running")
 _RESULT_COLUMNS = ("job_id", "idx", "status", "revision", "runtime_id", "result")
+QUEUE_SUFFIX = "/queue"  # the owner of a service's queued jobs is its id with this suffix
+_PG_INSERT_NEW = (
+    "INSERT INTO job_results (job_id, idx, status, revision, runtime_id, result, worker) "
+    "SELECT %s, u.idx, u.status, %s, %s, u.result, %s "
+    "FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS u(idx, status, result) "
+    "ON CONFLICT (job_id, idx) DO NOTHING RETURNING idx"
+)
 _SQLITE_ROWS = 150  # rows per INSERT on SQLite: 900 parameters, under every SQLite's limit (999 before 3.32)
 
 
@@ -86,6 +102,7 @@ class JobRecord:
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    owner: str | None = None  # the service (``<id>/queue``: its queue) that runs it
     workspace_id: str = DEFAULT_WORKSPACE
 
 
@@ -97,6 +114,18 @@ class StoredResult:
     revision: int
     runtime_id: str
     result: str  # JSON
+    worker: str | None = None  # the worker host that ran it (queued jobs); None: the service itself
+
+
+@dataclass(frozen=True)
+class SharedCommit:
+    """What :meth:`JobStore.commit_shared` did: rows new to the store, and the job's counters after."""
+
+    stored: int
+    done: int
+    failed: int
+    total: int
+    finished: bool  # this commit stored the job's last row and marked it succeeded
 
 
 _JOB_FIELDS = [f.name for f in dataclasses.fields(JobRecord)]
@@ -134,9 +163,10 @@ class JobStore:
     ``owner`` names the service these jobs run in (default: one of its own, for tests and tools).
     """
 
-    def __init__(self, engine: Engine, owner: str | None = None) -> None:
+    def __init__(self, engine: Engine, owner: str | None = None, *, adopts: str | None = None) -> None:
         self.engine = engine
         self.owner = owner or f"store-{uuid.uuid4().hex[:16]}"
+        self.adopts = adopts  # another owner whose unfinished jobs this one takes over when it resumes
         marks = {"qmark": "?", "format": "%s", "pyformat": "%s"}.get(engine.dialect.paramstyle)
         columns = ", ".join(_RESULT_COLUMNS)
         self._insert_sql = (
@@ -235,16 +265,13 @@ class JobStore:
         Unfinished jobs without an owner (stored before owners existed) are claimed first; rows
         another starter has locked meanwhile are skipped (they are that starter's).
         """
-        orphans = (
-            select(JobRow.id)
-            .where(JobRow.status.in_(_UNFINISHED), JobRow.owner.is_(None))
-            .with_for_update(skip_locked=True)
-        )
+        ownerless: Any = JobRow.owner.is_(None)
+        if self.adopts is not None:
+            ownerless = or_(ownerless, JobRow.owner == self.adopts)
+        orphans = select(JobRow.id).where(JobRow.status.in_(_UNFINISHED), ownerless).with_for_update(skip_locked=True)
         with Session(self.engine) as session, session.begin():
             session.execute(
-                update(JobRow)
-                .where(JobRow.id.in_(orphans.scalar_subquery()), JobRow.owner.is_(None))
-                .values(owner=self.owner)
+                update(JobRow).where(JobRow.id.in_(orphans.scalar_subquery()), ownerless).values(owner=self.owner)
             )
         with Session(self.engine) as session:
             rows = session.scalars(
@@ -268,14 +295,24 @@ class JobStore:
     def _mine(self) -> Any:
         return or_(JobRow.owner == self.owner, JobRow.owner.is_(None))
 
-    def set_job(self, job_id: str, *, only_unfinished: bool = False, only_held: bool = False, **fields: Any) -> bool:
+    def set_job(
+        self,
+        job_id: str,
+        *,
+        only_unfinished: bool = False,
+        only_held: bool = False,
+        held_by: str | None = None,
+        **fields: Any,
+    ) -> bool:
         """Update fields; with ``only_unfinished`` only a queued/running job, with ``only_held`` only
-        this owner's job (False otherwise)."""
+        this owner's job, with ``held_by`` only that owner's (a worker host acting for it); False otherwise."""
         query = update(JobRow).where(JobRow.id == job_id)
         if only_unfinished:
             query = query.where(JobRow.status.in_(_UNFINISHED))
         if only_held:
             query = query.where(self._mine())
+        if held_by is not None:
+            query = query.where(JobRow.owner == held_by)
         with self.engine.begin() as conn:
             return bool(conn.execute(query.values(**fields)).rowcount)
 
@@ -314,6 +351,111 @@ class JobStore:
             if not held:
                 raise JobNotHeld(f"job {job_id!r} is finished, deleted or another service's: its rows were not stored")
 
+    def commit_shared(
+        self,
+        job_id: str,
+        owner: str,
+        rows: Sequence[tuple[int, str, str, Scored]],
+        *,
+        revision: int,
+        runtime_id: str,
+        worker: str,
+    ) -> SharedCommit:
+        """Store a queued chunk's rows ``(idx, status, result JSON, scored)`` for ``owner``, idempotently.
+
+        In one transaction: the job row is locked while it is unfinished and ``owner``'s (else
+        :class:`JobNotHeld`, nothing stored); rows whose ``(job_id, idx)`` is stored already are
+        skipped (``ON CONFLICT DO NOTHING``); ``done``/``failed`` grow by the rows actually inserted
+        and their aggregate is merged into the job's; the commit that stores the last row marks the
+        job ``succeeded``. A chunk delivered twice, or two hosts committing at once, count each row once.
+        """
+        with self.engine.begin() as conn:
+            # the write lock first (PostgreSQL: the job row; SQLite: the database), so concurrent
+            # committers of one job take turns on the read-modify-write of its counters below
+            held = conn.execute(
+                update(JobRow)
+                .where(JobRow.id == job_id, JobRow.status.in_(_UNFINISHED), JobRow.owner == owner)
+                .values(done=JobRow.done)
+            ).rowcount
+            if not held:
+                raise JobNotHeld(f"job {job_id!r} is finished, deleted or not {owner!r}'s: its rows were not stored")
+            job = conn.execute(
+                select(JobRow.done, JobRow.failed, JobRow.total, JobRow.acc_state).where(JobRow.id == job_id)
+            ).one()
+            inserted = self._insert_new(conn, job_id, rows, revision, runtime_id, worker)
+            fresh = Accumulator()
+            failed = 0
+            for idx, status, _, scored in rows:
+                if idx in inserted:
+                    fresh.add(scored)
+                    failed += status != "ok"
+            done = job.done + len(inserted)
+            values: dict[str, Any] = {"done": done, "failed": job.failed + failed}
+            if inserted:
+                acc = Accumulator.restore(job.acc_state)
+                acc.merge(fresh)
+                values["acc_state"] = acc.state()
+            finished = done >= job.total
+            if finished:
+                values.update(status="succeeded", finished_at=utcnow())
+            conn.execute(update(JobRow).where(JobRow.id == job_id).values(**values))
+            return SharedCommit(len(inserted), done, values["failed"], job.total, finished)
+
+    @staticmethod
+    def _insert_new(
+        conn: Connection,
+        job_id: str,
+        rows: Sequence[tuple[int, str, str, Scored]],
+        revision: int,
+        runtime_id: str,
+        worker: str,
+    ) -> set[int]:
+        """Insert the rows not stored yet; the indices inserted."""
+        if not rows:
+            return set()
+        if conn.dialect.name == "postgresql":
+            # one statement over three arrays: the driver sends them as parameters, nothing is
+            # compiled or split per row (what executemany with RETURNING would cost)
+            found = conn.exec_driver_sql(
+                _PG_INSERT_NEW,
+                (
+                    job_id,
+                    revision,
+                    runtime_id,
+                    worker,
+                    [idx for idx, _, _, _ in rows],
+                    [status for _, status, _, _ in rows],
+                    [text for _, _, text, _ in rows],
+                ),
+            )
+            return {idx for (idx,) in found}
+        values = [
+            {
+                "job_id": job_id,
+                "idx": idx,
+                "status": status,
+                "revision": revision,
+                "runtime_id": runtime_id,
+                "result": text,
+                "worker": worker,
+            }
+            for idx, status, text, _ in rows
+        ]
+        query = (
+            sqlite.insert(_RESULTS).on_conflict_do_nothing(index_elements=["job_id", "idx"]).returning(_RESULTS.c.idx)
+        )
+        return set(conn.execute(query, values).scalars())
+
+    def stored_among(self, job_id: str, indices: Sequence[int]) -> set[int]:
+        """Which of ``indices`` have a stored result (one range query)."""
+        if not indices:
+            return set()
+        query = select(_RESULTS.c.idx).where(
+            _RESULTS.c.job_id == job_id, _RESULTS.c.idx >= min(indices), _RESULTS.c.idx <= max(indices)
+        )
+        with self.engine.connect() as conn:
+            return set(conn.execute(query).scalars()) & set(indices)
+
     def _insert_sqlite(self, conn: Connection, rows: Sequence[tuple[str, int, str, int, str, str]]) -> None:
         for start in range(0, len(rows), _SQLITE_ROWS):
             part = rows[start : start + _SQLITE_ROWS]
@@ -330,7 +472,7 @@ class JobStore:
     def results(self, job_id: str, start: int, limit: int) -> list[StoredResult]:
         """Up to ``limit`` results with ``idx >= start``, in index order."""
         query = (
-            select(_RESULTS.c.idx, _RESULTS.c.revision, _RESULTS.c.runtime_id, _RESULTS.c.result)
+            select(_RESULTS.c.idx, _RESULTS.c.revision, _RESULTS.c.runtime_id, _RESULTS.c.result, _RESULTS.c.worker)
             .where(_RESULTS.c.job_id == job_id, _RESULTS.c.idx >= start)
             .order_by(_RESULTS.c.idx)
             .limit(limit)

@@ -10,6 +10,7 @@ Contract:
   with :class:`DatabaseSchemaError` before anything is touched: run that release or a newer one.
 * On PostgreSQL, concurrent starters serialize on an advisory lock, so one migrates and the
   others find the schema current; the migration is one transaction (DDL is transactional there).
+  On a SQLite file they serialize on a lock file beside it (``<file>.migrate-lock``).
 * :func:`normalized_url` lets users write ``postgresql://user@host/db``: the driver (psycopg 3)
   is ours to choose.
 
@@ -18,7 +19,11 @@ The revisions live in ``store/migrations/versions``; docs/database.md says how t
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,9 +104,33 @@ def state(engine: Engine) -> SchemaState:
         return _state(conn)
 
 
+@contextlib.contextmanager
+def _file_lock(engine: Engine) -> Iterator[None]:
+    """On a SQLite file, an exclusive lock beside it for the migration: processes sharing the file (a
+    service and its queue's worker hosts on one machine) starting at once migrate one at a time."""
+    path = engine.url.database if engine.dialect.name == "sqlite" else None
+    if not path or path == ":memory:" or path.startswith("file:"):
+        yield
+        return
+    fd = os.open(f"{path}.migrate-lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def upgrade(engine: Engine) -> SchemaState:
     """Migrate the database to the newest revision (nothing to do: one cheap read). Returns the state before."""
     before = state(engine)
+    if before.up_to_date:
+        return before
+    with _file_lock(engine):
+        return _upgrade(engine)
+
+
+def _upgrade(engine: Engine) -> SchemaState:
+    before = state(engine)  # another starter may have migrated while we waited for the lock
     if before.up_to_date:
         return before
     with engine.begin() as conn:

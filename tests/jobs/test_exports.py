@@ -189,7 +189,8 @@ def test_many_sparse_results_are_read_across_fetches_and_dataset_blocks(tmp_path
 def test_ndjson_has_one_line_per_row_equal_to_the_page_items(world: World) -> None:
     page = world.reader.page(world.job(), world.revision, 0, 100)
     lines = ndjson(world)
-    assert [list(line) for line in lines] == [["index", "row", "result"]] * len(ROWS)
+    assert [list(line) for line in lines] == [["index", "row", "result", "worker"]] * len(ROWS)
+    assert {line["worker"] for line in lines} == {None}  # the service ran them (no queue)
     assert lines == [item.model_dump(mode="json") for item in page.data]
     assert lines[3]["row"]["q"] == "日本語 🎉"
     assert {line["result"]["runtime"]["id"] for line in lines} == {"py-rt", "py-rt-2"}

@@ -301,6 +301,28 @@ async def test_the_spares_a_burst_adds_are_capped_at_half_of_max_workers() -> No
 
 
 @aio
+async def test_a_key_whose_workers_keep_dying_takes_spares_without_growing_the_burst_stock() -> None:
+    def handler(load: dict[str, Any], case: dict[str, Any]) -> Reply:
+        return DIE if "crash" in load["code"] else {"value": 1.0}
+
+    async with pooled(handler, spare_workers=1, max_workers=8) as (pool, backend):
+        pool.warm(R1)
+        await settle()
+        for _ in range(12):  # every call kills its worker: the key is failing after the first few
+            assert statuses(await run(pool, cases(1), spec("crash"))) == ["error"]
+            await settle()
+        assert pool.failing("crash")
+        # only its first takes (before it counted as failing) were burst demand; its replacements
+        # were not, so the stock stays near the setting instead of 1 + max_workers // 2 starting
+        assert pool.stats().spares <= 2
+        before = backend.started
+        for i in range(3):  # a burst of healthy never-seen revisions still grows it
+            await run(pool, cases(1), spec(f"burst-{i}"))
+            await settle()
+        assert pool.stats().spares > 1 and backend.started > before
+
+
+@aio
 async def test_a_bind_that_finds_no_spare_takes_the_first_one_that_finishes_starting() -> None:
     async with pooled(spare_workers=1, max_workers=16) as (pool, backend):
         pool.warm(R1)  # starting, not started yet: the bind waits for it instead of starting its own

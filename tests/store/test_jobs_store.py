@@ -5,7 +5,8 @@ filters, ``set_job`` with ``only_unfinished``, ``unfinished``) and the resume in
 ``commit_rows``: results and counters land in one transaction, and ``(job_id, idx)`` is
 the primary key, so committing a row twice raises ``IntegrityError`` and rolls the whole
 chunk back (no row stored, counters untouched). ``done_indices`` and ``results`` read
-rows back in index order, paged by ``start``/``limit``.
+rows back in index order, paged by ``start``/``limit``. Queued jobs' ``commit_shared`` is
+idempotent and additive: redelivered, overlapping and concurrent chunks count each row once.
 """
 
 from __future__ import annotations
@@ -293,3 +294,94 @@ def test_stored_times_read_back_in_utc_whatever_the_session_zone(postgres: Clust
     got = store.get_dataset(record.id)
     assert got == record and got.created_at.utcoffset() == timedelta(0)
     store.engine.dispose()
+
+
+# --------------------------------------------------------------------------- queued jobs: commit_shared
+
+QUEUE_OWNER = "service-1/queue"
+
+
+@pytest.fixture
+def queued(store: JobStore) -> str:
+    store.add_dataset(dataset())
+    job_id = new_job(store, total=10)
+    store.set_job(job_id, owner=QUEUE_OWNER, status="running")
+    return job_id
+
+
+def shared_rows(indices: range | list[int]) -> list[tuple[int, str, str, Any]]:
+    from evaluator_host.jobs.rows import StoredRow
+
+    made = []
+    for idx in indices:
+        status = "error" if idx % 5 == 4 else "ok"
+        score = None if status != "ok" else idx / 10
+        made.append((idx, status, json.dumps({"status": status, "score": score}), StoredRow(status, "", score)))
+    return made
+
+
+def commit(store: JobStore, job_id: str, indices: range | list[int], worker: str = "host-a") -> Any:
+    return store.commit_shared(
+        job_id, QUEUE_OWNER, shared_rows(indices), revision=1, runtime_id="python-1", worker=worker
+    )
+
+
+def test_a_redelivered_chunk_after_a_partial_commit_counts_each_row_once(store: JobStore, queued: str) -> None:
+    first = commit(store, queued, range(0, 3))
+    again = commit(store, queued, range(0, 6))  # rows 0-2 are stored: only 3-5 are new
+    assert (first.stored, again.stored, again.done) == (3, 3, 6)
+    job = store.get_job(queued)
+    assert (job.done, job.failed, job.status) == (6, 1, "running")  # row 4 is the one error
+    assert job.acc_state is not None and job.acc_state["count"] == 6 and job.acc_state["errors"] == 1
+    assert commit(store, queued, range(0, 6)).stored == 0  # the whole chunk again: nothing changes
+    assert store.get_job(queued).acc_state == job.acc_state
+    assert [r.worker for r in store.results(queued, 0, 10)] == ["host-a"] * 6
+
+
+def test_the_commit_that_stores_the_last_row_marks_the_job_succeeded(store: JobStore, queued: str) -> None:
+    commit(store, queued, range(5, 10), worker="host-b")
+    last = commit(store, queued, range(0, 5))
+    assert last.finished and last.done == 10
+    job = store.get_job(queued)
+    assert (job.status, job.done, job.failed) == ("succeeded", 10, 2) and job.finished_at is not None
+    assert {r.worker for r in store.results(queued, 0, 10)} == {"host-a", "host-b"}
+    with pytest.raises(JobNotHeld):  # a late duplicate after the end stores nothing
+        commit(store, queued, [3])
+
+
+def test_shared_commits_are_fenced_by_status_and_owner(store: JobStore, queued: str) -> None:
+    with pytest.raises(JobNotHeld):
+        store.commit_shared(queued, "another/queue", shared_rows([0]), revision=1, runtime_id="p", worker="x")
+    store.set_job(queued, status="cancelled")
+    with pytest.raises(JobNotHeld):
+        commit(store, queued, [1])
+    assert store.results(queued, 0, 10) == [] and store.get_job(queued).done == 0
+
+
+def test_concurrent_shared_commits_of_overlapping_chunks_keep_counters_equal_to_rows(
+    store: JobStore, queued: str
+) -> None:
+    store.set_job(queued, total=200)
+    chunks = [list(range(start, min(start + 20, 200))) for start in range(0, 200, 10)]  # each row in two chunks
+
+
+    def one(numbered: tuple[int, list[int]]) -> int:
+        try:
+            return int(commit(store, queued, numbered[1], f"host-{numbered[0] % 3}").stored)
+        except JobNotHeld:  # the job was complete already: a late duplicate stores nothing
+            return 0
+
+    with ThreadPoolExecutor(max_workers=8) as threads:
+        assert sum(threads.map(one, enumerate(chunks * 2))) == 200
+    job = store.get_job(queued)
+    assert (job.status, job.done, job.failed) == ("succeeded", 200, 40)
+    assert job.acc_state is not None and job.acc_state["count"] == 200 and job.acc_state["errors"] == 40
+    assert list(store.done_indices(queued)) == list(range(200))
+
+
+def test_a_service_adopts_its_other_modes_unfinished_jobs(store: JobStore, queued: str) -> None:
+    plain = JobStore(store.engine, owner="service-1", adopts=QUEUE_OWNER)  # the queue was turned off
+    assert [j.id for j in plain.unfinished()] == [queued]
+    assert store.get_job(queued).owner == "service-1"
+    with pytest.raises(JobNotHeld):  # the queue's late commits are fenced off from then on
+        commit(store, queued, [0])

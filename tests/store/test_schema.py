@@ -4,7 +4,8 @@ A fresh database migrates to exactly the models' schema (SQLite and PostgreSQL);
 made by main before migrations existed (``fixtures/pre_alembic_08a8d8f.sql``, made through
 that code's own API) upgrades in place with every row kept and a service then serves it; an
 older one still (no ``capabilities`` column, no ``idempotency_keys`` table) too; a database a
-newer release migrated is refused untouched; concurrent starters on PostgreSQL migrate once.
+newer release migrated is refused untouched; concurrent starters on PostgreSQL, and processes
+sharing one SQLite file, migrate once.
 """
 
 from __future__ import annotations
@@ -188,9 +189,10 @@ def test_a_database_made_by_create_all_before_migrations_is_adopted_on_either_da
         id="job_1", evaluator_id="ev_1", revision=1, runtime_id="python-1", dataset_id="ds_1",
         field_mapping={}, parallelism=1, total=1, warnings=[],
     )  # fmt: skip
-    with engine.begin() as conn:  # what main's create_all made: no version table, nothing of 0002 or 0003
+    with engine.begin() as conn:  # what main's create_all made: no version table, nothing of 0002, 0003 or 0004
         conn.execute(text("DROP TABLE alembic_version"))
         conn.execute(text("ALTER TABLE jobs DROP COLUMN owner"))
+        conn.execute(text("ALTER TABLE job_results DROP COLUMN worker"))
         for table in ("workspace_runtimes", "secrets", "api_keys", "workspaces"):
             conn.execute(text(f"DROP TABLE {table}"))
         for table in ("evaluators", "datasets", "jobs"):
@@ -205,3 +207,20 @@ def test_a_database_made_by_create_all_before_migrations_is_adopted_on_either_da
     assert schema.state(engine).up_to_date
     assert [j.id for j in JobStore(engine, owner="resumer").unfinished()] == ["job_1"]  # ownerless: claimed
     engine.dispose()
+
+
+def test_processes_starting_together_on_one_sqlite_file_migrate_once(tmp_path: Path) -> None:
+    # a service and its queue's worker hosts on one machine share the file and start at once
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    code = "import sys; from evaluator_host.store.db import make_engine; make_engine(sys.argv[1]).dispose()"
+    starters = [subprocess.Popen([sys.executable, "-c", code, url], stderr=subprocess.PIPE) for _ in range(6)]
+    failed = [p.stderr.read().decode()[-300:] for p in starters if p.wait(timeout=120) != 0]  # type: ignore[union-attr]
+    assert failed == []
+    engine = create_engine(url)
+    try:
+        assert schema.state(engine).up_to_date
+    finally:
+        engine.dispose()

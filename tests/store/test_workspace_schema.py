@@ -91,7 +91,7 @@ def test_a_database_at_0002_with_rows_upgrades_to_workspaces_on_either_database(
             conn.execute(text(statement))
     old.dispose()
     engine = make_engine(database_url)
-    assert schema.state(engine).up_to_date and schema.head() == "0003"
+    assert schema.state(engine).up_to_date  # at the head: 0003 (workspaces) and every later revision ran
     with engine.connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
         scoped = {

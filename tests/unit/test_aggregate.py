@@ -359,3 +359,58 @@ def test_histogram_survives_state_and_restore_and_older_states_start_it_empty() 
     resumed = Accumulator.restore(older)
     resumed.add(ok(0.5))
     assert resumed.result().histogram is not None and resumed.result().histogram.counts[5] == 1
+
+
+# --------------------------------------------------------------------------- merging (queued jobs' hosts)
+
+
+def _mixed(n: int, offset: int = 0) -> list[EvaluationResult]:
+    made: list[EvaluationResult] = []
+    for i in range(offset, offset + n):
+        if i % 7 == 3:
+            made.append(failed())
+        elif i % 5 == 0:
+            made.append(ok(i / 100, passed=i % 2 == 0, f1=0.5, **({"extra": 1.0} if i % 10 == 0 else {})))
+        else:
+            result = ok((i % 11) / 10, passed=i % 3 == 0)
+            result.label = f"l{i % 4}"
+            made.append(result)
+    return made
+
+
+@pytest.mark.parametrize("cut", [0, 1, 17, 60, 120])
+def test_merging_two_accumulators_equals_adding_every_result_to_one(cut: int) -> None:
+    results = _mixed(120)
+    whole, first, second = Accumulator(), Accumulator(), Accumulator()
+    for result in results:
+        whole.add(result)
+    for result in results[:cut]:
+        first.add(result)
+    for result in results[cut:]:
+        second.add(result)
+    first.merge(Accumulator.restore(json.loads(json.dumps(second.state()))))  # as stored between hosts
+    merged, expected = first.result(), whole.result()
+    assert merged.count == expected.count and merged.errors == expected.errors
+    assert merged.pass_rate == expected.pass_rate and merged.labels == expected.labels
+    assert merged.histogram == expected.histogram
+    for name, stats in [("score", merged.score), *merged.outputs.items()]:
+        want = expected.score if name == "score" else expected.outputs[name]
+        assert stats is not None and want is not None
+        assert (stats.count, stats.nan_count, stats.min, stats.max) == (want.count, want.nan_count, want.min, want.max)
+        assert stats.mean == pytest.approx(want.mean, abs=1e-12)
+        assert stats.std == pytest.approx(want.std, abs=1e-12)
+    assert set(merged.outputs) == set(expected.outputs) == {"f1", "extra"}
+
+
+def test_merging_a_million_zero_one_scores_keeps_the_mean_exact() -> None:
+    parts = []
+    for _ in range(10):
+        part = Accumulator()
+        for i in range(100_000):
+            part.add(ok(1.0 if i % 4 else 0.0))
+        parts.append(part)
+    total = Accumulator()
+    for part in parts:
+        total.merge(part)
+    stats = total.result().score
+    assert stats is not None and stats.count == 1_000_000 and stats.mean == 0.75

@@ -34,6 +34,7 @@ FORBIDDEN = {
     "evaluation.py": [*TOP, "evaluator_host.jobs", "evaluator_host.store", "evaluator_host.evaluators"],
     "evaluators.py": [*TOP, "evaluator_host.jobs"],
     "jobs": [*TOP],
+    "queue": ["evaluator_host.api", "evaluator_host.cli"],  # a worker host wires services itself (queue/host.py)
     "languages.py": [*TOP, *PATH, *BELOW, "evaluator_host.models"],
 }
 

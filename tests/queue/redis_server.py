@@ -1,0 +1,82 @@
+"""A throwaway ``redis-server`` (Debian's package) for tests and benchmarks: a unix socket in a
+temporary directory (no TCP port), append-only persistence so a restart keeps the queue, stopped
+and removed at the end. The system's own Redis is never used.
+
+``EVALUATOR_HOST_TEST_REDIS=required`` (set by ``.ci/run``) turns "no redis-server" into a failure.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+__all__ = ["REDIS_MISSING", "REDIS_REQUIRED", "RedisServer"]
+
+REDIS_REQUIRED = os.environ.get("EVALUATOR_HOST_TEST_REDIS") == "required"
+REDIS_MISSING = (
+    None if shutil.which("redis-server") else "redis-server is not installed (Debian: apt-get install redis-server)"
+)
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class RedisServer:
+    """One running ``redis-server``; :attr:`url` is the broker URL (``redis+socket://``)."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="evh-redis-"))
+        self.socket = self.root / "redis.sock"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"redis+socket://{self.socket}"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(unix_socket_path=str(self.socket))
+
+    def start(self) -> None:
+        """Start the server (again, on the same socket and data: what it had is loaded back)."""
+        argv = [
+            "redis-server", "--port", "0", "--unixsocket", str(self.socket), "--unixsocketperm", "700",
+            "--dir", str(self.root), "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
+            "--logfile", str(self.root / "redis.log"), "--daemonize", "no",
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(argv, preexec_fn=_die_with_parent, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while True:
+            assert self.proc.poll() is None, (self.root / "redis.log").read_text()[-2000:]
+            try:
+                with self.client() as probe:
+                    if probe.ping():
+                        return
+            except (redis.ConnectionError, FileNotFoundError):
+                pass
+            assert time.monotonic() < deadline, "redis-server did not start within 30 s"
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM: it writes its append-only file and exits)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def close(self) -> None:
+        """Stop it and remove its directory."""
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
