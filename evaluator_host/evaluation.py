@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluator_host import languages
+from evaluator_host import languages, tracing
 from evaluator_host.definitions.imports import unpinned
 from evaluator_host.definitions.interfaces import Detected, cached, detect
 from evaluator_host.definitions.packages import normalize_pins
@@ -211,6 +211,11 @@ class Bound:
         self._pool = pool
         installer = languages.get(prepared.language).family.installer
         self.import_warnings = unpinned(installer, prepared.code, prepared.pins, runtime.lock)
+        self.traced: dict[str, str] = {  # the attributes of its spans (no evaluator id: see tracing)
+            "evaluator_host.language": prepared.language,
+            "evaluator_host.backend": pool.backend.name,
+            "evaluator_host.runtime.id": runtime.id,
+        }
 
     async def run(
         self,
@@ -265,7 +270,11 @@ class Bound:
         importing what no pinned package provides, gets the warning naming the package to pin.
         """
         dumped = [case.model_dump() for case in cases]
-        results = [self.result(raw) for raw in await self.run(dumped, max_bytes)]
+        with tracing.span("evaluate", self.traced) as span:
+            results = [self.result(raw) for raw in await self.run(dumped, max_bytes)]
+            if span.is_recording():
+                span.set_attribute("evaluator_host.cases", len(results))
+                tracing.outcome(span, (result.status for result in results))
         for case, result in zip(dumped, results, strict=True):
             ignored = ignored_fields(self.prepared.interface, case)
             if ignored:

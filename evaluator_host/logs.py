@@ -41,7 +41,7 @@ def configure(level: str, fmt: str, access_log: bool) -> None:
     handler.setFormatter(
         JsonFormatter() if fmt == "json" else logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s")
     )
-    for name in ("evaluator_host", "uvicorn", "uvicorn.error"):
+    for name in ("evaluator_host", "uvicorn", "uvicorn.error", "opentelemetry"):  # (the span exporter's warnings)
         logger = logging.getLogger(name)
         logger.handlers[:] = [handler]
         logger.setLevel(level.upper())

@@ -10,11 +10,12 @@ import os
 import sys
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-__all__ = ["Settings", "default_data_dir"]
+__all__ = ["Settings", "default_data_dir", "otlp_traces_endpoint"]
 
 
 def default_data_dir() -> Path:
@@ -28,6 +29,24 @@ def default_ca_bundle() -> Path | None:
     for candidate in ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"):
         if os.path.isfile(candidate):
             return Path(candidate)
+    return None
+
+
+def otlp_traces_endpoint() -> str | None:
+    """The OpenTelemetry SDK's own variables: ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (the traces URL),
+    else ``OTEL_EXPORTER_OTLP_ENDPOINT`` (a base URL: ``/v1/traces`` is appended); none when
+    ``OTEL_SDK_DISABLED=true``, ``OTEL_TRACES_EXPORTER=none`` or the protocol they name is gRPC
+    (the service speaks OTLP/HTTP only)."""
+    env = os.environ
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true" or env.get("OTEL_TRACES_EXPORTER") == "none":
+        return None
+    protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or ""
+    if protocol.strip().lower() == "grpc":
+        return None
+    if url := env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip():
+        return url
+    if base := env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip():
+        return base.rstrip("/") + "/v1/traces"
     return None
 
 
@@ -83,6 +102,23 @@ class Settings(BaseSettings):
     log_level: str = Field("info", description="debug | info | warning | error (serve's --log-level wins).")
     log_format: Literal["json", "text"] = Field("json", description="Service logs: one JSON object per line, or text.")
     access_log: bool = Field(True, description="One log line per request (with its request id).")
+    otel_endpoint: str | None = Field(
+        default_factory=otlp_traces_endpoint,
+        validate_default=True,
+        description="OpenTelemetry tracing: the OTLP/HTTP collector, e.g. http://127.0.0.1:4318 (`/v1/traces` is "
+        "appended to a URL without a path); tracing is off unless set (empty: off whatever OTEL_* says). "
+        "docs/operations.md, Tracing.",
+    )
+    otel_service_name: str = Field(
+        default_factory=lambda: os.environ.get("OTEL_SERVICE_NAME") or "evaluator-host",  # the SDK's variable
+        description="`service.name` of the spans.",
+    )
+    otel_sample_ratio: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="Share of the traces starting here that are kept (a caller's traceparent decides for its own).",
+    )
     fast_path: bool = Field(
         True,
         description="Answer the two evaluate routes without the framework's per-request machinery "
@@ -200,6 +236,13 @@ class Settings(BaseSettings):
         1, ge=0, description="Unbound workers kept started per runtime in recent use (every backend; 0: none)."
     )
     container_user: str = Field("65534:65534", description="uid:gid that user code runs as in containers.")
+
+    @field_validator("otel_endpoint")
+    @classmethod
+    def _otlp_http(cls, value: str | None) -> str | None:
+        if value and urlsplit(value).scheme not in ("http", "https"):
+            raise ValueError(f"{value!r} is not an http:// or https:// URL (OTLP/HTTP)")
+        return value or None
 
     @field_validator("api_keys", "secrets_key", mode="before")
     @classmethod

@@ -28,6 +28,8 @@ FACTORY_DEFAULTS = {
     "egress_hosts": "none",
     "python_executable": "the interpreter behind this venv",
     "ca_bundle": "the host's system bundle",
+    "otel_endpoint": "`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, else `OTEL_EXPORTER_OTLP_ENDPOINT`/v1/traces, else none",
+    "otel_service_name": "`OTEL_SERVICE_NAME`, else `evaluator-host`",
 }
 
 

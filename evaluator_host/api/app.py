@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
 
+from evaluator_host import tracing
 from evaluator_host.api import (
     datasets,
     docs,
@@ -63,12 +65,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         services = Services.start(settings)
         app.state.services = services
+        traced = False
         try:
+            traced = tracing.start(settings)  # when configured (off by default)
             await services.resume()
             app.openapi()  # built now, not by the first request (the access log's route templates read it)
             yield
         finally:
             await services.close()
+            if traced:
+                await asyncio.to_thread(tracing.stop)  # the last spans exported (bounded)
 
     app = FastAPI(
         title="evaluator-host",

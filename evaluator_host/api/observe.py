@@ -1,4 +1,5 @@
-"""Every request observed: a request id (``X-Request-Id``), its duration in the metrics, one log line.
+"""Every request observed: a request id (``X-Request-Id``), its duration in the metrics, one log line,
+and, when tracing is on, its server span (:mod:`evaluator_host.tracing`; the log line then has its ``trace_id``).
 
 The outermost layer of the app, so it sees every answer — the fast path's, the app's, the
 body limit's 413 — with its status. The request id is the client's ``X-Request-Id`` when it
@@ -14,11 +15,13 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 import time
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from evaluator_host import tracing
 from evaluator_host.sandbox.build_once import BUILD_NOTES
 
 __all__ = ["ROUTE_KEY", "Observe"]
@@ -70,6 +73,7 @@ class Observe:
         status = 500
         builds: list[str] = []  # builds this request ran or waited for (X-Runtime-Build)
         notes = BUILD_NOTES.set(builds)
+        traced = tracing.request(scope, request_id)  # the server span (None: tracing is off)
 
         async def observed_send(message: Message) -> None:
             nonlocal status
@@ -89,18 +93,20 @@ class Observe:
             if self._templates is None and "app" in scope:
                 self._templates = _templates(scope["app"])
             route = _route(scope, self._templates or [])
+            if traced is not None:
+                traced.end(route, status, sys.exc_info()[1])
             services = getattr(getattr(scope.get("app"), "state", None), "services", None)
             if services is not None:
                 services.pool.metrics.request(scope["method"], route, status, seconds)
             if access.isEnabledFor(logging.INFO):
-                access.info(
-                    "request",
-                    extra={
-                        "request_id": request_id.decode(),
-                        "method": scope["method"],
-                        "route": route,
-                        "path": scope["path"],
-                        "status": status,
-                        "duration_ms": round(seconds * 1000, 3),
-                    },
-                )
+                line = {
+                    "request_id": request_id.decode(),
+                    "method": scope["method"],
+                    "route": route,
+                    "path": scope["path"],
+                    "status": status,
+                    "duration_ms": round(seconds * 1000, 3),
+                }
+                if traced is not None:
+                    line["trace_id"] = traced.trace_id
+                access.info("request", extra=line)

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from evaluator_host import fastjson
+from evaluator_host import fastjson, tracing
 from evaluator_host.errors import (
     BackendUnavailable,
     EvaluatorHostError,
@@ -352,10 +352,19 @@ class JobRunner:
 
         async def lane() -> None:
             for chunk in chunks:
-                t0 = time.monotonic()
-                outcomes = await self._run_chunk(bound, [case for _, case in chunk])
-                sizer.observe(len(chunk), time.monotonic() - t0)
-                await self._commit(record, live, bound, chunk, outcomes)
+                traced: tracing.Attributes = {
+                    **bound.traced,
+                    "evaluator_host.job.id": job_id,
+                    "evaluator_host.job.rows": len(chunk),
+                }
+                with tracing.span("job.chunk", traced, root=True) as span:  # each chunk a trace of its own
+                    t0 = time.monotonic()
+                    outcomes = await self._run_chunk(bound, [case for _, case in chunk])
+                    sizer.observe(len(chunk), time.monotonic() - t0)
+                    if span.is_recording():
+                        tracing.outcome(span, (outcome.status for outcome in outcomes))
+                    with tracing.span("job.commit"):
+                        await self._commit(record, live, bound, chunk, outcomes)
 
         async with asyncio.TaskGroup() as group:
             for _ in range(record.parallelism):

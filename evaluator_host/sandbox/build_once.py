@@ -32,7 +32,7 @@ from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from evaluator_host import languages
+from evaluator_host import languages, tracing
 from evaluator_host.errors import BuildError
 from evaluator_host.metrics import Metrics
 from evaluator_host.sandbox.base import Runtime
@@ -303,16 +303,28 @@ class BuildOnce:
             return runtime
         lock = self._locks.setdefault(rid, asyncio.Lock())
         waited = time.monotonic()
-        async with lock:
-            cached = self._cache.get(rid)
-            if cached is None or not self.present(cached):
-                loop = asyncio.get_running_loop()
-                runtime, seconds = await loop.run_in_executor(self._building, self._ensure_locked, rid, language, pins)
-                self._cache[rid] = runtime
-                if seconds is not None:
-                    _note(f"built; runtime={rid}; duration={seconds:.1f}s")
-            elif time.monotonic() - waited > 0.05:
-                _note(f"waited; runtime={rid}; duration={time.monotonic() - waited:.1f}s")
+        traced = {"evaluator_host.runtime.id": rid, "evaluator_host.language": language}
+        with tracing.span("runtime.build", traced) as span:  # outcome: built, found (on disk), waited, failed
+            async with lock:
+                cached = self._cache.get(rid)
+                if cached is None or not self.present(cached):
+                    loop = asyncio.get_running_loop()
+                    try:
+                        runtime, seconds = await loop.run_in_executor(
+                            self._building, self._ensure_locked, rid, language, pins
+                        )
+                    except Exception:
+                        span.set_attribute("evaluator_host.build.outcome", "failed")
+                        raise
+                    self._cache[rid] = runtime
+                    span.set_attribute("evaluator_host.build.outcome", "found" if seconds is None else "built")
+                    if seconds is not None:
+                        span.set_attribute("evaluator_host.build.seconds", round(seconds, 3))
+                        _note(f"built; runtime={rid}; duration={seconds:.1f}s")
+                else:
+                    span.set_attribute("evaluator_host.build.outcome", "waited")
+                    if time.monotonic() - waited > 0.05:
+                        _note(f"waited; runtime={rid}; duration={time.monotonic() - waited:.1f}s")
         return _as_language(self._cache[rid], language)
 
     async def lookup(self, language: str, pins: dict[str, str]) -> Runtime | None:

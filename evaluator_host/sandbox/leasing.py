@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from evaluator_host import tracing
 from evaluator_host.errors import SandboxError
 from evaluator_host.metrics import Metrics
 from evaluator_host.sandbox.base import Worker, WorkerSpec
@@ -269,11 +270,16 @@ class Leasing:
             self._reap(victim.worker)
         started = time.monotonic()
         try:
-            if self.failing(spec.key):
-                async with self._failing_starts:
+            traced: tracing.Attributes = {
+                "evaluator_host.backend": self._backend_name,
+                "evaluator_host.eviction": victim is not None,
+            }
+            with tracing.span("worker.start", traced):  # (a spare bound, or a worker started)
+                if self.failing(spec.key):
+                    async with self._failing_starts:
+                        slot = await self._start(spec)
+                else:
                     slot = await self._start(spec)
-            else:
-                slot = await self._start(spec)
         except BaseException:
             self._forget()
             raise

@@ -29,11 +29,13 @@ import asyncio
 import contextlib
 import os
 import random
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evaluator_host import tracing
 from evaluator_host.errors import ResponseTooLarge, SandboxError
 from evaluator_host.metrics import Metrics
 from evaluator_host.sandbox.base import RawOutcome, RuntimeKey, SandboxBackend, WorkerSpec, error_info
@@ -189,6 +191,14 @@ class WorkerPool(Leasing):
         self.spares.sweep(now)
         await self.sweep_idle(now)
 
+    async def _acquire_traced(self, spec: WorkerSpec) -> Slot:
+        """A worker for ``spec`` (:meth:`_acquire`) in a ``pool.acquire`` span: the wait for a worker of its
+        key, or its start (then a ``worker.start`` span inside)."""
+        if not tracing.enabled():
+            return await self._acquire(spec)
+        with tracing.span("pool.acquire"):
+            return await self._acquire(spec)
+
     async def prewarm(self, spec: WorkerSpec) -> None:
         """Start a worker for ``spec`` ahead of its first evaluation (best effort)."""
         self._sweep_soon()
@@ -227,7 +237,7 @@ class WorkerPool(Leasing):
             key = (spec.key, timeout_s, correct_answer_key)
 
             async def runner(group: Group) -> list[RawOutcome]:
-                slot = await self._acquire(spec)
+                slot = await self._acquire_traced(spec)
                 return await self._run_rows(spec, self.coalescer.seal(group), timeout_s, correct_answer_key, slot)
 
             return [await self.coalescer.submit(key, cases[0], runner, self.coalesce_limit(spec.key))]
@@ -283,7 +293,7 @@ class WorkerPool(Leasing):
         """Run ``batch`` on one worker (``slot``, else one acquired now); return how many of its rows
         now have an outcome. With ``flush_ms``, a worker lost to a timeout or an exit raises
         :class:`_Unanswered` instead of blaming the next row (it may have died holding replies)."""
-        slot = slot or await self._acquire(spec)
+        slot = slot or await self._acquire_traced(spec)
         if slot.load_error is not None:
             status = "timeout" if slot.load_error.get("type") == "Timeout" else "error"
             for index in batch:
@@ -296,6 +306,7 @@ class WorkerPool(Leasing):
         healthy = False  # only a batch that finished cleanly leaves the worker reusable
         oom_before = slot.oom_seen
         request = f"{self._ids.getrandbits(64):016x}"  # every reply must carry it, with its index in the batch
+        span = tracing.start_span("worker.run", {"evaluator_host.backend": self._backend_name})
         try:
             run = {"op": "run", "id": request, "correct_answer_key": correct_answer_key, "timeout_s": timeout_s}
             if flush_ms:
@@ -396,6 +407,11 @@ class WorkerPool(Leasing):
             done += 1
         finally:
             await self._release(slot, healthy)
+            if span.is_recording():
+                span.set_attributes({"evaluator_host.language": spec.load["language"], "evaluator_host.cases": done})
+                tracing.finish(
+                    span, [r.status for i in batch[:done] if (r := results[i]) is not None], sys.exc_info()[1]
+                )
         return done
 
     async def close(self) -> None:

@@ -1,0 +1,154 @@
+"""A real OTLP/HTTP trace receiver on loopback, for the tracing tests.
+
+:class:`Collector` listens on ``127.0.0.1`` (a free port), accepts ``POST /v1/traces`` with an
+``application/x-protobuf`` body, decodes it with ``opentelemetry-proto``
+(``ExportTraceServiceRequest``) and answers an ``ExportTraceServiceResponse``, as an
+OpenTelemetry Collector does. Every span it received is kept as a :class:`Received`; the raw
+bodies are kept too (to prove what never went out).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+__all__ = ["Collector", "Received", "collector"]
+
+KINDS = {1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
+STATUSES = {0: "UNSET", 1: "OK", 2: "ERROR"}
+
+
+def _value(value: AnyValue) -> Any:
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(v) for v in value.array_value.values]
+    return None if kind is None else getattr(value, kind)
+
+
+@dataclass(frozen=True)
+class Received:
+    """One span as the collector received it (ids as lowercase hex; no parent: ``""``)."""
+
+    name: str
+    kind: str
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    attributes: dict[str, Any]
+    status: str
+    status_message: str
+    events: list[str]
+    resource: dict[str, Any]
+    duration_s: float
+
+
+@dataclass
+class Collector:
+    """The spans received so far (thread-safe), and where to send them."""
+
+    port: int = 0
+    spans: list[Received] = field(default_factory=list)
+    bodies: list[bytes] = field(default_factory=list)
+    other_requests: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL (what ``OTEL_EXPORTER_OTLP_ENDPOINT`` takes)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def take(self, body: bytes) -> None:
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        found = []
+        for resource_spans in request.resource_spans:
+            resource = {a.key: _value(a.value) for a in resource_spans.resource.attributes}
+            for scope_spans in resource_spans.scope_spans:
+                for s in scope_spans.spans:
+                    found.append(
+                        Received(
+                            name=s.name,
+                            kind=KINDS.get(s.kind, str(s.kind)),
+                            trace_id=s.trace_id.hex(),
+                            span_id=s.span_id.hex(),
+                            parent_span_id=s.parent_span_id.hex(),
+                            attributes={a.key: _value(a.value) for a in s.attributes},
+                            status=STATUSES[s.status.code],
+                            status_message=s.status.message,
+                            events=[e.name for e in s.events],
+                            resource=resource,
+                            duration_s=(s.end_time_unix_nano - s.start_time_unix_nano) / 1e9,
+                        )
+                    )
+        with self.lock:
+            self.bodies.append(body)
+            self.spans.extend(found)
+
+    def received(self) -> list[Received]:
+        with self.lock:
+            return list(self.spans)
+
+    def wait_for(self, check: Callable[[list[Received]], bool], timeout: float = 15.0) -> list[Received]:
+        """The spans received, once ``check`` holds for them (AssertionError after ``timeout`` s)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            spans = self.received()
+            if check(spans):
+                return spans
+            assert time.monotonic() < deadline, f"spans never arrived; got {[(s.name, s.trace_id) for s in spans]}"
+            time.sleep(0.05)
+
+    def trace(self, trace_id: str, names: set[str], timeout: float = 15.0) -> dict[str, list[Received]]:
+        """The spans of ``trace_id`` by name, once every name of ``names`` arrived."""
+        spans = self.wait_for(lambda got: names <= {s.name for s in got if s.trace_id == trace_id}, timeout)
+        by_name: dict[str, list[Received]] = {}
+        for s in spans:
+            if s.trace_id == trace_id:
+                by_name.setdefault(s.name, []).append(s)
+        return by_name
+
+
+@contextmanager
+def collector() -> Iterator[Collector]:
+    """A :class:`Collector` serving on a thread until the block ends."""
+    state = Collector()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the http.server hook
+            body = self.rfile.read(int(self.headers.get("content-length", 0)))
+            if self.path != "/v1/traces" or self.headers.get("content-type") != "application/x-protobuf":
+                state.other_requests.append(f"{self.path} {self.headers.get('content-type')}")
+                self.send_response(404)
+                self.end_headers()
+                return
+            state.take(body)
+            answer = ExportTraceServiceResponse().SerializeToString()
+            self.send_response(200)
+            self.send_header("content-type", "application/x-protobuf")
+            self.send_header("content-length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state.port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
