@@ -136,6 +136,20 @@ def test_drain_without_a_worker_on_the_data_dir_says_so(grid_factory: Callable[.
     assert drain.returncode == 1 and "no worker runs on" in drain.stderr
 
 
+def test_drain_on_the_services_data_dir_leaves_the_service_running(grid_factory: Callable[..., Grid]) -> None:
+    grid = grid_factory()
+    client = grid.serve()
+    drain = subprocess.run(
+        [sys.executable, "-m", "evaluator_host.cli", "worker", "--drain", "--timeout", "10"],
+        cwd=REPO, env=grid.host_env("service"), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert drain.returncode == 1 and "is not a worker host but a service" in drain.stderr, drain.stderr
+    assert "drained" not in drain.stdout
+    time.sleep(0.5)
+    assert grid.service is not None and grid.service.poll() is None
+    assert client.get("/healthz").status_code == 200
+
+
 def test_a_worker_without_a_queue_url_refuses_to_start(grid_factory: Callable[..., Grid]) -> None:
     grid = grid_factory()
     env = {k: v for k, v in grid.host_env("c").items() if k != "EVALUATOR_HOST_QUEUE_URL"}
