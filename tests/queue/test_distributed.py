@@ -200,3 +200,31 @@ def test_a_workspace_job_with_a_secret_runs_on_hosts_redacted_and_hidden_from_ot
     assert team_b.get(f"/v1/jobs/{job_id}/results").status_code == 404
     for client in (operator, team_a, team_b):
         client.close()
+
+
+def test_a_chunk_task_a_host_cannot_run_fails_the_job_clearly_naming_the_host(
+    grid_factory: Callable[..., Grid],
+) -> None:
+    from sqlalchemy import create_engine, text
+
+    from evaluator_host.queue.broker import CHUNK_TASK, make_app
+    from evaluator_host.settings import Settings
+    from evaluator_host.store.schema import normalized_url
+
+    grid = grid_factory(queue_window="1")  # one chunk of the job queued at a time
+    grid.serve()
+    job_id = grid.start_job(grid.evaluator(), rows(200, wait=0.05))
+    engine = create_engine(normalized_url(grid.database_url))
+    with engine.connect() as conn:
+        owner = conn.execute(text("SELECT owner FROM jobs WHERE id = :j"), {"j": job_id}).scalar_one()
+    engine.dispose()
+    # a task no release can read (a foreign producer, a version skew), queued behind the job's first chunk
+    app = make_app(Settings(queue_url=grid.redis.url, data_dir=grid.root / "producer"))
+    app.send_task(CHUNK_TASK, args=(job_id, owner, "this is not a chunk"))
+    grid.add_host("a", lanes=1)
+    job = grid.finished(job_id)
+    assert job["status"] == "failed", job
+    assert job["error"]["type"] == "InternalError" and "on worker host a" in job["error"]["message"], job
+    assert "a chunk could not be run" in grid.host_log("a")
+    done = job["progress"]["done"]
+    assert grid.stored(job_id)[:3] == (done, done, done)  # what was stored before stays, each row once
