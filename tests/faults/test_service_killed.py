@@ -128,9 +128,10 @@ def test_on_docker_a_service_killed_mid_build_leaves_no_image_no_build_box_and_t
         found = engine.images.list(filters={"label": "evaluator-host.packages"})
         return [i for i in found if version in (i.labels or {}).get("evaluator-host.packages", "")]
 
-    def build_boxes(owner_of: set[str] | None = None) -> list[Any]:
-        boxes = engine.containers.list(all=True, filters={"label": "evaluator-host.build=1"})
-        return [c for c in boxes if owner_of is None or c.labels.get("evaluator-host.owner") in owner_of]
+    def build_boxes(owner_of: set[str] | None = None) -> list[dict[str, Any]]:
+        # the low-level list: no inspect per container (a box may go between the list and the inspect)
+        boxes = engine.api.containers(all=True, filters={"label": "evaluator-host.build=1"})
+        return [c for c in boxes if owner_of is None or c["Labels"].get("evaluator-host.owner") in owner_of]
 
     try:
         with serving(data_dir, "docker", env=env) as (client, proc):
@@ -144,8 +145,8 @@ def test_on_docker_a_service_killed_mid_build_leaves_no_image_no_build_box_and_t
 
             threading.Thread(target=save, daemon=True).start()
             # the install is under way in a build box (an exec running pip in it)
-            wait_for("the install to run", lambda: any(_execs(box) for box in build_boxes()), every_s=0.02)
-            owners = {box.labels.get("evaluator-host.owner", "") for box in build_boxes()}
+            wait_for("the install to run", lambda: any(_execs(engine, box) for box in build_boxes()), every_s=0.02)
+            owners = {box["Labels"].get("evaluator-host.owner", "") for box in build_boxes()}
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
         killed_at = time.monotonic()
@@ -166,10 +167,9 @@ def test_on_docker_a_service_killed_mid_build_leaves_no_image_no_build_box_and_t
         engine.close()
 
 
-def _execs(container: Any) -> bool:
-    """Whether an exec (the install) is running in ``container``."""
+def _execs(engine: Any, box: dict[str, Any]) -> bool:
+    """Whether an exec (the install) is running in the container ``box``."""
     try:
-        container.reload()
-        return any(e for e in (container.attrs.get("ExecIDs") or []))
-    except Exception:
+        return bool(engine.api.inspect_container(box["Id"]).get("ExecIDs"))
+    except Exception:  # it went meanwhile
         return False
