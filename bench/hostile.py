@@ -158,11 +158,35 @@ def main(backends: list[str]) -> int:
     seconds = float(os.environ.get("SOAK_SECONDS", "60"))
     failed = False
     for backend in backends:
-        with serve(backend) as (base, _data, proc):
+        with serve(backend) as (base, data, proc):
             tally = asyncio.run(hammer(base, proc.pid, clients, seconds))
             print(report(backend, clients, seconds, tally))
             failed |= bool(tally.server_errors or tally.connection_errors or tally.wrong)
+        if backend == "docker":  # the service has stopped: none of its containers may stay
+            left = _containers_left(data)
+            print(f"containers of the service left 10 s after it stopped: {left}")
+            failed |= left > 0
     return 1 if failed else 0
+
+
+def _containers_left(data_dir: str) -> int:
+    """The managed containers of the service that ran on ``data_dir``, once they had 10 s to go."""
+    import docker
+
+    from evaluator_host.sandbox.docker.engine import Engine
+    from evaluator_host.settings import Settings
+
+    owner = Engine(Settings(data_dir=data_dir)).owner
+    client = docker.from_env(timeout=30)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            left = client.api.containers(all=True, filters={"label": f"evaluator-host.owner={owner}"})
+            if not left or time.monotonic() > deadline:
+                return len(left)
+            time.sleep(0.5)
+    finally:
+        client.close()
 
 
 if __name__ == "__main__":

@@ -71,21 +71,25 @@ def select_backend(settings: Settings) -> SandboxBackend:
     return DockerBackend(settings)
 
 
-def lock_data_dir(data_dir: Path) -> int:
-    """Take ``data_dir``'s service lock (an open fd, kept until closed); ``DataDirInUse`` if held."""
+def lock_data_dir(data_dir: Path, role: str = "service") -> int:
+    """Take ``data_dir``'s service lock (an open fd, kept until closed); ``DataDirInUse`` if held.
+
+    The lock file says who holds it: ``PID ROLE`` (``service``, ``worker``, ...), read by
+    ``evaluator-host worker --drain`` so that it never stops a process other than a worker host.
+    """
     path = data_dir / "service.lock"
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+        holder = (os.pread(fd, 64, 0).decode(errors="replace").split() or ["?"])[0]
         os.close(fd)
         raise DataDirInUse(
             f"another evaluator-host process (pid {holder}) is using the data dir {data_dir}: stop it, "
             "or give this one its own EVALUATOR_HOST_DATA_DIR (in-process `run` does so by itself)"
         ) from None
     os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    os.pwrite(fd, f"{os.getpid()} {role}\n".encode(), 0)
     return fd
 
 
@@ -139,13 +143,14 @@ class Services:
         return RuntimeCatalog(self.backend.builder)
 
     @classmethod
-    def start(cls, settings: Settings) -> Services:
-        """Lock the data dir, then create every component (jobs resume in :meth:`resume`).
+    def start(cls, settings: Settings, role: str = "service") -> Services:
+        """Lock the data dir (as ``role``: see :func:`lock_data_dir`), then create every component
+        (jobs resume in :meth:`resume`).
 
         Raises ``DataDirInUse`` when another live process holds the data dir.
         """
         settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        lock_fd = lock_data_dir(settings.data_dir)
+        lock_fd = lock_data_dir(settings.data_dir, role)
         try:
             return cls._components(settings, lock_fd)
         except BaseException:

@@ -100,7 +100,8 @@ class Vault:
                 except InvalidToken as exc:
                     raise SecretError(
                         f"secret {where[1]!r} of workspace {where[0]!r} cannot be decrypted with any key of "
-                        "EVALUATOR_HOST_SECRETS_KEY (was a key dropped before the values were rotated?)"
+                        "EVALUATOR_HOST_SECRETS_KEY: every service and worker host sharing the database needs "
+                        "the same key(s) (or was a key dropped before the values were rotated?)"
                     ) from exc
         if changed:
             self.store.replace_ciphertexts(changed)
@@ -141,15 +142,27 @@ class Vault:
         """The workspace's secrets (names and times)."""
         return await asyncio.to_thread(self.store.names, workspace_id)
 
+    def _decrypt(self, name: str, token: str) -> str:
+        """A stored value; ``SecretError`` when no key of this process decrypts it: another service
+        or worker host sharing the database stored it under a ``SECRETS_KEY`` this one lacks."""
+        try:
+            return self._cipher.decrypt(token.encode()).decode()
+        except InvalidToken:
+            raise SecretError(
+                f"secret {name!r} cannot be decrypted here: it was stored under another secrets key (every "
+                "service and worker host sharing the database needs the same EVALUATOR_HOST_SECRETS_KEY)"
+            ) from None
+
     async def values(self, workspace_id: str, names: Iterable[str]) -> dict[str, str]:
-        """The values of ``names`` in ``workspace_id``; ``SecretError`` naming any that is not set."""
+        """The values of ``names`` in ``workspace_id``; ``SecretError`` naming any that is not set, or
+        that this process cannot decrypt (a ``SECRETS_KEY`` differing from the one that stored it)."""
         wanted = list(names)
         if not wanted:
             return {}
         found = self._values.get(workspace_id)
         if found is None:
             tokens = await asyncio.to_thread(self.store.ciphertexts, workspace_id)
-            found = {name: self._cipher.decrypt(token.encode()).decode() for (_ws, name), token in tokens.items()}
+            found = {name: self._decrypt(name, token) for (_ws, name), token in tokens.items()}
             self._values[workspace_id] = found
         missing = [n for n in wanted if n not in found]
         if missing:

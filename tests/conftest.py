@@ -53,7 +53,8 @@ def managed_containers(owner: str | None = None) -> set[str]:
     labels = ["evaluator-host.managed=1", *([f"evaluator-host.owner={owner}"] if owner else [])]
     client = docker.from_env(timeout=10)
     try:
-        return {c.id for c in client.containers.list(all=True, filters={"label": labels})}
+        # the low-level list: no inspect per container (one may go between the list and its inspect)
+        return {c["Id"] for c in client.api.containers(all=True, filters={"label": labels})}
     finally:
         client.close()
 

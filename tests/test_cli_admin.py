@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -46,6 +47,13 @@ def test_an_operator_creates_a_workspace_and_a_key_then_revokes_it(
         assert key["id"] in keys and key["key"] not in keys
         assert cli(server, "keys", "revoke", key["id"]).returncode == 0
         assert httpx.get(f"{server}/v1/evaluators", headers=headers).status_code == 401
+
+        # the tables (piped: no terminal width) never cut the key shown once, nor ids to copy
+        table = cli(server, "keys", "create", workspace["id"], "--name", "table").stdout
+        (shown,) = re.findall(r"evh_[A-Za-z0-9_-]+", table)
+        assert httpx.get(f"{server}/v1/evaluators", headers={"Authorization": f"Bearer {shown}"}).status_code == 200
+        listed = cli(server, "keys", "list").stdout
+        assert key["id"] in listed and workspace["id"] in listed and "…" not in listed
 
 
 def test_without_the_operator_key_the_command_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

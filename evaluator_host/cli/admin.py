@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from evaluator_host.cli.inputs import UsageError
 from evaluator_host.settings import Settings
@@ -48,14 +48,19 @@ def _call(args: argparse.Namespace, method: str, path: str, body: Any = None, **
 
 
 def _print(args: argparse.Namespace, data: Any, columns: list[str]) -> None:
+    """One JSON object per line (``--json``), else a table whose cells are never cut: ids and keys
+    are copied into the next command, so the table takes the width it needs (80 columns when
+    piped would otherwise end them in "…")."""
     if args.json:
         for item in data if isinstance(data, list) else [data]:
             sys.stdout.write(json.dumps(item, separators=(",", ":")) + "\n")
         return
-    table = Table(*columns)
+    table = Table(*(Column(c, no_wrap=True) for c in columns))
     for item in data if isinstance(data, list) else [data]:
         table.add_row(*(str(item.get(c)) if item.get(c) is not None else "-" for c in columns))
-    Console().print(table)
+    console = Console()
+    needed = console.measure(table, options=console.options.update_width(100_000)).maximum
+    Console(width=max(console.width, needed)).print(table)
 
 
 def _quota(text: str) -> tuple[str, float | None]:

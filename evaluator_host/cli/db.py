@@ -72,7 +72,7 @@ def _upgrade(settings: Settings) -> int:
         from evaluator_host.services import lock_data_dir
 
         settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        lock = lock_data_dir(settings.data_dir)
+        lock = lock_data_dir(settings.data_dir, "db-upgrade")
     try:
         engine = create_engine(schema.normalized_url(settings.resolved_database_url))
         try:

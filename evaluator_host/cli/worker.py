@@ -161,16 +161,18 @@ class _Host:
 async def _start(settings: Settings) -> Any:
     from evaluator_host.services import Services
 
-    return Services.start(settings)
+    return Services.start(settings, role="worker")
 
 
 def _drain(settings: Settings, timeout_s: float) -> int:
-    """SIGTERM the worker holding this data dir, then wait until it has let go of it."""
+    """SIGTERM the worker holding this data dir, then wait until it has let go of it; never signal
+    another kind of process holding it (the service, `db` commands): say so and exit 1."""
     from evaluator_host.services import lock_data_dir
 
     path = settings.data_dir / "service.lock"
     try:
-        pid = int(path.read_text().split()[0])
+        holder = path.read_text().split()
+        pid, role = int(holder[0]), holder[1] if len(holder) > 1 else "process of an older release"
     except (OSError, ValueError, IndexError):
         sys.stderr.write(f"evaluator-host: no worker runs on {settings.data_dir}\n")
         return 1
@@ -181,6 +183,13 @@ def _drain(settings: Settings, timeout_s: float) -> int:
     if fd >= 0:  # nobody holds it: nothing to drain
         os.close(fd)
         sys.stderr.write(f"evaluator-host: no worker runs on {settings.data_dir}\n")
+        return 1
+    if role != "worker":
+        sys.stderr.write(
+            f"evaluator-host: the process on {settings.data_dir} (pid {pid}) is not a worker host but a {role}: "
+            "--drain stops worker hosts only (set EVALUATOR_HOST_DATA_DIR to the worker's data dir; "
+            f"a worker of an older release: kill -TERM {pid})\n"
+        )
         return 1
     os.kill(pid, signal.SIGTERM)
     sys.stdout.write(f"draining the worker (pid {pid}): it finishes its chunks and takes no new ones\n")

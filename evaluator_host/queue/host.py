@@ -116,6 +116,15 @@ class WorkerHost:
             raise
         except JobNotHeld:
             return "dropped: the job is no longer running"
+        except DatabaseAway:
+            raise  # the chunk goes back to the queue
+        except Exception as exc:  # a defect, or a task this release cannot read: fail the job, clearly, once
+            # (left unhandled, the task would be acknowledged and lost, and the service would send the
+            # same rows again every QUEUE_STALL_S, failing the same way, with the job "running" forever)
+            log.exception("job %s: a chunk could not be run", job_id)
+            message = f"a chunk could not be run: {type(exc).__name__}: {exc}"[:500]
+            await self._fail(job_id, owner, "InternalError", message)
+            return f"failed the job: {type(exc).__name__}"
         finally:
             running = self._running.get(job_id)
             if running is not None:

@@ -181,6 +181,8 @@ class FakeWorker:
         self._raw = RawOutput()
         self._exit: ExitInfo | None = None
         self._ended = asyncio.Event()
+        self._running = asyncio.Event()  # cleared by pause(): the harness answers nothing until resume()
+        self._running.set()
         self._task = asyncio.ensure_future(self._serve())
 
     def __repr__(self) -> str:
@@ -195,6 +197,14 @@ class FakeWorker:
     def alive(self) -> bool:
         """Whether the worker has not ended."""
         return self._exit is None
+
+    def pause(self) -> None:
+        """Freeze it as ``docker pause`` or SIGSTOP does: it answers nothing (a load frame, a run frame
+        read after this) until :meth:`resume`; ``kill`` still ends it."""
+        self._running.clear()
+
+    def resume(self) -> None:
+        self._running.set()
 
     # -- the Worker Protocol -------------------------------------------------------------
     def oom_kills(self) -> int:
@@ -259,8 +269,11 @@ class FakeWorker:
 
     async def _harness(self) -> None:
         load = await read_frame(self._inbox, _MAX_FRAME)
+        await self._running.wait()
         self.load = load
         self.backend.events.append(("load", self.id, load))
+        if load.get("ack"):
+            self._send({"type": "loading"})
         outcome = await _resolve(self.backend.load_hook(load)) if self.backend.load_hook else None
         if isinstance(outcome, Action):
             await self._act(outcome)

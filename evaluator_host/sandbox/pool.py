@@ -48,6 +48,9 @@ from evaluator_host.settings import Settings
 __all__ = ["PoolStats", "WorkerPool", "load_frame"]
 
 _LOAD_TIMEOUT_S = 60.0
+# a bound worker answers "loading" as soon as it reads its load frame; silence this long means it
+# is frozen (a paused container, a SIGSTOPped process) or wedged, not that the user's code is slow
+_ACK_TIMEOUT_S = 15.0
 _FRAME_OVERHEAD = 64 * 1024
 _FLUSH_MS = 2.0  # how long a harness may hold fast replies back (``held_replies``)
 
@@ -72,7 +75,7 @@ class PoolStats:
 def load_frame(spec: WorkerSpec) -> bytes:
     """The frame that binds an unbound worker to ``spec`` (the same on every backend)."""
     return encode_frame(
-        {"op": "load", "output_limit": spec.output_limit, "result_limit": spec.result_limit, **spec.load}
+        {"op": "load", "ack": True, "output_limit": spec.output_limit, "result_limit": spec.result_limit, **spec.load}
     )
 
 
@@ -127,14 +130,17 @@ class WorkerPool(Leasing):
         idle = sum(len(v) for v in self._idle.values())
         return PoolStats(workers=self._count, idle=idle, started=self._started, spares=self.spares.count())
 
-    async def _start(self, spec: WorkerSpec, *, retry: bool = True) -> Slot:
-        """A worker bound to ``spec`` that answered its load: a spare of its runtime, else a new one.
+    async def _start(self, spec: WorkerSpec, *, retry: bool = True, fresh: bool = False) -> Slot:
+        """A worker bound to ``spec`` that answered its load: a spare of its runtime (unless
+        ``fresh``), else a new one.
 
-        One that dies before it answers (e.g. a spare container removed from outside) is
-        replaced once, transparently.
+        One that dies before it answers (e.g. a spare container removed from outside), or says
+        nothing at all within :data:`_ACK_TIMEOUT_S` (a paused container, a stopped process), is
+        replaced once, transparently — the second time by a worker started for it.
         """
         # a failing key's replacements take a spare but add no burst demand (Spares.take)
-        worker = await self.spares.take_or_wait(spec.runtime, demand=not self.failing(spec.key))
+        demand = not self.failing(spec.key)
+        worker = None if fresh else await self.spares.take_or_wait(spec.runtime, demand=demand)
         self.warm(spec.runtime)
         self.backend.builder.touch(spec.runtime_id)
         try:
@@ -152,17 +158,27 @@ class WorkerPool(Leasing):
                 await worker.kill()
             if not retry or self._closed:
                 raise
-            return await self._start(spec, retry=False)
+            return await self._start(spec, retry=False, fresh=True)
+        limit = spec.output_limit * 2 + _FRAME_OVERHEAD
         try:
-            async with asyncio.timeout(_LOAD_TIMEOUT_S):
-                ready = await read_frame(worker.reader, spec.output_limit * 2 + _FRAME_OVERHEAD)
+            try:
+                async with asyncio.timeout(_ACK_TIMEOUT_S):
+                    ready = await read_frame(worker.reader, limit)
+            except TimeoutError:
+                ready = None  # not a word: frozen or wedged (the user's code has not even started)
+            if ready is None and retry and not self._closed:
+                await worker.kill()
+                return await self._start(spec, retry=False, fresh=True)
+            if ready is None or ready.get("type") == "loading":
+                async with asyncio.timeout(_LOAD_TIMEOUT_S):
+                    ready = await read_frame(worker.reader, limit)
         except (TimeoutError, asyncio.IncompleteReadError, FrameTooLarge, ValueError) as exc:
             info = await worker.kill()
             if isinstance(exc, TimeoutError):
                 message = f"loading the evaluator took longer than {_LOAD_TIMEOUT_S:.0f} s"
                 ready = {"load_error": error_info("Timeout", message)}
             elif retry and isinstance(exc, asyncio.IncompleteReadError):
-                return await self._start(spec, retry=False)
+                return await self._start(spec, retry=False, fresh=True)
             else:
                 raise SandboxError(
                     f"the worker failed to start (exit {info.returncode}): {info.raw_output[-2000:]}"

@@ -9,6 +9,7 @@
 //
 //   worker → host   {"type": "ready", "load_error": null | ERROR}
 //   host → worker   {"op": "load", "code": "...", ...config}          (unbound start only)
+//   worker → host   {"type": "loading"}    (at once, when the load frame has "ack": true)
 //   host → worker   {"op": "run", "correct_answer_key": "...", "cases": [CASE, ...]}
 //   worker → host   one {"type": "result", "index": i, ...} per case, in order
 //
@@ -373,8 +374,9 @@ async function main() {
   } else {
     const message = recv(); // an unbound worker: wait for its evaluator
     if (message === null || message.op !== 'load') realExit(0);
+    if (message.ack) send({ type: 'loading' }); // alive, before the user's code loads
     code = message.code;
-    const { op, code: _code, env, ...rest } = message;
+    const { op, ack, code: _code, env, ...rest } = message;
     // the workspace secrets the evaluator lists (and, with egress, the proxy variables): its env
     Object.assign(process.env, env || {});
     harness.configure(rest);

@@ -26,6 +26,7 @@ big-endian length followed by UTF-8 JSON.
 
     worker → host   {"type": "ready", "load_error": null | ERROR, "soft_timeouts": true}
     host → worker   {"op": "load", "code": "...", "entrypoint": ..., ...}   (unbound start only)
+    worker → host   {"type": "loading"}   (at once, when the load frame says "ack": true; then "ready")
     host → worker   {"op": "run", "id": "...", "correct_answer_key": "...", "timeout_s": T, "cases": [CASE, ...]}
     worker → host   one {"type": "result", "id": "...", "index": i, ...} per case, in order (the host
                     checks both: a reply of another request, or none expected, retires the worker)
@@ -215,6 +216,8 @@ class Harness:
             return False
         if message.get("op") != "load":
             return False
+        if message.get("ack"):  # the host learns the worker is alive before the user's code runs
+            self.send({"type": "loading"})
         # the workspace secrets the evaluator lists (and, with egress, the proxy variables): its env
         os.environ.update(message.pop("env", None) or {})
         folder = message.get("work_dir") or self.work_dir

@@ -65,3 +65,29 @@ def test_a_change_through_one_service_is_in_force_on_another_sharing_its_databas
         assert a.get("/v1/evaluators", headers=key).status_code == 401
         until(lambda: b.post(path, json={"outputs": 1}, headers=key).status_code == 401)
         assert b.get("/v1/evaluators", headers=key).status_code == 401
+
+
+def test_a_secret_stored_under_another_services_key_is_a_clear_422_not_a_crash(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Services (or worker hosts) sharing a database must share ``SECRETS_KEY``; one that was given
+    another key says so, naming the secret and the setting, instead of failing on the ciphertext."""
+    monkeypatch.setattr(services, "SYNC_S", 0.1)
+    common = {"backend": "process", "database_url": database_url, "admin_key": ADMIN["Authorization"][7:]}
+    key_a, key_b = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    with (
+        TestClient(create_app(make_settings(tmp_path / "a", **common, secrets_key=[key_a]))) as a,
+        TestClient(create_app(make_settings(tmp_path / "b", **common, secrets_key=[key_b]))) as b,
+    ):
+        ws = a.post("/v1/workspaces", json={"name": "team"}, headers=ADMIN).json()
+        made = a.post(f"/v1/workspaces/{ws['id']}/keys", json={"name": "k"}, headers=ADMIN).json()
+        key = {"Authorization": f"Bearer {made['key']}"}
+        assert a.put("/v1/secrets/TOKEN", json={"value": "first-value"}, headers=key).status_code == 204
+        body = {"language": "python", "code": CODE, "secrets": ["TOKEN"], "outputs": 1}
+        assert a.post("/v1/evaluate", json=body, headers=key).json()["score"] == len("first-value")
+        answer = b.post("/v1/evaluate", json=body, headers=key)
+        assert answer.status_code == 422, answer.text
+        error = answer.json()["error"]
+        assert error["type"] == "SecretError"
+        assert "'TOKEN' cannot be decrypted" in error["message"] and "EVALUATOR_HOST_SECRETS_KEY" in error["message"]
+        assert "first-value" not in answer.text

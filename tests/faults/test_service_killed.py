@@ -10,10 +10,13 @@ from __future__ import annotations
 import signal
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
 
 from tests.conftest import serving
 from tests.faults.conftest import tiny_wheel, wait_for
@@ -100,3 +103,73 @@ def test_a_service_killed_mid_build_never_serves_the_half_built_runtime_and_the_
         assert answer.status_code == 200 and answer.json()["score"] == 1.0, answer.text
         partials = [p.name for p in runtimes.glob(".*.partial-*")]
         assert partials == [], partials  # the dead build's partial directory was swept
+
+
+@pytest.mark.docker
+def test_on_docker_a_service_killed_mid_build_leaves_no_image_no_build_box_and_the_next_build_succeeds(
+    tmp_path: Path,
+) -> None:
+    import docker
+
+    data_dir = tmp_path / "data"
+    wheels = tmp_path / "wheels"
+    version = f"1.0.{uuid.uuid4().int % 10**9}"  # a package set no earlier run has an image of
+    tiny_wheel(wheels, version=version, pad_kib=4096)
+    env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels)}
+    body = {
+        "name": "pinned",
+        "language": "python",
+        "packages": {"evhtiny": version},
+        "code": "import evhtiny\n\ndef evaluate(inputs, outputs, trace):\n    return evhtiny.VALUE / 42\n",
+    }
+    engine = docker.from_env(timeout=60)
+
+    def images() -> list[Any]:
+        found = engine.images.list(filters={"label": "evaluator-host.packages"})
+        return [i for i in found if version in (i.labels or {}).get("evaluator-host.packages", "")]
+
+    def build_boxes(owner_of: set[str] | None = None) -> list[dict[str, Any]]:
+        # the low-level list: no inspect per container (a box may go between the list and the inspect)
+        boxes = engine.api.containers(all=True, filters={"label": "evaluator-host.build=1"})
+        return [c for c in boxes if owner_of is None or c["Labels"].get("evaluator-host.owner") in owner_of]
+
+    try:
+        with serving(data_dir, "docker", env=env) as (client, proc):
+
+            def save() -> None:
+                try:
+                    with httpx.Client(base_url=client.base_url, timeout=300) as saver:
+                        saver.post("/v1/evaluators", json=body)
+                except httpx.TransportError:
+                    pass
+
+            threading.Thread(target=save, daemon=True).start()
+            # the install is under way in a build box (an exec running pip in it)
+            wait_for("the install to run", lambda: any(_execs(engine, box) for box in build_boxes()), every_s=0.02)
+            owners = {box["Labels"].get("evaluator-host.owner", "") for box in build_boxes()}
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        killed_at = time.monotonic()
+        wait_for("the killed service's build boxes to go", lambda: not build_boxes(owners), timeout_s=30)
+        assert time.monotonic() - killed_at <= 10.0 + 1.0  # by themselves, no service running (issue: 10 s)
+        assert images() == []  # nothing of the half-done build was ever tagged
+
+        with serving(data_dir, "docker", env=env) as (client, _proc):
+            assert client.get("/v1/evaluators").json()["data"] == []
+            saved = client.post("/v1/evaluators", json=body, timeout=300)
+            assert saved.status_code == 201, saved.text
+            answer = client.post(f"/v1/evaluators/{saved.json()['id']}/evaluate", json={"inputs": {}, "outputs": None})
+            assert answer.status_code == 200 and answer.json()["score"] == 1.0, answer.text
+            assert len(images()) == 1
+    finally:
+        for image in images():
+            engine.images.remove(image.id, force=True)
+        engine.close()
+
+
+def _execs(engine: Any, box: dict[str, Any]) -> bool:
+    """Whether an exec (the install) is running in the container ``box``."""
+    try:
+        return bool(engine.api.inspect_container(box["Id"]).get("ExecIDs"))
+    except Exception:  # it went meanwhile
+        return False

@@ -136,6 +136,20 @@ def test_drain_without_a_worker_on_the_data_dir_says_so(grid_factory: Callable[.
     assert drain.returncode == 1 and "no worker runs on" in drain.stderr
 
 
+def test_drain_on_the_services_data_dir_leaves_the_service_running(grid_factory: Callable[..., Grid]) -> None:
+    grid = grid_factory()
+    client = grid.serve()
+    drain = subprocess.run(
+        [sys.executable, "-m", "evaluator_host.cli", "worker", "--drain", "--timeout", "10"],
+        cwd=REPO, env=grid.host_env("service"), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert drain.returncode == 1 and "is not a worker host but a service" in drain.stderr, drain.stderr
+    assert "drained" not in drain.stdout
+    time.sleep(0.5)
+    assert grid.service is not None and grid.service.poll() is None
+    assert client.get("/healthz").status_code == 200
+
+
 def test_a_worker_without_a_queue_url_refuses_to_start(grid_factory: Callable[..., Grid]) -> None:
     grid = grid_factory()
     env = {k: v for k, v in grid.host_env("c").items() if k != "EVALUATOR_HOST_QUEUE_URL"}
@@ -186,3 +200,31 @@ def test_a_workspace_job_with_a_secret_runs_on_hosts_redacted_and_hidden_from_ot
     assert team_b.get(f"/v1/jobs/{job_id}/results").status_code == 404
     for client in (operator, team_a, team_b):
         client.close()
+
+
+def test_a_chunk_task_a_host_cannot_run_fails_the_job_clearly_naming_the_host(
+    grid_factory: Callable[..., Grid],
+) -> None:
+    from sqlalchemy import create_engine, text
+
+    from evaluator_host.queue.broker import CHUNK_TASK, make_app
+    from evaluator_host.settings import Settings
+    from evaluator_host.store.schema import normalized_url
+
+    grid = grid_factory(queue_window="1")  # one chunk of the job queued at a time
+    grid.serve()
+    job_id = grid.start_job(grid.evaluator(), rows(200, wait=0.05))
+    engine = create_engine(normalized_url(grid.database_url))
+    with engine.connect() as conn:
+        owner = conn.execute(text("SELECT owner FROM jobs WHERE id = :j"), {"j": job_id}).scalar_one()
+    engine.dispose()
+    # a task no release can read (a foreign producer, a version skew), queued behind the job's first chunk
+    app = make_app(Settings(queue_url=grid.redis.url, data_dir=grid.root / "producer"))
+    app.send_task(CHUNK_TASK, args=(job_id, owner, "this is not a chunk"))
+    grid.add_host("a", lanes=1)
+    job = grid.finished(job_id)
+    assert job["status"] == "failed", job
+    assert job["error"]["type"] == "InternalError" and "on worker host a" in job["error"]["message"], job
+    assert "a chunk could not be run" in grid.host_log("a")
+    done = job["progress"]["done"]
+    assert grid.stored(job_id)[:3] == (done, done, done)  # what was stored before stays, each row once

@@ -210,7 +210,7 @@ def test_no_container_outlives_its_service_by_more_than_10_s(tmp_path: Path, sto
         assert client.post("/v1/evaluate", json={"language": "python", "code": code}).json()["status"] == "ok"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # the spare build box starts in the background
-            labels = [c.labels for c in docker.from_env().containers.list(filters={"label": f"{OWNER}={owner}"})]
+            labels = [c["Labels"] for c in docker.from_env().api.containers(filters={"label": f"{OWNER}={owner}"})]
             if any("evaluator-host.build" in c for c in labels) and len(labels) >= 2:
                 break
             time.sleep(0.2)

@@ -301,6 +301,38 @@ async def test_the_spares_a_burst_adds_are_capped_at_half_of_max_workers() -> No
 
 
 @aio
+async def test_a_frozen_spare_is_replaced_by_a_fresh_worker_and_its_cases_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    import evaluator_host.sandbox.pool as pool_module
+
+    monkeypatch.setattr(pool_module, "_ACK_TIMEOUT_S", 0.05)  # production: 15 s
+    async with pooled(spare_workers=1) as (pool, backend):
+        pool.warm(R1)
+        await settle()
+        frozen = backend.workers[0]
+        frozen.pause()  # a paused container / a SIGSTOPped process, waiting as a spare
+        outcomes = await run(pool, cases(3))
+        assert statuses(outcomes) == ["ok", "ok", "ok"]  # no case pays for the frozen spare
+        assert frozen.killed and frozen.handled == []
+        assert [w.handled for w in backend.workers if w is not frozen and w.handled] == [cases(3)]
+
+
+@aio
+async def test_a_worker_slow_to_load_its_code_is_not_mistaken_for_a_frozen_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import evaluator_host.sandbox.pool as pool_module
+
+    monkeypatch.setattr(pool_module, "_ACK_TIMEOUT_S", 0.05)
+
+    async def slow_import(_load: dict[str, Any]) -> None:
+        await asyncio.sleep(0.3)  # the user's module takes its time; the worker said "loading" at once
+
+    async with pooled(load=slow_import) as (pool, backend):
+        assert statuses(await run(pool, cases(2))) == ["ok", "ok"]
+        assert backend.started == 1 and not backend.workers[0].killed
+
+
+@aio
 async def test_a_key_whose_workers_keep_dying_takes_spares_without_growing_the_burst_stock() -> None:
     def handler(load: dict[str, Any], case: dict[str, Any]) -> Reply:
         return DIE if "crash" in load["code"] else {"value": 1.0}

@@ -5,7 +5,9 @@ evaluator_host.sandbox.docker.janitor OWNER``) in a session of its own and keeps
 end of the janitor's stdin open for its whole life, never writing to it. The kernel closes
 that end when the service's process ends — a clean exit, a crash, or SIGKILL — and the
 janitor, blocked reading its stdin, sees end-of-file at once. It then force-removes every
-container labelled as the service's (workers, spares, build boxes) and exits. A service that
+container labelled as the service's (workers, spares, build boxes) created before it died, and
+looks again 2, 5 and 9 s later (a container the service asked for just before dying may be
+listed only once the engine has finished creating it), then exits. A service that
 closes normally removes its containers itself first; the janitor then finds none.
 
 This is what makes "every managed container goes away within seconds of its service dying,
@@ -27,6 +29,8 @@ from evaluator_host.settings import Settings
 
 __all__ = ["main", "spawn"]
 
+_SWEEPS_S = (0.0, 2.0, 5.0, 9.0)  # after the service's end: when the janitor sweeps
+
 
 def spawn(settings: Settings, owner: str) -> subprocess.Popen[bytes]:
     """Start the janitor of the containers labelled ``owner``; the caller keeps the returned
@@ -47,6 +51,11 @@ def spawn(settings: Settings, owner: str) -> subprocess.Popen[bytes]:
 def dismiss(janitor: subprocess.Popen[bytes]) -> None:
     """Let the janitor go (it sweeps once more, finds nothing, and exits)."""
     if janitor.stdin is not None:
+        try:
+            janitor.stdin.write(b"bye")  # a clean end: its containers are gone already, one look is enough
+            janitor.stdin.flush()
+        except OSError:
+            pass
         janitor.stdin.close()
     try:
         janitor.wait(timeout=30)
@@ -86,22 +95,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("owner")
     parser.add_argument("--docker-host")
     args = parser.parse_args(argv)
+    clean = False  # the service said goodbye (dismiss) before its end: it removed its containers itself
     while True:
         try:
-            if not os.read(0, 4096):
-                break
+            data = os.read(0, 4096)
         except InterruptedError:
             continue
         except OSError:
             break
+        if not data:
+            break
+        clean = True
+    eof = time.monotonic()
     died = time.time() + 1.0  # the engine's creation times are whole seconds
-    for _attempt in range(3):  # the engine may be busy removing many containers at once
-        try:
-            _sweep(args.owner, args.docker_host, died)
-            return 0
-        except Exception:  # noqa: BLE001 - try again, then give up: nothing else can be done here
-            continue
-    return 1
+    swept = False
+    # a container whose creation the service asked for just before it died may not be listed yet (a
+    # busy engine): look again over the next seconds, still only at what was created before it died
+    for at in _SWEEPS_S[:1] if clean else _SWEEPS_S:
+        time.sleep(max(0.0, eof + at - time.monotonic()))
+        for _attempt in range(3):  # the engine may be busy removing many containers at once
+            try:
+                _sweep(args.owner, args.docker_host, died)
+                swept = True
+                break
+            except Exception:  # noqa: BLE001 - try again, then give up: nothing else can be done here
+                continue
+    return 0 if swept else 1
 
 
 if __name__ == "__main__":
