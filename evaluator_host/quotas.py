@@ -79,7 +79,8 @@ class QuotaGuard:
         limit = self._limit(workspace_id, "max_concurrent_jobs")
         if limit is not None and active >= limit:
             raise QuotaExceeded(
-                f"this workspace has {active} jobs queued or running; its max_concurrent_jobs is {limit:g} "
+                f"this workspace has {active} job{'' if active == 1 else 's'} queued or running; its "
+                f"max_concurrent_jobs is {limit:g} "
                 "(retry when one finishes, or cancel one)",
                 quota="max_concurrent_jobs",
                 retry_after_s=_JOBS_RETRY_S,
