@@ -56,30 +56,38 @@ def row(name: str, xs: list[float]) -> str:
 @contextlib.contextmanager
 def serve(backend: str) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
     """Start the real service on ``backend`` with a fresh data dir; yield (base URL, data dir, process)."""
-    port = free_port()
     with tempfile.TemporaryDirectory(prefix="evaluator-host-bench-") as data_dir:
-        env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": data_dir, "EVALUATOR_HOST_BACKEND": backend}
-        argv = [sys.executable, "-m", "evaluator_host.cli", "serve", "--port", str(port), "--log-level", "warning"]
-        proc = subprocess.Popen(argv, cwd=REPO, env=env)
-        base = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"the service exited with code {proc.returncode}")
-                try:
-                    if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the service did not become healthy")
-                time.sleep(0.1)
+        with serving(data_dir, {"EVALUATOR_HOST_BACKEND": backend}) as (base, proc):
             yield base, data_dir, proc
-        finally:
-            proc.terminate()
+
+
+@contextlib.contextmanager
+def serving(data_dir: str, env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The real service (``evaluator-host serve``) on ``data_dir`` with ``env`` added, once healthy;
+    yield (base URL, process); terminated afterwards."""
+    port = free_port()
+    full = {**os.environ, **env, "EVALUATOR_HOST_DATA_DIR": data_dir}
+    argv = [sys.executable, "-m", "evaluator_host.cli", "serve", "--port", str(port), "--log-level", "warning"]
+    proc = subprocess.Popen(argv, cwd=REPO, env=full)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the service exited with code {proc.returncode}")
             try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the service did not become healthy")
+            time.sleep(0.1)
+        yield base, proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import free_port, verdict
+from bench.common import serving, verdict
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"
@@ -64,29 +64,8 @@ def _rows(n: int) -> bytes:
 
 @contextmanager
 def _service(root: Path, env: dict[str, str]) -> Iterator[httpx.Client]:
-    port = free_port()
-    argv = [sys.executable, "-m", "evaluator_host.cli", "serve", "--port", str(port), "--log-level", "warning"]
-    full = {**os.environ, **env, "EVALUATOR_HOST_DATA_DIR": str(root / "service")}
-    proc = subprocess.Popen(argv, cwd=REPO, env=full)
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=600)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the service exited with code {proc.returncode}")
-            try:
-                if client.get("/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the service did not become healthy")
-            time.sleep(0.1)
+    with serving(str(root / "service"), env) as (base, _proc), httpx.Client(base_url=base, timeout=600) as client:
         yield client
-    finally:
-        client.close()
-        proc.terminate()
-        proc.wait(timeout=60)
 
 
 @contextmanager

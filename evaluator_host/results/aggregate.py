@@ -76,16 +76,20 @@ class _Column:
         delta = value - self.mean
         self.mean += delta / self.n
         self.m2 += delta * (value - self.mean)
+        self._sum(value)
+        if value < self.lo:
+            self.lo = value
+        if value > self.hi:
+            self.hi = value
+
+    def _sum(self, value: float) -> None:
+        """``total += value`` with Neumaier's compensation (the lost low-order part goes to ``carry``)."""
         total = self.total + value
         if abs(self.total) >= abs(value):
             self.carry += (self.total - total) + value
         else:
             self.carry += (value - total) + self.total
         self.total = total
-        if value < self.lo:
-            self.lo = value
-        if value > self.hi:
-            self.hi = value
 
     def state(self) -> list[float]:
         return [self.n, self.missing, self.mean, self.m2, self.lo, self.hi, self.total, self.carry]
@@ -107,13 +111,8 @@ class _Column:
         self.m2 += other.m2 + delta * delta * self.n * other.n / n
         self.mean += delta * other.n / n
         self.n = n
-        for value in (other.total, other.carry):
-            total = self.total + value
-            if abs(self.total) >= abs(value):
-                self.carry += (self.total - total) + value
-            else:
-                self.carry += (value - total) + self.total
-            self.total = total
+        self._sum(other.total)
+        self._sum(other.carry)
         self.lo, self.hi = min(self.lo, other.lo), max(self.hi, other.hi)
 
     def _mean(self) -> float:

@@ -80,15 +80,7 @@ def test_a_service_killed_mid_build_never_serves_the_half_built_runtime_and_the_
     }
     runtimes = data_dir / "runtimes"
     with serving(data_dir, "process", env=env) as (client, proc):
-
-        def save() -> None:
-            try:
-                with httpx.Client(base_url=client.base_url, timeout=120) as saver:
-                    saver.post("/v1/evaluators", json=body)
-            except httpx.TransportError:
-                pass
-
-        threading.Thread(target=save, daemon=True).start()
+        _save_in_background(client, body)
         wait_for("the build to start", lambda: any(runtimes.glob(".*.partial-*")), every_s=0.005)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
@@ -135,15 +127,7 @@ def test_on_docker_a_service_killed_mid_build_leaves_no_image_no_build_box_and_t
 
     try:
         with serving(data_dir, "docker", env=env) as (client, proc):
-
-            def save() -> None:
-                try:
-                    with httpx.Client(base_url=client.base_url, timeout=300) as saver:
-                        saver.post("/v1/evaluators", json=body)
-                except httpx.TransportError:
-                    pass
-
-            threading.Thread(target=save, daemon=True).start()
+            _save_in_background(client, body)
             # the install is under way in a build box (an exec running pip in it)
             wait_for("the install to run", lambda: any(_execs(engine, box) for box in build_boxes()), every_s=0.02)
             owners = {box["Labels"].get("evaluator-host.owner", "") for box in build_boxes()}
@@ -173,3 +157,17 @@ def _execs(engine: Any, box: dict[str, Any]) -> bool:
         return bool(engine.api.inspect_container(box["Id"]).get("ExecIDs"))
     except Exception:  # it went meanwhile
         return False
+
+
+def _save_in_background(client: httpx.Client, body: dict[str, Any]) -> None:
+    """``POST /v1/evaluators`` with ``body`` from a thread (its build runs while the test kills the
+    service, which cuts the request: expected)."""
+
+    def save() -> None:
+        try:
+            with httpx.Client(base_url=client.base_url, timeout=300) as saver:
+                saver.post("/v1/evaluators", json=body)
+        except httpx.TransportError:
+            pass
+
+    threading.Thread(target=save, daemon=True).start()
