@@ -32,7 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from evaluator_host.api import errors
 from evaluator_host.api import evaluate as evaluate_route
 from evaluator_host.api import evaluators as evaluators_route
-from evaluator_host.api.auth import bearer
+from evaluator_host.api.auth import PRINCIPAL_KEY, bearer
 from evaluator_host.api.observe import ROUTE_KEY
 from evaluator_host.errors import EvaluatorHostError
 from evaluator_host.models import BatchResponse, EvaluateRequest, EvaluationResult, EvaluatorEvaluateRequest
@@ -118,8 +118,10 @@ class FastPath:
         if not json_body or length is None or length > self.settings.max_body_bytes:
             return None
         ring = services.workspaces
-        token = bearer(authorization.decode("latin-1")) if authorization is not None else None
-        who = ring.cached(token) if token is not None else None
+        who = scope.get(PRINCIPAL_KEY)  # what ApiKeyGate found (it runs first whenever a key is needed)
+        if who is None:
+            token = bearer(authorization.decode("latin-1")) if authorization is not None else None
+            who = ring.cached(token) if token is not None else None
         if who is None:
             return DEFAULT_WORKSPACE if not ring.auth_required else None
         return who.workspace_id  # None for the operator key: the app answers its 403
