@@ -42,6 +42,7 @@ from evaluator_host.results.aggregate import aggregate
 from evaluator_host.results.normalize import normalize
 from evaluator_host.sandbox.base import Builder, RawOutcome, Runtime, RuntimeKey, WorkerSpec, error_info
 from evaluator_host.sandbox.pool import WorkerPool
+from evaluator_host.sandbox.protocol import JobCases, WireCase
 from evaluator_host.settings import Settings
 
 __all__ = ["ADHOC", "Bound", "Evaluation", "Prepared", "answer", "cases_of", "ignored_fields", "to_result"]
@@ -219,15 +220,15 @@ class Bound:
 
     async def run(
         self,
-        cases: Sequence[dict[str, Any]],
+        cases: Sequence[WireCase],
         max_bytes: int | None = None,
         *,
         held_replies: bool = False,
-        strict_cases: bool = False,
+        job_cases: JobCases | None = None,
     ) -> list[RawOutcome]:
         """The raw outcome of each case (dicts as ``Case.model_dump()``), in order; ``SandboxError``
         when the infrastructure fails (user failures are outcomes); ``ResponseTooLarge`` when the
-        replies exceed ``max_bytes``. ``held_replies``, ``strict_cases``: see :meth:`WorkerPool.run`
+        replies exceed ``max_bytes``. ``held_replies``, ``job_cases``: see :meth:`WorkerPool.run`
         (job chunks)."""
         settings = self.prepared.settings
         try:
@@ -238,7 +239,7 @@ class Bound:
                 correct_answer_key=settings.correct_answer_key,
                 max_bytes=max_bytes,
                 held_replies=held_replies,
-                strict_cases=strict_cases,
+                job_cases=job_cases,
             )
         except EvaluatorHostError as exc:  # e.g. a worker that died printing a secret: its output is the message
             if self.redactor:

@@ -15,8 +15,10 @@ from typing import Any
 
 import msgspec
 
+from evaluator_host import fastjson
 from evaluator_host.errors import FieldMappingError
 from evaluator_host.models import FieldMapping
+from evaluator_host.sandbox.protocol import WireCase
 
 __all__ = ["RowMapper"]
 
@@ -70,6 +72,17 @@ class RowMapper:
         self._inputs: list[tuple[str, Getter]] | None = None
         if mapping.inputs is not None:
             self._inputs = [(name, _column(name, columns, "inputs")) for name in mapping.inputs]
+        # the common mapping (the whole row as inputs, top-level columns for the rest): the worker picks
+        # the columns from the row itself (the run frame's "pick", runtimes/python/harness.py)
+        self.pick: dict[str, str | None] | None = None
+        if mapping.inputs is None and all(
+            name is None or name in columns for name in (mapping.outputs, mapping.trace, mapping.app_params)
+        ):
+            self.pick = {
+                "outputs": mapping.outputs,
+                "trace": mapping.trace or "trace",
+                "app_params": mapping.app_params or "app_params",
+            }
 
     def wire_case(self, row: dict[str, Any], line: bytes) -> dict[str, Any]:
         """The case of ``row`` for a worker's ``run`` frame, encoded with msgspec (``encode_frame(strict=True)``):
@@ -82,6 +95,15 @@ class RowMapper:
             "trace": self._trace(row),
             "app_params": self._app_params(row),
         }
+
+    def wire_cases(self, lines: list[bytes]) -> list[WireCase]:
+        """What a worker's ``run`` frame carries for ``lines`` (rows' JSON; ``encode_frame(strict=True)``):
+        with :attr:`pick`, the rows themselves (the worker picks each case's fields); otherwise each
+        row's case (:meth:`wire_case`)."""
+        if self.pick is not None:
+            return [msgspec.Raw(line) for line in lines]
+        loads = fastjson.loads
+        return [self.wire_case(loads(line), line) for line in lines]
 
     def case(self, row: dict[str, Any]) -> dict[str, Any]:
         """The case (``inputs``, ``outputs``, ``trace``, ``app_params``) of ``row``."""

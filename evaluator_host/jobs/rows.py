@@ -22,7 +22,7 @@ from evaluator_host.models import EvaluationResult
 from evaluator_host.results.normalize import normalize
 from evaluator_host.sandbox.base import RawOutcome
 
-__all__ = ["STORED_KEYS", "StoredRow", "stored_row"]
+__all__ = ["STORED_KEYS", "StoredRow", "stored_row", "stored_rows"]
 
 # The stored form's keys, in the model's order (what ``model_dump_json(exclude=SHARED_FIELDS)`` writes).
 STORED_KEYS = tuple(name for name in EvaluationResult.model_fields if name not in SHARED_FIELDS)
@@ -112,6 +112,26 @@ def stored_row(raw: RawOutcome, prepared: Prepared, runtime: dict[str, Any], cap
                 return StoredRow("ok", data.decode(), norm.score, norm.passed, norm.outputs, norm.label)
     result = to_result(raw, prepared, runtime)
     return StoredRow(result.status, stored_form(result, cap), result.score, result.passed, result.outputs, result.label)
+
+
+def stored_rows(
+    raws: list[RawOutcome], prepared: Prepared, runtime: dict[str, Any], cap: int | None
+) -> list[StoredRow]:
+    """``[stored_row(raw, prepared, runtime, cap) for raw in raws]``, with the commonest row of a job (a
+    bool returned in a plain ok outcome) written inline: the same text, a fraction of the calls."""
+    rows: list[StoredRow] = []
+    append = rows.append
+    before = {value: f"{_SCORE_HEAD}{float(value)!r}{_PASSED[value]}{_SCORE_TAIL}" for value in (True, False)}
+    for raw in raws:
+        value = raw.value
+        if type(value) is bool and raw.status == "ok" and not (raw.stdout or raw.stderr or raw.truncated or raw.egress):
+            duration = float(raw.duration_ms)
+            text = before[value] + _repr(duration) + ',"capabilities":null}'
+            if math.isfinite(duration) and (cap is None or len(text) <= cap):
+                append(StoredRow("ok", text, 1.0 if value else 0.0, value))
+                continue
+        append(stored_row(raw, prepared, runtime, cap))
+    return rows
 
 
 if tuple(_LEAN_KEYS) != STORED_KEYS:  # pragma: no cover - a new EvaluationResult field must be added above

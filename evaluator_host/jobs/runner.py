@@ -5,10 +5,11 @@ Contract:
 * A job runs ONE evaluator revision on ONE runtime; every stored row carries both.
 * Rows are read from the dataset file as they are needed, mapped to cases and handed
   out in *chunks*; ``parallelism`` lanes each run one chunk at a time on a warm worker
-  of the revision (the pool sends a chunk as messages of ``batch_size`` rows). Chunk
+  of the revision (the pool sends a chunk as messages of ``batch_size`` rows), while the
+  lane's previous chunk is being stored (a worker does not wait for a commit). Chunk
   sizes adapt so one chunk takes about ``job_chunk_s`` (a slow evaluator gets small
   chunks, so progress, cancel and resume stay fine-grained); at most
-  ``parallelism × job_chunk_rows`` rows are in memory, whatever the dataset's size.
+  ``2 × parallelism × job_chunk_rows`` rows are in memory, whatever the dataset's size.
 * A chunk's results, the job's counters and its aggregate state are committed in one
   transaction (``JobStore.commit_rows``). On start the runner resumes every queued or
   running job: rows with a stored result are skipped, the rest run exactly once more.
@@ -16,8 +17,8 @@ Contract:
   result; the pool replaces the worker and the job goes on. Only infrastructure failures
   that outlast ``job_retries`` retries, or a revision/dataset that is gone, fail a job.
 * A full data disk (:class:`StorageFull`) fails no job: a chunk's results wait in memory and
-  their commit is retried with back-off until the disk has room again (each lane holds at most
-  one chunk, so nothing piles up); a job being cancelled or a service stopping gives up the
+  their commit is retried with back-off until the disk has room again (a lane holds at most
+  one chunk waiting and runs no further, so nothing piles up); a job being cancelled or a service stopping gives up the
   chunk (its rows run again on resume).
 * Cancel stops a job promptly: running chunks are interrupted (their workers are
   killed), rows already committed are kept, the status becomes ``cancelled``.
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import logging
 import time
@@ -40,7 +42,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from evaluator_host import fastjson, tracing
+from evaluator_host import tracing
 from evaluator_host.errors import (
     BackendUnavailable,
     EvaluatorHostError,
@@ -52,13 +54,14 @@ from evaluator_host.errors import (
 from evaluator_host.evaluation import Bound, ignored_fields
 from evaluator_host.evaluators import Evaluators
 from evaluator_host.jobs.mapping import RowMapper
-from evaluator_host.jobs.rows import stored_row
+from evaluator_host.jobs.rows import stored_rows
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.metrics import Metrics
 from evaluator_host.models import FieldMapping, Job, JobCreate, JobProgress
 from evaluator_host.quotas import QuotaGuard
 from evaluator_host.results.aggregate import Accumulator
 from evaluator_host.sandbox.base import RawOutcome
+from evaluator_host.sandbox.protocol import JobCases, WireCase
 from evaluator_host.settings import Settings
 from evaluator_host.store import RevisionRecord
 from evaluator_host.store.db import utcnow
@@ -75,8 +78,9 @@ _FIRST_CHUNK = 32
 
 @dataclass
 class _Live:
-    """A running job's committed progress, kept in memory for fast reads."""
+    """A running job's committed progress, kept in memory for fast reads (with the job as it runs)."""
 
+    record: JobRecord
     done: int
     failed: int
     acc: Accumulator
@@ -224,7 +228,14 @@ class JobRunner:
         return self.view(job)
 
     async def get(self, workspace: str, job_id: str) -> Job:
-        """The job (of ``workspace``: another's is not found), with live progress while it runs."""
+        """The job (of ``workspace``: another's is not found), with live progress while it runs.
+
+        A job running here is answered from memory (jobs are polled, often): what it shows is what this
+        service committed. A cancel or delete by another service sharing the database shows here when
+        this service's next commit finds the job no longer held (within a chunk's time)."""
+        live = self._live.get(job_id)
+        if live is not None and live.record.workspace_id == workspace and not live.cancelling:
+            return self.view(live.record)
         return self.view(await asyncio.to_thread(self.store.get_job, job_id, workspace))
 
     async def list_all(self, workspace: str, status: str | None = None, evaluator_id: str | None = None) -> list[Job]:
@@ -343,14 +354,21 @@ class JobRunner:
         started = {"started_at": utcnow()} if record.started_at is None else {}
         if not await self._until_stored(self.store.claim, job_id, **started):
             return  # cancelled meanwhile, or another service's
-        live = _Live(record.done, record.failed, Accumulator.restore(record.acc_state), record.active_s)
+        running = dataclasses.replace(record, status="running", started_at=started.get("started_at", record.started_at))
+        live = _Live(running, record.done, record.failed, Accumulator.restore(record.acc_state), record.active_s)
         self._live[job_id] = live
         bound = await self.revisions.bind(revision)
         bits = await asyncio.to_thread(lambda: _bitmap(self.store.done_indices(job_id), record.total))
         sizer = _Sizer(self.settings.job_chunk_s, self.settings.job_chunk_rows)
         chunks = self._chunks(dataset.id, bits, mapper, sizer)
+        sent = JobCases(mapper.pick)
 
-        async def lane() -> None:
+        async def commit(chunk: list[tuple[int, WireCase]], outcomes: list[RawOutcome]) -> None:
+            with tracing.span("job.commit"):
+                await self._commit(record, live, bound, chunk, outcomes)
+
+        async def lane(group: asyncio.TaskGroup) -> None:
+            committing: asyncio.Task[None] | None = None  # the lane's previous chunk, being stored
             for chunk in chunks:
                 traced: tracing.Attributes = {
                     **bound.traced,
@@ -359,46 +377,50 @@ class JobRunner:
                 }
                 with tracing.span("job.chunk", traced, root=True) as span:  # each chunk a trace of its own
                     t0 = time.monotonic()
-                    outcomes = await self._run_chunk(bound, [case for _, case in chunk])
+                    outcomes = await self._run_chunk(bound, [case for _, case in chunk], sent)
                     sizer.observe(len(chunk), time.monotonic() - t0)
                     if span.is_recording():
                         tracing.outcome(span, (outcome.status for outcome in outcomes))
-                    with tracing.span("job.commit"):
-                        await self._commit(record, live, bound, chunk, outcomes)
+                    if committing is not None:
+                        await committing  # one chunk stored at a time per lane: memory stays bounded
+                    committing = group.create_task(commit(chunk, outcomes))  # the worker goes on meanwhile
+            if committing is not None:
+                await committing
 
         async with asyncio.TaskGroup() as group:
             for _ in range(record.parallelism):
-                group.create_task(lane())
+                group.create_task(lane(group))
         finished: dict[str, Any] = {"status": "succeeded", "finished_at": utcnow(), "active_s": live.active()}
         await self._until_stored(self.store.set_job, job_id, only_unfinished=True, only_held=True, **finished)
 
     def _chunks(
         self, dataset_id: str, bits: bytearray, mapper: RowMapper, sizer: _Sizer
-    ) -> Iterator[list[tuple[int, dict[str, Any]]]]:
+    ) -> Iterator[list[tuple[int, WireCase]]]:
         """Chunks of (index, case) for the rows without a result, read from disk as needed."""
         max_bytes = self.settings.job_chunk_bytes
-        chunk: list[tuple[int, dict[str, Any]]] = []
+        indices: list[int] = []
+        lines: list[bytes] = []
         size, used = sizer.size(), 0
-        loads = fastjson.loads
         for idx, line in self.datasets.files.lines(dataset_id):
             if bits[idx >> 3] & (1 << (idx & 7)):
                 continue
-            chunk.append((idx, mapper.wire_case(loads(line), line)))
+            indices.append(idx)
+            lines.append(line)
             used += len(line)
-            if len(chunk) >= size or used >= max_bytes:
-                yield chunk
-                chunk, size, used = [], sizer.size(), 0
-        if chunk:
-            yield chunk
+            if len(lines) >= size or used >= max_bytes:
+                yield list(zip(indices, mapper.wire_cases(lines), strict=True))
+                indices, lines, size, used = [], [], sizer.size(), 0
+        if lines:
+            yield list(zip(indices, mapper.wire_cases(lines), strict=True))
 
-    async def _run_chunk(self, bound: Bound, cases: list[dict[str, Any]]) -> list[RawOutcome]:
+    async def _run_chunk(self, bound: Bound, cases: list[WireCase], sent: JobCases) -> list[RawOutcome]:
         """The chunk's outcomes; infrastructure failures are retried with back-off (``job_retries`` times,
         then raised); an unreachable backend (``BackendUnavailable``: the Docker engine restarting) is
         waited for without limit, so the job resumes when the engine is back."""
         attempt = away = 0
         while True:
             try:
-                return await bound.run(cases, held_replies=True, strict_cases=True)
+                return await bound.run(cases, held_replies=True, job_cases=sent)
             except BackendUnavailable as exc:  # the engine is away (restarting): wait for it, however long
                 if self._closed:
                     raise
@@ -437,12 +459,12 @@ class JobRunner:
         record: JobRecord,
         live: _Live,
         bound: Bound,
-        chunk: list[tuple[int, dict[str, Any]]],
+        chunk: list[tuple[int, WireCase]],
         outcomes: list[RawOutcome],
     ) -> None:
         """Store a chunk's results with the counters and aggregate state they produce, atomically."""
         cap, prepared, public = self.settings.max_stored_result_bytes, bound.prepared, bound.public
-        results = [stored_row(raw, prepared, public, cap) for raw in outcomes]
+        results = stored_rows(outcomes, prepared, public, cap)
         bound.count(result.status for result in results)
         runtime_id = bound.runtime.id
         job_id, revision = record.id, record.revision
@@ -461,10 +483,8 @@ class JobRunner:
                 return
             acc = Accumulator.restore(live.acc.state())  # applied to ``live`` only once committed
             live_failed = live.failed
-            failed = 0
-            for result in results:
-                acc.add(result)
-                failed += result.status != "ok"
+            acc.add_all(results)
+            failed = len(results) - [result.status for result in results].count("ok")
             done, failed = live.done + len(rows), live.failed + failed
             for attempt in itertools.count():
                 commit = asyncio.ensure_future(

@@ -32,15 +32,15 @@ from typing import Any, ParamSpec, TypeVar
 import redis
 from sqlalchemy.exc import OperationalError
 
-from evaluator_host import fastjson
 from evaluator_host.errors import EvaluatorHostError, JobNotHeld, SandboxError
 from evaluator_host.evaluation import Bound
 from evaluator_host.jobs.mapping import RowMapper
-from evaluator_host.jobs.rows import stored_row
+from evaluator_host.jobs.rows import stored_rows
 from evaluator_host.models import FieldMapping
 from evaluator_host.queue.broker import CANCEL_CHANNEL, redis_client, row_seconds_key
 from evaluator_host.queue.chunks import decode_rows
 from evaluator_host.sandbox.base import RawOutcome
+from evaluator_host.sandbox.protocol import JobCases, WireCase
 from evaluator_host.services import Services
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.jobs import JobRecord
@@ -141,17 +141,16 @@ class WorkerHost:
         todo = [(idx, line) for idx, line in rows if idx not in stored]
         if not todo:
             return f"skipped: its {len(rows)} rows were stored already"
-        loads, mapper = fastjson.loads, job.mapper
-        cases = [mapper.wire_case(loads(line), line) for _, line in todo]
+        cases = job.mapper.wire_cases([line for _, line in todo])
         started = time.monotonic()
         try:
-            outcomes = await self._run(job.bound, cases)
+            outcomes = await self._run(job.bound, cases, JobCases(job.mapper.pick))
         except EvaluatorHostError as exc:
             await self._fail(job_id, owner, exc.type_name, exc.message)
             return f"failed the job: {exc.message}"
         seconds = time.monotonic() - started
         bound, cap = job.bound, self.settings.max_stored_result_bytes
-        results = [stored_row(raw, bound.prepared, bound.public, cap) for raw in outcomes]
+        results = stored_rows(outcomes, bound.prepared, bound.public, cap)
         bound.count(result.status for result in results)
         committed = [(idx, r.status, r.text, r) for (idx, _), r in zip(todo, results, strict=True)]
         outcome = await self._db(
@@ -196,11 +195,11 @@ class WorkerHost:
             self._jobs.popitem(last=False)
         return job
 
-    async def _run(self, bound: Bound, cases: list[dict[str, Any]]) -> list[RawOutcome]:
+    async def _run(self, bound: Bound, cases: list[WireCase], sent: JobCases) -> list[RawOutcome]:
         retries = self.settings.job_retries
         for attempt in range(retries + 1):
             try:
-                return await bound.run(cases, held_replies=True, strict_cases=True)
+                return await bound.run(cases, held_replies=True, job_cases=sent)
             except SandboxError as exc:
                 if attempt == retries:
                     raise

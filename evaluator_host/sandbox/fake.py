@@ -154,6 +154,21 @@ def _writer(sink: asyncio.StreamReader, loop: asyncio.AbstractEventLoop) -> tupl
     return asyncio.StreamWriter(pipe, protocol, None, loop), pipe
 
 
+def _picked(rows: list[Any], pick: dict[str, Any]) -> list[dict[str, Any]]:
+    """The cases of a run frame carrying job rows, picked as a harness picks them (``picked_cases`` in
+    ``runtimes/python/harness.py``; containers are copied there, which a fake handler cannot tell)."""
+    cases = []
+    for row in rows:
+        if not isinstance(row, dict):
+            cases.append({"inputs": row, "outputs": None, "trace": None, "app_params": None})
+            continue
+        name = pick.get("outputs")
+        outputs = row.get(name) if name is not None else row["outputs"] if "outputs" in row else row.get("output")
+        trace, app_params = row.get(pick.get("trace") or "trace"), row.get(pick.get("app_params") or "app_params")
+        cases.append({"inputs": row, "outputs": outputs, "trace": trace, "app_params": app_params})
+    return cases
+
+
 class FakeWorker:
     """One fake worker: the host's ends (``reader``, ``writer``) and the task playing the harness.
 
@@ -284,7 +299,9 @@ class FakeWorker:
             if message.get("op") != "run":
                 self._die(0)
                 return
-            cases: list[dict[str, Any]] = list(message.get("cases", []))
+            cases: list[dict[str, Any]] = (
+                list(message.get("cases", [])) if "rows" not in message else _picked(message["rows"], message["pick"])
+            )
             self.runs.append(cases)
             for index, case in enumerate(cases):
                 self.handled.append(case)

@@ -41,7 +41,7 @@ from evaluator_host.metrics import Metrics
 from evaluator_host.sandbox.base import RawOutcome, RuntimeKey, SandboxBackend, WorkerSpec, error_info
 from evaluator_host.sandbox.coalesce import Coalescer, Group
 from evaluator_host.sandbox.leasing import Leasing, Slot
-from evaluator_host.sandbox.protocol import FrameReader, FrameTooLarge, encode_frame, read_frame
+from evaluator_host.sandbox.protocol import FrameReader, FrameTooLarge, JobCases, WireCase, encode_frame, read_frame
 from evaluator_host.sandbox.spares import Spares
 from evaluator_host.settings import Settings
 
@@ -89,6 +89,26 @@ class _Unanswered(Exception):  # noqa: N818 - control flow, never leaves the poo
     def __init__(self, done: int) -> None:
         super().__init__(done)
         self.done = done
+
+
+def _bulk_outcomes(reply: dict[str, Any], batch: list[int], done: int, results: list[RawOutcome | None]) -> int:
+    """Store the outcomes a ``results`` frame answers (cases ``done`` onwards of ``batch``); return the new
+    ``done``. A malformed frame, or one answering more cases than are pending, is :class:`_Foreign`."""
+    values, durations = reply.get("values"), reply.get("durations")
+    if type(values) is not list or type(durations) is not list or not 0 < len(values) == len(durations):
+        raise _Foreign(reply)
+    if len(values) > len(batch) - done:
+        raise _Foreign(reply)
+    try:
+        millis = [float(ms) for ms in durations if type(ms) is float or type(ms) is int]
+    except OverflowError:
+        raise _Foreign(reply) from None
+    if len(millis) != len(values):
+        raise _Foreign(reply)
+    for value, ms in zip(values, millis, strict=True):
+        results[batch[done]] = RawOutcome("ok", value, None, "", "", False, ms, [])
+        done += 1
+    return done
 
 
 def _failure(status: str, type_name: str, message: str, **extra: Any) -> RawOutcome:
@@ -226,13 +246,13 @@ class WorkerPool(Leasing):
     async def run(
         self,
         spec: WorkerSpec,
-        cases: Sequence[dict[str, Any]],
+        cases: Sequence[WireCase],
         *,
         timeout_s: float,
         correct_answer_key: str,
         max_bytes: int | None = None,
         held_replies: bool = False,
-        strict_cases: bool = False,
+        job_cases: JobCases | None = None,
     ) -> list[RawOutcome]:
         """Run ``cases`` on warm workers of ``spec``; one outcome per case, in order.
 
@@ -240,15 +260,15 @@ class WorkerPool(Leasing):
         may hold the replies of fast cases back and write them together (the protocol's
         ``flush_ms``); a worker that dies holding replies has its unanswered cases run again
         one reply at a time, so every failure is still the outcome of the case that caused it.
-        ``strict_cases``: the cases are strict JSON data (see ``encode_frame(strict=True)``).
+        ``job_cases``: the cases are a job's rows, sent as :class:`JobCases` says.
 
         With ``max_bytes``, the replies of the whole call may add up to that many bytes: past it
         the call stops (its worker is discarded) with :class:`ResponseTooLarge`, so what one
         call holds in memory stays bounded whatever the evaluator returns or prints.
         """
         self._sweep_soon()
-        coalesce = len(cases) == 1 and self.settings.coalesce and not strict_cases  # (strict: may hold Raw JSON)
-        if coalesce and (max_bytes is None or max_bytes >= self._frame_max(spec)):
+        only = cases[0] if len(cases) == 1 and self.settings.coalesce and job_cases is None else None
+        if isinstance(only, dict) and (max_bytes is None or max_bytes >= self._frame_max(spec)):
             # one reply can't exceed this call's budget: it may share a frame with other calls
             key = (spec.key, timeout_s, correct_answer_key)
 
@@ -256,9 +276,9 @@ class WorkerPool(Leasing):
                 slot = await self._acquire_traced(spec)
                 return await self._run_rows(spec, self.coalescer.seal(group), timeout_s, correct_answer_key, slot)
 
-            return [await self.coalescer.submit(key, cases[0], runner, self.coalesce_limit(spec.key))]
+            return [await self.coalescer.submit(key, only, runner, self.coalesce_limit(spec.key))]
         flush_ms = _FLUSH_MS if held_replies else 0.0
-        return await self._run_rows(spec, cases, timeout_s, correct_answer_key, None, max_bytes, flush_ms, strict_cases)
+        return await self._run_rows(spec, cases, timeout_s, correct_answer_key, None, max_bytes, flush_ms, job_cases)
 
     @staticmethod
     def _frame_max(spec: WorkerSpec) -> int:
@@ -267,13 +287,13 @@ class WorkerPool(Leasing):
     async def _run_rows(
         self,
         spec: WorkerSpec,
-        cases: Sequence[dict[str, Any]],
+        cases: Sequence[WireCase],
         timeout_s: float,
         correct_answer_key: str,
         slot: Slot | None,
         max_bytes: int | None = None,
         flush_ms: float = 0.0,
-        strict: bool = False,
+        job_cases: JobCases | None = None,
     ) -> list[RawOutcome]:
         """Every row of ``cases`` in batches (the first on ``slot`` when given); outcomes in order."""
         results: list[RawOutcome | None] = [None] * len(cases)
@@ -285,7 +305,7 @@ class WorkerPool(Leasing):
             while batch:
                 try:
                     done = await self._run_batch(
-                        spec, cases, batch, timeout_s, correct_answer_key, results, budget, slot, held, strict
+                        spec, cases, batch, timeout_s, correct_answer_key, results, budget, slot, held, job_cases
                     )
                 except _Unanswered as lost:  # the worker died holding replies: the rest, one reply at a time
                     done, held = lost.done, 0.0
@@ -296,7 +316,7 @@ class WorkerPool(Leasing):
     async def _run_batch(
         self,
         spec: WorkerSpec,
-        cases: Sequence[dict[str, Any]],
+        cases: Sequence[WireCase],
         batch: list[int],
         timeout_s: float,
         correct_answer_key: str,
@@ -304,7 +324,7 @@ class WorkerPool(Leasing):
         budget: list[int | None],
         slot: Slot | None = None,
         flush_ms: float = 0.0,
-        strict: bool = False,
+        job_cases: JobCases | None = None,
     ) -> int:
         """Run ``batch`` on one worker (``slot``, else one acquired now); return how many of its rows
         now have an outcome. With ``flush_ms``, a worker lost to a timeout or an exit raises
@@ -327,7 +347,10 @@ class WorkerPool(Leasing):
             run = {"op": "run", "id": request, "correct_answer_key": correct_answer_key, "timeout_s": timeout_s}
             if flush_ms:
                 run["flush_ms"] = flush_ms
-            worker.writer.write(encode_frame({**run, "cases": [cases[i] for i in batch]}, strict=strict))
+            sent = [cases[i] for i in batch]
+            worker.writer.write(
+                encode_frame({**run, "cases": sent}) if job_cases is None else job_cases.run_frame(run, sent)
+            )
             await worker.writer.drain()
             wait_s = _hard_timeout(timeout_s, slot.soft_timeouts)
             while done < len(batch):
@@ -345,6 +368,14 @@ class WorkerPool(Leasing):
                         )
                 raw = worker.take_raw_output()
                 egress = worker.egress.take() if worker.egress is not None else []
+                if reply.get("type") == "results":  # consecutive plain ok replies in one frame
+                    first = done
+                    done = _bulk_outcomes(reply, batch, done, results)
+                    head = results[batch[first]]
+                    assert head is not None
+                    head.stderr, head.egress = raw, egress  # what arrived beside the frame: its first case's
+                    slot.uses += done - first
+                    continue
                 results[index] = RawOutcome(
                     status=reply.get("status", "invalid_result"),
                     value=reply.get("value"),

@@ -10,15 +10,34 @@ from __future__ import annotations
 import asyncio
 import json
 import struct
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 from evaluator_host import fastjson
 
-__all__ = ["FrameReader", "FrameTooLarge", "encode_frame", "read_frame"]
+__all__ = ["FrameReader", "FrameTooLarge", "JobCases", "WireCase", "encode_frame", "read_frame"]
 
 _HEADER = struct.Struct(">I")
+
+WireCase = dict[str, Any] | msgspec.Raw
+"""A case of a ``run`` frame: a dict, or (job rows, ``encode_frame(strict=True)``) its JSON already encoded."""
+
+
+@dataclass(frozen=True)
+class JobCases:
+    """How a job chunk's cases travel: strict JSON data (``encode_frame(strict=True)``: ``msgspec.Raw``
+    pieces allowed); with ``pick``, each case is the dataset row itself and the worker picks the case's
+    fields from it (the ``run`` frame's ``rows`` and ``pick``: ``runtimes/python/harness.py``)."""
+
+    pick: dict[str, str | None] | None = None
+
+    def run_frame(self, run: dict[str, Any], cases: list[WireCase]) -> bytes:
+        """The ``run`` frame of ``run``'s fields and ``cases``."""
+        if self.pick is None:
+            return encode_frame({**run, "cases": cases}, strict=True)
+        return encode_frame({**run, "rows": cases, "pick": self.pick}, strict=True)
 
 
 class FrameTooLarge(Exception):

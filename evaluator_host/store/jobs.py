@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Table, delete, func, insert, or_, select, update
+from sqlalchemy import Table, bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
@@ -132,7 +132,10 @@ _JOB_FIELDS = [f.name for f in dataclasses.fields(JobRecord)]
 _DATASET_FIELDS = [f.name for f in dataclasses.fields(DatasetRecord)]
 
 
-def _job(row: JobRow) -> JobRecord:
+_GET_JOB = select(*(JobRow.__table__.c[name] for name in _JOB_FIELDS)).where(JobRow.__table__.c.id == bindparam("id"))
+
+
+def _job(row: Any) -> JobRecord:
     values = {name: getattr(row, name) for name in _JOB_FIELDS}
     for name in ("created_at", "started_at", "finished_at"):
         values[name] = _aware(values[name])
@@ -240,9 +243,13 @@ class JobStore:
             return _job(row)
 
     def get_job(self, job_id: str, workspace_id: str | None = None) -> JobRecord:
-        """One job (of ``workspace_id``; None: any, for the service's own use), or :class:`NotFoundError`."""
-        with Session(self.engine) as session:
-            return _job(_found(session, JobRow, job_id, "job", workspace_id))
+        """One job (of ``workspace_id``; None: any, for the service's own use), or :class:`NotFoundError`
+        (the same for another workspace's). A Core query, not an ORM load: jobs are polled."""
+        with self.engine.connect() as conn:
+            row = conn.execute(_GET_JOB, {"id": job_id}).one_or_none()
+        if row is None or (workspace_id is not None and row.workspace_id != workspace_id):
+            raise NotFoundError(f"job {job_id!r} does not exist")
+        return _job(row)
 
     def list_jobs(
         self, workspace_id: str | None, *, status: str | None = None, evaluator_id: str | None = None
@@ -384,11 +391,9 @@ class JobStore:
             ).one()
             inserted = self._insert_new(conn, job_id, rows, revision, runtime_id, worker)
             fresh = Accumulator()
-            failed = 0
-            for idx, status, _, scored in rows:
-                if idx in inserted:
-                    fresh.add(scored)
-                    failed += status != "ok"
+            landed = [(status, scored) for idx, status, _, scored in rows if idx in inserted]
+            fresh.add_all(scored for _, scored in landed)
+            failed = sum(1 for status, _ in landed if status != "ok")
             done = job.done + len(inserted)
             values: dict[str, Any] = {"done": done, "failed": job.failed + failed}
             if inserted:

@@ -11,7 +11,10 @@
 //   host → worker   {"op": "load", "code": "...", ...config}          (unbound start only)
 //   worker → host   {"type": "loading"}    (at once, when the load frame has "ack": true)
 //   host → worker   {"op": "run", "correct_answer_key": "...", "cases": [CASE, ...]}
+//                   (or, for job rows, "rows": [ROW, ...] and "pick": {...} instead of "cases")
 //   worker → host   one {"type": "result", "index": i, ...} per case, in order
+//   worker → host   {"type": "results", "index": i, "values": [...], "durations": [...]} (a flush_ms run:
+//                   consecutive ok replies with nothing printed, as one frame)
 //
 // Config: code_path (or a load frame with code), language ("javascript" | "typescript"),
 // interface, module ("esm" | "cjs") and entry ({kind: "binding" | "default" | "exports", name})
@@ -33,7 +36,7 @@ import childProcess from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { Writable } from 'node:stream';
-import { flush, heldState, hold, recv, send } from './channel.mjs';
+import { copy, encode, flush, heldState, hold, holdBulk, recv, send } from './channel.mjs';
 import { toWire } from './values.mjs';
 
 const ENTRY = Symbol.for('evaluator-host.entry');
@@ -41,6 +44,7 @@ const ENTRY = Symbol.for('evaluator-host.entry');
 // (see runtimes/python/harness.py, "flush_ms"); a slow or failed case's reply goes at once.
 const SLOW_CASE_MS = 0.2;
 const HELD_BYTES = 64 * 1024;
+const BULK_VALUE = 4 * 1024; // a longer value's reply is a frame of its own
 const realExit = process.exit.bind(process);
 
 class OutputLimitExceeded extends Error {}
@@ -52,6 +56,7 @@ class ProcessExitCalled extends Error {}
 // Console swallows errors thrown by a stream, so the cap cannot be enforced by throwing alone:
 // past it, the case is answered (output_limit) and the worker leaves at once.
 let budget = null; // the running case's {limit, used, overflow, out: [], err: []}
+let valueJson = null; // the JSON of the value the last case returned (null: none, or not an ok value)
 let running = null; // index of the case being evaluated, for an answer from inside a write
 let request = null; // id of the run message being answered (echoed in every reply)
 
@@ -249,6 +254,7 @@ class Harness {
 
   async runCase(c, correctAnswerKey) {
     const limits = this.config;
+    valueJson = null;
     budget = { limit: limits.output_limit, used: 0, overflow: false, out: [], err: [] };
     const current = budget;
     const reply = { type: 'result', status: 'ok' };
@@ -269,12 +275,14 @@ class Harness {
           }
         }
         const wire = toWire(value);
-        const size = Buffer.byteLength(JSON.stringify(wire), 'utf8');
+        const text = encode(wire);
+        const size = Buffer.byteLength(text, 'utf8');
         if (size > limits.result_limit) {
           const message = `the returned value is ${size} bytes of JSON; the cap is ${limits.result_limit}`;
           Object.assign(reply, { status: 'output_limit', error: failure('OutputLimit', message) });
         } else {
           reply.value = wire;
+          valueJson = text;
         }
       }
     } catch (err) {
@@ -310,7 +318,7 @@ class Harness {
       const message = recv();
       if (message === null || message.op !== 'run') return;
       const key = message.correct_answer_key || 'correct_answer';
-      const cases = message.cases || [];
+      const cases = message.cases ?? pickedCases(message.rows || [], message.pick || {});
       request = message.id ?? null;
       const flushMs = Number(message.flush_ms) || 0;
       for (let index = 0; index < cases.length; index++) {
@@ -320,7 +328,12 @@ class Harness {
         reply.index = index;
         reply.id = request;
         reapStrays(this.config);
-        hold(reply);
+        if (flushMs > 0 && valueJson !== null && valueJson.length <= BULK_VALUE && reply.status === 'ok'
+            && !reply.retire && reply.stdout === '' && reply.stderr === '' && !reply.truncated) {
+          holdBulk(index, request, valueJson, reply.duration_ms); // joins the open "results" frame
+        } else {
+          hold(reply);
+        }
         const state = heldState();
         if (reply.status !== 'ok' || reply.retire || reply.duration_ms >= SLOW_CASE_MS
             || state.bytes >= HELD_BYTES || state.ageMs >= flushMs) flush();
@@ -329,6 +342,31 @@ class Harness {
       flush();
     }
   }
+}
+
+// The cases of a run frame carrying job rows and the columns to pick (runtimes/python/harness.py,
+// "rows"): inputs is the row; a column it lacks is null; a picked object or array is a copy.
+function own(value) {
+  return value !== null && typeof value === 'object' ? copy(value) : value;
+}
+
+function column(row, name) {
+  return Object.hasOwn(row, name) ? own(row[name]) : null;
+}
+
+function pickedCases(rows, pick) {
+  const outputs = pick.outputs ?? null;
+  const trace = pick.trace || 'trace';
+  const appParams = pick.app_params || 'app_params';
+  return rows.map((row) => {
+    if (row === null || typeof row !== 'object' || Array.isArray(row)) {
+      return { inputs: row, outputs: null, trace: null, app_params: null };
+    }
+    let picked;
+    if (outputs !== null) picked = column(row, outputs);
+    else picked = Object.hasOwn(row, 'outputs') ? own(row.outputs) : column(row, 'output');
+    return { inputs: row, outputs: picked, trace: column(row, trace), app_params: column(row, appParams) };
+  });
 }
 
 let exitCode = null;

@@ -37,6 +37,24 @@ first one was held, when 64 KiB are held, before a slow or failed case's reply, 
 the frame, so a chunk of trivial cases costs one ``write`` per burst instead of one per case. Replies
 still leave in order; a worker that dies holding replies loses them, and the host runs the unanswered
 cases again without ``flush_ms`` (it cannot tell which one killed the worker).
+
+In a ``flush_ms`` run, consecutive replies that are ``ok`` with nothing printed (and a value of at most
+4 KiB of JSON) are held as ONE frame, answering cases ``i`` to ``i + n - 1``::
+
+    worker → host   {"type": "results", "id": "...", "index": i, "values": [V, ...], "durations": [MS, ...]}
+
+so a chunk of trivial cases costs the host one decode per burst, not one per case (a frame holds
+at most 32 KiB of values; any other reply closes it first).
+
+A job's ``run`` frame may carry its rows as they are stored, with the columns to pick, instead of
+``cases`` (one decode of each row, here, instead of one on each side)::
+
+    host → worker   {"op": "run", ..., "rows": [ROW, ...], "pick": {"outputs": C | null, "trace": C, "app_params": C}}
+
+Case ``i`` is ``{"inputs": ROW_i, "outputs": ROW_i[outputs], "trace": ROW_i[trace], "app_params":
+ROW_i[app_params]}``: a column the row lacks is null; ``"outputs": null`` picks the row's ``outputs``,
+else its ``output``; a list or dict picked is a copy (``inputs`` shares nothing with the others).
+
     host → worker   {"op": "exit"}
 
 Soft timeouts: with ``timeout_s``, each case's call is interrupted after that long (a
@@ -72,6 +90,9 @@ _MAX_REQUEST = 1 << 31
 _SLOW_CASE_MS = 0.2  # a case this slow has its reply (and the held ones) written at once
 _HELD_BYTES = 64 * 1024  # replies held back at most, in bytes
 _OK_KEYS = frozenset({"type", "status", "duration_ms", "stdout", "stderr", "truncated", "index", "id"})
+_BULK_BYTES = 32 * 1024  # values and durations one "results" frame holds, at most
+_BULK_VALUE = 4 * 1024  # a longer value's reply is a frame of its own
+_SIMPLE = {True: "true", False: "false", None: "null"}  # the commonest returned values' JSON, by identity
 
 
 _DUMPS = json.dumps  # taken before user code runs: replacing json.dumps later does not reach replies
@@ -174,6 +195,10 @@ class Harness:
         self._held: list[bytes] = []  # replies not written yet (a ``flush_ms`` run of fast cases)
         self._held_bytes = 0
         self._held_since = 0.0
+        self._bulk: list[str] = []  # held values of a "results" frame not closed yet, and their durations
+        self._bulk_ms: list[str] = []
+        self._bulk_first: tuple[int, Any] = (0, None)  # the index of its first case and the request id
+        self._bulk_bytes = 0
         self.policy = "standard"
         self.site_dirs: list[str] = []
         self.vendor_dirs: list[str] = []
@@ -251,9 +276,21 @@ class Harness:
         self.hold(message)
         self.flush()
 
-    def hold(self, message: dict[str, Any]) -> None:
-        """Queue ``message`` for the next :meth:`flush` (replies to a ``flush_ms`` run)."""
+    def hold(self, message: dict[str, Any], bulk: bool = False) -> None:
+        """Queue ``message`` for the next :meth:`flush` (replies to a ``flush_ms`` run); with ``bulk``, a
+        plain ok reply joins the open "results" frame (see the protocol)."""
         value = message.pop("value_json", None)  # the returned value, encoded once (by run_case)
+        if (
+            bulk
+            and value is not None
+            and len(value) <= _BULK_VALUE
+            and message.keys() == _OK_KEYS
+            and message["status"] == "ok"
+            and not (message["stdout"] or message["stderr"] or message["truncated"])
+        ):
+            self._hold_bulk(message["index"], message["id"], value, repr(float(message["duration_ms"])))
+            return
+        self._close_bulk()
         if value is not None and message.keys() == _OK_KEYS and message["status"] == "ok":
             out, err = message["stdout"], message["stderr"]  # the common reply, written without a dict encode
             text = (
@@ -276,15 +313,60 @@ class Harness:
             text = _ENCODE(message)
             if value is not None:
                 text = text[:-1] + ',"value":' + value + "}"
-        data = text.encode()
+        self._append(text.encode())
+
+    def _append(self, data: bytes) -> None:
         if not self._held:
             self._held_since = time.perf_counter()
         self._held.append(_HEADER.pack(len(data)))
         self._held.append(data)
         self._held_bytes += len(data)
 
+    def _hold_bulk(self, index: int, request: Any, value: str, duration: str) -> None:
+        bulk = self._bulk
+        if bulk and (
+            self._bulk_bytes >= _BULK_BYTES
+            or request != self._bulk_first[1]
+            or index != self._bulk_first[0] + len(bulk)
+        ):
+            self._close_bulk()
+        if not bulk:
+            self._bulk_first = (index, request)
+            if not self._held:
+                self._held_since = time.perf_counter()
+        bulk.append(value)
+        self._bulk_ms.append(duration)
+        size = len(value) + len(duration) + 2
+        self._bulk_bytes += size
+        self._held_bytes += size
+
+    def _close_bulk(self) -> None:
+        """Turn the open "results" frame, if any, into a held frame (replies stay in order)."""
+        if not self._bulk:
+            return
+        index, request = self._bulk_first
+        text = (
+            '{"type":"results","id":'
+            + _ENCODE(request)
+            + ',"index":'
+            + str(int(index))
+            + ',"values":['
+            + ",".join(self._bulk)
+            + '],"durations":['
+            + ",".join(self._bulk_ms)
+            + "]}"
+        )
+        self._bulk.clear()
+        self._bulk_ms.clear()
+        self._held_bytes -= self._bulk_bytes
+        self._bulk_bytes = 0
+        held_since = self._held_since
+        self._append(text.encode())
+        self._held_since = held_since
+
     def flush(self) -> None:
         """Write every held frame, in order, in one system call where the pipe allows."""
+        self._close_bulk()
         if not self._held:
             return
         view = memoryview(b"".join(self._held))
@@ -465,12 +547,12 @@ class Harness:
                         value = self._await(value)
                 finally:
                     self._disarm()
-                wire = _to_wire(value)
-                try:
-                    encoded = _ENCODE(wire)
-                except ValueError:  # a marker-free value that still is not JSON (cannot happen)
-                    encoded = None
-                    reply["status"] = "invalid_result"
+                encoded = _SIMPLE.get(value) if type(value) is bool or value is None else None
+                if encoded is None:
+                    try:
+                        encoded = _ENCODE(_to_wire(value))
+                    except ValueError:  # a marker-free value that still is not JSON (cannot happen)
+                        reply["status"] = "invalid_result"
                 if encoded is not None and len(encoded) > self.result_limit:
                     message = f"the returned value is {len(encoded)} bytes of JSON; the cap is {self.result_limit}"
                     reply.update(status="output_limit", error=_failure("OutputLimit", message))
@@ -490,8 +572,8 @@ class Harness:
         if budget.overflow and reply["status"] != "memory_limit":
             message = f"stdout+stderr exceeded {self.output_limit} bytes"
             reply.update(status="output_limit", error=_failure("OutputLimit", message))
-        reply["stdout"] = out.text()
-        reply["stderr"] = err.text()
+        reply["stdout"] = out.text() if out.parts else ""
+        reply["stderr"] = err.text() if err.parts else ""
         reply["truncated"] = budget.overflow
         return reply
 
@@ -533,12 +615,15 @@ class Harness:
             timeout_s = float(message.get("timeout_s") or 0.0)
             flush_s = float(message.get("flush_ms") or 0.0) / 1000.0
             self._start_timer(timeout_s)
-            for index, case in enumerate(message.get("cases", [])):
+            cases = message.get("cases")
+            if cases is None:  # job rows: each case picked from its row here
+                cases = picked_cases(message.get("rows") or [], message.get("pick") or {})
+            for index, case in enumerate(cases):
                 reply = self.run_case(case, key, timeout_s)
                 reply["index"], reply["id"] = index, request
                 self.reap_strays()
                 try:
-                    self.hold(reply)
+                    self.hold(reply, bulk=flush_s > 0)
                 except ValueError:  # a marker-free value that still is not JSON (cannot happen)
                     self.hold({"type": "result", "index": index, "id": request, "status": "invalid_result"})
                 if (
@@ -551,6 +636,39 @@ class Harness:
             self.flush()
             if timeout_s > 0:
                 self._stop_timer()
+
+
+def _own(value: Any) -> Any:
+    """``value`` as decoded on its own: a container taken from a row is copied, so that a case's ``inputs``
+    and the fields picked from it never share a list or dict (as when the host sent them apart)."""
+    if type(value) is dict or type(value) is list:
+        return json.loads(_ENCODE(value))
+    return value
+
+
+def picked_cases(rows: list[Any], pick: dict[str, Any]) -> Any:
+    """The cases of a ``run`` frame that carries ``rows`` and ``pick`` instead of ``cases`` (see the protocol):
+    ``inputs`` is the row; ``outputs``, ``trace`` and ``app_params`` are the row's columns ``pick`` names
+    (``outputs``: null means the row's ``outputs``, else its ``output``); a column a row lacks is null."""
+    outputs, trace, app_params = (
+        pick.get("outputs"),
+        pick.get("trace") or "trace",
+        pick.get("app_params") or "app_params",
+    )
+    for row in rows:
+        if type(row) is not dict:
+            yield {"inputs": row, "outputs": None, "trace": None, "app_params": None}
+            continue
+        if outputs is not None:
+            out = row.get(outputs)
+        else:
+            out = row["outputs"] if "outputs" in row else row.get("output")
+        yield {
+            "inputs": row,
+            "outputs": _own(out),
+            "trace": _own(row.get(trace)),
+            "app_params": _own(row.get(app_params)),
+        }
 
 
 class _BindingError(Exception):

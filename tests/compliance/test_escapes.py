@@ -239,6 +239,50 @@ def test_forged_frames_cannot_set_or_shift_other_rows(client: Any, language: str
     assert_healthy(client)
 
 
+# A Python evaluator can read the running request's id and index off the harness's frame: during row 0
+# (nothing held yet) it forges a "results" frame the host must refuse (more rows than pending, or malformed).
+FORGE_RESULTS = (
+    "import json, os, struct, sys\n\n"
+    "def forge(extra):\n"
+    "    serve = sys._getframe(3)\n"
+    "    harness, request, index = serve.f_locals['self'], serve.f_locals['request'], serve.f_locals['index']\n"
+    "    frame = {'type': 'results', 'id': request, 'index': index, **extra}\n"
+    "    data = json.dumps(frame).encode()\n"
+    "    os.write(harness._out, struct.pack('>I', len(data)) + data)\n\n"
+    "def evaluate(inputs, outputs, trace):\n"
+    "    if inputs['i'] == 0:\n"
+    "        forge(FORGED)\n"
+    "    return inputs['i'] / 10\n"
+)
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        {"values": [0.777] * 500, "durations": [0.0] * 500},  # more rows than the chunk has pending
+        {"values": "not a list", "durations": [0.0]},
+        {"values": [0.777, 0.777], "durations": [0.0]},  # lengths differ
+        {"values": [0.777], "durations": ["0.5"]},  # a duration that is not a number
+        {"values": [], "durations": []},
+    ],
+    ids=["too-many", "not-a-list", "lengths-differ", "string-duration", "empty"],
+)
+def test_a_forged_results_frame_is_a_protocol_error_on_its_row_alone(client: Any, forged: dict[str, Any]) -> None:
+    code = FORGE_RESULTS.replace("FORGED", repr(forged))
+    ev = client.post("/v1/evaluators", json={"name": "forge-results", "language": "python", "code": code}).json()
+    job = client.post("/v1/jobs", json={"evaluator_id": ev["id"], "rows": [{"i": i} for i in range(8)]}).json()
+    deadline = time.monotonic() + 120
+    while (state := client.get(f"/v1/jobs/{job['id']}").json())["status"] in ("queued", "running"):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert state["status"] == "succeeded", state
+    rows = client.get(f"/v1/jobs/{job['id']}/results").json()["data"]
+    assert [r["index"] for r in rows] == list(range(8))
+    assert rows[0]["result"]["status"] == "error" and rows[0]["result"]["error"]["type"] == "ProtocolError", rows[0]
+    assert [r["result"]["score"] for r in rows[1:]] == [i / 10 for i in range(1, 8)], rows
+    assert_healthy(client)
+
+
 LATE_FRAME = (
     "import gc, json, os, struct, threading, time\n\n"
     "def _late():\n    time.sleep(1.0)\n"

@@ -11,7 +11,7 @@ import pytest
 from evaluator_host import fastjson
 from evaluator_host.evaluation import Prepared, to_result
 from evaluator_host.jobs.exports import stored_form
-from evaluator_host.jobs.rows import StoredRow, stored_row
+from evaluator_host.jobs.rows import StoredRow, stored_row, stored_rows
 from evaluator_host.models import EvaluatorSettings
 from evaluator_host.results.aggregate import Accumulator
 from evaluator_host.sandbox.base import RawOutcome
@@ -118,6 +118,56 @@ def test_the_aggregate_of_stored_rows_is_the_aggregate_of_the_results() -> None:
         by_results.add(to_result(raw, _prepared(interface), RUNTIME))
     assert by_rows.result() == by_results.result()
     assert by_rows.state() == by_results.state()
+
+
+def _bool_heavy(n: int) -> list[tuple[RawOutcome, str]]:
+    """Most rows a bool in a plain ok outcome (the bulk of a job), the rest anything ``_cases`` makes."""
+    rng, mixed = random.Random(7), _cases(n)
+    out: list[tuple[RawOutcome, str]] = []
+    for i, (raw, interface) in enumerate(mixed):
+        if i % 4:
+            raw = RawOutcome(status="ok", value=rng.random() < 0.5, duration_ms=rng.choice([0.0012, 3.0, 1e-9, 250.5]))
+        out.append((raw, interface))
+    out.append((RawOutcome(status="ok", value=True, egress=[{"host": "x"}]), "evaluate"))  # egress: model path
+    out.append((RawOutcome(status="ok", value=False, duration_ms=float("inf")), "evaluate"))
+    return out
+
+
+@pytest.mark.parametrize("cap", [None, 2 * 1024 * 1024, 200])
+def test_stored_rows_are_stored_row_of_each_outcome(cap: int | None) -> None:
+    for interface in ("evaluate", "legacy", "main"):
+        raws = [raw for raw, _ in _bool_heavy(1200)]
+        rows = stored_rows(raws, _prepared(interface), RUNTIME, cap)
+        assert rows == [stored_row(raw, _prepared(interface), RUNTIME, cap) for raw in raws]
+
+
+def test_adding_all_rows_at_once_is_adding_them_one_at_a_time() -> None:
+    prepared = {interface: _prepared(interface) for interface in ("evaluate", "legacy", "main")}
+    rows = [stored_row(raw, prepared[interface], RUNTIME, None) for raw, interface in _bool_heavy(3000)]
+    rows += [StoredRow("ok", "{}", 2.5e300), StoredRow("ok", "{}", -2.5e300), StoredRow("ok", "{}", -0.5, True)]
+    one, together = Accumulator(), Accumulator()
+    for row in rows:
+        one.add(row)
+    for start in range(0, len(rows), 700):  # in chunks, as commits do, onto what earlier chunks left
+        together.add_all(rows[start : start + 700])
+    _close(together.state(), one.state())  # counts, labels, histogram exactly; moments to rounding
+    _close(together.result().model_dump(), one.result().model_dump())
+
+
+def _close(got: Any, want: Any) -> None:
+    """Equal, floats to within float rounding of sums taken in another order."""
+    if isinstance(want, float) and isinstance(got, float):
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-12) or got == want, (got, want)
+    elif isinstance(want, dict):
+        assert isinstance(got, dict) and got.keys() == want.keys(), (got, want)
+        for key in want:
+            _close(got[key], want[key])
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), (got, want)
+        for g, w in zip(got, want, strict=True):
+            _close(g, w)
+    else:
+        assert got == want and type(got) is type(want), (got, want)
 
 
 @pytest.mark.parametrize(
