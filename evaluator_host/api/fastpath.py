@@ -1,20 +1,22 @@
 """The hot routes without the framework's per-request machinery: same handlers, same answers.
 
 ``POST /v1/evaluate`` and ``POST /v1/evaluators/{id}/evaluate`` are most of the traffic, and
-FastAPI's per-request work (a ``Request``, dependency solving, a thread hop for a sync
-dependency, generic serialization) costs several times what the evaluation itself costs on
-a warm worker. :class:`FastPath` sits in front of the app and answers those two routes
-itself, by calling the very route functions of ``evaluate.py`` and ``evaluators.py`` with a
-body validated by the same pydantic model, and by serializing with the same response
-model. It takes a request only when it is sure to answer exactly as the app would;
-everything else goes on to the app untouched (with the body replayed when it was read):
+``GET /v1/jobs/{id}`` is what every job's client polls; FastAPI's per-request work (a
+``Request``, dependency solving, a thread hop for a sync dependency, generic serialization)
+costs several times what the evaluation itself costs on a warm worker, and about a millisecond
+of the service's one busy thread per poll. :class:`FastPath` sits in front of the app and
+answers those three routes itself, by calling the very route functions of ``evaluate.py``,
+``evaluators.py`` and ``jobs.py`` (with a body validated by the same pydantic model), and by
+serializing with the same response model. It takes a request only when it is sure to answer
+exactly as the app would; everything else goes on to the app untouched (with the body
+replayed when it was read):
 
 * another method or path, or a path with a trailing slash;
 * a key the key ring does not know without the database (the app looks it up, or answers 401),
   no key where one is needed (401), or the operator key (403): the request's workspace must be
   known from the cache (:meth:`Workspaces.cached`, which a revocation clears at once);
-* no ``Content-Length``, or one over the body limit (the app answers 413), or a body that
-  is not ``application/json``;
+* (the evaluate routes) no ``Content-Length``, or one over the body limit (the app answers 413),
+  or a body that is not ``application/json``;
 * a body that does not validate (the app answers its 422 with every problem listed).
 
 Errors of the evaluation (unknown evaluator, sandbox unavailable, limits) are rendered
@@ -32,10 +34,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from evaluator_host.api import errors
 from evaluator_host.api import evaluate as evaluate_route
 from evaluator_host.api import evaluators as evaluators_route
+from evaluator_host.api import jobs as jobs_route
 from evaluator_host.api.auth import PRINCIPAL_KEY, bearer
 from evaluator_host.api.observe import ROUTE_KEY
 from evaluator_host.errors import EvaluatorHostError
-from evaluator_host.models import BatchResponse, EvaluateRequest, EvaluationResult, EvaluatorEvaluateRequest
+from evaluator_host.models import BatchResponse, EvaluateRequest, EvaluationResult, EvaluatorEvaluateRequest, Job
 from evaluator_host.models_workspace import DEFAULT_WORKSPACE
 from evaluator_host.services import Services
 from evaluator_host.settings import Settings
@@ -45,7 +48,10 @@ __all__ = ["FastPath"]
 _BY_ID = re.compile(r"/v1/evaluators/([^/]+)/evaluate")
 _INLINE = "/v1/evaluate"
 _BY_ID_ROUTE = "/v1/evaluators/{evaluator_id}/evaluate"
+_JOB = re.compile(r"/v1/jobs/([^/]+)")
+_JOB_ROUTE = "/v1/jobs/{job_id}"
 _ANSWER: TypeAdapter[EvaluationResult | BatchResponse] = TypeAdapter(EvaluationResult | BatchResponse)
+_JOB_ANSWER: TypeAdapter[Job] = TypeAdapter(Job)
 _JSON_HEADERS = (b"content-type", b"application/json")
 
 
@@ -58,6 +64,9 @@ class FastPath:
         self.answered = 0  # requests this layer answered itself (the rest went on to the app)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET":
+            await self._job(scope, receive, send)
+            return
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
@@ -89,7 +98,25 @@ class FastPath:
         except EvaluatorHostError as exc:
             await errors.host_error_response(exc)(scope, receive, send)
             return
-        payload = _ANSWER.dump_json(result)
+        await self._answer(send, _ANSWER.dump_json(result))
+
+    async def _job(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """``GET /v1/jobs/{id}``, or the request on to the app."""
+        match = _JOB.fullmatch(scope["path"])
+        services: Services | None = scope["app"].state.services if "app" in scope else None
+        workspace = self._workspace(scope, services, _header(scope, b"authorization")) if match else None
+        if match is None or workspace is None or services is None:
+            await self.app(scope, receive, send)
+            return
+        scope[ROUTE_KEY] = _JOB_ROUTE
+        try:
+            job = await jobs_route.get(match.group(1), services, workspace)
+        except EvaluatorHostError as exc:
+            await errors.host_error_response(exc)(scope, receive, send)
+            return
+        await self._answer(send, _JOB_ANSWER.dump_json(job))
+
+    async def _answer(self, send: Send, payload: bytes) -> None:
         self.answered += 1
         await send(
             {
@@ -117,6 +144,13 @@ class FastPath:
                 authorization = value
         if not json_body or length is None or length > self.settings.max_body_bytes:
             return None
+        return self._workspace(scope, services, authorization)
+
+    def _workspace(self, scope: Scope, services: Services | None, authorization: bytes | None) -> str | None:
+        """The workspace of the request's key when it is known without the database; None to leave the
+        request to the app (no key where one is needed, an unknown key, the operator key)."""
+        if services is None:
+            return None
         ring = services.workspaces
         who = scope.get(PRINCIPAL_KEY)  # what ApiKeyGate found (it runs first whenever a key is needed)
         if who is None:
@@ -125,6 +159,13 @@ class FastPath:
         if who is None:
             return DEFAULT_WORKSPACE if not ring.auth_required else None
         return who.workspace_id  # None for the operator key: the app answers its 403
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value)
+    return None
 
 
 def _is_json(content_type: bytes) -> bool:

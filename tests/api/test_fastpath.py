@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -159,6 +160,57 @@ def test_what_it_does_not_take_gets_the_apps_answer(
     assert "error" in fast
 
 
+_PER_SERVICE = ("id", "evaluator_id", "dataset_id", "created_at", "started_at", "finished_at", "rows_per_s")
+
+
+def _job_answers(pair: tuple[TestClient, TestClient], path: str, headers: dict[str, str]) -> tuple[Any, Any]:
+    answers = []
+    for client in pair:
+        job_path = path.format(id=client.app.state.test_job) if "{id}" in path else path  # type: ignore[attr-defined]
+        response = client.get(job_path, headers=headers)
+        answers.append((response.status_code, response.headers.get("content-type"), response.json()))
+    (fast_status, fast_type, fast), (slow_status, slow_type, slow) = answers
+    assert (fast_status, fast_type) == (slow_status, slow_type), (fast, slow)
+    if fast_status == 200:
+        assert fast.keys() == slow.keys()
+        for name in _PER_SERVICE:
+            assert (fast[name] is None) == (slow[name] is None), name
+            fast.pop(name), slow.pop(name)
+    return fast, slow
+
+
+@pytest.fixture(scope="module")
+def finished_job(pair: tuple[TestClient, TestClient], stored: None) -> None:
+    for client in pair:
+        ids = client.app.state.test_ids  # type: ignore[attr-defined]
+        rows = [{"correct_answer": "4", "outputs": str(i % 3)} for i in range(30)]
+        job = client.post("/v1/jobs", json={"evaluator_id": ids["good"], "rows": rows}, headers=AUTH).json()
+        for _ in range(600):
+            if client.get(f"/v1/jobs/{job['id']}", headers=AUTH).json()["status"] not in ("queued", "running"):
+                break
+            time.sleep(0.05)
+        client.app.state.test_job = job["id"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("path", "headers"),
+    [
+        ("/v1/jobs/{id}", AUTH),
+        ("/v1/jobs/{id}?unused=1", AUTH),
+        ("/v1/jobs/job_nope", AUTH),
+        ("/v1/jobs/{id}", {}),
+        ("/v1/jobs/{id}", {"Authorization": "Bearer wrong"}),
+        ("/v1/jobs/{id}/", AUTH),
+    ],
+    ids=["finished", "query", "unknown", "no-key", "wrong-key", "trailing-slash"],
+)
+def test_job_reads_are_the_apps(
+    pair: tuple[TestClient, TestClient], finished_job: None, path: str, headers: dict[str, str]
+) -> None:
+    fast, slow = _job_answers(pair, path, headers)
+    assert fast == slow
+
+
 def test_the_hot_routes_go_the_fast_way_and_the_rest_do_not(pair: tuple[TestClient, TestClient]) -> None:
     fast_client, slow_client = pair
     layer = _fast_path(fast_client.app)
@@ -172,4 +224,21 @@ def test_the_hot_routes_go_the_fast_way_and_the_rest_do_not(pair: tuple[TestClie
     )
     assert fast_client.post("/v1/evaluate", json={"language": "python"}, headers=AUTH).status_code == 422
     assert fast_client.get("/v1/evaluators", headers=AUTH).status_code == 200
+    assert layer.answered == before + 1
+    job = fast_client.post("/v1/jobs", json={"evaluator_id": "ev_nope", "rows": [{}]}, headers=AUTH)
+    assert job.status_code == 404 and layer.answered == before + 1  # POST /v1/jobs: the app's
+    assert fast_client.get("/v1/jobs/job_nope", headers=AUTH).status_code == 404
+    assert layer.answered == before + 1  # an error is rendered by the app's own handler, not counted
+    assert fast_client.get("/v1/jobs/job_nope/results", headers=AUTH).status_code == 404
+    assert layer.answered == before + 1
+
+
+def test_a_job_read_goes_the_fast_way(pair: tuple[TestClient, TestClient], finished_job: None) -> None:
+    fast_client = pair[0]
+    layer = _fast_path(fast_client.app)
+    assert layer is not None
+    before = layer.answered
+    job_id = fast_client.app.state.test_job  # type: ignore[attr-defined]
+    answer = fast_client.get(f"/v1/jobs/{job_id}", headers=AUTH)
+    assert answer.status_code == 200 and answer.json()["progress"]["done"] == 30
     assert layer.answered == before + 1
