@@ -156,7 +156,7 @@ class Settings(BaseSettings):
     )
     idle_ttl_s: float = Field(300.0, description="An idle worker is discarded after this long.")
     max_uses: int = Field(100_000, description="A worker is discarded after this many evaluations.")
-    batch_size: int = Field(256, description="Rows sent to a worker in one message.")
+    batch_size: int = Field(256, description="Rows sent to a worker in one message (a job's chunk goes whole).")
     coalesce: bool = Field(
         True,
         description="Single-case calls to one evaluator that wait for a worker together share one message "

@@ -5,7 +5,7 @@ Contract:
 * A job runs ONE evaluator revision on ONE runtime; every stored row carries both.
 * Rows are read from the dataset file as they are needed, mapped to cases and handed
   out in *chunks*; ``parallelism`` lanes each run one chunk at a time on a warm worker
-  of the revision (the pool sends a chunk as messages of ``batch_size`` rows), while the
+  of the revision (the pool sends a chunk as one message), while the
   lane's previous chunk is being stored (a worker does not wait for a commit). Chunk
   sizes adapt so one chunk takes about ``job_chunk_s`` (a slow evaluator gets small
   chunks, so progress, cancel and resume stay fine-grained); at most

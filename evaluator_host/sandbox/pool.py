@@ -16,7 +16,7 @@ Rules:
   announces ``soft_timeouts`` interrupts the case and stays warm; the host waits a little
   longer than the timeout before it kills), any crash, output flood or memory kill, after
   ``max_uses`` evaluations, and after ``idle_ttl_s`` without use;
-* the rows of one call are sent in batches (``batch_size`` per message) to one worker;
+* the rows of one call are sent in batches (``batch_size`` per message; a job's chunk whole) to one worker;
   if a row ends the worker, only that row carries the failure and the rest of the
   batch goes on in a fresh worker;
 * single-case calls to one key that wait for a worker together are coalesced into one
@@ -295,12 +295,15 @@ class WorkerPool(Leasing):
         flush_ms: float = 0.0,
         job_cases: JobCases | None = None,
     ) -> list[RawOutcome]:
-        """Every row of ``cases`` in batches (the first on ``slot`` when given); outcomes in order."""
+        """Every row of ``cases`` in batches (the first on ``slot`` when given); outcomes in order. A job's
+        chunk (``flush_ms``) goes whole, in one message: the worker runs it without waiting for the host
+        between batches (its replies come back in bursts anyway)."""
         results: list[RawOutcome | None] = [None] * len(cases)
         pending = list(range(len(cases)))
         budget = [max_bytes]
+        size = max(self.settings.batch_size, len(cases)) if flush_ms else self.settings.batch_size
         while pending:
-            batch, pending = pending[: self.settings.batch_size], pending[self.settings.batch_size :]
+            batch, pending = pending[:size], pending[size:]
             held = flush_ms
             while batch:
                 try:
