@@ -39,7 +39,6 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from evaluator_host import tracing
@@ -54,10 +53,11 @@ from evaluator_host.errors import (
 from evaluator_host.evaluation import Bound, ignored_fields
 from evaluator_host.evaluators import Evaluators
 from evaluator_host.jobs.mapping import RowMapper
+from evaluator_host.jobs.progress import Live, Sizer, bitmap, job_view
 from evaluator_host.jobs.rows import stored_rows
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.metrics import Metrics
-from evaluator_host.models import FieldMapping, Job, JobCreate, JobProgress
+from evaluator_host.models import FieldMapping, Job, JobCreate
 from evaluator_host.quotas import QuotaGuard
 from evaluator_host.results.aggregate import Accumulator
 from evaluator_host.sandbox.base import RawOutcome
@@ -73,42 +73,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _FINISHED = ("succeeded", "failed", "cancelled")
-_FIRST_CHUNK = 32
-
-
-@dataclass
-class _Live:
-    """A running job's committed progress, kept in memory for fast reads (with the job as it runs)."""
-
-    record: JobRecord
-    done: int
-    failed: int
-    acc: Accumulator
-    active_s: float  # running time before this run
-    started: float = field(default_factory=time.monotonic)
-    cancelling: bool = False
-    stored_bytes: int = 0  # result bytes this run of the job has stored (a bound, not a bill)
-
-    def active(self) -> float:
-        return self.active_s + (time.monotonic() - self.started)
-
-
-class _Sizer:
-    """Chunk sizes that take about ``target_s`` each, from the observed time per row."""
-
-    def __init__(self, target_s: float, max_rows: int) -> None:
-        self.target_s = target_s
-        self.max_rows = max_rows
-        self.per_row: float | None = None
-
-    def observe(self, rows: int, seconds: float) -> None:
-        sample = seconds / max(rows, 1)
-        self.per_row = sample if self.per_row is None else 0.5 * self.per_row + 0.5 * sample
-
-    def size(self) -> int:
-        if self.per_row is None:
-            return min(_FIRST_CHUNK, self.max_rows)
-        return max(1, min(self.max_rows, int(self.target_s / max(self.per_row, 1e-7))))
 
 
 def _first(exc: BaseException) -> BaseException:
@@ -121,13 +85,6 @@ def _first(exc: BaseException) -> BaseException:
 def _mapped(mapping: FieldMapping) -> dict[str, Any]:
     """The case fields ``mapping`` names a column for (the value stands for that column)."""
     return {name: column for name in ("trace", "app_params") if (column := getattr(mapping, name)) is not None}
-
-
-def _bitmap(indices: Iterator[int], total: int) -> bytearray:
-    bits = bytearray((total + 7) // 8)
-    for idx in indices:
-        bits[idx >> 3] |= 1 << (idx & 7)
-    return bits
 
 
 class RemoteJobs(Protocol):
@@ -159,7 +116,7 @@ class JobRunner:
         self.revisions = evaluators
         self.datasets = datasets
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._live: dict[str, _Live] = {}
+        self._live: dict[str, Live] = {}
         self._slots = asyncio.Semaphore(settings.max_running_jobs)
         self._write = asyncio.Lock()
         self._closed = False
@@ -285,30 +242,7 @@ class JobRunner:
 
     def view(self, record: JobRecord) -> Job:
         """The API shape of ``record``, overlaid with live progress when it is running here."""
-        live = self._live.get(record.id)
-        if live is not None and record.status == "running":
-            done, failed, acc, active = live.done, live.failed, live.acc, live.active()
-        else:
-            done, failed, active = record.done, record.failed, record.active_s
-            acc = Accumulator.restore(record.acc_state)
-        return Job(
-            id=record.id,
-            evaluator_id=record.evaluator_id,
-            revision=record.revision,
-            status=record.status,
-            progress=JobProgress(total=record.total, done=done, failed=failed),
-            rows_per_s=done / active if active > 0 and done else None,
-            created_at=record.created_at,
-            started_at=record.started_at,
-            finished_at=record.finished_at,
-            aggregate=acc.result() if record.status != "queued" else None,
-            error=record.error,
-            dataset_id=record.dataset_id,
-            field_mapping=FieldMapping(**record.field_mapping),
-            parallelism=record.parallelism,
-            runtime_id=record.runtime_id,
-            warnings=record.warnings,
-        )
+        return job_view(record, self._live.get(record.id))
 
     # -- execution -------------------------------------------------------------------------
     async def _execute(self, job_id: str) -> None:
@@ -355,11 +289,11 @@ class JobRunner:
         if not await self._until_stored(self.store.claim, job_id, **started):
             return  # cancelled meanwhile, or another service's
         running = dataclasses.replace(record, status="running", started_at=started.get("started_at", record.started_at))
-        live = _Live(running, record.done, record.failed, Accumulator.restore(record.acc_state), record.active_s)
+        live = Live(running, record.done, record.failed, Accumulator.restore(record.acc_state), record.active_s)
         self._live[job_id] = live
         bound = await self.revisions.bind(revision)
-        bits = await asyncio.to_thread(lambda: _bitmap(self.store.done_indices(job_id), record.total))
-        sizer = _Sizer(self.settings.job_chunk_s, self.settings.job_chunk_rows)
+        bits = await asyncio.to_thread(lambda: bitmap(self.store.done_indices(job_id), record.total))
+        sizer = Sizer(self.settings.job_chunk_s, self.settings.job_chunk_rows)
         chunks = self._chunks(dataset.id, bits, mapper, sizer)
         sent = JobCases(mapper.pick)
 
@@ -394,7 +328,7 @@ class JobRunner:
         await self._until_stored(self.store.set_job, job_id, only_unfinished=True, only_held=True, **finished)
 
     def _chunks(
-        self, dataset_id: str, bits: bytearray, mapper: RowMapper, sizer: _Sizer
+        self, dataset_id: str, bits: bytearray, mapper: RowMapper, sizer: Sizer
     ) -> Iterator[list[tuple[int, WireCase]]]:
         """Chunks of (index, case) for the rows without a result, read from disk as needed."""
         max_bytes = self.settings.job_chunk_bytes
@@ -457,7 +391,7 @@ class JobRunner:
     async def _commit(
         self,
         record: JobRecord,
-        live: _Live,
+        live: Live,
         bound: Bound,
         chunk: list[tuple[int, WireCase]],
         outcomes: list[RawOutcome],

@@ -33,7 +33,6 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from evaluator_host import tracing
 from evaluator_host.errors import ResponseTooLarge, SandboxError
@@ -42,6 +41,7 @@ from evaluator_host.sandbox.base import RawOutcome, RuntimeKey, SandboxBackend, 
 from evaluator_host.sandbox.coalesce import Coalescer, Group
 from evaluator_host.sandbox.leasing import Leasing, Slot
 from evaluator_host.sandbox.protocol import FrameReader, FrameTooLarge, JobCases, WireCase, encode_frame, read_frame
+from evaluator_host.sandbox.replies import Foreign, Unanswered, bulk_outcomes, failure, hard_timeout
 from evaluator_host.sandbox.spares import Spares
 from evaluator_host.settings import Settings
 
@@ -53,13 +53,6 @@ _LOAD_TIMEOUT_S = 60.0
 _ACK_TIMEOUT_S = 15.0
 _FRAME_OVERHEAD = 64 * 1024
 _FLUSH_MS = 2.0  # how long a harness may hold fast replies back (``held_replies``)
-
-
-def _hard_timeout(timeout_s: float, soft: bool) -> float:
-    """How long the host waits for a case's reply before it kills the worker: the timeout itself, or,
-    when the harness interrupts cases at their timeout (and answers ``timeout`` itself, staying warm),
-    a little longer, so its answer arrives first."""
-    return timeout_s + min(2.0, 0.25 + 0.1 * timeout_s) if soft else timeout_s
 
 
 @dataclass(frozen=True)
@@ -77,42 +70,6 @@ def load_frame(spec: WorkerSpec) -> bytes:
     return encode_frame(
         {"op": "load", "ack": True, "output_limit": spec.output_limit, "result_limit": spec.result_limit, **spec.load}
     )
-
-
-class _Foreign(Exception):
-    """A frame that is not the reply the pool waits for (another request's id, or another index)."""
-
-
-class _Unanswered(Exception):  # noqa: N818 - control flow, never leaves the pool
-    """A worker running with held replies was lost after ``done`` answered rows of its batch."""
-
-    def __init__(self, done: int) -> None:
-        super().__init__(done)
-        self.done = done
-
-
-def _bulk_outcomes(reply: dict[str, Any], batch: list[int], done: int, results: list[RawOutcome | None]) -> int:
-    """Store the outcomes a ``results`` frame answers (cases ``done`` onwards of ``batch``); return the new
-    ``done``. A malformed frame, or one answering more cases than are pending, is :class:`_Foreign`."""
-    values, durations = reply.get("values"), reply.get("durations")
-    if type(values) is not list or type(durations) is not list or not 0 < len(values) == len(durations):
-        raise _Foreign(reply)
-    if len(values) > len(batch) - done:
-        raise _Foreign(reply)
-    try:
-        millis = [float(ms) for ms in durations if type(ms) is float or type(ms) is int]
-    except OverflowError:
-        raise _Foreign(reply) from None
-    if len(millis) != len(values):
-        raise _Foreign(reply)
-    for value, ms in zip(values, millis, strict=True):
-        results[batch[done]] = RawOutcome("ok", value, None, "", "", False, ms, [])
-        done += 1
-    return done
-
-
-def _failure(status: str, type_name: str, message: str, **extra: Any) -> RawOutcome:
-    return RawOutcome(status=status, error=error_info(type_name, message), **extra)
 
 
 class WorkerPool(Leasing):
@@ -310,7 +267,7 @@ class WorkerPool(Leasing):
                     done = await self._run_batch(
                         spec, cases, batch, timeout_s, correct_answer_key, results, budget, slot, held, job_cases
                     )
-                except _Unanswered as lost:  # the worker died holding replies: the rest, one reply at a time
+                except Unanswered as lost:  # the worker died holding replies: the rest, one reply at a time
                     done, held = lost.done, 0.0
                 slot = None
                 batch = batch[done:]
@@ -331,7 +288,7 @@ class WorkerPool(Leasing):
     ) -> int:
         """Run ``batch`` on one worker (``slot``, else one acquired now); return how many of its rows
         now have an outcome. With ``flush_ms``, a worker lost to a timeout or an exit raises
-        :class:`_Unanswered` instead of blaming the next row (it may have died holding replies)."""
+        :class:`Unanswered` instead of blaming the next row (it may have died holding replies)."""
         slot = slot or await self._acquire_traced(spec)
         if slot.load_error is not None:
             status = "timeout" if slot.load_error.get("type") == "Timeout" else "error"
@@ -355,12 +312,12 @@ class WorkerPool(Leasing):
                 encode_frame({**run, "cases": sent}) if job_cases is None else job_cases.run_frame(run, sent)
             )
             await worker.writer.drain()
-            wait_s = _hard_timeout(timeout_s, slot.soft_timeouts)
+            wait_s = hard_timeout(timeout_s, slot.soft_timeouts)
             while done < len(batch):
                 index = batch[done]
                 reply = await frames.next(wait_s)
                 if reply.get("id") != request or reply.get("index") != done:
-                    raise _Foreign(reply)
+                    raise Foreign(reply)
                 if budget[0] is not None:
                     budget[0] -= frames.last_size
                     if budget[0] < 0:
@@ -373,7 +330,7 @@ class WorkerPool(Leasing):
                 egress = worker.egress.take() if worker.egress is not None else []
                 if reply.get("type") == "results":  # consecutive plain ok replies in one frame
                     first = done
-                    done = _bulk_outcomes(reply, batch, done, results)
+                    done = bulk_outcomes(reply, batch, done, results)
                     head = results[batch[first]]
                     assert head is not None
                     head.stderr, head.egress = raw, egress  # what arrived beside the frame: its first case's
@@ -404,10 +361,10 @@ class WorkerPool(Leasing):
                     healthy = False
                     message = f"a process of the worker exceeded memory_mb={spec.memory_mb} during this batch"
                     for index in batch:
-                        results[index] = _failure("memory_limit", "MemoryLimit", message)
-        except _Foreign:
+                        results[index] = failure("memory_limit", "MemoryLimit", message)
+        except Foreign:
             await worker.kill()
-            results[batch[done]] = _failure(
+            results[batch[done]] = failure(
                 "error",
                 "ProtocolError",
                 "the worker sent a reply that belongs to no pending request (it was discarded, and the worker "
@@ -417,8 +374,8 @@ class WorkerPool(Leasing):
         except TimeoutError:
             await worker.kill()
             if flush_ms:
-                raise _Unanswered(done) from None
-            results[batch[done]] = _failure(
+                raise Unanswered(done) from None
+            results[batch[done]] = failure(
                 "timeout",
                 "Timeout",
                 f"the evaluation exceeded timeout_s={timeout_s:g}",
@@ -427,27 +384,25 @@ class WorkerPool(Leasing):
             done += 1
         except FrameTooLarge:
             await worker.kill()
-            results[batch[done]] = _failure(
-                "output_limit", "OutputLimit", "the worker's reply exceeded the output caps"
-            )
+            results[batch[done]] = failure("output_limit", "OutputLimit", "the worker's reply exceeded the output caps")
             done += 1
         except (asyncio.IncompleteReadError, ConnectionError, BrokenPipeError):
             info = await worker.kill()
             if flush_ms:
-                raise _Unanswered(done) from None
+                raise Unanswered(done) from None
             if worker.output_overflow.is_set():
-                results[batch[done]] = _failure(
+                results[batch[done]] = failure(
                     "output_limit",
                     "OutputLimit",
                     f"output written to the raw stdout/stderr exceeded {spec.output_limit} bytes",
                     truncated=True,
                 )
             elif info.oom_killed:
-                results[batch[done]] = _failure(
+                results[batch[done]] = failure(
                     "memory_limit", "MemoryLimit", f"the worker exceeded memory_mb={spec.memory_mb}"
                 )
             else:
-                results[batch[done]] = _failure(
+                results[batch[done]] = failure(
                     "error",
                     "WorkerExited",
                     f"the evaluator's process exited (code {info.returncode}) during the evaluation; "

@@ -1,0 +1,93 @@
+"""A running job's progress, kept in memory by the service that runs it (``JobRunner``).
+
+* :class:`Live`: the job as claimed, with its committed counters and aggregate (what reads of a
+  running job answer from, without the database), its running time and whether it is being cancelled;
+* :class:`Sizer`: chunk sizes that take about ``job_chunk_s`` each, from the observed time per row
+  (the first chunk is small, so the first committed row comes early);
+* :func:`bitmap`: which rows already have a stored result (a resumed job skips them);
+* :func:`job_view`: the API's :class:`Job` of a stored job, with a running job's live progress.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from evaluator_host.models import FieldMapping, Job, JobProgress
+from evaluator_host.results.aggregate import Accumulator
+from evaluator_host.store.jobs import JobRecord
+
+__all__ = ["FIRST_CHUNK", "Live", "Sizer", "bitmap", "job_view"]
+
+FIRST_CHUNK = 32
+
+
+@dataclass
+class Live:
+    """A running job's committed progress, kept in memory for fast reads (with the job as it runs)."""
+
+    record: JobRecord
+    done: int
+    failed: int
+    acc: Accumulator
+    active_s: float  # running time before this run
+    started: float = field(default_factory=time.monotonic)
+    cancelling: bool = False
+    stored_bytes: int = 0  # result bytes this run of the job has stored (a bound, not a bill)
+
+    def active(self) -> float:
+        return self.active_s + (time.monotonic() - self.started)
+
+
+class Sizer:
+    """Chunk sizes that take about ``target_s`` each, from the observed time per row."""
+
+    def __init__(self, target_s: float, max_rows: int) -> None:
+        self.target_s = target_s
+        self.max_rows = max_rows
+        self.per_row: float | None = None
+
+    def observe(self, rows: int, seconds: float) -> None:
+        sample = seconds / max(rows, 1)
+        self.per_row = sample if self.per_row is None else 0.5 * self.per_row + 0.5 * sample
+
+    def size(self) -> int:
+        if self.per_row is None:
+            return min(FIRST_CHUNK, self.max_rows)
+        return max(1, min(self.max_rows, int(self.target_s / max(self.per_row, 1e-7))))
+
+
+def bitmap(indices: Iterator[int], total: int) -> bytearray:
+    """One bit per row of ``total``, set for each of ``indices``."""
+    bits = bytearray((total + 7) // 8)
+    for idx in indices:
+        bits[idx >> 3] |= 1 << (idx & 7)
+    return bits
+
+
+def job_view(record: JobRecord, live: Live | None) -> Job:
+    """The API shape of ``record``, overlaid with ``live`` progress when it is running (here)."""
+    if live is not None and record.status == "running":
+        done, failed, acc, active = live.done, live.failed, live.acc, live.active()
+    else:
+        done, failed, active = record.done, record.failed, record.active_s
+        acc = Accumulator.restore(record.acc_state)
+    return Job(
+        id=record.id,
+        evaluator_id=record.evaluator_id,
+        revision=record.revision,
+        status=record.status,
+        progress=JobProgress(total=record.total, done=done, failed=failed),
+        rows_per_s=done / active if active > 0 and done else None,
+        created_at=record.created_at,
+        started_at=record.started_at,
+        finished_at=record.finished_at,
+        aggregate=acc.result() if record.status != "queued" else None,
+        error=record.error,
+        dataset_id=record.dataset_id,
+        field_mapping=FieldMapping(**record.field_mapping),
+        parallelism=record.parallelism,
+        runtime_id=record.runtime_id,
+        warnings=record.warnings,
+    )
