@@ -27,18 +27,25 @@ import dataclasses
 import itertools
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Table, bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import Table, delete, func, insert, or_, select, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
 from evaluator_host.errors import JobNotHeld, NotFoundError
 from evaluator_host.results.aggregate import Accumulator, Scored
-from evaluator_host.store.db import DEFAULT_WORKSPACE, DatasetRow, JobResultRow, JobRow, as_utc, utcnow
+from evaluator_host.store.db import DatasetRow, JobResultRow, JobRow, utcnow
+from evaluator_host.store.job_records import (
+    GET_JOB,
+    DatasetRecord,
+    JobRecord,
+    SharedCommit,
+    StoredResult,
+    dataset_record,
+    job_record,
+)
 
 __all__ = ["QUEUE_SUFFIX", "DatasetRecord", "JobRecord", "JobStore", "SharedCommit", "StoredResult"]
 
@@ -59,93 +66,6 @@ def _values_sql(n: int) -> str:
     """``INSERT INTO job_results … VALUES (?, …), …`` for ``n`` rows (SQLite's qmark style)."""
     row = "(" + ", ".join("?" * len(_RESULT_COLUMNS)) + ")"
     return f"INSERT INTO job_results ({', '.join(_RESULT_COLUMNS)}) VALUES " + ", ".join([row] * n)
-
-
-def _aware(value: datetime | None) -> datetime | None:
-    return None if value is None else as_utc(value)
-
-
-@dataclass(frozen=True)
-class DatasetRecord:
-    """A dataset's metadata (its rows are files, see ``jobs.datasets``)."""
-
-    id: str
-    name: str
-    format: str
-    row_count: int
-    columns: list[str]
-    bytes: int
-    inline: bool
-    created_at: datetime
-    workspace_id: str = DEFAULT_WORKSPACE
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    """A job as stored."""
-
-    id: str
-    evaluator_id: str
-    revision: int
-    runtime_id: str
-    dataset_id: str
-    field_mapping: dict[str, Any]
-    parallelism: int
-    status: str
-    total: int
-    done: int
-    failed: int
-    acc_state: dict[str, Any] | None
-    active_s: float
-    error: dict[str, Any] | None
-    warnings: list[str]
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    owner: str | None = None  # the service (``<id>/queue``: its queue) that runs it
-    workspace_id: str = DEFAULT_WORKSPACE
-
-
-@dataclass(frozen=True)
-class StoredResult:
-    """One stored row result."""
-
-    idx: int
-    revision: int
-    runtime_id: str
-    result: str  # JSON
-    worker: str | None = None  # the worker host that ran it (queued jobs); None: the service itself
-
-
-@dataclass(frozen=True)
-class SharedCommit:
-    """What :meth:`JobStore.commit_shared` did: rows new to the store, and the job's counters after."""
-
-    stored: int
-    done: int
-    failed: int
-    total: int
-    finished: bool  # this commit stored the job's last row and marked it succeeded
-
-
-_JOB_FIELDS = [f.name for f in dataclasses.fields(JobRecord)]
-_DATASET_FIELDS = [f.name for f in dataclasses.fields(DatasetRecord)]
-
-
-_GET_JOB = select(*(JobRow.__table__.c[name] for name in _JOB_FIELDS)).where(JobRow.__table__.c.id == bindparam("id"))
-
-
-def _job(row: Any) -> JobRecord:
-    values = {name: getattr(row, name) for name in _JOB_FIELDS}
-    for name in ("created_at", "started_at", "finished_at"):
-        values[name] = _aware(values[name])
-    return JobRecord(**values)
-
-
-def _dataset(row: DatasetRow) -> DatasetRecord:
-    values = {name: getattr(row, name) for name in _DATASET_FIELDS}
-    values["created_at"] = _aware(values["created_at"])
-    return DatasetRecord(**values)
 
 
 RowT = TypeVar("RowT", "DatasetRow", "JobRow")
@@ -207,7 +127,7 @@ class JobStore:
     def get_dataset(self, dataset_id: str, workspace_id: str | None = None) -> DatasetRecord:
         """One dataset (of ``workspace_id``; None: any, for the service's own use), or :class:`NotFoundError`."""
         with Session(self.engine) as session:
-            return _dataset(_found(session, DatasetRow, dataset_id, "dataset", workspace_id))
+            return dataset_record(_found(session, DatasetRow, dataset_id, "dataset", workspace_id))
 
     def list_datasets(self, workspace_id: str) -> list[DatasetRecord]:
         """Uploaded datasets (not jobs' inline rows) of ``workspace_id``, newest first."""
@@ -217,7 +137,7 @@ class JobStore:
                 .where(DatasetRow.inline.is_(False), DatasetRow.workspace_id == workspace_id)
                 .order_by(DatasetRow.created_at.desc())
             )
-            return [_dataset(r) for r in rows]
+            return [dataset_record(r) for r in rows]
 
     def dataset_bytes(self, workspace_id: str) -> int:
         """What the datasets of ``workspace_id`` (inline rows too) add up to."""
@@ -240,16 +160,16 @@ class JobStore:
             )
             session.add(row)
             session.flush()
-            return _job(row)
+            return job_record(row)
 
     def get_job(self, job_id: str, workspace_id: str | None = None) -> JobRecord:
         """One job (of ``workspace_id``; None: any, for the service's own use), or :class:`NotFoundError`
         (the same for another workspace's). A Core query, not an ORM load: jobs are polled."""
         with self.engine.connect() as conn:
-            row = conn.execute(_GET_JOB, {"id": job_id}).one_or_none()
+            row = conn.execute(GET_JOB, {"id": job_id}).one_or_none()
         if row is None or (workspace_id is not None and row.workspace_id != workspace_id):
             raise NotFoundError(f"job {job_id!r} does not exist")
-        return _job(row)
+        return job_record(row)
 
     def list_jobs(
         self, workspace_id: str | None, *, status: str | None = None, evaluator_id: str | None = None
@@ -264,7 +184,7 @@ class JobStore:
         if evaluator_id is not None:
             query = query.where(JobRow.evaluator_id == evaluator_id)
         with Session(self.engine) as session:
-            return [_job(r) for r in session.scalars(query)]
+            return [job_record(r) for r in session.scalars(query)]
 
     def unfinished(self) -> list[JobRecord]:
         """This owner's jobs that are queued or were running when the service stopped, oldest first.
@@ -286,7 +206,7 @@ class JobStore:
                 .where(JobRow.status.in_(_UNFINISHED), JobRow.owner == self.owner)
                 .order_by(JobRow.created_at)
             )
-            return [_job(r) for r in rows]
+            return [job_record(r) for r in rows]
 
     def claim(self, job_id: str, **fields: Any) -> bool:
         """Mark a queued or running job ``running`` here (and set ``fields``), atomically; False when it
