@@ -29,23 +29,19 @@ from evaluator_host.definitions.interfaces import Detected, cached, detect
 from evaluator_host.definitions.packages import normalize_pins
 from evaluator_host.errors import EgressError, EvaluatorHostError, LimitError
 from evaluator_host.models import (
-    BatchResponse,
     Case,
-    EvaluateRequest,
     EvaluationResult,
-    EvaluatorEvaluateRequest,
     EvaluatorSettings,
 )
 from evaluator_host.models_workspace import DEFAULT_WORKSPACE
 from evaluator_host.redaction import Redactor
-from evaluator_host.results.aggregate import aggregate
 from evaluator_host.results.normalize import normalize
 from evaluator_host.sandbox.base import Builder, RawOutcome, Runtime, RuntimeKey, WorkerSpec, error_info
 from evaluator_host.sandbox.pool import WorkerPool
 from evaluator_host.sandbox.protocol import JobCases, WireCase
 from evaluator_host.settings import Settings
 
-__all__ = ["ADHOC", "Bound", "Evaluation", "Prepared", "answer", "cases_of", "ignored_fields", "to_result"]
+__all__ = ["ADHOC", "Bound", "Evaluation", "Prepared", "ignored_fields", "to_result"]
 
 ADHOC = "adhoc"  # the scope of one-off evaluations: workers shared by identical definitions of one workspace
 _BOUND_CACHE = 1024
@@ -164,38 +160,6 @@ def redact(raw: RawOutcome, redactor: Redactor) -> None:
     raw.stderr = redactor.text(raw.stderr)
     raw.error = redactor.value(raw.error)
     raw.value = redactor.value(raw.value)
-
-
-def cases_of(body: EvaluateRequest | EvaluatorEvaluateRequest, max_cases: int) -> tuple[list[Case], bool]:
-    """A request's cases, and whether it was a batch (``cases``) rather than one inline case."""
-    if body.cases is not None:
-        if len(body.cases) > max_cases:
-            raise LimitError(f"{len(body.cases)} cases; at most {max_cases} per call (use a job for more)")
-        return list(body.cases), True
-    return [Case(inputs=body.inputs, outputs=body.outputs, trace=body.trace, app_params=body.app_params)], False
-
-
-def answer(
-    results: list[EvaluationResult],
-    batch: bool,
-    *,
-    evaluator_id: str | None = None,
-    revision: int | None = None,
-    capabilities: dict[str, list[dict[str, Any]]] | None = None,
-) -> EvaluationResult | BatchResponse:
-    """The answer of an evaluate call: the one result, or every result with their aggregate
-    (with the definition's capability report, when given, once per answer)."""
-    if not batch:
-        if capabilities is None:
-            return results[0]
-        return results[0].model_copy(update={"capabilities": capabilities})
-    return BatchResponse(
-        results=results,
-        aggregate=aggregate(results),
-        evaluator_id=evaluator_id,
-        revision=revision,
-        capabilities=capabilities,
-    )
 
 
 class Bound:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from evaluator_host.api.calls import answer, cases_of
 from evaluator_host.api.deps import ServicesDep, WorkspaceDep
-from evaluator_host.evaluation import answer, cases_of
 from evaluator_host.evaluators import check_declarations
 from evaluator_host.models import BatchResponse, EvaluateRequest, EvaluationResult
 

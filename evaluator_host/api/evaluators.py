@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
 
+from evaluator_host.api.calls import answer, cases_of
 from evaluator_host.api.deps import ServicesDep, WorkspaceDep
 from evaluator_host.api.idempotent import idempotent
 from evaluator_host.api.paging import MAX_LIMIT, page
-from evaluator_host.evaluation import answer, cases_of
 from evaluator_host.models import (
     BatchResponse,
     ErrorBody,
