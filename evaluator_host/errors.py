@@ -174,11 +174,12 @@ class Forbidden(EvaluatorHostError):
 
 
 class QuotaExceeded(EvaluatorHostError):
-    """A workspace quota is used up (HTTP 429); ``quota`` names it, retry after ``retry_after_s``."""
+    """A workspace quota is used up (HTTP 429); ``quota`` names it, retry after ``retry_after_s`` (None: the
+    same request can never fit, so the answer carries no ``Retry-After``)."""
 
     type_name = "QuotaExceeded"
 
-    def __init__(self, message: str, *, quota: str, retry_after_s: int = 1) -> None:
+    def __init__(self, message: str, *, quota: str, retry_after_s: int | None = 1) -> None:
         super().__init__(message)
         self.quota = quota
         self.retry_after_s = retry_after_s

@@ -3,7 +3,8 @@
 * ``max_evaluations_per_s``: a token bucket per workspace (it holds one second of the rate, at
   least 1 token), charged one token per case of ``/v1/evaluate`` and
   ``/v1/evaluators/{id}/evaluate``; a call that would overdraw it answers 429 with Retry-After =
-  the seconds until it would fit (a call larger than the bucket can never fit: 429 says so).
+  the seconds until it would fit (a call larger than the bucket can never fit: its 429 says so, and carries
+  no Retry-After).
 * ``max_concurrent_jobs``: jobs queued or running; one more answers 429 (Retry-After 5).
 * ``max_dataset_bytes``: stored dataset bytes (uploads and jobs' inline rows); an upload is cut off
   as soon as its raw bytes exceed the room left, and refused after parsing when its stored bytes do.
@@ -63,7 +64,7 @@ class QuotaGuard:
                 f"{cases} cases in one call exceed this workspace's max_evaluations_per_s={rate:g}; "
                 "send fewer per call or run them as a job",
                 quota="max_evaluations_per_s",
-                retry_after_s=math.ceil(cases / rate),
+                retry_after_s=None,  # waiting never makes this call fit: no Retry-After
             )
         if bucket.tokens < cases:
             wait = (cases - bucket.tokens) / rate

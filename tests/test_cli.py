@@ -128,6 +128,21 @@ def test_run_data_against_a_server(tmp_path: Path) -> None:
         assert [e["name"] for e in evaluators["data"]] == ["exact.py"]
 
 
+def test_run_against_a_server_with_keys_takes_its_key_from_the_environment(tmp_path: Path) -> None:
+    keys = {"EVALUATOR_HOST_API_KEYS": "k-cli-env"}
+    with serving(tmp_path / "server", "process", env=keys) as (client, _proc):
+        source = tmp_path / "exact.py"
+        source.write_text(BATCH_CODE)
+        argv = [*CLI, "run", str(source), "--data", str(_dataset(tmp_path)), "--map", "outputs=answer"]
+        argv += ["--server", str(client.base_url), "--json"]
+        keyless = subprocess.run(argv, capture_output=True, text=True, env=_env(tmp_path / "c1"), timeout=120)
+        assert keyless.returncode != 0 and "401" in keyless.stderr + keyless.stdout
+        keyed = _env(tmp_path / "c2", EVALUATOR_HOST_API_KEY="k-cli-env")
+        with_key = subprocess.run(argv, capture_output=True, text=True, env=keyed, timeout=120)
+        assert with_key.returncode == 0, with_key.stderr
+        assert json.loads(with_key.stdout)["progress"]["done"] == 300
+
+
 def test_in_process_run_leaves_a_live_server_alone(tmp_path: Path) -> None:
     """Regression: `run` without --server used the server's data dir, swept its containers at start-up
     (the server's next build answered a bare-text 500) and wrote into its database."""

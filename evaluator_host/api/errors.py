@@ -72,7 +72,7 @@ def host_error_response(exc: EvaluatorHostError) -> JSONResponse:
         return JSONResponse(
             _body(exc.type_name, exc.message, quota=exc.quota),
             status_code=429,
-            headers={"Retry-After": str(exc.retry_after_s)},
+            headers={"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else None,
         )
     if isinstance(exc, StorageFull):  # 507 Insufficient Storage: the server's disk, not the client's request
         return JSONResponse(

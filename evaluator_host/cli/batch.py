@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import sys
 from collections.abc import AsyncIterator
@@ -36,6 +37,8 @@ from evaluator_host.errors import EvaluatorHostError
 from evaluator_host.models_workspace import DEFAULT_WORKSPACE
 
 __all__ = ["parse_mapping", "run_batch"]
+
+API_KEY_ENV = "EVALUATOR_HOST_API_KEY"  # the key `run --server` sends when --api-key is not given
 
 _POLL_S = 0.1
 
@@ -345,7 +348,8 @@ async def _follow(target: _Target, job: dict[str, Any], console: Console) -> dic
 
 
 async def _batch(args: argparse.Namespace, language: str, console: Console, out: Console) -> int:
-    target: _Target = _Remote(args.server, args.api_key) if args.server else _Local()
+    key = args.api_key or os.environ.get(API_KEY_ENV) or None
+    target: _Target = _Remote(args.server, key) if args.server else _Local()
     job: dict[str, Any] | None = None
     hint: str | None = None
     try:

@@ -244,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     cases.add_argument("--data", help="a dataset (JSONL, CSV or JSON array): run a job with a progress bar")
     run.add_argument("--map", action="append", metavar="FIELD=COLUMN", help="field mapping, e.g. outputs=answer")
     run.add_argument("--server", help="URL of a running service (default: run in this process)")
-    run.add_argument("--api-key", help="bearer key for --server")
+    run.add_argument("--api-key", help="bearer key for --server (default: EVALUATOR_HOST_API_KEY)")
     run.add_argument("--output", help="--data: write every result to this JSONL file, in input order")
     run.add_argument("--fail-under", type=float, help="--data: exit 1 when the mean score is below this")
     run.add_argument(
