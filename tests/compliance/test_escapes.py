@@ -219,21 +219,25 @@ FORGE_FRAMES = {
 }
 
 
-@pytest.mark.parametrize("language", list(FORGE_FRAMES))
-def test_forged_frames_cannot_set_or_shift_other_rows(client: Any, language: str) -> None:
-    """Regression: frame-shaped bytes written to the channel set rows 0-2 of a job to 0.777 and shifted
-    rows 3-7 by three. Replies carry the request's id and index: a foreign frame is an error on the row
-    being run, the worker is replaced, and every other row gets its own result."""
-    ev = client.post(
-        "/v1/evaluators", json={"name": f"forge-{language}", "language": language, "code": FORGE_FRAMES[language]}
-    ).json()
+def _eight_row_job(client: Any, language: str, code: str) -> list[dict[str, Any]]:
+    """The result rows of a job of ``code`` over rows ``{"i": 0}`` to ``{"i": 7}``, which must succeed."""
+    ev = client.post("/v1/evaluators", json={"name": f"forge-{language}", "language": language, "code": code}).json()
     job = client.post("/v1/jobs", json={"evaluator_id": ev["id"], "rows": [{"i": i} for i in range(8)]}).json()
     deadline = time.monotonic() + 120
     while (state := client.get(f"/v1/jobs/{job['id']}").json())["status"] in ("queued", "running"):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert state["status"] == "succeeded", state
-    rows = client.get(f"/v1/jobs/{job['id']}/results").json()["data"]
+    rows: list[dict[str, Any]] = client.get(f"/v1/jobs/{job['id']}/results").json()["data"]
+    return rows
+
+
+@pytest.mark.parametrize("language", list(FORGE_FRAMES))
+def test_forged_frames_cannot_set_or_shift_other_rows(client: Any, language: str) -> None:
+    """Regression: frame-shaped bytes written to the channel set rows 0-2 of a job to 0.777 and shifted
+    rows 3-7 by three. Replies carry the request's id and index: a foreign frame is an error on the row
+    being run, the worker is replaced, and every other row gets its own result."""
+    rows = _eight_row_job(client, language, FORGE_FRAMES[language])
     assert rows[0]["result"]["status"] == "error" and rows[0]["result"]["error"]["type"] == "ProtocolError"
     assert [r["result"]["score"] for r in rows[1:]] == [i / 10 for i in range(1, 8)], rows
     assert_healthy(client)
@@ -268,15 +272,7 @@ FORGE_RESULTS = (
     ids=["too-many", "not-a-list", "lengths-differ", "string-duration", "empty"],
 )
 def test_a_forged_results_frame_is_a_protocol_error_on_its_row_alone(client: Any, forged: dict[str, Any]) -> None:
-    code = FORGE_RESULTS.replace("FORGED", repr(forged))
-    ev = client.post("/v1/evaluators", json={"name": "forge-results", "language": "python", "code": code}).json()
-    job = client.post("/v1/jobs", json={"evaluator_id": ev["id"], "rows": [{"i": i} for i in range(8)]}).json()
-    deadline = time.monotonic() + 120
-    while (state := client.get(f"/v1/jobs/{job['id']}").json())["status"] in ("queued", "running"):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    assert state["status"] == "succeeded", state
-    rows = client.get(f"/v1/jobs/{job['id']}/results").json()["data"]
+    rows = _eight_row_job(client, "python", FORGE_RESULTS.replace("FORGED", repr(forged)))
     assert [r["index"] for r in rows] == list(range(8))
     assert rows[0]["result"]["status"] == "error" and rows[0]["result"]["error"]["type"] == "ProtocolError", rows[0]
     assert [r["result"]["score"] for r in rows[1:]] == [i / 10 for i in range(1, 8)], rows
