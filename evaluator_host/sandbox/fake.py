@@ -49,16 +49,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import functools
 import hashlib
-import importlib.util
 import inspect
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from evaluator_host.errors import BuildError, SandboxError
-from evaluator_host.languages import RUNTIMES_DIR
 from evaluator_host.sandbox.base import ExitInfo, RawOutput, Runtime, RuntimeKey, error_info
 from evaluator_host.sandbox.egress import EgressGate, EgressProxy
 from evaluator_host.sandbox.protocol import encode_frame, read_frame
@@ -157,19 +154,19 @@ def _writer(sink: asyncio.StreamReader, loop: asyncio.AbstractEventLoop) -> tupl
     return asyncio.StreamWriter(pipe, protocol, None, loop), pipe
 
 
-@functools.cache
-def _harness() -> Any:
-    """``runtimes/python/harness.py`` as a module (loaded the first time a run frame carries rows)."""
-    spec = importlib.util.spec_from_file_location("evaluator_host_harness", RUNTIMES_DIR / "python" / "harness.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _picked(rows: list[Any], pick: dict[str, Any]) -> list[dict[str, Any]]:
-    """The cases of a run frame carrying job rows, picked by the Python harness's own ``picked_cases``."""
-    return list(_harness().picked_cases(rows, pick))
+    """The cases of a run frame carrying job rows, picked as a harness picks them (``picked_cases`` in
+    ``runtimes/python/harness.py``; containers are copied there, which a fake handler cannot tell)."""
+    cases = []
+    for row in rows:
+        if not isinstance(row, dict):
+            cases.append({"inputs": row, "outputs": None, "trace": None, "app_params": None})
+            continue
+        name = pick.get("outputs")
+        outputs = row.get(name) if name is not None else row["outputs"] if "outputs" in row else row.get("output")
+        trace, app_params = row.get(pick.get("trace") or "trace"), row.get(pick.get("app_params") or "app_params")
+        cases.append({"inputs": row, "outputs": outputs, "trace": trace, "app_params": app_params})
+    return cases
 
 
 class FakeWorker:
