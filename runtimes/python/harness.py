@@ -9,9 +9,13 @@ Started once per worker with one argument, a JSON config::
 
 ``reap_strays`` (set only when the harness has a pid namespace of its own: a container,
 or the process backend's namespaces): processes an evaluation starts do not outlive it.
-After each case, if any descendant is left, everything in the namespace but the harness
-and its init is SIGKILLed and reaped. The harness is pid 1 or a child subreaper, so
-orphans come back to it and "none left" costs one ``waitpid``.
+Before any reply is written, if any descendant is left, everything in the namespace but the
+harness and its init is SIGKILLed and reaped. The harness is pid 1 or a child subreaper, so
+orphans come back to it and "none left" costs one ``waitpid``. A reply is written after its
+case, except in a ``flush_ms`` run, where fast ok replies are held back (at most ``flush_ms``
+and 64 KiB): there the check runs once per write, not once per case, so a process a fast
+case started may live on while the next cases of that same run execute, but never past the
+write of its case's reply. (The host checks again after every batch, from outside the sandbox.)
 
 Every worker starts *unbound* (the pool keeps such spares warm per runtime, on every
 backend) and waits for one ``load`` frame carrying the code and the evaluator's config
@@ -365,10 +369,12 @@ class Harness:
         self._held_since = held_since
 
     def flush(self) -> None:
-        """Write every held frame, in order, in one system call where the pipe allows."""
+        """Write every held frame, in order, in one system call where the pipe allows; first kill
+        and reap the processes the cases they answer left behind (see ``reap_strays``)."""
         self._close_bulk()
         if not self._held:
             return
+        self.reap_strays()
         view = memoryview(b"".join(self._held))
         self._held.clear()
         self._held_bytes = 0
@@ -601,7 +607,6 @@ class Harness:
 
     def serve(self) -> None:
         signal.signal(signal.SIGALRM, self._on_alarm)
-        self.reap_strays()
         self.send({"type": "ready", "load_error": self.load_error, "soft_timeouts": True})
         while True:
             try:
@@ -621,7 +626,6 @@ class Harness:
             for index, case in enumerate(cases):
                 reply = self.run_case(case, key, timeout_s)
                 reply["index"], reply["id"] = index, request
-                self.reap_strays()
                 try:
                     self.hold(reply, bulk=flush_s > 0)
                 except ValueError:  # a marker-free value that still is not JSON (cannot happen)

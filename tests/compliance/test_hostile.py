@@ -360,6 +360,18 @@ HOSTILE = [
         check=lambda r: r["score"] == 1.0,
     ),
     Case(
+        "only_a_loopback",  # a network namespace of the worker's own: no interface of the host's is there
+        "ok",
+        {
+            "python": Code(
+                "def evaluate(inputs, outputs, trace):\n"
+                "    names = [line.split(':')[0].strip() for line in open('/proc/net/dev').readlines()[2:]]\n"
+                "    return {'score': 1.0 if names == ['lo'] else 0.0, 'names': names}\n"
+            ),
+        },
+        check=lambda r: r["score"] == 1.0,
+    ),
+    Case(
         "stdin_is_empty",
         "ok",
         {
