@@ -20,9 +20,9 @@ from evaluator_host.evaluation import Prepared, to_result
 from evaluator_host.jobs.exports import SHARED_FIELDS, stored_form
 from evaluator_host.models import EvaluationResult
 from evaluator_host.results.normalize import normalize
-from evaluator_host.sandbox.base import RawOutcome
+from evaluator_host.sandbox.base import PlainOutcome, RawOutcome
 
-__all__ = ["STORED_KEYS", "StoredRow", "stored_row", "stored_rows"]
+__all__ = ["STORED_KEYS", "StoredChunk", "StoredRow", "stored_chunk", "stored_row", "stored_rows"]
 
 # The stored form's keys, in the model's order (what ``model_dump_json(exclude=SHARED_FIELDS)`` writes).
 STORED_KEYS = tuple(name for name in EvaluationResult.model_fields if name not in SHARED_FIELDS)
@@ -52,6 +52,9 @@ _SCORE_TAIL = (
 )
 _PASSED = {True: ',"passed":true', False: ',"passed":false', None: ',"passed":null'}
 _repr = float.__repr__  # a finite float's repr is JSON
+_END = ',"capabilities":null}'
+# A bool's row: the text before its duration, by value (a bool's score is 1 or 0, and it passes as it is).
+_BOOL_HEAD = {value: f"{_SCORE_HEAD}{float(value)!r}{_PASSED[value]}{_SCORE_TAIL}" for value in (True, False)}
 
 
 def _bare_score(raw: RawOutcome, prepared: Prepared) -> StoredRow | None:
@@ -76,7 +79,7 @@ def _bare_score(raw: RawOutcome, prepared: Prepared) -> StoredRow | None:
     duration = float(raw.duration_ms)
     if not math.isfinite(duration):
         return None
-    text = _SCORE_HEAD + _repr(score) + _PASSED[passed] + _SCORE_TAIL + _repr(duration) + ',"capabilities":null}'
+    text = _SCORE_HEAD + _repr(score) + _PASSED[passed] + _SCORE_TAIL + _repr(duration) + _END
     return StoredRow("ok", text, score, passed, None, None)
 
 
@@ -121,17 +124,62 @@ def stored_rows(
     bool returned in a plain ok outcome) written inline: the same text, a fraction of the calls."""
     rows: list[StoredRow] = []
     append = rows.append
-    before = {value: f"{_SCORE_HEAD}{float(value)!r}{_PASSED[value]}{_SCORE_TAIL}" for value in (True, False)}
     for raw in raws:
         value = raw.value
         if type(value) is bool and raw.status == "ok" and not (raw.stdout or raw.stderr or raw.truncated or raw.egress):
             duration = float(raw.duration_ms)
-            text = before[value] + _repr(duration) + ',"capabilities":null}'
+            text = _BOOL_HEAD[value] + _repr(duration) + _END
             if math.isfinite(duration) and (cap is None or len(text) <= cap):
                 append(StoredRow("ok", text, 1.0 if value else 0.0, value))
                 continue
         append(stored_row(raw, prepared, runtime, cap))
     return rows
+
+
+@dataclass(slots=True)
+class StoredChunk:
+    """A chunk's rows as committed, column by column: each row's ``statuses`` and ``texts`` (in order),
+    and what the aggregate counts: ``scored``, every row but the bare bools (as :class:`StoredRow`),
+    and ``trues``/``falses``, how many bare bools (score 1 or 0, passed as they are) the chunk holds."""
+
+    statuses: list[str]
+    texts: list[str]
+    scored: list[StoredRow]
+    trues: int = 0
+    falses: int = 0
+
+    def failed(self) -> int:
+        """Rows whose status is not ``ok``."""
+        return len(self.statuses) - self.statuses.count("ok")
+
+
+def stored_chunk(raws: list[RawOutcome], prepared: Prepared, runtime: dict[str, Any], cap: int | None) -> StoredChunk:
+    """The rows of ``raws`` as :func:`stored_rows` writes them (the same statuses and texts, in order),
+    without an object per row for the commonest row of a job: a bool a ``results`` frame answered
+    (a :class:`PlainOutcome` with nothing printed beside it)."""
+    statuses: list[str] = []
+    texts: list[str] = []
+    scored: list[StoredRow] = []
+    trues = falses = 0
+    status, text_of = statuses.append, texts.append
+    plain, head = PlainOutcome, _BOOL_HEAD
+    for raw in raws:
+        value = raw.value
+        if (value is True or value is False) and type(raw) is plain and not (raw.stderr or raw.egress):
+            text = head[value] + _repr(raw.duration_ms) + _END  # a plain outcome's duration is a finite float
+            if cap is None or len(text) <= cap:
+                status("ok")
+                text_of(text)
+                if value:
+                    trues += 1
+                else:
+                    falses += 1
+                continue
+        row = stored_row(raw, prepared, runtime, cap)
+        status(row.status)
+        text_of(row.text)
+        scored.append(row)
+    return StoredChunk(statuses, texts, scored, trues, falses)
 
 
 if tuple(_LEAN_KEYS) != STORED_KEYS:  # pragma: no cover - a new EvaluationResult field must be added above

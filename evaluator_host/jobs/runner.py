@@ -54,7 +54,7 @@ from evaluator_host.evaluation import Bound, ignored_fields
 from evaluator_host.evaluators import Evaluators
 from evaluator_host.jobs.mapping import RowMapper
 from evaluator_host.jobs.progress import Live, Sizer, bitmap, job_view
-from evaluator_host.jobs.rows import stored_rows
+from evaluator_host.jobs.rows import stored_chunk
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.metrics import Metrics
 from evaluator_host.models import FieldMapping, Job, JobCreate
@@ -398,15 +398,15 @@ class JobRunner:
     ) -> None:
         """Store a chunk's results with the counters and aggregate state they produce, atomically."""
         cap, prepared, public = self.settings.max_stored_result_bytes, bound.prepared, bound.public
-        results = stored_rows(outcomes, prepared, public, cap)
-        bound.count(result.status for result in results)
+        stored = stored_chunk(outcomes, prepared, public, cap)
+        bound.count(stored.statuses)
         runtime_id = bound.runtime.id
         job_id, revision = record.id, record.revision
         rows = [
-            (job_id, idx, result.status, revision, runtime_id, result.text)
-            for (idx, _), result in zip(chunk, results, strict=True)
+            (job_id, idx, status, revision, runtime_id, text)
+            for (idx, _), status, text in zip(chunk, stored.statuses, stored.texts, strict=True)
         ]
-        live.stored_bytes += sum(len(row[-1]) for row in rows)
+        live.stored_bytes += sum(map(len, stored.texts))
         if live.stored_bytes > self.settings.max_job_result_bytes:
             raise LimitError(
                 f"the job's stored results exceed max_job_result_bytes={self.settings.max_job_result_bytes} "
@@ -417,9 +417,9 @@ class JobRunner:
                 return
             acc = Accumulator.restore(live.acc.state())  # applied to ``live`` only once committed
             live_failed = live.failed
-            acc.add_all(results)
-            failed = len(results) - [result.status for result in results].count("ok")
-            done, failed = live.done + len(rows), live.failed + failed
+            acc.add_all(stored.scored)
+            acc.add_bools(stored.trues, stored.falses)
+            done, failed = live.done + len(rows), live.failed + stored.failed()
             for attempt in itertools.count():
                 commit = asyncio.ensure_future(
                     asyncio.to_thread(

@@ -130,8 +130,8 @@ class _Column:
             return
         n = self.n + other.n
         delta = other.mean - self.mean
-        self.m2 += other.m2 + delta * delta * self.n * other.n / n
-        self.mean += delta * other.n / n
+        self.m2 += other.m2 + delta * delta * (self.n * other.n / n)
+        self.mean += delta * (other.n / n)  # the weight first: delta * other.n alone may overflow
         self.n = n
         self._sum(other.total)
         self._sum(other.carry)
@@ -224,6 +224,24 @@ class Accumulator:
         below = sum(1 for score in scores if score < 0.0)
         bins[HISTOGRAM_BINS] += below
         bins[HISTOGRAM_BINS + 1] += n - len(inside) - below
+
+    def add_bools(self, trues: int, falses: int) -> None:
+        """Account for ``trues`` results scored 1 that passed and ``falses`` scored 0 that did not (bools a
+        job's evaluator returned): what :meth:`add` of each does (up to float rounding)."""
+        n = trues + falses
+        if not n:
+            return
+        self.count += n
+        self.passed += trues
+        self.judged += n
+        for column in self.outputs.values():
+            column.missing += n
+        batch = _Column()  # n values of which trues are 1 and the rest 0: the moments in closed form
+        batch.n, batch.total, batch.mean, batch.m2 = n, float(trues), trues / n, trues * falses / n
+        batch.lo, batch.hi = (0.0 if falses else 1.0), (1.0 if trues else 0.0)
+        self.score.merge(batch)
+        self.bins[0] += falses
+        self.bins[HISTOGRAM_BINS - 1] += trues
 
     def merge(self, other: Accumulator) -> None:
         """Account for every result ``other`` saw, as if they had been added here after these (what

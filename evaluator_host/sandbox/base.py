@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 if TYPE_CHECKING:
     from evaluator_host.sandbox.egress import EgressGate, EgressProxy
@@ -19,8 +19,10 @@ __all__ = [
     "SANDBOX_ENV",
     "Builder",
     "ExitInfo",
+    "PlainOutcome",
     "RawOutcome",
     "RawOutput",
+    "plain_outcomes",
     "Runtime",
     "RuntimeKey",
     "SandboxBackend",
@@ -146,6 +148,29 @@ class RawOutcome:
     truncated: bool = False
     duration_ms: float = 0.0
     egress: list[dict[str, Any]] = field(default_factory=list)  # connections through the egress proxy
+
+
+class PlainOutcome(RawOutcome):
+    """An ``ok`` outcome a ``results`` frame answered (nothing printed): made by :func:`plain_outcomes`
+    with only ``value`` and ``duration_ms`` set on the instance; every other field reads its class
+    default (``stderr`` and ``egress`` may be set afterwards, like any outcome's). ``duration_ms`` is
+    a finite float. Jobs store these rows on a fast path (``jobs/rows.py``)."""
+
+    status = "ok"
+    egress = cast("list[dict[str, Any]]", ())  # read-only here; an instance's own list replaces it
+
+
+def plain_outcomes(values: list[Any], millis: list[float]) -> list[RawOutcome]:
+    """One :class:`PlainOutcome` per value (and its duration), a fraction of a dataclass's construction."""
+    new, kind = object.__new__, PlainOutcome
+    made: list[RawOutcome] = []
+    append = made.append
+    for value, ms in zip(values, millis, strict=True):
+        outcome = new(kind)
+        outcome.value = value
+        outcome.duration_ms = ms
+        append(outcome)
+    return made
 
 
 class RawOutput:

@@ -2,7 +2,7 @@
 
 * :func:`bulk_outcomes`: the outcomes of a ``results`` frame (plain ok replies in bulk), checked
   first: a frame answering more cases than are pending, or with lists that disagree or durations
-  that are not numbers, is :class:`Foreign`;
+  that are not finite numbers, is :class:`Foreign`; each row is a :class:`PlainOutcome`;
 * :class:`Foreign`: a frame that is not the reply the pool waits for (the pool discards the worker
   and the case being run gets a ``ProtocolError``); :class:`Unanswered`: a worker holding replies
   was lost (the pool runs the rest again, one reply at a time);
@@ -12,9 +12,10 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from evaluator_host.sandbox.base import RawOutcome, error_info
+from evaluator_host.sandbox.base import RawOutcome, error_info, plain_outcomes
 
 __all__ = ["Foreign", "Unanswered", "bulk_outcomes", "failure", "hard_timeout"]
 
@@ -50,10 +51,15 @@ def bulk_outcomes(reply: dict[str, Any], batch: list[int], done: int, results: l
         millis = [float(ms) for ms in durations if type(ms) is float or type(ms) is int]
     except OverflowError:
         raise Foreign(reply) from None
-    if len(millis) != len(values):
+    if len(millis) != len(values) or not all(map(math.isfinite, millis)):
         raise Foreign(reply)
-    for value, ms in zip(values, millis, strict=True):
-        results[batch[done]] = RawOutcome("ok", value, None, "", "", False, ms, [])
+    made = plain_outcomes(values, millis)
+    first, n = batch[done], len(made)
+    if batch[done + n - 1] - first == n - 1 and batch[done : done + n] == list(range(first, first + n)):
+        results[first : first + n] = made  # the usual batch: consecutive cases
+        return done + n
+    for outcome in made:
+        results[batch[done]] = outcome
         done += 1
     return done
 

@@ -299,7 +299,7 @@ class Harness {
       Object.assign(reply, { status: 'error', error: failure('ProcessExit', `the evaluator called process.exit(${exitCode})`) });
     }
     if (exitCode !== null) reply.retire = true; // the pool replaces this worker
-    reply.duration_ms = performance.now() - start;
+    reply.duration_ms = Math.round((performance.now() - start) * 1e6) / 1e6; // whole ns, as in Python: a short repr
     if (current.overflow && reply.status !== 'memory_limit') {
       const message = `stdout+stderr exceeded ${limits.output_limit} bytes`;
       Object.assign(reply, { status: 'output_limit', error: failure('OutputLimit', message) });

@@ -11,10 +11,11 @@ import pytest
 from evaluator_host import fastjson
 from evaluator_host.evaluation import Prepared, to_result
 from evaluator_host.jobs.exports import stored_form
-from evaluator_host.jobs.rows import StoredRow, stored_row, stored_rows
+from evaluator_host.jobs.rows import StoredRow, stored_chunk, stored_row, stored_rows
 from evaluator_host.models import EvaluatorSettings
 from evaluator_host.results.aggregate import Accumulator
-from evaluator_host.sandbox.base import RawOutcome
+from evaluator_host.sandbox.base import PlainOutcome, RawOutcome, plain_outcomes
+from evaluator_host.sandbox.replies import Foreign, bulk_outcomes
 
 RUNTIME = {"id": "python-abc", "language": "python", "policy": "standard"}
 
@@ -139,6 +140,72 @@ def test_stored_rows_are_stored_row_of_each_outcome(cap: int | None) -> None:
         raws = [raw for raw, _ in _bool_heavy(1200)]
         rows = stored_rows(raws, _prepared(interface), RUNTIME, cap)
         assert rows == [stored_row(raw, _prepared(interface), RUNTIME, cap) for raw in raws]
+
+
+def _as_frames(cases: list[tuple[RawOutcome, str]]) -> list[RawOutcome]:
+    """The outcomes as the pool makes them of a job's replies: each plain ok bool or number (nothing
+    printed, no egress, a finite duration) from a ``results`` frame, with output beside one of them."""
+    raws: list[RawOutcome] = []
+    for i, (raw, _) in enumerate(cases):
+        plain = raw.status == "ok" and not (raw.stdout or raw.stderr or raw.truncated or raw.egress)
+        if plain and type(raw.value) in (bool, int, float) and raw.duration_ms < float("inf"):
+            made = plain_outcomes([raw.value], [float(raw.duration_ms)])[0]
+            if i % 97 == 0:
+                made.stderr = "printed beside the frame\n"  # what the pool puts on a frame's first row
+            raw = made
+        raws.append(raw)
+    return raws
+
+
+@pytest.mark.parametrize("cap", [None, 2 * 1024 * 1024, 200])
+def test_a_stored_chunk_holds_what_stored_rows_writes_and_counts_the_same(cap: int | None) -> None:
+    for interface in ("evaluate", "legacy", "main"):
+        raws = _as_frames(_bool_heavy(1200))
+        assert sum(type(raw) is PlainOutcome for raw in raws) > 600  # the fast path is exercised
+        rows = stored_rows(raws, _prepared(interface), RUNTIME, cap)
+        chunk = stored_chunk(raws, _prepared(interface), RUNTIME, cap)
+        assert chunk.statuses == [row.status for row in rows]
+        assert chunk.texts == [row.text for row in rows]
+        assert chunk.failed() == sum(row.status != "ok" for row in rows)
+        by_rows, by_chunk = Accumulator(), Accumulator()
+        by_rows.add_all(rows)
+        by_chunk.add_all(chunk.scored)
+        by_chunk.add_bools(chunk.trues, chunk.falses)
+        _close(by_chunk.state(), by_rows.state())
+        _close(by_chunk.result().model_dump(), by_rows.result().model_dump())
+
+
+@pytest.mark.parametrize(("trues", "falses"), [(0, 0), (5, 0), (0, 3), (700, 300), (1, 1)])
+def test_adding_bools_by_count_is_adding_each_result(trues: int, falses: int) -> None:
+    one, counted = Accumulator(), Accumulator()
+    earlier = [StoredRow("ok", "{}", 0.25, False), StoredRow("ok", "{}", None, None, {"f1": 0.5}, "label")]
+    for acc in (one, counted):
+        acc.add_all(earlier)  # onto what earlier rows left, outputs and a label included
+    for flag in [True] * trues + [False] * falses:
+        one.add(StoredRow("ok", "{}", 1.0 if flag else 0.0, flag))
+    counted.add_bools(trues, falses)
+    _close(counted.state(), one.state())
+    _close(counted.result().model_dump(), one.result().model_dump())
+
+
+def test_a_results_frame_becomes_plain_outcomes_read_like_any_outcome() -> None:
+    results: list[RawOutcome | None] = [None] * 5
+    done = bulk_outcomes({"values": [True, 0.5, {"a": 1}], "durations": [0.001, 2, 3.25]}, [0, 1, 2, 3, 4], 1, results)
+    assert done == 4 and results[0] is None and results[4] is None
+    made = results[1:4]
+    assert [type(raw) for raw in made] == [PlainOutcome] * 3
+    fields = [(r.status, r.value, r.error, r.stdout, r.stderr, r.truncated, r.duration_ms, r.egress) for r in made if r]
+    assert fields == [
+        ("ok", True, None, "", "", False, 0.001, ()),
+        ("ok", 0.5, None, "", "", False, 2.0, ()),
+        ("ok", {"a": 1}, None, "", "", False, 3.25, ()),
+    ]
+    scattered: list[RawOutcome | None] = [None] * 4
+    assert bulk_outcomes({"values": [1, 0], "durations": [1.0, 1.0]}, [3, 1], 0, scattered) == 2  # cases run again
+    assert [r.value if r else None for r in scattered] == [None, 0, None, 1]
+    for durations in ([1e400, 1.0], [float("nan"), 1.0], ["1", 1.0]):
+        with pytest.raises(Foreign):
+            bulk_outcomes({"values": [1, 0], "durations": durations}, [0, 1], 0, [None, None])
 
 
 def test_adding_all_rows_at_once_is_adding_them_one_at_a_time() -> None:
