@@ -20,7 +20,7 @@ from evaluator_host.models import EvaluationResult, JobResult, JobResultPage
 from evaluator_host.store import RevisionRecord
 from evaluator_host.store.jobs import JobRecord, JobStore, StoredResult
 
-__all__ = ["CSV_RESULT_COLUMNS", "SHARED_FIELDS", "ResultReader", "stored_form"]
+__all__ = ["BARE_KEYS", "CSV_RESULT_COLUMNS", "SHARED_FIELDS", "ResultReader", "full_form", "is_bare", "stored_form"]
 
 _FETCH_BYTES = 4 * 1024 * 1024  # stored results fetched per query, about (each is at most ~2 MiB)
 _BLOCK_BYTES = 1024 * 1024  # NDJSON / CSV bytes yielded at once, about
@@ -40,13 +40,51 @@ CSV_RESULT_COLUMNS = [
 # What every row of a job shares: stored once (on the job and its revision), spliced back in when read.
 SHARED_FIELDS = frozenset({"interface", "runtime", "evaluator_id", "revision"})
 
+# A bare row (ok, and nothing but a score, its verdict and a duration: most rows of most jobs) is stored
+# short, without the fields it has at their defaults: {"status":"ok","score":S,"passed":P,"duration_ms":D}.
+# (A third of the bytes: the database, its write-ahead log and the kernel's writeback do a third of the work.)
+BARE_KEYS = frozenset({"status", "score", "passed", "duration_ms"})
+BARE_DURATION = ',"duration_ms":'
+# What a bare row leaves out, as the full form writes it: before its duration, and after it.
+_FULL_MIDDLE = (
+    ',"outputs":{},"details":{},"reason":null,"label":null,"error":null,"warnings":[],'
+    '"stdout":"","stderr":"","truncated":false,"duration_ms":'
+)
+_FULL_END = ',"capabilities":null}'
+
+
+def is_bare(result: EvaluationResult) -> bool:
+    """Whether ``result`` is stored short (see :data:`BARE_KEYS`)."""
+    return (
+        result.status == "ok"
+        and not (result.outputs or result.details or result.warnings or result.stdout or result.stderr)
+        and not result.truncated
+        and result.reason is None
+        and result.label is None
+        and result.error is None
+        and result.capabilities is None
+    )
+
+
+def full_form(stored: str) -> str:
+    """``stored`` (a row's stored JSON) with every field: a bare row's left-out fields put back at their
+    defaults, in the model's order; any other row as it is. (Every full form names ``outputs``; a bare
+    row holds no string at all, so it never does.)"""
+    if '"outputs":' in stored:
+        return stored
+    cut = stored.rindex(BARE_DURATION)
+    return stored[:cut] + _FULL_MIDDLE + stored[cut + len(BARE_DURATION) : -1] + _FULL_END
+
 
 def stored_form(result: EvaluationResult, max_bytes: int | None = None) -> str:
-    """A row's result as stored: the JSON of what is not shared with its job (see :data:`SHARED_FIELDS`).
+    """A row's result as stored: the JSON of what is not shared with its job (see :data:`SHARED_FIELDS`),
+    short for a bare row (see :data:`BARE_KEYS`).
 
     With ``max_bytes``, a longer one is cut to fit: stdout and stderr first (``truncated`` set),
     then ``details`` and the error's traceback; a warning says so.
     """
+    if is_bare(result):
+        return result.model_dump_json(include=set(BARE_KEYS))
     exclude = set(SHARED_FIELDS)
     text = result.model_dump_json(exclude=exclude)
     if max_bytes is None or len(text) <= max_bytes // 4 or len(text.encode()) <= max_bytes:
@@ -147,7 +185,7 @@ class ResultReader:
                 common = shared[stored.runtime_id] = json.dumps(self._shared(revision, stored), separators=(",", ":"))[
                     1:-1
                 ]
-            result = f'{stored.result[:-1]},{common},"revision":{stored.revision}}}'
+            result = f'{full_form(stored.result)[:-1]},{common},"revision":{stored.revision}}}'
             worker = "null" if stored.worker is None else json.dumps(stored.worker)
             block.append(f'{{"index":{idx},"row":{line.decode()},"result":{result},"worker":{worker}}}\n')
             size += len(result) + len(line)

@@ -1,11 +1,12 @@
 """A job row's stored result without building an :class:`EvaluationResult`: the hot path of batch jobs.
 
 Contract: ``stored_row(raw, prepared, runtime, cap)`` returns a :class:`StoredRow` whose ``text``
-decodes to exactly what ``stored_form(to_result(raw, prepared, runtime), cap)`` decodes to, with
-the keys in the same order (tests prove it), and whose ``status``/``score``/``passed``/``outputs``/
-``label`` are the result's (what the job's aggregate needs). A plain ok outcome costs one
-:func:`normalize` and one msgspec encode; anything else (errors, invalid results, results near
-the size cap, values msgspec can't encode) takes the model path, so both paths always agree.
+decodes to exactly what ``stored_form(to_result(raw, prepared, runtime), cap)`` decodes to (short
+for a bare row: ``exports.BARE_KEYS``), with the keys in the same order (tests prove it), and
+whose ``status``/``score``/``passed``/``outputs``/``label`` are the result's (what the job's
+aggregate needs). A plain ok outcome costs one :func:`normalize` and one msgspec encode; anything
+else (errors, invalid results, results near the size cap, values msgspec can't encode) takes the
+model path, so both paths always agree.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import msgspec
 
 from evaluator_host.evaluation import Prepared, to_result
-from evaluator_host.jobs.exports import SHARED_FIELDS, stored_form
+from evaluator_host.jobs.exports import BARE_DURATION, SHARED_FIELDS, stored_form
 from evaluator_host.models import EvaluationResult
 from evaluator_host.results.normalize import normalize
 from evaluator_host.sandbox.base import PlainOutcome, RawOutcome
@@ -44,17 +45,14 @@ class StoredRow:
     label: str | None = None
 
 
-# A bare score (bool or number) with nothing printed: the stored text around the three values that vary.
+# A bare score (bool or number) with nothing printed: the stored text (short: see exports.BARE_KEYS)
+# around the three values that vary.
 _SCORE_HEAD = '{"status":"ok","score":'
-_SCORE_TAIL = (
-    ',"outputs":{},"details":{},"reason":null,"label":null,"error":null,"warnings":[],'
-    '"stdout":"","stderr":"","truncated":false,"duration_ms":'
-)
 _PASSED = {True: ',"passed":true', False: ',"passed":false', None: ',"passed":null'}
 _repr = float.__repr__  # a finite float's repr is JSON
-_END = ',"capabilities":null}'
+_END = "}"
 # A bool's row: the text before its duration, by value (a bool's score is 1 or 0, and it passes as it is).
-_BOOL_HEAD = {value: f"{_SCORE_HEAD}{float(value)!r}{_PASSED[value]}{_SCORE_TAIL}" for value in (True, False)}
+_BOOL_HEAD = {value: f"{_SCORE_HEAD}{float(value)!r}{_PASSED[value]}{BARE_DURATION}" for value in (True, False)}
 
 
 def _bare_score(raw: RawOutcome, prepared: Prepared) -> StoredRow | None:
@@ -79,7 +77,7 @@ def _bare_score(raw: RawOutcome, prepared: Prepared) -> StoredRow | None:
     duration = float(raw.duration_ms)
     if not math.isfinite(duration):
         return None
-    text = _SCORE_HEAD + _repr(score) + _PASSED[passed] + _SCORE_TAIL + _repr(duration) + _END
+    text = _SCORE_HEAD + _repr(score) + _PASSED[passed] + BARE_DURATION + _repr(duration) + _END
     return StoredRow("ok", text, score, passed, None, None)
 
 
@@ -91,22 +89,32 @@ def stored_row(raw: RawOutcome, prepared: Prepared, runtime: dict[str, Any], cap
             return bare
         norm = normalize(raw.value, interface=prepared.interface, threshold=prepared.settings.threshold)
         if norm.invalid is None:
-            lean = {
-                "status": "ok",
-                "score": norm.score,
-                "passed": norm.passed,
-                "outputs": norm.outputs,
-                "details": norm.details,
-                "reason": norm.reason,
-                "label": norm.label,
-                "error": None,
-                "warnings": norm.warnings,
-                "stdout": raw.stdout,
-                "stderr": raw.stderr,
-                "truncated": raw.truncated,
-                "duration_ms": float(raw.duration_ms),
-                "capabilities": None,
-            }
+            duration = float(raw.duration_ms)
+            lean: dict[str, Any] = {"status": "ok", "score": norm.score, "passed": norm.passed, "duration_ms": duration}
+            if (
+                norm.outputs
+                or norm.details
+                or norm.warnings
+                or norm.reason is not None
+                or norm.label is not None
+                or (raw.stdout or raw.stderr or raw.truncated)
+            ):  # not bare: every field (see exports.BARE_KEYS)
+                lean = {
+                    "status": "ok",
+                    "score": norm.score,
+                    "passed": norm.passed,
+                    "outputs": norm.outputs,
+                    "details": norm.details,
+                    "reason": norm.reason,
+                    "label": norm.label,
+                    "error": None,
+                    "warnings": norm.warnings,
+                    "stdout": raw.stdout,
+                    "stderr": raw.stderr,
+                    "truncated": raw.truncated,
+                    "duration_ms": duration,
+                    "capabilities": None,
+                }
             try:
                 data = _encode(lean)
             except (msgspec.EncodeError, TypeError, ValueError, OverflowError):

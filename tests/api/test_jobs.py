@@ -251,6 +251,38 @@ def test_results_pages_ndjson_and_csv_in_input_order(client: TestClient) -> None
     assert json.loads(table[4]["details"]) == {"length": 1, "long": False}
 
 
+def test_bare_rows_stored_short_read_back_whole_in_pages_ndjson_and_csv(client: TestClient) -> None:
+    """A bare row (a bool or a number, nothing printed) is stored without its default fields; every
+    reader puts them back, so it reads exactly as a row stored whole does."""
+    code = (
+        "def evaluate(inputs, outputs, trace):\n    k = inputs['k']\n"
+        "    if k == 0:\n        return True\n    if k == 1:\n        return 0.25\n"
+        "    if k == 2:\n        return {'score': 0.5}\n    if k == 3:\n        print('noise')\n        return False\n"
+        "    return {'score': 1, 'reason': 'fine', 'f1': 0.5}\n"
+    )
+    ev = create_evaluator(client, code)
+    job = wait(client, start(client, ev["id"], rows=[{"k": k % 5} for k in range(10)])["id"])
+    assert job["status"] == "succeeded"
+    paged = client.get(f"/v1/jobs/{job['id']}/results").json()["data"]
+    streamed = ndjson(client, job["id"])
+    assert [item["result"] for item in streamed] == [item["result"] for item in paged]
+    for item in streamed:
+        assert list(item["result"])[:14] == [
+            "status", "score", "passed", "outputs", "details", "reason", "label", "error", "warnings",
+            "stdout", "stderr", "truncated", "duration_ms", "capabilities",
+        ]  # fmt: skip
+    first = streamed[0]["result"]
+    assert (first["score"], first["outputs"], first["details"], first["warnings"], first["stdout"]) == (
+        1.0, {}, {}, [], "",
+    )  # fmt: skip
+    assert streamed[3]["result"]["stdout"] == "noise\n" and streamed[4]["result"]["reason"] == "fine"
+    table = list(
+        csv.DictReader(io.StringIO(client.get(f"/v1/jobs/{job['id']}/results", params={"format": "csv"}).text))
+    )
+    assert [row["score"] for row in table[:5]] == ["1.0", "0.25", "0.5", "0.0", "1.0"]
+    assert [row["status"] for row in table] == ["ok"] * 10 and table[0]["details"] == ""
+
+
 def test_failing_rows_are_isolated(client: TestClient) -> None:
     """A row that raises, hangs, exits, floods output or exhausts memory marks that row only."""
     code = (

@@ -10,7 +10,7 @@ import pytest
 
 from evaluator_host import fastjson
 from evaluator_host.evaluation import Prepared, to_result
-from evaluator_host.jobs.exports import stored_form
+from evaluator_host.jobs.exports import SHARED_FIELDS, full_form, stored_form
 from evaluator_host.jobs.rows import StoredRow, stored_chunk, stored_row, stored_rows
 from evaluator_host.models import EvaluatorSettings
 from evaluator_host.results.aggregate import Accumulator
@@ -90,6 +90,23 @@ def test_lean_stored_rows_decode_to_the_model_stored_form_with_the_same_key_orde
         assert (row.outputs or {}) == result.outputs
         lean_paths += row.status == "ok"
     assert lean_paths > 500  # the sample exercises the lean path, not only the model fallback
+
+
+@pytest.mark.parametrize("cap", [None, 400])
+def test_the_full_form_of_a_stored_row_is_the_whole_result_in_the_models_order(cap: int | None) -> None:
+    """Bare rows are stored short; ``full_form`` puts their default fields back where the model has them,
+    and leaves every other row (and rows stored whole before short ones existed) as it is."""
+    short = 0
+    for raw, interface in _cases(3000):
+        result = to_result(raw, _prepared(interface), RUNTIME)
+        stored = stored_row(raw, _prepared(interface), RUNTIME, cap).text
+        whole = full_form(stored)
+        if cap is None:  # nothing cut: the whole model, in its order
+            expected = result.model_dump_json(exclude=set(SHARED_FIELDS))
+            assert list(json.loads(whole).items()) == list(json.loads(expected).items()), (raw, interface)
+        short += whole != stored
+        assert full_form(whole) == whole
+    assert short > 50  # the sample stores rows short (97 of 3,000 with this seed)
 
 
 def test_a_lean_row_too_large_for_the_cap_is_cut_exactly_like_the_model_path() -> None:
