@@ -11,7 +11,8 @@ serializing with the same response model. It takes a request only when it is sur
 exactly as the app would; everything else goes on to the app untouched (with the body
 replayed when it was read):
 
-* another method or path, or a path with a trailing slash;
+* another method or path, or a path with a trailing slash, or a job read with a query string
+  (``?wait_s=``, the long poll, is the app's);
 * a key the key ring does not know without the database (the app looks it up, or answers 401),
   no key where one is needed (401), or the operator key (403): the request's workspace must be
   known from the cache (:meth:`Workspaces.cached`, which a revocation clears at once);
@@ -102,7 +103,7 @@ class FastPath:
 
     async def _job(self, scope: Scope, receive: Receive, send: Send) -> None:
         """``GET /v1/jobs/{id}``, or the request on to the app."""
-        match = _JOB.fullmatch(scope["path"])
+        match = _JOB.fullmatch(scope["path"]) if not scope.get("query_string") else None  # ?wait_s: the app's
         services: Services | None = scope["app"].state.services if "app" in scope else None
         workspace = self._workspace(scope, services, _header(scope, b"authorization")) if match else None
         if match is None or workspace is None or services is None:
@@ -110,7 +111,7 @@ class FastPath:
             return
         scope[ROUTE_KEY] = _JOB_ROUTE
         try:
-            job = await jobs_route.get(match.group(1), services, workspace)
+            job = await jobs_route.read(match.group(1), services, workspace)
         except EvaluatorHostError as exc:
             await errors.host_error_response(exc)(scope, receive, send)
             return

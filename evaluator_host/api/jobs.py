@@ -46,10 +46,50 @@ async def list_jobs(
     return JobList(data=data, count=len(data), next_cursor=after)
 
 
+MAX_WAIT_S = 60.0
+
+
 @router.get("/{job_id}", response_model=Job)
-async def get(job_id: str, services: ServicesDep, workspace: WorkspaceDep) -> Job:
-    """Status, progress, rows/s and the aggregate so far."""
+async def get(
+    job_id: str,
+    services: ServicesDep,
+    workspace: WorkspaceDep,
+    request: Request,
+    wait_s: Annotated[
+        float,
+        Query(
+            ge=0,
+            le=MAX_WAIT_S,
+            description="Answer once the job is finished, or after this many seconds, whichever comes first "
+            "(0: at once).",
+        ),
+    ] = 0.0,
+) -> Job | Response:
+    """Status, progress, rows/s and the aggregate so far; with ``wait_s``, a long poll for the job's end."""
+    if not wait_s:
+        return await read(job_id, services, workspace)
+    waiting = asyncio.ensure_future(services.runner.wait(workspace, job_id, wait_s))
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait([waiting, gone], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not waiting.done():
+            waiting.cancel()  # the client went away (or this request was cancelled): stop waiting for it
+    if not waiting.done() or waiting.cancelled():
+        return Response(status_code=499)  # nobody reads it
+    return waiting.result()
+
+
+async def read(job_id: str, services: ServicesDep, workspace: WorkspaceDep) -> Job:
+    """``GET /v1/jobs/{id}`` without a wait (the fast path answers it with this too)."""
     return await services.runner.get(workspace, job_id)
+
+
+async def _disconnected(request: Request) -> None:
+    """Return when the client of ``request`` (a GET: no body to read) has gone away."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 @router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT)

@@ -73,6 +73,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _FINISHED = ("succeeded", "failed", "cancelled")
+_WAIT_POLL_S = 0.25  # how often a wait re-reads a job that runs elsewhere
 
 
 def _first(exc: BaseException) -> BaseException:
@@ -194,6 +195,23 @@ class JobRunner:
         if live is not None and live.record.workspace_id == workspace and not live.cancelling:
             return self.view(live.record)
         return self.view(await asyncio.to_thread(self.store.get_job, job_id, workspace))
+
+    async def wait(self, workspace: str, job_id: str, wait_s: float) -> Job:
+        """The job once it is finished, or as it is ``wait_s`` seconds from now, whichever comes first.
+
+        A job running (or queued) in this service is waited for without polling; any other (another
+        service's, a queue's) is read again every :data:`_WAIT_POLL_S` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        job = await self.get(workspace, job_id)
+        while job.status not in _FINISHED and (left := deadline - loop.time()) > 0:
+            task = self._tasks.get(job_id)
+            if task is not None and not task.done():
+                await asyncio.wait([task], timeout=left)
+            else:
+                await asyncio.sleep(min(_WAIT_POLL_S, left))
+            job = await self.get(workspace, job_id)
+        return job
 
     async def list_all(self, workspace: str, status: str | None = None, evaluator_id: str | None = None) -> list[Job]:
         """Every job of ``workspace``, newest first."""

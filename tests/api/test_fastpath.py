@@ -197,12 +197,14 @@ def finished_job(pair: tuple[TestClient, TestClient], stored: None) -> None:
     [
         ("/v1/jobs/{id}", AUTH),
         ("/v1/jobs/{id}?unused=1", AUTH),
+        ("/v1/jobs/{id}?wait_s=5", AUTH),
+        ("/v1/jobs/{id}?wait_s=61", AUTH),
         ("/v1/jobs/job_nope", AUTH),
         ("/v1/jobs/{id}", {}),
         ("/v1/jobs/{id}", {"Authorization": "Bearer wrong"}),
         ("/v1/jobs/{id}/", AUTH),
     ],
-    ids=["finished", "query", "unknown", "no-key", "wrong-key", "trailing-slash"],
+    ids=["finished", "query", "wait", "wait-too-long", "unknown", "no-key", "wrong-key", "trailing-slash"],
 )
 def test_job_reads_are_the_apps(
     pair: tuple[TestClient, TestClient], finished_job: None, path: str, headers: dict[str, str]
@@ -242,3 +244,5 @@ def test_a_job_read_goes_the_fast_way(pair: tuple[TestClient, TestClient], finis
     answer = fast_client.get(f"/v1/jobs/{job_id}", headers=AUTH)
     assert answer.status_code == 200 and answer.json()["progress"]["done"] == 30
     assert layer.answered == before + 1
+    waited = fast_client.get(f"/v1/jobs/{job_id}", params={"wait_s": 5}, headers=AUTH)  # a long poll: the app's
+    assert waited.json() == answer.json() and layer.answered == before + 1

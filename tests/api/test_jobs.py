@@ -251,6 +251,22 @@ def test_results_pages_ndjson_and_csv_in_input_order(client: TestClient) -> None
     assert json.loads(table[4]["details"]) == {"length": 1, "long": False}
 
 
+def test_a_long_poll_answers_when_the_job_is_finished(client: TestClient) -> None:
+    """``GET /v1/jobs/{id}?wait_s=`` answers once the job is finished (here, 20 rows of 50 ms each on one
+    worker: not finished when the request arrives); ``wait_s`` is bounded, and the workspace rule holds."""
+    slow = "import time\n\ndef evaluate(inputs, outputs, trace):\n    time.sleep(0.05)\n    return True\n"
+    ev = create_evaluator(client, slow)
+    job = start(client, ev["id"], rows=[{"i": i} for i in range(20)], parallelism=1)
+    waited = client.get(f"/v1/jobs/{job['id']}", params={"wait_s": 60})
+    assert waited.status_code == 200
+    assert waited.json()["status"] == "succeeded" and waited.json()["progress"]["done"] == 20
+    assert client.get(f"/v1/jobs/{job['id']}", params={"wait_s": 30}).json() == waited.json()  # finished: at once
+    for bad in ("61", "-1", "soon", "nan"):
+        assert client.get(f"/v1/jobs/{job['id']}", params={"wait_s": bad}).status_code == 422, bad
+    assert client.get("/v1/jobs/job_nope", params={"wait_s": 5}).status_code == 404
+    assert_healthy(client)
+
+
 def test_bare_rows_stored_short_read_back_whole_in_pages_ndjson_and_csv(client: TestClient) -> None:
     """A bare row (a bool or a number, nothing printed) is stored without its default fields; every
     reader puts them back, so it reads exactly as a row stored whole does."""

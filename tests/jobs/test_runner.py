@@ -328,3 +328,36 @@ async def test_a_job_cancelled_by_another_service_on_the_database_stops_where_it
         assert sorted(await a.stored(job_id)) == list(range(8))
         assert b.handled() == []
     engine.dispose()
+
+
+@aio
+async def test_a_wait_answers_when_the_job_ends_here_or_on_another_service(tmp_path: Path, database_url: str) -> None:
+    """``wait`` (``GET /v1/jobs/{id}?wait_s=``) answers once the job is finished: at the job's end where it
+    runs, by re-reading the database elsewhere; and as the job is when ``wait_s`` runs out first."""
+    gate = asyncio.Event()
+
+    async def gated(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
+        if index(case) == 10:
+            await gate.wait()
+        return {"value": 0.25}
+
+    engine = make_engine(database_url)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    async with (
+        wired(tmp_path / "a", gated, engine=engine, job_chunk_rows=4) as a,
+        wired(tmp_path / "b", parity, engine=engine) as b,
+    ):
+        job_id = await a.job(await a.evaluator(), 20)
+        short = await a.runner.wait(WS, job_id, 0.05)  # the gate holds the job: the wait runs out first
+        assert short.status in ("queued", "running")
+        here = asyncio.ensure_future(a.runner.wait(WS, job_id, 15))
+        elsewhere = asyncio.ensure_future(b.runner.wait(WS, job_id, 15))
+        await asyncio.sleep(0.3)
+        assert not here.done() and not elsewhere.done() and not b.runner._tasks
+        gate.set()
+        for waited in await asyncio.gather(here, elsewhere):
+            assert waited.status == "succeeded" and waited.progress.done == 20
+        finished = await b.runner.wait(WS, job_id, 15)  # a finished job: at once
+        assert finished.status == "succeeded"
+    engine.dispose()
