@@ -41,7 +41,10 @@ class Live:
 
 
 class Sizer:
-    """Chunk sizes that take about ``target_s`` each, from the observed time per row."""
+    """Chunk sizes that take about ``target_s`` each, from the observed time per row: a faster sample
+    is taken at once (a job's first chunks pay for binding and warming the worker, and a small chunk
+    for its fixed costs: averaging them in kept chunks small for several more), a slower one is
+    averaged in."""
 
     def __init__(self, target_s: float, max_rows: int) -> None:
         self.target_s = target_s
@@ -50,7 +53,10 @@ class Sizer:
 
     def observe(self, rows: int, seconds: float) -> None:
         sample = seconds / max(rows, 1)
-        self.per_row = sample if self.per_row is None else 0.5 * self.per_row + 0.5 * sample
+        if self.per_row is None or sample < self.per_row:
+            self.per_row = sample
+        else:
+            self.per_row = 0.5 * self.per_row + 0.5 * sample
 
     def size(self) -> int:
         if self.per_row is None:

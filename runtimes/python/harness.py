@@ -94,6 +94,7 @@ _MAX_REQUEST = 1 << 31
 _SLOW_CASE_MS = 0.2  # a case this slow has its reply (and the held ones) written at once
 _HELD_BYTES = 64 * 1024  # replies held back at most, in bytes
 _OK_KEYS = frozenset({"type", "status", "duration_ms", "stdout", "stderr", "truncated", "index", "id"})
+_PLAIN_REPLY_KEYS = 7  # run_case's ok reply with a value: _OK_KEYS but index and id, plus value_json
 _BULK_BYTES = 32 * 1024  # values and durations one "results" frame holds, at most
 _BULK_VALUE = 4 * 1024  # a longer value's reply is a frame of its own
 _SIMPLE = {True: "true", False: "false", None: "null"}  # the commonest returned values' JSON, by identity
@@ -625,16 +626,29 @@ class Harness:
             cases = message.get("cases")
             if cases is None:  # job rows: each case picked from its row here
                 cases = picked_cases(message.get("rows") or [], message.get("pick") or {})
+            bulk = flush_s > 0
             for index, case in enumerate(cases):
                 reply = self.run_case(case, key, timeout_s)
-                reply["index"], reply["id"] = index, request
-                try:
-                    self.hold(reply, bulk=flush_s > 0)
-                except ValueError:  # a marker-free value that still is not JSON (cannot happen)
-                    self.hold({"type": "result", "index": index, "id": request, "status": "invalid_result"})
+                status, ms = reply["status"], reply["duration_ms"]
+                value = reply.get("value_json") if bulk else None
+                if (  # a job's commonest reply (what hold's bulk branch takes, checked here more cheaply:
+                    # run_case always sets type, status, duration_ms, stdout, stderr and truncated)
+                    value is not None
+                    and len(reply) == _PLAIN_REPLY_KEYS
+                    and status == "ok"
+                    and len(value) <= _BULK_VALUE
+                    and not (reply["stdout"] or reply["stderr"] or reply["truncated"])
+                ):
+                    self._hold_bulk(index, request, value, repr(ms))
+                else:
+                    reply["index"], reply["id"] = index, request
+                    try:
+                        self.hold(reply, bulk=bulk)
+                    except ValueError:  # a marker-free value that still is not JSON (cannot happen)
+                        self.hold({"type": "result", "index": index, "id": request, "status": "invalid_result"})
                 if (
-                    reply["status"] != "ok"
-                    or reply["duration_ms"] >= _SLOW_CASE_MS
+                    status != "ok"
+                    or ms >= _SLOW_CASE_MS
                     or self._held_bytes >= _HELD_BYTES
                     or time.perf_counter() - self._held_since >= flush_s
                 ):
@@ -669,11 +683,12 @@ def picked_cases(rows: list[Any], pick: dict[str, Any]) -> Any:
             out = row.get(outputs)
         else:
             out = row["outputs"] if "outputs" in row else row.get("output")
-        yield {
+        seen, params = row.get(trace), row.get(app_params)
+        yield {  # a copy only of a container (the commonest fields are strings, numbers or absent)
             "inputs": row,
-            "outputs": _own(out),
-            "trace": _own(row.get(trace)),
-            "app_params": _own(row.get(app_params)),
+            "outputs": _own(out) if type(out) is dict or type(out) is list else out,
+            "trace": _own(seen) if type(seen) is dict or type(seen) is list else seen,
+            "app_params": _own(params) if type(params) is dict or type(params) is list else params,
         }
 
 
