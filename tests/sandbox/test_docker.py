@@ -73,6 +73,7 @@ def test_every_container_runs_with_the_hardened_settings(service: TestClient) ->
     for info in found:
         host, config = info["HostConfig"], info["Config"]
         assert host["NetworkMode"] == "none"
+        assert config.get("NetworkDisabled") is True  # no libnetwork set-up at all
         assert host["ReadonlyRootfs"] is True
         assert host["CapDrop"] == ["ALL"] and not host.get("CapAdd")
         assert "no-new-privileges:true" in host["SecurityOpt"]
