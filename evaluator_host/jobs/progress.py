@@ -5,6 +5,7 @@
 * :class:`Sizer`: chunk sizes that take about ``job_chunk_s`` each, from the observed time per row
   (the first chunk is small, so the first committed row comes early);
 * :func:`bitmap`: which rows already have a stored result (a resumed job skips them);
+* :func:`pending_chunks`: the rows without one, in chunks of the sizer's size, read as needed;
 * :func:`job_view`: the API's :class:`Job` of a stored job, with a running job's live progress.
 """
 
@@ -14,11 +15,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from evaluator_host.jobs.mapping import RowMapper
 from evaluator_host.models import FieldMapping, Job, JobProgress
 from evaluator_host.results.aggregate import Accumulator
+from evaluator_host.sandbox.protocol import WireCase
 from evaluator_host.store.jobs import JobRecord
 
-__all__ = ["FIRST_CHUNK", "Live", "Sizer", "bitmap", "job_view"]
+__all__ = ["FIRST_CHUNK", "Live", "Sizer", "bitmap", "job_view", "pending_chunks"]
 
 FIRST_CHUNK = 32
 
@@ -70,6 +73,28 @@ def bitmap(indices: Iterator[int], total: int) -> bytearray:
     for idx in indices:
         bits[idx >> 3] |= 1 << (idx & 7)
     return bits
+
+
+def pending_chunks(
+    lines: Iterator[tuple[int, bytes]], bits: bytearray, mapper: RowMapper, sizer: Sizer, max_bytes: int
+) -> Iterator[list[tuple[int, WireCase]]]:
+    """Chunks of (index, case) for the rows of ``lines`` (a dataset's, as (index, line), read as needed)
+    whose bit in ``bits`` is not set: each as many rows as ``sizer`` says when it starts, or fewer
+    once its lines reach ``max_bytes``."""
+    indices: list[int] = []
+    chunk: list[bytes] = []
+    size, used = sizer.size(), 0
+    for idx, line in lines:
+        if bits[idx >> 3] & (1 << (idx & 7)):
+            continue
+        indices.append(idx)
+        chunk.append(line)
+        used += len(line)
+        if len(chunk) >= size or used >= max_bytes:
+            yield list(zip(indices, mapper.wire_cases(chunk), strict=True))
+            indices, chunk, size, used = [], [], sizer.size(), 0
+    if chunk:
+        yield list(zip(indices, mapper.wire_cases(chunk), strict=True))
 
 
 def job_view(record: JobRecord, live: Live | None) -> Job:

@@ -38,7 +38,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from evaluator_host import tracing
@@ -53,7 +53,7 @@ from evaluator_host.errors import (
 from evaluator_host.evaluation import Bound, ignored_fields
 from evaluator_host.evaluators import Evaluators
 from evaluator_host.jobs.mapping import RowMapper
-from evaluator_host.jobs.progress import Live, Sizer, bitmap, job_view
+from evaluator_host.jobs.progress import Live, Sizer, bitmap, job_view, pending_chunks
 from evaluator_host.jobs.rows import stored_chunk
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.metrics import Metrics
@@ -312,7 +312,9 @@ class JobRunner:
         bound = await self.revisions.bind(revision)
         bits = await asyncio.to_thread(lambda: bitmap(self.store.done_indices(job_id), record.total))
         sizer = Sizer(self.settings.job_chunk_s, self.settings.job_chunk_rows)
-        chunks = self._chunks(dataset.id, bits, mapper, sizer)
+        chunks = pending_chunks(
+            self.datasets.files.lines(dataset.id), bits, mapper, sizer, self.settings.job_chunk_bytes
+        )
         sent = JobCases(mapper.pick)
 
         async def commit(chunk: list[tuple[int, WireCase]], outcomes: list[RawOutcome]) -> None:
@@ -344,26 +346,6 @@ class JobRunner:
                 group.create_task(lane(group))
         finished: dict[str, Any] = {"status": "succeeded", "finished_at": utcnow(), "active_s": live.active()}
         await self._until_stored(self.store.set_job, job_id, only_unfinished=True, only_held=True, **finished)
-
-    def _chunks(
-        self, dataset_id: str, bits: bytearray, mapper: RowMapper, sizer: Sizer
-    ) -> Iterator[list[tuple[int, WireCase]]]:
-        """Chunks of (index, case) for the rows without a result, read from disk as needed."""
-        max_bytes = self.settings.job_chunk_bytes
-        indices: list[int] = []
-        lines: list[bytes] = []
-        size, used = sizer.size(), 0
-        for idx, line in self.datasets.files.lines(dataset_id):
-            if bits[idx >> 3] & (1 << (idx & 7)):
-                continue
-            indices.append(idx)
-            lines.append(line)
-            used += len(line)
-            if len(lines) >= size or used >= max_bytes:
-                yield list(zip(indices, mapper.wire_cases(lines), strict=True))
-                indices, lines, size, used = [], [], sizer.size(), 0
-        if lines:
-            yield list(zip(indices, mapper.wire_cases(lines), strict=True))
 
     async def _run_chunk(self, bound: Bound, cases: list[WireCase], sent: JobCases) -> list[RawOutcome]:
         """The chunk's outcomes; infrastructure failures are retried with back-off (``job_retries`` times,
