@@ -108,8 +108,9 @@ def _ok(_load: dict[str, Any], _case: dict[str, Any]) -> Reply:
 class _Pipe(asyncio.WriteTransport):
     """The write end of an in-memory pipe: bytes written are fed to ``sink``.
 
-    Writing after :meth:`close` drops the bytes (as a dead pipe's transport does); ``drain``
-    on the writer then raises ``ConnectionResetError`` because the protocol lost its connection.
+    Writing after :meth:`close` raises ``RuntimeError``, as uvloop's transport of a dead pipe does (the
+    service runs on uvloop); ``drain`` on the writer raises ``ConnectionResetError`` because the
+    protocol lost its connection.
     """
 
     def __init__(self, sink: asyncio.StreamReader) -> None:
@@ -119,8 +120,9 @@ class _Pipe(asyncio.WriteTransport):
         self.protocol: asyncio.BaseProtocol | None = None
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        if not self._closing:
-            self._sink.feed_data(bytes(data))
+        if self._closing:
+            raise RuntimeError("unable to perform operation on a closed pipe; the handler is closed")
+        self._sink.feed_data(bytes(data))
 
     def is_closing(self) -> bool:
         return self._closing

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from evaluator_host import tracing
 from evaluator_host.errors import ResponseTooLarge, SandboxError
 from evaluator_host.metrics import Metrics
-from evaluator_host.sandbox.base import RawOutcome, RuntimeKey, SandboxBackend, WorkerSpec, error_info
+from evaluator_host.sandbox.base import RawOutcome, RuntimeKey, SandboxBackend, Worker, WorkerSpec, error_info
 from evaluator_host.sandbox.coalesce import Coalescer, Group
 from evaluator_host.sandbox.leasing import Leasing, Slot
 from evaluator_host.sandbox.protocol import FrameReader, FrameTooLarge, JobCases, WireCase, encode_frame, read_frame
@@ -70,6 +70,15 @@ def load_frame(spec: WorkerSpec) -> bytes:
     return encode_frame(
         {"op": "load", "ack": True, "output_limit": spec.output_limit, "result_limit": spec.result_limit, **spec.load}
     )
+
+
+def _send(worker: Worker, data: bytes) -> None:
+    """Write ``data`` to ``worker``'s channel; ``ConnectionResetError`` when the channel is closed already
+    (a worker killed from outside whose pipe the loop has seen close: uvloop raises ``RuntimeError`` on
+    such a write, asyncio drops it), so that every caller treats it as the dead worker it is."""
+    if worker.writer.is_closing():
+        raise ConnectionResetError("the worker's channel is closed")
+    worker.writer.write(data)
 
 
 class WorkerPool(Leasing):
@@ -128,7 +137,7 @@ class WorkerPool(Leasing):
             worker.set_output_limit(spec.output_limit)
             if worker.egress is not None:  # what this worker may reach: the evaluator's declared network
                 worker.egress.bind(spec.workspace, spec.network)
-            worker.writer.write(load_frame(spec))
+            _send(worker, load_frame(spec))
             await worker.writer.drain()
         except (SandboxError, ConnectionError, OSError):
             if worker is not None:
@@ -308,9 +317,7 @@ class WorkerPool(Leasing):
             if flush_ms:
                 run["flush_ms"] = flush_ms
             sent = [cases[i] for i in batch]
-            worker.writer.write(
-                encode_frame({**run, "cases": sent}) if job_cases is None else job_cases.run_frame(run, sent)
-            )
+            _send(worker, encode_frame({**run, "cases": sent}) if job_cases is None else job_cases.run_frame(run, sent))
             await worker.writer.drain()
             wait_s = hard_timeout(timeout_s, slot.soft_timeouts)
             while done < len(batch):

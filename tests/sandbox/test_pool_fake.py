@@ -374,6 +374,22 @@ async def test_a_spare_that_died_while_it_waited_is_not_used() -> None:
 
 
 @aio
+async def test_a_spare_whose_channel_closed_is_replaced_like_a_dead_one() -> None:
+    """Regression (CI, process backend, every worker SIGKILLed mid-job): the replacement took a spare
+    whose pipe to it the loop had closed while its replies had not ended yet; writing the load frame
+    raised uvloop's RuntimeError, which nothing expected, and the job failed."""
+    async with pooled(spare_workers=1) as (pool, backend):
+        pool.warm(R1)
+        await settle()
+        dead = backend.workers[0]
+        dead._to_worker._closing = True  # the loop closed the host's end of its stdin (the process is gone)
+        await settle()
+        assert not dead.reader.at_eof()  # and its stdout's end has not been read yet
+        assert statuses(await run(pool, cases(1))) == ["ok"]
+        assert dead.sent == [] and backend.worker_of(cases(1)[0]).id > 0
+
+
+@aio
 async def test_spares_are_capped_by_max_workers_least_recently_used_runtime_first() -> None:
     async with pooled(spare_workers=1, max_workers=2) as (pool, backend):
         for runtime in (R1, R2, R3):
