@@ -295,25 +295,42 @@ async def test_chunk_sizes_adapt_to_the_time_per_row(tmp_path: Path) -> None:
     assert await _chunk_sizes(tmp_path / "fast", fast, 100) == [32, 68]  # the rest fits in one chunk
 
 
+def _held_at(row: int, gate: asyncio.Event, reached: asyncio.Event | None = None) -> Handler:
+    """A handler holding row ``row`` (and so its chunk) until ``gate`` is set; ``reached`` is set when it does."""
+
+    async def held(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
+        if index(case) == row:
+            if reached is not None:
+                reached.set()
+            await gate.wait()
+        return {"value": 0.25}
+
+    return held
+
+
+@asynccontextmanager
+async def _two_services(tmp_path: Path, database_url: str, handler: Handler) -> AsyncIterator[tuple[Wired, Wired]]:
+    """Two services on one database: ``a`` runs ``handler`` in chunks of 4 rows, ``b`` runs ``parity``."""
+    engine = make_engine(database_url)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    try:
+        async with (
+            wired(tmp_path / "a", handler, engine=engine, job_chunk_rows=4) as a,
+            wired(tmp_path / "b", parity, engine=engine) as b,
+        ):
+            yield a, b
+    finally:
+        engine.dispose()
+
+
 @aio
 async def test_a_job_cancelled_by_another_service_on_the_database_stops_where_it_runs(
     tmp_path: Path, database_url: str
 ) -> None:
     reached, gate = asyncio.Event(), asyncio.Event()
-
-    async def gated(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
-        if index(case) == 10:  # holds its chunk (rows 8-11) until the other service has cancelled
-            reached.set()
-            await gate.wait()
-        return {"value": 0.25}
-
-    engine = make_engine(database_url)
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    async with (
-        wired(tmp_path / "a", gated, engine=engine, job_chunk_rows=4) as a,
-        wired(tmp_path / "b", parity, engine=engine) as b,
-    ):
+    # row 10 holds its chunk (rows 8-11) until the other service has cancelled
+    async with _two_services(tmp_path, database_url, _held_at(10, gate, reached)) as (a, b):
         job_id = await a.job(await a.evaluator(), 20)
         await reached.wait()
         while len(await a.stored(job_id)) < 8:  # rows 4-7 commit while rows 8-11 run: let that land first
@@ -327,7 +344,6 @@ async def test_a_job_cancelled_by_another_service_on_the_database_stops_where_it
         assert job.status == "cancelled" and job.progress.done == 8
         assert sorted(await a.stored(job_id)) == list(range(8))
         assert b.handled() == []
-    engine.dispose()
 
 
 @aio
@@ -335,19 +351,7 @@ async def test_a_wait_answers_when_the_job_ends_here_or_on_another_service(tmp_p
     """``wait`` (``GET /v1/jobs/{id}?wait_s=``) answers once the job is finished: at the job's end where it
     runs, by re-reading the database elsewhere; and as the job is when ``wait_s`` runs out first."""
     gate = asyncio.Event()
-
-    async def gated(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
-        if index(case) == 10:
-            await gate.wait()
-        return {"value": 0.25}
-
-    engine = make_engine(database_url)
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    async with (
-        wired(tmp_path / "a", gated, engine=engine, job_chunk_rows=4) as a,
-        wired(tmp_path / "b", parity, engine=engine) as b,
-    ):
+    async with _two_services(tmp_path, database_url, _held_at(10, gate)) as (a, b):
         job_id = await a.job(await a.evaluator(), 20)
         short = await a.runner.wait(WS, job_id, 0.05)  # the gate holds the job: the wait runs out first
         assert short.status in ("queued", "running")
@@ -360,4 +364,3 @@ async def test_a_wait_answers_when_the_job_ends_here_or_on_another_service(tmp_p
             assert waited.status == "succeeded" and waited.progress.done == 20
         finished = await b.runner.wait(WS, job_id, 15)  # a finished job: at once
         assert finished.status == "succeeded"
-    engine.dispose()
