@@ -55,7 +55,7 @@ def bulk_outcomes(reply: dict[str, Any], batch: list[int], done: int, results: l
         raise Foreign(reply)
     made = plain_outcomes(values, millis)
     first, n = batch[done], len(made)
-    if batch[done + n - 1] - first == n - 1 and batch[done : done + n] == list(range(first, first + n)):
+    if batch[done : done + n] == list(range(first, first + n)):
         results[first : first + n] = made  # the usual batch: consecutive cases
         return done + n
     for outcome in made:

@@ -281,20 +281,10 @@ class Harness:
         self.hold(message)
         self.flush()
 
-    def hold(self, message: dict[str, Any], bulk: bool = False) -> None:
-        """Queue ``message`` for the next :meth:`flush` (replies to a ``flush_ms`` run); with ``bulk``, a
-        plain ok reply joins the open "results" frame (see the protocol)."""
+    def hold(self, message: dict[str, Any]) -> None:
+        """Queue ``message`` for the next :meth:`flush` (replies to a ``flush_ms`` run), as a frame of its own
+        (a plain ok reply of a ``flush_ms`` run joins the open "results" frame instead: see ``serve``)."""
         value = message.pop("value_json", None)  # the returned value, encoded once (by run_case)
-        if (
-            bulk
-            and value is not None
-            and len(value) <= _BULK_VALUE
-            and message.keys() == _OK_KEYS
-            and message["status"] == "ok"
-            and not (message["stdout"] or message["stderr"] or message["truncated"])
-        ):
-            self._hold_bulk(message["index"], message["id"], value, repr(float(message["duration_ms"])))
-            return
         self._close_bulk()
         if value is not None and message.keys() == _OK_KEYS and message["status"] == "ok":
             out, err = message["stdout"], message["stderr"]  # the common reply, written without a dict encode
@@ -631,8 +621,8 @@ class Harness:
                 reply = self.run_case(case, key, timeout_s)
                 status, ms = reply["status"], reply["duration_ms"]
                 value = reply.get("value_json") if bulk else None
-                if (  # a job's commonest reply (what hold's bulk branch takes, checked here more cheaply:
-                    # run_case always sets type, status, duration_ms, stdout, stderr and truncated)
+                if (  # a plain ok reply (run_case always sets type, status, duration_ms, stdout, stderr
+                    # and truncated; 7 keys: no error, no retire) joins the open "results" frame
                     value is not None
                     and len(reply) == _PLAIN_REPLY_KEYS
                     and status == "ok"
@@ -643,7 +633,7 @@ class Harness:
                 else:
                     reply["index"], reply["id"] = index, request
                     try:
-                        self.hold(reply, bulk=bulk)
+                        self.hold(reply)
                     except ValueError:  # a marker-free value that still is not JSON (cannot happen)
                         self.hold({"type": "result", "index": index, "id": request, "status": "invalid_result"})
                 if (
