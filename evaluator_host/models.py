@@ -141,9 +141,6 @@ class EvaluateRequest(_Definition):
     cases: list[Case] | None = Field(None, description="Several cases instead of one.")
 
 
-MAX_REVISION = 2**31 - 1  # a revision number is a 32-bit integer column
-
-
 class EvaluatorCreate(_Definition):
     """``POST``/``PUT /v1/evaluators`` (stored text holds no NUL character)."""
 
