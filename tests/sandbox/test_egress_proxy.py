@@ -136,6 +136,21 @@ async def test_refusals_happen_before_any_connection(request_line: str, reason: 
     assert server.accepted == 0
 
 
+# IPv6 addresses that carry the metadata address (or another IPv4) inside them: a NAT64 gateway, a 6to4
+# relay or a Teredo tunnel on the way would connect to the IPv4 they embed
+EMBEDDED_IPV4 = [
+    ["64:ff9b::a9fe:a9fe"],  # NAT64 (RFC 6052) of 169.254.169.254
+    ["64:ff9b::a00:1"],  # NAT64 of 10.0.0.1
+    ["64:ff9b:1::a9fe:a9fe"],  # local-use NAT64 (RFC 8215)
+    ["2002:a9fe:a9fe::1"],  # 6to4 of 169.254.169.254
+    ["2002:7f00:1::1"],  # 6to4 of 127.0.0.1
+    ["::169.254.169.254"],  # IPv4-compatible
+    ["::ffff:0:a9fe:a9fe"],  # IPv4-translated (RFC 2765)
+    ["fec0::1"],  # site-local
+    ["2001:0:4136:e378:8000:63bf:3fff:fdd2"],  # Teredo
+]
+
+
 @pytest.mark.parametrize(
     "addresses",
     [
@@ -151,6 +166,7 @@ async def test_refusals_happen_before_any_connection(request_line: str, reason: 
         ["fe80::1"],
         ["::ffff:127.0.0.1"],  # loopback behind an IPv4-mapped address
         ["93.184.216.34", "10.0.0.1"],  # one public answer does not launder a private one
+        *EMBEDDED_IPV4,
     ],
 )
 @aio
@@ -200,3 +216,10 @@ def test_what_counts_as_public() -> None:
     assert is_public("93.184.216.34") and is_public("2606:2800:220:1:248:1893:25c8:1946")
     for address in ("127.0.0.1", "10.0.0.1", "169.254.169.254", "::ffff:10.0.0.1", "fc00::1", "192.0.2.1"):
         assert not is_public(address), address
+
+
+def test_ipv6_forms_embedding_an_ipv4_address_are_judged_by_it_or_refused() -> None:
+    for (address,) in EMBEDDED_IPV4:
+        assert not is_public(address), address
+    # the same prefixes around a public IPv4 address stay usable (an IPv6-only network's NAT64, 6to4)
+    assert is_public("64:ff9b::5db8:d822") and is_public("2002:5db8:d822::1")  # 93.184.216.34
