@@ -228,7 +228,9 @@ class Settings(BaseSettings):
     )
     ca_bundle: Path | None = Field(
         default_factory=default_ca_bundle,
-        description="CA bundle given to package installs in build containers (TLS-intercepting proxies).",
+        description="CA bundle given to package installs in build containers (TLS-intercepting proxies); also "
+        "what the egress proxy verifies destinations with when it sets headers (network entries with headers), "
+        "and the system part of the bundle egress workers trust.",
     )
 
     egress_hosts: dict[str, str] = Field(
