@@ -35,6 +35,7 @@ from evaluator_host.models import (
 )
 from evaluator_host.models_workspace import (
     DEFAULT_WORKSPACE,
+    HEADER_VALUE,
     SECRET_REF,
     NetworkEntry,
     destinations,
@@ -137,14 +138,17 @@ def _fill(
     templates: tuple[tuple[str, tuple[tuple[str, str], ...]], ...], values: dict[str, str]
 ) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
     """Header templates with every ``{{secret:NAME}}`` replaced by its value; ``SecretError`` when a value
-    is missing or holds a line break (it would split the header)."""
+    is missing or is not one line of printable ASCII (a line break would split the header)."""
 
     def value(match: Any) -> str:
         name = match.group(1)
         if name not in values:
             raise SecretError(f"a network header names secret {name!r}, which this workspace does not have")
-        if any(c in values[name] for c in "\r\n\0"):
-            raise SecretError(f"secret {name!r} holds a line break or NUL: it cannot be a header value")
+        if not HEADER_VALUE.fullmatch(values[name]):
+            raise SecretError(
+                f"secret {name!r} cannot be a header value (one line of printable ASCII): a line break, a control "
+                "or a non-ASCII character"
+            )
         return values[name]
 
     return tuple((dest, tuple((n, SECRET_REF.sub(value, t)) for n, t in pairs)) for dest, pairs in templates)

@@ -31,6 +31,7 @@ __all__ = [
     "header_templates",
     "injected_secrets",
     "network_entries",
+    "HEADER_VALUE",
     "SECRET_REF",
 ]
 
@@ -66,6 +67,7 @@ _FRAMING = frozenset(
     {"host", "connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade", "content-length", "expect"}
 )
 MAX_HEADER_TEMPLATE = 8192
+HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")  # one line of printable ASCII (what every server reads alike)
 
 
 class NetworkEntry(BaseModel):
@@ -104,8 +106,10 @@ class NetworkEntry(BaseModel):
             if lower in seen:
                 raise ValueError(f"header {name!r} is given twice")
             seen.add(lower)
-            if len(template) > MAX_HEADER_TEMPLATE or any(c in template for c in "\r\n\0"):
-                raise ValueError(f"header {name!r}: a value is one line of at most {MAX_HEADER_TEMPLATE} characters")
+            if len(template) > MAX_HEADER_TEMPLATE or not HEADER_VALUE.fullmatch(template):
+                raise ValueError(
+                    f"header {name!r}: a value is one line of printable ASCII, at most {MAX_HEADER_TEMPLATE} characters"
+                )
             if "{{" in SECRET_REF.sub("", template):
                 raise ValueError(f"header {name!r}: '{{{{' starts only a '{{{{secret:NAME}}}}' reference")
         return value

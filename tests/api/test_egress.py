@@ -362,6 +362,7 @@ def test_network_headers_are_checked_when_declared(world: dict[str, Any]) -> Non
         {"Host": "x"},  # the proxy sets Host itself
         {"Authorization": "Bearer {{secret:NOPE NOPE}}"},
         {"Authorization": "a\r\nX-Evil: 1"},
+        {"Authorization": "Bearer é"},
         {"Proxy-Authorization": "x"},
     ):
         answer = client.post(
@@ -376,3 +377,11 @@ def test_network_headers_are_checked_when_declared(world: dict[str, Any]) -> Non
     run = client.post(f"/v1/evaluators/{saved.json()['id']}/evaluate", json={"inputs": {}}, headers=headers)
     assert run.status_code == 422 and run.json()["error"]["type"] == "SecretError"
     assert "NOT_SET" in run.json()["error"]["message"]
+    # a value that would split the header (set by the workspace itself): refused, never sent, never shown
+    assert client.put("/v1/secrets/TWO_LINES", json={"value": "k1\r\nX-Evil: 1"}, headers=headers).status_code == 204
+    split = {"host": dest, "headers": {"Authorization": "Bearer {{secret:TWO_LINES}}"}}
+    inline = {"language": "python", "code": body["code"], "network": [split]}
+    refused = client.post("/v1/evaluate", json=inline, headers=headers)
+    assert refused.status_code == 422 and refused.json()["error"]["type"] == "SecretError"
+    assert "X-Evil" not in refused.text
+    assert _evaluate(world, body["code"], [dest], {})["score"] == 1.0  # and the service goes on
