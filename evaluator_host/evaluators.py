@@ -121,6 +121,12 @@ class Evaluators:
         runtime = await self.evaluation.ensure_runtime(prepared)  # a failing install is a 422 at save time
         installer = languages.get(prepared.language).family.installer
         warnings = unpinned(installer, prepared.code, prepared.pins, runtime.lock) + declared_vs_used(prepared)
+        warnings += [
+            f"secret {name} is set by the egress proxy and also listed in `secrets`, which hands its value to the "
+            "code: drop it from `secrets` unless the code needs the value itself"
+            for name in prepared.injected
+            if name in prepared.secrets
+        ]
         return {
             "name": body.name,
             "description": body.description,

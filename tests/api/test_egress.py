@@ -374,6 +374,9 @@ def test_network_headers_are_checked_when_declared(world: dict[str, Any]) -> Non
     missing = {"host": dest, "headers": {"Authorization": "Bearer {{secret:NOT_SET}}"}}
     saved = client.post("/v1/evaluators", json={**body, "network": [missing]}, headers=headers)
     assert saved.status_code == 201 and saved.json()["network"] == [missing]  # stored as declared: names only
+    assert not any("egress proxy" in w for w in saved.json()["warnings"])
+    both = client.post("/v1/evaluators", json={**body, "network": [missing], "secrets": ["NOT_SET"]}, headers=headers)
+    assert any("also listed in `secrets`" in w for w in both.json()["warnings"])
     run = client.post(f"/v1/evaluators/{saved.json()['id']}/evaluate", json={"inputs": {}}, headers=headers)
     assert run.status_code == 422 and run.json()["error"]["type"] == "SecretError"
     assert "NOT_SET" in run.json()["error"]["message"]
