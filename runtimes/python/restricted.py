@@ -482,7 +482,7 @@ class _Policy:
         value = self.value(value)
         if type(value) is types.FunctionType and not value.__dict__:  # typing.NamedTuple (has
             return _guarded_function(value)  # __mro_entries__) must stay itself: class bases name it
-        if type(value) is types.BuiltinFunctionType:
+        if type(value) is types.BuiltinFunctionType or type(value) is types.MethodType:  # random.choice…
             return _GuardedBuiltin(value)
         return value
 

@@ -280,3 +280,23 @@ def test_iteration_item_and_method_results_pass_the_value_guard() -> None:
             g["__builtins__"]["next"](iter([bad]))
     assert list(getiter({"a": 1}.items())) == [("a", 1)]
     assert getattr_({"a": 1}, "get")("a") == 1
+
+
+def test_the_standard_modules_functions_results_pass_the_value_guard() -> None:
+    """A call is one more way to a value: what a standard module's function (a Python function, a
+    builtin, a bound method like ``random.choice``) returns passes the same guard."""
+    import builtins
+    import os
+
+    g = POLICY.make_globals("evaluator")
+    imp = g["__builtins__"]["__import__"]
+    for module, name in (("functools", "reduce"), ("operator", "getitem"), ("random", "choice")):
+        fn = g["_getattr_"](imp(module), name)
+        args: tuple[Any, ...] = {
+            "reduce": (lambda a, b: b, [1, os.getpid]),
+            "getitem": ({"k": builtins.eval}, "k"),
+            "choice": ([vars(os)],),
+        }[name]
+        with pytest.raises(POLICY.RestrictedError):
+            fn(*args)
+    assert g["_getattr_"](imp("functools"), "reduce")(lambda a, b: a + b, [1, 2, 3]) == 6
