@@ -191,6 +191,9 @@ _FORBIDDEN_FUNCTION_MODULES = frozenset(
 # The container types whose bound methods (``d.get``, ``d.pop``, ``d.setdefault``, ``l.pop``…) hand
 # out their items: their results pass the value guard like ``d[k]`` does.
 _CONTAINER_TYPES: tuple[type, ...] = (dict, list, set, frozenset, tuple, types.MappingProxyType)
+# Their methods that return an item itself (``values``/``items``/``copy`` return containers, whose
+# items are guarded when taken out; ``append`` and the rest return None or a count).
+_ITEM_METHODS = frozenset({"get", "pop", "popitem", "setdefault"})
 
 
 class RestrictedError(Exception):
@@ -517,10 +520,14 @@ class _GuardedBuiltin:
     """A builtin function (or a container's bound method) whose results pass the value guard; like a
     builtin, it does not bind as a method."""
 
+    __slots__ = ("_fn",)
+
     def __init__(self, fn: Callable[..., Any]) -> None:
         self._fn = fn
-        self.__name__ = getattr(fn, "__name__", "builtin")
-        self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
+
+    @property
+    def __name__(self) -> str:
+        return str(getattr(self._fn, "__name__", "builtin"))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return _POLICY.value(self._fn(*args, **kwargs))
@@ -579,11 +586,12 @@ def guarded_getattr(obj: Any, name: str, *default: Any) -> Any:
             setattr(obj, name, value)
             return value
     value = _POLICY.value(getattr(obj, name, *default))
-    kind = type(value)
-    if (kind is types.BuiltinMethodType and isinstance(getattr(value, "__self__", None), _CONTAINER_TYPES)) or (
-        kind is types.MethodDescriptorType and issubclass(value.__objclass__, _CONTAINER_TYPES)
-    ):
-        return _GuardedBuiltin(value)  # d.get / d.pop / d.setdefault / l.pop / dict.get …: items, guarded
+    if name in _ITEM_METHODS:
+        kind = type(value)
+        if (kind is types.BuiltinMethodType and isinstance(getattr(value, "__self__", None), _CONTAINER_TYPES)) or (
+            kind is types.MethodDescriptorType and issubclass(value.__objclass__, _CONTAINER_TYPES)
+        ):
+            return _GuardedBuiltin(value)  # d.get / d.pop / d.setdefault / l.pop / dict.get …: items, guarded
     return value
 
 
