@@ -77,6 +77,17 @@ REFUSED = {
     "dunder_globals": "def evaluate(i, o, t):\n    return evaluate.__globals__ is None\n",
     "io_fileio": "import io\ndef evaluate(i, o, t):\n    return io.FileIO('/etc/hostname').read() == b''\n",
     "event_loop": "import asyncio\nasync def evaluate(i, o, t):\n    return asyncio.get_running_loop() is None\n",
+    # issue 28 finding 2, and the escapes found closing it (the full table: tests/unit/test_restricted_escapes.py)
+    "issue28_get_type_hints_injects_the_real_builtins": "import typing\nclass C:\n    x: 'eval'\n\n"
+    "def evaluate(i, o, t):\n    g = {}\n    typing.get_type_hints(C, globalns=g)\n    b = g.get('__builtins__')\n"
+    "    for k, v in b.items():\n        if k == 'eval':\n            return v(\"__imp\" + \"ort__('os').getpid()\", g)\n",
+    "update_wrapper_copies_a_modules_real_globals": "import functools, json\ndef evaluate(i, o, t):\n"
+    "    functools.update_wrapper(evaluate, json.dumps, assigned=(), updated=('__globals__',))\n"
+    "    def later():\n        return open('/etc/hostname').read()\n    return later()\n",
+    "dataclass_field_name_injection": "import dataclasses\nL = []\ndef evaluate(i, o, t):\n"
+    "    name = \"x,L.append([c for c in ().__class__.__base__.__subclasses__() if c.__name__ == '_wrap_close'][0].__init__.__globals__['getpid']())\"\n"
+    "    C = type('C', (), {'__annotations__': {name: int}, 'x': 1})\n"
+    "    D = dataclasses.dataclass(init=False, repr=False)(C)\n    D() == D()\n    return L[0]\n",
 }
 
 
