@@ -208,6 +208,12 @@ class Settings(BaseSettings):
 
     python_executable: str = Field(default_factory=_default_python, description="Interpreter for user code.")
     sandbox_uid_base: int = Field(200_000, description="First uid for sandboxed workers (when root).")
+    process_isolation: Literal["auto", "rlimits"] = Field(
+        "auto",
+        description="The process backend's isolation: auto (the strongest this machine allows) or rlimits (no "
+        "namespaces, as when unshare is missing or refused). As root, rlimits still runs user code under an "
+        "unprivileged uid, or the service refuses to start (docs/security.md).",
+    )
     pids_max: int = Field(64, description="Processes a worker may have (pids cgroup / RLIMIT_NPROC).")
     tmpfs_mb: int = Field(64, description="Size of each worker's private /tmp.")
     build_timeout_s: float = Field(300.0, gt=0, description="Longest a package install may take (then it fails).")

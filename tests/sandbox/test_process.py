@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,17 +18,23 @@ from evaluator_host.sandbox.process.isolation import Isolation, probe
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
 from tests.conftest import make_settings
 
+run_dirs: list[Path] = []  # each backend's run dir, as _run made them
+
 CODE = (
     "import os, time\n\ndef evaluate(inputs, outputs, trace):\n"
     "    time.sleep(inputs.get('sleep', 0))\n    return {'score': 1, 'cwd': os.getcwd()}\n"
 )
 
 
-def _run(tmp_path: Path, isolation: Isolation, cases: list[Case], timeout_s: float = 5) -> list[dict[str, object]]:
-    settings = make_settings(tmp_path)
+def _run(
+    tmp_path: Path, isolation: Isolation, cases: list[Case], timeout_s: float = 5, **overrides: object
+) -> list[dict[str, object]]:
+    settings = make_settings(tmp_path, **overrides)
 
     async def go() -> list[dict[str, object]]:
-        pool = WorkerPool(ProcessBackend(settings, isolation), settings)
+        backend = ProcessBackend(settings, isolation)
+        run_dirs.append(backend.run_dir)
+        pool = WorkerPool(backend, settings)
         service = Evaluation(settings, pool, RuntimeBuilder(settings))
         try:
             prepared = await service.validate("python", CODE, None, EvaluatorSettings(timeout_s=timeout_s))
@@ -37,13 +45,24 @@ def _run(tmp_path: Path, isolation: Isolation, cases: list[Case], timeout_s: flo
     return asyncio.run(go())
 
 
-def test_rlimits_fallback_still_evaluates_and_times_out(tmp_path: Path) -> None:
-    bare = Isolation("rlimits", (), uid_drop=False, pids_cgroup=None)
-    results = _run(tmp_path, bare, [Case(), Case(inputs={"sleep": 5}), Case()], timeout_s=0.5)
+def test_rlimits_fallback_still_evaluates_and_times_out(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    overrides: dict[str, object] = {}
+    if os.geteuid() == 0:  # as root the rlimits mode drops to a sandbox uid (test_process_root.py), which must
+        from tests.sandbox.test_process_root import _reachable_python  # reach the interpreter and the runtimes
+
+        cache = Path(tempfile.mkdtemp(prefix="eh-cache-"))
+        cache.chmod(0o755)
+        overrides = {"python_executable": _reachable_python(), "cache_dir": cache}
+    bare = probe("rlimits")
+    results = _run(tmp_path, bare, [Case(), Case(inputs={"sleep": 5}), Case()], timeout_s=0.5, **overrides)
     assert [r["status"] for r in results] == ["ok", "timeout", "ok"]
     cwd = str(results[0]["details"]["cwd"])  # type: ignore[index]
-    assert cwd.startswith(str(tmp_path / "run"))  # a private working directory, removed afterwards
+    assert cwd.startswith(str(run_dirs[-1]) + "/")  # a private working directory, removed afterwards
     assert not Path(cwd).exists()
+    if overrides:
+        shutil.rmtree(str(overrides["cache_dir"]), ignore_errors=True)
 
 
 def test_probe_reports_the_strongest_mode() -> None:

@@ -7,14 +7,23 @@ The process backend uses the strongest mode available:
                 a unique unprivileged uid per worker, a pids and a memory cgroup when writable.
 ``userns``      not root but unprivileged user namespaces work: the same namespaces and
                 minimal root inside a user namespace (no uid change, no NPROC limit).
-``rlimits``     neither: rlimits, a scrubbed environment and a private working directory.
+``rlimits``     neither: rlimits, a scrubbed environment and a private working directory the
+                worker's uid owns. As root, an unprivileged uid per worker all the same
+                (``setresuid``, groups cleared): user code never runs as root. A root service
+                that cannot change uid (no ``CAP_SETUID``) gets ``uid_drop_error`` and the
+                backend refuses to start.
+
+``force="rlimits"`` (the ``process_isolation`` setting) skips the namespace modes, as on a
+machine where ``unshare`` is missing or refused.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +43,23 @@ class Isolation:
     pids_cgroup: Path | None
     memory_cgroup: Path | None = None
     cpu_cgroup: Path | None = None
+    uid_drop_error: str | None = None  # why a root service cannot drop to a sandbox uid (then it refuses)
+
+    @property
+    def user_code_as_root(self) -> bool:
+        """Whether user code would run with the host's uid 0 (the service's own, undropped)."""
+        return not self.uid_drop and os.geteuid() == 0
+
+    @property
+    def user(self) -> str:
+        """Who user code runs as, in words."""
+        if self.uid_drop:
+            return "an unprivileged uid per worker"
+        if os.geteuid() != 0:
+            return f"the service's own unprivileged uid ({os.geteuid()})"
+        if self.mode == "userns":
+            return "uid 0 of a user namespace (mapped to the host's root)"
+        return "root (uid 0)"
 
     @property
     def summary(self) -> str:
@@ -94,8 +120,31 @@ def _cgroup(controller: str, limit_files: tuple[str, ...]) -> Path | None:
     return None
 
 
-def probe() -> Isolation:
-    """Find the strongest isolation mode this process can use."""
+def _uid_drop_error(uid: int) -> str | None:
+    """None when a child of this process can become ``uid`` (groups cleared), else why not."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", f"import os, sys; sys.exit(os.getuid() != {uid})"],
+            user=uid,
+            group=uid,
+            extra_groups=[],
+            capture_output=True,
+            timeout=10,
+        )
+    except PermissionError as exc:
+        if exc.errno == errno.EACCES:  # the uid changed, then could not run this interpreter: the backend
+            return None  # checks what the uid can reach and says so
+        return f"{type(exc).__name__}: {exc}"
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None if done.returncode == 0 else f"the child still ran as uid {os.geteuid()}"
+
+
+def probe(force: str = "auto", sandbox_uid: int = 200_000) -> Isolation:
+    """Find the strongest isolation mode this process can use (``force="rlimits"``: the weakest);
+    ``sandbox_uid`` is the uid a root service's rlimits mode tries to drop to."""
+    if force == "rlimits":
+        return _rlimits(sandbox_uid)
     unshare = shutil.which("unshare")
     base = [unshare, *(f"--{ns}" for ns in NAMESPACES), "--fork", "--kill-child", "--"] if unshare else []
     if unshare and os.geteuid() == 0 and _works(base):
@@ -107,4 +156,12 @@ def probe() -> Isolation:
         user = [unshare, "--user", "--map-root-user", *base[1:]]
         if _works(user):
             return Isolation("userns", tuple(user), uid_drop=False, pids_cgroup=None)
-    return Isolation("rlimits", (), uid_drop=False, pids_cgroup=None)
+    return _rlimits(sandbox_uid)
+
+
+def _rlimits(sandbox_uid: int) -> Isolation:
+    """The rlimits-only mode: as root with a uid per worker, or with ``uid_drop_error`` saying why not."""
+    if os.geteuid() != 0:
+        return Isolation("rlimits", (), uid_drop=False, pids_cgroup=None)
+    error = _uid_drop_error(sandbox_uid)
+    return Isolation("rlimits", (), uid_drop=error is None, pids_cgroup=None, uid_drop_error=error)
