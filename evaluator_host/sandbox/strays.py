@@ -8,6 +8,14 @@ replaced method, a ``ChildProcess`` that bypasses the wrapped functions), so the
 asks the host after every batch: the host walks the process tree under the init through
 ``/proc`` (which user code cannot reach), kills every process but the init and the harness,
 and waits until they are gone before the worker serves anyone again.
+
+A pid found by the walk may exit and be reused by an unrelated process before the signal is sent
+(start times cannot tell them apart: they tick at 10 ms). So the walk takes a pidfd for each
+stray while it verifies it (:func:`member`: the pidfd first, then the pid's parent is checked to
+be in the tree, then the pidfd is checked to still reach a process, so the check was about the
+process the pidfd names), and the stray is signalled through that pidfd only (:func:`kill`): a
+process that has exited meanwhile answers ``ProcessLookupError``; a pid reused meanwhile is
+never signalled.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from pathlib import Path
 
 from evaluator_host.sandbox.cgroups import Counter
 
-__all__ = ["StrayReaper", "children"]
+__all__ = ["StrayReaper", "children", "kill", "member"]
 
 _GONE_WITHIN_S = 2.0
 
@@ -42,19 +50,42 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def _stat(pid: int) -> tuple[str, int] | None:
-    """(state, start time) of ``pid``, None when it is gone."""
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, start time, parent pid) of ``pid``, None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    return fields[0], int(fields[19])
+    return fields[0], int(fields[19]), int(fields[1])
 
 
-def _alive(pid: int) -> bool:
-    stat = _stat(pid)
-    return stat is not None and stat[0] not in ("Z", "X")
+def member(pid: int, parents: set[int]) -> int | None:
+    """A pidfd for ``pid``, taken while ``pid`` is verified to be a live child of one of ``parents``
+    (the caller closes it); None when it is not (gone, a zombie, or another process's child)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    try:
+        stat = _stat(pid)
+        if stat is not None and stat[0] not in ("Z", "X") and stat[2] in parents:
+            signal.pidfd_send_signal(fd, 0)  # the pidfd's process still lives: the check was about it
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def kill(pidfd: int, sig: int = signal.SIGKILL) -> bool:
+    """Signal the process behind ``pidfd``; False when it has exited (never another process).
+    ``PermissionError`` propagates."""
+    try:
+        signal.pidfd_send_signal(pidfd, sig)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 class StrayReaper:
@@ -72,7 +103,8 @@ class StrayReaper:
         self._harness_stat: Counter | None = None  # /proc/<harness>/stat, kept open
 
     def strays(self) -> list[int]:
-        """Host pids of the live processes under the init other than the harness (its oldest child)."""
+        """Pidfds (the caller closes them) of the live processes under the init other than the harness
+        (its oldest child), each verified as a member of the tree when taken."""
         if self.init_pid is None:
             return []
         top = children(self.init_pid)
@@ -83,11 +115,13 @@ class StrayReaper:
             if not started:
                 return []
             self._harness = min(started, key=lambda p: started[p])
+        tree = {self.init_pid, self._harness}
         found, todo = [], [p for p in top if p != self._harness] + children(self._harness)
         while todo:
             pid = todo.pop()
-            if _alive(pid):
-                found.append(pid)
+            if (fd := member(pid, tree)) is not None:
+                found.append(fd)
+                tree.add(pid)
             todo += children(pid)
         return found
 
@@ -103,21 +137,30 @@ class StrayReaper:
             threads = self._harness_stat.read()
             if tasks and threads and tasks <= 1 + threads:  # the init and the harness's threads: nothing else
                 return True
-        pids = self.strays()
-        if not pids:
+        pidfds = self.strays()
+        if not pidfds:
             return True
         deadline = time.monotonic() + _GONE_WITHIN_S
-        while pids:
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    continue
-                except PermissionError:
+        try:
+            while pidfds:
+                for fd in pidfds:
+                    try:
+                        kill(fd)
+                    except PermissionError:
+                        return False
+                if time.monotonic() > deadline:
                     return False
-            if time.monotonic() > deadline:
-                return False
-            await asyncio.sleep(0.002)
-            with contextlib.suppress(OSError):
-                pids = self.strays()
-        return True
+                await asyncio.sleep(0.002)
+                _close(pidfds)
+                pidfds = []
+                with contextlib.suppress(OSError):
+                    pidfds = self.strays()
+            return True
+        finally:
+            _close(pidfds)
+
+
+def _close(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
