@@ -154,6 +154,13 @@ class Settings(BaseSettings):
         description="Warm workers kept at most (all runtimes, all evaluators); enough for each evaluator in "
         "steady use to keep one: an evaluator without one pays a process or container start per call.",
     )
+    max_worker_memory_mb: int | None = Field(
+        None,
+        gt=0,
+        description="Total memory_mb of the workers alive at once (bound, starting, spare); past it idle "
+        "workers are evicted, then calls answer 503 Overloaded with Retry-After. Default: 75% of the "
+        "machine's memory (the smaller of MemTotal and the service's cgroup limit).",
+    )
     idle_ttl_s: float = Field(300.0, description="An idle worker is discarded after this long.")
     max_uses: int = Field(100_000, description="A worker is discarded after this many evaluations.")
     batch_size: int = Field(256, description="Rows sent to a worker in one message (a job's chunk goes whole).")
