@@ -29,7 +29,7 @@ from pathlib import Path
 
 from evaluator_host.sandbox.cgroups import Counter
 
-__all__ = ["StrayReaper", "children", "kill", "member"]
+__all__ = ["StrayReaper", "children", "kill", "member", "of_uid", "reap_uid"]
 
 _GONE_WITHIN_S = 2.0
 
@@ -86,6 +86,70 @@ def kill(pidfd: int, sig: int = signal.SIGKILL) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def _uids(pid: int) -> tuple[set[int], str] | None:
+    """(real, effective, saved and file-system uids, state) of ``pid``; None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    fields = dict(line.split(":", 1) for line in lines if ":" in line)
+    try:
+        return {int(u) for u in fields["Uid"].split()}, fields["State"].split()[0]
+    except (KeyError, ValueError, IndexError):
+        return None
+
+
+def of_uid(uid: int, but: int | None = None) -> list[int]:
+    """Pidfds (the caller closes them) of the live processes running with ``uid`` (any of their uids),
+    ``but`` excepted; each verified as such after its pidfd was taken, as :func:`member` does. A worker of
+    the rlimits-only mode has no pid namespace: its uid, its own, is what tells its processes apart."""
+    found: list[int] = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == but:
+            continue
+        seen = _uids(int(name))  # a first look without a pidfd: most processes are someone else's
+        if seen is None or uid not in seen[0]:
+            continue
+        try:
+            fd = os.pidfd_open(int(name))
+        except OSError:
+            continue
+        try:
+            seen = _uids(int(name))
+            if seen is not None and uid in seen[0] and seen[1] not in ("Z", "X"):
+                signal.pidfd_send_signal(fd, 0)
+                found.append(fd)
+                continue
+        except OSError:
+            pass
+        os.close(fd)
+    return found
+
+
+async def reap_uid(uid: int, but: int | None = None) -> bool:
+    """Kill every process of ``uid`` (``but`` excepted) through pidfds and wait until they are gone;
+    False when some outlived the wait or could not be signalled."""
+    deadline = time.monotonic() + _GONE_WITHIN_S
+    pidfds = of_uid(uid, but)
+    try:
+        while pidfds:
+            for fd in pidfds:
+                try:
+                    kill(fd)
+                except PermissionError:
+                    return False
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.005)
+            _close(pidfds)
+            pidfds = []
+            pidfds = of_uid(uid, but)
+        return True
+    finally:
+        _close(pidfds)
 
 
 class StrayReaper:

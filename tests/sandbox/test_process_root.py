@@ -152,3 +152,41 @@ def test_a_root_service_refuses_when_the_sandbox_uid_cannot_read_the_runtimes(tm
     assert str(tmp_path / "private-cache" / "runtimes") in done.stdout
     assert "EVALUATOR_HOST_CACHE_DIR" in done.stdout
     assert json.dumps(str(tmp_path)) not in done.stderr  # a clean refusal, no traceback
+
+
+def _processes_of(uid: int) -> list[int]:
+    """Live processes (zombies are dead: they await their parent's wait) running with ``uid``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/status") as fh:
+                    fields = dict(line.split(":", 1) for line in fh if ":" in line)
+            except OSError:
+                continue
+            if str(uid) in fields.get("Uid", "").split() and fields.get("State", "Z").split()[0] not in "ZX":
+                found.append(int(name))
+    return found
+
+
+def test_processes_an_rlimits_worker_leaves_behind_are_killed_by_its_uid(tmp_path: Path, cache_dir: Path) -> None:
+    """No pid namespace in the rlimits-only mode: a detached process (double fork + setsid) of user code
+    would outlive the call and hold the uid the next worker gets. The host kills every process of the
+    worker's own uid after each batch (through pidfds) and before the uid is handed out again."""
+    code = (
+        "import os, subprocess\n\ndef evaluate(inputs, outputs, trace):\n"
+        "    subprocess.Popen(['sh', '-c', '(setsid sleep 300 &) ; sleep 300'], start_new_session=True,\n"
+        "                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "    return {'score': 1, 'uid': os.getuid()}\n"
+    )
+    with _client(tmp_path / "data", cache_dir, process_isolation="rlimits", default_policy="standard") as client:
+        result = evaluate(client, code)
+        assert result["status"] == "ok", result["error"]
+        uid = result["details"]["uid"]
+        assert uid != 0
+        workers = client.get("/healthz").json()["workers"]
+        assert workers["total"] >= 1  # the worker itself is still warm
+        left = [pid for pid in _processes_of(uid) if "sleep" in Path(f"/proc/{pid}/cmdline").read_bytes().decode()]
+        assert left == []
+        assert_healthy(client)
+    assert _processes_of(uid) == []  # the worker gone, nothing of its uid is left

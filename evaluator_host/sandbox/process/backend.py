@@ -59,6 +59,7 @@ class ProcessWorker:
         namespaced: bool,
         memory_cgroup: Path | None,
         egress: EgressGate | None = None,
+        uid: int | None = None,
     ) -> None:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self.proc = proc
@@ -72,6 +73,7 @@ class ProcessWorker:
         self._release = release
         self._raw = RawOutput()
         self._namespaced = namespaced  # then `proc` is `unshare`, whose one child is the namespace's init
+        self._uid = uid  # rlimits-only mode as root: the worker's own uid tells its processes apart
         self._reaper: StrayReaper | None = None
         self._oom = oom_counter(memory_cgroup)
         pids = next((c / "pids.current" for c in cgroups if (c / "pids.current").exists()), None)
@@ -88,7 +90,9 @@ class ProcessWorker:
     async def reap_strays(self) -> bool:
         """Kill what user code left running in the worker's pid namespace (from the host)."""
         if not self._namespaced:
-            return True  # no namespace of its own: only the harness's own reaping (see security.md)
+            if self._uid is not None:  # rlimits as root: every process of its uid but the harness
+                return await strays.reap_uid(self._uid, but=self.proc.pid)
+            return True  # no namespace, no uid of its own: only the harness's own reaping (see security.md)
         if self._reaper is None or self._reaper.init_pid is None:
             inits = strays.children(self.proc.pid)
             self._reaper = StrayReaper(inits[0] if inits else None, self._pids)
@@ -134,7 +138,9 @@ class ProcessWorker:
             await self.egress.close()
         shutil.rmtree(self._workdir, ignore_errors=True)
         gone = not self._cgroups
-        for _ in range(100):  # a cgroup can be removed once its last process is gone
+        if self._uid is not None:  # no cgroup or namespace holds its processes: its uid does
+            gone = await strays.reap_uid(self._uid)
+        for _ in range(100 if self._cgroups else 0):  # a cgroup can be removed once its last process is gone
             try:
                 for cgroup in self._cgroups:
                     if cgroup.exists():
@@ -416,7 +422,8 @@ class ProcessBackend:
         assert proc.stdin is not None
         proc.stdin.write(encode_frame(config))
         namespaced = self._isolation.mode != "rlimits"
-        worker = ProcessWorker(proc, root, cgroups, release, namespaced, memory_cgroup, gate)
+        reap_uid = self.settings.sandbox_uid_base + slot if self._rlimits_uid else None
+        worker = ProcessWorker(proc, root, cgroups, release, namespaced, memory_cgroup, gate, reap_uid)
         self._workers.add(worker)
         return worker
 
