@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -45,24 +43,16 @@ def _run(
     return asyncio.run(go())
 
 
-def test_rlimits_fallback_still_evaluates_and_times_out(
-    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    overrides: dict[str, object] = {}
-    if os.geteuid() == 0:  # as root the rlimits mode drops to a sandbox uid (test_process_root.py), which must
-        from tests.sandbox.test_process_root import _reachable_python  # reach the interpreter and the runtimes
+def test_rlimits_fallback_still_evaluates_and_times_out(tmp_path: Path) -> None:
+    from tests.sandbox.test_process_root import rlimits_overrides  # as root: a sandbox uid (test_process_root.py)
 
-        cache = Path(tempfile.mkdtemp(prefix="eh-cache-"))
-        cache.chmod(0o755)
-        overrides = {"python_executable": _reachable_python(), "cache_dir": cache}
+    overrides = rlimits_overrides()
     bare = probe("rlimits")
     results = _run(tmp_path, bare, [Case(), Case(inputs={"sleep": 5}), Case()], timeout_s=0.5, **overrides)
     assert [r["status"] for r in results] == ["ok", "timeout", "ok"]
     cwd = str(results[0]["details"]["cwd"])  # type: ignore[index]
     assert cwd.startswith(str(run_dirs[-1]) + "/")  # a private working directory, removed afterwards
     assert not Path(cwd).exists()
-    if overrides:
-        shutil.rmtree(str(overrides["cache_dir"]), ignore_errors=True)
 
 
 def test_probe_reports_the_strongest_mode() -> None:

@@ -8,6 +8,7 @@ fix it — and ``/healthz`` says who user code runs as.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -68,6 +69,22 @@ def _reachable_python() -> str:
             continue
         return candidate
     pytest.skip(f"no {version} the sandbox uid can run")
+
+
+_SHARED_CACHE: list[Path] = []
+
+
+def rlimits_overrides() -> dict[str, object]:
+    """Settings for a service forced to the rlimits-only mode; as root, with an interpreter and a build
+    cache its sandbox uid can reach (a shared world-readable cache dir, removed at exit)."""
+    overrides: dict[str, object] = {"process_isolation": "rlimits"}
+    if os.geteuid() == 0:
+        if not _SHARED_CACHE:
+            _SHARED_CACHE.append(Path(tempfile.mkdtemp(prefix="eh-cache-")))
+            _SHARED_CACHE[0].chmod(0o755)
+            atexit.register(shutil.rmtree, _SHARED_CACHE[0], True)
+        overrides.update(python_executable=_reachable_python(), cache_dir=_SHARED_CACHE[0])
+    return overrides
 
 
 def _client(data_dir: Path, cache_dir: Path, **settings: object) -> TestClient:
@@ -190,3 +207,47 @@ def test_processes_an_rlimits_worker_leaves_behind_are_killed_by_its_uid(tmp_pat
         assert left == []
         assert_healthy(client)
     assert _processes_of(uid) == []  # the worker gone, nothing of its uid is left
+
+
+_USERNS_SERVICE = """
+import json, sys
+from pathlib import Path
+from fastapi.testclient import TestClient
+from evaluator_host.api import create_app
+from evaluator_host.settings import Settings
+
+py = "import os\\n\\ndef evaluate(inputs, outputs, trace):\\n    return {'score': 1, 'uid': os.getuid()}\\n"
+js = "function evaluate(i, o, t) { return { score: 1, uid: process.getuid() }; }\\nmodule.exports = { evaluate };\\n"
+with TestClient(create_app(Settings(data_dir=Path(sys.argv[1]), backend="process", default_policy="standard"))) as c:
+    out = {"health": c.get("/healthz").json()["isolation_details"]}
+    for lang, code in (("python", py), ("javascript", js)):
+        out[lang] = c.post("/v1/evaluate", json={"language": lang, "code": code}).json()
+print(json.dumps(out))
+"""
+
+
+def test_a_root_service_without_cap_sys_admin_drops_user_code_to_a_sandbox_uid_in_its_user_namespace(
+    tmp_path: Path,
+) -> None:
+    """Root without CAP_SYS_ADMIN (a container's default) where user namespaces work: the ``userns`` mode.
+    It used to map the namespace's root to the host's root, so user code ran as the host's uid 0 (inside
+    the minimal root); now the service writes the namespace's id maps and the worker drops to its uid."""
+    drop = ["setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin", "--"]
+    probe_only = "from evaluator_host.sandbox.process.isolation import probe; print(probe().mode)"
+    mode = subprocess.run([*drop, sys.executable, "-c", probe_only], cwd=REPO, capture_output=True, text=True)
+    if mode.stdout.strip() != "userns":
+        pytest.skip(f"no user namespaces without CAP_SYS_ADMIN here ({mode.stdout.strip()} {mode.stderr[-300:]})")
+    done = subprocess.run(
+        [*drop, sys.executable, "-c", _USERNS_SERVICE, str(tmp_path / "data")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.splitlines()[-1])
+    assert out["health"]["mode"] == "userns" and out["health"]["user_code_as_root"] is False
+    for lang in ("python", "javascript"):
+        result = out[lang]["results"][0] if "results" in out[lang] else out[lang]
+        assert result["status"] == "ok", result
+        assert result["details"]["uid"] >= 200_000, result

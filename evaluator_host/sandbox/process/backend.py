@@ -33,7 +33,7 @@ from evaluator_host.sandbox import strays
 from evaluator_host.sandbox.base import SANDBOX_ENV, ExitInfo, RawOutput, RuntimeKey, memory_exhausted
 from evaluator_host.sandbox.cgroups import Counter, limit_cpu, limit_memory, oom_counter
 from evaluator_host.sandbox.egress import IN_SANDBOX_PORT, SANDBOX_SOCKET, EgressGate, EgressProxy, proxy_env
-from evaluator_host.sandbox.process.isolation import Isolation, probe
+from evaluator_host.sandbox.process.isolation import AFTER_MAPS, Isolation, probe, wait_for_userns, write_id_maps
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
 from evaluator_host.sandbox.protocol import encode_frame
 from evaluator_host.sandbox.strays import StrayReaper
@@ -163,10 +163,10 @@ class ProcessBackend:
         self.settings = settings
         self.builder = RuntimeBuilder(settings)
         self._isolation = iso = isolation or probe(settings.process_isolation, settings.sandbox_uid_base)
-        if iso.mode == "rlimits" and iso.user_code_as_root:
+        if iso.user_code_as_root:
             raise BackendUnavailable(
-                "the process backend would run user code as root: it has no namespaces (unshare missing or "
-                "refused) and cannot drop workers to an unprivileged uid ("
+                f"the process backend would run user code as root ({iso.mode} mode): it cannot drop workers to "
+                "an unprivileged uid ("
                 + (iso.uid_drop_error or "no uid drop")
                 + "). Fix: give the service CAP_SETUID and CAP_SETGID (it then runs each worker as "
                 "sandbox_uid_base + n), or run it as an unprivileged user, or allow namespaces (CAP_SYS_ADMIN "
@@ -393,6 +393,8 @@ class ProcessBackend:
         # the config goes in as the first frame on stdin, not in argv: /proc/<pid>/cmdline is readable
         # inside the sandbox, and the config names host paths
         argv = [*self._isolation.unshare_argv, python, "-I", "-S", str(_BOOTSTRAP)]
+        if self._isolation.host_maps:  # run again once its id maps are written (isolation.AFTER_MAPS)
+            argv = [*self._isolation.unshare_argv, python, "-I", "-S", "-c", AFTER_MAPS, *argv[-3:]]
 
         def release() -> None:
             self._release_slot(slot, claim)
@@ -420,6 +422,22 @@ class ProcessBackend:
                     path.rmdir()
             raise SandboxError(f"cannot start a worker: {exc}") from exc
         assert proc.stdin is not None
+        if self._isolation.host_maps:  # userns as root: the worker's ids there are written from here
+            try:
+                if not await asyncio.to_thread(wait_for_userns, proc.pid):
+                    raise OSError("unshare did not enter a user namespace")
+                write_id_maps(proc.pid, self.settings.sandbox_uid_base + slot)
+                proc.stdin.write(b".")  # AFTER_MAPS: run the bootstrap now
+            except OSError as exc:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                await proc.wait()
+                if gate is not None:
+                    await gate.close()
+                self._release_slot(slot, claim)
+                _close(lease)
+                shutil.rmtree(root, ignore_errors=True)
+                raise SandboxError(f"cannot start a worker: its user namespace's id maps: {exc}") from exc
         proc.stdin.write(encode_frame(config))
         namespaced = self._isolation.mode != "rlimits"
         reap_uid = self.settings.sandbox_uid_base + slot if self._rlimits_uid else None
