@@ -143,10 +143,12 @@ def _start_backend_as(prefix: list[str], data_dir: Path, cache_dir: Path) -> sub
         "from evaluator_host.errors import BackendUnavailable\n"
         "from evaluator_host.sandbox.process.backend import ProcessBackend\n"
         "from evaluator_host.settings import Settings\n"
+        "import asyncio\n"
         "try:\n"
-        "    ProcessBackend(Settings(data_dir=Path(sys.argv[1]), cache_dir=Path(sys.argv[2]),"
+        "    backend = ProcessBackend(Settings(data_dir=Path(sys.argv[1]), cache_dir=Path(sys.argv[2]),"
         " process_isolation='rlimits', python_executable=sys.argv[3]))\n"
-        "except BackendUnavailable as exc:\n    print('REFUSED', exc)\nelse:\n    print('STARTED')\n"
+        "except BackendUnavailable as exc:\n    print('REFUSED', exc)\nelse:\n"
+        "    asyncio.run(backend.close())\n    print('STARTED')\n"
     )
     argv = [*prefix, sys.executable, "-c", script, str(data_dir), str(cache_dir), _reachable_python()]
     return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)

@@ -183,9 +183,9 @@ class ProcessBackend:
         # outside the (private, 0700) data dir, in a directory others may traverse but not list
         self._rlimits_uid = iso.mode == "rlimits" and iso.uid_drop
         if self._rlimits_uid:
+            self._check_sandbox_uid_reaches()
             self._run_dir = Path(tempfile.mkdtemp(prefix="evaluator-host-run-"))
             self._run_dir.chmod(0o711)
-            self._check_sandbox_uid_reaches()
         else:
             self._run_dir = settings.data_dir / "run"
             self._run_dir.mkdir(parents=True, exist_ok=True)
