@@ -16,6 +16,9 @@ Contract:
 * A row that fails (raises, times out, exhausts memory, kills its worker) is that row's
   result; the pool replaces the worker and the job goes on. Only infrastructure failures
   that outlast ``job_retries`` retries, or a revision/dataset that is gone, fail a job.
+* A chunk's commit is charged to the workspace's storage quota (``max_dataset_bytes``: datasets and job
+  results, :mod:`evaluator_host.quotas`): the commit that takes the workspace past it stops the job
+  ``failed`` (``QuotaExceeded``), keeping the rows stored; the queued path applies the same rule.
 * A full data disk (:class:`StorageFull`) fails no job: a chunk's results wait in memory and
   their commit is retried with back-off until the disk has room again (a lane holds at most
   one chunk waiting and runs no further, so nothing piles up); a job being cancelled or a service stopping gives up the
@@ -149,13 +152,16 @@ class JobRunner:
     # -- API -------------------------------------------------------------------------------
     async def create(self, workspace: str, body: JobCreate) -> Job:
         """Check the revision, the dataset and the mapping, store the job (``queued``) in ``workspace`` and
-        start it; ``QuotaExceeded`` (429) past the workspace's ``max_concurrent_jobs``.
+        start it; ``QuotaExceeded`` (429) past the workspace's ``max_concurrent_jobs``, or while what it
+        stores (datasets and job results) is at or over its ``max_dataset_bytes``.
 
         Inline ``rows`` become a dataset of their own, removed again if the job is refused.
         """
         record = await asyncio.to_thread(self.evaluators.get, workspace, body.evaluator_id, body.revision)  # 404 first
         async with self._creating:  # the count and the new row together: two calls never both take the last place
             self.quotas.check_jobs(workspace, await asyncio.to_thread(self.store.active_jobs, workspace))
+            if self.quotas.storage_limited(workspace):  # no new job while its results could not be stored
+                self.quotas.check_storage(workspace, await asyncio.to_thread(self.store.storage_bytes, workspace))
             if body.rows is None:
                 dataset = await self.datasets.get(workspace, body.dataset_id or "")
                 return await self._create(workspace, body, record, dataset)
@@ -430,6 +436,7 @@ class JobRunner:
                         failed=failed,
                         acc_state=acc.state(),
                         active_s=live.active(),
+                        workspace_id=record.workspace_id,
                     )
                 )
                 try:
