@@ -186,11 +186,12 @@ class JobStore:
     @staticmethod
     def _quota(conn: Connection, workspace_id: str) -> tuple[int, int] | None:
         """``(limit, used)`` of ``workspace_id``'s storage quota, in the committing transaction (on
-        PostgreSQL its workspace row locked: commits of one workspace take turns); None: no quota."""
-        quotas = conn.execute(
-            select(WorkspaceRow.quotas).where(WorkspaceRow.id == workspace_id).with_for_update()
-        ).scalar_one_or_none()
-        limit = storage_limit(quotas)
+        PostgreSQL, when it has one, its workspace row locked: commits of one workspace take turns);
+        None: no quota (and no lock: commits of a workspace without one never wait for each other)."""
+        query = select(WorkspaceRow.quotas).where(WorkspaceRow.id == workspace_id)
+        if storage_limit(conn.execute(query).scalar_one_or_none()) is None:
+            return None
+        limit = storage_limit(conn.execute(query.with_for_update()).scalar_one_or_none())  # as of the lock
         return None if limit is None else (limit, JobStore._storage_used(conn, workspace_id))
 
     @staticmethod
@@ -397,6 +398,10 @@ class JobStore:
             quota = self._quota(conn, job.workspace_id)
             store, charged, over = self._charge(job.workspace_id, quota, adding, job.done, len(new))
             inserted = self._insert_new(conn, job_id, rows, revision, runtime_id, worker) if store else set()
+            if store and inserted != new:  # what landed is what is counted (the lock makes them the same)
+                charged["result_bytes"] = JobRow.result_bytes + _utf8_bytes(
+                    text for idx, _, text, _ in rows if idx in inserted
+                )
             fresh = Accumulator()
             landed = [(status, scored) for idx, status, _, scored in rows if idx in inserted]
             fresh.add_all(scored for _, scored in landed)
