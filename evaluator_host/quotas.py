@@ -12,11 +12,13 @@
   its raw bytes exceed the room left, and refused after parsing when its stored bytes do; a new job
   is refused while the workspace is at or over the quota; a job's chunk commit is charged by
   :meth:`evaluator_host.store.jobs.JobStore.commit_rows` / ``commit_shared`` (the embedded runner and
-  queued worker hosts alike, one rule): a chunk that takes the workspace past the quota is stored and
-  the job stops ``failed`` with :func:`storage_exceeded`'s error; a chunk of a workspace already at
-  or over it is not stored, and its job stops the same way. The rows a job stored are kept; deleting
-  jobs or datasets frees their bytes. A workspace ends past its quota by at most one chunk per job
-  committing at that moment.
+  queued worker hosts alike, one rule): of a chunk that would take the workspace past the quota only
+  the leading rows that fit are stored (:func:`fitting`) and the job stops ``failed`` with
+  :func:`storage_exceeded`'s error; a chunk of a workspace already at or over it stores nothing, and
+  its job stops the same way. The rows a job stored are kept; deleting jobs or datasets frees their
+  bytes. The embedded runner cuts its chunk before the commit (the aggregate is the runner's); its
+  commit, if the room shrank meanwhile (another service), stores the whole chunk: past the quota by
+  at most one chunk, then.
 * ``max_warm_workers``: enforced by the pool (:mod:`evaluator_host.sandbox.leasing`): a workspace's
   keys hold at most that many workers; calls beyond wait for one of them (no 429).
 
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +38,7 @@ from evaluator_host.errors import QuotaExceeded
 if TYPE_CHECKING:  # the store imports this module (storage_limit, storage_exceeded): no cycle through it
     from evaluator_host.workspaces import Workspaces
 
-__all__ = ["STORAGE_QUOTA", "QuotaGuard", "storage_exceeded", "storage_limit"]
+__all__ = ["STORAGE_QUOTA", "QuotaGuard", "fitting", "storage_exceeded", "storage_limit"]
 
 STORAGE_QUOTA = "max_dataset_bytes"  # datasets and job results: the workspace's stored bytes
 
@@ -54,12 +56,23 @@ def storage_exceeded(workspace_id: str, limit: int, used: int, *, stored: int) -
     """The error that stops a job at the storage quota: ``used`` bytes (datasets and job results, this
     commit's included) of ``limit``; ``stored``, the rows the job keeps."""
     return QuotaExceeded(
-        f"workspace {workspace_id}'s stored data ({used:,} bytes: datasets and job results) reached its "
-        f"{STORAGE_QUOTA} quota of {limit:,} bytes; the job stopped with the {stored:,} rows it stored "
-        "(kept). Delete jobs or datasets to make room",
+        f"workspace {workspace_id}'s stored data ({used:,} bytes: datasets and job results) leaves no room "
+        f"for this job's next results under its {STORAGE_QUOTA} quota of {limit:,} bytes; the job stopped "
+        f"with the {stored:,} rows it stored (kept). Delete jobs or datasets to make room",
         quota=STORAGE_QUOTA,
         retry_after_s=_BYTES_RETRY_S,
     )
+
+
+def fitting(texts: Sequence[str], room: int) -> tuple[int, int]:
+    """How many leading results of ``texts`` fit in ``room`` bytes (UTF-8), and their bytes."""
+    used = 0
+    for count, text in enumerate(texts):
+        size = len(text.encode())
+        if used + size > room:
+            return count, used
+        used += size
+    return len(texts), used
 
 
 @dataclass
@@ -128,6 +141,11 @@ class QuotaGuard:
     def storage_limited(self, workspace_id: str) -> bool:
         """Whether ``workspace_id`` has a storage quota (else its usage need not be read)."""
         return self._limit(workspace_id, STORAGE_QUOTA) is not None
+
+    def storage_quota(self, workspace_id: str) -> int | None:
+        """``workspace_id``'s storage quota in bytes (None: unlimited)."""
+        limit = self._limit(workspace_id, STORAGE_QUOTA)
+        return None if limit is None else int(limit)
 
     def check_storage(self, workspace_id: str, used: int) -> None:
         """``QuotaExceeded`` when ``used`` stored bytes (datasets and job results) leave no room: no new job."""

@@ -16,10 +16,13 @@ Every statement is portable SQL (SQLite and PostgreSQL).
 Storage quota: both commits charge the workspace's storage quota (``max_dataset_bytes``: datasets and
 job results, see :mod:`evaluator_host.quotas`) in the same transaction, by one rule (:meth:`JobStore._charge`):
 the job's ``result_bytes`` grow by the UTF-8 bytes of the results stored; a chunk that takes the
-workspace past the quota is stored and the job is marked ``failed`` (``QuotaExceeded``) with it; a chunk
-of a workspace already at or over the quota is not stored and the job is marked the same way. The
-committer then gets the :class:`QuotaExceeded`. On PostgreSQL the workspace's row is locked for the
-check, so concurrent commits of one workspace take turns.
+workspace past the quota is stored only as far as it fits (``commit_shared``: the leading rows that fit;
+``commit_rows``, whose counters the runner computed for the whole chunk: all of it — the runner cuts
+its chunk to the room before, so this is the backstop for a room that shrank meanwhile) and the job
+is marked ``failed`` (``QuotaExceeded``) with it; a chunk of a workspace already at or over the quota
+stores nothing and the job is marked the same way. The committer then gets the :class:`QuotaExceeded`.
+On PostgreSQL the workspace's row is locked for the check, so concurrent commits of one workspace take
+turns.
 
 Queued jobs (``EVALUATOR_HOST_QUEUE_URL``) are owned by ``<service id>/queue``: worker hosts
 commit their chunks on the owner's behalf with :meth:`JobStore.commit_shared`, which is idempotent
@@ -43,7 +46,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
 from evaluator_host.errors import JobNotHeld, NotFoundError, QuotaExceeded
-from evaluator_host.quotas import storage_exceeded, storage_limit
+from evaluator_host.quotas import fitting, storage_exceeded, storage_limit
 from evaluator_host.results.aggregate import Accumulator, Scored
 from evaluator_host.store.db import DatasetRow, JobResultRow, JobRow, WorkspaceRow, utcnow
 from evaluator_host.store.job_records import (
@@ -196,20 +199,24 @@ class JobStore:
 
     @staticmethod
     def _charge(
-        workspace_id: str, quota: tuple[int, int] | None, adding: int, before: int, rows: int
-    ) -> tuple[bool, dict[str, Any], QuotaExceeded | None]:
-        """The storage quota's rule (the module docstring's) for a chunk of ``rows`` rows, ``adding`` result
-        bytes, of a job that stored ``before`` rows: (store it?, the job's fields to set beside its
-        counters, the error to raise once committed)."""
-        growth: dict[str, Any] = {"result_bytes": JobRow.result_bytes + adding}
+        workspace_id: str, quota: tuple[int, int] | None, texts: Sequence[str], before: int, *, partial: bool
+    ) -> tuple[int, dict[str, Any], QuotaExceeded | None]:
+        """The storage quota's rule (the module docstring's) for a chunk of results ``texts`` of a job that
+        stored ``before`` rows: (how many leading rows to store, the job's fields to set beside its
+        counters, the error to raise once committed). ``partial``: the rows that fit may be stored alone
+        (else a chunk that crosses the quota is stored whole: the caller's counters cover it all)."""
+        adding = _utf8_bytes(texts)
         if quota is None or quota[1] + adding <= quota[0]:
-            return True, growth, None
+            return len(texts), {"result_bytes": JobRow.result_bytes + adding}, None
         limit, used = quota
-        if used >= limit:  # already at or over it (another job took the room): this chunk is not stored
-            error = storage_exceeded(workspace_id, limit, used, stored=before)
-            return False, _stopped(error), error
-        error = storage_exceeded(workspace_id, limit, used + adding, stored=before + rows)
-        return True, {**growth, **_stopped(error)}, error
+        if used >= limit:  # already at or over it (another job took the room): nothing of this chunk
+            keep, kept = 0, 0
+        elif partial:
+            keep, kept = fitting(texts, limit - used)
+        else:
+            keep, kept = len(texts), adding
+        error = storage_exceeded(workspace_id, limit, used + kept, stored=before + keep)
+        return keep, {"result_bytes": JobRow.result_bytes + kept, **_stopped(error)}, error
 
     def active_jobs(self, workspace_id: str) -> int:
         """Jobs of ``workspace_id`` queued or running."""
@@ -333,12 +340,14 @@ class JobStore:
         ``INSERT`` statements, :data:`_SQLITE_ROWS` rows each (``executemany`` releases and takes back
         the GIL around every row's step, which stalls the event loop's thread at each hand-over).
         """
-        adding = _utf8_bytes(row[5] for row in rows)
         with self.engine.begin() as conn:
             if workspace_id is None:
                 workspace_id = conn.execute(select(JobRow.workspace_id).where(JobRow.id == job_id)).scalar() or ""
             quota = self._quota(conn, workspace_id)
-            store, values, over = self._charge(workspace_id, quota, adding, done - len(rows), len(rows))
+            keep, values, over = self._charge(
+                workspace_id, quota, [row[5] for row in rows], done - len(rows), partial=False
+            )
+            store = keep > 0 or not rows
             if rows and store:
                 if self._sqlite:
                     self._insert_sqlite(conn, rows)
@@ -393,14 +402,16 @@ class JobStore:
                 )
             ).one()
             # the rows new to the store (the job's row lock keeps other committers of it out meanwhile)
-            new = {idx for idx, _, _, _ in rows} - self._stored_in(conn, job_id, [idx for idx, _, _, _ in rows])
-            adding = _utf8_bytes(text for idx, _, text, _ in rows if idx in new)
+            stored = self._stored_in(conn, job_id, [idx for idx, _, _, _ in rows])
+            new = [row for row in rows if row[0] not in stored]
             quota = self._quota(conn, job.workspace_id)
-            store, charged, over = self._charge(job.workspace_id, quota, adding, job.done, len(new))
-            inserted = self._insert_new(conn, job_id, rows, revision, runtime_id, worker) if store else set()
-            if store and inserted != new:  # what landed is what is counted (the lock makes them the same)
+            keep, charged, over = self._charge(
+                job.workspace_id, quota, [text for _, _, text, _ in new], job.done, partial=True
+            )
+            inserted = self._insert_new(conn, job_id, new[:keep], revision, runtime_id, worker)
+            if len(inserted) != keep:  # what landed is what is counted (the lock makes them the same)
                 charged["result_bytes"] = JobRow.result_bytes + _utf8_bytes(
-                    text for idx, _, text, _ in rows if idx in inserted
+                    text for idx, _, text, _ in new if idx in inserted
                 )
             fresh = Accumulator()
             landed = [(status, scored) for idx, status, _, scored in rows if idx in inserted]

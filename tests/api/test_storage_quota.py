@@ -4,8 +4,8 @@ On main a workspace with a 50 kB ``max_dataset_bytes`` ran 400 rows of an evalua
 of ``details`` and stored 45 MB of results: the quota bounded uploads only, and one tenant could fill
 the disk. Here the workspace's stored bytes are its datasets plus its jobs' stored results (tracked per
 job as chunks commit); a job that takes the workspace past the quota stops ``failed`` /
-``QuotaExceeded`` keeping the rows it stored, new jobs and uploads answer 429 while it is over, and
-deleting a job frees its bytes.
+``QuotaExceeded`` keeping the rows it stored (the leading rows of its last chunk that fit: never past
+the quota), new jobs and uploads answer 429 while it is over, and deleting a job frees its bytes.
 """
 
 from __future__ import annotations
@@ -94,17 +94,22 @@ def test_job_results_count_against_the_storage_quota_and_deleting_frees_them(ser
     assert started.status_code == 202, started.text
     job = _finished(client, started.json()["id"])
     assert job["status"] == "failed", job
-    assert job["error"]["type"] == "QuotaExceeded", job["error"]
+    assert job["error"]["type"] == "QuotaExceeded" and job["error"]["quota"] == "max_dataset_bytes", job["error"]
     message = job["error"]["message"]
     assert "max_dataset_bytes" in message and f"{QUOTA:,}" in message, message
     count, size = _stored_bytes(database_url, job["id"])
     assert 0 < count < 400 and job["progress"]["done"] == count  # the rows it stored are kept, and counted
-    # near the quota: at most one chunk's rows past it (rows of ~DETAIL bytes each, JSON overhead aside)
-    assert size <= QUOTA + CHUNK_ROWS * (DETAIL + 1000), size
+    # at the quota: the runner stores the leading rows of the last chunk that fit the room left
+    assert QUOTA - 2 * (DETAIL + 1000) < size <= QUOTA, size
     results = client.get(f"/v1/jobs/{job['id']}/results", params={"format": "ndjson"})
     assert results.status_code == 200 and len(results.text.splitlines()) == count
 
-    # while the workspace is over, new jobs and uploads are refused (429, the quota named), not run
+    # while the workspace is over (here: the operator lowered its quota), new jobs and uploads are refused
+    # (429, the quota named), not run
+    lowered = client.patch(
+        "/v1/workspaces/ws_default", json={"quotas": {"max_dataset_bytes": size // 2}}, headers=_auth(ADMIN)
+    )
+    assert lowered.status_code == 200, lowered.text
     refused = client.post("/v1/jobs", json={"evaluator_id": ev_id, "rows": [{"i": 0, "outputs": 1}]})
     assert refused.status_code == 429, refused.text
     assert refused.json()["error"]["type"] == "QuotaExceeded"
@@ -114,6 +119,10 @@ def test_job_results_count_against_the_storage_quota_and_deleting_frees_them(ser
     assert_healthy(client)  # evaluate still answers
 
     # deleting the job frees its bytes: a new job runs to the end
+    restored = client.patch(
+        "/v1/workspaces/ws_default", json={"quotas": {"max_dataset_bytes": QUOTA}}, headers=_auth(ADMIN)
+    )
+    assert restored.status_code == 200, restored.text
     assert client.delete(f"/v1/jobs/{job['id']}").status_code == 204
     again = client.post("/v1/jobs", json={"evaluator_id": ev_id, "rows": rows[:10]})
     assert again.status_code == 202, again.text
