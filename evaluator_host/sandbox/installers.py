@@ -340,7 +340,11 @@ def build_failed(
     reason = trim_install_log(output.split(LOCK_MARK)[0])
     if family.installer == "pip":
         sdist_only = [] if sources else suggest.pip_sdist_only(output, versions_of)
-        hints = [h for h in suggest.suggestions("pip", output) if not any(f"{n}==" in h for n, _ in sdist_only)]
+        hints = [
+            h
+            for h in suggest.suggestions("pip", output)
+            if not any(repr(n) in h or f"{n}==" in h for n, _ in sdist_only)
+        ]
         if sdist_only:
             what = ", ".join(f"{n}=={v}" for n, v in sdist_only)
             reason += _WHEELS_ONLY_HINT.format(what=f"{what} is published only as source (no wheel).")
