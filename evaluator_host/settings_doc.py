@@ -26,6 +26,7 @@ FACTORY_DEFAULTS = {
     "api_keys": "none",
     "secrets_key": "a key generated once in `data_dir/secrets.key`",
     "egress_hosts": "none",
+    "build_allow_hosts": "none (the configured package indexes only)",
     "python_executable": "the interpreter behind this venv",
     "ca_bundle": "the host's system bundle",
     "otel_endpoint": "`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, else `OTEL_EXPORTER_OTLP_ENDPOINT`/v1/traces, else none",

@@ -364,7 +364,6 @@ def test_concurrent_shared_commits_of_overlapping_chunks_keep_counters_equal_to_
     store.set_job(queued, total=200)
     chunks = [list(range(start, min(start + 20, 200))) for start in range(0, 200, 10)]  # each row in two chunks
 
-
     def one(numbered: tuple[int, list[int]]) -> int:
         try:
             return int(commit(store, queued, numbered[1], f"host-{numbered[0] % 3}").stored)
