@@ -25,6 +25,8 @@ import json, os, socket
 
 def probe():
     seen = {{"uid": os.getuid(), "euid": os.geteuid()}}
+    with open("/proc/self/status") as fh:
+        seen["cap_eff"] = [line.split()[1] for line in fh if line.startswith("CapEff")][0]
     try:
         open({secret!r}).read()
         seen["secret"] = "read"
@@ -117,7 +119,7 @@ def test_an_sdist_build_runs_unprivileged_without_host_data_credentials_or_netwo
                 result = evaluate(client, REPORT, packages={"sbprobe": version}, settings={"timeout_s": 60})
                 assert result["status"] == "ok", result
                 seen = result["details"]["seen"]
-                assert seen["uid"] != 0 and seen["euid"] != 0, seen
+                assert seen["uid"] != 0 and seen["euid"] != 0 and int(seen["cap_eff"], 16) == 0, seen
                 assert seen["secret"] in ("FileNotFoundError", "PermissionError"), seen
                 assert seen["outside"] != "written" and not outside.exists(), seen
                 assert seen["direct"] != "connected", seen
@@ -161,6 +163,44 @@ def test_a_dependency_naming_a_direct_url_is_refused_before_any_of_its_code_runs
             assert not marker.exists(), marker.read_text()
             assert not [p for p in index.asked if p.startswith(("/ran/", f"/files/{sdist.name}"))], index.asked
             assert_healthy(client)
+
+
+def test_without_namespaces_installs_take_wheels_only_and_still_refuse_direct_urls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process backend's rlimits mode has no build sandbox: whatever ``allow_sdist_builds`` says,
+    no package code runs there — sdists are not built, and a direct-URL dependency is refused before
+    pip prepares it (its code never runs); a plain wheel still installs."""
+    import asyncio
+
+    from evaluator_host.errors import BuildError
+    from evaluator_host.sandbox.process.isolation import Isolation
+    from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
+
+    files, marker = tmp_path / "index", tmp_path / "marker"
+    files.mkdir()
+    with loopback_index(files) as index:
+        never = NEVER.format(marker=str(marker), port=index.port)
+        sdist = sdist_with_backend(files, "evilsd", "1.0", never)
+        wheel(
+            files,
+            "evilwheel",
+            "1.0",
+            {"evilwheel/__init__.py": ""},
+            requires=(f"evilsd @ {index.file_url(sdist.name)}",),
+        )
+        wheel(files, "plain", "1.0", {"plain/__init__.py": ""})
+        monkeypatch.setenv("PIP_INDEX_URL", index.url)
+        rlimits = Isolation("rlimits", (), uid_drop=False, pids_cgroup=None)
+        builder = RuntimeBuilder(make_settings(tmp_path / "data", allow_sdist_builds=True), rlimits)
+        with pytest.raises(BuildError) as refused:
+            asyncio.run(builder.ensure("python", {"evilwheel": "1.0"}))
+        assert "evilsd" in refused.value.message and sdist.name in refused.value.message, refused.value.message
+        with pytest.raises(BuildError) as no_wheel:
+            asyncio.run(builder.ensure("python", {"evilsd": "1.0"}))
+        assert "evilsd==1.0 is published only as source" in no_wheel.value.message, no_wheel.value.message
+        assert not marker.exists() and not [p for p in index.asked if p.startswith("/ran/")], index.asked
+        assert "plain==1.0" in asyncio.run(builder.ensure("python", {"plain": "1.0"})).lock
 
 
 def test_the_no_wheel_hint_is_given_only_when_that_is_the_reason(
