@@ -150,8 +150,8 @@ class ProcessBackend:
 
     def __init__(self, settings: Settings, isolation: Isolation | None = None) -> None:
         self.settings = settings
+        self.builder = RuntimeBuilder(settings)
         self._isolation = isolation or probe()
-        self.builder = RuntimeBuilder(settings, self._isolation)
         self._run_dir = settings.data_dir / "run"
         self._run_dir.mkdir(parents=True, exist_ok=True)
         # uids are handed out oldest-freed first, and only once every process of the last holder is gone
@@ -162,6 +162,7 @@ class ProcessBackend:
         namespaced = self._isolation.mode != "rlimits"
         self.egress: EgressProxy | None = EgressProxy(settings.egress_hosts) if namespaced else None
         self._sweep_cgroups()
+        self.builder.use_isolation(self._isolation)  # Python installs run in a build sandbox of this kind
 
     @property
     def isolation(self) -> dict[str, Any]:

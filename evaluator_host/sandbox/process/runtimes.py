@@ -68,6 +68,10 @@ class RuntimeBuilder(BuildOnce):
             self._isolation = probe()
         return self._isolation
 
+    def use_isolation(self, isolation: Isolation) -> None:
+        """Build in the sandbox ``isolation`` allows (the backend's probe)."""
+        self._isolation = isolation
+
     @functools.cached_property
     def pip_config(self) -> dict[str, str]:
         """The host's pip index settings builds get (read once)."""
