@@ -226,6 +226,12 @@ class Settings(BaseSettings):
     max_concurrent_builds: int = Field(
         2, ge=1, description="Package installs running at once; later ones queue (on threads of their own)."
     )
+    max_builds_per_workspace: int = Field(
+        1,
+        ge=1,
+        description="Package installs of one workspace running at once (its later ones queue behind its own): one "
+        "workspace's slow builds never take every build slot from the others.",
+    )
     ca_bundle: Path | None = Field(
         default_factory=default_ca_bundle,
         description="CA bundle given to package installs in build containers (TLS-intercepting proxies).",

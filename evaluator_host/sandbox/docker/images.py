@@ -63,7 +63,9 @@ class DockerRuntimeBuilder(BuildOnce):
 
     def __init__(self, settings: Settings, engine: Engine) -> None:
         # locks, build logs, last-use marks
-        super().__init__(settings.resolved_cache_dir / "images", settings.max_concurrent_builds)
+        super().__init__(
+            settings.resolved_cache_dir / "images", settings.max_concurrent_builds, settings.max_builds_per_workspace
+        )
         self.settings = settings
         self.engine = engine
         self._base_id: str | None = None

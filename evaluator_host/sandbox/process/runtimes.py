@@ -56,7 +56,9 @@ class RuntimeBuilder(BuildOnce):
     """Process-backend runtimes: ``site/`` directories under ``cache_dir/runtimes``."""
 
     def __init__(self, settings: Settings, isolation: Isolation | None = None) -> None:
-        super().__init__(settings.resolved_cache_dir / "runtimes", settings.max_concurrent_builds)
+        super().__init__(
+            settings.resolved_cache_dir / "runtimes", settings.max_concurrent_builds, settings.max_builds_per_workspace
+        )
         self.settings = settings
         self._isolation = isolation
         self.sweep_partials()
