@@ -7,6 +7,7 @@ named by the operator's pip setting (``PIP_INDEX_URL``, which the service reads 
 from __future__ import annotations
 
 import socket
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,54 @@ def test_a_dependency_naming_a_direct_url_is_refused_before_any_of_its_code_runs
             assert not marker.exists(), marker.read_text()
             assert not [p for p in index.asked if p.startswith(("/ran/", f"/files/{sdist.name}"))], index.asked
             assert_healthy(client)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_build_from_a_trickling_index_ends_at_its_own_time_limit(
+    tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28, item 7: a trickling index (a byte every 0.2 s: pip's own read timeout never fires)
+    held a build, and the build threads, for minutes. A build ends at its own ``build_timeout_s``,
+    killed with everything it started (the build sandbox's pid namespace, the box's ``timeout``); a
+    clear 422, nothing of it left running, and the service goes on."""
+    files = tmp_path / "index"
+    files.mkdir()
+    with loopback_index(files) as index:
+        slow = wheel(files, "trickle", "1.0", {"trickle/__init__.py": "# " + "x" * 4000 + "\n"})
+        index.trickle.add(slow.name)
+        monkeypatch.setenv("PIP_INDEX_URL", index.url)
+        settings = make_settings(tmp_path / "data", backend=backend, build_timeout_s=4)
+        with TestClient(create_app(settings)) as client:
+            body = {"language": "python", "packages": {"trickle": "1.0"}, "code": REPORT}
+            answer = client.post("/v1/evaluate", json=body)
+            assert answer.status_code == 422, answer.text
+            error = answer.json()["error"]
+            assert error["type"] == "BuildError" and "longer than 4 s" in error["message"], error
+            assert f"/files/{slow.name}" in index.asked
+            from evaluator_host.sandbox.build_sandbox import build_uid
+
+            uid = build_uid(settings.sandbox_uid_base)
+            for _ in range(100):  # killed processes may take a moment to be gone from /proc (bounded: 10 s)
+                if not _processes_of(uid):
+                    break
+                time.sleep(0.1)
+            assert not _processes_of(uid), _processes_of(uid)
+            assert_healthy(client)
+
+
+def _processes_of(uid: int) -> list[str]:
+    """Pids of this machine's processes whose real uid is ``uid`` (read from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                status = (entry / "status").read_text()
+            except OSError:
+                continue
+            uids = next((line.split()[1:] for line in status.splitlines() if line.startswith("Uid:")), [])
+            if uids and int(uids[0]) == uid:
+                found.append(entry.name)
+    return found
 
 
 def test_without_namespaces_installs_take_wheels_only_and_still_refuse_direct_urls(

@@ -20,12 +20,14 @@ Found or built through :class:`~evaluator_host.sandbox.build_once.BuildOnce`.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import glob
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -373,19 +375,26 @@ class RuntimeBuilder(BuildOnce):
             command, stdin = install.command, b""
             environment = {**installers.installer_environment(dict(os.environ)), **install.environment}
         with open(out_path, "w+b") as out, open(err_path, "w+b") as err:
+            # a session of its own: on timeout the whole process group goes (the build sandbox's init
+            # with it, and so its pid namespace: the uid change cleared unshare's kill-child signal)
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=err,
+                env=environment,
+                start_new_session=True,
+            )
             try:
-                returncode = subprocess.run(
-                    command,
-                    input=stdin,
-                    stdout=out,
-                    stderr=err,
-                    timeout=limit,
-                    env=environment,
-                    start_new_session=sandbox is not None,
-                ).returncode
+                proc.communicate(stdin, timeout=limit)
             except subprocess.TimeoutExpired as exc:
+                _kill_group(proc)
                 message = f"installing {installers.shown(family, pins)} took longer than {limit:.0f} s"
                 raise BuildError(message, runtime_id=rid, output="") from exc
+            except BaseException:
+                _kill_group(proc)
+                raise
+            returncode = proc.returncode
             stdout, stderr = (_read(handle) for handle in (out, err))
         if returncode != 0 or installers.LOCK_MARK not in stdout:
             if any(mark in stderr + stdout for mark in INSTALLER_MARKS) or _disk_full(self.root):
@@ -399,6 +408,18 @@ class RuntimeBuilder(BuildOnce):
                 versions_of=lambda name: suggest.pip_versions(sys.executable, name),
             )
         return stdout, stdout + stderr
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill an install's process group and wait (bounded) until none of it is left."""
+    for _ in range(100):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            break
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(0.05)
+    proc.wait()
 
 
 def _read(handle: BinaryIO) -> str:
