@@ -12,12 +12,17 @@ extra-index-url and find-links URLs, npm's registry, and ``build_allow_hosts``),
 What an install reads of the host's package-manager settings reaches it as a generated
 ``pip.conf`` / ``npmrc`` (:func:`pip_conf`, :func:`npmrc`): credentials (``user:token@`` in a URL,
 npm auth tokens) are never written into it — the sandbox runs package code, which could read and
-send them. An index that needs credentials is not supported in a build sandbox (documented in
-docs/security.md).
+send them. A pip index whose URL carries credentials is reached through the relay instead
+(:func:`relay_credentials`): the sandbox's ``pip.conf`` names it as plain ``http://host:port/…``
+(a trusted host), and the relay — on the host — opens the real connection (TLS when the index is
+``https``, verified against the CA bundle) and adds the ``Authorization`` header to each request.
+The sandbox can use the index, never learn its credentials. (Absolute ``https://`` file links an
+index page gives for its own host go through ``CONNECT``, without them: use relative links.)
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import re
@@ -25,19 +30,22 @@ import select
 import shutil
 import socket
 import socketserver
+import ssl
 import subprocess
 import sys
 import tempfile
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 __all__ = [
     "FORWARDER",
     "IN_SANDBOX_PROXY",
     "PIP_KEYS",
     "BuildRelay",
+    "Upstream",
     "allowed_hosts",
     "build_uid",
     "direct_hosts",
@@ -46,6 +54,7 @@ __all__ = [
     "npmrc",
     "pip_conf",
     "proxy_environment",
+    "relay_credentials",
     "scrub_url",
 ]
 
@@ -197,6 +206,49 @@ def npmrc(config: dict[str, str], *, cafile: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True)
+class Upstream:
+    """Where the relay takes plain requests for one credentialed index: the real host and port, over
+    TLS or not, with the ``Authorization`` header it adds."""
+
+    host: str
+    port: int
+    tls: bool
+    authorization: str
+
+
+def relay_credentials(config: dict[str, str]) -> tuple[dict[str, str], dict[str, Upstream]]:
+    """``config`` with every index URL that carries credentials rewritten to ``http://host:port/…``
+    (no userinfo; ``trusted-host`` gains the host), and the relay's :class:`Upstream` per ``host:port``."""
+    upstreams: dict[str, Upstream] = {}
+    out = dict(config)
+    trusted = config.get("trusted-host", "").split()
+    for key in ("index-url", "extra-index-url", "find-links"):
+        items = []
+        for url in config.get(key, "").split():
+            try:
+                parts = urlsplit(url)
+                port = parts.port or (443 if parts.scheme == "https" else 80)
+            except ValueError:
+                items.append(url)
+                continue
+            if parts.scheme not in ("http", "https") or not parts.hostname or parts.password is None:
+                items.append(url)
+                continue
+            user, password = unquote(parts.username or ""), unquote(parts.password)
+            token = base64.b64encode(f"{user}:{password}".encode()).decode()
+            host = parts.hostname.lower()
+            upstreams[f"{host}:{port}"] = Upstream(host, port, parts.scheme == "https", f"Basic {token}")
+            items.append(urlunsplit(("http", f"{host}:{port}", parts.path, parts.query, "")))
+            if host not in trusted:
+                trusted.append(host)
+        if items:
+            out[key] = " ".join(items)
+    if trusted:
+        out["trusted-host"] = " ".join(trusted)
+    return out, upstreams
+
+
 def _host_port(url: str) -> str | None:
     try:
         parts = urlsplit(url)
@@ -236,8 +288,14 @@ class BuildRelay:
     """The build sandbox's only way out: a forward proxy on a unix socket that reaches ``allowed``
     (``host:port``) and nothing else (see the module docstring). Threads of its own; ``close`` ends it."""
 
-    def __init__(self, allowed: frozenset[str]) -> None:
-        self.allowed = allowed
+    def __init__(
+        self, allowed: frozenset[str], upstreams: dict[str, Upstream] | None = None, ca_bundle: str | None = None
+    ) -> None:
+        self.allowed = allowed | frozenset(upstreams or {})
+        self.upstreams = dict(upstreams or {})
+        self._tls = (
+            ssl.create_default_context(cafile=ca_bundle) if any(u.tls for u in self.upstreams.values()) else None
+        )
         self.refused: list[str] = []  # what it turned down (newest last, bounded): for logs and tests
         self._dir = Path(tempfile.mkdtemp(prefix="evh-relay-"))
         os.chmod(self._dir, 0o711)
@@ -284,8 +342,13 @@ class BuildRelay:
                 _answer(client, str(refused))
                 return
             host, _, port = destination.rpartition(":")
+            target = None if tunnel else self.upstreams.get(destination)
             try:
                 upstream = socket.create_connection((host.strip("[]"), int(port)), timeout=30)
+                if target is not None:
+                    forward = _with_credentials(forward, target)
+                    if target.tls and self._tls is not None:
+                        upstream = self._tls.wrap_socket(upstream, server_hostname=target.host)
             except OSError as exc:
                 _answer(client, f"could not connect to {destination}: {exc.__class__.__name__}", 502)
                 return
@@ -304,6 +367,16 @@ class BuildRelay:
             self._slots.release()
             with contextlib.suppress(OSError):
                 client.close()
+
+
+def _with_credentials(forward: bytes, target: Upstream) -> bytes:
+    """A forwarded request head (and any body after it) for ``target``: its Host, the credentials."""
+    head, _, body = forward.partition(b"\r\n\r\n")
+    lines = [ln for ln in head.split(b"\r\n") if not ln.lower().startswith((b"host:", b"authorization:"))]
+    default = 443 if target.tls else 80
+    host = target.host if target.port == default else f"{target.host}:{target.port}"
+    lines[1:1] = [f"Host: {host}".encode(), f"Authorization: {target.authorization}".encode()]
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
 
 
 def _answer(client: socket.socket, why: str, status: int = 403) -> None:
@@ -352,7 +425,8 @@ def _pump(a: socket.socket, b: socket.socket) -> None:
     peer = {a: b, b: a}
     open_ends = {a, b}
     while open_ends:
-        ready, _, _ = select.select(list(open_ends), [], [], _IDLE_S)
+        buffered = [s for s in open_ends if isinstance(s, ssl.SSLSocket) and s.pending()]
+        ready = buffered or select.select(list(open_ends), [], [], _IDLE_S)[0]
         if not ready:
             return
         for sock in ready:

@@ -43,8 +43,10 @@ class Index:
 
 
 @contextmanager
-def loopback_index(folder: Path) -> Iterator[Index]:
-    """Serve ``folder``'s ``*.whl`` and ``*.tar.gz`` as a simple index on a free loopback port."""
+def loopback_index(folder: Path, credentials: str | None = None) -> Iterator[Index]:
+    """Serve ``folder``'s ``*.whl`` and ``*.tar.gz`` as a simple index on a free loopback port (with
+    ``credentials``, ``user:password``: only to requests that carry them, as HTTP basic auth)."""
+    wanted = None if credentials is None else "Basic " + base64.b64encode(credentials.encode()).decode()
     state: dict[str, Index] = {}
 
     class Handler(BaseHTTPRequestHandler):
@@ -54,6 +56,12 @@ def loopback_index(folder: Path) -> Iterator[Index]:
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             index = state["index"]
             index.asked.append(self.path)
+            if wanted is not None and self.headers.get("Authorization") != wanted:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="test"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             parts = [p for p in self.path.split("?")[0].split("/") if p]
             body, kind = b"", "text/html"
             if parts[:1] == ["simple"] and len(parts) == 2:

@@ -102,10 +102,11 @@ def test_an_sdist_build_runs_unprivileged_without_host_data_credentials_or_netwo
     read data_dir/secrets.key, or in a build box with network and the host's pip.conf (docker). Now
     its code runs in the build sandbox: an unprivileged uid, no data dir, nothing writable outside its
     own folders, no way to any host but the index, no credentials (the index URL's ``user:s3cret@`` is
-    not in the pip.conf it gets), no service environment. The build still succeeds."""
+    not in the pip.conf it gets), no service environment. The build still succeeds: the index, which
+    answers only with the credentials, is reached through the build relay, which adds them."""
     files, data, outside = tmp_path / "index", tmp_path / "data", tmp_path / "outside"
     files.mkdir()
-    with socket.socket() as listener, loopback_index(files) as index:
+    with socket.socket() as listener, loopback_index(files, credentials="user:s3cret") as index:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         listener.setblocking(False)
@@ -299,6 +300,75 @@ def test_the_build_sandboxes_settings_carry_no_credentials() -> None:
     assert "npmtok" not in npmrc(npm, cafile=None)
     allowed = allowed_hosts(pip, npm)
     assert allowed == {"pypi.example:443", "extra.example:443", "registry.example:443"}, allowed
+
+
+def test_an_index_with_credentials_is_reached_over_tls_through_the_relay_which_adds_them(tmp_path: Path) -> None:
+    """An ``https://user:token@host/simple`` index: the sandbox's pip.conf names ``http://host:443/simple``
+    (no credentials, a trusted host) and the relay, on the host, opens TLS to the index — verified
+    against the CA bundle — and adds ``Authorization``; a request without the relay's help gets a 401."""
+    import http.server
+    import ssl
+    import subprocess
+    import threading
+
+    from evaluator_host.sandbox.build_sandbox import BuildRelay, allowed_hosts, pip_conf, relay_credentials
+
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    seen: list[str | None] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            seen.append(self.headers.get("Authorization"))
+            ok = self.headers.get("Authorization") == "Basic dXNlcjp0MGtlbg=="  # user:t0ken
+            body = b"<a href='/files/x-1.0.tar.gz'>x</a>" if ok else b""
+            self.send_response(200 if ok else 401)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        config = {"index-url": f"https://user:t0ken@localhost:{port}/simple"}
+        in_sandbox, upstreams = relay_credentials(config)
+        conf = pip_conf(in_sandbox, cert=None, constraint=None)
+        assert "t0ken" not in conf and f"index-url = http://localhost:{port}/simple" in conf, conf
+        assert "trusted-host = localhost" in conf, conf
+        relay = BuildRelay(allowed_hosts(in_sandbox, {}), upstreams, str(cert))
+        try:
+            with socket.socket(socket.AF_UNIX) as conn:
+                conn.settimeout(10)
+                conn.connect(str(relay.path))
+                conn.sendall(f"GET http://localhost:{port}/simple/x/ HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+                answer = b""
+                while chunk := conn.recv(65536):
+                    answer += chunk
+        finally:
+            relay.close()
+        assert answer.startswith(b"HTTP/1.0 200") and b"x-1.0.tar.gz" in answer, answer[:300]
+        assert seen == ["Basic dXNlcjp0MGtlbg=="], seen
+        import urllib.error
+        import urllib.request
+
+        plain = ssl.create_default_context(cafile=str(cert))
+        with pytest.raises(urllib.error.HTTPError) as refused:  # the index itself wants them
+            urllib.request.urlopen(f"https://localhost:{port}/simple/x/", context=plain, timeout=10)
+        assert refused.value.code == 401
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_the_build_relay_reaches_the_index_and_nothing_else(tmp_path: Path) -> None:

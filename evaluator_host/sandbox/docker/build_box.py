@@ -171,13 +171,19 @@ class BuildBoxes:
                 cert = "/build/ca.pem"
             if config.get("constraint") and os.path.isfile(config["constraint"]):
                 shutil.copyfile(config["constraint"], build / "constraints.txt")
-            (build / "pip.conf").write_text(build_sandbox.pip_conf(config, cert=cert, constraint=None))
+            # an index with credentials: named plainly in the box, reached with them through the relay
+            in_box, upstreams = build_sandbox.relay_credentials(config)
+            (build / "pip.conf").write_text(build_sandbox.pip_conf(in_box, cert=cert, constraint=None))
             (build / "npmrc").write_text(build_sandbox.npmrc(self.npm_config(), cafile=cert))
             (build / "forward.py").write_text(build_sandbox.FORWARDER)
             for path in build.iterdir():
                 path.chmod(0o644)
             build.chmod(0o755)
-            relay = BuildRelay(build_sandbox.allowed_hosts(config, self.npm_config(), self.settings.build_allow_hosts))
+            relay = BuildRelay(
+                build_sandbox.allowed_hosts(in_box, self.npm_config(), self.settings.build_allow_hosts),
+                upstreams,
+                str(self.settings.ca_bundle) if self.settings.ca_bundle else None,
+            )
             # bind mounts (not volumes): nothing of them is recorded in the committed image
             binds = {
                 str(build): {"bind": "/build", "mode": "ro"},

@@ -163,8 +163,10 @@ class RuntimeBuilder(BuildOnce):
         ca_bundle = str(self.settings.ca_bundle) if self.settings.ca_bundle else None
         relay: build_sandbox.BuildRelay | None = None
         if family.installer == "pip" and self.sandboxed:
+            # an index with credentials: named plainly in the sandbox, reached with them through the relay
+            in_sandbox, upstreams = build_sandbox.relay_credentials(self.pip_config)
             relay = build_sandbox.BuildRelay(
-                build_sandbox.allowed_hosts(self.pip_config, {}, self.settings.build_allow_hosts)
+                build_sandbox.allowed_hosts(in_sandbox, {}, self.settings.build_allow_hosts), upstreams, ca_bundle
             )
             install, config = self._sandbox(build, partial, family, pins, relay)
         else:
@@ -251,7 +253,8 @@ class RuntimeBuilder(BuildOnce):
         if self.pip_config.get("constraint") and os.path.isfile(self.pip_config["constraint"]):
             shutil.copyfile(self.pip_config["constraint"], files / "constraints.txt")
             constraint = "/build/constraints.txt"
-        (files / "pip.conf").write_text(build_sandbox.pip_conf(self.pip_config, cert=cert, constraint=None))
+        in_sandbox, _ = build_sandbox.relay_credentials(self.pip_config)
+        (files / "pip.conf").write_text(build_sandbox.pip_conf(in_sandbox, cert=cert, constraint=None))
         environment = {
             **_BUILD_ENV,
             **build_sandbox.proxy_environment(),
