@@ -27,13 +27,21 @@ from evaluator_host import languages, tracing
 from evaluator_host.definitions.imports import unpinned
 from evaluator_host.definitions.interfaces import Detected, cached, detect
 from evaluator_host.definitions.packages import normalize_pins
-from evaluator_host.errors import EgressError, EvaluatorHostError, LimitError
+from evaluator_host.errors import EgressError, EvaluatorHostError, LimitError, SecretError
 from evaluator_host.models import (
     Case,
     EvaluationResult,
     EvaluatorSettings,
 )
-from evaluator_host.models_workspace import DEFAULT_WORKSPACE
+from evaluator_host.models_workspace import (
+    DEFAULT_WORKSPACE,
+    HEADER_VALUE,
+    SECRET_REF,
+    NetworkEntry,
+    destinations,
+    header_templates,
+    injected_secrets,
+)
 from evaluator_host.redaction import Redactor
 from evaluator_host.results.normalize import normalize
 from evaluator_host.sandbox.base import Builder, RawOutcome, Runtime, RuntimeKey, WorkerSpec, error_info
@@ -87,6 +95,13 @@ class Prepared:
     capabilities: dict[str, list[dict[str, Any]]] = field(default_factory=dict, compare=False)
     secrets: tuple[str, ...] = ()  # workspace secrets its workers get as environment variables
     network: tuple[str, ...] = ()  # "host:port" its workers may reach through the egress proxy
+    # (destination, ((header, template), ...)): headers the egress proxy sets there, "{{secret:NAME}}" filled in
+    headers: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+
+    @property
+    def injected(self) -> list[str]:
+        """The workspace secrets its header templates name (the proxy's, never the sandbox's)."""
+        return injected_secrets(self.headers)
 
     @functools.cached_property
     def code_hash(self) -> str:
@@ -117,6 +132,26 @@ def _hints(error: dict[str, Any] | None) -> list[str]:
         return []
     text = f"{error.get('message', '')}\n{str(error.get('traceback', ''))[-2000:]}"
     return [NETWORK_HINT] if any(marker in text for marker in _NO_NETWORK) else []
+
+
+def _fill(
+    templates: tuple[tuple[str, tuple[tuple[str, str], ...]], ...], values: dict[str, str]
+) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
+    """Header templates with every ``{{secret:NAME}}`` replaced by its value; ``SecretError`` when a value
+    is missing or is not one line of printable ASCII (a line break would split the header)."""
+
+    def value(match: Any) -> str:
+        name = match.group(1)
+        if name not in values:
+            raise SecretError(f"a network header names secret {name!r}, which this workspace does not have")
+        if not HEADER_VALUE.fullmatch(values[name]):
+            raise SecretError(
+                f"secret {name!r} cannot be a header value (one line of printable ASCII): a line break, a control "
+                "or a non-ASCII character"
+            )
+        return values[name]
+
+    return tuple((dest, tuple((n, SECRET_REF.sub(value, t)) for n, t in pairs)) for dest, pairs in templates)
 
 
 def to_result(raw: RawOutcome, prepared: Prepared, runtime: dict[str, Any]) -> EvaluationResult:
@@ -282,7 +317,7 @@ class Evaluation:
         settings: EvaluatorSettings | None = None,
         *,
         secrets: Sequence[str] = (),
-        network: Sequence[str] = (),
+        network: Sequence[str | NetworkEntry] = (),
     ) -> Prepared:
         """Check size, interface and pins; raise ``DefinitionError`` (HTTP 422) otherwise. ``secrets`` and
         ``network`` are taken as given (the workspace checks them: :mod:`evaluator_host.evaluators`)."""
@@ -313,7 +348,8 @@ class Evaluation:
             policy=policy,
             capabilities=await self.capabilities(language, code),
             secrets=tuple(secrets),
-            network=tuple(network),
+            network=tuple(destinations(network)),
+            headers=header_templates(network),
         )
 
     async def capabilities(self, language: str, code: str) -> dict[str, list[dict[str, Any]]]:
@@ -364,22 +400,28 @@ class Evaluation:
         *,
         workspace: str = DEFAULT_WORKSPACE,
         env: dict[str, str] | None = None,
+        injected: dict[str, str] | None = None,
     ) -> Bound:
         """``prepared`` on its runtime (built on first use) in ``scope`` of ``workspace``, its workers
-        given ``env`` (the secret values it lists): workers never cross scopes nor workspaces, and a
-        changed secret value makes new ones."""
+        given ``env`` (the secret values it lists) and its egress gate the headers of ``prepared.headers``
+        filled with ``injected`` (the values of :attr:`Prepared.injected`; ``SecretError`` when one is
+        missing or cannot be a header): workers never cross scopes nor workspaces, and a changed secret
+        value makes new ones."""
         runtime = await self.ensure_runtime(prepared, workspace)
         memory_mb = prepared.settings.memory_mb
         env = env or {}
-        digest = self._env_digest(env)
+        headers = _fill(prepared.headers, injected or {})
+        filled = {f"\0{dest}\0{name}": value for dest, pairs in headers for name, value in pairs}
+        digest = self._env_digest({**env, **filled})
         key = (f"{workspace}/{scope}", prepared.code_hash, runtime.id, memory_mb, digest)
         bound = self._bound.get(key)
         # the same runtime id at another location: it was removed and built again meanwhile
         if bound is not None and bound.prepared == prepared and bound.runtime.location == runtime.location:
             self._bound.move_to_end(key)
             return bound
-        spec = self._spec(prepared, runtime, f"{workspace}/{scope}|{digest}", workspace, env)
-        bound = Bound(prepared, runtime, spec, self.pool, Redactor(env))
+        spec = self._spec(prepared, runtime, f"{workspace}/{scope}|{digest}", workspace, env, headers)
+        # an injected value never enters the sandbox; redacted all the same, should a host echo it back
+        bound = Bound(prepared, runtime, spec, self.pool, Redactor({**(injected or {}), **env}))
         self._bound[key] = bound
         if len(self._bound) > _BOUND_CACHE:
             self._bound.popitem(last=False)
@@ -393,7 +435,13 @@ class Evaluation:
         return hmac.new(self._digest_key, text.encode(), hashlib.sha256).hexdigest()[:32]
 
     def _spec(
-        self, prepared: Prepared, runtime: Runtime, scope: str, workspace: str, env: dict[str, str]
+        self,
+        prepared: Prepared,
+        runtime: Runtime,
+        scope: str,
+        workspace: str,
+        env: dict[str, str],
+        headers: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (),
     ) -> WorkerSpec:
         language = languages.get(prepared.language)
         memory_mb = prepared.settings.memory_mb
@@ -421,6 +469,7 @@ class Evaluation:
             result_limit=self.settings.result_limit_bytes,
             workspace=workspace,
             network=prepared.network,
+            headers=headers,
         )
 
     def close(self) -> None:
@@ -445,7 +494,8 @@ class Evaluation:
         scope: str = ADHOC,
         workspace: str = DEFAULT_WORKSPACE,
         env: dict[str, str] | None = None,
+        injected: dict[str, str] | None = None,
     ) -> list[EvaluationResult]:
         """Evaluate ``cases`` (bind, then run); one result per case, in order. User failures are results."""
-        bound = await self.bind(prepared, scope, workspace=workspace, env=env)
+        bound = await self.bind(prepared, scope, workspace=workspace, env=env, injected=injected)
         return await bound.evaluate(cases, self.settings.max_response_bytes)

@@ -19,6 +19,7 @@ from evaluator_host.definitions.imports import unpinned
 from evaluator_host.errors import EgressError, LimitError, SecretError
 from evaluator_host.evaluation import Bound, Evaluation, Prepared
 from evaluator_host.models import Case, EvaluationResult, Evaluator, EvaluatorCreate, EvaluatorPatch, EvaluatorSettings
+from evaluator_host.models_workspace import NetworkEntry, destinations, header_templates, injected_secrets
 from evaluator_host.store import EvaluatorStore, RevisionRecord
 from evaluator_host.vault import Vault, check_name
 from evaluator_host.workspaces import Workspaces
@@ -53,7 +54,8 @@ async def prepared_of(record: RevisionRecord, evaluation: Evaluation) -> Prepare
         compiled=detected.compiled,
         policy=evaluation.effective_policy(record.language, record.settings.get("policy", "standard")),
         secrets=tuple(record.secrets),
-        network=tuple(record.network),
+        network=tuple(destinations(record.network)),
+        headers=header_templates(record.network),
     )
 
 
@@ -77,13 +79,16 @@ def declared_vs_used(prepared: Prepared) -> list[str]:
     return []
 
 
-def check_declarations(workspaces: Workspaces, workspace_id: str, secrets: list[str], network: list[str]) -> None:
-    """``SecretError`` (422) for a secret name that is no valid name, ``EgressError`` for a destination the workspace's
-    ``network_allow`` does not hold (the operator sets it: ``PATCH /v1/workspaces/{id}``)."""
-    for name in secrets:
+def check_declarations(
+    workspaces: Workspaces, workspace_id: str, secrets: list[str], network: Sequence[str | NetworkEntry]
+) -> None:
+    """``SecretError`` (422) for a secret name that is no valid name (listed, or named by a network header),
+    ``EgressError`` for a destination the workspace's ``network_allow`` does not hold (the operator sets
+    it: ``PATCH /v1/workspaces/{id}``)."""
+    for name in [*secrets, *injected_secrets(header_templates(network))]:
         check_name(name)
     allowed = set(workspaces.get(workspace_id).network_allow)
-    refused = [d for d in network if d not in allowed]
+    refused = [d for d in destinations(network) if d not in allowed]
     if refused:
         raise EgressError(
             f"network destination(s) not in this workspace's allowlist: {', '.join(refused)} "
@@ -116,6 +121,12 @@ class Evaluators:
         runtime = await self.evaluation.ensure_runtime(prepared, workspace)  # a failing install: 422 at save time
         installer = languages.get(prepared.language).family.installer
         warnings = unpinned(installer, prepared.code, prepared.pins, runtime.lock) + declared_vs_used(prepared)
+        warnings += [
+            f"secret {name} is set by the egress proxy and also listed in `secrets`, which hands its value to the "
+            "code: drop it from `secrets` unless the code needs the value itself"
+            for name in prepared.injected
+            if name in prepared.secrets
+        ]
         return {
             "name": body.name,
             "description": body.description,
@@ -127,7 +138,7 @@ class Evaluators:
             "runtime_id": prepared.runtime_id,
             "capabilities": prepared.capabilities,
             "secrets": list(prepared.secrets) or None,
-            "network": list(prepared.network) or None,
+            "network": [e if isinstance(e, str) else e.model_dump() for e in body.network] or None,
         }, warnings
 
     def _prewarm(self, record: RevisionRecord) -> None:
@@ -213,7 +224,10 @@ class Evaluators:
         id and jobs run. ``SecretError`` when a secret it lists is not set in its workspace."""
         env = await self.vault.values(record.workspace_id, record.secrets)
         prepared = await prepared_of(record, self.evaluation)
-        return await self.evaluation.bind(prepared, scope_of(record), workspace=record.workspace_id, env=env)
+        injected = await self.vault.values(record.workspace_id, prepared.injected)
+        return await self.evaluation.bind(
+            prepared, scope_of(record), workspace=record.workspace_id, env=env, injected=injected
+        )
 
     async def _revision(self, workspace: str, evaluator_id: str, revision: int | None) -> tuple[RevisionRecord, Bound]:
         """A revision (``None``: the latest) and its bound form: read and bound once, then remembered

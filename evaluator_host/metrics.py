@@ -5,7 +5,9 @@ Names and what they count (no tenant, evaluator or user id is ever a label):
 * ``http_server_request_duration_seconds{http_request_method, http_route, http_response_status_code}``
   — the OpenTelemetry name; buckets from 100 µs, since a warm evaluation answers in about a
   millisecond (a first bucket of 5 ms would hide every one of them); ``http_route`` is the route
-  template, ``other`` for paths no route matched;
+  template, ``other`` for paths no route matched; ``http_request_method`` is one of the standard
+  methods (``GET HEAD POST PUT DELETE CONNECT OPTIONS TRACE PATCH``) or ``_OTHER`` (OpenTelemetry's
+  rule), so a client cannot grow the label set by inventing methods either;
 * ``evaluator_host_evaluations_total{status, language, backend}`` — every normalized result, calls
   and job rows alike;
 * ``evaluator_host_worker_starts_total{backend}`` — processes or containers started (cold starts);
@@ -26,11 +28,13 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-__all__ = ["CONTENT_TYPE", "Metrics"]
+__all__ = ["CONTENT_TYPE", "HTTP_METHODS", "Metrics"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _FAST_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _SLOW_BUCKETS = (0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+# the methods the request histogram names; any other is counted as "_OTHER"
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"})
 
 
 class _PoolCollector(Collector):
@@ -97,7 +101,9 @@ class Metrics:
         child.inc(n)
 
     def request(self, method: str, route: str, status: int, seconds: float) -> None:
-        """One HTTP request's duration."""
+        """One HTTP request's duration (a method outside :data:`HTTP_METHODS` is counted as ``_OTHER``)."""
+        if method not in HTTP_METHODS:
+            method = "_OTHER"
         key = ("h", method, route, status)
         child = self._children.get(key)
         if child is None:

@@ -104,7 +104,8 @@ class Migrations:
             network=current.network,
         )
         env = await self.evaluators.vault.values(workspace, current.secrets)
-        after = await self.evaluation.evaluate(prepared, cases, workspace=workspace, env=env)
+        injected = await self.evaluators.vault.values(workspace, prepared.injected)
+        after = await self.evaluation.evaluate(prepared, cases, workspace=workspace, env=env, injected=injected)
         rows = differences(before, after)
         if rows:
             raise MigrationMismatch(

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from evaluator_host import languages
-from evaluator_host.models_workspace import destination
+from evaluator_host.models_workspace import NetworkEntry, network_entries
 from evaluator_host.stored_text import StoredText
 
 __all__ = [
@@ -109,11 +109,13 @@ class _Definition(BaseModel):
         description="Workspace secrets its workers get as environment variables (PUT /v1/secrets/{name}); "
         "their values are redacted from every answer.",
     )
-    network: list[str] = Field(
+    network: list[str | NetworkEntry] = Field(
         default_factory=list,
         max_length=50,
         description="'host:port' destinations its workers may open through the egress proxy: a subset of "
-        "the workspace's network_allow (set by the operator). Empty: no network.",
+        "the workspace's network_allow (set by the operator). Empty: no network. An entry "
+        '{"host": "host:port", "headers": {"Authorization": "Bearer {{secret:NAME}}"}} also has the proxy '
+        "set those headers on every HTTPS request to that host, with workspace secrets the code never sees.",
     )
 
     @field_validator("secrets")
@@ -123,8 +125,8 @@ class _Definition(BaseModel):
 
     @field_validator("network")
     @classmethod
-    def _destinations(cls, value: list[str]) -> list[str]:
-        return sorted({destination(v) for v in value})
+    def _destinations(cls, value: list[str | NetworkEntry]) -> list[str | NetworkEntry]:
+        return network_entries(value)
 
 
 def _unique(names: list[str]) -> list[str]:
@@ -166,12 +168,14 @@ class EvaluatorPatch(BaseModel):
     packages: Packages | None = Field(None, description="Exact pins; replaces the latest revision's pins.")
     settings: dict[str, Any] | None = Field(None, description="Merged key by key into the latest settings.")
     secrets: list[str] | None = Field(None, max_length=50, description="Replaces the latest revision's secrets.")
-    network: list[str] | None = Field(None, max_length=50, description="Replaces the latest revision's network.")
+    network: list[str | NetworkEntry] | None = Field(
+        None, max_length=50, description="Replaces the latest revision's network."
+    )
 
     @field_validator("network")
     @classmethod
-    def _destinations(cls, value: list[str] | None) -> list[str] | None:
-        return None if value is None else sorted({destination(v) for v in value})
+    def _destinations(cls, value: list[str | NetworkEntry] | None) -> list[str | NetworkEntry] | None:
+        return None if value is None else network_entries(value)
 
 
 class EvaluatorEvaluateRequest(BaseModel):
@@ -295,7 +299,9 @@ class Evaluator(BaseModel):
     created_at: datetime
     updated_at: datetime
     secrets: list[str] = Field(default_factory=list, description="Secrets its workers get (names only).")
-    network: list[str] = Field(default_factory=list, description="'host:port' its workers may reach.")
+    network: list[str | NetworkEntry] = Field(
+        default_factory=list, description="'host:port' its workers may reach (and headers the proxy sets there)."
+    )
     capabilities: Capabilities = Field(default_factory=dict, description=_CAPABILITIES_DOC)
     warnings: list[str] = Field(
         default_factory=list,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Sequence
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -25,6 +26,13 @@ __all__ = [
     "WorkspaceList",
     "WorkspacePatch",
     "destination",
+    "NetworkEntry",
+    "destinations",
+    "header_templates",
+    "injected_secrets",
+    "network_entries",
+    "HEADER_VALUE",
+    "SECRET_REF",
 ]
 
 # The workspace of everything stored before workspaces existed, and of EVALUATOR_HOST_API_KEYS' keys.
@@ -49,6 +57,96 @@ def destination(entry: str) -> str:
     if len(host) > 253 or len(labels) < 2 or not all(_LABEL.fullmatch(label) for label in labels):
         raise ValueError(f"{entry[:100]!r}: {host!r} is not a fully qualified DNS name")
     return f"{host}:{int(port)}"
+
+
+# ``{{secret:NAME}}`` in a header value: the workspace secret the egress proxy puts there
+SECRET_REF = re.compile(r"\{\{secret:([A-Za-z_][A-Za-z0-9_]{0,99})\}\}")
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
+# headers that frame or route a request, or speak to the proxy: the proxy sets them itself
+_FRAMING = frozenset(
+    {"host", "connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade", "content-length", "expect"}
+)
+MAX_HEADER_TEMPLATE = 8192
+HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")  # one line of printable ASCII (what every server reads alike)
+
+
+class NetworkEntry(BaseModel):
+    """A ``network`` destination whose requests the egress proxy completes with headers the code never
+    sees: ``{"host": "api.openai.com:443", "headers": {"Authorization": "Bearer {{secret:OPENAI_API_KEY}}"}}``.
+
+    Each ``{{secret:NAME}}`` is replaced by the workspace secret ``NAME`` on the host, in the proxy, for
+    requests to that destination only (HTTPS: the proxy ends the sandbox's TLS and makes its own to the
+    host); the secret need not be (and should not be) in ``secrets``, which hands values to the code."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = Field(description="'host:port', as a plain entry of `network`.")
+    headers: dict[str, str] = Field(
+        min_length=1,
+        max_length=10,
+        description="Header name -> value the proxy sets on every request to `host` (replacing the code's own); "
+        "'{{secret:NAME}}' in a value is the workspace secret NAME.",
+    )
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        return destination(value)
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, value: dict[str, str]) -> dict[str, str]:
+        seen: set[str] = set()
+        for name, template in value.items():
+            lower = name.lower()
+            if not _TOKEN.fullmatch(name):
+                raise ValueError(f"{name[:100]!r} is not a header name")
+            if lower in _FRAMING or lower.startswith("proxy-"):
+                raise ValueError(f"header {name!r} is set by the proxy itself")
+            if lower in seen:
+                raise ValueError(f"header {name!r} is given twice")
+            seen.add(lower)
+            if len(template) > MAX_HEADER_TEMPLATE or not HEADER_VALUE.fullmatch(template):
+                raise ValueError(
+                    f"header {name!r}: a value is one line of printable ASCII, at most {MAX_HEADER_TEMPLATE} characters"
+                )
+            if "{{" in SECRET_REF.sub("", template):
+                raise ValueError(f"header {name!r}: '{{{{' starts only a '{{{{secret:NAME}}}}' reference")
+        return value
+
+
+def network_entries(value: list[str | NetworkEntry]) -> list[str | NetworkEntry]:
+    """``network`` normalized: plain ``host:port`` entries and :class:`NetworkEntry` ones, sorted by
+    destination; ``ValueError`` for a destination given twice."""
+    normal: dict[str, str | NetworkEntry] = {}
+    for item in value:
+        dest = destination(item) if isinstance(item, str) else item.host
+        if dest in normal and not (isinstance(item, str) and isinstance(normal[dest], str)):
+            raise ValueError(f"{dest} is given twice")
+        normal[dest] = dest if isinstance(item, str) else item
+    return [normal[d] for d in sorted(normal)]
+
+
+def _entry(item: str | NetworkEntry | dict[str, object]) -> str | NetworkEntry:
+    return NetworkEntry.model_validate(item) if isinstance(item, dict) else item
+
+
+def destinations(network: Sequence[str | NetworkEntry | dict[str, object]]) -> list[str]:
+    """The ``host:port`` of every entry (stored entries may be plain dicts)."""
+    return [e if isinstance(e, str) else e.host for e in map(_entry, network)]
+
+
+def header_templates(
+    network: Sequence[str | NetworkEntry | dict[str, object]],
+) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
+    """(destination, ((header, template), ...)) for every entry that sets headers."""
+    return tuple((e.host, tuple(e.headers.items())) for e in map(_entry, network) if isinstance(e, NetworkEntry))
+
+
+def injected_secrets(templates: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]) -> list[str]:
+    """The secret names the header templates refer to, each once."""
+    names = [m for _dest, headers in templates for _name, t in headers for m in SECRET_REF.findall(t)]
+    return list(dict.fromkeys(names))
 
 
 class Quotas(BaseModel):

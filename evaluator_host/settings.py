@@ -63,6 +63,13 @@ class Settings(BaseSettings):
 
     host: str = Field("127.0.0.1", description="Address `serve` binds by default.")
     port: int = Field(8000, description="Port `serve` binds by default.")
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Names the service answers to besides localhost, 127.0.0.1, ::1 and the address it binds, "
+        "comma-separated (a name, an IP address, *.example.com for its subdomains; * turns the check off): a "
+        "request with another Host answers 421, one from a web page of another site (Origin) 403 — what "
+        "keeps a web page from reaching the service through DNS rebinding. Keys or not.",
+    )
     data_dir: Path = Field(default_factory=default_data_dir, description="Database, runtimes, worker dirs.")
     cache_dir: Path | None = Field(
         None,
@@ -229,12 +236,14 @@ class Settings(BaseSettings):
     max_builds_per_workspace: int = Field(
         1,
         ge=1,
-        description="Package installs of one workspace running at once (its later ones queue behind its own): one "
-        "workspace's slow builds never take every build slot from the others.",
+        description="A workspace's fair share of the build threads: a freed thread goes to a waiting workspace "
+        "running fewer builds than this before another's next one (one workspace alone still uses every thread).",
     )
     ca_bundle: Path | None = Field(
         default_factory=default_ca_bundle,
-        description="CA bundle given to package installs in build containers (TLS-intercepting proxies).",
+        description="CA bundle given to package installs in build containers (TLS-intercepting proxies); also "
+        "what the egress proxy verifies destinations with when it sets headers (network entries with headers), "
+        "and the system part of the bundle egress workers trust.",
     )
 
     egress_hosts: dict[str, str] = Field(
@@ -257,7 +266,7 @@ class Settings(BaseSettings):
             raise ValueError(f"{value!r} is not an http:// or https:// URL (OTLP/HTTP)")
         return value or None
 
-    @field_validator("api_keys", "secrets_key", "build_allow_hosts", mode="before")
+    @field_validator("api_keys", "secrets_key", "allowed_hosts", "build_allow_hosts", mode="before")
     @classmethod
     def _split_keys(cls, value: object) -> object:
         if isinstance(value, str):

@@ -24,6 +24,7 @@ END = "<!-- settings:end -->"
 FACTORY_DEFAULTS = {
     "data_dir": "`$XDG_DATA_HOME/evaluator-host` (`~/.local/share/evaluator-host`)",
     "api_keys": "none",
+    "allowed_hosts": "none (localhost, 127.0.0.1, ::1 and the address `serve` binds)",
     "secrets_key": "a key generated once in `data_dir/secrets.key`",
     "egress_hosts": "none",
     "build_allow_hosts": "none (the configured package indexes only)",

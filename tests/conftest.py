@@ -32,6 +32,10 @@ from evaluator_host.settings import Settings
 from tests.pg import POSTGRES_MISSING, POSTGRES_REQUIRED, Cluster
 
 REPO = Path(__file__).resolve().parents[1]
+# The test services are reached by TestClient's name "testserver" (and by 127.0.0.1): the session
+# declares that name, as an operator adds the names a service is reached by (api/hosts.py).
+# tests/api/test_hosts.py sets allowed_hosts itself to check the defaults.
+os.environ.setdefault("EVALUATOR_HOST_ALLOWED_HOSTS", "testserver")
 DOCKER_REQUIRED = os.environ.get("EVALUATOR_HOST_TEST_DOCKER") == "required"
 
 

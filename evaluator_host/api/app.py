@@ -28,6 +28,7 @@ from evaluator_host.api import (
 from evaluator_host.api.auth import ApiKeyGate
 from evaluator_host.api.examples import with_examples
 from evaluator_host.api.fastpath import FastPath
+from evaluator_host.api.hosts import HostGate
 from evaluator_host.api.limits import BodyLimitMiddleware
 from evaluator_host.api.observe import Observe
 from evaluator_host.models import ErrorBody
@@ -45,9 +46,13 @@ def _error(description: str) -> dict[str, Any]:
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: _error("The body could not be parsed at all (e.g. broken multipart data): BadRequest."),
     401: _error("Keys are configured or stored and the request has no valid `Authorization: Bearer` key."),
-    403: _error("The operator key on a workspace's route (or a workspace key on an operator route)."),
+    403: _error(
+        "The operator key on a workspace's route (or a workspace key on an operator route); a request from a "
+        "web page of another site (OriginNotAllowed)."
+    ),
     404: _error("The evaluator, revision, dataset, job or secret does not exist in the key's workspace."),
     413: _error("The request body is over the limit (MAX_BODY_BYTES; datasets: MAX_DATASET_BYTES)."),
+    421: _error("The Host header names none of the service's names (HostNotAllowed; ALLOWED_HOSTS)."),
     422: _error(
         "The body or the definition is refused: ValidationError, SyntaxError, InterfaceError, "
         "PackageSpecError, LimitError, BuildError, DatasetError, FieldMappingError, SecretError, EgressError."
@@ -93,6 +98,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if settings.fast_path:  # the hot routes skip the rest
         app.add_middleware(FastPath, settings=settings)
     app.add_middleware(ApiKeyGate)  # before anything reads a body
+    app.add_middleware(HostGate, settings=settings)  # a name this service answers to, before anything else
     app.add_middleware(Observe)  # outermost of ours: request ids, durations, the access log
     errors.install(app)
     docs.install(app)

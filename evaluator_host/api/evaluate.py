@@ -24,5 +24,6 @@ async def evaluate(
         body.language, body.code, body.packages, body.settings, secrets=body.secrets, network=body.network
     )
     env = await services.vault.values(workspace, body.secrets)
-    results = await services.evaluation.evaluate(prepared, cases, workspace=workspace, env=env)
+    injected = await services.vault.values(workspace, prepared.injected)  # the egress proxy's, never the code's
+    results = await services.evaluation.evaluate(prepared, cases, workspace=workspace, env=env, injected=injected)
     return answer(results, batch, capabilities=prepared.capabilities)

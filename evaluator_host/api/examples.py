@@ -71,6 +71,12 @@ _KEY = {"id": "key_1e4c9a7b2d5f8e3a6c0b", "workspace_id": _WORKSPACE["id"], "nam
 _SECRET = {"name": "OPENAI_API_KEY", "created_at": _WHEN, "updated_at": _WHEN}
 _JUDGE = 'import os\n\ndef evaluate(inputs, outputs, trace):\n    return bool(os.environ["OPENAI_API_KEY"])\n'
 
+# a destination whose requests the egress proxy completes with a workspace secret (the code never has it)
+_CALLS_API = (
+    "import urllib.request\n\ndef evaluate(inputs, outputs, trace):\n"
+    '    return urllib.request.urlopen("https://api.openai.com/v1/models").status == 200\n'
+)
+_INJECTING = {"host": "api.openai.com:443", "headers": {"Authorization": "Bearer {{secret:OPENAI_API_KEY}}"}}
 EXAMPLES: dict[str, list[Any]] = {
     "Stats": [_STATS],
     "Aggregate": [_AGGREGATE],
@@ -98,6 +104,12 @@ EXAMPLES: dict[str, list[Any]] = {
             "code": _JUDGE,
             "secrets": ["OPENAI_API_KEY"],
             "network": ["api.openai.com:443"],
+        },
+        {
+            "name": "judge (key never in the sandbox)",
+            "language": _LANGUAGE,
+            "code": _CALLS_API,
+            "network": [_INJECTING],
         },
     ],  # fmt: skip
     "EvaluatorPatch": [{"code": _CODE.replace("outputs ==", "outputs.strip() ==")}],
@@ -183,6 +195,7 @@ EXAMPLES: dict[str, list[Any]] = {
     "ApiKey": [_KEY],
     "ApiKeyCreated": [{**_KEY, "last_used_at": None, "key": "evh_Xq3vT9kP2mW8rZ5nB7cD1fG4hJ6lN0sQ3uV9yA2eI5o"}],
     "ApiKeyList": [{"data": [_KEY, {**_KEY, "id": "key_9d3b", "name": "old", "revoked_at": _WHEN}], "count": 2}],
+    "NetworkEntry": [_INJECTING],
     "SecretPut": [{"value": "sk-…"}],
     "Secret": [_SECRET],
     "SecretList": [{"data": [_SECRET], "count": 1}],

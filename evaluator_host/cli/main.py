@@ -66,8 +66,10 @@ def _serve(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {}
     if args.backend:
         overrides["backend"] = args.backend
+    if args.host:
+        overrides["host"] = args.host  # the service answers to the address it binds (api/hosts.py)
     settings = Settings(**overrides)
-    host = args.host or settings.host
+    host = settings.host
     port = args.port or settings.port
     if not _is_loopback(host) and not settings.api_keys and not settings.admin_key and not args.insecure:
         sys.stderr.write(

@@ -121,6 +121,9 @@ class WorkerSpec:
     result_limit: int
     workspace: str = ""  # whose workers these are: workers are never shared across workspaces
     network: tuple[str, ...] = ()  # "host:port" its workers may reach through the egress proxy
+    # (destination, ((header, value), ...)): what the egress proxy sets on requests there (secrets
+    # included: never in ``load``, never in the sandbox)
+    headers: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
 
     @property
     def memory_mb(self) -> int:

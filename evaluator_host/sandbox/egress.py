@@ -13,12 +13,22 @@ that reaches the gate is judged here, on the host, where user code cannot reach:
   by the evaluator (the gate's ``declared``, set when the worker is bound) and in its workspace's
   ``network_allow`` now (:attr:`EgressProxy.workspace_allow`, updated on every ``PATCH``);
 * the name is resolved once, here; if any address is not globally routable (loopback, private,
-  link-local — cloud metadata included —, shared, multicast, reserved, IPv4-mapped forms of
-  those) the request is refused before any connection is made, and the connection goes to the
+  link-local — cloud metadata included —, shared, multicast, reserved, and IPv6 forms that embed
+  such an IPv4 address: mapped, NAT64, 6to4; IPv4-compatible, IPv4-translated, local-use NAT64,
+  Teredo and site-local ones are refused whatever they embed: :func:`is_public`) the request is
+  refused before any connection is made, and the connection goes to the
   very address that was checked (a DNS answer that changes between check and use — rebinding —
   changes nothing). ``egress_hosts`` (settings) pins names to addresses the operator trusts;
-* each connection is logged (destination, bytes each way, duration, or why it was refused) and
-  the pool hands the entries to the result of the case they happened in (``details.egress``).
+* a destination declared with ``headers`` (``NetworkEntry``) gets them from the proxy, secrets filled
+  in on the host: over HTTPS the proxy ends the sandbox's TLS with a certificate of its own CA (which
+  the sandbox trusts: :mod:`evaluator_host.sandbox.egress_tls`), reads the request, replaces the
+  headers it sets (and ``Host``: the request goes to the declared name, never another site on the same
+  address), sends it over its own verified TLS to the destination with ``Connection: close`` and relays
+  the answer; one request per connection. Plain ``http://`` to such a destination is refused (the
+  header would cross the network in the clear). The sandbox never holds the values;
+* each connection is logged (destination, bytes each way, duration, or why it was refused, and the
+  names of the headers the proxy set) and the pool hands the entries to the result of the case they
+  happened in (``details.egress``).
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ import ipaddress
 import os
 import shutil
 import socket
+import ssl
 import tempfile
 import time
 import uuid
@@ -37,9 +48,21 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["IN_SANDBOX_PORT", "SANDBOX_SOCKET", "EgressGate", "EgressProxy", "is_public", "proxy_env"]
+from evaluator_host.sandbox.egress_tls import Authority, upstream_context
+
+__all__ = [
+    "IN_SANDBOX_PORT",
+    "SANDBOX_CA_BUNDLE",
+    "SANDBOX_SOCKET",
+    "EgressGate",
+    "EgressProxy",
+    "Headers",
+    "is_public",
+    "proxy_env",
+]
 
 SANDBOX_SOCKET = "/sandbox/egress.sock"  # where a worker's gate appears in its sandbox
+SANDBOX_CA_BUNDLE = "/sandbox/egress-ca.pem"  # the CAs it trusts: the system's and the proxy's own
 IN_SANDBOX_PORT = 3128  # the harness's forwarder, on the sandbox's own loopback
 _HEAD_LIMIT = 16 * 1024
 _CONNECT_TIMEOUT_S = 10.0
@@ -47,7 +70,13 @@ _MAX_CONNECTIONS = 32  # open at once per worker
 _LOG_LIMIT = 100  # entries kept per worker between two takes
 _HALF_CLOSED_S = 5.0  # once one way has ended, the other may go on this long
 
+_RESPONSE_HEAD_LIMIT = 64 * 1024
+
 Resolver = Callable[[str, int], Awaitable[list[str]]]
+# (destination, ((header, value), ...)): what the proxy sets on requests to a destination
+Headers = tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
+# request headers the proxy never passes on as the client sent them (it sets its own, or none)
+_HOP = ("proxy-", "connection:", "keep-alive:", "host:", "upgrade:", "te:", "trailer:")
 
 
 def proxy_env() -> dict[str, str]:
@@ -62,14 +91,53 @@ def proxy_env() -> dict[str, str]:
         "all_proxy": url,
         "NO_PROXY": "",
         "NODE_USE_ENV_PROXY": "1",  # Node's http, https and fetch honour the variables above
+        # the system's CAs and the proxy's own (it ends TLS for destinations it adds headers to)
+        "SSL_CERT_FILE": SANDBOX_CA_BUNDLE,
+        "REQUESTS_CA_BUNDLE": SANDBOX_CA_BUNDLE,
+        "CURL_CA_BUNDLE": SANDBOX_CA_BUNDLE,
+        "NODE_EXTRA_CA_CERTS": SANDBOX_CA_BUNDLE,
     }
 
 
+# IPv6 ranges that carry an IPv4 address inside them: judged by that address, or refused outright.
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052: the well-known NAT64 prefix, IPv4 in the last 32 bits
+_EMBEDDING_REFUSED = tuple(
+    ipaddress.IPv6Network(net)
+    for net in (
+        "::/96",  # IPv4-compatible (deprecated, RFC 4291): ::169.254.169.254
+        "::ffff:0:0:0/96",  # IPv4-translated (RFC 2765): ::ffff:0:a9fe:a9fe
+        "64:ff9b:1::/48",  # local-use NAT64 (RFC 8215): where the IPv4 sits depends on the site's prefix length
+        "2001::/32",  # Teredo: a tunnel to the IPv4 it embeds
+        "fec0::/10",  # site-local (deprecated, RFC 3879): private, yet Python's is_global says True
+    )
+)
+
+
 def is_public(address: str) -> bool:
-    """Whether ``address`` is globally routable (IPv4-mapped IPv6 judged as the IPv4 it maps)."""
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    """Whether ``address`` is globally routable and reaches nothing else through an IPv4 address it embeds.
+
+    IPv6 forms that carry an IPv4 address are judged by that address (IPv4-mapped ``::ffff:a.b.c.d``,
+    NAT64 ``64:ff9b::a.b.c.d``, 6to4 ``2002:AABB:CCDD::``) or refused outright (IPv4-compatible
+    ``::a.b.c.d``, IPv4-translated ``::ffff:0:a.b.c.d``, local-use NAT64 ``64:ff9b:1::/48``, Teredo
+    ``2001::/32``, site-local ``fec0::/10``): a gateway on the way could otherwise carry a connection to
+    ``169.254.169.254`` or a private range."""
+    ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        elif ip in _NAT64:
+            ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        elif ip.sixtofour is not None:
+            if not _public_v4(ip.sixtofour):
+                return False
+        elif any(ip in net for net in _EMBEDDING_REFUSED):
+            return False
+    if isinstance(ip, ipaddress.IPv4Address):
+        return _public_v4(ip)
+    return bool(ip.is_global) and not ip.is_multicast
+
+
+def _public_v4(ip: ipaddress.IPv4Address) -> bool:
     return bool(ip.is_global) and not ip.is_multicast
 
 
@@ -91,13 +159,16 @@ class EgressGate:
         self.path = path
         self.workspace: str | None = None
         self.declared: frozenset[str] = frozenset()
+        self.headers: dict[str, tuple[tuple[str, str], ...]] = {}  # destination -> what the proxy sets there
         self._log: list[dict[str, Any]] = []
         self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def bind(self, workspace: str, declared: tuple[str, ...]) -> None:
-        """The worker now runs an evaluator of ``workspace`` that declared ``declared``."""
+    def bind(self, workspace: str, declared: tuple[str, ...], headers: Headers = ()) -> None:
+        """The worker now runs an evaluator of ``workspace`` that declared ``declared`` (and ``headers``
+        for some of those destinations, secrets filled in: they stay here, on the host)."""
         self.workspace, self.declared = workspace, frozenset(declared)
+        self.headers = {dest: pairs for dest, pairs in headers if dest in self.declared}
 
     def take(self) -> list[dict[str, Any]]:
         """The connections opened since the last call, as they stand now (one still open: its bytes so
@@ -135,8 +206,12 @@ class EgressProxy:
         *,
         resolve: Resolver | None = None,
         public: Callable[[str], bool] = is_public,
+        ca_bundle: Path | None = None,
     ) -> None:
         self.hosts = {name.lower().rstrip("."): address for name, address in (hosts or {}).items()}
+        self.ca_bundle = ca_bundle  # what destinations' certificates are verified against (headers only)
+        self._authority: Authority | None = None  # made with the first gate
+        self._upstream: ssl.SSLContext | None = None
         self.workspace_allow: dict[str, frozenset[str]] = {}
         self._resolve = resolve or system_resolve
         self._public = public
@@ -148,6 +223,7 @@ class EgressProxy:
         if self._dir is None:
             self._dir = Path(tempfile.mkdtemp(prefix="evh-egress-"))  # short: unix socket paths have 107 bytes
             os.chmod(self._dir, 0o711)
+            self._authority = Authority(self._dir, self.ca_bundle)
         gate = EgressGate(self, self._dir / f"{uuid.uuid4().hex[:16]}.sock")
 
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -166,11 +242,18 @@ class EgressProxy:
         os.chmod(gate.path, 0o666)
         return gate
 
+    @property
+    def sandbox_bundle(self) -> Path:
+        """The CA bundle egress workers trust (bound in at :data:`SANDBOX_CA_BUNDLE`; made by the first gate)."""
+        assert self._authority is not None, "open a gate first"
+        return self._authority.bundle
+
     def close(self) -> None:
         """Remove the sockets' directory (gates close with their workers)."""
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+            self._authority = None
 
     async def _serve(self, gate: EgressGate, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         started = time.monotonic()
@@ -184,18 +267,27 @@ class EgressProxy:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _CONNECT_TIMEOUT_S)
             except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
                 raise _Refused("not an HTTP proxy request") from None
-            tunnel, host, port, forward = _parse(head)
+            request = _parse(head)
+            host, port = request.host, request.port
             entry["host"] = f"{host}:{port}"
             address = await self._check(gate, host, port)
+            added = gate.headers.get(f"{host}:{port}")
+            if added is not None:
+                entry["injected"] = [name for name, _value in added]
+                if request.tunnel:
+                    await self._complete(reader, writer, request, address, added, entry)
+                    return
+                raise _Refused(f"{host}:{port} gets headers from the proxy: only https (CONNECT) reaches it")
             try:
                 up_reader, up_writer = await asyncio.wait_for(
                     asyncio.open_connection(address, port), _CONNECT_TIMEOUT_S
                 )
             except (OSError, TimeoutError) as exc:
                 raise _Refused(f"could not connect: {exc.__class__.__name__}") from None
-            if tunnel:
+            if request.tunnel:
                 writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
             else:
+                forward = request.forward(())
                 up_writer.write(forward)
                 entry["bytes_out"] = len(forward)
             await _pump(reader, writer, up_reader, up_writer, entry)
@@ -208,6 +300,62 @@ class EgressProxy:
                 await writer.drain()
         finally:
             entry["duration_ms"] = round((time.monotonic() - started) * 1000, 2)
+
+    async def _complete(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        connect: _Request,
+        address: str,
+        added: tuple[tuple[str, str], ...],
+        entry: dict[str, Any],
+    ) -> None:
+        """A ``CONNECT`` to a destination with headers: the proxy's own verified TLS to it first (a
+        failure is the usual 403), then the sandbox's TLS ended here, one request read, completed with
+        ``added`` and sent on; the answer relayed with ``Connection: close``. Nothing said back to the
+        sandbox ever holds a header value."""
+        host, port = connect.host, connect.port
+        if self._upstream is None:
+            self._upstream = upstream_context(self.ca_bundle)
+        try:
+            up_reader, up_writer = await asyncio.wait_for(
+                asyncio.open_connection(
+                    address, port, ssl=self._upstream, server_hostname=host, limit=_RESPONSE_HEAD_LIMIT
+                ),
+                _CONNECT_TIMEOUT_S,
+            )
+        except ssl.SSLCertVerificationError as exc:
+            raise _Refused(
+                f"{host}'s certificate is not trusted ({exc.verify_message}; the ca_bundle setting)"
+            ) from None
+        except (OSError, TimeoutError) as exc:
+            raise _Refused(f"could not connect over TLS: {exc.__class__.__name__}") from None
+        try:
+            assert self._authority is not None
+            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            await writer.drain()
+            try:
+                await writer.start_tls(self._authority.server_context(host), ssl_handshake_timeout=_CONNECT_TIMEOUT_S)
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _CONNECT_TIMEOUT_S)
+            except (OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
+                entry["status"] = (
+                    f"refused: no request over TLS from the sandbox ({exc.__class__.__name__}; its client must "
+                    f"trust {SANDBOX_CA_BUNDLE}, named by SSL_CERT_FILE)"
+                )
+                return
+            try:
+                request = _parse_origin(head, host, port)
+            except _Refused as refused:
+                entry["status"] = f"refused: {refused}"
+                await _answer(writer, "400 Bad Request", f"evaluator-host egress: {refused}\n")
+                return
+            forward = request.forward(added)
+            up_writer.write(forward)
+            entry["bytes_out"] = len(forward)
+            await _pump(reader, writer, up_reader, up_writer, entry, close_answer=True)
+            entry["status"] = "ok"
+        finally:
+            up_writer.close()
 
     async def _check(self, gate: EgressGate, host: str, port: int) -> str:
         """The address to connect to for ``host:port``, or :class:`_Refused` saying why not."""
@@ -235,8 +383,50 @@ class EgressProxy:
         return addresses[0]
 
 
-def _parse(head: bytes) -> tuple[bool, str, int, bytes]:
-    """(tunnel?, host, port, the request to forward when not a tunnel) of a proxy request's head."""
+class _Request:
+    """A request's head as the proxy read it: ``CONNECT host:port``, or an HTTP request (``path``,
+    its header lines but those of :data:`_HOP`) to send on to ``host:port``."""
+
+    def __init__(
+        self,
+        tunnel: bool,
+        host: str,
+        port: int,
+        line: tuple[str, str, str] = ("", "", ""),
+        lines: list[str] | None = None,
+    ) -> None:
+        self.tunnel, self.host, self.port = tunnel, host, port
+        self.method, self.path, self.version = line
+        self.lines = lines or []
+
+    def forward(self, added: tuple[tuple[str, str], ...]) -> bytes:
+        """The head sent to the destination: ``Host`` the destination's own name, the headers of ``added``
+        in place of the client's of the same names, ``Connection: close``."""
+        replaced = {name.lower() for name, _value in added}
+        keep = [line for line in self.lines if line.partition(":")[0].strip().lower() not in replaced]
+        default = 443 if added else 80
+        host = self.host if self.port == default else f"{self.host}:{self.port}"
+        lines = [f"{self.method} {self.path} {self.version}", f"Host: {host}", *keep]
+        lines += [f"{name}: {value}" for name, value in added]
+        return "\r\n".join([*lines, "Connection: close", "", ""]).encode("latin-1")
+
+
+def _header_lines(lines: list[str]) -> list[str]:
+    """The header lines to pass on (no hop-by-hop, proxy or ``Host`` line); ``_Refused`` for a folded
+    or malformed one (they are how requests are smuggled)."""
+    kept = []
+    for line in lines:
+        if not line:
+            continue
+        if line[0] in " \t" or ":" not in line or not line.partition(":")[0].strip():
+            raise _Refused("a malformed header line")
+        if not line.lower().startswith(_HOP):
+            kept.append(line)
+    return kept
+
+
+def _parse(head: bytes) -> _Request:
+    """A proxy request's head: ``CONNECT host:port``, or an absolute ``http://`` request."""
     lines = head.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
@@ -246,7 +436,7 @@ def _parse(head: bytes) -> tuple[bool, str, int, bytes]:
         host, sep, port = target.rpartition(":")
         if not sep or not port.isdigit():
             raise _Refused("CONNECT needs host:port")
-        return True, host.lower().rstrip("."), int(port), b""
+        return _Request(True, host.lower().rstrip("."), int(port))
     url = urlsplit(target)
     if url.scheme != "http" or not url.hostname:
         raise _Refused("only CONNECT, or a plain http:// URL, goes through this proxy")
@@ -255,11 +445,45 @@ def _parse(head: bytes) -> tuple[bool, str, int, bytes]:
     except ValueError:
         raise _Refused("bad port") from None
     path = (url.path or "/") + (f"?{url.query}" if url.query else "")
-    keep = [
-        line for line in lines[1:] if line and not line.lower().startswith(("proxy-", "connection:", "keep-alive:"))
-    ]
-    forward = "\r\n".join([f"{method} {path} {version}", *keep, "Connection: close", "", ""]).encode("latin-1")
-    return False, url.hostname.lower().rstrip("."), url_port, forward
+    host = url.hostname.lower().rstrip(".")
+    return _Request(False, host, url_port, (method, path, version), _header_lines(lines[1:]))
+
+
+def _parse_origin(head: bytes, host: str, port: int) -> _Request:
+    """A request read inside a tunnel the proxy ended (``GET /path HTTP/1.1`` and its headers)."""
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not parts[1].startswith("/"):
+        raise _Refused("not an HTTP/1.x request for a path")
+    method, path, version = parts
+    return _Request(False, host, port, (method, path, version), _header_lines(lines[1:]))
+
+
+async def _answer(writer: asyncio.StreamWriter, status: str, text: str) -> None:
+    """A short plain-text answer, then the end of the connection."""
+    body = text.encode()
+    with contextlib.suppress(OSError, RuntimeError):
+        writer.write(
+            f"HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
+            f"Connection: close\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+
+
+async def _answer_head(up_reader: asyncio.StreamReader) -> bytes:
+    """The destination's answer head(s) up to its final one (``1xx`` interim heads passed as they are),
+    the final one with ``Connection: close`` in place of its own connection headers."""
+    heads = b""
+    while True:
+        head = await up_reader.readuntil(b"\r\n\r\n")
+        status = head[9:12]
+        if status.startswith(b"1") and status != b"101":
+            heads += head
+            continue
+        lines = head.split(b"\r\n")
+        kept = [line for line in lines[1:] if line and not line.lower().startswith((b"connection:", b"keep-alive:"))]
+        return heads + b"\r\n".join([lines[0], *kept, b"Connection: close", b"", b""])
 
 
 async def _pump(
@@ -268,21 +492,30 @@ async def _pump(
     up_reader: asyncio.StreamReader,
     up_writer: asyncio.StreamWriter,
     entry: dict[str, Any],
+    *,
+    close_answer: bool = False,
 ) -> None:
     """Copy both ways until both ends are done (or one is, and the other is not within
-    :data:`_HALF_CLOSED_S`), counting bytes into ``entry`` as they go."""
+    :data:`_HALF_CLOSED_S`), counting bytes into ``entry`` as they go (``close_answer``: the answer's
+    head says ``Connection: close``, so the client never sends a second request the proxy would not read)."""
 
     async def copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter, counter: str) -> None:
         try:
+            if close_answer and src is up_reader:
+                head = await _answer_head(src)
+                entry[counter] += len(head)
+                dst.write(head)
             while data := await src.read(65536):
                 entry[counter] += len(data)
                 dst.write(data)
                 await dst.drain()
-        except (OSError, RuntimeError):
+        except (OSError, RuntimeError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass
         finally:
             with contextlib.suppress(OSError, RuntimeError):
-                if dst.can_write_eof():
+                if close_answer and src is up_reader:
+                    dst.close()  # the answer is whole: the connection ends (TLS cannot half-close)
+                elif dst.can_write_eof():
                     dst.write_eof()
 
     up = asyncio.ensure_future(copy(reader, up_writer, "bytes_out"))

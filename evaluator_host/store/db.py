@@ -150,8 +150,9 @@ class RevisionRow(Base):
     capabilities: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # the workspace secrets its workers get as environment variables (null: none)
     secrets: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
-    # the "host:port" pairs its workers may reach through the egress proxy (null: no network)
-    network: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    # the "host:port" pairs its workers may reach through the egress proxy (null: no network); an entry
+    # whose requests get headers from the proxy is {"host": "host:port", "headers": {name: template}}
+    network: Mapped[list[str | dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
 
 
 class DatasetRow(Base):

@@ -41,7 +41,8 @@ class RevisionRecord:
     capabilities: dict[str, Any] | None = None  # the static capability report (null: stored before reports)
     workspace_id: str = DEFAULT_WORKSPACE
     secrets: list[str] = field(default_factory=list)  # workspace secrets its workers get as env variables
-    network: list[str] = field(default_factory=list)  # "host:port" its workers may reach (egress proxy)
+    # "host:port" its workers may reach (egress proxy), or {"host", "headers"} when the proxy sets headers there
+    network: list[str | dict[str, Any]] = field(default_factory=list)
 
 
 def _record(ev: EvaluatorRow, rev: RevisionRow) -> RevisionRecord:

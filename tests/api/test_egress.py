@@ -4,30 +4,30 @@ named ``api.openai.com`` / ``blocked.example.com`` for the proxy only (``egress_
 
 from __future__ import annotations
 
-import datetime
 import http.server
+import json
+import secrets
 import ssl
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
 from evaluator_host.sandbox.process.isolation import probe
 from tests.conftest import BACKENDS, make_settings
+from tests.tls import certificate
 
 ADMIN = "egress-operator"
 
 
 class _Pong(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        seen: list[dict[str, str]] | None = getattr(self.server, "seen", None)
+        if seen is not None:  # the server stands for a model API: what did it get?
+            seen.append({"path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
         body = f"pong {self.path}".encode()
         self.send_response(200)
         self.send_header("content-length", str(len(body)))
@@ -46,49 +46,34 @@ def _serve(tls: ssl.SSLContext | None = None) -> tuple[http.server.ThreadingHTTP
     return server, int(server.server_address[1])
 
 
-def _certificate(tmp: Path) -> tuple[ssl.SSLContext, str]:
-    """A self-signed certificate for api.openai.com: the server's context and the PEM clients trust."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "api.openai.com")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("api.openai.com")]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    pem = cert.public_bytes(serialization.Encoding.PEM).decode()
-    (tmp / "cert.pem").write_text(pem)
-    (tmp / "key.pem").write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(tmp / "cert.pem", tmp / "key.pem")
-    return context, pem
-
-
 @pytest.fixture(scope="module", params=BACKENDS)
 def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     if request.param == "process" and probe().mode == "rlimits":
         pytest.skip("the process backend has no namespaces here (not root, no user namespaces): no egress to test")
     tmp = tmp_path_factory.mktemp(f"egress-{request.param}")
-    tls, pem = _certificate(tmp)
-    servers = [_serve(), _serve(), _serve(tls)]
-    (_, allowed), (_, blocked), (_, secure) = servers
+    tls, pem = certificate(tmp, "api.openai.com")
+    servers = [_serve(), _serve(), _serve(tls), _serve(tls)]
+    (_, allowed), (_, blocked), (_, secure), (model_api, injected) = servers
+    model_api.seen = []  # type: ignore[attr-defined]
     hosts = {"api.openai.com": "127.0.0.1", "blocked.example.com": "127.0.0.1"}
-    settings = make_settings(tmp / "data", backend=request.param, admin_key=ADMIN, egress_hosts=hosts)
+    settings = make_settings(
+        tmp / "data",
+        backend=request.param,
+        admin_key=ADMIN,
+        egress_hosts=hosts,
+        ca_bundle=tmp / "api.openai.com.pem",  # what the proxy verifies destinations with (stands for the system's)
+    )
     with TestClient(create_app(settings)) as client:
         op = {"Authorization": f"Bearer {ADMIN}"}
         ws = client.post("/v1/workspaces", json={"name": "judges"}, headers=op).json()
         key = client.post(f"/v1/workspaces/{ws['id']}/keys", json={"name": "k"}, headers=op).json()["key"]
-        allow = [f"api.openai.com:{allowed}", f"api.openai.com:{secure}"]
+        allow = [f"api.openai.com:{allowed}", f"api.openai.com:{secure}", f"api.openai.com:{injected}"]
         assert client.patch(f"/v1/workspaces/{ws['id']}", json={"network_allow": allow}, headers=op).status_code == 200
+        secret = f"sk-test-{secrets.token_hex(16)}"
+        put = client.put(
+            "/v1/secrets/OPENAI_API_KEY", json={"value": secret}, headers={"Authorization": f"Bearer {key}"}
+        )
+        assert put.status_code == 204
         yield {
             "client": client,
             "headers": {"Authorization": f"Bearer {key}"},
@@ -98,6 +83,10 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
             "blocked": blocked,
             "secure": secure,
             "pem": pem,
+            "injected": injected,
+            "allow": allow,
+            "seen": model_api.seen,  # type: ignore[attr-defined]
+            "secret": secret,
         }
     for server, _port in servers:
         server.shutdown()
@@ -137,9 +126,14 @@ def evaluate(inputs, outputs, trace):
 
 
 def _evaluate(
-    world: dict[str, Any], code: str, network: list[str], inputs: dict[str, Any], language: str = "python"
+    world: dict[str, Any],
+    code: str,
+    network: list[Any],
+    inputs: dict[str, Any],
+    language: str = "python",
+    **more: Any,
 ) -> dict[str, Any]:
-    body = {"language": language, "code": code, "network": network, "inputs": inputs}
+    body = {"language": language, "code": code, "network": network, "inputs": inputs, **more}
     response = world["client"].post("/v1/evaluate", json=body, headers=world["headers"])
     assert response.status_code == 200, response.text
     return response.json()  # type: ignore[no-any-return]
@@ -208,8 +202,7 @@ def test_only_the_workspaces_allowlist_may_be_declared_and_it_binds_at_once(worl
         assert after["details"]["got"][url].startswith("HTTPError: HTTP Error 403")
         assert "network_allow" in after["details"]["egress"][0]["status"]
     finally:
-        allow.append(dest)
-        client.patch(f"/v1/workspaces/{world['ws']}", json={"network_allow": allow}, headers=world["op"])
+        client.patch(f"/v1/workspaces/{world['ws']}", json={"network_allow": world["allow"]}, headers=world["op"])
 
 
 def test_the_saved_evaluator_says_where_declared_and_used_network_differ(world: dict[str, Any]) -> None:
@@ -224,3 +217,174 @@ def test_the_saved_evaluator_says_where_declared_and_used_network_differ(world: 
     quiet = {**body, "code": "def evaluate(inputs, outputs, trace):\n    return 1.0\n", "network": [dest]}
     unused = client.post("/v1/evaluators", json=quiet, headers=headers).json()
     assert any("sees no network use" in w for w in unused["warnings"])
+
+
+# -- a model API key the evaluator never sees: the proxy sets the header ------------------------
+
+SNOOP_PY = r"""import os, socket, ssl, stat, urllib.request
+def _look(text, where, prefix, seen):
+    if prefix in text:
+        seen.append(where)
+
+def evaluate(inputs, outputs, trace):
+    prefix, dest = inputs["prefix"], inputs["dest"]
+    # an ordinary client, the default TLS context (SSL_CERT_FILE), its own Authorization header
+    request = urllib.request.Request(f"https://{dest}/v1/models", headers={"Authorization": "Bearer guess"})
+    got = urllib.request.urlopen(request, timeout=10).read().decode()
+    seen, answers = [], []
+    for name, value in os.environ.items():
+        _look(f"{name}={value}", f"env {name}", prefix, seen)
+    count = 0
+    paths = [f"/proc/{p}/{f}" for p in ("self", "1") for f in ("environ", "cmdline")]
+    for root in ("/sandbox", "/tmp", "/etc", "/root", "/home", "/var", "/run", "/opt"):
+        for folder, _dirs, files in os.walk(root):
+            paths += [os.path.join(folder, name) for name in files]
+    for path in paths[:20000]:
+        count += 1
+        try:
+            if not path.startswith("/proc/") and not stat.S_ISREG(os.stat(path).st_mode):
+                continue  # a FIFO or a device would block
+            with open(path, "rb") as fh:
+                _look(fh.read(4 << 20).decode("latin-1"), path, prefix, seen)
+        except OSError:
+            pass
+    # what the proxy says back: plain http to it, a tunnel without TLS, a bad request, a second one
+    try:
+        urllib.request.urlopen(f"http://{dest}/", timeout=10).read()
+    except Exception as exc:
+        answers.append(f"{exc} {exc.read().decode() if hasattr(exc, 'read') else ''}")
+    for then in (b"NOT TLS\r\n\r\n", b"BROKEN\r\n\r\n", b"GET /again HTTP/1.1\r\nHost: x\r\n\r\n"):
+        sock = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+        sock.sendall(f"CONNECT {dest} HTTP/1.1\r\n\r\n".encode())
+        answers.append(sock.recv(65536).decode("latin-1"))
+        try:
+            if then == b"NOT TLS\r\n\r\n":
+                sock.sendall(then)
+            else:
+                context = ssl.create_default_context()
+                context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+                sock = context.wrap_socket(sock, server_hostname=dest.split(":")[0])
+                answers.append(str(sock.getpeercert(binary_form=True)))
+                sock.sendall(then)
+            while chunk := sock.recv(65536):
+                answers.append(chunk.decode("latin-1"))
+        except Exception as exc:
+            answers.append(repr(exc))
+        finally:
+            sock.close()
+    for where, text in [("answers", "\n".join(answers)), ("got", got)]:
+        _look(text, where, prefix, seen)
+    return {"score": 1.0, "got": got, "seen": seen, "answers": answers, "files": count}
+"""
+SNOOP_JS = r"""import fs from 'node:fs'
+import path from 'node:path'
+export async function evaluate(inputs, outputs, trace) {
+  const { prefix, dest } = inputs
+  const got = await (await fetch(`https://${dest}/v1/js`, { headers: { authorization: 'Bearer guess' } })).text()
+  const seen = []
+  for (const [name, value] of Object.entries(process.env)) {
+    if (`${name}=${value}`.includes(prefix)) seen.push(`env ${name}`)
+  }
+  let count = 0
+  const walk = (dir) => {
+    let entries = []
+    try { entries = fs.readdirSync(dir, { withFileTypes: true }) } catch { return }
+    for (const entry of entries) {
+      const full = path.join(dir, entry.name)
+      if (entry.isDirectory()) walk(full)
+      else if (entry.isFile() && ++count < 20000) {
+        try {
+          if (fs.statSync(full).size < 4 << 20 && fs.readFileSync(full, 'latin1').includes(prefix)) seen.push(full)
+        } catch {}
+      }
+    }
+  }
+  for (const root of ['/sandbox', '/tmp', '/etc']) walk(root)
+  return { score: 1, got, seen, files: count }
+}
+"""
+
+
+def _injecting(world: dict[str, Any]) -> tuple[str, list[Any]]:
+    dest = f"api.openai.com:{world['injected']}"
+    return dest, [{"host": dest, "headers": {"Authorization": "Bearer {{secret:OPENAI_API_KEY}}"}}]
+
+
+@pytest.mark.parametrize("language", ["python", "javascript"])
+def test_the_proxy_sets_the_secret_header_and_the_evaluator_cannot_read_the_secret_anywhere(
+    world: dict[str, Any], language: str
+) -> None:
+    dest, network = _injecting(world)
+    secret, seen = world["secret"], world["seen"]
+    before = len(seen)
+    code = SNOOP_PY if language == "python" else SNOOP_JS
+    inputs = {"prefix": secret[:12], "dest": dest}
+    result = _evaluate(world, code, network, inputs, language, settings={"timeout_s": 60})
+    assert result["status"] == "ok", (result.get("error"), result["stderr"][-2000:])
+    assert result["details"]["got"] == ("pong /v1/models" if language == "python" else "pong /v1/js")
+    assert result["details"]["seen"] == [] and result["details"]["files"] > 10  # it looked, and found nothing
+    answer = json.dumps(result)
+    assert secret not in answer and secret[:12] not in answer and "[secret OPENAI_API_KEY]" not in answer
+    # the model API got the real key, for its own name, whatever the code sent
+    got = seen[before]
+    assert got["authorization"] == f"Bearer {secret}" and got["host"] == dest
+    injected = [e for e in result["details"]["egress"] if e.get("injected")]
+    assert injected and all(e["injected"] == ["Authorization"] for e in injected)
+    if language == "python":  # the proxy's own answers were read too (and hold no value)
+        assert any("only https" in a for a in result["details"]["answers"])
+        assert any("400 Bad Request" in a for a in result["details"]["answers"])
+
+
+def test_an_env_secret_leaks_past_redaction_when_cut_and_an_injected_one_has_nothing_to_cut(
+    world: dict[str, Any],
+) -> None:
+    """The known limit of env secrets (docs/security.md): redaction replaces whole values, so a slice
+    of one goes out as it is. Injected, the code never has the value, so there is nothing to slice."""
+    secret = world["secret"]
+    code = (
+        "import os\n"
+        "def evaluate(inputs, outputs, trace):\n"
+        "    value = os.environ.get('OPENAI_API_KEY', '')\n"
+        "    return {'score': 1.0, 'reason': value[:6] + '|' + value[6:12]}\n"
+    )
+    dest, network = _injecting(world)
+    env_form = _evaluate(world, code, [], {}, secrets=["OPENAI_API_KEY"])
+    assert env_form["reason"] == f"{secret[:6]}|{secret[6:12]}"  # leaked: the known limit of env secrets
+    injected_form = _evaluate(world, code, network, {})
+    assert injected_form["reason"] == "|" and secret[:6] not in json.dumps(injected_form)
+
+
+def test_network_headers_are_checked_when_declared(world: dict[str, Any]) -> None:
+    client, headers = world["client"], world["headers"]
+    dest, _ = _injecting(world)
+    body = {"name": "h", "language": "python", "code": "def evaluate(inputs, outputs, trace):\n    return 1.0\n"}
+    for bad in (
+        {"Host": "x"},  # the proxy sets Host itself
+        {"Authorization": "Bearer {{secret:NOPE NOPE}}"},
+        {"Authorization": "a\r\nX-Evil: 1"},
+        {"Authorization": "Bearer é"},
+        {"Proxy-Authorization": "x"},
+    ):
+        answer = client.post(
+            "/v1/evaluators", json={**body, "network": [{"host": dest, "headers": bad}]}, headers=headers
+        )
+        assert answer.status_code == 422, bad
+    twice = [dest, {"host": dest, "headers": {"X-A": "1"}}]
+    assert client.post("/v1/evaluators", json={**body, "network": twice}, headers=headers).status_code == 422
+    missing = {"host": dest, "headers": {"Authorization": "Bearer {{secret:NOT_SET}}"}}
+    saved = client.post("/v1/evaluators", json={**body, "network": [missing]}, headers=headers)
+    assert saved.status_code == 201 and saved.json()["network"] == [missing]  # stored as declared: names only
+    assert not any("egress proxy" in w for w in saved.json()["warnings"])
+    both = client.post("/v1/evaluators", json={**body, "network": [missing], "secrets": ["NOT_SET"]}, headers=headers)
+    assert any("also listed in `secrets`" in w for w in both.json()["warnings"])
+    run = client.post(f"/v1/evaluators/{saved.json()['id']}/evaluate", json={"inputs": {}}, headers=headers)
+    assert run.status_code == 422 and run.json()["error"]["type"] == "SecretError"
+    assert "NOT_SET" in run.json()["error"]["message"]
+    # a value that would split the header (set by the workspace itself): refused, never sent, never shown
+    assert client.put("/v1/secrets/TWO_LINES", json={"value": "k1\r\nX-Evil: 1"}, headers=headers).status_code == 204
+    split = {"host": dest, "headers": {"Authorization": "Bearer {{secret:TWO_LINES}}"}}
+    inline = {"language": "python", "code": body["code"], "network": [split]}
+    refused = client.post("/v1/evaluate", json=inline, headers=headers)
+    assert refused.status_code == 422 and refused.json()["error"]["type"] == "SecretError"
+    assert "X-Evil" not in refused.text
+    assert _evaluate(world, body["code"], [dest], {})["score"] == 1.0  # and the service goes on

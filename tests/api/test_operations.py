@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 
 import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.logs import JsonFormatter
+from tests.conftest import assert_healthy
 
 CODE = "def evaluate(inputs, outputs, trace):\n    return outputs == inputs['correct_answer']\n"
 CASE = {"inputs": {"correct_answer": "4"}, "outputs": "4"}
@@ -52,6 +54,41 @@ def test_metrics_count_evaluations_requests_by_route_template_and_workers(client
     assert 'le="0.0001"' in text  # warm calls are not all in one bucket
     assert _sample(text, "evaluator_host_worker_starts_total", backend="process") >= 1
     assert _sample(text, "evaluator_host_pool_workers", state="idle") >= 1
+
+
+def _method_labels(text: str) -> set[str]:
+    return set(re.findall(r'http_server_request_duration_seconds_count\{[^}]*http_request_method="([^"]*)"', text))
+
+
+def test_invented_methods_are_counted_as_other_and_never_grow_the_label_set(client: TestClient) -> None:
+    assert client.request("FOOBAR", "/healthz").status_code == 405
+    assert client.request("FOOBAR", "/v1/nothing-here").status_code in (404, 405)
+    client.get("/metrics")  # its own series exists from now on
+    first = client.get("/metrics").text
+    assert "FOOBAR" not in first
+    assert _sample(first, "http_server_request_duration_seconds_count", http_request_method="_OTHER") >= 1
+    series = first.count("http_server_request_duration_seconds_count{")
+    for _ in range(3):  # random garbage methods on known and unknown paths: no new series
+        garbage = "X" + os.urandom(8).hex().upper()
+        assert client.request(garbage, "/healthz").status_code == 405
+        assert client.request(garbage, f"/v1/{garbage}").status_code in (404, 405)
+    after = client.get("/metrics").text
+    assert after.count("http_server_request_duration_seconds_count{") == series
+    assert _method_labels(after) <= {
+        "GET",
+        "HEAD",
+        "POST",
+        "PUT",
+        "DELETE",
+        "CONNECT",
+        "OPTIONS",
+        "TRACE",
+        "PATCH",
+        "_OTHER",
+    }
+    others = re.findall(r'http_server_request_duration_seconds_count\{[^}]*method="_OTHER"[^}]*\} (\S+)', after)
+    assert sum(map(float, others)) == 8  # every one of them counted, under _OTHER
+    assert_healthy(client)
 
 
 def test_a_request_id_is_echoed_or_made(client: TestClient) -> None:

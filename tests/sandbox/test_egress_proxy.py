@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import ssl
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from evaluator_host.sandbox.egress import EgressGate, EgressProxy, is_public
+from evaluator_host.sandbox.egress import EgressGate, EgressProxy, Headers, is_public
+from tests.tls import certificate
 
 WS = "ws_test"
 
@@ -55,11 +58,11 @@ class Server:
 
 @asynccontextmanager
 async def gate_of(
-    proxy: EgressProxy, declared: list[str], allowed: list[str] | None = None
+    proxy: EgressProxy, declared: list[str], allowed: list[str] | None = None, headers: Headers = ()
 ) -> AsyncIterator[EgressGate]:
     proxy.workspace_allow[WS] = frozenset(declared if allowed is None else allowed)
     gate = await proxy.open()
-    gate.bind(WS, tuple(declared))
+    gate.bind(WS, tuple(declared), headers)
     try:
         yield gate
     finally:
@@ -136,6 +139,21 @@ async def test_refusals_happen_before_any_connection(request_line: str, reason: 
     assert server.accepted == 0
 
 
+# IPv6 addresses that carry the metadata address (or another IPv4) inside them: a NAT64 gateway, a 6to4
+# relay or a Teredo tunnel on the way would connect to the IPv4 they embed
+EMBEDDED_IPV4 = [
+    ["64:ff9b::a9fe:a9fe"],  # NAT64 (RFC 6052) of 169.254.169.254
+    ["64:ff9b::a00:1"],  # NAT64 of 10.0.0.1
+    ["64:ff9b:1::a9fe:a9fe"],  # local-use NAT64 (RFC 8215)
+    ["2002:a9fe:a9fe::1"],  # 6to4 of 169.254.169.254
+    ["2002:7f00:1::1"],  # 6to4 of 127.0.0.1
+    ["::169.254.169.254"],  # IPv4-compatible
+    ["::ffff:0:a9fe:a9fe"],  # IPv4-translated (RFC 2765)
+    ["fec0::1"],  # site-local
+    ["2001:0:4136:e378:8000:63bf:3fff:fdd2"],  # Teredo
+]
+
+
 @pytest.mark.parametrize(
     "addresses",
     [
@@ -151,6 +169,7 @@ async def test_refusals_happen_before_any_connection(request_line: str, reason: 
         ["fe80::1"],
         ["::ffff:127.0.0.1"],  # loopback behind an IPv4-mapped address
         ["93.184.216.34", "10.0.0.1"],  # one public answer does not launder a private one
+        *EMBEDDED_IPV4,
     ],
 )
 @aio
@@ -200,3 +219,118 @@ def test_what_counts_as_public() -> None:
     assert is_public("93.184.216.34") and is_public("2606:2800:220:1:248:1893:25c8:1946")
     for address in ("127.0.0.1", "10.0.0.1", "169.254.169.254", "::ffff:10.0.0.1", "fc00::1", "192.0.2.1"):
         assert not is_public(address), address
+
+
+def test_ipv6_forms_embedding_an_ipv4_address_are_judged_by_it_or_refused() -> None:
+    for (address,) in EMBEDDED_IPV4:
+        assert not is_public(address), address
+    # the same prefixes around a public IPv4 address stay usable (an IPv6-only network's NAT64, 6to4)
+    assert is_public("64:ff9b::5db8:d822") and is_public("2002:5db8:d822::1")  # 93.184.216.34
+
+
+# -- headers the proxy sets (the secret stays on the host) ---------------------------------------
+
+SECRET = "sk-test-0123456789abcdef"  # what the workspace secret would hold: only the proxy has it
+
+
+class TlsServer:
+    """An HTTPS server for ``api.example.com`` on 127.0.0.1: records each request head, answers ``pong``
+    saying keep-alive (the proxy's answer to the client must say close) and closes."""
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        self.context, self.heads, self.port = context, [], 0
+        self.heads: list[str]
+        self._server: asyncio.AbstractServer | None = None
+
+    async def __aenter__(self) -> TlsServer:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                self.heads.append((await reader.readuntil(b"\r\n\r\n")).decode("latin-1"))
+                writer.write(
+                    b"HTTP/1.1 100 Continue\r\n\r\n"
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: keep-alive\r\n\r\npong"
+                )
+                await writer.drain()  # then closes: the request said Connection: close
+            except (OSError, asyncio.IncompleteReadError, ssl.SSLError):
+                pass
+            finally:
+                writer.close()
+
+        self._server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=self.context)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+
+
+async def _through_tls(gate: EgressGate, dest: str, request: bytes, trust: ssl.SSLContext) -> bytes:
+    """CONNECT, then TLS (trusting ``trust``) and ``request`` inside; everything answered."""
+    reader, writer = await asyncio.open_unix_connection(str(gate.path))
+    writer.write(f"CONNECT {dest} HTTP/1.1\r\nHost: {dest}\r\n\r\n".encode())
+    status = await reader.readuntil(b"\r\n\r\n")
+    if not status.startswith(b"HTTP/1.1 200"):
+        writer.close()
+        return status + await reader.read()
+    await writer.start_tls(trust, server_hostname=dest.rpartition(":")[0])
+    writer.write(request)
+    answer = await reader.read()
+    writer.close()
+    return answer
+
+
+@aio
+async def test_the_proxy_sets_declared_headers_inside_tls_it_ends_and_the_client_never_sees_them(
+    tmp_path: Path,
+) -> None:
+    server_tls, pem = certificate(tmp_path, "api.example.com")
+    async with TlsServer(server_tls) as server:
+        dest = f"api.example.com:{server.port}"
+        proxy = EgressProxy({"api.example.com": "127.0.0.1"}, ca_bundle=tmp_path / "api.example.com.pem")
+        headers: Headers = ((dest, (("Authorization", f"Bearer {SECRET}"), ("OpenAI-Project", "proj_1"))),)
+        async with gate_of(proxy, [dest], headers=headers) as gate:
+            trust = ssl.create_default_context(cafile=str(proxy.sandbox_bundle))  # what SSL_CERT_FILE names
+            bundle = proxy.sandbox_bundle.read_text()
+            request = (
+                b"POST /v1/chat HTTP/1.1\r\nHost: other-site.example\r\nauthorization: Bearer mine\r\n"
+                b"X-Mine: 1\r\nContent-Length: 2\r\nExpect: 100-continue\r\nProxy-Authorization: x\r\n\r\n{}"
+            )
+            answer = await _through_tls(gate, dest, request, trust)
+            await closed(gate)
+            log = gate.take()
+    (head,) = server.heads
+    lines = head.split("\r\n")
+    assert f"Authorization: Bearer {SECRET}" in lines and "OpenAI-Project: proj_1" in lines
+    assert f"Host: {dest}" in lines and "Connection: close" in lines and "X-Mine: 1" in lines
+    assert "Bearer mine" not in head and "other-site" not in head and "Proxy-Authorization" not in head
+    assert answer.startswith(b"HTTP/1.1 100 Continue") and answer.endswith(b"pong")
+    assert b"Connection: close" in answer and b"keep-alive" not in answer
+    assert SECRET.encode() not in answer and SECRET not in bundle and SECRET not in repr(log)
+    assert [(e["host"], e["status"], e["injected"]) for e in log] == [(dest, "ok", ["Authorization", "OpenAI-Project"])]
+
+
+@aio
+async def test_a_destination_with_headers_is_never_reached_in_the_clear_or_unverified(tmp_path: Path) -> None:
+    server_tls, _pem = certificate(tmp_path, "api.example.com")
+    async with TlsServer(server_tls) as server:
+        dest = f"api.example.com:{server.port}"
+        headers: Headers = ((dest, (("Authorization", f"Bearer {SECRET}"),)),)
+        # plain http:// to it: the header would cross the network in the clear
+        trusting = EgressProxy({"api.example.com": "127.0.0.1"}, ca_bundle=tmp_path / "api.example.com.pem")
+        async with gate_of(trusting, [dest], headers=headers) as gate:
+            plain = await ask(gate, f"GET http://{dest}/ HTTP/1.1\r\nHost: {dest}\r\n\r\n")
+            # a client that does not trust the proxy's CA: no request is read, nothing is sent
+            distrust = ssl.create_default_context(cadata=_pem)
+            with pytest.raises(ssl.SSLError):
+                await _through_tls(gate, dest, b"GET / HTTP/1.1\r\n\r\n", distrust)
+            await closed(gate)
+            log = gate.take()
+        # a destination whose certificate the ca_bundle does not vouch for: refused before the tunnel
+        unverified = EgressProxy({"api.example.com": "127.0.0.1"}, ca_bundle=None)
+        async with gate_of(unverified, [dest], headers=headers) as gate:
+            untrusted = await ask(gate, f"CONNECT {dest} HTTP/1.1\r\n\r\n")
+    assert plain.startswith(b"HTTP/1.1 403") and b"only https" in plain
+    assert "only https" in log[0]["status"] and "no request over TLS" in log[1]["status"]
+    assert untrusted.startswith(b"HTTP/1.1 403") and b"certificate is not trusted" in untrusted
+    assert server.heads == []  # the header never left the proxy

@@ -42,7 +42,14 @@ from evaluator_host.sandbox.cgroups import Counter, cgroup_of, memory_cgroup_of,
 from evaluator_host.sandbox.docker import janitor
 from evaluator_host.sandbox.docker.engine import NAME_PREFIX, Engine, NotFound
 from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
-from evaluator_host.sandbox.egress import IN_SANDBOX_PORT, SANDBOX_SOCKET, EgressGate, EgressProxy, proxy_env
+from evaluator_host.sandbox.egress import (
+    IN_SANDBOX_PORT,
+    SANDBOX_CA_BUNDLE,
+    SANDBOX_SOCKET,
+    EgressGate,
+    EgressProxy,
+    proxy_env,
+)
 from evaluator_host.sandbox.strays import StrayReaper
 from evaluator_host.settings import Settings
 
@@ -176,7 +183,7 @@ class DockerBackend:
         self._workers: set[DockerWorker] = set()
         self._closed = False
         # network for evaluators that declare it: the gate's socket bound into a container of network "none"
-        self.egress: EgressProxy | None = EgressProxy(settings.egress_hosts)
+        self.egress: EgressProxy | None = EgressProxy(settings.egress_hosts, ca_bundle=settings.ca_bundle)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -250,6 +257,12 @@ class DockerBackend:
                 },
                 # the worker's one way out (egress runtimes only): its gate to the egress proxy
                 **({str(gate.path): {"bind": SANDBOX_SOCKET, "mode": "ro"}} if gate is not None else {}),
+                # and the CAs it trusts (the system's and the proxy's own, for destinations it adds headers to)
+                **(
+                    {str(gate.proxy.sandbox_bundle): {"bind": SANDBOX_CA_BUNDLE, "mode": "ro"}}
+                    if gate is not None
+                    else {}
+                ),
             },
             ulimits=[
                 Ulimit(name="nofile", soft=256, hard=256),

@@ -27,7 +27,14 @@ from evaluator_host.languages import RUNTIMES_DIR
 from evaluator_host.sandbox import strays
 from evaluator_host.sandbox.base import SANDBOX_ENV, ExitInfo, RawOutput, RuntimeKey, memory_exhausted
 from evaluator_host.sandbox.cgroups import Counter, limit_cpu, limit_memory, oom_counter
-from evaluator_host.sandbox.egress import IN_SANDBOX_PORT, SANDBOX_SOCKET, EgressGate, EgressProxy, proxy_env
+from evaluator_host.sandbox.egress import (
+    IN_SANDBOX_PORT,
+    SANDBOX_CA_BUNDLE,
+    SANDBOX_SOCKET,
+    EgressGate,
+    EgressProxy,
+    proxy_env,
+)
 from evaluator_host.sandbox.process.isolation import Isolation, probe
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
 from evaluator_host.sandbox.protocol import encode_frame
@@ -160,7 +167,9 @@ class ProcessBackend:
         self._closed = False
         # network for evaluators that declare it: only in a network namespace of the worker's own
         namespaced = self._isolation.mode != "rlimits"
-        self.egress: EgressProxy | None = EgressProxy(settings.egress_hosts) if namespaced else None
+        self.egress: EgressProxy | None = (
+            EgressProxy(settings.egress_hosts, ca_bundle=settings.ca_bundle) if namespaced else None
+        )
         self._sweep_cgroups()
         self.builder.use_isolation(self._isolation)  # Python installs run in a build sandbox of this kind
 
@@ -259,6 +268,7 @@ class ProcessBackend:
         }
         if gate is not None:
             binds.append([str(gate.path), SANDBOX_SOCKET])
+            binds.append([str(gate.proxy.sandbox_bundle), SANDBOX_CA_BUNDLE])  # the CAs it trusts
             harness_config["egress"] = {"socket": SANDBOX_SOCKET, "port": IN_SANDBOX_PORT}
         rlimits = {
             "AS": (runtime.memory_mb + family.address_space_mb) * 1024 * 1024,
