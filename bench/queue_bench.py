@@ -32,11 +32,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from cryptography.fernet import Fernet
 
 from bench.common import serving, verdict
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"
+_SECRETS_KEY = Fernet.generate_key().decode()
 HEADING = "## Scaling out: queued jobs over worker hosts"
 LANES, WAIT_S, N_SLOW, N_TRIVIAL, RUNS = 4, 0.02, 3000, 20_000, 2
 SLOW = (
@@ -165,6 +167,7 @@ def _env(queue_url: str | None, database_url: str) -> dict[str, str]:
         "EVALUATOR_HOST_WORKER_LANES": str(LANES),
         "EVALUATOR_HOST_JOB_PARALLELISM": str(LANES),
         "EVALUATOR_HOST_LOG_LEVEL": "warning",
+        "EVALUATOR_HOST_SECRETS_KEY": _SECRETS_KEY,  # chunk tasks are signed with it (service and hosts)
     }
     if queue_url:
         env["EVALUATOR_HOST_QUEUE_URL"] = queue_url

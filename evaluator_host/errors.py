@@ -28,7 +28,8 @@
     │                              or another service's): its runner stops, nothing is stored
     ├── StorageFull                the data disk is full (HTTP 507 + Retry-After; nothing half-written is kept)
     └── SandboxError               the infrastructure failed, not the user (HTTP 503, retryable)
-        └── BackendUnavailable     no sandbox backend can run this language right now
+        ├── BackendUnavailable     no sandbox backend can run this language right now
+        └── Overloaded             the workers' memory budget is in use (the machine's memory)
 
 User failures (exceptions, timeouts, memory and output limits) are *outcomes*
 (``EvaluationResult.status``), never exceptions of this tree.
@@ -56,6 +57,7 @@ __all__ = [
     "MigrationMismatch",
     "MigrationRefused",
     "NotFoundError",
+    "Overloaded",
     "PackageSpecError",
     "PolicyError",
     "QuotaExceeded",
@@ -280,3 +282,13 @@ class BackendUnavailable(SandboxError):
     """No backend can run this request right now."""
 
     type_name = "BackendUnavailable"
+
+
+class Overloaded(SandboxError):
+    """A new worker would take the live workers' memory past the machine's budget, and no idle worker
+    is left to evict (HTTP 503 with Retry-After)."""
+
+    type_name = "Overloaded"
+
+    def __init__(self, message: str, *, retry_after_s: int = 2) -> None:
+        super().__init__(message, retry_after_s=retry_after_s)

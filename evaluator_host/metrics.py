@@ -83,6 +83,12 @@ class Metrics:
             "evaluator_host_build_seconds", "Duration of runtime builds.", buckets=_SLOW_BUCKETS, registry=r
         )
         self.job_rows = Counter("evaluator_host_job_rows", "Job rows committed, by status.", ["status"], registry=r)
+        self.queue_refused = Counter(
+            "evaluator_host_queue_tasks_refused",
+            "Chunk tasks a worker host refused (forged or altered), by reason.",
+            ["reason"],
+            registry=r,
+        )
         self.swept = Counter(
             "evaluator_host_swept_containers", "Leftover containers removed by start-up sweeps.", registry=r
         )

@@ -161,6 +161,13 @@ class Settings(BaseSettings):
         description="Warm workers kept at most (all runtimes, all evaluators); enough for each evaluator in "
         "steady use to keep one: an evaluator without one pays a process or container start per call.",
     )
+    max_worker_memory_mb: int | None = Field(
+        None,
+        gt=0,
+        description="Total memory_mb of the workers alive at once (bound, starting, spare); past it idle "
+        "workers are evicted, then calls answer 503 Overloaded with Retry-After. Default: 75% of the "
+        "machine's memory (the smaller of MemTotal and the service's cgroup limit).",
+    )
     idle_ttl_s: float = Field(300.0, description="An idle worker is discarded after this long.")
     max_uses: int = Field(100_000, description="A worker is discarded after this many evaluations.")
     batch_size: int = Field(256, description="Rows sent to a worker in one message (a job's chunk goes whole).")
@@ -215,6 +222,12 @@ class Settings(BaseSettings):
 
     python_executable: str = Field(default_factory=_default_python, description="Interpreter for user code.")
     sandbox_uid_base: int = Field(200_000, description="First uid for sandboxed workers (when root).")
+    process_isolation: Literal["auto", "rlimits"] = Field(
+        "auto",
+        description="The process backend's isolation: auto (the strongest this machine allows) or rlimits (no "
+        "namespaces, as when unshare is missing or refused). As root, rlimits still runs user code under an "
+        "unprivileged uid, or the service refuses to start (docs/security.md).",
+    )
     pids_max: int = Field(64, description="Processes a worker may have (pids cgroup / RLIMIT_NPROC).")
     tmpfs_mb: int = Field(64, description="Size of each worker's private /tmp.")
     build_timeout_s: float = Field(300.0, gt=0, description="Longest a package install may take (then it fails).")

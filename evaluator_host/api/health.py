@@ -30,7 +30,14 @@ def healthz(services: ServicesDep) -> dict[str, Any]:
         "backend": services.backend.name,
         "isolation": isolation["summary"],
         "isolation_details": isolation,
-        "workers": {"total": stats.workers, "idle": stats.idle, "started": stats.started, "spares": stats.spares},
+        "workers": {
+            "total": stats.workers,
+            "idle": stats.idle,
+            "started": stats.started,
+            "spares": stats.spares,
+            "memory_mb": services.pool.live_mb(),  # memory_mb of every live worker (bound, starting, spare)
+            "memory_budget_mb": services.pool.memory_budget_mb,  # what the machine admits (None: no bound)
+        },
         "runtimes_built": services.backend.builder.builds,
         "policy": {
             "default": services.evaluation.default_policy,

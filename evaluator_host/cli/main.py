@@ -77,6 +77,14 @@ def _serve(args: argparse.Namespace) -> int:
             "pass --insecure to allow it\n"
         )
         return 2
+    if settings.queue_url and not settings.secrets_key:
+        from evaluator_host.queue.signing import QueueKeyMissing, task_keys
+
+        try:
+            task_keys(settings)
+        except QueueKeyMissing as exc:
+            sys.stderr.write(f"evaluator-host: {exc}\n")
+            return 2
     try:  # a clear refusal up front; the service takes the lock for good when it starts
         settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.close(lock_data_dir(settings.data_dir))

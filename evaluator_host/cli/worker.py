@@ -94,6 +94,7 @@ class _Host:
 
     def serve(self) -> int:
         from evaluator_host.queue.host import WorkerHost
+        from evaluator_host.queue.signing import QueueKeyMissing
         from evaluator_host.services import service_id
 
         self.thread.start()
@@ -107,7 +108,11 @@ class _Host:
             return 2
         try:
             name = self.name or service_id(self.settings.data_dir)
-            host = WorkerHost(services, name)
+            try:
+                host = WorkerHost(services, name)
+            except QueueKeyMissing as exc:
+                sys.stderr.write(f"evaluator-host: worker cannot start: {exc}\n")
+                return 2
             self._call(host.start())
             code = self._celery(host)
             self._call(host.close())
@@ -127,9 +132,9 @@ class _Host:
         loop = self.loop
 
         @app.task(name=CHUNK_TASK, acks_late=True, reject_on_worker_lost=True)  # type: ignore[untyped-decorator]
-        def chunk(job_id: str, owner: str, rows: str) -> None:
+        def chunk(job_id: str, owner: str, rows: str, signature: str | None = None) -> None:
             try:
-                outcome = asyncio.run_coroutine_threadsafe(host.chunk(job_id, owner, rows), loop).result()
+                outcome = asyncio.run_coroutine_threadsafe(host.chunk(job_id, owner, rows, signature), loop).result()
             except DatabaseAway as exc:
                 log.warning("job %s: a chunk goes back to the queue: %s", job_id, exc)
                 raise Reject(str(exc), requeue=True) from exc

@@ -2,9 +2,9 @@
 
 Contract:
 
-* One task, :data:`CHUNK_TASK`, carries ``(job_id, owner, rows)``: rows are dataset lines with their
-  indices (``queue.chunks``), so hosts need no shared disk. Its messages are acknowledged *after* the
-  chunk is committed (``task_acks_late``), handed back when the process running it dies
+* One task, :data:`CHUNK_TASK`, carries ``(job_id, owner, rows, signature)`` (``queue.signing``): rows
+  are dataset lines with their indices (``queue.chunks``), so hosts need no shared disk. Its messages
+  are acknowledged *after* the chunk is committed (``task_acks_late``), handed back when the process running it dies
   (``task_reject_on_worker_lost``; a host killed outright leaves them unacknowledged in Redis, and any
   live host puts them back in the queue once ``queue_visibility_s`` has passed), and a host takes one
   message per free lane (``worker_prefetch_multiplier`` 1), so a new host gets work at once and a

@@ -2,6 +2,7 @@
 
 Contract:
 
+* Every task is signed (``queue.signing``): hosts run only what this service sent.
 * The service that created a job dispatches it (it holds the dataset's file); the job is owned by
   ``<service id>/queue`` and every task carries that owner, so hosts commit for it and nobody else.
 * Rows without a stored result are read from the dataset file in order and sent as chunks sized to
@@ -35,6 +36,7 @@ from sqlalchemy.exc import OperationalError
 from evaluator_host.jobs.datasets import DatasetFiles
 from evaluator_host.queue.broker import CANCEL_CHANNEL, CHUNK_TASK, make_app, redis_client, row_seconds_key
 from evaluator_host.queue.chunks import encode_rows
+from evaluator_host.queue.signing import sign, task_keys
 from evaluator_host.settings import Settings
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.jobs import JobRecord, JobStore
@@ -67,6 +69,7 @@ class Dispatcher:
         self.settings = settings
         self.store = store
         self.files = files
+        self._key = task_keys(settings)[0]  # QueueKeyMissing without EVALUATOR_HOST_SECRETS_KEY
         self.app = app or make_app(settings)
         self.redis = redis_client(settings)
 
@@ -135,7 +138,8 @@ class Dispatcher:
 
     async def _send(self, job_id: str, chunk: list[tuple[int, bytes]], clock: _Clock) -> None:
         """Publish one chunk task; a broker that does not answer is waited for while the job runs."""
-        args = (job_id, self.store.owner, encode_rows(chunk))
+        rows = encode_rows(chunk)
+        args = (job_id, self.store.owner, rows, sign(self._key, job_id, self.store.owner, rows))
         while True:
             try:
                 await asyncio.to_thread(self.app.send_task, CHUNK_TASK, args=args)

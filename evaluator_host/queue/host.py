@@ -2,8 +2,11 @@
 
 Contract (one :class:`WorkerHost` per ``evaluator-host worker`` process, on its own data dir):
 
-* :meth:`WorkerHost.chunk` runs one chunk task: it checks the job is unfinished and the task's owner's
-  (else the chunk is dropped: cancelled, deleted, finished), skips rows already stored (a redelivered
+* :meth:`WorkerHost.chunk` runs one chunk task: it verifies the task's signature first
+  (``queue.signing``; a forged or altered task is refused — logged, counted in ``refused`` and
+  ``evaluator_host_queue_tasks_refused`` — and never run), then checks the job is unfinished and the task's owner's
+  (else the chunk is dropped: cancelled, deleted, finished), refuses indices outside the job's rows or
+  repeated, skips rows already stored (a redelivered
   chunk whose commit landed runs nothing again), maps rows to cases as the embedded runner does, runs
   them through the same :class:`~evaluator_host.evaluation.Bound` path (a revision's runtime is built
   once per host, on its first chunk), and commits with :meth:`JobStore.commit_shared` (idempotent,
@@ -39,6 +42,7 @@ from evaluator_host.jobs.rows import stored_rows
 from evaluator_host.models import FieldMapping
 from evaluator_host.queue.broker import CANCEL_CHANNEL, redis_client, row_seconds_key
 from evaluator_host.queue.chunks import decode_rows
+from evaluator_host.queue.signing import task_keys, verify
 from evaluator_host.sandbox.base import RawOutcome
 from evaluator_host.sandbox.protocol import JobCases, WireCase
 from evaluator_host.services import Services
@@ -75,6 +79,8 @@ class WorkerHost:
         self.settings = services.settings
         self.store = services.runner.store
         self.name = name
+        self._keys = task_keys(self.settings)  # QueueKeyMissing without EVALUATOR_HOST_SECRETS_KEY
+        self.refused = 0  # chunk tasks refused as forged or altered
         self.loop: asyncio.AbstractEventLoop | None = None
         self._jobs: OrderedDict[str, _Job] = OrderedDict()
         self._running: dict[str, set[asyncio.Task[Any]]] = {}
@@ -103,8 +109,11 @@ class WorkerHost:
             self._redis.close()
 
     # -- one chunk -------------------------------------------------------------------------
-    async def chunk(self, job_id: str, owner: str, rows_text: str) -> str:
-        """Run and commit one chunk task; what became of it (for the log)."""
+    async def chunk(self, job_id: str, owner: str, rows_text: str, signature: object = None) -> str:
+        """Run and commit one chunk task; what became of it (for the log). A task without this
+        deployment's signature is refused before anything is read or run."""
+        if not verify(self._keys, job_id, owner, rows_text, signature):
+            return self._refuse("unsigned" if signature is None else "bad signature", job_id)
         task = asyncio.current_task()
         assert task is not None
         self._running.setdefault(job_id, set()).add(task)
@@ -132,11 +141,24 @@ class WorkerHost:
                 if not running:
                     del self._running[job_id]
 
+    def _refuse(self, reason: str, job_id: object) -> str:
+        self.refused += 1
+        metrics = self.services.runner.metrics
+        if metrics is not None:
+            metrics.queue_refused.labels(reason).inc()
+        log.warning(
+            "refused a chunk task (%s) naming job %.64r: not run (%d refused so far)", reason, job_id, self.refused
+        )
+        return f"refused: {reason}"
+
     async def _chunk(self, job_id: str, owner: str, rows_text: str) -> str:
         rows = decode_rows(rows_text)
         job = await self._job(job_id, owner)
         if job is None:
             return "dropped: the job is no longer running"
+        indices = [idx for idx, _ in rows]
+        if len(set(indices)) != len(indices) or not all(0 <= idx < job.record.total for idx in indices):
+            return self._refuse("indices outside the job's rows", job_id)
         stored = await self._db(self.store.stored_among, job_id, [idx for idx, _ in rows])
         todo = [(idx, line) for idx, line in rows if idx not in stored]
         if not todo:

@@ -17,6 +17,12 @@ Rules:
   it has settled (:data:`_SETTLED_S`), never the warm worker of a key in steady use;
 * single-case calls of a key may share a batch only up to as many rows as run in a worker's
   start time (:meth:`Leasing.coalesce_limit`): slow rows keep getting workers of their own;
+* memory: the workers alive at once (bound, starting, spare) hold at most the memory budget
+  (:func:`evaluator_host.sandbox.memory.budget_mb`: ``max_worker_memory_mb``, by default 75% of the
+  machine's memory) in ``memory_mb``. A start that would pass it first evicts idle workers, least
+  recently used first, and spares; when that is not enough, a key with workers of its own waits for
+  one, and a key with none is answered :class:`~evaluator_host.errors.Overloaded` (503, Retry-After);
+  a ``memory_mb`` larger than the whole budget is a ``LimitError`` (422);
 * workspaces: every key belongs to one (``WorkerSpec.workspace``; keys never span two, so no
   worker is ever shared across workspaces). A workspace's keys hold at most its
   ``max_warm_workers`` quota (:attr:`Leasing.workspace_caps`): a key of a workspace at its cap
@@ -35,9 +41,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluator_host import tracing
-from evaluator_host.errors import SandboxError
+from evaluator_host.errors import LimitError, Overloaded, SandboxError
 from evaluator_host.metrics import Metrics
 from evaluator_host.sandbox.base import Worker, WorkerSpec
+from evaluator_host.sandbox.memory import budget_mb
 from evaluator_host.settings import Settings
 
 __all__ = ["Leasing", "Slot"]
@@ -101,6 +108,8 @@ class Leasing:
         self._failing_starts = asyncio.Semaphore(_FAILING_STARTS)
         self.workspace_caps: dict[str, int | None] = {}  # workspace -> its max_warm_workers quota
         self._ws_of: dict[str, str] = {}  # key -> its workspace
+        self._mb_of: dict[str, int] = {}  # key -> its workers' memory_mb
+        self.memory_budget_mb = budget_mb(settings)  # None: unknown, no bound
 
     async def _start(self, spec: WorkerSpec) -> Slot:
         raise NotImplementedError
@@ -175,6 +184,60 @@ class Leasing:
         self._idle[victim.spec.key].remove(victim)
         return victim
 
+    # -- memory admission ------------------------------------------------------------------
+    def _spare_mb(self) -> int:
+        """``memory_mb`` held by spares (started or starting); the pool's spares say."""
+        return 0
+
+    def _drop_spare(self) -> bool:
+        """Reap one spare to free memory; False when there is none (the pool's spares say)."""
+        return False
+
+    def live_mb(self) -> int:
+        """The ``memory_mb`` of every worker alive or starting: bound (idle, leased, starting) and spare."""
+        keys = {*self._idle, *self._leased, *self._starting}
+        return sum(self._held(k) * self._mb_of.get(k, 0) for k in keys) + self._spare_mb()
+
+    def fits(self, need_mb: int) -> bool:
+        """Whether ``need_mb`` more stays within the memory budget as things are."""
+        return self.memory_budget_mb is None or self.live_mb() + need_mb <= self.memory_budget_mb
+
+    def _admit(self, need_mb: int) -> bool:
+        """Make room for ``need_mb`` under the memory budget: spares go first, then idle workers, least
+        recently used first (they are started again when needed); False when the rest is in use."""
+        while not self.fits(need_mb):
+            if self._drop_spare():
+                continue
+            idle = [slot for slots in self._idle.values() for slot in slots]
+            if not idle:
+                return False
+            victim = min(idle, key=lambda slot: slot.last_used)
+            self._idle[victim.spec.key].remove(victim)
+            self.metrics.evictions.labels(self._backend_name).inc()
+            self._reap(victim.worker)
+            self._count -= 1  # no wake-up: the room is this caller's
+        return True
+
+    async def _start_admitted(self, spec: WorkerSpec, victim: Slot | None) -> Slot | None:
+        """Start a worker for ``spec`` (in ``victim``'s place, or a new one) if the memory budget admits
+        it; None, with ``victim`` back among the idle, when it does not."""
+        if not self._admit(spec.memory_mb):
+            if victim is not None:
+                self._idle.setdefault(victim.spec.key, []).append(victim)
+            return None
+        if victim is not None:
+            self.metrics.evictions.labels(self._backend_name).inc()
+        else:
+            self._count += 1
+        return await self._start_leased(spec, victim)
+
+    def _overloaded(self, spec: WorkerSpec) -> Overloaded:
+        return Overloaded(
+            f"the workers alive hold {self.live_mb()} MiB of the {self.memory_budget_mb} MiB this machine admits "
+            f"for workers (max_worker_memory_mb) and none is idle: a worker of memory_mb={spec.memory_mb} does "
+            "not fit now; retry shortly"
+        )
+
     def _cheaper_to_wait(self, key: str) -> bool:
         """Whether one of ``key``'s busy workers is likely free sooner than a new one would start."""
         leased, lease_s = self._leased.get(key, 0), self._lease_s.get(key)
@@ -213,6 +276,12 @@ class Leasing:
         or a new one (started, or taking an evicted worker's place), by the rules above."""
         key = spec.key
         self._ws_of[key] = spec.workspace
+        self._mb_of[key] = spec.memory_mb
+        if self.memory_budget_mb is not None and spec.memory_mb > self.memory_budget_mb:
+            raise LimitError(
+                f"memory_mb={spec.memory_mb} exceeds the {self.memory_budget_mb} MiB this machine admits for all "
+                "its workers together (max_worker_memory_mb)"
+            )
         while True:
             if self._closed:
                 raise SandboxError("the service is shutting down")
@@ -222,20 +291,25 @@ class Leasing:
             if self._ws_full(key):  # at its workspace's quota: an idle worker of the workspace's, or wait
                 victim = None if self._held(key) else self._evict_one(key, own_workspace=True)
                 if victim is not None:
-                    self.metrics.evictions.labels(self._backend_name).inc()
-                    return await self._start_leased(spec, victim)
+                    if (started := await self._start_admitted(spec, victim)) is not None:
+                        return started
+                    raise self._overloaded(spec)  # it holds none (else no victim was sought)
             crowded = self._ws_full(key)
             crowded = crowded or self._held(key) >= self._fair_share() and self._count >= self.settings.max_workers - 1
             crowded = crowded or self._held(key) >= self._demand_share(key)
             crowded = crowded or (self.failing(key) and self._held(key) >= _FAILING_HOLD)
             if not crowded and not self._cheaper_to_wait(key):
                 if self._count < self.settings.max_workers:
-                    self._count += 1
-                    return await self._start_leased(spec, None)
-                victim = self._evict_one(key)
-                if victim is not None:
-                    self.metrics.evictions.labels(self._backend_name).inc()
-                    return await self._start_leased(spec, victim)
+                    if (started := await self._start_admitted(spec, None)) is not None:
+                        return started
+                    if not self._held(key):  # no memory for it, and no worker of its own to wait for
+                        raise self._overloaded(spec)
+                else:
+                    victim = self._evict_one(key)
+                    if victim is not None and (started := await self._start_admitted(spec, victim)) is not None:
+                        return started
+                    if victim is not None and not self._held(key):
+                        raise self._overloaded(spec)
             waiter: asyncio.Future[Slot | None] = asyncio.get_running_loop().create_future()
             queue = self._waiters.setdefault(key, collections.deque())
             queue.append(waiter)
@@ -362,6 +436,7 @@ class Leasing:
                 for table in (self._idle, self._leased, self._waiting, self._waiters, self._lease_s, self._row_s):
                     table.pop(key, None)
                 self._ws_of.pop(key, None)
+                self._mb_of.pop(key, None)
         for key in [k for k, t in self._failed_at.items() if now - t > self.settings.idle_ttl_s]:
             self._failed_at.pop(key)  # a key that failed long ago and was not used since starts afresh
             self._fail_rate.pop(key, None)

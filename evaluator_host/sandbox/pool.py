@@ -91,7 +91,7 @@ class WorkerPool(Leasing):
         self._started = 0
         self._sweeper: asyncio.Task[None] | None = None
         self._starts = self.metrics.worker_starts.labels(backend.name)
-        self.spares = Spares(backend, settings, self._reap, self._starts.inc)
+        self.spares = Spares(backend, settings, self._reap, self._starts.inc, self.fits)
         self.metrics.watch_pool(self._states)
         self._ids = random.Random(os.urandom(16))  # request ids: unpredictable to a sandbox, cheap here
         self.coalescer = Coalescer()
@@ -101,6 +101,12 @@ class WorkerPool(Leasing):
         """Keep ``spare_workers`` unbound workers of ``runtime`` started (in the background)."""
         self._sweep_soon()
         self.spares.warm(runtime)
+
+    def _spare_mb(self) -> int:
+        return self.spares.memory_mb()
+
+    def _drop_spare(self) -> bool:
+        return self.spares.drop_one()
 
     def _sweep_soon(self) -> None:
         if self._sweeper is None and not self._closed:

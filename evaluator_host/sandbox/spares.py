@@ -39,9 +39,11 @@ class Spares:
         settings: Settings,
         reap: Callable[[Worker], None],
         started: Callable[[], None] = lambda: None,
+        room: Callable[[int], bool] = lambda mb: True,
     ) -> None:
         self._backend = backend
         self._started = started  # called once per worker started (the pool counts cold starts)
+        self._room = room  # whether the memory budget admits one more worker of so many MiB
         self._settings = settings
         self._reap = reap  # kills a worker in the background
         self._spares: dict[RuntimeKey, list[Worker]] = {}
@@ -60,6 +62,19 @@ class Spares:
         """Started spares, every runtime."""
         return sum(len(v) for v in self._spares.values())
 
+    def memory_mb(self) -> int:
+        """The ``memory_mb`` of every spare, started or starting."""
+        started = sum(k.memory_mb * len(v) for k, v in self._spares.items())
+        return started + sum(k.memory_mb * n for k, n in self._filling.items())
+
+    def drop_one(self) -> bool:
+        """Reap a spare of the least recently used runtime (memory is needed); False when none is started."""
+        held = [k for k, v in self._spares.items() if v]
+        if not held:
+            return False
+        self._reap(self._spares[min(held, key=lambda k: self._used.get(k, 0.0))].pop())
+        return True
+
     def warm(self, runtime: RuntimeKey) -> None:
         """Keep ``spare_workers`` unbound workers of ``runtime`` started (in the background)."""
         if self._closed or self._settings.spare_workers <= 0:
@@ -77,7 +92,10 @@ class Spares:
     def _make_room(self, runtime: RuntimeKey) -> bool:
         """Whether one more spare fits under ``max_workers`` (started or starting), once the least
         recently used other runtime's spare is reaped if need be; False when none can be (the
-        others are all still starting): a later ``warm`` tries again."""
+        others are all still starting), or when the memory budget has no room for it (a spare never
+        evicts anything for memory): a later ``warm`` tries again."""
+        if not self._room(runtime.memory_mb):
+            return False
         total = self.count() + sum(self._filling.values())
         if total < self._settings.max_workers:
             return True

@@ -8,6 +8,14 @@ replaced method, a ``ChildProcess`` that bypasses the wrapped functions), so the
 asks the host after every batch: the host walks the process tree under the init through
 ``/proc`` (which user code cannot reach), kills every process but the init and the harness,
 and waits until they are gone before the worker serves anyone again.
+
+A pid found by the walk may exit and be reused by an unrelated process before the signal is sent
+(start times cannot tell them apart: they tick at 10 ms). So the walk takes a pidfd for each
+stray while it verifies it (:func:`member`: the pidfd first, then the pid's parent is checked to
+be in the tree, then the pidfd is checked to still reach a process, so the check was about the
+process the pidfd names), and the stray is signalled through that pidfd only (:func:`kill`): a
+process that has exited meanwhile answers ``ProcessLookupError``; a pid reused meanwhile is
+never signalled.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from pathlib import Path
 
 from evaluator_host.sandbox.cgroups import Counter
 
-__all__ = ["StrayReaper", "children"]
+__all__ = ["StrayReaper", "children", "kill", "member", "of_uid", "reap_uid"]
 
 _GONE_WITHIN_S = 2.0
 
@@ -42,19 +50,106 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def _stat(pid: int) -> tuple[str, int] | None:
-    """(state, start time) of ``pid``, None when it is gone."""
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, start time, parent pid) of ``pid``, None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    return fields[0], int(fields[19])
+    return fields[0], int(fields[19]), int(fields[1])
 
 
-def _alive(pid: int) -> bool:
-    stat = _stat(pid)
-    return stat is not None and stat[0] not in ("Z", "X")
+def member(pid: int, parents: set[int]) -> int | None:
+    """A pidfd for ``pid``, taken while ``pid`` is verified to be a live child of one of ``parents``
+    (the caller closes it); None when it is not (gone, a zombie, or another process's child)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    try:
+        stat = _stat(pid)
+        if stat is not None and stat[0] not in ("Z", "X") and stat[2] in parents:
+            signal.pidfd_send_signal(fd, 0)  # the pidfd's process still lives: the check was about it
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def kill(pidfd: int, sig: int = signal.SIGKILL) -> bool:
+    """Signal the process behind ``pidfd``; False when it has exited (never another process).
+    ``PermissionError`` propagates."""
+    try:
+        signal.pidfd_send_signal(pidfd, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _uids(pid: int) -> tuple[set[int], str] | None:
+    """(real, effective, saved and file-system uids, state) of ``pid``; None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    fields = dict(line.split(":", 1) for line in lines if ":" in line)
+    try:
+        return {int(u) for u in fields["Uid"].split()}, fields["State"].split()[0]
+    except (KeyError, ValueError, IndexError):
+        return None
+
+
+def of_uid(uid: int, but: int | None = None) -> list[int]:
+    """Pidfds (the caller closes them) of the live processes running with ``uid`` (any of their uids),
+    ``but`` excepted; each verified as such after its pidfd was taken, as :func:`member` does. A worker of
+    the rlimits-only mode has no pid namespace: its uid, its own, is what tells its processes apart."""
+    found: list[int] = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == but:
+            continue
+        seen = _uids(int(name))  # a first look without a pidfd: most processes are someone else's
+        if seen is None or uid not in seen[0]:
+            continue
+        try:
+            fd = os.pidfd_open(int(name))
+        except OSError:
+            continue
+        try:
+            seen = _uids(int(name))
+            if seen is not None and uid in seen[0] and seen[1] not in ("Z", "X"):
+                signal.pidfd_send_signal(fd, 0)
+                found.append(fd)
+                continue
+        except OSError:
+            pass
+        os.close(fd)
+    return found
+
+
+async def reap_uid(uid: int, but: int | None = None) -> bool:
+    """Kill every process of ``uid`` (``but`` excepted) through pidfds and wait until they are gone;
+    False when some outlived the wait or could not be signalled."""
+    deadline = time.monotonic() + _GONE_WITHIN_S
+    pidfds = of_uid(uid, but)
+    try:
+        while pidfds:
+            for fd in pidfds:
+                try:
+                    kill(fd)
+                except PermissionError:
+                    return False
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.005)
+            _close(pidfds)
+            pidfds = []
+            pidfds = of_uid(uid, but)
+        return True
+    finally:
+        _close(pidfds)
 
 
 class StrayReaper:
@@ -72,7 +167,8 @@ class StrayReaper:
         self._harness_stat: Counter | None = None  # /proc/<harness>/stat, kept open
 
     def strays(self) -> list[int]:
-        """Host pids of the live processes under the init other than the harness (its oldest child)."""
+        """Pidfds (the caller closes them) of the live processes under the init other than the harness
+        (its oldest child), each verified as a member of the tree when taken."""
         if self.init_pid is None:
             return []
         top = children(self.init_pid)
@@ -83,11 +179,13 @@ class StrayReaper:
             if not started:
                 return []
             self._harness = min(started, key=lambda p: started[p])
+        tree = {self.init_pid, self._harness}
         found, todo = [], [p for p in top if p != self._harness] + children(self._harness)
         while todo:
             pid = todo.pop()
-            if _alive(pid):
-                found.append(pid)
+            if (fd := member(pid, tree)) is not None:
+                found.append(fd)
+                tree.add(pid)
             todo += children(pid)
         return found
 
@@ -103,21 +201,30 @@ class StrayReaper:
             threads = self._harness_stat.read()
             if tasks and threads and tasks <= 1 + threads:  # the init and the harness's threads: nothing else
                 return True
-        pids = self.strays()
-        if not pids:
+        pidfds = self.strays()
+        if not pidfds:
             return True
         deadline = time.monotonic() + _GONE_WITHIN_S
-        while pids:
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    continue
-                except PermissionError:
+        try:
+            while pidfds:
+                for fd in pidfds:
+                    try:
+                        kill(fd)
+                    except PermissionError:
+                        return False
+                if time.monotonic() > deadline:
                     return False
-            if time.monotonic() > deadline:
-                return False
-            await asyncio.sleep(0.002)
-            with contextlib.suppress(OSError):
-                pids = self.strays()
-        return True
+                await asyncio.sleep(0.002)
+                _close(pidfds)
+                pidfds = []
+                with contextlib.suppress(OSError):
+                    pidfds = self.strays()
+            return True
+        finally:
+            _close(pidfds)
+
+
+def _close(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)

@@ -26,8 +26,19 @@ What it does
   copies holding only their allowed names, with the helpers that would walk attributes
   unguarded replaced (``operator.attrgetter``/``methodcaller``, ``string.Formatter``,
   ``str.format``) — so ``from operator import attrgetter`` is guarded too.
-* ``typing.ForwardRef`` accepts only type-shaped strings (names, dotted names, subscripts,
-  constants, ``|``), since ``typing.get_type_hints`` and libraries evaluate them as code.
+* **One value guard on every value-yielding path** (:meth:`_Policy.value`): attribute and item
+  access, iteration and unpacking (``_getiter_``, ``iter``, ``next``), containers' methods
+  (``d.get``, ``pop``, ``setdefault``…), ``min``/``max`` and every function of a standard module's
+  view (its results) — so a forbidden value (above, plus ``getattr``/``setattr``, functions of
+  ``os``/``sys``/…, a module's namespace, a dict holding ``__builtins__``) is never handed out.
+* **No string is evaluated in another frame**: ``typing.ForwardRef`` accepts only type-shaped
+  strings (names, dotted names, subscripts, constants, ``|``) and resolves them with
+  :func:`_resolve_type_expression` through the guards instead of ``eval`` (which put the real
+  ``__builtins__`` into the caller's namespace: issue 28); ``dataclasses`` field names must be
+  identifiers (``exec`` runs text made of them).
+* **No setattr/getattr of any name through the standard library**: ``functools.update_wrapper``/
+  ``wraps`` with their default names only, ``copy``'s ``__reduce__`` state only on a new instance,
+  ``enum.global_enum`` only into the evaluator's own module.
 
 What it does not: the runtime's own packages run unrestricted inside (a pinned package may do
 anything the sandbox allows); CPU, memory and time are the sandbox's limits, not this module's.
@@ -41,7 +52,7 @@ import operator
 import string
 import sys
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 __all__ = [
@@ -164,9 +175,25 @@ _DUNDER_DEFS = frozenset(
 _FORBIDDEN_TYPES = (types.FrameType, types.CodeType, types.TracebackType)
 _DANGEROUS_BUILTINS = frozenset(
     id(getattr(builtins, name))
-    for name in "open __import__ exec eval compile breakpoint input globals locals vars help".split()
+    for name in (
+        "open __import__ exec eval compile breakpoint input globals locals vars help getattr setattr delattr".split()
+    )
     if hasattr(builtins, name)
 )
+# Functions of these modules are refused whatever path hands them out (a forged ``__module__`` lets
+# ``typing.get_type_hints`` resolve names in any module's namespace, for instance).
+_FORBIDDEN_FUNCTION_MODULES = frozenset(
+    "os posix nt sys subprocess _posixsubprocess builtins io _io importlib _imp marshal pickle _pickle "
+    "ctypes _ctypes gc inspect socket _socket shutil pathlib signal _signal threading _thread "
+    "multiprocessing tempfile runpy code codeop pdb pty fcntl resource mmap select sysconfig site "
+    "_frozen_importlib _frozen_importlib_external zipimport posixpath genericpath ntpath".split()
+)
+# The container types whose bound methods (``d.get``, ``d.pop``, ``d.setdefault``, ``l.pop``…) hand
+# out their items: their results pass the value guard like ``d[k]`` does.
+_CONTAINER_TYPES: tuple[type, ...] = (dict, list, set, frozenset, tuple, types.MappingProxyType)
+# Their methods that return an item itself (``values``/``items``/``copy`` return containers, whose
+# items are guarded when taken out; ``append`` and the rest return None or a count).
+_ITEM_METHODS = frozenset({"get", "pop", "popitem", "setdefault"})
 
 
 class RestrictedError(Exception):
@@ -190,6 +217,41 @@ def _transformer_class() -> type[Any]:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.positions: list[tuple[int | None, int | None, str]] = []
+            self.unevaluated: set[int] = set()  # annotations under `from __future__ import annotations`
+
+        def visit(self, node: ast.AST) -> Any:
+            if id(node) in self.unevaluated:
+                return node  # never evaluated by the interpreter: kept as written, checked type-shaped
+            return super().visit(node)
+
+        def postponed_annotations(self, tree: ast.Module) -> None:
+            """Under ``from __future__ import annotations`` annotations are stored as their source
+            text (for ``typing`` to evaluate later), so they are left untransformed — the guard calls
+            would become part of the text — and must be type-shaped as a whole."""
+            future = any(
+                isinstance(stmt, ast.ImportFrom)
+                and stmt.module == "__future__"
+                and any(alias.name == "annotations" for alias in stmt.names)
+                for stmt in tree.body
+            )
+            if not future:
+                return
+            for node in ast.walk(tree):
+                found: list[ast.expr | None] = []
+                if isinstance(node, ast.AnnAssign):
+                    found.append(node.annotation)
+                elif isinstance(node, ast.arg):
+                    found.append(node.annotation)
+                elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    found.append(node.returns)
+                for annotation in found:
+                    if annotation is None:
+                        continue
+                    problem = type_expression_problem(ast.unparse(annotation))
+                    if problem:
+                        self.error(annotation, f"annotation {ast.unparse(annotation)!r}: {problem}")
+                    else:
+                        self.unevaluated.add(id(annotation))
 
         def error(self, node: ast.AST, info: str) -> None:
             super().error(node, info)
@@ -278,6 +340,8 @@ def _transformer_class() -> type[Any]:
             return self.node_contents_visit(node)
 
         def _check_annotation(self, annotation: ast.expr) -> None:
+            if id(annotation) in self.unevaluated:
+                return
             for sub in ast.walk(annotation):
                 if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
                     problem = type_expression_problem(sub.value)
@@ -301,6 +365,7 @@ def compile_restricted(source: str, filename: str) -> types.CodeType:
     warnings: list[str] = []
     used: dict[str, bool] = {}
     transformer = _TRANSFORMER(errors, warnings, used)
+    transformer.postponed_annotations(tree)
     tree = transformer.visit(tree)
     if transformer.positions:
         line, column, info = transformer.positions[0]
@@ -321,8 +386,8 @@ def type_expression_problem(text: str) -> str | None:
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id.startswith("_"):
             return f"the name {node.id!r} starts with '_'"
-        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
-            return f"the attribute {node.attr!r} starts with '_'"
+        if isinstance(node, ast.Attribute) and (node.attr.startswith("_") or node.attr in FORBIDDEN_ATTRS):
+            return f"the attribute {node.attr!r} is not reachable"
         allowed = (
             ast.Expression, ast.Name, ast.Attribute, ast.Subscript, ast.Constant, ast.Tuple, ast.List,
             ast.Load, ast.BinOp, ast.BitOr, ast.Slice,
@@ -338,8 +403,9 @@ def type_expression_problem(text: str) -> str | None:
 class _Policy:
     """The allowlist of one evaluator (the vetted stdlib + its runtime's top-level modules)."""
 
-    def __init__(self, extra: Iterable[str]) -> None:
+    def __init__(self, extra: Iterable[str], own: str = "evaluator") -> None:
         self.extra = frozenset(extra)
+        self.own = own
         self.views: dict[str, types.ModuleType] = {}
         self.real: dict[int, types.ModuleType] = {}  # id(view) -> the module it shows
 
@@ -370,7 +436,7 @@ class _Policy:
             if key.startswith("_") or key in FORBIDDEN_ATTRS or not self.attr_allowed(name, key):
                 continue
             try:
-                setattr(view, key, self.value(value))
+                setattr(view, key, self.exported(name, value))
             except RestrictedError:
                 continue
         for key, value in _REPLACEMENTS.get(name, {}).items():
@@ -379,7 +445,29 @@ class _Policy:
         return view
 
     def value(self, value: Any) -> Any:
-        """``value`` if restricted code may hold it (a module as its view); RestrictedError if not."""
+        """``value`` if restricted code may hold it (a module as its view); RestrictedError if not.
+
+        The one guard of every path that hands restricted code a value: attribute and item access,
+        iteration and unpacking, the results of the allowlisted modules' functions and of the
+        containers' methods, type-hint resolution. Refused: a module off the allowlist, a frame, a
+        code object, a traceback, ``open``/``eval``/``exec``/``compile``/``__import__``/the real
+        ``getattr``…, a function of ``os``/``sys``/``subprocess``/… (:data:`_FORBIDDEN_FUNCTION_MODULES`),
+        a module's namespace dict and any dict holding a ``__builtins__`` (a globals dict)."""
+        kind = type(value)
+        if kind is types.FunctionType or kind is types.BuiltinFunctionType:
+            if id(value) in _DANGEROUS_BUILTINS:
+                raise RestrictedError(f"restricted policy: the builtin {value.__name__}() is not reachable")
+            module = getattr(value, "__module__", None)
+            if module in _FORBIDDEN_FUNCTION_MODULES:
+                raise RestrictedError(f"restricted policy: {module}.{value.__name__} is not reachable")
+            return value
+        if kind is dict:
+            if "__builtins__" in value or value is builtins.__dict__:
+                raise RestrictedError("restricted policy: a namespace holding __builtins__ is not reachable")
+            name = value.get("__name__")
+            if type(name) is str and getattr(sys.modules.get(name), "__dict__", None) is value:
+                raise RestrictedError(f"restricted policy: the namespace of the module {name!r} is not reachable")
+            return value
         if isinstance(value, types.ModuleType):
             name = value.__name__
             if value is self.views.get(name):
@@ -389,9 +477,63 @@ class _Policy:
             return self.view(value)
         if isinstance(value, _FORBIDDEN_TYPES):
             raise RestrictedError(f"restricted policy: {type(value).__name__} objects are not reachable")
-        if type(value) is types.BuiltinFunctionType and id(value) in _DANGEROUS_BUILTINS:
-            raise RestrictedError(f"restricted policy: the builtin {value.__name__}() is not reachable")
         return value
+
+    def exported(self, module: str, value: Any) -> Any:
+        """``value`` as a standard module's view hands it out: guarded, and a function's results
+        guarded too (a call is one more way to reach a value)."""
+        value = self.value(value)
+        if type(value) is types.FunctionType and not value.__dict__:  # typing.NamedTuple (has
+            return _guarded_function(value)  # __mro_entries__) must stay itself: class bases name it
+        if type(value) is types.BuiltinFunctionType or type(value) is types.MethodType:  # random.choice…
+            return _GuardedBuiltin(value)
+        return value
+
+    def namespace_allowed(self, namespace: Any) -> bool:
+        """Whether a type hint may be resolved in ``namespace``: not the namespace of a module off the
+        allowlist (a class's ``__module__`` can be forged to ``'os'``)."""
+        if type(namespace) is not dict:
+            return True
+        name = namespace.get("__name__")
+        if type(name) is not str or getattr(sys.modules.get(name), "__dict__", None) is not namespace:
+            return True
+        top = name.partition(".")[0]
+        return name == self.own or top in STDLIB_ALLOWLIST or top in self.extra
+
+
+def _guard_result(value: Any) -> Any:
+    return _POLICY.value(value)
+
+
+def _guarded_function(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A Python function of a standard module whose results pass the value guard (binds like it)."""
+    import functools
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return _POLICY.value(fn(*args, **kwargs))
+
+    return call
+
+
+class _GuardedBuiltin:
+    """A builtin function (or a container's bound method) whose results pass the value guard; like a
+    builtin, it does not bind as a method."""
+
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self._fn = fn
+
+    @property
+    def __name__(self) -> str:
+        return str(getattr(self._fn, "__name__", "builtin"))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return _POLICY.value(self._fn(*args, **kwargs))
+
+    def __repr__(self) -> str:
+        return repr(self._fn)
 
 
 def _safe_formatter(getattr_: Callable[..., Any]) -> type[string.Formatter]:
@@ -440,10 +582,17 @@ def guarded_getattr(obj: Any, name: str, *default: Any) -> Any:
         if real is not None and hasattr(real, name):  # a name the view left out, or added since
             if not _POLICY.attr_allowed(obj.__name__, name):
                 raise RestrictedError(f"restricted policy: {obj.__name__}.{name} is not reachable")
-            value = _POLICY.value(getattr(real, name))
+            value = _POLICY.exported(obj.__name__, getattr(real, name))
             setattr(obj, name, value)
             return value
-    return _POLICY.value(getattr(obj, name, *default))
+    value = _POLICY.value(getattr(obj, name, *default))
+    if name in _ITEM_METHODS:
+        kind = type(value)
+        if (kind is types.BuiltinMethodType and isinstance(getattr(value, "__self__", None), _CONTAINER_TYPES)) or (
+            kind is types.MethodDescriptorType and issubclass(value.__objclass__, _CONTAINER_TYPES)
+        ):
+            return _GuardedBuiltin(value)  # d.get / d.pop / d.setdefault / l.pop / dict.get …: items, guarded
+    return value
 
 
 _FORMATTER = _safe_formatter(guarded_getattr)
@@ -477,6 +626,24 @@ def _write(obj: Any) -> Any:
 
 def _getitem(obj: Any, key: Any) -> Any:
     return _POLICY.value(obj[key])
+
+
+def _guard_item(value: Any) -> Any:
+    """An item of an iteration: guarded, and so are the members of a tuple (``d.items()`` pairs)."""
+    if type(value) is tuple:
+        for member in value:
+            _POLICY.value(member)
+        return value
+    return _POLICY.value(value)
+
+
+def _guarded_iter(obj: Any, *sentinel: Any) -> Iterator[Any]:
+    """``iter`` whose items pass the value guard: ``for``, comprehensions, unpacking and ``iter()``."""
+    return map(_guard_item, iter(obj, *sentinel))
+
+
+def _guarded_next(iterator: Any, *default: Any) -> Any:
+    return _guard_item(next(iterator, *default))
 
 
 _INPLACE: dict[str, Callable[[Any, Any], Any]] = {
@@ -576,6 +743,10 @@ def _builtins() -> dict[str, Any]:
         __import__=_guarded_import,
         getattr=guarded_getattr,
         hasattr=_guarded_hasattr,
+        iter=_guarded_iter,
+        next=_guarded_next,
+        min=_GuardedBuiltin(min),
+        max=_GuardedBuiltin(max),
         setattr=_guarded_setattr,
         delattr=_guarded_delattr,
         RestrictedError=RestrictedError,
@@ -583,8 +754,93 @@ def _builtins() -> dict[str, Any]:
     return safe
 
 
+def _update_wrapper(wrapper: Any, wrapped: Any, *args: Any, **kwargs: Any) -> Any:
+    """``functools.update_wrapper`` with its default ``assigned``/``updated`` only: other names make it
+    a getattr/setattr of any attribute (``updated=('__globals__',)`` hands the evaluator's namespace a
+    module's real ``__builtins__``; ``assigned=('__code__',)`` swaps code objects)."""
+    import functools
+
+    _default_wrapper_names(*args, **kwargs)
+    return functools.update_wrapper(wrapper, wrapped)
+
+
+def _wraps(wrapped: Any, *args: Any, **kwargs: Any) -> Any:
+    """``functools.wraps`` with its default ``assigned``/``updated`` only (see :func:`_update_wrapper`)."""
+    import functools
+
+    _default_wrapper_names(*args, **kwargs)
+    return functools.wraps(wrapped)
+
+
+def _default_wrapper_names(assigned: Any = None, updated: Any = None, **others: Any) -> None:
+    import functools
+
+    if others:
+        raise TypeError(f"unexpected arguments: {', '.join(others)}")
+    if assigned is not None and tuple(assigned) != tuple(functools.WRAPPER_ASSIGNMENTS):
+        raise RestrictedError("restricted policy: functools.update_wrapper/wraps copy only the default attributes")
+    if updated is not None and tuple(updated) != tuple(functools.WRAPPER_UPDATES):
+        raise RestrictedError("restricted policy: functools.update_wrapper/wraps update only the default attributes")
+
+
+def _resolve_type_expression(text: str, globalns: Any, localns: Any) -> Any:
+    """The value of the type-shaped expression ``text`` (see :func:`type_expression_problem`),
+    computed without ``eval``: names looked up in ``localns``, ``globalns`` and its builtins,
+    attributes, items and every intermediate value through the policy's guards. Nothing is written
+    to the namespaces (``eval`` would add the real ``__builtins__`` to a caller's dict)."""
+    problem = type_expression_problem(text)
+    if problem:
+        raise RestrictedError(f"restricted policy: forward reference {text!r}: {problem}")
+    for namespace in (globalns, localns):
+        if not _POLICY.namespace_allowed(namespace):
+            raise RestrictedError(
+                f"restricted policy: type hints are not resolved in the namespace of {namespace.get('__name__')!r}"
+            )
+
+    def lookup(name: str) -> Any:
+        for namespace in (localns, globalns):
+            if namespace is not None and name in namespace:
+                return _POLICY.value(namespace[name])
+        found = globalns.get("__builtins__") if isinstance(globalns, dict) else None
+        if isinstance(found, types.ModuleType):
+            found = vars(found)
+        if not isinstance(found, dict):
+            found = vars(builtins)
+        if name in found:
+            return _POLICY.value(found[name])
+        raise NameError(f"name {name!r} is not defined")
+
+    def value(node: ast.AST) -> Any:
+        if isinstance(node, ast.Expression):
+            return value(node.body)
+        if isinstance(node, ast.Name):
+            return lookup(node.id)
+        if isinstance(node, ast.Attribute):
+            return guarded_getattr(value(node.value), node.attr)
+        if isinstance(node, ast.Subscript):
+            return _getitem(value(node.value), value(node.slice))
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Tuple):
+            return tuple(value(item) for item in node.elts)
+        if isinstance(node, ast.List):
+            return [value(item) for item in node.elts]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            return _POLICY.value(value(node.left) | value(node.right))
+        if isinstance(node, ast.Slice):
+            parts = (node.lower, node.upper, node.step)
+            return slice(*(None if part is None else value(part) for part in parts))
+        raise RestrictedError(f"restricted policy: {type(node).__name__} is not allowed in a type annotation")
+
+    return value(ast.parse(text.strip(), mode="eval"))
+
+
 def _forward_ref_guard() -> None:
-    """Make ``typing.ForwardRef`` refuse strings that are not type-shaped (they are evaluated as code)."""
+    """Type hints by construction: ``typing.ForwardRef`` refuses strings that are not type-shaped,
+    and evaluates the ones it accepts with :func:`_resolve_type_expression` instead of ``eval`` in
+    ``typing``'s own frame (``get_type_hints``, ``_eval_type``, ``functools.singledispatch``,
+    libraries: every path that resolves a string hint goes through ``ForwardRef._evaluate``).
+    Re-checked at evaluation: ``__forward_arg__`` may have been set past ``__init__``."""
     import typing
 
     original = typing.ForwardRef.__init__
@@ -596,8 +852,115 @@ def _forward_ref_guard() -> None:
             raise RestrictedError(f"restricted policy: forward reference {arg!r}: {problem}")
         original(self, arg, *args, **kwargs)
 
+    def evaluate(self: Any, globalns: Any, localns: Any, *args: Any, **kwargs: Any) -> Any:
+        # 3.11: (globalns, localns, recursive_guard); 3.12+: (…, type_params=…, *, recursive_guard)
+        if "recursive_guard" in kwargs:
+            guard = kwargs.pop("recursive_guard")
+            extra: tuple[Any, ...] = args
+        else:
+            guard, extra = (args[0] if args else frozenset()), ()
+        arg = self.__forward_arg__
+        if not isinstance(arg, str):
+            raise RestrictedError("restricted policy: a forward reference must be a string")
+        if arg in guard:
+            return self
+        if globalns is None and localns is None:
+            globalns = localns = {}
+        elif globalns is None:
+            globalns = localns
+        elif localns is None:
+            localns = globalns
+        module = getattr(self, "__forward_module__", None)
+        if module is not None:
+            globalns = getattr(sys.modules.get(module, None), "__dict__", globalns)
+        type_ = typing._type_check(  # type: ignore[attr-defined]
+            _resolve_type_expression(arg, globalns, localns),
+            "Forward references must evaluate to types.",
+            is_argument=self.__forward_is_argument__,
+            allow_special_forms=self.__forward_is_class__,
+        )
+        value = typing._eval_type(type_, globalns, localns, *extra, recursive_guard=guard | {arg})  # type: ignore[attr-defined]
+        self.__forward_value__ = value
+        self.__forward_evaluated__ = True
+        return value
+
     init._restricted = True  # type: ignore[attr-defined]
     typing.ForwardRef.__init__ = init  # type: ignore[method-assign]
+    typing.ForwardRef._evaluate = evaluate  # type: ignore[method-assign]
+
+
+def _dataclass_field_guard() -> None:
+    """``dataclasses`` generates ``__init__``/``__eq__``/``__repr__`` as source text from the field
+    names and ``exec``s it: a class made with ``type(name, bases, {'__annotations__': {…}})`` can
+    name a field ``"x,<any expression>"`` and have it run unrestricted. Field names must be
+    identifiers (as ``make_dataclass`` already requires), process-wide."""
+    import dataclasses
+    import keyword
+
+    original = getattr(dataclasses, "_get_field", None)
+    if original is None or getattr(original, "_restricted", False):
+        return
+
+    def get_field(cls: Any, name: Any, *args: Any, **kwargs: Any) -> Any:
+        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+            raise RestrictedError(f"restricted policy: dataclass field name {name!r} is not an identifier")
+        return original(cls, name, *args, **kwargs)
+
+    get_field._restricted = True  # type: ignore[attr-defined]
+    dataclasses._get_field = get_field  # type: ignore[attr-defined]
+
+
+def _copy_state_guard() -> None:
+    """``copy.copy``/``deepcopy`` set the state a ``__reduce__`` returns on the object its callable
+    returns: a setattr of any name on any object (``typing.ForwardRef._evaluate`` replaced by a
+    restricted function that ``typing`` then hands a module's namespace). State is set only on a
+    new instance, never on a class, module or function, and never ``__class__``/``__dict__``;
+    process-wide (a class made with ``type()`` can define ``__reduce__``)."""
+    import copy
+
+    original = getattr(copy, "_reconstruct", None)
+    if original is None or getattr(original, "_restricted", False):
+        return
+    shared = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
+
+    def reconstruct(x: Any, memo: Any, func: Any, args: Any, state: Any = None, *rest: Any, **kwargs: Any) -> Any:
+        if state is None:
+            return original(x, memo, func, args, state, *rest, **kwargs)
+        parts = state if isinstance(state, tuple) and len(state) == 2 else (state,)
+        for part in parts:
+            if isinstance(part, dict) and ("__class__" in part or "__dict__" in part):
+                raise RestrictedError("restricted policy: copy cannot set __class__ or __dict__")
+
+        def made(*values: Any) -> Any:
+            made_ = func(*values)
+            if isinstance(made_, shared):
+                raise RestrictedError("restricted policy: copy sets state only on a new instance")
+            return made_
+
+        return original(x, memo, made, args, state, *rest, **kwargs)
+
+    reconstruct._restricted = True  # type: ignore[attr-defined]
+    copy._reconstruct = reconstruct  # type: ignore[attr-defined]
+
+
+def _global_enum(cls: Any, *args: Any, **kwargs: Any) -> Any:
+    """``enum.global_enum`` writes an enum's members into ``sys.modules[cls.__module__]``'s namespace,
+    and ``__module__`` can be any name (``Enum('E', {'_eval_type': …}, module='typing')`` replaced a
+    ``typing`` function with a restricted callable ``typing`` then handed a module's namespace).
+    Only the evaluator's own module, and no member named with ``_``."""
+    import enum
+
+    if getattr(cls, "__module__", None) != _POLICY.own:
+        raise RestrictedError("restricted policy: enum.global_enum exports only into the evaluator's own module")
+    if any(name.startswith("_") for name in cls.__members__):
+        raise RestrictedError("restricted policy: enum.global_enum cannot export a name starting with '_'")
+    return enum.global_enum(cls, *args, **kwargs)
+
+
+def _itemgetter(*items: Any) -> Callable[[Any], Any]:
+    if len(items) == 1:
+        return lambda obj: _getitem(obj, items[0])
+    return lambda obj: tuple(_getitem(obj, item) for item in items)
 
 
 def runtime_modules(site_dirs: Iterable[str]) -> set[str]:
@@ -624,15 +987,19 @@ def make_globals(module_name: str, packages: Iterable[str] = ()) -> dict[str, An
     (top-level module names, importable besides :data:`STDLIB_ALLOWLIST`). Sets the policy of
     this process: one worker runs one evaluator."""
     global _POLICY
-    _POLICY = _Policy(packages)
+    _POLICY = _Policy(packages, module_name)
     _REPLACEMENTS.clear()
     _REPLACEMENTS.update(
         {
-            "operator": {"attrgetter": _attrgetter, "methodcaller": _methodcaller},
+            "operator": {"attrgetter": _attrgetter, "methodcaller": _methodcaller, "itemgetter": _itemgetter},
+            "enum": {"global_enum": _global_enum},
             "string": {"Formatter": _FORMATTER},
+            "functools": {"update_wrapper": _update_wrapper, "wraps": _wraps},
         }
     )
     _forward_ref_guard()
+    _dataclass_field_guard()
+    _copy_state_guard()
     return {
         "__builtins__": _builtins(),
         "__name__": module_name,
@@ -640,7 +1007,7 @@ def make_globals(module_name: str, packages: Iterable[str] = ()) -> dict[str, An
         "_getattr_": guarded_getattr,
         "_getitem_": _getitem,
         "_write_": _write,
-        "_getiter_": iter,
+        "_getiter_": _guarded_iter,
         "_iter_unpack_sequence_": _iter_unpack,
         "_unpack_sequence_": _unpack,
         "_inplacevar_": _inplacevar,

@@ -13,10 +13,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from evaluator_host.sandbox.process import backend as process_backend
-from evaluator_host.sandbox.process.isolation import Isolation
 from tests.compliance.test_hostile import HOSTILE
 from tests.conftest import BACKENDS, REPO, assert_healthy, evaluate, make_settings
+from tests.sandbox.test_process_root import rlimits_overrides
 
 #: Ordinary evaluator code that must run restricted exactly as it runs standard.
 ORDINARY = {
@@ -77,6 +76,17 @@ REFUSED = {
     "dunder_globals": "def evaluate(i, o, t):\n    return evaluate.__globals__ is None\n",
     "io_fileio": "import io\ndef evaluate(i, o, t):\n    return io.FileIO('/etc/hostname').read() == b''\n",
     "event_loop": "import asyncio\nasync def evaluate(i, o, t):\n    return asyncio.get_running_loop() is None\n",
+    # issue 28 finding 2, and the escapes found closing it (the full table: tests/unit/test_restricted_escapes.py)
+    "issue28_get_type_hints_injects_the_real_builtins": "import typing\nclass C:\n    x: 'eval'\n\n"
+    "def evaluate(i, o, t):\n    g = {}\n    typing.get_type_hints(C, globalns=g)\n    b = g.get('__builtins__')\n"
+    "    for k, v in b.items():\n        if k == 'eval':\n            return v(\"__imp\" + \"ort__('os').getpid()\", g)\n",
+    "update_wrapper_copies_a_modules_real_globals": "import functools, json\ndef evaluate(i, o, t):\n"
+    "    functools.update_wrapper(evaluate, json.dumps, assigned=(), updated=('__globals__',))\n"
+    "    def later():\n        return open('/etc/hostname').read()\n    return later()\n",
+    "dataclass_field_name_injection": "import dataclasses\nL = []\ndef evaluate(i, o, t):\n"
+    "    name = \"x,L.append([c for c in ().__class__.__base__.__subclasses__() if c.__name__ == '_wrap_close'][0].__init__.__globals__['getpid']())\"\n"
+    "    C = type('C', (), {'__annotations__': {name: int}, 'x': 1})\n"
+    "    D = dataclasses.dataclass(init=False, repr=False)(C)\n    D() == D()\n    return L[0]\n",
 }
 
 
@@ -187,14 +197,12 @@ def test_conformance_vectors_score_the_same_restricted(client: TestClient, case:
         assert restricted["error"]["type"] == standard["error"]["type"]
 
 
-def test_python_runs_restricted_by_default_when_the_process_backend_has_only_rlimits(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_python_runs_restricted_by_default_when_the_process_backend_has_only_rlimits(tmp_path: Path) -> None:
     """No namespaces: restricted unless the operator opts out (EVALUATOR_HOST_DEFAULT_POLICY=standard)."""
-    monkeypatch.setattr(process_backend, "probe", lambda: Isolation("rlimits", (), uid_drop=False, pids_cgroup=None))
+    weak = rlimits_overrides()  # the rlimits-only mode (as root: a sandbox uid that reaches what it needs)
     code = "import json\ndef evaluate(i, o, t):\n    return 1.0\n"
     walk = "import json\ndef evaluate(i, o, t):\n    return json.codecs is None\n"
-    with TestClient(create_app(make_settings(tmp_path / "weak", backend="process"))) as client:
+    with TestClient(create_app(make_settings(tmp_path / "weak", backend="process", **weak))) as client:
         health = client.get("/healthz").json()
         assert health["isolation_details"]["mode"] == "rlimits"
         assert health["policy"]["default"] == "restricted"
@@ -203,7 +211,7 @@ def test_python_runs_restricted_by_default_when_the_process_backend_has_only_rli
         assert evaluate(client, walk)["error"]["type"] == "RestrictedError"
         js = evaluate(client, "function evaluate(i, o, t) { return 1 }", "javascript")
         assert js["status"] == "ok" and js["runtime"]["policy"] == "standard"
-    settings = make_settings(tmp_path / "optout", backend="process", default_policy="standard")
+    settings = make_settings(tmp_path / "optout", backend="process", default_policy="standard", **weak)
     with TestClient(create_app(settings)) as client:
         assert client.get("/healthz").json()["policy"]["default"] == "standard"
         answer = evaluate(client, walk)

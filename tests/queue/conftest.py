@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from cryptography.fernet import Fernet
 from sqlalchemy import create_engine, text
 
 from evaluator_host.store.schema import normalized_url
@@ -31,6 +32,8 @@ if REDIS_MISSING or (POSTGRES_MISSING and not POSTGRES_REQUIRED):
     pytest.skip(
         f"queued jobs need redis-server and PostgreSQL: {REDIS_MISSING or POSTGRES_MISSING}", allow_module_level=True
     )
+
+SECRETS_KEY = Fernet.generate_key().decode()  # the deployment's key (the service's and every host's)
 
 # a row that waits like a model call; `score` says which rows pass, so the aggregate is known
 SLOW = (
@@ -181,6 +184,8 @@ def grid_factory(tmp_path: Path, postgres: Cluster) -> Iterator[Callable[..., Gr
             "EVALUATOR_HOST_QUEUE_VISIBILITY_S": "4",
             "EVALUATOR_HOST_QUEUE_STALL_S": "5",
             "EVALUATOR_HOST_SPARE_WORKERS": "0",
+            # shared by the service and every host, as docs/operations.md requires: chunk tasks are signed with it
+            "EVALUATOR_HOST_SECRETS_KEY": SECRETS_KEY,
             **{f"EVALUATOR_HOST_{k.upper()}": v for k, v in settings.items()},
         }
         grid = Grid(tmp_path, redis, url, env)

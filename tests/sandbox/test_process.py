@@ -16,17 +16,23 @@ from evaluator_host.sandbox.process.isolation import Isolation, probe
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
 from tests.conftest import make_settings
 
+run_dirs: list[Path] = []  # each backend's run dir, as _run made them
+
 CODE = (
     "import os, time\n\ndef evaluate(inputs, outputs, trace):\n"
     "    time.sleep(inputs.get('sleep', 0))\n    return {'score': 1, 'cwd': os.getcwd()}\n"
 )
 
 
-def _run(tmp_path: Path, isolation: Isolation, cases: list[Case], timeout_s: float = 5) -> list[dict[str, object]]:
-    settings = make_settings(tmp_path)
+def _run(
+    tmp_path: Path, isolation: Isolation, cases: list[Case], timeout_s: float = 5, **overrides: object
+) -> list[dict[str, object]]:
+    settings = make_settings(tmp_path, **overrides)
 
     async def go() -> list[dict[str, object]]:
-        pool = WorkerPool(ProcessBackend(settings, isolation), settings)
+        backend = ProcessBackend(settings, isolation)
+        run_dirs.append(backend.run_dir)
+        pool = WorkerPool(backend, settings)
         service = Evaluation(settings, pool, RuntimeBuilder(settings))
         try:
             prepared = await service.validate("python", CODE, None, EvaluatorSettings(timeout_s=timeout_s))
@@ -38,11 +44,14 @@ def _run(tmp_path: Path, isolation: Isolation, cases: list[Case], timeout_s: flo
 
 
 def test_rlimits_fallback_still_evaluates_and_times_out(tmp_path: Path) -> None:
-    bare = Isolation("rlimits", (), uid_drop=False, pids_cgroup=None)
-    results = _run(tmp_path, bare, [Case(), Case(inputs={"sleep": 5}), Case()], timeout_s=0.5)
+    from tests.sandbox.test_process_root import rlimits_overrides  # as root: a sandbox uid (test_process_root.py)
+
+    overrides = rlimits_overrides()
+    bare = probe("rlimits")
+    results = _run(tmp_path, bare, [Case(), Case(inputs={"sleep": 5}), Case()], timeout_s=0.5, **overrides)
     assert [r["status"] for r in results] == ["ok", "timeout", "ok"]
     cwd = str(results[0]["details"]["cwd"])  # type: ignore[index]
-    assert cwd.startswith(str(tmp_path / "run"))  # a private working directory, removed afterwards
+    assert cwd.startswith(str(run_dirs[-1]) + "/")  # a private working directory, removed afterwards
     assert not Path(cwd).exists()
 
 

@@ -32,15 +32,22 @@ DEPTH = int(os.environ.get("RESTRICTED_WALK_DEPTH", "3"))  # 4 walks 1.45 M obje
 
 @pytest.fixture(autouse=True, scope="module")
 def _typing_restored() -> Iterator[None]:
-    """The policy's globals guard ``typing.ForwardRef`` process-wide, as they do in a sandboxed worker;
-    in this (shared) test process the guard is taken off again, or code run later (libcst) breaks."""
-    original = typing.ForwardRef.__init__
+    """The policy's globals guard ``typing.ForwardRef`` and ``dataclasses`` process-wide, as they do in
+    a sandboxed worker; in this (shared) test process the guards are taken off again, or code run
+    later (libcst) breaks."""
+    import dataclasses
+
+    init, evaluate = typing.ForwardRef.__init__, typing.ForwardRef._evaluate  # type: ignore[attr-defined]
+    get_field = dataclasses._get_field  # type: ignore[attr-defined]
     yield
-    typing.ForwardRef.__init__ = original  # type: ignore[method-assign]
+    typing.ForwardRef.__init__ = init  # type: ignore[method-assign]
+    typing.ForwardRef._evaluate = evaluate  # type: ignore[attr-defined]
+    dataclasses._get_field = get_field  # type: ignore[attr-defined]
 
 
 FORBIDDEN_MODULES = {"os", "posix", "nt", "sys", "subprocess", "builtins", "io", "_io", "importlib", "codecs"}
 FORBIDDEN_OBJECTS = [builtins.open, io.open, builtins.__import__, builtins.exec, builtins.eval, builtins.compile]
+FORBIDDEN_OBJECTS += [builtins.getattr, builtins.setattr, builtins.delattr, vars(builtins)]
 FORBIDDEN_FUNCTION_MODULES = {"os", "posix", "nt", "sys", "subprocess", "_posixsubprocess"}
 
 
@@ -58,6 +65,8 @@ def _violation(value: Any) -> str | None:
         return f"builtin {value!r}"
     if isinstance(value, types.FrameType | types.CodeType | types.TracebackType):
         return type(value).__name__
+    if type(value) is dict and ("__builtins__" in value or any(value is vars(m) for m in list(sys.modules.values()))):
+        return "a module's namespace or a globals dict"
     if callable(value) and getattr(value, "__module__", None) in FORBIDDEN_FUNCTION_MODULES:
         return f"function {value.__module__}.{getattr(value, '__name__', '?')}"
     return None
@@ -66,7 +75,7 @@ def _violation(value: Any) -> str | None:
 def _walk() -> tuple[dict[str, int], list[str]]:
     g = POLICY.make_globals("evaluator")
     guarded_import = g["__builtins__"]["__import__"]
-    getattr_, getitem = g["_getattr_"], g["_getitem_"]
+    getattr_, getitem, getiter = g["_getattr_"], g["_getitem_"], g["_getiter_"]
     queue: deque[tuple[Any, str, int]] = deque()
     for name in sorted(POLICY.STDLIB_ALLOWLIST):
         module = guarded_import(name)
@@ -74,7 +83,15 @@ def _walk() -> tuple[dict[str, int], list[str]]:
             module = getattr_(module, part)
         queue.append((module, name, 0))
     seen: set[int] = set()
-    stats = {"modules": len(queue), "attributes": 0, "items": 0, "refused": 0, "objects": 0, "max_depth": 0}
+    stats = {
+        "modules": len(queue),
+        "attributes": 0,
+        "items": 0,
+        "refused": 0,
+        "objects": 0,
+        "max_depth": 0,
+        "iterated": 0,
+    }
     found: list[str] = []
     while queue:
         obj, path, depth = queue.popleft()
@@ -98,8 +115,8 @@ def _walk() -> tuple[dict[str, int], list[str]]:
                 stats["refused"] += 1
             except Exception:  # noqa: BLE001 - an attribute that raises reaches nothing
                 continue
-        if isinstance(obj, dict | list | tuple) and len(obj) < 1000:
-            keys = list(obj) if isinstance(obj, dict) else range(len(obj))
+        if isinstance(obj, dict | list | tuple | set | frozenset) and len(obj) < 1000:
+            keys = list(obj) if isinstance(obj, dict) else range(len(obj)) if isinstance(obj, list | tuple) else []
             for key in keys:
                 stats["items"] += 1
                 try:
@@ -108,6 +125,24 @@ def _walk() -> tuple[dict[str, int], list[str]]:
                     stats["refused"] += 1
                 except Exception:  # noqa: BLE001
                     continue
+            # iteration (and a dict's items / .get): the same guard as item access
+            iterated = [obj, obj.items(), obj.values()] if isinstance(obj, dict) else [obj]
+            for index, source in enumerate(iterated):
+                try:
+                    for n, item in enumerate(getiter(source)):
+                        stats["iterated"] += 1
+                        for part in item if index == 1 else (item,):
+                            steps.append((f"{path}<iter {n}>", part))
+                except POLICY.RestrictedError:
+                    stats["refused"] += 1
+            if isinstance(obj, dict):
+                get = getattr_(obj, "get")
+                for key in list(obj):
+                    stats["items"] += 1
+                    try:
+                        steps.append((f"{path}.get({key!r})", get(key)))
+                    except POLICY.RestrictedError:
+                        stats["refused"] += 1
         for step, value in steps:
             problem = _violation(value)
             if problem:

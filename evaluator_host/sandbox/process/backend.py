@@ -3,7 +3,10 @@
 The embedded default when no Docker engine answers. Isolation is whatever
 :func:`evaluator_host.sandbox.process.isolation.probe` found (namespaces + pivot_root +
 unprivileged uid as root); rlimits, a scrubbed environment and a private ``/tmp``
-always. See docs/security.md for what this does and does not protect against.
+always. User code never runs as root: a root service in the rlimits-only mode drops every
+worker to an unprivileged uid, and refuses to start (``BackendUnavailable``, naming the cause
+and the fix) when it cannot, or when that uid could not read the interpreter, the harnesses or
+the runtimes. See docs/security.md for what this does and does not protect against.
 """
 
 from __future__ import annotations
@@ -16,13 +19,15 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 from evaluator_host import languages
-from evaluator_host.errors import SandboxError
+from evaluator_host.errors import BackendUnavailable, SandboxError
 from evaluator_host.languages import RUNTIMES_DIR
 from evaluator_host.sandbox import strays
 from evaluator_host.sandbox.base import SANDBOX_ENV, ExitInfo, RawOutput, RuntimeKey, memory_exhausted
@@ -35,7 +40,7 @@ from evaluator_host.sandbox.egress import (
     EgressProxy,
     proxy_env,
 )
-from evaluator_host.sandbox.process.isolation import Isolation, probe
+from evaluator_host.sandbox.process.isolation import AFTER_MAPS, Isolation, probe, wait_for_userns, write_id_maps
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
 from evaluator_host.sandbox.protocol import encode_frame
 from evaluator_host.sandbox.strays import StrayReaper
@@ -61,6 +66,7 @@ class ProcessWorker:
         namespaced: bool,
         memory_cgroup: Path | None,
         egress: EgressGate | None = None,
+        uid: int | None = None,
     ) -> None:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self.proc = proc
@@ -74,6 +80,7 @@ class ProcessWorker:
         self._release = release
         self._raw = RawOutput()
         self._namespaced = namespaced  # then `proc` is `unshare`, whose one child is the namespace's init
+        self._uid = uid  # rlimits-only mode as root: the worker's own uid tells its processes apart
         self._reaper: StrayReaper | None = None
         self._oom = oom_counter(memory_cgroup)
         pids = next((c / "pids.current" for c in cgroups if (c / "pids.current").exists()), None)
@@ -90,7 +97,9 @@ class ProcessWorker:
     async def reap_strays(self) -> bool:
         """Kill what user code left running in the worker's pid namespace (from the host)."""
         if not self._namespaced:
-            return True  # no namespace of its own: only the harness's own reaping (see security.md)
+            if self._uid is not None:  # rlimits as root: every process of its uid but the harness
+                return await strays.reap_uid(self._uid, but=self.proc.pid)
+            return True  # no namespace, no uid of its own: only the harness's own reaping (see security.md)
         if self._reaper is None or self._reaper.init_pid is None:
             inits = strays.children(self.proc.pid)
             self._reaper = StrayReaper(inits[0] if inits else None, self._pids)
@@ -136,7 +145,9 @@ class ProcessWorker:
             await self.egress.close()
         shutil.rmtree(self._workdir, ignore_errors=True)
         gone = not self._cgroups
-        for _ in range(100):  # a cgroup can be removed once its last process is gone
+        if self._uid is not None:  # no cgroup or namespace holds its processes: its uid does
+            gone = await strays.reap_uid(self._uid)
+        for _ in range(100 if self._cgroups else 0):  # a cgroup can be removed once its last process is gone
             try:
                 for cgroup in self._cgroups:
                     if cgroup.exists():
@@ -158,9 +169,26 @@ class ProcessBackend:
     def __init__(self, settings: Settings, isolation: Isolation | None = None) -> None:
         self.settings = settings
         self.builder = RuntimeBuilder(settings)
-        self._isolation = isolation or probe()
-        self._run_dir = settings.data_dir / "run"
-        self._run_dir.mkdir(parents=True, exist_ok=True)
+        self._isolation = iso = isolation or probe(settings.process_isolation, settings.sandbox_uid_base)
+        if iso.user_code_as_root:
+            raise BackendUnavailable(
+                f"the process backend would run user code as root ({iso.mode} mode): it cannot drop workers to "
+                "an unprivileged uid ("
+                + (iso.uid_drop_error or "no uid drop")
+                + "). Fix: give the service CAP_SETUID and CAP_SETGID (it then runs each worker as "
+                "sandbox_uid_base + n), or run it as an unprivileged user, or allow namespaces (CAP_SYS_ADMIN "
+                "or a seccomp profile that permits unshare), or use the docker backend"
+            )
+        # rlimits as root: the worker's uid sees the host's file system, so its private directory lives
+        # outside the (private, 0700) data dir, in a directory others may traverse but not list
+        self._rlimits_uid = iso.mode == "rlimits" and iso.uid_drop
+        if self._rlimits_uid:
+            self._check_sandbox_uid_reaches()
+            self._run_dir = Path(tempfile.mkdtemp(prefix="evaluator-host-run-"))
+            self._run_dir.chmod(0o711)
+        else:
+            self._run_dir = settings.data_dir / "run"
+            self._run_dir.mkdir(parents=True, exist_ok=True)
         # uids are handed out oldest-freed first, and only once every process of the last holder is gone
         self._free_slots = collections.deque(range(1024))
         self._workers: set[ProcessWorker] = set()
@@ -174,6 +202,48 @@ class ProcessBackend:
         self.builder.use_isolation(self._isolation)  # Python installs run in a build sandbox of this kind
 
     @property
+    def run_dir(self) -> Path:
+        """Where each worker's private directory is made."""
+        return self._run_dir
+
+    def _check_sandbox_uid_reaches(self) -> None:
+        """In the rlimits-only mode as root, the sandbox uid reads everything a worker needs from the
+        host's own paths: check, as that uid, that it can (``BackendUnavailable`` naming what not)."""
+        uid = self.settings.sandbox_uid_base
+        paths = [str(RUNTIMES_DIR), str(self.builder.root)]
+        for family in languages.families():
+            paths.append(str(family.harness_path))
+            with contextlib.suppress(Exception):  # a family whose host packages are missing fails later
+                paths += [src for src, _name in family.vendor_dirs()]
+                paths.append(family.host_executable(self.settings.python_executable))
+        check = (
+            "import json, os, sys\n"
+            "bad = [p for p in json.loads(sys.argv[1]) if not os.access(p, os.R_OK | (os.X_OK if os.path.isdir(p) "
+            "else 0))]\nprint(json.dumps(bad))"
+        )
+        try:
+            done = subprocess.run(
+                [self.settings.python_executable, "-I", "-S", "-c", check, json.dumps(paths)],
+                user=uid,
+                group=uid,
+                extra_groups=[],
+                capture_output=True,
+                timeout=30,
+                cwd="/",
+            )
+            bad = json.loads(done.stdout) if done.returncode == 0 else [self.settings.python_executable]
+        except (OSError, subprocess.SubprocessError, ValueError):
+            bad = [self.settings.python_executable]
+        if bad:
+            raise BackendUnavailable(
+                f"the process backend runs user code as uid {uid} (rlimits-only mode as root), which cannot "
+                f"read {', '.join(bad)}. Fix: make these paths and their parent directories readable by other "
+                "users (e.g. install the service under /opt, set EVALUATOR_HOST_PYTHON_EXECUTABLE to an interpreter "
+                "others can run and EVALUATOR_HOST_CACHE_DIR to a directory "
+                "outside the private data dir), or allow namespaces, or use the docker backend"
+            )
+
+    @property
     def isolation(self) -> dict[str, Any]:
         """The mode and measures in force."""
         iso = self._isolation
@@ -181,6 +251,8 @@ class ProcessBackend:
             "summary": iso.summary,
             "mode": iso.mode,
             "uid_drop": iso.uid_drop,
+            "user": iso.user,
+            "user_code_as_root": iso.user_code_as_root,
             "pids_cgroup": iso.pids_cgroup is not None,
             "memory_cgroup": iso.memory_cgroup is not None,
             "cpu_cgroup": iso.cpu_cgroup is not None,
@@ -323,12 +395,17 @@ class ProcessBackend:
         name = f"w-{uuid.uuid4().hex[:12]}"
         root = self._run_dir / name
         root.mkdir(mode=0o700)
+        if self._rlimits_uid:  # no private root: the worker's own uid owns its working directory
+            uid = self.settings.sandbox_uid_base + slot
+            os.chown(root, uid, uid)
         cgroups, memory_cgroup = self._make_cgroups(name, runtime.memory_mb)
         config = self._config(runtime, root, slot, cgroups, gate)
         python = self.settings.python_executable
         # the config goes in as the first frame on stdin, not in argv: /proc/<pid>/cmdline is readable
         # inside the sandbox, and the config names host paths
         argv = [*self._isolation.unshare_argv, python, "-I", "-S", str(_BOOTSTRAP)]
+        if self._isolation.host_maps:  # run again once its id maps are written (isolation.AFTER_MAPS)
+            argv = [*self._isolation.unshare_argv, python, "-I", "-S", "-c", AFTER_MAPS, *argv[-3:]]
 
         def release() -> None:
             self._release_slot(slot, claim)
@@ -356,9 +433,26 @@ class ProcessBackend:
                     path.rmdir()
             raise SandboxError(f"cannot start a worker: {exc}") from exc
         assert proc.stdin is not None
+        if self._isolation.host_maps:  # userns as root: the worker's ids there are written from here
+            try:
+                if not await asyncio.to_thread(wait_for_userns, proc.pid):
+                    raise OSError("unshare did not enter a user namespace")
+                write_id_maps(proc.pid, self.settings.sandbox_uid_base + slot)
+                proc.stdin.write(b".")  # AFTER_MAPS: run the bootstrap now
+            except OSError as exc:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                await proc.wait()
+                if gate is not None:
+                    await gate.close()
+                self._release_slot(slot, claim)
+                _close(lease)
+                shutil.rmtree(root, ignore_errors=True)
+                raise SandboxError(f"cannot start a worker: its user namespace's id maps: {exc}") from exc
         proc.stdin.write(encode_frame(config))
         namespaced = self._isolation.mode != "rlimits"
-        worker = ProcessWorker(proc, root, cgroups, release, namespaced, memory_cgroup, gate)
+        reap_uid = self.settings.sandbox_uid_base + slot if self._rlimits_uid else None
+        worker = ProcessWorker(proc, root, cgroups, release, namespaced, memory_cgroup, gate, reap_uid)
         self._workers.add(worker)
         return worker
 
@@ -406,6 +500,9 @@ class ProcessBackend:
         await asyncio.gather(*(w.kill() for w in list(self._workers)), return_exceptions=True)
         if self.egress is not None:
             self.egress.close()
+        if self._rlimits_uid:
+            with contextlib.suppress(OSError):
+                self._run_dir.rmdir()
 
 
 def _close(fd: int | None) -> None:

@@ -1,0 +1,102 @@
+"""Warm workers × memory_mb never exceed the machine's memory budget (issue 28, item 12c).
+
+A real service (process backend) with a small ``max_worker_memory_mb``: starting a worker that would
+pass it evicts idle workers first; with every worker busy, a call needing a new one answers 503
+``Overloaded`` with ``Retry-After``; a ``memory_mb`` above the whole budget is a 422; the service is
+healthy afterwards.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from evaluator_host.api import create_app
+from evaluator_host.sandbox.memory import budget_mb, machine_memory_mb
+from tests.conftest import assert_healthy, make_settings
+
+BUDGET = 600  # MiB: two workers of 256 fit, a third does not
+
+
+def _code(tag: str) -> str:
+    sleep = "    time.sleep(inputs.get('s', 0))\n"
+    return f"import time\n\ndef evaluate(inputs, outputs, trace):\n{sleep}    return 1.0  # {tag}\n"
+
+
+def _call(client: TestClient, tag: str, sleep: float = 0, memory_mb: int = 256) -> tuple[int, dict, dict]:  # type: ignore[type-arg]
+    body = {
+        "language": "python",
+        "code": _code(tag),
+        "cases": [{"inputs": {"s": sleep}}],
+        "settings": {"memory_mb": memory_mb, "timeout_s": 30},
+    }
+    response = client.post("/v1/evaluate", json=body)
+    return response.status_code, dict(response.headers), response.json()
+
+
+def _memory(client: TestClient) -> tuple[int, int]:
+    workers = client.get("/healthz").json()["workers"]
+    return workers["memory_mb"], workers["memory_budget_mb"]
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    settings = make_settings(
+        tmp_path_factory.mktemp("memory"), backend="process", max_worker_memory_mb=BUDGET, spare_workers=0
+    )
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+def test_a_worker_that_would_pass_the_budget_evicts_an_idle_one_first(client: TestClient) -> None:
+    for tag in ("a", "b", "c", "a"):
+        status, _headers, body = _call(client, tag)
+        assert status == 200 and body["results"][0]["status"] == "ok", body
+        live, budget = _memory(client)
+        assert budget == BUDGET and live <= BUDGET
+    assert client.get("/healthz").json()["workers"]["total"] == 2
+    assert_healthy(client)
+
+
+def test_with_every_worker_busy_a_call_needing_another_answers_overloaded(client: TestClient) -> None:
+    answers: list[int] = []
+    busy = [threading.Thread(target=lambda t=tag: answers.append(_call(client, t, sleep=4)[0])) for tag in ("x", "y")]
+    for thread in busy:
+        thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while client.get("/healthz").json()["workers"]["idle"] or _memory(client)[0] < 512:
+            assert time.monotonic() < deadline, client.get("/healthz").json()
+            time.sleep(0.05)
+        status, headers, body = _call(client, "z")
+        assert status == 503, body
+        assert body["error"]["type"] == "Overloaded" and "max_worker_memory_mb" in body["error"]["message"]
+        assert int(headers["retry-after"]) > 0
+        assert _memory(client)[0] <= BUDGET
+    finally:
+        for thread in busy:
+            thread.join(60)
+    assert answers == [200, 200]
+    status, _headers, body = _call(client, "z")  # room again once they are idle
+    assert status == 200 and body["results"][0]["status"] == "ok", body
+    assert_healthy(client)
+
+
+def test_a_memory_mb_above_the_whole_budget_is_refused_not_started(client: TestClient) -> None:
+    status, _headers, body = _call(client, "huge", memory_mb=1024)
+    assert status == 422 and body["error"]["type"] == "LimitError", body
+    assert "max_worker_memory_mb" in body["error"]["message"]
+    assert _memory(client)[0] <= BUDGET
+    assert_healthy(client)
+
+
+def test_the_default_budget_is_a_fraction_of_the_machines_memory(tmp_path: Path) -> None:
+    machine = machine_memory_mb()
+    assert machine is not None and machine > 0
+    assert budget_mb(make_settings(tmp_path)) == int(machine * 0.75)
+    assert budget_mb(make_settings(tmp_path, max_worker_memory_mb=300)) == 300
