@@ -6,6 +6,8 @@ named by the operator's pip setting (``PIP_INDEX_URL``, which the service reads 
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 import time
 import uuid
@@ -444,3 +446,65 @@ def test_rouge_score_published_only_as_an_sdist_builds_and_scores(tmp_path: Path
         )
         assert result["status"] == "ok", result
         assert 0.7 < result["score"] < 1.0 and 0.7 < result["details"]["rouge1"] < 1.0, result
+
+
+_USERNS_BUILD = """
+import asyncio, json, sys
+from pathlib import Path
+from evaluator_host.sandbox.process.isolation import probe
+from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
+from evaluator_host.settings import Settings
+
+settings = Settings(data_dir=Path(sys.argv[1]), allow_sdist_builds=True)
+isolation = probe(settings.process_isolation, settings.sandbox_uid_base)
+builder = RuntimeBuilder(settings, isolation)
+runtime = asyncio.run(builder.ensure("python", {"sbprobe": sys.argv[2]}))
+namespace = {}
+exec((Path(runtime.location) / "site" / "sbprobe" / "__init__.py").read_text(), namespace)
+print(json.dumps({"mode": isolation.mode, "host_maps": isolation.host_maps, "seen": json.loads(namespace["RESULT"])}))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the userns mode as root needs root")
+def test_in_the_userns_mode_as_root_a_build_runs_at_the_build_uid_not_the_hosts_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Root without CAP_SYS_ADMIN (a container's default) where user namespaces work: the ``userns`` mode,
+    whose namespace root is the host's root. A build there runs at the build uid (the service writes the
+    namespace's id maps, as for workers), never as the host's uid 0, and sees no data dir."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    drop = ["setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin", "--"]
+    probe_only = "from evaluator_host.sandbox.process.isolation import probe; print(probe().mode)"
+    mode = subprocess.run([*drop, sys.executable, "-c", probe_only], cwd=REPO, capture_output=True, text=True)
+    if mode.stdout.strip() != "userns":
+        pytest.skip(f"no user namespaces without CAP_SYS_ADMIN here ({mode.stdout.strip()} {mode.stderr[-300:]})")
+    files, data = tmp_path / "index", tmp_path / "data"
+    files.mkdir()
+    with socket.socket() as listener, loopback_index(files) as index:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        version = f"1.0.{uuid.uuid4().int % 10**8}"
+        probe = PROBE.format(
+            secret=str(data / "secrets.key"), outside=str(tmp_path / "x"), port=listener.getsockname()[1]
+        )
+        sdist_with_backend(files, "sbprobe", version, probe)
+        data.mkdir()
+        (data / "secrets.key").write_text("not for builds")
+        monkeypatch.setenv("PIP_INDEX_URL", index.url)
+        done = subprocess.run(
+            [*drop, sys.executable, "-c", _USERNS_BUILD, str(data), version],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.splitlines()[-1])
+    assert out["mode"] == "userns" and out["host_maps"] is True, out
+    seen = out["seen"]
+    assert seen["uid"] != 0 and seen["euid"] != 0, seen
+    assert seen["secret"] in ("FileNotFoundError", "PermissionError") and seen["direct"] != "connected", seen

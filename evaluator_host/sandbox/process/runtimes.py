@@ -43,7 +43,7 @@ from evaluator_host.sandbox import build_sandbox, installers, suggest
 from evaluator_host.sandbox.base import Runtime
 from evaluator_host.sandbox.build_once import BuildOnce, host_npm_config, runtime_id
 from evaluator_host.sandbox.inventory import RuntimeInfo
-from evaluator_host.sandbox.process.isolation import Isolation, probe
+from evaluator_host.sandbox.process.isolation import AFTER_MAPS, Isolation, probe, wait_for_userns, write_id_maps
 from evaluator_host.sandbox.protocol import encode_frame
 from evaluator_host.settings import Settings
 from evaluator_host.storage import INSTALLER_MARKS, on_full_disk, storage_full
@@ -69,7 +69,7 @@ class RuntimeBuilder(BuildOnce):
     def isolation(self) -> Isolation:
         """The machine's isolation (the backend's, else probed once)."""
         if self._isolation is None:
-            self._isolation = probe()
+            self._isolation = probe(self.settings.process_isolation, self.settings.sandbox_uid_base)
         return self._isolation
 
     def use_isolation(self, isolation: Isolation) -> None:
@@ -370,10 +370,14 @@ class RuntimeBuilder(BuildOnce):
         output and its whole log; ``BuildError`` when it fails or outlives ``build_timeout_s``."""
         limit = self.settings.build_timeout_s
         out_path, err_path = self.live_logs(rid)  # read by GET /v1/runtimes/{id} while it runs
+        host_maps = sandbox is not None and self.isolation.host_maps
         if sandbox is not None:
             python = self.settings.python_executable
             command = [*self.isolation.unshare_argv, python, "-I", "-S", str(_BOOTSTRAP)]
             environment, stdin = install.environment, encode_frame(sandbox)
+            if host_maps:  # userns as root: run the bootstrap once its id maps are written from here
+                command = [*self.isolation.unshare_argv, python, "-I", "-S", "-c", AFTER_MAPS, *command[-3:]]
+                stdin = b"." + stdin
         else:
             command, stdin = install.command, b""
             environment = {**installers.installer_environment(dict(os.environ)), **install.environment}
@@ -389,6 +393,13 @@ class RuntimeBuilder(BuildOnce):
                 start_new_session=True,
             )
             try:
+                if host_maps:
+                    uid = self.build_uid()
+                    if uid is None or not wait_for_userns(proc.pid):
+                        raise BuildError(
+                            "the build sandbox did not start (no user namespace)", runtime_id=rid, output=""
+                        )
+                    write_id_maps(proc.pid, uid)
                 proc.communicate(stdin, timeout=limit)
             except subprocess.TimeoutExpired as exc:
                 _kill_group(proc)
