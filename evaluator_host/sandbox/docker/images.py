@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,7 @@ import docker
 from evaluator_host import languages
 from evaluator_host.errors import BackendUnavailable
 from evaluator_host.languages import Family
-from evaluator_host.sandbox import installers
+from evaluator_host.sandbox import installers, suggest
 from evaluator_host.sandbox.base import Runtime
 from evaluator_host.sandbox.build_once import BuildOnce, runtime_id
 from evaluator_host.sandbox.docker.build_box import BuildBox, BuildBoxes
@@ -62,7 +63,9 @@ class DockerRuntimeBuilder(BuildOnce):
 
     def __init__(self, settings: Settings, engine: Engine) -> None:
         # locks, build logs, last-use marks
-        super().__init__(settings.resolved_cache_dir / "images", settings.max_concurrent_builds)
+        super().__init__(
+            settings.resolved_cache_dir / "images", settings.max_concurrent_builds, settings.max_builds_per_workspace
+        )
         self.settings = settings
         self.engine = engine
         self._base_id: str | None = None
@@ -146,7 +149,15 @@ class DockerRuntimeBuilder(BuildOnce):
             f"# {shown} (exit {code}, {time.monotonic() - started:.1f} s)\n{output}"
         )
         if runtime is None:
-            raise installers.build_failed(family, pins, rid, output, self.settings.allow_sdist_builds)
+            raise installers.build_failed(
+                family,
+                pins,
+                rid,
+                output,
+                self.settings.allow_sdist_builds,
+                # the host's pip reads the same indexes the boxes get (it runs no package code)
+                versions_of=lambda name: suggest.pip_versions(sys.executable, name),
+            )
         return runtime
 
     def _commit(
