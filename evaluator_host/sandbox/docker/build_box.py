@@ -203,9 +203,9 @@ class BuildBoxes:
                     init=True,
                     network_mode="none",
                     cap_drop=["ALL"],
-                    # root's execs only (set-up before any package code, the hand-over after it): an
-                    # exec as the build uid starts with no capabilities (no-new-privileges)
-                    cap_add=["CHOWN", "DAC_OVERRIDE", "FOWNER"],
+                    # root's execs only: the set-up before any package code, the hand-over after it
+                    # (a folder the build made unreadable to others then fails the build, not the walk)
+                    cap_add=["CHOWN"],
                     security_opt=["no-new-privileges:true"],
                     pids_limit=_BUILD_PIDS,
                     log_config=LogConfig(type=LogConfig.types.NONE),
@@ -289,13 +289,16 @@ class BuildBoxes:
 
         def run(client: docker.DockerClient) -> None:
             api = client.api
-            stop = api.exec_create(box.container_id, ["kill", "-KILL", "-1"], user=f"{uid}:{uid}")["Id"]
-            api.exec_start(stop)  # (kills itself too: its exit code says nothing)
-            root = api.exec_create(
-                box.container_id,
-                ["sh", "-c", f"chown -R -P 0:0 {_PACKAGES_ROOT} && chmod -R go-w,ug-s {_PACKAGES_ROOT}"],
-                user="0:0",
-            )["Id"]
+            stop = api.exec_create(box.container_id, ["sh", "-c", "kill -9 -1"], user=f"{uid}:{uid}")["Id"]
+            api.exec_start(stop)  # (kills itself too: its exit code says nothing; the check below does)
+            script = (  # (killed processes may linger a moment until the box's init reaps them)
+                "n=0; while :; do left=; for p in /proc/[0-9]*; do "
+                f'[ "$(stat -c %u "$p" 2>/dev/null)" = {uid} ] && left=1; done; [ -z "$left" ] && break; '
+                "n=$((n+1)); [ $n -ge 50 ] && { echo 'a process of the build uid outlived the install' >&2; exit 9; }; "
+                "sleep 0.1; done; "
+                f"chown -R -P 0:0 {_PACKAGES_ROOT} && chmod -R go-w,ug-s {_PACKAGES_ROOT}"
+            )
+            root = api.exec_create(box.container_id, ["sh", "-c", script], user="0:0")["Id"]
             output = api.exec_start(root)
             if api.exec_inspect(root).get("ExitCode") != 0:
                 shown = output.decode("utf-8", "replace")[-500:] if isinstance(output, bytes) else ""

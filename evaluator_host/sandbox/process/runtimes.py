@@ -223,7 +223,12 @@ class RuntimeBuilder(BuildOnce):
         }
         (partial / "manifest.json").write_text(json.dumps(manifest, indent=2))
         (partial / "build.log").write_text(log)
-        hand_over(partial)
+        try:
+            hand_over(partial)
+        except OSError as exc:  # (as root, only a file system that refuses root fails here)
+            reason = f"the finished runtime could not be handed over to the service: {exc}"
+            message = f"installing {installers.shown(family, pins)} failed:\n{reason}"
+            raise BuildError(message, runtime_id=rid, output=reason) from exc
         partial.rename(self.root / rid)
         return Runtime(rid, language, pins, str(self.root / rid), lock)
 
