@@ -13,7 +13,15 @@ writable, an unprivileged build uid (as root), seccomp, and a network namespace 
 the build relay to the configured indexes (:mod:`evaluator_host.sandbox.build_sandbox`). Without
 namespaces (the rlimits mode) there is no build sandbox: wheels only, whatever
 ``allow_sdist_builds`` says, and direct-URL requirements are refused before any of their code runs.
-npm installs (``--ignore-scripts``: no package code) run on the host.
+
+npm installs (``--ignore-scripts``: no package code) run in the same build sandbox, because npm
+itself fetches what a package.json names (a git or tarball URL on any host) and reads npmrc files:
+there the pinned Node wheel is bound read-only at ``/sandbox/node-home``, npm reads only a generated
+npmrc (the host's registries, no tokens), writes the whole partial runtime (``package.json``,
+``node_modules``), and reaches npm's registries only. In the rlimits mode npm runs on the host.
+
+Before it is renamed into place a finished runtime is handed to root (:func:`hand_over`): the build
+uid, every later build's, owns none of it and can write none of it.
 
 Found or built through :class:`~evaluator_host.sandbox.build_once.BuildOnce`.
 """
