@@ -54,6 +54,7 @@ __all__ = [
     "npmrc",
     "pip_conf",
     "proxy_environment",
+    "registry_hosts",
     "relay_credentials",
     "scrub_url",
 ]
@@ -273,6 +274,20 @@ def allowed_hosts(pip_config: dict[str, str], npm_config: dict[str, str], extra:
     found = {hp for hp in (_host_port(url) for url in urls) if hp}
     if "pypi.org:443" in found:
         found.add("files.pythonhosted.org:443")
+    for item in extra:
+        item = item.strip().lower()
+        if item:
+            found |= {item} if re.search(r":\d+$", item) else {f"{item}:443", f"{item}:80"}
+    return frozenset(found)
+
+
+def registry_hosts(npm_config: dict[str, str], extra: Iterable[str] = ()) -> frozenset[str]:
+    """``host:port`` of npm's configured registries (default registry.npmjs.org) and ``extra``: what an
+    npm install's relay reaches (no Python index)."""
+    urls = [value for key, value in npm_config.items() if key == "registry" or key.endswith(":registry")]
+    if "registry" not in npm_config:
+        urls.append("https://registry.npmjs.org/")
+    found = {hp for hp in (_host_port(url) for url in urls) if hp}
     for item in extra:
         item = item.strip().lower()
         if item:

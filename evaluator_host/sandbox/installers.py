@@ -3,9 +3,10 @@
 An installer writes its files (the pins and a build script) into a build folder and names
 the command that runs the script. The script installs into the runtime's packages folder
 and prints, after :data:`LOCK_MARK`, what was installed; :meth:`Installer.lock` reads that
-into ``name==version`` / ``name@version`` lines. The process backend runs the script on the
-host in a partial runtime directory; the docker backend runs the same script in a build box
-(``tool`` and ``options`` say how each reaches pip or npm and its settings). Which installer
+into ``name==version`` / ``name@version`` lines. The process backend runs the script in its build
+sandbox (in the rlimits mode: on the host) in a partial runtime directory; the docker backend runs
+the same script in a build box (``tool`` and ``options`` say how each reaches pip or npm and its
+settings). Which installer
 a family uses is its manifest's ``installer`` (``pip`` | ``npm``).
 """
 
@@ -139,6 +140,7 @@ class Context:
     relay: str | None = None  # the build relay's socket, in the sandbox: start the forwarder to it first
     allow_direct: tuple[str, ...] = ()  # hosts a direct-URL requirement may name (build_allow_hosts)
     constraint: str | None = None  # the operator's pip constraints file, applied when resolving
+    python: str = "python3"  # the interpreter that starts the forwarder (npm; pip runs it in-process)
 
 
 @dataclass(frozen=True)
@@ -249,8 +251,9 @@ class Npm:
         build, cache = shlex.quote(build_dir), shlex.quote(f"{context.scratch or build_dir}/.npm-cache")
         leftovers = " ".join(shlex.quote(p) for p in (f"{context.scratch or build_dir}/.npm-cache", *context.cleanup))
         flags = " ".join(shlex.quote(f) for f in [*NPM_INSTALL_FLAGS, *context.options])
-        # in a build box: the forwarder to the build relay first (backgrounded once it listens)
-        relay = f"python3 {build}/forward.py --daemon {shlex.quote(context.relay)}\n" if context.relay else ""
+        # in a build sandbox: the forwarder to the build relay first (backgrounded once it listens)
+        python = shlex.quote(context.python)
+        relay = f"{python} {build}/forward.py --daemon {shlex.quote(context.relay)}\n" if context.relay else ""
         script = (
             "set -e\n"
             f"{relay}"
@@ -270,7 +273,8 @@ class Npm:
         return npm_lock(text)
 
     def on_host(self, ca_bundle: str | None) -> Context:
-        """The pinned Node wheel's npm, trusting the CA bundle setting."""
+        """The pinned Node wheel's npm, trusting the CA bundle setting: the process backend's rlimits
+        mode only (no build sandbox there; ``--ignore-scripts``: no package code runs)."""
         return Context(npm_command(), [f"--cafile={ca_bundle}"] if ca_bundle else [], {})
 
     def in_box(self) -> Context:

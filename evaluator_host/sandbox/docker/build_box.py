@@ -203,7 +203,9 @@ class BuildBoxes:
                     init=True,
                     network_mode="none",
                     cap_drop=["ALL"],
-                    cap_add=["CHOWN"],  # the set-up exec below (root, before any package code)
+                    # root's execs only: the set-up before any package code, the hand-over after it
+                    # (a folder the build made unreadable to others then fails the build, not the walk)
+                    cap_add=["CHOWN"],
                     security_opt=["no-new-privileges:true"],
                     pids_limit=_BUILD_PIDS,
                     log_config=LogConfig(type=LogConfig.types.NONE),
@@ -276,6 +278,33 @@ class BuildBoxes:
             (box.directory / name).write_text(text)
             (box.directory / name).chmod(0o644)
         return self.engine.run_sync(self._exec, box, install.command, install.environment, live_log)
+
+    def hand_over(self, box: BuildBox) -> None:
+        """Make ``box``'s installed packages root's before it is committed (blocking): every process of
+        the build uid is killed (the forwarder, anything the install left running), then, as root,
+        ``/opt/evaluator`` is chowned to ``0:0`` (links themselves) and loses write bits for group and
+        others and setuid/setgid bits. The runtime image then holds nothing the build uid owns or can
+        write, whatever uid its workers run as. Raises ``RuntimeError`` when it cannot be done."""
+        uid = self.build_uid()
+
+        def run(client: docker.DockerClient) -> None:
+            api = client.api
+            stop = api.exec_create(box.container_id, ["sh", "-c", "kill -9 -1"], user=f"{uid}:{uid}")["Id"]
+            api.exec_start(stop)  # (kills itself too: its exit code says nothing; the check below does)
+            script = (  # (killed processes may linger a moment until the box's init reaps them)
+                "n=0; while :; do left=; for p in /proc/[0-9]*; do "
+                f'[ "$(stat -c %u "$p" 2>/dev/null)" = {uid} ] && left=1; done; [ -z "$left" ] && break; '
+                "n=$((n+1)); [ $n -ge 50 ] && { echo 'a process of the build uid outlived the install' >&2; exit 9; }; "
+                "sleep 0.1; done; "
+                f"chown -R -P 0:0 {_PACKAGES_ROOT} && chmod -R go-w,ug-s {_PACKAGES_ROOT}"
+            )
+            root = api.exec_create(box.container_id, ["sh", "-c", script], user="0:0")["Id"]
+            output = api.exec_start(root)
+            if api.exec_inspect(root).get("ExitCode") != 0:
+                shown = output.decode("utf-8", "replace")[-500:] if isinstance(output, bytes) else ""
+                raise RuntimeError(f"could not hand {_PACKAGES_ROOT} over to root in the build box: {shown}")
+
+        self.engine.run_sync(run)
 
     def _exec(
         self,

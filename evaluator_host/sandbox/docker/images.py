@@ -22,7 +22,7 @@ from typing import Any
 import docker
 
 from evaluator_host import languages
-from evaluator_host.errors import BackendUnavailable
+from evaluator_host.errors import BackendUnavailable, BuildError
 from evaluator_host.languages import Family
 from evaluator_host.sandbox import installers, suggest
 from evaluator_host.sandbox.base import Runtime
@@ -136,6 +136,10 @@ class DockerRuntimeBuilder(BuildOnce):
             installed = time.monotonic()
             runtime = None
             if code == 0 and installers.LOCK_MARK in output:
+                try:
+                    self.boxes.hand_over(box)  # nothing of the image stays the build uid's
+                except RuntimeError as exc:
+                    raise BuildError(f"installing {shown} failed:\n{exc}", runtime_id=rid, output=str(exc)) from exc
                 runtime = self.engine.run_sync(self._commit, box, rid, family, pins, output)
                 log.info(
                     "built runtime %s: install %.2f s, commit %.2f s",

@@ -13,7 +13,15 @@ writable, an unprivileged build uid (as root), seccomp, and a network namespace 
 the build relay to the configured indexes (:mod:`evaluator_host.sandbox.build_sandbox`). Without
 namespaces (the rlimits mode) there is no build sandbox: wheels only, whatever
 ``allow_sdist_builds`` says, and direct-URL requirements are refused before any of their code runs.
-npm installs (``--ignore-scripts``: no package code) run on the host.
+
+npm installs (``--ignore-scripts``: no package code) run in the same build sandbox, because npm
+itself fetches what a package.json names (a git or tarball URL on any host) and reads npmrc files:
+there the pinned Node wheel is bound read-only at ``/sandbox/node-home``, npm reads only a generated
+npmrc (the host's registries, no tokens), writes the whole partial runtime (``package.json``,
+``node_modules``), and reaches npm's registries only. In the rlimits mode npm runs on the host.
+
+Before it is renamed into place a finished runtime is handed to root (:func:`hand_over`): the build
+uid, every later build's, owns none of it and can write none of it.
 
 Found or built through :class:`~evaluator_host.sandbox.build_once.BuildOnce`.
 """
@@ -28,6 +36,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -48,10 +57,11 @@ from evaluator_host.sandbox.protocol import encode_frame
 from evaluator_host.settings import Settings
 from evaluator_host.storage import INSTALLER_MARKS, on_full_disk, storage_full
 
-__all__ = ["RuntimeBuilder"]
+__all__ = ["RuntimeBuilder", "hand_over"]
 
 _BOOTSTRAP = RUNTIMES_DIR / "sandbox_init.py"
 _BUILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+_NODE_HOME = "/sandbox/node-home"  # the pinned Node wheel's folder, in the build sandbox (npm)
 
 
 class RuntimeBuilder(BuildOnce):
@@ -162,12 +172,14 @@ class RuntimeBuilder(BuildOnce):
         partial.mkdir(parents=True)
         ca_bundle = str(self.settings.ca_bundle) if self.settings.ca_bundle else None
         relay: build_sandbox.BuildRelay | None = None
-        if family.installer == "pip" and self.sandboxed:
-            # an index with credentials: named plainly in the sandbox, reached with them through the relay
-            in_sandbox, upstreams = build_sandbox.relay_credentials(self.pip_config)
-            relay = build_sandbox.BuildRelay(
-                build_sandbox.allowed_hosts(in_sandbox, {}, self.settings.build_allow_hosts), upstreams, ca_bundle
-            )
+        if self.sandboxed:
+            if family.installer == "pip":
+                # an index with credentials: named plainly in the sandbox, reached with them through the relay
+                in_sandbox, upstreams = build_sandbox.relay_credentials(self.pip_config)
+                allowed = build_sandbox.allowed_hosts(in_sandbox, {}, self.settings.build_allow_hosts)
+            else:  # npm: its registries only (tokens are never passed on)
+                upstreams, allowed = {}, build_sandbox.registry_hosts(self.npm_config, self.settings.build_allow_hosts)
+            relay = build_sandbox.BuildRelay(allowed, upstreams, ca_bundle)
             install, config = self._sandbox(build, partial, family, pins, relay)
         else:
             context = installer.on_host(ca_bundle)
@@ -187,6 +199,19 @@ class RuntimeBuilder(BuildOnce):
                 (build / name).write_text(text)
         try:
             output, log = self._run(install, rid, family, pins, config)
+        except BuildError as failed:
+            if relay is None or not relay.refused:
+                raise
+            # what the sandbox asked of a host that is not a configured index (an npm git or tarball
+            # dependency, say): named, so the answer says why rather than only the installer's words
+            refused = "; ".join(dict.fromkeys(relay.refused))
+            reason = f"{failed.output}\nthe build relay refused: {refused}"
+            raise BuildError(
+                f"{failed}\nthe build relay refused: {refused}",
+                runtime_id=rid,
+                output=reason,
+                suggestions=failed.suggestions,
+            ) from failed
         finally:
             if relay is not None:
                 relay.close()
@@ -206,6 +231,12 @@ class RuntimeBuilder(BuildOnce):
         }
         (partial / "manifest.json").write_text(json.dumps(manifest, indent=2))
         (partial / "build.log").write_text(log)
+        try:
+            hand_over(partial)
+        except OSError as exc:  # (as root, only a file system that refuses root fails here)
+            reason = f"the finished runtime could not be handed over to the service: {exc}"
+            message = f"installing {installers.shown(family, pins)} failed:\n{reason}"
+            raise BuildError(message, runtime_id=rid, output=reason) from exc
         partial.rename(self.root / rid)
         return Runtime(rid, language, pins, str(self.root / rid), lock)
 
@@ -219,7 +250,7 @@ class RuntimeBuilder(BuildOnce):
         return build_sandbox.direct_hosts(self.settings.build_allow_hosts)
 
     def build_uid(self) -> int | None:
-        """The unprivileged uid Python installs run as (None: no uid change is possible here)."""
+        """The unprivileged uid installs run as (None: no uid change is possible here)."""
         return build_sandbox.build_uid(self.settings.sandbox_uid_base) if self.isolation.uid_drop else None
 
     def _sandbox(
@@ -232,77 +263,99 @@ class RuntimeBuilder(BuildOnce):
     ) -> tuple[installers.Install, dict[str, object]]:
         """The install of ``pins`` in the build sandbox, and the bootstrap's config for it.
 
-        In the sandbox: ``/build`` (read-only: the pins, the script, a ``pip.conf`` without
-        credentials, the CA bundle, the constraints), ``/sandbox/runtime/<packages>`` and
-        ``/sandbox/scratch`` (writable, the build uid's), the interpreters and the local index folders
-        (read-only), ``/sandbox/relay.sock``; nothing else of the host."""
+        In the sandbox: ``/build`` (read-only: the pins, the script, a ``pip.conf`` or ``npmrc``
+        without credentials, the CA bundle, the constraints), the partial runtime at ``/sandbox/runtime``
+        (pip: only its ``site/``; npm: the whole of it, where ``package.json`` and ``node_modules`` go)
+        and ``/sandbox/scratch`` (writable, the build uid's), the interpreter, the pinned Node wheel at
+        ``/sandbox/node-home`` (npm) and the local index folders (read-only), ``/sandbox/relay.sock``;
+        nothing else of the host."""
         files, scratch, mount = build / "files", build / "scratch", build / "root"
         for folder in (files, scratch, mount):
             folder.mkdir()
+        npm = family.installer == "npm"
         top = family.packages_dir.split("/", 1)[0]
-        (partial / top).mkdir(parents=True, exist_ok=True)
+        writable_runtime = partial if npm else partial / top
+        writable_runtime.mkdir(parents=True, exist_ok=True)
         uid = self.build_uid()
         if uid is not None:
-            for folder in (scratch, partial / top):
+            for folder in (scratch, writable_runtime):
                 os.chown(folder, uid, uid)
         cert = None
         if self.settings.ca_bundle is not None:
             shutil.copyfile(self.settings.ca_bundle, files / "ca.pem")
             cert = "/build/ca.pem"
-        constraint = None
-        if self.pip_config.get("constraint") and os.path.isfile(self.pip_config["constraint"]):
-            shutil.copyfile(self.pip_config["constraint"], files / "constraints.txt")
-            constraint = "/build/constraints.txt"
-        in_sandbox, _ = build_sandbox.relay_credentials(self.pip_config)
-        (files / "pip.conf").write_text(build_sandbox.pip_conf(in_sandbox, cert=cert, constraint=None))
         environment = {
             **_BUILD_ENV,
             **build_sandbox.proxy_environment(),
             "HOME": "/sandbox/scratch",
             "TMPDIR": "/sandbox/scratch",
-            "PIP_CONFIG_FILE": "/build/pip.conf",
         }
-        context = installers.Context(
-            [sys.executable],
-            [],
-            environment,
-            "/sandbox/scratch",
-            relay="/sandbox/relay.sock",
-            allow_direct=self._allow_direct(),
-            constraint=constraint,
-        )
+        interpreters = {Path(sys.executable).resolve().parents[1], Path(sys.prefix), Path(sys.base_prefix)}
+        interpreters.add(Path(self.settings.python_executable).resolve().parents[1])
+        binds = [[str(path)] * 2 for path in sorted(interpreters)]
+        context: installers.Context
+        if npm:
+            # the pinned Node wheel, read-only where workers see it too; npm reads only the generated
+            # settings (user and global npmrc: the host's registries, no tokens, no proxies)
+            home = Path(languages.node_executable()).resolve().parents[1]
+            binds.append([str(home), _NODE_HOME])
+            (files / "npmrc").write_text(build_sandbox.npmrc(self.npm_config, cafile=cert))
+            (files / "npmrc-global").write_text("")
+            (files / "forward.py").write_text(build_sandbox.FORWARDER)
+            context = installers.Context(
+                [f"{_NODE_HOME}/bin/node", f"{_NODE_HOME}/lib/node_modules/npm/bin/npm-cli.js"],
+                ["--userconfig", "/build/npmrc", "--globalconfig", "/build/npmrc-global"],
+                environment,
+                "/sandbox/scratch",
+                ("/sandbox/scratch/node-compile-cache",),
+                relay="/sandbox/relay.sock",
+                python=sys.executable,
+            )
+            packages_dir = f"/sandbox/runtime/{family.packages_dir}"
+        else:
+            constraint = None
+            if self.pip_config.get("constraint") and os.path.isfile(self.pip_config["constraint"]):
+                shutil.copyfile(self.pip_config["constraint"], files / "constraints.txt")
+                constraint = "/build/constraints.txt"
+            in_sandbox, _ = build_sandbox.relay_credentials(self.pip_config)
+            (files / "pip.conf").write_text(build_sandbox.pip_conf(in_sandbox, cert=cert, constraint=None))
+            context = installers.Context(
+                [sys.executable],
+                [],
+                {**environment, "PIP_CONFIG_FILE": "/build/pip.conf"},
+                "/sandbox/scratch",
+                relay="/sandbox/relay.sock",
+                allow_direct=self._allow_direct(),
+                constraint=constraint,
+            )
+            packages_dir = f"/sandbox/runtime/{family.packages_dir}"
+            binds += [[path, path] for path in build_sandbox.local_index_paths(self.pip_config)]
         install = installers.for_family(family).prepare(
-            pins,
-            build_dir="/build",
-            packages_dir=f"/sandbox/runtime/{family.packages_dir}",
-            context=context,
-            sources=self.sources,
+            pins, build_dir="/build", packages_dir=packages_dir, context=context, sources=self.sources
         )
         for name, text in install.files.items():
             (files / name).write_text(text)
         for path in files.iterdir():
             path.chmod(0o644)
         files.chmod(0o755)
-        interpreters = {Path(sys.executable).resolve().parents[1], Path(sys.prefix), Path(sys.base_prefix)}
-        interpreters.add(Path(self.settings.python_executable).resolve().parents[1])
-        binds = [[str(path)] * 2 for path in sorted(interpreters)]
-        binds += [[path, path] for path in build_sandbox.local_index_paths(self.pip_config)]
         binds += [[str(files), "/build"], [str(relay.path), "/sandbox/relay.sock"]]
         rlimits = {"NOFILE": 4096, "CORE": 0}
         if uid is not None:
             rlimits["NPROC"] = 1024
+        target = "/sandbox/runtime" if npm else f"/sandbox/runtime/{top}"
         config: dict[str, object] = {
             "root": str(mount),
             "init": True,
             "seccomp": True,
             "loopback": True,
             "binds": binds,
-            "writable": [[str(partial / top), f"/sandbox/runtime/{top}"], [str(scratch), "/sandbox/scratch"]],
+            "writable": [[str(writable_runtime), target], [str(scratch), "/sandbox/scratch"]],
             "tmpfs_mb": self.settings.tmpfs_mb,
             "uid": uid,
             "rlimits": rlimits,
             "workdir": "/sandbox/scratch",
-            "exec": install.command,
+            # (the bootstrap execs a path: npm's script is `sh build.sh …`)
+            "exec": ["/bin/sh", *install.command[1:]] if install.command[0] == "sh" else install.command,
         }
         return install, config
 
@@ -434,6 +487,32 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(0.05)
     proc.wait()
+
+
+def hand_over(runtime: Path) -> None:
+    """Make a finished runtime the service's before it is renamed into place: as root, every entry
+    (links themselves, never what they point to) is chowned to ``0:0``; write bits for group and
+    others and setuid/setgid bits are dropped. The build uid — every later build's — then owns
+    nothing of it and can write none of it. Run once nothing of the build runs any more (the build
+    sandbox's pid namespace ended with it), so nothing can add an entry behind the walk."""
+    as_root = os.geteuid() == 0
+    for parent, dirs, names in os.walk(runtime, onerror=_raise):
+        for name in [*dirs, *names, *([""] if parent == str(runtime) else [])]:
+            path = os.path.join(parent, name) if name else parent
+            info = os.lstat(path)
+            if as_root and (info.st_uid or info.st_gid):
+                os.lchown(path, 0, 0)
+            if not stat.S_ISLNK(info.st_mode):
+                mode = stat.S_IMODE(os.lstat(path).st_mode)
+                if mode & _NOT_KEPT:
+                    os.chmod(path, mode & ~_NOT_KEPT)
+
+
+_NOT_KEPT = stat.S_IWGRP | stat.S_IWOTH | stat.S_ISUID | stat.S_ISGID
+
+
+def _raise(error: OSError) -> None:
+    raise error  # a folder the walk cannot read must not stay the build uid's unnoticed
 
 
 def _read(handle: BinaryIO) -> str:
