@@ -388,9 +388,10 @@ class Evaluation:
                 self._allowed.popitem(last=False)
         return policy
 
-    async def ensure_runtime(self, prepared: Prepared) -> Runtime:
-        """Build (once) or fetch the runtime of ``prepared``; ``BuildError`` when the install fails."""
-        return await self.builder.ensure(prepared.language, prepared.pins)
+    async def ensure_runtime(self, prepared: Prepared, workspace: str | None = None) -> Runtime:
+        """Build (once) or fetch the runtime of ``prepared``; ``BuildError`` when the install fails; a build
+        counts against ``workspace``'s build concurrency."""
+        return await self.builder.ensure(prepared.language, prepared.pins, workspace)
 
     async def bind(
         self,
@@ -406,7 +407,7 @@ class Evaluation:
         filled with ``injected`` (the values of :attr:`Prepared.injected`; ``SecretError`` when one is
         missing or cannot be a header): workers never cross scopes nor workspaces, and a changed secret
         value makes new ones."""
-        runtime = await self.ensure_runtime(prepared)
+        runtime = await self.ensure_runtime(prepared, workspace)
         memory_mb = prepared.settings.memory_mb
         env = env or {}
         headers = _fill(prepared.headers, injected or {})

@@ -118,7 +118,7 @@ class Evaluators:
         prepared = await self.evaluation.validate(
             body.language, body.code, body.packages, body.settings, secrets=body.secrets, network=body.network
         )
-        runtime = await self.evaluation.ensure_runtime(prepared)  # a failing install is a 422 at save time
+        runtime = await self.evaluation.ensure_runtime(prepared, workspace)  # a failing install: 422 at save time
         installer = languages.get(prepared.language).family.installer
         warnings = unpinned(installer, prepared.code, prepared.pins, runtime.lock) + declared_vs_used(prepared)
         warnings += [

@@ -6,6 +6,11 @@ on the same rows in the sandbox (the request's ``cases``, or a dataset's first `
 compares the answers row by row (:mod:`evaluator_host.migrate.compare`), and stores the migrated
 code as a new revision only when every row agrees (and it is not a ``dry_run``). Rows that differ
 raise :class:`~evaluator_host.errors.MigrationMismatch` (HTTP 409) and nothing is stored.
+
+The differential run is bounded like any evaluation: each row runs twice, so it charges the
+workspace's ``max_evaluations_per_s`` two evaluations per row before anything runs (429 as for
+``/evaluate``), and a dataset's sample is read only up to ``max_body_bytes`` of rows, the bound a body
+of inline ``cases`` has already (over it: 422 ``LimitError`` naming the row, before the rows are parsed).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from evaluator_host.migration_models import (
     MigrationNote,
 )
 from evaluator_host.models import Case, EvaluatorCreate, FieldMapping
+from evaluator_host.quotas import QuotaGuard
 
 __all__ = ["Migrations", "response_of"]
 
@@ -48,10 +54,13 @@ def response_of(migration: Migration) -> dict[str, Any]:
 class Migrations:
     """The migration surfaces' service (stateless: made per request from the long-lived components)."""
 
-    def __init__(self, evaluation: Evaluation, evaluators: Evaluators, datasets: DatasetCatalog) -> None:
+    def __init__(
+        self, evaluation: Evaluation, evaluators: Evaluators, datasets: DatasetCatalog, quotas: QuotaGuard
+    ) -> None:
         self.evaluation = evaluation
         self.evaluators = evaluators
         self.datasets = datasets
+        self.quotas = quotas
 
     async def migrate_code(self, language: str, code: str, correct_answer_key: str) -> Migration:
         """The codemod's answer for ``code`` (a parse, or a round trip to Node: off the event loop)."""
@@ -73,13 +82,22 @@ class Migrations:
         record = await self.datasets.get(workspace, body.dataset_id)  # 404 when unknown
         mapper = RowMapper(body.field_mapping or FieldMapping(), record.columns)
 
+        limit = self.evaluation.settings.max_body_bytes
+
         def first_rows() -> list[Case]:
-            cases = []
+            lines: list[bytes] = []
+            size = 0
             for index, line in self.datasets.files.lines(record.id):
                 if index >= body.sample:
                     break
-                cases.append(Case.model_validate(mapper.case(json.loads(line))))
-            return cases
+                size += len(line)
+                if size > limit:
+                    raise LimitError(
+                        f"the dataset's first {index + 1} rows are over {limit:,} bytes (max_body_bytes), the most "
+                        f"one differential run reads; compare fewer rows (sample={index} or less)"
+                    )
+                lines.append(line)
+            return [Case.model_validate(mapper.case(json.loads(line))) for line in lines]
 
         return await asyncio.to_thread(first_rows)
 
@@ -94,6 +112,7 @@ class Migrations:
         if not migration.changed:
             return EvaluatorMigrateResponse(**fields, compared=0, dry_run=body.dry_run, saved=False)
         cases = await self._cases(workspace, body)
+        self.quotas.take_evaluations(workspace, 2 * len(cases))  # each row runs on both revisions
         _, before = await self.evaluators.evaluate(workspace, current.id, current.revision, cases)
         prepared = await self.evaluation.validate(
             current.language,

@@ -65,8 +65,9 @@ class RuntimeCatalog:
             raise NotFoundError("this backend keeps no runtimes")
         return self.builder
 
-    async def create(self, language: str, packages: Packages) -> tuple[RuntimeView, bool]:
-        """Start building ``packages`` (unless built or under way): the runtime and whether it is new work."""
+    async def create(self, language: str, packages: Packages, workspace: str | None = None) -> tuple[RuntimeView, bool]:
+        """Start building ``packages`` (unless built or under way) for ``workspace``: the runtime and
+        whether it is new work."""
         pins = normalize_pins(language, packages)
         if not pins:
             raise PackageSpecError(
@@ -81,12 +82,12 @@ class RuntimeCatalog:
         once.failed.pop(rid, None)
         loop = asyncio.get_running_loop()
         self._pending[rid] = BuildState(language, pins, datetime.now(UTC).timestamp(), loop.time())
-        self._tasks[rid] = asyncio.create_task(self._build(rid, language, pins))
+        self._tasks[rid] = asyncio.create_task(self._build(rid, language, pins, workspace))
         return await self.get(rid), True
 
-    async def _build(self, rid: str, language: str, pins: dict[str, str]) -> None:
+    async def _build(self, rid: str, language: str, pins: dict[str, str], workspace: str | None) -> None:
         try:
-            await self.builder.ensure(language, pins)
+            await self.builder.ensure(language, pins, workspace)
         except BuildError:
             pass  # BuildOnce.failed keeps it for GET
         finally:

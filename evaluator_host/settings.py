@@ -232,12 +232,25 @@ class Settings(BaseSettings):
     tmpfs_mb: int = Field(64, description="Size of each worker's private /tmp.")
     build_timeout_s: float = Field(300.0, gt=0, description="Longest a package install may take (then it fails).")
     allow_sdist_builds: bool = Field(
-        False,
-        description="Let pip build packages from source (runs the package's own code at install time; "
-        "off: wheels only). See docs/security.md before turning it on.",
+        True,
+        description="Let pip build packages published only as source (an sdist's build runs the package's own "
+        "code, in the build sandbox: unprivileged, no host data, network only to the package indexes); off: "
+        "wheels only. Always off on a process backend without namespaces (no build sandbox there).",
+    )
+    build_allow_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated hosts (host or host:port) a build may reach besides the configured package "
+        "indexes, and that a direct-URL requirement (name @ https://host/...) may name; default none: such "
+        "requirements are refused.",
     )
     max_concurrent_builds: int = Field(
         2, ge=1, description="Package installs running at once; later ones queue (on threads of their own)."
+    )
+    max_builds_per_workspace: int = Field(
+        1,
+        ge=1,
+        description="A workspace's fair share of the build threads: a freed thread goes to a waiting workspace "
+        "running fewer builds than this before another's next one (one workspace alone still uses every thread).",
     )
     ca_bundle: Path | None = Field(
         default_factory=default_ca_bundle,
@@ -266,7 +279,7 @@ class Settings(BaseSettings):
             raise ValueError(f"{value!r} is not an http:// or https:// URL (OTLP/HTTP)")
         return value or None
 
-    @field_validator("api_keys", "secrets_key", "allowed_hosts", mode="before")
+    @field_validator("api_keys", "secrets_key", "allowed_hosts", "build_allow_hosts", mode="before")
     @classmethod
     def _split_keys(cls, value: object) -> object:
         if isinstance(value, str):

@@ -20,7 +20,9 @@ sets the sandbox up and then runs the language harness:
    stays behind as its pid 1 (:func:`_fork_init`); then runs ``exec`` (argv) or, for Python,
    the harness ``run_python`` in this same process.
 
-Config keys: ``root``, ``binds``, ``tmpfs_mb``, ``uid``, ``cgroup_procs``, ``rlimits``, ``init``, ``seccomp``,
+Config keys: ``root``, ``binds``, ``writable`` (``[source, target]`` bound writable: a build's
+partial runtime and scratch, :mod:`evaluator_host.sandbox.process.runtimes`), ``tmpfs_mb``, ``uid``,
+``cgroup_procs``, ``rlimits``, ``init``, ``seccomp``,
 ``loopback`` (bring ``lo`` up: a worker with an egress socket bound in)
 (name → value), ``exec`` (+ ``channel_fds``: move the host's channel from fds 0/1 to 3/4
 first, as the Node harness expects) | ``run_python`` + ``argv``.
@@ -90,7 +92,18 @@ def _bind_ro(root: str, src: str, dst: str | None = None) -> None:
         pass
 
 
-def _build_root(root: str, binds: list[list[str]], tmpfs_mb: int) -> None:
+def _bind_rw(root: str, src: str, dst: str) -> None:
+    """A writable bind of the host directory ``src`` at ``dst`` (a build's partial runtime and scratch)."""
+    target = root + dst
+    os.makedirs(target, exist_ok=True)
+    _mount(src, target, None, MS_BIND)
+    try:
+        _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV)
+    except OSError:  # locked flags in a user namespace: keep the bind as it is
+        pass
+
+
+def _build_root(root: str, binds: list[list[str]], tmpfs_mb: int, writable: list[list[str]] | None = None) -> None:
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0755")
     for src in SYSTEM_DIRS:
@@ -111,6 +124,8 @@ def _build_root(root: str, binds: list[list[str]], tmpfs_mb: int) -> None:
     _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmpfs_mb}m,mode=1777")
     for src, dst in binds:
         _bind_ro(root, src, dst)
+    for src, dst in writable or []:
+        _bind_rw(root, src, dst)
     dev = root + "/dev"
     os.makedirs(dev, exist_ok=True)
     _mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755")
@@ -301,7 +316,7 @@ def main(config: dict[str, Any]) -> None:
         with open(procs, "w") as fh:
             fh.write("0")
     if config.get("root"):
-        _build_root(config["root"], config.get("binds", []), int(config.get("tmpfs_mb", 64)))
+        _build_root(config["root"], config.get("binds", []), int(config.get("tmpfs_mb", 64)), config.get("writable"))
         try:
             _libc.sethostname(b"sandbox", 7)
         except OSError:

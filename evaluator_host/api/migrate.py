@@ -18,7 +18,7 @@ router = APIRouter(tags=["migrate"])
 
 
 def _migrations(services: Services) -> Migrations:
-    return Migrations(services.evaluation, services.evaluators, services.datasets)
+    return Migrations(services.evaluation, services.evaluators, services.datasets, services.quotas)
 
 
 @router.post("/migrate", response_model=MigrateResponse)

@@ -29,7 +29,7 @@ async def create(body: RuntimeCreate, services: ServicesDep, response: Response,
     """Build ``packages`` for ``language`` in the background: 202 with ``Location`` (poll it for the
     status, the elapsed time and the log's end); 200 when it is built or being built already. The
     runtime is then in the list of the key's workspace."""
-    view, started = await services.runtimes.create(body.language, body.packages)
+    view, started = await services.runtimes.create(body.language, body.packages, who.workspace_id)
     if who.workspace_id is not None:
         await services.workspaces.note_runtime(who.workspace_id, view.id)
     response.status_code = status.HTTP_202_ACCEPTED if started else status.HTTP_200_OK

@@ -79,8 +79,9 @@ class Builder(Protocol):
     def runtime_for(self, language: str, pins: dict[str, str]) -> str:
         """The runtime id of ``pins`` (no build)."""
 
-    async def ensure(self, language: str, pins: dict[str, str]) -> Runtime:
-        """The runtime of ``pins``, built on first use; ``BuildError`` when the install fails."""
+    async def ensure(self, language: str, pins: dict[str, str], workspace: str | None = None) -> Runtime:
+        """The runtime of ``pins``, built on first use; ``BuildError`` when the install fails. A build
+        for ``workspace`` counts against its own build concurrency (``max_builds_per_workspace``)."""
 
     async def lookup(self, language: str, pins: dict[str, str]) -> Runtime | None:
         """The runtime of ``pins`` when it is already built (by any service process), else None; never builds."""

@@ -28,7 +28,7 @@ import os
 import subprocess
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -165,7 +165,7 @@ def _as_language(runtime: Runtime, language: str) -> Runtime:
 class BuildOnce:
     """Pins → runtimes, each distinct set built once; subclasses say how to find and build one."""
 
-    def __init__(self, root: Path, concurrency: int = 2) -> None:
+    def __init__(self, root: Path, concurrency: int = 2, per_workspace: int | None = None) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
         self.builds = 0
@@ -177,10 +177,17 @@ class BuildOnce:
         # builds run on threads of their own (at most `concurrency` at once, the rest queue): a burst
         # of slow installs never holds the threads the service's other work (database, engine) uses
         self._building = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="evh-build")
+        # shared fairly between workspaces (_FairSlots): a workspace's slow builds (a trickling index)
+        # never hold the others' first ones longer than one build's own time limit
+        self._slots = _FairSlots(concurrency, per_workspace or concurrency)
 
     def runtime_for(self, language: str, pins: dict[str, str]) -> str:
         """The runtime id of ``pins`` (no build)."""
         raise NotImplementedError
+
+    def waiting_builds(self) -> dict[str, int]:
+        """Builds waiting for a build thread, per workspace ('' for builds of no workspace)."""
+        return self._slots.waiting()
 
     def _used_path(self, rid: str) -> Path:
         return self.root / f"{rid}.used"
@@ -292,8 +299,9 @@ class BuildOnce:
         """Install ``pins`` into a new runtime; blocking; ``BuildError`` leaving nothing behind."""
         raise NotImplementedError
 
-    async def ensure(self, language: str, pins: dict[str, str]) -> Runtime:
-        """Return the runtime for ``pins``, building it on first use."""
+    async def ensure(self, language: str, pins: dict[str, str], workspace: str | None = None) -> Runtime:
+        """Return the runtime for ``pins``, building it on first use (in a build slot ``workspace``'s
+        fair share allows: :class:`_FairSlots`)."""
         rid = self.runtime_for(language, pins)
         cached = self._cache.get(rid)
         if cached is not None and self.present(cached):
@@ -310,9 +318,10 @@ class BuildOnce:
                 if cached is None or not self.present(cached):
                     loop = asyncio.get_running_loop()
                     try:
-                        runtime, seconds = await loop.run_in_executor(
-                            self._building, self._ensure_locked, rid, language, pins
-                        )
+                        async with self._slots.slot(workspace or ""):
+                            runtime, seconds = await loop.run_in_executor(
+                                self._building, self._ensure_locked, rid, language, pins
+                            )
                     except Exception:
                         span.set_attribute("evaluator_host.build.outcome", "failed")
                         raise
@@ -374,6 +383,75 @@ class BuildOnce:
                 self.metrics.builds.labels("built").inc()
                 self.metrics.build_seconds.observe(seconds)
             return runtime, seconds
+
+
+class _FairSlots:
+    """The build threads, shared fairly: at most ``total`` builds at once, and a workspace runs more than
+    ``per_workspace`` of them only while no other workspace waits (work-conserving: a single tenant
+    still uses every thread). A freed slot goes to the first waiter whose workspace is under its share,
+    else to the first waiter. So a workspace arriving behind another's slow builds waits at most for one
+    of them to end — each bounded by its own ``build_timeout_s``."""
+
+    def __init__(self, total: int, per_workspace: int) -> None:
+        self.total = total
+        self.per_workspace = per_workspace
+        self.running: dict[str, int] = {}
+        self._waiting: list[tuple[str, asyncio.Future[None]]] = []
+
+    def waiting(self) -> dict[str, int]:
+        """How many builds of each workspace wait for a slot."""
+        counts: dict[str, int] = {}
+        for workspace, future in self._waiting:
+            if not future.done():
+                counts[workspace] = counts.get(workspace, 0) + 1
+        return counts
+
+    def _may_start(self, workspace: str) -> bool:
+        if sum(self.running.values()) >= self.total:
+            return False
+        others_wait = any(w != workspace for w, _ in self._waiting)
+        return self.running.get(workspace, 0) < self.per_workspace or not others_wait
+
+    def _start(self, workspace: str) -> None:
+        self.running[workspace] = self.running.get(workspace, 0) + 1
+
+    def _wake(self) -> None:
+        while self._waiting and sum(self.running.values()) < self.total:
+            under = [i for i, (w, _) in enumerate(self._waiting) if self.running.get(w, 0) < self.per_workspace]
+            workspace, future = self._waiting.pop(under[0] if under else 0)
+            if future.done():  # its caller gave up waiting
+                continue
+            self._start(workspace)
+            future.set_result(None)
+
+    @contextlib.asynccontextmanager
+    async def slot(self, workspace: str) -> AsyncIterator[None]:
+        """Hold one build slot for ``workspace`` (waiting for it, fairly)."""
+        if not self._waiting and self._may_start(workspace):
+            self._start(workspace)
+        else:
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiting.append((workspace, future))
+            self._wake()
+            try:
+                await future
+            except BaseException:
+                if future.done() and not future.cancelled():
+                    self._release(workspace)  # granted just as it was cancelled
+                else:
+                    future.cancel()
+                    self._waiting = [(w, f) for w, f in self._waiting if f is not future]
+                raise
+        try:
+            yield
+        finally:
+            self._release(workspace)
+
+    def _release(self, workspace: str) -> None:
+        self.running[workspace] -= 1
+        if not self.running[workspace]:
+            del self.running[workspace]
+        self._wake()
 
 
 def runtime_id(language: str, base_identity: str, pins: Mapping[str, str]) -> str:

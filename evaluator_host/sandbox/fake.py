@@ -368,7 +368,7 @@ class FakeBuilder:
         blob = json.dumps([language, sorted(pins.items())], separators=(",", ":"))
         return f"fake-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
-    async def ensure(self, language: str, pins: dict[str, str]) -> Runtime:
+    async def ensure(self, language: str, pins: dict[str, str], workspace: str | None = None) -> Runtime:
         """The runtime of ``pins``, "built" once; ``BuildError`` when ``fail`` says so."""
         rid = self.runtime_for(language, pins)
         if not pins:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from evaluator_host.package_names import pypi_name_of
 
-__all__ = ["nearest_version", "npm_versions", "suggestions"]
+__all__ = ["nearest_version", "npm_versions", "pip_sdist_only", "pip_versions", "suggestions"]
 
 _PIP_MISSING = re.compile(
     r"Could not find a version that satisfies the requirement ([A-Za-z0-9._-]+)==(\S+) \(from versions: ([^)]*)\)"
@@ -68,6 +68,34 @@ def npm_versions(npm: list[str], name: str) -> list[str]:
     except (OSError, subprocess.SubprocessError, ValueError):
         return []
     return [found] if isinstance(found, str) else [str(v) for v in found] if isinstance(found, list) else []
+
+
+def pip_versions(python: str, name: str) -> list[str]:
+    """Every version the configured indexes have of ``name``, sources included (``pip index versions``,
+    which reads the index pages and runs no package code); [] when pip cannot say."""
+    try:
+        out = subprocess.run(
+            [python, "-m", "pip", "index", "versions", "--pre", "--disable-pip-version-check", name],
+            capture_output=True,
+            text=True,
+            timeout=_NPM_VIEW_TIMEOUT_S,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    match = re.search(r"^Available versions: (.*)$", out, re.M)
+    return [v.strip() for v in match.group(1).split(",")] if match else []
+
+
+def pip_sdist_only(output: str, versions_of: VersionsOf | None) -> list[tuple[str, str]]:
+    """The pins pip reported missing (installing wheels only) that the index does have, as source: the
+    reason is then "no wheel", not a wrong version."""
+    found = []
+    for name, wanted, listed in _PIP_MISSING.findall(output):
+        if wanted in [v.strip() for v in listed.split(",")]:
+            continue
+        if versions_of is not None and wanted in versions_of(name):
+            found.append((name, wanted))
+    return found
 
 
 def _version_hint(name: str, wanted: str, versions: list[str], sep: str) -> str | None:

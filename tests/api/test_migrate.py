@@ -133,3 +133,18 @@ def test_the_rows_come_from_exactly_one_source(client: TestClient) -> None:
         response = client.post(f"/v1/evaluators/{ev['id']}/migrate", json=bad)
         assert response.status_code == 422 and response.json()["error"]["type"] == "ValidationError"
     assert client.post("/v1/evaluators/ev_missing/migrate", json={"cases": CASES}).status_code == 404
+
+
+def test_a_dataset_sample_is_read_only_up_to_the_body_bound(client: TestClient) -> None:
+    ev = _create(client, LEGACY)
+    limit = client.app.state.services.settings.max_body_bytes  # type: ignore[attr-defined]
+    row = json.dumps({"correct_answer": "a", "outputs": "x" * 200_000}) + "\n"
+    rows = row * (limit // len(row) + 2)  # the first rows alone are over the bound
+    ds = client.post("/v1/datasets", content=rows, headers={"content-type": "application/jsonl"})
+    assert ds.status_code == 201, ds.text
+    response = client.post(f"/v1/evaluators/{ev['id']}/migrate", json={"dataset_id": ds.json()["id"], "sample": 1000})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["type"] == "LimitError" and "max_body_bytes" in error["message"] and "sample=" in error["message"]
+    fewer = client.post(f"/v1/evaluators/{ev['id']}/migrate", json={"dataset_id": ds.json()["id"], "sample": 2})
+    assert fewer.status_code == 200 and fewer.json()["compared"] == 2, fewer.text

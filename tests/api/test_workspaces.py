@@ -303,3 +303,23 @@ def test_quotas_answer_429_with_retry_after_and_only_for_their_workspace(world: 
         lifted = {k: None for k in quotas}
         client.patch(f"/v1/workspaces/{world['b']['id']}", json={"quotas": lifted}, headers=op)
     assert client.get(f"/v1/workspaces/{world['b']['id']}", headers=op).json()["quotas"] == lifted
+
+
+def test_a_migrations_differential_run_is_charged_two_evaluations_a_row(world: dict[str, Any]) -> None:
+    client, op = world["client"], auth(ADMIN)
+    c = client.post("/v1/workspaces", json={"name": "team-migrate"}, headers=op).json()
+    hc = auth(client.post(f"/v1/workspaces/{c['id']}/keys", json={"name": "ci"}, headers=op).json()["key"])
+    ev = client.post("/v1/evaluators", json={"name": "m", "language": "python", "code": LEGACY_CODE}, headers=hc)
+    assert ev.status_code == 201, ev.text
+    patched = client.patch(f"/v1/workspaces/{c['id']}", json={"quotas": {"max_evaluations_per_s": 5}}, headers=op)
+    assert patched.status_code == 200, patched.text
+    path = f"/v1/evaluators/{ev.json()['id']}/migrate"
+    # 3 rows run on both revisions: 6 evaluations, more than a bucket of 5 ever holds
+    never = client.post(path, json={"cases": [{"outputs": 1}] * 3, "dry_run": True}, headers=hc)
+    assert never.status_code == 429 and never.json()["error"]["quota"] == "max_evaluations_per_s"
+    assert "Retry-After" not in never.headers
+    # 2 rows: 4 evaluations fit once; the same call at once again overdraws the bucket
+    answers = [client.post(path, json={"cases": [{"outputs": 1}] * 2, "dry_run": True}, headers=hc) for _ in range(2)]
+    assert answers[0].status_code == 200 and answers[0].json()["compared"] == 2, answers[0].text
+    assert answers[1].status_code == 429 and int(answers[1].headers["Retry-After"]) >= 1
+    assert client.get("/healthz").status_code == 200

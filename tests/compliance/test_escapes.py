@@ -453,8 +453,10 @@ def test_a_package_pin_never_runs_package_code_at_install(
     tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Regression: a pinned sdist with an in-tree build backend ran at install time as root, with the
-    service's environment, on the host (process backend) or in the build box. Installs take wheels
-    only unless an operator allows source builds: the pin is a clear 422 and the code never runs."""
+    service's environment, on the host (process backend) or in the build box. With source builds
+    turned off, installs take wheels only: the pin is a clear 422 saying why, and the code never
+    runs. (Source builds are on by default since issue 28, in the build sandbox:
+    tests/sandbox/test_build_sandbox.py.)"""
     from fastapi.testclient import TestClient
 
     from evaluator_host.api import create_app
@@ -468,7 +470,7 @@ def test_a_package_pin_never_runs_package_code_at_install(
     monkeypatch.setenv("PIP_FIND_LINKS", str(index))
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("EVH_TEST_CANARY_SECRET", "do-not-leak")
-    settings = make_settings(tmp_path / "data", backend=backend)
+    settings = make_settings(tmp_path / "data", backend=backend, allow_sdist_builds=False)
     with TestClient(create_app(settings)) as client:
         body = {
             "language": "python",

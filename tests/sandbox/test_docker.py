@@ -92,7 +92,8 @@ def test_every_container_runs_with_the_hardened_settings(service: TestClient) ->
 
 
 def test_the_spare_build_box_is_started_but_held_down(service: TestClient) -> None:
-    """The build box kept for the next package set: network (pip needs it), but no caps and no host write."""
+    """The build box kept for the next package set: no network but the build relay's socket, no caps
+    but CHOWN (its root set-up exec), no host write; installs in it run as the build uid (issue 28)."""
     backend = _backend(service)
     for _ in range(100):
         boxes = [i for i in _containers(backend.engine.owner) if "evaluator-host.build" in i["Config"]["Labels"]]
@@ -104,7 +105,11 @@ def test_the_spare_build_box_is_started_but_held_down(service: TestClient) -> No
     assert boxes[0]["State"]["Running"] is True
     assert config["Cmd"] == ["sleep", "infinity"]
     assert not [e for e in config["Env"] or [] if e.upper().startswith(("PIP", "HTTP", "EVALUATOR", "DOCKER"))]
-    assert host["CapDrop"] == ["ALL"] and "no-new-privileges:true" in host["SecurityOpt"]
+    assert (
+        host["CapDrop"] == ["ALL"] and host["CapAdd"] == ["CHOWN"] and "no-new-privileges:true" in host["SecurityOpt"]
+    )
+    assert host["NetworkMode"] == "none"
+    assert any(m["Destination"] == "/sandbox/relay.sock" for m in boxes[0]["Mounts"])
     assert host["PidsLimit"] and host["Init"] is True and host["Privileged"] is False
     assert boxes[0]["Mounts"] and all(m["RW"] is False and "docker.sock" not in m["Source"] for m in boxes[0]["Mounts"])
     assert any(m["Destination"] == "/build" for m in boxes[0]["Mounts"])

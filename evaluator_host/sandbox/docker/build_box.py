@@ -1,8 +1,11 @@
 """Build boxes: the containers runtime installs run in (docker backend).
 
-A build box is a container FROM the base image, with network access, started idle
-(``sleep infinity``, all capabilities dropped, no-new-privileges, a pids limit). An install
-is one ``exec`` in it; the box is then committed by the image builder and thrown away, so
+A build box is a container FROM the base image, started idle (``sleep infinity``, all
+capabilities dropped, no-new-privileges, a pids limit) with **no network** (``network_mode=none``):
+its one way out is the build relay (:mod:`evaluator_host.sandbox.build_sandbox`), a unix socket
+bound in at ``/sandbox/relay.sock``, which reaches the configured package indexes and nothing else.
+An install is one ``exec`` in it, **as the unprivileged build uid** (never root: an sdist's build
+runs the package's own code); the box is then committed by the image builder and thrown away, so
 every runtime image starts from a clean base. A serving builder (``keep_spare``) keeps one
 box started ahead of time and removes used ones in the background, so a build costs the
 install and the commit, not a container start (~0.17 s here, mostly network set-up).
@@ -10,26 +13,24 @@ install and the commit, not a container start (~0.17 s here, mostly network set-
 What a build needs of the host reaches it through a read-only bind mount at ``/build``
 (never the image's environment, command or layers):
 
-* the host's pip configuration (index, extra indexes, find-links, trusted hosts, proxy,
-  timeouts) as a ``pip.conf``; local indexes and wheel folders it names are mounted
-  read-only at the same paths;
-* the host's npm registry and proxy settings as an ``npmrc``;
+* the host's pip index settings (index, extra indexes, find-links, trusted hosts, timeouts) as a
+  ``pip.conf`` **without credentials** (userinfo in URLs is dropped); local indexes and wheel
+  folders it names are mounted read-only at the same paths; the operator's constraints file;
+* the host's npm registry settings (no tokens, no proxies) as an ``npmrc``;
 * the CA bundle setting (default: the host's system bundle) as pip's ``cert`` and npm's
   ``cafile``, so installs work behind a TLS-intercepting proxy.
 
 The install itself is the family's installer script (:mod:`evaluator_host.sandbox.installers`),
-the same one the process backend runs on the host: pip into ``/opt/evaluator/site``, npm
+the same one the process backend runs in its build sandbox: pip into ``/opt/evaluator/site``, npm
 (``--ignore-scripts``) into ``/opt/evaluator/node/node_modules``; it prints the lock.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
-import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -44,8 +45,9 @@ from docker.types import LogConfig
 from docker.utils.socket import frames_iter
 
 from evaluator_host.languages import Family
-from evaluator_host.sandbox import installers
+from evaluator_host.sandbox import build_sandbox, installers
 from evaluator_host.sandbox.build_once import host_npm_config
+from evaluator_host.sandbox.build_sandbox import BuildRelay, host_pip_config, local_index_paths
 from evaluator_host.sandbox.docker.engine import Engine, NotFound
 from evaluator_host.settings import Settings
 
@@ -54,7 +56,7 @@ __all__ = ["BuildBox", "BuildBoxes", "host_pip_config", "local_index_paths"]
 log = logging.getLogger(__name__)
 
 _BUILD_PIDS = 1024  # a build may run compilers; still no fork bomb on the host
-_PIP_KEYS = ("index-url", "extra-index-url", "find-links", "trusted-host", "proxy", "timeout", "retries", "no-index")
+_PACKAGES_ROOT = "/opt/evaluator"  # where the families' image_packages_dir live (the build uid's)
 
 
 @dataclass(frozen=True)
@@ -63,39 +65,7 @@ class BuildBox:
 
     container_id: str
     directory: Path
-
-
-def host_pip_config(python: str = sys.executable) -> dict[str, str]:
-    """The host's effective pip settings we pass on to builds (``pip config list``).
-
-    Environment (``PIP_*``) values win over files, as in pip itself. ``cert`` is left
-    out: builds get the CA bundle setting instead.
-    """
-    try:
-        out = subprocess.run([python, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    files: dict[str, str] = {}
-    env: dict[str, str] = {}
-    for line in out.splitlines():
-        match = re.match(r"^([^.=]*)\.([a-z-]+)='(.*)'$", line.strip())
-        if not match or match.group(2) not in _PIP_KEYS:
-            continue
-        (env if match.group(1) == ":env:" else files)[match.group(2)] = match.group(3)
-    return {**files, **env}
-
-
-def local_index_paths(config: dict[str, str]) -> list[str]:
-    """Host folders named by the pip settings (file:// indexes, find-links dirs)."""
-    paths = []
-    for key in ("index-url", "extra-index-url", "find-links"):
-        for item in config.get(key, "").split():
-            path = item[len("file://") :] if item.startswith("file://") else item
-            if path.startswith("/") and os.path.isdir(path):
-                path = os.path.realpath(path)
-                # a PEP 503 tree ("<root>/simple") links its files relative to <root>
-                paths.append(os.path.dirname(path) if os.path.basename(path) == "simple" else path)
-    return sorted(set(paths))
+    relay: BuildRelay | None = None  # the box's way to the package indexes (closed with the box)
 
 
 class BuildBoxes:
@@ -189,25 +159,36 @@ class BuildBoxes:
             log.warning("build box housekeeping failed", exc_info=True)
 
     def _open_box(self, client: docker.DockerClient) -> BuildBox:
-        """Start a build container FROM the base (network on), idle until a build runs in it."""
+        """Start a build container FROM the base (no network but the relay), idle until a build runs
+        in it; its packages folders belong to the build uid."""
         build = Path(tempfile.mkdtemp(prefix="evaluator-host-build-"))
+        relay: BuildRelay | None = None
         try:
             config = self.pip_config()
-            conf = ["[global]", "no-input = true", "disable-pip-version-check = true", "no-cache-dir = true"]
-            conf += [f"{key} = {value}" for key, value in config.items()]
+            cert = None
             if self.settings.ca_bundle is not None:
                 shutil.copyfile(self.settings.ca_bundle, build / "ca.pem")
-                conf.append("cert = /build/ca.pem")
-            (build / "pip.conf").write_text("\n".join(conf) + "\n")
-            npmrc = [f"{key}={value}" for key, value in self.npm_config().items()]
-            if self.settings.ca_bundle is not None:
-                npmrc.append("cafile=/build/ca.pem")
-            (build / "npmrc").write_text("\n".join(npmrc) + "\n")
+                cert = "/build/ca.pem"
+            if config.get("constraint") and os.path.isfile(config["constraint"]):
+                shutil.copyfile(config["constraint"], build / "constraints.txt")
+            # an index with credentials: named plainly in the box, reached with them through the relay
+            in_box, upstreams = build_sandbox.relay_credentials(config)
+            (build / "pip.conf").write_text(build_sandbox.pip_conf(in_box, cert=cert, constraint=None))
+            (build / "npmrc").write_text(build_sandbox.npmrc(self.npm_config(), cafile=cert))
+            (build / "forward.py").write_text(build_sandbox.FORWARDER)
             for path in build.iterdir():
                 path.chmod(0o644)
             build.chmod(0o755)
+            relay = BuildRelay(
+                build_sandbox.allowed_hosts(in_box, self.npm_config(), self.settings.build_allow_hosts),
+                upstreams,
+                str(self.settings.ca_bundle) if self.settings.ca_bundle else None,
+            )
             # bind mounts (not volumes): nothing of them is recorded in the committed image
-            binds = {str(build): {"bind": "/build", "mode": "ro"}}
+            binds = {
+                str(build): {"bind": "/build", "mode": "ro"},
+                str(relay.path): {"bind": "/sandbox/relay.sock", "mode": "ro"},
+            }
             binds.update({path: {"bind": path, "mode": "ro"} for path in local_index_paths(config)})
             api = client.api
             created = api.create_container(
@@ -220,22 +201,45 @@ class BuildBoxes:
                 host_config=api.create_host_config(
                     binds=binds,
                     init=True,
+                    network_mode="none",
                     cap_drop=["ALL"],
+                    # root's execs only: the set-up before any package code, the hand-over after it
+                    # (a folder the build made unreadable to others then fails the build, not the walk)
+                    cap_add=["CHOWN"],
                     security_opt=["no-new-privileges:true"],
                     pids_limit=_BUILD_PIDS,
                     log_config=LogConfig(type=LogConfig.types.NONE),
                 ),
             )
-            box = BuildBox(str(created["Id"]), build)
+            box = BuildBox(str(created["Id"]), build, relay)
         except BaseException:
             shutil.rmtree(build, ignore_errors=True)
+            if relay is not None:
+                relay.close()
             raise
         try:
             api.start(box.container_id)
+            uid = self.build_uid()
+            setup = api.exec_create(
+                box.container_id,
+                [
+                    "sh",
+                    "-c",
+                    f"mkdir -p {_PACKAGES_ROOT}/site {_PACKAGES_ROOT}/node && chown -R {uid}:{uid} {_PACKAGES_ROOT}",
+                ],
+                user="0:0",
+            )["Id"]
+            api.exec_start(setup)
+            if api.exec_inspect(setup).get("ExitCode") != 0:
+                raise RuntimeError(f"could not prepare {_PACKAGES_ROOT} in the build box")
         except BaseException:
             self._discard(box)
             raise
         return box
+
+    def build_uid(self) -> int:
+        """The unprivileged uid installs run as in a box."""
+        return build_sandbox.build_uid(self.settings.sandbox_uid_base)
 
     def _discard(self, box: BuildBox) -> None:
         try:
@@ -244,6 +248,8 @@ class BuildBoxes:
             pass
         finally:
             shutil.rmtree(box.directory, ignore_errors=True)
+            if box.relay is not None:
+                box.relay.close()
 
     # -- the install ----------------------------------------------------------------------
     def install(
@@ -253,17 +259,52 @@ class BuildBoxes:
         :data:`~evaluator_host.sandbox.installers.LOCK_MARK`) and exit code; the output is also
         written to ``live_log`` as it comes (what ``GET /v1/runtimes/{id}`` shows of a build)."""
         installer = installers.for_family(family)
+        context = installer.in_box()
+        context = dataclasses.replace(
+            context,
+            environment={**context.environment, **build_sandbox.proxy_environment()},
+            relay="/sandbox/relay.sock",
+            allow_direct=build_sandbox.direct_hosts(self.settings.build_allow_hosts),
+            constraint="/build/constraints.txt" if (box.directory / "constraints.txt").exists() else None,
+        )
         install = installer.prepare(
             pins,
             build_dir="/build",
             packages_dir=family.image_packages_dir,
-            context=installer.in_box(),
+            context=context,
             sources=self.settings.allow_sdist_builds,
         )
         for name, text in install.files.items():
             (box.directory / name).write_text(text)
             (box.directory / name).chmod(0o644)
         return self.engine.run_sync(self._exec, box, install.command, install.environment, live_log)
+
+    def hand_over(self, box: BuildBox) -> None:
+        """Make ``box``'s installed packages root's before it is committed (blocking): every process of
+        the build uid is killed (the forwarder, anything the install left running), then, as root,
+        ``/opt/evaluator`` is chowned to ``0:0`` (links themselves) and loses write bits for group and
+        others and setuid/setgid bits. The runtime image then holds nothing the build uid owns or can
+        write, whatever uid its workers run as. Raises ``RuntimeError`` when it cannot be done."""
+        uid = self.build_uid()
+
+        def run(client: docker.DockerClient) -> None:
+            api = client.api
+            stop = api.exec_create(box.container_id, ["sh", "-c", "kill -9 -1"], user=f"{uid}:{uid}")["Id"]
+            api.exec_start(stop)  # (kills itself too: its exit code says nothing; the check below does)
+            script = (  # (killed processes may linger a moment until the box's init reaps them)
+                "n=0; while :; do left=; for p in /proc/[0-9]*; do "
+                f'[ "$(stat -c %u "$p" 2>/dev/null)" = {uid} ] && left=1; done; [ -z "$left" ] && break; '
+                "n=$((n+1)); [ $n -ge 50 ] && { echo 'a process of the build uid outlived the install' >&2; exit 9; }; "
+                "sleep 0.1; done; "
+                f"chown -R -P 0:0 {_PACKAGES_ROOT} && chmod -R go-w,ug-s {_PACKAGES_ROOT}"
+            )
+            root = api.exec_create(box.container_id, ["sh", "-c", script], user="0:0")["Id"]
+            output = api.exec_start(root)
+            if api.exec_inspect(root).get("ExitCode") != 0:
+                shown = output.decode("utf-8", "replace")[-500:] if isinstance(output, bytes) else ""
+                raise RuntimeError(f"could not hand {_PACKAGES_ROOT} over to root in the build box: {shown}")
+
+        self.engine.run_sync(run)
 
     def _exec(
         self,
@@ -276,7 +317,8 @@ class BuildBoxes:
         api = client.api
         limit = self.settings.build_timeout_s
         command = ["timeout", "-s", "KILL", f"{limit:.0f}", *command]
-        exec_id = api.exec_create(box.container_id, command, user="0:0", environment=environment)["Id"]
+        uid = self.build_uid()
+        exec_id = api.exec_create(box.container_id, command, user=f"{uid}:{uid}", environment=environment)["Id"]
         started = time.monotonic()
         sock = api.exec_start(exec_id, socket=True)
         try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -21,9 +22,9 @@ from typing import Any
 import docker
 
 from evaluator_host import languages
-from evaluator_host.errors import BackendUnavailable
+from evaluator_host.errors import BackendUnavailable, BuildError
 from evaluator_host.languages import Family
-from evaluator_host.sandbox import installers
+from evaluator_host.sandbox import installers, suggest
 from evaluator_host.sandbox.base import Runtime
 from evaluator_host.sandbox.build_once import BuildOnce, runtime_id
 from evaluator_host.sandbox.docker.build_box import BuildBox, BuildBoxes
@@ -62,7 +63,9 @@ class DockerRuntimeBuilder(BuildOnce):
 
     def __init__(self, settings: Settings, engine: Engine) -> None:
         # locks, build logs, last-use marks
-        super().__init__(settings.resolved_cache_dir / "images", settings.max_concurrent_builds)
+        super().__init__(
+            settings.resolved_cache_dir / "images", settings.max_concurrent_builds, settings.max_builds_per_workspace
+        )
         self.settings = settings
         self.engine = engine
         self._base_id: str | None = None
@@ -133,6 +136,10 @@ class DockerRuntimeBuilder(BuildOnce):
             installed = time.monotonic()
             runtime = None
             if code == 0 and installers.LOCK_MARK in output:
+                try:
+                    self.boxes.hand_over(box)  # nothing of the image stays the build uid's
+                except RuntimeError as exc:
+                    raise BuildError(f"installing {shown} failed:\n{exc}", runtime_id=rid, output=str(exc)) from exc
                 runtime = self.engine.run_sync(self._commit, box, rid, family, pins, output)
                 log.info(
                     "built runtime %s: install %.2f s, commit %.2f s",
@@ -146,7 +153,15 @@ class DockerRuntimeBuilder(BuildOnce):
             f"# {shown} (exit {code}, {time.monotonic() - started:.1f} s)\n{output}"
         )
         if runtime is None:
-            raise installers.build_failed(family, pins, rid, output, self.settings.allow_sdist_builds)
+            raise installers.build_failed(
+                family,
+                pins,
+                rid,
+                output,
+                self.settings.allow_sdist_builds,
+                # the host's pip reads the same indexes the boxes get (it runs no package code)
+                versions_of=lambda name: suggest.pip_versions(sys.executable, name),
+            )
         return runtime
 
     def _commit(

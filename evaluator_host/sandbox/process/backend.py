@@ -199,6 +199,7 @@ class ProcessBackend:
             EgressProxy(settings.egress_hosts, ca_bundle=settings.ca_bundle) if namespaced else None
         )
         self._sweep_cgroups()
+        self.builder.use_isolation(self._isolation)  # Python installs run in a build sandbox of this kind
 
     @property
     def run_dir(self) -> Path:
