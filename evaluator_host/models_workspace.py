@@ -158,7 +158,9 @@ class Quotas(BaseModel):
     max_warm_workers: int | None = Field(
         None, ge=1, description="Workers its evaluators hold at once (calls beyond wait for one of them)."
     )
-    max_dataset_bytes: int | None = Field(None, ge=0, description="Stored dataset bytes, uploads and inline rows.")
+    max_dataset_bytes: int | None = Field(
+        None, ge=0, description="Stored bytes: datasets (uploads, inline rows) and jobs' stored results."
+    )
     max_evaluations_per_s: float | None = Field(
         None,
         gt=0,

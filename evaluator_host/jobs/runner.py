@@ -16,6 +16,10 @@ Contract:
 * A row that fails (raises, times out, exhausts memory, kills its worker) is that row's
   result; the pool replaces the worker and the job goes on. Only infrastructure failures
   that outlast ``job_retries`` retries, or a revision/dataset that is gone, fail a job.
+* A chunk's commit is charged to the workspace's storage quota (``max_dataset_bytes``: datasets and job
+  results, :mod:`evaluator_host.quotas`): of a chunk that does not fit the room left only its leading
+  rows that do are stored, and the job stops ``failed`` (``QuotaExceeded``), keeping every row stored;
+  the queued path applies the same rule.
 * A full data disk (:class:`StorageFull`) fails no job: a chunk's results wait in memory and
   their commit is retried with back-off until the disk has room again (a lane holds at most
   one chunk waiting and runs no further, so nothing piles up); a job being cancelled or a service stopping gives up the
@@ -47,6 +51,7 @@ from evaluator_host.errors import (
     EvaluatorHostError,
     JobNotHeld,
     LimitError,
+    QuotaExceeded,
     SandboxError,
     StorageFull,
 )
@@ -58,7 +63,7 @@ from evaluator_host.jobs.rows import stored_chunk
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.metrics import Metrics
 from evaluator_host.models import FieldMapping, Job, JobCreate
-from evaluator_host.quotas import QuotaGuard
+from evaluator_host.quotas import QuotaGuard, fitting, storage_exceeded
 from evaluator_host.results.aggregate import Accumulator
 from evaluator_host.sandbox.base import RawOutcome
 from evaluator_host.sandbox.protocol import JobCases, WireCase
@@ -149,13 +154,16 @@ class JobRunner:
     # -- API -------------------------------------------------------------------------------
     async def create(self, workspace: str, body: JobCreate) -> Job:
         """Check the revision, the dataset and the mapping, store the job (``queued``) in ``workspace`` and
-        start it; ``QuotaExceeded`` (429) past the workspace's ``max_concurrent_jobs``.
+        start it; ``QuotaExceeded`` (429) past the workspace's ``max_concurrent_jobs``, or while what it
+        stores (datasets and job results) is at or over its ``max_dataset_bytes``.
 
         Inline ``rows`` become a dataset of their own, removed again if the job is refused.
         """
         record = await asyncio.to_thread(self.evaluators.get, workspace, body.evaluator_id, body.revision)  # 404 first
         async with self._creating:  # the count and the new row together: two calls never both take the last place
             self.quotas.check_jobs(workspace, await asyncio.to_thread(self.store.active_jobs, workspace))
+            if self.quotas.storage_limited(workspace):  # no new job while its results could not be stored
+                self.quotas.check_storage(workspace, await asyncio.to_thread(self.store.storage_bytes, workspace))
             if body.rows is None:
                 dataset = await self.datasets.get(workspace, body.dataset_id or "")
                 return await self._create(workspace, body, record, dataset)
@@ -273,6 +281,8 @@ class JobRunner:
             exc = _first(group)
             if isinstance(exc, JobNotHeld):
                 log.info("job %s stopped here: %s", job_id, exc.message)
+            elif isinstance(exc, QuotaExceeded):  # the storage quota stopped it: named as the store names it
+                await self._fail(job_id, exc.type_name, exc.message, quota=exc.quota)
             elif isinstance(exc, EvaluatorHostError):
                 await self._fail(job_id, exc.type_name, exc.message)
             else:
@@ -281,8 +291,8 @@ class JobRunner:
         finally:
             self._live.pop(job_id, None)
 
-    async def _fail(self, job_id: str, type_name: str, message: str) -> None:
-        error = {"type": type_name, "message": message}
+    async def _fail(self, job_id: str, type_name: str, message: str, **extra: str) -> None:
+        error = {"type": type_name, "message": message, **extra}
         with contextlib.suppress(Exception):
             await asyncio.to_thread(
                 self.store.set_job,
@@ -412,9 +422,19 @@ class JobRunner:
                 f"the job's stored results exceed max_job_result_bytes={self.settings.max_job_result_bytes} "
                 "(EVALUATOR_HOST_MAX_JOB_RESULT_BYTES); rows committed so far are kept"
             )
-        async with self._write:
+        cut: QuotaExceeded | None = None
+        async with self._write:  # this service's commits take turns: the room read here is the room at commit
             if live.cancelling:
                 return
+            limit = self.quotas.storage_quota(record.workspace_id)
+            if limit is not None:  # only the leading rows that fit the room left are stored (the store checks again)
+                used = await asyncio.to_thread(self.store.storage_bytes, record.workspace_id)
+                keep, kept = fitting(stored.texts, max(0, limit - used))
+                if keep < len(rows):
+                    cut = storage_exceeded(record.workspace_id, limit, used + kept, stored=live.done + keep)
+                    stored, rows = stored_chunk(outcomes[:keep], prepared, public, cap), rows[:keep]
+                    if not rows:
+                        raise cut
             acc = Accumulator.restore(live.acc.state())  # applied to ``live`` only once committed
             live_failed = live.failed
             acc.add_all(stored.scored)
@@ -430,6 +450,7 @@ class JobRunner:
                         failed=failed,
                         acc_state=acc.state(),
                         active_s=live.active(),
+                        workspace_id=record.workspace_id,
                     )
                 )
                 try:
@@ -451,3 +472,5 @@ class JobRunner:
                             self.metrics.job_rows.labels("ok").inc(len(rows) - (failed - live_failed))
                             self.metrics.job_rows.labels("failed").inc(failed - live_failed)
                 break
+        if cut is not None:  # the rows that fit are stored: the job stops (failed, QuotaExceeded)
+            raise cut

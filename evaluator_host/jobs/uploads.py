@@ -85,10 +85,10 @@ class DatasetCatalog:
         return f"ds_{uuid.uuid4().hex[:20]}"
 
     async def _room(self, workspace: str) -> int | None:
-        """Bytes ``workspace`` may still store (None: no quota)."""
+        """Bytes ``workspace`` may still store (None: no quota): its datasets and job results count."""
         if self.quotas.dataset_room(workspace, 0) is None:
             return None
-        return self.quotas.dataset_room(workspace, await asyncio.to_thread(self.store.dataset_bytes, workspace))
+        return self.quotas.dataset_room(workspace, await asyncio.to_thread(self.store.storage_bytes, workspace))
 
     async def _record(
         self, workspace: str, dataset_id: str, name: str, fmt: str, info: DatasetInfo, inline: bool

@@ -10,7 +10,9 @@ Contract (one :class:`WorkerHost` per ``evaluator-host worker`` process, on its 
   chunk whose commit landed runs nothing again), maps rows to cases as the embedded runner does, runs
   them through the same :class:`~evaluator_host.evaluation.Bound` path (a revision's runtime is built
   once per host, on its first chunk), and commits with :meth:`JobStore.commit_shared` (idempotent,
-  counters added under the job's lock), each row marked with this host's name.
+  counters added under the job's lock), each row marked with this host's name. That commit charges
+  the workspace's storage quota by the embedded runner's rule: past it the job is failed there
+  (``QuotaExceeded``) and the task ends.
 * A row's failure is its result; a chunk's infrastructure failure is retried ``job_retries`` times,
   then fails the job, as in the embedded runner. So do a revision or a dataset that is gone.
 * An unreachable database is waited for, up to ``queue_db_retry_s`` for each read or commit; past it
@@ -35,7 +37,7 @@ from typing import Any, ParamSpec, TypeVar
 import redis
 from sqlalchemy.exc import OperationalError
 
-from evaluator_host.errors import EvaluatorHostError, JobNotHeld, SandboxError
+from evaluator_host.errors import EvaluatorHostError, JobNotHeld, QuotaExceeded, SandboxError
 from evaluator_host.evaluation import Bound
 from evaluator_host.jobs.mapping import RowMapper
 from evaluator_host.jobs.rows import stored_rows
@@ -125,6 +127,9 @@ class WorkerHost:
             raise
         except JobNotHeld:
             return "dropped: the job is no longer running"
+        except QuotaExceeded as exc:  # the commit marked the job failed (the store's quota rule)
+            log.warning("job %s stopped at its workspace's storage quota: %s", job_id, exc.message)
+            return "stopped the job: its workspace's storage quota"
         except DatabaseAway:
             raise  # the chunk goes back to the queue
         except Exception as exc:  # a defect, or a task this release cannot read: fail the job, clearly, once

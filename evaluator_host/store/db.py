@@ -205,6 +205,9 @@ class JobRow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     # the service (data dir) that runs it: only it commits rows (null: made before owners existed)
     owner: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    # bytes of the results stored for it (UTF-8), grown in the transaction that stores them: what the job
+    # adds to its workspace's storage quota (``max_dataset_bytes``), known without reading ``job_results``
+    result_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 class JobResultRow(Base):

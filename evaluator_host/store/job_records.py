@@ -67,6 +67,7 @@ class JobRecord:
     finished_at: datetime | None
     owner: str | None = None  # the service (``<id>/queue``: its queue) that runs it
     workspace_id: str = DEFAULT_WORKSPACE
+    result_bytes: int = 0  # bytes of its stored results (what it counts against the storage quota)
 
 
 @dataclass(frozen=True)

@@ -189,9 +189,10 @@ def test_a_database_made_by_create_all_before_migrations_is_adopted_on_either_da
         id="job_1", evaluator_id="ev_1", revision=1, runtime_id="python-1", dataset_id="ds_1",
         field_mapping={}, parallelism=1, total=1, warnings=[],
     )  # fmt: skip
-    with engine.begin() as conn:  # what main's create_all made: no version table, nothing of 0002, 0003 or 0004
+    with engine.begin() as conn:  # what main's create_all made: no version table, nothing of 0002 to 0005
         conn.execute(text("DROP TABLE alembic_version"))
         conn.execute(text("ALTER TABLE jobs DROP COLUMN owner"))
+        conn.execute(text("ALTER TABLE jobs DROP COLUMN result_bytes"))
         conn.execute(text("ALTER TABLE job_results DROP COLUMN worker"))
         for table in ("workspace_runtimes", "secrets", "api_keys", "workspaces"):
             conn.execute(text(f"DROP TABLE {table}"))
