@@ -98,7 +98,7 @@ def _open_mode(call: ast.Call) -> str | None:
 def _python_cached(code: str) -> tuple[tuple[str, int, str], ...]:
     try:
         tree = ast.parse(code)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # detection reports it (nesting.py)
         return ()
     report = empty()
     aliases: dict[str, str] = {}  # local name -> the module (or module.attr) it stands for

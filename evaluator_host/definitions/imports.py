@@ -51,8 +51,8 @@ def _lock_names(lock: list[str]) -> set[str]:
 def _python_imports(code: str) -> list[str]:
     try:
         tree = ast.parse(code)
-    except SyntaxError:
-        return []  # detection reports syntax errors
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []  # detection reports syntax errors and code nested too deeply (nesting.py)
     found: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
