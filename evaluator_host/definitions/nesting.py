@@ -11,6 +11,12 @@ only trees it can hold. What the parser itself refuses (CPython's own guards: ``
 while building the tree, ``MemoryError`` "too complex", "too many nested parentheses") is the
 same 422.
 
+CPython's parser recurses in C before the depth can be measured; its own guards hold on an 8 MiB
+thread stack, but not on a small one (a 256 KiB thread stack crashes the process on a 120 kB
+``a+a+…``; musl's default is 128 KiB). So code that could nest that deeply (over
+:data:`_INLINE_BYTES`) is parsed on a thread of its own with :data:`_PARSER_STACK_BYTES`, whatever
+the platform's default.
+
 JavaScript and TypeScript are bounded the same way in the Node inspector
 (``runtimes/node/inspect.cjs``, ``MAX_DEPTH``), which answers the same message.
 """
@@ -18,6 +24,7 @@ JavaScript and TypeScript are bounded the same way in the Node inspector
 from __future__ import annotations
 
 import ast
+import threading
 
 from evaluator_host.errors import CodeSyntaxError
 
@@ -27,6 +34,16 @@ MAX_PYTHON_DEPTH = 100
 """Levels of the syntax tree below the module (a statement at top level is level 1; ``x = a+a+a``
 is 4 deep). Python's own tokenizer allows 100 levels of indentation and 200 of brackets; the
 weakest consumer after the parse (RestrictedPython's transformer) gives up near 160."""
+
+
+_INLINE_BYTES = 4096
+"""Code up to this size is parsed on the caller's thread: it cannot nest deeply enough to need much
+stack (a few thousand levels at most; the crash above needs tens of thousands on a 256 KiB stack)."""
+
+_PARSER_STACK_BYTES = 16 * 1024 * 1024
+"""The stack of the parsing thread (the 120 kB shapes need under 1 MiB)."""
+
+_stack_size_lock = threading.Lock()  # threading.stack_size is process-wide: set it only around a start
 
 
 def too_deep(depth: int | None, limit: int, line: int | None = None, column: int | None = None) -> CodeSyntaxError:
@@ -69,7 +86,7 @@ def parse_python(code: str, filename: str = "evaluator.py", limit: int = MAX_PYT
     """``ast.parse(code)`` whose every failure is a :class:`CodeSyntaxError` (line, column), and whose
     tree is at most ``limit`` deep (:func:`check_depth`)."""
     try:
-        tree = ast.parse(code, filename=filename)
+        tree = _parse(code, filename)
     except SyntaxError as exc:
         raise CodeSyntaxError(f"{exc.msg} (line {exc.lineno})", line=exc.lineno, column=exc.offset) from exc
     except ValueError as exc:  # e.g. null bytes
@@ -78,3 +95,29 @@ def parse_python(code: str, filename: str = "evaluator.py", limit: int = MAX_PYT
         raise too_deep(None, limit) from None
     check_depth(tree, limit)
     return tree
+
+
+def _parse(code: str, filename: str) -> ast.Module:
+    """``ast.parse``: inline for small code, else on a thread with a known, large stack (see above)."""
+    if len(code) <= _INLINE_BYTES:
+        return ast.parse(code, filename=filename)
+    outcome: list[ast.Module | BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(ast.parse(code, filename=filename))
+        except BaseException as exc:  # handed to the caller's thread as it is
+            outcome.append(exc)
+
+    with _stack_size_lock:
+        previous = threading.stack_size(_PARSER_STACK_BYTES)
+        try:
+            thread = threading.Thread(target=run, name="evh-parse", daemon=True)
+            thread.start()
+        finally:
+            threading.stack_size(previous)
+    thread.join()
+    found = outcome[0]
+    if isinstance(found, BaseException):
+        raise found
+    return found
