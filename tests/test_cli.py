@@ -262,3 +262,12 @@ def test_cases_summary_rounds_for_people_and_json_keeps_full_precision(tmp_path:
         timeout=60,
     )
     assert "mean score=0.3333 pass rate=33.33%" in done.stdout and "0.33333333" not in done.stdout
+
+
+def test_run_refuses_deeply_nested_code_with_the_bound_not_a_traceback(tmp_path: Path) -> None:
+    """Issue 28.8: a 120 kB ``a+a+…`` is a definition error (exit 2) naming the depth bound."""
+    source = tmp_path / "deep.py"
+    source.write_text("def evaluate(inputs, outputs, trace):\n    return 1.0\nx = " + "a+" * 60_000 + "a\n")
+    done = subprocess.run([*CLI, "run", str(source)], capture_output=True, text=True, env=_env(tmp_path), timeout=60)
+    assert "the code is nested too deeply" in done.stderr + done.stdout and "Traceback" not in done.stderr
+    assert done.returncode == 2, (done.returncode, done.stderr)

@@ -76,3 +76,21 @@ def test_the_correct_answer_key_option(tmp_path: Path) -> None:
     path.write_text(LEGACY)
     assert _run(tmp_path, str(path), "--write", "--correct-answer-key", "gold").returncode == 0
     assert 'inputs.get("gold")' in path.read_text()
+
+
+def test_deeply_nested_files_are_refused_one_by_one_and_the_others_still_migrate(tmp_path: Path) -> None:
+    """Issue 28.8: a 120 kB ``a+a+…`` is refused as a SyntaxError naming the bound; it neither crashes the
+    command nor breaks the TypeScript transform for the files after it (one Node process serves them all)."""
+    root = tmp_path / "evaluators"
+    root.mkdir()
+    ts_legacy = "export function evaluate(app_params: any, inputs: any, output: string, correct_answer: string) {\n"
+    (root / "a_deep.ts").write_text(ts_legacy + "  return 1\n}\nconst x = " + "a+" * 60_000 + "a;\n")
+    (root / "b_legacy.ts").write_text(ts_legacy + "  return 1\n}\n")
+    (root / "c_deep.py").write_text(LEGACY + "x = " + "a+" * 60_000 + "a\n")
+    (root / "d_legacy.py").write_text(LEGACY)
+    done = _run(tmp_path, str(root))
+    assert done.returncode == 2, done.stderr
+    for name, bound in (("a_deep.ts", 200), ("c_deep.py", 100)):
+        assert f"{root}/{name}: refused (SyntaxError): the code is nested too deeply" in done.stderr, done.stderr
+        assert f"at most {bound})" in done.stderr
+    assert f"{root}/b_legacy.ts: would migrate" in done.stdout and f"{root}/d_legacy.py: would migrate" in done.stdout

@@ -23,6 +23,9 @@ import functools
 import re
 from typing import Any
 
+from evaluator_host.definitions.nesting import parse_python
+from evaluator_host.errors import CodeSyntaxError
+
 __all__ = ["KINDS", "Report", "empty", "js_report", "python_report"]
 
 KINDS = ("network", "filesystem", "subprocess", "environment", "dynamic_code", "native")
@@ -97,8 +100,8 @@ def _open_mode(call: ast.Call) -> str | None:
 @functools.lru_cache(maxsize=512)
 def _python_cached(code: str) -> tuple[tuple[str, int, str], ...]:
     try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError):
+        tree = parse_python(code)
+    except CodeSyntaxError:  # detection reports it (and code nested too deeply: nesting.py)
         return ()
     report = empty()
     aliases: dict[str, str] = {}  # local name -> the module (or module.attr) it stands for

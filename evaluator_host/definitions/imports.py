@@ -17,6 +17,8 @@ import ast
 import re
 import sys
 
+from evaluator_host.definitions.nesting import parse_python
+from evaluator_host.errors import CodeSyntaxError
 from evaluator_host.package_names import PYPI_NAMES as _PYPI_NAMES
 
 __all__ = ["unpinned"]
@@ -50,9 +52,9 @@ def _lock_names(lock: list[str]) -> set[str]:
 
 def _python_imports(code: str) -> list[str]:
     try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return []  # detection reports syntax errors
+        tree = parse_python(code)
+    except CodeSyntaxError:
+        return []  # detection reports syntax errors and code nested too deeply (nesting.py)
     found: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

@@ -21,7 +21,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from evaluator_host.errors import CodeSyntaxError, InterfaceError
+from evaluator_host.definitions.nesting import parse_python
+from evaluator_host.errors import InterfaceError
 
 __all__ = ["ACCEPTED_SIGNATURES", "Detected", "InterfaceName", "cached", "detect", "detect_python"]
 
@@ -95,13 +96,9 @@ def _arity_interface(name: str, positional: int, line: int) -> Detected:
 
 
 def detect_python(language: str, code: str) -> Detected:
-    """The Python detector: a real parse (``ast``), never an import."""
-    try:
-        tree = ast.parse(code, filename="evaluator.py")
-    except SyntaxError as exc:
-        raise CodeSyntaxError(f"{exc.msg} (line {exc.lineno})", line=exc.lineno, column=exc.offset) from exc
-    except ValueError as exc:  # e.g. null bytes
-        raise CodeSyntaxError(str(exc)) from exc
+    """The Python detector: a real parse (``ast``, depth-bounded: :mod:`~evaluator_host.definitions.nesting`),
+    never an import."""
+    tree = parse_python(code)  # a CodeSyntaxError (line, column) when it does not parse or nests too deeply
     found: dict[str, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = {}
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in ("evaluate", "main"):

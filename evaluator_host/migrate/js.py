@@ -26,6 +26,20 @@ SCRIPT = "migrate.cjs"
 
 
 def _run(requests: Sequence[dict[str, str]]) -> list[dict[str, object]]:
+    """The answers to ``requests``: one Node process, and another for the rest after an answer marked
+    ``restart`` (the process's last: its TypeScript transform overflowed the stack and is broken)."""
+    answers: list[dict[str, object]] = []
+    while len(answers) < len(requests):
+        batch = _run_once(requests[len(answers) :])
+        answers.extend(batch)
+        if not batch or not batch[-1].get("restart"):
+            break
+    if len(answers) != len(requests):
+        raise RuntimeError(f"the JS/TS migrator answered {len(answers)} of {len(requests)}")
+    return answers
+
+
+def _run_once(requests: Sequence[dict[str, str]]) -> list[dict[str, object]]:
     folder = languages.get(requests[0]["language"]).family.folder
     try:
         done = subprocess.run(
@@ -39,7 +53,7 @@ def _run(requests: Sequence[dict[str, str]]) -> list[dict[str, object]]:
     except subprocess.TimeoutExpired as exc:
         raise MigrationRefused("the JS/TS migrator gave up (time limit)") from exc
     answers = [json.loads(line) for line in done.stdout.decode().splitlines() if line.strip()]
-    if len(answers) != len(requests):
+    if len(answers) != len(requests) and not (answers and answers[-1].get("restart")):
         stderr = done.stderr.decode()[-2000:]
         raise RuntimeError(f"the JS/TS migrator answered {len(answers)} of {len(requests)}: {stderr}")
     return answers

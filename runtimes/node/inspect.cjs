@@ -36,11 +36,58 @@ class Rejected extends Error {
   }
 }
 
+// How deeply code may nest (levels of acorn's tree below the Program; `const x = a + a + a` is 5 deep).
+// The parsers recurse: acorn gives up near a few thousand levels, amaro's swc (WebAssembly) overflows the
+// stack and leaves its instance broken ("memory access out of bounds" for every later call), and the host
+// bounds Python at 100 levels (evaluator_host/definitions/nesting.py, the same message).
+const MAX_DEPTH = 200;
+
+// a parser or walker that ran out of stack (acorn: "Not enough stack space"; V8: RangeError; swc: a trap)
+const isStackError = (err) =>
+  err instanceof RangeError || err instanceof WebAssembly.RuntimeError ||
+  /stack space|call stack/i.test(String(err && err.message));
+
+function tooDeep(depth, line = null, column = null) {
+  const found = depth == null ? 'deeper than the parser can hold' : `depth ${depth}`;
+  const where = line ? ` (line ${line})` : '';
+  return new Rejected('syntax', `the code is nested too deeply (${found}, at most ${MAX_DEPTH})${where}; split the ` +
+    'expression or the nested blocks into smaller pieces (e.g. a loop, an array, or helper functions)', line, column);
+}
+
+// Rejected (tooDeep) when `tree` nests past MAX_DEPTH; iterative, so any depth is safe to measure. The place is
+// the first node past the bound (in the order of the walk); the depth is the deepest.
+function checkDepth(tree) {
+  let deepest = 0;
+  let first = null;
+  const stack = [[tree, 0]];
+  while (stack.length) {
+    const [node, depth] = stack.pop();
+    if (depth > deepest) deepest = depth;
+    if (depth > MAX_DEPTH && first === null) first = node;
+    for (const key in node) {
+      if (key === 'loc') continue;
+      const value = node[key];
+      if (Array.isArray(value)) {
+        for (const item of value) if (item && typeof item.type === 'string') stack.push([item, depth + 1]);
+      } else if (value && typeof value.type === 'string') stack.push([value, depth + 1]);
+    }
+  }
+  if (first !== null) throw tooDeep(deepest, first.loc ? first.loc.start.line : null, first.loc ? first.loc.start.column + 1 : null);
+}
+
+// swc's instance is left broken by a stack overflow: the answer says so, and the process ends after it
+function brokenTransform() {
+  const err = tooDeep(null);
+  err.restart = true;
+  return err;
+}
+
 function transformTs(code) {
   let out;
   try {
     out = amaro.transformSync(code, { mode: 'transform', sourceMap: true, filename: 'evaluator.ts' });
   } catch (err) {
+    if (isStackError(err)) throw brokenTransform();
     const line = Number.isInteger(err.startLine) ? err.startLine : null;
     const column = Number.isInteger(err.startColumn) ? err.startColumn + 1 : null;
     const where = line ? ` (line ${line}${column ? `, column ${column}` : ''})` : '';
@@ -50,14 +97,23 @@ function transformTs(code) {
   return { code: out.code, map: payload ? new SourceMap(payload) : null, payload };
 }
 
+// acorn's tree of `code` (as a module, else as a script), at most MAX_DEPTH deep; Rejected otherwise
 function parse(code) {
+  const tree = parseAny(code);
+  checkDepth(tree);
+  return tree;
+}
+
+function parseAny(code) {
   const options = { ecmaVersion: 'latest', locations: true, allowHashBang: true };
   try {
     return acorn.parse(code, { ...options, sourceType: 'module', allowAwaitOutsideFunction: true });
   } catch (moduleError) {
+    if (isStackError(moduleError)) throw tooDeep(null);
     try {
       return acorn.parse(code, { ...options, sourceType: 'script', allowReturnOutsideFunction: false });
     } catch (scriptError) {
+      if (isStackError(scriptError)) throw tooDeep(null);
       const err = /\b(import|export)\b/.test(code) ? moduleError : scriptError;
       const loc = err.loc || {};
       const message = String(err.message).replace(/ \(\d+:\d+\)$/, '');
@@ -337,18 +393,23 @@ function inspect(request) {
   return { ok: true, ...result, compiled };
 }
 
-module.exports = { Rejected, detect, parse, transformTs };
+module.exports = { Rejected, brokenTransform, detect, isStackError, parse, tooDeep, transformTs };
 if (require.main !== module) return; // required by migrate.cjs: the parser and detector only
 
+// An answer with "restart": true is this process's last (swc's instance is broken): the host starts another.
+let broken = false;
 const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
 rl.on('line', (line) => {
+  if (broken) return;
   let answer;
   try {
     answer = inspect(JSON.parse(line));
   } catch (err) {
+    if (!(err instanceof Rejected) && isStackError(err)) err = tooDeep(null); // a walker past its stack
     answer = err instanceof Rejected
       ? { ok: false, kind: err.kind, message: err.message, line: err.line, column: err.column }
       : { ok: false, kind: 'syntax', message: `cannot parse the code: ${err && err.message}`, line: null, column: null };
+    if (err && err.restart) answer.restart = broken = true;
   }
-  process.stdout.write(JSON.stringify(answer) + '\n');
+  process.stdout.write(JSON.stringify(answer) + '\n', () => broken && process.exit(0));
 });

@@ -24,7 +24,7 @@
 //                           (expressions: arrows with an expression body, default exports, …)
 const readline = require('node:readline');
 const amaro = require('internal/deps/amaro/dist/index');
-const { Rejected, detect, parse, transformTs } = require('./inspect.cjs');
+const { Rejected, brokenTransform, detect, isStackError, parse, tooDeep, transformTs } = require('./inspect.cjs');
 
 const TODO = 'TODO[evaluator-migrate]';
 const NEW = ['inputs', 'outputs', 'trace'];
@@ -167,6 +167,7 @@ function migrate(request) {
     try {
       code = amaro.transformSync(original, { mode: 'strip-only' }).code;
     } catch (err) {
+      if (isStackError(err)) throw brokenTransform(); // nested too deeply, and swc is broken from now on
       transformTs(original); // a syntax error is reported as the inspector reports it
       const detected = detect(parse(transformTs(original).code));
       if (detected.interface !== 'legacy') return unchanged(original, detected.interface);
@@ -295,7 +296,12 @@ function migrate(request) {
       `function __legacyScore(value${typed})${typed} {\n` +
       `  return typeof value === "string" && ${NUMERIC}.test(value) ? Number(value) : value;\n}\n`;
   }
-  const after = ts ? amaro.transformSync(migrated, { mode: 'strip-only' }).code : migrated;
+  let after = migrated;
+  try {
+    if (ts) after = amaro.transformSync(migrated, { mode: 'strip-only' }).code;
+  } catch (err) {
+    throw isStackError(err) ? brokenTransform() : err;
+  }
   const detectedAfter = detect(parse(after));
   if (detectedAfter.interface !== 'evaluate') throw new Error(`the migration produced a ${detectedAfter.interface} evaluator`);
   if (reason) notes.unshift({ line: lineOf(migrated, 'evaluate(inputs'), message: `the legacy function was kept and a v2 evaluate() calls it: ${reason}` });
@@ -312,15 +318,21 @@ function unchanged(code, iface) {
   return { ok: true, changed: false, code, interface_before: iface, interface_after: iface, rules: [], notes: [] };
 }
 
+// An answer with "restart": true is this process's last (swc's instance is broken by a stack overflow): the
+// host runs the requests after it in a new process.
+let broken = false;
 const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
 rl.on('line', (line) => {
+  if (broken) return;
   let answer;
   try {
     answer = migrate(JSON.parse(line));
   } catch (err) {
+    if (!(err instanceof Rejected) && isStackError(err)) err = tooDeep(null); // a walker past its stack
     answer = err instanceof Rejected
       ? { ok: false, kind: err.kind, message: err.message, line: err.line, column: err.column }
       : { ok: false, kind: 'error', message: `the migration failed: ${err && (err.stack || JSON.stringify(err))}`, line: null, column: null };
+    if (err && err.restart) answer.restart = broken = true;
   }
-  process.stdout.write(JSON.stringify(answer) + '\n');
+  process.stdout.write(JSON.stringify(answer) + '\n', () => broken && process.exit(0));
 });
