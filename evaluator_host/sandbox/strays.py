@@ -25,6 +25,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from evaluator_host.sandbox.cgroups import Counter
@@ -132,8 +133,15 @@ def of_uid(uid: int, but: int | None = None) -> list[int]:
 async def reap_uid(uid: int, but: int | None = None) -> bool:
     """Kill every process of ``uid`` (``but`` excepted) through pidfds and wait until they are gone;
     False when some outlived the wait or could not be signalled."""
+    return await _kill_until_gone(lambda: of_uid(uid, but), pause=0.005)
+
+
+async def _kill_until_gone(find: Callable[[], list[int]], pause: float) -> bool:
+    """SIGKILL every pidfd ``find`` returns, again until it returns none (True) or for at most
+    :data:`_GONE_WITHIN_S` (False); False at once when one cannot be signalled. After the first
+    look, ``find`` raising ``OSError`` counts as finding none. Every pidfd taken is closed."""
     deadline = time.monotonic() + _GONE_WITHIN_S
-    pidfds = of_uid(uid, but)
+    pidfds = find()
     try:
         while pidfds:
             for fd in pidfds:
@@ -143,10 +151,11 @@ async def reap_uid(uid: int, but: int | None = None) -> bool:
                     return False
             if time.monotonic() > deadline:
                 return False
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(pause)
             _close(pidfds)
             pidfds = []
-            pidfds = of_uid(uid, but)
+            with contextlib.suppress(OSError):
+                pidfds = find()
         return True
     finally:
         _close(pidfds)
@@ -201,27 +210,7 @@ class StrayReaper:
             threads = self._harness_stat.read()
             if tasks and threads and tasks <= 1 + threads:  # the init and the harness's threads: nothing else
                 return True
-        pidfds = self.strays()
-        if not pidfds:
-            return True
-        deadline = time.monotonic() + _GONE_WITHIN_S
-        try:
-            while pidfds:
-                for fd in pidfds:
-                    try:
-                        kill(fd)
-                    except PermissionError:
-                        return False
-                if time.monotonic() > deadline:
-                    return False
-                await asyncio.sleep(0.002)
-                _close(pidfds)
-                pidfds = []
-                with contextlib.suppress(OSError):
-                    pidfds = self.strays()
-            return True
-        finally:
-            _close(pidfds)
+        return await _kill_until_gone(self.strays, pause=0.002)
 
 
 def _close(fds: list[int]) -> None:
