@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from tests.conftest import REPO
 from tests.pg import Cluster
-from tests.queue.conftest import Grid, assert_complete, rows
+from tests.queue.conftest import SECRETS_KEY, Grid, assert_complete, rows
 
 
 def test_a_job_runs_across_two_worker_hosts_each_row_once_and_marked_with_its_host(grid: Grid) -> None:
@@ -208,6 +208,7 @@ def test_a_chunk_task_a_host_cannot_run_fails_the_job_clearly_naming_the_host(
     from sqlalchemy import create_engine, text
 
     from evaluator_host.queue.broker import CHUNK_TASK, make_app
+    from evaluator_host.queue.signing import sign, task_keys
     from evaluator_host.settings import Settings
     from evaluator_host.store.schema import normalized_url
 
@@ -218,9 +219,13 @@ def test_a_chunk_task_a_host_cannot_run_fails_the_job_clearly_naming_the_host(
     with engine.connect() as conn:
         owner = conn.execute(text("SELECT owner FROM jobs WHERE id = :j"), {"j": job_id}).scalar_one()
     engine.dispose()
-    # a task no release can read (a foreign producer, a version skew), queued behind the job's first chunk
-    app = make_app(Settings(queue_url=grid.redis.url, data_dir=grid.root / "producer"))
-    app.send_task(CHUNK_TASK, args=(job_id, owner, "this is not a chunk"))
+    # a task no release can read (a version skew in this deployment: signed with its key, so the host reads it;
+    # an unsigned or forged one is refused unread and leaves the job alone: tests/queue/test_forged_tasks.py),
+    # queued behind the job's first chunk
+    producer = Settings(queue_url=grid.redis.url, data_dir=grid.root / "producer", secrets_key=[SECRETS_KEY])
+    unreadable = "this is not a chunk"
+    signature = sign(task_keys(producer)[0], job_id, owner, unreadable)
+    make_app(producer).send_task(CHUNK_TASK, args=(job_id, owner, unreadable, signature))
     grid.add_host("a", lanes=1)
     job = grid.finished(job_id)
     assert job["status"] == "failed", job
