@@ -166,7 +166,8 @@ class Settings(BaseSettings):
         gt=0,
         description="Total memory_mb of the workers alive at once (bound, starting, spare); past it idle "
         "workers are evicted, then calls answer 503 Overloaded with Retry-After. Default: 75% of the "
-        "machine's memory (the smaller of MemTotal and the service's cgroup limit).",
+        "machine's memory (the smaller of MemTotal and the limit at the root of the cgroup hierarchy the "
+        "service sees: in a container, the container's).",
     )
     idle_ttl_s: float = Field(300.0, description="An idle worker is discarded after this long.")
     max_uses: int = Field(100_000, description="A worker is discarded after this many evaluations.")

@@ -6,7 +6,7 @@ bound, ``max_workers`` × a large ``memory_mb`` exceeds the machine and the kern
 picks among the service, the database and every tenant. The pool therefore admits a new worker only
 while that sum stays within a budget: ``EVALUATOR_HOST_MAX_WORKER_MEMORY_MB``, by default
 :data:`DEFAULT_FRACTION` of the machine's memory — the smaller of ``MemTotal`` and the memory limit
-of the service's own cgroup (in a container, the container's). See ``Leasing._admit``.
+at the root of the cgroup hierarchy it sees (in a container, the container's). See ``Leasing._admit``.
 """
 
 from __future__ import annotations
@@ -32,36 +32,25 @@ def _mem_total_mb() -> int | None:
 
 
 def _cgroup_limit_mb() -> int | None:
-    """The tightest memory limit on the way from this process's cgroup to the root (v2 or v1), if any."""
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
+    """The memory limit at the root of the cgroup hierarchy this service sees (v2 ``memory.max``, v1
+    ``memory.limit_in_bytes``), if any: in a container, the container's limit. Only the root counts: the
+    process backend makes its workers' cgroups there (``evaluator-host/…``), and docker's containers
+    live under the engine's, so a limit on the service's own cgroup (a systemd unit, a tool's per-command
+    cgroup) does not bound their memory."""
     limits: list[int] = []
-    for line in lines:
-        _id, controllers, path = line.split(":", 2)
-        if controllers == "":
-            base, name = _CGROUP, "memory.max"
-        elif "memory" in controllers.split(","):
-            base, name = _CGROUP / "memory", "memory.limit_in_bytes"
-        else:
-            continue
-        here = base / path.lstrip("/")
-        while True:
-            try:
-                value = (here / name).read_text().strip()
-                if value != "max":
-                    limits.append(int(value) // (1024 * 1024))
-            except (OSError, ValueError):
-                pass
-            if here == base or base not in here.parents:
-                break
-            here = here.parent
+    for name in (_CGROUP / "memory.max", _CGROUP / "memory" / "memory.limit_in_bytes"):
+        try:
+            value = name.read_text().strip()
+            if value != "max":
+                limits.append(int(value) // (1024 * 1024))
+        except (OSError, ValueError):
+            pass
     return min(limits) if limits else None
 
 
 def machine_memory_mb() -> int | None:
-    """The machine's memory as this service sees it: the smaller of ``MemTotal`` and its cgroup's limit."""
+    """The machine's memory as this service sees it: the smaller of ``MemTotal`` and the limit at its
+    cgroup hierarchy's root (:func:`_cgroup_limit_mb`)."""
     found = [m for m in (_mem_total_mb(), _cgroup_limit_mb()) if m is not None]
     return min(found) if found else None
 

@@ -135,6 +135,9 @@ def test_the_rlimits_workers_private_directory_is_its_own_and_outside_the_data_d
         details = result["details"]
         assert details["owner"] == details["uid"] != 0 and details["mode"] == 0o700
         assert not details["cwd"].startswith(str(tmp_path))
+    run_dir = Path(details["cwd"]).parent
+    assert run_dir.name.startswith("evaluator-host-rlimits-")  # not the `run` command's scratch prefix
+    assert not run_dir.exists()  # removed at shutdown, with what the workers' uids left in it
 
 
 def _start_backend_as(prefix: list[str], data_dir: Path, cache_dir: Path) -> subprocess.CompletedProcess[str]:

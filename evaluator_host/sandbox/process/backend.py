@@ -184,7 +184,7 @@ class ProcessBackend:
         self._rlimits_uid = iso.mode == "rlimits" and iso.uid_drop
         if self._rlimits_uid:
             self._check_sandbox_uid_reaches()
-            self._run_dir = Path(tempfile.mkdtemp(prefix="evaluator-host-run-"))
+            self._run_dir = Path(tempfile.mkdtemp(prefix="evaluator-host-rlimits-"))
             self._run_dir.chmod(0o711)
         else:
             self._run_dir = settings.data_dir / "run"
@@ -500,9 +500,8 @@ class ProcessBackend:
         await asyncio.gather(*(w.kill() for w in list(self._workers)), return_exceptions=True)
         if self.egress is not None:
             self.egress.close()
-        if self._rlimits_uid:
-            with contextlib.suppress(OSError):
-                self._run_dir.rmdir()
+        if self._rlimits_uid:  # with whatever the workers' uids left in their directories
+            shutil.rmtree(self._run_dir, ignore_errors=True)
 
 
 def _close(fd: int | None) -> None:
