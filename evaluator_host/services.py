@@ -24,18 +24,17 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evaluator_host.builds.build_once import BuildOnce
+from evaluator_host.builds.catalog import RuntimeCatalog
 from evaluator_host.errors import DataDirInUse
-from evaluator_host.evaluation import Evaluation
-from evaluator_host.evaluators import Evaluators
+from evaluator_host.evaluation.evaluators import Evaluators
+from evaluator_host.evaluation.path import Evaluation
 from evaluator_host.jobs.exports import ResultReader
 from evaluator_host.jobs.retention import Retention
 from evaluator_host.jobs.runner import JobRunner
 from evaluator_host.jobs.uploads import DatasetCatalog
-from evaluator_host.metrics import Metrics
-from evaluator_host.quotas import QuotaGuard
-from evaluator_host.runtime_catalog import RuntimeCatalog
+from evaluator_host.observability.metrics import Metrics
 from evaluator_host.sandbox.base import SandboxBackend
-from evaluator_host.sandbox.build_once import BuildOnce
 from evaluator_host.sandbox.pool import WorkerPool
 from evaluator_host.sandbox.process.backend import ProcessBackend
 from evaluator_host.settings import Settings
@@ -45,8 +44,9 @@ from evaluator_host.store.idempotency import IdempotencyStore
 from evaluator_host.store.jobs import QUEUE_SUFFIX, JobStore
 from evaluator_host.store.secrets import SecretStore
 from evaluator_host.store.workspaces import WorkspaceRecord, WorkspaceStore
-from evaluator_host.vault import Vault
-from evaluator_host.workspaces import SYNC_S, Workspaces
+from evaluator_host.tenancy.quotas import QuotaGuard
+from evaluator_host.tenancy.vault import Vault
+from evaluator_host.tenancy.workspaces import SYNC_S, Workspaces
 
 __all__ = ["Services", "lock_data_dir", "select_backend", "service_id"]
 
@@ -205,7 +205,7 @@ class Services:
         runner = JobRunner(settings, jobs, evaluators, datasets, quotas)
         runner.metrics = metrics
         if settings.queue_url:
-            from evaluator_host.queue.dispatch import Dispatcher
+            from evaluator_host.jobs.queue.dispatch import Dispatcher
 
             runner.remote = Dispatcher(settings, jobs, datasets.files)
         results = ResultReader(jobs, datasets.files)

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from evaluator_host.jobs import runner as runner_module
-from evaluator_host.sandbox.fake import Reply
 from evaluator_host.store.db import utcnow
+from evaluator_host.testing.fake import Reply
 from tests.jobs.test_runner import aio, index, wired
 from tests.sandbox.test_pool_fake import cases, pooled, run, settle
 

@@ -32,7 +32,7 @@ def test_runtime_selftests_pass() -> None:
     import subprocess
     import sys
 
-    from evaluator_host.languages import node_executable
+    from evaluator_host.definitions.languages import node_executable
 
     for argv in (
         [sys.executable, str(REPO / "runtimes" / "python" / "selftest.py")],

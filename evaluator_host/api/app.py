@@ -9,11 +9,16 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from evaluator_host import tracing
-from evaluator_host.api import (
+from evaluator_host.api import errors
+from evaluator_host.api.examples import with_examples
+from evaluator_host.api.middleware.auth import ApiKeyGate
+from evaluator_host.api.middleware.fastpath import FastPath
+from evaluator_host.api.middleware.hosts import HostGate
+from evaluator_host.api.middleware.limits import BodyLimitMiddleware
+from evaluator_host.api.middleware.observe import Observe
+from evaluator_host.api.routes import (
     datasets,
     docs,
-    errors,
     evaluate,
     evaluators,
     health,
@@ -25,13 +30,8 @@ from evaluator_host.api import (
     web,
     workspaces,
 )
-from evaluator_host.api.auth import ApiKeyGate
-from evaluator_host.api.examples import with_examples
-from evaluator_host.api.fastpath import FastPath
-from evaluator_host.api.hosts import HostGate
-from evaluator_host.api.limits import BodyLimitMiddleware
-from evaluator_host.api.observe import Observe
-from evaluator_host.models import ErrorBody
+from evaluator_host.errors import ErrorBody
+from evaluator_host.observability import tracing
 from evaluator_host.services import Services
 from evaluator_host.settings import Settings
 

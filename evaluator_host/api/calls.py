@@ -5,8 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from evaluator_host.errors import LimitError
-from evaluator_host.models import BatchResponse, Case, EvaluateRequest, EvaluationResult, EvaluatorEvaluateRequest
-from evaluator_host.results.aggregate import aggregate
+from evaluator_host.evaluation.aggregate import aggregate
+from evaluator_host.evaluation.models import (
+    BatchResponse,
+    Case,
+    EvaluateRequest,
+    EvaluationResult,
+    EvaluatorEvaluateRequest,
+)
 
 __all__ = ["answer", "cases_of"]
 

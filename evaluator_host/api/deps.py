@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from evaluator_host.api.auth import UNAUTHORIZED, UNKNOWN_KEY, bearer
+from evaluator_host.api.middleware.auth import UNAUTHORIZED, UNKNOWN_KEY, bearer
 from evaluator_host.errors import Forbidden, Unauthorized
 from evaluator_host.services import Services
-from evaluator_host.workspaces import DEFAULT_PRINCIPAL, Principal
+from evaluator_host.tenancy.workspaces import DEFAULT_PRINCIPAL, Principal
 
 __all__ = [
     "OperatorDep",
@@ -35,7 +35,7 @@ ServicesDep = Annotated[Services, Depends(get_services)]
 async def principal(request: Request) -> Principal:
     """Who is asking: the key's workspace (or the operator); the default workspace when the service
     is open (no key configured or stored) and no key is given. 401 for a missing or unknown key
-    (:class:`~evaluator_host.api.auth.ApiKeyGate` already answered those before the body was read;
+    (:class:`~evaluator_host.api.middleware.auth.ApiKeyGate` already answered those before the body was read;
     this is the same rule on the route, in case a route is ever mounted past the gate)."""
     services: Services = request.app.state.services
     token = bearer(request.headers.get("authorization"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluator_host import languages
+from evaluator_host.definitions import languages
 
 __all__ = ["EXAMPLES", "with_examples"]
 

@@ -34,7 +34,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from evaluator_host.errors import EvaluatorHostError
-from evaluator_host.models_workspace import DEFAULT_WORKSPACE
+from evaluator_host.tenancy.models import DEFAULT_WORKSPACE
 
 __all__ = ["parse_mapping", "run_batch"]
 
@@ -73,7 +73,7 @@ class _Target(Protocol):
 def _unchanged(found: dict[str, Any], definition: dict[str, Any]) -> bool:
     """Whether the stored evaluator's latest revision already is ``definition`` (pins and settings normalized)."""
     from evaluator_host.definitions.packages import normalize_pins
-    from evaluator_host.models import EvaluatorSettings
+    from evaluator_host.evaluation.models import EvaluatorSettings
 
     language = definition["language"]
     return bool(
@@ -164,7 +164,7 @@ class _Local:
         self.services = Services.start_private(Settings())
 
     async def upsert(self, definition: dict[str, Any]) -> dict[str, Any]:
-        from evaluator_host.models import EvaluatorCreate
+        from evaluator_host.evaluation.models import EvaluatorCreate
 
         body = EvaluatorCreate.model_validate(definition)
         evaluators = self.services.evaluators
@@ -185,7 +185,7 @@ class _Local:
         return to_model(record).model_dump(mode="json")
 
     async def start(self, body: dict[str, Any]) -> dict[str, Any]:
-        from evaluator_host.models import JobCreate
+        from evaluator_host.jobs.models import JobCreate
 
         return (await self.services.runner.create(_WS, JobCreate.model_validate(body))).model_dump(mode="json")
 
@@ -207,7 +207,7 @@ class _Local:
         return [item.model_dump(mode="json") for item in page.data]
 
     async def evaluate(self, evaluator_id: str, revision: int, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        from evaluator_host.models import Case
+        from evaluator_host.evaluation.models import Case
 
         _, results = await self.services.evaluators.evaluate(
             _WS, evaluator_id, revision, [Case.model_validate(c) for c in cases]

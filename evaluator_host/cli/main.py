@@ -29,12 +29,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from evaluator_host import languages
 from evaluator_host.cli.images import run_images
 from evaluator_host.cli.inputs import UsageError, parse_json, parse_model, read_text, readable
+from evaluator_host.definitions import languages
 from evaluator_host.errors import DataDirInUse, EvaluatorHostError
-from evaluator_host.models import Case, EvaluationResult, EvaluatorSettings
-from evaluator_host.results.aggregate import aggregate
+from evaluator_host.evaluation.aggregate import aggregate
+from evaluator_host.evaluation.models import Case, EvaluationResult, EvaluatorSettings
 from evaluator_host.settings import Settings
 
 __all__ = ["main"]
@@ -78,7 +78,7 @@ def _serve(args: argparse.Namespace) -> int:
         )
         return 2
     if settings.queue_url and not settings.secrets_key:
-        from evaluator_host.queue.signing import QueueKeyMissing, task_keys
+        from evaluator_host.jobs.queue.signing import QueueKeyMissing, task_keys
 
         try:
             task_keys(settings)
@@ -91,7 +91,7 @@ def _serve(args: argparse.Namespace) -> int:
     except DataDirInUse as exc:
         sys.stderr.write(f"evaluator-host: {exc.message}\n")
         return 2
-    from evaluator_host.logs import configure
+    from evaluator_host.observability.logs import configure
 
     level = args.log_level or settings.log_level
     configure(level, settings.log_format, settings.access_log)

@@ -21,10 +21,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from evaluator_host import languages
+from evaluator_host.definitions import languages
 from evaluator_host.errors import EvaluatorHostError
-from evaluator_host.migrate import Migration, migrate
-from evaluator_host.models import Case, EvaluatorSettings
+from evaluator_host.evaluation.models import Case, EvaluatorSettings
+from evaluator_host.migration.codemod import Migration, migrate
 from evaluator_host.settings import Settings
 
 __all__ = ["add_parser", "files_of"]
@@ -49,7 +49,7 @@ def files_of(paths: list[str]) -> Iterator[Path]:
 
 async def _check(items: list[tuple[Path, str, Migration]], cases: list[Case]) -> dict[Path, list[dict[str, object]]]:
     """The differing rows of each migrated file on ``cases`` (in-process, a private scratch data dir)."""
-    from evaluator_host.migrate.compare import differences
+    from evaluator_host.migration.compare import differences
     from evaluator_host.services import Services
 
     services = Services.start_private(Settings())

@@ -18,10 +18,10 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from evaluator_host.builds.build_once import BuildOnce
 from evaluator_host.cli.images import _packages, _when
 from evaluator_host.cli.inputs import UsageError
 from evaluator_host.errors import EvaluatorHostError
-from evaluator_host.sandbox.build_once import BuildOnce
 from evaluator_host.sandbox.inventory import RuntimeInfo, prune
 from evaluator_host.settings import Settings
 

@@ -63,7 +63,7 @@ def _worker(args: argparse.Namespace) -> int:
             sys.stderr.write("evaluator-host: --lanes must be between 1 and 64\n")
             return 2
         settings = settings.model_copy(update={"worker_lanes": args.lanes})
-    from evaluator_host.logs import configure
+    from evaluator_host.observability.logs import configure
 
     level = args.log_level or settings.log_level
     configure(level, settings.log_format, access_log=False)
@@ -93,8 +93,8 @@ class _Host:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
     def serve(self) -> int:
-        from evaluator_host.queue.host import WorkerHost
-        from evaluator_host.queue.signing import QueueKeyMissing
+        from evaluator_host.jobs.queue.host import WorkerHost
+        from evaluator_host.jobs.queue.signing import QueueKeyMissing
         from evaluator_host.services import service_id
 
         self.thread.start()
@@ -125,8 +125,8 @@ class _Host:
     def _celery(self, host: Any) -> int:
         from celery.exceptions import Reject
 
-        from evaluator_host.queue.broker import CHUNK_TASK, make_app
-        from evaluator_host.queue.host import DatabaseAway
+        from evaluator_host.jobs.queue.broker import CHUNK_TASK, make_app
+        from evaluator_host.jobs.queue.host import DatabaseAway
 
         app = make_app(self.settings)
         loop = self.loop

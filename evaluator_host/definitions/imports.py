@@ -18,8 +18,8 @@ import re
 import sys
 
 from evaluator_host.definitions.nesting import parse_python
+from evaluator_host.definitions.package_names import PYPI_NAMES as _PYPI_NAMES
 from evaluator_host.errors import CodeSyntaxError
-from evaluator_host.package_names import PYPI_NAMES as _PYPI_NAMES
 
 __all__ = ["unpinned"]
 

@@ -71,9 +71,9 @@ def detect(language: str, code: str) -> Detected:
     raise a :class:`DefinitionError` when not acceptable or the language is unknown.
 
     Blocking (a parse, or a round trip to the JS/TS inspector): the service calls it off the
-    event loop (:meth:`evaluator_host.evaluation.Evaluation.detect`), after :func:`cached`.
+    event loop (:meth:`evaluator_host.evaluation.path.Evaluation.detect`), after :func:`cached`.
     """
-    from evaluator_host import languages
+    from evaluator_host.definitions import languages
 
     found = cached(language, code)
     if found is None:

@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evaluator_host import languages
+from evaluator_host.definitions import languages
 from evaluator_host.definitions.interfaces import Detected
+from evaluator_host.definitions.languages import node_executable
 from evaluator_host.errors import CodeSyntaxError, InterfaceError
-from evaluator_host.languages import node_executable
 
 __all__ = ["inspect_code"]
 

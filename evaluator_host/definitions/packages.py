@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from evaluator_host import languages
+from evaluator_host.definitions import languages
 from evaluator_host.errors import PackageSpecError
 
 __all__ = ["normalize_pins", "npm_pin", "python_pin"]

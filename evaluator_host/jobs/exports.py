@@ -15,8 +15,9 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from evaluator_host.evaluation.models import EvaluationResult
 from evaluator_host.jobs.datasets import DatasetFiles
-from evaluator_host.models import EvaluationResult, JobResult, JobResultPage
+from evaluator_host.jobs.models import JobResult, JobResultPage
 from evaluator_host.store import RevisionRecord
 from evaluator_host.store.jobs import JobRecord, JobStore, StoredResult
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import msgspec
 
-from evaluator_host import fastjson
 from evaluator_host.errors import FieldMappingError
-from evaluator_host.models import FieldMapping
+from evaluator_host.jobs.models import FieldMapping
+from evaluator_host.sandbox import fastjson
 from evaluator_host.sandbox.protocol import WireCase
 
 __all__ = ["RowMapper"]

@@ -15,9 +15,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from evaluator_host.evaluation.aggregate import Accumulator
 from evaluator_host.jobs.mapping import RowMapper
-from evaluator_host.models import FieldMapping, Job, JobProgress
-from evaluator_host.results.aggregate import Accumulator
+from evaluator_host.jobs.models import FieldMapping, Job, JobProgress
 from evaluator_host.sandbox.protocol import WireCase
 from evaluator_host.store.jobs import JobRecord
 

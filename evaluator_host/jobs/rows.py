@@ -17,10 +17,10 @@ from typing import Any
 
 import msgspec
 
-from evaluator_host.evaluation import Prepared, to_result
+from evaluator_host.evaluation.models import EvaluationResult
+from evaluator_host.evaluation.normalize import normalize
+from evaluator_host.evaluation.path import Prepared, to_result
 from evaluator_host.jobs.exports import BARE_DURATION, SHARED_FIELDS, stored_form
-from evaluator_host.models import EvaluationResult
-from evaluator_host.results.normalize import normalize
 from evaluator_host.sandbox.base import PlainOutcome, RawOutcome
 
 __all__ = ["STORED_KEYS", "StoredChunk", "StoredRow", "stored_chunk", "stored_row", "stored_rows"]

@@ -17,7 +17,7 @@ Contract:
   result; the pool replaces the worker and the job goes on. Only infrastructure failures
   that outlast ``job_retries`` retries, or a revision/dataset that is gone, fail a job.
 * A chunk's commit is charged to the workspace's storage quota (``max_dataset_bytes``: datasets and job
-  results, :mod:`evaluator_host.quotas`): of a chunk that does not fit the room left only its leading
+  results, :mod:`evaluator_host.tenancy.quotas`): of a chunk that does not fit the room left only its leading
   rows that do are stored, and the job stops ``failed`` (``QuotaExceeded``), keeping every row stored;
   the queued path applies the same rule.
 * A full data disk (:class:`StorageFull`) fails no job: a chunk's results wait in memory and
@@ -45,7 +45,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from evaluator_host import tracing
 from evaluator_host.errors import (
     BackendUnavailable,
     EvaluatorHostError,
@@ -55,22 +54,23 @@ from evaluator_host.errors import (
     SandboxError,
     StorageFull,
 )
-from evaluator_host.evaluation import Bound, ignored_fields
-from evaluator_host.evaluators import Evaluators
+from evaluator_host.evaluation.aggregate import Accumulator
+from evaluator_host.evaluation.evaluators import Evaluators
+from evaluator_host.evaluation.path import Bound, ignored_fields
 from evaluator_host.jobs.mapping import RowMapper
+from evaluator_host.jobs.models import FieldMapping, Job, JobCreate
 from evaluator_host.jobs.progress import Live, Sizer, bitmap, job_view, pending_chunks
 from evaluator_host.jobs.rows import stored_chunk
 from evaluator_host.jobs.uploads import DatasetCatalog
-from evaluator_host.metrics import Metrics
-from evaluator_host.models import FieldMapping, Job, JobCreate
-from evaluator_host.quotas import QuotaGuard, fitting, storage_exceeded
-from evaluator_host.results.aggregate import Accumulator
+from evaluator_host.observability import tracing
+from evaluator_host.observability.metrics import Metrics
 from evaluator_host.sandbox.base import RawOutcome
 from evaluator_host.sandbox.protocol import JobCases, WireCase
 from evaluator_host.settings import Settings
 from evaluator_host.store import RevisionRecord
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.jobs import DatasetRecord, JobRecord, JobStore
+from evaluator_host.tenancy.quotas import QuotaGuard, fitting, storage_exceeded
 
 __all__ = ["JobRunner", "RemoteJobs"]
 

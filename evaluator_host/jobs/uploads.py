@@ -21,12 +21,12 @@ from typing import Any, BinaryIO
 
 from evaluator_host.errors import ConflictError, DatasetError, LimitError, NotFoundError
 from evaluator_host.jobs.datasets import DatasetFiles, DatasetInfo, Format, Limits, sniff_format
-from evaluator_host.models import Dataset
-from evaluator_host.quotas import QuotaGuard
+from evaluator_host.jobs.models import Dataset
 from evaluator_host.settings import Settings
 from evaluator_host.storage import on_full_disk
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.jobs import DatasetRecord, JobStore
+from evaluator_host.tenancy.quotas import QuotaGuard
 
 __all__ = ["DatasetCatalog", "format_of", "to_model"]
 

@@ -40,9 +40,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluator_host import tracing
 from evaluator_host.errors import LimitError, Overloaded, SandboxError
-from evaluator_host.metrics import Metrics
+from evaluator_host.observability import tracing
+from evaluator_host.observability.metrics import Metrics
 from evaluator_host.sandbox.base import Worker, WorkerSpec
 from evaluator_host.sandbox.memory import budget_mb
 from evaluator_host.settings import Settings

@@ -34,9 +34,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evaluator_host import tracing
 from evaluator_host.errors import ResponseTooLarge, SandboxError
-from evaluator_host.metrics import Metrics
+from evaluator_host.observability import tracing
+from evaluator_host.observability.metrics import Metrics
 from evaluator_host.sandbox.base import RawOutcome, RuntimeKey, SandboxBackend, Worker, WorkerSpec, error_info
 from evaluator_host.sandbox.coalesce import Coalescer, Group
 from evaluator_host.sandbox.leasing import Leasing, Slot

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from evaluator_host import fastjson
+from evaluator_host.sandbox import fastjson
 
 __all__ = ["FrameReader", "FrameTooLarge", "JobCases", "WireCase", "encode_frame", "read_frame"]
 

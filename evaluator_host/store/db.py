@@ -25,8 +25,9 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from evaluator_host.models_workspace import DEFAULT_WORKSPACE
 from evaluator_host.storage import translate_database_errors
+
+DEFAULT_WORKSPACE = "ws_default"  # the workspace of data made before workspaces existed, and of the admin key
 
 __all__ = [
     "DEFAULT_WORKSPACE",

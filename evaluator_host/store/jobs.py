@@ -14,7 +14,7 @@ resumes them (``FOR UPDATE SKIP LOCKED`` on PostgreSQL: concurrent starters spli
 Every statement is portable SQL (SQLite and PostgreSQL).
 
 Storage quota: both commits charge the workspace's storage quota (``max_dataset_bytes``: datasets and
-job results, see :mod:`evaluator_host.quotas`) in the same transaction, by one rule (:meth:`JobStore._charge`):
+job results, see :mod:`evaluator_host.tenancy.quotas`) in the same transaction, by one rule (:meth:`JobStore._charge`):
 the job's ``result_bytes`` grow by the UTF-8 bytes of the results stored; a chunk that takes the
 workspace past the quota is stored only as far as it fits (``commit_shared``: the leading rows that fit;
 ``commit_rows``, whose counters the runner computed for the whole chunk: all of it — the runner cuts
@@ -46,8 +46,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
 from evaluator_host.errors import JobNotHeld, NotFoundError, QuotaExceeded
-from evaluator_host.quotas import fitting, storage_exceeded, storage_limit
-from evaluator_host.results.aggregate import Accumulator, Scored
+from evaluator_host.evaluation.aggregate import Accumulator, Scored
 from evaluator_host.store.db import DatasetRow, JobResultRow, JobRow, WorkspaceRow, utcnow
 from evaluator_host.store.job_records import (
     GET_JOB,
@@ -58,6 +57,7 @@ from evaluator_host.store.job_records import (
     dataset_record,
     job_record,
 )
+from evaluator_host.tenancy.quotas import fitting, storage_exceeded, storage_limit
 
 __all__ = ["QUEUE_SUFFIX", "DatasetRecord", "JobRecord", "JobStore", "SharedCommit", "StoredResult"]
 

@@ -2,7 +2,7 @@
 // Host-side JS/TS migrator: rewrites a legacy evaluate(app_params, inputs, output, correct_answer)
 // into evaluate(inputs, outputs, trace), keeping every other byte. Never runs the code.
 //
-// Started by evaluator_host/migrate/js.py as
+// Started by evaluator_host/migration/js.py as
 //   node --expose-internals --disable-warning=ExperimentalWarning migrate.cjs
 // with one JSON request per line on stdin, one answer per line on stdout:
 //

@@ -49,7 +49,7 @@ def test_malformed_json_names_line_column_and_shows_the_spot(client: TestClient)
 
 def test_openapi_documents_the_error_bodies_the_service_really_answers(tmp_path: Path) -> None:
     """Regression: 422 was documented as FastAPI's {"detail": …} and 401/404/413/503 not at all."""
-    from evaluator_host.models import ErrorBody
+    from evaluator_host.errors import ErrorBody
 
     app = create_app(make_settings(tmp_path, backend="process", api_keys=["k"], max_body_bytes=4096))
     with TestClient(app) as client:

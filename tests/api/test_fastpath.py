@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from evaluator_host.api.fastpath import FastPath
+from evaluator_host.api.middleware.fastpath import FastPath
 from tests.conftest import make_settings
 
 KEY = "k-fastpath-test"

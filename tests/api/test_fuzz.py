@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
 from evaluator_host.api import create_app
-from evaluator_host.models import ErrorBody
+from evaluator_host.errors import ErrorBody
 from evaluator_host.settings import Settings
 from tests.conftest import serving
 

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from evaluator_host.api.hosts import host_of
+from evaluator_host.api.middleware.hosts import host_of
 from tests.conftest import make_settings, serving
 
 CODE = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"

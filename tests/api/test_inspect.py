@@ -7,7 +7,7 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from evaluator_host.api.web import WEB_DIST
+from evaluator_host.api.routes.web import WEB_DIST
 
 GOOD = "import requests\n\ndef evaluate(inputs, outputs, trace):\n    return 1.0\n"
 

@@ -64,7 +64,7 @@ def test_docs_assets_come_from_the_installed_package(tmp_path: Path) -> None:
 def test_409_is_documented_where_it_is_answered_and_the_real_answer_has_the_documented_body(
     app_client: TestClient,
 ) -> None:
-    from evaluator_host.models import ErrorBody
+    from evaluator_host.errors import ErrorBody
 
     spec = app_client.get("/openapi.json").json()
     ref = {"$ref": "#/components/schemas/ErrorBody"}

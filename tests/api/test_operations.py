@@ -10,7 +10,7 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
-from evaluator_host.logs import JsonFormatter
+from evaluator_host.observability.logs import JsonFormatter
 from tests.conftest import assert_healthy
 
 CODE = "def evaluate(inputs, outputs, trace):\n    return outputs == inputs['correct_answer']\n"

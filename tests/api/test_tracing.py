@@ -24,8 +24,8 @@ import pytest
 from fastapi.testclient import TestClient
 from opentelemetry.trace import INVALID_SPAN
 
-from evaluator_host import tracing
 from evaluator_host.api import create_app
+from evaluator_host.observability import tracing
 from evaluator_host.settings import Settings
 from tests.conftest import REPO, free_port, make_settings, serving
 from tests.otlp import Collector, Received, collector

@@ -18,8 +18,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
+from evaluator_host.errors import ErrorBody
 from evaluator_host.jobs.runner import JobRunner
-from evaluator_host.models import ErrorBody
 from tests.conftest import assert_healthy, make_settings
 from tests.faults.conftest import SmallDisk, tiny_wheel, wait_for
 

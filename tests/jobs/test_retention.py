@@ -13,8 +13,9 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from evaluator_host.api.app import create_app
+from evaluator_host.evaluation.models import EvaluatorCreate
+from evaluator_host.jobs.models import JobCreate
 from evaluator_host.jobs.retention import Retention
-from evaluator_host.models import EvaluatorCreate, JobCreate
 from evaluator_host.store.workspaces import WorkspaceStore
 from tests.conftest import make_settings
 from tests.jobs.test_runner import CODE, WS, aio, parity, wired

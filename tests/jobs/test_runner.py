@@ -20,14 +20,13 @@ from typing import Any
 from sqlalchemy import Engine
 
 from evaluator_host.errors import SandboxError
-from evaluator_host.evaluation import Evaluation
-from evaluator_host.evaluators import Evaluators
+from evaluator_host.evaluation.evaluators import Evaluators
+from evaluator_host.evaluation.models import EvaluatorCreate
+from evaluator_host.evaluation.path import Evaluation
+from evaluator_host.jobs.models import Job, JobCreate
 from evaluator_host.jobs.runner import JobRunner
 from evaluator_host.jobs.uploads import DatasetCatalog
-from evaluator_host.models import EvaluatorCreate, Job, JobCreate
-from evaluator_host.quotas import QuotaGuard
 from evaluator_host.sandbox.base import RuntimeKey
-from evaluator_host.sandbox.fake import DIE, HANG, MEMORY, FakeBackend, FakeWorker, Handler, Reply, StartHook
 from evaluator_host.sandbox.pool import WorkerPool
 from evaluator_host.services import service_id
 from evaluator_host.settings import Settings
@@ -36,8 +35,10 @@ from evaluator_host.store.db import DEFAULT_WORKSPACE, make_engine
 from evaluator_host.store.jobs import JobStore
 from evaluator_host.store.secrets import SecretStore
 from evaluator_host.store.workspaces import WorkspaceStore
-from evaluator_host.vault import Vault
-from evaluator_host.workspaces import Workspaces
+from evaluator_host.tenancy.quotas import QuotaGuard
+from evaluator_host.tenancy.vault import Vault
+from evaluator_host.tenancy.workspaces import Workspaces
+from evaluator_host.testing.fake import DIE, HANG, MEMORY, FakeBackend, FakeWorker, Handler, Reply, StartHook
 
 WS = DEFAULT_WORKSPACE
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluator_host import languages
+from evaluator_host.definitions import languages
 
 ROOT = Path(__file__).parent / "fixtures"
 _KEY = re.compile(r"migrate: correct_answer_key=(\w+)")
@@ -49,7 +49,7 @@ def fixtures(family: str | None = None) -> list[Fixture]:
 
 
 if __name__ == "__main__":
-    from evaluator_host.migrate import migrate
+    from evaluator_host.migration.codemod import migrate
 
     for fixture in fixtures():
         migrated = migrate(fixture.language, fixture.before.read_text(), fixture.key)

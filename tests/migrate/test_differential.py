@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from evaluator_host.migrate.compare import differences
-from evaluator_host.models import EvaluationResult
+from evaluator_host.evaluation.models import EvaluationResult
+from evaluator_host.migration.compare import differences
 from tests.migrate.fixtures import Fixture, fixtures
 
 _QUESTION = {"question": "Capital of France?", "correct_answer": "Paris", "answer": "Paris"}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from evaluator_host.definitions.interfaces import detect
-from evaluator_host.migrate import migrate
+from evaluator_host.migration.codemod import migrate
 from tests.migrate.fixtures import Fixture, fixtures
 
 PYTHON = fixtures("python")

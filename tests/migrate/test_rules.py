@@ -6,7 +6,7 @@ import pytest
 
 from evaluator_host.definitions.interfaces import detect
 from evaluator_host.errors import InterfaceError, MigrationRefused
-from evaluator_host.migrate import TODO, migrate
+from evaluator_host.migration.codemod import TODO, migrate
 from tests.migrate.fixtures import ROOT
 
 

@@ -207,8 +207,8 @@ def test_a_chunk_task_a_host_cannot_run_fails_the_job_clearly_naming_the_host(
 ) -> None:
     from sqlalchemy import create_engine, text
 
-    from evaluator_host.queue.broker import CHUNK_TASK, make_app
-    from evaluator_host.queue.signing import sign, task_keys
+    from evaluator_host.jobs.queue.broker import CHUNK_TASK, make_app
+    from evaluator_host.jobs.queue.signing import sign, task_keys
     from evaluator_host.settings import Settings
     from evaluator_host.store.schema import normalized_url
 

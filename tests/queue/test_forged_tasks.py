@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 from sqlalchemy import create_engine, text
 
-from evaluator_host.queue.broker import CHUNK_TASK, make_app
-from evaluator_host.queue.chunks import encode_rows
-from evaluator_host.queue.signing import sign, task_keys
+from evaluator_host.jobs.queue.broker import CHUNK_TASK, make_app
+from evaluator_host.jobs.queue.chunks import encode_rows
+from evaluator_host.jobs.queue.signing import sign, task_keys
 from evaluator_host.settings import Settings
 from evaluator_host.store.schema import normalized_url
 from tests.conftest import REPO

@@ -87,7 +87,7 @@ def test_unknown_runtime_is_404_and_an_empty_package_set_is_422(service: TestCli
 
 
 def test_the_build_log_records_the_duration(service: TestClient, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level("INFO", logger="evaluator_host.sandbox.build_once")
+    caplog.set_level("INFO", logger="evaluator_host.builds.build_once")
     response = service.post("/v1/runtimes", json={"language": "python", "packages": {"six": "1.14.0"}})
     _until_done(service, response.headers["location"])
     assert any(
@@ -97,7 +97,7 @@ def test_the_build_log_records_the_duration(service: TestClient, caplog: pytest.
 
 def test_live_log_is_shown_while_building(tmp_path: Path) -> None:
     """The tail of a build under way comes from its live log files (both streams)."""
-    from evaluator_host.sandbox.build_once import tail
+    from evaluator_host.builds.build_once import tail
 
     (tmp_path / "a").write_text("Collecting six==1.16.0\n")
     (tmp_path / "b").write_text("WARNING: slow index\n")

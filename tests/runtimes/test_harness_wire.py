@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
+from evaluator_host.definitions.languages import node_executable
 from evaluator_host.jobs.mapping import RowMapper
-from evaluator_host.languages import node_executable
-from evaluator_host.models import FieldMapping
+from evaluator_host.jobs.models import FieldMapping
 
 ROOT = Path(__file__).resolve().parents[2] / "runtimes"
 HEADER = struct.Struct(">I")

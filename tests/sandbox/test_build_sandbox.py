@@ -191,7 +191,7 @@ def test_a_build_from_a_trickling_index_ends_at_its_own_time_limit(
             error = answer.json()["error"]
             assert error["type"] == "BuildError" and "longer than 4 s" in error["message"], error
             assert f"/files/{slow.name}" in index.asked
-            from evaluator_host.sandbox.build_sandbox import build_uid
+            from evaluator_host.builds.build_sandbox import build_uid
 
             uid = build_uid(settings.sandbox_uid_base)
             for _ in range(100):  # killed processes may take a moment to be gone from /proc (bounded: 10 s)
@@ -288,7 +288,7 @@ def test_the_no_wheel_hint_is_given_only_when_that_is_the_reason(
 def test_the_build_sandboxes_settings_carry_no_credentials() -> None:
     """The pip.conf and npmrc a build sandbox gets drop userinfo and tokens (the sandbox runs package
     code); the relay lets through the configured indexes and nothing else."""
-    from evaluator_host.sandbox.build_sandbox import allowed_hosts, npmrc, pip_conf
+    from evaluator_host.builds.build_sandbox import allowed_hosts, npmrc, pip_conf
 
     pip = {
         "index-url": "https://alice:s3cret@pypi.example/simple",
@@ -313,7 +313,7 @@ def test_an_index_with_credentials_is_reached_over_tls_through_the_relay_which_a
     import subprocess
     import threading
 
-    from evaluator_host.sandbox.build_sandbox import BuildRelay, allowed_hosts, pip_conf, relay_credentials
+    from evaluator_host.builds.build_sandbox import BuildRelay, allowed_hosts, pip_conf, relay_credentials
 
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
     subprocess.run(
@@ -375,7 +375,7 @@ def test_an_index_with_credentials_is_reached_over_tls_through_the_relay_which_a
 
 def test_the_build_relay_reaches_the_index_and_nothing_else(tmp_path: Path) -> None:
     """The build sandbox's one way out: to an allowed host:port it connects; anything else is a 403."""
-    from evaluator_host.sandbox.build_sandbox import BuildRelay
+    from evaluator_host.builds.build_sandbox import BuildRelay
 
     files = tmp_path / "index"
     files.mkdir()

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator_host.languages import node_executable
+from evaluator_host.definitions.languages import node_executable
 from tests.conftest import REPO
 
 EVALUATORS = {
@@ -82,7 +82,7 @@ def _check_layout(base: Path, checkout: Path, venv: Path) -> None:
         "EVALUATOR_HOST_BACKEND": "process",
         "EVALUATOR_HOST_DATA_DIR": str(base / "data dir"),
     }
-    probe = "from evaluator_host.languages import node_executable as n; print(n())"
+    probe = "from evaluator_host.definitions.languages import node_executable as n; print(n())"
     node = subprocess.check_output([python, "-c", probe], cwd=checkout, env=env, text=True).strip()
     assert node.startswith(str(base)), node  # the copy under the unusual path is the one in use
     case = {"inputs": {"correct_answer": "a"}, "outputs": "a"}

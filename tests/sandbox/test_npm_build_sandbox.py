@@ -18,8 +18,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
+from evaluator_host.builds import build_sandbox
 from evaluator_host.errors import BuildError
-from evaluator_host.sandbox import build_sandbox
 from evaluator_host.sandbox.process.isolation import probe
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
 from tests.conftest import BACKENDS, assert_healthy, evaluate, make_settings

@@ -21,7 +21,9 @@ import pytest
 
 from evaluator_host.errors import SandboxError
 from evaluator_host.sandbox.base import RawOutcome, RuntimeKey, WorkerSpec
-from evaluator_host.sandbox.fake import (
+from evaluator_host.sandbox.pool import WorkerPool
+from evaluator_host.settings import Settings
+from evaluator_host.testing.fake import (
     DIE,
     FLOOD,
     HANG,
@@ -33,8 +35,6 @@ from evaluator_host.sandbox.fake import (
     Reply,
     StartHook,
 )
-from evaluator_host.sandbox.pool import WorkerPool
-from evaluator_host.settings import Settings
 
 R1 = RuntimeKey("fam", None, 256)
 R2 = RuntimeKey("fam", "fake:two", 256)
@@ -632,7 +632,7 @@ def test_nothing_in_the_package_imports_the_fake_backend() -> None:
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             if isinstance(node, ast.ImportFrom):
                 names = [f"{node.module}.{a.name}" for a in node.names] + [str(node.module)]
-            if any(n == "evaluator_host.sandbox.fake" or n.startswith("evaluator_host.sandbox.fake.") for n in names):
+            if any(n == "evaluator_host.testing.fake" or n.startswith("evaluator_host.testing.fake.") for n in names):
                 found.append(f"{path.relative_to(package)}:{node.lineno}")
     assert found == []
 

@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from evaluator_host.sandbox.base import WorkerSpec
-from evaluator_host.sandbox.fake import Reply
+from evaluator_host.testing.fake import Reply
 from tests.sandbox.test_pool_fake import R1, aio, cases, pooled, run, settle, statuses
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluator_host.evaluation import Evaluation
-from evaluator_host.models import Case, EvaluatorSettings
+from evaluator_host.evaluation.models import Case, EvaluatorSettings
+from evaluator_host.evaluation.path import Evaluation
 from evaluator_host.sandbox.pool import WorkerPool
 from evaluator_host.sandbox.process.backend import ProcessBackend
 from evaluator_host.sandbox.process.isolation import Isolation, probe

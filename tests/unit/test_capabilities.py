@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from evaluator_host import languages
+from evaluator_host.definitions import languages
 from evaluator_host.definitions.capabilities import KINDS
 
 PYTHON = """import os, json

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator_host import languages
+from evaluator_host.definitions import languages
 from evaluator_host.errors import InterfaceError
 
 PACKAGE = Path(languages.__file__).resolve().parent

@@ -1,8 +1,9 @@
-"""The dependency direction of the package: arrows only point down.
+"""The dependency direction of the package: arrows only point down (docs/architecture.md draws the tree).
 
-``api -> evaluation / evaluators / jobs -> definitions, sandbox, store -> languages, settings,
-errors, models``. Checked on the import statements of every module (also imports inside
-functions), so a shortcut shows up here before it shows up in a review.
+``api, cli -> services (assembly) -> migration -> jobs -> evaluation -> tenancy, builds -> sandbox, store
+-> definitions -> errors, settings, storage``; observability is used by all and uses none of them.
+Checked on the import statements of every module (also imports inside functions), so a shortcut shows
+up here before it shows up in a review.
 """
 
 from __future__ import annotations
@@ -13,29 +14,44 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "evaluator_host"
+E = "evaluator_host."
 
-TOP = ("evaluator_host.api", "evaluator_host.services", "evaluator_host.cli")  # wiring and surfaces
-PATH = (  # the evaluation path
-    "evaluator_host.evaluation",
-    "evaluator_host.evaluators",
-    "evaluator_host.jobs",
-    "evaluator_host.migration",
-)
-BELOW = ("evaluator_host.sandbox", "evaluator_host.store")
+SURFACES = (E + "api", E + "cli")
+TOP = (*SURFACES, E + "services")  # the surfaces and the assembly
+PATH = (E + "evaluation", E + "jobs", E + "migration")  # the evaluation path and what drives it
+BELOW = (E + "sandbox", E + "store", E + "builds")
 
 # layer (a folder or module of the package) -> what it must never import
-FORBIDDEN = {
-    "sandbox": [*TOP, *PATH, "evaluator_host.store", "evaluator_host.models", "evaluator_host.definitions"],
-    "definitions": [*TOP, *PATH, *BELOW],
-    "migrate": [*TOP, *PATH, *BELOW],
-    "migration.py": [*TOP],
-    "results": [*TOP, *PATH, *BELOW, "evaluator_host.definitions"],
-    "store": [*TOP, *PATH, "evaluator_host.sandbox"],
-    "evaluation.py": [*TOP, "evaluator_host.jobs", "evaluator_host.store", "evaluator_host.evaluators"],
-    "evaluators.py": [*TOP, "evaluator_host.jobs"],
-    "jobs": [*TOP],
-    "queue": ["evaluator_host.api", "evaluator_host.cli"],  # a worker host wires services itself (queue/host.py)
-    "languages.py": [*TOP, *PATH, *BELOW, "evaluator_host.models"],
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "sandbox": (*TOP, *PATH, E + "store", E + "builds.catalog", E + "tenancy", E + "definitions", E + "testing"),
+    "builds": (*TOP, *PATH, E + "store", E + "tenancy", E + "sandbox.pool", E + "sandbox.process", E + "testing"),
+    "definitions": (*TOP, *PATH, *BELOW, E + "tenancy", E + "testing"),
+    "migration/base.py": (*TOP, *PATH[:2], *BELOW),
+    "migration/js.py": (*TOP, *PATH[:2], *BELOW),
+    "migration/python": (*TOP, *PATH[:2], *BELOW),
+    "migration/codemod.py": (*TOP, *PATH[:2], *BELOW),
+    "migration": (*TOP, E + "testing"),
+    "evaluation/normalize.py": (*TOP, *PATH[1:], *BELOW, E + "definitions", E + "evaluation.path"),
+    "evaluation/aggregate.py": (*TOP, *PATH[1:], *BELOW, E + "definitions", E + "evaluation.path"),
+    "store": (*TOP, *PATH[1:], E + "evaluation.path", E + "evaluation.evaluators", E + "sandbox", E + "builds"),
+    "evaluation/path.py": (*TOP, *PATH[1:], E + "store", E + "evaluation.evaluators"),
+    "evaluation": (*TOP, *PATH[1:], E + "testing"),
+    "tenancy": (*TOP, *PATH, E + "sandbox", E + "builds", E + "testing"),
+    "jobs": (*TOP, E + "migration", E + "testing"),
+    "jobs/queue": (*SURFACES,),  # a worker host wires services itself (jobs/queue/host.py)
+    "observability": (*TOP, *PATH, *BELOW, E + "definitions", E + "tenancy", E + "testing"),
+    "services.py": (*SURFACES, E + "testing"),
+}
+# The exceptions, each with its reason:
+ALLOWED: dict[str, tuple[str, ...]] = {
+    # the language registry (definitions/languages.py: reads runtimes/<family>/manifest.json, imports only
+    # errors) names each family's harness, installer and launch command, which backends need to start anything
+    "sandbox": (E + "definitions.languages",),
+    "builds": (E + "definitions.languages",),
+    # a codemod's answer (migration/base.py: a dataclass and a diff, no I/O) is what a family's migrator returns
+    "definitions": (E + "migration.base",),
+    # a Celery worker host is a process of its own: jobs/queue/host.py assembles its services
+    "jobs": (E + "services",),
 }
 
 
@@ -49,15 +65,62 @@ def _imports(path: Path) -> list[tuple[int, str]]:
     return found
 
 
+def _modules(layer: str) -> list[Path]:
+    target = PACKAGE / layer
+    return sorted(target.rglob("*.py")) if target.is_dir() else [target]
+
+
+def _within(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
 @pytest.mark.parametrize("layer", list(FORBIDDEN))
 def test_a_layer_imports_nothing_above_it(layer: str) -> None:
-    target = PACKAGE / layer
-    modules = sorted(target.rglob("*.py")) if target.is_dir() else [target]
+    modules = _modules(layer)
     assert modules
     bad = [
         f"{m.relative_to(PACKAGE.parent)}:{line} imports {name}"
         for m in modules
         for line, name in _imports(m)
-        if any(name == f or name.startswith(f + ".") for f in FORBIDDEN[layer])
+        if _within(name, FORBIDDEN[layer]) and not _within(name, ALLOWED.get(layer, ()))
     ]
     assert bad == [], "\n".join(bad)
+
+
+def test_only_the_api_imports_fastapi_or_starlette() -> None:
+    bad = [
+        f"{m.relative_to(PACKAGE.parent)}:{line} imports {name}"
+        for m in sorted(PACKAGE.rglob("*.py"))
+        if PACKAGE / "api" not in m.parents
+        for line, name in _imports(m)
+        if _within(name, ("fastapi", "starlette"))
+    ]
+    assert bad == [], "\n".join(bad)
+
+
+def test_no_domain_imports_the_api_or_the_cli() -> None:
+    """Only the surfaces themselves (and the CLI starting the API's server) reach api/ or cli/."""
+    bad = [
+        f"{m.relative_to(PACKAGE.parent)}:{line} imports {name}"
+        for m in sorted(PACKAGE.rglob("*.py"))
+        if not {PACKAGE / "api", PACKAGE / "cli"} & set(m.parents)
+        for line, name in _imports(m)
+        if _within(name, SURFACES)
+    ]
+    assert bad == [], "\n".join(bad)
+
+
+def test_the_testing_package_is_imported_by_no_product_module() -> None:
+    bad = [
+        f"{m.relative_to(PACKAGE.parent)}:{line} imports {name}"
+        for m in sorted(PACKAGE.rglob("*.py"))
+        if PACKAGE / "testing" not in m.parents
+        for line, name in _imports(m)
+        if _within(name, (E + "testing",))
+    ]
+    assert bad == [], "\n".join(bad)
+
+
+def test_the_top_level_keeps_only_what_every_domain_shares() -> None:
+    loose = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert loose == ["__init__.py", "errors.py", "services.py", "settings.py", "settings_doc.py", "storage.py"]

@@ -14,7 +14,7 @@ import pytest
 
 from evaluator_host.errors import DefinitionError, FieldMappingError
 from evaluator_host.jobs.mapping import RowMapper
-from evaluator_host.models import FieldMapping
+from evaluator_host.jobs.models import FieldMapping
 
 DEFAULT = FieldMapping()
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from evaluator_host.builds.build_once import runtime_id
 from evaluator_host.definitions.packages import normalize_pins
 from evaluator_host.errors import DefinitionError, PackageSpecError
-from evaluator_host.sandbox.build_once import runtime_id
 
 
 def rejected(language: str, packages: Any) -> PackageSpecError:

@@ -17,11 +17,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluator_host.evaluation import Prepared, to_result
+from evaluator_host.evaluation.aggregate import Accumulator, aggregate
+from evaluator_host.evaluation.models import EvaluationResult, EvaluatorSettings
+from evaluator_host.evaluation.normalize import LABEL_CHARS, PASS_KEYS, REASON_CHARS, normalize
+from evaluator_host.evaluation.path import Prepared, to_result
 from evaluator_host.jobs.exports import stored_form
-from evaluator_host.models import EvaluationResult, EvaluatorSettings
-from evaluator_host.results.aggregate import Accumulator, aggregate
-from evaluator_host.results.normalize import LABEL_CHARS, PASS_KEYS, REASON_CHARS, normalize
 from evaluator_host.sandbox.base import RawOutcome
 
 INTERFACES = st.sampled_from(["evaluate", "legacy", "main"])

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
+from evaluator_host.definitions.languages import RUNTIMES_DIR
 from evaluator_host.definitions.restricted import policy_module
-from evaluator_host.languages import RUNTIMES_DIR
 
 POLICY = policy_module(RUNTIMES_DIR / "python")
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
+from evaluator_host.definitions.languages import RUNTIMES_DIR
 from evaluator_host.definitions.restricted import policy_module
-from evaluator_host.languages import RUNTIMES_DIR
 
 POLICY = policy_module(RUNTIMES_DIR / "python")
 DEPTH = int(os.environ.get("RESTRICTED_WALK_DEPTH", "3"))  # 4 walks 1.45 M objects in ~150 s: 0 found

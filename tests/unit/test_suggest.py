@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from evaluator_host.builds.suggest import nearest_version, suggestions
 from evaluator_host.errors import BuildError
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
-from evaluator_host.sandbox.suggest import nearest_version, suggestions
 from tests.conftest import make_settings
 
 PIP_WRONG_VERSION = """\

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from evaluator_host.api.web import WEB_DIST
+from evaluator_host.api.routes.web import WEB_DIST
 from tests.conftest import serving
 
 CHROMIUM = os.environ.get("EVALUATOR_HOST_TEST_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"

@@ -34,9 +34,9 @@ from typing import Any
 import docker
 from docker.types import LogConfig, Ulimit
 
-from evaluator_host import languages
+from evaluator_host.definitions import languages
+from evaluator_host.definitions.languages import RUNTIMES_DIR
 from evaluator_host.errors import SandboxError
-from evaluator_host.languages import RUNTIMES_DIR
 from evaluator_host.sandbox.base import SANDBOX_ENV, ExitInfo, RawOutput, RuntimeKey, memory_exhausted
 from evaluator_host.sandbox.cgroups import Counter, cgroup_of, memory_cgroup_of, oom_counter
 from evaluator_host.sandbox.docker import janitor

@@ -2,7 +2,7 @@
 
 A build box is a container FROM the base image, started idle (``sleep infinity``, all
 capabilities dropped, no-new-privileges, a pids limit) with **no network** (``network_mode=none``):
-its one way out is the build relay (:mod:`evaluator_host.sandbox.build_sandbox`), a unix socket
+its one way out is the build relay (:mod:`evaluator_host.builds.build_sandbox`), a unix socket
 bound in at ``/sandbox/relay.sock``, which reaches the configured package indexes and nothing else.
 An install is one ``exec`` in it, **as the unprivileged build uid** (never root: an sdist's build
 runs the package's own code); the box is then committed by the image builder and thrown away, so
@@ -20,7 +20,7 @@ What a build needs of the host reaches it through a read-only bind mount at ``/b
 * the CA bundle setting (default: the host's system bundle) as pip's ``cert`` and npm's
   ``cafile``, so installs work behind a TLS-intercepting proxy.
 
-The install itself is the family's installer script (:mod:`evaluator_host.sandbox.installers`),
+The install itself is the family's installer script (:mod:`evaluator_host.builds.installers`),
 the same one the process backend runs in its build sandbox: pip into ``/opt/evaluator/site``, npm
 (``--ignore-scripts``) into ``/opt/evaluator/node/node_modules``; it prints the lock.
 """
@@ -44,10 +44,10 @@ import docker
 from docker.types import LogConfig
 from docker.utils.socket import frames_iter
 
-from evaluator_host.languages import Family
-from evaluator_host.sandbox import build_sandbox, installers
-from evaluator_host.sandbox.build_once import host_npm_config
-from evaluator_host.sandbox.build_sandbox import BuildRelay, host_pip_config, local_index_paths
+from evaluator_host.builds import build_sandbox, installers
+from evaluator_host.builds.build_once import host_npm_config
+from evaluator_host.builds.build_sandbox import BuildRelay, host_pip_config, local_index_paths
+from evaluator_host.definitions.languages import Family
 from evaluator_host.sandbox.docker.engine import Engine, NotFound
 from evaluator_host.settings import Settings
 
@@ -256,7 +256,7 @@ class BuildBoxes:
         self, box: BuildBox, family: Family, pins: dict[str, str], live_log: Path | None = None
     ) -> tuple[str, int]:
         """Run the family's install script for ``pins`` in ``box``: its output (the lock after
-        :data:`~evaluator_host.sandbox.installers.LOCK_MARK`) and exit code; the output is also
+        :data:`~evaluator_host.builds.installers.LOCK_MARK`) and exit code; the output is also
         written to ``live_log`` as it comes (what ``GET /v1/runtimes/{id}`` shows of a build)."""
         installer = installers.for_family(family)
         context = installer.in_box()

@@ -21,12 +21,12 @@ from typing import Any
 
 import docker
 
-from evaluator_host import languages
+from evaluator_host.builds import installers, suggest
+from evaluator_host.builds.build_once import BuildOnce, runtime_id
+from evaluator_host.definitions import languages
+from evaluator_host.definitions.languages import Family
 from evaluator_host.errors import BackendUnavailable, BuildError
-from evaluator_host.languages import Family
-from evaluator_host.sandbox import installers, suggest
 from evaluator_host.sandbox.base import Runtime
-from evaluator_host.sandbox.build_once import BuildOnce, runtime_id
 from evaluator_host.sandbox.docker.build_box import BuildBox, BuildBoxes
 from evaluator_host.sandbox.docker.engine import MANAGED, Engine, NotFound
 from evaluator_host.sandbox.inventory import RuntimeInfo

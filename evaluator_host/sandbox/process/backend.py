@@ -26,9 +26,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from evaluator_host import languages
+from evaluator_host.definitions import languages
+from evaluator_host.definitions.languages import RUNTIMES_DIR
 from evaluator_host.errors import BackendUnavailable, SandboxError
-from evaluator_host.languages import RUNTIMES_DIR
 from evaluator_host.sandbox import strays
 from evaluator_host.sandbox.base import SANDBOX_ENV, ExitInfo, RawOutput, RuntimeKey, memory_exhausted
 from evaluator_host.sandbox.cgroups import Counter, limit_cpu, limit_memory, oom_counter

@@ -10,7 +10,7 @@ sandbox** (:meth:`RuntimeBuilder._sandbox`) whenever the machine has namespaces:
 bootstrap (``runtimes/sandbox_init.py``) with a private read-only root (the interpreter, the build
 folder at ``/build``, the local indexes), only the partial runtime's ``site/`` and a scratch folder
 writable, an unprivileged build uid (as root), seccomp, and a network namespace whose one way out is
-the build relay to the configured indexes (:mod:`evaluator_host.sandbox.build_sandbox`). Without
+the build relay to the configured indexes (:mod:`evaluator_host.builds.build_sandbox`). Without
 namespaces (the rlimits mode) there is no build sandbox: wheels only, whatever
 ``allow_sdist_builds`` says, and direct-URL requirements are refused before any of their code runs.
 
@@ -23,7 +23,7 @@ npmrc (the host's registries, no tokens), writes the whole partial runtime (``pa
 Before it is renamed into place a finished runtime is handed to root (:func:`hand_over`): the build
 uid, every later build's, owns none of it and can write none of it.
 
-Found or built through :class:`~evaluator_host.sandbox.build_once.BuildOnce`.
+Found or built through :class:`~evaluator_host.builds.build_once.BuildOnce`.
 """
 
 from __future__ import annotations
@@ -45,12 +45,12 @@ import uuid
 from pathlib import Path
 from typing import BinaryIO
 
-from evaluator_host import languages
+from evaluator_host.builds import build_sandbox, installers, suggest
+from evaluator_host.builds.build_once import BuildOnce, host_npm_config, runtime_id
+from evaluator_host.definitions import languages
+from evaluator_host.definitions.languages import RUNTIMES_DIR
 from evaluator_host.errors import BuildError
-from evaluator_host.languages import RUNTIMES_DIR
-from evaluator_host.sandbox import build_sandbox, installers, suggest
 from evaluator_host.sandbox.base import Runtime
-from evaluator_host.sandbox.build_once import BuildOnce, host_npm_config, runtime_id
 from evaluator_host.sandbox.inventory import RuntimeInfo
 from evaluator_host.sandbox.process.isolation import AFTER_MAPS, Isolation, probe, wait_for_userns, write_id_maps
 from evaluator_host.sandbox.protocol import encode_frame

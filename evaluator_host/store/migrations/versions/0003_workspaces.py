@@ -26,7 +26,7 @@ down_revision = "0002"
 branch_labels = None
 depends_on = None
 
-DEFAULT_WORKSPACE = "ws_default"  # evaluator_host.models_workspace.DEFAULT_WORKSPACE, frozen here
+DEFAULT_WORKSPACE = "ws_default"  # evaluator_host.tenancy.models.DEFAULT_WORKSPACE, frozen here
 _TZ = sa.DateTime(timezone=True)
 _SCOPED = ("evaluators", "datasets", "jobs")
 

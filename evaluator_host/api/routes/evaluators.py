@@ -1,0 +1,110 @@
+"""``/v1/evaluators``: CRUD with immutable revisions, and evaluation by id."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response, status
+
+from evaluator_host.api.calls import answer, cases_of
+from evaluator_host.api.deps import ServicesDep, WorkspaceDep
+from evaluator_host.api.middleware.idempotent import idempotent
+from evaluator_host.api.paging import MAX_LIMIT, page
+from evaluator_host.errors import ErrorBody
+from evaluator_host.evaluation.models import (
+    BatchResponse,
+    EvaluationResult,
+    Evaluator,
+    EvaluatorCreate,
+    EvaluatorEvaluateRequest,
+    EvaluatorList,
+    EvaluatorPatch,
+    RevisionList,
+)
+
+router = APIRouter(prefix="/evaluators", tags=["evaluators"])
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=Evaluator,
+    responses={409: {"model": ErrorBody, "description": "Conflict: a request with this Idempotency-Key still runs."}},
+)
+async def create(
+    body: EvaluatorCreate, services: ServicesDep, request: Request, workspace: WorkspaceDep
+) -> Evaluator | Response:
+    """Create an evaluator at revision 1 (its runtime is built now; a failing install is 422). With an
+    ``Idempotency-Key`` header, a retry of the same request answers the first answer again."""
+    return await idempotent(
+        request,
+        services,
+        workspace,
+        "POST /v1/evaluators",
+        body,
+        lambda: services.evaluators.create(workspace, body),
+        201,
+    )
+
+
+@router.get("", response_model=EvaluatorList)
+async def list_evaluators(
+    services: ServicesDep,
+    workspace: WorkspaceDep,
+    limit: Annotated[int | None, Query(ge=1, le=MAX_LIMIT, description="At most this many (default: all).")] = None,
+    cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
+) -> EvaluatorList:
+    """Every evaluator at its latest revision, newest first (paged with ``limit`` and ``cursor``)."""
+    every = await services.evaluators.list_all(workspace)
+    data, after = page(every, lambda e: (e.created_at.isoformat(), e.id), descending=True, limit=limit, cursor=cursor)
+    return EvaluatorList(data=data, count=len(data), next_cursor=after)
+
+
+@router.get("/{evaluator_id}", response_model=Evaluator)
+async def get(evaluator_id: str, services: ServicesDep, workspace: WorkspaceDep) -> Evaluator:
+    """The latest revision."""
+    return await services.evaluators.get(workspace, evaluator_id)
+
+
+@router.put("/{evaluator_id}", response_model=Evaluator)
+async def update(evaluator_id: str, body: EvaluatorCreate, services: ServicesDep, workspace: WorkspaceDep) -> Evaluator:
+    """Store a new revision (revision + 1); old revisions stay runnable."""
+    return await services.evaluators.update(workspace, evaluator_id, body)
+
+
+@router.patch("/{evaluator_id}", response_model=Evaluator)
+async def patch(evaluator_id: str, body: EvaluatorPatch, services: ServicesDep, workspace: WorkspaceDep) -> Evaluator:
+    """Store a new revision changing only the fields given (``settings`` merged key by key)."""
+    return await services.evaluators.patch(workspace, evaluator_id, body)
+
+
+@router.get("/{evaluator_id}/revisions", response_model=RevisionList)
+async def revisions(
+    evaluator_id: str,
+    services: ServicesDep,
+    workspace: WorkspaceDep,
+    limit: Annotated[int | None, Query(ge=1, le=MAX_LIMIT, description="At most this many (default: all).")] = None,
+    cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
+) -> RevisionList:
+    """Every revision, oldest first (paged with ``limit`` and ``cursor``)."""
+    every = await services.evaluators.revisions(workspace, evaluator_id)
+    data, after = page(every, lambda r: (r.revision,), descending=False, limit=limit, cursor=cursor)
+    return RevisionList(data=data, count=len(data), next_cursor=after)
+
+
+@router.delete("/{evaluator_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete(evaluator_id: str, services: ServicesDep, workspace: WorkspaceDep) -> Response:
+    """Delete the evaluator (its revisions are kept for history)."""
+    await services.evaluators.delete(workspace, evaluator_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/{evaluator_id}/evaluate", response_model=EvaluationResult | BatchResponse)
+async def evaluate(
+    evaluator_id: str, body: EvaluatorEvaluateRequest, services: ServicesDep, workspace: WorkspaceDep
+) -> EvaluationResult | BatchResponse:
+    """Evaluate one case or ``cases`` with a stored evaluator (``revision`` defaults to latest)."""
+    cases, batch = cases_of(body, services.settings.max_cases)
+    services.quotas.take_evaluations(workspace, len(cases))
+    record, results = await services.evaluators.evaluate(workspace, evaluator_id, body.revision, cases)
+    return answer(results, batch, evaluator_id=record.id, revision=record.revision)

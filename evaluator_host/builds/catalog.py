@@ -1,0 +1,164 @@
+"""The runtimes resource: build a package set ahead of time, follow its build, see what is cached.
+
+:class:`RuntimeCatalog` answers ``/v1/runtimes`` from the backend's builder
+(:class:`~evaluator_host.builds.build_once.BuildOnce`): builds under way (whoever started them —
+``POST /v1/runtimes``, an evaluation, a saved evaluator) with their elapsed time and the live end
+of their log; builds that failed lately with the installer's message and its "did you mean";
+built runtimes with their pins, whole lock, size, last use and build duration (the
+``inventory`` of either backend). A ``POST`` starts the build in the background and answers at
+once; the build is the same one an evaluation would run (one per package set, shared).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Collection
+from datetime import UTC, datetime
+
+from evaluator_host.builds.build_once import BuildOnce, BuildState, tail
+from evaluator_host.builds.models import RuntimeView
+from evaluator_host.definitions import languages
+from evaluator_host.definitions.models import Packages
+from evaluator_host.definitions.packages import normalize_pins
+from evaluator_host.errors import BuildError, NotFoundError, PackageSpecError
+from evaluator_host.sandbox.base import Builder
+from evaluator_host.sandbox.inventory import RuntimeInfo
+
+__all__ = ["RuntimeCatalog"]
+
+_TAIL = 4096
+
+
+def _when(stamp: float | None) -> datetime | None:
+    return datetime.fromtimestamp(stamp, UTC) if stamp else None
+
+
+def ready_view(info: RuntimeInfo, log_tail: str = "") -> RuntimeView:
+    """A built runtime as the API shows it."""
+    return RuntimeView(
+        id=info.id,
+        status="ready",
+        language=info.language,
+        packages=info.packages,
+        lock=info.lock,
+        size_bytes=info.size_bytes,
+        created_at=_when(info.created_at),
+        last_used=_when(info.last_used),
+        build_seconds=info.build_seconds,
+        in_use=info.in_use,
+        log_tail=log_tail,
+    )
+
+
+class RuntimeCatalog:
+    """``/v1/runtimes`` over one builder (see the module docstring)."""
+
+    def __init__(self, builder: Builder) -> None:
+        self.builder = builder
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._pending: dict[str, BuildState] = {}  # started here, not yet picked up by a build thread
+
+    @property
+    def _once(self) -> BuildOnce:
+        if not isinstance(self.builder, BuildOnce):
+            raise NotFoundError("this backend keeps no runtimes")
+        return self.builder
+
+    async def create(self, language: str, packages: Packages, workspace: str | None = None) -> tuple[RuntimeView, bool]:
+        """Start building ``packages`` (unless built or under way) for ``workspace``: the runtime and
+        whether it is new work."""
+        pins = normalize_pins(language, packages)
+        if not pins:
+            raise PackageSpecError(
+                "a runtime needs at least one pinned package (without any, nothing is built)", package=""
+            )
+        once = self._once
+        rid = await asyncio.to_thread(once.runtime_for, language, pins)
+        with contextlib.suppress(NotFoundError):
+            view = await self.get(rid)
+            if view.status != "failed":
+                return view, False
+        once.failed.pop(rid, None)
+        loop = asyncio.get_running_loop()
+        self._pending[rid] = BuildState(language, pins, datetime.now(UTC).timestamp(), loop.time())
+        self._tasks[rid] = asyncio.create_task(self._build(rid, language, pins, workspace))
+        return await self.get(rid), True
+
+    async def _build(self, rid: str, language: str, pins: dict[str, str], workspace: str | None) -> None:
+        try:
+            await self.builder.ensure(language, pins, workspace)
+        except BuildError:
+            pass  # BuildOnce.failed keeps it for GET
+        finally:
+            self._pending.pop(rid, None)
+            self._tasks.pop(rid, None)
+
+    async def get(self, rid: str) -> RuntimeView:
+        """One runtime by id (``NotFound`` when no build of it is known)."""
+        once = self._once
+        state = once.building.get(rid) or self._pending.get(rid)
+        if state is not None:
+            return self._building_view(rid, state)
+        found = await asyncio.to_thread(once.inventory, rid)
+        if found:
+            return ready_view(found[0], (await asyncio.to_thread(once.build_log, rid))[-_TAIL:])
+        failed = once.failed.get(rid)
+        if failed is not None:
+            return self._failed_view(rid, failed)
+        raise NotFoundError(f"no runtime {rid!r} (GET /v1/runtimes lists them)")
+
+    async def list_all(self, only: Collection[str] | None = None) -> list[RuntimeView]:
+        """Every runtime (of the ids in ``only``, when given): built, under way and failed lately."""
+        once = self._once
+        views = {info.id: ready_view(info) for info in await asyncio.to_thread(once.inventory)}
+        for rid, failed in list(once.failed.items()):
+            views.setdefault(rid, self._failed_view(rid, failed))
+        for rid, state in [*self._pending.items(), *once.building.items()]:
+            views[rid] = self._building_view(rid, state)
+        return [view for rid, view in views.items() if only is None or rid in only]
+
+    def _building_view(self, rid: str, state: BuildState) -> RuntimeView:
+        return RuntimeView(
+            id=rid,
+            status="building",
+            language=self._family(state.language),
+            packages=state.packages,
+            created_at=_when(state.started_at),
+            elapsed_s=round(datetime.now(UTC).timestamp() - state.started_at, 1),
+            log_tail=tail(self._once.live_logs(rid), _TAIL),
+        )
+
+    def _failed_view(self, rid: str, state: BuildState) -> RuntimeView:
+        error = state.error
+        detail = None
+        if error is not None:
+            detail = {
+                "type": error.type_name,
+                "message": error.message,
+                "runtime_id": rid,
+                "output": error.output,
+                "suggestions": error.suggestions,
+            }
+        return RuntimeView.model_validate(
+            {
+                "id": rid,
+                "status": "failed",
+                "language": self._family(state.language),
+                "packages": state.packages,
+                "created_at": _when(state.started_at),
+                "build_seconds": round(state.seconds, 2) if state.seconds is not None else None,
+                "log_tail": error.output[-_TAIL:] if error else "",
+                "error": detail,
+            }
+        )
+
+    @staticmethod
+    def _family(language: str) -> str:
+        return languages.get(language).family.name
+
+    async def close(self) -> None:
+        """Stop waiting for builds started here (a build thread already running finishes on its own)."""
+        for task in list(self._tasks.values()):
+            task.cancel()
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)

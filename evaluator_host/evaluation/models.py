@@ -1,0 +1,278 @@
+"""The API models of evaluation: one-off and by-id evaluation, stored evaluators and revisions, results
+(docs/api.md)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from evaluator_host.definitions.models import CAPABILITIES_DOC, MAX_REVISION, Capabilities, Language, Packages
+from evaluator_host.store.text import StoredText
+from evaluator_host.tenancy.models import NetworkEntry, network_entries
+
+__all__ = [
+    "Aggregate",
+    "BatchResponse",
+    "Case",
+    "ErrorInfo",
+    "EvaluateRequest",
+    "EvaluationResult",
+    "Evaluator",
+    "EvaluatorCreate",
+    "EvaluatorEvaluateRequest",
+    "EvaluatorList",
+    "EvaluatorPatch",
+    "EvaluatorSettings",
+    "Histogram",
+    "RevisionList",
+    "Stats",
+    "Status",
+]
+
+
+Status = Literal["ok", "error", "invalid_result", "timeout", "memory_limit", "output_limit", "sandbox_error"]
+
+
+class EvaluatorSettings(BaseModel):
+    """Per-evaluator settings and their bounds."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    timeout_s: float = Field(10.0, ge=0.1, le=120, description="Wall clock per evaluation, seconds.")
+    memory_mb: int = Field(256, ge=32, le=4096, description="Memory cap of the worker, MiB.")
+    threshold: float | None = Field(None, description="When set, passed = score >= threshold.")
+    correct_answer_key: str = Field(
+        "correct_answer", min_length=1, max_length=256, description="inputs key passed as correct_answer (legacy only)."
+    )
+    policy: Literal["standard", "restricted"] = Field(
+        "standard",
+        description="Execution policy: 'restricted' compiles and runs Python under RestrictedPython's guards "
+        "(defence in depth; see docs/security.md). The service may run 'restricted' where its isolation is weakest.",
+    )
+
+
+class Case(BaseModel):
+    """One evaluation's data."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    inputs: Any = Field(default_factory=dict, description="The test case's inputs (usually an object).")
+    outputs: Any = Field(None, description="The application's output being evaluated.")
+    trace: Any = Field(None, description="The application's trace, if any.")
+    app_params: Any = Field(None, description="Application parameters (legacy interface).")
+
+
+class _Definition(BaseModel):
+    language: Language = Field(description="python | javascript | typescript")
+    code: str = Field(description="The evaluator's source code.")
+    packages: Packages | None = Field(None, description="Exact pins: {name: version} or ['name==1.2.3'].")
+    settings: EvaluatorSettings = Field(default_factory=EvaluatorSettings)
+    secrets: list[str] = Field(
+        default_factory=list,
+        max_length=50,
+        description="Workspace secrets its workers get as environment variables (PUT /v1/secrets/{name}); "
+        "their values are redacted from every answer.",
+    )
+    network: list[str | NetworkEntry] = Field(
+        default_factory=list,
+        max_length=50,
+        description="'host:port' destinations its workers may open through the egress proxy: a subset of "
+        "the workspace's network_allow (set by the operator). Empty: no network. An entry "
+        '{"host": "host:port", "headers": {"Authorization": "Bearer {{secret:NAME}}"}} also has the proxy '
+        "set those headers on every HTTPS request to that host, with workspace secrets the code never sees.",
+    )
+
+    @field_validator("secrets")
+    @classmethod
+    def _secret_names(cls, value: list[str]) -> list[str]:
+        return _unique(value)
+
+    @field_validator("network")
+    @classmethod
+    def _destinations(cls, value: list[str | NetworkEntry]) -> list[str | NetworkEntry]:
+        return network_entries(value)
+
+
+def _unique(names: list[str]) -> list[str]:
+    return list(dict.fromkeys(names))
+
+
+class EvaluateRequest(_Definition):
+    """``POST /v1/evaluate``: a definition plus one case or ``cases``."""
+
+    inputs: Any = Field(default_factory=dict)
+    outputs: Any = None
+    trace: Any = None
+    app_params: Any = None
+    cases: list[Case] | None = Field(None, description="Several cases instead of one.")
+
+
+class EvaluatorCreate(_Definition):
+    """``POST``/``PUT /v1/evaluators`` (stored text holds no NUL character)."""
+
+    code: StoredText = Field(description="The evaluator's source code.")
+    name: StoredText = Field(min_length=1, max_length=200)
+    description: StoredText = Field("", max_length=10_000)
+
+
+class EvaluatorPatch(BaseModel):
+    """``PATCH /v1/evaluators/{id}``: only the fields to change; the rest is kept from the latest revision.
+
+    ``settings`` is merged key by key into the latest revision's settings (a key set to null takes
+    its default again); every other field given replaces the latest revision's value (null keeps
+    it, except ``packages``: null means no pins).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: StoredText | None = Field(None, min_length=1, max_length=200)
+    description: StoredText | None = Field(None, max_length=10_000)
+    language: Language | None = None
+    code: StoredText | None = None
+    packages: Packages | None = Field(None, description="Exact pins; replaces the latest revision's pins.")
+    settings: dict[str, Any] | None = Field(None, description="Merged key by key into the latest settings.")
+    secrets: list[str] | None = Field(None, max_length=50, description="Replaces the latest revision's secrets.")
+    network: list[str | NetworkEntry] | None = Field(
+        None, max_length=50, description="Replaces the latest revision's network."
+    )
+
+    @field_validator("network")
+    @classmethod
+    def _destinations(cls, value: list[str | NetworkEntry] | None) -> list[str | NetworkEntry] | None:
+        return None if value is None else network_entries(value)
+
+
+class EvaluatorEvaluateRequest(BaseModel):
+    """``POST /v1/evaluators/{id}/evaluate``."""
+
+    inputs: Any = Field(default_factory=dict)
+    outputs: Any = None
+    trace: Any = None
+    app_params: Any = None
+    revision: int | None = Field(None, ge=1, le=MAX_REVISION, description="Defaults to the latest revision.")
+    cases: list[Case] | None = None
+
+
+class ErrorInfo(BaseModel):
+    """What went wrong in the user's code (or around it)."""
+
+    type: str
+    message: str
+    line: int | None = None
+    traceback: str = ""
+
+
+class EvaluationResult(BaseModel):
+    """The normalized outcome of one evaluation."""
+
+    status: Status
+    score: float | None = None
+    passed: bool | None = None
+    outputs: dict[str, float] = Field(default_factory=dict)
+    details: dict[str, Any] = Field(default_factory=dict)
+    reason: str | None = Field(None, description="Why: a returned dict's reason / explanation / comment (cut).")
+    label: str | None = Field(None, description="A returned dict's label (categorical result).")
+    error: ErrorInfo | None = None
+    warnings: list[str] = Field(default_factory=list)
+    stdout: str = ""
+    stderr: str = ""
+    truncated: bool = False
+    duration_ms: float = 0.0
+    interface: Literal["evaluate", "legacy", "main"]
+    runtime: dict[str, Any]
+    evaluator_id: str | None = None
+    revision: int | None = None
+    capabilities: Capabilities | None = Field(None, description=CAPABILITIES_DOC + " Single-case answers only.")
+
+
+class Stats(BaseModel):
+    """Summary statistics of one numeric column."""
+
+    mean: float | None
+    std: float | None
+    min: float | None
+    max: float | None
+    count: int
+    nan_count: int
+
+
+class Histogram(BaseModel):
+    """Scores counted in ``len(counts)`` equal bins over [0, 1] (a bin holds ``edges[i] <= score < edges[i+1]``,
+    the last one 1.0 too); scores outside [0, 1] are counted in ``below`` / ``above``."""
+
+    edges: list[float]
+    counts: list[int]
+    below: int = 0
+    above: int = 0
+
+
+class Aggregate(BaseModel):
+    """Aggregates over a set of results."""
+
+    count: int
+    errors: int
+    score: Stats | None
+    outputs: dict[str, Stats]
+    pass_rate: float | None
+    labels: dict[str, int] = Field(default_factory=dict, description="How many rows returned each label.")
+    histogram: Histogram | None = Field(
+        None, description="The scores' distribution (this implementation); null when no row has a score."
+    )
+
+
+class BatchResponse(BaseModel):
+    """Answer to a ``cases`` request."""
+
+    results: list[EvaluationResult]
+    aggregate: Aggregate
+    evaluator_id: str | None = None
+    revision: int | None = None
+    capabilities: Capabilities | None = Field(None, description=CAPABILITIES_DOC)
+
+
+class Evaluator(BaseModel):
+    """A stored evaluator at one revision."""
+
+    id: str
+    name: str
+    description: str
+    revision: int
+    language: Language
+    interface: Literal["evaluate", "legacy", "main"]
+    code: str
+    packages: dict[str, str]
+    settings: EvaluatorSettings
+    runtime_id: str
+    created_at: datetime
+    updated_at: datetime
+    secrets: list[str] = Field(default_factory=list, description="Secrets its workers get (names only).")
+    network: list[str | NetworkEntry] = Field(
+        default_factory=list, description="'host:port' its workers may reach (and headers the proxy sets there)."
+    )
+    capabilities: Capabilities = Field(default_factory=dict, description=CAPABILITIES_DOC)
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Set when the revision is saved: what may fail at run time (imports no pinned package provides).",
+    )
+
+
+class EvaluatorList(BaseModel):
+    """``GET /v1/evaluators``."""
+
+    data: list[Evaluator]
+    count: int
+    next_cursor: str | None = Field(
+        None, description="With ?limit=: pass it as ?cursor= for the next page; null on the last page."
+    )
+
+
+class RevisionList(BaseModel):
+    """``GET /v1/evaluators/{id}/revisions``."""
+
+    data: list[Evaluator]
+    count: int
+    next_cursor: str | None = Field(
+        None, description="With ?limit=: pass it as ?cursor= for the next page; null on the last page."
+    )

@@ -1,0 +1,168 @@
+"""The API models of datasets and jobs (docs/api.md)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from evaluator_host.definitions.models import MAX_REVISION
+from evaluator_host.evaluation.models import Aggregate, EvaluationResult
+
+__all__ = [
+    "Dataset",
+    "DatasetFormat",
+    "DatasetList",
+    "DatasetRow",
+    "DatasetRowPage",
+    "FieldMapping",
+    "Job",
+    "JobCreate",
+    "JobList",
+    "JobProgress",
+    "JobResult",
+    "JobResultPage",
+    "JobStatus",
+]
+
+
+DatasetFormat = Literal["jsonl", "csv", "json"]
+
+
+JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+
+
+class Dataset(BaseModel):
+    """A stored dataset: rows kept on disk as JSON lines, in upload order."""
+
+    id: str
+    name: str
+    row_count: int
+    columns: list[str] = Field(description="Every column seen, in first-seen order.")
+    format: DatasetFormat = Field(description="The format it was uploaded in.")
+    bytes: int = Field(description="Size of the stored rows.")
+    created_at: datetime
+
+
+class DatasetRow(BaseModel):
+    """One stored row and its 0-based position."""
+
+    index: int
+    row: dict[str, Any]
+
+
+class DatasetRowPage(BaseModel):
+    """``GET /v1/datasets/{id}/rows``: rows with ``index >= offset``, in upload order."""
+
+    data: list[DatasetRow]
+    offset: int
+    limit: int
+    next_offset: int | None = Field(description="Pass as offset for the next page; null at the end.")
+    total: int = Field(description="Rows in the dataset.")
+
+
+class DatasetList(BaseModel):
+    """``GET /v1/datasets``."""
+
+    data: list[Dataset]
+    count: int
+    next_cursor: str | None = Field(
+        None, description="With ?limit=: pass it as ?cursor= for the next page; null on the last page."
+    )
+
+
+class FieldMapping(BaseModel):
+    """Which columns feed ``outputs``, ``trace``, ``inputs`` and ``app_params`` (NeMo FieldMapping semantics).
+
+    A column is a top-level key of the row or, when no such key exists, a dotted path into
+    nested objects (``"response.text"``). Unset entries take the defaults: ``outputs`` = the
+    row's ``outputs`` (or ``output``) column, ``trace`` = ``trace``, ``app_params`` =
+    ``app_params``, ``inputs`` = the whole row (a list keeps only those columns).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    outputs: str | None = Field(None, min_length=1, description="Column passed as outputs.")
+    trace: str | None = Field(None, min_length=1, description="Column passed as trace.")
+    inputs: list[str] | None = Field(None, description="Columns kept in inputs; default the whole row.")
+    app_params: str | None = Field(None, min_length=1, description="Column passed as app_params (legacy).")
+
+
+class JobCreate(BaseModel):
+    """``POST /v1/jobs``: exactly one of ``rows`` / ``dataset_id``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    evaluator_id: str
+    revision: int | None = Field(None, ge=1, le=MAX_REVISION, description="Defaults to the latest revision.")
+    rows: list[dict[str, Any]] | None = Field(None, description="Inline rows (stored as a dataset).")
+    dataset_id: str | None = None
+    field_mapping: FieldMapping | None = None
+    parallelism: int | None = Field(None, ge=1, le=64, description="Workers used at once (default: settings).")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> JobCreate:
+        if (self.rows is None) == (self.dataset_id is None):
+            raise ValueError("give exactly one of rows / dataset_id")
+        return self
+
+
+class JobProgress(BaseModel):
+    """``done`` rows have a result; ``failed`` of them have a status other than ``ok``."""
+
+    total: int
+    done: int
+    failed: int
+
+
+class Job(BaseModel):
+    """A batch evaluation over a dataset's rows."""
+
+    id: str
+    evaluator_id: str
+    revision: int
+    status: JobStatus
+    progress: JobProgress
+    rows_per_s: float | None = Field(None, description="Rows per second of running time (excludes downtime).")
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    aggregate: Aggregate | None = None
+    error: dict[str, Any] | None = Field(None, description="Why a job failed (infrastructure only).")
+    dataset_id: str
+    field_mapping: FieldMapping
+    parallelism: int
+    runtime_id: str
+    warnings: list[str] = Field(default_factory=list)
+
+
+class JobList(BaseModel):
+    """``GET /v1/jobs``."""
+
+    data: list[Job]
+    count: int
+    next_cursor: str | None = Field(
+        None, description="With ?limit=: pass it as ?cursor= for the next page; null on the last page."
+    )
+
+
+class JobResult(BaseModel):
+    """One row's result; ``index`` is the row's 0-based position in the dataset."""
+
+    index: int
+    row: dict[str, Any]
+    result: EvaluationResult
+    worker: str | None = Field(
+        None, description="The worker host that ran the row (a queued job); null: the service ran it itself."
+    )
+
+
+class JobResultPage(BaseModel):
+    """``GET /v1/jobs/{id}/results``: results with ``index >= offset``, in input order."""
+
+    data: list[JobResult]
+    offset: int
+    limit: int
+    next_offset: int | None = Field(description="Pass as offset for the next page; null at the end.")
+    total: int = Field(description="Rows in the job's dataset.")

@@ -1,0 +1,153 @@
+"""Migrating code and stored evaluators: the codemod, then the differential run, then a revision.
+
+``migrate_code`` runs the language's codemod off the event loop. ``migrate_evaluator`` takes a
+stored evaluator's latest revision, migrates its code, runs the revision *and* the migrated code
+on the same rows in the sandbox (the request's ``cases``, or a dataset's first ``sample`` rows),
+compares the answers row by row (:mod:`evaluator_host.migration.compare`), and stores the migrated
+code as a new revision only when every row agrees (and it is not a ``dry_run``). Rows that differ
+raise :class:`~evaluator_host.errors.MigrationMismatch` (HTTP 409) and nothing is stored.
+
+The differential run is bounded like any evaluation: each row runs twice, so it charges the
+workspace's ``max_evaluations_per_s`` two evaluations per row before anything runs (429 as for
+``/evaluate``), and a dataset's sample is read only up to ``max_body_bytes`` of rows, the bound a body
+of inline ``cases`` has already (over it: 422 ``LimitError`` naming the row, before the rows are parsed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from evaluator_host.errors import LimitError, MigrationMismatch
+from evaluator_host.evaluation.evaluators import Evaluators
+from evaluator_host.evaluation.models import Case, EvaluatorCreate
+from evaluator_host.evaluation.path import Evaluation
+from evaluator_host.jobs.mapping import RowMapper
+from evaluator_host.jobs.models import FieldMapping
+from evaluator_host.jobs.uploads import DatasetCatalog
+from evaluator_host.migration.codemod import Migration, migrate
+from evaluator_host.migration.compare import differences
+from evaluator_host.migration.models import (
+    EvaluatorMigrateRequest,
+    EvaluatorMigrateResponse,
+    MigrateResponse,
+    MigrationNote,
+)
+from evaluator_host.tenancy.quotas import QuotaGuard
+
+__all__ = ["Migrations", "response_of"]
+
+
+def response_of(migration: Migration) -> dict[str, Any]:
+    """The fields of :class:`MigrateResponse` for ``migration``."""
+    return {
+        "code": migration.code,
+        "changed": migration.changed,
+        "interface_before": migration.interface_before,
+        "interface_after": migration.interface_after,
+        "diff": migration.diff(),
+        "notes": [MigrationNote(line=n.line, message=n.message) for n in migration.notes],
+        "rules": migration.rules,
+    }
+
+
+class Migrations:
+    """The migration surfaces' service (stateless: made per request from the long-lived components)."""
+
+    def __init__(
+        self, evaluation: Evaluation, evaluators: Evaluators, datasets: DatasetCatalog, quotas: QuotaGuard
+    ) -> None:
+        self.evaluation = evaluation
+        self.evaluators = evaluators
+        self.datasets = datasets
+        self.quotas = quotas
+
+    async def migrate_code(self, language: str, code: str, correct_answer_key: str) -> Migration:
+        """The codemod's answer for ``code`` (a parse, or a round trip to Node: off the event loop)."""
+        size = len(code.encode())
+        if size > self.evaluation.settings.max_code_bytes:
+            raise LimitError(f"the code is {size} bytes; the limit is {self.evaluation.settings.max_code_bytes}")
+        return await asyncio.to_thread(migrate, language, code, correct_answer_key)
+
+    async def migrate(self, language: str, code: str, correct_answer_key: str) -> MigrateResponse:
+        """``POST /v1/migrate``."""
+        return MigrateResponse(**response_of(await self.migrate_code(language, code, correct_answer_key)))
+
+    async def _cases(self, workspace: str, body: EvaluatorMigrateRequest) -> list[Case]:
+        if body.cases is not None:
+            if len(body.cases) > self.evaluation.settings.max_cases:
+                raise LimitError(f"{len(body.cases)} cases; at most {self.evaluation.settings.max_cases} per call")
+            return list(body.cases)
+        assert body.dataset_id is not None
+        record = await self.datasets.get(workspace, body.dataset_id)  # 404 when unknown
+        mapper = RowMapper(body.field_mapping or FieldMapping(), record.columns)
+
+        limit = self.evaluation.settings.max_body_bytes
+
+        def first_rows() -> list[Case]:
+            lines: list[bytes] = []
+            size = 0
+            for index, line in self.datasets.files.lines(record.id):
+                if index >= body.sample:
+                    break
+                size += len(line)
+                if size > limit:
+                    raise LimitError(
+                        f"the dataset's first {index + 1} rows are over {limit:,} bytes (max_body_bytes), the most "
+                        f"one differential run reads; compare fewer rows (sample={index} or less)"
+                    )
+                lines.append(line)
+            return [Case.model_validate(mapper.case(json.loads(line))) for line in lines]
+
+        return await asyncio.to_thread(first_rows)
+
+    async def migrate_evaluator(
+        self, workspace: str, evaluator_id: str, body: EvaluatorMigrateRequest
+    ) -> EvaluatorMigrateResponse:
+        """``POST /v1/evaluators/{id}/migrate`` in ``workspace``: see the module docstring."""
+        current = await self.evaluators.get(workspace, evaluator_id)
+        settings = current.settings
+        migration = await self.migrate_code(current.language, current.code, settings.correct_answer_key)
+        fields = response_of(migration)
+        if not migration.changed:
+            return EvaluatorMigrateResponse(**fields, compared=0, dry_run=body.dry_run, saved=False)
+        cases = await self._cases(workspace, body)
+        self.quotas.take_evaluations(workspace, 2 * len(cases))  # each row runs on both revisions
+        _, before = await self.evaluators.evaluate(workspace, current.id, current.revision, cases)
+        prepared = await self.evaluation.validate(
+            current.language,
+            migration.code,
+            current.packages,
+            settings,
+            secrets=current.secrets,
+            network=current.network,
+        )
+        env = await self.evaluators.vault.values(workspace, current.secrets)
+        injected = await self.evaluators.vault.values(workspace, prepared.injected)
+        after = await self.evaluation.evaluate(prepared, cases, workspace=workspace, env=env, injected=injected)
+        rows = differences(before, after)
+        if rows:
+            raise MigrationMismatch(
+                f"the migrated code answered differently on {len(rows)} of {len(cases)} rows; nothing was saved",
+                rows=rows,
+                code=migration.code,
+                compared=len(cases),
+            )
+        if body.dry_run:
+            return EvaluatorMigrateResponse(**fields, compared=len(cases), dry_run=True, saved=False)
+        saved = await self.evaluators.update(
+            workspace,
+            current.id,
+            EvaluatorCreate(
+                name=current.name,
+                description=current.description,
+                language=current.language,
+                code=migration.code,
+                packages=current.packages,
+                settings=settings,
+                secrets=current.secrets,
+                network=current.network,
+            ),
+        )
+        return EvaluatorMigrateResponse(**fields, compared=len(cases), dry_run=False, saved=True, evaluator=saved)

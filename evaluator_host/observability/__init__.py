@@ -1,0 +1,1 @@
+"""What the service tells its operator: logs, Prometheus metrics, OpenTelemetry tracing."""

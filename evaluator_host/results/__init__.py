@@ -1,1 +1,0 @@
-"""Pure functions over results: normalization of returned values and aggregation (no I/O)."""

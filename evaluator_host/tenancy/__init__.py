@@ -1,0 +1,1 @@
+"""Who may do what, and with which limits: workspaces, API keys, quotas, the secrets vault and redaction."""

@@ -1,0 +1,170 @@
+"""Workspace quotas: what a workspace may use at once, checked where it is used.
+
+* ``max_evaluations_per_s``: a token bucket per workspace (it holds one second of the rate, at
+  least 1 token), charged one token per case of ``/v1/evaluate`` and
+  ``/v1/evaluators/{id}/evaluate``; a call that would overdraw it answers 429 with Retry-After =
+  the seconds until it would fit (a call larger than the bucket can never fit: its 429 says so, and carries
+  no Retry-After).
+* ``max_concurrent_jobs``: jobs queued or running; one more answers 429 (Retry-After 5).
+* ``max_dataset_bytes``: the workspace's stored bytes: its datasets (uploads and jobs' inline rows)
+  *and* its jobs' stored results (each job counts the UTF-8 bytes of the results it stored,
+  ``jobs.result_bytes``, grown in the transaction that stores them). An upload is cut off as soon as
+  its raw bytes exceed the room left, and refused after parsing when its stored bytes do; a new job
+  is refused while the workspace is at or over the quota; a job's chunk commit is charged by
+  :meth:`evaluator_host.store.jobs.JobStore.commit_rows` / ``commit_shared`` (the embedded runner and
+  queued worker hosts alike, one rule): of a chunk that would take the workspace past the quota only
+  the leading rows that fit are stored (:func:`fitting`) and the job stops ``failed`` with
+  :func:`storage_exceeded`'s error; a chunk of a workspace already at or over it stores nothing, and
+  its job stops the same way. The rows a job stored are kept; deleting jobs or datasets frees their
+  bytes. The embedded runner cuts its chunk before the commit (the aggregate is the runner's); its
+  commit, if the room shrank meanwhile (another service), stores the whole chunk: past the quota by
+  at most one chunk, then.
+* ``max_warm_workers``: enforced by the pool (:mod:`evaluator_host.sandbox.leasing`): a workspace's
+  keys hold at most that many workers; calls beyond wait for one of them (no 429).
+
+Quotas are read from the cached workspace record: a ``PATCH`` is in force for the next call.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from evaluator_host.errors import QuotaExceeded
+
+if TYPE_CHECKING:  # the store imports this module (storage_limit, storage_exceeded): no cycle through it
+    from evaluator_host.tenancy.workspaces import Workspaces
+
+__all__ = ["STORAGE_QUOTA", "QuotaGuard", "fitting", "storage_exceeded", "storage_limit"]
+
+STORAGE_QUOTA = "max_dataset_bytes"  # datasets and job results: the workspace's stored bytes
+
+_JOBS_RETRY_S = 5
+_BYTES_RETRY_S = 60
+
+
+def storage_limit(quotas: Mapping[str, Any] | None) -> int | None:
+    """The storage quota (bytes) in a workspace's ``quotas``; None: unlimited."""
+    value = (quotas or {}).get(STORAGE_QUOTA)
+    return None if value is None else int(value)
+
+
+def storage_exceeded(workspace_id: str, limit: int, used: int, *, stored: int) -> QuotaExceeded:
+    """The error that stops a job at the storage quota: ``used`` bytes (datasets and job results, this
+    commit's included) of ``limit``; ``stored``, the rows the job keeps."""
+    return QuotaExceeded(
+        f"workspace {workspace_id}'s stored data ({used:,} bytes: datasets and job results) leaves no room "
+        f"for this job's next results under its {STORAGE_QUOTA} quota of {limit:,} bytes; the job stopped "
+        f"with the {stored:,} rows it stored (kept). Delete jobs or datasets to make room",
+        quota=STORAGE_QUOTA,
+        retry_after_s=_BYTES_RETRY_S,
+    )
+
+
+def fitting(texts: Sequence[str], room: int) -> tuple[int, int]:
+    """How many leading results of ``texts`` fit in ``room`` bytes (UTF-8), and their bytes."""
+    used = 0
+    for count, text in enumerate(texts):
+        size = len(text.encode())
+        if used + size > room:
+            return count, used
+        used += size
+    return len(texts), used
+
+
+@dataclass
+class _Bucket:
+    rate: float
+    tokens: float
+    at: float
+
+
+class QuotaGuard:
+    """Checks the quotas of :mod:`evaluator_host.tenancy.quotas` (one per service)."""
+
+    def __init__(self, workspaces: Workspaces) -> None:
+        self.workspaces = workspaces
+        self._buckets: dict[str, _Bucket] = {}
+
+    def _limit(self, workspace_id: str, name: str) -> float | None:
+        value = self.workspaces.get(workspace_id).quotas.get(name)
+        return None if value is None else float(value)
+
+    def take_evaluations(self, workspace_id: str, cases: int) -> None:
+        """Charge ``cases`` evaluations to ``workspace_id``; ``QuotaExceeded`` when over its rate."""
+        rate = self._limit(workspace_id, "max_evaluations_per_s")
+        if rate is None:
+            return
+        now = time.monotonic()
+        capacity = max(rate, 1.0)
+        bucket = self._buckets.get(workspace_id)
+        if bucket is None or bucket.rate != rate:
+            bucket = self._buckets[workspace_id] = _Bucket(rate, capacity, now)
+        bucket.tokens = min(capacity, bucket.tokens + (now - bucket.at) * rate)
+        bucket.at = now
+        if cases > capacity:
+            raise QuotaExceeded(
+                f"{cases} cases in one call exceed this workspace's max_evaluations_per_s={rate:g}; "
+                "send fewer per call or run them as a job",
+                quota="max_evaluations_per_s",
+                retry_after_s=None,  # waiting never makes this call fit: no Retry-After
+            )
+        if bucket.tokens < cases:
+            wait = (cases - bucket.tokens) / rate
+            raise QuotaExceeded(
+                f"this workspace's max_evaluations_per_s={rate:g} is used up; retry in {wait:.2f} s",
+                quota="max_evaluations_per_s",
+                retry_after_s=max(1, math.ceil(wait)),
+            )
+        bucket.tokens -= cases
+
+    def check_jobs(self, workspace_id: str, active: int) -> None:
+        """``QuotaExceeded`` when ``active`` jobs (queued or running) leave no room for one more."""
+        limit = self._limit(workspace_id, "max_concurrent_jobs")
+        if limit is not None and active >= limit:
+            raise QuotaExceeded(
+                f"this workspace has {active} job{'' if active == 1 else 's'} queued or running; its "
+                f"max_concurrent_jobs is {limit:g} "
+                "(retry when one finishes, or cancel one)",
+                quota="max_concurrent_jobs",
+                retry_after_s=_JOBS_RETRY_S,
+            )
+
+    def dataset_room(self, workspace_id: str, used: int) -> int | None:
+        """Bytes ``workspace_id`` may still store (None: unlimited), given ``used`` (datasets and job results)."""
+        limit = self._limit(workspace_id, STORAGE_QUOTA)
+        return None if limit is None else max(0, int(limit) - used)
+
+    def storage_limited(self, workspace_id: str) -> bool:
+        """Whether ``workspace_id`` has a storage quota (else its usage need not be read)."""
+        return self._limit(workspace_id, STORAGE_QUOTA) is not None
+
+    def storage_quota(self, workspace_id: str) -> int | None:
+        """``workspace_id``'s storage quota in bytes (None: unlimited)."""
+        limit = self._limit(workspace_id, STORAGE_QUOTA)
+        return None if limit is None else int(limit)
+
+    def check_storage(self, workspace_id: str, used: int) -> None:
+        """``QuotaExceeded`` when ``used`` stored bytes (datasets and job results) leave no room: no new job."""
+        limit = self._limit(workspace_id, STORAGE_QUOTA)
+        if limit is not None and used >= limit:
+            raise QuotaExceeded(
+                f"workspace {workspace_id} stores {used:,} bytes (datasets and job results), at or over its "
+                f"{STORAGE_QUOTA} quota of {int(limit):,} bytes: no new job until jobs or datasets are deleted",
+                quota=STORAGE_QUOTA,
+                retry_after_s=_BYTES_RETRY_S,
+            )
+
+    @staticmethod
+    def over_dataset_bytes(workspace_id: str, size: int, room: int) -> QuotaExceeded:
+        """The error for a dataset of ``size`` bytes where ``room`` are left."""
+        return QuotaExceeded(
+            f"this dataset ({size:,} bytes so far) does not fit in the {room:,} bytes left of workspace "
+            f"{workspace_id}'s {STORAGE_QUOTA} (datasets and job results count; delete jobs or datasets "
+            "to make room)",
+            quota=STORAGE_QUOTA,
+            retry_after_s=_BYTES_RETRY_S,
+        )
