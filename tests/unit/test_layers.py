@@ -39,6 +39,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "tenancy": (*TOP, *PATH, E + "sandbox", E + "builds", E + "testing"),
     "jobs": (*TOP, E + "migration", E + "testing"),
     "jobs/queue": (*SURFACES,),  # a worker host wires services itself (jobs/queue/host.py)
+    # the write side of a job's results never imports the read side (both use jobs/stored_form.py)
+    "jobs/rows.py": (E + "jobs.exports",),
     "observability": (*TOP, *PATH, *BELOW, E + "definitions", E + "tenancy", E + "testing"),
     "services.py": (*SURFACES, E + "testing"),
 }
