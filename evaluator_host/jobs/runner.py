@@ -40,6 +40,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from datetime import datetime
 from typing import Any, Protocol
 
 from evaluator_host.errors import EvaluatorHostError, JobNotHeld, QuotaExceeded
@@ -215,9 +216,20 @@ class JobRunner:
             job = await self.get(workspace, job_id)
         return job
 
-    async def list_all(self, workspace: str, status: str | None = None, evaluator_id: str | None = None) -> list[Job]:
-        """Every job of ``workspace``, newest first."""
-        records = await asyncio.to_thread(self.store.list_jobs, workspace, status=status, evaluator_id=evaluator_id)
+    async def list_all(
+        self,
+        workspace: str,
+        status: str | None = None,
+        evaluator_id: str | None = None,
+        *,
+        limit: int | None = None,
+        before: tuple[datetime, str] | None = None,
+    ) -> list[Job]:
+        """The jobs of ``workspace``, newest first (ties: greater id first): every one, or at most ``limit``
+        after ``before`` (a ``(created_at, id)``) in that order, read a page at a time in the database."""
+        records = await asyncio.to_thread(
+            self.store.list_jobs, workspace, status=status, evaluator_id=evaluator_id, limit=limit, before=before
+        )
         return [self.view(r) for r in records]
 
     async def cancel(self, workspace: str, job_id: str) -> Job:

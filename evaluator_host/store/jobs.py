@@ -17,9 +17,10 @@ service's.
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy import Select, and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from evaluator_host.errors import NotFoundError
@@ -49,6 +50,18 @@ def _found(session: Session, table: type[RowT], key: str, what: str, workspace_i
     if row is None or (workspace_id is not None and row.workspace_id != workspace_id):
         raise NotFoundError(f"{what} {key!r} does not exist")
     return row
+
+
+def _newest_first(
+    query: Select[RowT], table: type[RowT], limit: int | None, before: tuple[datetime, str] | None
+) -> Select[RowT]:
+    """``query`` newest first (ties: greater id first), after ``before`` in that order, at most ``limit``:
+    the keyset of the API's cursors (``api/paging.py``), so a page is read, not the whole list."""
+    if before is not None:
+        created, key = before
+        query = query.where(or_(table.created_at < created, and_(table.created_at == created, table.id < key)))
+    query = query.order_by(table.created_at.desc(), table.id.desc())
+    return query if limit is None else query.limit(limit)
 
 
 class JobStore(JobResults):
@@ -81,15 +94,15 @@ class JobStore(JobResults):
         with Session(self.engine) as session:
             return dataset_record(_found(session, DatasetRow, dataset_id, "dataset", workspace_id))
 
-    def list_datasets(self, workspace_id: str) -> list[DatasetRecord]:
-        """Uploaded datasets (not jobs' inline rows) of ``workspace_id``, newest first."""
+    def list_datasets(
+        self, workspace_id: str, *, limit: int | None = None, before: tuple[datetime, str] | None = None
+    ) -> list[DatasetRecord]:
+        """Uploaded datasets (not jobs' inline rows) of ``workspace_id``, newest first (ties: greater id
+        first); with ``before`` (a ``(created_at, id)``), only those after it in that order; at most
+        ``limit`` (None: all) — read a page at a time in the database."""
+        query = select(DatasetRow).where(DatasetRow.inline.is_(False), DatasetRow.workspace_id == workspace_id)
         with Session(self.engine) as session:
-            rows = session.scalars(
-                select(DatasetRow)
-                .where(DatasetRow.inline.is_(False), DatasetRow.workspace_id == workspace_id)
-                .order_by(DatasetRow.created_at.desc())
-            )
-            return [dataset_record(r) for r in rows]
+            return [dataset_record(r) for r in session.scalars(_newest_first(query, DatasetRow, limit, before))]
 
     def dataset_bytes(self, workspace_id: str) -> int:
         """What the datasets of ``workspace_id`` (inline rows too) add up to."""
@@ -124,11 +137,19 @@ class JobStore(JobResults):
         return job_record(row)
 
     def list_jobs(
-        self, workspace_id: str | None, *, status: str | None = None, evaluator_id: str | None = None
+        self,
+        workspace_id: str | None,
+        *,
+        status: str | None = None,
+        evaluator_id: str | None = None,
+        limit: int | None = None,
+        before: tuple[datetime, str] | None = None,
     ) -> list[JobRecord]:
         """Jobs of ``workspace_id`` (None: of every workspace, for the service's own use, e.g. the
-        retention sweep), newest first, optionally filtered."""
-        query = select(JobRow).order_by(JobRow.created_at.desc())
+        retention sweep), newest first (ties: greater id first), optionally filtered; with ``before`` (a
+        ``(created_at, id)``), only those after it in that order; at most ``limit`` (None: all) — read a
+        page at a time in the database."""
+        query = select(JobRow)
         if workspace_id is not None:
             query = query.where(JobRow.workspace_id == workspace_id)
         if status is not None:
@@ -136,7 +157,7 @@ class JobStore(JobResults):
         if evaluator_id is not None:
             query = query.where(JobRow.evaluator_id == evaluator_id)
         with Session(self.engine) as session:
-            return [job_record(r) for r in session.scalars(query)]
+            return [job_record(r) for r in session.scalars(_newest_first(query, JobRow, limit, before))]
 
     def unfinished(self) -> list[JobRecord]:
         """This owner's jobs that are queued or were running when the service stopped, oldest first.
