@@ -27,7 +27,6 @@ import logging
 import os
 import subprocess
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -38,6 +37,7 @@ from evaluator_host.observability import tracing
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.sandbox.base import Runtime
 from evaluator_host.sandbox.inventory import RuntimeInfo
+from evaluator_host.shared.lru import LRU
 
 __all__ = [
     "BUILD_NOTES",
@@ -174,7 +174,7 @@ class BuildOnce:
         self._locks: dict[str, asyncio.Lock] = {}
         self._cache: dict[str, Runtime] = {}
         self.building: dict[str, BuildState] = {}  # runtime id → the build under way (any caller)
-        self.failed: OrderedDict[str, BuildState] = OrderedDict()  # the last failures, oldest first
+        self.failed: LRU[str, BuildState] = LRU(_FAILURES_KEPT)  # the last failures, oldest first
         # builds run on threads of their own (at most `concurrency` at once, the rest queue): a burst
         # of slow installs never holds the threads the service's other work (database, engine) uses
         self._building = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="evh-build")
@@ -362,9 +362,7 @@ class BuildOnce:
             except BaseException as exc:
                 state.seconds = time.monotonic() - state.started
                 state.error = exc if isinstance(exc, BuildError) else BuildError(str(exc), runtime_id=rid, output="")
-                self.failed[rid] = state
-                while len(self.failed) > _FAILURES_KEPT:
-                    self.failed.popitem(last=False)
+                self.failed.put(rid, state)
                 log.warning("building runtime %s (%s) failed after %.1f s", rid, shown, state.seconds)
                 if self.metrics is not None:
                     self.metrics.builds.labels("failed").inc()
@@ -374,7 +372,7 @@ class BuildOnce:
                 for path in self.live_logs(rid):
                     path.unlink(missing_ok=True)
             seconds = time.monotonic() - state.started
-            self.failed.pop(rid, None)
+            self.failed.pop(rid)
             record = {"seconds": round(seconds, 2), "finished_at": time.time(), "language": language, "packages": pins}
             with contextlib.suppress(OSError):
                 (self.root / f"{rid}.build.json").write_text(json.dumps(record))
