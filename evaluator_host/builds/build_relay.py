@@ -26,11 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from evaluator_host.sandbox.proxy_head import Refused, parse_proxy_head
+from evaluator_host.sandbox.proxy_head import HEAD_LIMIT, Refused, parse_proxy_head
 
 __all__ = ["BuildRelay", "Upstream", "relay_credentials"]
 
-_HEAD_LIMIT = 16 * 1024
 _MAX_CONNECTIONS = 64
 _IDLE_S = 120.0
 # header lines a relayed plain request loses: the proxy's own, the connection's, and any credentials
@@ -126,7 +125,7 @@ class BuildRelay:
             head = b""
             while b"\r\n\r\n" not in head:
                 chunk = client.recv(4096)
-                if not chunk or len(head) > _HEAD_LIMIT:
+                if not chunk or len(head) > HEAD_LIMIT:
                     return
                 head += chunk
             head, _, rest = head.partition(b"\r\n\r\n")

@@ -47,7 +47,7 @@ from typing import Any
 
 from evaluator_host.sandbox.egress_addresses import is_public, system_resolve
 from evaluator_host.sandbox.egress_tls import Authority, upstream_context
-from evaluator_host.sandbox.proxy_head import ProxyHead, Refused, checked, parse_origin, parse_proxy_head
+from evaluator_host.sandbox.proxy_head import HEAD_LIMIT, ProxyHead, Refused, checked, parse_origin, parse_proxy_head
 
 __all__ = [
     "IN_SANDBOX_PORT",
@@ -63,12 +63,10 @@ __all__ = [
 SANDBOX_SOCKET = "/sandbox/egress.sock"  # where a worker's gate appears in its sandbox
 SANDBOX_CA_BUNDLE = "/sandbox/egress-ca.pem"  # the CAs it trusts: the system's and the proxy's own
 IN_SANDBOX_PORT = 3128  # the harness's forwarder, on the sandbox's own loopback
-_HEAD_LIMIT = 16 * 1024
 _CONNECT_TIMEOUT_S = 10.0
 _MAX_CONNECTIONS = 32  # open at once per worker
 _LOG_LIMIT = 100  # entries kept per worker between two takes
 _HALF_CLOSED_S = 5.0  # once one way has ended, the other may go on this long
-
 _RESPONSE_HEAD_LIMIT = 64 * 1024
 
 Resolver = Callable[[str, int], Awaitable[list[str]]]
@@ -184,7 +182,7 @@ class EgressProxy:
                 gate._tasks.discard(task)  # noqa: SLF001
                 writer.close()
 
-        gate._server = await asyncio.start_unix_server(serve, path=str(gate.path), limit=_HEAD_LIMIT)  # noqa: SLF001
+        gate._server = await asyncio.start_unix_server(serve, path=str(gate.path), limit=HEAD_LIMIT)  # noqa: SLF001
         os.chmod(gate.path, 0o666)
         return gate
 

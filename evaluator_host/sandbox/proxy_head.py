@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
-__all__ = ["HOP", "ProxyHead", "Refused", "checked", "header_lines", "parse_origin", "parse_proxy_head"]
+__all__ = ["HEAD_LIMIT", "HOP", "ProxyHead", "Refused", "checked", "header_lines", "parse_origin", "parse_proxy_head"]
 
+HEAD_LIMIT = 16 * 1024  # the largest request head either proxy reads
 # header lines never passed on: hop-by-hop, the proxy's own, and Host (set from the destination)
 HOP = ("proxy-", "connection:", "keep-alive:", "host:", "upgrade:", "te:", "trailer:")
 
