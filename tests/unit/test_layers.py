@@ -235,3 +235,14 @@ def test_the_package_has_one_lru() -> None:
         if m != PACKAGE / "shared" / "lru.py" and ("move_to_end(" in m.read_text() or "OrderedDict" in m.read_text())
     ]
     assert bad == []
+
+
+def test_the_pool_holds_its_leasing_and_uses_only_its_public_face() -> None:
+    """``WorkerPool`` composes its leasing policy (``pool.leasing``) instead of inheriting it, and reaches
+    none of the policy's private state (``close()`` uses ``stop``/``close``/``reaped``)."""
+    from evaluator_host.sandbox.leasing import Leasing
+    from evaluator_host.sandbox.pool import WorkerPool
+
+    assert not issubclass(WorkerPool, Leasing)
+    source = (PACKAGE / "sandbox" / "pool.py").read_text()
+    assert "leasing._" not in source
