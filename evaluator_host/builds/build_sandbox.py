@@ -3,7 +3,8 @@
 Anything that can run package code (pip resolving and building an sdist) runs in a build sandbox:
 the process backend's namespaces (a private root, an unprivileged uid, a network namespace of its
 own) or a build box (docker: an unprivileged uid, ``network_mode=none``). Neither has a network
-interface; its one way out is a :class:`BuildRelay`: a unix socket on the host, bound into the
+interface; its one way out is a :class:`~evaluator_host.builds.build_relay.BuildRelay` (the relay
+itself lives in :mod:`evaluator_host.builds.build_relay`): a unix socket on the host, bound into the
 sandbox, which an in-sandbox forwarder (:data:`FORWARDER`, on ``127.0.0.1:3128``, named by
 ``HTTP(S)_PROXY``) carries bytes to. The relay lets through ``CONNECT host:port`` and plain
 ``http://host:port/…`` requests to the **configured index hosts** only (pip's index-url,
@@ -13,7 +14,7 @@ What an install reads of the host's package-manager settings reaches it as a gen
 ``pip.conf`` / ``npmrc`` (:func:`pip_conf`, :func:`npmrc`): credentials (``user:token@`` in a URL,
 npm auth tokens) are never written into it — the sandbox runs package code, which could read and
 send them. A pip index whose URL carries credentials is reached through the relay instead
-(:func:`relay_credentials`): the sandbox's ``pip.conf`` names it as plain ``http://host:port/…``
+(:func:`~evaluator_host.builds.build_relay.relay_credentials`): the sandbox's ``pip.conf`` names it as plain ``http://host:port/…``
 (a trusted host), and the relay — on the host — opens the real connection (TLS when the index is
 ``https``, verified against the CA bundle) and adds the ``Authorization`` header to each request.
 The sandbox can use the index, never learn its credentials. (Absolute ``https://`` file links an
@@ -22,30 +23,17 @@ index page gives for its own host go through ``CONNECT``, without them: use rela
 
 from __future__ import annotations
 
-import base64
-import contextlib
 import os
 import re
-import select
-import shutil
-import socket
-import socketserver
-import ssl
 import subprocess
 import sys
-import tempfile
-import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
-from pathlib import Path
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 __all__ = [
     "FORWARDER",
     "IN_SANDBOX_PROXY",
     "PIP_KEYS",
-    "BuildRelay",
-    "Upstream",
     "allowed_hosts",
     "build_uid",
     "direct_hosts",
@@ -55,7 +43,6 @@ __all__ = [
     "pip_conf",
     "proxy_environment",
     "registry_hosts",
-    "relay_credentials",
     "scrub_url",
 ]
 
@@ -63,9 +50,6 @@ IN_SANDBOX_PORT = 3128
 IN_SANDBOX_PROXY = f"http://127.0.0.1:{IN_SANDBOX_PORT}"
 # what of pip's settings an install gets ("proxy": the sandbox's way out is the relay instead)
 PIP_KEYS = ("index-url", "extra-index-url", "find-links", "trusted-host", "timeout", "retries", "no-index")
-_HEAD_LIMIT = 16 * 1024
-_MAX_CONNECTIONS = 64
-_IDLE_S = 120.0
 
 # The in-sandbox forwarder: 127.0.0.1:3128 -> the relay's unix socket (bytes only; every decision is
 # the relay's, on the host). ``forward(path)`` starts it on a thread; run as a script
@@ -207,49 +191,6 @@ def npmrc(config: dict[str, str], *, cafile: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-@dataclass(frozen=True)
-class Upstream:
-    """Where the relay takes plain requests for one credentialed index: the real host and port, over
-    TLS or not, with the ``Authorization`` header it adds."""
-
-    host: str
-    port: int
-    tls: bool
-    authorization: str
-
-
-def relay_credentials(config: dict[str, str]) -> tuple[dict[str, str], dict[str, Upstream]]:
-    """``config`` with every index URL that carries credentials rewritten to ``http://host:port/…``
-    (no userinfo; ``trusted-host`` gains the host), and the relay's :class:`Upstream` per ``host:port``."""
-    upstreams: dict[str, Upstream] = {}
-    out = dict(config)
-    trusted = config.get("trusted-host", "").split()
-    for key in ("index-url", "extra-index-url", "find-links"):
-        items = []
-        for url in config.get(key, "").split():
-            try:
-                parts = urlsplit(url)
-                port = parts.port or (443 if parts.scheme == "https" else 80)
-            except ValueError:
-                items.append(url)
-                continue
-            if parts.scheme not in ("http", "https") or not parts.hostname or parts.password is None:
-                items.append(url)
-                continue
-            user, password = unquote(parts.username or ""), unquote(parts.password)
-            token = base64.b64encode(f"{user}:{password}".encode()).decode()
-            host = parts.hostname.lower()
-            upstreams[f"{host}:{port}"] = Upstream(host, port, parts.scheme == "https", f"Basic {token}")
-            items.append(urlunsplit(("http", f"{host}:{port}", parts.path, parts.query, "")))
-            if host not in trusted:
-                trusted.append(host)
-        if items:
-            out[key] = " ".join(items)
-    if trusted:
-        out["trusted-host"] = " ".join(trusted)
-    return out, upstreams
-
-
 def _host_port(url: str) -> str | None:
     try:
         parts = urlsplit(url)
@@ -293,171 +234,6 @@ def registry_hosts(npm_config: dict[str, str], extra: Iterable[str] = ()) -> fro
         if item:
             found |= {item} if re.search(r":\d+$", item) else {f"{item}:443", f"{item}:80"}
     return frozenset(found)
-
-
-class _Refused(Exception):
-    pass
-
-
-class BuildRelay:
-    """The build sandbox's only way out: a forward proxy on a unix socket that reaches ``allowed``
-    (``host:port``) and nothing else (see the module docstring). Threads of its own; ``close`` ends it."""
-
-    def __init__(
-        self, allowed: frozenset[str], upstreams: dict[str, Upstream] | None = None, ca_bundle: str | None = None
-    ) -> None:
-        self.allowed = allowed | frozenset(upstreams or {})
-        self.upstreams = dict(upstreams or {})
-        self._tls = (
-            ssl.create_default_context(cafile=ca_bundle) if any(u.tls for u in self.upstreams.values()) else None
-        )
-        self.refused: list[str] = []  # what it turned down (newest last, bounded): for logs and tests
-        self._dir = Path(tempfile.mkdtemp(prefix="evh-relay-"))
-        os.chmod(self._dir, 0o711)
-        self.path = self._dir / "relay.sock"
-        self._slots = threading.BoundedSemaphore(_MAX_CONNECTIONS)
-        relay = self
-
-        class Handler(socketserver.BaseRequestHandler):
-            def handle(self) -> None:
-                relay._handle(self.request)
-
-        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-            daemon_threads = True
-
-        self._server = Server(str(self.path), Handler)
-        os.chmod(self.path, 0o666)  # the sandbox's unprivileged uid connects
-        self._thread = threading.Thread(target=self._server.serve_forever, name="evh-build-relay", daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        """Stop listening and remove the socket."""
-        self._server.shutdown()
-        self._server.server_close()
-        shutil.rmtree(self._dir, ignore_errors=True)
-
-    def _handle(self, client: socket.socket) -> None:
-        if not self._slots.acquire(blocking=False):
-            _answer(client, f"more than {_MAX_CONNECTIONS} connections at once")
-            return
-        try:
-            client.settimeout(_IDLE_S)
-            head = b""
-            while b"\r\n\r\n" not in head:
-                chunk = client.recv(4096)
-                if not chunk or len(head) > _HEAD_LIMIT:
-                    return
-                head += chunk
-            head, _, rest = head.partition(b"\r\n\r\n")
-            try:
-                tunnel, destination, forward = _parse(head, self.allowed)
-            except _Refused as refused:
-                if len(self.refused) < 100:
-                    self.refused.append(str(refused))
-                _answer(client, str(refused))
-                return
-            host, _, port = destination.rpartition(":")
-            target = None if tunnel else self.upstreams.get(destination)
-            try:
-                upstream = socket.create_connection((host.strip("[]"), int(port)), timeout=30)
-                if target is not None:
-                    forward = _with_credentials(forward, target)
-                    if target.tls and self._tls is not None:
-                        upstream = self._tls.wrap_socket(upstream, server_hostname=target.host)
-            except OSError as exc:
-                _answer(client, f"could not connect to {destination}: {exc.__class__.__name__}", 502)
-                return
-            with upstream:
-                upstream.settimeout(_IDLE_S)
-                if tunnel:
-                    client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                else:
-                    upstream.sendall(forward)
-                if rest:
-                    upstream.sendall(rest)
-                _pump(client, upstream)
-        except OSError:
-            pass
-        finally:
-            self._slots.release()
-            with contextlib.suppress(OSError):
-                client.close()
-
-
-def _with_credentials(forward: bytes, target: Upstream) -> bytes:
-    """A forwarded request head (and any body after it) for ``target``: its Host, the credentials."""
-    head, _, body = forward.partition(b"\r\n\r\n")
-    lines = [ln for ln in head.split(b"\r\n") if not ln.lower().startswith((b"host:", b"authorization:"))]
-    default = 443 if target.tls else 80
-    host = target.host if target.port == default else f"{target.host}:{target.port}"
-    lines[1:1] = [f"Host: {host}".encode(), f"Authorization: {target.authorization}".encode()]
-    return b"\r\n".join(lines) + b"\r\n\r\n" + body
-
-
-def _answer(client: socket.socket, why: str, status: int = 403) -> None:
-    body = f"evaluator-host build relay: {why}\n".encode()
-    reason = "Forbidden" if status == 403 else "Bad Gateway"
-    with contextlib.suppress(OSError):
-        client.sendall(
-            f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
-            "Connection: close\r\n\r\n".encode()
-            + body
-        )
-
-
-def _parse(head: bytes, allowed: frozenset[str]) -> tuple[bool, str, bytes]:
-    """(tunnel?, ``host:port``, the request to forward when not a tunnel), or :class:`_Refused`."""
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-        raise _Refused("not an HTTP proxy request")
-    method, target, version = parts
-    if method == "CONNECT":
-        host, sep, port = target.rpartition(":")
-        if not sep or not port.isdigit():
-            raise _Refused("CONNECT needs host:port")
-        destination, forward, tunnel = f"{host.lower().rstrip('.')}:{int(port)}", b"", True
-    else:
-        found = _host_port(target)
-        url = urlsplit(target)
-        if url.scheme != "http" or found is None:
-            raise _Refused("only CONNECT, or a plain http:// URL, goes through this relay")
-        path = (url.path or "/") + (f"?{url.query}" if url.query else "")
-        keep = [
-            line
-            for line in lines[1:]
-            if line and not line.lower().startswith(("proxy-", "connection:", "keep-alive:", "authorization:"))
-        ]
-        forward = "\r\n".join([f"{method} {path} {version}", *keep, "Connection: close", "", ""]).encode("latin-1")
-        destination, tunnel = found, False
-    if destination not in allowed:
-        raise _Refused(f"{destination} is not a configured package index")
-    return tunnel, destination, forward
-
-
-def _pump(a: socket.socket, b: socket.socket) -> None:
-    """Copy both ways until both ends are done or nothing moves for :data:`_IDLE_S`."""
-    peer = {a: b, b: a}
-    open_ends = {a, b}
-    while open_ends:
-        buffered = [s for s in open_ends if isinstance(s, ssl.SSLSocket) and s.pending()]
-        ready = buffered or select.select(list(open_ends), [], [], _IDLE_S)[0]
-        if not ready:
-            return
-        for sock in ready:
-            try:
-                data = sock.recv(65536)
-            except OSError:
-                data = b""
-            if data:
-                try:
-                    peer[sock].sendall(data)
-                except OSError:
-                    return
-                continue
-            open_ends.discard(sock)
-            with contextlib.suppress(OSError):
-                peer[sock].shutdown(socket.SHUT_WR)
 
 
 BUILD_UID_OFFSET = 1024  # workers take sandbox_uid_base .. +1023: a build never shares a worker's uid

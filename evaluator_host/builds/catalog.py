@@ -79,7 +79,7 @@ class RuntimeCatalog:
             view = await self.get(rid)
             if view.status != "failed":
                 return view, False
-        once.failed.pop(rid, None)
+        once.failed.pop(rid)
         loop = asyncio.get_running_loop()
         self._pending[rid] = BuildState(language, pins, datetime.now(UTC).timestamp(), loop.time())
         self._tasks[rid] = asyncio.create_task(self._build(rid, language, pins, workspace))
@@ -103,7 +103,7 @@ class RuntimeCatalog:
         found = await asyncio.to_thread(once.inventory, rid)
         if found:
             return ready_view(found[0], (await asyncio.to_thread(once.build_log, rid))[-_TAIL:])
-        failed = once.failed.get(rid)
+        failed = once.failed.peek(rid)
         if failed is not None:
             return self._failed_view(rid, failed)
         raise NotFoundError(f"no runtime {rid!r} (GET /v1/runtimes lists them)")
@@ -112,7 +112,7 @@ class RuntimeCatalog:
         """Every runtime (of the ids in ``only``, when given): built, under way and failed lately."""
         once = self._once
         views = {info.id: ready_view(info) for info in await asyncio.to_thread(once.inventory)}
-        for rid, failed in list(once.failed.items()):
+        for rid, failed in once.failed.items():
             views.setdefault(rid, self._failed_view(rid, failed))
         for rid, state in [*self._pending.items(), *once.building.items()]:
             views[rid] = self._building_view(rid, state)

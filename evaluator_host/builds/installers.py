@@ -21,14 +21,9 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from evaluator_host.builds import suggest
-from evaluator_host.builds.build_once import (
-    NPM_INSTALL_FLAGS,
-    npm_command,
-    npm_lock,
-    npm_package_json,
-    trim_install_log,
-)
+from evaluator_host.builds.build_once import trim_install_log
 from evaluator_host.builds.build_sandbox import FORWARDER
+from evaluator_host.builds.npm import NPM_INSTALL_FLAGS, npm_command, npm_lock, npm_package_json
 from evaluator_host.definitions.languages import Family
 from evaluator_host.errors import BuildError
 

@@ -16,17 +16,14 @@ A module must define exactly one of ``evaluate`` / ``main`` at top level.
 from __future__ import annotations
 
 import ast
-import threading
-from collections import OrderedDict
-from dataclasses import dataclass, field
-from typing import Any, Literal
 
+from evaluator_host.definitions import languages
+from evaluator_host.definitions.languages import Detected, InterfaceName
 from evaluator_host.definitions.nesting import parse_python
 from evaluator_host.errors import InterfaceError
+from evaluator_host.shared.lru import LRU
 
 __all__ = ["ACCEPTED_SIGNATURES", "Detected", "InterfaceName", "cached", "detect", "detect_python"]
-
-InterfaceName = Literal["evaluate", "legacy", "main"]
 
 ACCEPTED_SIGNATURES = (
     "define exactly one entrypoint at top level: "
@@ -36,34 +33,13 @@ ACCEPTED_SIGNATURES = (
 )
 
 
-@dataclass(frozen=True)
-class Detected:
-    """The detected interface, the entrypoint's name and line, and how the harness loads it.
-
-    ``loader`` is passed to the harness as config (JS/TS: module kind and where the
-    entrypoint lives in the module; empty for Python). ``compiled`` is the code the harness
-    runs when it is not the user's text (JS/TS: see runtimes/node/inspect.cjs).
-    """
-
-    interface: InterfaceName
-    entrypoint: str
-    line: int | None
-    loader: dict[str, Any] = field(default_factory=dict)
-    compiled: str | None = None
-
-
 _CACHE_SIZE = 512
-_cache: OrderedDict[tuple[str, str], Detected] = OrderedDict()  # one-off calls resend the same code
-_cache_lock = threading.Lock()
+_cache: LRU[tuple[str, str], Detected] = LRU(_CACHE_SIZE)  # one-off calls resend the same code
 
 
 def cached(language: str, code: str) -> Detected | None:
     """What :func:`detect` answered for this code before, if it is still remembered (no parse)."""
-    with _cache_lock:
-        found = _cache.get((language, code))
-        if found is not None:
-            _cache.move_to_end((language, code))
-        return found
+    return _cache.get((language, code))
 
 
 def detect(language: str, code: str) -> Detected:
@@ -73,15 +49,10 @@ def detect(language: str, code: str) -> Detected:
     Blocking (a parse, or a round trip to the JS/TS inspector): the service calls it off the
     event loop (:meth:`evaluator_host.evaluation.path.Evaluation.detect`), after :func:`cached`.
     """
-    from evaluator_host.definitions import languages
-
     found = cached(language, code)
     if found is None:
         found = languages.get(language).detect(code)
-        with _cache_lock:
-            _cache[(language, code)] = found
-            if len(_cache) > _CACHE_SIZE:
-                _cache.popitem(last=False)
+        _cache.put((language, code), found)
     return found
 
 

@@ -36,18 +36,19 @@ import importlib
 import importlib.util
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from evaluator_host.errors import InterfaceError, PolicyError
 
 if TYPE_CHECKING:
-    from evaluator_host.definitions.interfaces import Detected
     from evaluator_host.migration.base import Migration
 
 __all__ = [
     "DEFAULT",
+    "Detected",
+    "InterfaceName",
     "VENDOR_DIR",
     "RUNTIMES_DIR",
     "Family",
@@ -63,6 +64,26 @@ __all__ = [
 DEFAULT = "python"  # where a command needs one language and none is given (`images build`)
 RUNTIMES_DIR = Path(__file__).resolve().parents[2] / "runtimes"  # harnesses, mounted read-only into sandboxes
 VENDOR_DIR = "/sandbox/vendor"  # where a family's vendored host packages are bound in a sandbox
+
+
+InterfaceName = Literal["evaluate", "legacy", "main"]
+
+
+@dataclass(frozen=True)
+class Detected:
+    """What a language's detector answers: the interface, the entrypoint's name and line, and how the
+    harness loads it (:mod:`evaluator_host.definitions.interfaces` states the interfaces).
+
+    ``loader`` is passed to the harness as config (JS/TS: module kind and where the
+    entrypoint lives in the module; empty for Python). ``compiled`` is the code the harness
+    runs when it is not the user's text (JS/TS: see runtimes/node/inspect.cjs).
+    """
+
+    interface: InterfaceName
+    entrypoint: str
+    line: int | None
+    loader: dict[str, Any] = field(default_factory=dict)
+    compiled: str | None = None
 
 
 def _resolve(ref: str) -> Any:

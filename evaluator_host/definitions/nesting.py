@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import ast
 import threading
-from collections import OrderedDict
 
 from evaluator_host.errors import CodeSyntaxError
+from evaluator_host.shared.lru import LRU
 
 __all__ = ["MAX_PYTHON_DEPTH", "check_depth", "parse_python", "too_deep"]
 
@@ -47,8 +47,8 @@ _PARSER_STACK_BYTES = 16 * 1024 * 1024
 _stack_size_lock = threading.Lock()  # threading.stack_size is process-wide: set it only around a start
 
 _WITHIN_BOUND_SIZE = 64
-_within_bound: OrderedDict[tuple[str, int], None] = OrderedDict()  # code measured and found within the bound
-_within_bound_lock = threading.Lock()
+# code measured and found within the bound (first in, first out: never marked used)
+_within_bound: LRU[tuple[str, int], bool] = LRU(_WITHIN_BOUND_SIZE)
 
 
 def too_deep(depth: int | None, limit: int, line: int | None = None, column: int | None = None) -> CodeSyntaxError:
@@ -107,10 +107,7 @@ def parse_python(code: str, filename: str = "evaluator.py", limit: int = MAX_PYT
         raise too_deep(None, limit) from None
     if (code, limit) not in _within_bound:  # detection, the policy check and the scans parse the same code
         check_depth(tree, limit)
-        with _within_bound_lock:
-            _within_bound[(code, limit)] = None
-            if len(_within_bound) > _WITHIN_BOUND_SIZE:
-                _within_bound.popitem(last=False)
+        _within_bound.put((code, limit), True)
     return tree
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections import OrderedDict
 from collections.abc import Sequence
 
 from pydantic import ValidationError
@@ -26,6 +25,7 @@ from evaluator_host.evaluation.models import (
     EvaluatorSettings,
 )
 from evaluator_host.evaluation.path import Bound, Evaluation, Prepared
+from evaluator_host.shared.lru import LRU
 from evaluator_host.store import EvaluatorStore, RevisionRecord
 from evaluator_host.tenancy.models import NetworkEntry, destinations, header_templates, injected_secrets
 from evaluator_host.tenancy.vault import Vault, check_name
@@ -117,7 +117,7 @@ class Evaluators:
         # of this data dir goes through this process (one service per data dir).
         self._latest: dict[str, int] = {}
         # (evaluator, revision) -> (record, bound, the vault generation it was bound at)
-        self._bound: OrderedDict[tuple[str, int], tuple[RevisionRecord, Bound, int]] = OrderedDict()
+        self._bound: LRU[tuple[str, int], tuple[RevisionRecord, Bound, int]] = LRU(_REMEMBERED)
 
     async def _fields(self, workspace: str, body: EvaluatorCreate) -> tuple[dict[str, object], list[str]]:
         """The revision's stored fields, and the warnings of its definition (imports no pin provides)."""
@@ -224,7 +224,7 @@ class Evaluators:
         await asyncio.to_thread(self.store.delete, workspace, evaluator_id)
         self._latest.pop(evaluator_id, None)
         for key in [k for k in self._bound if k[0] == evaluator_id]:
-            del self._bound[key]
+            self._bound.pop(key)
 
     async def bind(self, record: RevisionRecord) -> Bound:
         """A stored revision, bound (with the current values of the secrets it lists): the form calls by
@@ -241,18 +241,16 @@ class Evaluators:
         (until a secret of its workspace changes: :attr:`Vault.generation`). An evaluator of another
         workspace is not found, remembered or not."""
         number = revision if revision is not None else self._latest.get(evaluator_id)
-        found = self._bound.get((evaluator_id, number)) if number is not None else None
+        found = self._bound.peek((evaluator_id, number)) if number is not None else None
         if found is not None and found[0].workspace_id == workspace and found[2] == self.vault.generation:
-            self._bound.move_to_end((evaluator_id, found[0].revision))
+            self._bound.touch((evaluator_id, found[0].revision))
             return found[0], found[1]
         record = await asyncio.to_thread(self.store.get, workspace, evaluator_id, revision)  # 404s here
         if revision is None:
             self._latest[evaluator_id] = record.revision
         generation = self.vault.generation
         bound = await self.bind(record)
-        self._bound[(record.id, record.revision)] = (record, bound, generation)
-        if len(self._bound) > _REMEMBERED:
-            self._bound.popitem(last=False)
+        self._bound.put((record.id, record.revision), (record, bound, generation))
         return record, bound
 
     async def _prewarm_now(self, record: RevisionRecord) -> None:

@@ -17,7 +17,7 @@ import hashlib
 import hmac
 import json
 import os
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,6 +35,7 @@ from evaluator_host.sandbox.base import Builder, RawOutcome, Runtime, RuntimeKey
 from evaluator_host.sandbox.pool import WorkerPool
 from evaluator_host.sandbox.protocol import JobCases, WireCase
 from evaluator_host.settings import Settings
+from evaluator_host.shared.lru import LRU
 from evaluator_host.tenancy.models import (
     DEFAULT_WORKSPACE,
     HEADER_VALUE,
@@ -290,9 +291,9 @@ class Evaluation:
         self.builder = builder
         restricted = settings.default_policy == "restricted" or settings.default_policy == "auto" and weak_isolation
         self.default_policy = "restricted" if restricted else "standard"  # the floor, where offered
-        self._bound: OrderedDict[tuple[str, str, str, int, str], Bound] = OrderedDict()
-        self._scanned: OrderedDict[tuple[str, str], dict[str, list[dict[str, Any]]]] = OrderedDict()
-        self._allowed: OrderedDict[tuple[str, str, str], None] = OrderedDict()  # code checked under a policy
+        self._bound: LRU[tuple[str, str, str, int, str], Bound] = LRU(_BOUND_CACHE)
+        self._scanned: LRU[tuple[str, str], dict[str, list[dict[str, Any]]]] = LRU(_SCAN_CACHE)
+        self._allowed: LRU[tuple[str, str, str], bool] = LRU(_SCAN_CACHE)  # code checked under a policy
         # detection has threads of its own: builds or database calls never hold it up, nor it them
         self._inspecting = ThreadPoolExecutor(max_workers=2, thread_name_prefix="evh-inspect")
         self._digest_key = os.urandom(32)
@@ -357,11 +358,7 @@ class Evaluation:
         if found is None:
             loop = asyncio.get_running_loop()
             found = await loop.run_in_executor(self._inspecting, languages.get(language).capabilities, code)
-            self._scanned[key] = found
-            if len(self._scanned) > _SCAN_CACHE:
-                self._scanned.popitem(last=False)
-        else:
-            self._scanned.move_to_end(key)
+            self._scanned.put(key, found)
         return found
 
     def effective_policy(self, language: str, requested: str) -> str:
@@ -380,9 +377,7 @@ class Evaluation:
             family = languages.get(language).family
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(self._inspecting, family.check_policy, policy, code)
-            self._allowed[(language, policy, code)] = None
-            if len(self._allowed) > _SCAN_CACHE:
-                self._allowed.popitem(last=False)
+            self._allowed.put((language, policy, code), True)
         return policy
 
     async def ensure_runtime(self, prepared: Prepared, workspace: str | None = None) -> Runtime:
@@ -411,17 +406,15 @@ class Evaluation:
         filled = {f"\0{dest}\0{name}": value for dest, pairs in headers for name, value in pairs}
         digest = self._env_digest({**env, **filled})
         key = (f"{workspace}/{scope}", prepared.code_hash, runtime.id, memory_mb, digest)
-        bound = self._bound.get(key)
+        bound = self._bound.peek(key)
         # the same runtime id at another location: it was removed and built again meanwhile
         if bound is not None and bound.prepared == prepared and bound.runtime.location == runtime.location:
-            self._bound.move_to_end(key)
+            self._bound.touch(key)
             return bound
         spec = self._spec(prepared, runtime, f"{workspace}/{scope}|{digest}", workspace, env, headers)
         # an injected value never enters the sandbox; redacted all the same, should a host echo it back
         bound = Bound(prepared, runtime, spec, self.pool, Redactor({**(injected or {}), **env}))
-        self._bound[key] = bound
-        if len(self._bound) > _BOUND_CACHE:
-            self._bound.popitem(last=False)
+        self._bound.put(key, bound)
         return bound
 
     def _env_digest(self, env: dict[str, str]) -> str:

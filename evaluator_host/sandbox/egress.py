@@ -12,13 +12,12 @@ that reaches the gate is judged here, on the host, where user code cannot reach:
 * the host must be a DNS name (IP literals are refused) and ``host:port`` must be both declared
   by the evaluator (the gate's ``declared``, set when the worker is bound) and in its workspace's
   ``network_allow`` now (:attr:`EgressProxy.workspace_allow`, updated on every ``PATCH``);
-* the name is resolved once, here; if any address is not globally routable (loopback, private,
-  link-local — cloud metadata included —, shared, multicast, reserved, and IPv6 forms that embed
-  such an IPv4 address: mapped, NAT64, 6to4; IPv4-compatible, IPv4-translated, local-use NAT64,
-  Teredo and site-local ones are refused whatever they embed: :func:`is_public`) the request is
-  refused before any connection is made, and the connection goes to the
-  very address that was checked (a DNS answer that changes between check and use — rebinding —
-  changes nothing). ``egress_hosts`` (settings) pins names to addresses the operator trusts;
+* the name is resolved once, here; if any address is not globally routable
+  (:func:`~evaluator_host.sandbox.egress_addresses.is_public`, IPv6 forms embedding an IPv4 address
+  included) the request is refused before any connection is made, and the connection goes to the very
+  address that was checked (a DNS answer that changes between check and use — rebinding — changes
+  nothing). ``egress_hosts`` (settings) pins names to addresses the operator trusts;
+* the request's head is read by :mod:`evaluator_host.sandbox.proxy_head` (the build relay's parser too);
 * a destination declared with ``headers`` (``NetworkEntry``) gets them from the proxy, secrets filled
   in on the host: over HTTPS the proxy ends the sandbox's TLS with a certificate of its own CA (which
   the sandbox trusts: :mod:`evaluator_host.sandbox.egress_tls`), reads the request, replaces the
@@ -38,7 +37,6 @@ import contextlib
 import ipaddress
 import os
 import shutil
-import socket
 import ssl
 import tempfile
 import time
@@ -46,9 +44,10 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
+from evaluator_host.sandbox.egress_addresses import is_public, system_resolve
 from evaluator_host.sandbox.egress_tls import Authority, upstream_context
+from evaluator_host.sandbox.proxy_head import HEAD_LIMIT, ProxyHead, Refused, checked, parse_origin, parse_proxy_head
 
 __all__ = [
     "IN_SANDBOX_PORT",
@@ -64,19 +63,16 @@ __all__ = [
 SANDBOX_SOCKET = "/sandbox/egress.sock"  # where a worker's gate appears in its sandbox
 SANDBOX_CA_BUNDLE = "/sandbox/egress-ca.pem"  # the CAs it trusts: the system's and the proxy's own
 IN_SANDBOX_PORT = 3128  # the harness's forwarder, on the sandbox's own loopback
-_HEAD_LIMIT = 16 * 1024
 _CONNECT_TIMEOUT_S = 10.0
 _MAX_CONNECTIONS = 32  # open at once per worker
 _LOG_LIMIT = 100  # entries kept per worker between two takes
 _HALF_CLOSED_S = 5.0  # once one way has ended, the other may go on this long
-
 _RESPONSE_HEAD_LIMIT = 64 * 1024
 
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 # (destination, ((header, value), ...)): what the proxy sets on requests to a destination
 Headers = tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
 # request headers the proxy never passes on as the client sent them (it sets its own, or none)
-_HOP = ("proxy-", "connection:", "keep-alive:", "host:", "upgrade:", "te:", "trailer:")
 
 
 def proxy_env() -> dict[str, str]:
@@ -97,58 +93,6 @@ def proxy_env() -> dict[str, str]:
         "CURL_CA_BUNDLE": SANDBOX_CA_BUNDLE,
         "NODE_EXTRA_CA_CERTS": SANDBOX_CA_BUNDLE,
     }
-
-
-# IPv6 ranges that carry an IPv4 address inside them: judged by that address, or refused outright.
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052: the well-known NAT64 prefix, IPv4 in the last 32 bits
-_EMBEDDING_REFUSED = tuple(
-    ipaddress.IPv6Network(net)
-    for net in (
-        "::/96",  # IPv4-compatible (deprecated, RFC 4291): ::169.254.169.254
-        "::ffff:0:0:0/96",  # IPv4-translated (RFC 2765): ::ffff:0:a9fe:a9fe
-        "64:ff9b:1::/48",  # local-use NAT64 (RFC 8215): where the IPv4 sits depends on the site's prefix length
-        "2001::/32",  # Teredo: a tunnel to the IPv4 it embeds
-        "fec0::/10",  # site-local (deprecated, RFC 3879): private, yet Python's is_global says True
-    )
-)
-
-
-def is_public(address: str) -> bool:
-    """Whether ``address`` is globally routable and reaches nothing else through an IPv4 address it embeds.
-
-    IPv6 forms that carry an IPv4 address are judged by that address (IPv4-mapped ``::ffff:a.b.c.d``,
-    NAT64 ``64:ff9b::a.b.c.d``, 6to4 ``2002:AABB:CCDD::``) or refused outright (IPv4-compatible
-    ``::a.b.c.d``, IPv4-translated ``::ffff:0:a.b.c.d``, local-use NAT64 ``64:ff9b:1::/48``, Teredo
-    ``2001::/32``, site-local ``fec0::/10``): a gateway on the way could otherwise carry a connection to
-    ``169.254.169.254`` or a private range."""
-    ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            ip = ip.ipv4_mapped
-        elif ip in _NAT64:
-            ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-        elif ip.sixtofour is not None:
-            if not _public_v4(ip.sixtofour):
-                return False
-        elif any(ip in net for net in _EMBEDDING_REFUSED):
-            return False
-    if isinstance(ip, ipaddress.IPv4Address):
-        return _public_v4(ip)
-    return bool(ip.is_global) and not ip.is_multicast
-
-
-def _public_v4(ip: ipaddress.IPv4Address) -> bool:
-    return bool(ip.is_global) and not ip.is_multicast
-
-
-async def system_resolve(host: str, port: int) -> list[str]:
-    """Every address ``host`` resolves to (the system resolver)."""
-    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(str(info[4][0]) for info in infos))
-
-
-class _Refused(Exception):
-    """A request the proxy turns down (403 to the client, an entry in the log)."""
 
 
 class EgressGate:
@@ -238,7 +182,7 @@ class EgressProxy:
                 gate._tasks.discard(task)  # noqa: SLF001
                 writer.close()
 
-        gate._server = await asyncio.start_unix_server(serve, path=str(gate.path), limit=_HEAD_LIMIT)  # noqa: SLF001
+        gate._server = await asyncio.start_unix_server(serve, path=str(gate.path), limit=HEAD_LIMIT)  # noqa: SLF001
         os.chmod(gate.path, 0o666)
         return gate
 
@@ -262,12 +206,12 @@ class EgressProxy:
         gate.record(entry)
         try:
             if len(gate._tasks) > _MAX_CONNECTIONS:  # noqa: SLF001
-                raise _Refused(f"more than {_MAX_CONNECTIONS} connections open at once")
+                raise Refused(f"more than {_MAX_CONNECTIONS} connections open at once")
             try:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _CONNECT_TIMEOUT_S)
             except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
-                raise _Refused("not an HTTP proxy request") from None
-            request = _parse(head)
+                raise Refused("not an HTTP proxy request") from None
+            request = checked(parse_proxy_head(head, "proxy"))
             host, port = request.host, request.port
             entry["host"] = f"{host}:{port}"
             address = await self._check(gate, host, port)
@@ -277,13 +221,13 @@ class EgressProxy:
                 if request.tunnel:
                     await self._complete(reader, writer, request, address, added, entry)
                     return
-                raise _Refused(f"{host}:{port} gets headers from the proxy: only https (CONNECT) reaches it")
+                raise Refused(f"{host}:{port} gets headers from the proxy: only https (CONNECT) reaches it")
             try:
                 up_reader, up_writer = await asyncio.wait_for(
                     asyncio.open_connection(address, port), _CONNECT_TIMEOUT_S
                 )
             except (OSError, TimeoutError) as exc:
-                raise _Refused(f"could not connect: {exc.__class__.__name__}") from None
+                raise Refused(f"could not connect: {exc.__class__.__name__}") from None
             if request.tunnel:
                 writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
             else:
@@ -292,7 +236,7 @@ class EgressProxy:
                 entry["bytes_out"] = len(forward)
             await _pump(reader, writer, up_reader, up_writer, entry)
             entry["status"] = "ok"
-        except _Refused as refused:
+        except Refused as refused:
             entry["status"] = f"refused: {refused}"
             with contextlib.suppress(OSError, RuntimeError):
                 writer.write(f"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"
@@ -305,7 +249,7 @@ class EgressProxy:
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        connect: _Request,
+        connect: ProxyHead,
         address: str,
         added: tuple[tuple[str, str], ...],
         entry: dict[str, Any],
@@ -325,11 +269,11 @@ class EgressProxy:
                 _CONNECT_TIMEOUT_S,
             )
         except ssl.SSLCertVerificationError as exc:
-            raise _Refused(
+            raise Refused(
                 f"{host}'s certificate is not trusted ({exc.verify_message}; the ca_bundle setting)"
             ) from None
         except (OSError, TimeoutError) as exc:
-            raise _Refused(f"could not connect over TLS: {exc.__class__.__name__}") from None
+            raise Refused(f"could not connect over TLS: {exc.__class__.__name__}") from None
         try:
             assert self._authority is not None
             writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
@@ -344,8 +288,8 @@ class EgressProxy:
                 )
                 return
             try:
-                request = _parse_origin(head, host, port)
-            except _Refused as refused:
+                request = parse_origin(head, host, port)
+            except Refused as refused:
                 entry["status"] = f"refused: {refused}"
                 await _answer(writer, "400 Bad Request", f"evaluator-host egress: {refused}\n")
                 return
@@ -358,105 +302,29 @@ class EgressProxy:
             up_writer.close()
 
     async def _check(self, gate: EgressGate, host: str, port: int) -> str:
-        """The address to connect to for ``host:port``, or :class:`_Refused` saying why not."""
+        """The address to connect to for ``host:port``, or :class:`Refused` saying why not."""
         try:
             ipaddress.ip_address(host.strip("[]"))
         except ValueError:
             pass
         else:
-            raise _Refused("IP literals are refused: name the host")
+            raise Refused("IP literals are refused: name the host")
         destination = f"{host}:{port}"
         if destination not in gate.declared:
-            raise _Refused(f"{destination} is not in the evaluator's network")
+            raise Refused(f"{destination} is not in the evaluator's network")
         if gate.workspace is None or destination not in self.workspace_allow.get(gate.workspace, frozenset()):
-            raise _Refused(f"{destination} is not in the workspace's network_allow")
+            raise Refused(f"{destination} is not in the workspace's network_allow")
         pinned = self.hosts.get(host)
         if pinned is not None:
             return pinned
         try:
             addresses = await asyncio.wait_for(self._resolve(host, port), _CONNECT_TIMEOUT_S)
         except (OSError, TimeoutError) as exc:
-            raise _Refused(f"{host} does not resolve ({exc.__class__.__name__})") from None
+            raise Refused(f"{host} does not resolve ({exc.__class__.__name__})") from None
         blocked = [a for a in addresses if not self._public(a)]
         if blocked or not addresses:
-            raise _Refused(f"{host} resolves to an address that is not public ({', '.join(blocked) or 'none'})")
+            raise Refused(f"{host} resolves to an address that is not public ({', '.join(blocked) or 'none'})")
         return addresses[0]
-
-
-class _Request:
-    """A request's head as the proxy read it: ``CONNECT host:port``, or an HTTP request (``path``,
-    its header lines but those of :data:`_HOP`) to send on to ``host:port``."""
-
-    def __init__(
-        self,
-        tunnel: bool,
-        host: str,
-        port: int,
-        line: tuple[str, str, str] = ("", "", ""),
-        lines: list[str] | None = None,
-    ) -> None:
-        self.tunnel, self.host, self.port = tunnel, host, port
-        self.method, self.path, self.version = line
-        self.lines = lines or []
-
-    def forward(self, added: tuple[tuple[str, str], ...]) -> bytes:
-        """The head sent to the destination: ``Host`` the destination's own name, the headers of ``added``
-        in place of the client's of the same names, ``Connection: close``."""
-        replaced = {name.lower() for name, _value in added}
-        keep = [line for line in self.lines if line.partition(":")[0].strip().lower() not in replaced]
-        default = 443 if added else 80
-        host = self.host if self.port == default else f"{self.host}:{self.port}"
-        lines = [f"{self.method} {self.path} {self.version}", f"Host: {host}", *keep]
-        lines += [f"{name}: {value}" for name, value in added]
-        return "\r\n".join([*lines, "Connection: close", "", ""]).encode("latin-1")
-
-
-def _header_lines(lines: list[str]) -> list[str]:
-    """The header lines to pass on (no hop-by-hop, proxy or ``Host`` line); ``_Refused`` for a folded
-    or malformed one (they are how requests are smuggled)."""
-    kept = []
-    for line in lines:
-        if not line:
-            continue
-        if line[0] in " \t" or ":" not in line or not line.partition(":")[0].strip():
-            raise _Refused("a malformed header line")
-        if not line.lower().startswith(_HOP):
-            kept.append(line)
-    return kept
-
-
-def _parse(head: bytes) -> _Request:
-    """A proxy request's head: ``CONNECT host:port``, or an absolute ``http://`` request."""
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-        raise _Refused("not an HTTP proxy request")
-    method, target, version = parts
-    if method == "CONNECT":
-        host, sep, port = target.rpartition(":")
-        if not sep or not port.isdigit():
-            raise _Refused("CONNECT needs host:port")
-        return _Request(True, host.lower().rstrip("."), int(port))
-    url = urlsplit(target)
-    if url.scheme != "http" or not url.hostname:
-        raise _Refused("only CONNECT, or a plain http:// URL, goes through this proxy")
-    try:
-        url_port = url.port or 80
-    except ValueError:
-        raise _Refused("bad port") from None
-    path = (url.path or "/") + (f"?{url.query}" if url.query else "")
-    host = url.hostname.lower().rstrip(".")
-    return _Request(False, host, url_port, (method, path, version), _header_lines(lines[1:]))
-
-
-def _parse_origin(head: bytes, host: str, port: int) -> _Request:
-    """A request read inside a tunnel the proxy ended (``GET /path HTTP/1.1`` and its headers)."""
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not parts[1].startswith("/"):
-        raise _Refused("not an HTTP/1.x request for a path")
-    method, path, version = parts
-    return _Request(False, host, port, (method, path, version), _header_lines(lines[1:]))
 
 
 async def _answer(writer: asyncio.StreamWriter, status: str, text: str) -> None:

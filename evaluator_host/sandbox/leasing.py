@@ -14,9 +14,10 @@ Rules:
 * when full, an idle worker of another key is evicted — of the key holding the most workers,
   least recently used first; a key that holds workers takes only from one holding two more or
   more than its share, and a key with none takes an idle worker of a key nobody waits for once
-  it has settled (:data:`_SETTLED_S`), never the warm worker of a key in steady use;
+  it has settled (:data:`SETTLED_S`), never the warm worker of a key in steady use;
 * single-case calls of a key may share a batch only up to as many rows as run in a worker's
   start time (:meth:`Leasing.coalesce_limit`): slow rows keep getting workers of their own;
+  the timings and failure rates these rules read are measured by :mod:`evaluator_host.sandbox.key_stats`;
 * memory: the workers alive at once (bound, starting, spare) hold at most the memory budget
   (:func:`evaluator_host.sandbox.memory.budget_mb`: ``max_worker_memory_mb``, by default 75% of the
   machine's memory) in ``memory_mb``. A start that would pass it first evicts idle workers, least
@@ -37,44 +38,27 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from evaluator_host.errors import LimitError, Overloaded, SandboxError
 from evaluator_host.observability import tracing
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.sandbox.base import Worker, WorkerSpec
+from evaluator_host.sandbox.holdings import SETTLED_S, Holdings, Slot
+from evaluator_host.sandbox.key_stats import KeyStats
 from evaluator_host.sandbox.memory import budget_mb
 from evaluator_host.settings import Settings
 
 __all__ = ["Leasing", "Slot"]
 
-# idle this long, a worker of a key nobody waits for may go to a key that has none (a key in steady
-# use reuses its workers within milliseconds); a waiter looks again at least this often
-_SETTLED_S = 0.05
 # a *failing* key (most of its recent leases ended with the worker discarded: timeouts, crashes,
-# memory kills, floods) holds at most this many workers, takes over only workers idle this long
-# or of other failing keys, and starts at most this many workers at once over all failing keys:
-# a neighbour whose every call costs a container start cannot take the machine or the pool
-_FAILING_RATE = 0.5
+# memory kills, floods; :meth:`KeyStats.failing`) holds at most this many workers, takes over only
+# workers idle a while (:data:`FAILING_IDLE_S`) or of other failing keys, and starts at most this many
+# workers at once over all failing keys: a neighbour whose every call costs a container start cannot
+# take the machine or the pool
 _FAILING_HOLD = 2
-_FAILING_IDLE_S = 1.0
 _FAILING_STARTS = 1
-
-
-@dataclass
-class Slot:
-    """A bound worker and what the pool knows of it."""
-
-    worker: Worker
-    spec: WorkerSpec
-    uses: int = 0
-    last_used: float = field(default_factory=time.monotonic)
-    leased_at: float = 0.0
-    uses_at_lease: int = 0
-    oom_seen: int = 0  # the worker's OOM-kill count after its last clean batch
-    load_error: dict[str, Any] | None = None
-    soft_timeouts: bool = False  # its harness interrupts a case at its timeout and stays warm
 
 
 def _chattered(worker: Worker) -> bool:
@@ -83,13 +67,28 @@ def _chattered(worker: Worker) -> bool:
 
 
 class Leasing:
-    """The leasing state and rules; a subclass says how to start a worker bound to a spec (``_start``)."""
+    """The leasing state and rules of one pool, which says how to start a worker bound to a spec
+    (``start``), and what its spares hold and how to reap one for memory (``spare_mb``, ``drop_spare``)."""
 
-    def __init__(self, settings: Settings, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: Metrics,
+        *,
+        start: Callable[[WorkerSpec], Awaitable[Slot]],
+        backend_name: str = "unknown",
+        spare_mb: Callable[[], int] = lambda: 0,
+        drop_spare: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.settings = settings
-        self.metrics = metrics or Metrics()
-        self._backend_name = "unknown"  # the label of this pool's counts (set by the pool)
-        self._idle: dict[str, list[Slot]] = {}
+        self.metrics = metrics
+        self._start = start
+        self._spare_mb = spare_mb  # ``memory_mb`` held by spares (started or starting)
+        self._drop_spare = drop_spare  # reap one spare to free memory; False when there is none
+        self._backend_name = backend_name  # the label of this pool's counts
+        self.stats = KeyStats()  # what leases and starts took, how often a key's leases failed
+        self.holdings = Holdings(settings.max_workers, self.stats.failing)
+        self.workspace_caps = self.holdings.caps  # workspace -> its max_warm_workers quota (the service's)
         self._count = 0
         # callers waiting for a worker of their key, oldest first: a released worker is handed to the
         # first of them directly (no broadcast: with hundreds waiting, waking them all per release
@@ -97,106 +96,26 @@ class Leasing:
         self._waiters: dict[str, collections.deque[asyncio.Future[Slot | None]]] = {}
         self._reapers: set[asyncio.Future[Any]] = set()
         self._closed = False
-        self._leased: dict[str, int] = {}  # key -> its workers running a batch now
-        self._waiting: dict[str, int] = {}  # key -> callers waiting for one of its workers
-        self._starting: dict[str, int] = {}  # key -> its workers being started now
-        self._lease_s: dict[str, float] = {}  # key -> running mean of a lease's duration
-        self._row_s: dict[str, float] = {}  # key -> running mean of one row's share of a lease
-        self._start_s: float | None = None  # running mean of starting and binding a worker
-        self._fail_rate: dict[str, float] = {}  # key -> running mean of "the lease discarded its worker"
-        self._failed_at: dict[str, float] = {}  # key -> when a lease of it last discarded its worker
         self._failing_starts = asyncio.Semaphore(_FAILING_STARTS)
-        self.workspace_caps: dict[str, int | None] = {}  # workspace -> its max_warm_workers quota
-        self._ws_of: dict[str, str] = {}  # key -> its workspace
-        self._mb_of: dict[str, int] = {}  # key -> its workers' memory_mb
         self.memory_budget_mb = budget_mb(settings)  # None: unknown, no bound
 
-    async def _start(self, spec: WorkerSpec) -> Slot:
-        raise NotImplementedError
+    @property
+    def closed(self) -> bool:
+        """Whether the pool is shutting down (:meth:`stop`): no caller gets a worker any more."""
+        return self._closed
 
-    def _held(self, key: str) -> int:
-        """Workers of ``key``: idle, leased, and starting (a burst of calls sees its own starts)."""
-        return len(self._idle.get(key, ())) + self._leased.get(key, 0) + self._starting.get(key, 0)
+    def counts(self) -> tuple[int, int]:
+        """The bound workers (idle, leased and starting), and how many of them are idle."""
+        return self._count, sum(len(slots) for slots in self.holdings.idle.values())
 
     def failing(self, key: str) -> bool:
         """Whether most of ``key``'s recent leases ended with its worker discarded."""
-        return self._fail_rate.get(key, 0.0) > _FAILING_RATE
-
-    def _fair_share(self) -> int:
-        """Workers one key may hold while other keys want some: the pool split over the keys in demand."""
-        active = {k for k, n in self._leased.items() if n} | {k for k, n in self._waiting.items() if n}
-        active |= {k for k, slots in self._idle.items() if slots}
-        return max(1, self.settings.max_workers // max(1, len(active)))
-
-    def _demand_share(self, key: str) -> int:
-        """What ``key`` may hold while other keys are running or waiting too: the pool split over the
-        keys in demand (a key whose calls take long must not fill the free room the others will need
-        as soon as they get busy); the whole pool when ``key`` is alone."""
-        demand = {k for table in (self._leased, self._waiting, self._starting) for k, n in table.items() if n}
-        demand.add(key)
-        return max(1, self.settings.max_workers // len(demand))
-
-    def _ws_held(self) -> dict[str, int]:
-        """Workers held per workspace (idle, leased, starting), with the workspaces waiting for one."""
-        held: dict[str, int] = {}
-        for key in {*self._idle, *self._leased, *self._starting}:
-            if n := self._held(key):
-                ws = self._ws_of.get(key, "")
-                held[ws] = held.get(ws, 0) + n
-        for key, n in self._waiting.items():
-            if n:
-                held.setdefault(self._ws_of.get(key, ""), 0)
-        return held
-
-    def _ws_full(self, key: str) -> bool:
-        """Whether ``key``'s workspace holds its ``max_warm_workers`` quota already."""
-        cap = self.workspace_caps.get(self._ws_of.get(key, ""))
-        return cap is not None and self._ws_held().get(self._ws_of.get(key, ""), 0) >= cap
-
-    def _evict_one(self, key: str, *, own_workspace: bool = False) -> Slot | None:
-        """An idle worker of another key to make room for ``key``: of the key holding the most workers,
-        least recently used first. A key that holds workers already only takes from a key holding at
-        least two more, or more than its fair share (so keys never trade workers back and forth); one
-        that holds none may also take a worker idle for a while (:data:`_SETTLED_S`) of a key nobody
-        waits for — never the warm worker of a key in steady use."""
-        mine, share = self._held(key), self._fair_share()
-        failing = self.failing(key)
-        settled = time.monotonic() - (_FAILING_IDLE_S if failing else _SETTLED_S)
-        workspace = self._ws_of.get(key, "")
-        ws_held = self._ws_held()
-        ws_share = max(1, self.settings.max_workers // max(1, len(ws_held | {workspace: 0})))
-
-        def takeable(slot: Slot) -> bool:
-            k = slot.spec.key
-            other = slot.spec.workspace
-            if other != workspace and (own_workspace or ws_held.get(other, 0) <= ws_share):
-                return False  # another workspace's worker, and it holds no more than its share
-            held = self._held(k)
-            spare_time = mine == 0 and not self._waiting.get(k) and slot.last_used < settled
-            if failing and not self.failing(k):
-                return spare_time  # a failing key never takes a healthy key's worker in use
-            return held >= mine + 2 or held > share or spare_time
-
-        candidates = [s for k, slots in self._idle.items() if k != key for s in slots if takeable(s)]
-        if not candidates:
-            return None
-        victim = min(candidates, key=lambda s: (-self._held(s.spec.key), s.last_used))
-        self._idle[victim.spec.key].remove(victim)
-        return victim
+        return self.stats.failing(key)
 
     # -- memory admission ------------------------------------------------------------------
-    def _spare_mb(self) -> int:
-        """``memory_mb`` held by spares (started or starting); the pool's spares say."""
-        return 0
-
-    def _drop_spare(self) -> bool:
-        """Reap one spare to free memory; False when there is none (the pool's spares say)."""
-        return False
-
     def live_mb(self) -> int:
         """The ``memory_mb`` of every worker alive or starting: bound (idle, leased, starting) and spare."""
-        keys = {*self._idle, *self._leased, *self._starting}
-        return sum(self._held(k) * self._mb_of.get(k, 0) for k in keys) + self._spare_mb()
+        return self.holdings.bound_mb() + self._spare_mb()
 
     def fits(self, need_mb: int) -> bool:
         """Whether ``need_mb`` more stays within the memory budget as things are."""
@@ -208,13 +127,13 @@ class Leasing:
         while not self.fits(need_mb):
             if self._drop_spare():
                 continue
-            idle = [slot for slots in self._idle.values() for slot in slots]
+            idle = [slot for slots in self.holdings.idle.values() for slot in slots]
             if not idle:
                 return False
             victim = min(idle, key=lambda slot: slot.last_used)
-            self._idle[victim.spec.key].remove(victim)
+            self.holdings.idle[victim.spec.key].remove(victim)
             self.metrics.evictions.labels(self._backend_name).inc()
-            self._reap(victim.worker)
+            self.reap(victim.worker)
             self._count -= 1  # no wake-up: the room is this caller's
         return True
 
@@ -223,7 +142,7 @@ class Leasing:
         it; None, with ``victim`` back among the idle, when it does not."""
         if not self._admit(spec.memory_mb):
             if victim is not None:
-                self._idle.setdefault(victim.spec.key, []).append(victim)
+                self.holdings.idle.setdefault(victim.spec.key, []).append(victim)
             return None
         if victim is not None:
             self.metrics.evictions.labels(self._backend_name).inc()
@@ -238,45 +157,32 @@ class Leasing:
             "not fit now; retry shortly"
         )
 
-    def _cheaper_to_wait(self, key: str) -> bool:
-        """Whether one of ``key``'s busy workers is likely free sooner than a new one would start."""
-        leased, lease_s = self._leased.get(key, 0), self._lease_s.get(key)
-        if not leased or lease_s is None or self._start_s is None:
-            return False
-        expected_wait = lease_s * (self._waiting.get(key, 0) + 1) / leased
-        return expected_wait < self._start_s
-
     def coalesce_limit(self, key: str) -> int:
-        """How many single-case calls of ``key`` may share one batch: as many rows as run in the time a
-        worker takes to start (queueing behind them costs less than the start that would otherwise be
-        worth it), at most ``batch_size``; 1 (no sharing) until both times are known."""
-        row_s = self._row_s.get(key)
-        if row_s is None or self._start_s is None:
-            return 1
-        return max(1, min(self.settings.batch_size, int(self._start_s / max(row_s, 1e-6))))
+        """How many single-case calls of ``key`` may share one batch (:meth:`KeyStats.coalesce_limit`)."""
+        return self.stats.coalesce_limit(key, self.settings.batch_size)
 
     def _lease(self, slot: Slot) -> Slot:
-        self._leased[slot.spec.key] = self._leased.get(slot.spec.key, 0) + 1
+        self.holdings.leased[slot.spec.key] = self.holdings.leased.get(slot.spec.key, 0) + 1
         slot.leased_at, slot.uses_at_lease = time.monotonic(), slot.uses
         return slot
 
     def _take_idle(self, key: str) -> Slot | None:
-        slots = self._idle.get(key)
+        slots = self.holdings.idle.get(key)
         while slots:
             slot = slots.pop()
             if not slot.worker.reader.at_eof() and not _chattered(slot.worker):
                 return slot
             # it died (killed from outside, engine restarted) or spoke out of turn while idle: replace it
             self._count -= 1
-            self._reap(slot.worker)
+            self.reap(slot.worker)
         return None
 
-    async def _acquire(self, spec: WorkerSpec) -> Slot:
+    async def acquire(self, spec: WorkerSpec) -> Slot:
         """A worker bound to ``spec``, leased: an idle one of its key, one handed over by a release,
         or a new one (started, or taking an evicted worker's place), by the rules above."""
-        key = spec.key
-        self._ws_of[key] = spec.workspace
-        self._mb_of[key] = spec.memory_mb
+        key, h = spec.key, self.holdings
+        h.ws_of[key] = spec.workspace
+        h.mb_of[key] = spec.memory_mb
         if self.memory_budget_mb is not None and spec.memory_mb > self.memory_budget_mb:
             raise LimitError(
                 f"memory_mb={spec.memory_mb} exceeds the {self.memory_budget_mb} MiB this machine admits for all "
@@ -288,38 +194,38 @@ class Leasing:
             slot = self._take_idle(key)
             if slot is not None:
                 return self._lease(slot)
-            if self._ws_full(key):  # at its workspace's quota: an idle worker of the workspace's, or wait
-                victim = None if self._held(key) else self._evict_one(key, own_workspace=True)
+            if h.ws_full(key):  # at its workspace's quota: an idle worker of the workspace's, or wait
+                victim = None if h.held(key) else h.evict_one(key, own_workspace=True)
                 if victim is not None:
                     if (started := await self._start_admitted(spec, victim)) is not None:
                         return started
                     raise self._overloaded(spec)  # it holds none (else no victim was sought)
-            crowded = self._ws_full(key)
-            crowded = crowded or self._held(key) >= self._fair_share() and self._count >= self.settings.max_workers - 1
-            crowded = crowded or self._held(key) >= self._demand_share(key)
-            crowded = crowded or (self.failing(key) and self._held(key) >= _FAILING_HOLD)
-            if not crowded and not self._cheaper_to_wait(key):
+            crowded = h.ws_full(key)
+            crowded = crowded or h.held(key) >= h.fair_share() and self._count >= self.settings.max_workers - 1
+            crowded = crowded or h.held(key) >= h.demand_share(key)
+            crowded = crowded or (self.failing(key) and h.held(key) >= _FAILING_HOLD)
+            if not crowded and not self.stats.cheaper_to_wait(key, h.leased.get(key, 0), h.waiting.get(key, 0)):
                 if self._count < self.settings.max_workers:
                     if (started := await self._start_admitted(spec, None)) is not None:
                         return started
-                    if not self._held(key):  # no memory for it, and no worker of its own to wait for
+                    if not h.held(key):  # no memory for it, and no worker of its own to wait for
                         raise self._overloaded(spec)
                 else:
-                    victim = self._evict_one(key)
+                    victim = h.evict_one(key)
                     if victim is not None and (started := await self._start_admitted(spec, victim)) is not None:
                         return started
-                    if victim is not None and not self._held(key):
+                    if victim is not None and not h.held(key):
                         raise self._overloaded(spec)
             waiter: asyncio.Future[Slot | None] = asyncio.get_running_loop().create_future()
             queue = self._waiters.setdefault(key, collections.deque())
             queue.append(waiter)
-            self._waiting[key] = self._waiting.get(key, 0) + 1
+            h.waiting[key] = h.waiting.get(key, 0) + 1
             waited_from = time.monotonic()
             try:
-                if self._held(key):  # a worker of ours will come back: wait for it, however long
+                if h.held(key):  # a worker of ours will come back: wait for it, however long
                     handed = await waiter
                 else:  # none of ours: an idle worker of another key may settle meanwhile, so look again
-                    handed = await asyncio.wait_for(asyncio.shield(waiter), _SETTLED_S)
+                    handed = await asyncio.wait_for(asyncio.shield(waiter), SETTLED_S)
             except TimeoutError:
                 if not waiter.done():
                     waiter.set_result(None)  # nobody handed us anything: leave the queue, look again
@@ -327,10 +233,10 @@ class Leasing:
                 handed = waiter.result()
             except BaseException:
                 if waiter.done() and not waiter.cancelled() and (given := waiter.result()) is not None:
-                    await self._release(given, healthy=True)  # handed over as we were cancelled: pass it on
+                    await self.release(given, healthy=True)  # handed over as we were cancelled: pass it on
                 raise
             finally:
-                self._waiting[key] -= 1  # a cancelled waiter left in the queue is skipped when reached
+                h.waiting[key] -= 1  # a cancelled waiter left in the queue is skipped when reached
             if handed is not None:
                 self.metrics.pool_wait.observe(time.monotonic() - waited_from)
                 return handed
@@ -339,9 +245,9 @@ class Leasing:
         """Start a worker for ``spec`` in a place already counted (``victim`` gives its place up: it is
         killed in the background, so the call does not wait for a container's removal)."""
         # counted as starting before the victim goes: a caller looking meanwhile sees the place taken
-        self._starting[spec.key] = self._starting.get(spec.key, 0) + 1
+        self.holdings.starting[spec.key] = self.holdings.starting.get(spec.key, 0) + 1
         if victim is not None:
-            self._reap(victim.worker)
+            self.reap(victim.worker)
         started = time.monotonic()
         try:
             traced: tracing.Attributes = {
@@ -358,12 +264,11 @@ class Leasing:
             self._forget()
             raise
         finally:
-            self._starting[spec.key] -= 1
-            if not self._starting[spec.key]:
-                del self._starting[spec.key]
+            self.holdings.starting[spec.key] -= 1
+            if not self.holdings.starting[spec.key]:
+                del self.holdings.starting[spec.key]
         if slot.load_error is None:
-            took = time.monotonic() - started
-            self._start_s = took if self._start_s is None else 0.8 * self._start_s + 0.2 * took
+            self.stats.started(time.monotonic() - started)
         return self._lease(slot)
 
     def _hand_over(self, slot: Slot) -> bool:
@@ -390,32 +295,28 @@ class Leasing:
         self._count -= 1
         self._wake_one_per_key()
 
-    async def _release(self, slot: Slot, healthy: bool) -> None:
+    async def release(self, slot: Slot, healthy: bool) -> None:
+        """Give a leased worker back: to the oldest caller waiting for its key, or idle; killed when not
+        ``healthy`` (its batch did not finish cleanly), past ``max_uses``, or the pool is closed."""
         slot.last_used = now = time.monotonic()
         key = slot.spec.key
+        rows = slot.uses - slot.uses_at_lease
         if slot.leased_at:
-            self._leased[key] -= 1
+            self.holdings.leased[key] -= 1
             took, slot.leased_at = now - slot.leased_at, 0.0
-            if slot.uses > slot.uses_at_lease:  # it ran cases (not a pre-warm): what a wait for it costs
-                mean = self._lease_s.get(key)
-                self._lease_s[key] = took if mean is None else 0.8 * mean + 0.2 * took
-                row = took / (slot.uses - slot.uses_at_lease)
-                mean = self._row_s.get(key)
-                self._row_s[key] = row if mean is None else 0.8 * mean + 0.2 * row
-        if not healthy:
-            self._fail_rate[key] = 0.7 * self._fail_rate.get(key, 0.0) + 0.3
-            self._failed_at[key] = now
-        elif key in self._fail_rate and slot.uses > slot.uses_at_lease:  # a clean batch: the rate decays
-            self._fail_rate[key] *= 0.7
+            if rows:  # it ran cases (not a pre-warm): what a wait for it costs
+                self.stats.leased(key, took, rows)
+        self.stats.ended(key, healthy=healthy, ran=rows > 0, now=now)
         if healthy and slot.uses < self.settings.max_uses and not self._closed:
             if not self._hand_over(slot):
-                self._idle.setdefault(key, []).append(slot)
+                self.holdings.idle.setdefault(key, []).append(slot)
                 self._wake_one_per_key()  # another key may take it over
             return
         await slot.worker.kill()
         self._forget()
 
-    def _reap(self, worker: Worker) -> None:
+    def reap(self, worker: Worker) -> None:
+        """Kill ``worker`` in the background (:meth:`close` waits for it)."""
         reaper = asyncio.ensure_future(worker.kill())
         self._reapers.add(reaper)
         reaper.add_done_callback(self._reapers.discard)
@@ -423,23 +324,40 @@ class Leasing:
     async def sweep_idle(self, now: float) -> None:
         """Discard idle workers unused for more than ``idle_ttl_s`` as of ``now``."""
         expired: list[Slot] = []
-        for slots in self._idle.values():
+        for slots in self.holdings.idle.values():
             for slot in [s for s in slots if now - s.last_used > self.settings.idle_ttl_s]:
                 slots.remove(slot)
                 expired.append(slot)
         # keys with no worker and no waiter left are forgotten, so the per-release work (a look at
         # every key's waiters, the fair share) stays proportional to the keys in use, not to every
         # key the service has seen
-        seen = {*self._idle, *self._leased, *self._waiting, *self._waiters, *self._lease_s}
-        for key in seen:
-            if not self._idle.get(key) and not self._leased.get(key) and not self._waiting.get(key):
-                for table in (self._idle, self._leased, self._waiting, self._waiters, self._lease_s, self._row_s):
-                    table.pop(key, None)
-                self._ws_of.pop(key, None)
-                self._mb_of.pop(key, None)
-        for key in [k for k, t in self._failed_at.items() if now - t > self.settings.idle_ttl_s]:
-            self._failed_at.pop(key)  # a key that failed long ago and was not used since starts afresh
-            self._fail_rate.pop(key, None)
+        h = self.holdings
+        for key in {*h.idle, *h.leased, *h.waiting, *self._waiters, *self.stats.lease_s}:
+            if h.unused(key):
+                h.forget(key)
+                self._waiters.pop(key, None)
+                self.stats.forget(key)
+        self.stats.expire(now, self.settings.idle_ttl_s)
         for slot in expired:
             await slot.worker.kill()
             self._forget()
+
+    def stop(self) -> None:
+        """No caller gets a worker any more; a worker released from now on is killed."""
+        self._closed = True
+
+    def close(self) -> list[Slot]:
+        """Stop (:meth:`stop`), wake every waiter (it looks again, sees the pool closed, and leaves) and
+        answer the idle workers, which the caller kills."""
+        self._closed = True
+        slots = [slot for slots in self.holdings.idle.values() for slot in slots]
+        self.holdings.idle.clear()
+        for queue in self._waiters.values():
+            for waiter in queue:
+                if not waiter.done():
+                    waiter.set_result(None)
+        return slots
+
+    async def reaped(self) -> None:
+        """Wait until every worker killed in the background (:meth:`reap`) is gone."""
+        await asyncio.gather(*self._reapers, return_exceptions=True)

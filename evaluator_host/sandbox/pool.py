@@ -10,15 +10,15 @@ Rules:
   not a process or container start; at most ``max_workers`` spares exist in all (the
   least recently used runtime's go first), and a runtime's spares go after ``idle_ttl_s``
   without use;
-* who gets a worker when (the share of each key, waiting versus starting, eviction) is
-  :mod:`evaluator_host.sandbox.leasing`'s;
+* who gets a worker when (the share of each key, waiting versus starting, eviction) is decided by
+  the pool's :class:`~evaluator_host.sandbox.leasing.Leasing` (:attr:`WorkerPool.leasing`);
 * a worker is discarded after a timeout its harness did not answer itself (a harness that
   announces ``soft_timeouts`` interrupts the case and stays warm; the host waits a little
   longer than the timeout before it kills), any crash, output flood or memory kill, after
   ``max_uses`` evaluations, and after ``idle_ttl_s`` without use;
-* the rows of one call are sent in batches (``batch_size`` per message; a job's chunk whole) to one worker;
-  if a row ends the worker, only that row carries the failure and the rest of the
-  batch goes on in a fresh worker;
+* the rows of one call are sent in batches (``batch_size`` per message; a job's chunk whole) to one worker
+  (:mod:`evaluator_host.sandbox.batches`); if a row ends the worker, only that row carries the failure
+  and the rest of the batch goes on in a fresh worker;
 * single-case calls to one key that wait for a worker together are coalesced into one
   batch (:mod:`evaluator_host.sandbox.coalesce`), each call still getting its own row.
 """
@@ -29,19 +29,19 @@ import asyncio
 import contextlib
 import os
 import random
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evaluator_host.errors import ResponseTooLarge, SandboxError
+from evaluator_host.errors import SandboxError
 from evaluator_host.observability import tracing
 from evaluator_host.observability.metrics import Metrics
-from evaluator_host.sandbox.base import RawOutcome, RuntimeKey, SandboxBackend, Worker, WorkerSpec, error_info
+from evaluator_host.sandbox.base import RawOutcome, RuntimeKey, SandboxBackend, WorkerSpec, error_info
+from evaluator_host.sandbox.batches import FRAME_OVERHEAD, ByteBudget, Call, frame_max, run_batch, send
 from evaluator_host.sandbox.coalesce import Coalescer, Group
 from evaluator_host.sandbox.leasing import Leasing, Slot
-from evaluator_host.sandbox.protocol import FrameReader, FrameTooLarge, JobCases, WireCase, encode_frame, read_frame
-from evaluator_host.sandbox.replies import Foreign, Unanswered, bulk_outcomes, failure, hard_timeout
+from evaluator_host.sandbox.protocol import FrameTooLarge, JobCases, WireCase, encode_frame, read_frame
+from evaluator_host.sandbox.replies import Unanswered
 from evaluator_host.sandbox.spares import Spares
 from evaluator_host.settings import Settings
 
@@ -51,7 +51,6 @@ _LOAD_TIMEOUT_S = 60.0
 # a bound worker answers "loading" as soon as it reads its load frame; silence this long means it
 # is frozen (a paused container, a SIGSTOPped process) or wedged, not that the user's code is slow
 _ACK_TIMEOUT_S = 15.0
-_FRAME_OVERHEAD = 64 * 1024
 _FLUSH_MS = 2.0  # how long a harness may hold fast replies back (``held_replies``)
 
 
@@ -72,29 +71,51 @@ def load_frame(spec: WorkerSpec) -> bytes:
     )
 
 
-def _send(worker: Worker, data: bytes) -> None:
-    """Write ``data`` to ``worker``'s channel; ``ConnectionResetError`` when the channel is closed already
-    (a worker killed from outside whose pipe the loop has seen close: uvloop raises ``RuntimeError`` on
-    such a write, asyncio drops it), so that every caller treats it as the dead worker it is."""
-    if worker.writer.is_closing():
-        raise ConnectionResetError("the worker's channel is closed")
-    worker.writer.write(data)
-
-
-class WorkerPool(Leasing):
-    """Binds warm workers per key (leasing them by :class:`Leasing`'s rules) and runs cases on them."""
+class WorkerPool:
+    """Binds warm workers per key (leased by its :attr:`leasing`'s rules) and runs cases on them."""
 
     def __init__(self, backend: SandboxBackend, settings: Settings, metrics: Metrics | None = None) -> None:
-        super().__init__(settings, metrics)
+        self.settings = settings
+        self.metrics = metrics = metrics or Metrics()
         self.backend = backend
-        self._backend_name = backend.name
         self._started = 0
         self._sweeper: asyncio.Task[None] | None = None
-        self._starts = self.metrics.worker_starts.labels(backend.name)
-        self.spares = Spares(backend, settings, self._reap, self._starts.inc, self.fits)
-        self.metrics.watch_pool(self._states)
+        self._starts = metrics.worker_starts.labels(backend.name)
+        self.leasing = Leasing(
+            settings,
+            metrics,
+            start=self._start,
+            backend_name=backend.name,
+            spare_mb=lambda: self.spares.memory_mb(),
+            drop_spare=lambda: self.spares.drop_one(),
+        )
+        self.spares = Spares(backend, settings, self.leasing.reap, self._starts.inc, self.leasing.fits)
+        metrics.watch_pool(self._states)
         self._ids = random.Random(os.urandom(16))  # request ids: unpredictable to a sandbox, cheap here
         self.coalescer = Coalescer()
+
+    # -- what the leasing knows ----------------------------------------------------------------
+    @property
+    def workspace_caps(self) -> dict[str, int | None]:
+        """Workspace -> its ``max_warm_workers`` quota (None: no cap); the service keeps it current."""
+        return self.leasing.workspace_caps
+
+    @property
+    def memory_budget_mb(self) -> int | None:
+        """The ``memory_mb`` all workers together may hold (None: unknown, no bound)."""
+        return self.leasing.memory_budget_mb
+
+    def live_mb(self) -> int:
+        """The ``memory_mb`` of every worker alive or starting (bound and spare)."""
+        return self.leasing.live_mb()
+
+    def failing(self, key: str) -> bool:
+        """Whether most of ``key``'s recent leases ended with its worker discarded."""
+        return self.leasing.failing(key)
+
+    def coalesce_limit(self, key: str) -> int:
+        """How many single-case calls of ``key`` may share one batch."""
+        return self.leasing.coalesce_limit(key)
 
     # -- spares --------------------------------------------------------------------------
     def warm(self, runtime: RuntimeKey) -> None:
@@ -102,25 +123,19 @@ class WorkerPool(Leasing):
         self._sweep_soon()
         self.spares.warm(runtime)
 
-    def _spare_mb(self) -> int:
-        return self.spares.memory_mb()
-
-    def _drop_spare(self) -> bool:
-        return self.spares.drop_one()
-
     def _sweep_soon(self) -> None:
-        if self._sweeper is None and not self._closed:
+        if self._sweeper is None and not self.leasing.closed:
             self._sweeper = asyncio.ensure_future(self._sweep())
 
     # -- binding ---------------------------------------------------------------------------
     def _states(self) -> dict[str, int]:
-        idle = sum(len(v) for v in self._idle.values())
-        return {"busy": self._count - idle, "idle": idle, "spare": self.spares.count()}
+        bound, idle = self.leasing.counts()
+        return {"busy": bound - idle, "idle": idle, "spare": self.spares.count()}
 
     def stats(self) -> PoolStats:
         """Current worker counts."""
-        idle = sum(len(v) for v in self._idle.values())
-        return PoolStats(workers=self._count, idle=idle, started=self._started, spares=self.spares.count())
+        bound, idle = self.leasing.counts()
+        return PoolStats(workers=bound, idle=idle, started=self._started, spares=self.spares.count())
 
     async def _start(self, spec: WorkerSpec, *, retry: bool = True, fresh: bool = False) -> Slot:
         """A worker bound to ``spec`` that answered its load: a spare of its runtime (unless
@@ -143,22 +158,22 @@ class WorkerPool(Leasing):
             worker.set_output_limit(spec.output_limit)
             if worker.egress is not None:  # what this worker may reach: the evaluator's declared network
                 worker.egress.bind(spec.workspace, spec.network, spec.headers)
-            _send(worker, load_frame(spec))
+            send(worker, load_frame(spec))
             await worker.writer.drain()
         except (SandboxError, ConnectionError, OSError):
             if worker is not None:
                 await worker.kill()
-            if not retry or self._closed:
+            if not retry or self.leasing.closed:
                 raise
             return await self._start(spec, retry=False, fresh=True)
-        limit = spec.output_limit * 2 + _FRAME_OVERHEAD
+        limit = spec.output_limit * 2 + FRAME_OVERHEAD
         try:
             try:
                 async with asyncio.timeout(_ACK_TIMEOUT_S):
                     ready = await read_frame(worker.reader, limit)
             except TimeoutError:
                 ready = None  # not a word: frozen or wedged (the user's code has not even started)
-            if ready is None and retry and not self._closed:
+            if ready is None and retry and not self.leasing.closed:
                 await worker.kill()
                 return await self._start(spec, retry=False, fresh=True)
             if ready is None or ready.get("type") == "loading":
@@ -187,7 +202,7 @@ class WorkerPool(Leasing):
         )
 
     async def _sweep(self) -> None:
-        while not self._closed:
+        while not self.leasing.closed:
             await asyncio.sleep(min(5.0, self.settings.idle_ttl_s / 2))
             await self.sweep()
 
@@ -197,22 +212,22 @@ class WorkerPool(Leasing):
         (default: ``time.monotonic()``), and spares that died while they waited."""
         now = time.monotonic() if now is None else now
         self.spares.sweep(now)
-        await self.sweep_idle(now)
+        await self.leasing.sweep_idle(now)
 
     async def _acquire_traced(self, spec: WorkerSpec) -> Slot:
-        """A worker for ``spec`` (:meth:`_acquire`) in a ``pool.acquire`` span: the wait for a worker of its
-        key, or its start (then a ``worker.start`` span inside)."""
+        """A worker for ``spec`` (:meth:`Leasing.acquire`) in a ``pool.acquire`` span: the wait for a worker
+        of its key, or its start (then a ``worker.start`` span inside)."""
         if not tracing.enabled():
-            return await self._acquire(spec)
+            return await self.leasing.acquire(spec)
         with tracing.span("pool.acquire"):
-            return await self._acquire(spec)
+            return await self.leasing.acquire(spec)
 
     async def prewarm(self, spec: WorkerSpec) -> None:
         """Start a worker for ``spec`` ahead of its first evaluation (best effort)."""
         self._sweep_soon()
         with contextlib.suppress(SandboxError):
-            slot = await self._acquire(spec)
-            await self._release(slot, healthy=True)
+            slot = await self.leasing.acquire(spec)
+            await self.leasing.release(slot, healthy=True)
 
     # -- running -------------------------------------------------------------------------
     async def run(
@@ -240,211 +255,52 @@ class WorkerPool(Leasing):
         """
         self._sweep_soon()
         only = cases[0] if len(cases) == 1 and self.settings.coalesce and job_cases is None else None
-        if isinstance(only, dict) and (max_bytes is None or max_bytes >= self._frame_max(spec)):
+        if isinstance(only, dict) and (max_bytes is None or max_bytes >= frame_max(spec)):
             # one reply can't exceed this call's budget: it may share a frame with other calls
             key = (spec.key, timeout_s, correct_answer_key)
 
             async def runner(group: Group) -> list[RawOutcome]:
                 slot = await self._acquire_traced(spec)
-                return await self._run_rows(spec, self.coalescer.seal(group), timeout_s, correct_answer_key, slot)
+                return await self._run_rows(Call(spec, self.coalescer.seal(group), timeout_s, correct_answer_key), slot)
 
-            return [await self.coalescer.submit(key, only, runner, self.coalesce_limit(spec.key))]
-        flush_ms = _FLUSH_MS if held_replies else 0.0
-        return await self._run_rows(spec, cases, timeout_s, correct_answer_key, None, max_bytes, flush_ms, job_cases)
+            return [await self.coalescer.submit(key, only, runner, self.leasing.coalesce_limit(spec.key))]
+        call = Call(spec, cases, timeout_s, correct_answer_key, ByteBudget(max_bytes), job_cases)
+        return await self._run_rows(call, None, _FLUSH_MS if held_replies else 0.0)
 
-    @staticmethod
-    def _frame_max(spec: WorkerSpec) -> int:
-        return spec.output_limit * 2 + spec.result_limit + _FRAME_OVERHEAD
-
-    async def _run_rows(
-        self,
-        spec: WorkerSpec,
-        cases: Sequence[WireCase],
-        timeout_s: float,
-        correct_answer_key: str,
-        slot: Slot | None,
-        max_bytes: int | None = None,
-        flush_ms: float = 0.0,
-        job_cases: JobCases | None = None,
-    ) -> list[RawOutcome]:
-        """Every row of ``cases`` in batches (the first on ``slot`` when given); outcomes in order. A job's
+    async def _run_rows(self, call: Call, slot: Slot | None, flush_ms: float = 0.0) -> list[RawOutcome]:
+        """Every row of ``call`` in batches (the first on ``slot`` when given); outcomes in order. A job's
         chunk (``flush_ms``) goes whole, in one message: the worker runs it without waiting for the host
         between batches (its replies come back in bursts anyway)."""
-        results: list[RawOutcome | None] = [None] * len(cases)
-        pending = list(range(len(cases)))
-        budget = [max_bytes]
-        size = max(self.settings.batch_size, len(cases)) if flush_ms else self.settings.batch_size
+        pending = list(range(len(call.cases)))
+        size = max(self.settings.batch_size, len(call.cases)) if flush_ms else self.settings.batch_size
         while pending:
             batch, pending = pending[:size], pending[size:]
             held = flush_ms
             while batch:
                 try:
-                    done = await self._run_batch(
-                        spec, cases, batch, timeout_s, correct_answer_key, results, budget, slot, held, job_cases
+                    done = await run_batch(
+                        call,
+                        batch,
+                        slot or await self._acquire_traced(call.spec),
+                        request=f"{self._ids.getrandbits(64):016x}",  # every reply carries it, and its index
+                        release=self.leasing.release,
+                        backend_name=self.backend.name,
+                        flush_ms=held,
                     )
                 except Unanswered as lost:  # the worker died holding replies: the rest, one reply at a time
                     done, held = lost.done, 0.0
                 slot = None
                 batch = batch[done:]
-        return [r for r in results if r is not None]
-
-    async def _run_batch(
-        self,
-        spec: WorkerSpec,
-        cases: Sequence[WireCase],
-        batch: list[int],
-        timeout_s: float,
-        correct_answer_key: str,
-        results: list[RawOutcome | None],
-        budget: list[int | None],
-        slot: Slot | None = None,
-        flush_ms: float = 0.0,
-        job_cases: JobCases | None = None,
-    ) -> int:
-        """Run ``batch`` on one worker (``slot``, else one acquired now); return how many of its rows
-        now have an outcome. With ``flush_ms``, a worker lost to a timeout or an exit raises
-        :class:`Unanswered` instead of blaming the next row (it may have died holding replies)."""
-        slot = slot or await self._acquire_traced(spec)
-        if slot.load_error is not None:
-            status = "timeout" if slot.load_error.get("type") == "Timeout" else "error"
-            for index in batch:
-                results[index] = RawOutcome(status=status, error=slot.load_error)
-            await self._release(slot, healthy=status == "error")
-            return len(batch)
-        worker = slot.worker
-        frames = FrameReader(worker.reader, self._frame_max(spec))
-        done = 0
-        healthy = False  # only a batch that finished cleanly leaves the worker reusable
-        oom_before = slot.oom_seen
-        request = f"{self._ids.getrandbits(64):016x}"  # every reply must carry it, with its index in the batch
-        span = tracing.start_span("worker.run", {"evaluator_host.backend": self._backend_name})
-        try:
-            run = {"op": "run", "id": request, "correct_answer_key": correct_answer_key, "timeout_s": timeout_s}
-            if flush_ms:
-                run["flush_ms"] = flush_ms
-            sent = [cases[i] for i in batch]
-            _send(worker, encode_frame({**run, "cases": sent}) if job_cases is None else job_cases.run_frame(run, sent))
-            await worker.writer.drain()
-            wait_s = hard_timeout(timeout_s, slot.soft_timeouts)
-            while done < len(batch):
-                index = batch[done]
-                reply = await frames.next(wait_s)
-                if reply.get("id") != request or reply.get("index") != done:
-                    raise Foreign(reply)
-                if budget[0] is not None:
-                    budget[0] -= frames.last_size
-                    if budget[0] < 0:
-                        raise ResponseTooLarge(
-                            f"the results of this call exceed max_response_bytes (EVALUATOR_HOST_MAX_RESPONSE_BYTES) "
-                            f"after {index + 1} of {len(cases)} cases; run them as a job (POST /v1/jobs), whose "
-                            "results are stored and read in pages"
-                        )
-                raw = worker.take_raw_output()
-                egress = worker.egress.take() if worker.egress is not None else []
-                if reply.get("type") == "results":  # consecutive plain ok replies in one frame
-                    first = done
-                    done = bulk_outcomes(reply, batch, done, results)
-                    head = results[batch[first]]
-                    assert head is not None
-                    head.stderr, head.egress = raw, egress  # what arrived beside the frame: its first case's
-                    slot.uses += done - first
-                    continue
-                results[index] = RawOutcome(
-                    status=reply.get("status", "invalid_result"),
-                    value=reply.get("value"),
-                    error=reply.get("error"),
-                    stdout=reply.get("stdout", ""),
-                    stderr=reply.get("stderr", "") + raw,
-                    truncated=bool(reply.get("truncated")),
-                    duration_ms=float(reply.get("duration_ms", 0.0)),
-                    egress=egress,
-                )
-                slot.uses += 1
-                done += 1
-                if reply.get("status") == "memory_limit" or reply.get("retire"):
-                    # the heap may be fragmented or near its limit, or the harness is leaving
-                    # (process.exit): the rest of the batch goes to a fresh worker
-                    break
-            else:
-                # processes the batch started must not outlive it, whatever user code did to the harness;
-                # nothing may follow the last reply (a frame written later belongs to no request)
-                healthy = not frames.pending() and await worker.reap_strays()
-                slot.oom_seen = worker.oom_kills()
-                if slot.oom_seen > oom_before:  # cgroup v1 kills one process, maybe not the harness
-                    healthy = False
-                    message = f"a process of the worker exceeded memory_mb={spec.memory_mb} during this batch"
-                    for index in batch:
-                        results[index] = failure("memory_limit", "MemoryLimit", message)
-        except Foreign:
-            await worker.kill()
-            results[batch[done]] = failure(
-                "error",
-                "ProtocolError",
-                "the worker sent a reply that belongs to no pending request (it was discarded, and the worker "
-                "replaced: code that writes to the harness's channel cannot reach another request)",
-            )
-            done += 1
-        except TimeoutError:
-            await worker.kill()
-            if flush_ms:
-                raise Unanswered(done) from None
-            results[batch[done]] = failure(
-                "timeout",
-                "Timeout",
-                f"the evaluation exceeded timeout_s={timeout_s:g}",
-                duration_ms=timeout_s * 1000.0,
-            )
-            done += 1
-        except FrameTooLarge:
-            await worker.kill()
-            results[batch[done]] = failure("output_limit", "OutputLimit", "the worker's reply exceeded the output caps")
-            done += 1
-        except (asyncio.IncompleteReadError, ConnectionError, BrokenPipeError):
-            info = await worker.kill()
-            if flush_ms:
-                raise Unanswered(done) from None
-            if worker.output_overflow.is_set():
-                results[batch[done]] = failure(
-                    "output_limit",
-                    "OutputLimit",
-                    f"output written to the raw stdout/stderr exceeded {spec.output_limit} bytes",
-                    truncated=True,
-                )
-            elif info.oom_killed:
-                results[batch[done]] = failure(
-                    "memory_limit", "MemoryLimit", f"the worker exceeded memory_mb={spec.memory_mb}"
-                )
-            else:
-                results[batch[done]] = failure(
-                    "error",
-                    "WorkerExited",
-                    f"the evaluator's process exited (code {info.returncode}) during the evaluation; "
-                    "the next evaluation gets a fresh worker",
-                    stderr=info.raw_output[-8192:],
-                )
-            done += 1
-        finally:
-            await self._release(slot, healthy)
-            if span.is_recording():
-                span.set_attributes({"evaluator_host.language": spec.load["language"], "evaluator_host.cases": done})
-                tracing.finish(
-                    span, [r.status for i in batch[:done] if (r := results[i]) is not None], sys.exc_info()[1]
-                )
-        return done
+        return call.outcomes()
 
     async def close(self) -> None:
         """Kill every worker (spares included), then close the backend."""
-        self._closed = True
+        self.leasing.stop()
         if self._sweeper is not None:
             self._sweeper.cancel()
         await self.coalescer.close()
         spares = await self.spares.close()
-        slots = [s for v in self._idle.values() for s in v]
-        self._idle.clear()
-        for queue in self._waiters.values():  # every waiter looks again, sees the pool closed, and leaves
-            for waiter in queue:
-                if not waiter.done():
-                    waiter.set_result(None)
+        slots = self.leasing.close()  # the idle workers; every waiter looks again, sees the pool closed, leaves
         await asyncio.gather(*(w.kill() for w in [*spares, *(s.worker for s in slots)]), return_exceptions=True)
-        await asyncio.gather(*self._reapers, return_exceptions=True)
+        await self.leasing.reaped()
         await self.backend.close()

@@ -313,7 +313,8 @@ def test_an_index_with_credentials_is_reached_over_tls_through_the_relay_which_a
     import subprocess
     import threading
 
-    from evaluator_host.builds.build_sandbox import BuildRelay, allowed_hosts, pip_conf, relay_credentials
+    from evaluator_host.builds.build_relay import BuildRelay, relay_credentials
+    from evaluator_host.builds.build_sandbox import allowed_hosts, pip_conf
 
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
     subprocess.run(
@@ -375,7 +376,7 @@ def test_an_index_with_credentials_is_reached_over_tls_through_the_relay_which_a
 
 def test_the_build_relay_reaches_the_index_and_nothing_else(tmp_path: Path) -> None:
     """The build sandbox's one way out: to an allowed host:port it connects; anything else is a 403."""
-    from evaluator_host.builds.build_sandbox import BuildRelay
+    from evaluator_host.builds.build_relay import BuildRelay
 
     files = tmp_path / "index"
     files.mkdir()

@@ -451,7 +451,8 @@ async def test_keys_whose_workers_all_expired_are_forgotten() -> None:
         for i in range(20):
             await run(pool, cases(1), spec(f"one-off-{i}"))
         await pool.sweep(time.monotonic() + 10 * pool.settings.idle_ttl_s)
-        tables = (pool._idle, pool._leased, pool._waiting, pool._waiters, pool._lease_s)
+        held, leasing = pool.leasing.holdings, pool.leasing
+        tables = (held.idle, held.leased, held.waiting, leasing._waiters, leasing.stats.lease_s)
         assert [len(t) for t in tables] == [0] * 5  # per-release work stays with the keys in use
         assert statuses(await run(pool, cases(1), spec("one-off-0"))) == ["ok"]
 

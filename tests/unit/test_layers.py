@@ -151,3 +151,125 @@ def test_the_queue_host_runs_chunks_through_the_one_executor_and_retries_nothing
         if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("sleep")
     ]
     assert len(sleeps) <= 1, sleeps  # the cancel watcher's poll, nothing else
+
+
+# -- import cycles: none, counting imports inside functions and under TYPE_CHECKING ---------------------
+
+# cycles another change of issue 29 removes (the CLI's batch command and its main module: the use-case
+# layer's); each pair leaves this list with the change that breaks it
+KNOWN_CYCLES: tuple[frozenset[str], ...] = (frozenset({E + "cli.batch", E + "cli.main"}),)
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports anywhere in its text (``from a import b`` counts as
+    ``a.b`` when that is a module, else ``a``; relative imports resolved)."""
+    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+    def resolve(name: str) -> str | None:
+        while name and name not in paths:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, base] if base else up)
+                names = [f"{base}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            targets |= {t for n in names if (t := resolve(n)) is not None and t != module}
+        graph[module] = targets
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[frozenset[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, targets = work[-1]
+            for target in targets:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                    break
+                if target in stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(frozenset(component))
+    return found
+
+
+def test_the_cycle_finder_sees_a_lazy_import_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert _cycles(graph) == [frozenset({"a", "b", "c"})]
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    cycles = [sorted(c) for c in _cycles(_import_graph()) if c not in KNOWN_CYCLES]
+    assert cycles == [], cycles
+
+
+def test_the_shared_structures_import_nothing_of_the_package() -> None:
+    """``shared/`` (the LRU) sits below every layer, so that any of them may use it."""
+    bad = [
+        f"{m.relative_to(PACKAGE.parent)}:{line} imports {name}"
+        for m in _modules("shared")
+        for line, name in _imports(m)
+        if _within(name, ("evaluator_host",))
+    ]
+    assert bad == [], "\n".join(bad)
+
+
+def test_the_package_has_one_lru() -> None:
+    """Every bounded cache is :class:`evaluator_host.shared.lru.LRU`: no hand-written one beside it."""
+    bad = [
+        f"{m.relative_to(PACKAGE.parent)}"
+        for m in sorted(PACKAGE.rglob("*.py"))
+        if m != PACKAGE / "shared" / "lru.py" and ("move_to_end(" in m.read_text() or "OrderedDict" in m.read_text())
+    ]
+    assert bad == []
+
+
+def test_the_pool_holds_its_leasing_and_uses_only_its_public_face() -> None:
+    """``WorkerPool`` composes its leasing policy (``pool.leasing``) instead of inheriting it, and reaches
+    none of the policy's private state (``close()`` uses ``stop``/``close``/``reaped``)."""
+    from evaluator_host.sandbox.leasing import Leasing
+    from evaluator_host.sandbox.pool import WorkerPool
+
+    assert not issubclass(WorkerPool, Leasing)
+    source = (PACKAGE / "sandbox" / "pool.py").read_text()
+    assert "leasing._" not in source

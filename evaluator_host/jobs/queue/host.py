@@ -33,7 +33,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
@@ -50,6 +49,7 @@ from evaluator_host.jobs.queue.signing import task_keys, verify
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.sandbox.protocol import JobCases
 from evaluator_host.settings import Settings
+from evaluator_host.shared.lru import LRU
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.jobs import JobRecord, JobStore
 
@@ -96,7 +96,7 @@ class WorkerHost:
         self._keys = task_keys(self.settings)  # QueueKeyMissing without EVALUATOR_HOST_SECRETS_KEY
         self.refused = 0  # chunk tasks refused as forged or altered
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._jobs: OrderedDict[str, _Job] = OrderedDict()
+        self._jobs: LRU[str, _Job] = LRU(_JOBS_KEPT)
         self._running: dict[str, set[asyncio.Task[Any]]] = {}
         self._cancelled: set[str] = set()
         self._redis = redis_client(self.settings)
@@ -207,7 +207,6 @@ class WorkerHost:
             return None
         known = self._jobs.get(job_id)
         if known is not None:
-            self._jobs.move_to_end(job_id)
             return known
         try:
             revision = await self._db(
@@ -219,9 +218,8 @@ class WorkerHost:
         except EvaluatorHostError as exc:
             await self._fail(job_id, owner, exc.type_name, exc.message)
             return None
-        job = self._jobs[job_id] = _Job(record, bound, mapper)
-        if len(self._jobs) > _JOBS_KEPT:
-            self._jobs.popitem(last=False)
+        job = _Job(record, bound, mapper)
+        self._jobs.put(job_id, job)
         return job
 
     async def _fail(self, job_id: str, owner: str, type_name: str, message: str) -> None:
@@ -257,7 +255,7 @@ class WorkerHost:
         if not tasks:
             return
         self._cancelled.add(job_id)
-        self._jobs.pop(job_id, None)
+        self._jobs.pop(job_id)
         log.info("job %s was cancelled: stopping its %d running chunks", job_id, len(tasks))
         for task in list(tasks):
             task.cancel()

@@ -44,9 +44,10 @@ import docker
 from docker.types import LogConfig
 from docker.utils.socket import frames_iter
 
-from evaluator_host.builds import build_sandbox, installers
-from evaluator_host.builds.build_once import host_npm_config
-from evaluator_host.builds.build_sandbox import BuildRelay, host_pip_config, local_index_paths
+from evaluator_host.builds import build_relay, build_sandbox, installers
+from evaluator_host.builds.build_relay import BuildRelay
+from evaluator_host.builds.build_sandbox import host_pip_config, local_index_paths
+from evaluator_host.builds.npm import host_npm_config
 from evaluator_host.definitions.languages import Family
 from evaluator_host.sandbox.docker.engine import Engine, NotFound
 from evaluator_host.settings import Settings
@@ -172,7 +173,7 @@ class BuildBoxes:
             if config.get("constraint") and os.path.isfile(config["constraint"]):
                 shutil.copyfile(config["constraint"], build / "constraints.txt")
             # an index with credentials: named plainly in the box, reached with them through the relay
-            in_box, upstreams = build_sandbox.relay_credentials(config)
+            in_box, upstreams = build_relay.relay_credentials(config)
             (build / "pip.conf").write_text(build_sandbox.pip_conf(in_box, cert=cert, constraint=None))
             (build / "npmrc").write_text(build_sandbox.npmrc(self.npm_config(), cafile=cert))
             (build / "forward.py").write_text(build_sandbox.FORWARDER)

@@ -6,11 +6,9 @@ with the pins and the full resolved lock. The worker adds ``site/`` to an interp
 with ``-I -S``, so only the pinned packages (and the standard library) are importable.
 
 A Python install can run package code (resolving or building an sdist), so it runs in a **build
-sandbox** (:meth:`RuntimeBuilder._sandbox`) whenever the machine has namespaces: the worker
-bootstrap (``runtimes/sandbox_init.py``) with a private read-only root (the interpreter, the build
-folder at ``/build``, the local indexes), only the partial runtime's ``site/`` and a scratch folder
-writable, an unprivileged build uid (as root), seccomp, and a network namespace whose one way out is
-the build relay to the configured indexes (:mod:`evaluator_host.builds.build_sandbox`). Without
+sandbox** whenever the machine has namespaces (:mod:`evaluator_host.sandbox.process.installs`: a
+private read-only root, only the partial runtime writable, an unprivileged build uid, seccomp, and a
+network namespace whose one way out is the build relay to the configured indexes). Without
 namespaces (the rlimits mode) there is no build sandbox: wheels only, whatever
 ``allow_sdist_builds`` says, and direct-URL requirements are refused before any of their code runs.
 
@@ -28,40 +26,30 @@ Found or built through :class:`~evaluator_host.builds.build_once.BuildOnce`.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import functools
 import glob
 import json
 import os
 import shutil
-import signal
-import stat
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import BinaryIO
 
-from evaluator_host.builds import build_sandbox, installers, suggest
-from evaluator_host.builds.build_once import BuildOnce, host_npm_config, runtime_id
+from evaluator_host.builds import build_relay, build_sandbox, installers
+from evaluator_host.builds.build_once import BuildOnce, runtime_id
+from evaluator_host.builds.npm import host_npm_config
 from evaluator_host.definitions import languages
-from evaluator_host.definitions.languages import RUNTIMES_DIR
 from evaluator_host.errors import BuildError
 from evaluator_host.sandbox.base import Runtime
 from evaluator_host.sandbox.inventory import RuntimeInfo
-from evaluator_host.sandbox.process.isolation import AFTER_MAPS, Isolation, probe, wait_for_userns, write_id_maps
-from evaluator_host.sandbox.protocol import encode_frame
+from evaluator_host.sandbox.process.installs import InstallSite, hand_over
+from evaluator_host.sandbox.process.isolation import Isolation, probe
 from evaluator_host.settings import Settings
-from evaluator_host.storage import INSTALLER_MARKS, on_full_disk, storage_full
+from evaluator_host.storage import on_full_disk
 
 __all__ = ["RuntimeBuilder", "hand_over"]
-
-_BOOTSTRAP = RUNTIMES_DIR / "sandbox_init.py"
-_BUILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
-_NODE_HOME = "/sandbox/node-home"  # the pinned Node wheel's folder, in the build sandbox (npm)
 
 
 class RuntimeBuilder(BuildOnce):
@@ -171,16 +159,17 @@ class RuntimeBuilder(BuildOnce):
         installer = installers.for_family(family)
         partial.mkdir(parents=True)
         ca_bundle = str(self.settings.ca_bundle) if self.settings.ca_bundle else None
-        relay: build_sandbox.BuildRelay | None = None
+        site = self._site(family)
+        relay: build_relay.BuildRelay | None = None
         if self.sandboxed:
             if family.installer == "pip":
                 # an index with credentials: named plainly in the sandbox, reached with them through the relay
-                in_sandbox, upstreams = build_sandbox.relay_credentials(self.pip_config)
+                in_sandbox, upstreams = build_relay.relay_credentials(self.pip_config)
                 allowed = build_sandbox.allowed_hosts(in_sandbox, {}, self.settings.build_allow_hosts)
             else:  # npm: its registries only (tokens are never passed on)
                 upstreams, allowed = {}, build_sandbox.registry_hosts(self.npm_config, self.settings.build_allow_hosts)
-            relay = build_sandbox.BuildRelay(allowed, upstreams, ca_bundle)
-            install, config = self._sandbox(build, partial, family, pins, relay)
+            relay = build_relay.BuildRelay(allowed, upstreams, ca_bundle)
+            install, config = site.sandbox_config(build, partial, family, pins, relay)
         else:
             context = installer.on_host(ca_bundle)
             if family.installer == "pip":
@@ -198,7 +187,7 @@ class RuntimeBuilder(BuildOnce):
             for name, text in install.files.items():
                 (build / name).write_text(text)
         try:
-            output, log = self._run(install, rid, family, pins, config)
+            output, log = site.run(install, rid, family, pins, self.live_logs(rid), config)
         except BuildError as failed:
             if relay is None or not relay.refused:
                 raise
@@ -249,115 +238,24 @@ class RuntimeBuilder(BuildOnce):
         """The hosts a direct-URL requirement may name (``build_allow_hosts`` without ports)."""
         return build_sandbox.direct_hosts(self.settings.build_allow_hosts)
 
+    def _site(self, family: languages.Family) -> InstallSite:
+        """What a build of ``family`` runs its install with (the isolation as it is now; only its own
+        installer's host settings, each read once)."""
+        npm = family.installer == "npm"
+        return InstallSite(
+            self.settings,
+            self.isolation,
+            self.build_uid(),
+            self.pip_config if self.sandboxed and not npm else {},  # (read for the build sandbox only)
+            self.npm_config if npm else {},
+            self.sources,
+            self._allow_direct(),
+            self.root,
+        )
+
     def build_uid(self) -> int | None:
         """The unprivileged uid installs run as (None: no uid change is possible here)."""
         return build_sandbox.build_uid(self.settings.sandbox_uid_base) if self.isolation.uid_drop else None
-
-    def _sandbox(
-        self,
-        build: Path,
-        partial: Path,
-        family: languages.Family,
-        pins: dict[str, str],
-        relay: build_sandbox.BuildRelay,
-    ) -> tuple[installers.Install, dict[str, object]]:
-        """The install of ``pins`` in the build sandbox, and the bootstrap's config for it.
-
-        In the sandbox: ``/build`` (read-only: the pins, the script, a ``pip.conf`` or ``npmrc``
-        without credentials, the CA bundle, the constraints), the partial runtime at ``/sandbox/runtime``
-        (pip: only its ``site/``; npm: the whole of it, where ``package.json`` and ``node_modules`` go)
-        and ``/sandbox/scratch`` (writable, the build uid's), the interpreter, the pinned Node wheel at
-        ``/sandbox/node-home`` (npm) and the local index folders (read-only), ``/sandbox/relay.sock``;
-        nothing else of the host."""
-        files, scratch, mount = build / "files", build / "scratch", build / "root"
-        for folder in (files, scratch, mount):
-            folder.mkdir()
-        npm = family.installer == "npm"
-        top = family.packages_dir.split("/", 1)[0]
-        writable_runtime = partial if npm else partial / top
-        writable_runtime.mkdir(parents=True, exist_ok=True)
-        uid = self.build_uid()
-        if uid is not None:
-            for folder in (scratch, writable_runtime):
-                os.chown(folder, uid, uid)
-        cert = None
-        if self.settings.ca_bundle is not None:
-            shutil.copyfile(self.settings.ca_bundle, files / "ca.pem")
-            cert = "/build/ca.pem"
-        environment = {
-            **_BUILD_ENV,
-            **build_sandbox.proxy_environment(),
-            "HOME": "/sandbox/scratch",
-            "TMPDIR": "/sandbox/scratch",
-        }
-        interpreters = {Path(sys.executable).resolve().parents[1], Path(sys.prefix), Path(sys.base_prefix)}
-        interpreters.add(Path(self.settings.python_executable).resolve().parents[1])
-        binds = [[str(path)] * 2 for path in sorted(interpreters)]
-        context: installers.Context
-        if npm:
-            # the pinned Node wheel, read-only where workers see it too; npm reads only the generated
-            # settings (user and global npmrc: the host's registries, no tokens, no proxies)
-            home = Path(languages.node_executable()).resolve().parents[1]
-            binds.append([str(home), _NODE_HOME])
-            (files / "npmrc").write_text(build_sandbox.npmrc(self.npm_config, cafile=cert))
-            (files / "npmrc-global").write_text("")
-            (files / "forward.py").write_text(build_sandbox.FORWARDER)
-            context = installers.Context(
-                [f"{_NODE_HOME}/bin/node", f"{_NODE_HOME}/lib/node_modules/npm/bin/npm-cli.js"],
-                ["--userconfig", "/build/npmrc", "--globalconfig", "/build/npmrc-global"],
-                environment,
-                "/sandbox/scratch",
-                ("/sandbox/scratch/node-compile-cache",),
-                relay="/sandbox/relay.sock",
-                python=sys.executable,
-            )
-            packages_dir = f"/sandbox/runtime/{family.packages_dir}"
-        else:
-            constraint = None
-            if self.pip_config.get("constraint") and os.path.isfile(self.pip_config["constraint"]):
-                shutil.copyfile(self.pip_config["constraint"], files / "constraints.txt")
-                constraint = "/build/constraints.txt"
-            in_sandbox, _ = build_sandbox.relay_credentials(self.pip_config)
-            (files / "pip.conf").write_text(build_sandbox.pip_conf(in_sandbox, cert=cert, constraint=None))
-            context = installers.Context(
-                [sys.executable],
-                [],
-                {**environment, "PIP_CONFIG_FILE": "/build/pip.conf"},
-                "/sandbox/scratch",
-                relay="/sandbox/relay.sock",
-                allow_direct=self._allow_direct(),
-                constraint=constraint,
-            )
-            packages_dir = f"/sandbox/runtime/{family.packages_dir}"
-            binds += [[path, path] for path in build_sandbox.local_index_paths(self.pip_config)]
-        install = installers.for_family(family).prepare(
-            pins, build_dir="/build", packages_dir=packages_dir, context=context, sources=self.sources
-        )
-        for name, text in install.files.items():
-            (files / name).write_text(text)
-        for path in files.iterdir():
-            path.chmod(0o644)
-        files.chmod(0o755)
-        binds += [[str(files), "/build"], [str(relay.path), "/sandbox/relay.sock"]]
-        rlimits = {"NOFILE": 4096, "CORE": 0}
-        if uid is not None:
-            rlimits["NPROC"] = 1024
-        target = "/sandbox/runtime" if npm else f"/sandbox/runtime/{top}"
-        config: dict[str, object] = {
-            "root": str(mount),
-            "init": True,
-            "seccomp": True,
-            "loopback": True,
-            "binds": binds,
-            "writable": [[str(writable_runtime), target], [str(scratch), "/sandbox/scratch"]],
-            "tmpfs_mb": self.settings.tmpfs_mb,
-            "uid": uid,
-            "rlimits": rlimits,
-            "workdir": "/sandbox/scratch",
-            # (the bootstrap execs a path: npm's script is `sh build.sh …`)
-            "exec": ["/bin/sh", *install.command[1:]] if install.command[0] == "sh" else install.command,
-        }
-        return install, config
 
     # -- management (API, CLI) -----------------------------------------------------------
     def inventory(self, only: str | None = None) -> list[RuntimeInfo]:
@@ -411,114 +309,6 @@ class RuntimeBuilder(BuildOnce):
         shutil.rmtree(trash, ignore_errors=True)
         return True
 
-    def _run(
-        self,
-        install: installers.Install,
-        rid: str,
-        family: languages.Family,
-        pins: dict[str, str],
-        sandbox: dict[str, object] | None = None,
-    ) -> tuple[str, str]:
-        """Run an install (with ``sandbox``: in the build sandbox that config describes): its standard
-        output and its whole log; ``BuildError`` when it fails or outlives ``build_timeout_s``."""
-        limit = self.settings.build_timeout_s
-        out_path, err_path = self.live_logs(rid)  # read by GET /v1/runtimes/{id} while it runs
-        host_maps = sandbox is not None and self.isolation.host_maps
-        if sandbox is not None:
-            python = self.settings.python_executable
-            command = [*self.isolation.unshare_argv, python, "-I", "-S", str(_BOOTSTRAP)]
-            environment, stdin = install.environment, encode_frame(sandbox)
-            if host_maps:  # userns as root: run the bootstrap once its id maps are written from here
-                command = [*self.isolation.unshare_argv, python, "-I", "-S", "-c", AFTER_MAPS, *command[-3:]]
-                stdin = b"." + stdin
-        else:
-            command, stdin = install.command, b""
-            environment = {**installers.installer_environment(dict(os.environ)), **install.environment}
-        with open(out_path, "w+b") as out, open(err_path, "w+b") as err:
-            # a session of its own: on timeout the whole process group goes (the build sandbox's init
-            # with it, and so its pid namespace: the uid change cleared unshare's kill-child signal)
-            proc = subprocess.Popen(
-                command,
-                stdin=subprocess.PIPE,
-                stdout=out,
-                stderr=err,
-                env=environment,
-                start_new_session=True,
-            )
-            try:
-                if host_maps:
-                    uid = self.build_uid()
-                    if uid is None or not wait_for_userns(proc.pid):
-                        raise BuildError(
-                            "the build sandbox did not start (no user namespace)", runtime_id=rid, output=""
-                        )
-                    write_id_maps(proc.pid, uid)
-                proc.communicate(stdin, timeout=limit)
-            except subprocess.TimeoutExpired as exc:
-                _kill_group(proc)
-                message = f"installing {installers.shown(family, pins)} took longer than {limit:.0f} s"
-                raise BuildError(message, runtime_id=rid, output="") from exc
-            except BaseException:
-                _kill_group(proc)
-                raise
-            returncode = proc.returncode
-            stdout, stderr = (_read(handle) for handle in (out, err))
-        if returncode != 0 or installers.LOCK_MARK not in stdout:
-            if any(mark in stderr + stdout for mark in INSTALLER_MARKS) or _disk_full(self.root):
-                raise storage_full(f"building runtime {rid}")  # (a full disk may also have eaten the output)
-            raise installers.build_failed(
-                family,
-                pins,
-                rid,
-                f"{stdout}\n{stderr}" if installers.REFUSED_MARK in stdout else stderr or stdout,
-                self.sources,
-                versions_of=lambda name: suggest.pip_versions(sys.executable, name),
-            )
-        return stdout, stdout + stderr
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """Kill an install's process group and wait (bounded) until none of it is left."""
-    for _ in range(100):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            break
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(0.05)
-    proc.wait()
-
-
-def hand_over(runtime: Path) -> None:
-    """Make a finished runtime the service's before it is renamed into place: as root, every entry
-    (links themselves, never what they point to) is chowned to ``0:0``; write bits for group and
-    others and setuid/setgid bits are dropped. The build uid — every later build's — then owns
-    nothing of it and can write none of it. Run once nothing of the build runs any more (the build
-    sandbox's pid namespace ended with it), so nothing can add an entry behind the walk."""
-    as_root = os.geteuid() == 0
-    for parent, dirs, names in os.walk(runtime, onerror=_raise):
-        for name in [*dirs, *names, *([""] if parent == str(runtime) else [])]:
-            path = os.path.join(parent, name) if name else parent
-            info = os.lstat(path)
-            if as_root and (info.st_uid or info.st_gid):
-                os.lchown(path, 0, 0)
-            if not stat.S_ISLNK(info.st_mode):
-                mode = stat.S_IMODE(os.lstat(path).st_mode)
-                if mode & _NOT_KEPT:
-                    os.chmod(path, mode & ~_NOT_KEPT)
-
-
-_NOT_KEPT = stat.S_IWGRP | stat.S_IWOTH | stat.S_ISUID | stat.S_ISGID
-
-
-def _raise(error: OSError) -> None:
-    raise error  # a folder the walk cannot read must not stay the build uid's unnoticed
-
-
-def _read(handle: BinaryIO) -> str:
-    handle.seek(0)
-    return handle.read().decode("utf-8", "replace")
-
 
 def _size(directory: Path) -> int:
     """Bytes of the files under ``directory`` (not following links)."""
@@ -530,12 +320,3 @@ def _size(directory: Path) -> int:
             except OSError:
                 pass
     return total
-
-
-def _disk_full(path: Path) -> bool:
-    """Whether the disk of ``path`` has less than 1 MiB free (a failed install's output, written to the
-    same disk, may then be empty: the installer's own words about it are lost)."""
-    try:
-        return shutil.disk_usage(path).free < 1 << 20
-    except OSError:
-        return False

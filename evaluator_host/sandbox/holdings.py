@@ -1,0 +1,137 @@
+"""Who holds which warm workers, and the shares that bound what one key or workspace may take.
+
+The tables :class:`~evaluator_host.sandbox.leasing.Leasing` keeps per key — its idle workers, the ones
+running a batch, being started, the callers waiting, its workspace and its workers' ``memory_mb`` —
+and what follows from them alone: a key's *fair share* (the pool split over the keys in demand), its
+*demand share* (the pool split over the keys running, waiting or starting now), a workspace's holdings
+against its ``max_warm_workers`` cap, and which idle worker of another key may be evicted for a key
+(:meth:`Holdings.evict_one`; the rules are in :mod:`evaluator_host.sandbox.leasing`'s docstring).
+Nothing here starts, kills or waits.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from evaluator_host.sandbox.base import Worker, WorkerSpec
+
+__all__ = ["FAILING_IDLE_S", "SETTLED_S", "Holdings", "Slot"]
+
+# idle this long, a worker of a key nobody waits for may go to a key that has none (a key in steady
+# use reuses its workers within milliseconds); a waiter looks again at least this often
+SETTLED_S = 0.05
+# a failing key takes over only workers idle this long, or of other failing keys
+FAILING_IDLE_S = 1.0
+
+
+@dataclass
+class Slot:
+    """A bound worker and what the pool knows of it."""
+
+    worker: Worker
+    spec: WorkerSpec
+    uses: int = 0
+    last_used: float = field(default_factory=time.monotonic)
+    leased_at: float = 0.0
+    uses_at_lease: int = 0
+    oom_seen: int = 0  # the worker's OOM-kill count after its last clean batch
+    load_error: dict[str, Any] | None = None
+    soft_timeouts: bool = False  # its harness interrupts a case at its timeout and stays warm
+
+
+class Holdings:
+    """The workers each key holds (idle, leased, starting), the callers waiting, and the shares."""
+
+    def __init__(self, max_workers: int, failing: Callable[[str], bool]) -> None:
+        self.max_workers = max_workers
+        self.failing = failing  # whether a key's recent leases mostly discarded their worker
+        self.idle: dict[str, list[Slot]] = {}  # key -> its idle workers, least recently used first
+        self.leased: dict[str, int] = {}  # key -> its workers running a batch now
+        self.waiting: dict[str, int] = {}  # key -> callers waiting for one of its workers
+        self.starting: dict[str, int] = {}  # key -> its workers being started now
+        self.caps: dict[str, int | None] = {}  # workspace -> its max_warm_workers quota
+        self.ws_of: dict[str, str] = {}  # key -> its workspace
+        self.mb_of: dict[str, int] = {}  # key -> its workers' memory_mb
+
+    def held(self, key: str) -> int:
+        """Workers of ``key``: idle, leased, and starting (a burst of calls sees its own starts)."""
+        return len(self.idle.get(key, ())) + self.leased.get(key, 0) + self.starting.get(key, 0)
+
+    def bound_mb(self) -> int:
+        """The ``memory_mb`` of every bound worker (idle, leased, starting)."""
+        keys = {*self.idle, *self.leased, *self.starting}
+        return sum(self.held(k) * self.mb_of.get(k, 0) for k in keys)
+
+    def unused(self, key: str) -> bool:
+        """Whether ``key`` has no worker idle or leased and no caller waiting."""
+        return not self.idle.get(key) and not self.leased.get(key) and not self.waiting.get(key)
+
+    def forget(self, key: str) -> None:
+        """Drop every table's entry of ``key`` (:meth:`unused`)."""
+        for table in (self.idle, self.leased, self.waiting, self.ws_of, self.mb_of):
+            table.pop(key, None)
+
+    def fair_share(self) -> int:
+        """Workers one key may hold while other keys want some: the pool split over the keys in demand."""
+        active = {k for k, n in self.leased.items() if n} | {k for k, n in self.waiting.items() if n}
+        active |= {k for k, slots in self.idle.items() if slots}
+        return max(1, self.max_workers // max(1, len(active)))
+
+    def demand_share(self, key: str) -> int:
+        """What ``key`` may hold while other keys are running or waiting too: the pool split over the
+        keys in demand (a key whose calls take long must not fill the free room the others will need
+        as soon as they get busy); the whole pool when ``key`` is alone."""
+        demand = {k for table in (self.leased, self.waiting, self.starting) for k, n in table.items() if n}
+        demand.add(key)
+        return max(1, self.max_workers // len(demand))
+
+    def ws_held(self) -> dict[str, int]:
+        """Workers held per workspace (idle, leased, starting), with the workspaces waiting for one."""
+        held: dict[str, int] = {}
+        for key in {*self.idle, *self.leased, *self.starting}:
+            if n := self.held(key):
+                ws = self.ws_of.get(key, "")
+                held[ws] = held.get(ws, 0) + n
+        for key, n in self.waiting.items():
+            if n:
+                held.setdefault(self.ws_of.get(key, ""), 0)
+        return held
+
+    def ws_full(self, key: str) -> bool:
+        """Whether ``key``'s workspace holds its ``max_warm_workers`` quota already."""
+        cap = self.caps.get(self.ws_of.get(key, ""))
+        return cap is not None and self.ws_held().get(self.ws_of.get(key, ""), 0) >= cap
+
+    def evict_one(self, key: str, *, own_workspace: bool = False) -> Slot | None:
+        """An idle worker of another key to make room for ``key``: of the key holding the most workers,
+        least recently used first. A key that holds workers already only takes from a key holding at
+        least two more, or more than its fair share (so keys never trade workers back and forth); one
+        that holds none may also take a worker idle for a while (:data:`SETTLED_S`) of a key nobody
+        waits for — never the warm worker of a key in steady use."""
+        mine, share = self.held(key), self.fair_share()
+        failing = self.failing(key)
+        settled = time.monotonic() - (FAILING_IDLE_S if failing else SETTLED_S)
+        workspace = self.ws_of.get(key, "")
+        ws_held = self.ws_held()
+        ws_share = max(1, self.max_workers // max(1, len(ws_held | {workspace: 0})))
+
+        def takeable(slot: Slot) -> bool:
+            k = slot.spec.key
+            other = slot.spec.workspace
+            if other != workspace and (own_workspace or ws_held.get(other, 0) <= ws_share):
+                return False  # another workspace's worker, and it holds no more than its share
+            held = self.held(k)
+            spare_time = mine == 0 and not self.waiting.get(k) and slot.last_used < settled
+            if failing and not self.failing(k):
+                return spare_time  # a failing key never takes a healthy key's worker in use
+            return held >= mine + 2 or held > share or spare_time
+
+        candidates = [s for k, slots in self.idle.items() if k != key for s in slots if takeable(s)]
+        if not candidates:
+            return None
+        victim = min(candidates, key=lambda s: (-self.held(s.spec.key), s.last_used))
+        self.idle[victim.spec.key].remove(victim)
+        return victim

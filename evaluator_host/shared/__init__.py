@@ -1,0 +1,1 @@
+"""Small structures every domain may use (an LRU); they import nothing of the package, so any layer can."""
