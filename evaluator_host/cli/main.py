@@ -220,13 +220,17 @@ def build_parser() -> argparse.ArgumentParser:
     images.add_argument("--runtime", action="append", help="prune: this runtime id (repeatable)")
     images.add_argument("--json", action="store_true", help="list, show: one JSON object per image")
     images.set_defaults(func=run_images)
-    from evaluator_host.cli import admin, db, migrate, runtimes, worker
+    from evaluator_host.cli.admin import add_parsers as add_admin
+    from evaluator_host.cli.db import add_parser as add_db
+    from evaluator_host.cli.migrate import add_parser as add_migrate
+    from evaluator_host.cli.runtimes import add_parser as add_runtimes
+    from evaluator_host.cli.worker import add_parser as add_worker
 
-    runtimes.add_parser(sub)
-    migrate.add_parser(sub)
-    admin.add_parsers(sub)
-    db.add_parser(sub)
-    worker.add_parser(sub)
+    add_runtimes(sub)
+    add_migrate(sub)
+    add_admin(sub)
+    add_db(sub)
+    add_worker(sub)
     return parser
 
 

@@ -37,8 +37,8 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from evaluator_host.api import errors
 from evaluator_host.api.calls import answer, cases_of
+from evaluator_host.api.errors import host_error_response
 from evaluator_host.api.middleware.auth import PRINCIPAL_KEY, bearer, principal_of
 from evaluator_host.api.middleware.limits import declared_length, declared_too_large
 from evaluator_host.api.middleware.observe import ROUTE_KEY
@@ -110,7 +110,7 @@ class FastPath:
                 evaluated = await evaluate_stored(services, workspace, match.group(1), by_id.revision, cases)
             result = answer(evaluated, batch)
         except EvaluatorHostError as exc:
-            await errors.host_error_response(exc)(scope, receive, send)
+            await host_error_response(exc)(scope, receive, send)
             return
         await self._answer(send, _ANSWER.dump_json(result))
 
@@ -126,7 +126,7 @@ class FastPath:
         try:
             job = await services.runner.get(workspace, match.group(1))  # what the route's read answers
         except EvaluatorHostError as exc:
-            await errors.host_error_response(exc)(scope, receive, send)
+            await host_error_response(exc)(scope, receive, send)
             return
         await self._answer(send, _JOB_ANSWER.dump_json(job))
 
