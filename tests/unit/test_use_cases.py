@@ -132,3 +132,43 @@ def test_the_cli_has_no_import_cycle_between_run_and_batch() -> None:
     """``cli/batch.py`` reaches the shared output helpers in ``cli/output.py``, never ``cli/main.py``."""
     assert not [n for n in _imports(PACKAGE / "cli" / "batch.py") if n.startswith("evaluator_host.cli.main")]
     assert not [n for n in _imports(PACKAGE / "cli" / "output.py") if n.startswith("evaluator_host.cli")]
+
+
+def _callers(name: str) -> set[str]:
+    """The modules calling ``name(...)`` (by its bare name or as an attribute)."""
+    return {
+        str(path.relative_to(PACKAGE))
+        for path in _modules()
+        for node in ast.walk(_tree(path))
+        if isinstance(node, ast.Call)
+        and (
+            (isinstance(node.func, ast.Name) and node.func.id == name)
+            or (isinstance(node.func, ast.Attribute) and node.func.attr == name)
+        )
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "where"),
+    [
+        ("Prepared", set()),  # built by Prepared.of alone (``cls(...)``), for a validation and a stored revision
+        ("Bound", {"evaluation/path.py"}),  # made, and cached, by Evaluation.bind alone
+        ("unpinned", {"evaluation/prepared.py"}),  # the warnings of imports no pin provides, computed in one place
+        ("differences", {"migration/compare.py"}),  # the differential run, once
+    ],
+)
+def test_each_step_exists_once(name: str, where: set[str]) -> None:
+    assert _callers(name) == where
+
+
+def test_bound_evaluators_are_cached_in_one_place() -> None:
+    """Only ``Evaluation`` keeps bound evaluators (an annotated container of ``Bound``); stored evaluators
+    remember revision records and ask it for the bound form."""
+    keepers = {
+        str(path.relative_to(PACKAGE))
+        for path in _modules()
+        for node in ast.walk(_tree(path))
+        if isinstance(node, ast.AnnAssign) and isinstance(node.annotation, ast.Subscript)
+        if any(isinstance(n, ast.Name) and n.id == "Bound" for n in ast.walk(node.annotation))
+    }
+    assert keepers == {"evaluation/path.py"}
