@@ -115,7 +115,8 @@ class Evaluators:
         # dir goes through this process (one service per data dir). Its bound form is the evaluation
         # path's to cache (``Evaluation.bind``), keyed by its secret values: a changed secret binds anew.
         self._latest: dict[str, int] = {}
-        self._records: OrderedDict[tuple[str, int], RevisionRecord] = OrderedDict()
+        # (evaluator, revision) -> its record and runnable form (both immutable: derived from the record alone)
+        self._records: OrderedDict[tuple[str, int], tuple[RevisionRecord, Prepared]] = OrderedDict()
 
     async def _fields(self, workspace: str, body: EvaluatorCreate) -> tuple[dict[str, object], list[str]]:
         """The revision's stored fields, and the warnings of its definition (imports no pin provides)."""
@@ -224,11 +225,12 @@ class Evaluators:
         for key in [k for k in self._records if k[0] == evaluator_id]:
             del self._records[key]
 
-    async def bind(self, record: RevisionRecord) -> Bound:
+    async def bind(self, record: RevisionRecord, prepared: Prepared | None = None) -> Bound:
         """A stored revision, bound (with the current values of the secrets it lists): the form calls by
-        id and jobs run. ``SecretError`` when a secret it lists is not set in its workspace."""
+        id and jobs run (``prepared``: its :func:`prepared_of`, when known). ``SecretError`` when a secret
+        it lists is not set in its workspace."""
         env = await self.vault.values(record.workspace_id, record.secrets)
-        prepared = await prepared_of(record, self.evaluation)
+        prepared = prepared or await prepared_of(record, self.evaluation)
         injected = await self.vault.values(record.workspace_id, prepared.injected)
         return await self.evaluation.bind(
             prepared, scope_of(record), workspace=record.workspace_id, env=env, injected=injected
@@ -238,17 +240,19 @@ class Evaluators:
         """A revision (``None``: the latest), read once then remembered, and its bound form (with the
         current values of its secrets). An evaluator of another workspace is not found, remembered or not."""
         number = revision if revision is not None else self._latest.get(evaluator_id)
-        record = self._records.get((evaluator_id, number)) if number is not None else None
-        if record is not None and record.workspace_id == workspace:
+        found = self._records.get((evaluator_id, number)) if number is not None else None
+        if found is not None and found[0].workspace_id == workspace:
+            record, prepared = found
             self._records.move_to_end((evaluator_id, record.revision))
         else:
             record = await asyncio.to_thread(self.store.get, workspace, evaluator_id, revision)  # 404s here
             if revision is None:
                 self._latest[evaluator_id] = record.revision
-            self._records[(record.id, record.revision)] = record
+            prepared = await prepared_of(record, self.evaluation)
+            self._records[(record.id, record.revision)] = (record, prepared)
             if len(self._records) > _REMEMBERED:
                 self._records.popitem(last=False)
-        return record, await self.bind(record)
+        return record, await self.bind(record, prepared)
 
     async def _prewarm_now(self, record: RevisionRecord) -> None:
         with contextlib.suppress(SecretError):  # a secret it lists is not set yet: its calls will say so
