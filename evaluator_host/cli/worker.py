@@ -6,6 +6,11 @@ build cache, takes chunk tasks from ``EVALUATOR_HOST_QUEUE_URL`` — ``--lanes``
 shared database (``EVALUATOR_HOST_DATABASE_URL``). The Celery worker runs on threads in this
 process; the pool, the builder and the database calls live on one asyncio loop beside it.
 
+The worker host's parts come from this process's services (``Services.start(role="worker")``): the
+job store, the stored evaluators (their pool and builder) and the metrics are handed to
+:class:`~evaluator_host.jobs.queue.host.WorkerHost` here (:func:`worker_host`), so ``jobs/`` never
+imports the service's assembly.
+
 Stopping: SIGTERM (or ``evaluator-host worker --drain`` on the same data dir, which sends it and waits)
 drains the host: it takes no new chunk, finishes and commits the ones it runs, then exits 0; chunks
 it had taken but not started go back to the queue. A second SIGTERM or SIGINT, or SIGQUIT, stops at
@@ -23,12 +28,16 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evaluator_host.errors import DataDirInUse
 from evaluator_host.settings import Settings
 
-__all__ = ["add_parser"]
+if TYPE_CHECKING:
+    from evaluator_host.jobs.queue.host import WorkerHost
+    from evaluator_host.services import Services
+
+__all__ = ["add_parser", "worker_host"]
 
 log = logging.getLogger("evaluator_host.worker")
 
@@ -93,7 +102,6 @@ class _Host:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
     def serve(self) -> int:
-        from evaluator_host.jobs.queue.host import WorkerHost
         from evaluator_host.jobs.queue.signing import QueueKeyMissing
         from evaluator_host.services import service_id
 
@@ -109,12 +117,12 @@ class _Host:
         try:
             name = self.name or service_id(self.settings.data_dir)
             try:
-                host = WorkerHost(services, name)
+                host = worker_host(services, name)
             except QueueKeyMissing as exc:
                 sys.stderr.write(f"evaluator-host: worker cannot start: {exc}\n")
                 return 2
             self._call(host.start())
-            code = self._celery(host)
+            code = self._celery(host, services.backend.name)
             self._call(host.close())
             return code
         finally:
@@ -122,11 +130,11 @@ class _Host:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(10)
 
-    def _celery(self, host: Any) -> int:
+    def _celery(self, host: Any, backend: str) -> int:
         from celery.exceptions import Reject
 
+        from evaluator_host.jobs.executor import DatabaseAway
         from evaluator_host.jobs.queue.broker import CHUNK_TASK, make_app
-        from evaluator_host.jobs.queue.host import DatabaseAway
 
         app = make_app(self.settings)
         loop = self.loop
@@ -145,7 +153,7 @@ class _Host:
             host.name,
             self.settings.worker_lanes,
             self.settings.queue_name,
-            host.services.backend.name,
+            backend,
         )
         worker = app.Worker(
             pool="threads",
@@ -161,6 +169,15 @@ class _Host:
         worker.start()
         log.info("worker host %s stopped", host.name)
         return int(worker.exitcode or 0)
+
+
+def worker_host(services: Services, name: str) -> WorkerHost:
+    """The :class:`~evaluator_host.jobs.queue.host.WorkerHost` named ``name`` on ``services``' parts (its job
+    store, stored evaluators and metrics); ``QueueKeyMissing`` without ``EVALUATOR_HOST_SECRETS_KEY``."""
+    from evaluator_host.jobs.queue.host import WorkerHost
+
+    runner = services.runner
+    return WorkerHost(services.settings, runner.store, services.evaluators, name, metrics=runner.metrics)
 
 
 async def _start(settings: Settings) -> Any:

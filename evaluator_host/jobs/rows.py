@@ -2,7 +2,7 @@
 
 Contract: ``stored_row(raw, prepared, runtime, cap)`` returns a :class:`StoredRow` whose ``text``
 decodes to exactly what ``stored_form(to_result(raw, prepared, runtime), cap)`` decodes to (short
-for a bare row: ``exports.BARE_KEYS``), with the keys in the same order (tests prove it), and
+for a bare row: ``stored_form.BARE_KEYS``), with the keys in the same order (tests prove it), and
 whose ``status``/``score``/``passed``/``outputs``/``label`` are the result's (what the job's
 aggregate needs). A plain ok outcome costs one :func:`normalize` and one msgspec encode; anything
 else (errors, invalid results, results near the size cap, values msgspec can't encode) takes the
@@ -20,7 +20,7 @@ import msgspec
 from evaluator_host.evaluation.models import EvaluationResult
 from evaluator_host.evaluation.normalize import normalize
 from evaluator_host.evaluation.path import Prepared, to_result
-from evaluator_host.jobs.exports import BARE_DURATION, SHARED_FIELDS, stored_form
+from evaluator_host.jobs.stored_form import BARE_DURATION, SHARED_FIELDS, stored_form
 from evaluator_host.sandbox.base import PlainOutcome, RawOutcome
 
 __all__ = ["STORED_KEYS", "StoredChunk", "StoredRow", "stored_chunk", "stored_row", "stored_rows"]
@@ -45,7 +45,7 @@ class StoredRow:
     label: str | None = None
 
 
-# A bare score (bool or number) with nothing printed: the stored text (short: see exports.BARE_KEYS)
+# A bare score (bool or number) with nothing printed: the stored text (short: see stored_form.BARE_KEYS)
 # around the three values that vary.
 _SCORE_HEAD = '{"status":"ok","score":'
 _PASSED = {True: ',"passed":true', False: ',"passed":false', None: ',"passed":null'}
@@ -98,7 +98,7 @@ def stored_row(raw: RawOutcome, prepared: Prepared, runtime: dict[str, Any], cap
                 or norm.reason is not None
                 or norm.label is not None
                 or (raw.stdout or raw.stderr or raw.truncated)
-            ):  # not bare: every field (see exports.BARE_KEYS)
+            ):  # not bare: every field (see stored_form.BARE_KEYS)
                 lean = {
                     "status": "ok",
                     "score": norm.score,

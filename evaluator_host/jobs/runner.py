@@ -1,14 +1,13 @@
-"""Job execution: dataset rows streamed in chunks to warm workers, results committed as they come.
+"""Jobs: created, run, resumed, read and cancelled — dataset rows streamed in chunks to warm workers.
 
 Contract:
 
 * A job runs ONE evaluator revision on ONE runtime; every stored row carries both.
 * Rows are read from the dataset file as they are needed, mapped to cases and handed
-  out in *chunks*; ``parallelism`` lanes each run one chunk at a time on a warm worker
-  of the revision (the pool sends a chunk as one message), while the
-  lane's previous chunk is being stored (a worker does not wait for a commit). Chunk
-  sizes adapt so one chunk takes about ``job_chunk_s`` (a slow evaluator gets small
-  chunks, so progress, cancel and resume stay fine-grained); at most
+  out in *chunks* to ``parallelism`` lanes (``jobs/lanes.py``); each chunk is run, retried,
+  stored and counted by the one chunk executor (``jobs/executor.py``) that worker hosts of queued
+  jobs use too. Chunk sizes adapt so one chunk takes about ``job_chunk_s`` (a slow evaluator gets
+  small chunks, so progress, cancel and resume stay fine-grained); at most
   ``2 × parallelism × job_chunk_rows`` rows are in memory, whatever the dataset's size.
 * A chunk's results, the job's counters and its aggregate state are committed in one
   transaction (``JobStore.commit_rows``). On start the runner resumes every queued or
@@ -31,53 +30,39 @@ Contract:
 * A job runs in the service that created it (the store's ``owner``), and only there: a
   service resumes its own jobs. A commit that finds its job no longer held (cancelled or
   deleted by another service sharing the database) stores nothing and stops the job here.
+* The chunk executor is a constructor parameter (default: the production one), so tests inject its
+  back-off and clock.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import itertools
 import logging
-import time
 import uuid
-from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from datetime import datetime
+from typing import Any, Protocol
 
-from evaluator_host.errors import (
-    BackendUnavailable,
-    EvaluatorHostError,
-    JobNotHeld,
-    LimitError,
-    QuotaExceeded,
-    SandboxError,
-    StorageFull,
-)
-from evaluator_host.evaluation.aggregate import Accumulator
+from evaluator_host.errors import EvaluatorHostError, JobNotHeld, QuotaExceeded
 from evaluator_host.evaluation.evaluators import Evaluators
-from evaluator_host.evaluation.path import Bound, ignored_fields
+from evaluator_host.evaluation.path import ignored_fields
+from evaluator_host.jobs.executor import ChunkExecutor
+from evaluator_host.jobs.lanes import FINISHED, Lanes
 from evaluator_host.jobs.mapping import RowMapper
 from evaluator_host.jobs.models import FieldMapping, Job, JobCreate
-from evaluator_host.jobs.progress import Live, Sizer, bitmap, job_view, pending_chunks
-from evaluator_host.jobs.rows import stored_chunk
+from evaluator_host.jobs.progress import Live, job_view
 from evaluator_host.jobs.uploads import DatasetCatalog
-from evaluator_host.observability import tracing
 from evaluator_host.observability.metrics import Metrics
-from evaluator_host.sandbox.base import RawOutcome
-from evaluator_host.sandbox.protocol import JobCases, WireCase
 from evaluator_host.settings import Settings
 from evaluator_host.store import RevisionRecord
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.jobs import DatasetRecord, JobRecord, JobStore
-from evaluator_host.tenancy.quotas import QuotaGuard, fitting, storage_exceeded
+from evaluator_host.tenancy.quotas import QuotaGuard
 
 __all__ = ["JobRunner", "RemoteJobs"]
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-_FINISHED = ("succeeded", "failed", "cancelled")
 _WAIT_POLL_S = 0.25  # how often a wait re-reads a job that runs elsewhere
 
 
@@ -113,6 +98,8 @@ class JobRunner:
         evaluators: Evaluators,
         datasets: DatasetCatalog,
         quotas: QuotaGuard,
+        *,
+        executor: ChunkExecutor | None = None,
     ) -> None:
         self.settings = settings
         self.quotas = quotas
@@ -124,10 +111,18 @@ class JobRunner:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._live: dict[str, Live] = {}
         self._slots = asyncio.Semaphore(settings.max_running_jobs)
-        self._write = asyncio.Lock()
-        self._closed = False
-        self.metrics: Metrics | None = None  # set by the service: committed rows are counted there
+        self.executor = executor or ChunkExecutor(settings)  # run, retry, store and count each chunk
+        self.lanes = Lanes(settings, store, evaluators, datasets, quotas, self.executor, self._live)
         self.remote: RemoteJobs | None = None  # set by the service when a queue runs its jobs
+
+    @property
+    def metrics(self) -> Metrics | None:
+        """Where committed rows are counted (set by the service)."""
+        return self.executor.metrics
+
+    @metrics.setter
+    def metrics(self, metrics: Metrics | None) -> None:
+        self.executor.metrics = metrics
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -138,7 +133,7 @@ class JobRunner:
 
     async def close(self) -> None:
         """Stop running jobs without changing their status: the next start resumes them."""
-        self._closed = True
+        self.executor.stop()
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
@@ -212,7 +207,7 @@ class JobRunner:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
         job = await self.get(workspace, job_id)
-        while job.status not in _FINISHED and (left := deadline - loop.time()) > 0:
+        while job.status not in FINISHED and (left := deadline - loop.time()) > 0:
             task = self._tasks.get(job_id)
             if task is not None and not task.done():
                 await asyncio.wait([task], timeout=left)
@@ -221,15 +216,26 @@ class JobRunner:
             job = await self.get(workspace, job_id)
         return job
 
-    async def list_all(self, workspace: str, status: str | None = None, evaluator_id: str | None = None) -> list[Job]:
-        """Every job of ``workspace``, newest first."""
-        records = await asyncio.to_thread(self.store.list_jobs, workspace, status=status, evaluator_id=evaluator_id)
+    async def list_all(
+        self,
+        workspace: str,
+        status: str | None = None,
+        evaluator_id: str | None = None,
+        *,
+        limit: int | None = None,
+        before: tuple[datetime, str] | None = None,
+    ) -> list[Job]:
+        """The jobs of ``workspace``, newest first (ties: greater id first): every one, or at most ``limit``
+        after ``before`` (a ``(created_at, id)``) in that order, read a page at a time in the database."""
+        records = await asyncio.to_thread(
+            self.store.list_jobs, workspace, status=status, evaluator_id=evaluator_id, limit=limit, before=before
+        )
         return [self.view(r) for r in records]
 
     async def cancel(self, workspace: str, job_id: str) -> Job:
         """Cancel a queued or running job (a finished job is returned unchanged)."""
         record = await asyncio.to_thread(self.store.get_job, job_id, workspace)
-        if record.status in _FINISHED:
+        if record.status in FINISHED:
             return self.view(record)
         live = self._live.get(job_id)
         if live is not None:
@@ -250,7 +256,7 @@ class JobRunner:
         """Remove a job and its stored results (404 when unknown); a queued or running job is cancelled
         first. The job's own inline rows go with it; an uploaded dataset stays (``DELETE`` it apart)."""
         record = await asyncio.to_thread(self.store.get_job, job_id, workspace)
-        if record.status not in _FINISHED:
+        if record.status not in FINISHED:
             await self.cancel(workspace, job_id)
         await asyncio.to_thread(self.store.delete_job, job_id)
         self._live.pop(job_id, None)
@@ -274,7 +280,7 @@ class JobRunner:
     async def _execute(self, job_id: str) -> None:
         try:
             async with self._slots:
-                await (self._run(job_id) if self.remote is None else self.remote.run(job_id))
+                await (self.lanes.run(job_id) if self.remote is None else self.remote.run(job_id))
         except asyncio.CancelledError:
             raise
         except Exception as group:  # a bug must not leave the job "running" forever either
@@ -303,174 +309,3 @@ class JobRunner:
                 error=error,
                 finished_at=utcnow(),
             )
-
-    async def _run(self, job_id: str) -> None:
-        record = await asyncio.to_thread(self.store.get_job, job_id)
-        if record.status in _FINISHED:
-            return
-        revision = await asyncio.to_thread(
-            self.evaluators.get_revision, record.workspace_id, record.evaluator_id, record.revision
-        )
-        dataset = await asyncio.to_thread(self.store.get_dataset, record.dataset_id, record.workspace_id)
-        mapper = RowMapper(FieldMapping(**record.field_mapping), dataset.columns)
-        started = {"started_at": utcnow()} if record.started_at is None else {}
-        if not await self._until_stored(self.store.claim, job_id, **started):
-            return  # cancelled meanwhile, or another service's
-        running = dataclasses.replace(record, status="running", started_at=started.get("started_at", record.started_at))
-        live = Live(running, record.done, record.failed, Accumulator.restore(record.acc_state), record.active_s)
-        self._live[job_id] = live
-        bound = await self.revisions.bind(revision)
-        bits = await asyncio.to_thread(lambda: bitmap(self.store.done_indices(job_id), record.total))
-        sizer = Sizer(self.settings.job_chunk_s, self.settings.job_chunk_rows)
-        chunks = pending_chunks(
-            self.datasets.files.lines(dataset.id), bits, mapper, sizer, self.settings.job_chunk_bytes
-        )
-        sent = JobCases(mapper.pick)
-
-        async def commit(chunk: list[tuple[int, WireCase]], outcomes: list[RawOutcome]) -> None:
-            with tracing.span("job.commit"):
-                await self._commit(record, live, bound, chunk, outcomes)
-
-        async def lane(group: asyncio.TaskGroup) -> None:
-            committing: asyncio.Task[None] | None = None  # the lane's previous chunk, being stored
-            for chunk in chunks:
-                traced: tracing.Attributes = {
-                    **bound.traced,
-                    "evaluator_host.job.id": job_id,
-                    "evaluator_host.job.rows": len(chunk),
-                }
-                with tracing.span("job.chunk", traced, root=True) as span:  # each chunk a trace of its own
-                    t0 = time.monotonic()
-                    outcomes = await self._run_chunk(bound, [case for _, case in chunk], sent)
-                    sizer.observe(len(chunk), time.monotonic() - t0)
-                    if span.is_recording():
-                        tracing.outcome(span, (outcome.status for outcome in outcomes))
-                    if committing is not None:
-                        await committing  # one chunk stored at a time per lane: memory stays bounded
-                    committing = group.create_task(commit(chunk, outcomes))  # the worker goes on meanwhile
-            if committing is not None:
-                await committing
-
-        async with asyncio.TaskGroup() as group:
-            for _ in range(record.parallelism):
-                group.create_task(lane(group))
-        finished: dict[str, Any] = {"status": "succeeded", "finished_at": utcnow(), "active_s": live.active()}
-        await self._until_stored(self.store.set_job, job_id, only_unfinished=True, only_held=True, **finished)
-
-    async def _run_chunk(self, bound: Bound, cases: list[WireCase], sent: JobCases) -> list[RawOutcome]:
-        """The chunk's outcomes; infrastructure failures are retried with back-off (``job_retries`` times,
-        then raised); an unreachable backend (``BackendUnavailable``: the Docker engine restarting) is
-        waited for without limit, so the job resumes when the engine is back."""
-        attempt = away = 0
-        while True:
-            try:
-                return await bound.run(cases, held_replies=True, job_cases=sent)
-            except BackendUnavailable as exc:  # the engine is away (restarting): wait for it, however long
-                if self._closed:
-                    raise
-                log.warning("chunk waits for the sandbox backend (%s)", exc.message)
-                await self._backoff(min(away, 3))
-                away += 1
-            except SandboxError as exc:
-                if attempt == self.settings.job_retries or self._closed:
-                    raise
-                log.warning("chunk failed (%s); retry %d of %d", exc.message, attempt + 1, self.settings.job_retries)
-                await self._backoff(attempt)
-                attempt += 1
-
-    async def _storage_wait(self, attempt: int) -> None:
-        """The wait before writing again to a full disk: ``min(2**attempt, 10)`` s (tests shorten it)."""
-        await asyncio.sleep(min(2.0**attempt, 10.0))
-
-    async def _until_stored(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """``fn`` (a store write) in a thread, retried while the disk is full (until the service stops)."""
-        for attempt in itertools.count():
-            try:
-                return await asyncio.to_thread(fn, *args, **kwargs)
-            except StorageFull as exc:
-                if self._closed:
-                    raise
-                log.warning("waiting for disk space (%s)", exc.message)
-                await self._storage_wait(attempt)
-        raise AssertionError("unreachable")
-
-    async def _backoff(self, attempt: int) -> None:
-        """The wait before retry ``attempt + 1`` of a chunk: ``min(2**attempt, 10)`` s (tests shorten it)."""
-        await asyncio.sleep(min(2.0**attempt, 10.0))
-
-    async def _commit(
-        self,
-        record: JobRecord,
-        live: Live,
-        bound: Bound,
-        chunk: list[tuple[int, WireCase]],
-        outcomes: list[RawOutcome],
-    ) -> None:
-        """Store a chunk's results with the counters and aggregate state they produce, atomically."""
-        cap, prepared, public = self.settings.max_stored_result_bytes, bound.prepared, bound.public
-        stored = stored_chunk(outcomes, prepared, public, cap)
-        bound.count(stored.statuses)
-        runtime_id = bound.runtime.id
-        job_id, revision = record.id, record.revision
-        rows = [
-            (job_id, idx, status, revision, runtime_id, text)
-            for (idx, _), status, text in zip(chunk, stored.statuses, stored.texts, strict=True)
-        ]
-        live.stored_bytes += sum(map(len, stored.texts))
-        if live.stored_bytes > self.settings.max_job_result_bytes:
-            raise LimitError(
-                f"the job's stored results exceed max_job_result_bytes={self.settings.max_job_result_bytes} "
-                "(EVALUATOR_HOST_MAX_JOB_RESULT_BYTES); rows committed so far are kept"
-            )
-        cut: QuotaExceeded | None = None
-        async with self._write:  # this service's commits take turns: the room read here is the room at commit
-            if live.cancelling:
-                return
-            limit = self.quotas.storage_quota(record.workspace_id)
-            if limit is not None:  # only the leading rows that fit the room left are stored (the store checks again)
-                used = await asyncio.to_thread(self.store.storage_bytes, record.workspace_id)
-                keep, kept = fitting(stored.texts, max(0, limit - used))
-                if keep < len(rows):
-                    cut = storage_exceeded(record.workspace_id, limit, used + kept, stored=live.done + keep)
-                    stored, rows = stored_chunk(outcomes[:keep], prepared, public, cap), rows[:keep]
-                    if not rows:
-                        raise cut
-            acc = Accumulator.restore(live.acc.state())  # applied to ``live`` only once committed
-            live_failed = live.failed
-            acc.add_all(stored.scored)
-            acc.add_bools(stored.trues, stored.falses)
-            done, failed = live.done + len(rows), live.failed + stored.failed()
-            for attempt in itertools.count():
-                commit = asyncio.ensure_future(
-                    asyncio.to_thread(
-                        self.store.commit_rows,
-                        record.id,
-                        rows,
-                        done=done,
-                        failed=failed,
-                        acc_state=acc.state(),
-                        active_s=live.active(),
-                        workspace_id=record.workspace_id,
-                    )
-                )
-                try:
-                    await asyncio.shield(commit)
-                except StorageFull as exc:  # nothing of the chunk landed: hold it until the disk has room
-                    if self._closed or live.cancelling:
-                        raise
-                    log.warning("job %s waits for disk space (%s)", record.id, exc.message)
-                    await self._storage_wait(attempt)
-                    continue
-                finally:
-                    # cancelled (cancel, shutdown) while the thread commits: the transaction lands
-                    # anyway, so wait for it; whoever cancelled then sees the final counters
-                    if not commit.done():
-                        await asyncio.wait([commit])
-                    if not commit.cancelled() and commit.exception() is None:
-                        live.done, live.failed, live.acc = done, failed, acc
-                        if self.metrics is not None:
-                            self.metrics.job_rows.labels("ok").inc(len(rows) - (failed - live_failed))
-                            self.metrics.job_rows.labels("failed").inc(failed - live_failed)
-                break
-        if cut is not None:  # the rows that fit are stored: the job stops (failed, QuotaExceeded)
-            raise cut

@@ -16,6 +16,7 @@ import json
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -249,6 +250,9 @@ class DatasetCatalog:
 
         return await asyncio.to_thread(read)
 
-    async def list_all(self, workspace: str) -> list[DatasetRecord]:
-        """Uploaded datasets of ``workspace``, newest first."""
-        return await asyncio.to_thread(self.store.list_datasets, workspace)
+    async def list_all(
+        self, workspace: str, *, limit: int | None = None, before: tuple[datetime, str] | None = None
+    ) -> list[DatasetRecord]:
+        """Uploaded datasets of ``workspace``, newest first (ties: greater id first): every one, or at most
+        ``limit`` after ``before`` (a ``(created_at, id)``) in that order, read a page at a time."""
+        return await asyncio.to_thread(self.store.list_datasets, workspace, limit=limit, before=before)

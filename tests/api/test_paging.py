@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import base64
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import event
+
+from evaluator_host.store.db import DatasetRow, JobRow
 
 pytestmark = pytest.mark.databases  # on SQLite and on PostgreSQL
 
@@ -68,3 +75,53 @@ def test_jobs_and_datasets_page_too(client: TestClient) -> None:
     for i in range(3):
         client.post("/v1/datasets", content=b'{"i": %d}\n' % i, headers={"content-type": "application/jsonl"})
     assert len(_walk(client, "/v1/datasets", 2)) == 3
+
+
+@contextmanager
+def rows_loaded(table: type[Any]) -> Iterator[list[object]]:
+    """Every row of ``table`` the ORM loads meanwhile (any engine of this process)."""
+    loaded: list[object] = []
+
+    def count(target: object, _context: object) -> None:
+        loaded.append(target)
+
+    event.listen(table, "load", count)
+    try:
+        yield loaded
+    finally:
+        event.remove(table, "load", count)
+
+
+def test_a_page_of_jobs_or_datasets_reads_a_page_from_the_database_not_the_whole_list(client: TestClient) -> None:
+    ev = client.post("/v1/evaluators", json={"name": "many", "language": "python", "code": CODE}).json()
+    for i in range(12):
+        client.post("/v1/datasets", content=b'{"i": %d}\n' % i, headers={"content-type": "application/jsonl"})
+        client.post("/v1/jobs", json={"evaluator_id": ev["id"], "rows": [{"i": i}]})
+    for job in client.get("/v1/jobs").json()["data"]:  # every job of the module finished: a running one
+        # reads its dataset's row, which would count below
+        assert client.get(f"/v1/jobs/{job['id']}", params={"wait_s": 30}).json()["status"] == "succeeded"
+    for path, table in (("/v1/datasets", DatasetRow), ("/v1/jobs", JobRow)):
+        whole = client.get(path).json()["data"]
+        assert len(whole) >= 12
+        with rows_loaded(table) as loaded:
+            first = client.get(path, params={"limit": 3}).json()
+        assert len(first["data"]) == 3 and first["next_cursor"] is not None
+        assert len(loaded) <= 4  # the page and one more (is there a next page?), never all of them
+        with rows_loaded(table) as loaded:
+            second = client.get(path, params={"limit": 3, "cursor": first["next_cursor"]}).json()
+        assert len(loaded) <= 4
+        assert first["data"] + second["data"] == whole[:6]  # the same items, in the same order, as unpaged
+        assert _walk(client, path, 5) == [item["id"] for item in whole]
+
+
+def test_a_cursor_of_another_shape_is_a_422_on_the_lists_paged_in_the_database(client: TestClient) -> None:
+    def cursor(key: Any) -> str:
+        return base64.urlsafe_b64encode(json.dumps(key).encode()).decode().rstrip("=")
+
+    for path in ("/v1/jobs", "/v1/datasets"):
+        for key in ([1, 2], ["not a time", "job_x"], ["2026-01-01T00:00:00+00:00"], []):
+            answer = client.get(path, params={"limit": 2, "cursor": cursor(key)})
+            assert answer.status_code == 422 and "cursor" in answer.json()["error"]["message"], (path, key)
+        assert client.get(path, params={"limit": 2, "cursor": cursor(["2999-01-01T00:00:00+00:00", "x"])}).json()[
+            "data"
+        ]  # a well-formed cursor past every item: the newest ones

@@ -242,7 +242,7 @@ import json, sys
 from fastapi.testclient import TestClient
 from opentelemetry.trace import INVALID_SPAN
 from opentelemetry import trace
-from evaluator_host import tracing
+from evaluator_host.observability import tracing
 from evaluator_host.api import create_app
 from evaluator_host.settings import Settings
 with TestClient(create_app(Settings(data_dir=sys.argv[1], backend="process"))) as client:

@@ -8,6 +8,7 @@ works again once space returns — without restarting the service.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 from collections.abc import Iterator
@@ -19,7 +20,8 @@ from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
 from evaluator_host.errors import ErrorBody
-from evaluator_host.jobs.runner import JobRunner
+from evaluator_host.jobs import runner
+from evaluator_host.jobs.executor import ChunkExecutor
 from tests.conftest import assert_healthy, make_settings
 from tests.faults.conftest import SmallDisk, tiny_wheel, wait_for
 
@@ -34,12 +36,9 @@ def service(small_disk: SmallDisk, monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     monkeypatch.setenv("PIP_NO_INDEX", "1")  # builds install the local wheel, offline
     monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
 
-    async def quick(_self: JobRunner, _attempt: int) -> None:
-        import asyncio
-
-        await asyncio.sleep(0.2)
-
-    monkeypatch.setattr(JobRunner, "_storage_wait", quick)
+    # the chunk executor's wait before writing again to a full disk: 0.2 s, not up to 10 s
+    quick = functools.partial(ChunkExecutor, disk_backoff=lambda _attempt: 0.2)
+    monkeypatch.setattr(runner, "ChunkExecutor", quick)
     settings = make_settings(small_disk.root / "data", backend="process")
     with TestClient(create_app(settings)) as client:
         yield client
@@ -109,7 +108,7 @@ def test_a_job_whose_commits_meet_a_full_disk_waits_then_finishes_every_row_once
     ev = service.post("/v1/evaluators", json={"name": "loud", "language": "python", "code": code}).json()
     job = service.post("/v1/jobs", json={"evaluator_id": ev["id"], "rows": [{"i": i} for i in range(total)]}).json()
     wait_for("the job to commit rows", lambda: service.get(f"/v1/jobs/{job['id']}").json()["progress"]["done"] > 0)
-    with caplog.at_level(logging.WARNING, logger="evaluator_host.jobs.runner"):
+    with caplog.at_level(logging.WARNING, logger="evaluator_host.jobs.executor"):
         small_disk.fill()
         wait_for("a commit to meet the full disk", lambda: "waits for disk space" in caplog.text, timeout_s=60)
         during = service.get(f"/v1/jobs/{job['id']}").json()

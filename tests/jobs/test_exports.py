@@ -23,8 +23,9 @@ import pytest
 from evaluator_host.evaluation.models import ErrorInfo, EvaluationResult
 from evaluator_host.jobs import exports
 from evaluator_host.jobs.datasets import DatasetFiles, Limits
-from evaluator_host.jobs.exports import CSV_RESULT_COLUMNS, ResultReader, stored_form
+from evaluator_host.jobs.exports import CSV_RESULT_COLUMNS, ResultReader
 from evaluator_host.jobs.models import JobResult
+from evaluator_host.jobs.stored_form import stored_form
 from evaluator_host.store import EvaluatorStore, RevisionRecord
 from evaluator_host.store.db import DEFAULT_WORKSPACE, make_engine, utcnow
 from evaluator_host.store.jobs import DatasetRecord, JobRecord, JobStore

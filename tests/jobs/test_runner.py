@@ -23,6 +23,7 @@ from evaluator_host.errors import SandboxError
 from evaluator_host.evaluation.evaluators import Evaluators
 from evaluator_host.evaluation.models import EvaluatorCreate
 from evaluator_host.evaluation.path import Evaluation
+from evaluator_host.jobs.executor import ChunkExecutor
 from evaluator_host.jobs.models import Job, JobCreate
 from evaluator_host.jobs.runner import JobRunner
 from evaluator_host.jobs.uploads import DatasetCatalog
@@ -56,12 +57,16 @@ def aio(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
 
 
 class FastRunner(JobRunner):
-    """The runner with its retry back-off recorded instead of slept."""
+    """The runner with its chunk executor's retry back-off (injected) recorded instead of slept."""
 
-    backoffs: list[int]
+    def __init__(self, settings: Settings, *args: Any) -> None:
+        self.backoffs: list[int] = []
 
-    async def _backoff(self, attempt: int) -> None:
-        self.backoffs.append(attempt)
+        def backoff(attempt: int) -> float:
+            self.backoffs.append(attempt)
+            return 0.0
+
+        super().__init__(settings, *args, executor=ChunkExecutor(settings, backoff=backoff))
 
 
 @dataclass
@@ -121,7 +126,6 @@ async def wired(
     quotas = QuotaGuard(workspaces)
     evaluators = Evaluators(EvaluatorStore(engine), evaluation, Vault(settings, SecretStore(engine)), workspaces)
     runner = FastRunner(settings, jobs, evaluators, DatasetCatalog(settings, jobs, quotas), quotas)
-    runner.backoffs = []
     await runner.start()
     try:
         yield Wired(settings, backend, pool, evaluators, jobs, runner)

@@ -11,6 +11,7 @@ idempotent and additive: redelivered, overlapping and concurrent chunks count ea
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,11 +19,11 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import text, update
+from sqlalchemy import event, text, update
 from sqlalchemy.exc import IntegrityError
 
 from evaluator_host.errors import JobNotHeld, NotFoundError
-from evaluator_host.store.db import DEFAULT_WORKSPACE, JobRow, make_engine, utcnow
+from evaluator_host.store.db import DEFAULT_WORKSPACE, DatasetRow, JobRow, make_engine, utcnow
 from evaluator_host.store.jobs import DatasetRecord, JobStore, StoredResult
 from tests.conftest import postgres_only
 from tests.pg import Cluster
@@ -95,6 +96,41 @@ def test_list_datasets_lists_uploads_newest_first_and_not_inline_rows(store: Job
     store.add_dataset(dataset("ds_new"))
     assert [d.id for d in store.list_datasets(DEFAULT_WORKSPACE)] == ["ds_new", "ds_old"]
     assert store.get_dataset("ds_inline").inline is True
+
+
+def test_lists_are_paged_in_the_database_newest_first_ties_by_id(store: JobStore) -> None:
+    """``limit`` + ``before`` (the API cursor's ``(created_at, id)``) walk a list in its whole order —
+    ties of ``created_at`` broken by id — and each page loads only its own rows."""
+    same = utcnow() - timedelta(seconds=5)
+    for n in range(9):  # three groups of three datasets created at the same instant
+        record = dataset(f"ds_{n}")
+        store.add_dataset(dataclasses.replace(record, created_at=same - timedelta(seconds=n // 3)))
+        new_job(store, dataset_id=f"ds_{n}", id=f"job_{n}")
+        store.set_job(f"job_{n}", created_at=same - timedelta(seconds=n // 3))
+    everything = [d.id for d in store.list_datasets(DEFAULT_WORKSPACE)]
+    assert everything == ["ds_2", "ds_1", "ds_0", "ds_5", "ds_4", "ds_3", "ds_8", "ds_7", "ds_6"]
+    assert [j.id for j in store.list_jobs(DEFAULT_WORKSPACE)] == [i.replace("ds_", "job_") for i in everything]
+    loaded: list[object] = []
+
+    def count(target: object, _context: object) -> None:
+        loaded.append(target)
+
+    for listing, table in ((store.list_datasets, DatasetRow), (store.list_jobs, JobRow)):
+        event.listen(table, "load", count)
+        try:
+            walked: list[str] = []
+            before = None
+            while True:
+                loaded.clear()
+                found = listing(DEFAULT_WORKSPACE, limit=3, before=before)  # type: ignore[operator]
+                assert len(loaded) == len(found) <= 3  # the page's rows, never the list's
+                walked += [r.id for r in found]
+                if len(found) < 3:
+                    break
+                before = (found[-1].created_at, found[-1].id)
+        finally:
+            event.remove(table, "load", count)
+        assert [w.replace("job_", "ds_") for w in walked] == everything  # no repeat, no gap, the same order
 
 
 def test_delete_dataset_removes_it_and_ignores_unknown_ids(store: JobStore) -> None:

@@ -38,7 +38,12 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "evaluation": (*TOP, *PATH[1:], E + "testing"),
     "tenancy": (*TOP, *PATH, E + "sandbox", E + "builds", E + "testing"),
     "jobs": (*TOP, E + "migration", E + "testing"),
-    "jobs/queue": (*SURFACES,),  # a worker host wires services itself (jobs/queue/host.py)
+    "jobs/queue": (*SURFACES,),
+    # the write side of a job's results never imports the read side (both use jobs/stored_form.py)
+    "jobs/rows.py": (E + "jobs.exports",),
+    "jobs/executor.py": (E + "jobs.exports",),
+    "jobs/lanes.py": (E + "jobs.exports",),
+    "jobs/queue/host.py": (E + "jobs.exports",),
     "observability": (*TOP, *PATH, *BELOW, E + "definitions", E + "tenancy", E + "testing"),
     "services.py": (*SURFACES, E + "testing"),
 }
@@ -50,8 +55,6 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "builds": (E + "definitions.languages",),
     # a codemod's answer (migration/base.py: a dataclass and a diff, no I/O) is what a family's migrator returns
     "definitions": (E + "migration.base",),
-    # a Celery worker host is a process of its own: jobs/queue/host.py assembles its services
-    "jobs": (E + "services",),
 }
 
 
@@ -124,3 +127,27 @@ def test_the_testing_package_is_imported_by_no_product_module() -> None:
 def test_the_top_level_keeps_only_what_every_domain_shares() -> None:
     loose = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert loose == ["__init__.py", "errors.py", "services.py", "settings.py", "settings_doc.py", "storage.py"]
+
+
+def test_the_queue_host_runs_chunks_through_the_one_executor_and_retries_nothing_itself() -> None:
+    """``jobs/queue/host.py`` hands every chunk to ``jobs/executor.py`` (run, retry, store, count): it
+    never calls ``Bound.run`` itself, never sleeps, and has no loop around a ``try`` (a retry loop);
+    the only loops left are the cancel watcher's and listener's."""
+    path = PACKAGE / "jobs" / "queue" / "host.py"
+    tree = ast.parse(path.read_text(), str(path))
+    assert (0, E + "jobs.executor.ChunkExecutor") in [(0, name) for _, name in _imports(path)]
+    runs = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "run"
+    ]
+    assert runs and all(ast.unparse(node.func) == "self.executor.run" for node in runs)
+    loops = [node for node in ast.walk(tree) if isinstance(node, ast.For | ast.While | ast.AsyncFor)]
+    retrying = [f"host.py:{loop.lineno}" for loop in loops if any(isinstance(n, ast.Try) for n in ast.walk(loop))]
+    assert retrying == [], "a loop around a try in jobs/queue/host.py: retries belong to jobs/executor.py"
+    sleeps = [
+        f"host.py:{node.lineno}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("sleep")
+    ]
+    assert len(sleeps) <= 1, sleeps  # the cancel watcher's poll, nothing else

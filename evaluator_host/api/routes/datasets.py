@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request, Response, status
 from starlette.datastructures import UploadFile
 
 from evaluator_host.api.deps import ServicesDep, WorkspaceDep
-from evaluator_host.api.paging import MAX_LIMIT, page
+from evaluator_host.api.paging import MAX_LIMIT, window
 from evaluator_host.errors import DatasetError, ErrorBody
 from evaluator_host.jobs.models import Dataset, DatasetList, DatasetRow, DatasetRowPage
 from evaluator_host.jobs.uploads import to_model
@@ -74,8 +74,9 @@ async def list_datasets(
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
 ) -> DatasetList:
     """Uploaded datasets, newest first (paged with ``limit`` and ``cursor``)."""
-    every = [to_model(r) for r in await services.datasets.list_all(workspace)]
-    data, after = page(every, lambda d: (d.created_at.isoformat(), d.id), descending=True, limit=limit, cursor=cursor)
+    asked = window(limit, cursor)  # a page is read from the database, never every dataset
+    found = await services.datasets.list_all(workspace, limit=asked.fetch, before=asked.created_before())
+    data, after = asked.answer([to_model(r) for r in found], lambda d: (d.created_at.isoformat(), d.id))
     return DatasetList(data=data, count=len(data), next_cursor=after)
 
 

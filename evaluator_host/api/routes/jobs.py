@@ -10,7 +10,7 @@ from fastapi.responses import StreamingResponse
 
 from evaluator_host.api.deps import ServicesDep, WorkspaceDep
 from evaluator_host.api.middleware.idempotent import idempotent
-from evaluator_host.api.paging import MAX_LIMIT, page
+from evaluator_host.api.paging import MAX_LIMIT, window
 from evaluator_host.errors import ErrorBody
 from evaluator_host.jobs.models import Job, JobCreate, JobList, JobResultPage, JobStatus
 
@@ -42,8 +42,11 @@ async def list_jobs(
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
 ) -> JobList:
     """Jobs, newest first (filter by ``status`` or ``evaluator_id``; paged with ``limit`` and ``cursor``)."""
-    every = await services.runner.list_all(workspace, status, evaluator_id)
-    data, after = page(every, lambda j: (j.created_at.isoformat(), j.id), descending=True, limit=limit, cursor=cursor)
+    asked = window(limit, cursor)  # a page is read from the database, never every job
+    found = await services.runner.list_all(
+        workspace, status, evaluator_id, limit=asked.fetch, before=asked.created_before()
+    )
+    data, after = asked.answer(found, lambda j: (j.created_at.isoformat(), j.id))
     return JobList(data=data, count=len(data), next_cursor=after)
 
 

@@ -13,12 +13,17 @@ Contract:
 * :data:`CANCEL_CHANNEL` is a Redis pub/sub channel: the service publishes a job id there when the
   job is cancelled or deleted, and hosts stop its running chunks at once (a job status check per chunk
   and a poll of running jobs' status cover a missed message).
+* :class:`CancelListener` is a host's ear on that channel: a thread that hands each job id published
+  there to a callback and, when Redis is away, listens again a second later until stopped.
 * :func:`row_seconds_key` holds the latest observed time per row of a job (hosts write it, the
   service sizes chunks with it).
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,7 +32,9 @@ from celery import Celery
 
 from evaluator_host.settings import Settings
 
-__all__ = ["CANCEL_CHANNEL", "CHUNK_TASK", "make_app", "redis_client", "row_seconds_key"]
+__all__ = ["CANCEL_CHANNEL", "CHUNK_TASK", "CancelListener", "make_app", "redis_client", "row_seconds_key"]
+
+log = logging.getLogger(__name__)
 
 CHUNK_TASK = "evaluator_host.chunk"
 CANCEL_CHANNEL = "evaluator-host:cancel"
@@ -90,3 +97,37 @@ def make_app(settings: Settings) -> Celery:
         enable_utc=True,
     )
     return app
+
+
+class CancelListener:
+    """A thread calling ``cancel(job_id)`` for each job id published on :data:`CANCEL_CHANNEL` (from
+    :meth:`start` until :meth:`stop`); a Redis away is listened to again a second later."""
+
+    def __init__(self, client: redis.Redis, cancel: Callable[[str], None]) -> None:
+        self._redis = client
+        self._cancel = cancel
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._listen, name="evh-cancel-listener", daemon=True)
+
+    def start(self) -> None:
+        """Start listening (a daemon thread)."""
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop listening; wait up to ``timeout_s`` for the thread (it checks every half second)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+
+    def _listen(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with self._redis.pubsub(ignore_subscribe_messages=True) as pubsub:  # type: ignore[no-untyped-call]
+                    pubsub.subscribe(CANCEL_CHANNEL)
+                    while not self._stop.is_set():
+                        message = pubsub.get_message(timeout=0.5)
+                        if message:
+                            self._cancel(message["data"].decode())
+            except (redis.RedisError, OSError) as exc:
+                log.warning("the cancel channel is away (%s); listening again in 1 s", exc)
+                self._stop.wait(1.0)

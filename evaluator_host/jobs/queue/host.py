@@ -13,10 +13,15 @@ Contract (one :class:`WorkerHost` per ``evaluator-host worker`` process, on its 
   counters added under the job's lock), each row marked with this host's name. That commit charges
   the workspace's storage quota by the embedded runner's rule: past it the job is failed there
   (``QuotaExceeded``) and the task ends.
-* A row's failure is its result; a chunk's infrastructure failure is retried ``job_retries`` times,
-  then fails the job, as in the embedded runner. So do a revision or a dataset that is gone.
-* An unreachable database is waited for, up to ``queue_db_retry_s`` for each read or commit; past it
-  :class:`DatabaseAway` is raised and the task gives the chunk back to the queue.
+* A chunk is run, retried, stored and counted by the one chunk executor (``jobs/executor.py``), as in
+  the embedded runner: a row's failure is its result; a chunk's infrastructure failure is retried
+  ``job_retries`` times, then fails the job (an unreachable backend counts as one: a host does not wait
+  for its engine). So do a revision or a dataset that is gone. This module has no retry of its own.
+* An unreachable database is waited for (the executor's :meth:`~ChunkExecutor.database`), up to
+  ``queue_db_retry_s`` for each read or commit; past it :class:`DatabaseAway` is raised and the task
+  gives the chunk back to the queue.
+* A host is given its parts (settings, the job store, the stored evaluators, the metrics): ``cli/worker.py``
+  assembles them from the process's services; nothing here imports the service's assembly.
 * Cancel: a job id published on the cancel channel, or a running job's status seen not running (checked
   every half second), interrupts its running chunks here at once (their workers are killed); their
   tasks end as done, so the queue forgets them.
@@ -26,30 +31,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
-import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
-import redis
-from sqlalchemy.exc import OperationalError
-
-from evaluator_host.errors import EvaluatorHostError, JobNotHeld, QuotaExceeded, SandboxError
+from evaluator_host.errors import EvaluatorHostError, JobNotHeld, QuotaExceeded
+from evaluator_host.evaluation.evaluators import Evaluators
 from evaluator_host.evaluation.path import Bound
+from evaluator_host.jobs.executor import ChunkExecutor, DatabaseAway
 from evaluator_host.jobs.mapping import RowMapper
 from evaluator_host.jobs.models import FieldMapping
-from evaluator_host.jobs.queue.broker import CANCEL_CHANNEL, redis_client, row_seconds_key
+from evaluator_host.jobs.queue.broker import CancelListener, redis_client, row_seconds_key
 from evaluator_host.jobs.queue.chunks import decode_rows
 from evaluator_host.jobs.queue.signing import task_keys, verify
-from evaluator_host.jobs.rows import stored_rows
-from evaluator_host.sandbox.base import RawOutcome
-from evaluator_host.sandbox.protocol import JobCases, WireCase
-from evaluator_host.services import Services
+from evaluator_host.observability.metrics import Metrics
+from evaluator_host.sandbox.protocol import JobCases
+from evaluator_host.settings import Settings
 from evaluator_host.store.db import utcnow
-from evaluator_host.store.jobs import JobRecord
+from evaluator_host.store.jobs import JobRecord, JobStore
 
 __all__ = ["DatabaseAway", "WorkerHost"]
 
@@ -62,10 +64,6 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 
-class DatabaseAway(Exception):
-    """The database did not answer for ``queue_db_retry_s``: the chunk goes back to the queue."""
-
-
 @dataclass
 class _Job:
     record: JobRecord
@@ -74,22 +72,35 @@ class _Job:
 
 
 class WorkerHost:
-    """Runs chunk tasks on ``services`` (its pool, builder and database) as host ``name``."""
+    """Runs chunk tasks as host ``name``: on ``evaluators``' pool and builder, committed to ``store``.
 
-    def __init__(self, services: Services, name: str) -> None:
-        self.services = services
-        self.settings = services.settings
-        self.store = services.runner.store
+    ``executor`` defaults to the production one (its back-off and clock): tests inject theirs."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: JobStore,
+        evaluators: Evaluators,
+        name: str,
+        *,
+        metrics: Metrics | None = None,
+        executor: ChunkExecutor | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.evaluators = evaluators
+        self.metrics = metrics
         self.name = name
+        # a host does not wait for its backend: a chunk it cannot run fails its job, naming the host
+        self.executor = executor or ChunkExecutor(settings, metrics, await_backend=False)
         self._keys = task_keys(self.settings)  # QueueKeyMissing without EVALUATOR_HOST_SECRETS_KEY
         self.refused = 0  # chunk tasks refused as forged or altered
         self.loop: asyncio.AbstractEventLoop | None = None
         self._jobs: OrderedDict[str, _Job] = OrderedDict()
         self._running: dict[str, set[asyncio.Task[Any]]] = {}
         self._cancelled: set[str] = set()
-        self._stop = threading.Event()
         self._redis = redis_client(self.settings)
-        self._listener = threading.Thread(target=self._listen, name="evh-cancel-listener", daemon=True)
+        self._listener = CancelListener(self._redis, self._cancel_soon)
         self._watcher: asyncio.Task[None] | None = None
 
     # -- lifecycle (on the host's event loop) ----------------------------------------------
@@ -101,12 +112,11 @@ class WorkerHost:
 
     async def close(self) -> None:
         """Stop listening (running chunks have finished: a drain waits for them)."""
-        self._stop.set()
         if self._watcher is not None:
             self._watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watcher
-        await asyncio.to_thread(self._listener.join, 5)
+        await asyncio.to_thread(self._listener.stop, 5)
         with contextlib.suppress(Exception):
             self._redis.close()
 
@@ -148,9 +158,8 @@ class WorkerHost:
 
     def _refuse(self, reason: str, job_id: object) -> str:
         self.refused += 1
-        metrics = self.services.runner.metrics
-        if metrics is not None:
-            metrics.queue_refused.labels(reason).inc()
+        if self.metrics is not None:
+            self.metrics.queue_refused.labels(reason).inc()
         log.warning(
             "refused a chunk task (%s) naming job %.64r: not run (%d refused so far)", reason, job_id, self.refused
         )
@@ -169,16 +178,12 @@ class WorkerHost:
         if not todo:
             return f"skipped: its {len(rows)} rows were stored already"
         cases = job.mapper.wire_cases([line for _, line in todo])
-        started = time.monotonic()
         try:
-            outcomes = await self._run(job.bound, cases, JobCases(job.mapper.pick))
+            ran = await self.executor.run(job.bound, cases, JobCases(job.mapper.pick))
         except EvaluatorHostError as exc:
             await self._fail(job_id, owner, exc.type_name, exc.message)
             return f"failed the job: {exc.message}"
-        seconds = time.monotonic() - started
-        bound, cap = job.bound, self.settings.max_stored_result_bytes
-        results = stored_rows(outcomes, bound.prepared, bound.public, cap)
-        bound.count(result.status for result in results)
+        results = self.executor.stored_rows(job.bound, ran.outcomes)
         committed = [(idx, r.status, r.text, r) for (idx, _), r in zip(todo, results, strict=True)]
         outcome = await self._db(
             self.store.commit_shared,
@@ -186,15 +191,12 @@ class WorkerHost:
             owner,
             committed,
             revision=job.record.revision,
-            runtime_id=bound.runtime.id,
+            runtime_id=job.bound.runtime.id,
             worker=self.name,
         )
-        self._report(job_id, seconds / len(todo))
-        metrics = self.services.runner.metrics
-        if metrics is not None and outcome.stored:
-            failed = sum(1 for idx, status, _, _ in committed if status != "ok")
-            metrics.job_rows.labels("ok").inc(len(committed) - failed)
-            metrics.job_rows.labels("failed").inc(failed)
+        self._report(job_id, ran.seconds / len(todo))
+        if outcome.stored:
+            self.executor.count(len(committed), sum(1 for _, status, _, _ in committed if status != "ok"))
         end = "; the job is complete" if outcome.finished else ""
         return f"{outcome.stored} of {len(rows)} rows stored ({outcome.done}/{outcome.total}){end}"
 
@@ -209,11 +211,11 @@ class WorkerHost:
             return known
         try:
             revision = await self._db(
-                self.services.store.get_revision, record.workspace_id, record.evaluator_id, record.revision
+                self.evaluators.store.get_revision, record.workspace_id, record.evaluator_id, record.revision
             )
             dataset = await self._db(self.store.get_dataset, record.dataset_id)
             mapper = RowMapper(FieldMapping(**record.field_mapping), dataset.columns)
-            bound = await self.services.evaluators.bind(revision)  # builds the runtime here, once
+            bound = await self.evaluators.bind(revision)  # builds the runtime here, once
         except EvaluatorHostError as exc:
             await self._fail(job_id, owner, exc.type_name, exc.message)
             return None
@@ -221,18 +223,6 @@ class WorkerHost:
         if len(self._jobs) > _JOBS_KEPT:
             self._jobs.popitem(last=False)
         return job
-
-    async def _run(self, bound: Bound, cases: list[WireCase], sent: JobCases) -> list[RawOutcome]:
-        retries = self.settings.job_retries
-        for attempt in range(retries + 1):
-            try:
-                return await bound.run(cases, held_replies=True, job_cases=sent)
-            except SandboxError as exc:
-                if attempt == retries:
-                    raise
-                log.warning("chunk failed (%s); retry %d of %d", exc.message, attempt + 1, retries)
-                await asyncio.sleep(min(2.0**attempt, 10.0))
-        raise AssertionError("unreachable")
 
     async def _fail(self, job_id: str, owner: str, type_name: str, message: str) -> None:
         error = {"type": type_name, "message": f"{message} (on worker host {self.name})"}
@@ -248,24 +238,19 @@ class WorkerHost:
         )
 
     async def _db(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """``call`` in a thread; an unreachable database is retried for ``queue_db_retry_s``."""
-        deadline = time.monotonic() + self.settings.queue_db_retry_s
-        pause = 0.2
-        while True:
-            try:
-                return await asyncio.to_thread(call, *args, **kwargs)
-            except OperationalError as exc:
-                if time.monotonic() + pause > deadline:
-                    raise DatabaseAway(f"the database did not answer for {self.settings.queue_db_retry_s:g} s") from exc
-                log.warning("the database does not answer (%s); retrying in %.1f s", exc.orig, pause)
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, 5.0)
+        """``call`` in a thread; an unreachable database is asked again for ``queue_db_retry_s`` (the executor)."""
+        return await self.executor.database(functools.partial(call, *args, **kwargs))
 
     def _report(self, job_id: str, per_row: float) -> None:
         with contextlib.suppress(Exception):  # a hint for chunk sizes: Redis away costs nothing here
             self._redis.set(row_seconds_key(job_id), f"{per_row:.6g}", ex=3600)
 
     # -- cancel ----------------------------------------------------------------------------
+    def _cancel_soon(self, job_id: str) -> None:
+        """A job id from the cancel channel (the listener's thread): cancelled on the loop."""
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self.cancel, job_id)
+
     def cancel(self, job_id: str) -> None:
         """Interrupt ``job_id``'s running chunks here (on the loop)."""
         tasks = self._running.get(job_id)
@@ -285,18 +270,3 @@ class WorkerHost:
                     record = await asyncio.to_thread(self.store.get_job, job_id)
                     if record.status not in _UNFINISHED:
                         self.cancel(job_id)
-
-    def _listen(self) -> None:
-        """The cancel channel (a thread): each job id published there is cancelled on the loop."""
-        while not self._stop.is_set():
-            try:
-                with self._redis.pubsub(ignore_subscribe_messages=True) as pubsub:  # type: ignore[no-untyped-call]
-                    pubsub.subscribe(CANCEL_CHANNEL)
-                    while not self._stop.is_set():
-                        message = pubsub.get_message(timeout=0.5)
-                        if message and self.loop is not None:
-                            job_id = message["data"].decode()
-                            self.loop.call_soon_threadsafe(self.cancel, job_id)
-            except (redis.RedisError, OSError) as exc:
-                log.warning("the cancel channel is away (%s); listening again in 1 s", exc)
-                self._stop.wait(1.0)

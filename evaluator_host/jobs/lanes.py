@@ -1,0 +1,189 @@
+"""A job's rows run here: ``parallelism`` lanes of chunks on warm workers, each chunk committed as it ends.
+
+Contract (for :class:`~evaluator_host.jobs.runner.JobRunner`, which decides *whether* a job runs here):
+
+* :meth:`Lanes.run` claims the job for this service (a job cancelled meanwhile or another service's is
+  left alone), binds its revision once, reads the rows not stored yet from the dataset file as they are
+  needed and hands them out in chunks sized to take about ``job_chunk_s``; each of ``parallelism`` lanes
+  runs one chunk at a time through the :class:`~evaluator_host.jobs.executor.ChunkExecutor` (which retries
+  it) while the lane's previous chunk is being stored, so at most ``2 × parallelism × job_chunk_rows``
+  rows are in memory. The last commit marks the job ``succeeded``.
+* A chunk's results, the job's counters and its aggregate state are committed in one transaction
+  (``JobStore.commit_rows``), waiting while the disk is full (a job being cancelled gives the chunk up);
+  what a running job shows is :class:`~evaluator_host.jobs.progress.Live`, updated once a commit landed.
+* The job's stored results are capped at ``max_job_result_bytes`` (``LimitError``), and a chunk is charged to
+  the workspace's storage quota: of a chunk that does not fit the room left only its leading rows that do
+  are stored, and the job stops (``QuotaExceeded``). This service's commits take turns, so the room read
+  is the room at commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+from typing import Any
+
+from evaluator_host.errors import LimitError, QuotaExceeded
+from evaluator_host.evaluation.aggregate import Accumulator
+from evaluator_host.evaluation.evaluators import Evaluators
+from evaluator_host.evaluation.path import Bound
+from evaluator_host.jobs.executor import ChunkExecutor
+from evaluator_host.jobs.mapping import RowMapper
+from evaluator_host.jobs.models import FieldMapping
+from evaluator_host.jobs.progress import Live, Sizer, bitmap, pending_chunks
+from evaluator_host.jobs.rows import stored_chunk
+from evaluator_host.jobs.uploads import DatasetCatalog
+from evaluator_host.observability import tracing
+from evaluator_host.sandbox.base import RawOutcome
+from evaluator_host.sandbox.protocol import JobCases, WireCase
+from evaluator_host.settings import Settings
+from evaluator_host.store.db import utcnow
+from evaluator_host.store.jobs import JobRecord, JobStore
+from evaluator_host.tenancy.quotas import QuotaGuard, fitting, storage_exceeded
+
+__all__ = ["FINISHED", "Lanes"]
+
+FINISHED = ("succeeded", "failed", "cancelled")
+
+
+class Lanes:
+    """Runs jobs on this process's lanes; ``live`` is the runner's map of the jobs running here."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: JobStore,
+        revisions: Evaluators,
+        datasets: DatasetCatalog,
+        quotas: QuotaGuard,
+        executor: ChunkExecutor,
+        live: dict[str, Live],
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.revisions = revisions
+        self.datasets = datasets
+        self.quotas = quotas
+        self.executor = executor
+        self.live = live
+        self._write = asyncio.Lock()
+
+    async def run(self, job_id: str) -> None:
+        """Run the job's rows not stored yet, then mark it ``succeeded`` (see the module's contract)."""
+        record = await asyncio.to_thread(self.store.get_job, job_id)
+        if record.status in FINISHED:
+            return
+        revision = await asyncio.to_thread(
+            self.revisions.store.get_revision, record.workspace_id, record.evaluator_id, record.revision
+        )
+        dataset = await asyncio.to_thread(self.store.get_dataset, record.dataset_id, record.workspace_id)
+        mapper = RowMapper(FieldMapping(**record.field_mapping), dataset.columns)
+        started = {"started_at": utcnow()} if record.started_at is None else {}
+        if not await self.executor.until_stored(functools.partial(self.store.claim, job_id, **started)):
+            return  # cancelled meanwhile, or another service's
+        running = dataclasses.replace(record, status="running", started_at=started.get("started_at", record.started_at))
+        live = Live(running, record.done, record.failed, Accumulator.restore(record.acc_state), record.active_s)
+        self.live[job_id] = live
+        bound = await self.revisions.bind(revision)
+        bits = await asyncio.to_thread(lambda: bitmap(self.store.done_indices(job_id), record.total))
+        sizer = Sizer(self.settings.job_chunk_s, self.settings.job_chunk_rows)
+        chunks = pending_chunks(
+            self.datasets.files.lines(dataset.id), bits, mapper, sizer, self.settings.job_chunk_bytes
+        )
+        sent = JobCases(mapper.pick)
+
+        async def commit(chunk: list[tuple[int, WireCase]], outcomes: list[RawOutcome]) -> None:
+            with tracing.span("job.commit"):
+                await self._commit(record, live, bound, chunk, outcomes)
+
+        async def lane(group: asyncio.TaskGroup) -> None:
+            committing: asyncio.Task[None] | None = None  # the lane's previous chunk, being stored
+            for chunk in chunks:
+                traced: tracing.Attributes = {
+                    **bound.traced,
+                    "evaluator_host.job.id": job_id,
+                    "evaluator_host.job.rows": len(chunk),
+                }
+                with tracing.span("job.chunk", traced, root=True) as span:  # each chunk a trace of its own
+                    ran = await self.executor.run(bound, [case for _, case in chunk], sent)
+                    sizer.observe(len(chunk), ran.seconds)
+                    if span.is_recording():
+                        tracing.outcome(span, (outcome.status for outcome in ran.outcomes))
+                    if committing is not None:
+                        await committing  # one chunk stored at a time per lane: memory stays bounded
+                    committing = group.create_task(commit(chunk, ran.outcomes))  # the worker goes on meanwhile
+            if committing is not None:
+                await committing
+
+        async with asyncio.TaskGroup() as group:
+            for _ in range(record.parallelism):
+                group.create_task(lane(group))
+        finished: dict[str, Any] = {"status": "succeeded", "finished_at": utcnow(), "active_s": live.active()}
+        write = functools.partial(self.store.set_job, job_id, only_unfinished=True, only_held=True, **finished)
+        await self.executor.until_stored(write)
+
+    async def _commit(
+        self,
+        record: JobRecord,
+        live: Live,
+        bound: Bound,
+        chunk: list[tuple[int, WireCase]],
+        outcomes: list[RawOutcome],
+    ) -> None:
+        """Store a chunk's results with the counters and aggregate state they produce, atomically."""
+        cap, prepared, public = self.settings.max_stored_result_bytes, bound.prepared, bound.public
+        stored = self.executor.stored_chunk(bound, outcomes)
+        runtime_id = bound.runtime.id
+        job_id, revision = record.id, record.revision
+        rows = [
+            (job_id, idx, status, revision, runtime_id, text)
+            for (idx, _), status, text in zip(chunk, stored.statuses, stored.texts, strict=True)
+        ]
+        live.stored_bytes += sum(map(len, stored.texts))
+        if live.stored_bytes > self.settings.max_job_result_bytes:
+            raise LimitError(
+                f"the job's stored results exceed max_job_result_bytes={self.settings.max_job_result_bytes} "
+                "(EVALUATOR_HOST_MAX_JOB_RESULT_BYTES); rows committed so far are kept"
+            )
+        cut: QuotaExceeded | None = None
+        async with self._write:  # this service's commits take turns: the room read here is the room at commit
+            if live.cancelling:
+                return
+            limit = self.quotas.storage_quota(record.workspace_id)
+            if limit is not None:  # only the leading rows that fit the room left are stored (the store checks again)
+                used = await asyncio.to_thread(self.store.storage_bytes, record.workspace_id)
+                keep, kept = fitting(stored.texts, max(0, limit - used))
+                if keep < len(rows):
+                    cut = storage_exceeded(record.workspace_id, limit, used + kept, stored=live.done + keep)
+                    stored, rows = stored_chunk(outcomes[:keep], prepared, public, cap), rows[:keep]
+                    if not rows:
+                        raise cut
+            acc = Accumulator.restore(live.acc.state())  # applied to ``live`` only once committed
+            new_failed = stored.failed()
+            done, failed = live.done + len(rows), live.failed + new_failed
+
+            def landed(_: None) -> None:
+                live.done, live.failed, live.acc = done, failed, acc
+                self.executor.count(len(rows), new_failed)
+
+            acc.add_all(stored.scored)
+            acc.add_bools(stored.trues, stored.falses)
+
+            def write() -> None:
+                self.store.commit_rows(
+                    record.id,
+                    rows,
+                    done=done,
+                    failed=failed,
+                    acc_state=acc.state(),
+                    active_s=live.active(),
+                    workspace_id=record.workspace_id,
+                )
+
+            # nothing of a chunk that meets a full disk landed: it is held until the disk has room
+            await self.executor.until_stored(
+                write, what=f"job {record.id}", give_up=lambda: live.cancelling, landed=landed
+            )
+        if cut is not None:  # the rows that fit are stored: the job stops (failed, QuotaExceeded)
+            raise cut
