@@ -271,3 +271,30 @@ def test_run_refuses_deeply_nested_code_with_the_bound_not_a_traceback(tmp_path:
     done = subprocess.run([*CLI, "run", str(source)], capture_output=True, text=True, env=_env(tmp_path), timeout=60)
     assert "the code is nested too deeply" in done.stderr + done.stdout and "Traceback" not in done.stderr
     assert done.returncode == 2, (done.returncode, done.stderr)
+
+
+def test_run_cases_obey_the_calls_case_limit_like_the_api(tmp_path: Path) -> None:
+    """``run --cases`` goes through the API's use case: more than MAX_CASES cases is the 422's LimitError
+    (exit 2, one line), and a file within the limit still runs."""
+    source = tmp_path / "ev.py"
+    source.write_text("def evaluate(inputs, outputs, trace):\n    return outputs == 'a'\n")
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text('{"outputs": "a"}\n{"outputs": "b"}\n{"outputs": "a"}\n')
+    for limit, code in (("2", 2), ("3", 0)):
+        done = subprocess.run(
+            [*CLI, "run", str(source), "--cases", str(cases), "--json"],
+            capture_output=True,
+            text=True,
+            env=_env(tmp_path, EVALUATOR_HOST_MAX_CASES=limit),
+            timeout=60,
+        )
+        assert done.returncode == code, done.stderr
+    assert done.stdout.count("\n") == 3
+    refused = subprocess.run(
+        [*CLI, "run", str(source), "--cases", str(cases)],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path, EVALUATOR_HOST_MAX_CASES="2"),
+        timeout=60,
+    )
+    assert refused.stderr == "LimitError: 3 cases; at most 2 per call (use a job for more)\n", refused.stderr

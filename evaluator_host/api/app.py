@@ -90,11 +90,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.settings = settings
-    app.add_middleware(
-        BodyLimitMiddleware,
-        max_bytes=settings.max_body_bytes,
-        overrides={"/v1/datasets": settings.max_dataset_bytes},
-    )
+    app.add_middleware(BodyLimitMiddleware, settings=settings)  # MAX_BODY_BYTES; uploads: MAX_DATASET_BYTES
     if settings.fast_path:  # the hot routes skip the rest
         app.add_middleware(FastPath, settings=settings)
     app.add_middleware(ApiKeyGate)  # before anything reads a body

@@ -1,10 +1,10 @@
-"""The evaluate routes' two ends: a request's cases, and the answer made of their results."""
+"""The evaluate routes' two ends (and the fast path's): a request's cases, and the answer made of their results.
+
+Between them is one use case of :mod:`evaluator_host.evaluation.usecases`; nothing here checks a limit.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
-from evaluator_host.errors import LimitError
 from evaluator_host.evaluation.aggregate import aggregate
 from evaluator_host.evaluation.models import (
     BatchResponse,
@@ -13,29 +13,24 @@ from evaluator_host.evaluation.models import (
     EvaluationResult,
     EvaluatorEvaluateRequest,
 )
+from evaluator_host.evaluation.usecases import Evaluated
 
 __all__ = ["answer", "cases_of"]
 
 
-def cases_of(body: EvaluateRequest | EvaluatorEvaluateRequest, max_cases: int) -> tuple[list[Case], bool]:
-    """A request's cases, and whether it was a batch (``cases``) rather than one inline case."""
+def cases_of(body: EvaluateRequest | EvaluatorEvaluateRequest) -> tuple[list[Case], bool]:
+    """A request's cases, and whether it was a batch (``cases``) rather than one inline case (their
+    number is the use case's to limit: :func:`~evaluator_host.evaluation.limits.check_case_count`)."""
     if body.cases is not None:
-        if len(body.cases) > max_cases:
-            raise LimitError(f"{len(body.cases)} cases; at most {max_cases} per call (use a job for more)")
         return list(body.cases), True
     return [Case(inputs=body.inputs, outputs=body.outputs, trace=body.trace, app_params=body.app_params)], False
 
 
-def answer(
-    results: list[EvaluationResult],
-    batch: bool,
-    *,
-    evaluator_id: str | None = None,
-    revision: int | None = None,
-    capabilities: dict[str, list[dict[str, Any]]] | None = None,
-) -> EvaluationResult | BatchResponse:
-    """The answer of an evaluate call: the one result, or every result with their aggregate
-    (with the definition's capability report, when given, once per answer)."""
+def answer(evaluated: Evaluated, batch: bool) -> EvaluationResult | BatchResponse:
+    """The answer of an evaluate call: the one result, or every result with their aggregate (with the
+    definition's capability report, when the use case gives one, once per answer; with the stored
+    revision that ran, when one did)."""
+    results, capabilities, record = evaluated.results, evaluated.capabilities, evaluated.record
     if not batch:
         if capabilities is None:
             return results[0]
@@ -43,7 +38,7 @@ def answer(
     return BatchResponse(
         results=results,
         aggregate=aggregate(results),
-        evaluator_id=evaluator_id,
-        revision=revision,
+        evaluator_id=record.id if record is not None else None,
+        revision=record.revision if record is not None else None,
         capabilities=capabilities,
     )

@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from evaluator_host.api.middleware.auth import UNAUTHORIZED, UNKNOWN_KEY, bearer
+from evaluator_host.api.middleware.auth import UNAUTHORIZED, UNKNOWN_KEY, bearer, principal_of
 from evaluator_host.errors import Forbidden, Unauthorized
 from evaluator_host.services import Services
-from evaluator_host.tenancy.workspaces import DEFAULT_PRINCIPAL, Principal
+from evaluator_host.tenancy.workspaces import Principal
 
 __all__ = [
     "OperatorDep",
@@ -39,16 +39,11 @@ async def principal(request: Request) -> Principal:
     this is the same rule on the route, in case a route is ever mounted past the gate)."""
     services: Services = request.app.state.services
     token = bearer(request.headers.get("authorization"))
-    if token is None:
-        if not services.workspaces.auth_required:
-            return DEFAULT_PRINCIPAL
-        raise Unauthorized(UNAUTHORIZED)
-    found = await services.workspaces.resolve(token)
-    if found is None and not services.workspaces.auth_required:
-        return DEFAULT_PRINCIPAL  # an open service ignores keys it does not know, as it always did
-    if found is None:
-        raise Unauthorized(UNKNOWN_KEY)
-    return found
+    found = await services.workspaces.resolve(token) if token is not None else None
+    who = principal_of(found, services.workspaces.auth_required)
+    if who is None:
+        raise Unauthorized(UNAUTHORIZED if token is None else UNKNOWN_KEY)
+    return who
 
 
 async def workspace(request: Request) -> str:

@@ -24,27 +24,23 @@ import json
 import os
 import re
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from evaluator_host.cli.output import print_capabilities
+from evaluator_host.cli.targets import Local, RefusedError, Remote, Target
 from evaluator_host.errors import EvaluatorHostError
-from evaluator_host.tenancy.models import DEFAULT_WORKSPACE
 
 __all__ = ["parse_mapping", "run_batch"]
 
 API_KEY_ENV = "EVALUATOR_HOST_API_KEY"  # the key `run --server` sends when --api-key is not given
 
 _POLL_S = 0.1
-
-
-class RefusedError(Exception):
-    """The service refused the evaluator, the dataset or the job (HTTP 4xx / DefinitionError)."""
 
 
 def parse_mapping(items: list[str] | None) -> dict[str, Any]:
@@ -56,166 +52,6 @@ def parse_mapping(items: list[str] | None) -> dict[str, Any]:
             raise RefusedError(f"--map {item!r}: use outputs=COL, trace=COL, app_params=COL or inputs=COL,COL")
         mapping[key] = [c for c in value.split(",") if c] if key == "inputs" else value
     return mapping
-
-
-class _Target(Protocol):
-    async def upsert(self, definition: dict[str, Any]) -> dict[str, Any]: ...
-    async def upload(self, path: Path) -> dict[str, Any]: ...
-    async def start(self, body: dict[str, Any]) -> dict[str, Any]: ...
-    async def job(self, job_id: str) -> dict[str, Any]: ...
-    async def cancel(self, job_id: str) -> dict[str, Any]: ...
-    def results(self, job_id: str) -> AsyncIterator[bytes]: ...
-    async def page(self, job_id: str, limit: int) -> list[dict[str, Any]]: ...
-    async def evaluate(self, evaluator_id: str, revision: int, cases: list[dict[str, Any]]) -> list[dict[str, Any]]: ...
-    async def close(self) -> None: ...
-
-
-def _unchanged(found: dict[str, Any], definition: dict[str, Any]) -> bool:
-    """Whether the stored evaluator's latest revision already is ``definition`` (pins and settings normalized)."""
-    from evaluator_host.definitions.packages import normalize_pins
-    from evaluator_host.evaluation.models import EvaluatorSettings
-
-    language = definition["language"]
-    return bool(
-        found["language"] == language
-        and found["code"] == definition["code"]
-        and found["packages"] == normalize_pins(language, definition.get("packages"))
-        and found["settings"] == EvaluatorSettings(**(definition.get("settings") or {})).model_dump()
-    )
-
-
-class _Remote:
-    """A running service, over HTTP."""
-
-    def __init__(self, url: str, api_key: str | None) -> None:
-        headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
-        self.client = httpx.AsyncClient(
-            base_url=url.rstrip("/"), headers=headers, timeout=httpx.Timeout(600, connect=10)
-        )
-
-    async def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        response = await self.client.request(method, path, **kwargs)
-        if 400 <= response.status_code < 500:
-            try:
-                error = response.json()["error"]
-                message = f"{error['type']}: {error['message']}"
-            except (ValueError, KeyError, TypeError):
-                message = response.text
-            raise RefusedError(f"{method} {path} answered {response.status_code}: {message}")
-        response.raise_for_status()
-        body: dict[str, Any] = response.json()
-        return body
-
-    async def upsert(self, definition: dict[str, Any]) -> dict[str, Any]:
-        listing = await self._json("GET", "/v1/evaluators")
-        found: dict[str, Any] | None = next((e for e in listing["data"] if e["name"] == definition["name"]), None)
-        if found is None:
-            return await self._json("POST", "/v1/evaluators", json=definition)
-        if _unchanged(found, definition):
-            return found
-        return await self._json("PUT", f"/v1/evaluators/{found['id']}", json=definition)
-
-    async def upload(self, path: Path) -> dict[str, Any]:
-        with path.open("rb") as fh:
-            files = {"file": (path.name, fh, "application/octet-stream")}
-            return await self._json("POST", "/v1/datasets", files=files)
-
-    async def start(self, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._json("POST", "/v1/jobs", json=body)
-
-    async def job(self, job_id: str) -> dict[str, Any]:
-        return await self._json("GET", f"/v1/jobs/{job_id}")
-
-    async def cancel(self, job_id: str) -> dict[str, Any]:
-        return await self._json("POST", f"/v1/jobs/{job_id}/cancel")
-
-    async def results(self, job_id: str) -> AsyncIterator[bytes]:
-        async with self.client.stream("GET", f"/v1/jobs/{job_id}/results", params={"format": "ndjson"}) as response:
-            response.raise_for_status()
-            async for chunk in response.aiter_bytes():
-                yield chunk
-
-    async def page(self, job_id: str, limit: int) -> list[dict[str, Any]]:
-        body = await self._json("GET", f"/v1/jobs/{job_id}/results", params={"limit": limit})
-        data: list[dict[str, Any]] = body["data"]
-        return data
-
-    async def evaluate(self, evaluator_id: str, revision: int, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        body = await self._json(
-            "POST", f"/v1/evaluators/{evaluator_id}/evaluate", json={"revision": revision, "cases": cases}
-        )
-        results: list[dict[str, Any]] = body["results"]
-        return results
-
-    async def close(self) -> None:
-        await self.client.aclose()
-
-
-_WS = DEFAULT_WORKSPACE  # an in-process run has a scratch database of its own: the default workspace
-
-
-class _Local:
-    """The service's components in this process (no server)."""
-
-    def __init__(self) -> None:
-        from evaluator_host.services import Services
-        from evaluator_host.settings import Settings
-
-        self.services = Services.start_private(Settings())
-
-    async def upsert(self, definition: dict[str, Any]) -> dict[str, Any]:
-        from evaluator_host.evaluation.models import EvaluatorCreate
-
-        body = EvaluatorCreate.model_validate(definition)
-        evaluators = self.services.evaluators
-        found = next((e.model_dump(mode="json") for e in await evaluators.list_all(_WS) if e.name == body.name), None)
-        if found is None:
-            return (await evaluators.create(_WS, body)).model_dump(mode="json")
-        if _unchanged(found, definition):
-            return found
-        return (await evaluators.update(_WS, found["id"], body)).model_dump(mode="json")
-
-    async def upload(self, path: Path) -> dict[str, Any]:
-        from evaluator_host.jobs.uploads import to_model
-
-        with path.open("rb") as fh:
-            record = await self.services.datasets.upload_file(
-                _WS, fh, filename=path.name, name=None, fmt=None, content_type=None
-            )
-        return to_model(record).model_dump(mode="json")
-
-    async def start(self, body: dict[str, Any]) -> dict[str, Any]:
-        from evaluator_host.jobs.models import JobCreate
-
-        return (await self.services.runner.create(_WS, JobCreate.model_validate(body))).model_dump(mode="json")
-
-    async def job(self, job_id: str) -> dict[str, Any]:
-        return (await self.services.runner.get(_WS, job_id)).model_dump(mode="json")
-
-    async def cancel(self, job_id: str) -> dict[str, Any]:
-        return (await self.services.runner.cancel(_WS, job_id)).model_dump(mode="json")
-
-    async def results(self, job_id: str) -> AsyncIterator[bytes]:
-        job, revision = await self.services.runner.job_and_revision(_WS, job_id)
-        stream = self.services.results.ndjson(job, revision)
-        while (chunk := await asyncio.to_thread(next, stream, None)) is not None:
-            yield chunk
-
-    async def page(self, job_id: str, limit: int) -> list[dict[str, Any]]:
-        job, revision = await self.services.runner.job_and_revision(_WS, job_id)
-        page = await asyncio.to_thread(self.services.results.page, job, revision, 0, limit)
-        return [item.model_dump(mode="json") for item in page.data]
-
-    async def evaluate(self, evaluator_id: str, revision: int, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        from evaluator_host.evaluation.models import Case
-
-        _, results = await self.services.evaluators.evaluate(
-            _WS, evaluator_id, revision, [Case.model_validate(c) for c in cases]
-        )
-        return [r.model_dump(mode="json") for r in results]
-
-    async def close(self) -> None:
-        await self.services.close()
 
 
 def _definition(args: argparse.Namespace, language: str) -> dict[str, Any]:
@@ -300,7 +136,7 @@ def _candidates(rows: list[dict[str, Any]], mapping: dict[str, Any], code: str) 
     return sorted(columns, key=rank)[:_MAX_CANDIDATES]
 
 
-async def _mapping_hint(target: _Target, job: dict[str, Any], code: str) -> str | None:
+async def _mapping_hint(target: Target, job: dict[str, Any], code: str) -> str | None:
     """Which ``--map outputs=COLUMN`` would have made the first failed rows run, or what they failed with."""
     failed = [item for item in await target.page(job["id"], 200) if item["result"]["status"] != "ok"]
     failed = failed[:_SAMPLE_ROWS]
@@ -328,7 +164,7 @@ async def _mapping_hint(target: _Target, job: dict[str, Any], code: str) -> str 
     )
 
 
-async def _follow(target: _Target, job: dict[str, Any], console: Console) -> dict[str, Any]:
+async def _follow(target: Target, job: dict[str, Any], console: Console) -> dict[str, Any]:
     columns = (
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
@@ -349,13 +185,11 @@ async def _follow(target: _Target, job: dict[str, Any], console: Console) -> dic
 
 async def _batch(args: argparse.Namespace, language: str, console: Console, out: Console) -> int:
     key = args.api_key or os.environ.get(API_KEY_ENV) or None
-    target: _Target = _Remote(args.server, key) if args.server else _Local()
+    target: Target = Remote(args.server, key) if args.server else Local()
     job: dict[str, Any] | None = None
     hint: str | None = None
     try:
         evaluator = await target.upsert(_definition(args, language))
-        from evaluator_host.cli.main import print_capabilities
-
         print_capabilities(evaluator.get("capabilities"), console)
         dataset = await target.upload(Path(args.data))
         console.print(

@@ -18,24 +18,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import ipaddress
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from evaluator_host.cli.images import run_images
 from evaluator_host.cli.inputs import UsageError, parse_json, parse_model, read_text, readable
+from evaluator_host.cli.output import print_capabilities, print_results
 from evaluator_host.definitions import languages
 from evaluator_host.errors import DataDirInUse, EvaluatorHostError
-from evaluator_host.evaluation.aggregate import aggregate
-from evaluator_host.evaluation.models import Case, EvaluationResult, EvaluatorSettings
+from evaluator_host.evaluation.models import Case, EvaluatorSettings
+from evaluator_host.evaluation.usecases import Definition, Evaluated, evaluate_definition
 from evaluator_host.settings import Settings
+from evaluator_host.tenancy.models import DEFAULT_WORKSPACE
 
 __all__ = ["main"]
 
@@ -116,28 +115,7 @@ def _read_cases(args: argparse.Namespace) -> list[Case]:
     return [parse_model(Case, args.case or "{}", "--case")]
 
 
-def print_capabilities(capabilities: dict[str, list[dict[str, Any]]] | None, console: Console) -> None:
-    """The definition's capability report, once: what it reaches for that the sandbox will refuse."""
-    found = [(kind, item) for kind, items in (capabilities or {}).items() for item in items]
-    if not found:
-        console.print("[dim]capabilities: none found (no network, files, processes, env, dynamic code, native)[/dim]")
-        return
-    console.print("[bold]capabilities[/bold] (static and advisory; the sandbox has no network and a read-only root):")
-    for kind, item in found:
-        console.print(f"  {kind:<13} line {item['line']}: {item['detail']}", highlight=False, markup=False)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Definition:
-    """The evaluator the command line names: its file read and its options parsed."""
-
-    language: str
-    code: str
-    packages: Any
-    settings: EvaluatorSettings
-
-
-def _definition(args: argparse.Namespace) -> _Definition:
+def _definition(args: argparse.Namespace) -> Definition:
     """Read FILE and parse ``--packages`` / ``--settings``, or :class:`UsageError`."""
     code = read_text(args.file, "evaluator file")
     language = language_of(args.file, args.language)
@@ -145,59 +123,19 @@ def _definition(args: argparse.Namespace) -> _Definition:
         raise UsageError(f"cannot tell the language of {args.file}; pass --language")
     packages = parse_json(args.packages, "--packages") if args.packages else None
     settings = parse_model(EvaluatorSettings, args.settings or "{}", "--settings")
-    return _Definition(language, code, packages, settings)
+    return Definition(language, code, packages, settings)
 
 
-async def _evaluate(
-    definition: _Definition, cases: list[Case]
-) -> tuple[list[EvaluationResult], dict[str, list[dict[str, Any]]]]:
+async def _evaluate(definition: Definition, cases: list[Case]) -> Evaluated:
+    """The inline use case (:func:`~evaluator_host.evaluation.usecases.evaluate_definition`) in this
+    process, on a private scratch data dir's default workspace."""
     from evaluator_host.services import Services
 
     services = Services.start_private(Settings())
     try:
-        prepared = await services.evaluation.validate(
-            definition.language, definition.code, definition.packages, definition.settings
-        )
-        return await services.evaluation.evaluate(prepared, cases), prepared.capabilities
+        return await evaluate_definition(services, DEFAULT_WORKSPACE, definition, cases)
     finally:
         await services.close()
-
-
-def _print(results: list[EvaluationResult], console: Console) -> None:
-    table = Table(title="results")
-    for column in ("#", "status", "score", "passed", "outputs / error", "ms"):
-        table.add_column(column)
-    for index, result in enumerate(results):
-        info = (
-            (
-                f"{result.error.type}: {result.error.message}"
-                + (f" (line {result.error.line})" if result.error.line else "")
-            )
-            if result.error
-            else json.dumps(result.outputs or result.details)
-        )
-        table.add_row(
-            str(index),
-            result.status,
-            "" if result.score is None else f"{result.score:g}",
-            "" if result.passed is None else str(result.passed),
-            info[:200],
-            f"{result.duration_ms:.2f}",
-        )
-    console.print(table)
-    for result in results:
-        for stream in ("stdout", "stderr"):
-            if getattr(result, stream):
-                console.print(f"[dim]{stream}:[/dim] {getattr(result, stream).rstrip()}")
-        for warning in result.warnings:
-            console.print(f"[yellow]warning:[/yellow] {warning}")
-    if len(results) > 1:
-        agg = aggregate(results)
-        mean = agg.score.mean if agg.score else None  # full precision: --json
-        console.print(
-            f"count={agg.count} errors={agg.errors} mean score={'none' if mean is None else f'{mean:.4g}'} "
-            f"pass rate={'none' if agg.pass_rate is None else f'{agg.pass_rate:.2%}'}"
-        )
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -209,18 +147,19 @@ def _run(args: argparse.Namespace) -> int:
         return run_batch(args, definition.language)
     cases = _read_cases(args)
     try:
-        results, capabilities = asyncio.run(_evaluate(definition, cases))
+        evaluated = asyncio.run(_evaluate(definition, cases))
     except EvaluatorHostError as exc:
         sys.stderr.write(f"{type(exc).__name__}: {exc.message}\n")
         return 2
+    results = evaluated.results
     if args.json:  # stdout stays one JSON result per line; the report goes to stderr
-        print_capabilities(capabilities, Console(stderr=True))
+        print_capabilities(evaluated.capabilities, Console(stderr=True))
         for result in results:
             sys.stdout.write(result.model_dump_json() + "\n")
     else:
         console = Console()
-        print_capabilities(capabilities, console)
-        _print(results, console)
+        print_capabilities(evaluated.capabilities, console)
+        print_results(results, console)
     return 0 if all(r.status == "ok" for r in results) else 1
 
 
@@ -281,13 +220,17 @@ def build_parser() -> argparse.ArgumentParser:
     images.add_argument("--runtime", action="append", help="prune: this runtime id (repeatable)")
     images.add_argument("--json", action="store_true", help="list, show: one JSON object per image")
     images.set_defaults(func=run_images)
-    from evaluator_host.cli import admin, db, migrate, runtimes, worker
+    from evaluator_host.cli.admin import add_parsers as add_admin
+    from evaluator_host.cli.db import add_parser as add_db
+    from evaluator_host.cli.migrate import add_parser as add_migrate
+    from evaluator_host.cli.runtimes import add_parser as add_runtimes
+    from evaluator_host.cli.worker import add_parser as add_worker
 
-    runtimes.add_parser(sub)
-    migrate.add_parser(sub)
-    admin.add_parsers(sub)
-    db.add_parser(sub)
-    worker.add_parser(sub)
+    add_runtimes(sub)
+    add_migrate(sub)
+    add_admin(sub)
+    add_db(sub)
+    add_worker(sub)
     return parser
 
 

@@ -23,9 +23,11 @@ from pathlib import Path
 
 from evaluator_host.definitions import languages
 from evaluator_host.errors import EvaluatorHostError
-from evaluator_host.evaluation.models import Case, EvaluatorSettings
+from evaluator_host.evaluation.models import Case
+from evaluator_host.evaluation.usecases import Definition
 from evaluator_host.migration.codemod import Migration, migrate
 from evaluator_host.settings import Settings
+from evaluator_host.tenancy.models import DEFAULT_WORKSPACE
 
 __all__ = ["add_parser", "files_of"]
 
@@ -48,20 +50,18 @@ def files_of(paths: list[str]) -> Iterator[Path]:
 
 
 async def _check(items: list[tuple[Path, str, Migration]], cases: list[Case]) -> dict[Path, list[dict[str, object]]]:
-    """The differing rows of each migrated file on ``cases`` (in-process, a private scratch data dir)."""
-    from evaluator_host.migration.compare import differences
+    """The differing rows of each migrated file on ``cases``: the differential run of the API
+    (:func:`~evaluator_host.migration.compare.differential`) in-process, on a private scratch data dir."""
+    from evaluator_host.migration.compare import differential
     from evaluator_host.services import Services
 
     services = Services.start_private(Settings())
     found: dict[Path, list[dict[str, object]]] = {}
     try:
         for path, language, migration in items:
-            settings = EvaluatorSettings()
-            before = await services.evaluation.validate(language, migration.original, None, settings)
-            after = await services.evaluation.validate(language, migration.code, None, settings)
-            found[path] = differences(
-                await services.evaluation.evaluate(before, cases), await services.evaluation.evaluate(after, cases)
-            )
+            before = Definition(language, migration.original)
+            after = Definition(language, migration.code)
+            found[path] = await differential(services, DEFAULT_WORKSPACE, before, after, cases)
     finally:
         await services.close()
     return found

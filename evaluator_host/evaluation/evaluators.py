@@ -1,7 +1,8 @@
 """Stored evaluators: validate, build, store, pre-warm, and run by id and revision.
 
-Revisions are immutable: a revision's :class:`~evaluator_host.evaluation.path.Bound` form is made
-once (the evaluation path caches it) and reused by calls by id and by jobs alike.
+Revisions are immutable: a revision is read once (then remembered here), and its
+:class:`~evaluator_host.evaluation.bound.Bound` form is made once and cached by the evaluation path
+(``Evaluation.bind``, the one cache of bound evaluators), reused by calls by id and by jobs alike.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 from evaluator_host.definitions import languages
-from evaluator_host.definitions.imports import unpinned
 from evaluator_host.errors import EgressError, LimitError, SecretError
 from evaluator_host.evaluation.models import (
     Case,
@@ -24,7 +24,8 @@ from evaluator_host.evaluation.models import (
     EvaluatorPatch,
     EvaluatorSettings,
 )
-from evaluator_host.evaluation.path import Bound, Evaluation, Prepared
+from evaluator_host.evaluation.path import Bound, Evaluation
+from evaluator_host.evaluation.prepared import Prepared, unpinned_imports
 from evaluator_host.shared.lru import LRU
 from evaluator_host.store import EvaluatorStore, RevisionRecord
 from evaluator_host.tenancy.models import NetworkEntry, destinations, header_templates, injected_secrets
@@ -33,7 +34,7 @@ from evaluator_host.tenancy.workspaces import Workspaces
 
 __all__ = ["Evaluators", "check_declarations", "prepared_of", "scope_of", "to_model"]
 
-_REMEMBERED = 1024  # bound revisions kept for calls by id (least recently used go first)
+_REMEMBERED = 1024  # revisions kept for calls by id (least recently used go first)
 
 
 def to_model(record: RevisionRecord) -> Evaluator:
@@ -49,20 +50,17 @@ def to_model(record: RevisionRecord) -> Evaluator:
 async def prepared_of(record: RevisionRecord, evaluation: Evaluation) -> Prepared:
     """The runnable form of a stored revision."""
     detected = await evaluation.detect(record.language, record.code)  # remembered: one parse per code
-    return Prepared(
-        language=record.language,
-        code=record.code,
+    return Prepared.of(
+        record.language,
+        record.code,
+        detected,
         interface=record.interface,
-        entrypoint=detected.entrypoint,
         pins=record.packages,
         settings=EvaluatorSettings(**record.settings),
         runtime_id=record.runtime_id,
-        loader=dict(detected.loader),
-        compiled=detected.compiled,
         policy=evaluation.effective_policy(record.language, record.settings.get("policy", "standard")),
-        secrets=tuple(record.secrets),
-        network=tuple(destinations(record.network)),
-        headers=header_templates(record.network),
+        secrets=record.secrets,
+        network=record.network,
     )
 
 
@@ -112,12 +110,13 @@ class Evaluators:
         self.vault = vault
         self.workspaces = workspaces
         self._background: set[asyncio.Task[None]] = set()
-        # Revisions never change, so a revision read and bound once serves every later call by id
-        # without a database read: the latest revision number is known here because every write
-        # of this data dir goes through this process (one service per data dir).
+        # Revisions never change, so a revision read once serves every later call by id without a
+        # database read: the latest revision number is known here because every write of this data
+        # dir goes through this process (one service per data dir). Its bound form is the evaluation
+        # path's to cache (``Evaluation.bind``), keyed by its secret values: a changed secret binds anew.
         self._latest: dict[str, int] = {}
-        # (evaluator, revision) -> (record, bound, the vault generation it was bound at)
-        self._bound: LRU[tuple[str, int], tuple[RevisionRecord, Bound, int]] = LRU(_REMEMBERED)
+        # (evaluator, revision) -> its record and runnable form (both immutable: derived from the record alone)
+        self._records: LRU[tuple[str, int], tuple[RevisionRecord, Prepared]] = LRU(_REMEMBERED)
 
     async def _fields(self, workspace: str, body: EvaluatorCreate) -> tuple[dict[str, object], list[str]]:
         """The revision's stored fields, and the warnings of its definition (imports no pin provides)."""
@@ -126,8 +125,8 @@ class Evaluators:
             body.language, body.code, body.packages, body.settings, secrets=body.secrets, network=body.network
         )
         runtime = await self.evaluation.ensure_runtime(prepared, workspace)  # a failing install: 422 at save time
-        installer = languages.get(prepared.language).family.installer
-        warnings = unpinned(installer, prepared.code, prepared.pins, runtime.lock) + declared_vs_used(prepared)
+        warnings = unpinned_imports(prepared.language, prepared.code, prepared.pins, runtime.lock)
+        warnings += declared_vs_used(prepared)
         warnings += [
             f"secret {name} is set by the egress proxy and also listed in `secrets`, which hands its value to the "
             "code: drop it from `secrets` unless the code needs the value itself"
@@ -223,35 +222,34 @@ class Evaluators:
         """Soft-delete."""
         await asyncio.to_thread(self.store.delete, workspace, evaluator_id)
         self._latest.pop(evaluator_id, None)
-        for key in [k for k in self._bound if k[0] == evaluator_id]:
-            self._bound.pop(key)
+        for key in [k for k in self._records if k[0] == evaluator_id]:
+            self._records.pop(key)
 
-    async def bind(self, record: RevisionRecord) -> Bound:
+    async def bind(self, record: RevisionRecord, prepared: Prepared | None = None) -> Bound:
         """A stored revision, bound (with the current values of the secrets it lists): the form calls by
-        id and jobs run. ``SecretError`` when a secret it lists is not set in its workspace."""
+        id and jobs run (``prepared``: its :func:`prepared_of`, when known). ``SecretError`` when a secret
+        it lists is not set in its workspace."""
         env = await self.vault.values(record.workspace_id, record.secrets)
-        prepared = await prepared_of(record, self.evaluation)
+        prepared = prepared or await prepared_of(record, self.evaluation)
         injected = await self.vault.values(record.workspace_id, prepared.injected)
         return await self.evaluation.bind(
             prepared, scope_of(record), workspace=record.workspace_id, env=env, injected=injected
         )
 
     async def _revision(self, workspace: str, evaluator_id: str, revision: int | None) -> tuple[RevisionRecord, Bound]:
-        """A revision (``None``: the latest) and its bound form: read and bound once, then remembered
-        (until a secret of its workspace changes: :attr:`Vault.generation`). An evaluator of another
-        workspace is not found, remembered or not."""
+        """A revision (``None``: the latest), read once then remembered, and its bound form (with the
+        current values of its secrets). An evaluator of another workspace is not found, remembered or not."""
         number = revision if revision is not None else self._latest.get(evaluator_id)
-        found = self._bound.peek((evaluator_id, number)) if number is not None else None
-        if found is not None and found[0].workspace_id == workspace and found[2] == self.vault.generation:
-            self._bound.touch((evaluator_id, found[0].revision))
-            return found[0], found[1]
-        record = await asyncio.to_thread(self.store.get, workspace, evaluator_id, revision)  # 404s here
-        if revision is None:
-            self._latest[evaluator_id] = record.revision
-        generation = self.vault.generation
-        bound = await self.bind(record)
-        self._bound.put((record.id, record.revision), (record, bound, generation))
-        return record, bound
+        found = self._records.get((evaluator_id, number)) if number is not None else None
+        if found is not None and found[0].workspace_id == workspace:
+            record, prepared = found
+        else:
+            record = await asyncio.to_thread(self.store.get, workspace, evaluator_id, revision)  # 404s here
+            if revision is None:
+                self._latest[evaluator_id] = record.revision
+            prepared = await prepared_of(record, self.evaluation)
+            self._records.put((record.id, record.revision), (record, prepared))
+        return record, await self.bind(record, prepared)
 
     async def _prewarm_now(self, record: RevisionRecord) -> None:
         with contextlib.suppress(SecretError):  # a secret it lists is not set yet: its calls will say so

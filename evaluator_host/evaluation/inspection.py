@@ -26,12 +26,13 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from evaluator_host.definitions import languages
-from evaluator_host.definitions.imports import unpinned
 from evaluator_host.definitions.models import Capabilities, Language, Packages
 from evaluator_host.definitions.packages import normalize_pins
-from evaluator_host.errors import DefinitionError, LimitError, PackageSpecError, SandboxError
+from evaluator_host.errors import DefinitionError, PackageSpecError, SandboxError
+from evaluator_host.evaluation.limits import code_size_error
 from evaluator_host.evaluation.models import _Definition
 from evaluator_host.evaluation.path import Evaluation
+from evaluator_host.evaluation.prepared import unpinned_imports
 
 __all__ = ["InspectRequest", "InspectResponse", "PinCheck", "inspect"]
 
@@ -123,11 +124,10 @@ async def inspect(evaluation: Evaluation, body: InspectRequest) -> InspectRespon
     language, code = body.language, body.code
     errors: list[DefinitionProblem] = []
     answer: dict[str, Any] = {}
-    size = len(code.encode())
-    too_large = size > evaluation.settings.max_code_bytes
-    if too_large:
-        limit = evaluation.settings.max_code_bytes
-        errors.append(_problem(LimitError(f"the code is {size} bytes; the limit is {limit} (MAX_CODE_BYTES)")))
+    oversized = code_size_error(code, evaluation.settings)
+    too_large = oversized is not None
+    if oversized is not None:
+        errors.append(_problem(oversized))
     else:
         try:
             detected = await evaluation.detect(language, code)
@@ -154,8 +154,7 @@ async def inspect(evaluation: Evaluation, body: InspectRequest) -> InspectRespon
             built, known = None, None
         runtime = RuntimeState(id=evaluation.builder.runtime_for(language, normalized), built=known)
         if not too_large:
-            installer = languages.get(language).family.installer
-            warnings = unpinned(installer, code, normalized, built.lock if built else [])
+            warnings = unpinned_imports(language, code, normalized, built.lock if built else [])
     capabilities = {} if too_large else await evaluation.capabilities(language, code)
     return InspectResponse(
         ok=not errors,

@@ -7,8 +7,9 @@ compares the answers row by row (:mod:`evaluator_host.migration.compare`), and s
 code as a new revision only when every row agrees (and it is not a ``dry_run``). Rows that differ
 raise :class:`~evaluator_host.errors.MigrationMismatch` (HTTP 409) and nothing is stored.
 
-The differential run is bounded like any evaluation: each row runs twice, so it charges the
-workspace's ``max_evaluations_per_s`` two evaluations per row before anything runs (429 as for
+The differential run (:func:`~evaluator_host.migration.compare.differential`) is bounded like any
+evaluation: inline ``cases`` obey the case-count limit of a call, each row runs twice, so it charges
+the workspace's ``max_evaluations_per_s`` two evaluations per row before anything runs (429 as for
 ``/evaluate``), and a dataset's sample is read only up to ``max_body_bytes`` of rows, the bound a body
 of inline ``cases`` has already (over it: 422 ``LimitError`` naming the row, before the rows are parsed).
 """
@@ -20,21 +21,20 @@ import json
 from typing import Any
 
 from evaluator_host.errors import LimitError, MigrationMismatch
-from evaluator_host.evaluation.evaluators import Evaluators
+from evaluator_host.evaluation.limits import check_case_count, check_code_size
 from evaluator_host.evaluation.models import Case, EvaluatorCreate
-from evaluator_host.evaluation.path import Evaluation
+from evaluator_host.evaluation.usecases import Components, Definition
 from evaluator_host.jobs.mapping import RowMapper
 from evaluator_host.jobs.models import FieldMapping
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.migration.codemod import Migration, migrate
-from evaluator_host.migration.compare import differences
+from evaluator_host.migration.compare import StoredRevision, differential
 from evaluator_host.migration.models import (
     EvaluatorMigrateRequest,
     EvaluatorMigrateResponse,
     MigrateResponse,
     MigrationNote,
 )
-from evaluator_host.tenancy.quotas import QuotaGuard
 
 __all__ = ["Migrations", "response_of"]
 
@@ -55,19 +55,14 @@ def response_of(migration: Migration) -> dict[str, Any]:
 class Migrations:
     """The migration surfaces' service (stateless: made per request from the long-lived components)."""
 
-    def __init__(
-        self, evaluation: Evaluation, evaluators: Evaluators, datasets: DatasetCatalog, quotas: QuotaGuard
-    ) -> None:
-        self.evaluation = evaluation
-        self.evaluators = evaluators
+    def __init__(self, components: Components, datasets: DatasetCatalog) -> None:
+        self.components = components
+        self.settings = components.settings
         self.datasets = datasets
-        self.quotas = quotas
 
     async def migrate_code(self, language: str, code: str, correct_answer_key: str) -> Migration:
         """The codemod's answer for ``code`` (a parse, or a round trip to Node: off the event loop)."""
-        size = len(code.encode())
-        if size > self.evaluation.settings.max_code_bytes:
-            raise LimitError(f"the code is {size} bytes; the limit is {self.evaluation.settings.max_code_bytes}")
+        check_code_size(code, self.settings)
         return await asyncio.to_thread(migrate, language, code, correct_answer_key)
 
     async def migrate(self, language: str, code: str, correct_answer_key: str) -> MigrateResponse:
@@ -76,14 +71,13 @@ class Migrations:
 
     async def _cases(self, workspace: str, body: EvaluatorMigrateRequest) -> list[Case]:
         if body.cases is not None:
-            if len(body.cases) > self.evaluation.settings.max_cases:
-                raise LimitError(f"{len(body.cases)} cases; at most {self.evaluation.settings.max_cases} per call")
+            check_case_count(len(body.cases), self.settings)
             return list(body.cases)
         assert body.dataset_id is not None
         record = await self.datasets.get(workspace, body.dataset_id)  # 404 when unknown
         mapper = RowMapper(body.field_mapping or FieldMapping(), record.columns)
 
-        limit = self.evaluation.settings.max_body_bytes
+        limit = self.settings.max_body_bytes
 
         def first_rows() -> list[Case]:
             lines: list[bytes] = []
@@ -106,27 +100,20 @@ class Migrations:
         self, workspace: str, evaluator_id: str, body: EvaluatorMigrateRequest
     ) -> EvaluatorMigrateResponse:
         """``POST /v1/evaluators/{id}/migrate`` in ``workspace``: see the module docstring."""
-        current = await self.evaluators.get(workspace, evaluator_id)
+        current = await self.components.evaluators.get(workspace, evaluator_id)
         settings = current.settings
         migration = await self.migrate_code(current.language, current.code, settings.correct_answer_key)
         fields = response_of(migration)
         if not migration.changed:
             return EvaluatorMigrateResponse(**fields, compared=0, dry_run=body.dry_run, saved=False)
         cases = await self._cases(workspace, body)
-        self.quotas.take_evaluations(workspace, 2 * len(cases))  # each row runs on both revisions
-        _, before = await self.evaluators.evaluate(workspace, current.id, current.revision, cases)
-        prepared = await self.evaluation.validate(
-            current.language,
-            migration.code,
-            current.packages,
-            settings,
-            secrets=current.secrets,
-            network=current.network,
+        rows = await differential(
+            self.components,
+            workspace,
+            StoredRevision(current.id, current.revision),
+            Definition.of(current, code=migration.code),
+            cases,
         )
-        env = await self.evaluators.vault.values(workspace, current.secrets)
-        injected = await self.evaluators.vault.values(workspace, prepared.injected)
-        after = await self.evaluation.evaluate(prepared, cases, workspace=workspace, env=env, injected=injected)
-        rows = differences(before, after)
         if rows:
             raise MigrationMismatch(
                 f"the migrated code answered differently on {len(rows)} of {len(cases)} rows; nothing was saved",
@@ -136,7 +123,7 @@ class Migrations:
             )
         if body.dry_run:
             return EvaluatorMigrateResponse(**fields, compared=len(cases), dry_run=True, saved=False)
-        saved = await self.evaluators.update(
+        saved = await self.components.evaluators.update(
             workspace,
             current.id,
             EvaluatorCreate(

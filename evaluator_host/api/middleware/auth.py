@@ -15,7 +15,9 @@ import json
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["PRINCIPAL_KEY", "UNAUTHORIZED", "UNKNOWN_KEY", "ApiKeyGate", "bearer"]
+from evaluator_host.tenancy.workspaces import DEFAULT_PRINCIPAL, Principal
+
+__all__ = ["PRINCIPAL_KEY", "UNAUTHORIZED", "UNKNOWN_KEY", "ApiKeyGate", "bearer", "principal_of"]
 
 PRINCIPAL_KEY = "evaluator_host.principal"  # the gate leaves the key's principal here for the fast path
 
@@ -35,6 +37,15 @@ def bearer(header: str | None) -> str | None:
     """The token of an ``Authorization: Bearer <token>`` header value (None when it is not one)."""
     scheme, _, token = (header or "").partition(" ")
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def principal_of(found: Principal | None, auth_required: bool) -> Principal | None:
+    """Who asks, given what the key ring ``found`` for the request's key (None: no key, or one it does not
+    know): that principal; else, on an open service (no key configured or stored), the default
+    workspace's; else nobody (401). The one rule of the routes (``api/deps.py``) and the fast path."""
+    if found is not None:
+        return found
+    return None if auth_required else DEFAULT_PRINCIPAL
 
 
 class ApiKeyGate:

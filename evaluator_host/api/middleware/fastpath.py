@@ -5,11 +5,15 @@
 ``Request``, dependency solving, a thread hop for a sync dependency, generic serialization)
 costs several times what the evaluation itself costs on a warm worker, and about a millisecond
 of the service's one busy thread per poll. :class:`FastPath` sits in front of the app and
-answers those three routes itself, by calling the very route functions of ``evaluate.py``,
-``evaluators.py`` and ``jobs.py`` (with a body validated by the same pydantic model), and by
-serializing with the same response model. It takes a request only when it is sure to answer
-exactly as the app would; everything else goes on to the app untouched (with the body
-replayed when it was read):
+answers those three routes itself, by calling the use cases the routes call
+(:func:`~evaluator_host.evaluation.usecases.evaluate_definition`,
+:func:`~evaluator_host.evaluation.usecases.evaluate_stored`, ``JobRunner.get``) between the
+routes' own two ends (:mod:`evaluator_host.api.calls`), with a body validated by the same
+pydantic model, and by serializing with the same response model — never a route function. It
+takes a request only when it is sure to answer exactly as the app would, by the app's own rules
+(the key: :func:`~evaluator_host.api.middleware.auth.principal_of`; the body limit:
+:func:`~evaluator_host.api.middleware.limits.declared_too_large`); everything else goes on to the
+app untouched (with the body replayed when it was read):
 
 * another method or path, or a path with a trailing slash, or a job read with a query string
   (``?wait_s=``, the long poll, is the app's);
@@ -17,7 +21,8 @@ replayed when it was read):
   no key where one is needed (401), or the operator key (403): the request's workspace must be
   known from the cache (:meth:`Workspaces.cached`, which a revocation clears at once);
 * (the evaluate routes) no ``Content-Length``, or one over the body limit (the app answers 413),
-  or a body that is not ``application/json``;
+  or a body that is not ``application/json`` (FastAPI's rule, in :func:`_is_json`: the framework
+  keeps it inside its request handler, so this is the package's one copy of it);
 * a body that does not validate (the app answers its 422 with every problem listed).
 
 Errors of the evaluation (unknown evaluator, sandbox unavailable, limits) are rendered
@@ -32,12 +37,11 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from evaluator_host.api import errors
-from evaluator_host.api.middleware.auth import PRINCIPAL_KEY, bearer
+from evaluator_host.api.calls import answer, cases_of
+from evaluator_host.api.errors import host_error_response
+from evaluator_host.api.middleware.auth import PRINCIPAL_KEY, bearer, principal_of
+from evaluator_host.api.middleware.limits import declared_length, declared_too_large
 from evaluator_host.api.middleware.observe import ROUTE_KEY
-from evaluator_host.api.routes import evaluate as evaluate_route
-from evaluator_host.api.routes import evaluators as evaluators_route
-from evaluator_host.api.routes import jobs as jobs_route
 from evaluator_host.errors import EvaluatorHostError
 from evaluator_host.evaluation.models import (
     BatchResponse,
@@ -45,10 +49,10 @@ from evaluator_host.evaluation.models import (
     EvaluationResult,
     EvaluatorEvaluateRequest,
 )
+from evaluator_host.evaluation.usecases import Definition, evaluate_definition, evaluate_stored
 from evaluator_host.jobs.models import Job
 from evaluator_host.services import Services
 from evaluator_host.settings import Settings
-from evaluator_host.tenancy.models import DEFAULT_WORKSPACE
 
 __all__ = ["FastPath"]
 
@@ -99,11 +103,14 @@ class FastPath:
             return
         try:
             if match is None:
-                result = await evaluate_route.evaluate(inline, services, workspace)
+                cases, batch = cases_of(inline)
+                evaluated = await evaluate_definition(services, workspace, Definition.of(inline), cases)
             else:
-                result = await evaluators_route.evaluate(match.group(1), by_id, services, workspace)
+                cases, batch = cases_of(by_id)
+                evaluated = await evaluate_stored(services, workspace, match.group(1), by_id.revision, cases)
+            result = answer(evaluated, batch)
         except EvaluatorHostError as exc:
-            await errors.host_error_response(exc)(scope, receive, send)
+            await host_error_response(exc)(scope, receive, send)
             return
         await self._answer(send, _ANSWER.dump_json(result))
 
@@ -117,9 +124,9 @@ class FastPath:
             return
         scope[ROUTE_KEY] = _JOB_ROUTE
         try:
-            job = await jobs_route.read(match.group(1), services, workspace)
+            job = await services.runner.get(workspace, match.group(1))  # what the route's read answers
         except EvaluatorHostError as exc:
-            await errors.host_error_response(exc)(scope, receive, send)
+            await host_error_response(exc)(scope, receive, send)
             return
         await self._answer(send, _JOB_ANSWER.dump_json(job))
 
@@ -139,17 +146,14 @@ class FastPath:
         module docstring); None to leave it to the app."""
         if services is None:
             return None
-        length: int | None = None
         json_body = False
         authorization: bytes | None = None
         for name, value in scope["headers"]:
-            if name == b"content-length":
-                length = int(value) if value.isdigit() else None
-            elif name == b"content-type":
+            if name == b"content-type":
                 json_body = _is_json(value)
             elif name == b"authorization":
                 authorization = value
-        if not json_body or length is None or length > self.settings.max_body_bytes:
+        if not json_body or declared_length(scope["headers"]) is None or declared_too_large(self.settings, scope):
             return None
         return self._workspace(scope, services, authorization)
 
@@ -163,9 +167,8 @@ class FastPath:
         if who is None:
             token = bearer(authorization.decode("latin-1")) if authorization is not None else None
             who = ring.cached(token) if token is not None else None
-        if who is None:
-            return DEFAULT_WORKSPACE if not ring.auth_required else None
-        return who.workspace_id  # None for the operator key: the app answers its 403
+        who = principal_of(who, ring.auth_required)  # not known without the database: the app looks it up
+        return who.workspace_id if who is not None else None  # None for the operator key: the app answers its 403
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:

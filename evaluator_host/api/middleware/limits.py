@@ -1,12 +1,41 @@
-"""Request body size limit (413), enforced on the declared length and on the bytes read."""
+"""Request body size limit (413), enforced on the declared length and on the bytes read.
+
+The rule is written once here and read by the fast path too: :func:`body_limit` (a path's limit:
+``MAX_DATASET_BYTES`` for dataset uploads, else ``MAX_BODY_BYTES``), :func:`declared_length` (the
+``Content-Length`` a request declares) and :func:`declared_too_large` (a declared length over it).
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["BodyLimitMiddleware"]
+from evaluator_host.settings import Settings
+
+__all__ = ["BodyLimitMiddleware", "body_limit", "declared_length", "declared_too_large"]
+
+_UPLOADS = "/v1/datasets"  # the one path with a limit of its own (a dataset upload)
+
+
+def body_limit(settings: Settings, path: str) -> int:
+    """The most bytes a request body to ``path`` may have."""
+    return settings.max_dataset_bytes if path.rstrip("/") == _UPLOADS else settings.max_body_bytes
+
+
+def declared_length(headers: Iterable[tuple[bytes, bytes]]) -> int | None:
+    """The body length a request declares (``Content-Length``; None without one, or when it is no number)."""
+    for name, value in headers:
+        if name == b"content-length":
+            return int(value) if value.isdigit() else None
+    return None
+
+
+def declared_too_large(settings: Settings, scope: Scope) -> bool:
+    """Whether the request declares a body over its path's :func:`body_limit` (the 413 before reading)."""
+    length = declared_length(scope.get("headers", []))
+    return length is not None and length > body_limit(settings, scope.get("path", ""))
 
 
 class _TooLarge(Exception):
@@ -14,12 +43,11 @@ class _TooLarge(Exception):
 
 
 class BodyLimitMiddleware:
-    """Answer 413 for bodies over ``max_bytes`` (``overrides``: a path's own limit, e.g. uploads)."""
+    """Answer 413 for bodies over their path's :func:`body_limit`."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int, overrides: dict[str, int] | None = None) -> None:
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
         self.app = app
-        self.max_bytes = max_bytes
-        self.overrides = overrides or {}
+        self.settings = settings
 
     async def _reject(self, send: Send, max_bytes: int) -> None:
         body = json.dumps(
@@ -45,11 +73,10 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        max_bytes = self.overrides.get(scope.get("path", "").rstrip("/"), self.max_bytes)
-        for name, value in scope.get("headers", []):
-            if name == b"content-length" and value.isdigit() and int(value) > max_bytes:
-                await self._reject(send, max_bytes)
-                return
+        max_bytes = body_limit(self.settings, scope.get("path", ""))
+        if declared_too_large(self.settings, scope):
+            await self._reject(send, max_bytes)
+            return
         seen = 0
         started = False
 

@@ -21,6 +21,7 @@ from evaluator_host.evaluation.models import (
     EvaluatorPatch,
     RevisionList,
 )
+from evaluator_host.evaluation.usecases import evaluate_stored
 
 router = APIRouter(prefix="/evaluators", tags=["evaluators"])
 
@@ -104,7 +105,5 @@ async def evaluate(
     evaluator_id: str, body: EvaluatorEvaluateRequest, services: ServicesDep, workspace: WorkspaceDep
 ) -> EvaluationResult | BatchResponse:
     """Evaluate one case or ``cases`` with a stored evaluator (``revision`` defaults to latest)."""
-    cases, batch = cases_of(body, services.settings.max_cases)
-    services.quotas.take_evaluations(workspace, len(cases))
-    record, results = await services.evaluators.evaluate(workspace, evaluator_id, body.revision, cases)
-    return answer(results, batch, evaluator_id=record.id, revision=record.revision)
+    cases, batch = cases_of(body)
+    return answer(await evaluate_stored(services, workspace, evaluator_id, body.revision, cases), batch)

@@ -86,7 +86,7 @@ async def get(
 
 
 async def read(job_id: str, services: ServicesDep, workspace: WorkspaceDep) -> Job:
-    """``GET /v1/jobs/{id}`` without a wait (the fast path answers it with this too)."""
+    """``GET /v1/jobs/{id}`` without a wait (the fast path answers it with the same ``JobRunner.get``)."""
     return await services.runner.get(workspace, job_id)
 
 

@@ -18,7 +18,7 @@ router = APIRouter(tags=["migrate"])
 
 
 def _migrations(services: Services) -> Migrations:
-    return Migrations(services.evaluation, services.evaluators, services.datasets, services.quotas)
+    return Migrations(services, services.datasets)
 
 
 @router.post("/migrate", response_model=MigrateResponse)

@@ -1,0 +1,67 @@
+"""What the command line prints of evaluations: the capability report and the results table.
+
+Shared by ``run`` (``cli/main.py``: one case or a few) and ``run --data`` (``cli/batch.py``: the
+evaluator's report before its job), so neither imports the other.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from evaluator_host.evaluation.aggregate import aggregate
+from evaluator_host.evaluation.models import EvaluationResult
+
+__all__ = ["print_capabilities", "print_results"]
+
+
+def print_capabilities(capabilities: dict[str, list[dict[str, Any]]] | None, console: Console) -> None:
+    """The definition's capability report, once: what it reaches for that the sandbox will refuse."""
+    found = [(kind, item) for kind, items in (capabilities or {}).items() for item in items]
+    if not found:
+        console.print("[dim]capabilities: none found (no network, files, processes, env, dynamic code, native)[/dim]")
+        return
+    console.print("[bold]capabilities[/bold] (static and advisory; the sandbox has no network and a read-only root):")
+    for kind, item in found:
+        console.print(f"  {kind:<13} line {item['line']}: {item['detail']}", highlight=False, markup=False)
+
+
+def print_results(results: list[EvaluationResult], console: Console) -> None:
+    """The results as a table, then each one's output and warnings, then (several) their aggregate."""
+    table = Table(title="results")
+    for column in ("#", "status", "score", "passed", "outputs / error", "ms"):
+        table.add_column(column)
+    for index, result in enumerate(results):
+        info = (
+            (
+                f"{result.error.type}: {result.error.message}"
+                + (f" (line {result.error.line})" if result.error.line else "")
+            )
+            if result.error
+            else json.dumps(result.outputs or result.details)
+        )
+        table.add_row(
+            str(index),
+            result.status,
+            "" if result.score is None else f"{result.score:g}",
+            "" if result.passed is None else str(result.passed),
+            info[:200],
+            f"{result.duration_ms:.2f}",
+        )
+    console.print(table)
+    for result in results:
+        for stream in ("stdout", "stderr"):
+            if getattr(result, stream):
+                console.print(f"[dim]{stream}:[/dim] {getattr(result, stream).rstrip()}")
+        for warning in result.warnings:
+            console.print(f"[yellow]warning:[/yellow] {warning}")
+    if len(results) > 1:
+        agg = aggregate(results)
+        mean = agg.score.mean if agg.score else None  # full precision: --json
+        console.print(
+            f"count={agg.count} errors={agg.errors} mean score={'none' if mean is None else f'{mean:.4g}'} "
+            f"pass rate={'none' if agg.pass_rate is None else f'{agg.pass_rate:.2%}'}"
+        )

@@ -1,0 +1,174 @@
+"""The use-case layer (docs/architecture.md, "The use-case layer"), proven on the package's source.
+
+Routes, the fast path, the CLI and migration call the use cases of ``evaluation/usecases.py``; only
+the evaluation domain strings the path's steps together (``Evaluation.validate`` is called nowhere
+else); each limit is read, and so checked, in one module; the fast path calls no route function;
+the modules split out of the evaluation path keep the path's import rules.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "evaluator_host"
+EVALUATION = PACKAGE / "evaluation"
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _tree(path: Path) -> ast.AST:
+    return ast.parse(path.read_text(), str(path))
+
+
+def _where(path: Path, node: ast.AST) -> str:
+    return f"{path.relative_to(PACKAGE.parent)}:{getattr(node, 'lineno', '?')}"
+
+
+def test_evaluation_validate_is_called_only_inside_the_evaluation_domain() -> None:
+    """``<anything>.validate(...)``: the one validating method of the package is ``Evaluation.validate``."""
+    calls = [
+        (path, node)
+        for path in _modules()
+        for node in ast.walk(_tree(path))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "validate"
+    ]
+    assert calls, "the scan finds the use case's own call"
+    outside = [_where(path, node) for path, node in calls if EVALUATION not in path.parents]
+    assert outside == [], "\n".join(outside)
+    # inside: the use cases (a call) and the stored evaluators (a save), nothing else
+    assert {path.name for path, _ in calls} == {"usecases.py", "evaluators.py"}
+
+
+# a limit's setting -> the modules that may read it (each with its reason)
+LIMIT_READERS: dict[str, set[str]] = {
+    "max_code_bytes": {"evaluation/limits.py"},
+    "max_cases": {"evaluation/limits.py"},
+    # the request bound (api/middleware/limits.py, the body-limit middleware and the fast path); the
+    # differential run reads a dataset's sample up to the bound an inline body of cases already has
+    "max_body_bytes": {"api/middleware/limits.py", "migration/service.py"},
+}
+
+
+@pytest.mark.parametrize("setting", list(LIMIT_READERS))
+def test_each_limit_is_checked_in_one_place(setting: str) -> None:
+    readers = {
+        str(path.relative_to(PACKAGE))
+        for path in _modules()
+        if path.name != "settings.py"
+        for node in ast.walk(_tree(path))
+        if isinstance(node, ast.Attribute) and node.attr == setting
+    }
+    assert readers == LIMIT_READERS[setting]
+
+
+def test_each_limit_message_comes_from_one_function() -> None:
+    """The functions of ``evaluation/limits.py`` are the only ones raising the code-size and case-count errors."""
+    producers = {
+        (str(path.relative_to(PACKAGE)), node.name)
+        for path in _modules()
+        for node in ast.walk(_tree(path))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        for text in ast.walk(node)
+        if isinstance(text, ast.Constant) and isinstance(text.value, str)
+        if text.value in ("the code is ", " cases; at most ")  # the f-strings' first literal parts
+    }
+    assert producers == {("evaluation/limits.py", "code_size_error"), ("evaluation/limits.py", "check_case_count")}
+
+
+def _imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def test_the_fast_path_calls_use_cases_never_route_functions() -> None:
+    imported = _imports(PACKAGE / "api" / "middleware" / "fastpath.py")
+    assert not [name for name in imported if name.startswith("evaluator_host.api.routes")]
+    assert "evaluator_host.evaluation.usecases.evaluate_definition" in imported
+    assert "evaluator_host.evaluation.usecases.evaluate_stored" in imported
+
+
+@pytest.mark.parametrize(
+    "surface", ["api/routes/evaluate.py", "api/routes/evaluators.py", "cli/main.py", "cli/migrate.py"]
+)
+def test_the_surfaces_do_not_string_the_path_together(surface: str) -> None:
+    """No surface calls the path's steps (``validate``, ``evaluate`` of the path, the quota, the vault) itself."""
+    steps = {"validate", "take_evaluations", "values", "check_declarations"}
+    called = {
+        node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        for node in ast.walk(_tree(PACKAGE / surface))
+        if isinstance(node, ast.Call)
+    }
+    assert not called & steps, sorted(called & steps)
+
+
+@pytest.mark.parametrize("module", ["prepared.py", "bound.py", "results.py", "limits.py", "usecases.py"])
+def test_the_path_modules_keep_the_paths_import_rules(module: str) -> None:
+    """What ``tests/unit/test_layers.py`` forbids ``evaluation/path.py``, for the modules split out of it
+    (``usecases.py`` reads stored revisions: it may name the store's record, nothing above it)."""
+    forbidden: tuple[str, ...] = (
+        "evaluator_host.api",
+        "evaluator_host.cli",
+        "evaluator_host.services",
+        "evaluator_host.jobs",
+    )
+    forbidden += ("evaluator_host.migration", "evaluator_host.testing")
+    if module != "usecases.py":
+        forbidden += ("evaluator_host.store", "evaluator_host.evaluation.evaluators")
+    bad = [name for name in _imports(EVALUATION / module) if name.startswith(forbidden)]
+    assert bad == []
+
+
+def test_the_cli_has_no_import_cycle_between_run_and_batch() -> None:
+    """``cli/batch.py`` reaches the shared output helpers in ``cli/output.py``, never ``cli/main.py``."""
+    assert not [n for n in _imports(PACKAGE / "cli" / "batch.py") if n.startswith("evaluator_host.cli.main")]
+    assert not [n for n in _imports(PACKAGE / "cli" / "output.py") if n.startswith("evaluator_host.cli")]
+
+
+def _callers(name: str) -> set[str]:
+    """The modules calling ``name(...)`` (by its bare name or as an attribute)."""
+    return {
+        str(path.relative_to(PACKAGE))
+        for path in _modules()
+        for node in ast.walk(_tree(path))
+        if isinstance(node, ast.Call)
+        and (
+            (isinstance(node.func, ast.Name) and node.func.id == name)
+            or (isinstance(node.func, ast.Attribute) and node.func.attr == name)
+        )
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "where"),
+    [
+        ("Prepared", set()),  # built by Prepared.of alone (``cls(...)``), for a validation and a stored revision
+        ("Bound", {"evaluation/path.py"}),  # made, and cached, by Evaluation.bind alone
+        ("unpinned", {"evaluation/prepared.py"}),  # the warnings of imports no pin provides, computed in one place
+        ("differences", {"migration/compare.py"}),  # the differential run, once
+    ],
+)
+def test_each_step_exists_once(name: str, where: set[str]) -> None:
+    assert _callers(name) == where
+
+
+def test_bound_evaluators_are_cached_in_one_place() -> None:
+    """Only ``Evaluation`` keeps bound evaluators (an annotated container of ``Bound``); stored evaluators
+    remember revision records and ask it for the bound form."""
+    keepers = {
+        str(path.relative_to(PACKAGE))
+        for path in _modules()
+        for node in ast.walk(_tree(path))
+        if isinstance(node, ast.AnnAssign) and isinstance(node.annotation, ast.Subscript)
+        if any(isinstance(n, ast.Name) and n.id == "Bound" for n in ast.walk(node.annotation))
+    }
+    assert keepers == {"evaluation/path.py"}
