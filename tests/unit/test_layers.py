@@ -155,9 +155,6 @@ def test_the_queue_host_runs_chunks_through_the_one_executor_and_retries_nothing
 
 # -- import cycles: none, counting imports inside functions and under TYPE_CHECKING ---------------------
 
-# cycles another change of issue 29 removes (the CLI's batch command and its main module: the use-case
-# layer's); each pair leaves this list with the change that breaks it
-KNOWN_CYCLES: tuple[frozenset[str], ...] = (frozenset({E + "cli.batch", E + "cli.main"}),)
 
 
 def _module_name(path: Path) -> str:
@@ -239,7 +236,7 @@ def test_the_cycle_finder_sees_a_lazy_import_cycle() -> None:
 
 
 def test_no_module_imports_itself_through_others() -> None:
-    cycles = [sorted(c) for c in _cycles(_import_graph()) if c not in KNOWN_CYCLES]
+    cycles = [sorted(c) for c in _cycles(_import_graph())]
     assert cycles == [], cycles
 
 
