@@ -7,9 +7,9 @@ in the list's order (newest first, ties by id; revisions by number), not an offs
 created between two pages never makes the next page repeat or skip one.
 
 Two ways to answer a page, the same answers: :func:`page` cuts a list already in memory (runtimes,
-evaluators); :class:`Window` is what to ask a store for (``fetch`` items after ``after``: the page plus
-one, which says whether another follows) and :meth:`Window.answer` cuts what it gave (jobs and
-datasets, paged in the database: a page reads a page, never the whole list).
+an evaluator's revisions); :class:`Window` is what to ask a store for (``fetch`` items after ``after``:
+the page plus one, which says whether another follows) and :meth:`Window.answer` cuts what it gave
+(evaluators, jobs and datasets, paged in the database: a page reads a page, never the whole list).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Sequence
+from datetime import datetime
 
 from pydantic import ValidationError
 
@@ -210,9 +211,13 @@ class Evaluators:
         """One revision (default latest)."""
         return to_model(await asyncio.to_thread(self.store.get, workspace, evaluator_id, revision))
 
-    async def list_all(self, workspace: str) -> list[Evaluator]:
-        """Latest revision of every evaluator of ``workspace``."""
-        return [to_model(r) for r in await asyncio.to_thread(self.store.list_all, workspace)]
+    async def list_all(
+        self, workspace: str, *, limit: int | None = None, before: tuple[datetime, str] | None = None
+    ) -> list[Evaluator]:
+        """Latest revision of every evaluator of ``workspace``, newest first; a page of them with ``limit``
+        and ``before`` (:meth:`EvaluatorStore.list_all`)."""
+        found = await asyncio.to_thread(self.store.list_all, workspace, limit=limit, before=before)
+        return [to_model(r) for r in found]
 
     async def revisions(self, workspace: str, evaluator_id: str) -> list[Evaluator]:
         """Every revision, oldest first."""

@@ -7,7 +7,7 @@ The models below describe the schema at the newest migration; the migrations in
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     JSON,
@@ -17,13 +17,16 @@ from sqlalchemy import (
     Float,
     ForeignKey,
     Integer,
+    Select,
     String,
     Text,
+    and_,
     create_engine,
     event,
+    or_,
 )
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, InstrumentedAttribute, Mapped, mapped_column
 
 from evaluator_host.storage import translate_database_errors
 
@@ -31,6 +34,7 @@ DEFAULT_WORKSPACE = "ws_default"  # the workspace of data made before workspaces
 
 __all__ = [
     "DEFAULT_WORKSPACE",
+    "newest_first",
     "ApiKeyRow",
     "Base",
     "DatasetRow",
@@ -278,3 +282,23 @@ def make_engine(url: str) -> Engine:
         engine.dispose()
         raise
     return engine
+
+
+_Q = TypeVar("_Q", bound=Select[*tuple[Any, ...]])
+
+
+def newest_first(
+    query: _Q,
+    created: InstrumentedAttribute[datetime],
+    key: InstrumentedAttribute[str],
+    limit: int | None,
+    before: tuple[datetime, str] | None,
+) -> _Q:
+    """``query`` newest first (by ``created``; ties: greater ``key`` first), after ``before`` (a
+    ``(created, key)``) in that order, at most ``limit`` (None: all): the keyset of the API's list cursors
+    (``api/paging.py``), so a page reads a page, never the whole list."""
+    if before is not None:
+        at, last = before
+        query = query.where(or_(created < at, and_(created == at, key < last)))
+    query = query.order_by(created.desc(), key.desc())
+    return query if limit is None else query.limit(limit)

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from evaluator_host.errors import NotFoundError
-from evaluator_host.store.db import DEFAULT_WORKSPACE, EvaluatorRow, RevisionRow, as_utc, utcnow
+from evaluator_host.store.db import DEFAULT_WORKSPACE, EvaluatorRow, RevisionRow, as_utc, newest_first, utcnow
 
 __all__ = ["EvaluatorStore", "RevisionRecord"]
 
@@ -128,19 +128,22 @@ class EvaluatorStore:
                 raise NotFoundError(f"evaluator {evaluator_id!r} has no revision {revision}")
             return _record(ev, rev)
 
-    def list_all(self, workspace_id: str) -> list[RevisionRecord]:
-        """Latest revision of every live evaluator of ``workspace_id``, newest first."""
+    def list_all(
+        self, workspace_id: str, *, limit: int | None = None, before: tuple[datetime, str] | None = None
+    ) -> list[RevisionRecord]:
+        """Latest revision of every live evaluator of ``workspace_id``, newest first (ties: greater id
+        first); with ``before`` (a ``(created_at, id)``), only those after it in that order; at most
+        ``limit`` (None: all) — read a page at a time in the database."""
+        query = (
+            select(EvaluatorRow, RevisionRow)
+            .join(
+                RevisionRow,
+                (RevisionRow.evaluator_id == EvaluatorRow.id) & (RevisionRow.revision == EvaluatorRow.latest_revision),
+            )
+            .where(EvaluatorRow.deleted_at.is_(None), EvaluatorRow.workspace_id == workspace_id)
+        )
         with Session(self.engine) as session:
-            rows = session.execute(
-                select(EvaluatorRow, RevisionRow)
-                .join(
-                    RevisionRow,
-                    (RevisionRow.evaluator_id == EvaluatorRow.id)
-                    & (RevisionRow.revision == EvaluatorRow.latest_revision),
-                )
-                .where(EvaluatorRow.deleted_at.is_(None), EvaluatorRow.workspace_id == workspace_id)
-                .order_by(EvaluatorRow.created_at.desc())
-            ).all()
+            rows = session.execute(newest_first(query, EvaluatorRow.created_at, EvaluatorRow.id, limit, before)).all()
             return [_record(ev, rev) for ev, rev in rows]
 
     def revisions(self, workspace_id: str, evaluator_id: str) -> list[RevisionRecord]:

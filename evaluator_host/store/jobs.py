@@ -20,11 +20,11 @@ import dataclasses
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Select, and_, delete, func, or_, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from evaluator_host.errors import NotFoundError
-from evaluator_host.store.db import DatasetRow, JobRow, utcnow
+from evaluator_host.store.db import DatasetRow, JobRow, newest_first, utcnow
 from evaluator_host.store.job_records import (
     GET_JOB,
     DatasetRecord,
@@ -50,18 +50,6 @@ def _found(session: Session, table: type[RowT], key: str, what: str, workspace_i
     if row is None or (workspace_id is not None and row.workspace_id != workspace_id):
         raise NotFoundError(f"{what} {key!r} does not exist")
     return row
-
-
-def _newest_first(
-    query: Select[RowT], table: type[RowT], limit: int | None, before: tuple[datetime, str] | None
-) -> Select[RowT]:
-    """``query`` newest first (ties: greater id first), after ``before`` in that order, at most ``limit``:
-    the keyset of the API's cursors (``api/paging.py``), so a page is read, not the whole list."""
-    if before is not None:
-        created, key = before
-        query = query.where(or_(table.created_at < created, and_(table.created_at == created, table.id < key)))
-    query = query.order_by(table.created_at.desc(), table.id.desc())
-    return query if limit is None else query.limit(limit)
 
 
 class JobStore(JobResults):
@@ -102,7 +90,10 @@ class JobStore(JobResults):
         ``limit`` (None: all) — read a page at a time in the database."""
         query = select(DatasetRow).where(DatasetRow.inline.is_(False), DatasetRow.workspace_id == workspace_id)
         with Session(self.engine) as session:
-            return [dataset_record(r) for r in session.scalars(_newest_first(query, DatasetRow, limit, before))]
+            return [
+                dataset_record(r)
+                for r in session.scalars(newest_first(query, DatasetRow.created_at, DatasetRow.id, limit, before))
+            ]
 
     def dataset_bytes(self, workspace_id: str) -> int:
         """What the datasets of ``workspace_id`` (inline rows too) add up to."""
@@ -157,7 +148,9 @@ class JobStore(JobResults):
         if evaluator_id is not None:
             query = query.where(JobRow.evaluator_id == evaluator_id)
         with Session(self.engine) as session:
-            return [job_record(r) for r in session.scalars(_newest_first(query, JobRow, limit, before))]
+            return [
+                job_record(r) for r in session.scalars(newest_first(query, JobRow.created_at, JobRow.id, limit, before))
+            ]
 
     def unfinished(self) -> list[JobRecord]:
         """This owner's jobs that are queued or were running when the service stopped, oldest first.

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import event
 
-from evaluator_host.store.db import DatasetRow, JobRow
+from evaluator_host.store.db import DatasetRow, EvaluatorRow, JobRow
 
 pytestmark = pytest.mark.databases  # on SQLite and on PostgreSQL
 
@@ -114,11 +114,27 @@ def test_a_page_of_jobs_or_datasets_reads_a_page_from_the_database_not_the_whole
         assert _walk(client, path, 5) == [item["id"] for item in whole]
 
 
+def test_a_page_of_evaluators_reads_a_page_from_the_database_not_the_whole_list(client: TestClient) -> None:
+    for i in range(12):
+        client.post("/v1/evaluators", json={"name": f"paged-{i}", "language": "python", "code": CODE})
+    whole = client.get("/v1/evaluators").json()["data"]
+    assert len(whole) >= 12
+    with rows_loaded(EvaluatorRow) as loaded:
+        first = client.get("/v1/evaluators", params={"limit": 3}).json()
+    assert len(first["data"]) == 3 and first["next_cursor"] is not None
+    assert len(loaded) <= 4  # the page and one more (is there a next page?), never all of them
+    with rows_loaded(EvaluatorRow) as loaded:
+        second = client.get("/v1/evaluators", params={"limit": 3, "cursor": first["next_cursor"]}).json()
+    assert len(loaded) <= 4
+    assert first["data"] + second["data"] == whole[:6]  # the same items, in the same order, as unpaged
+    assert _walk(client, "/v1/evaluators", 5) == [item["id"] for item in whole]
+
+
 def test_a_cursor_of_another_shape_is_a_422_on_the_lists_paged_in_the_database(client: TestClient) -> None:
     def cursor(key: Any) -> str:
         return base64.urlsafe_b64encode(json.dumps(key).encode()).decode().rstrip("=")
 
-    for path in ("/v1/jobs", "/v1/datasets"):
+    for path in ("/v1/jobs", "/v1/datasets", "/v1/evaluators"):
         for key in ([1, 2], ["not a time", "job_x"], ["2026-01-01T00:00:00+00:00"], []):
             answer = client.get(path, params={"limit": 2, "cursor": cursor(key)})
             assert answer.status_code == 422 and "cursor" in answer.json()["error"]["message"], (path, key)

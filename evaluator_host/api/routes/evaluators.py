@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Request, Response, status
 from evaluator_host.api.calls import answer, cases_of
 from evaluator_host.api.deps import ServicesDep, WorkspaceDep
 from evaluator_host.api.middleware.idempotent import idempotent
-from evaluator_host.api.paging import MAX_LIMIT, page
+from evaluator_host.api.paging import MAX_LIMIT, page, window
 from evaluator_host.errors import ErrorBody
 from evaluator_host.evaluation.models import (
     BatchResponse,
@@ -56,8 +56,9 @@ async def list_evaluators(
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
 ) -> EvaluatorList:
     """Every evaluator at its latest revision, newest first (paged with ``limit`` and ``cursor``)."""
-    every = await services.evaluators.list_all(workspace)
-    data, after = page(every, lambda e: (e.created_at.isoformat(), e.id), descending=True, limit=limit, cursor=cursor)
+    asked = window(limit, cursor)  # a page is read from the database, never every evaluator
+    found = await services.evaluators.list_all(workspace, limit=asked.fetch, before=asked.created_before())
+    data, after = asked.answer(found, lambda e: (e.created_at.isoformat(), e.id))
     return EvaluatorList(data=data, count=len(data), next_cursor=after)
 
 
