@@ -56,6 +56,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from evaluator_host.errors import BuildError, SandboxError
+from evaluator_host.jobs.mapping import picked_cases
 from evaluator_host.sandbox.base import ExitInfo, RawOutput, Runtime, RuntimeKey, error_info
 from evaluator_host.sandbox.egress import EgressGate, EgressProxy
 from evaluator_host.sandbox.protocol import encode_frame, read_frame
@@ -154,21 +155,6 @@ def _writer(sink: asyncio.StreamReader, loop: asyncio.AbstractEventLoop) -> tupl
     protocol.connection_made(pipe)
     pipe.protocol = protocol
     return asyncio.StreamWriter(pipe, protocol, None, loop), pipe
-
-
-def _picked(rows: list[Any], pick: dict[str, Any]) -> list[dict[str, Any]]:
-    """The cases of a run frame carrying job rows, picked as a harness picks them (``picked_cases`` in
-    ``runtimes/python/harness.py``; containers are copied there, which a fake handler cannot tell)."""
-    cases = []
-    for row in rows:
-        if not isinstance(row, dict):
-            cases.append({"inputs": row, "outputs": None, "trace": None, "app_params": None})
-            continue
-        name = pick.get("outputs")
-        outputs = row.get(name) if name is not None else row["outputs"] if "outputs" in row else row.get("output")
-        trace, app_params = row.get(pick.get("trace") or "trace"), row.get(pick.get("app_params") or "app_params")
-        cases.append({"inputs": row, "outputs": outputs, "trace": trace, "app_params": app_params})
-    return cases
 
 
 class FakeWorker:
@@ -301,9 +287,10 @@ class FakeWorker:
             if message.get("op") != "run":
                 self._die(0)
                 return
-            cases: list[dict[str, Any]] = (
-                list(message.get("cases", [])) if "rows" not in message else _picked(message["rows"], message["pick"])
-            )
+            if "rows" in message:  # job rows: the cases picked as a harness picks them (no copies)
+                cases = list(picked_cases(message["rows"], message["pick"]))
+            else:
+                cases = list(message.get("cases", []))
             self.runs.append(cases)
             for index, case in enumerate(cases):
                 self.handled.append(case)

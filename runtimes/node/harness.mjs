@@ -1,5 +1,6 @@
 // Node.js evaluator harness for JavaScript and TypeScript (no npm dependencies; the framing is
-// in channel.mjs, the JSON-safe conversion of returned values in values.mjs).
+// in channel.mjs, the JSON-safe conversion of returned values in values.mjs, the row → case rule
+// of job rows in rows.mjs). The protocol is runtimes/PROTOCOL.md.
 //
 // Started once per worker as `node [flags] harness.mjs CONFIG_JSON`, by a launcher that has
 // already moved the host's channel to private descriptors: requests arrive on fd 3, replies
@@ -37,6 +38,7 @@ import { pathToFileURL } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { Writable } from 'node:stream';
 import { copy, encode, flush, heldState, hold, holdBulk, recv, send } from './channel.mjs';
+import { pickedCases } from './rows.mjs';
 import { toWire } from './values.mjs';
 
 const ENTRY = Symbol.for('evaluator-host.entry');
@@ -318,7 +320,7 @@ class Harness {
       const message = recv();
       if (message === null || message.op !== 'run') return;
       const key = message.correct_answer_key || 'correct_answer';
-      const cases = message.cases ?? pickedCases(message.rows || [], message.pick || {});
+      const cases = message.cases ?? pickedCases(message.rows || [], message.pick || {}, copy);
       request = message.id ?? null;
       const flushMs = Number(message.flush_ms) || 0;
       for (let index = 0; index < cases.length; index++) {
@@ -342,31 +344,6 @@ class Harness {
       flush();
     }
   }
-}
-
-// The cases of a run frame carrying job rows and the columns to pick (runtimes/python/harness.py,
-// "rows"): inputs is the row; a column it lacks is null; a picked object or array is a copy.
-function own(value) {
-  return value !== null && typeof value === 'object' ? copy(value) : value;
-}
-
-function column(row, name) {
-  return Object.hasOwn(row, name) ? own(row[name]) : null;
-}
-
-function pickedCases(rows, pick) {
-  const outputs = pick.outputs ?? null;
-  const trace = pick.trace || 'trace';
-  const appParams = pick.app_params || 'app_params';
-  return rows.map((row) => {
-    if (row === null || typeof row !== 'object' || Array.isArray(row)) {
-      return { inputs: row, outputs: null, trace: null, app_params: null };
-    }
-    let picked;
-    if (outputs !== null) picked = column(row, outputs);
-    else picked = Object.hasOwn(row, 'outputs') ? own(row.outputs) : column(row, 'output');
-    return { inputs: row, outputs: picked, trace: column(row, trace), app_params: column(row, appParams) };
-  });
 }
 
 let exitCode = null;
