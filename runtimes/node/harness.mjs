@@ -37,7 +37,7 @@ import childProcess from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { Writable } from 'node:stream';
-import { copy, encode, flush, heldState, hold, holdBulk, recv, send } from './channel.mjs';
+import { copy, enableSync, encode, flush, heldState, hold, holdBulk, recv, send } from './channel.mjs';
 import { pickedCases } from './rows.mjs';
 import { toWire } from './values.mjs';
 
@@ -378,6 +378,7 @@ async function forwardEgress(socketPath, port) {
 
 async function main() {
   const config = JSON.parse(process.argv[2] || '{}');
+  if (config.sync) enableSync();
   if (config.egress) await forwardEgress(config.egress.socket, Number(config.egress.port));
   config.output_limit = Number(config.output_limit || 1 << 20);
   config.result_limit = Number(config.result_limit || 1 << 20);
