@@ -90,7 +90,7 @@ class RowMapper:
         if mapping.inputs is not None:
             self._inputs = [(name, _column(name, columns, "inputs")) for name in mapping.inputs]
         # the common mapping (the whole row as inputs, top-level columns for the rest): the worker picks
-        # the columns from the row itself (the run frame's "pick", runtimes/python/harness.py)
+        # the columns from the row itself (the run frame's "pick", runtimes/PROTOCOL.md)
         self.pick: dict[str, str | None] | None = None
         if mapping.inputs is None and all(
             name is None or name in columns for name in (mapping.outputs, mapping.trace, mapping.app_params)

@@ -37,7 +37,7 @@ WireCase = dict[str, Any] | msgspec.Raw
 class JobCases:
     """How a job chunk's cases travel: strict JSON data (``encode_frame(strict=True)``: ``msgspec.Raw``
     pieces allowed); with ``pick``, each case is the dataset row itself and the worker picks the case's
-    fields from it (the ``run`` frame's ``rows`` and ``pick``: ``runtimes/python/harness.py``)."""
+    fields from it (the ``run`` frame's ``rows`` and ``pick``: ``runtimes/PROTOCOL.md``)."""
 
     pick: dict[str, str | None] | None = None
 

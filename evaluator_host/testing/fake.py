@@ -4,7 +4,7 @@ Nothing in the package imports this module; tests and benches do, explicitly.
 
 ``FakeBackend(handler)`` starts *fake workers*: no process, no thread, no container — each
 is an in-memory pair of asyncio streams and one task that speaks the harness's side of
-the framed protocol (``runtimes/python/harness.py``) to the real :class:`WorkerPool`:
+the framed protocol (``runtimes/PROTOCOL.md``) to the real :class:`WorkerPool`:
 
 * it waits for the ``load`` frame, records it and answers ``{"type": "ready",
   "load_error": ...}`` as the ``load`` hook decides (default: no error);

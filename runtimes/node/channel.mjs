@@ -64,7 +64,7 @@ function withSeq(text) {
 const held = []; // replies not written yet (a run with flush_ms, see harness.mjs)
 let heldBytes = 0;
 let heldSince = 0;
-// The open "results" frame: consecutive plain ok replies held as one (runtimes/python/harness.py).
+// The open "results" frame: consecutive plain ok replies held as one (runtimes/PROTOCOL.md).
 const BULK_BYTES = 32 * 1024;
 let bulk = { values: [], durations: [], first: 0, id: null, bytes: 0 };
 

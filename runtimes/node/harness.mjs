@@ -6,7 +6,7 @@
 // already moved the host's channel to private descriptors: requests arrive on fd 3, replies
 // leave on fd 4; fd 0 is /dev/null and fd 1 and 2 both go to the host's raw-output drain, so
 // nothing the user's code writes can reach the reply channel. Frames, messages and the reply
-// envelope are exactly those of runtimes/python/harness.py:
+// envelope are exactly those of runtimes/PROTOCOL.md (in short):
 //
 //   worker → host   {"type": "ready", "load_error": null | ERROR}
 //   host → worker   {"op": "load", "code": "...", ...config}          (unbound start only)
@@ -43,7 +43,7 @@ import { toWire } from './values.mjs';
 
 const ENTRY = Symbol.for('evaluator-host.entry');
 // A run frame's flush_ms (job chunks): replies of fast ok cases are held back and written together
-// (see runtimes/python/harness.py, "flush_ms"); a slow or failed case's reply goes at once.
+// (see runtimes/PROTOCOL.md, "Ordering"); a slow or failed case's reply goes at once.
 const SLOW_CASE_MS = 0.2;
 const HELD_BYTES = 64 * 1024;
 const BULK_VALUE = 4 * 1024; // a longer value's reply is a frame of its own
