@@ -38,6 +38,7 @@ import { pathToFileURL } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { Writable } from 'node:stream';
 import { copy, enableSync, encode, flush, heldState, hold, holdBulk, recv, send } from './channel.mjs';
+import { forwardEgress } from './egress.mjs';
 import { pickedCases } from './rows.mjs';
 import { toWire } from './values.mjs';
 
@@ -359,22 +360,6 @@ process.on('unhandledRejection', (reason) => {
 process.on('uncaughtException', (err) => {
   if (budget !== null) budget.err.push(`uncaught exception: ${err instanceof Error ? err.stack : String(err)}\n`);
 });
-
-// Forward 127.0.0.1:port (the sandbox's own loopback, named by HTTP(S)_PROXY) to the host's egress
-// proxy at socketPath: bytes only, every decision is the host proxy's.
-async function forwardEgress(socketPath, port) {
-  const net = await import('node:net');
-  const server = net.createServer({ allowHalfOpen: true }, (client) => {
-    const upstream = net.connect({ path: socketPath, allowHalfOpen: true });
-    const drop = () => { client.destroy(); upstream.destroy(); };
-    client.on('error', drop);
-    upstream.on('error', drop);
-    client.pipe(upstream);
-    upstream.pipe(client);
-  });
-  server.unref();
-  await new Promise((resolve, reject) => server.listen(port, '127.0.0.1', resolve).on('error', reject));
-}
 
 async function main() {
   const config = JSON.parse(process.argv[2] || '{}');
