@@ -6,49 +6,66 @@ come from the named columns, or by default from the row's ``outputs`` (else ``ou
 ``trace`` and ``app_params`` columns. A column that is not a top-level key may be a
 dotted path into nested objects (``"response.text"``). Mapping to a column the dataset
 does not have is a :class:`FieldMappingError` when the job is created, not a null per row.
+
+The per-row rule itself is written once for Python, in the harness's ``rows.py``
+(``runtimes/python/evaluator_harness/rows.py``, standard library only, loaded here by path as
+``definitions/restricted.py`` loads ``restricted.py``): the worker picks job rows' cases with the same
+file, and the fake backend uses :func:`picked_cases` from here. ``tests/protocol/rows.json`` holds the
+vectors every implementation (this one, the Python and the Node harness, the fake) answers alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib.util
+from collections.abc import Callable, Iterator
+from types import ModuleType
 from typing import Any
 
 import msgspec
 
+from evaluator_host.definitions.languages import RUNTIMES_DIR
 from evaluator_host.errors import FieldMappingError
 from evaluator_host.jobs.models import FieldMapping
 from evaluator_host.sandbox import fastjson
 from evaluator_host.sandbox.protocol import WireCase
 
-__all__ = ["RowMapper"]
+__all__ = ["RowMapper", "picked_cases", "rows_rule"]
 
 Getter = Callable[[dict[str, Any]], Any]
 
 
+def rows_rule() -> ModuleType:
+    """The harness's ``rows.py``: the row → case rule, loaded from the Python runtime folder."""
+    spec = importlib.util.spec_from_file_location(
+        "evaluator_host_rows", RUNTIMES_DIR / "python" / "evaluator_harness" / "rows.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_rule = rows_rule()
+
+
+def picked_cases(rows: list[Any], pick: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The cases of a ``run`` frame carrying ``rows`` and ``pick``, as a harness picks them (no copies)."""
+    cases: Iterator[dict[str, Any]] = _rule.picked_cases(rows, pick)
+    return cases
+
+
 def _column(name: str, columns: list[str], entry: str) -> Getter:
     if name in columns:
-        return lambda row: row.get(name)
+        top: Getter = _rule.column(name)
+        return top
     head, _, rest = name.partition(".")
     if rest and head in columns:
-        path = name.split(".")
-
-        def nested(row: dict[str, Any]) -> Any:
-            value: Any = row
-            for key in path:
-                if not isinstance(value, dict):
-                    return None
-                value = value.get(key)
-            return value
-
+        nested: Getter = _rule.path(name)
         return nested
     shown = ", ".join(repr(c) for c in columns[:50]) + (" …" if len(columns) > 50 else "")
     raise FieldMappingError(
         f"field_mapping.{entry} names column {name!r}, which the dataset does not have; its columns: {shown or 'none'}"
     )
-
-
-def _default_outputs(row: dict[str, Any]) -> Any:
-    return row["outputs"] if "outputs" in row else row.get("output")
 
 
 class RowMapper:
@@ -59,7 +76,7 @@ class RowMapper:
         if mapping.outputs is not None:
             self._outputs = _column(mapping.outputs, columns, "outputs")
         else:
-            self._outputs = _default_outputs
+            self._outputs = _rule.default_outputs
             if columns and "outputs" not in columns and "output" not in columns:
                 self.warnings.append(
                     "the dataset has no 'outputs' or 'output' column and field_mapping.outputs is not set: "
@@ -73,7 +90,7 @@ class RowMapper:
         if mapping.inputs is not None:
             self._inputs = [(name, _column(name, columns, "inputs")) for name in mapping.inputs]
         # the common mapping (the whole row as inputs, top-level columns for the rest): the worker picks
-        # the columns from the row itself (the run frame's "pick", runtimes/python/harness.py)
+        # the columns from the row itself (the run frame's "pick", runtimes/PROTOCOL.md)
         self.pick: dict[str, str | None] | None = None
         if mapping.inputs is None and all(
             name is None or name in columns for name in (mapping.outputs, mapping.trace, mapping.app_params)
@@ -87,14 +104,10 @@ class RowMapper:
     def wire_case(self, row: dict[str, Any], line: bytes) -> dict[str, Any]:
         """The case of ``row`` for a worker's ``run`` frame, encoded with msgspec (``encode_frame(strict=True)``):
         when ``inputs`` is the whole row, it is ``line`` itself (``row``'s JSON, not encoded again)."""
-        if self._inputs is not None:
-            return self.case(row)
-        return {
-            "inputs": msgspec.Raw(line),
-            "outputs": self._outputs(row),
-            "trace": self._trace(row),
-            "app_params": self._app_params(row),
-        }
+        case = self.case(row)
+        if self._inputs is None:
+            case["inputs"] = msgspec.Raw(line)
+        return case
 
     def wire_cases(self, lines: list[bytes]) -> list[WireCase]:
         """What a worker's ``run`` frame carries for ``lines`` (rows' JSON; ``encode_frame(strict=True)``):
@@ -107,14 +120,10 @@ class RowMapper:
 
     def case(self, row: dict[str, Any]) -> dict[str, Any]:
         """The case (``inputs``, ``outputs``, ``trace``, ``app_params``) of ``row``."""
-        inputs = row if self._inputs is None else {name: get(row) for name, get in self._inputs}
-        return {
-            "inputs": inputs,
-            "outputs": self._outputs(row),
-            "trace": self._trace(row),
-            "app_params": self._app_params(row),
-        }
+        case: dict[str, Any] = _rule.case_of(row, self._outputs, self._trace, self._app_params, self._inputs)
+        return case
 
 
 def _plain(name: str) -> Getter:
-    return lambda row: row.get(name)
+    getter: Getter = _rule.column(name)
+    return getter

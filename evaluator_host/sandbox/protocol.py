@@ -1,8 +1,15 @@
 """The framed wire protocol between the host and a harness.
 
-A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON. Message
-shapes are documented in ``runtimes/python/harness.py`` and are the same for every
-language's harness.
+A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON. Message shapes are
+``runtimes/PROTOCOL.md`` (and ``runtimes/protocol.schema.json``), the same for every language's harness.
+
+Raw output and replies travel apart (a worker's fd 1/2 and its reply channel), so a reply can reach
+the host before the raw output written ahead of it (docker relays the two streams on goroutines of
+their own). A harness started with ``"sync": true`` therefore announces each write of replies on its
+raw output with a sync mark, ``\\0evaluator-host-sync:N\\0``, and tags that write's frames ``"seq": N``;
+:class:`RawSync` strips the marks from the raw stream (:meth:`RawSync.strip`, called by the backend
+that drains it) and :class:`FrameReader` returns a frame tagged ``seq`` only once its mark was read,
+so the raw output the pool takes with a reply is all that was written before it.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import struct
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +25,7 @@ import msgspec
 
 from evaluator_host.sandbox import fastjson
 
-__all__ = ["FrameReader", "FrameTooLarge", "JobCases", "WireCase", "encode_frame", "read_frame"]
+__all__ = ["FrameReader", "FrameTooLarge", "JobCases", "RawSync", "WireCase", "encode_frame", "read_frame"]
 
 _HEADER = struct.Struct(">I")
 
@@ -29,7 +37,7 @@ WireCase = dict[str, Any] | msgspec.Raw
 class JobCases:
     """How a job chunk's cases travel: strict JSON data (``encode_frame(strict=True)``: ``msgspec.Raw``
     pieces allowed); with ``pick``, each case is the dataset row itself and the worker picks the case's
-    fields from it (the ``run`` frame's ``rows`` and ``pick``: ``runtimes/python/harness.py``)."""
+    fields from it (the ``run`` frame's ``rows`` and ``pick``: ``runtimes/PROTOCOL.md``)."""
 
     pick: dict[str, str | None] | None = None
 
@@ -68,12 +76,89 @@ async def read_frame(reader: asyncio.StreamReader, max_bytes: int) -> dict[str, 
     return message
 
 
+SYNC_PREFIX = b"\0evaluator-host-sync:"
+_SYNC_LONGEST = len(SYNC_PREFIX) + 20 + 1  # a mark: the prefix, at most 20 digits, a NUL
+
+
+class RawSync:
+    """The sync marks of one worker's raw output: how far it vouches for the replies (``seen``).
+
+    :meth:`attach` ties one to the worker's reply reader (a :class:`FrameReader` of that reader then
+    waits for the marks); the backend passes each raw chunk through :meth:`strip` before keeping it,
+    and calls :meth:`close` when the raw stream ends (nothing is waited for any more). Marks are
+    stripped wherever they are cut between chunks; bytes that only look like the start of one are
+    output. A mark the user's code forges only makes the host take its raw output early.
+    """
+
+    def __init__(self) -> None:
+        self.seen = 0  # the highest mark read
+        self.closed = False
+        self._partial = b""  # the start of a mark cut at the end of the last chunk
+        self._changed = asyncio.Event()
+
+    @classmethod
+    def attach(cls, reader: asyncio.StreamReader) -> RawSync:
+        """A new one for the worker whose replies ``reader`` reads."""
+        sync = cls()
+        _SYNCS[reader] = sync
+        return sync
+
+    def strip(self, chunk: bytes) -> bytes:
+        """``chunk`` without the marks in it (which advance :attr:`seen`)."""
+        if not self._partial and b"\0" not in chunk:
+            return chunk
+        data, self._partial = self._partial + chunk, b""
+        out = bytearray()
+        pos, end = 0, len(data)
+        seen = self.seen
+        while pos < end:
+            at = data.find(b"\0", pos)
+            if at < 0:
+                out += data[pos:]
+                break
+            out += data[pos:at]
+            close = data.find(b"\0", at + len(SYNC_PREFIX), at + _SYNC_LONGEST)
+            if close < 0:
+                if end - at < _SYNC_LONGEST and SYNC_PREFIX.startswith(data[at : at + len(SYNC_PREFIX)]):
+                    self._partial = data[at:]  # maybe a mark the next chunk completes
+                    break
+            elif data.startswith(SYNC_PREFIX, at) and data[at + len(SYNC_PREFIX) : close].isdigit():
+                seen = max(seen, int(data[at + len(SYNC_PREFIX) : close]))
+                pos = close + 1
+                continue
+            out += b"\0"  # not a mark
+            pos = at + 1
+        if seen > self.seen:
+            self.seen = seen
+            self._changed.set()
+        return bytes(out)
+
+    def close(self) -> bytes:
+        """The raw stream ended: stop waiting for marks; what was held as the start of one."""
+        self.closed = True
+        self._changed.set()
+        rest, self._partial = self._partial, b""
+        return rest
+
+    async def reached(self, seq: int, timeout_s: float) -> None:
+        """Wait until mark ``seq`` was read (or the raw stream ended); TimeoutError after ``timeout_s``."""
+        async with asyncio.timeout(timeout_s):
+            while self.seen < seq and not self.closed:
+                self._changed.clear()
+                await self._changed.wait()
+
+
+_SYNCS: weakref.WeakKeyDictionary[asyncio.StreamReader, RawSync] = weakref.WeakKeyDictionary()
+
+
 class FrameReader:
     """Reads frames in bulk: one ``read`` of whatever arrived, then every complete frame in it.
 
     A batch's replies arrive back to back, so this costs one await (and one timeout) per
     burst instead of two per frame. ``timeout_s`` bounds each wait for more bytes, i.e.
-    the time since the last frame was available: the per-row timeout of a batch.
+    the time since the last frame was available: the per-row timeout of a batch. A frame tagged
+    ``seq`` of a worker with a :class:`RawSync` is returned once its sync mark was read (within the
+    same timeout).
     """
 
     def __init__(self, reader: asyncio.StreamReader, max_bytes: int) -> None:
@@ -82,6 +167,7 @@ class FrameReader:
         self._buf = bytearray()
         self._pos = 0
         self.last_size = 0  # bytes of the frame :meth:`next` returned last
+        self._sync = _SYNCS.get(reader)
 
     def pending(self) -> bool:
         """Whether bytes beyond the frames returned so far have arrived."""
@@ -104,6 +190,11 @@ class FrameReader:
                     if self._pos == len(buf):
                         buf.clear()
                         self._pos = 0
+                    sync = self._sync
+                    if sync is not None:
+                        seq = message.get("seq")
+                        if type(seq) is int and seq > sync.seen:
+                            await sync.reached(seq, timeout_s)
                     return message
             if self._pos:
                 del buf[: self._pos]

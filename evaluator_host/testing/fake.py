@@ -4,7 +4,7 @@ Nothing in the package imports this module; tests and benches do, explicitly.
 
 ``FakeBackend(handler)`` starts *fake workers*: no process, no thread, no container — each
 is an in-memory pair of asyncio streams and one task that speaks the harness's side of
-the framed protocol (``runtimes/python/harness.py``) to the real :class:`WorkerPool`:
+the framed protocol (``runtimes/PROTOCOL.md``) to the real :class:`WorkerPool`:
 
 * it waits for the ``load`` frame, records it and answers ``{"type": "ready",
   "load_error": ...}`` as the ``load`` hook decides (default: no error);
@@ -49,16 +49,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import hashlib
 import inspect
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from evaluator_host.errors import BuildError, SandboxError
-from evaluator_host.sandbox.base import ExitInfo, RawOutput, Runtime, RuntimeKey, error_info
+from evaluator_host.errors import SandboxError
+from evaluator_host.jobs.mapping import picked_cases
+from evaluator_host.sandbox.base import ExitInfo, RawOutput, RuntimeKey, error_info
 from evaluator_host.sandbox.egress import EgressGate, EgressProxy
 from evaluator_host.sandbox.protocol import encode_frame, read_frame
+from evaluator_host.testing.builder import FakeBuilder
+from evaluator_host.testing.pipes import writer as _writer
 
 __all__ = [
     "DIE",
@@ -103,72 +104,6 @@ StartHook = Callable[[RuntimeKey], Awaitable[None] | None]
 
 def _ok(_load: dict[str, Any], _case: dict[str, Any]) -> Reply:
     return {"status": "ok", "value": 1.0}
-
-
-class _Pipe(asyncio.WriteTransport):
-    """The write end of an in-memory pipe: bytes written are fed to ``sink``.
-
-    Writing after :meth:`close` raises ``RuntimeError``, as uvloop's transport of a dead pipe does (the
-    service runs on uvloop); ``drain`` on the writer raises ``ConnectionResetError`` because the
-    protocol lost its connection.
-    """
-
-    def __init__(self, sink: asyncio.StreamReader) -> None:
-        super().__init__()
-        self._sink = sink
-        self._closing = False
-        self.protocol: asyncio.BaseProtocol | None = None
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        if self._closing:
-            raise RuntimeError("unable to perform operation on a closed pipe; the handler is closed")
-        self._sink.feed_data(bytes(data))
-
-    def is_closing(self) -> bool:
-        return self._closing
-
-    def close(self) -> None:
-        if self._closing:
-            return
-        self._closing = True
-        self._sink.feed_eof()
-        if self.protocol is not None:
-            self.protocol.connection_lost(None)
-
-    def abort(self) -> None:
-        self.close()
-
-    def can_write_eof(self) -> bool:
-        return True
-
-    def write_eof(self) -> None:
-        self._sink.feed_eof()
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-
-def _writer(sink: asyncio.StreamReader, loop: asyncio.AbstractEventLoop) -> tuple[asyncio.StreamWriter, _Pipe]:
-    pipe = _Pipe(sink)
-    protocol = asyncio.StreamReaderProtocol(asyncio.StreamReader(), loop=loop)
-    protocol.connection_made(pipe)
-    pipe.protocol = protocol
-    return asyncio.StreamWriter(pipe, protocol, None, loop), pipe
-
-
-def _picked(rows: list[Any], pick: dict[str, Any]) -> list[dict[str, Any]]:
-    """The cases of a run frame carrying job rows, picked as a harness picks them (``picked_cases`` in
-    ``runtimes/python/harness.py``; containers are copied there, which a fake handler cannot tell)."""
-    cases = []
-    for row in rows:
-        if not isinstance(row, dict):
-            cases.append({"inputs": row, "outputs": None, "trace": None, "app_params": None})
-            continue
-        name = pick.get("outputs")
-        outputs = row.get(name) if name is not None else row["outputs"] if "outputs" in row else row.get("output")
-        trace, app_params = row.get(pick.get("trace") or "trace"), row.get(pick.get("app_params") or "app_params")
-        cases.append({"inputs": row, "outputs": outputs, "trace": trace, "app_params": app_params})
-    return cases
 
 
 class FakeWorker:
@@ -301,9 +236,10 @@ class FakeWorker:
             if message.get("op") != "run":
                 self._die(0)
                 return
-            cases: list[dict[str, Any]] = (
-                list(message.get("cases", [])) if "rows" not in message else _picked(message["rows"], message["pick"])
-            )
+            if "rows" in message:  # job rows: the cases picked as a harness picks them (no copies)
+                cases = list(picked_cases(message["rows"], message["pick"]))
+            else:
+                cases = list(message.get("cases", []))
             self.runs.append(cases)
             for index, case in enumerate(cases):
                 self.handled.append(case)
@@ -343,59 +279,6 @@ class FakeWorker:
 
 async def _resolve(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
-
-
-class FakeBuilder:
-    """A :class:`~evaluator_host.sandbox.base.Builder` that builds nothing.
-
-    Runtime ids are a hash of (language, pins); a runtime with pins has the location
-    ``fake:<id>``, the bare one ``None``. ``ensure`` counts one build per distinct pinned
-    set (``builds``), after ``delay_s`` of (awaited) build time; ``fail(language, pins)``
-    returning a message makes that build raise ``BuildError``. ``touched`` records
-    :meth:`touch` calls.
-    """
-
-    def __init__(self, *, delay_s: float = 0.0, fail: Callable[[str, dict[str, str]], str | None] | None = None):
-        self.builds = 0
-        self.delay_s = delay_s
-        self.fail = fail
-        self.touched: list[str] = []
-        self._built: dict[str, Runtime] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
-
-    def runtime_for(self, language: str, pins: dict[str, str]) -> str:
-        """The runtime id of ``pins`` (no build)."""
-        blob = json.dumps([language, sorted(pins.items())], separators=(",", ":"))
-        return f"fake-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
-
-    async def ensure(self, language: str, pins: dict[str, str], workspace: str | None = None) -> Runtime:
-        """The runtime of ``pins``, "built" once; ``BuildError`` when ``fail`` says so."""
-        rid = self.runtime_for(language, pins)
-        if not pins:
-            return Runtime(rid, language, {}, self.bare_location())
-        async with self._locks.setdefault(rid, asyncio.Lock()):
-            if rid not in self._built:
-                if self.delay_s:
-                    await asyncio.sleep(self.delay_s)
-                message = self.fail(language, pins) if self.fail else None
-                if message is not None:
-                    raise BuildError(message, runtime_id=rid, output=message)
-                self.builds += 1
-                self._built[rid] = Runtime(rid, language, dict(pins), f"fake:{rid}")
-        return self._built[rid]
-
-    async def lookup(self, language: str, pins: dict[str, str]) -> Runtime | None:
-        """The runtime of ``pins`` when "built" already, else None."""
-        rid = self.runtime_for(language, pins)
-        return Runtime(rid, language, {}, None) if not pins else self._built.get(rid)
-
-    def touch(self, rid: str) -> None:
-        """Record a use of runtime ``rid``."""
-        self.touched.append(rid)
-
-    def bare_location(self) -> str | None:
-        """The package-free runtime's location: none."""
-        return None
 
 
 class FakeBackend:

@@ -45,10 +45,26 @@ export function recv() {
   return body === null ? null : parse(body.toString('utf8'));
 }
 
+// With sync (the backends set it), each write of replies is announced on the raw output (fd 2) first by a
+// sync mark carrying the write's number, which every frame of that write carries as "seq": the host
+// attributes raw output to a reply only once it has read the reply's mark (runtimes/PROTOCOL.md).
+let sync = false;
+let writes = 0;
+let seq = '';
+
+export function enableSync() {
+  sync = true;
+  seq = `,"seq":${writes + 1}`;
+}
+
+function withSeq(text) {
+  return seq === '' ? text : text.slice(0, -1) + seq + '}';
+}
+
 const held = []; // replies not written yet (a run with flush_ms, see harness.mjs)
 let heldBytes = 0;
 let heldSince = 0;
-// The open "results" frame: consecutive plain ok replies held as one (runtimes/python/harness.py).
+// The open "results" frame: consecutive plain ok replies held as one (runtimes/PROTOCOL.md).
 const BULK_BYTES = 32 * 1024;
 let bulk = { values: [], durations: [], first: 0, id: null, bytes: 0 };
 
@@ -69,7 +85,7 @@ function closeBulk() {
   bulk = { values: [], durations: [], first: 0, id: null, bytes: 0 };
   heldBytes -= bytes;
   const since = heldSince;
-  push(`{"type":"results","id":${stringify(id)},"index":${first},"values":[${values.join(',')}],`
+  push(`{"type":"results","id":${stringify(id)},"index":${first}${seq},"values":[${values.join(',')}],`
     + `"durations":[${durations.join(',')}]}`);
   heldSince = since;
 }
@@ -77,7 +93,7 @@ function closeBulk() {
 // Queue a frame for the next flush().
 export function hold(message) {
   closeBulk();
-  push(stringify(message));
+  push(withSeq(stringify(message)));
 }
 
 // Hold the reply of case `index` of request `id` (ok, nothing printed) in the open "results" frame:
@@ -121,6 +137,15 @@ export function flush() {
   const frame = held.length === 1 ? held[0] : Buffer.concat(held);
   held.length = 0;
   heldBytes = 0;
+  writes += 1;
+  if (sync) {
+    try {
+      writeSync(2, `\0evaluator-host-sync:${writes}\0`);
+    } catch {
+      // fd 2 closed by the user's code: the host waits for the mark in vain and the reply times out
+    }
+    seq = `,"seq":${writes + 1}`;
+  }
   let off = 0;
   while (off < frame.length) {
     try {

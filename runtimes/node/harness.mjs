@@ -1,11 +1,12 @@
 // Node.js evaluator harness for JavaScript and TypeScript (no npm dependencies; the framing is
-// in channel.mjs, the JSON-safe conversion of returned values in values.mjs).
+// in channel.mjs, the JSON-safe conversion of returned values in values.mjs, the row → case rule
+// of job rows in rows.mjs). The protocol is runtimes/PROTOCOL.md.
 //
 // Started once per worker as `node [flags] harness.mjs CONFIG_JSON`, by a launcher that has
 // already moved the host's channel to private descriptors: requests arrive on fd 3, replies
 // leave on fd 4; fd 0 is /dev/null and fd 1 and 2 both go to the host's raw-output drain, so
 // nothing the user's code writes can reach the reply channel. Frames, messages and the reply
-// envelope are exactly those of runtimes/python/harness.py:
+// envelope are exactly those of runtimes/PROTOCOL.md (in short):
 //
 //   worker → host   {"type": "ready", "load_error": null | ERROR}
 //   host → worker   {"op": "load", "code": "...", ...config}          (unbound start only)
@@ -36,12 +37,14 @@ import childProcess from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { Writable } from 'node:stream';
-import { copy, encode, flush, heldState, hold, holdBulk, recv, send } from './channel.mjs';
+import { copy, enableSync, encode, flush, heldState, hold, holdBulk, recv, send } from './channel.mjs';
+import { forwardEgress } from './egress.mjs';
+import { pickedCases } from './rows.mjs';
 import { toWire } from './values.mjs';
 
 const ENTRY = Symbol.for('evaluator-host.entry');
 // A run frame's flush_ms (job chunks): replies of fast ok cases are held back and written together
-// (see runtimes/python/harness.py, "flush_ms"); a slow or failed case's reply goes at once.
+// (see runtimes/PROTOCOL.md, "Ordering"); a slow or failed case's reply goes at once.
 const SLOW_CASE_MS = 0.2;
 const HELD_BYTES = 64 * 1024;
 const BULK_VALUE = 4 * 1024; // a longer value's reply is a frame of its own
@@ -318,7 +321,7 @@ class Harness {
       const message = recv();
       if (message === null || message.op !== 'run') return;
       const key = message.correct_answer_key || 'correct_answer';
-      const cases = message.cases ?? pickedCases(message.rows || [], message.pick || {});
+      const cases = message.cases ?? pickedCases(message.rows || [], message.pick || {}, copy);
       request = message.id ?? null;
       const flushMs = Number(message.flush_ms) || 0;
       for (let index = 0; index < cases.length; index++) {
@@ -344,31 +347,6 @@ class Harness {
   }
 }
 
-// The cases of a run frame carrying job rows and the columns to pick (runtimes/python/harness.py,
-// "rows"): inputs is the row; a column it lacks is null; a picked object or array is a copy.
-function own(value) {
-  return value !== null && typeof value === 'object' ? copy(value) : value;
-}
-
-function column(row, name) {
-  return Object.hasOwn(row, name) ? own(row[name]) : null;
-}
-
-function pickedCases(rows, pick) {
-  const outputs = pick.outputs ?? null;
-  const trace = pick.trace || 'trace';
-  const appParams = pick.app_params || 'app_params';
-  return rows.map((row) => {
-    if (row === null || typeof row !== 'object' || Array.isArray(row)) {
-      return { inputs: row, outputs: null, trace: null, app_params: null };
-    }
-    let picked;
-    if (outputs !== null) picked = column(row, outputs);
-    else picked = Object.hasOwn(row, 'outputs') ? own(row.outputs) : column(row, 'output');
-    return { inputs: row, outputs: picked, trace: column(row, trace), app_params: column(row, appParams) };
-  });
-}
-
 let exitCode = null;
 process.exit = function exit(code) {
   exitCode = code === undefined ? (process.exitCode ?? 0) : code;
@@ -383,24 +361,9 @@ process.on('uncaughtException', (err) => {
   if (budget !== null) budget.err.push(`uncaught exception: ${err instanceof Error ? err.stack : String(err)}\n`);
 });
 
-// Forward 127.0.0.1:port (the sandbox's own loopback, named by HTTP(S)_PROXY) to the host's egress
-// proxy at socketPath: bytes only, every decision is the host proxy's.
-async function forwardEgress(socketPath, port) {
-  const net = await import('node:net');
-  const server = net.createServer({ allowHalfOpen: true }, (client) => {
-    const upstream = net.connect({ path: socketPath, allowHalfOpen: true });
-    const drop = () => { client.destroy(); upstream.destroy(); };
-    client.on('error', drop);
-    upstream.on('error', drop);
-    client.pipe(upstream);
-    upstream.pipe(client);
-  });
-  server.unref();
-  await new Promise((resolve, reject) => server.listen(port, '127.0.0.1', resolve).on('error', reject));
-}
-
 async function main() {
   const config = JSON.parse(process.argv[2] || '{}');
+  if (config.sync) enableSync();
   if (config.egress) await forwardEgress(config.egress.socket, Number(config.egress.port));
   config.output_limit = Number(config.output_limit || 1 << 20);
   config.result_limit = Number(config.result_limit || 1 << 20);

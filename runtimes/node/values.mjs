@@ -1,4 +1,4 @@
-// JSON-safe values for the host: the markers of runtimes/python/harness.py (`$nonfinite`,
+// JSON-safe values for the host: the markers of runtimes/PROTOCOL.md (`$nonfinite`,
 // `$undefined`, `$unserializable`), plus JS's own cases (BigInt as a number, Date as an ISO
 // string, absent properties dropped as JSON does). Normalization happens on the host.
 

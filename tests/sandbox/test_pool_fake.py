@@ -626,7 +626,7 @@ async def test_close_kills_every_worker_and_later_calls_are_refused() -> None:
 
 def test_nothing_in_the_package_imports_the_fake_backend() -> None:
     package = Path(__file__).resolve().parents[2] / "evaluator_host"
-    assert (package / "sandbox" / "fake.py").exists()
+    assert (package / "testing" / "fake.py").exists()
     found = []
     for path in sorted(package.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):

@@ -50,6 +50,7 @@ from evaluator_host.sandbox.egress import (
     EgressProxy,
     proxy_env,
 )
+from evaluator_host.sandbox.protocol import RawSync
 from evaluator_host.sandbox.strays import StrayReaper
 from evaluator_host.settings import Settings
 
@@ -80,6 +81,7 @@ class DockerWorker:
         self.writer = writer
         self.output_overflow = asyncio.Event()
         self.raw = RawOutput()  # its cap is set when the worker is bound
+        self._sync = RawSync.attach(self.reader)  # replies wait for the raw output before them (protocol.py)
         self._backend = backend
         self._eof = asyncio.Event()
         self._exit: ExitInfo | None = None
@@ -103,11 +105,13 @@ class DockerWorker:
                 payload = await raw.readexactly(size) if size else b""
                 if header[0] == 1:
                     self.reader.feed_data(payload)
-                else:
+                elif payload := self._sync.strip(payload):
                     self._raw_output(payload)
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             pass
         finally:
+            if rest := self._sync.close():
+                self._raw_output(rest)
             self.reader.feed_eof()
             self._eof.set()
 
@@ -215,6 +219,7 @@ class DockerBackend:
         packages = family.image_packages_dir if image != self.builder.base_id() else None
         config: dict[str, Any] = {
             "reap_strays": True,
+            "sync": True,  # sync marks on the raw output: docker relays it apart from the replies
             "work_dir": "/tmp/.evaluator",
             "vendor_dirs": [languages.VENDOR_DIR] if family.vendor else [],
             **family.packages_config(packages),

@@ -26,6 +26,7 @@ from evaluator_host.sandbox.base import ExitInfo, RawOutput, RuntimeKey, memory_
 from evaluator_host.sandbox.cgroups import Counter, oom_counter
 from evaluator_host.sandbox.egress import IN_SANDBOX_PORT, SANDBOX_CA_BUNDLE, SANDBOX_SOCKET, EgressGate
 from evaluator_host.sandbox.process.isolation import Isolation
+from evaluator_host.sandbox.protocol import RawSync
 from evaluator_host.sandbox.strays import StrayReaper
 from evaluator_host.settings import Settings
 
@@ -74,6 +75,7 @@ def worker_config(
     harness_config: dict[str, Any] = {
         # the harness is pid 1 of its own pid namespace: it may kill the rest
         "reap_strays": private_root,
+        "sync": True,  # sync marks on the raw output, which is drained apart from the replies
         "work_dir": "/tmp/.evaluator" if private_root else str(root / ".evaluator"),
         "vendor_dirs": vendor,
         **family.packages_config(packages),
@@ -142,6 +144,7 @@ class ProcessWorker:
         self._memory_cgroup = memory_cgroup
         self._release = release
         self._raw = RawOutput()
+        self._sync = RawSync.attach(proc.stdout)  # replies wait for the raw output before them (protocol.py)
         self._namespaced = namespaced  # then `proc` is `unshare`, whose one child is the namespace's init
         self._uid = uid  # rlimits-only mode as root: the worker's own uid tells its processes apart
         self._reaper: StrayReaper | None = None
@@ -153,9 +156,13 @@ class ProcessWorker:
 
     async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
         while chunk := await stream.read(65536):
-            if self._raw.feed(chunk) and not self.output_overflow.is_set():
-                self.output_overflow.set()
-                self._signal()
+            self._raw_output(self._sync.strip(chunk))
+        self._raw_output(self._sync.close())
+
+    def _raw_output(self, chunk: bytes) -> None:
+        if chunk and self._raw.feed(chunk) and not self.output_overflow.is_set():
+            self.output_overflow.set()
+            self._signal()
 
     async def reap_strays(self) -> bool:
         """Kill what user code left running in the worker's pid namespace (from the host)."""

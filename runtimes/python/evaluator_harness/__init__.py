@@ -1,0 +1,14 @@
+"""The Python harness, by concept (standard library only; imported by ``../harness.py`` from this folder).
+
+* :mod:`.channel`: the framed channel to the host (requests in, replies out, held and bulk replies,
+  the raw-output sync marks);
+* :mod:`.values`: a returned value made JSON-safe (the wire markers);
+* :mod:`.loader`: the evaluator's code: bound from a ``load`` frame, imported (or compiled under the
+  ``restricted`` policy), its errors as the user's own lines;
+* :mod:`.cases`: one case: its arguments per interface, captured output, soft timeout, its reply;
+* :mod:`.rows`: the row → case rule of job rows (shared with the host: ``evaluator_host/jobs/mapping.py``);
+* :mod:`.egress`: the in-sandbox forwarder to the host's egress proxy;
+* :mod:`.serve`: the harness itself: the main loop over ``run`` frames.
+
+The protocol is ``runtimes/PROTOCOL.md``.
+"""
