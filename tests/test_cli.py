@@ -11,7 +11,8 @@ from pathlib import Path
 
 from evaluator_host.sandbox.docker.engine import Engine
 from evaluator_host.settings import Settings
-from tests.conftest import DOCKER_MISSING, free_port, managed_containers, serving
+from tests.support.backends import DOCKER_MISSING, managed_containers
+from tests.support.service import free_port, serving
 
 CLI = [sys.executable, "-m", "evaluator_host.cli"]
 

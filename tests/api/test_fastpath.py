@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
 from evaluator_host.api.middleware.fastpath import FastPath
-from tests.conftest import make_settings
+from tests.support.service import make_settings
 
 KEY = "k-fastpath-test"
 AUTH = {"Authorization": f"Bearer {KEY}"}

@@ -20,7 +20,8 @@ from fastapi.testclient import TestClient
 from evaluator_host.api import create_app
 from evaluator_host.sandbox.docker.engine import Engine
 from evaluator_host.settings import Settings
-from tests.conftest import BACKENDS, assert_healthy, make_settings, managed_containers
+from tests.support.backends import BACKENDS, managed_containers
+from tests.support.service import assert_healthy, make_settings
 
 pytestmark = pytest.mark.databases  # on SQLite and on PostgreSQL
 

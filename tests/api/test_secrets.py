@@ -17,7 +17,8 @@ from cryptography.fernet import Fernet
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from tests.conftest import BACKENDS, make_settings
+from tests.support.backends import BACKENDS
+from tests.support.service import make_settings
 
 SECRET = "sk-test-0123456789abcdefDEADBEEF"
 OTHER = 'second-value-with-quote"and\\backslash'

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from evaluator_host import services
 from evaluator_host.api import create_app
-from tests.conftest import make_settings
+from tests.support.service import make_settings
 
 ADMIN = {"Authorization": "Bearer operator-key-for-tests"}
 CODE = "import os\n\ndef evaluate(inputs, outputs, trace):\n    return float(len(os.environ['TOKEN']))\n"

@@ -21,7 +21,7 @@ from sqlalchemy import create_engine, text
 
 from evaluator_host.api import create_app
 from evaluator_host.store.schema import normalized_url
-from tests.conftest import assert_healthy, make_settings
+from tests.support.service import assert_healthy, make_settings
 
 pytestmark = pytest.mark.databases  # on SQLite and on PostgreSQL
 

@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from tests.conftest import make_settings
+from tests.support.service import make_settings
 
 ADMIN = "operator-key-for-tests"
 LEGACY = "legacy-key-for-tests"

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BACKENDS, assert_healthy, evaluate, serving
+from tests.support.backends import BACKENDS
+from tests.support.service import assert_healthy, evaluate, serving
 
 CANARY = "canary-7f3a91"
 
@@ -179,7 +180,7 @@ def test_a_worker_uid_is_not_reused_while_an_old_one_is_fresh(tmp_path: Path) ->
 
     from evaluator_host.sandbox.base import RuntimeKey
     from evaluator_host.sandbox.process.backend import ProcessBackend
-    from tests.conftest import make_settings
+    from tests.support.service import make_settings
 
     async def go() -> list[int]:
         backend = ProcessBackend(make_settings(tmp_path))
@@ -339,7 +340,7 @@ def test_slow_builds_never_hold_up_other_requests(tmp_path: Path, monkeypatch: p
     from evaluator_host.api import create_app
     from evaluator_host.errors import BuildError
     from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
-    from tests.conftest import make_settings
+    from tests.support.service import make_settings
 
     gate, entered = threading.Event(), threading.Semaphore(0)
 
@@ -460,7 +461,7 @@ def test_a_package_pin_never_runs_package_code_at_install(
     from fastapi.testclient import TestClient
 
     from evaluator_host.api import create_app
-    from tests.conftest import make_settings
+    from tests.support.service import make_settings
 
     index = tmp_path / "index"
     index.mkdir()
@@ -493,7 +494,7 @@ def test_two_services_on_one_machine_never_give_live_workers_the_same_uid(tmp_pa
     from fastapi.testclient import TestClient
 
     from evaluator_host.api import create_app
-    from tests.conftest import make_settings
+    from tests.support.service import make_settings
 
     code = "import os\n\ndef evaluate(inputs, outputs, trace):\n    return {'score': 1, 'uid': os.getuid()}\n"
     with (

@@ -22,8 +22,9 @@ from evaluator_host.api import create_app
 from evaluator_host.errors import ErrorBody
 from evaluator_host.jobs import runner
 from evaluator_host.jobs.executor import ChunkExecutor
-from tests.conftest import assert_healthy, make_settings
-from tests.faults.conftest import SmallDisk, tiny_wheel, wait_for
+from tests.support.faults import SmallDisk, tiny_wheel
+from tests.support.service import assert_healthy, make_settings
+from tests.support.wait import wait_for
 
 JSONL = {"content-type": "application/jsonl"}
 CODE = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"

@@ -24,8 +24,10 @@ import pytest
 
 from evaluator_host.sandbox.docker.engine import Engine
 from evaluator_host.settings import Settings
-from tests.conftest import REPO, docker_only, managed_containers, serving
-from tests.faults.conftest import wait_for
+from tests.support import REPO
+from tests.support.backends import docker_only, managed_containers
+from tests.support.service import serving
+from tests.support.wait import wait_for
 
 ROWS = 300
 CODE = "import time\n\ndef evaluate(inputs, outputs, trace):\n    time.sleep(0.02)\n    return 1.0\n"

@@ -18,8 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import serving
-from tests.faults.conftest import tiny_wheel, wait_for
+from tests.support.faults import tiny_wheel
+from tests.support.service import serving
+from tests.support.wait import wait_for
 
 JSONL = {"content-type": "application/jsonl"}
 

@@ -22,8 +22,10 @@ import pytest
 
 from evaluator_host.sandbox.docker.engine import Engine
 from evaluator_host.settings import Settings
-from tests.conftest import BACKENDS, managed_containers, serving
-from tests.faults.conftest import wait_for
+from tests.support.backends import BACKENDS, managed_containers
+from tests.support.faults import worker_pids
+from tests.support.service import serving
+from tests.support.wait import wait_for
 
 ROWS = 160
 CODE = (
@@ -34,33 +36,6 @@ CODE = (
     "    return {'score': 1.0, 'i': inputs['i']}\n"
 )
 FAULT_STATUSES = {"error", "timeout", "memory_limit"}
-
-
-def _children(pid: int) -> list[int]:
-    kids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                kids.append(int(entry))
-    return kids
-
-
-def _worker_pids(service_pid: int) -> list[int]:
-    """The sandboxed worker processes of a process-backend service (its descendants running the bootstrap)."""
-    found, todo = [], [service_pid]
-    while todo:
-        for kid in _children(todo.pop()):
-            todo.append(kid)
-            try:
-                if b"sandbox_init.py" in Path(f"/proc/{kid}/cmdline").read_bytes():
-                    found.append(kid)
-            except OSError:
-                pass
-    return found
 
 
 def _memory_cgroup(pid: int) -> Path | None:
@@ -81,7 +56,7 @@ def _squeeze_memory(cgroup: Path) -> None:
 
 
 def _process_fault(fault: str, service_pid: int) -> int:
-    pids = _worker_pids(service_pid)
+    pids = worker_pids(service_pid)
     for pid in pids:
         try:
             if fault == "kill":

@@ -22,7 +22,8 @@ from sqlalchemy import create_engine, text
 from evaluator_host.sandbox.docker.engine import Engine
 from evaluator_host.settings import Settings
 from evaluator_host.store.schema import normalized_url
-from tests.conftest import DOCKER_MISSING, docker_only, managed_containers, postgres_only, serving
+from tests.support.backends import DOCKER_MISSING, docker_only, managed_containers, postgres_only
+from tests.support.service import serving
 
 ROWS = 3000
 CODE = (

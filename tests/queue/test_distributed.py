@@ -12,9 +12,9 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from tests.conftest import REPO
-from tests.pg import Cluster
-from tests.queue.conftest import SECRETS_KEY, Grid, assert_complete, rows
+from tests.support import REPO
+from tests.support.pg import Cluster
+from tests.support.queue import SECRETS_KEY, Grid, assert_complete, rows
 
 
 def test_a_job_runs_across_two_worker_hosts_each_row_once_and_marked_with_its_host(grid: Grid) -> None:

@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api.app import create_app
-from tests.conftest import make_settings
+from tests.support.service import make_settings
 
 CODE = "import six\n\ndef evaluate(inputs, outputs, trace):\n    return 1.0\n"
 

@@ -13,7 +13,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from tests.conftest import REPO, docker_only, make_settings
+from tests.support import REPO
+from tests.support.backends import docker_only
+from tests.support.service import make_settings
 
 pytestmark = [pytest.mark.docker, docker_only]
 

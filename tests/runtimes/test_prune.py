@@ -20,7 +20,8 @@ from fastapi.testclient import TestClient
 from evaluator_host.api.app import create_app
 from evaluator_host.sandbox.inventory import RuntimeInfo, prune
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
-from tests.conftest import REPO, make_settings
+from tests.support import REPO
+from tests.support.service import make_settings
 
 CODE = "import six\n\ndef evaluate(inputs, outputs, trace):\n    return 1.0\n"
 BODY = {"language": "python", "code": CODE, "packages": {"six": "1.16.0"}}

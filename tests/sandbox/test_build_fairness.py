@@ -12,7 +12,7 @@ import pytest
 from evaluator_host.errors import BuildError
 from evaluator_host.sandbox.base import Runtime
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
-from tests.conftest import make_settings
+from tests.support.service import make_settings
 
 
 def test_a_workspace_behind_anothers_slow_builds_gets_the_next_free_build_thread(

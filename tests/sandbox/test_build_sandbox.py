@@ -1,6 +1,6 @@
 """Installs resolve first and run package code only in the build sandbox, on both backends (issue 28, item 1).
 
-Every package here comes from a loopback index the test starts (``tests/sandbox/package_index.py``),
+Every package here comes from a loopback index the test starts (``tests/support/package_index.py``),
 named by the operator's pip setting (``PIP_INDEX_URL``, which the service reads with ``pip config``).
 """
 
@@ -18,8 +18,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from tests.conftest import BACKENDS, assert_healthy, evaluate, make_settings
-from tests.sandbox.package_index import loopback_index, sdist_with_backend, wheel
+from tests.support.backends import BACKENDS
+from tests.support.package_index import loopback_index, sdist_with_backend, wheel
+from tests.support.service import assert_healthy, evaluate, make_settings
 
 # What an sdist's build may try: read the service's secrets, write outside its folders, reach a host
 # that is not the index (directly, and through the proxy it is given), read credentials, know its uid.
@@ -476,7 +477,7 @@ def test_in_the_userns_mode_as_root_a_build_runs_at_the_build_uid_not_the_hosts_
     import subprocess
     import sys
 
-    from tests.conftest import REPO
+    from tests.support import REPO
 
     drop = ["setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin", "--"]
     probe_only = "from evaluator_host.sandbox.process.isolation import probe; print(probe().mode)"

@@ -25,7 +25,8 @@ from evaluator_host.sandbox.base import RuntimeKey
 from evaluator_host.sandbox.docker.backend import DockerBackend, DockerWorker
 from evaluator_host.sandbox.docker.engine import MANAGED, OWNER, Engine
 from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
-from tests.conftest import assert_healthy, docker_only, evaluate, make_settings, managed_containers, serving
+from tests.support.backends import docker_only, managed_containers
+from tests.support.service import assert_healthy, evaluate, make_settings, serving
 
 pytestmark = [pytest.mark.docker, docker_only]
 
@@ -430,7 +431,7 @@ def test_engine_down_is_503_with_retry_after_and_the_service_recovers(tmp_path: 
 
 def test_make_images_never_takes_a_runtime_image_for_the_base() -> None:
     """Runtime images inherit the base's content label; re-running the script must skip them."""
-    from tests.conftest import REPO
+    from tests.support import REPO
 
     subprocess.run([str(REPO / "sandbox_images" / "build_base.sh")], check=True, capture_output=True, timeout=600)
     client = docker.from_env()

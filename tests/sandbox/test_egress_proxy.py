@@ -8,27 +8,18 @@ through the proxy's resolver seam (a stand-in for a DNS server), everything else
 from __future__ import annotations
 
 import asyncio
-import functools
 import ssl
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from evaluator_host.sandbox.egress import EgressGate, EgressProxy, Headers, is_public
-from tests.tls import certificate
+from tests.support.aio import aio
+from tests.support.tls import certificate
 
 WS = "ws_test"
-
-
-def aio(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> None:
-        asyncio.run(asyncio.wait_for(fn(*args, **kwargs), 20))
-
-    return wrapper
 
 
 class Server:

@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from tests.conftest import evaluate, make_settings
+from tests.support.service import evaluate, make_settings
 
 TOKEN = (
     "import os\nTOKEN = os.urandom(8).hex()\n{extra}\n"

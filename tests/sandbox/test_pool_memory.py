@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
 from evaluator_host.sandbox.memory import budget_mb, machine_memory_mb
-from tests.conftest import assert_healthy, make_settings
+from tests.support.service import assert_healthy, make_settings
 
 BUDGET = 600  # MiB: two workers of 256 fit, a third does not
 

@@ -10,7 +10,7 @@ import pytest
 from evaluator_host.builds.suggest import nearest_version, suggestions
 from evaluator_host.errors import BuildError
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
-from tests.conftest import make_settings
+from tests.support.service import make_settings
 
 PIP_WRONG_VERSION = """\
 Looking in indexes: https://pypi.org/simple, file:///opt/pypi/simple

@@ -10,8 +10,9 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.conftest import docker_only, serving
-from tests.web.helpers import set_code
+from tests.support.backends import docker_only
+from tests.support.service import serving
+from tests.support.web import set_code
 
 pytestmark = [pytest.mark.docker, docker_only]
 

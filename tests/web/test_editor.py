@@ -7,7 +7,7 @@ import re
 
 from playwright.sync_api import Page, expect
 
-from tests.web.helpers import set_cases, set_code
+from tests.support.web import set_cases, set_code
 
 SYNTAX_ERROR = "def evaluate(inputs, outputs, trace):\n    return (1 +\n"
 NETWORKED = "import socket\n\ndef evaluate(inputs, outputs, trace):\n    s = socket.socket()\n    return 1.0\n"
