@@ -16,6 +16,7 @@ import pytest
 
 from tests.support.backends import BACKENDS
 from tests.support.service import assert_healthy, evaluate, serving
+from tests.support.wait import wait_until
 
 CANARY = "canary-7f3a91"
 
@@ -224,10 +225,9 @@ def _eight_row_job(client: Any, language: str, code: str) -> list[dict[str, Any]
     """The result rows of a job of ``code`` over rows ``{"i": 0}`` to ``{"i": 7}``, which must succeed."""
     ev = client.post("/v1/evaluators", json={"name": f"forge-{language}", "language": language, "code": code}).json()
     job = client.post("/v1/jobs", json={"evaluator_id": ev["id"], "rows": [{"i": i} for i in range(8)]}).json()
-    deadline = time.monotonic() + 120
-    while (state := client.get(f"/v1/jobs/{job['id']}").json())["status"] in ("queued", "running"):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    state = wait_until(
+        lambda: (s := client.get(f"/v1/jobs/{job['id']}").json())["status"] not in ("queued", "running") and s, 120
+    )
     assert state["status"] == "succeeded", state
     rows: list[dict[str, Any]] = client.get(f"/v1/jobs/{job['id']}/results").json()["data"]
     return rows
@@ -400,10 +400,9 @@ def test_a_jobs_stored_rows_are_bounded(client: Any) -> None:
     A stored row is cut to max_stored_result_bytes (64 KiB): stdout/stderr first, then details."""
     ev = client.post("/v1/evaluators", json={"name": "loud", "language": "python", "code": LOUD_ROW}).json()
     job = client.post("/v1/jobs", json={"evaluator_id": ev["id"], "rows": [{"i": i} for i in range(40)]}).json()
-    deadline = time.monotonic() + 180
-    while (state := client.get(f"/v1/jobs/{job['id']}").json())["status"] in ("queued", "running"):
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    state = wait_until(
+        lambda: (s := client.get(f"/v1/jobs/{job['id']}").json())["status"] not in ("queued", "running") and s, 180, 0.1
+    )
     assert state["status"] == "succeeded" and state["progress"]["done"] == 40, state
     lines = client.get(f"/v1/jobs/{job['id']}/results", params={"format": "ndjson"}).text.splitlines()
     assert len(lines) == 40

@@ -25,7 +25,7 @@ from evaluator_host.settings import Settings
 from tests.support.backends import BACKENDS, managed_containers
 from tests.support.faults import worker_pids
 from tests.support.service import serving
-from tests.support.wait import wait_for
+from tests.support.wait import wait_until
 
 ROWS = 160
 CODE = (
@@ -120,14 +120,14 @@ def test_a_worker_hit_from_outside_mid_batch_costs_only_its_rows(tmp_path: Path,
         assert ev.status_code == 201, ev.text
         rows = [{"i": i} for i in range(ROWS)]
         job = client.post("/v1/jobs", json={"evaluator_id": ev.json()["id"], "rows": rows, "parallelism": 2}).json()
-        wait_for("rows to be done", lambda: _job(client, job["id"])["progress"]["done"] >= 20)
+        wait_until(lambda: _job(client, job["id"])["progress"]["done"] >= 20, 120, what="rows to be done")
         owner = Engine(Settings(data_dir=data_dir)).owner
         hit = _process_fault(fault, proc.pid) if backend == "process" else _docker_fault(fault, owner)
         assert hit, "no worker was found to hit"
-        finished = wait_for(
-            "the job to finish",
+        finished = wait_until(
             lambda: (j := _job(client, job["id"]))["status"] not in ("queued", "running") and j,
-            timeout_s=180,
+            180,
+            what="the job to finish",
         )
         assert finished["status"] == "succeeded", finished
         assert finished["progress"]["total"] == finished["progress"]["done"] == ROWS
@@ -154,4 +154,4 @@ def test_a_worker_hit_from_outside_mid_batch_costs_only_its_rows(tmp_path: Path,
         )
         assert fresh.status_code == 200 and fresh.json()["score"] == 1.0
     if backend == "docker":
-        wait_for("the containers to go", lambda: not managed_containers(owner), timeout_s=30)
+        wait_until(lambda: not managed_containers(owner), 30, what="the containers to go")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from evaluator_host.api import create_app
 from tests.support.backends import BACKENDS
 from tests.support.package_index import loopback_index, sdist_with_backend, wheel
 from tests.support.service import assert_healthy, evaluate, make_settings
+from tests.support.wait import wait_until
 
 # What an sdist's build may try: read the service's secrets, write outside its folders, reach a host
 # that is not the index (directly, and through the proxy it is given), read credentials, know its uid.
@@ -195,11 +195,13 @@ def test_a_build_from_a_trickling_index_ends_at_its_own_time_limit(
             from evaluator_host.builds.build_sandbox import build_uid
 
             uid = build_uid(settings.sandbox_uid_base)
-            for _ in range(100):  # killed processes may take a moment to be gone from /proc (bounded: 10 s)
-                if not _processes_of(uid):
-                    break
-                time.sleep(0.1)
-            assert not _processes_of(uid), _processes_of(uid)
+            # killed processes may take a moment to be gone from /proc
+            wait_until(
+                lambda: not _processes_of(uid),
+                10,
+                0.1,
+                what=lambda: f"the build uid's processes to go: {_processes_of(uid)}",
+            )
             assert_healthy(client)
 
 

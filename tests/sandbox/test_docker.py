@@ -27,6 +27,7 @@ from evaluator_host.sandbox.docker.engine import MANAGED, OWNER, Engine
 from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
 from tests.support.backends import docker_only, managed_containers
 from tests.support.service import assert_healthy, evaluate, make_settings, serving
+from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.docker, docker_only]
 
@@ -96,11 +97,11 @@ def test_the_spare_build_box_is_started_but_held_down(service: TestClient) -> No
     """The build box kept for the next package set: no network but the build relay's socket, no caps
     but CHOWN (its root set-up exec), no host write; installs in it run as the build uid (issue 28)."""
     backend = _backend(service)
-    for _ in range(100):
-        boxes = [i for i in _containers(backend.engine.owner) if "evaluator-host.build" in i["Config"]["Labels"]]
-        if boxes:
-            break
-        time.sleep(0.1)
+    boxes = wait_until(
+        lambda: [i for i in _containers(backend.engine.owner) if "evaluator-host.build" in i["Config"]["Labels"]],
+        30,
+        what="the build box",
+    )
     assert len(boxes) == 1
     host, config = boxes[0]["HostConfig"], boxes[0]["Config"]
     assert boxes[0]["State"]["Running"] is True
@@ -170,10 +171,7 @@ def test_a_new_revision_is_bound_to_a_prestarted_container(service: TestClient) 
     backend, spares_of = _backend(service), _spares(service)
     evaluate(service, "def evaluate(inputs, outputs, trace):\n    return 1\n")
     key = RuntimeKey("python", backend.builder.base_id(), 256)
-    deadline = time.monotonic() + 30
-    while not any(w.alive for w in spares_of(key)):
-        assert time.monotonic() < deadline, "no spare container was started"
-        time.sleep(0.05)
+    wait_until(lambda: any(w.alive for w in spares_of(key)), 30, what="a spare container")
     spares = {w.container_id for w in spares_of(key)}
     code = "def evaluate(inputs, outputs, trace):\n    return {'score': 1, 'cg': open('/proc/self/cgroup').read()}\n"
     cgroup = evaluate(service, code)["details"]["cg"]
@@ -215,22 +213,18 @@ def test_no_container_outlives_its_service_by_more_than_10_s(tmp_path: Path, sto
     with serving(data_dir, backend="docker") as (client, proc):
         code = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
         assert client.post("/v1/evaluate", json={"language": "python", "code": code}).json()["status"] == "ok"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # the spare build box starts in the background
+
+        def started() -> bool:  # the spare build box starts in the background: a build box, and workers
             labels = [c["Labels"] for c in docker.from_env().api.containers(filters={"label": f"{OWNER}={owner}"})]
-            if any("evaluator-host.build" in c for c in labels) and len(labels) >= 2:
-                break
-            time.sleep(0.2)
-        assert any("evaluator-host.build" in c for c in labels), labels  # a build box, and workers
+            return any("evaluator-host.build" in c for c in labels) and len(labels) >= 2
+
+        wait_until(started, 60, 0.2, what="a build box and workers")
         if stop != "sigkill":
             proc.terminate()
             time.sleep(2)
         proc.kill()
         proc.wait()
-        killed = time.monotonic()
-        while managed_containers(owner) and time.monotonic() - killed < 10:
-            time.sleep(0.2)
-        assert managed_containers(owner) == set()
+        wait_until(lambda: managed_containers(owner) == set(), 10, 0.2, what="the service's containers to go")
 
 
 def test_containers_removed_from_outside_are_replaced_transparently(tmp_path: Path) -> None:
@@ -244,10 +238,9 @@ def test_containers_removed_from_outside_are_replaced_transparently(tmp_path: Pa
         code = "def evaluate(inputs, outputs, trace):\n    return 1\n"
         assert evaluate(client, code)["score"] == 1.0
         backend = _backend(client)
-        for _ in range(100):  # the spares and the build box are up
-            if any("evaluator-host.build" in i["Config"]["Labels"] for i in _containers(backend.engine.owner)):
-                break
-            time.sleep(0.1)
+        wait_until(  # the spares and the build box are up
+            lambda: any("evaluator-host.build" in i["Config"]["Labels"] for i in _containers(backend.engine.owner)), 30
+        )
         engine = docker.from_env()
         try:
             for cid in managed_containers(backend.engine.owner):
@@ -472,11 +465,7 @@ def test_a_new_js_revision_binds_a_prestarted_node_container(service: TestClient
     code = "function evaluate(i, o, t) {{ return {{ score: 1, n: {n} }} }}"
     assert evaluate(service, code.format(n=0), "javascript")["status"] == "ok"  # starts node spares
     key = RuntimeKey("node", backend.builder.base_id(), 256)
-    for _ in range(100):
-        if spares_of(key):
-            break
-        time.sleep(0.05)
-    spare = spares_of(key)[0].container_id
+    spare = wait_until(lambda: spares_of(key), 30, what="a node spare")[0].container_id
     assert evaluate(service, code.format(n=1), "typescript")["status"] == "ok"
     assert spare not in {w.container_id for w in spares_of(key)}  # it was taken and bound
 

@@ -18,6 +18,7 @@ import pytest
 from evaluator_host.sandbox.egress import EgressGate, EgressProxy, Headers, is_public
 from tests.support.aio import aio
 from tests.support.tls import certificate
+from tests.support.wait import wait_until_async
 
 WS = "ws_test"
 
@@ -63,10 +64,7 @@ async def gate_of(
 
 async def closed(gate: EgressGate) -> None:
     """Until the proxy has seen every connection of the gate end (the client's close arrives last)."""
-    for _ in range(200):
-        if all(entry["status"] != "open" for entry in gate._log):  # noqa: SLF001
-            return
-        await asyncio.sleep(0.01)
+    await wait_until_async(lambda: all(entry["status"] != "open" for entry in gate._log), 2, 0.01)  # noqa: SLF001
 
 
 async def ask(gate: EgressGate, head: str, then: bytes = b"") -> bytes:

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from evaluator_host.store.schema import normalized_url
 from tests.support import REPO
 from tests.support.redis_server import RedisServer
 from tests.support.service import serving
+from tests.support.wait import wait_until
 
 SECRETS_KEY = Fernet.generate_key().decode()  # the deployment's key (the service's and every host's)
 
@@ -102,13 +102,8 @@ class Grid:
         return answer
 
     def wait(self, job_id: str, until: Callable[[dict[str, Any]], bool], timeout_s: float = 90) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            job = self.job(job_id)
-            if until(job):
-                return job
-            assert time.monotonic() < deadline, f"timed out; the job is {job}"
-            time.sleep(0.05)
+        job: dict[str, Any] = wait_until(lambda: until(j := self.job(job_id)) and j, timeout_s, what="the job")
+        return job
 
     def finished(self, job_id: str, timeout_s: float = 90) -> dict[str, Any]:
         return self.wait(job_id, lambda j: j["status"] not in ("queued", "running"), timeout_s)

@@ -7,7 +7,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +16,7 @@ from fastapi.testclient import TestClient
 
 from evaluator_host.settings import Settings
 from tests.support import REPO
+from tests.support.wait import wait_until
 
 
 def make_settings(data_dir: Path, **overrides: object) -> Settings:
@@ -69,16 +69,12 @@ def serving(
     proc = subprocess.Popen(argv, cwd=REPO, env=env, pass_fds=pass_fds)
     client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60)
     try:
-        deadline = time.monotonic() + 120
-        while True:
+
+        def healthy() -> bool:
             assert proc.poll() is None, f"the service exited with {proc.returncode}"
-            try:
-                if client.get("/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the service did not start"
-            time.sleep(0.1)
+            return client.get("/healthz").status_code == 200
+
+        wait_until(healthy, 120, 0.1, what="the service to start", ignoring=(httpx.TransportError,))
         yield client, proc
     finally:
         client.close()
