@@ -114,7 +114,8 @@ def _job(client: httpx.Client, job_id: str) -> dict[str, Any]:
 @pytest.mark.parametrize("fault", ["kill", "stop", "oom"])
 def test_a_worker_hit_from_outside_mid_batch_costs_only_its_rows(tmp_path: Path, backend: str, fault: str) -> None:
     data_dir = tmp_path / "data"
-    with serving(data_dir, backend) as (client, proc):
+    # a paused worker is found out when bound: after 3 s of silence here, not production's 15 s
+    with serving(data_dir, backend, env={"EVALUATOR_HOST_WORKER_ACK_TIMEOUT_S": "3"}) as (client, proc):
         settings = {"timeout_s": 2, "memory_mb": 256}
         ev = client.post("/v1/evaluators", json={"name": "w", "language": "python", "code": CODE, "settings": settings})
         assert ev.status_code == 201, ev.text

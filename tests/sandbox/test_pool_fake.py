@@ -217,11 +217,8 @@ async def test_the_spares_a_burst_adds_are_capped_at_half_of_max_workers() -> No
 
 
 @aio
-async def test_a_frozen_spare_is_replaced_by_a_fresh_worker_and_its_cases_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    import evaluator_host.sandbox.pool as pool_module
-
-    monkeypatch.setattr(pool_module, "_ACK_TIMEOUT_S", 0.05)  # production: 15 s
-    async with pooled(spare_workers=1) as (pool, backend):
+async def test_a_frozen_spare_is_replaced_by_a_fresh_worker_and_its_cases_run() -> None:
+    async with pooled(spare_workers=1, worker_ack_timeout_s=0.05) as (pool, backend):  # production: 15 s
         pool.warm(R1)
         await settle()
         frozen = backend.workers[0]
@@ -233,17 +230,11 @@ async def test_a_frozen_spare_is_replaced_by_a_fresh_worker_and_its_cases_run(mo
 
 
 @aio
-async def test_a_worker_slow_to_load_its_code_is_not_mistaken_for_a_frozen_one(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import evaluator_host.sandbox.pool as pool_module
-
-    monkeypatch.setattr(pool_module, "_ACK_TIMEOUT_S", 0.05)
-
+async def test_a_worker_slow_to_load_its_code_is_not_mistaken_for_a_frozen_one() -> None:
     async def slow_import(_load: dict[str, Any]) -> None:
         await asyncio.sleep(0.3)  # the user's module takes its time; the worker said "loading" at once
 
-    async with pooled(load=slow_import) as (pool, backend):
+    async with pooled(load=slow_import, worker_ack_timeout_s=0.05) as (pool, backend):
         assert statuses(await run(pool, cases(2))) == ["ok", "ok"]
         assert backend.started == 1 and not backend.workers[0].killed
 
