@@ -163,6 +163,7 @@ def test_an_unsampled_traceparent_is_followed_and_a_garbage_one_starts_a_new_tra
     assert not any(s.attributes.get("evaluator_host.request_id") == "unsampled-1" for s in spans)
 
 
+@pytest.mark.network
 def test_runtime_builds_have_spans_with_their_digest_seconds_and_outcome(traced: httpx.Client, otlp: Collector) -> None:
     code = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
     header, trace_id, _ = _traceparent()

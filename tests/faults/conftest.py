@@ -1,4 +1,5 @@
-"""Fault-test fixtures: a small disk to fill (the helpers are in ``tests/support/faults.py``)."""
+"""Fault-test fixtures: a small disk to fill (the helpers are in ``tests/support/faults.py``); every test
+of the tier is marked ``slow`` (real services killed, paused, filled and restarted: seconds each)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,14 @@ from pathlib import Path
 import pytest
 
 from tests.support.faults import SmallDisk
+
+FAULTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if FAULTS in Path(item.path).resolve().parents:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture

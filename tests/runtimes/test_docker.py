@@ -17,7 +17,7 @@ from tests.support.backends import docker_only
 from tests.support.service import make_settings
 from tests.support.wait import wait_until
 
-pytestmark = [pytest.mark.docker, docker_only]
+pytestmark = [pytest.mark.network, pytest.mark.docker, docker_only]
 
 PINS = {"six": "1.12.0"}  # a set no other test builds: this module may remove its image
 

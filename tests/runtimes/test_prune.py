@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api.app import create_app
@@ -45,6 +46,7 @@ def age(data_dir: Path, rid: str) -> None:
     manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "created_at": stamp}))
 
 
+@pytest.mark.network
 def test_a_runtime_with_a_live_worker_is_kept_however_old_its_last_use(tmp_path: Path) -> None:
     with TestClient(create_app(make_settings(tmp_path, backend="process"))) as client:
         rid = client.post("/v1/evaluate", json=BODY).json()["runtime"]["id"]
@@ -64,6 +66,7 @@ def test_a_runtime_with_a_live_worker_is_kept_however_old_its_last_use(tmp_path:
     assert cli(tmp_path, "list", "--json").stdout == ""
 
 
+@pytest.mark.network
 def test_recent_runtimes_stay_and_named_ones_go(tmp_path: Path) -> None:
     with TestClient(create_app(make_settings(tmp_path, backend="process"))) as client:
         rid = client.post("/v1/runtimes", json={"language": "python", "packages": {"six": "1.16.0"}}).json()["id"]
@@ -72,6 +75,7 @@ def test_recent_runtimes_stay_and_named_ones_go(tmp_path: Path) -> None:
     assert f"removed {rid}" in cli(tmp_path, "prune", "--runtime", rid).stdout
 
 
+@pytest.mark.network
 def test_a_runtime_pruned_under_a_service_is_built_again_on_its_next_use(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, backend="process", idle_ttl_s=0.5)
     builder = RuntimeBuilder(settings)  # another process's view of the same cache (its own lock files)

@@ -12,6 +12,8 @@ from evaluator_host.errors import BuildError
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
 from tests.support.service import evaluate, make_settings
 
+pytestmark = pytest.mark.network  # builds from PyPI and the npm registry
+
 
 def test_concurrent_requests_for_one_set_build_once(tmp_path: Path) -> None:
     builder = RuntimeBuilder(make_settings(tmp_path))

@@ -227,6 +227,7 @@ def test_no_container_outlives_its_service_by_more_than_10_s(tmp_path: Path, sto
         wait_until(lambda: managed_containers(owner) == set(), 10, 0.2, what="the service's containers to go")
 
 
+@pytest.mark.network
 def test_containers_removed_from_outside_are_replaced_transparently(tmp_path: Path) -> None:
     """Regression: a build box or spare removed under the service (another process's sweep, an operator's
     `docker rm`) made the next request a bare-text 500; now a fresh one takes its place."""
@@ -270,6 +271,7 @@ def _fresh_builder(tmp_path: Path, pins: dict[str, str], **overrides: Any) -> Do
     return builder
 
 
+@pytest.mark.network
 def test_concurrent_requests_for_one_set_build_one_image(tmp_path: Path) -> None:
     pins = {"six": "1.14.0"}  # a set no running service uses, so its image can be removed first
     builder = _fresh_builder(tmp_path, pins)
@@ -298,6 +300,7 @@ def test_concurrent_requests_for_one_set_build_one_image(tmp_path: Path) -> None
     assert asyncio.run(again.ensure("python", pins)).location in images and again.builds == 0
 
 
+@pytest.mark.network
 def test_a_failed_build_is_an_error_with_pips_message_and_no_image(tmp_path: Path) -> None:
     pins = {"six": "0.0.424242"}
     builder = _fresh_builder(tmp_path, pins)
@@ -309,6 +312,7 @@ def test_a_failed_build_is_an_error_with_pips_message_and_no_image(tmp_path: Pat
     assert (tmp_path / "images" / f"{builder.runtime_for('python', pins)}.build.log").exists()
 
 
+@pytest.mark.network
 def test_the_ca_bundle_setting_is_what_lets_builds_through_the_proxy(tmp_path: Path) -> None:
     """With only the network index, a wrong CA fails the TLS handshake; the system bundle works."""
     pins = {"six": "1.15.0"}
@@ -324,6 +328,7 @@ def test_the_ca_bundle_setting_is_what_lets_builds_through_the_proxy(tmp_path: P
     assert "six==1.15.0" in asyncio.run(good.ensure("python", pins)).lock
 
 
+@pytest.mark.network
 def test_a_second_evaluator_on_the_same_set_builds_nothing(service: TestClient) -> None:
     builder = _backend(service).builder
     pins = {"six": "1.16.0"}
@@ -335,6 +340,7 @@ def test_a_second_evaluator_on_the_same_set_builds_nothing(service: TestClient) 
     assert result["details"]["v"] == "1.16.0" and builder.builds == builds
 
 
+@pytest.mark.network
 def test_images_cli_lists_builds_and_prunes(tmp_path: Path) -> None:
     env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(tmp_path)}
     cli = [sys.executable, "-m", "evaluator_host.cli", "images"]

@@ -87,6 +87,7 @@ def test_nearest_version(wanted: str, versions: list[str], nearest: str) -> None
     assert nearest_version(wanted, versions)[0] == nearest
 
 
+@pytest.mark.network
 def test_a_real_npm_install_of_a_missing_version_suggests_the_real_one(tmp_path: Path) -> None:
     """Against the real npm registry (about a second)."""
     builder = RuntimeBuilder(make_settings(tmp_path))

@@ -25,6 +25,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
         yield client
 
 
+@pytest.mark.network
 def test_building_packages_then_warm_runs_on_the_docker_backend(page: Page, shot) -> None:  # type: ignore[no-untyped-def]
     page.goto("/")
     expect(page.locator(".health")).to_have_text("docker sandbox")
