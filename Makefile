@@ -60,8 +60,8 @@ lint: install ## ruff + mypy --strict on the package; tsc --strict on the web pl
 test: install lint ## lint, then the whole test suite (conformance vectors from ../shared when present)
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
-unit: install ## the fast tests only (no sandbox)
-	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
+unit: install ## the fast tests only: no sandbox, no network (tests marked `network` are deselected)
+	$(BIN)/pytest -q tests/unit -m "not network" $(PYTEST_ARGS)
 
 images: install ## build the Docker base image (debootstrap + docker import, or BASE_IMAGE=python:3.12-slim)
 	PYTHON=$(BIN)/python sandbox_images/build_base.sh

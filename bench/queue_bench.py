@@ -1,7 +1,7 @@
 """The scale-out benchmark section: queued jobs over N = 1, 2, 3 worker hosts (``python -m bench.queue_bench``).
 
 Against the real components, started here: a ``redis-server`` and a throwaway PostgreSQL server
-(Debian's packages; ``tests/queue/redis_server.py``, ``tests/pg.py``), the service
+(Debian's packages; ``tests/support/redis_server.py``, ``tests/support/pg.py``), the service
 (``evaluator-host serve`` with ``EVALUATOR_HOST_QUEUE_URL``) and N ``evaluator-host worker``
 processes, each in its own process group with its own data dir (they share no disk), process
 backend, ``LANES`` lanes each.
@@ -128,8 +128,8 @@ def _workers_of(client: httpx.Client, job_id: str) -> int:
 
 def measure() -> QueueFigures:
     sys.path.insert(0, str(REPO))
-    from tests.pg import Cluster, _bindir
-    from tests.queue.redis_server import RedisServer
+    from tests.support.pg import Cluster, _bindir
+    from tests.support.redis_server import RedisServer
 
     figures = QueueFigures()
     cluster = Cluster()

@@ -170,6 +170,12 @@ class Settings(BaseSettings):
         "service sees: in a container, the container's).",
     )
     idle_ttl_s: float = Field(300.0, description="An idle worker is discarded after this long.")
+    worker_ack_timeout_s: float = Field(
+        15.0,
+        gt=0,
+        description="A worker handed an evaluator says 'loading' at once; one silent this long is frozen "
+        "(a paused container, a stopped process) and is replaced. Not a bound on the user's import time.",
+    )
     max_uses: int = Field(100_000, description="A worker is discarded after this many evaluations.")
     batch_size: int = Field(256, description="Rows sent to a worker in one message (a job's chunk goes whole).")
     coalesce: bool = Field(

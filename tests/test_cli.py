@@ -9,9 +9,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from evaluator_host.sandbox.docker.engine import Engine
 from evaluator_host.settings import Settings
-from tests.conftest import DOCKER_MISSING, free_port, managed_containers, serving
+from tests.support.backends import DOCKER_MISSING, managed_containers
+from tests.support.service import free_port, serving
 
 CLI = [sys.executable, "-m", "evaluator_host.cli"]
 
@@ -143,6 +146,7 @@ def test_run_against_a_server_with_keys_takes_its_key_from_the_environment(tmp_p
         assert json.loads(with_key.stdout)["progress"]["done"] == 300
 
 
+@pytest.mark.network  # builds six from PyPI
 def test_in_process_run_leaves_a_live_server_alone(tmp_path: Path) -> None:
     """Regression: `run` without --server used the server's data dir, swept its containers at start-up
     (the server's next build answered a bare-text 500) and wrote into its database."""

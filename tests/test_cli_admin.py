@@ -11,7 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import REPO, serving
+from tests.support import REPO
+from tests.support.service import serving
 
 ADMIN = "cli-operator-key"
 

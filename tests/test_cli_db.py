@@ -19,8 +19,10 @@ import pytest
 from evaluator_host.errors import DataDirInUse
 from evaluator_host.services import Services
 from evaluator_host.store import schema
-from tests.conftest import REPO, free_port, make_settings, postgres_only, serving
-from tests.pg import Cluster
+from tests.support import REPO
+from tests.support.backends import postgres_only
+from tests.support.pg import Cluster
+from tests.support.service import free_port, make_settings, serving
 
 
 def cli(data_dir: Path, *argv: str, database_url: str | None = None, timeout: float = 60) -> tuple[int, str, str]:

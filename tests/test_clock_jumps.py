@@ -23,8 +23,9 @@ import pytest
 from evaluator_host.jobs import runner as runner_module
 from evaluator_host.store.db import utcnow
 from evaluator_host.testing.fake import Reply
-from tests.jobs.test_runner import aio, index, wired
-from tests.sandbox.test_pool_fake import cases, pooled, run, settle
+from tests.support.aio import aio
+from tests.support.pool import cases, pooled, run, settle
+from tests.support.runner import index, wired
 
 DAY = 86_400.0
 

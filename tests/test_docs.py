@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 
 def test_readme_make_commands_are_targets() -> None:

@@ -8,7 +8,7 @@ import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 
 def _lock() -> dict[str, tuple[str, list[str]]]:

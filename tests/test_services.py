@@ -8,7 +8,8 @@ import pytest
 
 from evaluator_host.errors import BackendUnavailable
 from evaluator_host.services import select_backend
-from tests.conftest import docker_only, make_settings
+from tests.support.backends import docker_only
+from tests.support.service import make_settings
 
 NO_ENGINE = "unix:///nonexistent/docker.sock"
 

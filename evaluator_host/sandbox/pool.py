@@ -48,9 +48,6 @@ from evaluator_host.settings import Settings
 __all__ = ["PoolStats", "WorkerPool", "load_frame"]
 
 _LOAD_TIMEOUT_S = 60.0
-# a bound worker answers "loading" as soon as it reads its load frame; silence this long means it
-# is frozen (a paused container, a SIGSTOPped process) or wedged, not that the user's code is slow
-_ACK_TIMEOUT_S = 15.0
 _FLUSH_MS = 2.0  # how long a harness may hold fast replies back (``held_replies``)
 
 
@@ -142,7 +139,7 @@ class WorkerPool:
         ``fresh``), else a new one.
 
         One that dies before it answers (e.g. a spare container removed from outside), or says
-        nothing at all within :data:`_ACK_TIMEOUT_S` (a paused container, a stopped process), is
+        nothing at all within ``worker_ack_timeout_s`` (a paused container, a stopped process), is
         replaced once, transparently — the second time by a worker started for it.
         """
         # a failing key's replacements take a spare but add no burst demand (Spares.take)
@@ -169,7 +166,9 @@ class WorkerPool:
         limit = spec.output_limit * 2 + FRAME_OVERHEAD
         try:
             try:
-                async with asyncio.timeout(_ACK_TIMEOUT_S):
+                # a bound worker answers "loading" as soon as it reads its load frame; silence this long
+                # means it is frozen (a paused container, a SIGSTOPped process) or wedged, not slow user code
+                async with asyncio.timeout(self.settings.worker_ack_timeout_s):
                     ready = await read_frame(worker.reader, limit)
             except TimeoutError:
                 ready = None  # not a word: frozen or wedged (the user's code has not even started)

@@ -17,8 +17,9 @@ from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
 from evaluator_host.sandbox.process.isolation import probe
-from tests.conftest import BACKENDS, make_settings
-from tests.tls import certificate
+from tests.support.backends import BACKENDS
+from tests.support.service import make_settings
+from tests.support.tls import certificate
 
 ADMIN = "egress-operator"
 

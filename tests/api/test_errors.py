@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
 from evaluator_host.api.deps import get_services
-from tests.conftest import make_settings
+from tests.support.service import make_settings
 
 
 def test_an_unexpected_exception_is_a_json_500_and_the_service_stays_up(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from tests.conftest import evaluate
+from tests.support.service import evaluate
 
 EXACT = "def evaluate(inputs, outputs, trace):\n    return outputs == inputs.get('correct_answer')\n"
 

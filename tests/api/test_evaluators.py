@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from tests.conftest import make_settings
+from tests.support.service import make_settings
 
 V1 = "def evaluate(inputs, outputs, trace):\n    return 0.25\n"
 V2 = "def evaluate(inputs, outputs, trace):\n    return 0.75\n"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,7 +12,8 @@ from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
 from evaluator_host.api.middleware.fastpath import FastPath
-from tests.conftest import make_settings
+from tests.support.service import make_settings
+from tests.support.wait import wait_until
 
 KEY = "k-fastpath-test"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -185,10 +185,8 @@ def finished_job(pair: tuple[TestClient, TestClient], stored: None) -> None:
         ids = client.app.state.test_ids  # type: ignore[attr-defined]
         rows = [{"correct_answer": "4", "outputs": str(i % 3)} for i in range(30)]
         job = client.post("/v1/jobs", json={"evaluator_id": ids["good"], "rows": rows}, headers=AUTH).json()
-        for _ in range(600):
-            if client.get(f"/v1/jobs/{job['id']}", headers=AUTH).json()["status"] not in ("queued", "running"):
-                break
-            time.sleep(0.05)
+        url = f"/v1/jobs/{job['id']}"
+        wait_until(lambda c=client, u=url: c.get(u, headers=AUTH).json()["status"] not in ("queued", "running"), 30)
         client.app.state.test_job = job["id"]  # type: ignore[attr-defined]
 
 

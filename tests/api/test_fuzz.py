@@ -27,7 +27,7 @@ from schemathesis import GenerationMode
 from evaluator_host.api import create_app
 from evaluator_host.errors import ErrorBody
 from evaluator_host.settings import Settings
-from tests.conftest import serving
+from tests.support.service import serving
 
 EXAMPLES = int(os.environ.get("EVALUATOR_HOST_FUZZ_EXAMPLES", "12"))
 KEY = "fuzz-key"

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
 from evaluator_host.api.middleware.hosts import host_of
-from tests.conftest import make_settings, serving
+from tests.support.service import make_settings, serving
 
 CODE = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
 REBOUND = "attacker.example:8000"  # what a browser sends after the page's name resolved to 127.0.0.1

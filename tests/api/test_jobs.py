@@ -20,7 +20,9 @@ from fastapi.testclient import TestClient
 from evaluator_host.api import create_app
 from evaluator_host.sandbox.docker.engine import Engine
 from evaluator_host.settings import Settings
-from tests.conftest import BACKENDS, assert_healthy, make_settings, managed_containers
+from tests.support.backends import BACKENDS, managed_containers
+from tests.support.service import assert_healthy, make_settings
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.databases  # on SQLite and on PostgreSQL
 
@@ -53,12 +55,11 @@ def start(client: TestClient, evaluator_id: str, **body: Any) -> Json:
 
 def wait(client: TestClient, job_id: str, timeout_s: float = 180.0, until: Any = None) -> Json:
     """Poll until the job is finished (or ``until(job)`` holds)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        job: Json = client.get(f"/v1/jobs/{job_id}").json()
-        if (until(job) if until else job["status"] not in ("queued", "running")) or time.monotonic() > deadline:
-            return job
-        time.sleep(0.02)
+    holds = until or (lambda job: job["status"] not in ("queued", "running"))
+    job: Json = wait_until(
+        lambda: holds(j := client.get(f"/v1/jobs/{job_id}").json()) and j, timeout_s, 0.02, what="the job"
+    )
+    return job
 
 
 def ndjson(client: TestClient, job_id: str) -> list[Json]:

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from tests.conftest import assert_healthy, make_settings
+from tests.support.service import assert_healthy, make_settings
 
 LEGACY_CODE = "def evaluate(app_params, inputs, output, correct_answer):\n    return 1.0\n"
 BOUND = 1024 * 1024

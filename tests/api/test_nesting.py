@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.definitions.nesting import MAX_PYTHON_DEPTH
-from tests.conftest import assert_healthy
+from tests.support.service import assert_healthy
 
 PY_V2 = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
 PY_LEGACY = "def evaluate(app_params, inputs, output, correct_answer):\n    return 1.0\n"

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from jsonschema import Draft202012Validator
 
 from evaluator_host.api.app import create_app
-from tests.conftest import make_settings
+from tests.support.service import make_settings
 
 
 @pytest.fixture(scope="module")

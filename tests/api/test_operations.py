@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.observability.logs import JsonFormatter
-from tests.conftest import assert_healthy
+from tests.support.service import assert_healthy
 
 CODE = "def evaluate(inputs, outputs, trace):\n    return outputs == inputs['correct_answer']\n"
 CASE = {"inputs": {"correct_answer": "4"}, "outputs": "4"}

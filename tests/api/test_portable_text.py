@@ -8,11 +8,12 @@ on both; names past their length are cut, revisions past the column's range are 
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.databases  # on SQLite and on PostgreSQL
 
@@ -60,10 +61,7 @@ def test_a_nul_in_a_datasets_name_is_a_422_and_long_names_are_cut(client: TestCl
 def test_nul_characters_inside_rows_and_results_round_trip(client: TestClient) -> None:
     ev = evaluator(client).json()
     job = client.post("/v1/jobs", json={"evaluator_id": ev["id"], "rows": [{"a\x00": "\x00", "outputs": 1}]}).json()
-    deadline = time.monotonic() + 60
-    while client.get(f"/v1/jobs/{job['id']}").json()["status"] in ("queued", "running"):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(lambda: client.get(f"/v1/jobs/{job['id']}").json()["status"] not in ("queued", "running"), 60)
     [item] = client.get(f"/v1/jobs/{job['id']}/results").json()["data"]
     assert item["row"] == {"a\x00": "\x00", "outputs": 1} and item["result"]["reason"] == "a\x00b"
 

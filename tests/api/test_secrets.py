@@ -7,7 +7,6 @@ service's data dir (the database and its WAL included) for the values.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,9 @@ from cryptography.fernet import Fernet
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from tests.conftest import BACKENDS, make_settings
+from tests.support.backends import BACKENDS
+from tests.support.service import make_settings
+from tests.support.wait import wait_until
 
 SECRET = "sk-test-0123456789abcdefDEADBEEF"
 OTHER = 'second-value-with-quote"and\\backslash'
@@ -150,10 +151,7 @@ def test_escaped_forms_are_redacted(client: TestClient) -> None:
 def test_job_results_are_stored_redacted(client: TestClient) -> None:
     ev = _evaluator(client, LEAKY_PY, secrets=["OPENAI_API_KEY"])
     job = client.post("/v1/jobs", json={"evaluator_id": ev, "rows": [{"outputs": 1}, {"raise": True}]}).json()
-    deadline = time.monotonic() + 60
-    while client.get(f"/v1/jobs/{job['id']}").json()["status"] != "succeeded":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(lambda: client.get(f"/v1/jobs/{job['id']}").json()["status"] == "succeeded", 60, what="the job")
     for fmt in ("json", "ndjson", "csv"):
         text = client.get(f"/v1/jobs/{job['id']}/results", params={"format": fmt}).text
         assert "[secret OPENAI_API_KEY]" in text and SECRET not in text

@@ -5,7 +5,6 @@ after the other's periodic sync (``SYNC_S``, shortened here), and at once on the
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,17 +14,15 @@ from fastapi.testclient import TestClient
 
 from evaluator_host import services
 from evaluator_host.api import create_app
-from tests.conftest import make_settings
+from tests.support.service import make_settings
+from tests.support.wait import wait_until
 
 ADMIN = {"Authorization": "Bearer operator-key-for-tests"}
 CODE = "import os\n\ndef evaluate(inputs, outputs, trace):\n    return float(len(os.environ['TOKEN']))\n"
 
 
 def until(check: Callable[[], bool], seconds: float = 10) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, "not in force on the other service in time"
-        time.sleep(0.05)
+    wait_until(check, seconds, what="the change in force on the other service")
 
 
 def test_a_change_through_one_service_is_in_force_on_another_sharing_its_database(

@@ -10,7 +10,6 @@ the quota), new jobs and uploads answer 429 while it is over, and deleting a job
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,8 @@ from sqlalchemy import create_engine, text
 
 from evaluator_host.api import create_app
 from evaluator_host.store.schema import normalized_url
-from tests.conftest import assert_healthy, make_settings
+from tests.support.service import assert_healthy, make_settings
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.databases  # on SQLite and on PostgreSQL
 
@@ -56,13 +56,12 @@ def service(tmp_path: Path, database_url: str) -> Iterator[tuple[TestClient, str
 
 
 def _finished(client: TestClient, job_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 180
-    while True:
-        job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
-        if job["status"] not in ("queued", "running"):
-            return job
-        assert time.monotonic() < deadline, f"timed out: {job}"
-        time.sleep(0.05)
+    job: dict[str, Any] = wait_until(
+        lambda: (j := client.get(f"/v1/jobs/{job_id}").json())["status"] not in ("queued", "running") and j,
+        180,
+        what="the job to finish",
+    )
+    return job
 
 
 def _stored_bytes(database_url: str, job_id: str) -> tuple[int, int]:

@@ -1,6 +1,6 @@
 """OpenTelemetry tracing: spans as a real OTLP/HTTP receiver gets them from a real service.
 
-The receiver (``tests/otlp.py``) listens on loopback and decodes every export with
+The receiver (``tests/support/otlp.py``) listens on loopback and decodes every export with
 ``opentelemetry-proto``; the service is ``evaluator-host serve`` on the process backend.
 Tracing off (the default) loads nothing of the SDK and exports nothing; a dead or silent
 collector neither fails nor slows a request.
@@ -27,8 +27,9 @@ from opentelemetry.trace import INVALID_SPAN
 from evaluator_host.api import create_app
 from evaluator_host.observability import tracing
 from evaluator_host.settings import Settings
-from tests.conftest import REPO, free_port, make_settings, serving
-from tests.otlp import Collector, Received, collector
+from tests.support import REPO
+from tests.support.otlp import Collector, Received, collector
+from tests.support.service import free_port, make_settings, serving
 
 CODE = "def evaluate(inputs, outputs, trace):\n    return outputs == inputs['correct_answer']  # code-marker-7f3a\n"
 CASE = {"inputs": {"correct_answer": "input-marker-91c2"}, "outputs": "input-marker-91c2"}
@@ -162,6 +163,7 @@ def test_an_unsampled_traceparent_is_followed_and_a_garbage_one_starts_a_new_tra
     assert not any(s.attributes.get("evaluator_host.request_id") == "unsampled-1" for s in spans)
 
 
+@pytest.mark.network
 def test_runtime_builds_have_spans_with_their_digest_seconds_and_outcome(traced: httpx.Client, otlp: Collector) -> None:
     code = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
     header, trace_id, _ = _traceparent()

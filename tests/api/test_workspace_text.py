@@ -13,7 +13,7 @@ from evaluator_host.api import create_app
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.secrets import SecretStore
 from evaluator_host.store.workspaces import WorkspaceStore
-from tests.conftest import make_settings
+from tests.support.service import make_settings
 
 ADMIN = {"Authorization": "Bearer operator-key-for-tests"}
 

@@ -8,7 +8,6 @@ every route with A's ids, and must get exactly what an id that never existed get
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from tests.conftest import make_settings
+from tests.support.service import make_settings
+from tests.support.wait import wait_until
 
 ADMIN = "operator-key-for-tests"
 LEGACY = "legacy-key-for-tests"
@@ -47,10 +47,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         assert ds.status_code == 201, ds.text
         job = client.post("/v1/jobs", json={"evaluator_id": ev.json()["id"], "dataset_id": ds.json()["id"]}, headers=ha)
         assert job.status_code == 202, job.text
-        deadline = time.monotonic() + 60
-        while client.get(f"/v1/jobs/{job.json()['id']}", headers=ha).json()["status"] != "succeeded":
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_until(lambda: client.get(f"/v1/jobs/{job.json()['id']}", headers=ha).json()["status"] == "succeeded")
         assert client.put("/v1/secrets/TOKEN", json={"value": "a-secret-value-1234"}, headers=ha).status_code == 204
         body_b = {"name": "b", "language": "python", "code": LEGACY_CODE}
         ev_b = client.post("/v1/evaluators", json=body_b, headers=hb).json()
@@ -248,10 +245,7 @@ def test_an_open_service_acts_in_the_default_workspace_until_a_key_exists(tmp_pa
 
 
 def _job_until(client: TestClient, headers: dict[str, str], job_id: str, *states: str) -> None:
-    deadline = time.monotonic() + 60
-    while client.get(f"/v1/jobs/{job_id}", headers=headers).json()["status"] not in states:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_until(lambda: client.get(f"/v1/jobs/{job_id}", headers=headers).json()["status"] in states, 60, 0.02)
 
 
 def test_quotas_answer_429_with_retry_after_and_only_for_their_workspace(world: dict[str, Any]) -> None:

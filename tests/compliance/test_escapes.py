@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BACKENDS, assert_healthy, evaluate, serving
+from tests.support.backends import BACKENDS
+from tests.support.service import assert_healthy, evaluate, serving
+from tests.support.wait import wait_until
 
 CANARY = "canary-7f3a91"
 
@@ -179,7 +181,7 @@ def test_a_worker_uid_is_not_reused_while_an_old_one_is_fresh(tmp_path: Path) ->
 
     from evaluator_host.sandbox.base import RuntimeKey
     from evaluator_host.sandbox.process.backend import ProcessBackend
-    from tests.conftest import make_settings
+    from tests.support.service import make_settings
 
     async def go() -> list[int]:
         backend = ProcessBackend(make_settings(tmp_path))
@@ -223,10 +225,9 @@ def _eight_row_job(client: Any, language: str, code: str) -> list[dict[str, Any]
     """The result rows of a job of ``code`` over rows ``{"i": 0}`` to ``{"i": 7}``, which must succeed."""
     ev = client.post("/v1/evaluators", json={"name": f"forge-{language}", "language": language, "code": code}).json()
     job = client.post("/v1/jobs", json={"evaluator_id": ev["id"], "rows": [{"i": i} for i in range(8)]}).json()
-    deadline = time.monotonic() + 120
-    while (state := client.get(f"/v1/jobs/{job['id']}").json())["status"] in ("queued", "running"):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    state = wait_until(
+        lambda: (s := client.get(f"/v1/jobs/{job['id']}").json())["status"] not in ("queued", "running") and s, 120
+    )
     assert state["status"] == "succeeded", state
     rows: list[dict[str, Any]] = client.get(f"/v1/jobs/{job['id']}/results").json()["data"]
     return rows
@@ -339,7 +340,7 @@ def test_slow_builds_never_hold_up_other_requests(tmp_path: Path, monkeypatch: p
     from evaluator_host.api import create_app
     from evaluator_host.errors import BuildError
     from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
-    from tests.conftest import make_settings
+    from tests.support.service import make_settings
 
     gate, entered = threading.Event(), threading.Semaphore(0)
 
@@ -399,10 +400,9 @@ def test_a_jobs_stored_rows_are_bounded(client: Any) -> None:
     A stored row is cut to max_stored_result_bytes (64 KiB): stdout/stderr first, then details."""
     ev = client.post("/v1/evaluators", json={"name": "loud", "language": "python", "code": LOUD_ROW}).json()
     job = client.post("/v1/jobs", json={"evaluator_id": ev["id"], "rows": [{"i": i} for i in range(40)]}).json()
-    deadline = time.monotonic() + 180
-    while (state := client.get(f"/v1/jobs/{job['id']}").json())["status"] in ("queued", "running"):
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    state = wait_until(
+        lambda: (s := client.get(f"/v1/jobs/{job['id']}").json())["status"] not in ("queued", "running") and s, 180, 0.1
+    )
     assert state["status"] == "succeeded" and state["progress"]["done"] == 40, state
     lines = client.get(f"/v1/jobs/{job['id']}/results", params={"format": "ndjson"}).text.splitlines()
     assert len(lines) == 40
@@ -460,7 +460,7 @@ def test_a_package_pin_never_runs_package_code_at_install(
     from fastapi.testclient import TestClient
 
     from evaluator_host.api import create_app
-    from tests.conftest import make_settings
+    from tests.support.service import make_settings
 
     index = tmp_path / "index"
     index.mkdir()
@@ -493,7 +493,7 @@ def test_two_services_on_one_machine_never_give_live_workers_the_same_uid(tmp_pa
     from fastapi.testclient import TestClient
 
     from evaluator_host.api import create_app
-    from tests.conftest import make_settings
+    from tests.support.service import make_settings
 
     code = "import os\n\ndef evaluate(inputs, outputs, trace):\n    return {'score': 1, 'uid': os.getuid()}\n"
     with (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from tests.conftest import assert_healthy, evaluate
+from tests.support.service import assert_healthy, evaluate
 
 # Python
 

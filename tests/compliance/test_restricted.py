@@ -13,9 +13,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from tests.compliance.test_hostile import HOSTILE
-from tests.conftest import BACKENDS, REPO, assert_healthy, evaluate, make_settings
-from tests.sandbox.test_process_root import rlimits_overrides
+from tests.support import REPO
+from tests.support.backends import BACKENDS
+from tests.support.hostile import HOSTILE
+from tests.support.rlimits import rlimits_overrides
+from tests.support.service import assert_healthy, evaluate, make_settings
 
 #: Ordinary evaluator code that must run restricted exactly as it runs standard.
 ORDINARY = {

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.conftest import evaluate
+from tests.support.service import evaluate
 
 # (python expression, javascript expression)
 VALUES = [

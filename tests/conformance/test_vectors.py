@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 VECTORS = REPO.parent / "shared" / "conformance"
 SUPPORTED = {"python", "javascript", "typescript", "ruby"}  # ruby: the unknown-language case, answered 422

@@ -22,8 +22,9 @@ from evaluator_host.api import create_app
 from evaluator_host.errors import ErrorBody
 from evaluator_host.jobs import runner
 from evaluator_host.jobs.executor import ChunkExecutor
-from tests.conftest import assert_healthy, make_settings
-from tests.faults.conftest import SmallDisk, tiny_wheel, wait_for
+from tests.support.faults import SmallDisk, tiny_wheel
+from tests.support.service import assert_healthy, make_settings
+from tests.support.wait import wait_until
 
 JSONL = {"content-type": "application/jsonl"}
 CODE = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
@@ -107,17 +108,20 @@ def test_a_job_whose_commits_meet_a_full_disk_waits_then_finishes_every_row_once
     )
     ev = service.post("/v1/evaluators", json={"name": "loud", "language": "python", "code": code}).json()
     job = service.post("/v1/jobs", json={"evaluator_id": ev["id"], "rows": [{"i": i} for i in range(total)]}).json()
-    wait_for("the job to commit rows", lambda: service.get(f"/v1/jobs/{job['id']}").json()["progress"]["done"] > 0)
+    wait_until(
+        lambda: service.get(f"/v1/jobs/{job['id']}").json()["progress"]["done"] > 0, 120, what="the job to commit rows"
+    )
     with caplog.at_level(logging.WARNING, logger="evaluator_host.jobs.executor"):
         small_disk.fill()
-        wait_for("a commit to meet the full disk", lambda: "waits for disk space" in caplog.text, timeout_s=60)
+        wait_until(lambda: "waits for disk space" in caplog.text, 60, what="a commit to meet the full disk")
         during = service.get(f"/v1/jobs/{job['id']}").json()
         assert during["status"] == "running" and during["error"] is None  # waiting, not failed
         _storage_full(service.post("/v1/datasets", content=b'{"a": 1}\n', headers=JSONL))
         small_disk.free()
-    finished = wait_for(
-        "the job to finish",
+    finished = wait_until(
         lambda: (j := service.get(f"/v1/jobs/{job['id']}").json())["status"] not in ("queued", "running") and j,
+        120,
+        what="the job to finish",
     )
     assert finished["status"] == "succeeded", finished
     assert finished["progress"] == {"total": total, "done": total, "failed": 0}

@@ -24,8 +24,10 @@ import pytest
 
 from evaluator_host.sandbox.docker.engine import Engine
 from evaluator_host.settings import Settings
-from tests.conftest import REPO, docker_only, managed_containers, serving
-from tests.faults.conftest import wait_for
+from tests.support import REPO
+from tests.support.backends import docker_only, managed_containers
+from tests.support.service import serving
+from tests.support.wait import wait_until
 
 ROWS = 300
 CODE = "import time\n\ndef evaluate(inputs, outputs, trace):\n    time.sleep(0.02)\n    return 1.0\n"
@@ -42,7 +44,7 @@ def _stop_engine() -> None:
     for pid in pids:
         os.kill(int(pid), signal.SIGTERM)
     # gone for good (its pid file too), so that start_engine.sh can start a new one
-    wait_for("the engine to stop", lambda: not any(Path(f"/proc/{p}").exists() for p in pids), 90, 0.5)
+    wait_until(lambda: not any(Path(f"/proc/{p}").exists() for p in pids), 90, 0.5, what="the engine to stop")
 
 
 def _start_engine() -> None:
@@ -58,7 +60,9 @@ def test_an_engine_restart_is_503_while_away_and_the_job_resumes_without_a_servi
             ev = client.post("/v1/evaluators", json={"name": "slow", "language": "python", "code": CODE}).json()
             job = client.post("/v1/jobs", json={"evaluator_id": ev["id"], "rows": [{"i": i} for i in range(ROWS)]})
             job_id = job.json()["id"]
-            wait_for("rows to be done", lambda: client.get(f"/v1/jobs/{job_id}").json()["progress"]["done"] >= 20)
+            wait_until(
+                lambda: client.get(f"/v1/jobs/{job_id}").json()["progress"]["done"] >= 20, 120, what="rows to be done"
+            )
             in_flight: dict[str, Any] = {}
 
             def slow_call() -> None:
@@ -82,11 +86,11 @@ def test_an_engine_restart_is_503_while_away_and_the_job_resumes_without_a_servi
             assert client.get("/healthz").status_code == 200
             assert client.get(f"/v1/jobs/{job_id}").json()["status"] == "running"  # waiting, not failed
             _start_engine()
-            finished = wait_for(
-                "the job to resume and finish",
+            finished = wait_until(
                 lambda: (j := client.get(f"/v1/jobs/{job_id}").json())["status"] not in ("queued", "running") and j,
-                timeout_s=240,
-                every_s=0.5,
+                240,
+                0.5,
+                what="the job to resume and finish",
             )
             assert finished["status"] == "succeeded", finished
             assert finished["progress"]["done"] == ROWS
@@ -97,7 +101,7 @@ def test_an_engine_restart_is_503_while_away_and_the_job_resumes_without_a_servi
             assert again.status_code == 200 and again.json()["score"] == 1.0, again.text
         # the containers the engine stopped under the service are removed by it too (at the latest when it stops)
         owner = Engine(Settings(data_dir=data_dir)).owner
-        wait_for("the service's containers to go", lambda: not managed_containers(owner), timeout_s=30)
+        wait_until(lambda: not managed_containers(owner), 30, what="the service's containers to go")
     finally:
         if not _engine_answers():
             _start_engine()

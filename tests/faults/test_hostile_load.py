@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 
 from bench.hostile import hammer, report
-from tests.conftest import assert_healthy, serving
-from tests.faults.conftest import wait_for
-from tests.faults.test_workers import _worker_pids
+from tests.support.faults import worker_pids
+from tests.support.service import assert_healthy, serving
+from tests.support.wait import wait_until
 
 CLIENTS = int(os.environ.get("EVALUATOR_HOST_LOAD_CLIENTS", "48"))
 MAX_WORKERS = 16  # the service's default
@@ -25,7 +25,7 @@ SECONDS = float(os.environ.get("EVALUATOR_HOST_LOAD_SECONDS", "6"))
 def _sandboxes(service_pid: int) -> int:
     """Live workers of the service: one ``unshare`` process each."""
     count = 0
-    for pid in _worker_pids(service_pid):
+    for pid in worker_pids(service_pid):
         try:
             count += Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"/usr/bin/unshare")
         except OSError:  # gone meanwhile
@@ -53,7 +53,7 @@ def test_hostile_neighbours_under_load_break_nothing(tmp_path: Path) -> None:
         assert peak < first + 200, f"service RSS grew from {first:.0f} MB to {peak:.0f} MB"
         assert client.get("/healthz").json()["status"] == "ok"
         # one `unshare` process per live worker: no more than the pool holds (replaced ones are reaped)
-        wait_for("the pool to settle", lambda: _sandboxes(proc.pid) <= _pool_size(client), 30)
+        wait_until(lambda: _sandboxes(proc.pid) <= _pool_size(client), 30, what="the pool to settle")
         assert _pool_size(client) <= 2 * MAX_WORKERS
         assert_healthy(client)  # type: ignore[arg-type]
         proc.terminate()

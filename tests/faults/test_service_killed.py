@@ -18,8 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import serving
-from tests.faults.conftest import tiny_wheel, wait_for
+from tests.support.faults import tiny_wheel
+from tests.support.service import serving
+from tests.support.wait import wait_until
 
 JSONL = {"content-type": "application/jsonl"}
 
@@ -49,7 +50,11 @@ def test_a_service_killed_mid_upload_lists_no_half_dataset_and_the_next_upload_s
         sender = threading.Thread(target=upload, daemon=True)
         sender.start()
         datasets = data_dir / "datasets"
-        wait_for("the upload to reach the disk", lambda: any(p.stat().st_size > 1 << 16 for p in datasets.glob(".up*")))
+        wait_until(
+            lambda: any(p.stat().st_size > 1 << 16 for p in datasets.glob(".up*")),
+            120,
+            what="the upload to reach the disk",
+        )
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
         stop.set()
@@ -81,7 +86,7 @@ def test_a_service_killed_mid_build_never_serves_the_half_built_runtime_and_the_
     runtimes = data_dir / "runtimes"
     with serving(data_dir, "process", env=env) as (client, proc):
         _save_in_background(client, body)
-        wait_for("the build to start", lambda: any(runtimes.glob(".*.partial-*")), every_s=0.005)
+        wait_until(lambda: any(runtimes.glob(".*.partial-*")), 120, 0.005, what="the build to start")
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     time.sleep(1)  # the orphaned installer may still be writing into its partial directory
@@ -129,12 +134,12 @@ def test_on_docker_a_service_killed_mid_build_leaves_no_image_no_build_box_and_t
         with serving(data_dir, "docker", env=env) as (client, proc):
             _save_in_background(client, body)
             # the install is under way in a build box (an exec running pip in it)
-            wait_for("the install to run", lambda: any(_execs(engine, box) for box in build_boxes()), every_s=0.02)
+            wait_until(lambda: any(_execs(engine, box) for box in build_boxes()), 120, 0.02, what="the install to run")
             owners = {box["Labels"].get("evaluator-host.owner", "") for box in build_boxes()}
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
         killed_at = time.monotonic()
-        wait_for("the killed service's build boxes to go", lambda: not build_boxes(owners), timeout_s=30)
+        wait_until(lambda: not build_boxes(owners), 30, what="the killed service's build boxes to go")
         assert time.monotonic() - killed_at <= 10.0 + 1.0  # by themselves, no service running (issue: 10 s)
         assert images() == []  # nothing of the half-done build was ever tagged
 

@@ -22,8 +22,10 @@ import pytest
 
 from evaluator_host.sandbox.docker.engine import Engine
 from evaluator_host.settings import Settings
-from tests.conftest import BACKENDS, managed_containers, serving
-from tests.faults.conftest import wait_for
+from tests.support.backends import BACKENDS, managed_containers
+from tests.support.faults import worker_pids
+from tests.support.service import serving
+from tests.support.wait import wait_until
 
 ROWS = 160
 CODE = (
@@ -34,33 +36,6 @@ CODE = (
     "    return {'score': 1.0, 'i': inputs['i']}\n"
 )
 FAULT_STATUSES = {"error", "timeout", "memory_limit"}
-
-
-def _children(pid: int) -> list[int]:
-    kids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                kids.append(int(entry))
-    return kids
-
-
-def _worker_pids(service_pid: int) -> list[int]:
-    """The sandboxed worker processes of a process-backend service (its descendants running the bootstrap)."""
-    found, todo = [], [service_pid]
-    while todo:
-        for kid in _children(todo.pop()):
-            todo.append(kid)
-            try:
-                if b"sandbox_init.py" in Path(f"/proc/{kid}/cmdline").read_bytes():
-                    found.append(kid)
-            except OSError:
-                pass
-    return found
 
 
 def _memory_cgroup(pid: int) -> Path | None:
@@ -81,7 +56,7 @@ def _squeeze_memory(cgroup: Path) -> None:
 
 
 def _process_fault(fault: str, service_pid: int) -> int:
-    pids = _worker_pids(service_pid)
+    pids = worker_pids(service_pid)
     for pid in pids:
         try:
             if fault == "kill":
@@ -139,20 +114,21 @@ def _job(client: httpx.Client, job_id: str) -> dict[str, Any]:
 @pytest.mark.parametrize("fault", ["kill", "stop", "oom"])
 def test_a_worker_hit_from_outside_mid_batch_costs_only_its_rows(tmp_path: Path, backend: str, fault: str) -> None:
     data_dir = tmp_path / "data"
-    with serving(data_dir, backend) as (client, proc):
+    # a paused worker is found out when bound: after 3 s of silence here, not production's 15 s
+    with serving(data_dir, backend, env={"EVALUATOR_HOST_WORKER_ACK_TIMEOUT_S": "3"}) as (client, proc):
         settings = {"timeout_s": 2, "memory_mb": 256}
         ev = client.post("/v1/evaluators", json={"name": "w", "language": "python", "code": CODE, "settings": settings})
         assert ev.status_code == 201, ev.text
         rows = [{"i": i} for i in range(ROWS)]
         job = client.post("/v1/jobs", json={"evaluator_id": ev.json()["id"], "rows": rows, "parallelism": 2}).json()
-        wait_for("rows to be done", lambda: _job(client, job["id"])["progress"]["done"] >= 20)
+        wait_until(lambda: _job(client, job["id"])["progress"]["done"] >= 20, 120, what="rows to be done")
         owner = Engine(Settings(data_dir=data_dir)).owner
         hit = _process_fault(fault, proc.pid) if backend == "process" else _docker_fault(fault, owner)
         assert hit, "no worker was found to hit"
-        finished = wait_for(
-            "the job to finish",
+        finished = wait_until(
             lambda: (j := _job(client, job["id"]))["status"] not in ("queued", "running") and j,
-            timeout_s=180,
+            180,
+            what="the job to finish",
         )
         assert finished["status"] == "succeeded", finished
         assert finished["progress"]["total"] == finished["progress"]["done"] == ROWS
@@ -179,4 +155,4 @@ def test_a_worker_hit_from_outside_mid_batch_costs_only_its_rows(tmp_path: Path,
         )
         assert fresh.status_code == 200 and fresh.json()["score"] == 1.0
     if backend == "docker":
-        wait_for("the containers to go", lambda: not managed_containers(owner), timeout_s=30)
+        wait_until(lambda: not managed_containers(owner), 30, what="the containers to go")

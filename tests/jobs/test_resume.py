@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,9 @@ from sqlalchemy import create_engine, text
 from evaluator_host.sandbox.docker.engine import Engine
 from evaluator_host.settings import Settings
 from evaluator_host.store.schema import normalized_url
-from tests.conftest import DOCKER_MISSING, docker_only, managed_containers, postgres_only, serving
+from tests.support.backends import DOCKER_MISSING, docker_only, managed_containers, postgres_only
+from tests.support.service import serving
+from tests.support.wait import wait_until
 
 ROWS = 3000
 CODE = (
@@ -71,10 +72,7 @@ def test_restart_resumes_every_row_exactly_once(
         ev = client.post("/v1/evaluators", json={"name": "resume", "language": "python", "code": CODE}).json()
         rows = [{"i": i, "outputs": None} for i in range(ROWS)]
         job = client.post("/v1/jobs", json={"evaluator_id": ev["id"], "rows": rows}).json()
-        deadline = time.monotonic() + 120
-        while _job(client, job["id"])["progress"]["done"] < ROWS // 5:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        wait_until(lambda: _job(client, job["id"])["progress"]["done"] >= ROWS // 5, 120, 0.02)
         proc.send_signal(sig)
         proc.wait(timeout=60)
     stored, before = _committed(url, job["id"])
@@ -83,10 +81,7 @@ def test_restart_resumes_every_row_exactly_once(
     assert ROWS // 5 <= len(before) < ROWS, "the stop should land mid-job"
 
     with serving(data_dir, backend, database_url=given) as (client, _proc):
-        deadline = time.monotonic() + 180
-        while (resumed := _job(client, job["id"]))["status"] in ("queued", "running"):
-            assert time.monotonic() < deadline, resumed
-            time.sleep(0.05)
+        resumed = wait_until(lambda: (j := _job(client, job["id"]))["status"] not in ("queued", "running") and j, 180)
         assert resumed["status"] == "succeeded", resumed
         assert resumed["progress"] == {"total": ROWS, "done": ROWS, "failed": 0}
         aggregate = resumed["aggregate"]

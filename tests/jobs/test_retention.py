@@ -17,8 +17,9 @@ from evaluator_host.evaluation.models import EvaluatorCreate
 from evaluator_host.jobs.models import JobCreate
 from evaluator_host.jobs.retention import Retention
 from evaluator_host.store.workspaces import WorkspaceStore
-from tests.conftest import make_settings
-from tests.jobs.test_runner import CODE, WS, aio, parity, wired
+from tests.support.aio import aio
+from tests.support.runner import CODE, WS, parity, wired
+from tests.support.service import make_settings
 
 DAY = 86400.0
 

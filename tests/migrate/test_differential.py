@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from evaluator_host.evaluation.models import EvaluationResult
 from evaluator_host.migration.compare import differences
-from tests.migrate.fixtures import Fixture, fixtures
+from tests.support.migrate_fixtures import Fixture, fixtures
 
 _QUESTION = {"question": "Capital of France?", "correct_answer": "Paris", "answer": "Paris"}
 CASES: list[dict[str, Any]] = [

@@ -8,7 +8,7 @@ import pytest
 
 from evaluator_host.definitions.interfaces import detect
 from evaluator_host.migration.codemod import migrate
-from tests.migrate.fixtures import Fixture, fixtures
+from tests.support.migrate_fixtures import Fixture, fixtures
 
 PYTHON = fixtures("python")
 NODE = fixtures("node")

@@ -7,7 +7,7 @@ import pytest
 from evaluator_host.definitions.interfaces import detect
 from evaluator_host.errors import InterfaceError, MigrationRefused
 from evaluator_host.migration.codemod import TODO, migrate
-from tests.migrate.fixtures import ROOT
+from tests.support.migrate_fixtures import ROOT
 
 
 def test_notes_point_at_the_todo_the_adapter_and_the_legacy_callers() -> None:

@@ -12,9 +12,10 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from tests.conftest import REPO
-from tests.pg import Cluster
-from tests.queue.conftest import SECRETS_KEY, Grid, assert_complete, rows
+from tests.support import REPO
+from tests.support.pg import Cluster
+from tests.support.queue import SECRETS_KEY, Grid, assert_complete, rows
+from tests.support.wait import wait_until
 
 
 def test_a_job_runs_across_two_worker_hosts_each_row_once_and_marked_with_its_host(grid: Grid) -> None:
@@ -187,10 +188,9 @@ def test_a_workspace_job_with_a_secret_runs_on_hosts_redacted_and_hidden_from_ot
     job = team_a.post("/v1/jobs", json={"evaluator_id": evaluator.json()["id"], "rows": [{"i": i} for i in range(40)]})
     assert job.status_code == 202, job.text
     job_id = job.json()["id"]
-    deadline = time.monotonic() + 90
-    while (state := team_a.get(f"/v1/jobs/{job_id}").json())["status"] in ("queued", "running"):
-        assert time.monotonic() < deadline, state
-        time.sleep(0.1)
+    state = wait_until(
+        lambda: (s := team_a.get(f"/v1/jobs/{job_id}").json())["status"] not in ("queued", "running") and s, 90, 0.1
+    )
     assert state["status"] == "succeeded" and state["progress"]["done"] == 40, state
     exported = team_a.get(f"/v1/jobs/{job_id}/results", params={"format": "ndjson"}).text
     assert "s3cret-value" not in exported and "[secret TOKEN]" in exported  # the host decrypted, then redacted

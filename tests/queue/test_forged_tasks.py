@@ -19,8 +19,8 @@ from evaluator_host.jobs.queue.chunks import encode_rows
 from evaluator_host.jobs.queue.signing import sign, task_keys
 from evaluator_host.settings import Settings
 from evaluator_host.store.schema import normalized_url
-from tests.conftest import REPO
-from tests.queue.conftest import SECRETS_KEY, Grid, assert_complete, rows
+from tests.support import REPO
+from tests.support.queue import SECRETS_KEY, Grid, assert_complete, rows
 
 N = 200
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from sqlalchemy import create_engine, text
 
 from evaluator_host.store.schema import normalized_url
-from tests.queue.conftest import Grid, assert_complete, rows
+from tests.support.queue import Grid, assert_complete, rows
 
 QUOTA = 2_000_000
 CHUNK_ROWS = 8

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +9,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api.app import create_app
-from tests.conftest import make_settings
+from tests.support.service import make_settings
+from tests.support.wait import wait_until
 
 CODE = "import six\n\ndef evaluate(inputs, outputs, trace):\n    return 1.0\n"
 
@@ -23,16 +23,17 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
 
 
 def _until_done(client: TestClient, location: str, headers: dict[str, str] | None = None) -> dict:  # type: ignore[type-arg]
-    deadline = time.monotonic() + 120
-    while True:
+    def done() -> dict | None:  # type: ignore[type-arg]
         view = client.get(location, headers=headers).json()
         if view["status"] != "building":
             return view  # type: ignore[no-any-return]
         assert "elapsed_s" in view and view["elapsed_s"] is not None
-        assert time.monotonic() < deadline, view
-        time.sleep(0.2)
+        return None
+
+    return wait_until(done, 120, 0.2, what="the build")  # type: ignore[no-any-return]
 
 
+@pytest.mark.network
 def test_post_builds_in_the_background_and_get_shows_pins_lock_size_and_duration(service: TestClient) -> None:
     response = service.post("/v1/runtimes", json={"language": "python", "packages": {"six": "1.16.0"}})
     assert response.status_code == 202, response.text
@@ -57,6 +58,7 @@ def test_post_builds_in_the_background_and_get_shows_pins_lock_size_and_duration
     assert service.get(location).json()["last_used"] is not None
 
 
+@pytest.mark.network
 def test_a_first_evaluation_that_builds_says_so_in_a_header(service: TestClient) -> None:
     code = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
     body = {"language": "python", "code": code, "packages": {"six": "1.15.0"}}
@@ -69,6 +71,7 @@ def test_a_first_evaluation_that_builds_says_so_in_a_header(service: TestClient)
     assert service.get(f"/v1/runtimes/{rid}").json()["status"] == "ready"
 
 
+@pytest.mark.network
 def test_a_failed_build_is_kept_with_the_installers_message_and_a_did_you_mean(service: TestClient) -> None:
     response = service.post("/v1/runtimes", json={"language": "python", "packages": {"six": "1.16.99"}})
     assert response.status_code == 202
@@ -86,6 +89,7 @@ def test_unknown_runtime_is_404_and_an_empty_package_set_is_422(service: TestCli
     assert bad.status_code == 422
 
 
+@pytest.mark.network
 def test_the_build_log_records_the_duration(service: TestClient, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level("INFO", logger="evaluator_host.builds.build_once")
     response = service.post("/v1/runtimes", json={"language": "python", "packages": {"six": "1.14.0"}})
@@ -106,6 +110,7 @@ def test_live_log_is_shown_while_building(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.network
 def test_a_workspace_lists_its_own_runtimes_and_reads_any_by_id(tmp_path: Path) -> None:
     """Runtimes are a shared cache: any key reads one by id, a workspace's key lists only those it asked
     for or its live evaluators run on, the operator's lists every one."""

@@ -6,16 +6,18 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from tests.conftest import REPO, docker_only, make_settings
+from tests.support import REPO
+from tests.support.backends import docker_only
+from tests.support.service import make_settings
+from tests.support.wait import wait_until
 
-pytestmark = [pytest.mark.docker, docker_only]
+pytestmark = [pytest.mark.network, pytest.mark.docker, docker_only]
 
 PINS = {"six": "1.12.0"}  # a set no other test builds: this module may remove its image
 
@@ -31,10 +33,7 @@ def test_a_prebuilt_image_shows_its_lock_size_and_build_time_is_kept_while_in_us
         created = service.post("/v1/runtimes", json={"language": "python", "packages": PINS})
         assert created.status_code in (200, 202), created.text
         location = created.headers["location"]
-        deadline = time.monotonic() + 180
-        while (view := service.get(location).json())["status"] == "building":
-            assert time.monotonic() < deadline, view
-            time.sleep(0.5)
+        view = wait_until(lambda: (v := service.get(location).json())["status"] != "building" and v, 180, 0.5)
         assert view["status"] == "ready", view
         assert "six==1.12.0" in view["lock"] and view["size_bytes"] > 1_000_000
         code = "import six\n\ndef evaluate(inputs, outputs, trace):\n    return 1.0\n"

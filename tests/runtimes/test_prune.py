@@ -15,12 +15,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api.app import create_app
 from evaluator_host.sandbox.inventory import RuntimeInfo, prune
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
-from tests.conftest import REPO, make_settings
+from tests.support import REPO
+from tests.support.service import make_settings
+from tests.support.wait import wait_until
 
 CODE = "import six\n\ndef evaluate(inputs, outputs, trace):\n    return 1.0\n"
 BODY = {"language": "python", "code": CODE, "packages": {"six": "1.16.0"}}
@@ -43,6 +46,7 @@ def age(data_dir: Path, rid: str) -> None:
     manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "created_at": stamp}))
 
 
+@pytest.mark.network
 def test_a_runtime_with_a_live_worker_is_kept_however_old_its_last_use(tmp_path: Path) -> None:
     with TestClient(create_app(make_settings(tmp_path, backend="process"))) as client:
         rid = client.post("/v1/evaluate", json=BODY).json()["runtime"]["id"]
@@ -62,26 +66,23 @@ def test_a_runtime_with_a_live_worker_is_kept_however_old_its_last_use(tmp_path:
     assert cli(tmp_path, "list", "--json").stdout == ""
 
 
+@pytest.mark.network
 def test_recent_runtimes_stay_and_named_ones_go(tmp_path: Path) -> None:
     with TestClient(create_app(make_settings(tmp_path, backend="process"))) as client:
         rid = client.post("/v1/runtimes", json={"language": "python", "packages": {"six": "1.16.0"}}).json()["id"]
-        deadline = time.monotonic() + 60
-        while client.get(f"/v1/runtimes/{rid}").json()["status"] == "building":
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        wait_until(lambda: client.get(f"/v1/runtimes/{rid}").json()["status"] != "building", 60, 0.1)
     assert cli(tmp_path, "prune").stdout == "process: nothing to prune (1 runtimes, none unused that long)\n"
     assert f"removed {rid}" in cli(tmp_path, "prune", "--runtime", rid).stdout
 
 
+@pytest.mark.network
 def test_a_runtime_pruned_under_a_service_is_built_again_on_its_next_use(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, backend="process", idle_ttl_s=0.5)
     builder = RuntimeBuilder(settings)  # another process's view of the same cache (its own lock files)
     with TestClient(create_app(settings)) as client:
         rid = client.post("/v1/evaluate", json=BODY).json()["runtime"]["id"]
-        deadline = time.monotonic() + 30
-        while builder.in_use(rid):  # the idle worker and the spare expire (idle_ttl_s): no lease left
-            assert time.monotonic() < deadline, "the runtime's workers never went idle"
-            time.sleep(0.1)
+        # the idle worker and the spare expire (idle_ttl_s): no lease left
+        wait_until(lambda: not builder.in_use(rid), 30, 0.1, what="the runtime's workers to go idle")
         assert builder.remove(rid)
         again = client.post("/v1/evaluate", json=BODY)
         assert again.status_code == 200 and again.json()["status"] == "ok", again.text

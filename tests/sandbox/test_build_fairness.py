@@ -12,7 +12,8 @@ import pytest
 from evaluator_host.errors import BuildError
 from evaluator_host.sandbox.base import Runtime
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
-from tests.conftest import make_settings
+from tests.support.service import make_settings
+from tests.support.wait import wait_until_async
 
 
 def test_a_workspace_behind_anothers_slow_builds_gets_the_next_free_build_thread(
@@ -45,11 +46,7 @@ def test_a_workspace_behind_anothers_slow_builds_gets_the_next_free_build_thread
             events.append(f"{name} done")
 
         async def until(condition: Any) -> None:
-            for _ in range(600):  # bounded: 60 s
-                if condition():
-                    return
-                await asyncio.sleep(0.1)
-            raise AssertionError(f"waited in vain; started {started}, events {events}")
+            await wait_until_async(condition, 60, 0.1, what=lambda: f"the builds (started {started}, events {events})")
 
         tasks = [asyncio.create_task(build(n, "ws_a")) for n in ("a1", "a2", "a3", "a4")]
         await until(lambda: len(started) == 2)  # a single tenant still uses both threads

@@ -1,6 +1,6 @@
 """Installs resolve first and run package code only in the build sandbox, on both backends (issue 28, item 1).
 
-Every package here comes from a loopback index the test starts (``tests/sandbox/package_index.py``),
+Every package here comes from a loopback index the test starts (``tests/support/package_index.py``),
 named by the operator's pip setting (``PIP_INDEX_URL``, which the service reads with ``pip config``).
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,8 +17,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from tests.conftest import BACKENDS, assert_healthy, evaluate, make_settings
-from tests.sandbox.package_index import loopback_index, sdist_with_backend, wheel
+from tests.support.backends import BACKENDS
+from tests.support.package_index import loopback_index, sdist_with_backend, wheel
+from tests.support.service import assert_healthy, evaluate, make_settings
+from tests.support.wait import wait_until
 
 # What an sdist's build may try: read the service's secrets, write outside its folders, reach a host
 # that is not the index (directly, and through the proxy it is given), read credentials, know its uid.
@@ -194,11 +195,13 @@ def test_a_build_from_a_trickling_index_ends_at_its_own_time_limit(
             from evaluator_host.builds.build_sandbox import build_uid
 
             uid = build_uid(settings.sandbox_uid_base)
-            for _ in range(100):  # killed processes may take a moment to be gone from /proc (bounded: 10 s)
-                if not _processes_of(uid):
-                    break
-                time.sleep(0.1)
-            assert not _processes_of(uid), _processes_of(uid)
+            # killed processes may take a moment to be gone from /proc
+            wait_until(
+                lambda: not _processes_of(uid),
+                10,
+                0.1,
+                what=lambda: f"the build uid's processes to go: {_processes_of(uid)}",
+            )
             assert_healthy(client)
 
 
@@ -476,7 +479,7 @@ def test_in_the_userns_mode_as_root_a_build_runs_at_the_build_uid_not_the_hosts_
     import subprocess
     import sys
 
-    from tests.conftest import REPO
+    from tests.support import REPO
 
     drop = ["setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin", "--"]
     probe_only = "from evaluator_host.sandbox.process.isolation import probe; print(probe().mode)"

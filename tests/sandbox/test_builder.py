@@ -10,7 +10,9 @@ from fastapi.testclient import TestClient
 
 from evaluator_host.errors import BuildError
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
-from tests.conftest import evaluate, make_settings
+from tests.support.service import evaluate, make_settings
+
+pytestmark = pytest.mark.network  # builds from PyPI and the npm registry
 
 
 def test_concurrent_requests_for_one_set_build_once(tmp_path: Path) -> None:

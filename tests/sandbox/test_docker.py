@@ -25,7 +25,9 @@ from evaluator_host.sandbox.base import RuntimeKey
 from evaluator_host.sandbox.docker.backend import DockerBackend, DockerWorker
 from evaluator_host.sandbox.docker.engine import MANAGED, OWNER, Engine
 from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
-from tests.conftest import assert_healthy, docker_only, evaluate, make_settings, managed_containers, serving
+from tests.support.backends import docker_only, managed_containers
+from tests.support.service import assert_healthy, evaluate, make_settings, serving
+from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.docker, docker_only]
 
@@ -95,11 +97,11 @@ def test_the_spare_build_box_is_started_but_held_down(service: TestClient) -> No
     """The build box kept for the next package set: no network but the build relay's socket, no caps
     but CHOWN (its root set-up exec), no host write; installs in it run as the build uid (issue 28)."""
     backend = _backend(service)
-    for _ in range(100):
-        boxes = [i for i in _containers(backend.engine.owner) if "evaluator-host.build" in i["Config"]["Labels"]]
-        if boxes:
-            break
-        time.sleep(0.1)
+    boxes = wait_until(
+        lambda: [i for i in _containers(backend.engine.owner) if "evaluator-host.build" in i["Config"]["Labels"]],
+        30,
+        what="the build box",
+    )
     assert len(boxes) == 1
     host, config = boxes[0]["HostConfig"], boxes[0]["Config"]
     assert boxes[0]["State"]["Running"] is True
@@ -169,10 +171,7 @@ def test_a_new_revision_is_bound_to_a_prestarted_container(service: TestClient) 
     backend, spares_of = _backend(service), _spares(service)
     evaluate(service, "def evaluate(inputs, outputs, trace):\n    return 1\n")
     key = RuntimeKey("python", backend.builder.base_id(), 256)
-    deadline = time.monotonic() + 30
-    while not any(w.alive for w in spares_of(key)):
-        assert time.monotonic() < deadline, "no spare container was started"
-        time.sleep(0.05)
+    wait_until(lambda: any(w.alive for w in spares_of(key)), 30, what="a spare container")
     spares = {w.container_id for w in spares_of(key)}
     code = "def evaluate(inputs, outputs, trace):\n    return {'score': 1, 'cg': open('/proc/self/cgroup').read()}\n"
     cgroup = evaluate(service, code)["details"]["cg"]
@@ -214,24 +213,21 @@ def test_no_container_outlives_its_service_by_more_than_10_s(tmp_path: Path, sto
     with serving(data_dir, backend="docker") as (client, proc):
         code = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
         assert client.post("/v1/evaluate", json={"language": "python", "code": code}).json()["status"] == "ok"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # the spare build box starts in the background
+
+        def started() -> bool:  # the spare build box starts in the background: a build box, and workers
             labels = [c["Labels"] for c in docker.from_env().api.containers(filters={"label": f"{OWNER}={owner}"})]
-            if any("evaluator-host.build" in c for c in labels) and len(labels) >= 2:
-                break
-            time.sleep(0.2)
-        assert any("evaluator-host.build" in c for c in labels), labels  # a build box, and workers
+            return any("evaluator-host.build" in c for c in labels) and len(labels) >= 2
+
+        wait_until(started, 60, 0.2, what="a build box and workers")
         if stop != "sigkill":
             proc.terminate()
             time.sleep(2)
         proc.kill()
         proc.wait()
-        killed = time.monotonic()
-        while managed_containers(owner) and time.monotonic() - killed < 10:
-            time.sleep(0.2)
-        assert managed_containers(owner) == set()
+        wait_until(lambda: managed_containers(owner) == set(), 10, 0.2, what="the service's containers to go")
 
 
+@pytest.mark.network
 def test_containers_removed_from_outside_are_replaced_transparently(tmp_path: Path) -> None:
     """Regression: a build box or spare removed under the service (another process's sweep, an operator's
     `docker rm`) made the next request a bare-text 500; now a fresh one takes its place."""
@@ -243,10 +239,9 @@ def test_containers_removed_from_outside_are_replaced_transparently(tmp_path: Pa
         code = "def evaluate(inputs, outputs, trace):\n    return 1\n"
         assert evaluate(client, code)["score"] == 1.0
         backend = _backend(client)
-        for _ in range(100):  # the spares and the build box are up
-            if any("evaluator-host.build" in i["Config"]["Labels"] for i in _containers(backend.engine.owner)):
-                break
-            time.sleep(0.1)
+        wait_until(  # the spares and the build box are up
+            lambda: any("evaluator-host.build" in i["Config"]["Labels"] for i in _containers(backend.engine.owner)), 30
+        )
         engine = docker.from_env()
         try:
             for cid in managed_containers(backend.engine.owner):
@@ -276,6 +271,7 @@ def _fresh_builder(tmp_path: Path, pins: dict[str, str], **overrides: Any) -> Do
     return builder
 
 
+@pytest.mark.network
 def test_concurrent_requests_for_one_set_build_one_image(tmp_path: Path) -> None:
     pins = {"six": "1.14.0"}  # a set no running service uses, so its image can be removed first
     builder = _fresh_builder(tmp_path, pins)
@@ -304,6 +300,7 @@ def test_concurrent_requests_for_one_set_build_one_image(tmp_path: Path) -> None
     assert asyncio.run(again.ensure("python", pins)).location in images and again.builds == 0
 
 
+@pytest.mark.network
 def test_a_failed_build_is_an_error_with_pips_message_and_no_image(tmp_path: Path) -> None:
     pins = {"six": "0.0.424242"}
     builder = _fresh_builder(tmp_path, pins)
@@ -315,6 +312,7 @@ def test_a_failed_build_is_an_error_with_pips_message_and_no_image(tmp_path: Pat
     assert (tmp_path / "images" / f"{builder.runtime_for('python', pins)}.build.log").exists()
 
 
+@pytest.mark.network
 def test_the_ca_bundle_setting_is_what_lets_builds_through_the_proxy(tmp_path: Path) -> None:
     """With only the network index, a wrong CA fails the TLS handshake; the system bundle works."""
     pins = {"six": "1.15.0"}
@@ -330,6 +328,7 @@ def test_the_ca_bundle_setting_is_what_lets_builds_through_the_proxy(tmp_path: P
     assert "six==1.15.0" in asyncio.run(good.ensure("python", pins)).lock
 
 
+@pytest.mark.network
 def test_a_second_evaluator_on_the_same_set_builds_nothing(service: TestClient) -> None:
     builder = _backend(service).builder
     pins = {"six": "1.16.0"}
@@ -341,6 +340,7 @@ def test_a_second_evaluator_on_the_same_set_builds_nothing(service: TestClient) 
     assert result["details"]["v"] == "1.16.0" and builder.builds == builds
 
 
+@pytest.mark.network
 def test_images_cli_lists_builds_and_prunes(tmp_path: Path) -> None:
     env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(tmp_path)}
     cli = [sys.executable, "-m", "evaluator_host.cli", "images"]
@@ -430,7 +430,7 @@ def test_engine_down_is_503_with_retry_after_and_the_service_recovers(tmp_path: 
 
 def test_make_images_never_takes_a_runtime_image_for_the_base() -> None:
     """Runtime images inherit the base's content label; re-running the script must skip them."""
-    from tests.conftest import REPO
+    from tests.support import REPO
 
     subprocess.run([str(REPO / "sandbox_images" / "build_base.sh")], check=True, capture_output=True, timeout=600)
     client = docker.from_env()
@@ -471,11 +471,7 @@ def test_a_new_js_revision_binds_a_prestarted_node_container(service: TestClient
     code = "function evaluate(i, o, t) {{ return {{ score: 1, n: {n} }} }}"
     assert evaluate(service, code.format(n=0), "javascript")["status"] == "ok"  # starts node spares
     key = RuntimeKey("node", backend.builder.base_id(), 256)
-    for _ in range(100):
-        if spares_of(key):
-            break
-        time.sleep(0.05)
-    spare = spares_of(key)[0].container_id
+    spare = wait_until(lambda: spares_of(key), 30, what="a node spare")[0].container_id
     assert evaluate(service, code.format(n=1), "typescript")["status"] == "ok"
     assert spare not in {w.container_id for w in spares_of(key)}  # it was taken and bound
 

@@ -8,27 +8,19 @@ through the proxy's resolver seam (a stand-in for a DNS server), everything else
 from __future__ import annotations
 
 import asyncio
-import functools
 import ssl
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from evaluator_host.sandbox.egress import EgressGate, EgressProxy, Headers, is_public
-from tests.tls import certificate
+from tests.support.aio import aio
+from tests.support.tls import certificate
+from tests.support.wait import wait_until_async
 
 WS = "ws_test"
-
-
-def aio(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> None:
-        asyncio.run(asyncio.wait_for(fn(*args, **kwargs), 20))
-
-    return wrapper
 
 
 class Server:
@@ -72,10 +64,7 @@ async def gate_of(
 
 async def closed(gate: EgressGate) -> None:
     """Until the proxy has seen every connection of the gate end (the client's close arrives last)."""
-    for _ in range(200):
-        if all(entry["status"] != "open" for entry in gate._log):  # noqa: SLF001
-            return
-        await asyncio.sleep(0.01)
+    await wait_until_async(lambda: all(entry["status"] != "open" for entry in gate._log), 2, 0.01)  # noqa: SLF001
 
 
 async def ask(gate: EgressGate, head: str, then: bytes = b"") -> bytes:

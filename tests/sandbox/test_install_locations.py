@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from evaluator_host.definitions.languages import node_executable
-from tests.conftest import REPO
+from tests.support import REPO
 
 EVALUATORS = {
     "ev.py": "def evaluate(inputs, outputs, trace):\n    return outputs == inputs['correct_answer']\n",

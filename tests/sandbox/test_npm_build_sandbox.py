@@ -1,9 +1,9 @@
 """npm installs run in the build sandbox on the process backend too, and a finished runtime is root's
 (issue 28, item 1: the gaps its first pass left).
 
-npm packages come from a loopback registry the test serves (``tests/sandbox/npm_registry.py``), named
+npm packages come from a loopback registry the test serves (``tests/support/npm_registry.py``), named
 by the operator's npm setting (``npm_config_registry``, which the service reads with ``npm config``);
-Python packages from a loopback index (``tests/sandbox/package_index.py``).
+Python packages from a loopback index (``tests/support/package_index.py``).
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from evaluator_host.builds import build_sandbox
 from evaluator_host.errors import BuildError
 from evaluator_host.sandbox.process.isolation import probe
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
-from tests.conftest import BACKENDS, assert_healthy, evaluate, make_settings
-from tests.sandbox.npm_registry import loopback_registry
-from tests.sandbox.package_index import loopback_index, wheel
+from tests.support.backends import BACKENDS
+from tests.support.npm_registry import loopback_registry
+from tests.support.package_index import loopback_index, wheel
+from tests.support.service import assert_healthy, evaluate, make_settings
 
 
 @pytest.fixture(scope="module")

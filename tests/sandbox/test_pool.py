@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +9,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from tests.conftest import evaluate, make_settings
+from tests.support.service import evaluate, make_settings
+from tests.support.wait import wait_until
 
 TOKEN = (
     "import os\nTOKEN = os.urandom(8).hex()\n{extra}\n"
@@ -62,10 +62,7 @@ def test_lru_eviction_keeps_the_pool_bounded(small: TestClient) -> None:
 
 def test_idle_workers_expire(small: TestClient) -> None:
     first = _worker(small, "# idle")
-    deadline = time.monotonic() + 10
-    while small.get("/healthz").json()["workers"]["total"] and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert small.get("/healthz").json()["workers"]["total"] == 0
+    wait_until(lambda: small.get("/healthz").json()["workers"]["total"] == 0, 10, 0.2, what="the idle workers to go")
     assert _worker(small, "# idle") != first
 
 

@@ -10,109 +10,25 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import functools
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from evaluator_host.errors import SandboxError
-from evaluator_host.sandbox.base import RawOutcome, RuntimeKey, WorkerSpec
+from evaluator_host.sandbox.base import RuntimeKey
 from evaluator_host.sandbox.pool import WorkerPool
-from evaluator_host.settings import Settings
 from evaluator_host.testing.fake import (
     DIE,
     FLOOD,
     HANG,
     MEMORY,
     OOM,
-    FakeBackend,
-    Handler,
-    LoadHook,
     Reply,
-    StartHook,
 )
-
-R1 = RuntimeKey("fam", None, 256)
-R2 = RuntimeKey("fam", "fake:two", 256)
-R3 = RuntimeKey("fam", "fake:three", 256)
-SLOW = 5.0  # the per-case timeout where a timeout is not the behaviour under test
-
-
-def aio(fn: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
-    """Run an async test on a fresh loop, failing (not hanging) after 10 s."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> None:
-        asyncio.run(asyncio.wait_for(fn(*args, **kwargs), 10))
-
-    return wrapper
-
-
-def spec(key: str = "a", runtime: RuntimeKey = R1) -> WorkerSpec:
-    return WorkerSpec(
-        key=key,
-        runtime=runtime,
-        runtime_id=f"rt-{runtime.location}",
-        load={"code": f"# evaluator {key}", "entrypoint": "evaluate", "interface": "evaluate"},
-        output_limit=1024,
-        result_limit=1024,
-    )
-
-
-def cases(n: int, start: int = 0) -> list[dict[str, Any]]:
-    return [{"inputs": {"i": i}} for i in range(start, start + n)]
-
-
-def at(index: int, reply: Reply) -> Handler:
-    """A handler answering ``reply`` for case ``index`` and ok (value = the index) for every other."""
-
-    def handler(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
-        i = case["inputs"]["i"]
-        return reply if i == index else {"value": float(i)}
-
-    return handler
-
-
-def ok(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
-    return {"value": float(case["inputs"]["i"])}
-
-
-@asynccontextmanager
-async def pooled(
-    handler: Handler = ok, *, load: LoadHook | None = None, start: StartHook | None = None, **overrides: Any
-) -> AsyncIterator[tuple[WorkerPool, FakeBackend]]:
-    """A pool on a fake backend (no spares unless asked); closed afterwards."""
-    settings = Settings(data_dir=Path("/nonexistent"), **{"spare_workers": 0, **overrides})
-    backend = FakeBackend(handler, load=load, start=start)
-    pool = WorkerPool(backend, settings)
-    try:
-        yield pool, backend
-    finally:
-        await pool.close()
-    assert backend.errors == []
-
-
-async def run(pool: WorkerPool, batch: list[dict[str, Any]], s: WorkerSpec | None = None, **kw: Any) -> list[Any]:
-    outcomes = await pool.run(
-        s or spec(), batch, timeout_s=kw.get("timeout_s", SLOW), correct_answer_key="correct_answer"
-    )
-    assert len(outcomes) == len(batch)
-    return outcomes
-
-
-async def settle() -> None:
-    """Let background tasks (spare starts, reaps) run to completion: the fake needs no real time."""
-    for _ in range(20):
-        await asyncio.sleep(0)
-
-
-def statuses(outcomes: list[RawOutcome]) -> list[str]:
-    return [o.status for o in outcomes]
-
+from tests.support.aio import aio
+from tests.support.pool import R1, R2, R3, at, cases, pooled, run, settle, spec, statuses
 
 # -- reuse -------------------------------------------------------------------------------
 
@@ -301,11 +217,8 @@ async def test_the_spares_a_burst_adds_are_capped_at_half_of_max_workers() -> No
 
 
 @aio
-async def test_a_frozen_spare_is_replaced_by_a_fresh_worker_and_its_cases_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    import evaluator_host.sandbox.pool as pool_module
-
-    monkeypatch.setattr(pool_module, "_ACK_TIMEOUT_S", 0.05)  # production: 15 s
-    async with pooled(spare_workers=1) as (pool, backend):
+async def test_a_frozen_spare_is_replaced_by_a_fresh_worker_and_its_cases_run() -> None:
+    async with pooled(spare_workers=1, worker_ack_timeout_s=0.05) as (pool, backend):  # production: 15 s
         pool.warm(R1)
         await settle()
         frozen = backend.workers[0]
@@ -317,17 +230,11 @@ async def test_a_frozen_spare_is_replaced_by_a_fresh_worker_and_its_cases_run(mo
 
 
 @aio
-async def test_a_worker_slow_to_load_its_code_is_not_mistaken_for_a_frozen_one(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import evaluator_host.sandbox.pool as pool_module
-
-    monkeypatch.setattr(pool_module, "_ACK_TIMEOUT_S", 0.05)
-
+async def test_a_worker_slow_to_load_its_code_is_not_mistaken_for_a_frozen_one() -> None:
     async def slow_import(_load: dict[str, Any]) -> None:
         await asyncio.sleep(0.3)  # the user's module takes its time; the worker said "loading" at once
 
-    async with pooled(load=slow_import) as (pool, backend):
+    async with pooled(load=slow_import, worker_ack_timeout_s=0.05) as (pool, backend):
         assert statuses(await run(pool, cases(2))) == ["ok", "ok"]
         assert backend.started == 1 and not backend.workers[0].killed
 

@@ -9,7 +9,6 @@ healthy afterwards.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +17,8 @@ from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
 from evaluator_host.sandbox.memory import budget_mb, machine_memory_mb
-from tests.conftest import assert_healthy, make_settings
+from tests.support.service import assert_healthy, make_settings
+from tests.support.wait import wait_until
 
 BUDGET = 600  # MiB: two workers of 256 fit, a third does not
 
@@ -69,10 +69,7 @@ def test_with_every_worker_busy_a_call_needing_another_answers_overloaded(client
     for thread in busy:
         thread.start()
     try:
-        deadline = time.monotonic() + 30
-        while client.get("/healthz").json()["workers"]["idle"] or _memory(client)[0] < 512:
-            assert time.monotonic() < deadline, client.get("/healthz").json()
-            time.sleep(0.05)
+        wait_until(lambda: not client.get("/healthz").json()["workers"]["idle"] and _memory(client)[0] >= 512, 30)
         status, headers, body = _call(client, "z")
         assert status == 503, body
         assert body["error"]["type"] == "Overloaded" and "max_worker_memory_mb" in body["error"]["message"]

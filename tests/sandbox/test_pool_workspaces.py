@@ -8,7 +8,8 @@ from typing import Any
 
 from evaluator_host.sandbox.base import WorkerSpec
 from evaluator_host.testing.fake import Reply
-from tests.sandbox.test_pool_fake import R1, aio, cases, pooled, run, settle, statuses
+from tests.support.aio import aio
+from tests.support.pool import R1, cases, pooled, run, settle, statuses
 
 
 def spec(key: str, workspace: str) -> WorkerSpec:

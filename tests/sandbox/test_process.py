@@ -14,7 +14,7 @@ from evaluator_host.sandbox.pool import WorkerPool
 from evaluator_host.sandbox.process.backend import ProcessBackend
 from evaluator_host.sandbox.process.isolation import Isolation, probe
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
-from tests.conftest import make_settings
+from tests.support.service import make_settings
 
 run_dirs: list[Path] = []  # each backend's run dir, as _run made them
 
@@ -44,7 +44,7 @@ def _run(
 
 
 def test_rlimits_fallback_still_evaluates_and_times_out(tmp_path: Path) -> None:
-    from tests.sandbox.test_process_root import rlimits_overrides  # as root: a sandbox uid (test_process_root.py)
+    from tests.support.rlimits import rlimits_overrides  # as root: a sandbox uid (test_process_root.py)
 
     overrides = rlimits_overrides()
     bare = probe("rlimits")

@@ -8,7 +8,6 @@ fix it — and ``/healthz`` says who user code runs as.
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import shutil
@@ -22,9 +21,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from tests.conftest import REPO, assert_healthy, evaluate, make_settings
+from tests.support import REPO
+from tests.support.rlimits import reachable_python
+from tests.support.service import assert_healthy, evaluate, make_settings
 
-UID = 200_000  # the default sandbox_uid_base
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the service must be root for this")
 
 PY_WHO = (
@@ -58,37 +58,8 @@ def no_unshare(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(empty))
 
 
-def _reachable_python() -> str:
-    """An interpreter of this version the sandbox uid can run (the service's own may sit under a private
-    home, e.g. pyenv in /root: the backend would refuse it, see the last test)."""
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    for candidate in (os.path.realpath(sys.executable), f"/usr/bin/{version}", f"/usr/local/bin/{version}"):
-        try:
-            subprocess.run([candidate, "-c", "pass"], user=UID, group=UID, extra_groups=[], check=True, timeout=30)
-        except (OSError, subprocess.SubprocessError):
-            continue
-        return candidate
-    pytest.skip(f"no {version} the sandbox uid can run")
-
-
-_SHARED_CACHE: list[Path] = []
-
-
-def rlimits_overrides() -> dict[str, object]:
-    """Settings for a service forced to the rlimits-only mode; as root, with an interpreter and a build
-    cache its sandbox uid can reach (a shared world-readable cache dir, removed at exit)."""
-    overrides: dict[str, object] = {"process_isolation": "rlimits"}
-    if os.geteuid() == 0:
-        if not _SHARED_CACHE:
-            _SHARED_CACHE.append(Path(tempfile.mkdtemp(prefix="eh-cache-")))
-            _SHARED_CACHE[0].chmod(0o755)
-            atexit.register(shutil.rmtree, _SHARED_CACHE[0], True)
-        overrides.update(python_executable=_reachable_python(), cache_dir=_SHARED_CACHE[0])
-    return overrides
-
-
 def _client(data_dir: Path, cache_dir: Path, **settings: object) -> TestClient:
-    settings = {"python_executable": _reachable_python(), **settings}
+    settings = {"python_executable": reachable_python(), **settings}
     return TestClient(create_app(make_settings(data_dir, backend="process", cache_dir=cache_dir, **settings)))
 
 
@@ -153,7 +124,7 @@ def _start_backend_as(prefix: list[str], data_dir: Path, cache_dir: Path) -> sub
         "except BackendUnavailable as exc:\n    print('REFUSED', exc)\nelse:\n"
         "    asyncio.run(backend.close())\n    print('STARTED')\n"
     )
-    argv = [*prefix, sys.executable, "-c", script, str(data_dir), str(cache_dir), _reachable_python()]
+    argv = [*prefix, sys.executable, "-c", script, str(data_dir), str(cache_dir), reachable_python()]
     return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
 
 

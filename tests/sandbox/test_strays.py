@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from evaluator_host.sandbox import strays
-from tests.conftest import REPO
+from tests.support import REPO
 
 # Runs as pid 1 of a fresh pid namespace (its own /proc), where ns_last_pid can make the kernel hand
 # a pid that just became free to the next process: real pid reuse, no waiting for pid_max to wrap.

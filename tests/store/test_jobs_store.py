@@ -24,9 +24,10 @@ from sqlalchemy.exc import IntegrityError
 
 from evaluator_host.errors import JobNotHeld, NotFoundError
 from evaluator_host.store.db import DEFAULT_WORKSPACE, DatasetRow, JobRow, make_engine, utcnow
-from evaluator_host.store.jobs import DatasetRecord, JobStore, StoredResult
-from tests.conftest import postgres_only
-from tests.pg import Cluster
+from evaluator_host.store.jobs import JobStore, StoredResult
+from tests.support.backends import postgres_only
+from tests.support.pg import Cluster
+from tests.support.store import QUEUE_OWNER, dataset, new_job
 
 
 @pytest.fixture
@@ -34,35 +35,6 @@ def store(database_url: str) -> Iterator[JobStore]:
     store = JobStore(make_engine(database_url))
     yield store
     store.engine.dispose()
-
-
-def dataset(dataset_id: str = "ds_1", *, inline: bool = False, age_s: int = 0) -> DatasetRecord:
-    return DatasetRecord(
-        id=dataset_id,
-        name=f"name of {dataset_id}",
-        format="jsonl",
-        row_count=3,
-        columns=["q", "a"],
-        bytes=42,
-        inline=inline,
-        created_at=utcnow() - timedelta(seconds=age_s),
-    )
-
-
-def new_job(store: JobStore, dataset_id: str = "ds_1", **overrides: Any) -> str:
-    fields = {
-        "id": "job_1",
-        "evaluator_id": "ev_1",
-        "revision": 1,
-        "runtime_id": "python-1",
-        "dataset_id": dataset_id,
-        "field_mapping": {"output": "a"},
-        "parallelism": 2,
-        "total": 10,
-        "warnings": [],
-        **overrides,
-    }
-    return store.create_job(**fields).id
 
 
 def row(idx: int, status: str = "ok", job_id: str = "job_1") -> tuple[str, int, str, int, str, str]:
@@ -333,9 +305,6 @@ def test_stored_times_read_back_in_utc_whatever_the_session_zone(postgres: Clust
 
 
 # --------------------------------------------------------------------------- queued jobs: commit_shared
-
-QUEUE_OWNER = "service-1/queue"
-
 
 @pytest.fixture
 def queued(store: JobStore) -> str:

@@ -27,8 +27,9 @@ from evaluator_host.errors import DatabaseSchemaError
 from evaluator_host.store import EvaluatorStore, schema
 from evaluator_host.store.db import DEFAULT_WORKSPACE, Base, make_engine, utcnow
 from evaluator_host.store.jobs import DatasetRecord, JobStore
-from tests.conftest import make_settings, postgres_only
-from tests.pg import Cluster
+from tests.support.backends import postgres_only
+from tests.support.pg import Cluster
+from tests.support.service import make_settings
 
 FIXTURES = Path(__file__).with_name("fixtures")
 LEGACY = {  # what the fixture holds

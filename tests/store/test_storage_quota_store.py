@@ -15,7 +15,7 @@ from evaluator_host.errors import QuotaExceeded
 from evaluator_host.store.db import DEFAULT_WORKSPACE, make_engine
 from evaluator_host.store.jobs import JobStore
 from evaluator_host.store.workspaces import WorkspaceStore
-from tests.store.test_jobs_store import QUEUE_OWNER, dataset, new_job
+from tests.support.store import QUEUE_OWNER, dataset, new_job
 
 QUOTA = 10_000
 BLOB = '{"status": "ok", "score": 1.0, "details": "' + "x" * 1_000 + '"}'  # ~1 kB a row

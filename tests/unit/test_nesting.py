@@ -6,7 +6,7 @@ import subprocess
 import sys
 import textwrap
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 SHAPES = {  # built in the child (its command line cannot hold them)
     "chain": '"x = " + "a+" * 60_000 + "a\\n"',

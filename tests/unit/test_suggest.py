@@ -10,7 +10,7 @@ import pytest
 from evaluator_host.builds.suggest import nearest_version, suggestions
 from evaluator_host.errors import BuildError
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
-from tests.conftest import make_settings
+from tests.support.service import make_settings
 
 PIP_WRONG_VERSION = """\
 Looking in indexes: https://pypi.org/simple, file:///opt/pypi/simple
@@ -87,6 +87,7 @@ def test_nearest_version(wanted: str, versions: list[str], nearest: str) -> None
     assert nearest_version(wanted, versions)[0] == nearest
 
 
+@pytest.mark.network
 def test_a_real_npm_install_of_a_missing_version_suggests_the_real_one(tmp_path: Path) -> None:
     """Against the real npm registry (about a second)."""
     builder = RuntimeBuilder(make_settings(tmp_path))

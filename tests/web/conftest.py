@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from evaluator_host.api.routes.web import WEB_DIST
-from tests.conftest import serving
+from tests.support.service import serving
 
 CHROMIUM = os.environ.get("EVALUATOR_HOST_TEST_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 BROWSER_REQUIRED = os.environ.get("EVALUATOR_HOST_TEST_BROWSER") == "required"

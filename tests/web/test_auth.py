@@ -8,7 +8,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.conftest import serving
+from tests.support.service import serving
 
 KEY = "playground-test-key"
 

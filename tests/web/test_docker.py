@@ -10,8 +10,9 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.conftest import docker_only, serving
-from tests.web.helpers import set_code
+from tests.support.backends import docker_only
+from tests.support.service import serving
+from tests.support.web import set_code
 
 pytestmark = [pytest.mark.docker, docker_only]
 
@@ -24,6 +25,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
         yield client
 
 
+@pytest.mark.network
 def test_building_packages_then_warm_runs_on_the_docker_backend(page: Page, shot) -> None:  # type: ignore[no-untyped-def]
     page.goto("/")
     expect(page.locator(".health")).to_have_text("docker sandbox")

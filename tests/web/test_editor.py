@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from playwright.sync_api import Page, expect
 
-from tests.web.helpers import set_cases, set_code
+from tests.support.web import set_cases, set_code
 
 SYNTAX_ERROR = "def evaluate(inputs, outputs, trace):\n    return (1 +\n"
 NETWORKED = "import socket\n\ndef evaluate(inputs, outputs, trace):\n    s = socket.socket()\n    return 1.0\n"
@@ -103,6 +104,7 @@ def test_run_shows_every_case_and_highlights_the_line_of_a_runtime_error(page: P
     shot(page, "editor-run-dark")
 
 
+@pytest.mark.network
 def test_the_first_run_of_a_new_package_set_says_it_is_building_with_the_time(page: Page) -> None:
     page.goto("/")
     set_code(page, "import six\n\ndef evaluate(inputs, outputs, trace):\n    return float(six.PY3)\n")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 from playwright.sync_api import Page, expect
 
-from tests.web.helpers import open_screen, set_cases, set_code
+from tests.support.web import open_screen, set_cases, set_code
 
 V1 = "def evaluate(inputs, outputs, trace):\n    return outputs == inputs['correct_answer']\n"
 V2 = "def evaluate(inputs, outputs, trace):\n    return outputs.strip().lower() == inputs['correct_answer'].lower()\n"

@@ -20,10 +20,11 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import psycopg
+
+from tests.support.wait import wait_until
 
 __all__ = ["POSTGRES_MISSING", "POSTGRES_REQUIRED", "Cluster"]
 
@@ -123,15 +124,12 @@ class Cluster:
         assert done.returncode == 0, f"{argv[0]} failed: {done.stdout}\n{done.stderr}"
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + 60
-        while True:
+        def accepts() -> bool:
             assert self.proc.poll() is None, f"postgres exited: {(self.root / 'server.log').read_text()[-2000:]}"
-            try:
-                with psycopg.connect(self.dsn("postgres"), connect_timeout=2):
-                    return
-            except psycopg.OperationalError:
-                assert time.monotonic() < deadline, "postgres did not start within 60 s"
-                time.sleep(0.1)
+            with psycopg.connect(self.dsn("postgres"), connect_timeout=2):
+                return True
+
+        wait_until(accepts, 60, 0.1, what="postgres to start", ignoring=(psycopg.OperationalError,))
 
     def dsn(self, database: str) -> str:
         """A libpq connection string for ``database``."""

@@ -1,7 +1,7 @@
-"""The before/after fixtures of the migration rules (``fixtures/<family>/NAME.before.<ext>`` and
+"""The before/after fixtures of the migration rules (``tests/migrate/fixtures/<family>/NAME.before.<ext>`` and
 ``NAME.after.<ext>``). A first line ``<comment> migrate: correct_answer_key=K`` sets the key.
 
-``python -m tests.migrate.fixtures`` (re)writes every ``after`` file from the tool; review the
+``python -m tests.support.migrate_fixtures`` (re)writes every ``after`` file from the tool; review the
 diff before committing it.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from evaluator_host.definitions import languages
 
-ROOT = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).resolve().parents[1] / "migrate" / "fixtures"
 _KEY = re.compile(r"migrate: correct_answer_key=(\w+)")
 
 

@@ -13,10 +13,11 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import redis
+
+from tests.support.wait import wait_until
 
 __all__ = ["REDIS_MISSING", "REDIS_REQUIRED", "RedisServer"]
 
@@ -54,17 +55,13 @@ class RedisServer:
             "--logfile", str(self.root / "redis.log"), "--daemonize", "no",
         ]  # fmt: skip
         self.proc = subprocess.Popen(argv, preexec_fn=_die_with_parent, start_new_session=True)
-        deadline = time.monotonic() + 30
-        while True:
-            assert self.proc.poll() is None, (self.root / "redis.log").read_text()[-2000:]
-            try:
-                with self.client() as probe:
-                    if probe.ping():
-                        return
-            except (redis.ConnectionError, FileNotFoundError):
-                pass
-            assert time.monotonic() < deadline, "redis-server did not start within 30 s"
-            time.sleep(0.05)
+
+        def answers() -> bool:
+            assert self.proc is not None and self.proc.poll() is None, (self.root / "redis.log").read_text()[-2000:]
+            with self.client() as probe:
+                return bool(probe.ping())
+
+        wait_until(answers, 30, what="redis-server to start", ignoring=(redis.ConnectionError, FileNotFoundError))
 
     def stop(self) -> None:
         """Stop the server (SIGTERM: it writes its append-only file and exits)."""

@@ -10,7 +10,6 @@ bodies are kept too (to prove what never went out).
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,6 +21,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from tests.support.wait import wait_until
 
 __all__ = ["Collector", "Received", "collector"]
 
@@ -101,13 +102,13 @@ class Collector:
 
     def wait_for(self, check: Callable[[list[Received]], bool], timeout: float = 15.0) -> list[Received]:
         """The spans received, once ``check`` holds for them (AssertionError after ``timeout`` s)."""
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def arrived() -> tuple[list[Received]] | None:
             spans = self.received()
-            if check(spans):
-                return spans
-            assert time.monotonic() < deadline, f"spans never arrived; got {[(s.name, s.trace_id) for s in spans]}"
-            time.sleep(0.05)
+            return (spans,) if check(spans) else None  # a tuple: truthy even when no span is what holds
+
+        (spans,) = wait_until(arrived, timeout, what="the spans")
+        return spans
 
     def trace(self, trace_id: str, names: set[str], timeout: float = 15.0) -> dict[str, list[Received]]:
         """The spans of ``trace_id`` by name, once every name of ``names`` arrived."""

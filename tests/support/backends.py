@@ -1,0 +1,42 @@
+"""The backends and databases a test runs on, and the marks that skip those this machine lacks.
+
+The docker backend joins every backend-parametrized test when an engine answers and the base image
+exists (``make images``); ``EVALUATOR_HOST_TEST_DOCKER=required`` (set by ``.ci/run``) turns "no
+engine" into a failure instead of a skip (the session fixture in ``tests/conftest.py`` fails).
+PostgreSQL likewise (``EVALUATOR_HOST_TEST_POSTGRES=required``, see :mod:`tests.support.pg`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from evaluator_host.sandbox.docker.engine import unusable_reason
+from evaluator_host.settings import Settings
+from tests.support.pg import POSTGRES_MISSING, POSTGRES_REQUIRED
+
+DOCKER_REQUIRED = os.environ.get("EVALUATOR_HOST_TEST_DOCKER") == "required"
+DOCKER_MISSING = unusable_reason(Settings(), timeout_s=5)
+docker_only = pytest.mark.skipif(
+    DOCKER_MISSING is not None and not DOCKER_REQUIRED, reason=f"no usable Docker engine: {DOCKER_MISSING}"
+)
+BACKENDS: list[Any] = ["process", pytest.param("docker", marks=[pytest.mark.docker, docker_only])]
+postgres_only = pytest.mark.skipif(
+    POSTGRES_MISSING is not None and not POSTGRES_REQUIRED, reason=f"no PostgreSQL: {POSTGRES_MISSING}"
+)
+DATABASES: list[Any] = ["sqlite", pytest.param("postgres", marks=[postgres_only])]
+
+
+def managed_containers(owner: str | None = None) -> set[str]:
+    """Ids of every container evaluator-host (the service of data dir ``owner``) created that still exists."""
+    import docker
+
+    labels = ["evaluator-host.managed=1", *([f"evaluator-host.owner={owner}"] if owner else [])]
+    client = docker.from_env(timeout=10)
+    try:
+        # the low-level list: no inspect per container (one may go between the list and its inspect)
+        return {c["Id"] for c in client.api.containers(all=True, filters={"label": labels})}
+    finally:
+        client.close()
