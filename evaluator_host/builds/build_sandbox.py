@@ -30,6 +30,8 @@ import sys
 from collections.abc import Iterable
 from urllib.parse import urlsplit, urlunsplit
 
+from evaluator_host.definitions.languages import RUNTIMES_DIR
+
 __all__ = [
     "FORWARDER",
     "IN_SANDBOX_PROXY",
@@ -52,61 +54,10 @@ IN_SANDBOX_PROXY = f"http://127.0.0.1:{IN_SANDBOX_PORT}"
 PIP_KEYS = ("index-url", "extra-index-url", "find-links", "trusted-host", "timeout", "retries", "no-index")
 
 # The in-sandbox forwarder: 127.0.0.1:3128 -> the relay's unix socket (bytes only; every decision is
-# the relay's, on the host). ``forward(path)`` starts it on a thread; run as a script
-# (``python3 forward.py --daemon SOCKET``) it listens, forks into the background and returns once listening.
-FORWARDER = """
-import os, selectors, socket, sys, threading
-
-def forward(path, port=3128):
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", port))
-    listener.listen(64)
-
-    def loop():
-        selector = selectors.DefaultSelector()
-        selector.register(listener, selectors.EVENT_READ, None)
-        peers = {}
-
-        def drop(sock):
-            for end in (sock, peers.get(sock)):
-                if end is not None and end in peers:
-                    selector.unregister(end)
-                    peers.pop(end)
-                    end.close()
-
-        while True:
-            for key, _ in selector.select():
-                sock = key.fileobj
-                if key.data is None:
-                    try:
-                        client, _ = sock.accept()
-                        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                        upstream.connect(path)
-                    except OSError:
-                        continue
-                    peers[client], peers[upstream] = upstream, client
-                    selector.register(client, selectors.EVENT_READ, 1)
-                    selector.register(upstream, selectors.EVENT_READ, 1)
-                    continue
-                try:
-                    data = sock.recv(65536)
-                    if data:
-                        peers[sock].sendall(data)
-                except (OSError, KeyError):
-                    data = b""
-                if not data:
-                    drop(sock)
-
-    return loop
-
-if __name__ == "__main__" and sys.argv[1:2] == ["--daemon"]:
-    loop = forward(sys.argv[2])
-    if os.fork() == 0:
-        os.setsid()
-        loop()
-    os._exit(0)
-"""
+# the relay's, on the host). The same forwarder as an egress worker's: the Python harness's own module,
+# shipped as text (``forward(path)`` answers its loop; ``python3 forward.py --daemon SOCKET`` listens,
+# forks into the background and returns once listening).
+FORWARDER = (RUNTIMES_DIR / "python" / "evaluator_harness" / "egress.py").read_text()
 
 
 def proxy_environment() -> dict[str, str]:

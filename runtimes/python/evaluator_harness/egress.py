@@ -1,21 +1,30 @@
-"""The in-sandbox end of egress: ``127.0.0.1:port`` forwarded to the host's egress proxy.
+"""The in-sandbox end of a proxy: ``127.0.0.1:port`` forwarded, bytes only, to a host proxy's unix socket.
 
-Started (config ``"egress": {"socket": ..., "port": ...}``) before the harness binds, for workers of
-egress runtimes only. It carries bytes only: every decision is the host proxy's
-(``evaluator_host/sandbox/egress.py``).
+Two users, one forwarder:
+
+* a worker of an egress runtime (config ``"egress": {"socket": ..., "port": ...}``): the harness starts
+  :func:`forward_egress` before it binds; every decision is the host's egress proxy's
+  (``evaluator_host/sandbox/egress.py``);
+* a build in the build sandbox: ``evaluator_host/builds/build_sandbox.py`` ships this file's text as
+  ``FORWARDER`` (the forwarder to the build relay, on ``127.0.0.1:3128``); pip's build script runs the
+  text inline and calls :func:`forward`, npm's build starts it as ``python3 forward.py --daemon SOCKET``,
+  which listens, forks into the background and returns once listening.
+
+Standard library only, and no ``from __future__`` import, so that its text runs inside another script.
 """
 
-from __future__ import annotations
+import os
+import selectors
+import socket
+import sys
+import threading
+from collections.abc import Callable
 
 
-def forward_egress(socket_path: str, port: int) -> None:
-    """Forward ``127.0.0.1:port`` (the sandbox's own loopback, named by ``HTTP(S)_PROXY``) to the host's
-    egress proxy at ``socket_path``, on a thread of its own (one selector loop: no thread per connection,
-    which the pids limit counts)."""
-    import selectors
-    import socket
-    import threading
-
+def forward(socket_path: str, port: int = 3128) -> Callable[[], None]:
+    """Listen on ``127.0.0.1:port`` (the sandbox's own loopback, named by ``HTTP(S)_PROXY``) now, and
+    answer the loop that forwards each connection to the unix socket ``socket_path``: one selector loop,
+    no thread per connection (which the pids limit counts)."""
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", port))
@@ -57,4 +66,17 @@ def forward_egress(socket_path: str, port: int) -> None:
                 if not data:
                     drop(sock)
 
-    threading.Thread(target=loop, name="egress-forwarder", daemon=True).start()
+    return loop
+
+
+def forward_egress(socket_path: str, port: int) -> None:
+    """Forward ``127.0.0.1:port`` to the host's egress proxy at ``socket_path``, on a thread of its own."""
+    threading.Thread(target=forward(socket_path, port), name="egress-forwarder", daemon=True).start()
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--daemon"]:
+    _loop = forward(sys.argv[2])
+    if os.fork() == 0:
+        os.setsid()
+        _loop()
+    os._exit(0)
