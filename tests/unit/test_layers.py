@@ -39,6 +39,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "tenancy": (*TOP, *PATH, E + "sandbox", E + "builds", E + "testing"),
     "jobs": (*TOP, E + "migration", E + "testing"),
     "jobs/queue": (*SURFACES,),
+    "online": (*TOP, E + "migration", E + "jobs", E + "testing"),
     # the write side of a job's results never imports the read side (both use jobs/stored_form.py)
     "jobs/rows.py": (E + "jobs.exports",),
     "jobs/executor.py": (E + "jobs.exports",),

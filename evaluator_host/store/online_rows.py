@@ -1,0 +1,119 @@
+"""The tables of online evaluation (migration ``0006``): raw spans, assembled traces, rules, scores.
+
+The contract between the parts of ``evaluator_host/online`` is these tables (docs/online.md, "How
+it works"):
+
+* ``online_spans`` — every span received, one row per (workspace, trace, span); a span received
+  twice keeps its first row. ``body`` is the span's JSON (kind, status, attributes flat by dotted
+  key, events, links, resource attributes, scope) in the shape :mod:`evaluator_host.online` writes.
+* ``online_traces`` — one row per (workspace, trace): what assembly knows. ``state`` moves
+  ``open`` → ``ready`` (root span ended and no span for the quiet period: assembly) → ``routed``
+  (a score row made for each matching, sampled rule: the router). A span arriving after ``routed``
+  is stored and shown, and never scores the trace again.
+* ``online_rules`` — a workspace's rules (soft-deleted, so stored scores keep their rule).
+* ``online_scores`` — the durable scoring queue *and* its results: one row per (rule, trace), so a
+  trace is scored at most once per rule whatever restarts. ``state``: ``queued`` → ``running``
+  (claimed by one service until ``claimed_until``; an expired claim is claimed again) → ``done``;
+  or ``dropped`` (the backlog was full when the trace was routed: counted, never scored).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from evaluator_host.store.db import Base
+
+__all__ = ["OnlineRuleRow", "OnlineScoreRow", "OnlineSpanRow", "OnlineTraceRow"]
+
+_TZ = DateTime(timezone=True)
+
+
+class OnlineSpanRow(Base):
+    """One received span (hex ids); ``body`` is its JSON. Kept for ``online_span_retention_s``."""
+
+    __tablename__ = "online_spans"
+    __table_args__ = (Index("ix_online_spans_received_at", "received_at"), {"sqlite_with_rowid": False})
+
+    workspace_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    trace_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    span_id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    parent_span_id: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    name: Mapped[str] = mapped_column(Text)
+    service_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    start_ns: Mapped[int] = mapped_column(BigInteger)
+    end_ns: Mapped[int] = mapped_column(BigInteger)
+    body: Mapped[str] = mapped_column(Text)
+    received_at: Mapped[datetime] = mapped_column(_TZ)
+
+
+class OnlineTraceRow(Base):
+    """What assembly knows of one trace; ``state`` is ``open``, ``ready`` or ``routed``."""
+
+    __tablename__ = "online_traces"
+    __table_args__ = (Index("ix_online_traces_state_last", "state", "last_span_at"),)
+
+    workspace_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    trace_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    service_name: Mapped[str | None] = mapped_column(String(200), nullable=True)  # the root span's
+    root_span_id: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    root_name: Mapped[str | None] = mapped_column(Text, nullable=True)
+    span_count: Mapped[int] = mapped_column(Integer)
+    first_seen_at: Mapped[datetime] = mapped_column(_TZ)
+    last_span_at: Mapped[datetime] = mapped_column(_TZ)
+    root_ended_at: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)  # null: no ended root yet
+    state: Mapped[str] = mapped_column(String(12))
+    ready_at: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)
+
+
+class OnlineRuleRow(Base):
+    """A rule: which traces an evaluator scores online (``revision`` null: the latest at scoring time)."""
+
+    __tablename__ = "online_rules"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    workspace_id: Mapped[str] = mapped_column(String(40), index=True)
+    name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    evaluator_id: Mapped[str] = mapped_column(String(40), index=True)
+    revision: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    filter: Mapped[dict[str, Any]] = mapped_column(JSON)
+    sampling_rate: Mapped[float] = mapped_column(Float)
+    mapping: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    enabled: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[datetime] = mapped_column(_TZ)
+    updated_at: Mapped[datetime] = mapped_column(_TZ)
+    deleted_at: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)
+
+
+class OnlineScoreRow(Base):
+    """One (rule, trace): queued, running, done or dropped; when done, the evaluator's result."""
+
+    __tablename__ = "online_scores"
+    __table_args__ = (
+        Index("ix_online_scores_state", "state", "claimed_until"),
+        Index("ix_online_scores_rule_scored", "rule_id", "scored_at"),
+        Index("ix_online_scores_trace", "workspace_id", "trace_id"),
+    )
+
+    rule_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    trace_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    workspace_id: Mapped[str] = mapped_column(String(40))
+    span_id: Mapped[str | None] = mapped_column(String(16), nullable=True)  # the evaluated span (the root)
+    state: Mapped[str] = mapped_column(String(12))
+    claimed_by: Mapped[str | None] = mapped_column(String(80), nullable=True)  # a service id
+    claimed_until: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    enqueued_at: Mapped[datetime] = mapped_column(_TZ)
+    scored_at: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)
+    evaluator_id: Mapped[str] = mapped_column(String(40))
+    revision: Mapped[int | None] = mapped_column(Integer, nullable=True)  # the revision that scored it
+    runtime_id: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    status: Mapped[str | None] = mapped_column(String(20), nullable=True)  # the result's status
+    score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    passed: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    label: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    duration_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    result: Mapped[str | None] = mapped_column(Text, nullable=True)  # the EvaluationResult JSON

@@ -1,0 +1,35 @@
+"""The trace shape evaluators get (evaluation/trace_shape.py): nesting, roots and children, times."""
+
+from __future__ import annotations
+
+from evaluator_host.evaluation.trace_shape import SpanData, build_trace, iso_ns, nest, single_span_trace
+
+T = "0af7651916cd43dd8448eb211c80319c"
+
+
+def test_dotted_keys_nest_and_a_key_that_is_also_a_prefix_keeps_its_value() -> None:
+    assert nest({"ag.data.inputs": {"q": 1}, "ag.metrics.unit.tokens.total": 7}) == {
+        "ag": {"data": {"inputs": {"q": 1}}, "metrics": {"unit": {"tokens": {"total": 7}}}}
+    }
+    assert nest({"a.b": 2, "a": 1}) == {"a": {"": 1, "b": 2}}
+
+
+def test_children_hang_under_their_parent_and_an_orphan_is_a_root() -> None:
+    spans = [
+        SpanData(T, "b" * 16, "a" * 16, "llm", 2_000, 3_000, attributes={"gen_ai.request.model": "m"}),
+        SpanData(T, "a" * 16, None, "chat", 1_000, 4_000, kind=2, status_code=1),
+        SpanData(T, "c" * 16, "f" * 16, "late", 5_000, 6_000),
+    ]
+    trace = build_trace(T, spans)
+    assert list(trace["spans"]) == ["a" * 16, "c" * 16]
+    root = trace["spans"]["a" * 16]
+    assert root["kind"] == "SPAN_KIND_SERVER" and root["status_code"] == "STATUS_CODE_OK"
+    assert root["children"]["b" * 16]["attributes"] == {"gen_ai": {"request": {"model": "m"}}}
+    assert root["start_time"] == iso_ns(1_000) == "1970-01-01T00:00:00.000001+00:00"
+
+
+def test_a_single_span_trace_is_a_client_span_with_an_error_status_when_it_failed() -> None:
+    trace = single_span_trace(T, "d" * 16, "generate", 0, 10, {"ag.metrics.unit.tokens.total": 3}, error="429")
+    span = trace["spans"]["d" * 16]
+    assert span["kind"] == "SPAN_KIND_CLIENT" and span["status_code"] == "STATUS_CODE_ERROR"
+    assert span["attributes"]["ag"]["metrics"]["unit"]["tokens"]["total"] == 3
