@@ -33,3 +33,13 @@ def test_a_single_span_trace_is_a_client_span_with_an_error_status_when_it_faile
     span = trace["spans"]["d" * 16]
     assert span["kind"] == "SPAN_KIND_CLIENT" and span["status_code"] == "STATUS_CODE_ERROR"
     assert span["attributes"]["ag"]["metrics"]["unit"]["tokens"]["total"] == 3
+
+
+def test_a_stored_body_decodes_to_the_span_it_encoded() -> None:
+    from evaluator_host.online import spans
+
+    span = SpanData(T, "a" * 16, None, "chat", 1, 2, kind=2, status_code=2, status_message="boom",
+                    attributes={"ag.data.inputs": {"q": "x"}, "n": 3}, resource={"service.name": "api"},
+                    events=[{"name": "e", "time_ns": 5, "attributes": {"k": "v"}}])  # fmt: skip
+    body = spans.encode(span, {"name": "scope"})
+    assert spans.decode(T, "a" * 16, None, "chat", 1, 2, body) == span

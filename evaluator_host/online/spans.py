@@ -1,0 +1,57 @@
+"""A stored span's ``body`` (``online_spans.body``): what the receiver writes and every reader reads.
+
+Contract: ``body`` is a JSON object ``{"kind": int, "status_code": int, "status_message": str,
+"attributes": {flat dotted key: value}, "resource": {flat}, "events": [{"name", "time_ns",
+"attributes"}], "scope": {"name", "version"}}`` (ints are OTLP's enum numbers; attribute values are
+JSON: str, int, float, bool, lists of them, or objects for OTLP kvlist values). The row's own columns
+hold the ids, parent, name, service name and times. :func:`encode` and :func:`decode` are the only
+code that knows the body's layout.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from evaluator_host.evaluation.trace_shape import SpanData
+
+__all__ = ["decode", "encode"]
+
+
+def encode(span: SpanData, scope: Mapping[str, Any] | None = None) -> str:
+    """The ``body`` text of ``span`` (compact JSON)."""
+    return json.dumps(
+        {
+            "kind": span.kind,
+            "status_code": span.status_code,
+            "status_message": span.status_message,
+            "attributes": dict(span.attributes),
+            "resource": dict(span.resource),
+            "events": [dict(e) for e in span.events],
+            "scope": dict(scope or {}),
+        },
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+
+
+def decode(
+    trace_id: str, span_id: str, parent_id: str | None, name: str, start_ns: int, end_ns: int, body: str
+) -> SpanData:
+    """The :class:`SpanData` of a stored row (its columns and its ``body``)."""
+    data = json.loads(body)
+    return SpanData(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_id=parent_id,
+        name=name,
+        start_ns=start_ns,
+        end_ns=end_ns,
+        kind=int(data.get("kind", 0)),
+        status_code=int(data.get("status_code", 0)),
+        status_message=str(data.get("status_message", "")),
+        attributes=data.get("attributes", {}),
+        resource=data.get("resource", {}),
+        events=data.get("events", []),
+    )
