@@ -51,7 +51,7 @@ export function statsChart(stats: RuleStats, title: string): HTMLElement {
   );
   const ticks = [buckets[0], buckets[Math.floor(buckets.length / 2)], buckets[buckets.length - 1]]
     .filter((b, i, all) => all.indexOf(b) === i)
-    .map((b) => svg("text", { class: "chart-tick", x: x(Date.parse(b.start)) + slot / 2, y: H - 8, "text-anchor": "middle" }, clock(new Date(b.start), stats.bucket)));
+    .map((b, i, all) => svg("text", { class: "chart-tick", x: x(Date.parse(b.start)) + slot / 2, y: H - 8, "text-anchor": i === 0 ? "start" : i === all.length - 1 ? "end" : "middle" }, clock(new Date(b.start), stats.bucket)));
   const bars = scored
     .filter((b) => b.pass_rate !== null)
     .map((b) => {

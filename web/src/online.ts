@@ -127,8 +127,8 @@ export class OnlineScreen {
   }
 
   async refresh(): Promise<void> {
-    await Promise.all([this.loadRules(), this.loadFeed()]);
-    await this.loadChart();
+    await this.loadRules(); // first: the feed and the chart name rules
+    await Promise.all([this.loadFeed(), this.loadChart()]);
   }
 
   private ruleName(id: string): string {
