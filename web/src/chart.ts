@@ -32,26 +32,26 @@ export function statsChart(stats: RuleStats, title: string): HTMLElement {
   const buckets: StatsBucket[] = [...stats.buckets].sort((a, b) => Date.parse(a.start) - Date.parse(b.start));
   const scored = buckets.filter((b) => b.count > 0);
   if (!scored.length) {
-    return h("figure", { class: "chart empty", "aria-label": `${title}: no scores in this range yet` }, h("p", { class: "muted" }, "No scores in this range yet: send traffic, the chart fills as traces are scored."));
+    return h("figure", { class: "chart empty", "aria-label": `${title}: no scores in this range yet` }, h("p", { class: "muted" }, "No scores in this range yet: send traffic, the chart fills as traces are scored.", stats.queued ? ` ${stats.queued} waiting to be scored.` : ""));
   }
-  const means = scored.map((b) => b.mean).filter((m): m is number => m !== null);
+  const means = scored.map((b) => b.mean_score).filter((m): m is number => m !== null);
   const low = Math.min(0, ...means);
   const high = Math.max(1, ...means);
-  const first = Date.parse(buckets[0].start);
-  const last = Date.parse(buckets[buckets.length - 1].start) + stats.bucket * 1000;
+  const first = Math.min(Date.parse(stats.since), Date.parse(buckets[0].start));
+  const last = Math.max(Date.parse(stats.until), Date.parse(buckets[buckets.length - 1].start) + stats.bucket_s * 1000);
   const span = Math.max(1, last - first);
   const innerW = W - PAD.left - PAD.right;
   const innerH = H - PAD.top - PAD.bottom;
   const x = (t: number) => PAD.left + ((t - first) / span) * innerW;
   const y = (v: number) => PAD.top + (1 - (v - low) / (high - low)) * innerH;
-  const slot = Math.max(2, (stats.bucket * 1000 * innerW) / span);
+  const slot = Math.max(2, (stats.bucket_s * 1000 * innerW) / span);
 
   const grid = [low, (low + high) / 2, high].map((v) =>
     svg("g", { class: "chart-grid" }, svg("line", { x1: PAD.left, x2: W - PAD.right, y1: y(v), y2: y(v) }), svg("text", { x: PAD.left - 4, y: y(v) + 4, "text-anchor": "end" }, num(v, 2))),
   );
   const ticks = [buckets[0], buckets[Math.floor(buckets.length / 2)], buckets[buckets.length - 1]]
     .filter((b, i, all) => all.indexOf(b) === i)
-    .map((b, i, all) => svg("text", { class: "chart-tick", x: x(Date.parse(b.start)) + slot / 2, y: H - 8, "text-anchor": i === 0 ? "start" : i === all.length - 1 ? "end" : "middle" }, clock(new Date(b.start), stats.bucket)));
+    .map((b, i, all) => svg("text", { class: "chart-tick", x: x(Date.parse(b.start)) + slot / 2, y: H - 8, "text-anchor": i === 0 ? "start" : i === all.length - 1 ? "end" : "middle" }, clock(new Date(b.start), stats.bucket_s)));
   const bars = scored
     .filter((b) => b.pass_rate !== null)
     .map((b) => {
@@ -59,17 +59,20 @@ export function statsChart(stats: RuleStats, title: string): HTMLElement {
       return svg(
         "rect",
         { class: "chart-pass", x: x(Date.parse(b.start)) + slot * 0.15, width: slot * 0.7, y: top, height: Math.max(0, y(low) - top) },
-        svg("title", {}, `${clock(new Date(b.start), stats.bucket)}: pass rate ${percent(b.pass_rate)} of ${b.count}`),
+        svg("title", {}, `${clock(new Date(b.start), stats.bucket_s)}: pass rate ${percent(b.pass_rate)} of ${b.count}`),
       );
     });
-  const points = scored.filter((b) => b.mean !== null).map((b) => [x(Date.parse(b.start)) + slot / 2, y(b.mean as number), b] as const);
+  const points = scored.filter((b) => b.mean_score !== null).map((b) => [x(Date.parse(b.start)) + slot / 2, y(b.mean_score as number), b] as const);
   const line = points.length > 1 ? svg("polyline", { class: "chart-mean", points: points.map(([px, py]) => `${px},${py}`).join(" ") }) : null;
   const dots = points.map(([px, py, b]) =>
-    svg("circle", { class: "chart-dot", cx: px, cy: py, r: 3.5 }, svg("title", {}, `${clock(new Date(b.start), stats.bucket)}: mean ${num(b.mean)} (${b.count} scored)`)),
+    svg("circle", { class: "chart-dot", cx: px, cy: py, r: 3.5 }, svg("title", {}, `${clock(new Date(b.start), stats.bucket_s)}: mean ${num(b.mean_score)} (${b.count} scored, ${b.errors} errors)`)),
   );
   const total = scored.reduce((n, b) => n + b.count, 0);
-  const overall = means.length ? scored.reduce((s, b) => s + (b.mean ?? 0) * b.count, 0) / scored.filter((b) => b.mean !== null).reduce((n, b) => n + b.count, 0) : null;
-  const summary = `${title}: ${total} scores in ${scored.length} of ${buckets.length} buckets of ${stats.bucket} s; mean score ${num(overall)}, last bucket mean ${num(scored[scored.length - 1].mean)}, pass rate ${percent(scored[scored.length - 1].pass_rate)}`;
+  const withMean = scored.filter((b) => b.mean_score !== null);
+  const overall = withMean.length ? withMean.reduce((s, b) => s + (b.mean_score as number) * b.count, 0) / withMean.reduce((n, b) => n + b.count, 0) : null;
+  const errors = scored.reduce((n, b) => n + b.errors, 0);
+  const latest = scored[scored.length - 1];
+  const summary = `${title}: ${total} scores (${errors} errors) in ${scored.length} of ${buckets.length} buckets of ${stats.bucket_s} s; mean score ${num(overall)}; latest bucket mean ${num(latest.mean_score)}, pass rate ${percent(latest.pass_rate)}`;
   const chart = svg(
     "svg",
     { viewBox: `0 0 ${W} ${H}`, class: "chart-svg", role: "img", "aria-label": summary, "data-points": points.length, "data-bars": bars.length },
@@ -83,7 +86,7 @@ export function statsChart(stats: RuleStats, title: string): HTMLElement {
     "figure",
     { class: "chart", "aria-label": summary },
     chart,
-    h("figcaption", { class: "chart-legend" }, h("span", { class: "key key-mean" }, "mean score"), h("span", { class: "key key-pass" }, "pass rate"), h("span", { class: "muted" }, ` · ${total} scored, ${stats.bucket} s buckets`)),
+    h("figcaption", { class: "chart-legend" }, h("span", { class: "key key-mean" }, "mean score"), h("span", { class: "key key-pass" }, "pass rate"), h("span", { class: "muted" }, ` · ${total} scored, ${errors} errors, ${stats.bucket_s} s buckets`, stats.queued ? ` · ${stats.queued} waiting` : "", stats.dropped ? ` · ${stats.dropped} dropped (backlog full)` : "")),
     h(
       "details",
       { class: "chart-table" },
@@ -91,7 +94,7 @@ export function statsChart(stats: RuleStats, title: string): HTMLElement {
       h(
         "table",
         { class: "stats-table" },
-        h("thead", {}, h("tr", {}, ...["bucket", "count", "mean", "pass rate", "labels"].map((t) => h("th", {}, t)))),
+        h("thead", {}, h("tr", {}, ...["bucket", "count", "errors", "mean", "pass rate", "labels"].map((t) => h("th", {}, t)))),
         h(
           "tbody",
           {},
@@ -101,7 +104,8 @@ export function statsChart(stats: RuleStats, title: string): HTMLElement {
               {},
               h("td", {}, new Date(b.start).toLocaleString()),
               h("td", { class: "num" }, String(b.count)),
-              h("td", { class: "num" }, num(b.mean)),
+              h("td", { class: "num" }, String(b.errors)),
+              h("td", { class: "num" }, num(b.mean_score)),
               h("td", { class: "num" }, percent(b.pass_rate)),
               h("td", {}, Object.entries(b.labels ?? {}).map(([k, v]) => `${k}: ${v}`).join(", ") || "—"),
             ),

@@ -27,14 +27,15 @@ export function filterSummary(filter: RuleFilter | null): string {
   const parts: string[] = [];
   if (filter?.service_name) parts.push(`service = ${filter.service_name}`);
   if (filter?.span_name) parts.push(`span = ${filter.span_name}`);
-  for (const c of filter?.attributes ?? []) parts.push(c.exists !== undefined && c.equals === undefined ? `${c.key} ${c.exists ? "exists" : "absent"}` : `${c.key} = ${JSON.stringify(c.equals)}`);
+  for (const c of filter?.attributes ?? []) parts.push(c.exists !== undefined && c.exists !== null ? `${c.key} ${c.exists ? "exists" : "absent"}` : `${c.key} = ${JSON.stringify(c.equals)}`);
   return parts.length ? parts.join(", ") : "every trace";
 }
 
-/** What a person typed as a condition's value: a number, true/false or null as JSON; else the text. */
-function typedValue(text: string): unknown {
+/** What a person typed as a condition's value: a number or true/false as JSON, "quoted" text as
+ * that text (so "200" stays a string); anything else as typed. */
+function typedValue(text: string): string | number | boolean {
   const trimmed = text.trim();
-  if (/^(-?\d+(\.\d+)?([eE][-+]?\d+)?|true|false|null|"[^"]*")$/.test(trimmed)) return JSON.parse(trimmed) as unknown;
+  if (/^(-?\d+(\.\d+)?([eE][-+]?\d+)?|true|false|"[^"]*")$/.test(trimmed)) return JSON.parse(trimmed) as string | number | boolean;
   return text;
 }
 
@@ -58,8 +59,8 @@ export class OnlineScreen {
   private readonly serviceInput = h("input", { type: "text", "aria-label": "filter: service name", placeholder: "any service" });
   private readonly spanInput = h("input", { type: "text", "aria-label": "filter: span name", placeholder: "any root span" });
   private readonly conditions = h("div", { class: "conditions" });
-  private readonly inputsPath = h("input", { type: "text", "aria-label": "inputs path", placeholder: "default: ag.data / gen_ai / OpenInference inputs" });
-  private readonly outputsPath = h("input", { type: "text", "aria-label": "outputs path", placeholder: "default: ag.data / gen_ai / OpenInference outputs" });
+  private readonly inputsPath = h("input", { type: "text", "aria-label": "inputs path", placeholder: "e.g. span.attributes.ag.data.inputs" });
+  private readonly outputsPath = h("input", { type: "text", "aria-label": "outputs path", placeholder: "e.g. root.attributes.ag.data.outputs" });
   private readonly formError = h("div", { class: "form-error", role: "alert" });
   private readonly rangeSelect = h("select", { "aria-label": "chart range", onchange: () => void this.loadChart() }, RANGES.map(([label], i) => option(String(i), label, i === 1)));
   private readonly chartTitle = h("h3", {}, "Scores over time");
@@ -97,7 +98,7 @@ export class OnlineScreen {
               h("label", {}, "sampling rate ", this.rateInput),
             ),
             h("fieldset", {}, h("legend", {}, "Filter (empty: every trace)"), h("div", { class: "form-grid" }, h("label", {}, "service name ", this.serviceInput), h("label", {}, "span name ", this.spanInput)), this.conditions, h("button", { type: "button", class: "small", onclick: () => this.addCondition() }, "+ attribute condition")),
-            h("fieldset", {}, h("legend", {}, "Mapping (optional): trace paths for inputs / outputs"), h("div", { class: "form-grid" }, h("label", {}, "inputs ", this.inputsPath), h("label", {}, "outputs ", this.outputsPath))),
+            h("fieldset", {}, h("legend", {}, "Mapping (optional): trace paths for inputs / outputs"), h("p", { class: "hint" }, "Left empty, a field comes from the evaluated span: ag.data, else gen_ai.*, else OpenInference."), h("div", { class: "form-grid" }, h("label", {}, "inputs ", this.inputsPath), h("label", {}, "outputs ", this.outputsPath))),
             this.formError,
             h("div", { class: "toolbar" }, h("button", { class: "primary", type: "submit" }, "Create rule")),
           ),
@@ -231,7 +232,7 @@ export class OnlineScreen {
   private addCondition(condition: AttributeCondition = { key: "", equals: "" }): void {
     const key = h("input", { type: "text", "aria-label": "attribute key", placeholder: "e.g. deployment.environment", value: condition.key });
     const value = h("input", { type: "text", "aria-label": "attribute value", placeholder: "prod (or 200, true)", value: condition.equals === undefined ? "" : String(condition.equals) });
-    const op = h("select", { "aria-label": "condition", onchange: () => (value.hidden = op.value !== "equals") }, option("equals", "equals", true), option("exists", "exists"));
+    const op = h("select", { "aria-label": "condition", onchange: () => (value.hidden = op.value !== "equals") }, option("equals", "equals", true), option("exists", "exists"), option("absent", "is absent"));
     const row: HTMLElement = h("div", { class: "condition" }, key, op, value, h("button", { type: "button", class: "small", "aria-label": "remove condition", onclick: () => row.remove() }, "✕"));
     this.conditions.append(row);
     key.focus();
@@ -248,7 +249,7 @@ export class OnlineScreen {
     for (const row of this.conditions.querySelectorAll<HTMLElement>(".condition")) {
       const [key, op, value] = row.querySelectorAll<HTMLInputElement | HTMLSelectElement>("input, select");
       if (!key.value.trim()) continue;
-      conditions.push(op.value === "exists" ? { key: key.value.trim(), exists: true } : { key: key.value.trim(), equals: typedValue(value.value) });
+      conditions.push(op.value === "equals" ? { key: key.value.trim(), equals: typedValue(value.value) } : { key: key.value.trim(), exists: op.value === "exists" });
     }
     if (conditions.length) filter.attributes = conditions;
     if (Object.keys(filter).length) body.filter = filter;
@@ -307,7 +308,8 @@ export class OnlineScreen {
       return void fill(this.chartBox, h("p", { class: "muted" }, "Create a rule to see its scores over time."));
     }
     const [, range, bucket] = RANGES[Number(this.rangeSelect.value)] ?? RANGES[1];
-    const since = new Date(Date.now() - range * 1000).toISOString();
+    // since: a whole number of buckets back, so the buckets stay put between two polls
+    const since = new Date((Math.floor(Date.now() / 1000 / bucket) * bucket - range + bucket) * 1000).toISOString();
     this.chartTitle.textContent = `Scores over time · ${this.ruleName(id)}`;
     try {
       const stats = await api<RuleStats>("GET", `/v1/online-rules/${encodeURIComponent(id)}/stats?bucket=${bucket}&since=${encodeURIComponent(since)}`);

@@ -191,8 +191,8 @@ export interface RowPage<T> {
 
 export interface AttributeCondition {
   key: string;
-  equals?: unknown;
-  exists?: boolean;
+  equals?: string | number | boolean | null;
+  exists?: boolean | null;
 }
 
 export interface RuleFilter {
@@ -206,7 +206,7 @@ export interface OnlineRule {
   name: string | null;
   evaluator_id: string;
   revision: number | null;
-  filter: RuleFilter | null;
+  filter: RuleFilter;
   sampling_rate: number;
   mapping: { inputs?: string | null; outputs?: string | null } | null;
   enabled: boolean;
@@ -226,6 +226,7 @@ export interface OnlineScore {
   evaluator_id: string;
   revision: number | null;
   runtime_id: string | null;
+  attempts?: number;
   enqueued_at: string;
   scored_at: string | null;
   duration_ms: number | null;
@@ -270,6 +271,8 @@ export interface TraceSummary {
 export interface TraceDetail {
   trace_id: string;
   state: string;
+  service_name?: string | null;
+  root_span_id?: string | null;
   trace: TraceDict;
   inputs: unknown;
   outputs: unknown;
@@ -279,13 +282,20 @@ export interface TraceDetail {
 export interface StatsBucket {
   start: string;
   count: number;
-  mean: number | null;
+  ok: number;
+  errors: number;
+  mean_score: number | null;
   pass_rate: number | null;
   labels: Record<string, number>;
 }
 
+/** GET /v1/online-rules/{id}/stats: buckets from since to until, empty ones included. */
 export interface RuleStats {
-  rule_id?: string;
-  bucket: number;
+  rule_id: string;
+  since: string;
+  until: string;
+  bucket_s: number;
   buckets: StatsBucket[];
+  queued: number;
+  dropped: number;
 }
