@@ -23,6 +23,10 @@ function clock(date: Date, bucket: number): string {
   return date.toLocaleString(undefined, opts);
 }
 
+function count(n: number, what: string): string {
+  return `${n} ${what}${n === 1 ? "" : "s"}`;
+}
+
 function percent(value: number | null): string {
   return value === null ? "—" : `${num(value * 100, 1)} %`;
 }
@@ -72,7 +76,7 @@ export function statsChart(stats: RuleStats, title: string): HTMLElement {
   const overall = withMean.length ? withMean.reduce((s, b) => s + (b.mean_score as number) * b.count, 0) / withMean.reduce((n, b) => n + b.count, 0) : null;
   const errors = scored.reduce((n, b) => n + b.errors, 0);
   const latest = scored[scored.length - 1];
-  const summary = `${title}: ${total} scores (${errors} errors) in ${scored.length} of ${buckets.length} buckets of ${stats.bucket_s} s; mean score ${num(overall)}; latest bucket mean ${num(latest.mean_score)}, pass rate ${percent(latest.pass_rate)}`;
+  const summary = `${title}: ${count(total, "score")} (${count(errors, "error")}) in ${scored.length} of ${count(buckets.length, "bucket")} of ${stats.bucket_s} s; mean score ${num(overall)}; latest bucket mean ${num(latest.mean_score)}, pass rate ${percent(latest.pass_rate)}`;
   const chart = svg(
     "svg",
     { viewBox: `0 0 ${W} ${H}`, class: "chart-svg", role: "img", "aria-label": summary, "data-points": points.length, "data-bars": bars.length },
@@ -86,7 +90,7 @@ export function statsChart(stats: RuleStats, title: string): HTMLElement {
     "figure",
     { class: "chart", "aria-label": summary },
     chart,
-    h("figcaption", { class: "chart-legend" }, h("span", { class: "key key-mean" }, "mean score"), h("span", { class: "key key-pass" }, "pass rate"), h("span", { class: "muted" }, ` · ${total} scored, ${errors} errors, ${stats.bucket_s} s buckets`, stats.queued ? ` · ${stats.queued} waiting` : "", stats.dropped ? ` · ${stats.dropped} dropped (backlog full)` : "")),
+    h("figcaption", { class: "chart-legend" }, h("span", { class: "key key-mean" }, "mean score"), h("span", { class: "key key-pass" }, "pass rate"), h("span", { class: "muted" }, ` · ${total} scored, ${count(errors, "error")}, ${stats.bucket_s} s buckets`, stats.queued ? ` · ${stats.queued} waiting` : "", stats.dropped ? ` · ${stats.dropped} dropped (backlog full)` : "")),
     h(
       "details",
       { class: "chart-table" },
