@@ -151,6 +151,7 @@ def test_a_rule_made_on_the_page_scores_live_otlp_traffic_shown_in_the_feed_trac
     chart.locator("summary", has_text="as a table").click()
     expect(chart.locator(".stats-table tbody tr").first).to_contain_text("2")
     page.evaluate("window.scrollTo(0, 0)")
+    expect(page.locator("#toast")).not_to_have_class(re.compile(r"\bshown\b"), timeout=10_000)
     shot(page, "online-light")
 
     feed.locator(f"tr[data-trace='{bad}']").click()

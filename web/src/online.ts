@@ -39,6 +39,12 @@ function typedValue(text: string): string | number | boolean {
   return text;
 }
 
+/** A time of today as the time only; an older one with its date. */
+function recent(date: string): string {
+  const at = new Date(date);
+  return at.toDateString() === new Date().toDateString() ? at.toLocaleTimeString() : at.toLocaleString();
+}
+
 export class OnlineScreen {
   readonly element: HTMLElement;
   private rules: OnlineRule[] = [];
@@ -343,7 +349,7 @@ export class OnlineScreen {
           h(
             "tr",
             { tabindex: 0, class: t.trace_id === this.openTrace ? "selected" : "", "data-trace": t.trace_id, "data-state": t.state, onclick: () => void this.loadTrace(t.trace_id, true), onkeydown: (e: KeyboardEvent) => e.key === "Enter" && void this.loadTrace(t.trace_id, true) },
-            h("td", { class: "muted" }, t.last_span_at ? when(t.last_span_at) : "—"),
+            h("td", { class: "muted", title: t.last_span_at ? when(t.last_span_at) : "" }, t.last_span_at ? recent(t.last_span_at) : "—"),
             h("td", {}, h("b", {}, t.root_name ?? "(no root yet)"), t.service_name ? h("span", { class: "muted" }, ` · ${t.service_name}`) : null, h("div", { class: "mono muted trace-id" }, t.trace_id)),
             h("td", { class: "num" }, t.span_count ?? "—"),
             h("td", { class: "chips" }, t.scores.length ? t.scores.map((s) => this.scoreChip(s)) : h("span", { class: "muted" }, t.state === "routed" ? "no rule matched" : t.state)),
