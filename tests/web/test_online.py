@@ -232,3 +232,26 @@ def test_the_feed_polls_only_while_the_online_screen_is_shown(page: Page) -> Non
         pass
     page.get_by_role("button", name="Pause live updates").click()
     expect(page.locator(".live-state")).to_have_text("paused")
+
+
+def test_hostile_span_names_and_attributes_are_shown_as_text(page: Page, service: httpx.Client, tracer: Tracer) -> None:
+    """What an application sends is data: markup in a span name or attribute is never run or parsed."""
+    markup = '<img src=x onerror="window.pwned=1"><b>bold</b>'
+    with tracer.start_as_current_span(markup) as root:
+        root.set_attribute("ag.data.inputs.question", markup)
+        root.set_attribute("ag.data.outputs", markup)
+        root.set_attribute("x" * 200, "y" * 5000)
+        trace_id = format(root.get_span_context().trace_id, "032x")
+    page.goto("/#online")
+    row = page.locator(f"table.feed tr[data-trace='{trace_id}']")
+    expect(row).to_have_attribute("data-state", "routed", timeout=SCORE_WAIT_MS)
+    expect(row).to_contain_text(markup)
+    row.click()
+    view = page.locator(f".trace-view[data-trace='{trace_id}']")
+    expect(view.locator(".span-name")).to_have_text(markup)
+    expect(view.get_by_label("trace outputs")).to_contain_text("onerror=")
+    assert view.locator("img").count() == 0 and view.locator("b", has_text="bold").count() == 0
+    assert page.evaluate("window.pwned") is None
+    view.locator(".span-node > details > summary").first.click()
+    long_value = view.locator(".attr-list dd", has_text="yyyy")
+    expect(long_value).to_contain_text("…")  # a long value is cut for display
