@@ -104,7 +104,7 @@ export class OnlineScreen {
               h("label", {}, "sampling rate ", this.rateInput),
             ),
             h("fieldset", {}, h("legend", {}, "Filter (empty: every trace)"), h("div", { class: "form-grid" }, h("label", {}, "service name ", this.serviceInput), h("label", {}, "span name ", this.spanInput)), this.conditions, h("button", { type: "button", class: "small", onclick: () => this.addCondition() }, "+ attribute condition")),
-            h("fieldset", {}, h("legend", {}, "Mapping (optional): trace paths for inputs / outputs"), h("p", { class: "hint" }, "Left empty, a field comes from the evaluated span: ag.data, else gen_ai.*, else OpenInference."), h("div", { class: "form-grid" }, h("label", {}, "inputs ", this.inputsPath), h("label", {}, "outputs ", this.outputsPath))),
+            h("fieldset", {}, h("legend", {}, "Mapping (optional): trace paths for inputs / outputs"), h("p", { class: "hint" }, "Paths like root.attributes.ag.data.inputs or span[name=llm].outputs (docs/online.md). Left empty: the root span's ag.data, GenAI or OpenInference inputs/outputs, else the first span's that has them."), h("div", { class: "form-grid" }, h("label", {}, "inputs ", this.inputsPath), h("label", {}, "outputs ", this.outputsPath))),
             this.formError,
             h("div", { class: "toolbar" }, h("button", { class: "primary", type: "submit" }, "Create rule")),
           ),
