@@ -123,7 +123,7 @@ class ScoreExporter:
         resource = Resource.create({"service.name": settings.otel_service_name, "service.version": version})
         provider = TracerProvider(resource=resource, sampler=ALWAYS_ON, id_generator=_InTrace(), shutdown_on_exit=False)
         provider.add_span_processor(
-            BatchSpanProcessor(OTLPSpanExporter(endpoint=traces_url(endpoint), headers=headers))
+            BatchSpanProcessor(OTLPSpanExporter(endpoint=traces_url(endpoint), headers=headers, timeout=_SHUTDOWN_S))
         )
         self._provider, self._tracer = provider, provider.get_tracer(_SCOPE, version)
 
