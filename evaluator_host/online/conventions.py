@@ -34,7 +34,7 @@ def maybe_json(value: Any) -> Any:
         if text[:1] in ("{", "[") and text[-1:] in ("}", "]"):
             try:
                 return json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
                 return value
     return value
 
@@ -174,7 +174,7 @@ def _agenta_value(value: Any, depth: int = 0) -> Any:
         if value.startswith(_AG_JSON):
             try:
                 return json.loads(value[len(_AG_JSON) :])
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
                 return value
         return maybe_json(value)
     if isinstance(value, Mapping) and depth < 32:
@@ -246,6 +246,6 @@ def _oi_value(attrs: Any, side: str) -> Any:
     if isinstance(value, str) and isinstance(mime, str) and mime.split(";")[0].strip() in _JSON_TYPES:
         try:
             return json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
             return value
     return maybe_json(value)

@@ -83,8 +83,11 @@ def spans_depth_first(trace: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
 
 def trace_inputs_outputs(trace: dict[str, Any]) -> tuple[Any, Any, str | None]:
     """``(inputs, outputs, span_id)``: the root span's when it has either, else those of the first span
-    (depth-first, start order) that has; ``(None, None, None)`` when no span has any."""
-    for span in spans_depth_first(trace):
+    (depth-first, start order) that has; ``(None, None, None)`` when no span has any. A trace's real
+    roots (no parent) come before spans whose parent never arrived, whatever their start times."""
+    roots = list((trace.get("spans") or {}).values())
+    roots.sort(key=lambda root: root.get("parent_id") is not None)  # stable: start order otherwise
+    for span in spans_depth_first({"spans": {index: root for index, root in enumerate(roots)}}):
         inputs, outputs = span_inputs_outputs(span)
         if inputs is not None or outputs is not None:
             return inputs, outputs, span.get("span_id")

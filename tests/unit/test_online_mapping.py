@@ -377,3 +377,48 @@ def test_a_malformed_path_is_a_422_definition_error(path: str) -> None:
 def test_a_path_that_is_not_a_string_is_refused() -> None:
     with pytest.raises(MappingPathError):
         check_path(None)  # type: ignore[arg-type]
+
+
+def test_a_real_root_comes_before_an_orphan_that_started_earlier() -> None:
+    orphan = _span({"ag.data.outputs": "orphan"}, span_id=TOOL, parent="f" * 16, name="late parent", start=10)
+    root = _span({"ag.data.outputs": "root"}, start=1_000)
+    trace = build_trace(T, [orphan, root])
+    assert list(trace["spans"]) == [TOOL, ROOT]  # start order
+    assert trace_inputs_outputs(trace) == (None, "root", ROOT)
+
+
+DEEP = "[" * 100_000 + "]" * 100_000  # past the JSON parser's recursion limit
+
+
+def test_hostile_attribute_values_map_without_raising() -> None:
+    hostile = [
+        {"gen_ai.input.messages": DEEP, "gen_ai.output.messages": DEEP},
+        {"ag.data.inputs": DEEP, "ag.data.outputs": "@ag.type=json:" + DEEP},
+        {"input.value": DEEP, "input.mime_type": "application/json", "output.value": DEEP},
+        {"gen_ai.prompt.99999999999999999999999.content": "x", "gen_ai.prompt.1.role": 7},
+        {"llm.input_messages.0.message.contents.0.message_content": "text, not an object"},
+        {"gen_ai.input.messages": json.dumps([1, "two", None, {"role": None, "parts": "not a list"}])},
+        {"gen_ai.output.messages": json.dumps({"role": "assistant", "parts": [{"type": "text", "content": 5}]})},
+        {"ag.data.outputs": json.dumps({"__default__": {"__default__": 1}})},
+    ]
+    for attrs in hostile:
+        _one(attrs)  # answers, never raises
+    assert _one({"ag.data.inputs": DEEP})[0] == DEEP  # JSON too deep to parse stays text
+    events: list[dict[str, Any]] = [
+        {"name": "gen_ai.user.message", "attributes": None},
+        {"name": "gen_ai.choice", "attributes": {"message": DEEP}},
+        {"name": "gen_ai.assistant.message", "attributes": {"gen_ai.event.content": 12}},
+        "not an event",  # type: ignore[list-item]
+    ]
+    span_inputs_outputs({"attributes": {}, "events": events})  # a span dict as hostile as it gets
+    assert span_inputs_outputs({"attributes": None, "events": None}) == (None, None)
+
+
+def test_a_path_into_hostile_text_and_through_deep_nesting() -> None:
+    trace = build_trace(T, [_span({"x.deep": DEEP, "x.list": [1, 2, 3]})])
+    root = trace["spans"][ROOT]
+    view = {"trace": trace, "span": root, "root": root}
+    assert resolve(view, "root.attributes.x.deep.0") is None  # unparseable JSON text: no step into it
+    assert resolve(view, "root.attributes.x.list.2") == 3
+    assert resolve(view, "root.attributes.x.list[99999999999999999999]") is None
+    assert resolve(view, "span[x=1].name") is None
