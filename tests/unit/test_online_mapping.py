@@ -422,3 +422,121 @@ def test_a_path_into_hostile_text_and_through_deep_nesting() -> None:
     assert resolve(view, "root.attributes.x.list.2") == 3
     assert resolve(view, "root.attributes.x.list[99999999999999999999]") is None
     assert resolve(view, "span[x=1].name") is None
+
+
+# Captured verbatim (then pasted here) from real instrumentations against a loopback OpenAI stand-in:
+# opentelemetry-util-genai 0.3b0 (the writer of the OpenTelemetry openai-v2 instrumentation) with
+# OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental and content capture SPAN_ONLY, and
+# openinference-instrumentation-openai 0.1.66 and OpenLLMetry's opentelemetry-instrumentation-openai
+# 0.40.14 (the indexed form) and 0.62.4 (now the current messages) on openai's chat.completions.create.
+CAPTURED_GEN_AI = {
+    "gen_ai.operation.name": "chat",
+    "gen_ai.request.model": "gpt-4o-mini",
+    "gen_ai.provider.name": "openai",
+    "gen_ai.response.finish_reasons": ["stop"],
+    "gen_ai.response.model": "gpt-4o-mini-2024-07-18",
+    "gen_ai.input.messages": (
+        '[{"role":"user","parts":[{"content":"Weather in Paris?","type":"text"}]},{"role":"assistan'
+        't","parts":[{"arguments":{"city":"Paris"},"name":"weather","id":"call_1","type":"tool_call'
+        '"}]},{"role":"tool","parts":[{"response":"rain","id":"call_1","type":"tool_call_response"}'
+        ']},{"role":"user","parts":[{"content":"And in one word?","type":"text"}]}]'
+    ),
+    "gen_ai.output.messages": (
+        '[{"role":"assistant","parts":[{"content":"Rainy.","type":"text"}],"finish_reason":"stop"}]'
+    ),
+    "gen_ai.system_instructions": '[{"content":"You answer in one word.","type":"text"}]',
+}
+CAPTURED_OPENLLMETRY_OLD = {
+    "llm.request.type": "chat",
+    "gen_ai.system": "OpenAI",
+    "gen_ai.request.model": "gpt-4o-mini",
+    "llm.headers": "None",
+    "llm.is_streaming": False,
+    "gen_ai.openai.api_base": "http://127.0.0.1:41865/v1/",
+    "gen_ai.prompt.0.role": "system",
+    "gen_ai.prompt.0.content": "Be brief.",
+    "gen_ai.prompt.1.role": "user",
+    "gen_ai.prompt.1.content": "Weather in Paris?",
+    "gen_ai.response.model": "gpt-4o-mini-2024-07-18",
+    "gen_ai.response.id": "chatcmpl-1",
+    "llm.usage.total_tokens": 14,
+    "gen_ai.usage.completion_tokens": 2,
+    "gen_ai.usage.prompt_tokens": 12,
+    "gen_ai.completion.0.finish_reason": "stop",
+    "gen_ai.completion.0.role": "assistant",
+    "gen_ai.completion.0.content": "Rainy.",
+}
+CAPTURED_OPENLLMETRY_NEW = {
+    "gen_ai.operation.name": "chat",
+    "gen_ai.provider.name": "openai",
+    "gen_ai.request.model": "gpt-4o-mini",
+    "gen_ai.is_streaming": False,
+    "gen_ai.openai.api_base": "http://127.0.0.1:39477/v1/",
+    "gen_ai.input.messages": (
+        '[{"role": "system", "parts": [{"content": "Be brief.", "type": "text"}]}, '
+        '{"role": "user", "parts": [{"content": "Weather in Paris?", "type": "text"}]}]'
+    ),
+    "gen_ai.response.model": "gpt-4o-mini-2024-07-18",
+    "gen_ai.response.id": "chatcmpl-1",
+    "gen_ai.response.finish_reasons": ["stop"],
+    "gen_ai.usage.total_tokens": 14,
+    "gen_ai.usage.output_tokens": 2,
+    "gen_ai.usage.input_tokens": 12,
+    "gen_ai.output.messages": (
+        '[{"role": "assistant", "parts": [{"content": "Rainy.", "type": "text"}], "finish_reason": "stop"}]'
+    ),
+}
+CAPTURED_OPENINFERENCE = {
+    "llm.system": "openai",
+    "input.value": (
+        '{"model": "gpt-4o-mini", "messages": [{"role": "system", "content": "Be brief."}, {"role":'
+        ' "user", "content": "Weather in Paris?"}]}'
+    ),
+    "input.mime_type": "application/json",
+    "output.value": (
+        '{"id":"chatcmpl-1","choices":[{"finish_reason":"stop","index":0,"message":{"content":"Rain'
+        'y.","role":"assistant"}}],"created":1,"model":"gpt-4o-mini-2024-07-18","object":"chat.comp'
+        'letion","usage":{"completion_tokens":2,"prompt_tokens":12,"total_tokens":14}}'
+    ),
+    "output.mime_type": "application/json",
+    "llm.invocation_parameters": '{"model": "gpt-4o-mini"}',
+    "llm.input_messages.0.message.role": "system",
+    "llm.input_messages.0.message.content": "Be brief.",
+    "llm.input_messages.1.message.role": "user",
+    "llm.input_messages.1.message.content": "Weather in Paris?",
+    "llm.model_name": "gpt-4o-mini-2024-07-18",
+    "llm.token_count.total": 14,
+    "llm.token_count.prompt": 12,
+    "llm.token_count.completion": 2,
+    "llm.output_messages.0.message.role": "assistant",
+    "llm.output_messages.0.message.content": "Rainy.",
+    "llm.finish_reason": "stop",
+    "openinference.span.kind": "LLM",
+}
+
+
+def test_attributes_captured_from_real_instrumentations() -> None:
+    inputs, outputs = _one(CAPTURED_GEN_AI)
+    assert outputs == "Rainy." and inputs["prompt"] == "And in one word?"
+    assert inputs["system"] == "You answer in one word." and inputs["model"] == "gpt-4o-mini"
+    assert [m["role"] for m in inputs["messages"]] == ["user", "assistant", "tool", "user"]
+    assert inputs["messages"][1]["parts"][0]["arguments"] == {"city": "Paris"}
+    for openllmetry in (CAPTURED_OPENLLMETRY_OLD, CAPTURED_OPENLLMETRY_NEW):
+        assert _one(openllmetry) == (
+            {
+                "messages": [
+                    {"role": "system", "content": "Be brief."},
+                    {"role": "user", "content": "Weather in Paris?"},
+                ],
+                "prompt": "Weather in Paris?",
+                "model": "gpt-4o-mini",
+            },
+            "Rainy.",
+        )
+    inputs, outputs = _one(CAPTURED_OPENINFERENCE)
+    assert outputs == "Rainy."
+    assert inputs == {
+        "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris?"}],
+        "prompt": "Weather in Paris?",
+        "model": "gpt-4o-mini-2024-07-18",
+    }
