@@ -54,6 +54,7 @@ __all__ = [
     "attr",
     "check_path",
     "maybe_json",
+    "path_view",
     "resolve",
     "span_inputs_outputs",
     "spans_depth_first",
@@ -92,6 +93,17 @@ def trace_inputs_outputs(trace: dict[str, Any]) -> tuple[Any, Any, str | None]:
         if inputs is not None or outputs is not None:
             return inputs, outputs, span.get("span_id")
     return None, None, None
+
+
+def path_view(trace: dict[str, Any], span_id: str | None = None, root_span_id: str | None = None) -> dict[str, Any]:
+    """The view paths read: ``{"trace", "span", "root"}`` — ``root`` the span ``root_span_id`` (else the
+    first span without a parent, else the first root), ``span`` the span ``span_id`` (else the root)."""
+    spans = list(spans_depth_first(trace))
+    by_id = {s.get("span_id"): s for s in spans} if span_id or root_span_id else {}
+    roots = list((trace.get("spans") or {}).values())
+    root = by_id.get(root_span_id) or next((r for r in roots if r.get("parent_id") is None), None)
+    root = root or (roots[0] if roots else None)
+    return {"trace": trace, "span": by_id.get(span_id) or root, "root": root}
 
 
 MAX_PATH_CHARS = 500

@@ -16,6 +16,7 @@ from evaluator_host.evaluation.trace_shape import SpanData, build_trace
 from evaluator_host.online.mapping import (
     MAX_PATH_CHARS,
     check_path,
+    path_view,
     resolve,
     span_inputs_outputs,
     spans_depth_first,
@@ -539,4 +540,19 @@ def test_attributes_captured_from_real_instrumentations() -> None:
         "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris?"}],
         "prompt": "Weather in Paris?",
         "model": "gpt-4o-mini-2024-07-18",
+    }
+
+
+def test_path_view_finds_the_span_and_the_root() -> None:
+    trace = _tree()
+    root = trace["spans"][ROOT]
+    assert path_view(trace, LLM, ROOT) == {"trace": trace, "span": root["children"][LLM], "root": root}
+    assert path_view(trace) == {"trace": trace, "span": root, "root": root}
+    assert path_view(trace, "f" * 16, "e" * 16)["span"] is root  # unknown ids: the root
+    orphan_first = build_trace(T, [_span({}, span_id=TOOL, parent="f" * 16, start=1), _span({})])
+    assert path_view(orphan_first)["root"]["span_id"] == ROOT
+    assert path_view({"trace_id": T, "spans": {}}) == {
+        "trace": {"trace_id": T, "spans": {}},
+        "span": None,
+        "root": None,
     }
