@@ -40,6 +40,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "jobs": (*TOP, E + "migration", E + "testing"),
     "jobs/queue": (*SURFACES,),
     "online": (*TOP, E + "migration", E + "jobs", E + "testing"),
+    # a job's model target (client, prompt sandbox, budgets, generation stage): jobs import it, never the reverse
+    "targets": (*TOP, E + "migration", E + "jobs", E + "testing"),
     # the write side of a job's results never imports the read side (both use jobs/stored_form.py)
     "jobs/rows.py": (E + "jobs.exports",),
     "jobs/executor.py": (E + "jobs.exports",),
