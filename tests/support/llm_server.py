@@ -6,7 +6,9 @@ What it answers: ``{"choices": [{"message": {"role": "assistant", "content": "A:
 
 * ``plan(prompt, [429, 500, 200])``: the statuses the calls whose last user message is ``prompt`` get,
   in turn (then 200); a 429 carries ``Retry-After: retry_after`` (seconds, or an HTTP date if a str);
-* ``hold``: an Event; while it is clear, calls whose prompt ``held(prompt)`` says so wait for it;
+* ``hold``: an Event; while it is clear, calls whose prompt ``held(prompt)`` says so wait for it (and,
+  with ``drop_held`` set when they wake, end their connection without an answer);
+* a planned 401 echoes the request's ``Authorization`` header in its body (a hostile endpoint);
 * it counts, per prompt, the calls received and the answers written in full (``received``,
   ``answered``), the most calls in flight at once (``peak``), and keeps every request's headers.
 """
@@ -41,6 +43,7 @@ class LLMServer:
         self.hold = threading.Event()
         self.hold.set()
         self.held: Callable[[str], bool] = lambda _prompt: False
+        self.drop_held = False
         self._plans: dict[str, list[int]] = {}
         self.port = 0
         self._httpd: ThreadingHTTPServer | None = None
@@ -94,11 +97,18 @@ def _handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
             try:
                 if server.held(prompt):
                     server.hold.wait(120)
+                    if server.drop_held:
+                        self.close_connection = True
+                        return
                 if server.delay_s:
                     time.sleep(server.delay_s)
                 status = server._status(prompt)
                 if status == 429:
                     self._send(429, b'{"error": {"message": "slow down"}}', {"Retry-After": str(server.retry_after)})
+                    return
+                if status == 401:
+                    echoed = json.dumps({"error": {"message": f"bad key: {self.headers.get('Authorization')}"}})
+                    self._send(401, echoed.encode())
                     return
                 if status != 200:
                     self._send(status, b'{"error": {"message": "upstream trouble"}}')

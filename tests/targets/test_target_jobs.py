@@ -4,6 +4,8 @@ OpenAI-compatible server (tests/support/llm_server.py), stored, then scored with
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from evaluator_host.api import create_app
 from tests.support.backends import BACKENDS
 from tests.support.llm_server import LLMServer, llm_server
 from tests.support.service import assert_healthy, make_settings
+from tests.support.wait import wait_until
 
 PRICES = {"m": {"input_per_1k": 1.0, "output_per_1k": 2.0}}
 # the evaluator sees what the job made: outputs (the text), the call's trace, the row's inputs
@@ -192,3 +195,59 @@ def test_the_smallest_body_and_a_messages_column(client: TestClient, llm: LLMSer
     assert job["status"] == "succeeded" and job["aggregate"]["pass_rate"] == 1.0
     sent = [b for b in llm.bodies if b["messages"][-1]["content"] == "hello 0"][0]
     assert sent["messages"][0] == {"role": "system", "content": "be brief"} and sent["model"] == "m"
+
+
+KEY = "sk-target-key-4f9d2c7e1b"
+
+
+def test_the_key_is_sent_and_never_stored_logged_or_answered(
+    client: TestClient, llm: LLMServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert client.put("/v1/secrets/LLM_KEY", json={"value": KEY}).status_code == 204
+    llm.plan("Q: echo", [401])  # a hostile endpoint answers the key back in its error
+    rows = [{"question": "keyed"}, {"question": "echo"}]
+    answers: list[str] = []
+    with caplog.at_level(logging.DEBUG):
+        body = {"evaluator_id": _evaluator(client), "rows": rows, "target": _target(llm, api_key_secret="LLM_KEY")}
+        created = client.post("/v1/jobs", json=body)
+        answers.append(created.text)
+        job = _finished(client, created.json()["id"])
+        for params in ({}, {"format": "ndjson"}, {"format": "csv"}):
+            answers.append(client.get(f"/v1/jobs/{job['id']}/results", params=params).text)
+        answers.append(client.get(f"/v1/jobs/{job['id']}").text)
+        answers.append(client.get("/metrics").text)
+    sent = [h for h, b in zip(llm.headers, llm.bodies, strict=True) if b["messages"][-1]["content"] == "Q: keyed"]
+    assert sent and sent[0]["Authorization"] == f"Bearer {KEY}"  # the endpoint got it
+    assert job["status"] == "succeeded" and job["progress"]["failed"] == 1
+    assert "[secret LLM_KEY]" in answers[1] and "api_key_secret" in answers[0]  # the echo, redacted
+    logs = "\n".join(f"{r.getMessage()} {r.exc_text or ''} {r.__dict__}" for r in caplog.records)
+    data_dir = Path(client.app.state.settings.data_dir)  # type: ignore[attr-defined]
+    files = {p: p.read_bytes() for p in data_dir.rglob("*") if p.is_file() and p.name != "service.lock"}
+    assert any(p.name.startswith("evaluator-host.db") for p in files)
+    assert KEY not in logs and all(KEY not in answer for answer in answers)
+    assert [p for p, content in files.items() if KEY.encode() in content] == []
+    missing = {**body, "target": _target(llm, api_key_secret="NO_SUCH_KEY")}
+    refused = client.post("/v1/jobs", json=missing)
+    assert refused.status_code == 422 and refused.json()["error"]["type"] == "SecretError"
+
+
+def test_concurrency_is_bounded_per_workspace_across_its_jobs(client: TestClient, llm: LLMServer) -> None:
+    evaluator = _evaluator(client)
+    llm.hold.clear()
+    llm.held = lambda prompt: prompt.startswith("Q: ws-")
+    llm.drop_held = False
+    try:
+        ids = []
+        for job in range(2):  # each job may have 8 in flight; the workspace's cap is 8 in all
+            rows = [{"question": f"ws-{job}-{i}"} for i in range(12)]
+            body = {"evaluator_id": evaluator, "rows": rows, "target": _target(llm, concurrency=8)}
+            ids.append(client.post("/v1/jobs", json=body).json()["id"])
+        wait_until(lambda: llm.in_flight == 8, 30, 0.02, what="8 calls in flight")
+        time.sleep(0.3)  # had the cap not held, more would have arrived by now
+        assert llm.in_flight == 8 and llm.peak <= 8
+    finally:
+        llm.hold.set()
+        llm.held = lambda _prompt: False
+    for job_id in ids:
+        assert _finished(client, job_id)["status"] == "succeeded"
+    assert llm.peak <= 8
