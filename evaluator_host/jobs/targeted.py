@@ -22,6 +22,7 @@ job with a ``target`` runs):
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
@@ -166,6 +167,7 @@ class TargetedRows:
             timeout_s=target.timeout_s,
             max_retries=target.max_retries,
             connections=target.concurrency,
+            tls=_tls(self.settings) if endpoint.scheme == "https" else None,
         )
         stage = GenerationStage(
             job_id,
@@ -248,6 +250,11 @@ class TargetedRows:
             for i, outcome in zip(at, ran.outcomes, strict=True):
                 outcomes[i] = outcome
         return [o for o in outcomes if o is not None], seconds, len(cases)
+
+
+def _tls(settings: Settings) -> ssl.SSLContext:
+    """What an ``https`` endpoint is verified with: the ``CA_BUNDLE`` setting's CAs, else the system's."""
+    return ssl.create_default_context(cafile=str(settings.ca_bundle) if settings.ca_bundle else None)
 
 
 async def _take(stage: GenerationStage, size: int) -> list[Generated] | None:

@@ -4,7 +4,8 @@ Contract:
 
 * :meth:`ChatClient.complete` POSTs ``{base_url}/chat/completions`` (``model``, ``messages``, and
   ``temperature`` / ``max_tokens`` when set) to the checked address (:mod:`evaluator_host.targets.endpoint`;
-  ``Host`` and TLS's SNI name the host), with ``Authorization: Bearer <key>`` when the target has a key,
+  ``Host`` and TLS's SNI name the host) over kept-alive connections (:mod:`evaluator_host.targets.http`),
+  with ``Authorization: Bearer <key>`` when the target has a key,
   and answers a :class:`Completion`: the first choice's text and finish reason, the usage, the latency
   of the call that answered and the attempts made — or its ``error`` (never raised).
 * 429, 5xx, a timeout (``timeout_s`` per call) and a lost connection are retried, at most
@@ -21,15 +22,17 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import random
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 import msgspec
 
+from evaluator_host.errors import TargetError
 from evaluator_host.targets.endpoint import Endpoint
+from evaluator_host.targets.http import ConnectionFailed, ConnectionPool, TooLarge
 
 __all__ = ["RETRY_AFTER_CAP_S", "ChatClient", "Completion", "jitter_backoff", "retry_after_s"]
 
@@ -89,7 +92,8 @@ class _Retry(Exception):
 
 
 class ChatClient:
-    """Calls one endpoint for one job (an ``httpx.AsyncClient`` of ``connections`` connections)."""
+    """Calls one endpoint for one job (at most ``connections`` kept-alive connections; ``tls``: the
+    context an ``https`` endpoint is verified with, default the system's CAs)."""
 
     def __init__(
         self,
@@ -100,6 +104,7 @@ class ChatClient:
         timeout_s: float,
         max_retries: int,
         connections: int,
+        tls: ssl.SSLContext | None = None,
         backoff: Callable[[int], float] = jitter_backoff,
     ) -> None:
         self.endpoint = endpoint
@@ -107,18 +112,30 @@ class ChatClient:
         self._key_name = key_name or "key"
         self.max_retries = max_retries
         self.backoff = backoff
-        self._url = endpoint.url("/chat/completions")
-        headers = {"Host": endpoint.netloc, "Content-Type": "application/json", "Accept": "application/json"}
+        headers = [("Content-Type", "application/json"), ("Accept", "application/json")]
         if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        self._extensions = {"sni_hostname": endpoint.host} if endpoint.scheme == "https" else {}
-        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
-        self._client = httpx.AsyncClient(
-            headers=headers, timeout=httpx.Timeout(timeout_s), limits=limits, trust_env=False
+            headers.append(("Authorization", f"Bearer {api_key}"))
+        self.timeout_s = timeout_s
+        if endpoint.scheme == "https" and tls is None:
+            tls = ssl.create_default_context()
+        self._pool = ConnectionPool(
+            endpoint.address,
+            endpoint.port,
+            endpoint.netloc,
+            sni=endpoint.host,
+            tls=tls if endpoint.scheme == "https" else None,
+            max_idle=connections,
+            max_body=_BODY_LIMIT,
         )
+        try:
+            self._head = self._pool.head(f"{endpoint.path}/chat/completions", headers)
+        except ValueError:
+            raise TargetError(
+                f"the value of secret {self._key_name!r} cannot be sent in a header (CR, LF or NUL)"
+            ) from None
 
     async def close(self) -> None:
-        await self._client.aclose()
+        await self._pool.close()
 
     def _clean(self, text: str) -> str:
         """``text`` cut, the key (if any) replaced by its secret's name."""
@@ -160,22 +177,15 @@ class ChatClient:
 
     async def _once(self, payload: bytes) -> Completion:
         try:
-            async with self._client.stream("POST", self._url, content=payload, extensions=self._extensions) as answer:
-                chunks: list[bytes] = []
-                size = 0
-                async for chunk in answer.aiter_bytes():
-                    size += len(chunk)
-                    if size > _BODY_LIMIT:
-                        return Completion(None, error=f"the answer is larger than {_BODY_LIMIT:,} bytes")
-                    chunks.append(chunk)
-        except httpx.TimeoutException as exc:
-            raise _Retry(f"timed out ({type(exc).__name__})") from None
-        except httpx.TransportError as exc:
-            raise _Retry(f"connection failed ({type(exc).__name__}: {exc})") from None
-        raw = b"".join(chunks)
-        status = answer.status_code
+            status, headers, raw = await self._pool.post(self._head, payload, self.timeout_s)
+        except TimeoutError:
+            raise _Retry(f"timed out after {self.timeout_s:g} s") from None
+        except ConnectionFailed as exc:
+            raise _Retry(f"connection failed ({exc})") from None
+        except TooLarge as exc:
+            return Completion(None, error=str(exc))
         if status == 429 or status >= 500:
-            raise _Retry(f"HTTP {status}: {_text(raw)}", retry_after_s(answer.headers.get("retry-after")))
+            raise _Retry(f"HTTP {status}: {_text(raw)}", retry_after_s(headers.get("retry-after")))
         if status != 200:
             return Completion(None, error=f"HTTP {status}: {_text(raw)}")
         return _parsed(raw)
