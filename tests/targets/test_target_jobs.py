@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import MetaData, create_engine, select
 
 from evaluator_host.api import create_app
-from tests.support.backends import BACKENDS
+from evaluator_host.store.schema import normalized_url
+from tests.support.backends import BACKENDS, postgres_only
 from tests.support.llm_server import LLMServer, llm_server
 from tests.support.service import assert_healthy, make_settings
 from tests.support.wait import wait_until
@@ -33,17 +35,21 @@ CODE = (
 )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def llm() -> Iterator[LLMServer]:
+    """A loopback OpenAI-compatible server of the test's own (its counters are the test's)."""
     with llm_server() as server:
         yield server
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
+@pytest.fixture(scope="module", params=[*BACKENDS, pytest.param("postgres", marks=[postgres_only])])
 def client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """A service of this module's own on each backend, and the process backend on PostgreSQL."""
+    url = request.getfixturevalue("postgres").database() if request.param == "postgres" else None
     settings = make_settings(
         tmp_path_factory.mktemp("targets"),
-        backend=request.param,
+        backend="process" if request.param == "postgres" else request.param,
+        database_url=url,
         egress_hosts={"llm.test": "127.0.0.1"},
         target_prices=PRICES,
         target_workspace_concurrency=8,
@@ -223,7 +229,17 @@ def test_the_key_is_sent_and_never_stored_logged_or_answered(
     logs = "\n".join(f"{r.getMessage()} {r.exc_text or ''} {r.__dict__}" for r in caplog.records)
     data_dir = Path(client.app.state.settings.data_dir)  # type: ignore[attr-defined]
     files = {p: p.read_bytes() for p in data_dir.rglob("*") if p.is_file() and p.name != "service.lock"}
-    assert any(p.name.startswith("evaluator-host.db") for p in files)
+    settings = client.app.state.settings  # type: ignore[attr-defined]
+    if settings.database_url:  # PostgreSQL: every row of every table, as text
+        engine = create_engine(normalized_url(settings.resolved_database_url))
+        tables = MetaData()
+        tables.reflect(engine)
+        with engine.connect() as db:
+            stored = "\n".join(repr(row) for table in tables.sorted_tables for row in db.execute(select(table)))
+        engine.dispose()
+        assert "api_key_secret" in stored and KEY not in stored
+    else:
+        assert any(p.name.startswith("evaluator-host.db") for p in files)
     assert KEY not in logs and all(KEY not in answer for answer in answers)
     assert [p for p, content in files.items() if KEY.encode() in content] == []
     missing = {**body, "target": _target(llm, api_key_secret="NO_SUCH_KEY")}
