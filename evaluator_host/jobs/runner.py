@@ -249,7 +249,12 @@ class JobRunner:
         records = await asyncio.to_thread(
             self.store.list_jobs, workspace, status=status, evaluator_id=evaluator_id, limit=limit, before=before
         )
-        return [self.view(r) for r in records]
+        jobs = [self.view(r) for r in records]
+        for job in jobs:
+            if job.target is not None and job.usage is None:  # a model-target job not generating here
+                totals = await asyncio.to_thread(self.lanes.targeted.store.usage, job.id)
+                job.usage = usage_of(totals, job.target.model, self.lanes.targeted.prices)
+        return jobs
 
     async def cancel(self, workspace: str, job_id: str) -> Job:
         """Cancel a queued or running job (a finished job is returned unchanged)."""

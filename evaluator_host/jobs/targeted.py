@@ -159,7 +159,7 @@ class TargetedRows:
             key = (await self.evaluators.vault.values(workspace, [target.api_key_secret]))[target.api_key_secret]
         totals = await asyncio.to_thread(self.store.usage, job_id)
         budget = Budget(target.max_calls, target.max_tokens_total, calls=totals.calls, tokens=totals.total_tokens)
-        have = await asyncio.to_thread(self.store.indices, job_id)
+        have = await asyncio.to_thread(self.store.unscored, job_id)
         client = ChatClient(
             endpoint,
             api_key=key,

@@ -18,7 +18,7 @@ from sqlalchemy import BigInteger, Float, ForeignKey, Integer, String, Table, Te
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, mapped_column
 
-from evaluator_host.store.db import Base
+from evaluator_host.store.db import Base, JobResultRow
 
 __all__ = ["GENERATIONS", "GenerationRecord", "GenerationStore", "JobGenerationRow", "UsageTotals"]
 
@@ -45,6 +45,7 @@ class JobGenerationRow(Base):
 
 
 GENERATIONS: Table = JobGenerationRow.__table__  # type: ignore[assignment]
+RESULTS: Table = JobResultRow.__table__  # type: ignore[assignment]
 _COLUMNS = [c.name for c in GENERATIONS.columns]
 
 
@@ -91,10 +92,13 @@ class GenerationStore:
         with self.engine.begin() as conn:
             conn.execute(GENERATIONS.insert(), [{name: getattr(r, name) for name in _COLUMNS} for r in records])
 
-    def indices(self, job_id: str) -> set[int]:
-        """The rows of ``job_id`` that have a generation."""
+    def unscored(self, job_id: str) -> set[int]:
+        """The rows of ``job_id`` that have a generation and no result yet (what a resumed job scores
+        without a call; the scored ones it skips anyway): at most the rows in flight when it stopped."""
+        g, r = GENERATIONS.c, RESULTS.c
+        scored = select(r.idx).where(r.job_id == g.job_id, r.idx == g.idx).exists()
         with self.engine.connect() as conn:
-            return set(conn.scalars(select(GENERATIONS.c.idx).where(GENERATIONS.c.job_id == job_id)))
+            return set(conn.scalars(select(g.idx).where(g.job_id == job_id, ~scored)))
 
     def of(self, job_id: str, indices: Iterable[int]) -> dict[int, GenerationRecord]:
         """The generations of ``indices`` (those that have one)."""
