@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -36,6 +37,7 @@ class LLMServer:
         self.retry_after: float | str = 1
         self.lock = threading.Lock()
         self.received: Counter[str] = Counter()
+        self.arrivals: dict[str, list[float]] = {}  # per prompt: when each call arrived (time.monotonic)
         self.answered: Counter[str] = Counter()
         self.headers: list[dict[str, str]] = []
         self.bodies: list[dict[str, Any]] = []
@@ -112,6 +114,7 @@ async def _answer(server: LLMServer, method: str, path: str, headers: dict[str, 
     prompt = _prompt(body)
     with server.lock:
         server.received[prompt] += 1
+        server.arrivals.setdefault(prompt, []).append(time.monotonic())
         server.headers.append(headers)
         server.bodies.append(body)
         server.in_flight += 1

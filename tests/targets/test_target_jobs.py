@@ -107,12 +107,14 @@ def test_rows_are_generated_then_scored(client: TestClient, llm: LLMServer) -> N
 
 def test_a_429_is_retried_after_its_retry_after(client: TestClient, llm: LLMServer) -> None:
     llm.plan("Q: busy", [429, 500, 200])
-    llm.retry_after = "0.2"
+    llm.retry_after = "1"  # longer than any back-off of a first retry (at most 0.5 s)
     body = {"evaluator_id": _evaluator(client), "rows": [{"question": "busy"}], "target": _target(llm)}
     job = _finished(client, client.post("/v1/jobs", json=body).json()["id"])
     assert job["status"] == "succeeded" and job["aggregate"]["score"]["mean"] == 1.0
     item = client.get(f"/v1/jobs/{job['id']}/results").json()["data"][0]
     assert item["generation"]["attempts"] == 3 and job["usage"]["calls"] == 3
+    first, second, _third = llm.arrivals["Q: busy"]
+    assert second - first >= 0.95  # the retry waited out the 429's Retry-After (1 s), not a back-off
 
 
 def test_a_row_whose_call_keeps_failing_is_an_error_result_and_the_job_goes_on(
