@@ -1,7 +1,8 @@
 """The dependency direction of the package: arrows only point down (docs/architecture.md draws the tree).
 
 ``api, cli -> services (assembly) -> migration -> jobs -> evaluation -> tenancy, builds -> sandbox, store
--> definitions -> errors, settings, storage``; observability is used by all and uses none of them.
+-> definitions -> errors, settings, storage``; observability is used by all and uses none of them; ``targets``
+(a job's model target) is used by jobs and uses none of the layers above it.
 Checked on the import statements of every module (also imports inside functions), so a shortcut shows
 up here before it shows up in a review.
 """
