@@ -229,3 +229,18 @@ def test_the_chat_client_retries_slow_answers_and_429s_and_hides_the_key() -> No
     with llm_server(delay_s=1.0) as llm:
         asyncio.run(run(llm.port))
     assert llm.received["slow"] == 3 and llm.received["busy"] == 2
+
+
+def test_a_refused_connection_is_retried_then_the_rows_error() -> None:
+    async def run() -> None:
+        endpoint = await check_endpoint(
+            "http://llm.test:9/v1", set(), open_service=True, pinned={"llm.test": "127.0.0.1"}
+        )  # nothing listens on port 9
+        client = ChatClient(
+            endpoint, api_key=None, key_name=None, timeout_s=5, max_retries=2, connections=1, backoff=lambda _a: 0.0
+        )
+        done = await client.complete({"model": "m", "messages": [{"role": "user", "content": "x"}]})
+        assert done.text is None and done.attempts == 3 and "connection failed" in (done.error or "")
+        await client.close()
+
+    asyncio.run(run())
