@@ -208,6 +208,18 @@ class Settings(BaseSettings):
     job_chunk_s: float = Field(0.25, gt=0, description="Target running time of one chunk (sizes adapt to it).")
     job_chunk_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Most row bytes in one chunk.")
     job_retries: int = Field(3, ge=0, description="Retries of a chunk after an infrastructure failure.")
+    target_workspace_concurrency: int = Field(
+        64,
+        ge=1,
+        le=4096,
+        description="Model calls in flight at once for one workspace, over all its model-target jobs in this "
+        "service (a job's target.concurrency is bounded by it).",
+    )
+    target_prices: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description='Prices of model-target calls per 1,000 tokens, as JSON {"model": {"input_per_1k": 0.15, '
+        '"output_per_1k": 0.6}}: jobs of a priced model show a cost estimate.',
+    )
     gc_threshold: int = Field(
         50_000,
         ge=0,
