@@ -70,7 +70,7 @@ class Ingest:
 
 
 def _row(span: Any, service_name: str | None, scope: dict[str, str]) -> dict[str, Any]:
-    ended = span.end_ns > 0
+    ended = span.parent_id is None and span.end_ns > 0  # only a root's end is kept (root_ended_at)
     return {
         "trace_id": span.trace_id,
         "span_id": span.span_id,

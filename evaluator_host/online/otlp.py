@@ -29,7 +29,7 @@ import json
 import math
 import re
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +65,7 @@ _MAX_DEPTH = 8  # arrays and kvlists inside attribute values, at most this deep
 _HEX = re.compile(r"[0-9a-fA-F]*")
 _ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 _MAX_NS = 2**63 - 1  # times are stored as int64 nanoseconds
+_SCALARS = frozenset({"int_value", "bool_value"})
 _REASONS = 3  # reasons quoted in a partial success's error_message
 # google.rpc.Code of each HTTP status we answer with an error
 _CODES = {400: 3, 401: 16, 413: 8, 415: 3, 503: 14}
@@ -327,19 +328,30 @@ def _span(span: Span, resource: dict[str, Any], limits: Limits) -> SpanData:
     )
 
 
-def _attributes(pairs: Iterable[KeyValue], limits: Limits, what: str) -> dict[str, Any]:
+def _attributes(pairs: Sequence[KeyValue], limits: Limits, what: str) -> dict[str, Any]:
+    """``{key: JSON value}`` of ``pairs`` (the hot loop: a string value, the common case, costs a length)."""
+    if len(pairs) > limits.max_attributes:
+        raise _Rejected(f"{len(pairs)} {what}s (online_max_attributes {limits.max_attributes})")
+    cap, max_key = limits.max_attribute_bytes, limits.max_name_chars
     out: dict[str, Any] = {}
     for pair in pairs:
-        if len(out) >= limits.max_attributes and pair.key not in out:
-            raise _Rejected(f"more than {limits.max_attributes} {what}s (online_max_attributes)")
-        if len(pair.key) > limits.max_name_chars:
-            raise _Rejected(f"{what} key of {len(pair.key)} characters (online_max_name_chars)")
-        budget = [limits.max_attribute_bytes]
-        out[pair.key] = _value(pair.value, budget, 0)
-        if budget[0] < 0:
-            raise _Rejected(
-                f"{what} {pair.key[:80]!r} over {limits.max_attribute_bytes} bytes (online_max_attribute_bytes)"
-            )
+        key = pair.key
+        if len(key) > max_key:
+            raise _Rejected(f"{what} key of {len(key)} characters (online_max_name_chars)")
+        value = pair.value
+        kind = value.WhichOneof("value")
+        if kind == "string_value":
+            text = value.string_value
+            if len(text) * 4 > cap and len(text.encode()) > cap:  # UTF-8 is at most 4 bytes a character
+                raise _Rejected(f"{what} {key[:80]!r} over {cap} bytes (online_max_attribute_bytes)")
+            out[key] = text
+        elif kind in _SCALARS:
+            out[key] = getattr(value, kind)
+        else:
+            budget = [cap]
+            out[key] = _value(value, budget, 0)
+            if budget[0] < 0:
+                raise _Rejected(f"{what} {key[:80]!r} over {cap} bytes (online_max_attribute_bytes)")
     return out
 
 

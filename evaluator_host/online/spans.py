@@ -19,9 +19,12 @@ from evaluator_host.evaluation.trace_shape import SpanData
 __all__ = ["decode", "encode"]
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # one: json.dumps makes one per call
+
+
 def encode(span: SpanData, scope: Mapping[str, Any] | None = None) -> str:
     """The ``body`` text of ``span`` (compact JSON)."""
-    return json.dumps(
+    return _ENCODER.encode(
         {
             "kind": span.kind,
             "status_code": span.status_code,
@@ -30,9 +33,7 @@ def encode(span: SpanData, scope: Mapping[str, Any] | None = None) -> str:
             "resource": dict(span.resource),
             "events": [dict(e) for e in span.events],
             "scope": dict(scope or {}),
-        },
-        separators=(",", ":"),
-        ensure_ascii=False,
+        }
     )
 
 

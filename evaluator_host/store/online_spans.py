@@ -5,10 +5,15 @@ Contract (docs/online.md, "How it works"):
 * :meth:`OnlineSpanStore.write` stores a request's spans and upserts their traces in ONE transaction:
   one multi-row ``INSERT … ON CONFLICT DO NOTHING … RETURNING`` into ``online_spans`` (a span already
   stored keeps its first row and counts nowhere) and one executemany upsert of ``online_traces``
+  (in trace id order, so concurrent writers of several services never deadlock on PostgreSQL)
   (``span_count`` grows by the spans newly stored, ``last_span_at`` is now; the first root — a span
   without a parent — gives the trace its ``root_span_id``, ``root_name`` and ``service_name``, and
   its end ``root_ended_at``; a new trace is ``open``; a trace's ``state`` is never changed here, so a
-  ``routed`` trace stays routed). Portable: SQLite and PostgreSQL.
+  ``routed`` trace stays routed). Portable: SQLite and PostgreSQL. One writer at a time per store
+  (a lock: on SQLite the database's write lock would otherwise be taken by polling, sleeping
+  milliseconds between tries); on SQLite the two statements are sent as driver SQL with the rows as
+  tuples (SQLAlchemy's per-row parameter processing cost more than SQLite's insert), with the
+  timestamps in SQLAlchemy's own SQLite format (its bind processor), so the Core queries compare them.
 * :meth:`OnlineSpanStore.mark_ready`: open traces whose root has ended and whose last span is older
   than the quiet period — or whose last span is older than the timeout, root or not — become ``ready``.
 * :meth:`OnlineSpanStore.sweep`: spans received before the retention cutoff are deleted, and the
@@ -17,11 +22,13 @@ Contract (docs/online.md, "How it works"):
 
 from __future__ import annotations
 
+import itertools
+import threading
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Table, case, delete, func, select, update
+from sqlalchemy import DateTime, Table, case, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
@@ -33,6 +40,51 @@ SPANS: Table = OnlineSpanRow.__table__  # type: ignore[assignment]
 TRACES: Table = OnlineTraceRow.__table__  # type: ignore[assignment]
 _SPAN_KEY = ["workspace_id", "trace_id", "span_id"]
 _TRACE_KEY = ["workspace_id", "trace_id"]
+_SPAN_COLUMNS = (
+    "workspace_id",
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "name",
+    "service_name",
+    "start_ns",
+    "end_ns",
+    "body",
+    "received_at",
+)
+_TRACE_COLUMNS = (
+    "workspace_id",
+    "trace_id",
+    "service_name",
+    "root_span_id",
+    "root_name",
+    "span_count",
+    "first_seen_at",
+    "last_span_at",
+    "root_ended_at",
+    "state",
+    "ready_at",
+)
+_SQLITE_ROWS = 3000  # spans per INSERT on SQLite: 30,000 parameters, under its 32,766
+_SQLITE_TIME = DateTime(timezone=True).dialect_impl(sqlite.dialect()).bind_processor(sqlite.dialect())
+_SQLITE_UPSERT = (
+    f"INSERT INTO online_traces ({', '.join(_TRACE_COLUMNS)}) VALUES ({', '.join('?' * len(_TRACE_COLUMNS))}) "
+    "ON CONFLICT (workspace_id, trace_id) DO UPDATE SET "
+    "span_count = span_count + excluded.span_count, last_span_at = excluded.last_span_at, "
+    "root_span_id = CASE WHEN root_span_id IS NULL THEN excluded.root_span_id ELSE root_span_id END, "
+    "root_name = CASE WHEN root_span_id IS NULL THEN excluded.root_name ELSE root_name END, "
+    "root_ended_at = CASE WHEN root_span_id IS NULL THEN excluded.root_ended_at ELSE root_ended_at END, "
+    "service_name = CASE WHEN root_span_id IS NULL AND excluded.root_span_id IS NOT NULL "
+    "THEN excluded.service_name ELSE coalesce(service_name, excluded.service_name) END"
+)
+
+
+def _sqlite_insert(n: int) -> str:
+    row = "(" + ", ".join("?" * len(_SPAN_COLUMNS)) + ")"
+    return (
+        f"INSERT INTO online_spans ({', '.join(_SPAN_COLUMNS)}) VALUES {', '.join([row] * n)} "
+        "ON CONFLICT DO NOTHING RETURNING trace_id, span_id"
+    )
 
 
 def _insert(conn: Connection, table: Table) -> Any:
@@ -45,6 +97,8 @@ class OnlineSpanStore:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self.sqlite = engine.dialect.name == "sqlite"
+        self._writer = threading.Lock()
 
     def write(self, workspace: str, spans: Sequence[dict[str, Any]], now: datetime) -> int:
         """Store ``spans`` (dicts of the ``online_spans`` columns but ``workspace_id`` and ``received_at``,
@@ -59,28 +113,53 @@ class OnlineSpanStore:
             if key not in seen:
                 seen.add(key)
                 rows.append(span)
-        values = [
-            {
-                "workspace_id": workspace,
-                "trace_id": s["trace_id"],
-                "span_id": s["span_id"],
-                "parent_span_id": s["parent_span_id"],
-                "name": s["name"],
-                "service_name": s["service_name"],
-                "start_ns": s["start_ns"],
-                "end_ns": s["end_ns"],
-                "body": s["body"],
-                "received_at": now,
-            }
-            for s in rows
-        ]
-        with self.engine.begin() as conn:
-            query = _insert(conn, SPANS).on_conflict_do_nothing(index_elements=_SPAN_KEY)
-            stored = {tuple(r) for r in conn.execute(query.returning(SPANS.c.trace_id, SPANS.c.span_id), values)}
-            traces = _trace_values(workspace, rows, stored, now)
-            if traces:
-                conn.execute(_upsert_traces(conn), traces)
+        values = [{"workspace_id": workspace, "received_at": now, **s} for s in rows]
+        with self._writer, self.engine.begin() as conn:
+            if self.sqlite:
+                stored = self._write_sqlite(conn, values, workspace, now)
+            else:
+                query = _insert(conn, SPANS).on_conflict_do_nothing(index_elements=_SPAN_KEY)
+                query = query.returning(SPANS.c.trace_id, SPANS.c.span_id)
+                stored = {(t, s) for t, s in conn.execute(query, [_only(v, _SPAN_COLUMNS) for v in values])}
+                traces = _trace_values(workspace, rows, stored, now)
+                if traces:
+                    conn.execute(_upsert_traces(conn), traces)
         return len(stored)
+
+    def _write_sqlite(
+        self, conn: Connection, values: list[dict[str, Any]], workspace: str, now: datetime
+    ) -> set[tuple[str, str]]:
+        at = _SQLITE_TIME(now) if _SQLITE_TIME is not None else now
+        stored: set[tuple[str, str]] = set()
+        for start in range(0, len(values), _SQLITE_ROWS):
+            part = values[start : start + _SQLITE_ROWS]
+            params = tuple(
+                itertools.chain.from_iterable(
+                    (
+                        v["workspace_id"],
+                        v["trace_id"],
+                        v["span_id"],
+                        v["parent_span_id"],
+                        v["name"],
+                        v["service_name"],
+                        v["start_ns"],
+                        v["end_ns"],
+                        v["body"],
+                        at,
+                    )
+                    for v in part
+                )
+            )
+            stored.update((t, s) for t, s in conn.exec_driver_sql(_sqlite_insert(len(part)), params))
+        traces = _trace_values(workspace, values, stored, now)
+        if traces:
+            times = ("first_seen_at", "last_span_at", "root_ended_at", "ready_at")
+            for trace in traces:
+                for name in times:
+                    if trace[name] is not None and _SQLITE_TIME is not None:
+                        trace[name] = _SQLITE_TIME(trace[name])
+            conn.exec_driver_sql(_SQLITE_UPSERT, [tuple(t[c] for c in _TRACE_COLUMNS) for t in traces])
+        return stored
 
     def mark_ready(self, now: datetime, quiet_s: float, timeout_s: float) -> int:
         """Make quiet traces ``ready`` (see the module docstring); how many."""
@@ -146,7 +225,11 @@ def _trace_values(
             trace["root_name"] = span["name"]
             trace["service_name"] = span["service_name"]
             trace["root_ended_at"] = span["root_ended_at"]
-    return list(traces.values())
+    return [traces[trace_id] for trace_id in sorted(traces)]
+
+
+def _only(row: dict[str, Any], columns: Sequence[str]) -> dict[str, Any]:
+    return {c: row[c] for c in columns}
 
 
 def _upsert_traces(conn: Connection) -> Any:
