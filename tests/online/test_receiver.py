@@ -99,7 +99,7 @@ def _ok(response: Any, media: str = "application/x-protobuf") -> Any:
     assert response.status_code == 200, response.content
     assert response.headers["content-type"] == media
     if media == "application/json":
-        return json.loads(response.content)  # type: ignore[no-any-return]
+        return json.loads(response.content)
     return ExportTraceServiceResponse.FromString(response.content)
 
 
