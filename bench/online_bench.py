@@ -41,7 +41,9 @@ _ANSWER = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content"
 
 
 def _kv(key: str, value: str | int) -> KeyValue:
-    return KeyValue(key=key, value=AnyValue(int_value=value) if isinstance(value, int) else AnyValue(string_value=value))
+    return KeyValue(
+        key=key, value=AnyValue(int_value=value) if isinstance(value, int) else AnyValue(string_value=value)
+    )
 
 
 def body(rng: random.Random) -> bytes:
@@ -131,7 +133,10 @@ def run(name: str, store: bool) -> Run:
     env = {"EVALUATOR_HOST_API_KEYS": KEY, "EVALUATOR_HOST_BACKEND": "process"}
     if not store:
         env["EVALUATOR_HOST_ONLINE_STORE_SPANS"] = "false"
-    with tempfile.TemporaryDirectory(prefix="evaluator-host-bench-") as data_dir, serving(data_dir, env) as (base, proc):
+    with (
+        tempfile.TemporaryDirectory(prefix="evaluator-host-bench-") as data_dir,
+        serving(data_dir, env) as (base, proc),
+    ):
         ctx = multiprocessing.get_context("spawn")
         barrier = ctx.Manager().Barrier(EXPORTERS + 1)
         with ctx.Pool(EXPORTERS) as pool:
