@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -83,7 +84,7 @@ def _sqlite_insert(n: int) -> str:
     row = "(" + ", ".join("?" * len(_SPAN_COLUMNS)) + ")"
     return (
         f"INSERT INTO online_spans ({', '.join(_SPAN_COLUMNS)}) VALUES {', '.join([row] * n)} "
-        "ON CONFLICT DO NOTHING RETURNING trace_id, span_id"
+        "ON CONFLICT DO NOTHING RETURNING workspace_id, trace_id, span_id"
     )
 
 
@@ -92,73 +93,110 @@ def _insert(conn: Connection, table: Table) -> Any:
     return (postgresql if conn.dialect.name == "postgresql" else sqlite).insert(table)
 
 
+@dataclass
+class _Pending:
+    """One request's rows waiting for a group commit, and what became of them."""
+
+    rows: list[dict[str, Any]]
+    stored: int = 0
+    done: bool = False
+    error: BaseException | None = None
+
+
 class OnlineSpanStore:
     """``online_spans`` and ``online_traces`` as the receiver and assembly use them."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.sqlite = engine.dialect.name == "sqlite"
-        self._writer = threading.Lock()
+        self._writer = threading.Lock()  # one writing transaction at a time (see :meth:`write`)
+        self._queue = threading.Lock()
+        self._pending: list[_Pending] = []
 
     def write(self, workspace: str, spans: Sequence[dict[str, Any]], now: datetime) -> int:
         """Store ``spans`` (dicts of the ``online_spans`` columns but ``workspace_id`` and ``received_at``,
         plus ``root_ended_at``: the span's end as a datetime, or None) and upsert their traces; the
-        number of spans newly stored (see the module docstring)."""
+        number of spans newly stored (see the module docstring).
+
+        Group commit: a caller that finds the writer busy leaves its spans in the queue; whoever holds
+        the writer next writes every queued request in one transaction (each still gets its own count,
+        and all of them the transaction's error if it fails). Rows and parameters are made before."""
         if not spans:
             return 0
-        rows = []
-        seen: set[tuple[str, str]] = set()
-        for span in spans:  # a span twice in one request: its first copy, as across requests
-            key = (span["trace_id"], span["span_id"])
-            if key not in seen:
-                seen.add(key)
-                rows.append(span)
-        values = [{"workspace_id": workspace, "received_at": now, **s} for s in rows]
-        with self._writer, self.engine.begin() as conn:
-            if self.sqlite:
-                stored = self._write_sqlite(conn, values, workspace, now)
-            else:
-                query = _insert(conn, SPANS).on_conflict_do_nothing(index_elements=_SPAN_KEY)
-                query = query.returning(SPANS.c.trace_id, SPANS.c.span_id)
-                stored = {(t, s) for t, s in conn.execute(query, [_only(v, _SPAN_COLUMNS) for v in values])}
-                traces = _trace_values(workspace, rows, stored, now)
-                if traces:
-                    conn.execute(_upsert_traces(conn), traces)
-        return len(stored)
+        at = _sqlite_time(now) if self.sqlite else now
+        rows = [{**s, "workspace_id": workspace, "received_at": now, "at": at} for s in spans]
+        job = _Pending(rows)
+        with self._queue:
+            self._pending.append(job)
+        with self._writer:
+            if not job.done:
+                with self._queue:
+                    group, self._pending = self._pending, []
+                self._write_group(group)
+        if job.error is not None:
+            raise job.error
+        return job.stored
 
-    def _write_sqlite(
-        self, conn: Connection, values: list[dict[str, Any]], workspace: str, now: datetime
-    ) -> set[tuple[str, str]]:
-        at = _SQLITE_TIME(now) if _SQLITE_TIME is not None else now
-        stored: set[tuple[str, str]] = set()
-        for start in range(0, len(values), _SQLITE_ROWS):
-            part = values[start : start + _SQLITE_ROWS]
+    def _write_group(self, group: list[_Pending]) -> None:
+        try:
+            rows: list[dict[str, Any]] = []
+            seen: set[tuple[str, str, str]] = set()
+            for job in group:  # a span twice (in a request, or in two): its first copy, as across requests
+                for row in job.rows:
+                    key = (row["workspace_id"], row["trace_id"], row["span_id"])
+                    if key not in seen:
+                        seen.add(key)
+                        rows.append(row)
+            with self.engine.begin() as conn:
+                stored = self._insert_sqlite(conn, rows) if self.sqlite else self._insert(conn, rows)
+                traces = _trace_values(rows, stored)
+                if traces and self.sqlite:
+                    conn.exec_driver_sql(_SQLITE_UPSERT, [_sqlite_trace(t) for t in traces])
+                elif traces:
+                    conn.execute(_upsert_traces(conn), traces)
+            for job in group:
+                for row in job.rows:
+                    key = (row["workspace_id"], row["trace_id"], row["span_id"])
+                    if key in stored:
+                        stored.discard(key)  # counted once: for the first request that sent it
+                        job.stored += 1
+        except BaseException as exc:
+            for job in group:
+                job.error = exc
+            raise
+        finally:
+            for job in group:
+                job.done = True
+
+    @staticmethod
+    def _insert(conn: Connection, rows: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+        query = _insert(conn, SPANS).on_conflict_do_nothing(index_elements=_SPAN_KEY)
+        query = query.returning(SPANS.c.workspace_id, SPANS.c.trace_id, SPANS.c.span_id)
+        return {(w, t, s) for w, t, s in conn.execute(query, [_only(r, _SPAN_COLUMNS) for r in rows])}
+
+    @staticmethod
+    def _insert_sqlite(conn: Connection, rows: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+        stored: set[tuple[str, str, str]] = set()
+        for start in range(0, len(rows), _SQLITE_ROWS):
+            part = rows[start : start + _SQLITE_ROWS]
             params = tuple(
                 itertools.chain.from_iterable(
                     (
-                        v["workspace_id"],
-                        v["trace_id"],
-                        v["span_id"],
-                        v["parent_span_id"],
-                        v["name"],
-                        v["service_name"],
-                        v["start_ns"],
-                        v["end_ns"],
-                        v["body"],
-                        at,
+                        r["workspace_id"],
+                        r["trace_id"],
+                        r["span_id"],
+                        r["parent_span_id"],
+                        r["name"],
+                        r["service_name"],
+                        r["start_ns"],
+                        r["end_ns"],
+                        r["body"],
+                        r["at"],
                     )
-                    for v in part
+                    for r in part
                 )
             )
-            stored.update((t, s) for t, s in conn.exec_driver_sql(_sqlite_insert(len(part)), params))
-        traces = _trace_values(workspace, values, stored, now)
-        if traces:
-            times = ("first_seen_at", "last_span_at", "root_ended_at", "ready_at")
-            for trace in traces:
-                for name in times:
-                    if trace[name] is not None and _SQLITE_TIME is not None:
-                        trace[name] = _SQLITE_TIME(trace[name])
-            conn.exec_driver_sql(_SQLITE_UPSERT, [tuple(t[c] for c in _TRACE_COLUMNS) for t in traces])
+            stored.update((w, t, s) for w, t, s in conn.exec_driver_sql(_sqlite_insert(len(part)), params))
         return stored
 
     def mark_ready(self, now: datetime, quiet_s: float, timeout_s: float) -> int:
@@ -195,37 +233,47 @@ class OnlineSpanStore:
             return int(conn.execute(query).scalar_one())
 
 
-def _trace_values(
-    workspace: str, rows: Sequence[dict[str, Any]], stored: set[tuple[Any, ...]], now: datetime
-) -> list[dict[str, Any]]:
-    """One upsert row per trace with newly stored spans: their count, and the first root among them."""
-    traces: dict[str, dict[str, Any]] = {}
+def _trace_values(rows: Sequence[dict[str, Any]], stored: set[tuple[str, str, str]]) -> list[dict[str, Any]]:
+    """One upsert row per (workspace, trace) with newly stored spans: their count, the first root among
+    them, the earliest and latest receipt; in key order (concurrent writers lock traces in one order)."""
+    traces: dict[tuple[str, str], dict[str, Any]] = {}
     for span in rows:
-        trace_id = span["trace_id"]
-        if (trace_id, span["span_id"]) not in stored:
+        key = (span["workspace_id"], span["trace_id"])
+        if (*key, span["span_id"]) not in stored:
             continue
-        trace = traces.get(trace_id)
+        trace = traces.get(key)
         if trace is None:
-            trace = traces[trace_id] = {
-                "workspace_id": workspace,
-                "trace_id": trace_id,
+            trace = traces[key] = {
+                "workspace_id": key[0],
+                "trace_id": key[1],
                 "service_name": span["service_name"],
                 "root_span_id": None,
                 "root_name": None,
                 "span_count": 0,
-                "first_seen_at": now,
-                "last_span_at": now,
+                "first_seen_at": span["received_at"],
+                "last_span_at": span["received_at"],
                 "root_ended_at": None,
                 "state": "open",
                 "ready_at": None,
             }
         trace["span_count"] += 1
+        trace["last_span_at"] = max(trace["last_span_at"], span["received_at"])
         if span["parent_span_id"] is None and trace["root_span_id"] is None:
             trace["root_span_id"] = span["span_id"]
             trace["root_name"] = span["name"]
             trace["service_name"] = span["service_name"]
             trace["root_ended_at"] = span["root_ended_at"]
-    return [traces[trace_id] for trace_id in sorted(traces)]
+    return [traces[key] for key in sorted(traces)]
+
+
+def _sqlite_trace(trace: dict[str, Any]) -> tuple[Any, ...]:
+    """An upsert row's parameters, its times as SQLAlchemy writes them on SQLite."""
+    times = ("first_seen_at", "last_span_at", "root_ended_at", "ready_at")
+    return tuple(_sqlite_time(trace[c]) if c in times else trace[c] for c in _TRACE_COLUMNS)
+
+
+def _sqlite_time(value: datetime | None) -> Any:
+    return _SQLITE_TIME(value) if value is not None and _SQLITE_TIME is not None else value
 
 
 def _only(row: dict[str, Any], columns: Sequence[str]) -> dict[str, Any]:
