@@ -349,3 +349,25 @@ def test_retention_deletes_old_spans_and_their_traces(world: World) -> None:
     assert world.trace(old) is None and world.trace(new) is not None
     assert world.rows("SELECT count(*) FROM online_spans") == [(1,)]
     assert "evaluator_host_online_spans_expired_total 1.0" in world.client.get("/metrics").text
+
+
+def test_hostile_json_values_are_a_400_or_stored_never_a_500(world: World) -> None:
+    tid, sid = new_trace_id(), new_span_id()
+    refused = [
+        {"traceId": tid, "spanId": sid, "name": "\ud800"},  # a lone surrogate: no UTF-8 for it
+        {"traceId": tid, "spanId": sid, "attributes": [{"key": "k", "value": {"intValue": "99999999999999999999"}}]},
+        {"traceId": tid, "spanId": sid, "startTimeUnixNano": -5},
+        {"traceId": 5, "spanId": sid},
+    ]
+    nul = [{"key": "a\u0000", "value": {"stringValue": "\u0000"}}]
+    stored = [
+        {"traceId": tid, "spanId": sid, "name": "x", "kind": 99, "status": {"code": 77}},
+        {"traceId": tid, "spanId": new_span_id(), "name": "y", "events": [{"name": "e\u0000", "attributes": nul}]},
+    ]
+    for span in [*refused, *stored]:
+        resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "a\u0000b"}}]}
+        body = json.dumps({"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": [span]}]}]})
+        response = world.post(body.encode(), JSON)
+        assert response.status_code == (400 if span in refused else 200), response.content
+    assert world.trace(tid).service_name == "ab"  # PostgreSQL stores no NUL in a column
+    _healthy(world)
