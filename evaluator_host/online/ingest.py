@@ -54,7 +54,7 @@ class Ingest:
     def receive(self, workspace: str, body: bytes, media: str, encoding: str | None) -> Decoded:
         """Decode ``body`` and store its accepted spans in ``workspace`` (raises ``OtlpError`` for a body
         refused whole); what it carried (the answer's partial success is its ``rejected``)."""
-        decoded = decode(inflate(body, encoding, self.limits.max_body_bytes), media, self.limits)
+        decoded = decode(inflate(body, encoding, self.limits.body_bytes), media, self.limits)
         if decoded.rejected:
             self._outcomes["rejected"].inc(decoded.rejected)
         if not decoded.spans or not self.settings.online_store_spans:

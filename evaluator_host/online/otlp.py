@@ -9,7 +9,7 @@ names, int64s numbers or strings, and unknown fields are ignored (all json_forma
 ``Content-Encoding: gzip`` is inflated by :func:`inflate`, which stops as soon as the output passes
 the bound (a gzip bomb is never inflated whole).
 
-Contract of :func:`decode`: a body it cannot parse, or with more than ``max_spans`` spans, raises
+Contract of :func:`decode`: a body it cannot parse, or with more than ``Limits.spans`` spans, raises
 :class:`OtlpError` (400); otherwise every span is either in :attr:`Decoded.spans` (hex ids,
 attributes as ``{key: JSON value}`` — arrays as lists, kvlists as objects, bytes as base64 text,
 non-finite doubles as text — the resource's attributes, events, the scope and the resource's
@@ -75,11 +75,11 @@ _CODES = {400: 3, 401: 16, 413: 8, 415: 3, 503: 14}
 class Limits:
     """The receiver's bounds (the ``online_max_*`` settings)."""
 
-    max_body_bytes: int
-    max_spans: int
-    max_attributes: int
-    max_attribute_bytes: int
-    max_name_chars: int
+    body_bytes: int
+    spans: int
+    attributes: int
+    attribute_bytes: int
+    name_chars: int
 
     @classmethod
     def of(cls, settings: Settings) -> Limits:
@@ -171,8 +171,8 @@ def decode(body: bytes, media: str, limits: Limits) -> Decoded:
     """The spans of an OTLP body (see the module docstring)."""
     request = _parse_json(body, limits) if media == JSON else _parse_protobuf(body)
     count = sum(len(scope.spans) for rs in request.resource_spans for scope in rs.scope_spans)
-    if count > limits.max_spans:
-        raise OtlpError(400, f"{count} spans in one request; at most {limits.max_spans} (online_max_spans)")
+    if count > limits.spans:
+        raise OtlpError(400, f"{count} spans in one request; at most {limits.spans} (online_max_spans)")
     decoded = Decoded()
     for resource_spans in request.resource_spans:
         try:
@@ -240,8 +240,8 @@ def _parse_json(body: bytes, limits: Limits) -> ExportTraceServiceRequest:
     count = 0
     for span in _json_spans(data):
         count += 1
-        if count > limits.max_spans:  # before building any message
-            raise OtlpError(400, f"more than {limits.max_spans} spans in one request (online_max_spans)")
+        if count > limits.spans:  # before building any message
+            raise OtlpError(400, f"more than {limits.spans} spans in one request (online_max_spans)")
         _ids_to_base64(span)
         for link in span.get("links") or ():
             if isinstance(link, dict):
@@ -293,20 +293,20 @@ def _span(span: Span, resource: dict[str, Any], limits: Limits) -> SpanData:
         raise _Rejected(f"span id of {len(span_id)} bytes (8, not all zero)")
     if parent and len(parent) != 8:
         raise _Rejected(f"parent span id of {len(parent)} bytes (8, or none)")
-    if len(span.name) > limits.max_name_chars:
-        raise _Rejected(f"name of {len(span.name)} characters (online_max_name_chars {limits.max_name_chars})")
+    if len(span.name) > limits.name_chars:
+        raise _Rejected(f"name of {len(span.name)} characters (online_max_name_chars {limits.name_chars})")
     if "\x00" in span.name:
         raise _Rejected("a NUL character in the name")
     if max(span.start_time_unix_nano, span.end_time_unix_nano) > _MAX_NS:
         raise _Rejected("a time past the year 2262 (int64 nanoseconds)")
-    if len(span.events) > limits.max_attributes:
-        raise _Rejected(f"{len(span.events)} events (online_max_attributes {limits.max_attributes})")
+    if len(span.events) > limits.attributes:
+        raise _Rejected(f"{len(span.events)} events (online_max_attributes {limits.attributes})")
     status_message = span.status.message
-    if len(status_message) > limits.max_attribute_bytes:
-        raise _Rejected(f"status message over {limits.max_attribute_bytes} characters")
+    if len(status_message) > limits.attribute_bytes:
+        raise _Rejected(f"status message over {limits.attribute_bytes} characters")
     events = [
         {
-            "name": event.name[: limits.max_name_chars],
+            "name": event.name[: limits.name_chars],
             "time_ns": event.time_unix_nano,
             "attributes": _attributes(event.attributes, limits, "event attribute"),
         }
@@ -330,9 +330,9 @@ def _span(span: Span, resource: dict[str, Any], limits: Limits) -> SpanData:
 
 def _attributes(pairs: Sequence[KeyValue], limits: Limits, what: str) -> dict[str, Any]:
     """``{key: JSON value}`` of ``pairs`` (the hot loop: a string value, the common case, costs a length)."""
-    if len(pairs) > limits.max_attributes:
-        raise _Rejected(f"{len(pairs)} {what}s (online_max_attributes {limits.max_attributes})")
-    cap, max_key = limits.max_attribute_bytes, limits.max_name_chars
+    if len(pairs) > limits.attributes:
+        raise _Rejected(f"{len(pairs)} {what}s (online_max_attributes {limits.attributes})")
+    cap, max_key = limits.attribute_bytes, limits.name_chars
     out: dict[str, Any] = {}
     for pair in pairs:
         key = pair.key

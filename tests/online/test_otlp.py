@@ -12,7 +12,7 @@ import pytest
 from evaluator_host.online.otlp import PROTOBUF, Limits, OtlpError, decode, inflate
 from tests.support.otlp_bodies import S, new_span_id, new_trace_id, protobuf_body
 
-LIMITS = Limits(max_body_bytes=1 << 20, max_spans=10, max_attributes=8, max_attribute_bytes=1024, max_name_chars=64)
+LIMITS = Limits(body_bytes=1 << 20, spans=10, attributes=8, attribute_bytes=1024, name_chars=64)
 
 
 def test_a_gzip_bomb_is_cut_off_while_inflating() -> None:
