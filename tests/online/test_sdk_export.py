@@ -5,6 +5,7 @@ assembled and made ready by the service's own loop; ``evaluator-host demo-traffi
 from __future__ import annotations
 
 import functools
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,8 @@ from opentelemetry.trace import SpanKind
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
+from evaluator_host.online.mapping import trace_inputs_outputs
+from evaluator_host.online.traces import load_trace
 from evaluator_host.store.db import make_engine
 from tests.support import REPO
 from tests.support.service import serving
@@ -134,6 +137,15 @@ def test_an_sdk_instrumented_app_exports_to_the_service(tmp_path: Path, database
                     text("SELECT DISTINCT name FROM online_spans WHERE service_name = 'demo-chat'")
                 ).all()
                 assert sorted(n for (n,) in names) == ["chat", "llm"]
+            with engine.connect() as conn:  # a demo trace, loaded as evaluators get it: the GenAI mapping reads it
+                demo_id = done.stdout.split("last trace: ")[1].split()[0]
+                loaded = load_trace(conn, workspaces[0], demo_id)
+            assert loaded is not None and loaded.root_span_id is not None
+            inputs, outputs, span_id = trace_inputs_outputs(loaded.trace)
+            assert "?" in json.dumps(inputs) and outputs, (inputs, outputs)  # the question in, the answer out
+            (root,) = loaded.trace["spans"].values()
+            (llm,) = root["children"].values()
+            assert span_id == llm["span_id"] and llm["attributes"]["gen_ai"]["request"]["model"] == "gpt-4o-mini"
             wrong = subprocess.run([*demo, "--api-key", "nope"], cwd=REPO, capture_output=True, text=True, timeout=120)
             assert wrong.returncode == 1 and "not accepted" in wrong.stderr
         finally:
