@@ -3,17 +3,19 @@
 Contract (docs/online.md, "How it works"):
 
 * :meth:`OnlineSpanStore.write` stores a request's spans and upserts their traces in ONE transaction:
-  one multi-row ``INSERT … ON CONFLICT DO NOTHING … RETURNING`` into ``online_spans`` (a span already
-  stored keeps its first row and counts nowhere) and one executemany upsert of ``online_traces``
-  (in trace id order, so concurrent writers of several services never deadlock on PostgreSQL)
-  (``span_count`` grows by the spans newly stored, ``last_span_at`` is now; the first root — a span
-  without a parent — gives the trace its ``root_span_id``, ``root_name`` and ``service_name``, and
-  its end ``root_ended_at``; a new trace is ``open``; a trace's ``state`` is never changed here, so a
-  ``routed`` trace stays routed). Portable: SQLite and PostgreSQL. One writer at a time per store
-  (a lock: on SQLite the database's write lock would otherwise be taken by polling, sleeping
-  milliseconds between tries); on SQLite the two statements are sent as driver SQL with the rows as
-  tuples (SQLAlchemy's per-row parameter processing cost more than SQLite's insert), with the
-  timestamps in SQLAlchemy's own SQLite format (its bind processor), so the Core queries compare them.
+  an ``INSERT … ON CONFLICT DO NOTHING … RETURNING`` into ``online_spans`` (a span already stored
+  keeps its first row and counts nowhere) and an upsert of ``online_traces`` in (workspace, trace)
+  order, so concurrent writers of several services never deadlock on PostgreSQL (``span_count``
+  grows by the spans newly stored, ``last_span_at`` is the receipt; the first root — a span without
+  a parent — gives the trace its ``root_span_id``, ``root_name`` and ``service_name``, and its end
+  ``root_ended_at``; a new trace is ``open``; a trace's ``state`` is never changed here, so a
+  ``routed`` trace stays routed). One writer at a time per store, with a group commit (see
+  :meth:`OnlineSpanStore.write`): on SQLite the database's write lock would otherwise be taken by
+  polling, sleeping milliseconds between tries. Both statements are driver SQL, not SQLAlchemy's
+  per-row parameter processing (it cost more than the database's insert): on SQLite multi-row
+  ``VALUES`` with the timestamps in SQLAlchemy's own SQLite format (its bind processor, so the Core
+  queries compare them); on PostgreSQL one array per column through ``unnest``, sent in binary
+  (``%b``: psycopg's text arrays escape every quote of the JSON bodies with a regex).
 * :meth:`OnlineSpanStore.mark_ready`: open traces whose root has ended and whose last span is older
   than the quiet period — or whose last span is older than the timeout, root or not — become ``ready``.
 * :meth:`OnlineSpanStore.sweep`: spans received before the retention cutoff are deleted, and the
@@ -29,8 +31,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import DateTime, Table, case, delete, func, select, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import DateTime, Table, delete, func, select, update
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from evaluator_host.store.online_rows import OnlineSpanRow, OnlineTraceRow
@@ -39,8 +41,6 @@ __all__ = ["SPANS", "TRACES", "OnlineSpanStore"]
 
 SPANS: Table = OnlineSpanRow.__table__  # type: ignore[assignment]
 TRACES: Table = OnlineTraceRow.__table__  # type: ignore[assignment]
-_SPAN_KEY = ["workspace_id", "trace_id", "span_id"]
-_TRACE_KEY = ["workspace_id", "trace_id"]
 _SPAN_COLUMNS = (
     "workspace_id",
     "trace_id",
@@ -80,17 +80,40 @@ _SQLITE_UPSERT = (
 )
 
 
+_PG_TYPES = {"workspace_id": "text", "trace_id": "text", "span_id": "text", "parent_span_id": "text", "name": "text",
+             "service_name": "text", "root_span_id": "text", "root_name": "text", "state": "text", "body": "text",
+             "start_ns": "bigint", "end_ns": "bigint", "span_count": "integer", "received_at": "timestamptz",
+             "first_seen_at": "timestamptz", "last_span_at": "timestamptz", "root_ended_at": "timestamptz",
+             "ready_at": "timestamptz"}  # fmt: skip
+
+
+def _unnest(columns: Sequence[str]) -> str:
+    return "SELECT * FROM unnest(" + ", ".join(f"%b::{_PG_TYPES[c]}[]" for c in columns) + ")"
+
+
+# PostgreSQL: each column as one array parameter (a statement of any size, adapted by psycopg in bulk)
+_PG_INSERT = (
+    f"INSERT INTO online_spans ({', '.join(_SPAN_COLUMNS)}) {_unnest(_SPAN_COLUMNS)} "
+    "ON CONFLICT (workspace_id, trace_id, span_id) DO NOTHING RETURNING workspace_id, trace_id, span_id"
+)
+_PG_UPSERT = (
+    f"INSERT INTO online_traces AS t ({', '.join(_TRACE_COLUMNS)}) {_unnest(_TRACE_COLUMNS)} "
+    "ON CONFLICT (workspace_id, trace_id) DO UPDATE SET "
+    "span_count = t.span_count + excluded.span_count, last_span_at = excluded.last_span_at, "
+    "root_span_id = CASE WHEN t.root_span_id IS NULL THEN excluded.root_span_id ELSE t.root_span_id END, "
+    "root_name = CASE WHEN t.root_span_id IS NULL THEN excluded.root_name ELSE t.root_name END, "
+    "root_ended_at = CASE WHEN t.root_span_id IS NULL THEN excluded.root_ended_at ELSE t.root_ended_at END, "
+    "service_name = CASE WHEN t.root_span_id IS NULL AND excluded.root_span_id IS NOT NULL "
+    "THEN excluded.service_name ELSE coalesce(t.service_name, excluded.service_name) END"
+)
+
+
 def _sqlite_insert(n: int) -> str:
     row = "(" + ", ".join("?" * len(_SPAN_COLUMNS)) + ")"
     return (
         f"INSERT INTO online_spans ({', '.join(_SPAN_COLUMNS)}) VALUES {', '.join([row] * n)} "
         "ON CONFLICT DO NOTHING RETURNING workspace_id, trace_id, span_id"
     )
-
-
-def _insert(conn: Connection, table: Table) -> Any:
-    """The dialect's INSERT (both have ``on_conflict_do_nothing``/``_do_update``)."""
-    return (postgresql if conn.dialect.name == "postgresql" else sqlite).insert(table)
 
 
 @dataclass
@@ -148,12 +171,12 @@ class OnlineSpanStore:
                         seen.add(key)
                         rows.append(row)
             with self.engine.begin() as conn:
-                stored = self._insert_sqlite(conn, rows) if self.sqlite else self._insert(conn, rows)
+                stored = self._insert_sqlite(conn, rows) if self.sqlite else self._insert_pg(conn, rows)
                 traces = _trace_values(rows, stored)
                 if traces and self.sqlite:
                     conn.exec_driver_sql(_SQLITE_UPSERT, [_sqlite_trace(t) for t in traces])
                 elif traces:
-                    conn.execute(_upsert_traces(conn), traces)
+                    conn.exec_driver_sql(_PG_UPSERT, tuple([t[c] for t in traces] for c in _TRACE_COLUMNS))
             for job in group:
                 for row in job.rows:
                     key = (row["workspace_id"], row["trace_id"], row["span_id"])
@@ -169,10 +192,9 @@ class OnlineSpanStore:
                 job.done = True
 
     @staticmethod
-    def _insert(conn: Connection, rows: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
-        query = _insert(conn, SPANS).on_conflict_do_nothing(index_elements=_SPAN_KEY)
-        query = query.returning(SPANS.c.workspace_id, SPANS.c.trace_id, SPANS.c.span_id)
-        return {(w, t, s) for w, t, s in conn.execute(query, [_only(r, _SPAN_COLUMNS) for r in rows])}
+    def _insert_pg(conn: Connection, rows: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+        found = conn.exec_driver_sql(_PG_INSERT, tuple([r[c] for r in rows] for c in _SPAN_COLUMNS))
+        return {(w, t, s) for w, t, s in found}
 
     @staticmethod
     def _insert_sqlite(conn: Connection, rows: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
@@ -274,27 +296,3 @@ def _sqlite_trace(trace: dict[str, Any]) -> tuple[Any, ...]:
 
 def _sqlite_time(value: datetime | None) -> Any:
     return _SQLITE_TIME(value) if value is not None and _SQLITE_TIME is not None else value
-
-
-def _only(row: dict[str, Any], columns: Sequence[str]) -> dict[str, Any]:
-    return {c: row[c] for c in columns}
-
-
-def _upsert_traces(conn: Connection) -> Any:
-    query = _insert(conn, TRACES)
-    new, old = query.excluded, TRACES.c
-    no_root = old.root_span_id.is_(None)
-    return query.on_conflict_do_update(
-        index_elements=_TRACE_KEY,
-        set_={
-            "span_count": old.span_count + new.span_count,
-            "last_span_at": new.last_span_at,
-            "root_span_id": case((no_root, new.root_span_id), else_=old.root_span_id),
-            "root_name": case((no_root, new.root_name), else_=old.root_name),
-            "root_ended_at": case((no_root, new.root_ended_at), else_=old.root_ended_at),
-            "service_name": case(
-                (no_root & new.root_span_id.is_not(None), new.service_name),
-                else_=func.coalesce(old.service_name, new.service_name),
-            ),
-        },
-    )
