@@ -12,6 +12,7 @@
            commands, through a running service (``cli/admin.py``).
 ``db``     ``status | upgrade`` the database's schema (``cli/db.py``; ``serve`` migrates by itself).
 ``worker`` run queued jobs' chunks on this host (``cli/worker.py``; ``EVALUATOR_HOST_QUEUE_URL``).
+``demo-traffic`` send instrumented chat traces over OTLP with the OpenTelemetry SDK (``cli/demo.py``).
 """
 
 from __future__ import annotations
@@ -233,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     images.set_defaults(func=run_images)
     from evaluator_host.cli.admin import add_parsers as add_admin
     from evaluator_host.cli.db import add_parser as add_db
+    from evaluator_host.cli.demo import add_parser as add_demo
     from evaluator_host.cli.migrate import add_parser as add_migrate
     from evaluator_host.cli.runtimes import add_parser as add_runtimes
     from evaluator_host.cli.worker import add_parser as add_worker
@@ -242,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_admin(sub)
     add_db(sub)
     add_worker(sub)
+    add_demo(sub)
     return parser
 
 
