@@ -34,6 +34,8 @@ from evaluator_host.jobs.retention import Retention
 from evaluator_host.jobs.runner import JobRunner
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.observability.metrics import Metrics
+from evaluator_host.online.assembly import Assembly
+from evaluator_host.online.ingest import Ingest
 from evaluator_host.sandbox.base import SandboxBackend
 from evaluator_host.sandbox.pool import WorkerPool
 from evaluator_host.sandbox.process.backend import ProcessBackend
@@ -42,6 +44,7 @@ from evaluator_host.store import EvaluatorStore
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.idempotency import IdempotencyStore
 from evaluator_host.store.jobs import QUEUE_SUFFIX, JobStore
+from evaluator_host.store.online_spans import OnlineSpanStore
 from evaluator_host.store.secrets import SecretStore
 from evaluator_host.store.workspaces import WorkspaceRecord, WorkspaceStore
 from evaluator_host.tenancy.quotas import QuotaGuard
@@ -141,6 +144,16 @@ class Services:
     def runtimes(self) -> RuntimeCatalog:
         """``/v1/runtimes``: the backend's builds and built runtimes."""
         return RuntimeCatalog(self.backend.builder)
+
+    @functools.cached_property
+    def ingest(self) -> Ingest:
+        """The OTLP receiver's use case (``POST /v1/traces``)."""
+        return Ingest(self.settings, OnlineSpanStore(self.store.engine), self.pool.metrics)
+
+    @functools.cached_property
+    def assembly(self) -> Assembly:
+        """The periodic pass making quiet traces ready, and raw-span retention."""
+        return Assembly(self.settings, self.ingest.store, self.ingest, self.pool.metrics)
 
     @classmethod
     def start(cls, settings: Settings, role: str = "service") -> Services:
@@ -245,6 +258,7 @@ class Services:
         self.evaluation.warm_bare_runtimes()
         await self.runner.start()
         self.retention.start()
+        self.assembly.start()
         self.syncer = asyncio.ensure_future(self._sync())
 
     async def _sync(self) -> None:
@@ -270,6 +284,8 @@ class Services:
                 await self.runtimes.close()
             if "retention" in self.__dict__:
                 await self.retention.close()
+            if "assembly" in self.__dict__:
+                await self.assembly.close()
             await self.runner.close()
             await self.evaluators.close()
             await self.pool.close()

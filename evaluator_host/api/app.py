@@ -27,6 +27,7 @@ from evaluator_host.api.routes import (
     migrate,
     runtimes,
     secrets,
+    traces,
     web,
     workspaces,
 )
@@ -112,6 +113,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         runtimes.router,
         secrets.router,
         workspaces.router,
+        traces.router,
     ):
         app.include_router(router, prefix="/v1", responses=ERROR_RESPONSES)
     conflict = _error("MigrationMismatch: the migrated code answered differently (+ rows, compared, code).")

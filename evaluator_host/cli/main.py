@@ -12,6 +12,7 @@
            commands, through a running service (``cli/admin.py``).
 ``db``     ``status | upgrade`` the database's schema (``cli/db.py``; ``serve`` migrates by itself).
 ``worker`` run queued jobs' chunks on this host (``cli/worker.py``; ``EVALUATOR_HOST_QUEUE_URL``).
+``demo-traffic`` send instrumented chat traces over OTLP with the OpenTelemetry SDK (``cli/demo.py``).
 """
 
 from __future__ import annotations
@@ -204,6 +205,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="--data: share of rows (0-1) that may end other than ok before the exit code is 1 (default 0)",
     )
     run.add_argument("--parallelism", type=int, help="--data: workers the job uses at once")
+    model = run.add_argument_group("model target (--data): generate each row's outputs, then score them")
+    model.add_argument("--target-url", metavar="BASE_URL", help="an OpenAI-compatible API, e.g. http://llm:8000/v1")
+    model.add_argument("--target-model", metavar="MODEL", help="the model to call")
+    prompt = model.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt", help='a Jinja2 template of the row, e.g. "Q: {{ question }}"')
+    prompt.add_argument("--prompt-file", help="the template, from a file")
+    prompt.add_argument("--messages-column", help="a column holding an OpenAI messages list")
+    model.add_argument("--target-key-secret", metavar="NAME", help="the workspace secret holding the API key")
+    model.add_argument("--concurrency", type=int, help="model calls in flight at once (default 16)")
+    model.add_argument("--max-calls", type=int, help="stop the job after this many model calls")
+    model.add_argument("--max-tokens-total", type=int, help="stop the job once this many tokens are used")
     run.add_argument("--name", help="--data: evaluator name (default: the file name)")
     run.add_argument("--language", choices=languages.names())
     run.add_argument("--packages", help='exact pins as JSON, e.g. {"numpy": "1.26.4"}')
@@ -222,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     images.set_defaults(func=run_images)
     from evaluator_host.cli.admin import add_parsers as add_admin
     from evaluator_host.cli.db import add_parser as add_db
+    from evaluator_host.cli.demo import add_parser as add_demo
     from evaluator_host.cli.migrate import add_parser as add_migrate
     from evaluator_host.cli.runtimes import add_parser as add_runtimes
     from evaluator_host.cli.worker import add_parser as add_worker
@@ -231,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_admin(sub)
     add_db(sub)
     add_worker(sub)
+    add_demo(sub)
     return parser
 
 
