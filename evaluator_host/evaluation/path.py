@@ -227,6 +227,7 @@ class Evaluation:
             workspace=workspace,
             network=prepared.network,
             headers=headers,
+            in_flight=prepared.in_flight(self.settings.max_in_flight),
         )
 
     def close(self) -> None:
