@@ -156,7 +156,7 @@ class WorkerPool:
                 self._starts.inc()
             worker.set_output_limit(spec.output_limit)
             if worker.egress is not None:  # what this worker may reach: the evaluator's declared network
-                worker.egress.bind(spec.workspace, spec.network, spec.headers)
+                worker.egress.bind(spec.workspace, spec.network, spec.headers, spec.in_flight)
             send(worker, load_frame(spec))
             await worker.writer.drain()
         except (SandboxError, ConnectionError, OSError):
