@@ -26,6 +26,7 @@ from tests.support.service import make_settings
 ADMIN = "async-operator"
 WANT = 16  # requests the judge must see in flight at once
 ROWS = 24
+BOUND = 48  # the operator's max_in_flight here
 HOLD_S = 4.0  # the most the judge holds a request waiting for the others (a serial evaluator: 1 at a time)
 
 
@@ -40,6 +41,8 @@ class Judge(http.server.ThreadingHTTPServer):
         self.lock = threading.Condition()
         self.now = 0
         self.peak = 0
+        self.want = WANT  # a request is held until this many were in flight together
+        self.hold_s = HOLD_S  # ... or this long
 
 
 class _JudgeHandler(http.server.BaseHTTPRequestHandler):
@@ -51,7 +54,7 @@ class _JudgeHandler(http.server.BaseHTTPRequestHandler):
             judge.now += 1
             judge.peak = max(judge.peak, judge.now)
             judge.lock.notify_all()
-            judge.lock.wait_for(lambda: judge.peak >= WANT, timeout=HOLD_S)
+            judge.lock.wait_for(lambda: judge.peak >= judge.want, timeout=judge.hold_s)
             judge.now -= 1
             peak = judge.peak
         body = json.dumps({"n": int(self.path.rsplit("/", 1)[-1]), "peak": peak}).encode()
@@ -158,6 +161,7 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         admin_key=ADMIN,
         egress_hosts={"judge.test": "127.0.0.1"},
         output_limit_bytes=256 * 1024,  # a row printing 300 kB passes it
+        max_in_flight=BOUND,
     )
     with TestClient(create_app(settings)) as client:
         op = {"Authorization": f"Bearer {ADMIN}"}
@@ -167,6 +171,12 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         assert client.patch(f"/v1/workspaces/{ws['id']}", json={"network_allow": allow}, headers=op).status_code == 200
         yield {"client": client, "headers": {"Authorization": f"Bearer {key}"}, "judge": judge, "port": port}
     judge.shutdown()
+
+
+def _judge(world: dict[str, Any], want: int = WANT, hold_s: float = HOLD_S) -> Judge:
+    judge: Judge = world["judge"]
+    judge.peak, judge.want, judge.hold_s = 0, want, hold_s
+    return judge
 
 
 def _run(world: dict[str, Any], which: str, cases: list[dict[str, Any]], **settings: Any) -> list[dict[str, Any]]:
@@ -193,7 +203,7 @@ def test_rows_of_an_async_evaluator_await_together_in_one_worker(world: dict[str
         "/v1/inspect", json={"language": EVALUATORS[which][0], "code": EVALUATORS[which][1]}, headers=world["headers"]
     )
     assert inspected.json()["async"] is True
-    world["judge"].peak = 0
+    _judge(world)
     results = _run(world, which, [{"url": _url(world, n)} for n in range(ROWS)])
     assert [r["status"] for r in results] == ["ok"] * ROWS, results[0]
     assert [r["details"]["n"] for r in results] == list(range(ROWS))  # in row order
@@ -209,7 +219,7 @@ def test_a_row_that_times_out_or_raises_is_its_own_result_and_the_worker_goes_on
     cases[3] = {**cases[3], "hang": True}
     cases[5] = {**cases[5], "raise": True}
     cases[7] = {**cases[7], "flood": True}
-    world["judge"].peak = 0
+    _judge(world)
     results = _run(world, which, cases, timeout_s=HOLD_S + 4)
     statuses = [r["status"] for r in results]
     assert statuses[3] == "timeout" and statuses[5] == "error" and statuses[7] == "output_limit", statuses
@@ -228,10 +238,49 @@ def test_a_row_that_times_out_or_raises_is_its_own_result_and_the_worker_goes_on
 def test_the_memory_cap_still_holds_for_rows_in_flight(world: dict[str, Any], which: str) -> None:
     cases: list[dict[str, Any]] = [{"url": _url(world, n)} for n in range(8)]
     cases[2] = {**cases[2], "hog": True}
-    world["judge"].peak = WANT  # no holding: this is about the cap, not the concurrency
+    _judge(world, want=0)  # no holding: this is about the cap, not the concurrency
     results = _run(world, which, cases, memory_mb=128)
     assert results[2]["status"] in ("memory_limit", "error"), results[2]
     assert results[2]["status"] != "ok"
     assert [r["status"] for i, r in enumerate(results) if i != 2] == ["ok"] * 7, results
     again = _run(world, which, [{"url": _url(world, n)} for n in range(8)], memory_mb=128)
     assert [r["status"] for r in again] == ["ok"] * 8
+
+
+def test_max_in_flight_bounds_the_rows_awaiting_at_once(world: dict[str, Any]) -> None:
+    judge = _judge(world, want=BOUND + 1, hold_s=0.5)  # never reached: each request held 0.5 s
+    results = _run(world, "python", [{"url": _url(world, n)} for n in range(8)], max_in_flight=3)
+    assert [r["status"] for r in results] == ["ok"] * 8
+    assert 1 <= judge.peak <= 3  # the evaluator's own setting
+    judge = _judge(world, want=BOUND + 1, hold_s=0.5)
+    results = _run(world, "python", [{"url": _url(world, n)} for n in range(BOUND + 8)], max_in_flight=1000)
+    assert [r["status"] for r in results] == ["ok"] * (BOUND + 8)
+    assert WANT <= judge.peak <= BOUND  # never past the operator's bound, whatever the evaluator asks
+    body = {"language": "python", "code": PYTHON, "inputs": {}, "settings": {"max_in_flight": 0}}
+    refused = world["client"].post("/v1/evaluate", json=body, headers=world["headers"])
+    assert refused.status_code == 422
+
+
+@pytest.mark.parametrize("which", ["python", "javascript"])
+def test_a_jobs_chunks_keep_a_workers_in_flight_rows_busy(world: dict[str, Any], which: str) -> None:
+    client, headers = world["client"], world["headers"]
+    language, code, _line = EVALUATORS[which]
+    body = {"name": f"judge-{which}", "language": language, "code": code, "network": [f"judge.test:{world['port']}"]}
+    created = client.post("/v1/evaluators", json=body, headers=headers)
+    assert created.status_code in (200, 201), created.text
+    judge = _judge(world, want=BOUND)  # more than a job's first chunk of a sync evaluator (32 rows)
+    rows = [{"url": _url(world, n)} for n in range(2 * BOUND)]
+    job = {"evaluator_id": created.json()["id"], "rows": rows, "parallelism": 1}
+    started = client.post("/v1/jobs", json=job, headers=headers)
+    assert started.status_code in (200, 201, 202), started.text
+    job_id = started.json()["id"]
+    while (state := client.get(f"/v1/jobs/{job_id}", params={"wait_s": 30}, headers=headers).json())["status"] in (
+        "queued",
+        "running",
+    ):
+        pass
+    assert state["status"] == "succeeded" and state["progress"]["failed"] == 0, state
+    page = client.get(f"/v1/jobs/{job_id}/results", params={"limit": 1000}, headers=headers).json()["data"]
+    assert [r["result"]["details"]["n"] for r in page] == list(range(2 * BOUND))
+    assert len({r["result"]["details"]["token"] for r in page}) == 1  # one worker
+    assert judge.peak >= BOUND  # its whole in-flight share awaiting at once
