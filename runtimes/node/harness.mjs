@@ -353,6 +353,7 @@ class Harness {
 let exitCode = null;
 process.exit = function exit(code) {
   exitCode = code === undefined ? (process.exitCode ?? 0) : code;
+  if (rowStore.getStore()) rowStore.getStore().exited = exitCode; // in_flight: which row called it
   throw new ProcessExitCalled(`the evaluator called process.exit(${exitCode})`);
 };
 // Stray async failures (a rejected promise nobody awaited, a throw in a timer) must not end the

@@ -52,9 +52,9 @@ export function runInFlight(cases, deps) {
     reply.stdout = b.out.join('');
     reply.stderr = b.err.join('');
     reply.truncated = b.overflow;
-    if (deps.exitCode() !== null) {
+    if (b.exited !== undefined) { // this row called process.exit(): the worker leaves after its reply
       if (reply.status === 'ok') {
-        Object.assign(reply, { status: 'error', error: deps.failure('ProcessExit', `the evaluator called process.exit(${deps.exitCode()})`) });
+        Object.assign(reply, { status: 'error', error: deps.failure('ProcessExit', `the evaluator called process.exit(${b.exited})`) });
       }
       reply.retire = true;
     }
@@ -147,12 +147,13 @@ export function runInFlight(cases, deps) {
   return (async () => {
     try {
       for (;;) {
-        while (!retire && running < limit && next < cases.length) start(next++);
-        if (retire || (next >= cases.length && running === 0)) break;
+        // no row starts once one called process.exit() (the worker leaves after that row's reply)
+        while (!retire && deps.exitCode() === null && running < limit && next < cases.length) start(next++);
+        if (retire || ((next >= cases.length || deps.exitCode() !== null) && running === 0)) break;
         emit(false);
         if (retire) break;
         deps.flush();
-        if (running === 0 && next >= cases.length) break;
+        if (running === 0 && (next >= cases.length || deps.exitCode() !== null)) break;
         await new Promise((resolve) => { wake = resolve; });
         wake = null;
       }

@@ -284,3 +284,21 @@ def test_a_jobs_chunks_keep_a_workers_in_flight_rows_busy(world: dict[str, Any],
     assert [r["result"]["details"]["n"] for r in page] == list(range(2 * BOUND))
     assert len({r["result"]["details"]["token"] for r in page}) == 1  # one worker
     assert judge.peak >= BOUND  # its whole in-flight share awaiting at once
+
+
+EXITING = """async function evaluate(inputs, outputs, trace) {
+  await new Promise((resolve) => setTimeout(resolve, inputs.wait));
+  if (inputs.exit) process.exit(3);
+  return { score: 1 };
+}
+"""
+
+
+def test_a_row_that_calls_process_exit_is_the_only_row_it_fails(world: dict[str, Any]) -> None:
+    # rows 1-5 finish after row 0 exits (their replies come after its own): they run again elsewhere
+    cases = [{"wait": 10, "exit": True}, *({"wait": 300} for _ in range(5))]
+    body = {"language": "javascript", "code": EXITING, "cases": [{"inputs": case} for case in cases]}
+    response = world["client"].post("/v1/evaluate", json=body, headers=world["headers"])
+    results = response.json()["results"]
+    assert results[0]["status"] == "error" and results[0]["error"]["type"] == "ProcessExit", results[0]
+    assert [r["status"] for r in results[1:]] == ["ok"] * 5, results
