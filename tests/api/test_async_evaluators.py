@@ -302,3 +302,24 @@ def test_a_row_that_calls_process_exit_is_the_only_row_it_fails(world: dict[str,
     results = response.json()["results"]
     assert results[0]["status"] == "error" and results[0]["error"]["type"] == "ProcessExit", results[0]
     assert [r["status"] for r in results[1:]] == ["ok"] * 5, results
+
+
+DYING = """import asyncio, os
+
+async def evaluate(inputs, outputs, trace):
+    await asyncio.sleep(inputs["wait"])
+    if inputs.get("die"):
+        os._exit(3)  # the whole worker ends, with every row in flight
+    return {"score": 1.0}
+"""
+
+
+def test_a_row_that_ends_the_worker_is_the_only_row_that_fails(world: dict[str, Any]) -> None:
+    # the worker dies with 8 rows in flight: which one ended it is found by running them again one at a time
+    cases = [{"wait": 0.3} for _ in range(8)]
+    cases[5] = {"wait": 0.05, "die": True}
+    body = {"language": "python", "code": DYING, "cases": [{"inputs": case} for case in cases]}
+    response = world["client"].post("/v1/evaluate", json=body, headers=world["headers"])
+    results = response.json()["results"]
+    assert results[5]["status"] == "error" and results[5]["error"]["type"] == "WorkerExited", results[5]
+    assert [r["status"] for i, r in enumerate(results) if i != 5] == ["ok"] * 7, results
