@@ -280,9 +280,10 @@ def main() -> int:
     queue_section, queue_summary = queue_bench.render(queue_bench.measure())
     doc += queue_section
     print(queue_summary)
-    async_section, async_summary = async_bench.render(async_bench.measure("process"))
-    doc += async_section
-    print(async_summary)
+    for backend in backends:  # an async judge evaluator against the same evaluator written sync
+        async_section, async_summary = async_bench.render(async_bench.measure(backend))
+        doc += async_section
+        print(async_summary)
     flame = flame_graph.record("process")
     if flame is not None:
         svg, under = flame
