@@ -111,10 +111,8 @@ class EgressGate:
 
     def bind(self, workspace: str, declared: tuple[str, ...], headers: Headers = (), in_flight: int = 1) -> None:
         """The worker now runs an evaluator of ``workspace`` that declared ``declared`` (and ``headers``
-        for some of those destinations, secrets filled in: they stay here, on the host). ``in_flight``: the
-        rows it runs at once (an async evaluator's), each of which may hold a connection open, and a row's
-        connection may still be closing here while the row after it opens its own: the gate's cap is twice
-        that many, at least :data:`_MAX_CONNECTIONS`."""
+        for some of those destinations, secrets filled in: they stay here, on the host). The cap: twice its
+        ``in_flight`` rows (each may hold a connection; a finished row's may still be closing), at least 32."""
         self.workspace, self.declared = workspace, frozenset(declared)
         self.headers = {dest: pairs for dest, pairs in headers if dest in self.declared}
         self.max_connections = max(_MAX_CONNECTIONS, 2 * in_flight)
@@ -212,7 +210,7 @@ class EgressProxy:
         try:
             if len(gate._tasks) > gate.max_connections:  # noqa: SLF001
                 raise Refused(f"more than {gate.max_connections} connections open at once")
-            try:  # asyncio.timeout, not wait_for: no task of its own per connection (an async judge opens many)
+            try:  # asyncio.timeout, not wait_for: no task of its own per connection
                 async with asyncio.timeout(_CONNECT_TIMEOUT_S):
                     head = await reader.readuntil(b"\r\n\r\n")
             except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
