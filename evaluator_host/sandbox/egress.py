@@ -64,7 +64,7 @@ SANDBOX_SOCKET = "/sandbox/egress.sock"  # where a worker's gate appears in its 
 SANDBOX_CA_BUNDLE = "/sandbox/egress-ca.pem"  # the CAs it trusts: the system's and the proxy's own
 IN_SANDBOX_PORT = 3128  # the harness's forwarder, on the sandbox's own loopback
 _CONNECT_TIMEOUT_S = 10.0
-_MAX_CONNECTIONS = 32  # open at once per worker (an async evaluator's: twice its in_flight, if more)
+_MAX_CONNECTIONS = 32  # open at once per worker (an async evaluator's: twice its in_flight if more: bind)
 _LOG_LIMIT = 100  # entries kept per worker between two takes
 _HALF_CLOSED_S = 5.0  # once one way has ended, the other may go on this long
 _RESPONSE_HEAD_LIMIT = 64 * 1024
@@ -110,9 +110,8 @@ class EgressGate:
         self.max_connections = _MAX_CONNECTIONS
 
     def bind(self, workspace: str, declared: tuple[str, ...], headers: Headers = (), in_flight: int = 1) -> None:
-        """The worker now runs an evaluator of ``workspace`` that declared ``declared`` (and ``headers``
-        for some of those destinations, secrets filled in: they stay here, on the host). The cap: twice its
-        ``in_flight`` rows (each may hold a connection; a finished row's may still be closing), at least 32."""
+        """The worker now runs an evaluator of ``workspace`` that declared ``declared`` (``headers`` for some of
+        them: secrets stay here, on the host), ``in_flight`` rows at once (its cap: twice that, at least 32)."""
         self.workspace, self.declared = workspace, frozenset(declared)
         self.headers = {dest: pairs for dest, pairs in headers if dest in self.declared}
         self.max_connections = max(_MAX_CONNECTIONS, 2 * in_flight)
@@ -210,8 +209,8 @@ class EgressProxy:
         try:
             if len(gate._tasks) > gate.max_connections:  # noqa: SLF001
                 raise Refused(f"more than {gate.max_connections} connections open at once")
-            try:  # asyncio.timeout, not wait_for: no task of its own per connection
-                async with asyncio.timeout(_CONNECT_TIMEOUT_S):
+            try:
+                async with asyncio.timeout(_CONNECT_TIMEOUT_S):  # not wait_for: no task per connection
                     head = await reader.readuntil(b"\r\n\r\n")
             except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
                 raise Refused("not an HTTP proxy request") from None
