@@ -266,12 +266,14 @@ export function stopView(job: Job): HTMLElement | null {
 export function generationCell(generation: Generation | undefined): HTMLElement {
   if (!generation) return h("td", { class: "muted" }, "—");
   const g = generation;
-  const meta = [
-    g.finish_reason ? `finish: ${g.finish_reason}` : null,
-    `${g.usage.total_tokens} tokens (${g.usage.prompt_tokens} + ${g.usage.completion_tokens})`,
-    `${num(g.latency_ms, 0)} ms`,
-    g.attempts > 1 ? `${g.attempts} attempts` : null,
-  ].filter((part): part is string => part !== null);
+  const meta = g.attempts
+    ? [
+        g.finish_reason ? `finish: ${g.finish_reason}` : null,
+        `${g.usage.total_tokens} tokens (${g.usage.prompt_tokens} + ${g.usage.completion_tokens})`,
+        `${num(g.latency_ms, 0)} ms`,
+        g.attempts > 1 ? `${g.attempts} attempts` : null,
+      ].filter((part): part is string => part !== null)
+    : ["not sent to the model"];
   const sent = g.messages.map((m) => `${m.role}: ${typeof m.content === "string" ? m.content : JSON.stringify(m.content)}`).join("\n\n");
   const long = (g.text ?? "").length > 240;
   return h(
@@ -279,6 +281,6 @@ export function generationCell(generation: Generation | undefined): HTMLElement 
     { class: "generation wide", "data-generation": g.error ? "error" : "ok" },
     g.error ? h("p", { class: "error-text" }, h("b", {}, "generation failed"), `: ${brief(g.error, 400)}`) : h("p", { class: "gen-text" }, brief(g.text ?? "", 240)),
     h("p", { class: "gen-meta muted" }, meta.join(" · ")),
-    h("div", { class: "extras" }, long ? h("details", { class: "block" }, h("summary", {}, "full text"), h("pre", {}, g.text ?? "")) : null, h("details", { class: "block" }, h("summary", {}, "sent"), h("pre", {}, sent))),
+    h("div", { class: "extras" }, long ? h("details", { class: "block" }, h("summary", {}, "full text"), h("pre", {}, g.text ?? "")) : null, g.messages.length ? h("details", { class: "block" }, h("summary", {}, "sent"), h("pre", {}, sent)) : null),
   );
 }
