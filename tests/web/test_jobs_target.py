@@ -207,7 +207,7 @@ def test_the_api_refusals_of_a_target_show_as_the_screens_errors(
     assert llm.received["Q: q"] == 0 and service.get("/v1/jobs").json()["count"] == jobs_before
 
 
-def test_a_budget_stops_the_job_and_the_page_says_so(page: Page, service: httpx.Client, llm: LLMServer) -> None:
+def test_a_budget_stops_the_job_and_the_page_says_so(page: Page, service: httpx.Client, llm: LLMServer, shot) -> None:  # type: ignore[no-untyped-def]
     evaluator = _evaluator(service, "budgeted", ANY)
     rows = [{"messages": [{"role": "user", "content": f"budget-{i}"}]} for i in range(20)]
     dataset = service.post("/v1/datasets", content=_jsonl(rows), headers={"content-type": "application/jsonl"}).json()
@@ -234,6 +234,7 @@ def test_a_budget_stops_the_job_and_the_page_says_so(page: Page, service: httpx.
     expect(results).to_have_count(3)
     expect(results.nth(0).locator(".gen-text")).to_have_text("A: budget-0")
     expect(page.locator(".jobs-list .badge.status-stopped").first).to_be_visible()
+    shot(page, "jobs-model-target-stopped")
 
     page.get_by_label("Generate each row's outputs with a model").uncheck()
     expect(page.get_by_label("max calls")).to_be_hidden()
