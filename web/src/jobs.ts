@@ -12,6 +12,7 @@ type Target = "outputs" | "trace" | "app_params" | "inputs";
 const TARGETS: Target[] = ["outputs", "trace", "app_params", "inputs"];
 const PAGE = 50;
 const POLL_MS = 500;
+const LIVE_RESULTS_EVERY = 4; // polls: a model-target job's results page is read again while it runs
 
 export class JobsScreen {
   readonly element: HTMLElement;
@@ -21,6 +22,7 @@ export class JobsScreen {
   private job: Job | null = null;
   private poll: number | undefined;
   private offset = 0;
+  private ticks = 0;
 
   private readonly fileInput = h("input", { type: "file", accept: ".jsonl,.ndjson,.csv,.json,application/json,text/csv", class: "visually-hidden", id: "dataset-file", onchange: () => void this.uploadFile(this.fileInput.files?.[0]) });
   private readonly drop = h(
@@ -262,8 +264,10 @@ export class JobsScreen {
       if (this.job?.id !== job.id) return;
       this.job = job;
       this.renderJob(job);
-      if (job.status === "queued" || job.status === "running") this.poll = window.setTimeout(() => void this.tick(), POLL_MS);
-      else {
+      if (job.status === "queued" || job.status === "running") {
+        this.poll = window.setTimeout(() => void this.tick(), POLL_MS);
+        if (job.target && ++this.ticks % LIVE_RESULTS_EVERY === 0) void this.loadResults(); // generations as they come
+      } else {
         void this.loadResults();
         void this.refresh();
       }
@@ -341,6 +345,7 @@ export class JobsScreen {
     if (!job) return;
     try {
       const page = await api<RowPage<JobResultItem>>("GET", `/v1/jobs/${encodeURIComponent(job.id)}/results?offset=${this.offset}&limit=${PAGE}`);
+      if (this.job?.id !== job.id) return; // another job was opened meanwhile
       const generated = Boolean(job.target);
       const last = page.data.length ? page.data[page.data.length - 1].index + 1 : this.offset;
       const pager = h(
