@@ -7,11 +7,12 @@ import { setEditorsDark } from "./editor";
 import { EvaluatorsScreen } from "./evaluators";
 import { JobsScreen } from "./jobs";
 import { MigrateScreen } from "./migrate";
+import { OnlineScreen } from "./online";
 import { Playground } from "./playground";
 import type { Evaluator } from "./types";
 
-type Screen = "editor" | "evaluators" | "migrate" | "jobs";
-const TITLES: Record<Screen, string> = { editor: "Editor", evaluators: "Evaluators", migrate: "Migrate", jobs: "Datasets & jobs" };
+type Screen = "editor" | "evaluators" | "migrate" | "jobs" | "online";
+const TITLES: Record<Screen, string> = { editor: "Editor", evaluators: "Evaluators", migrate: "Migrate", jobs: "Datasets & jobs", online: "Online" };
 const THEME = "evaluator-host.theme";
 
 function initialDark(): boolean {
@@ -27,11 +28,13 @@ const playground = new Playground(dark);
 const evaluators = new EvaluatorsScreen(playground.cases, (e) => openInEditor(e), (e) => migrateEvaluator(e));
 const migrate = new MigrateScreen(playground.cases, dark, () => void evaluators.refresh());
 const jobs = new JobsScreen();
-const screens: Record<Screen, { element: HTMLElement; refresh?: () => Promise<void> }> = {
+const online = new OnlineScreen();
+const screens: Record<Screen, { element: HTMLElement; refresh?: () => Promise<void>; setVisible?: (shown: boolean) => void }> = {
   editor: playground,
   evaluators,
   migrate,
   jobs,
+  online,
 };
 playground.onSaved = () => void evaluators.refresh();
 
@@ -71,7 +74,10 @@ function current(): Screen {
 
 function show(): void {
   const name = current();
-  for (const [key, screen] of Object.entries(screens)) screen.element.hidden = key !== name;
+  for (const [key, screen] of Object.entries(screens)) {
+    screen.element.hidden = key !== name;
+    screen.setVisible?.(key === name); // a screen that polls runs only while shown
+  }
   for (const tab of tabs) tab.setAttribute("aria-current", tab.dataset.screen === name ? "page" : "false");
   document.title = `${TITLES[name]} · evaluator-host`;
   void screens[name].refresh?.();
@@ -150,7 +156,7 @@ fill(
   main,
   dialog,
 );
-fill(main, playground.element, evaluators.element, migrate.element, jobs.element);
+fill(main, playground.element, evaluators.element, migrate.element, jobs.element, online.element);
 document.addEventListener("keydown", (e) => {
   if (current() === "editor") playground.handleKey(e);
 });

@@ -243,3 +243,116 @@ export interface RowPage<T> {
   next_offset: number | null;
   total: number;
 }
+
+// -- online evaluation (docs/online.md is the contract) --------------------------------------
+
+export interface AttributeCondition {
+  key: string;
+  equals?: string | number | boolean | null;
+  exists?: boolean | null;
+}
+
+export interface RuleFilter {
+  service_name?: string | null;
+  span_name?: string | null;
+  attributes?: AttributeCondition[];
+}
+
+export interface OnlineRule {
+  id: string;
+  name: string | null;
+  evaluator_id: string;
+  revision: number | null;
+  filter: RuleFilter;
+  sampling_rate: number;
+  mapping: { inputs?: string | null; outputs?: string | null } | null;
+  enabled: boolean;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface OnlineScore {
+  rule_id: string;
+  trace_id: string;
+  span_id: string | null;
+  state: "queued" | "running" | "done" | "dropped";
+  status: string | null;
+  score: number | null;
+  passed: boolean | null;
+  label: string | null;
+  evaluator_id: string;
+  revision: number | null;
+  runtime_id: string | null;
+  attempts?: number;
+  enqueued_at: string;
+  scored_at: string | null;
+  duration_ms: number | null;
+  result: EvaluationResult | null;
+}
+
+/** One span of the trace dict evaluators get (evaluation/trace_shape.py). */
+export interface TraceSpan {
+  trace_id: string;
+  span_id: string;
+  parent_id: string | null;
+  name: string;
+  kind: string;
+  start_time: string;
+  end_time: string;
+  status_code: string;
+  status_message: string;
+  attributes: Record<string, unknown>;
+  resource: Record<string, unknown>;
+  events: { name: string; time: string; attributes: Record<string, unknown> }[];
+  children: Record<string, TraceSpan>;
+}
+
+export interface TraceDict {
+  trace_id: string;
+  spans: Record<string, TraceSpan>;
+}
+
+/** An item of GET /v1/traces (the live feed). */
+export interface TraceSummary {
+  trace_id: string;
+  state: string;
+  service_name?: string | null;
+  root_name?: string | null;
+  span_count?: number;
+  first_seen_at?: string;
+  last_span_at?: string;
+  scores: OnlineScore[];
+}
+
+/** GET /v1/traces/{trace_id}. */
+export interface TraceDetail {
+  trace_id: string;
+  state: string;
+  service_name?: string | null;
+  root_span_id?: string | null;
+  trace: TraceDict;
+  inputs: unknown;
+  outputs: unknown;
+  scores: OnlineScore[];
+}
+
+export interface StatsBucket {
+  start: string;
+  count: number;
+  ok: number;
+  errors: number;
+  mean_score: number | null;
+  pass_rate: number | null;
+  labels: Record<string, number>;
+}
+
+/** GET /v1/online-rules/{id}/stats: buckets from since to until, empty ones included. */
+export interface RuleStats {
+  rule_id: string;
+  since: string;
+  until: string;
+  bucket_s: number;
+  buckets: StatsBucket[];
+  queued: number;
+  dropped: number;
+}
