@@ -34,6 +34,7 @@ from evaluator_host.jobs.retention import Retention
 from evaluator_host.jobs.runner import JobRunner
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.observability.metrics import Metrics
+from evaluator_host.online.scoring import OnlineScoring
 from evaluator_host.sandbox.base import SandboxBackend
 from evaluator_host.sandbox.pool import WorkerPool
 from evaluator_host.sandbox.process.backend import ProcessBackend
@@ -136,6 +137,12 @@ class Services:
     def retention(self) -> Retention:
         """The sweep of finished jobs past ``RESULTS_RETENTION_DAYS`` (idle when that is off)."""
         return Retention(self.settings, self.runner)
+
+    @functools.cached_property
+    def online(self) -> OnlineScoring:
+        """Online rules, the scoring queue, its router and scorer (started in :meth:`resume`)."""
+        metrics = self.pool.metrics
+        return OnlineScoring(self, self.store.engine, metrics, service_id(self.settings.data_dir))
 
     @functools.cached_property
     def runtimes(self) -> RuntimeCatalog:
@@ -245,6 +252,7 @@ class Services:
         self.evaluation.warm_bare_runtimes()
         await self.runner.start()
         self.retention.start()
+        await self.online.start()
         self.syncer = asyncio.ensure_future(self._sync())
 
     async def _sync(self) -> None:
@@ -270,6 +278,8 @@ class Services:
                 await self.runtimes.close()
             if "retention" in self.__dict__:
                 await self.retention.close()
+            if "online" in self.__dict__:
+                await self.online.close()
             await self.runner.close()
             await self.evaluators.close()
             await self.pool.close()

@@ -25,6 +25,7 @@ from evaluator_host.api.routes import (
     inspect,
     jobs,
     migrate,
+    online,
     runtimes,
     secrets,
     web,
@@ -111,6 +112,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         runtimes.router,
         secrets.router,
         workspaces.router,
+        online.router,
     ):
         app.include_router(router, prefix="/v1", responses=ERROR_RESPONSES)
     conflict = _error("MigrationMismatch: the migrated code answered differently (+ rows, compared, code).")
