@@ -26,7 +26,14 @@ def engine(database_url: str) -> Iterator[Engine]:
 
 
 def rule(store: RuleStore, **fields: Any) -> str:
-    base = {"name": None, "revision": None, "filter": {}, "sampling_rate": 1.0, "mapping": None, "enabled": True}
+    base: dict[str, Any] = {
+        "name": None,
+        "revision": None,
+        "filter": {},
+        "sampling_rate": 1.0,
+        "mapping": None,
+        "enabled": True,
+    }
     return store.create(fields.pop("workspace", WS), "ev_1", {**base, **fields}).id
 
 
