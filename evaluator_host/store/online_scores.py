@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, insert, or_, select, tuple_, update
+from sqlalchemy import Connection, and_, bindparam, func, insert, or_, select, tuple_, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
@@ -122,18 +122,20 @@ class ScoreQueue:
             rules = self._rules(conn, {r.workspace_id for r in ready})
             spans = self._spans(conn, ready) if any(r.filter for rs in rules.values() for r in rs) else {}
             backlog = self._backlog(conn)
-            now, rows, queued, dropped, routed = utcnow(), [], 0, dict[str, int](), 0
+            keys = [(r.workspace_id, r.trace_id) for r in ready]
+            took = conn.execute(  # conditional: a trace another router took in between is not ours
+                update(t)
+                .where(tuple_(t.workspace_id, t.trace_id).in_(keys), t.state == "ready")
+                .values(state="routed")
+                .returning(t.workspace_id, t.trace_id)
+            )
+            ours = {(ws, trace_id) for ws, trace_id in took}
+            now, rows, queued, dropped = utcnow(), [], 0, dict[str, int]()
             for ws, trace_id, root in ready:
-                took = conn.execute(
-                    update(t)
-                    .where(t.workspace_id == ws, t.trace_id == trace_id, t.state == "ready")
-                    .values(state="routed")
-                )
-                if took.rowcount != 1:
-                    continue  # another router took it
-                routed += 1
+                if (ws, trace_id) not in ours or not rules.get(ws):
+                    continue
                 ref = TraceRef(ws, trace_id, root, spans.get((ws, trace_id), []))
-                for rule, span_id in decide(ref, rules.get(ws, [])) if rules.get(ws) else []:
+                for rule, span_id in decide(ref, rules[ws]):
                     state = "queued" if backlog < backlog_max else "dropped"
                     if state == "queued":
                         backlog, queued = backlog + 1, queued + 1
@@ -142,7 +144,7 @@ class ScoreQueue:
                     rows.append(_row(rule, trace_id, span_id, state, now))
             if rows:
                 conn.execute(insert(S), rows)
-            return Routed(routed, queued, dropped, backlog)
+            return Routed(len(ours), queued, dropped, backlog)
 
     def _rules(self, conn: Connection, workspaces: set[str]) -> dict[str, list[RuleRecord]]:
         r = OnlineRuleRow
@@ -205,18 +207,38 @@ class ScoreQueue:
             return [_claimed(row) for row in Session(bind=conn).execute(got)]
 
     def finish(self, me: str, results: Sequence[tuple[str, str, dict[str, Any]]]) -> list[bool]:
-        """Store results (``(rule id, trace id, result columns)``) on rows ``me`` holds, in one
-        transaction; for each, whether it was stored (False: the row is not held by ``me`` any more)."""
-        out: list[bool] = []
+        """Store results (``(rule id, trace id, result columns)``, each with the same columns) on rows
+        ``me`` holds, in one transaction (one statement, executed for every row); for each, whether it
+        was stored (False: not held by ``me`` any more). When fewer rows changed than given, the ones
+        stored are those now ``done`` by ``me`` with this call's ``scored_at``."""
+        if not results:
+            return []
+        at = utcnow()  # each call's own: which rows *this* call stored is exact (see below)
+        results = [(r, t, {**v, "scored_at": v.get("scored_at") or at}) for r, t, v in results]
+        names = list(results[0][2])
+        statement = (
+            update(S)
+            .where(
+                S.rule_id == bindparam("k_rule"),
+                S.trace_id == bindparam("k_trace"),
+                S.state == "running",
+                S.claimed_by == me,
+            )
+            .values(state="done", claimed_until=None, **{n: bindparam(f"v_{n}") for n in names})
+        )
+        params = [{"k_rule": r, "k_trace": t, **{f"v_{n}": v[n] for n in names}} for r, t, v in results]
         with self.engine.begin() as conn:
-            for rule_id, trace_id, values in results:
-                done = conn.execute(
-                    update(S)
-                    .where(S.rule_id == rule_id, S.trace_id == trace_id, S.state == "running", S.claimed_by == me)
-                    .values(state="done", claimed_until=None, **values)
-                )
-                out.append(done.rowcount == 1)
-        return out
+            done = conn.execute(statement, params)
+            if done.rowcount == len(results):
+                return [True] * len(results)
+            mine = select(S.rule_id, S.trace_id).where(
+                tuple_(S.rule_id, S.trace_id).in_([(r, t) for r, t, _ in results]),
+                S.state == "done",
+                S.claimed_by == me,
+                S.scored_at == results[0][2].get("scored_at"),
+            )
+            stored = {tuple(k) for k in conn.execute(mine)}
+        return [(r, t) in stored for r, t, _ in results]
 
     def retry(self, me: str, keys: Sequence[tuple[str, str]], after_s: float) -> int:
         """Put rows ``me`` holds back in the queue, claimable again in ``after_s`` seconds."""
