@@ -31,7 +31,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, select, tuple_
+from sqlalchemy import Connection, select
 
 from evaluator_host.errors import EvaluatorHostError, LimitError, SandboxError, StorageFull
 from evaluator_host.evaluation.models import Case, ErrorInfo, EvaluationResult
@@ -43,7 +43,7 @@ from evaluator_host.online import spans as span_body
 from evaluator_host.online.traces import LoadedTrace
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.online_rows import OnlineSpanRow, OnlineTraceRow
-from evaluator_host.store.online_scores import Claimed, ScoreQueue
+from evaluator_host.store.online_scores import Claimed, ScoreQueue, keyed
 
 __all__ = ["Exporter", "Scorer", "build_case"]
 
@@ -106,13 +106,13 @@ def load_many(conn: Connection, keys: set[tuple[str, str]]) -> dict[tuple[str, s
     t, s = OnlineTraceRow, OnlineSpanRow
     rows = conn.execute(
         select(t.workspace_id, t.trace_id, t.state, t.service_name, t.root_span_id).where(
-            tuple_(t.workspace_id, t.trace_id).in_(list(keys))
+            keyed(t.workspace_id, t.trace_id, keys)
         )
     ).all()
     found: dict[tuple[str, str], list[SpanData]] = {(r[0], r[1]): [] for r in rows}
     query = select(s.workspace_id, s.trace_id, s.span_id, s.parent_span_id, s.name, s.start_ns, s.end_ns, s.body)
     for ws, trace_id, span_id, parent, name, start, end, body in conn.execute(
-        query.where(tuple_(s.workspace_id, s.trace_id).in_(list(found)))
+        query.where(keyed(s.workspace_id, s.trace_id, found))
     ):
         found[(ws, trace_id)].append(span_body.decode(trace_id, span_id, parent, name, int(start), int(end), body))
     return {

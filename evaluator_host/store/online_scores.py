@@ -24,12 +24,12 @@ Every statement is portable SQL (SQLite and PostgreSQL). Blocking: call from a t
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, func, insert, or_, select, tuple_, update
+from sqlalchemy import ColumnElement, Connection, and_, bindparam, false, func, insert, or_, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
@@ -37,10 +37,19 @@ from evaluator_host.store.db import as_utc, utcnow
 from evaluator_host.store.online_rows import OnlineRuleRow, OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
 from evaluator_host.store.online_rules import RuleRecord, rule_record
 
-__all__ = ["BACKLOG", "Claimed", "Routed", "ScoreQueue", "SpanRef", "TraceRef"]
+__all__ = ["BACKLOG", "Claimed", "Routed", "ScoreQueue", "SpanRef", "TraceRef", "keyed"]
 
 BACKLOG = ("queued", "running")
 S = OnlineScoreRow
+
+
+def keyed(first: Any, second: Any, keys: Iterable[tuple[str, str]]) -> ColumnElement[bool]:
+    """``(first, second) IN keys`` as ``first = a AND second IN (…)`` per distinct ``a``: SQLite's
+    planner uses the two-column primary key for this form, and scans the table for a row-value ``IN``."""
+    by: dict[str, list[str]] = {}
+    for a, b in keys:
+        by.setdefault(a, []).append(b)
+    return or_(false(), *(and_(first == a, second.in_(bs)) for a, bs in by.items()))
 
 
 @dataclass
@@ -125,7 +134,7 @@ class ScoreQueue:
             keys = [(r.workspace_id, r.trace_id) for r in ready]
             took = conn.execute(  # conditional: a trace another router took in between is not ours
                 update(t)
-                .where(tuple_(t.workspace_id, t.trace_id).in_(keys), t.state == "ready")
+                .where(keyed(t.workspace_id, t.trace_id, keys), t.state == "ready")
                 .values(state="routed")
                 .returning(t.workspace_id, t.trace_id)
             )
@@ -158,7 +167,7 @@ class ScoreQueue:
         s = OnlineSpanRow
         keys = [(r.workspace_id, r.trace_id) for r in ready]
         query = select(s.workspace_id, s.trace_id, s.span_id, s.name, s.service_name, s.start_ns, s.body)
-        query = query.where(tuple_(s.workspace_id, s.trace_id).in_(keys)).order_by(s.start_ns, s.span_id)
+        query = query.where(keyed(s.workspace_id, s.trace_id, keys)).order_by(s.start_ns, s.span_id)
         out: dict[tuple[str, str], list[SpanRef]] = {}
         for ws, trace_id, span_id, name, service, start_ns, body in conn.execute(query):
             out.setdefault((ws, trace_id), []).append(SpanRef(span_id, name, service, int(start_ns), body))
@@ -188,10 +197,10 @@ class ScoreQueue:
             query = select(S.rule_id, S.trace_id).where(claimable).order_by(S.enqueued_at).limit(n)
             if self._pg:
                 query = query.with_for_update(skip_locked=True)
-            keys = [tuple(k) for k in conn.execute(query)]
+            keys = [(str(r), str(t)) for r, t in conn.execute(query)]
             if not keys:
                 return []
-            mine = tuple_(S.rule_id, S.trace_id).in_(keys)
+            mine = keyed(S.rule_id, S.trace_id, keys)
             conn.execute(
                 update(S)
                 .where(mine, claimable)
@@ -232,7 +241,7 @@ class ScoreQueue:
             if done.rowcount == len(results):
                 return [True] * len(results)
             mine = select(S.rule_id, S.trace_id).where(
-                tuple_(S.rule_id, S.trace_id).in_([(r, t) for r, t, _ in results]),
+                keyed(S.rule_id, S.trace_id, [(r, t) for r, t, _ in results]),
                 S.state == "done",
                 S.claimed_by == me,
                 S.scored_at == results[0][2].get("scored_at"),
@@ -255,7 +264,7 @@ class ScoreQueue:
         with self.engine.begin() as conn:
             done = conn.execute(
                 update(S)
-                .where(tuple_(S.rule_id, S.trace_id).in_(list(keys)), S.state == "running", S.claimed_by == me)
+                .where(keyed(S.rule_id, S.trace_id, keys), S.state == "running", S.claimed_by == me)
                 .values(**values)
             )
             return int(done.rowcount)
