@@ -14,6 +14,7 @@
     │   ├── MigrationRefused       422   the migration tool will not rewrite this code (says why, line)
     │   ├── DatasetError           422   an uploaded dataset does not parse (names the row / line)
     │   ├── FieldMappingError      422   a job's field_mapping names a column the dataset lacks
+    │   ├── MappingPathError       422   an online rule's mapping path is malformed (docs/online.md, Mapping)
     │   ├── SecretError            422   a secret the workspace does not have, or a name or value refused
     │   ├── EgressError            422   a network destination the workspace's allowlist (or the sandbox) refuses
     │   └── IdempotencyKeyError    422   an Idempotency-Key malformed, or reused for another request
@@ -68,6 +69,7 @@ __all__ = [
     "InterfaceError",
     "JobNotHeld",
     "LimitError",
+    "MappingPathError",
     "MigrationMismatch",
     "MigrationRefused",
     "NotFoundError",
@@ -174,6 +176,13 @@ class FieldMappingError(DefinitionError):
     """A ``field_mapping`` entry names a column the dataset does not have."""
 
     type_name = "FieldMappingError"
+
+
+class MappingPathError(DefinitionError):
+    """An online rule's mapping path does not parse (``trace``/``span``/``root`` then ``.key``,
+    ``[0]`` or ``[field=value]`` steps; docs/online.md, "Mapping")."""
+
+    type_name = "MappingPathError"
 
 
 class SecretError(DefinitionError):

@@ -126,6 +126,24 @@ class Settings(BaseSettings):
         le=1,
         description="Share of the traces starting here that are kept (a caller's traceparent decides for its own).",
     )
+    online_max_trace_spans: int = Field(
+        10_000,
+        ge=1,
+        le=1_000_000,
+        description="Online evaluation: most spans of one trace read for its evaluators (the first by start "
+        "time and the root; a trace cut so says `truncated`). docs/online.md.",
+    )
+    online_export_endpoint: str | None = Field(
+        None,
+        description="Online evaluation: an OTLP/HTTP endpoint (e.g. http://127.0.0.1:4318; `/v1/traces` is appended "
+        "to a URL without a path) each score is sent to as a `gen_ai.evaluation.result` span parented to the "
+        "evaluated span; unset: scores are not sent. docs/online.md, Scores back into your tracing backend.",
+    )
+    online_export_headers: str | None = Field(
+        None,
+        description="Headers of the score export's requests, `key=value,key2=value2` (the form of "
+        "OTEL_EXPORTER_OTLP_HEADERS, values URL-encoded), e.g. `Authorization=Bearer%20...`.",
+    )
     fast_path: bool = Field(
         True,
         description="Answer the two evaluate routes without the framework's per-request machinery "
@@ -305,7 +323,7 @@ class Settings(BaseSettings):
     )
     container_user: str = Field("65534:65534", description="uid:gid that user code runs as in containers.")
 
-    @field_validator("otel_endpoint")
+    @field_validator("otel_endpoint", "online_export_endpoint")
     @classmethod
     def _otlp_http(cls, value: str | None) -> str | None:
         if value and urlsplit(value).scheme not in ("http", "https"):

@@ -56,7 +56,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     421: _error("The Host header names none of the service's names (HostNotAllowed; ALLOWED_HOSTS)."),
     422: _error(
         "The body or the definition is refused: ValidationError, SyntaxError, InterfaceError, "
-        "PackageSpecError, LimitError, BuildError, DatasetError, FieldMappingError, SecretError, EgressError."
+        "PackageSpecError, LimitError, BuildError, DatasetError, FieldMappingError, MappingPathError, SecretError, "
+        "EgressError."
     ),
     429: _error("A workspace quota is used up (QuotaExceeded, naming it in `quota`); retry after `Retry-After`."),
     503: _error("The sandbox is unavailable (SandboxError, BackendUnavailable); retry after `Retry-After` seconds."),

@@ -8,9 +8,9 @@ Contract (docs/online.md, "How it works"):
   (workspace, evaluator, revision): one group is one call of the stored evaluator on all its cases
   (:func:`~evaluator_host.evaluation.usecases.run_stored`), at most ``online_scoring_concurrency``
   groups at once.
-* The case: ``trace`` is the trace dict (:func:`load_many`: a claimed batch's traces in two queries,
-  the same :class:`~evaluator_host.online.traces.LoadedTrace` as ``load_trace``); ``inputs``
-  and ``outputs`` come from the rule's ``mapping`` paths (over ``{"trace", "span", "root"}``), else
+* The case: ``trace`` is the trace dict (:func:`~evaluator_host.online.traces.load_trace`, at most
+  ``online_max_trace_spans`` spans); ``inputs``
+  and ``outputs`` come from the rule's ``mapping`` paths (over :func:`~evaluator_host.online.mapping.path_view`), else
   from the evaluated span, else (evaluated span = root) from the trace's first span that has some.
   A mapping path that finds nothing, a trace gone (retention), an evaluator deleted or a definition
   that no longer builds are *results* (status ``error``), stored like any other.
@@ -31,19 +31,14 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, select
-
 from evaluator_host.errors import EvaluatorHostError, LimitError, SandboxError, StorageFull
 from evaluator_host.evaluation.models import Case, ErrorInfo, EvaluationResult
-from evaluator_host.evaluation.trace_shape import SpanData, build_trace
 from evaluator_host.evaluation.usecases import Components, run_stored
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.online import mapping
-from evaluator_host.online import spans as span_body
-from evaluator_host.online.traces import LoadedTrace
+from evaluator_host.online.traces import LoadedTrace, load_trace
 from evaluator_host.store.db import utcnow
-from evaluator_host.store.online_rows import OnlineSpanRow, OnlineTraceRow
-from evaluator_host.store.online_scores import Claimed, ScoreQueue, keyed
+from evaluator_host.store.online_scores import Claimed, ScoreQueue
 
 __all__ = ["Exporter", "Scorer", "build_case"]
 
@@ -66,66 +61,25 @@ class _Refused(Exception):
         self.kind = kind
 
 
-def _find(spans: dict[str, Any], span_id: str | None) -> dict[str, Any] | None:
-    for sid, span in spans.items():
-        if sid == span_id:
-            return dict(span)
-        if (found := _find(span.get("children") or {}, span_id)) is not None:
-            return found
-    return None
-
-
 def build_case(loaded: LoadedTrace, span_id: str | None, rule_mapping: dict[str, Any] | None) -> Case:
     """The case of one (rule, trace): see the module docstring (``_Refused`` when it cannot be made)."""
     trace = loaded.trace
-    roots = trace.get("spans") or {}
-    root = _find(roots, loaded.root_span_id) or (next(iter(roots.values())) if roots else {})
-    span = _find(roots, span_id) or root
+    view = mapping.path_view(trace, span_id, loaded.root_span_id)
+    span, root = view["span"] or {}, view["root"]
     inputs, outputs = mapping.span_inputs_outputs(span)
     if inputs is None and outputs is None and span is root:
         inputs, outputs, _ = mapping.trace_inputs_outputs(trace)
-    view = {"trace": trace, "span": span, "root": root}
     for name, path in (rule_mapping or {}).items():
         if path is None:
             continue
         value = mapping.resolve(view, path)
         if value is None:
-            raise _Refused("FieldMappingError", f"mapping.{name} {path!r} found nothing in trace {loaded.trace_id}")
+            raise _Refused("MappingPathError", f"mapping.{name} {path!r} found nothing in trace {loaded.trace_id}")
         if name == "inputs":
             inputs = value
         elif name == "outputs":
             outputs = value
     return Case(inputs={} if inputs is None else inputs, outputs=outputs, trace=trace)
-
-
-def load_many(conn: Connection, keys: set[tuple[str, str]]) -> dict[tuple[str, str], LoadedTrace]:
-    """The traces of ``keys`` (workspace, trace id) in two queries — what
-    :func:`~evaluator_host.online.traces.load_trace` gives for one, for a claimed batch at once."""
-    if not keys:
-        return {}
-    t, s = OnlineTraceRow, OnlineSpanRow
-    rows = conn.execute(
-        select(t.workspace_id, t.trace_id, t.state, t.service_name, t.root_span_id).where(
-            keyed(t.workspace_id, t.trace_id, keys)
-        )
-    ).all()
-    found: dict[tuple[str, str], list[SpanData]] = {(r[0], r[1]): [] for r in rows}
-    query = select(s.workspace_id, s.trace_id, s.span_id, s.parent_span_id, s.name, s.start_ns, s.end_ns, s.body)
-    for ws, trace_id, span_id, parent, name, start, end, body in conn.execute(
-        query.where(keyed(s.workspace_id, s.trace_id, found))
-    ):
-        found[(ws, trace_id)].append(span_body.decode(trace_id, span_id, parent, name, int(start), int(end), body))
-    return {
-        (ws, trace_id): LoadedTrace(
-            trace_id=trace_id,
-            state=state,
-            service_name=service,
-            root_span_id=root,
-            trace=build_trace(trace_id, found[(ws, trace_id)]),
-            spans=found[(ws, trace_id)],
-        )
-        for ws, trace_id, state, service, root in rows
-    }
 
 
 def _error(kind: str, message: str, row: Claimed) -> EvaluationResult:
@@ -284,19 +238,22 @@ class Scorer:
 
     def _cases(self, rows: Sequence[Claimed]) -> dict[tuple[str, str], Case | EvaluationResult]:
         out: dict[tuple[str, str], Case | EvaluationResult] = {}
+        loaded: dict[tuple[str, str], LoadedTrace | None] = {}
+        cap = self.settings.online_max_trace_spans
         with self.queue.engine.connect() as conn:
-            loaded = load_many(conn, {(r.workspace_id, r.trace_id) for r in rows})
-        for row in rows:
-            trace = loaded.get((row.workspace_id, row.trace_id))
-            if trace is None:
-                out[(row.rule_id, row.trace_id)] = _error("NotFound", f"trace {row.trace_id} is gone", row)
-                continue
-            try:
-                out[(row.rule_id, row.trace_id)] = build_case(
-                    trace, row.span_id, row.rule.mapping if row.rule else None
-                )
-            except _Refused as exc:
-                out[(row.rule_id, row.trace_id)] = _error(exc.kind, str(exc), row)
+            for row in rows:
+                key = (row.workspace_id, row.trace_id)
+                if key not in loaded:  # bounded (online_max_trace_spans); primary-key lookups
+                    loaded[key] = load_trace(conn, row.workspace_id, row.trace_id, max_spans=cap)
+                trace = loaded[key]
+                if trace is None:
+                    out[(row.rule_id, row.trace_id)] = _error("NotFound", f"trace {row.trace_id} is gone", row)
+                    continue
+                try:
+                    mapped = row.rule.mapping if row.rule else None
+                    out[(row.rule_id, row.trace_id)] = build_case(trace, row.span_id, mapped)
+                except _Refused as exc:
+                    out[(row.rule_id, row.trace_id)] = _error(exc.kind, str(exc), row)
         return out
 
     async def _store(self, rows: Sequence[Claimed], results: dict[tuple[str, str], EvaluationResult]) -> None:

@@ -61,6 +61,7 @@ class Collector:
     port: int = 0
     spans: list[Received] = field(default_factory=list)
     bodies: list[bytes] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)  # of each trace request, names lowercased
     other_requests: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -133,6 +134,8 @@ def collector() -> Iterator[Collector]:
                 self.send_response(404)
                 self.end_headers()
                 return
+            with state.lock:
+                state.headers.append({k.lower(): v for k, v in self.headers.items()})
             state.take(body)
             answer = ExportTraceServiceResponse().SerializeToString()
             self.send_response(200)

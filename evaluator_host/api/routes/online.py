@@ -220,7 +220,7 @@ async def get_trace(trace_id: str, services: ServicesDep, workspace: WorkspaceDe
 
     def read() -> Any:
         with engine.connect() as conn:
-            return load_trace(conn, workspace, trace_id)
+            return load_trace(conn, workspace, trace_id, max_spans=services.settings.online_max_trace_spans)
 
     loaded = await asyncio.to_thread(read)
     if loaded is None:
