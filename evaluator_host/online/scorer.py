@@ -8,8 +8,9 @@ Contract (docs/online.md, "How it works"):
   (workspace, evaluator, revision): one group is one call of the stored evaluator on all its cases
   (:func:`~evaluator_host.evaluation.usecases.run_stored`), at most ``online_scoring_concurrency``
   groups at once.
-* The case: ``trace`` is the trace dict (:func:`~evaluator_host.online.traces.load_trace`, at most
-  ``online_max_trace_spans`` spans); ``inputs``
+* The case: ``trace`` is the trace dict (:func:`load_many`: what
+  :func:`~evaluator_host.online.traces.load_trace` gives, a claimed batch's small traces in two
+  queries; at most ``online_max_trace_spans`` spans each); ``inputs``
   and ``outputs`` come from the rule's ``mapping`` paths (over :func:`~evaluator_host.online.mapping.path_view`), else
   from the evaluated span, else (evaluated span = root) from the trace's first span that has some.
   A mapping path that finds nothing, a trace gone (retention), an evaluator deleted or a definition
@@ -31,14 +32,19 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from sqlalchemy import Connection, select
+
 from evaluator_host.errors import EvaluatorHostError, LimitError, SandboxError, StorageFull
 from evaluator_host.evaluation.models import Case, ErrorInfo, EvaluationResult
+from evaluator_host.evaluation.trace_shape import SpanData, build_trace
 from evaluator_host.evaluation.usecases import Components, run_stored
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.online import mapping
+from evaluator_host.online import spans as span_body
 from evaluator_host.online.traces import LoadedTrace, load_trace
 from evaluator_host.store.db import utcnow
-from evaluator_host.store.online_scores import Claimed, ScoreQueue
+from evaluator_host.store.online_rows import OnlineSpanRow, OnlineTraceRow
+from evaluator_host.store.online_scores import Claimed, ScoreQueue, keyed
 
 __all__ = ["Exporter", "Scorer", "build_case"]
 
@@ -80,6 +86,39 @@ def build_case(loaded: LoadedTrace, span_id: str | None, rule_mapping: dict[str,
         elif name == "outputs":
             outputs = value
     return Case(inputs={} if inputs is None else inputs, outputs=outputs, trace=trace)
+
+
+def load_many(conn: Connection, keys: set[tuple[str, str]], max_spans: int) -> dict[tuple[str, str], LoadedTrace]:
+    """The traces of ``keys`` (workspace, trace id), as :func:`~evaluator_host.online.traces.load_trace`
+    gives each: the small ones (``span_count`` within ``max_spans``) in two queries for the whole batch,
+    bounded by their span counts; a large one — or all, when spans arrived meanwhile past that bound —
+    by ``load_trace`` itself (its own bound and ``truncated`` mark)."""
+    if not keys:
+        return {}
+    t, s = OnlineTraceRow, OnlineSpanRow
+    heads = conn.execute(
+        select(t.workspace_id, t.trace_id, t.state, t.service_name, t.root_span_id, t.span_count).where(
+            keyed(t.workspace_id, t.trace_id, keys)
+        )
+    ).all()
+    small = {(h[0], h[1]): h for h in heads if h[5] <= max_spans}
+    out = {(h[0], h[1]): load_trace(conn, h[0], h[1], max_spans=max_spans) for h in heads if h[5] > max_spans}
+    bound = sum(h[5] for h in small.values()) + max_spans
+    query = select(s.workspace_id, s.trace_id, s.span_id, s.parent_span_id, s.name, s.start_ns, s.end_ns, s.body)
+    found: dict[tuple[str, str], list[SpanData]] = {k: [] for k in small}
+    query = query.where(keyed(s.workspace_id, s.trace_id, small)).order_by(s.start_ns, s.span_id).limit(bound + 1)
+    got = conn.execute(query).all() if small else []
+    if len(got) > bound:  # spans kept arriving: each by itself, bounded
+        out.update({k: load_trace(conn, k[0], k[1], max_spans=max_spans) for k in small})
+        return {k: v for k, v in out.items() if v is not None}
+    for ws, trace_id, span_id, parent, name, start, end, body in got:
+        found[(ws, trace_id)].append(span_body.decode(trace_id, span_id, parent, name, int(start), int(end), body))
+    for key, h in small.items():
+        spans = found[key]
+        out[key] = LoadedTrace(
+            trace_id=h[1], state=h[2], service_name=h[3], root_span_id=h[4], trace=build_trace(h[1], spans), spans=spans
+        )
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def _error(kind: str, message: str, row: Claimed) -> EvaluationResult:
@@ -238,22 +277,18 @@ class Scorer:
 
     def _cases(self, rows: Sequence[Claimed]) -> dict[tuple[str, str], Case | EvaluationResult]:
         out: dict[tuple[str, str], Case | EvaluationResult] = {}
-        loaded: dict[tuple[str, str], LoadedTrace | None] = {}
-        cap = self.settings.online_max_trace_spans
         with self.queue.engine.connect() as conn:
-            for row in rows:
-                key = (row.workspace_id, row.trace_id)
-                if key not in loaded:  # bounded (online_max_trace_spans); primary-key lookups
-                    loaded[key] = load_trace(conn, row.workspace_id, row.trace_id, max_spans=cap)
-                trace = loaded[key]
-                if trace is None:
-                    out[(row.rule_id, row.trace_id)] = _error("NotFound", f"trace {row.trace_id} is gone", row)
-                    continue
-                try:
-                    mapped = row.rule.mapping if row.rule else None
-                    out[(row.rule_id, row.trace_id)] = build_case(trace, row.span_id, mapped)
-                except _Refused as exc:
-                    out[(row.rule_id, row.trace_id)] = _error(exc.kind, str(exc), row)
+            loaded = load_many(conn, {(r.workspace_id, r.trace_id) for r in rows}, self.settings.online_max_trace_spans)
+        for row in rows:
+            trace = loaded.get((row.workspace_id, row.trace_id))
+            if trace is None:
+                out[(row.rule_id, row.trace_id)] = _error("NotFound", f"trace {row.trace_id} is gone", row)
+                continue
+            try:
+                mapped = row.rule.mapping if row.rule else None
+                out[(row.rule_id, row.trace_id)] = build_case(trace, row.span_id, mapped)
+            except _Refused as exc:
+                out[(row.rule_id, row.trace_id)] = _error(exc.kind, str(exc), row)
         return out
 
     async def _store(self, rows: Sequence[Claimed], results: dict[tuple[str, str], EvaluationResult]) -> None:
