@@ -133,6 +133,10 @@ def _error(kind: str, message: str, row: Claimed) -> EvaluationResult:
     )
 
 
+def _gave_up(row: Claimed, message: str) -> EvaluationResult:
+    return _error("SandboxError", message, row).model_copy(update={"status": "sandbox_error"})
+
+
 class Scorer:
     """The scoring loop of one service; :meth:`wake` when rows were queued."""
 
@@ -218,7 +222,8 @@ class Scorer:
     async def _score(self, rows: list[Claimed]) -> None:
         over = [r for r in rows if r.attempts > self.settings.online_max_attempts]
         results: dict[tuple[str, str], EvaluationResult] = {
-            (r.rule_id, r.trace_id): _error("SandboxError", f"gave up after {r.attempts - 1} attempts", r) for r in over
+            (r.rule_id, r.trace_id): _gave_up(r, f"gave up after {r.attempts - 1} attempts (the service stopped)")
+            for r in over
         }
         rows = [r for r in rows if r.attempts <= self.settings.online_max_attempts]
         cases = await asyncio.to_thread(self._cases, rows)
@@ -265,10 +270,7 @@ class Scorer:
     async def _retry(self, rows: list[Claimed], exc: Exception, results: dict[Any, EvaluationResult]) -> None:
         last = [r for r in rows if r.attempts >= self.settings.online_max_attempts]
         for row in last:
-            message = f"gave up after {row.attempts} attempts: {exc}"
-            results[(row.rule_id, row.trace_id)] = _error("SandboxError", message, row).model_copy(
-                update={"status": "sandbox_error"}
-            )
+            results[(row.rule_id, row.trace_id)] = _gave_up(row, f"gave up after {row.attempts} attempts: {exc}")
         again = [r for r in rows if r.attempts < self.settings.online_max_attempts]
         if again:
             back_off = min(2.0 ** again[0].attempts, 60.0)

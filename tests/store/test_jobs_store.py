@@ -306,6 +306,7 @@ def test_stored_times_read_back_in_utc_whatever_the_session_zone(postgres: Clust
 
 # --------------------------------------------------------------------------- queued jobs: commit_shared
 
+
 @pytest.fixture
 def queued(store: JobStore) -> str:
     store.add_dataset(dataset())

@@ -87,12 +87,14 @@ def put_trace(engine: Engine, spans: Sequence[SpanData], *, workspace: str = WS,
     return root.trace_id
 
 
-def chat_trace(engine: Engine, question: str = "2+2?", answer: str = "4", *, workspace: str = WS, **kw: Any) -> str:
+def chat_trace(
+    engine: Engine, question: str = "2+2?", answer: str = "4", *, workspace: str = WS, state: str = "ready", **kw: Any
+) -> str:
     """A two-span trace (root ``chat`` with ``ag.data`` inputs/outputs, a child ``llm``); its id."""
     trace_id = hex_id(16)
     root = span(trace_id, "chat", attributes={"ag.data.inputs": {"q": question}, "ag.data.outputs": answer}, **kw)
     child = span(trace_id, "llm", parent=root.span_id, attributes={"gen_ai.request.model": "m1", "env": "prod"})
-    return put_trace(engine, [root, child], workspace=workspace)
+    return put_trace(engine, [root, child], workspace=workspace, state=state)
 
 
 def score_rows(engine: Engine) -> list[Any]:

@@ -157,7 +157,6 @@ def test_the_queue_host_runs_chunks_through_the_one_executor_and_retries_nothing
 # -- import cycles: none, counting imports inside functions and under TYPE_CHECKING ---------------------
 
 
-
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
