@@ -2,7 +2,7 @@
 
 Sections: the process backend (here), the docker backend (``bench/docker_bench.py``),
 batch jobs on docker (``bench/jobs_bench.py``) and queued jobs over worker hosts
-(``bench/queue_bench.py``) and online scoring's lag (``bench/online_bench.py``), each against
+(``bench/queue_bench.py``) and online scoring's lag (``bench/scoring_bench.py``), each against
 baselines from the same run.
 
 One run measures, against the real service started as a subprocess on a free port:
@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from bench import docker_bench, jobs_bench, load_bench, online_bench, queue_bench
+from bench import docker_bench, jobs_bench, load_bench, queue_bench, scoring_bench
 from bench import flame as flame_graph
 from bench.common import pct, row, serve, status_mb, verdict
 from evaluator_host.settings import Settings
@@ -280,9 +280,9 @@ def main() -> int:
     queue_section, queue_summary = queue_bench.render(queue_bench.measure())
     doc += queue_section
     print(queue_summary)
-    online_section, online_summary = online_bench.render(online_bench.measure())
-    doc += online_section
-    print(online_summary)
+    scoring_section, scoring_summary = scoring_bench.render(scoring_bench.measure())
+    doc += scoring_section
+    print(scoring_summary)
     flame = flame_graph.record("process")
     if flame is not None:
         svg, under = flame

@@ -11,7 +11,7 @@ storing, not the receiver nor the assembly quiet period (``online_quiet_period_s
 Baseline of the same run: the same evaluator called by id (``POST /v1/evaluators/{id}/evaluate``,
 one case per call, sequential), p50/p99 — what one score costs when asked for directly.
 
-Run alone: ``.venv/bin/python -m bench.online_bench``.
+Run alone: ``.venv/bin/python -m bench.scoring_bench``.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def render(f: dict[str, Any]) -> tuple[str, str]:
     section = f"""
 ## Online scoring: lag from a trace's last span to its stored score
 
-`python -m bench.online_bench` (`ONLINE_RATE`, `ONLINE_SECONDS`): the real service (process
+`python -m bench.scoring_bench` (`ONLINE_RATE`, `ONLINE_SECONDS`): the real service (process
 backend, SQLite), one rule with a trivial Python evaluator on every trace; {f["sent"]} two-span
 traces fed at {f["fed_rate"]:.0f} traces/s for {f["seconds"]} s straight into the online tables as
 `ready` (the receiver and the assembly quiet period are not in this figure); lag = `scored_at -
