@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select
 
 from bench.common import pct, serving
 from evaluator_host.evaluation.trace_shape import SpanData
@@ -115,8 +115,8 @@ def measure() -> dict[str, Any]:
             for tick in range(int(SECONDS / TICK)):
                 spans, traces = _batch(per_tick)
                 with engine.begin() as conn:
-                    conn.execute(OnlineSpanRow.__table__.insert(), spans)
-                    conn.execute(OnlineTraceRow.__table__.insert(), traces)
+                    conn.execute(insert(OnlineSpanRow), spans)
+                    conn.execute(insert(OnlineTraceRow), traces)
                 sent += per_tick
                 wait = start + (tick + 1) * TICK - time.monotonic()
                 if wait > 0:
@@ -141,6 +141,7 @@ def measure() -> dict[str, Any]:
                 lags = [
                     (as_utc(s) - as_utc(last)).total_seconds()
                     for s, last in conn.execute(lag_query.where(OnlineScoreRow.state == "done"))
+                    if s is not None
                 ]
             engine.dispose()
             out.update(
