@@ -156,3 +156,31 @@ def test_two_routers_route_each_trace_once(engine: Engine) -> None:
     rows = score_rows(engine)
     assert len({(r.rule_id, r.trace_id) for r in rows}) == len(rows)
     assert {r.trace_id for r in rows} == set(ids)
+
+
+def test_concurrent_claimers_split_the_queue_without_overlap(engine: Engine) -> None:
+    rule(RuleStore(engine))
+    for _ in range(150):
+        chat_trace(engine)
+    ScoreQueue(engine).route(500, 10_000, decide)
+    taken: dict[str, list[tuple[str, str]]] = {"svc-a": [], "svc-b": []}
+    errors: list[BaseException] = []
+
+    def claim(me: str) -> None:
+        queue = ScoreQueue(engine)
+        try:
+            while got := queue.claim(me, 7, 60):
+                taken[me] += [(c.rule_id, c.trace_id) for c in got]
+                assert all(queue.finish(me, [(c.rule_id, c.trace_id, {"status": "ok"}) for c in got]))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=claim, args=(me,)) for me in taken]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    a, b = set(taken["svc-a"]), set(taken["svc-b"])
+    assert not a & b and len(a | b) == 150
+    assert {r.state for r in score_rows(engine)} == {"done"}
