@@ -218,6 +218,8 @@ class Scorer:
                 await self._score(rows)
             except Exception:  # never lose the loop; the rows' claims expire and they are tried again
                 log.exception("scoring %d online rows failed", len(rows))
+            finally:
+                self._event.set()  # a slot is free: claim again now
 
     async def _score(self, rows: list[Claimed]) -> None:
         over = [r for r in rows if r.attempts > self.settings.online_max_attempts]
