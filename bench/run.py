@@ -1,9 +1,10 @@
 """Benchmarks of the evaluator-host service; writes docs/benchmarks.md. Run with ``make bench``.
 
 Sections: the process backend (here), the docker backend (``bench/docker_bench.py``),
-batch jobs on docker (``bench/jobs_bench.py``) and queued jobs over worker hosts
-(``bench/queue_bench.py``) and online scoring's lag (``bench/scoring_bench.py``), each against
-baselines from the same run.
+batch jobs on docker (``bench/jobs_bench.py``), queued jobs over worker hosts
+(``bench/queue_bench.py``), model-target jobs against a loopback LLM server
+(``bench/target_bench.py``) and online scoring's lag (``bench/scoring_bench.py``), each against
+baselines (or an ideal) from the same run.
 
 One run measures, against the real service started as a subprocess on a free port:
 warm single-evaluation latency over HTTP, a process-per-evaluation baseline, the first
@@ -24,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from bench import docker_bench, jobs_bench, load_bench, queue_bench, scoring_bench
+from bench import docker_bench, jobs_bench, load_bench, queue_bench, scoring_bench, target_bench
 from bench import flame as flame_graph
 from bench.common import pct, row, serve, status_mb, verdict
 from evaluator_host.settings import Settings
@@ -280,6 +281,9 @@ def main() -> int:
     queue_section, queue_summary = queue_bench.render(queue_bench.measure())
     doc += queue_section
     print(queue_summary)
+    target_section, target_summary = target_bench.render(target_bench.measure())
+    doc += target_section
+    print(target_summary)
     scoring_section, scoring_summary = scoring_bench.render(scoring_bench.measure())
     doc += scoring_section
     print(scoring_summary)

@@ -17,6 +17,7 @@
     │   ├── MappingPathError       422   an online rule's mapping path is malformed (docs/online.md, Mapping)
     │   ├── SecretError            422   a secret the workspace does not have, or a name or value refused
     │   ├── EgressError            422   a network destination the workspace's allowlist (or the sandbox) refuses
+    │   ├── TargetError            400   a job's model target: endpoint not allowed, prompt not valid Jinja2
     │   └── IdempotencyKeyError    422   an Idempotency-Key malformed, or reused for another request
     ├── Unauthorized               401   no valid key where one is needed (WWW-Authenticate: Bearer)
     ├── Forbidden                  403   a valid key on a route it may not use (operator routes)
@@ -81,6 +82,7 @@ __all__ = [
     "SandboxError",
     "SecretError",
     "StorageFull",
+    "TargetError",
     "Unauthorized",
 ]
 
@@ -196,6 +198,14 @@ class EgressError(DefinitionError):
     or the sandbox in use cannot give workers network at all."""
 
     type_name = "EgressError"
+
+
+class TargetError(DefinitionError):
+    """A job's model target is refused: its endpoint is not allowed (egress), its prompt template is not
+    valid Jinja2, or it cannot run here; answered with HTTP 400."""
+
+    type_name = "TargetError"
+    status = 400
 
 
 class Unauthorized(EvaluatorHostError):

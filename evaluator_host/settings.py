@@ -234,6 +234,18 @@ class Settings(BaseSettings):
         description="Attempts of one online score after infrastructure failures (the sandbox unavailable); "
         "the last one stores a sandbox_error result.",
     )
+    target_workspace_concurrency: int = Field(
+        64,
+        ge=1,
+        le=4096,
+        description="Model calls in flight at once for one workspace, over all its model-target jobs in this "
+        "service (a job's target.concurrency is bounded by it).",
+    )
+    target_prices: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description='Prices of model-target calls per 1,000 tokens, as JSON {"model": {"input_per_1k": 0.15, '
+        '"output_per_1k": 0.6}}: jobs of a priced model show a cost estimate.',
+    )
     gc_threshold: int = Field(
         50_000,
         ge=0,

@@ -32,6 +32,7 @@ FACTORY_DEFAULTS = {
     "ca_bundle": "the host's system bundle",
     "otel_endpoint": "`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, else `OTEL_EXPORTER_OTLP_ENDPOINT`/v1/traces, else none",
     "otel_service_name": "`OTEL_SERVICE_NAME`, else `evaluator-host`",
+    "target_prices": "none (no cost estimates)",
 }
 
 

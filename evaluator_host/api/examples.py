@@ -53,6 +53,11 @@ _JOB = {
     "dataset_id": _DATASET["id"], "field_mapping": _MAPPING, "parallelism": 2,
     "runtime_id": _RUNTIME_ID, "warnings": [],
 }  # fmt: skip
+_TARGET = {"base_url": "http://llm.local:8080/v1", "model": "qwen2.5-7b", "prompt": "Q: {{ q }}",
+           "api_key_secret": "LLM_KEY", "concurrency": 32, "max_calls": 1000}  # fmt: skip
+_TOKENS = {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}
+_GENERATION = {"messages": [{"role": "user", "content": "Q: 2+2"}], "text": "4", "finish_reason": "stop",
+               "usage": _TOKENS, "latency_ms": 212.4, "attempts": 1, "error": None}  # fmt: skip
 _MIGRATED = {
     "code": 'def evaluate(inputs, outputs, trace):\n    return outputs == inputs["correct_answer"]\n',
     "changed": True, "interface_before": "legacy", "interface_after": "evaluate",
@@ -126,8 +131,22 @@ EXAMPLES: dict[str, list[Any]] = {
     "JobCreate": [
         {"evaluator_id": _EVALUATOR["id"], "dataset_id": _DATASET["id"], "field_mapping": {"outputs": "answer"}},
         {"evaluator_id": _EVALUATOR["id"], "rows": [{"correct_answer": "4", "outputs": "4"}]},
+        {"evaluator_id": _EVALUATOR["id"], "rows": [{"q": "2+2", "correct_answer": "4"}], "target": _TARGET},
     ],
     "JobProgress": [{"total": 2, "done": 1, "failed": 0}],
+    "Target": [_TARGET],
+    "TokenUsage": [_TOKENS],
+    "Generation": [_GENERATION],
+    "TargetUsage": [
+        {
+            "calls": 2,
+            "rows": 2,
+            "prompt_tokens": 24,
+            "completion_tokens": 6,
+            "total_tokens": 30,
+            "cost_estimate": 7.2e-06,
+        }
+    ],
     "Job": [_JOB],
     "JobList": [{"data": [_JOB], "count": 1, "next_cursor": None}],
     "JobResult": [{"index": 0, "row": {"q": "2+2", "correct_answer": "4", "model_expression": "4"}, "result": _RESULT}],

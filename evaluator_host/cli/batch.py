@@ -3,7 +3,10 @@
 The same steps either way: find or create the evaluator (named after the file; a changed
 definition becomes a new revision), upload the dataset, start a job, follow it with a
 progress bar (rows/s, ETA, failures), optionally stream every result to ``--output``, and
-print the aggregate as a table. ``--server URL`` talks HTTP to a running service;
+print the aggregate as a table. With ``--target-url`` (and ``--target-model``, ``--prompt`` /
+``--prompt-file`` / ``--messages-column``, ``--target-key-secret``, ``--concurrency``, ``--max-calls``,
+``--max-tokens-total``) the job first generates each row's outputs with that model (docs/api.md, Model
+targets). ``--server URL`` talks HTTP to a running service;
 without it the service's components run in this process on the default data dir.
 
 Exit codes: 0 the job succeeded, no more than ``--max-error-rate`` of its rows (default
@@ -54,6 +57,31 @@ def parse_mapping(items: list[str] | None) -> dict[str, Any]:
     return mapping
 
 
+def model_target(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The job's ``target`` from ``--target-url`` and its companions (None without ``--target-url``)."""
+    url = getattr(args, "target_url", None)
+    if not url:
+        if getattr(args, "target_model", None) or getattr(args, "prompt", None) or getattr(args, "prompt_file", None):
+            raise RefusedError("--target-model and --prompt need --target-url (the model's API)")
+        return None
+    if not args.target_model:
+        raise RefusedError("--target-url needs --target-model")
+    target: dict[str, Any] = {"base_url": url, "model": args.target_model}
+    if args.prompt_file:
+        target["prompt"] = Path(args.prompt_file).read_text()
+    elif args.prompt:
+        target["prompt"] = args.prompt
+    elif args.messages_column:
+        target["messages_column"] = args.messages_column
+    else:
+        raise RefusedError("--target-url needs --prompt, --prompt-file or --messages-column")
+    for name in ("target_key_secret", "concurrency", "max_calls", "max_tokens_total"):
+        value = getattr(args, name, None)
+        if value is not None:
+            target["api_key_secret" if name == "target_key_secret" else name] = value
+    return target
+
+
 def _definition(args: argparse.Namespace, language: str) -> dict[str, Any]:
     path = Path(args.file)
     return {
@@ -96,6 +124,10 @@ def _summary(job: dict[str, Any], console: Console) -> None:
     if rate:
         parts.append(f"{rate:,.0f} rows/s")
     console.print(" · ".join(parts))
+    usage = job.get("usage")
+    if usage:
+        cost = f" · cost ≈ {usage['cost_estimate']:.4g}" if usage.get("cost_estimate") is not None else ""
+        console.print(f"model: {usage['calls']:,} calls · {usage['total_tokens']:,} tokens{cost}")
     if job.get("error"):
         console.print(f"[red]{job['error'].get('type')}: {job['error'].get('message')}[/red]")
     for warning in job.get("warnings", []):
@@ -200,6 +232,9 @@ async def _batch(args: argparse.Namespace, language: str, console: Console, out:
         body |= {"dataset_id": dataset["id"], "field_mapping": parse_mapping(args.map) or None}
         if args.parallelism:
             body["parallelism"] = args.parallelism
+        model = model_target(args)
+        if model is not None:
+            body["target"] = model
         job = await target.start(body)
         job = await _follow(target, job, console)
         if args.output:

@@ -1,7 +1,8 @@
 """Reading a job's results back: JSON pages and NDJSON / CSV streams, in input order.
 
 Each item is ``{index, row, result, worker}``: the dataset row as uploaded, the full
-EvaluationResult and the worker host that ran it (null: the service itself). What every row
+EvaluationResult and the worker host that ran it (null: the service itself); a model-target job's
+items add ``generation`` (the row's model call, ``targets/models.py Generation``). What every row
 of a job shares (``interface``, ``runtime``, ``evaluator_id``, ``revision``) is stored once and
 spliced back in here, so a stream of a million rows costs a merge of two sorted sequences
 (dataset lines, stored results) and string concatenation, with memory bounded by one page.
@@ -20,7 +21,9 @@ from evaluator_host.jobs.datasets import DatasetFiles
 from evaluator_host.jobs.models import JobResult, JobResultPage
 from evaluator_host.jobs.stored_form import full_form
 from evaluator_host.store import RevisionRecord
+from evaluator_host.store.job_generations import GenerationRecord, GenerationStore
 from evaluator_host.store.jobs import JobRecord, JobStore, StoredResult
+from evaluator_host.targets.models import Generation
 
 __all__ = ["CSV_RESULT_COLUMNS", "ResultReader"]
 
@@ -45,6 +48,13 @@ class ResultReader:
     def __init__(self, store: JobStore, files: DatasetFiles) -> None:
         self.store = store
         self.files = files
+        self.generations = GenerationStore(store.engine)
+
+    def _generations(self, job: JobRecord, indices: list[int]) -> dict[int, str]:
+        """A model-target job's generations of ``indices`` as JSON (``Generation``); {} for another job."""
+        if job.target is None or not indices:
+            return {}
+        return {idx: generation_json(g) for idx, g in self.generations.of(job.id, indices).items()}
 
     @staticmethod
     def _shared(revision: RevisionRecord, stored: StoredResult) -> dict[str, Any]:
@@ -94,6 +104,10 @@ class ResultReader:
                     worker=stored.worker,
                 )
             )
+        for idx, text in self._generations(job, [item.index for item in data]).items():
+            for item in data:
+                if item.index == idx:
+                    item.generation = Generation.model_validate_json(text)
         return JobResultPage(
             data=data,
             offset=offset,
@@ -106,6 +120,7 @@ class ResultReader:
         """Every result as one JSON line, in input order (yielded in blocks of lines)."""
         shared: dict[str, str] = {}  # JSON of the shared fields, per runtime id (usually one)
         block: list[str] = []
+        indices: list[int] = []
         size = 0
         for idx, line, stored in self._joined(job, 0, None):
             common = shared.get(stored.runtime_id)
@@ -115,13 +130,23 @@ class ResultReader:
                 ]
             result = f'{full_form(stored.result)[:-1]},{common},"revision":{stored.revision}}}'
             worker = "null" if stored.worker is None else json.dumps(stored.worker)
-            block.append(f'{{"index":{idx},"row":{line.decode()},"result":{result},"worker":{worker}}}\n')
+            block.append(f'{{"index":{idx},"row":{line.decode()},"result":{result},"worker":{worker}')
+            indices.append(idx)
             size += len(result) + len(line)
             if size >= _BLOCK_BYTES:
-                yield "".join(block).encode()
-                block, size = [], 0
+                yield self._ndjson_block(job, block, indices)
+                block, indices, size = [], [], 0
         if block:
-            yield "".join(block).encode()
+            yield self._ndjson_block(job, block, indices)
+
+    def _ndjson_block(self, job: JobRecord, block: list[str], indices: list[int]) -> bytes:
+        """NDJSON lines of ``block`` (each missing its end), with their generation on a model-target job."""
+        if job.target is None:
+            return "".join(f"{item}}}\n" for item in block).encode()
+        found = self._generations(job, indices)
+        return "".join(
+            f'{item},"generation":{found.get(idx, "null")}}}\n' for item, idx in zip(block, indices, strict=True)
+        ).encode()
 
     def csv(self, job: JobRecord, columns: list[str], outputs: list[str]) -> Iterator[bytes]:
         """A CSV: ``index``, the dataset's columns (non-strings as JSON), the result's fields, ``outputs.<name>``."""
@@ -157,6 +182,23 @@ class ResultReader:
                 buffer.seek(0)
                 buffer.truncate()
         yield buffer.getvalue().encode()
+
+
+def generation_json(g: GenerationRecord) -> str:
+    """A stored generation as the API's ``Generation`` JSON (``messages`` spliced in as stored)."""
+    usage = {"prompt_tokens": g.prompt_tokens, "completion_tokens": g.completion_tokens, "total_tokens": g.total_tokens}
+    rest = json.dumps(
+        {
+            "text": g.text,
+            "finish_reason": g.finish_reason,
+            "usage": usage,
+            "latency_ms": g.latency_ms,
+            "attempts": g.attempts,
+            "error": g.error,
+        },
+        separators=(",", ":"),
+    )
+    return f'{{"messages":{g.messages},{rest[1:]}'
 
 
 def _cell(value: Any) -> Any:

@@ -15,6 +15,8 @@ Contract (for :class:`~evaluator_host.jobs.runner.JobRunner`, which decides *whe
   the workspace's storage quota: of a chunk that does not fit the room left only its leading rows that do
   are stored, and the job stops (``QuotaExceeded``). This service's commits take turns, so the room read
   is the room at commit.
+* A job with a model ``target`` generates each row first (:mod:`evaluator_host.jobs.targeted`), then its
+  chunks are committed the same way; a spent budget ends it ``stopped`` (``budget_exhausted``).
 """
 
 from __future__ import annotations
@@ -33,18 +35,21 @@ from evaluator_host.jobs.mapping import RowMapper
 from evaluator_host.jobs.models import FieldMapping
 from evaluator_host.jobs.progress import Live, Sizer, bitmap, pending_chunks
 from evaluator_host.jobs.rows import stored_chunk
+from evaluator_host.jobs.targeted import TargetedRows
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.observability import tracing
 from evaluator_host.sandbox.base import RawOutcome
 from evaluator_host.sandbox.protocol import JobCases, WireCase
 from evaluator_host.settings import Settings
 from evaluator_host.store.db import utcnow
+from evaluator_host.store.job_generations import GenerationStore
 from evaluator_host.store.jobs import JobRecord, JobStore
+from evaluator_host.targets.models import Target
 from evaluator_host.tenancy.quotas import QuotaGuard, fitting, storage_exceeded
 
 __all__ = ["FINISHED", "Lanes"]
 
-FINISHED = ("succeeded", "failed", "cancelled")
+FINISHED = ("succeeded", "failed", "cancelled", "stopped")
 
 
 class Lanes:
@@ -68,6 +73,7 @@ class Lanes:
         self.executor = executor
         self.live = live
         self._write = asyncio.Lock()
+        self.targeted = TargetedRows(settings, revisions, GenerationStore(store.engine), executor)
 
     async def run(self, job_id: str) -> None:
         """Run the job's rows not stored yet, then mark it ``succeeded`` (see the module's contract)."""
@@ -87,6 +93,21 @@ class Lanes:
         self.live[job_id] = live
         bound = await self.revisions.bind(revision)
         bits = await asyncio.to_thread(lambda: bitmap(self.store.done_indices(job_id), record.total))
+        if record.target is not None:  # generate each row, then score it (jobs/targeted.py)
+            pending = (
+                (i, line) for i, line in self.datasets.files.lines(dataset.id) if not bits[i >> 3] & (1 << (i & 7))
+            )
+
+            async def stored(chunk: list[tuple[int, WireCase]], outcomes: list[RawOutcome]) -> None:
+                with tracing.span("job.commit"):
+                    await self._commit(record, live, bound, chunk, outcomes)
+
+            target = Target(**record.target)
+            why = await self.targeted.run(
+                job_id, record.workspace_id, target, record.parallelism, bound, mapper, pending, stored
+            )
+            await self._finish(job_id, live, why)
+            return
         sizer = Sizer(self.settings.job_chunk_s, self.settings.job_chunk_rows)
         chunks = pending_chunks(
             self.datasets.files.lines(dataset.id), bits, mapper, sizer, self.settings.job_chunk_bytes
@@ -119,7 +140,17 @@ class Lanes:
         async with asyncio.TaskGroup() as group:
             for _ in range(record.parallelism):
                 group.create_task(lane(group))
+        await self._finish(job_id, live, None)
+
+    async def _finish(self, job_id: str, live: Live, stopped: str | None) -> None:
+        """Mark the job ``succeeded`` — or ``stopped`` (``budget_exhausted``: ``stopped`` says why)."""
         finished: dict[str, Any] = {"status": "succeeded", "finished_at": utcnow(), "active_s": live.active()}
+        if stopped is not None:
+            message = f"the job's budget is spent ({stopped}); rows scored so far are kept"
+            finished |= {
+                "status": "stopped",
+                "error": {"type": "BudgetExhausted", "code": "budget_exhausted", "message": message},
+            }
         write = functools.partial(self.store.set_job, job_id, only_unfinished=True, only_held=True, **finished)
         await self.executor.until_stored(write)
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from evaluator_host.definitions.models import MAX_REVISION
 from evaluator_host.evaluation.models import Aggregate, EvaluationResult
+from evaluator_host.targets.models import Generation, Target, TargetUsage
 
 __all__ = [
     "Dataset",
@@ -30,7 +31,7 @@ __all__ = [
 DatasetFormat = Literal["jsonl", "csv", "json"]
 
 
-JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "stopped"]
 
 
 class Dataset(BaseModel):
@@ -100,6 +101,10 @@ class JobCreate(BaseModel):
     dataset_id: str | None = None
     field_mapping: FieldMapping | None = None
     parallelism: int | None = Field(None, ge=1, le=64, description="Workers used at once (default: settings).")
+    target: Target | None = Field(
+        None,
+        description="A model to generate each row's outputs with before it is scored (docs/api.md, Model targets).",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> JobCreate:
@@ -129,12 +134,16 @@ class Job(BaseModel):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     aggregate: Aggregate | None = None
-    error: dict[str, Any] | None = Field(None, description="Why a job failed (infrastructure only).")
+    error: dict[str, Any] | None = Field(
+        None, description="Why a job failed (infrastructure only), or why it stopped (code budget_exhausted)."
+    )
     dataset_id: str
     field_mapping: FieldMapping
     parallelism: int
     runtime_id: str
     warnings: list[str] = Field(default_factory=list)
+    target: Target | None = Field(None, description="The model target (null: outputs come from the rows).")
+    usage: TargetUsage | None = Field(None, description="A model-target job's calls, tokens and cost estimate so far.")
 
 
 class JobList(BaseModel):
@@ -156,6 +165,17 @@ class JobResult(BaseModel):
     worker: str | None = Field(
         None, description="The worker host that ran the row (a queued job); null: the service ran it itself."
     )
+    generation: Generation | None = Field(
+        None, description="A model-target job's call for this row (what was sent and answered); absent otherwise."
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_absent_generation(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Items of a job without a target keep their shape: no ``generation`` key at all."""
+        data: dict[str, Any] = handler(self)
+        if self.generation is None:
+            data.pop("generation", None)
+        return data
 
 
 class JobResultPage(BaseModel):

@@ -24,7 +24,7 @@ __all__ = ["Retention"]
 
 log = logging.getLogger(__name__)
 
-_FINISHED = ("succeeded", "failed", "cancelled")
+_FINISHED = ("succeeded", "failed", "cancelled", "stopped")
 
 
 class Retention:

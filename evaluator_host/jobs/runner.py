@@ -30,6 +30,9 @@ Contract:
 * A job runs in the service that created it (the store's ``owner``), and only there: a
   service resumes its own jobs. A commit that finds its job no longer held (cancelled or
   deleted by another service sharing the database) stores nothing and stops the job here.
+* A job with a model ``target`` generates each row's outputs before scoring it (``jobs/targeted.py``); its
+  target is checked at creation (egress, template, key's secret) and it answers its ``usage``; a spent
+  budget ends it ``stopped``. It runs on this service's lanes (refused with a queue).
 * The chunk executor is a constructor parameter (default: the production one), so tests inject its
   back-off and clock.
 """
@@ -43,7 +46,7 @@ import uuid
 from datetime import datetime
 from typing import Any, Protocol
 
-from evaluator_host.errors import EvaluatorHostError, JobNotHeld, QuotaExceeded
+from evaluator_host.errors import EvaluatorHostError, JobNotHeld, QuotaExceeded, TargetError
 from evaluator_host.evaluation.evaluators import Evaluators
 from evaluator_host.evaluation.path import ignored_fields
 from evaluator_host.jobs.executor import ChunkExecutor
@@ -51,12 +54,14 @@ from evaluator_host.jobs.lanes import FINISHED, Lanes
 from evaluator_host.jobs.mapping import RowMapper
 from evaluator_host.jobs.models import FieldMapping, Job, JobCreate
 from evaluator_host.jobs.progress import Live, job_view
+from evaluator_host.jobs.targeted import checked_target, usage_of
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.settings import Settings
 from evaluator_host.store import RevisionRecord
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.jobs import DatasetRecord, JobRecord, JobStore
+from evaluator_host.targets.models import Target
 from evaluator_host.tenancy.quotas import QuotaGuard
 
 __all__ = ["JobRunner", "RemoteJobs"]
@@ -172,6 +177,13 @@ class JobRunner:
     async def _create(self, workspace: str, body: JobCreate, record: RevisionRecord, dataset: DatasetRecord) -> Job:
         mapping = body.field_mapping or FieldMapping()
         mapper = RowMapper(mapping, dataset.columns)  # FieldMappingError (422) before anything is stored
+        target: dict[str, Any] | None = None
+        if body.target is not None:  # generate, then score (jobs/targeted.py): checked before anything is stored
+            if self.remote is not None:
+                raise TargetError("jobs with a target run in the service: not with EVALUATOR_HOST_QUEUE_URL (yet)")
+            target = await checked_target(
+                self.settings, self.revisions, workspace, body.target, mapping, dataset.columns, mapper
+            )
         job = await asyncio.to_thread(
             self.store.create_job,
             id=f"job_{uuid.uuid4().hex[:20]}",
@@ -184,6 +196,7 @@ class JobRunner:
             parallelism=min(body.parallelism or self.settings.job_parallelism, self.settings.max_workers),
             total=dataset.row_count,
             warnings=mapper.warnings + ignored_fields(record.interface, _mapped(mapping)),
+            target=target,
         )
         self._launch(job.id)
         return self.view(job)
@@ -196,8 +209,14 @@ class JobRunner:
         this service's next commit finds the job no longer held (within a chunk's time)."""
         live = self._live.get(job_id)
         if live is not None and live.record.workspace_id == workspace and not live.cancelling:
-            return self.view(live.record)
-        return self.view(await asyncio.to_thread(self.store.get_job, job_id, workspace))
+            record = live.record
+        else:
+            record = await asyncio.to_thread(self.store.get_job, job_id, workspace)
+        job = self.view(record)
+        if job.target is not None and job.usage is None:  # not generating here: what its generations add up to
+            totals = await asyncio.to_thread(self.lanes.targeted.store.usage, job_id)
+            job.usage = usage_of(totals, job.target.model, self.lanes.targeted.prices)
+        return job
 
     async def wait(self, workspace: str, job_id: str, wait_s: float) -> Job:
         """The job once it is finished, or as it is ``wait_s`` seconds from now, whichever comes first.
@@ -230,7 +249,12 @@ class JobRunner:
         records = await asyncio.to_thread(
             self.store.list_jobs, workspace, status=status, evaluator_id=evaluator_id, limit=limit, before=before
         )
-        return [self.view(r) for r in records]
+        jobs = [self.view(r) for r in records]
+        for job in jobs:
+            if job.target is not None and job.usage is None:  # a model-target job not generating here
+                totals = await asyncio.to_thread(self.lanes.targeted.store.usage, job.id)
+                job.usage = usage_of(totals, job.target.model, self.lanes.targeted.prices)
+        return jobs
 
     async def cancel(self, workspace: str, job_id: str) -> Job:
         """Cancel a queued or running job (a finished job is returned unchanged)."""
@@ -273,8 +297,13 @@ class JobRunner:
         return record, revision
 
     def view(self, record: JobRecord) -> Job:
-        """The API shape of ``record``, overlaid with live progress when it is running here."""
-        return job_view(record, self._live.get(record.id))
+        """The API shape of ``record``, overlaid with live progress when it is running here (and a model-target
+        job's usage while it generates here)."""
+        job = job_view(record, self._live.get(record.id))
+        if record.target is not None:
+            job.target = Target(**record.target)
+            job.usage = self.lanes.targeted.live_usage(record.id, job.target.model)
+        return job
 
     # -- execution -------------------------------------------------------------------------
     async def _execute(self, job_id: str) -> None:

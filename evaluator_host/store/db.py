@@ -213,6 +213,8 @@ class JobRow(Base):
     # bytes of the results stored for it (UTF-8), grown in the transaction that stores them: what the job
     # adds to its workspace's storage quota (``max_dataset_bytes``), known without reading ``job_results``
     result_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    # the model target it generates outputs with (jobs/models.py Target, no secret value); null: none
+    target: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class JobResultRow(Base):

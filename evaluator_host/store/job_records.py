@@ -68,6 +68,7 @@ class JobRecord:
     owner: str | None = None  # the service (``<id>/queue``: its queue) that runs it
     workspace_id: str = DEFAULT_WORKSPACE
     result_bytes: int = 0  # bytes of its stored results (what it counts against the storage quota)
+    target: dict[str, Any] | None = None  # its model target (None: outputs come from its rows)
 
 
 @dataclass(frozen=True)

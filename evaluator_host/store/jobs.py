@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from evaluator_host.errors import NotFoundError
 from evaluator_host.store.db import DatasetRow, JobRow, newest_first, utcnow
+from evaluator_host.store.job_generations import GENERATIONS
 from evaluator_host.store.job_records import (
     GET_JOB,
     DatasetRecord,
@@ -207,7 +208,8 @@ class JobStore(JobResults):
             return bool(conn.execute(query.values(**fields)).rowcount)
 
     def delete_job(self, job_id: str) -> None:
-        """Remove a job and every stored result of it, in one transaction."""
+        """Remove a job and every stored result (and generation) of it, in one transaction."""
         with self.engine.begin() as conn:
+            conn.execute(delete(GENERATIONS).where(GENERATIONS.c.job_id == job_id))
             conn.execute(delete(RESULTS).where(RESULTS.c.job_id == job_id))
             conn.execute(delete(JobRow).where(JobRow.id == job_id))

@@ -1,7 +1,8 @@
 """The dependency direction of the package: arrows only point down (docs/architecture.md draws the tree).
 
 ``api, cli -> services (assembly) -> migration -> jobs -> evaluation -> tenancy, builds -> sandbox, store
--> definitions -> errors, settings, storage``; observability is used by all and uses none of them.
+-> definitions -> errors, settings, storage``; observability is used by all and uses none of them; ``targets``
+(a job's model target) is used by jobs and uses none of the layers above it.
 Checked on the import statements of every module (also imports inside functions), so a shortcut shows
 up here before it shows up in a review.
 """
@@ -40,6 +41,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "jobs": (*TOP, E + "migration", E + "testing"),
     "jobs/queue": (*SURFACES,),
     "online": (*TOP, E + "migration", E + "jobs", E + "testing"),
+    # a job's model target (client, prompt sandbox, budgets, generation stage): jobs import it, never the reverse
+    "targets": (*TOP, E + "migration", E + "jobs", E + "testing"),
     # the write side of a job's results never imports the read side (both use jobs/stored_form.py)
     "jobs/rows.py": (E + "jobs.exports",),
     "jobs/executor.py": (E + "jobs.exports",),

@@ -166,7 +166,7 @@ export interface Job {
   id: string;
   evaluator_id: string;
   revision: number;
-  status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+  status: "queued" | "running" | "succeeded" | "failed" | "cancelled" | "stopped";
   progress: { total: number; done: number; failed: number };
   rows_per_s: number | null;
   created_at: string;
