@@ -3,7 +3,8 @@
 Sections: the process backend (here), the docker backend (``bench/docker_bench.py``),
 batch jobs on docker (``bench/jobs_bench.py``), queued jobs over worker hosts
 (``bench/queue_bench.py``), model-target jobs against a loopback LLM server
-(``bench/target_bench.py``) and online scoring's lag (``bench/scoring_bench.py``), each against
+(``bench/target_bench.py``), online ingestion over OTLP (``bench/online_bench.py``) and online scoring's
+lag (``bench/scoring_bench.py``), each against
 baselines (or an ideal) from the same run.
 
 One run measures, against the real service started as a subprocess on a free port:
@@ -25,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from bench import docker_bench, jobs_bench, load_bench, queue_bench, scoring_bench, target_bench
+from bench import docker_bench, jobs_bench, load_bench, online_bench, queue_bench, scoring_bench, target_bench
 from bench import flame as flame_graph
 from bench.common import pct, row, serve, status_mb, verdict
 from evaluator_host.settings import Settings
@@ -284,6 +285,9 @@ def main() -> int:
     target_section, target_summary = target_bench.render(target_bench.measure())
     doc += target_section
     print(target_summary)
+    online_section = online_bench.render(*online_bench.measure())
+    doc += online_section
+    print(online_section)
     scoring_section, scoring_summary = scoring_bench.render(scoring_bench.measure())
     doc += scoring_section
     print(scoring_summary)

@@ -1,7 +1,7 @@
 """Online scoring: lag from a trace's last span to its stored score at a sustained rate.
 
 The real service (process backend, SQLite) runs one rule with a trivial Python evaluator on every
-trace. Traces arrive at ``ONLINE_RATE`` traces/s (default 500) for ``ONLINE_SECONDS`` (default 30):
+trace. Traces arrive at ``SCORING_RATE`` traces/s (default 500) for ``SCORING_SECONDS`` (default 30):
 a feeder writes each batch of two-span traces into the service's database as the receiver and
 assembly would (spans + a ``ready`` trace row whose ``last_span_at`` is the write time). The lag of
 each trace is ``scored_at - last_span_at`` of its stored score (both the database's clock); p50 and
@@ -33,8 +33,8 @@ from evaluator_host.online.spans import encode
 from evaluator_host.store.db import as_utc, make_engine
 from evaluator_host.store.online_rows import OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
 
-RATE = int(os.environ.get("ONLINE_RATE", "500"))
-SECONDS = int(os.environ.get("ONLINE_SECONDS", "30"))
+RATE = int(os.environ.get("SCORING_RATE", "500"))
+SECONDS = int(os.environ.get("SCORING_SECONDS", "30"))
 CODE = "def evaluate(inputs, outputs, trace):\n    return outputs == '4'\n"
 TICK = 0.05  # the feeder writes one batch per tick
 GOAL_P99_S = 2.0
@@ -167,7 +167,7 @@ def render(f: dict[str, Any]) -> tuple[str, str]:
     section = f"""
 ## Online scoring: lag from a trace's last span to its stored score
 
-`python -m bench.scoring_bench` (`ONLINE_RATE`, `ONLINE_SECONDS`): the real service (process
+`python -m bench.scoring_bench` (`SCORING_RATE`, `SCORING_SECONDS`): the real service (process
 backend, SQLite), one rule with a trivial Python evaluator on every trace; {f["sent"]} two-span
 traces fed at {f["fed_rate"]:.0f} traces/s for {f["seconds"]} s straight into the online tables as
 `ready` (the receiver and the assembly quiet period are not in this figure); lag = `scored_at -

@@ -34,6 +34,8 @@ from evaluator_host.jobs.retention import Retention
 from evaluator_host.jobs.runner import JobRunner
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.observability.metrics import Metrics
+from evaluator_host.online.assembly import Assembly
+from evaluator_host.online.ingest import Ingest
 from evaluator_host.online.scoring import OnlineScoring
 from evaluator_host.sandbox.base import SandboxBackend
 from evaluator_host.sandbox.pool import WorkerPool
@@ -43,6 +45,7 @@ from evaluator_host.store import EvaluatorStore
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.idempotency import IdempotencyStore
 from evaluator_host.store.jobs import QUEUE_SUFFIX, JobStore
+from evaluator_host.store.online_spans import OnlineSpanStore
 from evaluator_host.store.secrets import SecretStore
 from evaluator_host.store.workspaces import WorkspaceRecord, WorkspaceStore
 from evaluator_host.tenancy.quotas import QuotaGuard
@@ -149,6 +152,16 @@ class Services:
         """``/v1/runtimes``: the backend's builds and built runtimes."""
         return RuntimeCatalog(self.backend.builder)
 
+    @functools.cached_property
+    def ingest(self) -> Ingest:
+        """The OTLP receiver's use case (``POST /v1/traces``)."""
+        return Ingest(self.settings, OnlineSpanStore(self.store.engine), self.pool.metrics)
+
+    @functools.cached_property
+    def assembly(self) -> Assembly:
+        """The periodic pass making quiet traces ready, and raw-span retention."""
+        return Assembly(self.settings, self.ingest.store, self.ingest, self.pool.metrics)
+
     @classmethod
     def start(cls, settings: Settings, role: str = "service") -> Services:
         """Lock the data dir (as ``role``: see :func:`lock_data_dir`), then create every component
@@ -253,6 +266,7 @@ class Services:
         await self.runner.start()
         self.retention.start()
         await self.online.start()
+        self.assembly.start()
         self.syncer = asyncio.ensure_future(self._sync())
 
     async def _sync(self) -> None:
@@ -280,6 +294,8 @@ class Services:
                 await self.retention.close()
             if "online" in self.__dict__:
                 await self.online.close()
+            if "assembly" in self.__dict__:
+                await self.assembly.close()
             await self.runner.close()
             await self.evaluators.close()
             await self.pool.close()

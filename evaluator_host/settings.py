@@ -283,6 +283,57 @@ class Settings(BaseSettings):
     max_dataset_rows: int = Field(10_000_000, description="Most rows in one dataset.")
     max_row_bytes: int = Field(4 * 1024 * 1024, description="Largest single dataset row (as JSON).")
 
+    online_max_body_bytes: int = Field(
+        16 * 1024 * 1024,
+        ge=1024,
+        description="POST /v1/traces (OTLP): most bytes of a body, both as sent and after gzip (inflating stops "
+        "there: 413).",
+    )
+    online_max_spans: int = Field(10_000, ge=1, description="POST /v1/traces: most spans in one request (400 above).")
+    online_max_attributes: int = Field(
+        256,
+        ge=1,
+        description="Most attributes of one span (and of its resource, and of each event) and most events per span; "
+        "a span over it is rejected (OTLP partial success), the others of the request are stored.",
+    )
+    online_max_attribute_bytes: int = Field(
+        256 * 1024,
+        ge=16,
+        description="Most bytes of one attribute's value (a string's UTF-8; arrays and maps: all their values); "
+        "a span with a larger value is rejected (OTLP partial success).",
+    )
+    online_max_name_chars: int = Field(
+        1024, ge=1, description="Longest span name and attribute key; a span with a longer one is rejected."
+    )
+    online_max_stored_spans: int = Field(
+        5_000_000,
+        ge=1,
+        description="Raw spans stored at most (all workspaces): past it POST /v1/traces answers 503 with "
+        "Retry-After (OTLP exporters retry) until retention or assembly makes room (counted in /metrics).",
+    )
+    online_store_spans: bool = Field(
+        True,
+        description="Off: POST /v1/traces decodes, checks and answers but stores nothing (the receive-and-drop "
+        "floor `make bench` compares with; never for real use).",
+    )
+    online_quiet_period_s: float = Field(
+        2.0, gt=0, description="A trace is ready once its root span has ended and no span came for this long."
+    )
+    online_trace_timeout_s: float = Field(
+        300.0,
+        gt=0,
+        description="A trace whose root span never arrives ended is made ready anyway this long after its "
+        "last span (scored with the spans it has).",
+    )
+    online_span_retention_s: float = Field(
+        7 * 86400.0,
+        gt=0,
+        description="Raw spans older than this are deleted, with their traces once routed (or as old).",
+    )
+    online_assembly_s: float = Field(
+        0.5, gt=0, description="How often assembly marks quiet traces ready (and retention sweeps, every 60 runs)."
+    )
+
     python_executable: str = Field(default_factory=_default_python, description="Interpreter for user code.")
     sandbox_uid_base: int = Field(200_000, description="First uid for sandboxed workers (when root).")
     process_isolation: Literal["auto", "rlimits"] = Field(

@@ -28,6 +28,7 @@ from evaluator_host.api.routes import (
     online,
     runtimes,
     secrets,
+    traces,
     web,
     workspaces,
 )
@@ -114,6 +115,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         secrets.router,
         workspaces.router,
         online.router,
+        traces.router,
     ):
         app.include_router(router, prefix="/v1", responses=ERROR_RESPONSES)
     conflict = _error("MigrationMismatch: the migrated code answered differently (+ rows, compared, code).")

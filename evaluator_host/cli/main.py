@@ -14,6 +14,7 @@
 ``worker`` run queued jobs' chunks on this host (``cli/worker.py``; ``EVALUATOR_HOST_QUEUE_URL``).
 ``rules``  ``list | create | show | pause | resume | delete | scores | stats`` online rules, through a
            running service (``cli/rules.py``).
+``demo-traffic`` send instrumented chat traces over OTLP with the OpenTelemetry SDK (``cli/demo.py``).
 """
 
 from __future__ import annotations
@@ -235,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     images.set_defaults(func=run_images)
     from evaluator_host.cli.admin import add_parsers as add_admin
     from evaluator_host.cli.db import add_parser as add_db
+    from evaluator_host.cli.demo import add_parser as add_demo
     from evaluator_host.cli.migrate import add_parser as add_migrate
     from evaluator_host.cli.rules import add_parser as add_rules
     from evaluator_host.cli.runtimes import add_parser as add_runtimes
@@ -246,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_db(sub)
     add_worker(sub)
     add_rules(sub)
+    add_demo(sub)
     return parser
 
 

@@ -17,6 +17,13 @@ Names and what they count (no tenant, evaluator or user id is ever a label):
 * ``evaluator_host_builds_total{result}`` and ``evaluator_host_build_seconds`` — runtime builds;
 * ``evaluator_host_job_rows_total{status}`` — job rows committed (``rate()`` of it is rows/s);
 * ``evaluator_host_swept_containers_total`` — leftover containers removed by start-up sweeps;
+* ``evaluator_host_online_spans_total{outcome}`` — OTLP spans received: ``stored``, ``duplicate`` (already
+  stored: ignored), ``rejected`` (answered in a partial success); ``evaluator_host_online_requests_total{outcome}``
+  — ``POST /v1/traces`` requests: ``ok``, ``partial``, ``invalid`` (400), ``too_large`` (413),
+  ``unsupported`` (415), ``full`` (503: the span store is at ``ONLINE_MAX_STORED_SPANS``, the exporter retries);
+  ``evaluator_host_online_open_traces`` — traces still assembling (read by assembly's last pass);
+  ``evaluator_host_online_traces_ready_total`` and ``evaluator_host_online_spans_expired_total`` — assembly's
+  and retention's work.
 * online scoring (docs/online.md): ``evaluator_host_online_scores_total{rule, status}`` — scores
   stored, ``evaluator_host_online_score{rule}`` — their numeric scores,
   ``evaluator_host_online_dropped_total{rule}`` — score rows dropped (backlog full),
@@ -31,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -129,6 +136,17 @@ class Metrics:
             "From a trace's last span to its stored score.",
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300),
             registry=r,
+        )
+        self.online_spans = Counter(
+            "evaluator_host_online_spans", "OTLP spans received, by outcome.", ["outcome"], registry=r
+        )
+        self.online_requests = Counter(
+            "evaluator_host_online_requests", "POST /v1/traces requests, by outcome.", ["outcome"], registry=r
+        )
+        self.online_open = Gauge("evaluator_host_online_open_traces", "Traces still assembling.", registry=r)
+        self.online_ready = Counter("evaluator_host_online_traces_ready", "Traces assembly made ready.", registry=r)
+        self.online_expired = Counter(
+            "evaluator_host_online_spans_expired", "Raw spans deleted by retention.", registry=r
         )
         self._children: dict[tuple[Any, ...], Any] = {}
 

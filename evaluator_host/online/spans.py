@@ -14,26 +14,34 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
 from evaluator_host.evaluation.trace_shape import SpanData
 
 __all__ = ["decode", "encode"]
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # one: json.dumps makes one per call
+_FAST = msgspec.json.Encoder()  # the same text (compact, UTF-8, control characters escaped), ~10x faster
+
+
 def encode(span: SpanData, scope: Mapping[str, Any] | None = None) -> str:
-    """The ``body`` text of ``span`` (compact JSON)."""
-    return json.dumps(
-        {
-            "kind": span.kind,
-            "status_code": span.status_code,
-            "status_message": span.status_message,
-            "attributes": dict(span.attributes),
-            "resource": dict(span.resource),
-            "events": [dict(e) for e in span.events],
-            "scope": dict(scope or {}),
-        },
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
+    """The ``body`` text of ``span`` (compact JSON). msgspec writes it — the standard library's text, but a
+    non-finite float is ``null`` (valid JSON); the receiver sends those as text anyway — and the standard
+    library when msgspec refuses a value (a lone surrogate, an int past 64 bits)."""
+    body = {
+        "kind": span.kind,
+        "status_code": span.status_code,
+        "status_message": span.status_message,
+        "attributes": dict(span.attributes),
+        "resource": dict(span.resource),
+        "events": [dict(e) for e in span.events],
+        "scope": dict(scope or {}),
+    }
+    try:
+        return _FAST.encode(body).decode()
+    except (msgspec.EncodeError, OverflowError, UnicodeError, TypeError):
+        return _ENCODER.encode(body)
 
 
 def decode(

@@ -94,6 +94,7 @@ WITHOUT_ID = {
     ("POST", "/v1/evaluate"),
     ("POST", "/v1/inspect"),
     ("POST", "/v1/migrate"),
+    ("POST", "/v1/traces"),
     ("GET", "/v1/evaluators"),
     ("POST", "/v1/evaluators"),
     ("GET", "/v1/datasets"),

@@ -190,7 +190,7 @@ def test_a_database_made_by_create_all_before_migrations_is_adopted_on_either_da
         id="job_1", evaluator_id="ev_1", revision=1, runtime_id="python-1", dataset_id="ds_1",
         field_mapping={}, parallelism=1, total=1, warnings=[],
     )  # fmt: skip
-    with engine.begin() as conn:  # what main's create_all made: no version table, nothing of 0002 to 0007
+    with engine.begin() as conn:  # what main's create_all made: no version table, nothing of 0002 to 0008
         conn.execute(text("DROP TABLE alembic_version"))
         conn.execute(text("DROP TABLE job_generations"))
         conn.execute(text("ALTER TABLE jobs DROP COLUMN target"))

@@ -1,7 +1,8 @@
 """Request body size limit (413), enforced on the declared length and on the bytes read.
 
 The rule is written once here and read by the fast path too: :func:`body_limit` (a path's limit:
-``MAX_DATASET_BYTES`` for dataset uploads, else ``MAX_BODY_BYTES``), :func:`declared_length` (the
+``MAX_DATASET_BYTES`` for dataset uploads, ``ONLINE_MAX_BODY_BYTES`` for the OTLP receiver, else
+``MAX_BODY_BYTES``), :func:`declared_length` (the
 ``Content-Length`` a request declares) and :func:`declared_too_large` (a declared length over it).
 """
 
@@ -16,12 +17,16 @@ from evaluator_host.settings import Settings
 
 __all__ = ["BodyLimitMiddleware", "body_limit", "declared_length", "declared_too_large"]
 
-_UPLOADS = "/v1/datasets"  # the one path with a limit of its own (a dataset upload)
+_UPLOADS = "/v1/datasets"  # a path with a limit of its own (a dataset upload)
+_OTLP = "/v1/traces"  # the OTLP receiver: its route enforces body_limit itself, answering in OTLP's encoding
 
 
 def body_limit(settings: Settings, path: str) -> int:
     """The most bytes a request body to ``path`` may have."""
-    return settings.max_dataset_bytes if path.rstrip("/") == _UPLOADS else settings.max_body_bytes
+    path = path.rstrip("/")
+    if path == _OTLP:
+        return settings.online_max_body_bytes
+    return settings.max_dataset_bytes if path == _UPLOADS else settings.max_body_bytes
 
 
 def declared_length(headers: Iterable[tuple[bytes, bytes]]) -> int | None:
@@ -70,7 +75,7 @@ class BodyLimitMiddleware:
         await send({"type": "http.response.body", "body": body})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope.get("path") == _OTLP:  # the receiver answers 413 in OTLP's encoding
             await self.app(scope, receive, send)
             return
         max_bytes = body_limit(self.settings, scope.get("path", ""))

@@ -1,0 +1,85 @@
+"""``POST /v1/traces``: the OTLP/HTTP trace receiver (docs/online.md).
+
+Authenticated like every ``/v1`` route (``Authorization: Bearer <key>``, the key's workspace gets
+the spans). The route reads the body itself, streaming, up to ``online_max_body_bytes``
+(``BodyLimitMiddleware`` leaves this path to it, so a refusal comes in the request's encoding) and
+hands the rest to :class:`~evaluator_host.online.ingest.Ingest` on a thread. Answers, always in the
+request's encoding (protobuf or JSON): 200 with an ``ExportTraceServiceResponse`` (its
+``partial_success`` counts the spans rejected, and why); 400 (malformed, too many spans), 413 (body
+over the bound, as sent or inflated), 415 (another Content-Type or Content-Encoding) with a
+``google.rpc.Status``; 503 with ``Retry-After`` when the span store is full (exporters retry).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter, Request, Response
+
+from evaluator_host.api.deps import ServicesDep, WorkspaceDep
+from evaluator_host.api.middleware.limits import body_limit, declared_length
+from evaluator_host.online.otlp import JSON, PROTOBUF, OtlpError, answer, error_answer, media_type
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["online"])
+
+_RETRY_AFTER_S = 30  # when the span store is full: about one retention pass
+_KINDS = {400: "BadRequest", 413: "PayloadTooLarge", 415: "UnsupportedMediaType", 503: "Unavailable"}
+_OUTCOMES = {400: "invalid", 413: "too_large", 415: "unsupported", 503: "full"}
+_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": "An OTLP `ExportTraceServiceRequest`, optionally with `Content-Encoding: gzip`.",
+        "content": {PROTOBUF: {"schema": {"type": "string", "format": "binary"}}, JSON: {"schema": {"type": "object"}}},
+    },
+    "responses": {
+        "200": {
+            "description": "An OTLP `ExportTraceServiceResponse` (`partialSuccess` when spans were rejected), "
+            "in the request's encoding.",
+            "content": {
+                PROTOBUF: {"schema": {"type": "string", "format": "binary"}},
+                JSON: {"schema": {"type": "object"}},
+            },
+        },
+        "415": {"description": "Another Content-Type than OTLP's two, or another Content-Encoding than gzip."},
+    },
+}
+
+
+def _refusal(services: ServicesDep, media: str, status: int, message: str) -> Response:
+    services.pool.metrics.online_requests.labels(_OUTCOMES.get(status, "invalid")).inc()
+    headers = {"Retry-After": str(_RETRY_AFTER_S)} if status == 503 else None
+    body = error_answer(media, status, message, _KINDS.get(status, "BadRequest"))
+    return Response(body, status_code=status, media_type=media, headers=headers)
+
+
+@router.post("/traces", response_class=Response, openapi_extra=_BODY)
+async def export_traces(request: Request, workspace: WorkspaceDep, services: ServicesDep) -> Response:
+    """Receive spans over OTLP/HTTP into the key's workspace (see the module docstring)."""
+    try:
+        media = media_type(request.headers.get("content-type"))
+    except OtlpError as exc:
+        return _refusal(services, JSON, exc.status, exc.message)
+    if services.ingest.full():
+        message = "the span store is full (online_max_stored_spans): retry later"
+        return _refusal(services, media, 503, message)
+    limit = body_limit(services.settings, request.url.path)
+    declared = declared_length(request.scope["headers"])
+    too_large = f"the request body exceeds {limit} bytes (online_max_body_bytes)"
+    if declared is not None and declared > limit:
+        return _refusal(services, media, 413, too_large)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:  # stop reading: the connection is closed after the answer
+            return _refusal(services, media, 413, too_large)
+        chunks.append(chunk)
+    encoding = request.headers.get("content-encoding")
+    try:
+        decoded = await asyncio.to_thread(services.ingest.receive, workspace, b"".join(chunks), media, encoding)
+    except OtlpError as exc:
+        return _refusal(services, media, exc.status, exc.message)
+    services.pool.metrics.online_requests.labels("partial" if decoded.rejected else "ok").inc()
+    return Response(answer(media, decoded), media_type=media)

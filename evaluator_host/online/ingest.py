@@ -1,0 +1,84 @@
+"""The receiver's use case: an OTLP body in, its spans stored in the key's workspace, the OTLP answer out.
+
+:meth:`Ingest.receive` runs on a thread (the route hands it over with ``asyncio.to_thread``): it
+inflates and decodes the body (:mod:`evaluator_host.online.otlp`), turns each accepted span into
+its ``online_spans`` row (``body`` by :func:`evaluator_host.online.spans.encode`) and writes them
+with their traces in one transaction (:class:`~evaluator_host.store.online_spans.OnlineSpanStore`).
+Nothing here waits on evaluation: assembly and the router read the tables on their own time.
+
+Backpressure (docs/online.md, "Limits, backpressure and retention"): :meth:`Ingest.full` says when
+the span store holds ``online_max_stored_spans`` or more — a count assembly refreshes on each
+retention pass (:meth:`Ingest.recount`) plus the spans this process stored since — and the route
+then answers 503 with ``Retry-After`` without reading the body; OTLP exporters retry on 503.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+from evaluator_host.observability.metrics import Metrics
+from evaluator_host.online import spans as span_bodies
+from evaluator_host.online.otlp import Decoded, Limits, decode, inflate
+from evaluator_host.settings import Settings
+from evaluator_host.store.db import utcnow
+from evaluator_host.store.online_spans import OnlineSpanStore
+
+__all__ = ["Ingest"]
+
+
+class Ingest:
+    """One service's receiver: its bounds, its store, its counters."""
+
+    def __init__(self, settings: Settings, store: OnlineSpanStore, metrics: Metrics) -> None:
+        self.settings = settings
+        self.limits = Limits.of(settings)
+        self.store = store
+        self.metrics = metrics
+        self._stored = 0  # spans in the store: the last count plus what this process stored since
+        self._lock = threading.Lock()
+        self._outcomes = {name: metrics.online_spans.labels(name) for name in ("stored", "duplicate", "rejected")}
+
+    def full(self) -> bool:
+        """Whether the span store is at its bound (the route answers 503)."""
+        return self._stored >= self.settings.online_max_stored_spans
+
+    def recount(self) -> int:
+        """Count the stored spans again (after retention); the count."""
+        counted = self.store.count_spans()
+        with self._lock:
+            self._stored = counted
+        return counted
+
+    def receive(self, workspace: str, body: bytes, media: str, encoding: str | None) -> Decoded:
+        """Decode ``body`` and store its accepted spans in ``workspace`` (raises ``OtlpError`` for a body
+        refused whole); what it carried (the answer's partial success is its ``rejected``)."""
+        decoded = decode(inflate(body, encoding, self.limits.body_bytes), media, self.limits)
+        if decoded.rejected:
+            self._outcomes["rejected"].inc(decoded.rejected)
+        if not decoded.spans or not self.settings.online_store_spans:
+            return decoded
+        rows = [_row(received.span, received.service_name, received.scope) for received in decoded.spans]
+        stored = self.store.write(workspace, rows, utcnow())
+        with self._lock:
+            self._stored += stored
+        self._outcomes["stored"].inc(stored)
+        if len(rows) > stored:
+            self._outcomes["duplicate"].inc(len(rows) - stored)
+        return decoded
+
+
+def _row(span: Any, service_name: str | None, scope: dict[str, str]) -> dict[str, Any]:
+    ended = span.parent_id is None and span.end_ns > 0  # only a root's end is kept (root_ended_at)
+    return {
+        "trace_id": span.trace_id,
+        "span_id": span.span_id,
+        "parent_span_id": span.parent_id,
+        "name": span.name,
+        "service_name": service_name,
+        "start_ns": span.start_ns,
+        "end_ns": span.end_ns,
+        "body": span_bodies.encode(span, scope),
+        "root_ended_at": datetime.fromtimestamp(span.end_ns / 1e9, UTC) if ended else None,
+    }
