@@ -196,6 +196,13 @@ class Settings(BaseSettings):
     )
     max_uses: int = Field(100_000, description="A worker is discarded after this many evaluations.")
     batch_size: int = Field(256, description="Rows sent to a worker in one message (a job's chunk goes whole).")
+    max_in_flight: int = Field(
+        64,
+        ge=1,
+        le=1024,
+        description="Rows of an async evaluator (async def / async function) one worker runs at once, awaiting "
+        "together (an LLM judge's calls); an evaluator's settings.max_in_flight may only lower it.",
+    )
     coalesce: bool = Field(
         True,
         description="Single-case calls to one evaluator that wait for a worker together share one message "

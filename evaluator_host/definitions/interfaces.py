@@ -10,12 +10,14 @@ main       ``main(...)`` (Python: params bound by name;     ``variables``: every
            JS/TS: ``main(variables)``)                      inputs/outputs/output/completion/trace
 =========  ==============================================  ====================================
 
-A module must define exactly one of ``evaluate`` / ``main`` at top level.
+A module must define exactly one of ``evaluate`` / ``main`` at top level. Either may be ``async def``
+(``Detected.is_async``): its rows then run many at once per worker (docs/api.md, async evaluators).
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 from evaluator_host.definitions import languages
 from evaluator_host.definitions.languages import Detected, InterfaceName
@@ -93,7 +95,10 @@ def detect_python(language: str, code: str) -> Detected:
                 f"main() parameter {param.arg!r} is positional-only and cannot be bound by name; {ACCEPTED_SIGNATURES}",
                 line=fn.lineno,
             )
-        return Detected("main", "main", fn.lineno)
+        return Detected("main", "main", fn.lineno, is_async=isinstance(fn, ast.AsyncFunctionDef))
     if args.vararg is not None or args.kwonlyargs and any(d is None for d in args.kw_defaults):
         raise InterfaceError(f"evaluate() must take plain positional parameters; {ACCEPTED_SIGNATURES}", line=fn.lineno)
-    return _arity_interface(name, len(args.posonlyargs) + len(args.args), fn.lineno)
+    found_interface = _arity_interface(name, len(args.posonlyargs) + len(args.args), fn.lineno)
+    if isinstance(fn, ast.AsyncFunctionDef):  # its rows may await together (a run's in_flight)
+        return dataclasses.replace(found_interface, is_async=True)
+    return found_interface

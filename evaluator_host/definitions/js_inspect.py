@@ -131,4 +131,11 @@ def inspect_code(language: str, code: str) -> Detected:
         raise InterfaceError(message, line=answer.get("line"))
     entry = answer["entry"]
     loader = {"module": answer["module"], "entry": {"kind": entry["kind"], "name": entry.get("name")}}
-    return Detected(answer["interface"], answer["entrypoint"], answer.get("line"), loader, answer["compiled"])
+    return Detected(
+        answer["interface"],
+        answer["entrypoint"],
+        answer.get("line"),
+        loader,
+        answer["compiled"],
+        is_async=answer.get("async") is True,
+    )

@@ -76,7 +76,8 @@ class Detected:
 
     ``loader`` is passed to the harness as config (JS/TS: module kind and where the
     entrypoint lives in the module; empty for Python). ``compiled`` is the code the harness
-    runs when it is not the user's text (JS/TS: see runtimes/node/inspect.cjs).
+    runs when it is not the user's text (JS/TS: see runtimes/node/inspect.cjs). ``is_async``: the
+    entrypoint is ``async def`` (Python), or an async function or one that returns a promise (JS/TS).
     """
 
     interface: InterfaceName
@@ -84,6 +85,7 @@ class Detected:
     line: int | None
     loader: dict[str, Any] = field(default_factory=dict)
     compiled: str | None = None
+    is_async: bool = False  # the entrypoint is async (awaits): its rows may run many at once per worker
 
 
 def _resolve(ref: str) -> Any:

@@ -79,6 +79,12 @@ class InspectResponse(BaseModel):
     interface: str | None = Field(None, description="evaluate | legacy | main, when detected.")
     entrypoint: str | None = None
     line: int | None = Field(None, description="The entrypoint's line.")
+    is_async: bool | None = Field(
+        None,
+        alias="async",
+        description="The entrypoint is async (async def / async function, or returns a promise): its rows run "
+        "many at once per worker (settings.max_in_flight), when detected.",
+    )
     errors: list[DefinitionProblem]
     capabilities: Capabilities
     pins: list[PinCheck]
@@ -132,6 +138,7 @@ async def inspect(evaluation: Evaluation, body: InspectRequest) -> InspectRespon
         try:
             detected = await evaluation.detect(language, code)
             answer.update(interface=detected.interface, entrypoint=detected.entrypoint, line=detected.line)
+            answer["async"] = detected.is_async
         except DefinitionError as exc:
             errors.append(_problem(exc))
         try:

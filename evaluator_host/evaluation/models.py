@@ -51,6 +51,13 @@ class EvaluatorSettings(BaseModel):
         description="Execution policy: 'restricted' compiles and runs Python under RestrictedPython's guards "
         "(defence in depth; see docs/security.md). The service may run 'restricted' where its isolation is weakest.",
     )
+    max_in_flight: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="Async evaluators only: rows one worker runs at once, each awaiting (e.g. an LLM judge's "
+        "call); at most the service's max_in_flight (EVALUATOR_HOST_MAX_IN_FLIGHT). Null: the service's.",
+    )
 
 
 class Case(BaseModel):

@@ -202,10 +202,13 @@ class Evaluation:
     ) -> WorkerSpec:
         language = languages.get(prepared.language)
         memory_mb = prepared.settings.memory_mb
+        in_flight = prepared.in_flight(self.settings.max_in_flight)
         key_src = (
             f"{scope}|{prepared.code_hash}|{runtime.id}|{memory_mb}|{prepared.interface}|{prepared.policy}"
             f"|{','.join(prepared.network)}"
         )
+        if in_flight > 1:  # its egress gate's cap follows it (a sync evaluator's key is what it always was)
+            key_src += f"|{in_flight}"
         load = {
             "code": prepared.code if prepared.compiled is None else prepared.compiled,
             "filename": f"evaluator{language.module_suffix}",
@@ -227,6 +230,7 @@ class Evaluation:
             workspace=workspace,
             network=prepared.network,
             headers=headers,
+            in_flight=in_flight,
         )
 
     def close(self) -> None:

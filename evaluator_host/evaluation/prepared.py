@@ -72,6 +72,7 @@ class Prepared:
     network: tuple[str, ...] = ()  # "host:port" its workers may reach through the egress proxy
     # (destination, ((header, template), ...)): headers the egress proxy sets there, "{{secret:NAME}}" filled in
     headers: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+    is_async: bool = False  # the entrypoint awaits: its rows may run many at once per worker
 
     @classmethod
     def of(
@@ -108,7 +109,16 @@ class Prepared:
             secrets=tuple(secrets or ()),
             network=tuple(destinations(network)),
             headers=header_templates(network),
+            is_async=detected.is_async,
         )
+
+    def in_flight(self, bound: int) -> int:
+        """Rows one worker runs at once: 1 for a sync evaluator; for an async one its ``max_in_flight``
+        setting, or the service's ``bound`` (which the setting never exceeds)."""
+        if not self.is_async:
+            return 1
+        asked = self.settings.max_in_flight
+        return bound if asked is None else min(asked, bound)
 
     @property
     def injected(self) -> list[str]:

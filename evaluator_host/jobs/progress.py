@@ -47,11 +47,13 @@ class Sizer:
     """Chunk sizes that take about ``target_s`` each, from the observed time per row: a faster sample
     is taken at once (a job's first chunks pay for binding and warming the worker, and a small chunk
     for its fixed costs: averaging them in kept chunks small for several more), a slower one is
-    averaged in."""
+    averaged in. ``min_rows``: no chunk is smaller (an async evaluator's: several rounds of its in-flight
+    rows, or its worker would idle while a chunk's last rows finish)."""
 
-    def __init__(self, target_s: float, max_rows: int) -> None:
+    def __init__(self, target_s: float, max_rows: int, min_rows: int = 1) -> None:
         self.target_s = target_s
         self.max_rows = max_rows
+        self.min_rows = min(max(1, min_rows), max_rows)
         self.per_row: float | None = None
 
     def observe(self, rows: int, seconds: float) -> None:
@@ -63,8 +65,8 @@ class Sizer:
 
     def size(self) -> int:
         if self.per_row is None:
-            return min(FIRST_CHUNK, self.max_rows)
-        return max(1, min(self.max_rows, int(self.target_s / max(self.per_row, 1e-7))))
+            return max(self.min_rows, min(FIRST_CHUNK, self.max_rows))
+        return max(self.min_rows, min(self.max_rows, int(self.target_s / max(self.per_row, 1e-7))))
 
 
 def bitmap(indices: Iterator[int], total: int) -> bytearray:

@@ -124,6 +124,7 @@ class WorkerSpec:
     # (destination, ((header, value), ...)): what the egress proxy sets on requests there (secrets
     # included: never in ``load``, never in the sandbox)
     headers: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+    in_flight: int = 1  # rows one worker runs at once (an async evaluator's; the run frame's in_flight)
 
     @property
     def memory_mb(self) -> int:

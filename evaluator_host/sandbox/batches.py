@@ -9,7 +9,8 @@ batch a worker; :func:`run_batch` sends the batch and reads its replies:
   and the row fails with ``ProtocolError`` (code that writes to the harness's channel reaches no request);
 * a worker lost to a timeout, an exit, an output flood or a memory kill fails the row it was on, and
   the rest of the batch goes to a fresh worker — unless the harness may hold replies back
-  (``flush_ms``), then :class:`~evaluator_host.sandbox.replies.Unanswered` says how many rows are done;
+  (``flush_ms``) or runs rows at once (``in_flight``: an async evaluator), then
+  :class:`~evaluator_host.sandbox.replies.Unanswered` says how many rows are done;
 * only a batch that finished cleanly (no frame after the last reply, no process left behind, no OOM
   kill during it) leaves its worker reusable.
 """
@@ -95,11 +96,15 @@ async def run_batch(
     release: Callable[[Slot, bool], Awaitable[None]],
     backend_name: str,
     flush_ms: float = 0.0,
+    in_flight: int = 1,
 ) -> int:
     """Run the rows ``batch`` (indexes into ``call.cases``) on ``slot``'s worker as request ``request`` and
     ``release`` it after; return how many of the batch's rows now have an outcome. With ``flush_ms``, a
     worker lost to a timeout or an exit raises :class:`Unanswered` instead of blaming the next row (it
-    may have died holding replies)."""
+    may have died holding replies); so it does with ``in_flight`` > 1 (rows of an async evaluator running
+    at once: the one that ended the worker may be any of them). Such a run's replies come no further
+    apart than one row's timeout (a row starts once an earlier one is answered), and its harness
+    answers a row's timeout itself: the host waits for each reply as for a soft timeout."""
     spec, results = call.spec, call.results
     if slot.load_error is not None:
         status = "timeout" if slot.load_error.get("type") == "Timeout" else "error"
@@ -117,11 +122,13 @@ async def run_batch(
         run = {"op": "run", "id": request, "correct_answer_key": call.correct_answer_key, "timeout_s": call.timeout_s}
         if flush_ms:
             run["flush_ms"] = flush_ms
+        if in_flight > 1:
+            run["in_flight"] = in_flight
         sent = [call.cases[i] for i in batch]
         job_cases = call.job_cases
         send(worker, encode_frame({**run, "cases": sent}) if job_cases is None else job_cases.run_frame(run, sent))
         await worker.writer.drain()
-        wait_s = hard_timeout(call.timeout_s, slot.soft_timeouts)
+        wait_s = hard_timeout(call.timeout_s, slot.soft_timeouts or in_flight > 1)
         while done < len(batch):
             index = batch[done]
             reply = await frames.next(wait_s)
@@ -175,7 +182,7 @@ async def run_batch(
         done += 1
     except TimeoutError:
         await worker.kill()
-        if flush_ms:
+        if flush_ms or in_flight > 1:
             raise Unanswered(done) from None
         results[batch[done]] = failure(
             "timeout",
@@ -190,7 +197,7 @@ async def run_batch(
         done += 1
     except (asyncio.IncompleteReadError, ConnectionError, BrokenPipeError):
         info = await worker.kill()
-        if flush_ms:
+        if flush_ms or in_flight > 1:
             raise Unanswered(done) from None
         if worker.output_overflow.is_set():
             results[batch[done]] = failure(

@@ -64,7 +64,7 @@ SANDBOX_SOCKET = "/sandbox/egress.sock"  # where a worker's gate appears in its 
 SANDBOX_CA_BUNDLE = "/sandbox/egress-ca.pem"  # the CAs it trusts: the system's and the proxy's own
 IN_SANDBOX_PORT = 3128  # the harness's forwarder, on the sandbox's own loopback
 _CONNECT_TIMEOUT_S = 10.0
-_MAX_CONNECTIONS = 32  # open at once per worker
+_MAX_CONNECTIONS = 32  # open at once per worker (an async evaluator's: twice its in_flight if more: bind)
 _LOG_LIMIT = 100  # entries kept per worker between two takes
 _HALF_CLOSED_S = 5.0  # once one way has ended, the other may go on this long
 _RESPONSE_HEAD_LIMIT = 64 * 1024
@@ -107,12 +107,14 @@ class EgressGate:
         self._log: list[dict[str, Any]] = []
         self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self.max_connections = _MAX_CONNECTIONS
 
-    def bind(self, workspace: str, declared: tuple[str, ...], headers: Headers = ()) -> None:
-        """The worker now runs an evaluator of ``workspace`` that declared ``declared`` (and ``headers``
-        for some of those destinations, secrets filled in: they stay here, on the host)."""
+    def bind(self, workspace: str, declared: tuple[str, ...], headers: Headers = (), in_flight: int = 1) -> None:
+        """The worker now runs an evaluator of ``workspace`` that declared ``declared`` (``headers`` for some of
+        them: secrets stay here, on the host), ``in_flight`` rows at once (its cap: twice that, at least 32)."""
         self.workspace, self.declared = workspace, frozenset(declared)
         self.headers = {dest: pairs for dest, pairs in headers if dest in self.declared}
+        self.max_connections = max(_MAX_CONNECTIONS, 2 * in_flight)
 
     def take(self) -> list[dict[str, Any]]:
         """The connections opened since the last call, as they stand now (one still open: its bytes so
@@ -205,10 +207,11 @@ class EgressProxy:
         entry: dict[str, Any] = {"host": None, "status": "open", "bytes_out": 0, "bytes_in": 0, "_started": started}
         gate.record(entry)
         try:
-            if len(gate._tasks) > _MAX_CONNECTIONS:  # noqa: SLF001
-                raise Refused(f"more than {_MAX_CONNECTIONS} connections open at once")
+            if len(gate._tasks) > gate.max_connections:  # noqa: SLF001
+                raise Refused(f"more than {gate.max_connections} connections open at once")
             try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _CONNECT_TIMEOUT_S)
+                async with asyncio.timeout(_CONNECT_TIMEOUT_S):  # not wait_for: no task per connection
+                    head = await reader.readuntil(b"\r\n\r\n")
             except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
                 raise Refused("not an HTTP proxy request") from None
             request = checked(parse_proxy_head(head, "proxy"))
@@ -223,9 +226,8 @@ class EgressProxy:
                     return
                 raise Refused(f"{host}:{port} gets headers from the proxy: only https (CONNECT) reaches it")
             try:
-                up_reader, up_writer = await asyncio.wait_for(
-                    asyncio.open_connection(address, port), _CONNECT_TIMEOUT_S
-                )
+                async with asyncio.timeout(_CONNECT_TIMEOUT_S):
+                    up_reader, up_writer = await asyncio.open_connection(address, port)
             except (OSError, TimeoutError) as exc:
                 raise Refused(f"could not connect: {exc.__class__.__name__}") from None
             if request.tunnel:

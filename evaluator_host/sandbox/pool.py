@@ -16,9 +16,11 @@ Rules:
   announces ``soft_timeouts`` interrupts the case and stays warm; the host waits a little
   longer than the timeout before it kills), any crash, output flood or memory kill, after
   ``max_uses`` evaluations, and after ``idle_ttl_s`` without use;
-* the rows of one call are sent in batches (``batch_size`` per message; a job's chunk whole) to one worker
-  (:mod:`evaluator_host.sandbox.batches`); if a row ends the worker, only that row carries the failure
-  and the rest of the batch goes on in a fresh worker;
+* the rows of one call are sent in batches (``batch_size`` per message, at least an async evaluator's
+  ``in_flight``; a job's chunk whole) to one worker (:mod:`evaluator_host.sandbox.batches`); if a row
+  ends the worker, only that row carries the failure and the rest of the batch goes on in a fresh worker
+  (an async evaluator's rows run ``in_flight`` at once: when a worker is lost with rows in flight, those
+  rows run again one at a time, so the failure is the outcome of the row that caused it);
 * single-case calls to one key that wait for a worker together are coalesced into one
   batch (:mod:`evaluator_host.sandbox.coalesce`), each call still getting its own row.
 """
@@ -154,7 +156,7 @@ class WorkerPool:
                 self._starts.inc()
             worker.set_output_limit(spec.output_limit)
             if worker.egress is not None:  # what this worker may reach: the evaluator's declared network
-                worker.egress.bind(spec.workspace, spec.network, spec.headers)
+                worker.egress.bind(spec.workspace, spec.network, spec.headers, spec.in_flight)
             send(worker, load_frame(spec))
             await worker.writer.drain()
         except (SandboxError, ConnectionError, OSError):
@@ -271,23 +273,31 @@ class WorkerPool:
         chunk (``flush_ms``) goes whole, in one message: the worker runs it without waiting for the host
         between batches (its replies come back in bursts anyway)."""
         pending = list(range(len(call.cases)))
-        size = max(self.settings.batch_size, len(call.cases)) if flush_ms else self.settings.batch_size
+        in_flight = call.spec.in_flight
+        size = max(self.settings.batch_size, in_flight)  # an async evaluator's batch fills its in-flight rows
+        size = max(size, len(call.cases)) if flush_ms else size
         while pending:
             batch, pending = pending[:size], pending[size:]
             held = flush_ms
+            serial = 0  # rows to run one at a time: those that were in flight when a worker was lost
             while batch:
+                part = batch[:serial] if serial else batch
                 try:
                     done = await run_batch(
                         call,
-                        batch,
+                        part,
                         slot or await self._acquire_traced(call.spec),
                         request=f"{self._ids.getrandbits(64):016x}",  # every reply carries it, and its index
                         release=self.leasing.release,
                         backend_name=self.backend.name,
-                        flush_ms=held,
+                        flush_ms=0.0 if serial else held,
+                        in_flight=1 if serial else in_flight,
                     )
+                    serial = max(0, serial - done)
                 except Unanswered as lost:  # the worker died holding replies: the rest, one reply at a time
                     done, held = lost.done, 0.0
+                    if in_flight > 1 and not serial:  # which in-flight row ended it: each of them alone
+                        serial = in_flight
                 slot = None
                 batch = batch[done:]
         return call.outcomes()

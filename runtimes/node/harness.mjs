@@ -6,16 +6,8 @@
 // already moved the host's channel to private descriptors: requests arrive on fd 3, replies
 // leave on fd 4; fd 0 is /dev/null and fd 1 and 2 both go to the host's raw-output drain, so
 // nothing the user's code writes can reach the reply channel. Frames, messages and the reply
-// envelope are exactly those of runtimes/PROTOCOL.md (in short):
-//
-//   worker → host   {"type": "ready", "load_error": null | ERROR}
-//   host → worker   {"op": "load", "code": "...", ...config}          (unbound start only)
-//   worker → host   {"type": "loading"}    (at once, when the load frame has "ack": true)
-//   host → worker   {"op": "run", "correct_answer_key": "...", "cases": [CASE, ...]}
-//                   (or, for job rows, "rows": [ROW, ...] and "pick": {...} instead of "cases")
-//   worker → host   one {"type": "result", "index": i, ...} per case, in order
-//   worker → host   {"type": "results", "index": i, "values": [...], "durations": [...]} (a flush_ms run:
-//                   consecutive ok replies with nothing printed, as one frame)
+// envelope are exactly those of runtimes/PROTOCOL.md; a run with in_flight > 1 (an async evaluator)
+// is answered by inflight.mjs, many rows awaiting at once.
 //
 // Config: code_path (or a load frame with code), language ("javascript" | "typescript"),
 // interface, module ("esm" | "cjs") and entry ({kind: "binding" | "default" | "exports", name})
@@ -39,6 +31,7 @@ import { performance } from 'node:perf_hooks';
 import { Writable } from 'node:stream';
 import { copy, enableSync, encode, flush, heldState, hold, holdBulk, recv, send } from './channel.mjs';
 import { forwardEgress } from './egress.mjs';
+import { rowStore, runInFlight } from './inflight.mjs';
 import { pickedCases } from './rows.mjs';
 import { toWire } from './values.mjs';
 
@@ -63,6 +56,7 @@ let valueJson = null; // the JSON of the value the last case returned (null: non
 let running = null; // index of the case being evaluated, for an answer from inside a write
 let request = null; // id of the run message being answered (echoed in every reply)
 
+const current = () => budget ?? rowStore.getStore() ?? null; // in an in_flight run: the writing row's
 class CaptureStream extends Writable {
   constructor(which, fd) {
     super({ decodeStrings: false });
@@ -79,6 +73,7 @@ class CaptureStream extends Writable {
 }
 
 function capture(which, chunk) {
+  const budget = current();
   if (budget === null) return;
   const text = typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8');
   const size = Buffer.byteLength(text, 'utf8');
@@ -128,6 +123,7 @@ function reapStrays(config) {
 }
 
 // -- errors -------------------------------------------------------------------------------
+const isMemory = (err) => err instanceof RangeError && /allocation failed/i.test(String(err.message));
 function failure(type, message) {
   return { type, message, line: null, traceback: '' };
 }
@@ -291,7 +287,7 @@ class Harness {
     } catch (err) {
       if (err instanceof OutputLimitExceeded) {
         // current.overflow is set: reported below
-      } else if (err instanceof RangeError && /allocation failed/i.test(String(err.message))) {
+      } else if (isMemory(err)) {
         Object.assign(reply, { status: 'memory_limit', error: this.errorInfo(err) });
       } else {
         Object.assign(reply, { status: 'error', error: this.errorInfo(err) });
@@ -324,6 +320,13 @@ class Harness {
       const cases = message.cases ?? pickedCases(message.rows || [], message.pick || {}, copy);
       request = message.id ?? null;
       const flushMs = Number(message.flush_ms) || 0;
+      if (Number(message.in_flight) > 1) { // an async evaluator: many rows awaiting at once (inflight.mjs)
+        const leave = await runInFlight(cases, { harness: this, key, request, flushMs, limit: Number(message.in_flight),
+          timeoutMs: Number(message.timeout_s || 0) * 1000, toWire, encode, hold, holdBulk, flush, failure,
+          reap: () => reapStrays(this.config), exitCode: () => exitCode, isMemory,
+          isOutputLimit: (err) => err instanceof OutputLimitExceeded });
+        if (leave) return; else continue;
+      }
       for (let index = 0; index < cases.length; index++) {
         running = index;
         const reply = await this.runCase(cases[index], key);
@@ -350,14 +353,17 @@ class Harness {
 let exitCode = null;
 process.exit = function exit(code) {
   exitCode = code === undefined ? (process.exitCode ?? 0) : code;
+  if (rowStore.getStore()) rowStore.getStore().exited = exitCode; // in_flight: which row called it
   throw new ProcessExitCalled(`the evaluator called process.exit(${exitCode})`);
 };
 // Stray async failures (a rejected promise nobody awaited, a throw in a timer) must not end the
 // worker; they are written to the running case's stderr.
 process.on('unhandledRejection', (reason) => {
+  const budget = current();
   if (budget !== null) budget.err.push(`unhandled rejection: ${reason instanceof Error ? reason.stack : String(reason)}\n`);
 });
 process.on('uncaughtException', (err) => {
+  const budget = current();
   if (budget !== null) budget.err.push(`uncaught exception: ${err instanceof Error ? err.stack : String(err)}\n`);
 });
 

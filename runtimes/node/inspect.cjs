@@ -10,7 +10,7 @@
 //   → {"language": "javascript" | "typescript", "code": "..."}
 //   ← {"ok": true, "interface": "evaluate" | "legacy" | "main", "entrypoint": "evaluate" | "main",
 //      "line": N, "module": "esm" | "cjs", "entry": {"kind": "binding" | "default" | "exports",
-//      "name": "evaluate" | null}}
+//      "name": "evaluate" | null}, "async": true | false}
 //   ← {"ok": false, "kind": "syntax" | "interface", "message": "...", "line": N | null, "column": N | null}
 //
 // Entry kinds, as the harness fetches the function: "binding" — a top-level declaration
@@ -150,6 +150,36 @@ function exportsTarget(node) {
   return null;
 }
 
+// An async function, or one whose every return hands back a promise: `new Promise(...)`, `x.then(...)`
+// (`.catch`, `.finally`), `Promise.all(...)` and the like, or `fetch(...)`. Its rows may run many at once.
+function isAsync(fn) {
+  if (fn.async) return true;
+  const promised = (node) => {
+    if (!node) return false;
+    if (node.type === 'AwaitExpression') return false;
+    if (node.type === 'NewExpression') return node.callee.type === 'Identifier' && node.callee.name === 'Promise';
+    if (node.type !== 'CallExpression') return false;
+    const callee = node.callee;
+    if (callee.type === 'Identifier') return callee.name === 'fetch';
+    if (callee.type !== 'MemberExpression' || callee.computed) return false;
+    if (callee.object.type === 'Identifier' && callee.object.name === 'Promise') return true;
+    return ['then', 'catch', 'finally'].includes(callee.property.name);
+  };
+  if (fn.body.type !== 'BlockStatement') return promised(fn.body);
+  const returns = [];
+  const walk = (node) => {
+    if (!node || typeof node.type !== 'string' || isFunction(node)) return; // a nested function's returns are its own
+    if (node.type === 'ReturnStatement') returns.push(node.argument);
+    for (const key of Object.keys(node)) {
+      const value = node[key];
+      if (Array.isArray(value)) value.forEach(walk);
+      else if (value && typeof value.type === 'string' && key !== 'loc') walk(value);
+    }
+  };
+  fn.body.body.forEach(walk);
+  return returns.length > 0 && returns.every(promised);
+}
+
 function detect(tree) {
   const bindings = new Map(); // top-level name -> function node (or null when not a function)
   const found = []; // {name, fn, line, entry}
@@ -247,7 +277,7 @@ function detect(tree) {
       `${name || 'the default export'}() takes ${params.length} parameter(s); ${ACCEPTED}`, line);
   }
   const result = { interface: iface, entrypoint: iface === 'main' ? 'main' : 'evaluate', line, entry,
-                  module: esm ? 'esm' : 'cjs' };
+                  module: esm ? 'esm' : 'cjs', async: isAsync(fn) };
   Object.defineProperty(result, 'fn', { value: fn, enumerable: false }); // for migrate.cjs, never answered
   return result;
 }

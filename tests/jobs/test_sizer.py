@@ -23,3 +23,11 @@ def test_slower_rows_shrink_chunks_smoothly_and_never_below_one_row() -> None:
     for _ in range(30):
         sizer.observe(10, 10.0)  # a second a row
     assert sizer.size() == 1
+
+
+def test_an_async_evaluators_chunks_keep_its_in_flight_rows_busy() -> None:
+    sizer = Sizer(0.25, 4096, min_rows=4 * 64)  # jobs/lanes.py: ASYNC_ROUNDS × in_flight
+    assert sizer.size() == 256  # not FIRST_CHUNK: 32 rows would leave 32 of its 64 slots idle
+    sizer.observe(256, 0.8)  # four rounds of 200 ms judge calls: 3 ms a row
+    assert sizer.size() == 256  # 0.25 s / 3 ms = 80 rows: raised to the floor
+    assert Sizer(0.25, 100, min_rows=256).size() == 100  # never past job_chunk_rows

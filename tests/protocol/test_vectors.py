@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import io
 import json
 import os
@@ -191,11 +192,18 @@ class InProcessEvaluator:
             return {"type": type(exc).__name__, "message": str(exc), "line": None, "traceback": ""}
         return None
 
-    def handle(self, load: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
+    def handle(self, load: dict[str, Any], case: dict[str, Any]) -> Any:
         evaluate = self._module(load["code"])["evaluate"]
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
             value = evaluate(case.get("inputs"), case.get("outputs"), case.get("trace"))
+        if inspect.isawaitable(value):  # an async evaluator: awaited (the fake answers one row at a time)
+            return self._awaited(value, printed)
+        return {"value": self.values.to_wire(value), "stdout": printed.getvalue(), "stderr": "", "truncated": False}
+
+    async def _awaited(self, value: Any, printed: io.StringIO) -> dict[str, Any]:
+        with contextlib.redirect_stdout(printed):
+            value = await value
         return {"value": self.values.to_wire(value), "stdout": printed.getvalue(), "stderr": "", "truncated": False}
 
 

@@ -86,11 +86,20 @@ def test_a_timeout_the_code_swallows_still_ends_the_case_and_replaces_the_worker
     assert evaluate(small, code)["details"]["worker"] != before
 
 
-def test_an_async_evaluator_that_times_out_gets_a_fresh_worker(small: TestClient) -> None:
+def test_an_async_evaluator_that_times_out_keeps_its_worker_unless_the_row_will_not_stop(small: TestClient) -> None:
+    # (until issue 31, any async timeout replaced the worker: the harness interrupted its event loop with
+    # SIGALRM. Rows of an async evaluator now run in flight, each timed out by cancelling its own task:
+    # the loop is never interrupted, so a row that stops when cancelled leaves the worker warm.)
     code = (
         "import asyncio, os\nTOKEN = os.urandom(8).hex()\n\nasync def evaluate(inputs, outputs, trace):\n"
+        "    while inputs.get('stubborn'):\n        try:\n            await asyncio.sleep(5)\n"
+        "        except BaseException:\n            pass\n"
         "    await asyncio.sleep(inputs.get('sleep', 0))\n    return {'score': 1, 'worker': TOKEN}\n"
     )
     before = evaluate(small, code)["details"]["worker"]
-    assert evaluate(small, code, inputs={"sleep": 5}, settings={"timeout_s": 0.3})["status"] == "timeout"
-    assert evaluate(small, code)["details"]["worker"] != before  # an interrupted event loop is not reused
+    timed = evaluate(small, code, inputs={"sleep": 5}, settings={"timeout_s": 0.3})
+    assert timed["status"] == "timeout" and timed["error"]["line"] == 10  # the line it was awaiting at
+    assert evaluate(small, code)["details"]["worker"] == before  # cancelled cleanly: the loop is sound
+    stubborn = evaluate(small, code, inputs={"stubborn": True}, settings={"timeout_s": 0.3})
+    assert stubborn["status"] == "timeout"
+    assert evaluate(small, code)["details"]["worker"] != before  # it swallowed its cancel: not reused

@@ -239,3 +239,28 @@ def test_unknown_language(language: str) -> None:
 )
 def test_an_assigned_lambda_is_an_entrypoint_with_the_arity_of_its_parameters(code: str, interface: str) -> None:
     assert detect("python", code).interface == interface
+
+
+# --- async (its rows run in flight: docs/api.md, async evaluators) ------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "interface", "is_async"),
+    [
+        ("async def evaluate(inputs, outputs, trace):\n    return 1.0\n", "evaluate", True),
+        ("async def evaluate(app_params, inputs, output, correct_answer):\n    return 1.0\n", "legacy", True),
+        ("async def main(inputs, outputs):\n    return {'score': 1.0}\n", "main", True),
+        ("def evaluate(inputs, outputs, trace):\n    return 1.0\n", "evaluate", False),
+        ("def main(inputs):\n    return {'score': 1.0}\n", "main", False),
+        ("evaluate = lambda app_params, inputs, output, correct_answer: 1.0\n", "legacy", False),
+        # a sync entrypoint with an async helper is sync: the helper is awaited inside it, or not at all
+        (
+            "async def judge():\n    return 1\n\ndef evaluate(inputs, outputs, trace):\n    return 1.0\n",
+            "evaluate",
+            False,
+        ),
+    ],
+)
+def test_an_async_entrypoint_is_detected_for_every_interface(code: str, interface: str, is_async: bool) -> None:
+    found = detect("python", code)
+    assert (found.interface, found.is_async) == (interface, is_async)

@@ -116,3 +116,25 @@ def test_hostile_input_does_not_wedge_the_parser() -> None:
     with pytest.raises((CodeSyntaxError, InterfaceError)):
         inspect_code("javascript", "(" * 200_000)
     assert inspect_code("javascript", "const evaluate = (i, o, t) => 1").interface == "evaluate"
+
+
+@pytest.mark.parametrize(
+    ("code", "is_async"),
+    [
+        ("async function evaluate(inputs, outputs, trace) { return 1 }", True),
+        ("const evaluate = async (inputs, outputs, trace) => 1", True),
+        ("export const main = async (variables) => ({ score: 1 })", True),
+        ("module.exports = async function (a, b, c, d) { return 1 }", True),
+        ("function evaluate(i, o, t) { return new Promise((ok) => setTimeout(() => ok(1), 10)) }", True),
+        ("function evaluate(i, o, t) { return fetch(i.url).then((r) => r.json()) }", True),
+        ("const evaluate = (i, o, t) => fetch(i.url)", True),
+        ("function evaluate(i, o, t) { if (i.x) { return Promise.resolve(1) } return fetch(i.url) }", True),
+        ("function evaluate(i, o, t) { return 1 }", False),
+        ("function evaluate(i, o, t) { if (i.x) return 1; return fetch(i.url) }", False),  # not always a promise
+        ("function evaluate(i, o, t) { const f = async () => 1; return 2 }", False),  # a nested function's own
+        ("function evaluate(i, o, t) { }", False),
+    ],
+)
+def test_async_entrypoints_and_functions_returning_promises_are_async(code: str, is_async: bool) -> None:
+    for language in ("javascript", "typescript"):
+        assert inspect_code(language, code).is_async is is_async, (language, code)

@@ -173,10 +173,67 @@ export interface Job {
   started_at: string | null;
   finished_at: string | null;
   aggregate: Aggregate | null;
-  error: { type: string; message: string } | null;
+  error: { type: string; message: string; code?: string } | null;
   dataset_id: string;
   field_mapping: FieldMapping;
   warnings: string[];
+  /** A model-target job's endpoint, as stored (the key's secret NAME, never its value). */
+  target?: ModelTarget | null;
+  /** A model-target job's calls, tokens and cost estimate so far. */
+  usage?: TargetUsage | null;
+}
+
+/** ``target`` of POST /v1/jobs (docs/api.md, "Model targets"). */
+export interface ModelTarget {
+  base_url: string;
+  model: string;
+  prompt?: string | null;
+  messages_column?: string | null;
+  system?: string | null;
+  api_key_secret?: string | null;
+  temperature?: number | null;
+  max_tokens?: number | null;
+  concurrency?: number;
+  timeout_s?: number;
+  max_retries?: number;
+  max_calls?: number | null;
+  max_tokens_total?: number | null;
+}
+
+export interface TokenUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export interface TargetUsage extends TokenUsage {
+  calls: number;
+  rows: number;
+  cost_estimate: number | null;
+}
+
+/** A row's model call: what was sent, what came back (``text`` null and ``error`` set when it failed). */
+export interface Generation {
+  messages: { role: string; content: unknown }[];
+  text: string | null;
+  finish_reason: string | null;
+  usage: TokenUsage;
+  latency_ms: number;
+  attempts: number;
+  error: string | null;
+}
+
+export interface JobResultItem {
+  index: number;
+  row: Record<string, unknown>;
+  result: EvaluationResult;
+  generation?: Generation;
+}
+
+export interface SecretName {
+  name: string;
+  created_at: string;
+  updated_at: string;
 }
 
 export interface RowPage<T> {

@@ -1,5 +1,8 @@
 """The harness: a worker's main loop over ``run`` frames (``runtimes/PROTOCOL.md``).
 
+A run frame with ``in_flight`` > 1 (an async evaluator's) is answered by :mod:`.inflight` (many rows
+awaiting at once on one event loop); every other run by the loop here, one row at a time.
+
 Started config (one JSON argument)::
 
     {"site_dirs": ["..."], "vendor_dirs": ["..."], "work_dir": "/tmp/.evaluator", "reap_strays": false,
@@ -25,6 +28,7 @@ from typing import Any
 
 from .cases import Runner
 from .channel import Channel
+from .inflight import run_in_flight
 from .loader import Loader
 from .rows import picked_cases
 from .values import own
@@ -87,10 +91,14 @@ class Harness(Loader, Runner):
             request = message.get("id")
             timeout_s = float(message.get("timeout_s") or 0.0)
             flush_s = float(message.get("flush_ms") or 0.0) / 1000.0
-            self._start_timer(timeout_s)
             cases = message.get("cases")
             if cases is None:  # job rows: each case picked from its row here
                 cases = picked_cases(message.get("rows") or [], message.get("pick") or {}, own)
+            in_flight = message.get("in_flight")
+            if in_flight is not None and in_flight > 1:  # an async evaluator: many rows awaiting at once
+                run_in_flight(self, cases, key, request, timeout_s, flush_s, int(in_flight))
+                continue
+            self._start_timer(timeout_s)
             bulk = flush_s > 0
             for index, case in enumerate(cases):
                 reply = self.run_case(case, key, timeout_s)
