@@ -113,7 +113,8 @@ def _states(engine: Any) -> dict[str, int]:
 @pytest.mark.slow
 def test_every_accepted_trace_is_scored_exactly_once_across_a_sigkill(tmp_path: Path) -> None:
     slowish = "import time\ndef evaluate(inputs, outputs, trace):\n    time.sleep(0.05)\n    return 1.0\n"
-    env = {**ENV, "EVALUATOR_HOST_ONLINE_SCORING_BATCH": "8"}
+    # a trace the kill cut before its root was exported is made ready by the trace timeout
+    env = {**ENV, "EVALUATOR_HOST_ONLINE_SCORING_BATCH": "8", "EVALUATOR_HOST_ONLINE_TRACE_TIMEOUT_S": "1"}
     stop = threading.Event()
     with serving(tmp_path, "process", env=env) as (client, proc):
         rules = [
