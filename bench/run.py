@@ -3,8 +3,9 @@
 Sections: the process backend (here), the docker backend (``bench/docker_bench.py``),
 batch jobs on docker (``bench/jobs_bench.py``), queued jobs over worker hosts
 (``bench/queue_bench.py``), model-target jobs against a loopback LLM server
-(``bench/target_bench.py``), online ingestion over OTLP (``bench/online_bench.py``) and async judge
-evaluators (``bench/async_bench.py``), each against baselines (or an ideal) from the same run.
+(``bench/target_bench.py``), online ingestion over OTLP (``bench/online_bench.py``), async judge
+evaluators (``bench/async_bench.py``) and online scoring's lag (``bench/scoring_bench.py``), each
+against baselines (or an ideal) from the same run.
 
 One run measures, against the real service started as a subprocess on a free port:
 warm single-evaluation latency over HTTP, a process-per-evaluation baseline, the first
@@ -25,7 +26,16 @@ from typing import Any
 
 import httpx
 
-from bench import async_bench, docker_bench, jobs_bench, load_bench, online_bench, queue_bench, target_bench
+from bench import (
+    async_bench,
+    docker_bench,
+    jobs_bench,
+    load_bench,
+    online_bench,
+    queue_bench,
+    scoring_bench,
+    target_bench,
+)
 from bench import flame as flame_graph
 from bench.common import pct, row, serve, status_mb, verdict
 from evaluator_host.settings import Settings
@@ -291,6 +301,9 @@ def main() -> int:
         async_section, async_summary = async_bench.render(async_bench.measure(backend))
         doc += async_section
         print(async_summary)
+    scoring_section, scoring_summary = scoring_bench.render(scoring_bench.measure())
+    doc += scoring_section
+    print(scoring_summary)
     flame = flame_graph.record("process")
     if flame is not None:
         svg, under = flame

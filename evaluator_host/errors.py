@@ -27,6 +27,7 @@
     ├── ConflictError              409   the request conflicts with the resource's state (a dataset jobs use)
     ├── NotFoundError              404   an evaluator / revision / runtime does not exist, or belongs
     │                                    to another workspace (the same answer: never a hint)
+    ├── BadRequest                 400   a request malformed where 422 does not fit (a non-hex trace id)
     ├── DataDirInUse               500   another live service holds the data dir (refused at start-up)
     ├── DatabaseSchemaError        500   the database's schema is newer than this code (refused at start-up)
     ├── JobNotHeld                 500   a job's rows may no longer be committed here (cancelled, deleted,
@@ -53,6 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "BackendUnavailable",
+    "BadRequest",
     "BuildError",
     "CodeSyntaxError",
     "ConflictError",
@@ -290,6 +292,13 @@ class NotFoundError(EvaluatorHostError):
 
     type_name = "NotFound"
     status = 404
+
+
+class BadRequest(EvaluatorHostError):
+    """A malformed request a 422 does not describe (HTTP 400), e.g. a trace id that is not hex."""
+
+    type_name = "BadRequest"
+    status = 400
 
 
 class DataDirInUse(EvaluatorHostError):

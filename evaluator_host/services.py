@@ -36,6 +36,7 @@ from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.online.assembly import Assembly
 from evaluator_host.online.ingest import Ingest
+from evaluator_host.online.scoring import OnlineScoring
 from evaluator_host.sandbox.base import SandboxBackend
 from evaluator_host.sandbox.pool import WorkerPool
 from evaluator_host.sandbox.process.backend import ProcessBackend
@@ -139,6 +140,12 @@ class Services:
     def retention(self) -> Retention:
         """The sweep of finished jobs past ``RESULTS_RETENTION_DAYS`` (idle when that is off)."""
         return Retention(self.settings, self.runner)
+
+    @functools.cached_property
+    def online(self) -> OnlineScoring:
+        """Online rules, the scoring queue, its router and scorer (started in :meth:`resume`)."""
+        metrics = self.pool.metrics
+        return OnlineScoring(self, self.store.engine, metrics, service_id(self.settings.data_dir))
 
     @functools.cached_property
     def runtimes(self) -> RuntimeCatalog:
@@ -258,6 +265,7 @@ class Services:
         self.evaluation.warm_bare_runtimes()
         await self.runner.start()
         self.retention.start()
+        await self.online.start()
         self.assembly.start()
         self.syncer = asyncio.ensure_future(self._sync())
 
@@ -284,6 +292,8 @@ class Services:
                 await self.runtimes.close()
             if "retention" in self.__dict__:
                 await self.retention.close()
+            if "online" in self.__dict__:
+                await self.online.close()
             if "assembly" in self.__dict__:
                 await self.assembly.close()
             await self.runner.close()

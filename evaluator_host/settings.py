@@ -215,6 +215,32 @@ class Settings(BaseSettings):
     job_chunk_s: float = Field(0.25, gt=0, description="Target running time of one chunk (sizes adapt to it).")
     job_chunk_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Most row bytes in one chunk.")
     job_retries: int = Field(3, ge=0, description="Retries of a chunk after an infrastructure failure.")
+    online_backlog_max: int = Field(
+        100_000,
+        ge=1,
+        description="Online scores queued (not yet scored) at most, all workspaces; a trace routed while the "
+        "backlog is full gets its score rows stored as 'dropped' (counted, never scored).",
+    )
+    online_scoring_concurrency: int = Field(
+        4, ge=1, le=256, description="Online scoring batches (each one evaluator's rows) run at once per service."
+    )
+    online_scoring_batch: int = Field(
+        64, ge=1, le=4096, description="Most queued online scores one service claims at a time."
+    )
+    online_claim_s: float = Field(
+        120.0,
+        gt=0,
+        description="How long a claimed online score is held; a claim past it (its service died) is claimed again.",
+    )
+    online_poll_s: float = Field(
+        0.2, gt=0, description="How often the online router and scorer look for ready traces and queued scores."
+    )
+    online_max_attempts: int = Field(
+        5,
+        ge=1,
+        description="Attempts of one online score after infrastructure failures (the sandbox unavailable); "
+        "the last one stores a sandbox_error result.",
+    )
     target_workspace_concurrency: int = Field(
         64,
         ge=1,

@@ -25,6 +25,7 @@ from evaluator_host.api.routes import (
     inspect,
     jobs,
     migrate,
+    online,
     runtimes,
     secrets,
     traces,
@@ -113,6 +114,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         runtimes.router,
         secrets.router,
         workspaces.router,
+        online.router,
         traces.router,
     ):
         app.include_router(router, prefix="/v1", responses=ERROR_RESPONSES)

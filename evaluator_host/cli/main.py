@@ -12,6 +12,8 @@
            commands, through a running service (``cli/admin.py``).
 ``db``     ``status | upgrade`` the database's schema (``cli/db.py``; ``serve`` migrates by itself).
 ``worker`` run queued jobs' chunks on this host (``cli/worker.py``; ``EVALUATOR_HOST_QUEUE_URL``).
+``rules``  ``list | create | show | pause | resume | delete | scores | stats`` online rules, through a
+           running service (``cli/rules.py``).
 ``demo-traffic`` send instrumented chat traces over OTLP with the OpenTelemetry SDK (``cli/demo.py``).
 """
 
@@ -236,6 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     from evaluator_host.cli.db import add_parser as add_db
     from evaluator_host.cli.demo import add_parser as add_demo
     from evaluator_host.cli.migrate import add_parser as add_migrate
+    from evaluator_host.cli.rules import add_parser as add_rules
     from evaluator_host.cli.runtimes import add_parser as add_runtimes
     from evaluator_host.cli.worker import add_parser as add_worker
 
@@ -244,6 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_admin(sub)
     add_db(sub)
     add_worker(sub)
+    add_rules(sub)
     add_demo(sub)
     return parser
 

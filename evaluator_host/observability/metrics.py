@@ -16,7 +16,7 @@ Names and what they count (no tenant, evaluator or user id is ever a label):
   ``evaluator_host_pool_wait_seconds`` — how long calls that found no free worker waited for one;
 * ``evaluator_host_builds_total{result}`` and ``evaluator_host_build_seconds`` — runtime builds;
 * ``evaluator_host_job_rows_total{status}`` — job rows committed (``rate()`` of it is rows/s);
-* ``evaluator_host_swept_containers_total`` — leftover containers removed by start-up sweeps.
+* ``evaluator_host_swept_containers_total`` — leftover containers removed by start-up sweeps;
 * ``evaluator_host_online_spans_total{outcome}`` — OTLP spans received: ``stored``, ``duplicate`` (already
   stored: ignored), ``rejected`` (answered in a partial success); ``evaluator_host_online_requests_total{outcome}``
   — ``POST /v1/traces`` requests: ``ok``, ``partial``, ``invalid`` (400), ``too_large`` (413),
@@ -24,6 +24,13 @@ Names and what they count (no tenant, evaluator or user id is ever a label):
   ``evaluator_host_online_open_traces`` — traces still assembling (read by assembly's last pass);
   ``evaluator_host_online_traces_ready_total`` and ``evaluator_host_online_spans_expired_total`` — assembly's
   and retention's work.
+* online scoring (docs/online.md): ``evaluator_host_online_scores_total{rule, status}`` — scores
+  stored, ``evaluator_host_online_score{rule}`` — their numeric scores,
+  ``evaluator_host_online_dropped_total{rule}`` — score rows dropped (backlog full),
+  ``evaluator_host_online_scoring_lag_seconds`` — a trace's last span to its stored score,
+  ``evaluator_host_online_backlog`` — scores queued or running (every service's; read at scrape time).
+  ``rule`` is the one id label: a rule is an operator-visible configuration object a workspace
+  creates deliberately (not per request or per user), and the issue asks for per-rule series.
 """
 
 from __future__ import annotations
@@ -54,6 +61,18 @@ class _PoolCollector(Collector):
         family = GaugeMetricFamily("evaluator_host_pool_workers", "Warm workers by state.", labels=["state"])
         for state, count in self._read().items():
             family.add_metric([state], count)
+        yield family
+
+
+class _BacklogCollector(Collector):
+    """The online scoring backlog as the router last counted it."""
+
+    def __init__(self, read: Callable[[], int]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterable[Metric]:
+        family = GaugeMetricFamily("evaluator_host_online_backlog", "Online scores queued or running.")
+        family.add_metric([], self._read())
         yield family
 
 
@@ -99,6 +118,25 @@ class Metrics:
         self.swept = Counter(
             "evaluator_host_swept_containers", "Leftover containers removed by start-up sweeps.", registry=r
         )
+        self.online_scores = Counter(
+            "evaluator_host_online_scores", "Online scores stored, by rule and status.", ["rule", "status"], registry=r
+        )
+        self.online_score_values = Histogram(
+            "evaluator_host_online_score",
+            "Numeric scores of online rules.",
+            ["rule"],
+            buckets=(0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+            registry=r,
+        )
+        self.online_dropped_total = Counter(
+            "evaluator_host_online_dropped", "Online score rows dropped (backlog full), by rule.", ["rule"], registry=r
+        )
+        self.online_lag = Histogram(
+            "evaluator_host_online_scoring_lag_seconds",
+            "From a trace's last span to its stored score.",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300),
+            registry=r,
+        )
         self.online_spans = Counter(
             "evaluator_host_online_spans", "OTLP spans received, by outcome.", ["outcome"], registry=r
         )
@@ -115,6 +153,22 @@ class Metrics:
     def watch_pool(self, read: Callable[[], dict[str, int]]) -> None:
         """Report the pool's worker counts (``read`` is called at each scrape)."""
         self.registry.register(_PoolCollector(read))
+
+    def watch_online(self, read: Callable[[], int]) -> None:
+        """Report the online backlog (``read`` is called at each scrape)."""
+        self.registry.register(_BacklogCollector(read))
+
+    def online_scored(self, rule: str, status: str, score: float | None, lag_s: float | None) -> None:
+        """One stored online score."""
+        self.online_scores.labels(rule, status).inc()
+        if score is not None:
+            self.online_score_values.labels(rule).observe(score)
+        if lag_s is not None:
+            self.online_lag.observe(max(lag_s, 0.0))
+
+    def online_dropped(self, rule: str, n: int) -> None:
+        """``n`` score rows of ``rule`` stored dropped."""
+        self.online_dropped_total.labels(rule).inc(n)
 
     def evaluated(self, status: str, language: str, backend: str, n: int = 1) -> None:
         """Count ``n`` results of ``status`` (the labelled child is looked up once)."""

@@ -39,6 +39,7 @@ def healthz(services: ServicesDep) -> dict[str, Any]:
             "memory_budget_mb": services.pool.memory_budget_mb,  # what the machine admits (None: no bound)
         },
         "runtimes_built": services.backend.builder.builds,
+        "online": services.online.health(),  # scores queued or running, rows this process dropped
         "policy": {
             "default": services.evaluation.default_policy,
             "setting": services.settings.default_policy,

@@ -1,0 +1,168 @@
+"""``evaluator-host rules list|create|show|pause|resume|delete|scores|stats``: online rules, through a
+running service.
+
+Like the operator's commands (``cli/admin.py``) they talk to the service's HTTP API (``--server``,
+default ``http://HOST:PORT`` of the settings), with a workspace key (``--api-key``, default
+``EVALUATOR_HOST_API_KEY``; none for an open service). Output: a table, or one JSON object per line
+with ``--json``. A 4xx/5xx answer is an error message and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+import httpx
+from rich.console import Console
+from rich.table import Column, Table
+
+from evaluator_host.cli.inputs import UsageError
+from evaluator_host.settings import Settings
+
+__all__ = ["add_parser"]
+
+API_KEY_ENV = "EVALUATOR_HOST_API_KEY"
+_RULE_COLUMNS = ["id", "name", "evaluator_id", "revision", "sampling_rate", "enabled", "filter"]
+
+
+def _call(args: argparse.Namespace, method: str, path: str, body: Any = None, **params: Any) -> Any:
+    settings = Settings()
+    server = args.server or f"http://{settings.host}:{settings.port}"
+    key = args.api_key or os.environ.get(API_KEY_ENV)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    query = {k: v for k, v in params.items() if v is not None}
+    try:
+        response = httpx.request(
+            method, server.rstrip("/") + path, json=body, params=query or None, headers=headers, timeout=30
+        )
+    except httpx.TransportError as exc:
+        raise UsageError(f"cannot reach the service at {server}: {exc}") from exc
+    if response.status_code >= 400:
+        try:
+            error = response.json()["error"]
+            message = f"{error['type']}: {error['message']}"
+        except (ValueError, KeyError, TypeError):
+            message = response.text[:500]
+        raise UsageError(f"{method} {path} answered {response.status_code}: {message}")
+    return response.json() if response.content else None
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def _print(args: argparse.Namespace, data: Any, columns: list[str]) -> None:
+    items = data if isinstance(data, list) else [data]
+    if args.json:
+        for item in items:
+            sys.stdout.write(json.dumps(item, separators=(",", ":")) + "\n")
+        return
+    table = Table(*(Column(c, no_wrap=True) for c in columns))
+    for item in items:
+        table.add_row(*(_cell(item.get(c)) for c in columns))
+    console = Console()
+    needed = console.measure(table, options=console.options.update_width(100_000)).maximum
+    Console(width=max(console.width, needed)).print(table)
+
+
+def _attribute(text: str) -> dict[str, Any]:
+    """``KEY=VALUE`` (equals; VALUE parsed as JSON when it is JSON, else the string) or ``KEY`` (exists)."""
+    key, sep, value = text.partition("=")
+    if not sep:
+        return {"key": key, "exists": True}
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = value
+    return {"key": key, "equals": parsed if isinstance(parsed, str | int | float | bool) else value}
+
+
+def _create(args: argparse.Namespace) -> dict[str, Any]:
+    if not args.target:
+        raise UsageError("rules create EVALUATOR_ID [--name N] [--rate R] [--service S] [--span S] [--attr K=V] ...")
+    body: dict[str, Any] = {"evaluator_id": args.target, "sampling_rate": args.rate}
+    if args.name:
+        body["name"] = args.name
+    if args.revision:
+        body["revision"] = args.revision
+    flt: dict[str, Any] = {}
+    if args.service:
+        flt["service_name"] = args.service
+    if args.span:
+        flt["span_name"] = args.span
+    if args.attr:
+        flt["attributes"] = [_attribute(a) for a in args.attr]
+    if flt:
+        body["filter"] = flt
+    mapping = {k: v for k, v in (("inputs", args.inputs), ("outputs", args.outputs)) if v}
+    if mapping:
+        body["mapping"] = mapping
+    if args.paused:
+        body["enabled"] = False
+    return dict(_call(args, "POST", "/v1/online-rules", body))
+
+
+def _run(args: argparse.Namespace) -> int:
+    action, target = args.action, args.target
+    if action != "list" and action != "create" and not target:
+        raise UsageError(f"rules {action} RULE_ID")
+    if action == "list":
+        _print(args, _call(args, "GET", "/v1/online-rules")["data"], _RULE_COLUMNS)
+    elif action == "create":
+        _print(args, _create(args), _RULE_COLUMNS)
+    elif action == "show":
+        _print(args, _call(args, "GET", f"/v1/online-rules/{target}"), [*_RULE_COLUMNS, "mapping", "created_at"])
+    elif action in ("pause", "resume"):
+        rule = _call(args, "PATCH", f"/v1/online-rules/{target}", {"enabled": action == "resume"})
+        _print(args, rule, _RULE_COLUMNS)
+    elif action == "delete":
+        _call(args, "DELETE", f"/v1/online-rules/{target}")
+        sys.stdout.write(f"deleted {target}\n")
+    elif action == "scores":
+        page = _call(
+            args, "GET", f"/v1/online-rules/{target}/scores", limit=args.limit, since=args.since, until=args.until
+        )
+        columns = ["trace_id", "state", "status", "score", "passed", "label", "revision", "scored_at"]
+        _print(args, page["data"], columns)
+    else:  # stats
+        stats = _call(
+            args, "GET", f"/v1/online-rules/{target}/stats", bucket=args.bucket, since=args.since, until=args.until
+        )
+        rows = [{**b, "labels": b["labels"] or None} for b in stats["buckets"] if b["count"] or args.json]
+        _print(args, rows, ["start", "count", "errors", "mean_score", "pass_rate", "labels"])
+        if not args.json:
+            sys.stdout.write(f"queued now: {stats['queued']}; dropped in the range: {stats['dropped']}\n")
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    """Add ``rules`` to the command line."""
+    rules = sub.add_parser("rules", help="online rules: list, create, show, pause, resume, delete, scores, stats")
+    rules.add_argument("action", choices=["list", "create", "show", "pause", "resume", "delete", "scores", "stats"])
+    rules.add_argument("target", nargs="?", help="create: the evaluator id; others: the rule id")
+    rules.add_argument("--name", help="create: a name to show")
+    rules.add_argument("--revision", type=int, help="create: the evaluator revision (default: the latest)")
+    rules.add_argument("--rate", type=float, default=1.0, help="create: the sampling rate, 0..1 (default 1)")
+    rules.add_argument("--service", help="create: match spans of this service.name")
+    rules.add_argument("--span", help="create: match spans of this name")
+    rules.add_argument(
+        "--attr", action="append", metavar="KEY[=VALUE]", help="create: an attribute equals VALUE (or, bare, exists)"
+    )
+    rules.add_argument("--inputs", help="create: the trace path of the case's inputs")
+    rules.add_argument("--outputs", help="create: the trace path of the case's outputs")
+    rules.add_argument("--paused", action="store_true", help="create: paused")
+    rules.add_argument("--limit", type=int, default=50, help="scores: at most this many (default 50)")
+    rules.add_argument("--since", help="scores/stats: from (ISO 8601)")
+    rules.add_argument("--until", help="scores/stats: to (ISO 8601)")
+    rules.add_argument("--bucket", type=int, default=60, help="stats: bucket seconds (default 60)")
+    rules.add_argument("--server", help="URL of the running service (default: http://HOST:PORT of the settings)")
+    rules.add_argument("--api-key", help=f"the workspace key (default: {API_KEY_ENV})")
+    rules.add_argument("--json", action="store_true", help="one JSON object per line")
+    rules.set_defaults(func=_run)

@@ -1,0 +1,226 @@
+"""The online API's shapes (``/v1/online-rules``, ``/v1/traces``): rules, scores, traces, stats.
+
+Contract: a rule's ``filter`` matches a *span* (docs/online.md, "How it works"): every condition
+given must hold of one span — its resource's ``service.name``, its name, each attribute condition
+(``equals`` a JSON scalar, or ``exists`` true/false) — and a trace matches when one of its spans
+does. An empty filter matches every trace (the root span is evaluated). ``mapping`` names trace
+paths for the case's ``inputs`` / ``outputs`` (checked by :func:`evaluator_host.online.mapping.check_path`);
+a field it leaves out comes from the evaluated span. Nothing here touches the database.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from evaluator_host.online import mapping
+
+__all__ = [
+    "AttributeCondition",
+    "Rule",
+    "RuleCreate",
+    "RuleFilter",
+    "RuleList",
+    "RuleMapping",
+    "RulePatch",
+    "RuleStats",
+    "Score",
+    "ScoreList",
+    "StatsBucket",
+    "TraceDetail",
+    "TraceList",
+    "TraceSummary",
+]
+
+Scalar = str | int | float | bool
+
+
+class AttributeCondition(BaseModel):
+    """One attribute of a span: ``equals`` a value, or ``exists`` (true: present; false: absent)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str = Field(min_length=1, max_length=256, description="The flat dotted key, e.g. `deployment.environment`.")
+    equals: Scalar | None = Field(None, description="The attribute's value must be this (a JSON scalar).")
+    exists: bool | None = Field(None, description="true: the span has the attribute; false: it has not.")
+
+    @model_validator(mode="after")
+    def _one(self) -> AttributeCondition:
+        if (self.equals is None) == (self.exists is None):
+            raise ValueError("an attribute condition gives exactly one of 'equals' and 'exists'")
+        return self
+
+
+class RuleFilter(BaseModel):
+    """Which spans a rule matches (all conditions given must hold of one span); empty: every trace."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    service_name: str | None = Field(None, max_length=200, description="The span's resource `service.name`.")
+    span_name: str | None = Field(None, max_length=1000, description="The span's name.")
+    attributes: list[AttributeCondition] = Field(default_factory=list, max_length=20)
+
+    @property
+    def empty(self) -> bool:
+        """No condition: the rule scores every trace, on its root span."""
+        return self.service_name is None and self.span_name is None and not self.attributes
+
+
+class RuleMapping(BaseModel):
+    """Trace paths the case's fields come from (docs/online.md, "Mapping"); a field left out comes from
+    the evaluated span (``ag.data``, else ``gen_ai.*``, else OpenInference)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    inputs: str | None = Field(None, max_length=1000, description="e.g. `span.attributes.ag.data.inputs`.")
+    outputs: str | None = Field(None, max_length=1000, description="e.g. `root.attributes.ag.data.outputs`.")
+
+    @field_validator("inputs", "outputs")
+    @classmethod
+    def _path(cls, value: str | None) -> str | None:
+        if value is not None:
+            mapping.check_path(value)
+        return value
+
+
+class _RuleFields(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(None, max_length=200, description="A name to show (optional).")
+    revision: int | None = Field(None, ge=1, description="The evaluator revision that scores; null: the latest.")
+    filter: RuleFilter = Field(default_factory=RuleFilter)
+    sampling_rate: float = Field(1.0, ge=0.0, le=1.0, description="The share of matching traces scored (0..1).")
+    mapping: RuleMapping | None = None
+    enabled: bool = Field(True, description="false: paused (traces finished meanwhile are not scored).")
+
+
+class RuleCreate(_RuleFields):
+    """``POST /v1/online-rules``; the smallest is ``{"evaluator_id": "..."}`` (every trace, latest revision)."""
+
+    evaluator_id: str = Field(min_length=1, max_length=40)
+
+
+class RulePatch(BaseModel):
+    """``PATCH /v1/online-rules/{id}``: the fields given change (``revision``/``mapping`` null: latest/none)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(None, max_length=200)
+    revision: int | None = Field(None, ge=1)
+    filter: RuleFilter | None = None
+    sampling_rate: float | None = Field(None, ge=0.0, le=1.0)
+    mapping: RuleMapping | None = None
+    enabled: bool | None = None
+
+    @model_validator(mode="after")
+    def _not_null(self) -> RulePatch:
+        for name in ("filter", "sampling_rate", "enabled"):
+            if name in self.model_fields_set and getattr(self, name) is None:
+                raise ValueError(f"{name} cannot be null")
+        return self
+
+
+class Rule(_RuleFields):
+    """A stored rule."""
+
+    id: str
+    evaluator_id: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class RuleList(BaseModel):
+    """A page of rules, newest first."""
+
+    data: list[Rule]
+    count: int
+    next_cursor: str | None = None
+
+
+class Score(BaseModel):
+    """One (rule, trace): queued, running, done or dropped; when done, what the evaluator said."""
+
+    rule_id: str
+    trace_id: str
+    span_id: str | None = Field(None, description="The evaluated span.")
+    state: str = Field(description="queued | running | done | dropped")
+    status: str | None = Field(None, description="The result's status (ok, error, timeout, ...) once done.")
+    score: float | None = None
+    passed: bool | None = None
+    label: str | None = None
+    evaluator_id: str
+    revision: int | None = Field(None, description="The revision that scored it (the rule's, or the latest then).")
+    runtime_id: str | None = None
+    attempts: int = 0
+    enqueued_at: datetime
+    scored_at: datetime | None = None
+    duration_ms: float | None = None
+    result: dict[str, Any] | None = Field(None, description="The full EvaluationResult (as /v1/evaluate answers).")
+
+
+class ScoreList(BaseModel):
+    """A page of a rule's scores, newest first."""
+
+    data: list[Score]
+    count: int
+    next_cursor: str | None = None
+
+
+class TraceSummary(BaseModel):
+    """A trace as the live feed lists it."""
+
+    trace_id: str
+    state: str = Field(description="open | ready | routed")
+    service_name: str | None = None
+    root_name: str | None = None
+    span_count: int
+    first_seen_at: datetime
+    last_span_at: datetime
+    scores: list[Score]
+
+
+class TraceList(BaseModel):
+    """The workspace's latest traces (first seen newest first) with their scores."""
+
+    data: list[TraceSummary]
+    count: int
+    next_cursor: str | None = None
+
+
+class TraceDetail(BaseModel):
+    """``GET /v1/traces/{trace_id}``: the trace dict evaluators get, its inputs/outputs, its scores."""
+
+    trace_id: str
+    state: str
+    service_name: str | None = None
+    root_span_id: str | None = None
+    trace: dict[str, Any]
+    inputs: Any = None
+    outputs: Any = None
+    scores: list[Score]
+
+
+class StatsBucket(BaseModel):
+    """One time bucket of a rule's scores (by ``scored_at``)."""
+
+    start: datetime
+    count: int = Field(description="Scores stored in the bucket (any status).")
+    ok: int = Field(description="Of them, results with status ok.")
+    errors: int = Field(description="Of them, results with another status (error, timeout, ...).")
+    mean_score: float | None = Field(None, description="The mean of the numeric scores (null: none).")
+    pass_rate: float | None = Field(None, description="passed / (results with passed set) (null: none).")
+    labels: dict[str, int] = Field(default_factory=dict, description="Results per label.")
+
+
+class RuleStats(BaseModel):
+    """``GET /v1/online-rules/{id}/stats``: buckets from ``since`` to ``until`` (empty ones included)."""
+
+    rule_id: str
+    since: datetime
+    until: datetime
+    bucket_s: int
+    buckets: list[StatsBucket]
+    queued: int = Field(description="Scores of the rule waiting or running now.")
+    dropped: int = Field(description="Traces of the rule dropped (backlog full) in the range, by enqueue time.")

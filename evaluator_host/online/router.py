@@ -1,0 +1,132 @@
+"""Routing: which rules score a ready trace, on which span — and the loop that routes ready traces.
+
+Contract:
+
+* :func:`matches` — a rule's filter holds of a span when every condition it gives does: the span's
+  resource ``service.name``, its name, each attribute (``equals``: the same JSON value, a bool never
+  equal to a number; ``exists``: present or absent).
+* :func:`sampled` — deterministic: the first 8 bytes of SHA-256 of ``rule id:trace id`` as a fraction
+  of 2**64, below the rate. A restart, or another service, decides the same for the same pair.
+* :func:`decide` — for each rule (enabled, not deleted: the store reads only those) the evaluated
+  span: with no filter the root (the trace row's root span), else the first matching span in start
+  order; a trace no span of which matches, or that sampling leaves out, gets no row.
+* :class:`Router` — every ``online_poll_s`` (at once again while batches come back full) routes a
+  batch of ready traces through :meth:`ScoreQueue.route` in a thread (one transaction per batch),
+  counts drops, keeps the backlog figure for ``/healthz`` and the backlog gauge, and wakes the scorer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from evaluator_host.observability.metrics import Metrics
+from evaluator_host.settings import Settings
+from evaluator_host.store.online_rules import RuleRecord
+from evaluator_host.store.online_scores import Routed, ScoreQueue, SpanRef, TraceRef
+
+__all__ = ["ROUTE_BATCH", "Router", "decide", "matches", "sampled"]
+
+log = logging.getLogger(__name__)
+
+ROUTE_BATCH = 500  # ready traces routed in one transaction
+
+
+def _same(value: Any, wanted: Any) -> bool:
+    if isinstance(value, bool) or isinstance(wanted, bool):
+        return isinstance(value, bool) and isinstance(wanted, bool) and value is wanted
+    return bool(value == wanted)
+
+
+def matches(flt: dict[str, Any], span: SpanRef) -> bool:
+    """Whether ``flt`` (a rule's stored filter) holds of ``span``."""
+    if (name := flt.get("service_name")) is not None and span.service_name != name:
+        return False
+    if (name := flt.get("span_name")) is not None and span.name != name:
+        return False
+    for cond in flt.get("attributes") or ():
+        attrs = span.attributes
+        if cond.get("exists") is not None:
+            if (cond["key"] in attrs) != bool(cond["exists"]):
+                return False
+        elif cond["key"] not in attrs or not _same(attrs[cond["key"]], cond.get("equals")):
+            return False
+    return True
+
+
+def sampled(rule_id: str, trace_id: str, rate: float) -> bool:
+    """Whether the pair is in the rule's sample (deterministic; see the module docstring)."""
+    if rate >= 1.0:
+        return True
+    if rate <= 0.0:
+        return False
+    digest = hashlib.sha256(f"{rule_id}:{trace_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < rate
+
+
+def decide(trace: TraceRef, rules: Sequence[RuleRecord]) -> list[tuple[RuleRecord, str | None]]:
+    """The (rule, evaluated span id) pairs of ``trace``: see the module docstring."""
+    out: list[tuple[RuleRecord, str | None]] = []
+    for rule in rules:
+        if not sampled(rule.id, trace.trace_id, rule.sampling_rate):
+            continue
+        if not rule.filter:
+            root = trace.root_span_id or (trace.spans[0].span_id if trace.spans else None)
+            out.append((rule, root))
+            continue
+        span = next((s for s in trace.spans if matches(rule.filter, s)), None)
+        if span is not None:
+            out.append((rule, span.span_id))
+    return out
+
+
+class Router:
+    """The routing loop of one service (start with :meth:`start`, stop with :meth:`close`)."""
+
+    def __init__(self, settings: Settings, queue: ScoreQueue, metrics: Metrics, wake: Callable[[], None]) -> None:
+        self.settings = settings
+        self.queue = queue
+        self.metrics = metrics
+        self.wake = wake
+        self.backlog = 0  # rows queued or running at the last batch (every service's)
+        self.dropped = 0  # rows this process stored dropped
+        self._task: asyncio.Task[None] | None = None
+        metrics.watch_online(lambda: self.backlog)
+
+    def start(self) -> None:
+        """Start the loop (idempotent)."""
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._loop())
+
+    async def close(self) -> None:
+        """Stop the loop (a batch in its transaction finishes or rolls back whole)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def route_once(self) -> Routed:
+        """Route one batch now (tests and the loop)."""
+        routed = await asyncio.to_thread(self.queue.route, ROUTE_BATCH, self.settings.online_backlog_max, decide)
+        self.backlog = routed.backlog
+        for rule_id, n in routed.dropped.items():
+            self.dropped += n
+            self.metrics.online_dropped(rule_id, n)
+        if routed.queued:
+            self.wake()
+        return routed
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                routed = await self.route_once()
+                if routed.traces >= ROUTE_BATCH:
+                    continue
+            except Exception:  # a database hiccup: the next period tries again
+                log.exception("routing ready traces failed")
+            await asyncio.sleep(self.settings.online_poll_s)

@@ -1,0 +1,333 @@
+"""Scoring: claim queued online scores, run each rule's evaluator on its trace, store the results.
+
+Contract (docs/online.md, "How it works"):
+
+* At start the rows a killed predecessor of this service held go back to the queue
+  (:meth:`ScoreQueue.release_own`); then, whenever a batch slot is free, up to
+  ``online_scoring_batch`` rows are claimed (``claimed_by`` = the service id) and grouped by
+  (workspace, evaluator, revision): one group is one call of the stored evaluator on all its cases
+  (:func:`~evaluator_host.evaluation.usecases.run_stored`), at most ``online_scoring_concurrency``
+  groups at once.
+* The case: ``trace`` is the trace dict (:func:`load_many`: what
+  :func:`~evaluator_host.online.traces.load_trace` gives, a claimed batch's small traces in two
+  queries; at most ``online_max_trace_spans`` spans each); ``inputs``
+  and ``outputs`` come from the rule's ``mapping`` paths (over :func:`~evaluator_host.online.mapping.path_view`), else
+  from the evaluated span, else (evaluated span = root) from the trace's first span that has some.
+  A mapping path that finds nothing, a trace gone (retention), an evaluator deleted or a definition
+  that no longer builds are *results* (status ``error``), stored like any other.
+* Evaluator failures are results (never retried). Infrastructure failures (``SandboxError``:
+  the sandbox unavailable, overloaded; ``StorageFull``; anything unexpected) put the rows back with
+  back-off ``min(2**attempts, 60)`` s; the attempt that reaches ``online_max_attempts`` stores a
+  ``sandbox_error`` result instead, so no row is retried for ever — nor a row whose scoring killed
+  its service each time (it is claimed again past its claim, one attempt more each time).
+* Results are written ``WHERE claimed_by = me`` (:meth:`ScoreQueue.finish`); then counted in the
+  metrics and, when an exporter is set, sent back over OTLP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from sqlalchemy import Connection, select
+
+from evaluator_host.errors import EvaluatorHostError, LimitError, SandboxError, StorageFull
+from evaluator_host.evaluation.models import Case, ErrorInfo, EvaluationResult
+from evaluator_host.evaluation.trace_shape import SpanData, build_trace
+from evaluator_host.evaluation.usecases import Components, run_stored
+from evaluator_host.observability.metrics import Metrics
+from evaluator_host.online import mapping
+from evaluator_host.online import spans as span_body
+from evaluator_host.online.traces import LoadedTrace, load_trace
+from evaluator_host.store.db import utcnow
+from evaluator_host.store.online_rows import OnlineSpanRow, OnlineTraceRow
+from evaluator_host.store.online_scores import Claimed, ScoreQueue, keyed
+
+__all__ = ["Exporter", "Scorer", "build_case"]
+
+log = logging.getLogger(__name__)
+
+MAX_LABEL = 200
+
+
+class Exporter(Protocol):
+    """Sends a stored score back over OTLP (``online.export.ScoreExporter``); must not block."""
+
+    def export(self, trace_id: str, span_id: str | None, rule: dict[str, Any], result: dict[str, Any]) -> None: ...
+
+
+class _Refused(Exception):
+    """A case that cannot be made (the reason is the error result's message)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def build_case(loaded: LoadedTrace, span_id: str | None, rule_mapping: dict[str, Any] | None) -> Case:
+    """The case of one (rule, trace): see the module docstring (``_Refused`` when it cannot be made)."""
+    trace = loaded.trace
+    view = mapping.path_view(trace, span_id, loaded.root_span_id)
+    span, root = view["span"] or {}, view["root"]
+    inputs, outputs = mapping.span_inputs_outputs(span)
+    if inputs is None and outputs is None and span is root:
+        inputs, outputs, _ = mapping.trace_inputs_outputs(trace)
+    for name, path in (rule_mapping or {}).items():
+        if path is None:
+            continue
+        value = mapping.resolve(view, path)
+        if value is None:
+            raise _Refused("MappingPathError", f"mapping.{name} {path!r} found nothing in trace {loaded.trace_id}")
+        if name == "inputs":
+            inputs = value
+        elif name == "outputs":
+            outputs = value
+    return Case(inputs={} if inputs is None else inputs, outputs=outputs, trace=trace)
+
+
+def load_many(conn: Connection, keys: set[tuple[str, str]], max_spans: int) -> dict[tuple[str, str], LoadedTrace]:
+    """The traces of ``keys`` (workspace, trace id), as :func:`~evaluator_host.online.traces.load_trace`
+    gives each: the small ones (``span_count`` within ``max_spans``) in two queries for the whole batch,
+    bounded by their span counts; a large one — or all, when spans arrived meanwhile past that bound —
+    by ``load_trace`` itself (its own bound and ``truncated`` mark)."""
+    if not keys:
+        return {}
+    t, s = OnlineTraceRow, OnlineSpanRow
+    heads = conn.execute(
+        select(t.workspace_id, t.trace_id, t.state, t.service_name, t.root_span_id, t.span_count).where(
+            keyed(t.workspace_id, t.trace_id, keys)
+        )
+    ).all()
+    small = {(h[0], h[1]): h for h in heads if h[5] <= max_spans}
+    out = {(h[0], h[1]): load_trace(conn, h[0], h[1], max_spans=max_spans) for h in heads if h[5] > max_spans}
+    bound = sum(h[5] for h in small.values()) + max_spans
+    query = select(s.workspace_id, s.trace_id, s.span_id, s.parent_span_id, s.name, s.start_ns, s.end_ns, s.body)
+    found: dict[tuple[str, str], list[SpanData]] = {k: [] for k in small}
+    query = query.where(keyed(s.workspace_id, s.trace_id, small)).order_by(s.start_ns, s.span_id).limit(bound + 1)
+    got = conn.execute(query).all() if small else []
+    if len(got) > bound:  # spans kept arriving: each by itself, bounded
+        out.update({k: load_trace(conn, k[0], k[1], max_spans=max_spans) for k in small})
+        return {k: v for k, v in out.items() if v is not None}
+    for ws, trace_id, span_id, parent, name, start, end, body in got:
+        found[(ws, trace_id)].append(span_body.decode(trace_id, span_id, parent, name, int(start), int(end), body))
+    for key, h in small.items():
+        spans = found[key]
+        out[key] = LoadedTrace(
+            trace_id=h[1], state=h[2], service_name=h[3], root_span_id=h[4], trace=build_trace(h[1], spans), spans=spans
+        )
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _error(kind: str, message: str, row: Claimed) -> EvaluationResult:
+    revision = row.rule.revision if row.rule else None
+    return EvaluationResult(
+        status="error",
+        error=ErrorInfo(type=kind, message=message),
+        interface="evaluate",
+        runtime={},
+        evaluator_id=row.evaluator_id,
+        revision=revision,
+    )
+
+
+def _gave_up(row: Claimed, message: str) -> EvaluationResult:
+    return _error("SandboxError", message, row).model_copy(update={"status": "sandbox_error"})
+
+
+class Scorer:
+    """The scoring loop of one service; :meth:`wake` when rows were queued."""
+
+    def __init__(
+        self,
+        components: Components,
+        queue: ScoreQueue,
+        me: str,
+        metrics: Metrics,
+        exporter: Exporter | None = None,
+    ) -> None:
+        self.components = components
+        self.settings = components.settings
+        self.queue = queue
+        self.me = me
+        self.metrics = metrics
+        self.exporter = exporter
+        self._event = asyncio.Event()
+        self._slots = asyncio.Semaphore(self.settings.online_scoring_concurrency)
+        self._running: set[asyncio.Task[None]] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    def wake(self) -> None:
+        """Look for queued rows now."""
+        self._event.set()
+
+    async def start(self) -> None:
+        """Put back what a killed predecessor held, then start the loop."""
+        released = await asyncio.to_thread(self.queue.release_own, self.me)
+        if released:
+            log.info("put back %d online scores a stopped service of this data dir held", released)
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._loop())
+
+    async def close(self) -> None:
+        """Stop: claimed rows not finished stay held until their claim expires (or the next start)."""
+        tasks = [t for t in (self._task, *self._running) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._task = None
+
+    async def _loop(self) -> None:
+        while True:
+            full = False
+            try:
+                full = await self.score_once() >= self.settings.online_scoring_batch
+            except Exception:  # a database hiccup: the next period tries again
+                log.exception("claiming online scores failed")
+            if not full or self._slots.locked():
+                self._event.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._event.wait(), self.settings.online_poll_s)
+
+    async def score_once(self) -> int:
+        """Claim one batch (when a slot is free) and start scoring it; how many rows were claimed."""
+        if self._slots.locked():
+            return 0
+        s = self.settings
+        claimed = await asyncio.to_thread(self.queue.claim, self.me, s.online_scoring_batch, s.online_claim_s)
+        gone = [(r.rule_id, r.trace_id) for r in claimed if r.rule is None]
+        if gone:
+            await asyncio.to_thread(self.queue.discard, self.me, gone, "rule_deleted")
+        groups: dict[tuple[str, str, int | None], list[Claimed]] = {}
+        for row in claimed:
+            if row.rule is not None:
+                groups.setdefault((row.workspace_id, row.evaluator_id, row.rule.revision), []).append(row)
+        for rows in groups.values():
+            task = asyncio.ensure_future(self._group(rows))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+        return len(claimed)
+
+    async def _group(self, rows: list[Claimed]) -> None:
+        async with self._slots:
+            try:
+                await self._score(rows)
+            except Exception:  # never lose the loop; the rows' claims expire and they are tried again
+                log.exception("scoring %d online rows failed", len(rows))
+            finally:
+                self._event.set()  # a slot is free: claim again now
+
+    async def _score(self, rows: list[Claimed]) -> None:
+        over = [r for r in rows if r.attempts > self.settings.online_max_attempts]
+        results: dict[tuple[str, str], EvaluationResult] = {
+            (r.rule_id, r.trace_id): _gave_up(r, f"gave up after {r.attempts - 1} attempts (the service stopped)")
+            for r in over
+        }
+        rows = [r for r in rows if r.attempts <= self.settings.online_max_attempts]
+        cases = await asyncio.to_thread(self._cases, rows)
+        runnable = []
+        for row in rows:
+            case = cases[(row.rule_id, row.trace_id)]
+            if isinstance(case, EvaluationResult):
+                results[(row.rule_id, row.trace_id)] = case
+            else:
+                runnable.append((row, case))
+        if runnable:
+            first = runnable[0][0]
+            try:
+                got = await self._run(first, [c for _, c in runnable])
+            except (SandboxError, StorageFull) as exc:
+                await self._retry([r for r, _ in runnable], exc, results)
+                got = []
+            except EvaluatorHostError as exc:  # NotFound (deleted), a definition that no longer builds
+                got = [_error(exc.type_name, exc.message, r) for r, _ in runnable]
+            except Exception as exc:
+                log.exception("online scoring failed")
+                await self._retry([r for r, _ in runnable], exc, results)
+                got = []
+            for (row, _), result in zip(runnable, got, strict=False):
+                results[(row.rule_id, row.trace_id)] = result
+        await self._store(rows + over, results)
+
+    async def _run(self, first: Claimed, cases: list[Case]) -> list[EvaluationResult]:
+        revision = first.rule.revision if first.rule else None
+        try:
+            return (await run_stored(self.components, first.workspace_id, first.evaluator_id, revision, cases)).results
+        except LimitError:
+            if len(cases) == 1:
+                raise
+            out: list[EvaluationResult] = []  # results too large together: one call per case
+            for case in cases:
+                out.extend(
+                    (
+                        await run_stored(self.components, first.workspace_id, first.evaluator_id, revision, [case])
+                    ).results
+                )
+            return out
+
+    async def _retry(self, rows: list[Claimed], exc: Exception, results: dict[Any, EvaluationResult]) -> None:
+        last = [r for r in rows if r.attempts >= self.settings.online_max_attempts]
+        for row in last:
+            results[(row.rule_id, row.trace_id)] = _gave_up(row, f"gave up after {row.attempts} attempts: {exc}")
+        again = [r for r in rows if r.attempts < self.settings.online_max_attempts]
+        if again:
+            back_off = min(2.0 ** again[0].attempts, 60.0)
+            log.warning("online scoring will retry %d rows in %.0f s: %s", len(again), back_off, exc)
+            await asyncio.to_thread(self.queue.retry, self.me, [(r.rule_id, r.trace_id) for r in again], back_off)
+
+    def _cases(self, rows: Sequence[Claimed]) -> dict[tuple[str, str], Case | EvaluationResult]:
+        out: dict[tuple[str, str], Case | EvaluationResult] = {}
+        with self.queue.engine.connect() as conn:
+            loaded = load_many(conn, {(r.workspace_id, r.trace_id) for r in rows}, self.settings.online_max_trace_spans)
+        for row in rows:
+            trace = loaded.get((row.workspace_id, row.trace_id))
+            if trace is None:
+                out[(row.rule_id, row.trace_id)] = _error("NotFound", f"trace {row.trace_id} is gone", row)
+                continue
+            try:
+                mapped = row.rule.mapping if row.rule else None
+                out[(row.rule_id, row.trace_id)] = build_case(trace, row.span_id, mapped)
+            except _Refused as exc:
+                out[(row.rule_id, row.trace_id)] = _error(exc.kind, str(exc), row)
+        return out
+
+    async def _store(self, rows: Sequence[Claimed], results: dict[tuple[str, str], EvaluationResult]) -> None:
+        now = utcnow()
+        cap = self.settings.max_stored_result_bytes
+        todo = []
+        for row in rows:
+            result = results.get((row.rule_id, row.trace_id))
+            if result is None:
+                continue  # put back for a retry
+            text = result.model_dump_json()
+            if len(text.encode()) > cap:
+                cut = result.model_copy(update={"stdout": "", "stderr": "", "details": {}, "truncated": True})
+                text = cut.model_dump_json()
+            values = {
+                "status": result.status,
+                "score": result.score,
+                "passed": result.passed,
+                "label": None if result.label is None else result.label[:MAX_LABEL],
+                "revision": result.revision,
+                "runtime_id": result.runtime.get("id"),
+                "duration_ms": result.duration_ms,
+                "scored_at": now,
+                "result": text,
+            }
+            todo.append((row, result, values))
+        stored = await asyncio.to_thread(self.queue.finish, self.me, [(r.rule_id, r.trace_id, v) for r, _, v in todo])
+        for (row, result, _), ok in zip(todo, stored, strict=True):
+            if not ok:
+                continue  # another service took the row over after our claim expired: its result stands
+            lag = (now - row.last_span_at).total_seconds() if row.last_span_at else None
+            self.metrics.online_scored(row.rule_id, result.status, result.score, lag)
+            if self.exporter is not None and row.rule is not None:
+                rule = {"id": row.rule_id, "name": row.rule.name, "evaluator_id": row.evaluator_id}
+                try:
+                    self.exporter.export(row.trace_id, row.span_id, rule, result.model_dump(mode="json"))
+                except Exception:
+                    log.exception("exporting an online score failed")

@@ -1,0 +1,310 @@
+"""The durable scoring queue (``online_scores``): route ready traces into it, claim, store results.
+
+Contract (docs/online.md, "How it works"):
+
+* :meth:`ScoreQueue.route` takes up to ``limit`` ``ready`` traces and, in ONE transaction, inserts
+  one row per (rule, trace) the ``decide`` callback names — ``queued``, or ``dropped`` once the
+  backlog (rows ``queued`` or ``running``, every workspace) is at ``backlog_max`` — and sets each
+  trace ``routed``. A trace is routed by one service only: ``FOR UPDATE SKIP LOCKED`` on PostgreSQL
+  (concurrent routers take different traces), and on either database the ``ready`` → ``routed``
+  update is conditional, so a trace another router took in between gets no rows here. The
+  (rule, trace) primary key makes a second row for a pair impossible.
+* :meth:`ScoreQueue.claim` takes up to ``n`` rows ``queued`` (past any retry back-off) or ``running``
+  with an expired claim (their service died), for ``claim_s`` seconds, in one conditional
+  ``UPDATE`` (attempts + 1); rows another service claimed in between are not this one's.
+* :meth:`ScoreQueue.finish` / :meth:`ScoreQueue.retry` / :meth:`ScoreQueue.discard` change a row
+  only ``WHERE state = 'running' AND claimed_by = me``: a result is written by its claim's holder
+  only, once (``done`` is final).
+* :meth:`ScoreQueue.release_own` puts back the rows a killed predecessor with the same service id
+  held (the data dir lock makes it the only process with that id), so they need not wait out the claim.
+
+Every statement is portable SQL (SQLite and PostgreSQL). Blocking: call from a thread.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, Connection, and_, bindparam, false, func, insert, or_, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from evaluator_host.store.db import as_utc, utcnow
+from evaluator_host.store.online_rows import OnlineRuleRow, OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
+from evaluator_host.store.online_rules import RuleRecord, rule_record
+
+__all__ = ["BACKLOG", "Claimed", "Routed", "ScoreQueue", "SpanRef", "TraceRef", "keyed"]
+
+BACKLOG = ("queued", "running")
+S = OnlineScoreRow
+
+
+def keyed(first: Any, second: Any, keys: Iterable[tuple[str, str]]) -> ColumnElement[bool]:
+    """``(first, second) IN keys`` as ``first = a AND second IN (…)`` per distinct ``a``: SQLite's
+    planner uses the two-column primary key for this form, and scans the table for a row-value ``IN``."""
+    by: dict[str, list[str]] = {}
+    for a, b in keys:
+        by.setdefault(a, []).append(b)
+    return or_(false(), *(and_(first == a, second.in_(bs)) for a, bs in by.items()))
+
+
+@dataclass
+class SpanRef:
+    """What routing reads of one span: its id, name, service name, start, and (lazily) attributes."""
+
+    span_id: str
+    name: str
+    service_name: str | None
+    start_ns: int
+    body: str
+    _attributes: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def attributes(self) -> dict[str, Any]:
+        """The span's attributes, flat by dotted key (decoded on first use)."""
+        if self._attributes is None:
+            self._attributes = dict(json.loads(self.body).get("attributes") or {})
+        return self._attributes
+
+
+@dataclass(frozen=True)
+class TraceRef:
+    """A ready trace as routing sees it (its spans in start order)."""
+
+    workspace_id: str
+    trace_id: str
+    root_span_id: str | None
+    spans: list[SpanRef]
+
+
+@dataclass(frozen=True)
+class Routed:
+    """What one :meth:`ScoreQueue.route` did."""
+
+    traces: int = 0
+    queued: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)  # rule id -> rows stored dropped
+    backlog: int = 0  # rows queued or running after it
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """One row this service now holds, with its rule (None: deleted since) and its trace's last span time."""
+
+    rule_id: str
+    trace_id: str
+    workspace_id: str
+    span_id: str | None
+    evaluator_id: str
+    attempts: int
+    enqueued_at: datetime
+    last_span_at: datetime | None
+    rule: RuleRecord | None
+
+
+Decide = Callable[[TraceRef, Sequence[RuleRecord]], list[tuple[RuleRecord, str | None]]]
+
+
+class ScoreQueue:
+    """The queue half of ``online_scores`` in one database."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._pg = engine.dialect.name == "postgresql"
+
+    # -- routing -------------------------------------------------------------------------
+    def route(self, limit: int, backlog_max: int, decide: Decide) -> Routed:
+        """Route up to ``limit`` ready traces (oldest ready first): see the module docstring."""
+        t = OnlineTraceRow
+        with self.engine.begin() as conn:
+            query = select(t.workspace_id, t.trace_id, t.root_span_id).where(t.state == "ready")
+            query = query.order_by(t.ready_at, t.trace_id).limit(limit)
+            if self._pg:
+                query = query.with_for_update(skip_locked=True)
+            ready = conn.execute(query).all()
+            if not ready:
+                return Routed(backlog=self._backlog(conn))
+            rules = self._rules(conn, {r.workspace_id for r in ready})
+            spans = self._spans(conn, ready) if any(r.filter for rs in rules.values() for r in rs) else {}
+            backlog = self._backlog(conn)
+            keys = [(r.workspace_id, r.trace_id) for r in ready]
+            took = conn.execute(  # conditional: a trace another router took in between is not ours
+                update(t)
+                .where(keyed(t.workspace_id, t.trace_id, keys), t.state == "ready")
+                .values(state="routed")
+                .returning(t.workspace_id, t.trace_id)
+            )
+            ours = {(ws, trace_id) for ws, trace_id in took}
+            now, rows, queued, dropped = utcnow(), [], 0, dict[str, int]()
+            for ws, trace_id, root in ready:
+                if (ws, trace_id) not in ours or not rules.get(ws):
+                    continue
+                ref = TraceRef(ws, trace_id, root, spans.get((ws, trace_id), []))
+                for rule, span_id in decide(ref, rules[ws]):
+                    state = "queued" if backlog < backlog_max else "dropped"
+                    if state == "queued":
+                        backlog, queued = backlog + 1, queued + 1
+                    else:
+                        dropped[rule.id] = dropped.get(rule.id, 0) + 1
+                    rows.append(_row(rule, trace_id, span_id, state, now))
+            if rows:
+                conn.execute(insert(S), rows)
+            return Routed(len(ours), queued, dropped, backlog)
+
+    def _rules(self, conn: Connection, workspaces: set[str]) -> dict[str, list[RuleRecord]]:
+        r = OnlineRuleRow
+        query = select(r).where(r.workspace_id.in_(workspaces), r.enabled.is_(True), r.deleted_at.is_(None))
+        out: dict[str, list[RuleRecord]] = {}
+        for row in conn.execute(query.order_by(r.created_at, r.id)):
+            out.setdefault(row.workspace_id, []).append(rule_record(row))
+        return out
+
+    def _spans(self, conn: Connection, ready: Sequence[Any]) -> dict[tuple[str, str], list[SpanRef]]:
+        s = OnlineSpanRow
+        keys = [(r.workspace_id, r.trace_id) for r in ready]
+        query = select(s.workspace_id, s.trace_id, s.span_id, s.name, s.service_name, s.start_ns, s.body)
+        query = query.where(keyed(s.workspace_id, s.trace_id, keys)).order_by(s.start_ns, s.span_id)
+        out: dict[tuple[str, str], list[SpanRef]] = {}
+        for ws, trace_id, span_id, name, service, start_ns, body in conn.execute(query):
+            out.setdefault((ws, trace_id), []).append(SpanRef(span_id, name, service, int(start_ns), body))
+        return out
+
+    @staticmethod
+    def _backlog(conn: Connection) -> int:
+        return int(conn.scalar(select(func.count()).select_from(S).where(S.state.in_(BACKLOG))) or 0)
+
+    def counts(self) -> dict[str, int]:
+        """Rows per state (``queued``, ``running``, ``dropped``; ``done`` is not counted: it only grows)."""
+        with self.engine.connect() as conn:
+            query = select(S.state, func.count()).where(S.state.in_((*BACKLOG, "dropped"))).group_by(S.state)
+            found = {state: int(n) for state, n in conn.execute(query)}
+        return {state: found.get(state, 0) for state in (*BACKLOG, "dropped")}
+
+    # -- scoring -------------------------------------------------------------------------
+    def claim(self, me: str, n: int, claim_s: float) -> list[Claimed]:
+        """Hold up to ``n`` claimable rows for ``claim_s`` seconds (oldest first): see the module docstring."""
+        now = utcnow()
+        until = now + timedelta(seconds=claim_s)
+        claimable = or_(
+            and_(S.state == "queued", or_(S.claimed_until.is_(None), S.claimed_until <= now)),
+            and_(S.state == "running", S.claimed_until <= now),
+        )
+        with self.engine.begin() as conn:
+            query = select(S.rule_id, S.trace_id).where(claimable).order_by(S.enqueued_at).limit(n)
+            if self._pg:
+                query = query.with_for_update(skip_locked=True)
+            keys = [(str(r), str(t)) for r, t in conn.execute(query)]
+            if not keys:
+                return []
+            mine = keyed(S.rule_id, S.trace_id, keys)
+            conn.execute(
+                update(S)
+                .where(mine, claimable)
+                .values(state="running", claimed_by=me, claimed_until=until, attempts=S.attempts + 1)
+            )
+            t, r = OnlineTraceRow, OnlineRuleRow
+            got = (
+                select(S, t.last_span_at, r)
+                .join(t, and_(t.workspace_id == S.workspace_id, t.trace_id == S.trace_id), isouter=True)
+                .join(r, r.id == S.rule_id, isouter=True)
+                .where(mine, S.state == "running", S.claimed_by == me, S.claimed_until == until)
+            )
+            return [_claimed(row) for row in Session(bind=conn).execute(got)]
+
+    def finish(self, me: str, results: Sequence[tuple[str, str, dict[str, Any]]]) -> list[bool]:
+        """Store results (``(rule id, trace id, result columns)``, each with the same columns) on rows
+        ``me`` holds, in one transaction (one statement, executed for every row); for each, whether it
+        was stored (False: not held by ``me`` any more). When fewer rows changed than given, the ones
+        stored are those now ``done`` by ``me`` with this call's ``scored_at``."""
+        if not results:
+            return []
+        at = utcnow()  # each call's own: which rows *this* call stored is exact (see below)
+        results = [(r, t, {**v, "scored_at": v.get("scored_at") or at}) for r, t, v in results]
+        names = list(results[0][2])
+        statement = (
+            update(S)
+            .where(
+                S.rule_id == bindparam("k_rule"),
+                S.trace_id == bindparam("k_trace"),
+                S.state == "running",
+                S.claimed_by == me,
+            )
+            .values(state="done", claimed_until=None, **{n: bindparam(f"v_{n}") for n in names})
+        )
+        params = [{"k_rule": r, "k_trace": t, **{f"v_{n}": v[n] for n in names}} for r, t, v in results]
+        with self.engine.begin() as conn:
+            done = conn.execute(statement, params)
+            if done.rowcount == len(results):
+                return [True] * len(results)
+            mine = select(S.rule_id, S.trace_id).where(
+                keyed(S.rule_id, S.trace_id, [(r, t) for r, t, _ in results]),
+                S.state == "done",
+                S.claimed_by == me,
+                S.scored_at == results[0][2].get("scored_at"),
+            )
+            stored = {tuple(k) for k in conn.execute(mine)}
+        return [(r, t) in stored for r, t, _ in results]
+
+    def retry(self, me: str, keys: Sequence[tuple[str, str]], after_s: float) -> int:
+        """Put rows ``me`` holds back in the queue, claimable again in ``after_s`` seconds."""
+        values = {"state": "queued", "claimed_by": None, "claimed_until": utcnow() + timedelta(seconds=after_s)}
+        return self._held(me, keys, values)
+
+    def discard(self, me: str, keys: Sequence[tuple[str, str]], status: str) -> int:
+        """Store rows ``me`` holds as ``dropped`` with ``status`` (their rule was deleted meanwhile)."""
+        return self._held(me, keys, {"state": "dropped", "status": status, "claimed_until": None})
+
+    def _held(self, me: str, keys: Sequence[tuple[str, str]], values: dict[str, Any]) -> int:
+        if not keys:
+            return 0
+        with self.engine.begin() as conn:
+            done = conn.execute(
+                update(S)
+                .where(keyed(S.rule_id, S.trace_id, keys), S.state == "running", S.claimed_by == me)
+                .values(**values)
+            )
+            return int(done.rowcount)
+
+    def release_own(self, me: str) -> int:
+        """Put back in the queue the rows a previous process of this service held (at start-up)."""
+        with self.engine.begin() as conn:
+            done = conn.execute(
+                update(S)
+                .where(S.state == "running", S.claimed_by == me)
+                .values(state="queued", claimed_by=None, claimed_until=None)
+            )
+            return int(done.rowcount)
+
+
+def _row(rule: RuleRecord, trace_id: str, span_id: str | None, state: str, now: datetime) -> dict[str, Any]:
+    return {
+        "rule_id": rule.id,
+        "trace_id": trace_id,
+        "workspace_id": rule.workspace_id,
+        "span_id": span_id,
+        "state": state,
+        "attempts": 0,
+        "enqueued_at": now,
+        "evaluator_id": rule.evaluator_id,
+        "revision": rule.revision,
+    }
+
+
+def _claimed(row: Any) -> Claimed:
+    score = row[0]
+    rule = row[2]
+    return Claimed(
+        rule_id=score.rule_id,
+        trace_id=score.trace_id,
+        workspace_id=score.workspace_id,
+        span_id=score.span_id,
+        evaluator_id=score.evaluator_id,
+        attempts=score.attempts,
+        enqueued_at=as_utc(score.enqueued_at),
+        last_span_at=None if row[1] is None else as_utc(row[1]),
+        rule=None if rule is None or rule.deleted_at is not None else rule_record(rule),
+    )

@@ -1,0 +1,53 @@
+"""``evaluator-host rules …`` against a real service, as a user runs them: create, list, show,
+pause, resume, scores, stats, delete; an error answer is one line and exit status 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evaluator_host.store.db import make_engine
+from tests.support import REPO
+from tests.support.online import chat_trace
+from tests.support.service import serving
+from tests.support.wait import wait_until
+
+CODE = "def evaluate(inputs, outputs, trace):\n    return {'score': 0.75, 'label': 'fine'}\n"
+
+
+def cli(server: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "evaluator_host.cli", "rules", *argv, "--server", server]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.slow
+def test_rules_commands_through_a_running_service(tmp_path: Path) -> None:
+    with serving(tmp_path, "process", env={"EVALUATOR_HOST_ONLINE_POLL_S": "0.05"}) as (client, _proc):
+        server = str(client.base_url)
+        ev = client.post("/v1/evaluators", json={"name": "e", "language": "python", "code": CODE}).json()["id"]
+        made = cli(server, "create", ev, "--name", "chats", "--service", "chat-api", "--attr", "env=prod", "--json")
+        assert made.returncode == 0, made.stderr
+        rule = json.loads(made.stdout)
+        assert rule["filter"]["attributes"] == [{"key": "env", "equals": "prod", "exists": None}]
+        assert rule["id"] in cli(server, "list").stdout
+        assert json.loads(cli(server, "pause", rule["id"], "--json").stdout)["enabled"] is False
+        assert json.loads(cli(server, "resume", rule["id"], "--json").stdout)["enabled"] is True
+        assert "chat-api" in cli(server, "show", rule["id"]).stdout
+
+        engine = make_engine(f"sqlite:///{tmp_path / 'evaluator-host.db'}")
+        trace_id = chat_trace(engine, service="chat-api")
+        engine.dispose()
+        wait_until(lambda: '"state":"done"' in cli(server, "scores", rule["id"], "--json").stdout, 60, 0.2)
+        score = json.loads(cli(server, "scores", rule["id"], "--json").stdout.splitlines()[0])
+        assert score["trace_id"] == trace_id and score["score"] == 0.75
+        stats = cli(server, "stats", rule["id"])
+        assert stats.returncode == 0 and "0.75" in stats.stdout and "fine" in stats.stdout
+
+        assert cli(server, "delete", rule["id"]).returncode == 0
+        gone = cli(server, "show", rule["id"])
+        assert gone.returncode == 2 and "404" in gone.stderr and "NotFound" in gone.stderr
+        assert cli(server, "create", "ev_missing").returncode == 2

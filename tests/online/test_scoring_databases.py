@@ -1,0 +1,34 @@
+"""A started service scores a stored trace on SQLite and on PostgreSQL alike (routing, claims,
+results and the stats query of each database)."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.support.online import chat_trace
+from tests.support.wait import wait_until
+
+CODE = "def evaluate(inputs, outputs, trace):\n    return {'score': 0.5, 'passed': True, 'label': 'half'}\n"
+
+
+@pytest.mark.databases
+def test_a_trace_is_scored_and_counted(process_client: TestClient) -> None:
+    client = process_client
+    ev = client.post("/v1/evaluators", json={"name": "half", "language": "python", "code": CODE}).json()
+    rule = client.post("/v1/online-rules", json={"evaluator_id": ev["id"], "sampling_rate": 1.0})
+    assert rule.status_code == 201, rule.text
+    rule_id = rule.json()["id"]
+    trace_id = chat_trace(client.app.state.services.store.engine)  # type: ignore[attr-defined]
+
+    def scored() -> bool:
+        scores = client.get(f"/v1/traces/{trace_id}").json()["scores"]
+        return any(s["rule_id"] == rule_id and s["state"] == "done" for s in scores)
+
+    wait_until(scored, 60, 0.1, what="the score")
+    stats = client.get(f"/v1/online-rules/{rule_id}/stats?bucket=3600").json()
+    assert stats["bucket_s"] == 3600 and len(stats["buckets"]) == 60
+    filled = [b for b in stats["buckets"] if b["count"]]
+    assert len(filled) == 1 and filled[0]["mean_score"] == 0.5 and filled[0]["pass_rate"] == 1.0
+    assert filled[0]["labels"] == {"half": 1}
+    client.delete(f"/v1/online-rules/{rule_id}")

@@ -1,0 +1,109 @@
+"""Online evaluation's test data: spans and traces written straight into the online tables (as the
+receiver and assembly do), until a test sends real OTLP instead; and waiting for a trace's scores."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine, insert, select
+
+from evaluator_host.evaluation.trace_shape import SpanData
+from evaluator_host.online.spans import encode
+from evaluator_host.store.online_rows import OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
+
+WS = "ws_default"
+
+
+def hex_id(n: int) -> str:
+    """``n`` random bytes as hex (a trace id: 16, a span id: 8)."""
+    return os.urandom(n).hex()
+
+
+def span(
+    trace_id: str,
+    name: str = "chat",
+    *,
+    parent: str | None = None,
+    service: str = "chat-api",
+    attributes: dict[str, Any] | None = None,
+    start_ns: int | None = None,
+    span_id: str | None = None,
+) -> SpanData:
+    """One ended span (1 ms long)."""
+    start = start_ns if start_ns is not None else time.time_ns()
+    return SpanData(
+        trace_id=trace_id,
+        span_id=span_id or hex_id(8),
+        parent_id=parent,
+        name=name,
+        start_ns=start,
+        end_ns=start + 1_000_000,
+        kind=2,
+        status_code=1,
+        attributes=attributes or {},
+        resource={"service.name": service},
+    )
+
+
+def put_trace(engine: Engine, spans: Sequence[SpanData], *, workspace: str = WS, state: str = "ready") -> str:
+    """Store ``spans`` (one trace's; the first is the root) and its trace row in ``state``; its id."""
+    now = datetime.now(UTC)
+    root = spans[0]
+    rows = [
+        {
+            "workspace_id": workspace,
+            "trace_id": s.trace_id,
+            "span_id": s.span_id,
+            "parent_span_id": s.parent_id,
+            "name": s.name,
+            "service_name": s.resource.get("service.name"),
+            "start_ns": s.start_ns,
+            "end_ns": s.end_ns,
+            "body": encode(s),
+            "received_at": now,
+        }
+        for s in spans
+    ]
+    trace = {
+        "workspace_id": workspace,
+        "trace_id": root.trace_id,
+        "service_name": root.resource.get("service.name"),
+        "root_span_id": root.span_id,
+        "root_name": root.name,
+        "span_count": len(spans),
+        "first_seen_at": now,
+        "last_span_at": now,
+        "root_ended_at": now,
+        "state": state,
+        "ready_at": now if state != "open" else None,
+    }
+    with engine.begin() as conn:
+        conn.execute(insert(OnlineSpanRow), rows)
+        conn.execute(insert(OnlineTraceRow), [trace])
+    return root.trace_id
+
+
+def chat_trace(
+    engine: Engine, question: str = "2+2?", answer: str = "4", *, workspace: str = WS, state: str = "ready", **kw: Any
+) -> str:
+    """A two-span trace (root ``chat`` with ``ag.data`` inputs/outputs, a child ``llm``); its id."""
+    trace_id = hex_id(16)
+    root = span(trace_id, "chat", attributes={"ag.data.inputs": {"q": question}, "ag.data.outputs": answer}, **kw)
+    child = span(trace_id, "llm", parent=root.span_id, attributes={"gen_ai.request.model": "m1", "env": "prod"})
+    return put_trace(engine, [root, child], workspace=workspace, state=state)
+
+
+def score_rows(engine: Engine) -> list[Any]:
+    """Every ``online_scores`` row."""
+    with engine.connect() as conn:
+        return list(conn.execute(select(OnlineScoreRow)))
+
+
+def trace_states(engine: Engine) -> dict[str, str]:
+    """trace id -> state."""
+    with engine.connect() as conn:
+        return {r.trace_id: r.state for r in conn.execute(select(OnlineTraceRow.trace_id, OnlineTraceRow.state))}
