@@ -175,16 +175,21 @@ async def _mapping_hint(target: Target, job: dict[str, Any], code: str) -> str |
     if not failed:
         return None
     mapping = job.get("field_mapping") or {}
+    first = failed[0]["result"]
+    error = first.get("error") or {}
+    reason = f"{error.get('type', first['status'])}: {error.get('message', '')}".strip(": ")
+    line = f" (line {error['line']})" if error.get("line") else ""
+    if job.get("target"):  # the model's answer is the outputs: no column to map (check the prompt's columns)
+        columns = ", ".join(sorted(failed[0]["row"])[:10]) if isinstance(failed[0]["row"], dict) else ""
+        return f"row {failed[0]['index']} failed with {reason}{line}" + (
+            f"; the row's columns: {columns}" if columns else ""
+        )
     working: list[str] = []
     for column in _candidates([item["row"] for item in failed], mapping, code):
         cases = [_case(item["row"], mapping, column) for item in failed]
         results = await target.evaluate(job["evaluator_id"], job["revision"], cases)
         if all(r["status"] == "ok" for r in results):
             working.append(column)
-    first = failed[0]["result"]
-    error = first.get("error") or {}
-    reason = f"{error.get('type', first['status'])}: {error.get('message', '')}".strip(": ")
-    line = f" (line {error['line']})" if error.get("line") else ""
     current = mapping.get("outputs")
     was = f"--map outputs={current}" if current else "no --map outputs (outputs = the row's 'outputs' column)"
     if not working:
