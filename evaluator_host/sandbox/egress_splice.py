@@ -20,7 +20,7 @@ timer. The rules are those the stream relay had:
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["splice"]
 
@@ -37,8 +37,7 @@ class _End(asyncio.Protocol):
         self.ended = False  # this way is over (EOF received, or the connection lost)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport subclasses
 
     def data_received(self, data: bytes) -> None:
         self.relay.entry[self.counter] += len(data)
@@ -130,12 +129,11 @@ async def splice(
     loop = relay.loop
     try:
         async with asyncio.timeout(connect_timeout_s):
-            await loop.create_connection(lambda: relay.destination, address, port)
+            made, _ = await loop.create_connection(lambda: relay.destination, address, port)
+        relay.destination.connection_made(made)  # uvloop calls it after create_connection returns: same transport
         if first:
-            assert relay.destination.transport is not None
-            relay.destination.transport.write(first)
-        transport = writer.transport
-        assert isinstance(transport, asyncio.Transport)
+            relay.destination.transport.write(first)  # type: ignore[union-attr]
+        transport = cast(asyncio.Transport, writer.transport)
         if tunnel_answer:
             transport.write(tunnel_answer)
         # the sandbox's connection: from its stream to the relay, with what the stream read past the head
