@@ -5,7 +5,8 @@ Contract (for :class:`~evaluator_host.jobs.runner.JobRunner`, which decides *whe
 * :meth:`Lanes.run` claims the job for this service (a job cancelled meanwhile or another service's is
   left alone), binds its revision once, reads the rows not stored yet from the dataset file as they are
   needed and hands them out in chunks sized to take about ``job_chunk_s`` (an async evaluator's: at least
-  ``ASYNC_ROUNDS`` × its ``in_flight`` rows, so its worker keeps them all awaiting); each of ``parallelism`` lanes
+  ``ASYNC_ROUNDS`` × its ``in_flight`` rows, so its worker keeps them all awaiting: the rule is
+  ``progress.Sizer.for_evaluator``, a model target's lanes use it too); each of ``parallelism`` lanes
   runs one chunk at a time through the :class:`~evaluator_host.jobs.executor.ChunkExecutor` (which retries
   it) while the lane's previous chunk is being stored, so at most ``2 × parallelism × job_chunk_rows``
   rows are in memory. The last commit marks the job ``succeeded``.
@@ -51,7 +52,6 @@ from evaluator_host.tenancy.quotas import QuotaGuard, fitting, storage_exceeded
 __all__ = ["FINISHED", "Lanes"]
 
 FINISHED = ("succeeded", "failed", "cancelled", "stopped")
-ASYNC_ROUNDS = 4  # an async evaluator's smallest chunk: this many times its in-flight rows
 
 
 class Lanes:
@@ -110,10 +110,8 @@ class Lanes:
             )
             await self._finish(job_id, live, why)
             return
-        in_flight = bound.spec.in_flight  # an async evaluator's chunks: at least ASYNC_ROUNDS of its rows in flight
-        sizer = Sizer(
-            self.settings.job_chunk_s, self.settings.job_chunk_rows, ASYNC_ROUNDS * in_flight if in_flight > 1 else 1
-        )
+        # an async evaluator's chunks: at least ASYNC_ROUNDS × its rows in flight
+        sizer = Sizer.for_evaluator(self.settings.job_chunk_s, self.settings.job_chunk_rows, bound.spec.in_flight)
         chunks = pending_chunks(
             self.datasets.files.lines(dataset.id), bits, mapper, sizer, self.settings.job_chunk_bytes
         )

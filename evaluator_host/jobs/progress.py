@@ -24,6 +24,7 @@ from evaluator_host.store.jobs import JobRecord
 __all__ = ["FIRST_CHUNK", "Live", "Sizer", "bitmap", "job_view", "pending_chunks"]
 
 FIRST_CHUNK = 32
+ASYNC_ROUNDS = 4  # an async evaluator's smallest chunk: this many times its in-flight rows (Sizer.for_evaluator)
 
 
 @dataclass
@@ -49,6 +50,13 @@ class Sizer:
     for its fixed costs: averaging them in kept chunks small for several more), a slower one is
     averaged in. ``min_rows``: no chunk is smaller (an async evaluator's: several rounds of its in-flight
     rows, or its worker would idle while a chunk's last rows finish)."""
+
+    @classmethod
+    def for_evaluator(cls, target_s: float, max_rows: int, in_flight: int) -> Sizer:
+        """The sizer of a job's scoring lanes (jobs/lanes.py, and a model target's: jobs/targeted.py), the one
+        place of the rule: an async evaluator's (``in_flight`` > 1) chunks are at least :data:`ASYNC_ROUNDS`
+        × ``in_flight`` rows (within ``max_rows``), a sync one's as the time per row says."""
+        return cls(target_s, max_rows, ASYNC_ROUNDS * in_flight if in_flight > 1 else 1)
 
     def __init__(self, target_s: float, max_rows: int, min_rows: int = 1) -> None:
         self.target_s = target_s

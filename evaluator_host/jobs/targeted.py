@@ -12,9 +12,11 @@ job with a ``target`` runs):
 * :class:`TargetedRows` runs a job's rows not scored yet: the endpoint is checked again and its address
   pinned, the budget restored from the stored generations, the :class:`~evaluator_host.targets.generate.GenerationStage`
   started, and ``parallelism`` lanes take the rows it hands on (whatever is ready, up to the sizer's
-  chunk) and score them: ``outputs`` = the text, ``trace`` = the call's span, ``inputs`` as the field
-  mapping gives them; a row without text is an error result (``GenerationError``, the reason) and is
-  not sent to the evaluator. Each chunk is committed by the lanes' own commit.
+  chunk: :meth:`~evaluator_host.jobs.progress.Sizer.for_evaluator`, as any job's lanes, so an async
+  evaluator's chunk may hold ``ASYNC_ROUNDS`` × its in-flight rows) and score them: ``outputs`` = the
+  text, ``trace`` = the call's span, ``inputs`` as the field mapping gives them; a row without text is an
+  error result (``GenerationError``, the reason) and is not sent to the evaluator. Each chunk is committed
+  by the lanes' own commit.
 * :meth:`TargetedRows.run` answers None, or why the budget stopped the job (its rows kept).
 * :class:`WorkspaceSlots` is the semaphore per workspace shared by its jobs in this service.
 """
@@ -185,7 +187,8 @@ class TargetedRows:
             totals.completion_tokens,
         )
         self.stages[job_id] = stage
-        sizer = Sizer(self.settings.job_chunk_s, self.settings.job_chunk_rows)
+        # as any job's lanes: an async evaluator's chunks up to at least ASYNC_ROUNDS × its rows in flight
+        sizer = Sizer.for_evaluator(self.settings.job_chunk_s, self.settings.job_chunk_rows, bound.spec.in_flight)
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(stage.run(rows, have))

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator_host.sandbox.egress_addresses import is_public, system_resolve
+from evaluator_host.sandbox.egress_splice import splice
 from evaluator_host.sandbox.egress_tls import Authority, upstream_context
 from evaluator_host.sandbox.proxy_head import HEAD_LIMIT, ProxyHead, Refused, checked, parse_origin, parse_proxy_head
 
@@ -68,6 +69,7 @@ _MAX_CONNECTIONS = 32  # open at once per worker (an async evaluator's: twice it
 _LOG_LIMIT = 100  # entries kept per worker between two takes
 _HALF_CLOSED_S = 5.0  # once one way has ended, the other may go on this long
 _RESPONSE_HEAD_LIMIT = 64 * 1024
+_ESTABLISHED = b"HTTP/1.1 200 Connection established\r\n\r\n"
 
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 # (destination, ((header, value), ...)): what the proxy sets on requests to a destination
@@ -225,18 +227,14 @@ class EgressProxy:
                     await self._complete(reader, writer, request, address, added, entry)
                     return
                 raise Refused(f"{host}:{port} gets headers from the proxy: only https (CONNECT) reaches it")
-            try:
-                async with asyncio.timeout(_CONNECT_TIMEOUT_S):
-                    up_reader, up_writer = await asyncio.open_connection(address, port)
+            forward = b"" if request.tunnel else request.forward(())
+            entry["bytes_out"] = len(forward)
+            answer = _ESTABLISHED if request.tunnel else b""
+            try:  # the bytes relayed at the transport level from here (no task or stream per way)
+                await splice(reader, writer, address, port, forward, entry, connect_timeout_s=_CONNECT_TIMEOUT_S,
+                             half_closed_s=_HALF_CLOSED_S, tunnel_answer=answer)  # fmt: skip
             except (OSError, TimeoutError) as exc:
                 raise Refused(f"could not connect: {exc.__class__.__name__}") from None
-            if request.tunnel:
-                writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            else:
-                forward = request.forward(())
-                up_writer.write(forward)
-                entry["bytes_out"] = len(forward)
-            await _pump(reader, writer, up_reader, up_writer, entry)
             entry["status"] = "ok"
         except Refused as refused:
             entry["status"] = f"refused: {refused}"
@@ -278,7 +276,7 @@ class EgressProxy:
             raise Refused(f"could not connect over TLS: {exc.__class__.__name__}") from None
         try:
             assert self._authority is not None
-            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            writer.write(_ESTABLISHED)
             await writer.drain()
             try:
                 await writer.start_tls(self._authority.server_context(host), ssl_handshake_timeout=_CONNECT_TIMEOUT_S)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evaluator_host.jobs.progress import FIRST_CHUNK, Sizer
+from evaluator_host.jobs.progress import ASYNC_ROUNDS, FIRST_CHUNK, Sizer
 
 
 def test_a_first_chunk_slowed_by_start_up_does_not_keep_the_next_ones_small() -> None:
@@ -31,3 +31,5 @@ def test_an_async_evaluators_chunks_keep_its_in_flight_rows_busy() -> None:
     sizer.observe(256, 0.8)  # four rounds of 200 ms judge calls: 3 ms a row
     assert sizer.size() == 256  # 0.25 s / 3 ms = 80 rows: raised to the floor
     assert Sizer(0.25, 100, min_rows=256).size() == 100  # never past job_chunk_rows
+    assert Sizer.for_evaluator(0.25, 4096, 64).min_rows == ASYNC_ROUNDS * 64  # the one place of the rule
+    assert Sizer.for_evaluator(0.25, 4096, 1).min_rows == 1  # a sync evaluator: as the time per row says

@@ -323,3 +323,60 @@ async def test_a_destination_with_headers_is_never_reached_in_the_clear_or_unver
     assert "only https" in log[0]["status"] and "no request over TLS" in log[1]["status"]
     assert untrusted.startswith(b"HTTP/1.1 403") and b"certificate is not trusted" in untrusted
     assert server.heads == []  # the header never left the proxy
+
+
+class Echo:
+    """An HTTP/1.0 server on loopback answering a request's body (``Content-Length`` bytes) back."""
+
+    async def __aenter__(self) -> Echo:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            body = await reader.readexactly(length)
+            writer.write(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+            writer.close()
+
+        self._server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._server.close()
+
+
+async def _send(gate: EgressGate, data: bytes) -> bytes:
+    """``data`` in one write through the gate (a head and what follows it at once); everything answered."""
+    reader, writer = await asyncio.open_unix_connection(str(gate.path))
+    writer.write(data)
+    answer = await reader.read()
+    writer.close()
+    return answer
+
+
+async def _relay_large_bodies_both_ways() -> None:
+    body = bytes(range(256)) * (3 * 4096)  # 3 MiB each way: more than the sockets hold, so reading pauses
+    request = b"POST /echo HTTP/1.0\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    async with Echo() as server:
+        dest = f"api.openai.com:{server.port}"
+        async with gate_of(EgressProxy({"api.openai.com": "127.0.0.1"}), [dest]) as gate:
+            # the tunnel's first bytes sent with the CONNECT head, before its answer: relayed all the same
+            tunnel = await _send(gate, f"CONNECT {dest} HTTP/1.1\r\n\r\n".encode() + request)
+            plain_head = f"POST http://{dest}/echo HTTP/1.1\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            plain = await _send(gate, plain_head + body)
+            await closed(gate)
+            log = gate.take()
+    established = b"HTTP/1.1 200 Connection established\r\n\r\n"
+    answer = b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    assert tunnel == established + answer and plain == answer
+    assert [e["status"] for e in log] == ["ok", "ok"]
+    assert log[0]["bytes_out"] == len(request) and log[0]["bytes_in"] == len(answer)
+    assert log[1]["bytes_in"] == len(answer) and log[1]["bytes_out"] > len(body)  # the head as forwarded, the body
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])  # the service runs on uvloop; the tests' own loops on asyncio
+def test_large_bodies_are_relayed_whole_both_ways_on_either_loop(loop: str) -> None:
+    import uvloop
+
+    run = uvloop.run if loop == "uvloop" else asyncio.run
+    run(asyncio.wait_for(_relay_large_bodies_both_ways(), 20))

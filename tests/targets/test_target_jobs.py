@@ -269,3 +269,38 @@ def test_concurrency_is_bounded_per_workspace_across_its_jobs(client: TestClient
     for job_id in ids:
         assert _finished(client, job_id)["status"] == "succeeded"
     assert llm.peak <= 8
+
+
+# an async evaluator that reports how many of its rows were awaiting at once while it ran
+AWAITING = """import asyncio
+
+NOW = 0
+
+
+async def evaluate(inputs, outputs, trace):
+    global NOW
+    NOW += 1
+    seen = NOW
+    await asyncio.sleep(0.3)
+    seen = max(seen, NOW)
+    NOW -= 1
+    return {"score": 1.0, "details": {"seen": seen}}
+"""
+
+
+def test_an_async_evaluators_chunks_keep_its_rows_in_flight(client: TestClient, llm: LLMServer) -> None:
+    # rows of 0.3 s, 8 in flight: the time-based sizer alone (job_chunk_s 0.25) would hand its worker
+    # chunks of 6 rows at most after the first; the floor of jobs/lanes.py (ASYNC_ROUNDS × in_flight) holds here too
+    body = {"name": "awaiting", "language": "python", "code": AWAITING, "settings": {"max_in_flight": 8}}
+    created = client.post("/v1/evaluators", json=body)
+    assert created.status_code == 201, created.text
+    rows = [{"question": f"aw-{i}"} for i in range(64)]
+    job_body = {"evaluator_id": created.json()["id"], "rows": rows, "parallelism": 1, "target": _target(llm)}
+    started = client.post("/v1/jobs", json=job_body)
+    assert started.status_code == 202, started.text
+    job = _finished(client, started.json()["id"])
+    assert job["status"] == "succeeded" and job["progress"]["failed"] == 0, job
+    page = client.get(f"/v1/jobs/{job['id']}/results", params={"limit": 1000}).json()["data"]
+    seen = [item["result"]["details"]["details"]["seen"] for item in page]
+    assert len(seen) == 64 and max(seen[32:]) == 8, seen  # past the first chunk: the whole in-flight share
+    assert_healthy(client)

@@ -1,0 +1,159 @@
+"""The egress proxy's byte relay: a connection the proxy has judged and let through, spliced to its
+destination at the transport level (:mod:`evaluator_host.sandbox.egress`).
+
+Once a request has passed every check (the head read and parsed, the destination declared and allowed,
+its address checked), what is left is copying bytes both ways. :func:`splice` does that with two small
+:class:`asyncio.Protocol` ends wired to each other's transport, not with two copying tasks over streams:
+no task, future or ``drain`` per chunk, nothing re-read or re-parsed. Per connection: the destination's
+transport (made with the end as its protocol), the sandbox's transport handed over from the stream the
+head was read from (with any bytes read past the head), one future the caller awaits and at most one
+timer. The rules are those the stream relay had:
+
+* bytes are counted into the connection's log entry as they pass (``bytes_out`` from the sandbox,
+  ``bytes_in`` from the destination);
+* back-pressure: when one end's transport cannot take more, the other end stops reading until it can;
+* when one way ends (EOF), the other end is told (``write_eof``) and the other way may go on for
+  ``half_closed_s`` at most; when both ways have ended, or either connection is lost, the relay is done
+  and both transports close (what they still hold is sent first).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+__all__ = ["splice"]
+
+
+class _End(asyncio.Protocol):
+    """One side of a relayed connection: what it receives goes to its peer's transport."""
+
+    def __init__(self, relay: _Relay, counter: str) -> None:
+        self.relay = relay
+        self.counter = counter  # the log entry's key its received bytes count into
+        self.transport: asyncio.Transport | None = None
+        self.peer: _End | None = None
+        self.pending: list[bytes] = []  # received before the relay was wired (a destination that speaks first)
+        self.ended = False  # this way is over (EOF received, or the connection lost)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport subclasses
+
+    def data_received(self, data: bytes) -> None:
+        self.relay.entry[self.counter] += len(data)
+        peer = self.peer
+        if peer is None or peer.transport is None:
+            self.pending.append(data)
+        elif not peer.transport.is_closing():
+            peer.transport.write(data)
+
+    def eof_received(self) -> bool:
+        self.relay.way_ended(self)
+        return True  # keep the transport: the other way may still write to it
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.ended = True
+        self.relay.finish()
+
+    def pause_writing(self) -> None:
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.pause_reading()  # this end's transport is full: its source waits
+
+    def resume_writing(self) -> None:
+        if self.peer is not None and self.peer.transport is not None and not self.peer.transport.is_closing():
+            self.peer.transport.resume_reading()
+
+
+class _Relay:
+    """Both ends of one relayed connection and when it is over."""
+
+    def __init__(self, entry: dict[str, Any], half_closed_s: float) -> None:
+        self.entry = entry
+        self.half_closed_s = half_closed_s
+        self.loop = asyncio.get_running_loop()
+        self.done: asyncio.Future[None] = self.loop.create_future()
+        self.sandbox = _End(self, "bytes_out")
+        self.destination = _End(self, "bytes_in")
+        self.sandbox.peer, self.destination.peer = self.destination, self.sandbox
+        self._timer: asyncio.TimerHandle | None = None
+
+    def way_ended(self, end: _End) -> None:
+        if end.ended:
+            return
+        end.ended = True
+        peer = end.peer
+        assert peer is not None
+        if peer.ended:
+            self.finish()
+            return
+        transport = peer.transport
+        if transport is not None and not transport.is_closing() and transport.can_write_eof():
+            try:
+                transport.write_eof()
+            except OSError:
+                self.finish()
+                return
+        if self._timer is None:  # the other way may still finish its answer, this long
+            self._timer = self.loop.call_later(self.half_closed_s, self.finish)
+
+    def finish(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        for end in (self.sandbox, self.destination):
+            if end.transport is not None:
+                end.transport.close()
+
+
+async def splice(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    address: str,
+    port: int,
+    first: bytes,
+    entry: dict[str, Any],
+    *,
+    connect_timeout_s: float,
+    half_closed_s: float,
+    tunnel_answer: bytes = b"",
+) -> None:
+    """Connect to ``address:port`` (``OSError`` or ``TimeoutError`` past ``connect_timeout_s``: nothing was
+    said to the sandbox yet), send it ``first`` (a forwarded request's head), tell the sandbox
+    ``tunnel_answer`` (a ``CONNECT``'s ``200``), then relay both ways until done (see the module docstring).
+    The sandbox's connection (``reader``, ``writer``: the head already read from it) is handed over to the
+    relay; the caller closes ``writer`` afterwards as before."""
+    relay = _Relay(entry, half_closed_s)
+    loop = relay.loop
+    try:
+        async with asyncio.timeout(connect_timeout_s):
+            made, _ = await loop.create_connection(lambda: relay.destination, address, port)
+        relay.destination.connection_made(made)  # uvloop calls it after create_connection returns: same transport
+        if first:
+            relay.destination.transport.write(first)  # type: ignore[union-attr]
+        transport = cast(asyncio.Transport, writer.transport)
+        if tunnel_answer:
+            transport.write(tunnel_answer)
+        # the sandbox's connection: from its stream to the relay, with what the stream read past the head
+        buffered: bytearray = reader._buffer  # type: ignore[attr-defined]  # noqa: SLF001 - handed over, not read
+        leftover = bytes(buffered)
+        buffered.clear()
+        at_eof = reader.at_eof()  # the sandbox's way had ended already (its buffer is empty now)
+        transport.set_protocol(relay.sandbox)
+        relay.sandbox.connection_made(transport)
+        if leftover:
+            relay.sandbox.data_received(leftover)
+        for data in relay.destination.pending:
+            transport.write(data)
+        relay.destination.pending.clear()
+        if relay.destination.ended and not transport.is_closing() and transport.can_write_eof():
+            transport.write_eof()  # the destination's way ended before the relay was wired
+        if at_eof:
+            relay.way_ended(relay.sandbox)
+        elif not transport.is_reading():
+            transport.resume_reading()  # the stream may have paused it (a full buffer)
+        await relay.done
+    finally:
+        relay.close()
