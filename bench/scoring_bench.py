@@ -242,11 +242,29 @@ def measure_e2e(quiet_s: float) -> dict[str, Any]:
                     if int(conn.scalar(done_query) or 0) >= len(ends):
                         break
                 time.sleep(0.2)
-            query = select(OnlineScoreRow.trace_id, OnlineScoreRow.scored_at).where(OnlineScoreRow.state == "done")
+            query = (
+                select(OnlineScoreRow.trace_id, OnlineScoreRow.scored_at, OnlineTraceRow.last_span_at)
+                .add_columns(OnlineTraceRow.ready_at)
+                .join(OnlineTraceRow, OnlineTraceRow.trace_id == OnlineScoreRow.trace_id)
+                .where(OnlineScoreRow.state == "done")
+            )
             with engine.connect() as conn:
-                scored = {t: as_utc(s).timestamp() for t, s in conn.execute(query) if s is not None}
+                scored = {
+                    t: tuple(as_utc(x).timestamp() for x in (last, ready, s))
+                    for t, s, last, ready in conn.execute(query)
+                    if s is not None and ready is not None
+                }
             engine.dispose()
-    lags = [scored[t] - e / 1e9 for t, e in ends.items() if t in scored]
+    lags = [scored[t][2] - e / 1e9 for t, e in ends.items() if t in scored]
+    # where it went: SDK + receiver (end -> last span stored), quiet period + assembly pass (-> ready),
+    # routing + scoring (-> scored)
+    parts = {
+        "to_stored": [scored[t][0] - e / 1e9 for t, e in ends.items() if t in scored],
+        "to_ready": [v[1] - v[0] for v in scored.values()],
+        "to_scored": [v[2] - v[1] for v in scored.values()],
+    }
+    for name, xs in parts.items():
+        out[f"{name}_p50_s"], out[f"{name}_p99_s"] = (pct(xs, 50), pct(xs, 99)) if xs else (None, None)
     out.update(
         sent=sum(n for n, _, _ in made),
         scored=len(lags),
@@ -275,6 +293,16 @@ def render_e2e(runs: list[dict[str, Any]], ready: dict[str, Any]) -> str:
             f"{r['scored']}/{r['sent']} scored, {r['sent_rate']:.0f} traces/s sent, load {r['load']:.1f} |"
         )
     behind = max(r.get("behind_s", 0.0) for r in runs) * 1000
+
+    def part(r: dict[str, Any], name: str) -> str:
+        if r.get(f"{name}_p50_s") is None:
+            return "-"
+        return f"{r[f'{name}_p50_s'] * 1000:.0f} / {r[f'{name}_p99_s'] * 1000:.0f} ms"
+
+    split = "\n".join(
+        f"| {r['quiet_s']:g} s | {part(r, 'to_stored')} | {part(r, 'to_ready')} | {part(r, 'to_scored')} |"
+        for r in runs
+    )
     return f"""
 End to end (`SCORING_MODE=e2e`, the lag a user sees): {EXPORTERS} app processes with the OpenTelemetry
 Python SDK (`BatchSpanProcessor` with a schedule delay of {SDK_DELAY_MS} ms, the OTLP/HTTP protobuf
@@ -291,6 +319,13 @@ most {behind:.0f} ms behind their schedule.
 
 Goal p99 ≤ {GOAL_P99_S:.0f} s end to end — {"; ".join(verdicts) or "not measured"} (a trace is not ready
 before the quiet period has passed since its last span arrived, so at the default 2 s it cannot be met).
+
+Where it went (p50 / p99 of each step, from the trace's stored times: `last_span_at` is when its last
+span was stored, `ready_at` when assembly made it ready):
+
+| quiet | span end → stored (SDK batch, export, receiver) | → ready (quiet, assembly pass) | → scored (route, score) |
+|---|---|---|---|
+{split}
 """
 
 
