@@ -301,8 +301,10 @@ def main() -> int:
         async_section, async_summary = async_bench.render(async_bench.measure(backend))
         doc += async_section
         print(async_summary)
-    scoring_section, scoring_summary = scoring_bench.render(scoring_bench.measure())
-    doc += scoring_section
+    ready = scoring_bench.measure()
+    scoring_section, scoring_summary = scoring_bench.render(ready)
+    e2e = [scoring_bench.measure_e2e(quiet) for quiet in scoring_bench.QUIET_PERIODS]
+    doc += scoring_section + scoring_bench.render_e2e(e2e, ready)
     print(scoring_summary)
     flame = flame_graph.record("process")
     if flame is not None:

@@ -160,7 +160,9 @@ class Services:
     @functools.cached_property
     def assembly(self) -> Assembly:
         """The periodic pass making quiet traces ready, and raw-span retention."""
-        return Assembly(self.settings, self.ingest.store, self.ingest, self.pool.metrics)
+        return Assembly(
+            self.settings, self.ingest.store, self.ingest, self.pool.metrics, on_ready=lambda: self.online.router.wake()
+        )
 
     @classmethod
     def start(cls, settings: Settings, role: str = "service") -> Services:

@@ -338,7 +338,10 @@ class Settings(BaseSettings):
         description="Raw spans older than this are deleted, with their traces once routed (or as old).",
     )
     online_assembly_s: float = Field(
-        0.5, gt=0, description="How often assembly marks quiet traces ready (and retention sweeps, every 60 runs)."
+        0.1,
+        gt=0,
+        description="How often assembly marks quiet traces ready (up to this much is added to a trace's "
+        "scoring lag; retention sweeps every 10 s).",
     )
 
     python_executable: str = Field(default_factory=_default_python, description="Interpreter for user code.")

@@ -1,17 +1,20 @@
 """Assembly and raw-span retention: the periodic task that turns quiet traces ``ready`` and forgets old spans.
 
-Every ``online_assembly_s`` (half a second) one pass (:meth:`Assembly.tick`):
+Every ``online_assembly_s`` (a tenth of a second) one pass (:meth:`Assembly.tick`):
 
 * marks ``ready`` every ``open`` trace whose root span has ended (``root_ended_at`` set) and that got
   no span for ``online_quiet_period_s``; and — the fallback for a root that never arrives ended (a
   crashed app, a lost export) — every ``open`` trace whose last span is older than
   ``online_trace_timeout_s``, root or not (it is scored with the spans it has);
-* reads the number of open traces (the ``evaluator_host_online_open_traces`` gauge).
+* reads the number of open traces (the ``evaluator_host_online_open_traces`` gauge);
+* when it made traces ready, calls ``on_ready`` (the router's wake-up: routing starts at once
+  instead of at the end of the router's poll period).
 
-Every ``_SWEEP_EVERY`` passes it also deletes the spans received over ``online_span_retention_s`` ago
-and the traces whose last span is that old (whatever their state: past retention nothing can score
-them again), then recounts the stored spans (the receiver's 503 bound). Passes are idempotent
-conditional statements, so several services sharing one database may all run them. A failed pass
+At the first pass and then every ``_SWEEP_S`` (10 s of the clock; at once if it went back) a pass
+also deletes the spans received over ``online_span_retention_s`` ago and the traces whose last span
+is that old (whatever their state: past retention nothing can score them again), then recounts the
+stored spans (the receiver's 503 bound). Passes are idempotent conditional statements, so several
+services sharing one database may all run them. A failed pass
 is logged and the next one tries again; the service goes on. The clock is injected (``clock``).
 """
 
@@ -33,7 +36,7 @@ __all__ = ["Assembly"]
 
 log = logging.getLogger(__name__)
 
-_SWEEP_EVERY = 20  # passes between retention sweeps (10 s at the default period)
+_SWEEP_S = 10.0  # seconds between retention sweeps (a sweep recounts every stored span: not every pass)
 
 
 class Assembly:
@@ -46,13 +49,15 @@ class Assembly:
         ingest: Ingest,
         metrics: Metrics,
         clock: Callable[[], datetime] = utcnow,
+        on_ready: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.ingest = ingest
         self.metrics = metrics
         self.clock = clock
-        self._passes = 0
+        self.on_ready = on_ready
+        self._swept: datetime | None = None
         self._task: asyncio.Task[None] | None = None
 
     def tick(self) -> int:
@@ -62,9 +67,9 @@ class Assembly:
         made = self.store.mark_ready(now, s.online_quiet_period_s, s.online_trace_timeout_s)
         if made:
             self.metrics.online_ready.inc(made)
-        if self._passes % _SWEEP_EVERY == 0:
+        if self._swept is None or not 0 <= (now - self._swept).total_seconds() < _SWEEP_S:
             self.sweep(now)
-        self._passes += 1
+            self._swept = now
         self.metrics.online_open.set(self.store.count_open())
         return made
 
@@ -85,7 +90,8 @@ class Assembly:
     async def _loop(self) -> None:
         while True:
             try:
-                await asyncio.to_thread(self.tick)
+                if await asyncio.to_thread(self.tick) and self.on_ready is not None:
+                    self.on_ready()
             except Exception:  # a database hiccup: the next pass tries again
                 log.exception("online assembly pass failed")
             await asyncio.sleep(self.settings.online_assembly_s)

@@ -10,9 +10,10 @@ Contract:
 * :func:`decide` — for each rule (enabled, not deleted: the store reads only those) the evaluated
   span: with no filter the root (the trace row's root span), else the first matching span in start
   order; a trace no span of which matches, or that sampling leaves out, gets no row.
-* :class:`Router` — every ``online_poll_s`` (at once again while batches come back full) routes a
-  batch of ready traces through :meth:`ScoreQueue.route` in a thread (one transaction per batch),
-  counts drops, keeps the backlog figure for ``/healthz`` and the backlog gauge, and wakes the scorer.
+* :class:`Router` — every ``online_poll_s``, at once when :meth:`Router.wake` is called (assembly made
+  traces ready) and at once again while batches come back full, routes a batch of ready traces
+  through :meth:`ScoreQueue.route` in a thread (one transaction per batch), counts drops, keeps
+  the backlog figure for ``/healthz`` and the backlog gauge, and wakes the scorer.
 """
 
 from __future__ import annotations
@@ -91,11 +92,16 @@ class Router:
         self.settings = settings
         self.queue = queue
         self.metrics = metrics
-        self.wake = wake
+        self.wake_scorer = wake
         self.backlog = 0  # rows queued or running at the last batch (every service's)
         self.dropped = 0  # rows this process stored dropped
         self._task: asyncio.Task[None] | None = None
+        self._event = asyncio.Event()
         metrics.watch_online(lambda: self.backlog)
+
+    def wake(self) -> None:
+        """Route now (assembly made traces ready), not at the end of the poll period."""
+        self._event.set()
 
     def start(self) -> None:
         """Start the loop (idempotent)."""
@@ -118,7 +124,7 @@ class Router:
             self.dropped += n
             self.metrics.online_dropped(rule_id, n)
         if routed.queued:
-            self.wake()
+            self.wake_scorer()
         return routed
 
     async def _loop(self) -> None:
@@ -129,4 +135,6 @@ class Router:
                     continue
             except Exception:  # a database hiccup: the next period tries again
                 log.exception("routing ready traces failed")
-            await asyncio.sleep(self.settings.online_poll_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._event.wait(), self.settings.online_poll_s)
+            self._event.clear()

@@ -4,6 +4,7 @@ bound, and two routers on one database routing each trace once."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -11,7 +12,9 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from evaluator_host.online.router import decide, sampled
+from evaluator_host.observability.metrics import Metrics
+from evaluator_host.online.router import Router, decide, sampled
+from evaluator_host.settings import Settings
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.online_rules import RuleStore
 from evaluator_host.store.online_scores import ScoreQueue
@@ -184,3 +187,29 @@ def test_concurrent_claimers_split_the_queue_without_overlap(engine: Engine) -> 
     a, b = set(taken["svc-a"]), set(taken["svc-b"])
     assert not a & b and len(a | b) == 150
     assert {r.state for r in score_rows(engine)} == {"done"}
+
+
+def test_a_woken_router_routes_at_once_not_at_the_end_of_its_poll_period(engine: Engine) -> None:
+    """Assembly wakes the router when it made traces ready: with an hour's poll period, a trace made
+    ready after the router's first pass is routed only because of the wake-up (bounded wait)."""
+    rule(RuleStore(engine))
+    woke_scorer: list[int] = []
+    router = Router(Settings(online_poll_s=3600.0), ScoreQueue(engine), Metrics(), lambda: woke_scorer.append(1))
+
+    async def scenario() -> str:
+        router.start()
+        try:
+            await asyncio.sleep(0.2)  # the first pass: nothing ready yet
+            trace_id = await asyncio.to_thread(chat_trace, engine)
+            router.wake()
+            for _ in range(100):
+                if (await asyncio.to_thread(trace_states, engine))[trace_id] == "routed":
+                    break
+                await asyncio.sleep(0.05)
+            return trace_id
+        finally:
+            await router.close()
+
+    trace_id = asyncio.run(scenario())
+    assert trace_states(engine)[trace_id] == "routed"
+    assert len(score_rows(engine)) == 1 and woke_scorer  # queued, and the scorer told

@@ -83,8 +83,9 @@ def _trace(engine: Engine, trace_id: str) -> Any:
 
 
 def _ready(engine: Engine, trace_id: str) -> Any:
+    """The trace once assembled: ``ready``, or already ``routed`` (assembly wakes the router at once)."""
     found = _trace(engine, trace_id)
-    return found if found is not None and found.state == "ready" else None
+    return found if found is not None and found.state in ("ready", "routed") and found.ready_at else None
 
 
 def test_an_sdk_instrumented_app_exports_to_the_service(tmp_path: Path, database_url: str) -> None:
