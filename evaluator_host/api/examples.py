@@ -82,6 +82,69 @@ _CALLS_API = (
     '    return urllib.request.urlopen("https://api.openai.com/v1/models").status == 200\n'
 )
 _INJECTING = {"host": "api.openai.com:443", "headers": {"Authorization": "Bearer {{secret:OPENAI_API_KEY}}"}}
+_T = "4bf92f3577b34da6a3ce929d0e0e4736"
+_FILTER = {
+    "service_name": "chat-api",
+    "span_name": "chat",
+    "attributes": [{"key": "deployment.environment", "equals": "prod"}],
+}
+_MAPPING = {"inputs": "root.attributes.ag.data.inputs", "outputs": "span[name=llm].outputs"}
+_RULE = {
+    "id": "rule_3f9a2c", "name": "prod-chats", "evaluator_id": "ev_8c1f2d", "revision": None, "filter": _FILTER,
+    "sampling_rate": 0.5, "mapping": _MAPPING, "enabled": True, "created_at": _WHEN, "updated_at": _WHEN,
+}  # fmt: skip
+_SCORE = {
+    "rule_id": _RULE["id"], "trace_id": _T, "span_id": "00f067aa0ba902b7", "state": "done", "status": "ok",
+    "score": 1.0, "passed": True, "label": None, "evaluator_id": "ev_8c1f2d", "revision": 1,
+    "runtime_id": "python-ab541290a9a78bc6d9bf", "attempts": 1, "enqueued_at": _WHEN, "scored_at": _WHEN,
+    "duration_ms": 1.9, "result": {"status": "ok", "score": 1.0, "passed": True},
+}  # fmt: skip
+_BUCKET = {"start": _WHEN, "count": 20, "ok": 20, "errors": 0, "mean_score": 0.65, "pass_rate": 0.65, "labels": {}}
+_SUMMARY = {
+    "trace_id": _T, "state": "routed", "service_name": "chat-api", "root_name": "chat", "span_count": 2,
+    "first_seen_at": _WHEN, "last_span_at": _WHEN, "scores": [_SCORE],
+}  # fmt: skip
+_ONLINE: dict[str, list[Any]] = {
+    "AttributeCondition": [{"key": "deployment.environment", "equals": "prod"}, {"key": "user.id", "exists": True}],
+    "RuleFilter": [_FILTER],
+    "RuleMapping": [_MAPPING],
+    "RuleCreate": [
+        {"evaluator_id": "ev_8c1f2d", "sampling_rate": 1.0},
+        {k: v for k, v in _RULE.items() if "_at" not in k and k != "id"},
+    ],
+    "RulePatch": [{"enabled": False}, {"sampling_rate": 0.1, "revision": 2}],
+    "Rule": [_RULE],
+    "RuleList": [{"data": [_RULE], "count": 1, "next_cursor": None}],
+    "Score": [_SCORE],
+    "ScoreList": [{"data": [_SCORE], "count": 1, "next_cursor": None}],
+    "StatsBucket": [_BUCKET],
+    "RuleStats": [
+        {
+            "rule_id": _RULE["id"],
+            "since": _WHEN,
+            "until": _WHEN,
+            "bucket_s": 60,
+            "buckets": [_BUCKET],
+            "queued": 0,
+            "dropped": 0,
+        }
+    ],
+    "TraceSummary": [_SUMMARY],
+    "TraceList": [{"data": [_SUMMARY], "count": 1, "next_cursor": None}],
+    "TraceDetail": [
+        {
+            "trace_id": _T,
+            "state": "routed",
+            "service_name": "chat-api",
+            "root_span_id": "00f067aa0ba902b7",
+            "trace": {"trace_id": _T, "spans": {}},
+            "inputs": {"prompt": "2+2?"},
+            "outputs": "4",
+            "scores": [_SCORE],
+        }
+    ],  # fmt: skip
+}
+
 EXAMPLES: dict[str, list[Any]] = {
     "Stats": [_STATS],
     "Aggregate": [_AGGREGATE],
@@ -218,6 +281,7 @@ EXAMPLES: dict[str, list[Any]] = {
     "SecretPut": [{"value": "sk-…"}],
     "Secret": [_SECRET],
     "SecretList": [{"data": [_SECRET], "count": 1}],
+    **_ONLINE,
 }
 
 

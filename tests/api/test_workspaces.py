@@ -22,6 +22,8 @@ from tests.support.wait import wait_until
 ADMIN = "operator-key-for-tests"
 LEGACY = "legacy-key-for-tests"
 CODE = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
+TRACE = "a" * 32  # workspace A's trace (sent over OTLP/JSON)
+UNKNOWN_TRACE = "0123456789abcdef" * 2
 LEGACY_CODE = "def evaluate(app_params, inputs, output, correct_answer):\n    return 1.0\n"  # migrate reads rows
 
 
@@ -49,6 +51,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         assert job.status_code == 202, job.text
         wait_until(lambda: client.get(f"/v1/jobs/{job.json()['id']}", headers=ha).json()["status"] == "succeeded")
         assert client.put("/v1/secrets/TOKEN", json={"value": "a-secret-value-1234"}, headers=ha).status_code == 204
+        rule = client.post("/v1/online-rules", json={"evaluator_id": ev.json()["id"]}, headers=ha)
+        assert rule.status_code == 201, rule.text
+        span = {"traceId": TRACE, "spanId": "b" * 16, "name": "chat", "startTimeUnixNano": "1", "endTimeUnixNano": "2"}
+        otlp = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+        assert client.post("/v1/traces", json=otlp, headers=ha).status_code == 200
         body_b = {"name": "b", "language": "python", "code": LEGACY_CODE}
         ev_b = client.post("/v1/evaluators", json=body_b, headers=hb).json()
         yield {
@@ -62,6 +69,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             "ds": ds.json()["id"],
             "job": job.json()["id"],
             "ev_b": ev_b["id"],
+            "rule": rule.json()["id"],
+            "trace": TRACE,
         }
 
 
@@ -88,6 +97,12 @@ BY_ID = [
     ("POST", "/v1/jobs", {"evaluator_id": "{ev}", "rows": [{"outputs": 1}]}),
     ("POST", "/v1/jobs", {"evaluator_id": "{ev_b}", "dataset_id": "{ds}"}),
     ("DELETE", "/v1/secrets/TOKEN", None),
+    ("GET", "/v1/online-rules/{rule}", None),
+    ("PATCH", "/v1/online-rules/{rule}", {"enabled": False}),
+    ("DELETE", "/v1/online-rules/{rule}", None),
+    ("GET", "/v1/online-rules/{rule}/scores", None),
+    ("GET", "/v1/online-rules/{rule}/stats", None),
+    ("GET", "/v1/traces/{trace}", None),
 ]
 # Routes without an id of another workspace to try; what they show is checked below.
 WITHOUT_ID = {
@@ -95,6 +110,10 @@ WITHOUT_ID = {
     ("POST", "/v1/inspect"),
     ("POST", "/v1/migrate"),
     ("POST", "/v1/traces"),
+    # a rule naming another workspace's evaluator: 422, as an unknown evaluator (tests/online/test_scoring.py)
+    ("POST", "/v1/online-rules"),
+    ("GET", "/v1/online-rules"),
+    ("GET", "/v1/traces"),
     ("GET", "/v1/evaluators"),
     ("POST", "/v1/evaluators"),
     ("GET", "/v1/datasets"),
@@ -133,7 +152,7 @@ def _fill(value: Any, ids: dict[str, Any]) -> Any:
 
 def _neutral(body: Any) -> Any:
     """An error body with ids and names replaced, to compare two 404s."""
-    return re.sub(r"(ev|ds|job)_[0-9a-zA-Z]+|TOKEN|NOSUCH", "<id>", str(body))
+    return re.sub(r"(ev|ds|job|rule)_[0-9a-zA-Z]+|[0-9a-f]{32}|TOKEN|NOSUCH", "<id>", str(body))
 
 
 def test_the_table_covers_every_v1_route(world: dict[str, Any]) -> None:
@@ -142,6 +161,7 @@ def test_the_table_covers_every_v1_route(world: dict[str, Any]) -> None:
     templated = {(m, re.sub(r"\{(ev|ev_b)\}", "{evaluator_id}", p.split("?")[0])) for m, p, _ in BY_ID}
     templated = {(m, p.replace("{ds}", "{dataset_id}").replace("{job}", "{job_id}")) for m, p in templated}
     templated = {(m, p.replace("/TOKEN", "/{name}")) for m, p in templated}
+    templated = {(m, p.replace("{rule}", "{rule_id}").replace("{trace}", "{trace_id}")) for m, p in templated}
     assert routes == templated | WITHOUT_ID | SHARED | OPERATOR
 
 
@@ -151,7 +171,10 @@ def test_another_workspaces_id_answers_exactly_like_an_unknown_id(
 ) -> None:
     client = world["client"]
     theirs = client.request(method, _fill(path, world), json=_fill(body, world), headers=world["hb"])
-    missing = {"ev": "ev_NOSUCH", "ds": "ds_NOSUCH", "job": "job_NOSUCH", "ev_b": world["ev_b"]}
+    missing = {
+        "ev": "ev_NOSUCH", "ds": "ds_NOSUCH", "job": "job_NOSUCH", "ev_b": world["ev_b"],
+        "rule": "rule_NOSUCH", "trace": UNKNOWN_TRACE,
+    }  # fmt: skip
     if "TOKEN" in path:
         path = path.replace("TOKEN", "NOSUCH")
     unknown = client.request(method, _fill(path, missing), json=_fill(body, missing), headers=world["hb"])
@@ -170,11 +193,13 @@ def test_a_still_owns_everything_after_bs_attempts(world: dict[str, Any]) -> Non
 
 def test_lists_show_only_the_workspaces_own(world: dict[str, Any]) -> None:
     client, ha, hb = world["client"], world["ha"], world["hb"]
-    for path in ("/v1/evaluators", "/v1/datasets", "/v1/jobs", "/v1/secrets"):
+    for path in ("/v1/evaluators", "/v1/datasets", "/v1/jobs", "/v1/secrets", "/v1/online-rules"):
         mine = {str(item.get("id", item.get("name"))) for item in client.get(path, headers=ha).json()["data"]}
         theirs = {str(item.get("id", item.get("name"))) for item in client.get(path, headers=hb).json()["data"]}
         assert not mine & theirs, path
     assert {e["id"] for e in client.get("/v1/evaluators", headers=hb).json()["data"]} == {world["ev_b"]}
+    assert client.get("/v1/traces", headers=hb).json()["data"] == []
+    assert [t["trace_id"] for t in client.get("/v1/traces", headers=ha).json()["data"]] == [TRACE]
     assert client.get("/v1/evaluators", headers=auth(LEGACY)).json()["data"] == []  # the default workspace's
 
 
