@@ -224,8 +224,10 @@ def test_hostile_rules_store_results_and_the_service_stays_healthy(world: dict[s
         headers=ha,
     )
     assert after.status_code == 200 and after.json()["status"] == "ok"
-    healthy_trace = chat_trace(world["engine"], workspace=ws_a)
+    # the rule first: a trace is routed once, with the rules that exist when it is (a rule made after
+    # its trace was routed never scores it — docs/online.md, How it works)
     again = client.post("/v1/online-rules", json={"evaluator_id": fine}, headers=ha).json()["id"]
+    healthy_trace = chat_trace(world["engine"], workspace=ws_a)
     assert next(s for s in scored(client, ha, healthy_trace, 5)["scores"] if s["rule_id"] == again)["score"] == 1.0
     ids["again"] = again
     for rule_id in ids.values():
