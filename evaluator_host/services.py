@@ -294,10 +294,10 @@ class Services:
                 await self.runtimes.close()
             if "retention" in self.__dict__:
                 await self.retention.close()
+            if "assembly" in self.__dict__:  # first: it wakes the online router
+                await self.assembly.close()
             if "online" in self.__dict__:
                 await self.online.close()
-            if "assembly" in self.__dict__:
-                await self.assembly.close()
             await self.runner.close()
             await self.evaluators.close()
             await self.pool.close()
