@@ -12,11 +12,11 @@ import json
 import sys
 from typing import Any
 
-import httpx
 from rich.console import Console
 from rich.table import Column, Table
 
 from evaluator_host.cli.inputs import UsageError
+from evaluator_host.cli.remote import call_service
 from evaluator_host.settings import Settings
 
 __all__ = ["add_parsers"]
@@ -25,26 +25,10 @@ _QUOTAS = ("max_concurrent_jobs", "max_warm_workers", "max_dataset_bytes", "max_
 
 
 def _call(args: argparse.Namespace, method: str, path: str, body: Any = None, **params: Any) -> Any:
-    settings = Settings()
-    server = args.server or f"http://{settings.host}:{settings.port}"
-    key = args.admin_key or settings.admin_key
+    key = args.admin_key or Settings().admin_key
     if not key:
         raise UsageError("the operator key is needed: --admin-key or EVALUATOR_HOST_ADMIN_KEY")
-    headers = {"Authorization": f"Bearer {key}"}
-    try:
-        response = httpx.request(
-            method, server.rstrip("/") + path, json=body, params=params or None, headers=headers, timeout=30
-        )
-    except httpx.TransportError as exc:
-        raise UsageError(f"cannot reach the service at {server}: {exc}") from exc
-    if response.status_code >= 400:
-        try:
-            error = response.json()["error"]
-            message = f"{error['type']}: {error['message']}"
-        except (ValueError, KeyError, TypeError):
-            message = response.text[:500]
-        raise UsageError(f"{method} {path} answered {response.status_code}: {message}")
-    return response.json() if response.content else None
+    return call_service(args.server, key, method, path, body, **params)
 
 
 def _print(args: argparse.Namespace, data: Any, columns: list[str]) -> None:

@@ -15,12 +15,11 @@ import os
 import sys
 from typing import Any
 
-import httpx
 from rich.console import Console
 from rich.table import Column, Table
 
 from evaluator_host.cli.inputs import UsageError
-from evaluator_host.settings import Settings
+from evaluator_host.cli.remote import call_service
 
 __all__ = ["add_parser"]
 
@@ -29,25 +28,7 @@ _RULE_COLUMNS = ["id", "name", "evaluator_id", "revision", "sampling_rate", "ena
 
 
 def _call(args: argparse.Namespace, method: str, path: str, body: Any = None, **params: Any) -> Any:
-    settings = Settings()
-    server = args.server or f"http://{settings.host}:{settings.port}"
-    key = args.api_key or os.environ.get(API_KEY_ENV)
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    query = {k: v for k, v in params.items() if v is not None}
-    try:
-        response = httpx.request(
-            method, server.rstrip("/") + path, json=body, params=query or None, headers=headers, timeout=30
-        )
-    except httpx.TransportError as exc:
-        raise UsageError(f"cannot reach the service at {server}: {exc}") from exc
-    if response.status_code >= 400:
-        try:
-            error = response.json()["error"]
-            message = f"{error['type']}: {error['message']}"
-        except (ValueError, KeyError, TypeError):
-            message = response.text[:500]
-        raise UsageError(f"{method} {path} answered {response.status_code}: {message}")
-    return response.json() if response.content else None
+    return call_service(args.server, args.api_key or os.environ.get(API_KEY_ENV), method, path, body, **params)
 
 
 def _cell(value: Any) -> str:
