@@ -15,7 +15,8 @@ the real service started as a subprocess, in one run:
   (``TIMED_CODE``: the same client, ``time.time()`` before the connect, after it and after the answer,
   returned in ``details``) and the judge its own (a request's head read, its answer written): where a
   row's time beyond the judge's 200 ms goes, hop by hop, and the CPU per row of each process on the path
-  (the service, each of its sandbox processes, this one). One clock: the sandbox shares the host's.
+  (the service, each of its sandbox processes on the process backend — a container's are not its
+  descendants —, this one). One clock: the sandbox shares the host's.
 """
 
 from __future__ import annotations
