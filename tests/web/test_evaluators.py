@@ -109,3 +109,23 @@ def test_migrating_code_whose_answers_change_shows_the_differing_cases_and_saves
     page.get_by_role("button", name="Equivalence run on the Editor's cases").click()
     expect(page.locator(".equivalence")).to_contain_text("differ")
     assert service.get(f"/v1/evaluators/{created['id']}").json()["revision"] == 1
+
+
+def test_each_revision_shows_its_own_time_and_repeated_names_show_ids(page: Page, service: httpx.Client) -> None:
+    """Issue 34 point 5: the revision list shows when each revision was saved (not the evaluator's
+    creation time for all), and two evaluators of one name are told apart by their ids."""
+    first = service.post("/v1/evaluators", json={"name": "twin", "language": "python", "code": V1}).json()
+    service.patch(f"/v1/evaluators/{first['id']}", json={"code": V2})
+    second = service.post("/v1/evaluators", json={"name": "twin", "language": "python", "code": V1}).json()
+    revisions = service.get(f"/v1/evaluators/{first['id']}/revisions").json()["data"]
+    assert revisions[0]["updated_at"] != revisions[1]["updated_at"]  # the API gives each revision's time
+    page.goto("/")
+    open_screen(page, "Evaluators")
+    rows = page.locator(".evaluator-list tr", has_text="twin")
+    expect(rows).to_have_count(2)
+    expect(rows.filter(has_text=first["id"])).to_have_count(1)
+    expect(rows.filter(has_text=second["id"])).to_have_count(1)
+    rows.filter(has_text=first["id"]).click()
+    for revision in revisions:
+        saved = page.locator(f".revisions tr[data-revision='{revision['revision']}'] td[data-saved]")
+        expect(saved).to_have_attribute("data-saved", revision["updated_at"])

@@ -87,3 +87,14 @@ def test_a_failed_build_is_said_once_and_marked_in_the_packages_panel(page: Page
     expect(pin).to_contain_text("✗ build failed")
     expect(page.locator(".runtime")).to_contain_text("failed to build")
     expect(page.locator(".runtime code.runtime-id")).to_have_css("white-space", "nowrap")
+
+
+def test_the_key_dialog_on_an_open_service_says_no_key_is_needed(page: Page) -> None:
+    """Issue 34 point 6: the service has no keys, so the dialog is not "API key required"."""
+    page.goto("/")
+    expect(page.locator(".interface")).to_contain_text("evaluate(inputs, outputs, trace)")  # /v1 answered
+    page.get_by_role("button", name="API key", exact=True).click()
+    dialog = page.get_by_role("dialog", name="API key (optional)")
+    expect(dialog).to_be_visible()
+    expect(dialog).to_contain_text("This service is open")
+    expect(dialog).not_to_contain_text("required")

@@ -3,7 +3,7 @@
 // target that generates each row's outputs first (jobtarget.ts), its usage and each row's generation.
 
 import { api, describe, download } from "./api";
-import { brief, fill, h, num, option, toast, when } from "./dom";
+import { brief, fill, h, named, num, option, toast, when } from "./dom";
 import { generationCell, stopView, TargetForm, TargetFormError, usageView } from "./jobtarget";
 import { aggregateView, statusBadge } from "./results";
 import type { Dataset, Evaluator, FieldMapping, Job, JobResultItem, Page, RowPage } from "./types";
@@ -80,10 +80,10 @@ export class JobsScreen {
         api<Page<Evaluator>>("GET", "/v1/evaluators?limit=200"),
         api<Page<Job>>("GET", "/v1/jobs?limit=20"),
       ]);
-      fill(this.datasetSelect, option("", "—"), datasets.data.map((d) => option(d.id, `${d.name} (${d.row_count} rows)`, d.id === this.dataset?.id)));
+      fill(this.datasetSelect, option("", "—"), datasets.data.map((d) => option(d.id, `${named(d, datasets.data)} (${d.row_count} rows, ${when(d.created_at)})`, d.id === this.dataset?.id)));
       const chosen = this.evaluatorSelect.value;
-      fill(this.evaluatorSelect, evaluators.data.map((e) => option(e.id, `${e.name} (r${e.revision})`, e.id === chosen)));
-      const names = new Map(evaluators.data.map((e) => [e.id, e.name]));
+      fill(this.evaluatorSelect, evaluators.data.map((e) => option(e.id, `${named(e, evaluators.data)} (r${e.revision})`, e.id === chosen)));
+      const names = new Map(evaluators.data.map((e) => [e.id, named(e, evaluators.data)]));
       await this.loadRevisions();
       fill(
         this.jobsBody,

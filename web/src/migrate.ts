@@ -2,7 +2,7 @@
 
 import { ApiError, api, describe } from "./api";
 import type { CasesEditor } from "./cases";
-import { fill, h, num, option, toast } from "./dom";
+import { fill, h, named, num, option, toast } from "./dom";
 import { CodeEditor } from "./editor";
 import { statusBadge, unifiedDiff } from "./results";
 import type { BatchResponse, Evaluator, EvaluatorMigrateResponse, Language, MigrateResponse, Page, EvaluationResult } from "./types";
@@ -68,7 +68,7 @@ export class MigrateScreen {
   async refresh(): Promise<void> {
     try {
       const page = await api<Page<Evaluator>>("GET", "/v1/evaluators?limit=200");
-      fill(this.evaluatorSelect, option("", "—"), page.data.map((e) => option(e.id, `${e.name} (${e.interface}, r${e.revision})`, e.id === this.source?.id)));
+      fill(this.evaluatorSelect, option("", "—"), page.data.map((e) => option(e.id, `${named(e, page.data)} (${e.interface}, r${e.revision})`, e.id === this.source?.id)));
     } catch {
       fill(this.evaluatorSelect, option("", "—"));
     }
