@@ -26,7 +26,10 @@ document.documentElement.dataset.theme = dark ? "dark" : "light";
 
 const playground = new Playground(dark);
 const evaluators = new EvaluatorsScreen(playground.cases, (e) => openInEditor(e), (e) => migrateEvaluator(e));
-const migrate = new MigrateScreen(playground.cases, dark, () => void evaluators.refresh());
+const migrate = new MigrateScreen(dark, () => void evaluators.refresh(), (definition) => {
+  playground.openUnsaved(definition);
+  location.hash = "#editor";
+});
 const jobs = new JobsScreen();
 const online = new OnlineScreen();
 const screens: Record<Screen, { element: HTMLElement; refresh?: () => Promise<void>; setVisible?: (shown: boolean) => void }> = {
