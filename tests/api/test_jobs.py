@@ -90,6 +90,7 @@ def test_upload_every_format(client: TestClient) -> None:
     multipart = client.post("/v1/datasets", files={"file": ("rows.csv", text.getvalue().encode(), "text/plain")})
     assert multipart.status_code == 201, multipart.text
     assert multipart.json()["name"] == "rows" and multipart.json()["format"] == "csv"
+    assert as_csv["name"].startswith("upload 20") and as_csv["name"].endswith(" UTC")  # raw body: named for when
     listed = client.get("/v1/datasets").json()
     assert {as_jsonl["id"], as_csv["id"], multipart.json()["id"]} <= {d["id"] for d in listed["data"]}
     assert client.get(f"/v1/datasets/{as_csv['id']}").json() == as_csv

@@ -106,7 +106,8 @@ def test_migrating_code_whose_answers_change_shows_the_differing_cases_and_saves
     created = service.post("/v1/evaluators", json={"name": "weighted", "language": "python", "code": legacy}).json()
     rows = [{"correct_answer": "a", "outputs": "a", "app_params": {"weight": w}} for w in (0.5, 0.25)]
     body = "\n".join(json.dumps(r) for r in rows).encode()
-    dataset = service.post("/v1/datasets?name=weights", content=body, headers={"content-type": "application/jsonl"}).json()
+    jsonl = {"content-type": "application/jsonl"}
+    dataset = service.post("/v1/datasets", params={"name": "weights"}, content=body, headers=jsonl).json()
     job = service.post("/v1/jobs", json={"evaluator_id": created["id"], "dataset_id": dataset["id"]}).json()
     assert service.get(f"/v1/jobs/{job['id']}", params={"wait_s": 60}).json()["status"] == "succeeded"
 
