@@ -94,6 +94,7 @@ def shot(tmp_path: Path):  # type: ignore[no-untyped-def]
 
     def take(page: object, name: str) -> Path:
         path = folder / f"{name}.png"
+        page.evaluate("window.scrollTo(0, 0)")  # type: ignore[attr-defined]  # else the sticky header is drawn mid-page
         page.screenshot(path=str(path), full_page=True)  # type: ignore[attr-defined]
         return path
 

@@ -29,6 +29,9 @@ def test_the_outcome_is_brought_into_view_all_errors_are_not_green_and_stale_res
     expect(page.locator("table.results tbody tr")).to_have_count(2)
     expect(state).to_be_in_viewport()
     expect(page.locator("table.results tbody tr").first).to_be_in_viewport()
+    header = page.locator("header.top").bounding_box()
+    heading = page.locator("#run-outcome h3").bounding_box()
+    assert header and heading and heading["y"] >= header["y"] + header["height"]  # not under the sticky header
     expect(state).to_contain_text("every case errored")
     expect(state).to_have_class("run-state bad")
 

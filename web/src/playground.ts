@@ -511,7 +511,7 @@ export class Playground {
   /** Bring the run's state and outcome into view (they sit below the editor and the cases). */
   private reveal(): void {
     const box = this.runSection.getBoundingClientRect();
-    if (box.top >= 0 && box.top < window.innerHeight - 120) return; // its head is on screen already
+    if (box.top >= 60 && box.top < window.innerHeight - 120) return; // its head is on screen (below the sticky header)
     this.runSection.scrollIntoView({ block: "start", behavior: "auto" });
   }
 
