@@ -287,6 +287,18 @@ class ConflictError(EvaluatorHostError):
     status = 409
 
 
+class DuplicateNameError(ConflictError):
+    """A workspace name another workspace already has (HTTP 409 + ``existing_id``): names pick a
+    workspace in the operator's commands (``workspaces adopt-default --into NAME``)."""
+
+    def __init__(self, message: str, *, existing_id: str) -> None:
+        super().__init__(message)
+        self.existing_id = existing_id
+
+    def fields(self) -> dict[str, Any]:
+        return {"existing_id": self.existing_id}
+
+
 class NotFoundError(EvaluatorHostError):
     """A resource does not exist."""
 

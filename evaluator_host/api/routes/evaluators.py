@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
@@ -22,8 +23,29 @@ from evaluator_host.evaluation.models import (
     RevisionList,
 )
 from evaluator_host.evaluation.usecases import evaluate_stored
+from evaluator_host.services import Services
 
 router = APIRouter(prefix="/evaluators", tags=["evaluators"])
+
+
+async def _named(services: Services, workspace: str, saving: Awaitable[Evaluator]) -> Evaluator:
+    """The saved evaluator, with a warning when another evaluator of the workspace has its name
+    (compared case-blind, spaces trimmed). Names may repeat — ids tell evaluators apart, and a
+    database may already hold repeats — but a repeat is usually a second save meant as a revision."""
+    saved = await saving
+    wanted = saved.name.strip().casefold()
+    same = [
+        e.id
+        for e in await services.evaluators.list_all(workspace)
+        if e.id != saved.id and e.name.strip().casefold() == wanted
+    ]
+    if same:
+        saved.warnings.append(
+            f"another evaluator of this workspace is named {saved.name!r} ({', '.join(same[:5])}"
+            f"{', …' if len(same) > 5 else ''}); names may repeat, ids do not: to save a new revision "
+            "of that one, PUT or PATCH /v1/evaluators/{id}"
+        )
+    return saved
 
 
 @router.post(
@@ -43,7 +65,7 @@ async def create(
         workspace,
         "POST /v1/evaluators",
         body,
-        lambda: services.evaluators.create(workspace, body),
+        lambda: _named(services, workspace, services.evaluators.create(workspace, body)),
         201,
     )
 
@@ -71,13 +93,14 @@ async def get(evaluator_id: str, services: ServicesDep, workspace: WorkspaceDep)
 @router.put("/{evaluator_id}", response_model=Evaluator)
 async def update(evaluator_id: str, body: EvaluatorCreate, services: ServicesDep, workspace: WorkspaceDep) -> Evaluator:
     """Store a new revision (revision + 1); old revisions stay runnable."""
-    return await services.evaluators.update(workspace, evaluator_id, body)
+    return await _named(services, workspace, services.evaluators.update(workspace, evaluator_id, body))
 
 
 @router.patch("/{evaluator_id}", response_model=Evaluator)
 async def patch(evaluator_id: str, body: EvaluatorPatch, services: ServicesDep, workspace: WorkspaceDep) -> Evaluator:
     """Store a new revision changing only the fields given (``settings`` merged key by key)."""
-    return await services.evaluators.patch(workspace, evaluator_id, body)
+    saved = services.evaluators.patch(workspace, evaluator_id, body)
+    return await (_named(services, workspace, saved) if body.name is not None else saved)
 
 
 @router.get("/{evaluator_id}/revisions", response_model=RevisionList)
