@@ -25,6 +25,7 @@
     ├── BuildError                 422   a package set could not be installed (installer output, "did you mean")
     ├── MigrationMismatch          409   migrated code answered differently on some rows (the rows)
     ├── ConflictError              409   the request conflicts with the resource's state (a dataset jobs use)
+    │   └── DuplicateNameError     409   a workspace name another workspace has (+ existing_id)
     ├── NotFoundError              404   an evaluator / revision / runtime does not exist, or belongs
     │                                    to another workspace (the same answer: never a hint)
     ├── BadRequest                 400   a request malformed where 422 does not fit (a non-hex trace id)
@@ -59,6 +60,7 @@ __all__ = [
     "CodeSyntaxError",
     "ConflictError",
     "DataDirInUse",
+    "DuplicateNameError",
     "DatabaseSchemaError",
     "DatasetError",
     "DefinitionError",

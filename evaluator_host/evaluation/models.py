@@ -267,6 +267,11 @@ class Evaluator(BaseModel):
         default_factory=list,
         description="Set when the revision is saved: what may fail at run time (imports no pinned package provides).",
     )
+    same_name: list[str] = Field(
+        default_factory=list,
+        description="On the answer of a save (POST, PUT, a PATCH setting name): the ids of the workspace's other "
+        "evaluators with this name (case-blind). Names may repeat; ids do not.",
+    )
 
 
 class EvaluatorList(BaseModel):

@@ -1,4 +1,4 @@
-"""Names (issue 34, 5): a repeated evaluator name is saved with a warning naming the other's id; a
+"""Names (issue 34, 5): a repeated evaluator name is saved, its answer naming the others' ids; a
 repeated workspace name is a 409 naming the existing id; each revision carries its own save time."""
 
 from __future__ import annotations
@@ -30,24 +30,24 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
 def test_a_repeated_evaluator_name_is_saved_with_a_warning_naming_the_other(service: dict[str, Any]) -> None:
     client, h = service["client"], service["h"]
     first = client.post("/v1/evaluators", json={"name": "exact match", "language": "python", "code": CODE}, headers=h)
-    assert first.status_code == 201 and not any("named" in w for w in first.json()["warnings"]), first.text
+    assert first.status_code == 201 and first.json()["same_name"] == [], first.text
     second = client.post("/v1/evaluators", json={"name": "Exact Match ", "language": "python", "code": CODE}, headers=h)
     assert second.status_code == 201, second.text
-    (warning,) = [w for w in second.json()["warnings"] if "another evaluator" in w]
-    assert first.json()["id"] in warning
+    assert second.json()["same_name"] == [first.json()["id"]]
     # a new revision of the first under its own name warns too (the second still has it)
     again = client.put(
         f"/v1/evaluators/{first.json()['id']}",
         json={"name": "exact match", "language": "python", "code": CODE},
         headers=h,
     )
-    assert again.status_code == 200 and second.json()["id"] in " ".join(again.json()["warnings"])
+    assert again.status_code == 200 and again.json()["same_name"] == [second.json()["id"]]
     # renaming one away: no warning
     renamed = client.patch(f"/v1/evaluators/{second.json()['id']}", json={"name": "exact match v2"}, headers=h)
-    assert renamed.status_code == 200 and not any("another evaluator" in w for w in renamed.json()["warnings"])
+    assert renamed.status_code == 200 and renamed.json()["same_name"] == []
     # a patch that does not touch the name does not look
     other = client.patch(f"/v1/evaluators/{first.json()['id']}", json={"description": "d"}, headers=h)
-    assert other.status_code == 200, other.text
+    assert other.status_code == 200 and other.json()["same_name"] == [], other.text
+    assert client.get(f"/v1/evaluators/{first.json()['id']}", headers=h).json()["same_name"] == []  # saves only
     names = sorted(e["name"] for e in client.get("/v1/evaluators", headers=h).json()["data"])
     assert names == ["exact match", "exact match v2"]
 

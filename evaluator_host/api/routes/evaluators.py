@@ -29,22 +29,13 @@ router = APIRouter(prefix="/evaluators", tags=["evaluators"])
 
 
 async def _named(services: Services, workspace: str, saving: Awaitable[Evaluator]) -> Evaluator:
-    """The saved evaluator, with a warning when another evaluator of the workspace has its name
-    (compared case-blind, spaces trimmed). Names may repeat — ids tell evaluators apart, and a
-    database may already hold repeats — but a repeat is usually a second save meant as a revision."""
+    """The saved evaluator, with ``same_name``: the ids of the workspace's other evaluators with its name
+    (compared case-blind, spaces trimmed). Names may repeat — ids tell evaluators apart, and a database
+    may already hold repeats — but a repeat is usually a second save meant as a revision."""
     saved = await saving
     wanted = saved.name.strip().casefold()
-    same = [
-        e.id
-        for e in await services.evaluators.list_all(workspace)
-        if e.id != saved.id and e.name.strip().casefold() == wanted
-    ]
-    if same:
-        saved.warnings.append(
-            f"another evaluator of this workspace is named {saved.name!r} ({', '.join(same[:5])}"
-            f"{', …' if len(same) > 5 else ''}); names may repeat, ids do not: to save a new revision "
-            "of that one, PUT or PATCH /v1/evaluators/{id}"
-        )
+    others = await services.evaluators.list_all(workspace)
+    saved.same_name = [e.id for e in others if e.id != saved.id and e.name.strip().casefold() == wanted]
     return saved
 
 
