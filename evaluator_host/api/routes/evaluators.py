@@ -121,4 +121,5 @@ async def evaluate(
 ) -> EvaluationResult | BatchResponse:
     """Evaluate one case or ``cases`` with a stored evaluator (``revision`` defaults to latest)."""
     cases, batch = cases_of(body)
-    return answer(await evaluate_stored(services, workspace, evaluator_id, body.revision, cases), batch)
+    evaluated = await evaluate_stored(services, workspace, evaluator_id, body.revision, cases)
+    return answer(evaluated, batch, services.backend.name)

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Response, status
 
 from evaluator_host.api.deps import OperatorDep, ServicesDep
-from evaluator_host.errors import DuplicateNameError
+from evaluator_host.errors import DuplicateNameError, ErrorBody
 from evaluator_host.services import Services
 from evaluator_host.store.workspaces import ApiKeyRecord, WorkspaceRecord
 from evaluator_host.tenancy.models import (
@@ -52,7 +52,12 @@ def _unique_name(services: Services, name: str, renaming: str | None = None) -> 
             )
 
 
-@router.post("/workspaces", status_code=status.HTTP_201_CREATED, response_model=Workspace)
+_TAKEN: dict[int | str, dict[str, Any]] = {
+    409: {"model": ErrorBody, "description": "Conflict: another workspace has the name (+ existing_id)."}
+}
+
+
+@router.post("/workspaces", status_code=status.HTTP_201_CREATED, response_model=Workspace, responses=_TAKEN)
 async def create(body: WorkspaceCreate, services: ServicesDep, _op: OperatorDep) -> Workspace:
     """A new workspace: no keys, no quotas, no network; a name another workspace has is a 409."""
     _unique_name(services, body.name)
@@ -74,7 +79,7 @@ async def get(workspace_id: str, services: ServicesDep, _op: OperatorDep) -> Wor
     return _workspace(services.workspaces.get(workspace_id))
 
 
-@router.patch("/workspaces/{workspace_id}", response_model=Workspace)
+@router.patch("/workspaces/{workspace_id}", response_model=Workspace, responses=_TAKEN)
 async def patch(workspace_id: str, body: WorkspacePatch, services: ServicesDep, _op: OperatorDep) -> Workspace:
     """Rename, set quotas (merged key by key; null lifts one) or the egress allowlist (replaced)."""
     current = services.workspaces.get(workspace_id)
