@@ -94,7 +94,9 @@ def _details(exc: RequestValidationError, model: type[BaseModel] | None = None) 
     for e in exc.errors():
         loc = list(e.get("loc", ()))
         detail: dict[str, Any] = {"loc": loc, "msg": e.get("msg"), "type": e.get("type")}
-        if e.get("type") == "extra_forbidden" and model is not None:
+        if e.get("type") == "extra_forbidden" and "accepted" in e:  # a route's own check (PATCH settings)
+            detail.update({k: e[k] for k in ("msg", "field", "accepted", "did_you_mean")})
+        elif e.get("type") == "extra_forbidden" and model is not None:
             detail.update(unknown_field(model, loc))
         out.append(detail)
     return out

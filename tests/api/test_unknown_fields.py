@@ -178,6 +178,7 @@ def test_every_body_route_refuses_an_unknown_field(pair: dict[str, Any]) -> None
         ("POST", "/v1/evaluators", {**definition, "name": "n", "secret": []}, WS, "secret", "secrets"),
         ("PUT", f"/v1/evaluators/{ev}", {**definition, "name": "n", "packagse": {}}, WS, "packagse", "packages"),
         ("PATCH", f"/v1/evaluators/{ev}", {"nmae": "n"}, WS, "nmae", "name"),
+        ("PATCH", f"/v1/evaluators/{ev}", {"settings": {"timout_s": 3}}, WS, "timout_s", "timeout_s"),
         ("POST", f"/v1/evaluators/{ev}/migrate", {"case": [{}]}, WS, "case", "cases"),
         ("POST", "/v1/inspect", {**definition, "langauge": "python"}, WS, "langauge", "language"),
         ("POST", "/v1/migrate", {**definition, "setting": {}}, WS, "setting", "settings"),
@@ -205,3 +206,5 @@ def test_every_body_route_refuses_an_unknown_field(pair: dict[str, Any]) -> None
     # nothing was made by the refused calls
     names = [e["name"] for e in client.get("/v1/evaluators", headers=WS).json()["data"]]
     assert names == ["exact"]
+    revisions = client.get(f"/v1/evaluators/{ev}/revisions", headers=WS).json()["data"]
+    assert [r["revision"] for r in revisions] == [1]  # no refused PUT or PATCH made a revision

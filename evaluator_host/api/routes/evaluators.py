@@ -6,9 +6,11 @@ from collections.abc import Awaitable
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
+from fastapi.exceptions import RequestValidationError
 
 from evaluator_host.api.calls import answer, cases_of
 from evaluator_host.api.deps import ServicesDep, WorkspaceDep
+from evaluator_host.api.fields import unknown_field
 from evaluator_host.api.middleware.idempotent import idempotent
 from evaluator_host.api.paging import MAX_LIMIT, page, window
 from evaluator_host.errors import ErrorBody
@@ -20,6 +22,7 @@ from evaluator_host.evaluation.models import (
     EvaluatorEvaluateRequest,
     EvaluatorList,
     EvaluatorPatch,
+    EvaluatorSettings,
     RevisionList,
 )
 from evaluator_host.evaluation.usecases import evaluate_stored
@@ -90,6 +93,14 @@ async def update(evaluator_id: str, body: EvaluatorCreate, services: ServicesDep
 @router.patch("/{evaluator_id}", response_model=Evaluator)
 async def patch(evaluator_id: str, body: EvaluatorPatch, services: ServicesDep, workspace: WorkspaceDep) -> Evaluator:
     """Store a new revision changing only the fields given (``settings`` merged key by key)."""
+    unknown = [key for key in body.settings or {} if key not in EvaluatorSettings.model_fields]
+    if unknown:  # merged key by key, so a dict: the same 422 as a misspelled key in a POST's settings
+        raise RequestValidationError(
+            [
+                {"type": "extra_forbidden", "loc": ("body", "settings", key), **unknown_field(EvaluatorSettings, [key])}
+                for key in unknown
+            ]
+        )
     saved = services.evaluators.patch(workspace, evaluator_id, body)
     return await (_named(services, workspace, saved) if body.name is not None else saved)
 
