@@ -16,7 +16,8 @@ NPM  = $(NODE) "$$(dirname $(NODE))/../lib/node_modules/npm/bin/npm-cli.js"
 .PHONY: help install lock run test lint unit bench soak images engine docs clean web
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}' \
+	  | sed -e 's|$$(HOST)|$(HOST)|g' -e 's|$$(PORT)|$(PORT)|g'
 
 UV_VERSION ?= 0.13.9
 LOCK_ARGS := --extra dev --universal --python-version 3.11 --generate-hashes --no-header

@@ -1,4 +1,5 @@
-"""``evaluator-host workspaces …`` and ``keys …``: the operator's commands, through a running service.
+"""``evaluator-host workspaces …`` and ``keys …``: the operator's commands, through a running service
+(``workspaces adopt-default``: a key for the default workspace, which holds what was made before keys).
 
 They talk to the service's HTTP API (``--server``, default ``http://HOST:PORT`` of the settings)
 with the operator key (``--admin-key``, default ``EVALUATOR_HOST_ADMIN_KEY``), never to the
@@ -67,8 +68,30 @@ def _shown(args: argparse.Namespace, row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "quotas": quotas or "-", "network_allow": " ".join(row["network_allow"]) or "-"}
 
 
+DEFAULT_WORKSPACE = "ws_default"  # evaluator_host.tenancy.models.DEFAULT_WORKSPACE (the CLI talks HTTP only)
+
+
+def _adopt_default(args: argparse.Namespace) -> None:
+    """``workspaces adopt-default [--rename NAME] [--key-name NAME]``: everything made before keys were
+    turned on lives in the default workspace (``ws_default``); name it (optional) and make it a key,
+    shown once, that sees it all. Nothing moves: the data stays where it is, now reachable."""
+    if args.name:
+        raise UsageError("workspaces adopt-default [--rename NAME] [--key-name NAME] (it takes no positional name)")
+    if args.rename:
+        _call(args, "PATCH", f"/v1/workspaces/{DEFAULT_WORKSPACE}", {"name": args.rename})
+    created = _call(args, "POST", f"/v1/workspaces/{DEFAULT_WORKSPACE}/keys", {"name": args.key_name or "adopted"})
+    _print(args, created, ["id", "workspace_id", "name", "key"])
+    if not args.json:
+        sys.stderr.write(
+            f"this key acts in {DEFAULT_WORKSPACE}{f' ({args.rename})' if args.rename else ''}, which holds everything "
+            "made before keys were turned on; it is shown this once: store it now\n"
+        )
+
+
 def _workspaces(args: argparse.Namespace) -> int:
-    if args.action == "create":
+    if args.action == "adopt-default":
+        _adopt_default(args)
+    elif args.action == "create":
         if not args.name:
             raise UsageError("workspaces create NAME")
         _print(args, _call(args, "POST", "/v1/workspaces", {"name": args.name}), ["id", "name"])
@@ -118,10 +141,16 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def add_parsers(sub: Any) -> None:
     """Add ``workspaces`` and ``keys`` to the command line."""
-    workspaces = sub.add_parser("workspaces", help="create, list or update workspaces (operator key)")
-    workspaces.add_argument("action", choices=["create", "list", "update"])
+    workspaces = sub.add_parser(
+        "workspaces",
+        help="create, list or update workspaces; adopt-default: a key for what was made before keys (operator key)",
+        description="adopt-default: everything made before keys were turned on lives in the default workspace "
+        f"({DEFAULT_WORKSPACE}); this makes a key of it (shown once), and with --rename names it.",
+    )
+    workspaces.add_argument("action", choices=["create", "list", "update", "adopt-default"])
     workspaces.add_argument("name", nargs="?", help="create: the name; update: the workspace id")
-    workspaces.add_argument("--rename", help="update: a new name")
+    workspaces.add_argument("--rename", help="update, adopt-default: a new name")
+    workspaces.add_argument("--key-name", help="adopt-default: a name for the key (default: adopted)")
     workspaces.add_argument(
         "--quota", action="append", type=_quota, metavar="NAME=VALUE", help=f"update: one of {', '.join(_QUOTAS)}"
     )
