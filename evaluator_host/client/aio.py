@@ -21,7 +21,7 @@ from typing import Any, Literal, TypeVar
 import httpx
 
 from evaluator_host.client.base import FINISHED, POLL_S, Operations, endpoint, progressed
-from evaluator_host.client.calls import Call
+from evaluator_host.client.calls import Awaiting, Call
 from evaluator_host.client.errors import JobWaitTimeout, ServiceUnreachable, error_for
 from evaluator_host.client.frames import results_frame
 from evaluator_host.jobs.models import Job, JobResult
@@ -31,7 +31,7 @@ __all__ = ["AsyncClient"]
 T = TypeVar("T")
 
 
-class AsyncClient(Operations):
+class AsyncClient(Operations, Awaiting):
     """The service at ``base_url`` (default ``EVALUATOR_HOST_URL``, else ``http://127.0.0.1:8000``) with
     ``api_key`` (default ``EVALUATOR_HOST_API_KEY``); ``timeout_s`` bounds each request (an evaluation
     that builds its packages first takes that long)."""

@@ -3,8 +3,8 @@ of the answer), and :class:`op`, which turns a function building a call into a m
 
 Contract: a builder function here does no I/O; it names the route and the answer's pydantic model
 (the service's own, from the domain packages' ``models.py``). ``op(builder)`` on a class is a method
-that sends the call with the client's ``_send``: on :class:`~evaluator_host.client.Client` it answers
-the model, on :class:`~evaluator_host.client.AsyncClient` a coroutine of it (mypy sees both). Request
+that sends the call with the client's ``_send``: on a :class:`Blocking` client (``Client``) it answers
+the model, on an :class:`Awaiting` one (``AsyncClient``) a coroutine of it (mypy sees both). Request
 bodies are plain JSON built from the arguments (pydantic models given as arguments are dumped), never
 validated here: the service's 422 is the one rule, and comes back as
 :class:`~evaluator_host.client.errors.UnprocessableError`. ``None`` arguments are left out of a body.
@@ -17,16 +17,12 @@ import json
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 import httpx
 from pydantic import BaseModel
 
-if TYPE_CHECKING:
-    from evaluator_host.client.aio import AsyncClient
-    from evaluator_host.client.sync import Client
-
-__all__ = ["Call", "Upload", "body_of", "op"]
+__all__ = ["Awaiting", "Blocking", "Call", "Upload", "body_of", "op"]
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -95,6 +91,14 @@ def rows_bytes(rows: Sequence[Mapping[str, Any]]) -> bytes:
     return b"".join(json.dumps(dumped(row), separators=(",", ":"), allow_nan=False).encode() + b"\n" for row in rows)
 
 
+class Blocking:
+    """The base of a client whose ``_send`` answers the value (``Client``): an ``op`` on it returns ``T``."""
+
+
+class Awaiting:
+    """The base of a client whose ``_send`` is a coroutine (``AsyncClient``): an ``op`` on it returns one."""
+
+
 class op(Generic[P, T]):  # noqa: N801 - used as a decorator-like descriptor: ``evaluate = op(calls.evaluate)``
     """A builder of :class:`Call` made a method of both clients (see the module's contract)."""
 
@@ -106,9 +110,9 @@ class op(Generic[P, T]):  # noqa: N801 - used as a decorator-like descriptor: ``
     @overload
     def __get__(self, obj: None, owner: type[Any]) -> op[P, T]: ...
     @overload
-    def __get__(self, obj: Client, owner: type[Any]) -> Callable[P, T]: ...
+    def __get__(self, obj: Blocking, owner: type[Any]) -> Callable[P, T]: ...
     @overload
-    def __get__(self, obj: AsyncClient, owner: type[Any]) -> Callable[P, Coroutine[Any, Any, T]]: ...
+    def __get__(self, obj: Awaiting, owner: type[Any]) -> Callable[P, Coroutine[Any, Any, T]]: ...
     def __get__(self, obj: Any, owner: type[Any]) -> Any:
         if obj is None:
             return self

@@ -90,6 +90,8 @@ class ApiError(ClientError):
     ) -> None:
         super().__init__(f"{method} {url} answered {status}: {detail.type}: {detail.message}")
         self.status = status
+        self.method = method
+        self.url = url
         self.detail = detail
         self.type = detail.type
         self.message = detail.message

@@ -19,7 +19,7 @@ from typing import Any, Literal, TypeVar
 import httpx
 
 from evaluator_host.client.base import FINISHED, POLL_S, Operations, endpoint, progressed
-from evaluator_host.client.calls import Call
+from evaluator_host.client.calls import Blocking, Call
 from evaluator_host.client.errors import JobWaitTimeout, ServiceUnreachable, error_for
 from evaluator_host.client.frames import results_frame
 from evaluator_host.jobs.models import Job, JobResult
@@ -29,7 +29,7 @@ __all__ = ["Client"]
 T = TypeVar("T")
 
 
-class Client(Operations):
+class Client(Operations, Blocking):
     """The service at ``base_url`` (default ``EVALUATOR_HOST_URL``, else ``http://127.0.0.1:8000``) with
     ``api_key`` (default ``EVALUATOR_HOST_API_KEY``); ``timeout_s`` bounds each request (an evaluation
     that builds its packages first takes that long)."""
