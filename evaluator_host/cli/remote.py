@@ -6,6 +6,8 @@ Contract: :func:`service_client` is a :class:`~evaluator_host.client.Client` of 
 :func:`usage_errors`, a client error becomes a :class:`~evaluator_host.cli.inputs.UsageError` (exit
 status 2): a service it cannot reach names the URL; an error answer reads ``METHOD PATH answered
 STATUS: TYPE: MESSAGE``. :func:`dumped` is a model as the JSON the service sent (what ``--json`` prints).
+:func:`call_service` is one request of any route as plain JSON, with those errors (for a command whose
+route the client has no method for).
 Used by ``admin.py``, ``rules.py`` and ``targets.py``'s ``Remote``.
 """
 
@@ -22,7 +24,7 @@ from evaluator_host.cli.inputs import UsageError
 from evaluator_host.client import ApiError, Client, ServiceUnreachable
 from evaluator_host.settings import Settings
 
-__all__ = ["described", "dumped", "server_url", "service_client", "usage_errors"]
+__all__ = ["call_service", "described", "dumped", "server_url", "service_client", "usage_errors"]
 
 
 def server_url(server: str | None) -> str:
@@ -58,3 +60,9 @@ def usage_errors() -> Iterator[None]:
 def dumped(value: BaseModel) -> dict[str, Any]:
     """A model as the service's JSON."""
     return value.model_dump(mode="json")
+
+
+def call_service(server: str | None, key: str | None, method: str, path: str, body: Any = None, **params: Any) -> Any:
+    """The service's JSON answer to ``method path`` (see the module's contract)."""
+    with service_client(server, key) as client, usage_errors():
+        return client.request(method, path, body, **params)

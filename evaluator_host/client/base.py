@@ -44,6 +44,7 @@ class Operations:
     """One method a route of the API (each documented by its builder)."""
 
     # resources.py
+    request = op(resources.request)
     health = op(resources.health)
     evaluate = op(resources.evaluate)
     evaluate_cases = op(resources.evaluate_cases)

@@ -30,6 +30,12 @@ Cases = Sequence[Case | Mapping[str, Any]]
 # --- health -------------------------------------------------------------------------------------
 
 
+def request(method: str, path: str, body: Any = None, **params: Any) -> Call[Any]:
+    """Any route, as plain JSON: ``method path`` with a JSON ``body`` and the query ``params`` that are not
+    None; the decoded answer (None when empty). Errors as every method's. For routes newer than the client."""
+    return Call(method.upper(), path, as_json, body, params=params)
+
+
 def health() -> Call[dict[str, Any]]:
     """``GET /healthz``: status, backend, isolation (no key needed)."""
     return Call("GET", "/healthz", as_json)

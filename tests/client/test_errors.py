@@ -94,3 +94,20 @@ async def test_the_async_client_raises_the_same_tree(live: Live) -> None:
     async with AsyncClient(f"http://127.0.0.1:{free_port()}", timeout_s=5) as nowhere:
         with pytest.raises(ServiceUnreachable):
             await nowhere.health()
+
+
+def test_any_route_as_plain_json_and_the_cli_s_one_line_errors(live: Live, api: Client) -> None:
+    from evaluator_host.cli.inputs import UsageError
+    from evaluator_host.cli.remote import call_service
+
+    listing = api.request("GET", "/v1/evaluators", limit=1)
+    assert isinstance(listing, dict) and "data" in listing
+    with pytest.raises(NotFoundError):
+        api.request("get", "/v1/jobs/job_missing")
+    assert call_service(live.url, live.key, "GET", "/v1/jobs", limit=1)["data"] is not None
+    with pytest.raises(UsageError) as caught:
+        call_service(live.url, live.key, "GET", "/v1/evaluators/ev_missing")
+    assert str(caught.value).startswith("GET /v1/evaluators/ev_missing answered 404: NotFound: ")
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(UsageError, match=f"cannot reach the service at {nowhere}"):
+        call_service(nowhere, None, "GET", "/healthz")
