@@ -20,7 +20,7 @@ from typing import Any, Literal, TypeVar
 
 import httpx
 
-from evaluator_host.client.base import FINISHED, POLL_S, Operations, endpoint, progressed
+from evaluator_host.client.base import FINISHED, MAX_POLL_S, POLL_S, Operations, endpoint, progressed
 from evaluator_host.client.calls import Awaiting, Call
 from evaluator_host.client.errors import JobWaitTimeout, ServiceUnreachable, error_for
 from evaluator_host.client.frames import results_frame
@@ -86,7 +86,8 @@ class AsyncClient(Operations, Awaiting):
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         last: Job | None = None
         while True:
-            wait = poll_s if deadline is None else max(0.0, min(poll_s, deadline - time.monotonic()))
+            poll = min(poll_s, MAX_POLL_S)
+            wait = poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic()))
             current = await self.get_job(job_id, wait_s=wait or None)
             if on_progress is not None and progressed(current, last):
                 outcome = on_progress(current)

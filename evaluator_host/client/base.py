@@ -22,6 +22,7 @@ URL_ENV = "EVALUATOR_HOST_URL"
 API_KEY_ENV = "EVALUATOR_HOST_API_KEY"
 DEFAULT_URL = "http://127.0.0.1:8000"
 FINISHED = frozenset({"succeeded", "failed", "cancelled", "stopped"})
+MAX_POLL_S = 60.0  # the service's longest wait_s
 POLL_S = 2.0  # one long poll of GET /v1/jobs/{id}?wait_s= : answered at the job's end or after this long
 
 

@@ -4,7 +4,7 @@
 
     class                       when
     ClientError                 base of every failure the client raises
-    ├── ServiceUnreachable      no answer at all: connection refused, DNS, a timeout (names the URL)
+    ├── ServiceUnreachable      no answer at all: refused, DNS, no answer within timeout_s (names the URL)
     ├── JobWaitTimeout          ``wait_job`` gave up before the job finished (the job goes on)
     └── ApiError                the service answered an error (status, type, message, line, column, detail)
         ├── BadRequestError     400  a request malformed (TargetError, BadRequest, a non-hex trace id)
@@ -68,7 +68,11 @@ class ServiceUnreachable(ClientError):
     """The service did not answer at ``url`` (refused, unresolvable, timed out)."""
 
     def __init__(self, url: str, cause: Exception) -> None:
-        super().__init__(f"cannot reach the service at {url}: {cause or type(cause).__name__}")
+        reason = str(cause) or type(cause).__name__
+        if isinstance(cause, httpx.TimeoutException) and not isinstance(cause, httpx.ConnectTimeout):
+            super().__init__(f"the service at {url} did not answer in time (timeout_s): {reason}")
+        else:
+            super().__init__(f"cannot reach the service at {url}: {reason}")
         self.url = url
 
 

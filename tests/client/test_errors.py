@@ -111,3 +111,21 @@ def test_any_route_as_plain_json_and_the_cli_s_one_line_errors(live: Live, api: 
     nowhere = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(UsageError, match=f"cannot reach the service at {nowhere}"):
         call_service(nowhere, None, "GET", "/healthz")
+
+
+def test_a_service_that_accepts_but_never_answers_is_a_timeout_naming_the_url() -> None:
+    import socket
+
+    with socket.socket() as listener:  # accepts connections (the kernel's backlog) and never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        with Client(url, timeout_s=0.5) as silent, pytest.raises(ServiceUnreachable) as caught:
+            silent.health()
+    assert str(caught.value).startswith(f"the service at {url} did not answer in time")
+
+
+def test_a_poll_longer_than_the_service_allows_is_capped_not_refused(api: Client) -> None:
+    evaluator = api.create_evaluator("capped-poll", "def evaluate(inputs, outputs, trace):\n    return 1\n")
+    job = api.wait_job(api.start_job(evaluator.id, rows=[{"outputs": 1}]), poll_s=600, timeout_s=120)
+    assert job.status == "succeeded"  # wait_s=600 would be a 422: the client asks for 60 at most
