@@ -17,7 +17,8 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from evaluator_host.cli.inputs import UsageError
-from evaluator_host.cli.remote import call_service
+from evaluator_host.cli.remote import dumped, service_client, usage_errors
+from evaluator_host.client import Client
 from evaluator_host.settings import Settings
 
 __all__ = ["add_parsers"]
@@ -25,11 +26,12 @@ __all__ = ["add_parsers"]
 _QUOTAS = ("max_concurrent_jobs", "max_warm_workers", "max_dataset_bytes", "max_evaluations_per_s")
 
 
-def _call(args: argparse.Namespace, method: str, path: str, body: Any = None, **params: Any) -> Any:
+def _client(args: argparse.Namespace) -> Client:
+    """A client of the service with the operator key."""
     key = args.admin_key or Settings().admin_key
     if not key:
         raise UsageError("the operator key is needed: --admin-key or EVALUATOR_HOST_ADMIN_KEY")
-    return call_service(args.server, key, method, path, body, **params)
+    return service_client(args.server, key)
 
 
 def _print(args: argparse.Namespace, data: Any, columns: list[str]) -> None:
@@ -77,9 +79,10 @@ def _adopt_default(args: argparse.Namespace) -> None:
     shown once, that sees it all. Nothing moves: the data stays where it is, now reachable."""
     if args.name:
         raise UsageError("workspaces adopt-default [--rename NAME] [--key-name NAME] (it takes no positional name)")
-    if args.rename:
-        _call(args, "PATCH", f"/v1/workspaces/{DEFAULT_WORKSPACE}", {"name": args.rename})
-    created = _call(args, "POST", f"/v1/workspaces/{DEFAULT_WORKSPACE}/keys", {"name": args.key_name or "adopted"})
+    with _client(args) as client, usage_errors():
+        if args.rename:
+            client.update_workspace(DEFAULT_WORKSPACE, name=args.rename)
+        created = dumped(client.create_key(DEFAULT_WORKSPACE, args.key_name or "adopted"))
     _print(args, created, ["id", "workspace_id", "name", "key"])
     if not args.json:
         sys.stderr.write(
@@ -89,47 +92,49 @@ def _adopt_default(args: argparse.Namespace) -> None:
 
 
 def _workspaces(args: argparse.Namespace) -> int:
+    if args.action in ("create", "update") and not args.name:
+        usage = (
+            "create NAME"
+            if args.action == "create"
+            else "update WORKSPACE_ID [--quota NAME=VALUE] [--network-allow HOST:PORT]"
+        )
+        raise UsageError(f"workspaces {usage}")
     if args.action == "adopt-default":
         _adopt_default(args)
-    elif args.action == "create":
-        if not args.name:
-            raise UsageError("workspaces create NAME")
-        _print(args, _call(args, "POST", "/v1/workspaces", {"name": args.name}), ["id", "name"])
-    elif args.action == "list":
-        rows = _call(args, "GET", "/v1/workspaces")["data"]
-        _print(args, [_shown(args, row) for row in rows], ["id", "name", "quotas", "network_allow"])
-    else:  # update
-        if not args.name:
-            raise UsageError("workspaces update WORKSPACE_ID [--quota NAME=VALUE] [--network-allow HOST:PORT]")
-        body: dict[str, Any] = {}
-        if args.quota:
-            body["quotas"] = {name: (int(v) if v is not None and name != _QUOTAS[3] else v) for name, v in args.quota}
-        if args.network_allow is not None:
-            body["network_allow"] = [] if args.network_allow == ["none"] else args.network_allow
-        if args.rename:
-            body["name"] = args.rename
-        row = _shown(args, _call(args, "PATCH", f"/v1/workspaces/{args.name}", body))
-        _print(args, row, ["id", "name", "quotas", "network_allow"])
+        return 0
+    with _client(args) as client, usage_errors():
+        if args.action == "create":
+            _print(args, dumped(client.create_workspace(args.name)), ["id", "name"])
+        elif args.action == "list":
+            rows = [dumped(w) for w in client.list_workspaces().data]
+            _print(args, [_shown(args, row) for row in rows], ["id", "name", "quotas", "network_allow"])
+        else:  # update
+            quotas = None
+            if args.quota:
+                quotas = {n: (int(v) if v is not None and n != _QUOTAS[3] else v) for n, v in args.quota}
+            allow = args.network_allow
+            if allow is not None and allow == ["none"]:
+                allow = []
+            row = client.update_workspace(args.name, name=args.rename or None, quotas=quotas, network_allow=allow)
+            _print(args, _shown(args, dumped(row)), ["id", "name", "quotas", "network_allow"])
     return 0
 
 
 def _keys(args: argparse.Namespace) -> int:
-    if args.action == "create":
-        if not args.target:
-            raise UsageError("keys create WORKSPACE_ID [--name NAME]")
-        created = _call(args, "POST", f"/v1/workspaces/{args.target}/keys", {"name": args.name or "key"})
-        _print(args, created, ["id", "workspace_id", "name", "key"])
-        if not args.json:
-            sys.stderr.write("the key is shown this once: store it now\n")
-    elif args.action == "list":
-        params = {"workspace_id": args.target} if args.target else {}
-        rows = _call(args, "GET", "/v1/keys", **params)["data"]
-        _print(args, rows, ["id", "workspace_id", "name", "prefix", "last_used_at", "revoked_at"])
-    else:  # revoke
-        if not args.target:
-            raise UsageError("keys revoke KEY_ID")
-        _call(args, "DELETE", f"/v1/keys/{args.target}")
-        sys.stdout.write(f"revoked {args.target}\n")
+    if args.action in ("create", "revoke") and not args.target:
+        raise UsageError("keys create WORKSPACE_ID [--name NAME]" if args.action == "create" else "keys revoke KEY_ID")
+    with _client(args) as client, usage_errors():
+        if args.action == "create":
+            created = client.create_key(args.target, args.name or "key")
+            _print(args, dumped(created), ["id", "workspace_id", "name", "key"])
+            if not args.json:
+                sys.stderr.write("the key is shown this once: store it now\n")
+        elif args.action == "list":
+            rows = [dumped(k) for k in client.list_keys(args.target or None).data]
+            _print(args, rows, ["id", "workspace_id", "name", "prefix", "last_used_at", "revoked_at"])
+        else:  # revoke
+            client.revoke_key(args.target)
+            sys.stdout.write(f"revoked {args.target}\n")
     return 0
 
 

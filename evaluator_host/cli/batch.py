@@ -37,6 +37,7 @@ from rich.table import Table
 
 from evaluator_host.cli.output import print_capabilities
 from evaluator_host.cli.targets import Local, RefusedError, Remote, Target
+from evaluator_host.client import ClientError
 from evaluator_host.errors import EvaluatorHostError
 
 __all__ = ["parse_mapping", "run_batch"]
@@ -249,7 +250,7 @@ async def _batch(args: argparse.Namespace, language: str, console: Console, out:
         if job["status"] == "succeeded" and job["progress"]["failed"] > args.max_error_rate * job["progress"]["done"]:
             try:
                 hint = await asyncio.wait_for(_mapping_hint(target, job, evaluator["code"]), _HINT_BUDGET_S)
-            except (TimeoutError, RefusedError, EvaluatorHostError, httpx.HTTPError):
+            except (TimeoutError, RefusedError, EvaluatorHostError, ClientError, httpx.HTTPError):
                 hint = None  # only a hint: never what decides the exit code
     except asyncio.CancelledError:
         if job is not None and job["status"] in ("queued", "running"):
@@ -301,6 +302,6 @@ def run_batch(args: argparse.Namespace, language: str) -> int:
         name = type(exc).__name__ if isinstance(exc, EvaluatorHostError) else "refused"
         console.print(f"[red]{name}: {message}[/red]")
         return 2
-    except (httpx.HTTPError, OSError, ValueError) as exc:
+    except (ClientError, httpx.HTTPError, OSError, ValueError) as exc:
         console.print(f"[red]{type(exc).__name__}: {exc}[/red]")
         return 1
