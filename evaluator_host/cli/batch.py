@@ -16,7 +16,10 @@ job failed or was cancelled, too many rows errored, or the mean score is below
 130 interrupted (the job is cancelled).
 
 When rows errored, the summary tries the evaluator on a few of the failed rows with each
-other column as ``outputs`` and names the ``--map`` that would have made them run.
+other column as ``outputs`` and names the ``--map`` that would have made them run. A reference
+column (``correct_answer``, ``expected``, ``reference``, ``ground_truth``, ``gold``, ``target``,
+``label``) is never suggested: mapped as ``outputs`` the evaluator compares the answer with itself
+and every row scores 1.0; a column that scores every tried row 1.0 comes after the others.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from evaluator_host.cli.output import print_capabilities
+from evaluator_host.cli.output import located_error, print_capabilities
 from evaluator_host.cli.targets import Local, RefusedError, Remote, Target
 from evaluator_host.errors import EvaluatorHostError
 
@@ -138,6 +141,12 @@ _SAMPLE_ROWS = 5  # failed rows the mapping hint tries each column on
 _MAX_CANDIDATES = 20  # columns tried at most
 _HINT_BUDGET_S = 20.0  # the hint gives up after this long
 _OUTPUT_NAMES = ("output", "answer", "response", "completion", "prediction", "pred", "generat", "model")
+_REFERENCE_NAMES = ("correct", "expected", "reference", "ground_truth", "groundtruth", "gold", "target", "label")
+
+
+def _is_reference(column: str) -> bool:
+    """Whether ``column`` is named like the reference answer (what the outputs are compared with)."""
+    return any(name in column.lower() for name in _REFERENCE_NAMES)
 
 
 def _case(row: dict[str, Any], mapping: dict[str, Any], outputs: str) -> dict[str, Any]:
@@ -184,20 +193,33 @@ async def _mapping_hint(target: Target, job: dict[str, Any], code: str) -> str |
         return f"row {failed[0]['index']} failed with {reason}{line}" + (
             f"; the row's columns: {columns}" if columns else ""
         )
-    working: list[str] = []
+    working: list[tuple[bool, str]] = []  # (every tried row scored 1.0, column)
+    references: list[str] = []
     for column in _candidates([item["row"] for item in failed], mapping, code):
+        if _is_reference(column):
+            references.append(column)
+            continue
         cases = [_case(item["row"], mapping, column) for item in failed]
         results = await target.evaluate(job["evaluator_id"], job["revision"], cases)
         if all(r["status"] == "ok" for r in results):
-            working.append(column)
+            working.append((all(r.get("score") == 1.0 for r in results), column))
     current = mapping.get("outputs")
     was = f"--map outputs={current}" if current else "no --map outputs (outputs = the row's 'outputs' column)"
     if not working:
-        return f"row {failed[0]['index']} failed with {reason}{line}; no other column as outputs makes it run"
-    also = f" (also: {', '.join(working[1:4])})" if len(working) > 1 else ""
+        skipped = (
+            f" ({', '.join(references)}: the reference, never the outputs: the answer compared with itself scores 1.0)"
+            if references
+            else ""
+        )
+        return (
+            f"row {failed[0]['index']} failed with {reason}{line}; no other column as outputs makes it run{skipped}: "
+            "map the column that holds the model's answer with --map outputs=COLUMN"
+        )
+    usable = [column for _, column in sorted(working, key=lambda found: found[0])]  # all-1.0 columns last
+    also = f" (also: {', '.join(usable[1:4])})" if len(usable) > 1 else ""
     return (
         f"rows failed with {was}, e.g. row {failed[0]['index']}: {reason}{line}. "
-        f"With --map outputs={working[0]} the first {len(failed)} failed rows run{also}."
+        f"With --map outputs={usable[0]} the first {len(failed)} failed rows run{also}."
     )
 
 
@@ -297,10 +319,24 @@ def run_batch(args: argparse.Namespace, language: str) -> int:
         console.print("interrupted: the job was cancelled")
         return 130
     except (RefusedError, EvaluatorHostError) as exc:
+        error = exc.error if isinstance(exc, RefusedError) else {"type": exc.type_name, **exc.fields()}
+        if error.get("line"):  # the definition's error at its place in the file
+            code = Path(args.file).read_text(errors="replace")
+            message = exc.message if isinstance(exc, EvaluatorHostError) else str(error.get("message", exc))
+            text = located_error(args.file, code, str(error.get("type")), message, error["line"], error.get("column"))
+            console.print(text, style="red", markup=False, highlight=False)
+            return 2
         message = exc.message if isinstance(exc, EvaluatorHostError) else str(exc)
         name = type(exc).__name__ if isinstance(exc, EvaluatorHostError) else "refused"
         console.print(f"[red]{name}: {message}[/red]")
         return 2
+    except httpx.TransportError as exc:  # nothing answered: say where it looked
+        console.print(
+            f"[red]cannot reach the service at {args.server}: {exc or type(exc).__name__}; is it running "
+            "(`evaluator-host serve`), and is this its URL?[/red]",
+            highlight=False,
+        )
+        return 1
     except (httpx.HTTPError, OSError, ValueError) as exc:
         console.print(f"[red]{type(exc).__name__}: {exc}[/red]")
         return 1

@@ -21,7 +21,12 @@ __all__ = ["Local", "RefusedError", "Remote", "Target"]
 
 
 class RefusedError(Exception):
-    """The service refused the evaluator, the dataset or the job (HTTP 4xx / DefinitionError)."""
+    """The service refused the evaluator, the dataset or the job (HTTP 4xx / DefinitionError); ``error``:
+    the answer's error object when it had one (``type``, ``message``, ``line``, ``column``)."""
+
+    def __init__(self, message: str, error: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.error = error or {}
 
 
 class Target(Protocol):
@@ -64,12 +69,13 @@ class Remote:
     async def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         response = await self.client.request(method, path, **kwargs)
         if 400 <= response.status_code < 500:
+            error: dict[str, Any] | None = None
             try:
                 error = response.json()["error"]
                 message = f"{error['type']}: {error['message']}"
             except (ValueError, KeyError, TypeError):
-                message = response.text
-            raise RefusedError(f"{method} {path} answered {response.status_code}: {message}")
+                error, message = None, response.text
+            raise RefusedError(f"{method} {path} answered {response.status_code}: {message}", error)
         response.raise_for_status()
         body: dict[str, Any] = response.json()
         return body
