@@ -54,12 +54,15 @@ def test_a_withheld_builtin_under_the_restricted_policy_is_a_restricted_error_na
 def test_a_connection_refused_in_the_sandbox_gets_the_no_network_hint_in_both_languages(client: TestClient) -> None:
     """Regression: DNS failures got the "no network" hint, a refused connection (a local model server on
     localhost, say) did not. Docker has a loopback (refused); the process sandbox none (unreachable)."""
-    python = "import socket\n\ndef evaluate(inputs, outputs, trace):\n    socket.create_connection(('127.0.0.1', 9), 5)\n"
+    python = (
+        "import socket\n\ndef evaluate(inputs, outputs, trace):\n    socket.create_connection(('127.0.0.1', 9), 5)\n"
+    )
     js = (
         "const net = require('net');\n"
         "function evaluate(inputs, outputs, trace) {\n"
         "  return new Promise((resolve, reject) => {\n"
-        "    const s = net.connect(9, '127.0.0.1');\n    s.on('error', reject);\n    s.on('connect', () => resolve(1));\n"
+        "    const s = net.connect(9, '127.0.0.1');\n"
+        "    s.on('error', reject);\n    s.on('connect', () => resolve(1));\n"
         "  });\n}\nmodule.exports = { evaluate };\n"
     )
     for language, code in (("python", python), ("javascript", js)):
@@ -179,7 +182,7 @@ def test_nltk_without_its_data_answers_plain_text_and_says_the_sandbox_cannot_do
     assert not ANSI.search(result["error"]["message"]) and not ANSI.search(result["error"]["traceback"])
     assert "punkt" in result["error"]["message"]
     assert DATA_HINT in result["warnings"]
-    no_data = "import nltk\n\ndef evaluate(inputs, outputs, trace):\n    return len(nltk.wordpunct_tokenize(outputs)) / 10\n"
+    no_data = code.replace("word_tokenize", "wordpunct_tokenize")
     fine = evaluate(client, no_data, packages={"nltk": "3.9.1"}, inputs={}, outputs="a b", settings={"timeout_s": 60})
     assert fine["status"] == "ok" and fine["score"] == pytest.approx(0.2), fine  # what the docs offer instead
 
