@@ -19,7 +19,8 @@ When rows errored, the summary tries the evaluator on a few of the failed rows w
 other column as ``outputs`` and names the ``--map`` that would have made them run. A reference
 column (``correct_answer``, ``expected``, ``reference``, ``ground_truth``, ``gold``, ``target``,
 ``label``) is never suggested: mapped as ``outputs`` the evaluator compares the answer with itself
-and every row scores 1.0; a column that scores every tried row 1.0 comes after the others.
+and every row scores 1.0. Nor is a column that runs but scores every tried row the same unless its
+name sounds like a model's answer (a question column ``q``: every row 0.0).
 """
 
 from __future__ import annotations
@@ -193,7 +194,8 @@ async def _mapping_hint(target: Target, job: dict[str, Any], code: str) -> str |
         return f"row {failed[0]['index']} failed with {reason}{line}" + (
             f"; the row's columns: {columns}" if columns else ""
         )
-    working: list[tuple[bool, str]] = []  # (every tried row scored 1.0, column)
+    likely: list[str] = []  # columns that run and look like an answer (scores that differ, or the name)
+    weak: list[str] = []  # columns that run, every tried row scored the same, named like no answer (`q`)
     references: list[str] = []
     for column in _candidates([item["row"] for item in failed], mapping, code):
         if _is_reference(column):
@@ -202,24 +204,26 @@ async def _mapping_hint(target: Target, job: dict[str, Any], code: str) -> str |
         cases = [_case(item["row"], mapping, column) for item in failed]
         results = await target.evaluate(job["evaluator_id"], job["revision"], cases)
         if all(r["status"] == "ok" for r in results):
-            working.append((all(r.get("score") == 1.0 for r in results), column))
+            uniform = len({json.dumps(r.get("score")) for r in results}) == 1
+            sounds_like_output = any(hint in column.lower() for hint in _OUTPUT_NAMES)
+            (weak if uniform and not sounds_like_output else likely).append(column)
     current = mapping.get("outputs")
     was = f"--map outputs={current}" if current else "no --map outputs (outputs = the row's 'outputs' column)"
-    if not working:
-        skipped = (
-            f" ({', '.join(references)}: the reference, never the outputs: the answer compared with itself scores 1.0)"
-            if references
-            else ""
-        )
+    if not likely:
+        why = []
+        if weak:
+            why.append(f"{', '.join(weak[:4])} run but score every tried row the same")
+        if references:
+            why.append(f"{', '.join(references[:4])}: the reference, never the outputs (compared with itself: 1.0)")
+        skipped = f" ({'; '.join(why)})" if why else ""
         return (
-            f"row {failed[0]['index']} failed with {reason}{line}; no other column as outputs makes it run{skipped}: "
+            f"row {failed[0]['index']} failed with {reason}{line}; no column looks like the model's answer{skipped}: "
             "map the column that holds the model's answer with --map outputs=COLUMN"
         )
-    usable = [column for _, column in sorted(working, key=lambda found: found[0])]  # all-1.0 columns last
-    also = f" (also: {', '.join(usable[1:4])})" if len(usable) > 1 else ""
+    also = f" (also: {', '.join(likely[1:4])})" if len(likely) > 1 else ""
     return (
         f"rows failed with {was}, e.g. row {failed[0]['index']}: {reason}{line}. "
-        f"With --map outputs={usable[0]} the first {len(failed)} failed rows run{also}."
+        f"With --map outputs={likely[0]} the first {len(failed)} failed rows run{also}."
     )
 
 
@@ -324,7 +328,7 @@ def run_batch(args: argparse.Namespace, language: str) -> int:
             code = Path(args.file).read_text(errors="replace")
             message = exc.message if isinstance(exc, EvaluatorHostError) else str(error.get("message", exc))
             text = located_error(args.file, code, str(error.get("type")), message, error["line"], error.get("column"))
-            console.print(text, style="red", markup=False, highlight=False)
+            console.print(text, style="red", markup=False, highlight=False, soft_wrap=True)
             return 2
         message = exc.message if isinstance(exc, EvaluatorHostError) else str(exc)
         name = type(exc).__name__ if isinstance(exc, EvaluatorHostError) else "refused"

@@ -32,10 +32,10 @@ def located_error(path: str, code: str, type_name: str, message: str, line: int 
     text = f"{where}: {type_name}: {_PLACE.sub('', message)}"
     lines = code.splitlines()
     if 0 < line <= len(lines):
-        source = lines[line - 1].expandtabs(4)
-        text += f"\n    {source}"
-        if column:
-            text += "\n    " + " " * min(column - 1, len(source)) + "^"
+        source = lines[line - 1]
+        text += f"\n    {source.expandtabs(4)}"
+        if column:  # under the column's character, tabs shown as the line shows them
+            text += "\n    " + " " * len(source[: column - 1].expandtabs(4)) + "^"
     return text
 
 
