@@ -1,10 +1,10 @@
 """The JavaScript/TypeScript migrator: ``runtimes/node/migrate.cjs`` in a host-side Node process.
 
-The script parses with the inspector's own parser and detector (Node's acorn; TypeScript after the
-TypeScript compiler's parser — the ``typescript`` package pinned in ``migration/typescript/``'s
-lock, installed by ``make install``, its path passed as the script's argument — blanks what type
-stripping cannot remove, enums and namespaces, and Node's strip-only type stripping the types, both
-keeping every offset) and splices the rewrite into the user's source at AST offsets; see its header
+The script parses with the inspector's own parser and detector (Node's acorn; TypeScript after
+Node's strip-only type stripping, and, for what that cannot remove — enums, namespaces — after the
+TypeScript compiler's parser blanked it: the ``typescript`` package pinned in
+``migration/typescript/``'s lock, installed by ``make install``, its path passed as the script's
+argument; both keep every offset) and splices the rewrite into the user's source at AST offsets; see its header
 for the rules. It never runs the code. One Node
 process is started per call of :func:`migrate_many` (migration is rare; a directory of files is
 one call), bounded in time.

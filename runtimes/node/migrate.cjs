@@ -11,13 +11,13 @@
 //      "rules": [...], "notes": [{"line": N | null, "message": "..."}]}
 //   ← {"ok": false, "kind": "syntax" | "interface" | "refused", "message": "...", "line": N | null, "column": N | null}
 //
-// How: the code is parsed with the inspector's parser and detector (Node's acorn). TypeScript is first
-// parsed by the TypeScript compiler's own parser (the `typescript` package pinned in
-// evaluator_host/migration/typescript, whose node_modules/typescript path is argv[2]), which keeps every
-// offset: what type stripping cannot remove (an enum, a namespace, a parameter property's modifiers) is
-// blanked with spaces for the parse only (the code keeps it: the harness runs TypeScript through Node's
-// transform), then Node's own type stripping ("strip-only") blanks the types with spaces, so every offset
-// of the parse is an offset in the user's TypeScript. The rewrite is a list of splices at those offsets:
+// How: the code is parsed with the inspector's parser and detector (Node's acorn). TypeScript first goes
+// through Node's own type stripping ("strip-only"), which blanks the types with spaces, so every offset of
+// the parse is an offset in the user's TypeScript. What type stripping cannot remove (an enum, a
+// namespace, a parameter property's modifiers) is found by the TypeScript compiler's own parser (the
+// `typescript` package pinned in evaluator_host/migration/typescript, whose node_modules/typescript path
+// is argv[2]; loaded only when needed, as for a return type below), which keeps offsets too, and blanked
+// for the parse only (the code keeps it: the harness runs TypeScript through Node's transform). The rewrite is a list of splices at those offsets:
 // the parameter list, a prologue after the opening brace, the returns of numeric strings. TypeScript
 // annotations are kept (`output: string` → `outputs: string`) and `trace: unknown` is added; a return
 // type is `unknown` (`Promise<unknown>`) once a return value is rewritten (it no longer is the declared
@@ -224,20 +224,29 @@ function migrate(request) {
   const ts = request.language === 'typescript';
   const key = JSON.stringify(String(request.correct_answer_key || 'correct_answer'));
   let code = original;
-  let facts = { blanks: [], returnTypes: new Map() };
+  let facts = null; // the TypeScript parser's findings, asked for only when needed (it takes a while to load)
+  const factsOf = () => facts || (facts = tsFacts(original));
   if (ts) {
     try {
-      facts = tsFacts(original);
-      code = stripped(original, facts);
+      code = amaro.transformSync(original, { mode: 'strip-only' }).code;
     } catch (err) {
       if (isStackError(err)) throw brokenTransform(); // nested too deeply, and swc is broken from now on
-      if (err && err.missingParser) throw err; // an installation fault, not the user's code
-      transformTs(original); // a syntax error is reported as the inspector reports it
-      const detected = detect(parse(transformTs(original).code));
-      if (detected.interface !== 'legacy') return unchanged(original, detected.interface);
-      throw new Rejected('refused', 'this TypeScript needs a module transform to run (`import x = require()`, ' +
-        `\`export =\`: ${err.message}); the migration splices the source. Write it as an ES import or ` +
-        'export, or migrate the evaluator by hand.', null, null);
+      let refusal = err;
+      try { // what type stripping cannot remove (an enum, a namespace): blanked for the parse, found by the parser
+        if (factsOf().blanks.length) code = stripped(original, factsOf());
+      } catch (again) {
+        if (again && again.missingParser) throw again; // an installation fault, not the user's code
+        if (isStackError(again)) throw facts ? brokenTransform() : tooDeep(null);
+        refusal = again;
+      }
+      if (code === original) {
+        transformTs(original); // a syntax error is reported as the inspector reports it
+        const detected = detect(parse(transformTs(original).code));
+        if (detected.interface !== 'legacy') return unchanged(original, detected.interface);
+        throw new Rejected('refused', 'this TypeScript needs a module transform to run (`import x = require()`, ' +
+          `\`export =\`: ${refusal.message}); the migration splices the source. Write it as an ES import or ` +
+          'export, or migrate the evaluator by hand.', null, null);
+      }
     }
     if (code.length !== original.length) throw new Rejected('refused', 'type stripping moved the code; migrate by hand');
   }
@@ -283,7 +292,7 @@ function migrate(request) {
     } else continue;
     if (!rules.length) rules.push('numeric-string-returns');
   }
-  const returnType = facts.returnTypes.get(fn.body.start);
+  const returnType = ts && edits.length ? factsOf().returnTypes.get(fn.body.start) : undefined;
   if (returnType && edits.length) { // a rewritten return is no longer the declared type (a string, say)
     edits.push([returnType[0], returnType[1], fn.async ? 'Promise<unknown>' : 'unknown']);
   }
@@ -366,7 +375,7 @@ function migrate(request) {
   }
   let after = migrated;
   try {
-    if (ts) after = stripped(migrated, tsFacts(migrated));
+    if (ts) after = facts && facts.blanks.length ? stripped(migrated, tsFacts(migrated)) : amaro.transformSync(migrated, { mode: 'strip-only' }).code;
   } catch (err) {
     throw isStackError(err) ? brokenTransform() : err;
   }
