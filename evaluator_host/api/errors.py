@@ -74,9 +74,23 @@ def _json_syntax_error(exc: RequestValidationError) -> JSONResponse | None:
     )
 
 
+def _not_json(request: Request, exc: RequestValidationError) -> JSONResponse | None:
+    """A JSON route's body sent without a JSON content type (the framework then never parses it, and
+    pydantic's "Input should be a valid dictionary" names no cause): say what to send."""
+    content_type = request.headers.get("content-type", "")
+    main = content_type.partition(";")[0].strip().lower()
+    if main == "application/json" or (main.startswith("application/") and main.endswith("+json")):
+        return None
+    if not any(tuple(e.get("loc", ())) == ("body",) for e in exc.errors()):
+        return None
+    sent = f"this request's Content-Type is {content_type!r}" if content_type else "this request has no Content-Type"
+    message = f"send JSON (Content-Type: application/json): {sent}"
+    return JSONResponse(_body("ValidationError", message, details=_details(exc)), status_code=422)
+
+
 def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    syntax = _json_syntax_error(exc)
+    syntax = _json_syntax_error(exc) or _not_json(request, exc)
     if syntax is not None:
         return syntax
     details = _details(exc, body_model(request.scope.get("route")))

@@ -23,7 +23,12 @@ T = TypeVar("T")
 
 
 class RefusedError(Exception):
-    """The service refused the evaluator, the dataset or the job (HTTP 4xx / DefinitionError)."""
+    """The service refused the evaluator, the dataset or the job (HTTP 4xx / DefinitionError); ``error``:
+    the answer's error object when it had one (``type``, ``message``, ``line``, ``column``)."""
+
+    def __init__(self, message: str, error: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.error = error or {}
 
 
 class Target(Protocol):
@@ -69,7 +74,7 @@ class Remote:
         except ApiError as exc:
             if exc.status >= 500:
                 raise
-            raise RefusedError(described(exc)) from exc
+            raise RefusedError(described(exc), exc.detail.model_dump()) from exc
 
     async def upsert(self, definition: dict[str, Any]) -> dict[str, Any]:
         listing = await self._refused(self.client.list_evaluators())

@@ -32,6 +32,9 @@ def test_the_page_shows_the_detected_interface_errors_at_their_line_and_the_capa
     problem = page.locator(".problems li").first
     expect(problem).to_contain_text("SyntaxError")
     expect(problem).to_contain_text(re.compile(r"line 2:\d+"))
+    # issue 34 point 9: a space before the place, and the place said once (the message's own "(line …)" dropped)
+    expect(problem).to_contain_text(re.compile(r"^SyntaxError line 2:\d+ — "))
+    expect(problem).not_to_contain_text("(line 2")
     expect(page.locator(".cm-lintRange-error").first).to_be_visible()  # the underline in the editor
 
     set_code(page, NETWORKED)

@@ -374,8 +374,9 @@ export class Playground {
           "li",
           { class: "problem" },
           h("b", {}, p.type),
-          p.line ? h("button", { class: "link", onclick: () => this.editor.goto(p.line as number) }, ` line ${p.line}${p.column ? `:${p.column}` : ""}`) : null,
-          ` — ${p.message}`,
+          p.line ? " " : null, // outside the button: a button's leading space is not drawn ("SyntaxErrorline 1:37")
+          p.line ? h("button", { class: "link", onclick: () => this.editor.goto(p.line as number) }, `line ${p.line}${p.column ? `:${p.column}` : ""}`) : null,
+          ` — ${p.line ? p.message.replace(/ \(line \d+(, column \d+)?\)$/, "") : p.message}`, // the button says where
         ),
       ),
     );
