@@ -1,7 +1,7 @@
 """NeMo Evaluator's tutorial metric ("Define and Run Custom Python Metrics") and its four-row dataset,
 as the tutorial's text gives them: the code is pasted unchanged (its imports included), the rows keep
 their columns and the model's answer is the ``model_expression`` column (NeMo's
-``FieldMapping(output="model_expression")``; here a job's ``mapping: {"outputs": "model_expression"}``).
+``FieldMapping(output="model_expression")``; here a job's ``field_mapping: {"outputs": "model_expression"}``).
 
 Expected: ``valid_expression`` 0.75 (the fourth answer is not an arithmetic expression) and
 ``correct_value`` 0.5 (the second evaluates to 150, not 200).
