@@ -261,3 +261,38 @@ def test_a_js_or_ts_metric_class_is_a_422_saying_python_only(client: TestClient,
     assert error["type"] == "InterfaceError" and "Python only" in error["message"]
     inspected = client.post("/v1/inspect", json={"language": language, "code": code}).json()
     assert inspected["interface"] is None and "Python only" in inspected["errors"][0]["message"]
+
+
+SEES = """import json
+
+from nemo_evaluator_sdk import Metric, MetricOutput, MetricOutputSpec, MetricResult
+
+
+class Sees(Metric):
+    type = "sees"
+
+    def output_spec(self):
+        return [MetricOutputSpec.boolean("seen"), MetricOutputSpec.label("what")]
+
+    def compute_scores(self, metric_input):
+        c = metric_input.candidate
+        what = [metric_input.row.data, c.output_text, c.response, c.trajectory, c.metadata, metric_input.row.row_index]
+        seen = MetricOutput(name="seen", value=True)
+        return MetricResult(outputs=[seen, MetricOutput(name="what", value=json.dumps(what))])
+"""
+
+
+def test_what_compute_scores_gets_of_a_case(client: TestClient) -> None:
+    trace = {"spans": {"a": {"name": "llm"}}}
+    cases_ = [
+        {"inputs": {"q": 1}, "outputs": "text", "trace": trace},
+        {"inputs": [1, 2], "outputs": {"answer": "é", "n": 2}},
+        {"inputs": {}, "outputs": None},
+    ]
+    results = _evaluate(client, SEES, cases_)["results"]
+    assert [r["status"] for r in results] == ["ok"] * 3, results[0]
+    seen = [json.loads(r["label"]) for r in results]
+    assert seen[0] == [{"q": 1}, "text", "text", trace, {}, None]
+    assert seen[1] == [{"inputs": [1, 2]}, '{"answer": "é", "n": 2}', {"answer": "é", "n": 2}, None, {}, None]
+    assert seen[2] == [{}, None, None, None, {}, None]
+    assert results[0]["details"]["sees.what"] == results[0]["label"]  # a label output, under both names too

@@ -1,0 +1,99 @@
+"""The same NeMo metrics with the real ``nemo_evaluator_sdk`` (``nemo-platform`` pinned, really
+pip-installed into a runtime) and with the built-in one: every answer the same (docs/metrics.md).
+
+``nemo-platform`` 0.3.0 is the newest release whose ``Requires-Python`` admits this runtime's CPython
+3.11 (0.4.0 and later need 3.12): a pin of 0.6.0 is a 422 ``BuildError`` carrying pip's reason and the
+version that would install. The real package's base requirements are large (a build of minutes on a
+loaded machine), hence ``slow`` and a build limit of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from evaluator_host.api import create_app
+from tests.support.nemo import TUTORIAL_METRIC, cases
+from tests.support.service import make_settings
+
+pytestmark = pytest.mark.slow
+
+REAL = {"nemo-platform": "0.3.0"}
+
+# which package built the MetricInput, and the checks of output_spec(): the same metric both ways
+PROBE = """from nemo_evaluator_sdk import Metric, MetricOutput, MetricOutputSpec, MetricResult
+
+
+class Probe(Metric):
+    type = "probe"
+
+    def output_spec(self):
+        return [MetricOutputSpec.boolean("ok"), MetricOutputSpec.continuous_score("sim", required=False),
+                MetricOutputSpec.label("made_by", required=False)]
+
+    async def compute_scores(self, metric_input):
+        how = metric_input.row.data["how"]
+        if how == "kind":
+            return MetricResult(outputs=[MetricOutput(name="ok", value="maybe")])
+        if how == "missing":
+            return MetricResult(outputs=[MetricOutput(name="sim", value=0.5)])
+        if how == "undeclared":
+            return MetricResult(outputs=[MetricOutput(name="ok", value=True), MetricOutput(name="extra", value=1)])
+        made_by = type(metric_input).__module__
+        return MetricResult(outputs=[MetricOutput(name="ok", value="yes"), MetricOutput(name="sim", value="0.25"),
+                                     MetricOutput(name="made_by", value=made_by)])
+"""
+HOWS = ["kind", "missing", "undeclared", "coerced"]
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    data: Path = tmp_path_factory.mktemp("nemo-real")
+    with TestClient(create_app(make_settings(data, backend="process", build_timeout_s=1800))) as test_client:
+        yield test_client
+
+
+def _run(client: TestClient, code: str, cases_: list[dict[str, Any]], packages: dict[str, str]) -> list[dict[str, Any]]:
+    body = {
+        "language": "python",
+        "code": code,
+        "cases": cases_,
+        "packages": packages,
+        "settings": {"memory_mb": 1024, "timeout_s": 60},
+    }
+    response = client.post("/v1/evaluate", json=body)
+    assert response.status_code == 200, response.text
+    return response.json()["results"]  # type: ignore[no-any-return]
+
+
+def _answer(result: dict[str, Any]) -> tuple[Any, ...]:
+    error = result["error"] or {}
+    return result["status"], result["outputs"], error.get("type"), error.get("message")
+
+
+def test_the_real_package_gives_the_same_answers_as_the_built_in_one(client: TestClient) -> None:
+    real = _run(client, TUTORIAL_METRIC, cases(), REAL)
+    builtin = _run(client, TUTORIAL_METRIC, cases(), {})
+    assert [r["status"] for r in real] == ["ok"] * 4, real[0]
+    assert [_answer(r) for r in real] == [_answer(r) for r in builtin]
+    assert real[0]["runtime"]["packages"] == REAL
+    probe_cases = [{"inputs": {"how": how}} for how in HOWS]
+    real = _run(client, PROBE, probe_cases, REAL)
+    builtin = _run(client, PROBE, probe_cases, {})
+    assert [_answer(r) for r in real] == [_answer(r) for r in builtin]
+    assert [r["status"] for r in real] == ["invalid_result"] * 3 + ["ok"]
+    assert real[-1]["label"] == "nemo_evaluator_sdk.values.protocol"  # the real package's pydantic MetricInput
+    assert builtin[-1]["label"] == "nemo_evaluator_sdk"  # the built-in one
+
+
+def test_a_pin_this_python_cannot_install_names_the_reason(client: TestClient) -> None:
+    body = {"language": "python", "code": TUTORIAL_METRIC, "outputs": "1", "packages": {"nemo-platform": "0.6.0"}}
+    refused = client.post("/v1/evaluate", json=body)
+    assert refused.status_code == 422
+    error = refused.json()["error"]
+    assert error["type"] == "BuildError" and "Requires-Python" in error["message"]
+    assert "nemo-platform==0.3.0" in error["message"]
