@@ -296,3 +296,34 @@ def test_what_compute_scores_gets_of_a_case(client: TestClient) -> None:
     assert seen[1] == [{"inputs": [1, 2]}, '{"answer": "é", "n": 2}', {"answer": "é", "n": 2}, None, {}, None]
     assert seen[2] == [{}, None, None, None, {}, None]
     assert results[0]["details"]["sees.what"] == results[0]["label"]  # a label output, under both names too
+
+
+SLOW = """import asyncio, time
+
+from nemo_evaluator_sdk import Metric, MetricOutput, MetricOutputSpec, MetricResult
+
+
+class Slow(Metric):
+    type = "slow"
+
+    def output_spec(self):
+        return [MetricOutputSpec.boolean("done")]
+
+    async def compute_scores(self, metric_input):
+        if metric_input.row.data.get("hang"):
+            await asyncio.sleep(60)
+        return MetricResult(outputs=[MetricOutput(name="done", value=True)])
+"""
+
+
+def test_a_metric_that_outlives_its_timeout_is_a_timeout_and_the_rest_are_answered(client: TestClient) -> None:
+    cases_ = [{"inputs": {"hang": i == 1}} for i in range(4)]
+    results = _evaluate(client, SLOW, cases_, timeout_s=1)["results"]
+    assert [r["status"] for r in results] == ["ok", "timeout", "ok", "ok"], results
+    assert results[1]["error"]["line"] == SLOW.splitlines().index("            await asyncio.sleep(60)") + 1
+    sync = SLOW.replace("async def compute_scores", "def compute_scores").replace(
+        "await asyncio.sleep(60)", "time.sleep(60)"
+    )
+    results = _evaluate(client, sync, cases_, timeout_s=1)["results"]
+    assert [r["status"] for r in results] == ["ok", "timeout", "ok", "ok"], results
+    assert_healthy(client)
