@@ -65,9 +65,10 @@ class MetricAdapter:
         if duplicates:
             raise TypeError(f"{cls.__name__}.output_spec(): duplicate metric output names: {duplicates}")
         self.specs: dict[str, Any] = dict(zip(names, specs, strict=True))
-        import nemo_evaluator_sdk as sdk  # the pinned package, or the built-in one (offer_builtin)
+        import importlib
 
-        self.sdk = sdk
+        # by name, at run time: the pinned real package, or the built-in one (offer_builtin)
+        self.sdk = importlib.import_module("nemo_evaluator_sdk")
 
     def __call__(self, inputs: Any, outputs: Any, trace: Any) -> Any:
         sdk = self.sdk
