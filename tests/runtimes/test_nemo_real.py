@@ -9,6 +9,11 @@ loaded machine), hence ``slow`` and a build limit of its own.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import sysconfig
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,10 +22,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
+from evaluator_host.definitions.languages import RUNTIMES_DIR
 from tests.support.nemo import TUTORIAL_METRIC, cases
 from tests.support.service import make_settings
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 REAL = {"nemo-platform": "0.3.0"}
 
@@ -97,3 +103,55 @@ def test_a_pin_this_python_cannot_install_names_the_reason(client: TestClient) -
     error = refused.json()["error"]
     assert error["type"] == "BuildError" and "Requires-Python" in error["message"]
     assert "nemo-platform==0.3.0" in error["message"]
+
+
+def _harness(code: Path, entrypoint: str, site_dirs: list[str], cases_: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Python harness run as the sandbox runs it (``-I -S``, the runtime's folders as ``site_dirs``)."""
+    config = {"code_path": str(code), "entrypoint": entrypoint, "interface": "metric", "work_dir": str(code.parent)}
+    config["site_dirs"] = site_dirs  # type: ignore[assignment]
+    run = json.dumps({"op": "run", "id": "x", "cases": cases_}).encode()
+    harness = RUNTIMES_DIR / "python" / "harness.py"
+    out = subprocess.run(
+        [sys.executable, "-I", "-S", str(harness), json.dumps(config)],
+        input=len(run).to_bytes(4, "big") + run,
+        capture_output=True,
+        timeout=120,
+    ).stdout
+    frames = []
+    while out:
+        size = int.from_bytes(out[:4], "big")
+        frames.append(json.loads(out[4 : 4 + size]))
+        out = out[4 + size :]
+    return [f for f in frames if f["type"] == "result"]
+
+
+def test_the_06_package_named_by_the_tutorial_is_read_the_same_way(tmp_path: Path) -> None:
+    """``nemo-platform==0.6.0`` (the tutorial's; Python >= 3.12 only, so no runtime here installs it): its
+    wheel's ``nemo_evaluator_sdk`` with pydantic from this Python's site-packages, through the harness."""
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version", "3.12"]
+        + ["-d", str(wheels), "nemo-platform==0.6.0"],
+        check=True,
+        timeout=600,
+    )
+    real = tmp_path / "real"
+    with zipfile.ZipFile(next(wheels.glob("*.whl"))) as wheel:
+        wheel.extractall(real, [n for n in wheel.namelist() if n.startswith("nemo_evaluator_sdk/")])
+    deps = sysconfig.get_paths()["purelib"]  # pydantic and OpenTelemetry's protobufs, as the real package needs
+    code = tmp_path / "evaluator.py"
+    for source, entrypoint, cases_ in [
+        (TUTORIAL_METRIC, "ArithmeticExpressionCorrectnessMetric", cases()),
+        (PROBE, "Probe", [{"inputs": {"how": how}} for how in HOWS]),
+    ]:
+        code.write_text(source)
+        with_real = _harness(code, entrypoint, [str(real), deps], cases_)
+        built_in = _harness(code, entrypoint, [], cases_)
+        assert [r["status"] for r in with_real] == [r["status"] for r in built_in], with_real
+        label = ("made_by", "nemo_evaluator_sdk.values.protocol", "nemo_evaluator_sdk")
+        for a, b in zip(with_real, built_in, strict=True):
+            assert (a.get("error") or {}).get("message") == (b.get("error") or {}).get("message")
+            if a["status"] == "ok":
+                theirs = {k: (label[2] if v == label[1] else v) for k, v in a["value"].items()}
+                assert theirs == b["value"]
+    assert with_real[-1]["value"]["made_by"] == "nemo_evaluator_sdk.values.protocol"
