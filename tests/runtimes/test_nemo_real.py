@@ -28,7 +28,9 @@ from tests.support.service import make_settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
-REAL = {"nemo-platform": "0.3.0"}
+# its nemo_evaluator_sdk imports pyarrow, which only its extras require (NeMo's tutorial installs
+# "nemo-platform[all]"): pinned beside it
+REAL = {"nemo-platform": "0.3.0", "pyarrow": "26.0.1"}
 
 # which package built the MetricInput, and the checks of output_spec(): the same metric both ways
 PROBE = """from nemo_evaluator_sdk import Metric, MetricOutput, MetricOutputSpec, MetricResult
