@@ -28,9 +28,9 @@ from tests.support.service import make_settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
-# its nemo_evaluator_sdk imports pyarrow, which only its extras require (NeMo's tutorial installs
-# "nemo-platform[all]"): pinned beside it
-REAL = {"nemo-platform": "0.3.0", "pyarrow": "26.0.1"}
+# its nemo_evaluator_sdk imports pyarrow, jsonpath_ng and sacrebleu, which only its extras require (NeMo's
+# tutorial installs "nemo-platform[all]"): pinned beside it
+REAL = {"nemo-platform": "0.3.0", "pyarrow": "26.0.1", "jsonpath-ng": "1.16.0", "sacrebleu": "2.6.0"}
 
 # which package built the MetricInput, and the checks of output_spec(): the same metric both ways
 PROBE = """from nemo_evaluator_sdk import Metric, MetricOutput, MetricOutputSpec, MetricResult
