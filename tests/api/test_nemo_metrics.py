@@ -223,6 +223,8 @@ def test_several_metric_classes_need_settings_entrypoint(client: TestClient) -> 
     case = {"inputs": {"expected": "a"}, "outputs": "a"}
     chosen = _evaluate(client, two, [case], entrypoint="Loose")["results"][0]
     assert chosen["status"] == "ok" and chosen["details"]["metric_type"] == "loose"
+    other = _evaluate(client, two, [case], entrypoint="Exact")["results"][0]  # the same code: never Loose's worker
+    assert other["status"] == "ok" and other["details"]["metric_type"] == "exact"
     wrong = client.post(
         "/v1/evaluate", json={"language": "python", "code": two, "outputs": "a", "settings": {"entrypoint": "Nope"}}
     )
