@@ -39,21 +39,22 @@ PROBE = """from nemo_evaluator_sdk import Metric, MetricOutput, MetricOutputSpec
 class Probe(Metric):
     type = "probe"
 
-    def output_spec(self):
-        return [MetricOutputSpec.boolean("ok"), MetricOutputSpec.continuous_score("sim", required=False),
-                MetricOutputSpec.label("made_by", required=False)]
+    def output_spec(self):  # no required=False: nemo-platform 0.3.0's constructors do not take it
+        return [MetricOutputSpec.boolean("ok"), MetricOutputSpec.continuous_score("sim"),
+                MetricOutputSpec.label("made_by")]
 
     async def compute_scores(self, metric_input):
         how = metric_input.row.data["how"]
+        made_by = MetricOutput(name="made_by", value=type(metric_input).__module__)
+        sim = MetricOutput(name="sim", value="0.25")
         if how == "kind":
-            return MetricResult(outputs=[MetricOutput(name="ok", value="maybe")])
+            return MetricResult(outputs=[MetricOutput(name="ok", value="maybe"), sim, made_by])
         if how == "missing":
-            return MetricResult(outputs=[MetricOutput(name="sim", value=0.5)])
+            return MetricResult(outputs=[sim, made_by])
         if how == "undeclared":
-            return MetricResult(outputs=[MetricOutput(name="ok", value=True), MetricOutput(name="extra", value=1)])
-        made_by = type(metric_input).__module__
-        return MetricResult(outputs=[MetricOutput(name="ok", value="yes"), MetricOutput(name="sim", value="0.25"),
-                                     MetricOutput(name="made_by", value=made_by)])
+            return MetricResult(outputs=[MetricOutput(name="ok", value=True), sim, made_by,
+                                         MetricOutput(name="extra", value=1)])
+        return MetricResult(outputs=[MetricOutput(name="ok", value="yes"), sim, made_by])
 """
 HOWS = ["kind", "missing", "undeclared", "coerced"]
 
