@@ -21,7 +21,11 @@ from evaluator_host.definitions.nesting import parse_python
 from evaluator_host.definitions.package_names import PYPI_NAMES as _PYPI_NAMES
 from evaluator_host.errors import CodeSyntaxError
 
-__all__ = ["unpinned"]
+__all__ = ["BUILTIN_PYTHON", "unpinned"]
+
+# importable without a pin: the protocol types the Python runtime provides itself (runtimes/python/protocols/;
+# a pinned nemo-platform's real package takes their place), docs/metrics.md
+BUILTIN_PYTHON = frozenset({"nemo_evaluator_sdk"})
 
 # Node 24's require("module").builtinModules (without the _-prefixed internals)
 _NODE_BUILTINS = frozenset(
@@ -68,7 +72,7 @@ def _python_missing(code: str, covered: set[str]) -> list[str]:
     missing: dict[str, None] = {}
     for module in _python_imports(code):
         top = module.split(".")[0]
-        if top in sys.stdlib_module_names or top == "__future__":
+        if top in sys.stdlib_module_names or top == "__future__" or top in BUILTIN_PYTHON:
             continue
         package = _PYPI_NAMES.get(".".join(module.split(".")[:2]), _PYPI_NAMES.get(top, top))
         if _canonical(package) not in covered and _canonical(top) not in covered:

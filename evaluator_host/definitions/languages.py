@@ -66,7 +66,7 @@ RUNTIMES_DIR = Path(__file__).resolve().parents[2] / "runtimes"  # harnesses, mo
 VENDOR_DIR = "/sandbox/vendor"  # where a family's vendored host packages are bound in a sandbox
 
 
-InterfaceName = Literal["evaluate", "legacy", "main"]
+InterfaceName = Literal["evaluate", "legacy", "main", "metric"]
 
 
 @dataclass(frozen=True)

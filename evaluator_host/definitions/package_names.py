@@ -14,6 +14,7 @@ __all__ = ["PYPI_NAMES", "pypi_name_of"]
 # import name → PyPI package, where they differ (the common cases)
 PYPI_NAMES = {
     "sklearn": "scikit-learn",
+    "nemo_evaluator_sdk": "nemo-platform",
     "yaml": "pyyaml",
     "cv2": "opencv-python",
     "PIL": "pillow",

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from evaluator_host.definitions import languages
+from evaluator_host.definitions.interfaces import choose
 from evaluator_host.definitions.models import Capabilities, Language, Packages
 from evaluator_host.definitions.packages import normalize_pins
 from evaluator_host.errors import DefinitionError, PackageSpecError, SandboxError
@@ -136,7 +137,7 @@ async def inspect(evaluation: Evaluation, body: InspectRequest) -> InspectRespon
         errors.append(_problem(oversized))
     else:
         try:
-            detected = await evaluation.detect(language, code)
+            detected = choose(await evaluation.detect(language, code), body.settings.entrypoint)
             answer.update(interface=detected.interface, entrypoint=detected.entrypoint, line=detected.line)
             answer["async"] = detected.is_async
         except DefinitionError as exc:

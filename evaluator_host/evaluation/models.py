@@ -58,6 +58,13 @@ class EvaluatorSettings(BaseModel):
         description="Async evaluators only: rows one worker runs at once, each awaiting (e.g. an LLM judge's "
         "call); at most the service's max_in_flight (EVALUATOR_HOST_MAX_IN_FLIGHT). Null: the service's.",
     )
+    entrypoint: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="Metric interface only: the metric class to run when the code defines several "
+        "(NeMo Metric classes: docs/metrics.md). Null: the code's only metric class.",
+    )
 
 
 class Case(BaseModel):
@@ -191,7 +198,7 @@ class EvaluationResult(BaseModel):
     stderr: str = ""
     truncated: bool = False
     duration_ms: float = 0.0
-    interface: Literal["evaluate", "legacy", "main"]
+    interface: Literal["evaluate", "legacy", "main", "metric"]
     runtime: dict[str, Any]
     evaluator_id: str | None = None
     revision: int | None = None
@@ -251,7 +258,7 @@ class Evaluator(BaseModel):
     description: str
     revision: int
     language: Language
-    interface: Literal["evaluate", "legacy", "main"]
+    interface: Literal["evaluate", "legacy", "main", "metric"]
     code: str
     packages: dict[str, str]
     settings: EvaluatorSettings

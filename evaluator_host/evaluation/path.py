@@ -209,6 +209,8 @@ class Evaluation:
         )
         if in_flight > 1:  # its egress gate's cap follows it (a sync evaluator's key is what it always was)
             key_src += f"|{in_flight}"
+        if prepared.interface == "metric":  # the same code may run another of its metric classes
+            key_src += f"|{prepared.entrypoint}"
         load = {
             "code": prepared.code if prepared.compiled is None else prepared.compiled,
             "filename": f"evaluator{language.module_suffix}",

@@ -18,7 +18,7 @@ from typing import Any
 
 from evaluator_host.definitions import languages
 from evaluator_host.definitions.imports import unpinned
-from evaluator_host.definitions.interfaces import Detected
+from evaluator_host.definitions.interfaces import Detected, choose
 from evaluator_host.evaluation.models import EvaluatorSettings
 from evaluator_host.tenancy.models import NetworkEntry, destinations, header_templates, injected_secrets
 
@@ -35,6 +35,10 @@ _IGNORED: dict[str, dict[str, str]] = {
         "put what it carries in inputs (each key of inputs is a main parameter)",
     },
     "legacy": {"trace": "evaluate(app_params, inputs, output, correct_answer) has no trace parameter"},
+    "metric": {
+        "app_params": "a metric's compute_scores(metric_input) reads inputs as metric_input.row.data; "
+        "put what it carries in inputs",
+    },
 }
 
 
@@ -94,6 +98,7 @@ class Prepared:
         loader and the compiled code (and the interface, unless a stored revision names its own);
         ``network`` entries give the destinations and the egress proxy's header templates."""
         network = network or ()
+        detected = choose(detected, settings.entrypoint)  # a metric class among several: the one named
         return cls(
             language=language,
             code=code,

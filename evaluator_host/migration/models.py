@@ -43,8 +43,8 @@ class MigrateResponse(BaseModel):
 
     code: str
     changed: bool
-    interface_before: Literal["evaluate", "legacy", "main"]
-    interface_after: Literal["evaluate", "legacy", "main"]
+    interface_before: Literal["evaluate", "legacy", "main", "metric"]
+    interface_after: Literal["evaluate", "legacy", "main", "metric"]
     diff: str = Field(description="Unified diff from the original code (empty when unchanged).")
     notes: list[MigrationNote]
     rules: list[str] = Field(description="The rewrite rules that changed something, in order.")

@@ -26,6 +26,25 @@ const ACCEPTED =
   'define exactly one entrypoint at top level: evaluate(inputs, outputs, trace) | ' +
   'evaluate(app_params, inputs, output, correct_answer) (legacy) | main(variables) returning {"score": ...}';
 const NAMES = new Set(['evaluate', 'main']);
+const METRIC_PYTHON_ONLY =
+  'NeMo-style Metric classes (output_spec() + compute_scores()) run in Python only, as NeMo\'s ' +
+  'nemo_evaluator_sdk is Python: use language "python", or define evaluate(inputs, outputs, trace) here';
+
+// A top-level class (exported or not) with output_spec and compute_scores methods: a NeMo metric,
+// which only the Python family runs (evaluator_host/definitions/interfaces.py).
+function hasMetricClass(tree) {
+  for (const node of tree.body) {
+    const decl = node.type.startsWith('Export') && node.declaration ? node.declaration : node;
+    const classes = decl.type === 'ClassDeclaration' || decl.type === 'ClassExpression' ? [decl]
+      : decl.type === 'VariableDeclaration' ? decl.declarations.map((d) => d.init).filter((i) => i && i.type === 'ClassExpression')
+        : [];
+    for (const cls of classes) {
+      const names = new Set(cls.body.body.map((m) => m.key && (m.key.name || m.key.value)));
+      if (names.has('output_spec') && (names.has('compute_scores') || names.has('computeScores'))) return true;
+    }
+  }
+  return false;
+}
 
 class Rejected extends Error {
   constructor(kind, message, line = null, column = null) {
@@ -252,6 +271,7 @@ function detect(tree) {
   const anonymous = found.filter((f) => !f.name);
   const chosen = named.length ? named : anonymous;
   const names = new Set(chosen.map((f) => f.name));
+  if (chosen.length === 0 && hasMetricClass(tree)) throw new Rejected('interface', METRIC_PYTHON_ONLY);
   if (chosen.length === 0) throw new Rejected('interface', `no evaluate() or main() is defined at top level; ${ACCEPTED}`);
   if (names.has('evaluate') && names.has('main')) {
     throw new Rejected('interface', `both evaluate() and main() are defined at top level; ${ACCEPTED}`);

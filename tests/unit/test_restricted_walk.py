@@ -72,12 +72,13 @@ def _violation(value: Any) -> str | None:
     return None
 
 
-def _walk() -> tuple[dict[str, int], list[str]]:
-    g = POLICY.make_globals("evaluator")
+def _walk(packages: tuple[str, ...] = ()) -> tuple[dict[str, int], list[str]]:
+    """The walk from every allowlisted standard module, or (``packages``) from those runtime modules only."""
+    g = POLICY.make_globals("evaluator", packages)
     guarded_import = g["__builtins__"]["__import__"]
     getattr_, getitem, getiter = g["_getattr_"], g["_getitem_"], g["_getiter_"]
     queue: deque[tuple[Any, str, int]] = deque()
-    for name in sorted(POLICY.STDLIB_ALLOWLIST):
+    for name in packages or sorted(POLICY.STDLIB_ALLOWLIST):
         module = guarded_import(name)
         for part in name.split(".")[1:]:
             module = getattr_(module, part)
@@ -156,6 +157,20 @@ def test_nothing_reachable_from_the_allowlist_leads_to_os_sys_subprocess_open_or
     stats, found = _walk()
     print(f"restricted walk: {stats}")  # the proof's size, for the record
     assert stats["modules"] >= 40 and stats["max_depth"] >= 3
+    assert not found, "\n".join(found[:30])
+
+
+def test_nothing_reachable_from_the_built_in_nemo_protocol_types_leads_out() -> None:
+    """The metric interface's ``nemo_evaluator_sdk`` (runtimes/python/protocols/), importable under the
+    policy for a metric class: the same walk from it."""
+    folder = str(RUNTIMES_DIR / "python" / "protocols")
+    sys.path.append(folder)
+    try:
+        stats, found = _walk(("nemo_evaluator_sdk",))
+    finally:
+        sys.path.remove(folder)
+        sys.modules.pop("nemo_evaluator_sdk", None)
+    assert stats["objects"] > 100 and stats["max_depth"] >= 3
     assert not found, "\n".join(found[:30])
 
 

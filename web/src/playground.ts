@@ -43,6 +43,7 @@ const SIGNATURES: Record<Interface, string> = {
   evaluate: "evaluate(inputs, outputs, trace)",
   legacy: "evaluate(app_params, inputs, output, correct_answer) — legacy: the Migrate screen rewrites it",
   main: "main(…) — parameters bound by name from the inputs",
+  metric: "NeMo Metric class: output_spec() + compute_scores(metric_input) — each output a named score",
 };
 
 const KIND_TITLES: Record<string, string> = {
@@ -354,7 +355,7 @@ export class Playground {
   private showInspection(found: Inspection): void {
     if (found.interface) {
       this.interfaceLine.className = `interface ok iface-${found.interface}`;
-      fill(this.interfaceLine, "Detected interface: ", h("code", {}, SIGNATURES[found.interface]), found.line ? h("span", { class: "muted" }, ` · line ${found.line}`) : null, found.policy && found.policy !== "standard" ? h("span", { class: "badge" }, `policy: ${found.policy}`) : null);
+      fill(this.interfaceLine, "Detected interface: ", h("code", {}, SIGNATURES[found.interface]), found.interface === "metric" && found.entrypoint ? h("span", { class: "badge iface-metric" }, `metric: ${found.entrypoint}`) : null, found.line ? h("span", { class: "muted" }, ` · line ${found.line}`) : null, found.policy && found.policy !== "standard" ? h("span", { class: "badge" }, `policy: ${found.policy}`) : null);
     } else {
       this.interfaceLine.className = "interface bad";
       this.interfaceLine.textContent = "No interface detected";

@@ -1,7 +1,7 @@
 // The shapes of the /v1 answers the page reads (docs/api.md is the contract).
 
 export type Language = "python" | "javascript" | "typescript";
-export type Interface = "evaluate" | "legacy" | "main";
+export type Interface = "evaluate" | "legacy" | "main" | "metric";
 
 export interface Settings {
   timeout_s?: number;

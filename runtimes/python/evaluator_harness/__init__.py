@@ -5,6 +5,9 @@
 * :mod:`.values`: a returned value made JSON-safe (the wire markers);
 * :mod:`.loader`: the evaluator's code: bound from a ``load`` frame, imported (or compiled under the
   ``restricted`` policy), its errors as the user's own lines;
+* :mod:`.metric`: the ``metric`` interface: a NeMo ``Metric`` class instantiated once, its
+  ``compute_scores`` called per case, its result checked against ``output_spec()`` (the built-in
+  ``nemo_evaluator_sdk`` is ``../protocols``);
 * :mod:`.cases`: one case: its arguments per interface, captured output, soft timeout, its reply;
 * :mod:`.rows`: the row → case rule of job rows (shared with the host: ``evaluator_host/jobs/mapping.py``);
 * :mod:`.egress`: the in-sandbox forwarder to the host's egress proxy;

@@ -19,6 +19,7 @@ import sys
 import time
 from typing import Any
 
+from .metric import InvalidOutput
 from .values import ENCODE, SIMPLE, to_wire
 
 
@@ -104,7 +105,7 @@ class Runner:
         inputs = case.get("inputs")
         outputs = case.get("outputs")
         trace = case.get("trace")
-        if self.interface == "evaluate":
+        if self.interface in ("evaluate", "metric"):  # a metric: MetricAdapter(inputs, outputs, trace)
             return [inputs, outputs, trace], {}
         if self.interface == "legacy":
             correct = inputs.get(correct_answer_key) if isinstance(inputs, dict) else None
@@ -230,6 +231,8 @@ class Runner:
             reply.update(status="memory_limit", error=self.error(exc))
         except BindingError as exc:
             reply.update(status="error", error=failure("BindingError", str(exc)))
+        except InvalidOutput as exc:
+            reply.update(status="invalid_result", error=failure("InvalidResult", str(exc)))
         except BaseException as exc:  # noqa: BLE001 - every user failure is an outcome
             reply.update(status="error", error=self.error(exc))
         # whole nanoseconds, in ms: the float's repr (on the wire, and again in the host's stored row)

@@ -38,6 +38,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .cases import BindingError, Budget, Capture, OutputLimitExceeded, failure
+from .metric import InvalidOutput
 from .values import ENCODE, SIMPLE, to_wire
 
 GRACE_S = 0.05  # how long a cancelled row's task may take to finish before the worker is retired
@@ -194,6 +195,8 @@ class InFlight:
             reply.update(status="memory_limit", error=self.h.error(exc))
         elif isinstance(exc, BindingError):
             reply["error"] = failure("BindingError", str(exc))
+        elif isinstance(exc, InvalidOutput):
+            reply.update(status="invalid_result", error=failure("InvalidResult", str(exc)))
         else:
             reply["error"] = self.h.error(exc)
         return reply

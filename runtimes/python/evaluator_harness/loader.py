@@ -6,7 +6,8 @@ waits for one ``load`` frame carrying the code and the evaluator's config (``ent
 ``work_dir`` so line numbers and tracebacks are the user's own. (A ``code_path`` in the start config
 binds it at once: the selftest uses that.)
 
-The user's module is imported from ``code_path``. With ``policy: "restricted"`` it is compiled and
+The user's module is imported from ``code_path``. For the ``metric`` interface the entrypoint is a
+class, instantiated once here (:mod:`.metric`). With ``policy: "restricted"`` it is compiled and
 run under ``restricted.py`` (next to ``harness.py``): RestrictedPython with the guard set described
 there, from ``vendor_dirs``. A failure at import is the user's: it becomes the ``load_error`` every
 case is answered with.
@@ -20,6 +21,7 @@ import types
 from typing import Any
 
 from .cases import Budget, Capture
+from .metric import MetricAdapter, offer_builtin
 
 HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -88,14 +90,21 @@ class Loader:
             module = types.ModuleType("evaluator")
             module.__file__ = self.code_path
             sys.modules["evaluator"] = module
+            if self.interface == "metric":
+                offer_builtin()  # the built-in nemo_evaluator_sdk, unless the runtime pins the real one
             if self.policy == "restricted":
                 policy = self._restricted()
                 code = policy.compile_restricted(source, self.code_path)
-                module.__dict__.update(policy.make_globals("evaluator", policy.runtime_modules(self.site_dirs)))
+                packages = policy.runtime_modules(self.site_dirs)
+                if self.interface == "metric":
+                    packages.add("nemo_evaluator_sdk")
+                module.__dict__.update(policy.make_globals("evaluator", packages))
             else:
                 code = compile(source, self.code_path, "exec")
             exec(code, module.__dict__)
             self.fn = getattr(module, self.entrypoint, None)
+            if self.interface == "metric":  # the class, instantiated once: called per case like evaluate()
+                self.fn = MetricAdapter(self.fn)
             if not callable(self.fn):
                 raise TypeError(f"{self.entrypoint} is not callable")
             if self.interface == "main":
