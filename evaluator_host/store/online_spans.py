@@ -17,7 +17,9 @@ Contract (docs/online.md, "How it works"):
   queries compare them); on PostgreSQL one array per column through ``unnest``, sent in binary
   (``%b``: psycopg's text arrays escape every quote of the JSON bodies with a regex).
 * :meth:`OnlineSpanStore.mark_ready`: open traces whose root has ended and whose last span is older
-  than the quiet period — or whose last span is older than the timeout, root or not — become ``ready``.
+  than the quiet period — or whose last span is older than the timeout, root or not — become ``ready``;
+  and, in the same transaction, the *complete* ones — root ended, every span's ``parent_span_id``
+  one of the trace's stored spans (no orphan) — whose last span is older than the settle period.
 * :meth:`OnlineSpanStore.sweep`: spans received before the retention cutoff are deleted, and the
   traces whose last span is before it.
 """
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import DateTime, Table, delete, func, select, update
+from sqlalchemy import DateTime, Table, Update, delete, exists, func, select, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 
@@ -221,8 +223,9 @@ class OnlineSpanStore:
             stored.update((w, t, s) for w, t, s in conn.exec_driver_sql(_sqlite_insert(len(part)), params))
         return stored
 
-    def mark_ready(self, now: datetime, quiet_s: float, timeout_s: float) -> int:
-        """Make quiet traces ``ready`` (see the module docstring); how many."""
+    def mark_ready(self, now: datetime, quiet_s: float, timeout_s: float, settle_s: float | None = None) -> int:
+        """Make quiet traces ``ready``, and complete ones settled ``settle_s`` (None, or not below
+        ``quiet_s``: no fast path) — see the module docstring; how many."""
         quiet, stale = now - timedelta(seconds=quiet_s), now - timedelta(seconds=timeout_s)
         query = (
             update(TRACES)
@@ -234,7 +237,10 @@ class OnlineSpanStore:
             .values(state="ready", ready_at=now)
         )
         with self.engine.begin() as conn:
-            return int(conn.execute(query).rowcount or 0)
+            made = int(conn.execute(query).rowcount or 0)
+            if settle_s is not None and settle_s < quiet_s:
+                made += int(conn.execute(_complete(now, now - timedelta(seconds=settle_s))).rowcount or 0)
+            return made
 
     def sweep(self, cutoff: datetime) -> tuple[int, int]:
         """Delete spans received before ``cutoff`` and traces whose last span came before it: (spans, traces)."""
@@ -253,6 +259,30 @@ class OnlineSpanStore:
         with self.engine.connect() as conn:
             query = select(func.count()).select_from(TRACES).where(TRACES.c.state == "open")
             return int(conn.execute(query).scalar_one())
+
+
+def _complete(now: datetime, settled: datetime) -> Update:
+    """The fast path: ``open`` traces with an ended root, no span since ``settled`` and no orphan (a span
+    whose ``parent_span_id`` is not one of the trace's spans) become ``ready``. Each candidate's spans
+    are read once, each parent looked up by the spans' primary key."""
+    span, parent = SPANS.alias("s"), SPANS.alias("p")
+    has_parent = exists().where(
+        parent.c.workspace_id == span.c.workspace_id,
+        parent.c.trace_id == span.c.trace_id,
+        parent.c.span_id == span.c.parent_span_id,
+    )
+    orphan = exists().where(
+        span.c.workspace_id == TRACES.c.workspace_id,
+        span.c.trace_id == TRACES.c.trace_id,
+        span.c.parent_span_id.is_not(None),
+        ~has_parent,
+    )
+    return (
+        update(TRACES)
+        .where(TRACES.c.state == "open", TRACES.c.last_span_at < settled)
+        .where(TRACES.c.root_span_id.is_not(None), TRACES.c.root_ended_at.is_not(None), ~orphan)
+        .values(state="ready", ready_at=now)
+    )
 
 
 def _trace_values(rows: Sequence[dict[str, Any]], stored: set[tuple[str, str, str]]) -> list[dict[str, Any]]:
