@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import DateTime, Table, Update, delete, exists, func, select, update
+from sqlalchemy import DateTime, Table, Update, bindparam, delete, exists, func, select, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 
@@ -227,19 +227,11 @@ class OnlineSpanStore:
         """Make quiet traces ``ready``, and complete ones settled ``settle_s`` (None, or not below
         ``quiet_s``: no fast path) — see the module docstring; how many."""
         quiet, stale = now - timedelta(seconds=quiet_s), now - timedelta(seconds=timeout_s)
-        query = (
-            update(TRACES)
-            .where(TRACES.c.state == "open")
-            .where(
-                ((TRACES.c.root_ended_at.is_not(None)) & (TRACES.c.last_span_at < quiet))
-                | (TRACES.c.last_span_at < stale)
-            )
-            .values(state="ready", ready_at=now)
-        )
         with self.engine.begin() as conn:
-            made = int(conn.execute(query).rowcount or 0)
+            made = int(conn.execute(_QUIET, {"now": now, "quiet": quiet, "stale": stale}).rowcount or 0)
             if settle_s is not None and settle_s < quiet_s:
-                made += int(conn.execute(_complete(now, now - timedelta(seconds=settle_s))).rowcount or 0)
+                settled = now - timedelta(seconds=settle_s)
+                made += int(conn.execute(_COMPLETE, {"now": now, "settled": settled}).rowcount or 0)
             return made
 
     def sweep(self, cutoff: datetime) -> tuple[int, int]:
@@ -261,10 +253,10 @@ class OnlineSpanStore:
             return int(conn.execute(query).scalar_one())
 
 
-def _complete(now: datetime, settled: datetime) -> Update:
-    """The fast path: ``open`` traces with an ended root, no span since ``settled`` and no orphan (a span
-    whose ``parent_span_id`` is not one of the trace's spans) become ``ready``. Each candidate's spans
-    are read once, each parent looked up by the spans' primary key."""
+def _complete() -> Update:
+    """The fast path: ``open`` traces with an ended root, no span since ``:settled`` and no orphan (a
+    span whose ``parent_span_id`` is not one of the trace's spans) become ``ready``. Each candidate's
+    spans are read once, each parent looked up by the spans' primary key."""
     span, parent = SPANS.alias("s"), SPANS.alias("p")
     has_parent = exists().where(
         parent.c.workspace_id == span.c.workspace_id,
@@ -279,10 +271,25 @@ def _complete(now: datetime, settled: datetime) -> Update:
     )
     return (
         update(TRACES)
-        .where(TRACES.c.state == "open", TRACES.c.last_span_at < settled)
+        .where(TRACES.c.state == "open", TRACES.c.last_span_at < bindparam("settled", type_=_TZ))
         .where(TRACES.c.root_span_id.is_not(None), TRACES.c.root_ended_at.is_not(None), ~orphan)
-        .values(state="ready", ready_at=now)
+        .values(state="ready", ready_at=bindparam("now", type_=_TZ))
     )
+
+
+# assembly's two statements, built once (building one — the aliases above all — cost more than
+# running it, every pass): the quiet period's and the timeout's, and the fast path's
+_TZ = DateTime(timezone=True)
+_QUIET = (
+    update(TRACES)
+    .where(TRACES.c.state == "open")
+    .where(
+        ((TRACES.c.root_ended_at.is_not(None)) & (TRACES.c.last_span_at < bindparam("quiet", type_=_TZ)))
+        | (TRACES.c.last_span_at < bindparam("stale", type_=_TZ))
+    )
+    .values(state="ready", ready_at=bindparam("now", type_=_TZ))
+)
+_COMPLETE = _complete()
 
 
 def _trace_values(rows: Sequence[dict[str, Any]], stored: set[tuple[str, str, str]]) -> list[dict[str, Any]]:
