@@ -60,6 +60,7 @@ class OnlineTraceRow(Base):
     __table_args__ = (
         Index("ix_online_traces_state_last", "state", "last_span_at"),
         Index("ix_online_traces_workspace_seen", "workspace_id", "first_seen_at", "trace_id"),  # 0009
+        Index("ix_online_traces_state_ready", "state", "ready_at", "trace_id"),  # 0009
     )
 
     workspace_id: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -103,6 +104,7 @@ class OnlineScoreRow(Base):
         Index("ix_online_scores_rule_scored", "rule_id", "scored_at"),
         Index("ix_online_scores_trace", "workspace_id", "trace_id"),
         Index("ix_online_scores_rule_enqueued", "rule_id", "enqueued_at", "trace_id"),  # 0009
+        Index("ix_online_scores_state_enqueued", "state", "enqueued_at"),  # 0009
     )
 
     rule_id: Mapped[str] = mapped_column(String(40), primary_key=True)
