@@ -18,9 +18,9 @@ processes (default 4), each a ``TracerProvider`` with a ``BatchSpanProcessor`` (
 making its share of ``SCORING_RATE`` two-span traces per second (a root ``chat`` around an ``llm`` child)
 for ``SCORING_SECONDS``. The lag of a trace is its stored score's ``scored_at`` minus its last span's
 ``end_time`` as the SDK recorded it (the root ends last; the same machine's clock), over every trace;
-every trace must be scored. It includes the SDK's batching, the receiver, the assembly quiet period
-(``online_quiet_period_s``, run at 2 s and at 0.5 s: the p99 minus it is the service's own part),
-routing and scoring, at the service's default poll periods.
+every trace must be scored. It includes the SDK's batching, the receiver, readiness (run at the
+defaults — quiet period 2 s, settle period 0.25 s for complete traces — and with the fast path off,
+settle = quiet = 2 s, the rule before it), routing and scoring, at the service's default poll periods.
 
 Run alone: ``.venv/bin/python -m bench.scoring_bench`` (``SCORING_MODE=ready|e2e|both``, default both).
 """

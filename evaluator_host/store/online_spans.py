@@ -176,7 +176,8 @@ class OnlineSpanStore:
                 stored = self._insert_sqlite(conn, rows) if self.sqlite else self._insert_pg(conn, rows)
                 traces = _trace_values(rows, stored)
                 if traces and self.sqlite:
-                    conn.exec_driver_sql(_SQLITE_UPSERT, [_sqlite_trace(t) for t in traces])
+                    texts: dict[datetime, Any] = {}  # a group's traces share their receipt times
+                    conn.exec_driver_sql(_SQLITE_UPSERT, [_sqlite_trace(t, texts) for t in traces])
                 elif traces:
                     conn.exec_driver_sql(_PG_UPSERT, tuple([t[c] for t in traces] for c in _TRACE_COLUMNS))
             for job in group:
@@ -325,10 +326,22 @@ def _trace_values(rows: Sequence[dict[str, Any]], stored: set[tuple[str, str, st
     return [traces[key] for key in sorted(traces)]
 
 
-def _sqlite_trace(trace: dict[str, Any]) -> tuple[Any, ...]:
-    """An upsert row's parameters, its times as SQLAlchemy writes them on SQLite."""
-    times = ("first_seen_at", "last_span_at", "root_ended_at", "ready_at")
-    return tuple(_sqlite_time(trace[c]) if c in times else trace[c] for c in _TRACE_COLUMNS)
+_TRACE_TIMES = frozenset(("first_seen_at", "last_span_at", "root_ended_at", "ready_at"))
+
+
+def _sqlite_trace(trace: dict[str, Any], texts: dict[datetime, Any]) -> tuple[Any, ...]:
+    """An upsert row's parameters, its times as SQLAlchemy writes them on SQLite (each distinct time
+    converted once per group: ``texts``)."""
+    out = []
+    for column in _TRACE_COLUMNS:
+        value = trace[column]
+        if column in _TRACE_TIMES and value is not None:
+            text = texts.get(value)
+            if text is None:
+                text = texts[value] = _sqlite_time(value)
+            value = text
+        out.append(value)
+    return tuple(out)
 
 
 def _sqlite_time(value: datetime | None) -> Any:
