@@ -303,7 +303,7 @@ def main() -> int:
         print(async_summary)
     ready = scoring_bench.measure()
     scoring_section, scoring_summary = scoring_bench.render(ready)
-    e2e = [scoring_bench.measure_e2e(quiet) for quiet in scoring_bench.QUIET_PERIODS]
+    e2e = [scoring_bench.measure_e2e(*run) for run in scoring_bench.E2E_RUNS]
     doc += scoring_section + scoring_bench.render_e2e(e2e, ready)
     print(scoring_summary)
     flame = flame_graph.record("process")

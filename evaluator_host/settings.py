@@ -324,7 +324,17 @@ class Settings(BaseSettings):
         "floor `make bench` compares with; never for real use).",
     )
     online_quiet_period_s: float = Field(
-        2.0, gt=0, description="A trace is ready once its root span has ended and no span came for this long."
+        2.0,
+        gt=0,
+        description="A trace is ready once its root span has ended and no span came for this long (a complete "
+        "trace sooner: ONLINE_SETTLE_S).",
+    )
+    online_settle_s: float = Field(
+        0.25,
+        gt=0,
+        description="A trace whose root span has ended and whose every span's parent is among its spans (no "
+        "orphan) is ready once no span came for this long, not the whole quiet period (equal to "
+        "ONLINE_QUIET_PERIOD_S or above: off, every trace waits the quiet period).",
     )
     online_trace_timeout_s: float = Field(
         300.0,

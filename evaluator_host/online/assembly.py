@@ -3,9 +3,11 @@
 Every ``online_assembly_s`` (a tenth of a second) one pass (:meth:`Assembly.tick`):
 
 * marks ``ready`` every ``open`` trace whose root span has ended (``root_ended_at`` set) and that got
-  no span for ``online_quiet_period_s``; and — the fallback for a root that never arrives ended (a
-  crashed app, a lost export) — every ``open`` trace whose last span is older than
-  ``online_trace_timeout_s``, root or not (it is scored with the spans it has);
+  no span for ``online_quiet_period_s`` — or only for ``online_settle_s`` when the trace is complete
+  (every span's parent is one of its spans: no orphan, so nothing known is missing); and — the
+  fallback for a root that never arrives ended (a crashed app, a lost export) — every ``open`` trace
+  whose last span is older than ``online_trace_timeout_s``, root or not (it is scored with the spans
+  it has);
 * reads the number of open traces (the ``evaluator_host_online_open_traces`` gauge);
 * when it made traces ready, calls ``on_ready`` (the router's wake-up: routing starts at once
   instead of at the end of the router's poll period).
@@ -64,7 +66,7 @@ class Assembly:
         """One pass (blocking: run it on a thread); the traces it made ready."""
         now = self.clock()
         s = self.settings
-        made = self.store.mark_ready(now, s.online_quiet_period_s, s.online_trace_timeout_s)
+        made = self.store.mark_ready(now, s.online_quiet_period_s, s.online_trace_timeout_s, s.online_settle_s)
         if made:
             self.metrics.online_ready.inc(made)
         if self._swept is None or not 0 <= (now - self._swept).total_seconds() < _SWEEP_S:

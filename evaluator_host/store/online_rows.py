@@ -57,7 +57,11 @@ class OnlineTraceRow(Base):
     """What assembly knows of one trace; ``state`` is ``open``, ``ready`` or ``routed``."""
 
     __tablename__ = "online_traces"
-    __table_args__ = (Index("ix_online_traces_state_last", "state", "last_span_at"),)
+    __table_args__ = (
+        Index("ix_online_traces_state_last", "state", "last_span_at"),
+        Index("ix_online_traces_workspace_seen", "workspace_id", "first_seen_at", "trace_id"),  # 0009
+        Index("ix_online_traces_state_ready", "state", "ready_at", "trace_id"),  # 0009
+    )
 
     workspace_id: Mapped[str] = mapped_column(String(40), primary_key=True)
     trace_id: Mapped[str] = mapped_column(String(32), primary_key=True)
@@ -99,6 +103,8 @@ class OnlineScoreRow(Base):
         Index("ix_online_scores_state", "state", "claimed_until"),
         Index("ix_online_scores_rule_scored", "rule_id", "scored_at"),
         Index("ix_online_scores_trace", "workspace_id", "trace_id"),
+        Index("ix_online_scores_rule_enqueued", "rule_id", "enqueued_at", "trace_id"),  # 0009
+        Index("ix_online_scores_state_enqueued", "state", "enqueued_at"),  # 0009
     )
 
     rule_id: Mapped[str] = mapped_column(String(40), primary_key=True)

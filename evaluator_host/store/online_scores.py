@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, and_, bindparam, false, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, Connection, and_, bindparam, false, func, insert, or_, select, union_all, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
@@ -194,9 +194,17 @@ class ScoreQueue:
             and_(S.state == "running", S.claimed_until <= now),
         )
         with self.engine.begin() as conn:
-            query = select(S.rule_id, S.trace_id).where(claimable).order_by(S.enqueued_at).limit(n)
             if self._pg:
+                query = select(S.rule_id, S.trace_id).where(claimable).order_by(S.enqueued_at).limit(n)
                 query = query.with_for_update(skip_locked=True)
+            else:  # each half in index order, n at most: not every queued row read and sorted per claim
+                queued = and_(S.state == "queued", or_(S.claimed_until.is_(None), S.claimed_until <= now))
+                halves = [
+                    select(S.rule_id, S.trace_id, S.enqueued_at).where(cond).order_by(S.enqueued_at).limit(n)
+                    for cond in (queued, and_(S.state == "running", S.claimed_until <= now))
+                ]
+                both = union_all(*(h.subquery().select() for h in halves)).subquery()
+                query = select(both.c.rule_id, both.c.trace_id).order_by(both.c.enqueued_at).limit(n)
             keys = [(str(r), str(t)) for r, t in conn.execute(query)]
             if not keys:
                 return []

@@ -17,7 +17,9 @@ Contract (docs/online.md, "How it works"):
   queries compare them); on PostgreSQL one array per column through ``unnest``, sent in binary
   (``%b``: psycopg's text arrays escape every quote of the JSON bodies with a regex).
 * :meth:`OnlineSpanStore.mark_ready`: open traces whose root has ended and whose last span is older
-  than the quiet period — or whose last span is older than the timeout, root or not — become ``ready``.
+  than the quiet period — or whose last span is older than the timeout, root or not — become ``ready``;
+  and, in the same transaction, the *complete* ones — root ended, every span's ``parent_span_id``
+  one of the trace's stored spans (no orphan) — whose last span is older than the settle period.
 * :meth:`OnlineSpanStore.sweep`: spans received before the retention cutoff are deleted, and the
   traces whose last span is before it.
 """
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import DateTime, Table, delete, func, select, update
+from sqlalchemy import DateTime, Table, Update, bindparam, delete, exists, func, select, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 
@@ -174,7 +176,8 @@ class OnlineSpanStore:
                 stored = self._insert_sqlite(conn, rows) if self.sqlite else self._insert_pg(conn, rows)
                 traces = _trace_values(rows, stored)
                 if traces and self.sqlite:
-                    conn.exec_driver_sql(_SQLITE_UPSERT, [_sqlite_trace(t) for t in traces])
+                    texts: dict[datetime, Any] = {}  # a group's traces share their receipt times
+                    conn.exec_driver_sql(_SQLITE_UPSERT, [_sqlite_trace(t, texts) for t in traces])
                 elif traces:
                     conn.exec_driver_sql(_PG_UPSERT, tuple([t[c] for t in traces] for c in _TRACE_COLUMNS))
             for job in group:
@@ -221,20 +224,16 @@ class OnlineSpanStore:
             stored.update((w, t, s) for w, t, s in conn.exec_driver_sql(_sqlite_insert(len(part)), params))
         return stored
 
-    def mark_ready(self, now: datetime, quiet_s: float, timeout_s: float) -> int:
-        """Make quiet traces ``ready`` (see the module docstring); how many."""
+    def mark_ready(self, now: datetime, quiet_s: float, timeout_s: float, settle_s: float | None = None) -> int:
+        """Make quiet traces ``ready``, and complete ones settled ``settle_s`` (None, or not below
+        ``quiet_s``: no fast path) — see the module docstring; how many."""
         quiet, stale = now - timedelta(seconds=quiet_s), now - timedelta(seconds=timeout_s)
-        query = (
-            update(TRACES)
-            .where(TRACES.c.state == "open")
-            .where(
-                ((TRACES.c.root_ended_at.is_not(None)) & (TRACES.c.last_span_at < quiet))
-                | (TRACES.c.last_span_at < stale)
-            )
-            .values(state="ready", ready_at=now)
-        )
         with self.engine.begin() as conn:
-            return int(conn.execute(query).rowcount or 0)
+            made = int(conn.execute(_QUIET, {"now": now, "quiet": quiet, "stale": stale}).rowcount or 0)
+            if settle_s is not None and settle_s < quiet_s:
+                settled = now - timedelta(seconds=settle_s)
+                made += int(conn.execute(_COMPLETE, {"now": now, "settled": settled}).rowcount or 0)
+            return made
 
     def sweep(self, cutoff: datetime) -> tuple[int, int]:
         """Delete spans received before ``cutoff`` and traces whose last span came before it: (spans, traces)."""
@@ -253,6 +252,45 @@ class OnlineSpanStore:
         with self.engine.connect() as conn:
             query = select(func.count()).select_from(TRACES).where(TRACES.c.state == "open")
             return int(conn.execute(query).scalar_one())
+
+
+def _complete() -> Update:
+    """The fast path: ``open`` traces with an ended root, no span since ``:settled`` and no orphan (a
+    span whose ``parent_span_id`` is not one of the trace's spans) become ``ready``. Each candidate's
+    spans are read once, each parent looked up by the spans' primary key."""
+    span, parent = SPANS.alias("s"), SPANS.alias("p")
+    has_parent = exists().where(
+        parent.c.workspace_id == span.c.workspace_id,
+        parent.c.trace_id == span.c.trace_id,
+        parent.c.span_id == span.c.parent_span_id,
+    )
+    orphan = exists().where(
+        span.c.workspace_id == TRACES.c.workspace_id,
+        span.c.trace_id == TRACES.c.trace_id,
+        span.c.parent_span_id.is_not(None),
+        ~has_parent,
+    )
+    return (
+        update(TRACES)
+        .where(TRACES.c.state == "open", TRACES.c.last_span_at < bindparam("settled", type_=_TZ))
+        .where(TRACES.c.root_span_id.is_not(None), TRACES.c.root_ended_at.is_not(None), ~orphan)
+        .values(state="ready", ready_at=bindparam("now", type_=_TZ))
+    )
+
+
+# assembly's two statements, built once (building one — the aliases above all — cost more than
+# running it, every pass): the quiet period's and the timeout's, and the fast path's
+_TZ = DateTime(timezone=True)
+_QUIET = (
+    update(TRACES)
+    .where(TRACES.c.state == "open")
+    .where(
+        ((TRACES.c.root_ended_at.is_not(None)) & (TRACES.c.last_span_at < bindparam("quiet", type_=_TZ)))
+        | (TRACES.c.last_span_at < bindparam("stale", type_=_TZ))
+    )
+    .values(state="ready", ready_at=bindparam("now", type_=_TZ))
+)
+_COMPLETE = _complete()
 
 
 def _trace_values(rows: Sequence[dict[str, Any]], stored: set[tuple[str, str, str]]) -> list[dict[str, Any]]:
@@ -288,10 +326,22 @@ def _trace_values(rows: Sequence[dict[str, Any]], stored: set[tuple[str, str, st
     return [traces[key] for key in sorted(traces)]
 
 
-def _sqlite_trace(trace: dict[str, Any]) -> tuple[Any, ...]:
-    """An upsert row's parameters, its times as SQLAlchemy writes them on SQLite."""
-    times = ("first_seen_at", "last_span_at", "root_ended_at", "ready_at")
-    return tuple(_sqlite_time(trace[c]) if c in times else trace[c] for c in _TRACE_COLUMNS)
+_TRACE_TIMES = frozenset(("first_seen_at", "last_span_at", "root_ended_at", "ready_at"))
+
+
+def _sqlite_trace(trace: dict[str, Any], texts: dict[datetime, Any]) -> tuple[Any, ...]:
+    """An upsert row's parameters, its times as SQLAlchemy writes them on SQLite (each distinct time
+    converted once per group: ``texts``)."""
+    out = []
+    for column in _TRACE_COLUMNS:
+        value = trace[column]
+        if column in _TRACE_TIMES and value is not None:
+            text = texts.get(value)
+            if text is None:
+                text = texts[value] = _sqlite_time(value)
+            value = text
+        out.append(value)
+    return tuple(out)
 
 
 def _sqlite_time(value: datetime | None) -> Any:

@@ -37,6 +37,7 @@ LIMITS = {
     "online_max_attribute_bytes": 1024,
     "online_max_name_chars": 64,
     "online_quiet_period_s": 2.0,
+    "online_settle_s": 2.0,  # the quiet period's own rule here (the fast path: tests/online/test_readiness.py)
     "online_trace_timeout_s": 300.0,
     "online_assembly_s": 3600.0,  # the service's own pass runs once at start; the tests tick by hand
 }
