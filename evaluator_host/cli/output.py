@@ -23,11 +23,15 @@ __all__ = ["located_error", "print_capabilities", "print_results"]
 _PLACE = re.compile(r" \(line \d+(?:, column \d+)?\)$")  # the place the message says again at its end
 
 
+_ABOUT_THE_CODE = frozenset({"SyntaxError", "CodeSyntaxError", "InterfaceError", "PolicyError", "PackageSpecError"})
+
+
 def located_error(path: str, code: str, type_name: str, message: str, line: int | None, column: int | None) -> str:
     """A definition error as ``PATH:LINE:COLUMN: Type: message``, then the source line and a caret under
-    the column (``PATH: Type: message`` when the error names no line)."""
+    the column; an error about the code that names no line is ``PATH: Type: message``, and any other
+    (a limit on the cases, a dataset's problem) is ``Type: message``: the file is not where it lies."""
     if not line:
-        return f"{path}: {type_name}: {message}"
+        return f"{path}: {type_name}: {message}" if type_name in _ABOUT_THE_CODE else f"{type_name}: {message}"
     where = f"{path}:{line}:{column}" if column else f"{path}:{line}"
     text = f"{where}: {type_name}: {_PLACE.sub('', message)}"
     lines = code.splitlines()
