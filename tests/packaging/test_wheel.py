@@ -22,14 +22,24 @@ import evaluator_host
 from evaluator_host.settings import Settings
 from tests.support import REPO
 from tests.support.backends import docker_only
-from tests.support.installed import build_dist, call, clean_env, get_text, install, serving_installed
+from tests.support.installed import (
+    build_dist,
+    call,
+    clean_env,
+    evaluate_retrying_a_cold_start,
+    get_text,
+    install,
+    serving_installed,
+)
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.slow
 
 CODES = {
     "python": "def evaluate(inputs, outputs, trace):\n    return {'score': float(outputs == inputs['x'] * 2)}\n",
-    "javascript": "function evaluate(inputs, outputs) {\n  return { score: outputs === inputs.x * 2 ? 1 : 0 };\n}\n",
+    "javascript": (
+        "function evaluate(inputs, outputs, trace) {\n  return { score: outputs === inputs.x * 2 ? 1 : 0 };\n}\n"
+    ),
     "typescript": (
         "export function evaluate(inputs: { x: number }, outputs: number, trace: unknown): { score: number } {\n"
         "  return { score: outputs === inputs.x * 2 ? 1 : 0 };\n}\n"
@@ -82,14 +92,14 @@ def test_version(venv_bin: Path, tmp_path: Path) -> None:
 def _evaluates_every_language(base: str) -> None:
     for language, code in CODES.items():
         body = {"language": language, "code": code, "inputs": {"x": 21}, "outputs": 42}
-        result = call(base, "POST", "/v1/evaluate", body)
+        result = evaluate_retrying_a_cold_start(lambda: call(base, "POST", "/v1/evaluate", body))  # noqa: B023
         assert result["status"] == "ok" and result["score"] == 1.0, (language, result)
 
 
 def _runs_a_job(base: str) -> None:
     created = {"name": "doubles", "language": "typescript", "code": CODES["typescript"]}
-    evaluator = call(base, "POST", "/v1/evaluators", created)
-    rows = [{"inputs": {"x": i}, "outputs": i * 2 if i % 2 else -1} for i in range(10)]
+    evaluator = evaluate_retrying_a_cold_start(lambda: call(base, "POST", "/v1/evaluators", created))
+    rows = [{"x": i, "outputs": i * 2 if i % 2 else -1} for i in range(10)]  # inputs: the whole row
     job = call(base, "POST", "/v1/jobs", {"evaluator_id": evaluator["id"], "rows": rows})
 
     def finished() -> dict[str, Any] | None:
