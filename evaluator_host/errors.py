@@ -25,6 +25,7 @@
     ├── BuildError                 422   a package set could not be installed (installer output, "did you mean")
     ├── MigrationMismatch          409   migrated code answered differently on some rows (the rows)
     ├── ConflictError              409   the request conflicts with the resource's state (a dataset jobs use)
+    │   └── DuplicateNameError     409   a workspace name another workspace has (+ existing_id)
     ├── NotFoundError              404   an evaluator / revision / runtime does not exist, or belongs
     │                                    to another workspace (the same answer: never a hint)
     ├── BadRequest                 400   a request malformed where 422 does not fit (a non-hex trace id)
@@ -59,6 +60,7 @@ __all__ = [
     "CodeSyntaxError",
     "ConflictError",
     "DataDirInUse",
+    "DuplicateNameError",
     "DatabaseSchemaError",
     "DatasetError",
     "DefinitionError",
@@ -285,6 +287,18 @@ class ConflictError(EvaluatorHostError):
 
     type_name = "Conflict"
     status = 409
+
+
+class DuplicateNameError(ConflictError):
+    """A workspace name another workspace already has (HTTP 409 + ``existing_id``): names pick a
+    workspace in the operator's commands (``workspaces adopt-default --into NAME``)."""
+
+    def __init__(self, message: str, *, existing_id: str) -> None:
+        super().__init__(message)
+        self.existing_id = existing_id
+
+    def fields(self) -> dict[str, Any]:
+        return {"existing_id": self.existing_id}
 
 
 class NotFoundError(EvaluatorHostError):

@@ -64,3 +64,34 @@ def test_without_the_operator_key_the_command_says_so(tmp_path: Path, monkeypatc
     assert done.stderr.strip() == (
         "evaluator-host: error: the operator key is needed: --admin-key or EVALUATOR_HOST_ADMIN_KEY"
     )
+
+
+def test_adopt_default_gives_a_key_that_sees_what_was_made_before_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("EVALUATOR_HOST_ADMIN_KEY", raising=False)
+    monkeypatch.delenv("EVALUATOR_HOST_API_KEYS", raising=False)
+    code = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
+    with serving(tmp_path, backend="process") as (client, _proc):  # an open service: no keys yet
+        made = client.post("/v1/evaluators", json={"name": "before-keys", "language": "python", "code": code})
+        assert made.status_code == 201, made.text
+    monkeypatch.setenv("EVALUATOR_HOST_ADMIN_KEY", ADMIN)
+    with serving(tmp_path, backend="process") as (client, _proc):  # keys turned on
+        server = str(client.base_url)
+        team = json.loads(cli(server, "workspaces", "create", "team-b", "--json").stdout)
+        other = json.loads(cli(server, "keys", "create", team["id"], "--json").stdout)["key"]
+        seen = httpx.get(f"{server}/v1/evaluators", headers={"Authorization": f"Bearer {other}"}).json()["data"]
+        assert seen == []  # the data made before is not in a new workspace
+        adopted = cli(server, "workspaces", "adopt-default", "--rename", "legacy-team", "--key-name", "me")
+        assert adopted.returncode == 0, adopted.stderr
+        assert "ws_default" in adopted.stderr and "before keys were turned on" in adopted.stderr
+        (key,) = re.findall(r"evh_[A-Za-z0-9_-]+", adopted.stdout)
+        data = httpx.get(f"{server}/v1/evaluators", headers={"Authorization": f"Bearer {key}"}).json()["data"]
+        assert [e["id"] for e in data] == [made.json()["id"]]
+        listed = [json.loads(line) for line in cli(server, "workspaces", "list", "--json").stdout.splitlines()]
+        assert {"ws_default": "legacy-team"}.items() <= {w["id"]: w["name"] for w in listed}.items()
+        # a name another workspace has: the 409 names it, and nothing was made
+        clash = cli(server, "workspaces", "adopt-default", "--rename", "team-b")
+        assert clash.returncode != 0 and team["id"] in clash.stderr, clash.stderr
+        keys = [json.loads(line) for line in cli(server, "keys", "list", "ws_default", "--json").stdout.splitlines()]
+        assert [k["name"] for k in keys] == ["me"]

@@ -42,7 +42,14 @@ def test_runtime_selftests_pass() -> None:
         assert done.returncode == 0, done.stderr
 
 
-_DOCS = ("README.md", "docs/architecture.md", "docs/api.md", "docs/security.md", "sandbox_images/README.md")
+_DOCS = (
+    "README.md",
+    "docs/architecture.md",
+    "docs/api.md",
+    "docs/security.md",
+    "docs/client.md",
+    "sandbox_images/README.md",
+)
 _TOP = ("evaluator_host", "runtimes", "tests", "bench", "sandbox_images")
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from evaluator_host import API_VERSION, __version__
-from evaluator_host.api import errors
+from evaluator_host.api import errors, interpreters
 from evaluator_host.api.examples import with_examples
 from evaluator_host.api.middleware.auth import ApiKeyGate
 from evaluator_host.api.middleware.fastpath import FastPath
@@ -78,6 +78,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             traced = tracing.start(settings)  # when configured (off by default)
             await services.resume()
+            await asyncio.to_thread(interpreters.discover, settings, services.backend.name)  # /healthz runtimes
             app.openapi()  # built now, not by the first request (the access log's route templates read it)
             yield
         finally:

@@ -5,6 +5,7 @@ Between them is one use case of :mod:`evaluator_host.evaluation.usecases`; nothi
 
 from __future__ import annotations
 
+from evaluator_host.api import interpreters
 from evaluator_host.evaluation.aggregate import aggregate
 from evaluator_host.evaluation.models import (
     BatchResponse,
@@ -26,11 +27,17 @@ def cases_of(body: EvaluateRequest | EvaluatorEvaluateRequest) -> tuple[list[Cas
     return [Case(inputs=body.inputs, outputs=body.outputs, trace=body.trace, app_params=body.app_params)], False
 
 
-def answer(evaluated: Evaluated, batch: bool) -> EvaluationResult | BatchResponse:
+def answer(evaluated: Evaluated, batch: bool, backend: str | None = None) -> EvaluationResult | BatchResponse:
     """The answer of an evaluate call: the one result, or every result with their aggregate (with the
     definition's capability report, when the use case gives one, once per answer; with the stored
-    revision that ran, when one did)."""
+    revision that ran, when one did); each result's ``runtime`` names the interpreter ``backend`` ran
+    it with (:mod:`evaluator_host.api.interpreters`)."""
     results, capabilities, record = evaluated.results, evaluated.capabilities, evaluated.record
+    versions = interpreters.known(backend) if backend is not None else None
+    if versions is not None:  # a result's runtime dict may be shared: each gets its own copy
+        results = [
+            r.model_copy(update={"runtime": interpreters.with_interpreter(r.runtime, versions)}) for r in results
+        ]
     if not batch:
         if capabilities is None:
             return results[0]

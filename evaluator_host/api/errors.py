@@ -12,8 +12,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
+from evaluator_host.api.fields import body_model, unknown_field
 from evaluator_host.errors import EvaluatorHostError
 
 __all__ = ["host_error_response", "install"]
@@ -72,20 +74,46 @@ def _json_syntax_error(exc: RequestValidationError) -> JSONResponse | None:
     )
 
 
-def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+def _not_json(request: Request, exc: RequestValidationError) -> JSONResponse | None:
+    """A JSON route's body sent without a JSON content type (the framework then never parses it, and
+    pydantic's "Input should be a valid dictionary" names no cause): say what to send."""
+    content_type = request.headers.get("content-type", "")
+    main = content_type.partition(";")[0].strip().lower()
+    if main == "application/json" or (main.startswith("application/") and main.endswith("+json")):
+        return None
+    if not any(tuple(e.get("loc", ())) == ("body",) for e in exc.errors()):
+        return None
+    sent = f"this request's Content-Type is {content_type!r}" if content_type else "this request has no Content-Type"
+    message = f"send JSON (Content-Type: application/json): {sent}"
+    return JSONResponse(_body("ValidationError", message, details=_details(exc)), status_code=422)
+
+
+def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    syntax = _json_syntax_error(exc)
+    syntax = _json_syntax_error(exc) or _not_json(request, exc)
     if syntax is not None:
         return syntax
+    details = _details(exc, body_model(request.scope.get("route")))
     problems = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
-        problems.append(f"{where or 'body'}: {err.get('msg')}")
-    return JSONResponse(_body("ValidationError", "; ".join(problems), details=_details(exc)), status_code=422)
+    for err in details:
+        where = ".".join(str(p) for p in err["loc"] if p != "body")
+        problems.append(f"{where or 'body'}: {err['msg']}")
+    return JSONResponse(_body("ValidationError", "; ".join(problems), details=details), status_code=422)
 
 
-def _details(exc: RequestValidationError) -> list[dict[str, Any]]:
-    return [{"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in exc.errors()]
+def _details(exc: RequestValidationError, model: type[BaseModel] | None = None) -> list[dict[str, Any]]:
+    """Each problem as ``{loc, msg, type}``; an unknown field (``extra_forbidden``) also names the
+    fields accepted there and the closest one (see :func:`~evaluator_host.api.fields.unknown_field`)."""
+    out: list[dict[str, Any]] = []
+    for e in exc.errors():
+        loc = list(e.get("loc", ()))
+        detail: dict[str, Any] = {"loc": loc, "msg": e.get("msg"), "type": e.get("type")}
+        if e.get("type") == "extra_forbidden" and "accepted" in e:  # a route's own check (PATCH settings)
+            detail.update({k: e[k] for k in ("msg", "field", "accepted", "did_you_mean")})
+        elif e.get("type") == "extra_forbidden" and model is not None:
+            detail.update(unknown_field(model, loc))
+        out.append(detail)
+    return out
 
 
 def _not_utf8(exc: UnicodeDecodeError) -> JSONResponse:

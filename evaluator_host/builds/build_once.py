@@ -57,9 +57,31 @@ _TAIL_BYTES = 4096
 BUILD_NOTES: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("evh_build_notes", default=None)
 
 
+# npm's pointer to its debug log: a path inside the build's scratch folder (a throwaway container or
+# build sandbox), which no user can open; said on one line (npm ≥ 10) or with the path on the next.
+_NPM_LOG_POINTER = ("A complete log of this run can be found in", "Log files were not written")
+
+
+def _without_npm_log_pointer(lines: list[str]) -> list[str]:
+    kept: list[str] = []
+    skip_next = False
+    for line in lines:
+        if skip_next:
+            skip_next = False
+            rest = line.removeprefix("npm ERR!").removeprefix("npm error").strip()
+            if rest.startswith("/") and " " not in rest:  # the path, on a line of its own
+                continue
+        if any(pointer in line for pointer in _NPM_LOG_POINTER):
+            skip_next = line.rstrip().endswith(":")
+            continue
+        kept.append(line)
+    return kept
+
+
 def trim_install_log(text: str) -> str:
-    """The part of an installer's output a user needs: its errors and why fetches failed."""
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    """The part of an installer's output a user needs: its errors and why fetches failed (not npm's
+    pointer to a debug log inside the throwaway build folder)."""
+    lines = _without_npm_log_pointer([ln for ln in text.strip().splitlines() if ln.strip()])
     errors = [ln for ln in lines if ln.startswith(("ERROR", "npm ERR", "npm error")) or "Could not fetch URL" in ln]
     picked = "\n".join(errors or lines[-20:])
     return picked[-_TRIM:]

@@ -29,7 +29,8 @@ class RuntimeCreate(BaseModel):
     """A package set to build ahead of the first evaluation that needs it."""
 
     model_config = ConfigDict(
-        json_schema_extra={"examples": [{"language": languages.DEFAULT, "packages": {"pandas": "2.2.3"}}]}
+        extra="forbid",
+        json_schema_extra={"examples": [{"language": languages.DEFAULT, "packages": {"pandas": "2.2.3"}}]},
     )
 
     language: Language

@@ -1,4 +1,5 @@
-"""``evaluator-host workspaces …`` and ``keys …``: the operator's commands, through a running service.
+"""``evaluator-host workspaces …`` and ``keys …``: the operator's commands, through a running service
+(``workspaces adopt-default``: a key for the default workspace, which holds what was made before keys).
 
 They talk to the service's HTTP API (``--server``, default ``http://HOST:PORT`` of the settings)
 with the operator key (``--admin-key``, default ``EVALUATOR_HOST_ADMIN_KEY``), never to the
@@ -16,7 +17,8 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from evaluator_host.cli.inputs import UsageError
-from evaluator_host.cli.remote import call_service
+from evaluator_host.cli.remote import dumped, service_client, usage_errors
+from evaluator_host.client import Client
 from evaluator_host.settings import Settings
 
 __all__ = ["add_parsers"]
@@ -24,11 +26,12 @@ __all__ = ["add_parsers"]
 _QUOTAS = ("max_concurrent_jobs", "max_warm_workers", "max_dataset_bytes", "max_evaluations_per_s")
 
 
-def _call(args: argparse.Namespace, method: str, path: str, body: Any = None, **params: Any) -> Any:
+def _client(args: argparse.Namespace) -> Client:
+    """A client of the service with the operator key."""
     key = args.admin_key or Settings().admin_key
     if not key:
         raise UsageError("the operator key is needed: --admin-key or EVALUATOR_HOST_ADMIN_KEY")
-    return call_service(args.server, key, method, path, body, **params)
+    return service_client(args.server, key)
 
 
 def _print(args: argparse.Namespace, data: Any, columns: list[str]) -> None:
@@ -67,46 +70,71 @@ def _shown(args: argparse.Namespace, row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "quotas": quotas or "-", "network_allow": " ".join(row["network_allow"]) or "-"}
 
 
-def _workspaces(args: argparse.Namespace) -> int:
-    if args.action == "create":
-        if not args.name:
-            raise UsageError("workspaces create NAME")
-        _print(args, _call(args, "POST", "/v1/workspaces", {"name": args.name}), ["id", "name"])
-    elif args.action == "list":
-        rows = _call(args, "GET", "/v1/workspaces")["data"]
-        _print(args, [_shown(args, row) for row in rows], ["id", "name", "quotas", "network_allow"])
-    else:  # update
-        if not args.name:
-            raise UsageError("workspaces update WORKSPACE_ID [--quota NAME=VALUE] [--network-allow HOST:PORT]")
-        body: dict[str, Any] = {}
-        if args.quota:
-            body["quotas"] = {name: (int(v) if v is not None and name != _QUOTAS[3] else v) for name, v in args.quota}
-        if args.network_allow is not None:
-            body["network_allow"] = [] if args.network_allow == ["none"] else args.network_allow
+DEFAULT_WORKSPACE = "ws_default"  # evaluator_host.tenancy.models.DEFAULT_WORKSPACE (the CLI talks HTTP only)
+
+
+def _adopt_default(args: argparse.Namespace) -> None:
+    """``workspaces adopt-default [--rename NAME] [--key-name NAME]``: everything made before keys were
+    turned on lives in the default workspace (``ws_default``); name it (optional) and make it a key,
+    shown once, that sees it all. Nothing moves: the data stays where it is, now reachable."""
+    if args.name:
+        raise UsageError("workspaces adopt-default [--rename NAME] [--key-name NAME] (it takes no positional name)")
+    with _client(args) as client, usage_errors():
         if args.rename:
-            body["name"] = args.rename
-        row = _shown(args, _call(args, "PATCH", f"/v1/workspaces/{args.name}", body))
-        _print(args, row, ["id", "name", "quotas", "network_allow"])
+            client.update_workspace(DEFAULT_WORKSPACE, name=args.rename)
+        created = dumped(client.create_key(DEFAULT_WORKSPACE, args.key_name or "adopted"))
+    _print(args, created, ["id", "workspace_id", "name", "key"])
+    if not args.json:
+        sys.stderr.write(
+            f"this key acts in {DEFAULT_WORKSPACE}{f' ({args.rename})' if args.rename else ''}, which holds everything "
+            "made before keys were turned on; it is shown this once: store it now\n"
+        )
+
+
+def _workspaces(args: argparse.Namespace) -> int:
+    if args.action in ("create", "update") and not args.name:
+        usage = (
+            "create NAME"
+            if args.action == "create"
+            else "update WORKSPACE_ID [--quota NAME=VALUE] [--network-allow HOST:PORT]"
+        )
+        raise UsageError(f"workspaces {usage}")
+    if args.action == "adopt-default":
+        _adopt_default(args)
+        return 0
+    with _client(args) as client, usage_errors():
+        if args.action == "create":
+            _print(args, dumped(client.create_workspace(args.name)), ["id", "name"])
+        elif args.action == "list":
+            rows = [dumped(w) for w in client.list_workspaces().data]
+            _print(args, [_shown(args, row) for row in rows], ["id", "name", "quotas", "network_allow"])
+        else:  # update
+            quotas = None
+            if args.quota:
+                quotas = {n: (int(v) if v is not None and n != _QUOTAS[3] else v) for n, v in args.quota}
+            allow = args.network_allow
+            if allow is not None and allow == ["none"]:
+                allow = []
+            row = client.update_workspace(args.name, name=args.rename or None, quotas=quotas, network_allow=allow)
+            _print(args, _shown(args, dumped(row)), ["id", "name", "quotas", "network_allow"])
     return 0
 
 
 def _keys(args: argparse.Namespace) -> int:
-    if args.action == "create":
-        if not args.target:
-            raise UsageError("keys create WORKSPACE_ID [--name NAME]")
-        created = _call(args, "POST", f"/v1/workspaces/{args.target}/keys", {"name": args.name or "key"})
-        _print(args, created, ["id", "workspace_id", "name", "key"])
-        if not args.json:
-            sys.stderr.write("the key is shown this once: store it now\n")
-    elif args.action == "list":
-        params = {"workspace_id": args.target} if args.target else {}
-        rows = _call(args, "GET", "/v1/keys", **params)["data"]
-        _print(args, rows, ["id", "workspace_id", "name", "prefix", "last_used_at", "revoked_at"])
-    else:  # revoke
-        if not args.target:
-            raise UsageError("keys revoke KEY_ID")
-        _call(args, "DELETE", f"/v1/keys/{args.target}")
-        sys.stdout.write(f"revoked {args.target}\n")
+    if args.action in ("create", "revoke") and not args.target:
+        raise UsageError("keys create WORKSPACE_ID [--name NAME]" if args.action == "create" else "keys revoke KEY_ID")
+    with _client(args) as client, usage_errors():
+        if args.action == "create":
+            created = client.create_key(args.target, args.name or "key")
+            _print(args, dumped(created), ["id", "workspace_id", "name", "key"])
+            if not args.json:
+                sys.stderr.write("the key is shown this once: store it now\n")
+        elif args.action == "list":
+            rows = [dumped(k) for k in client.list_keys(args.target or None).data]
+            _print(args, rows, ["id", "workspace_id", "name", "prefix", "last_used_at", "revoked_at"])
+        else:  # revoke
+            client.revoke_key(args.target)
+            sys.stdout.write(f"revoked {args.target}\n")
     return 0
 
 
@@ -118,10 +146,16 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def add_parsers(sub: Any) -> None:
     """Add ``workspaces`` and ``keys`` to the command line."""
-    workspaces = sub.add_parser("workspaces", help="create, list or update workspaces (operator key)")
-    workspaces.add_argument("action", choices=["create", "list", "update"])
+    workspaces = sub.add_parser(
+        "workspaces",
+        help="create, list or update workspaces; adopt-default: a key for what was made before keys (operator key)",
+        description="adopt-default: everything made before keys were turned on lives in the default workspace "
+        f"({DEFAULT_WORKSPACE}); this makes a key of it (shown once), and with --rename names it.",
+    )
+    workspaces.add_argument("action", choices=["create", "list", "update", "adopt-default"])
     workspaces.add_argument("name", nargs="?", help="create: the name; update: the workspace id")
-    workspaces.add_argument("--rename", help="update: a new name")
+    workspaces.add_argument("--rename", help="update, adopt-default: a new name")
+    workspaces.add_argument("--key-name", help="adopt-default: a name for the key (default: adopted)")
     workspaces.add_argument(
         "--quota", action="append", type=_quota, metavar="NAME=VALUE", help=f"update: one of {', '.join(_QUOTAS)}"
     )

@@ -16,7 +16,11 @@ job failed or was cancelled, too many rows errored, or the mean score is below
 130 interrupted (the job is cancelled).
 
 When rows errored, the summary tries the evaluator on a few of the failed rows with each
-other column as ``outputs`` and names the ``--map`` that would have made them run.
+other column as ``outputs`` and names the ``--map`` that would have made them run. A reference
+column (``correct_answer``, ``expected``, ``reference``, ``ground_truth``, ``gold``, ``target``,
+``label``) is never suggested: mapped as ``outputs`` the evaluator compares the answer with itself
+and every row scores 1.0. Nor is a column that runs but scores every tried row the same unless its
+name sounds like a model's answer (a question column ``q``: every row 0.0).
 """
 
 from __future__ import annotations
@@ -35,8 +39,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from evaluator_host.cli.output import print_capabilities
+from evaluator_host.cli.output import located_error, print_capabilities
 from evaluator_host.cli.targets import Local, RefusedError, Remote, Target
+from evaluator_host.client import ClientError, ServiceUnreachable
 from evaluator_host.errors import EvaluatorHostError
 
 __all__ = ["parse_mapping", "run_batch"]
@@ -138,6 +143,12 @@ _SAMPLE_ROWS = 5  # failed rows the mapping hint tries each column on
 _MAX_CANDIDATES = 20  # columns tried at most
 _HINT_BUDGET_S = 20.0  # the hint gives up after this long
 _OUTPUT_NAMES = ("output", "answer", "response", "completion", "prediction", "pred", "generat", "model")
+_REFERENCE_NAMES = ("correct", "expected", "reference", "ground_truth", "groundtruth", "gold", "target", "label")
+
+
+def _is_reference(column: str) -> bool:
+    """Whether ``column`` is named like the reference answer (what the outputs are compared with)."""
+    return any(name in column.lower() for name in _REFERENCE_NAMES)
 
 
 def _case(row: dict[str, Any], mapping: dict[str, Any], outputs: str) -> dict[str, Any]:
@@ -184,20 +195,36 @@ async def _mapping_hint(target: Target, job: dict[str, Any], code: str) -> str |
         return f"row {failed[0]['index']} failed with {reason}{line}" + (
             f"; the row's columns: {columns}" if columns else ""
         )
-    working: list[str] = []
+    likely: list[str] = []  # columns that run and look like an answer (scores that differ, or the name)
+    weak: list[str] = []  # columns that run, every tried row scored the same, named like no answer (`q`)
+    references: list[str] = []
     for column in _candidates([item["row"] for item in failed], mapping, code):
+        if _is_reference(column):
+            references.append(column)
+            continue
         cases = [_case(item["row"], mapping, column) for item in failed]
         results = await target.evaluate(job["evaluator_id"], job["revision"], cases)
         if all(r["status"] == "ok" for r in results):
-            working.append(column)
+            uniform = len({json.dumps(r.get("score")) for r in results}) == 1
+            sounds_like_output = any(hint in column.lower() for hint in _OUTPUT_NAMES)
+            (weak if uniform and not sounds_like_output else likely).append(column)
     current = mapping.get("outputs")
     was = f"--map outputs={current}" if current else "no --map outputs (outputs = the row's 'outputs' column)"
-    if not working:
-        return f"row {failed[0]['index']} failed with {reason}{line}; no other column as outputs makes it run"
-    also = f" (also: {', '.join(working[1:4])})" if len(working) > 1 else ""
+    if not likely:
+        why = []
+        if weak:
+            why.append(f"{', '.join(weak[:4])} run but score every tried row the same")
+        if references:
+            why.append(f"{', '.join(references[:4])}: the reference, never the outputs (compared with itself: 1.0)")
+        skipped = f" ({'; '.join(why)})" if why else ""
+        return (
+            f"row {failed[0]['index']} failed with {reason}{line}; no column looks like the model's answer{skipped}: "
+            "map the column that holds the model's answer with --map outputs=COLUMN"
+        )
+    also = f" (also: {', '.join(likely[1:4])})" if len(likely) > 1 else ""
     return (
         f"rows failed with {was}, e.g. row {failed[0]['index']}: {reason}{line}. "
-        f"With --map outputs={working[0]} the first {len(failed)} failed rows run{also}."
+        f"With --map outputs={likely[0]} the first {len(failed)} failed rows run{also}."
     )
 
 
@@ -249,7 +276,7 @@ async def _batch(args: argparse.Namespace, language: str, console: Console, out:
         if job["status"] == "succeeded" and job["progress"]["failed"] > args.max_error_rate * job["progress"]["done"]:
             try:
                 hint = await asyncio.wait_for(_mapping_hint(target, job, evaluator["code"]), _HINT_BUDGET_S)
-            except (TimeoutError, RefusedError, EvaluatorHostError, httpx.HTTPError):
+            except (TimeoutError, RefusedError, EvaluatorHostError, ClientError, httpx.HTTPError):
                 hint = None  # only a hint: never what decides the exit code
     except asyncio.CancelledError:
         if job is not None and job["status"] in ("queued", "running"):
@@ -297,10 +324,22 @@ def run_batch(args: argparse.Namespace, language: str) -> int:
         console.print("interrupted: the job was cancelled")
         return 130
     except (RefusedError, EvaluatorHostError) as exc:
+        error = exc.error if isinstance(exc, RefusedError) else {"type": exc.type_name, **exc.fields()}
+        if error.get("line"):  # the definition's error at its place in the file
+            code = Path(args.file).read_text(errors="replace")
+            message = exc.message if isinstance(exc, EvaluatorHostError) else str(error.get("message", exc))
+            text = located_error(args.file, code, str(error.get("type")), message, error["line"], error.get("column"))
+            console.print(text, style="red", markup=False, highlight=False, soft_wrap=True)
+            return 2
         message = exc.message if isinstance(exc, EvaluatorHostError) else str(exc)
         name = type(exc).__name__ if isinstance(exc, EvaluatorHostError) else "refused"
         console.print(f"[red]{name}: {message}[/red]")
         return 2
-    except (httpx.HTTPError, OSError, ValueError) as exc:
+    except ServiceUnreachable as exc:  # nothing answered: say where it looked
+        console.print(
+            f"[red]{exc}; is it running (`evaluator-host serve`), and is this its URL?[/red]", highlight=False
+        )
+        return 1
+    except (ClientError, httpx.HTTPError, OSError, ValueError) as exc:
         console.print(f"[red]{type(exc).__name__}: {exc}[/red]")
         return 1

@@ -35,13 +35,24 @@ def _when(stamp: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp)) if stamp else "never"
 
 
-def _packages(packages: dict[str, str], width: int = _PACKAGES_WIDTH) -> str:
+def pin_text(language: str, name: str, version: str) -> str:
+    """One pin as its installer writes it: ``name==1.2.3`` (pip), ``name@1.2.3`` (npm: JavaScript,
+    TypeScript, their shared ``node`` family)."""
+    return f"{name}=={version}" if language == "python" else f"{name}@{version}"
+
+
+def pins_text(language: str, packages: dict[str, str]) -> str:
+    """Every pin, space-separated (``-`` for none)."""
+    return " ".join(pin_text(language, k, v) for k, v in packages.items()) or "-"
+
+
+def _packages(packages: dict[str, str], width: int = _PACKAGES_WIDTH, language: str = "python") -> str:
     """The pins in at most ``width`` characters: as many as fit, then ``+N``."""
     if not packages:
         return "-"
     shown: list[str] = []
     for index, (name, version) in enumerate(packages.items()):
-        pin = f"{name}=={version}"
+        pin = pin_text(language, name, version)
         rest = len(packages) - index - 1
         tail = f" +{rest}" if rest else ""
         if shown and len(" ".join([*shown, pin])) + len(tail) > width:
@@ -57,7 +68,7 @@ def compact_rows(images: list[ImageInfo]) -> list[tuple[str, ...]]:
     return [
         (
             info.runtime_id,
-            _packages(info.packages),
+            _packages(info.packages, language=info.language),
             str(len(info.lock)),
             f"{info.size_bytes / 1e6:.0f} MB",
             _when(info.last_used)[:10],
@@ -72,7 +83,7 @@ def detail_lines(info: ImageInfo) -> list[str]:
         f"runtime    {info.runtime_id}",
         f"image      {info.image_id}",
         f"language   {info.language}",
-        f"packages   {' '.join(f'{k}=={v}' for k, v in info.packages.items()) or '-'}",
+        f"packages   {pins_text(info.language, info.packages)}",
         f"size       {info.size_bytes / 1e6:.0f} MB",
         f"created    {info.created}",
         f"last used  {_when(info.last_used)}",

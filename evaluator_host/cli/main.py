@@ -33,7 +33,7 @@ from rich.console import Console
 from evaluator_host import API_VERSION, __version__
 from evaluator_host.cli.images import run_images
 from evaluator_host.cli.inputs import UsageError, parse_json, parse_model, read_text, readable
-from evaluator_host.cli.output import print_capabilities, print_results
+from evaluator_host.cli.output import located_error, print_capabilities, print_results
 from evaluator_host.definitions import languages
 from evaluator_host.errors import DataDirInUse, EvaluatorHostError
 from evaluator_host.evaluation.models import Case, EvaluatorSettings
@@ -59,6 +59,32 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _port_in_use(host: str, port: int) -> str | None:
+    """Why ``serve`` cannot bind ``host:port`` when the address is taken (said before anything starts,
+    where uvicorn would only log ``[Errno 98]``); None when it is free (or fails otherwise: uvicorn
+    reports that)."""
+    import errno
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError:
+        return None
+    family, kind, proto, _name, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                return None
+            return (
+                f"port {port} on {host} is in use (another evaluator-host, or another program): choose another "
+                f"with --port, EVALUATOR_HOST_PORT=, or PORT= for make run (e.g. make run PORT={port + 1})"
+            )
+    return None
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -89,6 +115,9 @@ def _serve(args: argparse.Namespace) -> int:
         except QueueKeyMissing as exc:
             sys.stderr.write(f"evaluator-host: {exc}\n")
             return 2
+    if (busy := _port_in_use(host, port)) is not None:
+        sys.stderr.write(f"evaluator-host: {busy}\n")
+        return 2
     try:  # a clear refusal up front; the service takes the lock for good when it starts
         settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.close(lock_data_dir(settings.data_dir))
@@ -154,7 +183,9 @@ def _run(args: argparse.Namespace) -> int:
     try:
         evaluated = asyncio.run(_evaluate(definition, cases))
     except EvaluatorHostError as exc:
-        sys.stderr.write(f"{type(exc).__name__}: {exc.message}\n")
+        at = exc.fields()
+        text = located_error(args.file, definition.code, exc.type_name, exc.message, at.get("line"), at.get("column"))
+        sys.stderr.write(text + "\n")
         return 2
     results = evaluated.results
     if args.json:  # stdout stays one JSON result per line; the report goes to stderr

@@ -1,4 +1,6 @@
-"""What the command line prints of evaluations: the capability report and the results table.
+"""What the command line prints of evaluations: the capability report, the results table, and a
+refused definition's error at its place (``FILE:LINE:COLUMN: Type: message``, the source line and a
+caret under the column, as compilers print them).
 
 Shared by ``run`` (``cli/main.py``: one case or a few) and ``run --data`` (``cli/batch.py``: the
 evaluator's report before its job), so neither imports the other.
@@ -7,6 +9,7 @@ evaluator's report before its job), so neither imports the other.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from rich.console import Console
@@ -15,7 +18,25 @@ from rich.table import Table
 from evaluator_host.evaluation.aggregate import aggregate
 from evaluator_host.evaluation.models import EvaluationResult
 
-__all__ = ["print_capabilities", "print_results"]
+__all__ = ["located_error", "print_capabilities", "print_results"]
+
+_PLACE = re.compile(r" \(line \d+(?:, column \d+)?\)$")  # the place the message says again at its end
+
+
+def located_error(path: str, code: str, type_name: str, message: str, line: int | None, column: int | None) -> str:
+    """A definition error as ``PATH:LINE:COLUMN: Type: message``, then the source line and a caret under
+    the column (``PATH: Type: message`` when the error names no line)."""
+    if not line:
+        return f"{path}: {type_name}: {message}"
+    where = f"{path}:{line}:{column}" if column else f"{path}:{line}"
+    text = f"{where}: {type_name}: {_PLACE.sub('', message)}"
+    lines = code.splitlines()
+    if 0 < line <= len(lines):
+        source = lines[line - 1]
+        text += f"\n    {source.expandtabs(4)}"
+        if column:  # under the column's character, tabs shown as the line shows them
+            text += "\n    " + " " * len(source[: column - 1].expandtabs(4)) + "^"
+    return text
 
 
 def print_capabilities(capabilities: dict[str, list[dict[str, Any]]] | None, console: Console) -> None:

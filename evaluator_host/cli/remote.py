@@ -1,42 +1,68 @@
-"""One HTTP call of a command-line command to a running service (``cli/admin.py``, ``cli/rules.py``).
+"""The command line's way to a running service (``--server``): the Python client (``evaluator_host.client``).
 
-Contract: :func:`call_service` sends ``method path`` to ``server`` (None: ``http://HOST:PORT`` of
-the settings) with ``key`` as a Bearer token (None: none), a JSON ``body`` and the query ``params``
-that are not None; it answers the decoded JSON (None for an empty body). A service it cannot reach,
-or a 4xx/5xx answer, is a :class:`~evaluator_host.cli.inputs.UsageError` naming the URL or the
-API's error type and message.
+Contract: :func:`service_client` is a :class:`~evaluator_host.client.Client` of ``server`` (None:
+``http://HOST:PORT`` of the settings) with ``key`` as its Bearer token (None: none; the environment's
+``EVALUATOR_HOST_API_KEY`` is not read here: each command says which key it uses). Inside
+:func:`usage_errors`, a client error becomes a :class:`~evaluator_host.cli.inputs.UsageError` (exit
+status 2): a service it cannot reach names the URL; an error answer reads ``METHOD PATH answered
+STATUS: TYPE: MESSAGE``. :func:`dumped` is a model as the JSON the service sent (what ``--json`` prints).
+:func:`call_service` is one request of any route as plain JSON, with those errors (for a command whose
+route the client has no method for).
+Used by ``admin.py``, ``rules.py`` and ``targets.py``'s ``Remote``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
+from pydantic import BaseModel
 
 from evaluator_host.cli.inputs import UsageError
+from evaluator_host.client import ApiError, Client, ServiceUnreachable
 from evaluator_host.settings import Settings
 
-__all__ = ["call_service"]
+__all__ = ["call_service", "described", "dumped", "server_url", "service_client", "usage_errors"]
+
+
+def server_url(server: str | None) -> str:
+    """``server``, or ``http://HOST:PORT`` of the settings."""
+    if server is None:
+        settings = Settings()
+        return f"http://{settings.host}:{settings.port}"
+    return server
+
+
+def service_client(server: str | None, key: str | None) -> Client:
+    """A client of the service at ``server`` (see the module's contract); close it after use."""
+    return Client(server_url(server), key or "", timeout_s=30)
+
+
+def described(exc: ApiError) -> str:
+    """An error answer as one line: ``METHOD PATH answered STATUS: TYPE: MESSAGE``."""
+    message = exc.message if exc.type.startswith("HTTP ") else f"{exc.type}: {exc.message}"
+    return f"{exc.method} {httpx.URL(exc.url).path} answered {exc.status}: {message}"
+
+
+@contextmanager
+def usage_errors() -> Iterator[None]:
+    """Client errors raised inside, as :class:`UsageError` (see the module's contract)."""
+    try:
+        yield
+    except ServiceUnreachable as exc:
+        raise UsageError(str(exc)) from exc
+    except ApiError as exc:
+        raise UsageError(described(exc)) from exc
+
+
+def dumped(value: BaseModel) -> dict[str, Any]:
+    """A model as the service's JSON."""
+    return value.model_dump(mode="json")
 
 
 def call_service(server: str | None, key: str | None, method: str, path: str, body: Any = None, **params: Any) -> Any:
-    """The service's JSON answer to one request (see the module's contract)."""
-    if server is None:
-        settings = Settings()
-        server = f"http://{settings.host}:{settings.port}"
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    query = {k: v for k, v in params.items() if v is not None}
-    try:
-        response = httpx.request(
-            method, server.rstrip("/") + path, json=body, params=query or None, headers=headers, timeout=30
-        )
-    except httpx.TransportError as exc:
-        raise UsageError(f"cannot reach the service at {server}: {exc}") from exc
-    if response.status_code >= 400:
-        try:
-            error = response.json()["error"]
-            message = f"{error['type']}: {error['message']}"
-        except (ValueError, KeyError, TypeError):
-            message = response.text[:500]
-        raise UsageError(f"{method} {path} answered {response.status_code}: {message}")
-    return response.json() if response.content else None
+    """The service's JSON answer to ``method path`` (see the module's contract)."""
+    with service_client(server, key) as client, usage_errors():
+        return client.request(method, path, body, **params)

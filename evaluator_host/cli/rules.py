@@ -19,7 +19,8 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from evaluator_host.cli.inputs import UsageError
-from evaluator_host.cli.remote import call_service
+from evaluator_host.cli.remote import dumped, service_client, usage_errors
+from evaluator_host.client import Client
 
 __all__ = ["add_parser"]
 
@@ -27,8 +28,9 @@ API_KEY_ENV = "EVALUATOR_HOST_API_KEY"
 _RULE_COLUMNS = ["id", "name", "evaluator_id", "revision", "sampling_rate", "enabled", "filter"]
 
 
-def _call(args: argparse.Namespace, method: str, path: str, body: Any = None, **params: Any) -> Any:
-    return call_service(args.server, args.api_key or os.environ.get(API_KEY_ENV), method, path, body, **params)
+def _client(args: argparse.Namespace) -> Client:
+    """A client of the service with the workspace key (none for an open service)."""
+    return service_client(args.server, args.api_key or os.environ.get(API_KEY_ENV))
 
 
 def _cell(value: Any) -> str:
@@ -65,14 +67,9 @@ def _attribute(text: str) -> dict[str, Any]:
     return {"key": key, "equals": parsed if isinstance(parsed, str | int | float | bool) else value}
 
 
-def _create(args: argparse.Namespace) -> dict[str, Any]:
+def _create(client: Client, args: argparse.Namespace) -> dict[str, Any]:
     if not args.target:
         raise UsageError("rules create EVALUATOR_ID [--name N] [--rate R] [--service S] [--span S] [--attr K=V] ...")
-    body: dict[str, Any] = {"evaluator_id": args.target, "sampling_rate": args.rate}
-    if args.name:
-        body["name"] = args.name
-    if args.revision:
-        body["revision"] = args.revision
     flt: dict[str, Any] = {}
     if args.service:
         flt["service_name"] = args.service
@@ -80,47 +77,45 @@ def _create(args: argparse.Namespace) -> dict[str, Any]:
         flt["span_name"] = args.span
     if args.attr:
         flt["attributes"] = [_attribute(a) for a in args.attr]
-    if flt:
-        body["filter"] = flt
     mapping = {k: v for k, v in (("inputs", args.inputs), ("outputs", args.outputs)) if v}
-    if mapping:
-        body["mapping"] = mapping
-    if args.paused:
-        body["enabled"] = False
-    return dict(_call(args, "POST", "/v1/online-rules", body))
+    rule = client.create_rule(
+        args.target, name=args.name or None, revision=args.revision or None, sampling_rate=args.rate,
+        filter=flt or None, mapping=mapping or None, enabled=False if args.paused else None,
+    )  # fmt: skip
+    return dumped(rule)
 
 
 def _run(args: argparse.Namespace) -> int:
     action, target = args.action, args.target
     if action != "list" and action != "create" and not target:
         raise UsageError(f"rules {action} RULE_ID")
+    with _client(args) as client, usage_errors():
+        _act(client, args, action, target)
+    return 0
+
+
+def _act(client: Client, args: argparse.Namespace, action: str, target: str) -> None:
     if action == "list":
-        _print(args, _call(args, "GET", "/v1/online-rules")["data"], _RULE_COLUMNS)
+        _print(args, [dumped(r) for r in client.list_rules().data], _RULE_COLUMNS)
     elif action == "create":
-        _print(args, _create(args), _RULE_COLUMNS)
+        _print(args, _create(client, args), _RULE_COLUMNS)
     elif action == "show":
-        _print(args, _call(args, "GET", f"/v1/online-rules/{target}"), [*_RULE_COLUMNS, "mapping", "created_at"])
+        _print(args, dumped(client.get_rule(target)), [*_RULE_COLUMNS, "mapping", "created_at"])
     elif action in ("pause", "resume"):
-        rule = _call(args, "PATCH", f"/v1/online-rules/{target}", {"enabled": action == "resume"})
-        _print(args, rule, _RULE_COLUMNS)
+        _print(args, dumped(client.update_rule(target, enabled=action == "resume")), _RULE_COLUMNS)
     elif action == "delete":
-        _call(args, "DELETE", f"/v1/online-rules/{target}")
+        client.delete_rule(target)
         sys.stdout.write(f"deleted {target}\n")
     elif action == "scores":
-        page = _call(
-            args, "GET", f"/v1/online-rules/{target}/scores", limit=args.limit, since=args.since, until=args.until
-        )
+        page = client.rule_scores(target, limit=args.limit, since=args.since, until=args.until)
         columns = ["trace_id", "state", "status", "score", "passed", "label", "revision", "scored_at"]
-        _print(args, page["data"], columns)
+        _print(args, [dumped(s) for s in page.data], columns)
     else:  # stats
-        stats = _call(
-            args, "GET", f"/v1/online-rules/{target}/stats", bucket=args.bucket, since=args.since, until=args.until
-        )
+        stats = dumped(client.rule_stats(target, bucket=args.bucket, since=args.since, until=args.until))
         rows = [{**b, "labels": b["labels"] or None} for b in stats["buckets"] if b["count"] or args.json]
         _print(args, rows, ["start", "count", "errors", "mean_score", "pass_rate", "labels"])
         if not args.json:
             sys.stdout.write(f"queued now: {stats['queued']}; dropped in the range: {stats['dropped']}\n")
-    return 0
 
 
 def add_parser(sub: Any) -> None:

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from evaluator_host.builds.build_once import BuildOnce
-from evaluator_host.cli.images import _packages, _when
+from evaluator_host.cli.images import _packages, _when, pins_text
 from evaluator_host.cli.inputs import UsageError
 from evaluator_host.errors import EvaluatorHostError
 from evaluator_host.sandbox.inventory import RuntimeInfo, prune
@@ -52,7 +52,7 @@ def _row(info: RuntimeInfo) -> tuple[str, ...]:
     """One row under 80 columns: id, pins (as fit), lock size, size, last use (or "in use")."""
     return (
         info.id,
-        _packages(info.packages, 20),
+        _packages(info.packages, 20, info.language),
         str(len(info.lock)),
         f"{info.size_bytes / 1e6:.0f} MB",
         "in use" if info.in_use else _when(info.last_used)[:10],
@@ -64,7 +64,7 @@ def _details(backend: str, info: RuntimeInfo, log_tail: str) -> list[str]:
         f"runtime    {info.id}",
         f"backend    {backend} ({info.location})",
         f"language   {info.language}",
-        f"packages   {' '.join(f'{k}=={v}' for k, v in info.packages.items()) or '-'}",
+        f"packages   {pins_text(info.language, info.packages)}",
         f"size       {info.size_bytes / 1e6:.1f} MB",
         f"built      {_when(info.created_at)}" + (f" in {info.build_seconds:.1f} s" if info.build_seconds else ""),
         f"last used  {_when(info.last_used)}",

@@ -2,26 +2,33 @@
 
 :class:`Target` is the handful of steps the batch command takes (upsert the evaluator, upload the
 dataset, start, follow, read and cancel the job, evaluate a few rows by id); :class:`Remote` takes
-them over HTTP (``--server URL``), :class:`Local` on the service's components in this process (the
-same service methods and use cases the routes call), on a private scratch data dir.
+them through the Python client (``--server URL``), :class:`Local` on the service's components in this
+process (the same service methods and use cases the routes call), on a private scratch data dir.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-import httpx
-
+from evaluator_host.cli.remote import described, dumped
+from evaluator_host.client import ApiError, AsyncClient
 from evaluator_host.tenancy.models import DEFAULT_WORKSPACE
 
 __all__ = ["Local", "RefusedError", "Remote", "Target"]
 
+T = TypeVar("T")
+
 
 class RefusedError(Exception):
-    """The service refused the evaluator, the dataset or the job (HTTP 4xx / DefinitionError)."""
+    """The service refused the evaluator, the dataset or the job (HTTP 4xx / DefinitionError); ``error``:
+    the answer's error object when it had one (``type``, ``message``, ``line``, ``column``)."""
+
+    def __init__(self, message: str, error: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.error = error or {}
 
 
 class Target(Protocol):
@@ -53,70 +60,57 @@ def _unchanged(found: dict[str, Any], definition: dict[str, Any]) -> bool:
 
 
 class Remote:
-    """A running service, over HTTP."""
+    """A running service, through the asyncio client (``evaluator_host.client``): a 4xx answer is a
+    :class:`RefusedError` (``METHOD PATH answered STATUS: TYPE: MESSAGE``); a 5xx or no answer stays
+    the client's error."""
 
     def __init__(self, url: str, api_key: str | None) -> None:
-        headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
-        self.client = httpx.AsyncClient(
-            base_url=url.rstrip("/"), headers=headers, timeout=httpx.Timeout(600, connect=10)
-        )
+        self.client = AsyncClient(url, api_key or "", timeout_s=600)
 
-    async def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        response = await self.client.request(method, path, **kwargs)
-        if 400 <= response.status_code < 500:
-            try:
-                error = response.json()["error"]
-                message = f"{error['type']}: {error['message']}"
-            except (ValueError, KeyError, TypeError):
-                message = response.text
-            raise RefusedError(f"{method} {path} answered {response.status_code}: {message}")
-        response.raise_for_status()
-        body: dict[str, Any] = response.json()
-        return body
+    @staticmethod
+    async def _refused(call: Awaitable[T]) -> T:
+        try:
+            return await call
+        except ApiError as exc:
+            if exc.status >= 500:
+                raise
+            raise RefusedError(described(exc), exc.detail.model_dump()) from exc
 
     async def upsert(self, definition: dict[str, Any]) -> dict[str, Any]:
-        listing = await self._json("GET", "/v1/evaluators")
-        found: dict[str, Any] | None = next((e for e in listing["data"] if e["name"] == definition["name"]), None)
+        listing = await self._refused(self.client.list_evaluators())
+        found = next((dumped(e) for e in listing.data if e.name == definition["name"]), None)
         if found is None:
-            return await self._json("POST", "/v1/evaluators", json=definition)
+            return dumped(await self._refused(self.client.create_evaluator(**definition)))
         if _unchanged(found, definition):
             return found
-        return await self._json("PUT", f"/v1/evaluators/{found['id']}", json=definition)
+        return dumped(await self._refused(self.client.replace_evaluator(found["id"], **definition)))
 
     async def upload(self, path: Path) -> dict[str, Any]:
-        with path.open("rb") as fh:
-            files = {"file": (path.name, fh, "application/octet-stream")}
-            return await self._json("POST", "/v1/datasets", files=files)
+        return dumped(await self._refused(self.client.upload_dataset(path)))
 
     async def start(self, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._json("POST", "/v1/jobs", json=body)
+        return dumped(await self._refused(self.client.start_job(**body)))
 
     async def job(self, job_id: str) -> dict[str, Any]:
-        return await self._json("GET", f"/v1/jobs/{job_id}")
+        return dumped(await self._refused(self.client.get_job(job_id)))
 
     async def cancel(self, job_id: str) -> dict[str, Any]:
-        return await self._json("POST", f"/v1/jobs/{job_id}/cancel")
+        return dumped(await self._refused(self.client.cancel_job(job_id)))
 
     async def results(self, job_id: str) -> AsyncIterator[bytes]:
-        async with self.client.stream("GET", f"/v1/jobs/{job_id}/results", params={"format": "ndjson"}) as response:
-            response.raise_for_status()
-            async for chunk in response.aiter_bytes():
-                yield chunk
+        async for chunk in self.client.export_results(job_id, "ndjson"):
+            yield chunk
 
     async def page(self, job_id: str, limit: int) -> list[dict[str, Any]]:
-        body = await self._json("GET", f"/v1/jobs/{job_id}/results", params={"limit": limit})
-        data: list[dict[str, Any]] = body["data"]
-        return data
+        page = await self._refused(self.client.job_results(job_id, limit=limit))
+        return [dumped(item) for item in page.data]
 
     async def evaluate(self, evaluator_id: str, revision: int, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        body = await self._json(
-            "POST", f"/v1/evaluators/{evaluator_id}/evaluate", json={"revision": revision, "cases": cases}
-        )
-        results: list[dict[str, Any]] = body["results"]
-        return results
+        batch = await self._refused(self.client.evaluate_cases_by_id(evaluator_id, cases, revision=revision))
+        return [dumped(r) for r in batch.results]
 
     async def close(self) -> None:
-        await self.client.aclose()
+        await self.client.close()
 
 
 _WS = DEFAULT_WORKSPACE  # an in-process run has a scratch database of its own: the default workspace

@@ -29,7 +29,7 @@ import threading
 from evaluator_host.errors import CodeSyntaxError
 from evaluator_host.shared.lru import LRU
 
-__all__ = ["MAX_PYTHON_DEPTH", "check_depth", "parse_python", "too_deep"]
+__all__ = ["MAX_PYTHON_DEPTH", "check_depth", "located", "parse_python", "too_deep"]
 
 MAX_PYTHON_DEPTH = 100
 """Levels of the syntax tree below the module (a statement at top level is level 1; ``x = a+a+a``
@@ -49,6 +49,14 @@ _stack_size_lock = threading.Lock()  # threading.stack_size is process-wide: set
 _WITHIN_BOUND_SIZE = 64
 # code measured and found within the bound (first in, first out: never marked used)
 _within_bound: LRU[tuple[str, int], bool] = LRU(_WITHIN_BOUND_SIZE)
+
+
+def located(message: str, line: int | None, column: int | None) -> str:
+    """A syntax error's message with its place said once: ``msg (line L, column C)`` (as the Node
+    inspector words it); the answer's ``line`` and ``column`` fields carry the same numbers."""
+    if not line:
+        return message
+    return f"{message} (line {line}, column {column})" if column else f"{message} (line {line})"
 
 
 def too_deep(depth: int | None, limit: int, line: int | None = None, column: int | None = None) -> CodeSyntaxError:
@@ -100,7 +108,7 @@ def parse_python(code: str, filename: str = "evaluator.py", limit: int = MAX_PYT
     try:
         tree = _parse(code, filename)
     except SyntaxError as exc:
-        raise CodeSyntaxError(f"{exc.msg} (line {exc.lineno})", line=exc.lineno, column=exc.offset) from exc
+        raise CodeSyntaxError(located(exc.msg, exc.lineno, exc.offset), line=exc.lineno, column=exc.offset) from exc
     except ValueError as exc:  # e.g. null bytes
         raise CodeSyntaxError(str(exc)) from exc
     except (RecursionError, MemoryError):  # CPython's own guards: too deep to build, "too complex to parse"

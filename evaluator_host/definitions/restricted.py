@@ -11,7 +11,7 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
-from evaluator_host.definitions.nesting import MAX_PYTHON_DEPTH, parse_python, too_deep
+from evaluator_host.definitions.nesting import MAX_PYTHON_DEPTH, located, parse_python, too_deep
 from evaluator_host.errors import CodeSyntaxError, PolicyError
 
 __all__ = ["check_python", "policy_module"]
@@ -49,7 +49,7 @@ def _refusal(code: str, folder: Path) -> tuple[str, str, int | None, int | None]
     except policy.PolicySyntaxError as exc:
         return "policy", str(exc.msg), exc.lineno, exc.offset
     except SyntaxError as exc:
-        return "syntax", f"{exc.msg} (line {exc.lineno})", exc.lineno, exc.offset
+        return "syntax", located(exc.msg, exc.lineno, exc.offset), exc.lineno, exc.offset
     except (RecursionError, MemoryError):  # never expected under the bound; a 422 all the same
         error = too_deep(None, MAX_PYTHON_DEPTH)
         return "syntax", error.message, None, None

@@ -72,6 +72,8 @@ class Case(BaseModel):
 
 
 class _Definition(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelled field is a 422, never dropped (docs/api.md)
+
     language: Language = Field(description="python | javascript | typescript")
     code: str = Field(description="The evaluator's source code.")
     packages: Packages | None = Field(None, description="Exact pins: {name: version} or ['name==1.2.3'].")
@@ -153,6 +155,8 @@ class EvaluatorPatch(BaseModel):
 
 class EvaluatorEvaluateRequest(BaseModel):
     """``POST /v1/evaluators/{id}/evaluate``."""
+
+    model_config = ConfigDict(extra="forbid")
 
     inputs: Any = Field(default_factory=dict)
     outputs: Any = None
@@ -262,6 +266,11 @@ class Evaluator(BaseModel):
     warnings: list[str] = Field(
         default_factory=list,
         description="Set when the revision is saved: what may fail at run time (imports no pinned package provides).",
+    )
+    same_name: list[str] = Field(
+        default_factory=list,
+        description="On the answer of a save (POST, PUT, a PATCH setting name): the ids of the workspace's other "
+        "evaluators with this name (case-blind). Names may repeat; ids do not.",
     )
 
 

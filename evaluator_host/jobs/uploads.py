@@ -125,7 +125,8 @@ class DatasetCatalog:
         fmt: str | None,
         content_type: str | None,
     ) -> DatasetRecord:
-        """Store a raw request body (streamed to a temporary file, then parsed) in ``workspace``."""
+        """Store a raw request body (streamed to a temporary file, then parsed) in ``workspace``; without
+        ``name`` it is named for when it came (``upload 2026-11-23 17:01:32 UTC``), a file by its name."""
         dataset_id = self._new_id()
         tmp = self.files.root / f".upload-{dataset_id}"
         size = 0
@@ -140,7 +141,8 @@ class DatasetCatalog:
                         raise self.quotas.over_dataset_bytes(workspace, size, room)
                     out.write(data)
             with open(tmp, "rb") as src:
-                return await self._parse(workspace, dataset_id, src, name or "dataset", fmt, content_type, None)
+                default = f"upload {utcnow():%Y-%m-%d %H:%M:%S} UTC"  # no file name: when it came
+                return await self._parse(workspace, dataset_id, src, name or default, fmt, content_type, None)
         finally:
             tmp.unlink(missing_ok=True)
 

@@ -1,8 +1,11 @@
 """The JavaScript/TypeScript migrator: ``runtimes/node/migrate.cjs`` in a host-side Node process.
 
 The script parses with the inspector's own parser and detector (Node's acorn; TypeScript after
-Node's strip-only type stripping, which keeps every offset) and splices the rewrite into the
-user's source at AST offsets; see its header for the rules. It never runs the code. One Node
+Node's strip-only type stripping, and, for what that cannot remove — enums, namespaces — after the
+TypeScript compiler's parser blanked it: the ``typescript`` package pinned in
+``migration/typescript/``'s lock, installed by ``make install``, its path passed as the script's
+argument; both keep every offset) and splices the rewrite into the user's source at AST offsets; see its header
+for the rules. It never runs the code. One Node
 process is started per call of :func:`migrate_many` (migration is rare; a directory of files is
 one call), bounded in time.
 """
@@ -13,6 +16,7 @@ import json
 import os
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 
 from evaluator_host.definitions import languages
 from evaluator_host.definitions.languages import node_executable
@@ -23,6 +27,7 @@ __all__ = ["migrate_js", "migrate_many"]
 
 _TIMEOUT_S = 10.0  # per file, far above any real rewrite (linear, milliseconds)
 SCRIPT = "migrate.cjs"
+TS_PARSER = Path(__file__).resolve().parent / "typescript" / "node_modules" / "typescript"
 
 
 def _run(requests: Sequence[dict[str, str]]) -> list[dict[str, object]]:
@@ -43,7 +48,13 @@ def _run_once(requests: Sequence[dict[str, str]]) -> list[dict[str, object]]:
     folder = languages.get(requests[0]["language"]).family.folder
     try:
         done = subprocess.run(
-            [node_executable(), "--expose-internals", "--disable-warning=ExperimentalWarning", str(folder / SCRIPT)],
+            [
+                node_executable(),
+                "--expose-internals",
+                "--disable-warning=ExperimentalWarning",
+                str(folder / SCRIPT),
+                str(TS_PARSER),
+            ],
             input="".join(json.dumps(r) + "\n" for r in requests).encode(),
             capture_output=True,
             timeout=_TIMEOUT_S * len(requests),

@@ -2,7 +2,8 @@
 
 A JSON line carries ``ts`` (UTC, ISO 8601), ``level``, ``logger``, ``msg``, whatever the call
 site passed as ``extra`` (the access log: ``request_id``, ``method``, ``route``, ``path``,
-``status``, ``duration_ms``) and ``exc`` (the traceback) when there is one.
+``status``, ``duration_ms``) and ``exc`` (the traceback) when there is one. uvicorn's
+``color_message`` (its message again, with ANSI colour codes for a terminal) is never written.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 __all__ = ["JsonFormatter", "configure"]
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "taskName"}
+_DROPPED = _STANDARD | {"color_message"}  # uvicorn's coloured copy of ``msg``
 
 
 class JsonFormatter(logging.Formatter):
@@ -28,7 +30,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
-        entry.update({k: v for k, v in vars(record).items() if k not in _STANDARD})
+        entry.update({k: v for k, v in vars(record).items() if k not in _DROPPED})
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str, separators=(",", ":"))

@@ -303,12 +303,10 @@ class EgressProxy:
 
     async def _check(self, gate: EgressGate, host: str, port: int) -> str:
         """The address to connect to for ``host:port``, or :class:`Refused` saying why not."""
-        try:
-            ipaddress.ip_address(host.strip("[]"))
-        except ValueError:
-            pass
-        else:
-            raise Refused("IP literals are refused: name the host")
+        literal = host.strip("[]")  # only digits and dots (IPv4) or a colon (IPv6) may parse: a name costs no raise
+        with contextlib.suppress(ValueError):
+            if (":" in literal or not literal.strip("0123456789.")) and ipaddress.ip_address(literal):
+                raise Refused("IP literals are refused: name the host")
         destination = f"{host}:{port}"
         if destination not in gate.declared:
             raise Refused(f"{destination} is not in the evaluator's network")

@@ -176,8 +176,11 @@ class Harness {
     }
     let type = err.name || err.constructor?.name || 'Error';
     if (err instanceof ProcessExitCalled) type = 'ProcessExit';
-    const head = `${type}: ${err.message}`;
-    return { type, message: String(err.message), line, traceback: kept.length ? `${head}\n${kept.join('\n')}` : head };
+    // Node's "Require stack:" lists the harness's copies of the user's file (each twice when the loader
+    // nests): paths inside the sandbox that say nothing the frames (evaluator.js:LINE) do not
+    const message = String(err.message).replace(/\nRequire stack:(?:\n- [^\n]*)*/, '');
+    const head = `${type}: ${message}`;
+    return { type, message, line, traceback: kept.length ? `${head}\n${kept.join('\n')}` : head };
   }
 
   // -- loading ------------------------------------------------------------------------------

@@ -11,12 +11,17 @@
 //      "rules": [...], "notes": [{"line": N | null, "message": "..."}]}
 //   ← {"ok": false, "kind": "syntax" | "interface" | "refused", "message": "...", "line": N | null, "column": N | null}
 //
-// How: the code is parsed with the inspector's parser and detector (Node's acorn; TypeScript first
-// goes through Node's own type stripping in "strip-only" mode, which blanks the types with spaces,
-// so every offset of the parse is an offset in the user's TypeScript). The rewrite is a list of
-// splices at those offsets: the parameter list, a prologue after the opening brace, the returns of
-// numeric strings. TypeScript annotations are kept (`output: string` → `outputs: string`) and
-// `trace: unknown` is added. Rules, in order:
+// How: the code is parsed with the inspector's parser and detector (Node's acorn). TypeScript first goes
+// through Node's own type stripping ("strip-only"), which blanks the types with spaces, so every offset of
+// the parse is an offset in the user's TypeScript. What type stripping cannot remove (an enum, a
+// namespace, a parameter property's modifiers) is found by the TypeScript compiler's own parser (the
+// `typescript` package pinned in evaluator_host/migration/typescript, whose node_modules/typescript path
+// is argv[2]; loaded only when needed, as for a return type below), which keeps offsets too, and blanked
+// for the parse only (the code keeps it: the harness runs TypeScript through Node's transform). The rewrite is a list of splices at those offsets:
+// the parameter list, a prologue after the opening brace, the returns of numeric strings. TypeScript
+// annotations are kept (`output: string` → `outputs: string`) and `trace: unknown` is added; a return
+// type is `unknown` (`Promise<unknown>`) once a return value is rewritten (it no longer is the declared
+// string). Rules, in order:
 //   numeric-string-returns  a returned numeric string literal becomes the number; a value built as a
 //                           string (template, String(), .toFixed(), +"…") is wrapped in __legacyScore()
 //   signature-prologue      the default: (inputs, outputs, trace) and `let output = outputs; …`
@@ -25,6 +30,62 @@
 const readline = require('node:readline');
 const amaro = require('internal/deps/amaro/dist/index');
 const { Rejected, brokenTransform, detect, isStackError, parse, tooDeep, transformTs } = require('./inspect.cjs');
+
+// The TypeScript compiler (loaded on first use: JavaScript never needs it)
+let tsCompiler = null;
+function typescript() {
+  if (tsCompiler === null) {
+    const where = process.argv[2];
+    try {
+      tsCompiler = require(where);
+    } catch (err) {
+      const missing = new Error(`the TypeScript parser is not installed at ${where} (make install installs it): ${err.message}`);
+      missing.missingParser = true;
+      throw missing;
+    }
+  }
+  return tsCompiler;
+}
+
+const PROPERTY_MODIFIERS = ['PublicKeyword', 'PrivateKeyword', 'ProtectedKeyword', 'ReadonlyKeyword', 'OverrideKeyword'];
+
+// What the TypeScript parser finds in `code`: `blanks`, the spans type stripping cannot remove (enums and
+// namespaces that are not `declare`d, parameter properties' modifiers), and `returnTypes`, each function's
+// return type annotation as [start, end] by the offset its body starts at.
+function tsFacts(code) {
+  const ts = typescript();
+  const file = ts.createSourceFile('evaluator.ts', code, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
+  const modifier = (n, kind) => (ts.canHaveModifiers(n) ? ts.getModifiers(n) || [] : []).some((m) => m.kind === ts.SyntaxKind[kind]);
+  const blanks = [];
+  const returnTypes = new Map();
+  const visit = (n) => {
+    if ((ts.isEnumDeclaration(n) || (ts.isModuleDeclaration(n) && n.body)) && !modifier(n, 'DeclareKeyword')) {
+      blanks.push([n.getStart(file), n.end]);
+      return; // nothing inside is the entrypoint's
+    }
+    if (ts.isParameter(n)) {
+      for (const m of (ts.getModifiers(n) || [])) {
+        if (PROPERTY_MODIFIERS.some((kind) => m.kind === ts.SyntaxKind[kind])) blanks.push([m.getStart(file), m.end]);
+      }
+    }
+    if (ts.isFunctionLike(n) && n.type && n.body) returnTypes.set(n.body.getStart(file), [n.type.getStart(file), n.type.end]);
+    ts.forEachChild(n, visit);
+  };
+  visit(file);
+  return { blanks, returnTypes };
+}
+
+// `code` with the spans blanked (spaces; line breaks kept): the same length, the same lines
+function blank(code, spans) {
+  if (!spans.length) return code;
+  return applyEdits(code, spans.map(([start, end]) => [start, end, code.slice(start, end).replace(/[^\r\n\u2028\u2029]/g, ' ')]));
+}
+
+// `code` (TypeScript) as the JavaScript acorn parses, at the same offsets: the TypeScript parser's blanks,
+// then Node's type stripping
+function stripped(code, facts) {
+  return amaro.transformSync(blank(code, facts.blanks), { mode: 'strip-only' }).code;
+}
 
 const TODO = 'TODO[evaluator-migrate]';
 const NEW = ['inputs', 'outputs', 'trace'];
@@ -163,17 +224,29 @@ function migrate(request) {
   const ts = request.language === 'typescript';
   const key = JSON.stringify(String(request.correct_answer_key || 'correct_answer'));
   let code = original;
+  let facts = null; // the TypeScript parser's findings, asked for only when needed (it takes a while to load)
+  const factsOf = () => facts || (facts = tsFacts(original));
   if (ts) {
     try {
       code = amaro.transformSync(original, { mode: 'strip-only' }).code;
     } catch (err) {
       if (isStackError(err)) throw brokenTransform(); // nested too deeply, and swc is broken from now on
-      transformTs(original); // a syntax error is reported as the inspector reports it
-      const detected = detect(parse(transformTs(original).code));
-      if (detected.interface !== 'legacy') return unchanged(original, detected.interface);
-      throw new Rejected('refused', 'this TypeScript needs a transform to run (enum, namespace, parameter ' +
-        `properties: ${err.message}); the migration splices the source and needs type stripping alone. ` +
-        'Rewrite those constructs (e.g. an enum as a const object), or migrate the evaluator by hand.', null, null);
+      let refusal = err;
+      try { // what type stripping cannot remove (an enum, a namespace): blanked for the parse, found by the parser
+        if (factsOf().blanks.length) code = stripped(original, factsOf());
+      } catch (again) {
+        if (again && again.missingParser) throw again; // an installation fault, not the user's code
+        if (isStackError(again)) throw facts ? brokenTransform() : tooDeep(null);
+        refusal = again;
+      }
+      if (code === original) {
+        transformTs(original); // a syntax error is reported as the inspector reports it
+        const detected = detect(parse(transformTs(original).code));
+        if (detected.interface !== 'legacy') return unchanged(original, detected.interface);
+        throw new Rejected('refused', 'this TypeScript needs a module transform to run (`import x = require()`, ' +
+          `\`export =\`: ${refusal.message}); the migration splices the source. Write it as an ES import or ` +
+          'export, or migrate the evaluator by hand.', null, null);
+      }
     }
     if (code.length !== original.length) throw new Rejected('refused', 'type stripping moved the code; migrate by hand');
   }
@@ -218,6 +291,10 @@ function migrate(request) {
       wrapped = true;
     } else continue;
     if (!rules.length) rules.push('numeric-string-returns');
+  }
+  const returnType = ts && edits.length ? factsOf().returnTypes.get(fn.body.start) : undefined;
+  if (returnType && edits.length) { // a rewritten return is no longer the declared type (a string, say)
+    edits.push([returnType[0], returnType[1], fn.async ? 'Promise<unknown>' : 'unknown']);
   }
   const annotation = (i) => {
     if (!ts || params[i].type !== 'Identifier') return '';
@@ -298,7 +375,7 @@ function migrate(request) {
   }
   let after = migrated;
   try {
-    if (ts) after = amaro.transformSync(migrated, { mode: 'strip-only' }).code;
+    if (ts) after = facts && facts.blanks.length ? stripped(migrated, tsFacts(migrated)) : amaro.transformSync(migrated, { mode: 'strip-only' }).code;
   } catch (err) {
     throw isStackError(err) ? brokenTransform() : err;
   }

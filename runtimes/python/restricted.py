@@ -734,8 +734,29 @@ _SAFE_BUILTIN_NAMES = (
 ).split()
 
 
+# The builtins the policy withholds (docs/security.md): each name is there, as a stand-in whose call
+# raises RestrictedError naming it, so ``open(...)`` reads as the policy's refusal, not a NameError.
+_WITHHELD_BUILTIN_NAMES = "open exec eval compile globals locals vars input breakpoint help".split()
+
+
+class _Withheld:
+    """A withheld builtin: calling it raises :class:`RestrictedError` (it holds only its name)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, *_args: Any, **_kwargs: Any) -> Any:
+        raise RestrictedError(f"restricted policy: the builtin {self.name}() is not available")
+
+    def __repr__(self) -> str:
+        return f"<builtin {self.name} withheld by the restricted policy>"
+
+
 def _builtins() -> dict[str, Any]:
-    safe: dict[str, Any] = {name: getattr(builtins, name) for name in _SAFE_BUILTIN_NAMES}
+    safe: dict[str, Any] = {name: _Withheld(name) for name in _WITHHELD_BUILTIN_NAMES}
+    safe.update({name: getattr(builtins, name) for name in _SAFE_BUILTIN_NAMES})
     for name, value in vars(builtins).items():
         if isinstance(value, type) and issubclass(value, BaseException):
             safe[name] = value

@@ -90,6 +90,7 @@ def test_upload_every_format(client: TestClient) -> None:
     multipart = client.post("/v1/datasets", files={"file": ("rows.csv", text.getvalue().encode(), "text/plain")})
     assert multipart.status_code == 201, multipart.text
     assert multipart.json()["name"] == "rows" and multipart.json()["format"] == "csv"
+    assert as_csv["name"].startswith("upload 20") and as_csv["name"].endswith(" UTC")  # raw body: named for when
     listed = client.get("/v1/datasets").json()
     assert {as_jsonl["id"], as_csv["id"], multipart.json()["id"]} <= {d["id"] for d in listed["data"]}
     assert client.get(f"/v1/datasets/{as_csv['id']}").json() == as_csv
@@ -250,6 +251,25 @@ def test_results_pages_ndjson_and_csv_in_input_order(client: TestClient) -> None
     assert len(table) == 2500 and table[4]["n"] == "4" and table[4]["tags"] == "[4]"
     assert table[3]["status"] == "ok" and table[3]["score"] == "0.0" and table[4]["score"] == "1.0"
     assert json.loads(table[4]["details"]) == {"length": 1, "long": False}
+    assert list(table[0])[list(table[0]).index("passed") + 1 :][:2] == ["label", "reason"]
+
+
+def test_the_csv_export_has_the_label_and_the_reason(client: TestClient) -> None:
+    """A result's ``label`` and ``reason`` are columns of the CSV export (empty when the evaluator gave none)."""
+    code = (
+        "def evaluate(inputs, outputs, trace):\n"
+        "    if outputs == 'skip':\n"
+        "        return 0.5\n"
+        "    ok = outputs == inputs['expected']\n"
+        "    return {'score': float(ok), 'label': 'good' if ok else 'bad', 'reason': f'got {outputs}, =sum'}\n"
+    )
+    ev = create_evaluator(client, code)
+    rows = [{"expected": "x", "outputs": o} for o in ("x", "y", "skip")]
+    job = wait(client, start(client, ev["id"], dataset_id=upload(client, jsonl(rows))["id"])["id"])
+    text = client.get(f"/v1/jobs/{job['id']}/results", params={"format": "csv"}).text
+    table = list(csv.DictReader(io.StringIO(text)))
+    assert [(r["label"], r["reason"]) for r in table] == [("good", "got x, =sum"), ("bad", "got y, =sum"), ("", "")]
+    assert_healthy(client)
 
 
 def test_a_long_poll_answers_when_the_job_is_finished(client: TestClient) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 from fastapi.testclient import TestClient
 
@@ -24,7 +25,7 @@ CASES = [
 
 
 def _create(client: TestClient, code: str, language: str = "python", **extra: object) -> dict:  # type: ignore[type-arg]
-    body = {"name": "legacy", "language": language, "code": code, **extra}
+    body = {"name": "legacy", "language": language, "code": code} | extra
     response = client.post("/v1/evaluators", json=body)
     assert response.status_code == 201, response.text
     return response.json()  # type: ignore[no-any-return]
@@ -148,3 +149,25 @@ def test_a_dataset_sample_is_read_only_up_to_the_body_bound(client: TestClient) 
     assert error["type"] == "LimitError" and "max_body_bytes" in error["message"] and "sample=" in error["message"]
     fewer = client.post(f"/v1/evaluators/{ev['id']}/migrate", json={"dataset_id": ds.json()["id"], "sample": 2})
     assert fewer.status_code == 200 and fewer.json()["compared"] == 2, fewer.text
+
+
+def test_a_typescript_evaluator_with_an_enum_is_migrated_and_both_versions_agree_in_the_sandbox(
+    client: TestClient,
+) -> None:
+    """Issue 34 point 10: the migration refused an enum (strip-only parse). Now the stored legacy revision and
+    the migrated code both run (Node's transform keeps the enum, namespace and parameter property) and agree."""
+    from tests.support.migrate_fixtures import ROOT
+
+    code = (ROOT / "node" / "enum_namespace.before.ts").read_text()
+    ev = _create(client, code, "typescript", name=f"enum-{uuid.uuid4().hex[:8]}")
+    cases = [
+        {"inputs": {"correct_answer": "Paris"}, "outputs": " paris "},
+        {"inputs": {"correct_answer": "Paris"}, "outputs": "Lyon"},
+    ]
+    body = client.post(f"/v1/evaluators/{ev['id']}/migrate", json={"cases": cases}).json()
+    assert body["saved"] and body["compared"] == 2, body
+    assert body["code"] == (ROOT / "node" / "enum_namespace.after.ts").read_text()
+    scores = [
+        r["score"] for r in client.post(f"/v1/evaluators/{ev['id']}/evaluate", json={"cases": cases}).json()["results"]
+    ]
+    assert scores == [1.0, 0.0]

@@ -5,6 +5,10 @@ What must hold: the job finishes ``succeeded`` with every row counted exactly on
 fault hit are results of their own: an error, a timeout or a memory limit; the rest run on fresh
 workers), the stored counters equal the stored rows, and the service is healthy afterwards with
 the evaluator answering ``ok`` again (a worker hit while idle is found out when next used).
+
+Each test has a fresh service of its own, as a service would be after a start; to spare the tier the
+start-ups' time, the next test's service (same backend, data dir of its own) is started while the
+current test runs (:class:`Prestarted`): nothing of one test's service is seen by another.
 """
 
 from __future__ import annotations
@@ -14,6 +18,11 @@ import os
 import signal
 import sqlite3
 import subprocess
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +45,64 @@ CODE = (
     "    return {'score': 1.0, 'i': inputs['i']}\n"
 )
 FAULT_STATUSES = {"error", "timeout", "memory_limit"}
+# a paused worker is found out when bound: after 3 s of silence here, not production's 15 s
+ENV = {"EVALUATOR_HOST_WORKER_ACK_TIMEOUT_S": "3"}
+Started = tuple[ExitStack, httpx.Client, "subprocess.Popen[bytes]", Path]
+
+
+class Prestarted:
+    """Fresh services for this module's tests, each started one test ahead: taking one for ``backend``
+    starts the next (in a thread) while the taker runs, if another selected test of that backend is left.
+    Every service has its own data dir; one taken is stopped when its test ends, one never taken at
+    :meth:`close`."""
+
+    def __init__(self, root: Path, remaining: Counter[str]) -> None:
+        self.root = root
+        self.remaining = remaining
+        self.ready: dict[str, Future[Started]] = {}
+        self.starter = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prestart")
+
+    def _start(self, backend: str) -> Started:
+        data_dir = self.root / f"{backend}-{uuid.uuid4().hex[:8]}" / "data"
+        stack = ExitStack()
+        try:
+            client, proc = stack.enter_context(serving(data_dir, backend, env=ENV))
+        except BaseException:
+            stack.close()
+            raise
+        return stack, client, proc, data_dir
+
+    @contextmanager
+    def take(self, backend: str) -> Iterator[tuple[httpx.Client, subprocess.Popen[bytes], Path]]:
+        self.remaining[backend] -= 1
+        ready = self.ready.pop(backend, None)
+        stack, client, proc, data_dir = ready.result() if ready is not None else self._start(backend)
+        if self.remaining[backend] > 0:
+            self.ready[backend] = self.starter.submit(self._start, backend)
+        with stack:
+            yield client, proc, data_dir
+
+    def close(self) -> None:
+        for ready in self.ready.values():
+            with suppress(Exception):  # a start that failed: no test took it, nothing to stop
+                ready.result()[0].close()
+        self.starter.shutdown()
+
+
+@pytest.fixture(scope="module")
+def services(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prestarted]:
+    mine = [
+        item
+        for item in request.session.items
+        if isinstance(item, pytest.Function) and item.module is request.module and hasattr(item, "callspec")
+    ]
+    prestarted = Prestarted(
+        tmp_path_factory.mktemp("workers"), Counter(str(item.callspec.params["backend"]) for item in mine)
+    )
+    try:
+        yield prestarted
+    finally:
+        prestarted.close()
 
 
 def _memory_cgroup(pid: int) -> Path | None:
@@ -112,10 +179,10 @@ def _job(client: httpx.Client, job_id: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("fault", ["kill", "stop", "oom"])
-def test_a_worker_hit_from_outside_mid_batch_costs_only_its_rows(tmp_path: Path, backend: str, fault: str) -> None:
-    data_dir = tmp_path / "data"
-    # a paused worker is found out when bound: after 3 s of silence here, not production's 15 s
-    with serving(data_dir, backend, env={"EVALUATOR_HOST_WORKER_ACK_TIMEOUT_S": "3"}) as (client, proc):
+def test_a_worker_hit_from_outside_mid_batch_costs_only_its_rows(
+    services: Prestarted, backend: str, fault: str
+) -> None:
+    with services.take(backend) as (client, proc, data_dir):
         settings = {"timeout_s": 2, "memory_mb": 256}
         ev = client.post("/v1/evaluators", json={"name": "w", "language": "python", "code": CODE, "settings": settings})
         assert ev.status_code == 201, ev.text

@@ -103,6 +103,8 @@ REFUSED = [
     ("CONNECT [::1]:{port} HTTP/1.1", "IP literals"),
     ("CONNECT 169.254.169.254:80 HTTP/1.1", "IP literals"),
     ("GET http://127.0.0.1:{port}/ HTTP/1.1", "IP literals"),
+    ("CONNECT 0.0.0.0:{port} HTTP/1.1", "IP literals"),  # digits and dots only: parsed (a name is not)
+    ("CONNECT [::ffff:127.0.0.1]:{port} HTTP/1.1", "IP literals"),  # a colon: parsed, dots and all
     ("CONNECT other.example.com:{port} HTTP/1.1", "not in the evaluator's network"),
     ("CONNECT api.openai.com:1 HTTP/1.1", "not in the evaluator's network"),
     ("CONNECT denied.example.com:{port} HTTP/1.1", "not in the workspace's network_allow"),

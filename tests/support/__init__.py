@@ -7,6 +7,7 @@ helpers) and never from another test module (``tests/unit/test_test_layout.py`` 
 - ``service``: settings, a started service's calls (``evaluate``, ``assert_healthy``), the real
   ``serve`` process (``serving``), a free loopback port;
 - ``backends``: the backend and database parametrizations and their skip marks, the managed containers;
+- ``client``: the client tests' service (keys on, a workspace and its key: ``live_service``);
 - ``wait``: ``wait_until``, the one polling helper; ``aio``: the one way to run an async test;
 - servers on loopback: ``pg`` (PostgreSQL), ``redis_server``, ``otlp`` (a trace receiver),
   ``package_index`` (a PyPI simple index), ``npm_registry``, ``tls`` (a throwaway certificate);

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from playwright.sync_api import Page
+from playwright.sync_api import Locator, Page
 
 
 def set_code(page: Page, code: str, label: str = "evaluator code") -> None:
@@ -17,11 +17,13 @@ def set_code(page: Page, code: str, label: str = "evaluator code") -> None:
     page.keyboard.insert_text(code)
 
 
-def set_cases(page: Page, cases: list[dict[str, Any]]) -> None:
-    """Type ``cases`` into the cases editor's JSON view, then go back to the table."""
-    page.get_by_role("tab", name="JSON").click()
-    page.get_by_label("cases as JSON").fill(json.dumps(cases))
-    page.get_by_role("tab", name="Table").click()
+def set_cases(page: Page, cases: list[dict[str, Any]], within: Locator | None = None) -> None:
+    """Type ``cases`` into the cases editor's JSON view (of the screen ``within``, default the shown
+    one), then go back to the table."""
+    scope = within or page.locator(".screen:not([hidden])")
+    scope.get_by_role("tab", name="JSON").click()
+    scope.get_by_label("cases as JSON").fill(json.dumps(cases))
+    scope.get_by_role("tab", name="Table").click()
 
 
 def open_screen(page: Page, name: str) -> None:

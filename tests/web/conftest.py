@@ -71,10 +71,11 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
 
 @pytest.fixture
 def page(browser: object, service: httpx.Client) -> Iterator[object]:
-    """A fresh browser context (no stored key or theme) on the service's page, light scheme;
+    """A fresh browser context (no stored key or theme) on the service's page, light scheme, 1400×900
+    (a laptop's window: what is below 900 px is out of sight until the page scrolls to it);
     fails the test on any uncaught error in the page."""
     context = browser.new_context(  # type: ignore[attr-defined]
-        base_url=str(service.base_url), viewport={"width": 1400, "height": 1000}, color_scheme="light"
+        base_url=str(service.base_url), viewport={"width": 1400, "height": 900}, color_scheme="light"
     )
     context.set_default_timeout(TIMEOUT_MS)
     opened = context.new_page()
@@ -93,6 +94,7 @@ def shot(tmp_path: Path):  # type: ignore[no-untyped-def]
 
     def take(page: object, name: str) -> Path:
         path = folder / f"{name}.png"
+        page.evaluate("window.scrollTo(0, 0)")  # type: ignore[attr-defined]  # else the sticky header is drawn mid-page
         page.screenshot(path=str(path), full_page=True)  # type: ignore[attr-defined]
         return path
 

@@ -25,6 +25,7 @@ def test_the_page_asks_for_the_key_refuses_a_wrong_one_and_then_works(page: Page
     page.goto("/")
     dialog = page.get_by_role("dialog", name="API key required")
     expect(dialog).to_be_visible()
+    expect(dialog.locator(".workspace-note")).to_contain_text("ws_default")  # where the data made before keys is
     shot(page, "api-key-light")
     dialog.get_by_label("API key").fill("wrong")
     dialog.get_by_role("button", name="Use this key").click()

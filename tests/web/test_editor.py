@@ -32,6 +32,9 @@ def test_the_page_shows_the_detected_interface_errors_at_their_line_and_the_capa
     problem = page.locator(".problems li").first
     expect(problem).to_contain_text("SyntaxError")
     expect(problem).to_contain_text(re.compile(r"line 2:\d+"))
+    # issue 34 point 9: a space before the place, and the place said once (the message's own "(line …)" dropped)
+    expect(problem).to_contain_text(re.compile(r"^SyntaxError line 2:\d+ — "))
+    expect(problem).not_to_contain_text("(line 2")
     expect(page.locator(".cm-lintRange-error").first).to_be_visible()  # the underline in the editor
 
     set_code(page, NETWORKED)
@@ -114,7 +117,10 @@ def test_the_first_run_of_a_new_package_set_says_it_is_building_with_the_time(pa
     expect(page.locator(".runtime")).to_contain_text("not built yet")
     page.get_by_role("button", name="▶ Run").click()
     expect(page.locator(".run-state")).to_contain_text(re.compile(r"Building packages… .* \d+(\.\d)? s"))
+    expect(page.locator(".run-state")).to_be_in_viewport()  # below the fold before: brought into view
+    expect(page.locator(".build-status")).to_contain_text("package set")  # from GET /v1/runtimes/{id}
     expect(page.locator("table.results tbody tr")).to_have_count(2, timeout=240_000)
+    expect(page.locator(".build-log")).to_contain_text("six")  # the build log's end, kept after the run
     expect(page.locator(".run-state")).to_contain_text("packages built")
     expect(page.locator("table.results tbody tr").first).to_contain_text("ok")
     expect(page.locator(".runtime")).to_contain_text("is built")

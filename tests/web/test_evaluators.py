@@ -3,6 +3,9 @@ evaluator (the diff, the equivalence run, the new revision), in a real browser."
 
 from __future__ import annotations
 
+import json
+import re
+
 import httpx
 from playwright.sync_api import Page, expect
 
@@ -70,8 +73,8 @@ def test_migrate_a_pasted_legacy_evaluator_diff_equivalence_and_save_as_a_new_re
     page: Page, service: httpx.Client, shot
 ) -> None:  # type: ignore[no-untyped-def]
     page.goto("/")
-    set_cases(page, CASES)
     open_screen(page, "Migrate")
+    set_cases(page, CASES)  # the Migrate screen's own cases
     set_code(page, LEGACY, label="legacy evaluator code")
     page.get_by_role("button", name="Migrate ▶").click()
     expect(page.locator(".migration")).to_contain_text("legacy")
@@ -79,7 +82,7 @@ def test_migrate_a_pasted_legacy_evaluator_diff_equivalence_and_save_as_a_new_re
     expect(diff.locator(".diff-del").first).to_contain_text("def evaluate(app_params, inputs, output, correct_answer):")
     expect(diff.locator(".diff-add").first).to_contain_text("def evaluate(inputs, outputs, trace):")
 
-    page.get_by_role("button", name="Equivalence run on the Editor's cases").click()
+    page.get_by_role("button", name="Equivalence run on these cases").click()
     expect(page.locator(".equivalence .ok-box")).to_have_text("All 2 case(s) agree")
     expect(page.locator(".equivalence-table tbody tr.agree")).to_have_count(2)
     shot(page, "migrate-light")
@@ -96,16 +99,61 @@ def test_migrate_a_pasted_legacy_evaluator_diff_equivalence_and_save_as_a_new_re
 def test_migrating_code_whose_answers_change_shows_the_differing_cases_and_saves_nothing(
     page: Page, service: httpx.Client
 ) -> None:
+    """Issue 34 point 3: the Migrate screen runs on its own cases — prefilled from the evaluator's last
+    job (or a dataset's rows; else examples with app_params) — so a legacy evaluator that reads
+    ``app_params`` is seen to differ (the API would answer 409), and the rewrite opens in the editor."""
     legacy = "def evaluate(app_params, inputs, output, correct_answer):\n    return app_params['weight']\n"
     created = service.post("/v1/evaluators", json={"name": "weighted", "language": "python", "code": legacy}).json()
+    rows = [{"correct_answer": "a", "outputs": "a", "app_params": {"weight": w}} for w in (0.5, 0.25)]
+    body = "\n".join(json.dumps(r) for r in rows).encode()
+    jsonl = {"content-type": "application/jsonl"}
+    dataset = service.post("/v1/datasets", params={"name": "weights"}, content=body, headers=jsonl).json()
+    job = service.post("/v1/jobs", json={"evaluator_id": created["id"], "dataset_id": dataset["id"]}).json()
+    assert service.get(f"/v1/jobs/{job['id']}", params={"wait_s": 60}).json()["status"] == "succeeded"
+
     page.goto("/")
-    set_cases(page, [{"inputs": {"correct_answer": "a"}, "outputs": "a", "app_params": {"weight": 0.5}}])
+    open_screen(page, "Migrate")
+    screen = page.locator("#screen-migrate")
+    expect(screen.locator(".cases-table tbody tr")).to_have_count(3)  # examples with app_params
+    expect(screen.get_by_label("case 1 app_params")).to_have_value('{"threshold":0.5}')
+    screen.get_by_label("prefill cases from a dataset").select_option(dataset["id"])
+    expect(screen.locator(".cases-source")).to_contain_text("2 row(s) of dataset weights")
+
     open_screen(page, "Evaluators")
     page.locator(".evaluator-list tr", has_text="weighted").click()
     page.get_by_role("button", name="Migrate…").click()
     expect(page.locator(".migrate .toolbar .muted").first).to_contain_text("from weighted, revision 1")
+    expect(screen.locator(".cases-source")).to_contain_text(f"2 row(s) of weighted's last job {job['id']}")
+    expect(screen.get_by_label("case 2 app_params")).to_have_value('{"weight":0.25}')
     page.get_by_role("button", name="Migrate ▶").click()
     expect(page.locator(".migration")).to_be_visible()
-    page.get_by_role("button", name="Equivalence run on the Editor's cases").click()
-    expect(page.locator(".equivalence")).to_contain_text("differ")
+    page.get_by_role("button", name="Equivalence run on these cases").click()
+    expect(page.locator(".equivalence .bad-box")).to_contain_text("2 of 2 case(s) differ")
+    expect(page.get_by_role("button", name="Save as revision 2 of weighted")).to_have_count(0)
     assert service.get(f"/v1/evaluators/{created['id']}").json()["revision"] == 1
+
+    page.get_by_role("button", name="Open the migrated code in the editor").click()
+    expect(page).to_have_url(re.compile(r"#editor$"))
+    expect(page.get_by_label("evaluator code", exact=True)).to_contain_text("def evaluate(inputs, outputs, trace):")
+    expect(page.get_by_label("evaluator name")).to_have_value("weighted (migrated)")
+    expect(page.locator(".bound")).to_contain_text("new evaluator (not saved)")
+
+
+def test_each_revision_shows_its_own_time_and_repeated_names_show_ids(page: Page, service: httpx.Client) -> None:
+    """Issue 34 point 5: the revision list shows when each revision was saved (not the evaluator's
+    creation time for all), and two evaluators of one name are told apart by their ids."""
+    first = service.post("/v1/evaluators", json={"name": "twin", "language": "python", "code": V1}).json()
+    service.patch(f"/v1/evaluators/{first['id']}", json={"code": V2})
+    second = service.post("/v1/evaluators", json={"name": "twin", "language": "python", "code": V1}).json()
+    revisions = service.get(f"/v1/evaluators/{first['id']}/revisions").json()["data"]
+    assert revisions[0]["updated_at"] != revisions[1]["updated_at"]  # the API gives each revision's time
+    page.goto("/")
+    open_screen(page, "Evaluators")
+    rows = page.locator(".evaluator-list tr", has_text="twin")
+    expect(rows).to_have_count(2)
+    expect(rows.filter(has_text=first["id"])).to_have_count(1)
+    expect(rows.filter(has_text=second["id"])).to_have_count(1)
+    rows.filter(has_text=first["id"]).click()
+    for revision in revisions:
+        saved = page.locator(f".revisions tr[data-revision='{revision['revision']}'] td[data-saved]")
+        expect(saved).to_have_attribute("data-saved", revision["updated_at"])

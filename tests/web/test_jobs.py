@@ -105,7 +105,68 @@ def test_a_running_job_can_be_cancelled_from_the_page(page: Page, service: httpx
     job = page.locator("[data-job]")
     expect(job).to_have_attribute("data-status", "running", timeout=60_000)
     expect(page.locator(".progress-text")).to_contain_text(re.compile(r"ETA \d+ s"), timeout=30_000)
+    recent = page.locator(f"tr[data-job-row='{job.get_attribute('data-job')}']")  # "Recent jobs" is live
+    expect(recent).to_contain_text("running")
+    expect(recent).to_contain_text(re.compile(r"[1-9]\d* / 2000"))
     job.get_by_role("button", name="Cancel job").click()
     expect(job).to_have_attribute("data-status", "cancelled")
     done = service.get(f"/v1/jobs/{job.get_attribute('data-job')}").json()
     assert done["status"] == "cancelled" and done["progress"]["done"] < 2000
+
+
+LABELLED = (
+    "def evaluate(inputs, outputs, trace):\n"
+    "    if outputs is None:\n"
+    "        raise ValueError('no text')\n"
+    "    exact = outputs == inputs['answer']\n"
+    "    return {'score': 1.0 if exact else len(outputs) / 10, 'passed': exact,\n"
+    "            'label': 'good' if exact else 'bad', 'reason': f'got {outputs}'}\n"
+)
+
+
+def test_results_filter_sort_and_show_label_and_reason_after_mapping_a_nested_field(
+    page: Page, service: httpx.Client
+) -> None:
+    """Issue 34 point 4: a field inside a column (``response.text``) is mapped by clicking it; the
+    results filter by status, passed and label, sort by score, and show label and reason as columns."""
+    evaluator = service.post("/v1/evaluators", json={"name": "labelled", "language": "python", "code": LABELLED}).json()
+    texts = ["7", "abc", "7", "abcdefgh", None, "ab"]
+    rows = [{"answer": "7", "response": {"text": t, "model": "m"}} for t in texts]
+    body = "\n".join(json.dumps(r) for r in rows)
+    dataset = service.post("/v1/datasets", content=body, headers={"content-type": "application/jsonl"}).json()
+    assert dataset["name"].startswith("upload ")  # a raw body is named for when it came
+    page.goto("/#jobs")
+    page.get_by_label("dataset", exact=True).select_option(dataset["id"])
+    nested = page.locator(".nested-fields")
+    nested.get_by_role("button", name="response.text").click()  # outputs ← response.text
+    expect(page.locator("dd[data-mapped='outputs']")).to_have_text("response.text")
+    expect(nested.locator("[data-path='response.text']")).to_contain_text("→ outputs")
+    page.get_by_label("evaluator for the job").select_option(evaluator["id"])
+    page.get_by_role("button", name="▶ Start job").click()
+    expect(page.locator("[data-job]")).to_have_attribute("data-status", "succeeded", timeout=60_000)
+
+    results = page.locator(".job-results")
+    table = results.locator("tbody tr")
+    expect(table).to_have_count(6)
+    expect(results.locator("thead")).to_contain_text("label")
+    expect(table.nth(0).locator(".label-cell")).to_have_text("good")
+    expect(table.nth(1).locator(".reason-cell")).to_have_text("got abc")
+    expect(table.nth(4).locator(".reason-cell")).to_contain_text("ValueError: no text")
+
+    results.get_by_label("filter by label").select_option("bad")
+    expect(table).to_have_count(3)
+    expect(results.locator(".page-label")).to_have_text("1–3 of 3 matching of 6 rows")
+    results.get_by_label("sort results").select_option("score-desc")
+    expect(table.locator(".score")).to_have_text(["0.8", "0.3", "0.2"])
+    results.get_by_label("sort results").select_option("score-asc")
+    expect(table.locator(".score")).to_have_text(["0.2", "0.3", "0.8"])
+    results.get_by_label("filter by label").select_option("")
+    results.get_by_label("filter by passed").select_option("true")
+    expect(table).to_have_count(2)
+    results.get_by_label("filter by passed").select_option("")
+    results.get_by_label("filter by status").select_option("error")
+    expect(table).to_have_count(1)
+    expect(table.first).to_have_attribute("data-index", "4")
+    results.get_by_label("filter by status").select_option("")
+    results.get_by_label("sort results").select_option("index")
+    expect(results.locator(".page-label")).to_have_text("rows 1–6 of 6")

@@ -95,10 +95,12 @@ export async function download(path: string, filename: string): Promise<void> {
   setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }
 
-/** A message for any failure, with the line and column when the service named them. */
+/** A message for any failure, with the line and column when the service named them (once: a syntax
+ * error's message already ends with "(line L, column C)", as the API words it). */
 export function describe(exc: unknown): string {
   if (exc instanceof ApiError) {
-    const where = exc.line ? ` (line ${exc.line}${exc.column ? `, column ${exc.column}` : ""})` : "";
+    const said = /\(line \d+(, column \d+)?\)\s*$/.test(exc.message) || /at line \d+, column \d+/.test(exc.message);
+    const where = exc.line && !said ? ` (line ${exc.line}${exc.column ? `, column ${exc.column}` : ""})` : "";
     return `${exc.type}: ${exc.message}${where}`;
   }
   return exc instanceof Error ? exc.message : String(exc);

@@ -58,6 +58,12 @@ export function brief(value: unknown, max = 80): string {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
+/** ``item``'s name, with its id when another item of ``all`` has the same name (names may repeat). */
+export function named(item: { id: string; name: string }, all: { id: string; name: string }[]): string {
+  const twins = all.filter((other) => other.name === item.name).length;
+  return twins > 1 ? `${item.name} · ${item.id}` : item.name;
+}
+
 export function when(date: string): string {
   return new Date(date).toLocaleString();
 }

@@ -107,10 +107,18 @@ export class CodeEditor {
     this.view.dispatch(setDiagnostics(this.view.state, diagnostics));
   }
 
-  /** Highlight ``line`` as where the code failed at run time (null clears it; any edit clears it). */
+  /** Highlight ``line`` as where the code failed at run time (null clears it; any edit clears it), and
+   * scroll the editor's own scroller to it: the page stays where it is (on the run's outcome). */
   markErrorLine(line: number | null): void {
     this.view.dispatch({ effects: setErrorLine.of(line) });
-    if (line !== null) this.goto(line, false);
+    const doc = this.view.state.doc;
+    if (line === null || line < 1 || line > doc.lines) return;
+    this.view.requestMeasure({
+      read: (view) => view.lineBlockAt(doc.line(line).from).top,
+      write: (top, view) => {
+        view.scrollDOM.scrollTop = Math.max(0, top - view.scrollDOM.clientHeight / 2);
+      },
+    });
   }
 
   /** Put the cursor at the start of ``line`` and scroll it into view. */

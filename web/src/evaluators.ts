@@ -2,7 +2,7 @@
 
 import { api, describe } from "./api";
 import type { CasesEditor } from "./cases";
-import { fill, h, option, toast, when } from "./dom";
+import { fill, h, named, option, toast, when } from "./dom";
 import { aggregateView, diffView, resultsTable } from "./results";
 import type { BatchResponse, Evaluator, Page } from "./types";
 
@@ -45,7 +45,7 @@ export class EvaluatorsScreen {
           h(
             "tr",
             { class: e.id === this.selected ? "selected" : "", tabindex: 0, "data-id": e.id, onclick: () => void this.select(e.id), onkeydown: (ev: KeyboardEvent) => ev.key === "Enter" && void this.select(e.id) },
-            h("td", {}, e.name),
+            h("td", {}, named(e, page.data) === e.name ? e.name : [e.name, h("span", { class: "muted mono id-note", title: "another evaluator has this name" }, ` ${e.id}`)]),
             h("td", {}, e.language),
             h("td", {}, h("span", { class: `badge iface-${e.interface}` }, e.interface)),
             h("td", { class: "num" }, String(e.revision)),
@@ -136,7 +136,7 @@ export class EvaluatorsScreen {
         h(
           "table",
           { class: "revisions" },
-          h("thead", {}, h("tr", {}, ...["rev", "saved", "language", "interface", "packages", ""].map((t) => h("th", {}, t)))),
+          h("thead", {}, h("tr", {}, ...["rev", "saved (this revision)", "language", "interface", "packages", ""].map((t) => h("th", {}, t)))),
           h(
             "tbody",
             {},
@@ -145,7 +145,7 @@ export class EvaluatorsScreen {
                 "tr",
                 { "data-revision": String(r.revision) },
                 h("td", { class: "num" }, String(r.revision)),
-                h("td", { class: "muted" }, when(r.created_at)),
+                h("td", { class: "muted", "data-saved": r.updated_at }, when(r.updated_at)),
                 h("td", {}, r.language),
                 h("td", {}, h("span", { class: `badge iface-${r.interface}` }, r.interface)),
                 h("td", { class: "mono" }, Object.entries(r.packages).map(([n, v]) => `${n} ${v}`).join(", ") || "—"),

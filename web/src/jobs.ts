@@ -3,16 +3,32 @@
 // target that generates each row's outputs first (jobtarget.ts), its usage and each row's generation.
 
 import { api, describe, download } from "./api";
-import { brief, fill, h, num, option, toast, when } from "./dom";
-import { generationCell, stopView, TargetForm, TargetFormError, usageView } from "./jobtarget";
+import { brief, fill, h, named, num, option, toast, when } from "./dom";
+import { JobResults } from "./jobresults";
+import { stopView, TargetForm, TargetFormError, usageView } from "./jobtarget";
 import { aggregateView, statusBadge } from "./results";
-import type { Dataset, Evaluator, FieldMapping, Job, JobResultItem, Page, RowPage } from "./types";
+import type { Dataset, Evaluator, FieldMapping, Job, Page, RowPage } from "./types";
 
 type Target = "outputs" | "trace" | "app_params" | "inputs";
 const TARGETS: Target[] = ["outputs", "trace", "app_params", "inputs"];
-const PAGE = 50;
 const POLL_MS = 500;
 const LIVE_RESULTS_EVERY = 4; // polls: a model-target job's results page is read again while it runs
+const LIVE_LIST_EVERY = 4; // polls: "Recent jobs" is read again while a job runs
+
+/** Dotted paths into the object values of ``column`` in ``rows`` (``response.text``), two levels deep. */
+export function nestedPaths(rows: Record<string, unknown>[], column: string): string[] {
+  const found = new Set<string>();
+  const walk = (value: unknown, path: string, depth: number) => {
+    if (value === null || typeof value !== "object" || Array.isArray(value)) return;
+    for (const [key, inner] of Object.entries(value as Record<string, unknown>)) {
+      const next = `${path}.${key}`;
+      found.add(next);
+      if (depth < 2) walk(inner, next, depth + 1);
+    }
+  };
+  for (const row of rows) walk(row[column], column, 1);
+  return [...found].slice(0, 24);
+}
 
 export class JobsScreen {
   readonly element: HTMLElement;
@@ -21,8 +37,9 @@ export class JobsScreen {
   private target: Target = "outputs";
   private job: Job | null = null;
   private poll: number | undefined;
-  private offset = 0;
   private ticks = 0;
+  private readonly results = new JobResults();
+  private readonly uploadName = h("input", { type: "text", placeholder: "name (default: the file's)", "aria-label": "dataset name", maxlength: 200 });
 
   private readonly fileInput = h("input", { type: "file", accept: ".jsonl,.ndjson,.csv,.json,application/json,text/csv", class: "visually-hidden", id: "dataset-file", onchange: () => void this.uploadFile(this.fileInput.files?.[0]) });
   private readonly drop = h(
@@ -61,7 +78,7 @@ export class JobsScreen {
         h(
           "div",
           {},
-          h("section", { class: "panel" }, h("h3", {}, "1 · Dataset"), this.drop, this.fileInput, h("label", {}, "or an uploaded one ", this.datasetSelect), this.preview),
+          h("section", { class: "panel" }, h("h3", {}, "1 · Dataset"), this.drop, this.fileInput, h("label", {}, "name the upload ", this.uploadName), h("label", {}, "or an uploaded one ", this.datasetSelect), this.preview),
           h("section", { class: "panel" }, h("h3", {}, "2 · Map fields"), this.mappingBox),
           h("section", { class: "panel model-target" }, h("h3", {}, "3 · Generate with a model (optional)"), this.model.element),
           h("section", { class: "panel" }, h("h3", {}, "4 · Run"), h("div", { class: "toolbar" }, h("label", {}, "evaluator ", this.evaluatorSelect), h("label", {}, "revision ", this.revisionSelect), this.startButton)),
@@ -75,22 +92,34 @@ export class JobsScreen {
   async refresh(): Promise<void> {
     try {
       void this.model.refreshSecrets();
-      const [datasets, evaluators, jobs] = await Promise.all([
+      const [datasets, evaluators] = await Promise.all([
         api<Page<Dataset>>("GET", "/v1/datasets?limit=100"),
         api<Page<Evaluator>>("GET", "/v1/evaluators?limit=200"),
-        api<Page<Job>>("GET", "/v1/jobs?limit=20"),
       ]);
-      fill(this.datasetSelect, option("", "—"), datasets.data.map((d) => option(d.id, `${d.name} (${d.row_count} rows)`, d.id === this.dataset?.id)));
+      fill(this.datasetSelect, option("", "—"), datasets.data.map((d) => option(d.id, `${named(d, datasets.data)} (${d.row_count} rows, ${when(d.created_at)})`, d.id === this.dataset?.id)));
       const chosen = this.evaluatorSelect.value;
-      fill(this.evaluatorSelect, evaluators.data.map((e) => option(e.id, `${e.name} (r${e.revision})`, e.id === chosen)));
-      const names = new Map(evaluators.data.map((e) => [e.id, e.name]));
+      fill(this.evaluatorSelect, evaluators.data.map((e) => option(e.id, `${named(e, evaluators.data)} (r${e.revision})`, e.id === chosen)));
+      this.names = new Map(evaluators.data.map((e) => [e.id, named(e, evaluators.data)]));
       await this.loadRevisions();
+      await this.refreshJobs();
+    } catch (exc) {
+      fill(this.jobsBody, h("tr", {}, h("td", { colspan: 4, class: "error-text" }, describe(exc))));
+    }
+  }
+
+  private names = new Map<string, string>();
+
+  /** "Recent jobs" (read again every few polls while a job runs, so its row moves too). */
+  private async refreshJobs(): Promise<void> {
+    const names = this.names;
+    try {
+      const jobs = await api<Page<Job>>("GET", "/v1/jobs?limit=20");
       fill(
         this.jobsBody,
         jobs.data.map((j) =>
           h(
             "tr",
-            { tabindex: 0, class: j.id === this.job?.id ? "selected" : "", onclick: () => this.follow(j), onkeydown: (e: KeyboardEvent) => e.key === "Enter" && this.follow(j) },
+            { tabindex: 0, "data-job-row": j.id, class: j.id === this.job?.id ? "selected" : "", onclick: () => this.follow(j), onkeydown: (e: KeyboardEvent) => e.key === "Enter" && this.follow(j) },
             h("td", {}, statusBadge(j.status)),
             h("td", { class: "num" }, `${j.progress.done} / ${j.progress.total}`),
             h("td", {}, `${names.get(j.evaluator_id) ?? j.evaluator_id} r${j.revision}`, j.target ? h("span", { class: "badge", title: `outputs generated by ${j.target.model}` }, j.target.model) : null),
@@ -122,11 +151,13 @@ export class JobsScreen {
     if (!file) return;
     const form = new FormData();
     form.append("file", file, file.name);
+    if (this.uploadName.value.trim()) form.append("name", this.uploadName.value.trim());
     fill(this.preview, h("p", { class: "run-state busy" }, `Uploading ${file.name}…`));
     try {
       const dataset = await api<Dataset>("POST", "/v1/datasets", undefined, { raw: form });
       toast(`Uploaded ${dataset.name}: ${dataset.row_count} rows`);
       this.fileInput.value = "";
+      this.uploadName.value = "";
       await this.refresh();
       await this.pickDataset(dataset.id);
     } catch (exc) {
@@ -163,9 +194,15 @@ export class JobsScreen {
         h("button", { class: "column", title: `map ${col} to ${this.target}`, onclick: () => this.pick(col) }, col, role ? h("span", { class: "badge role" }, `→ ${role}`) : null),
       );
     });
+    const nested = dataset.columns.flatMap((col) => nestedPaths(rows, col));
+    const chip = (path: string) => {
+      const role = this.roleOf(path);
+      return h("button", { class: `small column nested${role ? " mapped" : ""}`, "data-path": path, title: `map ${path} to ${this.target}`, onclick: () => this.pick(path) }, path, role ? h("span", { class: "badge role" }, `→ ${role}`) : null);
+    };
     fill(
       this.preview,
-      h("p", { class: "muted" }, `${dataset.name}: ${total} rows, ${dataset.format}. Click a column to map it to `, h("b", {}, this.target), "."),
+      h("p", { class: "muted" }, `${dataset.name}: ${total} rows, ${dataset.format}. Click a column (or a field inside one) to map it to `, h("b", {}, this.target), "."),
+      nested.length ? h("div", { class: "nested-fields", "aria-label": "fields inside columns" }, h("span", { class: "muted" }, "fields inside: "), nested.map(chip)) : null,
       h("div", { class: "scroll" }, h("table", { class: "preview-table" }, h("thead", {}, h("tr", {}, header)), h("tbody", {}, rows.map((row) => h("tr", {}, dataset.columns.map((c) => h("td", { title: brief(row[c], 400) }, brief(row[c] ?? "", 40)))))))),
     );
     this.previewRows = rows;
@@ -250,7 +287,6 @@ export class JobsScreen {
   follow(job: Job): void {
     window.clearTimeout(this.poll);
     this.job = job;
-    this.offset = 0;
     this.renderJob(job);
     if (job.status === "queued" || job.status === "running") this.poll = window.setTimeout(() => void this.tick(), POLL_MS);
     else void this.loadResults();
@@ -266,7 +302,9 @@ export class JobsScreen {
       this.renderJob(job);
       if (job.status === "queued" || job.status === "running") {
         this.poll = window.setTimeout(() => void this.tick(), POLL_MS);
-        if (job.target && ++this.ticks % LIVE_RESULTS_EVERY === 0) void this.loadResults(); // generations as they come
+        ++this.ticks;
+        if (job.target && this.ticks % LIVE_RESULTS_EVERY === 0) void this.loadResults(); // generations as they come
+        if (this.ticks % LIVE_LIST_EVERY === 0) void this.refreshJobs(); // its row in "Recent jobs" moves too
       } else {
         void this.loadResults();
         void this.refresh();
@@ -288,7 +326,6 @@ export class JobsScreen {
     }
   }
 
-  private readonly resultsBox = h("div", { class: "job-results" });
 
   private renderJob(job: Job): void {
     const { total, done, failed } = job.progress;
@@ -326,7 +363,7 @@ export class JobsScreen {
         ),
         job.aggregate ? aggregateView(job.aggregate) : null,
       ),
-      this.resultsBox,
+      this.results.element,
     );
   }
 
@@ -341,54 +378,6 @@ export class JobsScreen {
   }
 
   private async loadResults(): Promise<void> {
-    const job = this.job;
-    if (!job) return;
-    try {
-      const page = await api<RowPage<JobResultItem>>("GET", `/v1/jobs/${encodeURIComponent(job.id)}/results?offset=${this.offset}&limit=${PAGE}`);
-      if (this.job?.id !== job.id) return; // another job was opened meanwhile
-      const generated = Boolean(job.target);
-      const last = page.data.length ? page.data[page.data.length - 1].index + 1 : this.offset;
-      const pager = h(
-        "div",
-        { class: "toolbar pager" },
-        h("button", { disabled: this.offset === 0, onclick: () => { this.offset = Math.max(0, this.offset - PAGE); void this.loadResults(); } }, "← Previous"),
-        h("span", { class: "page-label" }, page.data.length ? `rows ${page.data[0].index + 1}–${last} of ${page.total}` : `no results (of ${page.total} rows)`),
-        h("button", { disabled: page.next_offset === null, onclick: () => { this.offset = page.next_offset ?? this.offset; void this.loadResults(); } }, "Next →"),
-      );
-      fill(
-        this.resultsBox,
-        h(
-          "section",
-          { class: "panel" },
-          h("h3", {}, "Results"),
-          pager,
-          h(
-            "table",
-            { class: "results job-results-table" },
-            h("thead", {}, h("tr", {}, ...["#", "status", "score", "passed", ...(generated ? ["generation"] : []), "outputs", "error / reason", "row"].map((t) => h("th", {}, t)))),
-            h(
-              "tbody",
-              {},
-              page.data.map(({ index, row, result, generation }) =>
-                h(
-                  "tr",
-                  { class: `status-${result.status}` },
-                  h("td", { class: "num" }, String(index + 1)),
-                  h("td", {}, statusBadge(result.status)),
-                  h("td", { class: "num" }, num(result.score)),
-                  h("td", {}, result.passed === null ? "—" : result.passed ? h("span", { class: "pass" }, "✓") : h("span", { class: "fail" }, "✗")),
-                  generated ? generationCell(generation) : null,
-                  h("td", { class: "mono" }, Object.entries(result.outputs).map(([k, v]) => `${k}=${num(v)}`).join(" ") || "—"),
-                  h("td", {}, result.error ? h("span", { class: "error-text" }, `${result.error.type}: ${brief(result.error.message, 120)}${result.error.line ? ` (line ${result.error.line})` : ""}`) : result.reason ?? result.label ?? "—"),
-                  h("td", { class: "mono muted", title: JSON.stringify(row) }, brief(row, 60)),
-                ),
-              ),
-            ),
-          ),
-        ),
-      );
-    } catch (exc) {
-      fill(this.resultsBox, h("div", { class: "error-box" }, describe(exc)));
-    }
+    if (this.job) this.results.show(this.job);
   }
 }

@@ -26,7 +26,10 @@ document.documentElement.dataset.theme = dark ? "dark" : "light";
 
 const playground = new Playground(dark);
 const evaluators = new EvaluatorsScreen(playground.cases, (e) => openInEditor(e), (e) => migrateEvaluator(e));
-const migrate = new MigrateScreen(playground.cases, dark, () => void evaluators.refresh());
+const migrate = new MigrateScreen(dark, () => void evaluators.refresh(), (definition) => {
+  playground.openUnsaved(definition);
+  location.hash = "#editor";
+});
 const jobs = new JobsScreen();
 const online = new OnlineScreen();
 const screens: Record<Screen, { element: HTMLElement; refresh?: () => Promise<void>; setVisible?: (shown: boolean) => void }> = {
@@ -57,6 +60,7 @@ const main = h("main", {});
 function renderChrome(): void {
   themeButton.textContent = dark ? "☀ Light" : "☾ Dark";
   keyButton.textContent = apiKey() ? "API key ✓" : "API key";
+  keyButton.title = apiKey() ? "A key is set for this tab" : keysRequired ? "This service needs an API key" : "Optional: this service is open";
 }
 
 function toggleTheme(): void {
@@ -88,14 +92,40 @@ function show(): void {
 const keyInput = h("input", { type: "password", autocomplete: "off", "aria-label": "API key", placeholder: "Bearer key" });
 const remember = h("input", { type: "checkbox", "aria-label": "remember on this device" });
 const keyError = h("p", { class: "error-text", role: "alert" });
+const keyTitle = h("h2", { id: "key-title" }, "API key");
+const keyText = h("div", { class: "key-text" });
+let keysRequired = false; // the service answered 401: keys are on
+
+/** What the dialog says: a key is required (the service answered 401), or optional on an open service. */
+function renderKeyText(): void {
+  keyTitle.textContent = keysRequired ? "API key required" : "API key (optional)";
+  if (keysRequired) {
+    fill(
+      keyText,
+      h("p", {}, "This service has API keys configured: every /v1 call needs one. The key stays in this browser (this tab, unless you tick remember)."),
+      h(
+        "p",
+        { class: "hint workspace-note" },
+        "Each key sees its own workspace. Everything stored before keys were turned on (evaluators, datasets, jobs) is in the default workspace ",
+        h("code", {}, "ws_default"),
+        ": use a key from EVALUATOR_HOST_API_KEYS to see it.",
+      ),
+    );
+  } else {
+    fill(
+      keyText,
+      h("p", {}, "This service is open: no API keys are configured, so the page works without one (in the default workspace, ws_default). Set a key only to reach a workspace an operator gave you a key for."),
+    );
+  }
+}
 const dialog = h(
   "dialog",
   { class: "key-dialog", "aria-labelledby": "key-title" },
   h(
     "form",
     { method: "dialog", onsubmit: (e: Event) => { e.preventDefault(); void saveKey(); } },
-    h("h2", { id: "key-title" }, "API key required"),
-    h("p", {}, "This service has API keys configured: every /v1 call needs one. The key stays in this browser (this tab, unless you tick remember)."),
+    keyTitle,
+    keyText,
     keyInput,
     h("label", { class: "check" }, remember, " remember on this device"),
     keyError,
@@ -104,6 +134,7 @@ const dialog = h(
 );
 
 function askForKey(message = ""): void {
+  renderKeyText();
   keyError.textContent = message;
   keyInput.value = "";
   if (!dialog.open) dialog.showModal();
@@ -132,6 +163,7 @@ async function saveKey(): Promise<void> {
 }
 
 onUnauthorized(() => {
+  keysRequired = true;
   const had = apiKey();
   if (had) setApiKey(null);
   renderChrome();

@@ -1,11 +1,13 @@
-// The migrate screen: legacy 4-argument code → the diff → an equivalence run → saved as a new revision.
+// The migrate screen: legacy 4-argument code → the diff → an equivalence run on the screen's own cases
+// (with app_params: what a legacy evaluator may read; prefilled from the evaluator's last job or a
+// dataset's rows) → saved as a new revision, or the rewrite opened in the editor.
 
 import { ApiError, api, describe } from "./api";
-import type { CasesEditor } from "./cases";
-import { fill, h, num, option, toast } from "./dom";
+import { CasesEditor } from "./cases";
+import { fill, h, named, num, option, toast } from "./dom";
 import { CodeEditor } from "./editor";
 import { statusBadge, unifiedDiff } from "./results";
-import type { BatchResponse, Evaluator, EvaluatorMigrateResponse, Language, MigrateResponse, Page, EvaluationResult } from "./types";
+import type { BatchResponse, Case, Dataset, Evaluator, EvaluatorMigrateResponse, FieldMapping, Job, JobResultItem, Language, MigrateResponse, Page, EvaluationResult, RowPage } from "./types";
 
 export const LEGACY_EXAMPLE = `def evaluate(app_params, inputs, output, correct_answer):
     # the 4-argument interface: correct_answer is inputs["correct_answer"]
@@ -13,6 +15,36 @@ export const LEGACY_EXAMPLE = `def evaluate(app_params, inputs, output, correct_
         return 1.0
     return 0.0
 `;
+
+/** Cases a legacy evaluator meets: app_params set (the migrated code cannot read them: a legacy
+ * evaluator that does answers differently, and the equivalence run says so). */
+export const MIGRATE_CASES: Case[] = [
+  { inputs: { correct_answer: "Paris" }, outputs: "Paris", app_params: { threshold: 0.5 } },
+  { inputs: { correct_answer: "Paris" }, outputs: " paris ", app_params: { threshold: 0.9 } },
+  { inputs: { correct_answer: "Paris" }, outputs: "Lyon", app_params: {} },
+];
+const SAMPLE = 10; // rows read to prefill the cases
+
+/** A dotted path's value in ``row`` (``"response.text"``), as the job's field mapping reads it. */
+function at(row: Record<string, unknown>, path: string): unknown {
+  if (path in row) return row[path];
+  let value: unknown = row;
+  for (const part of path.split(".")) {
+    if (value === null || typeof value !== "object" || !(part in (value as object))) return undefined;
+    value = (value as Record<string, unknown>)[part];
+  }
+  return value;
+}
+
+/** A dataset row as the case a job would call the evaluator with (jobs/mapping.py's rule). */
+export function rowCase(row: Record<string, unknown>, mapping: FieldMapping | null | undefined): Case {
+  const m = mapping ?? {};
+  const inputs = m.inputs?.length ? Object.fromEntries(m.inputs.map((c) => [c, at(row, c)])) : row;
+  const outputs = m.outputs ? at(row, m.outputs) : "outputs" in row ? row.outputs : row.output;
+  const trace = m.trace ? at(row, m.trace) : row.trace;
+  const appParams = m.app_params ? at(row, m.app_params) : row.app_params;
+  return { inputs, outputs: outputs ?? null, trace: trace ?? null, app_params: appParams ?? null };
+}
 
 /** Whether two results agree the way the service's differential run compares them. */
 function agree(a: EvaluationResult, b: EvaluationResult): boolean {
@@ -35,11 +67,14 @@ export class MigrateScreen {
   private readonly outcome = h("div", { class: "migration" });
   private readonly equivalence = h("div", { class: "equivalence" });
   private readonly nameInput = h("input", { type: "text", placeholder: "name for the new evaluator", "aria-label": "new evaluator name" });
+  private readonly cases = new CasesEditor(MIGRATE_CASES);
+  private readonly datasetSelect = h("select", { "aria-label": "prefill cases from a dataset", onchange: () => void this.fromDataset() });
+  private readonly casesSource = h("span", { class: "muted cases-source" }, "example cases with app_params");
 
   constructor(
-    private readonly cases: CasesEditor,
     dark: boolean,
     private readonly saved: (evaluator: Evaluator) => void,
+    private readonly openInEditor: (definition: { language: Language; code: string; packages?: Record<string, string>; settings?: Evaluator["settings"]; name?: string }) => void,
   ) {
     const host = h("div", { class: "editor-host short" });
     this.element = h(
@@ -57,8 +92,14 @@ export class MigrateScreen {
         h("span", { class: "spacer" }),
         h("button", { class: "primary", onclick: () => void this.migrate() }, "Migrate ▶"),
       ),
-      h("p", { class: "hint" }, "Paste a legacy evaluate(app_params, inputs, output, correct_answer) evaluator; Migrate shows the rewrite as a diff, the equivalence run compares both on the Editor's cases, and Save stores the new code as a revision only when every case agrees."),
+      h("p", { class: "hint" }, "Paste a legacy evaluate(app_params, inputs, output, correct_answer) evaluator; Migrate shows the rewrite as a diff, the equivalence run compares both on the cases below (with app_params, which the rewrite cannot read), and Save stores the new code as a revision only when every case agrees."),
       host,
+      h(
+        "div",
+        { class: "migrate-cases" },
+        h("div", { class: "toolbar" }, h("b", {}, "Equivalence cases: "), this.casesSource, h("span", { class: "spacer" }), h("label", {}, "prefill from a dataset ", this.datasetSelect), h("button", { class: "small", onclick: () => { this.cases.setCases(MIGRATE_CASES); this.casesSource.textContent = "example cases with app_params"; } }, "Example cases")),
+        this.cases.element,
+      ),
       this.outcome,
       this.equivalence,
     );
@@ -67,8 +108,15 @@ export class MigrateScreen {
 
   async refresh(): Promise<void> {
     try {
+      const datasets = await api<Page<Dataset>>("GET", "/v1/datasets?limit=100");
+      const chosen = this.datasetSelect.value;
+      fill(this.datasetSelect, option("", "—"), datasets.data.map((d) => option(d.id, `${named(d, datasets.data)} (${d.row_count} rows)`, d.id === chosen)));
+    } catch {
+      fill(this.datasetSelect, option("", "—"));
+    }
+    try {
       const page = await api<Page<Evaluator>>("GET", "/v1/evaluators?limit=200");
-      fill(this.evaluatorSelect, option("", "—"), page.data.map((e) => option(e.id, `${e.name} (${e.interface}, r${e.revision})`, e.id === this.source?.id)));
+      fill(this.evaluatorSelect, option("", "—"), page.data.map((e) => option(e.id, `${named(e, page.data)} (${e.interface}, r${e.revision})`, e.id === this.source?.id)));
     } catch {
       fill(this.evaluatorSelect, option("", "—"));
     }
@@ -86,6 +134,36 @@ export class MigrateScreen {
     fill(this.outcome);
     fill(this.equivalence);
     void this.refresh();
+    void this.fromRecentJob(evaluator);
+  }
+
+  /** The cases of the evaluator's last job (its first rows, mapped as that job mapped them). */
+  private async fromRecentJob(evaluator: Evaluator): Promise<void> {
+    try {
+      const jobs = await api<Page<Job>>("GET", `/v1/jobs?evaluator_id=${encodeURIComponent(evaluator.id)}&limit=1`);
+      const job = jobs.data[0];
+      if (!job || this.source?.id !== evaluator.id) return;
+      const page = await api<RowPage<JobResultItem>>("GET", `/v1/jobs/${encodeURIComponent(job.id)}/results?limit=${SAMPLE}`);
+      if (!page.data.length || this.source?.id !== evaluator.id) return;
+      this.cases.setCases(page.data.map((item) => rowCase(item.row, job.field_mapping)));
+      this.casesSource.textContent = `${page.data.length} row(s) of ${evaluator.name}'s last job ${job.id}`;
+    } catch {
+      // no job to learn from: the cases shown stay
+    }
+  }
+
+  /** The first rows of the chosen dataset as cases (its outputs / trace / app_params columns). */
+  private async fromDataset(): Promise<void> {
+    const id = this.datasetSelect.value;
+    if (!id) return;
+    try {
+      const rows = await api<RowPage<{ index: number; row: Record<string, unknown> }>>("GET", `/v1/datasets/${encodeURIComponent(id)}/rows?limit=${SAMPLE}`);
+      this.cases.setCases(rows.data.map((r) => rowCase(r.row, null)));
+      const label = this.datasetSelect.selectedOptions[0]?.textContent ?? id;
+      this.casesSource.textContent = `${rows.data.length} row(s) of dataset ${label}`;
+    } catch (exc) {
+      toast(describe(exc), "error");
+    }
   }
 
   private async pickEvaluator(): Promise<void> {
@@ -143,8 +221,20 @@ export class MigrateScreen {
       h("p", {}, h("span", { class: "badge iface-legacy" }, answer.interface_before), " → ", h("span", { class: "badge iface-evaluate" }, answer.interface_after), h("span", { class: "muted" }, ` rules: ${answer.rules.join(", ")}`)),
       answer.notes.length ? h("ul", { class: "notes" }, answer.notes.map((n) => h("li", { class: "warn" }, n.line ? `line ${n.line}: ` : "", n.message))) : null,
       unifiedDiff(answer.diff),
-      h("div", { class: "toolbar" }, h("button", { class: "primary", onclick: () => void this.compare() }, "Equivalence run on the Editor's cases")),
+      h(
+        "div",
+        { class: "toolbar" },
+        h("button", { class: "primary", onclick: () => void this.compare() }, "Equivalence run on these cases"),
+        h("button", { onclick: () => this.openMigrated(answer) }, "Open the migrated code in the editor"),
+      ),
     );
+  }
+
+  /** The rewrite in the Editor, unsaved (its Save makes a new evaluator; the stored one is untouched). */
+  private openMigrated(answer: MigrateResponse): void {
+    const settings = { ...(this.source?.settings ?? {}) };
+    delete settings.correct_answer_key; // the rewrite reads inputs[...] itself
+    this.openInEditor({ language: this.language, code: answer.code, packages: this.source?.packages ?? {}, settings, name: this.source ? `${this.source.name} (migrated)` : "" });
   }
 
   /** Run the legacy and the migrated code on the same cases and show where they differ. */

@@ -5,6 +5,7 @@ import { CasesEditor } from "./cases";
 import { fill, h, num, option, toast } from "./dom";
 import { CodeEditor } from "./editor";
 import { aggregateView, resultsTable } from "./results";
+import { BuildWatcher, verdict } from "./runview";
 import type {
   BatchResponse,
   Capabilities,
@@ -75,6 +76,7 @@ export class Playground {
   private inspectSeq = 0;
   private inspectTimer: number | undefined;
   private running = false;
+  private failedRuntime: { id: string; message: string } | null = null; // the last run's build failed
   onSaved: () => void = () => undefined;
 
   private readonly languageSelect = h(
@@ -94,11 +96,13 @@ export class Playground {
   private readonly runtimeLine = h("p", { class: "runtime muted" });
   private readonly capabilitiesBox = h("div", { class: "capabilities" });
   private readonly warningsBox = h("div", { class: "warnings" });
-  private readonly timeoutInput = h("input", { type: "number", min: 0.1, max: 120, step: 0.1, value: "10", "aria-label": "timeout (s)", oninput: () => this.schedule() });
-  private readonly thresholdInput = h("input", { type: "number", step: 0.05, placeholder: "none", "aria-label": "threshold", oninput: () => this.schedule() });
-  private readonly policySelect = h("select", { "aria-label": "policy", onchange: () => this.schedule() }, option("standard", "standard"), option("restricted", "restricted (Python)"));
+  private readonly timeoutInput = h("input", { type: "number", min: 0.1, max: 120, step: 0.1, value: "10", "aria-label": "timeout (s)", oninput: () => this.changed() });
+  private readonly thresholdInput = h("input", { type: "number", step: 0.05, placeholder: "none", "aria-label": "threshold", oninput: () => this.changed() });
+  private readonly policySelect = h("select", { "aria-label": "policy", onchange: () => this.changed() }, option("standard", "standard"), option("restricted", "restricted (Python)"));
   private readonly runState = h("p", { class: "run-state", role: "status", "aria-live": "polite" });
   private readonly resultsBox = h("div", { class: "results-box" });
+  private readonly languageOffer = h("div", { class: "language-offer", role: "status", hidden: true });
+  private readonly runSection = h("section", { class: "run", id: "run-outcome" }, h("header", { class: "section-head" }, h("h3", {}, "Results"), this.runState), this.resultsBox);
 
   constructor(dark: boolean) {
     const host = h("div", { class: "editor-host" });
@@ -116,6 +120,7 @@ export class Playground {
         this.saveButton,
         this.runButton,
       ),
+      this.languageOffer,
       h(
         "div",
         { class: "workbench" },
@@ -144,14 +149,17 @@ export class Playground {
         ),
       ),
       this.cases.element,
-      h("section", { class: "run" }, h("header", { class: "section-head" }, h("h3", {}, "Results"), this.runState), this.resultsBox),
+      this.runSection,
     );
     this.editor = new CodeEditor(host, {
       doc: TEMPLATES.python,
       language: "python",
       dark,
       label: "evaluator code",
-      onChange: () => this.schedule(),
+      onChange: () => {
+        this.stale();
+        this.schedule();
+      },
       onRun: () => void this.run(),
     });
     this.renderPins();
@@ -176,6 +184,7 @@ export class Playground {
 
   /** Load a stored evaluator's revision into the editor (saving then adds a revision to it). */
   open(evaluator: Evaluator): void {
+    this.hideOffer();
     this.bound = { id: evaluator.id, name: evaluator.name, revision: evaluator.revision };
     this.nameInput.value = evaluator.name;
     this.setLanguage(evaluator.language);
@@ -191,7 +200,27 @@ export class Playground {
     this.schedule(0);
   }
 
+  /** Load code that is not stored yet (the Migrate screen's rewrite): Save then makes a new evaluator. */
+  openUnsaved(definition: { language: Language; code: string; packages?: Record<string, string>; settings?: Settings; name?: string }): void {
+    this.hideOffer();
+    this.bound = null;
+    this.nameInput.value = definition.name ?? "";
+    this.setLanguage(definition.language);
+    this.editor.code = definition.code;
+    this.pins = Object.entries(definition.packages ?? {}).map(([name, version]) => ({ name, version }));
+    const settings = definition.settings ?? {};
+    this.timeoutInput.value = String(settings.timeout_s ?? 10);
+    this.thresholdInput.value = settings.threshold == null ? "" : String(settings.threshold);
+    this.policySelect.value = settings.policy ?? "standard";
+    this.renderPins();
+    this.renderBound();
+    fill(this.resultsBox);
+    this.runState.textContent = "";
+    this.schedule(0);
+  }
+
   private reset(): void {
+    this.hideOffer();
     this.bound = null;
     this.nameInput.value = "";
     this.editor.code = TEMPLATES[this.language];
@@ -214,12 +243,49 @@ export class Playground {
     this.editor.setLanguage(language);
   }
 
+  /** Another language: the template replaces the other language's untouched template; edited code
+   * stays, and the page offers the template (the code is almost never valid in the new language). */
   private changeLanguage(): void {
     const next = this.languageSelect.value as Language;
-    const untouched = Object.values(TEMPLATES).includes(this.editor.code);
+    const before = this.language;
+    const code = this.editor.code.trim();
+    const untouched = code === "" || Object.values(TEMPLATES).some((t) => t.trim() === code);
     this.setLanguage(next);
     if (untouched) this.editor.code = TEMPLATES[next];
+    else if (next !== before) this.offerTemplate(before, next);
     this.schedule(0);
+  }
+
+  private offerTemplate(before: Language, next: Language): void {
+    const title = (l: Language) => ({ python: "Python", javascript: "JavaScript", typescript: "TypeScript" })[l];
+    const sameFamily = before !== "python" && next !== "python"; // JavaScript runs as TypeScript too
+    this.languageOffer.hidden = false;
+    fill(
+      this.languageOffer,
+      h("span", {}, `The editor still holds your ${title(before)} code${sameFamily ? "" : `, which will not run as ${title(next)}`}. `),
+      h("button", { class: "small primary", onclick: () => { this.editor.code = TEMPLATES[next]; this.hideOffer(); this.schedule(0); } }, `Replace it with the ${title(next)} template`),
+      h("button", { class: "small", onclick: () => this.hideOffer() }, "Keep my code"),
+      h("button", { class: "small", onclick: () => { this.setLanguage(before); this.hideOffer(); this.schedule(0); } }, `Back to ${title(before)}`),
+    );
+  }
+
+  private hideOffer(): void {
+    this.languageOffer.hidden = true;
+    fill(this.languageOffer);
+  }
+
+  /** The definition changed: the shown results are of other code, so they go (and inspect again). */
+  private changed(delay = 250): void {
+    this.stale();
+    this.schedule(delay);
+  }
+
+  private stale(): void {
+    if (this.running || !this.resultsBox.childElementCount) return;
+    fill(this.resultsBox);
+    this.editor.markErrorLine(null);
+    this.runState.className = "run-state stale muted";
+    this.runState.textContent = "The code or its settings changed since the last run: Run again to see results.";
   }
 
   private addPin(): void {
@@ -236,10 +302,10 @@ export class Playground {
         h(
           "tr",
           { "data-pin": String(i) },
-          h("td", {}, h("input", { class: "pin-name", type: "text", value: pin.name, placeholder: this.language === "python" ? "numpy" : "lodash", "aria-label": `package ${i + 1} name`, oninput: (e: Event) => { pin.name = (e.target as HTMLInputElement).value; this.schedule(); } })),
-          h("td", {}, h("input", { class: "pin-version", type: "text", value: pin.version, placeholder: this.language === "python" ? "1.26.4" : "4.17.21", "aria-label": `package ${i + 1} version`, oninput: (e: Event) => { pin.version = (e.target as HTMLInputElement).value; this.schedule(); } })),
+          h("td", {}, h("input", { class: "pin-name", type: "text", value: pin.name, placeholder: this.language === "python" ? "numpy" : "lodash", "aria-label": `package ${i + 1} name`, oninput: (e: Event) => { pin.name = (e.target as HTMLInputElement).value; this.changed(); } })),
+          h("td", {}, h("input", { class: "pin-version", type: "text", value: pin.version, placeholder: this.language === "python" ? "1.26.4" : "4.17.21", "aria-label": `package ${i + 1} version`, oninput: (e: Event) => { pin.version = (e.target as HTMLInputElement).value; this.changed(); } })),
           h("td", { class: "pin-state" }),
-          h("td", {}, h("button", { class: "icon", "aria-label": `remove package ${i + 1}`, onclick: () => { this.pins.splice(i, 1); this.renderPins(); this.schedule(0); } }, "×")),
+          h("td", {}, h("button", { class: "icon", "aria-label": `remove package ${i + 1}`, onclick: () => { this.pins.splice(i, 1); this.renderPins(); this.changed(0); } }, "×")),
         ),
       ),
     );
@@ -308,8 +374,9 @@ export class Playground {
           "li",
           { class: "problem" },
           h("b", {}, p.type),
-          p.line ? h("button", { class: "link", onclick: () => this.editor.goto(p.line as number) }, ` line ${p.line}${p.column ? `:${p.column}` : ""}`) : null,
-          ` — ${p.message}`,
+          p.line ? " " : null, // outside the button: a button's leading space is not drawn ("SyntaxErrorline 1:37")
+          p.line ? h("button", { class: "link", onclick: () => this.editor.goto(p.line as number) }, `line ${p.line}${p.column ? `:${p.column}` : ""}`) : null,
+          ` — ${p.line ? p.message.replace(/ \(line \d+(, column \d+)?\)$/, "") : p.message}`, // the button says where
         ),
       ),
     );
@@ -317,6 +384,7 @@ export class Playground {
 
   private showPins(found: Inspection): void {
     const rows = this.pinsBody.querySelectorAll<HTMLTableRowElement>("tr[data-pin]");
+    const failed = found.runtime && this.failedRuntime?.id === found.runtime.id ? this.failedRuntime : null;
     let checked = 0;
     rows.forEach((row, i) => {
       const cell = row.querySelector(".pin-state") as HTMLElement;
@@ -325,20 +393,26 @@ export class Playground {
         return;
       }
       const check = found.pins[checked++];
-      row.classList.toggle("invalid", check ? !check.ok : false);
+      const buildFailed = failed !== null && check?.ok;
+      row.classList.toggle("invalid", check ? !check.ok || buildFailed : false);
       if (!check) fill(cell);
+      else if (buildFailed) fill(cell, h("span", { class: "fail pin-error", title: failed.message }, "✗ build failed"));
       else if (check.ok) fill(cell, h("span", { class: "pass", title: `pinned as ${check.normalized}` }, "✓"));
       else fill(cell, h("span", { class: "fail pin-error", title: check.message ?? "" }, "✗ ", check.message ?? "invalid"));
     });
     const runtime = found.runtime;
+    const id = (rid: string) => h("code", { class: "runtime-id" }, rid);
+    this.runtimeLine.classList.toggle("fail", Boolean(failed));
     if (!runtime || !Object.keys(this.packages()).length) {
       this.runtimeLine.textContent = runtime ? "" : "fix the pins to see the package set";
+    } else if (failed) {
+      fill(this.runtimeLine, "package set ", id(runtime.id), " failed to build (the run's error says why): change a pin and Run again");
     } else if (runtime.built === true) {
-      this.runtimeLine.textContent = `package set ${runtime.id} is built: runs are warm`;
+      fill(this.runtimeLine, "package set ", id(runtime.id), " is built: runs are warm");
     } else if (runtime.built === false) {
-      this.runtimeLine.textContent = `package set ${runtime.id} is not built yet: the first run installs it`;
+      fill(this.runtimeLine, "package set ", id(runtime.id), " is not built yet: the first run installs it");
     } else {
-      this.runtimeLine.textContent = `package set ${runtime.id}: the sandbox is unavailable`;
+      fill(this.runtimeLine, "package set ", id(runtime.id), ": the sandbox is unavailable");
     }
   }
 
@@ -361,7 +435,8 @@ export class Playground {
     );
   }
 
-  /** Run every case inline; the first run of a new package set says it is building, with the time. */
+  /** Run every case inline. The outcome is brought into view; the first run of a new package set
+   * follows its build (status, time, the log's end) from the runtime resource. */
   async run(): Promise<void> {
     if (this.running) return;
     let cases;
@@ -370,39 +445,75 @@ export class Playground {
     } catch (exc) {
       this.runState.className = "run-state bad";
       this.runState.textContent = (exc as Error).message;
+      this.reveal();
       return;
     }
     this.running = true;
     this.runButton.disabled = true;
     this.editor.markErrorLine(null);
-    const building = this.inspection?.runtime?.built === false && Object.keys(this.packages()).length > 0;
+    const runtime = this.inspection?.runtime;
+    const building = runtime?.built === false && Object.keys(this.packages()).length > 0;
+    const watcher = building && runtime ? new BuildWatcher(runtime.id) : null;
     const started = performance.now();
     const label = building ? "Building packages… (the first run of this package set installs it)" : "Running…";
     this.runState.className = `run-state busy${building ? " building" : ""}`;
     const tick = () => (this.runState.textContent = `${label} ${num((performance.now() - started) / 1000, 1)} s`);
     tick();
     const timer = window.setInterval(tick, 100);
+    fill(this.resultsBox, watcher?.element);
+    this.reveal();
     try {
       const answer = await api<BatchResponse>("POST", "/v1/evaluate", { ...this.definition(), cases });
+      await watcher?.stop();
       const seconds = (performance.now() - started) / 1000;
-      this.runState.className = "run-state done";
-      this.runState.textContent = `${answer.results.length} case(s) in ${num(seconds, 2)} s${building ? " (packages built)" : ""}`;
+      const { cls, note } = verdict(answer.aggregate);
+      this.runState.className = `run-state ${cls}`;
+      this.runState.textContent = `${answer.results.length} case(s) in ${num(seconds, 2)} s${building ? " (packages built)" : ""}${note}`;
       const failed = answer.results.find((r) => r.error?.line);
       if (failed?.error?.line) this.editor.markErrorLine(failed.error.line);
-      fill(this.resultsBox, aggregateView(answer.aggregate), resultsTable(answer.results, { onLine: (line) => this.editor.markErrorLine(line) }));
+      const log = watcher ? h("details", { class: "block build-details" }, h("summary", {}, "package build"), watcher.element) : null;
+      fill(this.resultsBox, aggregateView(answer.aggregate), resultsTable(answer.results, { onLine: (line) => { this.editor.markErrorLine(line); this.editor.goto(line); } }), log);
+      if (this.failedRuntime && runtime?.id === this.failedRuntime.id) this.failedRuntime = null;
       if (building) this.schedule(0);
     } catch (exc) {
+      await watcher?.stop();
       this.runState.className = "run-state bad";
       this.runState.textContent = "Not run";
-      const box = h("div", { class: "error-box", role: "alert" }, h("p", {}, describe(exc)));
-      if (exc instanceof ApiError && typeof exc.body.output === "string") box.append(h("pre", {}, exc.body.output));
+      fill(this.resultsBox, this.errorBox(exc));
+      if (exc instanceof ApiError && exc.type === "BuildError") {
+        this.failedRuntime = { id: String(exc.body.runtime_id ?? runtime?.id ?? ""), message: exc.message };
+        this.schedule(0); // the Packages panel says the build failed
+      }
       if (exc instanceof ApiError && exc.line) this.editor.setProblems([{ type: exc.type, message: exc.message, line: exc.line, column: exc.column }]);
-      fill(this.resultsBox, box);
     } finally {
       window.clearInterval(timer);
       this.running = false;
       this.runButton.disabled = false;
+      this.reveal();
     }
+  }
+
+  /** A failed run's error, once: the message's first line, then the rest (or the installer's output). */
+  private errorBox(exc: unknown): HTMLElement {
+    if (!(exc instanceof ApiError)) return h("div", { class: "error-box", role: "alert" }, h("p", {}, describe(exc)));
+    const [first, ...rest] = describe(exc).split("\n");
+    const output = typeof exc.body.output === "string" ? exc.body.output.trim() : "";
+    const more = rest.join("\n").trim() || output;
+    const suggestions = Array.isArray(exc.body.suggestions) ? (exc.body.suggestions as string[]) : [];
+    return h(
+      "div",
+      { class: "error-box", role: "alert" },
+      h("p", {}, first),
+      more ? h("pre", {}, more) : null,
+      suggestions.filter((hint) => !more.includes(hint)).map((hint) => h("p", {}, hint)),
+    );
+  }
+
+  /** Bring the run's state and outcome into view (they sit below the editor and the cases). */
+  private reveal(): void {
+    const box = this.runSection.getBoundingClientRect();
+    if (box.top >= 60 && box.top < window.innerHeight - 120) return; // its head is on screen (below the sticky header)
+    this.runSection.scrollIntoView({ block: "start", behavior: "auto" });
   }
 
   /** Save: a new evaluator, or a new revision of the one being edited (PATCH). */

@@ -108,7 +108,7 @@ class FastPath:
             else:
                 cases, batch = cases_of(by_id)
                 evaluated = await evaluate_stored(services, workspace, match.group(1), by_id.revision, cases)
-            result = answer(evaluated, batch)
+            result = answer(evaluated, batch, services.backend.name)
         except EvaluatorHostError as exc:
             await host_error_response(exc)(scope, receive, send)
             return

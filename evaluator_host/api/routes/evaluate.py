@@ -18,4 +18,5 @@ async def evaluate(
 ) -> EvaluationResult | BatchResponse:
     """Evaluate one case, or ``cases`` with an aggregate (in the key's workspace: its secrets, its workers)."""
     cases, batch = cases_of(body)
-    return answer(await evaluate_definition(services, workspace, Definition.of(body), cases), batch)
+    evaluated = await evaluate_definition(services, workspace, Definition.of(body), cases)
+    return answer(evaluated, batch, services.backend.name)

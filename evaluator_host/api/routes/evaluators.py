@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
+from fastapi.exceptions import RequestValidationError
 
 from evaluator_host.api.calls import answer, cases_of
 from evaluator_host.api.deps import ServicesDep, WorkspaceDep
+from evaluator_host.api.fields import unknown_field
 from evaluator_host.api.middleware.idempotent import idempotent
 from evaluator_host.api.paging import MAX_LIMIT, page, window
 from evaluator_host.errors import ErrorBody
@@ -19,11 +22,24 @@ from evaluator_host.evaluation.models import (
     EvaluatorEvaluateRequest,
     EvaluatorList,
     EvaluatorPatch,
+    EvaluatorSettings,
     RevisionList,
 )
 from evaluator_host.evaluation.usecases import evaluate_stored
+from evaluator_host.services import Services
 
 router = APIRouter(prefix="/evaluators", tags=["evaluators"])
+
+
+async def _named(services: Services, workspace: str, saving: Awaitable[Evaluator]) -> Evaluator:
+    """The saved evaluator, with ``same_name``: the ids of the workspace's other evaluators with its name
+    (compared case-blind, spaces trimmed). Names may repeat — ids tell evaluators apart, and a database
+    may already hold repeats — but a repeat is usually a second save meant as a revision."""
+    saved = await saving
+    wanted = saved.name.strip().casefold()
+    others = await services.evaluators.list_all(workspace)
+    saved.same_name = [e.id for e in others if e.id != saved.id and e.name.strip().casefold() == wanted]
+    return saved
 
 
 @router.post(
@@ -43,7 +59,7 @@ async def create(
         workspace,
         "POST /v1/evaluators",
         body,
-        lambda: services.evaluators.create(workspace, body),
+        lambda: _named(services, workspace, services.evaluators.create(workspace, body)),
         201,
     )
 
@@ -71,13 +87,22 @@ async def get(evaluator_id: str, services: ServicesDep, workspace: WorkspaceDep)
 @router.put("/{evaluator_id}", response_model=Evaluator)
 async def update(evaluator_id: str, body: EvaluatorCreate, services: ServicesDep, workspace: WorkspaceDep) -> Evaluator:
     """Store a new revision (revision + 1); old revisions stay runnable."""
-    return await services.evaluators.update(workspace, evaluator_id, body)
+    return await _named(services, workspace, services.evaluators.update(workspace, evaluator_id, body))
 
 
 @router.patch("/{evaluator_id}", response_model=Evaluator)
 async def patch(evaluator_id: str, body: EvaluatorPatch, services: ServicesDep, workspace: WorkspaceDep) -> Evaluator:
     """Store a new revision changing only the fields given (``settings`` merged key by key)."""
-    return await services.evaluators.patch(workspace, evaluator_id, body)
+    unknown = [key for key in body.settings or {} if key not in EvaluatorSettings.model_fields]
+    if unknown:  # merged key by key, so a dict: the same 422 as a misspelled key in a POST's settings
+        raise RequestValidationError(
+            [
+                {"type": "extra_forbidden", "loc": ("body", "settings", key), **unknown_field(EvaluatorSettings, [key])}
+                for key in unknown
+            ]
+        )
+    saved = services.evaluators.patch(workspace, evaluator_id, body)
+    return await (_named(services, workspace, saved) if body.name is not None else saved)
 
 
 @router.get("/{evaluator_id}/revisions", response_model=RevisionList)
@@ -107,4 +132,5 @@ async def evaluate(
 ) -> EvaluationResult | BatchResponse:
     """Evaluate one case or ``cases`` with a stored evaluator (``revision`` defaults to latest)."""
     cases, batch = cases_of(body)
-    return answer(await evaluate_stored(services, workspace, evaluator_id, body.revision, cases), batch)
+    evaluated = await evaluate_stored(services, workspace, evaluator_id, body.revision, cases)
+    return answer(evaluated, batch, services.backend.name)

@@ -8,6 +8,7 @@ from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse
 
 from evaluator_host import API_VERSION, __version__
+from evaluator_host.api import interpreters
 from evaluator_host.api.deps import ServicesDep
 from evaluator_host.definitions import languages
 from evaluator_host.observability.metrics import CONTENT_TYPE
@@ -43,6 +44,8 @@ def healthz(services: ServicesDep) -> dict[str, Any]:
             "memory_budget_mb": services.pool.memory_budget_mb,  # what the machine admits (None: no bound)
         },
         "runtimes_built": services.backend.builder.builds,
+        # the interpreters evaluators run under on this backend ("unknown" when one could not be asked)
+        "runtimes": interpreters.known(services.backend.name) or {},
         "online": services.online.health(),  # scores queued or running, rows this process dropped
         "policy": {
             "default": services.evaluation.default_policy,

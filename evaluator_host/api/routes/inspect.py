@@ -9,9 +9,17 @@ from evaluator_host.evaluation.inspection import InspectRequest, InspectResponse
 
 router = APIRouter(tags=["evaluate"])
 
+TS_NOT_CHECKED = (
+    "TypeScript is not type-checked: Node.js's own type transform removes the types and the code runs as "
+    "JavaScript, so a type error shows only as what it does at run time; check with tsc --noEmit before saving"
+)
+
 
 @router.post("/inspect", response_model=InspectResponse)
 async def inspect_definition(body: InspectRequest, services: ServicesDep, _workspace: WorkspaceDep) -> InspectResponse:
     """The detected interface, every definition error with its line and column, the capability report,
     each pin checked and whether its package set is built: always 200 (problems are in ``errors``)."""
-    return await inspect(services.evaluation, body)
+    found = await inspect(services.evaluation, body)
+    if body.language == "typescript":
+        found.warnings.append(TS_NOT_CHECKED)
+    return found

@@ -7,6 +7,8 @@ from typing import Any
 from fastapi import APIRouter, Response, status
 
 from evaluator_host.api.deps import OperatorDep, ServicesDep
+from evaluator_host.errors import DuplicateNameError, ErrorBody
+from evaluator_host.services import Services
 from evaluator_host.store.workspaces import ApiKeyRecord, WorkspaceRecord
 from evaluator_host.tenancy.models import (
     ApiKey,
@@ -37,9 +39,28 @@ def _key(record: ApiKeyRecord) -> ApiKey:
     return ApiKey(**vars(record))
 
 
-@router.post("/workspaces", status_code=status.HTTP_201_CREATED, response_model=Workspace)
+def _unique_name(services: Services, name: str, renaming: str | None = None) -> None:
+    """Refuse a name another workspace has (compared case-blind, spaces trimmed): 409 naming its id.
+    Checked here, not by a database index, so a database that already holds two of a name keeps
+    working (each is still reached by its id)."""
+    wanted = name.strip().casefold()
+    for record in services.workspaces.list_all():
+        if record.id != renaming and record.name.strip().casefold() == wanted:
+            raise DuplicateNameError(
+                f"a workspace named {record.name!r} already exists ({record.id}); choose another name",
+                existing_id=record.id,
+            )
+
+
+_TAKEN: dict[int | str, dict[str, Any]] = {
+    409: {"model": ErrorBody, "description": "Conflict: another workspace has the name (+ existing_id)."}
+}
+
+
+@router.post("/workspaces", status_code=status.HTTP_201_CREATED, response_model=Workspace, responses=_TAKEN)
 async def create(body: WorkspaceCreate, services: ServicesDep, _op: OperatorDep) -> Workspace:
-    """A new workspace: no keys, no quotas, no network."""
+    """A new workspace: no keys, no quotas, no network; a name another workspace has is a 409."""
+    _unique_name(services, body.name)
     record = await services.workspaces.create(body.name)
     services.apply_workspace(record)
     return _workspace(record)
@@ -58,12 +79,13 @@ async def get(workspace_id: str, services: ServicesDep, _op: OperatorDep) -> Wor
     return _workspace(services.workspaces.get(workspace_id))
 
 
-@router.patch("/workspaces/{workspace_id}", response_model=Workspace)
+@router.patch("/workspaces/{workspace_id}", response_model=Workspace, responses=_TAKEN)
 async def patch(workspace_id: str, body: WorkspacePatch, services: ServicesDep, _op: OperatorDep) -> Workspace:
     """Rename, set quotas (merged key by key; null lifts one) or the egress allowlist (replaced)."""
     current = services.workspaces.get(workspace_id)
     changes: dict[str, Any] = {}
     if body.name is not None:
+        _unique_name(services, body.name, workspace_id)
         changes["name"] = body.name
     if body.quotas is not None:
         merged = {**current.quotas, **body.quotas.model_dump(exclude_unset=True)}

@@ -174,7 +174,7 @@ class Runner:
         signal.setitimer(signal.ITIMER_REAL, 0)
 
     def _timed_out(self, exc: BaseException, timeout_s: float, reply: dict[str, Any]) -> None:
-        error = self.error(exc)
+        error = self.error(exc, to_user_line=True)  # the user's frames, not the timer's handler
         message = f"the evaluation exceeded timeout_s={timeout_s:g}"
         trace = error["traceback"].splitlines(keepends=True)[:-1] if error["traceback"] else []
         error.update(type="Timeout", message=message, traceback="".join(trace) + f"Timeout: {message}\n")

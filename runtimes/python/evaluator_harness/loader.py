@@ -120,8 +120,11 @@ class Loader:
         spec.loader.exec_module(module)
         return module
 
-    def error(self, exc: BaseException) -> dict[str, Any]:
-        """``exc`` as the reply's ``error``: the frames of the user's file only, named ``evaluator.py``."""
+    def error(self, exc: BaseException, to_user_line: bool = False) -> dict[str, Any]:
+        """``exc`` as the reply's ``error``: the frames from the user's file on, named ``evaluator.py``;
+        with ``to_user_line`` (an interrupt the harness raised: a timeout) or under the restricted
+        policy, ending at the user's last line (the harness's or the guards' own frames tell the user
+        nothing)."""
         import traceback
 
         frames = traceback.extract_tb(exc.__traceback__)
@@ -130,7 +133,7 @@ class Loader:
         if isinstance(exc, SyntaxError) and exc.filename == self.code_path:
             line = exc.lineno
         kept = frames[user[0] :] if user else []
-        if user and self.policy == "restricted":  # the guards' own frames tell the user nothing
+        if user and (to_user_line or self.policy == "restricted"):
             kept = frames[user[0] : user[-1] + 1]
         text = "Traceback (most recent call last):\n" if kept else ""
         text += "".join(traceback.format_list(kept)).replace(self.code_path, "evaluator.py")

