@@ -75,7 +75,9 @@ def test_the_wheel_carries_the_harnesses_and_the_built_playground(built: tuple[P
     top = sdist.name.removesuffix(".tar.gz")
     for path in ("web/dist/index.html", "web/package-lock.json", "web/build.mjs", "setup.py", "CHANGELOG.md"):
         assert f"{top}/{path}" in members, path
-    assert not any("/node_modules/" in m for m in members)
+    parser = "/evaluator_host/migration/typescript/node_modules/typescript/"  # its three files, nothing else
+    assert not any("/node_modules/" in m and parser not in m + "/" for m in members)
+    assert sum(parser in m and not m.endswith("/") and "." in m.rsplit("/", 1)[1] for m in members) == 3
 
 
 def test_version(venv_bin: Path, tmp_path: Path) -> None:
