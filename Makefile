@@ -15,7 +15,7 @@ WEB_SRC := $(wildcard web/src/*) web/index.html web/build.mjs web/package.json w
 NODE = "$$($(BIN)/python -c 'from evaluator_host.definitions.languages import node_executable; print(node_executable())')"
 NPM  = $(NODE) "$$(dirname $(NODE))/../lib/node_modules/npm/bin/npm-cli.js"
 
-.PHONY: help install lock run test lint unit bench soak images engine docs clean web
+.PHONY: help install lock run test lint unit bench soak images engine docs clean web dist image
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}' \
@@ -71,7 +71,19 @@ unit: install ## the fast tests only: no sandbox, no network (tests marked `netw
 	$(BIN)/pytest -q tests/unit -m "not network" $(PYTEST_ARGS)
 
 images: install ## build the Docker base image (debootstrap + docker import, or BASE_IMAGE=python:3.12-slim)
-	PYTHON=$(BIN)/python sandbox_images/build_base.sh
+	$(BIN)/evaluator-host images build --base $(if $(BASE_IMAGE),--from-image $(BASE_IMAGE))
+
+# The build tools of `make dist`, pinned; in a venv of their own (the project's own venv is the lock's alone).
+BUILD_TOOLS ?= build==1.6.1 setuptools==84.0.0
+dist: install web/dist/index.html ## the sdist and the wheel in dist/ (the wheel built from the sdist, offline)
+	@test -x build/tools/bin/python || $(PYTHON) -m venv build/tools
+	build/tools/bin/pip install --quiet $(BUILD_TOOLS)
+	rm -rf dist/evaluator_host-*
+	build/tools/bin/python -m build --no-isolation --outdir dist .
+	@ls dist/evaluator_host-*
+
+image: dist images ## the service's image and compose's PostgreSQL and Redis images, no registry (docs/deploy.md)
+	deploy/build.sh
 
 engine: ## install (Debian, root) and start a Docker engine if none answers
 	sandbox_images/start_engine.sh
@@ -86,4 +98,4 @@ docs: install ## regenerate README's configuration table from the Settings model
 	$(BIN)/python -m evaluator_host.settings_doc README.md
 
 clean: ## remove the venv and caches
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info web/node_modules web/dist
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info web/node_modules web/dist build dist

@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from evaluator_host import API_VERSION, __version__
 from evaluator_host.api import errors, interpreters
 from evaluator_host.api.examples import with_examples
 from evaluator_host.api.middleware.auth import ApiKeyGate
@@ -87,7 +88,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(
         title="evaluator-host",
-        version="0.1.0",
+        version=__version__,
         description="Sandboxed, polyglot code execution for LLM evaluators.",
         lifespan=lifespan,
         docs_url=None,  # served by api/docs.py from local assets
@@ -103,7 +104,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     docs.install(app)
     build_openapi = app.openapi
-    app.openapi = lambda: with_examples(build_openapi())  # type: ignore[method-assign]
+    # info.version: the distribution's version; info.x-api-version: the /vN of the paths (evaluator_host/__init__.py)
+    app.openapi = lambda: with_examples(_with_api_version(build_openapi()))  # type: ignore[method-assign]
     app.include_router(health.router)
     # every route takes the caller's workspace (or the operator) as a dependency of its own
     for router in (
@@ -123,3 +125,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(migrate.router, prefix="/v1", responses={**ERROR_RESPONSES, 409: conflict})
     web.install(app)
     return app
+
+
+def _with_api_version(spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` with ``info.x-api-version`` (the HTTP API's major version) set."""
+    spec.setdefault("info", {})["x-api-version"] = API_VERSION
+    return spec

@@ -1,5 +1,9 @@
 """``evaluator-host images list | show ID | build | prune``: the docker backend's cached runtime images.
 
+``build`` first makes sure the base image exists (built when missing:
+:func:`~evaluator_host.sandbox.docker.base_image.build_base`), then builds the ``--language``/``--packages``
+runtime; ``build --base`` (re)builds only the base, which is what ``make images`` runs.
+
 ``list`` is one short row per image (fits 80 columns: the lock is only counted); ``show ID``
 prints one image's every detail, its full lock included; ``--json`` gives the raw records.
 """
@@ -96,6 +100,12 @@ def run_images(args: argparse.Namespace) -> int:
 
     settings = Settings()
     console = Console()
+    if args.action == "build" and (args.base or not _base_exists(settings)):
+        from evaluator_host.sandbox.docker.base_image import build_base
+
+        code = build_base(args.tag or settings.base_image, args.from_image)
+        if code or args.base:
+            return code
     try:
         builder = DockerRuntimeBuilder(settings, Engine(settings))
         if args.action == "build":
@@ -151,3 +161,23 @@ def last_activity(info: ImageInfo) -> float:
     except ValueError:
         created = time.time()
     return max(info.last_used or 0.0, created)
+
+
+def _base_exists(settings: Settings) -> bool:
+    """Whether the base image is there (an unreachable engine answers True: the build then says why)."""
+    import docker
+    from docker.errors import DockerException, ImageNotFound
+
+    try:
+        client = docker.from_env(timeout=10)
+    except DockerException:
+        return True
+    try:
+        client.images.get(settings.base_image)
+        return True
+    except ImageNotFound:
+        return False
+    except DockerException:
+        return True
+    finally:
+        client.close()

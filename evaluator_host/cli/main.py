@@ -4,7 +4,8 @@
            API keys or ``--insecure``).
 ``run``    evaluate a file: ``--case JSON`` or ``--cases FILE.jsonl`` locally, or a batch job over
            ``--data ROWS`` (JSONL/CSV/JSON) with a progress bar, locally or on ``--server URL``.
-``images`` ``list | show ID | build | prune`` the cached runtime images of the docker backend.
+``images`` ``list | show ID | build | prune`` the cached runtime images of the docker backend; ``images build
+           --base`` its base image (``sandbox/docker/base_image.py``).
 ``runtimes`` ``list | show ID | prune`` the built runtimes of both backends (``cli/runtimes.py``).
 ``migrate`` rewrite legacy 4-argument evaluators to ``evaluate(inputs, outputs, trace)``
            (``cli/migrate.py``).
@@ -29,6 +30,7 @@ from typing import Any
 
 from rich.console import Console
 
+from evaluator_host import API_VERSION, __version__
 from evaluator_host.cli.images import run_images
 from evaluator_host.cli.inputs import UsageError, parse_json, parse_model, read_text, readable
 from evaluator_host.cli.output import located_error, print_capabilities, print_results
@@ -211,6 +213,9 @@ def _share(text: str) -> float:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for docs tests)."""
     parser = argparse.ArgumentParser(prog="evaluator-host", description=__doc__.splitlines()[0] if __doc__ else "")
+    parser.add_argument(
+        "--version", action="version", version=f"evaluator-host {__version__} (HTTP API v{API_VERSION})"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="start the HTTP service")
     serve.add_argument("--host", help="bind address (default 127.0.0.1)")
@@ -264,6 +269,13 @@ def build_parser() -> argparse.ArgumentParser:
     images.add_argument("--all", action="store_true", help="prune: every runtime image not in use")
     images.add_argument("--runtime", action="append", help="prune: this runtime id (repeatable)")
     images.add_argument("--json", action="store_true", help="list, show: one JSON object per image")
+    images.add_argument(
+        "--base",
+        action="store_true",
+        help="build: the base image runtimes are built FROM (debootstrap + docker import), only that",
+    )
+    images.add_argument("--tag", help="build --base: the base image's tag (default: EVALUATOR_HOST_BASE_IMAGE)")
+    images.add_argument("--from-image", help="build --base: start from this image (a registry's) instead of Debian")
     images.set_defaults(func=run_images)
     from evaluator_host.cli.admin import add_parsers as add_admin
     from evaluator_host.cli.db import add_parser as add_db

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from evaluator_host.bundled import RUNTIMES_DIR  # harnesses, mounted read-only into sandboxes
 from evaluator_host.errors import InterfaceError, PolicyError
 
 if TYPE_CHECKING:
@@ -62,7 +63,6 @@ __all__ = [
 ]
 
 DEFAULT = "python"  # where a command needs one language and none is given (`images build`)
-RUNTIMES_DIR = Path(__file__).resolve().parents[2] / "runtimes"  # harnesses, mounted read-only into sandboxes
 VENDOR_DIR = "/sandbox/vendor"  # where a family's vendored host packages are bound in a sandbox
 
 

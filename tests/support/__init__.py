@@ -14,7 +14,8 @@ helpers) and never from another test module (``tests/unit/test_test_layout.py`` 
 - per area: ``pool`` (the warm pool on the fake backend), ``runner`` (the job runner's wiring on the
   fake backend), ``store`` (job store records), ``queue`` (a grid of service, broker and worker hosts),
   ``faults`` (a small disk, a tiny wheel, a service's workers), ``hostile`` (the hostile table),
-  ``rlimits`` (the rlimits-only mode's settings), ``migrate_fixtures``, ``web`` (the playground's editors).
+  ``rlimits`` (the rlimits-only mode's settings), ``migrate_fixtures``, ``web`` (the playground's editors),
+  ``installed`` (the built wheel in a fresh venv outside the checkout, its own ``serve``, plain HTTP calls).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse
 
+from evaluator_host import API_VERSION, __version__
 from evaluator_host.api import interpreters
 from evaluator_host.api.deps import ServicesDep
 from evaluator_host.definitions import languages
@@ -23,11 +24,14 @@ async def metrics(services: ServicesDep) -> PlainTextResponse:
 
 @router.get("/healthz")
 def healthz(services: ServicesDep) -> dict[str, Any]:
-    """Liveness, the backend in use and the isolation it provides."""
+    """Liveness, the versions (``version``: the distribution's; ``api_version``: the ``/vN`` of the paths), the
+    backend in use and the isolation it provides."""
     isolation = services.backend.isolation
     stats = services.pool.stats()
     return {
         "status": "ok",
+        "version": __version__,
+        "api_version": API_VERSION,
         "backend": services.backend.name,
         "isolation": isolation["summary"],
         "isolation_details": isolation,

@@ -1,7 +1,8 @@
 """The web playground: ``GET /`` serves the page, ``/assets/*`` its bundle, same origin as ``/v1``.
 
 The bundle (CodeMirror 6 and the app in ``web/src``) is built by ``make install`` into
-``web/dist`` (not committed; nothing is fetched from a CDN, so the page works offline). The
+``web/dist`` (not committed; nothing is fetched from a CDN, so the page works offline); a wheel carries
+it as package data (:mod:`evaluator_host.bundled` finds either). The
 page itself holds no data: it calls ``/v1`` like any client, with the API key the user types
 when keys are configured, so serving it needs no key. A service whose bundle was not built
 answers ``/`` with a page saying how to build it. These routes are GETs, which the evaluate
@@ -12,14 +13,14 @@ from __future__ import annotations
 
 import mimetypes
 import re
-from pathlib import Path
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
+from evaluator_host.bundled import WEB_DIST
+
 __all__ = ["WEB_DIST", "install"]
 
-WEB_DIST = Path(__file__).resolve().parents[3] / "web" / "dist"
 # The page loads only its own files; CodeMirror injects <style> elements, hence style-src 'unsafe-inline'.
 _HEADERS = {
     "content-security-policy": "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "

@@ -81,8 +81,8 @@ class DockerRuntimeBuilder(BuildOnce):
                     return str(client.images.get(self.settings.base_image).id)
                 except NotFound:
                     raise BackendUnavailable(
-                        f"the base image {self.settings.base_image} is missing: run `make images` "
-                        "(or set EVALUATOR_HOST_BASE_IMAGE)",
+                        f"the base image {self.settings.base_image} is missing: run `evaluator-host images build "
+                        "--base` (`make images` in a checkout; or set EVALUATOR_HOST_BASE_IMAGE)",
                         retry_after_s=60,
                     ) from None
 

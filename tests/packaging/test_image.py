@@ -1,0 +1,151 @@
+"""The service's image and the compose stack (issue 32), smoke-tested where an engine answers: deploy/build.sh
+builds the images (the wheel's wheelhouse, the service, PostgreSQL and Redis from Debian packages, all FROM the
+locally imported base), ``docker-compose up`` starts the stack on a free loopback port, and the service answers
+``/healthz`` (on PostgreSQL, the process backend) and evaluates Python, JavaScript and TypeScript; then the
+image's docker-backend run (the host's engine socket, a shared folder at the same path, the image's
+unprivileged user) evaluates too. Bounded: every step has a timeout, and the stack goes down (volumes too) in
+every case. Slow (it builds images); compose is Debian's ``docker-compose`` (``.ci/run`` installs it).
+# TODO(client): switch these calls to the Python client (evaluator_host.client) once it is merged.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import evaluator_host
+from evaluator_host.settings import Settings
+from tests.support import REPO
+from tests.support.backends import DOCKER_REQUIRED, docker_only
+from tests.support.installed import build_dist, call, evaluate_retrying_a_cold_start
+from tests.support.service import free_port
+from tests.support.wait import wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker, docker_only]
+
+COMPOSE = shutil.which("docker-compose")
+CODES = {
+    "python": "def evaluate(inputs, outputs, trace):\n    return {'score': float(outputs == 'ok')}\n",
+    "javascript": "function evaluate(inputs, outputs, trace) { return { score: outputs === 'ok' ? 1 : 0 }; }\n",
+    "typescript": "export const evaluate = (i: unknown, o: string, t: unknown) => ({ score: o === 'ok' ? 1 : 0 });\n",
+}
+
+
+def _authed(base: str, key: str, method: str, path: str, body: object = None) -> object:
+    import json
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        base + path,
+        data=None if body is None else json.dumps(body).encode(),
+        method=method,
+        headers={"authorization": f"Bearer {key}", "content-type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310 - loopback only
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        raise AssertionError(f"{method} {path}: {exc.code} {exc.read()[:2000]!r}") from None
+
+
+def _evaluates(base: str, key: str) -> None:
+    for language, code in CODES.items():
+        body = {"language": language, "code": code, "outputs": "ok"}
+        result = evaluate_retrying_a_cold_start(lambda: _authed(base, key, "POST", "/v1/evaluate", body))  # noqa: B023
+        assert isinstance(result, dict) and result["status"] == "ok" and result["score"] == 1.0, (language, result)
+
+
+def _privileged_works() -> bool:
+    """Whether this engine starts a privileged container (an engine nested in a container may not)."""
+    probe = ["docker", "run", "--rm", "--privileged", "--network", "none", Settings().base_image, "true"]
+    return subprocess.run(probe, capture_output=True, timeout=120).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """deploy/build.sh over a freshly built wheel: the service image's tag."""
+    base = Settings().base_image
+    tag = f"evaluator-host/service:test-{uuid.uuid4().hex[:8]}"
+    _sdist, wheel = build_dist(tmp_path_factory.mktemp("image-dist"))
+    env = {**os.environ, "BASE": base, "TAG": tag}
+    subprocess.run([REPO / "deploy" / "build.sh", str(wheel)], cwd=REPO, env=env, check=True, timeout=900)
+    yield tag
+    subprocess.run(["docker", "rmi", "-f", tag], capture_output=True, timeout=120)
+
+
+@pytest.mark.skipif(
+    COMPOSE is None and not DOCKER_REQUIRED, reason="no docker-compose (apt-get install docker-compose)"
+)
+def test_compose_stack_starts_and_evaluates_on_postgresql(images: str, tmp_path: Path) -> None:
+    assert COMPOSE is not None, "docker-compose is missing (.ci/run installs it)"
+    port, key = free_port(), secrets.token_urlsafe(24)
+    project = f"evhsmoke{uuid.uuid4().hex[:8]}"
+    # the stack's own override: the service image just built; not privileged where this engine refuses
+    # privileged containers (a nested engine): the process backend then runs in its weaker mode, as documented
+    override = tmp_path / "override.yaml"
+    privileged = "" if _privileged_works() else "    privileged: false\n"
+    override.write_text(f"services:\n  evaluator-host:\n    image: {images}\n{privileged}")
+    compose = [COMPOSE, "-p", project, "-f", str(REPO / "deploy" / "compose.yaml"), "-f", str(override)]
+    env = {
+        **os.environ,
+        "POSTGRES_PASSWORD": secrets.token_urlsafe(16),
+        "EVALUATOR_HOST_API_KEYS": key,
+        "EVALUATOR_HOST_PUBLISH_PORT": str(port),
+    }
+    try:
+        subprocess.run([*compose, "up", "-d", "--no-build"], env=env, check=True, timeout=300)
+        base = f"http://127.0.0.1:{port}"
+
+        def healthy() -> dict[str, object] | None:
+            found: dict[str, object] = call(base, "GET", "/healthz", timeout=5)
+            return found if found.get("status") == "ok" else None
+
+        health = wait_until(healthy, 180, 0.5, what="the stack's service to answer", ignoring=(OSError,))
+        assert health["backend"] == "process" and health["version"] == evaluator_host.__version__
+        _evaluates(base, key)
+        assert call(base, "GET", "/healthz")["status"] == "ok"
+    finally:
+        logs = subprocess.run([*compose, "logs", "--tail", "40"], env=env, capture_output=True, text=True, timeout=60)
+        subprocess.run([*compose, "down", "-v", "--timeout", "20"], env=env, capture_output=True, timeout=300)
+        print(logs.stdout[-4000:])  # shown when the test fails
+
+
+def test_the_image_runs_the_docker_backend_through_the_host_socket(images: str, tmp_path: Path) -> None:
+    """docs/deploy.md's docker-backend run: the socket, its group, and a folder shared at the same path."""
+    shared = Path(f"/tmp/evh-shared-{uuid.uuid4().hex[:8]}")  # the same path on the host and in the container
+    shared.mkdir(mode=0o755)
+    os.chown(shared, 10001, 10001)
+    port, key, name = free_port(), secrets.token_urlsafe(24), f"evhsmoke-{uuid.uuid4().hex[:8]}"
+    socket = "/var/run/docker.sock"
+    run = [
+        "docker", "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8000",
+        "-v", f"{socket}:{socket}", "--group-add", str(os.stat(socket).st_gid),
+        "-v", f"{shared}:{shared}", "-e", f"EVALUATOR_HOST_SHARED_DIR={shared}",
+        "-e", "EVALUATOR_HOST_BACKEND=docker", "-e", f"EVALUATOR_HOST_BASE_IMAGE={Settings().base_image}",
+        "-e", f"EVALUATOR_HOST_API_KEYS={key}", images,
+    ]  # fmt: skip
+    try:
+        subprocess.run(run, check=True, timeout=120, capture_output=True)
+        base = f"http://127.0.0.1:{port}"
+
+        def healthy() -> dict[str, object] | None:
+            found: dict[str, object] = call(base, "GET", "/healthz", timeout=5)
+            return found if found.get("status") == "ok" else None
+
+        health = wait_until(healthy, 180, 0.5, what="the container's service to answer", ignoring=(OSError,))
+        assert health["backend"] == "docker"
+        _evaluates(base, key)
+    finally:
+        logs = subprocess.run(["docker", "logs", "--tail", "40", name], capture_output=True, text=True, timeout=60)
+        subprocess.run(["docker", "stop", "-t", "30", name], capture_output=True, timeout=120)
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
+        shutil.rmtree(shared, ignore_errors=True)
+        print(logs.stdout[-3000:], logs.stderr[-3000:])
