@@ -3,18 +3,19 @@ with no checkout beside it, its ``evaluator-host serve`` evaluates Python, JavaS
 process backend and on docker (the base image built by the installed ``evaluator-host images build --base``),
 runs a job and serves the playground.
 
-Slow (it builds the distribution and installs its dependencies). The calls are plain HTTP.
-# TODO(client): switch these calls to the Python client (evaluator_host.client) once it is merged.
+Slow (it builds the distribution and installs its dependencies). The evaluations and the job go through the
+Python client the wheel installs (``evaluator_host.client``, run by the installed interpreter, so it is the
+wheel's copy that answers); the version, OpenAPI and page checks are plain HTTP.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import tarfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -31,7 +32,6 @@ from tests.support.installed import (
     install,
     serving_installed,
 )
-from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -117,20 +117,41 @@ def _evaluates_every_language(base: str) -> None:
         assert result["status"] == "ok" and result["score"] == 1.0, (language, result)
 
 
-def _runs_a_job(base: str) -> None:
-    created = {"name": "doubles", "language": "typescript", "code": CODES["typescript"]}
-    evaluator = evaluate_retrying_a_cold_start(lambda: call(base, "POST", "/v1/evaluators", created))
+# Run by the installed interpreter: the wheel's own client evaluates each language and runs a job.
+_CLIENT_SCRIPT = """
+import json, sys
+from evaluator_host.client import Client
+
+codes = json.loads(sys.argv[2])
+with Client(sys.argv[1], api_key="") as client:
+    scores = {lang: client.evaluate(code, lang, inputs={"x": 21}, outputs=42).score for lang, code in codes.items()}
+    evaluator = client.create_evaluator("doubles", codes["typescript"], language="typescript")
     rows = [{"x": i, "outputs": i * 2 if i % 2 else -1} for i in range(10)]  # inputs: the whole row
-    job = call(base, "POST", "/v1/jobs", {"evaluator_id": evaluator["id"], "rows": rows})
+    seen = []
+    job = client.wait_job(client.start_job(evaluator.id, rows=rows), on_progress=lambda j: seen.append(j.status),
+                          timeout_s=180)
+    results = [item.result.score for item in client.iter_results(job)]
+    print(json.dumps({"scores": scores, "status": job.status, "progress": job.progress.model_dump(),
+                      "mean": job.aggregate.score.mean, "results": results, "seen": seen,
+                      "module": __import__("evaluator_host.client").client.__file__}))
+"""
 
-    def finished() -> dict[str, Any] | None:
-        found: dict[str, Any] = call(base, "GET", f"/v1/jobs/{job['id']}?wait_s=10")
-        return found if found["status"] not in ("queued", "running") else None
 
-    done = wait_until(finished, 180, 0.1, what="the job to finish")
-    assert done["status"] == "succeeded", done
-    assert done["progress"] == {"total": 10, "done": 10, "failed": 0}
-    assert done["aggregate"]["score"]["mean"] == 0.5
+def _through_the_installed_client(venv_bin: Path, base: str, tmp_path: Path) -> None:
+    out = subprocess.run(
+        [venv_bin / "python", "-c", _CLIENT_SCRIPT, base, json.dumps(CODES)],
+        env=clean_env(tmp_path, venv_bin),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)
+    assert found["scores"] == {"python": 1.0, "javascript": 1.0, "typescript": 1.0}, found
+    assert found["status"] == "succeeded" and found["progress"] == {"total": 10, "done": 10, "failed": 0}, found
+    assert found["mean"] == 0.5 and found["results"] == [0.0, 1.0] * 5, found
+    assert found["seen"] and str(REPO) not in found["module"], found  # the callback ran; the wheel's copy
 
 
 def test_serve_evaluates_runs_a_job_and_serves_the_page_on_the_process_backend(venv_bin: Path, tmp_path: Path) -> None:
@@ -141,8 +162,8 @@ def test_serve_evaluates_runs_a_job_and_serves_the_page_on_the_process_backend(v
         spec = call(base, "GET", "/openapi.json")
         assert spec["info"]["version"] == evaluator_host.__version__
         assert spec["info"]["x-api-version"] == evaluator_host.API_VERSION
-        _evaluates_every_language(base)
-        _runs_a_job(base)
+        _evaluates_every_language(base)  # also warms the three languages' first starts
+        _through_the_installed_client(venv_bin, base, tmp_path)
         status, kind, page = get_text(base, "/")
         assert status == 200 and kind.startswith("text/html") and "/assets/" in page and "not built" not in page
         asset = page.split('src="/assets/', 1)[1].split('"', 1)[0]
