@@ -80,7 +80,8 @@ def test_datasets_from_a_file_a_list_of_dicts_and_a_dataframe(api: Client, tmp_p
 
 
 def test_a_dataset_from_a_pandas_dataframe_and_results_as_one(api: Client) -> None:
-    pandas = pytest.importorskip("pandas")
+    import pandas  # a dev dependency (pyproject's dev extra): this runs in make test, never skipped
+
     frame = pandas.DataFrame({"expected": ["a", "b", None], "outputs": ["a", "c", "x"]})
     dataset = api.upload_dataset(frame, name="frame")
     assert dataset.row_count == 3
