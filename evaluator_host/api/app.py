@@ -75,13 +75,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         services = Services.start(settings)
         app.state.services = services
         traced = False
+        asking: asyncio.Task[None] | None = None
         try:
             traced = tracing.start(settings)  # when configured (off by default)
             await services.resume()
             await asyncio.to_thread(interpreters.discover, settings, services.backend.name)  # /healthz runtimes
+            asking = asyncio.create_task(interpreters.ask_again(settings, services.backend.name))  # any unknown
             app.openapi()  # built now, not by the first request (the access log's route templates read it)
             yield
         finally:
+            if asking is not None:
+                asking.cancel()
             await services.close()
             if traced:
                 await asyncio.to_thread(tracing.stop)  # the last spans exported (bounded)

@@ -7,12 +7,15 @@ thread, from the app's lifespan), never guessed from the host: the process backe
 backend runs ``python3`` of ``base_image`` (asked in a throwaway container: no network, removed at
 once, never pulled, at most 10 s) and the same Node.js wheel, installed in that image
 (sandbox_images/README.md). A version that cannot be asked is ``"unknown"`` — never an error of the
-service. :func:`known` is what the answers
-read afterwards (no I/O on the request path).
+service — and is asked again in the background (:func:`ask_again`: a few times, further apart, logged),
+so a probe that lost the race against a loaded machine at start-up does not leave it unknown for the
+service's life. :func:`known` is what the answers read afterwards (no I/O on the request path).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
 import shutil
 import subprocess
@@ -21,12 +24,15 @@ from typing import Any
 from evaluator_host.definitions.languages import node_executable
 from evaluator_host.settings import Settings
 
-__all__ = ["FAMILY_OF", "discover", "known", "with_interpreter"]
+__all__ = ["FAMILY_OF", "ask_again", "discover", "known", "with_interpreter"]
+
+log = logging.getLogger(__name__)
 
 FAMILY_OF = {"python": "python", "javascript": "node", "typescript": "node"}  # language -> interpreter
 _ASK_PYTHON = "import platform; print(platform.python_version())"
 _VERSION = re.compile(r"v?(\d+\.\d+\.\d+\S*)")
-_TIMEOUT_S = 10.0
+_TIMEOUT_S = 20.0  # a container's start on a loaded 2-core machine has taken over 10 s
+_AGAIN_AFTER_S = (2.0, 5.0, 15.0, 30.0, 60.0)  # ask_again's waits: about two minutes, then it stays unknown
 _found: dict[str, dict[str, str]] = {}  # backend name -> {"python": "3.11.2", "node": "24.19.0"}
 
 
@@ -42,6 +48,18 @@ def discover(settings: Settings, backend: str) -> dict[str, str]:
     versions = {"python": python, "node": _ask([node_executable(), "--version"], python=False)}
     _found[backend] = versions
     return versions
+
+
+async def ask_again(settings: Settings, backend: str, waits: tuple[float, ...] = _AGAIN_AFTER_S) -> None:
+    """While a version :func:`discover` found is ``"unknown"``, ask again after each of ``waits`` (a
+    task of the app's lifespan, cancelled with it); each miss is logged once with what is unknown."""
+    for wait in waits:
+        missing = [name for name, version in (_found.get(backend) or {}).items() if version == "unknown"]
+        if not missing:
+            return
+        log.warning("interpreter versions unknown on %s: %s; asking again in %.0f s", backend, missing, wait)
+        await asyncio.sleep(wait)
+        await asyncio.to_thread(discover, settings, backend)
 
 
 def known(backend: str) -> dict[str, str] | None:

@@ -4,11 +4,15 @@ sees; a TypeScript inspection says the types are not checked."""
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
 
+from evaluator_host.api import interpreters
 from evaluator_host.api.routes.inspect import TS_NOT_CHECKED
+from evaluator_host.settings import Settings
 
 PY = (
     "import platform\n\ndef evaluate(inputs, outputs, trace):\n"
@@ -43,3 +47,18 @@ def test_a_typescript_inspection_says_types_are_not_checked(client: TestClient) 
     assert "tsc --noEmit" in TS_NOT_CHECKED
     python = client.post("/v1/inspect", json={"language": "python", "code": PY}).json()
     assert TS_NOT_CHECKED not in python["warnings"]
+
+
+def test_a_version_unknown_at_start_is_asked_again_until_known(tmp_path: Path) -> None:
+    """A start-up probe that lost the race against a loaded machine (the docker probe's container start can
+    pass its timeout) does not leave ``"unknown"`` for the service's life: ask_again asks the real
+    interpreter again and the answers read the version from then on."""
+    settings = Settings(data_dir=tmp_path, backend="process")
+    interpreters.discover(settings, "process-again")
+    found = dict(interpreters.known("process-again") or {})
+    assert "unknown" not in found.values(), found
+    interpreters._found["process-again"] = {**found, "python": "unknown"}  # as a timed-out probe leaves it
+    asyncio.run(interpreters.ask_again(settings, "process-again", waits=(0.0, 0.0)))
+    assert interpreters.known("process-again") == found
+    runtime = interpreters.with_interpreter({"language": "python"}, interpreters.known("process-again"))
+    assert runtime["interpreter"] == {"name": "python", "version": found["python"]}
