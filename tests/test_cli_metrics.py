@@ -46,3 +46,13 @@ def test_run_a_nemo_metric_file_on_its_dataset_and_one_case(tmp_path: Path) -> N
     )
     assert one.returncode == 0, one.stderr
     assert json.loads(one.stdout)["outputs"][f"{METRIC_TYPE}.correct_value"] == 1.0
+
+
+def test_the_guide_gives_the_whole_tutorial_metric_and_its_rows() -> None:
+    """docs/metrics.md shows the complete file and the four rows a new user saves (no '...' to fill in from
+    elsewhere), equal to what the tests run."""
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "metrics.md").read_text()
+    code = guide.split("```python\n", 1)[1].split("```\n", 1)[0]
+    assert code == TUTORIAL_METRIC
+    rows = guide.split("```jsonl\n", 1)[1].split("```\n", 1)[0]
+    assert [json.loads(line) for line in rows.splitlines()] == DATASET
