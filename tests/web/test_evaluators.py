@@ -157,3 +157,23 @@ def test_each_revision_shows_its_own_time_and_repeated_names_show_ids(page: Page
     for revision in revisions:
         saved = page.locator(f".revisions tr[data-revision='{revision['revision']}'] td[data-saved]")
         expect(saved).to_have_attribute("data-saved", revision["updated_at"])
+
+
+def test_the_example_cases_set_every_app_params_key_the_legacy_code_reads(page: Page) -> None:
+    """The walkthrough's residue of issue 34 point 3: the examples set only ``threshold``, so pasted legacy
+    code reading another key (``temperature``) "agreed" on them and was offered for saving. Migrating
+    untouched examples gives each key the code reads a value, and the equivalence run shows the change."""
+    legacy = (
+        "def evaluate(app_params, inputs, output, correct_answer):\n"
+        "    return float(output == correct_answer) * app_params.get('temperature', 1.0)\n"
+    )
+    page.goto("/")
+    open_screen(page, "Migrate")
+    screen = page.locator("#screen-migrate")
+    set_code(page, legacy, label="legacy evaluator code")
+    page.get_by_role("button", name="Migrate ▶").click()
+    expect(page.locator(".migration")).to_be_visible()
+    expect(screen.get_by_label("case 1 app_params")).to_have_value('{"threshold":0.5,"temperature":0.5}')
+    page.get_by_role("button", name="Equivalence run on these cases").click()
+    expect(page.locator(".equivalence .bad-box")).to_contain_text("case(s) differ")
+    expect(page.get_by_role("button", name="Save as a new evaluator")).to_have_count(0)

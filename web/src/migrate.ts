@@ -24,6 +24,26 @@ export const MIGRATE_CASES: Case[] = [
   { inputs: { correct_answer: "Paris" }, outputs: "Lyon", app_params: {} },
 ];
 const SAMPLE = 10; // rows read to prefill the cases
+const EXAMPLES = "example cases with app_params";
+
+/** The app_params keys legacy code reads: ``app_params["k"]``, ``app_params.get("k")`` (Python) and
+ * ``app_params.k`` / ``app_params?.k`` (JavaScript, TypeScript). */
+export function appParamKeys(code: string): string[] {
+  const keys = new Set<string>();
+  for (const m of code.matchAll(/app_params\s*\[\s*["']([^"'\]]+)["']\s*\]/g)) keys.add(m[1]);
+  for (const m of code.matchAll(/app_params\s*\.get\(\s*["']([^"']+)["']/g)) keys.add(m[1]);
+  for (const m of code.matchAll(/app_params\s*\??\.\s*([A-Za-z_$][\w$]*)/g)) if (m[1] !== "get") keys.add(m[1]);
+  return [...keys];
+}
+
+/** The example cases with a value for every app_params key ``code`` reads, so a legacy evaluator that
+ * reads one (not only ``threshold``) meets it set, and the equivalence run shows the difference. */
+export function migrateCases(code: string): Case[] {
+  const keys = appParamKeys(code);
+  return MIGRATE_CASES.map((c, i) =>
+    i < 2 ? { ...c, app_params: { ...(c.app_params as Record<string, unknown>), ...Object.fromEntries(keys.map((k) => [k, i === 0 ? 0.5 : 0.9])) } } : c,
+  );
+}
 
 /** A dotted path's value in ``row`` (``"response.text"``), as the job's field mapping reads it. */
 function at(row: Record<string, unknown>, path: string): unknown {
@@ -69,7 +89,8 @@ export class MigrateScreen {
   private readonly nameInput = h("input", { type: "text", placeholder: "name for the new evaluator", "aria-label": "new evaluator name" });
   private readonly cases = new CasesEditor(MIGRATE_CASES);
   private readonly datasetSelect = h("select", { "aria-label": "prefill cases from a dataset", onchange: () => void this.fromDataset() });
-  private readonly casesSource = h("span", { class: "muted cases-source" }, "example cases with app_params");
+  private readonly casesSource = h("span", { class: "muted cases-source" }, EXAMPLES);
+  private examplesShown: string | undefined; // the example cases as last set (fitExamples)
 
   constructor(
     dark: boolean,
@@ -97,7 +118,7 @@ export class MigrateScreen {
       h(
         "div",
         { class: "migrate-cases" },
-        h("div", { class: "toolbar" }, h("b", {}, "Equivalence cases: "), this.casesSource, h("span", { class: "spacer" }), h("label", {}, "prefill from a dataset ", this.datasetSelect), h("button", { class: "small", onclick: () => { this.cases.setCases(MIGRATE_CASES); this.casesSource.textContent = "example cases with app_params"; } }, "Example cases")),
+        h("div", { class: "toolbar" }, h("b", {}, "Equivalence cases: "), this.casesSource, h("span", { class: "spacer" }), h("label", {}, "prefill from a dataset ", this.datasetSelect), h("button", { class: "small", onclick: () => { this.cases.setCases(migrateCases(this.editor.code)); this.casesSource.textContent = EXAMPLES; this.examplesShown = JSON.stringify(this.cases.cases()); } }, "Example cases")),
         this.cases.element,
       ),
       this.outcome,
@@ -204,10 +225,26 @@ export class MigrateScreen {
       const body = { language: this.language, code: this.editor.code, settings: { correct_answer_key: this.keyInput.value || "correct_answer" } };
       const answer = await api<MigrateResponse>("POST", "/v1/migrate", body);
       this.migrated = answer;
+      this.fitExamples(body.code);
       this.showMigration(answer);
     } catch (exc) {
       if (exc instanceof ApiError && exc.line) this.editor.setProblems([{ type: exc.type, message: exc.message, line: exc.line, column: exc.column }]);
       fill(this.outcome, h("div", { class: "error-box", role: "alert" }, h("p", {}, describe(exc))));
+    }
+  }
+
+  /** The example cases, while they are untouched (not rows the user chose or edited), get a value for
+   * each app_params key ``code`` reads. */
+  private fitExamples(code: string): void {
+    if (this.casesSource.textContent !== EXAMPLES) return;
+    try {
+      const shown = JSON.stringify(this.cases.cases());
+      this.examplesShown ??= JSON.stringify(new CasesEditor(MIGRATE_CASES).cases());
+      if (shown !== this.examplesShown) return; // edited: the user's cases stay
+      this.cases.setCases(migrateCases(code));
+      this.examplesShown = JSON.stringify(this.cases.cases());
+    } catch {
+      // cases that do not parse are the user's, being edited: leave them
     }
   }
 
