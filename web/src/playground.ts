@@ -455,6 +455,7 @@ export class Playground {
     const runtime = this.inspection?.runtime;
     const building = runtime?.built === false && Object.keys(this.packages()).length > 0;
     const watcher = building && runtime ? new BuildWatcher(runtime.id) : null;
+    if (building && runtime) fill(this.runtimeLine, "package set ", h("code", { class: "runtime-id" }, runtime.id), " is building: the run below follows it");
     const started = performance.now();
     const label = building ? "Building packages… (the first run of this package set installs it)" : "Running…";
     this.runState.className = `run-state busy${building ? " building" : ""}`;
@@ -484,7 +485,7 @@ export class Playground {
       if (exc instanceof ApiError && exc.type === "BuildError") {
         this.failedRuntime = { id: String(exc.body.runtime_id ?? runtime?.id ?? ""), message: exc.message };
         this.schedule(0); // the Packages panel says the build failed
-      }
+      } else if (building) this.schedule(0); // the Packages panel says where the build stands now
       if (exc instanceof ApiError && exc.line) this.editor.setProblems([{ type: exc.type, message: exc.message, line: exc.line, column: exc.column }]);
     } finally {
       window.clearInterval(timer);
@@ -513,7 +514,8 @@ export class Playground {
   /** Bring the run's state and outcome into view (they sit below the editor and the cases). */
   private reveal(): void {
     const box = this.runSection.getBoundingClientRect();
-    if (box.top >= 60 && box.top < window.innerHeight - 120) return; // its head is on screen (below the sticky header)
+    // its head in the top third of the screen (below the sticky header): the outcome, or a build's log, fits under it
+    if (box.top >= 60 && box.top < window.innerHeight / 3) return;
     this.runSection.scrollIntoView({ block: "start", behavior: "auto" });
   }
 
