@@ -20,7 +20,7 @@ from evaluator_host.evaluation.models import EvaluationResult
 
 __all__ = ["located_error", "print_capabilities", "print_results"]
 
-_PLACE = re.compile(r" \(line \d+(?:, column \d+)?\)$")  # the place the message says again at its end
+_PLACE = re.compile(r" \(line \d+(?:, column \d+)?\)(?=$|;)")  # the place the message says again (before a hint)
 
 
 _ABOUT_THE_CODE = frozenset({"SyntaxError", "CodeSyntaxError", "InterfaceError", "PolicyError", "PackageSpecError"})

@@ -51,12 +51,19 @@ _WITHIN_BOUND_SIZE = 64
 _within_bound: LRU[tuple[str, int], bool] = LRU(_WITHIN_BOUND_SIZE)
 
 
+PY311_FSTRING = (
+    "; evaluators run Python 3.11 (docs/api.md, What runs the code), where an f-string cannot reuse its "
+    "quote inside {…} or hold a backslash or a comment there (that is Python 3.12 syntax): write f\"{d['k']}\""
+)
+
+
 def located(message: str, line: int | None, column: int | None) -> str:
-    """A syntax error's message with its place said once: ``msg (line L, column C)`` (as the Node
-    inspector words it); the answer's ``line`` and ``column`` fields carry the same numbers."""
-    if not line:
-        return message
-    return f"{message} (line {line}, column {column})" if column else f"{message} (line {line})"
+    """A Python syntax error's message with its place said once: ``msg (line L, column C)`` (as the Node
+    inspector words it); the answer's ``line`` and ``column`` fields carry the same numbers. An f-string
+    error also says which Python runs the code (:data:`PY311_FSTRING`): 3.12's f-strings fail on 3.11."""
+    place = f" (line {line}, column {column})" if line and column else f" (line {line})" if line else ""
+    hint = PY311_FSTRING if message.startswith("f-string") else ""
+    return f"{message}{place}{hint}"
 
 
 def too_deep(depth: int | None, limit: int, line: int | None = None, column: int | None = None) -> CodeSyntaxError:

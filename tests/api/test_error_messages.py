@@ -128,6 +128,20 @@ def test_a_syntax_error_says_its_place_once_in_the_same_words_in_every_language(
     assert error["message"].count("(line") == 1
 
 
+@pytest.mark.parametrize("policy", ["standard", "restricted"])
+def test_a_python_3_12_f_string_says_the_code_runs_on_python_3_11(client: TestClient, policy: str) -> None:
+    """Issue 34 point 8 (the walkthrough): ``f"{d["k"]}"`` answered only "f-string: unmatched '['"; the
+    message now says which Python runs the code and how to write it, with its place said once."""
+    code = 'def evaluate(inputs, outputs, trace):\n    d = {"k": 1}\n    return f"{d["k"]}"\n'
+    answer = client.post("/v1/evaluate", json={"language": "python", "code": code, "settings": {"policy": policy}})
+    assert answer.status_code == 422, answer.text
+    error = answer.json()["error"]
+    assert error["type"] == "SyntaxError" and error["line"] == 3, error
+    assert "Python 3.11" in error["message"] and "Python 3.12 syntax" in error["message"], error
+    assert error["message"].count("(line") == 1
+    assert_healthy(client)
+
+
 def test_a_body_without_a_json_content_type_is_told_to_send_json_on_every_route(client: TestClient) -> None:
     """Regression: "body: Input should be a valid dictionary or object to extract fields from" (pydantic's
     words). The fast path leaves such bodies to the app, so both evaluate routes answer the same."""

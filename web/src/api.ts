@@ -99,7 +99,7 @@ export async function download(path: string, filename: string): Promise<void> {
  * error's message already ends with "(line L, column C)", as the API words it). */
 export function describe(exc: unknown): string {
   if (exc instanceof ApiError) {
-    const said = /\(line \d+(, column \d+)?\)\s*$/.test(exc.message) || /at line \d+, column \d+/.test(exc.message);
+    const said = /\(line \d+(, column \d+)?\)\s*($|;)/.test(exc.message) || /at line \d+, column \d+/.test(exc.message);
     const where = exc.line && !said ? ` (line ${exc.line}${exc.column ? `, column ${exc.column}` : ""})` : "";
     return `${exc.type}: ${exc.message}${where}`;
   }

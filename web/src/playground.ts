@@ -377,7 +377,7 @@ export class Playground {
           h("b", {}, p.type),
           p.line ? " " : null, // outside the button: a button's leading space is not drawn ("SyntaxErrorline 1:37")
           p.line ? h("button", { class: "link", onclick: () => this.editor.goto(p.line as number) }, `line ${p.line}${p.column ? `:${p.column}` : ""}`) : null,
-          ` — ${p.line ? p.message.replace(/ \(line \d+(, column \d+)?\)$/, "") : p.message}`, // the button says where
+          ` — ${p.line ? p.message.replace(/ \(line \d+(, column \d+)?\)(?=$|;)/, "") : p.message}`, // the button says where
         ),
       ),
     );
