@@ -1,7 +1,7 @@
 """The wheel's build step beyond setuptools' defaults (pyproject.toml holds everything else).
 
 The wheel must run on its own, so ``build_py`` copies what lives beside the package into it as package data,
-under ``evaluator_host/_bundled/`` (``evaluator_host/bundled.py`` finds it there, or at the top level in a
+under ``evaluator_host/_bundled/`` (``evaluator_host/shared/bundled.py`` finds it there, or at the top level in a
 checkout):
 
 - ``runtimes/`` (the harnesses every sandbox runs) as ``_bundled/runtimes``, minus caches;

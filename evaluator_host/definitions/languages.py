@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from evaluator_host.bundled import RUNTIMES_DIR  # harnesses, mounted read-only into sandboxes
 from evaluator_host.errors import InterfaceError, PolicyError
+from evaluator_host.shared.bundled import RUNTIMES_DIR  # harnesses, mounted read-only into sandboxes
 
 if TYPE_CHECKING:
     from evaluator_host.migration.base import Migration

@@ -231,7 +231,7 @@ def test_csv_cells_follow_the_rows_and_results(world: World) -> None:
     assert [c["index"] for c in cells] == ["0", "1", "2", "3", "4", "5"]
     assert cells[0] == {
         **{"index": "0", "q": "what is 2+2?", "a": "4", "n": "1", "meta": ""},
-        **{"status": "ok", "score": "0.0", "passed": "true", "duration_ms": "1.5"},
+        **{"status": "ok", "score": "0.0", "passed": "true", "label": "", "reason": "", "duration_ms": "1.5"},
         **{"error_type": "", "error_message": "", "error_line": "", "details": '{"i": 0}', "outputs.f1": "0.0"},
     }
     assert (cells[1]["q"], cells[1]["n"], cells[1]["outputs.f1"]) == ('héllo, "quoted"\nnew line', "2.5", "0.1")

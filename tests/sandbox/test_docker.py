@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import os
 import socket
@@ -429,16 +430,33 @@ def test_engine_down_is_503_with_retry_after_and_the_service_recovers(tmp_path: 
 
 
 def test_make_images_never_takes_a_runtime_image_for_the_base() -> None:
-    """Runtime images inherit the base's content label; re-running the script must skip them."""
+    """Every image built FROM the base inherits its content label (runtime images, deploy/'s service,
+    PostgreSQL and Redis images, a failed build's layers). Re-running the script must never tag one of
+    them as the base: a CI run did, and a Redis image's ``USER redis`` and ``VOLUME /data`` reached every
+    sandbox after it. The built base is found by its own ``evaluator-host/base-cache:KEY`` tag."""
     from tests.support import REPO
 
-    subprocess.run([str(REPO / "sandbox_images" / "build_base.sh")], check=True, capture_output=True, timeout=600)
+    script = [str(REPO / "sandbox_images" / "build_base.sh")]
+    subprocess.run(script, check=True, capture_output=True, timeout=1800)
     client = docker.from_env()
+    tag = make_settings(Path("/tmp")).base_image
+    derived_tag = "evaluator-host/test-derived-from-base:latest"
     try:
-        labels = client.images.get(make_settings(Path("/tmp")).base_image).labels
+        base = client.images.get(tag)
+        dockerfile = f'FROM {tag}\nUSER nobody\nVOLUME /data\nCMD ["sleep", "1"]\n'.encode()
+        derived, _ = client.images.build(fileobj=io.BytesIO(dockerfile), tag=derived_tag, rm=True, pull=False)
+        assert derived.labels.get("evaluator-host.base-key") == base.labels["evaluator-host.base-key"]
+        subprocess.run(script, check=True, capture_output=True, timeout=600)  # "up to date": which image?
+        again = client.images.get(tag)
+        assert again.id == base.id != derived.id
+        assert not again.attrs["Config"].get("Volumes") and not again.attrs["Config"].get("User")
+        cache = client.images.get(f"evaluator-host/base-cache:{base.labels['evaluator-host.base-key']}")
+        assert cache.id == base.id
+        assert "evaluator-host.runtime-id" not in again.labels
     finally:
+        with contextlib.suppress(Exception):
+            client.images.remove(derived_tag, force=True)
         client.close()
-    assert "evaluator-host.base-key" in labels and "evaluator-host.runtime-id" not in labels
 
 
 # -- Node ----------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Where the harnesses and the playground are found (evaluator_host/bundled.py), the versions' one source,
+"""Where the harnesses and the playground are found (evaluator_host/shared/bundled.py), the versions' one source,
 and what the installed base-image command passes its script."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import subprocess
 import sys
 
 import evaluator_host
-from evaluator_host import bundled
 from evaluator_host.sandbox.docker import base_image
+from evaluator_host.shared import bundled
 from tests.support import REPO
 
 

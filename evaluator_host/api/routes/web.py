@@ -2,7 +2,7 @@
 
 The bundle (CodeMirror 6 and the app in ``web/src``) is built by ``make install`` into
 ``web/dist`` (not committed; nothing is fetched from a CDN, so the page works offline); a wheel carries
-it as package data (:mod:`evaluator_host.bundled` finds either). The
+it as package data (:mod:`evaluator_host.shared.bundled` finds either). The
 page itself holds no data: it calls ``/v1`` like any client, with the API key the user types
 when keys are configured, so serving it needs no key. A service whose bundle was not built
 answers ``/`` with a page saying how to build it. These routes are GETs, which the evaluate
@@ -17,7 +17,7 @@ import re
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
-from evaluator_host.bundled import WEB_DIST
+from evaluator_host.shared.bundled import WEB_DIST
 
 __all__ = ["WEB_DIST", "install"]
 

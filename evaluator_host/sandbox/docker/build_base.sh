@@ -41,16 +41,13 @@ else
   source_key="debian:$SUITE|$PACKAGES"
 fi
 key=$(printf '%s|%s|%s|%s' "$source_key" "pip==$PIP_VERSION" "$NODE_WHEEL" "$script" | sha256sum | cut -c1-16)
-# Runtime images are built FROM the base and inherit its labels: skip anything with a runtime id.
-existing=""
-for id in $(docker images -q --filter "label=evaluator-host.base-key=$key"); do
-  if [ -z "$(docker image inspect -f '{{index .Config.Labels "evaluator-host.runtime-id"}}' "$id")" ]; then
-    existing=$id
-    break
-  fi
-done
-if [ -n "$existing" ]; then
-  docker tag "$existing" "$TAG"
+# The built base is found by a tag of its own, evaluator-host/base-cache:KEY, never by its label: every
+# image built FROM the base inherits the label (runtime images, deploy/'s service, PostgreSQL and Redis
+# images, a failed build's untagged layers), and taking one of those for the base broke every sandbox
+# after it (a redis image's USER and VOLUME /data in every runtime).
+cache=evaluator-host/base-cache:$key
+if docker image inspect "$cache" >/dev/null 2>&1; then
+  docker tag "$cache" "$TAG"
   echo "$TAG is up to date (key $key)"
   exit 0
 fi
@@ -104,6 +101,7 @@ docker commit \
   --change "LABEL evaluator-host.base-key=$key" \
   --change "LABEL evaluator-host.base-source=${BASE_IMAGE:-debian:$SUITE}" \
   "$finish" "$TAG" >/dev/null
+docker tag "$TAG" "$cache"
 docker rm -f "$finish" >/dev/null
 docker rmi "$raw" >/dev/null 2>&1 || true
 echo "$TAG built from ${BASE_IMAGE:-Debian $SUITE} + pip $PIP_VERSION + ${NODE_WHEEL#*==} node (key $key)"

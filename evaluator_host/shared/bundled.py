@@ -13,7 +13,7 @@ from pathlib import Path
 
 __all__ = ["BUNDLED_DIR", "RUNTIMES_DIR", "WEB_DIST", "installed"]
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parents[1]  # evaluator_host/ (this module is in evaluator_host/shared/)
 BUNDLED_DIR = _PACKAGE / "_bundled"  # in a wheel: runtimes/ and web/ (the built playground)
 
 
