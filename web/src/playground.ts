@@ -6,54 +6,16 @@ import { fill, h, num, option, toast } from "./dom";
 import { CodeEditor } from "./editor";
 import { aggregateView, resultsTable } from "./results";
 import { BuildWatcher, verdict } from "./runview";
+import { SIGNATURES, TEMPLATES, capabilitiesView, runErrorBox } from "./editorviews";
 import type {
   BatchResponse,
   Capabilities,
   Evaluator,
   Inspection,
-  Interface,
   Language,
   Problem,
   Settings,
 } from "./types";
-
-export const TEMPLATES: Record<Language, string> = {
-  python: `def evaluate(inputs, outputs, trace):
-    """1.0 for the exact answer (ignoring case and spaces), 0.5 when the answer only mentions it."""
-    expected = inputs["correct_answer"].strip().lower()
-    got = str(outputs).strip().lower()
-    score = 1.0 if got == expected else 0.5 if expected in got else 0.0
-    return {"score": score, "reason": f"expected {expected!r}, got {got!r}"}
-`,
-  javascript: `function evaluate(inputs, outputs, trace) {
-  const expected = inputs.correct_answer.trim().toLowerCase();
-  const got = String(outputs).trim().toLowerCase();
-  return { score: got === expected ? 1 : 0, reason: \`expected \${expected}, got \${got}\` };
-}
-`,
-  typescript: `export function evaluate(inputs: { correct_answer: string }, outputs: string, trace: unknown) {
-  const expected = inputs.correct_answer.trim().toLowerCase();
-  const got = String(outputs).trim().toLowerCase();
-  return { score: got === expected ? 1 : 0, reason: \`expected \${expected}, got \${got}\` };
-}
-`,
-};
-
-const SIGNATURES: Record<Interface, string> = {
-  evaluate: "evaluate(inputs, outputs, trace)",
-  legacy: "evaluate(app_params, inputs, output, correct_answer) — legacy: the Migrate screen rewrites it",
-  main: "main(…) — parameters bound by name from the inputs",
-  metric: "NeMo Metric class: output_spec() + compute_scores(metric_input) — each output a named score",
-};
-
-const KIND_TITLES: Record<string, string> = {
-  network: "Network (fails: the sandbox has none)",
-  filesystem: "Filesystem",
-  subprocess: "Subprocesses",
-  environment: "Environment",
-  dynamic_code: "Dynamic code",
-  native: "Native code",
-};
 
 interface PinRow {
   name: string;
@@ -418,22 +380,7 @@ export class Playground {
   }
 
   private showCapabilities(capabilities: Capabilities): void {
-    const kinds = Object.entries(capabilities).filter(([, items]) => items.length);
-    if (!kinds.length) {
-      fill(this.capabilitiesBox, h("p", { class: "muted" }, "nothing found: no network, files, subprocesses, environment, dynamic or native code"));
-      return;
-    }
-    fill(
-      this.capabilitiesBox,
-      kinds.map(([kind, items]) =>
-        h(
-          "div",
-          { class: `capability cap-${kind}` },
-          h("h4", {}, KIND_TITLES[kind] ?? kind),
-          h("ul", {}, items.map((item) => h("li", {}, h("button", { class: "link", onclick: () => this.editor.goto(item.line) }, `line ${item.line}`), " ", h("code", {}, item.detail)))),
-        ),
-      ),
-    );
+    fill(this.capabilitiesBox, capabilitiesView(capabilities, (line) => this.editor.goto(line)));
   }
 
   /** Run every case inline. The outcome is brought into view; the first run of a new package set
@@ -481,7 +428,7 @@ export class Playground {
       await watcher?.stop();
       this.runState.className = "run-state bad";
       this.runState.textContent = "Not run";
-      fill(this.resultsBox, this.errorBox(exc));
+      fill(this.resultsBox, runErrorBox(exc));
       if (exc instanceof ApiError && exc.type === "BuildError") {
         this.failedRuntime = { id: String(exc.body.runtime_id ?? runtime?.id ?? ""), message: exc.message };
         this.schedule(0); // the Packages panel says the build failed
@@ -493,22 +440,6 @@ export class Playground {
       this.runButton.disabled = false;
       this.reveal();
     }
-  }
-
-  /** A failed run's error, once: the message's first line, then the rest (or the installer's output). */
-  private errorBox(exc: unknown): HTMLElement {
-    if (!(exc instanceof ApiError)) return h("div", { class: "error-box", role: "alert" }, h("p", {}, describe(exc)));
-    const [first, ...rest] = describe(exc).split("\n");
-    const output = typeof exc.body.output === "string" ? exc.body.output.trim() : "";
-    const more = rest.join("\n").trim() || output;
-    const suggestions = Array.isArray(exc.body.suggestions) ? (exc.body.suggestions as string[]) : [];
-    return h(
-      "div",
-      { class: "error-box", role: "alert" },
-      h("p", {}, first),
-      more ? h("pre", {}, more) : null,
-      suggestions.filter((hint) => !more.includes(hint)).map((hint) => h("p", {}, hint)),
-    );
   }
 
   /** Bring the run's state and outcome into view (they sit below the editor and the cases). */
