@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 FAMILY_OF = {"python": "python", "javascript": "node", "typescript": "node"}  # language -> interpreter
 _ASK_PYTHON = "import platform; print(platform.python_version())"
 _VERSION = re.compile(r"v?(\d+\.\d+\.\d+\S*)")
-_TIMEOUT_S = 20.0  # a container's start on a loaded 2-core machine has taken over 10 s
+_TIMEOUT_S = 10.0  # the start-up waits for it; a probe that misses is asked again (ask_again), not waited longer
 _AGAIN_AFTER_S = (2.0, 5.0, 15.0, 30.0, 60.0)  # ask_again's waits: about two minutes, then it stays unknown
 _found: dict[str, dict[str, str]] = {}  # backend name -> {"python": "3.11.2", "node": "24.19.0"}
 
