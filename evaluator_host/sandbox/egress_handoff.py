@@ -59,11 +59,13 @@ def _own_netns() -> bytes:
         return probe.getsockopt(socket.SOL_SOCKET, _SO_NETNS_COOKIE, 8)
 
 
-def _receive(conn: socket.socket) -> list[int]:
-    """The descriptors sent with one byte on ``conn`` (blocking, at most :data:`_WAIT_S`)."""
-    conn.settimeout(_WAIT_S)
-    fds = array.array("i")
-    data, ancillary, flags, _ = conn.recvmsg(1, socket.CMSG_SPACE(_MAX_FDS * fds.itemsize))
+def _receive(fd: int) -> list[int]:
+    """The descriptors sent with one byte on the connection ``fd`` (a duplicate: closed here, by the one
+    thread that uses it), waiting at most :data:`_WAIT_S`."""
+    with socket.socket(fileno=fd) as conn:
+        conn.settimeout(_WAIT_S)
+        fds = array.array("i")
+        data, ancillary, flags, _ = conn.recvmsg(1, socket.CMSG_SPACE(_MAX_FDS * fds.itemsize))
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
@@ -131,20 +133,16 @@ async def _take(
         return "bytes after the head"
     transport = cast(asyncio.Transport, writer.transport)
     transport.pause_reading()  # the descriptor rides on the next byte: read here, not by the transport
-    own = socket.socket(fileno=os.dup(writer.get_extra_info("socket").fileno()))
+    writer.write(b"GO\n")
+    await writer.drain()
     try:
-        writer.write(b"GO\n")
-        await writer.drain()
-        try:
-            listener = checked(await asyncio.to_thread(_receive, own), port)
-        except (_Refused, OSError) as refused:
-            why = str(refused) if isinstance(refused, _Refused) else f"no descriptor ({refused.__class__.__name__})"
-            writer.write(f"NO {why}\n".encode())
-            return why
-        listener.setblocking(False)
-        gate.listener = await asyncio.start_server(serve, sock=listener, limit=HEAD_LIMIT, backlog=_BACKLOG)
-        writer.write(b"OK\n")
-        await writer.drain()
-        return None
-    finally:
-        own.close()
+        listener = checked(await asyncio.to_thread(_receive, os.dup(writer.get_extra_info("socket").fileno())), port)
+    except (_Refused, OSError) as refused:
+        why = str(refused) if isinstance(refused, _Refused) else f"no descriptor ({refused.__class__.__name__})"
+        writer.write(f"NO {why}\n".encode())
+        return why
+    listener.setblocking(False)
+    gate.listener = await asyncio.start_server(serve, sock=listener, limit=HEAD_LIMIT, backlog=_BACKLOG)
+    writer.write(b"OK\n")
+    await writer.drain()
+    return None

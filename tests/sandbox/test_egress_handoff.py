@@ -18,6 +18,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -89,8 +90,15 @@ def _fds(*fds: int) -> Callable[[socket.socket], None]:
 
 
 @needs_netns
-@aio
-async def test_a_sandboxs_listener_is_taken_and_its_connections_are_judged_as_any_other() -> None:
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])  # the service runs on uvloop; the tests' own loops on asyncio
+def test_a_sandboxs_listener_is_taken_and_its_connections_are_judged_as_any_other(loop: str) -> None:
+    import uvloop
+
+    run = uvloop.run if loop == "uvloop" else asyncio.run
+    run(asyncio.wait_for(_taken_and_judged(), 20))
+
+
+async def _taken_and_judged() -> None:
     async with Server() as server:
         dest = f"api.openai.com:{server.port}"
         proxy = EgressProxy({"api.openai.com": "127.0.0.1"})
@@ -217,3 +225,36 @@ async def test_a_pipe_or_nothing_is_refused_and_no_offer_is_taken_but_on_the_fir
         for each in gates:
             await each.close()
         proxy.close()
+
+
+@aio
+async def test_a_refused_offer_leaves_the_harness_forwarding_on_the_same_port() -> None:
+    """The harness's fallback (``forward_egress``): the gate said no (here: a socket of the service's own
+    network), so the harness's forwarder serves the listener it offered, to the same gate, judged the same."""
+    egress = harness_egress()
+    async with Server() as server:
+        dest = f"api.openai.com:{server.port}"
+        proxy = EgressProxy({"api.openai.com": "127.0.0.1"})
+        proxy.workspace_allow[WS] = frozenset([dest])
+        gate = await proxy.open()
+        try:
+            listener = egress.listen(0, 1024)
+            gate.port = listener.getsockname()[1]
+            assert not await asyncio.to_thread(egress.hand_over, listener, str(gate.path))
+            assert gate.listener is None
+            threading.Thread(target=egress.forward(str(gate.path), listener=listener), daemon=True).start()
+            gate.bind(WS, (dest,))
+
+            def request() -> bytes:
+                with socket.create_connection(("127.0.0.1", gate.port), timeout=10) as conn:
+                    conn.sendall(f"GET http://{dest}/x HTTP/1.1\r\nHost: {dest}\r\n\r\n".encode())
+                    answer = b""
+                    while chunk := conn.recv(65536):
+                        answer += chunk
+                    return answer
+
+            assert (await asyncio.to_thread(request)).endswith(b"pong from 127.0.0.1")
+        finally:
+            await gate.close()
+            proxy.close()
+    assert server.accepted == 1
