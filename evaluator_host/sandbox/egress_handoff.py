@@ -65,7 +65,8 @@ def _receive(fd: int) -> list[int]:
     with socket.socket(fileno=fd) as conn:
         conn.settimeout(_WAIT_S)
         fds = array.array("i")
-        data, ancillary, flags, _ = conn.recvmsg(1, socket.CMSG_SPACE(_MAX_FDS * fds.itemsize))
+        # close-on-exec from the start: no worker the service starts later inherits a sandbox's socket
+        data, ancillary, flags, _ = conn.recvmsg(1, socket.CMSG_SPACE(_MAX_FDS * fds.itemsize), socket.MSG_CMSG_CLOEXEC)
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])

@@ -258,3 +258,18 @@ async def test_a_refused_offer_leaves_the_harness_forwarding_on_the_same_port() 
             await gate.close()
             proxy.close()
     assert server.accepted == 1
+
+
+def test_a_received_descriptor_is_close_on_exec() -> None:
+    """No worker the service starts later inherits a sandbox's socket (the fd-leak regressions of
+    tests/compliance/test_escapes.py)."""
+    from evaluator_host.sandbox.egress_handoff import _receive
+
+    left, right = socket.socketpair()
+    with left, right, _listening(("127.0.0.1", 0)) as sock:
+        _fds(sock.fileno())(left)
+        (fd,) = _receive(os.dup(right.fileno()))
+        try:
+            assert not os.get_inheritable(fd)
+        finally:
+            os.close(fd)
