@@ -46,7 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from evaluator_host.sandbox.egress_addresses import is_public, system_resolve
-from evaluator_host.sandbox.egress_splice import splice
+from evaluator_host.sandbox.egress_handoff import HANDOFF_HEAD, take_listener
+from evaluator_host.sandbox.egress_splice import pump, splice
 from evaluator_host.sandbox.egress_tls import Authority, upstream_context
 from evaluator_host.sandbox.proxy_head import HEAD_LIMIT, ProxyHead, Refused, checked, parse_origin, parse_proxy_head
 
@@ -108,6 +109,10 @@ class EgressGate:
         self.headers: dict[str, tuple[tuple[str, str], ...]] = {}  # destination -> what the proxy sets there
         self._log: list[dict[str, Any]] = []
         self._server: asyncio.AbstractServer | None = None
+        self.listener: asyncio.AbstractServer | None = None  # the sandbox's own proxy port, if handed over
+        self.handoff_open = True  # no connection yet: the first may hand a listener over (egress_handoff.py)
+        self.port = IN_SANDBOX_PORT  # the one port of the sandbox's loopback a handed-over listener may be on
+        self._serve: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.max_connections = _MAX_CONNECTIONS
 
@@ -136,8 +141,9 @@ class EgressGate:
 
     async def close(self) -> None:
         """Stop listening and cut every open connection."""
-        if self._server is not None:
-            self._server.close()
+        for server in (self._server, self.listener):
+            if server is not None:
+                server.close()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -186,6 +192,7 @@ class EgressProxy:
                 gate._tasks.discard(task)  # noqa: SLF001
                 writer.close()
 
+        gate._serve = serve  # noqa: SLF001 - also the handed-over listener's (egress_handoff.py)
         gate._server = await asyncio.start_unix_server(serve, path=str(gate.path), limit=HEAD_LIMIT)  # noqa: SLF001
         os.chmod(gate.path, 0o666)
         return gate
@@ -208,6 +215,7 @@ class EgressProxy:
         # logged from the start (the case that opens it is answered while it may still be open)
         entry: dict[str, Any] = {"host": None, "status": "open", "bytes_out": 0, "bytes_in": 0, "_started": started}
         gate.record(entry)
+        first, gate.handoff_open = gate.handoff_open, False  # the harness's, made before it loads any user code
         try:
             if len(gate._tasks) > gate.max_connections:  # noqa: SLF001
                 raise Refused(f"more than {gate.max_connections} connections open at once")
@@ -216,6 +224,14 @@ class EgressProxy:
                     head = await reader.readuntil(b"\r\n\r\n")
             except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
                 raise Refused("not an HTTP proxy request") from None
+            if head == HANDOFF_HEAD:  # the harness's proxy port, before the evaluator loads (egress_handoff.py)
+                assert gate._serve is not None  # noqa: SLF001
+                why = await take_listener(gate, first, reader, writer, gate._serve)  # noqa: SLF001
+                if first:
+                    gate._log.remove(entry)  # noqa: SLF001 - the harness's, not a connection of any case
+                else:
+                    entry["status"] = f"refused: listener handoff: {why}"
+                return
             request = checked(parse_proxy_head(head, "proxy"))
             host, port = request.host, request.port
             entry["host"] = f"{host}:{port}"
@@ -296,7 +312,7 @@ class EgressProxy:
             forward = request.forward(added)
             up_writer.write(forward)
             entry["bytes_out"] = len(forward)
-            await _pump(reader, writer, up_reader, up_writer, entry, close_answer=True)
+            await pump(reader, writer, up_reader, up_writer, entry, half_closed_s=_HALF_CLOSED_S, close_answer=True)
             entry["status"] = "ok"
         finally:
             up_writer.close()
@@ -335,62 +351,3 @@ async def _answer(writer: asyncio.StreamWriter, status: str, text: str) -> None:
             + body
         )
         await writer.drain()
-
-
-async def _answer_head(up_reader: asyncio.StreamReader) -> bytes:
-    """The destination's answer head(s) up to its final one (``1xx`` interim heads passed as they are),
-    the final one with ``Connection: close`` in place of its own connection headers."""
-    heads = b""
-    while True:
-        head = await up_reader.readuntil(b"\r\n\r\n")
-        status = head[9:12]
-        if status.startswith(b"1") and status != b"101":
-            heads += head
-            continue
-        lines = head.split(b"\r\n")
-        kept = [line for line in lines[1:] if line and not line.lower().startswith((b"connection:", b"keep-alive:"))]
-        return heads + b"\r\n".join([lines[0], *kept, b"Connection: close", b"", b""])
-
-
-async def _pump(
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-    up_reader: asyncio.StreamReader,
-    up_writer: asyncio.StreamWriter,
-    entry: dict[str, Any],
-    *,
-    close_answer: bool = False,
-) -> None:
-    """Copy both ways until both ends are done (or one is, and the other is not within
-    :data:`_HALF_CLOSED_S`), counting bytes into ``entry`` as they go (``close_answer``: the answer's
-    head says ``Connection: close``, so the client never sends a second request the proxy would not read)."""
-
-    async def copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter, counter: str) -> None:
-        try:
-            if close_answer and src is up_reader:
-                head = await _answer_head(src)
-                entry[counter] += len(head)
-                dst.write(head)
-            while data := await src.read(65536):
-                entry[counter] += len(data)
-                dst.write(data)
-                await dst.drain()
-        except (OSError, RuntimeError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            pass
-        finally:
-            with contextlib.suppress(OSError, RuntimeError):
-                if close_answer and src is up_reader:
-                    dst.close()  # the answer is whole: the connection ends (TLS cannot half-close)
-                elif dst.can_write_eof():
-                    dst.write_eof()
-
-    up = asyncio.ensure_future(copy(reader, up_writer, "bytes_out"))
-    down = asyncio.ensure_future(copy(up_reader, writer, "bytes_in"))
-    try:
-        await asyncio.wait([up, down], return_when=asyncio.FIRST_COMPLETED)
-        await asyncio.wait([up, down], timeout=_HALF_CLOSED_S)  # the other way may still finish its answer
-    finally:
-        for task in (up, down):
-            task.cancel()
-        await asyncio.gather(up, down, return_exceptions=True)
-        up_writer.close()

@@ -15,14 +15,18 @@ timer. The rules are those the stream relay had:
 * when one way ends (EOF), the other end is told (``write_eof``) and the other way may go on for
   ``half_closed_s`` at most; when both ways have ended, or either connection is lost, the relay is done
   and both transports close (what they still hold is sent first).
+
+:func:`pump` is the stream relay the proxy still uses where it reads what it relays: the answer to a
+request it completed inside a TLS it ended (its head rewritten to ``Connection: close``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any, cast
 
-__all__ = ["splice"]
+__all__ = ["pump", "splice"]
 
 
 class _End(asyncio.Protocol):
@@ -157,3 +161,63 @@ async def splice(
         await relay.done
     finally:
         relay.close()
+
+
+async def _answer_head(up_reader: asyncio.StreamReader) -> bytes:
+    """The destination's answer head(s) up to its final one (``1xx`` interim heads passed as they are),
+    the final one with ``Connection: close`` in place of its own connection headers."""
+    heads = b""
+    while True:
+        head = await up_reader.readuntil(b"\r\n\r\n")
+        status = head[9:12]
+        if status.startswith(b"1") and status != b"101":
+            heads += head
+            continue
+        lines = head.split(b"\r\n")
+        kept = [line for line in lines[1:] if line and not line.lower().startswith((b"connection:", b"keep-alive:"))]
+        return heads + b"\r\n".join([lines[0], *kept, b"Connection: close", b"", b""])
+
+
+async def pump(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    up_reader: asyncio.StreamReader,
+    up_writer: asyncio.StreamWriter,
+    entry: dict[str, Any],
+    *,
+    half_closed_s: float,
+    close_answer: bool = False,
+) -> None:
+    """Copy both ways until both ends are done (or one is, and the other is not within
+    ``half_closed_s``), counting bytes into ``entry`` as they go (``close_answer``: the answer's
+    head says ``Connection: close``, so the client never sends a second request the proxy would not read)."""
+
+    async def copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter, counter: str) -> None:
+        try:
+            if close_answer and src is up_reader:
+                head = await _answer_head(src)
+                entry[counter] += len(head)
+                dst.write(head)
+            while data := await src.read(65536):
+                entry[counter] += len(data)
+                dst.write(data)
+                await dst.drain()
+        except (OSError, RuntimeError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            with contextlib.suppress(OSError, RuntimeError):
+                if close_answer and src is up_reader:
+                    dst.close()  # the answer is whole: the connection ends (TLS cannot half-close)
+                elif dst.can_write_eof():
+                    dst.write_eof()
+
+    up = asyncio.ensure_future(copy(reader, up_writer, "bytes_out"))
+    down = asyncio.ensure_future(copy(up_reader, writer, "bytes_in"))
+    try:
+        await asyncio.wait([up, down], return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait([up, down], timeout=half_closed_s)  # the other way may still finish its answer
+    finally:
+        for task in (up, down):
+            task.cancel()
+        await asyncio.gather(up, down, return_exceptions=True)
+        up_writer.close()

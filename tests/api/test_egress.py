@@ -170,6 +170,25 @@ def test_node_fetch_uses_the_proxy_too(world: dict[str, Any]) -> None:
     assert not any("refused" in w for w in result["warnings"])
 
 
+THREADS_PY = """import threading, urllib.request
+def evaluate(inputs, outputs, trace):
+    got = urllib.request.urlopen(inputs["url"], timeout=10).read().decode()
+    return {"score": 1.0, "got": got, "threads": [t.name for t in threading.enumerate()]}
+"""
+
+
+def test_a_python_worker_hands_its_proxy_port_to_the_service_and_runs_no_forwarder(world: dict[str, Any]) -> None:
+    """sandbox/egress_handoff.py: the service accepts the sandbox's 127.0.0.1:3128 itself (a container's
+    too); the harness keeps no forwarder thread, and connections are judged and logged as ever."""
+    url = f"http://api.openai.com:{world['allowed']}/handed"
+    result = _evaluate(world, THREADS_PY, [f"api.openai.com:{world['allowed']}"], {"url": url})
+    assert result["details"]["got"] == "pong /handed"
+    assert "egress-forwarder" not in result["details"]["threads"]
+    assert [(e["host"], e["status"]) for e in result["details"]["egress"]] == [
+        (f"api.openai.com:{world['allowed']}", "ok")
+    ]
+
+
 def test_the_proxy_is_the_only_way_out(world: dict[str, Any]) -> None:
     declared = [f"api.openai.com:{world['allowed']}"]
     direct = _evaluate(world, DIRECT_PY, declared, {"port": world["allowed"]})
