@@ -18,28 +18,9 @@ import math
 from collections.abc import Sequence
 from xml.etree import ElementTree
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from evaluator_host.definitions.models import MAX_REVISION
 from evaluator_host.evaluation.models import EvaluationResult, Fixture, FixtureOutcome, FixtureReport
 
-__all__ = ["EvaluatorTestRequest", "EvaluatorTestResponse", "check", "junit_xml", "report"]
-
-
-class EvaluatorTestRequest(BaseModel):
-    """``POST /v1/evaluators/{id}/test``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    revision: int | None = Field(None, ge=1, le=MAX_REVISION, description="Default: the latest.")
-
-
-class EvaluatorTestResponse(FixtureReport):
-    """A revision's fixtures, run now."""
-
-    evaluator_id: str
-    revision: int
-    draft: bool
+__all__ = ["check", "junit_xml", "report"]
 
 
 def _number(value: float | None) -> str:

@@ -16,7 +16,6 @@ from evaluator_host.api.fields import unknown_field
 from evaluator_host.api.middleware.idempotent import idempotent
 from evaluator_host.api.paging import MAX_LIMIT, page, window
 from evaluator_host.errors import ErrorBody
-from evaluator_host.evaluation.fixtures import EvaluatorTestRequest, EvaluatorTestResponse
 from evaluator_host.evaluation.models import (
     BatchResponse,
     EvaluationResult,
@@ -29,7 +28,8 @@ from evaluator_host.evaluation.models import (
     RevisionList,
 )
 from evaluator_host.evaluation.usecases import evaluate_stored
-from evaluator_host.jobs.samples import CompareRequest, CompareResponse, compare
+from evaluator_host.jobs.models import CompareRequest, CompareResponse, EvaluatorTestRequest, EvaluatorTestResponse
+from evaluator_host.jobs.samples import compare
 from evaluator_host.services import Services
 
 router = APIRouter(prefix="/evaluators", tags=["evaluators"])
