@@ -27,12 +27,15 @@ from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
 from evaluator_host.api.fields import unknown_field
-from evaluator_host.cli.inputs import UsageError, parse_json, read_text
+from evaluator_host.cli.inputs import UsageError, parse_json, parse_model, read_text
 from evaluator_host.cli.output import located_error
+from evaluator_host.definitions import languages
 from evaluator_host.errors import EvaluatorHostError
 from evaluator_host.evaluation.fixtures import junit_xml, report
-from evaluator_host.evaluation.models import Fixture, FixtureReport
-from evaluator_host.evaluation.usecases import Definition
+from evaluator_host.evaluation.models import EvaluatorSettings, Fixture, FixtureReport
+from evaluator_host.evaluation.usecases import Definition, evaluate_definition
+from evaluator_host.settings import Settings
+from evaluator_host.tenancy.models import DEFAULT_WORKSPACE
 
 __all__ = ["add_parser", "sidecar_of"]
 
@@ -73,17 +76,30 @@ def read_fixtures(path: str) -> list[Fixture]:
     return fixtures
 
 
-async def _run_local(definition: Definition, fixtures: list[Fixture]) -> FixtureReport:
-    from evaluator_host.cli.main import _evaluate
+def _definition(args: argparse.Namespace) -> Definition:
+    """The file's definition with ``--language`` / ``--packages`` / ``--settings`` (as ``run`` reads them)."""
+    code = read_text(args.target, "evaluator file")
+    found = languages.by_suffix(Path(args.target).suffix)
+    language = args.language or (found.name if found else None)
+    if language is None:
+        raise UsageError(f"cannot tell the language of {args.target}; pass --language")
+    packages = parse_json(args.packages, "--packages") if args.packages else None
+    return Definition(language, code, packages, parse_model(EvaluatorSettings, args.settings or "{}", "--settings"))
 
-    evaluated = await _evaluate(definition, [f.case() for f in fixtures])
+
+async def _run_local(definition: Definition, fixtures: list[Fixture]) -> FixtureReport:
+    """The fixtures run by the inline use case in this process, on a private scratch data dir."""
+    from evaluator_host.services import Services
+
+    services = Services.start_private(Settings())
+    try:
+        evaluated = await evaluate_definition(services, DEFAULT_WORKSPACE, definition, [f.case() for f in fixtures])
+    finally:
+        await services.close()
     return report(fixtures, evaluated.results)
 
 
 def _local(args: argparse.Namespace) -> tuple[str, FixtureReport]:
-    from evaluator_host.cli.main import _definition
-
-    args.file = args.target
     definition = _definition(args)
     source = args.fixtures or str(sidecar_of(args.target))
     if not args.fixtures and not Path(source).exists():
@@ -146,8 +162,6 @@ def run_test(args: argparse.Namespace) -> int:
 
 def add_parser(sub: Any) -> None:
     """``test``: the subcommand and its options."""
-    from evaluator_host.definitions import languages
-
     test = sub.add_parser("test", help="run an evaluator's fixtures (a file and its sidecar, or a stored id) for CI")
     test.add_argument("target", metavar="PATH|ID", help="an evaluator file (.py, .js, .ts) or a stored evaluator's id")
     test.add_argument("--fixtures", help="PATH: the fixtures file (default: NAME.fixtures.json beside NAME.py)")
