@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.evaluation.models import MAX_FIXTURES
@@ -52,6 +53,7 @@ def test_fixtures_that_pass_are_stored_with_the_revision_and_their_report(client
     assert crash["status"] == "error" and "asked to crash" in crash["error"]
 
 
+@pytest.mark.databases
 def test_failing_fixtures_store_a_draft_that_is_not_the_latest_until_forced(client: TestClient) -> None:
     ev = _create(client)
     failed = client.put(f"/v1/evaluators/{ev['id']}", json=_body(0.7))  # 'middle' (0.6) now fails
@@ -90,6 +92,7 @@ def test_a_patch_keeps_the_fixtures_and_is_gated_by_them(client: TestClient) -> 
     assert emptied.status_code == 200 and emptied.json()["revision"] == 3 and emptied.json()["fixtures"] == []
 
 
+@pytest.mark.databases
 def test_a_new_evaluator_whose_fixtures_fail_has_no_latest_until_a_save_passes(client: TestClient) -> None:
     response = client.post("/v1/evaluators", json=_body(0.95))
     assert response.status_code == 409, response.text
