@@ -25,7 +25,8 @@
     ├── BuildError                 422   a package set could not be installed (installer output, "did you mean")
     ├── MigrationMismatch          409   migrated code answered differently on some rows (the rows)
     ├── ConflictError              409   the request conflicts with the resource's state (a dataset jobs use)
-    │   └── DuplicateNameError     409   a workspace name another workspace has (+ existing_id)
+    │   ├── DuplicateNameError     409   a workspace name another workspace has (+ existing_id)
+    │   └── FixturesFailed         409   a saved revision's fixtures failed: stored as a draft, not the latest
     ├── NotFoundError              404   an evaluator / revision / runtime does not exist, or belongs
     │                                    to another workspace (the same answer: never a hint)
     ├── BadRequest                 400   a request malformed where 422 does not fit (a non-hex trace id)
@@ -68,6 +69,7 @@ __all__ = [
     "EvaluatorHostError",
     "FieldMappingError",
     "Forbidden",
+    "FixturesFailed",
     "IdempotencyKeyError",
     "InterfaceError",
     "JobNotHeld",
@@ -299,6 +301,21 @@ class DuplicateNameError(ConflictError):
 
     def fields(self) -> dict[str, Any]:
         return {"existing_id": self.existing_id}
+
+
+class FixturesFailed(ConflictError):
+    """A saved revision's fixtures failed (HTTP 409): the revision IS stored, as a draft that is never the
+    evaluator's latest (``evaluator``: the draft, with its ``fixture_report``; save with ``force: true`` to
+    make it the latest anyway)."""
+
+    type_name = "FixturesFailed"
+
+    def __init__(self, message: str, *, evaluator: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.evaluator = evaluator
+
+    def fields(self) -> dict[str, Any]:
+        return {"evaluator": self.evaluator}
 
 
 class NotFoundError(EvaluatorHostError):

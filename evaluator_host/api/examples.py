@@ -145,6 +145,42 @@ _ONLINE: dict[str, list[Any]] = {
     ],  # fmt: skip
 }
 
+_FIXTURE = {"name": "paris", "inputs": {"correct_answer": "Paris"}, "outputs": "Paris", "expect": {"passed": True}}
+_OUTCOME = {"name": "lyon", "passed": False, "problems": ["passed true, expected false"], "status": "ok",
+            "score": 1.0, "result_passed": True, "label": None, "error": None}  # fmt: skip
+_FIXTURE_REPORT = {"passed": 1, "failed": 1, "results": [{**_OUTCOME, "name": "paris", "passed": True,
+                   "problems": []}, _OUTCOME]}  # fmt: skip
+_SIDE = {"status": "ok", "score": 1.0, "passed": True, "label": None, "error": None}
+_FLIPPED = {"index": 1, "flipped": True, "fields": ["passed", "score"], "base": _SIDE,
+            "head": {**_SIDE, "score": 0.0, "passed": False}, "delta": -1.0}  # fmt: skip
+_COMPARISON = {
+    "evaluator_id": _EVALUATOR["id"], "base_revision": 1, "head_revision": 2, "compared": 2, "flipped": [1],
+    "deltas": {"pass_rate": -0.5, "mean_score": -0.5, "errors": 0,
+               "flipped": {"status": 0, "passed": 1, "label": 0, "score": 1}},
+    "base": {**_AGGREGATE, "score": {**_STATS, "mean": 1.0, "std": 0.0, "min": 1.0}, "pass_rate": 1.0},
+    "head": _AGGREGATE, "rows": [_FLIPPED], "next_offset": None,
+}  # fmt: skip
+_FIXTURES: dict[str, list[Any]] = {
+    "Fixture": [_FIXTURE, {"name": "too long", "outputs": "x" * 20, "expect": {"score": 0.0, "tolerance": 0.01}}],
+    "FixtureExpect": [{"passed": True}, {"score": 0.8, "tolerance": 0.05}, {"status": "error"}],
+    "FixtureOutcome": [_OUTCOME],
+    "FixtureReport": [_FIXTURE_REPORT],
+    "EvaluatorTestRequest": [{}, {"revision": 2}],
+    "EvaluatorTestResponse": [{**_FIXTURE_REPORT, "evaluator_id": _EVALUATOR["id"], "revision": 2, "draft": True}],
+    "CompareRequest": [
+        {"base_revision": 1, "head_revision": 2, "cases": [_CASE, {**_CASE, "outputs": "Lyon"}]},
+        {
+            "base_revision": 1,
+            "head_revision": 2,
+            "dataset_id": _DATASET["id"],
+            "sample": 500,
+            "tolerance": 0.05,
+            "only_flipped": True,
+        },
+    ],  # fmt: skip
+    "CompareResponse": [_COMPARISON],
+}
+
 EXAMPLES: dict[str, list[Any]] = {
     "Stats": [_STATS],
     "Aggregate": [_AGGREGATE],
@@ -179,8 +215,12 @@ EXAMPLES: dict[str, list[Any]] = {
             "code": _CALLS_API,
             "network": [_INJECTING],
         },
+        {"name": "exact", "language": _LANGUAGE, "code": _CODE, "fixtures": [_FIXTURE]},
     ],  # fmt: skip
-    "EvaluatorPatch": [{"code": _CODE.replace("outputs ==", "outputs.strip() ==")}],
+    "EvaluatorPatch": [
+        {"code": _CODE.replace("outputs ==", "outputs.strip() ==")},
+        {"code": _CODE, "fixtures": [_FIXTURE], "force": True},
+    ],
     "EvaluatorEvaluateRequest": [
         {"inputs": {"correct_answer": "a"}, "outputs": "a"},
         {"revision": 1, "cases": [_CASE]},
@@ -282,6 +322,7 @@ EXAMPLES: dict[str, list[Any]] = {
     "Secret": [_SECRET],
     "SecretList": [{"data": [_SECRET], "count": 1}],
     **_ONLINE,
+    **_FIXTURES,
 }
 
 

@@ -7,6 +7,8 @@
 ``images`` ``list | show ID | build | prune`` the cached runtime images of the docker backend; ``images build
            --base`` its base image (``sandbox/docker/base_image.py``).
 ``runtimes`` ``list | show ID | prune`` the built runtimes of both backends (``cli/runtimes.py``).
+``test``   an evaluator's fixtures, for CI: a file with its ``NAME.fixtures.json``, or a stored id on
+           ``--server`` (exit 0 / 1 a fixture failed / 2; ``--junit FILE``; ``cli/fixtures.py``).
 ``migrate`` rewrite legacy 4-argument evaluators to ``evaluate(inputs, outputs, trace)``
            (``cli/migrate.py``).
 ``workspaces`` ``create | list | update``, ``keys`` ``create | list | revoke``: the operator's
@@ -280,12 +282,14 @@ def build_parser() -> argparse.ArgumentParser:
     from evaluator_host.cli.admin import add_parsers as add_admin
     from evaluator_host.cli.db import add_parser as add_db
     from evaluator_host.cli.demo import add_parser as add_demo
+    from evaluator_host.cli.fixtures import add_parser as add_test
     from evaluator_host.cli.migrate import add_parser as add_migrate
     from evaluator_host.cli.rules import add_parser as add_rules
     from evaluator_host.cli.runtimes import add_parser as add_runtimes
     from evaluator_host.cli.worker import add_parser as add_worker
 
     add_runtimes(sub)
+    add_test(sub)
     add_migrate(sub)
     add_admin(sub)
     add_db(sub)

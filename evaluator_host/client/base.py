@@ -58,6 +58,8 @@ class Operations:
     list_evaluators = op(resources.list_evaluators)
     list_revisions = op(resources.list_revisions)
     delete_evaluator = op(resources.delete_evaluator)
+    test_evaluator = op(resources.test_evaluator)
+    compare_revisions = op(resources.compare_revisions)
     migrate = op(resources.migrate)
     migrate_evaluator = op(resources.migrate_evaluator)
     build_runtime = op(resources.build_runtime)

@@ -37,6 +37,7 @@ import httpx
 from pydantic import ValidationError
 
 from evaluator_host.errors import ErrorDetail
+from evaluator_host.evaluation.models import Evaluator
 
 __all__ = [
     "ApiError",
@@ -45,6 +46,7 @@ __all__ = [
     "BuildFailedError",
     "ClientError",
     "ConflictError",
+    "FixturesFailedError",
     "JobWaitTimeout",
     "MigrationMismatchError",
     "NotFoundError",
@@ -128,6 +130,16 @@ class MigrationMismatchError(ConflictError):
     """409 ``MigrationMismatch``: the migrated code answered differently on some rows (in ``detail``)."""
 
 
+class FixturesFailedError(ConflictError):
+    """409 ``FixturesFailed``: the revision was stored as a draft (never the latest) because fixtures failed;
+    :attr:`draft` is it, with its ``fixture_report`` (save again with ``force=True`` to make it the latest)."""
+
+    @property
+    def draft(self) -> Evaluator:
+        """The stored draft revision."""
+        return Evaluator.model_validate(getattr(self.detail, "evaluator", None) or {})
+
+
 class PayloadTooLarge(ApiError):
     """413: the body is past the service's request limit."""
 
@@ -168,7 +180,11 @@ _BY_STATUS: dict[int, type[ApiError]] = {
     503: ServiceUnavailable,
     507: StorageFullError,
 }
-_BY_TYPE: dict[str, type[ApiError]] = {"MigrationMismatch": MigrationMismatchError, "BuildError": BuildFailedError}
+_BY_TYPE: dict[str, type[ApiError]] = {
+    "MigrationMismatch": MigrationMismatchError,
+    "BuildError": BuildFailedError,
+    "FixturesFailed": FixturesFailedError,
+}
 
 
 def _detail(response: httpx.Response) -> ErrorDetail:

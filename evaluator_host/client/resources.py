@@ -1,5 +1,6 @@
 """The builders of the calls of the evaluation resources, one function a route (``calls.py`` states
-the contract): health, evaluate (inline and by id), evaluators and revisions, migration, runtimes.
+the contract): health, evaluate (inline and by id), evaluators and revisions (fixtures, test, compare),
+migration, runtimes.
 The clients (``sync.py``, ``aio.py``) expose each as a method of the same name; ``datasets.py`` and
 ``workspace.py`` hold the others.
 """
@@ -20,7 +21,7 @@ from evaluator_host.evaluation.models import (
     EvaluatorSettings,
     RevisionList,
 )
-from evaluator_host.jobs.models import FieldMapping
+from evaluator_host.jobs.models import CompareResponse, EvaluatorTestResponse, FieldMapping
 from evaluator_host.migration.models import EvaluatorMigrateResponse, MigrateResponse
 
 Json = Any
@@ -116,11 +117,15 @@ def create_evaluator(
     description: str | None = None,
     secrets: Sequence[str] | None = None,
     network: Sequence[Any] | None = None,
+    fixtures: Sequence[Mapping[str, Any]] | None = None,
+    force: bool | None = None,
 ) -> Call[Evaluator]:
-    """``POST /v1/evaluators``: stored, its runtime built (a bad pin or a failed build is a 422 now)."""
+    """``POST /v1/evaluators``: stored, its runtime built (a bad pin or a failed build is a 422 now), its
+    ``fixtures`` run (any failing: :class:`~evaluator_host.client.errors.FixturesFailedError`, the revision
+    stored as a draft, unless ``force``)."""
     body = body_of(
         name=name, language=language, code=code, packages=packages, settings=settings, description=description,
-        secrets=secrets, network=network,
+        secrets=secrets, network=network, fixtures=None if fixtures is None else list(fixtures), force=force,
     )  # fmt: skip
     return Call("POST", "/v1/evaluators", model(Evaluator), body)
 
@@ -136,11 +141,14 @@ def replace_evaluator(
     description: str | None = None,
     secrets: Sequence[str] | None = None,
     network: Sequence[Any] | None = None,
+    fixtures: Sequence[Mapping[str, Any]] | None = None,
+    force: bool | None = None,
 ) -> Call[Evaluator]:
-    """``PUT /v1/evaluators/{id}``: a new revision with exactly these fields."""
+    """``PUT /v1/evaluators/{id}``: a new revision with exactly these fields (fixtures as for
+    :func:`create_evaluator`)."""
     body = body_of(
         name=name, language=language, code=code, packages=packages, settings=settings, description=description,
-        secrets=secrets, network=network,
+        secrets=secrets, network=network, fixtures=None if fixtures is None else list(fixtures), force=force,
     )  # fmt: skip
     return Call("PUT", f"/v1/evaluators/{evaluator_id}", model(Evaluator), body)
 
@@ -169,6 +177,35 @@ def list_revisions(evaluator_id: str, *, limit: int | None = None, cursor: str |
 def delete_evaluator(evaluator_id: str) -> Call[None]:
     """``DELETE /v1/evaluators/{id}``."""
     return Call("DELETE", f"/v1/evaluators/{evaluator_id}", nothing)
+
+
+def test_evaluator(evaluator_id: str, *, revision: int | None = None) -> Call[EvaluatorTestResponse]:
+    """``POST /v1/evaluators/{id}/test``: a revision's fixtures run now (``failed`` > 0 is an answer, not an error)."""
+    return Call("POST", f"/v1/evaluators/{evaluator_id}/test", model(EvaluatorTestResponse), body_of(revision=revision))
+
+
+def compare_revisions(
+    evaluator_id: str,
+    base_revision: int,
+    head_revision: int,
+    *,
+    cases: Cases | None = None,
+    dataset_id: str | None = None,
+    sample: int | None = None,
+    field_mapping: FieldMapping | Mapping[str, Any] | None = None,
+    tolerance: float | None = None,
+    only_flipped: bool | None = None,
+    offset: int | None = None,
+    limit: int | None = None,
+) -> Call[CompareResponse]:
+    """``POST /v1/evaluators/{id}/compare``: both revisions on the same rows (``cases``, or a dataset's first
+    ``sample`` rows); the flipped rows, the aggregates' deltas and a page of the per-row table."""
+    body = body_of(
+        base_revision=base_revision, head_revision=head_revision, cases=None if cases is None else list(cases),
+        dataset_id=dataset_id, sample=sample, field_mapping=field_mapping, tolerance=tolerance,
+        only_flipped=only_flipped, offset=offset, limit=limit,
+    )  # fmt: skip
+    return Call("POST", f"/v1/evaluators/{evaluator_id}/compare", model(CompareResponse), body)
 
 
 # --- migration ----------------------------------------------------------------------------------

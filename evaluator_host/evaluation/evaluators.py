@@ -1,5 +1,10 @@
 """Stored evaluators: validate, build, store, pre-warm, and run by id and revision.
 
+A revision may carry fixtures (:mod:`.fixtures`): they run in the sandbox when it is saved, on the
+runtime just built; when one fails and the save is not ``force``, the revision is stored as a *draft*
+(never the latest: calls and jobs without a revision keep running the previous one) and the save
+raises :class:`~evaluator_host.errors.FixturesFailed` (409) carrying the draft and its report.
+
 Revisions are immutable: a revision is read once (then remembered here), and its
 :class:`~evaluator_host.evaluation.bound.Bound` form is made once and cached by the evaluation path
 (``Evaluation.bind``, the one cache of bound evaluators), reused by calls by id and by jobs alike.
@@ -16,7 +21,8 @@ from datetime import datetime
 from pydantic import ValidationError
 
 from evaluator_host.definitions import languages
-from evaluator_host.errors import EgressError, LimitError, SecretError
+from evaluator_host.errors import EgressError, FixturesFailed, LimitError, SecretError
+from evaluator_host.evaluation import fixtures
 from evaluator_host.evaluation.models import (
     Case,
     EvaluationResult,
@@ -24,6 +30,7 @@ from evaluator_host.evaluation.models import (
     EvaluatorCreate,
     EvaluatorPatch,
     EvaluatorSettings,
+    FixtureReport,
 )
 from evaluator_host.evaluation.path import Bound, Evaluation
 from evaluator_host.evaluation.prepared import Prepared, unpinned_imports
@@ -120,7 +127,8 @@ class Evaluators:
         self._records: LRU[tuple[str, int], tuple[RevisionRecord, Prepared]] = LRU(_REMEMBERED)
 
     async def _fields(self, workspace: str, body: EvaluatorCreate) -> tuple[dict[str, object], list[str]]:
-        """The revision's stored fields, and the warnings of its definition (imports no pin provides)."""
+        """The revision's stored fields (with its fixtures' report: they run now, on the runtime just
+        built), and the warnings of its definition (imports no pin provides)."""
         check_declarations(self.workspaces, workspace, body.secrets, body.network)
         prepared = await self.evaluation.validate(
             body.language, body.code, body.packages, body.settings, secrets=body.secrets, network=body.network
@@ -134,6 +142,13 @@ class Evaluators:
             for name in prepared.injected
             if name in prepared.secrets
         ]
+        checked: FixtureReport | None = None
+        if body.fixtures:
+            env = await self.vault.values(workspace, prepared.secrets)
+            injected = await self.vault.values(workspace, prepared.injected)
+            cases = [f.case() for f in body.fixtures]
+            results = await self.evaluation.evaluate(prepared, cases, workspace=workspace, env=env, injected=injected)
+            checked = fixtures.report(body.fixtures, results)
         return {
             "name": body.name,
             "description": body.description,
@@ -146,6 +161,8 @@ class Evaluators:
             "capabilities": prepared.capabilities,
             "secrets": list(prepared.secrets) or None,
             "network": [e if isinstance(e, str) else e.model_dump() for e in body.network] or None,
+            "fixtures": [f.model_dump() for f in body.fixtures] if body.fixtures else None,
+            "fixture_report": checked.model_dump() if checked is not None else None,
         }, warnings
 
     def _prewarm(self, record: RevisionRecord) -> None:
@@ -153,26 +170,44 @@ class Evaluators:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
+    def _saved(self, record: RevisionRecord, warnings: list[str]) -> Evaluator:
+        """The answer of a save; ``FixturesFailed`` (409, with the draft) when it was stored as a draft."""
+        saved = to_model(record).model_copy(update={"warnings": warnings})
+        if not record.draft:
+            self._latest[record.id] = record.revision
+            self._prewarm(record)
+            return saved
+        failed = [o.name for o in saved.fixture_report.results if not o.passed] if saved.fixture_report else []
+        raise FixturesFailed(
+            f"{len(failed)} of {len(record.fixtures)} fixtures failed ({', '.join(failed[:5])}"
+            f"{', …' if len(failed) > 5 else ''}): revision {record.revision} is stored as a draft, not the latest; "
+            "fix the code or the fixtures, or save again with force: true",
+            evaluator=saved.model_dump(mode="json"),
+        )
+
+    @staticmethod
+    def _draft(fields: dict[str, object], body: EvaluatorCreate) -> bool:
+        report = fields.get("fixture_report")
+        return isinstance(report, dict) and report["failed"] > 0 and not body.force
+
     async def create(self, workspace: str, body: EvaluatorCreate) -> Evaluator:
-        """Validate, build the runtime, store revision 1 in ``workspace``, pre-warm a worker."""
+        """Validate, build the runtime, run the fixtures, store revision 1 in ``workspace`` (a draft when
+        its fixtures fail, unless forced: then ``FixturesFailed``), pre-warm a worker."""
         fields, warnings = await self._fields(workspace, body)
-        record = await asyncio.to_thread(self.store.create, workspace, **fields)
-        self._latest[record.id] = record.revision
-        self._prewarm(record)
-        return to_model(record).model_copy(update={"warnings": warnings})
+        record = await asyncio.to_thread(self.store.create, workspace, draft=self._draft(fields, body), **fields)
+        return self._saved(record, warnings)
 
     async def update(self, workspace: str, evaluator_id: str, body: EvaluatorCreate) -> Evaluator:
-        """Store a new revision; older ones stay runnable."""
-        await asyncio.to_thread(self.store.get, workspace, evaluator_id)  # 404 before any build
+        """Store a new revision (a draft when its fixtures fail, unless forced); older ones stay runnable."""
+        await asyncio.to_thread(self.store.shown, workspace, evaluator_id)  # 404 before any build
         fields, warnings = await self._fields(workspace, body)
-        record = await asyncio.to_thread(self.store.update, workspace, evaluator_id, **fields)
-        self._latest[record.id] = record.revision
-        self._prewarm(record)
-        return to_model(record).model_copy(update={"warnings": warnings})
+        draft = self._draft(fields, body)
+        record = await asyncio.to_thread(self.store.update, workspace, evaluator_id, draft=draft, **fields)
+        return self._saved(record, warnings)
 
     async def patch(self, workspace: str, evaluator_id: str, body: EvaluatorPatch) -> Evaluator:
         """A new revision from the latest one with the fields of ``body`` changed (see :class:`EvaluatorPatch`)."""
-        latest = await asyncio.to_thread(self.store.get, workspace, evaluator_id)  # 404 before any build
+        latest = await asyncio.to_thread(self.store.shown, workspace, evaluator_id)  # 404 first
         # null keeps the latest value, except for packages, where it means "no pins"
         changes = {
             k: v
@@ -198,6 +233,7 @@ class Evaluators:
             "packages": latest.packages,
             "secrets": latest.secrets,
             "network": latest.network,
+            "fixtures": latest.fixtures,
         }
         return await self.update(workspace, evaluator_id, EvaluatorCreate(**(current | changes), settings=merged))
 
@@ -207,9 +243,12 @@ class Evaluators:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
 
-    async def get(self, workspace: str, evaluator_id: str, revision: int | None = None) -> Evaluator:
-        """One revision (default latest)."""
-        return to_model(await asyncio.to_thread(self.store.get, workspace, evaluator_id, revision))
+    async def get(
+        self, workspace: str, evaluator_id: str, revision: int | None = None, *, or_draft: bool = False
+    ) -> Evaluator:
+        """One revision (default latest; ``or_draft``: the newest draft when every revision is one)."""
+        read = self.store.shown if or_draft else self.store.get
+        return to_model(await asyncio.to_thread(read, workspace, evaluator_id, revision))
 
     async def list_all(
         self, workspace: str, *, limit: int | None = None, before: tuple[datetime, str] | None = None
@@ -255,6 +294,14 @@ class Evaluators:
             prepared = await prepared_of(record, self.evaluation)
             self._records.put((record.id, record.revision), (record, prepared))
         return record, await self.bind(record, prepared)
+
+    async def test(self, workspace: str, evaluator_id: str, revision: int | None) -> tuple[Evaluator, FixtureReport]:
+        """Run a stored revision's fixtures now (``revision`` None: the latest, or the newest draft when
+        every revision is one) and judge them as on save."""
+        record = await asyncio.to_thread(self.store.shown, workspace, evaluator_id, revision)
+        model = to_model(record)
+        _, results = await self.evaluate(workspace, evaluator_id, record.revision, [f.case() for f in model.fixtures])
+        return model, fixtures.report(model.fixtures, results)
 
     async def _prewarm_now(self, record: RevisionRecord) -> None:
         with contextlib.suppress(SecretError):  # a secret it lists is not set yet: its calls will say so

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from evaluator_host.definitions.models import CAPABILITIES_DOC, MAX_REVISION, Capabilities, Language, Packages
 from evaluator_host.store.text import StoredText
@@ -25,6 +25,10 @@ __all__ = [
     "EvaluatorList",
     "EvaluatorPatch",
     "EvaluatorSettings",
+    "Fixture",
+    "FixtureExpect",
+    "FixtureOutcome",
+    "FixtureReport",
     "Histogram",
     "RevisionList",
     "Stats",
@@ -125,12 +129,91 @@ class EvaluateRequest(_Definition):
     cases: list[Case] | None = Field(None, description="Several cases instead of one.")
 
 
+MAX_FIXTURES = 200  # fixtures one revision may carry (each runs on every save)
+
+
+class FixtureExpect(BaseModel):
+    """What a fixture's result must be: at least one of ``score``, ``passed``, ``label``, ``status``.
+    Without ``status``, the result must be ``ok``; ``score`` agrees within ``tolerance``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    score: float | None = Field(None, allow_inf_nan=False, description="The expected score (± tolerance).")
+    passed: bool | None = Field(None, description="The expected passed.")
+    label: str | None = Field(None, max_length=1000, description="The expected label.")
+    status: Status | None = Field(None, description="The expected status (default: ok).")
+    tolerance: float = Field(1e-9, ge=0, le=1e9, description="|score - expected score| allowed.")
+
+    @model_validator(mode="after")
+    def _something(self) -> FixtureExpect:
+        if self.score is None and self.passed is None and self.label is None and self.status is None:
+            raise ValueError("expect needs at least one of score, passed, label, status")
+        return self
+
+
+class Fixture(BaseModel):
+    """A named case and what its result must be: stored with the revision, run on every save."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: StoredText = Field(min_length=1, max_length=200)
+    inputs: Any = Field(default_factory=dict)
+    outputs: Any = None
+    trace: Any = None
+    expect: FixtureExpect
+
+    def case(self) -> Case:
+        """The case it runs."""
+        return Case(inputs=self.inputs, outputs=self.outputs, trace=self.trace)
+
+
+class FixtureOutcome(BaseModel):
+    """One fixture's run: whether it met ``expect`` and, when not, what differed."""
+
+    name: str
+    passed: bool
+    problems: list[str] = Field(default_factory=list, description="What differed from expect (empty when passed).")
+    status: Status
+    score: float | None = None
+    result_passed: bool | None = None
+    label: str | None = None
+    error: str | None = Field(None, description="The error's type and message, when the run failed.")
+
+
+class FixtureReport(BaseModel):
+    """The fixtures of a revision, run on save (or by ``POST /v1/evaluators/{id}/test``)."""
+
+    passed: int
+    failed: int
+    results: list[FixtureOutcome]
+
+
+def _fixture_names(fixtures: list[Fixture] | None) -> list[Fixture] | None:
+    names = [f.name for f in fixtures or []]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"fixture names must be unique: {', '.join(map(repr, repeated))} repeat")
+    return fixtures
+
+
 class EvaluatorCreate(_Definition):
     """``POST``/``PUT /v1/evaluators`` (stored text holds no NUL character)."""
 
     code: StoredText = Field(description="The evaluator's source code.")
     name: StoredText = Field(min_length=1, max_length=200)
     description: StoredText = Field("", max_length=10_000)
+    fixtures: list[Fixture] | None = Field(
+        None,
+        max_length=MAX_FIXTURES,
+        description="Named cases with the result each must give, run in the sandbox on save; a revision whose "
+        "fixtures fail is stored as a draft (409), never the latest, unless force is true.",
+    )
+    force: bool = Field(False, description="Make the revision the latest even when its fixtures fail.")
+
+    @field_validator("fixtures")
+    @classmethod
+    def _unique_fixtures(cls, value: list[Fixture] | None) -> list[Fixture] | None:
+        return _fixture_names(value)
 
 
 class EvaluatorPatch(BaseModel):
@@ -153,6 +236,15 @@ class EvaluatorPatch(BaseModel):
     network: list[str | NetworkEntry] | None = Field(
         None, max_length=50, description="Replaces the latest revision's network."
     )
+    fixtures: list[Fixture] | None = Field(
+        None, max_length=MAX_FIXTURES, description="Replaces the latest revision's fixtures ([]: none)."
+    )
+    force: bool = Field(False, description="Make the revision the latest even when its fixtures fail.")
+
+    @field_validator("fixtures")
+    @classmethod
+    def _unique_fixtures(cls, value: list[Fixture] | None) -> list[Fixture] | None:
+        return _fixture_names(value)
 
     @field_validator("network")
     @classmethod
@@ -273,6 +365,11 @@ class Evaluator(BaseModel):
     warnings: list[str] = Field(
         default_factory=list,
         description="Set when the revision is saved: what may fail at run time (imports no pinned package provides).",
+    )
+    fixtures: list[Fixture] = Field(default_factory=list, description="Its fixtures, run on every save.")
+    fixture_report: FixtureReport | None = Field(None, description="What its fixtures gave on save (null: none).")
+    draft: bool = Field(
+        False, description="Its fixtures failed and the save was not forced: runnable by number, never the latest."
     )
     same_name: list[str] = Field(
         default_factory=list,

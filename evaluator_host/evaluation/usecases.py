@@ -17,8 +17,9 @@ caller's workspace, and turns what comes back into its own answer (JSON, a table
   stored (migration's rewritten revision) or that declares none (the CLI's migrate check).
 * :func:`run_stored` — a stored revision (read once, bound with its secrets) on cases.
 
-The differential run of migration (:func:`evaluator_host.migration.compare.differential`) is the
-same two run steps side by side. Limits are checked in :mod:`.limits`, once each; nothing here
+Two versions side by side (:func:`evaluator_host.evaluation.compare.run_both`: a revision compare,
+and the differential run of migration, :func:`evaluator_host.migration.compare.differential`) are the
+same two run steps. Limits are checked in :mod:`.limits`, once each; nothing here
 renders an answer.
 """
 

@@ -1,4 +1,5 @@
-"""The API models of datasets and jobs (docs/api.md)."""
+"""The API models of datasets and jobs, and of running a stored evaluator's revisions over rows: its
+fixtures again (``/test``), two revisions compared (``/compare``) (docs/api.md)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from evaluator_host.definitions.models import MAX_REVISION
-from evaluator_host.evaluation.models import Aggregate, EvaluationResult
+from evaluator_host.evaluation.models import Aggregate, Case, EvaluationResult, FixtureReport
 from evaluator_host.targets.models import Generation, Target, TargetUsage
 
 __all__ = [
+    "CompareRequest",
+    "CompareResponse",
     "Dataset",
     "DatasetFormat",
     "DatasetList",
     "DatasetRow",
     "DatasetRowPage",
+    "EvaluatorTestRequest",
+    "EvaluatorTestResponse",
     "FieldMapping",
     "Job",
     "JobCreate",
@@ -186,3 +191,67 @@ class JobResultPage(BaseModel):
     limit: int
     next_offset: int | None = Field(description="Pass as offset for the next page; null at the end.")
     total: int = Field(description="Rows in the job's dataset.")
+
+
+MAX_COMPARE_PAGE = 1000  # rows of a comparison's per-row table in one answer
+
+
+class CompareRequest(BaseModel):
+    """``POST /v1/evaluators/{id}/compare``: two revisions, and the rows (exactly one of ``cases`` /
+    ``dataset_id``: a dataset's first ``sample`` rows, mapped by ``field_mapping``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_revision: int = Field(ge=1, le=MAX_REVISION, description="The revision compared against.")
+    head_revision: int = Field(ge=1, le=MAX_REVISION, description="The revision compared.")
+    cases: list[Case] | None = Field(None, min_length=1)
+    dataset_id: str | None = None
+    sample: int = Field(100, ge=1, le=10_000, description="Rows of the dataset compared (its first ones).")
+    field_mapping: FieldMapping | None = None
+    tolerance: float = Field(1e-9, ge=0, le=1e9, description="A score flips when |Δscore| is over this.")
+    only_flipped: bool = Field(False, description="The per-row table lists only the rows that flipped.")
+    offset: int = Field(0, ge=0, description="The per-row table's first row (a page: offset, limit).")
+    limit: int = Field(100, ge=1, le=MAX_COMPARE_PAGE, description="Rows of the per-row table in this answer.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CompareRequest:
+        if (self.cases is None) == (self.dataset_id is None):
+            raise ValueError("give exactly one of cases / dataset_id")
+        return self
+
+
+class CompareResponse(BaseModel):
+    """Both revisions on the same rows: what flipped, the aggregates and their deltas, a page of rows."""
+
+    evaluator_id: str
+    base_revision: int
+    head_revision: int
+    compared: int = Field(description="Rows run on both revisions.")
+    flipped: list[int] = Field(description="Indices (in the compared rows) of every row that flipped.")
+    deltas: dict[str, Any] = Field(
+        description="head − base: pass_rate, mean_score, errors; flipped: rows flipped per field "
+        "(status, passed, label, score)."
+    )
+    base: Aggregate
+    head: Aggregate
+    rows: list[dict[str, Any]] = Field(
+        description="The per-row table's page: {index, flipped, fields, base, head, delta}; base/head: "
+        "{status, score, passed, label, error}."
+    )
+    next_offset: int | None = Field(None, description="The next page's offset (same request); null: last page.")
+
+
+class EvaluatorTestRequest(BaseModel):
+    """``POST /v1/evaluators/{id}/test``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    revision: int | None = Field(None, ge=1, le=MAX_REVISION, description="Default: the latest.")
+
+
+class EvaluatorTestResponse(FixtureReport):
+    """A revision's fixtures, run now."""
+
+    evaluator_id: str
+    revision: int
+    draft: bool

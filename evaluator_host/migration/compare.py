@@ -1,11 +1,12 @@
 """The differential run: do two versions of an evaluator give the same answers, row by row?
 
-:func:`differential` is the run itself, written once for the stored-evaluator migration
-(``migration/service.py``: a stored revision against its migrated code) and the command line's
-``migrate --check-with`` (a file's code against its migration): each row runs on both versions
-through the evaluation use cases (:func:`~evaluator_host.evaluation.usecases.run_definition`,
-:func:`~evaluator_host.evaluation.usecases.run_stored`), charged to the workspace as two
-evaluations a row before anything runs, and :func:`differences` compares the answers.
+:func:`differential` is the run, for the stored-evaluator migration (``migration/service.py``: a
+stored revision against its migrated code) and the command line's ``migrate --check-with`` (a file's
+code against its migration). It is one use of the shared comparison core,
+:func:`evaluator_host.evaluation.compare.run_both` (each row on both versions through the evaluation
+use cases, charged to the workspace as two evaluations a row before anything runs — the run behind
+``POST /v1/evaluators/{id}/compare`` too), and :func:`differences` compares the answers with
+migration's stricter notion of "the same".
 
 An answer is normalized to what a caller acts on: ``status``, ``score``, ``passed``,
 ``outputs`` and the error's ``type``. Numbers agree within 1e-9 (relative or absolute).
@@ -17,11 +18,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from evaluator_host.evaluation.compare import StoredRevision, run_both
 from evaluator_host.evaluation.models import Case, EvaluationResult
-from evaluator_host.evaluation.usecases import Components, Definition, run_definition, run_stored
+from evaluator_host.evaluation.usecases import Components, Definition
 
 __all__ = ["FIELDS", "StoredRevision", "answer_of", "differences", "differential"]
 
@@ -60,22 +61,6 @@ def differences(before: Sequence[EvaluationResult], after: Sequence[EvaluationRe
     return rows
 
 
-@dataclass(frozen=True)
-class StoredRevision:
-    """A stored evaluator's revision, as one side of a differential run."""
-
-    evaluator_id: str
-    revision: int
-
-
-async def _answers(
-    components: Components, workspace: str, version: Definition | StoredRevision, cases: Sequence[Case]
-) -> list[EvaluationResult]:
-    if isinstance(version, StoredRevision):
-        return (await run_stored(components, workspace, version.evaluator_id, version.revision, cases)).results
-    return (await run_definition(components, workspace, version, cases)).results
-
-
 async def differential(
     components: Components,
     workspace: str,
@@ -86,7 +71,5 @@ async def differential(
     """Run ``cases`` on ``before``, then on ``after``, in ``workspace`` (charged ``2 × len(cases)``
     evaluations first: ``QuotaExceeded``, 429, before anything runs); the rows that differ
     (:func:`differences`). Definition problems of either version raise; user failures are answers."""
-    components.quotas.take_evaluations(workspace, 2 * len(cases))  # each row runs on both versions
-    old = await _answers(components, workspace, before, cases)
-    new = await _answers(components, workspace, after, cases)
+    old, new = await run_both(components, workspace, before, after, cases)
     return differences(old, new)

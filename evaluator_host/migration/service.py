@@ -11,21 +11,21 @@ The differential run (:func:`~evaluator_host.migration.compare.differential`) is
 evaluation: inline ``cases`` obey the case-count limit of a call, each row runs twice, so it charges
 the workspace's ``max_evaluations_per_s`` two evaluations per row before anything runs (429 as for
 ``/evaluate``), and a dataset's sample is read only up to ``max_body_bytes`` of rows, the bound a body
-of inline ``cases`` has already (over it: 422 ``LimitError`` naming the row, before the rows are parsed).
+of inline ``cases`` has already (over it: 422 ``LimitError`` naming the row, before the rows are parsed):
+:func:`evaluator_host.jobs.samples.sample_cases`, shared with ``POST /v1/evaluators/{id}/compare``.
+The new revision keeps the current one's fixtures (they run on the migrated code as it is saved).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
-from evaluator_host.errors import LimitError, MigrationMismatch
-from evaluator_host.evaluation.limits import check_case_count, check_code_size
+from evaluator_host.errors import MigrationMismatch
+from evaluator_host.evaluation.limits import check_code_size
 from evaluator_host.evaluation.models import Case, EvaluatorCreate
 from evaluator_host.evaluation.usecases import Components, Definition
-from evaluator_host.jobs.mapping import RowMapper
-from evaluator_host.jobs.models import FieldMapping
+from evaluator_host.jobs.samples import sample_cases
 from evaluator_host.jobs.uploads import DatasetCatalog
 from evaluator_host.migration.codemod import Migration, migrate
 from evaluator_host.migration.compare import StoredRevision, differential
@@ -70,31 +70,9 @@ class Migrations:
         return MigrateResponse(**response_of(await self.migrate_code(language, code, correct_answer_key)))
 
     async def _cases(self, workspace: str, body: EvaluatorMigrateRequest) -> list[Case]:
-        if body.cases is not None:
-            check_case_count(len(body.cases), self.settings)
-            return list(body.cases)
-        assert body.dataset_id is not None
-        record = await self.datasets.get(workspace, body.dataset_id)  # 404 when unknown
-        mapper = RowMapper(body.field_mapping or FieldMapping(), record.columns)
-
-        limit = self.settings.max_body_bytes
-
-        def first_rows() -> list[Case]:
-            lines: list[bytes] = []
-            size = 0
-            for index, line in self.datasets.files.lines(record.id):
-                if index >= body.sample:
-                    break
-                size += len(line)
-                if size > limit:
-                    raise LimitError(
-                        f"the dataset's first {index + 1} rows are over {limit:,} bytes (max_body_bytes), the most "
-                        f"one differential run reads; compare fewer rows (sample={index} or less)"
-                    )
-                lines.append(line)
-            return [Case.model_validate(mapper.case(json.loads(line))) for line in lines]
-
-        return await asyncio.to_thread(first_rows)
+        return await sample_cases(
+            self.datasets, self.components, workspace, body.cases, body.dataset_id, body.field_mapping, body.sample
+        )
 
     async def migrate_evaluator(
         self, workspace: str, evaluator_id: str, body: EvaluatorMigrateRequest
@@ -135,6 +113,7 @@ class Migrations:
                 settings=settings,
                 secrets=current.secrets,
                 network=current.network,
+                fixtures=current.fixtures or None,
             ),
         )
         return EvaluatorMigrateResponse(**fields, compared=len(cases), dry_run=False, saved=True, evaluator=saved)

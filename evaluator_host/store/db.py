@@ -23,6 +23,7 @@ from sqlalchemy import (
     and_,
     create_engine,
     event,
+    false,
     or_,
 )
 from sqlalchemy.engine import Engine, make_url
@@ -129,7 +130,9 @@ class EvaluatorRow(Base):
     workspace_id: Mapped[str] = mapped_column(
         String(40), index=True, default=DEFAULT_WORKSPACE, server_default=DEFAULT_WORKSPACE
     )
-    latest_revision: Mapped[int] = mapped_column(Integer)
+    latest_revision: Mapped[int] = mapped_column(Integer)  # the revision calls by id run (0: only drafts)
+    # the newest revision, drafts included (null: latest_revision; stored before drafts existed)
+    head_revision: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
@@ -158,6 +161,11 @@ class RevisionRow(Base):
     # the "host:port" pairs its workers may reach through the egress proxy (null: no network); an entry
     # whose requests get headers from the proxy is {"host": "host:port", "headers": {name: template}}
     network: Mapped[list[str | dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
+    # its fixtures ([{name, inputs, outputs, trace, expect}]; null: none) and what running them on save found
+    fixtures: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
+    fixture_report: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # fixtures failed and the save was not forced: runnable by number, never the latest (0010)
+    draft: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class DatasetRow(Base):

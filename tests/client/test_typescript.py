@@ -42,4 +42,5 @@ def test_the_typescript_client_is_built_from_the_openapi_document_and_runs_in_no
         "syntax": [422, "SyntaxError", True],
         "noKey": 401,
         "unreachable": True,
+        "fixtures": [[0, 1], 1, 0],  # compare: both rows flip; the new revision's fixture passes
     }

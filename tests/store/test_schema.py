@@ -190,7 +190,7 @@ def test_a_database_made_by_create_all_before_migrations_is_adopted_on_either_da
         id="job_1", evaluator_id="ev_1", revision=1, runtime_id="python-1", dataset_id="ds_1",
         field_mapping={}, parallelism=1, total=1, warnings=[],
     )  # fmt: skip
-    with engine.begin() as conn:  # what main's create_all made: no version table, nothing of 0002 to 0008
+    with engine.begin() as conn:  # what main's create_all made: no version table, nothing of 0002 to 0010
         conn.execute(text("DROP TABLE alembic_version"))
         conn.execute(text("DROP TABLE job_generations"))
         conn.execute(text("ALTER TABLE jobs DROP COLUMN target"))
@@ -204,8 +204,9 @@ def test_a_database_made_by_create_all_before_migrations_is_adopted_on_either_da
         for table in ("evaluators", "datasets", "jobs"):
             conn.execute(text(f"DROP INDEX ix_{table}_workspace_id"))
             conn.execute(text(f"ALTER TABLE {table} DROP COLUMN workspace_id"))
-        for column in ("secrets", "network"):
+        for column in ("secrets", "network", "fixtures", "fixture_report", "draft"):  # 0003, 0010
             conn.execute(text(f"ALTER TABLE evaluator_revisions DROP COLUMN {column}"))
+        conn.execute(text("ALTER TABLE evaluators DROP COLUMN head_revision"))  # 0010
     engine.dispose()
     assert schema.state(again := create_engine(schema.normalized_url(database_url))).legacy
     again.dispose()

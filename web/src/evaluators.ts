@@ -1,8 +1,10 @@
-// The evaluators screen: the list, one evaluator's revisions, a diff between any two, run a revision by id.
+// The evaluators screen: the list, one evaluator's revisions (drafts marked), a revision's code beside its
+// fixtures, a diff between any two, two revisions compared on the same rows, run a revision by id.
 
 import { api, describe } from "./api";
 import type { CasesEditor } from "./cases";
 import { fill, h, named, option, toast, when } from "./dom";
+import { codeAndFixtures, compareView } from "./fixtures";
 import { aggregateView, diffView, resultsTable } from "./results";
 import type { BatchResponse, Evaluator, Page } from "./types";
 
@@ -72,11 +74,12 @@ export class EvaluatorsScreen {
   }
 
   private renderDetail(): void {
-    const latest = this.revisions[this.revisions.length - 1];
-    if (!latest) return;
+    const newest = this.revisions[this.revisions.length - 1];
+    if (!newest) return;
+    const latest = [...this.revisions].reverse().find((r) => !r.draft) ?? newest; // a draft is never the latest
     const revOptions = (chosen: number) => this.revisions.map((r) => option(String(r.revision), `revision ${r.revision}`, r.revision === chosen));
-    const a = h("select", { "aria-label": "diff from revision", onchange: () => showDiff() }, revOptions(Math.max(1, latest.revision - 1)));
-    const b = h("select", { "aria-label": "diff to revision", onchange: () => showDiff() }, revOptions(latest.revision));
+    const a = h("select", { "aria-label": "diff from revision", onchange: () => showDiff() }, revOptions(Math.max(1, newest.revision - 1)));
+    const b = h("select", { "aria-label": "diff to revision", onchange: () => showDiff() }, revOptions(newest.revision));
     const diffBox = h("div", { class: "diff-box" });
     const byRev = (n: string) => this.revisions.find((r) => String(r.revision) === n) as Evaluator;
     const showDiff = () => {
@@ -144,7 +147,7 @@ export class EvaluatorsScreen {
               h(
                 "tr",
                 { "data-revision": String(r.revision) },
-                h("td", { class: "num" }, String(r.revision)),
+                h("td", { class: "num" }, String(r.revision), r.draft ? h("span", { class: "badge draft", title: "its fixtures failed on save: never the latest" }, " draft") : null),
                 h("td", { class: "muted", "data-saved": r.updated_at }, when(r.updated_at)),
                 h("td", {}, r.language),
                 h("td", {}, h("span", { class: `badge iface-${r.interface}` }, r.interface)),
@@ -154,9 +157,13 @@ export class EvaluatorsScreen {
             ),
           ),
         ),
+        h("h3", {}, "Code & fixtures"),
+        codeAndFixtures(this.revisions),
         h("h3", {}, "Diff"),
         h("div", { class: "toolbar" }, "from ", a, " to ", b),
         diffBox,
+        h("h3", {}, "Compare two revisions on rows"),
+        compareView(this.revisions, () => this.cases.cases()),
         h("h3", {}, "Run a revision by id"),
         h("div", { class: "toolbar" }, runRev, h("button", { class: "primary", onclick: () => void run() }, "▶ Run with the editor's cases")),
         runBox,

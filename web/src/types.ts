@@ -120,6 +120,64 @@ export interface Evaluator {
   updated_at: string;
   capabilities: Capabilities;
   warnings: string[];
+  fixtures: Fixture[];
+  fixture_report?: FixtureReport | null;
+  draft?: boolean;
+}
+
+export interface Fixture {
+  name: string;
+  inputs: unknown;
+  outputs: unknown;
+  trace?: unknown;
+  expect: { score?: number | null; passed?: boolean | null; label?: string | null; status?: string | null; tolerance?: number };
+}
+
+export interface FixtureOutcome {
+  name: string;
+  passed: boolean;
+  problems: string[];
+  status: string;
+  score: number | null;
+  result_passed: boolean | null;
+  label: string | null;
+  error: string | null;
+}
+
+export interface FixtureReport {
+  passed: number;
+  failed: number;
+  results: FixtureOutcome[];
+}
+
+export interface CompareSide {
+  status: string;
+  score: number | null;
+  passed: boolean | null;
+  label: string | null;
+  error: string | null;
+}
+
+export interface CompareRow {
+  index: number;
+  flipped: boolean;
+  fields: string[];
+  base: CompareSide;
+  head: CompareSide;
+  delta: number | null;
+}
+
+export interface CompareResponse {
+  evaluator_id: string;
+  base_revision: number;
+  head_revision: number;
+  compared: number;
+  flipped: number[];
+  deltas: { pass_rate: number | null; mean_score: number | null; errors: number; flipped: Record<string, number> };
+  base: Aggregate;
+  head: Aggregate;
+  rows: CompareRow[];
+  next_offset: number | null;
 }
 
 export interface Page<T> {

@@ -250,6 +250,14 @@ export class EvaluatorHost {
   migrateEvaluator(id: string, body: S.EvaluatorMigrateRequest): Promise<S.EvaluatorMigrateResponse> {
     return this.request("POST", `/v1/evaluators/${id}/migrate`, body);
   }
+  /** A revision's stored fixtures run now (``failed`` > 0 is an answer, not an error). */
+  testEvaluator(id: string, body: S.EvaluatorTestRequest = {}): Promise<S.EvaluatorTestResponse> {
+    return this.request("POST", `/v1/evaluators/${id}/test`, body);
+  }
+  /** Two revisions on the same rows: the flipped rows, the deltas, a page of the per-row table. */
+  compareRevisions(id: string, body: S.CompareRequest): Promise<S.CompareResponse> {
+    return this.request("POST", `/v1/evaluators/${id}/compare`, body);
+  }
   buildRuntime(body: S.RuntimeCreate): Promise<S.RuntimeView> {
     return this.request("POST", "/v1/runtimes", body);
   }

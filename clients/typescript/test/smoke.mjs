@@ -22,6 +22,10 @@ seen.job = [done.status, done.progress.done, progress.at(-1)];
 const scores = [];
 for await (const result of api.iterResults(job.id, 15)) scores.push(result.result.score);
 seen.results = [scores.length, scores.filter((s) => s === 1).length];
+const v2 = await api.replaceEvaluator(evaluator.id, { name: "ts-client", language: "python", code: CODE.replace("float(", "1 - float("), fixtures: [{ name: "same", inputs: { expected: 1 }, outputs: 1, expect: { score: 0 } }] });
+const compared = await api.compareRevisions(evaluator.id, { base_revision: 1, head_revision: v2.revision, cases: [{ inputs: { expected: 1 }, outputs: 1 }, { inputs: { expected: 1 }, outputs: 2 }] });
+const tested = await api.testEvaluator(evaluator.id);
+seen.fixtures = [compared.flipped, tested.passed, tested.failed];
 try {
   await api.getEvaluator("ev_missing");
 } catch (exc) {

@@ -1,9 +1,11 @@
-"""``/v1/evaluators``: CRUD with immutable revisions, and evaluation by id."""
+"""``/v1/evaluators``: CRUD with immutable revisions (fixtures run on save: a failing set stores a
+draft and answers 409 ``FixturesFailed``), evaluation by id, a revision's fixtures run again (``/test``),
+and two revisions compared on the same rows (``/compare``)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
@@ -26,9 +28,20 @@ from evaluator_host.evaluation.models import (
     RevisionList,
 )
 from evaluator_host.evaluation.usecases import evaluate_stored
+from evaluator_host.jobs.models import CompareRequest, CompareResponse, EvaluatorTestRequest, EvaluatorTestResponse
+from evaluator_host.jobs.samples import compare
 from evaluator_host.services import Services
 
 router = APIRouter(prefix="/evaluators", tags=["evaluators"])
+
+_DRAFT: dict[int | str, dict[str, Any]] = {
+    409: {
+        "model": ErrorBody,
+        "description": "FixturesFailed: some fixtures failed; the revision is stored as a draft (never the latest), "
+        "error.evaluator is the draft with its fixture_report. Save with force: true to make it the latest. "
+        "(Also: a request with this Idempotency-Key still runs.)",
+    }
+}
 
 
 async def _named(services: Services, workspace: str, saving: Awaitable[Evaluator]) -> Evaluator:
@@ -46,12 +59,13 @@ async def _named(services: Services, workspace: str, saving: Awaitable[Evaluator
     "",
     status_code=status.HTTP_201_CREATED,
     response_model=Evaluator,
-    responses={409: {"model": ErrorBody, "description": "Conflict: a request with this Idempotency-Key still runs."}},
+    responses=_DRAFT,
 )
 async def create(
     body: EvaluatorCreate, services: ServicesDep, request: Request, workspace: WorkspaceDep
 ) -> Evaluator | Response:
-    """Create an evaluator at revision 1 (its runtime is built now; a failing install is 422). With an
+    """Create an evaluator at revision 1 (its runtime is built now; a failing install is 422; its
+    ``fixtures`` run now: any failing stores revision 1 as a draft and answers 409). With an
     ``Idempotency-Key`` header, a retry of the same request answers the first answer again."""
     return await idempotent(
         request,
@@ -80,17 +94,18 @@ async def list_evaluators(
 
 @router.get("/{evaluator_id}", response_model=Evaluator)
 async def get(evaluator_id: str, services: ServicesDep, workspace: WorkspaceDep) -> Evaluator:
-    """The latest revision."""
-    return await services.evaluators.get(workspace, evaluator_id)
+    """The latest revision (the newest draft, ``draft: true``, when every revision is a draft)."""
+    return await services.evaluators.get(workspace, evaluator_id, or_draft=True)
 
 
-@router.put("/{evaluator_id}", response_model=Evaluator)
+@router.put("/{evaluator_id}", response_model=Evaluator, responses=_DRAFT)
 async def update(evaluator_id: str, body: EvaluatorCreate, services: ServicesDep, workspace: WorkspaceDep) -> Evaluator:
-    """Store a new revision (revision + 1); old revisions stay runnable."""
+    """Store a new revision (revision + 1; a draft, 409, when its fixtures fail unless ``force``); old
+    revisions stay runnable."""
     return await _named(services, workspace, services.evaluators.update(workspace, evaluator_id, body))
 
 
-@router.patch("/{evaluator_id}", response_model=Evaluator)
+@router.patch("/{evaluator_id}", response_model=Evaluator, responses=_DRAFT)
 async def patch(evaluator_id: str, body: EvaluatorPatch, services: ServicesDep, workspace: WorkspaceDep) -> Evaluator:
     """Store a new revision changing only the fields given (``settings`` merged key by key)."""
     unknown = [key for key in body.settings or {} if key not in EvaluatorSettings.model_fields]
@@ -134,3 +149,25 @@ async def evaluate(
     cases, batch = cases_of(body)
     evaluated = await evaluate_stored(services, workspace, evaluator_id, body.revision, cases)
     return answer(evaluated, batch, services.backend.name)
+
+
+@router.post("/{evaluator_id}/test", response_model=EvaluatorTestResponse)
+async def test(
+    evaluator_id: str, body: EvaluatorTestRequest, services: ServicesDep, workspace: WorkspaceDep
+) -> EvaluatorTestResponse:
+    """Run a revision's stored fixtures now and judge them as on save (``revision`` defaults to the latest,
+    or the newest draft when every revision is one). Failing fixtures are a 200 answer: ``failed`` > 0."""
+    evaluator, report = await services.evaluators.test(workspace, evaluator_id, body.revision)
+    return EvaluatorTestResponse(
+        evaluator_id=evaluator.id, revision=evaluator.revision, draft=evaluator.draft, **report.model_dump()
+    )
+
+
+@router.post("/{evaluator_id}/compare", response_model=CompareResponse)
+async def compare_revisions(
+    evaluator_id: str, body: CompareRequest, services: ServicesDep, workspace: WorkspaceDep
+) -> CompareResponse:
+    """Run two revisions on the same rows (inline ``cases`` or a dataset's first ``sample`` rows) and
+    report the rows that flipped (status, passed, label, |Δscore| > ``tolerance``), the aggregates and
+    their deltas, and a page of the per-row table."""
+    return await compare(services, services.datasets, workspace, evaluator_id, body)
