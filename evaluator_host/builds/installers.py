@@ -12,6 +12,7 @@ a family uses is its manifest's ``installer`` (``pip`` | ``npm``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import sys
@@ -20,7 +21,7 @@ from pathlib import PurePosixPath
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from evaluator_host.builds import suggest
+from evaluator_host.builds import suggest, uv
 from evaluator_host.builds.build_once import trim_install_log
 from evaluator_host.builds.build_sandbox import FORWARDER
 from evaluator_host.builds.npm import NPM_INSTALL_FLAGS, npm_command, npm_lock, npm_package_json
@@ -33,6 +34,7 @@ __all__ = [
     "Context",
     "Install",
     "Installer",
+    "Uv",
     "build_failed",
     "check_npm_lock",
     "for_family",
@@ -136,6 +138,10 @@ class Context:
     allow_direct: tuple[str, ...] = ()  # hosts a direct-URL requirement may name (build_allow_hosts)
     constraint: str | None = None  # the operator's pip constraints file, applied when resolving
     python: str = "python3"  # the interpreter that starts the forwarder (npm; pip runs it in-process)
+    uv: str | None = None  # uv's path where the install runs (None: no uv there, pip installs)
+    cache: str | None = None  # uv's shared cache where the install runs (None: a private one in scratch)
+    link: str = "copy"  # how uv puts files from its cache into packages_dir (symlink | copy)
+    target_python: str = "python3"  # the interpreter the packages are for (uv --python)
 
 
 @dataclass(frozen=True)
@@ -234,6 +240,52 @@ class Pip:
         )
 
 
+class Uv:
+    """One ``uv pip install`` of exactly the pins (:mod:`evaluator_host.builds.uv`), reporting progress;
+    a context without uv (``context.uv`` None: no uv binary for this platform) is pip's."""
+
+    def prepare(
+        self, pins: dict[str, str], *, build_dir: str, packages_dir: str, context: Context, sources: bool = False
+    ) -> Install:
+        """See :class:`Installer`."""
+        if context.uv is None:
+            return _PIP.prepare(pins, build_dir=build_dir, packages_dir=packages_dir, context=context, sources=sources)
+        script = uv.uv_script(
+            uv=context.uv,
+            python=context.target_python,
+            cache=context.cache or f"{context.scratch or build_dir}/uv-cache",
+            requirements=f"{build_dir}/requirements.txt",
+            packages_dir=packages_dir,
+            link=context.link,
+            sources=sources,
+            constraint=context.constraint,
+            forwarder=FORWARDER,
+            relay=context.relay,
+            lock_mark=LOCK_MARK,
+        )
+        return Install(
+            files={"requirements.txt": "".join(f"{n}=={v}\n" for n, v in pins.items()), "build.py": script},
+            command=[*context.tool, f"{build_dir}/build.py"],
+            environment={"PYTHONDONTWRITEBYTECODE": "1", **context.environment},
+        )
+
+    def lock(self, text: str) -> list[str]:
+        """See :class:`Installer`."""
+        return _PIP.lock(text)
+
+    def on_host(self, ca_bundle: str | None) -> Context:
+        """The service's uv on the host (the rlimits mode: no build sandbox; wheels only)."""
+        return dataclasses.replace(_PIP.on_host(ca_bundle), uv=uv.uv_binary())
+
+    def in_box(self) -> Context:
+        """The uv bound read-only at ``/build-tools/uv`` in the build box, its cache at ``/uv-cache``."""
+        return dataclasses.replace(_PIP.in_box(), uv=UV_IN_BOX, cache=UV_CACHE_IN_BOX)
+
+
+UV_IN_BOX = "/build-tools/uv"
+UV_CACHE_IN_BOX = "/uv-cache"
+
+
 class Npm:
     """``npm install --ignore-scripts`` of exactly the pins into ``<packages_dir>/..``; the lock from
     the package-lock.json it writes. The npm cache is a folder of the build, removed afterwards."""
@@ -283,11 +335,13 @@ class Npm:
         )
 
 
-_INSTALLERS: dict[str, Installer] = {"pip": Pip(), "npm": Npm()}
+_PIP = Pip()
+_INSTALLERS: dict[str, Installer] = {"pip": Uv(), "npm": Npm()}
 
 
 def for_family(family: Family) -> Installer:
-    """The installer a family's manifest names."""
+    """The installer of a family's manifest ``installer``: ``pip`` families install with uv
+    (:class:`Uv`, pip itself only where the context has no uv binary), ``npm`` with npm."""
     return _INSTALLERS[family.installer]
 
 

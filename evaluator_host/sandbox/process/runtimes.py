@@ -26,25 +26,27 @@ Found or built through :class:`~evaluator_host.builds.build_once.BuildOnce`.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import functools
 import glob
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-from evaluator_host.builds import build_relay, build_sandbox, installers
+from evaluator_host.builds import build_relay, build_sandbox, installers, store, uv
 from evaluator_host.builds.build_once import BuildOnce, runtime_id
 from evaluator_host.builds.npm import host_npm_config
 from evaluator_host.definitions import languages
 from evaluator_host.errors import BuildError
 from evaluator_host.sandbox.base import Runtime
 from evaluator_host.sandbox.inventory import RuntimeInfo
-from evaluator_host.sandbox.process.installs import InstallSite, hand_over
+from evaluator_host.sandbox.process.installs import STORE_IN_SANDBOX, InstallSite, hand_over
 from evaluator_host.sandbox.process.isolation import Isolation, probe
 from evaluator_host.settings import Settings
 from evaluator_host.storage import on_full_disk
@@ -158,56 +160,24 @@ class RuntimeBuilder(BuildOnce):
         family = languages.get(language).family
         installer = installers.for_family(family)
         partial.mkdir(parents=True)
-        ca_bundle = str(self.settings.ca_bundle) if self.settings.ca_bundle else None
         site = self._site(family)
-        relay: build_relay.BuildRelay | None = None
-        if self.sandboxed:
-            if family.installer == "pip":
-                # an index with credentials: named plainly in the sandbox, reached with them through the relay
-                in_sandbox, upstreams = build_relay.relay_credentials(self.pip_config)
-                allowed = build_sandbox.allowed_hosts(in_sandbox, {}, self.settings.build_allow_hosts)
-            else:  # npm: its registries only (tokens are never passed on)
-                upstreams, allowed = {}, build_sandbox.registry_hosts(self.npm_config, self.settings.build_allow_hosts)
-            relay = build_relay.BuildRelay(allowed, upstreams, ca_bundle)
-            install, config = site.sandbox_config(build, partial, family, pins, relay)
-        else:
-            context = installer.on_host(ca_bundle)
-            if family.installer == "pip":
-                context = installers.Context(
-                    context.tool, context.options, context.environment, allow_direct=self._allow_direct()
-                )
-            install = installer.prepare(
-                pins,
-                build_dir=str(build),
-                packages_dir=str(partial / family.packages_dir),
-                context=context,
-                sources=self.sources,
-            )
-            config = None
-            for name, text in install.files.items():
-                (build / name).write_text(text)
+        share = family.installer == "pip" and site.can_share
         try:
-            output, log = site.run(install, rid, family, pins, self.live_logs(rid), config)
+            output, log = self._install(site, build, partial, family, pins, rid, share)
         except BuildError as failed:
-            if relay is None or not relay.refused:
+            if not (share and self.sources and uv.NEEDS_SOURCES in f"{failed}\n{failed.output}"):
                 raise
-            # what the sandbox asked of a host that is not a configured index (an npm git or tarball
-            # dependency, say): named, so the answer says why rather than only the installer's words
-            refused = "; ".join(dict.fromkeys(relay.refused))
-            reason = f"{failed.output}\nthe build relay refused: {refused}"
-            raise BuildError(
-                f"{failed}\nthe build relay refused: {refused}",
-                runtime_id=rid,
-                output=reason,
-                suggestions=failed.suggestions,
-            ) from failed
-        finally:
-            if relay is not None:
-                relay.close()
+            # a pin published only as source: built again where package code may run, without the store
+            log_note = f"{uv.NEEDS_SOURCES}: installing again with source builds, without the shared store\n"
+            (build / "sources").mkdir()
+            share = False
+            output, log = self._install(site, build / "sources", partial, family, pins, rid, share)
+            log = log_note + log
         if family.installer == "npm":
             allowed = build_sandbox.allowed_hosts({}, self.npm_config, self.settings.build_allow_hosts)
             installers.check_npm_lock(family, pins, rid, output, allowed)
         lock = installer.lock(output.split(installers.LOCK_MARK, 1)[1])
+        entries = self._link_from_store(build, partial, family, site, rid, pins) if share else set()
         os.chmod(partial, 0o755)
         manifest = {
             "id": rid,
@@ -226,8 +196,99 @@ class RuntimeBuilder(BuildOnce):
             reason = f"the finished runtime could not be handed over to the service: {exc}"
             message = f"installing {installers.shown(family, pins)} failed:\n{reason}"
             raise BuildError(message, runtime_id=rid, output=reason) from exc
+        for entry in entries:  # the store entries it shares: root's too (a later build writes none of them)
+            hand_over(entry)
         partial.rename(self.root / rid)
         return Runtime(rid, language, pins, str(self.root / rid), lock)
+
+    def _install(
+        self,
+        site: InstallSite,
+        build: Path,
+        partial: Path,
+        family: languages.Family,
+        pins: dict[str, str],
+        rid: str,
+        share: bool,
+    ) -> tuple[str, str]:
+        """Run the install of ``pins`` (``share``: uv, wheels only, linking into the shared store;
+        in the build sandbox when there are namespaces): its output and its whole log."""
+        installer = installers.for_family(family)
+        ca_bundle = str(self.settings.ca_bundle) if self.settings.ca_bundle else None
+        relay: build_relay.BuildRelay | None = None
+        if self.sandboxed:
+            if family.installer == "pip":
+                # an index with credentials: named plainly in the sandbox, reached with them through the relay
+                in_sandbox, upstreams = build_relay.relay_credentials(self.pip_config)
+                allowed = build_sandbox.allowed_hosts(in_sandbox, {}, self.settings.build_allow_hosts)
+            else:  # npm: its registries only (tokens are never passed on)
+                upstreams, allowed = {}, build_sandbox.registry_hosts(self.npm_config, self.settings.build_allow_hosts)
+            relay = build_relay.BuildRelay(allowed, upstreams, ca_bundle)
+            install, config = site.sandbox_config(build, partial, family, pins, relay, share)
+        else:
+            context = installer.on_host(ca_bundle)
+            packages_dir = str(partial / family.packages_dir)
+            if family.installer == "pip":
+                context = installers.Context(
+                    context.tool,
+                    context.options,
+                    {**context.environment, **uv.uv_environment(self.pip_config, ca_bundle)},
+                    allow_direct=self._allow_direct(),
+                    uv=context.uv,
+                    target_python=self.settings.python_executable,
+                )
+                if share:
+                    site.store.mkdir(exist_ok=True)
+                    context = dataclasses.replace(context, cache=str(site.store), link="symlink")
+                    packages_dir = str(build / "links")
+            install = installer.prepare(
+                pins,
+                build_dir=str(build),
+                packages_dir=packages_dir,
+                context=context,
+                sources=self.sources and not share,
+            )
+            config = None
+            for name, text in install.files.items():
+                (build / name).write_text(text)
+        try:
+            return site.run(install, rid, family, pins, self.live_logs(rid), config)
+        except BuildError as failed:
+            if relay is None or not relay.refused:
+                raise
+            # what the sandbox asked of a host that is not a configured index (an npm git or tarball
+            # dependency, say): named, so the answer says why rather than only the installer's words
+            refused = "; ".join(dict.fromkeys(relay.refused))
+            reason = f"{failed.output}\nthe build relay refused: {refused}"
+            raise BuildError(
+                f"{failed}\nthe build relay refused: {refused}",
+                runtime_id=rid,
+                output=reason,
+                suggestions=failed.suggestions,
+            ) from failed
+        finally:
+            if relay is not None:
+                relay.close()
+
+    def _link_from_store(
+        self, build: Path, partial: Path, family: languages.Family, site: InstallSite, rid: str, pins: dict[str, str]
+    ) -> set[Path]:
+        """After uv installed a tree of links into the shared store: the runtime's packages folder made of
+        hard links to the store (:func:`store.link_tree`, bytecode compiled once per entry); the store
+        entries it uses."""
+        tree = build / "scratch" / "links" if self.sandboxed else build / "links"
+        seen_as = STORE_IN_SANDBOX if self.sandboxed else str(site.store)
+        with open(self.live_logs(rid)[0], "a") as live:
+            live.write(uv.PROGRESS_MARK + json.dumps({"phase": "linking", "done": 0, "total": 0}) + "\n")
+        try:
+            entries = store.store_entries(tree, site.store, seen_as)
+            store.compile_entries(entries, self.settings.python_executable, self.settings.build_timeout_s)
+            store.link_tree(tree, partial / family.packages_dir, site.store, seen_as)
+        except (store.StoreError, OSError, subprocess.SubprocessError) as exc:
+            reason = f"the installed packages could not be linked from the package store: {exc}"
+            message = f"installing {installers.shown(family, pins)} failed:\n{reason}"
+            raise BuildError(message, runtime_id=rid, output=reason) from exc
+        return entries
 
     @functools.cached_property
     def npm_config(self) -> dict[str, str]:
