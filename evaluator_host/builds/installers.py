@@ -395,7 +395,7 @@ def build_failed(
         sdist_only = [] if sources else suggest.pip_sdist_only(output, versions_of)
         hints = [
             h
-            for h in suggest.suggestions("pip", output)
+            for h in suggest.suggestions("pip", output, pip_versions_of=versions_of)
             if not any(repr(n) in h or f"{n}==" in h for n, _ in sdist_only)
         ]
         if sdist_only:

@@ -114,7 +114,8 @@ for line in proc.stderr:
             state.update(phase="downloading", total=state["total"] + 1)
             say()
         continue
-    print(text, file=sys.stderr, flush=True)
+    if not text.startswith("Using CPython "):  # (the interpreter's path: nothing a user can act on)
+        print(text, file=sys.stderr, flush=True)
     if text.startswith(("Prepared ", "Installed ", "Audited ")) and state["phase"] != "installing":
         state.update(phase="installing", done=state["total"])
         say()
