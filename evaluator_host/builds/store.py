@@ -1,6 +1,6 @@
 """The package store: every unpacked wheel once on disk, hard-linked into each runtime that needs it.
 
-uv's cache (``<cache_dir>/runtimes/.uv-cache``) is the store: ``archive-v0/<entry>/`` holds one
+uv's cache (``<cache_dir>/package-store``, beside ``runtimes/``) is the store: ``archive-v0/<entry>/`` holds one
 unpacked wheel, content-addressed by uv. A build sandbox's uv installs a runtime as a tree of
 **symbolic links** into the store (in its scratch folder); :func:`link_tree` then makes the real
 runtime on the host, as the service: every link becomes a **hard link** to the store's file (same

@@ -32,7 +32,18 @@ import shutil
 import sys
 from pathlib import Path
 
-__all__ = ["NEEDS_SOURCES", "PROGRESS_MARK", "Progress", "progress", "uv_binary", "uv_environment", "uv_script"]
+__all__ = [
+    "NEEDS_SOURCES",
+    "PHASES",
+    "PROGRESS_MARK",
+    "Progress",
+    "progress",
+    "summary",
+    "uv_binary",
+    "uv_environment",
+    "uv_script",
+    "without_progress",
+]
 
 PROGRESS_MARK = "----evaluator-host-progress----"
 # uv's words when a pin has no wheel and builds are off (``--no-build``, how shared installs run)
@@ -83,13 +94,13 @@ if {relay!r}:
     threading.Thread(target=forward({relay!r}), name="relay-forwarder", daemon=True).start()
 MARK, ARCHIVE = {progress!r}, os.path.join({cache!r}, "archive-v0")
 state = {{"phase": "resolving", "done": 0, "total": 0}}
-shown = []
+shown, began = [], time.monotonic()
 
 def say():
     now = dict(state)
     if not shown or shown[-1] != now:
         shown.append(now)
-        print(MARK + json.dumps(now), flush=True)
+        print(MARK + json.dumps({{**now, "t": round(time.monotonic() - began, 2)}}), flush=True)
 
 def entries():
     try:
@@ -123,6 +134,8 @@ code = proc.wait()
 stop.set()
 if code:
     sys.exit(code)
+state["phase"] = "finishing"  # installed: the host links the runtime (process) or commits it (docker)
+say()
 print({lock_mark!r})
 for d in importlib.metadata.distributions(path=[{packages_dir!r}]):
     print(d.metadata["Name"] + "==" + d.version)
@@ -161,16 +174,59 @@ def uv_script(
     )
 
 
+PHASES = ("resolving", "downloading", "installing", "finishing")
+
+
+def _reports(text: str) -> list[dict[str, object]]:
+    found = []
+    for line in text.splitlines():
+        if not line.startswith(PROGRESS_MARK):
+            continue
+        try:
+            item = json.loads(line[len(PROGRESS_MARK) :])
+        except ValueError:
+            continue
+        if isinstance(item, dict) and item.get("phase") in PHASES:
+            found.append(item)
+    return found
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) else 0
+
+
 def progress(text: str) -> Progress | None:
-    """The last progress a build's live log reported (None: none yet, or not a uv build)."""
-    at = text.rfind(PROGRESS_MARK)
-    if at < 0:
+    """The last progress a build's log reported (None: none yet, or an installer that reports none)."""
+    reports = _reports(text)
+    if not reports:
         return None
-    line = text[at + len(PROGRESS_MARK) :].split("\n", 1)[0]
-    try:
-        found = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(found, dict) or found.get("phase") not in ("resolving", "downloading", "installing", "linking"):
-        return None
-    return {"phase": found["phase"], "done": int(found.get("done") or 0), "total": int(found.get("total") or 0)}
+    last = reports[-1]
+    return {"phase": last["phase"], "done": _count(last.get("done")), "total": _count(last.get("total"))}
+
+
+def summary(text: str) -> str:
+    """A finished build's phases, for ``X-Runtime-Build``: ``resolving=0.4s; downloading=12/12 in 6.0s;
+    installing=1.2s`` (each from its first report to the next phase's; '' when none was reported)."""
+    firsts: dict[str, dict[str, object]] = {}
+    for item in _reports(text):
+        phase = str(item["phase"])
+        firsts.setdefault(phase, item)
+        if phase == "downloading":
+            firsts[phase] = {**item, "t": firsts[phase].get("t")}
+    parts, ordered = [], [p for p in PHASES if p in firsts and isinstance(firsts[p].get("t"), int | float)]
+    for index, phase in enumerate(ordered):
+        start = float(firsts[phase]["t"])  # type: ignore[arg-type]
+        end = float(firsts[ordered[index + 1]]["t"]) if index + 1 < len(ordered) else None  # type: ignore[arg-type]
+        took = "" if end is None else f"{end - start:.1f}s"
+        if phase == "downloading":
+            item = firsts[phase]
+            counted = f"{_count(item.get('total'))}"
+            parts.append(f"downloading={counted}" + (f" in {took}" if took else ""))
+        elif took:
+            parts.append(f"{phase}={took}")
+    return "; ".join(parts)
+
+
+def without_progress(text: str) -> str:
+    """A build log without its progress reports (what a user reads)."""
+    return "\n".join(line for line in text.split("\n") if not line.startswith(PROGRESS_MARK))

@@ -66,7 +66,7 @@ class InstallSite:
     @property
     def store(self) -> Path:
         """The shared package store (uv's cache, :mod:`evaluator_host.builds.store`) of these runtimes."""
-        return self.root / ".uv-cache"
+        return self.root.parent / "package-store"  # (beside the runtimes folder: the same file system)
 
     @property
     def can_share(self) -> bool:

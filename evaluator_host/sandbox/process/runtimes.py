@@ -278,8 +278,6 @@ class RuntimeBuilder(BuildOnce):
         entries it uses."""
         tree = build / "scratch" / "links" if self.sandboxed else build / "links"
         seen_as = STORE_IN_SANDBOX if self.sandboxed else str(site.store)
-        with open(self.live_logs(rid)[0], "a") as live:
-            live.write(uv.PROGRESS_MARK + json.dumps({"phase": "linking", "done": 0, "total": 0}) + "\n")
         try:
             entries = store.store_entries(tree, site.store, seen_as)
             store.compile_entries(entries, self.settings.python_executable, self.settings.build_timeout_s)
