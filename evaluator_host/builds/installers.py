@@ -262,6 +262,7 @@ class Uv:
             forwarder=FORWARDER,
             relay=context.relay,
             lock_mark=LOCK_MARK,
+            private=context.cache is None,
         )
         return Install(
             files={"requirements.txt": "".join(f"{n}=={v}\n" for n, v in pins.items()), "build.py": script},

@@ -132,6 +132,9 @@ for line in proc.stderr:
         say()
 code = proc.wait()
 stop.set()
+if {private!r}:  # a cache of this build's own: nothing of it stays (a box's /tmp would be committed)
+    import shutil
+    shutil.rmtree({cache!r}, ignore_errors=True)
 if code:
     sys.exit(code)
 state["phase"] = "finishing"  # installed: the host links the runtime (process) or commits it (docker)
@@ -155,8 +158,10 @@ def uv_script(
     forwarder: str,
     relay: str | None,
     lock_mark: str,
+    private: bool = False,
 ) -> str:
-    """The install script (see the module docstring)."""
+    """The install script (see the module docstring); ``private``: ``cache`` is this build's own,
+    removed when uv ends."""
     command = [uv, "pip", "install", "-v", "--python", python, "--cache-dir", cache, "--target", packages_dir]
     command += ["--link-mode", link, "--no-config", "--no-python-downloads", "-r", requirements]
     if not sources:  # no package code runs: nothing is built, not even an sdist's metadata
@@ -171,6 +176,7 @@ def uv_script(
         command=command,
         lock_mark=lock_mark,
         packages_dir=packages_dir,
+        private=private,
     )
 
 
