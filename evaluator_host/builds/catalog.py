@@ -104,13 +104,17 @@ class RuntimeCatalog:
         """One runtime by id (``NotFound`` when no build of it is known)."""
         once = self._once
         state = once.building.get(rid) or self._pending.get(rid)
+        found = None
+        if state is not None and rid not in once.building:  # waiting for a slot, or just finished
+            found = await asyncio.to_thread(once.inventory, rid)
+            state = None if found else state
         if state is not None:
             view = self._building_view(rid, state)
             at = view.progress
             where = "" if at is None else f"; phase={at.phase}" + (f" {at.done}/{at.total}" if at.total else "")
             note(f"building; runtime={rid}{where}; elapsed={view.elapsed_s or 0:.1f}s")
             return view
-        found = await asyncio.to_thread(once.inventory, rid)
+        found = found or await asyncio.to_thread(once.inventory, rid)
         if found:
             return ready_view(found[0], uv.without_progress(await asyncio.to_thread(once.build_log, rid))[-_TAIL:])
         failed = once.failed.peek(rid)
@@ -135,6 +139,8 @@ class RuntimeCatalog:
         progress = BuildProgress.model_validate(reported) if reported else None
         if not started:
             progress = BuildProgress(phase="waiting")
+        elif progress is None and languages.get(state.language).family.installer == "pip":
+            progress = BuildProgress(phase="resolving")  # (the build sandbox starting: uv resolves first)
         return RuntimeView(
             id=rid,
             status="building",
