@@ -147,3 +147,17 @@ def test_progress_reports_are_read_from_a_log() -> None:
     assert uv.progress("no reports") is None
     assert uv.summary(log) == "resolving=0.4s; downloading=2 in 1.1s; installing=0.2s"
     assert uv.without_progress(log) == "Resolved 3 packages in 0.2s"
+
+
+def test_without_a_uv_binary_pip_installs_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pip stays for the one case uv cannot serve, a platform with no uv binary: the set builds with pip
+    (its lock, its own log), copies its files and reports no progress."""
+    monkeypatch.setattr(uv, "uv_binary", lambda: None)
+    settings = make_settings(tmp_path, backend="process")
+    with TestClient(create_app(settings)) as client:
+        result = evaluate(client, CODE.format(module="six"), packages={"six": "1.16.0"})
+        assert result["score"] == 1.0, result
+        view = client.get(f"/v1/runtimes/{result['runtime']['id']}").json()
+        assert view["lock"] == ["six==1.16.0"]
+        assert "Successfully installed six-1.16.0" in view["log_tail"], view["log_tail"]
+        assert not (tmp_path / "package-store").exists()
