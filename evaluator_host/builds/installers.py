@@ -65,6 +65,7 @@ class Context:
     cache: str | None = None  # uv's shared cache where the install runs (None: a private one in scratch)
     link: str = "copy"  # how uv puts files from its cache into packages_dir (symlink | copy)
     target_python: str = "python3"  # the interpreter the packages are for (uv --python)
+    manifest: str | None = None  # where uv's tree of links is described for the host (store installs)
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,7 @@ class Uv:
             relay=context.relay,
             lock_mark=LOCK_MARK,
             private=context.cache is None,
+            manifest=context.manifest,
         )
         return Install(
             files={"requirements.txt": "".join(f"{n}=={v}\n" for n, v in pins.items()), "build.py": script},

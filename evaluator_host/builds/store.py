@@ -1,18 +1,20 @@
 """The package store: every unpacked wheel once on disk, hard-linked into each runtime that needs it.
 
-uv's cache (``<cache_dir>/package-store``, beside ``runtimes/``) is the store: ``archive-v0/<entry>/`` holds one
-unpacked wheel, content-addressed by uv. A build sandbox's uv installs a runtime as a tree of
-**symbolic links** into the store (in its scratch folder); :func:`link_tree` then makes the real
-runtime on the host, as the service: every link becomes a **hard link** to the store's file (same
-file system), every other file (``RECORD``, ``INSTALLER``, a script) is copied. So a package set that
-differs from a built one by one package costs about that package's bytes (and its download and
+uv's cache (``<cache_dir>/package-store``, beside ``runtimes/``) is the store: ``archive-v0/<entry>/``
+holds one unpacked wheel, content-addressed by uv. A build sandbox's uv installs a runtime as a tree of
+**symbolic links** into the store (in the sandbox's own tmpfs, where they are cheap) and describes it
+(:func:`read_manifest`: each link's target, the other files copied beside). :func:`link_tree` then makes
+the real runtime on the host, as the service: every link becomes a **hard link** to the store's file
+(same file system), every other file (``RECORD``, ``INSTALLER``, a script) is copied. So a package set
+that differs from a built one by one package costs about that package's bytes (and its download and
 unpack), never the rest again.
 
-What the host links is checked, never trusted: a link must point into the store's ``archive-v0`` (its
-real path too: no link escapes through another link) and at a regular file; anything else (a device,
-a link elsewhere, a folder outside the tree) fails the build. Bytecode is compiled once into each
-store entry (:func:`compile_entries`: ``compileall`` compiles, never runs, the code) and linked like
-the sources; a ``.pyc`` remembers its source's size and mtime, which its hard link shares.
+What the host links is checked, never trusted: a path must stay inside the runtime; a link must point
+into the store's ``archive-v0`` (its folder's real path too: no link escapes through another link) at a
+regular file; anything else fails the build. Bytecode is compiled once into each store entry
+(:func:`compile_entries`: ``compileall`` compiles, never runs, the code) — after the build, in the
+background, so the first result does not wait for it — and hard-linked into the runtimes
+(:func:`link_bytecode`); a ``.pyc`` remembers its source's size and mtime, which its hard link shares.
 
 Once linked, the runtime and the store entries it uses are handed to root
 (:func:`~evaluator_host.sandbox.process.installs.hand_over`, by the caller): a later build — the build
@@ -24,6 +26,8 @@ shares its inode: the hand-over of a runtime is its entries' too.)
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import stat
@@ -31,7 +35,16 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["ARCHIVE", "StoreError", "compile_entries", "disk_usage", "link_tree", "store_entries"]
+__all__ = [
+    "ARCHIVE",
+    "Sources",
+    "StoreError",
+    "compile_entries",
+    "disk_usage",
+    "link_bytecode",
+    "link_tree",
+    "read_manifest",
+]
 
 ARCHIVE = "archive-v0"
 _COMPILED = ".evaluator-host-compiled"
@@ -45,28 +58,31 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def store_entries(tree: Path, store: Path, seen_as: str) -> set[Path]:
-    """The store entries (``archive-v0/<entry>``, host paths) the links of ``tree`` point into;
-    ``seen_as``: the store's path where the links were made (a build sandbox's mount point)."""
-    archive = str(store / ARCHIVE)
-    found: set[Path] = set()
-    for parent, dirs, names in os.walk(tree):
-        for name in [*dirs, *names]:
-            path = os.path.join(parent, name)
-            if os.path.islink(path):
-                target = _host_target(os.readlink(path), store, seen_as)
-                rest = target[len(archive) + 1 :].split("/", 1)[0]
-                if rest:
-                    found.add(Path(archive) / rest)
-    return found
+def read_manifest(path: Path) -> tuple[dict[str, str], list[str]]:
+    """The tree uv made, as the install script described it (``links``: path → link target; ``files``:
+    the other files' paths, copied to ``<path>.files/``); :class:`StoreError` when it is malformed."""
+    try:
+        data = json.loads(path.read_text())
+        links, files = data["links"], data["files"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise StoreError(f"the install described no tree of links ({exc.__class__.__name__})") from exc
+    if not isinstance(links, dict) or not isinstance(files, list):
+        raise StoreError("the install's tree of links is malformed")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in links.items()):
+        raise StoreError("the install's tree of links is malformed")
+    if not all(isinstance(f, str) for f in files):
+        raise StoreError("the install's tree of links is malformed")
+    for rel in [*links, *files]:
+        _relative(rel)
+    return links, files
 
 
-def _host_target(link: str, store: Path, seen_as: str) -> str:
-    """The host path of a link's target in the store, or StoreError when it points anywhere else."""
-    archive_seen = seen_as.rstrip("/") + "/" + ARCHIVE
-    if not _inside(link, archive_seen) or "/../" in link + "/":
-        raise StoreError(f"a link of the install points outside the package store: {link}")
-    return str(store / ARCHIVE) + link[len(archive_seen) :]
+def _relative(rel: str) -> str:
+    """``rel`` when it is a plain relative path inside the tree, else :class:`StoreError`."""
+    parts = rel.split("/")
+    if not rel or rel.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\0" in rel:
+        raise StoreError(f"a path of the install leaves its folder: {rel!r}")
+    return rel
 
 
 def compile_entries(entries: Iterable[Path], python: str, timeout_s: float) -> None:
@@ -87,64 +103,79 @@ def compile_entries(entries: Iterable[Path], python: str, timeout_s: float) -> N
         (entry / _COMPILED).touch()
 
 
-def link_tree(tree: Path, target: Path, store: Path, seen_as: str) -> int:
-    """Make ``target`` from the link tree ``tree`` (see the module docstring): links into the store
-    become hard links (their bytecode beside them), other regular files are copied. Returns the
-    number of files hard-linked. :class:`StoreError` for anything it refuses."""
+Sources = dict[str, set[str]]  # a folder of the runtime (relative) → the store folders its files come from
+
+
+def link_tree(
+    links: dict[str, str], files: list[str], copies: Path, target: Path, store: Path, seen_as: str
+) -> tuple[set[Path], Sources]:
+    """Make ``target`` from the tree uv made (:func:`read_manifest`; see the module docstring): links
+    into the store become hard links, the other files are copied from ``copies``. Returns the store
+    entries it links from and, per folder of ``target``, the store folders its files come from (where
+    their bytecode is, :func:`link_bytecode`). :class:`StoreError` for anything it refuses."""
     archive = os.path.realpath(store / ARCHIVE)
-    linked = 0
-    target.mkdir(parents=True, exist_ok=True)
-    for parent, dirs, names in os.walk(tree):
-        rel = os.path.relpath(parent, tree)
-        out = target if rel == "." else target / rel
-        for name in dirs:
-            path = os.path.join(parent, name)
-            if os.path.islink(path):
-                raise StoreError(f"a folder of the install is a link: {os.path.join(rel, name)}")
-            (out / name).mkdir(exist_ok=True)
-        for name in names:
-            path = os.path.join(parent, name)
-            info = os.lstat(path)
-            if stat.S_ISLNK(info.st_mode):
-                source = _host_target(os.readlink(path), store, seen_as)
-                real = os.path.realpath(source)
-                if not _inside(real, archive) or not stat.S_ISREG(os.lstat(real).st_mode):
-                    raise StoreError(f"a link of the install is not a file of the package store: {rel}/{name}")
-                try:
-                    os.link(real, out / name)
-                except FileExistsError:
-                    if name.endswith(".pyc"):  # an entry compiled before: uv linked its bytecode too
-                        continue
-                    raise
-                linked += 1
-                if name.endswith(".py"):
-                    linked += _link_bytecode(Path(real), out, name, archive)
-            elif stat.S_ISREG(info.st_mode):
-                shutil.copyfile(path, out / name)
-                os.chmod(out / name, stat.S_IMODE(info.st_mode) & 0o755)
-            else:
-                raise StoreError(f"the install left something that is no file: {rel}/{name}")
-    return linked
+    host_archive = str(store / ARCHIVE)
+    archive_seen = seen_as.rstrip("/") + "/" + ARCHIVE + "/"
+    checked: dict[str, bool] = {}  # a store folder → whether its real path lies in the store
+    sources: Sources = {}
+    entries: set[str] = set()
+    top = str(target)
+    os.makedirs(top, exist_ok=True)
+    made: set[str] = {""}
+    for rel, link in links.items():
+        if not link.startswith(archive_seen) or "/../" in link or "/./" in link:
+            raise StoreError(f"a link of the install points outside the package store: {link}")
+        inner = link[len(archive_seen) :]
+        entries.add(inner.split("/", 1)[0])
+        source = host_archive + "/" + inner
+        parent, _, name = source.rpartition("/")
+        if parent not in checked:
+            checked[parent] = _inside(os.path.realpath(parent), archive)
+        if not checked[parent] or not stat.S_ISREG(os.lstat(source).st_mode):
+            raise StoreError(f"a link of the install is not a file of the package store: {rel}")
+        rel_dir = rel.rpartition("/")[0]
+        if rel_dir not in made:
+            os.makedirs(top + "/" + rel_dir, exist_ok=True)
+            made.add(rel_dir)
+        try:
+            os.link(source, f"{top}/{rel}")
+        except FileExistsError:
+            if not rel.endswith(".pyc"):
+                raise
+        if not rel_dir.endswith("__pycache__"):
+            sources.setdefault(rel_dir, set()).add(parent)
+    real_copies = os.path.realpath(copies)
+    for rel in files:
+        path = copies / rel
+        info = os.lstat(path)
+        if not _inside(os.path.realpath(path.parent), real_copies) or not stat.S_ISREG(info.st_mode):
+            raise StoreError(f"the install left something that is no file: {rel}")
+        out = target / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, out)
+        os.chmod(out, stat.S_IMODE(info.st_mode) & 0o755)
+    return {Path(host_archive) / entry for entry in entries if entry}, sources
 
 
-def _link_bytecode(source: Path, out: Path, name: str, archive: str) -> int:
-    """Hard-link the compiled bytecode of a store source (``__pycache__/<stem>.*.pyc``) beside its link."""
-    cache = source.parent / "__pycache__"
-    if not cache.is_dir():
-        return 0
-    stem = name[: -len(".py")] + "."
+def link_bytecode(target: Path, sources: Sources, store: Path) -> int:
+    """Hard-link the bytecode compiled in the store folders a runtime's folders link from (their
+    ``__pycache__``) into the runtime; what is there already stays. Returns how many were linked."""
+    archive = os.path.realpath(store / ARCHIVE)
     count = 0
-    for pyc in cache.iterdir():
-        if pyc.name.startswith(stem) and pyc.name.endswith(".pyc") and pyc.name.count(".") == stem.count(".") + 1:
-            real = os.path.realpath(pyc)
-            if not _inside(real, archive) or not stat.S_ISREG(os.lstat(real).st_mode):
+    for rel_dir, parents in sources.items():
+        for parent in parents:
+            cache = os.path.join(parent, "__pycache__")
+            if not os.path.isdir(cache) or not _inside(os.path.realpath(cache), archive):
                 continue
-            (out / "__pycache__").mkdir(exist_ok=True)
-            try:
-                os.link(real, out / "__pycache__" / pyc.name)
-            except FileExistsError:
-                continue
-            count += 1
+            out = target / rel_dir / "__pycache__"
+            for name in os.listdir(cache):
+                source = os.path.join(cache, name)
+                if not name.endswith(".pyc") or not stat.S_ISREG(os.lstat(source).st_mode):
+                    continue
+                out.mkdir(exist_ok=True)
+                with contextlib.suppress(FileExistsError):
+                    os.link(source, out / name)
+                    count += 1
     return count
 
 

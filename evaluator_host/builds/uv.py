@@ -88,7 +88,7 @@ def uv_environment(pip_config: dict[str, str], cert: str | None) -> dict[str, st
 
 
 _UV_SCRIPT = """\
-import importlib.metadata, json, os, subprocess, sys, threading, time
+import importlib.metadata, json, os, shutil, subprocess, sys, threading, time
 {forwarder}
 if {relay!r}:
     threading.Thread(target=forward({relay!r}), name="relay-forwarder", daemon=True).start()
@@ -133,12 +133,25 @@ for line in proc.stderr:
 code = proc.wait()
 stop.set()
 if {private!r}:  # a cache of this build's own: nothing of it stays (a box's /tmp would be committed)
-    import shutil
     shutil.rmtree({cache!r}, ignore_errors=True)
 if code:
     sys.exit(code)
 state["phase"] = "finishing"  # installed: the host links the runtime (process) or commits it (docker)
 say()
+if {manifest!r}:  # the tree of links, as data the host checks (its other files copied beside)
+    links, files, top = {{}}, [], {packages_dir!r}
+    for parent, dirs, names in os.walk(top):
+        for name in names:
+            path = os.path.join(parent, name)
+            rel = os.path.relpath(path, top)
+            if os.path.islink(path):
+                links[rel] = os.readlink(path)
+            else:
+                files.append(rel)
+                os.makedirs(os.path.dirname(os.path.join({manifest!r} + ".files", rel)), exist_ok=True)
+                shutil.copyfile(path, os.path.join({manifest!r} + ".files", rel))
+    with open({manifest!r}, "w") as fh:
+        json.dump({{"links": links, "files": files}}, fh)
 print({lock_mark!r})
 for d in importlib.metadata.distributions(path=[{packages_dir!r}]):
     print(d.metadata["Name"] + "==" + d.version)
@@ -159,9 +172,11 @@ def uv_script(
     relay: str | None,
     lock_mark: str,
     private: bool = False,
+    manifest: str | None = None,
 ) -> str:
     """The install script (see the module docstring); ``private``: ``cache`` is this build's own,
-    removed when uv ends."""
+    removed when uv ends; ``manifest``: where to write the tree uv made in ``packages_dir`` (links
+    and the other files' names, JSON; those files are copied to ``<manifest>.files/``)."""
     command = [uv, "pip", "install", "-v", "--python", python, "--cache-dir", cache, "--target", packages_dir]
     command += ["--link-mode", link, "--no-config", "--no-python-downloads", "-r", requirements]
     if not sources:  # no package code runs: nothing is built, not even an sdist's metadata
@@ -177,6 +192,7 @@ def uv_script(
         lock_mark=lock_mark,
         packages_dir=packages_dir,
         private=private,
+        manifest=manifest,
     )
 
 

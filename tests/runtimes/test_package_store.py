@@ -18,6 +18,7 @@ from evaluator_host.api import create_app
 from evaluator_host.builds import uv
 from evaluator_host.builds.store import disk_usage
 from tests.support.service import assert_healthy, evaluate, make_settings
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.network
 
@@ -44,6 +45,9 @@ def test_two_sets_differing_in_one_package_share_the_others_files(tmp_path: Path
         assert "Installed 2 packages" in two["log_tail"]  # uv's words, not pip's
         assert uv.PROGRESS_MARK not in two["log_tail"]
         a, b = (tmp_path / "runtimes" / one["id"] / "site", tmp_path / "runtimes" / two["id"] / "site")
+        # the bytecode is compiled after the build, once per store entry, and linked into both runtimes
+        pyc = "rapidfuzz/__pycache__/__init__.cpython-311.pyc"
+        wait_until(lambda: (a / pyc).exists() and (b / pyc).exists(), timeout=120)
         files_a, files_b = _files(a), _files(b)
         shared = [name for name in files_a if name.startswith("rapidfuzz/")]
         assert len(shared) > 50 and any(name.endswith(".pyc") for name in shared)

@@ -38,14 +38,16 @@ from evaluator_host.sandbox.protocol import encode_frame
 from evaluator_host.settings import Settings
 from evaluator_host.storage import INSTALLER_MARKS, storage_full
 
-__all__ = ["LINKS_IN_SANDBOX", "STORE_IN_SANDBOX", "InstallSite", "hand_over"]
+__all__ = ["LINKS_IN_SANDBOX", "MANIFEST_IN_SANDBOX", "STORE_IN_SANDBOX", "InstallSite", "hand_over"]
 
 _BOOTSTRAP = RUNTIMES_DIR / "sandbox_init.py"
 _BUILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
 _NODE_HOME = "/sandbox/node-home"  # the pinned Node wheel's folder, in the build sandbox (npm)
+_BUILD_TMPFS_MB = 256  # a build's /tmp: uv's tree of links for a large set (only what is used is memory)
 _UV = "/sandbox/tools/uv"  # the service's uv, read-only in the build sandbox
 STORE_IN_SANDBOX = "/sandbox/uv-cache"  # the shared package store, in the build sandbox
-LINKS_IN_SANDBOX = "/sandbox/scratch/links"  # the tree of links into the store uv installs
+LINKS_IN_SANDBOX = "/tmp/links"  # the tree of links into the store uv installs (the sandbox's tmpfs: fast)
+MANIFEST_IN_SANDBOX = "/sandbox/scratch/links.json"  # that tree, described for the host
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,8 @@ class InstallSite:
         pip families: the service's uv at ``/sandbox/tools/uv`` (read-only) and, for wheels-only builds,
         the shared package store at ``/sandbox/uv-cache`` (writable: uv adds what is missing; the entries
         runtimes use are root's, :mod:`evaluator_host.builds.store`), uv installing a tree of links into
-        it at ``/sandbox/scratch/links`` that the host turns into the runtime; nothing else of the host."""
+        it in its private ``/tmp`` (a tmpfs) described in ``/sandbox/scratch/links.json`` for the host, which
+        makes the runtime of it; nothing else of the host."""
         files, scratch, mount = build / "files", build / "scratch", build / "root"
         for folder in (files, scratch, mount):
             folder.mkdir()
@@ -166,7 +169,9 @@ class InstallSite:
                     if uid is not None:
                         os.chown(self.store, uid, uid)
                     writable_store = [[str(self.store), STORE_IN_SANDBOX]]
-                    context = dataclasses.replace(context, cache=STORE_IN_SANDBOX, link="symlink")
+                    context = dataclasses.replace(
+                        context, cache=STORE_IN_SANDBOX, link="symlink", manifest=MANIFEST_IN_SANDBOX
+                    )
                     packages_dir = LINKS_IN_SANDBOX
             binds += [[path, path] for path in build_sandbox.local_index_paths(self.pip_config)]
         install = installers.for_family(family).prepare(
@@ -189,7 +194,7 @@ class InstallSite:
             "loopback": True,
             "binds": binds,
             "writable": [[str(writable_runtime), target], [str(scratch), "/sandbox/scratch"], *writable_store],
-            "tmpfs_mb": self.settings.tmpfs_mb,
+            "tmpfs_mb": max(self.settings.tmpfs_mb, _BUILD_TMPFS_MB),
             "uid": uid,
             "rlimits": rlimits,
             "workdir": "/sandbox/scratch",

@@ -31,12 +31,14 @@ import fcntl
 import functools
 import glob
 import json
+import logging
 import os
 import shutil
 import subprocess
 import tempfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from evaluator_host.builds import build_relay, build_sandbox, installers, store, uv
@@ -53,6 +55,8 @@ from evaluator_host.storage import on_full_disk
 
 __all__ = ["RuntimeBuilder", "hand_over"]
 
+log = logging.getLogger(__name__)
+
 
 class RuntimeBuilder(BuildOnce):
     """Process-backend runtimes: ``site/`` directories under ``cache_dir/runtimes``."""
@@ -63,6 +67,7 @@ class RuntimeBuilder(BuildOnce):
         )
         self.settings = settings
         self._isolation = isolation
+        self._bytecode = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evh-bytecode")
         self.sweep_partials()
 
     @property
@@ -177,7 +182,7 @@ class RuntimeBuilder(BuildOnce):
             allowed = build_sandbox.allowed_hosts({}, self.npm_config, self.settings.build_allow_hosts)
             installers.check_npm_lock(family, pins, rid, output, allowed)
         lock = installer.lock(output.split(installers.LOCK_MARK, 1)[1])
-        entries = self._link_from_store(build, partial, family, site, rid, pins) if share else set()
+        entries, sources = self._link_from_store(build, partial, family, site, rid, pins) if share else (set(), {})
         os.chmod(partial, 0o755)
         manifest = {
             "id": rid,
@@ -197,8 +202,11 @@ class RuntimeBuilder(BuildOnce):
             message = f"installing {installers.shown(family, pins)} failed:\n{reason}"
             raise BuildError(message, runtime_id=rid, output=reason) from exc
         for entry in entries:  # the store entries it shares: root's too (a later build writes none of them)
-            hand_over(entry)
+            if entry.stat().st_uid != 0:  # (one handed over before holds nothing else: its folders are root's)
+                hand_over(entry)
         partial.rename(self.root / rid)
+        if entries:
+            self._compile_soon(self.root / rid / family.packages_dir, entries, sources, site.store)
         return Runtime(rid, language, pins, str(self.root / rid), lock)
 
     def _install(
@@ -239,7 +247,8 @@ class RuntimeBuilder(BuildOnce):
                 )
                 if share:
                     site.store.mkdir(exist_ok=True)
-                    context = dataclasses.replace(context, cache=str(site.store), link="symlink")
+                    manifest = str(build / "links.json")
+                    context = dataclasses.replace(context, cache=str(site.store), link="symlink", manifest=manifest)
                     packages_dir = str(build / "links")
             install = installer.prepare(
                 pins,
@@ -272,21 +281,35 @@ class RuntimeBuilder(BuildOnce):
 
     def _link_from_store(
         self, build: Path, partial: Path, family: languages.Family, site: InstallSite, rid: str, pins: dict[str, str]
-    ) -> set[Path]:
+    ) -> tuple[set[Path], store.Sources]:
         """After uv installed a tree of links into the shared store: the runtime's packages folder made of
-        hard links to the store (:func:`store.link_tree`, bytecode compiled once per entry); the store
-        entries it uses."""
-        tree = build / "scratch" / "links" if self.sandboxed else build / "links"
+        hard links to the store (:func:`store.link_tree`); the store entries it uses, and where each of
+        its folders links from (for the bytecode, compiled after the build: :meth:`_compile_soon`)."""
+        manifest = build / "scratch" / "links.json" if self.sandboxed else build / "links.json"
         seen_as = STORE_IN_SANDBOX if self.sandboxed else str(site.store)
         try:
-            entries = store.store_entries(tree, site.store, seen_as)
-            store.compile_entries(entries, self.settings.python_executable, self.settings.build_timeout_s)
-            store.link_tree(tree, partial / family.packages_dir, site.store, seen_as)
-        except (store.StoreError, OSError, subprocess.SubprocessError) as exc:
+            links, files = store.read_manifest(manifest)
+            copies = manifest.with_name(manifest.name + ".files")
+            return store.link_tree(links, files, copies, partial / family.packages_dir, site.store, seen_as)
+        except (store.StoreError, OSError) as exc:
             reason = f"the installed packages could not be linked from the package store: {exc}"
             message = f"installing {installers.shown(family, pins)} failed:\n{reason}"
             raise BuildError(message, runtime_id=rid, output=reason) from exc
-        return entries
+
+    def _compile_soon(self, site: Path, entries: set[Path], sources: store.Sources, package_store: Path) -> None:
+        """In the background (one at a time): compile the bytecode of the store entries a new runtime
+        uses (once per entry) and link it into the runtime (``site``, its packages folder); a runtime
+        removed meanwhile is skipped. The first result never waits for it."""
+
+        def run() -> None:
+            try:
+                store.compile_entries(entries, self.settings.python_executable, self.settings.build_timeout_s)
+                if site.is_dir():
+                    store.link_bytecode(site, sources, package_store)
+            except (OSError, subprocess.SubprocessError):
+                log.warning("compiling the bytecode of %s failed", site, exc_info=True)
+
+        self._bytecode.submit(run)
 
     @functools.cached_property
     def npm_config(self) -> dict[str, str]:
