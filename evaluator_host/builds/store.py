@@ -38,6 +38,7 @@ from pathlib import Path
 __all__ = [
     "ARCHIVE",
     "Sources",
+    "apparent_size",
     "StoreError",
     "compile_entries",
     "disk_usage",
@@ -177,6 +178,16 @@ def link_bytecode(target: Path, sources: Sources, store: Path) -> int:
                     os.link(source, out / name)
                     count += 1
     return count
+
+
+def apparent_size(directory: Path) -> int:
+    """Bytes of the files under ``directory`` (not following links; a shared file counts in each runtime)."""
+    total = 0
+    for parent, _, files in os.walk(directory):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(parent, name)).st_size
+    return total
 
 
 def disk_usage(paths: Iterable[Path]) -> int:

@@ -1,9 +1,10 @@
 """Runtimes: one per (language, base interpreter, exact pins), built once and shared.
 
-On the process backend a Python runtime is a directory ``runtimes/<id>/`` holding
-``site/`` (``pip install --target``, with the host's pip index settings) and ``manifest.json``
-with the pins and the full resolved lock. The worker adds ``site/`` to an interpreter started
-with ``-I -S``, so only the pinned packages (and the standard library) are importable.
+On the process backend a Python runtime is a directory ``runtimes/<id>/`` holding ``site/`` (uv's
+install, hard links into the package store: :mod:`evaluator_host.builds.store`; a copy when it
+needed an sdist build or pip) and ``manifest.json`` with the pins and the full resolved lock. The
+worker adds ``site/`` to an interpreter started with ``-I -S``, so only the pinned packages (and the
+standard library) are importable.
 
 A Python install can run package code (resolving or building an sdist), so it runs in a **build
 sandbox** whenever the machine has namespaces (:mod:`evaluator_host.sandbox.process.installs`: a
@@ -358,7 +359,7 @@ class RuntimeBuilder(BuildOnce):
                     language=languages.get(data.get("language", languages.DEFAULT)).family.name,
                     packages=dict(data.get("packages", {})),
                     lock=list(data.get("lock", [])),
-                    size_bytes=_size(manifest.parent),
+                    size_bytes=store.apparent_size(manifest.parent),
                     created_at=data.get("created_at"),
                     last_used=self.last_used(rid),
                     build_seconds=data.get("build_seconds"),
@@ -391,14 +392,3 @@ class RuntimeBuilder(BuildOnce):
         shutil.rmtree(trash, ignore_errors=True)
         return True
 
-
-def _size(directory: Path) -> int:
-    """Bytes of the files under ``directory`` (not following links)."""
-    total = 0
-    for parent, _, files in os.walk(directory):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(parent, name)).st_size
-            except OSError:
-                pass
-    return total
