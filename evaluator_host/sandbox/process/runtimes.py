@@ -391,4 +391,3 @@ class RuntimeBuilder(BuildOnce):
             self.forget_marks(rid)
         shutil.rmtree(trash, ignore_errors=True)
         return True
-
