@@ -12,9 +12,9 @@ unpack), never the rest again.
 What the host links is checked, never trusted: a path must stay inside the runtime; a link must point
 into the store's ``archive-v0`` (its folder's real path too: no link escapes through another link) at a
 regular file; anything else fails the build. Bytecode is compiled once into each store entry
-(:func:`compile_entries`: ``compileall`` compiles, never runs, the code) — after the build, in the
-background, so the first result does not wait for it — and hard-linked into the runtimes
-(:func:`link_bytecode`); a ``.pyc`` remembers its source's size and mtime, which its hard link shares.
+(:func:`compile_entries`: ``compileall`` compiles, never runs, the code; a package's tests are left
+out) and hard-linked into the runtimes (:func:`link_bytecode`); a ``.pyc`` remembers its source's
+size and mtime, which its hard link shares.
 
 Once linked, the runtime and the store entries it uses are handed to root
 (:func:`~evaluator_host.sandbox.process.installs.hand_over`, by the caller): a later build — the build
@@ -93,7 +93,8 @@ def compile_entries(entries: Iterable[Path], python: str, timeout_s: float) -> N
     if not todo:
         return
     subprocess.run(
-        [python, "-I", "-m", "compileall", "-q", "-j", "0", *map(str, todo)],
+        # (a package's own tests are left out: imported by no evaluator, often a third of its files)
+        [python, "-I", "-m", "compileall", "-q", "-j", "0", "-x", r"[/\\]tests?[/\\]", *map(str, todo)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

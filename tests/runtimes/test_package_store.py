@@ -45,7 +45,7 @@ def test_two_sets_differing_in_one_package_share_the_others_files(tmp_path: Path
         assert "Installed 2 packages" in two["log_tail"]  # uv's words, not pip's
         assert uv.PROGRESS_MARK not in two["log_tail"]
         a, b = (tmp_path / "runtimes" / one["id"] / "site", tmp_path / "runtimes" / two["id"] / "site")
-        # the bytecode is compiled after the build, once per store entry, and linked into both runtimes
+        # the bytecode is compiled once per store entry and linked into both runtimes
         pyc = "rapidfuzz/__pycache__/__init__.cpython-311.pyc"
         wait_until(lambda: (a / pyc).exists() and (b / pyc).exists(), timeout=120)
         files_a, files_b = _files(a), _files(b)

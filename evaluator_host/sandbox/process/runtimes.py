@@ -39,7 +39,6 @@ import subprocess
 import tempfile
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from evaluator_host.builds import build_relay, build_sandbox, installers, store, uv
@@ -68,7 +67,6 @@ class RuntimeBuilder(BuildOnce):
         )
         self.settings = settings
         self._isolation = isolation
-        self._bytecode = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evh-bytecode")
         self.sweep_partials()
 
     @property
@@ -205,9 +203,9 @@ class RuntimeBuilder(BuildOnce):
         for entry in entries:  # the store entries it shares: root's too (a later build writes none of them)
             if entry.stat().st_uid != 0:  # (one handed over before holds nothing else: its folders are root's)
                 hand_over(entry)
+        if entries:  # then (root's, nothing of the build runs) their bytecode, linked beside the sources
+            self._compile(partial / family.packages_dir, entries, sources, site.store)
         partial.rename(self.root / rid)
-        if entries:
-            self._compile_soon(self.root / rid / family.packages_dir, entries, sources, site.store)
         return Runtime(rid, language, pins, str(self.root / rid), lock)
 
     def _install(
@@ -285,7 +283,7 @@ class RuntimeBuilder(BuildOnce):
     ) -> tuple[set[Path], store.Sources]:
         """After uv installed a tree of links into the shared store: the runtime's packages folder made of
         hard links to the store (:func:`store.link_tree`); the store entries it uses, and where each of
-        its folders links from (for the bytecode, compiled after the build: :meth:`_compile_soon`)."""
+        its folders links from (for the bytecode: :meth:`_compile`)."""
         manifest = build / "scratch" / "links.json" if self.sandboxed else build / "links.json"
         seen_as = STORE_IN_SANDBOX if self.sandboxed else str(site.store)
         try:
@@ -297,20 +295,16 @@ class RuntimeBuilder(BuildOnce):
             message = f"installing {installers.shown(family, pins)} failed:\n{reason}"
             raise BuildError(message, runtime_id=rid, output=reason) from exc
 
-    def _compile_soon(self, site: Path, entries: set[Path], sources: store.Sources, package_store: Path) -> None:
-        """In the background (one at a time): compile the bytecode of the store entries a new runtime
-        uses (once per entry) and link it into the runtime (``site``, its packages folder); a runtime
-        removed meanwhile is skipped. The first result never waits for it."""
-
-        def run() -> None:
-            try:
-                store.compile_entries(entries, self.settings.python_executable, self.settings.build_timeout_s)
-                if site.is_dir():
-                    store.link_bytecode(site, sources, package_store)
-            except (OSError, subprocess.SubprocessError):
-                log.warning("compiling the bytecode of %s failed", site, exc_info=True)
-
-        self._bytecode.submit(run)
+    def _compile(self, site: Path, entries: set[Path], sources: store.Sources, package_store: Path) -> None:
+        """Compile the bytecode of the store entries a new runtime uses (once per entry: a later set
+        links it) and link it into the runtime's packages folder ``site``. A worker cannot write bytecode
+        into its read-only runtime: without it, every worker would compile what it imports (seconds for
+        scikit-learn). A failure leaves the runtime without it (logged), still whole."""
+        try:
+            store.compile_entries(entries, self.settings.python_executable, self.settings.build_timeout_s)
+            store.link_bytecode(site, sources, package_store)
+        except (OSError, subprocess.SubprocessError):
+            log.warning("compiling the bytecode of %s failed", site, exc_info=True)
 
     @functools.cached_property
     def npm_config(self) -> dict[str, str]:
