@@ -65,6 +65,7 @@ def test_two_sets_differing_in_one_package_share_the_others_files(tmp_path: Path
         assert_healthy(client)
 
 
+@pytest.mark.slow
 def test_a_set_with_no_wheel_builds_from_source_without_the_store(tmp_path: Path) -> None:
     """uv installs into the store only with ``--no-build`` (no package code runs); a pin published only
     as source installs again with source builds and a private cache, and says so in its log."""
