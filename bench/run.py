@@ -4,8 +4,9 @@ Sections: the process backend (here), the docker backend (``bench/docker_bench.p
 batch jobs on docker (``bench/jobs_bench.py``), queued jobs over worker hosts
 (``bench/queue_bench.py``), model-target jobs against a loopback LLM server
 (``bench/target_bench.py``), online ingestion over OTLP (``bench/online_bench.py``), async judge
-evaluators (``bench/async_bench.py``) and online scoring's lag (``bench/scoring_bench.py``), each
-against baselines (or an ideal) from the same run.
+evaluators (``bench/async_bench.py``), online scoring's lag (``bench/scoring_bench.py``) and a
+never-seen package set's first result (``bench/build_bench.py``), each against baselines (or an
+ideal) from the same run.
 
 One run measures, against the real service started as a subprocess on a free port:
 warm single-evaluation latency over HTTP, a process-per-evaluation baseline, the first
@@ -28,6 +29,7 @@ import httpx
 
 from bench import (
     async_bench,
+    build_bench,
     docker_bench,
     jobs_bench,
     load_bench,
@@ -301,6 +303,9 @@ def main() -> int:
         async_section, async_summary = async_bench.render(async_bench.measure(backend))
         doc += async_section
         print(async_summary)
+    build_section, build_summary = build_bench.render(build_bench.measure("process"))  # new package sets
+    doc += build_section
+    print(build_summary)
     ready = scoring_bench.measure()
     scoring_section, scoring_summary = scoring_bench.render(ready)
     e2e = [scoring_bench.measure_e2e(*run) for run in scoring_bench.E2E_RUNS]

@@ -30,6 +30,7 @@ from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from evaluator_host.builds import uv
 from evaluator_host.builds.fair_slots import FairSlots
 from evaluator_host.definitions import languages
 from evaluator_host.errors import BuildError
@@ -43,6 +44,7 @@ __all__ = [
     "BUILD_NOTES",
     "BuildOnce",
     "BuildState",
+    "note",
     "runtime_id",
     "trim_install_log",
 ]
@@ -52,6 +54,7 @@ log = logging.getLogger(__name__)
 _TRIM = 4000
 _FAILURES_KEPT = 256
 _TAIL_BYTES = 4096
+_PHASES_BYTES = 1 << 18  # of a build's live output, read for its phases' summary
 # Set (to an empty list) around one request by the API's outermost layer: builds the request had to
 # run or wait for append a note there, which the answer carries as ``X-Runtime-Build``.
 BUILD_NOTES: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("evh_build_notes", default=None)
@@ -113,10 +116,14 @@ def tail(paths: list[Path], limit: int = _TAIL_BYTES) -> str:
     return "".join(parts)[-limit:]
 
 
-def _note(text: str) -> None:
+def note(text: str) -> None:
+    """Add ``text`` to the current request's ``X-Runtime-Build`` (nothing outside a request)."""
     notes = BUILD_NOTES.get()
     if notes is not None:
         notes.append(text)
+
+
+_note = note
 
 
 def _as_language(runtime: Runtime, language: str) -> Runtime:
@@ -136,6 +143,7 @@ class BuildOnce:
         self._cache: dict[str, Runtime] = {}
         self.building: dict[str, BuildState] = {}  # runtime id → the build under way (any caller)
         self.failed: LRU[str, BuildState] = LRU(_FAILURES_KEPT)  # the last failures, oldest first
+        self.phases: dict[str, str] = {}  # runtime id → its finished build's phases (uv.summary), until noted
         # builds run on threads of their own (at most `concurrency` at once, the rest queue): a burst
         # of slow installs never holds the threads the service's other work (database, engine) uses
         self._building = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="evh-build")
@@ -291,7 +299,8 @@ class BuildOnce:
                     span.set_attribute("evaluator_host.build.outcome", "found" if seconds is None else "built")
                     if seconds is not None:
                         span.set_attribute("evaluator_host.build.seconds", round(seconds, 3))
-                        _note(f"built; runtime={rid}; duration={seconds:.1f}s")
+                        phases = self.phases.pop(rid, "")
+                        _note(f"built; runtime={rid}; duration={seconds:.1f}s" + (f"; {phases}" if phases else ""))
                 else:
                     span.set_attribute("evaluator_host.build.outcome", "waited")
                     if time.monotonic() - waited > 0.05:
@@ -328,6 +337,8 @@ class BuildOnce:
                 if self.metrics is not None:
                     self.metrics.builds.labels("failed").inc()
                 raise
+            else:
+                self.phases[rid] = uv.summary(tail(self.live_logs(rid)[:1], _PHASES_BYTES))
             finally:
                 self.building.pop(rid, None)
                 for path in self.live_logs(rid):

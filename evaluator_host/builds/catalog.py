@@ -5,8 +5,12 @@
 ``POST /v1/runtimes``, an evaluation, a saved evaluator) with their elapsed time and the live end
 of their log; builds that failed lately with the installer's message and its "did you mean";
 built runtimes with their pins, whole lock, size, last use and build duration (the
-``inventory`` of either backend). A ``POST`` starts the build in the background and answers at
-once; the build is the same one an evaluation would run (one per package set, shared).
+``inventory`` of either backend). A build under way says where it stands (``progress``: waiting,
+resolving, downloading n/N, installing, finishing; from the installer's reports in its live log,
+:mod:`evaluator_host.builds.uv`), in the view and, for ``GET /v1/runtimes/{id}``, in
+``X-Runtime-Build`` (``building; runtime=…; phase=downloading 3/12; elapsed=4.1s``). A ``POST``
+starts the build in the background and answers at once; the build is the same one an evaluation
+would run (one per package set, shared).
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ import contextlib
 from collections.abc import Collection
 from datetime import UTC, datetime
 
-from evaluator_host.builds.build_once import BuildOnce, BuildState, tail
-from evaluator_host.builds.models import RuntimeView
+from evaluator_host.builds import uv
+from evaluator_host.builds.build_once import BuildOnce, BuildState, note, tail
+from evaluator_host.builds.models import BuildProgress, RuntimeView
 from evaluator_host.definitions import languages
 from evaluator_host.definitions.models import Packages
 from evaluator_host.definitions.packages import normalize_pins
@@ -28,6 +33,7 @@ from evaluator_host.sandbox.inventory import RuntimeInfo
 __all__ = ["RuntimeCatalog"]
 
 _TAIL = 4096
+_PROGRESS_BYTES = 1 << 16  # of the live output, for the last progress report
 
 
 def _when(stamp: float | None) -> datetime | None:
@@ -98,11 +104,19 @@ class RuntimeCatalog:
         """One runtime by id (``NotFound`` when no build of it is known)."""
         once = self._once
         state = once.building.get(rid) or self._pending.get(rid)
+        found = None
+        if state is not None and rid not in once.building:  # waiting for a slot, or just finished
+            found = await asyncio.to_thread(once.inventory, rid)
+            state = None if found else state
         if state is not None:
-            return self._building_view(rid, state)
-        found = await asyncio.to_thread(once.inventory, rid)
+            view = self._building_view(rid, state)
+            at = view.progress
+            where = "" if at is None else f"; phase={at.phase}" + (f" {at.done}/{at.total}" if at.total else "")
+            note(f"building; runtime={rid}{where}; elapsed={view.elapsed_s or 0:.1f}s")
+            return view
+        found = found or await asyncio.to_thread(once.inventory, rid)
         if found:
-            return ready_view(found[0], (await asyncio.to_thread(once.build_log, rid))[-_TAIL:])
+            return ready_view(found[0], uv.without_progress(await asyncio.to_thread(once.build_log, rid))[-_TAIL:])
         failed = once.failed.peek(rid)
         if failed is not None:
             return self._failed_view(rid, failed)
@@ -119,6 +133,14 @@ class RuntimeCatalog:
         return [view for rid, view in views.items() if only is None or rid in only]
 
     def _building_view(self, rid: str, state: BuildState) -> RuntimeView:
+        logs = self._once.live_logs(rid)
+        started = rid in self._once.building
+        reported = uv.progress(tail(logs[:1], _PROGRESS_BYTES)) if started else None
+        progress = BuildProgress.model_validate(reported) if reported else None
+        if not started:
+            progress = BuildProgress(phase="waiting")
+        elif progress is None and languages.get(state.language).family.installer == "pip":
+            progress = BuildProgress(phase="resolving")  # (the build sandbox starting: uv resolves first)
         return RuntimeView(
             id=rid,
             status="building",
@@ -126,7 +148,8 @@ class RuntimeCatalog:
             packages=state.packages,
             created_at=_when(state.started_at),
             elapsed_s=round(datetime.now(UTC).timestamp() - state.started_at, 1),
-            log_tail=tail(self._once.live_logs(rid), _TAIL),
+            progress=progress,
+            log_tail=uv.without_progress(tail(logs, _TAIL * 2))[-_TAIL:],
         )
 
     def _failed_view(self, rid: str, state: BuildState) -> RuntimeView:

@@ -12,6 +12,7 @@ a family uses is its manifest's ``installer`` (``pip`` | ``npm``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import sys
@@ -20,10 +21,11 @@ from pathlib import PurePosixPath
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from evaluator_host.builds import suggest
+from evaluator_host.builds import suggest, uv
 from evaluator_host.builds.build_once import trim_install_log
 from evaluator_host.builds.build_sandbox import FORWARDER
 from evaluator_host.builds.npm import NPM_INSTALL_FLAGS, npm_command, npm_lock, npm_package_json
+from evaluator_host.builds.pip_script import GUARD, PIP_SCRIPT
 from evaluator_host.definitions.languages import Family
 from evaluator_host.errors import BuildError
 
@@ -33,6 +35,7 @@ __all__ = [
     "Context",
     "Install",
     "Installer",
+    "Uv",
     "build_failed",
     "check_npm_lock",
     "for_family",
@@ -43,84 +46,6 @@ __all__ = [
 
 LOCK_MARK = "----evaluator-host-lock----"
 REFUSED_MARK = "----evaluator-host-refused----"  # + JSON {name, url, by}: a requirement the install refused
-
-# Installed into pip before it resolves: a requirement with a link (``name @ URL``, a VCS URL, a local
-# path) is refused before pip prepares it: preparing a direct-URL sdist builds its metadata, running
-# its code (even with --only-binary, which does not apply to explicit links). Fails closed: a pip
-# without the hook point refuses to run at all.
-_GUARD = """
-def _guard():
-    from pip._internal.resolution.resolvelib import factory
-    original = factory.Factory._make_requirements_from_install_req
-    def guarded(self, ireq, requested_extras):
-        link = ireq.link
-        if link is not None and ireq.match_markers(requested_extras) and not _allowed(link.url):
-            _refuse(ireq.name or "?", link.redacted_url, str(ireq.comes_from or ""))
-        return original(self, ireq, requested_extras)
-    factory.Factory._make_requirements_from_install_req = guarded
-"""
-
-_PIP_SCRIPT = """\
-import importlib.metadata, json, os, sys, tempfile
-from urllib.parse import urlsplit
-{forwarder}
-if {relay!r}:
-    import threading
-    threading.Thread(target=forward({relay!r}), name="relay-forwarder", daemon=True).start()
-ALLOW = set({allow!r})
-
-def _allowed(url):
-    parts = urlsplit(url)
-    return parts.scheme in ("http", "https") and (parts.hostname or "").lower() in ALLOW
-
-def _refuse(name, url, by):
-    sys.stderr.flush()
-    print({refused!r} + json.dumps({{"name": name, "url": url, "by": by}}), flush=True)
-    os._exit(3)
-{guard}
-try:
-    _guard()
-except Exception as exc:
-    sys.exit(f"this pip cannot be guarded against direct-URL requirements ({{exc!r}}): refusing to install")
-from pip._internal.cli.main import main
-scratch = tempfile.mkdtemp()
-report = os.path.join(scratch, "report.json")
-code = main({resolve!r} + ["--report", report, "-r", {requirements!r}])
-if code:
-    sys.exit(code)
-with open(report) as fh:
-    items = json.load(fh).get("install", [])
-lines, hashed = [], True
-for item in items:
-    name, version = item["metadata"]["name"], item["metadata"]["version"]
-    info = item.get("download_info") or {{}}
-    url = info.get("url", "")
-    if item.get("is_direct") or "vcs_info" in info or "dir_info" in info:
-        if "vcs_info" in info or "dir_info" in info or not _allowed(url):
-            _refuse(name, url, "the resolved lock")
-        spec = f"{{name}} @ {{url}}"
-    else:
-        spec = f"{{name}}=={{version}}"
-    archive = info.get("archive_info") or {{}}
-    sha = (archive.get("hashes") or {{}}).get("sha256")
-    if not sha and str(archive.get("hash", "")).startswith("sha256="):
-        sha = archive["hash"][len("sha256="):]
-    hashed = hashed and bool(sha)
-    lines.append((spec, sha))
-lock = os.path.join(scratch, "lock.txt")
-with open(lock, "w") as fh:
-    for spec, sha in lines:
-        fh.write(spec + (f" --hash=sha256:{{sha}}" if hashed else "") + "\\n")
-install = {install!r}
-if not hashed:  # an index that publishes no hashes: exact pins, still no dependency of their own
-    install.remove("--require-hashes")
-code = main(install + ["-r", lock]) if lines else 0
-if code:
-    sys.exit(code)
-print({lock_mark!r})
-for d in importlib.metadata.distributions(path=[{packages_dir!r}]):
-    print(d.metadata["Name"] + "==" + d.version)
-"""
 
 
 @dataclass(frozen=True)
@@ -136,6 +61,11 @@ class Context:
     allow_direct: tuple[str, ...] = ()  # hosts a direct-URL requirement may name (build_allow_hosts)
     constraint: str | None = None  # the operator's pip constraints file, applied when resolving
     python: str = "python3"  # the interpreter that starts the forwarder (npm; pip runs it in-process)
+    uv: str | None = None  # uv's path where the install runs (None: no uv there, pip installs)
+    cache: str | None = None  # uv's shared cache where the install runs (None: a private one in scratch)
+    link: str = "copy"  # how uv puts files from its cache into packages_dir (symlink | copy)
+    target_python: str = "python3"  # the interpreter the packages are for (uv --python)
+    manifest: str | None = None  # where uv's tree of links is described for the host (store installs)
 
 
 @dataclass(frozen=True)
@@ -170,7 +100,7 @@ class Pip:
     """Resolve first, install second, both by the family's interpreter (``tool``) running pip in-process.
 
     1. ``pip install --dry-run --ignore-installed --report``: the full lock. pip is guarded first
-       (:data:`_GUARD`): a requirement naming a direct URL, a VCS link or a local path is refused
+       (:data:`GUARD`): a requirement naming a direct URL, a VCS link or a local path is refused
        *before* pip prepares it (preparing a direct-URL sdist runs its build backend); the report is
        checked again (``is_direct``, ``vcs_info``, ``dir_info``). A refusal prints :data:`REFUSED_MARK`
        and the requirement, which :func:`build_failed` turns into a clear error.
@@ -197,12 +127,12 @@ class Pip:
         if context.constraint:
             resolve += ["-c", context.constraint]
         install = ["install", "--no-deps", "--require-hashes", *common, "--target", packages_dir]
-        script = _PIP_SCRIPT.format(
+        script = PIP_SCRIPT.format(
             forwarder=FORWARDER if context.relay else "",
             relay=context.relay,
             allow=sorted(context.allow_direct),
             refused=REFUSED_MARK,
-            guard=_GUARD,
+            guard=GUARD,
             resolve=resolve,
             install=install,
             requirements=f"{build_dir}/requirements.txt",
@@ -232,6 +162,54 @@ class Pip:
             {"PIP_CONFIG_FILE": "/build/pip.conf", "PIP_BREAK_SYSTEM_PACKAGES": "1", "HOME": "/tmp", "TMPDIR": "/tmp"},
             "/tmp",
         )
+
+
+class Uv:
+    """One ``uv pip install`` of exactly the pins (:mod:`evaluator_host.builds.uv`), reporting progress;
+    a context without uv (``context.uv`` None: no uv binary for this platform) is pip's."""
+
+    def prepare(
+        self, pins: dict[str, str], *, build_dir: str, packages_dir: str, context: Context, sources: bool = False
+    ) -> Install:
+        """See :class:`Installer`."""
+        if context.uv is None:
+            return _PIP.prepare(pins, build_dir=build_dir, packages_dir=packages_dir, context=context, sources=sources)
+        script = uv.uv_script(
+            uv=context.uv,
+            python=context.target_python,
+            cache=context.cache or f"{context.scratch or build_dir}/uv-cache",
+            requirements=f"{build_dir}/requirements.txt",
+            packages_dir=packages_dir,
+            link=context.link,
+            sources=sources,
+            constraint=context.constraint,
+            forwarder=FORWARDER,
+            relay=context.relay,
+            lock_mark=LOCK_MARK,
+            private=context.cache is None,
+            manifest=context.manifest,
+        )
+        return Install(
+            files={"requirements.txt": "".join(f"{n}=={v}\n" for n, v in pins.items()), "build.py": script},
+            command=[*context.tool, f"{build_dir}/build.py"],
+            environment={"PYTHONDONTWRITEBYTECODE": "1", **context.environment},
+        )
+
+    def lock(self, text: str) -> list[str]:
+        """See :class:`Installer`."""
+        return _PIP.lock(text)
+
+    def on_host(self, ca_bundle: str | None) -> Context:
+        """The service's uv on the host (the rlimits mode: no build sandbox; wheels only)."""
+        return dataclasses.replace(_PIP.on_host(ca_bundle), uv=uv.uv_binary())
+
+    def in_box(self) -> Context:
+        """The uv bound read-only at ``/build-tools/uv`` in the build box, its cache at ``/uv-cache``."""
+        return dataclasses.replace(_PIP.in_box(), uv=UV_IN_BOX, cache=UV_CACHE_IN_BOX)
+
+
+UV_IN_BOX = "/build-tools/uv"
+UV_CACHE_IN_BOX = "/uv-cache"
 
 
 class Npm:
@@ -283,11 +261,13 @@ class Npm:
         )
 
 
-_INSTALLERS: dict[str, Installer] = {"pip": Pip(), "npm": Npm()}
+_PIP = Pip()
+_INSTALLERS: dict[str, Installer] = {"pip": Uv(), "npm": Npm()}
 
 
 def for_family(family: Family) -> Installer:
-    """The installer a family's manifest names."""
+    """The installer of a family's manifest ``installer``: ``pip`` families install with uv
+    (:class:`Uv`, pip itself only where the context has no uv binary), ``npm`` with npm."""
     return _INSTALLERS[family.installer]
 
 
@@ -341,7 +321,7 @@ def build_failed(
         sdist_only = [] if sources else suggest.pip_sdist_only(output, versions_of)
         hints = [
             h
-            for h in suggest.suggestions("pip", output)
+            for h in suggest.suggestions("pip", output, pip_versions_of=versions_of)
             if not any(repr(n) in h or f"{n}==" in h for n, _ in sdist_only)
         ]
         if sdist_only:

@@ -11,7 +11,7 @@ from evaluator_host.definitions import languages
 from evaluator_host.definitions.models import Language, Packages
 from evaluator_host.errors import ErrorDetail
 
-__all__ = ["RuntimeCreate", "RuntimeList", "RuntimeStatus", "RuntimeView"]
+__all__ = ["BuildProgress", "RuntimeCreate", "RuntimeList", "RuntimeStatus", "RuntimeView"]
 
 _FAMILY = languages.get(languages.DEFAULT).family.name
 RuntimeStatus = Literal["building", "ready", "failed"]
@@ -37,6 +37,19 @@ class RuntimeCreate(BaseModel):
     packages: Packages = Field(description="Exact pins, as an evaluator's `packages` (at least one).")
 
 
+class BuildProgress(BaseModel):
+    """Where a build under way stands (Python sets; an npm build reports none)."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"phase": "downloading", "done": 3, "total": 12}]})
+
+    phase: Literal["waiting", "resolving", "downloading", "installing", "finishing"] = Field(
+        description="waiting (for a build slot), resolving (the lock), downloading (the files the package store "
+        "lacks), installing (unpacking and linking), finishing (making the runtime from the store)."
+    )
+    done: int = Field(0, description="downloading: the files fetched so far.")
+    total: int = Field(0, description="downloading: the files the package store lacked (0: everything was there).")
+
+
 class RuntimeView(BaseModel):
     """One runtime: a package set built (or being built, or that failed to build) for a language family."""
 
@@ -54,6 +67,7 @@ class RuntimeView(BaseModel):
                     "last_used": "2026-11-22T12:05:00Z",
                     "build_seconds": 10.8,
                     "elapsed_s": None,
+                    "progress": None,
                     "in_use": True,
                     "log_tail": "Successfully installed numpy-1.26.4 pandas-2.2.3 …",
                     "error": None,
@@ -72,6 +86,7 @@ class RuntimeView(BaseModel):
     last_used: datetime | None = Field(None, description="When a worker last started on it (at most once a minute).")
     build_seconds: float | None = Field(None, description="How long its build took (ready or failed).")
     elapsed_s: float | None = Field(None, description="While building: seconds since the build started.")
+    progress: BuildProgress | None = Field(None, description="While building: its phase (and files fetched).")
     in_use: bool = Field(False, description="Live workers run on it (a prune keeps it).")
     log_tail: str = Field("", description="The end of the build's log (live while building).")
     error: ErrorDetail | None = Field(None, description="Why the build failed (a BuildError).")

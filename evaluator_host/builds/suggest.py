@@ -1,4 +1,7 @@
-""" "Did you mean": what to pin instead, read from what pip or npm said when an install failed.
+""" "Did you mean": what to pin instead, read from what pip, uv or npm said when an install failed.
+
+(uv says ``there is no version of x==1.0``, ``x was not found in the package registry`` or
+``x==1.0 has no usable wheels`` and names no versions: those are asked of the indexes.)
 
 pip names the versions a package has when the pinned one does not exist (``from versions:
 1.26.3, 1.26.4, …``) and ``none`` when the name is unknown to every configured index; npm says
@@ -23,6 +26,10 @@ __all__ = ["nearest_version", "npm_versions", "pip_sdist_only", "pip_versions", 
 _PIP_MISSING = re.compile(
     r"Could not find a version that satisfies the requirement ([A-Za-z0-9._-]+)==(\S+) \(from versions: ([^)]*)\)"
 )
+# uv's words for the same: a version the indexes lack, a name none has, a pin with only sources (builds off)
+_UV_NO_VERSION = re.compile(r"there is no version of ([A-Za-z0-9._-]+)==([^\s,]+?),? and you require")
+_UV_NOT_FOUND = re.compile(r"Because ([A-Za-z0-9._-]+) was not found in the package registry")
+_UV_NO_WHEELS = re.compile(r"Because ([A-Za-z0-9._-]+)==([^\s,]+?) has no usable wheels")
 _NPM_NO_VERSION = re.compile(r"No matching version found for (@?[^@\s]+)@([^\s]+?)\.?\s*$", re.M)
 _NPM_NO_NAME = re.compile(r"404 Not Found - GET \S+/(@?[^/\s]+(?:%2[fF][^/\s]+|/[^/\s]+)?)\s*$", re.M)
 _NPM_VIEW_TIMEOUT_S = 20
@@ -95,6 +102,9 @@ def pip_sdist_only(output: str, versions_of: VersionsOf | None) -> list[tuple[st
             continue
         if versions_of is not None and wanted in versions_of(name):
             found.append((name, wanted))
+    for name, wanted in _UV_NO_WHEELS.findall(output):  # (uv: wheels only is --no-build)
+        if versions_of is not None and wanted in versions_of(name) and (name, wanted) not in found:
+            found.append((name, wanted))
     return found
 
 
@@ -106,14 +116,31 @@ def _version_hint(name: str, wanted: str, versions: list[str], sep: str) -> str 
     return hint + (f" (the latest is {latest})" if latest and latest != nearest else "")
 
 
-def suggestions(installer: str, output: str, npm_versions_of: VersionsOf | None = None) -> list[str]:
+def suggestions(
+    installer: str, output: str, npm_versions_of: VersionsOf | None = None, pip_versions_of: VersionsOf | None = None
+) -> list[str]:
     """One "did you mean" line per pin the installer's ``output`` shows to be missing.
 
-    ``installer`` is the family's (``pip`` | ``npm``); ``npm_versions_of(name)`` asks npm for a
-    package's versions (by default not asked: the caller passes one bound to its npm).
+    ``installer`` is the family's (``pip`` | ``npm``: pip's words, or uv's when uv installed);
+    ``npm_versions_of(name)`` asks npm for a package's versions, ``pip_versions_of(name)`` the Python
+    indexes (uv names no versions; by default neither is asked).
     """
     found: list[str] = []
     if installer == "pip":
+        for name, wanted in _UV_NO_VERSION.findall(output):
+            versions = pip_versions_of(name) if pip_versions_of else []
+            hint = _version_hint(name, wanted, versions, "==") if versions else None
+            if hint and hint not in found:
+                found.append(hint)
+        for name in _UV_NOT_FOUND.findall(output):
+            other = pypi_name_of(name)
+            hint = (
+                f"did you mean {other}? ({name} is what the code imports; the package is {other})"
+                if other
+                else f"no installable {name!r} on the configured indexes: check the spelling"
+            )
+            if hint not in found:
+                found.append(hint)
         for name, wanted, listed in _PIP_MISSING.findall(output):
             versions = [v.strip() for v in listed.split(",") if v.strip() and v.strip() != "none"]
             if versions:

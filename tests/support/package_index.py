@@ -53,6 +53,12 @@ def loopback_index(folder: Path, credentials: str | None = None) -> Iterator[Ind
         def log_message(self, *args: object) -> None:
             pass
 
+        head = False  # answering a HEAD request: the same status and headers, no body
+
+        def do_HEAD(self) -> None:  # noqa: N802 - uv asks a wheel's size (and range support) first
+            self.head = True
+            self.do_GET()
+
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             index = state["index"]
             index.asked.append(self.path)
@@ -80,7 +86,7 @@ def loopback_index(folder: Path, credentials: str | None = None) -> Iterator[Ind
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                for byte in data[:600]:  # bounded: a byte every 0.2 s for at most two minutes
+                for byte in [] if self.head else data[:600]:  # bounded: a byte every 0.2 s for at most two minutes
                     try:
                         self.wfile.write(bytes([byte]))
                         self.wfile.flush()
@@ -97,7 +103,8 @@ def loopback_index(folder: Path, credentials: str | None = None) -> Iterator[Ind
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body)
+            if not self.head:
+                self.wfile.write(body)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     state["index"] = Index(folder, int(server.server_address[1]))

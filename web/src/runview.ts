@@ -12,6 +12,7 @@ interface RuntimeView {
   id: string;
   status: "building" | "ready" | "failed";
   elapsed_s: number | null;
+  progress: { phase: string; done: number; total: number } | null;
   build_seconds: number | null;
   log_tail: string;
   error: { type: string; message: string } | null;
@@ -24,6 +25,13 @@ export function lastLines(text: string, count = LOG_LINES): string {
     .filter((line) => line.trim())
     .slice(-count)
     .join("\n");
+}
+
+/** Where a build stands, as the runtime resource reports it: ``downloading 3/12``, ``resolving``, … */
+export function phase(progress: RuntimeView["progress"]): string {
+  if (!progress) return "installing";
+  if (progress.phase === "downloading" && progress.total > 0) return `downloading ${progress.done}/${progress.total}`;
+  return progress.phase;
 }
 
 /**
@@ -56,7 +64,7 @@ export class BuildWatcher {
 
   private render(view: RuntimeView): void {
     const seconds = view.status === "building" ? view.elapsed_s : view.build_seconds;
-    const state = view.status === "building" ? "installing" : view.status === "ready" ? "built" : "failed";
+    const state = view.status === "building" ? phase(view.progress) : view.status === "ready" ? "built" : "failed";
     const tail = lastLines(view.log_tail);
     fill(
       this.element,

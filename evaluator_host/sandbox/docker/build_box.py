@@ -28,6 +28,7 @@ the same one the process backend runs in its build sandbox: pip into ``/opt/eval
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import shutil
@@ -44,7 +45,7 @@ import docker
 from docker.types import LogConfig
 from docker.utils.socket import frames_iter
 
-from evaluator_host.builds import build_relay, build_sandbox, installers
+from evaluator_host.builds import build_relay, build_sandbox, installers, uv
 from evaluator_host.builds.build_relay import BuildRelay
 from evaluator_host.builds.build_sandbox import host_pip_config, local_index_paths
 from evaluator_host.builds.npm import host_npm_config
@@ -67,6 +68,7 @@ class BuildBox:
     container_id: str
     directory: Path
     relay: BuildRelay | None = None  # the box's way to the package indexes (closed with the box)
+    store: bool = False  # the shared uv cache is bound at /uv-cache (wheels-only installs only)
 
 
 class BuildBoxes:
@@ -159,9 +161,19 @@ class BuildBoxes:
         except Exception:  # noqa: BLE001 - background housekeeping: the sweep catches leftovers
             log.warning("build box housekeeping failed", exc_info=True)
 
-    def _open_box(self, client: docker.DockerClient) -> BuildBox:
+    @property
+    def store(self) -> Path:
+        """The uv cache the boxes share (bound at ``/uv-cache``, never committed: a bind mount)."""
+        return self.settings.resolved_cache_dir / "images" / "package-store"
+
+    def open_without_store(self) -> BuildBox:
+        """A new box without the shared cache (an install that builds an sdist runs package code)."""
+        return self.engine.run_sync(self._open_box, False)
+
+    def _open_box(self, client: docker.DockerClient, store: bool = True) -> BuildBox:
         """Start a build container FROM the base (no network but the relay), idle until a build runs
-        in it; its packages folders belong to the build uid."""
+        in it; its packages folders belong to the build uid. With ``store`` (and uv there): the service's
+        uv read-only at ``/build-tools/uv`` and the shared uv cache writable at ``/uv-cache``."""
         build = Path(tempfile.mkdtemp(prefix="evaluator-host-build-"))
         relay: BuildRelay | None = None
         try:
@@ -191,6 +203,15 @@ class BuildBoxes:
                 str(relay.path): {"bind": "/sandbox/relay.sock", "mode": "ro"},
             }
             binds.update({path: {"bind": path, "mode": "ro"} for path in local_index_paths(config)})
+            uv_bin = uv.uv_binary()
+            if uv_bin is not None:
+                binds[uv_bin] = {"bind": installers.UV_IN_BOX, "mode": "ro"}
+                if store:
+                    self.store.mkdir(parents=True, exist_ok=True)
+                    os.chown(self.store, self.build_uid(), self.build_uid())
+                    binds[str(self.store)] = {"bind": installers.UV_CACHE_IN_BOX, "mode": "rw"}
+            (build / "uv.env").write_text(json.dumps(uv.uv_environment(in_box, cert)))
+            (build / "uv.env").chmod(0o644)
             api = client.api
             created = api.create_container(
                 self.base_id(),
@@ -212,7 +233,7 @@ class BuildBoxes:
                     log_config=LogConfig(type=LogConfig.types.NONE),
                 ),
             )
-            box = BuildBox(str(created["Id"]), build, relay)
+            box = BuildBox(str(created["Id"]), build, relay, store and uv_bin is not None)
         except BaseException:
             shutil.rmtree(build, ignore_errors=True)
             if relay is not None:
@@ -261,6 +282,16 @@ class BuildBoxes:
         written to ``live_log`` as it comes (what ``GET /v1/runtimes/{id}`` shows of a build)."""
         installer = installers.for_family(family)
         context = installer.in_box()
+        share = box.store and family.installer == "pip"
+        if family.installer == "pip":
+            uv_env = json.loads((box.directory / "uv.env").read_text())
+            context = dataclasses.replace(
+                context,
+                environment={**context.environment, **uv_env},
+                uv=context.uv if uv.uv_binary() is not None else None,
+                # without the store: a private cache in the box's /tmp, removed before the commit
+                cache=context.cache if share else None,
+            )
         context = dataclasses.replace(
             context,
             environment={**context.environment, **build_sandbox.proxy_environment()},
@@ -273,7 +304,7 @@ class BuildBoxes:
             build_dir="/build",
             packages_dir=family.image_packages_dir,
             context=context,
-            sources=self.settings.allow_sdist_builds,
+            sources=self.settings.allow_sdist_builds and not share,  # the store: wheels only, no package code
         )
         for name, text in install.files.items():
             (box.directory / name).write_text(text)

@@ -21,7 +21,7 @@ from typing import Any
 
 import docker
 
-from evaluator_host.builds import installers, suggest
+from evaluator_host.builds import installers, suggest, uv
 from evaluator_host.builds.build_once import BuildOnce, runtime_id
 from evaluator_host.definitions import languages
 from evaluator_host.definitions.languages import Family
@@ -133,6 +133,12 @@ class DockerRuntimeBuilder(BuildOnce):
         box = self.boxes.take()
         try:
             output, code = self.boxes.install(box, family, pins, self.live_logs(rid)[0])
+            if code and box.store and self.settings.allow_sdist_builds and uv.NEEDS_SOURCES in output:
+                # a pin published only as source: again, where package code may run, without the shared cache
+                self.boxes.release(box)
+                box = self.boxes.open_without_store()
+                again, code = self.boxes.install(box, family, pins, self.live_logs(rid)[0])
+                output = f"{uv.NEEDS_SOURCES}: installing again with source builds, without the shared cache\n{again}"
             installed = time.monotonic()
             runtime = None
             if code == 0 and installers.LOCK_MARK in output:

@@ -18,6 +18,7 @@ root's before it is renamed into place.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import signal
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from evaluator_host.builds import build_relay, build_sandbox, installers, suggest
+from evaluator_host.builds import build_relay, build_sandbox, installers, suggest, uv
 from evaluator_host.definitions import languages
 from evaluator_host.definitions.languages import RUNTIMES_DIR
 from evaluator_host.errors import BuildError
@@ -37,11 +38,16 @@ from evaluator_host.sandbox.protocol import encode_frame
 from evaluator_host.settings import Settings
 from evaluator_host.storage import INSTALLER_MARKS, storage_full
 
-__all__ = ["InstallSite", "hand_over"]
+__all__ = ["LINKS_IN_SANDBOX", "MANIFEST_IN_SANDBOX", "STORE_IN_SANDBOX", "InstallSite", "hand_over"]
 
 _BOOTSTRAP = RUNTIMES_DIR / "sandbox_init.py"
 _BUILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
 _NODE_HOME = "/sandbox/node-home"  # the pinned Node wheel's folder, in the build sandbox (npm)
+_BUILD_TMPFS_MB = 256  # a build's /tmp: uv's tree of links for a large set (only what is used is memory)
+_UV = "/sandbox/tools/uv"  # the service's uv, read-only in the build sandbox
+STORE_IN_SANDBOX = "/sandbox/uv-cache"  # the shared package store, in the build sandbox
+LINKS_IN_SANDBOX = "/tmp/links"  # the tree of links into the store uv installs (the sandbox's tmpfs: fast)
+MANIFEST_IN_SANDBOX = "/sandbox/scratch/links.json"  # that tree, described for the host
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,18 @@ class InstallSite:
     allow_direct: tuple[str, ...]
     root: Path
 
+    @property
+    def store(self) -> Path:
+        """The shared package store (uv's cache, :mod:`evaluator_host.builds.store`) of these runtimes."""
+        return self.root.parent / "package-store"  # (beside the runtimes folder: the same file system)
+
+    @property
+    def can_share(self) -> bool:
+        """Whether Python installs may use the shared store (uv is there). Only an install that runs no
+        package code does (``share``: uv's ``--no-build``, wheels only); one that must build an sdist
+        runs again with a cache of its own, never seeing the store, and its runtime is copied."""
+        return uv.uv_binary() is not None
+
     def sandbox_config(
         self,
         build: Path,
@@ -66,6 +84,7 @@ class InstallSite:
         family: languages.Family,
         pins: dict[str, str],
         relay: build_relay.BuildRelay,
+        share: bool = False,
     ) -> tuple[installers.Install, dict[str, object]]:
         """The install of ``pins`` in the build sandbox, and the bootstrap's config for it.
 
@@ -74,11 +93,16 @@ class InstallSite:
         (pip: only its ``site/``; npm: the whole of it, where ``package.json`` and ``node_modules`` go)
         and ``/sandbox/scratch`` (writable, the build uid's), the interpreter, the pinned Node wheel at
         ``/sandbox/node-home`` (npm) and the local index folders (read-only), ``/sandbox/relay.sock``;
-        nothing else of the host."""
+        pip families: the service's uv at ``/sandbox/tools/uv`` (read-only) and, for wheels-only builds,
+        the shared package store at ``/sandbox/uv-cache`` (writable: uv adds what is missing; the entries
+        runtimes use are root's, :mod:`evaluator_host.builds.store`), uv installing a tree of links into
+        it in its private ``/tmp`` (a tmpfs) described in ``/sandbox/scratch/links.json`` for the host, which
+        makes the runtime of it; nothing else of the host."""
         files, scratch, mount = build / "files", build / "scratch", build / "root"
         for folder in (files, scratch, mount):
             folder.mkdir()
         npm = family.installer == "npm"
+        writable_store: list[list[str]] = []
         top = family.packages_dir.split("/", 1)[0]
         writable_runtime = partial if npm else partial / top
         writable_runtime.mkdir(parents=True, exist_ok=True)
@@ -128,16 +152,30 @@ class InstallSite:
             context = installers.Context(
                 [sys.executable],
                 [],
-                {**environment, "PIP_CONFIG_FILE": "/build/pip.conf"},
+                {**environment, "PIP_CONFIG_FILE": "/build/pip.conf", **uv.uv_environment(in_sandbox, cert)},
                 "/sandbox/scratch",
                 relay="/sandbox/relay.sock",
                 allow_direct=self.allow_direct,
                 constraint=constraint,
+                target_python=self.settings.python_executable,
             )
             packages_dir = f"/sandbox/runtime/{family.packages_dir}"
+            uv_bin = uv.uv_binary()
+            if uv_bin is not None:
+                binds.append([uv_bin, _UV])
+                context = dataclasses.replace(context, uv=_UV)
+                if share:  # the store, writable: uv links a tree into it (then the host links)
+                    self.store.mkdir(exist_ok=True)
+                    if uid is not None:
+                        os.chown(self.store, uid, uid)
+                    writable_store = [[str(self.store), STORE_IN_SANDBOX]]
+                    context = dataclasses.replace(
+                        context, cache=STORE_IN_SANDBOX, link="symlink", manifest=MANIFEST_IN_SANDBOX
+                    )
+                    packages_dir = LINKS_IN_SANDBOX
             binds += [[path, path] for path in build_sandbox.local_index_paths(self.pip_config)]
         install = installers.for_family(family).prepare(
-            pins, build_dir="/build", packages_dir=packages_dir, context=context, sources=self.sources
+            pins, build_dir="/build", packages_dir=packages_dir, context=context, sources=self.sources and not share
         )
         for name, text in install.files.items():
             (files / name).write_text(text)
@@ -155,8 +193,8 @@ class InstallSite:
             "seccomp": True,
             "loopback": True,
             "binds": binds,
-            "writable": [[str(writable_runtime), target], [str(scratch), "/sandbox/scratch"]],
-            "tmpfs_mb": self.settings.tmpfs_mb,
+            "writable": [[str(writable_runtime), target], [str(scratch), "/sandbox/scratch"], *writable_store],
+            "tmpfs_mb": max(self.settings.tmpfs_mb, _BUILD_TMPFS_MB),
             "uid": uid,
             "rlimits": rlimits,
             "workdir": "/sandbox/scratch",

@@ -1,9 +1,10 @@
 """Runtimes: one per (language, base interpreter, exact pins), built once and shared.
 
-On the process backend a Python runtime is a directory ``runtimes/<id>/`` holding
-``site/`` (``pip install --target``, with the host's pip index settings) and ``manifest.json``
-with the pins and the full resolved lock. The worker adds ``site/`` to an interpreter started
-with ``-I -S``, so only the pinned packages (and the standard library) are importable.
+On the process backend a Python runtime is a directory ``runtimes/<id>/`` holding ``site/`` (uv's
+install, hard links into the package store: :mod:`evaluator_host.builds.store`; a copy when it
+needed an sdist build or pip) and ``manifest.json`` with the pins and the full resolved lock. The
+worker adds ``site/`` to an interpreter started with ``-I -S``, so only the pinned packages (and the
+standard library) are importable.
 
 A Python install can run package code (resolving or building an sdist), so it runs in a **build
 sandbox** whenever the machine has namespaces (:mod:`evaluator_host.sandbox.process.installs`: a
@@ -26,30 +27,35 @@ Found or built through :class:`~evaluator_host.builds.build_once.BuildOnce`.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import functools
 import glob
 import json
+import logging
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-from evaluator_host.builds import build_relay, build_sandbox, installers
+from evaluator_host.builds import build_relay, build_sandbox, installers, store, uv
 from evaluator_host.builds.build_once import BuildOnce, runtime_id
 from evaluator_host.builds.npm import host_npm_config
 from evaluator_host.definitions import languages
 from evaluator_host.errors import BuildError
 from evaluator_host.sandbox.base import Runtime
 from evaluator_host.sandbox.inventory import RuntimeInfo
-from evaluator_host.sandbox.process.installs import InstallSite, hand_over
+from evaluator_host.sandbox.process.installs import STORE_IN_SANDBOX, InstallSite, hand_over
 from evaluator_host.sandbox.process.isolation import Isolation, probe
 from evaluator_host.settings import Settings
 from evaluator_host.storage import on_full_disk
 
 __all__ = ["RuntimeBuilder", "hand_over"]
+
+log = logging.getLogger(__name__)
 
 
 class RuntimeBuilder(BuildOnce):
@@ -158,56 +164,24 @@ class RuntimeBuilder(BuildOnce):
         family = languages.get(language).family
         installer = installers.for_family(family)
         partial.mkdir(parents=True)
-        ca_bundle = str(self.settings.ca_bundle) if self.settings.ca_bundle else None
         site = self._site(family)
-        relay: build_relay.BuildRelay | None = None
-        if self.sandboxed:
-            if family.installer == "pip":
-                # an index with credentials: named plainly in the sandbox, reached with them through the relay
-                in_sandbox, upstreams = build_relay.relay_credentials(self.pip_config)
-                allowed = build_sandbox.allowed_hosts(in_sandbox, {}, self.settings.build_allow_hosts)
-            else:  # npm: its registries only (tokens are never passed on)
-                upstreams, allowed = {}, build_sandbox.registry_hosts(self.npm_config, self.settings.build_allow_hosts)
-            relay = build_relay.BuildRelay(allowed, upstreams, ca_bundle)
-            install, config = site.sandbox_config(build, partial, family, pins, relay)
-        else:
-            context = installer.on_host(ca_bundle)
-            if family.installer == "pip":
-                context = installers.Context(
-                    context.tool, context.options, context.environment, allow_direct=self._allow_direct()
-                )
-            install = installer.prepare(
-                pins,
-                build_dir=str(build),
-                packages_dir=str(partial / family.packages_dir),
-                context=context,
-                sources=self.sources,
-            )
-            config = None
-            for name, text in install.files.items():
-                (build / name).write_text(text)
+        share = family.installer == "pip" and site.can_share
         try:
-            output, log = site.run(install, rid, family, pins, self.live_logs(rid), config)
+            output, log = self._install(site, build, partial, family, pins, rid, share)
         except BuildError as failed:
-            if relay is None or not relay.refused:
+            if not (share and self.sources and uv.NEEDS_SOURCES in f"{failed}\n{failed.output}"):
                 raise
-            # what the sandbox asked of a host that is not a configured index (an npm git or tarball
-            # dependency, say): named, so the answer says why rather than only the installer's words
-            refused = "; ".join(dict.fromkeys(relay.refused))
-            reason = f"{failed.output}\nthe build relay refused: {refused}"
-            raise BuildError(
-                f"{failed}\nthe build relay refused: {refused}",
-                runtime_id=rid,
-                output=reason,
-                suggestions=failed.suggestions,
-            ) from failed
-        finally:
-            if relay is not None:
-                relay.close()
+            # a pin published only as source: built again where package code may run, without the store
+            log_note = f"{uv.NEEDS_SOURCES}: installing again with source builds, without the shared store\n"
+            (build / "sources").mkdir()
+            share = False
+            output, log = self._install(site, build / "sources", partial, family, pins, rid, share)
+            log = log_note + log
         if family.installer == "npm":
             allowed = build_sandbox.allowed_hosts({}, self.npm_config, self.settings.build_allow_hosts)
             installers.check_npm_lock(family, pins, rid, output, allowed)
         lock = installer.lock(output.split(installers.LOCK_MARK, 1)[1])
+        entries, sources = self._link_from_store(build, partial, family, site, rid, pins) if share else (set(), {})
         os.chmod(partial, 0o755)
         manifest = {
             "id": rid,
@@ -226,8 +200,111 @@ class RuntimeBuilder(BuildOnce):
             reason = f"the finished runtime could not be handed over to the service: {exc}"
             message = f"installing {installers.shown(family, pins)} failed:\n{reason}"
             raise BuildError(message, runtime_id=rid, output=reason) from exc
+        for entry in entries:  # the store entries it shares: root's too (a later build writes none of them)
+            if entry.stat().st_uid != 0:  # (one handed over before holds nothing else: its folders are root's)
+                hand_over(entry)
+        if entries:  # then (root's, nothing of the build runs) their bytecode, linked beside the sources
+            self._compile(partial / family.packages_dir, entries, sources, site.store)
         partial.rename(self.root / rid)
         return Runtime(rid, language, pins, str(self.root / rid), lock)
+
+    def _install(
+        self,
+        site: InstallSite,
+        build: Path,
+        partial: Path,
+        family: languages.Family,
+        pins: dict[str, str],
+        rid: str,
+        share: bool,
+    ) -> tuple[str, str]:
+        """Run the install of ``pins`` (``share``: uv, wheels only, linking into the shared store;
+        in the build sandbox when there are namespaces): its output and its whole log."""
+        installer = installers.for_family(family)
+        ca_bundle = str(self.settings.ca_bundle) if self.settings.ca_bundle else None
+        relay: build_relay.BuildRelay | None = None
+        if self.sandboxed:
+            if family.installer == "pip":
+                # an index with credentials: named plainly in the sandbox, reached with them through the relay
+                in_sandbox, upstreams = build_relay.relay_credentials(self.pip_config)
+                allowed = build_sandbox.allowed_hosts(in_sandbox, {}, self.settings.build_allow_hosts)
+            else:  # npm: its registries only (tokens are never passed on)
+                upstreams, allowed = {}, build_sandbox.registry_hosts(self.npm_config, self.settings.build_allow_hosts)
+            relay = build_relay.BuildRelay(allowed, upstreams, ca_bundle)
+            install, config = site.sandbox_config(build, partial, family, pins, relay, share)
+        else:
+            context = installer.on_host(ca_bundle)
+            packages_dir = str(partial / family.packages_dir)
+            if family.installer == "pip":
+                context = installers.Context(
+                    context.tool,
+                    context.options,
+                    {**context.environment, **uv.uv_environment(self.pip_config, ca_bundle)},
+                    allow_direct=self._allow_direct(),
+                    uv=context.uv,
+                    target_python=self.settings.python_executable,
+                )
+                if share:
+                    site.store.mkdir(exist_ok=True)
+                    manifest = str(build / "links.json")
+                    context = dataclasses.replace(context, cache=str(site.store), link="symlink", manifest=manifest)
+                    packages_dir = str(build / "links")
+            install = installer.prepare(
+                pins,
+                build_dir=str(build),
+                packages_dir=packages_dir,
+                context=context,
+                sources=self.sources and not share,
+            )
+            config = None
+            for name, text in install.files.items():
+                (build / name).write_text(text)
+        try:
+            return site.run(install, rid, family, pins, self.live_logs(rid), config)
+        except BuildError as failed:
+            if relay is None or not relay.refused:
+                raise
+            # what the sandbox asked of a host that is not a configured index (an npm git or tarball
+            # dependency, say): named, so the answer says why rather than only the installer's words
+            refused = "; ".join(dict.fromkeys(relay.refused))
+            reason = f"{failed.output}\nthe build relay refused: {refused}"
+            raise BuildError(
+                f"{failed}\nthe build relay refused: {refused}",
+                runtime_id=rid,
+                output=reason,
+                suggestions=failed.suggestions,
+            ) from failed
+        finally:
+            if relay is not None:
+                relay.close()
+
+    def _link_from_store(
+        self, build: Path, partial: Path, family: languages.Family, site: InstallSite, rid: str, pins: dict[str, str]
+    ) -> tuple[set[Path], store.Sources]:
+        """After uv installed a tree of links into the shared store: the runtime's packages folder made of
+        hard links to the store (:func:`store.link_tree`); the store entries it uses, and where each of
+        its folders links from (for the bytecode: :meth:`_compile`)."""
+        manifest = build / "scratch" / "links.json" if self.sandboxed else build / "links.json"
+        seen_as = STORE_IN_SANDBOX if self.sandboxed else str(site.store)
+        try:
+            links, files = store.read_manifest(manifest)
+            copies = manifest.with_name(manifest.name + ".files")
+            return store.link_tree(links, files, copies, partial / family.packages_dir, site.store, seen_as)
+        except (store.StoreError, OSError) as exc:
+            reason = f"the installed packages could not be linked from the package store: {exc}"
+            message = f"installing {installers.shown(family, pins)} failed:\n{reason}"
+            raise BuildError(message, runtime_id=rid, output=reason) from exc
+
+    def _compile(self, site: Path, entries: set[Path], sources: store.Sources, package_store: Path) -> None:
+        """Compile the bytecode of the store entries a new runtime uses (once per entry: a later set
+        links it) and link it into the runtime's packages folder ``site``. A worker cannot write bytecode
+        into its read-only runtime: without it, every worker would compile what it imports (seconds for
+        scikit-learn). A failure leaves the runtime without it (logged), still whole."""
+        try:
+            store.compile_entries(entries, self.settings.python_executable, self.settings.build_timeout_s)
+            store.link_bytecode(site, sources, package_store)
+        except (OSError, subprocess.SubprocessError):
+            log.warning("compiling the bytecode of %s failed", site, exc_info=True)
 
     @functools.cached_property
     def npm_config(self) -> dict[str, str]:
@@ -276,7 +353,7 @@ class RuntimeBuilder(BuildOnce):
                     language=languages.get(data.get("language", languages.DEFAULT)).family.name,
                     packages=dict(data.get("packages", {})),
                     lock=list(data.get("lock", [])),
-                    size_bytes=_size(manifest.parent),
+                    size_bytes=store.apparent_size(manifest.parent),
                     created_at=data.get("created_at"),
                     last_used=self.last_used(rid),
                     build_seconds=data.get("build_seconds"),
@@ -308,15 +385,3 @@ class RuntimeBuilder(BuildOnce):
             self.forget_marks(rid)
         shutil.rmtree(trash, ignore_errors=True)
         return True
-
-
-def _size(directory: Path) -> int:
-    """Bytes of the files under ``directory`` (not following links)."""
-    total = 0
-    for parent, _, files in os.walk(directory):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(parent, name)).st_size
-            except OSError:
-                pass
-    return total

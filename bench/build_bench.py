@@ -1,0 +1,187 @@
+"""The new-package-set benchmark (called by bench/run.py, or ``python -m bench.build_bench [backend]``).
+
+Five pin sets a user might write (``SETS``: small, medium, large, npm, and one that differs from the
+large one by one package), each **never seen** by the service, timed as a user meets them: one
+``POST /v1/evaluate`` whose code imports the packages, from the request to its result (the build, a
+worker's start, the call). In the same run, the baseline: a bare ``uv pip install`` of the same pins into
+an empty folder (npm: a bare ``npm install``), with the service's interpreter and a cache of its own.
+
+* **cold**: a fresh data dir (empty package store) against a fresh uv cache; the sets in order, so the
+  one-package-different set comes after the large one (its store then holds every other package);
+* **warm**: the service restarted on the same data dir with its runtimes removed but the package store
+  kept (the sets are new to it, their files are not) against the bare install with the cache it filled;
+* **disk**: what each set added under the data dir (runtimes and store, every inode once: ``du``).
+
+Goals (issue 33): the large set cold ≤ 1.3× bare uv, warm ≤ 1.5 s; the one-package-different set
+≤ 0.3× the large one in time and in disk.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from bench.common import serving, verdict
+from evaluator_host.builds.npm import NPM_INSTALL_FLAGS, npm_command, npm_package_json
+from evaluator_host.builds.store import disk_usage
+from evaluator_host.builds.uv import uv_binary
+from evaluator_host.settings import Settings
+
+SETS: list[tuple[str, str, dict[str, str], str]] = [  # (name, language, pins, module the code imports)
+    ("small", "python", {"rapidfuzz": "3.9.7"}, "rapidfuzz"),
+    ("medium", "python", {"numpy": "2.1.3", "scipy": "1.14.1"}, "scipy"),
+    ("large", "python", {"scikit-learn": "1.5.2", "nltk": "3.9.1"}, "sklearn"),
+    ("large + 1", "python", {"scikit-learn": "1.5.2", "nltk": "3.9.1", "tabulate": "0.9.0"}, "tabulate"),
+    ("npm", "javascript", {"ajv": "8.17.1", "zod": "3.23.8"}, "zod"),
+]
+PY_CODE = "def evaluate(inputs, outputs, trace):\n    import {module}\n    return 1.0\n"
+JS_CODE = "function evaluate(inputs, outputs, trace) {{\n  require('{module}');\n  return 1.0;\n}}\n"
+GOAL_COLD_RATIO, GOAL_WARM_S, GOAL_ONE_MORE = 1.3, 1.5, 0.3
+
+
+@dataclass
+class SetFigures:
+    name: str
+    pins: dict[str, str]
+    service_cold_s: float = 0.0
+    service_warm_s: float = 0.0
+    bare_cold_s: float = 0.0
+    bare_warm_s: float = 0.0
+    disk_mb: float = 0.0  # what the set added to the data dir (cold run)
+    bare_disk_mb: float = 0.0  # the bare install's folder (and the cache it filled)
+    note: str = ""  # the first answer's X-Runtime-Build
+
+
+@dataclass
+class BuildFigures:
+    backend: str
+    sets: list[SetFigures] = field(default_factory=list)
+
+
+def _first_result(client: httpx.Client, language: str, pins: dict[str, str], module: str) -> tuple[float, str]:
+    code = (PY_CODE if language == "python" else JS_CODE).format(module=module)
+    started = time.perf_counter()
+    answer = client.post("/v1/evaluate", json={"language": language, "code": code, "packages": pins})
+    took = time.perf_counter() - started
+    answer.raise_for_status()
+    assert answer.json()["score"] == 1.0, answer.text
+    return took, answer.headers.get("x-runtime-build", "")
+
+
+def _data_disk(data_dir: Path) -> int:
+    return disk_usage([p for p in (data_dir / "runtimes", data_dir / "package-store") if p.exists()])
+
+
+def _bare(language: str, pins: dict[str, str], cache: Path) -> tuple[float, int]:
+    """A bare install of ``pins`` into an empty folder with ``cache``: (seconds, bytes of folder + cache growth)."""
+    before = disk_usage([cache]) if cache.exists() else 0
+    with tempfile.TemporaryDirectory(prefix="bare-", dir=cache.parent) as target:
+        if language == "python":
+            uv = uv_binary()
+            assert uv is not None, "uv is missing: make install"
+            argv = [uv, "pip", "install", "--quiet", "--python", Settings().python_executable, "--target", target]
+            argv += ["--cache-dir", str(cache), "--index-strategy", "unsafe-best-match"]
+            argv += [f"{name}=={version}" for name, version in pins.items()]
+        else:
+            Path(target, "package.json").write_text(json.dumps(npm_package_json(pins)))
+            argv = [*npm_command(), "install", *NPM_INSTALL_FLAGS, "--cache", str(cache), "--prefix", target]
+        started = time.perf_counter()
+        subprocess.run(argv, check=True, cwd=target, stdout=subprocess.DEVNULL)
+        took = time.perf_counter() - started
+        size = disk_usage([Path(target), cache]) - before
+    return took, size
+
+
+def measure(backend: str = "process") -> BuildFigures:
+    figures = BuildFigures(backend)
+    with tempfile.TemporaryDirectory(prefix="evaluator-host-bench-") as scratch:
+        data = Path(scratch) / "data"
+        data.mkdir()
+        env = {"EVALUATOR_HOST_BACKEND": backend}
+        with serving(str(data), env) as (base, _), httpx.Client(base_url=base, timeout=600) as client:
+            for name, language, pins, module in SETS:  # cold: an empty store
+                one = SetFigures(name, pins)
+                before = _data_disk(data)
+                one.service_cold_s, one.note = _first_result(client, language, pins, module)
+                one.disk_mb = (_data_disk(data) - before) / 1e6
+                figures.sets.append(one)
+        for runtime in (data / "runtimes").iterdir():  # warm: the runtimes gone, the store kept
+            if runtime.is_dir() and not runtime.name.startswith("."):
+                shutil.rmtree(runtime)
+            elif runtime.name.endswith((".build.json", ".used")):
+                runtime.unlink()
+        with serving(str(data), env) as (base, _), httpx.Client(base_url=base, timeout=600) as client:
+            for one, (_, language, pins, module) in zip(figures.sets, SETS, strict=True):
+                one.service_warm_s, _ = _first_result(client, language, pins, module)
+        caches = {"python": Path(scratch) / "uv-cache", "javascript": Path(scratch) / "npm-cache"}
+        for one, (_, language, pins, _) in zip(figures.sets, SETS, strict=True):  # bare: cold, then warm
+            cache = caches[language]
+            if one.name == "large + 1":  # as the service: after the large set, its cache holds the rest
+                one.bare_cold_s, size = _bare(language, pins, cache)
+            else:
+                fresh = Path(scratch) / f"cold-{len(list(Path(scratch).glob('cold-*')))}"
+                one.bare_cold_s, size = _bare(language, pins, fresh)
+                _bare(language, pins, cache)  # (fills the shared cache as the service's store was)
+            one.bare_disk_mb = size / 1e6
+            one.bare_warm_s, _ = _bare(language, pins, cache)
+    return figures
+
+
+def render(f: BuildFigures) -> tuple[str, str]:
+    """(section, summary line) for docs/benchmarks.md."""
+    by = {s.name: s for s in f.sets}
+    large, more = by["large"], by["large + 1"]
+    cold_ratio = large.service_cold_s / large.bare_cold_s
+    ok_cold, ok_warm = cold_ratio <= GOAL_COLD_RATIO, large.service_warm_s <= GOAL_WARM_S
+    time_ratio, disk_ratio = more.service_cold_s / large.service_cold_s, more.disk_mb / large.disk_mb
+    ok_more = time_ratio <= GOAL_ONE_MORE and disk_ratio <= GOAL_ONE_MORE
+    rows = "\n".join(
+        f"| {s.name} | `{', '.join(f'{k}=={v}' for k, v in s.pins.items())}` | {s.service_cold_s:.2f} | "
+        f"{s.bare_cold_s:.2f} | {s.service_cold_s / s.bare_cold_s:.2f}× | {s.service_warm_s:.2f} | "
+        f"{s.bare_warm_s:.2f} | {s.disk_mb:.1f} | {s.bare_disk_mb:.1f} |"
+        for s in f.sets
+    )
+    notes = "\n".join(f"- {s.name}: `{s.note}`" for s in f.sets if s.note)
+    summary = (
+        f"- {f.backend}, a never-seen package set to its first result: large (scikit-learn + nltk) cold "
+        f"**{large.service_cold_s:.2f} s** = {cold_ratio:.2f}× a bare `uv pip install` ({large.bare_cold_s:.2f} s; "
+        f"goal ≤ {GOAL_COLD_RATIO}×: {verdict(ok_cold)}), warm store **{large.service_warm_s:.2f} s** (goal ≤ "
+        f"{GOAL_WARM_S} s: {verdict(ok_warm)}); the large set + one package: {time_ratio:.2f}× its time, "
+        f"{disk_ratio:.2f}× its disk (goal ≤ {GOAL_ONE_MORE}×: {verdict(ok_more)})"
+    )
+    section = f"""
+## New package sets ({f.backend} backend)
+
+`bench/build_bench.py`: each set never seen by the service, one `POST /v1/evaluate` importing it, from the
+request to its result (build, worker start, call); beside it, in the same run, a bare `uv pip install` of
+the same pins into an empty folder (npm: a bare `npm install`) with the service's interpreter. Cold: an
+empty package store / uv cache (the sets in this order, so "large + 1" comes after "large": the store then
+holds the rest, as the bare install's cache does); warm: the service restarted with its runtimes removed and
+its store kept, the bare install with the cache it filled. Disk: what the set added to the data dir
+(runtimes + store, every inode once, as `du` counts); bare: its folder and the cache it filled.
+
+{summary}
+
+| set | pins | service cold s | bare cold s | ratio | service warm s | bare warm s | disk MB | bare disk MB |
+|---|---|---|---|---|---|---|---|---|
+{rows}
+
+The first answers' `X-Runtime-Build`:
+
+{notes}
+"""
+    return section, summary
+
+
+if __name__ == "__main__":
+    body, head = render(measure(sys.argv[1] if len(sys.argv) > 1 else "process"))
+    print(head)
+    print(body)

@@ -1,0 +1,210 @@
+"""The package store: every unpacked wheel once on disk, hard-linked into each runtime that needs it.
+
+uv's cache (``<cache_dir>/package-store``, beside ``runtimes/``) is the store: ``archive-v0/<entry>/``
+holds one unpacked wheel, content-addressed by uv. A build sandbox's uv installs a runtime as a tree of
+**symbolic links** into the store (in the sandbox's own tmpfs, where they are cheap) and describes it
+(:func:`read_manifest`: each link's target, the other files copied beside). :func:`link_tree` then makes
+the real runtime on the host, as the service: every link becomes a **hard link** to the store's file
+(same file system), every other file (``RECORD``, ``INSTALLER``, a script) is copied. So a package set
+that differs from a built one by one package costs about that package's bytes (and its download and
+unpack), never the rest again.
+
+What the host links is checked, never trusted: a path must stay inside the runtime; a link must point
+into the store's ``archive-v0`` (its folder's real path too: no link escapes through another link) at a
+regular file; anything else fails the build. Bytecode is compiled once into each store entry
+(:func:`compile_entries`: ``compileall`` compiles, never runs, the code; a package's tests are left
+out) and hard-linked into the runtimes (:func:`link_bytecode`); a ``.pyc`` remembers its source's
+size and mtime, which its hard link shares.
+
+Once linked, the runtime and the store entries it uses are handed to root
+(:func:`~evaluator_host.sandbox.process.installs.hand_over`, by the caller): a later build — the build
+uid's — can neither write a file any runtime shares nor add to or remove from an entry. (A hard link
+shares its inode: the hand-over of a runtime is its entries' too.)
+
+:func:`disk_usage` counts bytes on disk with every inode once (``du`` semantics).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+
+__all__ = [
+    "ARCHIVE",
+    "Sources",
+    "apparent_size",
+    "StoreError",
+    "compile_entries",
+    "disk_usage",
+    "link_bytecode",
+    "link_tree",
+    "read_manifest",
+]
+
+ARCHIVE = "archive-v0"
+_COMPILED = ".evaluator-host-compiled"
+
+
+class StoreError(Exception):
+    """A link tree the host refuses to turn into a runtime (it names what and why)."""
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def read_manifest(path: Path) -> tuple[dict[str, str], list[str]]:
+    """The tree uv made, as the install script described it (``links``: path → link target; ``files``:
+    the other files' paths, copied to ``<path>.files/``); :class:`StoreError` when it is malformed."""
+    try:
+        data = json.loads(path.read_text())
+        links, files = data["links"], data["files"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise StoreError(f"the install described no tree of links ({exc.__class__.__name__})") from exc
+    if not isinstance(links, dict) or not isinstance(files, list):
+        raise StoreError("the install's tree of links is malformed")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in links.items()):
+        raise StoreError("the install's tree of links is malformed")
+    if not all(isinstance(f, str) for f in files):
+        raise StoreError("the install's tree of links is malformed")
+    for rel in [*links, *files]:
+        _relative(rel)
+    return links, files
+
+
+def _relative(rel: str) -> str:
+    """``rel`` when it is a plain relative path inside the tree, else :class:`StoreError`."""
+    parts = rel.split("/")
+    if not rel or rel.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\0" in rel:
+        raise StoreError(f"a path of the install leaves its folder: {rel!r}")
+    return rel
+
+
+def compile_entries(entries: Iterable[Path], python: str, timeout_s: float) -> None:
+    """Compile the bytecode of store entries not compiled yet (``python -I -m compileall``; the code
+    is compiled, never run); a mark in the entry says it was done."""
+    todo = [entry for entry in sorted(entries) if not (entry / _COMPILED).exists()]
+    if not todo:
+        return
+    subprocess.run(
+        # (a package's own tests are left out: imported by no evaluator, often a third of its files)
+        [python, "-I", "-m", "compileall", "-q", "-j", "0", "-x", r"[/\\]tests?[/\\]", *map(str, todo)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=timeout_s,
+        check=False,  # a file that does not compile (a template, Python 2 code) stays source only
+    )
+    for entry in todo:
+        (entry / _COMPILED).touch()
+
+
+Sources = dict[str, set[str]]  # a folder of the runtime (relative) → the store folders its files come from
+
+
+def link_tree(
+    links: dict[str, str], files: list[str], copies: Path, target: Path, store: Path, seen_as: str
+) -> tuple[set[Path], Sources]:
+    """Make ``target`` from the tree uv made (:func:`read_manifest`; see the module docstring): links
+    into the store become hard links, the other files are copied from ``copies``. Returns the store
+    entries it links from and, per folder of ``target``, the store folders its files come from (where
+    their bytecode is, :func:`link_bytecode`). :class:`StoreError` for anything it refuses."""
+    archive = os.path.realpath(store / ARCHIVE)
+    host_archive = str(store / ARCHIVE)
+    archive_seen = seen_as.rstrip("/") + "/" + ARCHIVE + "/"
+    checked: dict[str, bool] = {}  # a store folder → whether its real path lies in the store
+    sources: Sources = {}
+    entries: set[str] = set()
+    top = str(target)
+    os.makedirs(top, exist_ok=True)
+    made: set[str] = {""}
+    for rel, link in links.items():
+        if not link.startswith(archive_seen) or "/../" in link or "/./" in link:
+            raise StoreError(f"a link of the install points outside the package store: {link}")
+        inner = link[len(archive_seen) :]
+        entries.add(inner.split("/", 1)[0])
+        source = host_archive + "/" + inner
+        parent, _, name = source.rpartition("/")
+        if parent not in checked:
+            checked[parent] = _inside(os.path.realpath(parent), archive)
+        if not checked[parent] or not stat.S_ISREG(os.lstat(source).st_mode):
+            raise StoreError(f"a link of the install is not a file of the package store: {rel}")
+        rel_dir = rel.rpartition("/")[0]
+        if rel_dir not in made:
+            os.makedirs(top + "/" + rel_dir, exist_ok=True)
+            made.add(rel_dir)
+        try:
+            os.link(source, f"{top}/{rel}")
+        except FileExistsError:
+            if not rel.endswith(".pyc"):
+                raise
+        if not rel_dir.endswith("__pycache__"):
+            sources.setdefault(rel_dir, set()).add(parent)
+    real_copies = os.path.realpath(copies)
+    for rel in files:
+        path = copies / rel
+        info = os.lstat(path)
+        if not _inside(os.path.realpath(path.parent), real_copies) or not stat.S_ISREG(info.st_mode):
+            raise StoreError(f"the install left something that is no file: {rel}")
+        out = target / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, out)
+        os.chmod(out, stat.S_IMODE(info.st_mode) & 0o755)
+    return {Path(host_archive) / entry for entry in entries if entry}, sources
+
+
+def link_bytecode(target: Path, sources: Sources, store: Path) -> int:
+    """Hard-link the bytecode compiled in the store folders a runtime's folders link from (their
+    ``__pycache__``) into the runtime; what is there already stays. Returns how many were linked."""
+    archive = os.path.realpath(store / ARCHIVE)
+    count = 0
+    for rel_dir, parents in sources.items():
+        for parent in parents:
+            cache = os.path.join(parent, "__pycache__")
+            if not os.path.isdir(cache) or not _inside(os.path.realpath(cache), archive):
+                continue
+            out = target / rel_dir / "__pycache__"
+            for name in os.listdir(cache):
+                source = os.path.join(cache, name)
+                if not name.endswith(".pyc") or not stat.S_ISREG(os.lstat(source).st_mode):
+                    continue
+                out.mkdir(exist_ok=True)
+                with contextlib.suppress(FileExistsError):
+                    os.link(source, out / name)
+                    count += 1
+    return count
+
+
+def apparent_size(directory: Path) -> int:
+    """Bytes of the files under ``directory`` (not following links; a shared file counts in each runtime)."""
+    total = 0
+    for parent, _, files in os.walk(directory):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(parent, name)).st_size
+    return total
+
+
+def disk_usage(paths: Iterable[Path]) -> int:
+    """Bytes on disk under ``paths`` (allocated blocks), every inode counted once, as ``du`` does."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for root in paths:
+        for parent, dirs, names in os.walk(root):
+            for name in [*dirs, *names, *([""] if parent == str(root) else [])]:
+                try:
+                    info = os.lstat(os.path.join(parent, name) if name else parent)
+                except OSError:
+                    continue
+                key = (info.st_dev, info.st_ino)
+                if key in seen:
+                    continue
+                seen.add(key)
+                total += info.st_blocks * 512
+    return total

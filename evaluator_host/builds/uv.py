@@ -1,0 +1,254 @@
+"""uv: the Python installer of package sets, with a shared content-addressed cache, and build progress.
+
+:class:`Uv` is the ``pip`` families' installer whenever the service's uv binary is there
+(:func:`uv_binary`: the ``uv`` wheel of the service's own lock, the same static-enough binary on the
+host, bound read-only into a build sandbox or build box). Its script (:data:`_UV_SCRIPT`) runs, in
+the build sandbox like pip's did, one ``uv pip install`` of exactly the pins:
+
+* with the **shared cache** ``cache`` (``UV_CACHE_DIR``; the store of unpacked wheels every later
+  build reuses, :mod:`evaluator_host.builds.store`), wheels only unless source builds are allowed;
+* with the host's pip index settings as uv's own (:func:`uv_environment`: ``UV_INDEX_URL``,
+  ``UV_EXTRA_INDEX_URL``, ``UV_FIND_LINKS``, ``UV_INSECURE_HOST``, ``UV_NO_INDEX``,
+  ``UV_HTTP_TIMEOUT``; ``UV_INDEX_STRATEGY=unsafe-best-match``: the best version of all indexes, as
+  pip picks it; the CA bundle as ``SSL_CERT_FILE``, which uv trusts besides its own roots);
+  the operator's constraints with ``-c``;
+* into ``packages_dir`` by ``link`` (``symlink``: a tree of links into the cache the host then
+  turns into hard links, :func:`evaluator_host.builds.store.link_tree`; ``copy``: a docker image).
+
+uv never installs a requirement that names a URL unless the top-level requirements name it (they
+are exact pins only), so pip's guard against direct-URL requirements is not needed: uv refuses them
+itself ("URL dependencies must be expressed as direct requirements").
+
+While it runs the script prints :data:`PROGRESS_MARK` lines (``{"phase": "resolving" |
+"downloading" | "installing", "done": n, "total": N}``) read by :func:`progress` from the live log:
+``downloading n/N`` counts the distributions uv found missing from the cache and the new entries
+its archive has gained so far. Then :data:`~evaluator_host.builds.installers.LOCK_MARK` and the lock.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+__all__ = [
+    "NEEDS_SOURCES",
+    "PHASES",
+    "PROGRESS_MARK",
+    "Progress",
+    "progress",
+    "summary",
+    "uv_binary",
+    "uv_environment",
+    "uv_script",
+    "without_progress",
+]
+
+PROGRESS_MARK = "----evaluator-host-progress----"
+# uv's words when a pin has no wheel and builds are off (``--no-build``, how shared installs run)
+NEEDS_SOURCES = "building from source is disabled"
+Progress = dict[str, object]
+
+
+def uv_binary() -> str | None:
+    """The service's uv (``uv`` wheel of the lock, next to the interpreter), else one on PATH, else None."""
+    beside = Path(sys.executable).parent / "uv"
+    if beside.is_file():
+        return str(beside)
+    try:
+        from uv import find_uv_bin
+
+        return str(find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        return shutil.which("uv")
+
+
+def uv_environment(pip_config: dict[str, str], cert: str | None) -> dict[str, str]:
+    """uv's spelling of the host's pip index settings (already without credentials), and the CA bundle."""
+    # every index's versions, the best match among them: what pip does with the same settings
+    env: dict[str, str] = {"UV_NO_PROGRESS": "1", "UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never"}
+    env["UV_INDEX_STRATEGY"] = "unsafe-best-match"
+    if pip_config.get("index-url"):
+        env["UV_INDEX_URL"] = pip_config["index-url"]
+    if pip_config.get("extra-index-url"):
+        env["UV_EXTRA_INDEX_URL"] = pip_config["extra-index-url"]
+    if pip_config.get("find-links"):
+        env["UV_FIND_LINKS"] = " ".join(pip_config["find-links"].split())
+    if pip_config.get("trusted-host"):
+        env["UV_INSECURE_HOST"] = pip_config["trusted-host"]
+    if pip_config.get("no-index", "").lower() in ("1", "true", "yes", "on"):
+        env["UV_NO_INDEX"] = "1"
+    timeout = pip_config.get("timeout") or pip_config.get("default-timeout")
+    if timeout:
+        env["UV_HTTP_TIMEOUT"] = timeout
+    if cert:
+        env["SSL_CERT_FILE"] = cert
+    return env
+
+
+_UV_SCRIPT = """\
+import importlib.metadata, json, os, shutil, subprocess, sys, threading, time
+{forwarder}
+if {relay!r}:
+    threading.Thread(target=forward({relay!r}), name="relay-forwarder", daemon=True).start()
+MARK, ARCHIVE = {progress!r}, os.path.join({cache!r}, "archive-v0")
+state = {{"phase": "resolving", "done": 0, "total": 0}}
+shown, began = [], time.monotonic()
+
+def say():
+    now = dict(state)
+    if not shown or shown[-1] != now:
+        shown.append(now)
+        print(MARK + json.dumps({{**now, "t": round(time.monotonic() - began, 2)}}), flush=True)
+
+def entries():
+    try:
+        return len(os.listdir(ARCHIVE))
+    except OSError:
+        return 0
+
+def watch(start, stop):
+    while not stop.wait(0.25):
+        if state["phase"] == "downloading":
+            state["done"] = min(state["total"], max(0, entries() - start))
+            say()
+
+say()
+start, stop = entries(), threading.Event()
+threading.Thread(target=watch, args=(start, stop), daemon=True).start()
+proc = subprocess.Popen({command!r}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace")
+for line in proc.stderr:
+    text = line.rstrip("\\n")
+    if text.startswith("DEBUG "):
+        if "Identified uncached distribution" in text:
+            state.update(phase="downloading", total=state["total"] + 1)
+            say()
+        continue
+    if not text.startswith("Using CPython "):  # (the interpreter's path: nothing a user can act on)
+        print(text, file=sys.stderr, flush=True)
+    if text.startswith(("Prepared ", "Installed ", "Audited ")) and state["phase"] != "installing":
+        state.update(phase="installing", done=state["total"])
+        say()
+code = proc.wait()
+stop.set()
+if {private!r}:  # a cache of this build's own: nothing of it stays (a box's /tmp would be committed)
+    shutil.rmtree({cache!r}, ignore_errors=True)
+if code:
+    sys.exit(code)
+state["phase"] = "finishing"  # installed: the host links the runtime (process) or commits it (docker)
+say()
+if {manifest!r}:  # the tree of links, as data the host checks (its other files copied beside)
+    links, files, top = {{}}, [], {packages_dir!r}
+    for parent, dirs, names in os.walk(top):
+        for name in names:
+            path = os.path.join(parent, name)
+            rel = os.path.relpath(path, top)
+            if os.path.islink(path):
+                links[rel] = os.readlink(path)
+            else:
+                files.append(rel)
+                os.makedirs(os.path.dirname(os.path.join({manifest!r} + ".files", rel)), exist_ok=True)
+                shutil.copyfile(path, os.path.join({manifest!r} + ".files", rel))
+    with open({manifest!r}, "w") as fh:
+        json.dump({{"links": links, "files": files}}, fh)
+print({lock_mark!r})
+for d in importlib.metadata.distributions(path=[{packages_dir!r}]):
+    print(d.metadata["Name"] + "==" + d.version)
+"""
+
+
+def uv_script(
+    *,
+    uv: str,
+    python: str,
+    cache: str,
+    requirements: str,
+    packages_dir: str,
+    link: str,
+    sources: bool,
+    constraint: str | None,
+    forwarder: str,
+    relay: str | None,
+    lock_mark: str,
+    private: bool = False,
+    manifest: str | None = None,
+) -> str:
+    """The install script (see the module docstring); ``private``: ``cache`` is this build's own,
+    removed when uv ends; ``manifest``: where to write the tree uv made in ``packages_dir`` (links
+    and the other files' names, JSON; those files are copied to ``<manifest>.files/``)."""
+    command = [uv, "pip", "install", "-v", "--python", python, "--cache-dir", cache, "--target", packages_dir]
+    command += ["--link-mode", link, "--no-config", "--no-python-downloads", "-r", requirements]
+    if not sources:  # no package code runs: nothing is built, not even an sdist's metadata
+        command += ["--no-build"]
+    if constraint:
+        command += ["-c", constraint]
+    return _UV_SCRIPT.format(
+        forwarder=forwarder if relay else "",
+        relay=relay,
+        progress=PROGRESS_MARK,
+        cache=cache,
+        command=command,
+        lock_mark=lock_mark,
+        packages_dir=packages_dir,
+        private=private,
+        manifest=manifest,
+    )
+
+
+PHASES = ("resolving", "downloading", "installing", "finishing")
+
+
+def _reports(text: str) -> list[dict[str, object]]:
+    found = []
+    for line in text.splitlines():
+        if not line.startswith(PROGRESS_MARK):
+            continue
+        try:
+            item = json.loads(line[len(PROGRESS_MARK) :])
+        except ValueError:
+            continue
+        if isinstance(item, dict) and item.get("phase") in PHASES:
+            found.append(item)
+    return found
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) else 0
+
+
+def progress(text: str) -> Progress | None:
+    """The last progress a build's log reported (None: none yet, or an installer that reports none)."""
+    reports = _reports(text)
+    if not reports:
+        return None
+    last = reports[-1]
+    return {"phase": last["phase"], "done": _count(last.get("done")), "total": _count(last.get("total"))}
+
+
+def summary(text: str) -> str:
+    """A finished build's phases, for ``X-Runtime-Build``: ``resolving=0.4s; downloading=12/12 in 6.0s;
+    installing=1.2s`` (each from its first report to the next phase's; '' when none was reported)."""
+    firsts: dict[str, dict[str, object]] = {}
+    for item in _reports(text):
+        phase = str(item["phase"])
+        firsts.setdefault(phase, item)
+        if phase == "downloading":
+            firsts[phase] = {**item, "t": firsts[phase].get("t")}
+    parts, ordered = [], [p for p in PHASES if p in firsts and isinstance(firsts[p].get("t"), int | float)]
+    for index, phase in enumerate(ordered):
+        start = float(firsts[phase]["t"])  # type: ignore[arg-type]
+        end = float(firsts[ordered[index + 1]]["t"]) if index + 1 < len(ordered) else None  # type: ignore[arg-type]
+        took = "" if end is None else f"{end - start:.1f}s"
+        if phase == "downloading":
+            item = firsts[phase]
+            counted = f"{_count(item.get('total'))}"
+            parts.append(f"downloading={counted}" + (f" in {took}" if took else ""))
+        elif took:
+            parts.append(f"{phase}={took}")
+    return "; ".join(parts)
+
+
+def without_progress(text: str) -> str:
+    """A build log without its progress reports (what a user reads)."""
+    return "\n".join(line for line in text.split("\n") if not line.startswith(PROGRESS_MARK))
