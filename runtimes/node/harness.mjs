@@ -29,6 +29,7 @@ import childProcess from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { Writable } from 'node:stream';
+import vm from 'node:vm';
 import { copy, enableSync, encode, flush, heldState, hold, holdBulk, recv, send } from './channel.mjs';
 import { forwardEgress } from './egress.mjs';
 import { rowStore, runInFlight } from './inflight.mjs';
@@ -45,6 +46,28 @@ const realExit = process.exit.bind(process);
 
 class OutputLimitExceeded extends Error {}
 class ProcessExitCalled extends Error {}
+class SoftTimeout extends Error {}
+
+// -- soft timeouts --------------------------------------------------------------------------
+// A case's synchronous part runs under vm's watchdog: past its timeout, V8 terminates whatever
+// JavaScript runs (the user's own function included, whatever context it was compiled in, and no
+// try/catch of the user's can hold it), the call throws ERR_SCRIPT_EXECUTION_TIMEOUT here and the
+// worker stays warm. The host's hard kill (timeout + margin) stays the backstop, e.g. for a
+// promise continuation that blocks the event loop.
+const callScript = new vm.Script('call()', { filename: 'evaluator-host:call' });
+const callContext = vm.createContext({ call: null });
+function callWithin(thunk, ms) {
+  if (!(ms > 0)) return thunk();
+  callContext.call = thunk;
+  try {
+    return callScript.runInContext(callContext, { timeout: Math.max(1, Math.ceil(ms)) });
+  } catch (err) {
+    if (err && err.code === 'ERR_SCRIPT_EXECUTION_TIMEOUT') throw new SoftTimeout(`the evaluation exceeded ${ms} ms`);
+    throw err;
+  } finally {
+    callContext.call = null;
+  }
+}
 
 // -- captured output ------------------------------------------------------------------------
 // process.stdout/stderr are replaced before anything creates the real ones (which would switch
@@ -254,7 +277,7 @@ class Harness {
     return [variables];
   }
 
-  async runCase(c, correctAnswerKey) {
+  async runCase(c, correctAnswerKey, timeoutMs = 0) {
     const limits = this.config;
     valueJson = null;
     budget = { limit: limits.output_limit, used: 0, overflow: false, out: [], err: [] };
@@ -266,14 +289,26 @@ class Harness {
         Object.assign(reply, { status: 'error', error: this.loadError });
       } else {
         const entrypoint = this.fn; // called unbound: stack frames name the user's function only
-        let value = entrypoint(...this.args(c, correctAnswerKey));
+        const args = this.args(c, correctAnswerKey);
+        let value = callWithin(() => entrypoint(...args), timeoutMs);
         if (value !== null && typeof value === 'object' && typeof value.then === 'function') {
-          // a promise that never settles must be a timeout (the host's), not an exit of an idle loop
+          // a promise that never settles is a timeout, not an exit of an idle loop; it cannot be
+          // cancelled: answered at the timeout, the worker retires after it (a fresh one is started)
           const keepAlive = setInterval(() => {}, 1 << 30);
+          let timer = null;
           try {
-            value = await value;
+            const left = timeoutMs - (performance.now() - start);
+            value = timeoutMs > 0
+              ? await Promise.race([value, new Promise((resolve, reject) => {
+                timer = setTimeout(() => reject(new SoftTimeout('pending')), Math.max(1, left));
+              })])
+              : await value;
+          } catch (err) {
+            if (err instanceof SoftTimeout) reply.retire = true;
+            throw err;
           } finally {
             clearInterval(keepAlive);
+            if (timer !== null) clearTimeout(timer);
           }
         }
         const wire = toWire(value);
@@ -290,6 +325,9 @@ class Harness {
     } catch (err) {
       if (err instanceof OutputLimitExceeded) {
         // current.overflow is set: reported below
+      } else if (err instanceof SoftTimeout) {
+        const message = `the evaluation exceeded timeout_s=${timeoutMs / 1000}`;
+        Object.assign(reply, { status: 'timeout', error: failure('Timeout', message) });
       } else if (isMemory(err)) {
         Object.assign(reply, { status: 'memory_limit', error: this.errorInfo(err) });
       } else {
@@ -315,7 +353,7 @@ class Harness {
 
   async serve() {
     reapStrays(this.config);
-    send({ type: 'ready', load_error: this.loadError });
+    send({ type: 'ready', load_error: this.loadError, soft_timeouts: true });
     for (;;) {
       const message = recv();
       if (message === null || message.op !== 'run') return;
@@ -323,16 +361,17 @@ class Harness {
       const cases = message.cases ?? pickedCases(message.rows || [], message.pick || {}, copy);
       request = message.id ?? null;
       const flushMs = Number(message.flush_ms) || 0;
+      const timeoutMs = Number(message.timeout_s || 0) * 1000;
       if (Number(message.in_flight) > 1) { // an async evaluator: many rows awaiting at once (inflight.mjs)
         const leave = await runInFlight(cases, { harness: this, key, request, flushMs, limit: Number(message.in_flight),
-          timeoutMs: Number(message.timeout_s || 0) * 1000, toWire, encode, hold, holdBulk, flush, failure,
+          timeoutMs, callWithin, toWire, encode, hold, holdBulk, flush, failure,
           reap: () => reapStrays(this.config), exitCode: () => exitCode, isMemory,
-          isOutputLimit: (err) => err instanceof OutputLimitExceeded });
+          isOutputLimit: (err) => err instanceof OutputLimitExceeded, isTimeout: (err) => err instanceof SoftTimeout });
         if (leave) return; else continue;
       }
       for (let index = 0; index < cases.length; index++) {
         running = index;
-        const reply = await this.runCase(cases[index], key);
+        const reply = await this.runCase(cases[index], key, timeoutMs);
         running = null;
         reply.index = index;
         reply.id = request;
