@@ -44,8 +44,9 @@ PY_MEMORY = (
 
 
 def _evaluator(client: TestClient, language: str, code: str, settings: dict[str, object]) -> str:
-    made = client.post("/v1/evaluators", json={"name": f"keep-{language}", "language": language, "code": code,
-                                               "settings": settings})
+    made = client.post(
+        "/v1/evaluators", json={"name": f"keep-{language}", "language": language, "code": code, "settings": settings}
+    )
     assert made.status_code == 201, made.text
     return f"/v1/evaluators/{made.json()['id']}/evaluate"
 
@@ -60,8 +61,9 @@ def _token(client: TestClient, path: str) -> str:
     return token
 
 
-@pytest.mark.parametrize(("language", "code"), [("javascript", JS_LOOP), ("typescript", TS_LOOP),
-                                                ("javascript", JS_ASYNC_LOOP)])
+@pytest.mark.parametrize(
+    ("language", "code"), [("javascript", JS_LOOP), ("typescript", TS_LOOP), ("javascript", JS_ASYNC_LOOP)]
+)
 def test_a_runaway_js_loop_answers_timeout_and_keeps_the_worker(client: TestClient, language: str, code: str) -> None:
     path = _evaluator(client, language, code, {"timeout_s": 0.3})
     before = _token(client, path)
@@ -82,5 +84,38 @@ def test_a_python_memory_error_keeps_the_worker(client: TestClient) -> None:
         assert answer.status_code == 200, answer.text
         body = answer.json()
         assert body["status"] == "memory_limit", body
+    assert _token(client, path) == before
+    assert_healthy(client)
+
+
+NUMPY_MEMORY = (
+    "import secrets\n"
+    "import numpy as np\n"
+    "TOKEN = secrets.token_hex(8)\n\n"
+    "def evaluate(inputs, outputs, trace):\n"
+    "    if inputs.get('big'):\n"
+    "        a = np.ones(400 << 17)  # 400 MiB of float64\n"
+    "    return {'score': float(np.mean([1.0, 1.0])), 'token': TOKEN}\n"
+)
+
+
+@pytest.mark.slow
+def test_a_numpy_memory_error_keeps_the_worker(client: TestClient) -> None:
+    # real code: numpy imports under the address-space limit, and its failed allocation is a MemoryError
+    made = client.post(
+        "/v1/evaluators",
+        json={
+            "name": "keep-numpy",
+            "language": "python",
+            "code": NUMPY_MEMORY,
+            "packages": {"numpy": "2.1.3"},
+            "settings": {"memory_mb": 128, "timeout_s": 60},
+        },
+    )
+    assert made.status_code == 201, made.text
+    path = f"/v1/evaluators/{made.json()['id']}/evaluate"
+    before = _token(client, path)
+    answer = client.post(path, json={"inputs": {"big": True}}).json()
+    assert answer["status"] == "memory_limit", answer
     assert _token(client, path) == before
     assert_healthy(client)
