@@ -11,9 +11,8 @@
 // * each row has its own timer: timeout_s after it started, a row still pending is answered `timeout`;
 //   a promise cannot be cancelled, so it goes on in the background: if it has not settled GRACE_MS
 //   after the run's last row, the run's last reply carries `retire` and the worker leaves after it
-//   (the host starts a fresh one). A row's synchronous part (up to its first await) runs under the
-//   soft timeout (a runaway loop there is answered `timeout`, the worker stays); code that blocks the
-//   event loop later stops every row, and the host's own timer ends the worker;
+//   (the host starts a fresh one). Code that blocks the event loop stops every row; the host's own
+//   timer ends the worker;
 // * a rejection is the row's `error` reply with the user's line; process.exit() in a row retires the
 //   worker after that row's reply (the host runs the rest elsewhere);
 // * replies are written in row order, as soon as a row and every row before it are done; plain ok
@@ -26,7 +25,7 @@ export const rowStore = new AsyncLocalStorage(); // the running row's output bud
 const GRACE_MS = 50;
 const BULK_VALUE = 4 * 1024;
 
-// deps: {harness, key, request, flushMs, limit, timeoutMs, callWithin, isTimeout, toWire, encode, hold, holdBulk, flush,
+// deps: {harness, key, request, flushMs, limit, timeoutMs, toWire, encode, hold, holdBulk, flush,
 //        failure, exitCode: () => number | null, isOutputLimit: (err) => boolean, isMemory: (err) => boolean}
 // Resolves true when the worker must leave after the run (its last reply says so).
 export function runInFlight(cases, deps) {
@@ -76,9 +75,6 @@ export function runInFlight(cases, deps) {
   };
   const errorReply = (err) => {
     if (deps.isOutputLimit(err)) return { type: 'result', status: 'ok', value: null }; // overflow: settle()
-    if (deps.isTimeout(err)) {
-      return { type: 'result', status: 'timeout', error: deps.failure('Timeout', `the evaluation exceeded timeout_s=${timeoutMs / 1000}`) };
-    }
     const status = deps.isMemory(err) ? 'memory_limit' : 'error';
     return { type: 'result', status, error: harness.errorInfo(err) };
   };
@@ -93,10 +89,7 @@ export function runInFlight(cases, deps) {
     }
     let value;
     try {
-      // the row's synchronous part under the soft timeout (harness.mjs's callWithin): a runaway loop
-      // before the first await is answered `timeout` and the worker stays
-      const args = harness.args(cases[index], deps.key);
-      value = rowStore.run(row.budget, () => deps.callWithin(() => harness.fn(...args), timeoutMs));
+      value = rowStore.run(row.budget, () => harness.fn(...harness.args(cases[index], deps.key)));
     } catch (err) {
       settle(index, row, errorReply(err));
       return;

@@ -1,7 +1,8 @@
 """A broken evaluator fails fast and keeps its worker (issue 33 §2), on every backend.
 
-Each evaluator below remembers a token drawn when its worker loaded it: the same token after a failure
-means the same worker (process or container) answered, not a fresh one.
+Each evaluator below answers a token of its worker's process (Python: drawn when the process loaded it;
+Node: the process's pid and start time, since the Node harness reloads the evaluator in a fresh thread
+after ending a case): the same token after a failure means the same worker process answered.
 """
 
 from __future__ import annotations
@@ -12,21 +13,24 @@ from fastapi.testclient import TestClient
 from tests.support.service import assert_healthy
 
 JS_LOOP = (
-    "const token = Math.random().toString(36).slice(2);\n"
+    "const fs = require('node:fs');\n"
+    "const token = `${process.pid}:${fs.readFileSync('/proc/self/stat', 'utf8').split(' ')[21]}`;\n"
     "function evaluate(inputs, outputs, trace) {\n"
     "  if (inputs.loop) { for (;;) { try { while (true) {} } catch (e) { /* cannot hold it */ } } }\n"
     "  return { score: 1, token };\n"
     "}\n"
 )
 TS_LOOP = (
-    "const token: string = Math.random().toString(36).slice(2);\n"
+    "import fs from 'node:fs';\n"
+    "const token: string = `${process.pid}:${fs.readFileSync('/proc/self/stat', 'utf8').split(' ')[21]}`;\n"
     "export function evaluate(inputs: { loop?: boolean }, outputs: unknown, trace: unknown) {\n"
     "  if (inputs.loop) { while (true) {} }\n"
     "  return { score: 1, token };\n"
     "}\n"
 )
 JS_ASYNC_LOOP = (
-    "const token = Math.random().toString(36).slice(2);\n"
+    "const fs = require('node:fs');\n"
+    "const token = `${process.pid}:${fs.readFileSync('/proc/self/stat', 'utf8').split(' ')[21]}`;\n"
     "async function evaluate(inputs, outputs, trace) {\n"
     "  if (inputs.loop) { while (true) {} }\n"
     "  await new Promise((resolve) => setTimeout(resolve, 1));\n"
@@ -61,18 +65,58 @@ def _token(client: TestClient, path: str) -> str:
     return token
 
 
-@pytest.mark.parametrize(
-    ("language", "code"), [("javascript", JS_LOOP), ("typescript", TS_LOOP), ("javascript", JS_ASYNC_LOOP)]
+JS_NEVER_SETTLES = (
+    "const fs = require('node:fs');\n"
+    "const token = `${process.pid}:${fs.readFileSync('/proc/self/stat', 'utf8').split(' ')[21]}`;\n"
+    "function evaluate(inputs, outputs, trace) {\n"
+    "  if (inputs.loop) return new Promise(() => {});\n"
+    "  return { score: 1, token };\n"
+    "}\n"
 )
-def test_a_runaway_js_loop_answers_timeout_and_keeps_the_worker(client: TestClient, language: str, code: str) -> None:
-    path = _evaluator(client, language, code, {"timeout_s": 0.3})
+JS_HEAP = (
+    "const fs = require('node:fs');\n"
+    "const token = `${process.pid}:${fs.readFileSync('/proc/self/stat', 'utf8').split(' ')[21]}`;\n"
+    "function evaluate(inputs, outputs, trace) {\n"
+    "  const kept = [];\n"
+    "  while (inputs.big) kept.push(new Array(1 << 16).fill(kept.length));\n"
+    "  return { score: 1, token };\n"
+    "}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("language", "code", "settings"),
+    [
+        ("javascript", JS_LOOP, {}),
+        ("typescript", TS_LOOP, {}),
+        ("javascript", JS_NEVER_SETTLES, {}),
+        # an async evaluator run one row at a time (rows in flight: a blocking loop is the host's backstop)
+        ("javascript", JS_ASYNC_LOOP, {"max_in_flight": 1}),
+    ],
+)
+def test_a_runaway_js_loop_answers_timeout_and_keeps_the_worker(
+    client: TestClient, language: str, code: str, settings: dict[str, object]
+) -> None:
+    path = _evaluator(client, language, code, {"timeout_s": 0.3, **settings})
     before = _token(client, path)
     for _ in range(2):
         answer = client.post(path, json={"inputs": {"loop": True}})
         assert answer.status_code == 200, answer.text
         body = answer.json()
         assert body["status"] == "timeout" and body["error"]["type"] == "Timeout", body
+        print("loop answer", body["duration_ms"], body["stderr"][:200])
     assert _token(client, path) == before  # the same worker answered: no restart
+    assert_healthy(client)
+
+
+def test_a_js_heap_overflow_answers_memory_limit_and_keeps_the_process(client: TestClient) -> None:
+    path = _evaluator(client, "javascript", JS_HEAP, {"memory_mb": 128, "timeout_s": 30})
+    before = _token(client, path)
+    answer = client.post(path, json={"inputs": {"big": True}})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["status"] == "memory_limit" and "heap" in body["error"]["message"], body
+    assert _token(client, path) == before  # the evaluator's thread was replaced, not the process
     assert_healthy(client)
 
 
