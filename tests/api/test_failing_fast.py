@@ -104,7 +104,6 @@ def test_a_runaway_js_loop_answers_timeout_and_keeps_the_worker(
         assert answer.status_code == 200, answer.text
         body = answer.json()
         assert body["status"] == "timeout" and body["error"]["type"] == "Timeout", body
-        print("loop answer", body["duration_ms"], body["stderr"][:200])
     assert _token(client, path) == before  # the same worker answered: no restart
     assert_healthy(client)
 
