@@ -22,6 +22,7 @@
     ├── Unauthorized               401   no valid key where one is needed (WWW-Authenticate: Bearer)
     ├── Forbidden                  403   a valid key on a route it may not use (operator routes)
     ├── QuotaExceeded              429   a workspace quota is used up (Retry-After, unless waiting never helps)
+    ├── EvaluatorOverloaded        429   one evaluator's calls would wait past its bound (type Overloaded, Retry-After)
     ├── BuildError                 422   a package set could not be installed (installer output, "did you mean")
     ├── MigrationMismatch          409   migrated code answered differently on some rows (the rows)
     ├── ConflictError              409   the request conflicts with the resource's state (a dataset jobs use)
@@ -79,6 +80,7 @@ __all__ = [
     "MigrationRefused",
     "NotFoundError",
     "Overloaded",
+    "EvaluatorOverloaded",
     "PackageSpecError",
     "PolicyError",
     "QuotaExceeded",
@@ -384,6 +386,19 @@ class BackendUnavailable(SandboxError):
     """No backend can run this request right now."""
 
     type_name = "BackendUnavailable"
+
+
+class EvaluatorOverloaded(EvaluatorHostError):
+    """One evaluator's interactive calls would wait for its workers longer than a bound derived from its
+    timeout (its own queue: :mod:`evaluator_host.sandbox.admission`); answered at once, HTTP 429 with
+    Retry-After and the type ``Overloaded``, instead of queueing. Other evaluators are not affected."""
+
+    type_name = "Overloaded"
+    status = 429
+
+    def __init__(self, message: str, *, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s: int = retry_after_s
 
 
 class Overloaded(SandboxError):

@@ -209,6 +209,15 @@ class Settings(BaseSettings):
         "(each still gets its own row's outcome).",
     )
 
+    admission_wait_factor: float = Field(
+        2.0,
+        ge=0,
+        le=1000,
+        description="An interactive call (/v1/evaluate, by id) whose evaluator's queue would keep it waiting "
+        "longer than this × its timeout_s is answered at once 429 Overloaded with Retry-After (0: never); "
+        "jobs always queue.",
+    )
+
     job_parallelism: int = Field(2, ge=1, le=64, description="Workers a job uses at once unless it asks.")
     max_running_jobs: int = Field(4, ge=1, description="Jobs executing at once; later ones stay queued.")
     job_chunk_rows: int = Field(4096, ge=1, description="Most rows a job hands one worker at a time.")

@@ -73,11 +73,12 @@ class Bound:
         *,
         held_replies: bool = False,
         job_cases: JobCases | None = None,
+        interactive: bool = False,
     ) -> list[RawOutcome]:
         """The raw outcome of each case (dicts as ``Case.model_dump()``), in order; ``SandboxError``
         when the infrastructure fails (user failures are outcomes); ``ResponseTooLarge`` when the
         replies exceed ``max_bytes``. ``held_replies``, ``job_cases``: see :meth:`WorkerPool.run`
-        (job chunks)."""
+        (job chunks), ``interactive`` (an API call: admission per evaluator, 429 ``Overloaded``)."""
         settings = self.prepared.settings
         try:
             outcomes = await self._pool.run(
@@ -88,6 +89,7 @@ class Bound:
                 max_bytes=max_bytes,
                 held_replies=held_replies,
                 job_cases=job_cases,
+                interactive=interactive,
             )
         except EvaluatorHostError as exc:  # e.g. a worker that died printing a secret: its output is the message
             if self.redactor:
@@ -120,7 +122,7 @@ class Bound:
         """
         dumped = [case.model_dump() for case in cases]
         with tracing.span("evaluate", self.traced) as span:
-            results = [self.result(raw) for raw in await self.run(dumped, max_bytes)]
+            results = [self.result(raw) for raw in await self.run(dumped, max_bytes, interactive=True)]
             if span.is_recording():
                 span.set_attribute("evaluator_host.cases", len(results))
                 tracing.outcome(span, (result.status for result in results))

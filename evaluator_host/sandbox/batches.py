@@ -11,6 +11,8 @@ batch a worker; :func:`run_batch` sends the batch and reads its replies:
   the rest of the batch goes to a fresh worker — unless the harness may hold replies back
   (``flush_ms``) or runs rows at once (``in_flight``: an async evaluator), then
   :class:`~evaluator_host.sandbox.replies.Unanswered` says how many rows are done;
+* a ``memory_limit`` reply (the harness caught the allocation failing under its own address-space or
+  heap limit, below the sandbox's) keeps the worker unless the reply says ``retire``;
 * only a batch that finished cleanly (no frame after the last reply, no process left behind, no OOM
   kill during it) leaves its worker reusable.
 """
@@ -157,9 +159,9 @@ async def run_batch(
             )
             slot.uses += 1
             done += 1
-            if reply.get("status") == "memory_limit" or reply.get("retire"):
-                # the heap may be fragmented or near its limit, or the harness is leaving
-                # (process.exit): the rest of the batch goes to a fresh worker
+            if reply.get("retire"):
+                # the harness is leaving (process.exit, an untrusted event loop, a heap still near its
+                # limit after a memory error): the rest of the batch goes to a fresh worker
                 break
         else:
             # processes the batch started must not outlive it, whatever user code did to the harness;

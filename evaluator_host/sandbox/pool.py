@@ -14,7 +14,8 @@ Rules:
   the pool's :class:`~evaluator_host.sandbox.leasing.Leasing` (:attr:`WorkerPool.leasing`);
 * a worker is discarded after a timeout its harness did not answer itself (a harness that
   announces ``soft_timeouts`` interrupts the case and stays warm; the host waits a little
-  longer than the timeout before it kills), any crash, output flood or memory kill, after
+  longer than the timeout before it kills), any crash, output flood or memory kill (a
+  ``memory_limit`` its harness answered itself keeps the worker unless it says ``retire``), after
   ``max_uses`` evaluations, and after ``idle_ttl_s`` without use;
 * the rows of one call are sent in batches (``batch_size`` per message, at least an async evaluator's
   ``in_flight``; a job's chunk whole) to one worker (:mod:`evaluator_host.sandbox.batches`); if a row
@@ -22,7 +23,9 @@ Rules:
   (an async evaluator's rows run ``in_flight`` at once: when a worker is lost with rows in flight, those
   rows run again one at a time, so the failure is the outcome of the row that caused it);
 * single-case calls to one key that wait for a worker together are coalesced into one
-  batch (:mod:`evaluator_host.sandbox.coalesce`), each call still getting its own row.
+  batch (:mod:`evaluator_host.sandbox.coalesce`), each call still getting its own row;
+* an interactive call whose key's queue would keep it waiting far past its timeout is refused at
+  once (:mod:`evaluator_host.sandbox.admission`: 429 ``Overloaded``); a job's chunks never are.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from dataclasses import dataclass
 from evaluator_host.errors import SandboxError
 from evaluator_host.observability import tracing
 from evaluator_host.observability.metrics import Metrics
+from evaluator_host.sandbox.admission import Admission
 from evaluator_host.sandbox.base import RawOutcome, RuntimeKey, SandboxBackend, WorkerSpec, error_info
 from evaluator_host.sandbox.batches import FRAME_OVERHEAD, ByteBudget, Call, frame_max, run_batch, send
 from evaluator_host.sandbox.coalesce import Coalescer, Group
@@ -92,6 +96,7 @@ class WorkerPool:
         metrics.watch_pool(self._states)
         self._ids = random.Random(os.urandom(16))  # request ids: unpredictable to a sandbox, cheap here
         self.coalescer = Coalescer()
+        self.admission = Admission(settings.admission_wait_factor, self.leasing.stats, self.leasing.holdings.held)
 
     # -- what the leasing knows ----------------------------------------------------------------
     @property
@@ -241,8 +246,13 @@ class WorkerPool:
         max_bytes: int | None = None,
         held_replies: bool = False,
         job_cases: JobCases | None = None,
+        interactive: bool = False,
     ) -> list[RawOutcome]:
         """Run ``cases`` on warm workers of ``spec``; one outcome per case, in order.
+
+        ``interactive`` (``/v1/evaluate``, by id; never a job's chunk): the call passes the key's
+        admission first (:mod:`evaluator_host.sandbox.admission`): :class:`EvaluatorOverloaded` at once
+        when its key's queue would keep it waiting far past its timeout.
 
         With ``held_replies`` (job chunks, whose caller waits for every outcome anyway) the harness
         may hold the replies of fast cases back and write them together (the protocol's
@@ -254,6 +264,24 @@ class WorkerPool:
         the call stops (its worker is discarded) with :class:`ResponseTooLarge`, so what one
         call holds in memory stays bounded whatever the evaluator returns or prints.
         """
+        if not interactive:
+            return await self._run(spec, cases, timeout_s, correct_answer_key, max_bytes, held_replies, job_cases)
+        self.admission.enter(spec.key, timeout_s)
+        try:
+            return await self._run(spec, cases, timeout_s, correct_answer_key, max_bytes, held_replies, job_cases)
+        finally:
+            self.admission.leave(spec.key)
+
+    async def _run(
+        self,
+        spec: WorkerSpec,
+        cases: Sequence[WireCase],
+        timeout_s: float,
+        correct_answer_key: str,
+        max_bytes: int | None,
+        held_replies: bool,
+        job_cases: JobCases | None,
+    ) -> list[RawOutcome]:
         self._sweep_soon()
         only = cases[0] if len(cases) == 1 and self.settings.coalesce and job_cases is None else None
         if isinstance(only, dict) and (max_bytes is None or max_bytes >= frame_max(spec)):

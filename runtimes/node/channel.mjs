@@ -36,13 +36,34 @@ function readExact(n) {
   return buf;
 }
 
+// A copy of the last request's bytes in memory shared with the harness's supervising thread (see
+// harness.mjs: after the evaluator's thread is ended mid-run, the supervisor reads the run it was
+// answering from here and hands its remaining cases to the next thread): [u32 length][bytes], the
+// length 0 when the request did not fit.
+let frames = null;
+export function shareFrames(buffer) {
+  frames = buffer;
+}
+
 export function recv() {
   const header = readExact(4);
   if (header === null) return null;
   const size = header.readUInt32BE(0);
   if (size > MAX_REQUEST) return null;
   const body = readExact(size);
-  return body === null ? null : parse(body.toString('utf8'));
+  if (body === null) return null;
+  if (frames !== null) {
+    const fits = size + 4 <= frames.length;
+    if (fits) body.copy(frames, 4);
+    frames.writeUInt32BE(fits ? size : 0, 0);
+  }
+  return parse(body.toString('utf8'));
+}
+
+// The request last copied by shareFrames' buffer (null: none, or it did not fit).
+export function sharedFrame(buffer) {
+  const size = buffer.readUInt32BE(0);
+  return size === 0 ? null : parse(buffer.subarray(4, 4 + size).toString('utf8'));
 }
 
 // With sync (the backends set it), each write of replies is announced on the raw output (fd 2) first by a
@@ -52,8 +73,17 @@ let sync = false;
 let writes = 0;
 let seq = '';
 
+// The count of writes, in memory shared by the harness's threads (so a supervisor's reply and a
+// restarted thread's go on numbering where the last left off): counter[0].
+let counter = null;
+export function shareWrites(int32) {
+  counter = int32;
+  writes = Atomics.load(counter, 0);
+}
+
 export function enableSync() {
   sync = true;
+  if (counter !== null) writes = Atomics.load(counter, 0);
   seq = `,"seq":${writes + 1}`;
 }
 
@@ -137,7 +167,7 @@ export function flush() {
   const frame = held.length === 1 ? held[0] : Buffer.concat(held);
   held.length = 0;
   heldBytes = 0;
-  writes += 1;
+  writes = counter === null ? writes + 1 : Atomics.add(counter, 0, 1) + 1;
   if (sync) {
     try {
       writeSync(2, `\0evaluator-host-sync:${writes}\0`);

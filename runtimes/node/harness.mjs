@@ -1,6 +1,5 @@
-// Node.js evaluator harness for JavaScript and TypeScript (no npm dependencies; the framing is
-// in channel.mjs, the JSON-safe conversion of returned values in values.mjs, the row → case rule
-// of job rows in rows.mjs). The protocol is runtimes/PROTOCOL.md.
+// Node.js evaluator harness for JavaScript and TypeScript (no npm dependencies; framing: channel.mjs,
+// returned values made JSON-safe: values.mjs, job rows → cases: rows.mjs, user errors: errors.mjs).
 //
 // Started once per worker as `node [flags] harness.mjs CONFIG_JSON`, by a launcher that has
 // already moved the host's channel to private descriptors: requests arrive on fd 3, replies
@@ -9,18 +8,22 @@
 // envelope are exactly those of runtimes/PROTOCOL.md; a run with in_flight > 1 (an async evaluator)
 // is answered by inflight.mjs, many rows awaiting at once.
 //
+// The process's main thread only supervises (supervisor.mjs): this same file runs again as a
+// worker_threads Worker, the evaluator's thread, which loads the user's code and does all of the above;
+// the supervisor ends it at a case's timeout or when its heap overflows, answers that case, and starts a
+// fresh one (the process stays warm). Nothing below with an effect runs in the main thread.
+//
 // Config: code_path (or a load frame with code), language ("javascript" | "typescript"),
 // interface, module ("esm" | "cjs") and entry ({kind: "binding" | "default" | "exports", name})
 // as the host's inspector (runtimes/node/inspect.cjs) found them, node_modules (the runtime's
 // packages, or null), work_dir (a private writable folder), output_limit, result_limit,
-// reap_strays.
+// reap_strays, memory_mb (the evaluator thread's heap limit: supervisor.mjs).
 //
 // The code it gets is what the host's inspector compiled from the user's (runtimes/node/
 // inspect.cjs: TypeScript through Node's own type transform with an inline source map, so
 // errors name the user's own TS line; ES imports as CommonJS requires, lines kept). It is
 // written to work_dir and loaded from there; a `node_modules` link next to it resolves both
-// `import` and `require` of the pinned packages. Values are made JSON-safe here (markers as
-// in Python); normalization happens on the host.
+// `import` and `require` of the pinned packages; normalization of values happens on the host.
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -29,10 +32,13 @@ import childProcess from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { Writable } from 'node:stream';
-import { copy, enableSync, encode, flush, heldState, hold, holdBulk, recv, send } from './channel.mjs';
-import { forwardEgress } from './egress.mjs';
+import { isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { copy, enableSync, encode, flush, heldState, hold, holdBulk, recv, send, shareFrames, sharedFrame, shareWrites }
+  from './channel.mjs';
+import { caseMarks, supervise } from './supervisor.mjs';
 import { rowStore, runInFlight } from './inflight.mjs';
 import { pickedCases } from './rows.mjs';
+import { errorInfo, failure, isMemory } from './errors.mjs';
 import { toWire } from './values.mjs';
 
 const ENTRY = Symbol.for('evaluator-host.entry');
@@ -90,25 +96,31 @@ function capture(which, chunk) {
     const message = `stdout+stderr exceeded ${budget.limit} bytes`;
     send({ type: 'result', index: running, id: request, status: 'output_limit', error: failure('OutputLimit', message),
            stdout: budget.out.join(''), stderr: budget.err.join(''), truncated: true, duration_ms: 0, retire: true });
-    process.reallyExit(0);
+    realExit(0); // in the evaluator's thread: the thread ends, and the supervisor exits with its code
   }
   throw new OutputLimitExceeded('stdout+stderr exceeded the output cap');
 }
 
-for (const [name, which, fd] of [['stdout', 'out', 1], ['stderr', 'err', 2]]) {
-  Object.defineProperty(process, name, { configurable: true, enumerable: true, value: new CaptureStream(which, fd) });
+if (!isMainThread) {
+  for (const [name, which, fd] of [['stdout', 'out', 1], ['stderr', 'err', 2]]) {
+    Object.defineProperty(process, name, { configurable: true, enumerable: true, value: new CaptureStream(which, fd) });
+  }
 }
 
 // -- processes the user's code starts --------------------------------------------------------
 let spawned = false;
-for (const name of ['spawn', 'spawnSync', 'exec', 'execSync', 'execFile', 'execFileSync', 'fork']) {
-  const original = childProcess[name];
-  childProcess[name] = function (...args) {
-    spawned = true;
-    return original.apply(this, args);
-  };
+if (!isMainThread) {
+  for (const name of ['spawn', 'spawnSync', 'exec', 'execSync', 'execFile', 'execFileSync', 'fork']) {
+    const original = childProcess[name];
+    childProcess[name] = function (...args) {
+      spawned = true;
+      return original.apply(this, args);
+    };
+  }
+  nodeModule.syncBuiltinESMExports();
 }
-nodeModule.syncBuiltinESMExports();
+
+const marks = isMainThread ? null : caseMarks(workerData); // what the supervisor watches (supervisor.mjs)
 
 function reapStrays(config) {
   // Only in a pid namespace of our own (a container, or the process backend's namespaces):
@@ -122,11 +134,6 @@ function reapStrays(config) {
   }
 }
 
-// -- errors -------------------------------------------------------------------------------
-const isMemory = (err) => err instanceof RangeError && /allocation failed/i.test(String(err.message));
-function failure(type, message) {
-  return { type, message, line: null, traceback: '' };
-}
 
 class Harness {
   constructor(config) {
@@ -147,40 +154,8 @@ class Harness {
 
   // An error thrown by user code → {type, message, line, traceback}, frames of the user's file only.
   errorInfo(err) {
-    if (!(err instanceof Error)) {
-      const type = err !== null && typeof err === 'object' ? err.constructor?.name || 'Object' : typeof err;
-      let message;
-      try {
-        message = typeof err === 'string' ? err : JSON.stringify(err) ?? String(err);
-      } catch {
-        message = String(err);
-      }
-      return { type: `thrown ${type}`, message, line: null, traceback: '' };
-    }
-    let stack = '';
-    try {
-      stack = String(err.stack || '');
-    } catch {
-      stack = '';
-    }
     const dir = path.dirname(this.file || this.config.code_path || '/');
-    const escaped = dir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-    const frame = new RegExp(`(?:file://)?${escaped}/evaluator\\.(?:mjs|cjs|ts|js|mts|cts):(\\d+)(?::(\\d+))?`);
-    let line = null;
-    const kept = [];
-    for (const text of stack.split('\n')) {
-      const match = frame.exec(text);
-      if (!match) continue;
-      if (line === null) line = Number(match[1]);
-      kept.push(text.replace(frame, `${this.shownName}:$1${match[2] ? ':$2' : ''}`));
-    }
-    let type = err.name || err.constructor?.name || 'Error';
-    if (err instanceof ProcessExitCalled) type = 'ProcessExit';
-    // Node's "Require stack:" lists the harness's copies of the user's file (each twice when the loader
-    // nests): paths inside the sandbox that say nothing the frames (evaluator.js:LINE) do not
-    const message = String(err.message).replace(/\nRequire stack:(?:\n- [^\n]*)*/, '');
-    const head = `${type}: ${message}`;
-    return { type, message, line, traceback: kept.length ? `${head}\n${kept.join('\n')}` : head };
+    return errorInfo(err, dir, this.shownName, err instanceof ProcessExitCalled ? 'ProcessExit' : null);
   }
 
   // -- loading ------------------------------------------------------------------------------
@@ -313,26 +288,40 @@ class Harness {
     return reply;
   }
 
-  async serve() {
+  async serve(resume) {
     reapStrays(this.config);
-    send({ type: 'ready', load_error: this.loadError });
+    // a fresh thread after the supervisor ended a case goes on with that run's remaining cases
+    let from = 0;
+    let resumed = resume ? sharedFrame(Buffer.from(workerData.framesSab)) : null;
+    if (resumed !== null) {
+      from = resume.index;
+      parentPort.postMessage({ loaded: true }); // the supervisor answers the ended case, then lets us go on
+      marks.waitToGo();
+    } else {
+      send({ type: 'ready', load_error: this.loadError, soft_timeouts: true });
+    }
     for (;;) {
-      const message = recv();
+      const message = resumed ?? recv();
+      resumed = null;
       if (message === null || message.op !== 'run') return;
       const key = message.correct_answer_key || 'correct_answer';
       const cases = message.cases ?? pickedCases(message.rows || [], message.pick || {}, copy);
       request = message.id ?? null;
       const flushMs = Number(message.flush_ms) || 0;
-      if (Number(message.in_flight) > 1) { // an async evaluator: many rows awaiting at once (inflight.mjs)
+      const inFlight = Number(message.in_flight) > 1;
+      marks.run(Number(message.timeout_s || 0) * 1000, flushMs === 0 && !inFlight);
+      if (inFlight) { // an async evaluator: many rows awaiting at once (inflight.mjs)
         const leave = await runInFlight(cases, { harness: this, key, request, flushMs, limit: Number(message.in_flight),
           timeoutMs: Number(message.timeout_s || 0) * 1000, toWire, encode, hold, holdBulk, flush, failure,
           reap: () => reapStrays(this.config), exitCode: () => exitCode, isMemory,
           isOutputLimit: (err) => err instanceof OutputLimitExceeded });
         if (leave) return; else continue;
       }
-      for (let index = 0; index < cases.length; index++) {
+      for (let index = from; index < cases.length; index++) {
         running = index;
+        marks.starts(index);
         const reply = await this.runCase(cases[index], key);
+        marks.ends();
         running = null;
         reply.index = index;
         reply.id = request;
@@ -348,32 +337,36 @@ class Harness {
             || state.bytes >= HELD_BYTES || state.ageMs >= flushMs) flush();
         if (reply.retire) return;
       }
+      from = 0;
       flush();
     }
   }
 }
 
 let exitCode = null;
-process.exit = function exit(code) {
-  exitCode = code === undefined ? (process.exitCode ?? 0) : code;
-  if (rowStore.getStore()) rowStore.getStore().exited = exitCode; // in_flight: which row called it
-  throw new ProcessExitCalled(`the evaluator called process.exit(${exitCode})`);
-};
-// Stray async failures (a rejected promise nobody awaited, a throw in a timer) must not end the
-// worker; they are written to the running case's stderr.
-process.on('unhandledRejection', (reason) => {
-  const budget = current();
-  if (budget !== null) budget.err.push(`unhandled rejection: ${reason instanceof Error ? reason.stack : String(reason)}\n`);
-});
-process.on('uncaughtException', (err) => {
-  const budget = current();
-  if (budget !== null) budget.err.push(`uncaught exception: ${err instanceof Error ? err.stack : String(err)}\n`);
-});
+if (!isMainThread) {
+  process.exit = function exit(code) {
+    exitCode = code === undefined ? (process.exitCode ?? 0) : code;
+    if (rowStore.getStore()) rowStore.getStore().exited = exitCode; // in_flight: which row called it
+    throw new ProcessExitCalled(`the evaluator called process.exit(${exitCode})`);
+  };
+  // Stray async failures (a rejected promise nobody awaited, a throw in a timer) must not end the
+  // worker; they are written to the running case's stderr.
+  process.on('unhandledRejection', (reason) => {
+    const budget = current();
+    if (budget !== null) budget.err.push(`unhandled rejection: ${reason instanceof Error ? reason.stack : String(reason)}\n`);
+  });
+  process.on('uncaughtException', (err) => {
+    const budget = current();
+    if (budget !== null) budget.err.push(`uncaught exception: ${err instanceof Error ? err.stack : String(err)}\n`);
+  });
+}
 
 async function main() {
-  const config = JSON.parse(process.argv[2] || '{}');
+  const { config, load, resume } = workerData;
+  shareWrites(new Int32Array(workerData.stateSab));
+  shareFrames(Buffer.from(workerData.framesSab));
   if (config.sync) enableSync();
-  if (config.egress) await forwardEgress(config.egress.socket, Number(config.egress.port));
   config.output_limit = Number(config.output_limit || 1 << 20);
   config.result_limit = Number(config.result_limit || 1 << 20);
   process.setSourceMapsEnabled(true);
@@ -382,9 +375,13 @@ async function main() {
   if (config.code_path) {
     code = fs.readFileSync(config.code_path, 'utf8');
   } else {
-    const message = recv(); // an unbound worker: wait for its evaluator
+    // an unbound worker: wait for its evaluator (a thread started after another was ended: its frame)
+    const message = load ?? recv();
     if (message === null || message.op !== 'load') realExit(0);
-    if (message.ack) send({ type: 'loading' }); // alive, before the user's code loads
+    if (load === null) {
+      if (message.ack) send({ type: 'loading' }); // alive, before the user's code loads
+      parentPort.postMessage({ load: message }); // kept by the supervisor for the next thread
+    }
     code = message.code;
     const { op, ack, code: _code, env, ...rest } = message;
     // the workspace secrets the evaluator lists (and, with egress, the proxy variables): its env
@@ -392,11 +389,10 @@ async function main() {
     harness.configure(rest);
   }
   await harness.load(code);
-  await harness.serve();
+  await harness.serve(resume);
   realExit(0);
 }
 
-main().catch((err) => {
-  fs.writeSync(2, `harness failure: ${err && err.stack}\n`);
-  realExit(70);
-});
+const failed = (err) => { fs.writeSync(2, `harness failure: ${err && err.stack}\n`); realExit(70); };
+if (isMainThread) supervise(new URL(import.meta.url), JSON.parse(process.argv[2] || '{}')).catch(failed);
+else main().catch(failed);

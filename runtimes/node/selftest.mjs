@@ -40,7 +40,7 @@ child.stdio[3].write(frame({ op: 'run', cases: [
 child.on('exit', (code) => {
   fs.rmSync(dir, { recursive: true, force: true });
   assert.equal(code, 0);
-  assert.deepEqual(replies[0], { type: 'ready', load_error: null });
+  assert.deepEqual(replies[0], { type: 'ready', load_error: null, soft_timeouts: true });
   assert.equal(replies[1].value, true);
   assert.equal(replies[1].stdout, 'seen a\n');
   assert.equal(replies[2].value, false);

@@ -20,10 +20,12 @@ def main(argv: list[str]) -> None:
     sys.path.insert(0, HERE)
     try:
         from evaluator_harness.egress import forward_egress
+        from evaluator_harness.memory import limit_address_space
         from evaluator_harness.serve import Harness
     finally:
         sys.path.remove(HERE)
     config = json.loads(argv[1])
+    limit_address_space(int(config.get("address_space_mb") or 0))  # before anything user code could map
     if config.get("egress"):
         forward_egress(config["egress"]["socket"], int(config["egress"]["port"]))
     harness = Harness(config)

@@ -154,7 +154,9 @@ def test_fork_bomb_is_held_by_the_pids_limit(service: TestClient) -> None:
 
 
 def test_memory_bomb_is_the_engines_oom_kill(service: TestClient) -> None:
-    code = "def evaluate(inputs, outputs, trace):\n    x = bytearray(512 * 1024 * 1024)\n    return 1\n"
+    # 90 MB, touched: within the harness's own address-space limit (memory_mb + 64 MB: a bigger one is a
+    # MemoryError that keeps the worker, tests/api/test_failing_fast.py) but past the container's 64 MB
+    code = "def evaluate(inputs, outputs, trace):\n    x = bytearray(90 * 1024 * 1024)\n    return 1\n"
     result = evaluate(service, code, settings={"memory_mb": 64, "timeout_s": 20})
     assert result["status"] == "memory_limit"
     assert result["error"]["type"] == "MemoryLimit"  # reported from State.OOMKilled, not a MemoryError

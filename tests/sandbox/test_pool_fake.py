@@ -481,7 +481,8 @@ async def test_a_raising_handler_is_a_user_error_and_the_worker_lives_on() -> No
 
 
 @aio
-async def test_memory_limit_and_retire_hand_the_rest_of_the_batch_to_a_fresh_worker() -> None:
+async def test_a_memory_limit_keeps_the_worker_and_retire_hands_the_rest_to_a_fresh_one() -> None:
+    # a memory_limit the harness caught (its own limit, below the sandbox's) keeps the worker (issue 33)
     def handler(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
         i = case["inputs"]["i"]
         return MEMORY if i == 1 else {"value": float(i), "retire": i == 3}
@@ -490,11 +491,26 @@ async def test_memory_limit_and_retire_hand_the_rest_of_the_batch_to_a_fresh_wor
         outcomes = await run(pool, cases(5))
         assert statuses(outcomes) == ["ok", "memory_limit", "ok", "ok", "ok"]
         assert outcomes[3].value == 3.0
-        first, second, third = backend.workers
-        assert first.sent == cases(5) and not first.alive  # discarded after memory_limit
-        assert second.sent == cases(3, 2) and second.handled == cases(2, 2)  # it retired after case 3
-        assert not second.alive and not second.killed
-        assert third.sent == cases(1, 4) and third.alive
+        first, second = backend.workers
+        assert first.sent == cases(5) and first.handled == cases(4)  # it retired after case 3
+        assert not first.alive and not first.killed
+        assert second.sent == cases(1, 4) and second.alive
+
+
+@aio
+async def test_a_memory_limit_that_retires_hands_the_rest_of_the_batch_to_a_fresh_worker() -> None:
+    def handler(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
+        i = case["inputs"]["i"]
+        if i == 1:
+            return {"status": "memory_limit", "error": {"type": "MemoryError", "message": ""}, "retire": True}
+        return {"value": float(i)}
+
+    async with pooled(handler) as (pool, backend):
+        outcomes = await run(pool, cases(4))
+        assert statuses(outcomes) == ["ok", "memory_limit", "ok", "ok"]
+        first, second = backend.workers
+        assert first.handled == cases(2) and not first.alive  # the heap was still near its limit
+        assert second.sent == cases(2, 2) and second.alive
 
 
 @aio

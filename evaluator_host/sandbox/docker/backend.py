@@ -222,6 +222,10 @@ class DockerBackend:
             "sync": True,  # sync marks on the raw output: docker relays it apart from the replies
             "work_dir": "/tmp/.evaluator",
             "vendor_dirs": [languages.VENDOR_DIR] if family.vendor else [],
+            # the harness's own memory limit, below the container's: a big allocation raises inside the
+            # worker (the Python harness sets RLIMIT_AS from it) and the worker stays; the cgroup is the backstop
+            "memory_mb": runtime.memory_mb,
+            "address_space_mb": runtime.memory_mb + family.address_space_mb,
             **family.packages_config(packages),
         }
         if runtime.egress:

@@ -78,6 +78,9 @@ def worker_config(
         "sync": True,  # sync marks on the raw output, which is drained apart from the replies
         "work_dir": "/tmp/.evaluator" if private_root else str(root / ".evaluator"),
         "vendor_dirs": vendor,
+        # the harness's own memory limit, below the cgroup's (the Python harness: RLIMIT_AS, as the rlimits below)
+        "memory_mb": runtime.memory_mb,
+        "address_space_mb": runtime.memory_mb + family.address_space_mb,
         **family.packages_config(packages),
     }
     if gate is not None:

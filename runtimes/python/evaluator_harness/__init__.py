@@ -8,6 +8,8 @@
 * :mod:`.metric`: the ``metric`` interface: a NeMo ``Metric`` class instantiated once, its
   ``compute_scores`` called per case, its result checked against ``output_spec()`` (the built-in
   ``nemo_evaluator_sdk`` is ``../protocols``);
+* :mod:`.memory`: the worker's own address-space limit (a big allocation raises ``MemoryError``, the
+  worker stays) and whether a worker that hit it must retire;
 * :mod:`.cases`: one case: its arguments per interface, captured output, soft timeout, its reply;
 * :mod:`.rows`: the row → case rule of job rows (shared with the host: ``evaluator_host/jobs/mapping.py``);
 * :mod:`.egress`: the in-sandbox forwarder to the host's egress proxy;

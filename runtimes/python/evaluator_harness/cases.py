@@ -19,6 +19,7 @@ import sys
 import time
 from typing import Any
 
+from .memory import crowded
 from .metric import InvalidOutput
 from .values import ENCODE, SIMPLE, to_wire
 
@@ -229,6 +230,8 @@ class Runner:
             pass  # budget.overflow is set: reported below
         except MemoryError as exc:
             reply.update(status="memory_limit", error=self.error(exc))
+            if crowded(self.memory_mb):  # the worker stays, unless what it still holds is near the limit
+                reply["retire"] = True
         except BindingError as exc:
             reply.update(status="error", error=failure("BindingError", str(exc)))
         except InvalidOutput as exc:

@@ -38,6 +38,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .cases import BindingError, Budget, Capture, OutputLimitExceeded, failure
+from .memory import crowded
 from .metric import InvalidOutput
 from .values import ENCODE, SIMPLE, to_wire
 
@@ -193,6 +194,8 @@ class InFlight:
             reply["status"] = "ok"  # the budget's overflow makes it output_limit (finish)
         elif isinstance(exc, MemoryError):
             reply.update(status="memory_limit", error=self.h.error(exc))
+            if crowded(self.h.memory_mb):
+                reply["retire"] = True
         elif isinstance(exc, BindingError):
             reply["error"] = failure("BindingError", str(exc))
         elif isinstance(exc, InvalidOutput):

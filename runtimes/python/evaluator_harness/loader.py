@@ -35,6 +35,7 @@ class Loader:
         self.code_path: str = ""
         self.entrypoint = self.interface = ""
         self.output_limit = self.result_limit = 1 << 20
+        self.memory_mb = 0  # the evaluator's memory_mb (0: unknown): see .memory
         self.fn: Any = None
         self.params: list[Any] = []  # inspect.Parameter, for the main interface only
         self.load_error: dict[str, Any] | None = None
@@ -50,6 +51,7 @@ class Loader:
         self.interface = config.get("interface", self.interface)
         self.output_limit = int(config.get("output_limit", self.output_limit))
         self.result_limit = int(config.get("result_limit", self.result_limit))
+        self.memory_mb = int(config.get("memory_mb", self.memory_mb))
         self.policy = config.get("policy", self.policy)
         self.vendor_dirs = list(config.get("vendor_dirs", self.vendor_dirs))
         if config.get("site_dirs"):

@@ -1,0 +1,64 @@
+"""Admission per evaluator: an interactive call (``/v1/evaluate``, by id) whose key's queue would keep it
+waiting far longer than its own timeout is answered at once (:class:`~evaluator_host.errors.EvaluatorOverloaded`,
+HTTP 429 ``Overloaded`` with ``Retry-After``) instead of queueing behind calls that time out one after the
+other; a job's chunks are never refused (jobs queue by design).
+
+The estimate, per key: the interactive calls of the key already in the pool (waiting or running) × the
+running mean of one row's share of a lease (:class:`~evaluator_host.sandbox.key_stats.KeyStats`) ÷ the
+workers the key holds (at least one). A call is refused when that exceeds ``admission_wait_factor`` ×
+its ``timeout_s`` (0: never refused), with ``Retry-After`` the estimate rounded up (1 to 60 s). A key
+with no measured lease yet is never refused, nor a call while nothing of its key is pending; so a
+well-behaved evaluator (rows of milliseconds against a timeout of seconds) practically never is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from evaluator_host.errors import EvaluatorOverloaded
+from evaluator_host.sandbox.key_stats import KeyStats
+
+__all__ = ["Admission"]
+
+_RETRY_MAX_S = 60
+
+
+class Admission:
+    """The interactive calls pending per key, and the rule above (``held``: the workers a key holds)."""
+
+    def __init__(self, factor: float, stats: KeyStats, held: Callable[[str], int]) -> None:
+        self.factor = factor
+        self.stats = stats
+        self.held = held
+        self.pending: dict[str, int] = {}
+
+    def wait_s(self, key: str) -> float:
+        """How long a call of ``key`` arriving now would likely wait for a worker (0: no estimate)."""
+        pending = self.pending.get(key, 0)
+        row_s = self.stats.row_s.get(key)
+        if not pending or row_s is None:
+            return 0.0
+        return pending * row_s / max(1, self.held(key))
+
+    def enter(self, key: str, timeout_s: float) -> None:
+        """Admit a call of ``key`` (counted pending until :meth:`leave`), or raise :class:`EvaluatorOverloaded`."""
+        if self.factor > 0:
+            wait_s = self.wait_s(key)
+            bound_s = self.factor * timeout_s
+            if wait_s > bound_s:
+                raise EvaluatorOverloaded(
+                    f"this evaluator's calls would wait about {wait_s:.1f} s for its workers (more than "
+                    f"{self.factor:g} × its timeout_s={timeout_s:g}): its recent calls are slow or time out; "
+                    "retry later, or run many rows as a job (POST /v1/jobs)",
+                    retry_after_s=min(_RETRY_MAX_S, max(1, math.ceil(wait_s))),
+                )
+        self.pending[key] = self.pending.get(key, 0) + 1
+
+    def leave(self, key: str) -> None:
+        """A call admitted by :meth:`enter` is answered."""
+        left = self.pending.get(key, 0) - 1
+        if left > 0:
+            self.pending[key] = left
+        else:
+            self.pending.pop(key, None)
