@@ -20,15 +20,24 @@ from typing import Any
 
 import pytest
 
-__all__ = ["Ahead", "selected_params"]
+__all__ = ["Ahead", "selected", "selected_params"]
+
+
+def selected(request: pytest.FixtureRequest) -> list[pytest.Function]:
+    """The module's selected tests that will run: a test a ``skipif(True)`` mark skips (no Docker engine)
+    has no scenario to start."""
+    return [
+        item
+        for item in request.session.items
+        if isinstance(item, pytest.Function)
+        and item.module is request.module
+        and not any(mark.args and mark.args[0] is True for mark in item.iter_markers("skipif"))
+    ]
 
 
 def selected_params(request: pytest.FixtureRequest, *names: str) -> list[tuple[Any, ...]]:
-    """The parameters ``names`` of the module's selected tests (in collection order, no duplicates)."""
-    found: dict[tuple[Any, ...], None] = {}
-    for item in request.session.items:
-        if isinstance(item, pytest.Function) and item.module is request.module and hasattr(item, "callspec"):
-            found[tuple(item.callspec.params[name] for name in names)] = None
+    """The parameters ``names`` of :func:`selected` tests (in collection order, no duplicates)."""
+    found = {tuple(item.callspec.params[name] for name in names): None for item in selected(request)}
     return list(found)
 
 
