@@ -7,7 +7,7 @@ workers), the stored counters equal the stored rows, and the service is healthy 
 the evaluator answering ``ok`` again (a worker hit while idle is found out when next used).
 
 Each test has a fresh service of its own, as a service would be after a start. The six scenarios
-(three faults, two backends) are independent, so they run at once (:class:`~tests.support.ahead.Ahead`):
+(three faults, two backends) are independent, so they run three at a time (:class:`~tests.support.ahead.Ahead`):
 each in its own thread with its own service and data dir, each judged by its own checks in its own
 test; nothing of one scenario's service is seen by another (the faults hit only the workers of the
 scenario's service: its process tree, its containers by owner label).
@@ -48,6 +48,9 @@ FAULT_STATUSES = {"error", "timeout", "memory_limit"}
 # a paused worker is found out when bound: after 3 s of silence here, not production's 15 s; a chunk the
 # fault cut is tried again after at most 0.5 s, not production's 1 s, 2 s, 4 s (the same number of tries)
 ENV = {"EVALUATOR_HOST_WORKER_ACK_TIMEOUT_S": "3", "EVALUATOR_HOST_JOB_BACKOFF_MAX_S": "0.5"}
+# scenarios running at once: each has a service (~120 MB) and its workers; six at once outgrew a 1 GB
+# memory cgroup (a test session's here), three fit with room
+AT_ONCE = 3
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +58,7 @@ def scenarios(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     """Every selected (fault, backend) scenario of the module, started at once on services of their own."""
     root = tmp_path_factory.mktemp("workers")
     chosen = selected_params(request, "fault", "backend")
-    ahead = Ahead(at_once=max(1, len(chosen)), name="worker-fault")
+    ahead = Ahead(at_once=AT_ONCE, name="worker-fault")
     for fault, backend in chosen:
         ahead.start((fault, backend), _scenario, root / f"{fault}-{backend}" / "data", backend, fault)
     try:
