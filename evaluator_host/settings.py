@@ -224,6 +224,12 @@ class Settings(BaseSettings):
     job_chunk_s: float = Field(0.25, gt=0, description="Target running time of one chunk (sizes adapt to it).")
     job_chunk_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Most row bytes in one chunk.")
     job_retries: int = Field(3, ge=0, description="Retries of a chunk after an infrastructure failure.")
+    job_backoff_max_s: float = Field(
+        10.0,
+        gt=0,
+        description="Longest wait before a job's chunk is tried again (after an infrastructure failure, while the "
+        "sandbox backend is away, while the data disk is full): 1 s, doubling, at most this.",
+    )
     online_backlog_max: int = Field(
         100_000,
         ge=1,

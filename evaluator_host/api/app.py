@@ -81,7 +81,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await services.resume()
             await asyncio.to_thread(interpreters.discover, settings, services.backend.name)  # /healthz runtimes
             asking = asyncio.create_task(interpreters.ask_again(settings, services.backend.name))  # any unknown
-            app.openapi()  # built now, not by the first request (the access log's route templates read it)
             yield
         finally:
             if asking is not None:

@@ -23,13 +23,14 @@ Contract (one :class:`ChunkExecutor` per runner):
   while the database does not answer (``OperationalError``), for at most ``queue_db_retry_s``; then
   :class:`DatabaseAway`.
 * Every wait is ``clock.sleep`` and every duration ``clock.now``: the clock and the back-offs are
-  constructor parameters (production defaults: :data:`MONOTONIC`, :func:`retry_backoff`,
-  :func:`database_backoff`), so tests run retries without sleeping.
+  constructor parameters (production defaults: :data:`MONOTONIC`, :func:`retry_backoff` capped at
+  ``job_backoff_max_s``, :func:`database_backoff`), so tests run retries without sleeping.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import time
@@ -89,9 +90,10 @@ class _Monotonic:
 MONOTONIC: Clock = _Monotonic()
 
 
-def retry_backoff(attempt: int) -> float:
-    """The wait before retry ``attempt + 1`` of a chunk, or of a write to a full disk: ``min(2**attempt, 10)`` s."""
-    return min(2.0**attempt, 10.0)
+def retry_backoff(attempt: int, most: float = 10.0) -> float:
+    """The wait before retry ``attempt + 1`` of a chunk, or of a write to a full disk: ``min(2**attempt, most)`` s
+    (the service's ``most``: ``job_backoff_max_s``)."""
+    return min(2.0**attempt, most)
 
 
 def database_backoff(attempt: int) -> float:
@@ -120,16 +122,17 @@ class ChunkExecutor:
         metrics: Metrics | None = None,
         *,
         await_backend: bool = True,
-        backoff: Backoff = retry_backoff,
-        disk_backoff: Backoff = retry_backoff,
+        backoff: Backoff | None = None,
+        disk_backoff: Backoff | None = None,
         database_backoff: Backoff = database_backoff,
         clock: Clock = MONOTONIC,
     ) -> None:
         self.settings = settings
         self.metrics = metrics  # committed rows are counted there (None: nowhere)
         self.await_backend = await_backend
-        self.backoff = backoff
-        self.disk_backoff = disk_backoff
+        capped = functools.partial(retry_backoff, most=settings.job_backoff_max_s)
+        self.backoff: Backoff = backoff or capped
+        self.disk_backoff: Backoff = disk_backoff or capped
         self.database_backoff = database_backoff
         self.clock = clock
         self.stopped = False

@@ -8,7 +8,6 @@ works again once space returns — without restarting the service.
 
 from __future__ import annotations
 
-import functools
 import logging
 import sqlite3
 from collections.abc import Iterator
@@ -20,8 +19,6 @@ from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
 from evaluator_host.errors import ErrorBody
-from evaluator_host.jobs import runner
-from evaluator_host.jobs.executor import ChunkExecutor
 from tests.support.faults import SmallDisk, tiny_wheel
 from tests.support.service import assert_healthy, make_settings
 from tests.support.wait import wait_until
@@ -38,9 +35,7 @@ def service(small_disk: SmallDisk, monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
 
     # the chunk executor's wait before writing again to a full disk: 0.2 s, not up to 10 s
-    quick = functools.partial(ChunkExecutor, disk_backoff=lambda _attempt: 0.2)
-    monkeypatch.setattr(runner, "ChunkExecutor", quick)
-    settings = make_settings(small_disk.root / "data", backend="process")
+    settings = make_settings(small_disk.root / "data", backend="process", job_backoff_max_s=0.2)
     with TestClient(create_app(settings)) as client:
         yield client
 

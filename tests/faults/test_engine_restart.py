@@ -31,6 +31,8 @@ from tests.support.wait import wait_until
 
 ROWS = 300
 CODE = "import time\n\ndef evaluate(inputs, outputs, trace):\n    time.sleep(0.02)\n    return 1.0\n"
+# the job asks for the engine again every second while it is away, not up to production's 8 s apart
+ENV = {"EVALUATOR_HOST_JOB_BACKOFF_MAX_S": "1"}
 
 
 def _engine_answers() -> bool:
@@ -56,7 +58,7 @@ def _start_engine() -> None:
 def test_an_engine_restart_is_503_while_away_and_the_job_resumes_without_a_service_restart(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     try:
-        with serving(data_dir, "docker") as (client, _proc):
+        with serving(data_dir, "docker", env=ENV) as (client, _proc):
             ev = client.post("/v1/evaluators", json={"name": "slow", "language": "python", "code": CODE}).json()
             job = client.post("/v1/jobs", json={"evaluator_id": ev["id"], "rows": [{"i": i} for i in range(ROWS)]})
             job_id = job.json()["id"]

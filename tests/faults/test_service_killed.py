@@ -3,6 +3,9 @@
 No half dataset is ever listed and no half-built runtime is ever served: the next service on
 the data dir sweeps what the killed one left (the upload's temporary file, the build's partial
 directory), and the next attempt succeeds.
+
+The three scenarios are independent (each its own data dir, services and build): they run at once
+(:class:`~tests.support.ahead.Ahead`), each judged by its own checks in its own test.
 """
 
 from __future__ import annotations
@@ -18,11 +21,35 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.ahead import Ahead, selected
 from tests.support.faults import tiny_wheel
 from tests.support.service import serving
 from tests.support.wait import wait_until
 
 JSONL = {"content-type": "application/jsonl"}
+
+
+@pytest.fixture(scope="module")
+def scenarios(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ahead]:
+    """The module's selected scenarios, started at once (each on a temporary directory of its own)."""
+    run = {  # each test's scenario
+        test_a_service_killed_mid_upload_lists_no_half_dataset_and_the_next_upload_succeeds: _killed_mid_upload,
+        test_a_service_killed_mid_build_never_serves_the_half_built_runtime_and_the_next_build_succeeds: (
+            _killed_mid_build
+        ),
+        test_on_docker_a_service_killed_mid_build_leaves_no_image_no_build_box_and_the_next_build_succeeds: (
+            _killed_mid_docker_build
+        ),
+    }
+    by_name = {test.__name__: scenario for test, scenario in run.items()}
+    chosen = [by_name[item.originalname] for item in selected(request)]
+    ahead = Ahead(at_once=max(1, len(chosen)), name="service-killed")
+    for scenario in chosen:
+        ahead.start(scenario, scenario, tmp_path_factory.mktemp(scenario.__name__))
+    try:
+        yield ahead
+    finally:
+        ahead.close()
 
 
 def _slow_rows(stop: threading.Event) -> Iterator[bytes]:
@@ -34,7 +61,24 @@ def _slow_rows(stop: threading.Event) -> Iterator[bytes]:
         time.sleep(0.01)
 
 
-def test_a_service_killed_mid_upload_lists_no_half_dataset_and_the_next_upload_succeeds(tmp_path: Path) -> None:
+def test_a_service_killed_mid_upload_lists_no_half_dataset_and_the_next_upload_succeeds(scenarios: Ahead) -> None:
+    scenarios.outcome(_killed_mid_upload)  # its checks ran in the scenario; a failed one is raised here
+
+
+def test_a_service_killed_mid_build_never_serves_the_half_built_runtime_and_the_next_build_succeeds(
+    scenarios: Ahead,
+) -> None:
+    scenarios.outcome(_killed_mid_build)
+
+
+@pytest.mark.docker
+def test_on_docker_a_service_killed_mid_build_leaves_no_image_no_build_box_and_the_next_build_succeeds(
+    scenarios: Ahead,
+) -> None:
+    scenarios.outcome(_killed_mid_docker_build)
+
+
+def _killed_mid_upload(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     stop = threading.Event()
     with serving(data_dir, "process") as (client, proc):
@@ -70,9 +114,7 @@ def test_a_service_killed_mid_upload_lists_no_half_dataset_and_the_next_upload_s
         assert [d["id"] for d in client.get("/v1/datasets").json()["data"]] == [again.json()["id"]]
 
 
-def test_a_service_killed_mid_build_never_serves_the_half_built_runtime_and_the_next_build_succeeds(
-    tmp_path: Path,
-) -> None:
+def _killed_mid_build(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     wheels = tmp_path / "wheels"
     tiny_wheel(wheels, pad_kib=4096)
@@ -102,10 +144,7 @@ def test_a_service_killed_mid_build_never_serves_the_half_built_runtime_and_the_
         assert partials == [], partials  # the dead build's partial directory was swept
 
 
-@pytest.mark.docker
-def test_on_docker_a_service_killed_mid_build_leaves_no_image_no_build_box_and_the_next_build_succeeds(
-    tmp_path: Path,
-) -> None:
+def _killed_mid_docker_build(tmp_path: Path) -> None:
     import docker
 
     data_dir = tmp_path / "data"

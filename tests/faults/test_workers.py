@@ -6,9 +6,11 @@ fault hit are results of their own: an error, a timeout or a memory limit; the r
 workers), the stored counters equal the stored rows, and the service is healthy afterwards with
 the evaluator answering ``ok`` again (a worker hit while idle is found out when next used).
 
-Each test has a fresh service of its own, as a service would be after a start; to spare the tier the
-start-ups' time, the next test's service (same backend, data dir of its own) is started while the
-current test runs (:class:`Prestarted`): nothing of one test's service is seen by another.
+Each test has a fresh service of its own, as a service would be after a start. The six scenarios
+(three faults, two backends) are independent, so they run three at a time (:class:`~tests.support.ahead.Ahead`):
+each in its own thread with its own service and data dir, each judged by its own checks in its own
+test; nothing of one scenario's service is seen by another (the faults hit only the workers of the
+scenario's service: its process tree, its containers by owner label).
 """
 
 from __future__ import annotations
@@ -18,11 +20,8 @@ import os
 import signal
 import sqlite3
 import subprocess
-import uuid
-from collections import Counter
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager, suppress
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ import pytest
 
 from evaluator_host.sandbox.docker.engine import Engine
 from evaluator_host.settings import Settings
+from tests.support.ahead import Ahead, selected_params
 from tests.support.backends import BACKENDS, managed_containers
 from tests.support.faults import worker_pids
 from tests.support.service import serving
@@ -45,64 +45,26 @@ CODE = (
     "    return {'score': 1.0, 'i': inputs['i']}\n"
 )
 FAULT_STATUSES = {"error", "timeout", "memory_limit"}
-# a paused worker is found out when bound: after 3 s of silence here, not production's 15 s
-ENV = {"EVALUATOR_HOST_WORKER_ACK_TIMEOUT_S": "3"}
-Started = tuple[ExitStack, httpx.Client, "subprocess.Popen[bytes]", Path]
-
-
-class Prestarted:
-    """Fresh services for this module's tests, each started one test ahead: taking one for ``backend``
-    starts the next (in a thread) while the taker runs, if another selected test of that backend is left.
-    Every service has its own data dir; one taken is stopped when its test ends, one never taken at
-    :meth:`close`."""
-
-    def __init__(self, root: Path, remaining: Counter[str]) -> None:
-        self.root = root
-        self.remaining = remaining
-        self.ready: dict[str, Future[Started]] = {}
-        self.starter = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prestart")
-
-    def _start(self, backend: str) -> Started:
-        data_dir = self.root / f"{backend}-{uuid.uuid4().hex[:8]}" / "data"
-        stack = ExitStack()
-        try:
-            client, proc = stack.enter_context(serving(data_dir, backend, env=ENV))
-        except BaseException:
-            stack.close()
-            raise
-        return stack, client, proc, data_dir
-
-    @contextmanager
-    def take(self, backend: str) -> Iterator[tuple[httpx.Client, subprocess.Popen[bytes], Path]]:
-        self.remaining[backend] -= 1
-        ready = self.ready.pop(backend, None)
-        stack, client, proc, data_dir = ready.result() if ready is not None else self._start(backend)
-        if self.remaining[backend] > 0:
-            self.ready[backend] = self.starter.submit(self._start, backend)
-        with stack:
-            yield client, proc, data_dir
-
-    def close(self) -> None:
-        for ready in self.ready.values():
-            with suppress(Exception):  # a start that failed: no test took it, nothing to stop
-                ready.result()[0].close()
-        self.starter.shutdown()
+# a paused worker is found out when bound: after 3 s of silence here, not production's 15 s; a chunk the
+# fault cut is tried again after at most 0.5 s, not production's 1 s, 2 s, 4 s (the same number of tries)
+ENV = {"EVALUATOR_HOST_WORKER_ACK_TIMEOUT_S": "3", "EVALUATOR_HOST_JOB_BACKOFF_MAX_S": "0.5"}
+# scenarios running at once: each has a service (~120 MB) and its workers; six at once outgrew a 1 GB
+# memory cgroup (a test session's here), three fit with room
+AT_ONCE = 3
 
 
 @pytest.fixture(scope="module")
-def services(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prestarted]:
-    mine = [
-        item
-        for item in request.session.items
-        if isinstance(item, pytest.Function) and item.module is request.module and hasattr(item, "callspec")
-    ]
-    prestarted = Prestarted(
-        tmp_path_factory.mktemp("workers"), Counter(str(item.callspec.params["backend"]) for item in mine)
-    )
+def scenarios(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ahead]:
+    """Every selected (fault, backend) scenario of the module, started at once on services of their own."""
+    root = tmp_path_factory.mktemp("workers")
+    chosen = selected_params(request, "fault", "backend")
+    ahead = Ahead(at_once=AT_ONCE, name="worker-fault")
+    for fault, backend in chosen:
+        ahead.start((fault, backend), _scenario, root / f"{fault}-{backend}" / "data", backend, fault)
     try:
-        yield prestarted
+        yield ahead
     finally:
-        prestarted.close()
+        ahead.close()
 
 
 def _memory_cgroup(pid: int) -> Path | None:
@@ -138,31 +100,34 @@ def _process_fault(fault: str, service_pid: int) -> int:
 
 
 def _docker_fault(fault: str, owner: str) -> int:
+    """Hit every running worker container of ``owner`` at once (a build box is no worker); how many were hit."""
     import docker
 
     client = docker.from_env(timeout=30)
-    hit = 0
+
+    def hit(container: Any) -> bool:
+        try:
+            if fault == "kill":
+                container.kill()
+            elif fault == "stop":
+                container.pause()
+            else:  # the limit squeezed to just above its use: its next allocation is the engine's OOM kill
+                stats = client.api.stats(container.id, stream=False, one_shot=True)  # no second sample waited for
+                limit = str(stats["memory_stats"].get("usage", 64 << 20) + (4 << 20))
+                update = ["docker", "update", "--memory", limit, "--memory-swap", limit, container.id]
+                subprocess.run(update, check=True, capture_output=True, timeout=60)
+        except (docker.errors.APIError, subprocess.CalledProcessError):
+            return False
+        return True
+
     try:
         labels = ["evaluator-host.managed=1", f"evaluator-host.owner={owner}"]
-        for container in client.containers.list(filters={"label": labels, "status": "running"}):
-            if container.name.startswith("evh-build"):
-                continue
-            try:
-                if fault == "kill":
-                    container.kill()
-                elif fault == "stop":
-                    container.pause()
-                else:  # the limit squeezed to just above its use: its next allocation is the engine's OOM kill
-                    usage = container.stats(stream=False)["memory_stats"].get("usage", 64 << 20)
-                    limit = str(usage + (4 << 20))
-                    update = ["docker", "update", "--memory", limit, "--memory-swap", limit, container.id]
-                    subprocess.run(update, check=True, capture_output=True, timeout=60)
-                hit += 1
-            except (docker.errors.APIError, subprocess.CalledProcessError):
-                pass
+        running = client.containers.list(filters={"label": labels, "status": "running"})
+        workers = [c for c in running if not c.name.startswith("evh-build")]
+        with ThreadPoolExecutor(max_workers=max(1, len(workers))) as hitting:
+            return sum(hitting.map(hit, workers))
     finally:
         client.close()
-    return hit
 
 
 def _stored(data_dir: Path, job_id: str) -> tuple[tuple[int, int], dict[int, str]]:
@@ -179,10 +144,13 @@ def _job(client: httpx.Client, job_id: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("fault", ["kill", "stop", "oom"])
-def test_a_worker_hit_from_outside_mid_batch_costs_only_its_rows(
-    services: Prestarted, backend: str, fault: str
-) -> None:
-    with services.take(backend) as (client, proc, data_dir):
+def test_a_worker_hit_from_outside_mid_batch_costs_only_its_rows(scenarios: Ahead, backend: str, fault: str) -> None:
+    scenarios.outcome((fault, backend))  # its checks ran in the scenario; a failed one is raised here
+
+
+def _scenario(data_dir: Path, backend: str, fault: str) -> None:
+    """One fault on a fresh service of ``backend``: the checks of the module's docstring."""
+    with serving(data_dir, backend, env=ENV) as (client, proc):
         settings = {"timeout_s": 2, "memory_mb": 256}
         ev = client.post("/v1/evaluators", json={"name": "w", "language": "python", "code": CODE, "settings": settings})
         assert ev.status_code == 201, ev.text

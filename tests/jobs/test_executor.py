@@ -101,6 +101,16 @@ def test_an_unreachable_backend_is_waited_for_without_limit_by_the_service() -> 
     assert clock.slept == [retry_backoff(min(n, 3)) for n in range(6)] == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
 
 
+def test_job_backoff_max_s_caps_every_wait_of_the_service_s_executor() -> None:
+    clock = FakeClock()
+    settings = Settings(job_retries=3, job_backoff_max_s=1.5)
+    bound = Scripted(clock, [BackendUnavailable("away")] * 4 + [SandboxError("gone")] * 3)
+    ran = run(ChunkExecutor(settings, clock=clock), bound)
+    assert len(ran.outcomes) == 2 and bound.calls == 8
+    assert clock.slept == [1.0, 1.5, 1.5, 1.5] + [1.0, 1.5, 1.5]  # the backend's waits, then the retries'
+    assert ChunkExecutor(settings).disk_backoff(5) == 1.5  # and a full disk's
+
+
 def test_a_worker_host_counts_an_unreachable_backend_as_an_infrastructure_failure() -> None:
     clock = FakeClock()
     bound = Scripted(clock, [BackendUnavailable("no engine")] * 6)

@@ -58,24 +58,30 @@ def tiny_wheel(folder: Path, name: str = "evhtiny", version: str = "1.0", pad_ki
     return wheel
 
 
-def children(pid: int) -> list[int]:
-    kids = []
+def _parents() -> dict[int, list[int]]:
+    """Every process's children, from one pass over ``/proc`` (a process gone meanwhile is left out)."""
+    kids: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 stat = Path(f"/proc/{entry}/stat").read_text()
             except OSError:
                 continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                kids.append(int(entry))
+            kids.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
     return kids
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    return _parents().get(pid, [])
 
 
 def worker_pids(service_pid: int) -> list[int]:
     """The sandboxed worker processes of a process-backend service (its descendants running the bootstrap)."""
+    kids = _parents()  # one pass over /proc for the whole tree (not one per process of it)
     found, todo = [], [service_pid]
     while todo:
-        for kid in children(todo.pop()):
+        for kid in kids.get(todo.pop(), []):
             todo.append(kid)
             try:
                 if b"sandbox_init.py" in Path(f"/proc/{kid}/cmdline").read_bytes():
