@@ -99,6 +99,9 @@ class EvaluatorHostError(Exception):
     type_name: str = "EvaluatorHostError"
     status: int = 500  # the HTTP status of its answer (the table above)
     retry_after_s: int | None = None  # when set, the answer's Retry-After (seconds)
+    # True when the request DID change something before this error (the answer describes what was stored):
+    # an ``Idempotency-Key`` retry then gets this answer again instead of making the change a second time.
+    effect_stored: bool = False
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -311,6 +314,7 @@ class FixturesFailed(ConflictError):
     make it the latest anyway)."""
 
     type_name = "FixturesFailed"
+    effect_stored = True  # the draft is stored: a retry with the same Idempotency-Key gets this answer again
 
     def __init__(self, message: str, *, evaluator: dict[str, Any]) -> None:
         super().__init__(message)

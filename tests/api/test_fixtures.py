@@ -113,6 +113,16 @@ def test_a_new_evaluator_whose_fixtures_fail_has_no_latest_until_a_save_passes(c
     assert client.post(f"/v1/evaluators/{draft['id']}/evaluate", json={"outputs": 0.6}).json()["revision"] == 2
 
 
+def test_a_retried_save_whose_fixtures_failed_replays_the_409_and_stores_one_draft(client: TestClient) -> None:
+    body = _body(0.95, name="idempotent-draft")
+    first = client.post("/v1/evaluators", json=body, headers={"Idempotency-Key": "draft-once"})
+    again = client.post("/v1/evaluators", json=body, headers={"Idempotency-Key": "draft-once"})
+    assert first.status_code == again.status_code == 409, first.text
+    assert again.headers["idempotent-replayed"] == "true" and again.json() == first.json()
+    named = [e for e in client.get("/v1/evaluators").json()["data"] if e["name"] == "idempotent-draft"]
+    assert len(named) == 1  # the retry did not store a second draft evaluator
+
+
 def test_the_test_route_runs_a_revisions_fixtures_again(client: TestClient) -> None:
     ev = _create(client)
     client.put(f"/v1/evaluators/{ev['id']}", json=_body(0.7))  # revision 2: a draft

@@ -10,7 +10,8 @@ from typing import TypeVar
 from fastapi import Request, Response
 from pydantic import BaseModel
 
-from evaluator_host.errors import ConflictError, IdempotencyKeyError
+from evaluator_host.api.errors import host_error_response
+from evaluator_host.errors import ConflictError, EvaluatorHostError, IdempotencyKeyError
 from evaluator_host.services import Services
 from evaluator_host.store.idempotency import request_hash
 from evaluator_host.tenancy.models import DEFAULT_WORKSPACE
@@ -31,7 +32,9 @@ async def idempotent(
     status_code: int,
 ) -> T | Response:
     """``run()`` once per ``Idempotency-Key`` of ``workspace`` (when the request has one): its answer,
-    or the first answer again for a retry of the same request. Keys are per workspace: another
+    or the first answer again for a retry of the same request. An error answer is stored too when the error
+    says the request had already stored something (``effect_stored``, e.g. ``FixturesFailed``'s draft);
+    any other error releases the key, so a retry runs the request again. Keys are per workspace: another
     workspace's identical key is another request (the default workspace's keys are stored unprefixed,
     as they were before workspaces)."""
     key = request.headers.get("idempotency-key")
@@ -55,6 +58,15 @@ async def idempotent(
         return Response(claim.answer, status_code=claim.status, media_type="application/json", headers=headers)
     try:
         answer = await run()
+    except EvaluatorHostError as exc:
+        if not exc.effect_stored:
+            await asyncio.shield(asyncio.to_thread(store.release, route, key))
+            raise
+        # The request changed something before it failed (a draft revision was stored): its error answer
+        # is the key's answer, so a retry replays it rather than storing a second draft.
+        error = host_error_response(exc)
+        await asyncio.to_thread(store.store, route, key, exc.status, bytes(error.body).decode())
+        return error
     except BaseException:
         await asyncio.shield(asyncio.to_thread(store.release, route, key))
         raise
