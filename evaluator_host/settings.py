@@ -215,6 +215,12 @@ class Settings(BaseSettings):
     job_chunk_s: float = Field(0.25, gt=0, description="Target running time of one chunk (sizes adapt to it).")
     job_chunk_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Most row bytes in one chunk.")
     job_retries: int = Field(3, ge=0, description="Retries of a chunk after an infrastructure failure.")
+    result_cache_max_bytes: int = Field(
+        256 * 1024**2,
+        ge=0,
+        description="Each workspace's result cache at most (bytes of stored results; least recently used evicted "
+        "first); 0 turns the cache off (docs/api.md, Result cache).",
+    )
     online_backlog_max: int = Field(
         100_000,
         ge=1,

@@ -114,11 +114,15 @@ class JobCreate(BaseModel):
 
 
 class JobProgress(BaseModel):
-    """``done`` rows have a result; ``failed`` of them have a status other than ``ok``."""
+    """``done`` rows have a result; ``failed`` of them have a status other than ``ok``; ``cached`` of them were
+    answered from the result cache (docs/api.md, Result cache)."""
 
     total: int
     done: int
     failed: int
+    cached: int = Field(
+        0, exclude_if=lambda n: n == 0, description="Rows of done answered from the result cache (absent: none)."
+    )
 
 
 class Job(BaseModel):

@@ -157,6 +157,7 @@ class JobResults:
         acc_state: dict[str, Any],
         active_s: float,
         workspace_id: str | None = None,
+        cached: int | None = None,
     ) -> None:
         """Insert ``rows`` (job_id, idx, status, revision, runtime_id, result) and the counters, atomically.
 
@@ -186,6 +187,8 @@ class JobResults:
                 else:
                     conn.execute(insert(RESULTS), [dict(zip(_RESULT_COLUMNS, row, strict=True)) for row in rows])
             counters = {"done": done, "failed": failed, "acc_state": acc_state} if store else {}
+            if store and cached is not None:  # rows of ``done`` answered from the result cache
+                counters["cached"] = cached
             held = conn.execute(
                 update(JobRow)
                 .where(JobRow.id == job_id, JobRow.status.in_(UNFINISHED), self._mine())
