@@ -139,6 +139,20 @@ class JobCache:
             keys.append(digest.digest())
         return keys
 
+    @property
+    def marker(self) -> bytes:
+        """The key of the entry that says rows of this prefix were cached (the SHA-256 of the prefix)."""
+        return hashlib.sha256(self.prefix).digest()
+
+    def seen(self) -> bool:
+        """Whether rows of this prefix were ever cached (its marker is stored): a job whose evaluator, runtime and
+        mapping never ran with the cache looks nothing up (a first run costs no lookup at all)."""
+        try:
+            return bool(self.store.get(self.workspace, [self.marker]))
+        except Exception as exc:
+            log.warning("result cache lookup failed (%s): the job runs uncached", exc)
+            return False
+
     def lookup(self, keys: Sequence[bytes]) -> dict[int, tuple[str, str]]:
         """The stored rows of the keys found: position → (status, stored text ending in ``"cached":true``);
         {} when the cache cannot be read (logged)."""
@@ -163,6 +177,7 @@ class JobCache:
         ]
         if not entries:
             return
+        entries.append((self.marker, "marker", "{}"))  # evicted like any entry: then lookups stop, results stay right
         try:
             self.store.put(self.workspace, entries, self.max_bytes)
         except Exception as exc:

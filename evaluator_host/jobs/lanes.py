@@ -134,6 +134,7 @@ class Lanes:
         )
         sent = JobCases(mapper.pick)
         cache = self.cache.for_job(bound.prepared, bound.runtime, record.workspace_id, mapper.pick)
+        look = cache is not None and await asyncio.to_thread(cache.seen)  # a first run looks nothing up
 
         async def commit(chunk: list[tuple[int, WireCase]], outcomes: list[RawOutcome], cached: _Cached | None) -> None:
             with tracing.span("job.commit"):
@@ -152,7 +153,7 @@ class Lanes:
                     cached: _Cached | None = None
                     if cache is not None:  # only the rows the cache does not hold run
                         keys = cache.keys(cases)
-                        cached = _Cached(cache, keys, await asyncio.to_thread(cache.lookup, keys))
+                        cached = _Cached(cache, keys, await asyncio.to_thread(cache.lookup, keys) if look else {})
                         if cached.hits:
                             cases = [case for pos, case in enumerate(cases) if pos not in cached.hits]
                     outcomes: list[RawOutcome] = []
