@@ -17,6 +17,8 @@ from evaluator_host.store.result_cache import CACHE, ResultCacheStore
 from tests.api.test_jobs import create_evaluator, jsonl, ndjson, start, upload, wait
 from tests.support.service import assert_healthy, make_settings
 
+pytestmark = pytest.mark.databases  # on SQLite and on PostgreSQL
+
 Json = dict[str, Any]
 
 DETERMINISTIC = (
@@ -113,3 +115,46 @@ def test_the_cache_of_a_workspace_stays_within_its_bound(tmp_path: Path) -> None
         assert _answers(items) == _answers(_run(client, evaluator, dataset)[1])
         assert store.usage("ws_default").bytes <= bound
         assert_healthy(client)
+
+
+# -- replay -------------------------------------------------------------------------------------------------
+
+
+def test_a_replayed_result_is_identical_for_a_deterministic_evaluator_not_for_a_random_one(client: TestClient) -> None:
+    dataset = upload(client, jsonl(_rows(5)))["id"]
+    steady = create_evaluator(client, DETERMINISTIC.format(tag=uuid.uuid4().hex))["id"]
+    job, _ = _run(client, steady, dataset)
+    answer = client.post("/v1/results/replay", json={"job_id": job["id"], "index": 3})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["identical"] is True and body["differences"] == [] and body["revision"] == 1
+    assert body["stored"]["score"] == body["replayed"]["score"] and body["runtime_id"] == job["runtime_id"]
+    randomly = create_evaluator(client, RANDOM.format(tag=uuid.uuid4().hex))["id"]
+    job, _ = _run(client, randomly, dataset)
+    body = client.post("/v1/results/replay", json={"job_id": job["id"], "index": 0}).json()
+    assert body["identical"] is False and body["differences"][0].startswith("score: ")
+    missing = client.post("/v1/results/replay", json={"job_id": job["id"], "index": 5})
+    assert missing.status_code == 404
+    assert client.post("/v1/results/replay", json={"job_id": "job_nope", "index": 0}).status_code == 404
+    assert client.post("/v1/results/replay", json={"job_id": job["id"], "index": -1}).status_code == 422
+    assert_healthy(client)
+
+
+def test_the_store_evicts_the_least_recently_used_entries_past_its_bound(database_url: str) -> None:
+    store = ResultCacheStore(make_engine(database_url))
+    clock = iter(range(1_000, 10_000, 100))
+    store._now = lambda: float(next(clock))
+    text = '{"status":"ok","score":1.0,"passed":null,"duration_ms":1.0,"pad":"' + "x" * 900 + '"}'
+    keys = [i.to_bytes(32, "big") for i in range(30)]
+    for key in keys[:15]:  # 15 kB: all held
+        store.put("ws_a", [(key, "ok", text)], 20_000)
+    assert store.get("ws_a", keys[:1])  # used again (older than TOUCH_AFTER_S): the most recent now
+    for key in keys[15:]:
+        store.put("ws_a", [(key, "ok", text)], 20_000)
+        assert store.usage("ws_a").bytes <= 20_000
+    held = store.get("ws_a", keys)
+    assert keys[0] in held and keys[-1] in held and keys[1] not in held
+    assert store.usage("ws_a").entries == len(held) and store.usage("ws_b").entries == 0
+    store.put("ws_a", [(b"\1" * 32, "ok", "x" * 30_000)], 20_000)  # larger than the bound alone: not stored
+    assert not store.get("ws_a", [b"\1" * 32])
+    assert store.clear("ws_a") == len(held) and store.usage("ws_a").bytes == 0
