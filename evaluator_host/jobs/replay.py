@@ -29,7 +29,7 @@ COMPARED = ("status", "score", "passed", "outputs", "details", "label", "reason"
 _ERROR = ("type", "message", "line")
 
 
-def differences(stored: EvaluationResult, replayed: EvaluationResult) -> list[str]:
+def changed_fields(stored: EvaluationResult, replayed: EvaluationResult) -> list[str]:
     """Each compared field whose value differs, as ``field: stored → replayed``."""
     found = [
         f"{name}: {getattr(stored, name)!r} → {getattr(replayed, name)!r}"
@@ -70,7 +70,7 @@ async def replay(runner: JobRunner, workspace: str, job_id: str, index: int) -> 
         "revision": stored_row.revision,
     }
     stored = EvaluationResult.model_validate({**json.loads(full_form(stored_row.result)), **shared})
-    found_differences = differences(stored, replayed)
+    found_differences = changed_fields(stored, replayed)
     return Replay(
         job_id=job_id,
         index=index,
