@@ -17,7 +17,7 @@ import ast
 import functools
 import re
 
-from evaluator_host.definitions.capabilities import Report, js_report, python_report
+from evaluator_host.definitions.capabilities import Report, _blank, js_report, python_report
 from evaluator_host.definitions.nesting import parse_python
 from evaluator_host.errors import CodeSyntaxError
 
@@ -86,6 +86,7 @@ def _python(code: str) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=512)
 def _js(code: str) -> tuple[str, ...]:
     found: list[str] = []
+    code = _blank(code, keep_strings=True)  # comments never count (as in the capability report)
     for kind, pattern in _JS_PATTERNS:
         match = pattern.search(code)
         if match:
