@@ -167,6 +167,7 @@ class JobResults:
         The job's ``result_bytes`` grow by the rows' bytes, charged to ``workspace_id``'s storage quota
         (the module docstring's rule; None: the job's own workspace, read here): past it the job is
         marked failed in this transaction and :class:`QuotaExceeded` is raised once it is committed.
+        ``cached``: the job's rows answered from the result cache so far (set with the counters; None: left).
         The rows go to the driver directly (no per-row SQL compilation): on SQLite as multi-row
         ``INSERT`` statements, :data:`_SQLITE_ROWS` rows each (``executemany`` releases and takes back
         the GIL around every row's step, which stalls the event loop's thread at each hand-over).
