@@ -84,9 +84,10 @@ def sbom_json(lock: RuntimeLock) -> str:
         version=lock.interpreter.get("version"),
         description=f"{lock.interpreter.get('name', '')} runtime; base image {lock.base_image or 'none'}",
     )
+    components: list[Component] = []
     for p in lock.packages:
         scope, _, name = p.name.rpartition("/") if p.name.startswith("@") else ("", "", p.name)
-        bom.components.add(
+        components.append(
             Component(
                 name=p.name,
                 version=p.version,
@@ -96,6 +97,9 @@ def sbom_json(lock: RuntimeLock) -> str:
                 bom_ref=f"{kind}:{p.name}@{p.version}",
             )
         )
+    for component in components:
+        bom.components.add(component)
+    bom.register_dependency(bom.metadata.component, components)  # the runtime holds every package
     return str(JsonV1Dot6(bom).output_as_string(indent=2))
 
 

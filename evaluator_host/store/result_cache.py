@@ -102,10 +102,18 @@ class ResultCacheStore:
 
     def put(self, workspace_id: str, entries: Sequence[tuple[bytes, str, str]], max_bytes: int) -> int:
         """Store ``entries`` (key, status, stored result) not stored yet, then evict past ``max_bytes``
-        (the module's contract); the number of entries evicted."""
+        (the module's contract); the number of entries evicted. An entry of status ``marker`` is marked used
+        a millisecond later than the others, so it is the last of them evicted."""
         now = self._now()
         values = [
-            {"workspace_id": workspace_id, "key": key, "status": status, "result": text, "bytes": size, "used_at": now}
+            {
+                "workspace_id": workspace_id,
+                "key": key,
+                "status": status,
+                "result": text,
+                "bytes": size,
+                "used_at": now + 0.001 if status == "marker" else now,
+            }
             for key, status, text in entries
             if (size := len(text.encode()) + 32) <= max_bytes
         ]
