@@ -4,9 +4,10 @@ Sections: the process backend (here), the docker backend (``bench/docker_bench.p
 batch jobs on docker (``bench/jobs_bench.py``), queued jobs over worker hosts
 (``bench/queue_bench.py``), model-target jobs against a loopback LLM server
 (``bench/target_bench.py``), online ingestion over OTLP (``bench/online_bench.py``), async judge
-evaluators (``bench/async_bench.py``), online scoring's lag (``bench/scoring_bench.py``) and a
-never-seen package set's first result (``bench/build_bench.py``), each against baselines (or an
-ideal) from the same run.
+evaluators (``bench/async_bench.py``), re-run jobs from the result cache
+(``bench/cache_bench.py``), online scoring's lag (``bench/scoring_bench.py``) and a never-seen
+package set's first result (``bench/build_bench.py``), each against baselines (or an ideal) from
+the same run.
 
 One run measures, against the real service started as a subprocess on a free port:
 warm single-evaluation latency over HTTP, a process-per-evaluation baseline, the first
@@ -30,6 +31,7 @@ import httpx
 from bench import (
     async_bench,
     build_bench,
+    cache_bench,
     docker_bench,
     jobs_bench,
     load_bench,
@@ -296,6 +298,9 @@ def main() -> int:
     target_section, target_summary = target_bench.render(target_bench.measure())
     doc += target_section
     print(target_summary)
+    cache_section, cache_summary = cache_bench.render(cache_bench.measure())
+    doc += cache_section
+    print(cache_summary)
     online_section = online_bench.render(*online_bench.measure())
     doc += online_section
     print(online_section)

@@ -230,6 +230,12 @@ class Settings(BaseSettings):
         description="Longest wait before a job's chunk is tried again (after an infrastructure failure, while the "
         "sandbox backend is away, while the data disk is full): 1 s, doubling, at most this.",
     )
+    result_cache_max_bytes: int = Field(
+        256 * 1024**2,
+        ge=0,
+        description="Each workspace's result cache at most (bytes of stored results; least recently used evicted "
+        "first); 0 turns the cache off (docs/api.md, Result cache).",
+    )
     online_backlog_max: int = Field(
         100_000,
         ge=1,

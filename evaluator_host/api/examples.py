@@ -236,7 +236,31 @@ EXAMPLES: dict[str, list[Any]] = {
         {"evaluator_id": _EVALUATOR["id"], "rows": [{"correct_answer": "4", "outputs": "4"}]},
         {"evaluator_id": _EVALUATOR["id"], "rows": [{"q": "2+2", "correct_answer": "4"}], "target": _TARGET},
     ],
-    "JobProgress": [{"total": 2, "done": 1, "failed": 0}],
+    "JobProgress": [{"total": 2, "done": 1, "failed": 0}, {"total": 2, "done": 2, "failed": 0, "cached": 2}],
+    "LockedPackage": [{"name": "six", "version": "1.16.0", "sha256": None}],
+    "RuntimeLock": [
+        {
+            "runtime_id": _RUNTIME_ID,
+            "language": _LANGUAGE,
+            "interpreter": {"name": "python", "version": "3.11.7"},
+            "base_image": None,
+            "packages": [{"name": "six", "version": "1.16.0", "sha256": None}],
+        }
+    ],
+    "ReplayRequest": [{"job_id": "job_0d1e2f3a4b5c6d7e8f90", "index": 3}],
+    "Replay": [
+        {
+            "job_id": "job_0d1e2f3a4b5c6d7e8f90",
+            "index": 3,
+            "evaluator_id": _EVALUATOR["id"],
+            "revision": 1,
+            "runtime_id": _RUNTIME_ID,
+            "identical": True,
+            "differences": [],
+            "stored": {**_RESULT, "evaluator_id": _EVALUATOR["id"], "revision": 1},
+            "replayed": {**_RESULT, "evaluator_id": _EVALUATOR["id"], "revision": 1},
+        }
+    ],
     "Target": [_TARGET],
     "TokenUsage": [_TOKENS],
     "Generation": [_GENERATION],

@@ -11,7 +11,15 @@ from evaluator_host.definitions import languages
 from evaluator_host.definitions.models import Language, Packages
 from evaluator_host.errors import ErrorDetail
 
-__all__ = ["BuildProgress", "RuntimeCreate", "RuntimeList", "RuntimeStatus", "RuntimeView"]
+__all__ = [
+    "BuildProgress",
+    "LockedPackage",
+    "RuntimeCreate",
+    "RuntimeList",
+    "RuntimeLock",
+    "RuntimeStatus",
+    "RuntimeView",
+]
 
 _FAMILY = languages.get(languages.DEFAULT).family.name
 RuntimeStatus = Literal["building", "ready", "failed"]
@@ -100,3 +108,21 @@ class RuntimeList(BaseModel):
     data: list[RuntimeView]
     count: int
     next_cursor: str | None = None
+
+
+class LockedPackage(BaseModel):
+    """One installed package of a runtime's lock."""
+
+    name: str
+    version: str
+    sha256: str | None = Field(None, description="The archive's SHA-256 when the build recorded it.")
+
+
+class RuntimeLock(BaseModel):
+    """``GET /v1/runtimes/{id}/lock``: every package with its version (and hash), the interpreter, the base image."""
+
+    runtime_id: str
+    language: str
+    interpreter: dict[str, str] = Field(description='{"name": "python" | "node", "version"}')
+    base_image: str | None = Field(description="The base image's id (docker); null: the host's interpreter.")
+    packages: list[LockedPackage]

@@ -65,6 +65,9 @@ class Operations:
     build_runtime = op(resources.build_runtime)
     get_runtime = op(resources.get_runtime)
     list_runtimes = op(resources.list_runtimes)
+    runtime_lock = op(resources.runtime_lock)
+    runtime_lock_file = op(resources.runtime_lock_file)
+    replay_result = op(resources.replay_result)
     # datasets.py
     upload_dataset = op(datasets.upload_dataset)
     get_dataset = op(datasets.get_dataset)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from evaluator_host.builds.models import RuntimeList, RuntimeView
+from evaluator_host.builds.models import RuntimeList, RuntimeLock, RuntimeView
 from evaluator_host.client.calls import Call, as_json, body_of, model, nothing
 from evaluator_host.evaluation.models import (
     BatchResponse,
@@ -21,7 +21,7 @@ from evaluator_host.evaluation.models import (
     EvaluatorSettings,
     RevisionList,
 )
-from evaluator_host.jobs.models import CompareResponse, EvaluatorTestResponse, FieldMapping
+from evaluator_host.jobs.models import CompareResponse, EvaluatorTestResponse, FieldMapping, Replay
 from evaluator_host.migration.models import EvaluatorMigrateResponse, MigrateResponse
 
 Json = Any
@@ -246,6 +246,21 @@ def build_runtime(packages: Mapping[str, str] | Sequence[str], language: str = "
 def get_runtime(runtime_id: str) -> Call[RuntimeView]:
     """``GET /v1/runtimes/{id}``: building, built or failed, with the log's end."""
     return Call("GET", f"/v1/runtimes/{runtime_id}", model(RuntimeView))
+
+
+def runtime_lock(runtime_id: str) -> Call[RuntimeLock]:
+    """``GET /v1/runtimes/{id}/lock``: every package with its version (and hash), the interpreter, the base image."""
+    return Call("GET", f"/v1/runtimes/{runtime_id}/lock", model(RuntimeLock))
+
+
+def runtime_lock_file(runtime_id: str, format: str = "requirements") -> Call[str]:
+    """``GET /v1/runtimes/{id}/lock?format=``: ``requirements``, ``package-lock`` or ``cyclonedx`` (SBOM), as text."""
+    return Call("GET", f"/v1/runtimes/{runtime_id}/lock", lambda response: response.text, params={"format": format})
+
+
+def replay_result(job_id: str, index: int) -> Call[Replay]:
+    """``POST /v1/results/replay``: row ``index`` of job ``job_id`` run again and compared with its stored result."""
+    return Call("POST", "/v1/results/replay", model(Replay), body_of(job_id=job_id, index=index))
 
 
 def list_runtimes(*, limit: int | None = None, cursor: str | None = None) -> Call[RuntimeList]:

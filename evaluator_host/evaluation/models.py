@@ -69,6 +69,12 @@ class EvaluatorSettings(BaseModel):
         description="Metric interface only: the metric class to run when the code defines several "
         "(NeMo Metric classes: docs/metrics.md). Null: the code's only metric class.",
     )
+    cache: bool | None = Field(
+        None,
+        description="Result cache (docs/api.md, Result cache): null caches a job's rows when the code reads no "
+        "network, clock, randomness, environment or files (the capability report); false never; true also "
+        "where the report is unsure.",
+    )
 
 
 class Case(BaseModel):
@@ -295,6 +301,11 @@ class EvaluationResult(BaseModel):
     evaluator_id: str | None = None
     revision: int | None = None
     capabilities: Capabilities | None = Field(None, description=CAPABILITIES_DOC + " Single-case answers only.")
+    cached: bool = Field(
+        False,
+        exclude_if=lambda cached: not cached,
+        description="True: a job's row answered from the result cache, not run again (absent: it ran).",
+    )
 
 
 class Stats(BaseModel):

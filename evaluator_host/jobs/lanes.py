@@ -17,6 +17,9 @@ Contract (for :class:`~evaluator_host.jobs.runner.JobRunner`, which decides *whe
   the workspace's storage quota: of a chunk that does not fit the room left only its leading rows that do
   are stored, and the job stops (``QuotaExceeded``). This service's commits take turns, so the room read
   is the room at commit.
+* A job whose evaluator is cached (:mod:`evaluator_host.evaluation.cache`) looks each chunk's rows up first
+  (one query per 500 rows); only the misses run, the hits are committed with them (``cached: true``,
+  counted in ``progress.cached``), and the misses' results are added to the cache once committed.
 * A job with a model ``target`` generates each row first (:mod:`evaluator_host.jobs.targeted`), then its
   chunks are committed the same way; a spent budget ends it ``stopped`` (``budget_exhausted``).
 """
@@ -30,8 +33,10 @@ from typing import Any
 
 from evaluator_host.errors import LimitError, QuotaExceeded
 from evaluator_host.evaluation.aggregate import Accumulator
+from evaluator_host.evaluation.cache import JobCache, ResultCache
 from evaluator_host.evaluation.evaluators import Evaluators
 from evaluator_host.evaluation.path import Bound
+from evaluator_host.jobs.cached import merged
 from evaluator_host.jobs.executor import ChunkExecutor
 from evaluator_host.jobs.mapping import RowMapper
 from evaluator_host.jobs.models import FieldMapping
@@ -46,12 +51,22 @@ from evaluator_host.settings import Settings
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.job_generations import GenerationStore
 from evaluator_host.store.jobs import JobRecord, JobStore
+from evaluator_host.store.result_cache import ResultCacheStore
 from evaluator_host.targets.models import Target
 from evaluator_host.tenancy.quotas import QuotaGuard, fitting, storage_exceeded
 
 __all__ = ["FINISHED", "Lanes"]
 
 FINISHED = ("succeeded", "failed", "cancelled", "stopped")
+
+
+@dataclasses.dataclass(slots=True)
+class _Cached:
+    """A chunk's rows found in the result cache (position → status, text) and every row's key."""
+
+    cache: JobCache
+    keys: list[bytes]
+    hits: dict[int, tuple[str, str]]
 
 
 class Lanes:
@@ -76,6 +91,7 @@ class Lanes:
         self.live = live
         self._write = asyncio.Lock()
         self.targeted = TargetedRows(settings, revisions, GenerationStore(store.engine), executor)
+        self.cache = ResultCache(settings, ResultCacheStore(store.engine))
 
     async def run(self, job_id: str) -> None:
         """Run the job's rows not stored yet, then mark it ``succeeded`` (see the module's contract)."""
@@ -92,6 +108,7 @@ class Lanes:
             return  # cancelled meanwhile, or another service's
         running = dataclasses.replace(record, status="running", started_at=started.get("started_at", record.started_at))
         live = Live(running, record.done, record.failed, Accumulator.restore(record.acc_state), record.active_s)
+        live.cached = record.cached
         self.live[job_id] = live
         bound = await self.revisions.bind(revision)
         bits = await asyncio.to_thread(lambda: bitmap(self.store.done_indices(job_id), record.total))
@@ -116,10 +133,12 @@ class Lanes:
             self.datasets.files.lines(dataset.id), bits, mapper, sizer, self.settings.job_chunk_bytes
         )
         sent = JobCases(mapper.pick)
+        cache = self.cache.for_job(bound.prepared, bound.runtime, record.workspace_id, mapper.pick)
+        look = cache is not None and await asyncio.to_thread(cache.seen)  # a first run looks nothing up
 
-        async def commit(chunk: list[tuple[int, WireCase]], outcomes: list[RawOutcome]) -> None:
+        async def commit(chunk: list[tuple[int, WireCase]], outcomes: list[RawOutcome], cached: _Cached | None) -> None:
             with tracing.span("job.commit"):
-                await self._commit(record, live, bound, chunk, outcomes)
+                await self._commit(record, live, bound, chunk, outcomes, cached)
 
         async def lane(group: asyncio.TaskGroup) -> None:
             committing: asyncio.Task[None] | None = None  # the lane's previous chunk, being stored
@@ -130,13 +149,23 @@ class Lanes:
                     "evaluator_host.job.rows": len(chunk),
                 }
                 with tracing.span("job.chunk", traced, root=True) as span:  # each chunk a trace of its own
-                    ran = await self.executor.run(bound, [case for _, case in chunk], sent)
-                    sizer.observe(len(chunk), ran.seconds)
+                    cases = [case for _, case in chunk]
+                    cached: _Cached | None = None
+                    if cache is not None:  # only the rows the cache does not hold run
+                        keys = cache.keys(cases)
+                        cached = _Cached(cache, keys, await asyncio.to_thread(cache.lookup, keys) if look else {})
+                        if cached.hits:
+                            cases = [case for pos, case in enumerate(cases) if pos not in cached.hits]
+                    outcomes: list[RawOutcome] = []
+                    if cases:
+                        ran = await self.executor.run(bound, cases, sent)
+                        sizer.observe(len(cases), ran.seconds)
+                        outcomes = ran.outcomes
                     if span.is_recording():
-                        tracing.outcome(span, (outcome.status for outcome in ran.outcomes))
+                        tracing.outcome(span, (outcome.status for outcome in outcomes))
                     if committing is not None:
                         await committing  # one chunk stored at a time per lane: memory stays bounded
-                    committing = group.create_task(commit(chunk, ran.outcomes))  # the worker goes on meanwhile
+                    committing = group.create_task(commit(chunk, outcomes, cached))  # the worker goes on meanwhile
             if committing is not None:
                 await committing
 
@@ -164,10 +193,15 @@ class Lanes:
         bound: Bound,
         chunk: list[tuple[int, WireCase]],
         outcomes: list[RawOutcome],
+        cached: _Cached | None = None,
     ) -> None:
-        """Store a chunk's results with the counters and aggregate state they produce, atomically."""
+        """Store a chunk's results with the counters and aggregate state they produce, atomically (``outcomes``:
+        of the rows not in ``cached.hits``, in order); then add what ran to the cache."""
         cap, prepared, public = self.settings.max_stored_result_bytes, bound.prepared, bound.public
-        stored = self.executor.stored_chunk(bound, outcomes)
+        fresh = stored = self.executor.stored_chunk(bound, outcomes)
+        hits = cached.hits if cached is not None else {}
+        if hits:
+            stored = merged(len(chunk), hits, fresh)
         runtime_id = bound.runtime.id
         job_id, revision = record.id, record.revision
         rows = [
@@ -190,15 +224,19 @@ class Lanes:
                 keep, kept = fitting(stored.texts, max(0, limit - used))
                 if keep < len(rows):
                     cut = storage_exceeded(record.workspace_id, limit, used + kept, stored=live.done + keep)
-                    stored, rows = stored_chunk(outcomes[:keep], prepared, public, cap), rows[:keep]
+                    ran = keep - sum(1 for pos in hits if pos < keep)  # the fresh rows among those kept
+                    stored = stored_chunk(outcomes[:ran], prepared, public, cap)
+                    hits = {pos: hit for pos, hit in hits.items() if pos < keep}
+                    stored, rows = (merged(keep, hits, stored) if hits else stored), rows[:keep]
                     if not rows:
                         raise cut
             acc = Accumulator.restore(live.acc.state())  # applied to ``live`` only once committed
             new_failed = stored.failed()
             done, failed = live.done + len(rows), live.failed + new_failed
+            now_cached = live.cached + len(hits)
 
             def landed(_: None) -> None:
-                live.done, live.failed, live.acc = done, failed, acc
+                live.done, live.failed, live.acc, live.cached = done, failed, acc, now_cached
                 self.executor.count(len(rows), new_failed)
 
             acc.add_all(stored.scored)
@@ -213,11 +251,15 @@ class Lanes:
                     acc_state=acc.state(),
                     active_s=live.active(),
                     workspace_id=record.workspace_id,
+                    cached=now_cached if cached is not None else None,
                 )
 
             # nothing of a chunk that meets a full disk landed: it is held until the disk has room
             await self.executor.until_stored(
                 write, what=f"job {record.id}", give_up=lambda: live.cancelling, landed=landed
             )
+        if cached is not None and len(fresh.statuses) and cut is None:  # what ran, for the next run
+            fresh_keys = [key for pos, key in enumerate(cached.keys) if pos not in cached.hits]
+            await asyncio.to_thread(cached.cache.remember, fresh_keys, fresh.statuses, fresh.texts)
         if cut is not None:  # the rows that fit are stored: the job stops (failed, QuotaExceeded)
             raise cut

@@ -30,6 +30,8 @@ __all__ = [
     "JobResult",
     "JobResultPage",
     "JobStatus",
+    "Replay",
+    "ReplayRequest",
 ]
 
 
@@ -119,11 +121,15 @@ class JobCreate(BaseModel):
 
 
 class JobProgress(BaseModel):
-    """``done`` rows have a result; ``failed`` of them have a status other than ``ok``."""
+    """``done`` rows have a result; ``failed`` of them have a status other than ``ok``; ``cached`` of them were
+    answered from the result cache (docs/api.md, Result cache)."""
 
     total: int
     done: int
     failed: int
+    cached: int = Field(
+        0, exclude_if=lambda n: n == 0, description="Rows of done answered from the result cache (absent: none)."
+    )
 
 
 class Job(BaseModel):
@@ -255,3 +261,29 @@ class EvaluatorTestResponse(FixtureReport):
     evaluator_id: str
     revision: int
     draft: bool
+
+
+class ReplayRequest(BaseModel):
+    """``POST /v1/results/replay``: a stored result — one row of a job — to run again."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: str = Field(description="The job whose stored row result is replayed.")
+    index: int = Field(ge=0, description="The row's index in the job's dataset.")
+
+
+class Replay(BaseModel):
+    """A stored row result run again: the job's revision on its runtime, the row's case as the job mapped it."""
+
+    job_id: str
+    index: int
+    evaluator_id: str
+    revision: int
+    runtime_id: str = Field(description="The runtime it ran on again (the stored row's, by id).")
+    identical: bool = Field(
+        description="The answer is the stored one: status, score, passed, outputs, details, label, reason and "
+        "error (type, message, line); timings, printed output and the cached mark are not compared."
+    )
+    differences: list[str] = Field(description="Each compared field that differs: 'field: stored → replayed'.")
+    stored: EvaluationResult
+    replayed: EvaluationResult

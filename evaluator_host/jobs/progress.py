@@ -39,6 +39,7 @@ class Live:
     started: float = field(default_factory=time.monotonic)
     cancelling: bool = False
     stored_bytes: int = 0  # result bytes this run of the job has stored (a bound, not a bill)
+    cached: int = 0  # committed rows answered from the result cache
 
     def active(self) -> float:
         return self.active_s + (time.monotonic() - self.started)
@@ -110,16 +111,16 @@ def pending_chunks(
 def job_view(record: JobRecord, live: Live | None) -> Job:
     """The API shape of ``record``, overlaid with ``live`` progress when it is running (here)."""
     if live is not None and record.status == "running":
-        done, failed, acc, active = live.done, live.failed, live.acc, live.active()
+        done, failed, acc, active, cached = live.done, live.failed, live.acc, live.active(), live.cached
     else:
-        done, failed, active = record.done, record.failed, record.active_s
+        done, failed, active, cached = record.done, record.failed, record.active_s, record.cached
         acc = Accumulator.restore(record.acc_state)
     return Job(
         id=record.id,
         evaluator_id=record.evaluator_id,
         revision=record.revision,
         status=record.status,
-        progress=JobProgress(total=record.total, done=done, failed=failed),
+        progress=JobProgress(total=record.total, done=done, failed=failed, cached=cached),
         rows_per_s=done / active if active > 0 and done else None,
         created_at=record.created_at,
         started_at=record.started_at,

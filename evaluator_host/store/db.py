@@ -223,6 +223,8 @@ class JobRow(Base):
     result_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     # the model target it generates outputs with (jobs/models.py Target, no secret value); null: none
     target: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # rows answered from the result cache (evaluation/cache.py), of ``done``
+    cached: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 class JobResultRow(Base):

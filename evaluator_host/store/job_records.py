@@ -69,6 +69,7 @@ class JobRecord:
     workspace_id: str = DEFAULT_WORKSPACE
     result_bytes: int = 0  # bytes of its stored results (what it counts against the storage quota)
     target: dict[str, Any] | None = None  # its model target (None: outputs come from its rows)
+    cached: int = 0  # rows of ``done`` answered from the result cache
 
 
 @dataclass(frozen=True)

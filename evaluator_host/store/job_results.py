@@ -157,6 +157,7 @@ class JobResults:
         acc_state: dict[str, Any],
         active_s: float,
         workspace_id: str | None = None,
+        cached: int | None = None,
     ) -> None:
         """Insert ``rows`` (job_id, idx, status, revision, runtime_id, result) and the counters, atomically.
 
@@ -166,6 +167,7 @@ class JobResults:
         The job's ``result_bytes`` grow by the rows' bytes, charged to ``workspace_id``'s storage quota
         (the module docstring's rule; None: the job's own workspace, read here): past it the job is
         marked failed in this transaction and :class:`QuotaExceeded` is raised once it is committed.
+        ``cached``: the job's rows answered from the result cache so far (set with the counters; None: left).
         The rows go to the driver directly (no per-row SQL compilation): on SQLite as multi-row
         ``INSERT`` statements, :data:`_SQLITE_ROWS` rows each (``executemany`` releases and takes back
         the GIL around every row's step, which stalls the event loop's thread at each hand-over).
@@ -186,6 +188,8 @@ class JobResults:
                 else:
                     conn.execute(insert(RESULTS), [dict(zip(_RESULT_COLUMNS, row, strict=True)) for row in rows])
             counters = {"done": done, "failed": failed, "acc_state": acc_state} if store else {}
+            if store and cached is not None:  # rows of ``done`` answered from the result cache
+                counters["cached"] = cached
             held = conn.execute(
                 update(JobRow)
                 .where(JobRow.id == job_id, JobRow.status.in_(UNFINISHED), self._mine())

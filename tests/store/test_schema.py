@@ -193,6 +193,9 @@ def test_a_database_made_by_create_all_before_migrations_is_adopted_on_either_da
     with engine.begin() as conn:  # what main's create_all made: no version table, nothing of 0002 to 0010
         conn.execute(text("DROP TABLE alembic_version"))
         conn.execute(text("DROP TABLE job_generations"))
+        conn.execute(text("DROP TABLE result_cache"))  # 0011
+        conn.execute(text("DROP TABLE result_cache_usage"))
+        conn.execute(text("ALTER TABLE jobs DROP COLUMN cached"))
         conn.execute(text("ALTER TABLE jobs DROP COLUMN target"))
         for table in ("online_scores", "online_rules", "online_traces", "online_spans"):
             conn.execute(text(f"DROP TABLE {table}"))

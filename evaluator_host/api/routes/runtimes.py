@@ -11,10 +11,14 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
+from fastapi.responses import PlainTextResponse
 
+from evaluator_host.api import interpreters
 from evaluator_host.api.deps import PrincipalDep, ServicesDep
 from evaluator_host.api.paging import MAX_LIMIT, page
-from evaluator_host.builds.models import RuntimeCreate, RuntimeList, RuntimeView
+from evaluator_host.builds import lockfile
+from evaluator_host.builds.models import RuntimeCreate, RuntimeList, RuntimeLock, RuntimeView
+from evaluator_host.errors import ConflictError
 
 router = APIRouter(prefix="/runtimes", tags=["runtimes"])
 
@@ -57,3 +61,43 @@ async def get(runtime_id: str, services: ServicesDep, _who: PrincipalDep) -> Run
     """One runtime: status, pins, its lock, size, last use, build duration; while building, the
     elapsed time and the end of the build log. Any key may read any runtime by id (a shared cache)."""
     return await services.runtimes.get(runtime_id)
+
+
+_LOCK_FORMATS = {
+    "requirements": ("text/plain; charset=utf-8", lockfile.requirements_txt),
+    "package-lock": ("application/json", lockfile.package_lock_json),
+    "cyclonedx": ("application/vnd.cyclonedx+json; version=1.6", lockfile.sbom_json),
+}
+
+
+@router.get(
+    "/{runtime_id}/lock",
+    response_model=RuntimeLock,
+    responses={200: {"content": {"text/plain": {}, "application/vnd.cyclonedx+json": {}}}},
+)
+async def lock(
+    runtime_id: str,
+    services: ServicesDep,
+    _who: PrincipalDep,
+    format: Annotated[
+        str,
+        Query(
+            pattern="^(json|requirements|package-lock|cyclonedx)$",
+            description="json | requirements | package-lock | cyclonedx (a CycloneDX 1.6 JSON SBOM)",
+        ),
+    ] = "json",
+) -> RuntimeLock | Response:
+    """A built runtime's full lock: every package with its version (and hash where the build recorded it), the
+    interpreter's version and the base image's id; as JSON, ``requirements.txt`` (Python),
+    ``package-lock.json`` (Node) or a CycloneDX SBOM. 409 while it is not built."""
+    view = await services.runtimes.get(runtime_id)
+    if view.status != "ready":
+        raise ConflictError(f"runtime {runtime_id!r} is {view.status}: its lock is known once it is built")
+    family = "python" if view.language == "python" else "node"
+    versions = interpreters.known(services.backend.name) or {}
+    base = await lockfile.base_image_id(services.backend, services.settings.base_image)
+    found = lockfile.runtime_lock(view, {"name": family, "version": versions.get(family, "unknown")}, base)
+    if format == "json":
+        return found
+    media, render = _LOCK_FORMATS[format]
+    return PlainTextResponse(render(found), media_type=media)

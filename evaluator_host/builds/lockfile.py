@@ -1,0 +1,120 @@
+"""A built runtime's full lock, as ``GET /v1/runtimes/{id}/lock`` answers it: JSON, ``requirements.txt``,
+``package-lock.json`` or a CycloneDX 1.6 SBOM (made with ``cyclonedx-python-lib``).
+
+Contract: :func:`locked` is the one reading of what a build recorded (``RuntimeView.lock``: ``name==version``
+for pip, ``name@version`` for npm; a ``--hash=sha256:…`` after a pip line is kept as the package's hash),
+so a change of what builds record changes only it. :func:`runtime_lock` adds the interpreter's version
+and the base image's id (docker; the process backend runs the host's interpreter: no image), and the
+renderers write the same packages in each format; a package whose hash the build did not record has none
+(and ``requirements.txt`` then carries no ``--hash`` lines: pip's hash mode is all or nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from cyclonedx.model import HashAlgorithm, HashType
+from cyclonedx.model.bom import Bom
+from cyclonedx.model.component import Component, ComponentType
+from cyclonedx.output.json import JsonV1Dot6
+from packageurl import PackageURL
+
+from evaluator_host.builds.models import LockedPackage, RuntimeLock, RuntimeView
+
+__all__ = ["base_image_id", "locked", "package_lock_json", "requirements_txt", "runtime_lock", "sbom_json"]
+
+_PIP = re.compile(r"^([A-Za-z0-9._-]+)==(\S+)(?:.*--hash=sha256:([0-9a-f]{64}))?")
+_NPM = re.compile(r"^(@?[^@\s]+)@(\S+)$")
+
+
+def locked(view: RuntimeView) -> list[LockedPackage]:
+    """Every package the build of ``view`` installed, with its version (and hash, when recorded)."""
+    packages: list[LockedPackage] = []
+    for line in view.lock:
+        match = _PIP.match(line.strip()) if view.language == "python" else _NPM.match(line.strip())
+        if match:
+            sha = match.group(3) if view.language == "python" else None
+            packages.append(LockedPackage(name=match.group(1), version=match.group(2), sha256=sha))
+    return sorted(packages, key=lambda p: p.name.lower())
+
+
+def runtime_lock(view: RuntimeView, interpreter: dict[str, str], base_image: str | None) -> RuntimeLock:
+    """The lock of ``view`` with the interpreter (``{"name", "version"}``) and the base image's id."""
+    return RuntimeLock(
+        runtime_id=view.id,
+        language=view.language,
+        interpreter=interpreter,
+        base_image=base_image,
+        packages=locked(view),
+    )
+
+
+def requirements_txt(lock: RuntimeLock) -> str:
+    """pip's ``requirements.txt``: every package pinned, with ``--hash`` when every one has a hash."""
+    hashed = bool(lock.packages) and all(p.sha256 for p in lock.packages)
+    head = [
+        f"# runtime {lock.runtime_id}: {lock.interpreter.get('name', '')} {lock.interpreter.get('version', '')}",
+        f"# base image: {lock.base_image or 'none (the host interpreter)'}",
+    ]
+    lines = [f"{p.name}=={p.version}" + (f" --hash=sha256:{p.sha256}" if hashed else "") for p in lock.packages]
+    return "\n".join(head + lines) + "\n"
+
+
+def package_lock_json(lock: RuntimeLock) -> str:
+    """npm's ``package-lock.json`` (lockfileVersion 3) of the runtime's packages."""
+    packages: dict[str, dict[str, object]] = {
+        "": {"name": lock.runtime_id, "dependencies": {p.name: p.version for p in lock.packages}}
+    }
+    for p in lock.packages:
+        packages[f"node_modules/{p.name}"] = {"version": p.version}
+    body = {"name": lock.runtime_id, "lockfileVersion": 3, "requires": True, "packages": packages}
+    return json.dumps(body, indent=2) + "\n"
+
+
+def sbom_json(lock: RuntimeLock) -> str:
+    """A CycloneDX 1.6 JSON SBOM: the runtime as the described component, each package a library with its
+    purl (``pkg:pypi`` / ``pkg:npm``) and its SHA-256 when recorded."""
+    kind = "pypi" if lock.language == "python" else "npm"
+    bom = Bom()
+    bom.metadata.component = Component(
+        name=f"evaluator-host-runtime-{lock.runtime_id}",
+        type=ComponentType.PLATFORM,
+        version=lock.interpreter.get("version"),
+        description=f"{lock.interpreter.get('name', '')} runtime; base image {lock.base_image or 'none'}",
+    )
+    components: list[Component] = []
+    for p in lock.packages:
+        scope, _, name = p.name.rpartition("/") if p.name.startswith("@") else ("", "", p.name)
+        components.append(
+            Component(
+                name=p.name,
+                version=p.version,
+                type=ComponentType.LIBRARY,
+                purl=PackageURL(type=kind, namespace=scope or None, name=name, version=p.version),
+                hashes=[HashType(alg=HashAlgorithm.SHA_256, content=p.sha256)] if p.sha256 else [],
+                bom_ref=f"{kind}:{p.name}@{p.version}",
+            )
+        )
+    for component in components:
+        bom.components.add(component)
+    bom.register_dependency(bom.metadata.component, components)  # the runtime holds every package
+    return str(JsonV1Dot6(bom).output_as_string(indent=2))
+
+
+async def base_image_id(backend: object, image: str) -> str | None:
+    """The id (``sha256:…``, content-addressed) of the base image ``image`` on a docker backend; None on a
+    backend without images (the process backend runs the host's interpreter) or when it cannot be read."""
+    engine = getattr(backend, "engine", None)
+    if getattr(backend, "name", "") != "docker" or engine is None:
+        return None
+
+    def read(client: Any) -> str:
+        return str(client.images.get(image).id)
+
+    try:
+        found: str = await engine.call(read)
+    except Exception:  # an engine restarting: the lock is still worth answering
+        return None
+    return found
