@@ -32,12 +32,18 @@ import contextlib
 import os
 import socket
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, cast
+from typing import Protocol, cast
 
 from evaluator_host.sandbox.proxy_head import HEAD_LIMIT
 
-if TYPE_CHECKING:
-    from evaluator_host.sandbox.egress import EgressGate
+
+class EgressGate(Protocol):
+    """What the exchange needs of the gate (:class:`evaluator_host.sandbox.egress.EgressGate`): the one
+    in-sandbox port a listener may be bound to, and where the taken listener is kept (closed with the gate).
+    A protocol, so that this module does not import the gate that imports it."""
+
+    port: int
+    listener: asyncio.AbstractServer | None
 
 __all__ = ["HANDOFF_HEAD", "take_listener"]
 
