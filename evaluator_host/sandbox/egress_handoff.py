@@ -45,6 +45,7 @@ class EgressGate(Protocol):
     port: int
     listener: asyncio.AbstractServer | None
 
+
 __all__ = ["HANDOFF_HEAD", "take_listener"]
 
 HANDOFF_HEAD = b"EVH-HANDOFF listener\r\n\r\n"  # not an HTTP request line: a proxy request never matches it
