@@ -103,7 +103,8 @@ class ResultCacheStore:
     def put(self, workspace_id: str, entries: Sequence[tuple[bytes, str, str]], max_bytes: int) -> int:
         """Store ``entries`` (key, status, stored result) not stored yet, then evict past ``max_bytes``
         (the module's contract); the number of entries evicted. An entry of status ``marker`` is marked used
-        a millisecond later than the others, so it is the last of them evicted."""
+        a millisecond later than the others — also when it was stored by an earlier put (a job's later chunk) —
+        so it is the last of them evicted."""
         now = self._now()
         values = [
             {
@@ -133,6 +134,12 @@ class ResultCacheStore:
                 for key in conn.execute(statement, values[start : start + _BATCH]).scalars():
                     added += sizes[bytes(key)]
                     count += 1
+            markers = [v["key"] for v in values if v["status"] == "marker"]
+            if markers:  # a marker already stored is not inserted again: mark it used now, after this put's rows
+                c = CACHE.c
+                conn.execute(
+                    update(CACHE).where(c.workspace_id == workspace_id, c.key.in_(markers)).values(used_at=now + 0.001)
+                )
             used = self._add_usage(conn, workspace_id, added, count)
             if used.bytes <= max_bytes:
                 return 0

@@ -158,3 +158,17 @@ def test_the_store_evicts_the_least_recently_used_entries_past_its_bound(databas
     store.put("ws_a", [(b"\1" * 32, "ok", "x" * 30_000)], 20_000)  # larger than the bound alone: not stored
     assert not store.get("ws_a", [b"\1" * 32])
     assert store.clear("ws_a") == len(held) and store.usage("ws_a").bytes == 0
+
+
+def test_a_prefix_marker_stored_by_an_earlier_put_is_the_last_evicted(database_url: str) -> None:
+    """A job's later chunks add the marker again (not inserted twice): it is marked used with each put, so
+    eviction by the later chunks' rows never takes it first and a re-run still looks its rows up."""
+    store = ResultCacheStore(make_engine(database_url))
+    clock = iter(range(1_000, 10_000, 100))
+    store._now = lambda: float(next(clock))
+    text = '{"status":"ok","score":1.0,"passed":null,"duration_ms":1.0,"pad":"' + "x" * 900 + '"}'
+    marker = b"\2" * 32
+    for i in range(40):  # 40 chunks of one ~1 kB row past a 20 kB bound, each with the marker
+        store.put("ws_m", [(i.to_bytes(32, "big"), "ok", text), (marker, "marker", "{}")], 20_000)
+    assert store.get("ws_m", [marker]) and store.usage("ws_m").bytes <= 20_000
+    store.clear("ws_m")
