@@ -17,11 +17,12 @@ import ast
 import functools
 import re
 
-from evaluator_host.definitions.capabilities import Report, _blank, js_report, python_report
+from evaluator_host.definitions import languages
+from evaluator_host.definitions.capabilities import Report, _blank
 from evaluator_host.definitions.nesting import parse_python
 from evaluator_host.errors import CodeSyntaxError
 
-__all__ = ["UNSURE_KINDS", "unsure"]
+__all__ = ["UNSURE_KINDS", "js_clues", "python_clues", "unsure"]
 
 UNSURE_KINDS = ("network", "filesystem", "environment", "subprocess", "dynamic_code", "native")
 _PY_MODULES = {
@@ -48,7 +49,7 @@ _JS_PATTERNS = (
 
 
 @functools.lru_cache(maxsize=512)
-def _python(code: str) -> tuple[str, ...]:
+def python_clues(code: str) -> tuple[str, ...]:
     try:
         tree = parse_python(code)
     except CodeSyntaxError:
@@ -84,7 +85,7 @@ def _python(code: str) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=512)
-def _js(code: str) -> tuple[str, ...]:
+def js_clues(code: str) -> tuple[str, ...]:
     found: list[str] = []
     code = _blank(code, keep_strings=True)  # comments never count (as in the capability report)
     for kind, pattern in _JS_PATTERNS:
@@ -98,10 +99,11 @@ def _js(code: str) -> tuple[str, ...]:
 def unsure(language: str, code: str, report: Report | None = None) -> list[str]:
     """Why a result of ``code`` may differ between runs on one case (see the module docstring); ``report``:
     its capability report when at hand (else computed)."""
+    lang = languages.get(language)
     if report is None:
-        report = python_report(code) if language == "python" else js_report(code)
+        report = lang.capabilities(code)
     reasons = [
         f"{kind}: {item['detail']} (line {item['line']})" for kind in UNSURE_KINDS for item in report.get(kind, [])
     ]
-    reasons += _python(code) if language == "python" else _js(code)
+    reasons += lang.nondeterminism(code)
     return reasons

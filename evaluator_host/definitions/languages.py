@@ -224,6 +224,7 @@ class Language:
     detector: str
     migrator: str
     capability_scanner: str | None = None
+    determinism_scanner: str | None = None  # clues a result may differ between runs (definitions/determinism.py)
 
     def capabilities(self, code: str) -> dict[str, list[dict[str, Any]]]:
         """The static capability report of ``code`` (:mod:`evaluator_host.definitions.capabilities`)."""
@@ -232,6 +233,14 @@ class Language:
 
             return empty()
         scan: Callable[[str], dict[str, list[dict[str, Any]]]] = _resolve(self.capability_scanner)
+        return scan(code)
+
+    def nondeterminism(self, code: str) -> tuple[str, ...]:
+        """Clues in ``code`` that its result may differ between runs on one case (clock, randomness...,
+        :mod:`evaluator_host.definitions.determinism`); () when the language has no scanner."""
+        if self.determinism_scanner is None:
+            return ()
+        scan: Callable[[str], tuple[str, ...]] = _resolve(self.determinism_scanner)
         return scan(code)
 
     def migrate(self, code: str, correct_answer_key: str) -> Migration:
@@ -277,6 +286,7 @@ def _load(folder: Path) -> tuple[Family, list[Language]]:
             detector=entry["detector"],
             migrator=entry["migrator"],
             capability_scanner=entry.get("capabilities"),
+            determinism_scanner=entry.get("determinism"),
         )
         for entry in m["languages"]
     ]

@@ -18,7 +18,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from evaluator_host.evaluation.models import Aggregate, EvaluationResult, Histogram, Stats
+from evaluator_host.evaluation.aggregate_models import Aggregate, Histogram, Stats
+from evaluator_host.evaluation.models import EvaluationResult
 
 __all__ = ["HISTOGRAM_BINS", "MAX_LABELS", "MAX_OUTPUT_COLUMNS", "Accumulator", "Scored", "aggregate"]
 

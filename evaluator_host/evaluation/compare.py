@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from evaluator_host.evaluation.aggregate import aggregate
-from evaluator_host.evaluation.models import Aggregate, Case, EvaluationResult
+from evaluator_host.evaluation.aggregate_models import Aggregate
+from evaluator_host.evaluation.models import Case, EvaluationResult
 from evaluator_host.evaluation.usecases import Components, Definition, run_definition, run_stored
 
 __all__ = ["Compared", "StoredRevision", "compare_revisions", "flips", "run_both"]

@@ -9,11 +9,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from evaluator_host.definitions.models import CAPABILITIES_DOC, MAX_REVISION, Capabilities, Language, Packages
+from evaluator_host.evaluation.aggregate_models import Aggregate
 from evaluator_host.store.text import StoredText
 from evaluator_host.tenancy.models import NetworkEntry, network_entries
 
 __all__ = [
-    "Aggregate",
     "BatchResponse",
     "Case",
     "ErrorInfo",
@@ -29,9 +29,7 @@ __all__ = [
     "FixtureExpect",
     "FixtureOutcome",
     "FixtureReport",
-    "Histogram",
     "RevisionList",
-    "Stats",
     "Status",
 ]
 
@@ -305,41 +303,6 @@ class EvaluationResult(BaseModel):
         False,
         exclude_if=lambda cached: not cached,
         description="True: a job's row answered from the result cache, not run again (absent: it ran).",
-    )
-
-
-class Stats(BaseModel):
-    """Summary statistics of one numeric column."""
-
-    mean: float | None
-    std: float | None
-    min: float | None
-    max: float | None
-    count: int
-    nan_count: int
-
-
-class Histogram(BaseModel):
-    """Scores counted in ``len(counts)`` equal bins over [0, 1] (a bin holds ``edges[i] <= score < edges[i+1]``,
-    the last one 1.0 too); scores outside [0, 1] are counted in ``below`` / ``above``."""
-
-    edges: list[float]
-    counts: list[int]
-    below: int = 0
-    above: int = 0
-
-
-class Aggregate(BaseModel):
-    """Aggregates over a set of results."""
-
-    count: int
-    errors: int
-    score: Stats | None
-    outputs: dict[str, Stats]
-    pass_rate: float | None
-    labels: dict[str, int] = Field(default_factory=dict, description="How many rows returned each label.")
-    histogram: Histogram | None = Field(
-        None, description="The scores' distribution (this implementation); null when no row has a score."
     )
 
 

@@ -9,7 +9,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from evaluator_host.definitions.models import MAX_REVISION
-from evaluator_host.evaluation.models import Aggregate, Case, EvaluationResult, FixtureReport
+from evaluator_host.evaluation.aggregate_models import Aggregate
+from evaluator_host.evaluation.models import Case, EvaluationResult, FixtureReport
 from evaluator_host.targets.models import Generation, Target, TargetUsage
 
 __all__ = [

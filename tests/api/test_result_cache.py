@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from evaluator_host.api import create_app
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.result_cache import CACHE, ResultCacheStore
-from tests.api.test_jobs import create_evaluator, jsonl, ndjson, start, upload, wait
+from tests.support.jobs import create_evaluator, jsonl, ndjson, start, upload, wait
 from tests.support.service import assert_healthy, make_settings
 
 pytestmark = pytest.mark.databases  # on SQLite and on PostgreSQL

@@ -26,8 +26,8 @@ from types import ModuleType
 import pytest
 
 from evaluator_host.sandbox.egress import IN_SANDBOX_PORT, EgressGate, EgressProxy
-from tests.sandbox.test_egress_proxy import WS, Server, ask
 from tests.support.aio import aio
+from tests.support.egress import WS, Server, ask
 
 FORWARDER = Path(__file__).parents[2] / "runtimes" / "python" / "evaluator_harness" / "egress.py"
 

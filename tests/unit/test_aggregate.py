@@ -9,7 +9,8 @@ import statistics
 import pytest
 
 from evaluator_host.evaluation.aggregate import Accumulator, aggregate
-from evaluator_host.evaluation.models import EvaluationResult, Stats
+from evaluator_host.evaluation.aggregate_models import Stats
+from evaluator_host.evaluation.models import EvaluationResult
 
 
 def ok(score: float | None = None, passed: bool | None = None, **outputs: float) -> EvaluationResult:
