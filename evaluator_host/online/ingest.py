@@ -20,7 +20,8 @@ from typing import Any
 
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.online import spans as span_bodies
-from evaluator_host.online.otlp import Decoded, Limits, decode, inflate
+from evaluator_host.online.inflate import inflate
+from evaluator_host.online.otlp import Decoded, Limits, decode
 from evaluator_host.settings import Settings
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.online_spans import OnlineSpanStore

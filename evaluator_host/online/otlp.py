@@ -6,8 +6,8 @@ bodies with ``ExportTraceServiceRequest.FromString``; ``application/json`` (OTLP
 ``spanId`` and ``parentSpanId`` (also of links) are *hex* strings there, not base64 (a non-hex string
 that is base64 is still taken as base64, as some old exporters sent it). Enums may be numbers or
 names, int64s numbers or strings, and unknown fields are ignored (all json_format's rules).
-``Content-Encoding: gzip`` is inflated by :func:`inflate`, which stops as soon as the output passes
-the bound (a gzip bomb is never inflated whole).
+``Content-Encoding: gzip`` is inflated first by :func:`evaluator_host.online.inflate.inflate`, which stops
+as soon as the output passes the bound (a gzip bomb is never inflated whole).
 
 Contract of :func:`decode`: a body it cannot parse, or with more than ``Limits.spans`` spans, raises
 :class:`OtlpError` (400); otherwise every span is either in :attr:`Decoded.spans` (hex ids,
@@ -28,7 +28,6 @@ import base64
 import json
 import math
 import re
-import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,7 +54,6 @@ __all__ = [
     "answer",
     "decode",
     "error_answer",
-    "inflate",
     "media_type",
 ]
 
@@ -134,37 +132,6 @@ def media_type(content_type: str | None) -> str:
     if main in (PROTOBUF, JSON):
         return main
     raise OtlpError(415, f"Content-Type must be {PROTOBUF} or {JSON} (OTLP/HTTP), not {main or 'none'!r}")
-
-
-def inflate(body: bytes, encoding: str | None, limit: int) -> bytes:
-    """``body`` decoded per ``Content-Encoding`` (``gzip`` or none); 413 as soon as it passes ``limit``
-    bytes — inflating stops there — and 400 for a broken gzip stream; 415 for another encoding."""
-    name = (encoding or "identity").strip().lower()
-    if name == "identity" or not name:
-        return body
-    if name != "gzip":
-        raise OtlpError(415, f"Content-Encoding {name!r} is not supported (gzip or none)")
-    out: list[bytes] = []
-    size = 0
-    data = body
-    try:
-        while data:
-            inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # one per gzip member
-            while data:
-                chunk = inflater.decompress(data, limit - size + 1)  # never more than one byte past the bound
-                size += len(chunk)
-                if size > limit:
-                    raise OtlpError(413, f"the inflated body exceeds {limit} bytes (online_max_body_bytes)")
-                out.append(chunk)
-                data = inflater.unconsumed_tail
-                if inflater.eof:
-                    break
-            if not inflater.eof:
-                raise OtlpError(400, "the gzip body ends early")
-            data = inflater.unused_data
-    except zlib.error as exc:
-        raise OtlpError(400, f"the body is not valid gzip: {exc}") from None
-    return b"".join(out)
 
 
 def decode(body: bytes, media: str, limits: Limits) -> Decoded:
