@@ -124,7 +124,7 @@ def hashes():
     installed = [d.metadata["Name"] + "==" + d.version for d in found_in]
     try:
         toml = subprocess.run({compile!r}, input="\\n".join(installed) + "\\n", capture_output=True, text=True,
-                              timeout=600, errors="replace").stdout
+                              timeout=120, errors="replace").stdout
     except (OSError, subprocess.SubprocessError):
         return {{}}
     found = {{}}
