@@ -48,6 +48,7 @@ def ready_view(info: RuntimeInfo, log_tail: str = "") -> RuntimeView:
         language=info.language,
         packages=info.packages,
         lock=info.lock,
+        hashes=info.hashes,
         size_bytes=info.size_bytes,
         created_at=_when(info.created_at),
         last_used=_when(info.last_used),

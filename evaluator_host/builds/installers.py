@@ -24,12 +24,13 @@ from urllib.parse import urlsplit
 from evaluator_host.builds import suggest, uv
 from evaluator_host.builds.build_once import trim_install_log
 from evaluator_host.builds.build_sandbox import FORWARDER
-from evaluator_host.builds.npm import NPM_INSTALL_FLAGS, npm_command, npm_lock, npm_package_json
+from evaluator_host.builds.npm import NPM_INSTALL_FLAGS, npm_command, npm_integrity, npm_lock, npm_package_json
 from evaluator_host.builds.pip_script import GUARD, PIP_SCRIPT
 from evaluator_host.definitions.languages import Family
 from evaluator_host.errors import BuildError
 
 __all__ = [
+    "HASH_MARK",
     "LOCK_MARK",
     "REFUSED_MARK",
     "Context",
@@ -40,11 +41,13 @@ __all__ = [
     "check_npm_lock",
     "for_family",
     "installer_environment",
+    "lock_hashes",
     "refusal",
     "shown",
 ]
 
 LOCK_MARK = "----evaluator-host-lock----"
+HASH_MARK = "----evaluator-host-hashes----"  # + JSON {"name==version": ["sha256:…"]}: archive hashes (uv)
 REFUSED_MARK = "----evaluator-host-refused----"  # + JSON {name, url, by}: a requirement the install refused
 
 
@@ -186,6 +189,7 @@ class Uv:
             forwarder=FORWARDER,
             relay=context.relay,
             lock_mark=LOCK_MARK,
+            hash_mark=HASH_MARK,
             private=context.cache is None,
             manifest=context.manifest,
         )
@@ -368,3 +372,27 @@ def installer_environment(environ: dict[str, str]) -> dict[str, str]:
         for k, v in environ.items()
         if k in keep or k.startswith(("PIP_", "npm_config_", "NPM_CONFIG_", "LC_")) or k.lower() in proxies
     }
+
+
+def lock_hashes(family: Family, output: str) -> dict[str, list[str]]:
+    """Each installed package's archive hashes by its lock line, from a finished install's ``output``: npm's
+    ``integrity`` (``sha512-…``) from the package-lock printed after :data:`LOCK_MARK`; for uv, the JSON
+    after :data:`HASH_MARK` (``sha256:…``, the installed wheel's first). {} when the install recorded none
+    (pip's fallback script, or a failed look-up): the runtime's lock then simply has no hashes."""
+    if family.installer == "npm":
+        return npm_integrity(output.split(LOCK_MARK, 1)[-1])
+    for line in output.split(LOCK_MARK, 1)[0].splitlines():
+        if not line.startswith(HASH_MARK):
+            continue
+        try:
+            found = json.loads(line[len(HASH_MARK) :])
+        except ValueError:
+            return {}
+        if not isinstance(found, dict):
+            return {}
+        return {
+            str(key): [str(h) for h in value]
+            for key, value in found.items()
+            if isinstance(value, list) and all(isinstance(h, str) for h in value)
+        }
+    return {}

@@ -2,15 +2,20 @@
 ``package-lock.json`` or a CycloneDX 1.6 SBOM (made with ``cyclonedx-python-lib``).
 
 Contract: :func:`locked` is the one reading of what a build recorded (``RuntimeView.lock``: ``name==version``
-for pip, ``name@version`` for npm; a ``--hash=sha256:…`` after a pip line is kept as the package's hash),
-so a change of what builds record changes only it. :func:`runtime_lock` adds the interpreter's version
-and the base image's id (docker; the process backend runs the host's interpreter: no image), and the
-renderers write the same packages in each format; a package whose hash the build did not record has none
-(and ``requirements.txt`` then carries no ``--hash`` lines: pip's hash mode is all or nothing).
+for pip, ``name@version`` for npm; ``RuntimeView.hashes``: each lock line's archive hashes, ``sha256:<hex>``
+for Python with the installed wheel's first, npm's ``integrity`` ``sha512-<base64>`` for Node), so a change
+of what builds record changes only it. :func:`runtime_lock` adds the interpreter's version and the base
+image's id (docker; the process backend runs the host's interpreter: no image), and the renderers write the
+same packages in each format: ``requirements.txt`` with every ``--hash=sha256:`` line of each package when
+every package has one (pip's hash mode is all or nothing: a runtime built before hashes were recorded gets
+none), ``package-lock.json`` with each ``integrity``, the SBOM with the installed wheel's SHA-256 (Python) or
+the tarball's SHA-512 (Node, hex).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from typing import Any
@@ -25,7 +30,8 @@ from evaluator_host.builds.models import LockedPackage, RuntimeLock, RuntimeView
 
 __all__ = ["base_image_id", "locked", "package_lock_json", "requirements_txt", "runtime_lock", "sbom_json"]
 
-_PIP = re.compile(r"^([A-Za-z0-9._-]+)==(\S+)(?:.*--hash=sha256:([0-9a-f]{64}))?")
+_PIP = re.compile(r"^([A-Za-z0-9._-]+)==(\S+)")
+_SHA256 = re.compile(r"^sha256:([0-9a-f]{64})$")
 _NPM = re.compile(r"^(@?[^@\s]+)@(\S+)$")
 
 
@@ -35,8 +41,10 @@ def locked(view: RuntimeView) -> list[LockedPackage]:
     for line in view.lock:
         match = _PIP.match(line.strip()) if view.language == "python" else _NPM.match(line.strip())
         if match:
-            sha = match.group(3) if view.language == "python" else None
-            packages.append(LockedPackage(name=match.group(1), version=match.group(2), sha256=sha))
+            hashes = list(view.hashes.get(line, []))
+            first = _SHA256.match(hashes[0]) if hashes and view.language == "python" else None
+            sha = first.group(1) if first else None
+            packages.append(LockedPackage(name=match.group(1), version=match.group(2), sha256=sha, hashes=hashes))
     return sorted(packages, key=lambda p: p.name.lower())
 
 
@@ -53,13 +61,31 @@ def runtime_lock(view: RuntimeView, interpreter: dict[str, str], base_image: str
 
 def requirements_txt(lock: RuntimeLock) -> str:
     """pip's ``requirements.txt``: every package pinned, with ``--hash`` when every one has a hash."""
-    hashed = bool(lock.packages) and all(p.sha256 for p in lock.packages)
+    hashed = bool(lock.packages) and all(_sha256s(p) for p in lock.packages)
     head = [
         f"# runtime {lock.runtime_id}: {lock.interpreter.get('name', '')} {lock.interpreter.get('version', '')}",
         f"# base image: {lock.base_image or 'none (the host interpreter)'}",
     ]
-    lines = [f"{p.name}=={p.version}" + (f" --hash=sha256:{p.sha256}" if hashed else "") for p in lock.packages]
+    lines = [
+        f"{p.name}=={p.version}" + ("".join(f" --hash=sha256:{h}" for h in _sha256s(p)) if hashed else "")
+        for p in lock.packages
+    ]
     return "\n".join(head + lines) + "\n"
+
+
+def _sha256s(package: LockedPackage) -> list[str]:
+    return [m.group(1) for m in map(_SHA256.match, package.hashes) if m]
+
+
+def _sha512_hex(package: LockedPackage) -> str | None:
+    """The hex of npm's ``sha512-<base64>`` integrity (CycloneDX hashes are hex), None without one."""
+    for integrity in package.hashes:
+        if integrity.startswith("sha512-"):
+            try:
+                return base64.b64decode(integrity[len("sha512-") :], validate=True).hex()
+            except (binascii.Error, ValueError):
+                return None
+    return None
 
 
 def package_lock_json(lock: RuntimeLock) -> str:
@@ -68,14 +94,14 @@ def package_lock_json(lock: RuntimeLock) -> str:
         "": {"name": lock.runtime_id, "dependencies": {p.name: p.version for p in lock.packages}}
     }
     for p in lock.packages:
-        packages[f"node_modules/{p.name}"] = {"version": p.version}
+        packages[f"node_modules/{p.name}"] = {"version": p.version, **({"integrity": p.hashes[0]} if p.hashes else {})}
     body = {"name": lock.runtime_id, "lockfileVersion": 3, "requires": True, "packages": packages}
     return json.dumps(body, indent=2) + "\n"
 
 
 def sbom_json(lock: RuntimeLock) -> str:
     """A CycloneDX 1.6 JSON SBOM: the runtime as the described component, each package a library with its
-    purl (``pkg:pypi`` / ``pkg:npm``) and its SHA-256 when recorded."""
+    purl (``pkg:pypi`` / ``pkg:npm``) and its hash when recorded (the wheel's SHA-256, the tarball's SHA-512)."""
     kind = "pypi" if lock.language == "python" else "npm"
     bom = Bom()
     bom.metadata.component = Component(
@@ -93,7 +119,7 @@ def sbom_json(lock: RuntimeLock) -> str:
                 version=p.version,
                 type=ComponentType.LIBRARY,
                 purl=PackageURL(type=kind, namespace=scope or None, name=name, version=p.version),
-                hashes=[HashType(alg=HashAlgorithm.SHA_256, content=p.sha256)] if p.sha256 else [],
+                hashes=_sbom_hashes(p),
                 bom_ref=f"{kind}:{p.name}@{p.version}",
             )
         )
@@ -101,6 +127,13 @@ def sbom_json(lock: RuntimeLock) -> str:
         bom.components.add(component)
     bom.register_dependency(bom.metadata.component, components)  # the runtime holds every package
     return str(JsonV1Dot6(bom).output_as_string(indent=2))
+
+
+def _sbom_hashes(package: LockedPackage) -> list[HashType]:
+    if package.sha256:
+        return [HashType(alg=HashAlgorithm.SHA_256, content=package.sha256)]
+    sha512 = _sha512_hex(package)
+    return [HashType(alg=HashAlgorithm.SHA_512, content=sha512)] if sha512 else []
 
 
 async def base_image_id(backend: object, image: str) -> str | None:

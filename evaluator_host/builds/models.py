@@ -89,6 +89,12 @@ class RuntimeView(BaseModel):
     language: str = Field(description="The language family (JavaScript and TypeScript share `node` runtimes).")
     packages: dict[str, str] = Field(description="The pins.")
     lock: list[str] = Field(default_factory=list, description="Every resolved package and version (when ready).")
+    hashes: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Each `lock` line's archive hashes as the build recorded them (`sha256:<hex>` for Python, the "
+        "installed wheel's first; npm's `integrity`, `sha512-<base64>`); empty for runtimes built before hashes were "
+        "recorded.",
+    )
     size_bytes: int | None = Field(None, description="On disk (process backend) or the image's size (docker).")
     created_at: datetime | None = None
     last_used: datetime | None = Field(None, description="When a worker last started on it (at most once a minute).")
@@ -115,7 +121,14 @@ class LockedPackage(BaseModel):
 
     name: str
     version: str
-    sha256: str | None = Field(None, description="The archive's SHA-256 when the build recorded it.")
+    sha256: str | None = Field(
+        None, description="The installed wheel's SHA-256 (hex) when the build recorded it (Python); null otherwise."
+    )
+    hashes: list[str] = Field(
+        default_factory=list,
+        description="Every recorded hash: `sha256:<hex>` of the version's files for this interpreter (the installed "
+        "wheel's first) for Python, npm's `integrity` (`sha512-<base64>`) for Node; empty when none was recorded.",
+    )
 
 
 class RuntimeLock(BaseModel):

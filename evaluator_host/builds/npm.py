@@ -7,7 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
-__all__ = ["NPM_INSTALL_FLAGS", "host_npm_config", "npm_command", "npm_lock", "npm_package_json"]
+__all__ = ["NPM_INSTALL_FLAGS", "host_npm_config", "npm_command", "npm_integrity", "npm_lock", "npm_package_json"]
 
 # Package scripts never run (no install hooks, no native builds); nothing dev-only; no network
 # calls besides the registry's.
@@ -41,6 +41,24 @@ def npm_lock(package_lock: str) -> list[str]:
         name = info.get("name") or where.rsplit("node_modules/", 1)[-1]
         lock.add(f"{name}@{info['version']}")
     return sorted(lock)
+
+
+def npm_integrity(package_lock: str) -> dict[str, list[str]]:
+    """``{"name@version": [integrity]}`` (npm's Subresource Integrity string, ``sha512-<base64>``) of every
+    installed package whose package-lock entry has one; the keys are :func:`npm_lock`'s lines."""
+    try:
+        packages = json.loads(package_lock).get("packages", {})
+    except (ValueError, AttributeError):
+        return {}
+    found: dict[str, list[str]] = {}
+    for where, info in packages.items():
+        if not where or not isinstance(info, dict) or "version" not in info:
+            continue
+        integrity = info.get("integrity")
+        if isinstance(integrity, str) and integrity:
+            name = info.get("name") or where.rsplit("node_modules/", 1)[-1]
+            found[f"{name}@{info['version']}"] = integrity.split()
+    return found
 
 
 def npm_command() -> list[str]:

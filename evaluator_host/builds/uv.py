@@ -22,7 +22,12 @@ itself ("URL dependencies must be expressed as direct requirements").
 While it runs the script prints :data:`PROGRESS_MARK` lines (``{"phase": "resolving" |
 "downloading" | "installing", "done": n, "total": N}``) read by :func:`progress` from the live log:
 ``downloading n/N`` counts the distributions uv found missing from the cache and the new entries
-its archive has gained so far. Then :data:`~evaluator_host.builds.installers.LOCK_MARK` and the lock.
+its archive has gained so far. Installed, it prints :data:`~evaluator_host.builds.installers.HASH_MARK` and
+JSON ``{"Name==version": ["sha256:…", …]}``: each installed package's archive hashes, as ``uv pip compile
+--no-deps --generate-hashes`` (pylock format) answers for exactly the installed versions from the index's
+simple API (cached), the installed wheel's first (uv's cache names it: ``wheels-v*/<index>/<name>/<version>-<tags>``),
+then the version's other files for this interpreter; {} when that fails (the build does not).
+Then :data:`~evaluator_host.builds.installers.LOCK_MARK` and the lock.
 """
 
 from __future__ import annotations
@@ -88,7 +93,7 @@ def uv_environment(pip_config: dict[str, str], cert: str | None) -> dict[str, st
 
 
 _UV_SCRIPT = """\
-import importlib.metadata, json, os, shutil, subprocess, sys, threading, time
+import glob, importlib.metadata, json, os, re, shutil, subprocess, sys, threading, time
 {forwarder}
 if {relay!r}:
     threading.Thread(target=forward({relay!r}), name="relay-forwarder", daemon=True).start()
@@ -114,6 +119,30 @@ def watch(start, stop):
             state["done"] = min(state["total"], max(0, entries() - start))
             say()
 
+def hashes():
+    found_in = importlib.metadata.distributions(path=[{packages_dir!r}])
+    installed = [d.metadata["Name"] + "==" + d.version for d in found_in]
+    try:
+        toml = subprocess.run({compile!r}, input="\\n".join(installed) + "\\n", capture_output=True, text=True,
+                              timeout=120, errors="replace").stdout
+    except (OSError, subprocess.SubprocessError):
+        return {{}}
+    found = {{}}
+    for block in toml.split("[[packages]]")[1:]:
+        name, version = re.search(r'^name = "([^"]+)"', block, re.M), re.search(r'^version = "([^"]+)"', block, re.M)
+        if not (name and version):
+            continue
+        files = re.findall(r'url = "[^"]*/([^"/]+)"[^}}]*?hashes = \\{{ sha256 = "([0-9a-f]{{64}})"', block)
+        key = next((k for k in installed if k.lower() == (name.group(1) + "==" + version.group(1)).lower()), None)
+        if key is None or not files:
+            continue
+        # the wheel installed first: uv's cache names it (<name>/<version>-<tags>.http under wheels-v*)
+        cached = {{os.path.basename(p)[: -len(".http")] for p in glob.glob(os.path.join(
+            {cache!r}, "wheels-v*", "*", re.sub(r"[-_.]+", "-", name.group(1)).lower(), version.group(1) + "-*.http"))}}
+        ranked = sorted(files, key=lambda f: not any(f[0].endswith("-" + c + ".whl") for c in cached))
+        found[key] = ["sha256:" + digest for _, digest in ranked]
+    return found
+
 say()
 start, stop = entries(), threading.Event()
 threading.Thread(target=watch, args=(start, stop), daemon=True).start()
@@ -132,6 +161,12 @@ for line in proc.stderr:
         say()
 code = proc.wait()
 stop.set()
+if not code:  # each installed package's archive hashes, while the cache is still there
+    try:
+        found = hashes()
+    except Exception:  # (an unexpected answer of uv's: the runtime has no hashes, the build still stands)
+        found = {{}}
+    print({hash_mark!r} + json.dumps(found), flush=True)
 if {private!r}:  # a cache of this build's own: nothing of it stays (a box's /tmp would be committed)
     shutil.rmtree({cache!r}, ignore_errors=True)
 if code:
@@ -171,6 +206,7 @@ def uv_script(
     forwarder: str,
     relay: str | None,
     lock_mark: str,
+    hash_mark: str,
     private: bool = False,
     manifest: str | None = None,
 ) -> str:
@@ -183,7 +219,11 @@ def uv_script(
         command += ["--no-build"]
     if constraint:
         command += ["-c", constraint]
+    compile_ = [uv, "pip", "compile", "-", "--python", python, "--cache-dir", cache, "--no-config"]
+    compile_ += ["--no-python-downloads", "--no-deps", "--generate-hashes", "--format", "pylock.toml", "-q"]
     return _UV_SCRIPT.format(
+        compile=compile_,
+        hash_mark=hash_mark,
         forwarder=forwarder if relay else "",
         relay=relay,
         progress=PROGRESS_MARK,

@@ -29,6 +29,7 @@ class RuntimeInfo:
     build_seconds: float | None = None
     in_use: bool = False
     location: str = ""  # a directory (process) or an image id (docker)
+    hashes: dict[str, list[str]] = field(default_factory=dict)  # lock line -> archive hashes (none: not recorded)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import json
 import logging
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import docker
@@ -41,6 +41,7 @@ L_RUNTIME = "evaluator-host.runtime-id"
 L_LANGUAGE = "evaluator-host.language"
 L_PACKAGES = "evaluator-host.packages"
 L_LOCK = "evaluator-host.lock"
+L_HASHES = "evaluator-host.hashes"  # JSON {lock line: [archive hashes]} (none on images built before)
 L_BASE = "evaluator-host.base-image"
 
 
@@ -56,6 +57,7 @@ class ImageInfo:
     size_bytes: int
     created: str
     last_used: float | None
+    hashes: dict[str, list[str]] = field(default_factory=dict)
 
 
 class DockerRuntimeBuilder(BuildOnce):
@@ -176,12 +178,14 @@ class DockerRuntimeBuilder(BuildOnce):
         """Commit ``box`` as the runtime image of ``rid``, labelled with the pins and the lock."""
         api = client.api
         lock = installers.for_family(family).lock(output.split(installers.LOCK_MARK)[-1])
+        hashes = installers.lock_hashes(family, output)
         labels = {
             MANAGED: "1",
             L_RUNTIME: rid,
             L_LANGUAGE: family.name,
             L_PACKAGES: json.dumps(pins, sort_keys=True),
             L_LOCK: json.dumps(lock),
+            L_HASHES: json.dumps({line: hashes[line] for line in lock if line in hashes}),
             L_BASE: self.base_id(),
         }
         image = api.commit(
@@ -220,6 +224,7 @@ class DockerRuntimeBuilder(BuildOnce):
                     size_bytes=int(image.attrs.get("Size", 0)),
                     created=str(image.attrs.get("Created", ""))[:19],
                     last_used=used.stat().st_mtime if used.exists() else None,
+                    hashes=json.loads(labels.get(L_HASHES, "{}")),
                 )
             )
         return sorted(infos, key=lambda i: (i.language, i.runtime_id))
@@ -246,6 +251,7 @@ class DockerRuntimeBuilder(BuildOnce):
                     language=info.language,
                     packages=info.packages,
                     lock=info.lock,
+                    hashes=info.hashes,
                     size_bytes=info.size_bytes,
                     created_at=float(created) if isinstance(created, int | float) else _parse_created(info.created),
                     last_used=info.last_used,

@@ -181,6 +181,7 @@ class RuntimeBuilder(BuildOnce):
             allowed = build_sandbox.allowed_hosts({}, self.npm_config, self.settings.build_allow_hosts)
             installers.check_npm_lock(family, pins, rid, output, allowed)
         lock = installer.lock(output.split(installers.LOCK_MARK, 1)[1])
+        hashes = installers.lock_hashes(family, output)
         entries, sources = self._link_from_store(build, partial, family, site, rid, pins) if share else (set(), {})
         os.chmod(partial, 0o755)
         manifest = {
@@ -188,6 +189,7 @@ class RuntimeBuilder(BuildOnce):
             "language": language,
             "packages": pins,
             "lock": lock,
+            "hashes": {line: hashes[line] for line in lock if line in hashes},
             "base": self.base_identity(language),
             "build_seconds": round(time.monotonic() - started, 2),
             "created_at": time.time(),
@@ -353,6 +355,7 @@ class RuntimeBuilder(BuildOnce):
                     language=languages.get(data.get("language", languages.DEFAULT)).family.name,
                     packages=dict(data.get("packages", {})),
                     lock=list(data.get("lock", [])),
+                    hashes=dict(data.get("hashes") or {}),
                     size_bytes=store.apparent_size(manifest.parent),
                     created_at=data.get("created_at"),
                     last_used=self.last_used(rid),
