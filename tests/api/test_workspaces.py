@@ -85,6 +85,10 @@ BY_ID = [
     ("POST", "/v1/evaluators/{ev}/evaluate", {"outputs": 1}),
     ("POST", "/v1/evaluators/{ev}/migrate", {"cases": [{"outputs": 1}]}),
     ("POST", "/v1/evaluators/{ev_b}/migrate", {"dataset_id": "{ds}"}),
+    ("POST", "/v1/evaluators/{ev}/test", {}),
+    ("POST", "/v1/evaluators/{ev}/compare", {"base_revision": 1, "head_revision": 1, "cases": [{"outputs": 1}]}),
+    ("POST", "/v1/evaluators/{ev_b}/compare", {"base_revision": 1, "head_revision": 1, "dataset_id": "{ds}"}),
+    ("POST", "/v1/results/replay", {"job_id": "{job}", "index": 0}),
     ("GET", "/v1/datasets/{ds}", None),
     ("GET", "/v1/datasets/{ds}/rows", None),
     ("DELETE", "/v1/datasets/{ds}", None),
@@ -128,6 +132,7 @@ SHARED = {
     ("POST", "/v1/runtimes"),
     ("GET", "/v1/runtimes"),
     ("GET", "/v1/runtimes/{runtime_id}"),
+    ("GET", "/v1/runtimes/{runtime_id}/lock"),
 }
 OPERATOR = {
     ("POST", "/v1/workspaces"),

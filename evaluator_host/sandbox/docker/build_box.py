@@ -170,10 +170,13 @@ class BuildBoxes:
         """A new box without the shared cache (an install that builds an sdist runs package code)."""
         return self.engine.run_sync(self._open_box, False)
 
-    def _open_box(self, client: docker.DockerClient, store: bool = True) -> BuildBox:
+    def _open_box(self, client: docker.DockerClient, store: bool = False) -> BuildBox:
         """Start a build container FROM the base (no network but the relay), idle until a build runs
-        in it; its packages folders belong to the build uid. With ``store`` (and uv there): the service's
-        uv read-only at ``/build-tools/uv`` and the shared uv cache writable at ``/uv-cache``."""
+        in it; its packages folders belong to the build uid; the service's uv read-only at
+        ``/build-tools/uv``. Every bind mount is read-only: by default a box's uv cache is its own (in its
+        /tmp, removed before the commit). ``store`` (not used by default) would bind the shared uv cache
+        writable at ``/uv-cache`` — a host folder one build could write and a later build read, which the
+        docker backend does not take while it gains no shared bytes from it (one image per set)."""
         build = Path(tempfile.mkdtemp(prefix="evaluator-host-build-"))
         relay: BuildRelay | None = None
         try:
