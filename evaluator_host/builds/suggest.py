@@ -30,6 +30,9 @@ _PIP_MISSING = re.compile(
 _UV_NO_VERSION = re.compile(r"there is no version of ([A-Za-z0-9._-]+)==([^\s,]+?),? and you require")
 _UV_NOT_FOUND = re.compile(r"Because ([A-Za-z0-9._-]+) was not found in the package registry")
 _UV_NO_WHEELS = re.compile(r"Because ([A-Za-z0-9._-]+)==([^\s,]+?) has no usable wheels")
+_UV_PYTHON = re.compile(
+    r"current Python version \(([^)]+)\) does not satisfy Python(\S+?) and ([A-Za-z0-9._-]+)==([^\s,]+?) depends on"
+)
 _NPM_NO_VERSION = re.compile(r"No matching version found for (@?[^@\s]+)@([^\s]+?)\.?\s*$", re.M)
 _NPM_NO_NAME = re.compile(r"404 Not Found - GET \S+/(@?[^/\s]+(?:%2[fF][^/\s]+|/[^/\s]+)?)\s*$", re.M)
 _NPM_VIEW_TIMEOUT_S = 20
@@ -139,6 +142,17 @@ def suggestions(
                 if other
                 else f"no installable {name!r} on the configured indexes: check the spelling"
             )
+            if hint not in found:
+                found.append(hint)
+        for current, needed, name, wanted in _UV_PYTHON.findall(output):
+            hint = (
+                f"{name}=={wanted} needs Python{needed} (its Requires-Python); this sandbox runs Python {current}: "
+                f"pin a version of {name} that supports Python {current}"
+            )
+            # pip lists only the versions whose Requires-Python this interpreter meets
+            versions = pip_versions_of(name) if pip_versions_of else []
+            nearer = _version_hint(name, wanted, versions, "==") if versions else None
+            hint = f"{hint} ({nearer})" if nearer else hint
             if hint not in found:
                 found.append(hint)
         for name, wanted, listed in _PIP_MISSING.findall(output):

@@ -95,3 +95,13 @@ def test_a_real_npm_install_of_a_missing_version_suggests_the_real_one(tmp_path:
         asyncio.run(builder.ensure("javascript", {"lodash": "4.17.99"}))
     (hint,) = info.value.suggestions  # the registry moves on: the nearest 4.17.x, and the latest
     assert hint.startswith("did you mean lodash@4.17.") and hint in info.value.message
+
+
+def test_uvs_words_for_a_pin_that_needs_another_python_name_its_requires_python() -> None:
+    out = (
+        "error: No solution found when resolving dependencies\n  cause: Because the current Python version (3.11.2) "
+        "does not satisfy Python>=3.12,<3.14 and nemo-platform==0.6.0 depends on Python>=3.12,<3.14, we can "
+        "conclude that nemo-platform==0.6.0 cannot be used."
+    )
+    (hint,) = suggestions("pip", out)
+    assert "Requires-Python" in hint and "Python>=3.12,<3.14" in hint and "3.11.2" in hint
