@@ -426,6 +426,11 @@ class Settings(BaseSettings):
         1, ge=0, description="Unbound workers kept started per runtime in recent use (every backend; 0: none)."
     )
     container_user: str = Field("65534:65534", description="uid:gid that user code runs as in containers.")
+    container_labels: dict[str, str] = Field(
+        default_factory=dict,
+        description='Extra labels on every container the docker backend starts, as JSON {"name": "value"} (for '
+        "the operator's tooling; the service's own evaluator-host.* labels cannot be overridden).",
+    )
 
     @field_validator("otel_endpoint", "online_export_endpoint")
     @classmethod
@@ -433,6 +438,13 @@ class Settings(BaseSettings):
         if value and urlsplit(value).scheme not in ("http", "https"):
             raise ValueError(f"{value!r} is not an http:// or https:// URL (OTLP/HTTP)")
         return value or None
+
+    @field_validator("container_labels")
+    @classmethod
+    def _operator_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        if taken := sorted(name for name in value if name.startswith("evaluator-host.")):
+            raise ValueError(f"{taken[0]!r}: labels named evaluator-host.* are the service's own")
+        return value
 
     @field_validator("api_keys", "secrets_key", "allowed_hosts", "build_allow_hosts", mode="before")
     @classmethod

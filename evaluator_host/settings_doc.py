@@ -27,6 +27,7 @@ FACTORY_DEFAULTS = {
     "allowed_hosts": "none (localhost, 127.0.0.1, ::1 and the address `serve` binds)",
     "secrets_key": "a key generated once in `data_dir/secrets.key`",
     "egress_hosts": "none",
+    "container_labels": "none",
     "build_allow_hosts": "none (the configured package indexes only)",
     "python_executable": "the interpreter behind this venv",
     "ca_bundle": "the host's system bundle",

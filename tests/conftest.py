@@ -40,15 +40,16 @@ os.environ.setdefault("EVALUATOR_HOST_ALLOWED_HOSTS", "testserver")
 
 @pytest.fixture(scope="session", autouse=True)
 def no_container_left_behind() -> Iterator[None]:
-    """Every container the test session's services started is gone when it ends."""
+    """Every container the test session's services started is gone when it ends (theirs only: the
+    session's label, ``tests/support/backends.py``; another test run on this engine is not counted)."""
     if DOCKER_MISSING is not None:
         if DOCKER_REQUIRED:
             pytest.fail(f"EVALUATOR_HOST_TEST_DOCKER=required but Docker is not usable: {DOCKER_MISSING}")
         yield
         return
-    before = managed_containers()
+    before = managed_containers(session=True)
     yield
-    left = managed_containers() - before
+    left = managed_containers(session=True) - before
     assert not left, f"{len(left)} sandbox containers were left behind: {sorted(left)[:5]}"
 
 

@@ -26,7 +26,7 @@ from evaluator_host.sandbox.base import RuntimeKey
 from evaluator_host.sandbox.docker.backend import DockerBackend, DockerWorker
 from evaluator_host.sandbox.docker.engine import MANAGED, OWNER, Engine
 from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
-from tests.support.backends import docker_only, managed_containers
+from tests.support.backends import SESSION_ID, SESSION_LABEL, docker_only, managed_containers
 from tests.support.service import assert_healthy, evaluate, make_settings, serving
 from tests.support.wait import wait_until
 
@@ -88,6 +88,7 @@ def test_every_container_runs_with_the_hardened_settings(service: TestClient) ->
         assert "noexec" in host["Tmpfs"]["/tmp"]
         assert config["User"] == "65534:65534"
         assert config["Labels"][MANAGED] == "1" and config["Labels"][OWNER] == backend.engine.owner
+        assert config["Labels"][SESSION_LABEL] == SESSION_ID  # the operator's container_labels (the tests' own)
         assert info["Name"].startswith("/evh-")
         for mount in info["Mounts"]:
             assert mount["RW"] is False, mount

@@ -8,7 +8,9 @@ PostgreSQL likewise (``EVALUATOR_HOST_TEST_POSTGRES=required``, see :mod:`tests.
 
 from __future__ import annotations
 
+import json
 import os
+import uuid
 from typing import Any
 
 import pytest
@@ -16,6 +18,13 @@ import pytest
 from evaluator_host.sandbox.docker.engine import unusable_reason
 from evaluator_host.settings import Settings
 from tests.support.pg import POSTGRES_MISSING, POSTGRES_REQUIRED
+
+# Every container a service of this test session starts carries this label (the operator's
+# ``container_labels``, set here before any Settings is made; subprocess services inherit it), so the
+# session's leftover check counts its own containers, not those of other test runs on this engine.
+SESSION_LABEL = "org.evaluator-host.test-session"
+SESSION_ID = os.environ.setdefault("EVALUATOR_HOST_TEST_SESSION", f"{os.getpid()}-{uuid.uuid4().hex[:12]}")
+os.environ.setdefault("EVALUATOR_HOST_CONTAINER_LABELS", json.dumps({SESSION_LABEL: SESSION_ID}))
 
 DOCKER_REQUIRED = os.environ.get("EVALUATOR_HOST_TEST_DOCKER") == "required"
 DOCKER_MISSING = unusable_reason(Settings(), timeout_s=5)
@@ -29,11 +38,13 @@ postgres_only = pytest.mark.skipif(
 DATABASES: list[Any] = ["sqlite", pytest.param("postgres", marks=[postgres_only])]
 
 
-def managed_containers(owner: str | None = None) -> set[str]:
-    """Ids of every container evaluator-host (the service of data dir ``owner``) created that still exists."""
+def managed_containers(owner: str | None = None, session: bool = False) -> set[str]:
+    """Ids of every container evaluator-host (the service of data dir ``owner``; of this test session's
+    services when ``session``) created that still exists."""
     import docker
 
     labels = ["evaluator-host.managed=1", *([f"evaluator-host.owner={owner}"] if owner else [])]
+    labels += [f"{SESSION_LABEL}={SESSION_ID}"] if session else []
     client = docker.from_env(timeout=10)
     try:
         # the low-level list: no inspect per container (one may go between the list and its inspect)

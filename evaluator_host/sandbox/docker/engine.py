@@ -89,8 +89,9 @@ class Engine:
         return await asyncio.to_thread(self.run_sync, fn, *args, **kwargs)
 
     def labels(self, **extra: str) -> dict[str, str]:
-        """Labels for a container of this service."""
-        return {MANAGED: "1", OWNER: self.owner, **extra}
+        """Labels for a container of this service: the operator's ``container_labels``, then this service's
+        own (``evaluator-host.*``: an operator's label of the same name is replaced, never kept)."""
+        return {**self.settings.container_labels, MANAGED: "1", OWNER: self.owner, **extra}
 
     def sweep_sync(self) -> int:
         """Remove every container this service (this data dir) left behind; return the count."""
