@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Table, func, insert, or_, select, update
@@ -209,8 +209,10 @@ class JobResults:
         revision: int,
         runtime_id: str,
         worker: str,
+        cached: Collection[int] = (),
     ) -> SharedCommit:
-        """Store a queued chunk's rows ``(idx, status, result JSON, scored)`` for ``owner``, idempotently.
+        """Store a queued chunk's rows ``(idx, status, result JSON, scored)`` for ``owner``, idempotently
+        (``cached``: the indices answered from the result cache; the job's ``cached`` grows by those inserted).
 
         In one transaction: the job row is locked while it is unfinished and ``owner``'s (else
         :class:`JobNotHeld`, nothing stored); rows whose ``(job_id, idx)`` is stored already are
@@ -253,6 +255,8 @@ class JobResults:
             failed = sum(1 for status, _ in landed if status != "ok")
             done = job.done + len(inserted)
             values: dict[str, Any] = {"done": done, "failed": job.failed + failed, **charged}
+            if cached and (hit := len(inserted.intersection(cached))):
+                values["cached"] = JobRow.cached + hit
             if inserted:
                 acc = Accumulator.restore(job.acc_state)
                 acc.merge(fresh)

@@ -10,7 +10,10 @@ Contract (one :class:`WorkerHost` per ``evaluator-host worker`` process, on its 
   chunk whose commit landed runs nothing again), maps rows to cases as the embedded runner does, runs
   them through the same :class:`~evaluator_host.evaluation.path.Bound` path (a revision's runtime is built
   once per host, on its first chunk), and commits with :meth:`JobStore.commit_shared` (idempotent,
-  counters added under the job's lock), each row marked with this host's name. That commit charges
+  counters added under the job's lock), each row marked with this host's name. A job whose evaluator is
+  cached (``evaluation/cache.py``) looks its chunk's rows up first, as the embedded lanes do: only the
+  misses run; the hits are committed with them (``cached: true``, counted in the job's ``cached``) and
+  the misses are added to the cache once committed. That commit charges
   the workspace's storage quota by the embedded runner's rule: past it the job is failed there
   (``QuotaExceeded``) and the task ends.
 * A chunk is run, retried, stored and counted by the one chunk executor (``jobs/executor.py``), as in
@@ -38,20 +41,24 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 from evaluator_host.errors import EvaluatorHostError, JobNotHeld, QuotaExceeded
+from evaluator_host.evaluation.cache import JobCache, ResultCache
 from evaluator_host.evaluation.evaluators import Evaluators
 from evaluator_host.evaluation.path import Bound
+from evaluator_host.jobs.cached import hit_row
 from evaluator_host.jobs.executor import ChunkExecutor, DatabaseAway
 from evaluator_host.jobs.mapping import RowMapper
 from evaluator_host.jobs.models import FieldMapping
 from evaluator_host.jobs.queue.broker import CancelListener, redis_client, row_seconds_key
 from evaluator_host.jobs.queue.chunks import decode_rows
 from evaluator_host.jobs.queue.signing import task_keys, verify
+from evaluator_host.jobs.rows import StoredRow
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.sandbox.protocol import JobCases
 from evaluator_host.settings import Settings
 from evaluator_host.shared.lru import LRU
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.jobs import JobRecord, JobStore
+from evaluator_host.store.result_cache import ResultCacheStore
 
 __all__ = ["DatabaseAway", "WorkerHost"]
 
@@ -69,6 +76,8 @@ class _Job:
     record: JobRecord
     bound: Bound
     mapper: RowMapper
+    cache: JobCache | None = None  # the job's rows are cached (looked up only when ``look``)
+    look: bool = False
 
 
 class WorkerHost:
@@ -93,6 +102,7 @@ class WorkerHost:
         self.name = name
         # a host does not wait for its backend: a chunk it cannot run fails its job, naming the host
         self.executor = executor or ChunkExecutor(settings, metrics, await_backend=False)
+        self.cache = ResultCache(settings, ResultCacheStore(store.engine))
         self._keys = task_keys(self.settings)  # QueueKeyMissing without EVALUATOR_HOST_SECRETS_KEY
         self.refused = 0  # chunk tasks refused as forged or altered
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -178,13 +188,25 @@ class WorkerHost:
         if not todo:
             return f"skipped: its {len(rows)} rows were stored already"
         cases = job.mapper.wire_cases([line for _, line in todo])
-        try:
-            ran = await self.executor.run(job.bound, cases, JobCases(job.mapper.pick))
-        except EvaluatorHostError as exc:
-            await self._fail(job_id, owner, exc.type_name, exc.message)
-            return f"failed the job: {exc.message}"
-        results = self.executor.stored_rows(job.bound, ran.outcomes)
-        committed = [(idx, r.status, r.text, r) for (idx, _), r in zip(todo, results, strict=True)]
+        keys: list[bytes] = []
+        hits: dict[int, tuple[str, str]] = {}
+        if job.cache is not None:  # only the rows the cache does not hold run
+            keys = job.cache.keys(cases)
+            hits = await asyncio.to_thread(job.cache.lookup, keys) if job.look else {}
+        misses = [case for pos, case in enumerate(cases) if pos not in hits]
+        seconds = 0.0
+        results: list[StoredRow] = []
+        if misses:
+            try:
+                ran = await self.executor.run(job.bound, misses, JobCases(job.mapper.pick))
+            except EvaluatorHostError as exc:
+                await self._fail(job_id, owner, exc.type_name, exc.message)
+                return f"failed the job: {exc.message}"
+            seconds = ran.seconds
+            results = self.executor.stored_rows(job.bound, ran.outcomes)
+        fresh = iter(results)
+        rows_out = [hit_row(*hits[pos]) if pos in hits else next(fresh) for pos in range(len(todo))]
+        committed = [(idx, r.status, r.text, r) for (idx, _), r in zip(todo, rows_out, strict=True)]
         outcome = await self._db(
             self.store.commit_shared,
             job_id,
@@ -193,8 +215,15 @@ class WorkerHost:
             revision=job.record.revision,
             runtime_id=job.bound.runtime.id,
             worker=self.name,
+            cached=[todo[pos][0] for pos in hits],
         )
-        self._report(job_id, ran.seconds / len(todo))
+        if job.cache is not None and misses:  # what ran, once committed (a failure is logged, never raised)
+            ran_keys = [key for pos, key in enumerate(keys) if pos not in hits]
+            await asyncio.to_thread(
+                job.cache.remember, ran_keys, [r.status for r in results], [r.text for r in results]
+            )
+        if misses:
+            self._report(job_id, seconds / len(misses))
         if outcome.stored:
             self.executor.count(len(committed), sum(1 for _, status, _, _ in committed if status != "ok"))
         end = "; the job is complete" if outcome.finished else ""
@@ -218,7 +247,9 @@ class WorkerHost:
         except EvaluatorHostError as exc:
             await self._fail(job_id, owner, exc.type_name, exc.message)
             return None
-        job = _Job(record, bound, mapper)
+        cache = self.cache.for_job(bound.prepared, bound.runtime, record.workspace_id, mapper.pick)
+        look = cache is not None and await asyncio.to_thread(cache.seen)  # a first run looks nothing up
+        job = _Job(record, bound, mapper, cache, look)
         self._jobs.put(job_id, job)
         return job
 
