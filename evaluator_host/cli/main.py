@@ -284,11 +284,13 @@ def build_parser() -> argparse.ArgumentParser:
     from evaluator_host.cli.demo import add_parser as add_demo
     from evaluator_host.cli.fixtures import add_parser as add_test
     from evaluator_host.cli.migrate import add_parser as add_migrate
+    from evaluator_host.cli.results import add_parser as add_results
     from evaluator_host.cli.rules import add_parser as add_rules
     from evaluator_host.cli.runtimes import add_parser as add_runtimes
     from evaluator_host.cli.worker import add_parser as add_worker
 
     add_runtimes(sub)
+    add_results(sub)
     add_test(sub)
     add_migrate(sub)
     add_admin(sub)

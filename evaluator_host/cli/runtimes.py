@@ -1,4 +1,4 @@
-"""``evaluator-host runtimes list | show ID | prune``: the built runtimes of both backends.
+"""``evaluator-host runtimes list | show ID | lock ID | prune``: the built runtimes of both backends.
 
 Process-backend runtimes are directories under ``cache_dir/runtimes``; docker-backend runtimes
 are images (listed when an engine answers). ``prune`` removes those unused for
@@ -6,6 +6,13 @@ are images (listed when an engine answers). ``prune`` removes those unused for
 and never one in use: a live worker of any service holds a lease on its process runtime (the
 ``.used`` mark alone would make a long-lived worker's runtime look idle), and the engine refuses
 to remove an image a container runs. ``--json`` gives the raw records.
+
+``lock ID`` writes a built runtime's full lock (:mod:`evaluator_host.builds.lockfile`, the same renderers as
+``GET /v1/runtimes/{id}/lock``): ``--format json`` (default), ``requirements``, ``package-lock`` or
+``cyclonedx`` (an SBOM), to stdout or ``-o FILE``. Without ``--server`` it reads this machine's runtimes
+(the interpreter's version asked of it, the docker base image's id from the engine); with ``--server`` it asks
+that service (``--api-key``, default ``EVALUATOR_HOST_API_KEY``). An unknown id, an ambiguous prefix or a
+runtime not built is a usage error (exit 2).
 """
 
 from __future__ import annotations
@@ -13,12 +20,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from evaluator_host.builds import lockfile
 from evaluator_host.builds.build_once import BuildOnce
+from evaluator_host.builds.catalog import ready_view
 from evaluator_host.cli.images import _packages, _when, pins_text
 from evaluator_host.cli.inputs import UsageError
 from evaluator_host.errors import EvaluatorHostError
@@ -77,8 +88,63 @@ def _details(backend: str, info: RuntimeInfo, log_tail: str) -> list[str]:
     return lines
 
 
+_RENDER = {
+    "requirements": lockfile.requirements_txt,
+    "package-lock": lockfile.package_lock_json,
+    "cyclonedx": lockfile.sbom_json,
+}
+
+
+def _local_lock(settings: Settings, found: list[tuple[str, BuildOnce, RuntimeInfo]], wanted: str, form: str) -> str:
+    """The lock of this machine's one runtime whose id starts with ``wanted``, rendered as ``form``."""
+    from evaluator_host.api import interpreters
+
+    match = [(n, i) for n, _, i in found if i.id.startswith(wanted)]
+    if len(match) != 1:
+        raise UsageError(f"{len(match) or 'no'} runtimes match {wanted!r} (see `evaluator-host runtimes list`)")
+    backend, info = match[0]
+    family = "python" if info.language == "python" else "node"
+    version = interpreters.discover(settings, backend).get(family, "unknown")
+    base = _base_image_id(settings) if backend == "docker" else None
+    lock = lockfile.runtime_lock(ready_view(info), {"name": family, "version": version}, base)
+    return lock.model_dump_json(indent=2) + "\n" if form == "json" else _RENDER[form](lock)
+
+
+def _base_image_id(settings: Settings) -> str | None:
+    """The docker base image's content-addressed id, None when the engine cannot say."""
+    from evaluator_host.sandbox.docker.engine import Engine
+
+    try:
+        return str(Engine(settings).client().images.get(settings.base_image).id)
+    except Exception:  # the lock is still worth writing without it, as the API's answer is
+        return None
+
+
+def _remote_lock(args: argparse.Namespace) -> str:
+    """The lock as the service at ``--server`` answers it."""
+    from evaluator_host.cli.remote import service_client, usage_errors
+
+    key = args.api_key or os.environ.get("EVALUATOR_HOST_API_KEY")
+    with service_client(args.server, key) as client, usage_errors():
+        if args.format == "json":
+            return client.runtime_lock(args.id).model_dump_json(indent=2) + "\n"
+        return str(client.runtime_lock_file(args.id, args.format))
+
+
+def _write(output: str | None, text: str) -> None:
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+
+
 def run_runtimes(args: argparse.Namespace, settings: Settings | None = None) -> int:
     """The ``runtimes`` command; engine or cache errors become one line and exit 2."""
+    if args.action == "lock" and args.server:
+        if not args.id:
+            raise UsageError("lock: which runtime? (see GET /v1/runtimes)")
+        _write(args.output, _remote_lock(args))
+        return 0
     settings = settings or Settings()
     console = Console()
     try:
@@ -96,6 +162,11 @@ def run_runtimes(args: argparse.Namespace, settings: Settings | None = None) -> 
             return 0
     except EvaluatorHostError as exc:
         raise UsageError(f"{type(exc).__name__}: {exc.message}") from exc
+    if args.action == "lock":
+        if not args.id:
+            raise UsageError("lock: which runtime? (see `evaluator-host runtimes list`)")
+        _write(args.output, _local_lock(settings, found, args.id, args.format))
+        return 0
     if args.action == "show":
         match = [(n, b, i) for n, b, i in found if args.id and i.id.startswith(args.id)]
         if len(match) != 1:
@@ -123,9 +194,9 @@ def run_runtimes(args: argparse.Namespace, settings: Settings | None = None) -> 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """``runtimes`` and its options."""
-    runtimes = sub.add_parser("runtimes", help="list, show or prune the built runtimes (both backends)")
-    runtimes.add_argument("action", choices=["list", "show", "prune"])
-    runtimes.add_argument("id", nargs="?", help="show: the runtime id (a unique prefix will do)")
+    runtimes = sub.add_parser("runtimes", help="list, show, lock or prune the built runtimes (both backends)")
+    runtimes.add_argument("action", choices=["list", "show", "lock", "prune"])
+    runtimes.add_argument("id", nargs="?", help="show, lock: the runtime id (a unique prefix will do)")
     runtimes.add_argument(
         "--backend", choices=["all", "process", "docker"], default="all", help="whose runtimes (default: both)"
     )
@@ -133,4 +204,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     runtimes.add_argument("--all", action="store_true", help="prune: every runtime not in use")
     runtimes.add_argument("--runtime", action="append", help="prune: this runtime id (repeatable)")
     runtimes.add_argument("--json", action="store_true", help="list, show: one JSON object per runtime")
+    runtimes.add_argument(
+        "--format",
+        choices=["json", *_RENDER],
+        default="json",
+        help="lock: json (default), requirements (requirements.txt), package-lock (package-lock.json), cyclonedx",
+    )
+    runtimes.add_argument("-o", "--output", metavar="FILE", help="lock: write to FILE instead of stdout")
+    runtimes.add_argument("--server", help="lock: ask this service (URL) instead of reading this machine's runtimes")
+    runtimes.add_argument("--api-key", help="lock --server: bearer key (default: EVALUATOR_HOST_API_KEY)")
     runtimes.set_defaults(func=run_runtimes)
