@@ -5,6 +5,7 @@
 import { api, describe } from "./api";
 import { brief, fill, h, num, option } from "./dom";
 import { generationCell } from "./jobtarget";
+import { replayCell } from "./reproduce";
 import { statusBadge } from "./results";
 import type { Job, JobResultItem, RowPage } from "./types";
 
@@ -138,7 +139,7 @@ export class JobResults {
       h("span", { class: "page-label" }, label),
       h("button", { disabled: next === null, onclick: () => { this.offset = next ?? this.offset; void this.load(false); } }, "Next →"),
     );
-    const headings = ["#", "status", "score", "passed", "label", ...(generated ? ["generation"] : []), "outputs", "reason / error", "row"];
+    const headings = ["#", "status", "score", "passed", "label", ...(generated ? ["generation"] : []), "outputs", "reason / error", "row", "replay"];
     fill(
       this.body,
       pager,
@@ -162,6 +163,7 @@ export class JobResults {
               h("td", { class: "mono" }, Object.entries(result.outputs).map(([k, v]) => `${k}=${num(v)}`).join(" ") || "—"),
               h("td", { class: "reason-cell" }, result.error ? h("span", { class: "error-text" }, `${result.error.type}: ${brief(result.error.message, 120)}${result.error.line ? ` (line ${result.error.line})` : ""}`) : result.reason ?? "—"),
               h("td", { class: "mono muted", title: JSON.stringify(row) }, brief(row, 60)),
+              replayCell(job.id, index),
             ),
           ),
         ),

@@ -5,6 +5,7 @@
 import { api, describe, download } from "./api";
 import { brief, fill, h, named, num, option, toast, when } from "./dom";
 import { JobResults } from "./jobresults";
+import { lockView } from "./reproduce";
 import { stopView, TargetForm, TargetFormError, usageView } from "./jobtarget";
 import { aggregateView, statusBadge } from "./results";
 import type { Dataset, Evaluator, FieldMapping, Job, Page, RowPage } from "./types";
@@ -361,6 +362,7 @@ export class JobsScreen {
           h("button", { onclick: () => void this.save("ndjson") }, "Download NDJSON"),
           h("button", { onclick: () => void this.save("csv") }, "Download CSV"),
         ),
+        lockView(job.runtime_id),
         job.aggregate ? aggregateView(job.aggregate) : null,
       ),
       this.results.element,

@@ -234,6 +234,8 @@ export interface Job {
   error: { type: string; message: string; code?: string } | null;
   dataset_id: string;
   field_mapping: FieldMapping;
+  /** The runtime (package set) the job's rows ran on: its lock is GET /v1/runtimes/{id}/lock. */
+  runtime_id: string;
   warnings: string[];
   /** A model-target job's endpoint, as stored (the key's secret NAME, never its value). */
   target?: ModelTarget | null;
@@ -279,6 +281,19 @@ export interface Generation {
   latency_ms: number;
   attempts: number;
   error: string | null;
+}
+
+/** POST /v1/results/replay: a stored row run again on its revision and runtime, compared. */
+export interface Replay {
+  job_id: string;
+  index: number;
+  evaluator_id: string;
+  revision: number;
+  runtime_id: string;
+  identical: boolean;
+  differences: string[];
+  stored: EvaluationResult;
+  replayed: EvaluationResult;
 }
 
 export interface JobResultItem {
