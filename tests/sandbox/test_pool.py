@@ -31,10 +31,30 @@ def small(tmp_path: Path) -> Iterator[TestClient]:
         yield client
 
 
-def test_warm_worker_is_reused_until_max_uses(small: TestClient) -> None:
-    first = [_worker(small) for _ in range(3)]
+def _lasting(tmp_path: Path, max_uses: int) -> Iterator[TestClient]:
+    # an idle TTL no pause between two calls of a test reaches, even on a loaded machine (the 0.6 s of
+    # ``small`` made a test that asserts reuse fail when its next call came late: CI, load 12)
+    settings = make_settings(tmp_path, max_workers=2, idle_ttl_s=300, max_uses=max_uses)
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+@pytest.fixture
+def three_uses(tmp_path: Path) -> Iterator[TestClient]:
+    """Workers retired after 3 uses, never for idling."""
+    yield from _lasting(tmp_path, 3)
+
+
+@pytest.fixture
+def warm(tmp_path: Path) -> Iterator[TestClient]:
+    """Workers retired neither for idling nor for uses within a test: only for what the test does to them."""
+    yield from _lasting(tmp_path, 100)
+
+
+def test_warm_worker_is_reused_until_max_uses(three_uses: TestClient) -> None:
+    first = [_worker(three_uses) for _ in range(3)]
     assert len(set(first)) == 1
-    assert _worker(small) != first[0]  # max_uses=3 reached: a fresh worker
+    assert _worker(three_uses) != first[0]  # max_uses=3 reached: a fresh worker
 
 
 def test_workers_are_never_shared_across_evaluators_or_limits(small: TestClient) -> None:
@@ -66,27 +86,27 @@ def test_idle_workers_expire(small: TestClient) -> None:
     assert _worker(small, "# idle") != first
 
 
-def test_a_python_timeout_interrupts_the_case_at_its_line_and_keeps_the_worker_warm(small: TestClient) -> None:
+def test_a_python_timeout_interrupts_the_case_at_its_line_and_keeps_the_worker_warm(warm: TestClient) -> None:
     code = TOKEN.format(extra="import time").replace("    return", "    time.sleep(inputs.get('sleep', 0))\n    return")
-    before = evaluate(small, code)["details"]["worker"]
-    timed = evaluate(small, code, inputs={"sleep": 5}, settings={"timeout_s": 0.3})
+    before = evaluate(warm, code)["details"]["worker"]
+    timed = evaluate(warm, code, inputs={"sleep": 5}, settings={"timeout_s": 0.3})
     assert timed["status"] == "timeout" and timed["error"]["type"] == "Timeout"
     assert timed["error"]["message"] == "the evaluation exceeded timeout_s=0.3"
     assert timed["error"]["line"] == 5 and "time.sleep" in timed["error"]["traceback"]
-    assert evaluate(small, code)["details"]["worker"] == before  # no container or process start
+    assert evaluate(warm, code)["details"]["worker"] == before  # no container or process start
 
 
-def test_a_timeout_the_code_swallows_still_ends_the_case_and_replaces_the_worker(small: TestClient) -> None:
+def test_a_timeout_the_code_swallows_still_ends_the_case_and_replaces_the_worker(warm: TestClient) -> None:
     stubborn = "    while inputs.get('stubborn'):\n        try:\n            time.sleep(5)\n"
     stubborn += "        except BaseException:\n            pass\n"
     code = TOKEN.format(extra="import time").replace("    return", stubborn + "    return")
-    before = evaluate(small, code)["details"]["worker"]
-    timed = evaluate(small, code, inputs={"stubborn": True}, settings={"timeout_s": 0.3})
+    before = evaluate(warm, code)["details"]["worker"]
+    timed = evaluate(warm, code, inputs={"stubborn": True}, settings={"timeout_s": 0.3})
     assert timed["status"] == "timeout" and timed["error"]["type"] == "Timeout"
-    assert evaluate(small, code)["details"]["worker"] != before
+    assert evaluate(warm, code)["details"]["worker"] != before
 
 
-def test_an_async_evaluator_that_times_out_keeps_its_worker_unless_the_row_will_not_stop(small: TestClient) -> None:
+def test_an_async_evaluator_that_times_out_keeps_its_worker_unless_the_row_will_not_stop(warm: TestClient) -> None:
     # (until issue 31, any async timeout replaced the worker: the harness interrupted its event loop with
     # SIGALRM. Rows of an async evaluator now run in flight, each timed out by cancelling its own task:
     # the loop is never interrupted, so a row that stops when cancelled leaves the worker warm.)
@@ -96,10 +116,10 @@ def test_an_async_evaluator_that_times_out_keeps_its_worker_unless_the_row_will_
         "        except BaseException:\n            pass\n"
         "    await asyncio.sleep(inputs.get('sleep', 0))\n    return {'score': 1, 'worker': TOKEN}\n"
     )
-    before = evaluate(small, code)["details"]["worker"]
-    timed = evaluate(small, code, inputs={"sleep": 5}, settings={"timeout_s": 0.3})
+    before = evaluate(warm, code)["details"]["worker"]
+    timed = evaluate(warm, code, inputs={"sleep": 5}, settings={"timeout_s": 0.3})
     assert timed["status"] == "timeout" and timed["error"]["line"] == 10  # the line it was awaiting at
-    assert evaluate(small, code)["details"]["worker"] == before  # cancelled cleanly: the loop is sound
-    stubborn = evaluate(small, code, inputs={"stubborn": True}, settings={"timeout_s": 0.3})
+    assert evaluate(warm, code)["details"]["worker"] == before  # cancelled cleanly: the loop is sound
+    stubborn = evaluate(warm, code, inputs={"stubborn": True}, settings={"timeout_s": 0.3})
     assert stubborn["status"] == "timeout"
-    assert evaluate(small, code)["details"]["worker"] != before  # it swallowed its cancel: not reused
+    assert evaluate(warm, code)["details"]["worker"] != before  # it swallowed its cancel: not reused
