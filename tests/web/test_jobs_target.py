@@ -145,7 +145,7 @@ def test_a_target_filled_in_on_the_page_generates_then_scores_each_row(
 
     results = page.locator(".job-results")
     expect(results.locator("thead th")).to_have_text(
-        ["#", "status", "score", "passed", "label", "generation", "outputs", "reason / error", "row"]
+        ["#", "status", "score", "passed", "label", "generation", "outputs", "reason / error", "row", "replay"]
     )
     expect(results.locator("tbody tr")).to_have_count(ROWS)
     first = results.locator("tbody tr").nth(0)
