@@ -236,6 +236,13 @@ class Settings(BaseSettings):
         description="Each workspace's result cache at most (bytes of stored results; least recently used evicted "
         "first); 0 turns the cache off (docs/api.md, Result cache).",
     )
+    result_cache_min_row_ms: float = Field(
+        0.05,
+        ge=0,
+        description="A chunk of rows is added to the result cache only when its evaluator took at least this long "
+        "a row on average (its harness-measured duration_ms): a cheaper row runs again as fast as it is looked up, "
+        "and storing it would slow its first run. settings.cache: true caches whatever it costs; 0 caches every row.",
+    )
     online_backlog_max: int = Field(
         100_000,
         ge=1,

@@ -21,8 +21,12 @@ Contract:
 * **A job** (``jobs/lanes.py``): each chunk's keys are looked up in one query per 500 rows; the hits are
   committed with the rest of the chunk (their stored text with ``"cached":true``, so the results read
   back say ``cached: true``; ``duration_ms`` is the first run's), counted in ``progress.cached``, and
-  only the misses run; the misses' results are added to the cache once committed. A failure of the
-  cache (its table unreachable) is logged and the chunk runs as if nothing were cached.
+  only the misses run; the misses' results are added to the cache once committed — when they were worth
+  it (:meth:`JobCache.worth`): a chunk whose evaluator took less than ``result_cache_min_row_ms`` a row on
+  average (the harness's ``duration_ms``) is not added, unless ``settings.cache`` is ``true`` (a row that
+  cheap runs again about as fast as it is looked up, and storing every row of it would cost its first run
+  several times its own time). A failure of the cache (its table unreachable) is logged and the chunk runs
+  as if nothing were cached.
 * One-off ``POST /v1/evaluate`` and by-id calls are not cached (docs/api.md says why).
 """
 
@@ -114,19 +118,27 @@ class ResultCache:
         ``pick``: the mapping's pick (the common mapping: cases are the dataset's lines), else None."""
         if self.settings.result_cache_max_bytes <= 0 or not self.decide(prepared).cached:
             return None
+        min_row_ms = 0.0 if prepared.settings.cache is True else self.settings.result_cache_min_row_ms
         return JobCache(
-            self.store, workspace, self.prefix(prepared, runtime, pick), self.settings.result_cache_max_bytes
+            self.store,
+            workspace,
+            self.prefix(prepared, runtime, pick),
+            self.settings.result_cache_max_bytes,
+            min_row_ms,
         )
 
 
 class JobCache:
     """One job's keys, lookups and additions (cheap to make: one per job run)."""
 
-    def __init__(self, store: ResultCacheStore, workspace: str, prefix: bytes, max_bytes: int) -> None:
+    def __init__(
+        self, store: ResultCacheStore, workspace: str, prefix: bytes, max_bytes: int, min_row_ms: float = 0.0
+    ) -> None:
         self.store = store
         self.workspace = workspace
         self.prefix = prefix
         self.max_bytes = max_bytes
+        self.min_row_ms = min_row_ms
 
     def keys(self, cases: Sequence[WireCase]) -> list[bytes]:
         """Each case's key: the prefix with the case's compact JSON (a dataset line as it is stored)."""
@@ -168,8 +180,18 @@ class JobCache:
                 hits[pos] = (entry[0], entry[1][:-1] + CACHED_MARK)
         return hits
 
-    def remember(self, keys: Sequence[bytes], statuses: Sequence[str], texts: Sequence[str]) -> None:
-        """Add the rows whose status is cacheable (blocking; a failure is logged, never raised)."""
+    def worth(self, millis: Sequence[float]) -> bool:
+        """Whether rows that ran in ``millis`` (each row's ``duration_ms``, as its harness measured it) are worth
+        adding: their mean is at least ``min_row_ms`` (0: always)."""
+        return self.min_row_ms <= 0 or (bool(millis) and sum(millis) >= self.min_row_ms * len(millis))
+
+    def remember(
+        self, keys: Sequence[bytes], statuses: Sequence[str], texts: Sequence[str], millis: Sequence[float]
+    ) -> None:
+        """Add the rows whose status is cacheable, when they are worth it (:meth:`worth` over ``millis``, the rows'
+        durations); blocking; a failure is logged, never raised."""
+        if not self.worth(millis):
+            return
         entries = [
             (key, status, text)
             for key, status, text in zip(keys, statuses, texts, strict=True)

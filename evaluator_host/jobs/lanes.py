@@ -19,7 +19,9 @@ Contract (for :class:`~evaluator_host.jobs.runner.JobRunner`, which decides *whe
   is the room at commit.
 * A job whose evaluator is cached (:mod:`evaluator_host.evaluation.cache`) looks each chunk's rows up first
   (one query per 500 rows); only the misses run, the hits are committed with them (``cached: true``,
-  counted in ``progress.cached``), and the misses' results are added to the cache once committed.
+  counted in ``progress.cached``), and the misses' results are added to the cache once committed (when their
+  evaluator's time says they are worth it: ``JobCache.worth``); a chunk the cache answered is sized by its
+  whole time (all hits: chunks grow as fast ones do, not 32 rows each).
 * A job with a model ``target`` generates each row first (:mod:`evaluator_host.jobs.targeted`), then its
   chunks are committed the same way; a spent budget ends it ``stopped`` (``budget_exhausted``).
 """
@@ -29,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import time
 from typing import Any
 
 from evaluator_host.errors import LimitError, QuotaExceeded
@@ -151,16 +154,22 @@ class Lanes:
                 with tracing.span("job.chunk", traced, root=True) as span:  # each chunk a trace of its own
                     cases = [case for _, case in chunk]
                     cached: _Cached | None = None
+                    looked = time.perf_counter()
                     if cache is not None:  # only the rows the cache does not hold run
                         keys = cache.keys(cases)
                         cached = _Cached(cache, keys, await asyncio.to_thread(cache.lookup, keys) if look else {})
                         if cached.hits:
                             cases = [case for pos, case in enumerate(cases) if pos not in cached.hits]
+                    looked = time.perf_counter() - looked
                     outcomes: list[RawOutcome] = []
+                    ran_s = 0.0
                     if cases:
                         ran = await self.executor.run(bound, cases, sent)
-                        sizer.observe(len(cases), ran.seconds)
-                        outcomes = ran.outcomes
+                        ran_s, outcomes = ran.seconds, ran.outcomes
+                    if cached is not None and cached.hits:  # the chunk's time is its lookup's and its misses'
+                        sizer.observe(len(chunk), looked + ran_s)  # (all hits: chunks grow, not 32 rows each)
+                    elif cases:
+                        sizer.observe(len(cases), ran_s)
                     if span.is_recording():
                         tracing.outcome(span, (outcome.status for outcome in outcomes))
                     if committing is not None:
@@ -260,6 +269,7 @@ class Lanes:
             )
         if cached is not None and len(fresh.statuses) and cut is None:  # what ran, for the next run
             fresh_keys = [key for pos, key in enumerate(cached.keys) if pos not in cached.hits]
-            await asyncio.to_thread(cached.cache.remember, fresh_keys, fresh.statuses, fresh.texts)
+            millis = [outcome.duration_ms for outcome in outcomes]
+            await asyncio.to_thread(cached.cache.remember, fresh_keys, fresh.statuses, fresh.texts, millis)
         if cut is not None:  # the rows that fit are stored: the job stops (failed, QuotaExceeded)
             raise cut

@@ -21,13 +21,21 @@ pytestmark = pytest.mark.databases  # on SQLite and on PostgreSQL
 
 Json = dict[str, Any]
 
+# The deterministic evaluators do ~0.2-0.3 ms of work a row (a real evaluator's order): rows that cheap to
+# compute are cached by default; a trivial one's are not (result_cache_min_row_ms: see the last tests)
 DETERMINISTIC = (
     "def evaluate(inputs, outputs, trace):\n"
     "    # {tag}\n"
+    "    work = sum(i * i for i in range(8000))\n"
     "    return {{'score': float(outputs == inputs['expected']), 'label': outputs[:1], 'n': len(outputs)}}\n"
 )
 RANDOM = "import random\n\ndef evaluate(inputs, outputs, trace):\n    # {tag}\n    return random.random()\n"
-JS_DETERMINISTIC = "// {tag}\nfunction evaluate(inputs, outputs, trace) {{ return outputs === inputs.expected }}\n"
+JS_DETERMINISTIC = (
+    "// {tag}\nfunction evaluate(inputs, outputs, trace) {{\n"
+    "  let work = 0;\n  for (let i = 0; i < 20000; i++) {{ work = (work + i * i) % 1000003 }}\n"
+    "  return outputs === inputs.expected\n}}\n"
+)
+TRIVIAL = "def evaluate(inputs, outputs, trace):\n    # {tag}\n    return outputs == inputs['expected']\n"
 
 
 def _rows(n: int, salt: str = "") -> list[Json]:
@@ -172,3 +180,39 @@ def test_a_prefix_marker_stored_by_an_earlier_put_is_the_last_evicted(database_u
         store.put("ws_m", [(i.to_bytes(32, "big"), "ok", text), (marker, "marker", "{}")], 20_000)
     assert store.get("ws_m", [marker]) and store.usage("ws_m").bytes <= 20_000
     store.clear("ws_m")
+
+
+# -- what is worth caching ------------------------------------------------------------------------------------
+
+
+def test_a_trivial_evaluators_rows_are_not_cached_unless_it_opts_in(tmp_path: Path) -> None:
+    """Rows cheaper to compute than to look up (result_cache_min_row_ms) are not added: the first run pays no
+    cache writes and a re-run looks nothing up; settings.cache: true caches them whatever they cost."""
+    settings = make_settings(tmp_path, backend="process")
+    assert settings.result_cache_min_row_ms > 0
+    with TestClient(create_app(settings)) as client:
+        dataset = upload(client, jsonl(_rows(300)))["id"]
+        trivial = create_evaluator(client, TRIVIAL.format(tag=uuid.uuid4().hex))["id"]
+        first, first_items = _run(client, trivial, dataset)
+        store = ResultCacheStore(make_engine(settings.resolved_database_url))
+        assert store.usage("ws_default").entries == 0  # nothing was written, not even the prefix's marker
+        again, items = _run(client, trivial, dataset)
+        assert again["progress"].get("cached", 0) == 0 and not any(i["result"].get("cached") for i in items)
+        assert _answers(items) == _answers(first_items)
+        opted = create_evaluator(client, TRIVIAL.format(tag=uuid.uuid4().hex), settings={"cache": True})["id"]
+        _run(client, opted, dataset)
+        again, items = _run(client, opted, dataset)
+        assert again["progress"]["cached"] == 300 and all(i["result"]["cached"] is True for i in items)
+        worked = create_evaluator(client, DETERMINISTIC.format(tag=uuid.uuid4().hex))["id"]  # ~0.2 ms a row
+        _run(client, worked, dataset)
+        assert _run(client, worked, dataset)[0]["progress"]["cached"] == 300
+        assert_healthy(client)
+
+
+def test_worth_is_the_mean_duration_against_the_bound() -> None:
+    from evaluator_host.evaluation.cache import JobCache
+
+    cache = JobCache(ResultCacheStore(make_engine("sqlite://")), "ws", b"p", 1_000, min_row_ms=0.05)
+    assert not cache.worth([0.01, 0.02, 0.01]) and not cache.worth([])
+    assert cache.worth([0.01, 0.2]) and cache.worth([0.05])  # a mean of 0.105, and exactly the bound
+    assert JobCache(cache.store, "ws", b"p", 1_000, min_row_ms=0).worth([0.0, 0.0])

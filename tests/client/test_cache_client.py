@@ -8,7 +8,10 @@ import pytest
 
 from evaluator_host.client import Client, NotFoundError
 
-CODE = "def evaluate(inputs, outputs, trace):\n    # {tag}\n    return outputs == inputs['expected']\n"
+CODE = (  # ~0.2 ms of work a row: cached by default (a trivial one's rows are not: result_cache_min_row_ms)
+    "def evaluate(inputs, outputs, trace):\n    # {tag}\n"
+    "    work = sum(i * i for i in range(8000))\n    return outputs == inputs['expected']\n"
+)
 
 
 def test_a_rerun_job_is_cached_and_a_row_replays_identically(api: Client) -> None:

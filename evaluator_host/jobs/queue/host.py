@@ -196,6 +196,7 @@ class WorkerHost:
         misses = [case for pos, case in enumerate(cases) if pos not in hits]
         seconds = 0.0
         results: list[StoredRow] = []
+        millis: list[float] = []
         if misses:
             try:
                 ran = await self.executor.run(job.bound, misses, JobCases(job.mapper.pick))
@@ -204,6 +205,7 @@ class WorkerHost:
                 return f"failed the job: {exc.message}"
             seconds = ran.seconds
             results = self.executor.stored_rows(job.bound, ran.outcomes)
+            millis = [outcome.duration_ms for outcome in ran.outcomes]
         fresh = iter(results)
         rows_out = [hit_row(*hits[pos]) if pos in hits else next(fresh) for pos in range(len(todo))]
         committed = [(idx, r.status, r.text, r) for (idx, _), r in zip(todo, rows_out, strict=True)]
@@ -220,7 +222,7 @@ class WorkerHost:
         if job.cache is not None and misses:  # what ran, once committed (a failure is logged, never raised)
             ran_keys = [key for pos, key in enumerate(keys) if pos not in hits]
             await asyncio.to_thread(
-                job.cache.remember, ran_keys, [r.status for r in results], [r.text for r in results]
+                job.cache.remember, ran_keys, [r.status for r in results], [r.text for r in results], millis
             )
         if misses:
             self._report(job_id, seconds / len(misses))
