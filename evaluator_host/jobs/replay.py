@@ -3,7 +3,9 @@
 Contract (``POST /v1/results/replay``): "a stored result" is a job's row — ``(job_id, index)`` — as
 ``job_results`` holds it (its revision and runtime id with it). :func:`replay` reads the job (of the
 caller's workspace: another's is not found), the revision it ran, the row's dataset line and the job's
-field mapping, makes the case the job made (``RowMapper.case``), binds the revision (its runtime by id:
+field mapping, makes the case the job made (``RowMapper.case``; a model-target job's row takes its stored
+generation as ``outputs`` and the model call as ``trace``, as the job did — never calling the model again; a row
+whose call failed has nothing to replay: ``ConflictError``), binds the revision (its runtime by id:
 the same pins build the same runtime; a stored row whose runtime id is not the revision's is a
 ``ConflictError``) and runs it once — never answered from the result cache — then compares the
 answer with the stored one field by field (:data:`COMPARED`; timings, printed output and the cached
@@ -22,6 +24,8 @@ from evaluator_host.jobs.mapping import RowMapper
 from evaluator_host.jobs.models import FieldMapping, Replay
 from evaluator_host.jobs.runner import JobRunner
 from evaluator_host.jobs.stored_form import full_form
+from evaluator_host.targets.generate import trace_of
+from evaluator_host.targets.models import Target
 
 __all__ = ["COMPARED", "replay"]
 
@@ -60,6 +64,16 @@ async def replay(runner: JobRunner, workspace: str, job_id: str, index: int) -> 
         raise NotFoundError(f"the dataset of job {job_id!r} has no row {index}")
     mapper = RowMapper(FieldMapping(**job.field_mapping), dataset.columns)
     case = mapper.case(json.loads(line))
+    if job.target is not None:  # a model-target job's row: its stored generation is the outputs, its call the trace
+        targeted = runner.lanes.targeted
+        generation = (await asyncio.to_thread(targeted.store.of, job_id, [index])).get(index)
+        if generation is None or generation.text is None:
+            raise ConflictError(
+                f"row {index} of job {job_id!r} has no generated text (its model call failed): "
+                "the evaluator never ran on it, so there is nothing to replay"
+            )
+        case["outputs"] = generation.text
+        case["trace"] = trace_of(job_id, generation, Target(**job.target).model, targeted.prices)
     bound = await runner.revisions.bind(revision)
     raw = (await bound.run([case]))[0]
     replayed = bound.result(raw).model_copy(update={"evaluator_id": revision.id, "revision": revision.revision})

@@ -131,6 +131,28 @@ def test_a_row_whose_call_keeps_failing_is_an_error_result_and_the_job_goes_on(
     assert data[1]["result"]["status"] == "ok"
 
 
+def test_a_generated_row_replays_on_its_stored_generation_without_calling_the_model(
+    client: TestClient, llm: LLMServer
+) -> None:
+    """Replay scores the stored generation again (outputs = its text, trace = its call): identical, and the model
+    is not called; a row whose call failed has nothing of the evaluator's to replay (409)."""
+    llm.plan("Q: lost", [500, 500])
+    rows = [{"question": "kept"}, {"question": "lost"}]
+    body = {"evaluator_id": _evaluator(client), "rows": rows, "target": _target(llm, max_retries=1)}
+    job = _finished(client, client.post("/v1/jobs", json=body).json()["id"])
+    calls = job["usage"]["calls"]
+    answer = client.post("/v1/results/replay", json={"job_id": job["id"], "index": 0})
+    assert answer.status_code == 200, answer.text
+    replayed = answer.json()
+    assert replayed["identical"] is True and replayed["differences"] == [], replayed
+    assert replayed["replayed"]["details"]["details"]["outputs"] == "A: Q: kept"  # the stored text, not None
+    assert llm.received["Q: kept"] == 1  # once, by the job
+    failed = client.post("/v1/results/replay", json={"job_id": job["id"], "index": 1})
+    assert failed.status_code == 409 and "no generated text" in failed.json()["error"]["message"], failed.text
+    assert client.get(f"/v1/jobs/{job['id']}").json()["usage"]["calls"] == calls
+    assert_healthy(client)
+
+
 def test_a_template_error_is_a_400_and_a_missing_column_a_row_error(client: TestClient, llm: LLMServer) -> None:
     evaluator = _evaluator(client)
     bad = {"evaluator_id": evaluator, "rows": [{"question": "x"}], "target": _target(llm, prompt="Q: {{ question ")}
