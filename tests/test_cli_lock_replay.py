@@ -54,6 +54,18 @@ def test_the_lock_of_a_runtime_from_the_service_and_from_this_machine(tmp_path: 
         assert body == http.get(f"/v1/runtimes/{runtime_id}/lock").json()
         assert {(p["name"].lower(), p["version"]) for p in body["packages"]} >= {("six", "1.16.0")}
 
+        # a beginning of an id the service lists (its evaluators' runtimes) will do there too
+        unlisted = cli("runtimes", "lock", runtime_id[:16], *server, data_dir=data, backend=backend)
+        assert unlisted.returncode == 2 and "404" in unlisted.stderr, unlisted.stderr  # one-off calls' are not listed
+        assert "whole id" in unlisted.stderr, unlisted.stderr
+        evaluator = {"name": "lists", "language": "python", "code": LISTS, "packages": PINS}
+        saved = http.post("/v1/evaluators", json=evaluator)
+        assert saved.status_code == 201, saved.text
+        prefix = cli("runtimes", "lock", runtime_id[:16], *server, data_dir=data, backend=backend)
+        assert prefix.returncode == 0 and json.loads(prefix.stdout) == body, prefix.stderr
+        npm = cli("runtimes", "lock", runtime_id, "--format", "package-lock", data_dir=data, backend=backend)
+        assert npm.returncode == 2 and "requirements or cyclonedx" in npm.stderr, npm.stderr  # a Python runtime's
+
         local = cli("runtimes", "lock", runtime_id[:16], data_dir=data, backend=backend)  # a prefix will do
         assert local.returncode == 0, local.stderr
         mine = json.loads(local.stdout)

@@ -5,7 +5,8 @@
 ``POST /v1/runtimes``, an evaluation, a saved evaluator) with their elapsed time and the live end
 of their log; builds that failed lately with the installer's message and its "did you mean";
 built runtimes with their pins, whole lock, size, last use and build duration (the
-``inventory`` of either backend). A build under way says where it stands (``progress``: waiting,
+``inventory`` of either backend; the runtime of no packages of each family, which no build makes, is ready
+with an empty lock). A build under way says where it stands (``progress``: waiting,
 resolving, downloading n/N, installing, finishing; from the installer's reports in its live log,
 :mod:`evaluator_host.builds.uv`), in the view and, for ``GET /v1/runtimes/{id}``, in
 ``X-Runtime-Build`` (``building; runtime=…; phase=downloading 3/12; elapsed=4.1s``). A ``POST``
@@ -121,7 +122,19 @@ class RuntimeCatalog:
         failed = once.failed.peek(rid)
         if failed is not None:
             return self._failed_view(rid, failed)
+        bare = self.bare_view(rid)
+        if bare is not None:
+            return bare
         raise NotFoundError(f"no runtime {rid!r} (GET /v1/runtimes lists them)")
+
+    def bare_view(self, rid: str) -> RuntimeView | None:
+        """The runtime of no packages whose id is ``rid`` (a family's interpreter alone: nothing to build, so it is
+        in no inventory, yet every job of an evaluator without pins names it), ready with an empty lock; else None."""
+        once = self._once
+        for name in languages.names():
+            if once.runtime_for(name, {}) == rid:
+                return RuntimeView(id=rid, status="ready", language=languages.get(name).family.name, packages={})
+        return None
 
     async def list_all(self, only: Collection[str] | None = None) -> list[RuntimeView]:
         """Every runtime (of the ids in ``only``, when given): built, under way and failed lately."""

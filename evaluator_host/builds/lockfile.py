@@ -9,7 +9,11 @@ image's id (docker; the process backend runs the host's interpreter: no image), 
 same packages in each format: ``requirements.txt`` with every ``--hash=sha256:`` line of each package when
 every package has one (pip's hash mode is all or nothing: a runtime built before hashes were recorded gets
 none), ``package-lock.json`` with each ``integrity``, the SBOM with the installed wheel's SHA-256 (Python) or
-the tarball's SHA-512 (Node, hex).
+the tarball's SHA-512 (Node, hex). :func:`render` is the one choice of a format: ``requirements`` is a Python
+runtime's and ``package-lock`` a Node runtime's only (pip would fetch a Node package's name from PyPI; an npm
+integrity is not a sha256): the other family's answers :class:`BadRequest`. The SBOM is a function of the
+lock alone — its serial number a UUID5 of the lock's JSON, its references named, its timestamp the runtime's
+build (none when unknown) — so two fetches of one runtime's SBOM are byte-identical.
 """
 
 from __future__ import annotations
@@ -18,17 +22,30 @@ import base64
 import binascii
 import json
 import re
+import uuid
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from cyclonedx.model import HashAlgorithm, HashType
-from cyclonedx.model.bom import Bom
+from cyclonedx.model.bom import Bom, BomMetaData
 from cyclonedx.model.component import Component, ComponentType
 from cyclonedx.output.json import JsonV1Dot6
 from packageurl import PackageURL
 
 from evaluator_host.builds.models import LockedPackage, RuntimeLock, RuntimeView
+from evaluator_host.errors import BadRequest
 
-__all__ = ["base_image_id", "locked", "package_lock_json", "requirements_txt", "runtime_lock", "sbom_json"]
+__all__ = [
+    "FORMATS",
+    "base_image_id",
+    "locked",
+    "package_lock_json",
+    "render",
+    "requirements_txt",
+    "runtime_lock",
+    "sbom_json",
+]
 
 _PIP = re.compile(r"^([A-Za-z0-9._-]+)==(\S+)")
 _SHA256 = re.compile(r"^sha256:([0-9a-f]{64})$")
@@ -99,16 +116,20 @@ def package_lock_json(lock: RuntimeLock) -> str:
     return json.dumps(body, indent=2) + "\n"
 
 
-def sbom_json(lock: RuntimeLock) -> str:
+def sbom_json(lock: RuntimeLock, built_at: datetime | None = None) -> str:
     """A CycloneDX 1.6 JSON SBOM: the runtime as the described component, each package a library with its
-    purl (``pkg:pypi`` / ``pkg:npm``) and its hash when recorded (the wheel's SHA-256, the tarball's SHA-512)."""
+    purl (``pkg:pypi`` / ``pkg:npm``) and its hash when recorded (the wheel's SHA-256, the tarball's SHA-512);
+    the same bytes for the same lock and ``built_at`` (the module's contract)."""
     kind = "pypi" if lock.language == "python" else "npm"
-    bom = Bom()
+    serial = uuid.uuid5(uuid.NAMESPACE_URL, "evaluator-host:runtime-lock:" + lock.model_dump_json())
+    bom = Bom(serial_number=serial, metadata=BomMetaData(timestamp=built_at))
+    bom.metadata.timestamp = built_at  # type: ignore[assignment]  # (its type says datetime; it writes None as absent, not "now")
     bom.metadata.component = Component(
         name=f"evaluator-host-runtime-{lock.runtime_id}",
         type=ComponentType.PLATFORM,
         version=lock.interpreter.get("version"),
         description=f"{lock.interpreter.get('name', '')} runtime; base image {lock.base_image or 'none'}",
+        bom_ref=f"runtime:{lock.runtime_id}",
     )
     components: list[Component] = []
     for p in lock.packages:
@@ -127,6 +148,27 @@ def sbom_json(lock: RuntimeLock) -> str:
         bom.components.add(component)
     bom.register_dependency(bom.metadata.component, components)  # the runtime holds every package
     return str(JsonV1Dot6(bom).output_as_string(indent=2))
+
+
+# format → (the family it is for, or None: any; media type; renderer of (lock, built_at))
+FORMATS: dict[str, tuple[str | None, str, Callable[[RuntimeLock, datetime | None], str]]] = {
+    "requirements": ("python", "text/plain; charset=utf-8", lambda lock, _: requirements_txt(lock)),
+    "package-lock": ("node", "application/json", lambda lock, _: package_lock_json(lock)),
+    "cyclonedx": (None, "application/vnd.cyclonedx+json; version=1.6", sbom_json),
+}
+
+
+def render(lock: RuntimeLock, form: str, built_at: datetime | None = None) -> tuple[str, str]:
+    """``lock`` as ``form`` (a key of :data:`FORMATS`): (media type, text); :class:`BadRequest` for the other
+    family's format (``requirements`` of a Node runtime, ``package-lock`` of a Python one)."""
+    family, media, write = FORMATS[form]
+    if family is not None and family != lock.language:
+        fits = [name for name, (of, _, _) in FORMATS.items() if of in (None, lock.language)]
+        raise BadRequest(
+            f"format {form!r} is a {family} lock and runtime {lock.runtime_id!r} is a {lock.language} runtime: "
+            f"ask for json, {' or '.join(fits)}"
+        )
+    return media, write(lock, built_at)
 
 
 def _sbom_hashes(package: LockedPackage) -> list[HashType]:

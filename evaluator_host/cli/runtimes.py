@@ -21,6 +21,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -88,13 +89,6 @@ def _details(backend: str, info: RuntimeInfo, log_tail: str) -> list[str]:
     return lines
 
 
-_RENDER = {
-    "requirements": lockfile.requirements_txt,
-    "package-lock": lockfile.package_lock_json,
-    "cyclonedx": lockfile.sbom_json,
-}
-
-
 def _local_lock(settings: Settings, found: list[tuple[str, BuildOnce, RuntimeInfo]], wanted: str, form: str) -> str:
     """The lock of this machine's one runtime whose id starts with ``wanted``, rendered as ``form``."""
     from evaluator_host.api import interpreters
@@ -106,8 +100,14 @@ def _local_lock(settings: Settings, found: list[tuple[str, BuildOnce, RuntimeInf
     family = "python" if info.language == "python" else "node"
     version = interpreters.discover(settings, backend).get(family, "unknown")
     base = _base_image_id(settings) if backend == "docker" else None
-    lock = lockfile.runtime_lock(ready_view(info), {"name": family, "version": version}, base)
-    return lock.model_dump_json(indent=2) + "\n" if form == "json" else _RENDER[form](lock)
+    view = ready_view(info)
+    lock = lockfile.runtime_lock(view, {"name": family, "version": version}, base)
+    if form == "json":
+        return lock.model_dump_json(indent=2) + "\n"
+    try:
+        return lockfile.render(lock, form, view.created_at)[1]
+    except EvaluatorHostError as exc:
+        raise UsageError(exc.message) from exc
 
 
 def _base_image_id(settings: Settings) -> str | None:
@@ -120,15 +120,29 @@ def _base_image_id(settings: Settings) -> str | None:
         return None
 
 
+_WHOLE_ID = re.compile(r"[a-z]+-[0-9a-f]{20}")  # builds/build_once.py's runtime_id: family, 20 hex digits
+
+
 def _remote_lock(args: argparse.Namespace) -> str:
     """The lock as the service at ``--server`` answers it."""
-    from evaluator_host.cli.remote import service_client, usage_errors
+    from evaluator_host.cli.remote import described, service_client, usage_errors
+    from evaluator_host.client import NotFoundError
 
     key = args.api_key or os.environ.get("EVALUATOR_HOST_API_KEY")
     with service_client(args.server, key) as client, usage_errors():
-        if args.format == "json":
-            return client.runtime_lock(args.id).model_dump_json(indent=2) + "\n"
-        return str(client.runtime_lock_file(args.id, args.format))
+        rid = args.id
+        if not _WHOLE_ID.fullmatch(rid):  # an id's beginning, as for this machine's runtimes: among those it lists
+            listed = [r.id for r in client.list_runtimes().data if r.id.startswith(rid)]
+            rid = listed[0] if len(listed) == 1 else rid
+        try:
+            if args.format == "json":
+                return client.runtime_lock(rid).model_dump_json(indent=2) + "\n"
+            return str(client.runtime_lock_file(rid, args.format))
+        except NotFoundError as exc:
+            raise UsageError(
+                f"{described(exc)} (a beginning of an id finds only the runtimes the service lists, its evaluators'; "
+                "name any other by its whole id: a result's runtime.id, a job's runtime_id)"
+            ) from exc
 
 
 def _write(output: str | None, text: str) -> None:
@@ -206,7 +220,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     runtimes.add_argument("--json", action="store_true", help="list, show: one JSON object per runtime")
     runtimes.add_argument(
         "--format",
-        choices=["json", *_RENDER],
+        choices=["json", *lockfile.FORMATS],
         default="json",
         help="lock: json (default), requirements (requirements.txt), package-lock (package-lock.json), cyclonedx",
     )

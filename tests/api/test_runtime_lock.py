@@ -19,6 +19,7 @@ from evaluator_host.builds import installers, lockfile
 from evaluator_host.builds.models import RuntimeView
 from evaluator_host.builds.npm import npm_command
 from evaluator_host.definitions import languages
+from evaluator_host.errors import BadRequest
 
 # pin sets of this test's own: docker runtime images are shared machine-wide, and one of the same pins built
 # before hashes were recorded would (rightly) answer without hashes
@@ -87,8 +88,13 @@ def test_the_lock_of_a_python_runtime_is_what_is_installed(client: TestClient, t
     assert purls == {f"pkg:pypi/{p['name']}@{p['version']}" for p in body["packages"]}
     (component,) = [c for c in document["components"] if c["name"].lower() == "six"]
     assert component["hashes"] == [{"alg": "SHA-256", "content": digest}]
+    again = client.get(f"/v1/runtimes/{runtime_id}/lock", params={"format": "cyclonedx"})
+    assert again.content == sbom.content  # the same lock, the same bytes (serial number, references, timestamp)
+    assert document["serialNumber"].startswith("urn:uuid:")
     bad = client.get(f"/v1/runtimes/{runtime_id}/lock", params={"format": "zip"})
     assert bad.status_code == 422
+    other = client.get(f"/v1/runtimes/{runtime_id}/lock", params={"format": "package-lock"})  # npm's, not pip's
+    assert other.status_code == 400 and "requirements or cyclonedx" in other.json()["error"]["message"], other.text
     assert client.get("/v1/runtimes/python-0000000000000000/lock").status_code == 404
 
 
@@ -117,6 +123,41 @@ def test_the_lock_of_a_node_runtime_is_what_is_installed(client: TestClient) -> 
     (component,) = [c for c in sbom["components"] if c["name"] == "leven"]
     sha512 = base64.b64decode(integrity[len("sha512-") :]).hex()
     assert component["hashes"] == [{"alg": "SHA-512", "content": sha512}]
+    other = client.get(f"/v1/runtimes/{runtime_id}/lock", params={"format": "requirements"})  # pip would ask PyPI
+    assert other.status_code == 400 and "package-lock or cyclonedx" in other.json()["error"]["message"], other.text
+
+
+@pytest.mark.parametrize("language, family", [("python", "python"), ("javascript", "node")])
+def test_the_runtime_of_no_packages_has_an_empty_lock(client: TestClient, language: str, family: str) -> None:
+    """An evaluator without pins runs on its family's interpreter alone: nothing is built, yet its results and jobs
+    name that runtime, and its lock (no packages, the interpreter, the base image) is served like any other's."""
+    code = {"python": "def evaluate(inputs, outputs, trace):\n    return 1\n"}.get(
+        language, "function evaluate(inputs, outputs, trace) { return 1 }\n"
+    )
+    answer = client.post("/v1/evaluate", json={"language": language, "code": code})
+    assert answer.status_code == 200 and answer.json()["status"] == "ok", answer.text
+    runtime_id = answer.json()["runtime"]["id"]
+    view = client.get(f"/v1/runtimes/{runtime_id}")
+    assert view.status_code == 200, view.text
+    assert view.json()["status"] == "ready" and view.json()["packages"] == {} and view.json()["language"] == family
+    lock = client.get(f"/v1/runtimes/{runtime_id}/lock").json()
+    assert lock["packages"] == [] and lock["interpreter"]["name"] == family and lock["runtime_id"] == runtime_id
+    native = "requirements" if family == "python" else "package-lock"
+    assert client.get(f"/v1/runtimes/{runtime_id}/lock", params={"format": native}).status_code == 200
+    sbom = json.loads(client.get(f"/v1/runtimes/{runtime_id}/lock", params={"format": "cyclonedx"}).text)
+    assert sbom.get("components", []) == [] and sbom["metadata"]["component"]["bom-ref"] == f"runtime:{runtime_id}"
+
+
+def test_a_format_of_the_other_family_is_refused_and_the_sbom_is_a_function_of_the_lock() -> None:
+    python = RuntimeView(id="python-x", status="ready", language="python", packages={}, lock=["six==1.16.0"])
+    lock = lockfile.runtime_lock(python, {"name": "python", "version": "3.11"}, None)
+    with pytest.raises(BadRequest, match="requirements or cyclonedx"):
+        lockfile.render(lock, "package-lock")
+    assert lockfile.render(lock, "requirements")[1].splitlines()[-1] == "six==1.16.0"
+    first = lockfile.render(lock, "cyclonedx")[1]
+    assert first == lockfile.render(lock, "cyclonedx")[1] and '"timestamp"' not in first
+    other = lockfile.runtime_lock(python.model_copy(update={"lock": ["six==1.17.0"]}), lock.interpreter, None)
+    assert json.loads(lockfile.sbom_json(other))["serialNumber"] != json.loads(first)["serialNumber"]
 
 
 def test_a_runtime_built_before_hashes_were_recorded_has_none() -> None:

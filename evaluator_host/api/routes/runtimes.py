@@ -63,13 +63,6 @@ async def get(runtime_id: str, services: ServicesDep, _who: PrincipalDep) -> Run
     return await services.runtimes.get(runtime_id)
 
 
-_LOCK_FORMATS = {
-    "requirements": ("text/plain; charset=utf-8", lockfile.requirements_txt),
-    "package-lock": ("application/json", lockfile.package_lock_json),
-    "cyclonedx": ("application/vnd.cyclonedx+json; version=1.6", lockfile.sbom_json),
-}
-
-
 @router.get(
     "/{runtime_id}/lock",
     response_model=RuntimeLock,
@@ -89,7 +82,8 @@ async def lock(
 ) -> RuntimeLock | Response:
     """A built runtime's full lock: every package with its version (and hash where the build recorded it), the
     interpreter's version and the base image's id; as JSON, ``requirements.txt`` (Python),
-    ``package-lock.json`` (Node) or a CycloneDX SBOM. 409 while it is not built."""
+    ``package-lock.json`` (Node) or a CycloneDX SBOM (the same bytes on every fetch). 409 while it is not built;
+    400 for the other family's format (``requirements`` of a Node runtime, ``package-lock`` of a Python one)."""
     view = await services.runtimes.get(runtime_id)
     if view.status != "ready":
         raise ConflictError(f"runtime {runtime_id!r} is {view.status}: its lock is known once it is built")
@@ -99,5 +93,5 @@ async def lock(
     found = lockfile.runtime_lock(view, {"name": family, "version": versions.get(family, "unknown")}, base)
     if format == "json":
         return found
-    media, render = _LOCK_FORMATS[format]
-    return PlainTextResponse(render(found), media_type=media)
+    media, text = lockfile.render(found, format, view.created_at)
+    return PlainTextResponse(text, media_type=media)
