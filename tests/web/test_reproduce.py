@@ -20,13 +20,19 @@ STEADY = (
 RANDOM = "import random\n\ndef evaluate(inputs, outputs, trace):\n    return random.random()\n"
 
 
-def _job(service: httpx.Client, name: str, code: str, packages: dict[str, str] | None = None) -> dict[str, Any]:
-    body = {"name": name, "language": "python", "code": code, "packages": packages or {}}
+def _job(
+    service: httpx.Client, name: str, code: str, packages: dict[str, str] | None = None, again: bool = False
+) -> dict[str, Any]:
+    """A finished job of a new evaluator over three rows (``again``: the second such job, cached: opted in)."""
+    body: dict[str, Any] = {"name": name, "language": "python", "code": code, "packages": packages or {}}
+    if again:
+        body["settings"] = {"cache": True}
     evaluator = service.post("/v1/evaluators", json=body)
     assert evaluator.status_code == 201, evaluator.text
     rows = [{"outputs": str(i % 2), "expected": "1"} for i in range(3)]
-    job = wait(service, start(service, evaluator.json()["id"], rows=rows)["id"])  # type: ignore[arg-type]
-    assert job["status"] == "succeeded", job
+    for _ in range(2 if again else 1):
+        job = wait(service, start(service, evaluator.json()["id"], rows=rows)["id"])  # type: ignore[arg-type]
+        assert job["status"] == "succeeded", job
     return job
 
 
@@ -70,3 +76,12 @@ def test_a_job_downloads_its_runtime_lock_and_replays_a_row(page: Page, service:
     verdict = rows.nth(0).locator(".replay-verdict")
     expect(verdict).to_contain_text("✗ differs: score: ")
     expect(job.locator(".runtime-lock")).to_contain_text("requirements.txt")  # no pins: still a lock (empty)
+    with page.expect_download() as download:
+        job.locator(".runtime-lock").get_by_role("button", name="requirements.txt").click()
+    bare = open(download.value.path()).read()  # noqa: SIM115
+    assert bare.startswith(f"# runtime {randomly['runtime_id']}: python "), bare  # the interpreter alone
+
+    cached = _job(service, "cached", STEADY, {"six": "1.16.0"}, again=True)
+    assert cached["progress"]["cached"] == 3
+    _open(page, cached["id"])
+    expect(page.locator(".progress-text .cached")).to_have_text(" · 3 from the cache")

@@ -329,7 +329,7 @@ export class JobsScreen {
 
 
   private renderJob(job: Job): void {
-    const { total, done, failed } = job.progress;
+    const { total, done, failed, cached } = job.progress;
     const fraction = total ? done / total : 0;
     const active = job.status === "queued" || job.status === "running";
     const eta = active && job.rows_per_s ? (total - done) / job.rows_per_s : null;
@@ -348,6 +348,7 @@ export class JobsScreen {
           eta !== null ? ` · ETA ${eta < 1 ? "<1" : num(eta, 0)} s` : "",
           " · ",
           h("span", { class: failed ? "fail" : "" }, `${failed} failed`),
+          cached ? h("span", { class: "cached", title: "rows answered from the result cache (an earlier identical run)" }, ` · ${cached} from the cache`) : "",
         ),
         usageView(job, () => {
           if (job.target) this.model.load(job.target);

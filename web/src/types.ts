@@ -225,7 +225,7 @@ export interface Job {
   evaluator_id: string;
   revision: number;
   status: "queued" | "running" | "succeeded" | "failed" | "cancelled" | "stopped";
-  progress: { total: number; done: number; failed: number };
+  progress: { total: number; done: number; failed: number; cached?: number };
   rows_per_s: number | null;
   created_at: string;
   started_at: string | null;
