@@ -75,7 +75,12 @@ async def check_endpoint(
     except ValueError:
         pass
     else:
-        raise TargetError(f"target host {host} is an IP literal: name the host (and allow host:port)")
+        raise TargetError(
+            f"target host {host} is an IP literal: name the host (and allow host:port); a server on this machine or "
+            'network gets a name from the operator: EVALUATOR_HOST_EGRESS_HOSTS=\'{"llm.local": "'
+            + host.strip("[]")
+            + "\"}'"
+        )
     pins = {name.lower().rstrip("."): address for name, address in pinned.items()}
     destination = f"{host}:{port}"
     if destination not in network_allow and not (open_service and host in pins):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import re
 import time
 from collections.abc import Awaitable, Callable
 
@@ -116,6 +117,7 @@ def test_the_endpoint_rule_is_the_egress_proxys() -> None:
         ("https://api.example.com/v1", {"api.example.com:8443"}, True, None, "api.example.com:443 is not in"),
         ("http://10.0.0.5/v1", {"10.0.0.5:80"}, True, None, "IP literal"),
         ("http://[::1]:80/v1", {"[::1]:80"}, True, None, "IP literal"),
+        ("http://127.0.0.1:8080/v1", set(), True, None, re.escape("""EGRESS_HOSTS='{"llm.local": "127.0.0.1"}'""")),
         ("https://internal.example/v1", {"internal.example:443"}, False, ["10.1.2.3"], "not public"),
         ("https://meta.example/v1", {"meta.example:443"}, False, ["93.184.216.34", "169.254.169.254"], "not public"),
         ("https://six.example/v1", {"six.example:443"}, False, ["64:ff9b::a9fe:a9fe"], "not public"),
