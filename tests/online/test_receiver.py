@@ -197,7 +197,10 @@ def test_a_trace_whose_root_never_ends_is_ready_at_the_timeout(world: World) -> 
     assert world.trace(trace_id).state == "open"
     clock["now"] = utcnow() + timedelta(seconds=301)
     tick.tick()
-    assert world.trace(trace_id).state == "ready"
+    # ready at the timeout; the service's own router (polling every online_poll_s) may have routed it already,
+    # and "routed" is only ever reached from "ready" (ScoreQueue.route's conditional update): CI met that race
+    trace = world.trace(trace_id)
+    assert trace.state in ("ready", "routed") and trace.ready_at is not None, trace
 
 
 def test_a_span_sent_twice_keeps_its_first_row_and_a_routed_trace_stays_routed(world: World) -> None:
