@@ -1,5 +1,8 @@
-"""A job chunk's rows answered from the result cache, merged with the rows that ran (``jobs/lanes.py``).
+"""A job chunk's rows answered from the result cache, merged with the rows that ran (``jobs/lanes.py``, and a
+queued worker host's ``jobs/queue/host.py``).
 
+:func:`look_up` finds a chunk's cached rows (its keys, then one lookup in a thread when the job looks at
+all) and says how long that took: a chunk the cache answered is sized by that time and its misses' run.
 :func:`merged` puts a chunk back together in its order: the hits (position → status and stored text,
 from :meth:`evaluation.cache.JobCache.lookup`) where they were, the fresh rows (a
 :class:`~evaluator_host.jobs.rows.StoredChunk` of the misses, in order) in the other places; each hit
@@ -8,13 +11,19 @@ counts in the aggregate as its stored text says (status, score, passed, outputs,
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
+from evaluator_host.evaluation.cache import JobCache
 from evaluator_host.jobs.rows import StoredChunk, StoredRow
+from evaluator_host.sandbox.protocol import WireCase
 
-__all__ = ["hit_row", "merged"]
+__all__ = ["Looked", "hit_row", "look_up", "merged"]
 
 _decode = msgspec.json.Decoder(dict[str, Any]).decode
 
@@ -46,3 +55,21 @@ def merged(total: int, hits: dict[int, tuple[str, str]], fresh: StoredChunk) -> 
     if at != len(fresh.statuses):
         raise ValueError(f"{len(fresh.statuses)} fresh rows for {total - len(hits)} places")
     return StoredChunk(statuses, texts, scored, fresh.trues, fresh.falses)
+
+
+@dataclass(slots=True)
+class Looked:
+    """A chunk's rows as the cache holds them: every row's key, the hits (position → status, stored text) and
+    the seconds the keys and the lookup took."""
+
+    keys: list[bytes]
+    hits: dict[int, tuple[str, str]]
+    seconds: float
+
+
+async def look_up(cache: JobCache, cases: Sequence[WireCase], look: bool) -> Looked:
+    """The keys of ``cases`` and, when ``look`` (rows of this key prefix were ever cached), the ones stored."""
+    started = time.perf_counter()
+    keys = cache.keys(cases)
+    hits = await asyncio.to_thread(cache.lookup, keys) if look else {}
+    return Looked(keys, hits, time.perf_counter() - started)

@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import time
 from typing import Any
 
 from evaluator_host.errors import LimitError, QuotaExceeded
@@ -39,7 +38,7 @@ from evaluator_host.evaluation.aggregate import Accumulator
 from evaluator_host.evaluation.cache import JobCache, ResultCache
 from evaluator_host.evaluation.evaluators import Evaluators
 from evaluator_host.evaluation.path import Bound
-from evaluator_host.jobs.cached import merged
+from evaluator_host.jobs.cached import look_up, merged
 from evaluator_host.jobs.executor import ChunkExecutor
 from evaluator_host.jobs.mapping import RowMapper
 from evaluator_host.jobs.models import FieldMapping
@@ -154,13 +153,12 @@ class Lanes:
                 with tracing.span("job.chunk", traced, root=True) as span:  # each chunk a trace of its own
                     cases = [case for _, case in chunk]
                     cached: _Cached | None = None
-                    looked = time.perf_counter()
+                    looked = 0.0
                     if cache is not None:  # only the rows the cache does not hold run
-                        keys = cache.keys(cases)
-                        cached = _Cached(cache, keys, await asyncio.to_thread(cache.lookup, keys) if look else {})
+                        found = await look_up(cache, cases, look)
+                        cached, looked = _Cached(cache, found.keys, found.hits), found.seconds
                         if cached.hits:
                             cases = [case for pos, case in enumerate(cases) if pos not in cached.hits]
-                    looked = time.perf_counter() - looked
                     outcomes: list[RawOutcome] = []
                     ran_s = 0.0
                     if cases:

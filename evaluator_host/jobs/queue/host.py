@@ -36,7 +36,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
@@ -45,7 +44,7 @@ from evaluator_host.errors import EvaluatorHostError, JobNotHeld, QuotaExceeded
 from evaluator_host.evaluation.cache import JobCache, ResultCache
 from evaluator_host.evaluation.evaluators import Evaluators
 from evaluator_host.evaluation.path import Bound
-from evaluator_host.jobs.cached import hit_row
+from evaluator_host.jobs.cached import hit_row, look_up
 from evaluator_host.jobs.executor import ChunkExecutor, DatabaseAway
 from evaluator_host.jobs.mapping import RowMapper
 from evaluator_host.jobs.models import FieldMapping
@@ -191,11 +190,10 @@ class WorkerHost:
         cases = job.mapper.wire_cases([line for _, line in todo])
         keys: list[bytes] = []
         hits: dict[int, tuple[str, str]] = {}
-        looked = time.perf_counter()
+        looked = 0.0
         if job.cache is not None:  # only the rows the cache does not hold run
-            keys = job.cache.keys(cases)
-            hits = await asyncio.to_thread(job.cache.lookup, keys) if job.look else {}
-        looked = time.perf_counter() - looked
+            found = await look_up(job.cache, cases, job.look)
+            keys, hits, looked = found.keys, found.hits, found.seconds
         misses = [case for pos, case in enumerate(cases) if pos not in hits]
         seconds = 0.0
         results: list[StoredRow] = []
