@@ -23,6 +23,7 @@ import asyncio
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from evaluator_host.errors import ResponseTooLarge
 from evaluator_host.observability import tracing
@@ -138,7 +139,10 @@ async def run_batch(
                 raise Foreign(reply)
             call.budget.spend(frames.last_size, index, len(call.cases))
             raw = worker.take_raw_output()
-            egress = worker.egress.take() if worker.egress is not None else []
+            egress: list[dict[str, Any]] = []
+            if worker.egress is not None:
+                await worker.egress.settle()
+                egress = worker.egress.take()
             if reply.get("type") == "results":  # consecutive plain ok replies in one frame
                 first = done
                 done = bulk_outcomes(reply, batch, done, results)

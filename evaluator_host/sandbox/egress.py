@@ -68,6 +68,8 @@ IN_SANDBOX_PORT = 3128  # the harness's forwarder, on the sandbox's own loopback
 _CONNECT_TIMEOUT_S = 10.0
 _MAX_CONNECTIONS = 32  # open at once per worker (an async evaluator's: twice its in_flight if more: bind)
 _LOG_LIMIT = 100  # entries kept per worker between two takes
+_SETTLE_TURNS = 2  # event-loop turns a connection closed before its case answered needs to be logged "ok"
+_SETTLE_S = 0.2  # how long a case's answer waits for a connection whose sandbox side has ended (settle)
 _HALF_CLOSED_S = 5.0  # once one way has ended, the other may go on this long
 _RESPONSE_HEAD_LIMIT = 64 * 1024
 _ESTABLISHED = b"HTTP/1.1 200 Connection established\r\n\r\n"
@@ -129,10 +131,25 @@ class EgressGate:
         taken, self._log = self._log, []
         now = time.monotonic()
         return [
-            {k: v for k, v in entry.items() if k != "_started"}
+            {k: v for k, v in entry.items() if not k.startswith("_")}
             | {"duration_ms": entry.get("duration_ms", round((now - entry["_started"]) * 1000, 2))}
             for entry in taken
         ]
+
+    async def settle(self) -> None:
+        """Let connections the sandbox has already closed finish being logged before a case's log is
+        taken (none open: at once). A connection closed before its case answered ends beside that answer
+        (its EOF is ready in the same turn of the loop as the answer, so one turn or two see it "ok");
+        one whose sandbox side has ended while its destination has not yet answered that end (the
+        relay's ``_ending``) is waited for, at most :data:`_SETTLE_S`. One the sandbox keeps open (a
+        keep-alive pool) costs the turns only and is reported "open", as :meth:`take` says."""
+        for _ in range(_SETTLE_TURNS):
+            if not any(entry["status"] == "open" for entry in self._log):
+                return
+            await asyncio.sleep(0)
+        ending = [entry["_ending"] for entry in self._log if entry["status"] == "open" and "_ending" in entry]
+        if ending:
+            await asyncio.wait(ending, timeout=_SETTLE_S)
 
     def record(self, entry: dict[str, Any]) -> None:
         """Log a connection (updated in place while it lasts)."""

@@ -85,6 +85,8 @@ class _Relay:
         if end.ended:
             return
         end.ended = True
+        if end is self.sandbox:  # the case is done with it: what is left is its destination's end (settle)
+            self.entry["_ending"] = self.done
         peer = end.peer
         assert peer is not None
         if peer.ended:
@@ -102,6 +104,7 @@ class _Relay:
 
     def finish(self) -> None:
         if not self.done.done():
+            self.entry["status"] = "ok"  # now, not when the proxy's task next runs (a case's log may be taken first)
             self.done.set_result(None)
 
     def close(self) -> None:

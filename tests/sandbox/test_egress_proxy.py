@@ -341,3 +341,58 @@ def test_large_bodies_are_relayed_whole_both_ways_on_either_loop(loop: str) -> N
 
     run = uvloop.run if loop == "uvloop" else asyncio.run
     run(asyncio.wait_for(_relay_large_bodies_both_ways(), 20))
+
+
+async def _a_connection_the_sandbox_closed_is_logged_ok_when_its_case_answers() -> None:
+    """EgressGate.settle: the case's log is taken right after its answer. A connection the sandbox
+    closed before answering is "ok" there, even when the destination takes a while to end its own side
+    (here 50 ms after the sandbox's EOF); one the sandbox keeps open is "open", with its bytes so far."""
+    body = b"pong"
+    ended = asyncio.Event()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+        await reader.read()  # the client's end of the connection (or the test's end)
+        await asyncio.sleep(0.05)  # a destination slow to end its own side
+        writer.close()
+        ended.set()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    dest = f"api.openai.com:{port}"
+
+    async def fetch(gate: EgressGate, close: bool) -> asyncio.StreamWriter:
+        reader, writer = await asyncio.open_unix_connection(str(gate.path))
+        writer.write(f"GET http://{dest}/ HTTP/1.1\r\nHost: {dest}\r\n\r\n".encode())
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200") and await reader.readexactly(len(body)) == body
+        if close:
+            writer.close()
+            await writer.wait_closed()
+        return writer
+
+    try:
+        async with gate_of(EgressProxy({"api.openai.com": "127.0.0.1"}), [dest]) as gate:
+            await fetch(gate, close=True)
+            await gate.settle()
+            closed_one = gate.take()
+            kept = await fetch(gate, close=False)
+            await gate.settle()
+            kept_one = gate.take()
+            kept.close()
+    finally:
+        server.close()
+    assert [(e["host"], e["status"]) for e in closed_one] == [(dest, "ok")]
+    assert closed_one[0]["bytes_in"] > len(body) and "_ending" not in closed_one[0]
+    assert [(e["host"], e["status"]) for e in kept_one] == [(dest, "open")]
+    assert kept_one[0]["bytes_in"] > len(body)
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_connection_closed_before_its_case_answered_is_logged_ok_on_either_loop(loop: str) -> None:
+    import uvloop
+
+    run = uvloop.run if loop == "uvloop" else asyncio.run
+    run(asyncio.wait_for(_a_connection_the_sandbox_closed_is_logged_ok_when_its_case_answers(), 20))
