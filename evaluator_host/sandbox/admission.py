@@ -6,9 +6,16 @@ other; a job's chunks are never refused (jobs queue by design).
 The estimate, per key: the interactive calls of the key already in the pool (waiting or running) × the
 running mean of one row's share of a lease (:class:`~evaluator_host.sandbox.key_stats.KeyStats`) ÷ the
 workers the key holds (at least one). A call is refused when that exceeds ``admission_wait_factor`` ×
-its ``timeout_s`` (0: never refused), with ``Retry-After`` the estimate rounded up (1 to 60 s). A key
-with no measured lease yet is never refused, nor a call while nothing of its key is pending; so a
-well-behaved evaluator (rows of milliseconds against a timeout of seconds) practically never is.
+its ``timeout_s`` (0: never refused), with ``Retry-After`` the estimate rounded up (1 to 60 s).
+
+A key with no lease measured yet (new, or forgotten once idle) takes as its row time how long its
+oldest lease running now has run (a lower bound of that row's time: one row per lease until a row
+time is known, nothing is coalesced): a burst of calls on a new evaluator whose first row times out
+is refused from a fraction of that timeout on, instead of all of it queueing behind one worker (issue
+33 measured 44 calls admitted in the first second, the last answered after 16 s). Only the calls that
+arrive while its first worker starts are admitted unmeasured. A call is never refused while nothing
+of its key is pending, so a well-behaved evaluator (rows of milliseconds against a timeout of
+seconds) practically never is.
 """
 
 from __future__ import annotations
@@ -25,20 +32,26 @@ _RETRY_MAX_S = 60
 
 
 class Admission:
-    """The interactive calls pending per key, and the rule above (``held``: the workers a key holds)."""
+    """The interactive calls pending per key, and the rule above (``held``: the workers a key holds;
+    ``running``: how long its oldest running lease has run)."""
 
-    def __init__(self, factor: float, stats: KeyStats, held: Callable[[str], int]) -> None:
+    def __init__(
+        self, factor: float, stats: KeyStats, held: Callable[[str], int], running: Callable[[str], float]
+    ) -> None:
         self.factor = factor
         self.stats = stats
         self.held = held
+        self.running = running
         self.pending: dict[str, int] = {}
 
     def wait_s(self, key: str) -> float:
         """How long a call of ``key`` arriving now would likely wait for a worker (0: no estimate)."""
         pending = self.pending.get(key, 0)
-        row_s = self.stats.row_s.get(key)
-        if not pending or row_s is None:
+        if not pending:
             return 0.0
+        row_s = self.stats.row_s.get(key)
+        if row_s is None:  # nothing measured yet: the row running longest, so far
+            row_s = self.running(key)
         return pending * row_s / max(1, self.held(key))
 
     def enter(self, key: str, timeout_s: float) -> None:

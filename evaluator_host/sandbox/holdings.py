@@ -52,6 +52,7 @@ class Holdings:
         self.leased: dict[str, int] = {}  # key -> its workers running a batch now
         self.waiting: dict[str, int] = {}  # key -> callers waiting for one of its workers
         self.starting: dict[str, int] = {}  # key -> its workers being started now
+        self.lease_starts: dict[str, dict[int, float]] = {}  # key -> id(slot) -> when its running lease began
         self.caps: dict[str, int | None] = {}  # workspace -> its max_warm_workers quota
         self.ws_of: dict[str, str] = {}  # key -> its workspace
         self.mb_of: dict[str, int] = {}  # key -> its workers' memory_mb
@@ -59,6 +60,11 @@ class Holdings:
     def held(self, key: str) -> int:
         """Workers of ``key``: idle, leased, and starting (a burst of calls sees its own starts)."""
         return len(self.idle.get(key, ())) + self.leased.get(key, 0) + self.starting.get(key, 0)
+
+    def running_s(self, key: str) -> float:
+        """How long the oldest lease of ``key`` running now has run (0: none runs)."""
+        starts = self.lease_starts.get(key)
+        return time.monotonic() - min(starts.values()) if starts else 0.0
 
     def bound_mb(self) -> int:
         """The ``memory_mb`` of every bound worker (idle, leased, starting)."""
@@ -71,7 +77,7 @@ class Holdings:
 
     def forget(self, key: str) -> None:
         """Drop every table's entry of ``key`` (:meth:`unused`)."""
-        for table in (self.idle, self.leased, self.waiting, self.ws_of, self.mb_of):
+        for table in (self.idle, self.leased, self.waiting, self.ws_of, self.mb_of, self.lease_starts):
             table.pop(key, None)
 
     def fair_share(self) -> int:

@@ -164,6 +164,7 @@ class Leasing:
     def _lease(self, slot: Slot) -> Slot:
         self.holdings.leased[slot.spec.key] = self.holdings.leased.get(slot.spec.key, 0) + 1
         slot.leased_at, slot.uses_at_lease = time.monotonic(), slot.uses
+        self.holdings.lease_starts.setdefault(slot.spec.key, {})[id(slot)] = slot.leased_at
         return slot
 
     def _take_idle(self, key: str) -> Slot | None:
@@ -303,6 +304,10 @@ class Leasing:
         rows = slot.uses - slot.uses_at_lease
         if slot.leased_at:
             self.holdings.leased[key] -= 1
+            starts = self.holdings.lease_starts.get(key, {})
+            starts.pop(id(slot), None)
+            if not starts:
+                self.holdings.lease_starts.pop(key, None)
             took, slot.leased_at = now - slot.leased_at, 0.0
             if rows:  # it ran cases (not a pre-warm): what a wait for it costs
                 self.stats.leased(key, took, rows)

@@ -96,7 +96,10 @@ class WorkerPool:
         metrics.watch_pool(self._states)
         self._ids = random.Random(os.urandom(16))  # request ids: unpredictable to a sandbox, cheap here
         self.coalescer = Coalescer()
-        self.admission = Admission(settings.admission_wait_factor, self.leasing.stats, self.leasing.holdings.held)
+        holdings = self.leasing.holdings
+        self.admission = Admission(
+            settings.admission_wait_factor, self.leasing.stats, holdings.held, holdings.running_s
+        )
 
     # -- what the leasing knows ----------------------------------------------------------------
     @property

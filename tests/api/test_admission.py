@@ -5,6 +5,7 @@ so a handful of concurrent calls is a long queue."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +16,7 @@ from fastapi.testclient import TestClient
 
 from evaluator_host.api.app import create_app
 from tests.support.backends import BACKENDS
-from tests.support.service import assert_healthy, make_settings
+from tests.support.service import assert_healthy, busy_workers, make_settings
 from tests.support.wait import wait_until
 
 SLOW = "import time\n\ndef evaluate(inputs, outputs, trace):\n    time.sleep(30)\n"  # answered timeout at 0.5 s
@@ -59,6 +60,25 @@ def test_a_queue_past_the_bound_answers_429_overloaded_at_once(busy: TestClient)
     wait_until(
         lambda: busy.post(slow, json={"inputs": {}}).status_code == 200, 30, what="the slow evaluator's admission"
     )
+    assert_healthy(busy)
+
+
+def test_a_new_evaluators_burst_is_refused_once_its_first_row_has_run_long(busy: TestClient) -> None:
+    """No row of the key measured yet (a new evaluator): how long its first row has run so far stands for
+    its row time, so calls that arrive while that row runs are refused past the bound (before, a new
+    key was never refused and the whole burst queued behind it)."""
+    slow = _evaluator(busy, "slow-new", SLOW, {"timeout_s": 2})
+    wait_until(lambda: busy_workers(busy) == 0, 60, what="no worker busy")
+    with ThreadPoolExecutor(CALLS + 1) as threads:
+        first = threads.submit(busy.post, slow, json={"inputs": {}})
+        wait_until(lambda: busy_workers(busy) >= 1, 60, what="the first call's row running")
+        time.sleep(0.8)  # 0.8 s of its 2 s: a burst of 24 more would wait ~24 × 0.8 ÷ 2 s > 2 × 2 s
+        answers = list(threads.map(lambda _: busy.post(slow, json={"inputs": {}}), range(CALLS)))
+        assert first.result().json()["status"] == "timeout"
+    seen = Counter(a.status_code for a in answers)
+    assert set(seen) <= {200, 429}, seen
+    assert seen[429] >= CALLS // 2, seen  # at most ~11 admitted: pending × 0.8 s ÷ (1 or 2 workers) ≤ 4 s
+    assert all(a.json()["error"]["type"] == "Overloaded" for a in answers if a.status_code == 429)
     assert_healthy(busy)
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.support.service import assert_healthy
+from tests.support.service import assert_healthy, busy_workers
+from tests.support.wait import wait_until
 
 JS_LOOP = (
     "const fs = require('node:fs');\n"
@@ -52,6 +53,9 @@ def _evaluator(client: TestClient, language: str, code: str, settings: dict[str,
         "/v1/evaluators", json={"name": f"keep-{language}", "language": language, "code": code, "settings": settings}
     )
     assert made.status_code == 201, made.text
+    # its pre-warm has finished: a worker it was still starting would become the most recently used one
+    # after the first call's, and answer the next call (a second worker, not the first one replaced)
+    wait_until(lambda: busy_workers(client) == 0, 60, what="the evaluator's pre-warm")
     return f"/v1/evaluators/{made.json()['id']}/evaluate"
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -36,6 +37,13 @@ def assert_healthy(client: TestClient) -> None:
     assert client.get("/healthz").json()["status"] == "ok"
     result = evaluate(client, "def evaluate(inputs, outputs, trace):\n    return 1.0\n")
     assert result["status"] == "ok" and result["score"] == 1.0
+
+
+def busy_workers(client: TestClient) -> float:
+    """The service's workers bound and not idle now (running a lease, or starting: a saved evaluator's
+    pre-warm too), as ``/metrics`` counts them."""
+    found = re.search(r'^evaluator_host_pool_workers\{state="busy"\} (\S+)$', client.get("/metrics").text, re.M)
+    return float(found.group(1)) if found else 0.0
 
 
 def free_port() -> int:
