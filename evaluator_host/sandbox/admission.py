@@ -16,19 +16,40 @@ is refused from a fraction of that timeout on, instead of all of it queueing beh
 arrive while its first worker starts are admitted unmeasured. A call is never refused while nothing
 of its key is pending, so a well-behaved evaluator (rows of milliseconds against a timeout of
 seconds) practically never is.
+
+The estimate can be wrong (the calls admitted while a new key's first worker starts; a key whose rows
+turn slow): an admitted call that has not got a worker by its admission bound (``admission_wait_factor``
+× its ``timeout_s`` after it arrived) leaves the queue then with the same 429 (:func:`waited_too_long`,
+raised by the leasing: :data:`WAIT_DEADLINE`). Only the wait for a worker counts: a call that has one
+runs to its end, and a call of several batches is bound by it only until its first.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
+from contextvars import ContextVar
 
 from evaluator_host.errors import EvaluatorOverloaded
 from evaluator_host.sandbox.key_stats import KeyStats
 
-__all__ = ["Admission"]
+__all__ = ["WAIT_DEADLINE", "Admission", "waited_too_long"]
 
 _RETRY_MAX_S = 60
+
+# an interactive call's (monotonic deadline to get a worker by, its bound in seconds): set by the pool
+# around the call (None: a job's chunk, or admission off), read by the leasing while the call waits
+WAIT_DEADLINE: ContextVar[tuple[float, float] | None] = ContextVar("evaluator_host_wait_deadline", default=None)
+
+
+def waited_too_long(bound_s: float) -> EvaluatorOverloaded:
+    """The 429 of an admitted call that has waited ``bound_s`` for a worker without getting one."""
+    return EvaluatorOverloaded(
+        f"this evaluator's call waited {bound_s:.1f} s for one of its workers without getting one (its recent "
+        "calls are slow or time out): retry later, or run many rows as a job (POST /v1/jobs)",
+        retry_after_s=min(_RETRY_MAX_S, max(1, math.ceil(bound_s))),
+    )
 
 
 class Admission:
@@ -67,6 +88,14 @@ class Admission:
                     retry_after_s=min(_RETRY_MAX_S, max(1, math.ceil(wait_s))),
                 )
         self.pending[key] = self.pending.get(key, 0) + 1
+
+    def deadline(self, timeout_s: float) -> tuple[float, float] | None:
+        """For :data:`WAIT_DEADLINE`: (the moment a call of ``timeout_s`` arriving now must have a worker by,
+        that bound in seconds); None when admission is off."""
+        if self.factor <= 0:
+            return None
+        bound_s = self.factor * timeout_s
+        return time.monotonic() + bound_s, bound_s
 
     def leave(self, key: str) -> None:
         """A call admitted by :meth:`enter` is answered."""

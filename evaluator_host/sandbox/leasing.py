@@ -44,6 +44,7 @@ from typing import Any
 from evaluator_host.errors import LimitError, Overloaded, SandboxError
 from evaluator_host.observability import tracing
 from evaluator_host.observability.metrics import Metrics
+from evaluator_host.sandbox.admission import WAIT_DEADLINE, waited_too_long
 from evaluator_host.sandbox.base import Worker, WorkerSpec
 from evaluator_host.sandbox.holdings import SETTLED_S, Holdings, Slot
 from evaluator_host.sandbox.key_stats import KeyStats
@@ -222,14 +223,20 @@ class Leasing:
             queue.append(waiter)
             h.waiting[key] = h.waiting.get(key, 0) + 1
             waited_from = time.monotonic()
+            # a worker of ours will come back: wait for it, however long (an interactive call: until its
+            # admission deadline); none of ours: an idle worker of another key may settle meanwhile, so look again
+            deadline = WAIT_DEADLINE.get()
+            limit = None if h.held(key) else SETTLED_S
+            if deadline is not None:
+                left = max(0.0, deadline[0] - waited_from)
+                limit = left if limit is None else min(limit, left)
             try:
-                if h.held(key):  # a worker of ours will come back: wait for it, however long
-                    handed = await waiter
-                else:  # none of ours: an idle worker of another key may settle meanwhile, so look again
-                    handed = await asyncio.wait_for(asyncio.shield(waiter), SETTLED_S)
+                handed = await (waiter if limit is None else asyncio.wait_for(asyncio.shield(waiter), limit))
             except TimeoutError:
                 if not waiter.done():
                     waiter.set_result(None)  # nobody handed us anything: leave the queue, look again
+                    if deadline is not None and time.monotonic() >= deadline[0]:
+                        raise waited_too_long(deadline[1]) from None
                     continue
                 handed = waiter.result()
             except BaseException:

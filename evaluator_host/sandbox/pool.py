@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from evaluator_host.errors import SandboxError
 from evaluator_host.observability import tracing
 from evaluator_host.observability.metrics import Metrics
-from evaluator_host.sandbox.admission import Admission
+from evaluator_host.sandbox.admission import WAIT_DEADLINE, Admission
 from evaluator_host.sandbox.base import RawOutcome, RuntimeKey, SandboxBackend, WorkerSpec, error_info
 from evaluator_host.sandbox.batches import FRAME_OVERHEAD, ByteBudget, Call, frame_max, run_batch, send
 from evaluator_host.sandbox.coalesce import Coalescer, Group
@@ -270,9 +270,11 @@ class WorkerPool:
         if not interactive:
             return await self._run(spec, cases, timeout_s, correct_answer_key, max_bytes, held_replies, job_cases)
         self.admission.enter(spec.key, timeout_s)
+        deadline = WAIT_DEADLINE.set(self.admission.deadline(timeout_s))
         try:
             return await self._run(spec, cases, timeout_s, correct_answer_key, max_bytes, held_replies, job_cases)
         finally:
+            WAIT_DEADLINE.reset(deadline)
             self.admission.leave(spec.key)
 
     async def _run(
@@ -331,6 +333,8 @@ class WorkerPool:
                         serial = in_flight
                 slot = None
                 batch = batch[done:]
+                if WAIT_DEADLINE.get() is not None:  # it had a worker: the rest of the call is not bound
+                    WAIT_DEADLINE.set(None)
         return call.outcomes()
 
     async def close(self) -> None:

@@ -82,6 +82,24 @@ def test_a_new_evaluators_burst_is_refused_once_its_first_row_has_run_long(busy:
     assert_healthy(busy)
 
 
+def test_an_admitted_call_that_gets_no_worker_by_its_bound_leaves_the_queue_with_429(busy: TestClient) -> None:
+    """A burst that arrives before anything of a new evaluator is measured is admitted whole; each call
+    that has not got a worker by 2 × its timeout then answers 429 (before, it waited its turn: the last of
+    24 calls of 1 s on at most 2 workers answered after ~12 s)."""
+    slow = _evaluator(busy, "slow-burst", SLOW, {"timeout_s": 1})
+    wait_until(lambda: busy_workers(busy) == 0, 60, what="no worker busy")
+    with ThreadPoolExecutor(CALLS) as threads:
+        answers = list(threads.map(lambda _: busy.post(slow, json={"inputs": {}}), range(CALLS)))
+    seen = Counter(a.status_code for a in answers)
+    assert set(seen) <= {200, 429}, seen
+    assert seen[429] >= CALLS // 2, seen  # 2 workers run ~4 rows of 1 s within the 2 s bound
+    waited = [a for a in answers if a.status_code == 429 and "waited" in a.json()["error"]["message"]]
+    assert waited, [a.json() for a in answers if a.status_code == 429][:2]
+    assert 1 <= int(waited[0].headers["Retry-After"]) <= 60
+    assert all(a.json()["status"] == "timeout" for a in answers if a.status_code == 200)
+    assert_healthy(busy)
+
+
 def test_a_job_of_an_overloaded_evaluator_queues_and_is_not_refused(busy: TestClient) -> None:
     slow = _evaluator(busy, "slow-job", SLOW, {"timeout_s": 0.5})
     assert busy.post(slow, json={"inputs": {}}).json()["status"] == "timeout"
