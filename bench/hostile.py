@@ -9,6 +9,11 @@ is too long) — never a 5xx or a dropped connection. The service's RSS is sampl
 evaluator's answer times (p50/p99, against issue 33's goal: a failing evaluator's p99 within 3 × its
 timeout + 1 s, a good one's ≤ 300 ms, the mix ≥ 300 evaluations/s).
 
+Each evaluator answers one call before the clients start (``SOAK_WARM=0``: none), so the figures are
+those of a mix in steady use; otherwise the twelve first workers start (~1–1.6 s each, all at once on
+two cores) inside the measured window and their queued calls are the good evaluators' p99. The first
+call of a new evaluator is measured on its own elsewhere (docs/benchmarks.md).
+
 ``tests/faults/test_hostile_load.py`` runs it for a few seconds in ``make test``;
 ``make soak`` runs ``python -m bench.hostile`` (200 clients × 60 s by default, ``SOAK_CLIENTS``,
 ``SOAK_SECONDS``; backends as arguments, default ``process``) and prints the figures.
@@ -179,10 +184,13 @@ async def _sample_rss(pid: int, until: float, tally: Tally) -> None:
         await asyncio.sleep(0.25)
 
 
-async def hammer(base: str, pid: int, clients: int, seconds: float) -> Tally:
-    """``clients`` concurrent clients over the twelve evaluators for ``seconds``; the service is ``pid``."""
+async def hammer(base: str, pid: int, clients: int, seconds: float, warm: bool = False) -> Tally:
+    """``clients`` concurrent clients over the twelve evaluators for ``seconds``; the service is ``pid``;
+    ``warm``: each evaluator answered one call first (its answer not counted)."""
     with httpx.Client(base_url=base, timeout=120) as setup:
         evaluators = create_evaluators(setup)
+        for _, path, _ in evaluators if warm else ():
+            setup.post(path, json=CASES[0][0])
     tally = Tally()
     until = time.monotonic() + seconds
     await asyncio.gather(
@@ -223,10 +231,11 @@ def _pct(values: list[float], pct: float) -> float:
 def main(backends: list[str]) -> int:
     clients = int(os.environ.get("SOAK_CLIENTS", "200"))
     seconds = float(os.environ.get("SOAK_SECONDS", "60"))
+    warm = os.environ.get("SOAK_WARM", "1") != "0"
     failed = False
     for backend in backends:
         with serve(backend) as (base, data, proc):
-            tally = asyncio.run(hammer(base, proc.pid, clients, seconds))
+            tally = asyncio.run(hammer(base, proc.pid, clients, seconds, warm))
             print(report(backend, clients, seconds, tally))
             failed |= bool(tally.server_errors or tally.connection_errors or tally.wrong)
         if backend == "docker":  # the service has stopped: none of its containers may stay
