@@ -6,14 +6,14 @@ service healthy. Spans go straight into the tables here (tests/support/online.py
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from tests.support.online import chat_trace, hex_id
+from tests.support.online import chat_trace, hex_id, trace_states
 from tests.support.service import make_settings
 from tests.support.wait import wait_until
 
@@ -60,15 +60,16 @@ def evaluator(client: TestClient, headers: dict[str, str], language: str, code: 
     return str(made.json()["id"])
 
 
-def scored(client: TestClient, headers: dict[str, str], trace_id: str, n: int) -> dict[str, Any]:
-    """The trace once ``n`` of its scores are done."""
+def scored(client: TestClient, headers: dict[str, str], trace_id: str, rules: Collection[str]) -> dict[str, Any]:
+    """The trace once the scores of each of ``rules`` are done (the module's earlier tests' rules, still
+    there, score it too: their scores are not waited for)."""
     found: dict[str, Any] = {}
 
     def done() -> bool:
         found.update(client.get(f"/v1/traces/{trace_id}", headers=headers).json())
-        return len([s for s in found.get("scores", []) if s["state"] == "done"]) >= n
+        return set(rules) <= {s["rule_id"] for s in found.get("scores", []) if s["state"] == "done"}
 
-    wait_until(done, 120, 0.05, what=f"{n} scores of {trace_id}")
+    wait_until(done, 120, 0.05, what=f"the scores of {len(rules)} rules of {trace_id}")
     return found
 
 
@@ -127,6 +128,8 @@ def test_rules_crud_validation_and_workspaces(world: dict[str, Any]) -> None:
     assert client.get("/v1/online-rules", headers=hb).json()["data"] == []
     trace_id = chat_trace(world["engine"], workspace=ws_a)
     assert client.get(f"/v1/traces/{trace_id}", headers=ha).status_code == 200
+    # routed (with this test's rule) before the rule goes: else the next test's rules could route it
+    wait_until(lambda: trace_states(world["engine"])[trace_id] == "routed", 60, 0.05, what=f"{trace_id} routed")
     assert client.get(f"/v1/traces/{trace_id}", headers=hb).status_code == 404
     assert client.get(f"/v1/traces/{hex_id(16)}", headers=ha).status_code == 404
     assert client.get("/v1/traces/not-hex", headers=ha).status_code == 400
@@ -152,7 +155,7 @@ def test_python_javascript_and_typescript_rules_score_each_trace_once(world: dic
         rules[language] = made.json()["id"]
     traces = [chat_trace(world["engine"], workspace=ws_a) for _ in range(3)]
     for trace_id in traces:
-        found = scored(client, ha, trace_id, 3)
+        found = scored(client, ha, trace_id, rules.values())
         by_rule = {s["rule_id"]: s for s in found["scores"] if s["rule_id"] in rules.values()}
         assert len(by_rule) == 3
         py, js, ts = (by_rule[rules[k]] for k in ("python", "javascript", "typescript"))
@@ -210,7 +213,7 @@ def test_hostile_rules_store_results_and_the_service_stays_healthy(world: dict[s
     ids = {k: client.post("/v1/online-rules", json=v, headers=ha).json()["id"] for k, v in rules.items()}
     assert client.delete(f"/v1/evaluators/{doomed}", headers=ha).status_code == 204
     trace_id = chat_trace(world["engine"], workspace=ws_a)
-    found = scored(client, ha, trace_id, 4)
+    found = scored(client, ha, trace_id, ids.values())
     by = {k: next(s for s in found["scores"] if s["rule_id"] == v) for k, v in ids.items()}
     assert by["raises"]["status"] == "error" and by["raises"]["result"]["error"]["type"] == "ValueError"
     assert by["sleeps"]["status"] == "timeout"
@@ -228,7 +231,8 @@ def test_hostile_rules_store_results_and_the_service_stays_healthy(world: dict[s
     # its trace was routed never scores it — docs/online.md, How it works)
     again = client.post("/v1/online-rules", json={"evaluator_id": fine}, headers=ha).json()["id"]
     healthy_trace = chat_trace(world["engine"], workspace=ws_a)
-    assert next(s for s in scored(client, ha, healthy_trace, 5)["scores"] if s["rule_id"] == again)["score"] == 1.0
+    healthy = scored(client, ha, healthy_trace, [again])["scores"]
+    assert next(s for s in healthy if s["rule_id"] == again)["score"] == 1.0
     ids["again"] = again
     for rule_id in ids.values():
         client.delete(f"/v1/online-rules/{rule_id}", headers=ha)
@@ -241,7 +245,7 @@ def test_a_pinned_package_python_evaluator_scores(world: dict[str, Any]) -> None
     ev = evaluator(client, ha, "python", code, packages={"six": "1.16.0"}, settings={"timeout_s": 60})
     rule_id = client.post("/v1/online-rules", json={"evaluator_id": ev}, headers=ha).json()["id"]
     trace_id = chat_trace(world["engine"], workspace=ws_a)
-    score = next(s for s in scored(client, ha, trace_id, 1)["scores"] if s["rule_id"] == rule_id)
+    score = next(s for s in scored(client, ha, trace_id, [rule_id])["scores"] if s["rule_id"] == rule_id)
     assert score["status"] == "ok" and score["label"] == "1.16.0", score
     assert score["result"]["runtime"]["packages"] == {"six": "1.16.0"}
     client.delete(f"/v1/online-rules/{rule_id}", headers=ha)
