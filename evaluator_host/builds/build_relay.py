@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import os
 import select
 import shutil
@@ -32,6 +33,7 @@ __all__ = ["BuildRelay", "Upstream", "relay_credentials"]
 
 _MAX_CONNECTIONS = 64
 _IDLE_S = 120.0
+_POLL_S = 0.02  # how often the relay's loop looks for a shutdown (close waits at most this long)
 # header lines a relayed plain request loses: the proxy's own, the connection's, and any credentials
 _DROPPED = ("proxy-", "connection:", "keep-alive:", "authorization:")
 
@@ -107,11 +109,14 @@ class BuildRelay:
 
         self._server = Server(str(self.path), Handler)
         os.chmod(self.path, 0o666)  # the sandbox's unprivileged uid connects
-        self._thread = threading.Thread(target=self._server.serve_forever, name="evh-build-relay", daemon=True)
+        # (serve_forever notices a shutdown at its next poll: its default 0.5 s was half of a warm build's
+        # critical path, 0.26 s on average, waited in close() after every install)
+        serve = functools.partial(self._server.serve_forever, poll_interval=_POLL_S)
+        self._thread = threading.Thread(target=serve, name="evh-build-relay", daemon=True)
         self._thread.start()
 
     def close(self) -> None:
-        """Stop listening and remove the socket."""
+        """Stop listening (within :data:`_POLL_S`) and remove the socket."""
         self._server.shutdown()
         self._server.server_close()
         shutil.rmtree(self._dir, ignore_errors=True)
