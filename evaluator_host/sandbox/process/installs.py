@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import select
 import shutil
 import signal
 import stat
@@ -246,7 +247,8 @@ class InstallSite:
                             "the build sandbox did not start (no user namespace)", runtime_id=rid, output=""
                         )
                     write_id_maps(proc.pid, uid)
-                proc.communicate(stdin, timeout=limit)
+                _send(proc, stdin)
+                _wait_exit(proc, limit)
             except subprocess.TimeoutExpired as exc:
                 _kill_group(proc)
                 message = f"installing {installers.shown(family, pins)} took longer than {limit:.0f} s"
@@ -268,6 +270,35 @@ class InstallSite:
                 versions_of=lambda name: suggest.pip_versions(sys.executable, name),
             )
         return stdout, stdout + stderr
+
+
+def _send(proc: subprocess.Popen[bytes], data: bytes) -> None:
+    """Write ``data`` to ``proc``'s standard input and close it (a sandbox that died at once takes none:
+    its log says why)."""
+    if proc.stdin is None:
+        return
+    try:
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.write(data)
+    finally:
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.close()
+
+
+def _wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """``proc.wait(timeout)`` woken by the exit itself (a pidfd), not by ``Popen.wait``'s polling, whose
+    sleeps grow to 50 ms: ~25 ms more on every build's critical path. ``TimeoutExpired`` past ``timeout``."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except OSError:  # (a kernel without pidfds)
+        proc.wait(timeout)
+        return
+    try:
+        if not select.select([pidfd], [], [], timeout)[0]:
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+    finally:
+        os.close(pidfd)
+    proc.wait()
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
