@@ -24,9 +24,13 @@ While it runs the script prints :data:`PROGRESS_MARK` lines (``{"phase": "resolv
 ``downloading n/N`` counts the distributions uv found missing from the cache and the new entries
 its archive has gained so far. Installed, it prints :data:`~evaluator_host.builds.installers.HASH_MARK` and
 JSON ``{"Name==version": ["sha256:…", …]}``: each installed package's archive hashes, as ``uv pip compile
---no-deps --generate-hashes`` (pylock format) answers for exactly the installed versions from the index's
-simple API (cached), the installed wheel's first (uv's cache names it: ``wheels-v*/<index>/<name>/<version>-<tags>``),
-then the version's other files for this interpreter; {} when that fails (the build does not).
+--generate-hashes`` (pylock format) answers from the index's simple API (cached), the installed wheel's first
+(uv's cache names it: ``wheels-v*/<index>/<name>/<version>-<tags>``), then the version's other files for
+this interpreter — of a wheels-only install (``--no-build``, the shared store's) its wheels only, as that
+install could use nothing else. Their resolution runs **beside the install** (the pins' whole resolution,
+wheels only: no package code runs) and is taken when it names exactly the installed versions; else (or
+when sdists may be built) a ``--no-deps`` compile of exactly the installed versions runs after the
+install. {} when that fails (the build does not).
 Then :data:`~evaluator_host.builds.installers.LOCK_MARK` and the lock.
 """
 
@@ -119,33 +123,60 @@ def watch(start, stop):
             state["done"] = min(state["total"], max(0, entries() - start))
             say()
 
-def hashes():
-    found_in = importlib.metadata.distributions(path=[{packages_dir!r}])
-    installed = [d.metadata["Name"] + "==" + d.version for d in found_in]
-    try:
-        toml = subprocess.run({compile!r}, input="\\n".join(installed) + "\\n", capture_output=True, text=True,
-                              timeout=120, errors="replace").stdout
-    except (OSError, subprocess.SubprocessError):
-        return {{}}
-    found = {{}}
+def key(line):
+    name, _, version = line.partition("==")
+    return re.sub(r"[-_.]+", "-", name).lower() + "==" + version
+
+def parse(toml, installed):
+    found, wanted = {{}}, {{key(k): k for k in installed}}
     for block in toml.split("[[packages]]")[1:]:
         name, version = re.search(r'^name = "([^"]+)"', block, re.M), re.search(r'^version = "([^"]+)"', block, re.M)
         if not (name and version):
             continue
         files = re.findall(r'url = "[^"]*/([^"/]+)"[^}}]*?hashes = \\{{ sha256 = "([0-9a-f]{{64}})"', block)
-        key = next((k for k in installed if k.lower() == (name.group(1) + "==" + version.group(1)).lower()), None)
-        if key is None or not files:
+        found_key = wanted.get(key(name.group(1) + "==" + version.group(1)))
+        if found_key is None or not files:
             continue
         # the wheel installed first: uv's cache names it (<name>/<version>-<tags>.http under wheels-v*)
         cached = {{os.path.basename(p)[: -len(".http")] for p in glob.glob(os.path.join(
             {cache!r}, "wheels-v*", "*", re.sub(r"[-_.]+", "-", name.group(1)).lower(), version.group(1) + "-*.http"))}}
         ranked = sorted(files, key=lambda f: not any(f[0].endswith("-" + c + ".whl") for c in cached))
-        found[key] = ["sha256:" + digest for _, digest in ranked]
+        found[found_key] = ["sha256:" + digest for _, digest in ranked]
     return found
+
+def hashes(ahead):
+    found_in = importlib.metadata.distributions(path=[{packages_dir!r}])
+    installed = [d.metadata["Name"] + "==" + d.version for d in found_in]
+    if ahead is not None:  # resolved beside the install: used when it names exactly what was installed
+        found = parse(ahead, installed)
+        if len(found) == len(installed):
+            return found
+    try:
+        toml = subprocess.run({compile!r}, input="\\n".join(installed) + "\\n", capture_output=True, text=True,
+                              timeout=120, errors="replace").stdout
+    except (OSError, subprocess.SubprocessError):
+        return {{}}
+    return parse(toml, installed)
+
+ahead = {{"proc": None, "toml": None}}
+
+def resolve_ahead():  # the pins' whole resolution with hashes, while the install runs (no package code runs)
+    try:
+        ahead["proc"] = subprocess.Popen({ahead!r}, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                         errors="replace")
+        out, _ = ahead["proc"].communicate(timeout=120)
+        ahead["toml"] = out if ahead["proc"].returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        ahead["toml"] = None
+        if ahead["proc"] is not None:
+            ahead["proc"].kill()
 
 say()
 start, stop = entries(), threading.Event()
 threading.Thread(target=watch, args=(start, stop), daemon=True).start()
+beside = threading.Thread(target=resolve_ahead, daemon=True)
+if {ahead!r}:
+    beside.start()
 proc = subprocess.Popen({command!r}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace")
 for line in proc.stderr:
     text = line.rstrip("\\n")
@@ -161,9 +192,16 @@ for line in proc.stderr:
         say()
 code = proc.wait()
 stop.set()
+if code and beside.is_alive():  # (the install failed: its resolution beside it is not needed)
+    try:
+        ahead["proc"].kill()
+    except (AttributeError, OSError):
+        pass
 if not code:  # each installed package's archive hashes, while the cache is still there
     try:
-        found = hashes()
+        if beside.ident:
+            beside.join(timeout=120)
+        found = hashes(ahead["toml"])
     except Exception:  # (an unexpected answer of uv's: the runtime has no hashes, the build still stands)
         found = {{}}
     print({hash_mark!r} + json.dumps(found), flush=True)
@@ -219,9 +257,18 @@ def uv_script(
         command += ["--no-build"]
     if constraint:
         command += ["-c", constraint]
-    compile_ = [uv, "pip", "compile", "-", "--python", python, "--cache-dir", cache, "--no-config"]
-    compile_ += ["--no-python-downloads", "--no-deps", "--generate-hashes", "--format", "pylock.toml", "-q"]
+    common = ["--python", python, "--cache-dir", cache, "--no-config", "--no-python-downloads", "--generate-hashes"]
+    common += ["--format", "pylock.toml", "-q"]
+    if not sources:  # a wheels-only install: its hashes are its version's wheels (no sdist: never built)
+        common += ["--no-build"]
+    compile_ = [uv, "pip", "compile", "-", "--no-deps", *common]
+    # wheels only: the same resolution as the install's, with hashes, beside it (when sdists may be built,
+    # after it, so that no sdist is built twice)
+    ahead = [uv, "pip", "compile", requirements, *common] if not sources else []
+    if ahead and constraint:
+        ahead += ["-c", constraint]
     return _UV_SCRIPT.format(
+        ahead=ahead,
         compile=compile_,
         hash_mark=hash_mark,
         forwarder=forwarder if relay else "",
