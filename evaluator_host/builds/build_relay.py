@@ -21,18 +21,22 @@ import shutil
 import socket
 import socketserver
 import ssl
+import stat
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from evaluator_host.sandbox.proxy_head import HEAD_LIMIT, Refused, parse_proxy_head
 
-__all__ = ["BuildRelay", "Upstream", "relay_credentials"]
+__all__ = ["BuildRelay", "Upstream", "relay_credentials", "sweep_stale"]
 
 _MAX_CONNECTIONS = 64
 _IDLE_S = 120.0
+_PREFIX = "evh-relay-"  # a relay's folder in the temporary directory (a socket's path must stay short)
+_STALE_AFTER_S = 60.0  # a folder younger than this may be a relay still starting: never swept
 _POLL_S = 0.02  # how often the relay's loop looks for a shutdown (close waits at most this long)
 # header lines a relayed plain request loses: the proxy's own, the connection's, and any credentials
 _DROPPED = ("proxy-", "connection:", "keep-alive:", "authorization:")
@@ -94,7 +98,7 @@ class BuildRelay:
             ssl.create_default_context(cafile=ca_bundle) if any(u.tls for u in self.upstreams.values()) else None
         )
         self.refused: list[str] = []  # what it turned down (newest last, bounded): for logs and tests
-        self._dir = Path(tempfile.mkdtemp(prefix="evh-relay-"))
+        self._dir = Path(tempfile.mkdtemp(prefix=_PREFIX))
         os.chmod(self._dir, 0o711)
         self.path = self._dir / "relay.sock"
         self._slots = threading.BoundedSemaphore(_MAX_CONNECTIONS)
@@ -226,3 +230,30 @@ def _pump(a: socket.socket, b: socket.socket) -> None:
             open_ends.discard(sock)
             with contextlib.suppress(OSError):
                 peer[sock].shutdown(socket.SHUT_WR)
+
+
+def sweep_stale(root: Path | None = None) -> int:
+    """Remove the folders relays left when their service died without closing them (SIGKILL): this
+    uid's ``evh-relay-*`` folders in ``root`` (default: the temporary directory) older than a minute
+    whose socket nobody listens on (a connect is refused, or the socket is gone). A live relay — this
+    service's, or another service's on the same machine — answers the connect and stays. How many went."""
+    removed = 0
+    for folder in Path(root or tempfile.gettempdir()).glob(_PREFIX + "*"):
+        try:
+            info = folder.lstat()
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            continue
+        if time.time() - info.st_mtime < _STALE_AFTER_S:
+            continue
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(1.0)
+            try:
+                probe.connect(str(folder / "relay.sock"))
+            except (ConnectionRefusedError, FileNotFoundError):
+                shutil.rmtree(folder, ignore_errors=True)
+                removed += 1
+            except OSError:
+                continue
+    return removed

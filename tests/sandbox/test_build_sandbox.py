@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
+from evaluator_host.builds import build_relay
 from tests.support.backends import BACKENDS
 from tests.support.package_index import loopback_index, sdist_with_backend, wheel
 from tests.support.service import assert_healthy, evaluate, make_settings
@@ -512,3 +514,38 @@ def test_in_the_userns_mode_as_root_a_build_runs_at_the_build_uid_not_the_hosts_
     seen = out["seen"]
     assert seen["uid"] != 0 and seen["euid"] != 0, seen
     assert seen["secret"] in ("FileNotFoundError", "PermissionError") and seen["direct"] != "connected", seen
+
+
+def test_relay_folders_a_killed_service_left_are_swept_and_live_or_young_ones_stay(tmp_path: Path) -> None:
+    """A SIGKILLed service never closes its build relays: their folders (a socket nobody listens on)
+    are removed by the next builder's start, once a minute old; a live relay's folder, and a young
+    one (a relay may be between its folder and its socket), stay."""
+    old = time.time() - 120
+
+    def folder(name: str, listening: bool, age: float | None = old) -> tuple[Path, socket.socket]:
+        made = tmp_path / f"evh-relay-{name}"
+        made.mkdir()
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(str(made / "relay.sock"))
+        if listening:
+            server.listen()
+        else:
+            server.close()  # (what a killed process leaves: the socket file, no one behind it)
+        if age is not None:
+            os.utime(made, (age, age))
+        return made, server
+
+    dead, _ = folder("dead", listening=False)
+    live, live_server = folder("live", listening=True)
+    young, _ = folder("young", listening=False, age=None)
+    gone = tmp_path / "evh-relay-nosocket"
+    gone.mkdir()
+    os.utime(gone, (old, old))
+    other = tmp_path / "unrelated"
+    other.mkdir()
+    try:
+        assert build_relay.sweep_stale(tmp_path) == 2
+        assert not dead.exists() and not gone.exists()
+        assert live.exists() and young.exists() and other.exists()
+    finally:
+        live_server.close()

@@ -85,6 +85,7 @@ class BuildBoxes:
         self._lock = threading.Lock()
         self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evh-build-box")
         self._closed = False
+        build_relay.sweep_stale()  # (what services killed on this machine left of their relays)
 
     def pip_config(self) -> dict[str, str]:
         """The pip settings builds use (host's, read once)."""

@@ -68,6 +68,7 @@ class RuntimeBuilder(BuildOnce):
         self.settings = settings
         self._isolation = isolation
         self.sweep_partials()
+        build_relay.sweep_stale()  # (what services killed on this machine left of their relays)
 
     @property
     def isolation(self) -> Isolation:
