@@ -294,7 +294,9 @@ def _wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> None:
         proc.wait(timeout)
         return
     try:
-        if not select.select([pidfd], [], [], timeout)[0]:
+        exits = select.poll()  # (not select.select: a busy service's descriptors pass FD_SETSIZE)
+        exits.register(pidfd, select.POLLIN)
+        if not exits.poll(max(0, int(timeout * 1000))):
             raise subprocess.TimeoutExpired(proc.args, timeout)
     finally:
         os.close(pidfd)
