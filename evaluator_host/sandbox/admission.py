@@ -75,8 +75,11 @@ class Admission:
             row_s = self.running(key)
         return pending * row_s / max(1, self.held(key))
 
-    def enter(self, key: str, timeout_s: float) -> None:
-        """Admit a call of ``key`` (counted pending until :meth:`leave`), or raise :class:`EvaluatorOverloaded`."""
+    def enter(self, key: str, timeout_s: float) -> tuple[float, float] | None:
+        """Admit a call of ``key`` (counted pending until :meth:`leave`), or raise :class:`EvaluatorOverloaded`.
+        Returns what :data:`WAIT_DEADLINE` holds for it: (the moment it must have a worker by, that bound in
+        seconds); None when admission is off."""
+        deadline = None
         if self.factor > 0:
             wait_s = self.wait_s(key)
             bound_s = self.factor * timeout_s
@@ -87,15 +90,9 @@ class Admission:
                     "retry later, or run many rows as a job (POST /v1/jobs)",
                     retry_after_s=min(_RETRY_MAX_S, max(1, math.ceil(wait_s))),
                 )
+            deadline = time.monotonic() + bound_s, bound_s
         self.pending[key] = self.pending.get(key, 0) + 1
-
-    def deadline(self, timeout_s: float) -> tuple[float, float] | None:
-        """For :data:`WAIT_DEADLINE`: (the moment a call of ``timeout_s`` arriving now must have a worker by,
-        that bound in seconds); None when admission is off."""
-        if self.factor <= 0:
-            return None
-        bound_s = self.factor * timeout_s
-        return time.monotonic() + bound_s, bound_s
+        return deadline
 
     def leave(self, key: str) -> None:
         """A call admitted by :meth:`enter` is answered."""

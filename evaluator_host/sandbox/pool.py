@@ -269,8 +269,7 @@ class WorkerPool:
         """
         if not interactive:
             return await self._run(spec, cases, timeout_s, correct_answer_key, max_bytes, held_replies, job_cases)
-        self.admission.enter(spec.key, timeout_s)
-        deadline = WAIT_DEADLINE.set(self.admission.deadline(timeout_s))
+        deadline = WAIT_DEADLINE.set(self.admission.enter(spec.key, timeout_s))
         try:
             return await self._run(spec, cases, timeout_s, correct_answer_key, max_bytes, held_replies, job_cases)
         finally:
