@@ -4,6 +4,7 @@ import { ApiError, api, describe } from "./api";
 import { CasesEditor } from "./cases";
 import { fill, h, num, option, toast } from "./dom";
 import { CodeEditor } from "./editor";
+import { type FailedBuild, PinsEditor } from "./pins";
 import { aggregateView, resultsTable } from "./results";
 import { BuildWatcher, verdict } from "./runview";
 import { SIGNATURES, TEMPLATES, capabilitiesView, runErrorBox } from "./editorviews";
@@ -17,11 +18,6 @@ import type {
   Settings,
 } from "./types";
 
-interface PinRow {
-  name: string;
-  version: string;
-}
-
 export interface Bound {
   id: string;
   name: string;
@@ -33,13 +29,13 @@ export class Playground {
   readonly cases = new CasesEditor();
   private editor!: CodeEditor;
   private language: Language = "python";
-  private pins: PinRow[] = [];
+  private readonly pins = new PinsEditor(() => this.language, (delay) => this.changed(delay));
   private bound: Bound | null = null;
   private inspection: Inspection | null = null;
   private inspectSeq = 0;
   private inspectTimer: number | undefined;
   private running = false;
-  private failedRuntime: { id: string; message: string } | null = null; // the last run's build failed
+  private failedRuntime: FailedBuild | null = null; // the last run's build failed
   onSaved: () => void = () => undefined;
 
   private readonly languageSelect = h(
@@ -55,8 +51,6 @@ export class Playground {
   private readonly saveButton = h("button", { onclick: () => void this.save() }, "Save");
   private readonly interfaceLine = h("div", { class: "interface", role: "status", "aria-live": "polite" });
   private readonly problems = h("ul", { class: "problems", "aria-label": "definition errors" });
-  private readonly pinsBody = h("tbody");
-  private readonly runtimeLine = h("p", { class: "runtime muted" });
   private readonly capabilitiesBox = h("div", { class: "capabilities" });
   private readonly warningsBox = h("div", { class: "warnings" });
   private readonly timeoutInput = h("input", { type: "number", min: 0.1, max: 120, step: 0.1, value: "10", "aria-label": "timeout (s)", oninput: () => this.changed() });
@@ -91,14 +85,7 @@ export class Playground {
         h(
           "aside",
           { class: "side" },
-          h(
-            "section",
-            { class: "panel pins" },
-            h("h3", {}, "Packages"),
-            h("table", { class: "pins-table" }, h("thead", {}, h("tr", {}, h("th", {}, "name"), h("th", {}, "exact version"), h("th", {}, ""), h("th", {}))), this.pinsBody),
-            h("button", { class: "small", onclick: () => this.addPin() }, "+ Add package"),
-            this.runtimeLine,
-          ),
+          this.pins.element,
           h(
             "section",
             { class: "panel settings" },
@@ -125,7 +112,6 @@ export class Playground {
       },
       onRun: () => void this.run(),
     });
-    this.renderPins();
     this.schedule(0);
   }
 
@@ -152,11 +138,10 @@ export class Playground {
     this.nameInput.value = evaluator.name;
     this.setLanguage(evaluator.language);
     this.editor.code = evaluator.code;
-    this.pins = Object.entries(evaluator.packages).map(([name, version]) => ({ name, version }));
+    this.pins.set(evaluator.packages);
     this.timeoutInput.value = String(evaluator.settings.timeout_s ?? 10);
     this.thresholdInput.value = evaluator.settings.threshold == null ? "" : String(evaluator.settings.threshold);
     this.policySelect.value = evaluator.settings.policy ?? "standard";
-    this.renderPins();
     this.renderBound();
     fill(this.resultsBox);
     this.runState.textContent = "";
@@ -170,12 +155,11 @@ export class Playground {
     this.nameInput.value = definition.name ?? "";
     this.setLanguage(definition.language);
     this.editor.code = definition.code;
-    this.pins = Object.entries(definition.packages ?? {}).map(([name, version]) => ({ name, version }));
+    this.pins.set(definition.packages ?? {});
     const settings = definition.settings ?? {};
     this.timeoutInput.value = String(settings.timeout_s ?? 10);
     this.thresholdInput.value = settings.threshold == null ? "" : String(settings.threshold);
     this.policySelect.value = settings.policy ?? "standard";
-    this.renderPins();
     this.renderBound();
     fill(this.resultsBox);
     this.runState.textContent = "";
@@ -187,8 +171,7 @@ export class Playground {
     this.bound = null;
     this.nameInput.value = "";
     this.editor.code = TEMPLATES[this.language];
-    this.pins = [];
-    this.renderPins();
+    this.pins.set({});
     this.renderBound();
     this.schedule(0);
   }
@@ -251,36 +234,6 @@ export class Playground {
     this.runState.textContent = "The code or its settings changed since the last run: Run again to see results.";
   }
 
-  private addPin(): void {
-    this.pins.push({ name: "", version: "" });
-    this.renderPins();
-    const inputs = this.pinsBody.querySelectorAll<HTMLInputElement>("input.pin-name");
-    inputs[inputs.length - 1]?.focus();
-  }
-
-  private renderPins(): void {
-    fill(
-      this.pinsBody,
-      this.pins.map((pin, i) =>
-        h(
-          "tr",
-          { "data-pin": String(i) },
-          h("td", {}, h("input", { class: "pin-name", type: "text", value: pin.name, placeholder: this.language === "python" ? "numpy" : "lodash", "aria-label": `package ${i + 1} name`, oninput: (e: Event) => { pin.name = (e.target as HTMLInputElement).value; this.changed(); } })),
-          h("td", {}, h("input", { class: "pin-version", type: "text", value: pin.version, placeholder: this.language === "python" ? "1.26.4" : "4.17.21", "aria-label": `package ${i + 1} version`, oninput: (e: Event) => { pin.version = (e.target as HTMLInputElement).value; this.changed(); } })),
-          h("td", { class: "pin-state" }),
-          h("td", {}, h("button", { class: "icon", "aria-label": `remove package ${i + 1}`, onclick: () => { this.pins.splice(i, 1); this.renderPins(); this.changed(0); } }, "×")),
-        ),
-      ),
-    );
-    if (!this.pins.length) fill(this.pinsBody, h("tr", {}, h("td", { colspan: 4, class: "muted" }, "no packages: the standard library only")));
-  }
-
-  packages(): Record<string, string> {
-    const out: Record<string, string> = {};
-    for (const pin of this.pins) if (pin.name.trim()) out[pin.name.trim()] = pin.version;
-    return out;
-  }
-
   settings(): Settings {
     const settings: Settings = { timeout_s: Number(this.timeoutInput.value) || 10, policy: this.policySelect.value as Settings["policy"] };
     if (this.thresholdInput.value.trim() !== "") settings.threshold = Number(this.thresholdInput.value);
@@ -288,7 +241,7 @@ export class Playground {
   }
 
   private definition(): { language: Language; code: string; packages: Record<string, string>; settings: Settings } {
-    return { language: this.language, code: this.editor.code, packages: this.packages(), settings: this.settings() };
+    return { language: this.language, code: this.editor.code, packages: this.pins.packages(), settings: this.settings() };
   }
 
   /** Inspect after the user pauses typing (250 ms), and only the latest answer counts. */
@@ -323,7 +276,7 @@ export class Playground {
       this.interfaceLine.textContent = "No interface detected";
     }
     this.showProblems(found.errors);
-    this.showPins(found);
+    this.pins.show(found, found.runtime && this.failedRuntime?.id === found.runtime.id ? this.failedRuntime : null);
     this.showCapabilities(found.capabilities);
     fill(this.warningsBox, found.warnings.map((w) => h("p", { class: "warn" }, `⚠ ${w}`)));
   }
@@ -343,40 +296,6 @@ export class Playground {
         ),
       ),
     );
-  }
-
-  private showPins(found: Inspection): void {
-    const rows = this.pinsBody.querySelectorAll<HTMLTableRowElement>("tr[data-pin]");
-    const failed = found.runtime && this.failedRuntime?.id === found.runtime.id ? this.failedRuntime : null;
-    let checked = 0;
-    rows.forEach((row, i) => {
-      const cell = row.querySelector(".pin-state") as HTMLElement;
-      if (!this.pins[i]?.name.trim()) {
-        fill(cell);
-        return;
-      }
-      const check = found.pins[checked++];
-      const buildFailed = failed !== null && check?.ok;
-      row.classList.toggle("invalid", check ? !check.ok || buildFailed : false);
-      if (!check) fill(cell);
-      else if (buildFailed) fill(cell, h("span", { class: "fail pin-error", title: failed.message }, "✗ build failed"));
-      else if (check.ok) fill(cell, h("span", { class: "pass", title: `pinned as ${check.normalized}` }, "✓"));
-      else fill(cell, h("span", { class: "fail pin-error", title: check.message ?? "" }, "✗ ", check.message ?? "invalid"));
-    });
-    const runtime = found.runtime;
-    const id = (rid: string) => h("code", { class: "runtime-id" }, rid);
-    this.runtimeLine.classList.toggle("fail", Boolean(failed));
-    if (!runtime || !Object.keys(this.packages()).length) {
-      this.runtimeLine.textContent = runtime ? "" : "fix the pins to see the package set";
-    } else if (failed) {
-      fill(this.runtimeLine, "package set ", id(runtime.id), " failed to build (the run's error says why): change a pin and Run again");
-    } else if (runtime.built === true) {
-      fill(this.runtimeLine, "package set ", id(runtime.id), " is built: runs are warm");
-    } else if (runtime.built === false) {
-      fill(this.runtimeLine, "package set ", id(runtime.id), " is not built yet: the first run installs it");
-    } else {
-      fill(this.runtimeLine, "package set ", id(runtime.id), ": the sandbox is unavailable");
-    }
   }
 
   private showCapabilities(capabilities: Capabilities): void {
@@ -400,9 +319,9 @@ export class Playground {
     this.runButton.disabled = true;
     this.editor.markErrorLine(null);
     const runtime = this.inspection?.runtime;
-    const building = runtime?.built === false && Object.keys(this.packages()).length > 0;
+    const building = runtime?.built === false && Object.keys(this.pins.packages()).length > 0;
     const watcher = building && runtime ? new BuildWatcher(runtime.id) : null;
-    if (building && runtime) fill(this.runtimeLine, "package set ", h("code", { class: "runtime-id" }, runtime.id), " is building: the run below follows it");
+    if (building && runtime) this.pins.building(runtime.id);
     const started = performance.now();
     const label = building ? "Building packages… (the first run of this package set installs it)" : "Running…";
     this.runState.className = `run-state busy${building ? " building" : ""}`;
