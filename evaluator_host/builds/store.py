@@ -12,8 +12,8 @@ unpack), never the rest again.
 What the host links is checked, never trusted: a path must stay inside the runtime; a link must point
 into the store's ``archive-v0`` (its folder's real path too: no link escapes through another link) at a
 regular file; anything else fails the build. Bytecode is compiled once into each store entry
-(:func:`compile_entries`: ``compileall`` compiles, never runs, the code; a package's tests are left
-out) and hard-linked into the runtimes (:func:`link_bytecode`); a ``.pyc`` remembers its source's
+(:func:`compile_entries`: ``py_compile`` on every core compiles, never runs, the code; a package's tests
+are left out) and hard-linked into the runtimes (:func:`link_bytecode`); a ``.pyc`` remembers its source's
 size and mtime, which its hard link shares.
 
 Once linked, the runtime and the store entries it uses are handed to root
@@ -30,6 +30,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 from collections.abc import Iterable
@@ -86,21 +87,66 @@ def _relative(rel: str) -> str:
     return rel
 
 
+# Compiles the ``.py`` files under the folders named on its command line (their ``test``/``tests``
+# folders left out: imported by no evaluator, often a third of a package) into their ``__pycache__``,
+# spread over the machine's cores by size: ``py_compile`` compiles, never runs, the code, and writes
+# each ``.pyc`` atomically. A file that does not compile (a template, Python 2 code) stays source only.
+# (``compileall -j`` hands its pool one file at a time: on 2 cores 2.0 s for scikit-learn + nltk's store
+# entries, 1.2x one core; this, 1.35 s.)
+_COMPILE_SCRIPT = """\
+import os, py_compile, sys
+files = []
+for top in sys.argv[1:]:
+    for parent, dirs, names in os.walk(top):
+        dirs[:] = [d for d in dirs if d not in ("test", "tests", "__pycache__")]
+        paths = [os.path.join(parent, name) for name in names if name.endswith(".py")]
+        files += [(os.path.getsize(path), path) for path in paths]
+shares = [[0, []] for _ in range(max(1, min(8, len(os.sched_getaffinity(0)))))]
+for size, path in sorted(files, reverse=True):
+    share = min(shares, key=lambda s: s[0])
+    share[0] += size
+    share[1].append(path)
+
+def run(paths):
+    for path in paths:
+        try:
+            py_compile.compile(path, doraise=True, quiet=2)
+        except Exception:
+            pass
+
+children = []
+for _, paths in shares[1:]:
+    pid = os.fork()
+    if pid == 0:
+        run(paths)
+        os._exit(0)
+    children.append(pid)
+run(shares[0][1])
+for pid in children:
+    os.waitpid(pid, 0)
+"""
+
+
 def compile_entries(entries: Iterable[Path], python: str, timeout_s: float) -> None:
-    """Compile the bytecode of store entries not compiled yet (``python -I -m compileall``; the code
-    is compiled, never run); a mark in the entry says it was done."""
+    """Compile the bytecode of store entries not compiled yet (:data:`_COMPILE_SCRIPT`, ``python -I``:
+    the code is compiled, never run, on every core); a mark in the entry says it was done."""
     todo = [entry for entry in sorted(entries) if not (entry / _COMPILED).exists()]
     if not todo:
         return
-    subprocess.run(
-        # (a package's own tests are left out: imported by no evaluator, often a third of its files)
-        [python, "-I", "-m", "compileall", "-q", "-j", "0", "-x", r"[/\\]tests?[/\\]", *map(str, todo)],
+    compiling = subprocess.Popen(
+        [python, "-I", "-S", "-c", _COMPILE_SCRIPT, *map(str, todo)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        timeout=timeout_s,
-        check=False,  # a file that does not compile (a template, Python 2 code) stays source only
+        start_new_session=True,  # (its forked helpers with it: killed as a group past the timeout)
     )
+    try:
+        compiling.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(compiling.pid, signal.SIGKILL)
+        compiling.wait()
+        raise
     for entry in todo:
         (entry / _COMPILED).touch()
 
