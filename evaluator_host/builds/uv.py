@@ -97,7 +97,7 @@ def uv_environment(pip_config: dict[str, str], cert: str | None) -> dict[str, st
 
 
 _UV_SCRIPT = """\
-import glob, importlib.metadata, json, os, re, shutil, subprocess, sys, threading, time
+import json, os, subprocess, sys, threading, time  # (what uv's start needs: the rest is imported while it runs)
 {forwarder}
 if {relay!r}:
     threading.Thread(target=forward({relay!r}), name="relay-forwarder", daemon=True).start()
@@ -178,6 +178,7 @@ beside = threading.Thread(target=resolve_ahead, daemon=True)
 if {ahead!r}:
     beside.start()
 proc = subprocess.Popen({command!r}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace")
+import glob, importlib.metadata, re, shutil  # (while uv starts)
 for line in proc.stderr:
     text = line.rstrip("\\n")
     if text.startswith("DEBUG "):
@@ -212,17 +213,20 @@ if code:
 state["phase"] = "finishing"  # installed: the host links the runtime (process) or commits it (docker)
 say()
 if {manifest!r}:  # the tree of links, as data the host checks (its other files copied beside)
-    links, files, top = {{}}, [], {packages_dir!r}
-    for parent, dirs, names in os.walk(top):
-        for name in names:
-            path = os.path.join(parent, name)
-            rel = os.path.relpath(path, top)
-            if os.path.islink(path):
-                links[rel] = os.readlink(path)
-            else:
-                files.append(rel)
-                os.makedirs(os.path.dirname(os.path.join({manifest!r} + ".files", rel)), exist_ok=True)
-                shutil.copyfile(path, os.path.join({manifest!r} + ".files", rel))
+    links, files, folders = {{}}, [], [({packages_dir!r}, "")]
+    while folders:  # (scandir: a link is known from its folder's listing, without a stat of its own)
+        folder, prefix = folders.pop()
+        with os.scandir(folder) as listing:
+            for item in listing:
+                rel = prefix + item.name
+                if item.is_symlink():
+                    links[rel] = os.readlink(item.path)
+                elif item.is_dir():
+                    folders.append((item.path, rel + "/"))
+                else:
+                    files.append(rel)
+                    os.makedirs(os.path.dirname(os.path.join({manifest!r} + ".files", rel)), exist_ok=True)
+                    shutil.copyfile(item.path, os.path.join({manifest!r} + ".files", rel))
     with open({manifest!r}, "w") as fh:
         json.dump({{"links": links, "files": files}}, fh)
 print({lock_mark!r})
