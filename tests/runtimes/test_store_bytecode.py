@@ -55,6 +55,22 @@ def test_every_module_of_every_entry_is_compiled_but_tests_and_none_is_run(tmp_p
     assert {p: p.stat().st_mtime_ns for p in one.rglob("*.pyc")} == before
 
 
+def test_the_compile_follows_no_link_and_writes_into_no_linked_cache(tmp_path: Path) -> None:
+    """Root compiles here: a ``.py`` that is a link (to a file outside the entry) is not read, and a folder
+    whose ``__pycache__`` is a link to a folder outside gets nothing written through it."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.py").write_text("TOKEN = 'x'\n")
+    entry = _entry(tmp_path / "archive-v0", "e", {"a/ok.py": "X = 1\n", "b/mod.py": "Y = 2\n"})
+    (entry / "a" / "leak.py").symlink_to(outside / "secret.py")
+    (entry / "b" / "__pycache__").symlink_to(outside, target_is_directory=True)
+    (entry / "c").symlink_to(outside, target_is_directory=True)
+    store.compile_entries([entry], sys.executable, timeout_s=120)
+    assert _pyc(entry / "a/ok.py").is_file()
+    assert sorted(p.name for p in (entry / "a" / "__pycache__").iterdir()) == [_pyc(entry / "a/ok.py").name]
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.py"]
+
+
 def test_a_compile_past_its_timeout_is_killed_with_its_helpers(tmp_path: Path) -> None:
     """The compile and the processes it forked end at the timeout (one group, killed); the entry stays unmarked."""
     entry = _entry(tmp_path / "archive-v0", "big", {f"m{i}.py": "X = [" + "1, " * 200_000 + "]\n" for i in range(40)})
