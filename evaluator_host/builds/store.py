@@ -224,14 +224,16 @@ def link_bytecode(target: Path, sources: Sources, store: Path) -> int:
             cache = os.path.join(parent, "__pycache__")
             if not os.path.isdir(cache) or not _inside(os.path.realpath(cache), archive):
                 continue
-            out = target / rel_dir / "__pycache__"
+            out, made = os.path.join(target, rel_dir, "__pycache__"), False
             for name in os.listdir(cache):
                 source = os.path.join(cache, name)
                 if not name.endswith(".pyc") or not stat.S_ISREG(os.lstat(source).st_mode):
                     continue
-                out.mkdir(exist_ok=True)
+                if not made:
+                    os.makedirs(out, exist_ok=True)
+                    made = True
                 with contextlib.suppress(FileExistsError):
-                    os.link(source, out / name)
+                    os.link(source, os.path.join(out, name))
                     count += 1
     return count
 
