@@ -198,21 +198,11 @@ if code and beside.is_alive():  # (the install failed: its resolution beside it 
         ahead["proc"].kill()
     except (AttributeError, OSError):
         pass
-if not code:  # each installed package's archive hashes, while the cache is still there
-    try:
-        if beside.ident:
-            beside.join(timeout=120)
-        found = hashes(ahead["toml"])
-    except Exception:  # (an unexpected answer of uv's: the runtime has no hashes, the build still stands)
-        found = {{}}
-    print({hash_mark!r} + json.dumps(found), flush=True)
-if {private!r}:  # a cache of this build's own: nothing of it stays (a box's /tmp would be committed)
-    shutil.rmtree({cache!r}, ignore_errors=True)
-if code:
-    sys.exit(code)
-state["phase"] = "finishing"  # installed: the host links the runtime (process) or commits it (docker)
-say()
-if {manifest!r}:  # the tree of links, as data the host checks (its other files copied beside)
+if not code:
+    state["phase"] = "finishing"  # installed: the host links the runtime (process) or commits it (docker)
+    say()
+# (listed while the hashes' resolution beside the install may still be finishing)
+if not code and {manifest!r}:  # the tree of links, as data the host checks (its other files copied beside)
     links, files, folders = {{}}, [], [({packages_dir!r}, "")]
     while folders:  # (scandir: a link is known from its folder's listing, without a stat of its own)
         folder, prefix = folders.pop()
@@ -229,6 +219,18 @@ if {manifest!r}:  # the tree of links, as data the host checks (its other files 
                     shutil.copyfile(item.path, os.path.join({manifest!r} + ".files", rel))
     with open({manifest!r}, "w") as fh:
         json.dump({{"links": links, "files": files}}, fh)
+if not code:  # each installed package's archive hashes, while the cache is still there
+    try:
+        if beside.ident:
+            beside.join(timeout=120)
+        found = hashes(ahead["toml"])
+    except Exception:  # (an unexpected answer of uv's: the runtime has no hashes, the build still stands)
+        found = {{}}
+    print({hash_mark!r} + json.dumps(found), flush=True)
+if {private!r}:  # a cache of this build's own: nothing of it stays (a box's /tmp would be committed)
+    shutil.rmtree({cache!r}, ignore_errors=True)
+if code:
+    sys.exit(code)
 print({lock_mark!r})
 for d in importlib.metadata.distributions(path=[{packages_dir!r}]):
     print(d.metadata["Name"] + "==" + d.version)
