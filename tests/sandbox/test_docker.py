@@ -23,6 +23,7 @@ from fastapi.testclient import TestClient
 from evaluator_host.api import create_app
 from evaluator_host.errors import BuildError
 from evaluator_host.sandbox.base import RuntimeKey
+from evaluator_host.sandbox.docker import janitor
 from evaluator_host.sandbox.docker.backend import DockerBackend, DockerWorker
 from evaluator_host.sandbox.docker.engine import MANAGED, OWNER, Engine
 from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
@@ -229,6 +230,39 @@ def test_no_container_outlives_its_service_by_more_than_10_s(tmp_path: Path, sto
         proc.kill()
         proc.wait()
         wait_until(lambda: managed_containers(owner) == set(), 10, 0.2, what="the service's containers to go")
+
+
+def test_the_janitor_removes_what_its_service_created_though_the_engine_finished_it_after_the_death(
+    tmp_path: Path,
+) -> None:
+    """A create the service asked for just before it died may be finished by a busy engine seconds later,
+    its creation time past the death: the janitor knows it by the service's instance label and removes it;
+    what a later service on the same data dir creates (another instance) stays."""
+    settings = make_settings(tmp_path, backend="docker")
+    dead, later = Engine(settings), Engine(settings)
+    assert dead.owner == later.owner and dead.instance != later.instance
+    client = docker.from_env()
+    keeper = janitor.spawn(settings, dead.owner, dead.instance)
+    made: list[Any] = []
+    try:
+        assert keeper.stdin is not None
+        keeper.stdin.close()  # the service is gone
+        time.sleep(2.5)  # (creation times are whole seconds: this one is past the death's second)
+        late = client.containers.create(settings.base_image, ["sleep", "600"], labels=dead.labels())
+        newer = client.containers.create(settings.base_image, ["sleep", "600"], labels=later.labels())
+        made += [late, newer]
+
+        def ids() -> set[str]:
+            return {c["Id"] for c in client.api.containers(all=True, filters={"label": f"{OWNER}={dead.owner}"})}
+
+        wait_until(lambda: late.id not in ids(), 20, 0.2, what="the janitor to remove the late container")
+        assert keeper.wait(timeout=30) == 0
+        assert newer.id in ids()
+    finally:
+        for container in made:
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
+        client.close()
 
 
 @pytest.mark.network

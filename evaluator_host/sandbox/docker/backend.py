@@ -181,7 +181,7 @@ class DockerBackend:
         self.engine = engine or Engine(settings)
         self.swept = self.engine.sweep_sync()  # leftovers of a previous run (counted in the metrics)
         # removes this service's containers when the service ends, even by SIGKILL (janitor.py)
-        self._janitor = janitor.spawn(settings, self.engine.owner)
+        self._janitor = janitor.spawn(settings, self.engine.owner, self.engine.instance)
         self.builder = DockerRuntimeBuilder(settings, self.engine)
         self.builder.base_id()
         self._workers: set[DockerWorker] = set()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -25,12 +26,13 @@ import requests.exceptions
 from evaluator_host.errors import BackendUnavailable, EvaluatorHostError, SandboxError
 from evaluator_host.settings import Settings
 
-__all__ = ["MANAGED", "OWNER", "Engine", "NotFound", "unusable_reason"]
+__all__ = ["INSTANCE", "MANAGED", "OWNER", "Engine", "NotFound", "unusable_reason"]
 
 log = logging.getLogger(__name__)
 
 MANAGED = "evaluator-host.managed"  # on every container and runtime image we create
 OWNER = "evaluator-host.owner"  # the data dir that owns a container (sweeps stay per service)
+INSTANCE = "evaluator-host.instance"  # the service process that created it (its janitor's to remove)
 NAME_PREFIX = "evh-"
 NotFound = docker.errors.NotFound
 T = TypeVar("T")
@@ -64,6 +66,7 @@ class Engine:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.owner = hashlib.sha256(str(settings.data_dir.resolve()).encode()).hexdigest()[:12]
+        self.instance = uuid.uuid4().hex[:12]  # this process's: another service on the data dir has its own
         self._client: docker.DockerClient | None = None
 
     def client(self) -> docker.DockerClient:
@@ -91,7 +94,7 @@ class Engine:
     def labels(self, **extra: str) -> dict[str, str]:
         """Labels for a container of this service: the operator's ``container_labels``, then this service's
         own (``evaluator-host.*``: an operator's label of the same name is replaced, never kept)."""
-        return {**self.settings.container_labels, MANAGED: "1", OWNER: self.owner, **extra}
+        return {**self.settings.container_labels, MANAGED: "1", OWNER: self.owner, INSTANCE: self.instance, **extra}
 
     def sweep_sync(self) -> int:
         """Remove every container this service (this data dir) left behind; return the count."""

@@ -1,13 +1,15 @@
 """The janitor: a service's containers go away when the service does, however it ends.
 
 A docker-backend service starts one janitor process (``python -m
-evaluator_host.sandbox.docker.janitor OWNER``) in a session of its own and keeps the write
-end of the janitor's stdin open for its whole life, never writing to it. The kernel closes
+evaluator_host.sandbox.docker.janitor OWNER --instance ID``) in a session of its own and keeps the
+write end of the janitor's stdin open for its whole life, never writing to it. The kernel closes
 that end when the service's process ends — a clean exit, a crash, or SIGKILL — and the
 janitor, blocked reading its stdin, sees end-of-file at once. It then force-removes every
-container labelled as the service's (workers, spares, build boxes) created before it died, and
-looks again 2, 5 and 9 s later (a container the service asked for just before dying may be
-listed only once the engine has finished creating it), then exits. A service that
+container labelled as the service's data dir's (``OWNER``: workers, spares, build boxes) that this
+service created (its ``INSTANCE`` label) or that was created before it died, and looks again 2, 5
+and 9 s later (a container the service asked for just before dying may be listed only once the
+engine has finished creating it, its creation time then past the death: its instance label says
+whose it is), then exits. A service that
 closes normally removes its containers itself first; the janitor then finds none.
 
 This is what makes "every managed container goes away within seconds of its service dying,
@@ -32,10 +34,11 @@ __all__ = ["main", "spawn"]
 _SWEEPS_S = (0.0, 2.0, 5.0, 9.0)  # after the service's end: when the janitor sweeps
 
 
-def spawn(settings: Settings, owner: str) -> subprocess.Popen[bytes]:
-    """Start the janitor of the containers labelled ``owner``; the caller keeps the returned
-    process's ``stdin`` open until it has removed its containers itself (:func:`dismiss`)."""
-    argv = [sys.executable, "-m", "evaluator_host.sandbox.docker.janitor", owner]
+def spawn(settings: Settings, owner: str, instance: str) -> subprocess.Popen[bytes]:
+    """Start the janitor of the containers labelled ``owner`` (and ``instance``: the service's own); the
+    caller keeps the returned process's ``stdin`` open until it has removed its containers itself
+    (:func:`dismiss`)."""
+    argv = [sys.executable, "-m", "evaluator_host.sandbox.docker.janitor", owner, "--instance", instance]
     if settings.docker_host:
         argv += ["--docker-host", settings.docker_host]
     return subprocess.Popen(
@@ -64,17 +67,22 @@ def dismiss(janitor: subprocess.Popen[bytes]) -> None:
         janitor.wait()
 
 
-def _sweep(owner: str, docker_host: str | None, before: float) -> int:
-    """Remove ``owner``'s containers created before ``before`` (a service started on the same data
-    dir since then owns the newer ones); their count."""
+def _sweep(owner: str, docker_host: str | None, before: float, instance: str | None = None) -> int:
+    """Remove ``owner``'s containers the dead service ``instance`` created, whenever the engine finished
+    creating them, and any other of ``owner``'s created before ``before`` (a service started on the same
+    data dir since then owns the newer ones); their count."""
     import docker
 
-    from evaluator_host.sandbox.docker.engine import MANAGED, OWNER
+    from evaluator_host.sandbox.docker.engine import INSTANCE, MANAGED, OWNER
 
     client = docker.DockerClient(base_url=docker_host, timeout=30) if docker_host else docker.from_env(timeout=30)
     try:
         listed = client.api.containers(all=True, filters={"label": [f"{MANAGED}=1", f"{OWNER}={owner}"]})
-        found = [c["Id"] for c in listed if float(c.get("Created", 0)) <= before]
+        found = [
+            c["Id"]
+            for c in listed
+            if float(c.get("Created", 0)) <= before or (instance and (c.get("Labels") or {}).get(INSTANCE) == instance)
+        ]
 
         def remove(container_id: str) -> None:
             try:
@@ -94,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="evaluator-host-janitor")
     parser.add_argument("owner")
     parser.add_argument("--docker-host")
+    parser.add_argument("--instance")
     args = parser.parse_args(argv)
     clean = False  # the service said goodbye (dismiss) before its end: it removed its containers itself
     while True:
@@ -107,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
             break
         clean = True
     eof = time.monotonic()
-    died = time.time() + 1.0  # the engine's creation times are whole seconds
+    # the engine's creation times are whole seconds; what this service created is recognised by its label
+    # (a create it asked for just before it died may be finished by a busy engine seconds later)
+    died = time.time() + 1.0
     swept = False
     # a container whose creation the service asked for just before it died may not be listed yet (a
     # busy engine): look again over the next seconds, still only at what was created before it died
@@ -115,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(max(0.0, eof + at - time.monotonic()))
         for _attempt in range(3):  # the engine may be busy removing many containers at once
             try:
-                _sweep(args.owner, args.docker_host, died)
+                _sweep(args.owner, args.docker_host, died, args.instance)
                 swept = True
                 break
             except Exception:  # noqa: BLE001 - try again, then give up: nothing else can be done here
