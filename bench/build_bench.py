@@ -26,6 +26,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -77,7 +78,54 @@ def _first_result(client: httpx.Client, language: str, pins: dict[str, str], mod
 
 
 def _data_disk(data_dir: Path) -> int:
-    return disk_usage([p for p in (data_dir / "runtimes", data_dir / "package-store") if p.exists()])
+    found = (data_dir / "runtimes", data_dir / "package-store", data_dir / "images" / "package-store")
+    return disk_usage([p for p in found if p.exists()])
+
+
+def _runtime_images(pins: dict[str, str] | None = None) -> list[Any]:
+    """The engine's runtime images (of exactly ``pins``, when given): docker runtimes live in the engine,
+    shared by every data dir, so a set is "never seen" only once its image is gone."""
+    import docker
+
+    client = docker.from_env(timeout=120)
+    try:
+        found = client.images.list(filters={"label": "evaluator-host.packages"})
+        wanted = None if pins is None else json.dumps(pins, sort_keys=True)
+        return [
+            i
+            for i in found
+            if wanted is None or json.dumps(json.loads(i.labels["evaluator-host.packages"]), sort_keys=True) == wanted
+        ]
+    finally:
+        client.close()
+
+
+def _forget_images(backend: str) -> None:
+    """docker: remove the sets' runtime images (the shared uv cache, in the data dir, stays)."""
+    if backend != "docker":
+        return
+    import docker
+
+    client = docker.from_env(timeout=120)
+    try:
+        for _, _, pins, _ in SETS:
+            for image in _runtime_images(pins):
+                client.images.remove(image.id, force=True)
+    finally:
+        client.close()
+
+
+def _image_mb(pins: dict[str, str]) -> float:
+    """docker: what the set's runtime image adds to its base (its own layers), in MB."""
+    import docker
+
+    client = docker.from_env(timeout=120)
+    try:
+        image = _runtime_images(pins)[0]
+        base = client.images.get(image.labels["evaluator-host.base-image"])
+        return float(image.attrs["Size"] - base.attrs["Size"]) / 1e6
+    finally:
+        client.close()
 
 
 def _bare(language: str, pins: dict[str, str], cache: Path) -> tuple[float, int]:
@@ -106,18 +154,22 @@ def measure(backend: str = "process") -> BuildFigures:
         data = Path(scratch) / "data"
         data.mkdir()
         env = {"EVALUATOR_HOST_BACKEND": backend}
+        _forget_images(backend)
         with serving(str(data), env) as (base, _), httpx.Client(base_url=base, timeout=600) as client:
             for name, language, pins, module in SETS:  # cold: an empty store
                 one = SetFigures(name, pins)
                 before = _data_disk(data)
                 one.service_cold_s, one.note = _first_result(client, language, pins, module)
                 one.disk_mb = (_data_disk(data) - before) / 1e6
+                if backend == "docker":  # (its image's own layers, and what the shared cache gained)
+                    one.disk_mb += _image_mb(pins)
                 figures.sets.append(one)
-        for runtime in (data / "runtimes").iterdir():  # warm: the runtimes gone, the store kept
-            if runtime.is_dir() and not runtime.name.startswith("."):
+        for runtime in (data / "runtimes").iterdir() if (data / "runtimes").exists() else []:
+            if runtime.is_dir() and not runtime.name.startswith("."):  # warm: the runtimes gone, the store kept
                 shutil.rmtree(runtime)
             elif runtime.name.endswith((".build.json", ".used")):
                 runtime.unlink()
+        _forget_images(backend)
         with serving(str(data), env) as (base, _), httpx.Client(base_url=base, timeout=600) as client:
             for one, (_, language, pins, module) in zip(figures.sets, SETS, strict=True):
                 one.service_warm_s, _ = _first_result(client, language, pins, module)
@@ -165,8 +217,9 @@ request to its result (build, worker start, call); beside it, in the same run, a
 the same pins into an empty folder (npm: a bare `npm install`) with the service's interpreter. Cold: an
 empty package store / uv cache (the sets in this order, so "large + 1" comes after "large": the store then
 holds the rest, as the bare install's cache does); warm: the service restarted with its runtimes removed and
-its store kept, the bare install with the cache it filled. Disk: what the set added to the data dir
-(runtimes + store, every inode once, as `du` counts); bare: its folder and the cache it filled.
+its store kept (docker: the sets' runtime images removed), the bare install with the cache it filled. Disk:
+what the set added to the data dir (runtimes + store, every inode once, as `du` counts; docker: its runtime
+image's own layers, plus what the shared uv cache gained); bare: its folder and the cache it filled.
 
 {summary}
 
