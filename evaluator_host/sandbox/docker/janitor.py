@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     died = time.time() + 1.0
     swept = False
     # a container whose creation the service asked for just before it died may not be listed yet (a
-    # busy engine): look again over the next seconds, still only at what was created before it died
+    # busy engine): look again over the next seconds, at what it created or was created before it died
     for at in _SWEEPS_S[:1] if clean else _SWEEPS_S:
         time.sleep(max(0.0, eof + at - time.monotonic()))
         for _attempt in range(3):  # the engine may be busy removing many containers at once
