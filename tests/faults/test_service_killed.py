@@ -147,11 +147,15 @@ def _killed_mid_build(tmp_path: Path) -> None:
 def _killed_mid_docker_build(tmp_path: Path) -> None:
     import docker
 
+    from evaluator_host.sandbox.docker.engine import Engine
+    from evaluator_host.settings import Settings
+
     data_dir = tmp_path / "data"
     wheels = tmp_path / "wheels"
     version = f"1.0.{uuid.uuid4().int % 10**9}"  # a package set no earlier run has an image of
     tiny_wheel(wheels, version=version, pad_kib=4096)
-    env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels)}
+    # (the image path's build boxes: the store mode off; a store build is the process backend's, killed above)
+    env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels), "EVALUATOR_HOST_DOCKER_RUNTIME_STORE": "0"}
     body = {
         "name": "pinned",
         "language": "python",
@@ -174,7 +178,9 @@ def _killed_mid_docker_build(tmp_path: Path) -> None:
             _save_in_background(client, body)
             # the install is under way in a build box (an exec running pip in it)
             wait_until(lambda: any(_execs(engine, box) for box in build_boxes()), 120, 0.02, what="the install to run")
-            owners = {box["Labels"].get("evaluator-host.owner", "") for box in build_boxes()}
+            # this data dir's boxes only (another test's service may have one of its own on the engine now)
+            owners = {Engine(Settings(data_dir=data_dir)).owner}
+            assert build_boxes(owners), "the killed service's build box"
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
         killed_at = time.monotonic()
