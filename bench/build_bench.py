@@ -121,7 +121,10 @@ def _image_mb(pins: dict[str, str]) -> float:
 
     client = docker.from_env(timeout=120)
     try:
-        image = _runtime_images(pins)[0]
+        images = _runtime_images(pins)
+        if not images:  # (docker_runtime_store: a Python set is a folder of the data dir, counted there)
+            return 0.0
+        image = images[0]
         base = client.images.get(image.labels["evaluator-host.base-image"])
         return float(image.attrs["Size"] - base.attrs["Size"]) / 1e6
     finally:

@@ -399,6 +399,13 @@ class Settings(BaseSettings):
         "code, in the build sandbox: unprivileged, no host data, network only to the package indexes); off: "
         "wheels only. Always off on a process backend without namespaces (no build sandbox there).",
     )
+    docker_runtime_store: bool = Field(
+        True,
+        description="Docker: a Python set's runtime is a folder of hard links into the package store (built in the "
+        "host's build sandbox, as the process backend's, bytecode included), bound read-only into workers started "
+        "from the base image; off, or on a host without namespaces, or whose Python's minor version or C library "
+        "does not fit the base image's: one committed image per set (docs/architecture.md, 28).",
+    )
     build_allow_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Comma-separated hosts (host or host:port) a build may reach besides the configured package "

@@ -23,13 +23,14 @@ PINS = {"six": "1.12.0"}  # a set no other test builds: this module may remove i
 
 
 def cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(data_dir)}
+    env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(data_dir), "EVALUATOR_HOST_DOCKER_RUNTIME_STORE": "0"}
     argv = [sys.executable, "-m", "evaluator_host.cli", "runtimes", *args, "--backend", "docker"]
     return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
 
 
 def test_a_prebuilt_image_shows_its_lock_size_and_build_time_is_kept_while_in_use_then_goes(tmp_path: Path) -> None:
-    with TestClient(create_app(make_settings(tmp_path, backend="docker"))) as service:
+    # (runtime images: the store mode off, as npm sets and a host it does not fit have them)
+    with TestClient(create_app(make_settings(tmp_path, backend="docker", docker_runtime_store=False))) as service:
         created = service.post("/v1/runtimes", json={"language": "python", "packages": PINS})
         assert created.status_code in (200, 202), created.text
         location = created.headers["location"]

@@ -303,7 +303,9 @@ def test_containers_removed_from_outside_are_replaced_transparently(tmp_path: Pa
 
 # -- runtime images ----------------------------------------------------------------------------
 def _fresh_builder(tmp_path: Path, pins: dict[str, str], **overrides: Any) -> DockerRuntimeBuilder:
-    settings = make_settings(tmp_path, **overrides)
+    """A builder of runtime *images* (store mode off: these tests are the image path's, which npm sets and a
+    host the store mode does not fit take; tests/sandbox/test_docker_store.py is the store mode's)."""
+    settings = make_settings(tmp_path, **{"docker_runtime_store": False, **overrides})
     builder = DockerRuntimeBuilder(settings, Engine(settings))
     assert builder.remove(builder.runtime_for("python", pins))
     return builder
@@ -361,7 +363,8 @@ def test_the_ca_bundle_setting_is_what_lets_builds_through_the_proxy(tmp_path: P
     with pytest.raises(BuildError) as info:
         asyncio.run(builder.ensure("python", pins))
     assert "ssl" in info.value.output.lower(), info.value.output
-    good = DockerRuntimeBuilder(make_settings(tmp_path / "b"), Engine(make_settings(tmp_path / "b")))
+    good_settings = make_settings(tmp_path / "b", docker_runtime_store=False)
+    good = DockerRuntimeBuilder(good_settings, Engine(good_settings))
     good.boxes._pip = {"index-url": "https://pypi.org/simple"}
     assert "six==1.15.0" in asyncio.run(good.ensure("python", pins)).lock
 
@@ -380,7 +383,7 @@ def test_a_second_evaluator_on_the_same_set_builds_nothing(service: TestClient) 
 
 @pytest.mark.network
 def test_images_cli_lists_builds_and_prunes(tmp_path: Path) -> None:
-    env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(tmp_path)}
+    env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(tmp_path), "EVALUATOR_HOST_DOCKER_RUNTIME_STORE": "0"}
     cli = [sys.executable, "-m", "evaluator_host.cli", "images"]
     built = subprocess.run([*cli, "build", "--packages", '{"six": "1.15.0"}'], capture_output=True, text=True, env=env)
     assert built.returncode == 0 and "six==1.15.0" in built.stdout, built.stderr

@@ -41,7 +41,7 @@ from evaluator_host.sandbox.base import SANDBOX_ENV, ExitInfo, RawOutput, Runtim
 from evaluator_host.sandbox.cgroups import Counter, cgroup_of, memory_cgroup_of, oom_counter
 from evaluator_host.sandbox.docker import janitor
 from evaluator_host.sandbox.docker.engine import NAME_PREFIX, Engine, NotFound
-from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
+from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder, is_folder
 from evaluator_host.sandbox.egress import (
     IN_SANDBOX_PORT,
     SANDBOX_CA_BUNDLE,
@@ -91,6 +91,7 @@ class DockerWorker:
         self._reaper = StrayReaper(init_pid, self._pids)  # docker's --init, seen from the host (a local engine)
         self._oom = oom_counter(memory_cgroup_of(init_pid))
         self._demux = asyncio.ensure_future(self._pump(raw))
+        self.lease: int | None = None  # the store folder's lease (store mode), released with the container
 
     @property
     def alive(self) -> bool:
@@ -160,6 +161,10 @@ class DockerWorker:
                 self._exit = ExitInfo(returncode=code, oom_killed=oom or memory_exhausted(tail), raw_output=tail)
                 if self.egress is not None:
                     await self.egress.close()
+                if self.lease is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(self.lease)
+                    self.lease = None
                 with contextlib.suppress(Exception):
                     self.writer.close()
                 self._demux.cancel()
@@ -216,7 +221,8 @@ class DockerBackend:
     # -- containers ----------------------------------------------------------------------
     def _command(self, runtime: RuntimeKey, image: str) -> list[str]:
         family = languages.family(runtime.family)
-        packages = family.image_packages_dir if image != self.builder.base_id() else None
+        with_packages = image != self.builder.base_id() or is_folder(runtime.location)
+        packages = family.image_packages_dir if with_packages else None
         config: dict[str, Any] = {
             "reap_strays": True,
             "sync": True,  # sync marks on the raw output: docker relays it apart from the replies
@@ -239,7 +245,8 @@ class DockerBackend:
     def _create_sync(
         self, client: docker.DockerClient, runtime: RuntimeKey, gate: EgressGate | None = None
     ) -> tuple[str, socket.socket, int | None]:
-        image = runtime.location or self.builder.base_id()
+        folder = runtime.location if is_folder(runtime.location) else None
+        image = self.builder.base_id() if folder is not None or not runtime.location else runtime.location
         memory_mb = runtime.memory_mb
         api = client.api
         s = self.settings
@@ -259,6 +266,17 @@ class DockerBackend:
             ipc_mode="private",
             binds={
                 str(RUNTIMES_DIR): {"bind": "/sandbox/runtimes", "mode": "ro"},
+                # a store-mode runtime: its folder of links into the package store, where an image keeps them
+                **(
+                    {
+                        f"{folder}/{languages.family(runtime.family).packages_dir}": {
+                            "bind": languages.family(runtime.family).image_packages_dir,
+                            "mode": "ro",
+                        }
+                    }
+                    if folder is not None
+                    else {}
+                ),
                 # host packages the harness itself needs (RestrictedPython), read-only like the harness
                 **{
                     src: {"bind": f"{languages.VENDOR_DIR}/{name}", "mode": "ro"}
@@ -336,6 +354,8 @@ class DockerBackend:
         sock.setblocking(False)
         raw, writer = await asyncio.open_connection(sock=sock, limit=1 << 20)
         worker = DockerWorker(self, cid, raw, writer, init_pid, gate)
+        if is_folder(runtime.location):  # a store folder: held while the container lives (a prune waits)
+            worker.lease = self.builder.lease(os.path.basename(str(runtime.location)))
         self._workers.add(worker)
         return worker
 

@@ -12,11 +12,14 @@ log is kept in ``cache_dir/images/<id>.build.log``.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -30,9 +33,10 @@ from evaluator_host.sandbox.base import Runtime
 from evaluator_host.sandbox.docker.build_box import BuildBox, BuildBoxes
 from evaluator_host.sandbox.docker.engine import MANAGED, Engine, NotFound
 from evaluator_host.sandbox.inventory import RuntimeInfo
+from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
 from evaluator_host.settings import Settings
 
-__all__ = ["RUNTIME_REPO", "DockerRuntimeBuilder", "ImageInfo"]
+__all__ = ["RUNTIME_REPO", "DockerRuntimeBuilder", "ImageInfo", "is_folder"]
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +76,8 @@ class DockerRuntimeBuilder(BuildOnce):
         self.engine = engine
         self._base_id: str | None = None
         self.boxes = BuildBoxes(settings, engine, self.base_id)
+        # store mode: Python runtimes are the process backend's folders, bound into base-image workers
+        self.folders = RuntimeBuilder(settings) if settings.docker_runtime_store else None
 
     # -- identity ------------------------------------------------------------------------
     def base_id(self) -> str:
@@ -105,8 +111,47 @@ class DockerRuntimeBuilder(BuildOnce):
         return self.base_id()
 
     def find(self, rid: str, language: str, pins: dict[str, str]) -> Runtime | None:
-        """The image tagged for ``rid``, if any service built it."""
+        """The image tagged for ``rid``, if any service built it (in store mode, its folder first)."""
+        if self._in_store(language):
+            assert self.folders is not None
+            found = self.folders.find(rid, language, pins)
+            if found is not None:
+                return found
         return self.engine.run_sync(self._existing, rid, language)
+
+    def _in_store(self, language: str) -> bool:
+        """Whether ``language``'s runtimes are store folders here (``docker_runtime_store``, Python, and the
+        host's build sandbox available)."""
+        if self.folders is None or languages.get(language).family.installer != "pip":
+            return False
+        return self.folders.sandboxed and self._store_fits
+
+    @functools.cached_property
+    def _store_fits(self) -> bool:
+        """Whether a folder built for the host's interpreter runs on the base image's: the same minor
+        version and a C library no newer than the image's (a wheel chosen for the host must load there)."""
+        ask = "import os, sys; print(sys.version_info[0], sys.version_info[1], os.confstr('CS_GNU_LIBC_VERSION'))"
+
+        def image_python(client: docker.DockerClient) -> str:
+            out = client.containers.run(
+                self.base_id(), ["python3", "-I", "-S", "-c", ask], network_disabled=True, remove=True
+            )
+            return bytes(out).decode().strip()
+
+        try:
+            answer = subprocess.run(
+                [self.settings.python_executable, "-I", "-S", "-c", ask], capture_output=True, text=True, timeout=30
+            ).stdout.strip()
+            theirs = self.engine.run_sync(image_python)
+        except Exception:  # noqa: BLE001 - whatever fails here means images, as before
+            log.warning("docker_runtime_store: could not compare the interpreters; runtimes stay images")
+            return False
+        mine_v, theirs_v = answer.split()[:2], theirs.split()[:2]
+        mine_c, theirs_c = answer.split()[-1], theirs.split()[-1]
+        fits = mine_v == theirs_v and _version(mine_c) <= _version(theirs_c)
+        if not fits:
+            log.warning("docker_runtime_store: host %s vs image %s: runtimes stay images", answer, theirs)
+        return fits
 
     def _existing(self, client: docker.DockerClient, rid: str, language: str) -> Runtime | None:
         try:
@@ -128,7 +173,11 @@ class DockerRuntimeBuilder(BuildOnce):
         self.boxes.close()
 
     def build(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
-        """Install ``pins`` in a build box and commit it (see the module docstring)."""
+        """Install ``pins`` in a build box and commit it (see the module docstring); in store mode, the
+        process backend's build of a folder of links into the package store."""
+        if self._in_store(language):
+            assert self.folders is not None
+            return self.folders.build(rid, language, pins)
         family = languages.get(language).family
         shown = installers.shown(family, pins)
         started = time.monotonic()
@@ -260,10 +309,33 @@ class DockerRuntimeBuilder(BuildOnce):
                     location=info.image_id,
                 )
             )
+        if self.folders is not None:  # store mode: the sets' folders too
+            found += self.folders.inventory(only)
         return found
+
+    def live_logs(self, rid: str) -> list[Path]:
+        """A build's live output (store mode: the folder build's, for Python)."""
+        if self.folders is not None and rid.startswith("python-") and self._in_store("python"):
+            return self.folders.live_logs(rid)
+        return super().live_logs(rid)
+
+    def present(self, runtime: Runtime) -> bool:
+        """A store folder is there while its directory is (an image: True, as before)."""
+        if self.folders is not None and is_folder(runtime.location):
+            return self.folders.present(runtime)
+        return True
+
+    def lease(self, rid: str) -> int:
+        """Hold ``rid`` while a container uses it (store folders: the folder builder's lease, which a prune
+        of the folder waits out; images: the engine refuses to remove an image in use)."""
+        if self.folders is not None:
+            return self.folders.lease(rid)
+        return super().lease(rid)
 
     def build_log(self, rid: str) -> str:
         """The whole log of the build that made ``rid`` ('' when there is none)."""
+        if self.folders is not None and (found := self.folders.build_log(rid)):
+            return found  # (a store folder's)
         try:
             return (self.root / f"{rid}.build.log").read_text(errors="replace")
         except OSError:
@@ -278,6 +350,8 @@ class DockerRuntimeBuilder(BuildOnce):
     def remove(self, rid: str) -> bool:
         """Remove runtime image ``rid`` (its marks go with it; a failed build's log stays when there
         was no image); False when a container still uses it."""
+        if self.folders is not None and (self.folders.root / rid).is_dir():
+            return self.folders.remove(rid)
 
         def remove(client: docker.DockerClient) -> str:
             try:
@@ -297,6 +371,19 @@ class DockerRuntimeBuilder(BuildOnce):
             self.forget(rid)
             self._used_path(rid).unlink(missing_ok=True)
         return outcome != "in use"
+
+
+def is_folder(location: str | None) -> bool:
+    """Whether a docker runtime's ``location`` is a store folder (an absolute path), not an image id."""
+    return bool(location) and str(location).startswith("/")
+
+
+def _version(libc: str) -> tuple[int, ...]:
+    """``glibc 2.36`` → (2, 36)."""
+    try:
+        return tuple(int(part) for part in libc.split()[-1].split("."))
+    except ValueError:
+        return (999,)
 
 
 def _parse_created(created: str) -> float | None:
