@@ -161,10 +161,8 @@ class DockerWorker:
                 self._exit = ExitInfo(returncode=code, oom_killed=oom or memory_exhausted(tail), raw_output=tail)
                 if self.egress is not None:
                     await self.egress.close()
-                if self.lease is not None:
-                    with contextlib.suppress(OSError):
-                        os.close(self.lease)
-                    self.lease = None
+                _close_lease(self.lease)
+                self.lease = None
                 with contextlib.suppress(Exception):
                     self.writer.close()
                 self._demux.cancel()
@@ -339,25 +337,40 @@ class DockerBackend:
         """Start an unbound harness container for ``runtime``."""
         if self._closed:
             raise SandboxError("the service is shutting down")
+        lease = self._lease_folder(runtime.location)
         gate = await self.egress.open() if runtime.egress and self.egress is not None else None
         try:
             cid, sock, init_pid = await self.engine.call(self._create_sync, runtime, gate)
         except NotFound as exc:  # the runtime image was removed (pruned) since it was built or found
             if gate is not None:
                 await gate.close()
+            _close_lease(lease)
             self.builder.forget_location(runtime.location)
             raise SandboxError(f"the runtime image {runtime.location} was removed: retry to rebuild it") from exc
         except BaseException:
             if gate is not None:
                 await gate.close()
+            _close_lease(lease)
             raise
         sock.setblocking(False)
         raw, writer = await asyncio.open_connection(sock=sock, limit=1 << 20)
         worker = DockerWorker(self, cid, raw, writer, init_pid, gate)
-        if is_folder(runtime.location):  # a store folder: held while the container lives (a prune waits)
-            worker.lease = self.builder.lease(os.path.basename(str(runtime.location)))
+        worker.lease = lease
         self._workers.add(worker)
         return worker
+
+    def _lease_folder(self, location: str | None) -> int | None:
+        """A store folder's lease, taken before its container is created and held while it lives (a prune
+        then keeps the folder); :class:`SandboxError` when a prune removed it first (docker would bind an
+        empty folder in its place). None for an image."""
+        if not is_folder(location):
+            return None
+        lease = self.builder.lease(os.path.basename(str(location)))
+        if not os.path.isdir(str(location)):
+            _close_lease(lease)
+            self.builder.forget_location(location)
+            raise SandboxError(f"the runtime {location} was removed: retry to rebuild it")
+        return lease
 
     async def remove(self, container_id: str, *, inspect: bool) -> tuple[int | None, bool]:
         """Remove a container; with ``inspect``, first read its exit code and OOM flag."""
@@ -396,3 +409,9 @@ class DockerBackend:
         self.engine.close()
         if self.egress is not None:
             self.egress.close()
+
+
+def _close_lease(lease: int | None) -> None:
+    if lease is not None:
+        with contextlib.suppress(OSError):
+            os.close(lease)

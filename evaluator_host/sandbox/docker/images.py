@@ -12,6 +12,7 @@ log is kept in ``cache_dir/images/<id>.build.log``.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
 import logging
@@ -177,7 +178,10 @@ class DockerRuntimeBuilder(BuildOnce):
         process backend's build of a folder of links into the package store."""
         if self._in_store(language):
             assert self.folders is not None
-            return self.folders.build(rid, language, pins)
+            # the folder builder's lock too: another service's start-up sweep then leaves our partial alone
+            with open(self.folders.root / f"{rid}.lock", "a") as held:
+                fcntl.flock(held, fcntl.LOCK_EX)
+                return self.folders.build(rid, language, pins)
         family = languages.get(language).family
         shown = installers.shown(family, pins)
         started = time.monotonic()
@@ -314,9 +318,9 @@ class DockerRuntimeBuilder(BuildOnce):
         return found
 
     def live_logs(self, rid: str) -> list[Path]:
-        """A build's live output (store mode: the folder build's, for Python)."""
-        if self.folders is not None and rid.startswith("python-") and self._in_store("python"):
-            return self.folders.live_logs(rid)
+        """A build's live output (a store folder's build while it writes one)."""
+        if self.folders is not None and (found := self.folders.live_logs(rid))[0].exists():
+            return found
         return super().live_logs(rid)
 
     def present(self, runtime: Runtime) -> bool:
