@@ -313,9 +313,14 @@ class DockerRuntimeBuilder(BuildOnce):
                     location=info.image_id,
                 )
             )
-        if self.folders is not None:  # store mode: the sets' folders too
-            found += self.folders.inventory(only)
+        if self.folders is not None:  # store mode: the sets' folders too (this base image's ids, not the process
+            # backend's folders beside them in the same data dir)
+            found += [i for i in self.folders.inventory(only) if self._store_folder(i)]
         return found
+
+    def _store_folder(self, info: RuntimeInfo) -> bool:
+        """Whether a runtime folder is one of this builder's (a Python set's id on this base image)."""
+        return info.id.startswith("python-") and info.id == self.runtime_for("python", info.packages)
 
     def live_logs(self, rid: str) -> list[Path]:
         """A build's live output (a store folder's build while it writes one)."""
