@@ -134,8 +134,12 @@ class DockerRuntimeBuilder(BuildOnce):
         ask = "import os, sys; print(sys.version_info[0], sys.version_info[1], os.confstr('CS_GNU_LIBC_VERSION'))"
 
         def image_python(client: docker.DockerClient) -> str:
-            out = client.containers.run(
-                self.base_id(), ["python3", "-I", "-S", "-c", ask], network_disabled=True, remove=True
+            out = client.containers.run(  # (labelled as the service's: a sweep removes it if the service dies)
+                self.base_id(),
+                ["python3", "-I", "-S", "-c", ask],
+                network_disabled=True,
+                remove=True,
+                labels=self.engine.labels(),
             )
             return bytes(out).decode().strip()
 
@@ -384,7 +388,7 @@ class DockerRuntimeBuilder(BuildOnce):
 
 def is_folder(location: str | None) -> bool:
     """Whether a docker runtime's ``location`` is a store folder (an absolute path), not an image id."""
-    return bool(location) and str(location).startswith("/")
+    return location is not None and location.startswith("/")
 
 
 def _version(libc: str) -> tuple[int, ...]:
