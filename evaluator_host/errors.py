@@ -394,7 +394,7 @@ class BackendUnavailable(SandboxError):
 
 class EvaluatorOverloaded(EvaluatorHostError):
     """One evaluator's interactive calls would wait for its workers longer than a bound derived from its
-    timeout (its own queue: :mod:`evaluator_host.sandbox.admission`); answered at once, HTTP 429 with
+    timeout (its own queue: :mod:`evaluator_host.sandbox.pool.admission`); answered at once, HTTP 429 with
     Retry-After and the type ``Overloaded``, instead of queueing. Other evaluators are not affected."""
 
     type_name = "Overloaded"

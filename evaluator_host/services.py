@@ -38,7 +38,7 @@ from evaluator_host.online.assembly import Assembly
 from evaluator_host.online.ingest import Ingest
 from evaluator_host.online.scoring import OnlineScoring
 from evaluator_host.sandbox.base import SandboxBackend
-from evaluator_host.sandbox.pool import WorkerPool
+from evaluator_host.sandbox.pool.workers import WorkerPool
 from evaluator_host.sandbox.process.backend import ProcessBackend
 from evaluator_host.settings import Settings
 from evaluator_host.store import EvaluatorStore

@@ -1,7 +1,7 @@
 """The build relay: a build sandbox's only way out, a forward proxy on a unix socket of the host.
 
 It lets through ``CONNECT host:port`` and plain ``http://host:port/…`` requests (read by
-:mod:`evaluator_host.sandbox.proxy_head`, the egress proxy's parser too) to the configured index hosts
+:mod:`evaluator_host.sandbox.egress.head`, the egress proxy's parser too) to the configured index hosts
 only (:func:`evaluator_host.builds.build_sandbox.allowed_hosts`), answering anything else 403. A pip
 index whose URL carries credentials is reached through it as plain ``http://host:port/…``
 (:func:`relay_credentials` rewrites the sandbox's settings): the relay, on the host, opens the real
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from evaluator_host.sandbox.proxy_head import HEAD_LIMIT, Refused, parse_proxy_head
+from evaluator_host.sandbox.egress.head import HEAD_LIMIT, Refused, parse_proxy_head
 
 __all__ = ["BuildRelay", "Upstream", "relay_credentials", "sweep_stale"]
 

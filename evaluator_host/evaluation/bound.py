@@ -19,7 +19,7 @@ from evaluator_host.evaluation.prepared import Prepared, ignored_fields, unpinne
 from evaluator_host.evaluation.results import redact, to_result
 from evaluator_host.observability import tracing
 from evaluator_host.sandbox.base import RawOutcome, Runtime, WorkerSpec
-from evaluator_host.sandbox.pool import WorkerPool
+from evaluator_host.sandbox.pool.workers import WorkerPool
 from evaluator_host.sandbox.protocol import JobCases, WireCase
 from evaluator_host.tenancy.models import HEADER_VALUE, SECRET_REF
 from evaluator_host.tenancy.redaction import Redactor

@@ -35,7 +35,7 @@ from evaluator_host.evaluation.models import Case, EvaluationResult, EvaluatorSe
 from evaluator_host.evaluation.prepared import Prepared, ignored_fields
 from evaluator_host.evaluation.results import NETWORK_HINT, redact, to_result
 from evaluator_host.sandbox.base import Builder, Runtime, RuntimeKey, WorkerSpec
-from evaluator_host.sandbox.pool import WorkerPool
+from evaluator_host.sandbox.pool.workers import WorkerPool
 from evaluator_host.settings import Settings
 from evaluator_host.shared.lru import LRU
 from evaluator_host.tenancy.models import DEFAULT_WORKSPACE, NetworkEntry

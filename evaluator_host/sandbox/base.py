@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 if TYPE_CHECKING:
-    from evaluator_host.sandbox.egress import EgressGate, EgressProxy
+    from evaluator_host.sandbox.egress.proxy import EgressGate, EgressProxy
 
 __all__ = [
     "SANDBOX_ENV",

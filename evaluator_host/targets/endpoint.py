@@ -2,13 +2,13 @@
 
 Contract: :func:`check_endpoint` answers the :class:`Endpoint` (scheme, name, port, and the one
 address calls connect to) or ``TargetError`` (HTTP 400) naming the host. The rule is the egress
-proxy's (``sandbox/egress.py``), from the service process instead of a sandbox:
+proxy's (``sandbox/egress/proxy.py``), from the service process instead of a sandbox:
 
 * the host must be a DNS name (IP literals are refused) and ``host:port`` must be in the workspace's
   ``network_allow`` — or, on an open service (no API keys), the name one the operator pinned in
   ``EVALUATOR_HOST_EGRESS_HOSTS``;
 * a pinned name connects to its pinned address (trusted as given); any other name is resolved once and
-  every address must be public (:func:`~evaluator_host.sandbox.egress_addresses.is_public`: no
+  every address must be public (:func:`~evaluator_host.sandbox.egress.addresses.is_public`: no
   loopback, private, link-local — cloud metadata —, shared or reserved address); the calls go to the
   very address checked (``Host`` and TLS's SNI name the host), so a DNS answer that changes later
   (rebinding) changes nothing. The check runs when the job is created and again each time it starts.
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from evaluator_host.errors import TargetError
-from evaluator_host.sandbox.egress_addresses import is_public, system_resolve
+from evaluator_host.sandbox.egress.addresses import is_public, system_resolve
 
 __all__ = ["Endpoint", "check_endpoint"]
 

@@ -19,7 +19,7 @@
   bytes. The embedded runner cuts its chunk before the commit (the aggregate is the runner's); its
   commit, if the room shrank meanwhile (another service), stores the whole chunk: past the quota by
   at most one chunk, then.
-* ``max_warm_workers``: enforced by the pool (:mod:`evaluator_host.sandbox.leasing`): a workspace's
+* ``max_warm_workers``: enforced by the pool (:mod:`evaluator_host.sandbox.pool.leasing`): a workspace's
   keys hold at most that many workers; calls beyond wait for one of them (no 429).
 
 Quotas are read from the cached workspace record: a ``PATCH`` is in force for the next call.

@@ -56,7 +56,7 @@ from typing import Any
 from evaluator_host.errors import SandboxError
 from evaluator_host.jobs.mapping import picked_cases
 from evaluator_host.sandbox.base import ExitInfo, RawOutput, RuntimeKey, error_info
-from evaluator_host.sandbox.egress import EgressGate, EgressProxy
+from evaluator_host.sandbox.egress.proxy import EgressGate, EgressProxy
 from evaluator_host.sandbox.protocol import encode_frame, read_frame
 from evaluator_host.testing.builder import FakeBuilder
 from evaluator_host.testing.pipes import writer as _writer

@@ -1,5 +1,5 @@
 // The in-sandbox end of egress (started before the harness binds, for workers of egress runtimes only;
-// the host's side is evaluator_host/sandbox/egress.py).
+// the host's side is evaluator_host/sandbox/egress/proxy.py).
 
 // Forward 127.0.0.1:port (the sandbox's own loopback, named by HTTP(S)_PROXY) to the host's egress
 // proxy at socketPath: bytes only, every decision is the host proxy's.

@@ -178,7 +178,7 @@ def evaluate(inputs, outputs, trace):
 
 
 def test_a_python_worker_hands_its_proxy_port_to_the_service_and_runs_no_forwarder(world: dict[str, Any]) -> None:
-    """sandbox/egress_handoff.py: the service accepts the sandbox's 127.0.0.1:3128 itself (a container's
+    """sandbox/egress/handoff.py: the service accepts the sandbox's 127.0.0.1:3128 itself (a container's
     too); the harness keeps no forwarder thread, and connections are judged and logged as ever."""
     url = f"http://api.openai.com:{world['allowed']}/handed"
     result = _evaluate(world, THREADS_PY, [f"api.openai.com:{world['allowed']}"], {"url": url})

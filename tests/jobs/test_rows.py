@@ -15,7 +15,7 @@ from evaluator_host.jobs.rows import StoredRow, stored_chunk, stored_row, stored
 from evaluator_host.jobs.stored_form import SHARED_FIELDS, full_form, stored_form
 from evaluator_host.sandbox import fastjson
 from evaluator_host.sandbox.base import PlainOutcome, RawOutcome, plain_outcomes
-from evaluator_host.sandbox.replies import Foreign, bulk_outcomes
+from evaluator_host.sandbox.pool.replies import Foreign, bulk_outcomes
 
 RUNTIME = {"id": "python-abc", "language": "python", "policy": "standard"}
 

@@ -1,4 +1,4 @@
-"""The sandbox's proxy port handed to its gate (``sandbox/egress_handoff.py``), over real sockets.
+"""The sandbox's proxy port handed to its gate (``sandbox/egress/handoff.py``), over real sockets.
 
 The accepted case runs the harness's own :func:`hand_over` in a child process in a network namespace of
 its own (``unshare --net``, as a sandbox has): the gate then accepts that namespace's connections to
@@ -25,7 +25,7 @@ from types import ModuleType
 
 import pytest
 
-from evaluator_host.sandbox.egress import IN_SANDBOX_PORT, EgressGate, EgressProxy
+from evaluator_host.sandbox.egress.proxy import IN_SANDBOX_PORT, EgressGate, EgressProxy
 from tests.support.aio import aio
 from tests.support.egress import WS, Server, ask
 
@@ -263,7 +263,7 @@ async def test_a_refused_offer_leaves_the_harness_forwarding_on_the_same_port() 
 def test_a_received_descriptor_is_close_on_exec() -> None:
     """No worker the service starts later inherits a sandbox's socket (the fd-leak regressions of
     tests/compliance/test_escapes.py)."""
-    from evaluator_host.sandbox.egress_handoff import _receive
+    from evaluator_host.sandbox.egress.handoff import _receive
 
     left, right = socket.socketpair()
     with left, right, _listening(("127.0.0.1", 0)) as sock:

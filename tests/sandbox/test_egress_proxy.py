@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator_host.sandbox.egress import EgressGate, EgressProxy, Headers, is_public
+from evaluator_host.sandbox.egress.proxy import EgressGate, EgressProxy, Headers, is_public
 from tests.support.aio import aio
 from tests.support.egress import WS, Server, ask
 from tests.support.tls import certificate

@@ -18,7 +18,7 @@ import pytest
 
 from evaluator_host.errors import SandboxError
 from evaluator_host.sandbox.base import RuntimeKey
-from evaluator_host.sandbox.pool import WorkerPool
+from evaluator_host.sandbox.pool.workers import WorkerPool
 from evaluator_host.testing.fake import (
     DIE,
     FLOOD,

@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from evaluator_host.sandbox.memory import budget_mb, machine_memory_mb
+from evaluator_host.sandbox.pool.memory import budget_mb, machine_memory_mb
 from tests.support.service import assert_healthy, make_settings
 from tests.support.wait import wait_until
 

@@ -10,7 +10,7 @@ import pytest
 
 from evaluator_host.evaluation.models import Case, EvaluatorSettings
 from evaluator_host.evaluation.path import Evaluation
-from evaluator_host.sandbox.pool import WorkerPool
+from evaluator_host.sandbox.pool.workers import WorkerPool
 from evaluator_host.sandbox.process.backend import ProcessBackend
 from evaluator_host.sandbox.process.isolation import Isolation, probe
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from evaluator_host.sandbox.egress import EgressGate
+from evaluator_host.sandbox.egress.proxy import EgressGate
 
 __all__ = ["WS", "Server", "ask"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator_host.sandbox.base import RawOutcome, RuntimeKey, WorkerSpec
-from evaluator_host.sandbox.pool import WorkerPool
+from evaluator_host.sandbox.pool.workers import WorkerPool
 from evaluator_host.settings import Settings
 from evaluator_host.testing.fake import FakeBackend, Handler, LoadHook, Reply, StartHook
 

@@ -20,7 +20,7 @@ from evaluator_host.jobs.executor import ChunkExecutor
 from evaluator_host.jobs.models import Job, JobCreate
 from evaluator_host.jobs.runner import JobRunner
 from evaluator_host.jobs.uploads import DatasetCatalog
-from evaluator_host.sandbox.pool import WorkerPool
+from evaluator_host.sandbox.pool.workers import WorkerPool
 from evaluator_host.services import service_id
 from evaluator_host.settings import Settings
 from evaluator_host.store import EvaluatorStore

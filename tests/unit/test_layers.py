@@ -25,6 +25,9 @@ BELOW = (E + "sandbox", E + "store", E + "builds")
 # layer (a folder or module of the package) -> what it must never import
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "sandbox": (*TOP, *PATH, E + "store", E + "builds.catalog", E + "tenancy", E + "definitions", E + "testing"),
+    # the sandbox's rooms (sandbox/__init__.py): the pool and the egress proxy know no backend nor each other
+    "sandbox/pool": (E + "sandbox.process", E + "sandbox.docker", E + "sandbox.egress"),
+    "sandbox/egress": (E + "sandbox.process", E + "sandbox.docker", E + "sandbox.pool"),
     "builds": (*TOP, *PATH, E + "store", E + "tenancy", E + "sandbox.pool", E + "sandbox.process", E + "testing"),
     "definitions": (*TOP, *PATH, *BELOW, E + "tenancy", E + "testing"),
     "migration/base.py": (*TOP, *PATH[:2], *BELOW),
@@ -296,9 +299,9 @@ def test_the_package_has_one_lru() -> None:
 def test_the_pool_holds_its_leasing_and_uses_only_its_public_face() -> None:
     """``WorkerPool`` composes its leasing policy (``pool.leasing``) instead of inheriting it, and reaches
     none of the policy's private state (``close()`` uses ``stop``/``close``/``reaped``)."""
-    from evaluator_host.sandbox.leasing import Leasing
-    from evaluator_host.sandbox.pool import WorkerPool
+    from evaluator_host.sandbox.pool.leasing import Leasing
+    from evaluator_host.sandbox.pool.workers import WorkerPool
 
     assert not issubclass(WorkerPool, Leasing)
-    source = (PACKAGE / "sandbox" / "pool.py").read_text()
+    source = (PACKAGE / "sandbox" / "pool" / "workers.py").read_text()
     assert "leasing._" not in source

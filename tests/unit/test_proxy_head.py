@@ -1,10 +1,10 @@
-"""evaluator_host.sandbox.proxy_head: the one parser of the egress proxy's and the build relay's request heads."""
+"""evaluator_host.sandbox.egress.head: the one parser of the egress proxy's and the build relay's request heads."""
 
 from __future__ import annotations
 
 import pytest
 
-from evaluator_host.sandbox.proxy_head import ProxyHead, Refused, checked, parse_origin, parse_proxy_head
+from evaluator_host.sandbox.egress.head import ProxyHead, Refused, checked, parse_origin, parse_proxy_head
 
 
 def test_a_connect_names_its_host_as_written_lowercased_without_the_trailing_dot() -> None:

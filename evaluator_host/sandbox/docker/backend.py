@@ -16,7 +16,7 @@ Hardening on every container (see docs/security.md): no network, read-only root,
 ``/tmp`` and ``/dev/shm`` small noexec tmpfs, all capabilities dropped,
 no-new-privileges, an unprivileged uid, pids/memory(+swap)/CPU limits, docker's init,
 nothing of the host mounted writable (the harness folder is mounted read-only; an egress
-worker's gate socket, ``sandbox/egress.py``, is its only way out), no
+worker's gate socket, ``sandbox/egress/proxy.py``, is its only way out), no
 engine socket, logs discarded, and labels + a name prefix for the sweeps at start-up
 and shutdown.
 """
@@ -42,7 +42,7 @@ from evaluator_host.sandbox.cgroups import Counter, cgroup_of, memory_cgroup_of,
 from evaluator_host.sandbox.docker import janitor
 from evaluator_host.sandbox.docker.engine import NAME_PREFIX, Engine, NotFound
 from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder, is_folder
-from evaluator_host.sandbox.egress import (
+from evaluator_host.sandbox.egress.proxy import (
     IN_SANDBOX_PORT,
     SANDBOX_CA_BUNDLE,
     SANDBOX_SOCKET,

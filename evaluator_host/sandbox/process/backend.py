@@ -31,7 +31,7 @@ from evaluator_host.definitions.languages import RUNTIMES_DIR
 from evaluator_host.errors import BackendUnavailable, SandboxError
 from evaluator_host.sandbox.base import SANDBOX_ENV, RuntimeKey
 from evaluator_host.sandbox.cgroups import limit_cpu, limit_memory
-from evaluator_host.sandbox.egress import (
+from evaluator_host.sandbox.egress.proxy import (
     EgressGate,
     EgressProxy,
     proxy_env,

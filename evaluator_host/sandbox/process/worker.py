@@ -24,7 +24,7 @@ from evaluator_host.definitions.languages import RUNTIMES_DIR
 from evaluator_host.sandbox import strays
 from evaluator_host.sandbox.base import ExitInfo, RawOutput, RuntimeKey, memory_exhausted
 from evaluator_host.sandbox.cgroups import Counter, oom_counter
-from evaluator_host.sandbox.egress import IN_SANDBOX_PORT, SANDBOX_CA_BUNDLE, SANDBOX_SOCKET, EgressGate
+from evaluator_host.sandbox.egress.proxy import IN_SANDBOX_PORT, SANDBOX_CA_BUNDLE, SANDBOX_SOCKET, EgressGate
 from evaluator_host.sandbox.process.isolation import Isolation
 from evaluator_host.sandbox.protocol import RawSync
 from evaluator_host.sandbox.strays import StrayReaper

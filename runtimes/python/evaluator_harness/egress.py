@@ -6,8 +6,8 @@ Two users, one forwarder:
   :func:`forward_egress` before it reads its ``load`` frame (before any user code): it listens on the
   port and first offers the listening socket itself to the host's gate (:func:`hand_over`; the gate
   then accepts the sandbox's connections directly: no forwarder, no hop, no thread here — see
-  ``evaluator_host/sandbox/egress_handoff.py``); only if the gate does not take it does it forward.
-  Every decision is the host's egress proxy's (``evaluator_host/sandbox/egress.py``);
+  ``evaluator_host/sandbox/egress/handoff.py``); only if the gate does not take it does it forward.
+  Every decision is the host's egress proxy's (``evaluator_host/sandbox/egress/proxy.py``);
 * a build in the build sandbox: ``evaluator_host/builds/build_sandbox.py`` ships this file's text as
   ``FORWARDER`` (the forwarder to the build relay, on ``127.0.0.1:3128``); pip's build script runs the
   text inline and calls :func:`forward`, npm's build starts it as ``python3 forward.py --daemon SOCKET``,
@@ -24,7 +24,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-HANDOFF_HEAD = b"EVH-HANDOFF listener\r\n\r\n"  # the gate's side: evaluator_host/sandbox/egress_handoff.py
+HANDOFF_HEAD = b"EVH-HANDOFF listener\r\n\r\n"  # the gate's side: evaluator_host/sandbox/egress/handoff.py
 
 
 def listen(port: int, backlog: int = 64) -> socket.socket:

@@ -1,5 +1,5 @@
 """The egress proxy's byte relay: a connection the proxy has judged and let through, spliced to its
-destination at the transport level (:mod:`evaluator_host.sandbox.egress`).
+destination at the transport level (:mod:`evaluator_host.sandbox.egress.proxy`).
 
 Once a request has passed every check (the head read and parsed, the destination declared and allowed,
 its address checked), what is left is copying bytes both ways. :func:`splice` does that with two small

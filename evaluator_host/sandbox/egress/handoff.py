@@ -16,7 +16,7 @@ The exchange, on a connection to the gate (:data:`HANDOFF_HEAD` first, as a requ
    user code's offers come later and are refused (logged in ``details.egress`` like any refusal);
 2. the harness sends one byte with the listening socket's descriptor;
 3. the gate takes it only if it is exactly one descriptor, a listening TCP/IPv4 stream socket bound to
-   ``127.0.0.1:3128`` (:data:`~evaluator_host.sandbox.egress.IN_SANDBOX_PORT`) in a network namespace
+   ``127.0.0.1:3128`` (:data:`~evaluator_host.sandbox.egress.proxy.IN_SANDBOX_PORT`) in a network namespace
    that is *not* the service's own (``SO_NETNS_COOKIE``; a socket of the host's network would let the
    host's local users borrow this worker's allowlist), and answers ``OK``; anything else is closed
    and answered ``NO why``, and the harness forwards as before (so a refusal costs speed, never egress).
@@ -34,11 +34,11 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Protocol, cast
 
-from evaluator_host.sandbox.proxy_head import HEAD_LIMIT
+from evaluator_host.sandbox.egress.head import HEAD_LIMIT
 
 
 class EgressGate(Protocol):
-    """What the exchange needs of the gate (:class:`evaluator_host.sandbox.egress.EgressGate`): the one
+    """What the exchange needs of the gate (:class:`evaluator_host.sandbox.egress.proxy.EgressGate`): the one
     in-sandbox port a listener may be bound to, and where the taken listener is kept (closed with the gate).
     A protocol, so that this module does not import the gate that imports it."""
 

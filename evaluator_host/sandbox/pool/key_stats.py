@@ -1,4 +1,4 @@
-"""What the pool has learned of each key, for :mod:`evaluator_host.sandbox.leasing`'s choices.
+"""What the pool has learned of each key, for :mod:`evaluator_host.sandbox.pool.leasing`'s choices.
 
 Running means (each new figure weighs 0.2) of a lease's duration and of one row's share of it per key, and
 of starting and binding a worker; and per key the rate (0.3 per discarded worker, decaying by 0.7 per

@@ -11,21 +11,21 @@ Rules:
   least recently used runtime's go first), and a runtime's spares go after ``idle_ttl_s``
   without use;
 * who gets a worker when (the share of each key, waiting versus starting, eviction) is decided by
-  the pool's :class:`~evaluator_host.sandbox.leasing.Leasing` (:attr:`WorkerPool.leasing`);
+  the pool's :class:`~evaluator_host.sandbox.pool.leasing.Leasing` (:attr:`WorkerPool.leasing`);
 * a worker is discarded after a timeout its harness did not answer itself (a harness that
   announces ``soft_timeouts`` interrupts the case and stays warm; the host waits a little
   longer than the timeout before it kills), any crash, output flood or memory kill (a
   ``memory_limit`` its harness answered itself keeps the worker unless it says ``retire``), after
   ``max_uses`` evaluations, and after ``idle_ttl_s`` without use;
 * the rows of one call are sent in batches (``batch_size`` per message, at least an async evaluator's
-  ``in_flight``; a job's chunk whole) to one worker (:mod:`evaluator_host.sandbox.batches`); if a row
+  ``in_flight``; a job's chunk whole) to one worker (:mod:`evaluator_host.sandbox.pool.batches`); if a row
   ends the worker, only that row carries the failure and the rest of the batch goes on in a fresh worker
   (an async evaluator's rows run ``in_flight`` at once: when a worker is lost with rows in flight, those
   rows run again one at a time, so the failure is the outcome of the row that caused it);
 * single-case calls to one key that wait for a worker together are coalesced into one
-  batch (:mod:`evaluator_host.sandbox.coalesce`), each call still getting its own row;
+  batch (:mod:`evaluator_host.sandbox.pool.coalesce`), each call still getting its own row;
 * an interactive call whose key's queue would keep it waiting far past its timeout is refused at
-  once (:mod:`evaluator_host.sandbox.admission`: 429 ``Overloaded``); a job's chunks never are.
+  once (:mod:`evaluator_host.sandbox.pool.admission`: 429 ``Overloaded``); a job's chunks never are.
 """
 
 from __future__ import annotations
@@ -41,14 +41,14 @@ from dataclasses import dataclass
 from evaluator_host.errors import SandboxError
 from evaluator_host.observability import tracing
 from evaluator_host.observability.metrics import Metrics
-from evaluator_host.sandbox.admission import WAIT_DEADLINE, Admission
 from evaluator_host.sandbox.base import RawOutcome, RuntimeKey, SandboxBackend, WorkerSpec, error_info
-from evaluator_host.sandbox.batches import FRAME_OVERHEAD, ByteBudget, Call, frame_max, run_batch, send
-from evaluator_host.sandbox.coalesce import Coalescer, Group
-from evaluator_host.sandbox.leasing import Leasing, Slot
+from evaluator_host.sandbox.pool.admission import WAIT_DEADLINE, Admission
+from evaluator_host.sandbox.pool.batches import FRAME_OVERHEAD, ByteBudget, Call, frame_max, run_batch, send
+from evaluator_host.sandbox.pool.coalesce import Coalescer, Group
+from evaluator_host.sandbox.pool.leasing import Leasing, Slot
+from evaluator_host.sandbox.pool.replies import Unanswered
+from evaluator_host.sandbox.pool.spares import Spares
 from evaluator_host.sandbox.protocol import FrameTooLarge, JobCases, WireCase, encode_frame, read_frame
-from evaluator_host.sandbox.replies import Unanswered
-from evaluator_host.sandbox.spares import Spares
 from evaluator_host.settings import Settings
 
 __all__ = ["PoolStats", "WorkerPool", "load_frame"]
@@ -254,7 +254,7 @@ class WorkerPool:
         """Run ``cases`` on warm workers of ``spec``; one outcome per case, in order.
 
         ``interactive`` (``/v1/evaluate``, by id; never a job's chunk): the call passes the key's
-        admission first (:mod:`evaluator_host.sandbox.admission`): :class:`EvaluatorOverloaded` at once
+        admission first (:mod:`evaluator_host.sandbox.pool.admission`): :class:`EvaluatorOverloaded` at once
         when its key's queue would keep it waiting far past its timeout.
 
         With ``held_replies`` (job chunks, whose caller waits for every outcome anyway) the harness

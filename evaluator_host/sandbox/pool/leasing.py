@@ -17,9 +17,9 @@ Rules:
   it has settled (:data:`SETTLED_S`), never the warm worker of a key in steady use;
 * single-case calls of a key may share a batch only up to as many rows as run in a worker's
   start time (:meth:`Leasing.coalesce_limit`): slow rows keep getting workers of their own;
-  the timings and failure rates these rules read are measured by :mod:`evaluator_host.sandbox.key_stats`;
+  the timings and failure rates these rules read are measured by :mod:`evaluator_host.sandbox.pool.key_stats`;
 * memory: the workers alive at once (bound, starting, spare) hold at most the memory budget
-  (:func:`evaluator_host.sandbox.memory.budget_mb`: ``max_worker_memory_mb``, by default 75% of the
+  (:func:`evaluator_host.sandbox.pool.memory.budget_mb`: ``max_worker_memory_mb``, by default 75% of the
   machine's memory) in ``memory_mb``. A start that would pass it first evicts idle workers, least
   recently used first, and spares; when that is not enough, a key with workers of its own waits for
   one, and a key with none is answered :class:`~evaluator_host.errors.Overloaded` (503, Retry-After);
@@ -44,11 +44,11 @@ from typing import Any
 from evaluator_host.errors import LimitError, Overloaded, SandboxError
 from evaluator_host.observability import tracing
 from evaluator_host.observability.metrics import Metrics
-from evaluator_host.sandbox.admission import WAIT_DEADLINE, waited_too_long
 from evaluator_host.sandbox.base import Worker, WorkerSpec
-from evaluator_host.sandbox.holdings import SETTLED_S, Holdings, Slot
-from evaluator_host.sandbox.key_stats import KeyStats
-from evaluator_host.sandbox.memory import budget_mb
+from evaluator_host.sandbox.pool.admission import WAIT_DEADLINE, waited_too_long
+from evaluator_host.sandbox.pool.holdings import SETTLED_S, Holdings, Slot
+from evaluator_host.sandbox.pool.key_stats import KeyStats
+from evaluator_host.sandbox.pool.memory import budget_mb
 from evaluator_host.settings import Settings
 
 __all__ = ["Leasing", "Slot"]

@@ -1,11 +1,11 @@
 """Who holds which warm workers, and the shares that bound what one key or workspace may take.
 
-The tables :class:`~evaluator_host.sandbox.leasing.Leasing` keeps per key — its idle workers, the ones
+The tables :class:`~evaluator_host.sandbox.pool.leasing.Leasing` keeps per key — its idle workers, the ones
 running a batch, being started, the callers waiting, its workspace and its workers' ``memory_mb`` —
 and what follows from them alone: a key's *fair share* (the pool split over the keys in demand), its
 *demand share* (the pool split over the keys running, waiting or starting now), a workspace's holdings
 against its ``max_warm_workers`` cap, and which idle worker of another key may be evicted for a key
-(:meth:`Holdings.evict_one`; the rules are in :mod:`evaluator_host.sandbox.leasing`'s docstring).
+(:meth:`Holdings.evict_one`; the rules are in :mod:`evaluator_host.sandbox.pool.leasing`'s docstring).
 Nothing here starts, kills or waits.
 """
 

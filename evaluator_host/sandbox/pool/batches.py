@@ -1,6 +1,6 @@
 """One call's rows on one worker: the ``run`` frame of a batch, its replies, and what a lost worker means.
 
-A *call* (:class:`Call`) is what :meth:`evaluator_host.sandbox.pool.WorkerPool.run` was given: its rows,
+A *call* (:class:`Call`) is what :meth:`evaluator_host.sandbox.pool.workers.WorkerPool.run` was given: its rows,
 their timeout, the frame's shape (a job's chunk: :class:`JobCases`), one outcome slot per row, and the
 byte budget its replies may use up (:class:`ByteBudget`). The pool cuts it into batches and gives each
 batch a worker; :func:`run_batch` sends the batch and reads its replies:
@@ -10,7 +10,7 @@ batch a worker; :func:`run_batch` sends the batch and reads its replies:
 * a worker lost to a timeout, an exit, an output flood or a memory kill fails the row it was on, and
   the rest of the batch goes to a fresh worker — unless the harness may hold replies back
   (``flush_ms``) or runs rows at once (``in_flight``: an async evaluator), then
-  :class:`~evaluator_host.sandbox.replies.Unanswered` says how many rows are done;
+  :class:`~evaluator_host.sandbox.pool.replies.Unanswered` says how many rows are done;
 * a ``memory_limit`` reply (the harness caught the allocation failing under its own address-space or
   heap limit, below the sandbox's) keeps the worker unless the reply says ``retire``;
 * only a batch that finished cleanly (no frame after the last reply, no process left behind, no OOM
@@ -28,9 +28,9 @@ from typing import Any
 from evaluator_host.errors import ResponseTooLarge
 from evaluator_host.observability import tracing
 from evaluator_host.sandbox.base import RawOutcome, Worker, WorkerSpec
-from evaluator_host.sandbox.leasing import Slot
+from evaluator_host.sandbox.pool.leasing import Slot
+from evaluator_host.sandbox.pool.replies import Foreign, Unanswered, bulk_outcomes, failure, hard_timeout
 from evaluator_host.sandbox.protocol import FrameReader, FrameTooLarge, JobCases, WireCase, encode_frame
-from evaluator_host.sandbox.replies import Foreign, Unanswered, bulk_outcomes, failure, hard_timeout
 
 __all__ = ["FRAME_OVERHEAD", "ByteBudget", "Call", "frame_max", "run_batch", "send"]
 

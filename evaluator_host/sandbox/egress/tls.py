@@ -1,5 +1,5 @@
 """TLS for the egress proxy's header injection: the certificate authority sandboxes trust, and the
-contexts on both sides of a connection the proxy completes with headers (:mod:`evaluator_host.sandbox.egress`).
+contexts on both sides of a connection the proxy completes with headers (:mod:`evaluator_host.sandbox.egress.proxy`).
 
 A destination declared with ``headers`` gets them from the proxy, so the secret they carry never enters
 the sandbox. Over HTTPS the proxy must see the request to add them: it ends the sandbox's TLS itself, with

@@ -4,7 +4,7 @@ HTTP 429 ``Overloaded`` with ``Retry-After``) instead of queueing behind calls t
 other; a job's chunks are never refused (jobs queue by design).
 
 The estimate, per key: the interactive calls of the key already in the pool (waiting or running) × the
-running mean of one row's share of a lease (:class:`~evaluator_host.sandbox.key_stats.KeyStats`) ÷ the
+running mean of one row's share of a lease (:class:`~evaluator_host.sandbox.pool.key_stats.KeyStats`) ÷ the
 workers the key holds (at least one). A call is refused when that exceeds ``admission_wait_factor`` ×
 its ``timeout_s`` (0: never refused), with ``Retry-After`` the estimate rounded up (1 to 60 s).
 
@@ -32,7 +32,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 
 from evaluator_host.errors import EvaluatorOverloaded
-from evaluator_host.sandbox.key_stats import KeyStats
+from evaluator_host.sandbox.pool.key_stats import KeyStats
 
 __all__ = ["WAIT_DEADLINE", "Admission", "waited_too_long"]
 

@@ -13,14 +13,14 @@ that reaches the gate is judged here, on the host, where user code cannot reach:
   by the evaluator (the gate's ``declared``, set when the worker is bound) and in its workspace's
   ``network_allow`` now (:attr:`EgressProxy.workspace_allow`, updated on every ``PATCH``);
 * the name is resolved once, here; if any address is not globally routable
-  (:func:`~evaluator_host.sandbox.egress_addresses.is_public`, IPv6 forms embedding an IPv4 address
+  (:func:`~evaluator_host.sandbox.egress.addresses.is_public`, IPv6 forms embedding an IPv4 address
   included) the request is refused before any connection is made, and the connection goes to the very
   address that was checked (a DNS answer that changes between check and use — rebinding — changes
   nothing). ``egress_hosts`` (settings) pins names to addresses the operator trusts;
-* the request's head is read by :mod:`evaluator_host.sandbox.proxy_head` (the build relay's parser too);
+* the request's head is read by :mod:`evaluator_host.sandbox.egress.head` (the build relay's parser too);
 * a destination declared with ``headers`` (``NetworkEntry``) gets them from the proxy, secrets filled
   in on the host: over HTTPS the proxy ends the sandbox's TLS with a certificate of its own CA (which
-  the sandbox trusts: :mod:`evaluator_host.sandbox.egress_tls`), reads the request, replaces the
+  the sandbox trusts: :mod:`evaluator_host.sandbox.egress.tls`), reads the request, replaces the
   headers it sets (and ``Host``: the request goes to the declared name, never another site on the same
   address), sends it over its own verified TLS to the destination with ``Connection: close`` and relays
   the answer; one request per connection. Plain ``http://`` to such a destination is refused (the
@@ -45,11 +45,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from evaluator_host.sandbox.egress_addresses import is_public, system_resolve
-from evaluator_host.sandbox.egress_handoff import HANDOFF_HEAD, take_listener
-from evaluator_host.sandbox.egress_splice import pump, splice
-from evaluator_host.sandbox.egress_tls import Authority, upstream_context
-from evaluator_host.sandbox.proxy_head import HEAD_LIMIT, ProxyHead, Refused, checked, parse_origin, parse_proxy_head
+from evaluator_host.sandbox.egress.addresses import is_public, system_resolve
+from evaluator_host.sandbox.egress.handoff import HANDOFF_HEAD, take_listener
+from evaluator_host.sandbox.egress.head import HEAD_LIMIT, ProxyHead, Refused, checked, parse_origin, parse_proxy_head
+from evaluator_host.sandbox.egress.splice import pump, splice
+from evaluator_host.sandbox.egress.tls import Authority, upstream_context
 
 __all__ = [
     "IN_SANDBOX_PORT",
