@@ -393,6 +393,13 @@ class Settings(BaseSettings):
     pids_max: int = Field(64, description="Processes a worker may have (pids cgroup / RLIMIT_NPROC).")
     tmpfs_mb: int = Field(64, description="Size of each worker's private /tmp.")
     build_timeout_s: float = Field(300.0, gt=0, description="Longest a package install may take (then it fails).")
+    build_max_disk_mb: int = Field(
+        8192,
+        ge=1,
+        description="Disk one package build may write: its runtime folder, scratch and output (a docker build "
+        "box's writable layer), no single file larger; past it the build is stopped and fails, nothing of it kept. "
+        "Not counted: what a wheels-only build adds to the shared package store.",
+    )
     allow_sdist_builds: bool = Field(
         True,
         description="Let pip build packages published only as source (an sdist's build runs the package's own "

@@ -8,7 +8,7 @@ the build sandbox like pip's did, one ``uv pip install`` of exactly the pins:
 * with the **shared cache** ``cache`` (``UV_CACHE_DIR``; the store of unpacked wheels every later
   build reuses, :mod:`evaluator_host.builds.store`), wheels only unless source builds are allowed;
 * with the host's pip index settings as uv's own (:func:`uv_environment`: ``UV_INDEX_URL``,
-  ``UV_EXTRA_INDEX_URL``, ``UV_FIND_LINKS``, ``UV_INSECURE_HOST``, ``UV_NO_INDEX``,
+  ``UV_EXTRA_INDEX_URL``, ``UV_FIND_LINKS`` (comma-separated, as uv reads it), ``UV_INSECURE_HOST``, ``UV_NO_INDEX``,
   ``UV_HTTP_TIMEOUT``; ``UV_INDEX_STRATEGY=unsafe-best-match``: the best version of all indexes, as
   pip picks it; the CA bundle as ``SSL_CERT_FILE``, which uv trusts besides its own roots);
   the operator's constraints with ``-c``;
@@ -83,7 +83,9 @@ def uv_environment(pip_config: dict[str, str], cert: str | None) -> dict[str, st
     if pip_config.get("extra-index-url"):
         env["UV_EXTRA_INDEX_URL"] = pip_config["extra-index-url"]
     if pip_config.get("find-links"):
-        env["UV_FIND_LINKS"] = " ".join(pip_config["find-links"].split())
+        # uv reads UV_FIND_LINKS as a comma-separated list (a space-separated one is one path that
+        # does not exist: every build failed with two entries); pip's setting is whitespace-separated
+        env["UV_FIND_LINKS"] = ",".join(pip_config["find-links"].split())
     if pip_config.get("trusted-host"):
         env["UV_INSECURE_HOST"] = pip_config["trusted-host"]
     if pip_config.get("no-index", "").lower() in ("1", "true", "yes", "on"):

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 from evaluator_host.definitions.models import MAX_REVISION
 from evaluator_host.evaluation.aggregate_models import Aggregate
 from evaluator_host.evaluation.models import Case, EvaluationResult, FixtureReport
+from evaluator_host.shared.bounds import INT64_MAX
 from evaluator_host.targets.models import Generation, Target, TargetUsage
 
 __all__ = [
@@ -217,7 +218,7 @@ class CompareRequest(BaseModel):
     field_mapping: FieldMapping | None = None
     tolerance: float = Field(1e-9, ge=0, le=1e9, description="A score flips when |Δscore| is over this.")
     only_flipped: bool = Field(False, description="The per-row table lists only the rows that flipped.")
-    offset: int = Field(0, ge=0, description="The per-row table's first row (a page: offset, limit).")
+    offset: int = Field(0, ge=0, le=INT64_MAX, description="The per-row table's first row (a page: offset, limit).")
     limit: int = Field(100, ge=1, le=MAX_COMPARE_PAGE, description="Rows of the per-row table in this answer.")
 
     @model_validator(mode="after")
@@ -270,7 +271,7 @@ class ReplayRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     job_id: str = Field(description="The job whose stored row result is replayed.")
-    index: int = Field(ge=0, description="The row's index in the job's dataset.")
+    index: int = Field(ge=0, le=INT64_MAX, description="The row's index in the job's dataset.")
 
 
 class Replay(BaseModel):

@@ -15,7 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from evaluator_host.definitions.models import MAX_REVISION
 from evaluator_host.online import mapping
+from evaluator_host.shared.bounds import Int64
 
 __all__ = [
     "AttributeCondition",
@@ -34,7 +36,7 @@ __all__ = [
     "TraceSummary",
 ]
 
-Scalar = str | int | float | bool
+Scalar = str | Int64 | float | bool  # (an integer past 64 bits is a float, as OTLP has no such integer)
 
 
 class AttributeCondition(BaseModel):
@@ -89,7 +91,9 @@ class _RuleFields(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str | None = Field(None, max_length=200, description="A name to show (optional).")
-    revision: int | None = Field(None, ge=1, description="The evaluator revision that scores; null: the latest.")
+    revision: int | None = Field(
+        None, ge=1, le=MAX_REVISION, description="The evaluator revision that scores; null: the latest."
+    )
     filter: RuleFilter = Field(default_factory=RuleFilter)
     sampling_rate: float = Field(1.0, ge=0.0, le=1.0, description="The share of matching traces scored (0..1).")
     mapping: RuleMapping | None = None
@@ -108,7 +112,7 @@ class RulePatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str | None = Field(None, max_length=200)
-    revision: int | None = Field(None, ge=1)
+    revision: int | None = Field(None, ge=1, le=MAX_REVISION)
     filter: RuleFilter | None = None
     sampling_rate: float | None = Field(None, ge=0.0, le=1.0)
     mapping: RuleMapping | None = None

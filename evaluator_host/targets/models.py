@@ -8,6 +8,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from evaluator_host.shared.bounds import INT64_MAX
+
 __all__ = ["MAX_TEMPLATE_CHARS", "Generation", "Target", "TargetUsage", "TokenUsage"]
 
 MAX_TEMPLATE_CHARS = 64 * 1024  # a prompt template's or system prompt's source, at most
@@ -46,8 +48,12 @@ class Target(BaseModel):
     max_retries: int = Field(
         4, ge=0, le=10, description="Retries of a call after 429, 5xx, a timeout or a lost connection."
     )
-    max_calls: int | None = Field(None, ge=1, description="Budget: model calls (retries count); the job stops at it.")
-    max_tokens_total: int | None = Field(None, ge=1, description="Budget: total tokens; the job stops once reached.")
+    max_calls: int | None = Field(
+        None, ge=1, le=INT64_MAX, description="Budget: model calls (retries count); the job stops at it."
+    )
+    max_tokens_total: int | None = Field(
+        None, ge=1, le=INT64_MAX, description="Budget: total tokens; the job stops once reached."
+    )
 
     @field_validator("base_url")
     @classmethod

@@ -9,6 +9,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from evaluator_host.shared.bounds import INT64_MAX
 from evaluator_host.store.db import DEFAULT_WORKSPACE
 from evaluator_host.store.text import StoredText
 
@@ -154,12 +155,12 @@ class Quotas(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    max_concurrent_jobs: int | None = Field(None, ge=0, description="Jobs queued or running at once.")
+    max_concurrent_jobs: int | None = Field(None, ge=0, le=INT64_MAX, description="Jobs queued or running at once.")
     max_warm_workers: int | None = Field(
-        None, ge=1, description="Workers its evaluators hold at once (calls beyond wait for one of them)."
+        None, ge=1, le=INT64_MAX, description="Workers its evaluators hold at once (calls beyond wait for one of them)."
     )
     max_dataset_bytes: int | None = Field(
-        None, ge=0, description="Stored bytes: datasets (uploads, inline rows) and jobs' stored results."
+        None, ge=0, le=INT64_MAX, description="Stored bytes: datasets (uploads, inline rows) and jobs' stored results."
     )
     max_evaluations_per_s: float | None = Field(
         None,

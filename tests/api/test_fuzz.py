@@ -27,6 +27,7 @@ from schemathesis import GenerationMode
 from evaluator_host.api import create_app
 from evaluator_host.errors import ErrorBody
 from evaluator_host.settings import Settings
+from evaluator_host.shared.bounds import INT64_MAX, INT64_MIN
 from tests.support.service import serving
 
 EXAMPLES = int(os.environ.get("EVALUATOR_HOST_FUZZ_EXAMPLES", "12"))
@@ -58,6 +59,7 @@ class Fuzzed:
     def __init__(self, base_url: str, schema: Any, headers: dict[str, str], ids: dict[str, str]) -> None:
         self.base_url = base_url
         self.schema = schema
+        self.spec: dict[str, Any] = httpx.get(f"{base_url}/openapi.json", headers=headers, timeout=30).json()
         self.headers = headers
         self.ids = ids
         self.statuses: dict[str, set[int]] = {}
@@ -136,6 +138,150 @@ def test_every_answer_is_below_500_and_every_error_is_the_envelope(fuzzed: Fuzze
             assert anonymous.status_code == 401, anonymous.text
 
     run()
+
+
+# Integers past what SQL stores (signed 64-bit): each sent alone, in place of one integer of a valid request
+HUGE = (10**30, -(10**30), 2**63)
+
+
+def _resolve(schema: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    while isinstance(schema, dict) and "$ref" in schema:
+        schema = spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
+    return schema if isinstance(schema, dict) else {}
+
+
+def _alternatives(schema: Any, spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """A schema's alternatives (``anyOf``/``oneOf``/``allOf`` flattened), each resolved."""
+    schema = _resolve(schema, spec)
+    nested = [*schema.get("anyOf", []), *schema.get("oneOf", []), *schema.get("allOf", [])]
+    return [schema] + [alt for item in nested for alt in _alternatives(item, spec)]
+
+
+def _kinds(schema: Any, spec: dict[str, Any]) -> set[str]:
+    return {str(alt["type"]) for alt in _alternatives(schema, spec) if "type" in alt}
+
+
+def _integer_slots(value: Any, schema: Any, spec: dict[str, Any], path: tuple[Any, ...] = ()) -> list[Any]:
+    """Where an integer may go in ``value`` (a body valid for ``schema``): ``(path, only_integer)`` for every
+    integer-typed property of every object in it, present or not (``only_integer``: no number is accepted
+    there either, so a huge integer must be refused), recursing into what is present."""
+    slots: list[Any] = []
+    alternatives = _alternatives(schema, spec)
+    if isinstance(value, dict):
+        properties: dict[str, Any] = {}
+        for alt in alternatives:
+            properties.update(alt.get("properties", {}))
+        for name, prop in properties.items():
+            kinds = _kinds(prop, spec)
+            if "integer" in kinds:
+                slots.append(((*path, name), "number" not in kinds))
+            if name in value:
+                slots += _integer_slots(value[name], prop, spec, (*path, name))
+    elif isinstance(value, list) and value:
+        for alt in alternatives:
+            if isinstance(alt.get("items"), dict):
+                slots += _integer_slots(value[0], alt["items"], spec, (*path, 0))
+    return slots
+
+
+def _with(value: Any, path: tuple[Any, ...], new: int) -> Any:
+    """A copy of ``value`` with ``new`` at ``path``."""
+    if not path:
+        return new
+    copy: Any = dict(value) if isinstance(value, dict) else list(value)
+    copy[path[0]] = _with(copy[path[0]] if len(path) > 1 else None, path[1:], new)
+    return copy
+
+
+@pytest.mark.parametrize(("method", "path"), _operations(), ids=lambda v: str(v))
+def test_an_integer_past_64_bits_in_any_field_or_parameter_is_a_4xx_never_a_500(
+    fuzzed: Fuzzed, method: str, path: str
+) -> None:
+    """Regression (issue 47, 9): ``POST /v1/results/replay`` with ``index`` 10**30 answered 500 (SQLite's
+    integer overflow). Every integer of every route's body and query, one at a time in an otherwise valid
+    request, set past the signed 64-bit range: 4xx (the 422 naming it), never a 500."""
+    spec = fuzzed.spec
+    operation = fuzzed.schema[path][method]
+    document = spec["paths"][path][method.lower()]
+    body_schema = next(iter(document.get("requestBody", {}).get("content", {}).values()), {}).get("schema")
+    query = [p for p in document.get("parameters", []) if p["in"] == "query" and "integer" in _kinds(p["schema"], spec)]
+    if body_schema is None and not query:
+        pytest.skip("no integer in its body or query")
+    known = {name: value for name, value in fuzzed.ids.items() if "{" + name + "}" in path}
+    strategy = operation.as_strategy(generation_mode=GenerationMode.POSITIVE, path_parameters=known or None)
+    tried: list[str] = []
+
+    @settings(max_examples=3, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(case=strategy)
+    def run(case: Any) -> None:
+        body = case.body if isinstance(case.body, dict) else None
+        if body is not None:  # aimed at real resources (a replay's job), so the integer reaches its query
+            body = {**body, **{name: value for name, value in fuzzed.ids.items() if name in body}}
+        changes: list[tuple[str, Any, bool]] = []
+        if body is not None and body_schema is not None:
+            for slot, only in _integer_slots(body, body_schema, spec):
+                changes += [("body", slot, only)]
+        changes += [("query", (p["name"],), "number" not in _kinds(p["schema"], spec)) for p in query]
+        query_before = case.query
+        for where, slot, only in changes:
+            for huge in HUGE:
+                if where == "body":
+                    case.body = _with(body, slot, huge)
+                else:
+                    case.query = {**(case.query or {}), slot[0]: str(huge)}
+                response = case.call(headers=fuzzed.headers)
+                what = f"{method} {path} {where} {slot}={huge}: {case.as_curl_command(headers=fuzzed.headers)}"
+                _check(response, what)
+                if only:
+                    assert 400 <= response.status_code < 500, f"{what}: {response.status_code} {response.text[:500]}"
+                tried.append(f"{where} {slot}")
+            case.body, case.query = body, query_before
+
+    run()
+    if path == "/v1/results/replay":
+        assert "body ('index',)" in tried, tried
+
+
+def _integers(schema: Any, spec: dict[str, Any], where: str, seen: frozenset[str] = frozenset()) -> list[Any]:
+    """``(where, minimum, maximum)`` of every integer in ``schema`` (following references once each)."""
+    if not isinstance(schema, dict):
+        return []
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[1]
+        return [] if name in seen else _integers(spec["components"]["schemas"][name], spec, name, seen | {name})
+    found = []
+    if schema.get("type") == "integer":
+        found.append((where, schema.get("minimum", schema.get("exclusiveMinimum")), schema.get("maximum")))
+    for key in ("anyOf", "oneOf", "allOf"):
+        for alt in schema.get(key, []):
+            found += _integers(alt, spec, where, seen)
+    for name, prop in schema.get("properties", {}).items():
+        found += _integers(prop, spec, f"{where}.{name}", seen)
+    for key in ("items", "additionalProperties"):
+        found += _integers(schema.get(key), spec, f"{where}[]", seen)
+    return found
+
+
+def test_every_integer_a_request_carries_is_bounded_to_64_bits_in_the_schema() -> None:
+    """The schema-wide rule (issue 47, 9): every integer of every request body and parameter has a minimum
+    and a maximum within SQL's signed 64-bit range (``evaluator_host.shared.bounds``), so a larger one is
+    the framework's 422 before any handler or query sees it."""
+    spec = create_app(Settings(backend="process")).openapi()
+    found = []
+    for path, methods in spec["paths"].items():
+        for method, document in methods.items():
+            for parameter in document.get("parameters", []):
+                where = f"{method.upper()} {path} {parameter['in']}:{parameter['name']}"
+                found += _integers(parameter.get("schema"), spec, where)
+            for content in document.get("requestBody", {}).get("content", {}).values():
+                found += _integers(content.get("schema"), spec, f"{method.upper()} {path} body")
+    unbounded = [
+        item
+        for item in found
+        if item[1] is None or item[2] is None or float(item[1]) < float(INT64_MIN) or float(item[2]) > float(INT64_MAX)
+    ]
+    assert found and not unbounded, unbounded
+    assert any(where.endswith("ReplayRequest.index") for where, _, _ in found), found
 
 
 def test_the_fuzzed_routes_are_every_documented_operation(fuzzed: Fuzzed) -> None:

@@ -549,3 +549,33 @@ def test_relay_folders_a_killed_service_left_are_swept_and_live_or_young_ones_st
         assert live.exists() and young.exists() and other.exists()
     finally:
         live_server.close()
+
+
+TWO_LINKS = (
+    "import flinka, flinkb\n\ndef evaluate(inputs, outputs, trace):\n"
+    "    return {'score': 1, 'from': [flinka.WHERE, flinkb.WHERE]}\n"
+)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_build_finds_packages_in_each_of_two_find_links_folders(
+    tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (issue 47, also found): with two ``find-links`` entries in the operator's pip settings
+    every uv build failed ("Failed to read `--find-links` directory: /opt/wheels /x"): the entries were
+    handed to uv space-separated, which it reads as one path. Each folder's wheel is found now."""
+    first, second = tmp_path / "links-a", tmp_path / "links-b"
+    first.mkdir()
+    second.mkdir()
+    version = f"1.0.{uuid.uuid4().int % 10**8}"  # a runtime no earlier run built (docker images stay)
+    wheel(first, "flinka", version, {"flinka/__init__.py": "WHERE = 'a'\n"})
+    wheel(second, "flinkb", version, {"flinkb/__init__.py": "WHERE = 'b'\n"})
+    monkeypatch.setenv("PIP_FIND_LINKS", f"{first} {second}")
+    pins = {"flinka": version, "flinkb": version}
+    with TestClient(create_app(make_settings(tmp_path / "data", backend=backend))) as client:
+        try:
+            result = evaluate(client, TWO_LINKS, packages=pins, settings={"timeout_s": 60})
+            assert result["status"] == "ok", result
+            assert result["details"]["from"] == ["a", "b"], result
+        finally:
+            _remove_runtime(client, "python", pins)

@@ -50,6 +50,7 @@ from evaluator_host.builds.build_relay import BuildRelay
 from evaluator_host.builds.build_sandbox import host_pip_config, local_index_paths
 from evaluator_host.builds.npm import host_npm_config
 from evaluator_host.definitions.languages import Family
+from evaluator_host.sandbox.docker import box_disk
 from evaluator_host.sandbox.docker.engine import Engine, NotFound
 from evaluator_host.settings import Settings
 
@@ -234,6 +235,7 @@ class BuildBoxes:
                     cap_add=["CHOWN"],
                     security_opt=["no-new-privileges:true"],
                     pids_limit=_BUILD_PIDS,
+                    ulimits=[box_disk.fsize_ulimit(self.settings.build_max_disk_mb)],  # no file past the bound
                     log_config=LogConfig(type=LogConfig.types.NONE),
                 ),
             )
@@ -283,7 +285,9 @@ class BuildBoxes:
     ) -> tuple[str, int]:
         """Run the family's install script for ``pins`` in ``box``: its output (the lock after
         :data:`~evaluator_host.builds.installers.LOCK_MARK`) and exit code; the output is also
-        written to ``live_log`` as it comes (what ``GET /v1/runtimes/{id}`` shows of a build)."""
+        written to ``live_log`` as it comes (what ``GET /v1/runtimes/{id}`` shows of a build).
+        :class:`~evaluator_host.sandbox.docker.box_disk.Exceeded` when what the box wrote and the output
+        passed ``build_max_disk_mb`` (the install is killed as soon as it is seen)."""
         installer = installers.for_family(family)
         context = installer.in_box()
         share = box.store and family.installer == "pip"
@@ -313,7 +317,10 @@ class BuildBoxes:
         for name, text in install.files.items():
             (box.directory / name).write_text(text)
             (box.directory / name).chmod(0o644)
-        return self.engine.run_sync(self._exec, box, install.command, install.environment, live_log)
+        output, code, used = self.engine.run_sync(self._exec, box, install.command, install.environment, live_log)
+        if used is not None:
+            raise box_disk.Exceeded(used)
+        return output, code
 
     def hand_over(self, box: BuildBox) -> None:
         """Make ``box``'s installed packages root's before it is committed (blocking): every process of
@@ -349,7 +356,7 @@ class BuildBoxes:
         command: list[str],
         environment: dict[str, str],
         live_log: Path | None = None,
-    ) -> tuple[str, int]:
+    ) -> tuple[str, int, int | None]:
         api = client.api
         limit = self.settings.build_timeout_s
         command = ["timeout", "-s", "KILL", f"{limit:.0f}", *command]
@@ -357,6 +364,7 @@ class BuildBoxes:
         exec_id = api.exec_create(box.container_id, command, user=f"{uid}:{uid}", environment=environment)["Id"]
         started = time.monotonic()
         sock = api.exec_start(exec_id, socket=True)
+        watch = box_disk.BoxWatch(client, box.container_id, uid, self.settings.build_max_disk_mb)
         try:
             raw = getattr(sock, "_sock", sock)
             raw.settimeout(limit + 60)
@@ -366,11 +374,14 @@ class BuildBoxes:
                     chunks.append(data)
                     live.write(data)
                     live.flush()
+                    watch.output(len(data))
             output = b"".join(chunks).decode("utf-8", "replace")
         finally:
             sock.close()
+            watch.stop()
+        used = watch.over()  # (past the bound: the box is never committed)
         code = api.exec_inspect(exec_id).get("ExitCode")
         code = 1 if code is None else int(code)
         if code == 128 + 9 and time.monotonic() - started >= limit:  # `timeout -s KILL` fired
             output += f"\nthe install took longer than {limit:.0f} s"
-        return output, code
+        return output, code, used

@@ -25,12 +25,13 @@ from typing import Any
 
 import docker
 
-from evaluator_host.builds import installers, suggest, uv
+from evaluator_host.builds import disk_bound, installers, suggest, uv
 from evaluator_host.builds.build_once import BuildOnce, runtime_id
 from evaluator_host.definitions import languages
 from evaluator_host.definitions.languages import Family
 from evaluator_host.errors import BackendUnavailable, BuildError
 from evaluator_host.sandbox.base import Runtime
+from evaluator_host.sandbox.docker import box_disk
 from evaluator_host.sandbox.docker.build_box import BuildBox, BuildBoxes
 from evaluator_host.sandbox.docker.engine import MANAGED, Engine, NotFound
 from evaluator_host.sandbox.inventory import RuntimeInfo
@@ -191,12 +192,12 @@ class DockerRuntimeBuilder(BuildOnce):
         started = time.monotonic()
         box = self.boxes.take()
         try:
-            output, code = self.boxes.install(box, family, pins, self.live_logs(rid)[0])
+            output, code = self._install(box, family, pins, rid)
             if code and box.store and self.settings.allow_sdist_builds and uv.NEEDS_SOURCES in output:
                 # a pin published only as source: again, where package code may run, without the shared cache
                 self.boxes.release(box)
                 box = self.boxes.open_without_store()
-                again, code = self.boxes.install(box, family, pins, self.live_logs(rid)[0])
+                again, code = self._install(box, family, pins, rid)
                 output = f"{uv.NEEDS_SOURCES}: installing again with source builds, without the shared cache\n{again}"
             installed = time.monotonic()
             runtime = None
@@ -228,6 +229,14 @@ class DockerRuntimeBuilder(BuildOnce):
                 versions_of=lambda name: suggest.pip_versions(sys.executable, name),
             )
         return runtime
+
+    def _install(self, box: BuildBox, family: Family, pins: dict[str, str], rid: str) -> tuple[str, int]:
+        """The install in ``box``; a ``BuildError`` naming the bound when it wrote past ``build_max_disk_mb``."""
+        try:
+            return self.boxes.install(box, family, pins, self.live_logs(rid)[0])
+        except box_disk.Exceeded as exc:
+            limit = self.settings.build_max_disk_mb
+            raise disk_bound.exceeded(installers.shown(family, pins), rid, limit, exc.used) from exc
 
     def _commit(
         self, client: docker.DockerClient, box: BuildBox, rid: str, family: Family, pins: dict[str, str], output: str

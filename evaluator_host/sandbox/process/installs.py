@@ -26,11 +26,12 @@ import signal
 import stat
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from evaluator_host.builds import build_relay, build_sandbox, installers, suggest, uv
+from evaluator_host.builds import build_relay, build_sandbox, disk_bound, installers, suggest, uv
 from evaluator_host.definitions import languages
 from evaluator_host.definitions.languages import RUNTIMES_DIR
 from evaluator_host.errors import BuildError
@@ -184,7 +185,8 @@ class InstallSite:
             path.chmod(0o644)
         files.chmod(0o755)
         binds += [[str(files), "/build"], [str(relay.path), "/sandbox/relay.sock"]]
-        rlimits = {"NOFILE": 4096, "CORE": 0}
+        # no file of the build larger than its disk bound (the whole of what it writes: InstallSite.run)
+        rlimits = {"NOFILE": 4096, "CORE": 0, "FSIZE": self.settings.build_max_disk_mb << 20}
         if uid is not None:
             rlimits["NPROC"] = 1024
         target = "/sandbox/runtime" if npm else f"/sandbox/runtime/{top}"
@@ -212,10 +214,13 @@ class InstallSite:
         pins: dict[str, str],
         logs: list[Path],
         sandbox: dict[str, object] | None = None,
+        watched: tuple[Path, ...] = (),
     ) -> tuple[str, str]:
         """Run an install (with ``sandbox``: in the build sandbox that config describes): its standard
-        output and its whole log; ``BuildError`` when it fails or outlives ``build_timeout_s``."""
-        limit = self.settings.build_timeout_s
+        output and its whole log; ``BuildError`` when it fails or outlives ``build_timeout_s``, or when
+        ``watched`` (the build's folders) and its logs pass ``build_max_disk_mb`` while it runs or once it
+        ended (:mod:`~evaluator_host.builds.disk_bound`: then it is killed at once)."""
+        limit, bound_mb = self.settings.build_timeout_s, self.settings.build_max_disk_mb
         out_path, err_path = logs  # read by GET /v1/runtimes/{id} while it runs
         host_maps = sandbox is not None and self.isolation.host_maps
         if sandbox is not None:
@@ -248,7 +253,9 @@ class InstallSite:
                         )
                     write_id_maps(proc.pid, uid)
                 _send(proc, stdin)
-                _wait_exit(proc, limit)
+                used = self._watch(proc, limit, (*watched, *logs))
+                if used is not None:  # (killed by the handler below, as on any failure)
+                    raise disk_bound.exceeded(installers.shown(family, pins), rid, bound_mb, used)
             except subprocess.TimeoutExpired as exc:
                 _kill_group(proc)
                 message = f"installing {installers.shown(family, pins)} took longer than {limit:.0f} s"
@@ -257,6 +264,9 @@ class InstallSite:
                 _kill_group(proc)
                 raise
             returncode = proc.returncode
+            used = disk_bound.tree_usage((*watched, *logs))  # (what it wrote since the last look counts too)
+            if used >= bound_mb << 20:
+                raise disk_bound.exceeded(installers.shown(family, pins), rid, bound_mb, used)
             stdout, stderr = (_read(handle) for handle in (out, err))
         if returncode != 0 or installers.LOCK_MARK not in stdout:
             if any(mark in stderr + stdout for mark in INSTALLER_MARKS) or _disk_full(self.root):
@@ -270,6 +280,28 @@ class InstallSite:
                 versions_of=lambda name: suggest.pip_versions(sys.executable, name),
             )
         return stdout, stdout + stderr
+
+    def _watch(self, proc: subprocess.Popen[bytes], limit: float, paths: tuple[Path, ...]) -> int | None:
+        """Wait (at most ``limit``: then ``TimeoutExpired``) until ``proc`` exits, measuring ``paths`` as
+        it runs: the bytes they hold once they pass ``build_max_disk_mb`` (the build still runs), else None."""
+        bound, pacer = self.settings.build_max_disk_mb << 20, disk_bound.Pacer()
+        deadline = time.monotonic() + limit
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(proc.args, limit)
+            try:
+                _wait_exit(proc, pacer.wait_s(left))
+                return None
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline:
+                    raise
+            if pacer.due():
+                started = time.monotonic()
+                used = disk_bound.tree_usage(paths)
+                pacer.measured(time.monotonic() - started)
+                if used >= bound:
+                    return used
 
 
 def _send(proc: subprocess.Popen[bytes], data: bytes) -> None:

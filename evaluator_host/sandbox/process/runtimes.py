@@ -263,7 +263,7 @@ class RuntimeBuilder(BuildOnce):
             for name, text in install.files.items():
                 (build / name).write_text(text)
         try:
-            return site.run(install, rid, family, pins, self.live_logs(rid), config)
+            return site.run(install, rid, family, pins, self.live_logs(rid), config, watched=(build, partial))
         except BuildError as failed:
             if relay is None or not relay.refused:
                 raise
