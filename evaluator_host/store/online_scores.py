@@ -262,6 +262,17 @@ class ScoreQueue:
         values = {"state": "queued", "claimed_by": None, "claimed_until": utcnow() + timedelta(seconds=after_s)}
         return self._held(me, keys, values)
 
+    def defer(self, me: str, keys: Sequence[tuple[str, str]], after_s: float) -> int:
+        """Put rows ``me`` holds back in the queue, claimable again in ``after_s`` seconds, their claim not
+        counted as an attempt (the workspace's evaluation rate paces them: delayed, never failed)."""
+        values = {
+            "state": "queued",
+            "claimed_by": None,
+            "claimed_until": utcnow() + timedelta(seconds=after_s),
+            "attempts": S.attempts - 1,
+        }
+        return self._held(me, keys, values)
+
     def discard(self, me: str, keys: Sequence[tuple[str, str]], status: str) -> int:
         """Store rows ``me`` holds as ``dropped`` with ``status`` (their rule was deleted meanwhile)."""
         return self._held(me, keys, {"state": "dropped", "status": status, "claimed_until": None})
