@@ -249,16 +249,17 @@ class Scorer:
         """Run one group's cases, charged to its workspace's rate as throughput: the rows the rate does not
         hold now go back to the queue (:meth:`ScoreQueue.defer`) and get no result here."""
         first = runnable[0][0]
-        charged, wait = self.components.quotas.pace_evaluations(first.workspace_id, len(runnable))
-        held = len(runnable) if charged.cases is None else charged.cases
-        await self._defer([r for r, _ in runnable[held:]], wait)
+        charged, due = self.components.quotas.pace_evaluations(first.workspace_id, len(runnable))
+        held = len(runnable) - len(due)
+        await self._defer([r for r, _ in runnable[held:]], due)
         runnable = runnable[:held]
         if not runnable:
             return
         got: list[EvaluationResult] = []
         try:
             got = await self._run(first, [c for _, c in runnable], charged)
-            await self._defer([r for r, _ in runnable[len(got) :]], 1.0)  # the one-by-one run stopped at the rate
+            stopped = [r for r, _ in runnable[len(got) :]]  # the one-by-one run stopped at the rate
+            await self._defer(stopped, self.components.quotas.pace_evaluations(first.workspace_id, len(stopped))[1])
         except (SandboxError, StorageFull) as exc:
             await self._retry([r for r, _ in runnable], exc, results)
             got = []
@@ -271,9 +272,10 @@ class Scorer:
         for (row, _), result in zip(runnable, got, strict=False):
             results[(row.rule_id, row.trace_id)] = result
 
-    async def _defer(self, rows: list[Claimed], wait: float) -> None:
+    async def _defer(self, rows: list[Claimed], due: list[float]) -> None:
+        """Put ``rows`` back in the queue, each claimable again after its ``due`` seconds (no attempt counted)."""
         if rows:
-            await asyncio.to_thread(self.queue.defer, self.me, [(r.rule_id, r.trace_id) for r in rows], wait)
+            await asyncio.to_thread(self.queue.defer, self.me, [(r.rule_id, r.trace_id) for r in rows], due)
 
     async def _run(self, first: Claimed, cases: list[Case], charged: Charged) -> list[EvaluationResult]:
         revision = first.rule.revision if first.rule else None
@@ -287,7 +289,7 @@ class Scorer:
             # cases the rate does not hold now get no result: their rows go back to the queue
             out: list[EvaluationResult] = []
             for case in cases:
-                one, _ = self.components.quotas.pace_evaluations(ws, 1)
+                one, _due = self.components.quotas.pace_evaluations(ws, 1)
                 if one.cases == 0:
                     break
                 out.extend((await run_stored(self.components, ws, evaluator, revision, [case], one)).results)

@@ -131,6 +131,7 @@ class _Bucket:
     rate: float
     tokens: float
     at: float
+    booked: float = 0.0  # (monotonic) when the last batch of paced evaluations put off is due to run
 
 
 class QuotaGuard:
@@ -181,18 +182,28 @@ class QuotaGuard:
         bucket.tokens -= cases
         return Charged(workspace_id, cases, _mint=_MINT)
 
-    def pace_evaluations(self, workspace_id: str, cases: int) -> tuple[Charged, float]:
+    def pace_evaluations(self, workspace_id: str, cases: int) -> tuple[Charged, list[float]]:
         """Charge as many of ``cases`` as ``workspace_id``'s bucket holds now (throughput: online rules):
-        the receipt for those (its :attr:`Charged.cases`, possibly 0) and the seconds until the rest —
-        at most a bucket of them — would fit (0 when all fit). Never raises: the rest waits."""
+        the receipt for those (its :attr:`Charged.cases`, possibly 0), and for each of the rest, in order,
+        the seconds after which to try it again. Never raises: the rest waits.
+
+        The rest is put off a bucketful at a time, each batch due when the refill has room for it after
+        the batches put off before it (``booked``), so a backlog comes back spread at the rate — not all at
+        once, to be put off again — and a workspace's paced rows are tried about once or twice each."""
         bucket = self._bucket(workspace_id)
         if bucket is None:
-            return Charged(workspace_id, cases, _mint=_MINT), 0.0
+            return Charged(workspace_id, cases, _mint=_MINT), []
         now_ = min(cases, math.floor(bucket.tokens))
         bucket.tokens -= now_
-        rest = min(cases - now_, max(bucket.rate, 1.0))
-        wait = 0.0 if rest == 0 else max(rest - bucket.tokens, 0.0) / bucket.rate
-        return Charged(workspace_id, now_, _mint=_MINT), wait
+        rest = cases - now_
+        if not rest:
+            return Charged(workspace_id, now_, _mint=_MINT), []
+        per = max(1, math.floor(max(bucket.rate, 1.0)))  # rows a bucket holds
+        step = per / bucket.rate
+        first = max(bucket.at + max(0.0, per - bucket.tokens) / bucket.rate, bucket.booked + step)
+        due = [first + (i // per) * step - bucket.at for i in range(rest)]
+        bucket.booked = bucket.at + due[-1]
+        return Charged(workspace_id, now_, _mint=_MINT), due
 
     def check_jobs(self, workspace_id: str, active: int) -> None:
         """``QuotaExceeded`` when ``active`` jobs (queued or running) leave no room for one more."""
