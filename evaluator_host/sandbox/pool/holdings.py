@@ -134,13 +134,17 @@ class Holdings:
         """Whether ``workspace`` holds (with ``extra_mb`` more) more than its memory share."""
         return self.ws_mb().get(workspace, 0) + extra_mb > self.memory_share(budget_mb, workspace)
 
-    def starved(self, budget_mb: int, but: str) -> bool:
-        """Whether a workspace other than ``but`` has a caller waiting for a worker that its memory share
-        has room for: memory lent to others is then reclaimed (their idle workers evicted, their released
-        workers stopped, their new workers refused or queued)."""
+    def starved(self, budget_mb: int, but: str, free_mb: int) -> bool:
+        """Whether a workspace other than ``but`` has a caller waiting for a worker that does not fit in
+        ``free_mb`` (the budget is what holds it back) but that its memory share has room for: memory lent
+        to others is then reclaimed (their idle workers evicted, their released workers stopped, their new
+        workers refused or queued)."""
         held = self.ws_mb()
         return any(
-            n and ws != but and held.get(ws, 0) + self.mb_of.get(key, 0) <= self.memory_share(budget_mb, ws)
+            n
+            and ws != but
+            and self.mb_of.get(key, 0) > free_mb
+            and held.get(ws, 0) + self.mb_of.get(key, 0) <= self.memory_share(budget_mb, ws)
             for key, n in self.waiting.items()
             for ws in (self.ws_of.get(key, ""),)
         )
@@ -149,13 +153,14 @@ class Holdings:
         """Whether a worker of ``need_mb`` fits in ``workspace``'s memory share (False: no budget)."""
         return budget_mb is not None and not self.over_share(budget_mb, workspace, need_mb)
 
-    def lent(self, budget_mb: int | None, workspace: str, need_mb: int) -> bool:
+    def lent(self, budget_mb: int | None, workspace: str, need_mb: int, free_mb: int) -> bool:
         """Whether a worker of ``need_mb`` for ``workspace`` would hold memory beyond its share that another
-        workspace within its share is waiting for (:meth:`starved`): it must not start, nor stay, now."""
+        workspace within its share is waiting for (:meth:`starved`, ``free_mb``: the budget left with that
+        worker alive): it must not start, nor stay, now."""
         return (
             budget_mb is not None
             and self.over_share(budget_mb, workspace, need_mb)
-            and self.starved(budget_mb, but=workspace)
+            and self.starved(budget_mb, workspace, free_mb)
         )
 
     def memory_victims(self, budget_mb: int, workspace: str, need_mb: int) -> list[Slot]:

@@ -174,8 +174,10 @@ class Leasing:
         return self.holdings.within_share(self.memory_budget_mb, spec.workspace, spec.memory_mb)
 
     def _lent(self, spec: WorkerSpec) -> bool:
-        """Whether a worker of ``spec`` would take memory lent to its workspace (:meth:`Holdings.lent`)."""
-        return self.holdings.lent(self.memory_budget_mb, spec.workspace, spec.memory_mb)
+        """Whether a worker of ``spec`` (to start, or just released) would keep memory lent to its workspace
+        from another that waits for it (:meth:`Holdings.lent`)."""
+        free = (self.memory_budget_mb or 0) - self.live_mb() - spec.memory_mb
+        return self.holdings.lent(self.memory_budget_mb, spec.workspace, spec.memory_mb, free)
 
     def coalesce_limit(self, key: str) -> int:
         """How many single-case calls of ``key`` may share one batch (:meth:`KeyStats.coalesce_limit`)."""
