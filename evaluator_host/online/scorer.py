@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import Connection, select
 
-from evaluator_host.errors import EvaluatorHostError, LimitError, SandboxError, StorageFull
+from evaluator_host.errors import EvaluatorHostError, LimitError, QuotaExceeded, SandboxError, StorageFull
 from evaluator_host.evaluation.models import Case, ErrorInfo, EvaluationResult
 from evaluator_host.evaluation.trace_shape import SpanData, build_trace
 from evaluator_host.evaluation.usecases import Components, run_stored
@@ -256,10 +256,9 @@ class Scorer:
         if not runnable:
             return
         got: list[EvaluationResult] = []
+        ran = False
         try:
-            got = await self._run(first, [c for _, c in runnable], charged)
-            stopped = [r for r, _ in runnable[len(got) :]]  # the one-by-one run stopped at the rate
-            await self._defer(stopped, self.components.quotas.pace_evaluations(first.workspace_id, len(stopped))[1])
+            got, ran = await self._run(first, [c for _, c in runnable], charged), True
         except (SandboxError, StorageFull) as exc:
             await self._retry([r for r, _ in runnable], exc, results)
             got = []
@@ -271,6 +270,9 @@ class Scorer:
             got = []
         for (row, _), result in zip(runnable, got, strict=False):
             results[(row.rule_id, row.trace_id)] = result
+        if ran and len(got) < len(runnable):  # the one-by-one run (``_run``) stopped at the rate
+            stopped = [r for r, _ in runnable[len(got) :]]
+            await self._defer(stopped, self.components.quotas.pace_evaluations(first.workspace_id, len(stopped))[1])
 
     async def _defer(self, rows: list[Claimed], due: list[float]) -> None:
         """Put ``rows`` back in the queue, each claimable again after its ``due`` seconds (no attempt counted)."""
@@ -289,8 +291,9 @@ class Scorer:
             # cases the rate does not hold now get no result: their rows go back to the queue
             out: list[EvaluationResult] = []
             for case in cases:
-                one, _due = self.components.quotas.pace_evaluations(ws, 1)
-                if one.cases == 0:
+                try:
+                    one = self.components.quotas.take_evaluations(ws, 1)
+                except QuotaExceeded:
                     break
                 out.extend((await run_stored(self.components, ws, evaluator, revision, [case], one)).results)
             return out

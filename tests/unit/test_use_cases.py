@@ -241,10 +241,17 @@ def test_every_function_that_runs_cases_requires_a_receipt(module: str, cls: str
         ("job_chunks", {"jobs/executor.py"}),  # a job's chunks: unmetered by the rate (max_concurrent_jobs)
         ("pace_evaluations", {"online/scorer.py"}),  # throughput: online rules, delayed not failed
         # calls: /v1/evaluate and by id (usecases), fixtures on save and /test (evaluators), a compare or a
-        # differential run (compare), a replay (replay)
+        # differential run (compare), a replay (replay); the scorer's one-by-one run of a paced group whose
+        # replies were too large together (each case runs again: charged again, or put back)
         (
             "take_evaluations",
-            {"evaluation/usecases.py", "evaluation/evaluators.py", "evaluation/compare.py", "jobs/replay.py"},
+            {
+                "evaluation/usecases.py",
+                "evaluation/evaluators.py",
+                "evaluation/compare.py",
+                "jobs/replay.py",
+                "online/scorer.py",
+            },
         ),
     ],
 )
