@@ -140,12 +140,12 @@ class Evaluators:
     async def _fields(self, workspace: str, body: EvaluatorCreate) -> tuple[dict[str, object], list[str]]:
         """The revision's stored fields (with its fixtures' report: they run now, on the runtime just
         built), and the warnings of its definition (imports no pin provides). Its fixtures are charged to
-        the workspace's evaluation rate first (``QuotaExceeded``, 429: before any build)."""
-        charged = self.quotas.take_evaluations(workspace, len(body.fixtures)) if body.fixtures else None
+        the workspace's evaluation rate once the definition is valid (``QuotaExceeded``, 429: before any build)."""
         check_declarations(self.workspaces, workspace, body.secrets, body.network)
         prepared = await self.evaluation.validate(
             body.language, body.code, body.packages, body.settings, secrets=body.secrets, network=body.network
         )
+        charged = self.quotas.take_evaluations(workspace, len(body.fixtures)) if body.fixtures else None
         runtime = await self.evaluation.ensure_runtime(prepared, workspace)  # a failing install: 422 at save time
         warnings = unpinned_imports(prepared.language, prepared.code, prepared.pins, runtime.lock)
         warnings += declared_vs_used(prepared)
