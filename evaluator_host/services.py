@@ -223,7 +223,7 @@ class Services:
         weak = backend.isolation.get("mode") == "rlimits"
         evaluation = Evaluation(settings, pool, backend.builder, weak_isolation=weak)
         datasets = DatasetCatalog(settings, jobs, quotas)
-        evaluators = Evaluators(store, evaluation, vault, workspaces)
+        evaluators = Evaluators(store, evaluation, vault, workspaces, quotas)
         runner = JobRunner(settings, jobs, evaluators, datasets, quotas)
         runner.metrics = metrics
         if settings.queue_url:

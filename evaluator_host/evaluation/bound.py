@@ -2,9 +2,11 @@
 
 ``Evaluation.bind`` (:mod:`evaluator_host.evaluation.path`) makes one, once per scope, code, runtime,
 memory and secret values, and caches it there (the only cache of bound evaluators). ``run`` sends
-cases (one, a batch, or a job's chunk) to the pool and returns the harness's raw outcomes with secret
-values redacted; ``result`` normalizes one; ``evaluate`` does both for a call's cases and adds the
-warnings a case earns (a field its interface ignores, an import no pin provides).
+cases (one, a batch, or a job's chunk) to the pool — the one function that does: it spends the
+:class:`~evaluator_host.tenancy.quotas.Charged` receipt it is given before any case leaves, so no
+route or loop runs a workspace's code uncharged (tests/unit/test_use_cases.py) — and returns the
+harness's raw outcomes with secret values redacted; ``result`` normalizes one; ``evaluate`` does both
+for a call's cases and adds the warnings a case earns (a field its interface ignores, an import no pin provides).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from evaluator_host.sandbox.base import RawOutcome, Runtime, WorkerSpec
 from evaluator_host.sandbox.pool.workers import WorkerPool
 from evaluator_host.sandbox.protocol import JobCases, WireCase
 from evaluator_host.tenancy.models import HEADER_VALUE, SECRET_REF
+from evaluator_host.tenancy.quotas import Charged
 from evaluator_host.tenancy.redaction import Redactor
 
 __all__ = ["Bound", "fill_headers"]
@@ -51,9 +54,16 @@ class Bound:
     """A prepared evaluator on its built runtime, in one scope: ready to run cases on warm workers."""
 
     def __init__(
-        self, prepared: Prepared, runtime: Runtime, spec: WorkerSpec, pool: WorkerPool, redactor: Redactor
+        self,
+        prepared: Prepared,
+        runtime: Runtime,
+        spec: WorkerSpec,
+        pool: WorkerPool,
+        redactor: Redactor,
+        workspace: str,
     ) -> None:
         self.prepared = prepared
+        self.workspace = workspace  # the workspace whose receipts its runs spend
         self.runtime = runtime
         self.spec = spec
         self.redactor = redactor  # the secret values its workers hold, replaced in everything they send back
@@ -71,6 +81,7 @@ class Bound:
         cases: Sequence[WireCase],
         max_bytes: int | None = None,
         *,
+        charged: Charged,
         held_replies: bool = False,
         job_cases: JobCases | None = None,
         interactive: bool = False,
@@ -78,7 +89,9 @@ class Bound:
         """The raw outcome of each case (dicts as ``Case.model_dump()``), in order; ``SandboxError``
         when the infrastructure fails (user failures are outcomes); ``ResponseTooLarge`` when the
         replies exceed ``max_bytes``. ``held_replies``, ``job_cases``: see :meth:`WorkerPool.run`
-        (job chunks), ``interactive`` (an API call: admission per evaluator, 429 ``Overloaded``)."""
+        (job chunks), ``interactive`` (an API call: admission per evaluator, 429 ``Overloaded``).
+        ``charged``: the receipt of these cases (:mod:`evaluator_host.tenancy.quotas`), spent first."""
+        charged.spend(self.workspace, len(cases))
         settings = self.prepared.settings
         try:
             outcomes = await self._pool.run(
@@ -113,8 +126,11 @@ class Bound:
         for status, n in Counter(statuses).items():
             self._pool.metrics.evaluated(status, language, backend, n)
 
-    async def evaluate(self, cases: Sequence[Case], max_bytes: int | None = None) -> list[EvaluationResult]:
-        """Evaluate ``cases``; one result per case, in order (at most ``max_bytes`` of replies in all).
+    async def evaluate(
+        self, cases: Sequence[Case], max_bytes: int | None = None, *, charged: Charged
+    ) -> list[EvaluationResult]:
+        """Evaluate ``cases``; one result per case, in order (at most ``max_bytes`` of replies in all),
+        spending ``charged`` (:meth:`run`).
 
         A case carrying a field the interface never passes on (``app_params`` outside ``legacy``,
         ``trace`` to ``legacy``) gets a warning in its result saying so; a case that raised, in code
@@ -122,7 +138,7 @@ class Bound:
         """
         dumped = [case.model_dump() for case in cases]
         with tracing.span("evaluate", self.traced) as span:
-            results = [self.result(raw) for raw in await self.run(dumped, max_bytes, interactive=True)]
+            results = [self.result(raw) for raw in await self.run(dumped, max_bytes, charged=charged, interactive=True)]
             if span.is_recording():
                 span.set_attribute("evaluator_host.cases", len(results))
                 tracing.outcome(span, (result.status for result in results))

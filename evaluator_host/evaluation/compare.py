@@ -26,6 +26,7 @@ from evaluator_host.evaluation.aggregate import aggregate
 from evaluator_host.evaluation.aggregate_models import Aggregate
 from evaluator_host.evaluation.models import Case, EvaluationResult
 from evaluator_host.evaluation.usecases import Components, Definition, run_definition, run_stored
+from evaluator_host.tenancy.quotas import Charged
 
 __all__ = ["Compared", "StoredRevision", "compare_revisions", "flips", "run_both"]
 
@@ -41,11 +42,15 @@ class StoredRevision:
 
 
 async def _answers(
-    components: Components, workspace: str, version: Definition | StoredRevision, cases: Sequence[Case]
+    components: Components,
+    workspace: str,
+    version: Definition | StoredRevision,
+    cases: Sequence[Case],
+    charged: Charged,
 ) -> list[EvaluationResult]:
     if isinstance(version, StoredRevision):
-        return (await run_stored(components, workspace, version.evaluator_id, version.revision, cases)).results
-    return (await run_definition(components, workspace, version, cases)).results
+        return (await run_stored(components, workspace, version.evaluator_id, version.revision, cases, charged)).results
+    return (await run_definition(components, workspace, version, cases, charged)).results
 
 
 async def run_both(
@@ -57,9 +62,9 @@ async def run_both(
 ) -> tuple[list[EvaluationResult], list[EvaluationResult]]:
     """``cases`` run on ``base``, then on ``head``, in ``workspace`` (charged ``2 × len(cases)``
     evaluations first): both result lists, in case order."""
-    components.quotas.take_evaluations(workspace, 2 * len(cases))  # each row runs on both versions
-    old = await _answers(components, workspace, base, cases)
-    new = await _answers(components, workspace, head, cases)
+    charged = components.quotas.take_evaluations(workspace, 2 * len(cases))  # each row runs on both versions
+    old = await _answers(components, workspace, base, cases, charged)
+    new = await _answers(components, workspace, head, cases, charged)
     return old, new
 
 

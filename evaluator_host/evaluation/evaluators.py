@@ -37,6 +37,7 @@ from evaluator_host.evaluation.prepared import Prepared, unpinned_imports
 from evaluator_host.shared.lru import LRU
 from evaluator_host.store import EvaluatorStore, RevisionRecord
 from evaluator_host.tenancy.models import NetworkEntry, destinations, header_templates, injected_secrets
+from evaluator_host.tenancy.quotas import Charged, QuotaGuard
 from evaluator_host.tenancy.vault import Vault, check_name
 from evaluator_host.tenancy.workspaces import Workspaces
 
@@ -112,11 +113,21 @@ def check_declarations(
 class Evaluators:
     """Evaluator CRUD with immutable revisions."""
 
-    def __init__(self, store: EvaluatorStore, evaluation: Evaluation, vault: Vault, workspaces: Workspaces) -> None:
+    def __init__(
+        self,
+        store: EvaluatorStore,
+        evaluation: Evaluation,
+        vault: Vault,
+        workspaces: Workspaces,
+        quotas: QuotaGuard | None = None,
+    ) -> None:
         self.store = store
         self.evaluation = evaluation
         self.vault = vault
         self.workspaces = workspaces
+        # the service's guard (services.py): fixtures on save and /test are charged to the workspace's
+        # max_evaluations_per_s like any call
+        self.quotas = quotas if quotas is not None else QuotaGuard(workspaces)
         self._background: set[asyncio.Task[None]] = set()
         # Revisions never change, so a revision read once serves every later call by id without a
         # database read: the latest revision number is known here because every write of this data
@@ -128,11 +139,13 @@ class Evaluators:
 
     async def _fields(self, workspace: str, body: EvaluatorCreate) -> tuple[dict[str, object], list[str]]:
         """The revision's stored fields (with its fixtures' report: they run now, on the runtime just
-        built), and the warnings of its definition (imports no pin provides)."""
+        built), and the warnings of its definition (imports no pin provides). Its fixtures are charged to
+        the workspace's evaluation rate once the definition is valid (``QuotaExceeded``, 429: before any build)."""
         check_declarations(self.workspaces, workspace, body.secrets, body.network)
         prepared = await self.evaluation.validate(
             body.language, body.code, body.packages, body.settings, secrets=body.secrets, network=body.network
         )
+        charged = self.quotas.take_evaluations(workspace, len(body.fixtures)) if body.fixtures else None
         runtime = await self.evaluation.ensure_runtime(prepared, workspace)  # a failing install: 422 at save time
         warnings = unpinned_imports(prepared.language, prepared.code, prepared.pins, runtime.lock)
         warnings += declared_vs_used(prepared)
@@ -143,11 +156,13 @@ class Evaluators:
             if name in prepared.secrets
         ]
         checked: FixtureReport | None = None
-        if body.fixtures:
+        if body.fixtures and charged is not None:
             env = await self.vault.values(workspace, prepared.secrets)
             injected = await self.vault.values(workspace, prepared.injected)
             cases = [f.case() for f in body.fixtures]
-            results = await self.evaluation.evaluate(prepared, cases, workspace=workspace, env=env, injected=injected)
+            results = await self.evaluation.evaluate(
+                prepared, cases, charged=charged, workspace=workspace, env=env, injected=injected
+            )
             checked = fixtures.report(body.fixtures, results)
         return {
             "name": body.name,
@@ -297,10 +312,13 @@ class Evaluators:
 
     async def test(self, workspace: str, evaluator_id: str, revision: int | None) -> tuple[Evaluator, FixtureReport]:
         """Run a stored revision's fixtures now (``revision`` None: the latest, or the newest draft when
-        every revision is one) and judge them as on save."""
+        every revision is one) and judge them as on save; charged to the workspace's evaluation rate
+        (``QuotaExceeded``, 429) as any call."""
         record = await asyncio.to_thread(self.store.shown, workspace, evaluator_id, revision)
         model = to_model(record)
-        _, results = await self.evaluate(workspace, evaluator_id, record.revision, [f.case() for f in model.fixtures])
+        cases = [f.case() for f in model.fixtures]
+        charged = self.quotas.take_evaluations(workspace, len(cases))
+        _, results = await self.evaluate(workspace, evaluator_id, record.revision, cases, charged)
         return model, fixtures.report(model.fixtures, results)
 
     async def _prewarm_now(self, record: RevisionRecord) -> None:
@@ -308,11 +326,12 @@ class Evaluators:
             await self.evaluation.prewarm(await self.bind(record))
 
     async def evaluate(
-        self, workspace: str, evaluator_id: str, revision: int | None, cases: Sequence[Case]
+        self, workspace: str, evaluator_id: str, revision: int | None, cases: Sequence[Case], charged: Charged
     ) -> tuple[RevisionRecord, list[EvaluationResult]]:
-        """Run ``cases`` on a stored revision of ``workspace`` (``revision`` None: the latest)."""
+        """Run ``cases`` on a stored revision of ``workspace`` (``revision`` None: the latest), spending
+        ``charged`` (:meth:`Bound.run`)."""
         record, bound = await self._revision(workspace, evaluator_id, revision)
-        results = await bound.evaluate(cases, self.evaluation.settings.max_response_bytes)
+        results = await bound.evaluate(cases, self.evaluation.settings.max_response_bytes, charged=charged)
         for result in results:
             result.evaluator_id, result.revision = record.id, record.revision
         return record, results

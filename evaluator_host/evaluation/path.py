@@ -39,6 +39,7 @@ from evaluator_host.sandbox.pool.workers import WorkerPool
 from evaluator_host.settings import Settings
 from evaluator_host.shared.lru import LRU
 from evaluator_host.tenancy.models import DEFAULT_WORKSPACE, NetworkEntry
+from evaluator_host.tenancy.quotas import Charged
 from evaluator_host.tenancy.redaction import Redactor
 
 __all__ = [
@@ -180,7 +181,7 @@ class Evaluation:
             return bound
         spec = self._spec(prepared, runtime, f"{workspace}/{scope}|{digest}", workspace, env, headers)
         # an injected value never enters the sandbox; redacted all the same, should a host echo it back
-        bound = Bound(prepared, runtime, spec, self.pool, Redactor({**(injected or {}), **env}))
+        bound = Bound(prepared, runtime, spec, self.pool, Redactor({**(injected or {}), **env}), workspace)
         self._bound.put(key, bound)
         return bound
 
@@ -254,11 +255,13 @@ class Evaluation:
         prepared: Prepared,
         cases: Sequence[Case],
         *,
+        charged: Charged,
         scope: str = ADHOC,
         workspace: str = DEFAULT_WORKSPACE,
         env: dict[str, str] | None = None,
         injected: dict[str, str] | None = None,
     ) -> list[EvaluationResult]:
-        """Evaluate ``cases`` (bind, then run); one result per case, in order. User failures are results."""
+        """Evaluate ``cases`` (bind, then run, spending ``charged``: :meth:`Bound.run`); one result per case,
+        in order. User failures are results."""
         bound = await self.bind(prepared, scope, workspace=workspace, env=env, injected=injected)
-        return await bound.evaluate(cases, self.settings.max_response_bytes)
+        return await bound.evaluate(cases, self.settings.max_response_bytes, charged=charged)

@@ -11,6 +11,11 @@ caller's workspace, and turns what comes back into its own answer (JSON, a table
   :func:`run_definition`.
 * :func:`evaluate_stored` — a stored revision on cases (``POST /v1/evaluators/{id}/evaluate``):
   the case-count limit, the rate, then :func:`run_stored`.
+* Every run takes a :class:`~evaluator_host.tenancy.quotas.Charged` receipt (the workspace's
+  ``max_evaluations_per_s``, :mod:`evaluator_host.tenancy.quotas`) and ``Bound.run`` spends it before any
+  case reaches a worker: a call charges with ``QuotaGuard.take_evaluations`` (429 over the rate), an
+  online rule with ``QuotaGuard.pace_evaluations`` (the rest waits), a job's chunks with ``job_chunks``.
+  A new route that forgets to charge cannot run code (tests/unit/test_use_cases.py).
 * :func:`run_definition` — validate (size, interface, policy, pins: ``Evaluation.validate``, the
   only caller of it outside the evaluation path itself), the secret values it lists and those the
   egress proxy injects, bind and run. For a definition whose declarations were checked when it was
@@ -36,7 +41,7 @@ from evaluator_host.evaluation.path import Evaluation
 from evaluator_host.settings import Settings
 from evaluator_host.store import RevisionRecord
 from evaluator_host.tenancy.models import NetworkEntry
-from evaluator_host.tenancy.quotas import QuotaGuard
+from evaluator_host.tenancy.quotas import Charged, QuotaGuard
 from evaluator_host.tenancy.vault import Vault
 from evaluator_host.tenancy.workspaces import Workspaces
 
@@ -104,11 +109,11 @@ class Evaluated:
 
 
 async def run_definition(
-    components: Components, workspace: str, definition: Definition, cases: Sequence[Case]
+    components: Components, workspace: str, definition: Definition, cases: Sequence[Case], charged: Charged
 ) -> Evaluated:
     """Validate ``definition``, bind it in ``workspace`` (with the secret values it lists and those the
-    egress proxy sets in its headers) and run ``cases``; no limit of the call, no rate: see the module
-    docstring. Definition problems raise (422); user failures are results."""
+    egress proxy sets in its headers) and run ``cases``, spending ``charged`` (the caller charged them);
+    no limit of the call: see the module docstring. Definition problems raise (422); user failures are results."""
     evaluation = components.evaluation
     prepared = await evaluation.validate(
         definition.language,
@@ -120,16 +125,24 @@ async def run_definition(
     )
     env = await components.vault.values(workspace, prepared.secrets)
     injected = await components.vault.values(workspace, prepared.injected)  # the egress proxy's, never the code's
-    results = await evaluation.evaluate(prepared, cases, workspace=workspace, env=env, injected=injected)
+    results = await evaluation.evaluate(
+        prepared, cases, charged=charged, workspace=workspace, env=env, injected=injected
+    )
     return Evaluated(results, capabilities=prepared.capabilities)
 
 
 async def run_stored(
-    components: Components, workspace: str, evaluator_id: str, revision: int | None, cases: Sequence[Case]
+    components: Components,
+    workspace: str,
+    evaluator_id: str,
+    revision: int | None,
+    cases: Sequence[Case],
+    charged: Charged,
 ) -> Evaluated:
-    """Run ``cases`` on a stored revision of ``workspace`` (``revision`` None: the latest); each result
-    names the evaluator and revision. ``NotFoundError`` for an evaluator of another workspace."""
-    record, results = await components.evaluators.evaluate(workspace, evaluator_id, revision, cases)
+    """Run ``cases`` on a stored revision of ``workspace`` (``revision`` None: the latest), spending
+    ``charged``; each result names the evaluator and revision. ``NotFoundError`` for an evaluator of
+    another workspace."""
+    record, results = await components.evaluators.evaluate(workspace, evaluator_id, revision, cases, charged)
     return Evaluated(results, record=record)
 
 
@@ -140,9 +153,9 @@ async def evaluate_definition(
     workspace's evaluation rate (``QuotaExceeded``, 429), its declarations against the workspace
     (``SecretError``, ``EgressError``), then :func:`run_definition`."""
     check_case_count(len(cases), components.settings)
-    components.quotas.take_evaluations(workspace, len(cases))
+    charged = components.quotas.take_evaluations(workspace, len(cases))
     check_declarations(components.workspaces, workspace, list(definition.secrets), definition.network)
-    return await run_definition(components, workspace, definition, cases)
+    return await run_definition(components, workspace, definition, cases, charged)
 
 
 async def evaluate_stored(
@@ -151,5 +164,5 @@ async def evaluate_stored(
     """One call evaluating a stored revision on ``cases``: the case-count limit, the workspace's
     evaluation rate, then :func:`run_stored`."""
     check_case_count(len(cases), components.settings)
-    components.quotas.take_evaluations(workspace, len(cases))
-    return await run_stored(components, workspace, evaluator_id, revision, cases)
+    charged = components.quotas.take_evaluations(workspace, len(cases))
+    return await run_stored(components, workspace, evaluator_id, revision, cases, charged)

@@ -47,6 +47,7 @@ from evaluator_host.observability.metrics import Metrics
 from evaluator_host.sandbox.base import RawOutcome
 from evaluator_host.sandbox.protocol import JobCases, WireCase
 from evaluator_host.settings import Settings
+from evaluator_host.tenancy.quotas import job_chunks
 
 __all__ = [
     "MONOTONIC",
@@ -148,7 +149,8 @@ class ChunkExecutor:
         attempt = away = 0
         while True:
             try:
-                outcomes = await bound.run(cases, held_replies=True, job_cases=sent)
+                charged = job_chunks(bound.workspace)  # a job's rows: bounded by its quotas, not the rate
+                outcomes = await bound.run(cases, held_replies=True, job_cases=sent, charged=charged)
                 return Ran(outcomes, self.clock.now() - started)
             except SandboxError as exc:
                 if isinstance(exc, BackendUnavailable) and self.await_backend:  # the engine is away: wait for it

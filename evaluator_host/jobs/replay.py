@@ -7,7 +7,8 @@ field mapping, makes the case the job made (``RowMapper.case``; a model-target j
 generation as ``outputs`` and the model call as ``trace``, as the job did — never calling the model again; a row
 whose call failed has nothing to replay: ``ConflictError``), binds the revision (its runtime by id:
 the same pins build the same runtime; a stored row whose runtime id is not the revision's is a
-``ConflictError``) and runs it once — never answered from the result cache — then compares the
+``ConflictError``) and runs it once — charged one evaluation to the workspace's
+``max_evaluations_per_s`` (429 over it) — — never answered from the result cache — then compares the
 answer with the stored one field by field (:data:`COMPARED`; timings, printed output and the cached
 mark are not compared). 404 when the job or the row's result is not stored.
 """
@@ -74,8 +75,9 @@ async def replay(runner: JobRunner, workspace: str, job_id: str, index: int) -> 
             )
         case["outputs"] = generation.text
         case["trace"] = trace_of(job_id, generation, Target(**job.target).model, targeted.prices)
+    charged = runner.quotas.take_evaluations(revision.workspace_id, 1)  # one case, as a call: 429 over the rate
     bound = await runner.revisions.bind(revision)
-    raw = (await bound.run([case]))[0]
+    raw = (await bound.run([case], charged=charged))[0]
     replayed = bound.result(raw).model_copy(update={"evaluator_id": revision.id, "revision": revision.revision})
     shared: dict[str, Any] = {
         "interface": revision.interface,

@@ -15,6 +15,10 @@ Contract (docs/online.md, "How it works"):
   from the evaluated span, else (evaluated span = root) from the trace's first span that has some.
   A mapping path that finds nothing, a trace gone (retention), an evaluator deleted or a definition
   that no longer builds are *results* (status ``error``), stored like any other.
+* Each group is charged to its workspace's ``max_evaluations_per_s`` as throughput
+  (:meth:`~evaluator_host.tenancy.quotas.QuotaGuard.pace_evaluations`): the rows the bucket holds run
+  now, the rest go back to the queue until they would fit (:meth:`ScoreQueue.defer`: no attempt
+  counted) — delayed, never failed, and never holding a scoring slot while they wait.
 * Evaluator failures are results (never retried). Infrastructure failures (``SandboxError``:
   the sandbox unavailable, overloaded; ``StorageFull``; anything unexpected) put the rows back with
   back-off ``min(2**attempts, 60)`` s; the attempt that reaches ``online_max_attempts`` stores a
@@ -34,7 +38,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import Connection, select
 
-from evaluator_host.errors import EvaluatorHostError, LimitError, SandboxError, StorageFull
+from evaluator_host.errors import EvaluatorHostError, LimitError, QuotaExceeded, SandboxError, StorageFull
 from evaluator_host.evaluation.models import Case, ErrorInfo, EvaluationResult
 from evaluator_host.evaluation.trace_shape import SpanData, build_trace
 from evaluator_host.evaluation.usecases import Components, run_stored
@@ -45,6 +49,7 @@ from evaluator_host.online.traces import LoadedTrace, load_trace
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.online_rows import OnlineSpanRow, OnlineTraceRow
 from evaluator_host.store.online_scores import Claimed, ScoreQueue, keyed
+from evaluator_host.tenancy.quotas import Charged
 
 __all__ = ["Exporter", "Scorer", "build_case"]
 
@@ -237,36 +242,60 @@ class Scorer:
             else:
                 runnable.append((row, case))
         if runnable:
-            first = runnable[0][0]
-            try:
-                got = await self._run(first, [c for _, c in runnable])
-            except (SandboxError, StorageFull) as exc:
-                await self._retry([r for r, _ in runnable], exc, results)
-                got = []
-            except EvaluatorHostError as exc:  # NotFound (deleted), a definition that no longer builds
-                got = [_error(exc.type_name, exc.message, r) for r, _ in runnable]
-            except Exception as exc:
-                log.exception("online scoring failed")
-                await self._retry([r for r, _ in runnable], exc, results)
-                got = []
-            for (row, _), result in zip(runnable, got, strict=False):
-                results[(row.rule_id, row.trace_id)] = result
+            await self._run_paced(runnable, results)
         await self._store(rows + over, results)
 
-    async def _run(self, first: Claimed, cases: list[Case]) -> list[EvaluationResult]:
-        revision = first.rule.revision if first.rule else None
+    async def _run_paced(self, runnable: list[tuple[Claimed, Case]], results: dict[Any, EvaluationResult]) -> None:
+        """Run one group's cases, charged to its workspace's rate as throughput: the rows the rate does not
+        hold now go back to the queue (:meth:`ScoreQueue.defer`) and get no result here."""
+        first = runnable[0][0]
+        charged, due = self.components.quotas.pace_evaluations(first.workspace_id, len(runnable))
+        held = len(runnable) - len(due)
+        await self._defer([r for r, _ in runnable[held:]], due)
+        runnable = runnable[:held]
+        if not runnable:
+            return
+        got: list[EvaluationResult] = []
+        ran = False
         try:
-            return (await run_stored(self.components, first.workspace_id, first.evaluator_id, revision, cases)).results
+            got, ran = await self._run(first, [c for _, c in runnable], charged), True
+        except (SandboxError, StorageFull) as exc:
+            await self._retry([r for r, _ in runnable], exc, results)
+            got = []
+        except EvaluatorHostError as exc:  # NotFound (deleted), a definition that no longer builds
+            got = [_error(exc.type_name, exc.message, r) for r, _ in runnable]
+        except Exception as exc:
+            log.exception("online scoring failed")
+            await self._retry([r for r, _ in runnable], exc, results)
+            got = []
+        for (row, _), result in zip(runnable, got, strict=False):
+            results[(row.rule_id, row.trace_id)] = result
+        if ran and len(got) < len(runnable):  # the one-by-one run (``_run``) stopped at the rate
+            stopped = [r for r, _ in runnable[len(got) :]]
+            await self._defer(stopped, self.components.quotas.pace_evaluations(first.workspace_id, len(stopped))[1])
+
+    async def _defer(self, rows: list[Claimed], due: list[float]) -> None:
+        """Put ``rows`` back in the queue, each claimable again after its ``due`` seconds (no attempt counted)."""
+        if rows:
+            await asyncio.to_thread(self.queue.defer, self.me, [(r.rule_id, r.trace_id) for r in rows], due)
+
+    async def _run(self, first: Claimed, cases: list[Case], charged: Charged) -> list[EvaluationResult]:
+        revision = first.rule.revision if first.rule else None
+        ws, evaluator = first.workspace_id, first.evaluator_id
+        try:
+            return (await run_stored(self.components, ws, evaluator, revision, cases, charged)).results
         except LimitError:
             if len(cases) == 1:
                 raise
-            out: list[EvaluationResult] = []  # results too large together: one call per case
+            # results too large together: one call per case, each charged again (they run again); the
+            # cases the rate does not hold now get no result: their rows go back to the queue
+            out: list[EvaluationResult] = []
             for case in cases:
-                out.extend(
-                    (
-                        await run_stored(self.components, first.workspace_id, first.evaluator_id, revision, [case])
-                    ).results
-                )
+                try:
+                    one = self.components.quotas.take_evaluations(ws, 1)
+                except QuotaExceeded:
+                    break
+                out.extend((await run_stored(self.components, ws, evaluator, revision, [case], one)).results)
             return out
 
     async def _retry(self, rows: list[Claimed], exc: Exception, results: dict[Any, EvaluationResult]) -> None:

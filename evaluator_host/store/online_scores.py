@@ -262,6 +262,30 @@ class ScoreQueue:
         values = {"state": "queued", "claimed_by": None, "claimed_until": utcnow() + timedelta(seconds=after_s)}
         return self._held(me, keys, values)
 
+    def defer(self, me: str, keys: Sequence[tuple[str, str]], after_s: Sequence[float]) -> int:
+        """Put rows ``me`` holds back in the queue, each claimable again in its ``after_s`` seconds (same
+        order), their claim not counted as an attempt (the workspace's evaluation rate paces them:
+        delayed, never failed). One transaction; how many rows went back."""
+        if not keys:
+            return 0
+        now = utcnow()
+        statement = (
+            update(S)
+            .where(
+                S.rule_id == bindparam("k_rule"),
+                S.trace_id == bindparam("k_trace"),
+                S.state == "running",
+                S.claimed_by == me,
+            )
+            .values(state="queued", claimed_by=None, claimed_until=bindparam("v_until"), attempts=S.attempts - 1)
+        )
+        params = [
+            {"k_rule": r, "k_trace": t, "v_until": now + timedelta(seconds=after)}
+            for (r, t), after in zip(keys, after_s, strict=True)
+        ]
+        with self.engine.begin() as conn:
+            return int(conn.execute(statement, params).rowcount)
+
     def discard(self, me: str, keys: Sequence[tuple[str, str]], status: str) -> int:
         """Store rows ``me`` holds as ``dropped`` with ``status`` (their rule was deleted meanwhile)."""
         return self._held(me, keys, {"state": "dropped", "status": status, "claimed_until": None})

@@ -1,10 +1,22 @@
 """Workspace quotas: what a workspace may use at once, checked where it is used.
 
 * ``max_evaluations_per_s``: a token bucket per workspace (it holds one second of the rate, at
-  least 1 token), charged one token per case of ``/v1/evaluate`` and
-  ``/v1/evaluators/{id}/evaluate``; a call that would overdraw it answers 429 with Retry-After =
-  the seconds until it would fit (a call larger than the bucket can never fit: its 429 says so, and carries
-  no Retry-After).
+  least 1 token), charged one token per case that runs the workspace's code, whatever asked for it.
+  Running cases takes a :class:`Charged` receipt, and only this module makes one:
+  ``Bound.run`` (:mod:`evaluator_host.evaluation.bound`), the one function that hands cases to a
+  worker, spends it before any case leaves, and refuses a run its receipt does not cover. So a route
+  or loop that forgets the charge cannot run code (mypy: the argument has no default; at run time:
+  :meth:`Charged.spend`). Three ways to get one:
+
+  - :meth:`QuotaGuard.take_evaluations` — a call (``/v1/evaluate``, ``/v1/evaluators/{id}/evaluate``,
+    the fixtures of a save, ``/v1/evaluators/{id}/test``, a revision compare, a migration's differential
+    run, a replay): a call that would overdraw the bucket answers 429 with Retry-After = the seconds until
+    it would fit (a call larger than the bucket can never fit: its 429 says so, and carries no Retry-After).
+  - :meth:`QuotaGuard.pace_evaluations` — throughput (online rules, and backfills through them): as many
+    of the cases as the bucket holds now, and the seconds until the rest may start; the caller runs the
+    first and puts the rest back for later — delayed, never failed.
+  - :func:`job_chunks` — a job's chunks: a job's rows are bounded by ``max_concurrent_jobs`` and the
+    storage quota, not by this rate (the 429 above tells a caller to run large sets as a job).
 * ``max_concurrent_jobs``: jobs queued or running; one more answers 429 (Retry-After 5).
 * ``max_dataset_bytes``: the workspace's stored bytes: its datasets (uploads and jobs' inline rows)
   *and* its jobs' stored results (each job counts the UTF-8 bytes of the results it stored,
@@ -33,12 +45,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from evaluator_host.errors import QuotaExceeded
+from evaluator_host.errors import EvaluatorHostError, QuotaExceeded
 
 if TYPE_CHECKING:  # the store imports this module (storage_limit, storage_exceeded): no cycle through it
     from evaluator_host.tenancy.workspaces import Workspaces
 
-__all__ = ["STORAGE_QUOTA", "QuotaGuard", "fitting", "storage_exceeded", "storage_limit"]
+__all__ = ["STORAGE_QUOTA", "Charged", "QuotaGuard", "fitting", "job_chunks", "storage_exceeded", "storage_limit"]
 
 STORAGE_QUOTA = "max_dataset_bytes"  # datasets and job results: the workspace's stored bytes
 
@@ -75,11 +87,51 @@ def fitting(texts: Sequence[str], room: int) -> tuple[int, int]:
     return len(texts), used
 
 
+_MINT = object()  # only this module makes receipts
+
+
+class Charged:
+    """A receipt for ``cases`` evaluations of ``workspace`` charged to its ``max_evaluations_per_s``
+    (``cases`` None: a job's chunks, unmetered: :func:`job_chunks`). Made here only; spent by the runs
+    that use it (:meth:`spend`): a receipt of 10 covers runs of 10 cases in all, once."""
+
+    __slots__ = ("_left", "workspace")
+
+    def __init__(self, workspace: str, cases: int | None, *, _mint: object = None) -> None:
+        if _mint is not _MINT:
+            raise TypeError("evaluations are charged by QuotaGuard (evaluator_host.tenancy.quotas), nowhere else")
+        self.workspace = workspace
+        self._left = cases
+
+    @property
+    def cases(self) -> int | None:
+        """Cases this receipt still covers (None: unmetered)."""
+        return self._left
+
+    def spend(self, workspace: str, cases: int) -> None:
+        """Use ``cases`` of this receipt for a run in ``workspace``; an ``EvaluatorHostError`` (500: a bug,
+        never the caller's) for a run of another workspace or of more cases than are left uncharged."""
+        if workspace != self.workspace:
+            raise EvaluatorHostError(f"a run in workspace {workspace} offered a receipt of {self.workspace}")
+        if self._left is None:
+            return
+        if cases > self._left:
+            raise EvaluatorHostError(f"a run of {cases} cases was charged {self._left}: uncharged code never runs")
+        self._left -= cases
+
+
+def job_chunks(workspace: str) -> Charged:
+    """The receipt of a job's chunks in ``workspace``: unmetered by the rate (a job is bounded by
+    ``max_concurrent_jobs`` and the storage quota); only the job executor takes one (tests/unit/test_use_cases.py)."""
+    return Charged(workspace, None, _mint=_MINT)
+
+
 @dataclass
 class _Bucket:
     rate: float
     tokens: float
     at: float
+    booked: float = 0.0  # (monotonic) when the last batch of paced evaluations put off is due to run
 
 
 class QuotaGuard:
@@ -93,18 +145,26 @@ class QuotaGuard:
         value = self.workspaces.get(workspace_id).quotas.get(name)
         return None if value is None else float(value)
 
-    def take_evaluations(self, workspace_id: str, cases: int) -> None:
-        """Charge ``cases`` evaluations to ``workspace_id``; ``QuotaExceeded`` when over its rate."""
+    def _bucket(self, workspace_id: str) -> _Bucket | None:
+        """``workspace_id``'s bucket, refilled to now (None: no rate quota)."""
         rate = self._limit(workspace_id, "max_evaluations_per_s")
         if rate is None:
-            return
+            return None
         now = time.monotonic()
-        capacity = max(rate, 1.0)
         bucket = self._buckets.get(workspace_id)
         if bucket is None or bucket.rate != rate:
-            bucket = self._buckets[workspace_id] = _Bucket(rate, capacity, now)
-        bucket.tokens = min(capacity, bucket.tokens + (now - bucket.at) * rate)
+            bucket = self._buckets[workspace_id] = _Bucket(rate, max(rate, 1.0), now)
+        bucket.tokens = min(max(rate, 1.0), bucket.tokens + (now - bucket.at) * rate)
         bucket.at = now
+        return bucket
+
+    def take_evaluations(self, workspace_id: str, cases: int) -> Charged:
+        """Charge ``cases`` evaluations to ``workspace_id`` (a call): the receipt its runs spend;
+        ``QuotaExceeded`` (429) when over its rate."""
+        bucket = self._bucket(workspace_id)
+        if bucket is None:
+            return Charged(workspace_id, cases, _mint=_MINT)
+        rate, capacity = bucket.rate, max(bucket.rate, 1.0)
         if cases > capacity:
             raise QuotaExceeded(
                 f"{cases} cases in one call exceed this workspace's max_evaluations_per_s={rate:g}; "
@@ -120,6 +180,30 @@ class QuotaGuard:
                 retry_after_s=max(1, math.ceil(wait)),
             )
         bucket.tokens -= cases
+        return Charged(workspace_id, cases, _mint=_MINT)
+
+    def pace_evaluations(self, workspace_id: str, cases: int) -> tuple[Charged, list[float]]:
+        """Charge as many of ``cases`` as ``workspace_id``'s bucket holds now (throughput: online rules):
+        the receipt for those (its :attr:`Charged.cases`, possibly 0), and for each of the rest, in order,
+        the seconds after which to try it again. Never raises: the rest waits.
+
+        The rest is put off a bucketful at a time, each batch due when the refill has room for it after
+        the batches put off before it (``booked``), so a backlog comes back spread at the rate — not all at
+        once, to be put off again — and a workspace's paced rows are tried about once or twice each."""
+        bucket = self._bucket(workspace_id)
+        if bucket is None:
+            return Charged(workspace_id, cases, _mint=_MINT), []
+        now_ = min(cases, math.floor(bucket.tokens))
+        bucket.tokens -= now_
+        rest = cases - now_
+        if not rest:
+            return Charged(workspace_id, now_, _mint=_MINT), []
+        per = max(1, math.floor(max(bucket.rate, 1.0)))  # rows a bucket holds
+        step = per / bucket.rate
+        first = max(bucket.at + max(0.0, per - bucket.tokens) / bucket.rate, bucket.booked + step)
+        due = [first + (i // per) * step - bucket.at for i in range(rest)]
+        bucket.booked = bucket.at + due[-1]
+        return Charged(workspace_id, now_, _mint=_MINT), due
 
     def check_jobs(self, workspace_id: str, active: int) -> None:
         """``QuotaExceeded`` when ``active`` jobs (queued or running) leave no room for one more."""

@@ -21,6 +21,7 @@ from evaluator_host.observability.metrics import Metrics
 from evaluator_host.sandbox.base import RawOutcome
 from evaluator_host.sandbox.protocol import JobCases
 from evaluator_host.settings import Settings
+from evaluator_host.tenancy.quotas import Charged
 
 RUN_S = 0.5  # what one attempt of a chunk takes on the fake clock
 
@@ -50,9 +51,13 @@ class Scripted:
         self.clock = clock
         self.failures = failures
         self.calls = 0
+        self.workspace = "ws_default"
 
-    async def run(self, cases: list[Any], *, held_replies: bool, job_cases: JobCases) -> list[RawOutcome]:
+    async def run(
+        self, cases: list[Any], *, held_replies: bool, job_cases: JobCases, charged: Charged
+    ) -> list[RawOutcome]:
         assert held_replies and isinstance(job_cases, JobCases)
+        charged.spend(self.workspace, len(cases))  # a job's chunk: the executor's receipt, unmetered
         self.calls += 1
         self.clock.advance(RUN_S)
         if self.failures:

@@ -3,7 +3,9 @@
 A real service (process backend) with a small ``max_worker_memory_mb``: starting a worker that would
 pass it evicts idle workers first; with every worker busy, a call needing a new one answers 503
 ``Overloaded`` with ``Retry-After``; a ``memory_mb`` above the whole budget is a 422; the service is
-healthy afterwards.
+healthy afterwards. The budget is shared by workspaces (issue 47.7): one workspace that fills it with long
+calls does not make another's call 503 — that call waits for the memory lent and is answered, and the first
+workspace's own excess call is the one refused (the pool's rules: tests/sandbox/test_pool_memory_shares.py).
 """
 
 from __future__ import annotations
@@ -28,14 +30,16 @@ def _code(tag: str) -> str:
     return f"import time\n\ndef evaluate(inputs, outputs, trace):\n{sleep}    return 1.0  # {tag}\n"
 
 
-def _call(client: TestClient, tag: str, sleep: float = 0, memory_mb: int = 256) -> tuple[int, dict, dict]:  # type: ignore[type-arg]
+def _call(  # type: ignore[type-arg]
+    client: TestClient, tag: str, sleep: float = 0, memory_mb: int = 256, headers: dict[str, str] | None = None
+) -> tuple[int, dict, dict]:
     body = {
         "language": "python",
         "code": _code(tag),
         "cases": [{"inputs": {"s": sleep}}],
         "settings": {"memory_mb": memory_mb, "timeout_s": 30},
     }
-    response = client.post("/v1/evaluate", json=body)
+    response = client.post("/v1/evaluate", json=body, headers=headers)
     return response.status_code, dict(response.headers), response.json()
 
 
@@ -97,3 +101,44 @@ def test_the_default_budget_is_a_fraction_of_the_machines_memory(tmp_path: Path)
     assert machine is not None and machine > 0
     assert budget_mb(make_settings(tmp_path)) == int(machine * 0.75)
     assert budget_mb(make_settings(tmp_path, max_worker_memory_mb=300)) == 300
+
+
+def test_another_workspaces_call_waits_for_the_memory_one_workspace_borrowed_and_is_answered(tmp_path: Path) -> None:
+    admin = "operator-key-for-memory-shares"
+    settings = make_settings(tmp_path, backend="process", max_worker_memory_mb=BUDGET, spare_workers=0, admin_key=admin)
+    with TestClient(create_app(settings)) as client:
+        op = {"Authorization": f"Bearer {admin}"}
+        heads = []
+        for name in ("lender", "borrower"):
+            ws = client.post("/v1/workspaces", json={"name": name}, headers=op).json()
+            key = client.post(f"/v1/workspaces/{ws['id']}/keys", json={"name": "k"}, headers=op).json()["key"]
+            heads.append({"Authorization": f"Bearer {key}"})
+        ha, hb = heads
+        holdings = client.app.state.services.pool.leasing.holdings  # type: ignore[attr-defined]
+        answers: dict[str, tuple[int, dict, dict]] = {}  # type: ignore[type-arg]
+
+        def call(name: str, tag: str, sleep: float, headers: dict[str, str]) -> None:
+            answers[name] = _call(client, tag, sleep=sleep, headers=headers)
+
+        # workspace A alone fills the budget with two long calls (work-conserving: 512 of 600 MiB)
+        busy = [threading.Thread(target=call, args=(t, t, 4, ha)) for t in ("x", "y")]
+        for thread in busy:
+            thread.start()
+        waiting_b = threading.Thread(target=call, args=("b", "b", 0, hb))
+        try:
+            wait_until(lambda: not client.get("/healthz").json()["workers"]["idle"] and _memory(client)[0] >= 512, 30)
+            # B's call: no 503, it waits for the memory A holds beyond its share
+            waiting_b.start()
+            wait_until(lambda: any(n for n in holdings.waiting.values()), 30)
+            status, _headers, body = _call(client, "a-more", headers=ha)  # A's excess is the one refused
+            assert status == 503 and body["error"]["type"] == "Overloaded", body
+        finally:
+            for thread in [*busy, waiting_b]:
+                if thread.ident is not None:
+                    thread.join(90)
+        status, _headers, body = answers["b"]
+        assert status == 200 and body["results"][0]["status"] == "ok", body
+        assert [answers[t][0] for t in ("x", "y")] == [200, 200]
+        assert _memory(client)[0] <= BUDGET
+        status, _headers, body = _call(client, "a-after", headers=ha)  # A again, once B is served
+        assert status == 200 and body["results"][0]["status"] == "ok", body

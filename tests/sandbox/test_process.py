@@ -14,6 +14,8 @@ from evaluator_host.sandbox.pool.workers import WorkerPool
 from evaluator_host.sandbox.process.backend import ProcessBackend
 from evaluator_host.sandbox.process.isolation import Isolation, probe
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
+from evaluator_host.tenancy.models import DEFAULT_WORKSPACE
+from evaluator_host.tenancy.quotas import job_chunks  # unmetered: this test measures the backend, not the rate
 from tests.support.service import make_settings
 
 run_dirs: list[Path] = []  # each backend's run dir, as _run made them
@@ -36,7 +38,8 @@ def _run(
         service = Evaluation(settings, pool, RuntimeBuilder(settings))
         try:
             prepared = await service.validate("python", CODE, None, EvaluatorSettings(timeout_s=timeout_s))
-            return [r.model_dump() for r in await service.evaluate(prepared, cases)]
+            charged = job_chunks(DEFAULT_WORKSPACE)
+            return [r.model_dump() for r in await service.evaluate(prepared, cases, charged=charged)]
         finally:
             await pool.close()
 

@@ -106,7 +106,8 @@ async def wired(
     jobs = JobStore(engine, owner=service_id(data_dir))
     workspaces = Workspaces(settings, WorkspaceStore(engine))
     quotas = QuotaGuard(workspaces)
-    evaluators = Evaluators(EvaluatorStore(engine), evaluation, Vault(settings, SecretStore(engine)), workspaces)
+    vault = Vault(settings, SecretStore(engine))
+    evaluators = Evaluators(EvaluatorStore(engine), evaluation, vault, workspaces, quotas)
     runner = FastRunner(settings, jobs, evaluators, DatasetCatalog(settings, jobs, quotas), quotas)
     await runner.start()
     try:

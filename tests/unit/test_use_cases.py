@@ -173,3 +173,87 @@ def test_bound_evaluators_are_cached_in_one_place() -> None:
         if any(isinstance(n, ast.Name) and n.id == "Bound" for n in ast.walk(node.annotation))
     }
     assert keepers == {"evaluation/path.py"}
+
+
+# -- issue 47.6: every path that runs a workspace's code is charged to its max_evaluations_per_s ---------------
+
+
+def _function(path: Path, cls: str | None, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef:
+    scope: ast.AST = _tree(path)
+    if cls is not None:
+        scope = next(n for n in ast.walk(scope) if isinstance(n, ast.ClassDef) and n.name == cls)
+    return next(n for n in ast.walk(scope) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name)
+
+
+def test_only_bound_run_hands_cases_to_the_worker_pool() -> None:
+    """``<pool>.run(...)`` (the pool's one way to run cases) is called outside the pool in ``Bound.run`` alone."""
+    calls = [
+        (path, node)
+        for path in _modules()
+        if "sandbox" not in path.relative_to(PACKAGE).parts
+        for node in ast.walk(_tree(path))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "run"
+        if (isinstance(node.func.value, ast.Attribute) and node.func.value.attr in ("pool", "_pool"))
+        or (isinstance(node.func.value, ast.Name) and node.func.value.id == "pool")
+    ]
+    assert [_where(path, node) for path, node in calls] == [
+        _where(EVALUATION / "bound.py", call)
+        for call in ast.walk(_function(EVALUATION / "bound.py", "Bound", "run"))
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "run"
+    ]
+
+
+def test_bound_run_spends_its_receipt_before_any_case_reaches_the_pool() -> None:
+    run = _function(EVALUATION / "bound.py", "Bound", "run")
+    body = [s for s in run.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    first = body[0]  # the first statement after the docstring
+    assert isinstance(first, ast.Expr) and isinstance(first.value, ast.Call)
+    assert ast.unparse(first.value) == "charged.spend(self.workspace, len(cases))"
+
+
+# each function that runs cases takes the receipt as a parameter without a default: a caller that has
+# not charged cannot call it (mypy), whatever route or loop it is
+RUNNERS = [
+    ("evaluation/bound.py", "Bound", "run"),
+    ("evaluation/bound.py", "Bound", "evaluate"),
+    ("evaluation/path.py", "Evaluation", "evaluate"),
+    ("evaluation/evaluators.py", "Evaluators", "evaluate"),
+    ("evaluation/usecases.py", None, "run_stored"),
+    ("evaluation/usecases.py", None, "run_definition"),
+]
+
+
+@pytest.mark.parametrize(("module", "cls", "name"), RUNNERS)
+def test_every_function_that_runs_cases_requires_a_receipt(module: str, cls: str | None, name: str) -> None:
+    args = _function(PACKAGE / module, cls, name).args
+    positional = args.posonlyargs + args.args
+    defaulted = {a.arg for a in positional[len(positional) - len(args.defaults) :]}
+    defaulted |= {a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None}
+    named = {a.arg: a for a in positional + args.kwonlyargs}
+    assert "charged" in named and "charged" not in defaulted
+    assert ast.unparse(named["charged"].annotation or ast.Constant(None)) == "Charged"
+
+
+@pytest.mark.parametrize(
+    ("name", "where"),
+    [
+        ("Charged", {"tenancy/quotas.py"}),  # receipts are made by the quota guard alone
+        ("job_chunks", {"jobs/executor.py"}),  # a job's chunks: unmetered by the rate (max_concurrent_jobs)
+        ("pace_evaluations", {"online/scorer.py"}),  # throughput: online rules, delayed not failed
+        # calls: /v1/evaluate and by id (usecases), fixtures on save and /test (evaluators), a compare or a
+        # differential run (compare), a replay (replay); the scorer's one-by-one run of a paced group whose
+        # replies were too large together (each case runs again: charged again, or put back)
+        (
+            "take_evaluations",
+            {
+                "evaluation/usecases.py",
+                "evaluation/evaluators.py",
+                "evaluation/compare.py",
+                "jobs/replay.py",
+                "online/scorer.py",
+            },
+        ),
+    ],
+)
+def test_evaluations_are_charged_in_known_places_only(name: str, where: set[str]) -> None:
+    assert _callers(name) == where

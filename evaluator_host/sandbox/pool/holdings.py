@@ -4,8 +4,11 @@ The tables :class:`~evaluator_host.sandbox.pool.leasing.Leasing` keeps per key �
 running a batch, being started, the callers waiting, its workspace and its workers' ``memory_mb`` —
 and what follows from them alone: a key's *fair share* (the pool split over the keys in demand), its
 *demand share* (the pool split over the keys running, waiting or starting now), a workspace's holdings
-against its ``max_warm_workers`` cap, and which idle worker of another key may be evicted for a key
-(:meth:`Holdings.evict_one`; the rules are in :mod:`evaluator_host.sandbox.pool.leasing`'s docstring).
+against its ``max_warm_workers`` cap, a workspace's *memory share* (the memory budget split over the
+workspaces holding or waiting for workers: :meth:`Holdings.memory_share`) and whether a workspace within
+it is waiting (:meth:`Holdings.starved`), and which idle worker of another key may be evicted for a key
+(:meth:`Holdings.evict_one`, :meth:`Holdings.memory_victims`; the rules are in
+:mod:`evaluator_host.sandbox.pool.leasing`'s docstring).
 Nothing here starts, kills or waits.
 """
 
@@ -110,6 +113,70 @@ class Holdings:
         """Whether ``key``'s workspace holds its ``max_warm_workers`` quota already."""
         cap = self.caps.get(self.ws_of.get(key, ""))
         return cap is not None and self.ws_held().get(self.ws_of.get(key, ""), 0) >= cap
+
+    # -- the memory budget, shared by workspaces (issue 47.7) ------------------------------------------
+    def ws_mb(self) -> dict[str, int]:
+        """The ``memory_mb`` of the bound workers (idle, leased, starting) per workspace."""
+        held: dict[str, int] = {}
+        for key in {*self.idle, *self.leased, *self.starting}:
+            if n := self.held(key):
+                ws = self.ws_of.get(key, "")
+                held[ws] = held.get(ws, 0) + n * self.mb_of.get(key, 0)
+        return held
+
+    def memory_share(self, budget_mb: int, workspace: str) -> int:
+        """``workspace``'s fair share of the memory budget: the budget split over the workspaces holding
+        workers or waiting for one, ``workspace`` counted. Work-conserving: a workspace may hold more while
+        nobody else wants it (:meth:`starved`), and gives it back when someone does."""
+        return budget_mb // len(set(self.ws_held()) | {workspace})
+
+    def over_share(self, budget_mb: int, workspace: str, extra_mb: int = 0) -> bool:
+        """Whether ``workspace`` holds (with ``extra_mb`` more) more than its memory share."""
+        return self.ws_mb().get(workspace, 0) + extra_mb > self.memory_share(budget_mb, workspace)
+
+    def starved(self, budget_mb: int, but: str, free_mb: int) -> bool:
+        """Whether a workspace other than ``but`` has a caller waiting for a worker that does not fit in
+        ``free_mb`` (the budget is what holds it back) but that its memory share has room for: memory lent
+        to others is then reclaimed (their idle workers evicted, their released workers stopped, their new
+        workers refused or queued)."""
+        held = self.ws_mb()
+        return any(
+            n
+            and ws != but
+            and self.mb_of.get(key, 0) > free_mb
+            and held.get(ws, 0) + self.mb_of.get(key, 0) <= self.memory_share(budget_mb, ws)
+            for key, n in self.waiting.items()
+            for ws in (self.ws_of.get(key, ""),)
+        )
+
+    def within_share(self, budget_mb: int | None, workspace: str, need_mb: int) -> bool:
+        """Whether a worker of ``need_mb`` fits in ``workspace``'s memory share (False: no budget)."""
+        return budget_mb is not None and not self.over_share(budget_mb, workspace, need_mb)
+
+    def lent(self, budget_mb: int | None, workspace: str, need_mb: int, free_mb: int) -> bool:
+        """Whether a worker of ``need_mb`` for ``workspace`` would hold memory beyond its share that another
+        workspace within its share is waiting for (:meth:`starved`, ``free_mb``: the budget left with that
+        worker alive): it must not start, nor stay, now."""
+        return (
+            budget_mb is not None
+            and self.over_share(budget_mb, workspace, need_mb)
+            and self.starved(budget_mb, workspace, free_mb)
+        )
+
+    def memory_victims(self, budget_mb: int, workspace: str, need_mb: int) -> list[Slot]:
+        """The idle workers that may be evicted to start a worker of ``need_mb`` for ``workspace``, in the
+        order to evict them: those of workspaces over their memory share first, then least recently used.
+        A workspace that would pass its own share takes only its own idle workers or those of workspaces
+        over their share — never the warm worker of a workspace within its share."""
+        over = {ws for ws in self.ws_mb() if self.over_share(budget_mb, ws)}
+        greedy = self.over_share(budget_mb, workspace, need_mb)
+        idle = [
+            slot
+            for slots in self.idle.values()
+            for slot in slots
+            if not greedy or slot.spec.workspace == workspace or slot.spec.workspace in over
+        ]
+        return sorted(idle, key=lambda slot: (slot.spec.workspace not in over, slot.last_used))
 
     def evict_one(self, key: str, *, own_workspace: bool = False) -> Slot | None:
         """An idle worker of another key to make room for ``key``: of the key holding the most workers,

@@ -22,8 +22,17 @@ Rules:
   (:func:`evaluator_host.sandbox.pool.memory.budget_mb`: ``max_worker_memory_mb``, by default 75% of the
   machine's memory) in ``memory_mb``. A start that would pass it first evicts idle workers, least
   recently used first, and spares; when that is not enough, a key with workers of its own waits for
-  one, and a key with none is answered :class:`~evaluator_host.errors.Overloaded` (503, Retry-After);
+  one, and a key with none is answered :class:`~evaluator_host.errors.Overloaded` (503, Retry-After) —
+  unless its workspace is within its memory share (below): it waits for the memory lent to others;
   a ``memory_mb`` larger than the whole budget is a ``LimitError`` (422);
+* memory shares (issue 47.7): each workspace's fair share of the budget is the budget split over the
+  workspaces holding or waiting for workers (:meth:`Holdings.memory_share`). Work-conserving: a workspace
+  alone may use the whole budget; once another workspace within its share waits
+  (:meth:`Holdings.starved`), the memory lent is reclaimed from the workspaces over their share: their
+  idle workers are evicted first (:meth:`Holdings.memory_victims`), a worker of theirs released is
+  stopped instead of kept or handed to their next call, and their new workers wait (or, for a key with
+  none, are refused) first. A workspace over its share never evicts the warm worker of one within it.
+  So a tenant's own limits stop it before another tenant's call is refused;
 * workspaces: every key belongs to one (``WorkerSpec.workspace``; keys never span two, so no
   worker is ever shared across workspaces). A workspace's keys hold at most its
   ``max_warm_workers`` quota (:attr:`Leasing.workspace_caps`): a key of a workspace at its cap
@@ -122,16 +131,18 @@ class Leasing:
         """Whether ``need_mb`` more stays within the memory budget as things are."""
         return self.memory_budget_mb is None or self.live_mb() + need_mb <= self.memory_budget_mb
 
-    def _admit(self, need_mb: int) -> bool:
-        """Make room for ``need_mb`` under the memory budget: spares go first, then idle workers, least
-        recently used first (they are started again when needed); False when the rest is in use."""
+    def _admit(self, need_mb: int, workspace: str) -> bool:
+        """Make room for ``need_mb`` of ``workspace`` under the memory budget: spares go first, then idle
+        workers (:meth:`Holdings.memory_victims`: of workspaces over their share first, then least recently
+        used; they are started again when needed); False when the rest is in use or not to be taken."""
         while not self.fits(need_mb):
             if self._drop_spare():
                 continue
-            idle = [slot for slots in self.holdings.idle.values() for slot in slots]
+            assert self.memory_budget_mb is not None  # fits() is always True without a budget
+            idle = self.holdings.memory_victims(self.memory_budget_mb, workspace, need_mb)
             if not idle:
                 return False
-            victim = min(idle, key=lambda slot: slot.last_used)
+            victim = idle[0]
             self.holdings.idle[victim.spec.key].remove(victim)
             self.metrics.evictions.labels(self._backend_name).inc()
             self.reap(victim.worker)
@@ -141,7 +152,7 @@ class Leasing:
     async def _start_admitted(self, spec: WorkerSpec, victim: Slot | None) -> Slot | None:
         """Start a worker for ``spec`` (in ``victim``'s place, or a new one) if the memory budget admits
         it; None, with ``victim`` back among the idle, when it does not."""
-        if not self._admit(spec.memory_mb):
+        if not self._admit(spec.memory_mb, spec.workspace):
             if victim is not None:
                 self.holdings.idle.setdefault(victim.spec.key, []).append(victim)
             return None
@@ -157,6 +168,16 @@ class Leasing:
             f"for workers (max_worker_memory_mb) and none is idle: a worker of memory_mb={spec.memory_mb} does "
             "not fit now; retry shortly"
         )
+
+    def _within_share(self, spec: WorkerSpec) -> bool:
+        """Whether a worker of ``spec`` fits in its workspace's memory share (it may wait for memory lent)."""
+        return self.holdings.within_share(self.memory_budget_mb, spec.workspace, spec.memory_mb)
+
+    def _lent(self, spec: WorkerSpec) -> bool:
+        """Whether a worker of ``spec`` (to start, or just released) would keep memory lent to its workspace
+        from another that waits for it (:meth:`Holdings.lent`)."""
+        free = (self.memory_budget_mb or 0) - self.live_mb() - spec.memory_mb
+        return self.holdings.lent(self.memory_budget_mb, spec.workspace, spec.memory_mb, free)
 
     def coalesce_limit(self, key: str) -> int:
         """How many single-case calls of ``key`` may share one batch (:meth:`KeyStats.coalesce_limit`)."""
@@ -206,18 +227,21 @@ class Leasing:
             crowded = crowded or h.held(key) >= h.fair_share() and self._count >= self.settings.max_workers - 1
             crowded = crowded or h.held(key) >= h.demand_share(key)
             crowded = crowded or (self.failing(key) and h.held(key) >= _FAILING_HOLD)
+            crowded = crowded or self._lent(spec)  # memory another workspace within its share waits for
             if not crowded and not self.stats.cheaper_to_wait(key, h.leased.get(key, 0), h.waiting.get(key, 0)):
                 if self._count < self.settings.max_workers:
                     if (started := await self._start_admitted(spec, None)) is not None:
                         return started
-                    if not h.held(key):  # no memory for it, and no worker of its own to wait for
+                    if not h.held(key) and not self._within_share(spec):  # no memory, no worker to wait for
                         raise self._overloaded(spec)
                 else:
                     victim = h.evict_one(key)
                     if victim is not None and (started := await self._start_admitted(spec, victim)) is not None:
                         return started
-                    if victim is not None and not h.held(key):
+                    if victim is not None and not h.held(key) and not self._within_share(spec):
                         raise self._overloaded(spec)
+            elif self._lent(spec) and not h.held(key):  # over its share while another waits: refused first
+                raise self._overloaded(spec)
             waiter: asyncio.Future[Slot | None] = asyncio.get_running_loop().create_future()
             queue = self._waiters.setdefault(key, collections.deque())
             queue.append(waiter)
@@ -305,7 +329,8 @@ class Leasing:
 
     async def release(self, slot: Slot, healthy: bool) -> None:
         """Give a leased worker back: to the oldest caller waiting for its key, or idle; killed when not
-        ``healthy`` (its batch did not finish cleanly), past ``max_uses``, or the pool is closed."""
+        ``healthy`` (its batch did not finish cleanly), past ``max_uses``, the pool is closed, or its memory
+        is lent beyond its workspace's share and another workspace within its share waits for it."""
         slot.last_used = now = time.monotonic()
         key = slot.spec.key
         rows = slot.uses - slot.uses_at_lease
@@ -319,7 +344,7 @@ class Leasing:
             if rows:  # it ran cases (not a pre-warm): what a wait for it costs
                 self.stats.leased(key, took, rows)
         self.stats.ended(key, healthy=healthy, ran=rows > 0, now=now)
-        if healthy and slot.uses < self.settings.max_uses and not self._closed:
+        if healthy and slot.uses < self.settings.max_uses and not self._closed and not self._lent(slot.spec):
             if not self._hand_over(slot):
                 self.holdings.idle.setdefault(key, []).append(slot)
                 self._wake_one_per_key()  # another key may take it over
