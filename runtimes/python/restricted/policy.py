@@ -174,7 +174,10 @@ POLICY = Policy()
 
 _TRAMPOLINE_SOURCE = """
 def _call_(fn, /, *args, **kwargs):
-    return after_call(fn, fn(*args, **kwargs))
+    result = fn(*args, **kwargs)
+    if type(result) in SCALARS:
+        return result
+    return after_call(fn, result)
 
 def _decorator_(decorator, /):
     def apply(target, /):
@@ -194,7 +197,12 @@ def make_trampolines(module_name: str, safe_builtins: dict[str, Any], after_call
     ``module_name`` and holding only the policy's builtins: the standard library's functions that name
     their caller's module from its frame (``collections.namedtuple``, the ``enum`` functional API,
     ``typing.TypeVar``) still see the evaluator's."""
-    namespace: dict[str, Any] = {"__name__": module_name, "__builtins__": safe_builtins, "after_call": after_call}
+    namespace: dict[str, Any] = {
+        "__name__": module_name,
+        "__builtins__": safe_builtins,
+        "after_call": after_call,
+        "SCALARS": SCALARS,
+    }
     exec(compile(_TRAMPOLINE_SOURCE, "<restricted policy>", "exec"), namespace)  # noqa: S102 - our own source
     made = {name: namespace[name] for name in ("_call_", "_decorator_", "wrap")}
     POLICY.wrap = made["wrap"]
