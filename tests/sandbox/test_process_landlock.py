@@ -173,3 +173,17 @@ def test_landlock_alone_confines_files_and_tcp_without_the_seccomp_filter(
     assert found["connect"] == "PermissionError", found
     assert found["own"] == "mine", found
     assert _never_connected(loopback_server)
+
+
+def test_the_issue47_escape_is_refused_by_the_default_policy_of_the_rlimits_mode(tmp_path: Path) -> None:
+    """Where restricted is the default (rlimits), the filed escape: refused by the policy, no ``id`` output."""
+    from tests.compliance.test_restricted import ISSUE47_METRIC
+
+    settings = make_settings(tmp_path / "data", backend="process", **rlimits_overrides())
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/healthz").json()["policy"]["default"] == "restricted"
+        answer = evaluate(client, ISSUE47_METRIC, inputs={"x": 1}, outputs="y")
+        assert answer["runtime"]["policy"] == "restricted"
+        assert "uid=" not in json.dumps(answer), answer
+        assert answer["status"] == "error" and answer["error"]["type"] in ("RestrictedError", "TypeError"), answer
+        assert_healthy(client)

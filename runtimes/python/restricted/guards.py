@@ -159,12 +159,10 @@ def enter(*values: Any, **named: Any) -> None:
     """``_enter_``: a function's parameters, first thing in its body — whoever called it (C code's
     callbacks: ``map``, ``filter``, ``sorted(key=)``, ``functools.reduce``, a dunder method a builtin
     calls) hands it only what the guard lets through."""
-    for value in values:
-        if type(value) not in SCALARS:
-            _POLICY.value(value)
-    for value in named.values():
-        if type(value) not in SCALARS:
-            _POLICY.value(value)
+    for value in (*values, *named.values()):
+        kind = type(value)
+        if kind not in SCALARS and kind is not types.TracebackType:  # __exit__'s: it leads on only by
+            _POLICY.value(value)  # tb_frame/tb_next, refused by name like a frame's attributes
 
 
 def result(value: Any) -> Any:
