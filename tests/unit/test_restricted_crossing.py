@@ -83,7 +83,7 @@ def evaluate():
     return out[0]
 """
 
-#: The same reach through the SDK's __repr__ and __eq__ (they read the same names).
+#: The same reach through the SDK's __repr__ (refused at compile time: a dunder; and the SDK refuses a non-model).
 SDK_REPR_EQ = """
 import functools
 from nemo_evaluator_sdk import MetricOutput
@@ -182,13 +182,19 @@ CROSSINGS: dict[str, str] = {
     "a_decorator_returns_eval": "@leaky.decorator\ndef e():\n    pass\ndef evaluate():\n    return e('1')\n",
     "yield_gets_what_is_sent_in": "def catch():\n    g = yield 1\n    yield reach(g)\ndef evaluate():\n    return leaky.send_to(catch())\n",
     "an_exception_traceback_leads_to_frames": "def evaluate():\n    try:\n        1 / 0\n    except ZeroDivisionError as e:\n        return getattr(getattr(e, '__trace' + 'back__'), 'tb_frame')\n",
+    "next_of_a_packages_iterator": "def evaluate():\n    return reach(next(leaky.one_by_one()))\n",
+    "list_of_a_packages_iterator": "def evaluate():\n    return list(map(reach, list(leaky.one_by_one())))\n",
+    "sorted_with_a_builtin_key_returns_the_items": "def evaluate():\n    return list(map(reach, sorted(leaky.one_by_one(), key=id)))\n",
+    "dict_built_from_a_packages_items": "def evaluate():\n    return list(map(reach, dict(enumerate(leaky.one_by_one())).values()))\n",
+    "copy_of_an_object_whose_reduce_returns_a_namespace": "import copy\ndef evaluate():\n    R = type('R', (), {'__reduce__': lambda self: (leaky.in_a_dict, ())})\n    return list(map(reach, copy.copy(R()).values()))\n",
+    "vars_is_withheld": "def evaluate():\n    return reach(vars(evaluate))\n",
     "a_format_field_walks_to_globals": "def evaluate():\n    return '{0.__globals__[__builtins__]}'.format(evaluate)\n",
 }
 
 #: Rows the SDK itself refuses (a model method called on something that is not a model).
 SDK_REFUSALS: dict[str, tuple[type[BaseException], ...]] = {
     "issue47_update_wrapper_then_sdk_model_dump_then_map": (TypeError,),
-    "sdk_repr_reads_a_user_chosen_attribute": (TypeError,),
+    "sdk_repr_is_not_reachable_on_another_object": (TypeError,),
 }
 
 
@@ -206,7 +212,7 @@ def _refused(name: str, source: str) -> None:
 
 ROWS: dict[str, str] = {
     "issue47_update_wrapper_then_sdk_model_dump_then_map": ISSUE47_SDK_MODEL_DUMP,
-    "sdk_repr_reads_a_user_chosen_attribute": SDK_REPR_EQ,
+    "sdk_repr_is_not_reachable_on_another_object": SDK_REPR_EQ,
 }
 
 
