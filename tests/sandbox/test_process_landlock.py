@@ -49,8 +49,13 @@ def connect(port):
         return 'connected'
 
 def own():
+    import tempfile
     with open('scratch.txt', 'w') as fh:
         fh.write('mine')
+    with tempfile.NamedTemporaryFile('w+') as tmp:  # TMPDIR: the worker's own directory
+        tmp.write('tmp')
+        tmp.seek(0)
+        assert tmp.read() == 'tmp' and not tmp.name.startswith('/tmp/tmp')
     with open('scratch.txt') as fh:
         return fh.read()
 
@@ -64,6 +69,14 @@ def evaluate(inputs, outputs, trace):
         'own': attempt(own),
     }
 """
+
+
+JS_TMP = (
+    "const fs = require('fs'), os = require('os'), path = require('path');\n"
+    "function evaluate(i, o, t) {\n  const file = path.join(os.tmpdir(), 'x.txt');\n"
+    "  fs.writeFileSync(file, 'tmp');\n  return { score: 1, tmp: fs.readFileSync(file, 'utf8') };\n}\n"
+    "module.exports = { evaluate };\n"
+)
 
 
 @pytest.fixture()
@@ -118,8 +131,8 @@ def test_an_escape_in_rlimits_mode_reaches_no_host_file_tmp_proc_or_loopback(
         assert found["connect"] == "PermissionError", found
         assert found["own"] == "mine", found  # its own directory stays usable
         assert _never_connected(loopback_server)
-        js = evaluate(client, "function evaluate(i, o, t) { return 1 }\nmodule.exports = { evaluate };", "javascript")
-        assert js["status"] == "ok", js  # Node starts under the same confinement
+        js = evaluate(client, JS_TMP, "javascript")
+        assert js["status"] == "ok" and js["details"]["tmp"] == "tmp", js  # Node starts under the same confinement
         assert_healthy(client)
 
 

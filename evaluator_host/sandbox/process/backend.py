@@ -98,6 +98,11 @@ class ProcessBackend:
         """Where each worker's private directory is made."""
         return self._run_dir
 
+    def _private_env(self, root: Path) -> dict[str, str]:
+        """rlimits: ``HOME`` and ``TMPDIR`` are the worker's own directory (there is no private ``/tmp``, and
+        Landlock leaves the host's unwritable); other modes keep the sandbox's private ``/tmp``."""
+        return {"HOME": str(root), "TMPDIR": str(root)} if self._isolation.mode == "rlimits" else {}
+
     def _check_sandbox_uid_reaches(self) -> None:
         """In the rlimits-only mode as root, the sandbox uid reads everything a worker needs from the
         host's own paths: check, as that uid, that it can (``BackendUnavailable`` naming what not)."""
@@ -240,7 +245,7 @@ class ProcessBackend:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                env={**SANDBOX_ENV, **(proxy_env() if gate is not None else {})},
+                env={**SANDBOX_ENV, **self._private_env(root), **(proxy_env() if gate is not None else {})},
                 cwd=str(root),
                 start_new_session=True,
                 limit=1 << 20,
