@@ -200,3 +200,22 @@ def test_the_issue47_escape_is_refused_by_the_default_policy_of_the_rlimits_mode
         assert "uid=" not in json.dumps(answer), answer
         assert answer["status"] == "error" and answer["error"]["type"] in ("RestrictedError", "TypeError"), answer
         assert_healthy(client)
+
+
+def test_a_pinned_runtime_is_readable_under_landlock_in_rlimits_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runtime's own package folder is in the worker's read-only set: a pinned package imports."""
+    from tests.support.package_index import loopback_index, wheel
+
+    files = tmp_path / "index"
+    files.mkdir()
+    with loopback_index(files) as index:
+        wheel(files, "llpinned", "1.0", {"llpinned/__init__.py": "VALUE = 41\n"})
+        monkeypatch.setenv("PIP_INDEX_URL", index.url)
+        settings = make_settings(tmp_path / "data", backend="process", **rlimits_overrides())
+        with TestClient(create_app(settings)) as client:
+            code = "import llpinned\n\ndef evaluate(i, o, t):\n    return {'score': 1, 'v': llpinned.VALUE + 1}\n"
+            answer = evaluate(client, code, packages={"llpinned": "1.0"})
+            assert answer["status"] == "ok" and answer["details"]["v"] == 42, answer
+            assert_healthy(client)
