@@ -13,16 +13,19 @@ sets the sandbox up and then runs the language harness:
    harness, code — the host passes in-sandbox paths to the harness), a private
    size-limited ``/tmp`` and ``/dev/shm``, a minimal ``/dev``, a ``/proc`` of the new pid
    namespace — and ``pivot_root``s into it, so no other host file is visible;
-3. sets ``no_new_privs`` and, with ``uid``, drops to that unprivileged uid/gid; with
-   ``seccomp``, installs a syscall filter (:func:`_seccomp`: keyrings, namespaces, mounts, bpf,
-   ptrace, kernel modules, clocks… refused);
+3. sets ``no_new_privs`` and, with ``uid``, drops to that unprivileged uid/gid; with ``landlock``
+   (``{"read": [...], "write": [...]}``: the rlimits-only mode, which has no private root), confines
+   files, TCP, abstract sockets and signals with Landlock (``sandbox_landlock.py``, beside this file);
+   with ``seccomp``, installs a syscall filter (:func:`_seccomp`: keyrings, namespaces, mounts, bpf,
+   ptrace, kernel modules, clocks… refused; with ``no_sockets``, ``socket()`` too: no network of any
+   family, while ``socketpair`` stays);
 4. ``chdir``s to the private ``/tmp``; with ``init`` (a pid namespace of its own) forks and
    stays behind as its pid 1 (:func:`_fork_init`); then runs ``exec`` (argv) or, for Python,
    the harness ``run_python`` in this same process.
 
 Config keys: ``root``, ``binds``, ``writable`` (``[source, target]`` bound writable: a build's
 partial runtime and scratch, :mod:`evaluator_host.sandbox.process.runtimes`), ``tmpfs_mb``, ``uid``,
-``cgroup_procs``, ``rlimits``, ``init``, ``seccomp``,
+``cgroup_procs``, ``rlimits``, ``init``, ``seccomp``, ``no_sockets``, ``landlock``,
 ``loopback`` (bring ``lo`` up: a worker with an egress socket bound in)
 (name → value), ``exec`` (+ ``channel_fds``: move the host's channel from fds 0/1 to 3/4
 first, as the Node harness expects) | ``run_python`` + ``argv``.
@@ -206,6 +209,7 @@ DENIED_X86_64 = {
     "mount_setattr": 442,
 }
 CLONE, CLONE3 = 56, 435
+SOCKET = 41  # refused with no_sockets (socketpair, 53, stays: asyncio's self-pipe)
 CLONE_NEW_ANY = 0x7E020080  # NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
 EPERM, ENOSYS = 1, 38
 RET_ALLOW, RET_ERRNO = 0x7FFF0000, 0x00050000
@@ -229,7 +233,7 @@ def _assemble(lines: list[tuple[str | None, int, str | None, str | None, int]]) 
     return out
 
 
-def _seccomp() -> bool:
+def _seccomp(no_sockets: bool = False) -> bool:
     """Refuse the denied syscalls with EPERM, ``clone`` with any namespace flag too, and ``clone3``
     with ENOSYS (its flags live in memory a filter cannot read; libc then falls back to ``clone``).
     Needs ``no_new_privs``; x86_64 only (elsewhere nothing is installed and False is returned)."""
@@ -241,6 +245,7 @@ def _seccomp() -> bool:
         (None, LD_W_ABS, None, None, 0),  # seccomp_data.nr
         (None, JGE_K, "deny", None, X32_SYSCALL_BIT),  # the x32 ABI: refused
         *((None, JEQ_K, "deny", None, nr) for nr in sorted(DENIED_X86_64.values())),
+        *([(None, JEQ_K, "deny", None, SOCKET)] if no_sockets else []),
         (None, JEQ_K, "clone", None, CLONE),
         (None, JEQ_K, "nosys", None, CLONE3),
         (None, RET_K, None, None, RET_ALLOW),
@@ -331,8 +336,10 @@ def main(config: dict[str, Any]) -> None:
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
     os.chdir(config.get("workdir") or "/tmp")
+    if config.get("landlock") is not None:
+        _landlock_module().restrict(config["landlock"]["read"], config["landlock"]["write"])
     if config.get("seccomp"):
-        _seccomp()
+        _seccomp(bool(config.get("no_sockets")))
     if config.get("init"):
         _fork_init()
     if config.get("exec"):
@@ -351,6 +358,18 @@ def main(config: dict[str, Any]) -> None:
     with open(path, encoding="utf-8") as fh:
         code = compile(fh.read(), path, "exec")
     exec(code, {"__name__": "__main__", "__file__": path, "__builtins__": __builtins__})
+
+
+def _landlock_module() -> Any:
+    """``sandbox_landlock.py`` beside this file, by path (``-I`` leaves this folder off ``sys.path``)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_landlock.py")
+    spec = importlib.util.spec_from_file_location("sandbox_landlock", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _read_config() -> dict[str, Any]:

@@ -1,13 +1,15 @@
 """Definition-time check of the ``restricted`` policy: the harness's own compiler, on the host.
 
-The rules live once, in ``restricted.py`` of the family's runtime folder (the harness loads the
-same file in the sandbox); here they only compile — nothing of the user's code runs on the host.
+The rules live once, in the ``restricted/`` policy package of the family's runtime folder (the harness
+loads the same folder in the sandbox, by path as one unit); here they only compile — nothing of the
+user's code runs on the host.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -19,11 +21,18 @@ __all__ = ["check_python", "policy_module"]
 
 @functools.cache
 def policy_module(folder: Path) -> ModuleType:
-    """``folder/restricted.py``, loaded once."""
-    path = folder / "restricted.py"
-    spec = importlib.util.spec_from_file_location("evaluator_host_restricted", path)
+    """The policy package ``folder/restricted/``, loaded once, by path, as one unit (as the harness loads
+    it in the sandbox). A policy loaded before from another folder keeps its own modules."""
+    package = folder / "restricted"
+    name = "evaluator_host_restricted"
+    for loaded in [key for key in sys.modules if key == name or key.startswith(f"{name}.")]:
+        del sys.modules[loaded]  # its submodules would be found first by the relative imports
+    spec = importlib.util.spec_from_file_location(
+        name, package / "__init__.py", submodule_search_locations=[str(package)]
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 

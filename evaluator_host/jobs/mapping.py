@@ -9,7 +9,7 @@ does not have is a :class:`FieldMappingError` when the job is created, not a nul
 
 The per-row rule itself is written once for Python, in the harness's ``rows.py``
 (``runtimes/python/evaluator_harness/rows.py``, standard library only, loaded here by path as
-``definitions/restricted.py`` loads ``restricted.py``): the worker picks job rows' cases with the same
+``definitions/restricted.py`` loads the ``restricted/`` policy package): the worker picks job rows' cases with the same
 file, and the fake backend uses :func:`picked_cases` from here. ``tests/protocol/rows.json`` holds the
 vectors every implementation (this one, the Python and the Node harness, the fake) answers alike.
 """

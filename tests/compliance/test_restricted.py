@@ -218,3 +218,48 @@ def test_python_runs_restricted_by_default_when_the_process_backend_has_only_rli
         assert client.get("/healthz").json()["policy"]["default"] == "standard"
         answer = evaluate(client, walk)
         assert answer["status"] == "ok" and answer["runtime"]["policy"] == "standard"
+
+
+#: Issue 47, finding 1, as filed: a NeMo metric class (no pins: the built-in nemo_evaluator_sdk) whose
+#: ``functools.update_wrapper`` copies a type()-made class's ``_fields`` onto the SDK's ``model_dump``, which
+#: then read that function's ``__globals__``; ``map`` callbacks walked to ``eval`` and ran ``id``.
+ISSUE47_METRIC = """
+import functools
+from nemo_evaluator_sdk import DatasetRow, Metric, MetricOutput, MetricOutputSpec, MetricResult
+
+
+class Escape(Metric):
+    type = "escape"
+
+    def output_spec(self):
+        return [MetricOutputSpec.label("out")]
+
+    def compute_scores(self, input):
+        C = type('C', (), {'_fields': ('__glo' + 'bals__',)})
+        functools.update_wrapper(DatasetRow.model_dump, C)
+        dumped = DatasetRow.model_dump(DatasetRow.model_dump)
+        out = []
+
+        def on_builtin(e, b):
+            if getattr(e, '__name__', '') == 'eval':
+                out.append(e("__imp" + "ort__('os').popen('id').read()", {'__builtins__': b}))
+
+        def on_global(b):
+            if type(b) is dict and 'eval' in b:
+                list(map(lambda e: on_builtin(e, b), b.values()))
+
+        list(map(lambda g: list(map(on_global, g.values())), dumped.values()))
+        return MetricResult(outputs=[MetricOutput(name="out", value=str(out))])
+"""
+
+
+@pytest.mark.parametrize("client", BACKENDS, indirect=True)
+def test_issue47_the_sdk_model_dump_escape_is_refused_in_the_sandbox(client: TestClient) -> None:
+    """The metric interface, restricted, no pins: the SDK refuses a model method on a function, and the
+    policy's update_wrapper copies no ``__dict__`` — no ``id`` output, the service healthy."""
+    status, answer = _post(client, ISSUE47_METRIC, "restricted", inputs={"x": 1}, outputs="y")
+    assert status == 200, answer
+    assert "uid=" not in json.dumps(answer), answer
+    assert answer["status"] == "error", answer
+    assert answer["error"]["type"] in ("RestrictedError", "TypeError"), answer
+    assert_healthy(client)

@@ -16,6 +16,7 @@ import collections
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import shutil
 import signal
@@ -45,6 +46,7 @@ from evaluator_host.settings import Settings
 __all__ = ["ProcessBackend", "ProcessWorker"]
 
 _BOOTSTRAP = RUNTIMES_DIR / "sandbox_init.py"
+log = logging.getLogger(__name__)
 _UID_CLAIMS = Path("/run/evaluator-host/uids")  # one lock file per sandbox uid in use, machine-wide
 _CGROUP_GRACE_S = 60.0  # an empty worker cgroup younger than this may be a live service's, about to be joined
 
@@ -70,6 +72,8 @@ class ProcessBackend:
         # rlimits as root: the worker's uid sees the host's file system, so its private directory lives
         # outside the (private, 0700) data dir, in a directory others may traverse but not list
         self._rlimits_uid = iso.mode == "rlimits" and iso.uid_drop
+        if iso.mode == "rlimits" and iso.landlock_abi < 1:
+            log.warning("process backend, rlimits mode: %s", iso.landlock)
         if self._rlimits_uid:
             self._check_sandbox_uid_reaches()
             self._run_dir = Path(tempfile.mkdtemp(prefix="evaluator-host-rlimits-"))
@@ -93,6 +97,11 @@ class ProcessBackend:
     def run_dir(self) -> Path:
         """Where each worker's private directory is made."""
         return self._run_dir
+
+    def _private_env(self, root: Path) -> dict[str, str]:
+        """rlimits: ``HOME`` and ``TMPDIR`` are the worker's own directory (there is no private ``/tmp``, and
+        Landlock leaves the host's unwritable); other modes keep the sandbox's private ``/tmp``."""
+        return {"HOME": str(root), "TMPDIR": str(root)} if self._isolation.mode == "rlimits" else {}
 
     def _check_sandbox_uid_reaches(self) -> None:
         """In the rlimits-only mode as root, the sandbox uid reads everything a worker needs from the
@@ -147,8 +156,15 @@ class ProcessBackend:
             "network": (
                 "none (fresh net namespace); evaluators declaring `network` reach only the egress proxy"
                 if iso.mode != "rlimits"
-                else "host (not isolated); no egress for evaluators"
+                else "none: socket() refused by seccomp"
+                + (", TCP by landlock" if iso.landlock_abi >= 4 else "")
+                + "; no egress for evaluators"
             ),
+            "landlock": {
+                "abi": iso.landlock_abi,
+                "enforced": iso.mode == "rlimits" and iso.landlock_abi > 0,
+                "detail": iso.landlock,
+            },
         }
 
     def _sweep_cgroups(self) -> None:
@@ -229,7 +245,7 @@ class ProcessBackend:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                env={**SANDBOX_ENV, **(proxy_env() if gate is not None else {})},
+                env={**SANDBOX_ENV, **self._private_env(root), **(proxy_env() if gate is not None else {})},
                 cwd=str(root),
                 start_new_session=True,
                 limit=1 << 20,

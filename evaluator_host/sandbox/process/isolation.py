@@ -16,7 +16,13 @@ The process backend uses the strongest mode available:
                 worker's uid owns. As root, an unprivileged uid per worker all the same
                 (``setresuid``, groups cleared): user code never runs as root. A root service
                 that cannot change uid (no ``CAP_SETUID``) gets ``uid_drop_error`` and the
-                backend refuses to start.
+                backend refuses to start. With no private root and no network namespace of its
+                own, the worker is confined by Landlock where the kernel has it
+                (``landlock_abi``; ``runtimes/sandbox_landlock.py``: files read-only beneath
+                the interpreter, runtime and harness, read-write beneath its own directory;
+                no TCP; no signal or abstract socket out) and ``socket()`` is refused by its
+                seccomp filter — what still holds when the restricted policy falls
+                (docs/security.md). A kernel without Landlock is reported, never hidden.
 
 ``force="rlimits"`` (the ``process_isolation`` setting) skips the namespace modes, as on a
 machine where ``unshare`` is missing or refused.
@@ -33,7 +39,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["AFTER_MAPS", "Isolation", "probe", "wait_for_userns", "write_id_maps"]
+__all__ = ["AFTER_MAPS", "Isolation", "landlock_abi", "probe", "wait_for_userns", "write_id_maps"]
 
 NAMESPACES = ("mount", "net", "pid", "ipc", "uts")
 # host_maps: ``python -c AFTER_MAPS <argv>`` waits for one byte on stdin (sent once the id maps are written),
@@ -55,6 +61,7 @@ class Isolation:
     cpu_cgroup: Path | None = None
     uid_drop_error: str | None = None  # why a root service cannot drop to a sandbox uid (then it refuses)
     host_maps: bool = False  # userns as root: the service writes each worker's id maps (write_id_maps)
+    landlock_abi: int = 0  # rlimits: the kernel's Landlock ABI the workers are confined with (0: none)
 
     @property
     def user_code_as_root(self) -> bool:
@@ -73,6 +80,17 @@ class Isolation:
         return "root (uid 0)"
 
     @property
+    def landlock(self) -> str:
+        """The Landlock confinement of the rlimits mode's workers, in words (or why there is none)."""
+        if self.mode != "rlimits":
+            return "not used (a private root and a network namespace instead)"
+        if self.landlock_abi < 1:
+            return "landlock unavailable (this kernel has none): the host's files and loopback are not confined"
+        net = ", no TCP bind/connect" if self.landlock_abi >= 4 else ""
+        scopes = ", no signal or abstract socket out" if self.landlock_abi >= 6 else ""
+        return f"landlock ABI {self.landlock_abi} (files: runtime read-only, own dir read-write{net}{scopes})"
+
+    @property
     def summary(self) -> str:
         """One line naming every measure in force."""
         parts = [f"process:{self.mode}"]
@@ -87,10 +105,13 @@ class Isolation:
             parts.append("memory cgroup (the whole worker, no swap)")
         if self.cpu_cgroup:
             parts.append("cpu cgroup (the cpus setting)")
+        if self.mode == "rlimits":
+            parts.append(self.landlock)
         parts.append("rlimits(AS,CPU," + ("NPROC," if self.uid_drop else "") + "FSIZE,NOFILE,CORE)")
         parts += ["no_new_privs", "scrubbed env"]
         if os.uname().machine == "x86_64":
-            parts.append("seccomp (keyrings, namespaces, mounts, bpf, ptrace, modules, clocks refused)")
+            sockets = ", socket()" if self.mode == "rlimits" else ""
+            parts.append(f"seccomp (keyrings, namespaces, mounts, bpf, ptrace, modules, clocks{sockets} refused)")
         return " + ".join(parts)
 
 
@@ -228,9 +249,22 @@ def _userns_drop_works(argv: list[str], uid: int) -> bool:
             proc.wait()
 
 
+def landlock_abi() -> int:
+    """This kernel's Landlock ABI (0: none, disabled, or refused by a seccomp profile): the version query
+    of ``landlock_create_ruleset`` (syscall 444 on every architecture), which creates nothing."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    version = libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return int(version) if version > 0 else 0
+
+
 def _rlimits(sandbox_uid: int) -> Isolation:
-    """The rlimits-only mode: as root with a uid per worker, or with ``uid_drop_error`` saying why not."""
+    """The rlimits-only mode: as root with a uid per worker, or with ``uid_drop_error`` saying why not;
+    with the kernel's Landlock ABI (its workers' own boundary)."""
+    abi = landlock_abi()
     if os.geteuid() != 0:
-        return Isolation("rlimits", (), uid_drop=False, pids_cgroup=None)
+        return Isolation("rlimits", (), uid_drop=False, pids_cgroup=None, landlock_abi=abi)
     error = _uid_drop_error(sandbox_uid)
-    return Isolation("rlimits", (), uid_drop=error is None, pids_cgroup=None, uid_drop_error=error)
+    return Isolation("rlimits", (), uid_drop=error is None, pids_cgroup=None, uid_drop_error=error, landlock_abi=abi)

@@ -107,10 +107,20 @@ def worker_config(
             executable = Path(f"/sandbox/{family.name}-home") / executable.relative_to(home)
         argv = family.command_for(str(executable), harness, runtime.memory_mb, harness_config)
         launch = {"exec": argv, "channel_fds": family.channel_fds}
+    landlock: dict[str, list[str]] | None = None
+    if not private_root and iso.landlock_abi > 0:  # rlimits: the host's file system and loopback, confined
+        read = [bind[0] for bind in binds] + [str(RUNTIMES_DIR)]
+        read += [src for src, _name in family.vendor_dirs()] if family.vendor else []
+        read += [runtime.location] if runtime.location else []
+        if not family.runs_in_bootstrap_interpreter:
+            read.append(str(Path(family.host_executable(python)).resolve().parents[1]))
+        landlock = {"read": read, "write": [str(root)]}
     return {
         "root": str(root) if private_root else None,
         "init": private_root,  # a pid namespace of its own: an init as pid 1, the harness as pid 2
         "seccomp": True,
+        "no_sockets": not private_root,  # rlimits: no network namespace, and no egress either
+        "landlock": landlock,
         "workdir": None if private_root else str(root),
         "binds": binds,
         "tmpfs_mb": settings.tmpfs_mb,

@@ -8,9 +8,9 @@ binds it at once: the selftest uses that.)
 
 The user's module is imported from ``code_path``. For the ``metric`` interface the entrypoint is a
 class, instantiated once here (:mod:`.metric`). With ``policy: "restricted"`` it is compiled and
-run under ``restricted.py`` (next to ``harness.py``): RestrictedPython with the guard set described
-there, from ``vendor_dirs``. A failure at import is the user's: it becomes the ``load_error`` every
-case is answered with.
+run under the ``restricted/`` policy package (next to ``harness.py``, loaded by path as one
+unit): RestrictedPython with the guard set described there, from ``vendor_dirs``. A failure at
+import is the user's: it becomes the ``load_error`` every case is answered with.
 """
 
 from __future__ import annotations
@@ -119,15 +119,18 @@ class Loader:
             self.load_error["stderr"] = err.text()
 
     def _restricted(self) -> Any:
-        """``restricted.py`` (next to ``harness.py``), with RestrictedPython from ``vendor_dirs``."""
+        """The ``restricted/`` policy package (next to ``harness.py``), loaded by path as one unit (its
+        modules import each other relatively), with RestrictedPython from ``vendor_dirs``."""
         import importlib.util
 
         sys.path[:0] = [entry for entry in self.vendor_dirs if entry not in sys.path]
+        folder = os.path.join(HARNESS_DIR, "restricted")
         spec = importlib.util.spec_from_file_location(
-            "evaluator_host_restricted", os.path.join(HARNESS_DIR, "restricted.py")
+            "evaluator_host_restricted", os.path.join(folder, "__init__.py"), submodule_search_locations=[folder]
         )
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
         spec.loader.exec_module(module)
         return module
 

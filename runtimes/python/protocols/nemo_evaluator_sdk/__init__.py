@@ -65,10 +65,14 @@ class _Value:
         raise NotImplementedError
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.root == self.root  # type: ignore[attr-defined]
+        if not isinstance(self, _Value) or type(other) is not type(self):
+            return NotImplemented
+        return bool(_own(self)["root"] == _own(other)["root"])
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(root={self.root!r})"
+        if not isinstance(self, _Value):
+            raise TypeError("not a value kind")
+        return f"{type(self).__name__}(root={_own(self)['root']!r})"
 
 
 def _refuse(kind: str, value: Any) -> ValueError:
@@ -139,32 +143,66 @@ class BooleanValue(_Value):
         raise _refuse(cls.kind, value)
 
 
-class _Model:
-    """Keyword construction, equality and repr of the fields (a small stand-in for a pydantic model)."""
+def _own(obj: Any) -> dict[str, Any]:
+    """The instance dictionary of ``obj`` itself (``object.__getattribute__``, never a lookup a class,
+    a descriptor or a copied ``__dict__`` can redirect); its values are what ``__init__`` or the
+    object's own code stored."""
+    own: dict[str, Any] = object.__getattribute__(obj, "__dict__")
+    return own
 
-    _fields: tuple[str, ...] = ()
+
+# The field names of each model, by class: fixed here, never read from an instance or a class attribute a
+# subclass (or a ``functools.update_wrapper`` that copied a ``__dict__``) could set (issue 47).
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _fields(cls: type, *names: str) -> None:
+    _FIELDS[cls] = names
+
+
+def _checked(obj: Any, cls: type) -> Any:
+    if not isinstance(obj, cls):
+        raise TypeError(f"{type(obj).__name__} is not a {cls.__name__}")
+    return obj
+
+
+class _Model:
+    """Keyword construction, equality and repr of the fields (a small stand-in for a pydantic model).
+
+    Written for the restricted policy: a model's methods work on models only (``TypeError`` for anything
+    else), take the field names from :data:`_FIELDS` by the model's class and the values from the
+    instance's own dictionary — never ``getattr`` with a name that is not fixed here — so calling them on
+    an object the caller chose reads nothing that caller could not read itself."""
+
+    def _values(self) -> list[tuple[str, Any]]:
+        names = next((_FIELDS[cls] for cls in type(self).__mro__ if cls in _FIELDS), None)
+        if names is None or not isinstance(self, _Model):
+            raise TypeError(f"{type(self).__name__} is not a nemo_evaluator_sdk model")
+        own = _own(self)
+        return [(name, own.get(name)) for name in names]
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and all(getattr(self, f) == getattr(other, f) for f in self._fields)
+        if not isinstance(self, _Model) or type(other) is not type(self):
+            return NotImplemented
+        pairs = zip(_Model._values(self), _Model._values(other), strict=True)  # type: ignore[arg-type]
+        return all(a == b for (_n, a), (_m, b) in pairs)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({', '.join(f'{f}={getattr(self, f)!r}' for f in self._fields)})"
+        return f"{type(self).__name__}({', '.join(f'{n}={v!r}' for n, v in _Model._values(self))})"
 
     def model_dump(self) -> dict[str, Any]:
         def dump(value: Any) -> Any:
             if isinstance(value, _Model):
-                return value.model_dump()
-            if isinstance(value, list):
+                return _Model.model_dump(value)
+            if type(value) is list:
                 return [dump(v) for v in value]
             return value
 
-        return {f: dump(getattr(self, f)) for f in self._fields}
+        return {name: dump(value) for name, value in _Model._values(self)}
 
 
 class DatasetRow(_Model):
     """The dataset row (``data``: every column) and its index."""
-
-    _fields = ("row_index", "data")
 
     def __init__(self, *, data: dict[str, Any], row_index: int | None = None) -> None:
         if not isinstance(data, dict):
@@ -173,10 +211,11 @@ class DatasetRow(_Model):
         self.row_index = row_index
 
 
+_fields(DatasetRow, *("row_index", "data"))
+
+
 class CandidateOutput(_Model):
     """The output being scored: ``output_text``, the raw ``response``, a ``trajectory``, ``metadata``."""
-
-    _fields = ("output_text", "response", "trajectory", "metadata")
 
     def __init__(
         self,
@@ -196,27 +235,30 @@ class CandidateOutput(_Model):
 
     def as_sample(self) -> dict[str, Any]:
         """The sample-shaped payload of template helpers: metadata plus the fields that are set."""
-        sample = dict(self.metadata)
+        values = dict(_Model._values(_checked(self, CandidateOutput)))
+        sample = dict(values["metadata"] or {})
         for name in ("output_text", "response", "trajectory"):
-            if getattr(self, name) is not None:
-                sample[name] = getattr(self, name)
+            if values[name] is not None:
+                sample[name] = values[name]
         return sample
+
+
+_fields(CandidateOutput, *("output_text", "response", "trajectory", "metadata"))
 
 
 class MetricInput(_Model):
     """One row's scoring input: ``row`` and ``candidate``."""
-
-    _fields = ("row", "candidate")
 
     def __init__(self, *, row: DatasetRow, candidate: CandidateOutput) -> None:
         self.row = row
         self.candidate = candidate
 
 
+_fields(MetricInput, *("row", "candidate"))
+
+
 class MetricOutputSpec(_Model):
     """One declared output: its name, its value kind (``value_schema``), whether it is required."""
-
-    _fields = ("name", "description", "value_schema", "required")
 
     def __init__(
         self, *, name: str, value_schema: type[_Value], description: str | None = None, required: bool = True
@@ -246,18 +288,22 @@ class MetricOutputSpec(_Model):
 
     def coerce_value(self, value: Any) -> _Value:
         """``value`` as this output's kind (``ValueError`` when it is not one)."""
-        return self.value_schema.model_validate(value)
+        schema = dict(_Model._values(_checked(self, MetricOutputSpec)))["value_schema"]
+        return schema.model_validate(value)  # type: ignore[no-any-return]
 
     def coerce_output(self, output: MetricOutput) -> _Value:
+        _checked(self, MetricOutputSpec)
+        _checked(output, MetricOutput)
         if output.name != self.name:
             raise ValueError(f"Expected metric output {self.name!r}, got {output.name!r}")
         return self.coerce_value(output.value)
 
 
+_fields(MetricOutputSpec, *("name", "description", "value_schema", "required"))
+
+
 class MetricOutput(_Model):
     """One named value a metric emits."""
-
-    _fields = ("name", "value")
 
     def __init__(self, *, name: str, value: Any) -> None:
         if not isinstance(name, str):
@@ -266,24 +312,29 @@ class MetricOutput(_Model):
         self.value = value
 
 
+_fields(MetricOutput, *("name", "value"))
+
+
 class MetricDiagnostic(_Model):
     """How a score was derived: a ``message`` and optional structured ``details``."""
-
-    _fields = ("message", "details")
 
     def __init__(self, *, message: str, details: dict[str, Any] | None = None) -> None:
         self.message = message
         self.details = details
 
 
+_fields(MetricDiagnostic, *("message", "details"))
+
+
 class MetricResult(_Model):
     """One row's result: its ``outputs`` and optional ``diagnostics``."""
-
-    _fields = ("outputs", "diagnostics")
 
     def __init__(self, *, outputs: list[MetricOutput], diagnostics: list[MetricDiagnostic] | None = None) -> None:
         self.outputs = list(outputs)
         self.diagnostics = list(diagnostics or [])
+
+
+_fields(MetricResult, *("outputs", "diagnostics"))
 
 
 class Metric:
