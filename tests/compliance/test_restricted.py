@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from evaluator_host.api import create_app
 from tests.support import REPO
 from tests.support.backends import BACKENDS
-from tests.support.hostile import HOSTILE
+from tests.support.hostile import HOSTILE, ISSUE47_METRIC
 from tests.support.rlimits import rlimits_overrides
 from tests.support.service import assert_healthy, evaluate, make_settings
 
@@ -223,34 +223,6 @@ def test_python_runs_restricted_by_default_when_the_process_backend_has_only_rli
 #: Issue 47, finding 1, as filed: a NeMo metric class (no pins: the built-in nemo_evaluator_sdk) whose
 #: ``functools.update_wrapper`` copies a type()-made class's ``_fields`` onto the SDK's ``model_dump``, which
 #: then read that function's ``__globals__``; ``map`` callbacks walked to ``eval`` and ran ``id``.
-ISSUE47_METRIC = """
-import functools
-from nemo_evaluator_sdk import DatasetRow, Metric, MetricOutput, MetricOutputSpec, MetricResult
-
-
-class Escape(Metric):
-    type = "escape"
-
-    def output_spec(self):
-        return [MetricOutputSpec.label("out")]
-
-    def compute_scores(self, input):
-        C = type('C', (), {'_fields': ('__glo' + 'bals__',)})
-        functools.update_wrapper(DatasetRow.model_dump, C)
-        dumped = DatasetRow.model_dump(DatasetRow.model_dump)
-        out = []
-
-        def on_builtin(e, b):
-            if getattr(e, '__name__', '') == 'eval':
-                out.append(e("__imp" + "ort__('os').popen('id').read()", {'__builtins__': b}))
-
-        def on_global(b):
-            if type(b) is dict and 'eval' in b:
-                list(map(lambda e: on_builtin(e, b), b.values()))
-
-        list(map(lambda g: list(map(on_global, g.values())), dumped.values()))
-        return MetricResult(outputs=[MetricOutput(name="out", value=str(out))])
-"""
 
 
 @pytest.mark.parametrize("client", BACKENDS, indirect=True)

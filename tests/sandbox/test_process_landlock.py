@@ -27,6 +27,7 @@ from fastapi.testclient import TestClient
 from evaluator_host.api import create_app
 from evaluator_host.definitions.languages import RUNTIMES_DIR
 from evaluator_host.sandbox.process.isolation import landlock_abi
+from tests.support.hostile import ISSUE47_METRIC
 from tests.support.rlimits import rlimits_overrides
 from tests.support.service import assert_healthy, evaluate, make_settings
 
@@ -190,8 +191,6 @@ def test_landlock_alone_confines_files_and_tcp_without_the_seccomp_filter(
 
 def test_the_issue47_escape_is_refused_by_the_default_policy_of_the_rlimits_mode(tmp_path: Path) -> None:
     """Where restricted is the default (rlimits), the filed escape: refused by the policy, no ``id`` output."""
-    from tests.compliance.test_restricted import ISSUE47_METRIC
-
     settings = make_settings(tmp_path / "data", backend="process", **rlimits_overrides())
     with TestClient(create_app(settings)) as client:
         assert client.get("/healthz").json()["policy"]["default"] == "restricted"

