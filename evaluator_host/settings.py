@@ -324,6 +324,18 @@ class Settings(BaseSettings):
         description="POST /v1/traces (OTLP): most bytes of a body, both as sent and after gzip (inflating stops "
         "there: 413).",
     )
+    online_max_json_bytes: int = Field(
+        4 * 1024 * 1024,
+        ge=1024,
+        description="POST /v1/traces: most bytes of an OTLP/JSON body after gzip (413 above; protobuf bodies have "
+        "ONLINE_MAX_BODY_BYTES): parsing JSON costs ~30 times its bytes, and at most this / 16 objects and arrays.",
+    )
+    online_decode_concurrency: int = Field(
+        2,
+        ge=1,
+        description="POST /v1/traces: bodies inflated and parsed at once (others wait their turn); with the body "
+        "bounds it bounds the receiver's memory (docs/security.md).",
+    )
     online_max_spans: int = Field(10_000, ge=1, description="POST /v1/traces: most spans in one request (400 above).")
     online_max_attributes: int = Field(
         256,

@@ -21,7 +21,7 @@ from typing import Any
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.online import spans as span_bodies
 from evaluator_host.online.inflate import inflate
-from evaluator_host.online.otlp import Decoded, Limits, decode
+from evaluator_host.online.otlp import JSON, Decoded, Limits, decode
 from evaluator_host.settings import Settings
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.online_spans import OnlineSpanStore
@@ -39,6 +39,7 @@ class Ingest:
         self.metrics = metrics
         self._stored = 0  # spans in the store: the last count plus what this process stored since
         self._lock = threading.Lock()
+        self._decoding = threading.BoundedSemaphore(settings.online_decode_concurrency)
         self._outcomes = {name: metrics.online_spans.labels(name) for name in ("stored", "duplicate", "rejected")}
 
     def full(self) -> bool:
@@ -55,7 +56,13 @@ class Ingest:
     def receive(self, workspace: str, body: bytes, media: str, encoding: str | None) -> Decoded:
         """Decode ``body`` and store its accepted spans in ``workspace`` (raises ``OtlpError`` for a body
         refused whole); what it carried (the answer's partial success is its ``rejected``)."""
-        decoded = decode(inflate(body, encoding, self.limits.body_bytes), media, self.limits)
+        with self._decoding:  # at most online_decode_concurrency bodies in memory, inflated and parsed
+            if media == JSON and self.limits.json_bytes < self.limits.body_bytes:
+                inflated = inflate(body, encoding, self.limits.json_bytes, "online_max_json_bytes")
+            else:
+                inflated = inflate(body, encoding, self.limits.body_bytes)
+            decoded = decode(inflated, media, self.limits)
+            del inflated
         if decoded.rejected:
             self._outcomes["rejected"].inc(decoded.rejected)
         if not decoded.spans or not self.settings.online_store_spans:
