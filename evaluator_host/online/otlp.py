@@ -67,7 +67,7 @@ _MAX_NS = 2**63 - 1  # times are stored as int64 nanoseconds
 _SCALARS = frozenset({"int_value", "bool_value"})
 _REASONS = 3  # reasons quoted in a partial success's error_message
 # google.rpc.Code of each HTTP status we answer with an error
-_CODES = {400: 3, 401: 16, 413: 8, 415: 3, 503: 14}
+_CODES = {400: 3, 401: 16, 413: 8, 415: 3, 429: 8, 503: 14}
 
 
 @dataclass(frozen=True)
@@ -185,13 +185,16 @@ def answer(media: str, decoded: Decoded | None = None) -> bytes:
     return json.dumps(json_format.MessageToDict(response), separators=(",", ":")).encode()
 
 
-def error_answer(media: str, status: int, message: str, kind: str = "BadRequest") -> bytes:
+def error_answer(media: str, status: int, message: str, kind: str = "BadRequest", quota: str | None = None) -> bytes:
     """A refusal's body: OTLP's ``google.rpc.Status`` (protobuf, or its JSON — which also carries the
-    service's usual ``{"error": {"type", "message"}}`` so API clients read it like any other error)."""
+    service's usual ``{"error": {"type", "message"}}``, and the ``quota`` a 429 names, so API clients read
+    it like any other error)."""
     code = _CODES.get(status, 2)
     if media == PROTOBUF:
         return bytes(Status(code=code, message=message).SerializeToString())
     error = {"type": kind, "message": message, "line": None, "column": None}
+    if quota is not None:
+        error["quota"] = quota
     return json.dumps({"code": code, "message": message, "error": error}, separators=(",", ":")).encode()
 
 
