@@ -227,6 +227,8 @@ class OnlineSpanStore:
     def _admit(self, conn: Connection, group: list[_Pending]) -> None:
         """The storage quota of each request (:func:`admit`): its rows cut to those that fit, or refused."""
         requests = [(job.rows[0]["workspace_id"], job.limit, job.rows) for job in group]
+        if self.sqlite:  # the database's write lock before the usage is read (pysqlite reads outside a
+            conn.exec_driver_sql("UPDATE online_usage SET spans = spans WHERE 0")  # transaction until a write)
         for job, (keep, refusal) in zip(group, admit(conn, requests, lock=not self.sqlite), strict=True):
             job.over_quota = len(job.rows) - keep
             job.rows = job.rows[:keep]

@@ -12,7 +12,8 @@ Contract (issue 47, item 5; docs/online.md, "Limits, backpressure and retention"
 * The storage quota (``max_dataset_bytes``: datasets, job results — and now spans, see
   :mod:`evaluator_host.tenancy.quotas`) applies to a write by :func:`admit`, inside the write's
   transaction (on PostgreSQL with the workspace's row locked, as job commits do, so a workspace's span
-  writes and job commits take turns): of each request only the leading spans that fit in the room left
+  writes and job commits take turns; on SQLite with the database's write lock taken first, so two
+  services' writers on one file take turns too): of each request only the leading spans that fit in the room left
   are stored; a request of which none fits (the workspace at or over its quota) is refused with
   :func:`spans_over_quota`'s ``QuotaExceeded``. Spans already stored (duplicates) count as room taken
   for the decision and are never charged: the quota is never passed.
