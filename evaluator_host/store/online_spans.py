@@ -43,7 +43,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from evaluator_host.store.db import WorkspaceRow
 from evaluator_host.store.online_rows import OnlineSpanRow, OnlineTraceRow
-from evaluator_host.store.online_usage import admit, charge, delete_expired, held, span_bytes
+from evaluator_host.store.online_usage import admit, charge, delete_expired, held, span_bytes, stored_totals
 
 __all__ = ["SPANS", "TRACES", "OnlineSpanStore", "Written"]
 
@@ -203,7 +203,7 @@ class OnlineSpanStore:
                             seen.add(key)
                             rows.append(row)
                 stored = self._insert_sqlite(conn, rows) if self.sqlite else self._insert_pg(conn, rows)
-                charge(conn, _usage(rows, stored), sqlite=self.sqlite)
+                charge(conn, stored_totals(rows, stored), sqlite=self.sqlite)
                 traces = _trace_values(rows, stored)
                 if traces and self.sqlite:
                     texts: dict[datetime, Any] = {}  # a group's traces share their receipt times
@@ -341,17 +341,6 @@ _QUIET = (
     .values(state="ready", ready_at=bindparam("now", type_=_TZ))
 )
 _COMPLETE = _complete()
-
-
-def _usage(rows: Sequence[dict[str, Any]], stored: set[tuple[str, str, str]]) -> dict[str, tuple[int, int]]:
-    """``{workspace: (spans, bytes)}`` newly stored: what :func:`charge` adds to ``online_usage``."""
-    totals: dict[str, tuple[int, int]] = {}
-    for row in rows:
-        workspace = row["workspace_id"]
-        if (workspace, row["trace_id"], row["span_id"]) in stored:
-            spans, size = totals.get(workspace, (0, 0))
-            totals[workspace] = (spans + 1, size + row["bytes"])
-    return totals
 
 
 def _trace_values(rows: Sequence[dict[str, Any]], stored: set[tuple[str, str, str]]) -> list[dict[str, Any]]:

@@ -32,7 +32,7 @@ from evaluator_host.store.job_results import storage_used
 from evaluator_host.store.online_rows import OnlineSpanRow, OnlineUsageRow
 from evaluator_host.tenancy.quotas import STORAGE_QUOTA
 
-__all__ = ["USAGE", "admit", "charge", "delete_expired", "held", "span_bytes", "spans_over_quota"]
+__all__ = ["USAGE", "admit", "charge", "delete_expired", "held", "span_bytes", "spans_over_quota", "stored_totals"]
 
 SPANS: Table = OnlineSpanRow.__table__  # type: ignore[assignment]
 USAGE: Table = OnlineUsageRow.__table__  # type: ignore[assignment]
@@ -96,6 +96,17 @@ def charge(conn: Connection, totals: dict[str, tuple[int, int]], *, sqlite: bool
         "bytes = online_usage.bytes + excluded.bytes",
         [(workspace, *totals[workspace]) for workspace in sorted(totals)],
     )
+
+
+def stored_totals(rows: Sequence[dict[str, Any]], stored: set[tuple[str, str, str]]) -> dict[str, tuple[int, int]]:
+    """``{workspace: (spans, bytes)}`` newly stored: what :func:`charge` adds to ``online_usage``."""
+    totals: dict[str, tuple[int, int]] = {}
+    for row in rows:
+        workspace = row["workspace_id"]
+        if (workspace, row["trace_id"], row["span_id"]) in stored:
+            spans, size = totals.get(workspace, (0, 0))
+            totals[workspace] = (spans + 1, size + row["bytes"])
+    return totals
 
 
 def delete_expired(engine: Engine, cutoff: Any, *, sqlite: bool) -> int:
