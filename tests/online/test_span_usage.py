@@ -9,10 +9,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from alembic import command
+from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
 
 from evaluator_host.errors import QuotaExceeded
+from evaluator_host.store import schema
 from evaluator_host.store.db import make_engine, utcnow
 from evaluator_host.store.online_spans import OnlineSpanStore
 from evaluator_host.store.workspaces import WorkspaceStore
@@ -86,3 +88,24 @@ def test_concurrent_writers_of_two_services_never_pass_the_storage_quota(engine:
     assert _usage(engine)[workspace] == (spans, size)
     assert sum(o.stored for o in outcomes if not isinstance(o, QuotaExceeded)) == spans
     assert any(isinstance(o, QuotaExceeded) for o in outcomes)
+
+
+def test_migration_0012_fills_the_usage_from_the_spans_already_stored(database_url: str) -> None:
+    url = schema.normalized_url(database_url)
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        command.upgrade(schema._config(conn), "0011")
+        for workspace, body in (("ws_a", '{"p": "é"}'), ("ws_a", "{}"), ("ws_b", "{}")):
+            conn.execute(
+                text(
+                    "INSERT INTO online_spans (workspace_id, trace_id, span_id, parent_span_id, name, service_name, "
+                    "start_ns, end_ns, body, received_at) VALUES (:w, :t, :s, NULL, 'chat', 'svc', 1, 2, :b, :at)"
+                ),
+                {"w": workspace, "t": new_trace_id(), "s": new_span_id(), "b": body, "at": utcnow()},
+            )
+    engine.dispose()
+    engine = make_engine(url)  # migrates to the newest
+    try:
+        assert _usage(engine) == _truth(engine) == {"ws_a": (2, 13), "ws_b": (1, 2)}
+    finally:
+        engine.dispose()
