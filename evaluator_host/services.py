@@ -155,7 +155,7 @@ class Services:
     @functools.cached_property
     def ingest(self) -> Ingest:
         """The OTLP receiver's use case (``POST /v1/traces``)."""
-        return Ingest(self.settings, OnlineSpanStore(self.store.engine), self.pool.metrics)
+        return Ingest(self.settings, OnlineSpanStore(self.store.engine), self.pool.metrics, self.quotas)
 
     @functools.cached_property
     def assembly(self) -> Assembly:

@@ -324,6 +324,19 @@ class Settings(BaseSettings):
         description="POST /v1/traces (OTLP): most bytes of a body, both as sent and after gzip (inflating stops "
         "there: 413).",
     )
+    online_max_json_bytes: int = Field(
+        4 * 1024 * 1024,
+        ge=1024,
+        description="POST /v1/traces: most bytes of an OTLP/JSON body after gzip, and at most this / 16 objects and "
+        "arrays in it (413 above; protobuf bodies have ONLINE_MAX_BODY_BYTES): a JSON parse peaks under 24 times "
+        "this.",
+    )
+    online_decode_concurrency: int = Field(
+        2,
+        ge=1,
+        description="POST /v1/traces: bodies inflated and parsed at once (others wait their turn); with the body "
+        "bounds it bounds the receiver's memory (docs/security.md).",
+    )
     online_max_spans: int = Field(10_000, ge=1, description="POST /v1/traces: most spans in one request (400 above).")
     online_max_attributes: int = Field(
         256,
@@ -343,8 +356,9 @@ class Settings(BaseSettings):
     online_max_stored_spans: int = Field(
         5_000_000,
         ge=1,
-        description="Raw spans stored at most (all workspaces): past it POST /v1/traces answers 503 with "
-        "Retry-After (OTLP exporters retry) until retention or assembly makes room (counted in /metrics).",
+        description="Raw spans stored at most, shared equally by the workspaces: a workspace holding this / the "
+        "number of workspaces gets 503 with Retry-After from POST /v1/traces (OTLP exporters retry) until "
+        "retention makes room, the others are not refused (counted in /metrics).",
     )
     online_store_spans: bool = Field(
         True,

@@ -20,7 +20,8 @@ Names and what they count (no tenant, evaluator or user id is ever a label):
 * ``evaluator_host_online_spans_total{outcome}`` — OTLP spans received: ``stored``, ``duplicate`` (already
   stored: ignored), ``rejected`` (answered in a partial success); ``evaluator_host_online_requests_total{outcome}``
   — ``POST /v1/traces`` requests: ``ok``, ``partial``, ``invalid`` (400), ``too_large`` (413),
-  ``unsupported`` (415), ``full`` (503: the span store is at ``ONLINE_MAX_STORED_SPANS``, the exporter retries);
+  ``unsupported`` (415), ``quota`` (429: none of the spans fits under the workspace's storage quota),
+  ``full`` (503: the workspace holds its share of ``ONLINE_MAX_STORED_SPANS``, the exporter retries);
   ``evaluator_host_online_open_traces`` — traces still assembling (read by assembly's last pass);
   ``evaluator_host_online_traces_ready_total`` and ``evaluator_host_online_spans_expired_total`` — assembly's
   and retention's work.

@@ -42,6 +42,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from evaluator_host.evaluation.trace_shape import SpanData
+from evaluator_host.online.outline import OutlineError, json_outline, protobuf_outline
 from evaluator_host.settings import Settings
 
 __all__ = [
@@ -66,7 +67,7 @@ _MAX_NS = 2**63 - 1  # times are stored as int64 nanoseconds
 _SCALARS = frozenset({"int_value", "bool_value"})
 _REASONS = 3  # reasons quoted in a partial success's error_message
 # google.rpc.Code of each HTTP status we answer with an error
-_CODES = {400: 3, 401: 16, 413: 8, 415: 3, 503: 14}
+_CODES = {400: 3, 401: 16, 413: 8, 415: 3, 429: 8, 503: 14}
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class Limits:
     attributes: int
     attribute_bytes: int
     name_chars: int
+    json_bytes: int = 4 * 1024 * 1024  # an OTLP/JSON body, inflated (online_max_json_bytes)
 
     @classmethod
     def of(cls, settings: Settings) -> Limits:
@@ -88,6 +90,7 @@ class Limits:
             settings.online_max_attributes,
             settings.online_max_attribute_bytes,
             settings.online_max_name_chars,
+            settings.online_max_json_bytes,
         )
 
 
@@ -136,6 +139,13 @@ def media_type(content_type: str | None) -> str:
 
 def decode(body: bytes, media: str, limits: Limits) -> Decoded:
     """The spans of an OTLP body (see the module docstring)."""
+    try:  # the shape first: a body whose parse would cost far more than its bytes is never parsed
+        if media == JSON:
+            json_outline(body, limits.json_bytes)
+        else:
+            protobuf_outline(body, limits.spans)
+    except OutlineError as exc:
+        raise OtlpError(exc.status, exc.message) from None
     request = _parse_json(body, limits) if media == JSON else _parse_protobuf(body)
     count = sum(len(scope.spans) for rs in request.resource_spans for scope in rs.scope_spans)
     if count > limits.spans:
@@ -175,13 +185,16 @@ def answer(media: str, decoded: Decoded | None = None) -> bytes:
     return json.dumps(json_format.MessageToDict(response), separators=(",", ":")).encode()
 
 
-def error_answer(media: str, status: int, message: str, kind: str = "BadRequest") -> bytes:
+def error_answer(media: str, status: int, message: str, kind: str = "BadRequest", quota: str | None = None) -> bytes:
     """A refusal's body: OTLP's ``google.rpc.Status`` (protobuf, or its JSON — which also carries the
-    service's usual ``{"error": {"type", "message"}}`` so API clients read it like any other error)."""
+    service's usual ``{"error": {"type", "message"}}``, and the ``quota`` a 429 names, so API clients read
+    it like any other error)."""
     code = _CODES.get(status, 2)
     if media == PROTOBUF:
         return bytes(Status(code=code, message=message).SerializeToString())
     error = {"type": kind, "message": message, "line": None, "column": None}
+    if quota is not None:
+        error["quota"] = quota
     return json.dumps({"code": code, "message": message, "error": error}, separators=(",", ":")).encode()
 
 
@@ -205,14 +218,12 @@ def _parse_json(body: bytes, limits: Limits) -> ExportTraceServiceRequest:
     if not isinstance(data, dict):
         raise OtlpError(400, "the body is not an OTLP ExportTraceServiceRequest (a JSON object)")
     count = 0
-    for span in _json_spans(data):
+    for span in _json_spans(data, limits.spans):
         count += 1
         if count > limits.spans:  # before building any message
             raise OtlpError(400, f"more than {limits.spans} spans in one request (online_max_spans)")
         _ids_to_base64(span)
-        for link in span.get("links") or ():
-            if isinstance(link, dict):
-                _ids_to_base64(link)
+        span.pop("links", None)  # not kept (docs/online.md): never made into messages
     try:
         request: ExportTraceServiceRequest = json_format.ParseDict(
             data, ExportTraceServiceRequest(), ignore_unknown_fields=True
@@ -222,11 +233,18 @@ def _parse_json(body: bytes, limits: Limits) -> ExportTraceServiceRequest:
         raise OtlpError(400, f"the body is not an OTLP ExportTraceServiceRequest (JSON): {exc}") from None
 
 
-def _json_spans(data: dict[str, Any]) -> Iterable[dict[str, Any]]:
-    """The span objects of an OTLP/JSON body (camelCase or proto field names; anything else skipped)."""
-    for rs in _list(data, "resourceSpans", "resource_spans"):
-        for ss in _list(rs, "scopeSpans", "scope_spans"):
+def _json_spans(data: dict[str, Any], most: int) -> Iterable[dict[str, Any]]:
+    """The span objects of an OTLP/JSON body (camelCase or proto field names; anything else skipped);
+    400 for a request, resource or scope with more than ``most`` elements (before any message is made)."""
+    for rs in _bounded(_list(data, "resourceSpans", "resource_spans"), most, "resourceSpans"):
+        for ss in _bounded(_list(rs, "scopeSpans", "scope_spans"), most, "scopeSpans"):
             yield from _list(ss, "spans", "spans")
+
+
+def _bounded(items: list[Any], most: int, what: str) -> list[Any]:
+    if len(items) > most:
+        raise OtlpError(400, f"{len(items)} {what} in one request; at most {most} (online_max_spans)")
+    return items
 
 
 def _list(node: Any, camel: str, snake: str) -> list[Any]:
@@ -353,6 +371,7 @@ def _value(value: AnyValue, budget: list[int], depth: int) -> Any:
         budget[0] -= len(value.bytes_value)
         return base64.b64encode(value.bytes_value).decode() if budget[0] >= 0 else ""
     if kind is None:
+        budget[0] -= 4  # as much as JSON's null: an array of empty values is not free
         return None
     if depth >= _MAX_DEPTH:
         raise _Rejected(f"attribute values nested deeper than {_MAX_DEPTH}")

@@ -40,9 +40,10 @@ from evaluator_host.errors import JobNotHeld, QuotaExceeded
 from evaluator_host.evaluation.aggregate import Accumulator, Scored
 from evaluator_host.store.db import DatasetRow, JobResultRow, JobRow, WorkspaceRow, utcnow
 from evaluator_host.store.job_records import SharedCommit, StoredResult
+from evaluator_host.store.online_rows import OnlineUsageRow
 from evaluator_host.tenancy.quotas import fitting, storage_exceeded, storage_limit
 
-__all__ = ["RESULTS", "UNFINISHED", "JobResults"]
+__all__ = ["RESULTS", "UNFINISHED", "JobResults", "storage_used"]
 
 RESULTS: Table = JobResultRow.__table__  # type: ignore[assignment]
 UNFINISHED = ("queued", "running")
@@ -76,6 +77,22 @@ def _stopped(error: QuotaExceeded) -> dict[str, Any]:
     }
 
 
+def storage_used(conn: Connection, workspace_id: str, *, lock: bool = False) -> int:
+    """What ``workspace_id`` stores: its datasets (inline rows too), its jobs' stored results and its
+    stored spans (``online_usage``, issue 47.5). ``lock``: its workspace row locked first (PostgreSQL:
+    writers of one workspace's storage take turns)."""
+    if lock:
+        conn.execute(select(WorkspaceRow.id).where(WorkspaceRow.id == workspace_id).with_for_update())
+    datasets = conn.execute(
+        select(func.coalesce(func.sum(DatasetRow.bytes), 0)).where(DatasetRow.workspace_id == workspace_id)
+    ).scalar_one()
+    results = conn.execute(
+        select(func.coalesce(func.sum(JobRow.result_bytes), 0)).where(JobRow.workspace_id == workspace_id)
+    ).scalar_one()
+    spans = conn.execute(select(OnlineUsageRow.bytes).where(OnlineUsageRow.workspace_id == workspace_id)).scalar()
+    return int(datasets) + int(results) + int(spans or 0)
+
+
 class JobResults:
     """Short transactions over jobs' results (call from a thread: they block); the base of
     :class:`~evaluator_host.store.jobs.JobStore`, which adds datasets and jobs.
@@ -101,19 +118,13 @@ class JobResults:
         return or_(JobRow.owner == self.owner, JobRow.owner.is_(None))
 
     def storage_bytes(self, workspace_id: str) -> int:
-        """What ``workspace_id`` stores: its datasets (inline rows too) and its jobs' stored results."""
+        """What ``workspace_id`` stores: its datasets (inline rows too), its jobs' stored results, its spans."""
         with self.engine.connect() as conn:
             return self._storage_used(conn, workspace_id)
 
     @staticmethod
     def _storage_used(conn: Connection, workspace_id: str) -> int:
-        datasets = conn.execute(
-            select(func.coalesce(func.sum(DatasetRow.bytes), 0)).where(DatasetRow.workspace_id == workspace_id)
-        ).scalar_one()
-        results = conn.execute(
-            select(func.coalesce(func.sum(JobRow.result_bytes), 0)).where(JobRow.workspace_id == workspace_id)
-        ).scalar_one()
-        return int(datasets) + int(results)
+        return storage_used(conn, workspace_id)
 
     @staticmethod
     def _quota(conn: Connection, workspace_id: str) -> tuple[int, int] | None:

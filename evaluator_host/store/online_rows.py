@@ -10,6 +10,8 @@ it works"):
   ``open`` → ``ready`` (root span ended and no span for the quiet period: assembly) → ``routed``
   (a score row made for each matching, sampled rule: the router). A span arriving after ``routed``
   is stored and shown, and never scores the trace again.
+* ``online_usage`` — per workspace, its stored spans and their bodies' UTF-8 bytes (what they count
+  against its storage quota and its share of the span store), kept with every write and deletion.
 * ``online_rules`` — a workspace's rules (soft-deleted, so stored scores keep their rule).
 * ``online_scores`` — the durable scoring queue *and* its results: one row per (rule, trace), so a
   trace is scored at most once per rule whatever restarts. ``state``: ``queued`` → ``running``
@@ -27,7 +29,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from evaluator_host.store.db import Base
 
-__all__ = ["OnlineRuleRow", "OnlineScoreRow", "OnlineSpanRow", "OnlineTraceRow"]
+__all__ = ["OnlineRuleRow", "OnlineScoreRow", "OnlineSpanRow", "OnlineTraceRow", "OnlineUsageRow"]
 
 _TZ = DateTime(timezone=True)
 
@@ -51,6 +53,17 @@ class OnlineSpanRow(Base):
     end_ns: Mapped[int] = mapped_column(BigInteger)
     body: Mapped[str] = mapped_column(Text)
     received_at: Mapped[datetime] = mapped_column(_TZ)
+
+
+class OnlineUsageRow(Base):
+    """What one workspace's stored spans add up to (migration ``0012``): how many, and the UTF-8 bytes of
+    their bodies — kept in the transactions that store and delete them (``store/online_spans.py``)."""
+
+    __tablename__ = "online_usage"
+
+    workspace_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    spans: Mapped[int] = mapped_column(BigInteger)
+    bytes: Mapped[int] = mapped_column(BigInteger)
 
 
 class OnlineTraceRow(Base):

@@ -22,6 +22,10 @@ Contract (docs/online.md, "How it works"):
   one of the trace's stored spans (no orphan) — whose last span is older than the settle period.
 * :meth:`OnlineSpanStore.sweep`: spans received before the retention cutoff are deleted, and the
   traces whose last span is before it.
+* Usage and the storage quota (:mod:`evaluator_host.store.online_usage`): a write charges its newly
+  stored spans' bytes to ``online_usage`` in its transaction (one statement per group commit), under
+  the workspace's storage quota when it has one (:meth:`OnlineSpanStore.write_within`); the sweep
+  releases what it deletes.
 """
 
 from __future__ import annotations
@@ -37,9 +41,11 @@ from sqlalchemy import DateTime, Table, Update, bindparam, delete, exists, func,
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 
+from evaluator_host.store.db import WorkspaceRow
 from evaluator_host.store.online_rows import OnlineSpanRow, OnlineTraceRow
+from evaluator_host.store.online_usage import admit, charge, delete_expired, held, span_bytes, stored_totals
 
-__all__ = ["SPANS", "TRACES", "OnlineSpanStore"]
+__all__ = ["SPANS", "TRACES", "OnlineSpanStore", "Written"]
 
 SPANS: Table = OnlineSpanRow.__table__  # type: ignore[assignment]
 TRACES: Table = OnlineTraceRow.__table__  # type: ignore[assignment]
@@ -123,9 +129,20 @@ class _Pending:
     """One request's rows waiting for a group commit, and what became of them."""
 
     rows: list[dict[str, Any]]
+    limit: int | None = None  # the workspace's storage quota (bytes), None: none
     stored: int = 0
+    over_quota: int = 0  # trailing spans left out: past the storage quota
     done: bool = False
     error: BaseException | None = None
+
+
+@dataclass(frozen=True)
+class Written:
+    """What became of one request's spans: newly ``stored`` (duplicates are neither), and the trailing
+    ones left out because they would have passed the workspace's storage quota (``over_quota``)."""
+
+    stored: int
+    over_quota: int
 
 
 class OnlineSpanStore:
@@ -139,18 +156,28 @@ class OnlineSpanStore:
         self._pending: list[_Pending] = []
 
     def write(self, workspace: str, spans: Sequence[dict[str, Any]], now: datetime) -> int:
+        """:meth:`write_within` without a storage quota: the number of spans newly stored."""
+        return self.write_within(workspace, spans, now, None).stored
+
+    def write_within(
+        self, workspace: str, spans: Sequence[dict[str, Any]], now: datetime, storage_limit: int | None
+    ) -> Written:
         """Store ``spans`` (dicts of the ``online_spans`` columns but ``workspace_id`` and ``received_at``,
-        plus ``root_ended_at``: the span's end as a datetime, or None) and upsert their traces; the
-        number of spans newly stored (see the module docstring).
+        plus ``root_ended_at``: the span's end as a datetime, or None) and upsert their traces, charging
+        their bytes to the workspace's usage; under ``storage_limit`` (its storage quota: bytes) only the
+        leading spans that fit, and ``QuotaExceeded`` when none does (:mod:`evaluator_host.store.online_usage`).
 
         Group commit: a caller that finds the writer busy leaves its spans in the queue; whoever holds
         the writer next writes every queued request in one transaction (each still gets its own count,
         and all of them the transaction's error if it fails). Rows and parameters are made before."""
         if not spans:
-            return 0
+            return Written(0, 0)
         at = _sqlite_time(now) if self.sqlite else now
-        rows = [{**s, "workspace_id": workspace, "received_at": now, "at": at} for s in spans]
-        job = _Pending(rows)
+        rows = [
+            {**s, "workspace_id": workspace, "received_at": now, "at": at, "bytes": span_bytes(s["body"])}
+            for s in spans
+        ]
+        job = _Pending(rows, storage_limit)
         with self._queue:
             self._pending.append(job)
         with self._writer:
@@ -160,20 +187,23 @@ class OnlineSpanStore:
                 self._write_group(group)
         if job.error is not None:
             raise job.error
-        return job.stored
+        return Written(job.stored, job.over_quota)
 
     def _write_group(self, group: list[_Pending]) -> None:
         try:
-            rows: list[dict[str, Any]] = []
-            seen: set[tuple[str, str, str]] = set()
-            for job in group:  # a span twice (in a request, or in two): its first copy, as across requests
-                for row in job.rows:
-                    key = (row["workspace_id"], row["trace_id"], row["span_id"])
-                    if key not in seen:
-                        seen.add(key)
-                        rows.append(row)
             with self.engine.begin() as conn:
+                if any(job.limit is not None for job in group):
+                    self._admit(conn, group)
+                rows: list[dict[str, Any]] = []
+                seen: set[tuple[str, str, str]] = set()
+                for job in group:  # a span twice (in a request, or in two): its first copy, as across requests
+                    for row in job.rows:
+                        key = (row["workspace_id"], row["trace_id"], row["span_id"])
+                        if key not in seen:
+                            seen.add(key)
+                            rows.append(row)
                 stored = self._insert_sqlite(conn, rows) if self.sqlite else self._insert_pg(conn, rows)
+                charge(conn, stored_totals(rows, stored), sqlite=self.sqlite)
                 traces = _trace_values(rows, stored)
                 if traces and self.sqlite:
                     texts: dict[datetime, Any] = {}  # a group's traces share their receipt times
@@ -188,11 +218,21 @@ class OnlineSpanStore:
                         job.stored += 1
         except BaseException as exc:
             for job in group:
-                job.error = exc
+                job.error = job.error or exc
             raise
         finally:
             for job in group:
                 job.done = True
+
+    def _admit(self, conn: Connection, group: list[_Pending]) -> None:
+        """The storage quota of each request (:func:`admit`): its rows cut to those that fit, or refused."""
+        requests = [(job.rows[0]["workspace_id"], job.limit, job.rows) for job in group]
+        if self.sqlite:  # the database's write lock before the usage is read (pysqlite reads outside a
+            conn.exec_driver_sql("UPDATE online_usage SET spans = spans WHERE 0")  # transaction until a write)
+        for job, (keep, refusal) in zip(group, admit(conn, requests, lock=not self.sqlite), strict=True):
+            job.over_quota = len(job.rows) - keep
+            job.rows = job.rows[:keep]
+            job.error = refusal
 
     @staticmethod
     def _insert_pg(conn: Connection, rows: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
@@ -236,16 +276,26 @@ class OnlineSpanStore:
             return made
 
     def sweep(self, cutoff: datetime) -> tuple[int, int]:
-        """Delete spans received before ``cutoff`` and traces whose last span came before it: (spans, traces)."""
+        """Delete spans received before ``cutoff`` (released from their workspaces' usage) and traces whose
+        last span came before it: (spans, traces)."""
+        spans = delete_expired(self.engine, cutoff, sqlite=self.sqlite)
         with self.engine.begin() as conn:
-            spans = conn.execute(delete(SPANS).where(SPANS.c.received_at < cutoff)).rowcount or 0
             traces = conn.execute(delete(TRACES).where(TRACES.c.last_span_at < cutoff)).rowcount or 0
-        return int(spans), int(traces)
+        return spans, int(traces)
 
     def count_spans(self) -> int:
         """Spans stored (every workspace)."""
         with self.engine.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(SPANS)).scalar_one())
+
+    def held(self) -> dict[str, int]:
+        """Spans each workspace stores."""
+        return held(self.engine)
+
+    def count_workspaces(self) -> int:
+        """Workspaces there are (each gets a share of ``online_max_stored_spans``)."""
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(WorkspaceRow)).scalar_one())
 
     def count_open(self) -> int:
         """Traces still ``open`` (every workspace)."""

@@ -30,7 +30,9 @@
   its job stops the same way. The rows a job stored are kept; deleting jobs or datasets frees their
   bytes. The embedded runner cuts its chunk before the commit (the aggregate is the runner's); its
   commit, if the room shrank meanwhile (another service), stores the whole chunk: past the quota by
-  at most one chunk, then.
+  at most one chunk, then. A workspace's stored OTLP spans count too (their bodies' UTF-8 bytes,
+  ``online_usage``): ``POST /v1/traces`` stores the leading spans that fit and answers 429 when none
+  does (:mod:`evaluator_host.store.online_usage`); retention releases them.
 * ``max_warm_workers``: enforced by the pool (:mod:`evaluator_host.sandbox.pool.leasing`): a workspace's
   keys hold at most that many workers; calls beyond wait for one of them (no 429).
 
@@ -52,7 +54,7 @@ if TYPE_CHECKING:  # the store imports this module (storage_limit, storage_excee
 
 __all__ = ["STORAGE_QUOTA", "Charged", "QuotaGuard", "fitting", "job_chunks", "storage_exceeded", "storage_limit"]
 
-STORAGE_QUOTA = "max_dataset_bytes"  # datasets and job results: the workspace's stored bytes
+STORAGE_QUOTA = "max_dataset_bytes"  # datasets, job results and spans: the workspace's stored bytes
 
 _JOBS_RETRY_S = 5
 _BYTES_RETRY_S = 60
@@ -65,10 +67,10 @@ def storage_limit(quotas: Mapping[str, Any] | None) -> int | None:
 
 
 def storage_exceeded(workspace_id: str, limit: int, used: int, *, stored: int) -> QuotaExceeded:
-    """The error that stops a job at the storage quota: ``used`` bytes (datasets and job results, this
+    """The error that stops a job at the storage quota: ``used`` bytes (datasets, job results and spans, this
     commit's included) of ``limit``; ``stored``, the rows the job keeps."""
     return QuotaExceeded(
-        f"workspace {workspace_id}'s stored data ({used:,} bytes: datasets and job results) leaves no room "
+        f"workspace {workspace_id}'s stored data ({used:,} bytes: datasets, job results and spans) leaves no room "
         f"for this job's next results under its {STORAGE_QUOTA} quota of {limit:,} bytes; the job stopped "
         f"with the {stored:,} rows it stored (kept). Delete jobs or datasets to make room",
         quota=STORAGE_QUOTA,
@@ -218,7 +220,7 @@ class QuotaGuard:
             )
 
     def dataset_room(self, workspace_id: str, used: int) -> int | None:
-        """Bytes ``workspace_id`` may still store (None: unlimited), given ``used`` (datasets and job results)."""
+        """Bytes ``workspace_id`` may still store (None: unlimited), given ``used`` (all it stores)."""
         limit = self._limit(workspace_id, STORAGE_QUOTA)
         return None if limit is None else max(0, int(limit) - used)
 
@@ -232,11 +234,11 @@ class QuotaGuard:
         return None if limit is None else int(limit)
 
     def check_storage(self, workspace_id: str, used: int) -> None:
-        """``QuotaExceeded`` when ``used`` stored bytes (datasets and job results) leave no room: no new job."""
+        """``QuotaExceeded`` when ``used`` stored bytes (datasets, job results and spans) leave no room: no new job."""
         limit = self._limit(workspace_id, STORAGE_QUOTA)
         if limit is not None and used >= limit:
             raise QuotaExceeded(
-                f"workspace {workspace_id} stores {used:,} bytes (datasets and job results), at or over its "
+                f"workspace {workspace_id} stores {used:,} bytes (datasets, job results and spans), at or over its "
                 f"{STORAGE_QUOTA} quota of {int(limit):,} bytes: no new job until jobs or datasets are deleted",
                 quota=STORAGE_QUOTA,
                 retry_after_s=_BYTES_RETRY_S,
@@ -247,7 +249,7 @@ class QuotaGuard:
         """The error for a dataset of ``size`` bytes where ``room`` are left."""
         return QuotaExceeded(
             f"this dataset ({size:,} bytes so far) does not fit in the {room:,} bytes left of workspace "
-            f"{workspace_id}'s {STORAGE_QUOTA} (datasets and job results count; delete jobs or datasets "
+            f"{workspace_id}'s {STORAGE_QUOTA} (datasets, job results and spans count; delete jobs or datasets "
             "to make room)",
             quota=STORAGE_QUOTA,
             retry_after_s=_BYTES_RETRY_S,

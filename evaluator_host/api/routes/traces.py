@@ -7,7 +7,9 @@ hands the rest to :class:`~evaluator_host.online.ingest.Ingest` on a thread. Ans
 request's encoding (protobuf or JSON): 200 with an ``ExportTraceServiceResponse`` (its
 ``partial_success`` counts the spans rejected, and why); 400 (malformed, too many spans), 413 (body
 over the bound, as sent or inflated), 415 (another Content-Type or Content-Encoding) with a
-``google.rpc.Status``; 503 with ``Retry-After`` when the span store is full (exporters retry).
+``google.rpc.Status``; 429 ``QuotaExceeded`` (``quota``: ``max_dataset_bytes``, with ``Retry-After``)
+when none of the spans fits under the workspace's storage quota; 503 with ``Retry-After`` when the
+workspace holds its share of the span store (exporters retry both).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from fastapi import APIRouter, Request, Response
 
 from evaluator_host.api.deps import ServicesDep, WorkspaceDep
 from evaluator_host.api.middleware.limits import body_limit, declared_length
+from evaluator_host.errors import QuotaExceeded
 from evaluator_host.online.otlp import JSON, PROTOBUF, OtlpError, answer, error_answer, media_type
 
 __all__ = ["router"]
@@ -25,8 +28,14 @@ __all__ = ["router"]
 router = APIRouter(tags=["online"])
 
 _RETRY_AFTER_S = 30  # when the span store is full: about one retention pass
-_KINDS = {400: "BadRequest", 413: "PayloadTooLarge", 415: "UnsupportedMediaType", 503: "Unavailable"}
-_OUTCOMES = {400: "invalid", 413: "too_large", 415: "unsupported", 503: "full"}
+_KINDS = {
+    400: "BadRequest",
+    413: "PayloadTooLarge",
+    415: "UnsupportedMediaType",
+    429: "QuotaExceeded",
+    503: "Unavailable",
+}
+_OUTCOMES = {400: "invalid", 413: "too_large", 415: "unsupported", 429: "quota", 503: "full"}
 _BODY = {
     "requestBody": {
         "required": True,
@@ -47,10 +56,18 @@ _BODY = {
 }
 
 
-def _refusal(services: ServicesDep, media: str, status: int, message: str) -> Response:
+def _refusal(
+    services: ServicesDep,
+    media: str,
+    status: int,
+    message: str,
+    quota: str | None = None,
+    retry_after_s: int | None = _RETRY_AFTER_S,
+) -> Response:
     services.pool.metrics.online_requests.labels(_OUTCOMES.get(status, "invalid")).inc()
-    headers = {"Retry-After": str(_RETRY_AFTER_S)} if status == 503 else None
-    body = error_answer(media, status, message, _KINDS.get(status, "BadRequest"))
+    retry = status in (429, 503) and retry_after_s is not None
+    headers = {"Retry-After": str(retry_after_s)} if retry else None
+    body = error_answer(media, status, message, _KINDS.get(status, "BadRequest"), quota=quota)
     return Response(body, status_code=status, media_type=media, headers=headers)
 
 
@@ -61,8 +78,12 @@ async def export_traces(request: Request, workspace: WorkspaceDep, services: Ser
         media = media_type(request.headers.get("content-type"))
     except OtlpError as exc:
         return _refusal(services, JSON, exc.status, exc.message)
-    if services.ingest.full():
-        message = "the span store is full (online_max_stored_spans): retry later"
+    if services.ingest.full(workspace):
+        share = services.ingest.share()
+        message = (
+            f"this workspace's share of the span store is full ({share} spans: online_max_stored_spans over "
+            "the workspaces): retry later"
+        )
         return _refusal(services, media, 503, message)
     limit = body_limit(services.settings, request.url.path)
     declared = declared_length(request.scope["headers"])
@@ -81,5 +102,7 @@ async def export_traces(request: Request, workspace: WorkspaceDep, services: Ser
         decoded = await asyncio.to_thread(services.ingest.receive, workspace, b"".join(chunks), media, encoding)
     except OtlpError as exc:
         return _refusal(services, media, exc.status, exc.message)
+    except QuotaExceeded as exc:  # none of the spans fits under the workspace's storage quota
+        return _refusal(services, media, exc.status, exc.message, quota=exc.quota, retry_after_s=exc.retry_after_s)
     services.pool.metrics.online_requests.labels("partial" if decoded.rejected else "ok").inc()
     return Response(answer(media, decoded), media_type=media)
