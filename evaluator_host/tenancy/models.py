@@ -160,7 +160,10 @@ class Quotas(BaseModel):
         None, ge=1, le=INT64_MAX, description="Workers its evaluators hold at once (calls beyond wait for one of them)."
     )
     max_dataset_bytes: int | None = Field(
-        None, ge=0, le=INT64_MAX, description="Stored bytes: datasets (uploads, inline rows), jobs' stored results, OTLP spans."
+        None,
+        ge=0,
+        le=INT64_MAX,
+        description="Stored bytes: datasets (uploads, inline rows), jobs' stored results, OTLP spans.",
     )
     max_evaluations_per_s: float | None = Field(
         None,
