@@ -55,7 +55,7 @@ HOSTILE = [
     ("{{ range(1000000)|list|length }}", "items"),
     ("{{ ([[question] * 1000] * 1000)|sum(start=[])|length }}", "numbers only"),
     # time: each step is allowed, their sum is not
-    ("{% for i in range(1000000) %}{{ (question * 20)|length }}{% endfor %}", "takes more than"),
+    ("{% for i in range(1000000) %}{% set n = (question * 20)|length %}{% endfor %}", "takes more than"),
     ("{% for x in xs recursive %}{{ loop(xs) }}{% endfor %}", "Recursion"),
 ]  # fmt: skip
 
@@ -91,7 +91,7 @@ def test_a_render_never_holds_the_event_loop() -> None:
 
     async def run() -> int:
         ticks = 0
-        slow = PromptTemplate("{% for i in range(1000000) %}{{ (question * 20)|length }}{% endfor %}")
+        slow = PromptTemplate("{% for i in range(1000000) %}{% set n = (question * 20)|length %}{% endfor %}")
         render = asyncio.ensure_future(render_messages(ROW, slow, None, None))
         while not render.done():
             ticks += 1
