@@ -67,12 +67,12 @@ _CLOCK_EVERY = 31  # the clock is read every 32 checks (each check's work is bou
 _KEPT_FILTERS = (
     "abs attr batch capitalize count d default dictsort e escape first float forceescape int items join last "
     "length list lower map max min pprint reject rejectattr replace reverse round safe select selectattr slice "
-    "sort string striptags sum title tojson trim truncate unique upper urlencode urlize wordcount xmlattr"
+    "sort string striptags sum title tojson trim truncate unique upper urlencode wordcount xmlattr"
 ).split()
 # filters that write their value out (their output grows with the value's size): the value is sized first
 _WRITERS = frozenset(
-    "capitalize e escape forceescape lower pprint safe string striptags title tojson trim truncate upper "
-    "urlencode urlize wordcount xmlattr".split()
+    "capitalize e escape forceescape lower safe string striptags title trim truncate upper urlencode wordcount "
+    "xmlattr".split()
 )
 # filters whose result is as long as their value: a sized value (a range) is checked first
 _SAME_LENGTH = frozenset("dictsort items list map reject rejectattr reverse select selectattr sort unique".split())
@@ -131,8 +131,9 @@ def guarded(render: Callable[[Guard], str]) -> str:
         _GUARD.reset(token)
 
 
-def weight(value: Any, limit: int = MAX_VALUE_CHARS) -> int:
-    """About the characters ``str(value)`` takes (at least that many for strings, containers and numbers),
+def weight(value: Any, limit: int = MAX_VALUE_CHARS, indent: int = 0) -> int:
+    """About the characters ``str(value)`` takes (at least that many for strings, containers and numbers;
+    with ``indent``, written one item a line indented ``indent`` a level, as ``tojson`` and ``pprint`` may),
     counted only until it passes ``limit`` (then it answers at once): its cost is bounded by ``limit``."""
     total = 0
     stack: list[Iterator[Any]] = [iter((value,))]
@@ -141,6 +142,8 @@ def weight(value: Any, limit: int = MAX_VALUE_CHARS) -> int:
         if item is _END:
             stack.pop()
             continue
+        if indent:
+            total += 1 + indent * len(stack)
         if isinstance(item, str):
             total += len(item) + 2
         elif isinstance(item, (bytes, bytearray)):
@@ -285,6 +288,13 @@ def _pre_groups(args: list[Any], kwargs: dict[str, Any], at: int, name: str) -> 
         raise _too_big(f"more than {MAX_GROUPS:,} groups ({name})")
 
 
+def _indented(name: str, args: list[Any], kwargs: dict[str, Any], at: int) -> None:
+    given = args[at + 1] if len(args) > at + 1 else kwargs.get("indent")
+    indent = 1 if name == "pprint" else len(given) if isinstance(given, str) else given if isinstance(given, int) else 0
+    if weight(args[at], MAX_VALUE_CHARS, min(max(indent, 0), MAX_VALUE_CHARS)) > MAX_VALUE_CHARS:
+        raise _too_big(f"a value of more than {MAX_VALUE_CHARS:,} characters ({name})")
+
+
 def _pre_sum(args: list[Any], kwargs: dict[str, Any], at: int) -> None:
     start = args[at + 2] if len(args) > at + 2 else kwargs.get("start", 0)
     if not isinstance(start, (int, float)):
@@ -310,6 +320,8 @@ def _bounded_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
                 _pre_sum(args, kwargs, at)
             elif name in _WRITERS:
                 _sized(args[at])
+            elif name in ("tojson", "pprint"):  # one item a line, indented by its depth
+                _indented(name, args, kwargs, at)
             elif name in _SAME_LENGTH and isinstance(args[at], range):
                 _items(len(args[at]))
         return _checked(func(*args, **kwargs))

@@ -43,6 +43,8 @@ HOSTILE = [
     ("{% set xs = [question] * 50000 %}{{ xs }}", "characters"),
     ("{{ ([question] * 50000)|tojson|length }}", "characters"),
     ("{{ ([question] * 50000)|string|length }}", "characters"),
+    ("{{ ([1] * 1000)|tojson(indent=100000)|length }}", "characters"),
+    ("{{ ([[[[[question[:3]] * 40] * 40] * 40] * 3])|pprint|length }}", "characters"),
     ("{{ [1]|batch(1000000000, 'x')|length }}", "groups"),
     ("{{ [1]|slice(100000000)|length }}", "groups"),
     ("{% set x %}{% for i in range(50000) %}{{ question }}{% endfor %}{% endset %}{{ x|length }}", "characters"),
@@ -84,6 +86,9 @@ def test_legitimate_templates_still_render() -> None:
         "{{ items|map(attribute='v')|sum }} {% for i in range(n) %}{{ loop.index }}{% endfor %} {{ 2 ** 10 }}"
     )
     assert template.render(row) == "WHY? a=1;b=2; x, y 3-   r why?! abab why. 3 123 1024"
+    assert PromptTemplate("{{ tags|tojson }} {{ tags|tojson(indent=1) }}").render(row) == '["x", "y"] [\n "x",\n "y"\n]'
+    with pytest.raises(TargetError, match="No filter named 'urlize'"):  # links in a prompt: not worth its bounds
+        PromptTemplate("{{ question|urlize(rel=question) }}")
 
 
 def test_a_render_never_holds_the_event_loop() -> None:
