@@ -13,13 +13,14 @@ compile time but constants):
   first), ``join`` (method and filter), ``center`` / ``ljust`` / ``rjust`` / ``zfill`` / ``expandtabs``,
   ``str.format`` / ``format_map`` (each field's width, precision and value, and their sum), ``batch`` /
   ``slice`` (at most ``MAX_GROUPS`` groups), ``sum`` (numbers only), and the filters that write a value
-  out (``tojson``, ``pprint``, ``string``, ``escape``, …: the value's size first). Integers stay under
-  ``MAX_INT_BITS`` bits through ``*`` and ``**``. Every ``{{ … }}`` is sized before it is written, and a
+  out (``tojson``, ``pprint`` with their indentation, ``string``, ``escape``, …: the value's size first;
+  ``urlize`` is not kept). Integers stay under ``MAX_INT_BITS`` bits through ``*`` and ``**``. Every ``{{ … }}`` is sized before it is written, and a
   block's text (``{% set %}``, macros, ``{% filter %}``) before it is joined. Any other call's or filter's
   result past a bound is refused (those can only grow their input by a small factor).
 * **Time.** A render stops after ``MAX_RENDER_S`` seconds of its thread's CPU time (checked every 32 loop
   iterations, calls, filters, operators and outputs).
-* A bound passed raises :class:`SandboxRefusal` (the template's own doing, whatever the row): so does what
+* The limits, the guard and the size checks are :mod:`evaluator_host.targets.bounds`'s; this module
+  applies them at every path of Jinja2's. A bound passed raises :class:`SandboxRefusal` (the template's own doing, whatever the row): so does what
   the sandbox refuses (``_`` attributes, unsafe callables, mutation). :class:`RenderError` is its base: a
   row the template cannot render (a missing column, a type error).
 """
@@ -28,11 +29,8 @@ from __future__ import annotations
 
 import functools
 import re
-import time
 import types
 from collections.abc import Callable, Iterable, Iterator
-from contextvars import ContextVar
-from itertools import chain
 from string import Formatter
 from typing import Any
 
@@ -41,6 +39,31 @@ from jinja2.compiler import CodeGenerator, Frame, optimizeconst
 from jinja2.runtime import LoopContext
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEscapeFormatter, SandboxedFormatter
 from markupsafe import Markup
+
+from evaluator_host.targets.bounds import (
+    MAX_GROUPS,
+    MAX_INT_BITS,
+    MAX_ITEMS,
+    MAX_ITERATIONS,
+    MAX_RENDER_S,
+    MAX_VALUE_CHARS,
+    Guard,
+    RenderError,
+    SandboxRefusal,
+    check_chars,
+    check_int_bits,
+    check_items,
+    check_size,
+    check_str_call,
+    checked,
+    current_guard,
+    guarded,
+    in_render,
+    join_size,
+    replace_size,
+    too_big,
+    weight,
+)
 
 __all__ = [
     "MAX_GROUPS",
@@ -57,13 +80,6 @@ __all__ = [
     "weight",
 ]
 
-MAX_VALUE_CHARS = 1024 * 1024  # characters of any string a template makes (and of the rendered prompt)
-MAX_ITEMS = 100_000  # items of any list, tuple or dict a template makes; numbers of a range
-MAX_ITERATIONS = 1_000_000  # loop iterations per render
-MAX_GROUPS = 100_000  # lists made by one batch / slice
-MAX_INT_BITS = 65_536  # an integer made by * or **
-MAX_RENDER_S = 3.0  # CPU seconds of one render
-_CLOCK_EVERY = 31  # the clock is read every 32 checks (each check's work is bounded: a read costs a system call)
 _KEPT_FILTERS = (
     "abs attr batch capitalize count d default dictsort e escape first float forceescape int items join last "
     "length list lower map max min pprint reject rejectattr replace reverse round safe select selectattr slice "
@@ -77,148 +93,11 @@ _WRITERS = frozenset(
 # filters whose result is as long as their value: a sized value (a range) is checked first
 _SAME_LENGTH = frozenset("dictsort items list map reject rejectattr reverse select selectattr sort unique".split())
 _COUNT_FILTER = "_counted_loop"
-_END = object()
-
-
-class RenderError(Exception):
-    """A row's prompt could not be made (the row's result is an error with this message)."""
-
-
-class SandboxRefusal(RenderError):
-    """The template passed a bound of the sandbox, or did what it refuses: its own doing, whatever the row."""
-
-
-class Guard:
-    """One render's budget: iterations left and a deadline in the rendering thread's CPU time (what a render
-    costs the machine, whatever else runs: a loaded machine does not turn a bound into another)."""
-
-    def __init__(self) -> None:
-        self.left = MAX_ITERATIONS
-        self.deadline = time.thread_time() + MAX_RENDER_S
-        self._ticks = 0
-
-    def tick(self) -> None:
-        self._ticks += 1
-        if not self._ticks & _CLOCK_EVERY and time.thread_time() > self.deadline:
-            raise SandboxRefusal(f"the template takes more than {MAX_RENDER_S:g} s of CPU to render")
-
-    def spend(self, n: int = 1) -> None:
-        self.left -= n
-        if self.left < 0:
-            raise SandboxRefusal(f"the template iterates more than {MAX_ITERATIONS:,} times")
-        self.tick()
-
-
-_GUARD: ContextVar[Guard | None] = ContextVar("evaluator_host_prompt_guard", default=None)
-
-
-def _guard() -> Guard:
-    """The render's guard; outside a render (Jinja2 folding constants at compile time) nothing is evaluated."""
-    found = _GUARD.get()
-    if found is None:
-        raise RenderError("not evaluated outside a render")
-    found.tick()
-    return found
-
-
-def guarded(render: Callable[[Guard], str]) -> str:
-    """``render(guard)`` with a fresh :class:`Guard` current (what the sandbox's bounds read)."""
-    guard = Guard()
-    token = _GUARD.set(guard)
-    try:
-        return render(guard)
-    finally:
-        _GUARD.reset(token)
-
-
-def weight(value: Any, limit: int = MAX_VALUE_CHARS, indent: int = 0) -> int:
-    """About the characters ``str(value)`` takes (at least that many for strings, containers and numbers;
-    with ``indent``, written one item a line indented ``indent`` a level, as ``tojson`` and ``pprint`` may),
-    counted only until it passes ``limit`` (then it answers at once): its cost is bounded by ``limit``."""
-    total = 0
-    stack: list[Iterator[Any]] = [iter((value,))]
-    while stack:
-        item = next(stack[-1], _END)
-        if item is _END:
-            stack.pop()
-            continue
-        if indent:
-            total += 1 + indent * len(stack)
-        if isinstance(item, str):
-            total += len(item) + 2
-        elif isinstance(item, (bytes, bytearray)):
-            total += 4 * len(item) + 3
-        elif isinstance(item, (list, tuple, set, frozenset)):
-            total += 2
-            stack.append(iter(item))
-        elif isinstance(item, dict):
-            total += 2
-            stack.append(chain.from_iterable(item.items()))
-        elif isinstance(item, int):
-            total += 2 + item.bit_length() // 3
-        else:
-            total += 24
-        if total > limit:
-            return total
-    return total
-
-
-def _too_big(what: str) -> SandboxRefusal:
-    return SandboxRefusal(f"the template makes {what}")
-
-
-def _chars(size: int) -> None:
-    if size > MAX_VALUE_CHARS:
-        raise _too_big(f"a value of more than {MAX_VALUE_CHARS:,} characters")
-
-
-def _items(size: int) -> None:
-    if size > MAX_ITEMS:
-        raise _too_big(f"a list of more than {MAX_ITEMS:,} items (a value too large)")
-
-
-def _sized(value: Any, what: str = "a value") -> None:
-    """Refuses ``value`` when writing it out would pass ``MAX_VALUE_CHARS``."""
-    if weight(value) > MAX_VALUE_CHARS:
-        raise _too_big(f"{what} of more than {MAX_VALUE_CHARS:,} characters")
-
-
-def _checked(result: Any) -> Any:
-    """A call's or filter's result, refused past a bound (only small-factor growth can reach here)."""
-    if isinstance(result, (str, bytes)):
-        _chars(len(result))
-    elif isinstance(result, (list, tuple, dict, set, frozenset)):
-        _items(len(result))
-    return result
-
-
-def _int_bits(bits: int) -> None:
-    if bits > MAX_INT_BITS:
-        raise _too_big(f"an integer of more than {MAX_INT_BITS:,} bits")
-
-
-def _replace_size(s: Any, old: Any, new: Any, count: Any) -> int:
-    if not isinstance(s, (str, bytes)) or not isinstance(old, type(s)) or not isinstance(new, type(s)):
-        return len(s)  # the call itself refuses the types
-    text: Any = s
-    hits: int = text.count(old) if old else len(s) + 1
-    if isinstance(count, int) and count >= 0:
-        hits = min(hits, count)
-    return len(s) + hits * max(0, len(new) - len(old))
-
-
-def _join_size(separator: Any, items: list[Any]) -> int:
-    total = weight(separator) * max(0, len(items) - 1)
-    for item in items:
-        total += weight(item, MAX_VALUE_CHARS - total)
-        if total > MAX_VALUE_CHARS:
-            break
-    return total
 
 
 def counted_loop(value: Any) -> Iterator[Any]:
     """What every ``{% for %}`` iterates: ``value``, each item counted against the render's iterations."""
-    guard = _guard()
+    guard = current_guard()
 
     def counted() -> Iterator[Any]:
         for item in value:
@@ -235,27 +114,8 @@ def _range(*args: int) -> range:
     except OverflowError:
         size = MAX_ITERATIONS + 1
     if size > MAX_ITERATIONS:
-        raise _too_big(f"a range of more than {MAX_ITERATIONS:,} numbers")
+        raise too_big(f"a range of more than {MAX_ITERATIONS:,} numbers")
     return span
-
-
-# -- str methods called from a template -----------------------------------------------------------------
-def _str_call(s: str | bytes, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """Refuses, before it runs, a str (or bytes) method call whose result would pass a bound."""
-    if name in ("center", "ljust", "rjust", "zfill"):
-        width = args[0] if args else kwargs.get("width", 0)
-        if isinstance(width, int):
-            _chars(width)
-    elif name == "expandtabs":
-        size = args[0] if args else kwargs.get("tabsize", 8)
-        if isinstance(size, int):
-            tab = "\t" if isinstance(s, str) else b"\t"
-            _chars(len(s) + s.count(tab) * max(0, size))  # type: ignore[arg-type]
-    elif name == "replace":
-        padded = (*args, None, None, -1)
-        _chars(_replace_size(s, padded[0], padded[1], kwargs.get("count", padded[2])))
-    elif name in ("translate", "maketrans"):
-        raise SandboxRefusal(f"str.{name} is not available in prompt templates")
 
 
 # -- filters ------------------------------------------------------------------------------------------
@@ -263,18 +123,18 @@ def _pre_join(args: list[Any], kwargs: dict[str, Any], at: int) -> None:
     items = list(args[at])
     args[at] = items
     separator = args[at + 1] if len(args) > at + 1 else kwargs.get("d", "")
-    _chars(_join_size(separator, items))
+    check_chars(join_size(separator, items))
 
 
 def _pre_replace(args: list[Any], kwargs: dict[str, Any], at: int) -> None:
     s = args[at]
     if not isinstance(s, str):
-        _sized(s)
+        check_size(s)
         s = args[at] = str(s)
     rest = (*args[at + 1 :], "", "", None)
-    _sized(rest[0])
-    _sized(rest[1])
-    _chars(_replace_size(s, str(rest[0]), str(rest[1]), kwargs.get("count", rest[2])))
+    check_size(rest[0])
+    check_size(rest[1])
+    check_chars(replace_size(s, str(rest[0]), str(rest[1]), kwargs.get("count", rest[2])))
 
 
 def _pre_groups(args: list[Any], kwargs: dict[str, Any], at: int, name: str) -> None:
@@ -285,14 +145,14 @@ def _pre_groups(args: list[Any], kwargs: dict[str, Any], at: int, name: str) -> 
         return
     groups = -(-len(items) // max(size, 1)) if name == "batch" else size
     if groups > MAX_GROUPS or (name == "batch" and size > MAX_ITEMS):
-        raise _too_big(f"more than {MAX_GROUPS:,} groups ({name})")
+        raise too_big(f"more than {MAX_GROUPS:,} groups ({name})")
 
 
 def _indented(name: str, args: list[Any], kwargs: dict[str, Any], at: int) -> None:
     given = args[at + 1] if len(args) > at + 1 else kwargs.get("indent")
     indent = 1 if name == "pprint" else len(given) if isinstance(given, str) else given if isinstance(given, int) else 0
     if weight(args[at], MAX_VALUE_CHARS, min(max(indent, 0), MAX_VALUE_CHARS)) > MAX_VALUE_CHARS:
-        raise _too_big(f"a value of more than {MAX_VALUE_CHARS:,} characters ({name})")
+        raise too_big(f"a value of more than {MAX_VALUE_CHARS:,} characters ({name})")
 
 
 def _pre_sum(args: list[Any], kwargs: dict[str, Any], at: int) -> None:
@@ -307,7 +167,7 @@ def _bounded_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(func)
     def bounded(*given: Any, **kwargs: Any) -> Any:
-        _guard()
+        current_guard()
         args = list(given)
         if len(args) > at:
             if name == "join":
@@ -319,12 +179,12 @@ def _bounded_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
             elif name == "sum":
                 _pre_sum(args, kwargs, at)
             elif name in _WRITERS:
-                _sized(args[at])
+                check_size(args[at])
             elif name in ("tojson", "pprint"):  # one item a line, indented by its depth
                 _indented(name, args, kwargs, at)
             elif name in _SAME_LENGTH and isinstance(args[at], range):
-                _items(len(args[at]))
-        return _checked(func(*args, **kwargs))
+                check_items(len(args[at]))
+        return checked(func(*args, **kwargs))
 
     return bounded
 
@@ -340,20 +200,20 @@ class _FormatBounds(Formatter):
 
     def convert_field(self, value: Any, conversion: str | None) -> Any:
         if conversion:
-            _sized(value, "a formatted field")
+            check_size(value, "a formatted field")
         return super().convert_field(value, conversion)
 
     def format_field(self, value: Any, format_spec: str) -> Any:
-        _guard()
+        current_guard()
         spec = _SPEC.match(format_spec)
         if spec is None:
             raise SandboxRefusal(f"the format spec {format_spec[:50]!r} is not available in prompt templates")
         width = int(spec["width"] or 0)
         precision = int(spec["precision"] or 0)
-        _chars(width)
-        _chars(precision)
+        check_chars(width)
+        check_chars(precision)
         self.written += max(width, weight(value, MAX_VALUE_CHARS - self.written)) + precision
-        _chars(self.written)
+        check_chars(self.written)
         return super().format_field(value, format_spec)
 
 
@@ -387,15 +247,15 @@ class _CodeGenerator(CodeGenerator):
 def _bounded_join(pieces: Iterable[str]) -> str:
     """A block's text (``environment.concat``): its pieces sized before they are joined."""
     parts = list(pieces)
-    _chars(sum(map(len, parts)))
+    check_chars(sum(map(len, parts)))
     return "".join(parts)
 
 
 def _finalize(value: Any) -> Any:
     """Every ``{{ … }}``: sized before it is written."""
-    if _GUARD.get() is not None:
-        _guard()
-    _sized(value)
+    if in_render():
+        current_guard()
+    check_size(value)
     return value
 
 
@@ -415,41 +275,41 @@ class _Environment(ImmutableSandboxedEnvironment):
         return tree
 
     def bounded_concat(self, join: Callable[[Iterable[Any]], str], values: tuple[Any, ...]) -> str:
-        _guard()
+        current_guard()
         total = 0
         for value in values:
             total += weight(value, MAX_VALUE_CHARS - total)
-            _chars(total)
+            check_chars(total)
         return join(values)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        _guard()
+        current_guard()
         if operator == "*":
             for seq, times in ((left, right), (right, left)):
                 if isinstance(seq, (str, bytes)) and isinstance(times, int):
-                    _chars(len(seq) * times)
+                    check_chars(len(seq) * times)
                 elif isinstance(seq, (list, tuple)) and isinstance(times, int):
-                    _items(len(seq) * times)
+                    check_items(len(seq) * times)
             if isinstance(left, int) and isinstance(right, int):
-                _int_bits(left.bit_length() + right.bit_length())
+                check_int_bits(left.bit_length() + right.bit_length())
         elif operator == "+":
             if isinstance(left, (str, bytes)) and isinstance(right, (str, bytes)):
-                _chars(len(left) + len(right))
+                check_chars(len(left) + len(right))
             elif isinstance(left, (list, tuple)) and isinstance(right, (list, tuple)):
-                _items(len(left) + len(right))
+                check_items(len(left) + len(right))
         elif operator == "**":
             if isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1:
                 if left.bit_length() * right > MAX_INT_BITS:
-                    raise _too_big(f"an integer of more than {MAX_INT_BITS:,} bits (an exponent too large)")
+                    raise too_big(f"an integer of more than {MAX_INT_BITS:,} bits (an exponent too large)")
         elif operator == "%" and isinstance(left, str):  # "%" formatting can pad to any width
             raise SandboxRefusal("the % string formatting operator is not available in prompt templates")
         return self.binop_table[operator](left, right)
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 (Jinja2's)
-        _guard()
+        current_guard()
         for value in (*args, *kwargs.values()):  # a lazy range made into a container: sized first
             if isinstance(value, range):
-                _items(len(value))
+                check_items(len(value))
         if isinstance(__obj, LoopContext) and args:  # a recursive loop's next level: counted like any loop
             args = (counted_loop(args[0]), *args[1:])
         owner = getattr(__obj, "__self__", None)
@@ -457,11 +317,11 @@ class _Environment(ImmutableSandboxedEnvironment):
             name = getattr(__obj, "__name__", "")
             if name == "join" and args:
                 items = list(args[0])
-                _chars(_join_size(owner, items))
+                check_chars(join_size(owner, items))
                 args = (items, *args[1:])
             else:
-                _str_call(owner, name, args, kwargs)
-        return _checked(super().call(__context, __obj, *args, **kwargs))
+                check_str_call(owner, name, args, kwargs)
+        return checked(super().call(__context, __obj, *args, **kwargs))
 
     def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
         """``str.format`` / ``format_map`` of a string, bounded (:class:`_FormatBounds`), else None."""
@@ -476,7 +336,7 @@ class _Environment(ImmutableSandboxedEnvironment):
         is_map = value.__name__ == "format_map"
 
         def bounded(*args: Any, **kwargs: Any) -> str:
-            _guard()
+            current_guard()
             formatter: _FormatBounds
             formatter = _EscapeFormatter(self, escape=text.escape) if isinstance(text, Markup) else _Formatter(self)
             if is_map:
