@@ -14,15 +14,17 @@ compile time but constants):
   ``str.format`` / ``format_map`` (each field's width, precision and value, and their sum), ``batch`` /
   ``slice`` (at most ``MAX_GROUPS`` groups), ``sum`` (numbers only), and the filters that write a value
   out (``tojson``, ``pprint`` with their indentation, ``string``, ``escape``, …: the value's size first;
-  ``urlize`` is not kept). Integers stay under ``MAX_INT_BITS`` bits through ``*`` and ``**``. Every ``{{ … }}`` is sized before it is written, and a
-  block's text (``{% set %}``, macros, ``{% filter %}``) before it is joined. Any other call's or filter's
-  result past a bound is refused (those can only grow their input by a small factor).
+  ``urlize`` is not kept). Integers stay under ``MAX_INT_BITS`` bits through ``*`` and ``**``. Every
+  ``{{ … }}`` is sized before it is written, and a block's text (``{% set %}``, macros, ``{% filter %}``)
+  before it is joined. Any other call's or filter's result past a bound is refused (those can only grow
+  their input by a small factor).
 * **Time.** A render stops after ``MAX_RENDER_S`` seconds of its thread's CPU time (checked every 32 loop
   iterations, calls, filters, operators and outputs).
 * The limits, the guard and the size checks are :mod:`evaluator_host.targets.bounds`'s; this module
-  applies them at every path of Jinja2's. A bound passed raises :class:`SandboxRefusal` (the template's own doing, whatever the row): so does what
-  the sandbox refuses (``_`` attributes, unsafe callables, mutation). :class:`RenderError` is its base: a
-  row the template cannot render (a missing column, a type error).
+  applies them at every path of Jinja2's. A bound passed raises :class:`SandboxRefusal` (the template's
+  own doing, whatever the row): so does what the sandbox refuses (``_`` attributes, unsafe callables,
+  mutation). :class:`RenderError` is its base: a row the template cannot render (a missing column, a
+  type error).
 """
 
 from __future__ import annotations
