@@ -181,8 +181,16 @@ class JobRunner:
         if body.target is not None:  # generate, then score (jobs/targeted.py): checked before anything is stored
             if self.remote is not None:
                 raise TargetError("jobs with a target run in the service: not with EVALUATOR_HOST_QUEUE_URL (yet)")
+            first = await self.datasets.rows(workspace, dataset.id, 0, 1)  # the prompt is tried on it
             target = await checked_target(
-                self.settings, self.revisions, workspace, body.target, mapping, dataset.columns, mapper
+                self.settings,
+                self.revisions,
+                workspace,
+                body.target,
+                mapping,
+                dataset.columns,
+                mapper,
+                first[0][1] if first else None,
             )
         job = await asyncio.to_thread(
             self.store.create_job,

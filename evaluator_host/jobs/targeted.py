@@ -4,7 +4,9 @@ Contract (for :mod:`evaluator_host.jobs.runner` at creation and :mod:`evaluator_
 job with a ``target`` runs):
 
 * :func:`checked_target` is what ``POST /v1/jobs`` checks of a target before anything is stored: the
-  prompt template compiles (``TargetError``, 400), ``messages_column`` is a dataset column and
+  prompt template compiles (``TargetError``, 400; compiled off the event loop), names only columns some row
+  has (``FieldMappingError``, 422, with a "did you mean") and renders the dataset's first row within the
+  prompt sandbox's bounds (``TargetError``, 400), ``messages_column`` is a dataset column and
   ``field_mapping.outputs`` is not set (the generation is the outputs: ``FieldMappingError``), the key's
   secret exists (``SecretError``), the endpoint passes the egress allowlist (``TargetError``, 400, naming
   the host). It answers what the job stores: the target with ``concurrency`` bounded by the workspace's
@@ -17,7 +19,10 @@ job with a ``target`` runs):
   text, ``trace`` = the call's span, ``inputs`` as the field mapping gives them; a row without text is an
   error result (``GenerationError``, the reason) and is not sent to the evaluator. Each chunk is committed
   by the lanes' own commit.
-* :meth:`TargetedRows.run` answers None, or why the budget stopped the job (its rows kept).
+* :meth:`TargetedRows.run` answers None, or why the budget stopped the job (its rows kept); a job the
+  generation stage stopped as fatal (a model refusing every call, a template over a bound on every row:
+  :attr:`~evaluator_host.targets.generate.GenerationStage.fatal`) raises ``TargetError`` once its rows in
+  flight are stored: the job fails with that message.
 * :class:`WorkspaceSlots` is the semaphore per workspace shared by its jobs in this service.
 """
 
@@ -28,7 +33,7 @@ import ssl
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
-from evaluator_host.errors import FieldMappingError
+from evaluator_host.errors import FieldMappingError, TargetError
 from evaluator_host.evaluation.evaluators import Evaluators
 from evaluator_host.evaluation.path import Bound
 from evaluator_host.jobs.executor import ChunkExecutor
@@ -52,6 +57,7 @@ __all__ = ["TargetedRows", "WorkspaceSlots", "checked_target", "usage_of"]
 
 Commit = Callable[[list[tuple[int, WireCase]], list[RawOutcome]], Coroutine[Any, Any, None]]
 _NO_OUTPUTS = "the dataset has no 'outputs' or 'output' column"
+_KEY_WANTED_BY = "target.api_key_secret names"
 
 
 class WorkspaceSlots:
@@ -82,11 +88,15 @@ async def checked_target(
     mapping: FieldMapping,
     columns: list[str],
     mapper: RowMapper,
+    first_row: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The target as the job stores it, once checked (the module's contract); drops the mapper's
-    no-outputs warning (the generation is the outputs)."""
+    """The target as the job stores it, once checked (the module's contract; ``first_row``: the dataset's
+    first row, tried); drops the mapper's no-outputs warning (the generation is the outputs)."""
     if target.prompt is not None:
-        PromptTemplate(target.prompt)
+        template = await asyncio.to_thread(PromptTemplate, target.prompt)
+        template.check_columns(columns)
+        if first_row is not None:
+            await template.check_row(first_row)
     if target.messages_column is not None and columns and target.messages_column not in columns:
         raise FieldMappingError(
             f"target.messages_column names column {target.messages_column!r}, which the dataset does not have"
@@ -96,7 +106,7 @@ async def checked_target(
             "field_mapping.outputs cannot be set on a job with a target: the generation is the outputs"
         )
     if target.api_key_secret is not None:
-        await evaluators.vault.values(workspace, [check_name(target.api_key_secret)])
+        await evaluators.vault.values(workspace, [check_name(target.api_key_secret)], _KEY_WANTED_BY)
     await _endpoint(settings, evaluators, workspace, target)
     mapper.warnings[:] = [w for w in mapper.warnings if not w.startswith(_NO_OUTPUTS)]
     concurrency = min(target.concurrency, settings.target_workspace_concurrency)
@@ -158,7 +168,8 @@ class TargetedRows:
         endpoint = await _endpoint(self.settings, self.evaluators, workspace, target)
         key = None
         if target.api_key_secret is not None:
-            key = (await self.evaluators.vault.values(workspace, [target.api_key_secret]))[target.api_key_secret]
+            names = [target.api_key_secret]
+            key = (await self.evaluators.vault.values(workspace, names, _KEY_WANTED_BY))[target.api_key_secret]
         totals = await asyncio.to_thread(self.store.usage, job_id)
         budget = Budget(target.max_calls, target.max_tokens_total, calls=totals.calls, tokens=totals.total_tokens)
         have = await asyncio.to_thread(self.store.unscored, job_id)
@@ -197,6 +208,8 @@ class TargetedRows:
         finally:
             self.stages.pop(job_id, None)
             await client.close()
+        if stage.fatal is not None:
+            raise TargetError(stage.fatal)
         return stage.exhausted
 
     async def _lane(

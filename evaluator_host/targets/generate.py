@@ -13,6 +13,15 @@ Contract (one :class:`GenerationStage` per run of a job; the job's lanes consume
 * Rows handed on and not yet taken are bounded (``backlog``): the stage waits for the lanes.
 * When the budget is exhausted (:class:`~evaluator_host.targets.budget.BudgetExhausted`) no further call is
   sent and no further row started; the calls in flight finish and are stored; :attr:`exhausted` says why.
+* Prompts render on the prompt threads (:func:`~evaluator_host.targets.prompts.render_messages`), never on
+  the event loop.
+* Until one row got an answer that was not a refusal (the endpoint takes the key and knows the model), at
+  most ``PROBE_ROWS`` rows are generated at once. A job whose model refuses it — HTTP 401, 403 or 404 on
+  ``REFUSALS_TO_STOP`` calls in a row before any other answer, or on ``REFUSALS_AFTER_ANSWERS`` in a row
+  later — and a job whose prompt template passes a bound of the sandbox on ``REFUSALS_TO_STOP`` rows
+  before any row rendered start no further row, like a spent budget: :attr:`fatal` says
+  why (the host, the status, the secret used, or the bound), and the job fails with it. A model refusing
+  from the start so gets at most ``PROBE_ROWS + REFUSALS_TO_STOP - 1`` (10) calls.
 * :attr:`ready` ends with ``None`` once every row is handed on.
 * :func:`trace_of` is the row's ``trace`` (:func:`~evaluator_host.evaluation.trace_shape.single_span_trace`:
   one client span with the messages, the text, tokens, duration and, when priced, cost).
@@ -34,9 +43,14 @@ from evaluator_host.store.job_generations import GenerationRecord, GenerationSto
 from evaluator_host.targets.budget import Budget, BudgetExhausted, Prices
 from evaluator_host.targets.models import Target
 from evaluator_host.targets.openai import ChatClient, Completion
-from evaluator_host.targets.prompts import PromptTemplate, RenderError, row_messages
+from evaluator_host.targets.prompts import PromptTemplate, RenderError, SandboxRefusal, render_messages
 
-__all__ = ["GenerationStage", "Generated", "trace_of"]
+__all__ = ["PROBE_ROWS", "REFUSALS_AFTER_ANSWERS", "REFUSALS_TO_STOP", "GenerationStage", "Generated", "trace_of"]
+
+PROBE_ROWS = 8  # rows generated at once until one call got an answer that was not a refusal
+REFUSALS_TO_STOP = 3  # refusals (401/403/404) in a row, before any other answer, that stop a job
+REFUSALS_AFTER_ANSWERS = 10  # the same once the endpoint answered a row
+_REFUSALS = (401, 403, 404)
 
 _encode = msgspec.json.Encoder().encode
 _REPLAY_BATCH = 256  # stored generations read at once on resume
@@ -80,6 +94,12 @@ class GenerationStage:
         self._pending: list[Generated] = []
         self._wake = asyncio.Event()
         self.exhausted: str | None = None
+        self.fatal: str | None = None  # why the job fails (a refusing model, a template over a bound)
+        self.proven = False  # a row got an answer that was not a refusal
+        self.rendered = False  # a row's prompt rendered
+        self._probing = 0  # rows generating before the endpoint answered one
+        self._gate = asyncio.Condition()
+        self._refusals = self._refused_renders = 0
         self.rows = 0  # rows with a stored generation (the caller sets what earlier runs stored)
         self.prompt_tokens = self.completion_tokens = 0
 
@@ -104,7 +124,7 @@ class GenerationStage:
                     continue
                 await self._backlog.acquire()
                 await slots.acquire()
-                if self.exhausted is not None:
+                if self.stopped:
                     slots.release()
                     self._backlog.release()
                     break
@@ -135,32 +155,93 @@ class GenerationStage:
         self.prompt_tokens += record.prompt_tokens
         self.completion_tokens += record.completion_tokens
 
+    @property
+    def stopped(self) -> bool:
+        """No further row is started (a spent budget, or :attr:`fatal`)."""
+        return self.exhausted is not None or self.fatal is not None
+
     async def _one(self, idx: int, line: bytes, slots: asyncio.Semaphore) -> None:
         try:
-            row = fastjson.loads(line)
+            probe = await self._enter()
+            if probe is None:  # the job stopped meanwhile: not generated, the row stays pending
+                self._backlog.release()
+                return
+            answered = False
             try:
-                messages = row_messages(row, self.template, self.target.messages_column, self.target.system)
-            except RenderError as exc:
-                record = _record(self.job_id, idx, [], Completion(None, error=str(exc)))
-            else:
-                body: dict[str, Any] = {"model": self.target.model, "messages": messages}
-                if self.target.temperature is not None:
-                    body["temperature"] = self.target.temperature
-                if self.target.max_tokens is not None:
-                    body["max_tokens"] = self.target.max_tokens
-                try:
-                    async with self.workspace_slots:
-                        done = await self.client.complete(body, self.budget.take_call)
-                except BudgetExhausted as exc:
-                    self.exhausted = str(exc)
-                    self._backlog.release()
-                    return  # not generated: the row stays pending
-                self.budget.add_tokens(done.usage["total_tokens"])
-                record = _record(self.job_id, idx, messages, done)
-            self._pending.append(Generated(idx, line, row, record))
-            self._wake.set()
+                answered = await self._generate(idx, line)
+            finally:
+                await self._leave(probe, answered)
         finally:
             slots.release()
+
+    async def _generate(self, idx: int, line: bytes) -> bool:
+        """Make and store the row's generation; True when its call got an answer that was not a refusal."""
+        row = fastjson.loads(line)
+        answered = False
+        target = self.target
+        try:
+            messages = await render_messages(row, self.template, target.messages_column, target.system)
+        except RenderError as exc:
+            self._render_failed(exc)
+            record = _record(self.job_id, idx, [], Completion(None, error=str(exc)))
+        else:
+            self.rendered = True
+            body: dict[str, Any] = {"model": target.model, "messages": messages}
+            if target.temperature is not None:
+                body["temperature"] = target.temperature
+            if target.max_tokens is not None:
+                body["max_tokens"] = target.max_tokens
+            try:
+                async with self.workspace_slots:
+                    done = await self.client.complete(body, self.budget.take_call)
+            except BudgetExhausted as exc:
+                self.exhausted = str(exc)
+                self._backlog.release()
+                return False  # not generated: the row stays pending
+            self.budget.add_tokens(done.usage["total_tokens"])
+            answered = self._answered(done)
+            record = _record(self.job_id, idx, messages, done)
+        self._pending.append(Generated(idx, line, row, record))
+        self._wake.set()
+        return answered
+
+    async def _enter(self) -> bool | None:
+        """True: this row is a probe (the endpoint has answered none yet); False: rows go on at once; None:
+        the job stopped."""
+        async with self._gate:
+            await self._gate.wait_for(lambda: self.proven or self.stopped or self._probing < PROBE_ROWS)
+            if self.stopped:
+                return None
+            if self.proven:
+                return False
+            self._probing += 1
+            return True
+
+    async def _leave(self, probe: bool | None, answered: bool) -> None:
+        if probe:
+            async with self._gate:
+                self._probing -= 1
+                self.proven = self.proven or answered
+                self._gate.notify_all()
+
+    def _answered(self, done: Completion) -> bool:
+        """Counts refusals in a row (stopping the job at the module's bounds); True for any other answer."""
+        if done.status not in _REFUSALS:
+            self._refusals = 0
+            return True
+        self._refusals += 1
+        if self._refusals >= (REFUSALS_AFTER_ANSWERS if self.proven else REFUSALS_TO_STOP) and self.fatal is None:
+            self.fatal = _refused(self.target, self.client.endpoint.netloc, done, self._refusals)
+        return False
+
+    def _render_failed(self, exc: RenderError) -> None:
+        if isinstance(exc, SandboxRefusal) and not self.rendered:
+            self._refused_renders += 1
+            if self._refused_renders >= REFUSALS_TO_STOP and self.fatal is None:
+                self.fatal = (
+                    f"target.prompt passes a bound of the prompt sandbox on {self._refused_renders} rows before "
+                    f"rendering any ({exc}); the job stopped, rows so far are kept"
+                )
 
     _closing = False
 
@@ -177,6 +258,26 @@ class GenerationStage:
                     self.ready.put_nowait(generated)
             if self._closing and not self._pending:
                 return
+
+
+def _refused(target: Target, host: str, done: Completion, count: int) -> str:
+    """Why a job whose model refuses its calls stops: the host, the status, the secret used."""
+    if done.status == 404:
+        why = (
+            f"the model {target.model!r} does not exist there, or {target.base_url}/chat/completions is not "
+            "the API's address (check target.model and target.base_url)"
+        )
+    elif target.api_key_secret is not None:
+        why = (
+            f"the key in secret {target.api_key_secret!r} is refused (set its value with "
+            f"PUT /v1/secrets/{target.api_key_secret}, or check the key's access to model {target.model!r})"
+        )
+    else:
+        why = "no key was sent: name the workspace secret holding it in target.api_key_secret"
+    return (
+        f"the model endpoint {host} answered HTTP {done.status} to {count} call(s) in a row: {why}; "
+        f"the job stopped, rows so far are kept. The last answer: {(done.error or '')[:300]}"
+    )
 
 
 def _record(job_id: str, idx: int, messages: list[dict[str, Any]], done: Completion) -> GenerationRecord:

@@ -14,7 +14,10 @@ Contract:
   Other answers (4xx, a body that is not a chat completion) are the row's error at once.
 * Before each call ``before_call()`` is asked (the job's budget): when it raises, no call is sent and the
   exception goes to the caller (the job stops).
-* The key is in no error: every message is cut and any occurrence of the key replaced by ``[secret NAME]``.
+* The key is in nothing a call answers: every error is cut, and in the error, the text and the finish reason
+  any occurrence of the key is replaced by ``[secret NAME]`` (an endpoint that echoes the key back, in an
+  error or in a completion, stores nothing of it). ``status`` is the HTTP status of an answer that was
+  not a retried one (401, 403, 404, …), for the job to tell a refusal from a row's failure.
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ class Completion:
     latency_ms: float = 0.0
     attempts: int = 0
     error: str | None = None
+    status: int | None = None  # the HTTP status of a final answer other than 200
     start_ns: int = 0
     end_ns: int = 0
 
@@ -139,8 +143,11 @@ class ChatClient:
 
     def _clean(self, text: str) -> str:
         """``text`` cut, the key (if any) replaced by its secret's name."""
-        text = text[: _ERROR_TEXT * 2]
-        if self._key:
+        return self._redacted(text[: _ERROR_TEXT * 2])
+
+    def _redacted(self, text: str) -> str:
+        """``text`` with the key (if any) replaced by its secret's name."""
+        if self._key and self._key in text:
             text = text.replace(self._key, f"[secret {self._key_name}]")
         return text
 
@@ -160,6 +167,10 @@ class ChatClient:
                 done.latency_ms = round((time.perf_counter() - started) * 1000.0, 3)
                 if done.error is not None:
                     done.error = self._clean(done.error)
+                if done.text is not None:
+                    done.text = self._redacted(done.text)
+                if done.finish_reason is not None:
+                    done.finish_reason = self._redacted(done.finish_reason)
                 return done
             except _Retry as retry:
                 last = retry.reason
@@ -187,7 +198,7 @@ class ChatClient:
         if status == 429 or status >= 500:
             raise _Retry(f"HTTP {status}: {_text(raw)}", retry_after_s(headers.get("retry-after")))
         if status != 200:
-            return Completion(None, error=f"HTTP {status}: {_text(raw)}")
+            return Completion(None, error=f"HTTP {status}: {_text(raw)}", status=status)
         return _parsed(raw)
 
 

@@ -3,138 +3,64 @@
 Contract:
 
 * :class:`PromptTemplate` compiles a template once (``TargetError``, HTTP 400, naming the line, for a
-  template that is not valid Jinja2) in an :class:`~jinja2.sandbox.ImmutableSandboxedEnvironment`:
+  template that is not valid Jinja2) in the bounded sandbox of :mod:`evaluator_host.targets.sandbox`:
   no attribute starting with ``_``, no mutation of the row, no unsafe callables; ``StrictUndefined``
   (a column the row lacks is an error, not an empty string); no autoescaping (a prompt is not HTML).
 * Bounds, so a template cannot hold the service: the source is at most ``MAX_TEMPLATE_CHARS``; the
-  rendered text at most ``MAX_RENDERED_CHARS`` (rendering stops there); ``*``, ``**`` and ``%`` on
-  strings and lists may not make a value past that size; iterating (``range``, the row's lists,
-  dicts and strings) counts against ``MAX_ITERATIONS`` per render; the filters and globals that can
-  make large values from small ones (``center``, ``indent``, ``wordwrap``, ``format``, ``lipsum``, …)
-  are not there. Rendering fails with :class:`RenderError` (the row's error result), never more.
+  rendered text at most ``MAX_RENDERED_CHARS`` (rendering stops there); every loop, value and call is
+  bounded as the sandbox's contract says (iterations, sizes refused before they are made, a render's
+  time). Rendering fails with :class:`RenderError` (the row's error result) — a
+  :class:`SandboxRefusal` when the template itself passed a bound —, never more.
+* :func:`render_messages` renders on the prompt threads (``RENDER_THREADS`` of them, never the event
+  loop's); :func:`row_messages` is the same, here.
+* :meth:`PromptTemplate.check_columns` refuses (``FieldMappingError``, 422) a template naming a column
+  that no row of the dataset has, with a "did you mean"; :meth:`PromptTemplate.check_row` refuses
+  (``TargetError``, 400) one that passes a bound of the sandbox on a row (``POST /v1/jobs`` tries the
+  dataset's first row): a template that fails so on every row never becomes a job.
 * :func:`row_messages` makes the messages of a row: the optional system message, then the rendered
   prompt as the user message — or the row's ``messages_column`` (an OpenAI messages list, checked).
 """
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Callable, Iterator, Mapping
+import asyncio
+import difflib
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError, TemplateSyntaxError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2 import TemplateError, TemplateSyntaxError, meta
+from jinja2.exceptions import SecurityError
 
-from evaluator_host.errors import TargetError
+from evaluator_host.errors import FieldMappingError, TargetError
 from evaluator_host.targets.models import MAX_TEMPLATE_CHARS
+from evaluator_host.targets.sandbox import (
+    MAX_ITERATIONS,
+    MAX_VALUE_CHARS,
+    Guard,
+    RenderError,
+    SandboxRefusal,
+    environment,
+    guarded,
+)
 
-__all__ = ["MAX_ITERATIONS", "MAX_RENDERED_CHARS", "PromptTemplate", "RenderError", "row_messages"]
+__all__ = [
+    "MAX_ITERATIONS",
+    "MAX_RENDERED_CHARS",
+    "RENDER_THREADS",
+    "PromptTemplate",
+    "RenderError",
+    "SandboxRefusal",
+    "render_messages",
+    "row_messages",
+]
 
-MAX_RENDERED_CHARS = 1024 * 1024
-MAX_ITERATIONS = 1_000_000
-_FILTERS_KEPT = (
-    "abs attr batch capitalize count d default dictsort e escape first float forceescape int items join last "
-    "length list lower map max min pprint reject rejectattr replace reverse round safe select selectattr slice "
-    "sort string striptags sum title tojson trim truncate unique upper urlencode urlize wordcount xmlattr"
-).split()
+MAX_RENDERED_CHARS = MAX_VALUE_CHARS
+RENDER_THREADS = 2  # renders at once in this process (off the event loop)
 _ROLES = ("system", "user", "assistant", "tool", "developer")
-
-
-class RenderError(Exception):
-    """A row's prompt could not be made (the row's result is an error with this message)."""
-
-
-class _Budget:
-    def __init__(self) -> None:
-        self.left = MAX_ITERATIONS
-
-    def spend(self, n: int = 1) -> None:
-        self.left -= n
-        if self.left < 0:
-            raise RenderError(f"the template iterates more than {MAX_ITERATIONS:,} times")
-
-
-class _List(list[Any]):
-    budget: _Budget
-
-    def __iter__(self) -> Iterator[Any]:
-        for item in super().__iter__():
-            self.budget.spend()
-            yield item
-
-
-class _Dict(dict[str, Any]):
-    budget: _Budget
-
-    def __iter__(self) -> Iterator[str]:
-        for key in super().__iter__():
-            self.budget.spend()
-            yield key
-
-    def items(self) -> Any:  # counted like iteration
-        self.budget.spend(len(self))
-        return super().items()
-
-    def values(self) -> Any:
-        self.budget.spend(len(self))
-        return super().values()
-
-
-class _Str(str):
-    budget: _Budget
-
-    def __iter__(self) -> Iterator[str]:
-        for char in super().__iter__():
-            self.budget.spend()
-            yield char
-
-
-def _counted(value: Any, budget: _Budget) -> Any:
-    """``value`` (a row's JSON data) with its lists, dicts and strings counting iteration in ``budget``."""
-    if isinstance(value, str):
-        out: Any = _Str(value)
-    elif isinstance(value, dict):
-        out = _Dict({k: _counted(v, budget) for k, v in value.items()})
-    elif isinstance(value, list):
-        out = _List(_counted(v, budget) for v in value)
-    else:
-        return value
-    out.budget = budget
-    return out
-
-
-def _size(value: Any) -> int:
-    return len(value) if isinstance(value, (str, bytes, list, tuple)) else 0
-
-
-class _Environment(ImmutableSandboxedEnvironment):
-    """The sandbox with the bounds of the module's contract on ``*``, ``**`` and ``%``."""
-
-    intercepted_binops = frozenset({"*", "**", "%"})
-
-    def call_binop(self, context: Any, operator_: str, left: Any, right: Any) -> Any:
-        if operator_ == "*":
-            for seq, times in ((left, right), (right, left)):
-                if _size(seq) and isinstance(times, int) and _size(seq) * times > MAX_RENDERED_CHARS:
-                    raise RenderError(f"a value of more than {MAX_RENDERED_CHARS:,} characters")
-            return operator.mul(left, right)
-        if operator_ == "**":
-            if isinstance(right, int) and abs(right) > 1000:
-                raise RenderError("an exponent above 1000")
-            return operator.pow(left, right)
-        if isinstance(left, str):  # "%" formatting can pad to any width
-            raise RenderError("the % string formatting operator is not available in prompts")
-        return operator.mod(left, right)
-
-
-def _environment() -> _Environment:
-    env = _Environment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
-    env.filters = {name: env.filters[name] for name in _FILTERS_KEPT if name in env.filters}
-    env.globals = {"dict": dict}
-    return env
-
-
-_ENV = _environment()
+_ENV = environment()
+_GLOBALS = frozenset(_ENV.globals)
+_THREADS = ThreadPoolExecutor(max_workers=RENDER_THREADS, thread_name_prefix="prompt-render")
 
 
 class PromptTemplate:
@@ -143,40 +69,61 @@ class PromptTemplate:
     def __init__(self, source: str, what: str = "target.prompt") -> None:
         if len(source) > MAX_TEMPLATE_CHARS:
             raise TargetError(f"{what} is longer than {MAX_TEMPLATE_CHARS:,} characters")
+        self.what = what
         try:
+            self.names = frozenset(meta.find_undeclared_variables(_ENV.parse(source))) - _GLOBALS
             self._template = _ENV.from_string(source)
         except TemplateSyntaxError as exc:
             raise TargetError(f"{what} is not a valid Jinja2 template: {exc.message} (line {exc.lineno})") from None
 
     def render(self, row: Mapping[str, Any]) -> str:
         """The text for ``row``, or :class:`RenderError` (a missing column, a bound, a sandbox refusal)."""
-        budget = _Budget()
-        context = {k: _counted(v, budget) for k, v in row.items()}
-        context["range"] = _counted_range(budget)
+        return guarded(lambda guard: self._render(row, guard))
+
+    def _render(self, row: Mapping[str, Any], guard: Guard) -> str:
         parts: list[str] = []
         size = 0
         try:
-            for piece in self._template.generate(context):
+            for piece in self._template.generate(dict(row)):
                 size += len(piece)
                 if size > MAX_RENDERED_CHARS:
-                    raise RenderError(f"the rendered prompt is longer than {MAX_RENDERED_CHARS:,} characters")
+                    raise SandboxRefusal(f"the rendered prompt is longer than {MAX_RENDERED_CHARS:,} characters")
+                guard.tick()
                 parts.append(piece)
         except RenderError:
             raise
+        except SecurityError as exc:
+            raise SandboxRefusal(f"the prompt template does what the sandbox refuses: {exc}"[:500]) from None
         except TemplateError as exc:
             raise RenderError(f"the prompt template failed on this row: {exc.message or type(exc).__name__}") from None
-        except (ArithmeticError, LookupError, TypeError, ValueError, RecursionError, MemoryError) as exc:
+        except (RecursionError, MemoryError) as exc:
+            raise SandboxRefusal(f"the prompt template failed: {type(exc).__name__}: {exc}"[:500]) from None
+        except (ArithmeticError, LookupError, TypeError, ValueError, AssertionError) as exc:
             raise RenderError(f"the prompt template failed on this row: {type(exc).__name__}: {exc}"[:500]) from None
         return "".join(parts)
 
+    def check_columns(self, columns: list[str]) -> None:
+        """``FieldMappingError`` (422) naming a template variable no row of the dataset has (with a "did you
+        mean" from ``columns``); nothing without columns to compare with."""
+        if not columns:
+            return
+        for name in sorted(self.names - set(columns)):
+            guess = difflib.get_close_matches(name, columns, n=1, cutoff=0.6)
+            hint = f"; did you mean `{guess[0]}`?" if guess else ""
+            shown = ", ".join(repr(c) for c in columns[:50]) + (" …" if len(columns) > 50 else "")
+            raise FieldMappingError(
+                f"{self.what} uses {{{{ {name} }}}}, which no row of the dataset has{hint} (its columns: {shown})"
+            )
 
-def _counted_range(budget: _Budget) -> Callable[..., Iterator[int]]:
-    def counted(*args: int) -> Iterator[int]:
-        span = range(*args)
-        budget.spend(len(span))
-        return iter(span)
-
-    return counted
+    async def check_row(self, row: Mapping[str, Any]) -> None:
+        """``TargetError`` (400) when rendering ``row`` passes a bound of the sandbox (rendered off the loop);
+        a row the template cannot render otherwise (a missing column) is that row's error, not this one's."""
+        try:
+            await asyncio.get_running_loop().run_in_executor(_THREADS, self.render, row)
+        except SandboxRefusal as exc:
+            raise TargetError(f"{self.what} fails on the dataset's first row: {exc}") from None
+        except RenderError:
+            pass
 
 
 def _checked_messages(value: Any) -> list[dict[str, Any]]:
@@ -201,3 +148,13 @@ def row_messages(
     if system is not None:
         messages.insert(0, {"role": "system", "content": system})
     return messages
+
+
+async def render_messages(
+    row: Mapping[str, Any], template: PromptTemplate | None, messages_column: str | None, system: str | None
+) -> list[dict[str, Any]]:
+    """:func:`row_messages` rendered on the prompt threads, never on the event loop."""
+    if template is None:
+        return row_messages(row, template, messages_column, system)
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_THREADS, row_messages, row, template, messages_column, system)

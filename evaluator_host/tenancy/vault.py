@@ -154,9 +154,12 @@ class Vault:
                 "service and worker host sharing the database needs the same EVALUATOR_HOST_SECRETS_KEY)"
             ) from None
 
-    async def values(self, workspace_id: str, names: Iterable[str]) -> dict[str, str]:
-        """The values of ``names`` in ``workspace_id``; ``SecretError`` naming any that is not set, or
-        that this process cannot decrypt (a ``SECRETS_KEY`` differing from the one that stored it)."""
+    async def values(
+        self, workspace_id: str, names: Iterable[str], wanted_by: str = "the evaluator lists"
+    ) -> dict[str, str]:
+        """The values of ``names`` in ``workspace_id``; ``SecretError`` naming any that is not set (and
+        ``wanted_by``: who names them), or that this process cannot decrypt (a ``SECRETS_KEY`` differing
+        from the one that stored it)."""
         wanted = list(names)
         if not wanted:
             return {}
@@ -168,7 +171,7 @@ class Vault:
         missing = [n for n in wanted if n not in found]
         if missing:
             raise SecretError(
-                f"the evaluator lists secret(s) this workspace does not have: {', '.join(missing)} "
+                f"{wanted_by} secret(s) this workspace does not have: {', '.join(missing)} "
                 "(set them with PUT /v1/secrets/{name})"
             )
         return {n: found[n] for n in wanted}

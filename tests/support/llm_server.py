@@ -11,6 +11,10 @@ What it answers: ``{"choices": [{"message": {"role": "assistant", "content": "A:
 * ``hold``: an Event; while it is clear, calls whose prompt ``held(prompt)`` says so wait for it (and,
   with ``drop_held`` set when they wake, end their connection without an answer);
 * a planned 401 echoes the request's ``Authorization`` header in its body (a hostile endpoint);
+* ``echo_auth``: a 200's text ends with the request's ``Authorization`` header (a hostile endpoint that
+  echoes the key in a successful answer);
+* ``status_all``: every call gets this status (a wrong key: 401), ``models``: a call naming a model not in
+  it gets 404 ``model_not_found`` (OpenAI's answer);
 * it counts, per prompt, the calls received and the answers written in full (``received``,
   ``answered``), the most calls in flight at once (``peak``), and keeps every request's headers.
 """
@@ -47,6 +51,9 @@ class LLMServer:
         self.hold.set()
         self.held: Callable[[str], bool] = lambda _prompt: False
         self.drop_held = False
+        self.echo_auth = False
+        self.status_all: int | None = None
+        self.models: set[str] | None = None
         self._plans: dict[str, list[int]] = {}
         self.port = 0
 
@@ -126,7 +133,12 @@ async def _answer(server: LLMServer, method: str, path: str, headers: dict[str, 
                 return None
         if server.delay_s:
             await asyncio.sleep(server.delay_s)
-        status = server._status(prompt)
+        status = server.status_all or server._status(prompt)
+        if server.models is not None and body.get("model") not in server.models:
+            missing = {
+                "error": {"message": f"The model `{body.get('model')}` does not exist", "code": "model_not_found"}
+            }
+            return _http(404, json.dumps(missing).encode())
         if status == 429:
             return _http(429, b'{"error": {"message": "slow down"}}', {"Retry-After": str(server.retry_after)})
         if status == 401:
@@ -134,7 +146,7 @@ async def _answer(server: LLMServer, method: str, path: str, headers: dict[str, 
             return _http(401, echoed.encode())
         if status != 200:
             return _http(status, b'{"error": {"message": "upstream trouble"}}')
-        text = f"A: {prompt}"
+        text = f"A: {prompt}" + (f" (auth: {headers.get('Authorization')})" if server.echo_auth else "")
         words = len(prompt.split()) + 1
         answer = {
             "id": "chatcmpl-test",

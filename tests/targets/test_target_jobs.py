@@ -161,19 +161,18 @@ def test_a_template_error_is_a_400_and_a_missing_column_a_row_error(client: Test
     assert "Jinja2" in refused.json()["error"]["message"]
     hostile = "{% for i in range(100000) %}{% for j in range(100000) %}{{ j }}{% endfor %}{% endfor %}"
     rows = [{"question": "ok"}, {"other": 1}, {"question": "x" * 10}]
-    targets = [_target(llm), _target(llm, prompt=hostile), _target(llm, prompt="{{ question * 10000000 }}")]
-    for target in targets:
-        job = _finished(
-            client,
-            client.post("/v1/jobs", json={"evaluator_id": evaluator, "rows": rows, "target": target}).json()["id"],
-        )
-        data = client.get(f"/v1/jobs/{job['id']}/results").json()["data"]
-        if target is targets[0]:
-            assert data[0]["result"]["status"] == "ok" and data[1]["result"]["status"] == "error"
-            assert "undefined" in data[1]["result"]["error"]["message"]
-            assert data[1]["generation"]["attempts"] == 0  # no call was made for it
-        else:
-            assert {item["result"]["status"] for item in data} == {"error"}, data
+    job = _finished(
+        client,
+        client.post("/v1/jobs", json={"evaluator_id": evaluator, "rows": rows, "target": _target(llm)}).json()["id"],
+    )
+    data = client.get(f"/v1/jobs/{job['id']}/results").json()["data"]
+    assert data[0]["result"]["status"] == "ok" and data[1]["result"]["status"] == "error"
+    assert "undefined" in data[1]["result"]["error"]["message"]
+    assert data[1]["generation"]["attempts"] == 0  # no call was made for it
+    for prompt in (hostile, "{{ question * 10000000 }}"):  # over a bound on the first row: refused at creation
+        body = {"evaluator_id": evaluator, "rows": rows, "target": _target(llm, prompt=prompt)}
+        refused = client.post("/v1/jobs", json=body)
+        assert refused.status_code == 400 and "first row" in refused.json()["error"]["message"], refused.text
     assert_healthy(client)
 
 

@@ -54,7 +54,7 @@ ROW = {"question": "why?", "xs": list(range(2000)), "nested": {"a": [1, 2], "b":
         ("{{ missing }}", "undefined"),
         ("{{ question.__class__.__mro__ }}", "unsafe"),
         ("{{ question * 10000000 }}", "characters"),
-        ("{{ [1] * 10000000 }}", "characters"),
+        ("{{ [1] * 10000000 }}", "too large"),
         ("{{ 10 ** 100000 }}", "exponent"),
         ("{{ '%0999999d' % 1 }}", "%"),
         ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "iterates"),
