@@ -159,7 +159,7 @@ class PlainOutcome(RawOutcome):
     """An ``ok`` outcome a ``results`` frame answered (nothing printed): made by :func:`plain_outcomes`
     with only ``value`` and ``duration_ms`` set on the instance; every other field reads its class
     default (``stderr`` and ``egress`` may be set afterwards, like any outcome's). ``duration_ms`` is
-    a finite float. Jobs store these rows on a fast path (``jobs/rows.py``)."""
+    a finite float. Jobs store these rows on a fast path (``jobs/running/rows.py``)."""
 
     status = "ok"
     egress = cast("list[dict[str, Any]]", ())  # read-only here; an instance's own list replaces it

@@ -312,7 +312,8 @@ async def evaluate(inputs, outputs, trace):
 
 def test_an_async_evaluators_chunks_keep_its_rows_in_flight(client: TestClient, llm: LLMServer) -> None:
     # rows of 0.3 s, 8 in flight: the time-based sizer alone (job_chunk_s 0.25) would hand its worker
-    # chunks of 6 rows at most after the first; the floor of jobs/lanes.py (ASYNC_ROUNDS × in_flight) holds here too
+    # chunks of 6 rows at most after the first; the floor of jobs/running/lanes.py (ASYNC_ROUNDS × in_flight)
+    # holds here too
     body = {"name": "awaiting", "language": "python", "code": AWAITING, "settings": {"max_in_flight": 8}}
     created = client.post("/v1/evaluators", json=body)
     assert created.status_code == 201, created.text

@@ -46,11 +46,13 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "online": (*TOP, E + "migration", E + "jobs", E + "testing"),
     # a job's model target (client, prompt sandbox, budgets, generation stage): jobs import it, never the reverse
     "targets": (*TOP, E + "migration", E + "jobs", E + "testing"),
-    # the write side of a job's results never imports the read side (both use jobs/stored_form.py)
-    "jobs/rows.py": (E + "jobs.exports",),
-    "jobs/executor.py": (E + "jobs.exports",),
-    "jobs/lanes.py": (E + "jobs.exports",),
-    "jobs/queue/host.py": (E + "jobs.exports",),
+    # jobs' rooms (jobs/__init__.py): the datasets know nothing of running or reading a job; the running of a
+    # job (the write side of its results) never imports the reading of them (both use jobs/stored_form.py)
+    "jobs/datasets": (E + "jobs.running", E + "jobs.results", E + "jobs.queue"),
+    "jobs/running": (E + "jobs.results", E + "jobs.queue"),
+    "jobs/queue/host.py": (E + "jobs.results",),
+    "jobs/results": (E + "jobs.queue",),
+    "jobs/stored_form.py": (E + "jobs.datasets", E + "jobs.running", E + "jobs.results", E + "jobs.queue"),
     "observability": (*TOP, *PATH, *BELOW, E + "definitions", E + "tenancy", E + "testing"),
     "services.py": (*SURFACES, E + "testing"),
     # the Python client: the API's models and the error envelope, nothing that runs the service
@@ -166,12 +168,12 @@ def test_the_top_level_keeps_only_what_every_domain_shares() -> None:
 
 
 def test_the_queue_host_runs_chunks_through_the_one_executor_and_retries_nothing_itself() -> None:
-    """``jobs/queue/host.py`` hands every chunk to ``jobs/executor.py`` (run, retry, store, count): it
+    """``jobs/queue/host.py`` hands every chunk to ``jobs/running/executor.py`` (run, retry, store, count): it
     never calls ``Bound.run`` itself, never sleeps, and has no loop around a ``try`` (a retry loop);
     the only loops left are the cancel watcher's and listener's."""
     path = PACKAGE / "jobs" / "queue" / "host.py"
     tree = ast.parse(path.read_text(), str(path))
-    assert (0, E + "jobs.executor.ChunkExecutor") in [(0, name) for _, name in _imports(path)]
+    assert (0, E + "jobs.running.executor.ChunkExecutor") in [(0, name) for _, name in _imports(path)]
     runs = [
         node
         for node in ast.walk(tree)
@@ -180,7 +182,7 @@ def test_the_queue_host_runs_chunks_through_the_one_executor_and_retries_nothing
     assert runs and all(ast.unparse(node.func) == "self.executor.run" for node in runs)
     loops = [node for node in ast.walk(tree) if isinstance(node, ast.For | ast.While | ast.AsyncFor)]
     retrying = [f"host.py:{loop.lineno}" for loop in loops if any(isinstance(n, ast.Try) for n in ast.walk(loop))]
-    assert retrying == [], "a loop around a try in jobs/queue/host.py: retries belong to jobs/executor.py"
+    assert retrying == [], "a loop around a try in jobs/queue/host.py: retries belong to jobs/running/executor.py"
     sleeps = [
         f"host.py:{node.lineno}"
         for node in ast.walk(tree)
