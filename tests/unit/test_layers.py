@@ -164,7 +164,27 @@ def test_the_testing_package_is_imported_by_no_product_module() -> None:
 
 def test_the_top_level_keeps_only_what_every_domain_shares() -> None:
     loose = sorted(p.name for p in PACKAGE.glob("*.py"))
-    assert loose == ["__init__.py", "errors.py", "services.py", "settings.py", "settings_doc.py", "storage.py"]
+    assert loose == ["__init__.py", "services.py", "settings.py", "settings_doc.py", "storage.py"]
+
+
+def test_the_error_tree_is_one_package_that_imports_nothing_else_of_the_package() -> None:
+    """``errors/`` (the one tree, split by domain) sits below every layer: its modules import only each other,
+    and importers reach it through ``evaluator_host.errors`` alone, never a module of it."""
+    inside = [
+        f"{m.relative_to(PACKAGE.parent)}:{line} imports {name}"
+        for m in _modules("errors")
+        for line, name in _imports(m)
+        if _within(name, ("evaluator_host",)) and not _within(name, (E + "errors",))
+    ]
+    assert inside == [], "\n".join(inside)
+    around = [
+        f"{m.relative_to(PACKAGE.parent)}:{line} imports {name}"
+        for m in sorted(PACKAGE.rglob("*.py"))
+        if PACKAGE / "errors" not in m.parents
+        for line, name in _imports(m)
+        if _within(name, tuple(f"{E}errors.{p.stem}" for p in _modules("errors") if p.stem != "__init__"))
+    ]
+    assert around == [], "\n".join(around)
 
 
 def test_the_queue_host_runs_chunks_through_the_one_executor_and_retries_nothing_itself() -> None:
