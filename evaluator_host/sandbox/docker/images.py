@@ -16,7 +16,6 @@ import fcntl
 import functools
 import json
 import logging
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from evaluator_host.errors import BackendUnavailable, BuildError
 from evaluator_host.sandbox.base import Runtime
 from evaluator_host.sandbox.docker.build_box import BuildBox, BuildBoxes
 from evaluator_host.sandbox.docker.engine import MANAGED, Engine, NotFound
+from evaluator_host.sandbox.docker.store_binds import is_folder, store_fits
 from evaluator_host.sandbox.inventory import RuntimeInfo
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
 from evaluator_host.settings import Settings
@@ -129,34 +129,8 @@ class DockerRuntimeBuilder(BuildOnce):
 
     @functools.cached_property
     def _store_fits(self) -> bool:
-        """Whether a folder built for the host's interpreter runs on the base image's: the same minor
-        version and a C library no newer than the image's (a wheel chosen for the host must load there)."""
-        ask = "import os, sys; print(sys.version_info[0], sys.version_info[1], os.confstr('CS_GNU_LIBC_VERSION'))"
-
-        def image_python(client: docker.DockerClient) -> str:
-            out = client.containers.run(  # (labelled as the service's: a sweep removes it if the service dies)
-                self.base_id(),
-                ["python3", "-I", "-S", "-c", ask],
-                network_disabled=True,
-                remove=True,
-                labels=self.engine.labels(),
-            )
-            return bytes(out).decode().strip()
-
-        try:
-            answer = subprocess.run(
-                [self.settings.python_executable, "-I", "-S", "-c", ask], capture_output=True, text=True, timeout=30
-            ).stdout.strip()
-            theirs = self.engine.run_sync(image_python)
-        except Exception:  # noqa: BLE001 - whatever fails here means images, as before
-            log.warning("docker_runtime_store: could not compare the interpreters; runtimes stay images")
-            return False
-        mine_v, theirs_v = answer.split()[:2], theirs.split()[:2]
-        mine_c, theirs_c = answer.split()[-1], theirs.split()[-1]
-        fits = mine_v == theirs_v and _version(mine_c) <= _version(theirs_c)
-        if not fits:
-            log.warning("docker_runtime_store: host %s vs image %s: runtimes stay images", answer, theirs)
-        return fits
+        """Whether a folder built for the host's interpreter runs on the base image's (asked once)."""
+        return store_fits(self.settings, self.engine, self.base_id())
 
     def _existing(self, client: docker.DockerClient, rid: str, language: str) -> Runtime | None:
         try:
@@ -384,19 +358,6 @@ class DockerRuntimeBuilder(BuildOnce):
             self.forget(rid)
             self._used_path(rid).unlink(missing_ok=True)
         return outcome != "in use"
-
-
-def is_folder(location: str | None) -> bool:
-    """Whether a docker runtime's ``location`` is a store folder (an absolute path), not an image id."""
-    return location is not None and location.startswith("/")
-
-
-def _version(libc: str) -> tuple[int, ...]:
-    """``glibc 2.36`` → (2, 36)."""
-    try:
-        return tuple(int(part) for part in libc.split()[-1].split("."))
-    except ValueError:
-        return (999,)
 
 
 def _parse_created(created: str) -> float | None:
