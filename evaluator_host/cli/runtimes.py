@@ -33,6 +33,7 @@ from evaluator_host.builds.build_once import BuildOnce
 from evaluator_host.builds.catalog import ready_view
 from evaluator_host.cli.images import _packages, _when, pins_text
 from evaluator_host.cli.inputs import UsageError
+from evaluator_host.definitions import languages
 from evaluator_host.errors import EvaluatorHostError
 from evaluator_host.sandbox.inventory import RuntimeInfo, prune
 from evaluator_host.settings import Settings
@@ -97,7 +98,7 @@ def _local_lock(settings: Settings, found: list[tuple[str, BuildOnce, RuntimeInf
     if len(match) != 1:
         raise UsageError(f"{len(match) or 'no'} runtimes match {wanted!r} (see `evaluator-host runtimes list`)")
     backend, info = match[0]
-    family = "python" if info.language == "python" else "node"
+    family = languages.family_of(info.language).name
     version = interpreters.discover(settings, backend).get(family, "unknown")
     base = _base_image_id(settings) if backend == "docker" else None
     view = ready_view(info)

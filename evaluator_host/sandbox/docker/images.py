@@ -98,7 +98,7 @@ class DockerRuntimeBuilder(BuildOnce):
             self._base_id = self.engine.run_sync(lookup)
         return self._base_id
 
-    def runtime_for(self, language: str, pins: dict[str, str]) -> str:
+    def runtime_for(self, language: str | languages.Language, pins: dict[str, str]) -> str:
         """The runtime id of ``pins`` on this base image (no build)."""
         return runtime_id(language, self.base_id(), pins)
 
@@ -297,8 +297,10 @@ class DockerRuntimeBuilder(BuildOnce):
         return found
 
     def _store_folder(self, info: RuntimeInfo) -> bool:
-        """Whether a runtime folder is one of this builder's (a Python set's id on this base image)."""
-        return info.id.startswith("python-") and info.id == self.runtime_for("python", info.packages)
+        """Whether a runtime folder is one of this builder's (a set of a family whose folders store mode binds, its
+        id on this base image)."""
+        family = languages.family_of(info.language)
+        return family.installer == "pip" and info.id == self.runtime_for(family.name, info.packages)
 
     def live_logs(self, rid: str) -> list[Path]:
         """A build's live output (a store folder's build while it writes one)."""
