@@ -238,7 +238,7 @@ class BuildOnce:
     def forget_marks(self, rid: str) -> None:
         """Remove a pruned runtime's marks (last use, build record, lease)."""
         self.forget(rid)
-        for name in (f"{rid}.used", f"{rid}.build.json", f"{rid}.build.log", f"{rid}.lease"):
+        for name in (f"{rid}.used", f"{rid}.build.json", f"{rid}.build.log", f"{rid}.lease", f"{rid}.adopted"):
             (self.root / name).unlink(missing_ok=True)
 
     def present(self, runtime: Runtime) -> bool:

@@ -121,6 +121,14 @@ def _base_image_id(settings: Settings) -> str | None:
         return None
 
 
+def _one_backend_each(found: list[tuple[str, BuildOnce, RuntimeInfo]]) -> list[tuple[str, BuildOnce, RuntimeInfo]]:
+    """Each runtime once: a docker store folder (``docker_runtime_store``) is a folder of the process backend's
+    layout in the same data dir, so the process builder lists it too; it is the docker builder's (its workers bind
+    it, its prune removes it), and listed, matched and pruned as such only (CI 49: "2 runtimes match")."""
+    docker_folders = {info.location for name, _, info in found if name == "docker"}
+    return [(name, b, info) for name, b, info in found if name == "docker" or info.location not in docker_folders]
+
+
 _WHOLE_ID = re.compile(r"[a-z]+-[0-9a-f]{20}")  # builds/build_once.py's runtime_id: family, 20 hex digits
 
 
@@ -163,7 +171,9 @@ def run_runtimes(args: argparse.Namespace, settings: Settings | None = None) -> 
     settings = settings or Settings()
     console = Console()
     try:
-        found = [(name, b, info) for name, b in builders(settings, args.backend).items() for info in b.inventory()]
+        found = _one_backend_each(
+            [(name, b, info) for name, b in builders(settings, args.backend).items() for info in b.inventory()]
+        )
         if args.action == "prune":
             for name, builder in builders(settings, args.backend).items():
                 mine = [info for backend, _, info in found if backend == name]

@@ -81,7 +81,7 @@ def test_rows_are_generated_then_scored(client: TestClient, llm: LLMServer) -> N
     assert created.status_code == 202, created.text
     assert created.json()["target"]["concurrency"] == 8  # bounded by the workspace's cap
     job = _finished(client, created.json()["id"])
-    assert job["status"] == "succeeded" and job["progress"] == {"total": 40, "done": 40, "failed": 0}
+    assert job["status"] == "succeeded" and job["progress"] == {"total": 40, "done": 40, "failed": 0, "cached": 0}
     assert job["aggregate"]["score"]["mean"] == 1.0
     usage = job["usage"]
     assert usage["calls"] == 40 and usage["rows"] == 40 and usage["total_tokens"] > 0

@@ -12,6 +12,7 @@ log is kept in ``cache_dir/images/<id>.build.log``.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import json
@@ -31,7 +32,7 @@ from evaluator_host.definitions.languages import Family
 from evaluator_host.errors import BackendUnavailable, BuildError
 from evaluator_host.sandbox.base import Runtime
 from evaluator_host.sandbox.docker.build_box import BuildBox, BuildBoxes
-from evaluator_host.sandbox.docker.engine import MANAGED, Engine, NotFound
+from evaluator_host.sandbox.docker.engine import MANAGED, OWNER, Engine, NotFound
 from evaluator_host.sandbox.docker.store_binds import is_folder, store_fits
 from evaluator_host.sandbox.inventory import RuntimeInfo
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
@@ -138,6 +139,8 @@ class DockerRuntimeBuilder(BuildOnce):
         except NotFound:
             return None
         labels = image.labels or {}
+        if labels.get(OWNER, self.engine.owner) != self.engine.owner:
+            self._adopt(rid)  # another data dir's image, used here: this data dir's runtime too from now on
         return Runtime(
             rid,
             language,
@@ -212,6 +215,7 @@ class DockerRuntimeBuilder(BuildOnce):
         hashes = installers.lock_hashes(family, output)
         labels = {
             MANAGED: "1",
+            OWNER: self.engine.owner,  # the data dir that built it (its inventory lists it)
             L_RUNTIME: rid,
             L_LANGUAGE: family.name,
             L_PACKAGES: json.dumps(pins, sort_keys=True),
@@ -234,8 +238,19 @@ class DockerRuntimeBuilder(BuildOnce):
 
     # -- management (CLI) ----------------------------------------------------------------
 
+    def _adopt(self, rid: str) -> None:
+        """Mark runtime ``rid``'s image, built by another data dir's service, as used by this one's."""
+        with contextlib.suppress(OSError):
+            (self.root / f"{rid}.adopted").touch()
+
+    def _mine(self, labels: dict[str, str]) -> bool:
+        """Whether a runtime image is this data dir's: built here (its owner label), found and used here (adopted),
+        or built before images carried an owner. Another data dir's service on the same engine has its own."""
+        owner = labels.get(OWNER)
+        return owner is None or owner == self.engine.owner or (self.root / f"{labels[L_RUNTIME]}.adopted").exists()
+
     def list_images(self) -> list[ImageInfo]:
-        """Every cached runtime image (any base)."""
+        """Every cached runtime image of this data dir (any base; :meth:`_mine`)."""
 
         def listing(client: docker.DockerClient) -> list[Any]:
             return list(client.images.list(filters={"label": f"{L_RUNTIME}"}))
@@ -243,6 +258,8 @@ class DockerRuntimeBuilder(BuildOnce):
         infos = []
         for image in self.engine.run_sync(listing):
             labels = image.labels or {}
+            if not self._mine(labels):
+                continue
             rid = labels[L_RUNTIME]
             used = self._used_path(rid)
             infos.append(
