@@ -29,10 +29,10 @@ from evaluator_host.builds.catalog import RuntimeCatalog
 from evaluator_host.errors import DataDirInUse
 from evaluator_host.evaluation.evaluators import Evaluators
 from evaluator_host.evaluation.path import Evaluation
-from evaluator_host.jobs.exports import ResultReader
-from evaluator_host.jobs.retention import Retention
-from evaluator_host.jobs.runner import JobRunner
-from evaluator_host.jobs.uploads import DatasetCatalog
+from evaluator_host.jobs.datasets.uploads import DatasetCatalog
+from evaluator_host.jobs.results.exports import ResultReader
+from evaluator_host.jobs.results.retention import Retention
+from evaluator_host.jobs.running.runner import JobRunner
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.online.assembly import Assembly
 from evaluator_host.online.ingest import Ingest

@@ -122,7 +122,7 @@ def test_run_data_against_a_server(tmp_path: Path) -> None:
         first = subprocess.run(argv, capture_output=True, text=True, env=_env(tmp_path / "client"), timeout=120)
         assert first.returncode == 0, first.stderr
         job = json.loads(first.stdout)
-        assert job["progress"] == {"total": 300, "done": 300, "failed": 0}
+        assert job["progress"] == {"total": 300, "done": 300, "failed": 0, "cached": 0}
         assert client.get(f"/v1/jobs/{job['id']}").json()["status"] == "succeeded"  # it ran on the server
         source.write_text(BATCH_CODE.replace("==", "!="))  # a changed file becomes a new revision
         second = subprocess.run(argv, capture_output=True, text=True, env=_env(tmp_path / "client"), timeout=120)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from evaluator_host.jobs import runner as runner_module
+from evaluator_host.jobs.running import runner as runner_module
 from evaluator_host.store.db import utcnow
 from evaluator_host.testing.fake import Reply
 from tests.support.aio import aio

@@ -98,3 +98,36 @@ def test_readme_configuration_lists_every_setting() -> None:
     assert f"{BEGIN}\n{table()}\n{END}" in readme, "README's settings table is stale: run `make docs`"
     for name in Settings.model_fields:
         assert f"`EVALUATOR_HOST_{name.upper()}`" in readme
+
+
+def _tree() -> set[str]:
+    """Every file and folder of the checkout (not .git, dependencies or build output), relative, folders with '/'."""
+    skip = {".git", ".venv", "node_modules", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
+    found = set()
+    for path in REPO.rglob("*"):
+        rel = path.relative_to(REPO)
+        if skip & set(rel.parts):
+            continue
+        found.add(str(rel) + ("/" if path.is_dir() else ""))
+    return found
+
+
+def test_the_architecture_map_names_only_paths_that_exist() -> None:
+    """Every path a row of 'What lives where' names exists: the row's own path, and each module, file or folder its
+    text names (`db.py`, `queue/`, `jobs/running/lanes.py`), somewhere in the checkout (beside the row's path, in a
+    folder the row names first, or where another domain keeps it). A name that was moved or renamed fails here."""
+    text = (REPO / "docs" / "architecture.md").read_text()
+    table = text.split("## What lives where", 1)[1].split("\n## ", 1)[0]
+    tree = _tree()
+    made = {"dist/", "_bundled/", "src/schema.ts"}  # build output: made by `make install` / the wheel's build
+    missing = []
+    for key, body in re.findall(r"^\| `([^`]+)` \| (.*) \|$", table, re.M):
+        for path in (p.strip() for p in key.split("`, `")):
+            if not (REPO / path).exists():
+                missing.append(f"row {path}")
+        for name in re.findall(r"`((?:[\w.-]+/)*[\w.-]+\.(?:py|mjs|cjs|ts|sh|json)|(?:[\w.-]+/)+)`", body):
+            if name in made or name.startswith(("http", "/", ".")) or "NAME" in name:
+                continue
+            if not any(path == name or path.endswith("/" + name) for path in tree):
+                missing.append(f"{key}: {name}")
+    assert missing == [], "\n".join(missing)

@@ -236,7 +236,10 @@ EXAMPLES: dict[str, list[Any]] = {
         {"evaluator_id": _EVALUATOR["id"], "rows": [{"correct_answer": "4", "outputs": "4"}]},
         {"evaluator_id": _EVALUATOR["id"], "rows": [{"q": "2+2", "correct_answer": "4"}], "target": _TARGET},
     ],
-    "JobProgress": [{"total": 2, "done": 1, "failed": 0}, {"total": 2, "done": 2, "failed": 0, "cached": 2}],
+    "JobProgress": [
+        {"total": 2, "done": 1, "failed": 0, "cached": 0},
+        {"total": 2, "done": 2, "failed": 0, "cached": 2},
+    ],
     "LockedPackage": [{"name": "six", "version": "1.16.0", "sha256": None}],
     "RuntimeLock": [
         {

@@ -151,7 +151,7 @@ class BuildOnce:
         # never hold the others' first ones longer than one build's own time limit
         self._slots = FairSlots(concurrency, per_workspace or concurrency)
 
-    def runtime_for(self, language: str, pins: dict[str, str]) -> str:
+    def runtime_for(self, language: str | languages.Language, pins: dict[str, str]) -> str:
         """The runtime id of ``pins`` (no build)."""
         raise NotImplementedError
 
@@ -238,7 +238,7 @@ class BuildOnce:
     def forget_marks(self, rid: str) -> None:
         """Remove a pruned runtime's marks (last use, build record, lease)."""
         self.forget(rid)
-        for name in (f"{rid}.used", f"{rid}.build.json", f"{rid}.build.log", f"{rid}.lease"):
+        for name in (f"{rid}.used", f"{rid}.build.json", f"{rid}.build.log", f"{rid}.lease", f"{rid}.adopted"):
             (self.root / name).unlink(missing_ok=True)
 
     def present(self, runtime: Runtime) -> bool:
@@ -356,8 +356,9 @@ class BuildOnce:
             return runtime, seconds
 
 
-def runtime_id(language: str, base_identity: str, pins: Mapping[str, str]) -> str:
-    """Content hash naming a runtime: (language family, base interpreter/image, pins)."""
-    family = languages.get(language).family.name
+def runtime_id(language: str | languages.Language, base_identity: str, pins: Mapping[str, str]) -> str:
+    """Content hash naming a runtime: (language family, base interpreter/image, pins); ``language`` a language's
+    or a family's name, or the registry's entry already resolved."""
+    family = (languages.family_of(language) if isinstance(language, str) else language.family).name
     blob = json.dumps([family, base_identity, sorted(pins.items())], separators=(",", ":"))
     return f"{family}-{hashlib.sha256(blob.encode()).hexdigest()[:20]}"

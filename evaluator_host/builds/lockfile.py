@@ -34,6 +34,7 @@ from cyclonedx.output.json import JsonV1Dot6
 from packageurl import PackageURL
 
 from evaluator_host.builds.models import LockedPackage, RuntimeLock, RuntimeView
+from evaluator_host.definitions import languages
 from evaluator_host.errors import BadRequest
 
 __all__ = [
@@ -50,16 +51,18 @@ __all__ = [
 _PIP = re.compile(r"^([A-Za-z0-9._-]+)==(\S+)")
 _SHA256 = re.compile(r"^sha256:([0-9a-f]{64})$")
 _NPM = re.compile(r"^(@?[^@\s]+)@(\S+)$")
+_LINES = {"requirements": _PIP, "package-lock": _NPM}  # a lock line, by the family's lock format
 
 
 def locked(view: RuntimeView) -> list[LockedPackage]:
     """Every package the build of ``view`` installed, with its version (and hash, when recorded)."""
     packages: list[LockedPackage] = []
+    family = languages.family_of(view.language)
     for line in view.lock:
-        match = _PIP.match(line.strip()) if view.language == "python" else _NPM.match(line.strip())
+        match = _LINES[family.lock_format].match(line.strip())
         if match:
             hashes = list(view.hashes.get(line, []))
-            first = _SHA256.match(hashes[0]) if hashes and view.language == "python" else None
+            first = _SHA256.match(hashes[0]) if hashes and family.lock_hash == "sha256" else None
             sha = first.group(1) if first else None
             packages.append(LockedPackage(name=match.group(1), version=match.group(2), sha256=sha, hashes=hashes))
     return sorted(packages, key=lambda p: p.name.lower())
@@ -120,7 +123,7 @@ def sbom_json(lock: RuntimeLock, built_at: datetime | None = None) -> str:
     """A CycloneDX 1.6 JSON SBOM: the runtime as the described component, each package a library with its
     purl (``pkg:pypi`` / ``pkg:npm``) and its hash when recorded (the wheel's SHA-256, the tarball's SHA-512);
     the same bytes for the same lock and ``built_at`` (the module's contract)."""
-    kind = "pypi" if lock.language == "python" else "npm"
+    kind = languages.family_of(lock.language).purl_type
     serial = uuid.uuid5(uuid.NAMESPACE_URL, "evaluator-host:runtime-lock:" + lock.model_dump_json())
     bom = Bom(serial_number=serial, metadata=BomMetaData(timestamp=built_at))
     bom.metadata.timestamp = built_at  # type: ignore[assignment]  # (its type says datetime; it writes None as absent, not "now")
@@ -150,20 +153,28 @@ def sbom_json(lock: RuntimeLock, built_at: datetime | None = None) -> str:
     return str(JsonV1Dot6(bom).output_as_string(indent=2))
 
 
-# format → (the family it is for, or None: any; media type; renderer of (lock, built_at))
-FORMATS: dict[str, tuple[str | None, str, Callable[[RuntimeLock, datetime | None], str]]] = {
-    "requirements": ("python", "text/plain; charset=utf-8", lambda lock, _: requirements_txt(lock)),
-    "package-lock": ("node", "application/json", lambda lock, _: package_lock_json(lock)),
-    "cyclonedx": (None, "application/vnd.cyclonedx+json; version=1.6", sbom_json),
+# format → (media type; renderer of (lock, built_at)); a family's own format is its ``lock_format`` (the registry's),
+# the others (the SBOM) are every family's
+FORMATS: dict[str, tuple[str, Callable[[RuntimeLock, datetime | None], str]]] = {
+    "requirements": ("text/plain; charset=utf-8", lambda lock, _: requirements_txt(lock)),
+    "package-lock": ("application/json", lambda lock, _: package_lock_json(lock)),
+    "cyclonedx": ("application/vnd.cyclonedx+json; version=1.6", sbom_json),
 }
+
+
+def _family_of_format(form: str) -> str | None:
+    """The family whose lock format ``form`` is, or None (a format of every family)."""
+    return next((f.name for f in languages.families() if f.lock_format == form), None)
 
 
 def render(lock: RuntimeLock, form: str, built_at: datetime | None = None) -> tuple[str, str]:
     """``lock`` as ``form`` (a key of :data:`FORMATS`): (media type, text); :class:`BadRequest` for the other
     family's format (``requirements`` of a Node runtime, ``package-lock`` of a Python one)."""
-    family, media, write = FORMATS[form]
-    if family is not None and family != lock.language:
-        fits = [name for name, (of, _, _) in FORMATS.items() if of in (None, lock.language)]
+    media, write = FORMATS[form]
+    family = _family_of_format(form)
+    mine = languages.family_of(lock.language).name
+    if family is not None and family != mine:
+        fits = [name for name in FORMATS if _family_of_format(name) in (None, mine)]
         raise BadRequest(
             f"format {form!r} is a {family} lock and runtime {lock.runtime_id!r} is a {lock.language} runtime: "
             f"ask for json, {' or '.join(fits)}"

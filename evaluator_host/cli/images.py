@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from evaluator_host.cli.inputs import UsageError, parse_json
+from evaluator_host.definitions import languages
 from evaluator_host.errors import EvaluatorHostError
 from evaluator_host.sandbox.docker.images import ImageInfo
 from evaluator_host.settings import Settings
@@ -38,7 +39,7 @@ def _when(stamp: float | None) -> str:
 def pin_text(language: str, name: str, version: str) -> str:
     """One pin as its installer writes it: ``name==1.2.3`` (pip), ``name@1.2.3`` (npm: JavaScript,
     TypeScript, their shared ``node`` family)."""
-    return f"{name}=={version}" if language == "python" else f"{name}@{version}"
+    return languages.family_of(language).pin_text(name, version)
 
 
 def pins_text(language: str, packages: dict[str, str]) -> str:

@@ -33,6 +33,7 @@ from evaluator_host.builds.build_once import BuildOnce
 from evaluator_host.builds.catalog import ready_view
 from evaluator_host.cli.images import _packages, _when, pins_text
 from evaluator_host.cli.inputs import UsageError
+from evaluator_host.definitions import languages
 from evaluator_host.errors import EvaluatorHostError
 from evaluator_host.sandbox.inventory import RuntimeInfo, prune
 from evaluator_host.settings import Settings
@@ -97,7 +98,7 @@ def _local_lock(settings: Settings, found: list[tuple[str, BuildOnce, RuntimeInf
     if len(match) != 1:
         raise UsageError(f"{len(match) or 'no'} runtimes match {wanted!r} (see `evaluator-host runtimes list`)")
     backend, info = match[0]
-    family = "python" if info.language == "python" else "node"
+    family = languages.family_of(info.language).name
     version = interpreters.discover(settings, backend).get(family, "unknown")
     base = _base_image_id(settings) if backend == "docker" else None
     view = ready_view(info)
@@ -118,6 +119,14 @@ def _base_image_id(settings: Settings) -> str | None:
         return str(Engine(settings).client().images.get(settings.base_image).id)
     except Exception:  # the lock is still worth writing without it, as the API's answer is
         return None
+
+
+def _one_backend_each(found: list[tuple[str, BuildOnce, RuntimeInfo]]) -> list[tuple[str, BuildOnce, RuntimeInfo]]:
+    """Each runtime once: a docker store folder (``docker_runtime_store``) is a folder of the process backend's
+    layout in the same data dir, so the process builder lists it too; it is the docker builder's (its workers bind
+    it, its prune removes it), and listed, matched and pruned as such only (CI 49: "2 runtimes match")."""
+    docker_folders = {info.location for name, _, info in found if name == "docker"}
+    return [(name, b, info) for name, b, info in found if name == "docker" or info.location not in docker_folders]
 
 
 _WHOLE_ID = re.compile(r"[a-z]+-[0-9a-f]{20}")  # builds/build_once.py's runtime_id: family, 20 hex digits
@@ -162,7 +171,9 @@ def run_runtimes(args: argparse.Namespace, settings: Settings | None = None) -> 
     settings = settings or Settings()
     console = Console()
     try:
-        found = [(name, b, info) for name, b in builders(settings, args.backend).items() for info in b.inventory()]
+        found = _one_backend_each(
+            [(name, b, info) for name, b in builders(settings, args.backend).items() for info in b.inventory()]
+        )
         if args.action == "prune":
             for name, builder in builders(settings, args.backend).items():
                 mine = [info for backend, _, info in found if backend == name]

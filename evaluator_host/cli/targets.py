@@ -138,7 +138,7 @@ class Local:
         return (await evaluators.update(_WS, found["id"], body)).model_dump(mode="json")
 
     async def upload(self, path: Path) -> dict[str, Any]:
-        from evaluator_host.jobs.uploads import to_model
+        from evaluator_host.jobs.datasets.uploads import to_model
 
         with path.open("rb") as fh:
             record = await self.services.datasets.upload_file(

@@ -133,8 +133,8 @@ class _Host:
     def _celery(self, host: Any, backend: str) -> int:
         from celery.exceptions import Reject
 
-        from evaluator_host.jobs.executor import DatabaseAway
         from evaluator_host.jobs.queue.broker import CHUNK_TASK, make_app
+        from evaluator_host.jobs.running.executor import DatabaseAway
 
         app = make_app(self.settings)
         loop = self.loop

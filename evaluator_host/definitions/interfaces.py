@@ -61,12 +61,12 @@ _CACHE_SIZE = 512
 _cache: LRU[tuple[str, str], Detected] = LRU(_CACHE_SIZE)  # one-off calls resend the same code
 
 
-def cached(language: str, code: str) -> Detected | None:
+def cached(language: str | languages.Language, code: str) -> Detected | None:
     """What :func:`detect` answered for this code before, if it is still remembered (no parse)."""
-    return _cache.get((language, code))
+    return _cache.get((language if isinstance(language, str) else language.name, code))
 
 
-def detect(language: str, code: str) -> Detected:
+def detect(language: str | languages.Language, code: str) -> Detected:
     """Detect the interface of ``code`` with its language's detector (the registry's);
     raise a :class:`DefinitionError` when not acceptable or the language is unknown.
 
@@ -75,8 +75,9 @@ def detect(language: str, code: str) -> Detected:
     """
     found = cached(language, code)
     if found is None:
-        found = languages.get(language).detect(code)
-        _cache.put((language, code), found)
+        lang = languages.resolve(language)
+        found = lang.detect(code)
+        _cache.put((lang.name, code), found)
     return found
 
 

@@ -23,10 +23,16 @@ more *languages* (``node`` serves JavaScript and TypeScript). The manifest says:
                 every sandbox under ``/sandbox/vendor/<name>`` (``vendor_dirs`` in its config);
 ``installer``   which installer builds its package sets (``pip`` | ``npm``,
                 :mod:`evaluator_host.builds.installers`); ``packages`` where packages
-                live in a runtime and the harness config key that points at them.
+                live in a runtime and the harness config key that points at them;
+``lock``        its runtimes' lock: the file format (``requirements`` | ``package-lock``), the
+                package-URL type of its packages (``pypi`` | ``npm``) and the hash its builds record
+                first (``sha256`` | ``sha512``), :mod:`evaluator_host.builds.lockfile`; a language may say
+                ``"type_checked": false`` (its types are removed, not checked: an inspection warns).
 
-Nothing outside this module compares language or family names (a test checks it): code
-asks the registry — ``get(name).family.channel_fds`` — instead of ``if language == ...``.
+Nothing outside this module compares language or family names (tests/unit/test_language_registry_only.py):
+code asks the registry — ``get(name).family.channel_fds``, ``family_of(runtime.language).lock_format`` —
+instead of ``if language == ...``; and a caller that needs several answers about one language resolves it
+once (:func:`resolve` carries the entry: the evaluation path's validation looks its language up once).
 """
 
 from __future__ import annotations
@@ -57,9 +63,11 @@ __all__ = [
     "by_suffix",
     "families",
     "family",
+    "family_of",
     "get",
     "names",
     "node_executable",
+    "resolve",
 ]
 
 DEFAULT = "python"  # where a command needs one language and none is given (`images build`)
@@ -127,6 +135,9 @@ class Family:
     image_packages_dir: str
     packages_key: str
     packages_as_list: bool
+    lock_format: str  # the format of its lock file (``requirements`` | ``package-lock``: builds/lockfile.py)
+    purl_type: str  # its packages' package-URL type in an SBOM (``pypi`` | ``npm``)
+    lock_hash: str  # the algorithm of the archive hash its builds record first (``sha256`` | ``sha512``)
     inspector: str | None = None
     policies: tuple[tuple[str, str | None], ...] = (("standard", None),)
     vendor: tuple[str, ...] = ()
@@ -225,6 +236,7 @@ class Language:
     migrator: str
     capability_scanner: str | None = None
     determinism_scanner: str | None = None  # clues a result may differ between runs (definitions/determinism.py)
+    type_checked: bool = True  # False: its types are stripped, never checked (TypeScript on Node's transform)
 
     def capabilities(self, code: str) -> dict[str, list[dict[str, Any]]]:
         """The static capability report of ``code`` (:mod:`evaluator_host.definitions.capabilities`)."""
@@ -273,6 +285,9 @@ def _load(folder: Path) -> tuple[Family, list[Language]]:
         image_packages_dir=m["packages"]["image_dir"],
         packages_key=m["packages"]["config_key"],
         packages_as_list=bool(m["packages"]["as_list"]),
+        lock_format=m["lock"]["format"],
+        purl_type=m["lock"]["purl_type"],
+        lock_hash=m["lock"]["hash"],
         inspector=m.get("inspector"),
         policies=tuple((m.get("policies") or {"standard": None}).items()),
         vendor=tuple(m.get("vendor", ())),
@@ -287,6 +302,7 @@ def _load(folder: Path) -> tuple[Family, list[Language]]:
             migrator=entry["migrator"],
             capability_scanner=entry.get("capabilities"),
             determinism_scanner=entry.get("determinism"),
+            type_checked=bool(entry.get("type_checked", True)),
         )
         for entry in m["languages"]
     ]
@@ -325,6 +341,19 @@ def get(name: str) -> Language:
 def family(name: str) -> Family:
     """The family called ``name`` (``KeyError`` when unknown: families are ours, never user input)."""
     return _registry()[0][name]
+
+
+def family_of(name: str) -> Family:
+    """The family of a language or of a family's own name, as runtimes record either (``typescript`` → node,
+    ``node`` → node); :class:`InterfaceError` when it is neither."""
+    fams, _ = _registry()
+    return fams[name] if name in fams else get(name).family
+
+
+def resolve(language: str | Language) -> Language:
+    """``language`` as the registry's entry: a name is looked up (:func:`get`), an entry already resolved is
+    carried as it is (the evaluation path resolves a definition's language once and hands the entry on)."""
+    return language if isinstance(language, Language) else get(language)
 
 
 def by_suffix(suffix: str) -> Language | None:

@@ -71,11 +71,14 @@ def _split_entry(family: languages.Family, entry: str) -> tuple[str, str]:
     return split
 
 
-def normalize_pins(language: str, packages: Mapping[str, str] | Sequence[str] | None) -> dict[str, str]:
-    """Validate ``packages`` and return ``{normalized_name: version}`` sorted by name."""
+def normalize_pins(
+    language: str | languages.Language, packages: Mapping[str, str] | Sequence[str] | None
+) -> dict[str, str]:
+    """Validate ``packages`` and return ``{normalized_name: version}`` sorted by name (``language``: a name or
+    the registry's entry)."""
     if not packages:
         return {}
-    family = languages.get(language).family
+    family = languages.resolve(language).family
     items: list[tuple[str, str, str]] = []
     if isinstance(packages, Mapping):
         for name, version in packages.items():

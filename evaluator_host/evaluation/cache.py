@@ -18,7 +18,7 @@ Contract:
   use) and it declares no ``network`` and no ``secrets``. Only rows whose status is ``ok``, ``error`` or
   ``invalid_result`` are stored (a timeout, a memory or output limit, a sandbox error depend on the
   machine, not the case). Model-target jobs are not cached (a generation is not a case known ahead).
-* **A job** (``jobs/lanes.py``): each chunk's keys are looked up in one query per 500 rows; the hits are
+* **A job** (``jobs/running/lanes.py``): each chunk's keys are looked up in one query per 500 rows; the hits are
   committed with the rest of the chunk (their stored text with ``"cached":true``, so the results read
   back say ``cached: true``; ``duration_ms`` is the first run's), counted in ``progress.cached``, and
   only the misses run; the misses' results are added to the cache once committed — when they were worth

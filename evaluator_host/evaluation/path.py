@@ -74,7 +74,7 @@ class Evaluation:
         self._inspecting = ThreadPoolExecutor(max_workers=2, thread_name_prefix="evh-inspect")
         self._digest_key = os.urandom(32)
 
-    async def detect(self, language: str, code: str) -> Detected:
+    async def detect(self, language: str | languages.Language, code: str) -> Detected:
         """The code's interface: remembered, or found off the event loop on the inspection threads
         (a parse, or the JS/TS inspector), so a slow one never stalls other requests."""
         found = cached(language, code)
@@ -96,10 +96,11 @@ class Evaluation:
         """Check size, interface and pins; raise ``DefinitionError`` (HTTP 422) otherwise. ``secrets`` and
         ``network`` are taken as given (the workspace checks them: :mod:`evaluator_host.evaluation.evaluators`)."""
         check_code_size(code, self.settings)
-        detected = await self.detect(language, code)
-        pins = normalize_pins(language, packages)
+        lang = languages.get(language)  # looked up once: detection, pins, policy, capabilities and the id carry it
+        detected = await self.detect(lang, code)
+        pins = normalize_pins(lang, packages)
         settings = settings or EvaluatorSettings()
-        policy = await self.check_policy(language, code, settings.policy)
+        policy = await self.check_policy(lang, code, settings.policy)
         if network and self.pool.backend.egress is None:
             raise EgressError(
                 f"this service's {self.pool.backend.name} sandbox cannot give evaluators network access "
@@ -111,41 +112,41 @@ class Evaluation:
             detected,
             pins=pins,
             settings=settings,
-            runtime_id=self.builder.runtime_for(language, pins),
+            runtime_id=self.builder.runtime_for(lang, pins),
             policy=policy,
-            capabilities=await self.capabilities(language, code),
+            capabilities=await self.capabilities(lang, code),
             secrets=secrets,
             network=network,
         )
 
-    async def capabilities(self, language: str, code: str) -> dict[str, list[dict[str, Any]]]:
+    async def capabilities(self, language: str | languages.Language, code: str) -> dict[str, list[dict[str, Any]]]:
         """The capability report of ``code``: remembered (one-off calls resend the same code), or
         scanned on the inspection threads."""
-        key = (language, code)
+        key = (language if isinstance(language, str) else language.name, code)
         found = self._scanned.get(key)
         if found is None:
             loop = asyncio.get_running_loop()
-            found = await loop.run_in_executor(self._inspecting, languages.get(language).capabilities, code)
+            found = await loop.run_in_executor(self._inspecting, languages.resolve(language).capabilities, code)
             self._scanned.put(key, found)
         return found
 
-    def effective_policy(self, language: str, requested: str) -> str:
+    def effective_policy(self, language: str | languages.Language, requested: str) -> str:
         """The policy code of ``language`` runs under: ``requested``, raised to the service's
         :attr:`default_policy` when the language's family offers it."""
-        family = languages.get(language).family
+        family = languages.resolve(language).family
         if requested == "standard" and self.default_policy in family.policy_names:
             return self.default_policy
         return requested
 
-    async def check_policy(self, language: str, code: str, requested: str) -> str:
+    async def check_policy(self, language: str | languages.Language, code: str, requested: str) -> str:
         """The effective policy (:meth:`effective_policy`), after checking ``code`` under it
         (``PolicyError`` with line and column when refused; on the inspection threads)."""
-        policy = self.effective_policy(language, requested)
-        if (policy != "standard" or requested != "standard") and (language, policy, code) not in self._allowed:
-            family = languages.get(language).family
+        lang = languages.resolve(language)
+        policy = self.effective_policy(lang, requested)
+        if (policy != "standard" or requested != "standard") and (lang.name, policy, code) not in self._allowed:
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._inspecting, family.check_policy, policy, code)
-            self._allowed.put((language, policy, code), True)
+            await loop.run_in_executor(self._inspecting, lang.family.check_policy, policy, code)
+            self._allowed.put((lang.name, policy, code), True)
         return policy
 
     async def ensure_runtime(self, prepared: Prepared, workspace: str | None = None) -> Runtime:

@@ -129,9 +129,7 @@ class JobProgress(BaseModel):
     total: int
     done: int
     failed: int
-    cached: int = Field(
-        0, exclude_if=lambda n: n == 0, description="Rows of done answered from the result cache (absent: none)."
-    )
+    cached: int = Field(0, description="Rows of done answered from the result cache (0: none).")
 
 
 class Job(BaseModel):

@@ -1,7 +1,7 @@
 """A row's result as a job stores it: the shared fields left out, a bare row short, a long one cut.
 
-Both sides of a job's results use it: the writers (``jobs/rows.py``, the executor's commits) make the
-stored form, the reader (``jobs/exports.py``) puts the full form back. It imports neither of them, so
+Both sides of a job's results use it: the writers (``jobs/running/rows.py``, the executor's commits) make the
+stored form, the reader (``jobs/results/exports.py``) puts the full form back. It imports neither of them, so
 the write side never imports the read side.
 """
 

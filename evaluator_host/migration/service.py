@@ -12,7 +12,7 @@ evaluation: inline ``cases`` obey the case-count limit of a call, each row runs 
 the workspace's ``max_evaluations_per_s`` two evaluations per row before anything runs (429 as for
 ``/evaluate``), and a dataset's sample is read only up to ``max_body_bytes`` of rows, the bound a body
 of inline ``cases`` has already (over it: 422 ``LimitError`` naming the row, before the rows are parsed):
-:func:`evaluator_host.jobs.samples.sample_cases`, shared with ``POST /v1/evaluators/{id}/compare``.
+:func:`evaluator_host.jobs.datasets.samples.sample_cases`, shared with ``POST /v1/evaluators/{id}/compare``.
 The new revision keeps the current one's fixtures (they run on the migrated code as it is saved).
 """
 
@@ -25,8 +25,8 @@ from evaluator_host.errors import MigrationMismatch
 from evaluator_host.evaluation.limits import check_code_size
 from evaluator_host.evaluation.models import Case, EvaluatorCreate
 from evaluator_host.evaluation.usecases import Components, Definition
-from evaluator_host.jobs.samples import sample_cases
-from evaluator_host.jobs.uploads import DatasetCatalog
+from evaluator_host.jobs.datasets.samples import sample_cases
+from evaluator_host.jobs.datasets.uploads import DatasetCatalog
 from evaluator_host.migration.codemod import Migration, migrate
 from evaluator_host.migration.compare import StoredRevision, differential
 from evaluator_host.migration.models import (

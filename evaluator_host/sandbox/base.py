@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 if TYPE_CHECKING:
+    from evaluator_host.definitions.languages import Language
     from evaluator_host.sandbox.egress.proxy import EgressGate, EgressProxy
 
 __all__ = [
@@ -76,8 +77,8 @@ class Builder(Protocol):
 
     builds: int
 
-    def runtime_for(self, language: str, pins: dict[str, str]) -> str:
-        """The runtime id of ``pins`` (no build)."""
+    def runtime_for(self, language: str | Language, pins: dict[str, str]) -> str:
+        """The runtime id of ``pins`` (``language``: a name or the registry's entry; no build)."""
 
     async def ensure(self, language: str, pins: dict[str, str], workspace: str | None = None) -> Runtime:
         """The runtime of ``pins``, built on first use; ``BuildError`` when the install fails. A build
@@ -159,7 +160,7 @@ class PlainOutcome(RawOutcome):
     """An ``ok`` outcome a ``results`` frame answered (nothing printed): made by :func:`plain_outcomes`
     with only ``value`` and ``duration_ms`` set on the instance; every other field reads its class
     default (``stderr`` and ``egress`` may be set afterwards, like any outcome's). ``duration_ms`` is
-    a finite float. Jobs store these rows on a fast path (``jobs/rows.py``)."""
+    a finite float. Jobs store these rows on a fast path (``jobs/running/rows.py``)."""
 
     status = "ok"
     egress = cast("list[dict[str, Any]]", ())  # read-only here; an instance's own list replaces it

@@ -30,7 +30,7 @@ def aware(value: datetime | None) -> datetime | None:
 
 @dataclass(frozen=True)
 class DatasetRecord:
-    """A dataset's metadata (its rows are files, see ``jobs.datasets``)."""
+    """A dataset's metadata (its rows are files, see ``jobs.datasets.files``)."""
 
     id: str
     name: str

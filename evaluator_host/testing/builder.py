@@ -10,6 +10,7 @@ import hashlib
 import json
 from collections.abc import Callable
 
+from evaluator_host.definitions.languages import Language
 from evaluator_host.errors import BuildError
 from evaluator_host.sandbox.base import Runtime
 
@@ -34,9 +35,10 @@ class FakeBuilder:
         self._built: dict[str, Runtime] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
-    def runtime_for(self, language: str, pins: dict[str, str]) -> str:
+    def runtime_for(self, language: str | Language, pins: dict[str, str]) -> str:
         """The runtime id of ``pins`` (no build)."""
-        blob = json.dumps([language, sorted(pins.items())], separators=(",", ":"))
+        name = language if isinstance(language, str) else language.name
+        blob = json.dumps([name, sorted(pins.items())], separators=(",", ":"))
         return f"fake-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
     async def ensure(self, language: str, pins: dict[str, str], workspace: str | None = None) -> Runtime:

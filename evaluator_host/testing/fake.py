@@ -54,7 +54,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from evaluator_host.errors import SandboxError
-from evaluator_host.jobs.mapping import picked_cases
+from evaluator_host.jobs.datasets.mapping import picked_cases
 from evaluator_host.sandbox.base import ExitInfo, RawOutput, RuntimeKey, error_info
 from evaluator_host.sandbox.egress.proxy import EgressGate, EgressProxy
 from evaluator_host.sandbox.protocol import encode_frame, read_frame

@@ -1,5 +1,5 @@
 // The row → case rule of job rows (a run frame's "rows" + "pick"), written once for Node; the Python
-// one is runtimes/python/evaluator_harness/rows.py (the host's jobs/mapping.py loads that same file),
+// one is runtimes/python/evaluator_harness/rows.py (the host's jobs/datasets/mapping.py loads that same file),
 // and tests/protocol/rows.json holds the vectors both answer alike.
 //
 // A case is {inputs, outputs, trace, app_params}: inputs is the row; outputs the named column, or by

@@ -109,7 +109,7 @@ def test_inline_rows_mapping_and_aggregate(client: TestClient) -> None:
     assert job["status"] in ("queued", "running", "succeeded") and job["progress"]["total"] == 5
     job = wait(client, job["id"])
     assert job["status"] == "succeeded", job
-    assert job["progress"] == {"total": 5, "done": 5, "failed": 0}
+    assert job["progress"] == {"total": 5, "done": 5, "failed": 0, "cached": 0}
     assert job["revision"] == 1 and job["runtime_id"] == ev["runtime_id"]
     agg = job["aggregate"]
     scores = [float(a == "x") for a in answers]
@@ -134,7 +134,7 @@ def test_named_outputs_aggregate_as_rates_and_stats(client: TestClient) -> None:
     ev = create_evaluator(client, code)
     rows = [{"i": i, "expected": "ab", "output": "ab" if i % 2 else "abc"} for i in range(6)]
     job = wait(client, start(client, ev["id"], rows=rows)["id"])  # default mapping: the `output` column
-    assert job["status"] == "succeeded" and job["progress"] == {"total": 6, "done": 6, "failed": 1}
+    assert job["status"] == "succeeded" and job["progress"] == {"total": 6, "done": 6, "failed": 1, "cached": 0}
     agg = job["aggregate"]
     assert agg["errors"] == 1 and agg["score"] is None and agg["pass_rate"] is None
     exact = [float(i % 2 == 1) for i in range(6) if i != 3]
@@ -147,7 +147,7 @@ def test_named_outputs_aggregate_as_rates_and_stats(client: TestClient) -> None:
 def test_all_rows_failing_still_succeeds_and_empty_datasets_finish(client: TestClient) -> None:
     ev = create_evaluator(client, "def evaluate(inputs, outputs, trace):\n    raise RuntimeError('never')\n")
     job = wait(client, start(client, ev["id"], rows=[{"outputs": i} for i in range(7)])["id"])
-    assert job["status"] == "succeeded" and job["progress"] == {"total": 7, "done": 7, "failed": 7}
+    assert job["status"] == "succeeded" and job["progress"] == {"total": 7, "done": 7, "failed": 7, "cached": 0}
     agg = job["aggregate"]
     assert agg["count"] == 7 and agg["errors"] == 7
     assert agg["score"] == {"mean": None, "std": None, "min": None, "max": None, "count": 0, "nan_count": 7}
@@ -302,7 +302,7 @@ def test_failing_rows_are_isolated(client: TestClient) -> None:
         kinds[index] = kind
     job = wait(client, start(client, ev["id"], rows=[{"kind": k} for k in kinds])["id"])
     assert job["status"] == "succeeded", job
-    assert job["progress"] == {"total": 40, "done": 40, "failed": 5}
+    assert job["progress"] == {"total": 40, "done": 40, "failed": 5, "cached": 0}
     results = ndjson(client, job["id"])
     statuses = {r["index"]: r["result"]["status"] for r in results}
     assert statuses[5] == "error" and statuses[12] == "timeout" and statuses[20] == "error"
@@ -421,7 +421,7 @@ def test_hundred_thousand_rows(client: TestClient) -> None:
         client, start(client, ev["id"], dataset_id=ds["id"], field_mapping={"outputs": "model_expression"})["id"], 600
     )
     assert job["status"] == "succeeded", job
-    assert job["progress"] == {"total": 100_000, "done": 100_000, "failed": 0}
+    assert job["progress"] == {"total": 100_000, "done": 100_000, "failed": 0, "cached": 0}
     assert job["aggregate"]["score"]["mean"] == 0.75 and job["aggregate"]["count"] == 100_000
     assert job["rows_per_s"] and job["rows_per_s"] > 0 and not math.isnan(job["rows_per_s"])
     response = client.get(f"/v1/jobs/{job['id']}/results", params={"format": "ndjson"})

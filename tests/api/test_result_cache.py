@@ -107,20 +107,37 @@ def test_a_new_revision_is_a_new_key(client: TestClient) -> None:
 
 
 def test_the_cache_of_a_workspace_stays_within_its_bound(tmp_path: Path) -> None:
+    """Past its bound a workspace's cache forgets the least recently used entries first, so what a re-run finds
+    follows from the policy: one lane of 50-row chunks adds the rows in input order, the newest ones are what the
+    bound keeps (every row of the last 100 is a hit) and the oldest are gone (none of the first 100 is: the job
+    answers ``cached: 0``, not a missing count)."""
     bound = 40_000
-    settings = make_settings(tmp_path, backend="process", result_cache_max_bytes=bound)
+    settings = make_settings(tmp_path, backend="process", result_cache_max_bytes=bound, job_chunk_rows=50)
+    rows = _rows(2_000)  # ~100 bytes a row: ~200 kB to cache, about 400 rows kept
+
+    def run(client: TestClient, evaluator: str, part: list[Json]) -> tuple[Json, list[Json]]:
+        dataset = upload(client, jsonl(part))["id"]
+        job = wait(client, start(client, evaluator, dataset_id=dataset, parallelism=1)["id"])
+        assert job["status"] == "succeeded", job
+        return job, ndjson(client, job["id"])
+
     with TestClient(create_app(settings)) as client:
         evaluator = create_evaluator(client, DETERMINISTIC.format(tag="bound"))["id"]
-        dataset = upload(client, jsonl(_rows(2_000)))["id"]  # ~100 bytes a row: ~200 kB to cache
-        _run(client, evaluator, dataset)
+        first, first_items = run(client, evaluator, rows)
+        assert first["progress"]["cached"] == 0
         store = ResultCacheStore(make_engine(settings.resolved_database_url))
         used = store.usage("ws_default")
         with store.engine.connect() as conn:
             stored = conn.execute(select(func.count(), func.sum(CACHE.c.bytes))).one()
         assert 0 < used.bytes <= bound and (used.entries, used.bytes) == (stored[0], stored[1])
-        again, items = _run(client, evaluator, dataset)  # the rows evicted run again, the rest are hits
-        assert 0 < again["progress"]["cached"] < 2_000
-        assert _answers(items) == _answers(_run(client, evaluator, dataset)[1])
+        assert 100 <= used.entries < 2_000  # the premise: the last 100 rows fit, the whole set does not
+
+        newest, items = run(client, evaluator, rows[-100:])
+        assert newest["progress"]["cached"] == 100 and all(i["result"].get("cached") for i in items)
+        assert [a[1:] for a in _answers(items)] == [a[1:] for a in _answers(first_items)[-100:]]
+        oldest, items = run(client, evaluator, rows[:100])
+        assert oldest["progress"]["cached"] == 0 and not any(i["result"].get("cached") for i in items)
+        assert [a[1:] for a in _answers(items)] == [a[1:] for a in _answers(first_items)[:100]]
         assert store.usage("ws_default").bytes <= bound
         assert_healthy(client)
 

@@ -106,7 +106,7 @@ def test_a_job_whose_commits_meet_a_full_disk_waits_then_finishes_every_row_once
     wait_until(
         lambda: service.get(f"/v1/jobs/{job['id']}").json()["progress"]["done"] > 0, 120, what="the job to commit rows"
     )
-    with caplog.at_level(logging.WARNING, logger="evaluator_host.jobs.executor"):
+    with caplog.at_level(logging.WARNING, logger="evaluator_host.jobs.running.executor"):
         small_disk.fill()
         wait_until(lambda: "waits for disk space" in caplog.text, 60, what="a commit to meet the full disk")
         during = service.get(f"/v1/jobs/{job['id']}").json()
@@ -119,7 +119,7 @@ def test_a_job_whose_commits_meet_a_full_disk_waits_then_finishes_every_row_once
         what="the job to finish",
     )
     assert finished["status"] == "succeeded", finished
-    assert finished["progress"] == {"total": total, "done": total, "failed": 0}
+    assert finished["progress"] == {"total": total, "done": total, "failed": 0, "cached": 0}
     with sqlite3.connect(small_disk.root / "data" / "evaluator-host.db") as db:
         stored = [i for (i,) in db.execute("SELECT idx FROM job_results WHERE job_id = ? ORDER BY idx", (job["id"],))]
     assert stored == list(range(total))  # every row exactly once

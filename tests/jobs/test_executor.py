@@ -16,7 +16,7 @@ from sqlalchemy.exc import OperationalError
 
 from evaluator_host.errors import BackendUnavailable, SandboxError, StorageFull
 from evaluator_host.evaluation.path import Bound
-from evaluator_host.jobs.executor import ChunkExecutor, DatabaseAway, database_backoff, retry_backoff
+from evaluator_host.jobs.running.executor import ChunkExecutor, DatabaseAway, database_backoff, retry_backoff
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.sandbox.base import RawOutcome
 from evaluator_host.sandbox.protocol import JobCases

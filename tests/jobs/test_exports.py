@@ -1,4 +1,4 @@
-"""evaluator_host.jobs.exports.ResultReader: a job's stored results as JSON pages, NDJSON and CSV.
+"""evaluator_host.jobs.results.exports.ResultReader: a job's stored results as JSON pages, NDJSON and CSV.
 
 Built on the real pieces in ``tmp_path``: a dataset written by ``DatasetFiles``, an
 evaluator revision in ``EvaluatorStore``, a job and its rows committed out of order with
@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 
 from evaluator_host.evaluation.models import ErrorInfo, EvaluationResult
-from evaluator_host.jobs import exports
-from evaluator_host.jobs.datasets import DatasetFiles, Limits
-from evaluator_host.jobs.exports import CSV_RESULT_COLUMNS, ResultReader
+from evaluator_host.jobs.datasets.files import DatasetFiles, Limits
 from evaluator_host.jobs.models import JobResult
+from evaluator_host.jobs.results import exports
+from evaluator_host.jobs.results.exports import CSV_RESULT_COLUMNS, ResultReader
 from evaluator_host.jobs.stored_form import stored_form
 from evaluator_host.store import EvaluatorStore, RevisionRecord
 from evaluator_host.store.db import DEFAULT_WORKSPACE, make_engine, utcnow

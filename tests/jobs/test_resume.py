@@ -83,7 +83,7 @@ def test_restart_resumes_every_row_exactly_once(
     with serving(data_dir, backend, database_url=given) as (client, _proc):
         resumed = wait_until(lambda: (j := _job(client, job["id"]))["status"] not in ("queued", "running") and j, 180)
         assert resumed["status"] == "succeeded", resumed
-        assert resumed["progress"] == {"total": ROWS, "done": ROWS, "failed": 0}
+        assert resumed["progress"] == {"total": ROWS, "done": ROWS, "failed": 0, "cached": 0}
         aggregate = resumed["aggregate"]
         assert aggregate["count"] == ROWS and aggregate["errors"] == 0 and aggregate["score"]["mean"] == 0.5
         response = client.get(f"/v1/jobs/{job['id']}/results", params={"format": "ndjson"})

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from evaluator_host.api.app import create_app
 from evaluator_host.evaluation.models import EvaluatorCreate
 from evaluator_host.jobs.models import JobCreate
-from evaluator_host.jobs.retention import Retention
+from evaluator_host.jobs.results.retention import Retention
 from evaluator_host.store.workspaces import WorkspaceStore
 from tests.support.aio import aio
 from tests.support.runner import CODE, WS, parity, wired

@@ -11,7 +11,7 @@ import pytest
 from evaluator_host.evaluation.aggregate import Accumulator
 from evaluator_host.evaluation.models import EvaluatorSettings
 from evaluator_host.evaluation.path import Prepared, to_result
-from evaluator_host.jobs.rows import StoredRow, stored_chunk, stored_row, stored_rows
+from evaluator_host.jobs.running.rows import StoredRow, stored_chunk, stored_row, stored_rows
 from evaluator_host.jobs.stored_form import SHARED_FIELDS, full_form, stored_form
 from evaluator_host.sandbox import fastjson
 from evaluator_host.sandbox.base import PlainOutcome, RawOutcome, plain_outcomes

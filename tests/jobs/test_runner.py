@@ -31,7 +31,7 @@ async def test_a_job_runs_every_row_exactly_once_and_its_counters_are_its_stored
         job_id = await w.job(await w.evaluator(), 100, parallelism=3)
         job = await w.finished(job_id)
         assert job.status == "succeeded", job
-        assert job.progress.model_dump() == {"total": 100, "done": 100, "failed": 0}
+        assert job.progress.model_dump() == {"total": 100, "done": 100, "failed": 0, "cached": 0}
         stored = await w.stored(job_id)
         assert sorted(stored) == list(range(100))
         assert all(stored[i]["score"] == float(i % 2) for i in range(100))
@@ -55,7 +55,7 @@ async def test_rows_that_fail_are_results_and_the_job_goes_on(tmp_path: Path) ->
         job_id = await w.job(await w.evaluator(timeout_s=0.1), 16)
         job = await w.finished(job_id)
         assert job.status == "succeeded", job
-        assert job.progress.model_dump() == {"total": 16, "done": 16, "failed": 5}
+        assert job.progress.model_dump() == {"total": 16, "done": 16, "failed": 5, "cached": 0}
         stored = await w.stored(job_id)
         assert {i: r["status"] for i, r in stored.items() if r["status"] != "ok"} == {
             3: "timeout",
@@ -120,7 +120,7 @@ async def test_cancel_mid_job_keeps_the_committed_rows(tmp_path: Path, database_
         await reached.wait()  # rows 0-7 are committed, the chunk of rows 8-11 is running
         job = await w.runner.cancel(WS, job_id)
         assert job.status == "cancelled"
-        assert job.progress.model_dump() == {"total": 20, "done": 8, "failed": 0}
+        assert job.progress.model_dump() == {"total": 20, "done": 8, "failed": 0, "cached": 0}
         assert sorted(await w.stored(job_id)) == list(range(8))
         hung = w.worker_of(10)
         assert hung.killed  # the running chunk was interrupted
@@ -147,7 +147,7 @@ async def test_a_stopped_job_resumes_with_only_the_rows_without_a_result(tmp_pat
     async with wired(tmp_path, later, engine=engine, job_chunk_rows=4) as second:
         job = await second.finished(job_id)
         assert job.status == "succeeded", job
-        assert job.progress.model_dump() == {"total": 20, "done": 20, "failed": 0}
+        assert job.progress.model_dump() == {"total": 20, "done": 20, "failed": 0, "cached": 0}
         assert second.handled() == list(range(8, 20))  # only the rows without a result ran again
         after = await second.stored(job_id)
         assert sorted(after) == list(range(20))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evaluator_host.jobs.progress import ASYNC_ROUNDS, FIRST_CHUNK, Sizer
+from evaluator_host.jobs.running.progress import ASYNC_ROUNDS, FIRST_CHUNK, Sizer
 
 
 def test_a_first_chunk_slowed_by_start_up_does_not_keep_the_next_ones_small() -> None:
@@ -26,7 +26,7 @@ def test_slower_rows_shrink_chunks_smoothly_and_never_below_one_row() -> None:
 
 
 def test_an_async_evaluators_chunks_keep_its_in_flight_rows_busy() -> None:
-    sizer = Sizer(0.25, 4096, min_rows=4 * 64)  # jobs/lanes.py: ASYNC_ROUNDS × in_flight
+    sizer = Sizer(0.25, 4096, min_rows=4 * 64)  # jobs/running/lanes.py: ASYNC_ROUNDS × in_flight
     assert sizer.size() == 256  # not FIRST_CHUNK: 32 rows would leave 32 of its 64 slots idle
     sizer.observe(256, 0.8)  # four rounds of 200 ms judge calls: 3 ms a row
     assert sizer.size() == 256  # 0.25 s / 3 ms = 80 rows: raised to the floor

@@ -149,7 +149,12 @@ def _through_the_installed_client(venv_bin: Path, base: str, tmp_path: Path) -> 
     assert out.returncode == 0, out.stderr
     found = json.loads(out.stdout)
     assert found["scores"] == {"python": 1.0, "javascript": 1.0, "typescript": 1.0}, found
-    assert found["status"] == "succeeded" and found["progress"] == {"total": 10, "done": 10, "failed": 0}, found
+    assert found["status"] == "succeeded" and found["progress"] == {
+        "total": 10,
+        "done": 10,
+        "failed": 0,
+        "cached": 0,
+    }, found
     assert found["mean"] == 0.5 and found["results"] == [0.0, 1.0] * 5, found
     assert found["seen"] and str(REPO) not in found["module"], found  # the callback ran; the wheel's copy
 

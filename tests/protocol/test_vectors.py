@@ -35,7 +35,7 @@ import pytest
 
 from evaluator_host.definitions.languages import RUNTIMES_DIR, node_executable
 from evaluator_host.errors import FieldMappingError
-from evaluator_host.jobs.mapping import RowMapper, picked_cases, rows_rule
+from evaluator_host.jobs.datasets.mapping import RowMapper, picked_cases, rows_rule
 from evaluator_host.jobs.models import FieldMapping
 from evaluator_host.sandbox.base import RuntimeKey
 from evaluator_host.sandbox.protocol import SYNC_PREFIX, RawSync, encode_frame, read_frame

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from evaluator_host.definitions.languages import node_executable
-from evaluator_host.jobs.mapping import RowMapper
+from evaluator_host.jobs.datasets.mapping import RowMapper
 from evaluator_host.jobs.models import FieldMapping
 
 ROOT = Path(__file__).resolve().parents[2] / "runtimes"

@@ -24,9 +24,10 @@ from evaluator_host.api import create_app
 from evaluator_host.errors import BuildError
 from evaluator_host.sandbox.base import RuntimeKey
 from evaluator_host.sandbox.docker import janitor
-from evaluator_host.sandbox.docker.backend import DockerBackend, DockerWorker
+from evaluator_host.sandbox.docker.backend import DockerBackend
 from evaluator_host.sandbox.docker.engine import MANAGED, OWNER, Engine
 from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
+from evaluator_host.sandbox.docker.worker import DockerWorker
 from tests.support.backends import SESSION_ID, SESSION_LABEL, docker_only, managed_containers
 from tests.support.service import assert_healthy, evaluate, make_settings, serving
 from tests.support.wait import wait_until

@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from evaluator_host.sandbox.docker.images import is_folder
+from evaluator_host.sandbox.docker.store_binds import is_folder
 from tests.support import REPO
 from tests.support.backends import docker_only
 from tests.support.service import assert_healthy, evaluate, make_settings

@@ -316,7 +316,7 @@ def queued(store: JobStore) -> str:
 
 
 def shared_rows(indices: range | list[int]) -> list[tuple[int, str, str, Any]]:
-    from evaluator_host.jobs.rows import StoredRow
+    from evaluator_host.jobs.running.rows import StoredRow
 
     made = []
     for idx in indices:

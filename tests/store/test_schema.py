@@ -132,7 +132,7 @@ def test_a_service_started_on_a_pre_alembic_data_dir_serves_what_it_held(tmp_pat
         listed = client.get("/v1/evaluators").json()["data"]
         assert [(e["id"], e["revision"]) for e in listed] == [(LEGACY["evaluator"], 2)]
         job = client.get(f"/v1/jobs/{LEGACY['job']}").json()
-        assert job["status"] == "succeeded" and job["progress"] == {"total": 50, "done": 50, "failed": 0}
+        assert job["status"] == "succeeded" and job["progress"] == {"total": 50, "done": 50, "failed": 0, "cached": 0}
         results = client.get(f"/v1/jobs/{LEGACY['job']}/results", params={"limit": 100}).json()
         assert [r["index"] for r in results["data"]] == list(range(50))
         assert all(r["result"]["evaluator_id"] == LEGACY["evaluator"] for r in results["data"])

@@ -36,7 +36,7 @@ def _local(store: JobStore, job_id: str, start: int, n: int, done: int) -> None:
 
 
 def _shared(store: JobStore, job_id: str, start: int, n: int) -> None:
-    from evaluator_host.jobs.rows import StoredRow
+    from evaluator_host.jobs.running.rows import StoredRow
 
     rows = [(idx, "ok", BLOB, StoredRow("ok", "", 1.0)) for idx in range(start, start + n)]
     store.commit_shared(job_id, QUEUE_OWNER, rows, revision=1, runtime_id="python-1", worker="host-a")

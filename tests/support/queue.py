@@ -145,7 +145,7 @@ def assert_complete(grid: Grid, job_id: str, n: int) -> dict[str, Any]:
     """The job succeeded with every row stored once, counters equal to the rows, the right aggregate."""
     job = grid.finished(job_id)
     assert job["status"] == "succeeded", job
-    assert job["progress"] == {"total": n, "done": n, "failed": 0}
+    assert job["progress"] == {"total": n, "done": n, "failed": 0, "cached": 0}
     assert grid.stored(job_id) == (n, n, n, 0)
     aggregate = job["aggregate"]
     assert aggregate["count"] == n and aggregate["errors"] == 0

@@ -16,10 +16,10 @@ from sqlalchemy import Engine
 from evaluator_host.evaluation.evaluators import Evaluators
 from evaluator_host.evaluation.models import EvaluatorCreate
 from evaluator_host.evaluation.path import Evaluation
-from evaluator_host.jobs.executor import ChunkExecutor
+from evaluator_host.jobs.datasets.uploads import DatasetCatalog
 from evaluator_host.jobs.models import Job, JobCreate
-from evaluator_host.jobs.runner import JobRunner
-from evaluator_host.jobs.uploads import DatasetCatalog
+from evaluator_host.jobs.running.executor import ChunkExecutor
+from evaluator_host.jobs.running.runner import JobRunner
 from evaluator_host.sandbox.pool.workers import WorkerPool
 from evaluator_host.services import service_id
 from evaluator_host.settings import Settings

@@ -81,7 +81,7 @@ def test_rows_are_generated_then_scored(client: TestClient, llm: LLMServer) -> N
     assert created.status_code == 202, created.text
     assert created.json()["target"]["concurrency"] == 8  # bounded by the workspace's cap
     job = _finished(client, created.json()["id"])
-    assert job["status"] == "succeeded" and job["progress"] == {"total": 40, "done": 40, "failed": 0}
+    assert job["status"] == "succeeded" and job["progress"] == {"total": 40, "done": 40, "failed": 0, "cached": 0}
     assert job["aggregate"]["score"]["mean"] == 1.0
     usage = job["usage"]
     assert usage["calls"] == 40 and usage["rows"] == 40 and usage["total_tokens"] > 0
@@ -311,7 +311,8 @@ async def evaluate(inputs, outputs, trace):
 
 def test_an_async_evaluators_chunks_keep_its_rows_in_flight(client: TestClient, llm: LLMServer) -> None:
     # rows of 0.3 s, 8 in flight: the time-based sizer alone (job_chunk_s 0.25) would hand its worker
-    # chunks of 6 rows at most after the first; the floor of jobs/lanes.py (ASYNC_ROUNDS × in_flight) holds here too
+    # chunks of 6 rows at most after the first; the floor of jobs/running/lanes.py (ASYNC_ROUNDS × in_flight)
+    # holds here too
     body = {"name": "awaiting", "language": "python", "code": AWAITING, "settings": {"max_in_flight": 8}}
     created = client.post("/v1/evaluators", json=body)
     assert created.status_code == 201, created.text

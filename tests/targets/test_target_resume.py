@@ -60,7 +60,10 @@ def test_a_killed_job_resumes_without_calling_the_model_twice_for_a_row(tmp_path
             wait_until(lambda: _job(client, job["id"])["status"] == "succeeded", 120, 0.05, what="the resumed job")
             done = _job(client, job["id"])
             page = client.get(f"/v1/jobs/{job['id']}/results", params={"limit": 1000}).json()["data"]
-    assert done["progress"] == {"total": ROWS, "done": ROWS, "failed": 0} and done["aggregate"]["pass_rate"] == 1.0
+    assert (
+        done["progress"] == {"total": ROWS, "done": ROWS, "failed": 0, "cached": 0}
+        and done["aggregate"]["pass_rate"] == 1.0
+    )
     assert done["usage"]["rows"] == ROWS
     assert [item["index"] for item in page] == list(range(ROWS))
     assert all(item["generation"]["text"] == f"A: {prompts[item['index']]}" for item in page)

@@ -1,4 +1,4 @@
-"""evaluator_host.jobs.datasets and catalog.format_of: uploads parsed into JSON lines plus a row index.
+"""evaluator_host.jobs.datasets.files and catalog.format_of: uploads parsed into JSON lines plus a row index.
 
 Covers the three upload formats (JSONL, CSV, JSON array, including a JSON array read across
 the 64 KiB chunk boundary and through short reads), ``Limits``, the column union, reading back
@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from evaluator_host.errors import DatasetError
-from evaluator_host.jobs.datasets import BLOCK, DatasetFiles, DatasetInfo, Format, Limits, sniff_format
-from evaluator_host.jobs.uploads import format_of
+from evaluator_host.jobs.datasets.files import BLOCK, DatasetFiles, DatasetInfo, Format, Limits, sniff_format
+from evaluator_host.jobs.datasets.uploads import format_of
 
 LIMITS = Limits(max_rows=1_000_000, max_row_bytes=1 << 20)
 CHUNK = 1 << 16  # the JSON array reader's first read size

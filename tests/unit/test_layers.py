@@ -46,11 +46,13 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "online": (*TOP, E + "migration", E + "jobs", E + "testing"),
     # a job's model target (client, prompt sandbox, budgets, generation stage): jobs import it, never the reverse
     "targets": (*TOP, E + "migration", E + "jobs", E + "testing"),
-    # the write side of a job's results never imports the read side (both use jobs/stored_form.py)
-    "jobs/rows.py": (E + "jobs.exports",),
-    "jobs/executor.py": (E + "jobs.exports",),
-    "jobs/lanes.py": (E + "jobs.exports",),
-    "jobs/queue/host.py": (E + "jobs.exports",),
+    # jobs' rooms (jobs/__init__.py): the datasets know nothing of running or reading a job; the running of a
+    # job (the write side of its results) never imports the reading of them (both use jobs/stored_form.py)
+    "jobs/datasets": (E + "jobs.running", E + "jobs.results", E + "jobs.queue"),
+    "jobs/running": (E + "jobs.results", E + "jobs.queue"),
+    "jobs/queue/host.py": (E + "jobs.results",),
+    "jobs/results": (E + "jobs.queue",),
+    "jobs/stored_form.py": (E + "jobs.datasets", E + "jobs.running", E + "jobs.results", E + "jobs.queue"),
     "observability": (*TOP, *PATH, *BELOW, E + "definitions", E + "tenancy", E + "testing"),
     "services.py": (*SURFACES, E + "testing"),
     # the Python client: the API's models and the error envelope, nothing that runs the service
@@ -162,16 +164,36 @@ def test_the_testing_package_is_imported_by_no_product_module() -> None:
 
 def test_the_top_level_keeps_only_what_every_domain_shares() -> None:
     loose = sorted(p.name for p in PACKAGE.glob("*.py"))
-    assert loose == ["__init__.py", "errors.py", "services.py", "settings.py", "settings_doc.py", "storage.py"]
+    assert loose == ["__init__.py", "services.py", "settings.py", "settings_doc.py", "storage.py"]
+
+
+def test_the_error_tree_is_one_package_that_imports_nothing_else_of_the_package() -> None:
+    """``errors/`` (the one tree, split by domain) sits below every layer: its modules import only each other,
+    and importers reach it through ``evaluator_host.errors`` alone, never a module of it."""
+    inside = [
+        f"{m.relative_to(PACKAGE.parent)}:{line} imports {name}"
+        for m in _modules("errors")
+        for line, name in _imports(m)
+        if _within(name, ("evaluator_host",)) and not _within(name, (E + "errors",))
+    ]
+    assert inside == [], "\n".join(inside)
+    around = [
+        f"{m.relative_to(PACKAGE.parent)}:{line} imports {name}"
+        for m in sorted(PACKAGE.rglob("*.py"))
+        if PACKAGE / "errors" not in m.parents
+        for line, name in _imports(m)
+        if _within(name, tuple(f"{E}errors.{p.stem}" for p in _modules("errors") if p.stem != "__init__"))
+    ]
+    assert around == [], "\n".join(around)
 
 
 def test_the_queue_host_runs_chunks_through_the_one_executor_and_retries_nothing_itself() -> None:
-    """``jobs/queue/host.py`` hands every chunk to ``jobs/executor.py`` (run, retry, store, count): it
+    """``jobs/queue/host.py`` hands every chunk to ``jobs/running/executor.py`` (run, retry, store, count): it
     never calls ``Bound.run`` itself, never sleeps, and has no loop around a ``try`` (a retry loop);
     the only loops left are the cancel watcher's and listener's."""
     path = PACKAGE / "jobs" / "queue" / "host.py"
     tree = ast.parse(path.read_text(), str(path))
-    assert (0, E + "jobs.executor.ChunkExecutor") in [(0, name) for _, name in _imports(path)]
+    assert (0, E + "jobs.running.executor.ChunkExecutor") in [(0, name) for _, name in _imports(path)]
     runs = [
         node
         for node in ast.walk(tree)
@@ -180,7 +202,7 @@ def test_the_queue_host_runs_chunks_through_the_one_executor_and_retries_nothing
     assert runs and all(ast.unparse(node.func) == "self.executor.run" for node in runs)
     loops = [node for node in ast.walk(tree) if isinstance(node, ast.For | ast.While | ast.AsyncFor)]
     retrying = [f"host.py:{loop.lineno}" for loop in loops if any(isinstance(n, ast.Try) for n in ast.walk(loop))]
-    assert retrying == [], "a loop around a try in jobs/queue/host.py: retries belong to jobs/executor.py"
+    assert retrying == [], "a loop around a try in jobs/queue/host.py: retries belong to jobs/running/executor.py"
     sleeps = [
         f"host.py:{node.lineno}"
         for node in ast.walk(tree)

@@ -1,4 +1,4 @@
-"""evaluator_host.jobs.mapping.RowMapper: NeMo FieldMapping semantics, dataset row → evaluator case.
+"""evaluator_host.jobs.datasets.mapping.RowMapper: NeMo FieldMapping semantics, dataset row → evaluator case.
 
 Covers the default mapping (whole row as inputs, ``outputs`` falling back to ``output``,
 ``trace``, ``app_params``, absent → None), named columns, an ``inputs`` list, dotted paths
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from evaluator_host.errors import DefinitionError, FieldMappingError
-from evaluator_host.jobs.mapping import RowMapper
+from evaluator_host.jobs.datasets.mapping import RowMapper
 from evaluator_host.jobs.models import FieldMapping
 
 DEFAULT = FieldMapping()

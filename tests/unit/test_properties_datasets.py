@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from evaluator_host.errors import DatasetError, FieldMappingError
-from evaluator_host.jobs.datasets import DatasetFiles, Format, Limits, sniff_format
-from evaluator_host.jobs.mapping import RowMapper
+from evaluator_host.jobs.datasets.files import DatasetFiles, Format, Limits, sniff_format
+from evaluator_host.jobs.datasets.mapping import RowMapper
+from evaluator_host.jobs.datasets.uploads import format_of
 from evaluator_host.jobs.models import FieldMapping
-from evaluator_host.jobs.uploads import format_of
 
 LIMITS = Limits(max_rows=100_000, max_row_bytes=1 << 16)
 BOM = codecs.BOM_UTF8

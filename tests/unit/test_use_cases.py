@@ -49,9 +49,9 @@ LIMIT_READERS: dict[str, set[str]] = {
     "max_code_bytes": {"evaluation/limits.py"},
     "max_cases": {"evaluation/limits.py"},
     # the request bound (api/middleware/limits.py, the body-limit middleware and the fast path); the
-    # differential run and the revision comparison read a dataset's sample (jobs/samples.py) up to the
+    # differential run and the revision comparison read a dataset's sample (jobs/datasets/samples.py) up to the
     # bound an inline body of cases already has
-    "max_body_bytes": {"api/middleware/limits.py", "jobs/samples.py"},
+    "max_body_bytes": {"api/middleware/limits.py", "jobs/datasets/samples.py"},
 }
 
 

@@ -56,7 +56,7 @@ function at(row: Record<string, unknown>, path: string): unknown {
   return value;
 }
 
-/** A dataset row as the case a job would call the evaluator with (jobs/mapping.py's rule). */
+/** A dataset row as the case a job would call the evaluator with (jobs/datasets/mapping.py's rule). */
 export function rowCase(row: Record<string, unknown>, mapping: FieldMapping | null | undefined): Case {
   const m = mapping ?? {};
   const inputs = m.inputs?.length ? Object.fromEntries(m.inputs.map((c) => [c, at(row, c)])) : row;

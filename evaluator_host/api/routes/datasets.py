@@ -10,8 +10,8 @@ from starlette.datastructures import UploadFile
 from evaluator_host.api.deps import ServicesDep, WorkspaceDep
 from evaluator_host.api.paging import MAX_LIMIT, window
 from evaluator_host.errors import DatasetError, ErrorBody
+from evaluator_host.jobs.datasets.uploads import to_model
 from evaluator_host.jobs.models import Dataset, DatasetList, DatasetRow, DatasetRowPage
-from evaluator_host.jobs.uploads import to_model
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 

@@ -28,8 +28,8 @@ from evaluator_host.evaluation.models import (
     RevisionList,
 )
 from evaluator_host.evaluation.usecases import evaluate_stored
+from evaluator_host.jobs.datasets.samples import compare
 from evaluator_host.jobs.models import CompareRequest, CompareResponse, EvaluatorTestRequest, EvaluatorTestResponse
-from evaluator_host.jobs.samples import compare
 from evaluator_host.services import Services
 
 router = APIRouter(prefix="/evaluators", tags=["evaluators"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from evaluator_host.api.deps import ServicesDep, WorkspaceDep
+from evaluator_host.definitions import languages
 from evaluator_host.evaluation.inspection import InspectRequest, InspectResponse, inspect
 
 router = APIRouter(tags=["evaluate"])
@@ -20,6 +21,6 @@ async def inspect_definition(body: InspectRequest, services: ServicesDep, _works
     """The detected interface, every definition error with its line and column, the capability report,
     each pin checked and whether its package set is built: always 200 (problems are in ``errors``)."""
     found = await inspect(services.evaluation, body)
-    if body.language == "typescript":
+    if not languages.get(body.language).type_checked:
         found.warnings.append(TS_NOT_CHECKED)
     return found

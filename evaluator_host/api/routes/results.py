@@ -1,4 +1,5 @@
-"""``/v1/results``: a stored result run again (``POST /v1/results/replay``, :mod:`evaluator_host.jobs.replay`)."""
+"""``/v1/results``: a stored result run again (``POST /v1/results/replay``,
+:mod:`evaluator_host.jobs.results.replay`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from fastapi import APIRouter
 
 from evaluator_host.api.deps import ServicesDep, WorkspaceDep
 from evaluator_host.jobs.models import Replay, ReplayRequest
-from evaluator_host.jobs.replay import replay as replay_row
+from evaluator_host.jobs.results.replay import replay as replay_row
 
 router = APIRouter(prefix="/results", tags=["jobs"])
 

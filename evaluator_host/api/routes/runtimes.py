@@ -18,6 +18,7 @@ from evaluator_host.api.deps import PrincipalDep, ServicesDep
 from evaluator_host.api.paging import MAX_LIMIT, page
 from evaluator_host.builds import lockfile
 from evaluator_host.builds.models import RuntimeCreate, RuntimeList, RuntimeLock, RuntimeView
+from evaluator_host.definitions import languages
 from evaluator_host.errors import ConflictError
 
 router = APIRouter(prefix="/runtimes", tags=["runtimes"])
@@ -87,7 +88,7 @@ async def lock(
     view = await services.runtimes.get(runtime_id)
     if view.status != "ready":
         raise ConflictError(f"runtime {runtime_id!r} is {view.status}: its lock is known once it is built")
-    family = "python" if view.language == "python" else "node"
+    family = languages.family_of(view.language).name
     versions = interpreters.known(services.backend.name) or {}
     base = await lockfile.base_image_id(services.backend, services.settings.base_image)
     found = lockfile.runtime_lock(view, {"name": family, "version": versions.get(family, "unknown")}, base)

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from celery import Celery
 from sqlalchemy.exc import OperationalError
 
-from evaluator_host.jobs.datasets import DatasetFiles
+from evaluator_host.jobs.datasets.files import DatasetFiles
 from evaluator_host.jobs.queue.broker import CANCEL_CHANNEL, CHUNK_TASK, make_app, redis_client, row_seconds_key
 from evaluator_host.jobs.queue.chunks import encode_rows
 from evaluator_host.jobs.queue.signing import sign, task_keys

@@ -16,7 +16,7 @@ Contract (one :class:`WorkerHost` per ``evaluator-host worker`` process, on its 
   the misses are added to the cache once committed. That commit charges
   the workspace's storage quota by the embedded runner's rule: past it the job is failed there
   (``QuotaExceeded``) and the task ends.
-* A chunk is run, retried, stored and counted by the one chunk executor (``jobs/executor.py``), as in
+* A chunk is run, retried, stored and counted by the one chunk executor (``jobs/running/executor.py``), as in
   the embedded runner: a row's failure is its result; a chunk's infrastructure failure is retried
   ``job_retries`` times, then fails the job (an unreachable backend counts as one: a host does not wait
   for its engine). So do a revision or a dataset that is gone. This module has no retry of its own.
@@ -44,14 +44,14 @@ from evaluator_host.errors import EvaluatorHostError, JobNotHeld, QuotaExceeded
 from evaluator_host.evaluation.cache import JobCache, ResultCache
 from evaluator_host.evaluation.evaluators import Evaluators
 from evaluator_host.evaluation.path import Bound
-from evaluator_host.jobs.cached import hit_row, look_up
-from evaluator_host.jobs.executor import ChunkExecutor, DatabaseAway
-from evaluator_host.jobs.mapping import RowMapper
+from evaluator_host.jobs.datasets.mapping import RowMapper
 from evaluator_host.jobs.models import FieldMapping
 from evaluator_host.jobs.queue.broker import CancelListener, redis_client, row_seconds_key
 from evaluator_host.jobs.queue.chunks import decode_rows
 from evaluator_host.jobs.queue.signing import task_keys, verify
-from evaluator_host.jobs.rows import StoredRow
+from evaluator_host.jobs.running.cached import hit_row, look_up
+from evaluator_host.jobs.running.executor import ChunkExecutor, DatabaseAway
+from evaluator_host.jobs.running.rows import StoredRow
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.sandbox.protocol import JobCases
 from evaluator_host.settings import Settings

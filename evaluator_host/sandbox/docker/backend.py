@@ -19,6 +19,11 @@ nothing of the host mounted writable (the harness folder is mounted read-only; a
 worker's gate socket, ``sandbox/egress/proxy.py``, is its only way out), no
 engine socket, logs discarded, and labels + a name prefix for the sweeps at start-up
 and shutdown.
+
+The parts: ``containers.py`` (the hardened settings and the creation of a container), ``worker.py`` (one
+container's connection), ``store_binds.py`` (store mode's folder bind and lease), ``images.py`` (runtime images,
+and store folders through the process backend's builder), ``build_box.py`` (where images are built),
+``engine.py`` (the engine boundary), ``janitor.py`` (the containers of a service that died).
 """
 
 from __future__ import annotations
@@ -26,152 +31,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
-import uuid
 from typing import Any
 
 import docker
-from docker.types import LogConfig, Ulimit
 
-from evaluator_host.definitions import languages
-from evaluator_host.definitions.languages import RUNTIMES_DIR
 from evaluator_host.errors import SandboxError
-from evaluator_host.sandbox.base import SANDBOX_ENV, ExitInfo, RawOutput, RuntimeKey, memory_exhausted
-from evaluator_host.sandbox.cgroups import Counter, cgroup_of, memory_cgroup_of, oom_counter
+from evaluator_host.sandbox.base import RuntimeKey
 from evaluator_host.sandbox.docker import janitor
-from evaluator_host.sandbox.docker.engine import NAME_PREFIX, Engine, NotFound
-from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder, is_folder
-from evaluator_host.sandbox.egress.proxy import (
-    IN_SANDBOX_PORT,
-    SANDBOX_CA_BUNDLE,
-    SANDBOX_SOCKET,
-    EgressGate,
-    EgressProxy,
-    proxy_env,
-)
-from evaluator_host.sandbox.protocol import RawSync
-from evaluator_host.sandbox.strays import StrayReaper
+from evaluator_host.sandbox.docker.containers import Containers
+from evaluator_host.sandbox.docker.engine import Engine, NotFound
+from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
+from evaluator_host.sandbox.docker.store_binds import close_lease, lease_folder
+from evaluator_host.sandbox.docker.worker import DockerWorker
+from evaluator_host.sandbox.egress.proxy import EgressProxy
 from evaluator_host.settings import Settings
 
 __all__ = ["DockerBackend", "DockerWorker"]
 
 log = logging.getLogger(__name__)
-
-_DETACH_KEYS = ",".join(["ctrl-a"] * 5)
-_HEADER = 8  # docker's stream multiplexing header: [stream, 0, 0, 0, size (4 bytes, BE)]
-_MIB = 1024 * 1024
-
-
-class DockerWorker:
-    """One container's attach connection, demultiplexed into protocol frames and raw output."""
-
-    def __init__(
-        self,
-        backend: DockerBackend,
-        container_id: str,
-        raw: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        init_pid: int | None = None,
-        egress: EgressGate | None = None,
-    ) -> None:
-        self.container_id = container_id
-        self.egress = egress
-        self.reader = asyncio.StreamReader(limit=1 << 20)
-        self.writer = writer
-        self.output_overflow = asyncio.Event()
-        self.raw = RawOutput()  # its cap is set when the worker is bound
-        self._sync = RawSync.attach(self.reader)  # replies wait for the raw output before them (protocol.py)
-        self._backend = backend
-        self._eof = asyncio.Event()
-        self._exit: ExitInfo | None = None
-        self._kill_lock = asyncio.Lock()
-        pids = cgroup_of(init_pid, "pids", "pids.current")
-        self._pids = Counter(pids / "pids.current" if pids else None)
-        self._reaper = StrayReaper(init_pid, self._pids)  # docker's --init, seen from the host (a local engine)
-        self._oom = oom_counter(memory_cgroup_of(init_pid))
-        self._demux = asyncio.ensure_future(self._pump(raw))
-        self.lease: int | None = None  # the store folder's lease (store mode), released with the container
-
-    @property
-    def alive(self) -> bool:
-        """Whether the attach stream is still open (the container runs)."""
-        return not self._eof.is_set()
-
-    async def _pump(self, raw: asyncio.StreamReader) -> None:
-        try:
-            while True:
-                header = await raw.readexactly(_HEADER)
-                size = int.from_bytes(header[4:8], "big")
-                payload = await raw.readexactly(size) if size else b""
-                if header[0] == 1:
-                    self.reader.feed_data(payload)
-                elif payload := self._sync.strip(payload):
-                    self._raw_output(payload)
-        except (asyncio.IncompleteReadError, ConnectionError, OSError):
-            pass
-        finally:
-            if rest := self._sync.close():
-                self._raw_output(rest)
-            self.reader.feed_eof()
-            self._eof.set()
-
-    def _raw_output(self, chunk: bytes) -> None:
-        if self.raw.feed(chunk) and not self.output_overflow.is_set():
-            self.output_overflow.set()
-            self._hang_up()  # the pool sees EOF and reports output_limit
-
-    def _hang_up(self) -> None:
-        """End the attach connection for both sides now (the engine's writes fail instead of blocking)."""
-        sock = self.writer.transport.get_extra_info("socket")
-        with contextlib.suppress(Exception):
-            if sock is not None:
-                sock.shutdown(socket.SHUT_RDWR)
-        with contextlib.suppress(Exception):
-            self.writer.transport.abort()
-
-    def oom_kills(self) -> int:
-        """Processes of the container the kernel killed for memory (its memory cgroup, local engines)."""
-        return self._oom.read()
-
-    async def reap_strays(self) -> bool:
-        """Kill what user code left running in the container, from the host (a local engine only:
-        elsewhere the harness's own reaping is what there is)."""
-        return await self._reaper.reap()
-
-    def set_output_limit(self, limit: int) -> None:
-        """Cap the raw output kept per evaluation (set when the worker is bound)."""
-        self.raw.cap = limit
-
-    def take_raw_output(self) -> str:
-        """Raw output written straight to fd 1/2 since the last call (capped)."""
-        return self.raw.take()
-
-    async def kill(self) -> ExitInfo:
-        """Remove the container; when it had already exited, report how (OOM kill, exit code)."""
-        async with self._kill_lock:
-            if self._exit is None:
-                exited = self._eof.is_set() and not self.output_overflow.is_set()
-                if not exited:
-                    self._hang_up()
-                code, oom = await self._backend.remove(self.container_id, inspect=exited)
-                self._oom.close()
-                self._pids.close()
-                tail = self.raw.tail
-                self._exit = ExitInfo(returncode=code, oom_killed=oom or memory_exhausted(tail), raw_output=tail)
-                if self.egress is not None:
-                    await self.egress.close()
-                _close_lease(self.lease)
-                self.lease = None
-                with contextlib.suppress(Exception):
-                    self.writer.close()
-                self._demux.cancel()
-            return self._exit
-
-    async def wait(self) -> ExitInfo:
-        """Wait until the container has exited, then remove it."""
-        await self._eof.wait()
-        return await self.kill()
 
 
 class DockerBackend:
@@ -187,6 +64,7 @@ class DockerBackend:
         self._janitor = janitor.spawn(settings, self.engine.owner, self.engine.instance)
         self.builder = DockerRuntimeBuilder(settings, self.engine)
         self.builder.base_id()
+        self.containers = Containers(settings, self.engine, self.builder)
         self._workers: set[DockerWorker] = set()
         self._closed = False
         # network for evaluators that declare it: the gate's socket bound into a container of network "none"
@@ -216,141 +94,24 @@ class DockerBackend:
             "base_image": s.base_image,
         }
 
-    # -- containers ----------------------------------------------------------------------
-    def _command(self, runtime: RuntimeKey, image: str) -> list[str]:
-        family = languages.family(runtime.family)
-        with_packages = image != self.builder.base_id() or is_folder(runtime.location)
-        packages = family.image_packages_dir if with_packages else None
-        config: dict[str, Any] = {
-            "reap_strays": True,
-            "sync": True,  # sync marks on the raw output: docker relays it apart from the replies
-            "work_dir": "/tmp/.evaluator",
-            "vendor_dirs": [languages.VENDOR_DIR] if family.vendor else [],
-            # the harness's own memory limit, below the container's: a big allocation raises inside the
-            # worker (the Python harness sets RLIMIT_AS from it) and the worker stays; the cgroup is the backstop
-            "memory_mb": runtime.memory_mb,
-            "address_space_mb": runtime.memory_mb + family.address_space_mb,
-            **family.packages_config(packages),
-        }
-        if runtime.egress:
-            config["egress"] = {"socket": SANDBOX_SOCKET, "port": IN_SANDBOX_PORT}
-        harness = f"/sandbox/runtimes/{family.name}/{family.harness}"
-        argv = family.command_for(family.image_executable, harness, runtime.memory_mb, config)
-        if family.channel_fds:  # the shell moves the attach streams to fds 3/4 first
-            return ["sh", "-c", 'exec "$@" 3<&0 4>&1 </dev/null >&2', "sh", *argv]
-        return argv
-
-    def _create_sync(
-        self, client: docker.DockerClient, runtime: RuntimeKey, gate: EgressGate | None = None
-    ) -> tuple[str, socket.socket, int | None]:
-        folder = runtime.location if is_folder(runtime.location) else None
-        image = self.builder.base_id() if folder is not None or not runtime.location else runtime.location
-        memory_mb = runtime.memory_mb
-        api = client.api
-        s = self.settings
-        tmpfs = f"rw,noexec,nosuid,nodev,size={s.tmpfs_mb}m,mode=1777"
-        host_config = api.create_host_config(
-            network_mode="none",
-            read_only=True,
-            tmpfs={"/tmp": tmpfs},
-            shm_size=s.tmpfs_mb * _MIB,
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges:true"],
-            pids_limit=s.pids_max,
-            mem_limit=memory_mb * _MIB,
-            memswap_limit=memory_mb * _MIB,
-            nano_cpus=int(s.cpus * 1e9),
-            init=True,
-            ipc_mode="private",
-            binds={
-                str(RUNTIMES_DIR): {"bind": "/sandbox/runtimes", "mode": "ro"},
-                # a store-mode runtime: its folder of links into the package store, where an image keeps them
-                **(
-                    {
-                        f"{folder}/{languages.family(runtime.family).packages_dir}": {
-                            "bind": languages.family(runtime.family).image_packages_dir,
-                            "mode": "ro",
-                        }
-                    }
-                    if folder is not None
-                    else {}
-                ),
-                # host packages the harness itself needs (RestrictedPython), read-only like the harness
-                **{
-                    src: {"bind": f"{languages.VENDOR_DIR}/{name}", "mode": "ro"}
-                    for src, name in languages.family(runtime.family).vendor_dirs()
-                },
-                # the worker's one way out (egress runtimes only): its gate to the egress proxy
-                **({str(gate.path): {"bind": SANDBOX_SOCKET, "mode": "ro"}} if gate is not None else {}),
-                # and the CAs it trusts (the system's and the proxy's own, for destinations it adds headers to)
-                **(
-                    {str(gate.proxy.sandbox_bundle): {"bind": SANDBOX_CA_BUNDLE, "mode": "ro"}}
-                    if gate is not None
-                    else {}
-                ),
-            },
-            ulimits=[
-                Ulimit(name="nofile", soft=256, hard=256),
-                Ulimit(name="core", soft=0, hard=0),
-                Ulimit(name="fsize", soft=s.tmpfs_mb * _MIB, hard=s.tmpfs_mb * _MIB),
-            ],
-            log_config=LogConfig(type=LogConfig.types.NONE),
-        )
-        created = api.create_container(
-            image,
-            command=self._command(runtime, image),
-            user=s.container_user,
-            environment={**SANDBOX_ENV, **(proxy_env() if gate is not None else {})},
-            working_dir="/tmp",
-            hostname="sandbox",
-            # no libnetwork at all (its set-up hook re-executes dockerd: ~45% of a container's start);
-            # the container still gets a network namespace of its own, with only a loopback, down
-            network_disabled=True,
-            stdin_open=True,
-            labels=self.engine.labels(**{"evaluator-host.image": image[:80]}),
-            name=f"{NAME_PREFIX}{self.engine.owner}-{uuid.uuid4().hex[:12]}",
-            host_config=host_config,
-        )
-        cid = str(created["Id"])
-        try:
-            attached = api.attach_socket(
-                cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1, "detachKeys": _DETACH_KEYS}
-            )
-            raw = getattr(attached, "_sock", attached)
-            if not isinstance(raw, socket.socket):
-                raise SandboxError("the docker backend needs a local engine (unix socket or plain tcp)")
-            sock = socket.socket(raw.family, raw.type, fileno=os.dup(raw.fileno()))
-            # Close the SDK's own descriptor now: one left to the garbage collector keeps the
-            # connection open after we drop ours, and the engine then blocks writing a flood
-            # into it (the container cannot be removed until that descriptor is collected).
-            raw.close()
-            attached.close()
-            api.start(cid)
-            init_pid = api.inspect_container(cid)["State"].get("Pid") or None
-        except BaseException:
-            with contextlib.suppress(Exception):
-                api.remove_container(cid, force=True)
-            raise
-        return cid, sock, init_pid
-
     async def start_worker(self, runtime: RuntimeKey) -> DockerWorker:
         """Start an unbound harness container for ``runtime``."""
         if self._closed:
             raise SandboxError("the service is shutting down")
-        lease = self._lease_folder(runtime.location)
+        lease = lease_folder(self.builder, runtime.location)
         gate = await self.egress.open() if runtime.egress and self.egress is not None else None
         try:
-            cid, sock, init_pid = await self.engine.call(self._create_sync, runtime, gate)
+            cid, sock, init_pid = await self.engine.call(self.containers.create_sync, runtime, gate)
         except NotFound as exc:  # the runtime image was removed (pruned) since it was built or found
             if gate is not None:
                 await gate.close()
-            _close_lease(lease)
+            close_lease(lease)
             self.builder.forget_location(runtime.location)
             raise SandboxError(f"the runtime image {runtime.location} was removed: retry to rebuild it") from exc
         except BaseException:
             if gate is not None:
                 await gate.close()
-            _close_lease(lease)
+            close_lease(lease)
             raise
         sock.setblocking(False)
         raw, writer = await asyncio.open_connection(sock=sock, limit=1 << 20)
@@ -358,19 +119,6 @@ class DockerBackend:
         worker.lease = lease
         self._workers.add(worker)
         return worker
-
-    def _lease_folder(self, location: str | None) -> int | None:
-        """A store folder's lease, taken before its container is created and held while it lives (a prune
-        then keeps the folder); :class:`SandboxError` when a prune removed it first (docker would bind an
-        empty folder in its place). None for an image."""
-        if not is_folder(location):
-            return None
-        lease = self.builder.lease(os.path.basename(str(location)))
-        if not os.path.isdir(str(location)):
-            _close_lease(lease)
-            self.builder.forget_location(location)
-            raise SandboxError(f"the runtime {location} was removed: retry to rebuild it")
-        return lease
 
     async def remove(self, container_id: str, *, inspect: bool) -> tuple[int | None, bool]:
         """Remove a container; with ``inspect``, first read its exit code and OOM flag."""
@@ -409,9 +157,3 @@ class DockerBackend:
         self.engine.close()
         if self.egress is not None:
             self.egress.close()
-
-
-def _close_lease(lease: int | None) -> None:
-    if lease is not None:
-        with contextlib.suppress(OSError):
-            os.close(lease)

@@ -12,11 +12,11 @@ log is kept in ``cache_dir/images/<id>.build.log``.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import json
 import logging
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -33,7 +33,8 @@ from evaluator_host.errors import BackendUnavailable, BuildError
 from evaluator_host.sandbox.base import Runtime
 from evaluator_host.sandbox.docker import box_disk
 from evaluator_host.sandbox.docker.build_box import BuildBox, BuildBoxes
-from evaluator_host.sandbox.docker.engine import MANAGED, Engine, NotFound
+from evaluator_host.sandbox.docker.engine import MANAGED, OWNER, Engine, NotFound
+from evaluator_host.sandbox.docker.store_binds import is_folder, store_fits
 from evaluator_host.sandbox.inventory import RuntimeInfo
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
 from evaluator_host.settings import Settings
@@ -99,7 +100,7 @@ class DockerRuntimeBuilder(BuildOnce):
             self._base_id = self.engine.run_sync(lookup)
         return self._base_id
 
-    def runtime_for(self, language: str, pins: dict[str, str]) -> str:
+    def runtime_for(self, language: str | languages.Language, pins: dict[str, str]) -> str:
         """The runtime id of ``pins`` on this base image (no build)."""
         return runtime_id(language, self.base_id(), pins)
 
@@ -130,34 +131,8 @@ class DockerRuntimeBuilder(BuildOnce):
 
     @functools.cached_property
     def _store_fits(self) -> bool:
-        """Whether a folder built for the host's interpreter runs on the base image's: the same minor
-        version and a C library no newer than the image's (a wheel chosen for the host must load there)."""
-        ask = "import os, sys; print(sys.version_info[0], sys.version_info[1], os.confstr('CS_GNU_LIBC_VERSION'))"
-
-        def image_python(client: docker.DockerClient) -> str:
-            out = client.containers.run(  # (labelled as the service's: a sweep removes it if the service dies)
-                self.base_id(),
-                ["python3", "-I", "-S", "-c", ask],
-                network_disabled=True,
-                remove=True,
-                labels=self.engine.labels(),
-            )
-            return bytes(out).decode().strip()
-
-        try:
-            answer = subprocess.run(
-                [self.settings.python_executable, "-I", "-S", "-c", ask], capture_output=True, text=True, timeout=30
-            ).stdout.strip()
-            theirs = self.engine.run_sync(image_python)
-        except Exception:  # noqa: BLE001 - whatever fails here means images, as before
-            log.warning("docker_runtime_store: could not compare the interpreters; runtimes stay images")
-            return False
-        mine_v, theirs_v = answer.split()[:2], theirs.split()[:2]
-        mine_c, theirs_c = answer.split()[-1], theirs.split()[-1]
-        fits = mine_v == theirs_v and _version(mine_c) <= _version(theirs_c)
-        if not fits:
-            log.warning("docker_runtime_store: host %s vs image %s: runtimes stay images", answer, theirs)
-        return fits
+        """Whether a folder built for the host's interpreter runs on the base image's (asked once)."""
+        return store_fits(self.settings, self.engine, self.base_id())
 
     def _existing(self, client: docker.DockerClient, rid: str, language: str) -> Runtime | None:
         try:
@@ -165,6 +140,8 @@ class DockerRuntimeBuilder(BuildOnce):
         except NotFound:
             return None
         labels = image.labels or {}
+        if labels.get(OWNER, self.engine.owner) != self.engine.owner:
+            self._adopt(rid)  # another data dir's image, used here: this data dir's runtime too from now on
         return Runtime(
             rid,
             language,
@@ -247,6 +224,7 @@ class DockerRuntimeBuilder(BuildOnce):
         hashes = installers.lock_hashes(family, output)
         labels = {
             MANAGED: "1",
+            OWNER: self.engine.owner,  # the data dir that built it (its inventory lists it)
             L_RUNTIME: rid,
             L_LANGUAGE: family.name,
             L_PACKAGES: json.dumps(pins, sort_keys=True),
@@ -269,8 +247,19 @@ class DockerRuntimeBuilder(BuildOnce):
 
     # -- management (CLI) ----------------------------------------------------------------
 
+    def _adopt(self, rid: str) -> None:
+        """Mark runtime ``rid``'s image, built by another data dir's service, as used by this one's."""
+        with contextlib.suppress(OSError):
+            (self.root / f"{rid}.adopted").touch()
+
+    def _mine(self, labels: dict[str, str]) -> bool:
+        """Whether a runtime image is this data dir's: built here (its owner label), found and used here (adopted),
+        or built before images carried an owner. Another data dir's service on the same engine has its own."""
+        owner = labels.get(OWNER)
+        return owner is None or owner == self.engine.owner or (self.root / f"{labels[L_RUNTIME]}.adopted").exists()
+
     def list_images(self) -> list[ImageInfo]:
-        """Every cached runtime image (any base)."""
+        """Every cached runtime image of this data dir (any base; :meth:`_mine`)."""
 
         def listing(client: docker.DockerClient) -> list[Any]:
             return list(client.images.list(filters={"label": f"{L_RUNTIME}"}))
@@ -278,6 +267,8 @@ class DockerRuntimeBuilder(BuildOnce):
         infos = []
         for image in self.engine.run_sync(listing):
             labels = image.labels or {}
+            if not self._mine(labels):
+                continue
             rid = labels[L_RUNTIME]
             used = self._used_path(rid)
             infos.append(
@@ -332,8 +323,10 @@ class DockerRuntimeBuilder(BuildOnce):
         return found
 
     def _store_folder(self, info: RuntimeInfo) -> bool:
-        """Whether a runtime folder is one of this builder's (a Python set's id on this base image)."""
-        return info.id.startswith("python-") and info.id == self.runtime_for("python", info.packages)
+        """Whether a runtime folder is one of this builder's (a set of a family whose folders store mode binds, its
+        id on this base image)."""
+        family = languages.family_of(info.language)
+        return family.installer == "pip" and info.id == self.runtime_for(family.name, info.packages)
 
     def live_logs(self, rid: str) -> list[Path]:
         """A build's live output (a store folder's build while it writes one)."""
@@ -393,19 +386,6 @@ class DockerRuntimeBuilder(BuildOnce):
             self.forget(rid)
             self._used_path(rid).unlink(missing_ok=True)
         return outcome != "in use"
-
-
-def is_folder(location: str | None) -> bool:
-    """Whether a docker runtime's ``location`` is a store folder (an absolute path), not an image id."""
-    return location is not None and location.startswith("/")
-
-
-def _version(libc: str) -> tuple[int, ...]:
-    """``glibc 2.36`` → (2, 36)."""
-    try:
-        return tuple(int(part) for part in libc.split()[-1].split("."))
-    except ValueError:
-        return (999,)
 
 
 def _parse_created(created: str) -> float | None:

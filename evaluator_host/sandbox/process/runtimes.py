@@ -124,9 +124,10 @@ class RuntimeBuilder(BuildOnce):
         info = os.stat(executable)
         return f"{executable}|{info.st_size}|{int(info.st_mtime)}"
 
-    def runtime_for(self, language: str, pins: dict[str, str]) -> str:
-        """The runtime id of ``pins`` for ``language`` (no build)."""
-        return runtime_id(language, self.base_identity(language), pins)
+    def runtime_for(self, language: str | languages.Language, pins: dict[str, str]) -> str:
+        """The runtime id of ``pins`` for ``language`` (a name or the registry's entry; no build)."""
+        lang = languages.resolve(language)
+        return runtime_id(lang, self.base_identity(lang.name), pins)
 
     def bare_location(self) -> str | None:
         """No packages: the interpreter's standard library only."""

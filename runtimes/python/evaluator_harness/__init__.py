@@ -11,7 +11,7 @@
 * :mod:`.memory`: the worker's own address-space limit (a big allocation raises ``MemoryError``, the
   worker stays) and whether a worker that hit it must retire;
 * :mod:`.cases`: one case: its arguments per interface, captured output, soft timeout, its reply;
-* :mod:`.rows`: the row → case rule of job rows (shared with the host: ``evaluator_host/jobs/mapping.py``);
+* :mod:`.rows`: the row → case rule of job rows (shared with the host: ``evaluator_host/jobs/datasets/mapping.py``);
 * :mod:`.egress`: the in-sandbox forwarder to the host's egress proxy;
 * :mod:`.inflight`: the rows of an async evaluator, many awaiting at once (a run's ``in_flight``);
 * :mod:`.serve`: the harness itself: the main loop over ``run`` frames.

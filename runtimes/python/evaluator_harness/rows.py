@@ -2,7 +2,7 @@
 
 Written once for Python (standard library only): the harness picks job rows' cases with it in the
 sandbox (a ``run`` frame's ``rows`` + ``pick``), and the host loads this same file
-(``evaluator_host/jobs/mapping.py``, and through it the fake backend). The Node harness has its own
+(``evaluator_host/jobs/datasets/mapping.py``, and through it the fake backend). The Node harness has its own
 copy of the rule (``runtimes/node/rows.mjs``); ``tests/protocol/rows.json`` holds the vectors every
 implementation must answer alike.
 

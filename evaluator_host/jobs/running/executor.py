@@ -1,6 +1,6 @@
 """One chunk of a job, run, retried, stored and counted the same way wherever it runs.
 
-Both runners of chunks use it: the service's lanes (``jobs/lanes.py``) and a worker host of queued
+Both runners of chunks use it: the service's lanes (``jobs/running/lanes.py``) and a worker host of queued
 jobs (``jobs/queue/host.py``); neither has a retry loop of its own.
 
 Contract (one :class:`ChunkExecutor` per runner):
@@ -14,7 +14,7 @@ Contract (one :class:`ChunkExecutor` per runner):
   infrastructure failure (a worker host: the job fails, naming the host). Once :meth:`stop` is called
   (the service stopping) nothing is retried: the failure is raised.
 * :meth:`stored_chunk` / :meth:`stored_rows` turn outcomes into the rows as committed
-  (:mod:`evaluator_host.jobs.rows`) and count their statuses on the revision; :meth:`count` counts
+  (:mod:`evaluator_host.jobs.running.rows`) and count their statuses on the revision; :meth:`count` counts
   committed rows in ``evaluator_host_job_rows_total``.
 * :meth:`until_stored` makes a store write in a thread, retried ``disk_backoff(attempt)`` seconds apart
   while the data disk is full (``StorageFull``), until stopped or ``give_up()``; with ``landed``, a
@@ -42,7 +42,7 @@ from sqlalchemy.exc import OperationalError
 
 from evaluator_host.errors import BackendUnavailable, SandboxError, StorageFull
 from evaluator_host.evaluation.path import Bound
-from evaluator_host.jobs.rows import StoredChunk, StoredRow, stored_chunk, stored_rows
+from evaluator_host.jobs.running.rows import StoredChunk, StoredRow, stored_chunk, stored_rows
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.sandbox.base import RawOutcome
 from evaluator_host.sandbox.protocol import JobCases, WireCase

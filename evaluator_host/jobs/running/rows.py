@@ -191,4 +191,4 @@ def stored_chunk(raws: list[RawOutcome], prepared: Prepared, runtime: dict[str, 
 
 
 if tuple(_LEAN_KEYS) != STORED_KEYS:  # pragma: no cover - a new EvaluationResult field must be added above
-    raise RuntimeError(f"jobs/rows.py writes {_LEAN_KEYS}, the model stores {STORED_KEYS}")
+    raise RuntimeError(f"jobs/running/rows.py writes {_LEAN_KEYS}, the model stores {STORED_KEYS}")

@@ -20,9 +20,9 @@ from evaluator_host.evaluation.compare import compare_revisions
 from evaluator_host.evaluation.limits import check_case_count
 from evaluator_host.evaluation.models import Case
 from evaluator_host.evaluation.usecases import Components
-from evaluator_host.jobs.mapping import RowMapper
+from evaluator_host.jobs.datasets.mapping import RowMapper
+from evaluator_host.jobs.datasets.uploads import DatasetCatalog
 from evaluator_host.jobs.models import CompareRequest, CompareResponse, FieldMapping
-from evaluator_host.jobs.uploads import DatasetCatalog
 
 __all__ = ["compare", "sample_cases"]
 

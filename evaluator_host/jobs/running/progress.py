@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from evaluator_host.evaluation.aggregate import Accumulator
-from evaluator_host.jobs.mapping import RowMapper
+from evaluator_host.jobs.datasets.mapping import RowMapper
 from evaluator_host.jobs.models import FieldMapping, Job, JobProgress
 from evaluator_host.sandbox.protocol import WireCase
 from evaluator_host.store.jobs import JobRecord
@@ -54,9 +54,10 @@ class Sizer:
 
     @classmethod
     def for_evaluator(cls, target_s: float, max_rows: int, in_flight: int) -> Sizer:
-        """The sizer of a job's scoring lanes (jobs/lanes.py, and a model target's: jobs/targeted.py), the one
-        place of the rule: an async evaluator's (``in_flight`` > 1) chunks are at least :data:`ASYNC_ROUNDS`
-        × ``in_flight`` rows (within ``max_rows``), a sync one's as the time per row says."""
+        """The sizer of a job's scoring lanes (jobs/running/lanes.py, and a model target's:
+        jobs/running/targeted.py), the one place of the rule: an async evaluator's (``in_flight`` > 1) chunks are
+        at least :data:`ASYNC_ROUNDS` × ``in_flight`` rows (within ``max_rows``), a sync one's as the time per row
+        says."""
         return cls(target_s, max_rows, ASYNC_ROUNDS * in_flight if in_flight > 1 else 1)
 
     def __init__(self, target_s: float, max_rows: int, min_rows: int = 1) -> None:

@@ -1,7 +1,7 @@
 """Datasets: uploads (raw body or multipart file) and jobs' inline rows → stored datasets.
 
 An upload is streamed to a temporary file first (never held in memory), then parsed in a
-thread into the dataset's files (:mod:`evaluator_host.jobs.datasets`); only then is the
+thread into the dataset's files (:mod:`evaluator_host.jobs.datasets.files`); only then is the
 dataset recorded, so a dataset that exists is always complete. A full disk at any step is
 :class:`~evaluator_host.errors.StorageFull` (507) with nothing kept; the temporary files a
 killed service left behind (``.upload-*``, ``.*.tmp``, and rows no record names) are removed
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from evaluator_host.errors import ConflictError, DatasetError, LimitError, NotFoundError
-from evaluator_host.jobs.datasets import DatasetFiles, DatasetInfo, Format, Limits, sniff_format
+from evaluator_host.jobs.datasets.files import DatasetFiles, DatasetInfo, Format, Limits, sniff_format
 from evaluator_host.jobs.models import Dataset
 from evaluator_host.settings import Settings
 from evaluator_host.storage import on_full_disk

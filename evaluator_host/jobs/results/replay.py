@@ -21,9 +21,9 @@ from typing import Any
 
 from evaluator_host.errors import ConflictError, NotFoundError
 from evaluator_host.evaluation.models import EvaluationResult
-from evaluator_host.jobs.mapping import RowMapper
+from evaluator_host.jobs.datasets.mapping import RowMapper
 from evaluator_host.jobs.models import FieldMapping, Replay
-from evaluator_host.jobs.runner import JobRunner
+from evaluator_host.jobs.running.runner import JobRunner
 from evaluator_host.jobs.stored_form import full_form
 from evaluator_host.targets.generate import trace_of
 from evaluator_host.targets.models import Target

@@ -1,11 +1,11 @@
-"""A job chunk's rows answered from the result cache, merged with the rows that ran (``jobs/lanes.py``, and a
+"""A job chunk's rows answered from the result cache, merged with the rows that ran (``jobs/running/lanes.py``, and a
 queued worker host's ``jobs/queue/host.py``).
 
 :func:`look_up` finds a chunk's cached rows (its keys, then one lookup in a thread when the job looks at
 all) and says how long that took: a chunk the cache answered is sized by that time and its misses' run.
 :func:`merged` puts a chunk back together in its order: the hits (position → status and stored text,
 from :meth:`evaluation.cache.JobCache.lookup`) where they were, the fresh rows (a
-:class:`~evaluator_host.jobs.rows.StoredChunk` of the misses, in order) in the other places; each hit
+:class:`~evaluator_host.jobs.running.rows.StoredChunk` of the misses, in order) in the other places; each hit
 counts in the aggregate as its stored text says (status, score, passed, outputs, label).
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from evaluator_host.evaluation.cache import JobCache
-from evaluator_host.jobs.rows import StoredChunk, StoredRow
+from evaluator_host.jobs.running.rows import StoredChunk, StoredRow
 from evaluator_host.sandbox.protocol import WireCase
 
 __all__ = ["Looked", "hit_row", "look_up", "merged"]

@@ -1,6 +1,6 @@
 """Model-target jobs on the service's lanes: generate each row (``targets/``), then score it.
 
-Contract (for :mod:`evaluator_host.jobs.runner` at creation and :mod:`evaluator_host.jobs.lanes` when a
+Contract (for :mod:`evaluator_host.jobs.running.runner` at creation and :mod:`evaluator_host.jobs.running.lanes` when a
 job with a ``target`` runs):
 
 * :func:`checked_target` is what ``POST /v1/jobs`` checks of a target before anything is stored: the
@@ -14,7 +14,7 @@ job with a ``target`` runs):
 * :class:`TargetedRows` runs a job's rows not scored yet: the endpoint is checked again and its address
   pinned, the budget restored from the stored generations, the :class:`~evaluator_host.targets.generate.GenerationStage`
   started, and ``parallelism`` lanes take the rows it hands on (whatever is ready, up to the sizer's
-  chunk: :meth:`~evaluator_host.jobs.progress.Sizer.for_evaluator`, as any job's lanes, so an async
+  chunk: :meth:`~evaluator_host.jobs.running.progress.Sizer.for_evaluator`, as any job's lanes, so an async
   evaluator's chunk may hold ``ASYNC_ROUNDS`` × its in-flight rows) and score them: ``outputs`` = the
   text, ``trace`` = the call's span, ``inputs`` as the field mapping gives them; a row without text is an
   error result (``GenerationError``, the reason) and is not sent to the evaluator. Each chunk is committed
@@ -36,10 +36,10 @@ from typing import Any
 from evaluator_host.errors import FieldMappingError, TargetError
 from evaluator_host.evaluation.evaluators import Evaluators
 from evaluator_host.evaluation.path import Bound
-from evaluator_host.jobs.executor import ChunkExecutor
-from evaluator_host.jobs.mapping import RowMapper
+from evaluator_host.jobs.datasets.mapping import RowMapper
 from evaluator_host.jobs.models import FieldMapping
-from evaluator_host.jobs.progress import Sizer
+from evaluator_host.jobs.running.executor import ChunkExecutor
+from evaluator_host.jobs.running.progress import Sizer
 from evaluator_host.observability import tracing
 from evaluator_host.sandbox.base import RawOutcome
 from evaluator_host.sandbox.protocol import JobCases, WireCase
@@ -126,7 +126,7 @@ def usage_of(totals: UsageTotals, model: str, prices: Prices) -> TargetUsage:
 
 
 class TargetedRows:
-    """Runs model-target jobs' rows (one per :class:`~evaluator_host.jobs.lanes.Lanes`)."""
+    """Runs model-target jobs' rows (one per :class:`~evaluator_host.jobs.running.lanes.Lanes`)."""
 
     def __init__(
         self, settings: Settings, evaluators: Evaluators, store: GenerationStore, executor: ChunkExecutor

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from evaluator_host.evaluation.models import EvaluationResult
-from evaluator_host.jobs.datasets import DatasetFiles
+from evaluator_host.jobs.datasets.files import DatasetFiles
 from evaluator_host.jobs.models import JobResult, JobResultPage
 from evaluator_host.jobs.stored_form import full_form
 from evaluator_host.store import RevisionRecord

@@ -4,8 +4,8 @@ Contract:
 
 * A job runs ONE evaluator revision on ONE runtime; every stored row carries both.
 * Rows are read from the dataset file as they are needed, mapped to cases and handed
-  out in *chunks* to ``parallelism`` lanes (``jobs/lanes.py``); each chunk is run, retried,
-  stored and counted by the one chunk executor (``jobs/executor.py``) that worker hosts of queued
+  out in *chunks* to ``parallelism`` lanes (``jobs/running/lanes.py``); each chunk is run, retried,
+  stored and counted by the one chunk executor (``jobs/running/executor.py``) that worker hosts of queued
   jobs use too. Chunk sizes adapt so one chunk takes about ``job_chunk_s`` (a slow evaluator gets
   small chunks, so progress, cancel and resume stay fine-grained); at most
   ``2 × parallelism × job_chunk_rows`` rows are in memory, whatever the dataset's size.
@@ -30,7 +30,7 @@ Contract:
 * A job runs in the service that created it (the store's ``owner``), and only there: a
   service resumes its own jobs. A commit that finds its job no longer held (cancelled or
   deleted by another service sharing the database) stores nothing and stops the job here.
-* A job with a model ``target`` generates each row's outputs before scoring it (``jobs/targeted.py``); its
+* A job with a model ``target`` generates each row's outputs before scoring it (``jobs/running/targeted.py``); its
   target is checked at creation (egress, template, key's secret) and it answers its ``usage``; a spent
   budget ends it ``stopped``. It runs on this service's lanes (refused with a queue).
 * The chunk executor is a constructor parameter (default: the production one), so tests inject its
@@ -49,13 +49,13 @@ from typing import Any, Protocol
 from evaluator_host.errors import EvaluatorHostError, JobNotHeld, QuotaExceeded, TargetError
 from evaluator_host.evaluation.evaluators import Evaluators
 from evaluator_host.evaluation.path import ignored_fields
-from evaluator_host.jobs.executor import ChunkExecutor
-from evaluator_host.jobs.lanes import FINISHED, Lanes
-from evaluator_host.jobs.mapping import RowMapper
+from evaluator_host.jobs.datasets.mapping import RowMapper
+from evaluator_host.jobs.datasets.uploads import DatasetCatalog
 from evaluator_host.jobs.models import FieldMapping, Job, JobCreate
-from evaluator_host.jobs.progress import Live, job_view
-from evaluator_host.jobs.targeted import checked_target, usage_of
-from evaluator_host.jobs.uploads import DatasetCatalog
+from evaluator_host.jobs.running.executor import ChunkExecutor
+from evaluator_host.jobs.running.lanes import FINISHED, Lanes
+from evaluator_host.jobs.running.progress import Live, job_view
+from evaluator_host.jobs.running.targeted import checked_target, usage_of
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.settings import Settings
 from evaluator_host.store import RevisionRecord
@@ -178,7 +178,7 @@ class JobRunner:
         mapping = body.field_mapping or FieldMapping()
         mapper = RowMapper(mapping, dataset.columns)  # FieldMappingError (422) before anything is stored
         target: dict[str, Any] | None = None
-        if body.target is not None:  # generate, then score (jobs/targeted.py): checked before anything is stored
+        if body.target is not None:  # generate, then score (running/targeted.py): checked before anything is stored
             if self.remote is not None:
                 raise TargetError("jobs with a target run in the service: not with EVALUATOR_HOST_QUEUE_URL (yet)")
             first = await self.datasets.rows(workspace, dataset.id, 0, 1)  # the prompt is tried on it

@@ -1,18 +1,18 @@
 """A job's rows run here: ``parallelism`` lanes of chunks on warm workers, each chunk committed as it ends.
 
-Contract (for :class:`~evaluator_host.jobs.runner.JobRunner`, which decides *whether* a job runs here):
+Contract (for :class:`~evaluator_host.jobs.running.runner.JobRunner`, which decides *whether* a job runs here):
 
 * :meth:`Lanes.run` claims the job for this service (a job cancelled meanwhile or another service's is
   left alone), binds its revision once, reads the rows not stored yet from the dataset file as they are
   needed and hands them out in chunks sized to take about ``job_chunk_s`` (an async evaluator's: at least
   ``ASYNC_ROUNDS`` × its ``in_flight`` rows, so its worker keeps them all awaiting: the rule is
   ``progress.Sizer.for_evaluator``, a model target's lanes use it too); each of ``parallelism`` lanes
-  runs one chunk at a time through the :class:`~evaluator_host.jobs.executor.ChunkExecutor` (which retries
+  runs one chunk at a time through the :class:`~evaluator_host.jobs.running.executor.ChunkExecutor` (which retries
   it) while the lane's previous chunk is being stored, so at most ``2 × parallelism × job_chunk_rows``
   rows are in memory. The last commit marks the job ``succeeded``.
 * A chunk's results, the job's counters and its aggregate state are committed in one transaction
   (``JobStore.commit_rows``), waiting while the disk is full (a job being cancelled gives the chunk up);
-  what a running job shows is :class:`~evaluator_host.jobs.progress.Live`, updated once a commit landed.
+  what a running job shows is :class:`~evaluator_host.jobs.running.progress.Live`, updated once a commit landed.
 * The job's stored results are capped at ``max_job_result_bytes`` (``LimitError``), and a chunk is charged to
   the workspace's storage quota: of a chunk that does not fit the room left only its leading rows that do
   are stored, and the job stops (``QuotaExceeded``). This service's commits take turns, so the room read
@@ -22,7 +22,7 @@ Contract (for :class:`~evaluator_host.jobs.runner.JobRunner`, which decides *whe
   counted in ``progress.cached``), and the misses' results are added to the cache once committed (when their
   evaluator's time says they are worth it: ``JobCache.worth``); a chunk the cache answered is sized by its
   whole time (all hits: chunks grow as fast ones do, not 32 rows each).
-* A job with a model ``target`` generates each row first (:mod:`evaluator_host.jobs.targeted`), then its
+* A job with a model ``target`` generates each row first (:mod:`evaluator_host.jobs.running.targeted`), then its
   chunks are committed the same way; a spent budget ends it ``stopped`` (``budget_exhausted``).
 """
 
@@ -38,14 +38,14 @@ from evaluator_host.evaluation.aggregate import Accumulator
 from evaluator_host.evaluation.cache import JobCache, ResultCache
 from evaluator_host.evaluation.evaluators import Evaluators
 from evaluator_host.evaluation.path import Bound
-from evaluator_host.jobs.cached import look_up, merged
-from evaluator_host.jobs.executor import ChunkExecutor
-from evaluator_host.jobs.mapping import RowMapper
+from evaluator_host.jobs.datasets.mapping import RowMapper
+from evaluator_host.jobs.datasets.uploads import DatasetCatalog
 from evaluator_host.jobs.models import FieldMapping
-from evaluator_host.jobs.progress import Live, Sizer, bitmap, pending_chunks
-from evaluator_host.jobs.rows import stored_chunk
-from evaluator_host.jobs.targeted import TargetedRows
-from evaluator_host.jobs.uploads import DatasetCatalog
+from evaluator_host.jobs.running.cached import look_up, merged
+from evaluator_host.jobs.running.executor import ChunkExecutor
+from evaluator_host.jobs.running.progress import Live, Sizer, bitmap, pending_chunks
+from evaluator_host.jobs.running.rows import stored_chunk
+from evaluator_host.jobs.running.targeted import TargetedRows
 from evaluator_host.observability import tracing
 from evaluator_host.sandbox.base import RawOutcome
 from evaluator_host.sandbox.protocol import JobCases, WireCase
@@ -114,7 +114,7 @@ class Lanes:
         self.live[job_id] = live
         bound = await self.revisions.bind(revision)
         bits = await asyncio.to_thread(lambda: bitmap(self.store.done_indices(job_id), record.total))
-        if record.target is not None:  # generate each row, then score it (jobs/targeted.py)
+        if record.target is not None:  # generate each row, then score it (jobs/running/targeted.py)
             pending = (
                 (i, line) for i, line in self.datasets.files.lines(dataset.id) if not bits[i >> 3] & (1 << (i & 7))
             )

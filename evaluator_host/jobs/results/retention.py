@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 
 from evaluator_host.errors import NotFoundError
-from evaluator_host.jobs.runner import JobRunner
+from evaluator_host.jobs.running.runner import JobRunner
 from evaluator_host.settings import Settings
 
 __all__ = ["Retention"]

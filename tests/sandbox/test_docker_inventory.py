@@ -1,0 +1,59 @@
+"""The docker builder's inventory is its own data dir's: a runtime image another data dir's service built for the
+same pins on the same engine is not listed (nor matched by ``runtimes lock``) until this data dir's service uses
+it (CI 49: "2 runtimes match 'python-68c5…'" on an engine where another service had built the same set)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evaluator_host.sandbox.docker.engine import OWNER, Engine
+from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
+from tests.support import REPO
+from tests.support.backends import docker_only
+from tests.support.service import make_settings
+
+pytestmark = [pytest.mark.docker, pytest.mark.network, docker_only]
+
+PINS = {"six": "1.13.0"}  # a set no other test builds: its image is this test's alone
+
+
+def _lock(data_dir: Path, rid: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(data_dir), "EVALUATOR_HOST_BACKEND": "docker"}
+    argv = [sys.executable, "-m", "evaluator_host.cli", "runtimes", "lock", rid[:16], "--backend", "docker"]
+    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+
+
+def test_another_data_dirs_runtime_image_is_not_this_ones_until_it_uses_it(tmp_path: Path) -> None:
+    theirs_settings = make_settings(tmp_path / "theirs", backend="docker", docker_runtime_store=False)
+    mine_settings = make_settings(tmp_path / "mine", backend="docker")
+    theirs = DockerRuntimeBuilder(theirs_settings, Engine(theirs_settings))
+    mine = DockerRuntimeBuilder(mine_settings, Engine(mine_settings))
+    rid = theirs.runtime_for("python", PINS)
+    assert rid == mine.runtime_for("python", PINS)  # one engine, one base image: the same id
+    try:
+        built = asyncio.run(theirs.ensure("python", PINS))  # another data dir's service builds the set first
+        assert not built.location.startswith("/")  # an image, labelled with its data dir
+        labels = theirs.engine.client().images.get(built.location).labels
+        assert labels[OWNER] == theirs.engine.owner != mine.engine.owner
+        assert [i.id for i in theirs.inventory(rid)] == [rid]
+
+        assert mine.inventory(rid) == [] and rid not in {i.runtime_id for i in mine.list_images()}
+        nothing = _lock(tmp_path / "mine", rid)
+        assert nothing.returncode == 2 and "no runtimes match" in nothing.stderr, nothing.stderr
+
+        found = asyncio.run(mine.ensure("python", PINS))  # this data dir's service uses the set: its runtime too
+        assert found.location == built.location  # their image, found (not built again)
+        assert [i.id for i in mine.inventory(rid)] == [rid]
+        one = _lock(tmp_path / "mine", rid)
+        assert one.returncode == 0, one.stderr  # one runtime matches, not two
+        assert '"six"' in one.stdout and "1.13.0" in one.stdout
+    finally:
+        theirs.remove(rid)
+        theirs.close()
+        mine.close()
