@@ -238,7 +238,7 @@ def test_every_function_that_runs_cases_requires_a_receipt(module: str, cls: str
     ("name", "where"),
     [
         ("Charged", {"tenancy/quotas.py"}),  # receipts are made by the quota guard alone
-        ("job_chunks", {"jobs/executor.py"}),  # a job's chunks: unmetered by the rate (max_concurrent_jobs)
+        ("job_chunks", {"jobs/running/executor.py"}),  # a job's chunks: unmetered by the rate (max_concurrent_jobs)
         ("pace_evaluations", {"online/scorer.py"}),  # throughput: online rules, delayed not failed
         # calls: /v1/evaluate and by id (usecases), fixtures on save and /test (evaluators), a compare or a
         # differential run (compare), a replay (replay); the scorer's one-by-one run of a paced group whose
@@ -249,7 +249,7 @@ def test_every_function_that_runs_cases_requires_a_receipt(module: str, cls: str
                 "evaluation/usecases.py",
                 "evaluation/evaluators.py",
                 "evaluation/compare.py",
-                "jobs/replay.py",
+                "jobs/results/replay.py",
                 "online/scorer.py",
             },
         ),
