@@ -23,6 +23,12 @@ from tests.support.pg import POSTGRES_MISSING, POSTGRES_REQUIRED
 # ``container_labels``, set here before any Settings is made; subprocess services inherit it), so the
 # session's leftover check counts its own containers, not those of other test runs on this engine.
 SESSION_LABEL = "org.evaluator-host.test-session"
+# Under pytest-xdist each worker is a session of its own (its own services and leftover check): a worker
+# never takes the id its controller's environment handed down, so workers don't count each other's containers.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER:
+    os.environ["EVALUATOR_HOST_TEST_SESSION"] = f"{_WORKER}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    os.environ.pop("EVALUATOR_HOST_CONTAINER_LABELS", None)
 SESSION_ID = os.environ.setdefault("EVALUATOR_HOST_TEST_SESSION", f"{os.getpid()}-{uuid.uuid4().hex[:12]}")
 os.environ.setdefault("EVALUATOR_HOST_CONTAINER_LABELS", json.dumps({SESSION_LABEL: SESSION_ID}))
 
