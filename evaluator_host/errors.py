@@ -12,6 +12,8 @@
     │   ├── LimitError             422   code too large, settings out of bounds
     │   │   └── ResponseTooLarge   422   one call's results past max_response_bytes (use a job)
     │   ├── MigrationRefused       422   the migration tool will not rewrite this code (says why, line)
+    │   ├── NothingCompared        422   a comparison's rows exercise nothing (a read field null on every
+    │   │                                row, or every row an error on both sides): names the field, columns
     │   ├── DatasetError           422   an uploaded dataset does not parse (names the row / line)
     │   ├── FieldMappingError      422   a job's field_mapping names a column the dataset lacks
     │   ├── MappingPathError       422   an online rule's mapping path is malformed (docs/online.md, Mapping)
@@ -79,6 +81,7 @@ __all__ = [
     "MigrationMismatch",
     "MigrationRefused",
     "NotFoundError",
+    "NothingCompared",
     "Overloaded",
     "EvaluatorOverloaded",
     "PackageSpecError",
@@ -175,6 +178,40 @@ class MigrationRefused(DefinitionError):
     """The codemod will not rewrite this code safely; the message says why and what to do."""
 
     type_name = "MigrationRefused"
+
+
+class NothingCompared(DefinitionError):
+    """A comparison (a migration's differential run, a revision comparison) whose rows prove nothing: a
+    field the code reads is null or missing on every row, or every row is an error on both sides. Nothing
+    is saved. ``field`` names what is missing (``outputs``, ``inputs['correct_answer']``,
+    ``app_params['k']``; ``errors``: every row errored), ``columns`` the dataset's (or the cases'
+    inputs') columns, ``did_you_mean`` the columns that look meant, ``rows`` how many were compared."""
+
+    type_name = "NothingCompared"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str,
+        rows: int,
+        columns: list[str] | None = None,
+        did_you_mean: list[str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.field = field
+        self.rows = rows
+        self.columns = columns or []
+        self.did_you_mean = did_you_mean or []
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            **super().fields(),
+            "field": self.field,
+            "rows": self.rows,
+            "columns": self.columns,
+            "did_you_mean": self.did_you_mean,
+        }
 
 
 class DatasetError(DefinitionError):
