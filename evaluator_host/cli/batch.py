@@ -11,8 +11,8 @@ without it the service's components run in this process on the default data dir.
 
 Exit codes: 0 the job succeeded, no more than ``--max-error-rate`` of its rows (default
 none) ended in a status other than ``ok``, and the mean score reached ``--fail-under``; 1 the
-job failed or was cancelled, too many rows errored, or the mean score is below
-``--fail-under`` (or there is none); 2 the evaluator, dataset or mapping was refused;
+job failed (every row errored: ``AllRowsErrored``) or was cancelled, too many rows errored, or
+the mean score is below ``--fail-under`` (or there is none); 2 the evaluator, dataset or mapping was refused;
 130 interrupted (the job is cancelled).
 
 When rows errored, the summary tries the evaluator on a few of the failed rows with each
@@ -273,7 +273,9 @@ async def _batch(args: argparse.Namespace, language: str, console: Console, out:
             with open(args.output, "wb") as sink:
                 async for chunk in target.results(job["id"]):
                     sink.write(chunk)
-        if job["status"] == "succeeded" and job["progress"]["failed"] > args.max_error_rate * job["progress"]["done"]:
+        all_errored = (job.get("error") or {}).get("type") == "AllRowsErrored"  # the hint is what such a job needs
+        ran = job["status"] == "succeeded" or all_errored
+        if ran and job["progress"]["failed"] > args.max_error_rate * job["progress"]["done"]:
             try:
                 hint = await asyncio.wait_for(_mapping_hint(target, job, evaluator["code"]), _HINT_BUDGET_S)
             except (TimeoutError, RefusedError, EvaluatorHostError, ClientError, httpx.HTTPError):
