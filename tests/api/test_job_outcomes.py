@@ -67,3 +67,22 @@ def test_mapped_columns_some_rows_lack_are_warnings_naming_the_column_and_the_ro
     ]
     whole = start(client, ev["id"], rows=[{"outputs": "a"}, {"outputs": "b"}])
     assert whole["warnings"] == []
+
+
+def test_testing_a_revision_without_fixtures_is_a_422_not_zero_passed(client: TestClient) -> None:
+    """Issue 48, "think as a demanding user": ``/test`` of a revision without fixtures answered 200
+    ``{passed: 0, failed: 0}``, a green report of nothing."""
+    ev = create_evaluator(client, "def evaluate(inputs, outputs, trace):\n    return 1.0\n")
+    response = client.post(f"/v1/evaluators/{ev['id']}/test", json={})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["type"] == "NothingCompared" and error["field"] == "fixtures" and "nothing to test" in error["message"]
+
+
+def test_comparing_revisions_on_a_dataset_of_no_rows_is_a_422_not_zero_flipped(client: TestClient) -> None:
+    ev = create_evaluator(client, "def evaluate(inputs, outputs, trace):\n    return 1.0\n")
+    empty = upload(client, b"")
+    body = {"base_revision": 1, "head_revision": 1, "dataset_id": empty["id"]}
+    response = client.post(f"/v1/evaluators/{ev['id']}/compare", json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["type"] == "NothingCompared" and response.json()["error"]["field"] == "rows"
