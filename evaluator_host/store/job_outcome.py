@@ -55,8 +55,8 @@ def _all_errored(conn: Connection, job_id: str, rows: int) -> dict[str, Any]:
             stored = _decode(text)
         except (msgspec.DecodeError, msgspec.ValidationError):
             stored = _Stored(status=status)
-        error = stored.error or _Error(type=status)
-        tally.add(int(idx), error.type or status, error.message, error.line)
+        found = stored.error or _Error(type=status)
+        tally.add(int(idx), found.type or status, found.message, found.line)
     summary = tally.summary()
     counted = "" if rows <= SCANNED else f" (counted over the first {SCANNED:,} rows)"
     said = f": {summary.sentence()}{counted}" if summary is not None else ""

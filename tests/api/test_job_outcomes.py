@@ -39,7 +39,9 @@ def test_a_job_whose_every_row_errored_fails_with_the_common_error_and_an_exampl
 
 
 def test_a_job_with_one_row_that_ran_still_succeeds(client: TestClient) -> None:
-    ev = create_evaluator(client, MIXED.replace("    return 1 / 0\n", "    return 1 / inputs['i'] if inputs['i'] == 1 else 1 / 0\n"))
+    ev = create_evaluator(
+        client, MIXED.replace("    return 1 / 0\n", "    return 1 / inputs['i'] if inputs['i'] == 1 else 1 / 0\n")
+    )
     job = wait(client, start(client, ev["id"], rows=[{"i": i, "outputs": "x"} for i in range(1, 5)])["id"])
     assert job["status"] == "succeeded" and job["error"] is None, job
     assert job["progress"] == {"total": 4, "done": 4, "failed": 3}

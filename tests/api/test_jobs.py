@@ -151,7 +151,8 @@ def test_all_rows_failing_fails_the_job_and_an_empty_dataset_is_refused(client: 
     ev = create_evaluator(client, "def evaluate(inputs, outputs, trace):\n    raise RuntimeError('never')\n")
     job = wait(client, start(client, ev["id"], rows=[{"outputs": i} for i in range(7)])["id"])
     assert job["status"] == "failed" and job["progress"] == {"total": 7, "done": 7, "failed": 7}
-    assert job["error"]["type"] == "AllRowsErrored" and job["error"]["most_common"] == {"type": "RuntimeError", "count": 7}
+    error = job["error"]
+    assert error["type"] == "AllRowsErrored" and error["most_common"] == {"type": "RuntimeError", "count": 7}
     agg = job["aggregate"]
     assert agg["count"] == 7 and agg["errors"] == 7
     assert agg["score"] == {"mean": None, "std": None, "min": None, "max": None, "count": 0, "nan_count": 7}

@@ -28,9 +28,7 @@ def _dataset(client: TestClient, rows: list[dict]) -> str:  # type: ignore[type-
 
 
 # the dataset: the answer column is `response`; 5 of 20 answers are wrong
-ROWS = [
-    {"question": f"q{n}", "response": "Paris" if n % 4 else "Lyon", "correct_answer": "Paris"} for n in range(20)
-]
+ROWS = [{"question": f"q{n}", "response": "Paris" if n % 4 else "Lyon", "correct_answer": "Paris"} for n in range(20)]
 
 
 def test_a_dataset_whose_answer_column_is_not_mapped_is_a_422_naming_the_field_and_saves_nothing(
@@ -44,7 +42,9 @@ def test_a_dataset_whose_answer_column_is_not_mapped_is_a_422_naming_the_field_a
     assert error["type"] == "NothingCompared" and error["field"] == "outputs" and error["rows"] == 20
     assert error["columns"] == ["question", "response", "correct_answer"]
     assert error["did_you_mean"][0] == "response"
-    assert 'field_mapping {"outputs": "response"}' in error["message"] and "every one of the 20 rows" in error["message"]
+    assert (
+        'field_mapping {"outputs": "response"}' in error["message"] and "every one of the 20 rows" in error["message"]
+    )
     assert client.get(f"/v1/evaluators/{ev['id']}").json()["revision"] == 1
     mapped = client.post(
         f"/v1/evaluators/{ev['id']}/migrate",
@@ -104,5 +104,7 @@ def test_the_codemod_answers_what_the_legacy_code_reads(client: TestClient) -> N
     code = "def evaluate(p, inputs, output, correct_answer):\n    return float(p.get('t', 0.5) < len(output))\n"
     body = client.post("/v1/migrate", json={"language": "python", "code": code}).json()
     assert body["reads"] == {"output": True, "correct_answer": False, "app_params": ["t"]}
-    v2 = client.post("/v1/migrate", json={"language": "python", "code": "def evaluate(inputs, outputs, trace):\n  return 1\n"})
+    v2 = client.post(
+        "/v1/migrate", json={"language": "python", "code": "def evaluate(inputs, outputs, trace):\n  return 1\n"}
+    )
     assert v2.json()["reads"] is None

@@ -42,7 +42,9 @@ def test_migrate_prefilled_from_a_job_without_a_mapping_says_nothing_was_compare
     page.get_by_role("button", name="Equivalence run on these cases").click()
     verdict = page.locator(".equivalence [role=status]")
     expect(verdict).to_have_class("bad-box")
-    expect(verdict).to_contain_text("Nothing compared: outputs (the legacy code's output) is null or missing on every one")
+    expect(verdict).to_contain_text(
+        "Nothing compared: outputs (the legacy code's output) is null or missing on every one"
+    )
     expect(verdict).to_contain_text('Did you mean the column "response" as outputs')
     expect(verdict).not_to_contain_text("agree")
     expect(page.get_by_role("button", name="Save as revision 2 of unmapped")).to_have_count(0)
@@ -55,7 +57,9 @@ def test_a_job_whose_every_row_errored_is_red_and_recent_jobs_show_each_jobs_err
     created = service.post("/v1/evaluators", json={"name": "strips", "language": "python", "code": STRIP}).json()
     broken = [{"outputs": n} for n in range(5)]  # an int has no strip(): every row errors
     mixed = [{"outputs": "Paris"}, {"outputs": 1}, {"outputs": " Paris "}]
-    jobs = [service.post("/v1/jobs", json={"evaluator_id": created["id"], "rows": rows}).json() for rows in (broken, mixed)]
+    jobs = [
+        service.post("/v1/jobs", json={"evaluator_id": created["id"], "rows": rows}).json() for rows in (broken, mixed)
+    ]
     finished = [service.get(f"/v1/jobs/{j['id']}", params={"wait_s": 60}).json() for j in jobs]
     assert [j["status"] for j in finished] == ["failed", "succeeded"]
 
