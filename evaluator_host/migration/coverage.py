@@ -106,12 +106,14 @@ def _fields(reads: Reads, key: str, rows: Rows) -> list[tuple[_Field, list[str]]
 
         fields.append((_Field("outputs", "output", lambda c: c.outputs, outputs_hint), meant))
     if reads.correct_answer:
-        meant = did_you_mean(key, columns, REFERENCE_NAMES)
+        meant = did_you_mean(key, columns, REFERENCE_NAMES, exclude=(key,))
 
         def reference(case: Case) -> Any:
             return case.inputs.get(key) if isinstance(case.inputs, dict) else None
 
         def reference_hint(meant: list[str]) -> str:
+            if rows.dataset and key in columns:  # the column is there: field_mapping.inputs left it out
+                return f"the dataset has the column {json.dumps(key)}: list it in field_mapping.inputs"
             if meant:
                 return f"did you mean the correct_answer_key setting {json.dumps(meant[0])} (now {json.dumps(key)})?"
             return f"set the evaluator's correct_answer_key to the column holding the answer (now {json.dumps(key)})"

@@ -108,3 +108,13 @@ def test_the_codemod_answers_what_the_legacy_code_reads(client: TestClient) -> N
         "/v1/migrate", json={"language": "python", "code": "def evaluate(inputs, outputs, trace):\n  return 1\n"}
     )
     assert v2.json()["reads"] is None
+
+
+def test_an_inputs_mapping_that_leaves_out_the_correct_answer_column_says_to_list_it(client: TestClient) -> None:
+    ev = _create(client, LEGACY)
+    ds = _dataset(client, ROWS)
+    mapping = {"outputs": "response", "inputs": ["question"]}
+    response = client.post(f"/v1/evaluators/{ev['id']}/migrate", json={"dataset_id": ds, "field_mapping": mapping})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["field"] == 'inputs["correct_answer"]' and "list it in field_mapping.inputs" in error["message"]
