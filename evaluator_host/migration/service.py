@@ -113,8 +113,6 @@ class Migrations:
             cases,
         )
         rows = run.rows
-        if not rows:
-            warnings += check_answers(run.before, run.after, sample.columns)  # every row an error: 422
         if rows:
             raise MigrationMismatch(
                 f"the migrated code answered differently on {len(rows)} of {len(cases)} rows; nothing was saved",
@@ -122,6 +120,7 @@ class Migrations:
                 code=migration.code,
                 compared=len(cases),
             )
+        warnings += check_answers(run.before, run.after, sample.columns)  # every row an error on both: 422
         if body.dry_run:
             return EvaluatorMigrateResponse(**fields, compared=len(cases), dry_run=True, saved=False, warnings=warnings)
         saved = await self.components.evaluators.update(
