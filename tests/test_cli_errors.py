@@ -121,6 +121,8 @@ def test_the_mapping_hint_never_offers_the_reference_column_as_the_outputs(tmp_p
     )
     assert done.returncode == 1, done.stderr
     flat = " ".join(done.stderr.split())
+    summary = " ".join(done.stdout.split())  # issue 48 point 3: the job failed, and says why
+    assert "failed" in summary and "AllRowsErrored: every one of the job's 2 rows errored" in summary, summary
     assert "hint:" in flat and "--map outputs=correct_answer" not in flat, flat
     assert "correct_answer: the reference, never the outputs" in flat
     assert "q run but score every tried row the same" in flat and "--map outputs=q" not in flat

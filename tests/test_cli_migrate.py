@@ -94,3 +94,26 @@ def test_deeply_nested_files_are_refused_one_by_one_and_the_others_still_migrate
         assert f"{root}/{name}: refused (SyntaxError): the code is nested too deeply" in done.stderr, done.stderr
         assert f"at most {bound})" in done.stderr
     assert f"{root}/b_legacy.ts: would migrate" in done.stdout and f"{root}/d_legacy.py: would migrate" in done.stdout
+
+
+def test_check_with_rows_that_never_carry_outputs_checks_nothing_exits_2_and_writes_nothing(tmp_path: Path) -> None:
+    """Issue 48 point 1: rows whose answer is in `response` (outputs null on every row) compared nothing."""
+    path = tmp_path / "legacy.py"
+    path.write_text(LEGACY)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"inputs": {"correct_answer": "a", "response": "a"}}\n' * 3)
+    done = _run(tmp_path, str(path), "--check-with", str(rows), "--write")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{path}: NOT migrated: {rows} checks nothing" in done.stdout
+    assert "outputs (the legacy code's output) is null or missing on every one of the 3 rows" in done.stdout
+    assert path.read_text() == LEGACY
+
+
+def test_check_with_rows_that_lack_outputs_sometimes_migrates_and_warns_how_many(tmp_path: Path) -> None:
+    path = tmp_path / "legacy.py"
+    path.write_text(LEGACY)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"inputs": {"correct_answer": "a"}, "outputs": "a"}\n{"inputs": {"correct_answer": "a"}}\n')
+    done = _run(tmp_path, str(path), "--check-with", str(rows), "--write")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{path}: warning: outputs (the legacy code's output) is null or missing on 1 of 2 rows" in done.stdout

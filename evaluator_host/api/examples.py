@@ -65,6 +65,7 @@ _MIGRATED = {
     "correct_answer):\n-    return output == correct_answer\n+def evaluate(inputs, outputs, trace):\n"
     '+    return outputs == inputs["correct_answer"]\n',
     "notes": [], "rules": ["signature", "correct_answer"],
+    "reads": {"output": True, "correct_answer": True, "app_params": []},
 }  # fmt: skip
 _ERROR = {"type": "NotFound", "message": "evaluator 'ev_nope' does not exist", "line": None, "column": None}
 _QUOTAS = {"max_concurrent_jobs": 4, "max_warm_workers": 8, "max_dataset_bytes": 1_000_000_000,
@@ -327,6 +328,7 @@ EXAMPLES: dict[str, list[Any]] = {
     ],  # fmt: skip
     "MigrationNote": [{"line": 2, "message": "correct_answer now reads inputs['correct_answer']"}],
     "MigrateResponse": [_MIGRATED],
+    "MigrationReads": [{"output": True, "correct_answer": True, "app_params": ["threshold"]}],
     "EvaluatorMigrateRequest": [{"cases": [_CASE], "dry_run": True}, {"dataset_id": _DATASET["id"], "sample": 50}],
     "EvaluatorMigrateResponse": [
         {**_MIGRATED, "compared": 2, "dry_run": False, "saved": True, "evaluator": {**_EVALUATOR, "revision": 2}}

@@ -11,8 +11,9 @@ without it the service's components run in this process on the default data dir.
 
 Exit codes: 0 the job succeeded, no more than ``--max-error-rate`` of its rows (default
 none) ended in a status other than ``ok``, and the mean score reached ``--fail-under``; 1 the
-job failed or was cancelled, too many rows errored, or the mean score is below
-``--fail-under`` (or there is none); 2 the evaluator, dataset or mapping was refused;
+job failed or was cancelled, too many rows errored (a job whose every row errored, ``failed`` with
+``AllRowsErrored``, is judged by that rule: 1 unless ``--max-error-rate 1`` allows it), or the mean
+score is below ``--fail-under`` (or there is none); 2 the evaluator, dataset or mapping was refused;
 130 interrupted (the job is cancelled).
 
 When rows errored, the summary tries the evaluator on a few of the failed rows with each
@@ -251,6 +252,7 @@ async def _batch(args: argparse.Namespace, language: str, console: Console, out:
     key = args.api_key or os.environ.get(API_KEY_ENV) or None
     target: Target = Remote(args.server, key) if args.server else Local()
     job: dict[str, Any] | None = None
+    ran = False  # every row has a result: the job succeeded, or failed only because every row errored
     hint: str | None = None
     try:
         evaluator = await target.upsert(_definition(args, language))
@@ -273,7 +275,9 @@ async def _batch(args: argparse.Namespace, language: str, console: Console, out:
             with open(args.output, "wb") as sink:
                 async for chunk in target.results(job["id"]):
                     sink.write(chunk)
-        if job["status"] == "succeeded" and job["progress"]["failed"] > args.max_error_rate * job["progress"]["done"]:
+        all_errored = (job.get("error") or {}).get("type") == "AllRowsErrored"  # the hint is what such a job needs
+        ran = job["status"] == "succeeded" or all_errored
+        if ran and job["progress"]["failed"] > args.max_error_rate * job["progress"]["done"]:
             try:
                 hint = await asyncio.wait_for(_mapping_hint(target, job, evaluator["code"]), _HINT_BUDGET_S)
             except (TimeoutError, RefusedError, EvaluatorHostError, ClientError, httpx.HTTPError):
@@ -291,9 +295,9 @@ async def _batch(args: argparse.Namespace, language: str, console: Console, out:
         _summary(job, out)
     if hint:
         console.print(f"[yellow]hint:[/yellow] {hint}")
-    if job["status"] != "succeeded":
+    if not ran:  # failed (but for every row erroring), cancelled or stopped
         return 1
-    return _gate(args, job, console)
+    return _gate(args, job, console)  # an AllRowsErrored job: 1 unless --max-error-rate allows every row
 
 
 def _gate(args: argparse.Namespace, job: dict[str, Any], console: Console) -> int:

@@ -5,11 +5,14 @@ virtualenvs skipped). Without ``--write`` nothing is written: each file that wou
 listed (``--diff`` prints the unified diff). ``--check-with`` runs the differential check in this
 process first: the original and the migrated code on every row of a JSONL file of cases
 (``{"inputs", "outputs", "trace", "app_params"}``), compared as the API compares them; a file
-whose answers differ is not written.
+whose answers differ is not written. Rows that compare nothing (a field the legacy code reads null on
+every row, or every row an error on both versions: :mod:`evaluator_host.migration.coverage`) check
+nothing: that file is not written either, and the fields some rows lack are printed as warnings.
 
 Exit codes (like bump-pydantic and pyupgrade, fit for CI): 0 nothing left to migrate (or every
 file written); 1 a file would change (check mode), or answered differently under ``--check-with``;
-2 a file was refused, does not parse, or the arguments are wrong.
+2 a file was refused, does not parse, the ``--check-with`` rows compare nothing for it, or the
+arguments are wrong.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ import asyncio
 import json
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluator_host.definitions import languages
-from evaluator_host.errors import EvaluatorHostError
+from evaluator_host.errors import EvaluatorHostError, NothingCompared
 from evaluator_host.evaluation.models import Case
 from evaluator_host.evaluation.usecases import Definition
 from evaluator_host.migration.codemod import Migration, migrate
@@ -49,19 +53,40 @@ def files_of(paths: list[str]) -> Iterator[Path]:
             yield path
 
 
-async def _check(items: list[tuple[Path, str, Migration]], cases: list[Case]) -> dict[Path, list[dict[str, object]]]:
-    """The differing rows of each migrated file on ``cases``: the differential run of the API
-    (:func:`~evaluator_host.migration.compare.differential`) in-process, on a private scratch data dir."""
-    from evaluator_host.migration.compare import differential
+@dataclass
+class _Checked:
+    """One file's differential run: the rows that differ, what the rows did not exercise, or why they
+    compared nothing (then nothing else is known)."""
+
+    rows: list[dict[str, object]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    nothing: NothingCompared | None = None
+
+
+async def _check(items: list[tuple[Path, str, Migration]], cases: list[Case], key: str) -> dict[Path, _Checked]:
+    """Each migrated file's run on ``cases``: the differential run of the API
+    (:func:`~evaluator_host.migration.compare.differential_run`) in-process, on a private scratch data dir,
+    with the API's checks that the rows compare something (``key``: the correct_answer_key)."""
+    from evaluator_host.migration.compare import differential_run
+    from evaluator_host.migration.coverage import Rows, check_answers, check_rows, columns_of
     from evaluator_host.services import Services
 
     services = Services.start_private(Settings())
-    found: dict[Path, list[dict[str, object]]] = {}
+    found: dict[Path, _Checked] = {}
+    rows = Rows(cases, columns_of(cases), dataset=False)
     try:
         for path, language, migration in items:
-            before = Definition(language, migration.original)
-            after = Definition(language, migration.code)
-            found[path] = await differential(services, DEFAULT_WORKSPACE, before, after, cases)
+            checked = found[path] = _Checked()
+            try:
+                checked.warnings = check_rows(migration.reads, key, rows)
+                before = Definition(language, migration.original)
+                after = Definition(language, migration.code)
+                run = await differential_run(services, DEFAULT_WORKSPACE, before, after, cases)
+                checked.rows = run.rows
+                if not run.rows:
+                    checked.warnings += check_answers(run.before, run.after, rows.columns)
+            except NothingCompared as exc:
+                checked.nothing = exc
     finally:
         await services.close()
     return found
@@ -92,15 +117,20 @@ def _run(args: argparse.Namespace) -> int:
             _say(f"{path}: unchanged ({migration.interface_before})")
             continue
         changed.append((path, language.name, migration))
-    mismatched: dict[Path, list[dict[str, object]]] = {}
+    checks: dict[Path, _Checked] = {}
     if args.check_with and changed:
         lines = Path(args.check_with).read_text().splitlines()
         cases = [Case.model_validate_json(line) for line in lines if line.strip()]
-        mismatched = {p: rows for p, rows in asyncio.run(_check(changed, cases)).items() if rows}
+        checks = asyncio.run(_check(changed, cases, args.correct_answer_key))
     for path, _language, migration in changed:
-        rows = mismatched.get(path)
+        check = checks.get(path, _Checked())
+        rows = check.rows
         if args.diff:
             out.write(migration.diff(str(path).lstrip("/")))
+        if check.nothing is not None:
+            _say(f"{path}: NOT migrated: {args.check_with} checks nothing: {check.nothing.message}")
+            status = 2
+            continue
         if rows:
             _say(f"{path}: NOT migrated: answers differ on {len(rows)} row(s) of {args.check_with}")
             for row in rows[:5]:
@@ -110,6 +140,8 @@ def _run(args: argparse.Namespace) -> int:
         verb = "migrated" if args.write else "would migrate"
         checked = " (same answers on every row)" if args.check_with else ""
         _say(f"{path}: {verb} ({', '.join(migration.rules)}){checked}")
+        for warning in check.warnings:
+            _say(f"  {path}: warning: {warning}")
         for note in migration.notes:
             _say(f"  {path}{f':{note.line}' if note.line else ''}: {note.message}")
         if args.write:

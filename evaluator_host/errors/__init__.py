@@ -12,6 +12,8 @@
     │   ├── LimitError             422   code too large, settings out of bounds
     │   │   └── ResponseTooLarge   422   one call's results past max_response_bytes (use a job)
     │   ├── MigrationRefused       422   the migration tool will not rewrite this code (says why, line)
+    │   ├── NothingCompared        422   a comparison's rows exercise nothing (a read field null on every
+    │   │                                row, or every row an error on both sides): names the field, columns
     │   ├── DatasetError           422   an uploaded dataset does not parse (names the row / line)
     │   ├── FieldMappingError      422   a job's field_mapping names a column the dataset lacks
     │   ├── MappingPathError       422   an online rule's mapping path is malformed (docs/online.md, Mapping)
@@ -69,6 +71,7 @@ from evaluator_host.errors.definition import (
     LimitError,
     MappingPathError,
     MigrationRefused,
+    NothingCompared,
     PackageSpecError,
     PolicyError,
     ResponseTooLarge,
@@ -119,6 +122,7 @@ __all__ = [
     "MappingPathError",
     "MigrationMismatch",
     "MigrationRefused",
+    "NothingCompared",
     "NotFoundError",
     "Overloaded",
     "EvaluatorOverloaded",

@@ -18,6 +18,7 @@ __all__ = [
     "LimitError",
     "MappingPathError",
     "MigrationRefused",
+    "NothingCompared",
     "PackageSpecError",
     "PolicyError",
     "ResponseTooLarge",
@@ -89,6 +90,40 @@ class MigrationRefused(DefinitionError):
     """The codemod will not rewrite this code safely; the message says why and what to do."""
 
     type_name = "MigrationRefused"
+
+
+class NothingCompared(DefinitionError):
+    """A comparison (a migration's differential run, a revision comparison) whose rows prove nothing: a
+    field the code reads is null or missing on every row, or every row is an error on both sides. Nothing
+    is saved. ``field`` names what is missing (``outputs``, ``inputs['correct_answer']``,
+    ``app_params['k']``; ``errors``: every row errored), ``columns`` the dataset's (or the cases'
+    inputs') columns, ``did_you_mean`` the columns that look meant, ``rows`` how many were compared."""
+
+    type_name = "NothingCompared"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str,
+        rows: int,
+        columns: list[str] | None = None,
+        did_you_mean: list[str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.field = field
+        self.rows = rows
+        self.columns = columns or []
+        self.did_you_mean = did_you_mean or []
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            **super().fields(),
+            "field": self.field,
+            "rows": self.rows,
+            "columns": self.columns,
+            "did_you_mean": self.did_you_mean,
+        }
 
 
 class DatasetError(DefinitionError):

@@ -21,7 +21,7 @@ from datetime import datetime
 from pydantic import ValidationError
 
 from evaluator_host.definitions import languages
-from evaluator_host.errors import EgressError, FixturesFailed, LimitError, SecretError
+from evaluator_host.errors import EgressError, FixturesFailed, LimitError, NothingCompared, SecretError
 from evaluator_host.evaluation import fixtures
 from evaluator_host.evaluation.models import (
     Case,
@@ -313,9 +313,17 @@ class Evaluators:
     async def test(self, workspace: str, evaluator_id: str, revision: int | None) -> tuple[Evaluator, FixtureReport]:
         """Run a stored revision's fixtures now (``revision`` None: the latest, or the newest draft when
         every revision is one) and judge them as on save; charged to the workspace's evaluation rate
-        (``QuotaExceeded``, 429) as any call."""
+        (``QuotaExceeded``, 429) as any call. A revision without fixtures has nothing to test: 422
+        ``NothingCompared`` (field ``fixtures``), never a report of 0 passed and 0 failed."""
         record = await asyncio.to_thread(self.store.shown, workspace, evaluator_id, revision)
         model = to_model(record)
+        if not model.fixtures:
+            raise NothingCompared(
+                f"evaluator {model.id!r} revision {model.revision} has no fixtures: nothing to test (add them "
+                'with PATCH /v1/evaluators/{id} {"fixtures": [{name, inputs, outputs, expect}]})',
+                field="fixtures",
+                rows=0,
+            )
         cases = [f.case() for f in model.fixtures]
         charged = self.quotas.take_evaluations(workspace, len(cases))
         _, results = await self.evaluate(workspace, evaluator_id, record.revision, cases, charged)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
-__all__ = ["TODO", "Migration", "Note", "unified_diff"]
+__all__ = ["TODO", "Migration", "Note", "Reads", "unified_diff"]
 
 TODO = "TODO[evaluator-migrate]"  # the marker of what the tool could not settle (grep for it)
 
@@ -28,6 +28,19 @@ class Note:
 
 
 @dataclass(frozen=True)
+class Reads:
+    """What the legacy code reads of a case, found by the migrator in its code (never by running it):
+    ``output`` (the case's ``outputs``), ``correct_answer`` (``inputs[correct_answer_key]``) and the
+    ``app_params`` keys it reads by a literal name (``app_params["k"]``, ``.get("k")``, ``app_params.k``).
+    A differential run in which one of them is null on every row compared nothing
+    (:mod:`evaluator_host.migration.coverage`). When the migrator cannot tell, it says read."""
+
+    output: bool = True
+    correct_answer: bool = True
+    app_params: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Migration:
     """The outcome of migrating one evaluator's code."""
 
@@ -38,6 +51,7 @@ class Migration:
     original: str
     notes: list[Note] = field(default_factory=list)
     rules: list[str] = field(default_factory=list)  # the rules that rewrote something, in order
+    reads: Reads | None = None  # what the legacy code reads of a case (None: not legacy code)
 
     def diff(self, path: str = "evaluator") -> str:
         """The unified diff from the original code (empty when unchanged)."""

@@ -10,9 +10,9 @@ family's ``runtimes/<family>/manifest.json``, like the detector) and answers a
 from __future__ import annotations
 
 from evaluator_host.definitions import languages
-from evaluator_host.migration.base import TODO, Migration, Note, unified_diff
+from evaluator_host.migration.base import TODO, Migration, Note, Reads, unified_diff
 
-__all__ = ["TODO", "Migration", "Note", "migrate", "unified_diff"]
+__all__ = ["TODO", "Migration", "Note", "Reads", "migrate", "unified_diff"]
 
 
 def migrate(language: str, code: str, correct_answer_key: str = "correct_answer") -> Migration:

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from evaluator_host.evaluation.compare import StoredRevision, run_both
 from evaluator_host.evaluation.models import Case, EvaluationResult
 from evaluator_host.evaluation.usecases import Components, Definition
 
-__all__ = ["FIELDS", "StoredRevision", "answer_of", "differences", "differential"]
+__all__ = ["FIELDS", "Differential", "StoredRevision", "answer_of", "differences", "differential", "differential_run"]
 
 FIELDS = ("status", "score", "passed", "outputs", "error_type")
 
@@ -59,6 +60,27 @@ def differences(before: Sequence[EvaluationResult], after: Sequence[EvaluationRe
             message = error.message if error is not None else None
             rows.append({"index": index, "fields": fields, "before": a, "after": b, "error_message": message})
     return rows
+
+
+@dataclass(frozen=True)
+class Differential:
+    """A differential run: what each version answered, row by row, and the rows that differ."""
+
+    before: list[EvaluationResult]
+    after: list[EvaluationResult]
+    rows: list[dict[str, Any]]
+
+
+async def differential_run(
+    components: Components,
+    workspace: str,
+    before: Definition | StoredRevision,
+    after: Definition,
+    cases: Sequence[Case],
+) -> Differential:
+    """:func:`differential`, with both versions' answers (to tell a run that compared nothing)."""
+    old, new = await run_both(components, workspace, before, after, cases)
+    return Differential(list(old), list(new), differences(old, new))
 
 
 async def differential(

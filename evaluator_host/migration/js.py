@@ -21,7 +21,7 @@ from pathlib import Path
 from evaluator_host.definitions import languages
 from evaluator_host.definitions.languages import node_executable
 from evaluator_host.errors import CodeSyntaxError, InterfaceError, MigrationRefused
-from evaluator_host.migration.base import Migration, Note
+from evaluator_host.migration.base import Migration, Note, Reads
 
 __all__ = ["migrate_js", "migrate_many"]
 
@@ -87,6 +87,10 @@ def _migration(request: dict[str, str], answer: dict[str, object]) -> Migration 
     notes = answer.get("notes")
     rules = answer.get("rules")
     assert isinstance(notes, list) and isinstance(rules, list)
+    read = answer.get("reads")
+    reads = None
+    if isinstance(read, dict):
+        reads = Reads(bool(read["output"]), bool(read["correct_answer"]), tuple(str(k) for k in read["app_params"]))
     return Migration(
         code=str(answer["code"]),
         changed=bool(answer["changed"]),
@@ -95,6 +99,7 @@ def _migration(request: dict[str, str], answer: dict[str, object]) -> Migration 
         original=request["code"],
         notes=[Note(n.get("line"), str(n["message"])) for n in notes],
         rules=[str(r) for r in rules],
+        reads=reads,
     )
 
 

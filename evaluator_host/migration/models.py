@@ -16,6 +16,7 @@ __all__ = [
     "MigrateRequest",
     "MigrateResponse",
     "MigrationNote",
+    "MigrationReads",
 ]
 
 
@@ -38,6 +39,15 @@ class MigrationNote(BaseModel):
     message: str
 
 
+class MigrationReads(BaseModel):
+    """What the legacy code reads of a case (found in its code): a differential run in which one of these is
+    null on every row compares nothing (422 ``NothingCompared``; docs/migration.md)."""
+
+    output: bool = Field(description="It reads output (the case's outputs).")
+    correct_answer: bool = Field(description="It reads correct_answer (inputs[correct_answer_key]).")
+    app_params: list[str] = Field(description="The app_params keys it reads by a literal name.")
+
+
 class MigrateResponse(BaseModel):
     """The migrated code (the same code with ``changed: false`` when there was nothing to migrate)."""
 
@@ -48,6 +58,9 @@ class MigrateResponse(BaseModel):
     diff: str = Field(description="Unified diff from the original code (empty when unchanged).")
     notes: list[MigrationNote]
     rules: list[str] = Field(description="The rewrite rules that changed something, in order.")
+    reads: MigrationReads | None = Field(
+        None, description="What the legacy code reads of a case (null: the code was not legacy)."
+    )
 
 
 class EvaluatorMigrateRequest(BaseModel):
@@ -76,3 +89,8 @@ class EvaluatorMigrateResponse(MigrateResponse):
     dry_run: bool
     saved: bool = Field(description="Whether a new revision was stored (every row agreed, not a dry run).")
     evaluator: Evaluator | None = Field(None, description="The new revision, when saved.")
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What the rows did not exercise: a field the legacy code reads null on some rows (how many), "
+        "rows that are errors on both versions.",
+    )

@@ -14,6 +14,11 @@ the workspace's ``max_evaluations_per_s`` two evaluations per row before anythin
 of inline ``cases`` has already (over it: 422 ``LimitError`` naming the row, before the rows are parsed):
 :func:`evaluator_host.jobs.datasets.samples.sample_cases`, shared with ``POST /v1/evaluators/{id}/compare``.
 The new revision keeps the current one's fixtures (they run on the migrated code as it is saved).
+
+A run that compares nothing is refused before anything is saved (422 ``NothingCompared``,
+:mod:`evaluator_host.migration.coverage`): a field the legacy code reads null on every row (checked
+before the rows run), or every row an error on both versions (after); fields some rows lack and rows
+that are errors on both sides are the answer's ``warnings``.
 """
 
 from __future__ import annotations
@@ -28,12 +33,14 @@ from evaluator_host.evaluation.usecases import Components, Definition
 from evaluator_host.jobs.datasets.samples import sample_cases
 from evaluator_host.jobs.datasets.uploads import DatasetCatalog
 from evaluator_host.migration.codemod import Migration, migrate
-from evaluator_host.migration.compare import StoredRevision, differential
+from evaluator_host.migration.compare import StoredRevision, differential_run
+from evaluator_host.migration.coverage import Rows, check_answers, check_rows, columns_of
 from evaluator_host.migration.models import (
     EvaluatorMigrateRequest,
     EvaluatorMigrateResponse,
     MigrateResponse,
     MigrationNote,
+    MigrationReads,
 )
 
 __all__ = ["Migrations", "response_of"]
@@ -49,6 +56,13 @@ def response_of(migration: Migration) -> dict[str, Any]:
         "diff": migration.diff(),
         "notes": [MigrationNote(line=n.line, message=n.message) for n in migration.notes],
         "rules": migration.rules,
+        "reads": None
+        if migration.reads is None
+        else MigrationReads(
+            output=migration.reads.output,
+            correct_answer=migration.reads.correct_answer,
+            app_params=list(migration.reads.app_params),
+        ),
     }
 
 
@@ -69,10 +83,14 @@ class Migrations:
         """``POST /v1/migrate``."""
         return MigrateResponse(**response_of(await self.migrate_code(language, code, correct_answer_key)))
 
-    async def _cases(self, workspace: str, body: EvaluatorMigrateRequest) -> list[Case]:
-        return await sample_cases(
+    async def _rows(self, workspace: str, body: EvaluatorMigrateRequest) -> Rows:
+        cases: list[Case] = await sample_cases(
             self.datasets, self.components, workspace, body.cases, body.dataset_id, body.field_mapping, body.sample
         )
+        if body.dataset_id is None:
+            return Rows(cases, columns_of(cases), dataset=False)
+        record = await self.datasets.get(workspace, body.dataset_id)
+        return Rows(cases, record.columns, dataset=True)
 
     async def migrate_evaluator(
         self, workspace: str, evaluator_id: str, body: EvaluatorMigrateRequest
@@ -84,14 +102,17 @@ class Migrations:
         fields = response_of(migration)
         if not migration.changed:
             return EvaluatorMigrateResponse(**fields, compared=0, dry_run=body.dry_run, saved=False)
-        cases = await self._cases(workspace, body)
-        rows = await differential(
+        sample = await self._rows(workspace, body)
+        cases = sample.cases
+        warnings = check_rows(migration.reads, settings.correct_answer_key, sample)  # NothingCompared: 422
+        run = await differential_run(
             self.components,
             workspace,
             StoredRevision(current.id, current.revision),
             Definition.of(current, code=migration.code),
             cases,
         )
+        rows = run.rows
         if rows:
             raise MigrationMismatch(
                 f"the migrated code answered differently on {len(rows)} of {len(cases)} rows; nothing was saved",
@@ -99,8 +120,9 @@ class Migrations:
                 code=migration.code,
                 compared=len(cases),
             )
+        warnings += check_answers(run.before, run.after, sample.columns)  # every row an error on both: 422
         if body.dry_run:
-            return EvaluatorMigrateResponse(**fields, compared=len(cases), dry_run=True, saved=False)
+            return EvaluatorMigrateResponse(**fields, compared=len(cases), dry_run=True, saved=False, warnings=warnings)
         saved = await self.components.evaluators.update(
             workspace,
             current.id,
@@ -116,4 +138,6 @@ class Migrations:
                 fixtures=current.fixtures or None,
             ),
         )
-        return EvaluatorMigrateResponse(**fields, compared=len(cases), dry_run=False, saved=True, evaluator=saved)
+        return EvaluatorMigrateResponse(
+            **fields, compared=len(cases), dry_run=False, saved=True, evaluator=saved, warnings=warnings
+        )

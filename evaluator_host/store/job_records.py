@@ -91,7 +91,7 @@ class SharedCommit:
     done: int
     failed: int
     total: int
-    finished: bool  # this commit stored the job's last row and marked it succeeded
+    finished: bool  # this commit stored the job's last row and finished it (succeeded, or failed: AllRowsErrored)
 
 
 JOB_FIELDS = [f.name for f in dataclasses.fields(JobRecord)]

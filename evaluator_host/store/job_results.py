@@ -39,6 +39,7 @@ from sqlalchemy.engine import Connection, Engine
 from evaluator_host.errors import JobNotHeld, QuotaExceeded
 from evaluator_host.evaluation.aggregate import Accumulator, Scored
 from evaluator_host.store.db import DatasetRow, JobResultRow, JobRow, WorkspaceRow, utcnow
+from evaluator_host.store.job_outcome import finished_fields
 from evaluator_host.store.job_records import SharedCommit, StoredResult
 from evaluator_host.store.online_rows import OnlineUsageRow
 from evaluator_host.tenancy.quotas import fitting, storage_exceeded, storage_limit
@@ -229,7 +230,8 @@ class JobResults:
         :class:`JobNotHeld`, nothing stored); rows whose ``(job_id, idx)`` is stored already are
         skipped (``ON CONFLICT DO NOTHING``); ``done``/``failed`` grow by the rows actually inserted
         and their aggregate is merged into the job's; the commit that stores the last row marks the
-        job ``succeeded``. A chunk delivered twice, or two hosts committing at once, count each row once.
+        job ``succeeded`` (``failed``, ``AllRowsErrored``, when every row is an error: ``job_outcome``).
+        A chunk delivered twice, or two hosts committing at once, count each row once.
         The rows' bytes are charged to the workspace's storage quota (the module docstring's rule): past
         it the job is marked failed here and :class:`QuotaExceeded` is raised once committed.
         """
@@ -274,7 +276,7 @@ class JobResults:
                 values["acc_state"] = acc.state()
             finished = done >= job.total and over is None
             if finished:
-                values.update(status="succeeded", finished_at=utcnow())
+                values.update(finished_fields(conn, job_id, done, values["failed"], job.total))
             conn.execute(update(JobRow).where(JobRow.id == job_id).values(**values))
         if over is not None:
             raise over

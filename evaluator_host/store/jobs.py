@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 from evaluator_host.errors import NotFoundError
 from evaluator_host.store.db import DatasetRow, JobRow, newest_first, utcnow
 from evaluator_host.store.job_generations import GENERATIONS
+from evaluator_host.store.job_outcome import finished_fields
 from evaluator_host.store.job_records import (
     GET_JOB,
     DatasetRecord,
@@ -206,6 +207,23 @@ class JobStore(JobResults):
             query = query.where(JobRow.owner == held_by)
         with self.engine.begin() as conn:
             return bool(conn.execute(query.values(**fields)).rowcount)
+
+    def finish(self, job_id: str, **fields: Any) -> bool:
+        """End a job whose rows are all stored, with ``fields`` (``active_s``, ...), when it is unfinished and
+        this owner's: ``succeeded``, or ``failed`` (``AllRowsErrored``) when every row is an error
+        (:mod:`evaluator_host.store.job_outcome`); False when it was not this owner's unfinished job."""
+        with self.engine.begin() as conn:
+            held = (
+                update(JobRow)
+                .where(JobRow.id == job_id, JobRow.status.in_(UNFINISHED), self._mine())
+                .values(done=JobRow.done)
+            )
+            if not conn.execute(held).rowcount:  # the write lock first: no commit lands between the read and this
+                return False
+            job = conn.execute(select(JobRow.done, JobRow.failed, JobRow.total).where(JobRow.id == job_id)).one()
+            ending = finished_fields(conn, job_id, job.done, job.failed, job.total)
+            conn.execute(update(JobRow).where(JobRow.id == job_id).values(**ending, **fields))
+            return True
 
     def delete_job(self, job_id: str) -> None:
         """Remove a job and every stored result (and generation) of it, in one transaction."""

@@ -8,7 +8,9 @@
 //
 //   → {"language": "javascript" | "typescript", "code": "...", "correct_answer_key": "correct_answer"}
 //   ← {"ok": true, "changed": bool, "code": "...", "interface_before": "...", "interface_after": "...",
-//      "rules": [...], "notes": [{"line": N | null, "message": "..."}]}
+//      "rules": [...], "notes": [{"line": N | null, "message": "..."}],
+//      "reads": {"output": bool, "correct_answer": bool, "app_params": ["key", ...]}}   (legacy code only:
+//      what it reads of a case; a parameter that is a pattern counts as read)
 //   ← {"ok": false, "kind": "syntax" | "interface" | "refused", "message": "...", "line": N | null, "column": N | null}
 //
 // How: the code is parsed with the inspector's parser and detector (Node's acorn). TypeScript first goes
@@ -117,6 +119,20 @@ function returnValues(fn) {
   return values;
 }
 
+// the keys the entrypoint reads of its app_params parameter by a literal name (`p.k`, `p?.k`, `p["k"]`)
+function appParamKeys(body, name) {
+  const keys = [];
+  if (name === null) return keys;
+  walk(body, (node) => {
+    if (node.type !== 'MemberExpression' || node.object.type !== 'Identifier' || node.object.name !== name) return;
+    let key = null;
+    if (!node.computed && node.property.type === 'Identifier') key = node.property.name;
+    else if (node.computed && node.property.type === 'Literal' && typeof node.property.value === 'string') key = node.property.value;
+    if (key !== null && key !== 'hasOwnProperty' && !keys.includes(key)) keys.push(key);
+  });
+  return keys;
+}
+
 // position of the next `ch` (one of `stops`) in the stripped code from `at`, skipping blanks and comments
 function scanTo(code, at, stops) {
   let i = at;
@@ -214,6 +230,8 @@ function migrate(request) {
     reason = 'the body reads arguments or calls eval, which would see the new parameters';
   }
   const appRead = names[0] === null || refs.some((r) => r.name === names[0]);
+  const readAt = (i) => i >= names.length || names[i] === null || refs.some((r) => r.name === names[i]);
+  const reads = { output: readAt(2), correct_answer: readAt(3), app_params: appRead ? appParamKeys(body, names[0]) : [] };
   const rules = [];
   const edits = [];
   const notes = [];
@@ -324,7 +342,7 @@ function migrate(request) {
     notes.push({ line: null, message: 'v2 answers invalid_result for strings: returned numeric string literals ' +
       'became numbers, and values built as strings go through a helper doing what the legacy normalization did' });
   }
-  return { ok: true, changed: true, code: migrated, interface_before: 'legacy', interface_after: 'evaluate', rules, notes };
+  return { ok: true, changed: true, code: migrated, interface_before: 'legacy', interface_after: 'evaluate', rules, notes, reads };
 }
 
 function unchanged(code, iface) {

@@ -144,17 +144,22 @@ def test_named_outputs_aggregate_as_rates_and_stats(client: TestClient) -> None:
     assert failed["status"] == "error" and failed["error"]["type"] == "ValueError" and failed["error"]["line"] == 3
 
 
-def test_all_rows_failing_still_succeeds_and_empty_datasets_finish(client: TestClient) -> None:
+def test_all_rows_failing_fails_the_job_and_an_empty_dataset_is_refused(client: TestClient) -> None:
+    """Issue 48 point 3 changed this test: a job whose every row errored was ``succeeded`` (a green badge over
+    nothing checked) and a job over an empty dataset finished ``succeeded`` with no row. Now the first is
+    ``failed`` (``AllRowsErrored``) and the second is refused before it starts."""
     ev = create_evaluator(client, "def evaluate(inputs, outputs, trace):\n    raise RuntimeError('never')\n")
     job = wait(client, start(client, ev["id"], rows=[{"outputs": i} for i in range(7)])["id"])
-    assert job["status"] == "succeeded" and job["progress"] == {"total": 7, "done": 7, "failed": 7, "cached": 0}
+    assert job["status"] == "failed" and job["progress"] == {"total": 7, "done": 7, "failed": 7, "cached": 0}
+    error = job["error"]
+    assert error["type"] == "AllRowsErrored" and error["most_common"] == {"type": "RuntimeError", "count": 7}
     agg = job["aggregate"]
     assert agg["count"] == 7 and agg["errors"] == 7
     assert agg["score"] == {"mean": None, "std": None, "min": None, "max": None, "count": 0, "nan_count": 7}
     empty = upload(client, b"")
-    job = wait(client, start(client, ev["id"], dataset_id=empty["id"])["id"])
-    assert job["status"] == "succeeded" and job["progress"]["total"] == 0
-    assert job["aggregate"]["count"] == 0 and job["aggregate"]["score"] is None
+    refused = client.post("/v1/jobs", json={"evaluator_id": ev["id"], "dataset_id": empty["id"]})
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"]["type"] == "NothingCompared" and refused.json()["error"]["field"] == "rows"
 
 
 def test_mapping_and_request_errors(client: TestClient) -> None:
@@ -554,7 +559,8 @@ def test_deleting_a_running_job_cancels_it_and_removes_it_with_its_results_and_i
 
 def test_a_dataset_jobs_use_is_a_409_until_they_are_deleted(client: TestClient) -> None:
     ev = create_evaluator(client, SCORED)
-    dataset = upload(client, jsonl([{"inputs": {"expected": "a"}, "outputs": "a"}] * 3))
+    # (rows of SCORED's columns: the rows were {"inputs": {...}}, a KeyError on every row, which "succeeded")
+    dataset = upload(client, jsonl([{"expected": "a", "outputs": "a"}] * 3))
     job = start(client, ev["id"], dataset_id=dataset["id"])
     assert wait(client, job["id"])["status"] == "succeeded"
     refused = client.delete(f"/v1/datasets/{dataset['id']}")

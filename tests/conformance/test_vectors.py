@@ -1,9 +1,16 @@
-"""The shared conformance vectors (../shared/conformance/*.json) on every backend."""
+"""The shared conformance vectors (../shared/conformance/*.json) on every backend.
+
+``EVALUATOR_HOST_TEST_CONFORMANCE`` names the vectors' folder when it is not beside the checkout (a git
+worktree's parent is not the main checkout's); set to ``required`` (or a folder), a missing folder or one
+without a vector fails instead of skipping: zero vectors run is not a pass.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +18,9 @@ from fastapi.testclient import TestClient
 
 from tests.support import REPO
 
-VECTORS = REPO.parent / "shared" / "conformance"
+_WHERE = os.environ.get("EVALUATOR_HOST_TEST_CONFORMANCE", "")
+VECTORS = Path(_WHERE) if _WHERE not in ("", "required") else REPO.parent / "shared" / "conformance"
+REQUIRED = bool(_WHERE)
 SUPPORTED = {"python", "javascript", "typescript", "ruby"}  # ruby: the unknown-language case, answered 422
 
 
@@ -32,6 +41,14 @@ def _same(actual: Any, expected: Any) -> bool:
     if isinstance(expected, float | int) and not isinstance(expected, bool) and isinstance(actual, float | int):
         return math.isclose(actual, expected, abs_tol=1e-9)
     return bool(actual == expected)
+
+
+def test_the_conformance_vectors_are_there_when_required() -> None:
+    """Issue 48, a green result means something was checked: a run of no vector is not a conformance pass."""
+    if not REQUIRED and not VECTORS.is_dir():
+        pytest.skip(f"{VECTORS} is not present (EVALUATOR_HOST_TEST_CONFORMANCE=required makes this a failure)")
+    assert VECTORS.is_dir(), f"EVALUATOR_HOST_TEST_CONFORMANCE is set but {VECTORS} is not a folder"
+    assert _cases(), f"{VECTORS} holds no conformance vector"
 
 
 @pytest.mark.skipif(not VECTORS.is_dir(), reason="../shared/conformance is not present")

@@ -64,7 +64,7 @@ def test_an_upload_to_a_full_disk_is_507_lists_nothing_and_works_once_space_retu
     listed = service.get("/v1/datasets").json()["data"]
     assert [d["id"] for d in listed] == [kept.json()["id"]]  # no half dataset is ever listed
     leftovers = sorted(p.name for p in (small_disk.root / "data" / "datasets").iterdir())
-    assert leftovers == sorted(f"{kept.json()['id']}{s}" for s in (".idx", ".jsonl"))
+    assert leftovers == sorted(f"{kept.json()['id']}{s}" for s in (".cols", ".idx", ".jsonl"))
     small_disk.free()
     again = service.post("/v1/datasets", content=rows, headers={"content-type": "application/jsonl"})
     assert again.status_code == 201 and again.json()["row_count"] == 2000

@@ -233,3 +233,20 @@ def test_a_chunk_task_a_host_cannot_run_fails_the_job_clearly_naming_the_host(
     assert "a chunk could not be run" in grid.host_log("a")
     done = job["progress"]["done"]
     assert grid.stored(job_id)[:3] == (done, done, done)  # what was stored before stays, each row once
+
+
+def test_a_queued_job_whose_every_row_errored_on_the_hosts_fails_with_the_common_error(
+    grid_factory: Callable[..., Grid],
+) -> None:
+    """Issue 48 point 3 on worker hosts: the host's commit that stores the last row ends the job ``failed``
+    (``AllRowsErrored``, with the most common error and an example), not ``succeeded``."""
+    grid = grid_factory()
+    grid.serve()
+    grid.add_host("a")
+    evaluator = grid.evaluator("def evaluate(inputs, outputs, trace):\n    return outputs.strip()\n")
+    job_id = grid.start_job(evaluator, [{"outputs": i} for i in range(30)])
+    job = grid.finished(job_id)
+    assert job["status"] == "failed" and job["progress"] == {"total": 30, "done": 30, "failed": 30}, job
+    error = job["error"]
+    assert error["type"] == "AllRowsErrored" and error["most_common"] == {"type": "AttributeError", "count": 30}
+    assert error["example"]["index"] == 0 and error["example"]["line"] == 2, error

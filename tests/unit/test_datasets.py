@@ -658,10 +658,23 @@ def test_failed_write_rows_leaves_no_files(files: DatasetFiles) -> None:
     assert leftovers(files) == []
 
 
-def test_successful_write_leaves_only_the_two_files(files: DatasetFiles) -> None:
+def test_successful_write_leaves_only_its_three_files(files: DatasetFiles) -> None:
+    """The rows, their index, and (issue 48 point 4) the per-column counts of rows holding a value."""
     write(files, b'{"a":1}\n', "jsonl", dataset_id="one")
-    assert leftovers(files) == ["one.idx", "one.jsonl"]
+    assert leftovers(files) == ["one.cols", "one.idx", "one.jsonl"]
     assert files.rows_path("one") == files.root / "one.jsonl"
+    files.delete("one")
+    assert leftovers(files) == []
+
+
+def test_the_rows_holding_a_value_are_counted_per_column_in_every_format(files: DatasetFiles) -> None:
+    rows = [{"q": "a", "response": "x"}, {"q": "b", "response": None}, {"q": "c"}, {"extra": [1]}]
+    for fmt in ("jsonl", "json"):
+        write(files, encode(fmt, rows), fmt, dataset_id=fmt)
+        assert files.filled(fmt) == {"q": 3, "response": 1, "extra": 1}
+    write(files, b"q,response\na,x\nb,\n", "csv", dataset_id="csv")
+    assert files.filled("csv") == {"q": 2, "response": 2}  # a CSV cell is a string, the empty one too
+    assert files.filled("never-stored") is None
 
 
 def test_write_replaces_a_previous_version(files: DatasetFiles) -> None:
@@ -720,7 +733,7 @@ def test_delete(files: DatasetFiles) -> None:
     files.write_rows("gone", [{"a": 1}], LIMITS)
     files.write_rows("kept", [{"a": 2}], LIMITS)
     files.delete("gone")
-    assert leftovers(files) == ["kept.idx", "kept.jsonl"]
+    assert leftovers(files) == ["kept.cols", "kept.idx", "kept.jsonl"]  # the per-column counts go with the rows
     files.delete("gone")  # missing files are fine
     files.delete("never-existed")
     with pytest.raises(FileNotFoundError):

@@ -7,7 +7,7 @@ import { CasesEditor } from "./cases";
 import { fill, h, named, num, option, toast } from "./dom";
 import { CodeEditor } from "./editor";
 import { statusBadge, unifiedDiff } from "./results";
-import type { BatchResponse, Case, Dataset, Evaluator, EvaluatorMigrateResponse, FieldMapping, Job, JobResultItem, Language, MigrateResponse, Page, EvaluationResult, RowPage } from "./types";
+import type { BatchResponse, Case, Dataset, Evaluator, EvaluatorMigrateResponse, FieldMapping, Job, JobResultItem, Language, MigrateResponse, MigrationReads, Page, EvaluationResult, RowPage } from "./types";
 
 export const LEGACY_EXAMPLE = `def evaluate(app_params, inputs, output, correct_answer):
     # the 4-argument interface: correct_answer is inputs["correct_answer"]
@@ -64,6 +64,40 @@ export function rowCase(row: Record<string, unknown>, mapping: FieldMapping | nu
   const trace = m.trace ? at(row, m.trace) : row.trace;
   const appParams = m.app_params ? at(row, m.app_params) : row.app_params;
   return { inputs, outputs: outputs ?? null, trace: trace ?? null, app_params: appParams ?? null };
+}
+
+const ANSWER_NAMES = ["response", "answer", "completion", "generation", "prediction", "predicted", "output_text", "generated", "result", "reply", "text"];
+const REFERENCE_NAMES = ["expected", "expected_output", "expected_answer", "reference", "ground_truth", "gold", "target", "label", "correct", "answer"];
+
+/** The columns that look meant for ``wanted``: its spellings (a name containing it) first, then the usual names. */
+function didYouMean(wanted: string, columns: string[], known: string[], exclude: string[] = []): string[] {
+  const candidates = columns.filter((c) => !exclude.includes(c));
+  const stem = wanted.replace(/s$/, "").toLowerCase();
+  const close = candidates.filter((c) => c.toLowerCase().includes(stem) || stem.includes(c.toLowerCase()));
+  return [...close, ...candidates.filter((c) => known.includes(c.toLowerCase()) && !close.includes(c))].slice(0, 5);
+}
+
+/** What the cases do not exercise of what the legacy code reads (migration/coverage.py's rule): ``nothing``
+ * names a field null on every case (the run compares nothing), ``warnings`` the fields some cases lack. */
+export function coverage(reads: MigrationReads | null | undefined, cases: Case[], key: string): { nothing: string | null; warnings: string[] } {
+  const warnings: string[] = [];
+  if (!cases.length) return { nothing: "there are no cases: nothing would be compared", warnings };
+  if (!reads) return { nothing: null, warnings };
+  const columns = [...new Set(cases.flatMap((c) => (c.inputs && typeof c.inputs === "object" && !Array.isArray(c.inputs) ? Object.keys(c.inputs as object) : [])))];
+  const obj = (v: unknown) => (v && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : null);
+  const fields: { name: string; legacy: string; value: (c: Case) => unknown; meant: string[]; hint: (m: string[]) => string }[] = [];
+  if (reads.output) fields.push({ name: "outputs", legacy: "output", value: (c) => c.outputs, meant: didYouMean("outputs", columns, ANSWER_NAMES, [key]), hint: (m) => (m.length ? `Did you mean the column "${m[0]}" as outputs (the job's field_mapping {"outputs": "${m[0]}"})?` : "Give each case its outputs.") });
+  if (reads.correct_answer) fields.push({ name: `inputs["${key}"]`, legacy: "correct_answer", value: (c) => obj(c.inputs)?.[key], meant: didYouMean(key, columns, REFERENCE_NAMES), hint: (m) => (m.length ? `Did you mean the correct_answer key "${m[0]}"?` : `Set the correct_answer key to the column holding the answer (now "${key}").`) });
+  for (const name of reads.app_params) fields.push({ name: `app_params["${name}"]`, legacy: "app_params", value: (c) => obj(c.app_params)?.[name], meant: [], hint: () => `Give cases whose app_params has "${name}", or move the value into inputs or settings first.` });
+  for (const f of fields) {
+    const missing = cases.filter((c) => f.value(c) === null || f.value(c) === undefined).length;
+    if (missing === cases.length) {
+      const shown = columns.length ? columns.map((c) => `'${c}'`).join(", ") : "none";
+      return { nothing: `Nothing compared: ${f.name} (the legacy code's ${f.legacy}) is null or missing on every one of the ${cases.length} case(s), so both versions see nothing there; the cases' columns: ${shown}. ${f.hint(f.meant)}`, warnings };
+    }
+    if (missing) warnings.push(`${f.name} (the legacy code's ${f.legacy}) is null or missing on ${missing} of ${cases.length} case(s): those do not exercise it`);
+  }
+  return { nothing: null, warnings };
 }
 
 /** Whether two results agree the way the service's differential run compares them. */
@@ -301,16 +335,28 @@ export class MigrateScreen {
       const verdicts = before.results.map((b, i) => agree(b, after.results[i]));
       const differing = verdicts.filter((v) => !v).length;
       const cell = (r: EvaluationResult) => h("td", {}, statusBadge(r.status), ` ${num(r.score)}`, r.error ? h("span", { class: "error-text" }, ` ${r.error.type}`) : null);
+      // a run that compared nothing is never "agree" (migration/coverage.py): a read field null on every case,
+      // or every case an error on both versions
+      const covered = coverage(migrated.reads, cases, this.keyInput.value || "correct_answer");
+      const bothErrors = before.results.filter((b, i) => b.status !== "ok" && after.results[i].status !== "ok").length;
+      let nothing = covered.nothing;
+      if (!nothing && !differing && bothErrors === cases.length) {
+        const first = before.results[0].error;
+        nothing = `Nothing compared: every one of the ${cases.length} case(s) is an error on both versions${first ? ` (e.g. case 1: ${first.type}${first.line ? ` at line ${first.line}` : ""}: ${first.message})` : ""}. Fix the cases or the code so they run.`;
+      }
+      const warnings = [...covered.warnings, ...(bothErrors && bothErrors < cases.length ? [`${bothErrors} of ${cases.length} case(s) are errors on both versions: only their error type was compared`] : [])];
+      const verdict = nothing ?? (differing ? `${differing} of ${cases.length} case(s) differ: not safe to save` : `All ${cases.length} case(s) agree`);
       fill(
         this.equivalence,
-        h("p", { class: differing ? "bad-box" : "ok-box", role: "status" }, differing ? `${differing} of ${cases.length} case(s) differ: not safe to save` : `All ${cases.length} case(s) agree`),
+        h("p", { class: differing || nothing ? "bad-box" : "ok-box", role: "status" }, verdict),
+        warnings.length ? h("ul", { class: "notes" }, warnings.map((w) => h("li", { class: "warn" }, `⚠ ${w}`))) : null,
         h(
           "table",
           { class: "equivalence-table" },
           h("thead", {}, h("tr", {}, ...["#", "legacy", "migrated", ""].map((t) => h("th", {}, t)))),
           h("tbody", {}, before.results.map((b, i) => h("tr", { class: verdicts[i] ? "agree" : "differ" }, h("td", { class: "num" }, String(i + 1)), cell(b), cell(after.results[i]), h("td", {}, verdicts[i] ? h("span", { class: "pass" }, "✓ agree") : h("span", { class: "fail" }, "✗ differ"))))),
         ),
-        differing ? null : this.saveControls(),
+        differing || nothing ? null : this.saveControls(),
       );
     } catch (exc) {
       fill(this.equivalence, h("div", { class: "error-box", role: "alert" }, describe(exc)));

@@ -194,6 +194,14 @@ export interface MigrateResponse {
   diff: string;
   notes: { line: number | null; message: string }[];
   rules: string[];
+  /** What the legacy code reads of a case (null: it was not legacy code). */
+  reads?: MigrationReads | null;
+}
+
+export interface MigrationReads {
+  output: boolean;
+  correct_answer: boolean;
+  app_params: string[];
 }
 
 export interface EvaluatorMigrateResponse extends MigrateResponse {
@@ -201,6 +209,7 @@ export interface EvaluatorMigrateResponse extends MigrateResponse {
   dry_run: boolean;
   saved: boolean;
   evaluator: Evaluator | null;
+  warnings?: string[];
 }
 
 export interface Dataset {

@@ -4,7 +4,10 @@ A stored dataset is two files under ``<data_dir>/datasets``:
 
 * ``<id>.jsonl``: one JSON object per line, rows in upload order (row ``i`` is line ``i``);
 * ``<id>.idx``: the byte offset of every ``BLOCK``-th row (``array('Q')``), so reading
-  from row ``i`` seeks to the block and skips at most ``BLOCK - 1`` lines.
+  from row ``i`` seeks to the block and skips at most ``BLOCK - 1`` lines;
+* ``<id>.cols``: how many rows hold a value (not null) in each top-level column (JSON), so a job can say
+  which mapped column some rows lack without reading them (:meth:`DatasetFiles.filled`; datasets stored
+  before it have none).
 
 Parsing streams: a JSONL or CSV upload is read line by line and a JSON array element
 by element, so memory stays flat however many rows there are. Rows must be JSON
@@ -21,6 +24,7 @@ import io
 import json
 import math
 import os
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +91,12 @@ class _Writer:
         self.offset = 0
         self.index = array.array("Q")
         self.columns: dict[str, None] = {}
+        self.present: Counter[str] = Counter()  # rows that have each column
+        self.nulls: Counter[str] = Counter()  # rows whose value of it is null
+
+    def filled(self) -> dict[str, int]:
+        """How many rows hold a value (not null) in each column, in column order."""
+        return {name: self.present[name] - self.nulls[name] for name in self.columns}
 
     def add(self, row: Any, where: int, encoded: bytes | None = None) -> None:
         if not isinstance(row, dict):
@@ -105,6 +115,9 @@ class _Writer:
                 if len(self.columns) >= self.limits.max_columns:
                     raise DatasetError(f"more than {self.limits.max_columns} distinct columns", line=where)
                 self.columns[key] = None
+        self.present.update(row.keys())  # C loops: a dict's keys (not the dict: its values would be counts)
+        if None in row.values():
+            self.nulls.update(key for key, value in row.items() if value is None)
         if not self.count % BLOCK:
             self.index.append(self.offset)
         self.out.write(data)
@@ -250,6 +263,18 @@ class DatasetFiles:
     def _index_path(self, dataset_id: str) -> Path:
         return self.root / f"{dataset_id}.idx"
 
+    def _filled_path(self, dataset_id: str) -> Path:
+        return self.root / f"{dataset_id}.cols"
+
+    def filled(self, dataset_id: str) -> dict[str, int] | None:
+        """How many of the dataset's rows hold a value (not null) in each top-level column; None for a
+        dataset stored before this was counted."""
+        try:
+            counts = json.loads(self._filled_path(dataset_id).read_bytes())
+        except (OSError, ValueError):
+            return None
+        return counts if isinstance(counts, dict) else None
+
     def _store(self, dataset_id: str, fill: Any, limits: Limits) -> DatasetInfo:
         tmp = self.root / f".{dataset_id}.tmp"
         try:
@@ -258,6 +283,7 @@ class DatasetFiles:
                 fill(writer)
             with open(self._index_path(dataset_id), "wb") as fh:
                 writer.index.tofile(fh)
+            self._filled_path(dataset_id).write_text(json.dumps(writer.filled()))
             os.replace(tmp, self.rows_path(dataset_id))
         finally:
             tmp.unlink(missing_ok=True)
@@ -310,3 +336,4 @@ class DatasetFiles:
         """Remove the dataset's files (missing files are fine)."""
         self.rows_path(dataset_id).unlink(missing_ok=True)
         self._index_path(dataset_id).unlink(missing_ok=True)
+        self._filled_path(dataset_id).unlink(missing_ok=True)

@@ -29,7 +29,7 @@ from evaluator_host.jobs.models import FieldMapping
 from evaluator_host.sandbox import fastjson
 from evaluator_host.sandbox.protocol import WireCase
 
-__all__ = ["RowMapper", "picked_cases", "rows_rule"]
+__all__ = ["RowMapper", "column_gaps", "picked_cases", "rows_rule"]
 
 Getter = Callable[[dict[str, Any]], Any]
 
@@ -122,6 +122,33 @@ class RowMapper:
         """The case (``inputs``, ``outputs``, ``trace``, ``app_params``) of ``row``."""
         case: dict[str, Any] = _rule.case_of(row, self._outputs, self._trace, self._app_params, self._inputs)
         return case
+
+
+def column_gaps(mapping: FieldMapping, filled: dict[str, int] | None, total: int, *, outputs: bool = True) -> list[str]:
+    """A job's warnings for the columns it maps to ``outputs`` and ``inputs`` that some rows lack (missing or
+    null): how many rows, which column. ``filled``: the dataset's rows with a value per top-level column
+    (``DatasetFiles.filled``; None: not known, no warning); a dotted path is not counted. ``outputs``: False
+    when a model target makes them (the mapped column is not read)."""
+    if filled is None or total == 0:
+        return []
+    named: list[tuple[str, str, str]] = []  # (column, what names it, what is null then)
+    if outputs:
+        if mapping.outputs is not None:
+            named.append((mapping.outputs, f"field_mapping.outputs column {mapping.outputs!r}", "outputs"))
+        elif ("outputs" in filled) != ("output" in filled):  # the default column, when only one is there
+            column = "outputs" if "outputs" in filled else "output"
+            named.append((column, f"the {column!r} column (outputs by default)", "outputs"))
+    for column in mapping.inputs or ():
+        named.append((column, f"field_mapping.inputs column {column!r}", f"inputs[{column!r}]"))
+    warnings = []
+    for column, where, what in named:
+        if column not in filled:
+            continue  # a dotted path, or a column no row has (refused or warned about already)
+        missing = total - filled[column]
+        if missing > 0:
+            every = "every one" if missing == total else f"{missing:,}"
+            warnings.append(f"{where} is missing or null on {every} of the {total:,} rows: {what} is null there")
+    return warnings
 
 
 def _plain(name: str) -> Getter:

@@ -3,7 +3,8 @@
 :func:`sample_cases` gives a comparison's rows: the request's inline ``cases`` (the case-count limit of
 a call), or a dataset's first ``sample`` rows mapped by ``field_mapping`` (read only up to
 ``max_body_bytes`` of rows, the bound a body of inline cases already has: over it, a 422
-``LimitError`` naming the row, before the rows are parsed). Migration's equivalence run reads its
+``LimitError`` naming the row, before the rows are parsed; a dataset of no rows: a 422
+``NothingCompared``). Migration's equivalence run reads its
 rows here, and so does :func:`compare` — ``POST /v1/evaluators/{id}/compare``: both revisions run on
 the same rows (:func:`evaluator_host.evaluation.compare.compare_revisions`, charged two evaluations a
 row), and the answer lists every flipped row's index, the aggregates and their deltas, and one page of
@@ -15,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from evaluator_host.errors import LimitError
+from evaluator_host.errors import LimitError, NothingCompared
 from evaluator_host.evaluation.compare import compare_revisions
 from evaluator_host.evaluation.limits import check_case_count
 from evaluator_host.evaluation.models import Case
@@ -60,7 +61,15 @@ async def sample_cases(
             lines.append(line)
         return [Case.model_validate(mapper.case(json.loads(line))) for line in lines]
 
-    return await asyncio.to_thread(first_rows)
+    rows = await asyncio.to_thread(first_rows)
+    if not rows:  # a comparison of no rows compares nothing: never an answer of 0 rows, 0 flipped
+        raise NothingCompared(
+            f"dataset {record.id!r} has no rows: nothing would be compared",
+            field="rows",
+            rows=0,
+            columns=record.columns,
+        )
+    return rows
 
 
 async def compare(

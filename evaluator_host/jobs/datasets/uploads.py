@@ -202,7 +202,7 @@ class DatasetCatalog:
             name = path.name
             if name.startswith("."):
                 orphan = name.startswith(".upload-") or name.endswith(".tmp")
-            elif path.suffix in (".jsonl", ".idx"):
+            elif path.suffix in (".jsonl", ".idx", ".cols"):
                 try:
                     self.store.get_dataset(path.stem)
                     orphan = False

@@ -11,7 +11,8 @@ Contract:
   of rows are out (sent and not committed) at once, so Redis holds a bounded part of a dataset
   whatever its size, and hosts added mid-job find work in the queue at once.
 * Hosts commit rows and counters themselves; the commit that stores the last row marks the job
-  ``succeeded``. The dispatcher watches the job's row in the database and returns when the job is
+  ``succeeded`` (``failed``, ``AllRowsErrored``, when every row is an error: ``store/job_outcome.py``).
+  The dispatcher watches the job's row in the database and returns when the job is
   finished (or cancelled, deleted, another's). It keeps ``active_s`` (the job's running time).
 * Lost chunks: a host that dies holding chunks has them redelivered by the broker
   (``queue_visibility_s``). Should chunks vanish altogether (a Redis without persistence restarted),
@@ -153,14 +154,7 @@ class Dispatcher:
         watch = _Progress(await self._done(record.id, clock), self.settings.queue_stall_s)
         while True:
             if watch.last >= record.total:  # every row stored, yet no commit finished it (none was needed)
-                await asyncio.to_thread(
-                    self.store.set_job,
-                    record.id,
-                    only_unfinished=True,
-                    only_held=True,
-                    status="succeeded",
-                    finished_at=utcnow(),
-                )
+                await asyncio.to_thread(self.store.finish, record.id)
             await asyncio.sleep(_POLL_S * 2)
             watch.see(await self._done(record.id, clock))
             if watch.stalled() and await self._queue_empty():

@@ -9,7 +9,8 @@ Contract (for :class:`~evaluator_host.jobs.running.runner.JobRunner`, which deci
   ``progress.Sizer.for_evaluator``, a model target's lanes use it too); each of ``parallelism`` lanes
   runs one chunk at a time through the :class:`~evaluator_host.jobs.running.executor.ChunkExecutor` (which retries
   it) while the lane's previous chunk is being stored, so at most ``2 × parallelism × job_chunk_rows``
-  rows are in memory. The last commit marks the job ``succeeded``.
+  rows are in memory. Once the last commit landed the job is ``succeeded`` — or ``failed`` with
+  ``AllRowsErrored`` when every row is an error (``store/job_outcome.py``).
 * A chunk's results, the job's counters and its aggregate state are committed in one transaction
   (``JobStore.commit_rows``), waiting while the disk is full (a job being cancelled gives the chunk up);
   what a running job shows is :class:`~evaluator_host.jobs.running.progress.Live`, updated once a commit landed.
@@ -182,14 +183,18 @@ class Lanes:
         await self._finish(job_id, live, None)
 
     async def _finish(self, job_id: str, live: Live, stopped: str | None) -> None:
-        """Mark the job ``succeeded`` — or ``stopped`` (``budget_exhausted``: ``stopped`` says why)."""
-        finished: dict[str, Any] = {"status": "succeeded", "finished_at": utcnow(), "active_s": live.active()}
-        if stopped is not None:
-            message = f"the job's budget is spent ({stopped}); rows scored so far are kept"
-            finished |= {
-                "status": "stopped",
-                "error": {"type": "BudgetExhausted", "code": "budget_exhausted", "message": message},
-            }
+        """Mark the job ``succeeded`` (``failed``, ``AllRowsErrored``: every row an error) — or ``stopped``
+        (``budget_exhausted``: ``stopped`` says why)."""
+        if stopped is None:
+            await self.executor.until_stored(functools.partial(self.store.finish, job_id, active_s=live.active()))
+            return
+        message = f"the job's budget is spent ({stopped}); rows scored so far are kept"
+        finished: dict[str, Any] = {
+            "status": "stopped",
+            "finished_at": utcnow(),
+            "active_s": live.active(),
+            "error": {"type": "BudgetExhausted", "code": "budget_exhausted", "message": message},
+        }
         write = functools.partial(self.store.set_job, job_id, only_unfinished=True, only_held=True, **finished)
         await self.executor.until_stored(write)
 

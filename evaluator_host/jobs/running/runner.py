@@ -46,10 +46,10 @@ import uuid
 from datetime import datetime
 from typing import Any, Protocol
 
-from evaluator_host.errors import EvaluatorHostError, JobNotHeld, QuotaExceeded, TargetError
+from evaluator_host.errors import EvaluatorHostError, JobNotHeld, NothingCompared, QuotaExceeded, TargetError
 from evaluator_host.evaluation.evaluators import Evaluators
 from evaluator_host.evaluation.path import ignored_fields
-from evaluator_host.jobs.datasets.mapping import RowMapper
+from evaluator_host.jobs.datasets.mapping import RowMapper, column_gaps
 from evaluator_host.jobs.datasets.uploads import DatasetCatalog
 from evaluator_host.jobs.models import FieldMapping, Job, JobCreate
 from evaluator_host.jobs.running.executor import ChunkExecutor
@@ -153,8 +153,9 @@ class JobRunner:
 
     # -- API -------------------------------------------------------------------------------
     async def create(self, workspace: str, body: JobCreate) -> Job:
-        """Check the revision, the dataset and the mapping, store the job (``queued``) in ``workspace`` and
-        start it; ``QuotaExceeded`` (429) past the workspace's ``max_concurrent_jobs``, or while what it
+        """Check the revision, the dataset (rows: a dataset of none is 422 ``NothingCompared``) and the mapping
+        (``warnings``: mapped columns some rows lack), store the job (``queued``) in ``workspace`` and start it;
+        ``QuotaExceeded`` (429) past the workspace's ``max_concurrent_jobs``, or while what it
         stores (datasets and job results) is at or over its ``max_dataset_bytes``.
 
         Inline ``rows`` become a dataset of their own, removed again if the job is refused.
@@ -175,8 +176,17 @@ class JobRunner:
                 raise
 
     async def _create(self, workspace: str, body: JobCreate, record: RevisionRecord, dataset: DatasetRecord) -> Job:
+        if dataset.row_count == 0:  # a job of no rows would check nothing, yet end succeeded
+            raise NothingCompared(
+                f"dataset {dataset.id!r} has no rows: a job over it would check nothing",
+                field="rows",
+                rows=0,
+                columns=dataset.columns,
+            )
         mapping = body.field_mapping or FieldMapping()
         mapper = RowMapper(mapping, dataset.columns)  # FieldMappingError (422) before anything is stored
+        filled = await asyncio.to_thread(self.datasets.files.filled, dataset.id)
+        gaps = column_gaps(mapping, filled, dataset.row_count, outputs=body.target is None)
         target: dict[str, Any] | None = None
         if body.target is not None:  # generate, then score (running/targeted.py): checked before anything is stored
             if self.remote is not None:
@@ -203,7 +213,7 @@ class JobRunner:
             field_mapping=mapping.model_dump(),
             parallelism=min(body.parallelism or self.settings.job_parallelism, self.settings.max_workers),
             total=dataset.row_count,
-            warnings=mapper.warnings + ignored_fields(record.interface, _mapped(mapping)),
+            warnings=mapper.warnings + gaps + ignored_fields(record.interface, _mapped(mapping)),
             target=target,
         )
         self._launch(job.id)

@@ -23,9 +23,16 @@ from libcst.metadata import GlobalScope, MetadataWrapper, PositionProvider, Scop
 
 from evaluator_host.definitions.interfaces import detect_python
 from evaluator_host.errors import MigrationRefused
-from evaluator_host.migration.base import TODO, Migration, Note
+from evaluator_host.migration.base import TODO, Migration, Note, Reads
 from evaluator_host.migration.python import adapter, prologue
-from evaluator_host.migration.python.entry import Entry, adapter_reason, find_entry, free_name, reads_param
+from evaluator_host.migration.python.entry import (
+    Entry,
+    adapter_reason,
+    app_params_keys,
+    find_entry,
+    free_name,
+    reads_param,
+)
 from evaluator_host.migration.python.entry import self_references as _self_references
 from evaluator_host.migration.python.returns import HELPER, lambda_returns_string, rewrite_returns
 
@@ -138,6 +145,11 @@ def migrate_python(language: str, code: str, correct_answer_key: str = "correct_
             "is the 3-argument entrypoint. Move the recursive part into a helper function, then migrate.",
             line=wrapper.resolve(PositionProvider)[name].start.line,
         )
+    reads = Reads(
+        output=reads_param(wrapper, entry, 2),
+        correct_answer=reads_param(wrapper, entry, 3),
+        app_params=app_params_keys(entry) if reads_param(wrapper, entry, 0) else (),
+    )
     statements, rules, reason = _rewrite(wrapper, entry, correct_answer_key)
     body: list[cst.BaseStatement] = []
     for statement in wrapper.module.body:
@@ -175,4 +187,5 @@ def migrate_python(language: str, code: str, correct_answer_key: str = "correct_
         original=code,
         notes=notes,
         rules=rules,
+        reads=reads,
     )

@@ -24,7 +24,16 @@ from libcst.metadata import (
 
 from evaluator_host.errors import MigrationRefused
 
-__all__ = ["NEW_PARAMS", "Entry", "adapter_reason", "find_entry", "free_name", "reads_param", "self_references"]
+__all__ = [
+    "NEW_PARAMS",
+    "Entry",
+    "adapter_reason",
+    "app_params_keys",
+    "find_entry",
+    "free_name",
+    "reads_param",
+    "self_references",
+]
 
 NEW_PARAMS = ("inputs", "outputs", "trace")
 _INTROSPECTION = frozenset({"locals", "vars", "eval", "exec", "dir"})  # they would see the prologue's names
@@ -158,3 +167,43 @@ def free_name(wrapper: MetadataWrapper, wanted: str) -> str:
         n += 1
         name = f"{wanted}_{n}"
     return name
+
+
+def _literal(node: cst.BaseExpression) -> str | None:
+    """A plain string literal's value (no f-string, no concatenation), else None."""
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def app_params_keys(entry: Entry) -> tuple[str, ...]:
+    """The keys the entrypoint reads of its first parameter by a literal name: ``app_params["k"]`` and
+    ``app_params.get("k", ...)`` (in the order first read; a parameter that is not a plain name: none)."""
+    names = entry.names
+    if not names:
+        return ()
+    name = names[0]
+    keys: dict[str, None] = {}
+
+    class _Keys(cst.CSTVisitor):
+        def visit_Subscript(self, node: cst.Subscript) -> None:
+            if isinstance(node.value, cst.Name) and node.value.value == name and len(node.slice) == 1:
+                index = node.slice[0].slice
+                if isinstance(index, cst.Index) and (key := _literal(index.value)) is not None:
+                    keys[key] = None
+
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            if (
+                isinstance(func, cst.Attribute)
+                and isinstance(func.value, cst.Name)
+                and func.value.value == name
+                and func.attr.value == "get"
+                and node.args
+                and (key := _literal(node.args[0].value)) is not None
+            ):
+                keys[key] = None
+
+    entry.function.visit(_Keys())
+    return tuple(keys)
