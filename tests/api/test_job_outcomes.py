@@ -27,7 +27,7 @@ def test_a_job_whose_every_row_errored_fails_with_the_common_error_and_an_exampl
     ev = create_evaluator(client, MIXED)
     job = wait(client, start(client, ev["id"], rows=[{"i": i, "outputs": "x"} for i in range(1, 7)])["id"])
     assert job["status"] == "failed", job
-    assert job["progress"] == {"total": 6, "done": 6, "failed": 6}
+    assert job["progress"] == {"total": 6, "done": 6, "failed": 6, "cached": 0}
     error = job["error"]
     assert error["type"] == "AllRowsErrored" and error["code"] == "all_rows_errored" and error["rows"] == 6
     assert error["most_common"] == {"type": "ZeroDivisionError", "count": 4}  # rows 1, 2, 4, 5; KeyError: 3, 6
@@ -44,7 +44,7 @@ def test_a_job_with_one_row_that_ran_still_succeeds(client: TestClient) -> None:
     )
     job = wait(client, start(client, ev["id"], rows=[{"i": i, "outputs": "x"} for i in range(1, 5)])["id"])
     assert job["status"] == "succeeded" and job["error"] is None, job
-    assert job["progress"] == {"total": 4, "done": 4, "failed": 3}
+    assert job["progress"] == {"total": 4, "done": 4, "failed": 3, "cached": 0}
 
 
 def test_mapped_columns_some_rows_lack_are_warnings_naming_the_column_and_the_rows(client: TestClient) -> None:

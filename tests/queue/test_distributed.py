@@ -246,7 +246,7 @@ def test_a_queued_job_whose_every_row_errored_on_the_hosts_fails_with_the_common
     evaluator = grid.evaluator("def evaluate(inputs, outputs, trace):\n    return outputs.strip()\n")
     job_id = grid.start_job(evaluator, [{"outputs": i} for i in range(30)])
     job = grid.finished(job_id)
-    assert job["status"] == "failed" and job["progress"] == {"total": 30, "done": 30, "failed": 30}, job
+    assert job["status"] == "failed" and job["progress"] == {"total": 30, "done": 30, "failed": 30, "cached": 0}, job
     error = job["error"]
     assert error["type"] == "AllRowsErrored" and error["most_common"] == {"type": "AttributeError", "count": 30}
     assert error["example"]["index"] == 0 and error["example"]["line"] == 2, error

@@ -109,7 +109,7 @@ def test_a_hostile_template_never_holds_the_service_and_its_rows_get_clear_error
     assert created.status_code == 202, created.text
     assert _answered(lambda: client.get("/healthz").json(), "/healthz")["status"] == "ok"
     job = _finished(client, created.json()["id"])
-    assert job["progress"] == {"total": 4, "done": 4, "failed": 2}, job
+    assert job["progress"] == {"total": 4, "done": 4, "failed": 2, "cached": 0}, job
     data = client.get(f"/v1/jobs/{job['id']}/results").json()["data"]
     errors = [item["result"].get("error") or {} for item in data]
     assert errors[1]["type"] == "GenerationError" and "iterates more than 1,000,000 times" in errors[1]["message"]
