@@ -39,6 +39,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from evaluator_host.cli.judge import Judge, judge_of, with_judge_body
 from evaluator_host.cli.output import located_error, print_capabilities
 from evaluator_host.cli.targets import Local, RefusedError, Remote, Target
 from evaluator_host.client import ClientError, ServiceUnreachable
@@ -87,15 +88,16 @@ def model_target(args: argparse.Namespace) -> dict[str, Any] | None:
     return target
 
 
-def _definition(args: argparse.Namespace, language: str) -> dict[str, Any]:
+def _definition(args: argparse.Namespace, language: str, judge: Judge) -> dict[str, Any]:
     path = Path(args.file)
-    return {
+    body = {
         "name": args.name or path.name,
         "language": language,
         "code": path.read_text(),
         "packages": json.loads(args.packages) if args.packages else None,
         "settings": json.loads(args.settings) if args.settings else {},
     }
+    return with_judge_body(body, judge)
 
 
 def _summary(job: dict[str, Any], console: Console) -> None:
@@ -249,11 +251,12 @@ async def _follow(target: Target, job: dict[str, Any], console: Console) -> dict
 
 async def _batch(args: argparse.Namespace, language: str, console: Console, out: Console) -> int:
     key = args.api_key or os.environ.get(API_KEY_ENV) or None
-    target: Target = Remote(args.server, key) if args.server else Local()
+    judge = judge_of(args, local=not args.server)
+    target: Target = Remote(args.server, key) if args.server else await Local.for_judge(judge)
     job: dict[str, Any] | None = None
     hint: str | None = None
     try:
-        evaluator = await target.upsert(_definition(args, language))
+        evaluator = await target.upsert(_definition(args, language, judge))
         print_capabilities(evaluator.get("capabilities"), console)
         dataset = await target.upload(Path(args.data))
         console.print(

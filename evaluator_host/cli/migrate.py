@@ -21,12 +21,13 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from evaluator_host.cli.judge import Judge, judge_of, start_private, with_judge
+from evaluator_host.cli.judge import add_options as add_judge_options
 from evaluator_host.definitions import languages
 from evaluator_host.errors import EvaluatorHostError
 from evaluator_host.evaluation.models import Case
 from evaluator_host.evaluation.usecases import Definition
 from evaluator_host.migration.codemod import Migration, migrate
-from evaluator_host.settings import Settings
 from evaluator_host.tenancy.models import DEFAULT_WORKSPACE
 
 __all__ = ["add_parser", "files_of"]
@@ -49,18 +50,20 @@ def files_of(paths: list[str]) -> Iterator[Path]:
             yield path
 
 
-async def _check(items: list[tuple[Path, str, Migration]], cases: list[Case]) -> dict[Path, list[dict[str, object]]]:
+async def _check(
+    items: list[tuple[Path, str, Migration]], cases: list[Case], judge: Judge
+) -> dict[Path, list[dict[str, object]]]:
     """The differing rows of each migrated file on ``cases``: the differential run of the API
-    (:func:`~evaluator_host.migration.compare.differential`) in-process, on a private scratch data dir."""
+    (:func:`~evaluator_host.migration.compare.differential`) in-process, on a private scratch data dir
+    (``judge``'s hosts and secrets in it, both versions given them)."""
     from evaluator_host.migration.compare import differential
-    from evaluator_host.services import Services
 
-    services = Services.start_private(Settings())
+    services = await start_private(judge)
     found: dict[Path, list[dict[str, object]]] = {}
     try:
         for path, language, migration in items:
-            before = Definition(language, migration.original)
-            after = Definition(language, migration.code)
+            before = with_judge(Definition(language, migration.original), judge)
+            after = with_judge(Definition(language, migration.code), judge)
             found[path] = await differential(services, DEFAULT_WORKSPACE, before, after, cases)
     finally:
         await services.close()
@@ -72,6 +75,7 @@ def _say(text: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    judge = judge_of(args, local=True)
     out = sys.stdout
     status = 0
     changed: list[tuple[Path, str, Migration]] = []
@@ -96,7 +100,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.check_with and changed:
         lines = Path(args.check_with).read_text().splitlines()
         cases = [Case.model_validate_json(line) for line in lines if line.strip()]
-        mismatched = {p: rows for p, rows in asyncio.run(_check(changed, cases)).items() if rows}
+        mismatched = {p: rows for p, rows in asyncio.run(_check(changed, cases, judge)).items() if rows}
     for path, _language, migration in changed:
         rows = mismatched.get(path)
         if args.diff:
@@ -130,6 +134,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument("--write", action="store_true", help="rewrite the files in place")
     parser.add_argument("--diff", action="store_true", help="print the unified diff of each file that changes")
     parser.add_argument("--check-with", metavar="ROWS.jsonl", help="run both versions on these cases first")
+    add_judge_options(parser, "--check-with: ")
     parser.add_argument(
         "--correct-answer-key", default="correct_answer", help="the inputs key legacy correct_answer came from"
     )
