@@ -105,11 +105,16 @@ def _summary(job: dict[str, Any], console: Console) -> None:
     aggregate = job.get("aggregate") or {}
     errors = aggregate.get("errors", 0)
     table = Table(title=f"job {job['id']}: {job['status']}")
-    for column in ("", "mean", "std", "min", "max", "count", "errors", "no value"):
-        table.add_column(column, justify="left" if not column else "right")
     columns = [("score", aggregate.get("score"))] + [
         (f"outputs.{k}", v) for k, v in aggregate.get("outputs", {}).items()
     ]
+    names = row_names([name for name, _stats in columns])
+    columns = [(names[name], stats) for name, stats in columns]
+    for column in ("", "mean", "std", "min", "max", "count", "errors", "no value"):
+        if column:
+            table.add_column(column, justify="right")
+        else:  # never cut by the table: row_names made each short and distinct
+            table.add_column(column, justify="left", no_wrap=True, min_width=max(len(n) for n in names.values()))
     for name, stats in columns:
         if stats is None:
             continue
@@ -139,6 +144,27 @@ def _summary(job: dict[str, Any], console: Console) -> None:
         console.print(f"[red]{job['error'].get('type')}: {job['error'].get('message')}[/red]")
     for warning in job.get("warnings", []):
         console.print(f"[yellow]warning:[/yellow] {warning}")
+
+
+_ROW_NAME = 32  # characters of a row's name in the summary table, at most
+
+
+def row_names(names: list[str], width: int = _ROW_NAME) -> dict[str, str]:
+    """Each of ``names`` as the summary table shows it: whole when it fits in ``width``, else its head
+    (``outputs.``) and its tail around an ellipsis — NeMo's ``outputs.arithmetic-expression.valid_expression``
+    and ``…correct_value`` stay told apart, where cutting the end made both ``outputs.arithmetic-e…``.
+    Names a shortening would make alike are shown whole."""
+    shown: dict[str, str] = {}
+    for name in names:
+        if len(name) <= width:
+            shown[name] = name
+            continue
+        head = name[: name.index(".") + 1] if "." in name[: width // 2] else ""
+        shown[name] = head + "…" + name[-(width - len(head) - 1) :]
+    seen: dict[str, int] = {}
+    for label in shown.values():
+        seen[label] = seen.get(label, 0) + 1
+    return {name: label if seen[label] == 1 else name for name, label in shown.items()}
 
 
 _SAMPLE_ROWS = 5  # failed rows the mapping hint tries each column on

@@ -45,6 +45,7 @@ from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder, is_folder
 from evaluator_host.sandbox.egress.proxy import (
     IN_SANDBOX_PORT,
     SANDBOX_CA_BUNDLE,
+    SANDBOX_CA_DIR,
     SANDBOX_SOCKET,
     EgressGate,
     EgressProxy,
@@ -288,6 +289,11 @@ class DockerBackend:
                     if gate is not None
                     else {}
                 ),
+                **(
+                    {str(gate.proxy.sandbox_ca_dir): {"bind": SANDBOX_CA_DIR, "mode": "ro"}}
+                    if gate is not None and gate.proxy.sandbox_ca_dir is not None
+                    else {}
+                ),
             },
             ulimits=[
                 Ulimit(name="nofile", soft=256, hard=256),
@@ -300,7 +306,10 @@ class DockerBackend:
             image,
             command=self._command(runtime, image),
             user=s.container_user,
-            environment={**SANDBOX_ENV, **(proxy_env() if gate is not None else {})},
+            environment={
+                **SANDBOX_ENV,
+                **(proxy_env(gate.proxy.sandbox_ca_dir is not None) if gate is not None else {}),
+            },
             working_dir="/tmp",
             hostname="sandbox",
             # no libnetwork at all (its set-up hook re-executes dockerd: ~45% of a container's start);
