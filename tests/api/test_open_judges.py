@@ -195,3 +195,23 @@ def test_declaring_network_for_a_model_sdk_draws_no_warning(open_service: tuple[
     ).json()
     assert saved["capabilities"]["network"] == [{"line": 1, "detail": "from openai import OpenAI"}]
     assert not [w for w in saved["warnings"] if "network" in w], saved["warnings"]
+
+
+def test_an_egress_worker_gets_only_the_proxy_variables_clients_need(open_service: tuple[TestClient, str]) -> None:
+    client, host = open_service
+    code = (
+        "import os, ssl\n"
+        "def evaluate(inputs, outputs, trace):\n"
+        "    names = sorted(n for n in os.environ if 'PROXY' in n.upper() or n.startswith('SSL_') or 'CA_' in n)\n"
+        "    folder = os.environ.get('SSL_CERT_DIR', '')\n"
+        "    hashed = sorted(n for n in os.listdir(folder) if n.endswith('.0')) if folder else []\n"
+        "    ssl.create_default_context(capath=folder)  # a directory OpenSSL reads\n"
+        "    return {'score': 1.0, 'names': names, 'hashed': len(hashed)}\n"
+    )
+    result = client.post("/v1/evaluate", json={"language": "python", "code": code, "network": [host]}).json()
+    assert result["status"] == "ok", result
+    names = result["details"]["names"]
+    assert "ALL_PROXY" not in names and "all_proxy" not in names  # httpx: one TLS context less per client
+    assert {"HTTP_PROXY", "HTTPS_PROXY", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE"} <= set(names)
+    assert "SSL_CERT_FILE" not in names  # a context given the file parses every CA when it is made
+    assert result["details"]["hashed"] > 1  # the system's CAs and the proxy's own, under their hash names
