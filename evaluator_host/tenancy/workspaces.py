@@ -79,6 +79,7 @@ class Workspaces:
         self._used: dict[str, datetime] = {}
         self._touched = time.monotonic()
         self._toucher: asyncio.Future[None] | None = None
+        self._noted: set[tuple[str, str]] = set()  # (workspace, runtime) pairs stored by note_runtime
         self.generation = 0  # bumped by every revocation (and workspace change): caches keyed on it drop
 
     # -- who is asking -------------------------------------------------------------------
@@ -197,8 +198,12 @@ class Workspaces:
         return await asyncio.to_thread(self.store.keys, workspace_id)
 
     async def note_runtime(self, workspace_id: str, runtime_id: str) -> None:
-        """Remember that ``workspace_id`` asked for a runtime (it lists it from then on)."""
+        """Remember that ``workspace_id`` asked for a runtime or ran on it (it lists it from then on); once
+        per pair and process (a call of an inline definition notes its runtime on every call)."""
+        if (workspace_id, runtime_id) in self._noted:
+            return
         await asyncio.to_thread(self.store.note_runtime, workspace_id, runtime_id)
+        self._noted.add((workspace_id, runtime_id))
 
     async def runtimes_of(self, workspace_id: str) -> frozenset[str]:
         """The runtimes ``workspace_id`` lists: asked for, or run by its live evaluators."""
