@@ -137,8 +137,29 @@ def _serve(args: argparse.Namespace) -> int:
     if (problem := check_database(settings)) is not None:  # migrated now (logged), or a clear refusal
         sys.stderr.write(f"evaluator-host: {problem}\n")
         return 2
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=level, access_log=False, log_config=None)
-    return 0
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level=level, access_log=False, log_config=None, lifespan="off"
+    )
+    return asyncio.run(_run_server(app, uvicorn.Server(config)))
+
+
+async def _run_server(app: Any, server: Any) -> int:
+    """Start the app's components (its lifespan, run here rather than by uvicorn: a refusal to start — an
+    ``EvaluatorHostError`` such as a sandbox uid that cannot read the interpreter, or a malformed
+    ``EVALUATOR_HOST_NETWORK_ALLOW`` — is its message alone on stderr and exit 2, not a traceback in the
+    server's log), then serve until a signal; the components stop after the server."""
+    started = app.router.lifespan_context(app)
+    try:
+        await started.__aenter__()
+    except EvaluatorHostError as exc:
+        sys.stderr.write(f"evaluator-host: {exc.message}\n")
+        return 2
+    try:
+        await server.serve()
+    finally:
+        await started.__aexit__(None, None, None)
+    return 0 if server.started else 1
 
 
 def _read_cases(args: argparse.Namespace) -> list[Case]:
