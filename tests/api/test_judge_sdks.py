@@ -100,7 +100,7 @@ def _judge(client: httpx.Client, host: str, language: str, code: str, packages: 
             "packages": packages,
             "secrets": ["OPENAI_API_KEY"],
             "network": [host],
-            "settings": {"env": {"OPENAI_BASE_URL": f"http://{host}/v1"}, "timeout_s": 60},
+            "settings": {"env": {"OPENAI_BASE_URL": f"http://{host}/v1"}, "timeout_s": 120},
         },
     )
     assert created.status_code == 201, created.text
