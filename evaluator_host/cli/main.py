@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import ipaddress
 import os
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -138,27 +140,39 @@ def _serve(args: argparse.Namespace) -> int:
         sys.stderr.write(f"evaluator-host: {problem}\n")
         return 2
     app = create_app(settings)
-    config = uvicorn.Config(
-        app, host=host, port=port, log_level=level, access_log=False, log_config=None, lifespan="off"
-    )
+    config = uvicorn.Config(app, host=host, port=port, log_level=level, access_log=False, log_config=None)
     return asyncio.run(_run_server(app, uvicorn.Server(config)))
 
 
 async def _run_server(app: Any, server: Any) -> int:
-    """Start the app's components (its lifespan, run here rather than by uvicorn: a refusal to start — an
+    """Start the app's components (its lifespan's start, run here before uvicorn's: a refusal to start — an
     ``EvaluatorHostError`` such as a sandbox uid that cannot read the interpreter, or a malformed
     ``EVALUATOR_HOST_NETWORK_ALLOW`` — is its message alone on stderr and exit 2, not a traceback in the
-    server's log), then serve until a signal; the components stop after the server."""
+    server's log), then serve until a signal. uvicorn runs the lifespan's end (the components stop before
+    it re-raises the signal it caught); if it never got that far, they stop here."""
     started = app.router.lifespan_context(app)
     try:
         await started.__aenter__()
     except EvaluatorHostError as exc:
         sys.stderr.write(f"evaluator-host: {exc.message}\n")
         return 2
+    stopped = False
+
+    @contextlib.asynccontextmanager
+    async def already_started(_app: Any) -> AsyncIterator[None]:
+        nonlocal stopped
+        try:
+            yield
+        finally:
+            stopped = True
+            await started.__aexit__(None, None, None)
+
+    app.router.lifespan_context = already_started
     try:
         await server.serve()
     finally:
-        await started.__aexit__(None, None, None)
+        if not stopped:
+            await started.__aexit__(None, None, None)
     return 0 if server.started else 1
 
 
