@@ -34,6 +34,7 @@ from bench import (
     cache_bench,
     docker_bench,
     jobs_bench,
+    judge_bench,
     load_bench,
     online_bench,
     queue_bench,
@@ -297,7 +298,10 @@ def main() -> int:
     print(queue_summary)
     target_section, target_summary = target_bench.render(target_bench.measure())
     doc += target_section
+    judge_section, judge_summary = judge_bench.render(judge_bench.measure())
+    doc += judge_section
     print(target_summary)
+    print(judge_summary)
     cache_section, cache_summary = cache_bench.render(cache_bench.measure())
     doc += cache_section
     print(cache_summary)

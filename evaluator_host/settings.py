@@ -449,6 +449,13 @@ class Settings(BaseSettings):
         "and the system part of the bundle egress workers trust.",
     )
 
+    network_allow: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated 'host:port' entries evaluators of the default workspace may declare in "
+        "`network`: on a service without keys its allowlist (the only one it has); on a keyed service the "
+        "default workspace's starting list, written when its stored list is empty (the operator's PATCH "
+        "replaces it). Names in EGRESS_HOSTS resolve as they do for every workspace.",
+    )
     egress_hosts: dict[str, str] = Field(
         default_factory=dict,
         description='Names the egress proxy resolves to a fixed address, as JSON {"name": "ip"}: trusted '
@@ -481,7 +488,7 @@ class Settings(BaseSettings):
             raise ValueError(f"{taken[0]!r}: labels named evaluator-host.* are the service's own")
         return value
 
-    @field_validator("api_keys", "secrets_key", "allowed_hosts", "build_allow_hosts", mode="before")
+    @field_validator("api_keys", "secrets_key", "allowed_hosts", "build_allow_hosts", "network_allow", mode="before")
     @classmethod
     def _split_keys(cls, value: object) -> object:
         if isinstance(value, str):

@@ -29,6 +29,7 @@ FACTORY_DEFAULTS = {
     "egress_hosts": "none",
     "container_labels": "none",
     "build_allow_hosts": "none (the configured package indexes only)",
+    "network_allow": "none (the default workspace's stored list)",
     "python_executable": "the interpreter behind this venv",
     "ca_bundle": "the host's system bundle",
     "otel_endpoint": "`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, else `OTEL_EXPORTER_OTLP_ENDPOINT`/v1/traces, else none",

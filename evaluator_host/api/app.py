@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from evaluator_host import API_VERSION, __version__
 from evaluator_host.api import errors, interpreters
@@ -17,6 +17,7 @@ from evaluator_host.api.middleware.fastpath import FastPath
 from evaluator_host.api.middleware.hosts import HostGate
 from evaluator_host.api.middleware.limits import BodyLimitMiddleware
 from evaluator_host.api.middleware.observe import Observe
+from evaluator_host.api.query import known_query_parameters
 from evaluator_host.api.routes import (
     datasets,
     docs,
@@ -97,6 +98,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         docs_url=None,  # served by api/docs.py from local assets
         redoc_url=None,
+        # every route: an unknown query parameter is a 422 naming it, as an unknown body field is
+        dependencies=[Depends(known_query_parameters)],
     )
     app.state.settings = settings
     app.add_middleware(BodyLimitMiddleware, settings=settings)  # MAX_BODY_BYTES; uploads: MAX_DATASET_BYTES

@@ -40,6 +40,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from evaluator_host.cli.judge import Judge, judge_of, with_judge_body
 from evaluator_host.cli.output import located_error, print_capabilities
 from evaluator_host.cli.targets import Local, RefusedError, Remote, Target
 from evaluator_host.client import ClientError, ServiceUnreachable
@@ -88,15 +89,16 @@ def model_target(args: argparse.Namespace) -> dict[str, Any] | None:
     return target
 
 
-def _definition(args: argparse.Namespace, language: str) -> dict[str, Any]:
+def _definition(args: argparse.Namespace, language: str, judge: Judge) -> dict[str, Any]:
     path = Path(args.file)
-    return {
+    body = {
         "name": args.name or path.name,
         "language": language,
         "code": path.read_text(),
         "packages": json.loads(args.packages) if args.packages else None,
         "settings": json.loads(args.settings) if args.settings else {},
     }
+    return with_judge_body(body, judge)
 
 
 def _summary(job: dict[str, Any], console: Console) -> None:
@@ -104,11 +106,16 @@ def _summary(job: dict[str, Any], console: Console) -> None:
     aggregate = job.get("aggregate") or {}
     errors = aggregate.get("errors", 0)
     table = Table(title=f"job {job['id']}: {job['status']}")
-    for column in ("", "mean", "std", "min", "max", "count", "errors", "no value"):
-        table.add_column(column, justify="left" if not column else "right")
     columns = [("score", aggregate.get("score"))] + [
         (f"outputs.{k}", v) for k, v in aggregate.get("outputs", {}).items()
     ]
+    names = row_names([name for name, _stats in columns])
+    columns = [(names[name], stats) for name, stats in columns]
+    for column in ("", "mean", "std", "min", "max", "count", "errors", "no value"):
+        if column:
+            table.add_column(column, justify="right")
+        else:  # never cut by the table: row_names made each short and distinct
+            table.add_column(column, justify="left", no_wrap=True, min_width=max(len(n) for n in names.values()))
     for name, stats in columns:
         if stats is None:
             continue
@@ -138,6 +145,27 @@ def _summary(job: dict[str, Any], console: Console) -> None:
         console.print(f"[red]{job['error'].get('type')}: {job['error'].get('message')}[/red]")
     for warning in job.get("warnings", []):
         console.print(f"[yellow]warning:[/yellow] {warning}")
+
+
+_ROW_NAME = 32  # characters of a row's name in the summary table, at most
+
+
+def row_names(names: list[str], width: int = _ROW_NAME) -> dict[str, str]:
+    """Each of ``names`` as the summary table shows it: whole when it fits in ``width``, else its head
+    (``outputs.``) and its tail around an ellipsis — NeMo's ``outputs.arithmetic-expression.valid_expression``
+    and ``…correct_value`` stay told apart, where cutting the end made both ``outputs.arithmetic-e…``.
+    Names a shortening would make alike are shown whole."""
+    shown: dict[str, str] = {}
+    for name in names:
+        if len(name) <= width:
+            shown[name] = name
+            continue
+        head = name[: name.index(".") + 1] if "." in name[: width // 2] else ""
+        shown[name] = head + "…" + name[-(width - len(head) - 1) :]
+    seen: dict[str, int] = {}
+    for label in shown.values():
+        seen[label] = seen.get(label, 0) + 1
+    return {name: label if seen[label] == 1 else name for name, label in shown.items()}
 
 
 _SAMPLE_ROWS = 5  # failed rows the mapping hint tries each column on
@@ -250,12 +278,13 @@ async def _follow(target: Target, job: dict[str, Any], console: Console) -> dict
 
 async def _batch(args: argparse.Namespace, language: str, console: Console, out: Console) -> int:
     key = args.api_key or os.environ.get(API_KEY_ENV) or None
-    target: Target = Remote(args.server, key) if args.server else Local()
+    judge = judge_of(args, local=not args.server)
+    target: Target = Remote(args.server, key) if args.server else await Local.for_judge(judge)
     job: dict[str, Any] | None = None
     ran = False  # every row has a result: the job succeeded, or failed only because every row errored
     hint: str | None = None
     try:
-        evaluator = await target.upsert(_definition(args, language))
+        evaluator = await target.upsert(_definition(args, language, judge))
         print_capabilities(evaluator.get("capabilities"), console)
         dataset = await target.upload(Path(args.data))
         console.print(

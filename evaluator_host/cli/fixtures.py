@@ -28,13 +28,14 @@ from rich.console import Console
 
 from evaluator_host.api.fields import unknown_field
 from evaluator_host.cli.inputs import UsageError, parse_json, parse_model, read_text
+from evaluator_host.cli.judge import Judge, judge_of, start_private, with_judge
+from evaluator_host.cli.judge import add_options as add_judge_options
 from evaluator_host.cli.output import located_error
 from evaluator_host.definitions import languages
 from evaluator_host.errors import EvaluatorHostError
 from evaluator_host.evaluation.fixtures import junit_xml, report
 from evaluator_host.evaluation.models import EvaluatorSettings, Fixture, FixtureReport
 from evaluator_host.evaluation.usecases import Definition, evaluate_definition
-from evaluator_host.settings import Settings
 from evaluator_host.tenancy.models import DEFAULT_WORKSPACE
 
 __all__ = ["add_parser", "sidecar_of"]
@@ -87,11 +88,10 @@ def _definition(args: argparse.Namespace) -> Definition:
     return Definition(language, code, packages, parse_model(EvaluatorSettings, args.settings or "{}", "--settings"))
 
 
-async def _run_local(definition: Definition, fixtures: list[Fixture]) -> FixtureReport:
-    """The fixtures run by the inline use case in this process, on a private scratch data dir."""
-    from evaluator_host.services import Services
-
-    services = Services.start_private(Settings())
+async def _run_local(definition: Definition, fixtures: list[Fixture], judge: Judge) -> FixtureReport:
+    """The fixtures run by the inline use case in this process, on a private scratch data dir (``judge``'s
+    hosts and secrets in it)."""
+    services = await start_private(judge)
     try:
         evaluated = await evaluate_definition(services, DEFAULT_WORKSPACE, definition, [f.case() for f in fixtures])
     finally:
@@ -100,13 +100,14 @@ async def _run_local(definition: Definition, fixtures: list[Fixture]) -> Fixture
 
 
 def _local(args: argparse.Namespace) -> tuple[str, FixtureReport]:
-    definition = _definition(args)
+    judge = judge_of(args, local=True)
+    definition = with_judge(_definition(args), judge)
     source = args.fixtures or str(sidecar_of(args.target))
     if not args.fixtures and not Path(source).exists():
         raise UsageError(f"no fixtures for {args.target}: write them to {source}, or pass --fixtures FILE")
     fixtures = read_fixtures(source)
     try:
-        return Path(args.target).name, asyncio.run(_run_local(definition, fixtures))
+        return Path(args.target).name, asyncio.run(_run_local(definition, fixtures, judge))
     except EvaluatorHostError as exc:
         at = exc.fields()
         raise UsageError(
@@ -173,4 +174,5 @@ def add_parser(sub: Any) -> None:
     test.add_argument("--language", choices=languages.names(), help="PATH: default from the file's suffix")
     test.add_argument("--packages", help='PATH: exact pins as JSON, e.g. {"numpy": "1.26.4"}')
     test.add_argument("--settings", help='PATH: settings as JSON, e.g. {"timeout_s": 5}')
+    add_judge_options(test, "PATH: ")
     test.set_defaults(func=run_test)

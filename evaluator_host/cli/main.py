@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import ipaddress
 import os
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,8 @@ from rich.console import Console
 from evaluator_host import API_VERSION, __version__
 from evaluator_host.cli.images import run_images
 from evaluator_host.cli.inputs import UsageError, parse_json, parse_model, read_text, readable
+from evaluator_host.cli.judge import Judge, judge_of, start_private, with_judge
+from evaluator_host.cli.judge import add_options as add_judge_options
 from evaluator_host.cli.output import located_error, print_capabilities, print_results
 from evaluator_host.definitions import languages
 from evaluator_host.errors import DataDirInUse, EvaluatorHostError
@@ -135,8 +139,41 @@ def _serve(args: argparse.Namespace) -> int:
     if (problem := check_database(settings)) is not None:  # migrated now (logged), or a clear refusal
         sys.stderr.write(f"evaluator-host: {problem}\n")
         return 2
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=level, access_log=False, log_config=None)
-    return 0
+    app = create_app(settings)
+    config = uvicorn.Config(app, host=host, port=port, log_level=level, access_log=False, log_config=None)
+    return asyncio.run(_run_server(app, uvicorn.Server(config)))
+
+
+async def _run_server(app: Any, server: Any) -> int:
+    """Start the app's components (its lifespan's start, run here before uvicorn's: a refusal to start — an
+    ``EvaluatorHostError`` such as a sandbox uid that cannot read the interpreter, or a malformed
+    ``EVALUATOR_HOST_NETWORK_ALLOW`` — is its message alone on stderr and exit 2, not a traceback in the
+    server's log), then serve until a signal. uvicorn runs the lifespan's end (the components stop before
+    it re-raises the signal it caught); if it never got that far, they stop here."""
+    started = app.router.lifespan_context(app)
+    try:
+        await started.__aenter__()
+    except EvaluatorHostError as exc:
+        sys.stderr.write(f"evaluator-host: {exc.message}\n")
+        return 2
+    stopped = False
+
+    @contextlib.asynccontextmanager
+    async def already_started(_app: Any) -> AsyncIterator[None]:
+        nonlocal stopped
+        try:
+            yield
+        finally:
+            stopped = True
+            await started.__aexit__(None, None, None)
+
+    app.router.lifespan_context = already_started
+    try:
+        await server.serve()
+    finally:
+        if not stopped:
+            await started.__aexit__(None, None, None)
+    return 0 if server.started else 1
 
 
 def _read_cases(args: argparse.Namespace) -> list[Case]:
@@ -162,12 +199,10 @@ def _definition(args: argparse.Namespace) -> Definition:
     return Definition(language, code, packages, settings)
 
 
-async def _evaluate(definition: Definition, cases: list[Case]) -> Evaluated:
+async def _evaluate(definition: Definition, cases: list[Case], judge: Judge) -> Evaluated:
     """The inline use case (:func:`~evaluator_host.evaluation.usecases.evaluate_definition`) in this
-    process, on a private scratch data dir's default workspace."""
-    from evaluator_host.services import Services
-
-    services = Services.start_private(Settings())
+    process, on a private scratch data dir's default workspace (``judge``'s hosts and secrets in it)."""
+    services = await start_private(judge)
     try:
         return await evaluate_definition(services, DEFAULT_WORKSPACE, definition, cases)
     finally:
@@ -180,10 +215,13 @@ def _run(args: argparse.Namespace) -> int:
         from evaluator_host.cli.batch import run_batch
 
         readable(args.data, "--data")
+        judge_of(args, local=not args.server)  # checked before anything starts
         return run_batch(args, definition.language)
+    judge = judge_of(args, local=True)
+    definition = with_judge(definition, judge)
     cases = _read_cases(args)
     try:
-        evaluated = asyncio.run(_evaluate(definition, cases))
+        evaluated = asyncio.run(_evaluate(definition, cases, judge))
     except EvaluatorHostError as exc:
         at = exc.fields()
         text = located_error(args.file, definition.code, exc.type_name, exc.message, at.get("line"), at.get("column"))
@@ -261,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--packages", help='exact pins as JSON, e.g. {"numpy": "1.26.4"}')
     run.add_argument("--settings", help='settings as JSON, e.g. {"timeout_s": 5}')
     run.add_argument("--json", action="store_true", help="print one JSON result per line (--data: the final job)")
+    add_judge_options(run.add_argument_group("LLM judges: what the evaluator may reach and read"))
     run.set_defaults(func=_run)
     images = sub.add_parser("images", help="list, show, build or prune the cached runtime images (docker backend)")
     images.add_argument("action", choices=["list", "show", "build", "prune"])

@@ -25,12 +25,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evaluator_host.cli.judge import Judge, judge_of, start_private, with_judge
+from evaluator_host.cli.judge import add_options as add_judge_options
 from evaluator_host.definitions import languages
 from evaluator_host.errors import EvaluatorHostError, NothingCompared
 from evaluator_host.evaluation.models import Case
 from evaluator_host.evaluation.usecases import Definition
 from evaluator_host.migration.codemod import Migration, migrate
-from evaluator_host.settings import Settings
 from evaluator_host.tenancy.models import DEFAULT_WORKSPACE
 
 __all__ = ["add_parser", "files_of"]
@@ -63,15 +64,17 @@ class _Checked:
     nothing: NothingCompared | None = None
 
 
-async def _check(items: list[tuple[Path, str, Migration]], cases: list[Case], key: str) -> dict[Path, _Checked]:
+async def _check(
+    items: list[tuple[Path, str, Migration]], cases: list[Case], key: str, judge: Judge
+) -> dict[Path, _Checked]:
     """Each migrated file's run on ``cases``: the differential run of the API
     (:func:`~evaluator_host.migration.compare.differential_run`) in-process, on a private scratch data dir,
-    with the API's checks that the rows compare something (``key``: the correct_answer_key)."""
+    with the API's checks that the rows compare something (``key``: the correct_answer_key); ``judge``'s hosts
+    and secrets in it, both versions given them."""
     from evaluator_host.migration.compare import differential_run
     from evaluator_host.migration.coverage import Rows, check_answers, check_rows, columns_of
-    from evaluator_host.services import Services
 
-    services = Services.start_private(Settings())
+    services = await start_private(judge)
     found: dict[Path, _Checked] = {}
     rows = Rows(cases, columns_of(cases), dataset=False)
     try:
@@ -79,8 +82,8 @@ async def _check(items: list[tuple[Path, str, Migration]], cases: list[Case], ke
             checked = found[path] = _Checked()
             try:
                 checked.warnings = check_rows(migration.reads, key, rows)
-                before = Definition(language, migration.original)
-                after = Definition(language, migration.code)
+                before = with_judge(Definition(language, migration.original), judge)
+                after = with_judge(Definition(language, migration.code), judge)
                 run = await differential_run(services, DEFAULT_WORKSPACE, before, after, cases)
                 checked.rows = run.rows
                 if not run.rows:
@@ -97,6 +100,7 @@ def _say(text: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    judge = judge_of(args, local=True)
     out = sys.stdout
     status = 0
     changed: list[tuple[Path, str, Migration]] = []
@@ -121,7 +125,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.check_with and changed:
         lines = Path(args.check_with).read_text().splitlines()
         cases = [Case.model_validate_json(line) for line in lines if line.strip()]
-        checks = asyncio.run(_check(changed, cases, args.correct_answer_key))
+        checks = asyncio.run(_check(changed, cases, args.correct_answer_key, judge))
     for path, _language, migration in changed:
         check = checks.get(path, _Checked())
         rows = check.rows
@@ -162,6 +166,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument("--write", action="store_true", help="rewrite the files in place")
     parser.add_argument("--diff", action="store_true", help="print the unified diff of each file that changes")
     parser.add_argument("--check-with", metavar="ROWS.jsonl", help="run both versions on these cases first")
+    add_judge_options(parser, "--check-with: ")
     parser.add_argument(
         "--correct-answer-key", default="correct_answer", help="the inputs key legacy correct_answer came from"
     )

@@ -11,11 +11,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from evaluator_host.cli.remote import described, dumped
 from evaluator_host.client import ApiError, AsyncClient
 from evaluator_host.tenancy.models import DEFAULT_WORKSPACE
+
+if TYPE_CHECKING:
+    from evaluator_host.cli.judge import Judge
+    from evaluator_host.services import Services
 
 __all__ = ["Local", "RefusedError", "Remote", "Target"]
 
@@ -56,6 +60,8 @@ def _unchanged(found: dict[str, Any], definition: dict[str, Any]) -> bool:
         and found["code"] == definition["code"]
         and found["packages"] == normalize_pins(language, definition.get("packages"))
         and found["settings"] == EvaluatorSettings(**(definition.get("settings") or {})).model_dump()
+        and found.get("secrets", []) == list(definition.get("secrets") or [])
+        and found.get("network", []) == list(definition.get("network") or [])
     )
 
 
@@ -119,11 +125,20 @@ _WS = DEFAULT_WORKSPACE  # an in-process run has a scratch database of its own: 
 class Local:
     """The service's components in this process (no server)."""
 
-    def __init__(self) -> None:
-        from evaluator_host.services import Services
-        from evaluator_host.settings import Settings
+    def __init__(self, services: Services | None = None) -> None:
+        if services is None:
+            from evaluator_host.services import Services
+            from evaluator_host.settings import Settings
 
-        self.services = Services.start_private(Settings())
+            services = Services.start_private(Settings())
+        self.services = services
+
+    @classmethod
+    async def for_judge(cls, judge: Judge) -> Local:
+        """In this process, ready for ``judge`` (its hosts allowed, its secrets put: ``cli/judge.py``)."""
+        from evaluator_host.cli.judge import start_private
+
+        return cls(await start_private(judge))
 
     async def upsert(self, definition: dict[str, Any]) -> dict[str, Any]:
         from evaluator_host.evaluation.models import EvaluatorCreate

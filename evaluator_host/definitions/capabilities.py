@@ -4,7 +4,9 @@ Advisory, never enforcement: it tells the author, at definition time, why a call
 (the sandbox has no network, a read-only root, no host environment) or what a reviewer should
 look at. Six kinds, each a list of ``{"line", "detail"}`` (1-based lines of the user's code):
 
-``network``       sockets, HTTP clients, ``fetch(``, ``require('http')``, ``urllib.request``
+``network``       sockets, HTTP clients, ``fetch(``, ``require('http')``, ``urllib.request``, and packages whose
+                  work is HTTP calls: model SDKs and judge libraries (``openai``, ``anthropic``,
+                  ``litellm``, ``autoevals``, ``langchain*``; npm ``openai``, ``@anthropic-ai/sdk``, …)
 ``filesystem``    ``open(..., 'w')`` and other writes, deletes, ``fs.*`` / ``pathlib`` / ``shutil``
 ``subprocess``    ``subprocess``, ``os.system``, ``child_process``, ``multiprocessing``
 ``environment``   ``os.environ`` / ``os.getenv``, ``process.env``
@@ -52,6 +54,8 @@ _PY_MODULES: dict[str, str] = {
         "poplib imaplib telnetlib xmlrpc asyncio.streams grpc paramiko pycurl".split(),
         "network",
     ),
+    # model SDKs and judge libraries: their calls are HTTP requests (issue 48: no false "no network use")
+    **dict.fromkeys("openai anthropic litellm autoevals braintrust cohere mistralai groq".split(), "network"),
     **dict.fromkeys("subprocess multiprocessing pty pexpect sh concurrent.futures.process".split(), "subprocess"),
     **dict.fromkeys("shutil tempfile pathlib glob fileinput".split(), "filesystem"),
     **dict.fromkeys("importlib runpy code codeop pickle marshal dill cloudpickle".split(), "dynamic_code"),
@@ -151,6 +155,9 @@ def _python_cached(code: str) -> tuple[tuple[str, int, str], ...]:
 
 def _py_module(report: Report, line: int, module: str, detail: str) -> None:
     parts = module.split(".")
+    if parts[0].startswith("langchain"):  # langchain, langchain_openai, langchain_core, …: model calls
+        _add(report, "network", line, detail)
+        return
     for depth in range(len(parts), 0, -1):
         kind = _PY_MODULES.get(".".join(parts[:depth]))
         if kind:
@@ -167,6 +174,10 @@ def python_report(code: str) -> Report:
 
 _JS_MODULES: dict[str, str] = {
     **dict.fromkeys("http https http2 net tls dgram dns undici axios node-fetch got ws superagent".split(), "network"),
+    **dict.fromkeys(  # model SDKs and judge libraries: their calls are HTTP requests
+        "openai autoevals braintrust @anthropic-ai/sdk @langchain/openai @langchain/anthropic langchain ai".split(),
+        "network",
+    ),
     **dict.fromkeys("child_process cluster worker_threads execa cross-spawn".split(), "subprocess"),
     **dict.fromkeys("fs fs/promises fs-extra graceful-fs".split(), "filesystem"),
     **dict.fromkeys("vm module".split(), "dynamic_code"),

@@ -106,7 +106,8 @@ def check_declarations(
     if refused:
         raise EgressError(
             f"network destination(s) not in this workspace's allowlist: {', '.join(refused)} "
-            '(the operator sets it with PATCH /v1/workspaces/{id} {"network_allow": [...]})'
+            '(the operator sets it with PATCH /v1/workspaces/{id} {"network_allow": [...]}; the default '
+            "workspace's also with EVALUATOR_HOST_NETWORK_ALLOW, the only way on a service without keys)"
         )
 
 

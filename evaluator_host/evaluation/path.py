@@ -213,6 +213,9 @@ class Evaluation:
             key_src += f"|{in_flight}"
         if prepared.interface == "metric":  # the same code may run another of its metric classes
             key_src += f"|{prepared.entrypoint}"
+        plain = prepared.settings.env  # settings.env: plain variables, in the key (a worker's env is fixed)
+        if plain:
+            key_src += "|env:" + hashlib.sha256(json.dumps(sorted(plain.items())).encode()).hexdigest()
         load = {
             "code": prepared.code if prepared.compiled is None else prepared.compiled,
             "filename": f"evaluator{language.module_suffix}",
@@ -222,8 +225,8 @@ class Evaluation:
             "policy": prepared.policy,
             **prepared.loader,
         }
-        if env:
-            load["env"] = dict(env)
+        if env or plain:
+            load["env"] = {**plain, **env}  # a name is never both (the definition's validator)
         return WorkerSpec(
             key=hashlib.sha256(key_src.encode()).hexdigest()[:32],
             runtime=RuntimeKey(language.family.name, runtime.location, memory_mb, egress=bool(prepared.network)),

@@ -128,6 +128,9 @@ async def run_definition(
     results = await evaluation.evaluate(
         prepared, cases, charged=charged, workspace=workspace, env=env, injected=injected
     )
+    for runtime_id in {r.runtime.get("id") for r in results if r.runtime.get("packages")}:
+        if isinstance(runtime_id, str):  # a package set this workspace ran on: GET /v1/runtimes lists it
+            await components.workspaces.note_runtime(workspace, runtime_id)
     return Evaluated(results, capabilities=prepared.capabilities)
 
 

@@ -36,7 +36,7 @@ RESERVED_NAMES = frozenset(
     {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONDONTWRITEBYTECODE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"}
     | {"MKL_NUM_THREADS", "NODE_OPTIONS", "NODE_USE_ENV_PROXY", "NO_PROXY", "no_proxy"}
     | {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"}
-    | {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"}
+    | {"SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"}
 )
 MIN_SECRET_CHARS = 4  # shorter values would redact ordinary words out of every answer
 MAX_SECRET_BYTES = 64 * 1024

@@ -14,20 +14,28 @@ Contract:
 * Services sharing a database: what another service changed — a key revoked or created, a
   workspace created or its quotas and allowlist changed — is read by :meth:`Workspaces.sync`, which
   the service runs every :data:`SYNC_S` seconds (on the service that made the change it is at once).
+* ``EVALUATOR_HOST_NETWORK_ALLOW`` is the default workspace's allowlist while the service is open (no
+  key at all: the operator has no other way to set one), whatever is stored; on a keyed service it is
+  written as the default workspace's list at start-up when the stored list is empty (a starting list:
+  the operator's ``PATCH`` replaces it; an emptied list is filled again at the next start while the
+  setting names entries). An entry that is not ``host:port`` with a DNS name refuses the start.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from evaluator_host.errors import EgressError
 from evaluator_host.settings import Settings
 from evaluator_host.store.db import DEFAULT_WORKSPACE, utcnow
 from evaluator_host.store.workspaces import ApiKeyRecord, WorkspaceRecord, WorkspaceStore, hash_key
+from evaluator_host.tenancy.models import destination
 
 __all__ = ["DEFAULT_PRINCIPAL", "OPERATOR", "SYNC_S", "Principal", "Workspaces"]
 
@@ -62,10 +70,16 @@ class Workspaces:
             self._fixed[hash_key(settings.admin_key)] = OPERATOR
         self._keys: dict[str, Principal] = {}  # hash -> principal of a stored, live key
         self._live = store.live_keys()
-        self._records: dict[str, WorkspaceRecord] = {r.id: r for r in store.list_all()}
+        self._allow = _setting_allow(settings.network_allow)
+        if self._allow and self.auth_required:  # a keyed service: the default workspace's starting list
+            default = next((r for r in store.list_all() if r.id == DEFAULT_WORKSPACE), None)
+            if default is not None and not default.network_allow:
+                store.set(DEFAULT_WORKSPACE, network_allow=list(self._allow))
+        self._records: dict[str, WorkspaceRecord] = {r.id: self._open(r) for r in store.list_all()}
         self._used: dict[str, datetime] = {}
         self._touched = time.monotonic()
         self._toucher: asyncio.Future[None] | None = None
+        self._noted: set[tuple[str, str]] = set()  # (workspace, runtime) pairs stored by note_runtime
         self.generation = 0  # bumped by every revocation (and workspace change): caches keyed on it drop
 
     # -- who is asking -------------------------------------------------------------------
@@ -131,12 +145,19 @@ class Workspaces:
             del self._keys[digest]
         if generation != self.generation:  # changed here while we read: our copy is the newer one
             return []
+        self._live = live
+        records = [self._open(r) for r in records]
         changed = [r for r in records if self._records.get(r.id) != r]
         self._records = {r.id: r for r in records}
-        self._live = live
         if stale or changed:
             self.generation += 1
         return changed
+
+    def _open(self, record: WorkspaceRecord) -> WorkspaceRecord:
+        """``record`` as in force: on an open service the default workspace's allowlist is the setting's."""
+        if record.id != DEFAULT_WORKSPACE or not self._allow or self.auth_required:
+            return record
+        return dataclasses.replace(record, network_allow=list(self._allow))
 
     # -- management (operator) -----------------------------------------------------------
     async def create(self, name: str) -> WorkspaceRecord:
@@ -150,7 +171,7 @@ class Workspaces:
         """A workspace's cached record (``NotFoundError`` when unknown)."""
         found = self._records.get(workspace_id)
         if found is None:
-            return self.store.get(workspace_id)
+            return self._open(self.store.get(workspace_id))
         return found
 
     def list_all(self) -> list[WorkspaceRecord]:
@@ -159,7 +180,7 @@ class Workspaces:
 
     async def update(self, workspace_id: str, **fields: Any) -> WorkspaceRecord:
         """Change a workspace's name, quotas or allowlist (in force for the next call)."""
-        record = await asyncio.to_thread(self.store.set, workspace_id, **fields)
+        record = self._open(await asyncio.to_thread(self.store.set, workspace_id, **fields))
         self._records[record.id] = record
         self.generation += 1
         return record
@@ -177,8 +198,12 @@ class Workspaces:
         return await asyncio.to_thread(self.store.keys, workspace_id)
 
     async def note_runtime(self, workspace_id: str, runtime_id: str) -> None:
-        """Remember that ``workspace_id`` asked for a runtime (it lists it from then on)."""
+        """Remember that ``workspace_id`` asked for a runtime or ran on it (it lists it from then on); once
+        per pair and process (a call of an inline definition notes its runtime on every call)."""
+        if (workspace_id, runtime_id) in self._noted:
+            return
         await asyncio.to_thread(self.store.note_runtime, workspace_id, runtime_id)
+        self._noted.add((workspace_id, runtime_id))
 
     async def runtimes_of(self, workspace_id: str) -> frozenset[str]:
         """The runtimes ``workspace_id`` lists: asked for, or run by its live evaluators."""
@@ -193,3 +218,11 @@ class Workspaces:
         self.generation += 1  # a lookup that began before the purge must not cache what it read
         self._live = await asyncio.to_thread(self.store.live_keys)
         return record
+
+
+def _setting_allow(entries: list[str]) -> tuple[str, ...]:
+    """``EVALUATOR_HOST_NETWORK_ALLOW``'s entries, normalized and sorted (``EgressError`` naming a bad one)."""
+    try:
+        return tuple(sorted({destination(entry) for entry in entries}))
+    except ValueError as exc:
+        raise EgressError(f"EVALUATOR_HOST_NETWORK_ALLOW: {exc}") from None

@@ -15,6 +15,9 @@ What it answers: ``{"choices": [{"message": {"role": "assistant", "content": "A:
   echoes the key in a successful answer);
 * ``status_all``: every call gets this status (a wrong key: 401), ``models``: a call naming a model not in
   it gets 404 ``model_not_found`` (OpenAI's answer);
+* a request with ``tools`` (function calling, as ``autoevals``' classifiers send) is answered with a
+  ``tool_calls`` message calling the first tool with ``{"choice": ..., "reasons": ...}``: the choice is
+  ``choose(prompt, choices)`` (the tool's ``choice`` enum; by default its first entry);
 * it counts, per prompt, the calls received and the answers written in full (``received``,
   ``answered``), the most calls in flight at once (``peak``), and keeps every request's headers.
 """
@@ -54,6 +57,7 @@ class LLMServer:
         self.echo_auth = False
         self.status_all: int | None = None
         self.models: set[str] | None = None
+        self.choose: Callable[[str, list[str]], str] = lambda _prompt, choices: choices[0] if choices else ""
         self._plans: dict[str, list[int]] = {}
         self.port = 0
 
@@ -148,11 +152,16 @@ async def _answer(server: LLMServer, method: str, path: str, headers: dict[str, 
             return _http(status, b'{"error": {"message": "upstream trouble"}}')
         text = f"A: {prompt}" + (f" (auth: {headers.get('Authorization')})" if server.echo_auth else "")
         words = len(prompt.split()) + 1
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        finish = "stop"
+        if body.get("tools"):
+            message, finish = _tool_call(server, prompt, body["tools"][0]), "tool_calls"
         answer = {
             "id": "chatcmpl-test",
             "object": "chat.completion",
+            "created": int(time.time()),
             "model": body.get("model"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {
                 "prompt_tokens": words,
                 "completion_tokens": len(text.split()),
@@ -163,6 +172,21 @@ async def _answer(server: LLMServer, method: str, path: str, headers: dict[str, 
     finally:
         with server.lock:
             server.in_flight -= 1
+
+
+def _tool_call(server: LLMServer, prompt: str, tool: dict[str, Any]) -> dict[str, Any]:
+    """The assistant message calling ``tool`` (an OpenAI ``{"type": "function", "function": {...}}``) with
+    the choice ``server.choose`` makes among the tool's ``choice`` enum."""
+    function = tool.get("function") or {}
+    properties = (function.get("parameters") or {}).get("properties") or {}
+    choices = [str(c) for c in (properties.get("choice") or {}).get("enum") or []]
+    arguments = {"choice": server.choose(prompt, choices), "reasons": f"judged: {prompt}"}
+    call = {
+        "id": "call-test",
+        "type": "function",
+        "function": {"name": function.get("name"), "arguments": json.dumps(arguments)},
+    }
+    return {"role": "assistant", "content": None, "tool_calls": [call]}
 
 
 @contextmanager

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from evaluator_host.definitions import languages
-from evaluator_host.definitions.capabilities import KINDS
+from evaluator_host.definitions.capabilities import KINDS, js_report, python_report
 
 PYTHON = """import os, json
 import urllib.request
@@ -91,3 +91,39 @@ def test_comments_and_strings_are_not_capabilities() -> None:
 def test_plain_code_reports_nothing() -> None:
     code = "import json\n\ndef evaluate(inputs, outputs, trace):\n    return json.dumps(outputs) == '1'\n"
     assert _lines(languages.get("python").capabilities(code)) == {}
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import openai",
+        "from openai import OpenAI",
+        "import anthropic",
+        "from autoevals import Factuality",
+        "import autoevals.llm",
+        "import litellm",
+        "from langchain_openai import ChatOpenAI",
+        "from langchain.chat_models import init_chat_model",
+        "import httpx",
+        "import requests",
+        "import aiohttp",
+        "import urllib3",
+    ],
+)
+def test_a_python_package_that_makes_http_calls_counts_as_network_use(code: str) -> None:
+    assert [item["line"] for item in python_report(code + "\n")["network"]] == [1]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import OpenAI from 'openai'",
+        "import { Factuality } from 'autoevals'",
+        "import Anthropic from '@anthropic-ai/sdk'",
+        "const axios = require('axios')",
+        "import fetch from 'node-fetch'",
+        "import { request } from 'undici'",
+    ],
+)
+def test_an_npm_package_that_makes_http_calls_counts_as_network_use(code: str) -> None:
+    assert [item["line"] for item in js_report(code + "\n")["network"]] == [1]

@@ -16,7 +16,8 @@ takes a request only when it is sure to answer exactly as the app would, by the 
 app untouched (with the body replayed when it was read):
 
 * another method or path, or a path with a trailing slash, or a job read with a query string
-  (``?wait_s=``, the long poll, is the app's);
+  (``?wait_s=``, the long poll, is the app's), or an evaluate with any query string (the app answers
+  an unknown query parameter's 422: :mod:`evaluator_host.api.query`);
 * a key the key ring does not know without the database (the app looks it up, or answers 401),
   no key where one is needed (401), or the operator key (403): the request's workspace must be
   known from the cache (:meth:`Workspaces.cached`, which a revocation clears at once);
@@ -78,8 +79,8 @@ class FastPath:
         if scope["type"] == "http" and scope["method"] == "GET":
             await self._job(scope, receive, send)
             return
-        if scope["type"] != "http" or scope["method"] != "POST":
-            await self.app(scope, receive, send)
+        if scope["type"] != "http" or scope["method"] != "POST" or scope.get("query_string"):
+            await self.app(scope, receive, send)  # (a query string: the app's, which refuses unknown ones)
             return
         path: str = scope["path"]
         match = _BY_ID.fullmatch(path) if path != _INLINE else None

@@ -17,6 +17,7 @@ import re
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
+from evaluator_host.api.query import any_query
 from evaluator_host.shared.bundled import WEB_DIST
 
 __all__ = ["WEB_DIST", "install"]
@@ -41,6 +42,7 @@ router = APIRouter(include_in_schema=False)
 
 
 @router.get("/")
+@any_query
 async def page() -> Response:
     """The playground's page (503 with build instructions when the bundle is missing)."""
     index = WEB_DIST / "index.html"
@@ -50,6 +52,7 @@ async def page() -> Response:
 
 
 @router.get("/assets/{name}")
+@any_query
 async def asset(name: str, request: Request) -> Response:
     """A file of the bundle; its gzip twin (written by the build) to clients that accept gzip."""
     path = WEB_DIST / "assets" / name

@@ -23,6 +23,7 @@ from evaluator_host.sandbox.docker.store_binds import folder_binds, is_folder
 from evaluator_host.sandbox.egress.proxy import (
     IN_SANDBOX_PORT,
     SANDBOX_CA_BUNDLE,
+    SANDBOX_CA_DIR,
     SANDBOX_SOCKET,
     EgressGate,
     proxy_env,
@@ -108,6 +109,11 @@ class Containers:
                     if gate is not None
                     else {}
                 ),
+                **(
+                    {str(gate.proxy.sandbox_ca_dir): {"bind": SANDBOX_CA_DIR, "mode": "ro"}}
+                    if gate is not None and gate.proxy.sandbox_ca_dir is not None
+                    else {}
+                ),
             },
             ulimits=[
                 Ulimit(name="nofile", soft=256, hard=256),
@@ -120,7 +126,10 @@ class Containers:
             image,
             command=self.command(runtime, image),
             user=s.container_user,
-            environment={**SANDBOX_ENV, **(proxy_env() if gate is not None else {})},
+            environment={
+                **SANDBOX_ENV,
+                **(proxy_env(gate.proxy.sandbox_ca_dir is not None) if gate is not None else {}),
+            },
             working_dir="/tmp",
             hostname="sandbox",
             # no libnetwork at all (its set-up hook re-executes dockerd: ~45% of a container's start);

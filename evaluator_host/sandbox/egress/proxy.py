@@ -54,6 +54,7 @@ from evaluator_host.sandbox.egress.tls import Authority, upstream_context
 __all__ = [
     "IN_SANDBOX_PORT",
     "SANDBOX_CA_BUNDLE",
+    "SANDBOX_CA_DIR",
     "SANDBOX_SOCKET",
     "EgressGate",
     "EgressProxy",
@@ -64,6 +65,7 @@ __all__ = [
 
 SANDBOX_SOCKET = "/sandbox/egress.sock"  # where a worker's gate appears in its sandbox
 SANDBOX_CA_BUNDLE = "/sandbox/egress-ca.pem"  # the CAs it trusts: the system's and the proxy's own
+SANDBOX_CA_DIR = "/sandbox/egress-ca.d"  # the same CAs, a file each under OpenSSL's hash names
 IN_SANDBOX_PORT = 3128  # the harness's forwarder, on the sandbox's own loopback
 _CONNECT_TIMEOUT_S = 10.0
 _MAX_CONNECTIONS = 32  # open at once per worker (an async evaluator's: twice its in_flight if more: bind)
@@ -80,24 +82,29 @@ Headers = tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
 # request headers the proxy never passes on as the client sent them (it sets its own, or none)
 
 
-def proxy_env() -> dict[str, str]:
-    """The environment an egress worker starts with: every usual client finds the forwarder."""
+def proxy_env(ca_dir: bool = False) -> dict[str, str]:
+    """The environment an egress worker starts with: every usual client finds the forwarder.
+
+    Only what clients need: ``HTTP_PROXY`` and ``HTTPS_PROXY`` (both cases) reach every HTTP client
+    (urllib, requests, httpx, aiohttp, Node's ``fetch``); no ``ALL_PROXY``, which no HTTP client needs
+    besides those and for which httpx builds one more TLS context per client. ``ca_dir``: the CAs are
+    also the hashed directory :data:`SANDBOX_CA_DIR` (``tls.hashed_directory``), named by ``SSL_CERT_DIR``
+    and ``REQUESTS_CA_BUNDLE`` so a TLS context reads a certificate only when a handshake needs it."""
     url = f"http://127.0.0.1:{IN_SANDBOX_PORT}"
-    return {
+    env = {
         "HTTP_PROXY": url,
         "HTTPS_PROXY": url,
-        "ALL_PROXY": url,
         "http_proxy": url,
         "https_proxy": url,
-        "all_proxy": url,
         "NO_PROXY": "",
         "NODE_USE_ENV_PROXY": "1",  # Node's http, https and fetch honour the variables above
         # the system's CAs and the proxy's own (it ends TLS for destinations it adds headers to)
-        "SSL_CERT_FILE": SANDBOX_CA_BUNDLE,
-        "REQUESTS_CA_BUNDLE": SANDBOX_CA_BUNDLE,
         "CURL_CA_BUNDLE": SANDBOX_CA_BUNDLE,
         "NODE_EXTRA_CA_CERTS": SANDBOX_CA_BUNDLE,
     }
+    if ca_dir:
+        return {**env, "SSL_CERT_DIR": SANDBOX_CA_DIR, "REQUESTS_CA_BUNDLE": SANDBOX_CA_DIR}
+    return {**env, "SSL_CERT_FILE": SANDBOX_CA_BUNDLE, "REQUESTS_CA_BUNDLE": SANDBOX_CA_BUNDLE}
 
 
 class EgressGate:
@@ -219,6 +226,12 @@ class EgressProxy:
         """The CA bundle egress workers trust (bound in at :data:`SANDBOX_CA_BUNDLE`; made by the first gate)."""
         assert self._authority is not None, "open a gate first"
         return self._authority.bundle
+
+    @property
+    def sandbox_ca_dir(self) -> Path | None:
+        """The hashed CA directory egress workers trust (bound in at :data:`SANDBOX_CA_DIR`), None without one."""
+        assert self._authority is not None, "open a gate first"
+        return self._authority.hashed
 
     def close(self) -> None:
         """Remove the sockets' directory (gates close with their workers)."""

@@ -245,7 +245,11 @@ class ProcessBackend:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                env={**SANDBOX_ENV, **self._private_env(root), **(proxy_env() if gate is not None else {})},
+                env={
+                    **SANDBOX_ENV,
+                    **self._private_env(root),
+                    **(proxy_env(gate.proxy.sandbox_ca_dir is not None) if gate is not None else {}),
+                },
                 cwd=str(root),
                 start_new_session=True,
                 limit=1 << 20,

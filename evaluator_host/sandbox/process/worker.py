@@ -24,7 +24,13 @@ from evaluator_host.definitions.languages import RUNTIMES_DIR
 from evaluator_host.sandbox import strays
 from evaluator_host.sandbox.base import ExitInfo, RawOutput, RuntimeKey, memory_exhausted
 from evaluator_host.sandbox.cgroups import Counter, oom_counter
-from evaluator_host.sandbox.egress.proxy import IN_SANDBOX_PORT, SANDBOX_CA_BUNDLE, SANDBOX_SOCKET, EgressGate
+from evaluator_host.sandbox.egress.proxy import (
+    IN_SANDBOX_PORT,
+    SANDBOX_CA_BUNDLE,
+    SANDBOX_CA_DIR,
+    SANDBOX_SOCKET,
+    EgressGate,
+)
 from evaluator_host.sandbox.process.isolation import Isolation
 from evaluator_host.sandbox.protocol import RawSync
 from evaluator_host.sandbox.strays import StrayReaper
@@ -86,6 +92,8 @@ def worker_config(
     if gate is not None:
         binds.append([str(gate.path), SANDBOX_SOCKET])
         binds.append([str(gate.proxy.sandbox_bundle), SANDBOX_CA_BUNDLE])  # the CAs it trusts
+        if (ca_dir := gate.proxy.sandbox_ca_dir) is not None:
+            binds.append([str(ca_dir), SANDBOX_CA_DIR])  # the same, one file each (proxy_env)
         harness_config["egress"] = {"socket": SANDBOX_SOCKET, "port": IN_SANDBOX_PORT}
     rlimits = {
         "AS": (runtime.memory_mb + family.address_space_mb) * 1024 * 1024,
