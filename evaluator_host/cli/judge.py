@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from evaluator_host.cli.inputs import UsageError
-from evaluator_host.evaluation.models import check_env
+from evaluator_host.evaluation.plain_env import check_env
 from evaluator_host.settings import Settings
 from evaluator_host.tenancy.models import DEFAULT_WORKSPACE, destination
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any, Literal
 
@@ -11,9 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from evaluator_host.definitions.models import CAPABILITIES_DOC, MAX_REVISION, Capabilities, Language, Packages
 from evaluator_host.evaluation.aggregate_models import Aggregate
+from evaluator_host.evaluation.plain_env import MAX_ENV, MAX_ENV_BYTES, MAX_ENV_VALUE, check_env
 from evaluator_host.store.text import StoredText
 from evaluator_host.tenancy.models import NetworkEntry, network_entries
-from evaluator_host.tenancy.vault import RESERVED_NAMES
 
 __all__ = [
     "BatchResponse",
@@ -34,32 +33,6 @@ __all__ = [
     "RevisionList",
     "Status",
 ]
-
-
-MAX_ENV = 50  # plain variables a definition may set
-MAX_ENV_VALUE = 4096  # characters of one value
-MAX_ENV_BYTES = 16 * 1024  # names and values together, UTF-8
-_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,99}")
-_ENV_PREFIXES = ("LD_", "PYTHON", "NODE_", "NPM_", "UV_", "PIP_", "EVALUATOR_")  # the loader's and runtimes' own
-
-
-def check_env(env: dict[str, str]) -> dict[str, str]:
-    """``env`` when every name is a plain variable a definition may set and the sizes are in bounds, else
-    ``ValueError`` naming the first problem (docs/api.md, settings.env)."""
-    if len(env) > MAX_ENV:
-        raise ValueError(f"at most {MAX_ENV} variables (got {len(env)})")
-    for name, value in env.items():
-        if not _ENV_NAME.fullmatch(name):
-            raise ValueError(f"{name[:120]!r} is not a variable name [A-Z_][A-Z0-9_]* (at most 100 characters)")
-        if name in RESERVED_NAMES or name.upper() in RESERVED_NAMES or name.startswith(_ENV_PREFIXES):
-            raise ValueError(f"{name!r} is the sandbox's own variable (a definition cannot set it)")
-        if len(value) > MAX_ENV_VALUE:
-            raise ValueError(f"{name}: a value of at most {MAX_ENV_VALUE} characters (got {len(value)})")
-        if "\0" in value:
-            raise ValueError(f"{name}: a value cannot hold a NUL character")
-    if sum(len(name.encode()) + len(value.encode()) for name, value in env.items()) > MAX_ENV_BYTES:
-        raise ValueError(f"at most {MAX_ENV_BYTES} bytes of names and values in all")
-    return env
 
 
 Status = Literal["ok", "error", "invalid_result", "timeout", "memory_limit", "output_limit", "sandbox_error"]
