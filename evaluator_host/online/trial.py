@@ -4,8 +4,10 @@ matching stored targets, nothing stored.
 Contract:
 
 * :func:`find_targets` reads the workspace's stored traces newest first (first seen; any state: an open
-  trace is scored with the spans it has so far), at most :data:`SCAN_TRACES` of them, each bounded like
-  the scorer's (``online_max_trace_spans``), and keeps the targets :func:`~evaluator_host.online.router.decide`
+  trace is scored with the spans it has so far), at most :data:`SCAN_TRACES` of them and at most
+  :data:`SCAN_SPANS` spans in all (by their rows' span counts, read before any span: a trial of a filter
+  that matches nothing costs a bounded read), each bounded like the scorer's (``online_max_trace_spans``),
+  and keeps the targets :func:`~evaluator_host.online.router.decide`
   names for the rule — sampling left out (a trial shows how the evaluator scores, not which traces a
   rate would pick) — until ``limit`` targets are found. Memory: at most ``limit`` traces kept.
 * :func:`run_trial` builds each target's case as the scorer does
@@ -41,9 +43,10 @@ from evaluator_host.store.online_rows import OnlineTraceRow
 from evaluator_host.store.online_rules import RuleRecord
 from evaluator_host.store.online_scores import SpanRef, TraceRef
 
-__all__ = ["SCAN_TRACES", "Target", "draft_rule", "find_targets", "run_trial"]
+__all__ = ["SCAN_SPANS", "SCAN_TRACES", "Target", "draft_rule", "find_targets", "run_trial"]
 
 SCAN_TRACES = 1000  # the newest stored traces a trial looks at
+SCAN_SPANS = 100_000  # and the spans it reads in all (the first trace is always read)
 
 
 @dataclass(frozen=True)
@@ -74,13 +77,16 @@ def find_targets(
 ) -> tuple[list[Target], int]:
     """Up to ``limit`` targets of ``rule`` among the newest stored traces, and how many traces were read."""
     t = OnlineTraceRow
-    query = select(t.trace_id).where(t.workspace_id == workspace_id)
+    query = select(t.trace_id, t.span_count).where(t.workspace_id == workspace_id)
     query = query.order_by(t.first_seen_at.desc(), t.trace_id.desc()).limit(SCAN_TRACES)
     whole = RuleRecord(**{**rule.__dict__, "sampling_rate": 1.0})
     found: list[Target] = []
-    scanned = 0
+    scanned = spans = 0
     with engine.connect() as conn:
-        for trace_id in list(conn.scalars(query)):
+        for trace_id, span_count in list(conn.execute(query)):
+            spans += min(int(span_count), max_spans)
+            if scanned and spans > SCAN_SPANS:
+                break
             loaded = load_trace(conn, workspace_id, trace_id, max_spans=max_spans)
             if loaded is None:
                 continue  # deleted by retention meanwhile

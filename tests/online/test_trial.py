@@ -1,7 +1,8 @@
 """Try before live (``POST /v1/online-rules/test``, issue 50) through the API: charged to the workspace's
 ``max_evaluations_per_s`` like any call (429 past it, nothing run); ``limit`` bounded (1..100, 422); an
 unknown evaluator 422; a mapping path that finds nothing is an error result, as online; another
-workspace's traces are never tried (``matched: 0`` with a message); nothing is ever stored."""
+workspace's traces are never tried (``matched: 0`` with a message); the traces and spans a trial reads
+are bounded; nothing is ever stored."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
+from evaluator_host.online import trial
 from tests.support.online import chat_trace, score_rows
 from tests.support.service import make_settings
 
@@ -97,3 +99,21 @@ def test_another_workspaces_traces_are_never_tried(world: dict[str, Any]) -> Non
     body = answer.json()
     assert body["matched"] == 0 and body["results"] == [] and body["scanned_traces"] == 0
     assert "no stored traces" in body["message"]
+
+
+def test_a_trial_reads_at_most_its_scan_bounds(world: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    client, engine = world["client"], world["engine"]
+    ws, h = _workspace(client, "trial-bounds", 1000)
+    ev = _evaluator(client, h)
+    for _ in range(5):
+        chat_trace(engine, workspace=ws)  # 2 spans each, none named "absent"
+    body = {"evaluator_id": ev, "filter": {"span_name": "absent"}}
+    monkeypatch.setattr(trial, "SCAN_SPANS", 5)  # 2 + 2 spans read; the third trace would pass 5
+    bounded = client.post("/v1/online-rules/test", json=body, headers=h).json()
+    assert (bounded["matched"], bounded["scanned_traces"]) == (0, 2) and "of the 2 newest" in bounded["message"]
+    monkeypatch.setattr(trial, "SCAN_SPANS", 1)  # the newest trace is read whatever its size
+    assert client.post("/v1/online-rules/test", json=body, headers=h).json()["scanned_traces"] == 1
+    monkeypatch.setattr(trial, "SCAN_SPANS", 100_000)
+    monkeypatch.setattr(trial, "SCAN_TRACES", 3)
+    assert client.post("/v1/online-rules/test", json=body, headers=h).json()["scanned_traces"] == 3
+    assert client.get("/healthz").status_code == 200
