@@ -90,9 +90,12 @@ def test_a_trials_limit_evaluator_and_mapping_are_checked(world: dict[str, Any])
 
 def test_another_workspaces_traces_are_never_tried(world: dict[str, Any]) -> None:
     client, engine = world["client"], world["engine"]
-    ws_a, _ = _workspace(client, "trial-a", 1000)
+    ws_a, h_a = _workspace(client, "trial-a", 1000)
     _, h_b = _workspace(client, "trial-b", 1000)
     chat_trace(engine, workspace=ws_a)
+    ev_a = _evaluator(client, h_a)
+    theirs = client.post("/v1/online-rules/test", json={"evaluator_id": ev_a}, headers=h_b)
+    assert theirs.status_code == 422 and "does not exist in this workspace" in theirs.text  # as an unknown one
     ev = _evaluator(client, h_b)
     answer = client.post("/v1/online-rules/test", json={"evaluator_id": ev}, headers=h_b)
     assert answer.status_code == 200, answer.text
