@@ -120,3 +120,22 @@ def test_a_trial_reads_at_most_its_scan_bounds(world: dict[str, Any], monkeypatc
     monkeypatch.setattr(trial, "SCAN_TRACES", 3)
     assert client.post("/v1/online-rules/test", json=body, headers=h).json()["scanned_traces"] == 3
     assert client.get("/healthz").status_code == 200
+
+
+def test_a_rules_target_defaults_to_trace_and_is_set_at_creation(world: dict[str, Any]) -> None:
+    client = world["client"]
+    _, h = _workspace(client, "targets", 1000)
+    ev = _evaluator(client, h)
+    plain = client.post("/v1/online-rules", json={"evaluator_id": ev}, headers=h).json()
+    assert plain["target"] == {"level": "trace"}
+    per_span = client.post("/v1/online-rules", json={"evaluator_id": ev, "target": {"level": "span"}}, headers=h)
+    assert per_span.status_code == 201 and per_span.json()["target"] == {"level": "span"}
+    rule_id = per_span.json()["id"]
+    assert client.get(f"/v1/online-rules/{rule_id}", headers=h).json()["target"] == {"level": "span"}
+    patched = client.patch(f"/v1/online-rules/{rule_id}", json={"target": {"level": "trace"}}, headers=h)
+    assert patched.status_code == 422 and "target" in patched.text
+    for bad in ({"level": "spans"}, {"level": "span", "extra": 1}, {"level": "session"}):
+        made = client.post("/v1/online-rules", json={"evaluator_id": ev, "target": bad}, headers=h)
+        assert made.status_code == 422, made.text
+    listed = client.get("/v1/online-rules", headers=h).json()["data"]
+    assert sorted(r["target"]["level"] for r in listed) == ["span", "trace"]
