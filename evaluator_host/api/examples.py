@@ -92,13 +92,20 @@ _FILTER = {
 _MAPPING = {"inputs": "root.attributes.ag.data.inputs", "outputs": "span[name=llm].outputs"}
 _RULE = {
     "id": "rule_3f9a2c", "name": "prod-chats", "evaluator_id": "ev_8c1f2d", "revision": None, "filter": _FILTER,
-    "sampling_rate": 0.5, "mapping": _MAPPING, "enabled": True, "created_at": _WHEN, "updated_at": _WHEN,
+    "sampling_rate": 0.5, "mapping": _MAPPING, "target": {"level": "trace"}, "enabled": True,
+    "created_at": _WHEN, "updated_at": _WHEN,
 }  # fmt: skip
 _SCORE = {
-    "rule_id": _RULE["id"], "trace_id": _T, "span_id": "00f067aa0ba902b7", "state": "done", "status": "ok",
+    "rule_id": _RULE["id"], "trace_id": _T, "span_id": "00f067aa0ba902b7", "target_id": _T, "state": "done",
+    "status": "ok",
     "score": 1.0, "passed": True, "label": None, "evaluator_id": "ev_8c1f2d", "revision": 1,
     "runtime_id": "python-ab541290a9a78bc6d9bf", "attempts": 1, "enqueued_at": _WHEN, "scored_at": _WHEN,
     "duration_ms": 1.9, "result": {"status": "ok", "score": 1.0, "passed": True},
+}  # fmt: skip
+_TRIAL = {
+    "trace_id": _T, "span_id": "00f067aa0ba902b7", "session_id": None, "status": "ok", "score": 1.0,
+    "passed": True, "label": None, "reason": "the answer is right", "inputs": "2+2?", "outputs": "4",
+    "duration_ms": 1.9,
 }  # fmt: skip
 _BUCKET = {"start": _WHEN, "count": 20, "ok": 20, "errors": 0, "mean_score": 0.65, "pass_rate": 0.65, "labels": {}}
 _SUMMARY = {
@@ -114,6 +121,25 @@ _ONLINE: dict[str, list[Any]] = {
         {k: v for k, v in _RULE.items() if "_at" not in k and k != "id"},
     ],
     "RulePatch": [{"enabled": False}, {"sampling_rate": 0.1, "revision": 2}],
+    "RuleTarget": [{"level": "trace"}, {"level": "span"}],
+    "RuleTest": [
+        {
+            "evaluator_id": "ev_8c1f2d",
+            "filter": {"attributes": [{"key": "openinference.span.kind", "equals": "LLM"}]},
+            "target": {"level": "span"},
+            "limit": 20,
+        }
+    ],
+    "RuleTestResult": [_TRIAL],
+    "RuleTestAnswer": [
+        {"results": [_TRIAL], "matched": 1, "scanned_traces": 12, "message": None},
+        {
+            "results": [],
+            "matched": 0,
+            "scanned_traces": 12,
+            "message": "nothing matched: no span of the 12 newest stored traces matches this rule's filter",
+        },
+    ],
     "Rule": [_RULE],
     "RuleList": [{"data": [_RULE], "count": 1, "next_cursor": None}],
     "Score": [_SCORE],

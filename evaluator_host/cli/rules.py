@@ -1,5 +1,7 @@
-"""``evaluator-host rules list|create|show|pause|resume|delete|scores|stats``: online rules, through a
-running service.
+"""``evaluator-host rules list|create|test|show|pause|resume|delete|scores|stats``: online rules, through a
+running service. ``create``/``test`` take the rule's body as options (``--level span`` scores each
+matching span); ``test`` scores it now on the latest matching stored targets, storing nothing, and
+exits 1 with a message when nothing matched.
 
 Like the operator's commands (``cli/admin.py``) they talk to the service's HTTP API (``--server``,
 default ``http://HOST:PORT`` of the settings), with a workspace key (``--api-key``, default
@@ -25,7 +27,8 @@ from evaluator_host.client import Client
 __all__ = ["add_parser"]
 
 API_KEY_ENV = "EVALUATOR_HOST_API_KEY"
-_RULE_COLUMNS = ["id", "name", "evaluator_id", "revision", "sampling_rate", "enabled", "filter"]
+_RULE_COLUMNS = ["id", "name", "evaluator_id", "revision", "sampling_rate", "enabled", "filter", "target"]
+_TEST_COLUMNS = ["trace_id", "span_id", "status", "score", "passed", "label", "reason"]
 
 
 def _client(args: argparse.Namespace) -> Client:
@@ -67,9 +70,7 @@ def _attribute(text: str) -> dict[str, Any]:
     return {"key": key, "equals": parsed if isinstance(parsed, str | int | float | bool) else value}
 
 
-def _create(client: Client, args: argparse.Namespace) -> dict[str, Any]:
-    if not args.target:
-        raise UsageError("rules create EVALUATOR_ID [--name N] [--rate R] [--service S] [--span S] [--attr K=V] ...")
+def _filter(args: argparse.Namespace) -> dict[str, Any]:
     flt: dict[str, Any] = {}
     if args.service:
         flt["service_name"] = args.service
@@ -77,19 +78,52 @@ def _create(client: Client, args: argparse.Namespace) -> dict[str, Any]:
         flt["span_name"] = args.span
     if args.attr:
         flt["attributes"] = [_attribute(a) for a in args.attr]
+    return flt
+
+
+def _create(client: Client, args: argparse.Namespace) -> dict[str, Any]:
+    if not args.target:
+        raise UsageError(
+            "rules create EVALUATOR_ID [--level trace|span] [--name N] [--rate R] [--service S] [--span S] "
+            "[--attr K=V] ..."
+        )
     mapping = {k: v for k, v in (("inputs", args.inputs), ("outputs", args.outputs)) if v}
     rule = client.create_rule(
         args.target, name=args.name or None, revision=args.revision or None, sampling_rate=args.rate,
-        filter=flt or None, mapping=mapping or None, enabled=False if args.paused else None,
+        filter=_filter(args) or None, mapping=mapping or None, enabled=False if args.paused else None,
+        target={"level": args.level} if args.level else None,
     )  # fmt: skip
     return dumped(rule)
 
 
+def _test(client: Client, args: argparse.Namespace) -> int:
+    if not args.target:
+        raise UsageError("rules test EVALUATOR_ID [--level trace|span] [--span S] [--attr K=V] ... [--limit N]")
+    mapping = {k: v for k, v in (("inputs", args.inputs), ("outputs", args.outputs)) if v}
+    answer = dumped(
+        client.test_online_rule(
+            args.target,
+            revision=args.revision or None,
+            filter=_filter(args) or None,
+            mapping=mapping or None,
+            target={"level": args.level} if args.level else None,
+            limit=args.limit or 20,
+        )  # fmt: skip
+    )
+    if not answer["matched"]:
+        sys.stderr.write(f"{answer['message']}\n")
+        return 1
+    _print(args, answer["results"], _TEST_COLUMNS)
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     action, target = args.action, args.target
-    if action != "list" and action != "create" and not target:
+    if action not in ("list", "create", "test") and not target:
         raise UsageError(f"rules {action} RULE_ID")
     with _client(args) as client, usage_errors():
+        if action == "test":
+            return _test(client, args)
         _act(client, args, action, target)
     return 0
 
@@ -107,8 +141,8 @@ def _act(client: Client, args: argparse.Namespace, action: str, target: str) -> 
         client.delete_rule(target)
         sys.stdout.write(f"deleted {target}\n")
     elif action == "scores":
-        page = client.rule_scores(target, limit=args.limit, since=args.since, until=args.until)
-        columns = ["trace_id", "state", "status", "score", "passed", "label", "revision", "scored_at"]
+        page = client.rule_scores(target, limit=args.limit or 50, since=args.since, until=args.until)
+        columns = ["trace_id", "span_id", "state", "status", "score", "passed", "label", "revision", "scored_at"]
         _print(args, [dumped(s) for s in page.data], columns)
     else:  # stats
         stats = dumped(client.rule_stats(target, bucket=args.bucket, since=args.since, until=args.until))
@@ -120,9 +154,14 @@ def _act(client: Client, args: argparse.Namespace, action: str, target: str) -> 
 
 def add_parser(sub: Any) -> None:
     """Add ``rules`` to the command line."""
-    rules = sub.add_parser("rules", help="online rules: list, create, show, pause, resume, delete, scores, stats")
-    rules.add_argument("action", choices=["list", "create", "show", "pause", "resume", "delete", "scores", "stats"])
-    rules.add_argument("target", nargs="?", help="create: the evaluator id; others: the rule id")
+    rules = sub.add_parser("rules", help="online rules: list, create, test, show, pause, resume, delete, scores, stats")
+    rules.add_argument(
+        "action", choices=["list", "create", "test", "show", "pause", "resume", "delete", "scores", "stats"]
+    )
+    rules.add_argument("target", nargs="?", help="create/test: the evaluator id; others: the rule id")
+    rules.add_argument(
+        "--level", choices=["trace", "span"], help="create/test: score each trace (default) or each matching span"
+    )
     rules.add_argument("--name", help="create: a name to show")
     rules.add_argument("--revision", type=int, help="create: the evaluator revision (default: the latest)")
     rules.add_argument("--rate", type=float, default=1.0, help="create: the sampling rate, 0..1 (default 1)")
@@ -134,7 +173,9 @@ def add_parser(sub: Any) -> None:
     rules.add_argument("--inputs", help="create: the trace path of the case's inputs")
     rules.add_argument("--outputs", help="create: the trace path of the case's outputs")
     rules.add_argument("--paused", action="store_true", help="create: paused")
-    rules.add_argument("--limit", type=int, default=50, help="scores: at most this many (default 50)")
+    rules.add_argument(
+        "--limit", type=int, help="scores: at most this many (default 50); test: targets scored (default 20)"
+    )
     rules.add_argument("--since", help="scores/stats: from (ISO 8601)")
     rules.add_argument("--until", help="scores/stats: to (ISO 8601)")
     rules.add_argument("--bucket", type=int, default=60, help="stats: bucket seconds (default 60)")

@@ -88,6 +88,7 @@ class Operations:
     delete_rule = op(workspace.delete_rule)
     rule_scores = op(workspace.rule_scores)
     rule_stats = op(workspace.rule_stats)
+    test_online_rule = op(workspace.test_online_rule)
     list_traces = op(workspace.list_traces)
     get_trace = op(workspace.get_trace)
     put_secret = op(workspace.put_secret)

@@ -19,6 +19,8 @@ from evaluator_host.online.models import (
     RuleList,
     RuleMapping,
     RuleStats,
+    RuleTarget,
+    RuleTestAnswer,
     ScoreList,
     TraceDetail,
     TraceList,
@@ -41,13 +43,32 @@ def create_rule(
     filter: RuleFilter | Mapping[str, Any] | None = None,
     mapping: RuleMapping | Mapping[str, Any] | None = None,
     enabled: bool | None = None,
+    target: RuleTarget | Mapping[str, Any] | None = None,
 ) -> Call[Rule]:
-    """``POST /v1/online-rules``: score the workspace's traces that match ``filter`` with the evaluator."""
+    """``POST /v1/online-rules``: score the workspace's traces that match ``filter`` with the evaluator
+    (``target``: ``{"level": "span"}`` scores each matching span; default: each trace)."""
     body = body_of(
         evaluator_id=evaluator_id, name=name, revision=revision, sampling_rate=sampling_rate, filter=filter,
-        mapping=mapping, enabled=enabled,
+        mapping=mapping, enabled=enabled, target=target,
     )  # fmt: skip
     return Call("POST", "/v1/online-rules", model(Rule), body)
+
+
+def test_online_rule(
+    evaluator_id: str,
+    *,
+    revision: int | None = None,
+    filter: RuleFilter | Mapping[str, Any] | None = None,
+    mapping: RuleMapping | Mapping[str, Any] | None = None,
+    target: RuleTarget | Mapping[str, Any] | None = None,
+    limit: int | None = None,
+) -> Call[RuleTestAnswer]:
+    """``POST /v1/online-rules/test``: score a rule body now on the latest matching stored targets (at most
+    ``limit``, default 20), storing nothing; ``matched`` 0 (with ``message``) when nothing matched."""
+    body = body_of(
+        evaluator_id=evaluator_id, revision=revision, filter=filter, mapping=mapping, target=target, limit=limit
+    )
+    return Call("POST", "/v1/online-rules/test", model(RuleTestAnswer), body)
 
 
 def get_rule(rule_id: str) -> Call[Rule]:

@@ -5,13 +5,15 @@ given must hold of one span — its resource's ``service.name``, its name, each 
 (``equals`` a JSON scalar, or ``exists`` true/false) — and a trace matches when one of its spans
 does. An empty filter matches every trace (the root span is evaluated). ``mapping`` names trace
 paths for the case's ``inputs`` / ``outputs`` (checked by :func:`evaluator_host.online.mapping.check_path`);
-a field it leaves out comes from the evaluated span. Nothing here touches the database.
+a field it leaves out comes from the evaluated span. A rule's ``target`` says what one score is of:
+``{"level": "trace"}`` (the default) or ``{"level": "span"}`` (every matching span, each scored once);
+``session`` is refused (422) until it is built. Nothing here touches the database.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -28,6 +30,10 @@ __all__ = [
     "RuleMapping",
     "RulePatch",
     "RuleStats",
+    "RuleTarget",
+    "RuleTest",
+    "RuleTestAnswer",
+    "RuleTestResult",
     "Score",
     "ScoreList",
     "StatsBucket",
@@ -87,6 +93,28 @@ class RuleMapping(BaseModel):
         return value
 
 
+class RuleTarget(BaseModel):
+    """What one score of a rule is of (issue 50): ``trace`` (one per trace, on its evaluated span) or
+    ``span`` (one per span that matches the filter; the evaluator gets that span's inputs/outputs and
+    the whole trace as ``trace``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    level: Literal["trace", "span", "session"] = Field(
+        "trace", description="trace (default) | span. session is not available yet (422)."
+    )
+
+    @field_validator("level")
+    @classmethod
+    def _available(cls, value: str) -> str:
+        if value == "session":
+            raise ValueError(
+                "target level 'session' is not available yet (only 'trace' and 'span' are); "
+                "session-level rules are planned (issue 50)"
+            )
+        return value
+
+
 class _RuleFields(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -104,6 +132,42 @@ class RuleCreate(_RuleFields):
     """``POST /v1/online-rules``; the smallest is ``{"evaluator_id": "..."}`` (every trace, latest revision)."""
 
     evaluator_id: str = Field(min_length=1, max_length=40)
+    target: RuleTarget = Field(default_factory=RuleTarget, description="What one score is of (set at creation).")
+
+
+MAX_TEST_LIMIT = 100
+
+
+class RuleTest(RuleCreate):
+    """``POST /v1/online-rules/test``: a rule's body plus ``limit`` — scored now on the latest matching
+    stored targets, nothing stored."""
+
+    limit: int = Field(20, ge=1, le=MAX_TEST_LIMIT, description="At most this many targets (default 20, max 100).")
+
+
+class RuleTestResult(BaseModel):
+    """One target scored by ``POST /v1/online-rules/test``."""
+
+    trace_id: str
+    span_id: str | None = None
+    session_id: str | None = None
+    status: str
+    score: float | None = None
+    passed: bool | None = None
+    label: str | None = None
+    reason: str | None = None
+    inputs: Any = None
+    outputs: Any = None
+    duration_ms: float | None = None
+
+
+class RuleTestAnswer(BaseModel):
+    """``POST /v1/online-rules/test``'s answer: ``matched`` 0 is no success (``message`` says why)."""
+
+    results: list[RuleTestResult]
+    matched: int = Field(description="Targets that matched the rule's filter (scored: the first `limit`).")
+    scanned_traces: int = Field(description="Stored traces looked at, newest first.")
+    message: str | None = Field(None, description="Set when nothing matched: what was looked at.")
 
 
 class RulePatch(BaseModel):
@@ -131,6 +195,7 @@ class Rule(_RuleFields):
 
     id: str
     evaluator_id: str
+    target: RuleTarget = Field(default_factory=RuleTarget)
     created_at: datetime
     updated_at: datetime
 
@@ -144,11 +209,12 @@ class RuleList(BaseModel):
 
 
 class Score(BaseModel):
-    """One (rule, trace): queued, running, done or dropped; when done, what the evaluator said."""
+    """One (rule, target): queued, running, done or dropped; when done, what the evaluator said."""
 
     rule_id: str
     trace_id: str
-    span_id: str | None = Field(None, description="The evaluated span.")
+    span_id: str | None = Field(None, description="The evaluated span (at span level: the scored span).")
+    target_id: str | None = Field(None, description="What was scored: the trace id, or `<trace id>/<span id>`.")
     state: str = Field(description="queued | running | done | dropped")
     status: str | None = Field(None, description="The result's status (ok, error, timeout, ...) once done.")
     score: float | None = None

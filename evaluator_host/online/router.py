@@ -8,8 +8,11 @@ Contract:
 * :func:`sampled` — deterministic: the first 8 bytes of SHA-256 of ``rule id:trace id`` as a fraction
   of 2**64, below the rate. A restart, or another service, decides the same for the same pair.
 * :func:`decide` — for each rule (enabled, not deleted: the store reads only those) the evaluated
-  span: with no filter the root (the trace row's root span), else the first matching span in start
-  order; a trace no span of which matches, or that sampling leaves out, gets no row.
+  span(s). A trace-level rule (the default): with no filter the root (the trace row's root span),
+  else the first matching span in start order. A span-level rule (``target.level = "span"``): every
+  span that matches its filter (no filter: every span), in start order — one row, so one score, each.
+  A trace no span of which matches, or that sampling leaves out (sampling is per trace at both
+  levels), gets no row.
 * :class:`Router` — every ``online_poll_s``, at once when :meth:`Router.wake` is called (assembly made
   traces ready) and at once again while batches come back full, routes a batch of ready traces
   through :meth:`ScoreQueue.route` in a thread (one transaction per batch), counts drops, keeps
@@ -74,6 +77,9 @@ def decide(trace: TraceRef, rules: Sequence[RuleRecord]) -> list[tuple[RuleRecor
     out: list[tuple[RuleRecord, str | None]] = []
     for rule in rules:
         if not sampled(rule.id, trace.trace_id, rule.sampling_rate):
+            continue
+        if rule.level == "span":
+            out.extend((rule, s.span_id) for s in trace.spans if matches(rule.filter, s))
             continue
         if not rule.filter:
             root = trace.root_span_id or (trace.spans[0].span_id if trace.spans else None)

@@ -51,7 +51,7 @@ from evaluator_host.store.online_rows import OnlineSpanRow, OnlineTraceRow
 from evaluator_host.store.online_scores import Claimed, ScoreQueue, keyed
 from evaluator_host.tenancy.quotas import Charged
 
-__all__ = ["Exporter", "Scorer", "build_case"]
+__all__ = ["Exporter", "Refused", "Scorer", "build_case"]
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class Exporter(Protocol):
     def export(self, trace_id: str, span_id: str | None, rule: dict[str, Any], result: dict[str, Any]) -> None: ...
 
 
-class _Refused(Exception):
+class Refused(Exception):
     """A case that cannot be made (the reason is the error result's message)."""
 
     def __init__(self, kind: str, message: str) -> None:
@@ -73,7 +73,7 @@ class _Refused(Exception):
 
 
 def build_case(loaded: LoadedTrace, span_id: str | None, rule_mapping: dict[str, Any] | None) -> Case:
-    """The case of one (rule, trace): see the module docstring (``_Refused`` when it cannot be made)."""
+    """The case of one (rule, trace): see the module docstring (:class:`Refused` when it cannot be made)."""
     trace = loaded.trace
     view = mapping.path_view(trace, span_id, loaded.root_span_id)
     span, root = view["span"] or {}, view["root"]
@@ -85,7 +85,7 @@ def build_case(loaded: LoadedTrace, span_id: str | None, rule_mapping: dict[str,
             continue
         value = mapping.resolve(view, path)
         if value is None:
-            raise _Refused("MappingPathError", f"mapping.{name} {path!r} found nothing in trace {loaded.trace_id}")
+            raise Refused("MappingPathError", f"mapping.{name} {path!r} found nothing in trace {loaded.trace_id}")
         if name == "inputs":
             inputs = value
         elif name == "outputs":
@@ -204,7 +204,7 @@ class Scorer:
             return 0
         s = self.settings
         claimed = await asyncio.to_thread(self.queue.claim, self.me, s.online_scoring_batch, s.online_claim_s)
-        gone = [(r.rule_id, r.trace_id) for r in claimed if r.rule is None]
+        gone = [(r.rule_id, r.target_id) for r in claimed if r.rule is None]
         if gone:
             await asyncio.to_thread(self.queue.discard, self.me, gone, "rule_deleted")
         groups: dict[tuple[str, str, int | None], list[Claimed]] = {}
@@ -229,16 +229,16 @@ class Scorer:
     async def _score(self, rows: list[Claimed]) -> None:
         over = [r for r in rows if r.attempts > self.settings.online_max_attempts]
         results: dict[tuple[str, str], EvaluationResult] = {
-            (r.rule_id, r.trace_id): _gave_up(r, f"gave up after {r.attempts - 1} attempts (the service stopped)")
+            (r.rule_id, r.target_id): _gave_up(r, f"gave up after {r.attempts - 1} attempts (the service stopped)")
             for r in over
         }
         rows = [r for r in rows if r.attempts <= self.settings.online_max_attempts]
         cases = await asyncio.to_thread(self._cases, rows)
         runnable = []
         for row in rows:
-            case = cases[(row.rule_id, row.trace_id)]
+            case = cases[(row.rule_id, row.target_id)]
             if isinstance(case, EvaluationResult):
-                results[(row.rule_id, row.trace_id)] = case
+                results[(row.rule_id, row.target_id)] = case
             else:
                 runnable.append((row, case))
         if runnable:
@@ -269,7 +269,7 @@ class Scorer:
             await self._retry([r for r, _ in runnable], exc, results)
             got = []
         for (row, _), result in zip(runnable, got, strict=False):
-            results[(row.rule_id, row.trace_id)] = result
+            results[(row.rule_id, row.target_id)] = result
         if ran and len(got) < len(runnable):  # the one-by-one run (``_run``) stopped at the rate
             stopped = [r for r, _ in runnable[len(got) :]]
             await self._defer(stopped, self.components.quotas.pace_evaluations(first.workspace_id, len(stopped))[1])
@@ -277,7 +277,7 @@ class Scorer:
     async def _defer(self, rows: list[Claimed], due: list[float]) -> None:
         """Put ``rows`` back in the queue, each claimable again after its ``due`` seconds (no attempt counted)."""
         if rows:
-            await asyncio.to_thread(self.queue.defer, self.me, [(r.rule_id, r.trace_id) for r in rows], due)
+            await asyncio.to_thread(self.queue.defer, self.me, [(r.rule_id, r.target_id) for r in rows], due)
 
     async def _run(self, first: Claimed, cases: list[Case], charged: Charged) -> list[EvaluationResult]:
         revision = first.rule.revision if first.rule else None
@@ -301,12 +301,12 @@ class Scorer:
     async def _retry(self, rows: list[Claimed], exc: Exception, results: dict[Any, EvaluationResult]) -> None:
         last = [r for r in rows if r.attempts >= self.settings.online_max_attempts]
         for row in last:
-            results[(row.rule_id, row.trace_id)] = _gave_up(row, f"gave up after {row.attempts} attempts: {exc}")
+            results[(row.rule_id, row.target_id)] = _gave_up(row, f"gave up after {row.attempts} attempts: {exc}")
         again = [r for r in rows if r.attempts < self.settings.online_max_attempts]
         if again:
             back_off = min(2.0 ** again[0].attempts, 60.0)
             log.warning("online scoring will retry %d rows in %.0f s: %s", len(again), back_off, exc)
-            await asyncio.to_thread(self.queue.retry, self.me, [(r.rule_id, r.trace_id) for r in again], back_off)
+            await asyncio.to_thread(self.queue.retry, self.me, [(r.rule_id, r.target_id) for r in again], back_off)
 
     def _cases(self, rows: Sequence[Claimed]) -> dict[tuple[str, str], Case | EvaluationResult]:
         out: dict[tuple[str, str], Case | EvaluationResult] = {}
@@ -315,13 +315,13 @@ class Scorer:
         for row in rows:
             trace = loaded.get((row.workspace_id, row.trace_id))
             if trace is None:
-                out[(row.rule_id, row.trace_id)] = _error("NotFound", f"trace {row.trace_id} is gone", row)
+                out[(row.rule_id, row.target_id)] = _error("NotFound", f"trace {row.trace_id} is gone", row)
                 continue
             try:
                 mapped = row.rule.mapping if row.rule else None
-                out[(row.rule_id, row.trace_id)] = build_case(trace, row.span_id, mapped)
-            except _Refused as exc:
-                out[(row.rule_id, row.trace_id)] = _error(exc.kind, str(exc), row)
+                out[(row.rule_id, row.target_id)] = build_case(trace, row.span_id, mapped)
+            except Refused as exc:
+                out[(row.rule_id, row.target_id)] = _error(exc.kind, str(exc), row)
         return out
 
     async def _store(self, rows: Sequence[Claimed], results: dict[tuple[str, str], EvaluationResult]) -> None:
@@ -329,7 +329,7 @@ class Scorer:
         cap = self.settings.max_stored_result_bytes
         todo = []
         for row in rows:
-            result = results.get((row.rule_id, row.trace_id))
+            result = results.get((row.rule_id, row.target_id))
             if result is None:
                 continue  # put back for a retry
             text = result.model_dump_json()
@@ -348,7 +348,7 @@ class Scorer:
                 "result": text,
             }
             todo.append((row, result, values))
-        stored = await asyncio.to_thread(self.queue.finish, self.me, [(r.rule_id, r.trace_id, v) for r, _, v in todo])
+        stored = await asyncio.to_thread(self.queue.finish, self.me, [(r.rule_id, r.target_id, v) for r, _, v in todo])
         for (row, result, _), ok in zip(todo, stored, strict=True):
             if not ok:
                 continue  # another service took the row over after our claim expired: its result stands

@@ -13,8 +13,10 @@ it works"):
 * ``online_usage`` — per workspace, its stored spans and their bodies' UTF-8 bytes (what they count
   against its storage quota and its share of the span store), kept with every write and deletion.
 * ``online_rules`` — a workspace's rules (soft-deleted, so stored scores keep their rule).
-* ``online_scores`` — the durable scoring queue *and* its results: one row per (rule, trace), so a
-  trace is scored at most once per rule whatever restarts. ``state``: ``queued`` → ``running``
+* ``online_scores`` — the durable scoring queue *and* its results: one row per (rule, target), so a
+  target is scored at most once per rule whatever restarts (migration ``0013``). ``target_id`` is the
+  trace id for a trace-level rule, ``<trace id>/<span id>`` for a span-level one (room for session
+  ids). ``state``: ``queued`` → ``running``
   (claimed by one service until ``claimed_until``; an expired claim is claimed again) → ``done``;
   or ``dropped`` (the backlog was full when the trace was routed: counted, never scored).
 """
@@ -102,28 +104,37 @@ class OnlineRuleRow(Base):
     filter: Mapped[dict[str, Any]] = mapped_column(JSON)
     sampling_rate: Mapped[float] = mapped_column(Float)
     mapping: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    target: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # 0013; null: {"level": "trace"}
     enabled: Mapped[bool] = mapped_column(Boolean)
     created_at: Mapped[datetime] = mapped_column(_TZ)
     updated_at: Mapped[datetime] = mapped_column(_TZ)
     deleted_at: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)
 
 
+def _trace_target(context: Any) -> str:
+    """An inserted score row's default ``target_id``: its trace id (a trace-level rule's target)."""
+    return str(context.get_current_parameters()["trace_id"])
+
+
 class OnlineScoreRow(Base):
-    """One (rule, trace): queued, running, done or dropped; when done, the evaluator's result."""
+    """One (rule, target): queued, running, done or dropped; when done, the evaluator's result."""
 
     __tablename__ = "online_scores"
     __table_args__ = (
         Index("ix_online_scores_state", "state", "claimed_until"),
         Index("ix_online_scores_rule_scored", "rule_id", "scored_at"),
         Index("ix_online_scores_trace", "workspace_id", "trace_id"),
-        Index("ix_online_scores_rule_enqueued", "rule_id", "enqueued_at", "trace_id"),  # 0009
+        Index("ix_online_scores_rule_enqueued", "rule_id", "enqueued_at", "target_id"),  # 0009, 0013
         Index("ix_online_scores_state_enqueued", "state", "enqueued_at"),  # 0009
     )
 
     rule_id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    trace_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    target_id: Mapped[str] = mapped_column(  # 0013: the trace id (the default: a trace-level row), or trace id/span id
+        String(200), primary_key=True, default=_trace_target
+    )
+    trace_id: Mapped[str] = mapped_column(String(32))
     workspace_id: Mapped[str] = mapped_column(String(40))
-    span_id: Mapped[str | None] = mapped_column(String(16), nullable=True)  # the evaluated span (the root)
+    span_id: Mapped[str | None] = mapped_column(String(16), nullable=True)  # the evaluated span
     state: Mapped[str] = mapped_column(String(12))
     claimed_by: Mapped[str | None] = mapped_column(String(80), nullable=True)  # a service id
     claimed_until: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)

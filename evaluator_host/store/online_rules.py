@@ -23,6 +23,7 @@ from evaluator_host.store.online_rows import OnlineRuleRow
 __all__ = ["RuleRecord", "RuleStore", "rule_record"]
 
 CHANGEABLE = ("name", "revision", "filter", "sampling_rate", "mapping", "enabled")
+CREATED = (*CHANGEABLE, "target")  # a rule's target is set when it is created (issue 50)
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,12 @@ class RuleRecord:
     created_at: datetime
     updated_at: datetime
     deleted_at: datetime | None = None
+    target: dict[str, Any] | None = None  # None: {"level": "trace"}
+
+    @property
+    def level(self) -> str:
+        """What one score is of: ``trace`` (the default) or ``span``."""
+        return str((self.target or {}).get("level") or "trace")
 
 
 def rule_record(row: Any) -> RuleRecord:
@@ -58,6 +65,7 @@ def rule_record(row: Any) -> RuleRecord:
         created_at=as_utc(row.created_at),
         updated_at=as_utc(row.updated_at),
         deleted_at=None if row.deleted_at is None else as_utc(row.deleted_at),
+        target=None if row.target is None else dict(row.target),
     )
 
 
@@ -75,7 +83,7 @@ class RuleStore:
         self.engine = engine
 
     def create(self, workspace_id: str, evaluator_id: str, fields: dict[str, Any]) -> RuleRecord:
-        """Store a new rule (``fields``: :data:`CHANGEABLE`, JSON-ready) and answer it."""
+        """Store a new rule (``fields``: :data:`CHANGEABLE`, JSON-ready, and optionally ``target``) and answer it."""
         now = utcnow()
         row = OnlineRuleRow(
             id=f"rule_{uuid.uuid4().hex[:20]}",
@@ -84,7 +92,7 @@ class RuleStore:
             created_at=now,
             updated_at=now,
             deleted_at=None,
-            **{name: fields[name] for name in CHANGEABLE},
+            **{name: fields.get(name) for name in CREATED},
         )
         with Session(self.engine) as session, session.begin():
             session.add(row)

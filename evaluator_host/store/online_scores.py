@@ -3,12 +3,15 @@
 Contract (docs/online.md, "How it works"):
 
 * :meth:`ScoreQueue.route` takes up to ``limit`` ``ready`` traces and, in ONE transaction, inserts
-  one row per (rule, trace) the ``decide`` callback names — ``queued``, or ``dropped`` once the
-  backlog (rows ``queued`` or ``running``, every workspace) is at ``backlog_max`` — and sets each
+  one row per (rule, target) the ``decide`` callback names (a trace-level rule: the trace, its
+  target id the trace id; a span-level rule: each span it names, ``<trace id>/<span id>``) —
+  ``queued``, or ``dropped`` once the backlog (rows ``queued`` or ``running``, every workspace) is
+  at ``backlog_max`` — and sets each
   trace ``routed``. A trace is routed by one service only: ``FOR UPDATE SKIP LOCKED`` on PostgreSQL
   (concurrent routers take different traces), and on either database the ``ready`` → ``routed``
   update is conditional, so a trace another router took in between gets no rows here. The
-  (rule, trace) primary key makes a second row for a pair impossible.
+  (rule, target id) primary key makes a second row for a pair impossible. Rows are named by
+  ``(rule id, target id)`` everywhere below.
 * :meth:`ScoreQueue.claim` takes up to ``n`` rows ``queued`` (past any retry back-off) or ``running``
   with an expired claim (their service died), for ``claim_s`` seconds, in one conditional
   ``UPDATE`` (attempts + 1); rows another service claimed in between are not this one's.
@@ -37,7 +40,7 @@ from evaluator_host.store.db import as_utc, utcnow
 from evaluator_host.store.online_rows import OnlineRuleRow, OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
 from evaluator_host.store.online_rules import RuleRecord, rule_record
 
-__all__ = ["BACKLOG", "Claimed", "Routed", "ScoreQueue", "SpanRef", "TraceRef", "keyed"]
+__all__ = ["BACKLOG", "Claimed", "Routed", "ScoreQueue", "SpanRef", "TraceRef", "keyed", "target_id"]
 
 BACKLOG = ("queued", "running")
 S = OnlineScoreRow
@@ -50,6 +53,14 @@ def keyed(first: Any, second: Any, keys: Iterable[tuple[str, str]]) -> ColumnEle
     for a, b in keys:
         by.setdefault(a, []).append(b)
     return or_(false(), *(and_(first == a, second.in_(bs)) for a, bs in by.items()))
+
+
+def target_id(rule: RuleRecord, trace_id: str, span_id: str | None) -> str:
+    """The target id of a (rule, evaluated span) of ``trace_id``: the trace id at trace level, else
+    ``<trace id>/<span id>`` (span ids are unique within a trace only)."""
+    if rule.level == "span" and span_id is not None:
+        return f"{trace_id}/{span_id}"
+    return trace_id
 
 
 @dataclass
@@ -100,6 +111,7 @@ class Claimed:
     workspace_id: str
     span_id: str | None
     evaluator_id: str
+    target_id: str
     attempts: int
     enqueued_at: datetime
     last_span_at: datetime | None
@@ -129,7 +141,8 @@ class ScoreQueue:
             if not ready:
                 return Routed(backlog=self._backlog(conn))
             rules = self._rules(conn, {r.workspace_id for r in ready})
-            spans = self._spans(conn, ready) if any(r.filter for rs in rules.values() for r in rs) else {}
+            wanted = any(r.filter or r.level == "span" for rs in rules.values() for r in rs)
+            spans = self._spans(conn, ready) if wanted else {}
             backlog = self._backlog(conn)
             keys = [(r.workspace_id, r.trace_id) for r in ready]
             took = conn.execute(  # conditional: a trace another router took in between is not ours
@@ -195,20 +208,20 @@ class ScoreQueue:
         )
         with self.engine.begin() as conn:
             if self._pg:
-                query = select(S.rule_id, S.trace_id).where(claimable).order_by(S.enqueued_at).limit(n)
+                query = select(S.rule_id, S.target_id).where(claimable).order_by(S.enqueued_at).limit(n)
                 query = query.with_for_update(skip_locked=True)
             else:  # each half in index order, n at most: not every queued row read and sorted per claim
                 queued = and_(S.state == "queued", or_(S.claimed_until.is_(None), S.claimed_until <= now))
                 halves = [
-                    select(S.rule_id, S.trace_id, S.enqueued_at).where(cond).order_by(S.enqueued_at).limit(n)
+                    select(S.rule_id, S.target_id, S.enqueued_at).where(cond).order_by(S.enqueued_at).limit(n)
                     for cond in (queued, and_(S.state == "running", S.claimed_until <= now))
                 ]
                 both = union_all(*(h.subquery().select() for h in halves)).subquery()
-                query = select(both.c.rule_id, both.c.trace_id).order_by(both.c.enqueued_at).limit(n)
+                query = select(both.c.rule_id, both.c.target_id).order_by(both.c.enqueued_at).limit(n)
             keys = [(str(r), str(t)) for r, t in conn.execute(query)]
             if not keys:
                 return []
-            mine = keyed(S.rule_id, S.trace_id, keys)
+            mine = keyed(S.rule_id, S.target_id, keys)
             conn.execute(
                 update(S)
                 .where(mine, claimable)
@@ -224,7 +237,7 @@ class ScoreQueue:
             return [_claimed(row) for row in Session(bind=conn).execute(got)]
 
     def finish(self, me: str, results: Sequence[tuple[str, str, dict[str, Any]]]) -> list[bool]:
-        """Store results (``(rule id, trace id, result columns)``, each with the same columns) on rows
+        """Store results (``(rule id, target id, result columns)``, each with the same columns) on rows
         ``me`` holds, in one transaction (one statement, executed for every row); for each, whether it
         was stored (False: not held by ``me`` any more). When fewer rows changed than given, the ones
         stored are those now ``done`` by ``me`` with this call's ``scored_at``."""
@@ -237,19 +250,19 @@ class ScoreQueue:
             update(S)
             .where(
                 S.rule_id == bindparam("k_rule"),
-                S.trace_id == bindparam("k_trace"),
+                S.target_id == bindparam("k_target"),
                 S.state == "running",
                 S.claimed_by == me,
             )
             .values(state="done", claimed_until=None, **{n: bindparam(f"v_{n}") for n in names})
         )
-        params = [{"k_rule": r, "k_trace": t, **{f"v_{n}": v[n] for n in names}} for r, t, v in results]
+        params = [{"k_rule": r, "k_target": t, **{f"v_{n}": v[n] for n in names}} for r, t, v in results]
         with self.engine.begin() as conn:
             done = conn.execute(statement, params)
             if done.rowcount == len(results):
                 return [True] * len(results)
-            mine = select(S.rule_id, S.trace_id).where(
-                keyed(S.rule_id, S.trace_id, [(r, t) for r, t, _ in results]),
+            mine = select(S.rule_id, S.target_id).where(
+                keyed(S.rule_id, S.target_id, [(r, t) for r, t, _ in results]),
                 S.state == "done",
                 S.claimed_by == me,
                 S.scored_at == results[0][2].get("scored_at"),
@@ -273,14 +286,14 @@ class ScoreQueue:
             update(S)
             .where(
                 S.rule_id == bindparam("k_rule"),
-                S.trace_id == bindparam("k_trace"),
+                S.target_id == bindparam("k_target"),
                 S.state == "running",
                 S.claimed_by == me,
             )
             .values(state="queued", claimed_by=None, claimed_until=bindparam("v_until"), attempts=S.attempts - 1)
         )
         params = [
-            {"k_rule": r, "k_trace": t, "v_until": now + timedelta(seconds=after)}
+            {"k_rule": r, "k_target": t, "v_until": now + timedelta(seconds=after)}
             for (r, t), after in zip(keys, after_s, strict=True)
         ]
         with self.engine.begin() as conn:
@@ -296,7 +309,7 @@ class ScoreQueue:
         with self.engine.begin() as conn:
             done = conn.execute(
                 update(S)
-                .where(keyed(S.rule_id, S.trace_id, keys), S.state == "running", S.claimed_by == me)
+                .where(keyed(S.rule_id, S.target_id, keys), S.state == "running", S.claimed_by == me)
                 .values(**values)
             )
             return int(done.rowcount)
@@ -315,6 +328,7 @@ class ScoreQueue:
 def _row(rule: RuleRecord, trace_id: str, span_id: str | None, state: str, now: datetime) -> dict[str, Any]:
     return {
         "rule_id": rule.id,
+        "target_id": target_id(rule, trace_id, span_id),
         "trace_id": trace_id,
         "workspace_id": rule.workspace_id,
         "span_id": span_id,
@@ -335,6 +349,7 @@ def _claimed(row: Any) -> Claimed:
         workspace_id=score.workspace_id,
         span_id=score.span_id,
         evaluator_id=score.evaluator_id,
+        target_id=score.target_id,
         attempts=score.attempts,
         enqueued_at=as_utc(score.enqueued_at),
         last_span_at=None if row[1] is None else as_utc(row[1]),

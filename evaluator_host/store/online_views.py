@@ -33,6 +33,7 @@ def score_fields(row: Any) -> dict[str, Any]:
         "rule_id": row.rule_id,
         "trace_id": row.trace_id,
         "span_id": row.span_id,
+        "target_id": row.target_id,
         "state": row.state,
         "status": row.status,
         "score": row.score,
@@ -90,7 +91,8 @@ class ScoreView:
         limit: int | None,
         before: tuple[datetime, str] | None,
     ) -> list[dict[str, Any]]:
-        """The rule's scores, enqueued newest first (ties: greater trace id first), in ``[since, until)``."""
+        """The rule's scores, enqueued newest first (ties: greater target id first: the trace id at trace
+        level, ``<trace id>/<span id>`` at span level), in ``[since, until)``."""
         query = select(S).where(S.rule_id == rule_id)
         if since is not None:
             query = query.where(S.enqueued_at >= since)
@@ -98,8 +100,8 @@ class ScoreView:
             query = query.where(S.enqueued_at < until)
         if before is not None:
             at, last = before
-            query = query.where(or_(S.enqueued_at < at, and_(S.enqueued_at == at, S.trace_id < last)))
-        query = query.order_by(S.enqueued_at.desc(), S.trace_id.desc())
+            query = query.where(or_(S.enqueued_at < at, and_(S.enqueued_at == at, S.target_id < last)))
+        query = query.order_by(S.enqueued_at.desc(), S.target_id.desc())
         if limit is not None:
             query = query.limit(limit)
         with self.engine.connect() as conn:
@@ -112,7 +114,7 @@ class ScoreView:
             return out
         query = select(S).where(S.workspace_id == workspace_id, S.trace_id.in_(list(trace_ids)))
         with self.engine.connect() as conn:
-            for row in conn.execute(query.order_by(S.enqueued_at, S.rule_id)):
+            for row in conn.execute(query.order_by(S.enqueued_at, S.rule_id, S.target_id)):
                 out[row.trace_id].append(score_fields(row))
         return out
 

@@ -116,6 +116,9 @@ WITHOUT_ID = {
     ("POST", "/v1/traces"),
     # a rule naming another workspace's evaluator: 422, as an unknown evaluator (tests/online/test_scoring.py)
     ("POST", "/v1/online-rules"),
+    # a trial naming another workspace's evaluator: 422; it reads its own workspace's traces only
+    # (tests/online/test_trial.py)
+    ("POST", "/v1/online-rules/test"),
     ("GET", "/v1/online-rules"),
     ("GET", "/v1/traces"),
     ("GET", "/v1/evaluators"),

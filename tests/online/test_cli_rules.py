@@ -51,3 +51,34 @@ def test_rules_commands_through_a_running_service(tmp_path: Path) -> None:
         gone = cli(server, "show", rule["id"])
         assert gone.returncode == 2 and "404" in gone.stderr and "NotFound" in gone.stderr
         assert cli(server, "create", "ev_missing").returncode == 2
+
+
+@pytest.mark.slow
+def test_rules_create_level_span_and_rules_test_through_a_running_service(tmp_path: Path) -> None:
+    with serving(tmp_path, "process", env={"EVALUATOR_HOST_ONLINE_POLL_S": "0.05"}) as (client, _proc):
+        server = str(client.base_url)
+        ev = client.post("/v1/evaluators", json={"name": "e", "language": "python", "code": CODE}).json()["id"]
+        made = cli(server, "create", ev, "--level", "span", "--span", "llm", "--json")
+        assert made.returncode == 0, made.stderr
+        rule = json.loads(made.stdout)
+        assert rule["target"] == {"level": "span"}
+
+        engine = make_engine(f"sqlite:///{tmp_path / 'evaluator-host.db'}")
+        trace_id = chat_trace(engine)  # a root "chat" and one "llm" span
+        engine.dispose()
+        wait_until(lambda: '"state":"done"' in cli(server, "scores", rule["id"], "--json").stdout, 60, 0.2)
+        (line,) = cli(server, "scores", rule["id"], "--json").stdout.splitlines()
+        score = json.loads(line)
+        llm_span = score["span_id"]
+        assert score["trace_id"] == trace_id and score["target_id"] == f"{trace_id}/{llm_span}"
+
+        tried = cli(server, "test", ev, "--level", "span", "--limit", "5", "--json")
+        assert tried.returncode == 0, tried.stderr
+        results = [json.loads(x) for x in tried.stdout.splitlines()]
+        assert len(results) == 2 and {r["status"] for r in results} == {"ok"}  # both spans: no filter
+        assert {r["label"] for r in results} == {"fine"} and llm_span in {r["span_id"] for r in results}
+        table = cli(server, "test", ev, "--span", "llm")
+        assert table.returncode == 0 and trace_id in table.stdout and "0.75" in table.stdout
+        nothing = cli(server, "test", ev, "--span", "no-such-span")
+        assert nothing.returncode == 1 and "nothing matched" in nothing.stderr
+        assert cli(server, "scores", rule["id"], "--json").stdout.count("\n") == 1  # the trials stored nothing

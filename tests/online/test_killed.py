@@ -1,6 +1,7 @@
 """Exactly once across a SIGKILL: the real ``serve`` process is killed while traces stream in and
 scores are running; the next service on the data dir scores every remaining trace, and every
-(rule, trace) ends with exactly one stored score — none lost, none twice."""
+(rule, trace) ends with exactly one stored score — none lost, none twice; so does every (rule, span)
+of a span-level rule beside them (issue 50)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,9 @@ def test_every_trace_is_scored_exactly_once_per_rule_across_a_sigkill(tmp_path: 
         for name in ("one", "two"):
             ev = client.post("/v1/evaluators", json={"name": name, "language": "python", "code": SLOWISH}).json()
             rules.append(client.post("/v1/online-rules", json={"evaluator_id": ev["id"]}).json()["id"])
+        ev = client.post("/v1/evaluators", json={"name": "spans", "language": "python", "code": SLOWISH}).json()
+        per_span = client.post("/v1/online-rules", json={"evaluator_id": ev["id"], "target": {"level": "span"}})
+        span_rule = per_span.json()["id"]
         engine = make_engine(f"sqlite:///{data_dir / 'evaluator-host.db'}")
 
         def stream() -> None:
@@ -61,9 +65,15 @@ def test_every_trace_is_scored_exactly_once_per_rule_across_a_sigkill(tmp_path: 
     assert at_kill.get("running", 0) > 0 and len(sent) == TRACES
 
     with serving(data_dir, "process", env=ENV) as (client, _proc):
-        wait_until(lambda: _states(engine) == {"done": 2 * TRACES}, 180, 0.1, what="every trace scored")
+        # 2 trace-level rules, and a span-level one over the 2 spans of each trace
+        wait_until(lambda: _states(engine) == {"done": 4 * TRACES}, 180, 0.1, what="every trace scored")
         rows = score_rows(engine)
-        assert sorted((r.rule_id, r.trace_id) for r in rows) == sorted((r, t) for r in rules for t in sent)
+        by_trace = [r for r in rows if r.rule_id != span_rule]
+        assert sorted((r.rule_id, r.trace_id) for r in by_trace) == sorted((r, t) for r in rules for t in sent)
+        by_span = [r for r in rows if r.rule_id == span_rule]
+        assert len({r.target_id for r in by_span}) == len(by_span) == 2 * TRACES
+        assert all(r.target_id == f"{r.trace_id}/{r.span_id}" for r in by_span)
+        assert sorted({r.trace_id for r in by_span}) == sorted(sent)
         assert all(r.status == "ok" and r.score == 1.0 for r in rows)
         assert max(r.attempts for r in rows) >= 2  # the rows the killed service held were scored again
         page = client.get(f"/v1/online-rules/{rules[0]}/scores").json()

@@ -25,6 +25,9 @@ from evaluator_host.online.models import (
     RuleList,
     RulePatch,
     RuleStats,
+    RuleTarget,
+    RuleTest,
+    RuleTestAnswer,
     Score,
     ScoreList,
     StatsBucket,
@@ -33,6 +36,7 @@ from evaluator_host.online.models import (
     TraceSummary,
 )
 from evaluator_host.online.traces import load_trace
+from evaluator_host.online.trial import draft_rule, run_trial
 from evaluator_host.services import Services
 from evaluator_host.store.online_rules import RuleRecord
 
@@ -53,6 +57,7 @@ def _model(record: RuleRecord) -> Rule:
         filter=record.filter,
         sampling_rate=record.sampling_rate,
         mapping=record.mapping,
+        target=RuleTarget(**(record.target or {})),
         enabled=record.enabled,
         created_at=record.created_at,
         updated_at=record.updated_at,
@@ -90,8 +95,22 @@ async def create_rule(body: RuleCreate, services: ServicesDep, workspace: Worksp
     """A rule: which finished traces its evaluator scores, once each (docs/online.md)."""
     await _check_evaluator(services, workspace, body.evaluator_id, body.revision)
     fields = _stored(body, {"name", "revision", "filter", "sampling_rate", "mapping", "enabled"})
+    fields["target"] = body.target.model_dump()
     record = await asyncio.to_thread(services.online.rules.create, workspace, body.evaluator_id, fields)
     return _model(record)
+
+
+@router.post("/online-rules/test", response_model=RuleTestAnswer)
+async def test_rule(body: RuleTest, services: ServicesDep, workspace: WorkspaceDep) -> RuleTestAnswer:
+    """Try a rule before it goes live: its body scored now on the latest matching stored targets (traces,
+    or spans at span level; at most ``limit``), charged to the workspace's evaluation rate like any call;
+    nothing stored. Nothing matched: ``matched: 0`` and a ``message`` (never an empty success)."""
+    await _check_evaluator(services, workspace, body.evaluator_id, body.revision)
+    fields = _stored(body, {"filter", "mapping"})
+    rule = draft_rule(
+        workspace, body.evaluator_id, body.revision, fields["filter"], fields["mapping"], body.target.model_dump()
+    )
+    return await run_trial(services, services.store.engine, rule, body.limit)
 
 
 @router.get("/online-rules", response_model=RuleList)
@@ -151,7 +170,9 @@ async def rule_scores(
         limit=asked.fetch,
         before=asked.created_before(),
     )
-    data, after = asked.answer([Score(**s) for s in found], lambda s: (s.enqueued_at.isoformat(), s.trace_id))
+    data, after = asked.answer(
+        [Score(**s) for s in found], lambda s: (s.enqueued_at.isoformat(), s.target_id or s.trace_id)
+    )
     return ScoreList(data=data, count=len(data), next_cursor=after)
 
 
