@@ -9,7 +9,11 @@ Contract:
   of 2**64, below the rate. A restart, or another service, decides the same for the same pair.
 * :func:`decide` — for each rule (enabled, not deleted: the store reads only those) the evaluated
   span: with no filter the root (the trace row's root span), else the first matching span in start
-  order; a trace no span of which matches, or that sampling leaves out, gets no row.
+  order; a trace no span of which matches, or that sampling leaves out, gets no row. Evaluation
+  traffic never evaluates itself: a span carrying ``evaluator_host.evaluation=true`` (on itself or its
+  resource: the service's own score exports and tracing, its judges' OpenTelemetry) is never matched
+  nor evaluated — with no filter, a marked root gives way to the first unmarked span; a trace of
+  marked spans only gets no row.
 * :class:`Router` — every ``online_poll_s``, at once when :meth:`Router.wake` is called (assembly made
   traces ready) and at once again while batches come back full, routes a batch of ready traces
   through :meth:`ScoreQueue.route` in a thread (one transaction per batch), counts drops, keeps
@@ -72,14 +76,20 @@ def sampled(rule_id: str, trace_id: str, rate: float) -> bool:
 def decide(trace: TraceRef, rules: Sequence[RuleRecord]) -> list[tuple[RuleRecord, str | None]]:
     """The (rule, evaluated span id) pairs of ``trace``: see the module docstring."""
     out: list[tuple[RuleRecord, str | None]] = []
+    spans = [s for s in trace.spans if not s.evaluation]
+    if not spans and trace.spans:  # evaluation traffic only
+        return out
+    marked = len(spans) < len(trace.spans)
     for rule in rules:
         if not sampled(rule.id, trace.trace_id, rule.sampling_rate):
             continue
         if not rule.filter:
-            root = trace.root_span_id or (trace.spans[0].span_id if trace.spans else None)
+            root = trace.root_span_id or (spans[0].span_id if spans else None)
+            if marked and root not in {s.span_id for s in spans}:
+                root = spans[0].span_id  # the root is evaluation traffic (or never arrived)
             out.append((rule, root))
             continue
-        span = next((s for s in trace.spans if matches(rule.filter, s)), None)
+        span = next((s for s in spans if matches(rule.filter, s)), None)
         if span is not None:
             out.append((rule, span.span_id))
     return out
