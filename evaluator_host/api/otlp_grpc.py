@@ -1,6 +1,6 @@
 """OTLP/gRPC in: ``opentelemetry.proto.collector.trace.v1.TraceService/Export`` (docs/online.md).
 
-Served on ``otlp_grpc_port`` (unset: not served) by a ``grpc.aio`` server the service's lifespan
+Served on ``otlp_grpc_port`` (unset: not served) by a ``grpc`` server (its own threads) the service's lifespan
 starts and stops (:func:`start`, :meth:`GrpcReceiver.stop`), on the service's ``host``; TLS when
 ``otlp_grpc_tls_cert`` and ``otlp_grpc_tls_key`` are set. One path with ``POST /v1/traces``: the
 request's message reaches :meth:`~evaluator_host.online.ingest.Ingest.receive` as the protobuf bytes
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 RETRY_AFTER_S = 30  # the span store's share full: about one retention pass (as the HTTP route's Retry-After)
 _STOP_GRACE_S = 5.0
+_STREAMS = 8  # HTTP/2 streams at once on one connection (each message up to online_max_body_bytes in memory)
 _CODES = {400: grpc.StatusCode.INVALID_ARGUMENT, 413: grpc.StatusCode.INVALID_ARGUMENT}
 _OUTCOMES = {400: "invalid", 413: "too_large", 415: "unsupported"}
 
@@ -63,17 +65,23 @@ def _bearer(metadata: Any) -> str | None:
 
 
 class GrpcReceiver:
-    """The ``TraceService`` of one service: its ``Export`` handler over ``services``."""
+    """The ``TraceService`` of one service: its ``Export`` handler over ``services``, run on the gRPC
+    server's own threads (the decode and the store are blocking work: no hop through the event loop;
+    only a key the ring has not cached is looked up on the service's loop)."""
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, loop: asyncio.AbstractEventLoop) -> None:
         self.services = services
-        self.server: grpc.aio.Server | None = None
+        self.loop = loop
+        self.server: grpc.Server | None = None
+        self.threads: ThreadPoolExecutor | None = None
         self.port = 0
 
-    async def _workspace(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> str:
+    def _workspace(self, context: grpc.ServicerContext) -> str:
         ring = self.services.workspaces
         token = _bearer(context.invocation_metadata())
-        found = await ring.resolve(token) if token is not None else None
+        found = None
+        if token is not None:
+            found = ring.cached(token) or asyncio.run_coroutine_threadsafe(ring.resolve(token), self.loop).result(30)
         who = principal_of(found, ring.auth_required)
         if who is None:
             raise _Refused(grpc.StatusCode.UNAUTHENTICATED, UNKNOWN_KEY if token else UNAUTHORIZED)
@@ -83,15 +91,15 @@ class GrpcReceiver:
             )
         return who.workspace_id
 
-    async def _receive(self, request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
+    def _receive(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         ingest, metrics = self.services.ingest, self.services.pool.metrics.online_requests
-        workspace = await self._workspace(context)
+        workspace = self._workspace(context)
         full = ingest.full_message(workspace)
         if full is not None:
             metrics.labels("full").inc()
             raise _Refused(grpc.StatusCode.RESOURCE_EXHAUSTED, full, RETRY_AFTER_S)
         try:
-            decoded = await asyncio.to_thread(ingest.receive, workspace, request, PROTOBUF, None)
+            decoded = ingest.receive(workspace, request, PROTOBUF, None)
         except OtlpError as exc:
             metrics.labels(_OUTCOMES.get(exc.status, "invalid")).inc()
             raise _Refused(_CODES.get(exc.status, grpc.StatusCode.INVALID_ARGUMENT), exc.message) from None
@@ -103,25 +111,27 @@ class GrpcReceiver:
         metrics.labels("partial" if decoded.rejected else "ok").inc()
         return answer(PROTOBUF, decoded)
 
-    async def export(self, request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
+    def export(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         """``TraceService/Export``: the serialized request in, the serialized response out."""
         try:
-            return await self._receive(request, context)
+            return self._receive(request, context)
         except _Refused as refused:
-            trailers: tuple[tuple[str, str | bytes], ...] = ()
             if refused.retry_after_s is not None:
                 detail = AnyMessage()
                 detail.Pack(RetryInfo(retry_delay=Duration(seconds=refused.retry_after_s)))
                 status = Status(code=refused.code.value[0], message=refused.message, details=[detail])
-                trailers = (("grpc-status-details-bin", status.SerializeToString()),)
-            await context.abort(refused.code, refused.message, trailing_metadata=trailers)
+                context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
+            context.abort(refused.code, refused.message)
             raise  # abort raises; this line is never reached
 
     async def stop(self) -> None:
         """Stop serving: in-flight exports get a few seconds to finish."""
-        if self.server is not None:
-            await self.server.stop(_STOP_GRACE_S)
-            self.server = None
+        server, self.server = self.server, None
+        if server is not None:
+            await asyncio.to_thread(lambda: server.stop(_STOP_GRACE_S).wait(_STOP_GRACE_S + 1))
+        if self.threads is not None:
+            self.threads.shutdown(wait=False)
+            self.threads = None
 
 
 async def start(services: Services) -> GrpcReceiver | None:
@@ -132,10 +142,15 @@ async def start(services: Services) -> GrpcReceiver | None:
         return None
     if (settings.otlp_grpc_tls_cert is None) != (settings.otlp_grpc_tls_key is None):
         raise ValueError("EVALUATOR_HOST_OTLP_GRPC_TLS_CERT and EVALUATOR_HOST_OTLP_GRPC_TLS_KEY go together")
-    receiver = GrpcReceiver(services)
+    receiver = GrpcReceiver(services, asyncio.get_running_loop())
     limit = settings.online_max_body_bytes  # gRPC refuses a larger message, as sent or inflated
-    options = [("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", 4 * 1024 * 1024)]
-    server = grpc.aio.server(options=options)
+    options = [
+        ("grpc.max_receive_message_length", limit),
+        ("grpc.max_send_message_length", 4 * 1024 * 1024),
+        ("grpc.max_concurrent_streams", _STREAMS),  # per connection: a client's next exports wait their turn
+    ]
+    threads = ThreadPoolExecutor(max(4, 2 * settings.online_decode_concurrency), thread_name_prefix="evh-otlp-grpc")
+    server = grpc.server(threads, options=options)
     handler = grpc.unary_unary_rpc_method_handler(receiver.export)  # no (de)serializers: bytes in and out
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Export": handler}),))
     address = (
@@ -150,7 +165,7 @@ async def start(services: Services) -> GrpcReceiver | None:
         port = server.add_insecure_port(address)
     if not port:
         raise RuntimeError(f"the OTLP/gRPC receiver could not bind {address}")
-    await server.start()
-    receiver.server, receiver.port = server, port
+    server.start()
+    receiver.server, receiver.threads, receiver.port = server, threads, port
     log.info("OTLP/gRPC receiver on %s (%s)", address, "TLS" if settings.otlp_grpc_tls_cert else "plaintext")
     return receiver
