@@ -22,10 +22,12 @@ from sqlalchemy import Engine
 from evaluator_host.observability.tracing import MARKER
 from evaluator_host.online.export import ScoreExporter
 from evaluator_host.online.router import decide
+from evaluator_host.sandbox.base import SANDBOX_ENV
 from evaluator_host.settings import Settings
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.online_rules import RuleStore
 from evaluator_host.store.online_scores import ScoreQueue
+from evaluator_host.tenancy.vault import RESERVED_NAMES
 from tests.support.online import WS, hex_id, put_trace, score_rows, span
 from tests.support.service import serving
 from tests.support.wait import wait_until
@@ -132,3 +134,8 @@ def test_the_service_never_scores_its_own_score_export_nor_a_judge_s_marked_span
             found = wait_until(functools.partial(_routed, client, trace_id), 60, 0.1, what="the marked trace routed")
             assert found["scores"] == []  # stored and shown, never scored
         assert client.get(f"/v1/online-rules/{rule['id']}/scores").json()["count"] == 1
+
+
+def test_every_variable_the_sandbox_sets_is_a_reserved_secret_name() -> None:
+    """A secret never replaces the sandbox's own environment (the evaluation marker among it)."""
+    assert set(SANDBOX_ENV) <= RESERVED_NAMES and SANDBOX_ENV["OTEL_RESOURCE_ATTRIBUTES"] == f"{MARKER}=true"
