@@ -20,6 +20,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from fastapi.testclient import TestClient
 from google.rpc.error_details_pb2 import RetryInfo
 from google.rpc.status_pb2 import Status
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -33,7 +34,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from tests.support.service import free_port, serving
+from evaluator_host.api import create_app
+from tests.support.service import free_port, make_settings, serving
 from tests.support.wait import wait_until
 
 ADMIN = "admin-key-for-otlp-grpc-tests-0123456789"
@@ -242,3 +244,19 @@ def test_grpc_serves_tls_when_a_certificate_is_configured(tmp_path: Path) -> Non
             what="the TLS-sent trace stored",
         )
         assert found
+
+
+def test_the_grpc_port_is_served_with_the_service_s_lifespan_and_closed_with_it(tmp_path: Path) -> None:
+    port = free_port()
+    settings = make_settings(tmp_path, backend="process", otlp_grpc_port=port)  # an open service: no keys
+    _, spans = _spans()
+    with TestClient(create_app(settings)) as client:
+        code, _, _, answer = _call(port, None, _request(spans))
+        assert (
+            code == grpc.StatusCode.OK
+            and not ExportTraceServiceResponse.FromString(answer).partial_success.rejected_spans
+        )
+        stored = client.get("/v1/traces").json()["data"]  # the default workspace's
+        assert stored and stored[0]["trace_id"] == spans[0].context.trace_id.to_bytes(16, "big").hex()
+    code, _, _, _ = _call(port, None, _request(spans))
+    assert code == grpc.StatusCode.UNAVAILABLE  # stopped with the service
