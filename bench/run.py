@@ -33,6 +33,7 @@ from bench import (
     build_bench,
     cache_bench,
     docker_bench,
+    grpc_bench,
     jobs_bench,
     judge_bench,
     load_bench,
@@ -308,6 +309,9 @@ def main() -> int:
     online_section = online_bench.render(*online_bench.measure())
     doc += online_section
     print(online_section)
+    grpc_section = grpc_bench.render(*grpc_bench.measure())  # OTLP/gRPC against OTLP/HTTP, one service
+    doc += grpc_section
+    print(grpc_section)
     for backend in backends:  # an async judge evaluator against the same evaluator written sync
         async_section, async_summary = async_bench.render(async_bench.measure(backend))
         doc += async_section

@@ -144,6 +144,25 @@ class Settings(BaseSettings):
         description="Headers of the score export's requests, `key=value,key2=value2` (the form of "
         "OTEL_EXPORTER_OTLP_HEADERS, values URL-encoded), e.g. `Authorization=Bearer%20...`.",
     )
+    online_export_signals: Literal["both", "spans", "logs"] = Field(
+        "both",
+        description="What each exported score is sent as: `spans` (a `gen_ai.evaluation.result` span, to "
+        "`/v1/traces`), `logs` (an OTLP log record, event `gen_ai.evaluation.result`, to `/v1/logs`) or `both`.",
+    )
+    otlp_grpc_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="Online evaluation: the port of the OTLP/gRPC trace receiver (`TraceService/Export`, on "
+        "`host`; the image and compose file use 4317); unset: gRPC is not served. Same keys, bounds and answers "
+        "as POST /v1/traces.",
+    )
+    otlp_grpc_tls_cert: Path | None = Field(
+        None,
+        description="PEM certificate (chain) of the OTLP/gRPC receiver; with `otlp_grpc_tls_key` it serves TLS, "
+        "else plaintext.",
+    )
+    otlp_grpc_tls_key: Path | None = Field(None, description="PEM private key of `otlp_grpc_tls_cert`.")
     fast_path: bool = Field(
         True,
         description="Answer the two evaluate routes without the framework's per-request machinery "

@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import Depends, FastAPI
 
 from evaluator_host import API_VERSION, __version__
-from evaluator_host.api import errors, interpreters
+from evaluator_host.api import errors, interpreters, otlp_grpc
 from evaluator_host.api.examples import with_examples
 from evaluator_host.api.middleware.auth import ApiKeyGate
 from evaluator_host.api.middleware.fastpath import FastPath
@@ -77,16 +77,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         services = Services.start(settings)
         app.state.services = services
         traced = False
+        receiver: otlp_grpc.GrpcReceiver | None = None
         asking: asyncio.Task[None] | None = None
         try:
             traced = tracing.start(settings)  # when configured (off by default)
             await services.resume()
+            receiver = await otlp_grpc.start(services)  # OTLP/gRPC in, when otlp_grpc_port is set
             await asyncio.to_thread(interpreters.discover, settings, services.backend.name)  # /healthz runtimes
             asking = asyncio.create_task(interpreters.ask_again(settings, services.backend.name))  # any unknown
             yield
         finally:
             if asking is not None:
                 asking.cancel()
+            if receiver is not None:
+                await receiver.stop()
             await services.close()
             if traced:
                 await asyncio.to_thread(tracing.stop)  # the last spans exported (bounded)

@@ -52,6 +52,7 @@ if TYPE_CHECKING:  # imported for real only by start(), when tracing is on
     from opentelemetry.sdk.trace import TracerProvider
 
 __all__ = [
+    "MARKER",
     "Attributes",
     "RequestSpan",
     "enabled",
@@ -70,6 +71,7 @@ log = logging.getLogger(__name__)
 _SHUTDOWN_S = 5.0  # the longest stop() waits for the last spans to be exported
 _SCOPE = "evaluator_host"
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"})
+MARKER = "evaluator_host.evaluation"  # true on the service's own telemetry: never routed to online rules
 _TRACE_HEADERS = {b"traceparent": "traceparent", b"tracestate": "tracestate"}  # W3C trace context; no baggage
 _PROPAGATOR = TraceContextTextMapPropagator()
 _ROOT = Context()  # a span started in it begins a trace of its own
@@ -99,7 +101,7 @@ def start(settings: Settings) -> bool:
     stop()
     version = importlib.metadata.version("evaluator-host")
     url = traces_url(settings.otel_endpoint)
-    resource = Resource.create({"service.name": settings.otel_service_name, "service.version": version})
+    resource = Resource.create({"service.name": settings.otel_service_name, "service.version": version, MARKER: True})
     provider = TracerProvider(
         resource=resource, sampler=ParentBasedTraceIdRatio(settings.otel_sample_ratio), shutdown_on_exit=False
     )

@@ -12,6 +12,14 @@ read span attributes both show it. Never blocking: the span is handed to a ``Bat
 this exporter's own, never the process-global one nor the service's own tracing's. Never raising:
 an unusable id or value is logged and skipped. Unset endpoint: every method is a no-op and no
 OpenTelemetry SDK module is imported.
+
+Also as an OTLP **log record** (the GenAI conventions' event form; ``online_export_signals``:
+``both``, the default, ``spans`` or ``logs``): event name ``gen_ai.evaluation.result``, severity
+INFO, the same ``gen_ai.evaluation.*`` and ``error.type`` attributes plus the ``evaluator_host.*``
+ones, the evaluated span's trace and span ids; sent by a ``BatchLogRecordProcessor`` of a logger
+provider of this exporter's own to ``…/v1/logs`` (:func:`logs_url`). Both carry the resource
+attribute :data:`MARKER` (``evaluator_host.evaluation=true``), and the span the same attribute, so a
+receiver that is this service again never routes them to rules (``online.router``).
 """
 
 from __future__ import annotations
@@ -22,20 +30,22 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import urlsplit
 
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util.re import parse_env_headers
 from opentelemetry.util.types import AttributeValue
 
-from evaluator_host.observability.tracing import traces_url
+from evaluator_host.observability.tracing import MARKER, traces_url
 from evaluator_host.settings import Settings
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk._logs import Logger, LoggerProvider
     from opentelemetry.sdk.trace import TracerProvider
 
-__all__ = ["EVENT_NAME", "ScoreExporter", "evaluation_attributes"]
+__all__ = ["EVENT_NAME", "MARKER", "ScoreExporter", "evaluation_attributes", "logs_url"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +64,17 @@ def _hex_id(value: str | None, digits: int) -> int | None:
     except ValueError:
         return None
     return number or None  # all zeros is OpenTelemetry's invalid id
+
+
+def logs_url(endpoint: str) -> str:
+    """The OTLP/HTTP logs URL of ``endpoint``: ``/v1/logs`` appended to a URL without a path, put in place
+    of a trailing ``/v1/traces`` (the form the span export's setting takes), else appended to the path."""
+    path = urlsplit(endpoint).path
+    if path in ("", "/"):
+        return endpoint.rstrip("/") + "/v1/logs"
+    if path.rstrip("/").endswith("/v1/traces"):
+        return endpoint.rstrip("/").removesuffix("/v1/traces") + "/v1/logs"
+    return endpoint.rstrip("/") + "/v1/logs"
 
 
 def evaluation_attributes(rule: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, AttributeValue]:
@@ -90,11 +111,14 @@ def evaluation_attributes(rule: Mapping[str, Any], result: Mapping[str, Any]) ->
 
 
 class ScoreExporter:
-    """Sends scores as ``gen_ai.evaluation.result`` spans when ``settings.online_export_endpoint`` is set."""
+    """Sends scores as ``gen_ai.evaluation.result`` spans and/or log records when
+    ``settings.online_export_endpoint`` is set."""
 
     def __init__(self, settings: Settings) -> None:
         self._provider: TracerProvider | None = None
         self._tracer: trace.Tracer | None = None
+        self._log_provider: LoggerProvider | None = None
+        self._logger: Logger | None = None
         self._lock = threading.Lock()
         if settings.online_export_endpoint:
             self._start(settings, settings.online_export_endpoint)
@@ -102,11 +126,30 @@ class ScoreExporter:
     @property
     def enabled(self) -> bool:
         """Whether scores are sent anywhere."""
-        return self._tracer is not None
+        return self._tracer is not None or self._logger is not None
 
     def _start(self, settings: Settings, endpoint: str) -> None:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import Resource
+
+        version = importlib.metadata.version("evaluator-host")
+        headers = parse_env_headers(settings.online_export_headers or "", liberal=True)
+        resource = Resource.create(
+            {"service.name": settings.otel_service_name, "service.version": version, MARKER: True}
+        )
+        if settings.online_export_signals in ("both", "spans"):
+            self._start_spans(resource, endpoint, headers, version)
+        if settings.online_export_signals in ("both", "logs"):
+            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+            from opentelemetry.sdk._logs import LoggerProvider
+            from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+
+            logs = LoggerProvider(resource=resource, shutdown_on_exit=False)
+            exporter = OTLPLogExporter(endpoint=logs_url(endpoint), headers=headers, timeout=_SHUTDOWN_S)
+            logs.add_log_record_processor(BatchLogRecordProcessor(exporter))
+            self._log_provider, self._logger = logs, cast("Logger", logs.get_logger(_SCOPE, version))
+
+    def _start_spans(self, resource: Any, endpoint: str, headers: Mapping[str, str], version: str) -> None:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
         from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
@@ -118,9 +161,6 @@ class ScoreExporter:
             def generate_trace_id(self) -> int:
                 return _trace_id.get() or super().generate_trace_id()
 
-        version = importlib.metadata.version("evaluator-host")
-        headers = parse_env_headers(settings.online_export_headers or "", liberal=True)
-        resource = Resource.create({"service.name": settings.otel_service_name, "service.version": version})
         provider = TracerProvider(resource=resource, sampler=ALWAYS_ON, id_generator=_InTrace(), shutdown_on_exit=False)
         provider.add_span_processor(
             BatchSpanProcessor(OTLPSpanExporter(endpoint=traces_url(endpoint), headers=headers, timeout=_SHUTDOWN_S))
@@ -130,22 +170,46 @@ class ScoreExporter:
     def export(self, trace_id: str, span_id: str | None, rule: dict[str, Any], result: dict[str, Any]) -> None:
         """Queue the score ``result`` (an EvaluationResult's JSON) of ``rule`` on the span ``span_id`` of
         ``trace_id`` (hex ids). Returns at once; never raises."""
-        tracer = self._tracer
-        if tracer is None:
+        tracer, logger = self._tracer, self._logger
+        if tracer is None and logger is None:
             return
         try:
-            self._export(tracer, trace_id, span_id, rule, result)
+            trace_number = _hex_id(trace_id, 32)
+            if trace_number is None:
+                log.warning("online export: %r is not a trace id; the score is not sent", trace_id[:64])
+                return
+            attributes = evaluation_attributes(rule, result)
+            if tracer is not None:
+                self._export(tracer, trace_number, _hex_id(span_id, 16), attributes, result)
+            if logger is not None:
+                self._log(logger, trace_number, _hex_id(span_id, 16), attributes)
         except Exception:  # a score is never lost for its export: the stored row is the truth
             log.exception("online export: the score of trace %s could not be queued", trace_id[:32])
 
+    @staticmethod
+    def _log(logger: Logger, trace_number: int, span_number: int | None, attributes: dict[str, AttributeValue]) -> None:
+        from opentelemetry._logs import LogRecord, SeverityNumber
+
+        flags = TraceFlags(TraceFlags.SAMPLED)
+        evaluated = SpanContext(trace_number, span_number or 0, is_remote=True, trace_flags=flags)
+        record = LogRecord(
+            timestamp=time.time_ns(),
+            context=trace.set_span_in_context(NonRecordingSpan(evaluated)),  # its trace and span ids
+            severity_number=SeverityNumber.INFO,
+            severity_text="INFO",
+            attributes=attributes,
+            event_name=EVENT_NAME,
+        )
+        logger.emit(record)
+
     def _export(
-        self, tracer: trace.Tracer, trace_id: str, span_id: str | None, rule: dict[str, Any], result: dict[str, Any]
+        self,
+        tracer: trace.Tracer,
+        trace_number: int,
+        parent_number: int | None,
+        attributes: dict[str, AttributeValue],
+        result: dict[str, Any],
     ) -> None:
-        trace_number = _hex_id(trace_id, 32)
-        if trace_number is None:
-            log.warning("online export: %r is not a trace id; the score is not sent", trace_id[:64])
-            return
-        parent_number = _hex_id(span_id, 16)
         parent = trace.set_span_in_context(
             NonRecordingSpan(
                 SpanContext(trace_number, parent_number, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
@@ -153,7 +217,6 @@ class ScoreExporter:
             if parent_number is not None
             else trace.INVALID_SPAN
         )
-        attributes = evaluation_attributes(rule, result)
         name = str(attributes["gen_ai.evaluation.name"])
         end_ns = time.time_ns()
         duration = result.get("duration_ms")
@@ -164,7 +227,7 @@ class ScoreExporter:
                 f"evaluation {name}",
                 context=parent,
                 kind=SpanKind.INTERNAL,
-                attributes=attributes,
+                attributes={**attributes, MARKER: True},
                 start_time=end_ns - took_ns,
                 record_exception=False,
                 set_status_on_exception=False,
@@ -181,9 +244,16 @@ class ScoreExporter:
         """Send what is queued (waiting at most 5 s) and stop; later exports are no-ops."""
         with self._lock:
             provider, self._provider, self._tracer = self._provider, None, None
-        if provider is None:
+            logs, self._log_provider, self._logger = self._log_provider, None, None
+        if provider is None and logs is None:
             return
-        ending = threading.Thread(target=provider.shutdown, name="evh-score-export-shutdown", daemon=True)
+
+        def end() -> None:
+            for one in (provider, logs):
+                if one is not None:
+                    one.shutdown()
+
+        ending = threading.Thread(target=end, name="evh-score-export-shutdown", daemon=True)
         ending.start()
         ending.join(_SHUTDOWN_S)
         if ending.is_alive():

@@ -62,6 +62,16 @@ class Ingest:
         """Whether ``workspace`` holds its share of the span store (the route answers 503)."""
         return self._held.get(workspace, 0) >= self.share()
 
+    def full_message(self, workspace: str) -> str | None:
+        """Why ``workspace``'s spans are refused before their body is read (its share of the span store is
+        full: HTTP 503, gRPC ``RESOURCE_EXHAUSTED``, both retried later); None when they are not."""
+        if not self.full(workspace):
+            return None
+        return (
+            f"this workspace's share of the span store is full ({self.share()} spans: online_max_stored_spans over "
+            "the workspaces): retry later"
+        )
+
     def recount(self) -> int:
         """Count the stored spans again (after retention), and the workspaces; the spans."""
         held, workspaces = self.store.held(), self.store.count_workspaces()

@@ -12,7 +12,11 @@ Contract:
   else the first matching span in start order. A span-level rule (``target.level = "span"``): every
   span that matches its filter (no filter: every span), in start order — one row, so one score, each.
   A trace no span of which matches, or that sampling leaves out (sampling is per trace at both
-  levels), gets no row.
+  levels), gets no row. Evaluation traffic never evaluates itself: a span carrying
+  ``evaluator_host.evaluation=true`` (on itself or its resource: the service's own score exports and
+  tracing, its judges' OpenTelemetry) is never matched nor evaluated, at either level — with no filter,
+  a trace-level rule's marked root gives way to the first unmarked span; a trace of marked spans only
+  gets no row.
 * :class:`Router` — every ``online_poll_s``, at once when :meth:`Router.wake` is called (assembly made
   traces ready) and at once again while batches come back full, routes a batch of ready traces
   through :meth:`ScoreQueue.route` in a thread (one transaction per batch), counts drops, keeps
@@ -75,17 +79,23 @@ def sampled(rule_id: str, trace_id: str, rate: float) -> bool:
 def decide(trace: TraceRef, rules: Sequence[RuleRecord]) -> list[tuple[RuleRecord, str | None]]:
     """The (rule, evaluated span id) pairs of ``trace``: see the module docstring."""
     out: list[tuple[RuleRecord, str | None]] = []
+    spans = [s for s in trace.spans if not s.evaluation]
+    if not spans and trace.spans:  # evaluation traffic only
+        return out
+    marked = len(spans) < len(trace.spans)
     for rule in rules:
         if not sampled(rule.id, trace.trace_id, rule.sampling_rate):
             continue
         if rule.level == "span":
-            out.extend((rule, s.span_id) for s in trace.spans if matches(rule.filter, s))
+            out.extend((rule, s.span_id) for s in spans if matches(rule.filter, s))
             continue
         if not rule.filter:
-            root = trace.root_span_id or (trace.spans[0].span_id if trace.spans else None)
+            root = trace.root_span_id or (spans[0].span_id if spans else None)
+            if marked and root not in {s.span_id for s in spans}:
+                root = spans[0].span_id  # the root is evaluation traffic (or never arrived)
             out.append((rule, root))
             continue
-        span = next((s for s in trace.spans if matches(rule.filter, s)), None)
+        span = next((s for s in spans if matches(rule.filter, s)), None)
         if span is not None:
             out.append((rule, span.span_id))
     return out

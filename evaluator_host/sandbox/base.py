@@ -12,6 +12,8 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from evaluator_host.observability.tracing import MARKER
+
 if TYPE_CHECKING:
     from evaluator_host.definitions.languages import Language
     from evaluator_host.sandbox.egress.proxy import EgressGate, EgressProxy
@@ -42,6 +44,8 @@ SANDBOX_ENV = {  # the whole environment user code sees, on every backend
     "OPENBLAS_NUM_THREADS": "1",
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
+    # a judge's OpenTelemetry (its SDK reads this) marks its spans as evaluation traffic: never routed to rules
+    "OTEL_RESOURCE_ATTRIBUTES": f"{MARKER}=true",
 }
 
 

@@ -32,10 +32,25 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, and_, bindparam, false, func, insert, or_, select, union_all, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    and_,
+    bindparam,
+    case,
+    false,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    union_all,
+    update,
+)
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
+from evaluator_host.observability.tracing import MARKER
 from evaluator_host.store.db import as_utc, utcnow
 from evaluator_host.store.online_rows import OnlineRuleRow, OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
 from evaluator_host.store.online_rules import RuleRecord, rule_record
@@ -80,6 +95,16 @@ class SpanRef:
         if self._attributes is None:
             self._attributes = dict(json.loads(self.body).get("attributes") or {})
         return self._attributes
+
+    @property
+    def evaluation(self) -> bool:
+        """Whether the span is evaluation traffic (the service's own exports, its judges' calls): the
+        attribute ``evaluator_host.evaluation`` true (or ``"true"``, as ``OTEL_RESOURCE_ATTRIBUTES`` sets it)
+        on the span or its resource. Such a span is never routed to a rule."""
+        if MARKER not in self.body:  # the common case costs a substring search, not a parse
+            return False
+        data = json.loads(self.body)
+        return any((data.get(part) or {}).get(MARKER) in (True, "true") for part in ("attributes", "resource"))
 
 
 @dataclass(frozen=True)
@@ -141,8 +166,7 @@ class ScoreQueue:
             if not ready:
                 return Routed(backlog=self._backlog(conn))
             rules = self._rules(conn, {r.workspace_id for r in ready})
-            wanted = any(r.filter or r.level == "span" for rs in rules.values() for r in rs)
-            spans = self._spans(conn, ready) if wanted else {}
+            spans = self._spans(conn, ready, bodies=any(r.filter for rs in rules.values() for r in rs))
             backlog = self._backlog(conn)
             keys = [(r.workspace_id, r.trace_id) for r in ready]
             took = conn.execute(  # conditional: a trace another router took in between is not ours
@@ -176,10 +200,13 @@ class ScoreQueue:
             out.setdefault(row.workspace_id, []).append(rule_record(row))
         return out
 
-    def _spans(self, conn: Connection, ready: Sequence[Any]) -> dict[tuple[str, str], list[SpanRef]]:
+    def _spans(self, conn: Connection, ready: Sequence[Any], bodies: bool) -> dict[tuple[str, str], list[SpanRef]]:
+        """The spans of ``ready`` traces in start order; without ``bodies`` (no rule filters) only the bodies
+        carrying the evaluation marker are read (the others ``""``: routing needs to know them only)."""
         s = OnlineSpanRow
         keys = [(r.workspace_id, r.trace_id) for r in ready]
-        query = select(s.workspace_id, s.trace_id, s.span_id, s.name, s.service_name, s.start_ns, s.body)
+        body = s.body if bodies else case((s.body.contains(MARKER, autoescape=True), s.body), else_=literal(""))
+        query = select(s.workspace_id, s.trace_id, s.span_id, s.name, s.service_name, s.start_ns, body)
         query = query.where(keyed(s.workspace_id, s.trace_id, keys)).order_by(s.start_ns, s.span_id)
         out: dict[tuple[str, str], list[SpanRef]] = {}
         for ws, trace_id, span_id, name, service, start_ns, body in conn.execute(query):

@@ -34,7 +34,7 @@ NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
 # what the sandbox sets itself (SANDBOX_ENV) and the egress proxy's variables: never a secret's name
 RESERVED_NAMES = frozenset(
     {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONDONTWRITEBYTECODE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"}
-    | {"MKL_NUM_THREADS", "NODE_OPTIONS", "NODE_USE_ENV_PROXY", "NO_PROXY", "no_proxy"}
+    | {"MKL_NUM_THREADS", "OTEL_RESOURCE_ATTRIBUTES", "NODE_OPTIONS", "NODE_USE_ENV_PROXY", "NO_PROXY", "no_proxy"}
     | {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"}
     | {"SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"}
 )

@@ -99,6 +99,7 @@ def test_compose_stack_starts_and_evaluates_on_postgresql(images: str, tmp_path:
         "POSTGRES_PASSWORD": secrets.token_urlsafe(16),
         "EVALUATOR_HOST_API_KEYS": key,
         "EVALUATOR_HOST_PUBLISH_PORT": str(port),
+        "EVALUATOR_HOST_PUBLISH_GRPC_PORT": str(free_port()),  # OTLP/gRPC's 4317, published on a free port
     }
     try:
         subprocess.run([*compose, "up", "-d", "--no-build"], env=env, check=True, timeout=300)

@@ -1,10 +1,11 @@
-"""A real OTLP/HTTP trace receiver on loopback, for the tracing tests.
+"""A real OTLP/HTTP trace (and log) receiver on loopback, for the tracing tests.
 
 :class:`Collector` listens on ``127.0.0.1`` (a free port), accepts ``POST /v1/traces`` with an
 ``application/x-protobuf`` body, decodes it with ``opentelemetry-proto``
 (``ExportTraceServiceRequest``) and answers an ``ExportTraceServiceResponse``, as an
 OpenTelemetry Collector does. Every span it received is kept as a :class:`Received`; the raw
-bodies are kept too (to prove what never went out).
+bodies are kept too (to prove what never went out). ``POST /v1/logs`` bodies are decoded as an
+``ExportLogsServiceRequest`` into :class:`LogReceived` records (``Collector.logs``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -24,7 +29,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from tests.support.wait import wait_until
 
-__all__ = ["Collector", "Received", "collector"]
+__all__ = ["Collector", "LogReceived", "Received", "collector"]
 
 KINDS = {1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
 STATUSES = {0: "UNSET", 1: "OK", 2: "ERROR"}
@@ -54,6 +59,20 @@ class Received:
     duration_s: float
 
 
+@dataclass(frozen=True)
+class LogReceived:
+    """One log record as the collector received it (ids as lowercase hex, ``""`` when absent)."""
+
+    event_name: str
+    severity_number: int
+    severity_text: str
+    trace_id: str
+    span_id: str
+    attributes: dict[str, Any]
+    resource: dict[str, Any]
+    scope: str
+
+
 @dataclass
 class Collector:
     """The spans received so far (thread-safe), and where to send them."""
@@ -63,6 +82,7 @@ class Collector:
     bodies: list[bytes] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)  # of each trace request, names lowercased
     other_requests: list[str] = field(default_factory=list)
+    logs: list[LogReceived] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -97,6 +117,36 @@ class Collector:
             self.bodies.append(body)
             self.spans.extend(found)
 
+    def take_logs(self, body: bytes) -> None:
+        request = ExportLogsServiceRequest()
+        request.ParseFromString(body)
+        found = [
+            LogReceived(
+                event_name=r.event_name,
+                severity_number=r.severity_number,
+                severity_text=r.severity_text,
+                trace_id=r.trace_id.hex(),
+                span_id=r.span_id.hex(),
+                attributes={a.key: _value(a.value) for a in r.attributes},
+                resource={a.key: _value(a.value) for a in rl.resource.attributes},
+                scope=sl.scope.name,
+            )
+            for rl in request.resource_logs
+            for sl in rl.scope_logs
+            for r in sl.log_records
+        ]
+        with self.lock:
+            self.logs.extend(found)
+
+    def wait_for_logs(self, count: int, timeout: float = 15.0) -> list[LogReceived]:
+        """The log records received, once there are at least ``count``."""
+
+        def arrived() -> list[LogReceived] | None:
+            with self.lock:
+                return list(self.logs) if len(self.logs) >= count else None
+
+        return wait_until(arrived, timeout, what=f"{count} log record(s)")
+
     def received(self) -> list[Received]:
         with self.lock:
             return list(self.spans)
@@ -129,6 +179,15 @@ def collector() -> Iterator[Collector]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 - the http.server hook
             body = self.rfile.read(int(self.headers.get("content-length", 0)))
+            if self.path == "/v1/logs" and self.headers.get("content-type") == "application/x-protobuf":
+                state.take_logs(body)
+                done = ExportLogsServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("content-type", "application/x-protobuf")
+                self.send_header("content-length", str(len(done)))
+                self.end_headers()
+                self.wfile.write(done)
+                return
             if self.path != "/v1/traces" or self.headers.get("content-type") != "application/x-protobuf":
                 state.other_requests.append(f"{self.path} {self.headers.get('content-type')}")
                 self.send_response(404)

@@ -78,13 +78,9 @@ async def export_traces(request: Request, workspace: WorkspaceDep, services: Ser
         media = media_type(request.headers.get("content-type"))
     except OtlpError as exc:
         return _refusal(services, JSON, exc.status, exc.message)
-    if services.ingest.full(workspace):
-        share = services.ingest.share()
-        message = (
-            f"this workspace's share of the span store is full ({share} spans: online_max_stored_spans over "
-            "the workspaces): retry later"
-        )
-        return _refusal(services, media, 503, message)
+    full = services.ingest.full_message(workspace)
+    if full is not None:
+        return _refusal(services, media, 503, full)
     limit = body_limit(services.settings, request.url.path)
     declared = declared_length(request.scope["headers"])
     too_large = f"the request body exceeds {limit} bytes (online_max_body_bytes)"
