@@ -301,3 +301,71 @@ def test_ordinary_code_that_the_crossings_touch_runs_as_before() -> None:
         [2, 2],
         {"a": 1, "b": 2},
     )
+
+
+#: The review's escapes of the redesigned policy: a guard made by subclassing a stdlib class
+#: (``string.Formatter``) left the stdlib's ``get_field`` — a ``getattr`` of any name — one ``super(…)``
+#: or ``type.mro(…)`` away, and from ``object.__subclasses__()`` any class (``subprocess.Popen``).
+BASE_CLASS_ESCAPES = {
+    "super_of_the_formatter_to_the_stdlib_get_field": """
+import string, asyncio
+def evaluate():
+    f = string.Formatter()
+    sub, _ = super(string.Formatter, f).get_field("0.__class__.__base__.__subclasses__", (1,), {})
+    return [c for c in sub() if c.__name__ == 'Popen'][0](['id'], stdout=-1).communicate()[0]
+""",
+    "type_mro_to_the_stdlib_formatter": """
+import string
+def evaluate():
+    base = getattr(type, 'm' + 'ro')(string.Formatter)[1]
+    sub, _ = base().get_field("0.__class__.__base__.__subclasses__", (1,), {})
+    return sub()
+""",
+    "super_of_a_str_subclass_to_an_unguarded_format": """
+import json
+class S(str): pass
+def evaluate():
+    return super(S, S("{0.__wrapped__.__globals__[__builtins__][eval]}")).format(json.dumps)
+""",
+    "super_of_a_str_subclass_type_to_an_unguarded_format": """
+import json
+class S(str): pass
+def evaluate():
+    return super(S, S).format("{0.__wrapped__.__globals__[__builtins__][eval]}", json.dumps)
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BASE_CLASS_ESCAPES))
+def test_a_guard_is_never_undone_through_a_base_class(name: str) -> None:
+    with pytest.raises((*REFUSALS, AttributeError, POLICY.PolicySyntaxError)):
+        run_restricted(BASE_CLASS_ESCAPES[name])
+
+
+def test_classes_of_refused_modules_are_refused_as_values_and_in_memory_io_is_not() -> None:
+    import io
+    import subprocess
+
+    for refused in (subprocess.Popen, io.FileIO):
+        with pytest.raises(POLICY.RestrictedError):
+            POLICY.guard_value(refused)
+    for kept in (io.StringIO, io.BytesIO, int, dict, OSError):
+        assert POLICY.guard_value(kept) is kept
+
+
+def test_the_safe_formatter_keeps_string_formatters_interface() -> None:
+    source = """
+import string
+class Angled(string.Formatter):
+    def format_field(self, value, spec):
+        return "<" + str(value) + ">"
+def evaluate():
+    plain = string.Formatter().format("{0} and {x:>5} {0!r}", 1, x="ab")
+    return plain, "{a}-{0}".format(2, a=3), Angled().format("{0}{1}", 1, 2), list(Angled().parse("a{0}b"))
+"""
+    assert run_restricted(source) == (
+        "1 and    ab 1",
+        "3-2",
+        "<1><2>",
+        [("a", "0", "", None), ("b", None, None, None)],
+    )

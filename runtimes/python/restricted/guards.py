@@ -31,11 +31,15 @@ def guarded_getattr(obj: Any, name: str, *default: Any) -> Any:
         raise TypeError("attribute name must be a string")
     if (name.startswith("_") and name not in DUNDER_READS) or name in FORBIDDEN_ATTRS:
         raise RestrictedError(f"restricted policy: the attribute {name!r} is not reachable")
-    if name == "format" and (isinstance(obj, str) or isinstance(obj, type) and issubclass(obj, str)):
-        formatter = _FORMATTER()
-        if isinstance(obj, str):
-            return lambda *args, **kwargs: formatter.vformat(obj, args, kwargs)
-        return lambda template, *args, **kwargs: formatter.vformat(template, args, kwargs)
+    if name == "format":
+        # a ``super`` object reaches ``str.format`` as the string itself does (``super(S, s).format``)
+        target = obj.__self__ if type(obj) is super else obj
+        if isinstance(target, str):
+            formatter = _FORMATTER()
+            return lambda *args, **kwargs: formatter.vformat(target, args, kwargs)
+        if isinstance(target, type) and issubclass(target, str):
+            formatter = _FORMATTER()
+            return lambda template, *args, **kwargs: formatter.vformat(template, args, kwargs)
     if type(obj) is types.ModuleType and name not in obj.__dict__:
         real = _POLICY.real.get(id(obj))
         if real is not None and hasattr(real, name):  # a name the view left out, or added since
@@ -54,9 +58,54 @@ def guarded_getattr(obj: Any, name: str, *default: Any) -> Any:
     return value
 
 
-def _safe_formatter(getattr_: Callable[..., Any]) -> type[string.Formatter]:
-    class SafeFormatter(string.Formatter):
+def _safe_formatter(getattr_: Callable[..., Any]) -> type:
+    """``string.Formatter``'s interface whose ``{0.attr}`` fields go through the attribute guard.
+
+    Not a subclass of ``string.Formatter``: a subclass leaves the stdlib ``get_field`` (a ``getattr``
+    of any name the template chose) one ``super(…)`` or ``type.mro(…)`` away. The formatting itself is
+    the stdlib's, run by a private formatter that asks this one for every field."""
+
+    class _Fields(string.Formatter):
+        def __init__(self, outer: Any) -> None:
+            self.outer = outer
+
+        def get_field(self, field_name: str, args: Any, kwargs: Any) -> Any:
+            return self.outer.get_field(field_name, args, kwargs)
+
+        def get_value(self, key: Any, args: Any, kwargs: Any) -> Any:
+            return self.outer.get_value(key, args, kwargs)
+
+        def format_field(self, value: Any, format_spec: str) -> Any:
+            return self.outer.format_field(value, format_spec)
+
+        def convert_field(self, value: Any, conversion: Any) -> Any:
+            return self.outer.convert_field(value, conversion)
+
+    plain = string.Formatter()
+
+    class SafeFormatter:
         """``str.format`` whose ``{0.attr}`` fields go through the attribute guard."""
+
+        def format(self, format_string: str, /, *args: Any, **kwargs: Any) -> str:
+            return self.vformat(format_string, args, kwargs)
+
+        def vformat(self, format_string: str, args: Any, kwargs: Any) -> str:
+            return _Fields(self).vformat(format_string, args, kwargs)
+
+        def parse(self, format_string: str) -> Any:
+            return plain.parse(format_string)
+
+        def get_value(self, key: Any, args: Any, kwargs: Any) -> Any:
+            return _POLICY.value(plain.get_value(key, args, kwargs))
+
+        def check_unused_args(self, used_args: Any, args: Any, kwargs: Any) -> None:
+            return None
+
+        def format_field(self, value: Any, format_spec: str) -> Any:
+            return format(value, format_spec)
+
+        def convert_field(self, value: Any, conversion: Any) -> Any:
+            return plain.convert_field(value, conversion)
 
         def get_field(self, field_name: str, args: Any, kwargs: Any) -> Any:
             import _string

@@ -92,7 +92,7 @@ FORBIDDEN_ATTRS: frozenset[str] = frozenset(
         "tb_frame", "tb_next", "f_back", "f_builtins", "f_code", "f_globals", "f_locals", "f_trace",
         "f_generator", "co_code", "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code",
         "cr_await", "cr_origin", "ag_frame", "ag_code", "ag_await", "get_stack", "print_stack",
-        "get_loop", "get_coro", "format_map",
+        "get_loop", "get_coro", "format_map", "mro",
     }
 )  # fmt: skip
 
@@ -129,6 +129,11 @@ FORBIDDEN_FUNCTION_MODULES = frozenset(
     "multiprocessing tempfile runpy code codeop pdb pty fcntl resource mmap select sysconfig site "
     "_frozen_importlib _frozen_importlib_external zipimport posixpath genericpath ntpath".split()
 )
+# Classes refused as values (a class is a way to make what the policy refuses): every class of a module
+# whose functions are refused, but the builtin types and the in-memory io classes the io view hands out;
+# of those modules, these by name.
+FORBIDDEN_CLASS_MODULES = FORBIDDEN_FUNCTION_MODULES - {"builtins", "io", "_io"}
+FORBIDDEN_CLASS_NAMES = frozenset({"FileIO", "open", "open_code"})
 # The container types whose bound methods (``d.get``, ``d.pop``, ``d.setdefault``, ``l.pop``…) hand
 # out their items: their results pass the value guard like ``d[k]`` does.
 CONTAINER_TYPES: tuple[type, ...] = (dict, list, set, frozenset, tuple, types.MappingProxyType)

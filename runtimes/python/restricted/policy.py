@@ -21,6 +21,8 @@ from typing import Any
 from .names import (
     DANGEROUS_BUILTINS,
     FORBIDDEN_ATTRS,
+    FORBIDDEN_CLASS_MODULES,
+    FORBIDDEN_CLASS_NAMES,
     FORBIDDEN_FUNCTION_MODULES,
     FORBIDDEN_TYPES,
     MODULE_DENY,
@@ -95,7 +97,8 @@ class Policy:
         containers' methods, type-hint resolution. Refused: a module off the allowlist, a frame, a
         code object, a traceback, ``open``/``eval``/``exec``/``compile``/``__import__``/the real
         ``getattr``…, a function of ``os``/``sys``/``subprocess``/… (:data:`FORBIDDEN_FUNCTION_MODULES`),
-        a module's namespace dict and any dict holding a ``__builtins__`` (a globals dict)."""
+        a module's namespace dict and any dict holding a ``__builtins__`` (a globals dict), a class of such a
+        module (``subprocess.Popen``, ``io.FileIO``)."""
         kind = type(value)
         if kind is types.FunctionType or kind is types.BuiltinFunctionType:
             if id(value) in DANGEROUS_BUILTINS:
@@ -120,6 +123,12 @@ class Policy:
             return self.view(value)
         if isinstance(value, FORBIDDEN_TYPES):
             raise RestrictedError(f"restricted policy: {type(value).__name__} objects are not reachable")
+        if isinstance(value, type):  # a class of a refused module makes what the module's functions would
+            module = type.__dict__["__module__"].__get__(value)
+            if module in FORBIDDEN_CLASS_MODULES or (
+                module in FORBIDDEN_FUNCTION_MODULES and value.__name__ in FORBIDDEN_CLASS_NAMES
+            ):
+                raise RestrictedError(f"restricted policy: the class {module}.{value.__name__} is not reachable")
         return value
 
     def exported(self, module: str, value: Any) -> Any:
