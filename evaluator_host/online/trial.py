@@ -35,6 +35,7 @@ from sqlalchemy.engine import Engine
 
 from evaluator_host.evaluation.models import Case, ErrorInfo, EvaluationResult
 from evaluator_host.evaluation.usecases import Components, evaluate_stored
+from evaluator_host.observability.tracing import MARKER
 from evaluator_host.online.models import RuleTestAnswer, RuleTestResult
 from evaluator_host.online.router import decide
 from evaluator_host.online.scorer import Refused, build_case
@@ -66,6 +67,7 @@ def _refs(loaded: LoadedTrace, workspace_id: str) -> TraceRef:
             s.start_ns,
             "",
             dict(s.attributes),
+            any(part.get(MARKER) in (True, "true") for part in (s.attributes, s.resource)),
         )
         for s in loaded.spans
     ]

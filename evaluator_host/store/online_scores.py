@@ -88,6 +88,7 @@ class SpanRef:
     start_ns: int
     body: str
     _attributes: dict[str, Any] | None = field(default=None, repr=False)
+    _evaluation: bool | None = field(default=None, repr=False)  # known already (a trial's decoded spans)
 
     @property
     def attributes(self) -> dict[str, Any]:
@@ -101,6 +102,8 @@ class SpanRef:
         """Whether the span is evaluation traffic (the service's own exports, its judges' calls): the
         attribute ``evaluator_host.evaluation`` true (or ``"true"``, as ``OTEL_RESOURCE_ATTRIBUTES`` sets it)
         on the span or its resource. Such a span is never routed to a rule."""
+        if self._evaluation is not None:
+            return self._evaluation
         if MARKER not in self.body:  # the common case costs a substring search, not a parse
             return False
         data = json.loads(self.body)

@@ -162,3 +162,29 @@ def test_a_span_level_rule_never_scores_a_marked_span() -> None:
     )  # fmt: skip
     trace = TraceRef("default", "t" * 32, "01", [span("01", False), span("02", True), span("03", False)])
     assert [(r.id, s) for r, s in decide(trace, [rule])] == [("r1", "01"), ("r1", "03")]
+
+
+def test_a_trial_never_tries_a_rule_on_a_marked_span() -> None:
+    """Try-before-live routes as live routing does: the decoded spans of a stored trace carry their
+    marker into routing (a trial on the service's own exports would report scores no live rule makes)."""
+    from datetime import UTC, datetime
+
+    from evaluator_host.evaluation.trace_shape import SpanData
+    from evaluator_host.online.traces import LoadedTrace
+    from evaluator_host.online.trial import _refs
+    from evaluator_host.store.online_rules import RuleRecord
+
+    def span(span_id: str, **marks: dict[str, object]) -> SpanData:
+        return SpanData("t" * 32, span_id, None, "chat", int(span_id, 16), int(span_id, 16) + 1, **marks)  # type: ignore[arg-type]
+
+    loaded = LoadedTrace(
+        "t" * 32, "ready", "app", "01", {},
+        [span("01"), span("02", attributes={MARKER: True}), span("03", resource={MARKER: "true"})],
+    )  # fmt: skip
+    now = datetime.now(UTC)
+    rule = RuleRecord(
+        id="r1", workspace_id="default", name=None, evaluator_id="ev", revision=None,
+        filter={}, sampling_rate=1.0, mapping=None, enabled=True, created_at=now, updated_at=now,
+        target={"level": "span"},
+    )  # fmt: skip
+    assert [s for _, s in decide(_refs(loaded, "default"), [rule])] == ["01"]
