@@ -78,6 +78,18 @@ def test_the_correct_answer_key_option(tmp_path: Path) -> None:
     assert 'inputs.get("gold")' in path.read_text()
 
 
+def test_check_with_runs_the_legacy_code_with_the_correct_answer_key_too(tmp_path: Path) -> None:
+    """With ``--correct-answer-key gold`` the legacy run takes ``correct_answer`` from ``inputs["gold"]``, as the
+    migrated code does: the same answers, not a mismatch made by the check itself."""
+    path = tmp_path / "legacy.py"
+    path.write_text(LEGACY)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"inputs": {"gold": "a"}, "outputs": "a"}\n{"inputs": {"gold": "b"}, "outputs": "a"}\n')
+    done = _run(tmp_path, str(path), "--check-with", str(rows), "--write", "--correct-answer-key", "gold")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "same answers on every row" in done.stdout and 'inputs.get("gold")' in path.read_text()
+
+
 def test_deeply_nested_files_are_refused_one_by_one_and_the_others_still_migrate(tmp_path: Path) -> None:
     """Issue 28.8: a 120 kB ``a+a+…`` is refused as a SyntaxError naming the bound; it neither crashes the
     command nor breaks the TypeScript transform for the files after it (one Node process serves them all)."""

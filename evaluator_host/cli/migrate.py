@@ -29,7 +29,7 @@ from evaluator_host.cli.judge import Judge, judge_of, start_private, with_judge
 from evaluator_host.cli.judge import add_options as add_judge_options
 from evaluator_host.definitions import languages
 from evaluator_host.errors import EvaluatorHostError, NothingCompared
-from evaluator_host.evaluation.models import Case
+from evaluator_host.evaluation.models import Case, EvaluatorSettings
 from evaluator_host.evaluation.usecases import Definition
 from evaluator_host.migration.codemod import Migration, migrate
 from evaluator_host.tenancy.models import DEFAULT_WORKSPACE
@@ -82,7 +82,9 @@ async def _check(
             checked = found[path] = _Checked()
             try:
                 checked.warnings = check_rows(migration.reads, key, rows)
-                before = with_judge(Definition(language, migration.original), judge)
+                # the legacy code's correct_answer comes from inputs[key], as the migrated code reads it
+                legacy = EvaluatorSettings(correct_answer_key=key)
+                before = with_judge(Definition(language, migration.original, settings=legacy), judge)
                 after = with_judge(Definition(language, migration.code), judge)
                 run = await differential_run(services, DEFAULT_WORKSPACE, before, after, cases)
                 checked.rows = run.rows
