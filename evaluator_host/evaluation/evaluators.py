@@ -120,15 +120,15 @@ class Evaluators:
         evaluation: Evaluation,
         vault: Vault,
         workspaces: Workspaces,
-        quotas: QuotaGuard | None = None,
+        quotas: QuotaGuard,
     ) -> None:
         self.store = store
         self.evaluation = evaluation
         self.vault = vault
         self.workspaces = workspaces
-        # the service's guard (services.py): fixtures on save and /test are charged to the workspace's
-        # max_evaluations_per_s like any call
-        self.quotas = quotas if quotas is not None else QuotaGuard(workspaces)
+        # the service's one guard (services.py; a private one would be a second token bucket): fixtures on
+        # save and /test are charged to the workspace's max_evaluations_per_s like any call
+        self.quotas = quotas
         self._background: set[asyncio.Task[None]] = set()
         # Revisions never change, so a revision read once serves every later call by id without a
         # database read: the latest revision number is known here because every write of this data
