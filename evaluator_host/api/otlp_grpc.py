@@ -149,8 +149,11 @@ async def start(services: Services) -> GrpcReceiver | None:
         ("grpc.max_send_message_length", 4 * 1024 * 1024),
         ("grpc.max_concurrent_streams", _STREAMS),  # per connection: a client's next exports wait their turn
     ]
-    threads = ThreadPoolExecutor(max(4, 2 * settings.online_decode_concurrency), thread_name_prefix="evh-otlp-grpc")
-    server = grpc.server(threads, options=options)
+    workers = max(4, 2 * settings.online_decode_concurrency)
+    threads = ThreadPoolExecutor(workers, thread_name_prefix="evh-otlp-grpc")
+    # RPCs in flight or waiting for a thread are bounded too (more connections are no way around
+    # max_concurrent_streams): past it, RESOURCE_EXHAUSTED at once, and exporters retry
+    server = grpc.server(threads, options=options, maximum_concurrent_rpcs=4 * workers)
     handler = grpc.unary_unary_rpc_method_handler(receiver.export)  # no (de)serializers: bytes in and out
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Export": handler}),))
     address = (
