@@ -22,8 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evaluator_host.errors import NothingCompared
 from evaluator_host.evaluation.aggregate import aggregate
 from evaluator_host.evaluation.aggregate_models import Aggregate
+from evaluator_host.evaluation.error_summary import errors_on_both
 from evaluator_host.evaluation.models import Case, EvaluationResult
 from evaluator_host.evaluation.usecases import Components, Definition, run_definition, run_stored
 from evaluator_host.tenancy.quotas import Charged
@@ -141,7 +143,9 @@ async def compare_revisions(
     cases: Sequence[Case],
     tolerance: float,
 ) -> Compared:
-    """Two stored revisions of ``evaluator_id`` on ``cases`` (:func:`run_both`, then :func:`flips`)."""
+    """Two stored revisions of ``evaluator_id`` on ``cases`` (:func:`run_both`, then :func:`flips`). Rows
+    that are an error on both revisions compare nothing: when every row is, 422 ``NothingCompared`` (field
+    ``errors``), never "0 rows flipped"."""
     base, head = await run_both(
         components,
         workspace,
@@ -149,4 +153,12 @@ async def compare_revisions(
         StoredRevision(evaluator_id, head_revision),
         cases,
     )
+    _, summary = errors_on_both(base, head)
+    if summary is not None:
+        raise NothingCompared(
+            f"the comparison compared nothing: every one of the {len(base)} rows is an error on both revisions "
+            f"(revision {base_revision}: {summary.sentence()}). Fix the rows or the code so they run.",
+            field="errors",
+            rows=len(base),
+        )
     return Compared(rows=flips(base, head, tolerance), base=aggregate(base), head=aggregate(head))

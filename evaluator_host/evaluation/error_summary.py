@@ -8,10 +8,14 @@ O(distinct types) memory (at most :data:`MAX_TYPES` types are told apart; the re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["MAX_TYPES", "ErrorSummary", "ErrorTally"]
+if TYPE_CHECKING:
+    from evaluator_host.evaluation.models import EvaluationResult
+
+__all__ = ["MAX_TYPES", "ErrorSummary", "ErrorTally", "errors_on_both"]
 
 MAX_TYPES = 256  # distinct error types counted apart at most (an evaluator inventing one per row stays O(1))
 _MESSAGE_CHARS = 500  # an example's message is cut to this
@@ -66,3 +70,25 @@ class ErrorTally:
         common = max(self._counts, key=lambda name: self._counts[name])  # max keeps the first of equals
         index, message, line = self._examples[common]
         return ErrorSummary(self.rows, common, self._counts[common], index, message, line)
+
+
+def errors_on_both(
+    before: Sequence[EvaluationResult], after: Sequence[EvaluationResult]
+) -> tuple[list[int], ErrorSummary | None]:
+    """The rows (0-based) that are an error on both sides of a comparison, and — when that is every row,
+    so the comparison compared nothing — what the first side's errors have in common (else None)."""
+    both = [
+        i for i, (old, new) in enumerate(zip(before, after, strict=True)) if old.status != "ok" and new.status != "ok"
+    ]
+    if not both or len(both) < len(before):
+        return both, None
+    tally = ErrorTally()
+    for index in both:
+        error = before[index].error
+        tally.add(
+            index,
+            error.type if error else before[index].status,
+            error.message if error else "",
+            error.line if error else None,
+        )
+    return both, tally.summary()

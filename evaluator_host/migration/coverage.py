@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evaluator_host.errors import NothingCompared
-from evaluator_host.evaluation.error_summary import ErrorTally
+from evaluator_host.evaluation.error_summary import errors_on_both
 from evaluator_host.evaluation.models import Case, EvaluationResult
 from evaluator_host.migration.base import Reads
 
@@ -180,25 +180,12 @@ def check_answers(
 ) -> list[str]:
     """Refuse a run whose every row is an error on both versions (:class:`NothingCompared`, field
     ``errors``, with the most common error and an example); the warning when some rows are."""
-    both = [
-        i for i, (old, new) in enumerate(zip(before, after, strict=True)) if old.status != "ok" and new.status != "ok"
-    ]
+    both, summary = errors_on_both(before, after)
     if not both:
         return []
     total = len(before)
-    if len(both) < total:
+    if summary is None:
         return [f"{len(both)} of {total} rows are errors on both versions: only their error type was compared"]
-    tally = ErrorTally()
-    for index in both:
-        error = before[index].error
-        tally.add(
-            index,
-            error.type if error else before[index].status,
-            error.message if error else "",
-            error.line if error else None,
-        )
-    summary = tally.summary()
-    assert summary is not None
     raise NothingCompared(
         f"the differential run compared nothing: every one of the {total} rows is an error on both versions "
         f"(legacy: {summary.sentence()}). Fix the rows or the code so they run, then migrate; nothing was saved.",

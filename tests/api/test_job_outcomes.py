@@ -88,3 +88,18 @@ def test_comparing_revisions_on_a_dataset_of_no_rows_is_a_422_not_zero_flipped(c
     response = client.post(f"/v1/evaluators/{ev['id']}/compare", json=body)
     assert response.status_code == 422, response.text
     assert response.json()["error"]["type"] == "NothingCompared" and response.json()["error"]["field"] == "rows"
+
+
+def test_comparing_revisions_whose_every_row_errors_on_both_is_a_422_naming_the_error(client: TestClient) -> None:
+    """Rows that are an error on both revisions compare nothing: every row so is a 422, not "0 flipped";
+    some rows so still compare the rest."""
+    ev = create_evaluator(client, "def evaluate(inputs, outputs, trace):\n    return 1 / inputs['d']\n")
+    broken = {"base_revision": 1, "head_revision": 1, "cases": [{"inputs": {"d": 0}}] * 3}
+    response = client.post(f"/v1/evaluators/{ev['id']}/compare", json=broken)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["type"] == "NothingCompared" and error["field"] == "errors" and error["rows"] == 3
+    assert "ZeroDivisionError on 3 of 3 rows" in error["message"]
+    mixed = {**broken, "cases": [{"inputs": {"d": 0}}, {"inputs": {"d": 2}}]}
+    answer = client.post(f"/v1/evaluators/{ev['id']}/compare", json=mixed)
+    assert answer.status_code == 200 and answer.json()["compared"] == 2, answer.text
