@@ -8,8 +8,10 @@ its first egress worker starts, its key held in memory only — and opens its ow
 verifying it against the ``ca_bundle`` setting (the host's system bundle by default), as any client would.
 
 Sandboxes trust that CA through :attr:`Authority.bundle`: the system bundle followed by the CA's
-certificate, bound read-only into every egress worker and named by ``SSL_CERT_FILE``,
-``REQUESTS_CA_BUNDLE``, ``CURL_CA_BUNDLE`` and ``NODE_EXTRA_CA_CERTS`` (``egress.proxy_env``). Destinations
+certificate, bound read-only into every egress worker and named by ``CURL_CA_BUNDLE`` and
+``NODE_EXTRA_CA_CERTS`` — and by ``SSL_CERT_FILE``/``REQUESTS_CA_BUNDLE``, or, where ``openssl`` made the
+hashed folder of the same certificates, ``SSL_CERT_DIR``/``REQUESTS_CA_BUNDLE`` naming it
+(:func:`evaluator_host.sandbox.egress.proxy.proxy_env`). Destinations
 without headers are untouched: their TLS goes end to end through a ``CONNECT`` tunnel, as before.
 
 The same CAs are also a hashed directory (:func:`hashed_directory`, one file per certificate and OpenSSL's
