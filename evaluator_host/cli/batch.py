@@ -11,8 +11,8 @@ without it the service's components run in this process on the default data dir.
 
 Exit codes: 0 the job succeeded, no more than ``--max-error-rate`` of its rows (default
 none) ended in a status other than ``ok``, and the mean score reached ``--fail-under``; 1 the
-job failed or was cancelled, too many rows errored (a job whose every row errored, ``failed`` with
-``AllRowsErrored``, is judged by that rule: 1 unless ``--max-error-rate 1`` allows it), or the mean
+job failed or was cancelled (a job whose every row errored, ``failed`` with ``AllRowsErrored``, too:
+no ``--max-error-rate`` passes a job no row of which ran), too many rows errored, or the mean
 score is below ``--fail-under`` (or there is none); 2 the evaluator, dataset or mapping was refused;
 130 interrupted (the job is cancelled).
 
@@ -326,7 +326,9 @@ async def _batch(args: argparse.Namespace, language: str, console: Console, out:
         console.print(f"[yellow]hint:[/yellow] {hint}")
     if not ran:  # failed (but for every row erroring), cancelled or stopped
         return 1
-    return _gate(args, job, console)  # an AllRowsErrored job: 1 unless --max-error-rate allows every row
+    gate = _gate(args, job, console)
+    # a job no row of which ran (AllRowsErrored) is failed: no --max-error-rate makes it pass
+    return 1 if all_errored else gate
 
 
 def _gate(args: argparse.Namespace, job: dict[str, Any], console: Console) -> int:
