@@ -113,3 +113,16 @@ def test_judge_options_are_checked_before_anything_starts(tmp_path: Path) -> Non
     assert reserved.returncode == 2 and "sandbox's own" in reserved.stderr
     no_value = _cli(tmp_path, "run", str(source), "--env", "OPENAI_BASE_URL")
     assert no_value.returncode == 2 and "is not NAME=VALUE" in no_value.stderr
+    both = _cli(tmp_path, "run", str(source), "--secret", "OPENAI_API_KEY", "--env", "OPENAI_API_KEY=x")
+    assert both.returncode == 2 and "given as --secret and as --env" in both.stderr
+
+
+def test_judge_options_a_command_would_not_use_are_refused_not_ignored(tmp_path: Path) -> None:
+    """``migrate`` without ``--check-with`` runs nothing, and ``test ID`` on a service runs the stored
+    evaluator with its own secrets and network: the options are a usage error there, never dropped."""
+    legacy = tmp_path / "legacy.py"
+    legacy.write_text("def evaluate(app_params, inputs, output, correct_answer):\n    return 1.0\n")
+    migrate = _cli(tmp_path, "migrate", str(legacy), "--network", "llm.local:8080")
+    assert migrate.returncode == 2 and "apply to --check-with's run" in migrate.stderr, migrate.stderr
+    remote = _cli(tmp_path, "test", "ev_123", "--server", "http://127.0.0.1:9", "--env", "OPENAI_BASE_URL=x")
+    assert remote.returncode == 2 and "a stored evaluator runs with its own" in remote.stderr, remote.stderr

@@ -28,7 +28,7 @@ from rich.console import Console
 
 from evaluator_host.api.fields import unknown_field
 from evaluator_host.cli.inputs import UsageError, parse_json, parse_model, read_text
-from evaluator_host.cli.judge import Judge, judge_of, start_private, with_judge
+from evaluator_host.cli.judge import Judge, given, judge_of, start_private, with_judge
 from evaluator_host.cli.judge import add_options as add_judge_options
 from evaluator_host.cli.output import located_error
 from evaluator_host.definitions import languages
@@ -118,6 +118,11 @@ def _local(args: argparse.Namespace) -> tuple[str, FixtureReport]:
 def _remote(args: argparse.Namespace) -> tuple[str, FixtureReport]:
     from evaluator_host.cli.remote import service_client, usage_errors
 
+    if given(args):  # never silently ignored
+        raise UsageError(
+            "--secret/--network/--env apply to a file's fixtures run here: a stored evaluator runs with its own "
+            "secrets, network and settings.env"
+        )
     key = args.api_key or os.environ.get("EVALUATOR_HOST_API_KEY")
     with service_client(args.server, key) as client, usage_errors():
         answer = client.test_evaluator(args.target, revision=args.revision)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from evaluator_host.evaluation.usecases import Definition
     from evaluator_host.services import Services
 
-__all__ = ["Judge", "add_options", "judge_of", "start_private", "with_judge"]
+__all__ = ["Judge", "add_options", "given", "judge_of", "start_private", "with_judge"]
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,15 @@ def judge_of(args: argparse.Namespace, *, local: bool) -> Judge:
         check_env(env)
     except ValueError as exc:
         raise UsageError(f"--env {exc}") from None
+    both = sorted(set(secrets) & set(env))
+    if both:  # as the API refuses it: a value is either hidden (a secret) or shown (settings.env)
+        raise UsageError(f"{both[0]} is given as --secret and as --env: a value is one or the other")
     return Judge(secrets, tuple(dict.fromkeys(network)), env)
+
+
+def given(args: argparse.Namespace) -> bool:
+    """Whether any of the judge options was given (a command that would not use them says so)."""
+    return any(getattr(args, name, None) for name in ("secret", "network", "env"))
 
 
 def _merged_settings(settings: Any, env: dict[str, str]) -> Any:

@@ -25,8 +25,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evaluator_host.cli.inputs import UsageError
 from evaluator_host.cli.judge import Judge, judge_of, start_private, with_judge
 from evaluator_host.cli.judge import add_options as add_judge_options
+from evaluator_host.cli.judge import given as judge_given
 from evaluator_host.definitions import languages
 from evaluator_host.errors import EvaluatorHostError, NothingCompared
 from evaluator_host.evaluation.models import Case, EvaluatorSettings
@@ -102,6 +104,8 @@ def _say(text: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if judge_given(args) and not args.check_with:  # never silently ignored
+        raise UsageError("--secret/--network/--env apply to --check-with's run: without it nothing runs")
     judge = judge_of(args, local=True)
     out = sys.stdout
     status = 0
