@@ -114,7 +114,10 @@ def test_a_job_of_an_overloaded_evaluator_queues_and_is_not_refused(busy: TestCl
         120,
         what="the job",
     )
-    assert done["status"] == "succeeded", done
+    # queued, run to the end, never refused: every row ran (and timed out, as the evaluator sleeps past its
+    # timeout), so the job ends failed with AllRowsErrored (issue 48.3), not succeeded
+    assert done["status"] == "failed" and done["error"]["type"] == "AllRowsErrored", done
+    assert done["progress"]["done"] == 6 and done["error"]["most_common"]["type"] == "Timeout", done
     rows = busy.get(f"/v1/jobs/{job.json()['id']}/results", params={"format": "ndjson"}).text.splitlines()
     assert len(rows) == 6 and all('"timeout"' in row for row in rows), rows[:2]
     assert_healthy(busy)
