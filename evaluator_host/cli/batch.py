@@ -109,7 +109,8 @@ def _summary(job: dict[str, Any], console: Console) -> None:
     columns = [("score", aggregate.get("score"))] + [
         (f"outputs.{k}", v) for k, v in aggregate.get("outputs", {}).items()
     ]
-    names = row_names([name for name, _stats in columns])
+    # names are cut only where the terminal is too narrow for them beside the seven figures
+    names = row_names([name for name, _stats in columns], max(_ROW_NAME, console.width - _FIGURES_WIDTH))
     columns = [(names[name], stats) for name, stats in columns]
     for column in ("", "mean", "std", "min", "max", "count", "errors", "no value"):
         if column:
@@ -147,7 +148,8 @@ def _summary(job: dict[str, Any], console: Console) -> None:
         console.print(f"[yellow]warning:[/yellow] {warning}")
 
 
-_ROW_NAME = 32  # characters of a row's name in the summary table, at most
+_ROW_NAME = 32  # characters of a row's name in the summary table, at least (more where the terminal is wide)
+_FIGURES_WIDTH = 70  # what the table's seven figure columns and its borders take of a line
 
 
 def row_names(names: list[str], width: int = _ROW_NAME) -> dict[str, str]:
