@@ -54,9 +54,12 @@ def test_the_lock_of_a_runtime_from_the_service_and_from_this_machine(tmp_path: 
         assert body == http.get(f"/v1/runtimes/{runtime_id}/lock").json()
         assert {(p["name"].lower(), p["version"]) for p in body["packages"]} >= {("six", "1.16.0")}
 
-        # a beginning of an id the service lists (its evaluators' runtimes) will do there too
-        unlisted = cli("runtimes", "lock", runtime_id[:16], *server, data_dir=data, backend=backend)
-        assert unlisted.returncode == 2 and "404" in unlisted.stderr, unlisted.stderr  # one-off calls' are not listed
+        # a beginning of an id the service lists will do there too: its evaluators' runtimes and, since issue 48,
+        # the package sets its one-off calls ran on (GET /v1/runtimes lists them); one it does not list is a 404
+        listed = cli("runtimes", "lock", runtime_id[:16], *server, data_dir=data, backend=backend)
+        assert listed.returncode == 0 and json.loads(listed.stdout) == body, listed.stderr
+        unlisted = cli("runtimes", "lock", "python-00000000", *server, data_dir=data, backend=backend)
+        assert unlisted.returncode == 2 and "404" in unlisted.stderr, unlisted.stderr
         assert "whole id" in unlisted.stderr, unlisted.stderr
         evaluator = {"name": "lists", "language": "python", "code": LISTS, "packages": PINS}
         saved = http.post("/v1/evaluators", json=evaluator)
