@@ -66,3 +66,32 @@ def test_fixtures_beside_the_code_a_draft_and_a_compare_shown_as_a_diff(  # type
     page.get_by_role("button", name="Compare on rows").click()
     expect(page.locator("table.compare-rows tbody")).to_have_count(4)
     shot(page, "evaluators-fixtures-compare")
+
+
+def test_the_evaluators_code_viewer_takes_the_width_and_scrolls_long_lines_instead_of_wrapping(  # type: ignore[no-untyped-def]
+    page: Page, service: httpx.Client, shot
+) -> None:
+    """Issue 48: at 1400x900 the code viewer was ~370 px wide and soft-wrapped Python; it gets the detail's
+    width (>= 600 px) and a long line stays one line (the viewer scrolls sideways)."""
+    long_line = "    return {'score': 1.0, 'reason': " + repr("a long explanation " * 8) + "}"
+    code = "def evaluate(inputs, outputs, trace):\n" + long_line + "\n"
+    ev = service.post("/v1/evaluators", json={"name": "wide-code", "language": "python", "code": code})
+    assert ev.status_code == 201, ev.text
+    page.goto("/")
+    open_screen(page, "Evaluators")
+    page.locator(".evaluator-list tr", has_text="wide-code").click()
+    viewer = page.get_by_label("revision code")
+    expect(viewer).to_contain_text("a long explanation")
+    box = viewer.bounding_box()
+    assert box is not None and box["width"] >= 600, box
+    # the long line's text lays out in one line box (a soft wrap would give one rect per visual line)
+    rects = viewer.evaluate(
+        """(pre, line) => { const node = pre.firstChild; const start = node.textContent.indexOf(line);
+        const range = document.createRange(); range.setStart(node, start); range.setEnd(node, start + line.length);
+        return range.getClientRects().length; }""",
+        long_line,
+    )
+    assert rects == 1, rects
+    assert viewer.evaluate("(pre) => pre.scrollWidth > pre.clientWidth")  # scrolls sideways instead
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1400
+    shot(page, "evaluators-code-viewer")

@@ -148,6 +148,13 @@ def test_a_target_filled_in_on_the_page_generates_then_scores_each_row(
         ["#", "status", "score", "passed", "label", "generation", "outputs", "reason / error", "row", "replay"]
     )
     expect(results.locator("tbody tr")).to_have_count(ROWS)
+    # the page at 1400 px never grows wider than the window (issue 48: it grew to 1569 px): the table
+    # scrolls in its own box, the progress bar stays in sight, the reason/error column is not 4 characters
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1400
+    progress = page.locator(".progress").bounding_box()
+    assert progress is not None and progress["x"] + progress["width"] <= 1400
+    reason = results.locator("tbody tr").nth(MISSING).locator("td.reason-cell").bounding_box()
+    assert reason is not None and reason["width"] >= 200
     first = results.locator("tbody tr").nth(0)
     expect(first.locator("td").nth(2)).to_have_text("1")
     generation = first.locator("td.generation")

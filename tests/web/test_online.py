@@ -255,3 +255,26 @@ def test_hostile_span_names_and_attributes_are_shown_as_text(page: Page, service
     view.locator(".span-node > details > summary").first.click()
     long_value = view.locator(".attr-list dd", has_text="yyyy")
     expect(long_value).to_contain_text("…")  # a long value is cut for display
+
+
+def test_a_trace_opened_from_the_bottom_of_a_long_feed_shows_beside_it_in_view(
+    page: Page, service: httpx.Client, tracer: Tracer, shot: Callable[[Page, str], Path]
+) -> None:
+    """Issue 48: the trace view opened below a full feed (25 traces), far out of sight, with the left half of
+    the screen empty; it shows in the left column, beside the feed, within the 1400x900 window."""
+    sent = [send_chat(tracer, f"q{i}", f"Q{i}", env="feed") for i in range(25)]
+    page.goto("/#online")
+    feed = page.locator("table.feed")
+    oldest = feed.locator(f"tr[data-trace='{sent[0]}']")
+    expect(oldest).to_have_attribute("data-state", "routed", timeout=SCORE_WAIT_MS)
+    expect(feed.locator("tr[data-trace]")).to_have_count(25)
+    oldest.click()  # the last row: the page scrolls down to it
+    view = page.locator(f".trace-view[data-trace='{sent[0]}']")
+    expect(view.get_by_label("trace outputs")).to_have_text('"Q0"')
+    box = view.bounding_box()
+    feed_box = feed.bounding_box()
+    assert box is not None and feed_box is not None
+    assert 0 <= box["y"] < 900, box  # its top is in the window, not below the feed
+    assert box["x"] + box["width"] <= feed_box["x"], (box, feed_box)  # beside the feed, not under it
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1400
+    shot(page, "online-trace-beside-feed")

@@ -144,6 +144,9 @@ export class JobResults {
       this.body,
       pager,
       h(
+        "div",
+        { class: "table-scroll" }, // a wide table scrolls in its own box: the page never grows past the window
+        h(
         "table",
         { class: "results job-results-table" },
         h("thead", {}, h("tr", {}, headings.map((t) => h("th", {}, t)))),
@@ -166,6 +169,7 @@ export class JobResults {
               replayCell(job.id, index),
             ),
           ),
+        ),
         ),
       ),
     );

@@ -85,7 +85,8 @@ export class OnlineScreen {
         { class: "split" },
         h(
           "div",
-          {},
+          { class: "online-left" },
+          this.traceBox, // first in the left column and sticky: an opened trace shows beside the feed, in view
           h(
             "section",
             { class: "panel" },
@@ -119,7 +120,6 @@ export class OnlineScreen {
             h("header", { class: "section-head" }, h("h3", {}, "Live feed"), this.liveState, h("span", { class: "spacer" }), this.liveButton),
             h("table", { class: "feed", "aria-label": "latest traces" }, h("thead", {}, h("tr", {}, ...["last span", "trace", "spans", "scores"].map((t) => h("th", {}, t)))), this.feedBody),
           ),
-          this.traceBox,
         ),
       ),
     );
