@@ -64,8 +64,10 @@ lint: install ## ruff + mypy --strict on the package; tsc --strict on the web pl
 	$(BIN)/mypy
 	$(NODE) web/node_modules/typescript/bin/tsc -p web
 
-test: install lint ## lint, then the whole test suite (conformance vectors from ../shared when present)
-	$(BIN)/pytest -q $(PYTEST_ARGS)
+# make test's parallel tier: pytest-xdist processes (tests/tiers.py; 1: one process, no xdist)
+TEST_WORKERS ?= 4
+test: install lint ## lint, then the whole suite: a parallel tier (TEST_WORKERS), then the serial one (conformance vectors from ../shared when present)
+	$(BIN)/python -m tests.tiers --workers $(TEST_WORKERS) -- -q $(PYTEST_ARGS)
 
 unit: install ## the fast tests only: no sandbox, no network (tests marked `network` are deselected)
 	$(BIN)/pytest -q tests/unit -m "not network" $(PYTEST_ARGS)

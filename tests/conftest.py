@@ -30,6 +30,7 @@ from tests.support.backends import (
     postgres_only,
 )
 from tests.support.pg import POSTGRES_MISSING, Cluster
+from tests.support.schedule import rank
 from tests.support.service import make_settings
 
 # The test services are reached by TestClient's name "testserver" (and by 127.0.0.1): the session
@@ -89,6 +90,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("client", params, indirect=True, scope="session")
     if "process_client" in metafunc.fixturenames and on_postgres:
         metafunc.parametrize("process_client", ["sqlite", _POSTGRES], indirect=True, scope="module")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The heaviest files first (``tests/support/schedule.py``), so the parallel tier's workers end together;
+    the order within a file, and of every other file, stays pytest's."""
+    items.sort(key=lambda item: rank(item.path))
 
 
 def _given(metafunc: pytest.Metafunc) -> bool:

@@ -29,6 +29,9 @@ from tests.support.backends import docker_only, managed_containers
 from tests.support.service import serving
 from tests.support.wait import wait_until
 
+# the serial tier: alone on the machine, after the parallel one (tests/tiers.py)
+pytestmark = pytest.mark.serial
+
 ROWS = 300
 CODE = "import time\n\ndef evaluate(inputs, outputs, trace):\n    time.sleep(0.02)\n    return 1.0\n"
 # the job asks for the engine again every second while it is away, not up to production's 8 s apart

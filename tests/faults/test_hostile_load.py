@@ -11,11 +11,15 @@ import os
 from pathlib import Path
 
 import httpx
+import pytest
 
 from bench.hostile import hammer, report
 from tests.support.faults import worker_pids
 from tests.support.service import assert_healthy, serving
 from tests.support.wait import wait_until
+
+# the serial tier: alone on the machine, after the parallel one (tests/tiers.py)
+pytestmark = pytest.mark.serial
 
 CLIENTS = int(os.environ.get("EVALUATOR_HOST_LOAD_CLIENTS", "48"))
 MAX_WORKERS = 16  # the service's default

@@ -111,13 +111,24 @@ def holding_at(row: int, reached: asyncio.Event) -> Handler:
     return handler
 
 
+async def _committed(w: Wired, job_id: str, rows: int) -> None:
+    """Returns once ``rows`` rows of the job are committed (60 s at most)."""
+    for _ in range(3000):
+        if (await w.runner.get(WS, job_id)).progress.done >= rows:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"fewer than {rows} rows committed after 60 s")
+
+
 @aio
 async def test_cancel_mid_job_keeps_the_committed_rows(tmp_path: Path, database_url: str) -> None:
     reached = asyncio.Event()
     engine = make_engine(database_url)
     async with wired(tmp_path, holding_at(10, reached), engine=engine, job_chunk_rows=4) as w:
         job_id = await w.job(await w.evaluator(), 20)
-        await reached.wait()  # rows 0-7 are committed, the chunk of rows 8-11 is running
+        await reached.wait()  # the chunk of rows 8-11 is running
+        # a lane stores its previous chunk while the next one runs: rows 4-7 may still be committing here
+        await _committed(w, job_id, 8)
         job = await w.runner.cancel(WS, job_id)
         assert job.status == "cancelled"
         assert job.progress.model_dump() == {"total": 20, "done": 8, "failed": 0, "cached": 0}

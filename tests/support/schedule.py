@@ -1,0 +1,69 @@
+"""The order the test files are handed out in: the heaviest first, so the parallel tier ends together.
+
+``make test``'s parallel tier (``tests/tiers.py``) gives whole files to its workers (``--dist loadfile``: a
+module's fixtures, e.g. one started service, are made once), one file at a time as each worker gets free, in
+collection order. A long file handed out last would run alone at the end while the other workers idle; so
+the files below (the longest in a measured run: seconds of their tests' calls, setup included where a
+module fixture builds something) go first, in this order, and every other file follows in its usual order.
+
+Only the order depends on this list, never a result: a stale or missing entry costs minutes, not
+correctness (``tests/unit/test_schedule.py`` checks each names a file that exists). Refresh it from a
+run's ``--durations`` when the tail grows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent.parent
+
+# measured: ``make test`` with 4 workers on the 2-core machine, loaded (seconds are for ranking only)
+HEAVY: tuple[str, ...] = (
+    "test_cli_lock_replay.py",  # 434 s
+    "test_cli.py",  # 305 s
+    "packaging/test_image.py",  # 279 s
+    "online/test_cli_rules.py",  # 251 s
+    "test_cli_test.py",  # 242 s
+    "test_cli_admin.py",  # 240 s
+    "queue/test_distributed.py",  # 216 s
+    "packaging/test_wheel.py",  # 214 s
+    "compliance/test_restricted.py",  # 192 s
+    "api/test_async_evaluators.py",  # 192 s
+    "sandbox/test_build_sandbox.py",  # 172 s
+    "sandbox/test_docker.py",  # 165 s
+    "api/test_jobs.py",  # 162 s
+    "migrate/test_differential.py",  # 158 s
+    "compliance/test_three_languages.py",  # 157 s
+    "test_cli_db.py",  # 140 s
+    "jobs/test_resume.py",  # 136 s
+    "runtimes/test_nemo_real.py",  # 130 s
+    "compliance/test_escapes.py",  # 116 s
+    "runtimes/test_prune.py",  # 115 s
+    "sandbox/test_install_locations.py",  # 105 s
+    "compliance/test_hostile.py",  # 102 s
+    "api/test_fuzz.py",  # 97 s
+    "online/test_sdk_export.py",  # 89 s
+    "test_cli_judge.py",  # 86 s
+    "api/test_tracing.py",  # 82 s
+    "test_cli_migrate.py",  # 76 s
+    "faults/test_workers.py",  # 72 s
+    "test_cli_errors.py",  # 63 s
+    "cli/test_runtimes_pins.py",  # 60 s
+    "conformance/test_vectors.py",  # 58 s
+    "api/test_nesting.py",  # 57 s
+    "sandbox/test_build_disk.py",  # 56 s
+    "queue/test_forged_tasks.py",  # 53 s
+    "sandbox/test_builder.py",  # 53 s
+    "cli/test_readme_walkthrough.py",  # 52 s
+)
+
+_RANK = {name: rank for rank, name in enumerate(HEAVY)}
+
+
+def rank(path: Path) -> int:
+    """The file's place in the hand-out order: its index in :data:`HEAVY`, or after all of them."""
+    try:
+        name = path.resolve().relative_to(TESTS).as_posix()
+    except ValueError:
+        return len(HEAVY)
+    return _RANK.get(name, len(HEAVY))

@@ -1,0 +1,49 @@
+"""``make test``'s tiers: the hand-out order names real files, and a run that ran no test is not a success."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support import REPO
+from tests.support.schedule import HEAVY, TESTS, rank
+
+
+def test_every_heavy_file_exists_once_and_ranks_before_the_others() -> None:
+    assert len(set(HEAVY)) == len(HEAVY)
+    missing = [name for name in HEAVY if not (TESTS / name).is_file()]
+    assert not missing, f"tests/support/schedule.py names files that do not exist: {missing}"
+    assert [rank(TESTS / name) for name in HEAVY] == list(range(len(HEAVY)))
+    assert rank(TESTS / "unit" / "test_schedule.py") == len(HEAVY)
+
+
+def _tiers(*pytest_args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tests.tiers", "--workers", "1", "--", "-q", "-p", "no:cacheprovider", *pytest_args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_a_selection_in_one_tier_passes_and_says_the_other_selected_nothing() -> None:
+    done = _tiers("tests/unit/test_schedule.py::test_every_heavy_file_exists_once_and_ranks_before_the_others")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "== tier parallel: passed" in done.stdout
+    assert "== tier serial: no test selected" in done.stdout
+
+
+def test_a_run_where_no_tier_ran_a_test_fails() -> None:
+    done = _tiers("tests/unit/test_schedule.py", "-k", "no_test_has_this_name")
+    assert done.returncode == 5, done.stdout + done.stderr
+    assert "no test ran in any tier: nothing was checked" in done.stdout
+
+
+def test_a_failing_tier_fails_the_run(tmp_path: Path) -> None:
+    failing = tmp_path / "test_fails.py"
+    failing.write_text("def test_fails():\n    assert 1 == 2\n")
+    done = _tiers(str(failing))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "== tier parallel: FAILED (exit 1)" in done.stdout
