@@ -23,6 +23,7 @@ from evaluator_host.shared.bounds import Int64
 
 __all__ = [
     "AttributeCondition",
+    "Decision",
     "Rule",
     "RuleCreate",
     "RuleFilter",
@@ -259,6 +260,21 @@ class TraceList(BaseModel):
     next_cursor: str | None = None
 
 
+class Decision(BaseModel):
+    """Why a rule did or did not score a target of the trace (docs/online.md, "Why wasn't my trace scored?")."""
+
+    rule_id: str
+    target: str | None = Field(None, description="The span id at span level; null: the trace.")
+    decision: str = Field(
+        description="not_matched | sampled_out | not_ready | queued | running | retrying | delayed | scored | "
+        "failed | dropped | not_routed"
+    )
+    reason: str = Field(description="Why, in one sentence (the failed filter condition, the error, the budget...).")
+    at: datetime = Field(description="When this was decided (routed, enqueued, scored...).")
+    until: datetime | None = Field(None, description="not_ready, running, retrying, delayed: until when.")
+    attempts: int = 0
+
+
 class TraceDetail(BaseModel):
     """``GET /v1/traces/{trace_id}``: the trace dict evaluators get, its inputs/outputs, its scores."""
 
@@ -270,6 +286,7 @@ class TraceDetail(BaseModel):
     inputs: Any = None
     outputs: Any = None
     scores: list[Score]
+    decisions: list[Decision] = Field(default_factory=list, description="One per (rule, target): see Decision.")
 
 
 class StatsBucket(BaseModel):
@@ -282,6 +299,11 @@ class StatsBucket(BaseModel):
     mean_score: float | None = Field(None, description="The mean of the numeric scores (null: none).")
     pass_rate: float | None = Field(None, description="passed / (results with passed set) (null: none).")
     labels: dict[str, int] = Field(default_factory=dict, description="Results per label.")
+    decisions: dict[str, int] = Field(
+        default_factory=dict,
+        description="Decisions made in the bucket: scored, failed (by scoring time), not_matched, sampled_out "
+        "(by routing time), dropped (by routing time); only those that occurred.",
+    )
 
 
 class RuleStats(BaseModel):
@@ -294,3 +316,7 @@ class RuleStats(BaseModel):
     buckets: list[StatsBucket]
     queued: int = Field(description="Scores of the rule waiting or running now.")
     dropped: int = Field(description="Traces of the rule dropped (backlog full) in the range, by enqueue time.")
+    pending: dict[str, int] = Field(
+        default_factory=dict, description="The rule's rows waiting now: queued, running, retrying, delayed."
+    )
+    decisions: dict[str, int] = Field(default_factory=dict, description="The buckets' decisions added up.")

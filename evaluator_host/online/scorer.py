@@ -306,7 +306,8 @@ class Scorer:
         if again:
             back_off = min(2.0 ** again[0].attempts, 60.0)
             log.warning("online scoring will retry %d rows in %.0f s: %s", len(again), back_off, exc)
-            await asyncio.to_thread(self.queue.retry, self.me, [(r.rule_id, r.target_id) for r in again], back_off)
+            keys = [(r.rule_id, r.target_id) for r in again]
+            await asyncio.to_thread(self.queue.retry, self.me, keys, back_off, f"{type(exc).__name__}: {exc}")
 
     def _cases(self, rows: Sequence[Claimed]) -> dict[tuple[str, str], Case | EvaluationResult]:
         out: dict[tuple[str, str], Case | EvaluationResult] = {}
