@@ -406,6 +406,17 @@ export interface TraceSummary {
   scores: OnlineScore[];
 }
 
+/** Why a rule did or did not score a target of a trace (GET /v1/traces/{trace_id}'s decisions). */
+export interface Decision {
+  rule_id: string;
+  target: string | null;
+  decision: string;
+  reason: string;
+  at: string;
+  until?: string | null;
+  attempts: number;
+}
+
 /** GET /v1/traces/{trace_id}. */
 export interface TraceDetail {
   trace_id: string;
@@ -416,6 +427,7 @@ export interface TraceDetail {
   inputs: unknown;
   outputs: unknown;
   scores: OnlineScore[];
+  decisions?: Decision[];
 }
 
 export interface StatsBucket {
@@ -426,6 +438,7 @@ export interface StatsBucket {
   mean_score: number | null;
   pass_rate: number | null;
   labels: Record<string, number>;
+  decisions?: Record<string, number>;
 }
 
 /** GET /v1/online-rules/{id}/stats: buckets from since to until, empty ones included. */
@@ -437,4 +450,6 @@ export interface RuleStats {
   buckets: StatsBucket[];
   queued: number;
   dropped: number;
+  decisions?: Record<string, number>;
+  pending?: Record<string, number>;
 }
