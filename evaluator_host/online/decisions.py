@@ -122,7 +122,13 @@ def _of_score(rule: RuleRecord, row: dict[str, Any], settings: Settings, now: da
         return _entry(rule.id, target, "running", said, at, until=until, attempts=attempts)
     ahead = until is not None and until > now
     if row["delayed_by"] and ahead:
-        said = f"over the budget {row['delayed_by']}: resumes at {_iso(until)}"
+        by = row["delayed_by"]
+        value = (rule.limits or {}).get(by)
+        said = f"over the budget {by}" + ("" if value is None else f" = {value:g}") + f": resumes at {_iso(until)}"
+        if by == "rate_limited":
+            said = f"the judge refused it for its rate (RateLimited): the rule slowed down; resumes at {_iso(until)}"
+        elif by == "concurrency":
+            said = f"the rule's concurrency, lowered after a judge's rate limits, is full: resumes at {_iso(until)}"
         return _entry(rule.id, target, "delayed", said, at, until=until, attempts=attempts)
     if err:
         said = f"attempt {attempts} failed: {err}; tried again at {_iso(until if ahead else None)}"

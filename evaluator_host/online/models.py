@@ -26,6 +26,7 @@ __all__ = [
     "Decision",
     "Rule",
     "RuleCreate",
+    "RuleLimits",
     "RuleFilter",
     "RuleList",
     "RuleMapping",
@@ -127,6 +128,24 @@ class _RuleFields(BaseModel):
     sampling_rate: float = Field(1.0, ge=0.0, le=1.0, description="The share of matching traces scored (0..1).")
     mapping: RuleMapping | None = None
     enabled: bool = Field(True, description="false: paused (traces finished meanwhile are not scored).")
+    limits: RuleLimits | None = Field(None, description="Budgets; over one, work is delayed (never dropped).")
+
+
+class RuleLimits(BaseModel):
+    """A rule's budgets (each optional): over one, its work is delayed, never dropped (docs/online.md, Budgets)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scores_per_minute: int | None = Field(None, ge=1, le=1_000_000, description="Scores stored in any 60 s.")
+    sandbox_seconds_per_hour: float | None = Field(
+        None, gt=0, le=10_000_000, description="Evaluator run time (duration_ms) of the scores stored in any hour."
+    )
+    model_calls_per_minute: int | None = Field(
+        None,
+        ge=1,
+        le=1_000_000,
+        description="Accepted and kept; not enforced yet (issue 51: the egress proxy's count).",
+    )
 
 
 class RuleCreate(_RuleFields):
@@ -182,6 +201,7 @@ class RulePatch(BaseModel):
     sampling_rate: float | None = Field(None, ge=0.0, le=1.0)
     mapping: RuleMapping | None = None
     enabled: bool | None = None
+    limits: RuleLimits | None = None
 
     @model_validator(mode="after")
     def _not_null(self) -> RulePatch:
@@ -320,3 +340,7 @@ class RuleStats(BaseModel):
         default_factory=dict, description="The rule's rows waiting now: queued, running, retrying, delayed."
     )
     decisions: dict[str, int] = Field(default_factory=dict, description="The buckets' decisions added up.")
+    pace: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The rule's pace now against its budgets: scores_last_minute, sandbox_seconds_last_hour, limits.",
+    )

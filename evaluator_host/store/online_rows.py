@@ -111,6 +111,7 @@ class OnlineRuleRow(Base):
     sampling_rate: Mapped[float] = mapped_column(Float)
     mapping: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     target: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # 0013; null: {"level": "trace"}
+    limits: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # 0015: budgets; null: none
     enabled: Mapped[bool] = mapped_column(Boolean)
     created_at: Mapped[datetime] = mapped_column(_TZ)
     updated_at: Mapped[datetime] = mapped_column(_TZ)

@@ -3,7 +3,7 @@ from the real OpenTelemetry Python SDK exported over OTLP/HTTP to ``POST /v1/tra
 live feed shows each trace with its score, the trace view shows the span tree, the inputs/outputs
 the evaluator got and each rule's result (a failed evaluation with its line), the chart renders,
 pause stops scoring and resume/delete work; the feed polls only while the screen is shown; the trace view
-says why each rule did or did not score the trace, and a rule's row counts its decisions.
+says why each rule did or did not score the trace, and a rule's row counts its decisions and its budget use.
 
 The service runs with a short quiet period (a trace is ready 0.3 s after its last span) and fast
 assembly/routing polls, so a trace is scored within about a second of its root span ending.
@@ -282,7 +282,7 @@ def test_a_trace_opened_from_the_bottom_of_a_long_feed_shows_beside_it_in_view(
     shot(page, "online-trace-beside-feed")
 
 
-def test_the_trace_view_says_why_each_rule_did_or_did_not_score_and_a_rules_row_counts_them(
+def test_the_trace_view_says_why_each_rule_did_or_did_not_score_and_a_rules_row_counts_them_and_its_budget(
     page: Page, service: httpx.Client, tracer: Tracer
 ) -> None:
     code = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
@@ -290,7 +290,7 @@ def test_the_trace_view_says_why_each_rule_did_or_did_not_score_and_a_rules_row_
     made = [
         service.post("/v1/online-rules", json={"evaluator_id": ev, "name": name, **body}).json()["id"]
         for name, body in (
-            ("why-scored", {"filter": {"span_name": "llm"}}),
+            ("why-scored", {"filter": {"span_name": "llm"}, "limits": {"scores_per_minute": 600}}),
             ("why-billing", {"filter": {"service_name": "billing"}}),
         )
     ]
@@ -313,5 +313,6 @@ def test_the_trace_view_says_why_each_rule_did_or_did_not_score_and_a_rules_row_
     rules = page.locator(".rules-list")
     expect(rules.get_by_label("decisions of why-scored")).to_have_text("scored 1")
     expect(rules.get_by_label("decisions of why-billing")).to_have_text("not matched 1")
+    expect(rules.get_by_label("budget use of why-scored")).to_have_text(re.compile(r"^[01]/600 scores a minute$"))
     for rule_id in made:
         service.delete(f"/v1/online-rules/{rule_id}")

@@ -59,6 +59,7 @@ export class OnlineScreen {
 
   private readonly rulesBody = h("tbody");
   private readonly counts = new Map<string, Record<string, number>>(); // rule id -> its decisions, last hour
+  private readonly budgets = new Map<string, string>(); // rule id -> its budget use now ("2/600 scores a minute")
   private readonly nameInput = h("input", { type: "text", "aria-label": "rule name", placeholder: "e.g. helpfulness" });
   private readonly evaluatorSelect = h("select", { "aria-label": "evaluator for the rule", onchange: () => void this.loadRevisions() });
   private readonly revisionSelect = h("select", { "aria-label": "revision for the rule" });
@@ -198,6 +199,14 @@ export class OnlineScreen {
         try {
           const stats = await api<RuleStats>("GET", `/v1/online-rules/${encodeURIComponent(r.id)}/stats?bucket=3600&since=${encodeURIComponent(since)}`);
           this.counts.set(r.id, { ...(stats.decisions ?? {}), ...Object.fromEntries(Object.entries(stats.pending ?? {}).filter(([, n]) => n > 0)) });
+          const pace = stats.pace;
+          const limits = pace?.limits ?? {};
+          const use = [
+            limits.scores_per_minute ? `${pace?.scores_last_minute ?? 0}/${limits.scores_per_minute} scores a minute` : "",
+            limits.sandbox_seconds_per_hour ? `${num(pace?.sandbox_seconds_last_hour ?? 0, 1)}/${limits.sandbox_seconds_per_hour} sandbox s an hour` : "",
+          ].filter(Boolean);
+          if (use.length) this.budgets.set(r.id, use.join(" · "));
+          else this.budgets.delete(r.id);
         } catch {
           this.counts.delete(r.id);
         }
@@ -209,7 +218,13 @@ export class OnlineScreen {
   private countsCell(id: string, name: string): HTMLElement {
     const counts = this.counts.get(id);
     const parts = counts ? Object.entries(counts).filter(([, n]) => n > 0) : [];
-    return h("td", { class: "counts", "aria-label": `decisions of ${name}` }, parts.length ? parts.map(([k, n]) => `${k.replace("_", " ")} ${n}`).join(" · ") : h("span", { class: "muted" }, counts ? "none" : "…"));
+    const budget = this.budgets.get(id);
+    return h(
+      "td",
+      { class: "counts" },
+      h("span", { "aria-label": `decisions of ${name}` }, parts.length ? parts.map(([k, n]) => `${k.replace("_", " ")} ${n}`).join(" · ") : h("span", { class: "muted" }, counts ? "none" : "…")),
+      budget ? h("div", { class: "budget", "aria-label": `budget use of ${name}` }, budget) : null,
+    );
   }
 
   private async loadRevisions(): Promise<void> {

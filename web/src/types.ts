@@ -349,6 +349,7 @@ export interface OnlineRule {
   sampling_rate: number;
   mapping: { inputs?: string | null; outputs?: string | null } | null;
   enabled: boolean;
+  limits?: { scores_per_minute?: number | null; sandbox_seconds_per_hour?: number | null; model_calls_per_minute?: number | null } | null;
   created_at: string;
   updated_at: string;
 }
@@ -452,4 +453,5 @@ export interface RuleStats {
   dropped: number;
   decisions?: Record<string, number>;
   pending?: Record<string, number>;
+  pace?: { scores_last_minute: number; sandbox_seconds_last_hour: number; running: number; limits: Record<string, number> };
 }

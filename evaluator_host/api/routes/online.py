@@ -24,6 +24,7 @@ from evaluator_host.online.models import (
     Decision,
     Rule,
     RuleCreate,
+    RuleLimits,
     RuleList,
     RulePatch,
     RuleStats,
@@ -40,6 +41,7 @@ from evaluator_host.online.models import (
 from evaluator_host.online.traces import load_trace
 from evaluator_host.online.trial import draft_rule, run_trial
 from evaluator_host.services import Services
+from evaluator_host.store.online_budgets import usage
 from evaluator_host.store.online_refs import TraceRef
 from evaluator_host.store.online_rules import RuleRecord
 
@@ -60,6 +62,7 @@ def _model(record: RuleRecord) -> Rule:
         filter=record.filter,
         sampling_rate=record.sampling_rate,
         mapping=record.mapping,
+        limits=RuleLimits(**record.limits) if record.limits else None,
         target=RuleTarget(**(record.target or {})),
         enabled=record.enabled,
         created_at=record.created_at,
@@ -81,7 +84,7 @@ def _stored(body: RuleCreate | RulePatch, names: set[str]) -> dict[str, Any]:
         value = getattr(body, name)
         if name == "filter":
             value = value.model_dump(exclude_none=True, exclude_defaults=True)
-        elif name == "mapping":
+        elif name in ("mapping", "limits"):
             value = None if value is None else (value.model_dump(exclude_none=True) or None)
         out[name] = value
     return out
@@ -97,7 +100,7 @@ def _utc(value: datetime | None) -> datetime | None:
 async def create_rule(body: RuleCreate, services: ServicesDep, workspace: WorkspaceDep) -> Rule:
     """A rule: which finished traces its evaluator scores, once each (docs/online.md)."""
     await _check_evaluator(services, workspace, body.evaluator_id, body.revision)
-    fields = _stored(body, {"name", "revision", "filter", "sampling_rate", "mapping", "enabled"})
+    fields = _stored(body, {"name", "revision", "filter", "sampling_rate", "mapping", "enabled", "limits"})
     fields["target"] = body.target.model_dump()
     record = await asyncio.to_thread(services.online.rules.create, workspace, body.evaluator_id, fields)
     return _model(record)
@@ -202,6 +205,15 @@ async def rule_stats(
     queued, dropped = await asyncio.to_thread(views.counted, rule_id, start, end)
     decided = await asyncio.to_thread(services.online.decisions.counts, rule_id, start, end, bucket)
     pending = await asyncio.to_thread(services.online.decisions.pending, rule_id)
+    limits = (await asyncio.to_thread(services.online.rules.get, workspace, rule_id)).limits or {}
+    use = await asyncio.to_thread(usage, services.store.engine, rule_id, datetime.now(UTC), hour=True)
+    pace = {
+        "scores_last_minute": use.scores_last_minute,
+        "sandbox_seconds_last_hour": round(use.sandbox_seconds_last_hour, 3),
+        "running": use.running,
+        "concurrency": services.online.scorer.windows.size(rule_id),  # this service's AIMD window (429s)
+        "limits": limits,
+    }
     totals: dict[str, int] = {}
     for per in decided.values():
         for name, k in per.items():
@@ -232,6 +244,7 @@ async def rule_stats(
         dropped=dropped,
         pending=pending,
         decisions=totals,
+        pace=pace,
     )
 
 

@@ -3,6 +3,7 @@ makes that leave no score row — ``not_matched`` (with the first filter conditi
 ``sampled_out``, ``dropped`` (the rule was paused) — one small row per (workspace, trace, rule), deleted
 by the span retention sweep (by ``at``, through the (rule_id, at) index the stats also read).
 ``online_traces.routed_at`` says when a trace was routed (a rule created later says ``not_routed``);
+``online_rules.limits`` holds a rule's budgets (JSON, null: none);
 ``online_scores.last_error`` keeps a retried row's last infrastructure error and ``delayed_by`` the
 budget that put a row back in the queue (``retrying`` and ``delayed`` decisions). Existing rows keep
 nulls: a trace routed before this revision has its decisions recomputed when read.
@@ -39,6 +40,8 @@ def upgrade() -> None:
     op.create_index("ix_online_decisions_rule_at", "online_decisions", ["rule_id", "at"])
     with op.batch_alter_table("online_traces") as batch:
         batch.add_column(sa.Column("routed_at", _TZ, nullable=True))
+    with op.batch_alter_table("online_rules") as batch:
+        batch.add_column(sa.Column("limits", sa.JSON, nullable=True))
     with op.batch_alter_table("online_scores") as batch:
         batch.add_column(sa.Column("last_error", sa.Text, nullable=True))
         batch.add_column(sa.Column("delayed_by", sa.String(40), nullable=True))
@@ -48,6 +51,8 @@ def downgrade() -> None:
     with op.batch_alter_table("online_scores") as batch:
         batch.drop_column("delayed_by")
         batch.drop_column("last_error")
+    with op.batch_alter_table("online_rules") as batch:
+        batch.drop_column("limits")
     with op.batch_alter_table("online_traces") as batch:
         batch.drop_column("routed_at")
     op.drop_index("ix_online_decisions_rule_at", table_name="online_decisions")
