@@ -109,6 +109,8 @@ def _of_score(rule: RuleRecord, row: dict[str, Any], settings: Settings, now: da
     if state == "dropped":
         if row["status"] == "rule_deleted":
             said = "the rule was deleted before it was scored"
+        elif row["status"] == "retention":
+            said = "retention deleted the trace's spans (ONLINE_SPAN_RETENTION_S) before it was scored"
         elif row["status"]:
             said = f"dropped: {row['status']}"
         else:

@@ -13,8 +13,9 @@ Contract (docs/online.md, "How it works"):
   queries; at most ``online_max_trace_spans`` spans each); ``inputs``
   and ``outputs`` come from the rule's ``mapping`` paths (over :func:`~evaluator_host.online.mapping.path_view`), else
   from the evaluated span, else (evaluated span = root) from the trace's first span that has some.
-  A mapping path that finds nothing, a trace gone (retention), an evaluator deleted or a definition
-  that no longer builds are *results* (status ``error``), stored like any other.
+  A mapping path that finds nothing, an evaluator deleted or a definition that no longer builds are
+  *results* (status ``error``), stored like any other; a row whose trace retention deleted meanwhile
+  ends ``dropped`` (status ``retention``).
 * Each group is charged to its workspace's ``max_evaluations_per_s`` as throughput
   (:meth:`~evaluator_host.tenancy.quotas.QuotaGuard.pace_evaluations`): the rows the bucket holds run
   now, the rest go back to the queue until they would fit (:meth:`ScoreQueue.defer`: no attempt
@@ -55,6 +56,7 @@ __all__ = ["Exporter", "Refused", "Scorer", "build_case"]
 log = logging.getLogger(__name__)
 
 MAX_LABEL = 200
+_EXPIRED = "TraceExpired"  # a claimed row's trace deleted by retention: the row ends dropped (status retention)
 
 
 class Exporter(Protocol):
@@ -218,10 +220,12 @@ class Scorer:
         self, rows: list[Claimed], over: list[Claimed], results: dict[tuple[str, str], EvaluationResult]
     ) -> None:
         cases = await asyncio.to_thread(self._cases, rows)
-        runnable = []
+        runnable, expired = [], []
         for row in rows:
             case = cases[(row.rule_id, row.target_id)]
-            if isinstance(case, EvaluationResult):
+            if isinstance(case, EvaluationResult) and case.error is not None and case.error.type == _EXPIRED:
+                expired.append((row.rule_id, row.target_id))  # retention deleted its spans: dropped, not failed
+            elif isinstance(case, EvaluationResult):
                 results[(row.rule_id, row.target_id)] = case
             else:
                 runnable.append((row, case))
@@ -229,6 +233,8 @@ class Scorer:
             await self._run_paced(runnable, results)
         await self._rate_limited(rows, results)
         await self._store(rows + over, results)
+        if expired:
+            await asyncio.to_thread(self.queue.discard, self.me, expired, "retention")
 
     async def _rate_limited(self, rows: list[Claimed], results: dict[tuple[str, str], EvaluationResult]) -> None:
         """Rows whose evaluator raised ``RateLimited`` go back to the queue (no result, no attempt) and halve
@@ -339,7 +345,7 @@ class Scorer:
         for row in rows:
             trace = loaded.get((row.workspace_id, row.trace_id))
             if trace is None:
-                out[(row.rule_id, row.target_id)] = _error("NotFound", f"trace {row.trace_id} is gone", row)
+                out[(row.rule_id, row.target_id)] = _error(_EXPIRED, f"trace {row.trace_id} is gone", row)
                 continue
             try:
                 mapped = row.rule.mapping if row.rule else None

@@ -1,16 +1,18 @@
 """The decisions of the passing states — queued, running, retrying (the error quoted), delayed (the budget
 named, until when), dropped (backlog full, rule deleted) — and of a trace routed before decisions were
 kept, derived from the rows as the scorer leaves them, on SQLite and PostgreSQL; a rule's pending counts;
-and decisions deleted by the span retention sweep."""
+decisions deleted by the span retention sweep; and a started service's queued score whose trace retention
+deleted ends ``dropped`` (status ``retention``), not failed."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, func, select, update
+from sqlalchemy import Engine, func, insert, select, update
 
 from evaluator_host.online.decisions import derive, span_refs
 from evaluator_host.online.explain import why_not
@@ -20,11 +22,13 @@ from evaluator_host.settings import Settings
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.online_decisions import DecisionStore
 from evaluator_host.store.online_refs import TraceRef
-from evaluator_host.store.online_rows import OnlineDecisionRow, OnlineTraceRow
+from evaluator_host.store.online_rows import OnlineDecisionRow, OnlineScoreRow, OnlineTraceRow
 from evaluator_host.store.online_rules import RuleStore
 from evaluator_host.store.online_scores import ScoreQueue
 from evaluator_host.store.online_spans import OnlineSpanStore
 from tests.support.online import WS, chat_trace
+from tests.support.service import serving
+from tests.support.wait import wait_until
 
 ME = "svc_test"
 
@@ -116,3 +120,28 @@ def test_retention_deletes_decisions_with_their_trace(engine: Engine) -> None:
     assert kept() == 1  # younger than the cutoff: kept
     OnlineSpanStore(engine).sweep(datetime.now(UTC) + timedelta(seconds=1))
     assert kept() == 0
+
+
+@pytest.mark.slow
+def test_a_queued_score_whose_trace_retention_deleted_ends_dropped_for_retention(tmp_path: Path) -> None:
+    with serving(tmp_path, "process", env={"EVALUATOR_HOST_ONLINE_POLL_S": "0.05"}) as (client, _proc):
+        code = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
+        ev = client.post("/v1/evaluators", json={"name": "one", "language": "python", "code": code}).json()["id"]
+        rule = client.post("/v1/online-rules", json={"evaluator_id": ev}).json()["id"]
+        engine = make_engine(f"sqlite:///{tmp_path / 'evaluator-host.db'}")
+        with engine.begin() as conn:  # queued, its trace's rows already swept
+            conn.execute(
+                insert(OnlineScoreRow),
+                [{"rule_id": rule, "trace_id": "ab" * 16, "workspace_id": WS, "state": "queued", "attempts": 0,
+                  "enqueued_at": datetime.now(UTC), "evaluator_id": ev}],
+            )  # fmt: skip
+        engine.dispose()
+
+        def dropped() -> dict[str, Any] | None:
+            rows = client.get(f"/v1/online-rules/{rule}/scores").json()["data"]
+            return rows[0] if rows and rows[0]["state"] == "dropped" else None
+
+        row = wait_until(dropped, 60, 0.05, what="the row dropped")
+        assert row["status"] == "retention" and row["result"] is None
+        stats = client.get(f"/v1/online-rules/{rule}/stats").json()
+        assert stats["decisions"] == {"dropped": 1} and stats["dropped"] == 1
