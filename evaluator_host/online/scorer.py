@@ -135,7 +135,8 @@ class Scorer:
         self._event = asyncio.Event()
         self._slots = asyncio.Semaphore(self.settings.online_scoring_concurrency)
         self._running: set[asyncio.Task[None]] = set()
-        self.windows = budgets.Windows(self.settings.online_scoring_batch)  # AIMD per rule (429s)
+        # AIMD per rule (429s); its ceiling is every slot full of one rule's rows: no limit until a refusal
+        self.windows = budgets.Windows(self.settings.online_scoring_batch * self.settings.online_scoring_concurrency)
         self._task: asyncio.Task[None] | None = None
 
     def wake(self) -> None:

@@ -168,4 +168,5 @@ def test_a_judge_answering_429_slows_its_rule_down_and_every_trace_is_scored(tmp
             assert len(scores) == 6 and {(s["status"], s["score"]) for s in scores} == {("ok", 1.0)}
             assert all(judge.received[a] == 2 for a in answers)  # refused once, then answered: no row failed
             pace = client.get(f"/v1/online-rules/{rule}/stats").json()["pace"]
-            assert 1 <= pace["concurrency"] < 50  # halved on the refusals, widening again one row a round
+            ceiling = 64 * 4  # online_scoring_batch x online_scoring_concurrency, the defaults
+            assert 1 <= pace["concurrency"] < ceiling  # halved on the refusals, widening again one row a round
