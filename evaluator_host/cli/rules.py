@@ -1,7 +1,8 @@
-"""``evaluator-host rules list|create|test|show|pause|resume|delete|scores|stats``: online rules, through a
-running service. ``create``/``test`` take the rule's body as options (``--level span`` scores each
-matching span); ``test`` scores it now on the latest matching stored targets, storing nothing, and
-exits 1 with a message when nothing matched.
+"""``evaluator-host rules list|create|test|show|pause|resume|delete|scores|stats|why``: online rules, through a
+running service. ``why TRACE_ID`` prints each rule's decision for that trace and its reason.
+``create``/``test`` take the rule's body as options (``--level span`` scores each matching span);
+``test`` scores it now on the latest matching stored targets, storing nothing, and exits 1 with a
+message when nothing matched.
 
 Like the operator's commands (``cli/admin.py``) they talk to the service's HTTP API (``--server``,
 default ``http://HOST:PORT`` of the settings), with a workspace key (``--api-key``, default
@@ -120,7 +121,7 @@ def _test(client: Client, args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     action, target = args.action, args.target
     if action not in ("list", "create", "test") and not target:
-        raise UsageError(f"rules {action} RULE_ID")
+        raise UsageError(f"rules {action} {'TRACE_ID' if action == 'why' else 'RULE_ID'}")
     with _client(args) as client, usage_errors():
         if action == "test":
             return _test(client, args)
@@ -140,6 +141,9 @@ def _act(client: Client, args: argparse.Namespace, action: str, target: str) -> 
     elif action == "delete":
         client.delete_rule(target)
         sys.stdout.write(f"deleted {target}\n")
+    elif action == "why":  # target: a trace id
+        decisions = dumped(client.get_trace(target))["decisions"]
+        _print(args, decisions, ["rule_id", "target", "decision", "reason"])
     elif action == "scores":
         page = client.rule_scores(target, limit=args.limit or 50, since=args.since, until=args.until)
         columns = ["trace_id", "span_id", "state", "status", "score", "passed", "label", "revision", "scored_at"]
@@ -150,15 +154,20 @@ def _act(client: Client, args: argparse.Namespace, action: str, target: str) -> 
         _print(args, rows, ["start", "count", "errors", "mean_score", "pass_rate", "labels"])
         if not args.json:
             sys.stdout.write(f"queued now: {stats['queued']}; dropped in the range: {stats['dropped']}\n")
+            decided = ", ".join(f"{k} {n}" for k, n in sorted(stats["decisions"].items())) or "none"
+            pending = ", ".join(f"{k} {n}" for k, n in stats["pending"].items())
+            sys.stdout.write(f"decisions in the range: {decided}; pending now: {pending}\n")
 
 
 def add_parser(sub: Any) -> None:
     """Add ``rules`` to the command line."""
-    rules = sub.add_parser("rules", help="online rules: list, create, test, show, pause, resume, delete, scores, stats")
-    rules.add_argument(
-        "action", choices=["list", "create", "test", "show", "pause", "resume", "delete", "scores", "stats"]
+    rules = sub.add_parser(
+        "rules", help="online rules: list, create, test, show, pause, resume, delete, scores, stats; why TRACE_ID"
     )
-    rules.add_argument("target", nargs="?", help="create/test: the evaluator id; others: the rule id")
+    rules.add_argument(
+        "action", choices=["list", "create", "test", "show", "pause", "resume", "delete", "scores", "stats", "why"]
+    )
+    rules.add_argument("target", nargs="?", help="create/test: the evaluator id; why: a trace id; others: the rule id")
     rules.add_argument(
         "--level", choices=["trace", "span"], help="create/test: score each trace (default) or each matching span"
     )

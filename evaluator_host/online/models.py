@@ -23,8 +23,10 @@ from evaluator_host.shared.bounds import Int64
 
 __all__ = [
     "AttributeCondition",
+    "Decision",
     "Rule",
     "RuleCreate",
+    "RuleLimits",
     "RuleFilter",
     "RuleList",
     "RuleMapping",
@@ -126,6 +128,24 @@ class _RuleFields(BaseModel):
     sampling_rate: float = Field(1.0, ge=0.0, le=1.0, description="The share of matching traces scored (0..1).")
     mapping: RuleMapping | None = None
     enabled: bool = Field(True, description="false: paused (traces finished meanwhile are not scored).")
+    limits: RuleLimits | None = Field(None, description="Budgets; over one, work is delayed (never dropped).")
+
+
+class RuleLimits(BaseModel):
+    """A rule's budgets (each optional): over one, its work is delayed, never dropped (docs/online.md, Budgets)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scores_per_minute: int | None = Field(None, ge=1, le=1_000_000, description="Scores stored in any 60 s.")
+    sandbox_seconds_per_hour: float | None = Field(
+        None, gt=0, le=10_000_000, description="Evaluator run time (duration_ms) of the scores stored in any hour."
+    )
+    model_calls_per_minute: int | None = Field(
+        None,
+        ge=1,
+        le=1_000_000,
+        description="Accepted and kept; not enforced yet (issue 51: the egress proxy's count).",
+    )
 
 
 class RuleCreate(_RuleFields):
@@ -181,6 +201,7 @@ class RulePatch(BaseModel):
     sampling_rate: float | None = Field(None, ge=0.0, le=1.0)
     mapping: RuleMapping | None = None
     enabled: bool | None = None
+    limits: RuleLimits | None = None
 
     @model_validator(mode="after")
     def _not_null(self) -> RulePatch:
@@ -259,6 +280,21 @@ class TraceList(BaseModel):
     next_cursor: str | None = None
 
 
+class Decision(BaseModel):
+    """Why a rule did or did not score a target of the trace (docs/online.md, "Why wasn't my trace scored?")."""
+
+    rule_id: str
+    target: str | None = Field(None, description="The span id at span level; null: the trace.")
+    decision: str = Field(
+        description="not_matched | sampled_out | not_ready | queued | running | retrying | delayed | scored | "
+        "failed | dropped | not_routed"
+    )
+    reason: str = Field(description="Why, in one sentence (the failed filter condition, the error, the budget...).")
+    at: datetime = Field(description="When this was decided (routed, enqueued, scored...).")
+    until: datetime | None = Field(None, description="not_ready, running, retrying, delayed: until when.")
+    attempts: int = 0
+
+
 class TraceDetail(BaseModel):
     """``GET /v1/traces/{trace_id}``: the trace dict evaluators get, its inputs/outputs, its scores."""
 
@@ -270,6 +306,7 @@ class TraceDetail(BaseModel):
     inputs: Any = None
     outputs: Any = None
     scores: list[Score]
+    decisions: list[Decision] = Field(default_factory=list, description="One per (rule, target): see Decision.")
 
 
 class StatsBucket(BaseModel):
@@ -282,6 +319,11 @@ class StatsBucket(BaseModel):
     mean_score: float | None = Field(None, description="The mean of the numeric scores (null: none).")
     pass_rate: float | None = Field(None, description="passed / (results with passed set) (null: none).")
     labels: dict[str, int] = Field(default_factory=dict, description="Results per label.")
+    decisions: dict[str, int] = Field(
+        default_factory=dict,
+        description="Decisions made in the bucket: scored, failed (by scoring time), not_matched, sampled_out "
+        "(by routing time), dropped (by routing time); only those that occurred.",
+    )
 
 
 class RuleStats(BaseModel):
@@ -294,3 +336,11 @@ class RuleStats(BaseModel):
     buckets: list[StatsBucket]
     queued: int = Field(description="Scores of the rule waiting or running now.")
     dropped: int = Field(description="Traces of the rule dropped (backlog full) in the range, by enqueue time.")
+    pending: dict[str, int] = Field(
+        default_factory=dict, description="The rule's rows waiting now: queued, running, retrying, delayed."
+    )
+    decisions: dict[str, int] = Field(default_factory=dict, description="The buckets' decisions added up.")
+    pace: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The rule's pace now against its budgets: scores_last_minute, sandbox_seconds_last_hour, limits.",
+    )

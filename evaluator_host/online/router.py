@@ -19,20 +19,21 @@ Contract:
   gets no row.
 * :class:`Router` — every ``online_poll_s``, at once when :meth:`Router.wake` is called (assembly made
   traces ready) and at once again while batches come back full, routes a batch of ready traces
-  through :meth:`ScoreQueue.route` in a thread (one transaction per batch), counts drops, keeps
-  the backlog figure for ``/healthz`` and the backlog gauge, and wakes the scorer.
+  through :meth:`ScoreQueue.route` in a thread (one transaction per batch; each rule that scores
+  nothing of a trace gets its decision and reason from :func:`~evaluator_host.online.explain.why_not`),
+  counts drops, keeps the backlog figure for ``/healthz`` and the backlog gauge, and wakes the scorer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from evaluator_host.observability.metrics import Metrics
+from evaluator_host.online.explain import same, sample_point, why_not
 from evaluator_host.settings import Settings
 from evaluator_host.store.online_rules import RuleRecord
 from evaluator_host.store.online_scores import Routed, ScoreQueue, SpanRef, TraceRef
@@ -42,12 +43,6 @@ __all__ = ["ROUTE_BATCH", "Router", "decide", "matches", "sampled"]
 log = logging.getLogger(__name__)
 
 ROUTE_BATCH = 500  # ready traces routed in one transaction
-
-
-def _same(value: Any, wanted: Any) -> bool:
-    if isinstance(value, bool) or isinstance(wanted, bool):
-        return isinstance(value, bool) and isinstance(wanted, bool) and value is wanted
-    return bool(value == wanted)
 
 
 def matches(flt: dict[str, Any], span: SpanRef) -> bool:
@@ -61,7 +56,7 @@ def matches(flt: dict[str, Any], span: SpanRef) -> bool:
         if cond.get("exists") is not None:
             if (cond["key"] in attrs) != bool(cond["exists"]):
                 return False
-        elif cond["key"] not in attrs or not _same(attrs[cond["key"]], cond.get("equals")):
+        elif cond["key"] not in attrs or not same(attrs[cond["key"]], cond.get("equals")):
             return False
     return True
 
@@ -72,8 +67,7 @@ def sampled(rule_id: str, trace_id: str, rate: float) -> bool:
         return True
     if rate <= 0.0:
         return False
-    digest = hashlib.sha256(f"{rule_id}:{trace_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64 < rate
+    return sample_point(rule_id, trace_id) < rate
 
 
 def decide(trace: TraceRef, rules: Sequence[RuleRecord]) -> list[tuple[RuleRecord, str | None]]:
@@ -134,7 +128,8 @@ class Router:
 
     async def route_once(self) -> Routed:
         """Route one batch now (tests and the loop)."""
-        routed = await asyncio.to_thread(self.queue.route, ROUTE_BATCH, self.settings.online_backlog_max, decide)
+        backlog_max = self.settings.online_backlog_max
+        routed = await asyncio.to_thread(self.queue.route, ROUTE_BATCH, backlog_max, decide, why_not)
         self.backlog = routed.backlog
         for rule_id, n in routed.dropped.items():
             self.dropped += n

@@ -13,12 +13,15 @@ Contract (docs/online.md, "How it works"):
   queries; at most ``online_max_trace_spans`` spans each); ``inputs``
   and ``outputs`` come from the rule's ``mapping`` paths (over :func:`~evaluator_host.online.mapping.path_view`), else
   from the evaluated span, else (evaluated span = root) from the trace's first span that has some.
-  A mapping path that finds nothing, a trace gone (retention), an evaluator deleted or a definition
-  that no longer builds are *results* (status ``error``), stored like any other.
+  A mapping path that finds nothing, an evaluator deleted or a definition that no longer builds are
+  *results* (status ``error``), stored like any other; a row whose trace retention deleted meanwhile
+  ends ``dropped`` (status ``retention``).
 * Each group is charged to its workspace's ``max_evaluations_per_s`` as throughput
   (:meth:`~evaluator_host.tenancy.quotas.QuotaGuard.pace_evaluations`): the rows the bucket holds run
   now, the rest go back to the queue until they would fit (:meth:`ScoreQueue.defer`: no attempt
   counted) — delayed, never failed, and never holding a scoring slot while they wait.
+* A rule's budgets (``limits``: :mod:`evaluator_host.online.budgets`) are applied first: its rows past
+  them go back to the queue with the budget's name and their resume time (delayed, never dropped).
 * Evaluator failures are results (never retried). Infrastructure failures (``SandboxError``:
   the sandbox unavailable, overloaded; ``StorageFull``; anything unexpected) put the rows back with
   back-off ``min(2**attempts, 60)`` s; the attempt that reaches ``online_max_attempts`` stores a
@@ -36,19 +39,16 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, select
-
 from evaluator_host.errors import EvaluatorHostError, LimitError, QuotaExceeded, SandboxError, StorageFull
 from evaluator_host.evaluation.models import Case, ErrorInfo, EvaluationResult
-from evaluator_host.evaluation.trace_shape import SpanData, build_trace
 from evaluator_host.evaluation.usecases import Components, run_stored
 from evaluator_host.observability.metrics import Metrics
-from evaluator_host.online import mapping
-from evaluator_host.online import spans as span_body
-from evaluator_host.online.traces import LoadedTrace, load_trace
+from evaluator_host.online import budgets, mapping
+from evaluator_host.online.loading import load_many
+from evaluator_host.online.traces import LoadedTrace
 from evaluator_host.store.db import utcnow
-from evaluator_host.store.online_rows import OnlineSpanRow, OnlineTraceRow
-from evaluator_host.store.online_scores import Claimed, ScoreQueue, keyed
+from evaluator_host.store.online_budgets import usage
+from evaluator_host.store.online_scores import Claimed, ScoreQueue
 from evaluator_host.tenancy.quotas import Charged
 
 __all__ = ["Exporter", "Refused", "Scorer", "build_case"]
@@ -56,6 +56,7 @@ __all__ = ["Exporter", "Refused", "Scorer", "build_case"]
 log = logging.getLogger(__name__)
 
 MAX_LABEL = 200
+_EXPIRED = "TraceExpired"  # a claimed row's trace deleted by retention: the row ends dropped (status retention)
 
 
 class Exporter(Protocol):
@@ -93,39 +94,6 @@ def build_case(loaded: LoadedTrace, span_id: str | None, rule_mapping: dict[str,
     return Case(inputs={} if inputs is None else inputs, outputs=outputs, trace=trace)
 
 
-def load_many(conn: Connection, keys: set[tuple[str, str]], max_spans: int) -> dict[tuple[str, str], LoadedTrace]:
-    """The traces of ``keys`` (workspace, trace id), as :func:`~evaluator_host.online.traces.load_trace`
-    gives each: the small ones (``span_count`` within ``max_spans``) in two queries for the whole batch,
-    bounded by their span counts; a large one — or all, when spans arrived meanwhile past that bound —
-    by ``load_trace`` itself (its own bound and ``truncated`` mark)."""
-    if not keys:
-        return {}
-    t, s = OnlineTraceRow, OnlineSpanRow
-    heads = conn.execute(
-        select(t.workspace_id, t.trace_id, t.state, t.service_name, t.root_span_id, t.span_count).where(
-            keyed(t.workspace_id, t.trace_id, keys)
-        )
-    ).all()
-    small = {(h[0], h[1]): h for h in heads if h[5] <= max_spans}
-    out = {(h[0], h[1]): load_trace(conn, h[0], h[1], max_spans=max_spans) for h in heads if h[5] > max_spans}
-    bound = sum(h[5] for h in small.values()) + max_spans
-    query = select(s.workspace_id, s.trace_id, s.span_id, s.parent_span_id, s.name, s.start_ns, s.end_ns, s.body)
-    found: dict[tuple[str, str], list[SpanData]] = {k: [] for k in small}
-    query = query.where(keyed(s.workspace_id, s.trace_id, small)).order_by(s.start_ns, s.span_id).limit(bound + 1)
-    got = conn.execute(query).all() if small else []
-    if len(got) > bound:  # spans kept arriving: each by itself, bounded
-        out.update({k: load_trace(conn, k[0], k[1], max_spans=max_spans) for k in small})
-        return {k: v for k, v in out.items() if v is not None}
-    for ws, trace_id, span_id, parent, name, start, end, body in got:
-        found[(ws, trace_id)].append(span_body.decode(trace_id, span_id, parent, name, int(start), int(end), body))
-    for key, h in small.items():
-        spans = found[key]
-        out[key] = LoadedTrace(
-            trace_id=h[1], state=h[2], service_name=h[3], root_span_id=h[4], trace=build_trace(h[1], spans), spans=spans
-        )
-    return {k: v for k, v in out.items() if v is not None}
-
-
 def _error(kind: str, message: str, row: Claimed) -> EvaluationResult:
     revision = row.rule.revision if row.rule else None
     return EvaluationResult(
@@ -136,6 +104,11 @@ def _error(kind: str, message: str, row: Claimed) -> EvaluationResult:
         evaluator_id=row.evaluator_id,
         revision=revision,
     )
+
+
+def _refused(result: EvaluationResult) -> bool:
+    """Whether the evaluator said its judge refused the call for its rate (it raised ``RateLimited``)."""
+    return result.error is not None and result.error.type == budgets.RATE_LIMITED
 
 
 def _gave_up(row: Claimed, message: str) -> EvaluationResult:
@@ -162,6 +135,8 @@ class Scorer:
         self._event = asyncio.Event()
         self._slots = asyncio.Semaphore(self.settings.online_scoring_concurrency)
         self._running: set[asyncio.Task[None]] = set()
+        # AIMD per rule (429s); its ceiling is every slot full of one rule's rows: no limit until a refusal
+        self.windows = budgets.Windows(self.settings.online_scoring_batch * self.settings.online_scoring_concurrency)
         self._task: asyncio.Task[None] | None = None
 
     def wake(self) -> None:
@@ -232,18 +207,49 @@ class Scorer:
             (r.rule_id, r.target_id): _gave_up(r, f"gave up after {r.attempts - 1} attempts (the service stopped)")
             for r in over
         }
-        rows = [r for r in rows if r.attempts <= self.settings.online_max_attempts]
+        rows = await self._within_budgets([r for r in rows if r.attempts <= self.settings.online_max_attempts])
+        counted = {rule: sum(1 for r in rows if r.rule_id == rule) for rule in {r.rule_id for r in rows}}
+        for rule, n in counted.items():
+            self.windows.started(rule, n)
+        try:
+            await self._score_cases(rows, over, results)
+        finally:
+            for rule, n in counted.items():
+                self.windows.ended(rule, n)
+
+    async def _score_cases(
+        self, rows: list[Claimed], over: list[Claimed], results: dict[tuple[str, str], EvaluationResult]
+    ) -> None:
         cases = await asyncio.to_thread(self._cases, rows)
-        runnable = []
+        runnable, expired = [], []
         for row in rows:
             case = cases[(row.rule_id, row.target_id)]
-            if isinstance(case, EvaluationResult):
+            if isinstance(case, EvaluationResult) and case.error is not None and case.error.type == _EXPIRED:
+                expired.append((row.rule_id, row.target_id))  # retention deleted its spans: dropped, not failed
+            elif isinstance(case, EvaluationResult):
                 results[(row.rule_id, row.target_id)] = case
             else:
                 runnable.append((row, case))
         if runnable:
             await self._run_paced(runnable, results)
+        await self._rate_limited(rows, results)
         await self._store(rows + over, results)
+        if expired:
+            await asyncio.to_thread(self.queue.discard, self.me, expired, "retention")
+
+    async def _rate_limited(self, rows: list[Claimed], results: dict[tuple[str, str], EvaluationResult]) -> None:
+        """Rows whose evaluator raised ``RateLimited`` go back to the queue (no result, no attempt) and halve
+        their rule's window; a rule's round without one widens it (:class:`budgets.Windows`)."""
+        refused = [r for r in rows if (x := results.get((r.rule_id, r.target_id))) and _refused(x)]
+        for row in refused:
+            del results[(row.rule_id, row.target_id)]
+        for rule in {r.rule_id for r in refused}:
+            self.windows.limited(rule)
+        for rule in {r.rule_id for r in rows} - {r.rule_id for r in refused}:
+            self.windows.succeeded(rule)
+        if refused:
+            keys = [(r.rule_id, r.target_id) for r in refused]
+            await asyncio.to_thread(self.queue.defer, self.me, keys, [1.0] * len(keys), "rate_limited")
 
     async def _run_paced(self, runnable: list[tuple[Claimed, Case]], results: dict[Any, EvaluationResult]) -> None:
         """Run one group's cases, charged to its workspace's rate as throughput: the rows the rate does not
@@ -273,6 +279,30 @@ class Scorer:
         if ran and len(got) < len(runnable):  # the one-by-one run (``_run``) stopped at the rate
             stopped = [r for r, _ in runnable[len(got) :]]
             await self._defer(stopped, self.components.quotas.pace_evaluations(first.workspace_id, len(stopped))[1])
+
+    async def _within_budgets(self, rows: list[Claimed]) -> list[Claimed]:
+        """The rows their rules' budgets let run now; the others go back to the queue (:func:`budgets.plan`)."""
+        now, later = utcnow(), dict[str, list[tuple[Claimed, float]]]()
+        for rule_id in {r.rule_id for r in rows}:
+            mine = [r for r in rows if r.rule_id == rule_id]
+            room = self.windows.room(rule_id)  # slowed down after a judge's 429s: the rest wait a moment
+            later.setdefault("concurrency", []).extend((r, 0.5) for r in mine[room:])
+            mine = mine[:room]
+            limits = next((r.rule.limits for r in mine if r.rule is not None and r.rule.limits), None)
+            if not limits:
+                continue
+            hour = "sandbox_seconds_per_hour" in limits
+            use = await asyncio.to_thread(usage, self.queue.engine, rule_id, now, hour=hour)
+            n, held = budgets.plan(limits, len(mine), use, now)
+            for row, (by, after) in zip(mine[n:], held, strict=True):
+                later.setdefault(by, []).append((row, after))
+        for by, items in later.items():
+            if not items:
+                continue
+            keys = [(r.rule_id, r.target_id) for r, _ in items]
+            await asyncio.to_thread(self.queue.defer, self.me, keys, [a for _, a in items], by)
+        waiting = {(r.rule_id, r.target_id) for items in later.values() for r, _ in items}
+        return [r for r in rows if (r.rule_id, r.target_id) not in waiting]
 
     async def _defer(self, rows: list[Claimed], due: list[float]) -> None:
         """Put ``rows`` back in the queue, each claimable again after its ``due`` seconds (no attempt counted)."""
@@ -306,7 +336,8 @@ class Scorer:
         if again:
             back_off = min(2.0 ** again[0].attempts, 60.0)
             log.warning("online scoring will retry %d rows in %.0f s: %s", len(again), back_off, exc)
-            await asyncio.to_thread(self.queue.retry, self.me, [(r.rule_id, r.target_id) for r in again], back_off)
+            keys = [(r.rule_id, r.target_id) for r in again]
+            await asyncio.to_thread(self.queue.retry, self.me, keys, back_off, f"{type(exc).__name__}: {exc}")
 
     def _cases(self, rows: Sequence[Claimed]) -> dict[tuple[str, str], Case | EvaluationResult]:
         out: dict[tuple[str, str], Case | EvaluationResult] = {}
@@ -315,7 +346,7 @@ class Scorer:
         for row in rows:
             trace = loaded.get((row.workspace_id, row.trace_id))
             if trace is None:
-                out[(row.rule_id, row.target_id)] = _error("NotFound", f"trace {row.trace_id} is gone", row)
+                out[(row.rule_id, row.target_id)] = _error(_EXPIRED, f"trace {row.trace_id} is gone", row)
                 continue
             try:
                 mapped = row.rule.mapping if row.rule else None

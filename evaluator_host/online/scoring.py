@@ -16,6 +16,7 @@ from evaluator_host.observability.metrics import Metrics
 from evaluator_host.online.export import ScoreExporter
 from evaluator_host.online.router import Router
 from evaluator_host.online.scorer import Exporter, Scorer
+from evaluator_host.store.online_decisions import DecisionStore
 from evaluator_host.store.online_rules import RuleStore
 from evaluator_host.store.online_scores import ScoreQueue
 from evaluator_host.store.online_views import ScoreView
@@ -36,6 +37,7 @@ class OnlineScoring:
         self.rules = RuleStore(engine)
         self.queue = ScoreQueue(engine)
         self.views = ScoreView(engine)
+        self.decisions = DecisionStore(engine)
         self.scorer = Scorer(components, self.queue, me, metrics, exporter)
         self.router = Router(components.settings, self.queue, metrics, self.scorer.wake)
 

@@ -19,6 +19,11 @@ it works"):
   ids). ``state``: ``queued`` → ``running``
   (claimed by one service until ``claimed_until``; an expired claim is claimed again) → ``done``;
   or ``dropped`` (the backlog was full when the trace was routed: counted, never scored).
+  ``last_error`` is a retried row's last infrastructure error, ``delayed_by`` the budget that put it
+  back in the queue (migration ``0015``).
+* ``online_decisions`` — what routing decided for a (rule, trace) that got no score row:
+  ``not_matched``, ``sampled_out``, or ``dropped`` (the rule was paused), with its reason (migration
+  ``0015``); deleted by the span retention sweep.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from evaluator_host.store.db import Base
 
-__all__ = ["OnlineRuleRow", "OnlineScoreRow", "OnlineSpanRow", "OnlineTraceRow", "OnlineUsageRow"]
+__all__ = ["OnlineDecisionRow", "OnlineRuleRow", "OnlineScoreRow", "OnlineSpanRow", "OnlineTraceRow", "OnlineUsageRow"]
 
 _TZ = DateTime(timezone=True)
 
@@ -89,6 +94,7 @@ class OnlineTraceRow(Base):
     root_ended_at: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)  # null: no ended root yet
     state: Mapped[str] = mapped_column(String(12))
     ready_at: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)
+    routed_at: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)  # 0015; null: routed before it, or not yet
 
 
 class OnlineRuleRow(Base):
@@ -105,6 +111,7 @@ class OnlineRuleRow(Base):
     sampling_rate: Mapped[float] = mapped_column(Float)
     mapping: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     target: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # 0013; null: {"level": "trace"}
+    limits: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # 0015: budgets; null: none
     enabled: Mapped[bool] = mapped_column(Boolean)
     created_at: Mapped[datetime] = mapped_column(_TZ)
     updated_at: Mapped[datetime] = mapped_column(_TZ)
@@ -150,3 +157,20 @@ class OnlineScoreRow(Base):
     label: Mapped[str | None] = mapped_column(String(200), nullable=True)
     duration_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     result: Mapped[str | None] = mapped_column(Text, nullable=True)  # the EvaluationResult JSON
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)  # 0015: the last infrastructure error
+    delayed_by: Mapped[str | None] = mapped_column(String(40), nullable=True)  # 0015: the budget that deferred it
+
+
+class OnlineDecisionRow(Base):
+    """What routing decided for a (rule, trace) that got no score row (``not_matched``, ``sampled_out``,
+    ``dropped`` when paused) and why; ``at`` the routing time (migration ``0015``)."""
+
+    __tablename__ = "online_decisions"
+    __table_args__ = (Index("ix_online_decisions_rule_at", "rule_id", "at"), {"sqlite_with_rowid": False})
+
+    workspace_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    trace_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    rule_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    decision: Mapped[str] = mapped_column(String(12))
+    reason: Mapped[str] = mapped_column(Text)
+    at: Mapped[datetime] = mapped_column(_TZ)

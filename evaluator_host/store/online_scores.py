@@ -7,7 +7,10 @@ Contract (docs/online.md, "How it works"):
   target id the trace id; a span-level rule: each span it names, ``<trace id>/<span id>``) —
   ``queued``, or ``dropped`` once the backlog (rows ``queued`` or ``running``, every workspace) is
   at ``backlog_max`` — and sets each
-  trace ``routed``. A trace is routed by one service only: ``FOR UPDATE SKIP LOCKED`` on PostgreSQL
+  trace ``routed`` (``routed_at``: now). With an ``explain`` callback, each rule of the trace's workspace
+  that got no row — ``decide`` named no target of it, or it is paused — gets an ``online_decisions`` row
+  in the same transaction: ``explain``'s (decision, reason), or ``dropped`` for a paused rule.
+  A trace is routed by one service only: ``FOR UPDATE SKIP LOCKED`` on PostgreSQL
   (concurrent routers take different traces), and on either database the ``ready`` → ``routed``
   update is conditional, so a trace another router took in between gets no rows here. The
   (rule, target id) primary key makes a second row for a pair impossible. Rows are named by
@@ -26,19 +29,16 @@ Every statement is portable SQL (SQLite and PostgreSQL). Blocking: call from a t
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
-    ColumnElement,
     Connection,
     and_,
     bindparam,
     case,
-    false,
     func,
     insert,
     literal,
@@ -52,72 +52,20 @@ from sqlalchemy.orm import Session
 
 from evaluator_host.observability.tracing import MARKER
 from evaluator_host.store.db import as_utc, utcnow
-from evaluator_host.store.online_rows import OnlineRuleRow, OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
+from evaluator_host.store.online_refs import SpanRef, TraceRef, keyed, target_id
+from evaluator_host.store.online_rows import (
+    OnlineDecisionRow,
+    OnlineRuleRow,
+    OnlineScoreRow,
+    OnlineSpanRow,
+    OnlineTraceRow,
+)
 from evaluator_host.store.online_rules import RuleRecord, rule_record
 
 __all__ = ["BACKLOG", "Claimed", "Routed", "ScoreQueue", "SpanRef", "TraceRef", "keyed", "target_id"]
 
 BACKLOG = ("queued", "running")
 S = OnlineScoreRow
-
-
-def keyed(first: Any, second: Any, keys: Iterable[tuple[str, str]]) -> ColumnElement[bool]:
-    """``(first, second) IN keys`` as ``first = a AND second IN (…)`` per distinct ``a``: SQLite's
-    planner uses the two-column primary key for this form, and scans the table for a row-value ``IN``."""
-    by: dict[str, list[str]] = {}
-    for a, b in keys:
-        by.setdefault(a, []).append(b)
-    return or_(false(), *(and_(first == a, second.in_(bs)) for a, bs in by.items()))
-
-
-def target_id(rule: RuleRecord, trace_id: str, span_id: str | None) -> str:
-    """The target id of a (rule, evaluated span) of ``trace_id``: the trace id at trace level, else
-    ``<trace id>/<span id>`` (span ids are unique within a trace only)."""
-    if rule.level == "span" and span_id is not None:
-        return f"{trace_id}/{span_id}"
-    return trace_id
-
-
-@dataclass
-class SpanRef:
-    """What routing reads of one span: its id, name, service name, start, and (lazily) attributes."""
-
-    span_id: str
-    name: str
-    service_name: str | None
-    start_ns: int
-    body: str
-    _attributes: dict[str, Any] | None = field(default=None, repr=False)
-    _evaluation: bool | None = field(default=None, repr=False)  # known already (a trial's decoded spans)
-
-    @property
-    def attributes(self) -> dict[str, Any]:
-        """The span's attributes, flat by dotted key (decoded on first use)."""
-        if self._attributes is None:
-            self._attributes = dict(json.loads(self.body).get("attributes") or {})
-        return self._attributes
-
-    @property
-    def evaluation(self) -> bool:
-        """Whether the span is evaluation traffic (the service's own exports, its judges' calls): the
-        attribute ``evaluator_host.evaluation`` true (or ``"true"``, as ``OTEL_RESOURCE_ATTRIBUTES`` sets it)
-        on the span or its resource. Such a span is never routed to a rule."""
-        if self._evaluation is not None:
-            return self._evaluation
-        if MARKER not in self.body:  # the common case costs a substring search, not a parse
-            return False
-        data = json.loads(self.body)
-        return any((data.get(part) or {}).get(MARKER) in (True, "true") for part in ("attributes", "resource"))
-
-
-@dataclass(frozen=True)
-class TraceRef:
-    """A ready trace as routing sees it (its spans in start order)."""
-
-    workspace_id: str
-    trace_id: str
-    root_span_id: str | None
-    spans: list[SpanRef]
 
 
 @dataclass(frozen=True)
@@ -147,6 +95,7 @@ class Claimed:
 
 
 Decide = Callable[[TraceRef, Sequence[RuleRecord]], list[tuple[RuleRecord, str | None]]]
+Explain = Callable[[TraceRef, RuleRecord], tuple[str, str]]  # a rule decide() gave no target: (decision, reason)
 
 
 class ScoreQueue:
@@ -157,7 +106,7 @@ class ScoreQueue:
         self._pg = engine.dialect.name == "postgresql"
 
     # -- routing -------------------------------------------------------------------------
-    def route(self, limit: int, backlog_max: int, decide: Decide) -> Routed:
+    def route(self, limit: int, backlog_max: int, decide: Decide, explain: Explain | None = None) -> Routed:
         """Route up to ``limit`` ready traces (oldest ready first): see the module docstring."""
         t = OnlineTraceRow
         with self.engine.begin() as conn:
@@ -169,35 +118,44 @@ class ScoreQueue:
             if not ready:
                 return Routed(backlog=self._backlog(conn))
             rules = self._rules(conn, {r.workspace_id for r in ready})
-            spans = self._spans(conn, ready, bodies=any(r.filter for rs in rules.values() for r in rs))
+            live = {ws: [r for r in rs if r.enabled] for ws, rs in rules.items()}
+            spans = self._spans(conn, ready, bodies=any(r.filter for rs in live.values() for r in rs))
             backlog = self._backlog(conn)
             keys = [(r.workspace_id, r.trace_id) for r in ready]
+            now = utcnow()
             took = conn.execute(  # conditional: a trace another router took in between is not ours
                 update(t)
                 .where(keyed(t.workspace_id, t.trace_id, keys), t.state == "ready")
-                .values(state="routed")
+                .values(state="routed", routed_at=now)
                 .returning(t.workspace_id, t.trace_id)
             )
             ours = {(ws, trace_id) for ws, trace_id in took}
-            now, rows, queued, dropped = utcnow(), [], 0, dict[str, int]()
+            rows, said, queued, dropped = [], list[dict[str, Any]](), 0, dict[str, int]()
             for ws, trace_id, root in ready:
                 if (ws, trace_id) not in ours or not rules.get(ws):
                     continue
                 ref = TraceRef(ws, trace_id, root, spans.get((ws, trace_id), []))
-                for rule, span_id in decide(ref, rules[ws]):
+                targeted = set()
+                for rule, span_id in decide(ref, live[ws]):
+                    targeted.add(rule.id)
                     state = "queued" if backlog < backlog_max else "dropped"
                     if state == "queued":
                         backlog, queued = backlog + 1, queued + 1
                     else:
                         dropped[rule.id] = dropped.get(rule.id, 0) + 1
                     rows.append(_row(rule, trace_id, span_id, state, now))
+                if explain is not None:
+                    said.extend(_decisions(ref, rules[ws], targeted, explain, now))
             if rows:
                 conn.execute(insert(S), rows)
+            if said:
+                conn.execute(insert(OnlineDecisionRow), said)
             return Routed(len(ours), queued, dropped, backlog)
 
     def _rules(self, conn: Connection, workspaces: set[str]) -> dict[str, list[RuleRecord]]:
+        """The workspaces' rules not deleted, enabled or paused (a paused rule's decision is ``dropped``)."""
         r = OnlineRuleRow
-        query = select(r).where(r.workspace_id.in_(workspaces), r.enabled.is_(True), r.deleted_at.is_(None))
+        query = select(r).where(r.workspace_id.in_(workspaces), r.deleted_at.is_(None))
         out: dict[str, list[RuleRecord]] = {}
         for row in conn.execute(query.order_by(r.created_at, r.id)):
             out.setdefault(row.workspace_id, []).append(rule_record(row))
@@ -300,15 +258,25 @@ class ScoreQueue:
             stored = {tuple(k) for k in conn.execute(mine)}
         return [(r, t) in stored for r, t, _ in results]
 
-    def retry(self, me: str, keys: Sequence[tuple[str, str]], after_s: float) -> int:
-        """Put rows ``me`` holds back in the queue, claimable again in ``after_s`` seconds."""
-        values = {"state": "queued", "claimed_by": None, "claimed_until": utcnow() + timedelta(seconds=after_s)}
+    def retry(self, me: str, keys: Sequence[tuple[str, str]], after_s: float, error: str | None = None) -> int:
+        """Put rows ``me`` holds back in the queue, claimable again in ``after_s`` seconds; ``error`` (the
+        infrastructure error that made them fail, at most 2,000 characters) is kept as ``last_error``."""
+        values = {
+            "state": "queued",
+            "claimed_by": None,
+            "claimed_until": utcnow() + timedelta(seconds=after_s),
+            "last_error": None if error is None else error[:2000],
+            "delayed_by": None,
+        }
         return self._held(me, keys, values)
 
-    def defer(self, me: str, keys: Sequence[tuple[str, str]], after_s: Sequence[float]) -> int:
+    def defer(
+        self, me: str, keys: Sequence[tuple[str, str]], after_s: Sequence[float], by: str = "max_evaluations_per_s"
+    ) -> int:
         """Put rows ``me`` holds back in the queue, each claimable again in its ``after_s`` seconds (same
-        order), their claim not counted as an attempt (the workspace's evaluation rate paces them:
-        delayed, never failed). One transaction; how many rows went back."""
+        order), their claim not counted as an attempt (a budget — ``by``, kept as ``delayed_by``: the
+        workspace's evaluation rate by default — paces them: delayed, never failed). One transaction;
+        how many rows went back."""
         if not keys:
             return 0
         now = utcnow()
@@ -320,7 +288,13 @@ class ScoreQueue:
                 S.state == "running",
                 S.claimed_by == me,
             )
-            .values(state="queued", claimed_by=None, claimed_until=bindparam("v_until"), attempts=S.attempts - 1)
+            .values(
+                state="queued",
+                claimed_by=None,
+                claimed_until=bindparam("v_until"),
+                attempts=S.attempts - 1,
+                delayed_by=by,
+            )
         )
         params = [
             {"k_rule": r, "k_target": t, "v_until": now + timedelta(seconds=after)}
@@ -353,6 +327,31 @@ class ScoreQueue:
                 .values(state="queued", claimed_by=None, claimed_until=None)
             )
             return int(done.rowcount)
+
+
+def _decisions(
+    ref: TraceRef, rules: Sequence[RuleRecord], targeted: set[str], explain: Explain, now: datetime
+) -> list[dict[str, Any]]:
+    """The ``online_decisions`` rows of a routed trace: each rule that got no score row, and why."""
+    out = []
+    for rule in rules:
+        if rule.id in targeted:
+            continue
+        if rule.enabled:
+            decision, reason = explain(ref, rule)
+        else:
+            decision, reason = "dropped", "the rule was paused when the trace was routed"
+        out.append(
+            {
+                "workspace_id": ref.workspace_id,
+                "trace_id": ref.trace_id,
+                "rule_id": rule.id,
+                "decision": decision,
+                "reason": reason,
+                "at": now,
+            }
+        )
+    return out
 
 
 def _row(rule: RuleRecord, trace_id: str, span_id: str | None, state: str, now: datetime) -> dict[str, Any]:

@@ -21,7 +21,7 @@ Contract (docs/online.md, "How it works"):
   and, in the same transaction, the *complete* ones — root ended, every span's ``parent_span_id``
   one of the trace's stored spans (no orphan) — whose last span is older than the settle period.
 * :meth:`OnlineSpanStore.sweep`: spans received before the retention cutoff are deleted, and the
-  traces whose last span is before it.
+  traces whose last span is before it, and the routing decisions made before it.
 * Usage and the storage quota (:mod:`evaluator_host.store.online_usage`): a write charges its newly
   stored spans' bytes to ``online_usage`` in its transaction (one statement per group commit), under
   the workspace's storage quota when it has one (:meth:`OnlineSpanStore.write_within`); the sweep
@@ -42,6 +42,7 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from evaluator_host.store.db import WorkspaceRow
+from evaluator_host.store.online_decisions import DecisionStore
 from evaluator_host.store.online_rows import OnlineSpanRow, OnlineTraceRow
 from evaluator_host.store.online_usage import admit, charge, delete_expired, held, span_bytes, stored_totals
 
@@ -281,6 +282,7 @@ class OnlineSpanStore:
         spans = delete_expired(self.engine, cutoff, sqlite=self.sqlite)
         with self.engine.begin() as conn:
             traces = conn.execute(delete(TRACES).where(TRACES.c.last_span_at < cutoff)).rowcount or 0
+        DecisionStore(self.engine).sweep(cutoff)  # a trace's decisions go with it (made at or after its last span)
         return spans, int(traces)
 
     def count_spans(self) -> int:

@@ -46,6 +46,10 @@ def test_rules_commands_through_a_running_service(tmp_path: Path) -> None:
         assert score["trace_id"] == trace_id and score["score"] == 0.75
         stats = cli(server, "stats", rule["id"])
         assert stats.returncode == 0 and "0.75" in stats.stdout and "fine" in stats.stdout
+        assert "decisions in the range: scored 1; pending now: queued 0, running 0" in stats.stdout
+        why = json.loads(cli(server, "why", trace_id, "--json").stdout)
+        assert (why["rule_id"], why["decision"], why["target"]) == (rule["id"], "scored", None)
+        assert why["reason"] == "score 0.75, passed None, label 'fine'"
 
         assert cli(server, "delete", rule["id"]).returncode == 0
         gone = cli(server, "show", rule["id"])

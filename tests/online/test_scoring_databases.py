@@ -31,4 +31,9 @@ def test_a_trace_is_scored_and_counted(process_client: TestClient) -> None:
     filled = [b for b in stats["buckets"] if b["count"]]
     assert len(filled) == 1 and filled[0]["mean_score"] == 0.5 and filled[0]["pass_rate"] == 1.0
     assert filled[0]["labels"] == {"half": 1}
+    assert filled[0]["decisions"] == {"scored": 1} and stats["decisions"] == {"scored": 1}  # issue 51
+    assert stats["pending"] == {"queued": 0, "running": 0, "retrying": 0, "delayed": 0}
+    assert stats["pace"]["scores_last_minute"] in (0, 1)  # the score is stored: in the minute unless it has passed
+    [decided] = client.get(f"/v1/traces/{trace_id}").json()["decisions"]
+    assert (decided["rule_id"], decided["decision"]) == (rule_id, "scored")
     client.delete(f"/v1/online-rules/{rule_id}")

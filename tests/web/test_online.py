@@ -2,7 +2,8 @@
 from the real OpenTelemetry Python SDK exported over OTLP/HTTP to ``POST /v1/traces``, then the
 live feed shows each trace with its score, the trace view shows the span tree, the inputs/outputs
 the evaluator got and each rule's result (a failed evaluation with its line), the chart renders,
-pause stops scoring and resume/delete work; the feed polls only while the screen is shown.
+pause stops scoring and resume/delete work; the feed polls only while the screen is shown; the trace view
+says why each rule did or did not score the trace, and a rule's row counts its decisions and its budget use.
 
 The service runs with a short quiet period (a trace is ready 0.3 s after its last span) and fast
 assembly/routing polls, so a trace is scored within about a second of its root span ending.
@@ -24,6 +25,7 @@ from opentelemetry.trace import Tracer
 from playwright.sync_api import Page, Request, expect
 
 from tests.support.service import serving
+from tests.support.wait import wait_until
 from tests.support.web import open_screen
 
 SCORER = (
@@ -278,3 +280,39 @@ def test_a_trace_opened_from_the_bottom_of_a_long_feed_shows_beside_it_in_view(
     assert box["x"] + box["width"] <= feed_box["x"], (box, feed_box)  # beside the feed, not under it
     assert page.evaluate("document.documentElement.scrollWidth") <= 1400
     shot(page, "online-trace-beside-feed")
+
+
+def test_the_trace_view_says_why_each_rule_did_or_did_not_score_and_a_rules_row_counts_them_and_its_budget(
+    page: Page, service: httpx.Client, tracer: Tracer
+) -> None:
+    code = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
+    ev = service.post("/v1/evaluators", json={"name": "why-one", "language": "python", "code": code}).json()["id"]
+    made = [
+        service.post("/v1/online-rules", json={"evaluator_id": ev, "name": name, **body}).json()["id"]
+        for name, body in (
+            ("why-scored", {"filter": {"span_name": "llm"}, "limits": {"scores_per_minute": 600}}),
+            ("why-billing", {"filter": {"service_name": "billing"}}),
+        )
+    ]
+    scored, billing = made
+    trace_id = send_chat(tracer, "why", "WHY")
+
+    def decided() -> dict[str, str]:
+        found = service.get(f"/v1/traces/{trace_id}").json().get("decisions", [])
+        return {d["rule_id"]: d["decision"] for d in found}
+
+    wait_until(lambda: decided().get(scored) == "scored", SCORE_WAIT_MS / 1000, 0.1, what="the score")
+    page.goto("/#online")
+    page.locator(f"table.feed tr[data-trace='{trace_id}']").click()
+    table = page.locator(f".trace-view[data-trace='{trace_id}']").get_by_label("decisions")
+    expect(table.locator(f"tr[data-rule='{scored}']")).to_have_attribute("data-decision", "scored")
+    miss = table.locator(f"tr[data-rule='{billing}']")
+    expect(miss).to_have_attribute("data-decision", "not_matched")
+    expect(miss).to_contain_text("why-billing")
+    expect(miss).to_contain_text('service_name is "chat-api", not "billing"')
+    rules = page.locator(".rules-list")
+    expect(rules.get_by_label("decisions of why-scored")).to_have_text("scored 1")
+    expect(rules.get_by_label("decisions of why-billing")).to_have_text("not matched 1")
+    expect(rules.get_by_label("budget use of why-scored")).to_have_text(re.compile(r"^[01]/600 scores a minute$"))
+    for rule_id in made:
+        service.delete(f"/v1/online-rules/{rule_id}")

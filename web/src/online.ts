@@ -58,6 +58,8 @@ export class OnlineScreen {
   private traceSeen = "";
 
   private readonly rulesBody = h("tbody");
+  private readonly counts = new Map<string, Record<string, number>>(); // rule id -> its decisions, last hour
+  private readonly budgets = new Map<string, string>(); // rule id -> its budget use now ("2/600 scores a minute")
   private readonly nameInput = h("input", { type: "text", "aria-label": "rule name", placeholder: "e.g. helpfulness" });
   private readonly evaluatorSelect = h("select", { "aria-label": "evaluator for the rule", onchange: () => void this.loadRevisions() });
   private readonly revisionSelect = h("select", { "aria-label": "revision for the rule" });
@@ -91,7 +93,7 @@ export class OnlineScreen {
             "section",
             { class: "panel" },
             h("header", { class: "section-head" }, h("h3", {}, "Rules"), h("button", { class: "small", onclick: () => void this.refresh() }, "Refresh")),
-            h("table", { class: "rules-list" }, h("thead", {}, h("tr", {}, ...["name", "evaluator", "sampling", "filter", "state", ""].map((t) => h("th", {}, t)))), this.rulesBody),
+            h("table", { class: "rules-list" }, h("thead", {}, h("tr", {}, ...["name", "evaluator", "sampling", "filter", "state", "last hour", ""].map((t) => h("th", {}, t)))), this.rulesBody),
           ),
           h(
             "form",
@@ -183,9 +185,46 @@ export class OnlineScreen {
       if (this.selectedRule && !this.rules.some((r) => r.id === this.selectedRule)) this.selectedRule = null;
       if (!this.selectedRule && this.rules.length) this.selectedRule = this.rules[0].id;
       this.renderRules();
+      void this.loadCounts();
     } catch (exc) {
-      fill(this.rulesBody, h("tr", {}, h("td", { colspan: 6, class: "error-text" }, describe(exc))));
+      fill(this.rulesBody, h("tr", {}, h("td", { colspan: 7, class: "error-text" }, describe(exc))));
     }
+  }
+
+  /** Each rule's decisions over the last hour (its /stats, one bucket), shown in its row. */
+  private async loadCounts(): Promise<void> {
+    const since = new Date(Date.now() - 3600_000).toISOString();
+    await Promise.all(
+      this.rules.map(async (r) => {
+        try {
+          const stats = await api<RuleStats>("GET", `/v1/online-rules/${encodeURIComponent(r.id)}/stats?bucket=3600&since=${encodeURIComponent(since)}`);
+          this.counts.set(r.id, { ...(stats.decisions ?? {}), ...Object.fromEntries(Object.entries(stats.pending ?? {}).filter(([, n]) => n > 0)) });
+          const pace = stats.pace;
+          const limits = pace?.limits ?? {};
+          const use = [
+            limits.scores_per_minute ? `${pace?.scores_last_minute ?? 0}/${limits.scores_per_minute} scores a minute` : "",
+            limits.sandbox_seconds_per_hour ? `${num(pace?.sandbox_seconds_last_hour ?? 0, 1)}/${limits.sandbox_seconds_per_hour} sandbox s an hour` : "",
+          ].filter(Boolean);
+          if (use.length) this.budgets.set(r.id, use.join(" · "));
+          else this.budgets.delete(r.id);
+        } catch {
+          this.counts.delete(r.id);
+        }
+      }),
+    );
+    this.renderRules();
+  }
+
+  private countsCell(id: string, name: string): HTMLElement {
+    const counts = this.counts.get(id);
+    const parts = counts ? Object.entries(counts).filter(([, n]) => n > 0) : [];
+    const budget = this.budgets.get(id);
+    return h(
+      "td",
+      { class: "counts" },
+      h("span", { "aria-label": `decisions of ${name}` }, parts.length ? parts.map(([k, n]) => `${k.replace("_", " ")} ${n}`).join(" · ") : h("span", { class: "muted" }, counts ? "none" : "…")),
+      budget ? h("div", { class: "budget", "aria-label": `budget use of ${name}` }, budget) : null,
+    );
   }
 
   private async loadRevisions(): Promise<void> {
@@ -201,7 +240,7 @@ export class OnlineScreen {
 
   private renderRules(): void {
     if (!this.rules.length) {
-      fill(this.rulesBody, h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No rules yet: create one below; every trace it matches gets scored.")));
+      fill(this.rulesBody, h("tr", {}, h("td", { colspan: 7, class: "muted" }, "No rules yet: create one below; every trace it matches gets scored.")));
       return;
     }
     fill(
@@ -223,6 +262,7 @@ export class OnlineScreen {
           h("td", { class: "num" }, `${num(r.sampling_rate * 100, 1)} %`),
           h("td", { class: "filter-summary" }, filterSummary(r.filter), r.mapping && (r.mapping.inputs || r.mapping.outputs) ? h("span", { class: "badge", title: JSON.stringify(r.mapping) }, "mapped") : null),
           h("td", {}, h("span", { class: `badge ${r.enabled ? "status-ok" : "status-queued"}` }, r.enabled ? "enabled" : "paused")),
+          this.countsCell(r.id, name),
           h("td", { class: "actions" }, actions),
         );
       }),

@@ -4,7 +4,7 @@
 
 import { fill, h, json, num, when } from "./dom";
 import { statusBadge } from "./results";
-import type { OnlineScore, TraceDetail, TraceSpan } from "./types";
+import type { Decision, OnlineScore, TraceDetail, TraceSpan } from "./types";
 
 /** Attributes worth seeing without unfolding, first found first shown. */
 const KEY_ATTRIBUTES = [
@@ -135,6 +135,33 @@ function scoreCard(score: OnlineScore, ruleName: string): HTMLElement {
   );
 }
 
+const GOOD = new Set(["scored"]);
+const WAITING = new Set(["not_ready", "queued", "running", "retrying", "delayed"]);
+
+/** Each rule's decision for this trace (and, at span level, each span's) with its reason. */
+function decisionsTable(decisions: Decision[], ruleName: (id: string) => string): HTMLElement {
+  if (!decisions.length) return h("p", { class: "muted" }, "No rules in this workspace.");
+  return h(
+    "table",
+    { class: "decisions", "aria-label": "decisions" },
+    h("thead", {}, h("tr", {}, ...["rule", "target", "decision", "reason"].map((t) => h("th", {}, t)))),
+    h(
+      "tbody",
+      {},
+      decisions.map((d) =>
+        h(
+          "tr",
+          { "data-rule": d.rule_id, "data-decision": d.decision },
+          h("td", {}, ruleName(d.rule_id)),
+          h("td", { class: "mono muted" }, d.target ?? "trace"),
+          h("td", {}, h("span", { class: `badge ${GOOD.has(d.decision) ? "status-ok" : WAITING.has(d.decision) ? "status-queued" : "status-error"}` }, d.decision.replace("_", " "))),
+          h("td", { class: "reason" }, d.reason, d.attempts > 1 ? h("span", { class: "muted" }, ` (${d.attempts} attempts)`) : null),
+        ),
+      ),
+    ),
+  );
+}
+
 /** The trace view; ``ruleName`` names a rule id (its name, or the id of a deleted rule). */
 export function traceView(detail: TraceDetail, ruleName: (id: string) => string, onClose: () => void): HTMLElement {
   const roots = Object.values(detail.trace?.spans ?? {});
@@ -150,6 +177,8 @@ export function traceView(detail: TraceDetail, ruleName: (id: string) => string,
       h("div", {}, h("h4", {}, "inputs (as the evaluator got them)"), h("pre", { class: "io-value", "aria-label": "trace inputs" }, json(detail.inputs ?? null))),
       h("div", {}, h("h4", {}, "outputs"), h("pre", { class: "io-value", "aria-label": "trace outputs" }, json(detail.outputs ?? null))),
     ),
+    h("h4", {}, "Why each rule did or didn't score it"),
+    decisionsTable(detail.decisions ?? [], ruleName),
     h("h4", {}, "Rules' results"),
     detail.scores.length ? detail.scores.map((s) => scoreCard(s, ruleName(s.rule_id))) : h("p", { class: "muted" }, "No rule scored this trace (none matched, it was not sampled, or it is not ready yet)."),
   );

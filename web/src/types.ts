@@ -349,6 +349,7 @@ export interface OnlineRule {
   sampling_rate: number;
   mapping: { inputs?: string | null; outputs?: string | null } | null;
   enabled: boolean;
+  limits?: { scores_per_minute?: number | null; sandbox_seconds_per_hour?: number | null; model_calls_per_minute?: number | null } | null;
   created_at: string;
   updated_at: string;
 }
@@ -406,6 +407,17 @@ export interface TraceSummary {
   scores: OnlineScore[];
 }
 
+/** Why a rule did or did not score a target of a trace (GET /v1/traces/{trace_id}'s decisions). */
+export interface Decision {
+  rule_id: string;
+  target: string | null;
+  decision: string;
+  reason: string;
+  at: string;
+  until?: string | null;
+  attempts: number;
+}
+
 /** GET /v1/traces/{trace_id}. */
 export interface TraceDetail {
   trace_id: string;
@@ -416,6 +428,7 @@ export interface TraceDetail {
   inputs: unknown;
   outputs: unknown;
   scores: OnlineScore[];
+  decisions?: Decision[];
 }
 
 export interface StatsBucket {
@@ -426,6 +439,7 @@ export interface StatsBucket {
   mean_score: number | null;
   pass_rate: number | null;
   labels: Record<string, number>;
+  decisions?: Record<string, number>;
 }
 
 /** GET /v1/online-rules/{id}/stats: buckets from since to until, empty ones included. */
@@ -437,4 +451,7 @@ export interface RuleStats {
   buckets: StatsBucket[];
   queued: number;
   dropped: number;
+  decisions?: Record<string, number>;
+  pending?: Record<string, number>;
+  pace?: { scores_last_minute: number; sandbox_seconds_last_hour: number; running: number; limits: Record<string, number> };
 }

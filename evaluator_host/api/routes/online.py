@@ -19,9 +19,12 @@ from evaluator_host.api.deps import ServicesDep, WorkspaceDep
 from evaluator_host.api.paging import MAX_LIMIT, window
 from evaluator_host.errors import BadRequest, DefinitionError, LimitError, NotFoundError
 from evaluator_host.online import mapping
+from evaluator_host.online.decisions import derive, span_refs
 from evaluator_host.online.models import (
+    Decision,
     Rule,
     RuleCreate,
+    RuleLimits,
     RuleList,
     RulePatch,
     RuleStats,
@@ -38,6 +41,8 @@ from evaluator_host.online.models import (
 from evaluator_host.online.traces import load_trace
 from evaluator_host.online.trial import draft_rule, run_trial
 from evaluator_host.services import Services
+from evaluator_host.store.online_budgets import usage
+from evaluator_host.store.online_refs import TraceRef
 from evaluator_host.store.online_rules import RuleRecord
 
 router = APIRouter(tags=["online"])
@@ -57,6 +62,7 @@ def _model(record: RuleRecord) -> Rule:
         filter=record.filter,
         sampling_rate=record.sampling_rate,
         mapping=record.mapping,
+        limits=RuleLimits(**record.limits) if record.limits else None,
         target=RuleTarget(**(record.target or {})),
         enabled=record.enabled,
         created_at=record.created_at,
@@ -78,7 +84,7 @@ def _stored(body: RuleCreate | RulePatch, names: set[str]) -> dict[str, Any]:
         value = getattr(body, name)
         if name == "filter":
             value = value.model_dump(exclude_none=True, exclude_defaults=True)
-        elif name == "mapping":
+        elif name in ("mapping", "limits"):
             value = None if value is None else (value.model_dump(exclude_none=True) or None)
         out[name] = value
     return out
@@ -94,7 +100,7 @@ def _utc(value: datetime | None) -> datetime | None:
 async def create_rule(body: RuleCreate, services: ServicesDep, workspace: WorkspaceDep) -> Rule:
     """A rule: which finished traces its evaluator scores, once each (docs/online.md)."""
     await _check_evaluator(services, workspace, body.evaluator_id, body.revision)
-    fields = _stored(body, {"name", "revision", "filter", "sampling_rate", "mapping", "enabled"})
+    fields = _stored(body, {"name", "revision", "filter", "sampling_rate", "mapping", "enabled", "limits"})
     fields["target"] = body.target.model_dump()
     record = await asyncio.to_thread(services.online.rules.create, workspace, body.evaluator_id, fields)
     return _model(record)
@@ -197,6 +203,21 @@ async def rule_stats(
     views = services.online.views
     rows = await asyncio.to_thread(views.stats, rule_id, start, end, bucket)
     queued, dropped = await asyncio.to_thread(views.counted, rule_id, start, end)
+    decided = await asyncio.to_thread(services.online.decisions.counts, rule_id, start, end, bucket)
+    pending = await asyncio.to_thread(services.online.decisions.pending, rule_id)
+    limits = (await asyncio.to_thread(services.online.rules.get, workspace, rule_id)).limits or {}
+    use = await asyncio.to_thread(usage, services.store.engine, rule_id, datetime.now(UTC), hour=True)
+    pace = {
+        "scores_last_minute": use.scores_last_minute,
+        "sandbox_seconds_last_hour": round(use.sandbox_seconds_last_hour, 3),
+        "running": use.running,
+        "concurrency": services.online.scorer.windows.size(rule_id),  # this service's AIMD window (429s)
+        "limits": limits,
+    }
+    totals: dict[str, int] = {}
+    for per in decided.values():
+        for name, k in per.items():
+            totals[name] = totals.get(name, 0) + k
     by_index = {r.index: r for r in rows}
     buckets = []
     for i in range(max(n, 1)):
@@ -210,10 +231,20 @@ async def rule_stats(
                 mean_score=r.mean_score if r else None,
                 pass_rate=r.pass_rate if r else None,
                 labels=r.labels if r else {},
+                decisions=decided.get(i, {}),
             )
         )
     return RuleStats(
-        rule_id=rule_id, since=start, until=end, bucket_s=bucket, buckets=buckets, queued=queued, dropped=dropped
+        rule_id=rule_id,
+        since=start,
+        until=end,
+        bucket_s=bucket,
+        buckets=buckets,
+        queued=queued,
+        dropped=dropped,
+        pending=pending,
+        decisions=totals,
+        pace=pace,
     )
 
 
@@ -233,7 +264,8 @@ async def list_traces(
 
 @router.get("/traces/{trace_id}", response_model=TraceDetail)
 async def get_trace(trace_id: str, services: ServicesDep, workspace: WorkspaceDep) -> TraceDetail:
-    """One trace: the dict evaluators get, its inputs/outputs, every rule's score of it."""
+    """One trace: the dict evaluators get, its inputs/outputs, every rule's score of it, and each rule's
+    decision — why it was or wasn't scored (docs/online.md, "Why wasn't my trace scored?")."""
     if not _HEX.fullmatch(trace_id):
         raise BadRequest(f"{trace_id[:64]!r} is not a trace id (32 hex digits)")
     trace_id = trace_id.lower()
@@ -248,6 +280,11 @@ async def get_trace(trace_id: str, services: ServicesDep, workspace: WorkspaceDe
         raise NotFoundError(f"trace {trace_id!r} does not exist")
     inputs, outputs, _ = mapping.trace_inputs_outputs(loaded.trace)
     scores = await asyncio.to_thread(services.online.views.of_traces, workspace, [trace_id])
+    facts = await asyncio.to_thread(services.online.decisions.facts, workspace, trace_id)
+    decided: list[Decision] = []
+    if facts is not None:
+        ref = TraceRef(workspace, trace_id, loaded.root_span_id, span_refs(loaded.spans))
+        decided = [Decision(**d) for d in derive(facts, ref, services.settings, datetime.now(UTC))]
     return TraceDetail(
         trace_id=trace_id,
         state=loaded.state,
@@ -257,4 +294,5 @@ async def get_trace(trace_id: str, services: ServicesDep, workspace: WorkspaceDe
         inputs=inputs,
         outputs=outputs,
         scores=[Score(**s) for s in scores[trace_id]],
+        decisions=decided,
     )

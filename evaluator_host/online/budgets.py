@@ -1,0 +1,99 @@
+"""A rule's budgets (issue 51): which of its claimed rows run now, and when the others resume.
+
+Contract (docs/online.md, "Budgets"): ``limits.scores_per_minute`` — at most that many of the rule's
+scores stored in any 60 s (its rows running anywhere count as stored): the rows past it go back to the
+queue, the *j*-th resuming when the *j*-th oldest score of the last minute is a minute old (so the pace
+holds at the budget, spread, not in bursts); ``limits.sandbox_seconds_per_hour`` — once the evaluator
+time of the rule's scores stored in the last hour reaches it, every row of the rule waits until enough
+of that hour's time is older than an hour (a batch already running may pass it by its own time).
+Delayed, never dropped, never an attempt counted. ``model_calls_per_minute`` is stored and shown, not
+enforced here. Pure: no I/O (the use is read by :func:`~evaluator_host.store.online_budgets.usage`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from evaluator_host.store.online_budgets import HOUR, MINUTE, Use
+
+__all__ = ["RATE_LIMITED", "Windows", "plan"]
+
+
+def plan(limits: dict[str, object], n: int, use: Use, now: datetime) -> tuple[int, list[tuple[str, float]]]:
+    """For ``n`` claimed rows of one rule (already counted in ``use.running``): how many run now, and for
+    each of the others (in order) the budget that holds it back and the seconds until it resumes."""
+    held: list[tuple[str, float]] = []
+    spm = limits.get("scores_per_minute")
+    ssh = limits.get("sandbox_seconds_per_hour")
+    if isinstance(ssh, int | float) and use.sandbox_seconds_last_hour >= ssh:
+        over = use.sandbox_seconds_last_hour - float(ssh)
+        until = now + MINUTE
+        for at, seconds in use.hour:  # oldest first: when enough of the hour has aged out
+            over -= seconds
+            until = at + HOUR
+            if over < 0:
+                break
+        after = max((until - now).total_seconds(), 1.0)
+        return 0, [("sandbox_seconds_per_hour", after)] * n
+    if not isinstance(spm, int):
+        return n, held
+    others = max(use.running - n, 0)
+    room = max(spm - use.scores_last_minute - others, 0)
+    if room >= n:
+        return n, held
+    times = use.scored_times
+    for j in range(n - room):
+        k = j  # the j-th slot to free: the j-th oldest score of the minute
+        if k < len(times):
+            after = (times[k] + MINUTE - now).total_seconds()
+        else:  # held by rows still running: free a minute after they are stored, at the earliest
+            after = 60.0 + 60.0 / spm * (k - len(times))
+        held.append(("scores_per_minute", max(after, 0.05)))
+    return room, held
+
+
+RATE_LIMITED = "RateLimited"  # the error type of a result whose evaluator said its judge refused it (429)
+
+
+class Windows:
+    """Each rule's concurrency window in this service, additive increase / multiplicative decrease: a rule
+    starts at ``ceiling`` rows scored at once; a round with a ``RateLimited`` result halves it (not below
+    1), a round without one adds 1 back, up to the ceiling. The rows past a rule's window go back to the
+    queue for a moment (``concurrency``); rate-limited rows go back for a second (``rate_limited``): both
+    delayed, neither an attempt nor a stored result."""
+
+    def __init__(self, ceiling: int) -> None:
+        self.ceiling = max(1, ceiling)
+        self._size: dict[str, float] = {}
+        self._inflight: dict[str, int] = {}
+
+    def size(self, rule_id: str) -> int:
+        """The rule's window now."""
+        return max(1, int(self._size.get(rule_id, self.ceiling)))
+
+    def room(self, rule_id: str) -> int:
+        """How many more of the rule's rows may start now."""
+        return max(0, self.size(rule_id) - self._inflight.get(rule_id, 0))
+
+    def started(self, rule_id: str, n: int) -> None:
+        self._inflight[rule_id] = self._inflight.get(rule_id, 0) + n
+
+    def ended(self, rule_id: str, n: int) -> None:
+        left = self._inflight.get(rule_id, 0) - n
+        if left > 0:
+            self._inflight[rule_id] = left
+        else:
+            self._inflight.pop(rule_id, None)
+
+    def limited(self, rule_id: str) -> None:
+        """A judge refused a row of the rule (429): halve its window."""
+        self._size[rule_id] = max(1.0, self._size.get(rule_id, float(self.ceiling)) / 2)
+
+    def succeeded(self, rule_id: str) -> None:
+        """A round of the rule without a refusal: one more row at once, up to the ceiling."""
+        size = self._size.get(rule_id)
+        if size is not None:
+            if size + 1 >= self.ceiling:
+                del self._size[rule_id]
+            else:
+                self._size[rule_id] = size + 1
