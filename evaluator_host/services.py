@@ -42,12 +42,14 @@ from evaluator_host.sandbox.base import SandboxBackend
 from evaluator_host.sandbox.pool.workers import WorkerPool
 from evaluator_host.sandbox.process.backend import ProcessBackend
 from evaluator_host.settings import Settings
+from evaluator_host.sinks.delivery import SinkDelivery
 from evaluator_host.store import EvaluatorStore
 from evaluator_host.store.db import DEFAULT_WORKSPACE, make_engine
 from evaluator_host.store.idempotency import IdempotencyStore
 from evaluator_host.store.jobs import QUEUE_SUFFIX, JobStore
 from evaluator_host.store.online_spans import OnlineSpanStore
 from evaluator_host.store.secrets import SecretStore
+from evaluator_host.store.sink_deliveries import SinkDeliveryStore
 from evaluator_host.store.workspaces import WorkspaceRecord, WorkspaceStore
 from evaluator_host.tenancy.quotas import QuotaGuard
 from evaluator_host.tenancy.vault import Vault
@@ -159,6 +161,18 @@ class Services:
         ingest = Ingest(self.settings, OnlineSpanStore(self.store.engine), self.pool.metrics, self.quotas)
         ingest.forward = self.forwarder.offer
         return ingest
+
+    @functools.cached_property
+    def sink_delivery(self) -> SinkDelivery:
+        """Scores written into their rules' sinks (Phoenix, Langfuse), started in :meth:`resume`."""
+        return SinkDelivery(
+            self.settings,
+            SinkDeliveryStore(self.store.engine),
+            service_id(self.settings.data_dir),
+            lambda workspace, names: self.vault.values(workspace, names, "the rule's sinks"),
+            lambda workspace: self.workspaces.get(workspace).network_allow,
+            lambda: not self.workspaces.auth_required,
+        )
 
     @functools.cached_property
     def forwarder(self) -> Forwarder:
@@ -290,6 +304,7 @@ class Services:
         self.retention.start()
         await self.online.start()
         self.forwarder.start()
+        self.sink_delivery.start()
         self.assembly.start()
         self.syncer = asyncio.ensure_future(self._sync())
 
@@ -322,6 +337,8 @@ class Services:
                 await self.online.close()
             if "forwarder" in self.__dict__:
                 await self.forwarder.close()
+            if "sink_delivery" in self.__dict__:
+                await self.sink_delivery.close()
             await self.runner.close()
             await self.evaluators.close()
             await self.pool.close()

@@ -22,7 +22,7 @@ from evaluator_host.store.online_rows import OnlineRuleRow
 
 __all__ = ["RuleRecord", "RuleStore", "rule_record"]
 
-CHANGEABLE = ("name", "revision", "filter", "sampling_rate", "mapping", "enabled")
+CHANGEABLE = ("name", "revision", "filter", "sampling_rate", "mapping", "enabled", "sinks")
 CREATED = (*CHANGEABLE, "target")  # a rule's target is set when it is created (issue 50)
 
 
@@ -43,6 +43,7 @@ class RuleRecord:
     updated_at: datetime
     deleted_at: datetime | None = None
     target: dict[str, Any] | None = None  # None: {"level": "trace"}
+    sinks: list[dict[str, Any]] | None = None  # issue 52: where its scores are also written (sinks/)
 
     @property
     def level(self) -> str:
@@ -66,6 +67,7 @@ def rule_record(row: Any) -> RuleRecord:
         updated_at=as_utc(row.updated_at),
         deleted_at=None if row.deleted_at is None else as_utc(row.deleted_at),
         target=None if row.target is None else dict(row.target),
+        sinks=list(getattr(row, "sinks", None) or []) or None,
     )
 
 

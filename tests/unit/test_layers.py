@@ -44,6 +44,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "jobs": (*TOP, E + "migration", E + "testing"),
     "jobs/queue": (*SURFACES,),
     "online": (*TOP, E + "migration", E + "jobs", E + "testing"),
+    # score sinks (issue 52): the online routes and the service use them; they know no API, job or CLI
+    "sinks": (*TOP, E + "migration", E + "jobs", E + "online", E + "testing"),
     # a job's model target (client, prompt sandbox, budgets, generation stage): jobs import it, never the reverse
     "targets": (*TOP, E + "migration", E + "jobs", E + "testing"),
     # jobs' rooms (jobs/__init__.py): the datasets know nothing of running or reading a job; the running of a

@@ -1,0 +1,155 @@
+"""The HTTP request that writes one score into one sink (pure: no I/O).
+
+* ``phoenix`` — ``POST {url}/v1/span_annotations?sync=true`` (Phoenix's REST API, ``annotateSpans``):
+  ``{"data": [{"span_id", "name", "annotator_kind": "CODE", "result": {"label", "score", "explanation"},
+  "metadata", "identifier"}]}``. The span: a span-level score's span; a trace-level score's root span
+  (the trace's root, else the evaluated span). ``identifier`` is the delivery key: Phoenix upserts on
+  (name, span, identifier), so a repeated delivery overwrites. ``sync=true`` makes Phoenix answer 404
+  while the span has not arrived (forwarding may still be sending it): retried.
+* ``langfuse`` — ``POST {url}/api/public/scores`` (Langfuse's public API, ``ScoreBody`` /
+  ``CreateScoreRequest``; Basic authorization public key : secret key): ``{"id", "traceId",
+  "observationId"? (a span-level score's span), "name", "value", "dataType", "comment"?, "metadata"}``.
+  ``value``/``dataType``: the result's numeric score → ``NUMERIC``; else ``passed`` → ``BOOLEAN`` (1 or 0);
+  else its ``label`` → ``CATEGORICAL`` (the text). ``id`` is the delivery key: Langfuse upserts scores on
+  ``id``. The OpenTelemetry hex ids are Langfuse's trace and observation ids of spans it received over OTLP.
+
+A result that is not ``ok`` (an evaluator error, a timeout) or has no value has nothing to write: the
+delivery ends ``skipped`` with the reason.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+from evaluator_host.store.sink_deliveries import Delivery
+from evaluator_host.tenancy.models import SECRET_REF
+
+__all__ = ["Outbound", "Skip", "build", "secret_names"]
+
+_TEXT = 4096  # an explanation's characters sent (the stored result keeps it whole)
+
+
+@dataclass(frozen=True)
+class Outbound:
+    """One request: where, its headers (secrets filled in) and its JSON body."""
+
+    url: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+class Skip(Exception):
+    """Nothing to write for this score (the reason)."""
+
+
+def secret_names(spec: dict[str, Any]) -> list[str]:
+    """The secrets a sink refers to, each once."""
+    values = [
+        spec.get("api_key"),
+        spec.get("public_key"),
+        spec.get("secret_key"),
+        *(spec.get("headers") or {}).values(),
+    ]
+    return list(dict.fromkeys(n for v in values if isinstance(v, str) for n in SECRET_REF.findall(v)))
+
+
+def _fill(template: str | None, secrets: dict[str, str]) -> str:
+    return SECRET_REF.sub(lambda m: secrets[m.group(1)], template or "")
+
+
+def _name(spec: dict[str, Any], delivery: Delivery) -> str:
+    return str(spec.get("name") or delivery.rule.name or delivery.rule.id)
+
+
+def _reason(delivery: Delivery) -> str | None:
+    result = delivery.result or {}
+    reason = result.get("reason") or result.get("explanation")
+    return str(reason)[:_TEXT] if reason else None
+
+
+def _metadata(delivery: Delivery) -> dict[str, Any]:
+    return {
+        "source": "evaluator-host",
+        "rule_id": delivery.rule_id,
+        "evaluator_id": delivery.evaluator_id,
+        "revision": delivery.revision,
+        "runtime_id": delivery.runtime_id,
+        "target_id": delivery.target_id,
+    }
+
+
+def build(delivery: Delivery, secrets: dict[str, str]) -> Outbound:
+    """The request writing ``delivery``'s score into its sink; :class:`Skip` when there is nothing to write."""
+    spec = delivery.spec
+    if not spec:
+        raise Skip("the rule no longer has this sink")
+    if delivery.status != "ok":
+        raise Skip(f"the evaluation ended {delivery.status}: no value to write")
+    headers = {name: _fill(value, secrets) for name, value in (spec.get("headers") or {}).items()}
+    headers["Content-Type"] = "application/json"
+    url = str(spec["url"]).rstrip("/")
+    if spec["type"] == "phoenix":
+        return _phoenix(delivery, spec, url, headers, secrets)
+    return _langfuse(delivery, spec, url, headers, secrets)
+
+
+def _phoenix(
+    delivery: Delivery, spec: dict[str, Any], url: str, headers: dict[str, str], secrets: dict[str, str]
+) -> Outbound:
+    span = delivery.span_id if delivery.rule.level == "span" else (delivery.root_span_id or delivery.span_id)
+    if not span:
+        raise Skip("the score has no span to annotate")
+    result: dict[str, Any] = {}
+    if delivery.score is not None:
+        result["score"] = delivery.score
+    label = delivery.label if delivery.label is not None else (
+        None if delivery.passed is None else ("pass" if delivery.passed else "fail")
+    )  # fmt: skip
+    if label is not None:
+        result["label"] = str(label)[:200]
+    if (reason := _reason(delivery)) is not None:
+        result["explanation"] = reason
+    if "score" not in result and "label" not in result:
+        raise Skip("the result has no score, passed or label")
+    if spec.get("api_key"):
+        headers["Authorization"] = f"Bearer {_fill(spec['api_key'], secrets)}"
+    annotation = {
+        "span_id": span,
+        "name": _name(spec, delivery),
+        "annotator_kind": "CODE",
+        "result": result,
+        "metadata": _metadata(delivery),
+        "identifier": delivery.key,
+    }
+    return Outbound(f"{url}/v1/span_annotations?sync=true", headers, {"data": [annotation]})
+
+
+def _langfuse(
+    delivery: Delivery, spec: dict[str, Any], url: str, headers: dict[str, str], secrets: dict[str, str]
+) -> Outbound:
+    value: float | str
+    if delivery.score is not None:
+        value, kind = delivery.score, "NUMERIC"
+    elif delivery.passed is not None:
+        value, kind = (1 if delivery.passed else 0), "BOOLEAN"
+    elif delivery.label is not None:
+        value, kind = str(delivery.label)[:200], "CATEGORICAL"
+    else:
+        raise Skip("the result has no score, passed or label")
+    pair = f"{_fill(spec['public_key'], secrets)}:{_fill(spec['secret_key'], secrets)}"
+    headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+    body: dict[str, Any] = {
+        "id": delivery.key,
+        "traceId": delivery.trace_id,
+        "name": _name(spec, delivery),
+        "value": value,
+        "dataType": kind,
+        "metadata": _metadata(delivery),
+    }
+    if delivery.rule.level == "span" and delivery.span_id:
+        body["observationId"] = delivery.span_id
+    if (reason := _reason(delivery)) is not None:
+        body["comment"] = reason
+    return Outbound(f"{url}/api/public/scores", headers, body)
