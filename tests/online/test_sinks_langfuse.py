@@ -147,3 +147,35 @@ def test_a_sink_the_rule_may_not_reach_fails_and_sends_nothing(tmp_path: Path) -
         assert "IP literal" in states[0]["error"] and "localhost" in states[1]["error"]
         assert langfuse.requests == []
         assert client.get("/healthz").status_code == 200
+
+
+def test_deliveries_survive_a_sigkill_and_a_down_endpoint_and_are_recorded_once(tmp_path: Path) -> None:
+    with langfuse_stand_in(PK, SK) as langfuse:
+        langfuse.fail_next = 10**9  # down: every request answers 503, nothing stored
+        url = f"http://langfuse.test:{langfuse.port}"
+        sink = {"type": "langfuse", "url": url, "public_key": "{{secret:LF_PK}}", "secret_key": "{{secret:LF_SK}}"}
+        with serving(tmp_path, "process", env=ENV) as (client, proc):
+            for name, value in (("LF_PK", PK), ("LF_SK", SK)):
+                client.put(f"/v1/secrets/{name}", json={"value": value})
+            body = {"evaluator_id": _evaluator(client, TRACE_EVAL), "name": "facts", "sinks": [sink]}
+            rule = client.post("/v1/online-rules", json=body).json()["id"]
+            app = App(str(client.base_url))
+            sent = [app.request(answer) for answer in ("4", "5", "4")]
+            app.provider.shutdown()
+
+            def refused() -> bool:
+                scores = _scores(client, rule)
+                tried = [s for s in scores if s["sinks"] and s["sinks"][0]["attempts"] >= 1]
+                return len(tried) == 3 and all((s["sinks"][0]["error"] or "").startswith("HTTP 503") for s in tried)
+
+            wait_until(refused, 120, 0.2, what="every delivery refused by the down endpoint")
+            proc.kill()  # SIGKILL: claims, back-offs and all are left as they are
+            proc.wait()
+        with langfuse.lock:
+            langfuse.fail_next, langfuse.store_then_fail = 1, True  # back up; the first answer lost after its write
+        with serving(tmp_path, "process", env=ENV) as (client, _proc):
+            scores = _settled(client, rule, 3)
+        assert all(s["sinks"][0]["state"] == "delivered" for s in scores)
+        assert langfuse.refused == []
+        assert sorted(w["traceId"] for w in langfuse.scores.values()) == sorted(t for t, _r, _l in sent)
+        assert len({w["id"] for w in langfuse.scores.values()}) == 3  # one each, whatever was sent again
