@@ -122,6 +122,20 @@ _ONLINE: dict[str, list[Any]] = {
     ],
     "RulePatch": [{"enabled": False}, {"sampling_rate": 0.1, "revision": 2}],
     "RuleTarget": [{"level": "trace"}, {"level": "span"}],
+    "Sink": [
+        {"type": "phoenix", "url": "http://phoenix:6006"},
+        {
+            "type": "langfuse",
+            "url": "https://cloud.langfuse.com",
+            "public_key": "{{secret:LF_PK}}",
+            "secret_key": "{{secret:LF_SK}}",
+            "name": "facts",
+        },
+    ],
+    "SinkState": [
+        {"type": "phoenix", "state": "delivered", "attempts": 1, "error": None},
+        {"type": "langfuse", "state": "pending", "attempts": 2, "error": "HTTP 503: unavailable"},
+    ],
     "RuleTest": [
         {
             "evaluator_id": "ev_8c1f2d",
@@ -373,6 +387,9 @@ EXAMPLES: dict[str, list[Any]] = {
     "ApiKeyCreated": [{**_KEY, "last_used_at": None, "key": "evh_Xq3vT9kP2mW8rZ5nB7cD1fG4hJ6lN0sQ3uV9yA2eI5o"}],
     "ApiKeyList": [{"data": [_KEY, {**_KEY, "id": "key_9d3b", "name": "old", "revoked_at": _WHEN}], "count": 2}],
     "NetworkEntry": [_INJECTING],
+    "ForwardEndpoint": [
+        {"endpoint": "https://phoenix.example.com/v1/traces", "headers": {"authorization": "Bearer {{secret:PHX_KEY}}"}}
+    ],
     "SecretPut": [{"value": "sk-…"}],
     "Secret": [_SECRET],
     "SecretList": [{"data": [_SECRET], "count": 1}],

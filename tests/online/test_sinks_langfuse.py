@@ -6,6 +6,8 @@ secret references, never shown; a sink whose host the rule may not reach fails a
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind
 
+from tests.support import REPO
 from tests.support.langfuse import langfuse_stand_in
 from tests.support.service import serving
 from tests.support.wait import wait_until
@@ -126,6 +129,9 @@ def test_scores_are_written_to_langfuse_once_each_with_its_exact_api_shapes(tmp_
         assert httpx.get(f"http://127.0.0.1:{langfuse.port}/api/public/scores/{some}", auth=auth).json()["id"] == some
         shown = client.get(f"/v1/online-rules/{trace_rule['id']}").text + client.get("/v1/traces").text
         assert SK not in shown and PK not in shown
+        command = [sys.executable, "-m", "evaluator_host.cli", "rules", "scores", trace_rule["id"], "--server"]
+        listed = subprocess.run([*command, str(client.base_url)], cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert listed.returncode == 0 and listed.stdout.count("langfuse:delivered") == 3, listed.stdout + listed.stderr
 
 
 def test_a_sink_the_rule_may_not_reach_fails_and_sends_nothing(tmp_path: Path) -> None:
