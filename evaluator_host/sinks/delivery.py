@@ -13,9 +13,9 @@ the service's event loop
    open service, a name pinned in ``EGRESS_HOSTS`` —, public addresses unless pinned, the checked address
    called, no redirects), with the workspace's secrets filled in (never stored in the row, never logged);
 4. records the outcome: a 2xx answer ``delivered``; a connection error, a timeout, 408, 425, 429, 5xx — and,
-   for Phoenix, 404 (the span has not arrived yet) — ``pending`` again after a back-off (2 s doubling to
-   5 min), until :data:`MAX_ATTEMPTS` attempts, then ``failed``; any other answer ``failed`` at once with its
-   status and the first characters of its body; a result with nothing to write ``skipped``.
+   for Phoenix and MLflow, 404 (the span or trace has not arrived yet) — ``pending`` again after a back-off
+   (2 s doubling to 5 min), until :data:`MAX_ATTEMPTS` attempts, then ``failed``; any other answer ``failed``
+   at once with its status and the first characters of its body; a result with nothing to write ``skipped``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Collection
 from datetime import timedelta
+from typing import NoReturn
 from urllib.parse import urlsplit
 
 import httpx
@@ -33,7 +34,7 @@ import httpx
 from evaluator_host.errors import EvaluatorHostError
 from evaluator_host.sandbox.egress.addresses import is_public, system_resolve
 from evaluator_host.settings import Settings
-from evaluator_host.sinks.requests import Outbound, Skip, build, secret_names
+from evaluator_host.sinks.requests import Outbound, Skip, build, recorded, secret_names
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.sink_deliveries import Delivery, SinkDeliveryStore
 from evaluator_host.targets.endpoint import check_endpoint
@@ -175,6 +176,8 @@ class SinkDelivery:
     async def _send(self, delivery: Delivery, outbound: Outbound, secrets: dict[str, str]) -> None:
         url, host, extensions = await self._target(delivery.workspace_id, outbound.url)
         assert self._client is not None
+        if outbound.recorded is not None and await self._recorded(delivery, outbound, secrets):
+            return  # sent before (the service died before recording it): recorded once
         try:
             answer = await self._client.post(
                 url, json=outbound.body, headers={**outbound.headers, **host}, extensions=extensions
@@ -183,12 +186,35 @@ class SinkDelivery:
             raise _Retry(f"{type(exc).__name__} calling {urlsplit(outbound.url).netloc}") from None
         if 200 <= answer.status_code < 300:
             return
+        self._refused(delivery, answer, secrets)
+
+    async def _recorded(self, delivery: Delivery, outbound: Outbound, secrets: dict[str, str]) -> bool:
+        """Whether the tool already holds this delivery's score (read at ``outbound.recorded``)."""
+        assert self._client is not None and outbound.recorded is not None
+        url, host, extensions = await self._target(delivery.workspace_id, outbound.recorded)
+        headers = {k: v for k, v in outbound.headers.items() if k.lower() != "content-type"}
+        try:
+            answer = await self._client.get(url, headers={**headers, **host}, extensions=extensions)
+        except httpx.HTTPError as exc:
+            raise _Retry(f"{type(exc).__name__} calling {urlsplit(outbound.url).netloc}") from None
+        if answer.status_code == 404:
+            raise _Retry("HTTP 404: the trace has not arrived yet")
+        if not 200 <= answer.status_code < 300:
+            self._refused(delivery, answer, secrets)
+        try:
+            return recorded(answer.json(), delivery.key)
+        except ValueError:
+            raise _Retry("the trace's answer is not JSON") from None
+
+    @staticmethod
+    def _refused(delivery: Delivery, answer: httpx.Response, secrets: dict[str, str]) -> NoReturn:
+        """Raise :class:`_Retry` or :class:`_Failed` for a non-2xx ``answer``."""
         text = answer.text[:_ERROR_TEXT]
         for value in secrets.values():  # a tool echoing a credential back never puts it in our store
             if len(value) >= 4:
                 text = text.replace(value, "[secret]")
         message = f"HTTP {answer.status_code}: {text}"
-        phoenix_wait = delivery.spec.get("type") == "phoenix" and answer.status_code == 404
-        if answer.status_code in _RETRYABLE or phoenix_wait:
+        not_arrived = delivery.spec.get("type") in ("phoenix", "mlflow") and answer.status_code == 404
+        if answer.status_code in _RETRYABLE or not_arrived:
             raise _Retry(message)
         raise _Failed(message)

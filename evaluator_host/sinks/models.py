@@ -4,6 +4,8 @@ A sink is ``{"type": "phoenix" | "langfuse", "url", "name"?, credentials as secr
 
 * ``phoenix``: ``url`` is Phoenix's base URL (``http://phoenix:6006``); ``api_key`` (optional,
   ``{{secret:NAME}}``) is sent as ``Authorization: Bearer …`` (Phoenix with auth enabled);
+* ``mlflow``: ``url`` is the MLflow 3 tracking server (``http://mlflow:5000``); ``api_key`` (optional) as for
+  Phoenix;
 * ``langfuse``: ``url`` is Langfuse's base URL (``https://cloud.langfuse.com``); ``public_key`` and
   ``secret_key`` (``secret_key`` must be a ``{{secret:NAME}}`` reference; ``public_key`` may be one) make
   the Basic authorization.
@@ -24,7 +26,7 @@ from evaluator_host.tenancy.models import SECRET_REF, check_headers
 __all__ = ["MAX_SINKS", "Sink", "SinkState", "SINK_TYPES"]
 
 MAX_SINKS = 4
-SINK_TYPES = ("phoenix", "langfuse")
+SINK_TYPES = ("phoenix", "langfuse", "mlflow")
 
 
 class Sink(BaseModel):
@@ -32,12 +34,12 @@ class Sink(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    type: Literal["phoenix", "langfuse"]
+    type: Literal["phoenix", "langfuse", "mlflow"]
     url: str = Field(min_length=1, max_length=2000, description="The tool's base URL, e.g. http://phoenix:6006.")
     name: str | None = Field(
         None, min_length=1, max_length=200, description="The score's name there (default: the rule's)."
     )
-    api_key: str | None = Field(None, max_length=200, description="phoenix: '{{secret:NAME}}', sent as a Bearer token.")
+    api_key: str | None = Field(None, max_length=200, description="phoenix, mlflow: '{{secret:NAME}}', a Bearer token.")
     public_key: str | None = Field(None, max_length=200, description="langfuse: the public key (or '{{secret:NAME}}').")
     secret_key: str | None = Field(None, max_length=200, description="langfuse: '{{secret:NAME}}' of the secret key.")
     headers: dict[str, str] = Field(
@@ -71,8 +73,8 @@ class Sink(BaseModel):
             raise ValueError("public_key is a key or a '{{secret:NAME}}' reference")
         if self.type == "langfuse" and (self.public_key is None or self.secret_key is None):
             raise ValueError("a langfuse sink needs public_key and secret_key ('{{secret:NAME}}')")
-        if self.type == "phoenix" and (self.public_key is not None or self.secret_key is not None):
-            raise ValueError("a phoenix sink takes api_key, not public_key/secret_key")
+        if self.type in ("phoenix", "mlflow") and (self.public_key is not None or self.secret_key is not None):
+            raise ValueError(f"a {self.type} sink takes api_key, not public_key/secret_key")
         if self.type == "langfuse" and self.api_key is not None:
             raise ValueError("a langfuse sink takes public_key and secret_key, not api_key")
         return self

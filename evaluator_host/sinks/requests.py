@@ -13,6 +13,14 @@
   else its ``label`` → ``CATEGORICAL`` (the text). ``id`` is the delivery key: Langfuse upserts scores on
   ``id``. The OpenTelemetry hex ids are Langfuse's trace and observation ids of spans it received over OTLP.
 
+* ``mlflow`` — MLflow 3's trace assessments: ``GET {url}/api/3.0/mlflow/traces/tr-{trace id}`` first (404 while
+  the trace has not arrived: retried) — an assessment whose ``metadata["evaluator_host.key"]`` is the delivery
+  key means it is recorded already (MLflow has no idempotency key: deduplicated by (rule, target,
+  revision)) —, then ``POST {url}/api/3.0/mlflow/traces/tr-{trace id}/assessments`` with ``{"assessment":
+  {"assessment_name", "trace_id", "span_id"? (a span-level score's span), "source": {"source_type": "CODE",
+  "source_id": "evaluator-host"}, "feedback": {"value"}, "rationale"?, "metadata"}}`` (``value``: the score,
+  else ``passed``, else the label; metadata values as text, as MLflow stores them).
+
 A result that is not ``ok`` (an evaluator error, a timeout) or has no value has nothing to write: the
 delivery ends ``skipped`` with the reason.
 """
@@ -33,11 +41,22 @@ _TEXT = 4096  # an explanation's characters sent (the stored result keeps it who
 
 @dataclass(frozen=True)
 class Outbound:
-    """One request: where, its headers (secrets filled in) and its JSON body."""
+    """One request: where, its headers (secrets filled in) and its JSON body; ``recorded``: a URL to read
+    first, whose answer says whether the score is recorded already (MLflow)."""
 
     url: str
     headers: dict[str, str]
     body: dict[str, Any]
+    recorded: str | None = None
+
+
+KEY_METADATA = "evaluator_host.key"
+
+
+def recorded(answer: Any, key: str) -> bool:
+    """Whether MLflow's ``GET traces/{id}`` answer holds an assessment with our delivery ``key``."""
+    info = (answer or {}).get("trace", {}).get("trace_info", {}) if isinstance(answer, dict) else {}
+    return any((a.get("metadata") or {}).get(KEY_METADATA) == key for a in info.get("assessments") or [])
 
 
 class Skip(Exception):
@@ -92,6 +111,8 @@ def build(delivery: Delivery, secrets: dict[str, str]) -> Outbound:
     url = str(spec["url"]).rstrip("/")
     if spec["type"] == "phoenix":
         return _phoenix(delivery, spec, url, headers, secrets)
+    if spec["type"] == "mlflow":
+        return _mlflow(delivery, spec, url, headers, secrets)
     return _langfuse(delivery, spec, url, headers, secrets)
 
 
@@ -153,3 +174,34 @@ def _langfuse(
     if (reason := _reason(delivery)) is not None:
         body["comment"] = reason
     return Outbound(f"{url}/api/public/scores", headers, body)
+
+
+def _mlflow(
+    delivery: Delivery, spec: dict[str, Any], url: str, headers: dict[str, str], secrets: dict[str, str]
+) -> Outbound:
+    value: float | bool | str
+    if delivery.score is not None:
+        value = delivery.score
+    elif delivery.passed is not None:
+        value = delivery.passed
+    elif delivery.label is not None:
+        value = str(delivery.label)[:200]
+    else:
+        raise Skip("the result has no score, passed or label")
+    if spec.get("api_key"):
+        headers["Authorization"] = f"Bearer {_fill(spec['api_key'], secrets)}"
+    trace = f"tr-{delivery.trace_id}"
+    metadata = {k: str(v) for k, v in _metadata(delivery).items() if v is not None}
+    assessment: dict[str, Any] = {
+        "assessment_name": _name(spec, delivery),
+        "trace_id": trace,
+        "source": {"source_type": "CODE", "source_id": "evaluator-host"},
+        "feedback": {"value": value},
+        "metadata": {**metadata, KEY_METADATA: delivery.key},
+    }
+    if delivery.rule.level == "span" and delivery.span_id:
+        assessment["span_id"] = delivery.span_id
+    if (reason := _reason(delivery)) is not None:
+        assessment["rationale"] = reason
+    base = f"{url}/api/3.0/mlflow/traces/{trace}"
+    return Outbound(f"{base}/assessments", headers, {"assessment": assessment}, recorded=base)
