@@ -127,15 +127,11 @@ _ONLINE: dict[str, list[Any]] = {
         {
             "type": "langfuse",
             "url": "https://cloud.langfuse.com",
-            "public_key": "{{secret:LF_PK}}",
+            "public_key": "pk-lf-1",
             "secret_key": "{{secret:LF_SK}}",
-            "name": "facts",
         },
     ],
-    "SinkState": [
-        {"type": "phoenix", "state": "delivered", "attempts": 1, "error": None},
-        {"type": "langfuse", "state": "pending", "attempts": 2, "error": "HTTP 503: unavailable"},
-    ],
+    "SinkState": [{"type": "langfuse", "state": "pending", "attempts": 2, "error": "HTTP 503: unavailable"}],
     "RuleTest": [
         {
             "evaluator_id": "ev_8c1f2d",
@@ -387,9 +383,7 @@ EXAMPLES: dict[str, list[Any]] = {
     "ApiKeyCreated": [{**_KEY, "last_used_at": None, "key": "evh_Xq3vT9kP2mW8rZ5nB7cD1fG4hJ6lN0sQ3uV9yA2eI5o"}],
     "ApiKeyList": [{"data": [_KEY, {**_KEY, "id": "key_9d3b", "name": "old", "revoked_at": _WHEN}], "count": 2}],
     "NetworkEntry": [_INJECTING],
-    "ForwardEndpoint": [
-        {"endpoint": "https://phoenix.example.com/v1/traces", "headers": {"authorization": "Bearer {{secret:PHX_KEY}}"}}
-    ],
+    "ForwardEndpoint": [{"endpoint": "https://phoenix.example.com/v1/traces", "headers": {"x-key": "{{secret:PHX}}"}}],
     "SecretPut": [{"value": "sk-…"}],
     "Secret": [_SECRET],
     "SecretList": [{"data": [_SECRET], "count": 1}],

@@ -9,18 +9,13 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import httpx
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.trace import SpanKind
 
 from tests.support import REPO
 from tests.support.langfuse import langfuse_stand_in
 from tests.support.service import serving
+from tests.support.sink_app import App, evaluator, scores, settled
 from tests.support.wait import wait_until
 
 PK, SK = "pk-lf-1234567890", "sk-lf-secret-0987654321"
@@ -37,43 +32,6 @@ TRACE_EVAL = (
 SPAN_EVAL = "def evaluate(inputs, outputs, trace):\n    return {'passed': bool(trace), 'reason': 'has a trace'}\n"
 
 
-class App:
-    """A chat app instrumented with the OpenTelemetry SDK (OTLP/HTTP, a span exported as it ends)."""
-
-    def __init__(self, base: str) -> None:
-        self.provider = TracerProvider(resource=Resource.create({"service.name": "chat-api"}))
-        self.provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{base}/v1/traces")))
-        self.tracer = self.provider.get_tracer("tests.sinks")
-
-    def request(self, answer: str) -> tuple[str, str, str]:
-        """One trace: a SERVER root with ag.data and an LLM child; (trace id, root span id, llm span id)."""
-        attributes = {"ag.data.inputs.question": "2+2?", "ag.data.outputs": answer}
-        with self.tracer.start_as_current_span("chat", kind=SpanKind.SERVER, attributes=attributes) as root:
-            with self.tracer.start_as_current_span("llm", kind=SpanKind.CLIENT) as llm:
-                llm.set_attribute("gen_ai.operation.name", "chat")
-            ids = root.get_span_context(), llm.get_span_context()
-        return format(ids[0].trace_id, "032x"), format(ids[0].span_id, "016x"), format(ids[1].span_id, "016x")
-
-
-def _evaluator(client: httpx.Client, code: str) -> str:
-    made = client.post("/v1/evaluators", json={"name": "facts", "language": "python", "code": code})
-    assert made.status_code == 201, made.text
-    return str(made.json()["id"])
-
-
-def _scores(client: httpx.Client, rule: str) -> list[dict[str, Any]]:
-    return list(client.get(f"/v1/online-rules/{rule}/scores").json()["data"])
-
-
-def _settled(client: httpx.Client, rule: str, n: int) -> list[dict[str, Any]]:
-    def done() -> list[dict[str, Any]] | None:
-        scores = _scores(client, rule)
-        finished = [s for s in scores if s["sinks"] and all(x["state"] in ("delivered", "failed") for x in s["sinks"])]
-        return scores if len(finished) == n else None
-
-    return wait_until(done, 120, 0.2, what=f"{n} scores of {rule} delivered")
-
-
 def test_scores_are_written_to_langfuse_once_each_with_its_exact_api_shapes(tmp_path: Path) -> None:
     with langfuse_stand_in(PK, SK) as langfuse, serving(tmp_path, "process", env=ENV) as (client, _proc):
         for name, value in (("LF_PK", PK), ("LF_SK", SK)):
@@ -82,13 +40,13 @@ def test_scores_are_written_to_langfuse_once_each_with_its_exact_api_shapes(tmp_
         sink = {"type": "langfuse", "url": url, "public_key": "{{secret:LF_PK}}", "secret_key": "{{secret:LF_SK}}"}
         literal = client.post("/v1/online-rules", json={"evaluator_id": "ev_x", "sinks": [{**sink, "secret_key": SK}]})
         assert literal.status_code == 422 and SK not in literal.text  # a credential is a secret reference only
-        body = {"evaluator_id": _evaluator(client, TRACE_EVAL), "name": "facts", "sinks": [sink]}
+        body = {"evaluator_id": evaluator(client, TRACE_EVAL), "name": "facts", "sinks": [sink]}
         made = client.post("/v1/online-rules", json=body)
         assert made.status_code == 201, made.text
         trace_rule = made.json()
         assert [{k: v for k, v in x.items() if v not in (None, {})} for x in trace_rule["sinks"]] == [sink]
         span_body = {
-            "evaluator_id": _evaluator(client, SPAN_EVAL),
+            "evaluator_id": evaluator(client, SPAN_EVAL),
             "name": "llm-ok",
             "target": {"level": "span"},
             "filter": {"attributes": [{"key": "gen_ai.operation.name", "equals": "chat"}]},
@@ -100,8 +58,8 @@ def test_scores_are_written_to_langfuse_once_each_with_its_exact_api_shapes(tmp_
         app = App(str(client.base_url))
         sent = [app.request(answer) for answer in ("4", "5", "4")]
         app.provider.shutdown()
-        by_trace = {s["trace_id"]: s for s in _settled(client, trace_rule["id"], 3)}
-        by_span = {s["span_id"]: s for s in _settled(client, span_rule["id"], 3)}
+        by_trace = {s["trace_id"]: s for s in settled(client, trace_rule["id"], 3)}
+        by_span = {s["span_id"]: s for s in settled(client, span_rule["id"], 3)}
 
         assert langfuse.refused == []  # every request met the API reference
         assert len(langfuse.scores) == 6  # recorded once each, though 2 were sent twice
@@ -143,11 +101,11 @@ def test_a_sink_the_rule_may_not_reach_fails_and_sends_nothing(tmp_path: Path) -
              "secret_key": "{{secret:LF_SK}}"}
             for host in ("127.0.0.1", "localhost")  # an IP literal; a name neither pinned nor public
         ]  # fmt: skip
-        rule = client.post("/v1/online-rules", json={"evaluator_id": _evaluator(client, TRACE_EVAL), "sinks": sinks})
+        rule = client.post("/v1/online-rules", json={"evaluator_id": evaluator(client, TRACE_EVAL), "sinks": sinks})
         app = App(str(client.base_url))
         app.request("4")
         app.provider.shutdown()
-        (score,) = _settled(client, rule.json()["id"], 1)
+        (score,) = settled(client, rule.json()["id"], 1)
         states = score["sinks"]
         assert [s["state"] for s in states] == ["failed", "failed"]
         assert "IP literal" in states[0]["error"] and "localhost" in states[1]["error"]
@@ -163,15 +121,15 @@ def test_deliveries_survive_a_sigkill_and_a_down_endpoint_and_are_recorded_once(
         with serving(tmp_path, "process", env=ENV) as (client, proc):
             for name, value in (("LF_PK", PK), ("LF_SK", SK)):
                 client.put(f"/v1/secrets/{name}", json={"value": value})
-            body = {"evaluator_id": _evaluator(client, TRACE_EVAL), "name": "facts", "sinks": [sink]}
+            body = {"evaluator_id": evaluator(client, TRACE_EVAL), "name": "facts", "sinks": [sink]}
             rule = client.post("/v1/online-rules", json=body).json()["id"]
             app = App(str(client.base_url))
             sent = [app.request(answer) for answer in ("4", "5", "4")]
             app.provider.shutdown()
 
             def refused() -> bool:
-                scores = _scores(client, rule)
-                tried = [s for s in scores if s["sinks"] and s["sinks"][0]["attempts"] >= 1]
+                listed = scores(client, rule)
+                tried = [s for s in listed if s["sinks"] and s["sinks"][0]["attempts"] >= 1]
                 return len(tried) == 3 and all((s["sinks"][0]["error"] or "").startswith("HTTP 503") for s in tried)
 
             wait_until(refused, 120, 0.2, what="every delivery refused by the down endpoint")
@@ -180,8 +138,8 @@ def test_deliveries_survive_a_sigkill_and_a_down_endpoint_and_are_recorded_once(
         with langfuse.lock:
             langfuse.fail_next, langfuse.store_then_fail = 1, True  # back up; the first answer lost after its write
         with serving(tmp_path, "process", env=ENV) as (client, _proc):
-            scores = _settled(client, rule, 3)
-        assert all(s["sinks"][0]["state"] == "delivered" for s in scores)
+            delivered = settled(client, rule, 3)
+        assert all(s["sinks"][0]["state"] == "delivered" for s in delivered)
         assert langfuse.refused == []
         assert sorted(w["traceId"] for w in langfuse.scores.values()) == sorted(t for t, _r, _l in sent)
         assert len({w["id"] for w in langfuse.scores.values()}) == 3  # one each, whatever was sent again

@@ -15,9 +15,9 @@ from sqlalchemy import update
 
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.online_rows import SinkDeliveryRow
-from tests.online.test_sinks_langfuse import App, _evaluator, _settled
 from tests.support.phoenix import phoenix_server
 from tests.support.service import serving
+from tests.support.sink_app import App, evaluator, settled
 from tests.support.wait import wait_until
 
 EVAL = (
@@ -49,12 +49,12 @@ def test_scores_appear_as_phoenix_span_annotations_on_the_forwarded_spans(tmp_pa
         with serving(data, "process", env=env) as (client, _proc):
             sink = {"type": "phoenix", "url": f"http://phoenix.test:{port}"}
             trace_rule = client.post(
-                "/v1/online-rules", json={"evaluator_id": _evaluator(client, EVAL), "name": "facts", "sinks": [sink]}
+                "/v1/online-rules", json={"evaluator_id": evaluator(client, EVAL), "name": "facts", "sinks": [sink]}
             ).json()
             span_rule = client.post(
                 "/v1/online-rules",
                 json={
-                    "evaluator_id": _evaluator(client, SPAN_EVAL),
+                    "evaluator_id": evaluator(client, SPAN_EVAL),
                     "target": {"level": "span"},
                     "filter": {"span_name": "llm"},
                     "sinks": [{**sink, "name": "llm-ok"}],
@@ -63,8 +63,8 @@ def test_scores_appear_as_phoenix_span_annotations_on_the_forwarded_spans(tmp_pa
             app = App(str(client.base_url))
             sent = [app.request(answer) for answer in ("4", "5")]
             app.provider.shutdown()
-            by_trace = {s["trace_id"]: s for s in _settled(client, trace_rule["id"], 2)}
-            _settled(client, span_rule["id"], 2)
+            by_trace = {s["trace_id"]: s for s in settled(client, trace_rule["id"], 2)}
+            settled(client, span_rule["id"], 2)
             spans = [span for _t, root, llm in sent for span in (root, llm)]
             found = _annotations(phoenix, spans)
             assert len(found) == 4, found
