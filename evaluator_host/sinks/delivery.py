@@ -179,9 +179,11 @@ class SinkDelivery:
         if outbound.recorded is not None and await self._recorded(delivery, outbound, secrets):
             return  # sent before (the service died before recording it): recorded once
         try:
-            answer = await self._client.post(
-                url, json=outbound.body, headers={**outbound.headers, **host}, extensions=extensions
-            )
+            headers = {**outbound.headers, **host}
+            if outbound.content is not None:
+                answer = await self._client.post(url, content=outbound.content, headers=headers, extensions=extensions)
+            else:
+                answer = await self._client.post(url, json=outbound.body, headers=headers, extensions=extensions)
         except httpx.HTTPError as exc:
             raise _Retry(f"{type(exc).__name__} calling {urlsplit(outbound.url).netloc}") from None
         if 200 <= answer.status_code < 300:

@@ -6,6 +6,9 @@ A sink is ``{"type": "phoenix" | "langfuse", "url", "name"?, credentials as secr
   ``{{secret:NAME}}``) is sent as ``Authorization: Bearer …`` (Phoenix with auth enabled);
 * ``mlflow``: ``url`` is the MLflow 3 tracking server (``http://mlflow:5000``); ``api_key`` (optional) as for
   Phoenix;
+* ``otlp``: ``url`` is an OTLP/HTTP endpoint (``/v1/traces`` appended to a URL without a path): the score is
+  sent as the ``gen_ai.evaluation.result`` span ``online/export.py`` sends, per rule; ``headers`` as for
+  forwarding (``{{secret:NAME}}`` in a value);
 * ``langfuse``: ``url`` is Langfuse's base URL (``https://cloud.langfuse.com``); ``public_key`` and
   ``secret_key`` (``secret_key`` must be a ``{{secret:NAME}}`` reference; ``public_key`` may be one) make
   the Basic authorization.
@@ -26,7 +29,7 @@ from evaluator_host.tenancy.models import SECRET_REF, check_headers
 __all__ = ["MAX_SINKS", "Sink", "SinkState", "SINK_TYPES"]
 
 MAX_SINKS = 4
-SINK_TYPES = ("phoenix", "langfuse", "mlflow")
+SINK_TYPES = ("phoenix", "langfuse", "mlflow", "otlp")
 
 
 class Sink(BaseModel):
@@ -34,7 +37,7 @@ class Sink(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    type: Literal["phoenix", "langfuse", "mlflow"]
+    type: Literal["phoenix", "langfuse", "mlflow", "otlp"]
     url: str = Field(min_length=1, max_length=2000, description="The tool's base URL, e.g. http://phoenix:6006.")
     name: str | None = Field(
         None, min_length=1, max_length=200, description="The score's name there (default: the rule's)."
@@ -59,9 +62,8 @@ class Sink(BaseModel):
     @field_validator("headers")
     @classmethod
     def _headers(cls, value: dict[str, str]) -> dict[str, str]:
-        lowered = {k.lower() for k in value}
-        if "authorization" in lowered or "content-type" in lowered:
-            raise ValueError("authorization and content-type are set from the sink's type and keys")
+        if "content-type" in {k.lower() for k in value}:
+            raise ValueError("content-type is set from the sink's type")
         return check_headers(value)
 
     @model_validator(mode="after")
@@ -73,6 +75,10 @@ class Sink(BaseModel):
             raise ValueError("public_key is a key or a '{{secret:NAME}}' reference")
         if self.type == "langfuse" and (self.public_key is None or self.secret_key is None):
             raise ValueError("a langfuse sink needs public_key and secret_key ('{{secret:NAME}}')")
+        if self.type != "otlp" and "authorization" in {k.lower() for k in self.headers}:
+            raise ValueError("authorization is set from the sink's keys")
+        if self.type == "otlp" and (self.api_key or self.public_key or self.secret_key):
+            raise ValueError("an otlp sink takes headers ('{{secret:NAME}}' in a value), not keys")
         if self.type in ("phoenix", "mlflow") and (self.public_key is not None or self.secret_key is not None):
             raise ValueError(f"a {self.type} sink takes api_key, not public_key/secret_key")
         if self.type == "langfuse" and self.api_key is not None:

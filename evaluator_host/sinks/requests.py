@@ -13,6 +13,11 @@
   else its ``label`` → ``CATEGORICAL`` (the text). ``id`` is the delivery key: Langfuse upserts scores on
   ``id``. The OpenTelemetry hex ids are Langfuse's trace and observation ids of spans it received over OTLP.
 
+* ``otlp`` — ``POST {url}`` (``/v1/traces`` appended to a URL without a path) of an OTLP/HTTP protobuf
+  ``ExportTraceServiceRequest`` holding the span ``online/export.py`` sends for a score (``evaluation {name}``,
+  parented to the evaluated span, the ``gen_ai.evaluation.result`` event and attributes, the
+  ``evaluator_host.evaluation`` marker), its span id derived from the delivery key: sent again, it is the
+  same span. A failed evaluation is sent too (``error.type``, status ERROR), as the export does.
 * ``mlflow`` — MLflow 3's trace assessments: ``GET {url}/api/3.0/mlflow/traces/tr-{trace id}`` first (404 while
   the trace has not arrived: retried) — an assessment whose ``metadata["evaluator_host.key"]`` is the delivery
   key means it is recorded already (MLflow has no idempotency key: deduplicated by (rule, target,
@@ -28,9 +33,17 @@ delivery ends ``skipped`` with the reason.
 from __future__ import annotations
 
 import base64
+import hashlib
+import time
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+
+from evaluator_host.observability.tracing import MARKER, traces_url
+from evaluator_host.online.export import EVENT_NAME, evaluation_attributes
 from evaluator_host.store.sink_deliveries import Delivery
 from evaluator_host.tenancy.models import SECRET_REF
 
@@ -48,6 +61,7 @@ class Outbound:
     headers: dict[str, str]
     body: dict[str, Any]
     recorded: str | None = None
+    content: bytes | None = None  # sent instead of ``body`` (OTLP protobuf)
 
 
 KEY_METADATA = "evaluator_host.key"
@@ -104,7 +118,7 @@ def build(delivery: Delivery, secrets: dict[str, str]) -> Outbound:
     spec = delivery.spec
     if not spec:
         raise Skip("the rule no longer has this sink")
-    if delivery.status != "ok":
+    if delivery.status != "ok" and spec["type"] != "otlp":  # an OTLP span carries the error type
         raise Skip(f"the evaluation ended {delivery.status}: no value to write")
     headers = {name: _fill(value, secrets) for name, value in (spec.get("headers") or {}).items()}
     headers["Content-Type"] = "application/json"
@@ -113,6 +127,8 @@ def build(delivery: Delivery, secrets: dict[str, str]) -> Outbound:
         return _phoenix(delivery, spec, url, headers, secrets)
     if spec["type"] == "mlflow":
         return _mlflow(delivery, spec, url, headers, secrets)
+    if spec["type"] == "otlp":
+        return _otlp(delivery, spec, url, headers)
     return _langfuse(delivery, spec, url, headers, secrets)
 
 
@@ -205,3 +221,51 @@ def _mlflow(
         assessment["rationale"] = reason
     base = f"{url}/api/3.0/mlflow/traces/{trace}"
     return Outbound(f"{base}/assessments", headers, {"assessment": assessment}, recorded=base)
+
+
+def _otlp(delivery: Delivery, spec: dict[str, Any], url: str, headers: dict[str, str]) -> Outbound:
+    def pairs(values: dict[str, Any]) -> list[KeyValue]:
+        out = []
+        for key, value in values.items():
+            item = KeyValue(key=key)
+            if isinstance(value, bool):
+                item.value.bool_value = value
+            elif isinstance(value, int):
+                item.value.int_value = value
+            elif isinstance(value, float):
+                item.value.double_value = value
+            else:
+                item.value.string_value = str(value)
+            out.append(item)
+        return out
+
+    rule = {"id": delivery.rule_id, "name": _name(spec, delivery), "evaluator_id": delivery.evaluator_id}
+    result = {**(delivery.result or {}), "status": delivery.status, "score": delivery.score,
+              "passed": delivery.passed, "label": delivery.label, "revision": delivery.revision}  # fmt: skip
+    attributes = evaluation_attributes(rule, result)
+    parent = delivery.span_id if delivery.rule.level == "span" else (delivery.root_span_id or delivery.span_id)
+    end = time.time_ns()
+    span = Span(
+        trace_id=bytes.fromhex(delivery.trace_id),
+        span_id=hashlib.sha256(delivery.key.encode()).digest()[:8],
+        parent_span_id=bytes.fromhex(parent) if parent else b"",
+        name="evaluation " + str(attributes["gen_ai.evaluation.name"]),
+        kind=Span.SpanKind.SPAN_KIND_INTERNAL,
+        start_time_unix_nano=end,
+        end_time_unix_nano=end,
+        attributes=pairs({**attributes, MARKER: True}),
+    )
+    event = span.events.add(name=EVENT_NAME, time_unix_nano=end)
+    event.attributes.extend(
+        pairs({k: v for k, v in attributes.items() if k.startswith("gen_ai.") or k == "error.type"})
+    )
+    if "error.type" in attributes:
+        span.status.CopyFrom(Status(code=Status.StatusCode.STATUS_CODE_ERROR, message=str(attributes["error.type"])))
+    request = ExportTraceServiceRequest()
+    resource_spans = request.resource_spans.add()
+    resource_spans.resource.attributes.extend(pairs({"service.name": "evaluator-host", MARKER: True}))
+    scope_spans = resource_spans.scope_spans.add()
+    scope_spans.scope.name = "evaluator_host.online"
+    scope_spans.spans.append(span)
+    headers["Content-Type"] = "application/x-protobuf"
+    return Outbound(traces_url(url), headers, {}, content=request.SerializeToString())

@@ -81,6 +81,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "builds": (E + "definitions.languages",),
     # a codemod's answer (migration/base.py: a dataclass and a diff, no I/O) is what a family's migrator returns
     "definitions": (E + "migration.base",),
+    # an `otlp` score sink sends the very span online/export.py sends (its attributes: one definition)
+    "sinks": (E + "online.export",),
     # the client speaks the API's own models (each domain's models.py, no behaviour) and its error envelope
     "client": tuple(
         E + m
