@@ -4,8 +4,9 @@ Contract (docs/online.md, *Score sinks*): every :data:`POLL_S` (and at :meth:`Si
 the service's event loop
 
 1. enqueues a delivery row per sink for every ``done`` score of a rule with sinks stored in the last
-   :data:`ENQUEUE_WINDOW` that has none (``store/sink_deliveries.py``: insert-or-ignore on (rule, target,
-   sink), so a restart or a second service never makes two);
+   :data:`RECENT` (every :data:`SWEEP_S`, and at start: in the last :data:`ENQUEUE_WINDOW`) that has none
+   (``store/sink_deliveries.py``: insert-or-ignore on (rule, target, sink), so a restart or a second service
+   never makes two);
 2. claims up to :data:`BATCH` due deliveries (a lease of :data:`LEASE_S`; a service killed mid-send leaves
    its claim to expire and the delivery is sent again, under the same idempotency key);
 3. sends each (``sinks/requests.py``) to the host the sink names, held to the rule of a job's model target
@@ -24,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable, Collection
 from datetime import timedelta
 from typing import NoReturn
@@ -39,7 +41,7 @@ from evaluator_host.store.db import utcnow
 from evaluator_host.store.sink_deliveries import Delivery, SinkDeliveryStore
 from evaluator_host.targets.endpoint import check_endpoint
 
-__all__ = ["BATCH", "ENQUEUE_WINDOW", "LEASE_S", "MAX_ATTEMPTS", "POLL_S", "SinkDelivery"]
+__all__ = ["BATCH", "ENQUEUE_WINDOW", "LEASE_S", "MAX_ATTEMPTS", "POLL_S", "RECENT", "SWEEP_S", "SinkDelivery"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,8 @@ BATCH = 50
 LEASE_S = 60.0
 MAX_ATTEMPTS = 20
 ENQUEUE_WINDOW = timedelta(hours=24)
+RECENT = timedelta(minutes=5)  # what an ordinary pass looks at: a score stored by a live service is that new
+SWEEP_S = 300.0  # how often a pass looks back the whole window (a score whose service died before it enqueued)
 TIMEOUT_S = 15.0
 _RETRYABLE = frozenset({408, 425, 429, 500, 502, 503, 504})
 _ERROR_TEXT = 300
@@ -90,6 +94,7 @@ class SinkDelivery:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._client: httpx.AsyncClient | None = None
+        self._swept_at: float | None = None  # monotonic time of the last whole-window pass
 
     def wake(self) -> None:
         """Look for scores to deliver now."""
@@ -123,8 +128,11 @@ class SinkDelivery:
 
     async def run_once(self) -> int:
         """One pass: enqueue, claim, send, record; the deliveries attempted."""
-        now = utcnow()
-        await asyncio.to_thread(self.store.enqueue, now, now - ENQUEUE_WINDOW)
+        now, tick = utcnow(), time.monotonic()
+        whole = self._swept_at is None or tick - self._swept_at >= SWEEP_S
+        await asyncio.to_thread(self.store.enqueue, now, now - (ENQUEUE_WINDOW if whole else RECENT))
+        if whole:
+            self._swept_at = tick
         claimed = await asyncio.to_thread(self.store.claim, self.owner, now, BATCH, LEASE_S)
         await asyncio.gather(*(self._deliver(one) for one in claimed))
         return len(claimed)
