@@ -32,8 +32,9 @@ TRACE_EVAL = (
 SPAN_EVAL = "def evaluate(inputs, outputs, trace):\n    return {'passed': bool(trace), 'reason': 'has a trace'}\n"
 
 
-def test_scores_are_written_to_langfuse_once_each_with_its_exact_api_shapes(tmp_path: Path) -> None:
-    with langfuse_stand_in(PK, SK) as langfuse, serving(tmp_path, "process", env=ENV) as (client, _proc):
+def test_scores_are_written_to_langfuse_once_each_with_its_exact_api_shapes(tmp_path: Path, database_url: str) -> None:
+    service = serving(tmp_path, "process", database_url=database_url, env=ENV)  # SQLite and PostgreSQL
+    with langfuse_stand_in(PK, SK) as langfuse, service as (client, _proc):
         for name, value in (("LF_PK", PK), ("LF_SK", SK)):
             assert client.put(f"/v1/secrets/{name}", json={"value": value}).status_code in (200, 201, 204)
         url = f"http://langfuse.test:{langfuse.port}"
