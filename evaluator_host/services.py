@@ -35,18 +35,21 @@ from evaluator_host.jobs.results.retention import Retention
 from evaluator_host.jobs.running.runner import JobRunner
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.online.assembly import Assembly
+from evaluator_host.online.forwarding import Forwarder, Target, default_targets, workspace_targets
 from evaluator_host.online.ingest import Ingest
 from evaluator_host.online.scoring import OnlineScoring
 from evaluator_host.sandbox.base import SandboxBackend
 from evaluator_host.sandbox.pool.workers import WorkerPool
 from evaluator_host.sandbox.process.backend import ProcessBackend
 from evaluator_host.settings import Settings
+from evaluator_host.sinks.delivery import SinkDelivery
 from evaluator_host.store import EvaluatorStore
-from evaluator_host.store.db import make_engine
+from evaluator_host.store.db import DEFAULT_WORKSPACE, make_engine
 from evaluator_host.store.idempotency import IdempotencyStore
 from evaluator_host.store.jobs import QUEUE_SUFFIX, JobStore
 from evaluator_host.store.online_spans import OnlineSpanStore
 from evaluator_host.store.secrets import SecretStore
+from evaluator_host.store.sink_deliveries import SinkDeliveryStore
 from evaluator_host.store.workspaces import WorkspaceRecord, WorkspaceStore
 from evaluator_host.tenancy.quotas import QuotaGuard
 from evaluator_host.tenancy.vault import Vault
@@ -154,8 +157,40 @@ class Services:
 
     @functools.cached_property
     def ingest(self) -> Ingest:
-        """The OTLP receiver's use case (``POST /v1/traces``)."""
-        return Ingest(self.settings, OnlineSpanStore(self.store.engine), self.pool.metrics, self.quotas)
+        """The OTLP receiver's use case (``POST /v1/traces``), its spans offered to :attr:`forwarder`."""
+        ingest = Ingest(self.settings, OnlineSpanStore(self.store.engine), self.pool.metrics, self.quotas)
+        ingest.forward = self.forwarder.offer
+        return ingest
+
+    @functools.cached_property
+    def sink_delivery(self) -> SinkDelivery:
+        """Scores written into their rules' sinks (Phoenix, Langfuse), started in :meth:`resume`."""
+        return SinkDelivery(
+            self.settings,
+            SinkDeliveryStore(self.store.engine),
+            service_id(self.settings.data_dir),
+            lambda workspace, names: self.vault.values(workspace, names, "the rule's sinks"),
+            lambda workspace: self.workspaces.get(workspace).network_allow,
+            lambda: not self.workspaces.auth_required,
+        )
+
+    @functools.cached_property
+    def forwarder(self) -> Forwarder:
+        """Received spans forwarded to the workspaces' OTLP endpoints (started in :meth:`resume`)."""
+        fixed = default_targets(self.settings)
+
+        def targets(workspace: str) -> tuple[Target, ...]:
+            own = workspace_targets(self.workspaces.get(workspace).forwarding)
+            return (*fixed, *own) if workspace == DEFAULT_WORKSPACE else own
+
+        return Forwarder(
+            self.settings,
+            self.pool.metrics,
+            targets,
+            lambda workspace, names: self.vault.values(workspace, names, "the span forwarding's headers"),
+            lambda workspace: self.workspaces.get(workspace).network_allow,
+            lambda: not self.workspaces.auth_required,
+        )
 
     @functools.cached_property
     def assembly(self) -> Assembly:
@@ -268,6 +303,8 @@ class Services:
         await self.runner.start()
         self.retention.start()
         await self.online.start()
+        self.forwarder.start()
+        self.sink_delivery.start()
         self.assembly.start()
         self.syncer = asyncio.ensure_future(self._sync())
 
@@ -298,6 +335,10 @@ class Services:
                 await self.assembly.close()
             if "online" in self.__dict__:
                 await self.online.close()
+            if "forwarder" in self.__dict__:
+                await self.forwarder.close()
+            if "sink_delivery" in self.__dict__:
+                await self.sink_delivery.close()
             await self.runner.close()
             await self.evaluators.close()
             await self.pool.close()

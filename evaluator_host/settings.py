@@ -149,6 +149,23 @@ class Settings(BaseSettings):
         description="What each exported score is sent as: `spans` (a `gen_ai.evaluation.result` span, to "
         "`/v1/traces`), `logs` (an OTLP log record, event `gen_ai.evaluation.result`, to `/v1/logs`) or `both`.",
     )
+    otlp_forward_endpoint: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Online evaluation: OTLP/HTTP endpoints (comma-separated; `/v1/traces` is appended to a URL "
+        "without a path) every span the default workspace receives is forwarded to, unchanged, as OTLP/HTTP "
+        "protobuf (a workspace's own: PATCH /v1/workspaces/{id} `forwarding`). docs/online.md, Forwarding.",
+    )
+    otlp_forward_headers: str | None = Field(
+        None,
+        description="Headers of the forwarded requests, `key=value,key2=value2` as OTEL_EXPORTER_OTLP_HEADERS "
+        "writes them (values URL-encoded); `{{secret:NAME}}` in a value is the default workspace's secret NAME.",
+    )
+    online_forward_max_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1024,
+        description="Most span bytes held for forwarding (every endpoint, this process); what does not fit is "
+        'dropped and counted (evaluator_host_online_forwarded_spans_total{outcome="dropped"}), never waited for.',
+    )
     otlp_grpc_port: int | None = Field(
         None,
         ge=1,
@@ -499,6 +516,15 @@ class Settings(BaseSettings):
         if value and urlsplit(value).scheme not in ("http", "https"):
             raise ValueError(f"{value!r} is not an http:// or https:// URL (OTLP/HTTP)")
         return value or None
+
+    @field_validator("otlp_forward_endpoint", mode="before")
+    @classmethod
+    def _forward_endpoints(cls, value: object) -> object:
+        urls = [u.strip() for u in value.split(",") if u.strip()] if isinstance(value, str) else value
+        for url in urls if isinstance(urls, list) else []:
+            if urlsplit(str(url)).scheme not in ("http", "https"):
+                raise ValueError(f"{str(url)[:100]!r} is not an http:// or https:// URL (OTLP/HTTP)")
+        return urls
 
     @field_validator("container_labels")
     @classmethod

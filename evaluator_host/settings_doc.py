@@ -27,6 +27,7 @@ FACTORY_DEFAULTS = {
     "allowed_hosts": "none (localhost, 127.0.0.1, ::1 and the address `serve` binds)",
     "secrets_key": "a key generated once in `data_dir/secrets.key`",
     "egress_hosts": "none",
+    "otlp_forward_endpoint": "none (no forwarding)",
     "container_labels": "none",
     "build_allow_hosts": "none (the configured package indexes only)",
     "network_allow": "none (the default workspace's stored list)",

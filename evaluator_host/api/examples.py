@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from evaluator_host.api.examples_online import ONLINE as _ONLINE
 from evaluator_host.definitions import languages
 
 __all__ = ["EXAMPLES", "with_examples"]
@@ -83,95 +84,6 @@ _CALLS_API = (
     '    return urllib.request.urlopen("https://api.openai.com/v1/models").status == 200\n'
 )
 _INJECTING = {"host": "api.openai.com:443", "headers": {"Authorization": "Bearer {{secret:OPENAI_API_KEY}}"}}
-_T = "4bf92f3577b34da6a3ce929d0e0e4736"
-_FILTER = {
-    "service_name": "chat-api",
-    "span_name": "chat",
-    "attributes": [{"key": "deployment.environment", "equals": "prod"}],
-}
-_MAPPING = {"inputs": "root.attributes.ag.data.inputs", "outputs": "span[name=llm].outputs"}
-_RULE = {
-    "id": "rule_3f9a2c", "name": "prod-chats", "evaluator_id": "ev_8c1f2d", "revision": None, "filter": _FILTER,
-    "sampling_rate": 0.5, "mapping": _MAPPING, "target": {"level": "trace"}, "enabled": True,
-    "created_at": _WHEN, "updated_at": _WHEN,
-}  # fmt: skip
-_SCORE = {
-    "rule_id": _RULE["id"], "trace_id": _T, "span_id": "00f067aa0ba902b7", "target_id": _T, "state": "done",
-    "status": "ok",
-    "score": 1.0, "passed": True, "label": None, "evaluator_id": "ev_8c1f2d", "revision": 1,
-    "runtime_id": "python-ab541290a9a78bc6d9bf", "attempts": 1, "enqueued_at": _WHEN, "scored_at": _WHEN,
-    "duration_ms": 1.9, "result": {"status": "ok", "score": 1.0, "passed": True},
-}  # fmt: skip
-_TRIAL = {
-    "trace_id": _T, "span_id": "00f067aa0ba902b7", "session_id": None, "status": "ok", "score": 1.0,
-    "passed": True, "label": None, "reason": "the answer is right", "inputs": "2+2?", "outputs": "4",
-    "duration_ms": 1.9,
-}  # fmt: skip
-_BUCKET = {"start": _WHEN, "count": 20, "ok": 20, "errors": 0, "mean_score": 0.65, "pass_rate": 0.65, "labels": {}}
-_SUMMARY = {
-    "trace_id": _T, "state": "routed", "service_name": "chat-api", "root_name": "chat", "span_count": 2,
-    "first_seen_at": _WHEN, "last_span_at": _WHEN, "scores": [_SCORE],
-}  # fmt: skip
-_ONLINE: dict[str, list[Any]] = {
-    "AttributeCondition": [{"key": "deployment.environment", "equals": "prod"}, {"key": "user.id", "exists": True}],
-    "RuleFilter": [_FILTER],
-    "RuleMapping": [_MAPPING],
-    "RuleCreate": [
-        {"evaluator_id": "ev_8c1f2d", "sampling_rate": 1.0},
-        {k: v for k, v in _RULE.items() if "_at" not in k and k != "id"},
-    ],
-    "RulePatch": [{"enabled": False}, {"sampling_rate": 0.1, "revision": 2}],
-    "RuleTarget": [{"level": "trace"}, {"level": "span"}],
-    "RuleTest": [
-        {
-            "evaluator_id": "ev_8c1f2d",
-            "filter": {"attributes": [{"key": "openinference.span.kind", "equals": "LLM"}]},
-            "target": {"level": "span"},
-            "limit": 20,
-        }
-    ],
-    "RuleTestResult": [_TRIAL],
-    "RuleTestAnswer": [
-        {"results": [_TRIAL], "matched": 1, "scanned_traces": 12, "message": None},
-        {
-            "results": [],
-            "matched": 0,
-            "scanned_traces": 12,
-            "message": "nothing matched: no span of the 12 newest stored traces matches this rule's filter",
-        },
-    ],
-    "Rule": [_RULE],
-    "RuleList": [{"data": [_RULE], "count": 1, "next_cursor": None}],
-    "Score": [_SCORE],
-    "ScoreList": [{"data": [_SCORE], "count": 1, "next_cursor": None}],
-    "StatsBucket": [_BUCKET],
-    "RuleStats": [
-        {
-            "rule_id": _RULE["id"],
-            "since": _WHEN,
-            "until": _WHEN,
-            "bucket_s": 60,
-            "buckets": [_BUCKET],
-            "queued": 0,
-            "dropped": 0,
-        }
-    ],
-    "TraceSummary": [_SUMMARY],
-    "TraceList": [{"data": [_SUMMARY], "count": 1, "next_cursor": None}],
-    "TraceDetail": [
-        {
-            "trace_id": _T,
-            "state": "routed",
-            "service_name": "chat-api",
-            "root_span_id": "00f067aa0ba902b7",
-            "trace": {"trace_id": _T, "spans": {}},
-            "inputs": {"prompt": "2+2?"},
-            "outputs": "4",
-            "scores": [_SCORE],
-        }
-    ],  # fmt: skip
-}
-
 _FIXTURE = {"name": "paris", "inputs": {"correct_answer": "Paris"}, "outputs": "Paris", "expect": {"passed": True}}
 _OUTCOME = {"name": "lyon", "passed": False, "problems": ["passed true, expected false"], "status": "ok",
             "score": 1.0, "result_passed": True, "label": None, "error": None}  # fmt: skip
@@ -373,6 +285,7 @@ EXAMPLES: dict[str, list[Any]] = {
     "ApiKeyCreated": [{**_KEY, "last_used_at": None, "key": "evh_Xq3vT9kP2mW8rZ5nB7cD1fG4hJ6lN0sQ3uV9yA2eI5o"}],
     "ApiKeyList": [{"data": [_KEY, {**_KEY, "id": "key_9d3b", "name": "old", "revoked_at": _WHEN}], "count": 2}],
     "NetworkEntry": [_INJECTING],
+    "ForwardEndpoint": [{"endpoint": "https://phoenix.example.com/v1/traces", "headers": {"x-key": "{{secret:PHX}}"}}],
     "SecretPut": [{"value": "sk-…"}],
     "Secret": [_SECRET],
     "SecretList": [{"data": [_SECRET], "count": 1}],

@@ -147,7 +147,11 @@ def _act(client: Client, args: argparse.Namespace, action: str, target: str) -> 
     elif action == "scores":
         page = client.rule_scores(target, limit=args.limit or 50, since=args.since, until=args.until)
         columns = ["trace_id", "span_id", "state", "status", "score", "passed", "label", "revision", "scored_at"]
-        _print(args, [dumped(s) for s in page.data], columns)
+        rows = [dumped(s) for s in page.data]
+        if not args.json and any(r.get("sinks") for r in rows):  # each sink's delivery (issue 52)
+            rows = [{**r, "sinks": " ".join(f"{x['type']}:{x['state']}" for x in r["sinks"]) or None} for r in rows]
+            columns.append("sinks")
+        _print(args, rows, columns)
     else:  # stats
         stats = dumped(client.rule_stats(target, bucket=args.bucket, since=args.since, until=args.until))
         rows = [{**b, "labels": b["labels"] or None} for b in stats["buckets"] if b["count"] or args.json]

@@ -24,7 +24,10 @@ Names and what they count (no tenant, evaluator or user id is ever a label):
   ``full`` (503: the workspace holds its share of ``ONLINE_MAX_STORED_SPANS``, the exporter retries);
   ``evaluator_host_online_open_traces`` — traces still assembling (read by assembly's last pass);
   ``evaluator_host_online_traces_ready_total`` and ``evaluator_host_online_spans_expired_total`` — assembly's
-  and retention's work.
+  and retention's work; forwarding (issue 52): ``evaluator_host_online_forwarded_spans_total{outcome}``
+  (``sent``, ``dropped`` past ``ONLINE_FORWARD_MAX_BYTES``, ``refused`` by the endpoint or its host check),
+  ``evaluator_host_online_forward_requests_total{outcome}`` (``ok``, ``retried``, ``refused``) and
+  ``evaluator_host_online_forward_queued_bytes``.
 * online scoring (docs/online.md): ``evaluator_host_online_scores_total{rule, status}`` — scores
   stored, ``evaluator_host_online_score{rule}`` — their numeric scores,
   ``evaluator_host_online_dropped_total{rule}`` — score rows dropped (backlog full),
@@ -148,6 +151,22 @@ class Metrics:
         self.online_ready = Counter("evaluator_host_online_traces_ready", "Traces assembly made ready.", registry=r)
         self.online_expired = Counter(
             "evaluator_host_online_spans_expired", "Raw spans deleted by retention.", registry=r
+        )
+        self.forwarded = Counter(  # issue 52: online/forwarding.py
+            "evaluator_host_online_forwarded_spans",
+            "Received spans forwarded to OTLP endpoints, by outcome (sent, dropped: past the memory bound, "
+            "refused: the endpoint refused them or may not be called).",
+            ["outcome"],
+            registry=r,
+        )
+        self.forward_requests = Counter(
+            "evaluator_host_online_forward_requests",
+            "Forwarding requests, by outcome (ok, retried, refused).",
+            ["outcome"],
+            registry=r,
+        )
+        self.forward_queued = Gauge(
+            "evaluator_host_online_forward_queued_bytes", "Span bytes waiting to be forwarded.", registry=r
         )
         self._children: dict[tuple[Any, ...], Any] = {}
 

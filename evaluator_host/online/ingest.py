@@ -21,6 +21,7 @@ the others are rejected in the answer's partial success — or raises ``QuotaExc
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -53,6 +54,8 @@ class Ingest:
         self._lock = threading.Lock()
         self._decoding = threading.BoundedSemaphore(settings.online_decode_concurrency)
         self._outcomes = {name: metrics.online_spans.labels(name) for name in ("stored", "duplicate", "rejected")}
+        # (workspace, request bytes, spans): Forwarder.offer when spans are forwarded (services.py sets it)
+        self.forward: Callable[[str, bytes, int], None] | None = None
 
     def share(self) -> int:
         """The spans one workspace may hold: ``online_max_stored_spans`` over the workspaces (at least 1)."""
@@ -90,6 +93,11 @@ class Ingest:
             else:
                 inflated = inflate(body, encoding, self.limits.body_bytes)
             decoded = decode(inflated, media, self.limits)
+            if self.forward is not None:  # every span received, unchanged (never blocks: online/forwarding.py)
+                message, decoded.message = decoded.message, None
+                forwarded = inflated if message is None else message.SerializeToString()
+                self.forward(workspace, forwarded, len(decoded.spans) + decoded.rejected)
+                del message, forwarded
             del inflated
         if decoded.rejected:
             self._outcomes["rejected"].inc(decoded.rejected)

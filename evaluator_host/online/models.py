@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from evaluator_host.definitions.models import MAX_REVISION
 from evaluator_host.online import mapping
 from evaluator_host.shared.bounds import Int64
+from evaluator_host.sinks.models import MAX_SINKS, Sink, SinkState
 
 __all__ = [
     "AttributeCondition",
@@ -128,6 +129,11 @@ class _RuleFields(BaseModel):
     sampling_rate: float = Field(1.0, ge=0.0, le=1.0, description="The share of matching traces scored (0..1).")
     mapping: RuleMapping | None = None
     enabled: bool = Field(True, description="false: paused (traces finished meanwhile are not scored).")
+    sinks: list[Sink] = Field(
+        default_factory=list,
+        max_length=MAX_SINKS,
+        description="Where its scores are also written: Phoenix span annotations, Langfuse scores (docs/online.md).",
+    )
     limits: RuleLimits | None = Field(None, description="Budgets; over one, work is delayed (never dropped).")
 
 
@@ -202,6 +208,7 @@ class RulePatch(BaseModel):
     mapping: RuleMapping | None = None
     enabled: bool | None = None
     limits: RuleLimits | None = None
+    sinks: list[Sink] | None = Field(None, max_length=MAX_SINKS, description="Replaced ([]: none).")
 
     @model_validator(mode="after")
     def _not_null(self) -> RulePatch:
@@ -249,6 +256,9 @@ class Score(BaseModel):
     scored_at: datetime | None = None
     duration_ms: float | None = None
     result: dict[str, Any] | None = Field(None, description="The full EvaluationResult (as /v1/evaluate answers).")
+    sinks: list[SinkState] = Field(
+        default_factory=list, description="Its delivery to each sink of the rule (none until it is done)."
+    )
 
 
 class ScoreList(BaseModel):

@@ -119,6 +119,7 @@ class Decoded:
     spans: list[Received] = field(default_factory=list)
     rejected: int = 0
     reasons: list[str] = field(default_factory=list)
+    message: Any = None  # an OTLP/JSON body's ExportTraceServiceRequest (forwarded as protobuf: online/forwarding.py)
 
     @property
     def error_message(self) -> str:
@@ -150,7 +151,7 @@ def decode(body: bytes, media: str, limits: Limits) -> Decoded:
     count = sum(len(scope.spans) for rs in request.resource_spans for scope in rs.scope_spans)
     if count > limits.spans:
         raise OtlpError(400, f"{count} spans in one request; at most {limits.spans} (online_max_spans)")
-    decoded = Decoded()
+    decoded = Decoded(message=request if media == JSON else None)
     for resource_spans in request.resource_spans:
         try:
             resource = _attributes(resource_spans.resource.attributes, limits, "resource attribute")

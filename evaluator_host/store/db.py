@@ -80,6 +80,7 @@ class WorkspaceRow(Base):
     name: Mapped[str] = mapped_column(String(200))
     quotas: Mapped[dict[str, Any]] = mapped_column(JSON)  # name -> limit (absent: unlimited)
     network_allow: Mapped[list[str]] = mapped_column(JSON)  # "host:port" entries an evaluator may declare
+    forwarding: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)  # 0016: OTLP forward targets
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 

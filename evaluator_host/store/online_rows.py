@@ -112,6 +112,7 @@ class OnlineRuleRow(Base):
     mapping: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     target: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # 0013; null: {"level": "trace"}
     limits: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # 0015: budgets; null: none
+    sinks: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)  # 0016; null: none (issue 52)
     enabled: Mapped[bool] = mapped_column(Boolean)
     created_at: Mapped[datetime] = mapped_column(_TZ)
     updated_at: Mapped[datetime] = mapped_column(_TZ)
@@ -174,3 +175,26 @@ class OnlineDecisionRow(Base):
     decision: Mapped[str] = mapped_column(String(12))
     reason: Mapped[str] = mapped_column(Text)
     at: Mapped[datetime] = mapped_column(_TZ)
+
+
+class SinkDeliveryRow(Base):
+    """One score's delivery to one of its rule's sinks (issue 52, migration 0016): recorded once per
+    (rule, target, sink index), retried until ``delivered`` or ``failed`` (``store/sink_deliveries.py``)."""
+
+    __tablename__ = "online_sink_deliveries"
+    __table_args__ = (Index("ix_online_sink_deliveries_due", "state", "due_at"),)
+
+    rule_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    target_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    sink: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)  # index in the rule's sinks
+    workspace_id: Mapped[str] = mapped_column(String(40))
+    type: Mapped[str] = mapped_column(String(20))
+    key: Mapped[str] = mapped_column(String(80))  # the idempotency key sent (Langfuse id, Phoenix identifier)
+    state: Mapped[str] = mapped_column(String(12))  # pending | sending | delivered | failed | skipped
+    attempts: Mapped[int] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    due_at: Mapped[datetime] = mapped_column(_TZ)
+    claimed_by: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    claimed_until: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(_TZ)
+    delivered_at: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)

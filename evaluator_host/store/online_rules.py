@@ -22,7 +22,7 @@ from evaluator_host.store.online_rows import OnlineRuleRow
 
 __all__ = ["RuleRecord", "RuleStore", "rule_record"]
 
-CHANGEABLE = ("name", "revision", "filter", "sampling_rate", "mapping", "enabled", "limits")
+CHANGEABLE = ("name", "revision", "filter", "sampling_rate", "mapping", "enabled", "limits", "sinks")
 CREATED = (*CHANGEABLE, "target")  # a rule's target is set when it is created (issue 50)
 
 
@@ -44,6 +44,7 @@ class RuleRecord:
     deleted_at: datetime | None = None
     target: dict[str, Any] | None = None  # None: {"level": "trace"}
     limits: dict[str, Any] | None = None  # budgets (issue 51): scores_per_minute, sandbox_seconds_per_hour, ...
+    sinks: list[dict[str, Any]] | None = None  # issue 52: where its scores are also written (sinks/)
 
     @property
     def level(self) -> str:
@@ -68,6 +69,7 @@ def rule_record(row: Any) -> RuleRecord:
         deleted_at=None if row.deleted_at is None else as_utc(row.deleted_at),
         target=None if row.target is None else dict(row.target),
         limits=None if row.limits is None else dict(row.limits),
+        sinks=list(getattr(row, "sinks", None) or []) or None,
     )
 
 

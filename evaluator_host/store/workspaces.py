@@ -59,6 +59,7 @@ class WorkspaceRecord:
     created_at: datetime
     quotas: dict[str, Any] = field(default_factory=dict)
     network_allow: list[str] = field(default_factory=list)
+    forwarding: list[dict[str, Any]] = field(default_factory=list)  # [{"endpoint", "headers"}]: online/forwarding.py
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,9 @@ class ApiKeyRecord:
 def _workspace(row: WorkspaceRow) -> WorkspaceRecord:
     created = _aware(row.created_at)
     assert created is not None
-    return WorkspaceRecord(row.id, row.name, created, dict(row.quotas or {}), list(row.network_allow or []))
+    return WorkspaceRecord(
+        row.id, row.name, created, dict(row.quotas or {}), list(row.network_allow or []), list(row.forwarding or [])
+    )
 
 
 def _key(row: ApiKeyRow) -> ApiKeyRecord:
@@ -118,7 +121,7 @@ class WorkspaceStore:
             return [_workspace(r) for r in session.scalars(select(WorkspaceRow).order_by(WorkspaceRow.created_at))]
 
     def set(self, workspace_id: str, **fields: Any) -> WorkspaceRecord:
-        """Change ``name``, ``quotas`` or ``network_allow``."""
+        """Change ``name``, ``quotas``, ``network_allow`` or ``forwarding``."""
         with Session(self.engine) as session, session.begin():
             row = session.get(WorkspaceRow, workspace_id)
             if row is None:

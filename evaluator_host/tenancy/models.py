@@ -6,6 +6,7 @@ import ipaddress
 import re
 from collections.abc import Sequence
 from datetime import datetime
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -18,6 +19,7 @@ __all__ = [
     "ApiKey",
     "ApiKeyCreated",
     "ApiKeyList",
+    "ForwardEndpoint",
     "KeyCreate",
     "Quotas",
     "Secret",
@@ -27,6 +29,7 @@ __all__ = [
     "WorkspaceCreate",
     "WorkspaceList",
     "WorkspacePatch",
+    "check_headers",
     "destination",
     "NetworkEntry",
     "destinations",
@@ -71,6 +74,28 @@ MAX_HEADER_TEMPLATE = 8192
 HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")  # one line of printable ASCII (what every server reads alike)
 
 
+def check_headers(value: dict[str, str]) -> dict[str, str]:
+    """``value`` when every header is a token name, not a framing or proxy header, given once, and its value
+    one line of printable ASCII where ``{{`` only starts a ``{{secret:NAME}}`` reference; else ``ValueError``."""
+    seen: set[str] = set()
+    for name, template in value.items():
+        lower = name.lower()
+        if not _TOKEN.fullmatch(name):
+            raise ValueError(f"{name[:100]!r} is not a header name")
+        if lower in _FRAMING or lower.startswith("proxy-"):
+            raise ValueError(f"header {name!r} is set by the proxy itself")
+        if lower in seen:
+            raise ValueError(f"header {name!r} is given twice")
+        seen.add(lower)
+        if len(template) > MAX_HEADER_TEMPLATE or not HEADER_VALUE.fullmatch(template):
+            raise ValueError(
+                f"header {name!r}: a value is one line of printable ASCII, at most {MAX_HEADER_TEMPLATE} characters"
+            )
+        if "{{" in SECRET_REF.sub("", template):
+            raise ValueError(f"header {name!r}: '{{{{' starts only a '{{{{secret:NAME}}}}' reference")
+    return value
+
+
 class NetworkEntry(BaseModel):
     """A ``network`` destination whose requests the egress proxy completes with headers the code never
     sees: ``{"host": "api.openai.com:443", "headers": {"Authorization": "Bearer {{secret:OPENAI_API_KEY}}"}}``.
@@ -97,23 +122,7 @@ class NetworkEntry(BaseModel):
     @field_validator("headers")
     @classmethod
     def _headers(cls, value: dict[str, str]) -> dict[str, str]:
-        seen: set[str] = set()
-        for name, template in value.items():
-            lower = name.lower()
-            if not _TOKEN.fullmatch(name):
-                raise ValueError(f"{name[:100]!r} is not a header name")
-            if lower in _FRAMING or lower.startswith("proxy-"):
-                raise ValueError(f"header {name!r} is set by the proxy itself")
-            if lower in seen:
-                raise ValueError(f"header {name!r} is given twice")
-            seen.add(lower)
-            if len(template) > MAX_HEADER_TEMPLATE or not HEADER_VALUE.fullmatch(template):
-                raise ValueError(
-                    f"header {name!r}: a value is one line of printable ASCII, at most {MAX_HEADER_TEMPLATE} characters"
-                )
-            if "{{" in SECRET_REF.sub("", template):
-                raise ValueError(f"header {name!r}: '{{{{' starts only a '{{{{secret:NAME}}}}' reference")
-        return value
+        return check_headers(value)
 
 
 def network_entries(value: list[str | NetworkEntry]) -> list[str | NetworkEntry]:
@@ -173,6 +182,47 @@ class Quotas(BaseModel):
     )
 
 
+MAX_FORWARD_ENDPOINTS = 4
+
+
+class ForwardEndpoint(BaseModel):
+    """An OTLP/HTTP endpoint every span the workspace receives is forwarded to, unchanged (issue 52;
+    ``online/forwarding.py``): ``{"endpoint": "https://phoenix.example.com/v1/traces", "headers":
+    {"Authorization": "Bearer {{secret:PHOENIX_KEY}}"}}``. Its ``host:port`` must be in the workspace's
+    ``network_allow`` and resolve to public addresses (or be a name pinned in ``EVALUATOR_HOST_EGRESS_HOSTS``),
+    checked when spans are sent, as a job's model target is (docs/security.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint: str = Field(
+        min_length=1,
+        max_length=2000,
+        description="The OTLP/HTTP traces URL, e.g. https://host/v1/traces (`/v1/traces` is appended to a URL "
+        "without a path).",
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=10,
+        description="Header name -> value on every forwarded request; '{{secret:NAME}}' in a value is the "
+        "workspace secret NAME (filled in when sending, never shown or logged).",
+    )
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, value: str) -> str:
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{value[:100]!r} is not an http:// or https:// URL (OTLP/HTTP)")
+        if parts.username or parts.password:
+            raise ValueError("credentials go in `headers` ({{secret:NAME}}), not in the URL")
+        return value.strip()
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_headers(value)
+
+
 class Workspace(BaseModel):
     """A workspace."""
 
@@ -181,6 +231,11 @@ class Workspace(BaseModel):
     created_at: datetime
     quotas: Quotas
     network_allow: list[str] = Field(description="'host:port' its evaluators may declare in `network`.")
+    forwarding: list[ForwardEndpoint] = Field(
+        default_factory=list,
+        description="OTLP/HTTP endpoints every span it receives is forwarded to, unchanged (docs/online.md, "
+        "Forwarding).",
+    )
 
 
 class WorkspaceList(BaseModel):
@@ -206,6 +261,11 @@ class WorkspacePatch(BaseModel):
     name: StoredText | None = Field(None, min_length=1, max_length=200)
     quotas: Quotas | None = None
     network_allow: list[str] | None = Field(None, max_length=100, description="'host:port' entries (DNS names).")
+    forwarding: list[ForwardEndpoint] | None = Field(
+        None,
+        max_length=MAX_FORWARD_ENDPOINTS,
+        description="OTLP/HTTP endpoints every span is forwarded to (replaced; [] stops forwarding).",
+    )
 
     @field_validator("network_allow")
     @classmethod

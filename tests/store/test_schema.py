@@ -197,6 +197,7 @@ def test_a_database_made_by_create_all_before_migrations_is_adopted_on_either_da
         conn.execute(text("DROP TABLE result_cache_usage"))
         conn.execute(text("DROP TABLE online_usage"))  # 0012
         conn.execute(text("DROP TABLE online_decisions"))  # 0015
+        conn.execute(text("DROP TABLE online_sink_deliveries"))  # 0016
         conn.execute(text("ALTER TABLE jobs DROP COLUMN cached"))
         conn.execute(text("ALTER TABLE jobs DROP COLUMN target"))
         for table in ("online_scores", "online_rules", "online_traces", "online_spans"):

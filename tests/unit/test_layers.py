@@ -44,6 +44,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "jobs": (*TOP, E + "migration", E + "testing"),
     "jobs/queue": (*SURFACES,),
     "online": (*TOP, E + "migration", E + "jobs", E + "testing"),
+    # score sinks (issue 52): the online routes and the service use them; they know no API, job or CLI
+    "sinks": (*TOP, E + "migration", E + "jobs", E + "online", E + "testing"),
     # a job's model target (client, prompt sandbox, budgets, generation stage): jobs import it, never the reverse
     "targets": (*TOP, E + "migration", E + "jobs", E + "testing"),
     # jobs' rooms (jobs/__init__.py): the datasets know nothing of running or reading a job; the running of a
@@ -79,6 +81,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "builds": (E + "definitions.languages",),
     # a codemod's answer (migration/base.py: a dataclass and a diff, no I/O) is what a family's migrator returns
     "definitions": (E + "migration.base",),
+    # an `otlp` score sink sends the very span online/export.py sends (its attributes: one definition)
+    "sinks": (E + "online.export",),
     # the client speaks the API's own models (each domain's models.py, no behaviour) and its error envelope
     "client": tuple(
         E + m

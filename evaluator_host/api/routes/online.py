@@ -64,6 +64,7 @@ def _model(record: RuleRecord) -> Rule:
         mapping=record.mapping,
         limits=RuleLimits(**record.limits) if record.limits else None,
         target=RuleTarget(**(record.target or {})),
+        sinks=record.sinks or [],
         enabled=record.enabled,
         created_at=record.created_at,
         updated_at=record.updated_at,
@@ -86,8 +87,19 @@ def _stored(body: RuleCreate | RulePatch, names: set[str]) -> dict[str, Any]:
             value = value.model_dump(exclude_none=True, exclude_defaults=True)
         elif name in ("mapping", "limits"):
             value = None if value is None else (value.model_dump(exclude_none=True) or None)
+        elif name == "sinks":
+            value = [sink.model_dump(exclude_none=True) for sink in value or []] or None
         out[name] = value
     return out
+
+
+async def _with_sinks(services: Services, scores: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``scores`` (dicts) each with its ``sinks``: the deliveries to its rule's sinks (issue 52)."""
+    pairs = [(s["rule_id"], s.get("target_id") or s["trace_id"]) for s in scores]
+    states = await asyncio.to_thread(services.sink_delivery.store.states, pairs)
+    for score, pair in zip(scores, pairs, strict=True):
+        score["sinks"] = states.get(pair, [])
+    return scores
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -100,7 +112,7 @@ def _utc(value: datetime | None) -> datetime | None:
 async def create_rule(body: RuleCreate, services: ServicesDep, workspace: WorkspaceDep) -> Rule:
     """A rule: which finished traces its evaluator scores, once each (docs/online.md)."""
     await _check_evaluator(services, workspace, body.evaluator_id, body.revision)
-    fields = _stored(body, {"name", "revision", "filter", "sampling_rate", "mapping", "enabled", "limits"})
+    fields = _stored(body, {"name", "revision", "filter", "sampling_rate", "mapping", "enabled", "limits", "sinks"})
     fields["target"] = body.target.model_dump()
     record = await asyncio.to_thread(services.online.rules.create, workspace, body.evaluator_id, fields)
     return _model(record)
@@ -176,6 +188,7 @@ async def rule_scores(
         limit=asked.fetch,
         before=asked.created_before(),
     )
+    found = await _with_sinks(services, list(found))
     data, after = asked.answer(
         [Score(**s) for s in found], lambda s: (s.enqueued_at.isoformat(), s.target_id or s.trace_id)
     )
@@ -258,6 +271,7 @@ async def list_traces(
     found = await asyncio.to_thread(views.traces, workspace, limit=asked.fetch, before=asked.created_before())
     page, after = asked.answer(found, lambda t: (t.first_seen_at.isoformat(), t.trace_id))
     scores = await asyncio.to_thread(views.of_traces, workspace, [t.trace_id for t in page])
+    await _with_sinks(services, [s for listed in scores.values() for s in listed])
     data = [TraceSummary(**t.__dict__, scores=[Score(**s) for s in scores.get(t.trace_id, [])]) for t in page]
     return TraceList(data=data, count=len(data), next_cursor=after)
 
@@ -285,6 +299,7 @@ async def get_trace(trace_id: str, services: ServicesDep, workspace: WorkspaceDe
     if facts is not None:
         ref = TraceRef(workspace, trace_id, loaded.root_span_id, span_refs(loaded.spans))
         decided = [Decision(**d) for d in derive(facts, ref, services.settings, datetime.now(UTC))]
+    await _with_sinks(services, scores[trace_id])
     return TraceDetail(
         trace_id=trace_id,
         state=loaded.state,

@@ -14,6 +14,7 @@ from evaluator_host.tenancy.models import (
     ApiKey,
     ApiKeyCreated,
     ApiKeyList,
+    ForwardEndpoint,
     KeyCreate,
     Quotas,
     Workspace,
@@ -32,6 +33,7 @@ def _workspace(record: WorkspaceRecord) -> Workspace:
         created_at=record.created_at,
         quotas=Quotas(**record.quotas),
         network_allow=record.network_allow,
+        forwarding=[ForwardEndpoint.model_validate(entry) for entry in record.forwarding],
     )
 
 
@@ -81,7 +83,8 @@ async def get(workspace_id: str, services: ServicesDep, _op: OperatorDep) -> Wor
 
 @router.patch("/workspaces/{workspace_id}", response_model=Workspace, responses=_TAKEN)
 async def patch(workspace_id: str, body: WorkspacePatch, services: ServicesDep, _op: OperatorDep) -> Workspace:
-    """Rename, set quotas (merged key by key; null lifts one) or the egress allowlist (replaced)."""
+    """Rename, set quotas (merged key by key; null lifts one), the egress allowlist or the span forwarding
+    (each replaced)."""
     current = services.workspaces.get(workspace_id)
     changes: dict[str, Any] = {}
     if body.name is not None:
@@ -92,6 +95,8 @@ async def patch(workspace_id: str, body: WorkspacePatch, services: ServicesDep, 
         changes["quotas"] = {k: v for k, v in merged.items() if v is not None}
     if body.network_allow is not None:
         changes["network_allow"] = body.network_allow
+    if body.forwarding is not None:
+        changes["forwarding"] = [entry.model_dump() for entry in body.forwarding]
     record = await services.workspaces.update(workspace_id, **changes) if changes else current
     services.apply_workspace(record)
     return _workspace(record)

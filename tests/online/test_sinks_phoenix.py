@@ -1,0 +1,94 @@
+"""Score sinks (issue 52) into a REAL Phoenix server (``arize-phoenix`` from PyPI in a throwaway venv,
+SQLite, on loopback: tests/support/phoenix.py): the app exports to evaluator-host only; its spans reach
+Phoenix through forwarding; each score is written as a CODE span annotation — a trace-level score on the
+root span, a span-level one on its span — read back from Phoenix's REST API; delivered again (the rows
+reset, as after a crash between the write and its record), Phoenix still holds one annotation each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import update
+
+from evaluator_host.store.db import make_engine
+from evaluator_host.store.online_rows import SinkDeliveryRow
+from tests.support.phoenix import phoenix_server
+from tests.support.service import serving
+from tests.support.sink_app import App, evaluator, settled
+from tests.support.wait import wait_until
+
+EVAL = (
+    "def evaluate(inputs, outputs, trace):\n"
+    "    return {'score': 1.0 if outputs == '4' else 0.0, 'reason': f'said {outputs}'}\n"
+)
+SPAN_EVAL = "def evaluate(inputs, outputs, trace):\n    return {'passed': True, 'label': 'fine'}\n"
+
+
+def _annotations(phoenix: str, span_ids: list[str]) -> list[dict[str, Any]]:
+    params = [("span_ids", s) for s in span_ids] + [("limit", "100")]
+    answer = httpx.get(f"{phoenix}/v1/projects/default/span_annotations", params=params, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return list(answer.json()["data"])
+
+
+@pytest.mark.slow
+def test_scores_appear_as_phoenix_span_annotations_on_the_forwarded_spans(tmp_path: Path) -> None:
+    with phoenix_server(tmp_path / "phoenix") as phoenix:
+        port = phoenix.rsplit(":", 1)[1]
+        env = {
+            "EVALUATOR_HOST_ONLINE_QUIET_PERIOD_S": "0.2",
+            "EVALUATOR_HOST_ONLINE_ASSEMBLY_S": "0.05",
+            "EVALUATOR_HOST_ONLINE_POLL_S": "0.05",
+            "EVALUATOR_HOST_OTLP_FORWARD_ENDPOINT": f"{phoenix}/v1/traces",
+            "EVALUATOR_HOST_EGRESS_HOSTS": '{"phoenix.test": "127.0.0.1"}',
+        }
+        data = tmp_path / "service"
+        with serving(data, "process", env=env) as (client, _proc):
+            sink = {"type": "phoenix", "url": f"http://phoenix.test:{port}"}
+            trace_rule = client.post(
+                "/v1/online-rules", json={"evaluator_id": evaluator(client, EVAL), "name": "facts", "sinks": [sink]}
+            ).json()
+            span_rule = client.post(
+                "/v1/online-rules",
+                json={
+                    "evaluator_id": evaluator(client, SPAN_EVAL),
+                    "target": {"level": "span"},
+                    "filter": {"span_name": "llm"},
+                    "sinks": [{**sink, "name": "llm-ok"}],
+                },
+            ).json()
+            app = App(str(client.base_url))
+            sent = [app.request(answer) for answer in ("4", "5")]
+            app.provider.shutdown()
+            by_trace = {s["trace_id"]: s for s in settled(client, trace_rule["id"], 2)}
+            settled(client, span_rule["id"], 2)
+            spans = [span for _t, root, llm in sent for span in (root, llm)]
+            found = _annotations(phoenix, spans)
+            assert len(found) == 4, found
+            for trace_id, root, llm in sent:
+                score = by_trace[trace_id]
+                assert score["sinks"][0]["state"] == "delivered"
+                (on_root,) = [a for a in found if a["span_id"] == root]
+                assert on_root["name"] == "facts" and on_root["annotator_kind"] == "CODE"
+                assert on_root["result"]["score"] == score["score"]
+                assert on_root["result"]["explanation"] == score["result"]["reason"]
+                assert on_root["identifier"].startswith("evh-")
+                assert on_root["metadata"]["rule_id"] == trace_rule["id"]
+                (on_llm,) = [a for a in found if a["span_id"] == llm]
+                assert (on_llm["name"], on_llm["result"]["label"]) == ("llm-ok", "fine")
+
+            engine = make_engine(f"sqlite:///{data / 'evaluator-host.db'}")
+            with engine.begin() as conn:  # as if the service died between Phoenix's answer and its record
+                conn.execute(update(SinkDeliveryRow).values(state="pending"))
+            engine.dispose()
+
+            def resent() -> bool:
+                scores = client.get(f"/v1/online-rules/{trace_rule['id']}/scores").json()["data"]
+                return all(s["sinks"][0]["state"] == "delivered" and s["sinks"][0]["attempts"] >= 2 for s in scores)
+
+            wait_until(resent, 60, 0.2, what="the deliveries sent again")
+            again = _annotations(phoenix, spans)
+            assert sorted(a["id"] for a in again) == sorted(a["id"] for a in found)  # upserted, not added
