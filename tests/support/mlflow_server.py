@@ -9,11 +9,8 @@ endpoint, ``/v1/traces``, needs) and stops it afterwards.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +18,7 @@ from pathlib import Path
 import httpx
 
 from tests.support.service import free_port
+from tests.support.tool_venvs import tool_venv
 from tests.support.wait import wait_until
 
 __all__ = ["VERSION", "mlflow_server", "mlflow_venv"]
@@ -30,21 +28,7 @@ VERSION = "3.17.2"
 
 def mlflow_venv() -> Path:
     """The venv holding ``mlflow==VERSION`` (installed on first use)."""
-    given = os.environ.get("EVALUATOR_HOST_TEST_MLFLOW_VENV")
-    root = Path(given) if given else Path.home() / ".cache" / "evaluator-host-tests" / f"mlflow-{VERSION}"
-    if (root / ".installed").exists():
-        return root
-    root.parent.mkdir(parents=True, exist_ok=True)
-    with open(root.parent / f".{root.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (root / ".installed").exists():
-            started = time.monotonic()
-            subprocess.run([sys.executable, "-m", "venv", "--clear", str(root)], check=True)
-            subprocess.run(
-                [str(root / "bin" / "pip"), "install", "--quiet", f"mlflow=={VERSION}"], check=True, timeout=1800
-            )
-            (root / ".installed").write_text(f"mlflow {VERSION} in {time.monotonic() - started:.0f} s\n")
-    return root
+    return tool_venv("mlflow", VERSION, f"mlflow=={VERSION}", "EVALUATOR_HOST_TEST_MLFLOW_VENV")
 
 
 @contextmanager
