@@ -31,6 +31,7 @@ from evaluator_host.api.routes import (
     results,
     runtimes,
     secrets,
+    sessions,
     traces,
     web,
     workspaces,
@@ -131,6 +132,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         workspaces.router,
         online.router,
         traces.router,
+        sessions.router,
     ):
         app.include_router(router, prefix="/v1", responses=ERROR_RESPONSES)
     conflict = _error("MigrationMismatch: the migrated code answered differently (+ rows, compared, code).")

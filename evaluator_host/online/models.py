@@ -6,8 +6,9 @@ given must hold of one span — its resource's ``service.name``, its name, each 
 does. An empty filter matches every trace (the root span is evaluated). ``mapping`` names trace
 paths for the case's ``inputs`` / ``outputs`` (checked by :func:`evaluator_host.online.mapping.check_path`);
 a field it leaves out comes from the evaluated span. A rule's ``target`` says what one score is of:
-``{"level": "trace"}`` (the default) or ``{"level": "span"}`` (every matching span, each scored once);
-``session`` is refused (422) until it is built. Nothing here touches the database.
+``{"level": "trace"}`` (the default), ``{"level": "span"}`` (every matching span, each scored once) or
+``{"level": "session", "session_key"?, "quiet_s"?}`` (a conversation's traces together, once quiet, again
+when it grows). Nothing here touches the database.
 """
 
 from __future__ import annotations
@@ -15,7 +16,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from evaluator_host.definitions.models import MAX_REVISION
 from evaluator_host.online import mapping
@@ -37,6 +46,9 @@ __all__ = [
     "Score",
     "ScoreList",
     "StatsBucket",
+    "SessionDetail",
+    "SessionList",
+    "SessionSummary",
     "TraceDetail",
     "TraceList",
     "TraceSummary",
@@ -93,26 +105,48 @@ class RuleMapping(BaseModel):
         return value
 
 
+DEFAULT_QUIET_S = 300  # a session is ready when no span of it came for this long (as peers)
+MAX_QUIET_S = 7 * 86400
+
+
 class RuleTarget(BaseModel):
-    """What one score of a rule is of (issue 50): ``trace`` (one per trace, on its evaluated span) or
+    """What one score of a rule is of (issue 50): ``trace`` (one per trace, on its evaluated span),
     ``span`` (one per span that matches the filter; the evaluator gets that span's inputs/outputs and
-    the whole trace as ``trace``)."""
+    the whole trace as ``trace``) or ``session`` (one per session and generation: the traces that share
+    a session id, scored together once no span of them came for ``quiet_s``; docs/online.md, "Session
+    level"). ``session_key`` and ``quiet_s`` belong to the session level only (422 elsewhere)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    level: Literal["trace", "span", "session"] = Field(
-        "trace", description="trace (default) | span. session is not available yet (422)."
+    level: Literal["trace", "span", "session"] = Field("trace", description="trace (default) | span | session.")
+    session_key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="session level: the attribute naming a trace's session (on any span, or its resource); "
+        "default: the first of session.id, gen_ai.conversation.id, langfuse.session.id.",
+    )
+    quiet_s: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_QUIET_S,
+        description=f"session level: a session is scored once no span of it came for this long (default "
+        f"{DEFAULT_QUIET_S} s); new traces after that score it again.",
     )
 
-    @field_validator("level")
-    @classmethod
-    def _available(cls, value: str) -> str:
-        if value == "session":
-            raise ValueError(
-                "target level 'session' is not available yet (only 'trace' and 'span' are); "
-                "session-level rules are planned (issue 50)"
-            )
-        return value
+    @model_validator(mode="after")
+    def _session_fields(self) -> RuleTarget:
+        if self.level != "session":
+            given = [n for n in ("session_key", "quiet_s") if getattr(self, n) is not None]
+            if given:
+                raise ValueError(f"{' and '.join(given)} belong to target level 'session' only")
+        elif self.quiet_s is None:
+            self.quiet_s = DEFAULT_QUIET_S
+        return self
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if v is not None}
 
 
 class _RuleFields(BaseModel):
@@ -228,6 +262,10 @@ class Score(BaseModel):
     scored_at: datetime | None = None
     duration_ms: float | None = None
     result: dict[str, Any] | None = Field(None, description="The full EvaluationResult (as /v1/evaluate answers).")
+    session_id: str | None = Field(None, description="At session level: the scored session.")
+    generation: int | None = Field(None, description="At session level: the session's traces when it was scored.")
+    current: bool = Field(True, description="false: a later score of the same (rule, session) superseded it.")
+    superseded_by: str | None = Field(None, description="The target id of the score that superseded this one.")
 
 
 class ScoreList(BaseModel):
@@ -294,3 +332,36 @@ class RuleStats(BaseModel):
     buckets: list[StatsBucket]
     queued: int = Field(description="Scores of the rule waiting or running now.")
     dropped: int = Field(description="Traces of the rule dropped (backlog full) in the range, by enqueue time.")
+
+
+class SessionSummary(BaseModel):
+    """A session as ``GET /v1/sessions`` lists it."""
+
+    session_id: str
+    num_traces: int = Field(description="Traces routed into it (its generation).")
+    first_seen_at: datetime
+    last_span_at: datetime = Field(description="The last span of its traces, as routed.")
+
+
+class SessionList(BaseModel):
+    """The workspace's sessions, first seen newest first."""
+
+    data: list[SessionSummary]
+    count: int
+    next_cursor: str | None = None
+
+
+class SessionDetail(BaseModel):
+    """``GET /v1/sessions/{session_id}``: the session dict evaluators get, its inputs/outputs, its scores."""
+
+    session_id: str
+    traces: list[dict[str, Any]] = Field(description="Its traces' dicts, in start order.")
+    messages: list[dict[str, Any]] = Field(description="The conversation: each trace's input and output messages.")
+    num_traces: int
+    duration_ms: float | None = None
+    truncated: bool = Field(False, description="true: only its latest traces are in `traces`/`messages`.")
+    inputs: Any = None
+    outputs: Any = None
+    first_seen_at: datetime
+    last_span_at: datetime
+    scores: list[Score]

@@ -36,22 +36,17 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, select
-
 from evaluator_host.errors import EvaluatorHostError, LimitError, QuotaExceeded, SandboxError, StorageFull
 from evaluator_host.evaluation.models import Case, ErrorInfo, EvaluationResult
-from evaluator_host.evaluation.trace_shape import SpanData, build_trace
 from evaluator_host.evaluation.usecases import Components, run_stored
 from evaluator_host.observability.metrics import Metrics
-from evaluator_host.online import mapping
-from evaluator_host.online import spans as span_body
-from evaluator_host.online.traces import LoadedTrace, load_trace
+from evaluator_host.online.cases import Refused, build_case, load_many
+from evaluator_host.online.sessions import load_sessions, session_case
 from evaluator_host.store.db import utcnow
-from evaluator_host.store.online_rows import OnlineSpanRow, OnlineTraceRow
-from evaluator_host.store.online_scores import Claimed, ScoreQueue, keyed
+from evaluator_host.store.online_scores import Claimed, ScoreQueue
 from evaluator_host.tenancy.quotas import Charged
 
-__all__ = ["Exporter", "Refused", "Scorer", "build_case"]
+__all__ = ["Exporter", "Refused", "Scorer", "build_case", "load_many"]
 
 log = logging.getLogger(__name__)
 
@@ -62,68 +57,6 @@ class Exporter(Protocol):
     """Sends a stored score back over OTLP (``online.export.ScoreExporter``); must not block."""
 
     def export(self, trace_id: str, span_id: str | None, rule: dict[str, Any], result: dict[str, Any]) -> None: ...
-
-
-class Refused(Exception):
-    """A case that cannot be made (the reason is the error result's message)."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-def build_case(loaded: LoadedTrace, span_id: str | None, rule_mapping: dict[str, Any] | None) -> Case:
-    """The case of one (rule, trace): see the module docstring (:class:`Refused` when it cannot be made)."""
-    trace = loaded.trace
-    view = mapping.path_view(trace, span_id, loaded.root_span_id)
-    span, root = view["span"] or {}, view["root"]
-    inputs, outputs = mapping.span_inputs_outputs(span)
-    if inputs is None and outputs is None and span is root:
-        inputs, outputs, _ = mapping.trace_inputs_outputs(trace)
-    for name, path in (rule_mapping or {}).items():
-        if path is None:
-            continue
-        value = mapping.resolve(view, path)
-        if value is None:
-            raise Refused("MappingPathError", f"mapping.{name} {path!r} found nothing in trace {loaded.trace_id}")
-        if name == "inputs":
-            inputs = value
-        elif name == "outputs":
-            outputs = value
-    return Case(inputs={} if inputs is None else inputs, outputs=outputs, trace=trace)
-
-
-def load_many(conn: Connection, keys: set[tuple[str, str]], max_spans: int) -> dict[tuple[str, str], LoadedTrace]:
-    """The traces of ``keys`` (workspace, trace id), as :func:`~evaluator_host.online.traces.load_trace`
-    gives each: the small ones (``span_count`` within ``max_spans``) in two queries for the whole batch,
-    bounded by their span counts; a large one — or all, when spans arrived meanwhile past that bound —
-    by ``load_trace`` itself (its own bound and ``truncated`` mark)."""
-    if not keys:
-        return {}
-    t, s = OnlineTraceRow, OnlineSpanRow
-    heads = conn.execute(
-        select(t.workspace_id, t.trace_id, t.state, t.service_name, t.root_span_id, t.span_count).where(
-            keyed(t.workspace_id, t.trace_id, keys)
-        )
-    ).all()
-    small = {(h[0], h[1]): h for h in heads if h[5] <= max_spans}
-    out = {(h[0], h[1]): load_trace(conn, h[0], h[1], max_spans=max_spans) for h in heads if h[5] > max_spans}
-    bound = sum(h[5] for h in small.values()) + max_spans
-    query = select(s.workspace_id, s.trace_id, s.span_id, s.parent_span_id, s.name, s.start_ns, s.end_ns, s.body)
-    found: dict[tuple[str, str], list[SpanData]] = {k: [] for k in small}
-    query = query.where(keyed(s.workspace_id, s.trace_id, small)).order_by(s.start_ns, s.span_id).limit(bound + 1)
-    got = conn.execute(query).all() if small else []
-    if len(got) > bound:  # spans kept arriving: each by itself, bounded
-        out.update({k: load_trace(conn, k[0], k[1], max_spans=max_spans) for k in small})
-        return {k: v for k, v in out.items() if v is not None}
-    for ws, trace_id, span_id, parent, name, start, end, body in got:
-        found[(ws, trace_id)].append(span_body.decode(trace_id, span_id, parent, name, int(start), int(end), body))
-    for key, h in small.items():
-        spans = found[key]
-        out[key] = LoadedTrace(
-            trace_id=h[1], state=h[2], service_name=h[3], root_span_id=h[4], trace=build_trace(h[1], spans), spans=spans
-        )
-    return {k: v for k, v in out.items() if v is not None}
 
 
 def _error(kind: str, message: str, row: Claimed) -> EvaluationResult:
@@ -310,18 +243,30 @@ class Scorer:
 
     def _cases(self, rows: Sequence[Claimed]) -> dict[tuple[str, str], Case | EvaluationResult]:
         out: dict[tuple[str, str], Case | EvaluationResult] = {}
+        max_spans = self.settings.online_max_trace_spans
+        of_sessions = [r for r in rows if r.session_id is not None]
+        of_traces = [r for r in rows if r.session_id is None]
         with self.queue.engine.connect() as conn:
-            loaded = load_many(conn, {(r.workspace_id, r.trace_id) for r in rows}, self.settings.online_max_trace_spans)
+            loaded = load_many(conn, {(r.workspace_id, r.trace_id) for r in of_traces}, max_spans)
+            sessions = load_sessions(conn, {(r.workspace_id, str(r.session_id)) for r in of_sessions}, max_spans)
         for row in rows:
-            trace = loaded.get((row.workspace_id, row.trace_id))
-            if trace is None:
-                out[(row.rule_id, row.target_id)] = _error("NotFound", f"trace {row.trace_id} is gone", row)
-                continue
+            mapped = row.rule.mapping if row.rule else None
+            key = (row.rule_id, row.target_id)
             try:
-                mapped = row.rule.mapping if row.rule else None
-                out[(row.rule_id, row.target_id)] = build_case(trace, row.span_id, mapped)
+                if row.session_id is not None:
+                    found = sessions.get((row.workspace_id, row.session_id))
+                    if found is None:
+                        out[key] = _error("NotFound", f"session {row.session_id!r} has no stored trace left", row)
+                    else:
+                        out[key] = session_case(row.session_id, found[0], found[1], mapped)
+                    continue
+                trace = loaded.get((row.workspace_id, row.trace_id))
+                if trace is None:
+                    out[key] = _error("NotFound", f"trace {row.trace_id} is gone", row)
+                    continue
+                out[key] = build_case(trace, row.span_id, mapped)
             except Refused as exc:
-                out[(row.rule_id, row.target_id)] = _error(exc.kind, str(exc), row)
+                out[key] = _error(exc.kind, str(exc), row)
         return out
 
     async def _store(self, rows: Sequence[Claimed], results: dict[tuple[str, str], EvaluationResult]) -> None:

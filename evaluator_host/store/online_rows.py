@@ -31,7 +31,16 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from evaluator_host.store.db import Base
 
-__all__ = ["OnlineRuleRow", "OnlineScoreRow", "OnlineSpanRow", "OnlineTraceRow", "OnlineUsageRow"]
+__all__ = [
+    "OnlineRuleRow",
+    "OnlineScoreRow",
+    "OnlineSessionRow",
+    "OnlineSessionRuleRow",
+    "OnlineSessionTraceRow",
+    "OnlineSpanRow",
+    "OnlineTraceRow",
+    "OnlineUsageRow",
+]
 
 _TZ = DateTime(timezone=True)
 
@@ -126,6 +135,7 @@ class OnlineScoreRow(Base):
         Index("ix_online_scores_trace", "workspace_id", "trace_id"),
         Index("ix_online_scores_rule_enqueued", "rule_id", "enqueued_at", "target_id"),  # 0009, 0013
         Index("ix_online_scores_state_enqueued", "state", "enqueued_at"),  # 0009
+        Index("ix_online_scores_session", "workspace_id", "session_id"),  # 0014
     )
 
     rule_id: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -150,3 +160,45 @@ class OnlineScoreRow(Base):
     label: Mapped[str | None] = mapped_column(String(200), nullable=True)
     duration_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     result: Mapped[str | None] = mapped_column(Text, nullable=True)  # the EvaluationResult JSON
+    session_id: Mapped[str | None] = mapped_column(String(128), nullable=True)  # 0014: a session score's
+    generation: Mapped[int | None] = mapped_column(Integer, nullable=True)  # 0014: the session's traces then
+    superseded_by: Mapped[str | None] = mapped_column(String(200), nullable=True)  # 0014: null: current
+
+
+class OnlineSessionRow(Base):
+    """A session (migration ``0014``): traces grouped by a session id; ``num_traces`` is its generation."""
+
+    __tablename__ = "online_sessions"
+    __table_args__ = (
+        Index("ix_online_sessions_workspace_seen", "workspace_id", "first_seen_at", "session_id"),
+        Index("ix_online_sessions_last", "last_span_at"),
+    )
+
+    workspace_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    first_seen_at: Mapped[datetime] = mapped_column(_TZ)
+    last_span_at: Mapped[datetime] = mapped_column(_TZ)  # the latest last span of its traces, as routed
+    num_traces: Mapped[int] = mapped_column(Integer)
+
+
+class OnlineSessionTraceRow(Base):
+    """One trace of a session (``start_ns``: the trace's first span's start, the session's order)."""
+
+    __tablename__ = "online_session_traces"
+
+    workspace_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    trace_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    start_ns: Mapped[int] = mapped_column(BigInteger)
+
+
+class OnlineSessionRuleRow(Base):
+    """A session-level rule targets a session; ``queued_generation``: the generation last queued (0: none)."""
+
+    __tablename__ = "online_session_rules"
+    __table_args__ = (Index("ix_online_session_rules_session", "workspace_id", "session_id"),)
+
+    rule_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    workspace_id: Mapped[str] = mapped_column(String(40))
+    queued_generation: Mapped[int] = mapped_column(Integer)

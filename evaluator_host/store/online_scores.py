@@ -26,19 +26,16 @@ Every statement is portable SQL (SQLite and PostgreSQL). Blocking: call from a t
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
-    ColumnElement,
     Connection,
     and_,
     bindparam,
     case,
-    false,
     func,
     insert,
     literal,
@@ -51,23 +48,29 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from evaluator_host.observability.tracing import MARKER
+from evaluator_host.store import online_sessions
 from evaluator_host.store.db import as_utc, utcnow
+from evaluator_host.store.online_refs import DEFAULT_KEYS, SpanRef, TraceRef, keyed, session_keys
 from evaluator_host.store.online_rows import OnlineRuleRow, OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
 from evaluator_host.store.online_rules import RuleRecord, rule_record
 
-__all__ = ["BACKLOG", "Claimed", "Routed", "ScoreQueue", "SpanRef", "TraceRef", "keyed", "target_id"]
+__all__ = [
+    "BACKLOG",
+    "DEFAULT_KEYS",
+    "Claimed",
+    "JoinSessions",
+    "Routed",
+    "ScoreQueue",
+    "SpanRef",
+    "TraceRef",
+    "keyed",
+    "session_keys",
+    "target_id",
+]
+
 
 BACKLOG = ("queued", "running")
 S = OnlineScoreRow
-
-
-def keyed(first: Any, second: Any, keys: Iterable[tuple[str, str]]) -> ColumnElement[bool]:
-    """``(first, second) IN keys`` as ``first = a AND second IN (…)`` per distinct ``a``: SQLite's
-    planner uses the two-column primary key for this form, and scans the table for a row-value ``IN``."""
-    by: dict[str, list[str]] = {}
-    for a, b in keys:
-        by.setdefault(a, []).append(b)
-    return or_(false(), *(and_(first == a, second.in_(bs)) for a, bs in by.items()))
 
 
 def target_id(rule: RuleRecord, trace_id: str, span_id: str | None) -> str:
@@ -76,48 +79,6 @@ def target_id(rule: RuleRecord, trace_id: str, span_id: str | None) -> str:
     if rule.level == "span" and span_id is not None:
         return f"{trace_id}/{span_id}"
     return trace_id
-
-
-@dataclass
-class SpanRef:
-    """What routing reads of one span: its id, name, service name, start, and (lazily) attributes."""
-
-    span_id: str
-    name: str
-    service_name: str | None
-    start_ns: int
-    body: str
-    _attributes: dict[str, Any] | None = field(default=None, repr=False)
-    _evaluation: bool | None = field(default=None, repr=False)  # known already (a trial's decoded spans)
-
-    @property
-    def attributes(self) -> dict[str, Any]:
-        """The span's attributes, flat by dotted key (decoded on first use)."""
-        if self._attributes is None:
-            self._attributes = dict(json.loads(self.body).get("attributes") or {})
-        return self._attributes
-
-    @property
-    def evaluation(self) -> bool:
-        """Whether the span is evaluation traffic (the service's own exports, its judges' calls): the
-        attribute ``evaluator_host.evaluation`` true (or ``"true"``, as ``OTEL_RESOURCE_ATTRIBUTES`` sets it)
-        on the span or its resource. Such a span is never routed to a rule."""
-        if self._evaluation is not None:
-            return self._evaluation
-        if MARKER not in self.body:  # the common case costs a substring search, not a parse
-            return False
-        data = json.loads(self.body)
-        return any((data.get(part) or {}).get(MARKER) in (True, "true") for part in ("attributes", "resource"))
-
-
-@dataclass(frozen=True)
-class TraceRef:
-    """A ready trace as routing sees it (its spans in start order)."""
-
-    workspace_id: str
-    trace_id: str
-    root_span_id: str | None
-    spans: list[SpanRef]
 
 
 @dataclass(frozen=True)
@@ -144,9 +105,13 @@ class Claimed:
     enqueued_at: datetime
     last_span_at: datetime | None
     rule: RuleRecord | None
+    session_id: str | None = None  # a session score's session and generation
+    generation: int | None = None
 
 
 Decide = Callable[[TraceRef, Sequence[RuleRecord]], list[tuple[RuleRecord, str | None]]]
+# the sessions a trace joins: (session id, the session-level rules it matched for it)
+JoinSessions = Callable[[TraceRef, Sequence[RuleRecord]], list[tuple[str, tuple[str, ...]]]]
 
 
 class ScoreQueue:
@@ -157,11 +122,12 @@ class ScoreQueue:
         self._pg = engine.dialect.name == "postgresql"
 
     # -- routing -------------------------------------------------------------------------
-    def route(self, limit: int, backlog_max: int, decide: Decide) -> Routed:
-        """Route up to ``limit`` ready traces (oldest ready first): see the module docstring."""
+    def route(self, limit: int, backlog_max: int, decide: Decide, sessions: JoinSessions | None = None) -> Routed:
+        """Route up to ``limit`` ready traces (oldest ready first): see the module docstring. With
+        ``sessions``, each routed trace also joins the sessions it names (:func:`online_sessions.record`)."""
         t = OnlineTraceRow
         with self.engine.begin() as conn:
-            query = select(t.workspace_id, t.trace_id, t.root_span_id).where(t.state == "ready")
+            query = select(t.workspace_id, t.trace_id, t.root_span_id, t.last_span_at).where(t.state == "ready")
             query = query.order_by(t.ready_at, t.trace_id).limit(limit)
             if self._pg:
                 query = query.with_for_update(skip_locked=True)
@@ -169,7 +135,9 @@ class ScoreQueue:
             if not ready:
                 return Routed(backlog=self._backlog(conn))
             rules = self._rules(conn, {r.workspace_id for r in ready})
-            spans = self._spans(conn, ready, bodies=any(r.filter for rs in rules.values() for r in rs))
+            bodies = any(r.filter for rs in rules.values() for r in rs)
+            keys_wanted = session_keys(rules) if sessions is not None else ()
+            spans = self._spans(conn, ready, bodies=bodies, needles=keys_wanted)
             backlog = self._backlog(conn)
             keys = [(r.workspace_id, r.trace_id) for r in ready]
             took = conn.execute(  # conditional: a trace another router took in between is not ours
@@ -180,10 +148,17 @@ class ScoreQueue:
             )
             ours = {(ws, trace_id) for ws, trace_id in took}
             now, rows, queued, dropped = utcnow(), [], 0, dict[str, int]()
-            for ws, trace_id, root in ready:
-                if (ws, trace_id) not in ours or not rules.get(ws):
+            joined: list[online_sessions.Joined] = []
+            for ws, trace_id, root, last_span_at in ready:
+                if (ws, trace_id) not in ours:
                     continue
-                ref = TraceRef(ws, trace_id, root, spans.get((ws, trace_id), []))
+                ref = TraceRef(ws, trace_id, root, spans.get((ws, trace_id), []), as_utc(last_span_at))
+                if sessions is not None and ref.spans:
+                    start = min(s.start_ns for s in ref.spans)
+                    for sid, rule_ids in sessions(ref, rules.get(ws, [])):
+                        joined.append(online_sessions.Joined(ws, sid, trace_id, start, as_utc(last_span_at), rule_ids))
+                if not rules.get(ws):
+                    continue
                 for rule, span_id in decide(ref, rules[ws]):
                     state = "queued" if backlog < backlog_max else "dropped"
                     if state == "queued":
@@ -193,6 +168,7 @@ class ScoreQueue:
                     rows.append(_row(rule, trace_id, span_id, state, now))
             if rows:
                 conn.execute(insert(S), rows)
+            online_sessions.record(conn, joined, now)
             return Routed(len(ours), queued, dropped, backlog)
 
     def _rules(self, conn: Connection, workspaces: set[str]) -> dict[str, list[RuleRecord]]:
@@ -203,12 +179,16 @@ class ScoreQueue:
             out.setdefault(row.workspace_id, []).append(rule_record(row))
         return out
 
-    def _spans(self, conn: Connection, ready: Sequence[Any], bodies: bool) -> dict[tuple[str, str], list[SpanRef]]:
+    def _spans(
+        self, conn: Connection, ready: Sequence[Any], bodies: bool, needles: Sequence[str] = ()
+    ) -> dict[tuple[str, str], list[SpanRef]]:
         """The spans of ``ready`` traces in start order; without ``bodies`` (no rule filters) only the bodies
-        carrying the evaluation marker are read (the others ``""``: routing needs to know them only)."""
+        carrying the evaluation marker or one of ``needles`` (session keys) are read (the others ``""``:
+        routing needs to know them only)."""
         s = OnlineSpanRow
         keys = [(r.workspace_id, r.trace_id) for r in ready]
-        body = s.body if bodies else case((s.body.contains(MARKER, autoescape=True), s.body), else_=literal(""))
+        wanted = or_(*(s.body.contains(n, autoescape=True) for n in (MARKER, *needles)))
+        body = s.body if bodies else case((wanted, s.body), else_=literal(""))
         query = select(s.workspace_id, s.trace_id, s.span_id, s.name, s.service_name, s.start_ns, body)
         query = query.where(keyed(s.workspace_id, s.trace_id, keys)).order_by(s.start_ns, s.span_id)
         out: dict[tuple[str, str], list[SpanRef]] = {}
@@ -290,6 +270,7 @@ class ScoreQueue:
         with self.engine.begin() as conn:
             done = conn.execute(statement, params)
             if done.rowcount == len(results):
+                online_sessions.supersede(conn, me, [(r, t) for r, t, _ in results if "#" in t])
                 return [True] * len(results)
             mine = select(S.rule_id, S.target_id).where(
                 keyed(S.rule_id, S.target_id, [(r, t) for r, t, _ in results]),
@@ -298,6 +279,7 @@ class ScoreQueue:
                 S.scored_at == results[0][2].get("scored_at"),
             )
             stored = {tuple(k) for k in conn.execute(mine)}
+            online_sessions.supersede(conn, me, [(r, t) for r, t, _ in results if (r, t) in stored and "#" in t])
         return [(r, t) in stored for r, t, _ in results]
 
     def retry(self, me: str, keys: Sequence[tuple[str, str]], after_s: float) -> int:
@@ -384,4 +366,6 @@ def _claimed(row: Any) -> Claimed:
         enqueued_at=as_utc(score.enqueued_at),
         last_span_at=None if row[1] is None else as_utc(row[1]),
         rule=None if rule is None or rule.deleted_at is not None else rule_record(rule),
+        session_id=score.session_id,
+        generation=score.generation,
     )

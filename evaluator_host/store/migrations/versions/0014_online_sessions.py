@@ -1,0 +1,78 @@
+"""Session-level online rules (issue 50): a conversation's traces scored together once it is quiet.
+
+* ``online_sessions`` — one row per (workspace, session id): when it was first seen, the last span of
+  its traces (as routed), how many traces it has (``num_traces``: its *generation*, which grows by one
+  per trace routed into it).
+* ``online_session_traces`` — which traces a session has (and each one's first start, for the order).
+* ``online_session_rules`` — which session-level rule targets which session (a trace of it matched the
+  rule's filter and the session is in its sample), and the generation last queued for it.
+* ``online_scores`` gains ``session_id`` and ``generation`` (a session score's; null otherwise) and
+  ``superseded_by`` (the target id of a later generation's score of the same (rule, session); null: the
+  score is current). Existing rows are trace or span scores: current, no session.
+
+Revision ID: 0014
+Revises: 0013
+Create Date: 2026-11-25
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0014"
+down_revision = "0013"
+branch_labels = None
+depends_on = None
+
+_TZ = sa.DateTime(timezone=True)
+
+
+def upgrade() -> None:
+    op.create_table(
+        "online_sessions",
+        sa.Column("workspace_id", sa.String(40), primary_key=True),
+        sa.Column("session_id", sa.String(128), primary_key=True),
+        sa.Column("first_seen_at", _TZ, nullable=False),
+        sa.Column("last_span_at", _TZ, nullable=False),
+        sa.Column("num_traces", sa.Integer, nullable=False),
+    )
+    op.create_index(
+        "ix_online_sessions_workspace_seen", "online_sessions", ["workspace_id", "first_seen_at", "session_id"]
+    )
+    op.create_index("ix_online_sessions_last", "online_sessions", ["last_span_at"])
+    op.create_table(
+        "online_session_traces",
+        sa.Column("workspace_id", sa.String(40), primary_key=True),
+        sa.Column("session_id", sa.String(128), primary_key=True),
+        sa.Column("trace_id", sa.String(32), primary_key=True),
+        sa.Column("start_ns", sa.BigInteger, nullable=False),
+    )
+    op.create_table(
+        "online_session_rules",
+        sa.Column("rule_id", sa.String(40), primary_key=True),
+        sa.Column("session_id", sa.String(128), primary_key=True),
+        sa.Column("workspace_id", sa.String(40), nullable=False),
+        sa.Column("queued_generation", sa.Integer, nullable=False),
+    )
+    op.create_index("ix_online_session_rules_session", "online_session_rules", ["workspace_id", "session_id"])
+    with op.batch_alter_table("online_scores") as batch:
+        batch.add_column(sa.Column("session_id", sa.String(128), nullable=True))
+        batch.add_column(sa.Column("generation", sa.Integer, nullable=True))
+        batch.add_column(sa.Column("superseded_by", sa.String(200), nullable=True))
+    op.create_index("ix_online_scores_session", "online_scores", ["workspace_id", "session_id"])
+
+
+def downgrade() -> None:
+    op.drop_index("ix_online_scores_session", table_name="online_scores")
+    op.execute("DELETE FROM online_scores WHERE session_id IS NOT NULL")
+    with op.batch_alter_table("online_scores") as batch:
+        batch.drop_column("superseded_by")
+        batch.drop_column("generation")
+        batch.drop_column("session_id")
+    op.drop_index("ix_online_session_rules_session", table_name="online_session_rules")
+    op.drop_table("online_session_rules")
+    op.drop_table("online_session_traces")
+    op.drop_index("ix_online_sessions_last", table_name="online_sessions")
+    op.drop_index("ix_online_sessions_workspace_seen", table_name="online_sessions")
+    op.drop_table("online_sessions")
