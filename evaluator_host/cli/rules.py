@@ -1,7 +1,8 @@
 """``evaluator-host rules list|create|test|show|pause|resume|delete|scores|stats``: online rules, through a
 running service. ``create``/``test`` take the rule's body as options (``--level span`` scores each
-matching span); ``test`` scores it now on the latest matching stored targets, storing nothing, and
-exits 1 with a message when nothing matched.
+matching span, ``--level session [--session-key K] [--quiet-s N]`` each quiet session); ``test``
+scores it now on the latest matching stored targets, storing nothing, and exits 1 with a message when
+nothing matched.
 
 Like the operator's commands (``cli/admin.py``) they talk to the service's HTTP API (``--server``,
 default ``http://HOST:PORT`` of the settings), with a workspace key (``--api-key``, default
@@ -28,7 +29,7 @@ __all__ = ["add_parser"]
 
 API_KEY_ENV = "EVALUATOR_HOST_API_KEY"
 _RULE_COLUMNS = ["id", "name", "evaluator_id", "revision", "sampling_rate", "enabled", "filter", "target"]
-_TEST_COLUMNS = ["trace_id", "span_id", "status", "score", "passed", "label", "reason"]
+_TEST_COLUMNS = ["trace_id", "span_id", "session_id", "status", "score", "passed", "label", "reason"]
 
 
 def _client(args: argparse.Namespace) -> Client:
@@ -81,24 +82,38 @@ def _filter(args: argparse.Namespace) -> dict[str, Any]:
     return flt
 
 
+def _target(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The rule's ``target`` from ``--level``, ``--session-key`` and ``--quiet-s`` (the last two: session level)."""
+    if (args.session_key or args.quiet_s is not None) and args.level != "session":
+        raise UsageError("--session-key and --quiet-s go with --level session")
+    if not args.level:
+        return None
+    target: dict[str, Any] = {"level": args.level}
+    if args.session_key:
+        target["session_key"] = args.session_key
+    if args.quiet_s is not None:
+        target["quiet_s"] = args.quiet_s
+    return target
+
+
 def _create(client: Client, args: argparse.Namespace) -> dict[str, Any]:
     if not args.target:
         raise UsageError(
-            "rules create EVALUATOR_ID [--level trace|span] [--name N] [--rate R] [--service S] [--span S] "
-            "[--attr K=V] ..."
+            "rules create EVALUATOR_ID [--level trace|span|session [--session-key K] [--quiet-s N]] [--name N] "
+            "[--rate R] [--service S] [--span S] [--attr K=V] ..."
         )
     mapping = {k: v for k, v in (("inputs", args.inputs), ("outputs", args.outputs)) if v}
     rule = client.create_rule(
         args.target, name=args.name or None, revision=args.revision or None, sampling_rate=args.rate,
         filter=_filter(args) or None, mapping=mapping or None, enabled=False if args.paused else None,
-        target={"level": args.level} if args.level else None,
+        target=_target(args),
     )  # fmt: skip
     return dumped(rule)
 
 
 def _test(client: Client, args: argparse.Namespace) -> int:
     if not args.target:
-        raise UsageError("rules test EVALUATOR_ID [--level trace|span] [--span S] [--attr K=V] ... [--limit N]")
+        raise UsageError("rules test EVALUATOR_ID [--level trace|span|session] [--span S] [--attr K=V] ... [--limit N]")
     mapping = {k: v for k, v in (("inputs", args.inputs), ("outputs", args.outputs)) if v}
     answer = dumped(
         client.test_online_rule(
@@ -106,7 +121,7 @@ def _test(client: Client, args: argparse.Namespace) -> int:
             revision=args.revision or None,
             filter=_filter(args) or None,
             mapping=mapping or None,
-            target={"level": args.level} if args.level else None,
+            target=_target(args),
             limit=args.limit or 20,
         )  # fmt: skip
     )
@@ -142,7 +157,8 @@ def _act(client: Client, args: argparse.Namespace, action: str, target: str) -> 
         sys.stdout.write(f"deleted {target}\n")
     elif action == "scores":
         page = client.rule_scores(target, limit=args.limit or 50, since=args.since, until=args.until)
-        columns = ["trace_id", "span_id", "state", "status", "score", "passed", "label", "revision", "scored_at"]
+        columns = ["trace_id", "span_id", "session_id", "state", "status", "score", "passed", "label", "current"]
+        columns += ["revision", "scored_at"]
         _print(args, [dumped(s) for s in page.data], columns)
     else:  # stats
         stats = dumped(client.rule_stats(target, bucket=args.bucket, since=args.since, until=args.until))
@@ -160,7 +176,19 @@ def add_parser(sub: Any) -> None:
     )
     rules.add_argument("target", nargs="?", help="create/test: the evaluator id; others: the rule id")
     rules.add_argument(
-        "--level", choices=["trace", "span"], help="create/test: score each trace (default) or each matching span"
+        "--level",
+        choices=["trace", "span", "session"],
+        help="create/test: score each trace (default), each matching span, or each quiet session",
+    )
+    rules.add_argument(
+        "--session-key",
+        help="create/test, --level session: the attribute naming a trace's session (default: "
+        "session.id, gen_ai.conversation.id, langfuse.session.id)",
+    )
+    rules.add_argument(
+        "--quiet-s",
+        type=int,
+        help="create/test, --level session: seconds without a span before a session is scored (default 300)",
     )
     rules.add_argument("--name", help="create: a name to show")
     rules.add_argument("--revision", type=int, help="create: the evaluator revision (default: the latest)")

@@ -91,6 +91,8 @@ class Operations:
     test_online_rule = op(workspace.test_online_rule)
     list_traces = op(workspace.list_traces)
     get_trace = op(workspace.get_trace)
+    list_sessions = op(workspace.list_sessions)
+    get_session = op(workspace.get_session)
     put_secret = op(workspace.put_secret)
     list_secrets = op(workspace.list_secrets)
     delete_secret = op(workspace.delete_secret)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 from evaluator_host.client.calls import Call, body_of, model, nothing
 from evaluator_host.evaluation.models import (
@@ -22,6 +23,8 @@ from evaluator_host.online.models import (
     RuleTarget,
     RuleTestAnswer,
     ScoreList,
+    SessionDetail,
+    SessionList,
     TraceDetail,
     TraceList,
 )
@@ -46,7 +49,8 @@ def create_rule(
     target: RuleTarget | Mapping[str, Any] | None = None,
 ) -> Call[Rule]:
     """``POST /v1/online-rules``: score the workspace's traces that match ``filter`` with the evaluator
-    (``target``: ``{"level": "span"}`` scores each matching span; default: each trace)."""
+    (``target``: ``{"level": "span"}`` scores each matching span, ``{"level": "session", "session_key"?,
+    "quiet_s"?}`` each quiet session; default: each trace)."""
     body = body_of(
         evaluator_id=evaluator_id, name=name, revision=revision, sampling_rate=sampling_rate, filter=filter,
         mapping=mapping, enabled=enabled, target=target,
@@ -120,6 +124,16 @@ def list_traces(*, limit: int | None = None, cursor: str | None = None) -> Call[
 def get_trace(trace_id: str) -> Call[TraceDetail]:
     """``GET /v1/traces/{id}``: the trace evaluators get, and every rule's score of it."""
     return Call("GET", f"/v1/traces/{trace_id}", model(TraceDetail))
+
+
+def list_sessions(*, limit: int | None = None, cursor: str | None = None) -> Call[SessionList]:
+    """``GET /v1/sessions``: the workspace's sessions (traces grouped by a session id), first seen newest first."""
+    return Call("GET", "/v1/sessions", model(SessionList), params={"limit": limit, "cursor": cursor})
+
+
+def get_session(session_id: str) -> Call[SessionDetail]:
+    """``GET /v1/sessions/{id}``: the session dict a session-level rule's evaluator gets, and its scores."""
+    return Call("GET", f"/v1/sessions/{quote(session_id, safe='')}", model(SessionDetail))
 
 
 # --- secrets ------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +173,32 @@ def test_online_rules_score_traces_the_service_received(api: Client, live: Live)
     api.delete_rule(rule.id)
     with pytest.raises(NotFoundError):
         api.get_rule(rule.id)
+
+
+def test_a_session_level_rule_scores_a_session_and_the_client_reads_it(api: Client, live: Live) -> None:
+    code = "def evaluate(inputs, outputs, trace):\n    return float(len(trace['messages']))\n"
+    evaluator = api.create_evaluator("sessions", code)
+    rule = api.create_rule(evaluator.id, target={"level": "session", "quiet_s": 1})
+    assert rule.target.level == "session" and rule.target.quiet_s == 1
+    session_id = f"user/42#{new_span_id()}?x"  # an id a URL must quote
+    headers = {**JSON, "authorization": f"Bearer {live.key}"}
+    for turn, question in enumerate(("hi", "bye")):
+        attributes = {"session.id": session_id, "input.value": question, "output.value": question.upper()}
+        start = time.time_ns() + turn * 1_000_000_000  # the session's order is its traces' start order
+        spans = [S(new_trace_id(), new_span_id(), name="turn", start_ns=start, end_ns=start + 1, attributes=attributes)]
+        answer = httpx.post(f"{live.url}/v1/traces", content=json_body(spans, service="client-tests"), headers=headers)
+        assert answer.status_code == 200, answer.text
+
+    def scored() -> Any:
+        return [s for s in api.rule_scores(rule.id).data if s.state == "done" and s.generation == 2]
+
+    (score,) = wait_until(scored, 60, 0.1, what="the rule to score the session")
+    assert (score.session_id, score.score, score.current) == (session_id, 4.0, True)
+    assert session_id in {s.session_id for s in api.list_sessions().data}
+    session = api.get_session(session_id)
+    assert session.num_traces == 2 and [m["content"] for m in session.messages] == ["hi", "HI", "bye", "BYE"]
+    assert score.target_id in {s.target_id for s in session.scores}
+    api.delete_rule(rule.id)
 
 
 def test_an_operator_manages_workspaces_and_keys(live: Live) -> None:

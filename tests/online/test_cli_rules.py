@@ -12,7 +12,7 @@ import pytest
 
 from evaluator_host.store.db import make_engine
 from tests.support import REPO
-from tests.support.online import chat_trace
+from tests.support.online import chat_trace, hex_id, put_trace, span
 from tests.support.service import serving
 from tests.support.wait import wait_until
 
@@ -82,3 +82,38 @@ def test_rules_create_level_span_and_rules_test_through_a_running_service(tmp_pa
         nothing = cli(server, "test", ev, "--span", "no-such-span")
         assert nothing.returncode == 1 and "nothing matched" in nothing.stderr
         assert cli(server, "scores", rule["id"], "--json").stdout.count("\n") == 1  # the trials stored nothing
+
+
+@pytest.mark.slow
+def test_rules_create_level_session_and_rules_test_through_a_running_service(tmp_path: Path) -> None:
+    code = "def evaluate(inputs, outputs, trace):\n    return {'score': float(trace['num_traces']), 'label': 'turns'}\n"
+    with serving(tmp_path, "process", env={"EVALUATOR_HOST_ONLINE_POLL_S": "0.05"}) as (client, _proc):
+        server = str(client.base_url)
+        ev = client.post("/v1/evaluators", json={"name": "e", "language": "python", "code": code}).json()["id"]
+        wrong = cli(server, "create", ev, "--quiet-s", "5")
+        assert wrong.returncode == 2 and "--level session" in wrong.stderr
+        made = cli(
+            server, "create", ev, "--level", "session", "--session-key", "chat.thread", "--quiet-s", "1", "--json"
+        )
+        assert made.returncode == 0, made.stderr
+        rule = json.loads(made.stdout)
+        assert rule["target"] == {"level": "session", "session_key": "chat.thread", "quiet_s": 1}
+
+        engine = make_engine(f"sqlite:///{tmp_path / 'evaluator-host.db'}")
+        for question in ("hi", "bye"):
+            trace_id = hex_id(16)
+            put_trace(engine, [span(trace_id, "turn", attributes={"chat.thread": "t-1", "ag.data.inputs": question})])
+        engine.dispose()
+        wait_until(lambda: '"state":"done"' in cli(server, "scores", rule["id"], "--json").stdout, 60, 0.2)
+        done = [json.loads(x) for x in cli(server, "scores", rule["id"], "--json").stdout.splitlines()]
+        assert {(s["session_id"], s["score"]) for s in done if s["state"] == "done" and s["current"]} <= {
+            ("t-1", 1.0),
+            ("t-1", 2.0),
+        }
+
+        tried = cli(server, "test", ev, "--level", "session", "--session-key", "chat.thread", "--json")
+        assert tried.returncode == 0, tried.stderr
+        (result,) = [json.loads(x) for x in tried.stdout.splitlines()]
+        assert (result["session_id"], result["score"], result["label"]) == ("t-1", 2.0, "turns")
+        nothing = cli(server, "test", ev, "--level", "session")  # the default keys: these turns name none
+        assert nothing.returncode == 1 and "nothing matched: no session" in nothing.stderr
