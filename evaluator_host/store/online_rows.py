@@ -193,12 +193,18 @@ class OnlineSessionTraceRow(Base):
 
 
 class OnlineSessionRuleRow(Base):
-    """A session-level rule targets a session; ``queued_generation``: the generation last queued (0: none)."""
+    """A session-level rule targets a session; ``queued_generation``: the generation last queued (0: none);
+    ``ready_at``: when the session is quiet for the rule (its last span + ``quiet_s``; null: nothing new)."""
 
     __tablename__ = "online_session_rules"
-    __table_args__ = (Index("ix_online_session_rules_session", "workspace_id", "session_id"),)
+    __table_args__ = (
+        Index("ix_online_session_rules_session", "workspace_id", "session_id"),
+        Index("ix_online_session_rules_ready", "ready_at"),
+    )
 
     rule_id: Mapped[str] = mapped_column(String(40), primary_key=True)
     session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     workspace_id: Mapped[str] = mapped_column(String(40))
     queued_generation: Mapped[int] = mapped_column(Integer)
+    quiet_s: Mapped[int] = mapped_column(Integer)
+    ready_at: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)

@@ -149,6 +149,7 @@ class ScoreQueue:
             ours = {(ws, trace_id) for ws, trace_id in took}
             now, rows, queued, dropped = utcnow(), [], 0, dict[str, int]()
             joined: list[online_sessions.Joined] = []
+            quiet_of = {r.id: int((r.target or {}).get("quiet_s") or 300) for rs in rules.values() for r in rs}
             for ws, trace_id, root, last_span_at in ready:
                 if (ws, trace_id) not in ours:
                     continue
@@ -156,7 +157,8 @@ class ScoreQueue:
                 if sessions is not None and ref.spans:
                     start = min(s.start_ns for s in ref.spans)
                     for sid, rule_ids in sessions(ref, rules.get(ws, [])):
-                        joined.append(online_sessions.Joined(ws, sid, trace_id, start, as_utc(last_span_at), rule_ids))
+                        quiet = tuple((r, quiet_of.get(r, 300)) for r in rule_ids)
+                        joined.append(online_sessions.Joined(ws, sid, trace_id, start, as_utc(last_span_at), quiet))
                 if not rules.get(ws):
                     continue
                 for rule, span_id in decide(ref, rules[ws]):

@@ -7,14 +7,18 @@ Contract (docs/online.md, "Session level"):
   sessions routing names for it (``online_session_traces``); each session's ``num_traces`` (its
   *generation*) grows by the traces joined and its ``last_span_at`` becomes the latest of theirs; each
   session-level rule that one of them matched targets the session (``online_session_rules``). A trace is
-  routed by one service only, so it joins a session once; every write is an insert-if-absent or an
-  increment, in (workspace, session) order (concurrent routers lock rows in the same order).
+  routed by one service only, so it joins a session once; every write is an insert-if-absent, an
+  increment or a re-arming (``ready_at``) of every rule targeting a grown session, in (workspace,
+  session) order (concurrent routers lock rows in the same order).
 * :func:`queue_ready` — a session is *ready* for a rule when no span of it came for the rule's
-  ``quiet_s`` (``last_span_at`` that old) and its generation is past the one last queued for that rule:
-  one score row is inserted, target id ``<session id>#<generation>`` (the queue's primary key makes a
-  second row for a (rule, session, generation) impossible: several services, a SIGKILL between two
-  passes), ``queued`` or ``dropped`` past the backlog bound like a trace's; its ``trace_id`` is the
-  session's latest trace.
+  ``quiet_s`` (``online_session_rules.ready_at``, set by :func:`record` to the last span of the traces
+  joined + ``quiet_s``, is past; the ready rows are read by that index, soonest first, whatever other
+  rules wait longer) and its generation is past the one last queued for that rule: one score row is
+  inserted, target id ``<session id>#<generation>`` (the queue's primary key makes a second row for a
+  (rule, session, generation) impossible: several services, a SIGKILL between two passes), ``queued``
+  or ``dropped`` past the backlog bound like a trace's; its ``trace_id`` is the session's latest trace.
+  The rule is disarmed (``ready_at`` null) only if ``ready_at`` is still what was read: a session that
+  grew meanwhile stays armed for its next generation.
 * :func:`supersede` — in the transaction that stores session scores (:meth:`ScoreQueue.finish`): the
   (rule, session)'s done scores of an earlier generation get ``superseded_by`` the new one; a new score
   of an earlier generation than one already done is itself superseded. ``superseded_by`` null: current.
@@ -53,14 +57,14 @@ READY_BATCH = 500  # sessions looked at per pass
 
 @dataclass(frozen=True)
 class Joined:
-    """One routed trace joining one session, and the session-level rules it matched for it."""
+    """One routed trace joining one session, and the session-level rules it matched for it (id, quiet_s)."""
 
     workspace_id: str
     session_id: str
     trace_id: str
     start_ns: int
     last_span_at: datetime
-    rule_ids: tuple[str, ...]
+    rules: tuple[tuple[str, int], ...]
 
 
 @dataclass(frozen=True)
@@ -125,43 +129,69 @@ def record(conn: Connection, joined: Sequence[Joined], now: datetime) -> None:
         ],
         ["workspace_id", "session_id", "trace_id"],
     )
-    targets = sorted({(r, j.session_id, j.workspace_id) for j in joined for r in j.rule_ids})
+    targets = sorted({(r, q, j.session_id, j.workspace_id) for j in joined for r, q in j.rules})
     _insert_ignore(
         conn,
         SR,
-        [{"rule_id": r, "session_id": s, "workspace_id": w, "queued_generation": 0} for r, s, w in targets],
+        [
+            {"rule_id": r, "session_id": s, "workspace_id": w, "queued_generation": 0, "quiet_s": q, "ready_at": None}
+            for r, q, s, w in targets
+        ],
         ["rule_id", "session_id"],
     )
+    _rearm(conn, {k: max(j.last_span_at for j in js) for k, js in grown.items()})
+
+
+def _rearm(conn: Connection, last: dict[tuple[str, str], datetime]) -> None:
+    """Every rule targeting a grown session is ready again ``quiet_s`` after the session's last span."""
+    due: list[dict[str, Any]] = []
+    for ws, sid in sorted(last):
+        query = select(SR.rule_id, SR.quiet_s).where(SR.workspace_id == ws, SR.session_id == sid)
+        for rule_id, quiet_s in conn.execute(query.order_by(SR.rule_id)):
+            ready = last[(ws, sid)] + timedelta(seconds=int(quiet_s))
+            due.append({"k_rule": rule_id, "k_sid": sid, "v_ready": ready})
+    if due:
+        conn.execute(
+            update(SR)
+            .where(SR.rule_id == bindparam("k_rule"), SR.session_id == bindparam("k_sid"))
+            .values(ready_at=bindparam("v_ready")),
+            due,
+        )
 
 
 def queue_ready(engine: Engine, now: datetime, backlog: int, backlog_max: int) -> tuple[int, dict[str, int]]:
     """Queue one score row per (rule, session) ready now (see the module docstring); (rows queued,
-    rule id -> rows stored dropped). ``backlog``: rows queued or running before this pass."""
+    rule id -> rows stored dropped). ``backlog``: rows queued or running before this pass. A rule deleted
+    or paused meanwhile is disarmed (a paused rule does not score sessions that went quiet while paused)."""
     pending = (
-        select(SR.rule_id, SR.session_id, SR.workspace_id, SS.num_traces, SS.last_span_at, OnlineRuleRow)
-        .join(SS, and_(SS.workspace_id == SR.workspace_id, SS.session_id == SR.session_id))
-        .join(OnlineRuleRow, OnlineRuleRow.id == SR.rule_id)
-        .where(
-            SS.num_traces > SR.queued_generation,
-            OnlineRuleRow.deleted_at.is_(None),
-            OnlineRuleRow.enabled.is_(True),
-        )
-        .order_by(SS.last_span_at, SR.rule_id, SR.session_id)
+        select(SR.rule_id, SR.session_id, SR.workspace_id, SR.ready_at, SR.queued_generation, SS.num_traces)
+        .join(SS, and_(SS.workspace_id == SR.workspace_id, SS.session_id == SR.session_id), isouter=True)
+        .where(SR.ready_at.is_not(None), SR.ready_at <= now)
+        .order_by(SR.ready_at, SR.rule_id, SR.session_id)
         .limit(READY_BATCH)
     )
     queued, dropped = 0, dict[str, int]()
     with engine.begin() as conn:
-        due = []
-        for _, session_id, ws, generation, last_span_at, rule_row in Session(bind=conn).execute(pending):
-            rule = rule_record(rule_row)
-            quiet_s = float((rule.target or {}).get("quiet_s") or 300)
-            if as_utc(last_span_at) <= now - timedelta(seconds=quiet_s):
-                due.append((rule, session_id, ws, int(generation)))
-        if not due:
+        found = conn.execute(pending).all()
+        if not found:
             return 0, {}
-        latest = _latest_traces(conn, {(ws, sid) for _, sid, ws, _ in due})
+        rules = {
+            r.id: rule_record(r)
+            for r in Session(bind=conn).scalars(
+                select(OnlineRuleRow).where(OnlineRuleRow.id.in_({f[0] for f in found}))
+            )
+        }
+        due, disarm = [], []
+        for rule_id, session_id, ws, ready_at, queued_generation, generation in found:
+            rule = rules.get(rule_id)
+            live = rule is not None and rule.deleted_at is None and rule.enabled
+            if rule is None or not live or generation is None or int(generation) <= int(queued_generation):
+                disarm.append({"k_rule": rule_id, "k_sid": session_id, "k_ready": ready_at, "v_gen": queued_generation})
+            else:
+                due.append((rule, session_id, ws, int(generation), ready_at))
+        latest = _latest_traces(conn, {(ws, sid) for _, sid, ws, _, _ in due})
         rows = []
-        for rule, session_id, ws, generation in due:
+        for rule, session_id, ws, generation, _ in due:
             state = "queued" if backlog < backlog_max else "dropped"
             if state == "queued":
                 backlog, queued = backlog + 1, queued + 1
@@ -184,15 +214,17 @@ def queue_ready(engine: Engine, now: datetime, backlog: int, backlog_max: int) -
                 }
             )
         _insert_ignore(conn, S, rows, ["rule_id", "target_id"])
+        done = [{"k_rule": r.id, "k_sid": sid, "k_ready": at, "v_gen": g} for r, sid, _, g, at in due]
+        # conditional on ready_at: a session that grew meanwhile stays armed for its next generation
         conn.execute(
             update(SR)
             .where(
                 SR.rule_id == bindparam("k_rule"),
                 SR.session_id == bindparam("k_sid"),
-                SR.queued_generation < bindparam("v_gen"),
+                SR.ready_at == bindparam("k_ready"),
             )
-            .values(queued_generation=bindparam("v_gen")),
-            [{"k_rule": r.id, "k_sid": sid, "v_gen": g} for r, sid, _, g in due],
+            .values(queued_generation=bindparam("v_gen"), ready_at=None),
+            done + disarm,
         )
     return queued, dropped
 

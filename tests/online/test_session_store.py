@@ -177,3 +177,30 @@ def test_the_backlog_bound_drops_a_ready_session_and_retention_deletes_old_sessi
     with engine.begin() as conn:
         assert online_sessions.sweep(conn, later(10)) == 1
     assert sessions(engine) == {}
+
+
+def test_a_paused_or_deleted_rule_is_disarmed_and_a_short_quiet_rule_never_waits_for_a_long_one(
+    engine: Engine,
+) -> None:
+    rules, queue = RuleStore(engine), ScoreQueue(engine)
+    slow = rule(rules, target={"level": "session", "quiet_s": 3600})
+    paused = rule(rules)
+    deleted = rule(rules)
+    for i in range(online_sessions.READY_BATCH + 20):  # more sessions waiting for the slow rule than a pass reads
+        turn(engine, {"session.id": f"many-{i}"})
+    route(queue)
+    rules.update(WS, paused, {"enabled": False})
+    rules.delete(WS, deleted)
+    fast = rule(rules, target={"level": "session", "quiet_s": 1})
+    turn(engine, {"session.id": "late"})
+    route(queue)
+    assert online_sessions.queue_ready(engine, later(2), 0, 10_000) == (1, {})  # fast's only
+    (row,) = score_rows(engine)
+    assert (row.rule_id, row.target_id) == (fast, "late#1")
+    for _ in range(3):  # a pass reads READY_BATCH rows: the paused and deleted rules' 2 x 520 are disarmed
+        assert online_sessions.queue_ready(engine, later(10), 0, 10_000) == (0, {})
+    rules.update(WS, paused, {"enabled": True})
+    assert online_sessions.queue_ready(engine, later(10), 0, 10_000) == (0, {})  # quiet while paused: not scored
+    queued, _ = online_sessions.queue_ready(engine, later(3601), 0, 10_000)
+    assert queued == online_sessions.READY_BATCH  # the slow rule's sessions, a pass's batch at a time
+    assert {r.rule_id for r in score_rows(engine)} == {fast, slow}

@@ -5,7 +5,9 @@
   per trace routed into it).
 * ``online_session_traces`` — which traces a session has (and each one's first start, for the order).
 * ``online_session_rules`` — which session-level rule targets which session (a trace of it matched the
-  rule's filter and the session is in its sample), and the generation last queued for it.
+  rule's filter and the session is in its sample), the generation last queued for it, and when it is
+  ready next (``ready_at``: its last span + the rule's ``quiet_s``; null: nothing to queue) — the
+  index a routing pass reads ready sessions by.
 * ``online_scores`` gains ``session_id`` and ``generation`` (a session score's; null otherwise) and
   ``superseded_by`` (the target id of a later generation's score of the same (rule, session); null: the
   score is current). Existing rows are trace or span scores: current, no session.
@@ -54,8 +56,11 @@ def upgrade() -> None:
         sa.Column("session_id", sa.String(128), primary_key=True),
         sa.Column("workspace_id", sa.String(40), nullable=False),
         sa.Column("queued_generation", sa.Integer, nullable=False),
+        sa.Column("quiet_s", sa.Integer, nullable=False),
+        sa.Column("ready_at", _TZ, nullable=True),
     )
     op.create_index("ix_online_session_rules_session", "online_session_rules", ["workspace_id", "session_id"])
+    op.create_index("ix_online_session_rules_ready", "online_session_rules", ["ready_at"])
     with op.batch_alter_table("online_scores") as batch:
         batch.add_column(sa.Column("session_id", sa.String(128), nullable=True))
         batch.add_column(sa.Column("generation", sa.Integer, nullable=True))
@@ -70,6 +75,7 @@ def downgrade() -> None:
         batch.drop_column("superseded_by")
         batch.drop_column("generation")
         batch.drop_column("session_id")
+    op.drop_index("ix_online_session_rules_ready", table_name="online_session_rules")
     op.drop_index("ix_online_session_rules_session", table_name="online_session_rules")
     op.drop_table("online_session_rules")
     op.drop_table("online_session_traces")
