@@ -19,6 +19,7 @@ from evaluator_host.api.middleware.limits import BodyLimitMiddleware
 from evaluator_host.api.middleware.observe import Observe
 from evaluator_host.api.query import known_query_parameters
 from evaluator_host.api.routes import (
+    backfills,
     datasets,
     docs,
     evaluate,
@@ -131,6 +132,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         secrets.router,
         workspaces.router,
         online.router,
+        backfills.router,
         traces.router,
         sessions.router,
     ):

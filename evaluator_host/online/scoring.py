@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 
 from evaluator_host.evaluation.usecases import Components
 from evaluator_host.observability.metrics import Metrics
+from evaluator_host.online.backfill import Backfiller
 from evaluator_host.online.export import ScoreExporter
 from evaluator_host.online.router import Router
 from evaluator_host.online.scorer import Exporter, Scorer
@@ -38,14 +39,17 @@ class OnlineScoring:
         self.views = ScoreView(engine)
         self.scorer = Scorer(components, self.queue, me, metrics, exporter)
         self.router = Router(components.settings, self.queue, metrics, self.scorer.wake)
+        self.backfiller = Backfiller(components.settings, self.queue, self.rules, me, self.scorer.wake)
 
     async def start(self) -> None:
         """Start routing and scoring (the scorer first puts back what a killed predecessor held)."""
         await self.scorer.start()
         self.router.start()
+        await self.backfiller.start()
 
     async def close(self) -> None:
         """Stop both loops; claimed rows not finished are put back at the next start."""
+        await self.backfiller.close()
         await self.router.close()
         await self.scorer.close()
         if self._exporter is not None:

@@ -32,6 +32,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from evaluator_host.store.db import Base
 
 __all__ = [
+    "OnlineBackfillRow",
     "OnlineRuleRow",
     "OnlineScoreRow",
     "OnlineSessionRow",
@@ -136,6 +137,7 @@ class OnlineScoreRow(Base):
         Index("ix_online_scores_rule_enqueued", "rule_id", "enqueued_at", "target_id"),  # 0009, 0013
         Index("ix_online_scores_state_enqueued", "state", "enqueued_at"),  # 0009
         Index("ix_online_scores_session", "workspace_id", "session_id"),  # 0014
+        Index("ix_online_scores_backfill", "backfill_id", "state"),  # 0014
     )
 
     rule_id: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -163,6 +165,7 @@ class OnlineScoreRow(Base):
     session_id: Mapped[str | None] = mapped_column(String(128), nullable=True)  # 0014: a session score's
     generation: Mapped[int | None] = mapped_column(Integer, nullable=True)  # 0014: the session's traces then
     superseded_by: Mapped[str | None] = mapped_column(String(200), nullable=True)  # 0014: null: current
+    backfill_id: Mapped[str | None] = mapped_column(String(40), nullable=True)  # 0014: the backfill that queued it
 
 
 class OnlineSessionRow(Base):
@@ -208,3 +211,28 @@ class OnlineSessionRuleRow(Base):
     queued_generation: Mapped[int] = mapped_column(Integer)
     quiet_s: Mapped[int] = mapped_column(Integer)
     ready_at: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)
+
+
+class OnlineBackfillRow(Base):
+    """A backfill (migration ``0014``): a rule's stored traces in ``[since, until)`` scored on demand;
+    ``status`` ``planning`` (pages of traces being queued from the cursor), ``planned`` or ``cancelled``."""
+
+    __tablename__ = "online_backfills"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    rule_id: Mapped[str] = mapped_column(String(40), index=True)
+    workspace_id: Mapped[str] = mapped_column(String(40))
+    since: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)
+    until: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)
+    max_targets: Mapped[int] = mapped_column(Integer)
+    revision: Mapped[int | None] = mapped_column(Integer, nullable=True)  # the revision a target is skipped for
+    status: Mapped[str] = mapped_column(String(12))
+    cursor_at: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)  # the last trace planned (first seen)
+    cursor_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    total: Mapped[int] = mapped_column(Integer)  # targets to score (the estimate, then what was queued)
+    queued: Mapped[int] = mapped_column(Integer)  # rows queued so far
+    skipped: Mapped[int] = mapped_column(Integer)  # targets already scored with the revision
+    claimed_by: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    claimed_until: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(_TZ)
+    updated_at: Mapped[datetime] = mapped_column(_TZ)

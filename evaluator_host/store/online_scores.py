@@ -272,7 +272,7 @@ class ScoreQueue:
         with self.engine.begin() as conn:
             done = conn.execute(statement, params)
             if done.rowcount == len(results):
-                online_sessions.supersede(conn, me, [(r, t) for r, t, _ in results if "#" in t])
+                online_sessions.supersede(conn, me, [(r, t) for r, t, _ in results if _replaces(t)])
                 return [True] * len(results)
             mine = select(S.rule_id, S.target_id).where(
                 keyed(S.rule_id, S.target_id, [(r, t) for r, t, _ in results]),
@@ -281,7 +281,7 @@ class ScoreQueue:
                 S.scored_at == results[0][2].get("scored_at"),
             )
             stored = {tuple(k) for k in conn.execute(mine)}
-            online_sessions.supersede(conn, me, [(r, t) for r, t, _ in results if (r, t) in stored and "#" in t])
+            online_sessions.supersede(conn, me, [(r, t) for r, t, _ in results if (r, t) in stored and _replaces(t)])
         return [(r, t) in stored for r, t, _ in results]
 
     def retry(self, me: str, keys: Sequence[tuple[str, str]], after_s: float) -> int:
@@ -337,6 +337,12 @@ class ScoreQueue:
                 .values(state="queued", claimed_by=None, claimed_until=None)
             )
             return int(done.rowcount)
+
+
+def _replaces(target: str) -> bool:
+    """Whether a score of ``target`` may supersede others: a session's (``<id>#<generation>``) or a target
+    scored again with another revision (``<target>@r<revision>``); trace and span ids are hex."""
+    return "#" in target or "@r" in target
 
 
 def _row(rule: RuleRecord, trace_id: str, span_id: str | None, state: str, now: datetime) -> dict[str, Any]:

@@ -240,19 +240,30 @@ def _latest_traces(conn: Connection, sessions: set[tuple[str, str]]) -> dict[tup
 
 
 def supersede(conn: Connection, me: str, keys: Sequence[tuple[str, str]]) -> None:
-    """Mark the earlier generations' scores of the session scores ``keys`` (rule id, target id) that
-    ``me`` just stored (see the module docstring)."""
+    """Mark what the scores ``keys`` (rule id, target id) that ``me`` just stored replace (see the module
+    docstring): a session score the (rule, session)'s earlier generations; a backfill's score of a target
+    scored again with another revision (``<target>@r<revision>``) the target's earlier scores."""
     if not keys:
         return
     rows = conn.execute(
         select(S.rule_id, S.target_id, S.session_id, S.generation).where(
             or_(*(and_(S.rule_id == r, S.target_id == t) for r, t in keys)),
-            S.session_id.is_not(None),
             S.state == "done",
             S.claimed_by == me,
         )
     ).all()
     for rule_id, target, session_id, generation in rows:
+        if session_id is None:
+            base = target.split("@r", 1)[0]
+            family = or_(S.target_id == base, S.target_id.startswith(f"{base}@r", autoescape=True))
+            conn.execute(
+                update(S)
+                .where(
+                    S.rule_id == rule_id, family, S.target_id != target, S.state == "done", S.superseded_by.is_(None)
+                )
+                .values(superseded_by=target)
+            )
+            continue
         same = and_(S.rule_id == rule_id, S.session_id == session_id, S.state == "done")
         conn.execute(
             update(S).where(same, S.generation < generation, S.superseded_by.is_(None)).values(superseded_by=target)

@@ -196,7 +196,7 @@ def test_a_database_made_by_create_all_before_migrations_is_adopted_on_either_da
         conn.execute(text("DROP TABLE result_cache"))  # 0011
         conn.execute(text("DROP TABLE result_cache_usage"))
         conn.execute(text("DROP TABLE online_usage"))  # 0012
-        for table in ("online_session_rules", "online_session_traces", "online_sessions"):  # 0014
+        for table in ("online_session_rules", "online_session_traces", "online_sessions", "online_backfills"):  # 0014
             conn.execute(text(f"DROP TABLE {table}"))
         conn.execute(text("ALTER TABLE jobs DROP COLUMN cached"))
         conn.execute(text("ALTER TABLE jobs DROP COLUMN target"))

@@ -11,6 +11,10 @@
 * ``online_scores`` gains ``session_id`` and ``generation`` (a session score's; null otherwise) and
   ``superseded_by`` (the target id of a later generation's score of the same (rule, session); null: the
   score is current). Existing rows are trace or span scores: current, no session.
+* Backfill (issue 50): ``online_backfills`` — a rule's stored traces in a time range scored on demand
+  (planned page by page from ``cursor_at``/``cursor_id``, claimed by one service at a time), and
+  ``online_scores.backfill_id`` — the backfill that queued a row. A backfill that scores a target again
+  with another revision gives its row the target id ``<target id>@r<revision>``.
 
 Revision ID: 0014
 Revises: 0013
@@ -65,13 +69,38 @@ def upgrade() -> None:
         batch.add_column(sa.Column("session_id", sa.String(128), nullable=True))
         batch.add_column(sa.Column("generation", sa.Integer, nullable=True))
         batch.add_column(sa.Column("superseded_by", sa.String(200), nullable=True))
+        batch.add_column(sa.Column("backfill_id", sa.String(40), nullable=True))
     op.create_index("ix_online_scores_session", "online_scores", ["workspace_id", "session_id"])
+    op.create_index("ix_online_scores_backfill", "online_scores", ["backfill_id", "state"])
+    op.create_table(
+        "online_backfills",
+        sa.Column("id", sa.String(40), primary_key=True),
+        sa.Column("rule_id", sa.String(40), nullable=False, index=True),
+        sa.Column("workspace_id", sa.String(40), nullable=False),
+        sa.Column("since", _TZ, nullable=True),
+        sa.Column("until", _TZ, nullable=True),
+        sa.Column("max_targets", sa.Integer, nullable=False),
+        sa.Column("revision", sa.Integer, nullable=True),
+        sa.Column("status", sa.String(12), nullable=False),
+        sa.Column("cursor_at", _TZ, nullable=True),
+        sa.Column("cursor_id", sa.String(32), nullable=True),
+        sa.Column("total", sa.Integer, nullable=False),
+        sa.Column("queued", sa.Integer, nullable=False),
+        sa.Column("skipped", sa.Integer, nullable=False),
+        sa.Column("claimed_by", sa.String(80), nullable=True),
+        sa.Column("claimed_until", _TZ, nullable=True),
+        sa.Column("created_at", _TZ, nullable=False),
+        sa.Column("updated_at", _TZ, nullable=False),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("online_backfills")
+    op.drop_index("ix_online_scores_backfill", table_name="online_scores")
     op.drop_index("ix_online_scores_session", table_name="online_scores")
-    op.execute("DELETE FROM online_scores WHERE session_id IS NOT NULL")
+    op.execute("DELETE FROM online_scores WHERE session_id IS NOT NULL OR target_id LIKE '%@r%'")
     with op.batch_alter_table("online_scores") as batch:
+        batch.drop_column("backfill_id")
         batch.drop_column("superseded_by")
         batch.drop_column("generation")
         batch.drop_column("session_id")
