@@ -1,5 +1,6 @@
-"""``evaluator-host rules list|create|test|show|pause|resume|delete|scores|stats``: online rules, through a
-running service. ``create``/``test`` take the rule's body as options (``--level span`` scores each
+"""``evaluator-host rules list|create|test|show|pause|resume|delete|scores|stats|backfill``: online rules,
+through a running service (``backfill RULE_ID --since T [--until T] [--limit N] [--dry-run]``: score the
+stored traces the rule missed). ``create``/``test`` take the rule's body as options (``--level span`` scores each
 matching span, ``--level session [--session-key K] [--quiet-s N]`` each quiet session); ``test``
 scores it now on the latest matching stored targets, storing nothing, and exits 1 with a message when
 nothing matched.
@@ -29,6 +30,7 @@ __all__ = ["add_parser"]
 
 API_KEY_ENV = "EVALUATOR_HOST_API_KEY"
 _RULE_COLUMNS = ["id", "name", "evaluator_id", "revision", "sampling_rate", "enabled", "filter", "target"]
+_BACKFILL_COLUMNS = ["id", "status", "total", "done", "skipped", "revision"]
 _TEST_COLUMNS = ["trace_id", "span_id", "session_id", "status", "score", "passed", "label", "reason"]
 
 
@@ -132,6 +134,18 @@ def _test(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+def _backfill(client: Client, args: argparse.Namespace, rule_id: str) -> None:
+    """``rules backfill RULE_ID [--since T] [--until T] [--limit N] [--dry-run]``: the dry run's figures, or the
+    backfill started (follow it with ``--json`` and the API's ``GET …/backfills/{id}``)."""
+    answer = dumped(
+        client.backfill_rule(
+            rule_id, since=args.since, until=args.until, limit=args.limit, dry_run=True if args.dry_run else None
+        )
+    )
+    columns = ["traces", "targets", "already_scored", "estimate_s", "revision"] if args.dry_run else _BACKFILL_COLUMNS
+    _print(args, answer, columns)
+
+
 def _run(args: argparse.Namespace) -> int:
     action, target = args.action, args.target
     if action not in ("list", "create", "test") and not target:
@@ -155,6 +169,8 @@ def _act(client: Client, args: argparse.Namespace, action: str, target: str) -> 
     elif action == "delete":
         client.delete_rule(target)
         sys.stdout.write(f"deleted {target}\n")
+    elif action == "backfill":
+        _backfill(client, args, target)
     elif action == "scores":
         page = client.rule_scores(target, limit=args.limit or 50, since=args.since, until=args.until)
         columns = ["trace_id", "span_id", "session_id", "state", "status", "score", "passed", "label", "current"]
@@ -170,9 +186,12 @@ def _act(client: Client, args: argparse.Namespace, action: str, target: str) -> 
 
 def add_parser(sub: Any) -> None:
     """Add ``rules`` to the command line."""
-    rules = sub.add_parser("rules", help="online rules: list, create, test, show, pause, resume, delete, scores, stats")
+    rules = sub.add_parser(
+        "rules", help="online rules: list, create, test, show, pause, resume, delete, scores, stats, backfill"
+    )
     rules.add_argument(
-        "action", choices=["list", "create", "test", "show", "pause", "resume", "delete", "scores", "stats"]
+        "action",
+        choices=["list", "create", "test", "show", "pause", "resume", "delete", "scores", "stats", "backfill"],
     )
     rules.add_argument("target", nargs="?", help="create/test: the evaluator id; others: the rule id")
     rules.add_argument(
@@ -202,10 +221,13 @@ def add_parser(sub: Any) -> None:
     rules.add_argument("--outputs", help="create: the trace path of the case's outputs")
     rules.add_argument("--paused", action="store_true", help="create: paused")
     rules.add_argument(
-        "--limit", type=int, help="scores: at most this many (default 50); test: targets scored (default 20)"
+        "--limit",
+        type=int,
+        help="scores: at most this many (default 50); test: targets scored (default 20); backfill: targets at most",
     )
-    rules.add_argument("--since", help="scores/stats: from (ISO 8601)")
-    rules.add_argument("--until", help="scores/stats: to (ISO 8601)")
+    rules.add_argument("--since", help="scores/stats: from (ISO 8601); backfill: traces first seen from")
+    rules.add_argument("--until", help="scores/stats: to (ISO 8601); backfill: traces first seen before")
+    rules.add_argument("--dry-run", action="store_true", help="backfill: count what it would score, score nothing")
     rules.add_argument("--bucket", type=int, default=60, help="stats: bucket seconds (default 60)")
     rules.add_argument("--server", help="URL of the running service (default: http://HOST:PORT of the settings)")
     rules.add_argument("--api-key", help=f"the workspace key (default: {API_KEY_ENV})")

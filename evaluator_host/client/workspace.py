@@ -9,12 +9,16 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
+import httpx
+
 from evaluator_host.client.calls import Call, body_of, model, nothing
 from evaluator_host.evaluation.models import (
     Case,
     EvaluatorSettings,
 )
 from evaluator_host.online.models import (
+    Backfill,
+    BackfillDryRun,
     Rule,
     RuleFilter,
     RuleList,
@@ -124,6 +128,40 @@ def list_traces(*, limit: int | None = None, cursor: str | None = None) -> Call[
 def get_trace(trace_id: str) -> Call[TraceDetail]:
     """``GET /v1/traces/{id}``: the trace evaluators get, and every rule's score of it."""
     return Call("GET", f"/v1/traces/{trace_id}", model(TraceDetail))
+
+
+def backfill_rule(
+    rule_id: str,
+    *,
+    since: datetime | str | None = None,
+    until: datetime | str | None = None,
+    limit: int | None = None,
+    dry_run: bool | None = None,
+) -> Call[Backfill | BackfillDryRun]:
+    """``POST /v1/online-rules/{id}/backfill``: score the rule's stored traces first seen in ``[since, until)``
+    (what it missed; everything again with a new revision). ``dry_run``: a :class:`BackfillDryRun` at once,
+    nothing stored; otherwise the :class:`Backfill` started (202)."""
+    body = body_of(since=_iso(since), until=_iso(until), limit=limit, dry_run=dry_run)
+    return Call("POST", f"/v1/online-rules/{rule_id}/backfill", _backfill_or_dry_run, body)
+
+
+def _iso(value: datetime | str | None) -> str | None:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def _backfill_or_dry_run(response: httpx.Response) -> Backfill | BackfillDryRun:
+    data = response.json()
+    return BackfillDryRun.model_validate(data) if "estimate_s" in data else Backfill.model_validate(data)
+
+
+def get_backfill(rule_id: str, backfill_id: str) -> Call[Backfill]:
+    """``GET /v1/online-rules/{id}/backfills/{backfill_id}``: its progress (``running``, ``done``, ``cancelled``)."""
+    return Call("GET", f"/v1/online-rules/{rule_id}/backfills/{backfill_id}", model(Backfill))
+
+
+def cancel_backfill(rule_id: str, backfill_id: str) -> Call[Backfill]:
+    """``DELETE /v1/online-rules/{id}/backfills/{backfill_id}``: its targets still queued are dropped."""
+    return Call("DELETE", f"/v1/online-rules/{rule_id}/backfills/{backfill_id}", model(Backfill))
 
 
 def list_sessions(*, limit: int | None = None, cursor: str | None = None) -> Call[SessionList]:

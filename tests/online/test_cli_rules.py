@@ -117,3 +117,27 @@ def test_rules_create_level_session_and_rules_test_through_a_running_service(tmp
         assert (result["session_id"], result["score"], result["label"]) == ("t-1", 2.0, "turns")
         nothing = cli(server, "test", ev, "--level", "session")  # the default keys: these turns name none
         assert nothing.returncode == 1 and "nothing matched: no session" in nothing.stderr
+
+
+@pytest.mark.slow
+def test_rules_backfill_dry_run_then_backfill_through_a_running_service(tmp_path: Path) -> None:
+    with serving(tmp_path, "process", env={"EVALUATOR_HOST_ONLINE_POLL_S": "0.05"}) as (client, _proc):
+        server = str(client.base_url)
+        engine = make_engine(f"sqlite:///{tmp_path / 'evaluator-host.db'}")
+        traces = [chat_trace(engine, state="routed") for _ in range(3)]  # stored before the rule
+        engine.dispose()
+        ev = client.post("/v1/evaluators", json={"name": "e", "language": "python", "code": CODE}).json()["id"]
+        rule = client.post("/v1/online-rules", json={"evaluator_id": ev}).json()["id"]
+        dry = cli(server, "backfill", rule, "--since", "2000-01-01T00:00:00Z", "--dry-run", "--json")
+        assert dry.returncode == 0, dry.stderr
+        assert {k: json.loads(dry.stdout)[k] for k in ("traces", "targets", "already_scored")} == {
+            "traces": 3,
+            "targets": 3,
+            "already_scored": 0,
+        }
+        started = cli(server, "backfill", rule, "--since", "2000-01-01T00:00:00Z", "--limit", "2")
+        assert started.returncode == 0 and "bf_" in started.stdout, started.stderr
+        wait_until(lambda: cli(server, "scores", rule, "--json").stdout.count('"state":"done"') == 2, 60, 0.2)
+        scored = {json.loads(x)["trace_id"] for x in cli(server, "scores", rule, "--json").stdout.splitlines()}
+        assert scored < set(traces)
+        assert cli(server, "backfill", rule, "--limit", "0").returncode == 2  # refused by the API (422)
