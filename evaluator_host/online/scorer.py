@@ -24,6 +24,9 @@ Contract (docs/online.md, "How it works"):
   back-off ``min(2**attempts, 60)`` s; the attempt that reaches ``online_max_attempts`` stores a
   ``sandbox_error`` result instead, so no row is retried for ever — nor a row whose scoring killed
   its service each time (it is claimed again past its claim, one attempt more each time).
+* A backfill's rows are grouped apart and run through the result cache
+  (:func:`~evaluator_host.evaluation.cached_calls.evaluate_cached`): a deterministic evaluator's re-run
+  costs lookups, not runs. Live traffic is not looked up (its cases are new).
 * Results are written ``WHERE claimed_by = me`` (:meth:`ScoreQueue.finish`); then counted in the
   metrics and, when an exporter is set, sent back over OTLP.
 """
@@ -37,6 +40,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from evaluator_host.errors import EvaluatorHostError, LimitError, QuotaExceeded, SandboxError, StorageFull
+from evaluator_host.evaluation.cache import ResultCache
 from evaluator_host.evaluation.models import Case, ErrorInfo, EvaluationResult
 from evaluator_host.evaluation.usecases import Components, run_stored
 from evaluator_host.observability.metrics import Metrics
@@ -85,8 +89,10 @@ class Scorer:
         me: str,
         metrics: Metrics,
         exporter: Exporter | None = None,
+        cache: ResultCache | None = None,
     ) -> None:
         self.components = components
+        self.cache = cache  # a backfill's rows are looked up in it (evaluation/cached_calls.py)
         self.settings = components.settings
         self.queue = queue
         self.me = me
@@ -140,10 +146,11 @@ class Scorer:
         gone = [(r.rule_id, r.target_id) for r in claimed if r.rule is None]
         if gone:
             await asyncio.to_thread(self.queue.discard, self.me, gone, "rule_deleted")
-        groups: dict[tuple[str, str, int | None], list[Claimed]] = {}
-        for row in claimed:
+        groups: dict[tuple[str, str, int | None, bool], list[Claimed]] = {}
+        for row in claimed:  # a backfill's rows apart: they are answered from the result cache where they can be
             if row.rule is not None:
-                groups.setdefault((row.workspace_id, row.evaluator_id, row.rule.revision), []).append(row)
+                key = (row.workspace_id, row.evaluator_id, row.rule.revision, row.backfill_id is not None)
+                groups.setdefault(key, []).append(row)
         for rows in groups.values():
             task = asyncio.ensure_future(self._group(rows))
             self._running.add(task)
@@ -215,8 +222,9 @@ class Scorer:
     async def _run(self, first: Claimed, cases: list[Case], charged: Charged) -> list[EvaluationResult]:
         revision = first.rule.revision if first.rule else None
         ws, evaluator = first.workspace_id, first.evaluator_id
+        cache = self.cache if first.backfill_id is not None else None
         try:
-            return (await run_stored(self.components, ws, evaluator, revision, cases, charged)).results
+            return (await run_stored(self.components, ws, evaluator, revision, cases, charged, cache)).results
         except LimitError:
             if len(cases) == 1:
                 raise
@@ -228,7 +236,7 @@ class Scorer:
                     one = self.components.quotas.take_evaluations(ws, 1)
                 except QuotaExceeded:
                     break
-                out.extend((await run_stored(self.components, ws, evaluator, revision, [case], one)).results)
+                out.extend((await run_stored(self.components, ws, evaluator, revision, [case], one, cache)).results)
             return out
 
     async def _retry(self, rows: list[Claimed], exc: Exception, results: dict[Any, EvaluationResult]) -> None:

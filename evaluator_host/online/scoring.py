@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from evaluator_host.evaluation.cache import ResultCache
 from evaluator_host.evaluation.usecases import Components
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.online.backfill import Backfiller
@@ -20,6 +21,7 @@ from evaluator_host.online.scorer import Exporter, Scorer
 from evaluator_host.store.online_rules import RuleStore
 from evaluator_host.store.online_scores import ScoreQueue
 from evaluator_host.store.online_views import ScoreView
+from evaluator_host.store.result_cache import ResultCacheStore
 
 __all__ = ["OnlineScoring"]
 
@@ -37,7 +39,8 @@ class OnlineScoring:
         self.rules = RuleStore(engine)
         self.queue = ScoreQueue(engine)
         self.views = ScoreView(engine)
-        self.scorer = Scorer(components, self.queue, me, metrics, exporter)
+        cache = ResultCache(components.settings, ResultCacheStore(engine))  # a backfill's re-runs are lookups
+        self.scorer = Scorer(components, self.queue, me, metrics, exporter, cache)
         self.router = Router(components.settings, self.queue, metrics, self.scorer.wake)
         self.backfiller = Backfiller(components.settings, self.queue, self.rules, me, self.scorer.wake)
 

@@ -107,6 +107,7 @@ class Claimed:
     rule: RuleRecord | None
     session_id: str | None = None  # a session score's session and generation
     generation: int | None = None
+    backfill_id: str | None = None  # the backfill that queued it
 
 
 Decide = Callable[[TraceRef, Sequence[RuleRecord]], list[tuple[RuleRecord, str | None]]]
@@ -376,4 +377,5 @@ def _claimed(row: Any) -> Claimed:
         rule=None if rule is None or rule.deleted_at is not None else rule_record(rule),
         session_id=score.session_id,
         generation=score.generation,
+        backfill_id=score.backfill_id,
     )

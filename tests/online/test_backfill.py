@@ -185,3 +185,33 @@ def test_a_backfill_is_cancelled_and_another_survives_a_sigkill_scoring_each_tar
         assert sorted(r.target_id for r in rows) == sorted(traces)  # each target exactly once
         assert {r.state for r in rows} == {"done"} and max(r.attempts for r in rows) >= 2
     engine.dispose()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_backfills_rerun_of_a_deterministic_evaluator_is_answered_from_the_result_cache(
+    tmp_path: Path, backend: str
+) -> None:
+    with serving(tmp_path, backend, env=ENV) as (client, _proc):
+        engine = make_engine(f"sqlite:///{tmp_path / 'evaluator-host.db'}")
+        traces = [chat_trace(engine, state="routed") for _ in range(5)]
+        code = "def evaluate(inputs, outputs, trace):\n    return {'score': 1.0, 'label': str(inputs)}\n"
+        body = {"name": "det", "language": "python", "code": code, "settings": {"cache": True}}
+        ev = client.post("/v1/evaluators", json=body).json()["id"]
+
+        def backfilled(rule_id: str) -> list[dict[str, Any]]:
+            started = client.post(f"/v1/online-rules/{rule_id}/backfill", json={}).json()
+            wait_until(lambda: _finished(client, rule_id, started["id"]), 300, 0.1, what="the backfill done")
+            return list(client.get(f"/v1/online-rules/{rule_id}/scores").json()["data"])
+
+        first = client.post("/v1/online-rules", json={"evaluator_id": ev}).json()["id"]
+        ran = backfilled(first)
+        assert sorted(s["trace_id"] for s in ran) == sorted(traces)
+        assert not any(s["result"].get("cached") for s in ran)  # the first run ran
+        client.delete(f"/v1/online-rules/{first}")
+        second = client.post("/v1/online-rules", json={"evaluator_id": ev}).json()["id"]
+        again = backfilled(second)  # the same evaluator on the same traces: lookups, not runs
+        assert sorted(s["trace_id"] for s in again) == sorted(traces)
+        assert all(s["result"]["cached"] is True and s["status"] == "ok" for s in again)
+        assert {s["label"] for s in again} == {s["label"] for s in ran}
+        engine.dispose()
