@@ -214,7 +214,8 @@ def test_a_backfill_is_dry_run_started_followed_and_cancelled_from_the_client(ap
     )  # routed before the rule exists: never scored by it
     rule = api.create_rule(evaluator.id, filter={"service_name": "backfilled"})
     dry = api.backfill_rule(rule.id, dry_run=True)
-    assert isinstance(dry, BackfillDryRun) and (dry.traces, dry.targets, dry.already_scored) == (1, 1, 0)
+    assert isinstance(dry, BackfillDryRun) and (dry.targets, dry.already_scored) == (1, 0)  # its service's only
+    assert dry.traces >= 1  # the workspace's other tests' traces are in the range too
     started = api.backfill_rule(rule.id, since="2000-01-01T00:00:00Z")
     assert isinstance(started, Backfill) and started.total == 1
     done = wait_until(lambda: (b := api.get_backfill(rule.id, started.id)).status == "done" and b, 60, 0.1)
