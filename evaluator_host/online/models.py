@@ -16,15 +16,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SerializerFunctionWrapHandler,
-    field_validator,
-    model_serializer,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from evaluator_host.definitions.models import MAX_REVISION
 from evaluator_host.online import mapping
@@ -125,6 +117,7 @@ class RuleTarget(BaseModel):
     level: Literal["trace", "span", "session"] = Field("trace", description="trace (default) | span | session.")
     session_key: str | None = Field(
         None,
+        exclude_if=lambda v: v is None,  # a stored target shows the fields it has
         min_length=1,
         max_length=256,
         description="session level: the attribute naming a trace's session (on any span, or its resource); "
@@ -132,6 +125,7 @@ class RuleTarget(BaseModel):
     )
     quiet_s: int | None = Field(
         None,
+        exclude_if=lambda v: v is None,
         ge=1,
         le=MAX_QUIET_S,
         description=f"session level: a session is scored once no span of it came for this long (default "
@@ -147,10 +141,6 @@ class RuleTarget(BaseModel):
         elif self.quiet_s is None:
             self.quiet_s = DEFAULT_QUIET_S
         return self
-
-    @model_serializer(mode="wrap")
-    def _compact(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return {k: v for k, v in handler(self).items() if v is not None}
 
 
 class _RuleFields(BaseModel):

@@ -111,6 +111,7 @@ async def create_backfill(
 @router.get("/online-rules/{rule_id}/backfills/{backfill_id}", response_model=Backfill)
 async def get_backfill(rule_id: str, backfill_id: str, services: ServicesDep, workspace: WorkspaceDep) -> Backfill:
     """A backfill's progress: ``running`` until every target it queued is scored, then ``done``."""
+    await asyncio.to_thread(services.online.rules.get, workspace, rule_id)  # another workspace's rule: 404
     store = BackfillStore(services.store.engine)
     record = await asyncio.to_thread(store.get, workspace, rule_id, backfill_id)
     return await asyncio.to_thread(_model, store, record)
@@ -119,6 +120,7 @@ async def get_backfill(rule_id: str, backfill_id: str, services: ServicesDep, wo
 @router.delete("/online-rules/{rule_id}/backfills/{backfill_id}", response_model=Backfill)
 async def cancel_backfill(rule_id: str, backfill_id: str, services: ServicesDep, workspace: WorkspaceDep) -> Backfill:
     """Cancel: nothing more is queued, its targets still waiting are dropped (those running finish)."""
+    await asyncio.to_thread(services.online.rules.get, workspace, rule_id)  # another workspace's rule: 404
     store = BackfillStore(services.store.engine)
     record = await asyncio.to_thread(store.cancel, workspace, rule_id, backfill_id)
     return await asyncio.to_thread(_model, store, record)
