@@ -299,6 +299,12 @@ class Settings(BaseSettings):
     online_poll_s: float = Field(
         0.2, gt=0, description="How often the online router and scorer look for ready traces and queued scores."
     )
+    online_backfill_max_targets: int = Field(
+        100_000,
+        ge=1,
+        description="Most targets one online backfill (POST /v1/online-rules/{id}/backfill) scores; a larger "
+        "limit is refused (422).",
+    )
     online_max_attempts: int = Field(
         5,
         ge=1,

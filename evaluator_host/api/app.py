@@ -19,6 +19,7 @@ from evaluator_host.api.middleware.limits import BodyLimitMiddleware
 from evaluator_host.api.middleware.observe import Observe
 from evaluator_host.api.query import known_query_parameters
 from evaluator_host.api.routes import (
+    backfills,
     datasets,
     docs,
     evaluate,
@@ -31,6 +32,7 @@ from evaluator_host.api.routes import (
     results,
     runtimes,
     secrets,
+    sessions,
     traces,
     web,
     workspaces,
@@ -130,7 +132,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         secrets.router,
         workspaces.router,
         online.router,
+        backfills.router,
         traces.router,
+        sessions.router,
     ):
         app.include_router(router, prefix="/v1", responses=ERROR_RESPONSES)
     conflict = _error("MigrationMismatch: the migrated code answered differently (+ rows, compared, code).")

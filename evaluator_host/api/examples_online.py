@@ -27,6 +27,12 @@ _SCORE = {
     "runtime_id": "python-ab541290a9a78bc6d9bf", "attempts": 1, "enqueued_at": _WHEN, "scored_at": _WHEN,
     "duration_ms": 1.9, "result": {"status": "ok", "score": 1.0, "passed": True},
 }  # fmt: skip
+_SESSION_SUMMARY = {
+    "session_id": "conv-42",
+    "num_traces": 3,
+    "first_seen_at": "2026-11-25T12:00:00Z",
+    "last_span_at": "2026-11-25T12:00:05Z",
+}
 _TRIAL = {
     "trace_id": _T, "span_id": "00f067aa0ba902b7", "session_id": None, "status": "ok", "score": 1.0,
     "passed": True, "label": None, "reason": "the answer is right", "inputs": "2+2?", "outputs": "4",
@@ -46,7 +52,43 @@ ONLINE: dict[str, list[Any]] = {
         {k: v for k, v in _RULE.items() if "_at" not in k and k != "id"},
     ],
     "RulePatch": [{"enabled": False}, {"sampling_rate": 0.1, "revision": 2}],
-    "RuleTarget": [{"level": "trace"}, {"level": "span"}],
+    "RuleTarget": [{"level": "trace"}, {"level": "span"}, {"level": "session", "quiet_s": 300}],
+    "SessionSummary": [_SESSION_SUMMARY],
+    "SessionList": [{"data": [_SESSION_SUMMARY], "count": 1, "next_cursor": None}],
+    "SessionDetail": [
+        {
+            **_SESSION_SUMMARY,
+            "traces": [],
+            "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello!"}],
+            "duration_ms": 5230.0,
+            "truncated": False,
+            "inputs": {"messages": [{"role": "user", "content": "hi"}], "prompt": "hi"},
+            "outputs": "Hello!",
+            "scores": [],
+        }
+    ],
+    "BackfillCreate": [
+        {"since": "2026-11-01T00:00:00Z", "dry_run": True},
+        {"since": "2026-11-01T00:00:00Z", "limit": 5000},
+    ],
+    "BackfillDryRun": [{"traces": 1200, "targets": 1200, "already_scored": 200, "estimate_s": 3.1, "revision": 2}],
+    "Backfill": [
+        {
+            "id": "bf_3e1a9c",
+            "rule_id": "rule_5b2e",
+            "status": "running",
+            "total": 1000,
+            "done": 250,
+            "skipped": 200,
+            "queued": 750,
+            "cancelled": 0,
+            "since": "2026-11-01T00:00:00Z",
+            "until": "2026-11-25T12:00:00Z",
+            "limit": 100000,
+            "revision": 2,
+            "created_at": "2026-11-25T12:00:00Z",
+        }
+    ],
     "Sink": [
         {"type": "phoenix", "url": "http://phoenix:6006"},
         {

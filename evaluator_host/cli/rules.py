@@ -1,8 +1,9 @@
-"""``evaluator-host rules list|create|test|show|pause|resume|delete|scores|stats|why``: online rules, through a
-running service. ``why TRACE_ID`` prints each rule's decision for that trace and its reason.
-``create``/``test`` take the rule's body as options (``--level span`` scores each matching span);
-``test`` scores it now on the latest matching stored targets, storing nothing, and exits 1 with a
-message when nothing matched.
+"""``evaluator-host rules list|create|test|show|pause|resume|delete|scores|stats|backfill|why``: online rules,
+through a running service (``backfill RULE_ID --since T [--until T] [--limit N] [--dry-run]``: score the
+stored traces the rule missed; ``why TRACE_ID``: each rule's decision for that trace and its reason).
+``create``/``test`` take the rule's body as options (``--level span`` scores each matching span,
+``--level session [--session-key K] [--quiet-s N]`` each quiet session); ``test`` scores it now on the latest
+matching stored targets, storing nothing, and exits 1 with a message when nothing matched.
 
 Like the operator's commands (``cli/admin.py``) they talk to the service's HTTP API (``--server``,
 default ``http://HOST:PORT`` of the settings), with a workspace key (``--api-key``, default
@@ -29,7 +30,8 @@ __all__ = ["add_parser"]
 
 API_KEY_ENV = "EVALUATOR_HOST_API_KEY"
 _RULE_COLUMNS = ["id", "name", "evaluator_id", "revision", "sampling_rate", "enabled", "filter", "target"]
-_TEST_COLUMNS = ["trace_id", "span_id", "status", "score", "passed", "label", "reason"]
+_BACKFILL_COLUMNS = ["id", "status", "total", "done", "skipped", "revision"]
+_TEST_COLUMNS = ["trace_id", "span_id", "session_id", "status", "score", "passed", "label", "reason"]
 
 
 def _client(args: argparse.Namespace) -> Client:
@@ -82,24 +84,38 @@ def _filter(args: argparse.Namespace) -> dict[str, Any]:
     return flt
 
 
+def _target(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The rule's ``target`` from ``--level``, ``--session-key`` and ``--quiet-s`` (the last two: session level)."""
+    if (args.session_key or args.quiet_s is not None) and args.level != "session":
+        raise UsageError("--session-key and --quiet-s go with --level session")
+    if not args.level:
+        return None
+    target: dict[str, Any] = {"level": args.level}
+    if args.session_key:
+        target["session_key"] = args.session_key
+    if args.quiet_s is not None:
+        target["quiet_s"] = args.quiet_s
+    return target
+
+
 def _create(client: Client, args: argparse.Namespace) -> dict[str, Any]:
     if not args.target:
         raise UsageError(
-            "rules create EVALUATOR_ID [--level trace|span] [--name N] [--rate R] [--service S] [--span S] "
-            "[--attr K=V] ..."
+            "rules create EVALUATOR_ID [--level trace|span|session [--session-key K] [--quiet-s N]] [--name N] "
+            "[--rate R] [--service S] [--span S] [--attr K=V] ..."
         )
     mapping = {k: v for k, v in (("inputs", args.inputs), ("outputs", args.outputs)) if v}
     rule = client.create_rule(
         args.target, name=args.name or None, revision=args.revision or None, sampling_rate=args.rate,
         filter=_filter(args) or None, mapping=mapping or None, enabled=False if args.paused else None,
-        target={"level": args.level} if args.level else None,
+        target=_target(args),
     )  # fmt: skip
     return dumped(rule)
 
 
 def _test(client: Client, args: argparse.Namespace) -> int:
     if not args.target:
-        raise UsageError("rules test EVALUATOR_ID [--level trace|span] [--span S] [--attr K=V] ... [--limit N]")
+        raise UsageError("rules test EVALUATOR_ID [--level trace|span|session] [--span S] [--attr K=V] ... [--limit N]")
     mapping = {k: v for k, v in (("inputs", args.inputs), ("outputs", args.outputs)) if v}
     answer = dumped(
         client.test_online_rule(
@@ -107,7 +123,7 @@ def _test(client: Client, args: argparse.Namespace) -> int:
             revision=args.revision or None,
             filter=_filter(args) or None,
             mapping=mapping or None,
-            target={"level": args.level} if args.level else None,
+            target=_target(args),
             limit=args.limit or 20,
         )  # fmt: skip
     )
@@ -116,6 +132,18 @@ def _test(client: Client, args: argparse.Namespace) -> int:
         return 1
     _print(args, answer["results"], _TEST_COLUMNS)
     return 0
+
+
+def _backfill(client: Client, args: argparse.Namespace, rule_id: str) -> None:
+    """``rules backfill RULE_ID [--since T] [--until T] [--limit N] [--dry-run]``: the dry run's figures, or the
+    backfill started (follow it with ``--json`` and the API's ``GET …/backfills/{id}``)."""
+    answer = dumped(
+        client.backfill_rule(
+            rule_id, since=args.since, until=args.until, limit=args.limit, dry_run=True if args.dry_run else None
+        )
+    )
+    columns = ["traces", "targets", "already_scored", "estimate_s", "revision"] if args.dry_run else _BACKFILL_COLUMNS
+    _print(args, answer, columns)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -144,9 +172,12 @@ def _act(client: Client, args: argparse.Namespace, action: str, target: str) -> 
     elif action == "why":  # target: a trace id
         decisions = dumped(client.get_trace(target))["decisions"]
         _print(args, decisions, ["rule_id", "target", "decision", "reason"])
+    elif action == "backfill":
+        _backfill(client, args, target)
     elif action == "scores":
         page = client.rule_scores(target, limit=args.limit or 50, since=args.since, until=args.until)
-        columns = ["trace_id", "span_id", "state", "status", "score", "passed", "label", "revision", "scored_at"]
+        columns = ["trace_id", "span_id", "session_id", "state", "status", "score", "passed", "label", "current"]
+        columns += ["revision", "scored_at"]
         rows = [dumped(s) for s in page.data]
         if not args.json and any(r.get("sinks") for r in rows):  # each sink's delivery (issue 52)
             rows = [{**r, "sinks": " ".join(f"{x['type']}:{x['state']}" for x in r["sinks"]) or None} for r in rows]
@@ -166,14 +197,28 @@ def _act(client: Client, args: argparse.Namespace, action: str, target: str) -> 
 def add_parser(sub: Any) -> None:
     """Add ``rules`` to the command line."""
     rules = sub.add_parser(
-        "rules", help="online rules: list, create, test, show, pause, resume, delete, scores, stats; why TRACE_ID"
+        "rules",
+        help="online rules: list, create, test, show, pause, resume, delete, scores, stats, backfill; why TRACE_ID",
     )
     rules.add_argument(
-        "action", choices=["list", "create", "test", "show", "pause", "resume", "delete", "scores", "stats", "why"]
+        "action",
+        choices=["list", "create", "test", "show", "pause", "resume", "delete", "scores", "stats", "backfill", "why"],
     )
     rules.add_argument("target", nargs="?", help="create/test: the evaluator id; why: a trace id; others: the rule id")
     rules.add_argument(
-        "--level", choices=["trace", "span"], help="create/test: score each trace (default) or each matching span"
+        "--level",
+        choices=["trace", "span", "session"],
+        help="create/test: score each trace (default), each matching span, or each quiet session",
+    )
+    rules.add_argument(
+        "--session-key",
+        help="create/test, --level session: the attribute naming a trace's session (default: "
+        "session.id, gen_ai.conversation.id, langfuse.session.id)",
+    )
+    rules.add_argument(
+        "--quiet-s",
+        type=int,
+        help="create/test, --level session: seconds without a span before a session is scored (default 300)",
     )
     rules.add_argument("--name", help="create: a name to show")
     rules.add_argument("--revision", type=int, help="create: the evaluator revision (default: the latest)")
@@ -187,10 +232,13 @@ def add_parser(sub: Any) -> None:
     rules.add_argument("--outputs", help="create: the trace path of the case's outputs")
     rules.add_argument("--paused", action="store_true", help="create: paused")
     rules.add_argument(
-        "--limit", type=int, help="scores: at most this many (default 50); test: targets scored (default 20)"
+        "--limit",
+        type=int,
+        help="scores: at most this many (default 50); test: targets scored (default 20); backfill: targets at most",
     )
-    rules.add_argument("--since", help="scores/stats: from (ISO 8601)")
-    rules.add_argument("--until", help="scores/stats: to (ISO 8601)")
+    rules.add_argument("--since", help="scores/stats: from (ISO 8601); backfill: traces first seen from")
+    rules.add_argument("--until", help="scores/stats: to (ISO 8601); backfill: traces first seen before")
+    rules.add_argument("--dry-run", action="store_true", help="backfill: count what it would score, score nothing")
     rules.add_argument("--bucket", type=int, default=60, help="stats: bucket seconds (default 60)")
     rules.add_argument("--server", help="URL of the running service (default: http://HOST:PORT of the settings)")
     rules.add_argument("--api-key", help=f"the workspace key (default: {API_KEY_ENV})")

@@ -7,6 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
+
+import httpx
 
 from evaluator_host.client.calls import Call, body_of, model, nothing
 from evaluator_host.evaluation.models import (
@@ -14,6 +17,8 @@ from evaluator_host.evaluation.models import (
     EvaluatorSettings,
 )
 from evaluator_host.online.models import (
+    Backfill,
+    BackfillDryRun,
     Rule,
     RuleFilter,
     RuleList,
@@ -22,6 +27,8 @@ from evaluator_host.online.models import (
     RuleTarget,
     RuleTestAnswer,
     ScoreList,
+    SessionDetail,
+    SessionList,
     TraceDetail,
     TraceList,
 )
@@ -46,7 +53,8 @@ def create_rule(
     target: RuleTarget | Mapping[str, Any] | None = None,
 ) -> Call[Rule]:
     """``POST /v1/online-rules``: score the workspace's traces that match ``filter`` with the evaluator
-    (``target``: ``{"level": "span"}`` scores each matching span; default: each trace)."""
+    (``target``: ``{"level": "span"}`` scores each matching span, ``{"level": "session", "session_key"?,
+    "quiet_s"?}`` each quiet session; default: each trace)."""
     body = body_of(
         evaluator_id=evaluator_id, name=name, revision=revision, sampling_rate=sampling_rate, filter=filter,
         mapping=mapping, enabled=enabled, target=target,
@@ -120,6 +128,50 @@ def list_traces(*, limit: int | None = None, cursor: str | None = None) -> Call[
 def get_trace(trace_id: str) -> Call[TraceDetail]:
     """``GET /v1/traces/{id}``: the trace evaluators get, and every rule's score of it."""
     return Call("GET", f"/v1/traces/{trace_id}", model(TraceDetail))
+
+
+def backfill_rule(
+    rule_id: str,
+    *,
+    since: datetime | str | None = None,
+    until: datetime | str | None = None,
+    limit: int | None = None,
+    dry_run: bool | None = None,
+) -> Call[Backfill | BackfillDryRun]:
+    """``POST /v1/online-rules/{id}/backfill``: score the rule's stored traces first seen in ``[since, until)``
+    (what it missed; everything again with a new revision). ``dry_run``: a :class:`BackfillDryRun` at once,
+    nothing stored; otherwise the :class:`Backfill` started (202)."""
+    body = body_of(since=_iso(since), until=_iso(until), limit=limit, dry_run=dry_run)
+    return Call("POST", f"/v1/online-rules/{rule_id}/backfill", _backfill_or_dry_run, body)
+
+
+def _iso(value: datetime | str | None) -> str | None:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def _backfill_or_dry_run(response: httpx.Response) -> Backfill | BackfillDryRun:
+    data = response.json()
+    return BackfillDryRun.model_validate(data) if "estimate_s" in data else Backfill.model_validate(data)
+
+
+def get_backfill(rule_id: str, backfill_id: str) -> Call[Backfill]:
+    """``GET /v1/online-rules/{id}/backfills/{backfill_id}``: its progress (``running``, ``done``, ``cancelled``)."""
+    return Call("GET", f"/v1/online-rules/{rule_id}/backfills/{backfill_id}", model(Backfill))
+
+
+def cancel_backfill(rule_id: str, backfill_id: str) -> Call[Backfill]:
+    """``DELETE /v1/online-rules/{id}/backfills/{backfill_id}``: its targets still queued are dropped."""
+    return Call("DELETE", f"/v1/online-rules/{rule_id}/backfills/{backfill_id}", model(Backfill))
+
+
+def list_sessions(*, limit: int | None = None, cursor: str | None = None) -> Call[SessionList]:
+    """``GET /v1/sessions``: the workspace's sessions (traces grouped by a session id), first seen newest first."""
+    return Call("GET", "/v1/sessions", model(SessionList), params={"limit": limit, "cursor": cursor})
+
+
+def get_session(session_id: str) -> Call[SessionDetail]:
+    """``GET /v1/sessions/{id}``: the session dict a session-level rule's evaluator gets, and its scores."""
+    return Call("GET", f"/v1/sessions/{quote(session_id, safe='')}", model(SessionDetail))
 
 
 # --- secrets ------------------------------------------------------------------------------------

@@ -23,6 +23,8 @@ from pydantic import ValidationError
 from evaluator_host.definitions import languages
 from evaluator_host.errors import EgressError, FixturesFailed, LimitError, NothingCompared, SecretError
 from evaluator_host.evaluation import fixtures
+from evaluator_host.evaluation.cache import ResultCache
+from evaluator_host.evaluation.cached_calls import evaluate_cached
 from evaluator_host.evaluation.models import (
     Case,
     EvaluationResult,
@@ -335,12 +337,23 @@ class Evaluators:
             await self.evaluation.prewarm(await self.bind(record))
 
     async def evaluate(
-        self, workspace: str, evaluator_id: str, revision: int | None, cases: Sequence[Case], charged: Charged
+        self,
+        workspace: str,
+        evaluator_id: str,
+        revision: int | None,
+        cases: Sequence[Case],
+        charged: Charged,
+        cache: ResultCache | None = None,
     ) -> tuple[RevisionRecord, list[EvaluationResult]]:
         """Run ``cases`` on a stored revision of ``workspace`` (``revision`` None: the latest), spending
-        ``charged`` (:meth:`Bound.run`)."""
+        ``charged`` (:meth:`Bound.run`); with ``cache``, answered from the result cache where it can be
+        (:func:`~evaluator_host.evaluation.cached_calls.evaluate_cached`)."""
         record, bound = await self._revision(workspace, evaluator_id, revision)
-        results = await bound.evaluate(cases, self.evaluation.settings.max_response_bytes, charged=charged)
+        max_bytes = self.evaluation.settings.max_response_bytes
+        if cache is not None:  # an online backfill's call: hits from the result cache, the misses run
+            results = await evaluate_cached(bound, workspace, cases, cache, max_bytes, charged)
+        else:
+            results = await bound.evaluate(cases, max_bytes, charged=charged)
         for result in results:
             result.evaluator_id, result.revision = record.id, record.revision
         return record, results

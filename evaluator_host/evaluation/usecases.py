@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from evaluator_host.evaluation.cache import ResultCache
 from evaluator_host.evaluation.evaluators import Evaluators, check_declarations
 from evaluator_host.evaluation.limits import check_case_count
 from evaluator_host.evaluation.models import Case, EvaluationResult, Evaluator, EvaluatorSettings, _Definition
@@ -141,11 +142,12 @@ async def run_stored(
     revision: int | None,
     cases: Sequence[Case],
     charged: Charged,
+    cache: ResultCache | None = None,
 ) -> Evaluated:
     """Run ``cases`` on a stored revision of ``workspace`` (``revision`` None: the latest), spending
     ``charged``; each result names the evaluator and revision. ``NotFoundError`` for an evaluator of
-    another workspace."""
-    record, results = await components.evaluators.evaluate(workspace, evaluator_id, revision, cases, charged)
+    another workspace. With ``cache`` (an online backfill's), answered from the result cache where it can be."""
+    record, results = await components.evaluators.evaluate(workspace, evaluator_id, revision, cases, charged, cache)
     return Evaluated(results, record=record)
 
 

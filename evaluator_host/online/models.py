@@ -6,8 +6,9 @@ given must hold of one span — its resource's ``service.name``, its name, each 
 does. An empty filter matches every trace (the root span is evaluated). ``mapping`` names trace
 paths for the case's ``inputs`` / ``outputs`` (checked by :func:`evaluator_host.online.mapping.check_path`);
 a field it leaves out comes from the evaluated span. A rule's ``target`` says what one score is of:
-``{"level": "trace"}`` (the default) or ``{"level": "span"}`` (every matching span, each scored once);
-``session`` is refused (422) until it is built. Nothing here touches the database.
+``{"level": "trace"}`` (the default), ``{"level": "span"}`` (every matching span, each scored once) or
+``{"level": "session", "session_key"?, "quiet_s"?}`` (a conversation's traces together, once quiet, again
+when it grows). Nothing here touches the database.
 """
 
 from __future__ import annotations
@@ -19,12 +20,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from evaluator_host.definitions.models import MAX_REVISION
 from evaluator_host.online import mapping
+from evaluator_host.online.backfill_models import Backfill, BackfillCreate, BackfillDryRun
+from evaluator_host.online.decision_models import Decision, RuleLimits
 from evaluator_host.shared.bounds import Int64
 from evaluator_host.sinks.models import MAX_SINKS, Sink, SinkState
 
 __all__ = [
     "AttributeCondition",
     "Decision",
+    "Backfill",
+    "BackfillCreate",
+    "BackfillDryRun",
     "Rule",
     "RuleCreate",
     "RuleLimits",
@@ -39,6 +45,9 @@ __all__ = [
     "RuleTestResult",
     "Score",
     "ScoreList",
+    "SessionDetail",
+    "SessionList",
+    "SessionSummary",
     "StatsBucket",
     "TraceDetail",
     "TraceList",
@@ -96,26 +105,46 @@ class RuleMapping(BaseModel):
         return value
 
 
+DEFAULT_QUIET_S = 300  # a session is ready when no span of it came for this long (as peers)
+MAX_QUIET_S = 7 * 86400
+
+
 class RuleTarget(BaseModel):
-    """What one score of a rule is of (issue 50): ``trace`` (one per trace, on its evaluated span) or
+    """What one score of a rule is of (issue 50): ``trace`` (one per trace, on its evaluated span),
     ``span`` (one per span that matches the filter; the evaluator gets that span's inputs/outputs and
-    the whole trace as ``trace``)."""
+    the whole trace as ``trace``) or ``session`` (one per session and generation: the traces that share
+    a session id, scored together once no span of them came for ``quiet_s``; docs/online.md, "Session
+    level"). ``session_key`` and ``quiet_s`` belong to the session level only (422 elsewhere)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    level: Literal["trace", "span", "session"] = Field(
-        "trace", description="trace (default) | span. session is not available yet (422)."
+    level: Literal["trace", "span", "session"] = Field("trace", description="trace (default) | span | session.")
+    session_key: str | None = Field(
+        None,
+        exclude_if=lambda v: v is None,  # a stored target shows the fields it has
+        min_length=1,
+        max_length=256,
+        description="session level: the attribute naming a trace's session (on any span, or its resource); "
+        "default: the first of session.id, gen_ai.conversation.id, langfuse.session.id.",
+    )
+    quiet_s: int | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        ge=1,
+        le=MAX_QUIET_S,
+        description=f"session level: a session is scored once no span of it came for this long (default "
+        f"{DEFAULT_QUIET_S} s); new traces after that score it again.",
     )
 
-    @field_validator("level")
-    @classmethod
-    def _available(cls, value: str) -> str:
-        if value == "session":
-            raise ValueError(
-                "target level 'session' is not available yet (only 'trace' and 'span' are); "
-                "session-level rules are planned (issue 50)"
-            )
-        return value
+    @model_validator(mode="after")
+    def _session_fields(self) -> RuleTarget:
+        if self.level != "session":
+            given = [n for n in ("session_key", "quiet_s") if getattr(self, n) is not None]
+            if given:
+                raise ValueError(f"{' and '.join(given)} belong to target level 'session' only")
+        elif self.quiet_s is None:
+            self.quiet_s = DEFAULT_QUIET_S
+        return self
 
 
 class _RuleFields(BaseModel):
@@ -135,23 +164,6 @@ class _RuleFields(BaseModel):
         description="Where its scores are also written: Phoenix span annotations, Langfuse scores (docs/online.md).",
     )
     limits: RuleLimits | None = Field(None, description="Budgets; over one, work is delayed (never dropped).")
-
-
-class RuleLimits(BaseModel):
-    """A rule's budgets (each optional): over one, its work is delayed, never dropped (docs/online.md, Budgets)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    scores_per_minute: int | None = Field(None, ge=1, le=1_000_000, description="Scores stored in any 60 s.")
-    sandbox_seconds_per_hour: float | None = Field(
-        None, gt=0, le=10_000_000, description="Evaluator run time (duration_ms) of the scores stored in any hour."
-    )
-    model_calls_per_minute: int | None = Field(
-        None,
-        ge=1,
-        le=1_000_000,
-        description="Accepted and kept; not enforced yet (issue 51: the egress proxy's count).",
-    )
 
 
 class RuleCreate(_RuleFields):
@@ -259,6 +271,10 @@ class Score(BaseModel):
     sinks: list[SinkState] = Field(
         default_factory=list, description="Its delivery to each sink of the rule (none until it is done)."
     )
+    session_id: str | None = Field(None, description="At session level: the scored session.")
+    generation: int | None = Field(None, description="At session level: the session's traces when it was scored.")
+    current: bool = Field(True, description="false: a later score of the same (rule, session) superseded it.")
+    superseded_by: str | None = Field(None, description="The target id of the score that superseded this one.")
 
 
 class ScoreList(BaseModel):
@@ -288,21 +304,6 @@ class TraceList(BaseModel):
     data: list[TraceSummary]
     count: int
     next_cursor: str | None = None
-
-
-class Decision(BaseModel):
-    """Why a rule did or did not score a target of the trace (docs/online.md, "Why wasn't my trace scored?")."""
-
-    rule_id: str
-    target: str | None = Field(None, description="The span id at span level; null: the trace.")
-    decision: str = Field(
-        description="not_matched | sampled_out | not_ready | queued | running | retrying | delayed | scored | "
-        "failed | dropped | not_routed"
-    )
-    reason: str = Field(description="Why, in one sentence (the failed filter condition, the error, the budget...).")
-    at: datetime = Field(description="When this was decided (routed, enqueued, scored...).")
-    until: datetime | None = Field(None, description="not_ready, running, retrying, delayed: until when.")
-    attempts: int = 0
 
 
 class TraceDetail(BaseModel):
@@ -354,3 +355,36 @@ class RuleStats(BaseModel):
         default_factory=dict,
         description="The rule's pace now against its budgets: scores_last_minute, sandbox_seconds_last_hour, limits.",
     )
+
+
+class SessionSummary(BaseModel):
+    """A session as ``GET /v1/sessions`` lists it."""
+
+    session_id: str
+    num_traces: int = Field(description="Traces routed into it (its generation).")
+    first_seen_at: datetime
+    last_span_at: datetime = Field(description="The last span of its traces, as routed.")
+
+
+class SessionList(BaseModel):
+    """The workspace's sessions, first seen newest first."""
+
+    data: list[SessionSummary]
+    count: int
+    next_cursor: str | None = None
+
+
+class SessionDetail(BaseModel):
+    """``GET /v1/sessions/{session_id}``: the session dict evaluators get, its inputs/outputs, its scores."""
+
+    session_id: str
+    traces: list[dict[str, Any]] = Field(description="Its traces' dicts, in start order.")
+    messages: list[dict[str, Any]] = Field(description="The conversation: each trace's input and output messages.")
+    num_traces: int
+    duration_ms: float | None = None
+    truncated: bool = Field(False, description="true: only its latest traces are in `traces`/`messages`.")
+    inputs: Any = None
+    outputs: Any = None
+    first_seen_at: datetime
+    last_span_at: datetime
+    scores: list[Score]

@@ -17,6 +17,9 @@ Contract:
   tracing, its judges' OpenTelemetry) is never matched nor evaluated, at either level — with no filter,
   a trace-level rule's marked root gives way to the first unmarked span; a trace of marked spans only
   gets no row.
+* :func:`join_sessions` — the sessions a routed trace joins, and the session-level rules it matched for
+  each (sampling per (rule, session id)); :func:`decide` leaves session-level rules out (a session is
+  scored once quiet: :func:`~evaluator_host.store.online_sessions.queue_ready`, each routing pass).
 * :class:`Router` — every ``online_poll_s``, at once when :meth:`Router.wake` is called (assembly made
   traces ready) and at once again while batches come back full, routes a batch of ready traces
   through :meth:`ScoreQueue.route` in a thread (one transaction per batch; each rule that scores
@@ -34,11 +37,14 @@ from typing import Any
 
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.online.explain import same, sample_point, why_not
+from evaluator_host.online.sessions import session_of
 from evaluator_host.settings import Settings
+from evaluator_host.store import online_sessions
+from evaluator_host.store.db import utcnow
 from evaluator_host.store.online_rules import RuleRecord
 from evaluator_host.store.online_scores import Routed, ScoreQueue, SpanRef, TraceRef
 
-__all__ = ["ROUTE_BATCH", "Router", "decide", "matches", "sampled"]
+__all__ = ["ROUTE_BATCH", "Router", "decide", "join_sessions", "matches", "sampled"]
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +84,8 @@ def decide(trace: TraceRef, rules: Sequence[RuleRecord]) -> list[tuple[RuleRecor
         return out
     marked = len(spans) < len(trace.spans)
     for rule in rules:
+        if rule.level == "session":  # scored per session, once quiet (join_sessions, online_sessions)
+            continue
         if not sampled(rule.id, trace.trace_id, rule.sampling_rate):
             continue
         if rule.level == "span":
@@ -93,6 +101,28 @@ def decide(trace: TraceRef, rules: Sequence[RuleRecord]) -> list[tuple[RuleRecor
         if span is not None:
             out.append((rule, span.span_id))
     return out
+
+
+def join_sessions(trace: TraceRef, rules: Sequence[RuleRecord]) -> list[tuple[str, tuple[str, ...]]]:
+    """The sessions ``trace`` joins: its session under the default keys (whether or not a rule wants it:
+    ``GET /v1/sessions`` lists it), and under each session-level rule's ``session_key``; with each, the
+    session-level rules that target it through this trace — the rule's filter matches one of its spans
+    (none: any trace) and the session is in the rule's sample (decided per (rule, session id))."""
+    spans = [s for s in trace.spans if not s.evaluation]
+    out: dict[str, list[str]] = {}
+    default = session_of(spans, None)
+    if default is not None:
+        out[default] = []
+    for rule in rules:
+        if rule.level != "session":
+            continue
+        sid = session_of(spans, (rule.target or {}).get("session_key"))
+        if sid is None or not sampled(rule.id, sid, rule.sampling_rate):
+            continue
+        if rule.filter and not any(matches(rule.filter, s) for s in spans):
+            continue
+        out.setdefault(sid, []).append(rule.id)
+    return [(sid, tuple(ids)) for sid, ids in out.items()]
 
 
 class Router:
@@ -129,12 +159,15 @@ class Router:
     async def route_once(self) -> Routed:
         """Route one batch now (tests and the loop)."""
         backlog_max = self.settings.online_backlog_max
-        routed = await asyncio.to_thread(self.queue.route, ROUTE_BATCH, backlog_max, decide, why_not)
-        self.backlog = routed.backlog
-        for rule_id, n in routed.dropped.items():
+        routed = await asyncio.to_thread(self.queue.route, ROUTE_BATCH, backlog_max, decide, why_not, join_sessions)
+        ready, dropped = await asyncio.to_thread(
+            online_sessions.queue_ready, self.queue.engine, utcnow(), routed.backlog, backlog_max
+        )
+        self.backlog = routed.backlog + ready
+        for rule_id, n in [*routed.dropped.items(), *dropped.items()]:
             self.dropped += n
             self.metrics.online_dropped(rule_id, n)
-        if routed.queued:
+        if routed.queued or ready:
             self.wake_scorer()
         return routed
 

@@ -27,6 +27,9 @@ Contract (docs/online.md, "How it works"):
   back-off ``min(2**attempts, 60)`` s; the attempt that reaches ``online_max_attempts`` stores a
   ``sandbox_error`` result instead, so no row is retried for ever — nor a row whose scoring killed
   its service each time (it is claimed again past its claim, one attempt more each time).
+* A backfill's rows are grouped apart and run through the result cache
+  (:func:`~evaluator_host.evaluation.cached_calls.evaluate_cached`): a deterministic evaluator's re-run
+  costs lookups, not runs. Live traffic is not looked up (its cases are new).
 * Results are written ``WHERE claimed_by = me`` (:meth:`ScoreQueue.finish`); then counted in the
   metrics and, when an exporter is set, sent back over OTLP.
 """
@@ -40,18 +43,19 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from evaluator_host.errors import EvaluatorHostError, LimitError, QuotaExceeded, SandboxError, StorageFull
+from evaluator_host.evaluation.cache import ResultCache
 from evaluator_host.evaluation.models import Case, ErrorInfo, EvaluationResult
 from evaluator_host.evaluation.usecases import Components, run_stored
 from evaluator_host.observability.metrics import Metrics
-from evaluator_host.online import budgets, mapping
-from evaluator_host.online.loading import load_many
-from evaluator_host.online.traces import LoadedTrace
+from evaluator_host.online import budgets
+from evaluator_host.online.cases import Refused, build_case, load_many
+from evaluator_host.online.sessions import load_sessions, session_case
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.online_budgets import usage
 from evaluator_host.store.online_scores import Claimed, ScoreQueue
 from evaluator_host.tenancy.quotas import Charged
 
-__all__ = ["Exporter", "Refused", "Scorer", "build_case"]
+__all__ = ["Exporter", "Refused", "Scorer", "build_case", "load_many"]
 
 log = logging.getLogger(__name__)
 
@@ -63,35 +67,6 @@ class Exporter(Protocol):
     """Sends a stored score back over OTLP (``online.export.ScoreExporter``); must not block."""
 
     def export(self, trace_id: str, span_id: str | None, rule: dict[str, Any], result: dict[str, Any]) -> None: ...
-
-
-class Refused(Exception):
-    """A case that cannot be made (the reason is the error result's message)."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-def build_case(loaded: LoadedTrace, span_id: str | None, rule_mapping: dict[str, Any] | None) -> Case:
-    """The case of one (rule, trace): see the module docstring (:class:`Refused` when it cannot be made)."""
-    trace = loaded.trace
-    view = mapping.path_view(trace, span_id, loaded.root_span_id)
-    span, root = view["span"] or {}, view["root"]
-    inputs, outputs = mapping.span_inputs_outputs(span)
-    if inputs is None and outputs is None and span is root:
-        inputs, outputs, _ = mapping.trace_inputs_outputs(trace)
-    for name, path in (rule_mapping or {}).items():
-        if path is None:
-            continue
-        value = mapping.resolve(view, path)
-        if value is None:
-            raise Refused("MappingPathError", f"mapping.{name} {path!r} found nothing in trace {loaded.trace_id}")
-        if name == "inputs":
-            inputs = value
-        elif name == "outputs":
-            outputs = value
-    return Case(inputs={} if inputs is None else inputs, outputs=outputs, trace=trace)
 
 
 def _error(kind: str, message: str, row: Claimed) -> EvaluationResult:
@@ -125,8 +100,10 @@ class Scorer:
         me: str,
         metrics: Metrics,
         exporter: Exporter | None = None,
+        cache: ResultCache | None = None,
     ) -> None:
         self.components = components
+        self.cache = cache  # a backfill's rows are looked up in it (evaluation/cached_calls.py)
         self.settings = components.settings
         self.queue = queue
         self.me = me
@@ -182,10 +159,11 @@ class Scorer:
         gone = [(r.rule_id, r.target_id) for r in claimed if r.rule is None]
         if gone:
             await asyncio.to_thread(self.queue.discard, self.me, gone, "rule_deleted")
-        groups: dict[tuple[str, str, int | None], list[Claimed]] = {}
-        for row in claimed:
+        groups: dict[tuple[str, str, int | None, bool], list[Claimed]] = {}
+        for row in claimed:  # a backfill's rows apart: they are answered from the result cache where they can be
             if row.rule is not None:
-                groups.setdefault((row.workspace_id, row.evaluator_id, row.rule.revision), []).append(row)
+                key = (row.workspace_id, row.evaluator_id, row.rule.revision, row.backfill_id is not None)
+                groups.setdefault(key, []).append(row)
         for rows in groups.values():
             task = asyncio.ensure_future(self._group(rows))
             self._running.add(task)
@@ -312,8 +290,9 @@ class Scorer:
     async def _run(self, first: Claimed, cases: list[Case], charged: Charged) -> list[EvaluationResult]:
         revision = first.rule.revision if first.rule else None
         ws, evaluator = first.workspace_id, first.evaluator_id
+        cache = self.cache if first.backfill_id is not None else None
         try:
-            return (await run_stored(self.components, ws, evaluator, revision, cases, charged)).results
+            return (await run_stored(self.components, ws, evaluator, revision, cases, charged, cache)).results
         except LimitError:
             if len(cases) == 1:
                 raise
@@ -325,7 +304,7 @@ class Scorer:
                     one = self.components.quotas.take_evaluations(ws, 1)
                 except QuotaExceeded:
                     break
-                out.extend((await run_stored(self.components, ws, evaluator, revision, [case], one)).results)
+                out.extend((await run_stored(self.components, ws, evaluator, revision, [case], one, cache)).results)
             return out
 
     async def _retry(self, rows: list[Claimed], exc: Exception, results: dict[Any, EvaluationResult]) -> None:
@@ -341,18 +320,30 @@ class Scorer:
 
     def _cases(self, rows: Sequence[Claimed]) -> dict[tuple[str, str], Case | EvaluationResult]:
         out: dict[tuple[str, str], Case | EvaluationResult] = {}
+        max_spans = self.settings.online_max_trace_spans
+        of_sessions = [r for r in rows if r.session_id is not None]
+        of_traces = [r for r in rows if r.session_id is None]
         with self.queue.engine.connect() as conn:
-            loaded = load_many(conn, {(r.workspace_id, r.trace_id) for r in rows}, self.settings.online_max_trace_spans)
+            loaded = load_many(conn, {(r.workspace_id, r.trace_id) for r in of_traces}, max_spans)
+            sessions = load_sessions(conn, {(r.workspace_id, str(r.session_id)) for r in of_sessions}, max_spans)
         for row in rows:
-            trace = loaded.get((row.workspace_id, row.trace_id))
-            if trace is None:
-                out[(row.rule_id, row.target_id)] = _error(_EXPIRED, f"trace {row.trace_id} is gone", row)
-                continue
+            mapped = row.rule.mapping if row.rule else None
+            key = (row.rule_id, row.target_id)
             try:
-                mapped = row.rule.mapping if row.rule else None
-                out[(row.rule_id, row.target_id)] = build_case(trace, row.span_id, mapped)
+                if row.session_id is not None:
+                    found = sessions.get((row.workspace_id, row.session_id))
+                    if found is None:
+                        out[key] = _error("NotFound", f"session {row.session_id!r} has no stored trace left", row)
+                    else:
+                        out[key] = session_case(row.session_id, found[0], found[1], mapped)
+                    continue
+                trace = loaded.get((row.workspace_id, row.trace_id))
+                if trace is None:
+                    out[key] = _error(_EXPIRED, f"trace {row.trace_id} is gone", row)
+                    continue
+                out[key] = build_case(trace, row.span_id, mapped)
             except Refused as exc:
-                out[(row.rule_id, row.target_id)] = _error(exc.kind, str(exc), row)
+                out[key] = _error(exc.kind, str(exc), row)
         return out
 
     async def _store(self, rows: Sequence[Claimed], results: dict[tuple[str, str], EvaluationResult]) -> None:

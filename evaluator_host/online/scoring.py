@@ -11,8 +11,10 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from evaluator_host.evaluation.cache import ResultCache
 from evaluator_host.evaluation.usecases import Components
 from evaluator_host.observability.metrics import Metrics
+from evaluator_host.online.backfill import Backfiller
 from evaluator_host.online.export import ScoreExporter
 from evaluator_host.online.router import Router
 from evaluator_host.online.scorer import Exporter, Scorer
@@ -20,6 +22,7 @@ from evaluator_host.store.online_decisions import DecisionStore
 from evaluator_host.store.online_rules import RuleStore
 from evaluator_host.store.online_scores import ScoreQueue
 from evaluator_host.store.online_views import ScoreView
+from evaluator_host.store.result_cache import ResultCacheStore
 
 __all__ = ["OnlineScoring"]
 
@@ -38,16 +41,20 @@ class OnlineScoring:
         self.queue = ScoreQueue(engine)
         self.views = ScoreView(engine)
         self.decisions = DecisionStore(engine)
-        self.scorer = Scorer(components, self.queue, me, metrics, exporter)
+        cache = ResultCache(components.settings, ResultCacheStore(engine))  # a backfill's re-runs are lookups
+        self.scorer = Scorer(components, self.queue, me, metrics, exporter, cache)
         self.router = Router(components.settings, self.queue, metrics, self.scorer.wake)
+        self.backfiller = Backfiller(components.settings, self.queue, self.rules, me, self.scorer.wake)
 
     async def start(self) -> None:
         """Start routing and scoring (the scorer first puts back what a killed predecessor held)."""
         await self.scorer.start()
         self.router.start()
+        await self.backfiller.start()
 
     async def close(self) -> None:
         """Stop both loops; claimed rows not finished are put back at the next start."""
+        await self.backfiller.close()
         await self.router.close()
         await self.scorer.close()
         if self._exporter is not None:

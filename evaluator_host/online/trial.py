@@ -7,9 +7,11 @@ Contract:
   trace is scored with the spans it has so far), at most :data:`SCAN_TRACES` of them and at most
   :data:`SCAN_SPANS` spans in all (by their rows' span counts, read before any span: a trial of a filter
   that matches nothing costs a bounded read), each bounded like the scorer's (``online_max_trace_spans``),
-  and keeps the targets :func:`~evaluator_host.online.router.decide`
-  names for the rule — sampling left out (a trial shows how the evaluator scores, not which traces a
-  rate would pick) — until ``limit`` targets are found. Memory: at most ``limit`` traces kept.
+  and keeps the targets :func:`~evaluator_host.online.router.decide` names for the rule — sampling left
+  out (a trial shows how the evaluator scores, not which traces a rate would pick) — until ``limit``
+  targets are found. Memory: at most ``limit`` traces kept. At session level the targets are the
+  sessions (by the rule's key) one of whose scanned traces matches, newest first, each made of its
+  scanned traces in start order (the traces of sessions are kept: at most the scan's bound).
 * :func:`run_trial` builds each target's case as the scorer does
   (:func:`~evaluator_host.online.scorer.build_case`: a mapping path that finds nothing is an ``error``
   result, as online) and runs the cases in ONE call of the stored evaluator through
@@ -36,9 +38,10 @@ from sqlalchemy.engine import Engine
 from evaluator_host.evaluation.models import Case, ErrorInfo, EvaluationResult
 from evaluator_host.evaluation.usecases import Components, evaluate_stored
 from evaluator_host.observability.tracing import MARKER
+from evaluator_host.online.cases import Refused, build_case
 from evaluator_host.online.models import RuleTestAnswer, RuleTestResult
-from evaluator_host.online.router import decide
-from evaluator_host.online.scorer import Refused, build_case
+from evaluator_host.online.router import decide, join_sessions
+from evaluator_host.online.sessions import session_case
 from evaluator_host.online.traces import LoadedTrace, load_trace
 from evaluator_host.store.online_rows import OnlineTraceRow
 from evaluator_host.store.online_rules import RuleRecord
@@ -52,10 +55,12 @@ SCAN_SPANS = 100_000  # and the spans it reads in all (the first trace is always
 
 @dataclass(frozen=True)
 class Target:
-    """One matching target: its trace and the evaluated span."""
+    """One matching target: its trace and the evaluated span (a session: its latest trace, and its traces)."""
 
     loaded: LoadedTrace
     span_id: str | None
+    session_id: str | None = None
+    session: tuple[LoadedTrace, ...] = ()
 
 
 def _refs(loaded: LoadedTrace, workspace_id: str) -> TraceRef:
@@ -68,6 +73,7 @@ def _refs(loaded: LoadedTrace, workspace_id: str) -> TraceRef:
             "",
             dict(s.attributes),
             any(part.get(MARKER) in (True, "true") for part in (s.attributes, s.resource)),
+            dict(s.resource),
         )
         for s in loaded.spans
     ]
@@ -83,6 +89,8 @@ def find_targets(
     query = query.order_by(t.first_seen_at.desc(), t.trace_id.desc()).limit(SCAN_TRACES)
     whole = RuleRecord(**{**rule.__dict__, "sampling_rate": 1.0})
     found: list[Target] = []
+    sessions: dict[str, list[LoadedTrace]] = {}  # session level: the scanned traces of each session
+    matched: list[str] = []  # and the sessions one of whose traces matched, newest first
     scanned = spans = 0
     with engine.connect() as conn:
         for trace_id, span_count in list(conn.execute(query)):
@@ -93,10 +101,20 @@ def find_targets(
             if loaded is None:
                 continue  # deleted by retention meanwhile
             scanned += 1
+            if rule.level == "session":
+                for sid, rule_ids in join_sessions(_refs(loaded, workspace_id), [whole]):
+                    if rule_ids:
+                        sessions.setdefault(sid, []).append(loaded)
+                        if sid not in matched:
+                            matched.append(sid)
+                continue
             for _, span_id in decide(_refs(loaded, workspace_id), [whole]):
                 found.append(Target(loaded, span_id))
                 if len(found) >= limit:
                     return found, scanned
+    for sid in matched[:limit]:  # each session's traces in start order (the scan read newest first)
+        traces = tuple(sorted(sessions[sid], key=lambda t: min((s.start_ns for s in t.spans), default=0)))
+        found.append(Target(traces[-1], None, sid, traces))
     return found, scanned
 
 
@@ -104,6 +122,7 @@ def _result(target: Target, case: Case | None, result: EvaluationResult) -> Rule
     return RuleTestResult(
         trace_id=target.loaded.trace_id,
         span_id=target.span_id,
+        session_id=target.session_id,
         status=result.status,
         score=result.score,
         passed=result.passed,
@@ -131,6 +150,9 @@ async def run_trial(components: Components, engine: Engine, rule: RuleRecord, li
     cases: list[tuple[Target, Case | EvaluationResult]] = []
     for target in targets:
         try:
+            if target.session_id is not None:
+                cases.append((target, session_case(target.session_id, target.session, None, rule.mapping)))
+                continue
             cases.append((target, build_case(target.loaded, target.span_id, rule.mapping)))
         except Refused as exc:
             error = ErrorInfo(type=exc.kind, message=str(exc))

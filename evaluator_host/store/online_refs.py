@@ -1,11 +1,19 @@
-"""What routing reads of a ready trace (:class:`TraceRef`, :class:`SpanRef`), a queue row's target id, and the
-``(a, b) IN keys`` form SQLite's planner can use. No I/O but the statement built by :func:`keyed`."""
+"""What routing reads of the online tables: spans and traces as references, a queue row's target id, and the
+key helper. No I/O but the statement built by :func:`keyed`.
+
+Contract: :class:`SpanRef` is one span as routing sees it (its attributes and resource decoded from its
+body on first use; ``""`` as body: not read, no attributes); :class:`TraceRef` a ready trace, its spans
+in start order; :func:`target_id` a (rule, span)'s queue key; :func:`keyed` the portable two-column ``IN``;
+:func:`session_keys` the attribute keys a routing pass looks for sessions under (:data:`DEFAULT_KEYS` and
+the session-level rules' own keys).
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, false, or_
@@ -13,7 +21,9 @@ from sqlalchemy import ColumnElement, and_, false, or_
 from evaluator_host.observability.tracing import MARKER
 from evaluator_host.store.online_rules import RuleRecord
 
-__all__ = ["SpanRef", "TraceRef", "keyed", "target_id"]
+__all__ = ["DEFAULT_KEYS", "SpanRef", "TraceRef", "keyed", "session_keys", "target_id"]
+
+DEFAULT_KEYS = ("session.id", "gen_ai.conversation.id", "langfuse.session.id")  # a session's, by default
 
 
 def keyed(first: Any, second: Any, keys: Iterable[tuple[str, str]]) -> ColumnElement[bool]:
@@ -44,13 +54,21 @@ class SpanRef:
     body: str
     _attributes: dict[str, Any] | None = field(default=None, repr=False)
     _evaluation: bool | None = field(default=None, repr=False)  # known already (a trial's decoded spans)
+    _resource: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
     def attributes(self) -> dict[str, Any]:
         """The span's attributes, flat by dotted key (decoded on first use)."""
         if self._attributes is None:
-            self._attributes = dict(json.loads(self.body).get("attributes") or {})
+            self._attributes = dict(json.loads(self.body).get("attributes") or {}) if self.body else {}
         return self._attributes
+
+    @property
+    def resource(self) -> dict[str, Any]:
+        """The span's resource attributes (decoded on first use; ``{}`` when the body was not read)."""
+        if self._resource is None:
+            self._resource = dict(json.loads(self.body).get("resource") or {}) if self.body else {}
+        return self._resource
 
     @property
     def evaluation(self) -> bool:
@@ -73,3 +91,12 @@ class TraceRef:
     trace_id: str
     root_span_id: str | None
     spans: list[SpanRef]
+    last_span_at: datetime | None = None
+
+
+def session_keys(rules: dict[str, list[RuleRecord]]) -> tuple[str, ...]:
+    """The attribute keys routing looks for sessions under: the defaults and the rules' own."""
+    custom = {
+        str((r.target or {})["session_key"]) for rs in rules.values() for r in rs if (r.target or {}).get("session_key")
+    }
+    return (*DEFAULT_KEYS, *sorted(custom))

@@ -36,7 +36,19 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from evaluator_host.store.db import Base
 
-__all__ = ["OnlineDecisionRow", "OnlineRuleRow", "OnlineScoreRow", "OnlineSpanRow", "OnlineTraceRow", "OnlineUsageRow"]
+__all__ = [
+    "OnlineBackfillRow",
+    "OnlineDecisionRow",
+    "OnlineRuleRow",
+    "OnlineScoreRow",
+    "OnlineSessionRow",
+    "OnlineSessionRuleRow",
+    "OnlineSessionTraceRow",
+    "OnlineSpanRow",
+    "OnlineTraceRow",
+    "OnlineUsageRow",
+    "SinkDeliveryRow",
+]
 
 _TZ = DateTime(timezone=True)
 
@@ -134,6 +146,8 @@ class OnlineScoreRow(Base):
         Index("ix_online_scores_trace", "workspace_id", "trace_id"),
         Index("ix_online_scores_rule_enqueued", "rule_id", "enqueued_at", "target_id"),  # 0009, 0013
         Index("ix_online_scores_state_enqueued", "state", "enqueued_at"),  # 0009
+        Index("ix_online_scores_session", "workspace_id", "session_id"),  # 0014
+        Index("ix_online_scores_backfill", "backfill_id", "state"),  # 0014
     )
 
     rule_id: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -160,6 +174,10 @@ class OnlineScoreRow(Base):
     result: Mapped[str | None] = mapped_column(Text, nullable=True)  # the EvaluationResult JSON
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)  # 0015: the last infrastructure error
     delayed_by: Mapped[str | None] = mapped_column(String(40), nullable=True)  # 0015: the budget that deferred it
+    session_id: Mapped[str | None] = mapped_column(String(128), nullable=True)  # 0014: a session score's
+    generation: Mapped[int | None] = mapped_column(Integer, nullable=True)  # 0014: the session's traces then
+    superseded_by: Mapped[str | None] = mapped_column(String(200), nullable=True)  # 0014: null: current
+    backfill_id: Mapped[str | None] = mapped_column(String(40), nullable=True)  # 0014: the backfill that queued it
 
 
 class OnlineDecisionRow(Base):
@@ -198,3 +216,73 @@ class SinkDeliveryRow(Base):
     claimed_until: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)
     created_at: Mapped[datetime] = mapped_column(_TZ)
     delivered_at: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)
+
+
+class OnlineSessionRow(Base):
+    """A session (migration ``0014``): traces grouped by a session id; ``num_traces`` is its generation."""
+
+    __tablename__ = "online_sessions"
+    __table_args__ = (
+        Index("ix_online_sessions_workspace_seen", "workspace_id", "first_seen_at", "session_id"),
+        Index("ix_online_sessions_last", "last_span_at"),
+    )
+
+    workspace_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    first_seen_at: Mapped[datetime] = mapped_column(_TZ)
+    last_span_at: Mapped[datetime] = mapped_column(_TZ)  # the latest last span of its traces, as routed
+    num_traces: Mapped[int] = mapped_column(Integer)
+
+
+class OnlineSessionTraceRow(Base):
+    """One trace of a session (``start_ns``: the trace's first span's start, the session's order)."""
+
+    __tablename__ = "online_session_traces"
+
+    workspace_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    trace_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    start_ns: Mapped[int] = mapped_column(BigInteger)
+
+
+class OnlineSessionRuleRow(Base):
+    """A session-level rule targets a session; ``queued_generation``: the generation last queued (0: none);
+    ``ready_at``: when the session is quiet for the rule (its last span + ``quiet_s``; null: nothing new)."""
+
+    __tablename__ = "online_session_rules"
+    __table_args__ = (
+        Index("ix_online_session_rules_session", "workspace_id", "session_id"),
+        Index("ix_online_session_rules_ready", "ready_at"),
+    )
+
+    rule_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    workspace_id: Mapped[str] = mapped_column(String(40))
+    queued_generation: Mapped[int] = mapped_column(Integer)
+    quiet_s: Mapped[int] = mapped_column(Integer)
+    ready_at: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)
+
+
+class OnlineBackfillRow(Base):
+    """A backfill (migration ``0014``): a rule's stored traces in ``[since, until)`` scored on demand;
+    ``status`` ``planning`` (pages of traces being queued from the cursor), ``planned`` or ``cancelled``."""
+
+    __tablename__ = "online_backfills"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    rule_id: Mapped[str] = mapped_column(String(40), index=True)
+    workspace_id: Mapped[str] = mapped_column(String(40))
+    since: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)
+    until: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)
+    max_targets: Mapped[int] = mapped_column(Integer)
+    revision: Mapped[int | None] = mapped_column(Integer, nullable=True)  # the revision a target is skipped for
+    status: Mapped[str] = mapped_column(String(12))
+    cursor_at: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)  # the last trace planned (first seen)
+    cursor_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    total: Mapped[int] = mapped_column(Integer)  # targets to score (the estimate, then what was queued)
+    queued: Mapped[int] = mapped_column(Integer)  # rows queued so far
+    skipped: Mapped[int] = mapped_column(Integer)  # targets already scored with the revision
+    claimed_by: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    claimed_until: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(_TZ)
+    updated_at: Mapped[datetime] = mapped_column(_TZ)

@@ -51,8 +51,9 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from evaluator_host.observability.tracing import MARKER
+from evaluator_host.store import online_sessions
 from evaluator_host.store.db import as_utc, utcnow
-from evaluator_host.store.online_refs import SpanRef, TraceRef, keyed, target_id
+from evaluator_host.store.online_refs import DEFAULT_KEYS, SpanRef, TraceRef, keyed, session_keys, target_id
 from evaluator_host.store.online_rows import (
     OnlineDecisionRow,
     OnlineRuleRow,
@@ -62,7 +63,20 @@ from evaluator_host.store.online_rows import (
 )
 from evaluator_host.store.online_rules import RuleRecord, rule_record
 
-__all__ = ["BACKLOG", "Claimed", "Routed", "ScoreQueue", "SpanRef", "TraceRef", "keyed", "target_id"]
+__all__ = [
+    "BACKLOG",
+    "DEFAULT_KEYS",
+    "Claimed",
+    "JoinSessions",
+    "Routed",
+    "ScoreQueue",
+    "SpanRef",
+    "TraceRef",
+    "keyed",
+    "session_keys",
+    "target_id",
+]
+
 
 BACKLOG = ("queued", "running")
 S = OnlineScoreRow
@@ -92,10 +106,15 @@ class Claimed:
     enqueued_at: datetime
     last_span_at: datetime | None
     rule: RuleRecord | None
+    session_id: str | None = None  # a session score's session and generation
+    generation: int | None = None
+    backfill_id: str | None = None  # the backfill that queued it
 
 
 Decide = Callable[[TraceRef, Sequence[RuleRecord]], list[tuple[RuleRecord, str | None]]]
 Explain = Callable[[TraceRef, RuleRecord], tuple[str, str]]  # a rule decide() gave no target: (decision, reason)
+# the sessions a trace joins: (session id, the session-level rules it matched for it)
+JoinSessions = Callable[[TraceRef, Sequence[RuleRecord]], list[tuple[str, tuple[str, ...]]]]
 
 
 class ScoreQueue:
@@ -106,11 +125,20 @@ class ScoreQueue:
         self._pg = engine.dialect.name == "postgresql"
 
     # -- routing -------------------------------------------------------------------------
-    def route(self, limit: int, backlog_max: int, decide: Decide, explain: Explain | None = None) -> Routed:
-        """Route up to ``limit`` ready traces (oldest ready first): see the module docstring."""
+    def route(
+        self,
+        limit: int,
+        backlog_max: int,
+        decide: Decide,
+        explain: Explain | None = None,
+        sessions: JoinSessions | None = None,
+    ) -> Routed:
+        """Route up to ``limit`` ready traces (oldest ready first): see the module docstring. With ``explain``,
+        each rule that got no target of a trace says why (``online_decisions``); with ``sessions``, each routed
+        trace also joins the sessions it names (:func:`online_sessions.record`)."""
         t = OnlineTraceRow
         with self.engine.begin() as conn:
-            query = select(t.workspace_id, t.trace_id, t.root_span_id).where(t.state == "ready")
+            query = select(t.workspace_id, t.trace_id, t.root_span_id, t.last_span_at).where(t.state == "ready")
             query = query.order_by(t.ready_at, t.trace_id).limit(limit)
             if self._pg:
                 query = query.with_for_update(skip_locked=True)
@@ -119,7 +147,9 @@ class ScoreQueue:
                 return Routed(backlog=self._backlog(conn))
             rules = self._rules(conn, {r.workspace_id for r in ready})
             live = {ws: [r for r in rs if r.enabled] for ws, rs in rules.items()}
-            spans = self._spans(conn, ready, bodies=any(r.filter for rs in live.values() for r in rs))
+            bodies = any(r.filter for rs in live.values() for r in rs)
+            keys_wanted = session_keys(live) if sessions is not None else ()
+            spans = self._spans(conn, ready, bodies=bodies, needles=keys_wanted)
             backlog = self._backlog(conn)
             keys = [(r.workspace_id, r.trace_id) for r in ready]
             now = utcnow()
@@ -131,11 +161,21 @@ class ScoreQueue:
             )
             ours = {(ws, trace_id) for ws, trace_id in took}
             rows, said, queued, dropped = [], list[dict[str, Any]](), 0, dict[str, int]()
-            for ws, trace_id, root in ready:
-                if (ws, trace_id) not in ours or not rules.get(ws):
+            joined: list[online_sessions.Joined] = []
+            quiet_of = {r.id: int((r.target or {}).get("quiet_s") or 300) for rs in live.values() for r in rs}
+            for ws, trace_id, root, last_span_at in ready:
+                if (ws, trace_id) not in ours:
                     continue
-                ref = TraceRef(ws, trace_id, root, spans.get((ws, trace_id), []))
-                targeted = set()
+                ref = TraceRef(ws, trace_id, root, spans.get((ws, trace_id), []), as_utc(last_span_at))
+                targeted: set[str] = set()  # the rules that got a target of it (a score row, a session joined)
+                if sessions is not None and ref.spans:
+                    start = min(s.start_ns for s in ref.spans)
+                    for sid, rule_ids in sessions(ref, live.get(ws, [])):
+                        quiet = tuple((r, quiet_of.get(r, 300)) for r in rule_ids)
+                        joined.append(online_sessions.Joined(ws, sid, trace_id, start, as_utc(last_span_at), quiet))
+                        targeted.update(rule_ids)
+                if not rules.get(ws):
+                    continue
                 for rule, span_id in decide(ref, live[ws]):
                     targeted.add(rule.id)
                     state = "queued" if backlog < backlog_max else "dropped"
@@ -150,6 +190,7 @@ class ScoreQueue:
                 conn.execute(insert(S), rows)
             if said:
                 conn.execute(insert(OnlineDecisionRow), said)
+            online_sessions.record(conn, joined, now)
             return Routed(len(ours), queued, dropped, backlog)
 
     def _rules(self, conn: Connection, workspaces: set[str]) -> dict[str, list[RuleRecord]]:
@@ -161,12 +202,16 @@ class ScoreQueue:
             out.setdefault(row.workspace_id, []).append(rule_record(row))
         return out
 
-    def _spans(self, conn: Connection, ready: Sequence[Any], bodies: bool) -> dict[tuple[str, str], list[SpanRef]]:
+    def _spans(
+        self, conn: Connection, ready: Sequence[Any], bodies: bool, needles: Sequence[str] = ()
+    ) -> dict[tuple[str, str], list[SpanRef]]:
         """The spans of ``ready`` traces in start order; without ``bodies`` (no rule filters) only the bodies
-        carrying the evaluation marker are read (the others ``""``: routing needs to know them only)."""
+        carrying the evaluation marker or one of ``needles`` (session keys) are read (the others ``""``:
+        routing needs to know them only)."""
         s = OnlineSpanRow
         keys = [(r.workspace_id, r.trace_id) for r in ready]
-        body = s.body if bodies else case((s.body.contains(MARKER, autoescape=True), s.body), else_=literal(""))
+        wanted = or_(*(s.body.contains(n, autoescape=True) for n in (MARKER, *needles)))
+        body = s.body if bodies else case((wanted, s.body), else_=literal(""))
         query = select(s.workspace_id, s.trace_id, s.span_id, s.name, s.service_name, s.start_ns, body)
         query = query.where(keyed(s.workspace_id, s.trace_id, keys)).order_by(s.start_ns, s.span_id)
         out: dict[tuple[str, str], list[SpanRef]] = {}
@@ -248,6 +293,7 @@ class ScoreQueue:
         with self.engine.begin() as conn:
             done = conn.execute(statement, params)
             if done.rowcount == len(results):
+                online_sessions.supersede(conn, me, [(r, t) for r, t, _ in results if _replaces(t)])
                 return [True] * len(results)
             mine = select(S.rule_id, S.target_id).where(
                 keyed(S.rule_id, S.target_id, [(r, t) for r, t, _ in results]),
@@ -256,6 +302,7 @@ class ScoreQueue:
                 S.scored_at == results[0][2].get("scored_at"),
             )
             stored = {tuple(k) for k in conn.execute(mine)}
+            online_sessions.supersede(conn, me, [(r, t) for r, t, _ in results if (r, t) in stored and _replaces(t)])
         return [(r, t) in stored for r, t, _ in results]
 
     def retry(self, me: str, keys: Sequence[tuple[str, str]], after_s: float, error: str | None = None) -> int:
@@ -354,6 +401,12 @@ def _decisions(
     return out
 
 
+def _replaces(target: str) -> bool:
+    """Whether a score of ``target`` may supersede others: a session's (``<id>#<generation>``) or a target
+    scored again with another revision (``<target>@r<revision>``); trace and span ids are hex."""
+    return "#" in target or "@r" in target
+
+
 def _row(rule: RuleRecord, trace_id: str, span_id: str | None, state: str, now: datetime) -> dict[str, Any]:
     return {
         "rule_id": rule.id,
@@ -383,4 +436,7 @@ def _claimed(row: Any) -> Claimed:
         enqueued_at=as_utc(score.enqueued_at),
         last_span_at=None if row[1] is None else as_utc(row[1]),
         rule=None if rule is None or rule.deleted_at is not None else rule_record(rule),
+        session_id=score.session_id,
+        generation=score.generation,
+        backfill_id=score.backfill_id,
     )

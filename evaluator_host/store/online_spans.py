@@ -41,6 +41,7 @@ from sqlalchemy import DateTime, Table, Update, bindparam, delete, exists, func,
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 
+from evaluator_host.store import online_sessions
 from evaluator_host.store.db import WorkspaceRow
 from evaluator_host.store.online_decisions import DecisionStore
 from evaluator_host.store.online_rows import OnlineSpanRow, OnlineTraceRow
@@ -277,11 +278,12 @@ class OnlineSpanStore:
             return made
 
     def sweep(self, cutoff: datetime) -> tuple[int, int]:
-        """Delete spans received before ``cutoff`` (released from their workspaces' usage) and traces whose
-        last span came before it: (spans, traces)."""
+        """Delete spans received before ``cutoff`` (released from their workspaces' usage), traces and
+        sessions whose last span came before it: (spans, traces)."""
         spans = delete_expired(self.engine, cutoff, sqlite=self.sqlite)
         with self.engine.begin() as conn:
             traces = conn.execute(delete(TRACES).where(TRACES.c.last_span_at < cutoff)).rowcount or 0
+            online_sessions.sweep(conn, cutoff)  # sessions whose last span is that old, and their rows
         DecisionStore(self.engine).sweep(cutoff)  # a trace's decisions go with it (made at or after its last span)
         return spans, int(traces)
 

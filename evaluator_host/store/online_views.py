@@ -2,7 +2,8 @@
 traces, per-bucket statistics computed in SQL. Every read names its workspace (the rule's is checked
 by the caller: :class:`~evaluator_host.store.online_rules.RuleStore`). Blocking: call from a thread.
 
-Statistics: scores with a result (``done``) whose ``scored_at`` is in ``[since, until)`` are grouped
+Statistics: current scores (not superseded by a later generation of their session) with a result
+(``done``) whose ``scored_at`` is in ``[since, until)`` are grouped
 by ``floor((scored_at - since) / bucket_s)`` in the database (an epoch expression per dialect), one
 query for the counts and means, one for the label counts; the caller bounds the number of buckets.
 """
@@ -47,6 +48,10 @@ def score_fields(row: Any) -> dict[str, Any]:
         "scored_at": None if row.scored_at is None else as_utc(row.scored_at),
         "duration_ms": row.duration_ms,
         "result": None if row.result is None else json.loads(row.result),
+        "session_id": row.session_id,
+        "generation": row.generation,
+        "current": row.superseded_by is None,
+        "superseded_by": row.superseded_by,
     }
 
 
@@ -143,7 +148,13 @@ class ScoreView:
         """Per bucket (index from ``since``): count, ok, mean score, pass rate, label counts."""
         offset = (self._epoch(S.scored_at) - literal(since.timestamp())) / literal(float(bucket_s))
         index = (func.floor(offset) if self._pg else cast(offset, Integer)).label("bucket")
-        where = and_(S.rule_id == rule_id, S.state == "done", S.scored_at >= since, S.scored_at < until)
+        where = and_(
+            S.rule_id == rule_id,
+            S.state == "done",
+            S.superseded_by.is_(None),  # current scores only (a session's earlier generations are not)
+            S.scored_at >= since,
+            S.scored_at < until,
+        )
         passed = case((S.passed.is_(True), 1.0), (S.passed.is_(False), 0.0), else_=None)
         main = (
             select(
@@ -174,6 +185,12 @@ class ScoreView:
         )
         with self.engine.connect() as conn:
             return int(conn.scalar(waiting) or 0), int(conn.scalar(dropped) or 0)
+
+    def of_session(self, workspace_id: str, session_id: str) -> list[dict[str, Any]]:
+        """The scores of a session (every rule, every generation), enqueued oldest first."""
+        query = select(S).where(S.workspace_id == workspace_id, S.session_id == session_id)
+        with self.engine.connect() as conn:
+            return [score_fields(r) for r in conn.execute(query.order_by(S.enqueued_at, S.rule_id, S.target_id))]
 
     def trace_row(self, workspace_id: str, trace_id: str) -> TraceView | None:
         """One trace row of the workspace, or None."""

@@ -24,6 +24,7 @@ LEGACY = "legacy-key-for-tests"
 CODE = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
 TRACE = "a" * 32  # workspace A's trace (sent over OTLP/JSON)
 UNKNOWN_TRACE = "0123456789abcdef" * 2
+SESSION = "c" * 32  # workspace A's session (an id the 404 comparison neutralizes, as a trace id)
 LEGACY_CODE = "def evaluate(app_params, inputs, output, correct_answer):\n    return 1.0\n"  # migrate reads rows
 
 
@@ -56,6 +57,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         span = {"traceId": TRACE, "spanId": "b" * 16, "name": "chat", "startTimeUnixNano": "1", "endTimeUnixNano": "2"}
         otlp = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
         assert client.post("/v1/traces", json=otlp, headers=ha).status_code == 200
+        turn = {**span, "traceId": "d" * 32, "attributes": [{"key": "session.id", "value": {"stringValue": SESSION}}]}
+        in_session = {"resourceSpans": [{"scopeSpans": [{"spans": [turn]}]}]}
+        assert client.post("/v1/traces", json=in_session, headers=ha).status_code == 200
+        backfill = client.post(f"/v1/online-rules/{rule.json()['id']}/backfill", json={}, headers=ha)
+        assert backfill.status_code == 202, backfill.text
+        wait_until(lambda: client.get(f"/v1/sessions/{SESSION}", headers=ha).status_code == 200, 60, 0.1)
         body_b = {"name": "b", "language": "python", "code": LEGACY_CODE}
         ev_b = client.post("/v1/evaluators", json=body_b, headers=hb).json()
         yield {
@@ -71,6 +78,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             "ev_b": ev_b["id"],
             "rule": rule.json()["id"],
             "trace": TRACE,
+            "backfill": backfill.json()["id"],
+            "session": SESSION,
         }
 
 
@@ -107,6 +116,11 @@ BY_ID = [
     ("GET", "/v1/online-rules/{rule}/scores", None),
     ("GET", "/v1/online-rules/{rule}/stats", None),
     ("GET", "/v1/traces/{trace}", None),
+    ("POST", "/v1/online-rules/{rule}/backfill", {"dry_run": True}),
+    ("POST", "/v1/online-rules/{rule}/backfill", {}),
+    ("GET", "/v1/online-rules/{rule}/backfills/{backfill}", None),
+    ("DELETE", "/v1/online-rules/{rule}/backfills/{backfill}", None),
+    ("GET", "/v1/sessions/{session}", None),
 ]
 # Routes without an id of another workspace to try; what they show is checked below.
 WITHOUT_ID = {
@@ -121,6 +135,7 @@ WITHOUT_ID = {
     ("POST", "/v1/online-rules/test"),
     ("GET", "/v1/online-rules"),
     ("GET", "/v1/traces"),
+    ("GET", "/v1/sessions"),
     ("GET", "/v1/evaluators"),
     ("POST", "/v1/evaluators"),
     ("GET", "/v1/datasets"),
@@ -170,6 +185,8 @@ def test_the_table_covers_every_v1_route(world: dict[str, Any]) -> None:
     templated = {(m, p.replace("{ds}", "{dataset_id}").replace("{job}", "{job_id}")) for m, p in templated}
     templated = {(m, p.replace("/TOKEN", "/{name}")) for m, p in templated}
     templated = {(m, p.replace("{rule}", "{rule_id}").replace("{trace}", "{trace_id}")) for m, p in templated}
+    templated = {(m, p.replace("{backfill}", "{backfill_id}")) for m, p in templated}
+    templated = {(m, p.replace("{session}", "{session_id}")) for m, p in templated}
     assert routes == templated | WITHOUT_ID | SHARED | OPERATOR
 
 
@@ -181,7 +198,7 @@ def test_another_workspaces_id_answers_exactly_like_an_unknown_id(
     theirs = client.request(method, _fill(path, world), json=_fill(body, world), headers=world["hb"])
     missing = {
         "ev": "ev_NOSUCH", "ds": "ds_NOSUCH", "job": "job_NOSUCH", "ev_b": world["ev_b"],
-        "rule": "rule_NOSUCH", "trace": UNKNOWN_TRACE,
+        "rule": "rule_NOSUCH", "trace": UNKNOWN_TRACE, "backfill": "bf_NOSUCH", "session": UNKNOWN_TRACE,
     }  # fmt: skip
     if "TOKEN" in path:
         path = path.replace("TOKEN", "NOSUCH")
@@ -207,7 +224,9 @@ def test_lists_show_only_the_workspaces_own(world: dict[str, Any]) -> None:
         assert not mine & theirs, path
     assert {e["id"] for e in client.get("/v1/evaluators", headers=hb).json()["data"]} == {world["ev_b"]}
     assert client.get("/v1/traces", headers=hb).json()["data"] == []
-    assert [t["trace_id"] for t in client.get("/v1/traces", headers=ha).json()["data"]] == [TRACE]
+    assert [t["trace_id"] for t in client.get("/v1/traces", headers=ha).json()["data"]] == ["d" * 32, TRACE]
+    assert client.get("/v1/sessions", headers=hb).json()["data"] == []
+    assert [x["session_id"] for x in client.get("/v1/sessions", headers=ha).json()["data"]] == [SESSION]
     assert client.get("/v1/evaluators", headers=auth(LEGACY)).json()["data"] == []  # the default workspace's
 
 

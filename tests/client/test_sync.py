@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from evaluator_host.client import AuthenticationError, Client, NotFoundError
 from evaluator_host.evaluation.models import BatchResponse, EvaluationResult, Evaluator
 from evaluator_host.jobs.models import Job, JobResult
+from evaluator_host.online.models import Backfill, BackfillDryRun
 from tests.support.client import Live
 from tests.support.otlp_bodies import JSON, S, json_body, new_span_id, new_trace_id
 from tests.support.wait import wait_until
@@ -172,6 +174,54 @@ def test_online_rules_score_traces_the_service_received(api: Client, live: Live)
     api.delete_rule(rule.id)
     with pytest.raises(NotFoundError):
         api.get_rule(rule.id)
+
+
+def test_a_session_level_rule_scores_a_session_and_the_client_reads_it(api: Client, live: Live) -> None:
+    code = "def evaluate(inputs, outputs, trace):\n    return float(len(trace['messages']))\n"
+    evaluator = api.create_evaluator("sessions", code)
+    rule = api.create_rule(evaluator.id, target={"level": "session", "quiet_s": 1})
+    assert rule.target.level == "session" and rule.target.quiet_s == 1
+    session_id = f"user/42#{new_span_id()}?x"  # an id a URL must quote
+    headers = {**JSON, "authorization": f"Bearer {live.key}"}
+    for turn, question in enumerate(("hi", "bye")):
+        attributes = {"session.id": session_id, "input.value": question, "output.value": question.upper()}
+        start = time.time_ns() + turn * 1_000_000_000  # the session's order is its traces' start order
+        spans = [S(new_trace_id(), new_span_id(), name="turn", start_ns=start, end_ns=start + 1, attributes=attributes)]
+        answer = httpx.post(f"{live.url}/v1/traces", content=json_body(spans, service="client-tests"), headers=headers)
+        assert answer.status_code == 200, answer.text
+
+    def scored() -> Any:
+        return [s for s in api.rule_scores(rule.id).data if s.state == "done" and s.generation == 2]
+
+    (score,) = wait_until(scored, 60, 0.1, what="the rule to score the session")
+    assert (score.session_id, score.score, score.current) == (session_id, 4.0, True)
+    assert session_id in {s.session_id for s in api.list_sessions().data}
+    session = api.get_session(session_id)
+    assert session.num_traces == 2 and [m["content"] for m in session.messages] == ["hi", "HI", "bye", "BYE"]
+    assert score.target_id in {s.target_id for s in session.scores}
+    api.delete_rule(rule.id)
+
+
+def test_a_backfill_is_dry_run_started_followed_and_cancelled_from_the_client(api: Client, live: Live) -> None:
+    evaluator = api.create_evaluator("backfilled", "def evaluate(inputs, outputs, trace):\n    return 1.0\n")
+    trace_id = new_trace_id()
+    spans = [S(trace_id, new_span_id(), name="chat", attributes={"input.value": "q"})]
+    headers = {**JSON, "authorization": f"Bearer {live.key}"}
+    answer = httpx.post(f"{live.url}/v1/traces", content=json_body(spans, service="backfilled"), headers=headers)
+    assert answer.status_code == 200, answer.text
+    wait_until(
+        lambda: any(t.trace_id == trace_id and t.state == "routed" for t in api.list_traces().data), 60, 0.1
+    )  # routed before the rule exists: never scored by it
+    rule = api.create_rule(evaluator.id, filter={"service_name": "backfilled"})
+    dry = api.backfill_rule(rule.id, dry_run=True)
+    assert isinstance(dry, BackfillDryRun) and (dry.targets, dry.already_scored) == (1, 0)  # its service's only
+    assert dry.traces >= 1  # the workspace's other tests' traces are in the range too
+    started = api.backfill_rule(rule.id, since="2000-01-01T00:00:00Z")
+    assert isinstance(started, Backfill) and started.total == 1
+    done = wait_until(lambda: (b := api.get_backfill(rule.id, started.id)).status == "done" and b, 60, 0.1)
+    assert done.done == 1 and [s.trace_id for s in api.rule_scores(rule.id).data] == [trace_id]
+    assert api.cancel_backfill(rule.id, started.id).status == "cancelled"
+    api.delete_rule(rule.id)
 
 
 def test_an_operator_manages_workspaces_and_keys(live: Live) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from evaluator_host.store.db import make_engine
 from tests.support import REPO
-from tests.support.online import chat_trace
+from tests.support.online import chat_trace, hex_id, put_trace, span
 from tests.support.service import serving
 from tests.support.wait import wait_until
 
@@ -86,3 +86,62 @@ def test_rules_create_level_span_and_rules_test_through_a_running_service(tmp_pa
         nothing = cli(server, "test", ev, "--span", "no-such-span")
         assert nothing.returncode == 1 and "nothing matched" in nothing.stderr
         assert cli(server, "scores", rule["id"], "--json").stdout.count("\n") == 1  # the trials stored nothing
+
+
+@pytest.mark.slow
+def test_rules_create_level_session_and_rules_test_through_a_running_service(tmp_path: Path) -> None:
+    code = "def evaluate(inputs, outputs, trace):\n    return {'score': float(trace['num_traces']), 'label': 'turns'}\n"
+    with serving(tmp_path, "process", env={"EVALUATOR_HOST_ONLINE_POLL_S": "0.05"}) as (client, _proc):
+        server = str(client.base_url)
+        ev = client.post("/v1/evaluators", json={"name": "e", "language": "python", "code": code}).json()["id"]
+        wrong = cli(server, "create", ev, "--quiet-s", "5")
+        assert wrong.returncode == 2 and "--level session" in wrong.stderr
+        made = cli(
+            server, "create", ev, "--level", "session", "--session-key", "chat.thread", "--quiet-s", "1", "--json"
+        )
+        assert made.returncode == 0, made.stderr
+        rule = json.loads(made.stdout)
+        assert rule["target"] == {"level": "session", "session_key": "chat.thread", "quiet_s": 1}
+
+        engine = make_engine(f"sqlite:///{tmp_path / 'evaluator-host.db'}")
+        for question in ("hi", "bye"):
+            trace_id = hex_id(16)
+            put_trace(engine, [span(trace_id, "turn", attributes={"chat.thread": "t-1", "ag.data.inputs": question})])
+        engine.dispose()
+        wait_until(lambda: '"state":"done"' in cli(server, "scores", rule["id"], "--json").stdout, 60, 0.2)
+        done = [json.loads(x) for x in cli(server, "scores", rule["id"], "--json").stdout.splitlines()]
+        assert {(s["session_id"], s["score"]) for s in done if s["state"] == "done" and s["current"]} <= {
+            ("t-1", 1.0),
+            ("t-1", 2.0),
+        }
+
+        tried = cli(server, "test", ev, "--level", "session", "--session-key", "chat.thread", "--json")
+        assert tried.returncode == 0, tried.stderr
+        (result,) = [json.loads(x) for x in tried.stdout.splitlines()]
+        assert (result["session_id"], result["score"], result["label"]) == ("t-1", 2.0, "turns")
+        nothing = cli(server, "test", ev, "--level", "session")  # the default keys: these turns name none
+        assert nothing.returncode == 1 and "nothing matched: no session" in nothing.stderr
+
+
+@pytest.mark.slow
+def test_rules_backfill_dry_run_then_backfill_through_a_running_service(tmp_path: Path) -> None:
+    with serving(tmp_path, "process", env={"EVALUATOR_HOST_ONLINE_POLL_S": "0.05"}) as (client, _proc):
+        server = str(client.base_url)
+        engine = make_engine(f"sqlite:///{tmp_path / 'evaluator-host.db'}")
+        traces = [chat_trace(engine, state="routed") for _ in range(3)]  # stored before the rule
+        engine.dispose()
+        ev = client.post("/v1/evaluators", json={"name": "e", "language": "python", "code": CODE}).json()["id"]
+        rule = client.post("/v1/online-rules", json={"evaluator_id": ev}).json()["id"]
+        dry = cli(server, "backfill", rule, "--since", "2000-01-01T00:00:00Z", "--dry-run", "--json")
+        assert dry.returncode == 0, dry.stderr
+        assert {k: json.loads(dry.stdout)[k] for k in ("traces", "targets", "already_scored")} == {
+            "traces": 3,
+            "targets": 3,
+            "already_scored": 0,
+        }
+        started = cli(server, "backfill", rule, "--since", "2000-01-01T00:00:00Z", "--limit", "2")
+        assert started.returncode == 0 and "bf_" in started.stdout, started.stderr
+        wait_until(lambda: cli(server, "scores", rule, "--json").stdout.count('"state":"done"') == 2, 60, 0.2)
+        scored = {json.loads(x)["trace_id"] for x in cli(server, "scores", rule, "--json").stdout.splitlines()}
+        assert scored < set(traces)
+        assert cli(server, "backfill", rule, "--limit", "0").returncode == 2  # refused by the API (422)

@@ -4,7 +4,8 @@ on each backend. A span-level rule filtered on ``openinference.span.kind=LLM`` s
 calls of every trace exactly once — each score names its span, the evaluator got that span's
 inputs/outputs and the whole trace — while a trace-level rule beside it scores each trace once, as
 before. ``POST /v1/online-rules/test`` scores a rule body on the stored traces and stores nothing; a
-body nothing matches answers ``matched: 0`` with a message; session level is refused (422)."""
+body nothing matches answers ``matched: 0`` with a message; a session-level rule is made with its
+default ``quiet_s``."""
 
 from __future__ import annotations
 
@@ -96,7 +97,8 @@ def test_a_span_level_rule_scores_each_llm_call_once_and_a_trial_stores_nothing(
         trace_rule = client.post("/v1/online-rules", json={"evaluator_id": ev}).json()
         assert span_rule["target"] == {"level": "span"} and trace_rule["target"] == {"level": "trace"}
         session = client.post("/v1/online-rules", json={"evaluator_id": ev, "target": {"level": "session"}})
-        assert session.status_code == 422 and "session' is not available yet" in session.text
+        assert session.status_code == 201 and session.json()["target"] == {"level": "session", "quiet_s": 300}
+        client.delete(f"/v1/online-rules/{session.json()['id']}")  # these agent traces name no session
 
         agent = Agent(str(client.base_url))
         runs = [agent.run(task) for task in ("t1", "t2")]

@@ -76,8 +76,12 @@ def test_a_trials_limit_evaluator_and_mapping_are_checked(world: dict[str, Any])
         assert bad.status_code == 422, bad.text
     missing = client.post("/v1/online-rules/test", json={"evaluator_id": "ev_missing"}, headers=h)
     assert missing.status_code == 422 and "does not exist" in missing.text
+    for target in ({"level": "session", "quiet_s": 0}, {"level": "trace", "session_key": "k"}, {"level": "x"}):
+        bad = client.post("/v1/online-rules/test", json={"evaluator_id": ev, "target": target}, headers=h)
+        assert bad.status_code == 422, (target, bad.text)
     session = client.post("/v1/online-rules/test", json={"evaluator_id": ev, "target": {"level": "session"}}, headers=h)
-    assert session.status_code == 422 and "not available yet" in session.text
+    assert session.status_code == 200, session.text  # a trace with no session id: no session, never a success
+    assert session.json()["matched"] == 0 and "nothing matched: no session" in session.json()["message"]
     body = {"evaluator_id": ev, "mapping": {"outputs": "root.attributes.nothing.here"}}
     mapped = client.post("/v1/online-rules/test", json=body, headers=h).json()
     (result,) = mapped["results"]
@@ -134,8 +138,20 @@ def test_a_rules_target_defaults_to_trace_and_is_set_at_creation(world: dict[str
     assert client.get(f"/v1/online-rules/{rule_id}", headers=h).json()["target"] == {"level": "span"}
     patched = client.patch(f"/v1/online-rules/{rule_id}", json={"target": {"level": "trace"}}, headers=h)
     assert patched.status_code == 422 and "target" in patched.text
-    for bad in ({"level": "spans"}, {"level": "span", "extra": 1}, {"level": "session"}):
+    bad_targets = (
+        {"level": "spans"},
+        {"level": "span", "extra": 1},
+        {"level": "span", "quiet_s": 5},  # session fields belong to the session level only
+        {"level": "trace", "session_key": "user.id"},
+        {"level": "session", "quiet_s": 0},  # at least 1
+        {"level": "session", "quiet_s": 2**70},
+        {"level": "session", "session_key": ""},
+    )
+    for bad in bad_targets:
         made = client.post("/v1/online-rules", json={"evaluator_id": ev, "target": bad}, headers=h)
         assert made.status_code == 422, made.text
+    session = {"level": "session", "session_key": "chat.thread", "quiet_s": 2}
+    made = client.post("/v1/online-rules", json={"evaluator_id": ev, "target": session}, headers=h)
+    assert made.status_code == 201 and made.json()["target"] == session, made.text
     listed = client.get("/v1/online-rules", headers=h).json()["data"]
-    assert sorted(r["target"]["level"] for r in listed) == ["span", "trace"]
+    assert sorted(r["target"]["level"] for r in listed) == ["session", "span", "trace"]

@@ -42,4 +42,3 @@ def test_no_module_is_past_400_lines_without_its_reason_in_the_architecture() ->
     unexplained = {path: lines for path, lines in _long_modules().items() if path not in _with_reasons()}
     assert unexplained == {}, f"split these by concept, or give each its reason in docs/architecture.md: {unexplained}"
     assert len(_long_modules()) <= MOST
-

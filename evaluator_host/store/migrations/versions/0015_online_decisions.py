@@ -9,7 +9,7 @@ budget that put a row back in the queue (``retrying`` and ``delayed`` decisions)
 nulls: a trace routed before this revision has its decisions recomputed when read.
 
 Revision ID: 0015
-Revises: 0013
+Revises: 0014
 Create Date: 2026-11-25
 """
 
@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0015"
-down_revision = "0013"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 

@@ -1,16 +1,59 @@
-"""A claimed batch's traces read back at once: :func:`load_many` (the scorer's, and its tests')."""
+"""Cases of online scores: one (rule, trace)'s case, and the batch load of the traces they read.
+
+Contract (docs/online.md, "How it works", "Mapping"):
+
+* :func:`build_case` — ``trace`` is the trace dict; ``inputs`` and ``outputs`` come from the rule's
+  ``mapping`` paths (over :func:`~evaluator_host.online.mapping.path_view`), else from the evaluated
+  span, else (evaluated span = root) from the trace's first span that has some. A mapping path that
+  finds nothing raises :class:`Refused` (the scorer stores it as an ``error`` result).
+* :func:`load_many` — the traces of a claimed batch: the small ones in two queries for the whole batch,
+  a large one by :func:`~evaluator_host.online.traces.load_trace` (its own bound and ``truncated`` mark).
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import Connection, select
 
+from evaluator_host.evaluation.models import Case
 from evaluator_host.evaluation.trace_shape import SpanData, build_trace
+from evaluator_host.online import mapping
 from evaluator_host.online import spans as span_body
 from evaluator_host.online.traces import LoadedTrace, load_trace
 from evaluator_host.store.online_rows import OnlineSpanRow, OnlineTraceRow
 from evaluator_host.store.online_scores import keyed
 
-__all__ = ["load_many"]
+__all__ = ["Refused", "build_case", "load_many"]
+
+
+class Refused(Exception):
+    """A case that cannot be made (the reason is the error result's message)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def build_case(loaded: LoadedTrace, span_id: str | None, rule_mapping: dict[str, Any] | None) -> Case:
+    """The case of one (rule, trace): see the module docstring (:class:`Refused` when it cannot be made)."""
+    trace = loaded.trace
+    view = mapping.path_view(trace, span_id, loaded.root_span_id)
+    span, root = view["span"] or {}, view["root"]
+    inputs, outputs = mapping.span_inputs_outputs(span)
+    if inputs is None and outputs is None and span is root:
+        inputs, outputs, _ = mapping.trace_inputs_outputs(trace)
+    for name, path in (rule_mapping or {}).items():
+        if path is None:
+            continue
+        value = mapping.resolve(view, path)
+        if value is None:
+            raise Refused("MappingPathError", f"mapping.{name} {path!r} found nothing in trace {loaded.trace_id}")
+        if name == "inputs":
+            inputs = value
+        elif name == "outputs":
+            outputs = value
+    return Case(inputs={} if inputs is None else inputs, outputs=outputs, trace=trace)
 
 
 def load_many(conn: Connection, keys: set[tuple[str, str]], max_spans: int) -> dict[tuple[str, str], LoadedTrace]:

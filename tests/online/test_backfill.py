@@ -1,0 +1,217 @@
+"""Backfill end to end (issue 50): traffic from the OpenTelemetry SDK reaches the real service before a rule
+exists; a rule created afterwards scores new traffic live, and ``POST /v1/online-rules/{id}/backfill``
+scores what it missed — a dry run first (nothing stored), then the backfill, followed to ``done``; a second
+backfill skips everything; a new revision scores everything again and its scores supersede the old ones
+(the stats count current scores only). A cancel drops what is still queued; a backfill survives a SIGKILL
+of its service and scores each target exactly once."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.trace import SpanKind
+from sqlalchemy import func, select
+
+from evaluator_host.store.db import make_engine
+from evaluator_host.store.online_rows import OnlineScoreRow
+from tests.support.backends import BACKENDS
+from tests.support.online import chat_trace, score_rows
+from tests.support.service import serving
+from tests.support.wait import wait_until
+
+ENV = {
+    "EVALUATOR_HOST_ONLINE_QUIET_PERIOD_S": "0.2",
+    "EVALUATOR_HOST_ONLINE_ASSEMBLY_S": "0.05",
+    "EVALUATOR_HOST_ONLINE_POLL_S": "0.05",
+    "EVALUATOR_HOST_ONLINE_BACKFILL_MAX_TARGETS": "1000",
+}
+
+
+def _code(label: str) -> str:
+    return f"def evaluate(inputs, outputs, trace):\n    return {{'score': 1.0, 'label': {label!r}}}\n"
+
+
+def _send(base: str, n: int) -> list[str]:
+    """``n`` chat traces from an app instrumented with the OpenTelemetry SDK (OTLP/HTTP protobuf)."""
+    provider = TracerProvider(resource=Resource.create({"service.name": "chat"}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{base}/v1/traces", timeout=10)))
+    tracer = provider.get_tracer("tests.online.backfill")
+    sent = []
+    for i in range(n):
+        with tracer.start_as_current_span("chat", kind=SpanKind.SERVER, attributes={"input.value": f"q{i}"}) as root:
+            with tracer.start_as_current_span("llm", kind=SpanKind.CLIENT, attributes={"output.value": f"a{i}"}):
+                pass
+            sent.append(format(root.get_span_context().trace_id, "032x"))
+    provider.shutdown()
+    return sent
+
+
+def _routed(client: httpx.Client, traces: list[str]) -> bool:
+    states = {t["trace_id"]: t["state"] for t in client.get("/v1/traces", params={"limit": 100}).json()["data"]}
+    return all(states.get(t) == "routed" for t in traces)
+
+
+def _backfill(client: httpx.Client, rule_id: str, backfill_id: str) -> dict[str, Any]:
+    return dict(client.get(f"/v1/online-rules/{rule_id}/backfills/{backfill_id}").json())
+
+
+def _finished(client: httpx.Client, rule_id: str, backfill_id: str) -> dict[str, Any] | None:
+    got = _backfill(client, rule_id, backfill_id)
+    return got if got["status"] == "done" else None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_backfill_scores_what_a_rule_missed_skips_the_scored_and_rescores_a_new_revision(
+    tmp_path: Path, backend: str
+) -> None:
+    with serving(tmp_path, backend, env=ENV) as (client, _proc):
+        base = str(client.base_url)
+        before = _send(base, 6)  # no rule yet: stored, routed, never scored
+        wait_until(lambda: _routed(client, before), 120, 0.1, what="the traces routed")
+        made = client.post("/v1/evaluators", json={"name": "bf", "language": "python", "code": _code("v1")})
+        ev = made.json()["id"]
+        rule_id = client.post("/v1/online-rules", json={"evaluator_id": ev}).json()["id"]
+        live = _send(base, 2)  # scored live by the rule
+
+        def live_done() -> bool:
+            scores = client.get(f"/v1/online-rules/{rule_id}/scores").json()["data"]
+            return sorted(s["trace_id"] for s in scores if s["state"] == "done") == sorted(live)
+
+        wait_until(live_done, 120, 0.1, what="the live traces scored")
+
+        url = f"/v1/online-rules/{rule_id}/backfill"
+        dry = client.post(url, json={"dry_run": True})
+        assert dry.status_code == 200, dry.text
+        assert {k: dry.json()[k] for k in ("traces", "targets", "already_scored")} == {
+            "traces": 8,
+            "targets": 8,
+            "already_scored": 2,
+        }
+        assert dry.json()["estimate_s"] >= 0 and dry.json()["revision"] == 1
+        assert client.get(f"/v1/online-rules/{rule_id}/scores").json()["count"] == 2  # the dry run stored nothing
+
+        started = client.post(url, json={"since": "2000-01-01T00:00:00Z"})
+        assert started.status_code == 202, started.text
+        body = started.json()
+        assert set(body) >= {"id", "status", "total", "done", "skipped"} and body["total"] == 6
+        bf = wait_until(lambda: _finished(client, rule_id, body["id"]), 300, 0.1, what="the backfill done")
+        assert (bf["total"], bf["done"], bf["skipped"]) == (6, 6, 2)
+        scores = client.get(f"/v1/online-rules/{rule_id}/scores").json()["data"]
+        assert sorted(s["trace_id"] for s in scores) == sorted(before + live)  # each once
+        assert {s["label"] for s in scores} == {"v1"}
+
+        again = client.post(url, json={}).json()
+        skipped = wait_until(lambda: _finished(client, rule_id, again["id"]), 120, 0.1, what="nothing to do")
+        assert (skipped["total"], skipped["done"], skipped["skipped"]) == (0, 0, 8)
+
+        client.put(f"/v1/evaluators/{ev}", json={"name": "bf", "language": "python", "code": _code("v2")})
+        newer = client.post(url, json={}).json()  # the rule scores with the latest: revision 2
+        assert newer["revision"] == 2 and newer["total"] == 8
+        redone = wait_until(lambda: _finished(client, rule_id, newer["id"]), 300, 0.1, what="revision 2 done")
+        assert redone["done"] == 8
+        scores = client.get(f"/v1/online-rules/{rule_id}/scores").json()["data"]
+        current = [s for s in scores if s["current"]]
+        assert len(scores) == 16 and len(current) == 8 and {s["label"] for s in current} == {"v2"}
+        assert all(s["superseded_by"] == f"{s['target_id']}@r2" for s in scores if not s["current"])
+        stats = client.get(f"/v1/online-rules/{rule_id}/stats", params={"bucket": 3600}).json()
+        assert sum(b["count"] for b in stats["buckets"]) == 8 and stats["buckets"][-1]["labels"] == {"v2": 8}
+
+        assert client.post(url, json={"limit": 1001}).status_code == 422  # over the setting
+        assert client.post(url, json={"since": "2100-01-01T00:00:00Z"}).status_code == 422  # since after until
+        session_rule = client.post("/v1/online-rules", json={"evaluator_id": ev, "target": {"level": "session"}})
+        refused = client.post(f"/v1/online-rules/{session_rule.json()['id']}/backfill", json={})
+        assert refused.status_code == 422 and "session" in refused.text
+        assert client.post("/v1/online-rules/rule_nope/backfill", json={}).status_code == 404
+        assert client.get(f"/v1/online-rules/{rule_id}/backfills/bf_nope").status_code == 404
+        assert client.get("/healthz").status_code == 200
+
+
+SLOW = "import time\ndef evaluate(inputs, outputs, trace):\n    time.sleep({s})\n    return 1.0\n"
+
+
+def _states(engine: Any, rule_id: str) -> dict[str, int]:
+    with engine.connect() as conn:
+        query = (
+            select(OnlineScoreRow.state, func.count())
+            .where(OnlineScoreRow.rule_id == rule_id)
+            .group_by(OnlineScoreRow.state)
+        )
+        return {state: int(n) for state, n in conn.execute(query)}
+
+
+@pytest.mark.slow
+def test_a_backfill_is_cancelled_and_another_survives_a_sigkill_scoring_each_target_once(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    env = {**ENV, "EVALUATOR_HOST_ONLINE_SCORING_CONCURRENCY": "1", "EVALUATOR_HOST_ONLINE_SCORING_BATCH": "2"}
+    with serving(data_dir, "process", env=env) as (client, proc):
+        engine = make_engine(f"sqlite:///{data_dir / 'evaluator-host.db'}")
+        traces = [chat_trace(engine, state="routed") for _ in range(40)]  # stored before any rule
+        slow = client.post("/v1/evaluators", json={"name": "slow", "language": "python", "code": SLOW.format(s=1)})
+        slow_rule = client.post("/v1/online-rules", json={"evaluator_id": slow.json()["id"]}).json()["id"]
+        started = client.post(f"/v1/online-rules/{slow_rule}/backfill", json={"limit": 10}).json()
+        assert started["total"] == 10
+        wait_until(lambda: _states(engine, slow_rule).get("queued", 0) > 0, 60, 0.05, what="rows queued")
+        cancelled = client.delete(f"/v1/online-rules/{slow_rule}/backfills/{started['id']}")
+        assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled", cancelled.text
+        wait_until(lambda: "running" not in _states(engine, slow_rule), 60, 0.1, what="the running row finished")
+        after = _backfill(client, slow_rule, started["id"])
+        assert after["status"] == "cancelled" and after["cancelled"] >= 1
+        assert after["done"] + after["cancelled"] <= 10 and after["queued"] == 0
+
+        fast = client.post("/v1/evaluators", json={"name": "fast", "language": "python", "code": SLOW.format(s=0.05)})
+        rule_id = client.post("/v1/online-rules", json={"evaluator_id": fast.json()["id"]}).json()["id"]
+        backfill = client.post(f"/v1/online-rules/{rule_id}/backfill", json={}).json()
+        wait_until(
+            lambda: _states(engine, rule_id).get("done", 0) >= 3 and _states(engine, rule_id).get("running", 0) > 0,
+            120,
+            0.02,
+            what="the backfill scoring",
+        )
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    with serving(data_dir, "process", env=env) as (client, _proc):
+        done = wait_until(lambda: _finished(client, rule_id, backfill["id"]), 300, 0.1, what="the backfill done")
+        assert (done["total"], done["done"], done["skipped"]) == (40, 40, 0)
+        rows = [r for r in score_rows(engine) if r.rule_id == rule_id]
+        assert sorted(r.target_id for r in rows) == sorted(traces)  # each target exactly once
+        assert {r.state for r in rows} == {"done"} and max(r.attempts for r in rows) >= 2
+    engine.dispose()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_backfills_rerun_of_a_deterministic_evaluator_is_answered_from_the_result_cache(
+    tmp_path: Path, backend: str
+) -> None:
+    with serving(tmp_path, backend, env=ENV) as (client, _proc):
+        engine = make_engine(f"sqlite:///{tmp_path / 'evaluator-host.db'}")
+        traces = [chat_trace(engine, state="routed") for _ in range(5)]
+        code = "def evaluate(inputs, outputs, trace):\n    return {'score': 1.0, 'label': str(inputs)}\n"
+        body = {"name": "det", "language": "python", "code": code, "settings": {"cache": True}}
+        ev = client.post("/v1/evaluators", json=body).json()["id"]
+
+        def backfilled(rule_id: str) -> list[dict[str, Any]]:
+            started = client.post(f"/v1/online-rules/{rule_id}/backfill", json={}).json()
+            wait_until(lambda: _finished(client, rule_id, started["id"]), 300, 0.1, what="the backfill done")
+            return list(client.get(f"/v1/online-rules/{rule_id}/scores").json()["data"])
+
+        first = client.post("/v1/online-rules", json={"evaluator_id": ev}).json()["id"]
+        ran = backfilled(first)
+        assert sorted(s["trace_id"] for s in ran) == sorted(traces)
+        assert not any(s["result"].get("cached") for s in ran)  # the first run ran
+        client.delete(f"/v1/online-rules/{first}")
+        second = client.post("/v1/online-rules", json={"evaluator_id": ev}).json()["id"]
+        again = backfilled(second)  # the same evaluator on the same traces: lookups, not runs
+        assert sorted(s["trace_id"] for s in again) == sorted(traces)
+        assert all(s["result"]["cached"] is True and s["status"] == "ok" for s in again)
+        assert {s["label"] for s in again} == {s["label"] for s in ran}
+        engine.dispose()

@@ -1,0 +1,147 @@
+"""Backfills in the store, on SQLite and PostgreSQL (issue 50): a dry run counts the traces of a range, the
+rule's targets and those already scored; planning queues only what the rule missed, page by page with its
+cursor, at most ``limit``; a backfill with a new revision scores every target again (``<target>@r<rev>``)
+and the new score supersedes the old; a cancel drops what is still queued, and a later backfill queues
+those again; two services planning one backfill queue each target once."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine
+
+from evaluator_host.online.backfill import dry_run
+from evaluator_host.online.router import decide
+from evaluator_host.store.db import make_engine
+from evaluator_host.store.online_backfills import BackfillStore
+from evaluator_host.store.online_rules import RuleRecord, RuleStore
+from evaluator_host.store.online_scores import ScoreQueue
+from tests.support.online import WS, chat_trace, score_rows
+
+EVERYTHING = (None, None)
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    made = make_engine(database_url)
+    yield made
+    made.dispose()
+
+
+def make_rule(store: RuleStore, **fields: Any) -> RuleRecord:
+    base: dict[str, Any] = {"name": None, "revision": None, "filter": {}, "sampling_rate": 1.0, "mapping": None}
+    return store.create(WS, "ev_1", {**base, "enabled": True, **fields})
+
+
+def spans_of(queue: ScoreQueue) -> Any:
+    return lambda conn, page: queue._spans(conn, page, bodies=True)
+
+
+def plan(store: BackfillStore, queue: ScoreQueue, rule: RuleRecord, bf_id: str, me: str = "svc", page: int = 3) -> None:
+    while True:
+        held = store.claim(me, 30)
+        if held is None or held.id != bf_id:
+            return
+        while store.plan_page(me, held, rule, page, decide, spans_of(queue), 10_000):
+            pass
+
+
+def finish_all(queue: ScoreQueue, revision: int) -> None:
+    while claimed := queue.claim("svc", 100, 30):
+        queue.finish("svc", [(c.rule_id, c.target_id, {"status": "ok", "revision": revision}) for c in claimed])
+
+
+def test_a_backfill_queues_what_the_rule_missed_and_a_new_revision_scores_everything_again(engine: Engine) -> None:
+    rules, queue, store = RuleStore(engine), ScoreQueue(engine), BackfillStore(engine)
+    before = [chat_trace(engine, state="routed") for _ in range(3)]  # routed before the rule existed
+    rule = make_rule(rules)
+    live = [chat_trace(engine) for _ in range(5)]
+    queue.route(100, 10_000, decide)  # the rule scores these as they come
+    chat_trace(engine, state="open")  # an open trace is not backfilled
+    assert dry_run(queue, rule, 1, EVERYTHING, 1000) == (8, 8, 5)  # the 5 queued count as scored
+    assert dry_run(queue, rule, 1, EVERYTHING, 2) == (2, 2, 0)  # oldest first, read up to 2 targets to score
+
+    first = store.create(rule, EVERYTHING, 1000, 1, 3, 0)
+    plan(store, queue, rule, first.id)
+    done = store.get(WS, rule.id, first.id)
+    assert (done.status, done.queued, done.total, done.skipped) == ("planned", 3, 3, 5)
+    rows = score_rows(engine)
+    assert sorted(r.target_id for r in rows if r.backfill_id == first.id) == sorted(before)
+    finish_all(queue, 1)
+    assert dry_run(queue, rule, 1, EVERYTHING, 1000) == (8, 8, 8)  # nothing left to score with revision 1
+    again = store.create(rule, EVERYTHING, 1000, 1, 0, 0)
+    plan(store, queue, rule, again.id)
+    assert store.get(WS, rule.id, again.id).queued == 0
+
+    newer = store.create(rule, EVERYTHING, 1000, 2, 8, 0)  # a new revision: every target again
+    plan(store, queue, rule, newer.id)
+    assert store.get(WS, rule.id, newer.id).queued == 8
+    variants = sorted(r.target_id for r in score_rows(engine) if r.backfill_id == newer.id)
+    assert variants == sorted(f"{t}@r2" for t in before + live)
+    finish_all(queue, 2)
+    by_target = {r.target_id: r.superseded_by for r in score_rows(engine)}
+    assert all(by_target[t] == f"{t}@r2" and by_target[f"{t}@r2"] is None for t in before + live)
+    assert dry_run(queue, rule, 2, EVERYTHING, 1000) == (8, 8, 8)
+
+
+def test_a_backfills_limit_is_exact_even_inside_a_traces_spans(engine: Engine) -> None:
+    rules, queue, store = RuleStore(engine), ScoreQueue(engine), BackfillStore(engine)
+    for _ in range(4):
+        chat_trace(engine, state="routed")  # 2 spans each
+    rule = make_rule(rules, target={"level": "span"})
+    assert dry_run(queue, rule, 1, EVERYTHING, 1000) == (4, 8, 0)
+    bounded = store.create(rule, EVERYTHING, 3, 1, 3, 0)
+    plan(store, queue, rule, bounded.id)
+    assert len(score_rows(engine)) == 3 and store.get(WS, rule.id, bounded.id).status == "planned"
+    assert all("/" in r.target_id for r in score_rows(engine))
+
+
+def test_a_cancel_drops_the_queued_rows_and_a_later_backfill_queues_them_again(engine: Engine) -> None:
+    rules, queue, store = RuleStore(engine), ScoreQueue(engine), BackfillStore(engine)
+    traces = [chat_trace(engine, state="routed") for _ in range(4)]
+    rule = make_rule(rules)
+    first = store.create(rule, EVERYTHING, 1000, 1, 4, 0)
+    plan(store, queue, rule, first.id)
+    (held,) = queue.claim("svc", 1, 30)  # one is being scored when the cancel comes
+    cancelled = store.cancel(WS, rule.id, first.id)
+    assert cancelled.status == "cancelled" and store.progress(first.id) == {"dropped": 3, "running": 1}
+    assert {r.status for r in score_rows(engine) if r.state == "dropped"} == {"cancelled"}
+    assert store.claim("svc", 30) is None  # nothing more is planned
+    queue.finish("svc", [(held.rule_id, held.target_id, {"status": "ok", "revision": 1})])
+    later = store.create(rule, EVERYTHING, 1000, 1, 3, 0)
+    plan(store, queue, rule, later.id)
+    assert store.progress(later.id) == {"queued": 3} and store.get(WS, rule.id, later.id).skipped == 1
+    assert sorted(r.target_id for r in score_rows(engine)) == sorted(traces)  # the same rows, queued again
+
+
+def test_two_services_planning_one_backfill_queue_each_target_once(engine: Engine) -> None:
+    rules, store = RuleStore(engine), BackfillStore(engine)
+    traces = [chat_trace(engine, state="routed") for _ in range(60)]
+    rule = make_rule(rules)
+    backfill = store.create(rule, EVERYTHING, 1000, 1, 60, 0)
+    errors: list[BaseException] = []
+
+    def run(me: str) -> None:
+        try:
+            queue = ScoreQueue(engine)
+            for _ in range(100):
+                held = store.claim(me, 0.05)  # short claims: the two take the backfill over from each other
+                if held is not None:
+                    store.plan_page(me, held, rule, 2, decide, spans_of(queue), 10_000, 0.05)
+                if store.get(WS, rule.id, backfill.id).status == "planned":
+                    return
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(me,)) for me in ("svc_a", "svc_b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors
+    assert store.get(WS, rule.id, backfill.id).status == "planned"
+    targets = [r.target_id for r in score_rows(engine)]
+    assert len(targets) == 60 and set(targets) == set(traces)

@@ -1,0 +1,206 @@
+"""Session-level rules in the store, on SQLite and PostgreSQL (issue 50): routing groups traces into
+sessions by their session id (the default keys on any span or its resource, or a rule's own key); a
+session is queued for a rule once quiet, once per (rule, session, generation) — a second pass, a second
+service, or a pass after a SIGKILL queues nothing more; a new trace makes a new generation, queued again
+once quiet; storing its score supersedes the earlier one (``superseded_by``), and the stats count the
+current score only; retention deletes old sessions."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, select
+
+from evaluator_host.online.router import decide, join_sessions
+from evaluator_host.store import online_sessions
+from evaluator_host.store.db import make_engine, utcnow
+from evaluator_host.store.online_rows import OnlineSessionRow, OnlineSessionTraceRow
+from evaluator_host.store.online_rules import RuleStore
+from evaluator_host.store.online_scores import ScoreQueue
+from evaluator_host.store.online_views import ScoreView
+from tests.support.online import WS, hex_id, put_trace, score_rows, span
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    made = make_engine(database_url)
+    yield made
+    made.dispose()
+
+
+def rule(store: RuleStore, **fields: Any) -> str:
+    base: dict[str, Any] = {"name": None, "revision": None, "filter": {}, "sampling_rate": 1.0, "mapping": None}
+    target = {"level": "session", "quiet_s": 5}
+    return store.create(WS, "ev_1", {**base, "enabled": True, "target": target, **fields}).id
+
+
+def turn(engine: Engine, attributes: dict[str, Any], *, resource: dict[str, Any] | None = None) -> str:
+    """One chat turn: a root span and an LLM child carrying ``attributes``; its trace id."""
+    trace_id = hex_id(16)
+    root = span(trace_id, "turn", resource=resource)
+    child = span(trace_id, "llm", parent=root.span_id, attributes=attributes, start_ns=root.start_ns + 1)
+    return put_trace(engine, [root, child])
+
+
+def route(queue: ScoreQueue) -> None:
+    while queue.route(100, 10_000, decide, join_sessions).traces:
+        pass
+
+
+def later(seconds: float) -> Any:
+    return utcnow() + timedelta(seconds=seconds)
+
+
+def sessions(engine: Engine) -> dict[str, int]:
+    with engine.connect() as conn:
+        return {r.session_id: r.num_traces for r in conn.execute(select(OnlineSessionRow))}
+
+
+def test_traces_join_sessions_by_the_default_keys_on_any_span_or_resource(engine: Engine) -> None:
+    queue = ScoreQueue(engine)
+    a1 = turn(engine, {"session.id": "conv-a"})
+    a2 = turn(engine, {"gen_ai.conversation.id": "conv-a"})
+    b = turn(engine, {}, resource={"langfuse.session.id": "conv-b"})
+    turn(engine, {"session.id": ""})  # empty: no session
+    turn(engine, {"session.id": "x" * 129})  # too long: no session
+    turn(engine, {"user.id": "u1"})
+    route(queue)
+    assert sessions(engine) == {"conv-a": 2, "conv-b": 1}
+    with engine.connect() as conn:
+        members = {(r.session_id, r.trace_id) for r in conn.execute(select(OnlineSessionTraceRow))}
+    assert members == {("conv-a", a1), ("conv-a", a2), ("conv-b", b)}
+    assert score_rows(engine) == []  # no rule: sessions are listed, nothing is scored
+
+
+def test_a_session_is_queued_once_quiet_once_per_generation_and_supersedes_on_finish(engine: Engine) -> None:
+    rules, queue, views = RuleStore(engine), ScoreQueue(engine), ScoreView(engine)
+    rule_id = rule(rules)
+    keyed = rule(rules, target={"level": "session", "session_key": "user.id", "quiet_s": 5})
+    filtered = rule(rules, filter={"span_name": "no-such-span"})
+    first = turn(engine, {"session.id": "s1", "user.id": "u1"})
+    route(queue)
+    assert online_sessions.queue_ready(engine, utcnow(), 0, 1000) == (0, {})  # not quiet for 5 s yet
+    queued, dropped = online_sessions.queue_ready(engine, later(6), 0, 1000)
+    assert (queued, dropped) == (2, {})
+    assert online_sessions.queue_ready(engine, later(60), 0, 1000) == (0, {})  # once per generation
+    rows = {r.rule_id: r for r in score_rows(engine)}
+    assert set(rows) == {rule_id, keyed} and filtered not in rows
+    assert (rows[rule_id].target_id, rows[rule_id].session_id, rows[rule_id].generation) == ("s1#1", "s1", 1)
+    assert rows[rule_id].trace_id == first and rows[rule_id].span_id is None
+    assert rows[keyed].target_id == "u1#1"
+
+    claimed = {c.rule_id: c for c in queue.claim("svc", 10, 30)}
+    assert claimed[rule_id].session_id == "s1" and claimed[rule_id].generation == 1
+    done = [(rule_id, "s1#1", {"status": "ok", "score": 0.0}), (keyed, "u1#1", {"status": "ok", "score": 0.0})]
+    assert queue.finish("svc", done) == [True, True]
+
+    second = turn(engine, {"session.id": "s1"})  # the session grows: generation 2 (not u1: no user.id here)
+    route(queue)
+    assert sessions(engine)["s1"] == 2
+    assert online_sessions.queue_ready(engine, later(6), 0, 1000) == (1, {})
+    (again,) = queue.claim("svc", 10, 30)
+    assert (again.target_id, again.generation, again.trace_id) == ("s1#2", 2, second)
+    assert queue.finish("svc", [(rule_id, "s1#2", {"status": "ok", "score": 1.0})]) == [True]
+    by_target = {r.target_id: r for r in score_rows(engine) if r.rule_id == rule_id}
+    assert by_target["s1#1"].superseded_by == "s1#2" and by_target["s1#2"].superseded_by is None
+
+    page = {s["target_id"]: s for s in views.of_rule(rule_id, since=None, until=None, limit=None, before=None)}
+    assert (page["s1#1"]["current"], page["s1#1"]["superseded_by"]) == (False, "s1#2")
+    assert page["s1#2"]["current"] is True
+    (bucket,) = views.stats(rule_id, utcnow() - timedelta(minutes=5), later(60), 3600)
+    assert (bucket.count, bucket.mean_score) == (1, 1.0)  # the current score only
+    assert {s["target_id"] for s in views.of_session(WS, "s1")} == {"s1#1", "s1#2"}
+
+
+def test_an_earlier_generation_stored_after_a_later_one_is_superseded_at_once(engine: Engine) -> None:
+    rules, queue = RuleStore(engine), ScoreQueue(engine)
+    rule_id = rule(rules)
+    turn(engine, {"session.id": "s2"})
+    route(queue)
+    online_sessions.queue_ready(engine, later(6), 0, 1000)
+    (old,) = queue.claim("svc_a", 10, 30)
+    turn(engine, {"session.id": "s2"})
+    route(queue)
+    online_sessions.queue_ready(engine, later(6), 0, 1000)
+    (new,) = queue.claim("svc_b", 10, 30)
+    assert queue.finish("svc_b", [(rule_id, new.target_id, {"status": "ok"})]) == [True]
+    assert queue.finish("svc_a", [(rule_id, old.target_id, {"status": "ok"})]) == [True]
+    by_target = {r.target_id: r.superseded_by for r in score_rows(engine)}
+    assert by_target == {"s2#1": "s2#2", "s2#2": None}
+
+
+def test_two_services_queue_each_session_generation_once(engine: Engine) -> None:
+    rules = RuleStore(engine)
+    rule(rules)
+    for i in range(30):
+        for _ in range(2):
+            turn(engine, {"session.id": f"conv-{i}"})
+    queues = [ScoreQueue(engine), ScoreQueue(engine)]
+    errors: list[BaseException] = []
+
+    def run(queue: ScoreQueue) -> None:
+        try:
+            while queue.route(7, 10_000, decide, join_sessions).traces:
+                online_sessions.queue_ready(engine, later(6), 0, 10_000)
+            online_sessions.queue_ready(engine, later(6), 0, 10_000)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(q,)) for q in queues]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors
+    assert sessions(engine) == {f"conv-{i}": 2 for i in range(30)}
+    targets = [r.target_id for r in score_rows(engine)]
+    assert len(targets) == len(set(targets))  # never twice
+    latest: dict[str, int] = {}
+    for target in targets:
+        sid, generation = target.rsplit("#", 1)
+        latest[sid] = max(latest.get(sid, 0), int(generation))
+    assert latest == {f"conv-{i}": 2 for i in range(30)}  # every session's last generation queued
+
+
+def test_the_backlog_bound_drops_a_ready_session_and_retention_deletes_old_sessions(engine: Engine) -> None:
+    rules, queue = RuleStore(engine), ScoreQueue(engine)
+    rule_id = rule(rules)
+    turn(engine, {"session.id": "s3"})
+    route(queue)
+    assert online_sessions.queue_ready(engine, later(6), 5, 5) == (0, {rule_id: 1})
+    (row,) = score_rows(engine)
+    assert (row.state, row.target_id) == ("dropped", "s3#1")
+    with engine.begin() as conn:
+        assert online_sessions.sweep(conn, later(10)) == 1
+    assert sessions(engine) == {}
+
+
+def test_a_paused_or_deleted_rule_is_disarmed_and_a_short_quiet_rule_never_waits_for_a_long_one(
+    engine: Engine,
+) -> None:
+    rules, queue = RuleStore(engine), ScoreQueue(engine)
+    slow = rule(rules, target={"level": "session", "quiet_s": 3600})
+    paused = rule(rules)
+    deleted = rule(rules)
+    for i in range(online_sessions.READY_BATCH + 20):  # more sessions waiting for the slow rule than a pass reads
+        turn(engine, {"session.id": f"many-{i}"})
+    route(queue)
+    rules.update(WS, paused, {"enabled": False})
+    rules.delete(WS, deleted)
+    fast = rule(rules, target={"level": "session", "quiet_s": 1})
+    turn(engine, {"session.id": "late"})
+    route(queue)
+    assert online_sessions.queue_ready(engine, later(2), 0, 10_000) == (1, {})  # fast's only
+    (row,) = score_rows(engine)
+    assert (row.rule_id, row.target_id) == (fast, "late#1")
+    for _ in range(3):  # a pass reads READY_BATCH rows: the paused and deleted rules' 2 x 520 are disarmed
+        assert online_sessions.queue_ready(engine, later(10), 0, 10_000) == (0, {})
+    rules.update(WS, paused, {"enabled": True})
+    assert online_sessions.queue_ready(engine, later(10), 0, 10_000) == (0, {})  # quiet while paused: not scored
+    queued, _ = online_sessions.queue_ready(engine, later(3601), 0, 10_000)
+    assert queued == online_sessions.READY_BATCH  # the slow rule's sessions, a pass's batch at a time
+    assert {r.rule_id for r in score_rows(engine)} == {fast, slow}
