@@ -1,9 +1,9 @@
 """The ``evaluator-host`` command line.
 
 ``serve``  start the HTTP service (127.0.0.1 by default; a non-loopback address needs
-           API keys or ``--insecure``).
+           API keys or ``--insecure``; ``cli/serve.py``).
 ``run``    evaluate a file: ``--case JSON`` or ``--cases FILE.jsonl`` locally, or a batch job over
-           ``--data ROWS`` (JSONL/CSV/JSON) with a progress bar, locally or on ``--server URL``.
+           ``--data ROWS`` (JSONL/CSV/JSON) with a progress bar, locally or on ``--server URL`` (``cli/run.py``).
 ``images`` ``list | show ID | build | prune`` the cached runtime images of the docker backend; ``images build
            --base`` its base image (``sandbox/docker/base_image.py``).
 ``runtimes`` ``list | show ID | prune`` the built runtimes of both backends (``cli/runtimes.py``).
