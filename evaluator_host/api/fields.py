@@ -10,17 +10,16 @@ at that place and the closest one (difflib), so the answer reads
 
 :func:`body_model` finds a route's body model (the model pydantic validated the body with); the
 fast path (:mod:`evaluator_host.api.middleware.fastpath`) leaves a body that does not validate to
-the app, so its answer is this same 422.
+the app, so its answer is this same 422. :func:`unknown_field`, :func:`accepted_fields` and
+:func:`strict_models` live in :mod:`evaluator_host.shared.fields` (pure pydantic: the command line's
+fixture-file check uses them without importing the app) and are re-exported here.
 """
 
 from __future__ import annotations
 
-import difflib
-import types
-import typing
-from typing import Any
-
 from pydantic import BaseModel
+
+from evaluator_host.shared.fields import accepted_fields, models_in, strict_models, unknown_field
 
 __all__ = ["accepted_fields", "body_model", "strict_models", "unknown_field"]
 
@@ -30,87 +29,5 @@ def body_model(route: object) -> type[BaseModel] | None:
     field = getattr(route, "body_field", None)
     info = getattr(field, "field_info", None)
     annotation = getattr(info, "annotation", None)
-    models = _models_in(annotation)
+    models = models_in(annotation)
     return models[0] if len(models) == 1 else None
-
-
-def accepted_fields(model: type[BaseModel]) -> list[str]:
-    """The names a body of ``model`` may use (aliases where set), in declaration order."""
-    return [info.alias or name for name, info in model.model_fields.items()]
-
-
-def unknown_field(model: type[BaseModel], loc: list[Any]) -> dict[str, Any]:
-    """For an ``extra_forbidden`` error at ``loc`` (``["body", …, name]``) of a body of ``model``:
-    ``msg`` (the sentence), ``field``, ``accepted`` (the names allowed in that object) and
-    ``did_you_mean`` (the closest accepted name, or null). Empty when ``loc`` cannot be followed."""
-    path = loc[1:] if loc and loc[0] == "body" else loc
-    if not path or not isinstance(path[-1], str):
-        return {}
-    owner = _follow(model, path[:-1])
-    if owner is None:
-        return {}
-    name = path[-1]
-    accepted = accepted_fields(owner)
-    close = difflib.get_close_matches(name, accepted, n=1, cutoff=0.6)
-    if not close:  # case or separators only: "Outputs", "app-params"
-        folded = {a.lower().replace("_", ""): a for a in accepted}
-        hit = folded.get(name.lower().replace("_", "").replace("-", ""))
-        close = [hit] if hit else []
-    guess = close[0] if close else None
-    sentence = "unknown field" + (f"; did you mean '{guess}'?" if guess else ";")
-    return {
-        "msg": f"{sentence} Accepted here: {', '.join(accepted)}",
-        "field": name,
-        "accepted": accepted,
-        "did_you_mean": guess,
-    }
-
-
-def strict_models(model: type[BaseModel]) -> dict[str, bool]:
-    """``{qualified name: forbids extra fields}`` for ``model`` and every model nested in its fields
-    (the test of "every body is strict" walks this)."""
-    seen: dict[str, bool] = {}
-    todo = [model]
-    while todo:
-        current = todo.pop()
-        key = f"{current.__module__}.{current.__qualname__}"
-        if key in seen:
-            continue
-        seen[key] = current.model_config.get("extra") == "forbid"
-        for info in current.model_fields.values():
-            todo.extend(_models_in(info.annotation))
-    return seen
-
-
-def _follow(model: type[BaseModel], path: list[Any]) -> type[BaseModel] | None:
-    """The model of the object at ``path`` inside ``model`` (list indexes and pydantic's union tags
-    skipped), or None."""
-    candidates = [model]
-    for part in path:
-        if isinstance(part, int):
-            continue
-        tagged = [m for m in candidates if m.__name__ == part]
-        if tagged:
-            candidates = tagged
-            continue
-        nested: list[type[BaseModel]] = []
-        for m in candidates:
-            info = m.model_fields.get(part) or next((f for f in m.model_fields.values() if f.alias == part), None)
-            if info is not None:
-                nested.extend(_models_in(info.annotation))
-        if not nested:
-            return None
-        candidates = nested
-    return candidates[0] if candidates else None
-
-
-def _models_in(annotation: Any) -> list[type[BaseModel]]:
-    """The pydantic models an annotation may hold (``X | None``, ``list[X]``, ``Annotated[X, …]`` …)."""
-    if isinstance(annotation, type) and not isinstance(annotation, types.GenericAlias):
-        return [annotation] if issubclass(annotation, BaseModel) else []
-    out: list[type[BaseModel]] = []
-    for arg in typing.get_args(annotation):
-        for found in _models_in(arg):
-            if found not in out:
-                out.append(found)
-    return out

@@ -11,15 +11,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Column, Table
 
 from evaluator_host.cli.inputs import UsageError
 from evaluator_host.cli.remote import dumped, service_client, usage_errors
-from evaluator_host.client import Client
-from evaluator_host.settings import Settings
+
+if TYPE_CHECKING:
+    from evaluator_host.client import Client
 
 __all__ = ["add_parsers"]
 
@@ -28,6 +29,8 @@ _QUOTAS = ("max_concurrent_jobs", "max_warm_workers", "max_dataset_bytes", "max_
 
 def _client(args: argparse.Namespace) -> Client:
     """A client of the service with the operator key."""
+    from evaluator_host.settings import Settings
+
     key = args.admin_key or Settings().admin_key
     if not key:
         raise UsageError("the operator key is needed: --admin-key or EVALUATOR_HOST_ADMIN_KEY")

@@ -4,7 +4,8 @@ The service migrates its database to the newest revision when it starts, so ``up
 operators who want the migration to happen apart from a start (before rolling out a release to
 several services, or to see it run). ``status`` exits 0 when the schema is current, 1 when a
 migration is due (the next start or ``upgrade`` runs it), 2 when the database cannot be used
-(unreachable, or migrated by a newer release). Neither prints a password.
+(unreachable, or migrated by a newer release). Neither prints a password. SQLAlchemy and the schema's
+migrations are imported when a command runs, not when the parser is built (``cli/main.py``'s contract).
 """
 
 from __future__ import annotations
@@ -12,21 +13,22 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
-
-from sqlalchemy import create_engine
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import SQLAlchemyError
+from typing import TYPE_CHECKING, Any
 
 from evaluator_host.errors import DatabaseSchemaError, DataDirInUse
-from evaluator_host.settings import Settings
-from evaluator_host.store import schema
+
+if TYPE_CHECKING:
+    from evaluator_host.settings import Settings
 
 __all__ = ["add_parser", "check_database", "shown_url"]
 
 
 def shown_url(url: str) -> str:
     """``url`` with its password masked."""
+    from sqlalchemy.engine import make_url
+
+    from evaluator_host.store import schema
+
     return make_url(schema.normalized_url(url)).render_as_string(hide_password=True)
 
 
@@ -36,6 +38,10 @@ def _fail(message: str) -> int:
 
 
 def _status(settings: Settings) -> int:
+    from sqlalchemy import create_engine
+
+    from evaluator_host.store import schema
+
     url = settings.resolved_database_url
     engine = create_engine(schema.normalized_url(url))
     try:
@@ -54,6 +60,8 @@ def _status(settings: Settings) -> int:
 
 def check_database(settings: Settings) -> str | None:
     """Migrate the configured database now; None when it is ready, else why it cannot be used."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from evaluator_host.store.db import make_engine
 
     try:
@@ -67,6 +75,10 @@ def check_database(settings: Settings) -> str | None:
 
 
 def _upgrade(settings: Settings) -> int:
+    from sqlalchemy import create_engine
+
+    from evaluator_host.store import schema
+
     lock = -1
     if settings.database_url is None:  # the data dir's SQLite file: not under a running service
         from evaluator_host.services import lock_data_dir
@@ -93,6 +105,10 @@ def _upgrade(settings: Settings) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from evaluator_host.settings import Settings
+
     settings = Settings()
     try:
         return _status(settings) if args.action == "status" else _upgrade(settings)

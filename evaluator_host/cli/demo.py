@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from evaluator_host.cli.inputs import UsageError
-from evaluator_host.settings import Settings
 
 __all__ = ["add_parser"]
 
@@ -65,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.traces < 1 or args.rate <= 0:
         raise UsageError("--traces must be at least 1 and --rate above 0")
+    from evaluator_host.settings import Settings
+
     settings = Settings()
     server = (args.server or f"http://{settings.host}:{settings.port}").rstrip("/")
     key = args.api_key or os.environ.get(API_KEY_ENV)

@@ -17,6 +17,7 @@ import dataclasses
 import json
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -24,8 +25,10 @@ from rich.table import Table
 from evaluator_host.cli.inputs import UsageError, parse_json
 from evaluator_host.definitions import languages
 from evaluator_host.errors import EvaluatorHostError
-from evaluator_host.sandbox.docker.images import ImageInfo
-from evaluator_host.settings import Settings
+
+if TYPE_CHECKING:
+    from evaluator_host.sandbox.docker.images import ImageInfo
+    from evaluator_host.settings import Settings
 
 __all__ = ["compact_rows", "detail_lines", "run_images"]
 
@@ -98,6 +101,7 @@ def run_images(args: argparse.Namespace) -> int:
     from evaluator_host.definitions.packages import normalize_pins
     from evaluator_host.sandbox.docker.engine import Engine
     from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
+    from evaluator_host.settings import Settings
 
     settings = Settings()
     console = Console()

@@ -23,13 +23,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from evaluator_host.cli.inputs import UsageError
-from evaluator_host.evaluation.plain_env import check_env
-from evaluator_host.settings import Settings
-from evaluator_host.tenancy.models import DEFAULT_WORKSPACE, destination
 
 if TYPE_CHECKING:
     from evaluator_host.evaluation.usecases import Definition
     from evaluator_host.services import Services
+    from evaluator_host.settings import Settings
 
 __all__ = ["Judge", "add_options", "given", "judge_of", "start_private", "with_judge"]
 
@@ -65,6 +63,9 @@ def add_options(parser: argparse.ArgumentParser | Any, what: str = "") -> None:
 
 def judge_of(args: argparse.Namespace, *, local: bool) -> Judge:
     """The options of ``args`` checked (see the module docstring); ``local``: secrets read from this environment."""
+    from evaluator_host.evaluation.plain_env import check_env  # the vault's rule: not for building the parser
+    from evaluator_host.tenancy.models import destination
+
     secrets = tuple(dict.fromkeys(getattr(args, "secret", None) or []))
     if local:
         missing = [name for name in secrets if name not in os.environ]
@@ -129,6 +130,8 @@ def with_judge_body(body: dict[str, Any], judge: Judge) -> dict[str, Any]:
 
 def private_settings(judge: Judge) -> Settings:
     """This environment's settings, the judge's hosts added to the default workspace's allowlist."""
+    from evaluator_host.settings import Settings
+
     settings = Settings()
     if not judge.network:
         return settings
@@ -139,6 +142,7 @@ async def start_private(judge: Judge) -> Services:
     """A private in-process service (``Services.start_private``) ready for ``judge``: its hosts allowed, its
     secrets put in the default workspace from this environment."""
     from evaluator_host.services import Services
+    from evaluator_host.tenancy.models import DEFAULT_WORKSPACE
 
     services = Services.start_private(private_settings(judge))
     try:

@@ -24,6 +24,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evaluator_host.cli.inputs import UsageError
 from evaluator_host.cli.judge import Judge, judge_of, start_private, with_judge
@@ -31,10 +32,10 @@ from evaluator_host.cli.judge import add_options as add_judge_options
 from evaluator_host.cli.judge import given as judge_given
 from evaluator_host.definitions import languages
 from evaluator_host.errors import EvaluatorHostError, NothingCompared
-from evaluator_host.evaluation.models import Case, EvaluatorSettings
-from evaluator_host.evaluation.usecases import Definition
-from evaluator_host.migration.codemod import Migration, migrate
-from evaluator_host.tenancy.models import DEFAULT_WORKSPACE
+
+if TYPE_CHECKING:  # the codemods and the evaluation path load when the command runs, not for the parser
+    from evaluator_host.evaluation.models import Case
+    from evaluator_host.migration.codemod import Migration
 
 __all__ = ["add_parser", "files_of"]
 
@@ -73,8 +74,11 @@ async def _check(
     (:func:`~evaluator_host.migration.compare.differential_run`) in-process, on a private scratch data dir,
     with the API's checks that the rows compare something (``key``: the correct_answer_key); ``judge``'s hosts
     and secrets in it, both versions given them."""
+    from evaluator_host.evaluation.models import EvaluatorSettings
+    from evaluator_host.evaluation.usecases import Definition
     from evaluator_host.migration.compare import differential_run
     from evaluator_host.migration.coverage import Rows, check_answers, check_rows, columns_of
+    from evaluator_host.tenancy.models import DEFAULT_WORKSPACE
 
     services = await start_private(judge)
     found: dict[Path, _Checked] = {}
@@ -104,6 +108,9 @@ def _say(text: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from evaluator_host.evaluation.models import Case
+    from evaluator_host.migration.codemod import migrate
+
     if judge_given(args) and not args.check_with:  # never silently ignored
         raise UsageError("--secret/--network/--env apply to --check-with's run: without it nothing runs")
     judge = judge_of(args, local=True)

@@ -8,21 +8,22 @@ status 2): a service it cannot reach names the URL; an error answer reads ``METH
 STATUS: TYPE: MESSAGE``. :func:`dumped` is a model as the JSON the service sent (what ``--json`` prints).
 :func:`call_service` is one request of any route as plain JSON, with those errors (for a command whose
 route the client has no method for).
-Used by ``admin.py``, ``rules.py`` and ``targets.py``'s ``Remote``.
+Used by ``admin.py``, ``rules.py`` and ``targets.py``'s ``Remote``. The client (and httpx) is imported when a
+command first reaches for it, not when the parser is built (``cli/main.py``'s start-up contract).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
-
-import httpx
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any
 
 from evaluator_host.cli.inputs import UsageError
-from evaluator_host.client import ApiError, Client, ServiceUnreachable
-from evaluator_host.settings import Settings
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from evaluator_host.client import ApiError, Client
 
 __all__ = ["call_service", "described", "dumped", "server_url", "service_client", "usage_errors"]
 
@@ -30,6 +31,8 @@ __all__ = ["call_service", "described", "dumped", "server_url", "service_client"
 def server_url(server: str | None) -> str:
     """``server``, or ``http://HOST:PORT`` of the settings."""
     if server is None:
+        from evaluator_host.settings import Settings
+
         settings = Settings()
         return f"http://{settings.host}:{settings.port}"
     return server
@@ -37,11 +40,15 @@ def server_url(server: str | None) -> str:
 
 def service_client(server: str | None, key: str | None) -> Client:
     """A client of the service at ``server`` (see the module's contract); close it after use."""
+    from evaluator_host.client import Client
+
     return Client(server_url(server), key or "", timeout_s=30)
 
 
 def described(exc: ApiError) -> str:
     """An error answer as one line: ``METHOD PATH answered STATUS: TYPE: MESSAGE``."""
+    import httpx
+
     message = exc.message if exc.type.startswith("HTTP ") else f"{exc.type}: {exc.message}"
     return f"{exc.method} {httpx.URL(exc.url).path} answered {exc.status}: {message}"
 
@@ -49,6 +56,8 @@ def described(exc: ApiError) -> str:
 @contextmanager
 def usage_errors() -> Iterator[None]:
     """Client errors raised inside, as :class:`UsageError` (see the module's contract)."""
+    from evaluator_host.client import ApiError, ServiceUnreachable
+
     try:
         yield
     except ServiceUnreachable as exc:

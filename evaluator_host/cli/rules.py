@@ -17,14 +17,16 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Column, Table
 
 from evaluator_host.cli.inputs import UsageError
 from evaluator_host.cli.remote import dumped, service_client, usage_errors
-from evaluator_host.client import Client
+
+if TYPE_CHECKING:
+    from evaluator_host.client import Client
 
 __all__ = ["add_parser"]
 

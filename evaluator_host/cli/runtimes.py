@@ -24,21 +24,26 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
-from evaluator_host.builds import lockfile
-from evaluator_host.builds.build_once import BuildOnce
-from evaluator_host.builds.catalog import ready_view
 from evaluator_host.cli.images import _packages, _when, pins_text
 from evaluator_host.cli.inputs import UsageError
 from evaluator_host.definitions import languages
 from evaluator_host.errors import EvaluatorHostError
-from evaluator_host.sandbox.inventory import RuntimeInfo, prune
-from evaluator_host.settings import Settings
 
-__all__ = ["add_parser", "builders", "run_runtimes"]
+if TYPE_CHECKING:
+    from evaluator_host.builds.build_once import BuildOnce
+    from evaluator_host.sandbox.inventory import RuntimeInfo
+    from evaluator_host.settings import Settings
+
+__all__ = ["LOCK_FORMATS", "add_parser", "builders", "run_runtimes"]
+
+# ``lock --format``'s choices besides json: the keys of ``builds.lockfile.FORMATS``, named here so that building
+# the parser does not import the builds (tests/cli/test_startup.py holds the two equal)
+LOCK_FORMATS = ("requirements", "package-lock", "cyclonedx")
 
 
 def builders(settings: Settings, backend: str) -> dict[str, BuildOnce]:
@@ -93,6 +98,8 @@ def _details(backend: str, info: RuntimeInfo, log_tail: str) -> list[str]:
 def _local_lock(settings: Settings, found: list[tuple[str, BuildOnce, RuntimeInfo]], wanted: str, form: str) -> str:
     """The lock of this machine's one runtime whose id starts with ``wanted``, rendered as ``form``."""
     from evaluator_host.api import interpreters
+    from evaluator_host.builds import lockfile
+    from evaluator_host.builds.catalog import ready_view
 
     match = [(n, i) for n, _, i in found if i.id.startswith(wanted)]
     if len(match) != 1:
@@ -163,11 +170,15 @@ def _write(output: str | None, text: str) -> None:
 
 def run_runtimes(args: argparse.Namespace, settings: Settings | None = None) -> int:
     """The ``runtimes`` command; engine or cache errors become one line and exit 2."""
+    from evaluator_host.sandbox.inventory import prune
+
     if args.action == "lock" and args.server:
         if not args.id:
             raise UsageError("lock: which runtime? (see GET /v1/runtimes)")
         _write(args.output, _remote_lock(args))
         return 0
+    from evaluator_host.settings import Settings
+
     settings = settings or Settings()
     console = Console()
     try:
@@ -231,7 +242,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     runtimes.add_argument("--json", action="store_true", help="list, show: one JSON object per runtime")
     runtimes.add_argument(
         "--format",
-        choices=["json", *lockfile.FORMATS],
+        choices=["json", *LOCK_FORMATS],
         default="json",
         help="lock: json (default), requirements (requirements.txt), package-lock (package-lock.json), cyclonedx",
     )

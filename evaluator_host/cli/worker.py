@@ -31,11 +31,11 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from evaluator_host.errors import DataDirInUse
-from evaluator_host.settings import Settings
 
 if TYPE_CHECKING:
     from evaluator_host.jobs.queue.host import WorkerHost
     from evaluator_host.services import Services
+    from evaluator_host.settings import Settings
 
 __all__ = ["add_parser", "worker_host"]
 
@@ -59,6 +59,8 @@ def add_parser(sub: Any) -> None:
 
 
 def _worker(args: argparse.Namespace) -> int:
+    from evaluator_host.settings import Settings
+
     settings = Settings(**({"backend": args.backend} if args.backend else {}))
     if args.drain:
         return _drain(settings, args.timeout)

@@ -99,7 +99,7 @@ def test_the_fast_path_calls_use_cases_never_route_functions() -> None:
 
 
 @pytest.mark.parametrize(
-    "surface", ["api/routes/evaluate.py", "api/routes/evaluators.py", "cli/main.py", "cli/migrate.py"]
+    "surface", ["api/routes/evaluate.py", "api/routes/evaluators.py", "cli/main.py", "cli/run.py", "cli/migrate.py"]
 )
 def test_the_surfaces_do_not_string_the_path_together(surface: str) -> None:
     """No surface calls the path's steps (``validate``, ``evaluate`` of the path, the quota, the vault) itself."""

@@ -1,0 +1,37 @@
+"""A subcommand's handler named by ``"module:function"``, imported only when that subcommand runs.
+
+Contract: ``set_defaults(func=lazy("evaluator_host.cli.images:run_images"))`` costs nothing when the parser
+is built; calling it (``args.func(args)``, as :func:`evaluator_host.cli.main.main` dispatches) imports the
+module then calls the function with ``args``. This is what keeps ``evaluator-host --help`` and every
+subcommand's ``--help`` from importing the service, the sandbox, the store or the SDKs a handler needs
+(``tests/cli/test_startup.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from dataclasses import dataclass
+
+__all__ = ["Lazy", "lazy"]
+
+
+@dataclass(frozen=True)
+class Lazy:
+    """A handler by name: ``module`` is imported and its ``function`` called with the parsed arguments."""
+
+    module: str
+    function: str
+
+    def __call__(self, args: argparse.Namespace) -> int:
+        handler = getattr(importlib.import_module(self.module), self.function)
+        code: int = handler(args)
+        return code
+
+
+def lazy(target: str) -> Lazy:
+    """The handler ``"package.module:function"`` (see the module's contract)."""
+    module, sep, function = target.partition(":")
+    if not sep or not module or not function:
+        raise ValueError(f"a handler is 'module:function', not {target!r}")
+    return Lazy(module, function)
