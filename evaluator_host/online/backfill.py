@@ -35,6 +35,7 @@ from evaluator_host.online.router import decide
 from evaluator_host.settings import Settings
 from evaluator_host.store import online_backfills
 from evaluator_host.store.online_backfills import BackfillStore
+from evaluator_host.store.online_routing import spans_of
 from evaluator_host.store.online_rows import OnlineScoreRow
 from evaluator_host.store.online_rules import RuleRecord, RuleStore
 from evaluator_host.store.online_scores import ScoreQueue
@@ -48,7 +49,7 @@ DRY_RUN_PAGE = 2000
 
 
 def _spans_of(queue: ScoreQueue, rule: RuleRecord) -> Any:
-    return lambda conn, page: queue._spans(conn, page, bodies=bool(rule.filter))
+    return lambda conn, page: spans_of(conn, page, bodies=bool(rule.filter))
 
 
 def estimate_s(engine: Engine, rule: RuleRecord, to_score: int, concurrency: int, rate: float | None) -> float:

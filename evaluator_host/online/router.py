@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -159,7 +160,8 @@ class Router:
     async def route_once(self) -> Routed:
         """Route one batch now (tests and the loop)."""
         backlog_max = self.settings.online_backlog_max
-        routed = await asyncio.to_thread(self.queue.route, ROUTE_BATCH, backlog_max, decide, why_not, join_sessions)
+        route = functools.partial(self.queue.route, explain=why_not, sessions=join_sessions)
+        routed = await asyncio.to_thread(route, ROUTE_BATCH, backlog_max, decide)
         ready, dropped = await asyncio.to_thread(
             online_sessions.queue_ready, self.queue.engine, utcnow(), routed.backlog, backlog_max
         )

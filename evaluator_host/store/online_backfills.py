@@ -272,9 +272,13 @@ class BackfillStore:
         """Queue the backfill's next page (see the module docstring); whether more is to plan. Held by ``me``
         only (a claim lost meanwhile plans nothing)."""
         with self.engine.begin() as conn:
-            row = conn.execute(select(B).where(B.id == backfill.id, B.claimed_by == me)).one_or_none()
-            if row is None or row.status != "planning":
+            # the claim is pinned first, by a write: the transaction holds the row (PostgreSQL) or the database
+            # (SQLite) from here, so a claim that expired before it plans nothing, and one that expires during
+            # it cannot be taken over until this page is committed — two holders never plan the same page
+            mine = update(B).where(B.id == backfill.id, B.claimed_by == me, B.status == "planning")
+            if not conn.execute(mine.values(updated_at=utcnow())).rowcount:
                 return False
+            row = conn.execute(select(B).where(B.id == backfill.id)).one()
             after = None if row.cursor_at is None else (as_utc(row.cursor_at), str(row.cursor_id))
             left = int(row.max_targets) - int(row.queued)
             room, strict = (left, True) if left <= backlog_room else (max(backlog_room, 0), False)

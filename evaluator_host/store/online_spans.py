@@ -37,13 +37,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import DateTime, Table, Update, bindparam, delete, exists, func, select, update
+from sqlalchemy import DateTime, Table, delete, func, select
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from evaluator_host.store import online_sessions
 from evaluator_host.store.db import WorkspaceRow
 from evaluator_host.store.online_decisions import DecisionStore
+from evaluator_host.store.online_readiness import COMPLETE, QUIET
 from evaluator_host.store.online_rows import OnlineSpanRow, OnlineTraceRow
 from evaluator_host.store.online_usage import admit, charge, delete_expired, held, span_bytes, stored_totals
 
@@ -271,10 +272,10 @@ class OnlineSpanStore:
         ``quiet_s``: no fast path) — see the module docstring; how many."""
         quiet, stale = now - timedelta(seconds=quiet_s), now - timedelta(seconds=timeout_s)
         with self.engine.begin() as conn:
-            made = int(conn.execute(_QUIET, {"now": now, "quiet": quiet, "stale": stale}).rowcount or 0)
+            made = int(conn.execute(QUIET, {"now": now, "quiet": quiet, "stale": stale}).rowcount or 0)
             if settle_s is not None and settle_s < quiet_s:
                 settled = now - timedelta(seconds=settle_s)
-                made += int(conn.execute(_COMPLETE, {"now": now, "settled": settled}).rowcount or 0)
+                made += int(conn.execute(COMPLETE, {"now": now, "settled": settled}).rowcount or 0)
             return made
 
     def sweep(self, cutoff: datetime) -> tuple[int, int]:
@@ -306,45 +307,6 @@ class OnlineSpanStore:
         with self.engine.connect() as conn:
             query = select(func.count()).select_from(TRACES).where(TRACES.c.state == "open")
             return int(conn.execute(query).scalar_one())
-
-
-def _complete() -> Update:
-    """The fast path: ``open`` traces with an ended root, no span since ``:settled`` and no orphan (a
-    span whose ``parent_span_id`` is not one of the trace's spans) become ``ready``. Each candidate's
-    spans are read once, each parent looked up by the spans' primary key."""
-    span, parent = SPANS.alias("s"), SPANS.alias("p")
-    has_parent = exists().where(
-        parent.c.workspace_id == span.c.workspace_id,
-        parent.c.trace_id == span.c.trace_id,
-        parent.c.span_id == span.c.parent_span_id,
-    )
-    orphan = exists().where(
-        span.c.workspace_id == TRACES.c.workspace_id,
-        span.c.trace_id == TRACES.c.trace_id,
-        span.c.parent_span_id.is_not(None),
-        ~has_parent,
-    )
-    return (
-        update(TRACES)
-        .where(TRACES.c.state == "open", TRACES.c.last_span_at < bindparam("settled", type_=_TZ))
-        .where(TRACES.c.root_span_id.is_not(None), TRACES.c.root_ended_at.is_not(None), ~orphan)
-        .values(state="ready", ready_at=bindparam("now", type_=_TZ))
-    )
-
-
-# assembly's two statements, built once (building one — the aliases above all — cost more than
-# running it, every pass): the quiet period's and the timeout's, and the fast path's
-_TZ = DateTime(timezone=True)
-_QUIET = (
-    update(TRACES)
-    .where(TRACES.c.state == "open")
-    .where(
-        ((TRACES.c.root_ended_at.is_not(None)) & (TRACES.c.last_span_at < bindparam("quiet", type_=_TZ)))
-        | (TRACES.c.last_span_at < bindparam("stale", type_=_TZ))
-    )
-    .values(state="ready", ready_at=bindparam("now", type_=_TZ))
-)
-_COMPLETE = _complete()
 
 
 def _trace_values(rows: Sequence[dict[str, Any]], stored: set[tuple[str, str, str]]) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from evaluator_host.online.backfill import dry_run
 from evaluator_host.online.router import decide
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.online_backfills import BackfillStore
+from evaluator_host.store.online_routing import spans_of as routed_spans
 from evaluator_host.store.online_rules import RuleRecord, RuleStore
 from evaluator_host.store.online_scores import ScoreQueue
 from tests.support.online import WS, chat_trace, score_rows
@@ -37,7 +38,7 @@ def make_rule(store: RuleStore, **fields: Any) -> RuleRecord:
 
 
 def spans_of(queue: ScoreQueue) -> Any:
-    return lambda conn, page: queue._spans(conn, page, bodies=True)
+    return lambda conn, page: routed_spans(conn, page, bodies=True)
 
 
 def plan(store: BackfillStore, queue: ScoreQueue, rule: RuleRecord, bf_id: str, me: str = "svc", page: int = 3) -> None:

@@ -59,7 +59,7 @@ def test_queued_running_retrying_delayed_and_dropped_say_why(engine: Engine) -> 
     queue = ScoreQueue(engine)
     rule = _rule(engine)
     first, second, third = chat_trace(engine), chat_trace(engine), chat_trace(engine)
-    queue.route(10, 100, decide, why_not)
+    queue.route(10, 100, decide, explain=why_not)
     assert _decisions(engine, first)[rule]["decision"] == "queued"
     assert _decisions(engine, first)[rule]["reason"] == "waiting for a scoring slot"
     assert DecisionStore(engine).pending(rule) == {"queued": 3, "running": 0, "retrying": 0, "delayed": 0}
@@ -86,7 +86,7 @@ def test_queued_running_retrying_delayed_and_dropped_say_why(engine: Engine) -> 
     assert DecisionStore(engine).pending(rule) == {"queued": 0, "running": 0, "retrying": 1, "delayed": 1}
 
     full = chat_trace(engine)
-    queue.route(10, 0, decide, why_not)  # the backlog bound reached: stored dropped
+    queue.route(10, 0, decide, explain=why_not)  # the backlog bound reached: stored dropped
     dropped = _decisions(engine, full)[rule]
     assert dropped["decision"] == "dropped" and dropped["reason"].startswith("the scoring backlog was full")
 
@@ -105,7 +105,7 @@ def test_a_trace_routed_before_decisions_were_kept_is_explained_from_the_rule_as
 def test_retention_deletes_decisions_with_their_trace(engine: Engine) -> None:
     _rule(engine, sampling_rate=0.0)
     trace_id = chat_trace(engine)
-    ScoreQueue(engine).route(10, 100, decide, why_not)
+    ScoreQueue(engine).route(10, 100, decide, explain=why_not)
 
     def kept() -> int:
         with engine.connect() as conn:

@@ -47,7 +47,7 @@ def turn(engine: Engine, attributes: dict[str, Any], *, resource: dict[str, Any]
 
 
 def route(queue: ScoreQueue) -> None:
-    while queue.route(100, 10_000, decide, join_sessions).traces:
+    while queue.route(100, 10_000, decide, sessions=join_sessions).traces:
         pass
 
 
@@ -144,7 +144,7 @@ def test_two_services_queue_each_session_generation_once(engine: Engine) -> None
 
     def run(queue: ScoreQueue) -> None:
         try:
-            while queue.route(7, 10_000, decide, join_sessions).traces:
+            while queue.route(7, 10_000, decide, sessions=join_sessions).traces:
                 online_sessions.queue_ready(engine, later(6), 0, 10_000)
             online_sessions.queue_ready(engine, later(6), 0, 10_000)
         except BaseException as exc:  # pragma: no cover - reported below

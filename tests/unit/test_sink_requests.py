@@ -23,7 +23,7 @@ LANGFUSE = {"type": "langfuse", "url": "http://lf.test", "public_key": "pk-1", "
 
 def _delivery(sink: dict[str, Any], level: str = "trace", **score: Any) -> Delivery:
     rule = RuleRecord("rule_1", "ws", "facts", "ev_1", None, {}, 1.0, None, True, NOW, NOW, None,
-                      {"level": level}, [sink])  # fmt: skip
+                      {"level": level}, sinks=[sink])  # fmt: skip
     fields: dict[str, Any] = {"status": "ok", "score": None, "passed": None, "label": None, "result": {"reason": "why"}}
     fields.update(score)
     target = T if level == "trace" else f"{T}/{LLM}"
