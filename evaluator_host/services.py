@@ -21,6 +21,7 @@ import shutil
 import socket
 import tempfile
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,6 +113,18 @@ def service_id(data_dir: Path) -> str:
     tmp.write_text(made + "\n")
     os.replace(tmp, path)
     return made
+
+
+CLOSE_STEP_S = 60.0  # how long one part of the service may take to stop (Services.close)
+
+
+async def _bounded(name: str, step: Awaitable[object]) -> None:
+    """Await ``step`` for :data:`CLOSE_STEP_S` at most; past it, log that ``name`` did not stop and go on."""
+    try:
+        async with asyncio.timeout(CLOSE_STEP_S):
+            await step
+    except TimeoutError:
+        log.error("shutting down: %s did not stop within %.0f s; going on without it", name, CLOSE_STEP_S)
 
 
 @dataclass
@@ -321,28 +334,21 @@ class Services:
                 log.exception("reading the workspaces other services changed failed")
 
     async def close(self) -> None:
-        """Stop running jobs (they resume on the next start), every worker, and the database."""
+        """Stop running jobs (they resume on the next start), every worker, and the database. Each part has
+        :data:`CLOSE_STEP_S` to stop: one that does not (a worker that never answers, a commit that never
+        returns) is logged by name and left behind, so a service asked to stop always stops."""
         try:
             if self.syncer is not None:
                 self.syncer.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
-                    await self.syncer
-            if "runtimes" in self.__dict__:
-                await self.runtimes.close()
-            if "retention" in self.__dict__:
-                await self.retention.close()
-            if "assembly" in self.__dict__:  # first: it wakes the online router
-                await self.assembly.close()
-            if "online" in self.__dict__:
-                await self.online.close()
-            if "forwarder" in self.__dict__:
-                await self.forwarder.close()
-            if "sink_delivery" in self.__dict__:
-                await self.sink_delivery.close()
-            await self.runner.close()
-            await self.evaluators.close()
-            await self.pool.close()
-            await self.workspaces.close()
+                    await _bounded("the key syncer", self.syncer)
+            for name in ("runtimes", "retention", "assembly", "online", "forwarder", "sink_delivery"):
+                if name in self.__dict__:  # assembly before online: it wakes the online router
+                    await _bounded(name, self.__dict__[name].close())
+            await _bounded("the job runner", self.runner.close())
+            await _bounded("the evaluators", self.evaluators.close())
+            await _bounded("the worker pool", self.pool.close())
+            await _bounded("the workspaces", self.workspaces.close())
             self.evaluation.close()
             self.store.engine.dispose()
         finally:
