@@ -23,6 +23,13 @@ HEAVY: tuple[str, ...] = (
     "test_cli.py",  # 305 s
     "packaging/test_image.py",  # 279 s
     "online/test_cli_rules.py",  # 251 s
+    "online/test_decisions.py",  # 170 s (measured alone on the loaded machine, like the six below)
+    "online/test_sinks_mlflow.py",  # 115 s (a real MLflow server; its venv installed once)
+    "online/test_session_level.py",  # ~100 s
+    "online/test_budgets.py",  # 95 s
+    "online/test_sinks_phoenix.py",  # 93 s (a real Phoenix server; its venv installed once)
+    "online/test_backfill.py",  # ~60 s
+    "online/test_forwarding.py",  # 59 s
     "test_cli_test.py",  # 242 s
     "test_cli_admin.py",  # 240 s
     "queue/test_distributed.py",  # 216 s
