@@ -1,8 +1,9 @@
 """``make test``'s runner: the parallel tier, then the serial one, each timed; fails when either fails.
 
-* **parallel**: every test not marked ``serial``, on ``--workers`` pytest-xdist processes (default 4: the
-  tests wait on containers, builds and services more than they compute, so 2 cores keep 4 busy), whole
-  files per worker (``--dist loadfile``: a module's started service is made once), the heaviest files
+* **parallel**: every test not marked ``serial``, on ``--workers`` pytest-xdist processes (default 1: one
+  process; on the 2-core machine 4 took as long and overloaded it, see docs/architecture.md), whole
+  files per worker (``--dist loadgroup``, a group a file: a module's started service is made once; the tests
+  of a few heavy files that share nothing are handed out one by one), the heaviest files
   handed out first (``tests/support/schedule.py``). Each worker is a test session of its own: its own
   PostgreSQL, its own data dirs, its own container label (``tests/support/backends.py``).
 * **serial**: the tests marked ``serial`` (they change what every test on the machine shares: the Docker
@@ -35,10 +36,10 @@ def run(name: str, args: list[str]) -> tuple[int, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=int(os.environ.get("TEST_WORKERS", "4")))
+    parser.add_argument("--workers", type=int, default=int(os.environ.get("TEST_WORKERS", "1")))
     parser.add_argument("pytest_args", nargs="*", help="arguments given to both tiers' pytest")
     options = parser.parse_args(argv)
-    workers = ["-n", str(options.workers), "--dist", "loadfile"] if options.workers > 1 else []
+    workers = ["-n", str(options.workers), "--dist", "loadgroup"] if options.workers > 1 else []
     tiers = [
         ("parallel", [*workers, "-m", "not serial", *options.pytest_args]),
         ("serial", ["-m", "serial", *options.pytest_args]),

@@ -1,10 +1,11 @@
 """The order the test files are handed out in: the heaviest first, so the parallel tier ends together.
 
-``make test``'s parallel tier (``tests/tiers.py``) gives whole files to its workers (``--dist loadfile``: a
-module's fixtures, e.g. one started service, are made once), one file at a time as each worker gets free, in
-collection order. A long file handed out last would run alone at the end while the other workers idle; so
-the files below (the longest in a measured run: seconds of their tests' calls, setup included where a
-module fixture builds something) go first, in this order, and every other file follows in its usual order.
+``make test``'s parallel tier (``tests/tiers.py``) gives whole files to its workers (``--dist loadgroup``
+with one group a file, :func:`group`: a module's fixtures, e.g. one started service, are made once), one
+at a time as each worker gets free, in collection order. A long file handed out last would run alone at
+the end while the other workers idle; so the files below (the longest in a measured run: seconds of their
+tests' calls, setup included where a module fixture builds something) go first, in this order, and every
+other file follows in its usual order.
 
 Only the order depends on this list, never a result: a stale or missing entry costs minutes, not
 correctness (``tests/unit/test_schedule.py`` checks each names a file that exists). Refresh it from a
@@ -64,13 +65,39 @@ HEAVY: tuple[str, ...] = (
     "cli/test_readme_walkthrough.py",  # 52 s
 )
 
+# Heavy files whose tests share nothing but the session (no module-scoped fixture: each test starts its own
+# service or runs its own CLI): handed out one test at a time, so their tests run side by side instead of one
+# after another on a single worker (``group``). A module fixture added to one of them would be made once per
+# worker that runs one of its tests: correct, only slower.
+SPLIT: frozenset[str] = frozenset(
+    {
+        "test_cli_lock_replay.py",
+        "test_cli.py",
+        "online/test_cli_rules.py",
+        "test_cli_test.py",
+        "test_cli_admin.py",
+        "online/test_decisions.py",
+        "online/test_budgets.py",
+    }
+)
+
 _RANK = {name: rank for rank, name in enumerate(HEAVY)}
+
+
+def _name(path: Path) -> str | None:
+    try:
+        return path.resolve().relative_to(TESTS).as_posix()
+    except ValueError:
+        return None
+
+
+def group(path: Path, nodeid: str) -> str:
+    """The unit a worker is handed (``--dist loadgroup``): the test itself in a :data:`SPLIT` file, else its file."""
+    name = _name(path)
+    return nodeid if name in SPLIT else (name or str(path))
 
 
 def rank(path: Path) -> int:
     """The file's place in the hand-out order: its index in :data:`HEAVY`, or after all of them."""
-    try:
-        name = path.resolve().relative_to(TESTS).as_posix()
-    except ValueError:
-        return len(HEAVY)
-    return _RANK.get(name, len(HEAVY))
+    name = _name(path)
+    return len(HEAVY) if name is None else _RANK.get(name, len(HEAVY))

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from tests.support import REPO
-from tests.support.schedule import HEAVY, TESTS, rank
+from tests.support.schedule import HEAVY, SPLIT, TESTS, group, rank
 
 
 def test_every_heavy_file_exists_once_and_ranks_before_the_others() -> None:
@@ -16,6 +16,14 @@ def test_every_heavy_file_exists_once_and_ranks_before_the_others() -> None:
     assert not missing, f"tests/support/schedule.py names files that do not exist: {missing}"
     assert [rank(TESTS / name) for name in HEAVY] == list(range(len(HEAVY)))
     assert rank(TESTS / "unit" / "test_schedule.py") == len(HEAVY)
+
+
+def test_a_split_file_exists_and_has_no_fixture_its_tests_would_share() -> None:
+    for name in sorted(SPLIT):
+        text = (TESTS / name).read_text()
+        assert 'scope="module"' not in text and 'scope="class"' not in text, name
+    assert group(TESTS / "test_cli.py", "tests/test_cli.py::test_x") == "tests/test_cli.py::test_x"
+    assert group(TESTS / "unit" / "test_schedule.py", "tests/unit/test_schedule.py::t") == "unit/test_schedule.py"
 
 
 def _tiers(*pytest_args: str) -> subprocess.CompletedProcess[str]:
