@@ -94,9 +94,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The heaviest files first (``tests/support/schedule.py``), so the parallel tier's workers end together;
+    """Under pytest-xdist: the heaviest files first (``tests/support/schedule.py``), so the workers end together;
     the order within a file, and of every other file, stays pytest's. Each test is marked with the group a
     worker is handed it in (its file; itself in a file whose tests share nothing)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # one process: pytest's own order (its grouping of the session-scoped services) is kept
     items.sort(key=lambda item: rank(item.path))
     for item in items:  # the unit each worker is handed: a file, or one test of a SPLIT file
         item.add_marker(pytest.mark.xdist_group(group(item.path, item.nodeid)))
