@@ -80,7 +80,8 @@ def sample_point(rule_id: str, trace_id: str) -> float:
 def why_not(trace: TraceRef, rule: RuleRecord) -> tuple[str, str]:
     """The decision and reason of a (trace, rule) routing gave no target (see the module docstring)."""
     point = sample_point(rule.id, trace.trace_id)
-    if rule.sampling_rate <= 0.0 or (rule.sampling_rate < 1.0 and point >= rule.sampling_rate):
+    sampled_per_trace = rule.level != "session"  # a session-level rule samples sessions, when one is joined
+    if sampled_per_trace and (rule.sampling_rate <= 0.0 or (rule.sampling_rate < 1.0 and point >= rule.sampling_rate)):
         return "sampled_out", f"sampling_rate {rule.sampling_rate:g}: this trace falls at {point:.3f}, not below it"
     spans = [s for s in trace.spans if not s.evaluation]
     if not spans:
@@ -95,6 +96,9 @@ def why_not(trace: TraceRef, rule: RuleRecord) -> tuple[str, str]:
         if best is None or held > best[0]:
             best = (held, failure, span)
     if best is None:
+        if not sampled_per_trace:  # the filter holds, yet the trace joined no session of this rule
+            key = (rule.target or {}).get("session_key") or "session.id, gen_ai.conversation.id or langfuse.session.id"
+            return "not_matched", f"no session id under {key} on the trace's spans, or its session was sampled out"
         return "not_matched", "no span matches the rule's filter"
     _, failure, span = best
     where = f"span {_q(span.name)} {span.span_id}" + (f", the closest of {len(spans)} spans" if len(spans) > 1 else "")

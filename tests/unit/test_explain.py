@@ -59,3 +59,15 @@ def test_sampling_and_evaluation_traffic_say_so() -> None:
         "not_matched",
         "every span of the trace is evaluation traffic (evaluator_host.evaluation=true)",
     )
+
+
+def test_a_session_level_rule_whose_filter_holds_says_no_session_was_named_never_a_trace_sampling() -> None:
+    trace = TraceRef("ws", "t" * 32, None, [_span()])
+    rule = RuleRecord("rule_1", "ws", None, "ev", None, {"service_name": "chat-api"}, 0.0, None, True, NOW, NOW,
+                      None, {"level": "session", "session_key": "conversation"})  # fmt: skip
+    decision, reason = why_not(trace, rule)
+    assert decision == "not_matched"  # sampling_rate 0 is a session's sampling, not this trace's
+    assert reason == "no session id under conversation on the trace's spans, or its session was sampled out"
+    other = RuleRecord("rule_2", "ws", None, "ev", None, {"service_name": "billing"}, 1.0, None, True, NOW, NOW,
+                       None, {"level": "session"})  # fmt: skip
+    assert why_not(trace, other)[1].startswith('service_name is "chat-api", not "billing"')
