@@ -23,7 +23,6 @@ is logged and the next one tries again; the service goes on. The clock is inject
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -31,6 +30,7 @@ from datetime import datetime, timedelta
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.online.ingest import Ingest
 from evaluator_host.settings import Settings
+from evaluator_host.shared.tasks import stop
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.online_spans import OnlineSpanStore
 
@@ -100,8 +100,5 @@ class Assembly:
 
     async def close(self) -> None:
         """Stop the periodic pass."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await stop(task)

@@ -33,6 +33,7 @@ from sqlalchemy.engine import Engine
 from evaluator_host.errors import NotFoundError
 from evaluator_host.online.router import decide
 from evaluator_host.settings import Settings
+from evaluator_host.shared.tasks import stop
 from evaluator_host.store import online_backfills
 from evaluator_host.store.online_backfills import BackfillStore
 from evaluator_host.store.online_routing import spans_of
@@ -119,11 +120,8 @@ class Backfiller:
 
     async def close(self) -> None:
         """Stop the loop (a page in its transaction finishes or rolls back whole)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await stop(task)
 
     def plan_once(self) -> int:
         """Claim one backfill still planning and queue its pages while the backlog has room; pages planned."""

@@ -48,6 +48,7 @@ from evaluator_host.observability.metrics import Metrics
 from evaluator_host.observability.tracing import traces_url
 from evaluator_host.sandbox.egress.addresses import is_public, system_resolve
 from evaluator_host.settings import Settings
+from evaluator_host.shared.tasks import stop
 from evaluator_host.targets.endpoint import Endpoint, check_endpoint
 from evaluator_host.tenancy.models import SECRET_REF, check_headers
 
@@ -189,10 +190,7 @@ class Forwarder:
     async def close(self) -> None:
         """Stop sending; what is still queued is dropped (counted)."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop(task)
         if self._client is not None:
             await self._client.aclose()
         with self._lock:

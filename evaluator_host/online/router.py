@@ -40,6 +40,7 @@ from evaluator_host.observability.metrics import Metrics
 from evaluator_host.online.explain import same, sample_point, why_not
 from evaluator_host.online.sessions import session_of
 from evaluator_host.settings import Settings
+from evaluator_host.shared.tasks import stop
 from evaluator_host.store import online_sessions
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.online_rules import RuleRecord
@@ -151,11 +152,8 @@ class Router:
 
     async def close(self) -> None:
         """Stop the loop (a batch in its transaction finishes or rolls back whole)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await stop(task)
 
     async def route_once(self) -> Routed:
         """Route one batch now (tests and the loop)."""

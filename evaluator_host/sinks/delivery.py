@@ -36,6 +36,7 @@ import httpx
 from evaluator_host.errors import EvaluatorHostError
 from evaluator_host.sandbox.egress.addresses import is_public, system_resolve
 from evaluator_host.settings import Settings
+from evaluator_host.shared.tasks import stop
 from evaluator_host.sinks.requests import Outbound, Skip, build, recorded, secret_names
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.sink_deliveries import Delivery, SinkDeliveryStore
@@ -109,10 +110,7 @@ class SinkDelivery:
     async def close(self) -> None:
         """Stop; deliveries in flight are sent again by the next service (their claims expire)."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop(task)
         if self._client is not None:
             await self._client.aclose()
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from evaluator_host.errors import NotFoundError
 from evaluator_host.jobs.running.runner import JobRunner
 from evaluator_host.settings import Settings
+from evaluator_host.shared.tasks import stop
 
 __all__ = ["Retention"]
 
@@ -70,8 +71,5 @@ class Retention:
 
     async def close(self) -> None:
         """Stop the periodic sweep."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await stop(task)
