@@ -19,7 +19,7 @@ from evaluator_host.store.db import make_engine
 from evaluator_host.store.online_rows import SinkDeliveryRow
 from tests.support.mlflow_server import mlflow_server
 from tests.support.service import serving
-from tests.support.sink_app import App, evaluator, settled
+from tests.support.sink_app import App, forwarding_env, settled, trace_and_span_rules
 from tests.support.wait import wait_until
 
 EVAL = (
@@ -39,29 +39,13 @@ def _assessments(mlflow: str, trace_id: str) -> list[dict[str, Any]]:
 def test_scores_appear_as_mlflow_assessments_on_the_forwarded_traces(tmp_path: Path) -> None:
     with mlflow_server(tmp_path / "mlflow") as mlflow:
         port = mlflow.rsplit(":", 1)[1]
-        env = {
-            "EVALUATOR_HOST_ONLINE_QUIET_PERIOD_S": "0.2",
-            "EVALUATOR_HOST_ONLINE_ASSEMBLY_S": "0.05",
-            "EVALUATOR_HOST_ONLINE_POLL_S": "0.05",
-            "EVALUATOR_HOST_OTLP_FORWARD_ENDPOINT": f"{mlflow}/v1/traces",
-            "EVALUATOR_HOST_OTLP_FORWARD_HEADERS": "x-mlflow-experiment-id=0",
-            "EVALUATOR_HOST_EGRESS_HOSTS": '{"mlflow.test": "127.0.0.1"}',
-        }
+        env = forwarding_env(
+            f"{mlflow}/v1/traces", "mlflow.test", EVALUATOR_HOST_OTLP_FORWARD_HEADERS="x-mlflow-experiment-id=0"
+        )
         data = tmp_path / "service"
         with serving(data, "process", env=env) as (client, _proc):
             sink = {"type": "mlflow", "url": f"http://mlflow.test:{port}"}
-            trace_rule = client.post(
-                "/v1/online-rules", json={"evaluator_id": evaluator(client, EVAL), "name": "facts", "sinks": [sink]}
-            ).json()
-            span_rule = client.post(
-                "/v1/online-rules",
-                json={
-                    "evaluator_id": evaluator(client, SPAN_EVAL),
-                    "target": {"level": "span"},
-                    "filter": {"span_name": "llm"},
-                    "sinks": [{**sink, "name": "llm-ok"}],
-                },
-            ).json()
+            trace_rule, span_rule = trace_and_span_rules(client, sink, EVAL, SPAN_EVAL)
             app = App(str(client.base_url))
             sent = [app.request(answer) for answer in ("4", "5")]
             app.provider.shutdown()

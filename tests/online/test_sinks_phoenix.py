@@ -17,7 +17,7 @@ from evaluator_host.store.db import make_engine
 from evaluator_host.store.online_rows import SinkDeliveryRow
 from tests.support.phoenix import phoenix_server
 from tests.support.service import serving
-from tests.support.sink_app import App, evaluator, settled
+from tests.support.sink_app import App, forwarding_env, settled, trace_and_span_rules
 from tests.support.wait import wait_until
 
 EVAL = (
@@ -38,28 +38,11 @@ def _annotations(phoenix: str, span_ids: list[str]) -> list[dict[str, Any]]:
 def test_scores_appear_as_phoenix_span_annotations_on_the_forwarded_spans(tmp_path: Path) -> None:
     with phoenix_server(tmp_path / "phoenix") as phoenix:
         port = phoenix.rsplit(":", 1)[1]
-        env = {
-            "EVALUATOR_HOST_ONLINE_QUIET_PERIOD_S": "0.2",
-            "EVALUATOR_HOST_ONLINE_ASSEMBLY_S": "0.05",
-            "EVALUATOR_HOST_ONLINE_POLL_S": "0.05",
-            "EVALUATOR_HOST_OTLP_FORWARD_ENDPOINT": f"{phoenix}/v1/traces",
-            "EVALUATOR_HOST_EGRESS_HOSTS": '{"phoenix.test": "127.0.0.1"}',
-        }
+        env = forwarding_env(f"{phoenix}/v1/traces", "phoenix.test")
         data = tmp_path / "service"
         with serving(data, "process", env=env) as (client, _proc):
             sink = {"type": "phoenix", "url": f"http://phoenix.test:{port}"}
-            trace_rule = client.post(
-                "/v1/online-rules", json={"evaluator_id": evaluator(client, EVAL), "name": "facts", "sinks": [sink]}
-            ).json()
-            span_rule = client.post(
-                "/v1/online-rules",
-                json={
-                    "evaluator_id": evaluator(client, SPAN_EVAL),
-                    "target": {"level": "span"},
-                    "filter": {"span_name": "llm"},
-                    "sinks": [{**sink, "name": "llm-ok"}],
-                },
-            ).json()
+            trace_rule, span_rule = trace_and_span_rules(client, sink, EVAL, SPAN_EVAL)
             app = App(str(client.base_url))
             sent = [app.request(answer) for answer in ("4", "5")]
             app.provider.shutdown()

@@ -14,7 +14,7 @@ from opentelemetry.trace import SpanKind
 
 from tests.support.wait import wait_until
 
-__all__ = ["App", "evaluator", "scores", "settled"]
+__all__ = ["App", "evaluator", "forwarding_env", "scores", "settled", "trace_and_span_rules"]
 
 
 class App:
@@ -52,3 +52,35 @@ def settled(client: httpx.Client, rule: str, n: int) -> list[dict[str, Any]]:
         return listed if len(finished) == n else None
 
     return wait_until(done, 120, 0.2, what=f"{n} scores of {rule} delivered")
+
+
+def forwarding_env(endpoint: str, host: str, **extra: str) -> dict[str, str]:
+    """A service's environment for a sink test: fast online passes, its spans forwarded to ``endpoint``
+    (the tool's OTLP receiver), and the sink's name ``host`` pinned to loopback."""
+    return {
+        "EVALUATOR_HOST_ONLINE_QUIET_PERIOD_S": "0.2",
+        "EVALUATOR_HOST_ONLINE_ASSEMBLY_S": "0.05",
+        "EVALUATOR_HOST_ONLINE_POLL_S": "0.05",
+        "EVALUATOR_HOST_OTLP_FORWARD_ENDPOINT": endpoint,
+        "EVALUATOR_HOST_EGRESS_HOSTS": f'{{"{host}": "127.0.0.1"}}',
+        **extra,
+    }
+
+
+def trace_and_span_rules(
+    client: httpx.Client, sink: dict[str, Any], trace_code: str, span_code: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two rules writing into ``sink``: ``facts`` scoring each trace, and ``llm-ok`` each span named ``llm``."""
+    trace_rule = client.post(
+        "/v1/online-rules", json={"evaluator_id": evaluator(client, trace_code), "name": "facts", "sinks": [sink]}
+    ).json()
+    span_rule = client.post(
+        "/v1/online-rules",
+        json={
+            "evaluator_id": evaluator(client, span_code),
+            "target": {"level": "span"},
+            "filter": {"span_name": "llm"},
+            "sinks": [{**sink, "name": "llm-ok"}],
+        },
+    ).json()
+    return trace_rule, span_rule
