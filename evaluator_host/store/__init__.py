@@ -3,7 +3,9 @@
 One room on purpose: one module per table group (``db`` the engine and the core tables, ``schema`` the
 revision, ``evaluators``, ``jobs`` with ``job_results``, ``job_records`` and ``job_generations``, ``workspaces``,
 ``secrets``, ``idempotency``, ``result_cache``, ``online_rows`` the online tables with ``online_spans``,
-``online_rules``, ``online_scores`` and ``online_views`` their repositories): a table group changes
+``online_rules``, ``online_scores``, ``online_sessions``, ``online_routing``, ``online_readiness``,
+``online_decisions``, ``online_budgets``, ``online_usage``, ``online_backfills``, ``online_refs`` and
+``online_views`` their repositories, ``sink_deliveries`` a score's deliveries): a table group changes
 for one reason, each module is read as one unit, and a new group is a new module beside them.
 
 May import: ``errors``, ``storage``, ``settings`` and the pure pieces it stores (``evaluation.aggregate``,
