@@ -12,7 +12,8 @@
 Arguments after ``--`` go to both pytest runs (``make test PYTEST_ARGS=...``). A tier that selects no test
 (pytest's exit 5, e.g. ``PYTEST_ARGS=tests/unit``) is not a failure — unless neither tier ran a test:
 a run that compared nothing is not a success. Each tier's wall time is printed at the end (the figures
-docs/benchmarks.md quotes per tier).
+docs/benchmarks.md quotes per tier), after the files that took longest in it (their tests' setup, call and
+teardown summed, from the tier's JUnit XML, kept in ``TEST_TIMINGS_DIR`` when set): where the time goes.
 """
 
 from __future__ import annotations
@@ -21,17 +22,44 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import time
+import xml.etree.ElementTree as ElementTree
+from collections import Counter
+from pathlib import Path
 
 NO_TESTS = 5  # pytest's exit status when nothing was collected or selected
 
 
-def run(name: str, args: list[str]) -> tuple[int, float]:
-    """Run one tier's pytest; its exit status and wall seconds."""
+SLOWEST_FILES = 15
+
+
+def file_seconds(junit_xml: str) -> Counter[str]:
+    """Seconds per test file in a JUnit XML report (pytest's ``classname`` is the file's dotted path, then
+    any class: ``tests.api.test_jobs`` or ``tests.api.test_jobs.TestX``), summed over its test cases."""
+    totals: Counter[str] = Counter()
+    for case in ElementTree.fromstring(junit_xml).iter("testcase"):
+        parts = case.get("classname", "").split(".")
+        while len(parts) > 1 and parts[-1][:1].isupper():  # a test class, not a module
+            parts.pop()
+        totals["/".join(parts) + ".py"] += float(case.get("time", "0") or 0)
+    return totals
+
+
+def run(name: str, args: list[str], timings: Path) -> tuple[int, float]:
+    """Run one tier's pytest; its exit status and wall seconds; then its slowest files, when it ran any."""
     print(f"== tier {name}: pytest {' '.join(args)}", flush=True)
+    report = timings / f"{name}.xml"
     started = time.monotonic()
-    status = subprocess.run([sys.executable, "-m", "pytest", *args], check=False).returncode
-    return status, time.monotonic() - started
+    status = subprocess.run([sys.executable, "-m", "pytest", f"--junitxml={report}", *args], check=False).returncode
+    seconds = time.monotonic() - started
+    if report.is_file():
+        slowest = file_seconds(report.read_text()).most_common(SLOWEST_FILES)
+        if slowest:
+            print(f"== tier {name}: its {len(slowest)} slowest files (seconds of test time)", flush=True)
+            for path, spent in slowest:
+                print(f"{spent:9.1f}  {path}", flush=True)
+    return status, seconds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,7 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         ("parallel", [*workers, "-m", "not serial", *options.pytest_args]),
         ("serial", ["-m", "serial", *options.pytest_args]),
     ]
-    results = [(name, *run(name, args)) for name, args in tiers]
+    kept = os.environ.get("TEST_TIMINGS_DIR")
+    timings = Path(kept) if kept else Path(tempfile.mkdtemp(prefix="evaluator-host-tiers-"))
+    timings.mkdir(parents=True, exist_ok=True)
+    results = [(name, *run(name, args, timings)) for name, args in tiers]
     ran = [status for _, status, _ in results if status != NO_TESTS]
     for name, status, seconds in results:
         said = "no test selected" if status == NO_TESTS else ("passed" if status == 0 else f"FAILED (exit {status})")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tests.support import REPO
 from tests.support.schedule import HEAVY, SPLIT, TESTS, group, rank
+from tests.tiers import file_seconds
 
 
 def test_every_heavy_file_exists_once_and_ranks_before_the_others() -> None:
@@ -55,3 +56,13 @@ def test_a_failing_tier_fails_the_run(tmp_path: Path) -> None:
     done = _tiers(str(failing))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "== tier parallel: FAILED (exit 1)" in done.stdout
+
+
+def test_the_time_of_a_tier_is_summed_per_file_across_classes_and_parameters() -> None:
+    report = """<testsuites><testsuite>
+    <testcase classname="tests.api.test_jobs" name="test_a[process]" time="1.5"/>
+    <testcase classname="tests.api.test_jobs" name="test_a[docker]" time="2.5"/>
+    <testcase classname="tests.api.test_jobs.TestPages" name="test_b" time="1"/>
+    <testcase classname="tests.test_cli" name="test_c" time="0.25"/>
+    </testsuite></testsuites>"""
+    assert file_seconds(report) == {"tests/api/test_jobs.py": 5.0, "tests/test_cli.py": 0.25}
