@@ -36,7 +36,7 @@ from sqlalchemy.engine import Engine
 from evaluator_host.store.db import JobResultRow, JobRow, RevisionRow
 from evaluator_host.store.online_rows import SinkDeliveryRow
 from evaluator_host.store.online_rules import RuleRecord
-from evaluator_host.store.sink_deliveries import Delivery, delivery_key
+from evaluator_host.store.sink_records import Delivery, delivery_key
 
 __all__ = ["NO_TRACE", "JobRowIds", "JobSinkStore", "Unenqueued", "load_job_deliveries"]
 

@@ -19,9 +19,7 @@ overwrites, never duplicates.
 
 from __future__ import annotations
 
-import hashlib
 import json
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -29,48 +27,12 @@ from sqlalchemy import and_, or_, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 
+from evaluator_host.store.job_sink_deliveries import load_job_deliveries
 from evaluator_host.store.online_rows import OnlineRuleRow, OnlineScoreRow, OnlineTraceRow, SinkDeliveryRow
-from evaluator_host.store.online_rules import RuleRecord, rule_record
+from evaluator_host.store.online_rules import rule_record
+from evaluator_host.store.sink_records import Delivery, delivery_key
 
 __all__ = ["Delivery", "SinkDeliveryStore", "delivery_key"]
-
-
-def delivery_key(rule_id: str, target_id: str, revision: int | None) -> str:
-    """The idempotency key of a score's deliveries: the same (rule, target, revision), the same key."""
-    digest = hashlib.sha256(f"{rule_id}\x00{target_id}\x00{revision}".encode()).hexdigest()
-    return f"evh-{digest[:40]}"
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """A claimed delivery with what sending it needs."""
-
-    rule_id: str
-    target_id: str
-    sink: int
-    workspace_id: str
-    key: str
-    attempts: int
-    rule: RuleRecord
-    trace_id: str
-    span_id: str | None
-    root_span_id: str | None
-    status: str | None
-    score: float | None
-    passed: bool | None
-    label: str | None
-    revision: int | None
-    runtime_id: str | None
-    evaluator_id: str
-    result: dict[str, Any] | None
-    source: str = "rule"  # "job": a job's row result (``rule`` stands for the job, ``target_id`` the row index)
-    session_id: str | None = None  # a session-level score's session, or a job row's
-
-    @property
-    def spec(self) -> dict[str, Any]:
-        """This delivery's sink as stored on the rule (an empty dict when the rule no longer has it)."""
-        sinks = self.rule.sinks or []
-        return dict(sinks[self.sink]) if self.sink < len(sinks) else {}
 
 
 class SinkDeliveryStore:
@@ -149,8 +111,6 @@ class SinkDeliveryStore:
         jobs = [key[1:] for key in claimed if key[0] == "job"]
         if not jobs:
             return self._load([key[1:] for key in claimed])
-        from evaluator_host.store.job_sink_deliveries import load_job_deliveries  # it builds on this module
-
         return self._load([key[1:] for key in claimed if key[0] == "rule"]) + load_job_deliveries(self.engine, jobs)
 
     def _load(self, keys: list[tuple[str, str, int]]) -> list[Delivery]:
