@@ -69,7 +69,8 @@ def _rebuild(*, job: bool, where: str = "") -> None:
 def upgrade() -> None:
     with op.batch_alter_table("jobs") as batch:
         batch.add_column(sa.Column("sinks", sa.JSON, nullable=True))
-        batch.add_column(sa.Column("sinks_enqueued", sa.Boolean, nullable=False, server_default=sa.false()))
+        # a text default: a SQL expression would make SQLite rebuild jobs (job_results refers to it)
+        batch.add_column(sa.Column("sinks_enqueued", sa.Boolean, nullable=False, server_default="0"))
     _rebuild(job=True)
 
 
