@@ -14,7 +14,10 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import func, select
 
+from evaluator_host.store.db import make_engine
+from evaluator_host.store.online_rows import SinkDeliveryRow
 from tests.support import REPO
 from tests.support.backends import BACKENDS
 from tests.support.langfuse import langfuse_stand_in
@@ -45,7 +48,7 @@ def _finished(client: httpx.Client, job_id: str, delivered: int) -> dict[str, An
         job = client.get(f"/v1/jobs/{job_id}").json()
         if job["status"] in ("queued", "running") or any(s["pending"] for s in job["sinks"]):
             return None
-        assert [s["delivered"] for s in job["sinks"]] == [delivered] * len(job["sinks"]), job["sinks"]
+        assert job["sinks"][0]["delivered"] == delivered, job["sinks"]
         return dict(job)
 
     return wait_until(done, 120, 0.2, what=f"job {job_id}'s rows delivered")
@@ -121,13 +124,14 @@ def test_a_jobs_results_are_written_to_langfuse_once_each_against_the_rows_trace
         assert SK not in client.get(f"/v1/jobs/{job['id']}").text
 
 
-def test_a_job_maps_its_trace_columns_and_deleting_it_drops_its_deliveries(tmp_path: Path) -> None:
+def test_a_job_maps_its_trace_columns_keeps_the_host_rule_and_its_deletion_drops_its_deliveries(tmp_path: Path) -> None:
     with langfuse_stand_in(PK, SK) as langfuse, serving(tmp_path, "process", env=ENV) as (client, _proc):
         _secrets(client)
         sink = {"type": "langfuse", "url": f"http://langfuse.test:{langfuse.port}",
                 "public_key": "{{secret:LF_PK}}", "secret_key": "{{secret:LF_SK}}"}  # fmt: skip
         rows = [{"outputs": "4", "otel": {"trace": TRACES[0], "span": SPAN}}]
-        body = {"evaluator_id": evaluator(client, EVAL), "rows": rows, "sinks": [sink]}
+        unreachable = {**sink, "url": f"http://127.0.0.1:{langfuse.port}"}  # an IP literal: the host rule refuses
+        body = {"evaluator_id": evaluator(client, EVAL), "rows": rows, "sinks": [sink, unreachable]}
         assert client.post("/v1/jobs", json=body).status_code == 422  # no trace_id column
         mapping = {"trace_id": "otel.trace", "span_id": "otel.span"}
         made = client.post("/v1/jobs", json={**body, "field_mapping": mapping})
@@ -137,7 +141,16 @@ def test_a_job_maps_its_trace_columns_and_deleting_it_drops_its_deliveries(tmp_p
         job = _finished(client, made.json()["id"], 1)
         (written,) = langfuse.scores.values()
         assert (written["traceId"], written["observationId"]) == (TRACES[0], SPAN)
+        assert len(langfuse.requests) == 1  # nothing sent to the refused one
+        assert {k: job["sinks"][1][k] for k in ("delivered", "pending", "failed", "skipped")} == {
+            "delivered": 0, "pending": 0, "failed": 1, "skipped": 0}  # fmt: skip
+        (item,) = client.get(f"/v1/jobs/{job['id']}/results").json()["data"]
+        assert item["sinks"][1]["state"] == "failed" and "IP literal" in item["sinks"][1]["error"]
         assert client.delete(f"/v1/jobs/{job['id']}").status_code == 204
+        engine = make_engine(f"sqlite:///{tmp_path / 'evaluator-host.db'}")
+        with engine.connect() as conn:  # its deliveries went with it: none is sent or claimed again
+            assert conn.execute(select(func.count()).where(SinkDeliveryRow.source == "job")).scalar() == 0
+        engine.dispose()
         assert client.get("/healthz").status_code == 200
 
 
