@@ -69,6 +69,7 @@ class JobSinkStore:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._after: dict[str, int] = {}  # per job, the last row enqueued here: the next look starts past it
 
     def unenqueued(self, limit: int = 500) -> list[Unenqueued]:
         """Jobs' results with no delivery rows yet, at most ``limit`` in all (see the module docstring)."""
@@ -88,9 +89,20 @@ class JobSinkStore:
                     .where(d.source == "job", d.rule_id == r.job_id, d.target_id == cast(r.idx, String))
                     .exists()
                 )
-                found = list(
-                    conn.scalars(select(r.idx).where(r.job_id == job.id, missing).order_by(r.idx).limit(limit))
-                )
+                stored = conn.scalar(select(func.count()).select_from(r).where(r.job_id == job.id))
+                enqueued = conn.scalar(
+                    select(func.count()).where(d.source == "job", d.rule_id == job.id, d.sink == 0)
+                )  # two counts over primary-key ranges: the row-by-row look below only when they differ
+                found: list[int] = []
+                if stored != enqueued:  # past the last row enqueued first; from the start when none is there
+                    after = self._after.get(job.id, -1)
+                    for low in (after, -1) if after >= 0 else (-1,):
+                        query = select(r.idx).where(r.job_id == job.id, r.idx > low, missing)
+                        found = list(conn.scalars(query.order_by(r.idx).limit(limit)))
+                        if found:
+                            break
+                if found:
+                    self._after[job.id] = found[-1]
                 if found and job.sinks:
                     out.append(
                         Unenqueued(
@@ -106,11 +118,12 @@ class JobSinkStore:
                     limit -= len(found)
                 elif job.status in _FINISHED or not job.sinks:  # every result has its rows: done with it
                     conn.execute(update(j).where(j.id == job.id).values(sinks_enqueued=True))
+                    self._after.pop(job.id, None)
         return out
 
     def enqueue(self, job: Unenqueued, ids: dict[int, JobRowIds], now: datetime) -> int:
         """One delivery row per (result, sink) of ``job``'s ``indexes`` (``ids``: each row's ids; a row
-        without a trace id is ``skipped``); how many were inserted."""
+        without a trace id is ``skipped``); how many were inserted, as the driver counts them."""
         rows = []
         for idx in job.indexes:
             trace, span, session = ids.get(idx, (None, None, None))
@@ -137,12 +150,9 @@ class JobSinkStore:
         if not rows:
             return 0
         dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
-        inserted = 0
-        with self.engine.begin() as conn:
-            for start in range(0, len(rows), 50):  # 17 values a row: well under SQLite's parameter limit
-                statement = dialect.insert(SinkDeliveryRow).values(rows[start : start + 50]).on_conflict_do_nothing()
-                inserted += int(conn.execute(statement).rowcount or 0)
-        return inserted
+        with self.engine.begin() as conn:  # one statement, its rows as parameter sets (compiled once)
+            done = conn.execute(dialect.insert(SinkDeliveryRow).on_conflict_do_nothing(), rows)
+        return max(0, int(done.rowcount or 0))
 
     def states(self, job_id: str, indexes: Sequence[int]) -> dict[int, list[dict[str, Any]]]:
         """The deliveries of ``job_id``'s rows ``indexes``, by row, each sink in order."""
