@@ -119,6 +119,7 @@ def _metadata(delivery: Delivery) -> dict[str, Any]:
             "evaluator_id": delivery.evaluator_id,
             "revision": delivery.revision,
             "runtime_id": delivery.runtime_id,
+            **({"session_id": delivery.session_id} if delivery.session_id else {}),
         }
     return {
         "source": "evaluator-host",

@@ -106,6 +106,10 @@ def test_a_jobs_results_are_written_to_langfuse_once_each_against_the_rows_trace
             assert written["name"] == "facts" and written["dataType"] == "NUMERIC" and written["id"].startswith("evh-")
             assert written["metadata"]["job_id"] == job["id"] and written["metadata"]["row"] == index
         assert by_trace[TRACES[1]]["value"] == 0.25 and by_trace[TRACES[1]]["comment"] == "answered 5"
+        assert (
+            by_trace[TRACES[2]]["metadata"]["session_id"] == "conv-7"
+            and "session_id" not in by_trace[TRACES[0]]["metadata"]
+        )
 
         page = client.get(f"/v1/jobs/{job['id']}/results").json()["data"]
         states = [item["sinks"] for item in page]
