@@ -94,8 +94,9 @@ engine: ## install (Debian, root) and start a Docker engine if none answers
 bench: install ## run the benchmarks and write docs/benchmarks.md
 	$(BIN)/python -m bench.run
 
-soak: install ## hostile neighbours: 200 clients x 60 s over 6 good + 6 hostile evaluators; 5xx, errors, RSS
+soak: install ## hostile neighbours (200 clients x 60 s, 6 good + 6 hostile evaluators); a score sink down 60 s
 	$(BIN)/python -m bench.hostile $(SOAK_BACKENDS)
+	$(BIN)/python -m bench.sink_outage
 
 docs: install ## regenerate README's configuration table from the Settings model
 	$(BIN)/python -m evaluator_host.settings_doc README.md

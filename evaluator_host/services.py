@@ -34,6 +34,7 @@ from evaluator_host.jobs.datasets.uploads import DatasetCatalog
 from evaluator_host.jobs.results.exports import ResultReader
 from evaluator_host.jobs.results.retention import Retention
 from evaluator_host.jobs.running.runner import JobRunner
+from evaluator_host.jobs.sink_rows import row_ids
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.online.assembly import Assembly
 from evaluator_host.online.forwarding import Forwarder, Target, default_targets, workspace_targets
@@ -185,6 +186,7 @@ class Services:
             lambda workspace, names: self.vault.values(workspace, names, "the rule's sinks"),
             lambda workspace: self.workspaces.get(workspace).network_allow,
             lambda: not self.workspaces.auth_required,
+            job_rows=lambda dataset, mapping, indexes: row_ids(self.datasets.files, dataset, mapping, indexes),
         )
 
     @functools.cached_property

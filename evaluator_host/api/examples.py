@@ -217,6 +217,17 @@ EXAMPLES: dict[str, list[Any]] = {
         }
     ],
     "Job": [_JOB],
+    "JobSinkSummary": [
+        {
+            "type": "phoenix",
+            "url": "http://phoenix:6006",
+            "name": "correct",
+            "delivered": 98,
+            "pending": 0,
+            "failed": 0,
+            "skipped": 2,
+        }
+    ],  # fmt: skip
     "JobList": [{"data": [_JOB], "count": 1, "next_cursor": None}],
     "JobResult": [{"index": 0, "row": {"q": "2+2", "correct_answer": "4", "model_expression": "4"}, "result": _RESULT}],
     "JobResultPage": [

@@ -17,6 +17,7 @@
 ``worker`` run queued jobs' chunks on this host (``cli/worker.py``; ``EVALUATOR_HOST_QUEUE_URL``).
 ``rules``  ``list | create | show | pause | resume | delete | scores | stats`` online rules, through a
            running service (``cli/rules.py``).
+``jobs``   ``list | show JOB_ID`` batch jobs and each sink's deliveries, through a running service (``cli/jobs.py``).
 ``demo-traffic`` send instrumented chat traces over OTLP with the OpenTelemetry SDK (``cli/demo.py``).
 
 Start-up contract: building the parser and dispatching import only what the chosen subcommand needs. Each
@@ -126,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     from evaluator_host.cli.db import add_parser as add_db
     from evaluator_host.cli.demo import add_parser as add_demo
     from evaluator_host.cli.fixtures import add_parser as add_test
+    from evaluator_host.cli.jobs import add_parser as add_jobs
     from evaluator_host.cli.migrate import add_parser as add_migrate
     from evaluator_host.cli.results import add_parser as add_results
     from evaluator_host.cli.rules import add_parser as add_rules
@@ -140,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_db(sub)
     add_worker(sub)
     add_rules(sub)
+    add_jobs(sub)
     add_demo(sub)
     return parser
 

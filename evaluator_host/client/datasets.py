@@ -71,11 +71,13 @@ def start_job(
     field_mapping: FieldMapping | Mapping[str, Any] | None = None,
     parallelism: int | None = None,
     target: Target | Mapping[str, Any] | None = None,
+    sinks: Sequence[Mapping[str, Any]] | None = None,
 ) -> Call[Job]:
-    """``POST /v1/jobs`` over a stored dataset or inline ``rows`` (exactly one): the queued job."""
+    """``POST /v1/jobs`` over a stored dataset or inline ``rows`` (exactly one): the queued job; ``sinks``: where
+    each row's result is also written (the rows' ``trace_id``/``span_id``)."""
     body = body_of(
         evaluator_id=evaluator_id, dataset_id=dataset_id, rows=rows, revision=revision, field_mapping=field_mapping,
-        parallelism=parallelism, target=target,
+        parallelism=parallelism, target=target, sinks=sinks,
     )  # fmt: skip
     return Call("POST", "/v1/jobs", model(Job), body)
 

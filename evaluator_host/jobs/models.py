@@ -12,6 +12,7 @@ from evaluator_host.definitions.models import MAX_REVISION
 from evaluator_host.evaluation.aggregate_models import Aggregate
 from evaluator_host.evaluation.models import Case, EvaluationResult, FixtureReport
 from evaluator_host.shared.bounds import INT64_MAX
+from evaluator_host.sinks.models import MAX_SINKS, Sink, SinkState
 from evaluator_host.targets.models import Generation, Target, TargetUsage
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "JobProgress",
     "JobResult",
     "JobResultPage",
+    "JobSinkSummary",
     "JobStatus",
     "Replay",
     "ReplayRequest",
@@ -97,6 +99,21 @@ class FieldMapping(BaseModel):
     trace: str | None = Field(None, min_length=1, description="Column passed as trace.")
     inputs: list[str] | None = Field(None, description="Columns kept in inputs; default the whole row.")
     app_params: str | None = Field(None, min_length=1, description="Column passed as app_params (legacy).")
+    trace_id: str | None = Field(
+        None,
+        exclude_if=lambda v: v is None,  # a stored mapping shows the entries it has
+        min_length=1,
+        description="A job with sinks: the column of a row's trace id (default trace_id).",
+    )
+    span_id: str | None = Field(
+        None, exclude_if=lambda v: v is None, min_length=1, description="A job with sinks: span id (default span_id)."
+    )
+    session_id: str | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        min_length=1,
+        description="A job with sinks: session id (default session_id).",
+    )
 
 
 class JobCreate(BaseModel):
@@ -114,6 +131,12 @@ class JobCreate(BaseModel):
         None,
         description="A model to generate each row's outputs with before it is scored (docs/api.md, Model targets).",
     )
+    sinks: list[Sink] | None = Field(
+        None,
+        max_length=MAX_SINKS,
+        description="Where each row's result is also written, attached to the row's trace_id/span_id "
+        "(docs/online.md, Job results to sinks): the sinks of an online rule.",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> JobCreate:
@@ -130,6 +153,19 @@ class JobProgress(BaseModel):
     done: int
     failed: int
     cached: int = Field(0, description="Rows of done answered from the result cache (0: none).")
+
+
+class JobSinkSummary(BaseModel):
+    """A job's deliveries to one of its sinks: ``pending`` counts every done row not yet delivered, failed or
+    skipped (a row with no trace id is ``skipped``)."""
+
+    type: str
+    url: str
+    name: str | None = Field(None, description="The score's name there (null: the evaluator's).")
+    delivered: int
+    pending: int
+    failed: int
+    skipped: int
 
 
 class Job(BaseModel):
@@ -155,6 +191,9 @@ class Job(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     target: Target | None = Field(None, description="The model target (null: outputs come from the rows).")
     usage: TargetUsage | None = Field(None, description="A model-target job's calls, tokens and cost estimate so far.")
+    sinks: list[JobSinkSummary] = Field(
+        default_factory=list, description="Each sink's deliveries of the job's results (empty: no sinks)."
+    )
 
 
 class JobList(BaseModel):
@@ -179,13 +218,18 @@ class JobResult(BaseModel):
     generation: Generation | None = Field(
         None, description="A model-target job's call for this row (what was sent and answered); absent otherwise."
     )
+    sinks: list[SinkState] | None = Field(
+        None, description="A job with sinks: this row's delivery to each (none yet: []); absent otherwise."
+    )
 
     @model_serializer(mode="wrap")
     def _without_absent_generation(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Items of a job without a target keep their shape: no ``generation`` key at all."""
+        """Items of a job without a target (without sinks) keep their shape: no ``generation`` (``sinks``) key."""
         data: dict[str, Any] = handler(self)
         if self.generation is None:
             data.pop("generation", None)
+        if self.sinks is None:
+            data.pop("sinks", None)
         return data
 
 

@@ -6,7 +6,8 @@ the service's event loop
 1. enqueues a delivery row per sink for every ``done`` score of a rule with sinks stored in the last
    :data:`RECENT` (every :data:`SWEEP_S`, and at start: in the last :data:`ENQUEUE_WINDOW`) that has none
    (``store/sink_deliveries.py``: insert-or-ignore on (rule, target, sink), so a restart or a second service
-   never makes two);
+   never makes two), and for every stored result of a job with sinks that has none, its row's ids read from
+   the dataset (``store/job_sink_deliveries.py``; a row without a trace id ``skipped``);
 2. claims up to :data:`BATCH` due deliveries (a lease of :data:`LEASE_S`; a service killed mid-send leaves
    its claim to expire and the delivery is sent again, under the same idempotency key);
 3. sends each (``sinks/requests.py``) to the host the sink names, held to the rule of a job's model target
@@ -27,8 +28,8 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Collection
-from datetime import timedelta
-from typing import NoReturn
+from datetime import datetime, timedelta
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 import httpx
@@ -39,6 +40,7 @@ from evaluator_host.settings import Settings
 from evaluator_host.shared.tasks import stop
 from evaluator_host.sinks.requests import Outbound, Skip, build, recorded, secret_names
 from evaluator_host.store.db import utcnow
+from evaluator_host.store.job_sink_deliveries import JobRowIds, JobSinkStore
 from evaluator_host.store.sink_deliveries import Delivery, SinkDeliveryStore
 from evaluator_host.targets.endpoint import check_endpoint
 
@@ -58,6 +60,7 @@ _RETRYABLE = frozenset({408, 425, 429, 500, 502, 503, 504})
 _ERROR_TEXT = 300
 
 Secrets = Callable[[str, list[str]], Awaitable[dict[str, str]]]
+JobRows = Callable[[str, dict[str, Any], list[int]], dict[int, JobRowIds]]  # (dataset, mapping, indexes) -> ids
 
 
 def backoff_s(attempts: int) -> float:
@@ -87,11 +90,13 @@ class SinkDelivery:
         *,
         resolve: Callable[[str, int], Awaitable[list[str]]] = system_resolve,
         public: Callable[[str], bool] = is_public,
+        job_rows: JobRows | None = None,
     ) -> None:
         self.store, self.owner = store, owner
         self._pinned = dict(settings.egress_hosts)
         self._secrets, self._allow, self._open = secrets, allow, open_service
         self._resolve, self._public = resolve, public
+        self._job_rows, self.jobs = job_rows, JobSinkStore(store.engine)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._client: httpx.AsyncClient | None = None
@@ -131,9 +136,17 @@ class SinkDelivery:
         await asyncio.to_thread(self.store.enqueue, now, now - (ENQUEUE_WINDOW if whole else RECENT))
         if whole:
             self._swept_at = tick
+        if self._job_rows is not None:
+            await asyncio.to_thread(self._enqueue_jobs, now)
         claimed = await asyncio.to_thread(self.store.claim, self.owner, now, BATCH, LEASE_S)
         await asyncio.gather(*(self._deliver(one) for one in claimed))
         return len(claimed)
+
+    def _enqueue_jobs(self, now: datetime) -> None:
+        """Delivery rows for jobs' results that have none (their rows' ids read from the datasets)."""
+        assert self._job_rows is not None
+        for job in self.jobs.unenqueued():
+            self.jobs.enqueue(job, self._job_rows(job.dataset_id, job.field_mapping, job.indexes), now)
 
     async def _deliver(self, delivery: Delivery) -> None:
         state, error, due = "delivered", None, None

@@ -5,13 +5,18 @@
   "metadata", "identifier"}]}``. The span: a span-level score's span; a trace-level score's root span
   (the trace's root, else the evaluated span). ``identifier`` is the delivery key: Phoenix upserts on
   (name, span, identifier), so a repeated delivery overwrites. ``sync=true`` makes Phoenix answer 404
-  while the span has not arrived (forwarding may still be sending it): retried.
+  while the span has not arrived (forwarding may still be sending it): retried. A session-level score is a
+  session annotation instead — ``POST {url}/v1/session_annotations?sync=true`` with ``session_id`` (Phoenix
+  keys sessions by the spans' ``session.id``; 404 while it has not arrived: retried) — and a job's row that
+  names a trace but no span a trace annotation, ``POST {url}/v1/trace_annotations?sync=true`` with
+  ``trace_id`` (both: the same fields, upserted on (name, session or trace, identifier)).
 * ``langfuse`` — ``POST {url}/api/public/scores`` (Langfuse's public API, ``ScoreBody`` /
   ``CreateScoreRequest``; Basic authorization public key : secret key): ``{"id", "traceId",
   "observationId"? (a span-level score's span), "name", "value", "dataType", "comment"?, "metadata"}``.
   ``value``/``dataType``: the result's numeric score → ``NUMERIC``; else ``passed`` → ``BOOLEAN`` (1 or 0);
   else its ``label`` → ``CATEGORICAL`` (the text). ``id`` is the delivery key: Langfuse upserts scores on
   ``id``. The OpenTelemetry hex ids are Langfuse's trace and observation ids of spans it received over OTLP.
+  A session-level score is a session score: ``sessionId`` instead of ``traceId``.
 
 * ``otlp`` — ``POST {url}`` (``/v1/traces`` appended to a URL without a path) of an OTLP/HTTP protobuf
   ``ExportTraceServiceRequest`` holding the span ``online/export.py`` sends for a score (``evaluation {name}``,
@@ -27,13 +32,15 @@
   else ``passed``, else the label; metadata values as text, as MLflow stores them).
 
 A result that is not ``ok`` (an evaluator error, a timeout) or has no value has nothing to write: the
-delivery ends ``skipped`` with the reason.
+delivery ends ``skipped`` with the reason. A job's row result (``delivery.source == "job"``) is sent the same
+way, its ``metadata`` naming the job and the row instead of a rule and target.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +56,7 @@ from evaluator_host.tenancy.models import SECRET_REF
 
 __all__ = ["Outbound", "Skip", "build", "secret_names"]
 
+_HEX = re.compile("[0-9a-f]+")
 _TEXT = 4096  # an explanation's characters sent (the stored result keeps it whole)
 
 
@@ -103,6 +111,16 @@ def _reason(delivery: Delivery) -> str | None:
 
 
 def _metadata(delivery: Delivery) -> dict[str, Any]:
+    if delivery.source == "job":
+        return {
+            "source": "evaluator-host",
+            "job_id": delivery.rule_id,
+            "row": int(delivery.target_id),
+            "evaluator_id": delivery.evaluator_id,
+            "revision": delivery.revision,
+            "runtime_id": delivery.runtime_id,
+            **({"session_id": delivery.session_id} if delivery.session_id else {}),
+        }
     return {
         "source": "evaluator-host",
         "rule_id": delivery.rule_id,
@@ -120,6 +138,11 @@ def build(delivery: Delivery, secrets: dict[str, str]) -> Outbound:
         raise Skip("the rule no longer has this sink")
     if delivery.status != "ok" and spec["type"] != "otlp":  # an OTLP span carries the error type
         raise Skip(f"the evaluation ended {delivery.status}: no value to write")
+    if delivery.source == "job" and spec["type"] != "langfuse":  # Langfuse's ids are any text; the others' hex
+        if not _HEX.fullmatch(delivery.trace_id) or len(delivery.trace_id) != 32:
+            raise Skip(f"the row's trace_id {delivery.trace_id[:40]!r} is not 32 hex digits (an OpenTelemetry id)")
+        if delivery.span_id is not None and (not _HEX.fullmatch(delivery.span_id) or len(delivery.span_id) != 16):
+            raise Skip(f"the row's span_id {delivery.span_id[:40]!r} is not 16 hex digits (an OpenTelemetry id)")
     headers = {name: _fill(value, secrets) for name, value in (spec.get("headers") or {}).items()}
     headers["Content-Type"] = "application/json"
     url = str(spec["url"]).rstrip("/")
@@ -136,7 +159,8 @@ def _phoenix(
     delivery: Delivery, spec: dict[str, Any], url: str, headers: dict[str, str], secrets: dict[str, str]
 ) -> Outbound:
     span = delivery.span_id if delivery.rule.level == "span" else (delivery.root_span_id or delivery.span_id)
-    if not span:
+    session = delivery.session_id if delivery.rule.level == "session" else None
+    if not span and not session and not (delivery.source == "job" and delivery.trace_id):
         raise Skip("the score has no span to annotate")
     result: dict[str, Any] = {}
     if delivery.score is not None:
@@ -152,15 +176,21 @@ def _phoenix(
         raise Skip("the result has no score, passed or label")
     if spec.get("api_key"):
         headers["Authorization"] = f"Bearer {_fill(spec['api_key'], secrets)}"
+    if session:
+        route, subject = "session_annotations", {"session_id": session}
+    elif span:
+        route, subject = "span_annotations", {"span_id": span}
+    else:  # a job's row naming a trace only
+        route, subject = "trace_annotations", {"trace_id": delivery.trace_id}
     annotation = {
-        "span_id": span,
+        **subject,
         "name": _name(spec, delivery),
         "annotator_kind": "CODE",
         "result": result,
         "metadata": _metadata(delivery),
         "identifier": delivery.key,
     }
-    return Outbound(f"{url}/v1/span_annotations?sync=true", headers, {"data": [annotation]})
+    return Outbound(f"{url}/v1/{route}?sync=true", headers, {"data": [annotation]})
 
 
 def _langfuse(
@@ -177,9 +207,14 @@ def _langfuse(
         raise Skip("the result has no score, passed or label")
     pair = f"{_fill(spec['public_key'], secrets)}:{_fill(spec['secret_key'], secrets)}"
     headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+    subject = (
+        {"sessionId": delivery.session_id}
+        if delivery.rule.level == "session" and delivery.session_id
+        else {"traceId": delivery.trace_id}
+    )
     body: dict[str, Any] = {
         "id": delivery.key,
-        "traceId": delivery.trace_id,
+        **subject,
         "name": _name(spec, delivery),
         "value": value,
         "dataType": kind,

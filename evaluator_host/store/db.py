@@ -226,6 +226,10 @@ class JobRow(Base):
     target: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # rows answered from the result cache (evaluation/cache.py), of ``done``
     cached: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    # issue 52: the sinks its results are written to (sinks/models.py Sink, secrets as references); null: none
+    sinks: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
+    # every result of the finished job has its delivery rows (the enqueue pass looks at it no more)
+    sinks_enqueued: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class JobResultRow(Base):

@@ -37,6 +37,7 @@ from evaluator_host.store.job_records import (
     job_record,
 )
 from evaluator_host.store.job_results import RESULTS, UNFINISHED, JobResults
+from evaluator_host.store.online_rows import SinkDeliveryRow
 
 __all__ = ["QUEUE_SUFFIX", "DatasetRecord", "JobRecord", "JobStore", "SharedCommit", "StoredResult"]
 
@@ -230,4 +231,6 @@ class JobStore(JobResults):
         with self.engine.begin() as conn:
             conn.execute(delete(GENERATIONS).where(GENERATIONS.c.job_id == job_id))
             conn.execute(delete(RESULTS).where(RESULTS.c.job_id == job_id))
+            sent = SinkDeliveryRow
+            conn.execute(delete(sent).where(sent.source == "job", sent.rule_id == job_id))  # its sinks' deliveries
             conn.execute(delete(JobRow).where(JobRow.id == job_id))

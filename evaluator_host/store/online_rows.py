@@ -197,11 +197,17 @@ class OnlineDecisionRow(Base):
 
 class SinkDeliveryRow(Base):
     """One score's delivery to one of its rule's sinks (issue 52, migration 0016): recorded once per
-    (rule, target, sink index), retried until ``delivered`` or ``failed`` (``store/sink_deliveries.py``)."""
+    (source, rule, target, sink index), retried until ``delivered`` or ``failed`` (``store/sink_deliveries.py``).
+
+    ``source`` (0017): ``rule`` — an online score, ``rule_id``/``target_id`` its rule and target; ``job`` — a
+    job's row result, ``rule_id`` the job's id and ``target_id`` the row's index, the row's ids in ``trace_id``,
+    ``span_id`` and ``session_id`` (``store/job_sink_deliveries.py``). The source is part of the key: a job's
+    delivery never meets a score's."""
 
     __tablename__ = "online_sink_deliveries"
     __table_args__ = (Index("ix_online_sink_deliveries_due", "state", "due_at"),)
 
+    source: Mapped[str] = mapped_column(String(8), primary_key=True, default="rule", server_default="rule")
     rule_id: Mapped[str] = mapped_column(String(40), primary_key=True)
     target_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     sink: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)  # index in the rule's sinks
@@ -216,6 +222,9 @@ class SinkDeliveryRow(Base):
     claimed_until: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)
     created_at: Mapped[datetime] = mapped_column(_TZ)
     delivered_at: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)
+    trace_id: Mapped[str | None] = mapped_column(String(128), nullable=True)  # 0017: a job row's ids
+    span_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    session_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
 
 
 class OnlineSessionRow(Base):

@@ -19,9 +19,7 @@ overwrites, never duplicates.
 
 from __future__ import annotations
 
-import hashlib
 import json
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -29,46 +27,12 @@ from sqlalchemy import and_, or_, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 
+from evaluator_host.store.job_sink_deliveries import load_job_deliveries
 from evaluator_host.store.online_rows import OnlineRuleRow, OnlineScoreRow, OnlineTraceRow, SinkDeliveryRow
-from evaluator_host.store.online_rules import RuleRecord, rule_record
+from evaluator_host.store.online_rules import rule_record
+from evaluator_host.store.sink_records import Delivery, delivery_key
 
 __all__ = ["Delivery", "SinkDeliveryStore", "delivery_key"]
-
-
-def delivery_key(rule_id: str, target_id: str, revision: int | None) -> str:
-    """The idempotency key of a score's deliveries: the same (rule, target, revision), the same key."""
-    digest = hashlib.sha256(f"{rule_id}\x00{target_id}\x00{revision}".encode()).hexdigest()
-    return f"evh-{digest[:40]}"
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """A claimed delivery with what sending it needs."""
-
-    rule_id: str
-    target_id: str
-    sink: int
-    workspace_id: str
-    key: str
-    attempts: int
-    rule: RuleRecord
-    trace_id: str
-    span_id: str | None
-    root_span_id: str | None
-    status: str | None
-    score: float | None
-    passed: bool | None
-    label: str | None
-    revision: int | None
-    runtime_id: str | None
-    evaluator_id: str
-    result: dict[str, Any] | None
-
-    @property
-    def spec(self) -> dict[str, Any]:
-        """This delivery's sink as stored on the rule (an empty dict when the rule no longer has it)."""
-        sinks = self.rule.sinks or []
-        return dict(sinks[self.sink]) if self.sink < len(sinks) else {}
 
 
 class SinkDeliveryStore:
@@ -91,7 +55,9 @@ class SinkDeliveryStore:
             }
             if not rules:
                 return 0
-            missing = ~(select(d.rule_id).where(d.rule_id == s.rule_id, d.target_id == s.target_id).exists())
+            missing = ~(
+                select(d.rule_id).where(d.source == "rule", d.rule_id == s.rule_id, d.target_id == s.target_id).exists()
+            )
             found = conn.execute(
                 select(s.rule_id, s.target_id, s.workspace_id, s.revision)
                 .where(s.rule_id.in_(rules), s.state == "done", s.scored_at >= since, missing)
@@ -126,13 +92,13 @@ class SinkDeliveryStore:
             and_(d.state == "pending", d.due_at <= now),
             and_(d.state == "sending", d.claimed_until < now),
         )
-        claimed: list[tuple[str, str, int]] = []
+        claimed: list[tuple[str, str, str, int]] = []
         with self.engine.begin() as conn:
-            keys = conn.execute(select(d.rule_id, d.target_id, d.sink).where(due).order_by(d.due_at).limit(limit)).all()
-            for rule_id, target_id, sink in keys:
+            query = select(d.source, d.rule_id, d.target_id, d.sink).where(due).order_by(d.due_at).limit(limit)
+            for source, rule_id, target_id, sink in conn.execute(query).all():
                 done = conn.execute(
                     update(d)
-                    .where(d.rule_id == rule_id, d.target_id == target_id, d.sink == sink, due)
+                    .where(d.source == source, d.rule_id == rule_id, d.target_id == target_id, d.sink == sink, due)
                     .values(
                         state="sending",
                         claimed_by=owner,
@@ -141,8 +107,11 @@ class SinkDeliveryStore:
                     )
                 )
                 if done.rowcount == 1:
-                    claimed.append((rule_id, target_id, sink))
-        return self._load(claimed)
+                    claimed.append((source, rule_id, target_id, sink))
+        jobs = [key[1:] for key in claimed if key[0] == "job"]
+        if not jobs:
+            return self._load([key[1:] for key in claimed])
+        return self._load([key[1:] for key in claimed if key[0] == "rule"]) + load_job_deliveries(self.engine, jobs)
 
     def _load(self, keys: list[tuple[str, str, int]]) -> list[Delivery]:
         if not keys:
@@ -153,7 +122,7 @@ class SinkDeliveryStore:
             .join(s, and_(s.rule_id == d.rule_id, s.target_id == d.target_id))
             .join(r, r.id == d.rule_id)
             .outerjoin(t, and_(t.workspace_id == s.workspace_id, t.trace_id == s.trace_id))
-            .where(tuple_(d.rule_id, d.target_id, d.sink).in_(keys))
+            .where(d.source == "rule", tuple_(d.rule_id, d.target_id, d.sink).in_(keys))
         )
         from sqlalchemy.orm import Session
 
@@ -180,6 +149,7 @@ class SinkDeliveryStore:
                         score.runtime_id,
                         score.evaluator_id,
                         json.loads(score.result) if score.result else None,
+                        session_id=score.session_id,
                     )  # fmt: skip
                 )
             return out
@@ -199,6 +169,7 @@ class SinkDeliveryStore:
             done = conn.execute(
                 update(d)
                 .where(
+                    d.source == delivery.source,
                     d.rule_id == delivery.rule_id,
                     d.target_id == delivery.target_id,
                     d.sink == delivery.sink,
@@ -220,7 +191,7 @@ class SinkDeliveryStore:
                 part = list(dict.fromkeys(pairs[start : start + 400]))
                 query = (
                     select(d.rule_id, d.target_id, d.type, d.state, d.attempts, d.error)
-                    .where(tuple_(d.rule_id, d.target_id).in_(part))
+                    .where(d.source == "rule", tuple_(d.rule_id, d.target_id).in_(part))
                     .order_by(d.rule_id, d.target_id, d.sink)
                 )
                 for row in conn.execute(query):

@@ -144,3 +144,37 @@ def test_deliveries_survive_a_sigkill_and_a_down_endpoint_and_are_recorded_once(
         assert langfuse.refused == []
         assert sorted(w["traceId"] for w in langfuse.scores.values()) == sorted(t for t, _r, _l in sent)
         assert len({w["id"] for w in langfuse.scores.values()}) == 3  # one each, whatever was sent again
+
+
+def test_an_endpoint_refusing_connections_for_three_retries_gets_every_score_once_when_back(tmp_path: Path) -> None:
+    with langfuse_stand_in(PK, SK) as langfuse, serving(tmp_path, "process", env=ENV) as (client, _proc):
+        for name, value in (("LF_PK", PK), ("LF_SK", SK)):
+            client.put(f"/v1/secrets/{name}", json={"value": value})
+        langfuse.down()  # nothing listens on its port: every connection refused
+        url = f"http://langfuse.test:{langfuse.port}"
+        sink = {"type": "langfuse", "url": url, "public_key": "{{secret:LF_PK}}", "secret_key": "{{secret:LF_SK}}"}
+        rule = client.post("/v1/online-rules", json={"evaluator_id": evaluator(client, TRACE_EVAL), "sinks": [sink]})
+        rule_id = rule.json()["id"]
+        app = App(str(client.base_url))
+        sent = [app.request(answer) for answer in ("4", "5", "4", "6")]
+        app.provider.shutdown()
+
+        def retried() -> bool:  # every score tried 4 times at least: 3 retries all refused
+            listed = scores(client, rule_id)
+            tried = [s["sinks"][0] for s in listed if s["sinks"]]
+            return len(tried) == 4 and all(x["attempts"] >= 4 and x["state"] == "pending" for x in tried)
+
+        wait_until(retried, 180, 0.2, what="three retries of every score against the down endpoint")
+        errors = {s["sinks"][0]["error"] for s in scores(client, rule_id)}
+        assert errors == {f"ConnectError calling langfuse.test:{langfuse.port}"}, errors
+        assert langfuse.requests == []
+        langfuse.up()
+        delivered = settled(client, rule_id, 4)
+        assert all(s["sinks"][0]["state"] == "delivered" and s["sinks"][0]["attempts"] >= 5 for s in delivered)
+        assert len(langfuse.requests) == 4 and langfuse.refused == []  # each sent once it was back, no duplicate
+        keys = {s["trace_id"]: s for s in delivered}
+        assert sorted(w["traceId"] for w in langfuse.scores.values()) == sorted(t for t, _r, _l in sent)
+        assert len({w["id"] for w in langfuse.scores.values()}) == 4
+        for written in langfuse.scores.values():
+            assert written["metadata"]["rule_id"] == rule_id and written["value"] == keys[written["traceId"]]["score"]
+        assert client.get("/healthz").status_code == 200

@@ -17,7 +17,7 @@ from evaluator_host.store.db import make_engine
 from evaluator_host.store.online_rows import SinkDeliveryRow
 from tests.support.phoenix import phoenix_server
 from tests.support.service import serving
-from tests.support.sink_app import App, forwarding_env, settled, trace_and_span_rules
+from tests.support.sink_app import App, evaluator, forwarding_env, settled, trace_and_span_rules
 from tests.support.wait import wait_until
 
 EVAL = (
@@ -75,3 +75,46 @@ def test_scores_appear_as_phoenix_span_annotations_on_the_forwarded_spans(tmp_pa
             wait_until(resent, 60, 0.2, what="the deliveries sent again")
             again = _annotations(phoenix, spans)
             assert sorted(a["id"] for a in again) == sorted(a["id"] for a in found)  # upserted, not added
+
+
+SESSION_EVAL = (
+    "def evaluate(inputs, outputs, trace):\n"
+    "    return {'score': 0.5, 'label': 'kept', 'reason': 'conversation ' + str(trace['session_id'])}\n"
+)
+
+
+@pytest.mark.slow
+def test_a_session_level_score_is_a_phoenix_session_annotation_on_that_session(tmp_path: Path) -> None:
+    with phoenix_server(tmp_path / "phoenix") as phoenix:
+        port = phoenix.rsplit(":", 1)[1]
+        env = forwarding_env(f"{phoenix}/v1/traces", "phoenix.test")
+        with serving(tmp_path / "service", "process", env=env) as (client, _proc):
+            sink = {"type": "phoenix", "url": f"http://phoenix.test:{port}", "name": "conversation-ok"}
+            body = {
+                "evaluator_id": evaluator(client, SESSION_EVAL),
+                "target": {"level": "session", "quiet_s": 1},
+                "sinks": [sink],
+            }
+            rule = client.post("/v1/online-rules", json=body).json()
+            app = App(str(client.base_url))
+            for answer in ("4", "5"):
+                app.request(answer, session="conv-phx")
+            app.provider.shutdown()
+
+            def delivered() -> list[dict[str, Any]] | None:
+                listed = client.get(f"/v1/online-rules/{rule['id']}/scores").json()["data"]
+                done = [s for s in listed if s["sinks"] and s["sinks"][0]["state"] in ("delivered", "failed")]
+                return done if done and len(done) == len(listed) else None
+
+            scored = wait_until(delivered, 120, 0.2, what="the session's score delivered")
+            assert {s["sinks"][0]["state"] for s in scored} == {"delivered"}, scored
+            answer = httpx.get(
+                f"{phoenix}/v1/projects/default/session_annotations", params={"session_ids": "conv-phx"}, timeout=30
+            )
+            assert answer.status_code == 200, answer.text
+            found = answer.json()["data"]
+            assert len(found) == len(scored)  # each score of the session (a generation each) once
+            one = found[-1]
+            assert (one["session_id"], one["name"], one["annotator_kind"]) == ("conv-phx", "conversation-ok", "CODE")
+            assert one["result"] == {"score": 0.5, "label": "kept", "explanation": "conversation conv-phx"}
+            assert one["identifier"].startswith("evh-") and one["metadata"]["rule_id"] == rule["id"]

@@ -15,6 +15,8 @@ It follows Langfuse's public API reference (the OpenAPI document Langfuse serves
 
 ``fail_next`` makes the next requests answer 503 (``store_then_fail``: store the score, then answer 503
 — the answer lost after the write), to prove retries and that a retried score is recorded once.
+``down()`` closes the listening socket (a connection is refused: the endpoint is down), ``up()`` listens on
+the same port again, the stored scores kept.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import base64
 import json
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -73,6 +75,8 @@ class LangfuseStandIn:
     fail_next: int = 0
     store_then_fail: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    down: Callable[[], None] = lambda: None  # set by langfuse_stand_in
+    up: Callable[[], None] = lambda: None
 
     def authorized(self, header: str | None) -> bool:
         want = base64.b64encode(f"{self.public_key}:{self.secret_key}".encode()).decode()
@@ -134,12 +138,24 @@ def langfuse_stand_in(public_key: str, secret_key: str) -> Iterator[LangfuseStan
         def log_message(self, *_args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.port = int(server.server_address[1])
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    servers: list[ThreadingHTTPServer] = []
+
+    def up() -> None:
+        if not servers:
+            server = ThreadingHTTPServer(("127.0.0.1", state.port), Handler)  # allow_reuse_address: the same port
+            state.port = int(server.server_address[1])
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            servers.append(server)
+
+    def down() -> None:
+        while servers:
+            server = servers.pop()
+            server.shutdown()
+            server.server_close()
+
+    state.up, state.down = up, down
+    up()
     try:
         yield state
     finally:
-        server.shutdown()
-        server.server_close()
+        down()

@@ -29,6 +29,7 @@ HEAVY: tuple[str, ...] = (
     "online/test_session_level.py",  # ~100 s
     "online/test_budgets.py",  # 95 s
     "online/test_sinks_phoenix.py",  # 93 s (a real Phoenix server; its venv installed once)
+    "online/test_sinks_jobs.py",  # ~80 s (Langfuse stand-in on 2 databases and docker, a real Phoenix server)
     "online/test_backfill.py",  # ~60 s
     "online/test_forwarding.py",  # 59 s
     "test_cli_test.py",  # 242 s

@@ -25,9 +25,12 @@ class App:
         self.provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{base}/v1/traces")))
         self.tracer = self.provider.get_tracer("tests.sinks")
 
-    def request(self, answer: str) -> tuple[str, str, str]:
-        """One trace: a SERVER root with ag.data and an LLM child; (trace id, root span id, llm span id)."""
+    def request(self, answer: str, session: str | None = None) -> tuple[str, str, str]:
+        """One trace: a SERVER root with ag.data (and ``session.id``, given a ``session``) and an LLM child;
+        (trace id, root span id, llm span id)."""
         attributes = {"ag.data.inputs.question": "2+2?", "ag.data.outputs": answer}
+        if session is not None:
+            attributes["session.id"] = session
         with self.tracer.start_as_current_span("chat", kind=SpanKind.SERVER, attributes=attributes) as root:
             with self.tracer.start_as_current_span("llm", kind=SpanKind.CLIENT) as llm:
                 llm.set_attribute("gen_ai.operation.name", "chat")

@@ -7,6 +7,7 @@ import { brief, fill, h, num, option } from "./dom";
 import { generationCell } from "./jobtarget";
 import { replayCell } from "./reproduce";
 import { statusBadge } from "./results";
+import { sinkBadges } from "./sinks";
 import type { Job, JobResultItem, RowPage } from "./types";
 
 const PAGE = 50;
@@ -132,6 +133,7 @@ export class JobResults {
   private render(job: Job, items: JobResultItem[], label: string, next: number | null): void {
     this.frame();
     const generated = Boolean(job.target);
+    const sent = Boolean(job.sinks?.length);
     const pager = h(
       "div",
       { class: "toolbar pager" },
@@ -139,7 +141,7 @@ export class JobResults {
       h("span", { class: "page-label" }, label),
       h("button", { disabled: next === null, onclick: () => { this.offset = next ?? this.offset; void this.load(false); } }, "Next →"),
     );
-    const headings = ["#", "status", "score", "passed", "label", ...(generated ? ["generation"] : []), "outputs", "reason / error", "row", "replay"];
+    const headings = ["#", "status", "score", "passed", "label", ...(generated ? ["generation"] : []), "outputs", "reason / error", ...(sent ? ["sinks"] : []), "row", "replay"];
     fill(
       this.body,
       pager,
@@ -153,7 +155,7 @@ export class JobResults {
         h(
           "tbody",
           {},
-          items.map(({ index, row, result, generation }) =>
+          items.map(({ index, row, result, generation, sinks }) =>
             h(
               "tr",
               { class: `status-${result.status}`, "data-index": String(index) },
@@ -165,6 +167,7 @@ export class JobResults {
               generated ? generationCell(generation) : null,
               h("td", { class: "mono" }, Object.entries(result.outputs).map(([k, v]) => `${k}=${num(v)}`).join(" ") || "—"),
               h("td", { class: "reason-cell" }, result.error ? h("span", { class: "error-text" }, `${result.error.type}: ${brief(result.error.message, 120)}${result.error.line ? ` (line ${result.error.line})` : ""}`) : result.reason ?? "—"),
+              sent ? h("td", { class: "sinks-cell" }, sinkBadges(sinks) ?? "—") : null,
               h("td", { class: "mono muted", title: JSON.stringify(row) }, brief(row, 60)),
               replayCell(job.id, index),
             ),

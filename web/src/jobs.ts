@@ -6,6 +6,7 @@ import { api, describe, download } from "./api";
 import { brief, fill, h, named, num, option, toast, when } from "./dom";
 import { JobResults } from "./jobresults";
 import { lockView } from "./reproduce";
+import { sinkSummary } from "./sinks";
 import { stopView, TargetForm, TargetFormError, usageView } from "./jobtarget";
 import { aggregateView, statusBadge } from "./results";
 import type { Dataset, Evaluator, FieldMapping, Job, Page, RowPage } from "./types";
@@ -356,6 +357,7 @@ export class JobsScreen {
           this.model.element.scrollIntoView({ block: "center" });
         }),
         job.status === "stopped" ? stopView(job) : job.error ? h("div", { class: "error-box" }, `${job.error.type}: ${job.error.message}`) : null,
+        sinkSummary(job),
         job.warnings.map((w) => h("p", { class: "warn" }, `⚠ ${w}`)),
         h(
           "div",

@@ -10,6 +10,7 @@ import { statsChart } from "./chart";
 import { fill, h, num, option, toast, when } from "./dom";
 import { statusBadge } from "./results";
 import { traceView } from "./traceview";
+import { sinkBadges } from "./sinks";
 import type { AttributeCondition, Evaluator, OnlineRule, OnlineScore, Page, RuleFilter, RuleStats, TraceDetail, TraceSummary } from "./types";
 
 const FEED_MS = 3000;
@@ -376,6 +377,7 @@ export class OnlineScreen {
       h("span", { class: "chip-rule" }, this.ruleName(score.rule_id)),
       score.state === "done" && score.status === "ok" ? h("b", { class: "chip-score" }, `${num(score.score)}${verdict}`) : statusBadge(state),
       score.label ? h("span", { class: "badge label" }, score.label) : null,
+      sinkBadges(score.sinks),
     );
   }
 

@@ -4,6 +4,7 @@
 
 import { fill, h, json, num, when } from "./dom";
 import { statusBadge } from "./results";
+import { sinkBadges } from "./sinks";
 import type { Decision, OnlineScore, TraceDetail, TraceSpan } from "./types";
 
 /** Attributes worth seeing without unfolding, first found first shown. */
@@ -112,6 +113,7 @@ function scoreCard(score: OnlineScore, ruleName: string): HTMLElement {
       h("span", { class: "score-value", title: "score" }, num(score.score)),
       passedText(score.passed),
       score.label ? h("span", { class: "badge label" }, score.label) : null,
+      sinkBadges(score.sinks),
       h("span", { class: "spacer" }),
       h("span", { class: "muted" }, score.revision !== null ? `r${score.revision}` : "", score.duration_ms !== null ? ` · ${num(score.duration_ms, 1)} ms` : "", score.scored_at ? ` · ${when(score.scored_at)}` : ""),
     ),

@@ -250,6 +250,8 @@ export interface Job {
   target?: ModelTarget | null;
   /** A model-target job's calls, tokens and cost estimate so far. */
   usage?: TargetUsage | null;
+  /** Each sink's deliveries of its results (issue 52; [] without sinks). */
+  sinks?: JobSinkSummary[];
 }
 
 /** ``target`` of POST /v1/jobs (docs/api.md, "Model targets"). */
@@ -310,6 +312,8 @@ export interface JobResultItem {
   row: Record<string, unknown>;
   result: EvaluationResult;
   generation?: Generation;
+  /** A job with sinks: this row's delivery to each. */
+  sinks?: SinkState[];
 }
 
 export interface SecretName {
@@ -371,6 +375,27 @@ export interface OnlineScore {
   scored_at: string | null;
   duration_ms: number | null;
   result: EvaluationResult | null;
+  /** Its delivery to each sink of its rule (issue 52). */
+  sinks?: SinkState[];
+}
+
+/** A score's (or a job row's) delivery to one sink. */
+export interface SinkState {
+  type: string;
+  state: "pending" | "sending" | "delivered" | "failed" | "skipped";
+  attempts: number;
+  error: string | null;
+}
+
+/** A job's deliveries to one of its sinks. */
+export interface JobSinkSummary {
+  type: string;
+  url: string;
+  name: string | null;
+  delivered: number;
+  pending: number;
+  failed: number;
+  skipped: number;
 }
 
 /** One span of the trace dict evaluators get (evaluation/trace_shape.py). */

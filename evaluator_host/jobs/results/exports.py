@@ -20,8 +20,10 @@ from evaluator_host.evaluation.models import EvaluationResult
 from evaluator_host.jobs.datasets.files import DatasetFiles
 from evaluator_host.jobs.models import JobResult, JobResultPage
 from evaluator_host.jobs.stored_form import full_form
+from evaluator_host.sinks.models import SinkState
 from evaluator_host.store import RevisionRecord
 from evaluator_host.store.job_generations import GenerationRecord, GenerationStore
+from evaluator_host.store.job_sink_deliveries import JobSinkStore
 from evaluator_host.store.jobs import JobRecord, JobStore, StoredResult
 from evaluator_host.targets.models import Generation
 
@@ -106,6 +108,10 @@ class ResultReader:
                     worker=stored.worker,
                 )
             )
+        if job.sinks:  # a job with sinks: each row's deliveries (none yet: [])
+            states = JobSinkStore(self.store.engine).states(job.id, [item.index for item in data])
+            for item in data:
+                item.sinks = [SinkState(**one) for one in states.get(item.index, [])]
         for idx, text in self._generations(job, [item.index for item in data]).items():
             for item in data:
                 if item.index == idx:

@@ -51,15 +51,17 @@ from evaluator_host.evaluation.evaluators import Evaluators
 from evaluator_host.evaluation.path import ignored_fields
 from evaluator_host.jobs.datasets.mapping import RowMapper, column_gaps
 from evaluator_host.jobs.datasets.uploads import DatasetCatalog
-from evaluator_host.jobs.models import FieldMapping, Job, JobCreate
+from evaluator_host.jobs.models import FieldMapping, Job, JobCreate, JobSinkSummary
 from evaluator_host.jobs.running.executor import ChunkExecutor
 from evaluator_host.jobs.running.lanes import FINISHED, Lanes
 from evaluator_host.jobs.running.progress import Live, job_view
 from evaluator_host.jobs.running.targeted import checked_target, usage_of
+from evaluator_host.jobs.sink_rows import check_traced
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.settings import Settings
 from evaluator_host.store import RevisionRecord
 from evaluator_host.store.db import utcnow
+from evaluator_host.store.job_sink_deliveries import JobSinkStore
 from evaluator_host.store.jobs import DatasetRecord, JobRecord, JobStore
 from evaluator_host.targets.models import Target
 from evaluator_host.tenancy.quotas import QuotaGuard
@@ -119,6 +121,7 @@ class JobRunner:
         self.executor = executor or ChunkExecutor(settings)  # run, retry, store and count each chunk
         self.lanes = Lanes(settings, store, evaluators, datasets, quotas, self.executor, self._live)
         self.remote: RemoteJobs | None = None  # set by the service when a queue runs its jobs
+        self.sinks = JobSinkStore(store.engine)  # its results' deliveries to its sinks (issue 52)
 
     @property
     def metrics(self) -> Metrics | None:
@@ -202,6 +205,11 @@ class JobRunner:
                 mapper,
                 first[0][1] if first else None,
             )
+        sinks = [sink.model_dump(exclude_none=True) for sink in body.sinks or []]
+        if sinks:  # a job whose rows name no trace would deliver nothing, yet end green: 422 first
+            await asyncio.to_thread(
+                check_traced, self.datasets.files, dataset.id, mapping.model_dump(), dataset.row_count
+            )
         job = await asyncio.to_thread(
             self.store.create_job,
             id=f"job_{uuid.uuid4().hex[:20]}",
@@ -215,6 +223,7 @@ class JobRunner:
             total=dataset.row_count,
             warnings=mapper.warnings + gaps + ignored_fields(record.interface, _mapped(mapping)),
             target=target,
+            **({"sinks": sinks} if sinks else {}),
         )
         self._launch(job.id)
         return self.view(job)
@@ -234,6 +243,13 @@ class JobRunner:
         if job.target is not None and job.usage is None:  # not generating here: what its generations add up to
             totals = await asyncio.to_thread(self.lanes.targeted.store.usage, job_id)
             job.usage = usage_of(totals, job.target.model, self.lanes.targeted.prices)
+        return await self._with_sinks(record, job)
+
+    async def _with_sinks(self, record: JobRecord, job: Job) -> Job:
+        """``job`` with each sink's deliveries as stored (a job with sinks)."""
+        if record.sinks:
+            summary = await asyncio.to_thread(self.sinks.summary, record.id, record.sinks, job.progress.done)
+            job.sinks = [JobSinkSummary(**one) for one in summary]
         return job
 
     async def wait(self, workspace: str, job_id: str, wait_s: float) -> Job:
@@ -268,10 +284,11 @@ class JobRunner:
             self.store.list_jobs, workspace, status=status, evaluator_id=evaluator_id, limit=limit, before=before
         )
         jobs = [self.view(r) for r in records]
-        for job in jobs:
+        for record, job in zip(records, jobs, strict=True):
             if job.target is not None and job.usage is None:  # a model-target job not generating here
                 totals = await asyncio.to_thread(self.lanes.targeted.store.usage, job.id)
                 job.usage = usage_of(totals, job.target.model, self.lanes.targeted.prices)
+            await self._with_sinks(record, job)
         return jobs
 
     async def cancel(self, workspace: str, job_id: str) -> Job:
@@ -321,6 +338,18 @@ class JobRunner:
         if record.target is not None:
             job.target = Target(**record.target)
             job.usage = self.lanes.targeted.live_usage(record.id, job.target.model)
+        for sink in record.sinks or []:  # none counted yet: the reads of it (get, list_all) add the counts
+            job.sinks.append(
+                JobSinkSummary(
+                    type=sink["type"],
+                    url=sink["url"],
+                    name=sink.get("name"),
+                    delivered=0,
+                    pending=job.progress.done,
+                    failed=0,
+                    skipped=0,
+                )  # fmt: skip
+            )
         return job
 
     # -- execution -------------------------------------------------------------------------
