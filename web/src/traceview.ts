@@ -4,7 +4,7 @@
 
 import { fill, h, json, num, when } from "./dom";
 import { statusBadge } from "./results";
-import type { Decision, OnlineScore, TraceDetail, TraceSpan } from "./types";
+import type { Decision, OnlineScore, TraceDetail, TraceSpan } from "./onlinetypes";
 
 /** Attributes worth seeing without unfolding, first found first shown. */
 const KEY_ATTRIBUTES = [
@@ -97,7 +97,8 @@ function passedText(passed: boolean | null): HTMLElement {
   return h("span", { class: passed ? "pass" : "fail" }, passed ? "✓ passed" : "✗ failed");
 }
 
-function scoreCard(score: OnlineScore, ruleName: string): HTMLElement {
+/** One rule's result; at session level, a button opens the session when ``openSession`` is given. */
+export function scoreCard(score: OnlineScore, ruleName: string, openSession?: (sessionId: string) => void): HTMLElement {
   const result = score.result;
   const error = result?.error ?? null;
   const state = score.state === "done" ? (score.status ?? "done") : score.state;
@@ -115,6 +116,9 @@ function scoreCard(score: OnlineScore, ruleName: string): HTMLElement {
       h("span", { class: "spacer" }),
       h("span", { class: "muted" }, score.revision !== null ? `r${score.revision}` : "", score.duration_ms !== null ? ` · ${num(score.duration_ms, 1)} ms` : "", score.scored_at ? ` · ${when(score.scored_at)}` : ""),
     ),
+    score.session_id && openSession
+      ? h("p", { class: "session-link" }, "Scored with its session ", h("button", { class: "link mono", "aria-label": `open session ${score.session_id}`, onclick: () => openSession(score.session_id ?? "") }, score.session_id), score.current === false ? h("span", { class: "badge superseded" }, "superseded") : null)
+      : null,
     score.state === "dropped" ? h("p", { class: "warn" }, "Dropped: the scoring backlog was full when this trace was routed (counted in /metrics).") : null,
     error
       ? h(
@@ -162,8 +166,9 @@ function decisionsTable(decisions: Decision[], ruleName: (id: string) => string)
   );
 }
 
-/** The trace view; ``ruleName`` names a rule id (its name, or the id of a deleted rule). */
-export function traceView(detail: TraceDetail, ruleName: (id: string) => string, onClose: () => void): HTMLElement {
+/** The trace view; ``ruleName`` names a rule id (its name, or the id of a deleted rule); ``openSession``
+ * opens the session a session-level score is of. */
+export function traceView(detail: TraceDetail, ruleName: (id: string) => string, onClose: () => void, openSession?: (sessionId: string) => void): HTMLElement {
   const roots = Object.values(detail.trace?.spans ?? {});
   const scored = new Set(detail.scores.map((s) => s.span_id).filter((s): s is string => !!s));
   const box = h("div", { class: "trace-body" });
@@ -180,7 +185,7 @@ export function traceView(detail: TraceDetail, ruleName: (id: string) => string,
     h("h4", {}, "Why each rule did or didn't score it"),
     decisionsTable(detail.decisions ?? [], ruleName),
     h("h4", {}, "Rules' results"),
-    detail.scores.length ? detail.scores.map((s) => scoreCard(s, ruleName(s.rule_id))) : h("p", { class: "muted" }, "No rule scored this trace (none matched, it was not sampled, or it is not ready yet)."),
+    detail.scores.length ? detail.scores.map((s) => scoreCard(s, ruleName(s.rule_id), openSession)) : h("p", { class: "muted" }, "No rule scored this trace (none matched, it was not sampled, or it is not ready yet)."),
   );
   return h(
     "section",
