@@ -53,7 +53,8 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
 
 def send(service: httpx.Client, app: str, turns: list[tuple[str, str]], session: str | None = None) -> list[str]:
     """One trace per turn from the app ``app`` (root ``chat`` with OpenInference input/output, a child ``llm``
-    span with the same input/output), all in the session ``session`` when given; their trace ids, once each is routed."""
+    span with the same input/output), all in the session ``session`` when given; their trace ids, once each
+    is routed."""
     provider = TracerProvider(resource=Resource.create({"service.name": app}))
     provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{service.base_url}/v1/traces")))
     tracer = provider.get_tracer("tests.web.online_levels")
