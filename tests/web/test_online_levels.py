@@ -159,6 +159,11 @@ def test_the_new_rule_form_switches_level_tries_the_rule_on_stored_traces_and_cr
     session_row = page.locator(".rules-list tr[data-rule]", has_text="conversations")
     expect(session_row.locator(".badge.level")).to_have_text("session (app.conversation, quiet 5 s)")
     expect(session_row.get_by_role("button", name="Backfill")).to_be_disabled()  # sessions score as they go quiet
+    inside = (
+        "t => { const p = t.closest('.panel'); const pad = parseFloat(getComputedStyle(p).paddingRight);"
+        " return t.getBoundingClientRect().right <= p.getBoundingClientRect().right - pad + 1; }"
+    )
+    assert page.locator(".rules-list").evaluate(inside)  # the level and three actions fit the 1400 px window
     made = {r["name"]: r for r in service.get("/v1/online-rules").json()["data"]}
     assert made["conversations"]["target"] == {"level": "session", "session_key": "app.conversation", "quiet_s": 5}
     for r in made.values():
@@ -175,7 +180,7 @@ def _rule(service: httpx.Client, name: str, evaluator_id: str, app: str) -> str:
 def test_a_backfill_shows_the_dry_run_first_then_starts_follows_progress_to_done_and_cancels(
     page: Page, service: httpx.Client, shot: Callable[[Page, str], Path]
 ) -> None:
-    send(service, "backfill-app", [(f"q{i}", f"a{i}") for i in range(4)])  # before any rule: missed
+    missed = send(service, "backfill-app", [(f"q{i}", f"a{i}") for i in range(4)])  # before any rule
     rule_id = _rule(service, "history", evaluator(service, "bf-scorer", SCORER), "backfill-app")
     page.goto("/#online")
     page.get_by_role("button", name="backfill history").click()
@@ -196,6 +201,9 @@ def test_a_backfill_shows_the_dry_run_first_then_starts_follows_progress_to_done
     expect(state).to_have_attribute("data-status", "done", timeout=WAIT_MS)
     expect(state).to_contain_text("4/4 scored · 0 skipped")
     expect(state.locator(".badge")).to_have_class(re.compile(r"\bstatus-ok\b"))
+    for trace_id in missed:  # the feed shows the backfill's scores
+        chip = page.locator(f"table.feed tr[data-trace='{trace_id}'] .chip[data-rule='{rule_id}']")
+        expect(chip).to_have_attribute("data-state", "done")
     shot(page, "online-backfill")
     scores = service.get(f"/v1/online-rules/{rule_id}/scores").json()["data"]
     assert len(scores) == 4 and {s["label"] for s in scores} == {"seen"}
@@ -228,7 +236,7 @@ def test_a_backfill_shows_the_dry_run_first_then_starts_follows_progress_to_done
 
 
 def test_a_backfill_whose_every_target_failed_is_shown_red_with_the_services_reason(
-    page: Page, service: httpx.Client
+    page: Page, service: httpx.Client, shot: Callable[[Page, str], Path]
 ) -> None:
     send(service, "broken-app", [("x", "y"), ("z", "w")])
     rule_id = _rule(service, "always-broken", evaluator(service, "bf-broken", BROKEN), "broken-app")
@@ -251,11 +259,12 @@ def test_a_backfill_whose_every_target_failed_is_shown_red_with_the_services_rea
         " const c = getComputedStyle(b).color; b.remove(); return c; }"
     )
     assert color != ok_color  # not the success colour
+    shot(page, "online-backfill-failed")
     service.delete(f"/v1/online-rules/{rule_id}")
 
 
 def test_sessions_are_listed_and_one_opens_with_its_scores_conversation_and_traces(
-    page: Page, service: httpx.Client
+    page: Page, service: httpx.Client, shot: Callable[[Page, str], Path]
 ) -> None:
     code = "def evaluate(inputs, outputs, trace):\n    return {'score': trace['num_traces'], 'label': 'turns'}\n"
     body = {
@@ -283,6 +292,7 @@ def test_sessions_are_listed_and_one_opens_with_its_scores_conversation_and_trac
     conversation = view.get_by_label("conversation", exact=True)
     expect(conversation.locator("li")).to_have_count(4)
     expect(conversation).to_contain_text("how are you?")
+    shot(page, "online-session")
     view.get_by_label("session traces").locator(f"button[data-trace='{traces[0]}']").click()
     expect(page.locator(f".trace-view[data-trace='{traces[0]}']")).to_be_visible()
     expect(page.locator(".session-view")).to_have_count(0)

@@ -47,6 +47,7 @@ export class BackfillPanel {
     name: string,
     private readonly shown: () => boolean,
     onClose: () => void,
+    private readonly onEnded: () => void = () => undefined,
   ) {
     const base = `/v1/online-rules/${encodeURIComponent(rule.id)}`;
     this.url = { create: `${base}/backfill`, one: (id: string) => `${base}/backfills/${encodeURIComponent(id)}` };
@@ -113,7 +114,9 @@ export class BackfillPanel {
     fill(this.error);
     this.startButton.disabled = true;
     try {
-      this.show(await api<Backfill>("POST", this.url.create, this.range()));
+      const started = await api<Backfill>("POST", this.url.create, this.range());
+      this.numbers.querySelector("p")?.remove(); // "Start scores N target(s)": said, and done now
+      this.show(started);
     } catch (exc) {
       fill(this.error, h("div", { class: "error-box" }, `Could not start the backfill: ${describe(exc)}`));
     }
@@ -129,7 +132,9 @@ export class BackfillPanel {
   }
 
   private show(backfill: Backfill): void {
+    const ended = this.backfill?.status === "running" && backfill.status !== "running";
     this.backfill = backfill;
+    if (ended) this.onEnded(); // its scores are in: the feed, the chart and the counts show them
     const running = backfill.status === "running";
     this.cancelButton.hidden = !running;
     this.dryButton.disabled = running;

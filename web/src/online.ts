@@ -254,7 +254,8 @@ export class OnlineScreen {
       this.backfill = null;
       fill(this.backfillBox);
     };
-    this.backfill = new BackfillPanel(rule, rule.name ?? rule.id, () => this.shown && !document.hidden, close);
+    const ended = (): void => void Promise.all([this.loadFeed(), this.loadChart(), this.loadCounts()]);
+    this.backfill = new BackfillPanel(rule, rule.name ?? rule.id, () => this.shown && !document.hidden, close, ended);
     fill(this.backfillBox, this.backfill.element);
     this.backfill.element.scrollIntoView({ block: "nearest" });
   }
