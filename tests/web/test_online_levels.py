@@ -4,7 +4,8 @@ session's key and quiet period), tries the form's rule on stored traces before c
 table; "no stored trace matches" when none does; a 422 shown in the form), and creates it; a rule's
 Backfill shows the dry run's numbers, starts, follows the progress to done, cancels, and shows a backfill
 whose every target failed in red with the service's reason; sessions are listed and one opens with its
-scores, conversation and traces, from the list and from a trace's session score.
+scores, conversation and traces, from the list, from a trace whose spans name it and from a trace's
+session score.
 
 Each test sends its traces under its own ``service.name`` and filters its rules on it, so what the other
 tests of the module stored never counts.
@@ -294,11 +295,15 @@ def test_sessions_are_listed_and_one_opens_with_its_scores_conversation_and_trac
     expect(conversation).to_contain_text("how are you?")
     shot(page, "online-session")
     view.get_by_label("session traces").locator(f"button[data-trace='{traces[0]}']").click()
-    expect(page.locator(f".trace-view[data-trace='{traces[0]}']")).to_be_visible()
+    first = page.locator(f".trace-view[data-trace='{traces[0]}']")
+    expect(first).to_be_visible()
     expect(page.locator(".session-view")).to_have_count(0)
+    first.get_by_role("button", name="open session conv-web-1").click()  # the session its spans name
+    expect(page.locator(".session-view[data-session='conv-web-1']")).to_be_visible()
 
-    holder = str(score["trace_id"])  # the trace the session's score is stored with opens the session too
+    holder = str(score["trace_id"])  # the trace the session's score is stored with: its score card links it
     page.locator(f"table.feed tr[data-trace='{holder}']").click()
-    page.locator(f".trace-view[data-trace='{holder}']").get_by_role("button", name="open session conv-web-1").click()
+    card = page.locator(f".trace-view[data-trace='{holder}'] .score-card[data-rule='{rule_id}']")
+    card.get_by_role("button", name="open the scored session conv-web-1").click()
     expect(page.locator(".session-view[data-session='conv-web-1']")).to_be_visible()
     service.delete(f"/v1/online-rules/{rule_id}")

@@ -14,7 +14,7 @@ import { fill, h, num, option, toast, when } from "./dom";
 import type { OnlineRule, OnlineScore, RuleStats, SessionDetail, SessionSummary, TraceDetail, TraceSummary } from "./onlinetypes";
 import { statusBadge } from "./results";
 import { RuleForm, filterSummary, targetSummary } from "./ruleform";
-import { sessionRows, sessionView } from "./sessionview";
+import { sessionKeys, sessionRows, sessionView } from "./sessionview";
 import { traceView } from "./traceview";
 import type { Evaluator, Page } from "./types";
 
@@ -382,7 +382,7 @@ export class OnlineScreen {
       const detail = await api<TraceDetail>("GET", `/v1/traces/${encodeURIComponent(traceId)}`);
       if (this.openTrace !== traceId) return;
       const seen = JSON.stringify(detail);
-      if (opening || seen !== this.traceSeen) fill(this.traceBox, traceView(detail, (id) => this.ruleName(id), () => this.closeTrace(), (sessionId) => void this.loadSession(sessionId, true))); // unchanged: keep what is unfolded
+      if (opening || seen !== this.traceSeen) fill(this.traceBox, traceView(detail, (id) => this.ruleName(id), () => this.closeTrace(), (sessionId) => void this.loadSession(sessionId, true), sessionKeys(this.rules))); // unchanged: keep what is unfolded
       this.traceSeen = seen;
       for (const row of this.feedBody.querySelectorAll<HTMLElement>("tr[data-trace]")) row.classList.toggle("selected", row.dataset.trace === traceId);
       if (opening) this.traceBox.scrollIntoView({ block: "nearest" });

@@ -4,8 +4,15 @@
 // trace view.
 
 import { h, num, when } from "./dom";
-import type { SessionDetail, SessionSummary } from "./onlinetypes";
+import type { OnlineRule, SessionDetail, SessionSummary } from "./onlinetypes";
+import { DEFAULT_SESSION_KEYS } from "./ruleform";
 import { scoreCard } from "./traceview";
+
+/** The attributes a trace's session id is read from: the rules' own keys, then the defaults. */
+export function sessionKeys(rules: OnlineRule[]): string[] {
+  const own = rules.map((r) => r.target?.session_key).filter((k): k is string => !!k);
+  return [...new Set([...own, ...DEFAULT_SESSION_KEYS])];
+}
 
 function content(value: unknown): string {
   if (typeof value === "string") return value;

@@ -117,7 +117,7 @@ export function scoreCard(score: OnlineScore, ruleName: string, openSession?: (s
       h("span", { class: "muted" }, score.revision !== null ? `r${score.revision}` : "", score.duration_ms !== null ? ` · ${num(score.duration_ms, 1)} ms` : "", score.scored_at ? ` · ${when(score.scored_at)}` : ""),
     ),
     score.session_id && openSession
-      ? h("p", { class: "session-link" }, "Scored with its session ", h("button", { class: "link mono", "aria-label": `open session ${score.session_id}`, onclick: () => openSession(score.session_id ?? "") }, score.session_id), score.current === false ? h("span", { class: "badge superseded" }, "superseded") : null)
+      ? h("p", { class: "session-link" }, "Scored with its session ", h("button", { class: "link mono", "aria-label": `open the scored session ${score.session_id}`, onclick: () => openSession(score.session_id ?? "") }, score.session_id), score.current === false ? h("span", { class: "badge superseded" }, "superseded") : null)
       : null,
     score.state === "dropped" ? h("p", { class: "warn" }, "Dropped: the scoring backlog was full when this trace was routed (counted in /metrics).") : null,
     error
@@ -166,10 +166,26 @@ function decisionsTable(decisions: Decision[], ruleName: (id: string) => string)
   );
 }
 
+/** The session ids the trace's spans carry under ``keys`` (span attributes, then resource attributes; per
+ * span the first key found, as routing reads them: docs/online.md, "Session level"). */
+export function sessionIdsOf(roots: TraceSpan[], keys: string[]): string[] {
+  const found = new Set<string>();
+  const walk = (span: TraceSpan): void => {
+    const own = new Map([...flatten(span.resource), ...flatten(span.attributes)]);
+    const key = keys.find((k) => typeof own.get(k) === "string" && own.get(k) !== "");
+    if (key) found.add(String(own.get(key)));
+    Object.values(span.children).forEach(walk);
+  };
+  roots.forEach(walk);
+  return [...found];
+}
+
 /** The trace view; ``ruleName`` names a rule id (its name, or the id of a deleted rule); ``openSession``
- * opens the session a session-level score is of. */
-export function traceView(detail: TraceDetail, ruleName: (id: string) => string, onClose: () => void, openSession?: (sessionId: string) => void): HTMLElement {
+ * opens a session: the one a session-level score is of, or one the trace's spans name under
+ * ``sessionKeys``. */
+export function traceView(detail: TraceDetail, ruleName: (id: string) => string, onClose: () => void, openSession?: (sessionId: string) => void, sessionKeys: string[] = []): HTMLElement {
   const roots = Object.values(detail.trace?.spans ?? {});
+  const sessions = openSession ? sessionIdsOf(roots, sessionKeys) : [];
   const scored = new Set(detail.scores.map((s) => s.span_id).filter((s): s is string => !!s));
   const box = h("div", { class: "trace-body" });
   fill(
@@ -191,6 +207,7 @@ export function traceView(detail: TraceDetail, ruleName: (id: string) => string,
     "section",
     { class: "panel trace-view", "data-trace": detail.trace_id, "data-state": detail.state, "aria-label": "trace" },
     h("header", { class: "section-head" }, h("h3", {}, "Trace "), h("span", { class: "mono muted" }, detail.trace_id), statusBadge(detail.state), h("span", { class: "spacer" }), h("button", { class: "small", "aria-label": "close the trace", onclick: onClose }, "✕ Close")),
+    sessions.length && openSession ? h("p", { class: "session-link" }, "In session ", sessions.map((id) => h("button", { class: "link mono", "aria-label": `open session ${id}`, onclick: () => openSession(id) }, id))) : null,
     box,
   );
 }
