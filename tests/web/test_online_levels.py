@@ -2,7 +2,8 @@
 OpenTelemetry SDK over OTLP/HTTP: the New rule form switches level (trace / span / session, with the
 session's key and quiet period), tries the form's rule on stored traces before creating it (a results
 table; "no stored trace matches" when none does; a 422 shown in the form), and creates it; a rule's
-Backfill shows the dry run's numbers, starts, follows the progress to done, cancels, and shows a backfill
+Backfill shows the dry run's numbers, starts, follows the progress to done (only while the screen is
+shown), cancels, and shows a backfill
 whose every target failed in red with the service's reason; sessions are listed and one opens with its
 scores, conversation and traces, from the list, from a trace whose spans name it and from a trace's
 session score.
@@ -23,10 +24,11 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Request, expect
 
 from tests.support.service import serving
 from tests.support.wait import wait_until
+from tests.support.web import open_screen
 
 WAIT_MS = 60_000
 SCORER = (
@@ -224,6 +226,20 @@ def test_a_backfill_shows_the_dry_run_first_then_starts_follows_progress_to_done
     expect(panel.get_by_label("dry run").locator("dd[data-key='to-score']")).to_have_text("5")
     panel.get_by_role("button", name="Start backfill").click()
     state = panel.get_by_label("backfill progress").locator(".backfill-state")
+    expect(state).to_have_attribute("data-status", "running")
+
+    def followed(request: Request) -> bool:
+        return "/backfills/" in request.url and request.method == "GET"
+
+    polls: list[str] = []
+    page.on("request", lambda r: polls.append(r.url) if followed(r) else None)
+    open_screen(page, "Datasets & jobs")  # left: the backfill is not followed in the background
+    page.wait_for_timeout(500)  # a poll already in flight may still land
+    left = len(polls)
+    page.wait_for_timeout(2500)  # what is under test: more than two poll intervals pass with nothing sent
+    assert len(polls) == left, polls[left:]
+    with page.expect_request(followed, timeout=15_000):  # shown again: followed again
+        open_screen(page, "Online")
     expect(state).to_have_attribute("data-status", "running")
     panel.get_by_role("button", name="Cancel backfill").click()
     expect(state).to_have_attribute("data-status", "cancelled")

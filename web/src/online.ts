@@ -107,7 +107,7 @@ export class OnlineScreen {
       ),
     );
     fill(this.chartBox, h("p", { class: "muted" }, "Pick a rule to see its scores over time."));
-    document.addEventListener("visibilitychange", () => this.schedule());
+    document.addEventListener("visibilitychange", () => this.setVisible(this.shown)); // the feed, and a backfill followed
   }
 
   /** Called by the shell when the screen is shown or left: polling runs only while shown. */
