@@ -80,6 +80,8 @@ ONLINE: dict[str, list[Any]] = {
             "total": 1000,
             "done": 250,
             "skipped": 200,
+            "failed": 0,
+            "reason": None,
             "queued": 750,
             "cancelled": 0,
             "since": "2026-11-01T00:00:00Z",

@@ -155,7 +155,8 @@ def _backfill_or_dry_run(response: httpx.Response) -> Backfill | BackfillDryRun:
 
 
 def get_backfill(rule_id: str, backfill_id: str) -> Call[Backfill]:
-    """``GET /v1/online-rules/{id}/backfills/{backfill_id}``: its progress (``running``, ``done``, ``cancelled``)."""
+    """``GET /v1/online-rules/{id}/backfills/{backfill_id}``: its progress (``running``, ``done``, ``failed``:
+    every target it scored failed, ``cancelled``)."""
     return Call("GET", f"/v1/online-rules/{rule_id}/backfills/{backfill_id}", model(Backfill))
 
 

@@ -15,6 +15,11 @@ Contract (docs/online.md, "Backfill"):
   them). At start it lets go of what a killed predecessor held; a claim past ``online_claim_s`` is taken
   over by another service. A backfill whose rule was deleted is cancelled.
 
+* :func:`outcome` — the status a backfill shows: ``running`` while it plans or any of its targets waits,
+  ``cancelled`` once cancelled, ``failed`` when it ended and EVERY target it scored failed (status other
+  than ``ok``: an evaluator that raises on every trace is no success), with a reason naming the first
+  error; else ``done`` (a few failures among ok scores are counted in ``failed``, not fatal).
+
 Session-level rules are not backfilled (their sessions are scored as they go quiet): 422.
 """
 
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -41,7 +47,7 @@ from evaluator_host.store.online_rows import OnlineScoreRow
 from evaluator_host.store.online_rules import RuleRecord, RuleStore
 from evaluator_host.store.online_scores import ScoreQueue
 
-__all__ = ["DRY_RUN_PAGE", "PAGE_TRACES", "Backfiller", "dry_run", "estimate_s"]
+__all__ = ["DRY_RUN_PAGE", "PAGE_TRACES", "Backfiller", "dry_run", "estimate_s", "outcome"]
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +97,34 @@ def dry_run(
             if got.last is None or got.cut or got.traces < DRY_RUN_PAGE or targets - scored >= limit:
                 return traces, targets, scored
             after = got.last
+
+
+def _first_error(result: str | None) -> str:
+    """``Type: message`` of a stored result JSON (its status when it names no error)."""
+    try:
+        parsed = json.loads(result) if result else {}
+    except ValueError:
+        parsed = {}
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        return f"{error.get('type', 'Error')}: {str(error['message'])[:300]}"
+    status = parsed.get("status") if isinstance(parsed, dict) else None
+    return f"status {status}" if status else "no result stored"
+
+
+def outcome(
+    record_status: str, states: dict[str, int], failed: int, first_failure: str | None
+) -> tuple[str, str | None]:
+    """(status, reason) a backfill shows, from its row's status, its rows per state and how many of its
+    done rows failed (see the module docstring)."""
+    if record_status == "cancelled":
+        return "cancelled", None
+    if record_status == "planning" or states.get("queued", 0) + states.get("running", 0):
+        return "running", None
+    done = states.get("done", 0)
+    if done and failed >= done:
+        return "failed", f"every one of its {done} target(s) failed; the first: {_first_error(first_failure)}"
+    return "done", None
 
 
 class Backfiller:

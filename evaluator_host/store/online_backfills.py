@@ -228,6 +228,15 @@ class BackfillStore:
             query = select(S.state, func.count()).where(S.backfill_id == backfill_id).group_by(S.state)
             return {str(state): int(n) for state, n in conn.execute(query)}
 
+    def failures(self, backfill_id: str) -> tuple[int, str | None]:
+        """Its rows scored with a status other than ``ok`` (error, timeout, ...), and the result JSON of one
+        of them (the first scored), or None."""
+        failed = and_(S.backfill_id == backfill_id, S.state == "done", or_(S.status.is_(None), S.status != "ok"))
+        with self.engine.connect() as conn:
+            n = int(conn.scalar(select(func.count()).where(failed)) or 0)
+            first = conn.scalar(select(S.result).where(failed).order_by(S.scored_at).limit(1)) if n else None
+        return n, first
+
     def cancel(self, workspace_id: str, rule_id: str, backfill_id: str) -> Backfill:
         """Stop planning and drop its rows still queued (status ``cancelled``)."""
         self.get(workspace_id, rule_id, backfill_id)

@@ -215,3 +215,45 @@ def test_a_backfills_rerun_of_a_deterministic_evaluator_is_answered_from_the_res
         assert all(s["result"]["cached"] is True and s["status"] == "ok" for s in again)
         assert {s["label"] for s in again} == {s["label"] for s in ran}
         engine.dispose()
+
+
+def _ended(client: httpx.Client, rule_id: str, backfill_id: str) -> dict[str, Any] | None:
+    got = _backfill(client, rule_id, backfill_id)
+    return got if got["status"] != "running" else None
+
+
+@pytest.mark.slow
+def test_a_backfill_whose_every_target_failed_ends_failed_with_the_first_error_and_one_with_some_failures_done(
+    tmp_path: Path,
+) -> None:
+    """An evaluator that raises on every stored trace: the backfill is ``failed`` with a reason (never
+    ``done``, which reads as success); one that fails on some only is ``done`` with ``failed`` counted."""
+    with serving(tmp_path, "process", env=ENV) as (client, _proc):
+        engine = make_engine(f"sqlite:///{tmp_path / 'evaluator-host.db'}")
+        for question in ("a", "b", "boom"):
+            chat_trace(engine, question=question, state="routed")
+        code = (
+            "def evaluate(inputs, outputs, trace):\n"
+            "    if {all} or inputs['q'] == 'boom':\n"
+            "        raise ValueError('no score for ' + inputs['q'])\n"
+            "    return 1.0\n"
+        )
+        broken = client.post(
+            "/v1/evaluators", json={"name": "broken", "language": "python", "code": code.format(all=True)}
+        )
+        rule_id = client.post("/v1/online-rules", json={"evaluator_id": broken.json()["id"]}).json()["id"]
+        started = client.post(f"/v1/online-rules/{rule_id}/backfill", json={}).json()
+        ended = wait_until(lambda: _ended(client, rule_id, started["id"]), 300, 0.1, what="the backfill ended")
+        assert ended["status"] == "failed", ended
+        assert (ended["total"], ended["done"], ended["failed"]) == (3, 3, 3)
+        assert ended["reason"].startswith("every one of its 3 target(s) failed; the first: ValueError: no score for ")
+
+        some = client.post(
+            "/v1/evaluators", json={"name": "some", "language": "python", "code": code.format(all=False)}
+        )
+        rule_id = client.post("/v1/online-rules", json={"evaluator_id": some.json()["id"]}).json()["id"]
+        started = client.post(f"/v1/online-rules/{rule_id}/backfill", json={}).json()
+        ended = wait_until(lambda: _ended(client, rule_id, started["id"]), 300, 0.1, what="the backfill ended")
+        assert (ended["status"], ended["done"], ended["failed"], ended["reason"]) == ("done", 3, 1, None)
+        assert client.get("/healthz").status_code == 200
+        engine.dispose()

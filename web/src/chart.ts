@@ -4,7 +4,7 @@
 // what it shows in one sentence.
 
 import { h, num } from "./dom";
-import type { RuleStats, StatsBucket } from "./types";
+import type { RuleStats, StatsBucket } from "./onlinetypes";
 
 const NS = "http://www.w3.org/2000/svg";
 const W = 640;

@@ -1,20 +1,25 @@
-// The Online screen: rules (list, create, pause/resume, delete), a per-rule chart over time, a live
-// feed of the latest traces with their scores, and one trace's view (traceview.ts).
-//
-// The feed polls GET /v1/traces every FEED_MS while the screen is shown and the tab is visible:
-// one timer at a time, re-armed only after the previous poll answered, cleared when the screen
-// is left or the tab hidden (setVisible / visibilitychange), so nothing runs in the background.
+// The Online screen: rules (list, pause/resume, backfill, delete; the New rule form with its Try is ruleform.ts,
+// a rule's backfill backfillpanel.ts), a per-rule chart over time, a live feed of the latest traces with their
+// scores, the sessions, and one trace's view (traceview.ts) or one session's (sessionview.ts).
+// The feed (and the sessions list) polls GET /v1/traces every FEED_MS while the screen is shown and the tab is
+// visible: one timer at a time, re-armed only after the previous poll answered, cleared when the screen is
+// left or the tab hidden (setVisible / visibilitychange), so nothing runs in the background. Sink badges: sinks.ts.
 
 import { api, describe } from "./api";
 import { statsChart } from "./chart";
+import { BackfillPanel } from "./backfillpanel";
 import { fill, h, num, option, toast, when } from "./dom";
+import type { OnlineRule, OnlineScore, RuleStats, SessionDetail, SessionSummary, TraceDetail, TraceSummary } from "./onlinetypes";
 import { statusBadge } from "./results";
+import { RuleForm, filterSummary, targetSummary } from "./ruleform";
+import { sessionKeys, sessionRows, sessionView } from "./sessionview";
 import { traceView } from "./traceview";
 import { sinkBadges } from "./sinks";
-import type { AttributeCondition, Evaluator, OnlineRule, OnlineScore, Page, RuleFilter, RuleStats, TraceDetail, TraceSummary } from "./types";
+import type { Evaluator, Page } from "./types";
 
 const FEED_MS = 3000;
 const FEED_LIMIT = 25;
+const SESSIONS_LIMIT = 10;
 const RANGES: [string, number, number][] = [
   // label, range (s), bucket (s)
   ["last 15 minutes", 900, 30],
@@ -22,23 +27,6 @@ const RANGES: [string, number, number][] = [
   ["last 24 hours", 86_400, 1800],
   ["last 7 days", 604_800, 21_600],
 ];
-
-/** A rule's filter in one line ("every trace" when it has none). */
-export function filterSummary(filter: RuleFilter | null): string {
-  const parts: string[] = [];
-  if (filter?.service_name) parts.push(`service = ${filter.service_name}`);
-  if (filter?.span_name) parts.push(`span = ${filter.span_name}`);
-  for (const c of filter?.attributes ?? []) parts.push(c.exists !== undefined && c.exists !== null ? `${c.key} ${c.exists ? "exists" : "absent"}` : `${c.key} = ${JSON.stringify(c.equals)}`);
-  return parts.length ? parts.join(", ") : "every trace";
-}
-
-/** What a person typed as a condition's value: a number or true/false as JSON, "quoted" text as
- * that text (so "200" stays a string); anything else as typed. */
-function typedValue(text: string): string | number | boolean {
-  const trimmed = text.trim();
-  if (/^(-?\d+(\.\d+)?([eE][-+]?\d+)?|true|false|"[^"]*")$/.test(trimmed)) return JSON.parse(trimmed) as string | number | boolean;
-  return text;
-}
 
 /** A time of today as the time only; an older one with its date. */
 function recent(date: string): string {
@@ -52,6 +40,8 @@ export class OnlineScreen {
   private evaluators = new Map<string, Evaluator>();
   private selectedRule: string | null = null;
   private openTrace: string | null = null;
+  private openSession: string | null = null;
+  private backfill: BackfillPanel | null = null;
   private timer: number | undefined;
   private shown = false;
   private live = true;
@@ -61,16 +51,12 @@ export class OnlineScreen {
   private readonly rulesBody = h("tbody");
   private readonly counts = new Map<string, Record<string, number>>(); // rule id -> its decisions, last hour
   private readonly budgets = new Map<string, string>(); // rule id -> its budget use now ("2/600 scores a minute")
-  private readonly nameInput = h("input", { type: "text", "aria-label": "rule name", placeholder: "e.g. helpfulness" });
-  private readonly evaluatorSelect = h("select", { "aria-label": "evaluator for the rule", onchange: () => void this.loadRevisions() });
-  private readonly revisionSelect = h("select", { "aria-label": "revision for the rule" });
-  private readonly rateInput = h("input", { type: "number", min: 0, max: 1, step: 0.05, value: "1", "aria-label": "sampling rate" });
-  private readonly serviceInput = h("input", { type: "text", "aria-label": "filter: service name", placeholder: "any service" });
-  private readonly spanInput = h("input", { type: "text", "aria-label": "filter: span name", placeholder: "any root span" });
-  private readonly conditions = h("div", { class: "conditions" });
-  private readonly inputsPath = h("input", { type: "text", "aria-label": "inputs path", placeholder: "e.g. span.attributes.ag.data.inputs" });
-  private readonly outputsPath = h("input", { type: "text", "aria-label": "outputs path", placeholder: "e.g. root.attributes.ag.data.outputs" });
-  private readonly formError = h("div", { class: "form-error", role: "alert" });
+  private readonly form = new RuleForm(async (rule) => {
+    this.selectedRule = rule.id;
+    await this.loadRules();
+    await this.loadChart();
+  });
+  private readonly backfillBox = h("div", { class: "backfill-box" });
   private readonly rangeSelect = h("select", { "aria-label": "chart range", onchange: () => void this.loadChart() }, RANGES.map(([label], i) => option(String(i), label, i === 1)));
   private readonly chartTitle = h("h3", {}, "Scores over time");
   private readonly chartBox = h("div", { class: "chart-box" });
@@ -78,6 +64,7 @@ export class OnlineScreen {
   private readonly liveState = h("span", { class: "muted live-state", role: "status" });
   private readonly liveButton = h("button", { class: "small", onclick: () => this.toggleLive() }, "Pause live updates");
   private readonly traceBox = h("div", { class: "trace-box" });
+  private readonly sessionsBody = h("tbody");
 
   constructor() {
     this.element = h(
@@ -96,22 +83,8 @@ export class OnlineScreen {
             h("header", { class: "section-head" }, h("h3", {}, "Rules"), h("button", { class: "small", onclick: () => void this.refresh() }, "Refresh")),
             h("table", { class: "rules-list" }, h("thead", {}, h("tr", {}, ...["name", "evaluator", "sampling", "filter", "state", "last hour", ""].map((t) => h("th", {}, t)))), this.rulesBody),
           ),
-          h(
-            "form",
-            { class: "panel rule-form", "aria-label": "new rule", onsubmit: (e: Event) => { e.preventDefault(); void this.create(); } },
-            h("h3", {}, "New rule"),
-            h("p", { class: "hint" }, "Every finished trace that matches the filter (and the sampling) is scored once by the evaluator."),
-            h("div", { class: "form-grid" },
-              h("label", {}, "name ", this.nameInput),
-              h("label", {}, "evaluator ", this.evaluatorSelect),
-              h("label", {}, "revision ", this.revisionSelect),
-              h("label", {}, "sampling rate ", this.rateInput),
-            ),
-            h("fieldset", {}, h("legend", {}, "Filter (empty: every trace)"), h("div", { class: "form-grid" }, h("label", {}, "service name ", this.serviceInput), h("label", {}, "span name ", this.spanInput)), this.conditions, h("button", { type: "button", class: "small", onclick: () => this.addCondition() }, "+ attribute condition")),
-            h("fieldset", {}, h("legend", {}, "Mapping (optional): trace paths for inputs / outputs"), h("p", { class: "hint" }, "Paths like root.attributes.ag.data.inputs or span[name=llm].outputs (docs/online.md). Left empty: the root span's ag.data, GenAI or OpenInference inputs/outputs, else the first span's that has them."), h("div", { class: "form-grid" }, h("label", {}, "inputs ", this.inputsPath), h("label", {}, "outputs ", this.outputsPath))),
-            this.formError,
-            h("div", { class: "toolbar" }, h("button", { class: "primary", type: "submit" }, "Create rule")),
-          ),
+          this.backfillBox,
+          this.form.element,
         ),
         h(
           "div",
@@ -123,22 +96,29 @@ export class OnlineScreen {
             h("header", { class: "section-head" }, h("h3", {}, "Live feed"), this.liveState, h("span", { class: "spacer" }), this.liveButton),
             h("table", { class: "feed", "aria-label": "latest traces" }, h("thead", {}, h("tr", {}, ...["last span", "trace", "spans", "scores"].map((t) => h("th", {}, t)))), this.feedBody),
           ),
+          h(
+            "section",
+            { class: "panel" },
+            h("header", { class: "section-head" }, h("h3", {}, "Sessions"), h("span", { class: "muted" }, "traces grouped by session id")),
+            h("table", { class: "sessions", "aria-label": "sessions" }, h("thead", {}, h("tr", {}, ...["session", "traces", "last span"].map((t) => h("th", {}, t)))), this.sessionsBody),
+          ),
         ),
       ),
     );
     fill(this.chartBox, h("p", { class: "muted" }, "Pick a rule to see its scores over time."));
-    document.addEventListener("visibilitychange", () => this.schedule());
+    document.addEventListener("visibilitychange", () => this.setVisible(this.shown)); // the feed, and a backfill followed
   }
 
   /** Called by the shell when the screen is shown or left: polling runs only while shown. */
   setVisible(shown: boolean): void {
     this.shown = shown;
     this.schedule();
+    if (shown) this.backfill?.resume();
   }
 
   async refresh(): Promise<void> {
     await this.loadRules(); // first: the feed and the chart name rules
-    await Promise.all([this.loadFeed(), this.loadChart()]);
+    await Promise.all([this.loadFeed(), this.loadChart(), this.loadSessions()]);
   }
 
   private ruleName(id: string): string {
@@ -164,7 +144,7 @@ export class OnlineScreen {
   private async tick(): Promise<void> {
     this.timer = undefined;
     if (!this.shown || !this.live || document.hidden) return;
-    await Promise.all([this.loadFeed(), this.loadChart(), this.openTrace ? this.loadTrace(this.openTrace, false) : null]);
+    await Promise.all([this.loadFeed(), this.loadChart(), this.loadSessions(), this.openTrace ? this.loadTrace(this.openTrace, false) : null, this.openSession ? this.loadSession(this.openSession, false) : null]);
     if (this.timer === undefined) this.schedule(); // not re-armed meanwhile (setVisible, a toggle)
   }
 
@@ -180,9 +160,7 @@ export class OnlineScreen {
       const [rules, evaluators] = await Promise.all([api<Page<OnlineRule>>("GET", "/v1/online-rules?limit=200"), api<Page<Evaluator>>("GET", "/v1/evaluators?limit=200")]);
       this.rules = rules.data;
       this.evaluators = new Map(evaluators.data.map((e) => [e.id, e]));
-      const chosen = this.evaluatorSelect.value;
-      fill(this.evaluatorSelect, evaluators.data.length ? evaluators.data.map((e) => option(e.id, `${e.name} (${e.language}, r${e.revision})`, e.id === chosen)) : option("", "no evaluators yet: save one in the Editor"));
-      await this.loadRevisions();
+      await this.form.setEvaluators(evaluators.data);
       if (this.selectedRule && !this.rules.some((r) => r.id === this.selectedRule)) this.selectedRule = null;
       if (!this.selectedRule && this.rules.length) this.selectedRule = this.rules[0].id;
       this.renderRules();
@@ -228,17 +206,6 @@ export class OnlineScreen {
     );
   }
 
-  private async loadRevisions(): Promise<void> {
-    const id = this.evaluatorSelect.value;
-    if (!id) return void fill(this.revisionSelect, option("", "latest"));
-    try {
-      const revisions = (await api<Page<Evaluator>>("GET", `/v1/evaluators/${encodeURIComponent(id)}/revisions`)).data;
-      fill(this.revisionSelect, option("", "latest (at scoring time)", true), [...revisions].reverse().map((r) => option(String(r.revision), `revision ${r.revision}`)));
-    } catch (exc) {
-      toast(describe(exc), "error");
-    }
-  }
-
   private renderRules(): void {
     if (!this.rules.length) {
       fill(this.rulesBody, h("tr", {}, h("td", { colspan: 7, class: "muted" }, "No rules yet: create one below; every trace it matches gets scored.")));
@@ -253,6 +220,9 @@ export class OnlineScreen {
             ? [h("span", {}, "Delete? "), h("button", { class: "small danger", onclick: () => void this.remove(r) }, "Yes, delete"), h("button", { class: "small", onclick: () => { this.confirming = null; this.renderRules(); } }, "No")]
             : [
                 h("button", { class: "small", "aria-label": `${r.enabled ? "pause" : "resume"} ${name}`, onclick: () => void this.setEnabled(r, !r.enabled) }, r.enabled ? "Pause" : "Resume"),
+                r.target?.level === "session"
+                  ? h("button", { class: "small", disabled: true, title: "a session-level rule is not backfilled: its sessions are scored as they go quiet" }, "Backfill")
+                  : h("button", { class: "small", "aria-label": `backfill ${name}`, onclick: () => this.openBackfill(r) }, "Backfill"),
                 h("button", { class: "small danger", "aria-label": `delete ${name}`, onclick: () => { this.confirming = r.id; this.renderRules(); } }, "Delete"),
               ];
         return h(
@@ -261,7 +231,7 @@ export class OnlineScreen {
           h("td", {}, h("b", {}, name)),
           h("td", {}, this.evaluatorName(r.evaluator_id), h("span", { class: "muted" }, r.revision !== null ? ` r${r.revision}` : " latest")),
           h("td", { class: "num" }, `${num(r.sampling_rate * 100, 1)} %`),
-          h("td", { class: "filter-summary" }, filterSummary(r.filter), r.mapping && (r.mapping.inputs || r.mapping.outputs) ? h("span", { class: "badge", title: JSON.stringify(r.mapping) }, "mapped") : null),
+          h("td", { class: "filter-summary" }, h("span", { class: "badge level", "data-level": r.target?.level ?? "trace" }, targetSummary(r.target)), " ", filterSummary(r.filter), r.mapping && (r.mapping.inputs || r.mapping.outputs) ? h("span", { class: "badge", title: JSON.stringify(r.mapping) }, "mapped") : null),
           h("td", {}, h("span", { class: `badge ${r.enabled ? "status-ok" : "status-queued"}` }, r.enabled ? "enabled" : "paused")),
           this.countsCell(r.id, name),
           h("td", { class: "actions" }, actions),
@@ -276,50 +246,17 @@ export class OnlineScreen {
     void this.loadChart();
   }
 
-  private addCondition(condition: AttributeCondition = { key: "", equals: "" }): void {
-    const key = h("input", { type: "text", "aria-label": "attribute key", placeholder: "e.g. deployment.environment", value: condition.key });
-    const value = h("input", { type: "text", "aria-label": "attribute value", placeholder: "prod (or 200, true)", value: condition.equals === undefined ? "" : String(condition.equals) });
-    const op = h("select", { "aria-label": "condition", onchange: () => (value.hidden = op.value !== "equals") }, option("equals", "equals", true), option("exists", "exists"), option("absent", "is absent"));
-    const row: HTMLElement = h("div", { class: "condition" }, key, op, value, h("button", { type: "button", class: "small", "aria-label": "remove condition", onclick: () => row.remove() }, "✕"));
-    this.conditions.append(row);
-    key.focus();
-  }
-
-  private ruleBody(): Record<string, unknown> {
-    const body: Record<string, unknown> = { evaluator_id: this.evaluatorSelect.value, sampling_rate: Number(this.rateInput.value) };
-    if (this.nameInput.value.trim()) body.name = this.nameInput.value.trim();
-    if (this.revisionSelect.value) body.revision = Number(this.revisionSelect.value);
-    const filter: RuleFilter = {};
-    if (this.serviceInput.value.trim()) filter.service_name = this.serviceInput.value.trim();
-    if (this.spanInput.value.trim()) filter.span_name = this.spanInput.value.trim();
-    const conditions: AttributeCondition[] = [];
-    for (const row of this.conditions.querySelectorAll<HTMLElement>(".condition")) {
-      const [key, op, value] = row.querySelectorAll<HTMLInputElement | HTMLSelectElement>("input, select");
-      if (!key.value.trim()) continue;
-      conditions.push(op.value === "equals" ? { key: key.value.trim(), equals: typedValue(value.value) } : { key: key.value.trim(), exists: op.value === "exists" });
-    }
-    if (conditions.length) filter.attributes = conditions;
-    if (Object.keys(filter).length) body.filter = filter;
-    const mapping: Record<string, string> = {};
-    if (this.inputsPath.value.trim()) mapping.inputs = this.inputsPath.value.trim();
-    if (this.outputsPath.value.trim()) mapping.outputs = this.outputsPath.value.trim();
-    if (Object.keys(mapping).length) body.mapping = mapping;
-    return body;
-  }
-
-  private async create(): Promise<void> {
-    fill(this.formError);
-    if (!this.evaluatorSelect.value) return void fill(this.formError, h("div", { class: "error-box" }, "Save an evaluator first (Editor screen), then pick it here."));
-    try {
-      const rule = await api<OnlineRule>("POST", "/v1/online-rules", this.ruleBody());
-      toast(`Rule ${rule.name ?? rule.id} created`);
-      this.selectedRule = rule.id;
-      this.nameInput.value = "";
-      await this.loadRules();
-      await this.loadChart();
-    } catch (exc) {
-      fill(this.formError, h("div", { class: "error-box" }, `Could not create the rule: ${describe(exc)}`));
-    }
+  private openBackfill(rule: OnlineRule): void {
+    this.backfill?.stop();
+    const close = (): void => {
+      this.backfill?.stop();
+      this.backfill = null;
+      fill(this.backfillBox);
+    };
+    const ended = (): void => void Promise.all([this.loadFeed(), this.loadChart(), this.loadCounts()]);
+    this.backfill = new BackfillPanel(rule, rule.name ?? rule.id, () => this.shown && !document.hidden, close, ended);
+    fill(this.backfillBox, this.backfill.element);
+    this.backfill.element.scrollIntoView({ block: "nearest" });
   }
 
   private async setEnabled(rule: OnlineRule, enabled: boolean): Promise<void> {
@@ -338,6 +275,11 @@ export class OnlineScreen {
       await api<void>("DELETE", `/v1/online-rules/${encodeURIComponent(rule.id)}`);
       toast(`${rule.name ?? rule.id} deleted (its scores are kept)`);
       if (this.selectedRule === rule.id) this.selectedRule = null;
+      if (this.backfill && this.backfillBox.querySelector(`[data-rule="${CSS.escape(rule.id)}"]`)) {
+        this.backfill.stop();
+        this.backfill = null;
+        fill(this.backfillBox);
+      }
       await this.loadRules();
       await this.loadChart();
     } catch (exc) {
@@ -403,13 +345,44 @@ export class OnlineScreen {
     }
   }
 
+  private async loadSessions(): Promise<void> {
+    try {
+      const page = await api<Page<SessionSummary>>("GET", `/v1/sessions?limit=${SESSIONS_LIMIT}`);
+      fill(this.sessionsBody, sessionRows(page.data, this.openSession, (id) => void this.loadSession(id, true)));
+    } catch (exc) {
+      fill(this.sessionsBody, h("tr", {}, h("td", { colspan: 3, class: "error-text" }, describe(exc))));
+    }
+  }
+
+  /** One session in the trace box (instead of a trace). */
+  private async loadSession(sessionId: string, opening: boolean): Promise<void> {
+    if (opening) {
+      this.openSession = sessionId;
+      this.openTrace = null;
+    }
+    try {
+      const detail = await api<SessionDetail>("GET", `/v1/sessions/${encodeURIComponent(sessionId)}`);
+      if (this.openSession !== sessionId) return;
+      const seen = JSON.stringify(detail);
+      if (opening || seen !== this.traceSeen) fill(this.traceBox, sessionView(detail, (id) => this.ruleName(id), (traceId) => void this.loadTrace(traceId, true), () => this.closeTrace()));
+      this.traceSeen = seen;
+      for (const row of this.sessionsBody.querySelectorAll<HTMLElement>("tr[data-session]")) row.classList.toggle("selected", row.dataset.session === sessionId);
+      if (opening) this.traceBox.scrollIntoView({ block: "nearest" });
+    } catch (exc) {
+      if (opening) fill(this.traceBox, h("div", { class: "error-box", role: "alert" }, describe(exc)));
+    }
+  }
+
   private async loadTrace(traceId: string, opening: boolean): Promise<void> {
-    if (opening) this.openTrace = traceId;
+    if (opening) {
+      this.openTrace = traceId;
+      this.openSession = null;
+    }
     try {
       const detail = await api<TraceDetail>("GET", `/v1/traces/${encodeURIComponent(traceId)}`);
       if (this.openTrace !== traceId) return;
       const seen = JSON.stringify(detail);
-      if (opening || seen !== this.traceSeen) fill(this.traceBox, traceView(detail, (id) => this.ruleName(id), () => this.closeTrace())); // unchanged: keep what is unfolded
+      if (opening || seen !== this.traceSeen) fill(this.traceBox, traceView(detail, (id) => this.ruleName(id), () => this.closeTrace(), (sessionId) => void this.loadSession(sessionId, true), sessionKeys(this.rules))); // unchanged: keep what is unfolded
       this.traceSeen = seen;
       for (const row of this.feedBody.querySelectorAll<HTMLElement>("tr[data-trace]")) row.classList.toggle("selected", row.dataset.trace === traceId);
       if (opening) this.traceBox.scrollIntoView({ block: "nearest" });
@@ -420,7 +393,8 @@ export class OnlineScreen {
 
   private closeTrace(): void {
     this.openTrace = null;
+    this.openSession = null;
     fill(this.traceBox);
-    for (const row of this.feedBody.querySelectorAll<HTMLElement>("tr.selected")) row.classList.remove("selected");
+    for (const row of [...this.feedBody.querySelectorAll<HTMLElement>("tr.selected"), ...this.sessionsBody.querySelectorAll<HTMLElement>("tr.selected")]) row.classList.remove("selected");
   }
 }

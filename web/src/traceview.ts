@@ -5,7 +5,7 @@
 import { fill, h, json, num, when } from "./dom";
 import { statusBadge } from "./results";
 import { sinkBadges } from "./sinks";
-import type { Decision, OnlineScore, TraceDetail, TraceSpan } from "./types";
+import type { Decision, OnlineScore, TraceDetail, TraceSpan } from "./onlinetypes";
 
 /** Attributes worth seeing without unfolding, first found first shown. */
 const KEY_ATTRIBUTES = [
@@ -98,7 +98,8 @@ function passedText(passed: boolean | null): HTMLElement {
   return h("span", { class: passed ? "pass" : "fail" }, passed ? "✓ passed" : "✗ failed");
 }
 
-function scoreCard(score: OnlineScore, ruleName: string): HTMLElement {
+/** One rule's result; at session level, a button opens the session when ``openSession`` is given. */
+export function scoreCard(score: OnlineScore, ruleName: string, openSession?: (sessionId: string) => void): HTMLElement {
   const result = score.result;
   const error = result?.error ?? null;
   const state = score.state === "done" ? (score.status ?? "done") : score.state;
@@ -117,6 +118,9 @@ function scoreCard(score: OnlineScore, ruleName: string): HTMLElement {
       h("span", { class: "spacer" }),
       h("span", { class: "muted" }, score.revision !== null ? `r${score.revision}` : "", score.duration_ms !== null ? ` · ${num(score.duration_ms, 1)} ms` : "", score.scored_at ? ` · ${when(score.scored_at)}` : ""),
     ),
+    score.session_id && openSession
+      ? h("p", { class: "session-link" }, "Scored with its session ", h("button", { class: "link mono", "aria-label": `open the scored session ${score.session_id}`, onclick: () => openSession(score.session_id ?? "") }, score.session_id), score.current === false ? h("span", { class: "badge superseded" }, "superseded") : null)
+      : null,
     score.state === "dropped" ? h("p", { class: "warn" }, "Dropped: the scoring backlog was full when this trace was routed (counted in /metrics).") : null,
     error
       ? h(
@@ -164,9 +168,26 @@ function decisionsTable(decisions: Decision[], ruleName: (id: string) => string)
   );
 }
 
-/** The trace view; ``ruleName`` names a rule id (its name, or the id of a deleted rule). */
-export function traceView(detail: TraceDetail, ruleName: (id: string) => string, onClose: () => void): HTMLElement {
+/** The session ids the trace's spans carry under ``keys`` (span attributes, then resource attributes; per
+ * span the first key found, as routing reads them: docs/online.md, "Session level"). */
+export function sessionIdsOf(roots: TraceSpan[], keys: string[]): string[] {
+  const found = new Set<string>();
+  const walk = (span: TraceSpan): void => {
+    const own = new Map([...flatten(span.resource), ...flatten(span.attributes)]);
+    const key = keys.find((k) => typeof own.get(k) === "string" && own.get(k) !== "");
+    if (key) found.add(String(own.get(key)));
+    Object.values(span.children).forEach(walk);
+  };
+  roots.forEach(walk);
+  return [...found];
+}
+
+/** The trace view; ``ruleName`` names a rule id (its name, or the id of a deleted rule); ``openSession``
+ * opens a session: the one a session-level score is of, or one the trace's spans name under
+ * ``sessionKeys``. */
+export function traceView(detail: TraceDetail, ruleName: (id: string) => string, onClose: () => void, openSession?: (sessionId: string) => void, sessionKeys: string[] = []): HTMLElement {
   const roots = Object.values(detail.trace?.spans ?? {});
+  const sessions = openSession ? sessionIdsOf(roots, sessionKeys) : [];
   const scored = new Set(detail.scores.map((s) => s.span_id).filter((s): s is string => !!s));
   const box = h("div", { class: "trace-body" });
   fill(
@@ -182,12 +203,13 @@ export function traceView(detail: TraceDetail, ruleName: (id: string) => string,
     h("h4", {}, "Why each rule did or didn't score it"),
     decisionsTable(detail.decisions ?? [], ruleName),
     h("h4", {}, "Rules' results"),
-    detail.scores.length ? detail.scores.map((s) => scoreCard(s, ruleName(s.rule_id))) : h("p", { class: "muted" }, "No rule scored this trace (none matched, it was not sampled, or it is not ready yet)."),
+    detail.scores.length ? detail.scores.map((s) => scoreCard(s, ruleName(s.rule_id), openSession)) : h("p", { class: "muted" }, "No rule scored this trace (none matched, it was not sampled, or it is not ready yet)."),
   );
   return h(
     "section",
     { class: "panel trace-view", "data-trace": detail.trace_id, "data-state": detail.state, "aria-label": "trace" },
     h("header", { class: "section-head" }, h("h3", {}, "Trace "), h("span", { class: "mono muted" }, detail.trace_id), statusBadge(detail.state), h("span", { class: "spacer" }), h("button", { class: "small", "aria-label": "close the trace", onclick: onClose }, "✕ Close")),
+    sessions.length && openSession ? h("p", { class: "session-link" }, "In session ", sessions.map((id) => h("button", { class: "link mono", "aria-label": `open session ${id}`, onclick: () => openSession(id) }, id))) : null,
     box,
   );
 }

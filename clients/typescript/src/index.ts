@@ -25,6 +25,13 @@ export class JobWaitTimeout extends ClientError {
   }
 }
 
+/** waitBackfill stopped waiting; the backfill goes on. */
+export class BackfillWaitTimeout extends ClientError {
+  constructor(readonly backfill: S.Backfill) {
+    super(`backfill ${backfill.id} is still ${backfill.status} (${backfill.done}/${backfill.total})`);
+  }
+}
+
 /** The service answered an error: `status` and its body's `type`, `message`, `line`, `column`. */
 export class ApiError extends ClientError {
   readonly type: string;
@@ -84,6 +91,8 @@ export interface Options {
 
 type Query = Record<string, string | number | boolean | null | undefined>;
 type Definition = Omit<S.EvaluateRequest, "inputs" | "outputs" | "trace" | "app_params" | "cases">;
+/** A backfill's range: `since`/`until` (ISO 8601) of the traces' first-seen times, at most `limit` targets. */
+export type BackfillRange = Omit<S.BackfillCreate, "dry_run">;
 type OneCase = Partial<Pick<S.Case, "inputs" | "outputs" | "trace" | "app_params">>;
 
 /** The service's API: one method a route, typed with the service's own schemas. */
@@ -295,6 +304,57 @@ export class EvaluatorHost {
   }
   getTrace(id: string): Promise<S.TraceDetail> {
     return this.request("GET", `/v1/traces/${id}`);
+  }
+  /** Why each rule did or did not score the trace (and, at span level, each span): its `decisions`. */
+  async traceDecisions(id: string): Promise<S.Decision[]> {
+    return (await this.getTrace(id)).decisions ?? [];
+  }
+  /** Try a rule's body before it goes live: scored now on the latest matching stored targets (at most
+   * `limit`, default 20), nothing stored; nothing matched is `matched: 0` with a `message`, not a success. */
+  testRule(body: S.RuleTest): Promise<S.RuleTestAnswer> {
+    return this.request("POST", "/v1/online-rules/test", body);
+  }
+  /** What a backfill of `range` would do (traces, targets, already_scored, estimate_s), storing nothing. */
+  backfillDryRun(ruleId: string, range: BackfillRange = {}): Promise<S.BackfillDryRun> {
+    return this.request("POST", `/v1/online-rules/${encodeURIComponent(ruleId)}/backfill`, { ...range, dry_run: true });
+  }
+  /** Score the rule's stored traces of `range` it has not scored with its revision (202: follow it). */
+  startBackfill(ruleId: string, range: BackfillRange = {}): Promise<S.Backfill> {
+    return this.request("POST", `/v1/online-rules/${encodeURIComponent(ruleId)}/backfill`, { ...range, dry_run: false });
+  }
+  /** A backfill's progress: `running`, then `done`, `failed` (every target it scored failed: `reason`) or `cancelled`. */
+  getBackfill(ruleId: string, backfillId: string): Promise<S.Backfill> {
+    return this.request("GET", `/v1/online-rules/${encodeURIComponent(ruleId)}/backfills/${encodeURIComponent(backfillId)}`);
+  }
+  /** Cancel: its targets still queued are dropped, those running finish. */
+  cancelBackfill(ruleId: string, backfillId: string): Promise<S.Backfill> {
+    return this.request("DELETE", `/v1/online-rules/${encodeURIComponent(ruleId)}/backfills/${encodeURIComponent(backfillId)}`);
+  }
+  /** The backfill once no longer `running` (polled every `pollS`); `onProgress` when its status or counts changed. */
+  async waitBackfill(
+    ruleId: string,
+    backfillId: string,
+    options: { timeoutS?: number; pollS?: number; onProgress?: (backfill: S.Backfill) => unknown } = {},
+  ): Promise<S.Backfill> {
+    const deadline = options.timeoutS === undefined ? Infinity : Date.now() + options.timeoutS * 1000;
+    let last = "";
+    for (;;) {
+      const backfill = await this.getBackfill(ruleId, backfillId);
+      const seen = JSON.stringify([backfill.status, backfill.done, backfill.total, backfill.skipped]);
+      if (seen !== last && options.onProgress) await options.onProgress(backfill);
+      last = seen;
+      if (backfill.status !== "running") return backfill;
+      if (Date.now() >= deadline) throw new BackfillWaitTimeout(backfill);
+      await new Promise((resolve) => setTimeout(resolve, (options.pollS ?? 1) * 1000));
+    }
+  }
+  /** The workspace's sessions (traces grouped by a session id), first seen newest first. */
+  listSessions(page: { limit?: number; cursor?: string } = {}): Promise<S.SessionList> {
+    return this.request("GET", "/v1/sessions", undefined, page);
+  }
+  /** One session: the dict a session-level rule's evaluator gets (traces, messages) and its scores. */
+  getSession(id: string): Promise<S.SessionDetail> {
+    return this.request("GET", `/v1/sessions/${encodeURIComponent(id)}`);
   }
 
   // secrets; workspaces and keys (the operator key)

@@ -3,8 +3,10 @@
 
 ``dry_run`` answers at once and stores nothing; otherwise 202 with the backfill, which a service then
 plans page by page (``online/backfill.py``) and the scorer scores; ``GET`` follows it, ``DELETE`` cancels
-it (its rows still queued are dropped). A rule of another workspace is 404; ``limit`` past
-``online_backfill_max_targets`` is 422, as is a session-level rule (sessions are scored as they go quiet).
+it (its rows still queued are dropped). A backfill that ended with every target it scored failed is
+``failed`` with a ``reason`` (``online/backfill.py``'s :func:`outcome`), never ``done``. A rule of another
+workspace is 404; ``limit`` past ``online_backfill_max_targets`` is 422, as is a session-level rule (sessions
+are scored as they go quiet).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from fastapi import APIRouter, Response, status
 
 from evaluator_host.api.deps import ServicesDep, WorkspaceDep
 from evaluator_host.errors import LimitError
-from evaluator_host.online.backfill import dry_run, estimate_s
+from evaluator_host.online.backfill import dry_run, estimate_s, outcome
 from evaluator_host.online.models import Backfill, BackfillCreate, BackfillDryRun
 from evaluator_host.services import Services
 from evaluator_host.store.online_backfills import Backfill as BackfillRecord
@@ -38,12 +40,8 @@ def _model(store: BackfillStore, record: BackfillRecord) -> Backfill:
     states = store.progress(record.id)
     pending = states.get("queued", 0) + states.get("running", 0)
     done = states.get("done", 0)
-    if record.status == "cancelled":
-        shown = "cancelled"
-    elif record.status == "planning" or pending:
-        shown = "running"
-    else:
-        shown = "done"
+    failed, first = store.failures(record.id) if done else (0, None)
+    shown, reason = outcome(record.status, states, failed, first)
     return Backfill(
         id=record.id,
         rule_id=record.rule_id,
@@ -51,6 +49,8 @@ def _model(store: BackfillStore, record: BackfillRecord) -> Backfill:
         total=max(record.total, record.queued),
         done=done,
         skipped=record.skipped,
+        failed=failed,
+        reason=reason,
         queued=pending,
         cancelled=states.get("dropped", 0),
         since=record.since,
