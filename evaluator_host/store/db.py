@@ -226,6 +226,9 @@ class JobRow(Base):
     target: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # rows answered from the result cache (evaluation/cache.py), of ``done``
     cached: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    # until when its owner holds it (Unix seconds by the database's clock; renewed while the owner runs): a job
+    # unfinished past it is adopted by another service (store/job_leases.py); null: never leased (adoptable)
+    lease_until: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class JobResultRow(Base):

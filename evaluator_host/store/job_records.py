@@ -70,6 +70,7 @@ class JobRecord:
     result_bytes: int = 0  # bytes of its stored results (what it counts against the storage quota)
     target: dict[str, Any] | None = None  # its model target (None: outputs come from its rows)
     cached: int = 0  # rows of ``done`` answered from the result cache
+    lease_until: float | None = None  # until when ``owner`` holds it (Unix s, the database's clock; None: not leased)
 
 
 @dataclass(frozen=True)
