@@ -200,6 +200,7 @@ def test_a_database_made_by_create_all_before_migrations_is_adopted_on_either_da
         conn.execute(text("DROP TABLE online_sink_deliveries"))  # 0016
         for table in ("online_session_rules", "online_session_traces", "online_sessions", "online_backfills"):  # 0014
             conn.execute(text(f"DROP TABLE {table}"))
+        conn.execute(text("ALTER TABLE jobs DROP COLUMN lease_until"))  # 0020_job_leases
         conn.execute(text("ALTER TABLE jobs DROP COLUMN cached"))
         conn.execute(text("ALTER TABLE jobs DROP COLUMN target"))
         for table in ("online_scores", "online_rules", "online_traces", "online_spans"):
