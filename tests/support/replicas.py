@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,50 @@ class Replicas:
             ).one()
             done, status = conn.execute(text("SELECT done, status FROM jobs WHERE id = :j"), {"j": job_id}).one()
         return int(count), int(distinct), int(low or 0), int(high or 0), int(done), str(status)
+
+    def start_job(self, owner: Replica, n: int, wait: float = 0.02) -> str:
+        """A job of ``n`` :data:`SLEEPY` rows created through ``owner`` (2 lanes); its id."""
+        body = {"name": "sleepy", "language": "python", "code": SLEEPY}
+        evaluator = owner.client.post("/v1/evaluators", json=body)
+        assert evaluator.status_code == 201, evaluator.text
+        job = {"evaluator_id": evaluator.json()["id"], "rows": rows(n, wait), "parallelism": 2}
+        made = owner.client.post("/v1/jobs", json=job)
+        assert made.status_code == 202, made.text
+        return str(made.json()["id"])
+
+    def mid_run(self, job_id: str, n: int) -> None:
+        """Until the job runs and has rows stored, with most still to come."""
+        wait_until(lambda: (s := self.stored(job_id))[0] >= 40 and s[5] == "running", 180, 0.02, what="the job mid-run")
+        assert self.stored(job_id)[0] < n // 2, "the job ran too far before the signal: nothing left to adopt"
+
+    def adopted(self, job_id: str, new_owner: str, signalled: float, lease_s: float) -> float:
+        """Wait for ``new_owner`` to hold the job; the seconds since ``signalled`` (printed), after checking on
+        the database's clock that the adoption came after the old owner's last lease ran out (that owner
+        renews no more: the lease read now is its last)."""
+        _, last_lease, _ = self.owner_of(job_id)
+        assert last_lease is not None
+        wait_until(lambda: self.owner_of(job_id)[0] == new_owner, 120, 0.02, what="the adoption")
+        took = time.monotonic() - signalled
+        _, lease, _ = self.owner_of(job_id)
+        assert lease is not None
+        adopted_at = lease - lease_s  # the adopter's first lease began then (or a renewal since: later)
+        assert adopted_at >= last_lease - 0.05, "adopted before the owner's lease ran out"  # 0.05: float rounding
+        assert self.engine is not None
+        print(f"\nadopted {took:.2f} s after the signal ({self.backend}, {self.engine.dialect.name})")
+        return took
+
+    def complete(self, job_id: str, reader: Replica, n: int) -> None:
+        """The job succeeded with every row stored exactly once: no duplicate, no gap, counters equal."""
+        job = wait_until(
+            lambda: (j := reader.client.get(f"/v1/jobs/{job_id}").json())["status"] not in ("queued", "running") and j,
+            240,
+            0.1,
+            what="the job to finish",
+        )
+        assert job["status"] == "succeeded", job
+        assert self.stored(job_id) == (n, n, 0, n - 1, n, "succeeded")
+        assert job["progress"]["done"] == n and job["aggregate"]["count"] == n
+        assert abs(job["aggregate"]["pass_rate"] - 0.5) < 1e-9
 
     def close(self) -> None:
         for replica in self.running:
