@@ -12,10 +12,12 @@ adopts a job before its owner's last lease has run out.
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.support.backends import BACKENDS, postgres_only
@@ -95,3 +97,40 @@ def test_a_paused_owner_continued_after_the_adoption_stores_no_row_of_the_job(re
     assert owner.proc.poll() is None  # it lives on, and serves the job as the database has it
     seen = owner.client.get(f"/v1/jobs/{job_id}").json()
     assert seen["status"] == "succeeded" and seen["progress"]["done"] == N
+
+
+@pytest.mark.parametrize("replicas", [_on("process", "postgres")], indirect=True)
+def test_a_replica_starting_on_a_shared_datasets_folder_leaves_another_ones_upload_in_flight_alone(
+    replicas: Replicas,
+) -> None:
+    """A starting service sweeps what a killed one left in its datasets folder; shared between replicas (so
+    each can adopt the other's jobs), the folder also holds the upload a live replica is writing: its write
+    lock keeps it out of the sweep, and the upload completes, readable through either replica."""
+    uploading = replicas.start("a")
+    stop, sent, answer = threading.Event(), [0], []
+
+    def body() -> Iterator[bytes]:
+        while not stop.is_set():
+            yield b"".join(b'{"i": %d, "outputs": "x"}\n' % (sent[0] + k) for k in range(500))
+            sent[0] += 500
+            time.sleep(0.01)
+
+    def upload() -> None:
+        with httpx.Client(base_url=uploading.client.base_url, timeout=120) as client:
+            answer.append(client.post("/v1/datasets", content=body(), headers={"content-type": "application/jsonl"}))
+
+    sender = threading.Thread(target=upload, daemon=True)
+    sender.start()
+    shared = replicas.root / "shared-datasets"
+    wait_until(lambda: any(p.stat().st_size > 1 << 16 for p in shared.glob(".upload-*")), 120, what="the upload")
+    starting = replicas.start("b")  # its start-up sweep runs over the shared folder now
+    assert list(shared.glob(".upload-*")), "the sweep removed a live replica's upload"
+    stop.set()
+    sender.join(timeout=120)
+    assert answer and answer[0].status_code == 201, answer and answer[0].text
+    made = answer[0].json()
+    assert made["row_count"] == sent[0]
+    rows = starting.client.get(f"/v1/datasets/{made['id']}/rows", params={"offset": sent[0] - 1, "limit": 5})
+    assert rows.status_code == 200, rows.text
+    assert [(r["index"], r["row"]["i"]) for r in rows.json()["data"]] == [(sent[0] - 1, sent[0] - 1)]
+    assert not list(shared.glob(".*")), "a temporary or lock file left behind"
