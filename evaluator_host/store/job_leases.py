@@ -81,21 +81,22 @@ class JobLeases:
         with self.engine.begin() as conn:
             return int(conn.execute(query).rowcount or 0)
 
-    def adopt_expired(self, readable: Callable[[str], bool] = lambda _dataset_id: True) -> list[JobRecord]:
-        """Make the adoptable jobs (the module's contract) whose dataset ``readable`` says this service can
-        read this owner's, with a fresh lease; the jobs adopted, oldest first. A job whose dataset is not
-        readable here is left for a service that can read it (or its owner, when it comes back)."""
+    def adopt_expired(self, can_run: Callable[[str, bool], bool] = lambda _dataset, _target: True) -> list[JobRecord]:
+        """Make the adoptable jobs (the module's contract) that ``can_run(dataset_id, has_target)`` says this
+        service can run (it reads the dataset; it runs model-target jobs) this owner's, with a fresh lease;
+        the jobs adopted, oldest first. Another is left for a service that can run it (or its owner, when it
+        comes back)."""
         candidates = (
-            select(JobRow.id, JobRow.owner, JobRow.dataset_id)
+            select(JobRow.id, JobRow.owner, JobRow.dataset_id, JobRow.target)
             .where(self._expired())
             .order_by(JobRow.created_at)
             .limit(_ADOPT_AT_ONCE)
             .with_for_update(skip_locked=True)
         )
         with self.engine.begin() as conn:
-            seen = [row for row in conn.execute(candidates) if readable(row.dataset_id)]
+            seen = [row for row in conn.execute(candidates) if can_run(row.dataset_id, row.target is not None)]
             adopted: list[str] = []
-            for job_id, owner, _dataset in seen:
+            for job_id, owner, _dataset, _target in seen:
                 was: Any = JobRow.owner.is_(None) if owner is None else JobRow.owner == owner
                 taken = conn.execute(
                     update(JobRow)

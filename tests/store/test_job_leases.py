@@ -90,8 +90,16 @@ def test_an_owner_does_not_adopt_its_own_jobs_and_a_finished_job_is_never_adopte
 def test_a_job_whose_dataset_the_adopter_cannot_read_stays_with_its_owner(owner: JobStore) -> None:
     job = new_job(owner)
     wait_until(lambda: _expired(owner, job), 10, 0.05, what="the lease to run out")
-    assert _other(owner).adopt_expired(lambda _dataset: False) == []
+    assert _other(owner).adopt_expired(lambda _dataset, _target: False) == []
     assert owner.get_job(job).owner == "service-a"
+
+
+def test_a_model_target_job_is_adopted_only_by_a_service_that_runs_them(owner: JobStore) -> None:
+    plain, targeted = new_job(owner), new_job(owner, id="job_2", target={"model": "m"})
+    wait_until(lambda: _expired(owner, plain) and _expired(owner, targeted), 10, 0.05, what="the leases to run out")
+    on_a_queue = _other(owner, "service-q/queue")
+    assert [j.id for j in on_a_queue.adopt_expired(lambda _dataset, target: not target)] == [plain]
+    assert [j.id for j in _other(owner).adopt_expired()] == [targeted]
 
 
 def test_an_unleased_job_from_before_leases_is_adoptable(owner: JobStore) -> None:

@@ -8,8 +8,9 @@ Contract (the store's side, atomic adoption and why a late commit of the old own
   each to the runner to run (rows already stored are skipped, the rest run once: the runner's resume).
   With the default 10 s lease a job is adopted at most 12.5 s after its owner last renewed it (the lease,
   then at most one period), so within 15 s of the owner's death.
-* Only jobs whose dataset this service can read are adopted (its rows are files: ``jobs.datasets.files``);
-  another job stays for a service that can read its dataset, or its owner once it is back.
+* Only jobs this service can run are adopted: their dataset it can read (its rows are files:
+  ``jobs.datasets.files``), and not a model-target job when its jobs run on a queue (those run on a
+  service's own lanes); another job stays for a service that can run it, or its owner once it is back.
 * A database that does not answer is logged and tried again next period; the keeper never stops on an
   error (a missed renewal costs at most an adoption elsewhere, which the fenced commits make safe).
 """
@@ -34,10 +35,17 @@ RENEWALS_PER_LEASE = 4  # a lease is renewed this many times over its length
 class LeaseKeeper:
     """Renews ``store``'s owner's leases and hands adopted jobs to ``adopted`` (see the module's contract)."""
 
-    def __init__(self, store: JobStore, files: DatasetFiles, adopted: Callable[[JobRecord], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        store: JobStore,
+        files: DatasetFiles,
+        adopted: Callable[[JobRecord], Awaitable[None]],
+        targets: Callable[[], bool] = lambda: True,
+    ) -> None:
         self.store = store
         self.files = files
         self.adopted = adopted
+        self.targets = targets  # whether this service runs model-target jobs (not on a queue)
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -55,13 +63,13 @@ class LeaseKeeper:
         task, self._task = self._task, None
         await stop(task)
 
-    def _readable(self, dataset_id: str) -> bool:
-        return self.files.rows_path(dataset_id).exists()
+    def _can_run(self, dataset_id: str, has_target: bool) -> bool:
+        return (self.targets() or not has_target) and self.files.rows_path(dataset_id).exists()
 
     async def tick(self) -> list[JobRecord]:
         """One period's work: renew this owner's leases, adopt what expired elsewhere; the jobs adopted."""
         await asyncio.to_thread(self.store.renew_leases)
-        taken = await asyncio.to_thread(self.store.adopt_expired, self._readable)
+        taken = await asyncio.to_thread(self.store.adopt_expired, self._can_run)
         for record in taken:
             log.warning(
                 "adopted job %s: its owner's lease ran out (%d of %d rows done)", record.id, record.done, record.total

@@ -122,7 +122,8 @@ class JobRunner:
         self.executor = executor or ChunkExecutor(settings)  # run, retry, store and count each chunk
         self.lanes = Lanes(settings, store, evaluators, datasets, quotas, self.executor, self._live)
         self.remote: RemoteJobs | None = None  # set by the service when a queue runs its jobs
-        self.leases = LeaseKeeper(store, datasets.files, self._adopt)  # renews ours, adopts expired ones
+        # renews ours, adopts expired ones (a model-target job only when it runs here, not on a queue)
+        self.leases = LeaseKeeper(store, datasets.files, self._adopt, lambda: self.remote is None)
 
     @property
     def metrics(self) -> Metrics | None:
