@@ -2,7 +2,8 @@
 
 Sections: the process backend (here), the docker backend (``bench/docker_bench.py``),
 batch jobs on docker (``bench/jobs_bench.py``), queued jobs over worker hosts
-(``bench/queue_bench.py``), model-target jobs against a loopback LLM server
+(``bench/queue_bench.py``), a killed replica's job adopted (``bench/lease_bench.py``), model-target
+jobs against a loopback LLM server
 (``bench/target_bench.py``), online ingestion over OTLP (``bench/online_bench.py``), async judge
 evaluators (``bench/async_bench.py``), re-run jobs from the result cache
 (``bench/cache_bench.py``), online scoring's lag (``bench/scoring_bench.py``) and a never-seen
@@ -36,6 +37,7 @@ from bench import (
     grpc_bench,
     jobs_bench,
     judge_bench,
+    lease_bench,
     load_bench,
     online_bench,
     queue_bench,
@@ -297,6 +299,9 @@ def main() -> int:
     queue_section, queue_summary = queue_bench.render(queue_bench.measure())
     doc += queue_section
     print(queue_summary)
+    lease_section, lease_summary = lease_bench.render(lease_bench.measure())  # a killed replica's job adopted
+    doc += lease_section
+    print(lease_summary)
     target_section, target_summary = target_bench.render(target_bench.measure())
     doc += target_section
     judge_section, judge_summary = judge_bench.render(judge_bench.measure())

@@ -260,6 +260,7 @@ class Services:
         # a queued job belongs to the service's queue: each mode adopts the other's unfinished jobs
         me, queue = service_id(settings.data_dir), service_id(settings.data_dir) + QUEUE_SUFFIX
         jobs = JobStore(engine, owner=queue, adopts=me) if settings.queue_url else JobStore(engine, me, adopts=queue)
+        jobs.lease_s = settings.job_lease_s  # held while renewed; adopted by another service once it runs out
         workspaces = Workspaces(settings, WorkspaceStore(engine))
         vault = Vault(settings, SecretStore(engine))
         quotas = QuotaGuard(workspaces)

@@ -255,6 +255,14 @@ class Settings(BaseSettings):
     )
 
     job_parallelism: int = Field(2, ge=1, le=64, description="Workers a job uses at once unless it asks.")
+    job_lease_s: float = Field(
+        10.0,
+        ge=1.0,
+        le=3600.0,
+        description="How long a service's hold on its unfinished jobs lasts unless renewed (it renews every quarter of "
+        "it); a job whose lease ran out (its service was killed, or lost its host) is adopted and finished by another "
+        "service on the same database within about 1.25× this (docs/operations.md, Job leases).",
+    )
     max_running_jobs: int = Field(4, ge=1, description="Jobs executing at once; later ones stay queued.")
     job_chunk_rows: int = Field(4096, ge=1, description="Most rows a job hands one worker at a time.")
     job_chunk_s: float = Field(0.25, gt=0, description="Target running time of one chunk (sizes adapt to it).")

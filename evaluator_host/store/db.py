@@ -230,6 +230,9 @@ class JobRow(Base):
     sinks: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
     # every result of the finished job has its delivery rows (the enqueue pass looks at it no more)
     sinks_enqueued: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # until when its owner holds it (Unix seconds by the database's clock; renewed while the owner runs): a job
+    # unfinished past it is adopted by another service (store/job_leases.py); null: never leased (adoptable)
+    lease_until: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class JobResultRow(Base):

@@ -71,6 +71,7 @@ class JobRecord:
     target: dict[str, Any] | None = None  # its model target (None: outputs come from its rows)
     cached: int = 0  # rows of ``done`` answered from the result cache
     sinks: list[dict[str, Any]] | None = None  # issue 52: where its results are also written (None: nowhere)
+    lease_until: float | None = None  # until when ``owner`` holds it (Unix s, the database's clock; None: not leased)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,13 @@
 """Datasets' metadata and jobs (their rows' results: :mod:`evaluator_host.store.job_results`).
 
-Ownership: a job belongs to the service (``owner``: its data dir's id) that created or
-claimed it. Only the owner resumes it, and a commit lands only while the job is still
-unfinished *and* the committer's — in the same transaction as the rows, so a job cancelled
-or deleted (by any service sharing the database) or claimed elsewhere takes no more rows
-(``JobNotHeld``). Jobs from before owners existed are claimed by the first service that
-resumes them (``FOR UPDATE SKIP LOCKED`` on PostgreSQL: concurrent starters split them).
+Ownership: a job belongs to the service (``owner``: its data dir's id) that created, claimed or
+adopted it, for as long as that service renews its lease (:mod:`evaluator_host.store.job_leases`: a
+job whose lease ran out is adopted by another service sharing the database). The owner resumes it,
+and a commit lands only while the job is still unfinished *and* the committer's — in the same
+transaction as the rows, so a job cancelled or deleted (by any service sharing the database),
+claimed or adopted elsewhere takes no more rows (``JobNotHeld``). Jobs from before owners existed
+are claimed by the first service that resumes them (``FOR UPDATE SKIP LOCKED`` on PostgreSQL:
+concurrent starters split them).
 Every statement is portable SQL (SQLite and PostgreSQL).
 
 Queued jobs (``EVALUATOR_HOST_QUEUE_URL``) are owned by ``<service id>/queue`` (worker hosts commit
@@ -26,6 +28,7 @@ from sqlalchemy.orm import Session
 from evaluator_host.errors import NotFoundError
 from evaluator_host.store.db import DatasetRow, JobRow, newest_first, utcnow
 from evaluator_host.store.job_generations import GENERATIONS
+from evaluator_host.store.job_leases import JobLeases
 from evaluator_host.store.job_outcome import finished_fields
 from evaluator_host.store.job_records import (
     GET_JOB,
@@ -55,11 +58,12 @@ def _found(session: Session, table: type[RowT], key: str, what: str, workspace_i
     return row
 
 
-class JobStore(JobResults):
+class JobStore(JobLeases, JobResults):
     """Short transactions over datasets and jobs, and (:class:`JobResults`) their results; call from a
     thread: they block.
 
-    ``owner`` names the service these jobs run in (default: one of its own, for tests and tools).
+    ``owner`` names the service these jobs run in (default: one of its own, for tests and tools);
+    ``lease_s`` how long its hold on a job lasts unrenewed (:class:`JobLeases`).
     """
 
     # -- datasets ------------------------------------------------------------------------
@@ -112,13 +116,21 @@ class JobStore(JobResults):
             return int(session.scalar(query) or 0)
 
     def create_job(self, **fields: Any) -> JobRecord:
-        """Store a new job (``queued``), owned by this store's service."""
+        """Store a new job (``queued``), owned by this store's service, leased for ``lease_s``."""
         with Session(self.engine) as session, session.begin():
             row = JobRow(
-                status="queued", done=0, failed=0, active_s=0.0, created_at=utcnow(), owner=self.owner, **fields
+                status="queued",
+                done=0,
+                failed=0,
+                active_s=0.0,
+                created_at=utcnow(),
+                owner=self.owner,
+                lease_until=self.lease_until(),
+                **fields,
             )
             session.add(row)
             session.flush()
+            session.refresh(row)  # the lease's end, as the database computed it
             return job_record(row)
 
     def get_job(self, job_id: str, workspace_id: str | None = None) -> JobRecord:
@@ -156,7 +168,8 @@ class JobStore(JobResults):
             ]
 
     def unfinished(self) -> list[JobRecord]:
-        """This owner's jobs that are queued or were running when the service stopped, oldest first.
+        """This owner's jobs that are queued or were running when the service stopped, oldest first, their
+        leases renewed (a job another service adopted meanwhile is not this owner's any more).
 
         Unfinished jobs without an owner (stored before owners existed) are claimed first; rows
         another starter has locked meanwhile are skipped (they are that starter's).
@@ -167,8 +180,11 @@ class JobStore(JobResults):
         orphans = select(JobRow.id).where(JobRow.status.in_(UNFINISHED), ownerless).with_for_update(skip_locked=True)
         with Session(self.engine) as session, session.begin():
             session.execute(
-                update(JobRow).where(JobRow.id.in_(orphans.scalar_subquery()), ownerless).values(owner=self.owner)
+                update(JobRow)
+                .where(JobRow.id.in_(orphans.scalar_subquery()), ownerless)
+                .values(owner=self.owner, lease_until=self.lease_until())
             )
+        self.renew_leases()
         with Session(self.engine) as session:
             rows = session.scalars(
                 select(JobRow)
@@ -178,12 +194,12 @@ class JobStore(JobResults):
             return [job_record(r) for r in rows]
 
     def claim(self, job_id: str, **fields: Any) -> bool:
-        """Mark a queued or running job ``running`` here (and set ``fields``), atomically; False when it
-        is finished, gone, or another service's."""
+        """Mark a queued or running job ``running`` here (and set ``fields``), its lease renewed, atomically;
+        False when it is finished, gone, or another service's."""
         query = (
             update(JobRow)
             .where(JobRow.id == job_id, JobRow.status.in_(UNFINISHED), self._mine())
-            .values(status="running", owner=self.owner, **fields)
+            .values(status="running", owner=self.owner, lease_until=self.lease_until(), **fields)
         )
         with self.engine.begin() as conn:
             return bool(conn.execute(query).rowcount)

@@ -6,16 +6,24 @@ dataset recorded, so a dataset that exists is always complete. A full disk at an
 :class:`~evaluator_host.errors.StorageFull` (507) with nothing kept; the temporary files a
 killed service left behind (``.upload-*``, ``.*.tmp``, and rows no record names) are removed
 when the next one starts (:meth:`DatasetCatalog.sweep`).
+
+The datasets folder may be shared by several services (one filesystem mounted at each one's
+``data_dir/datasets``, so any of them can adopt any job: docs/operations.md, *Job leases*). A dataset
+being stored is therefore marked by an exclusive ``flock`` on ``.<id>.lock``, held from its first byte until
+its record is stored (or it is refused): a starting service's sweep leaves the files of a dataset whose lock
+another live service holds, and the kernel releases a killed service's lock with it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import fcntl
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -63,6 +71,14 @@ def format_of(explicit: str | None, content_type: str | None, filename: str | No
     if guessed == "json" and sniff_format(head) == "jsonl":
         return "jsonl"
     return guessed
+
+
+def _dataset_of(name: str) -> str:
+    """The dataset id a file of the datasets folder belongs to (``.upload-<id>``, ``.<id>.tmp``,
+    ``.<id>.lock``, ``<id>.jsonl`` ...)."""
+    if name.startswith(".upload-"):
+        return name.removeprefix(".upload-")
+    return name.lstrip(".").split(".", 1)[0]
 
 
 def to_model(record: DatasetRecord) -> Dataset:
@@ -131,20 +147,21 @@ class DatasetCatalog:
         tmp = self.files.root / f".upload-{dataset_id}"
         size = 0
         room = await self._room(workspace)
-        try:
-            with on_full_disk("storing the upload"), open(tmp, "wb", buffering=1 << 20) as out:
-                async for data in chunks:
-                    size += len(data)
-                    if size > self.settings.max_dataset_bytes:
-                        raise LimitError(f"the dataset exceeds max_dataset_bytes={self.settings.max_dataset_bytes}")
-                    if room is not None and size > room:
-                        raise self.quotas.over_dataset_bytes(workspace, size, room)
-                    out.write(data)
-            with open(tmp, "rb") as src:
-                default = f"upload {utcnow():%Y-%m-%d %H:%M:%S} UTC"  # no file name: when it came
-                return await self._parse(workspace, dataset_id, src, name or default, fmt, content_type, None)
-        finally:
-            tmp.unlink(missing_ok=True)
+        with self._writing(dataset_id, "storing the upload"):
+            try:
+                with on_full_disk("storing the upload"), open(tmp, "wb", buffering=1 << 20) as out:
+                    async for data in chunks:
+                        size += len(data)
+                        if size > self.settings.max_dataset_bytes:
+                            raise LimitError(f"the dataset exceeds max_dataset_bytes={self.settings.max_dataset_bytes}")
+                        if room is not None and size > room:
+                            raise self.quotas.over_dataset_bytes(workspace, size, room)
+                        out.write(data)
+                with open(tmp, "rb") as src:
+                    default = f"upload {utcnow():%Y-%m-%d %H:%M:%S} UTC"  # no file name: when it came
+                    return await self._parse(workspace, dataset_id, src, name or default, fmt, content_type, None)
+            finally:
+                tmp.unlink(missing_ok=True)
 
     async def upload_file(
         self,
@@ -165,7 +182,9 @@ class DatasetCatalog:
             raise self.quotas.over_dataset_bytes(workspace, size, room)
         src.seek(0)
         default = Path(filename).stem if filename else "dataset"
-        return await self._parse(workspace, self._new_id(), src, name or default, fmt, content_type, filename)
+        dataset_id = self._new_id()
+        with self._writing(dataset_id, "storing the dataset"):
+            return await self._parse(workspace, dataset_id, src, name or default, fmt, content_type, filename)
 
     async def _parse(
         self,
@@ -189,19 +208,54 @@ class DatasetCatalog:
     async def from_rows(self, workspace: str, rows: Iterable[dict[str, Any]]) -> DatasetRecord:
         """Store a job's inline rows as a dataset of ``workspace`` of their own."""
         dataset_id = self._new_id()
-        with on_full_disk("storing the job's rows"):
-            info = await asyncio.to_thread(self.files.write_rows, dataset_id, rows, self.limits)
-        return await self._record(workspace, dataset_id, "inline rows", "json", info, inline=True)
+        with self._writing(dataset_id, "storing the job's rows"):
+            with on_full_disk("storing the job's rows"):
+                info = await asyncio.to_thread(self.files.write_rows, dataset_id, rows, self.limits)
+            return await self._record(workspace, dataset_id, "inline rows", "json", info, inline=True)
+
+    def _lock_path(self, dataset_id: str) -> Path:
+        return self.files.root / f".{dataset_id}.lock"
+
+    @contextlib.contextmanager
+    def _writing(self, dataset_id: str, what: str) -> Iterator[None]:
+        """Hold the dataset's write lock (the module docstring) while it is stored; the lock file goes after.
+        A full disk is :class:`StorageFull` saying ``what`` was being done."""
+        path = self._lock_path(dataset_id)
+        with on_full_disk(what):
+            fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            path.unlink(missing_ok=True)
+            os.close(fd)
+
+    def _being_written(self, dataset_id: str) -> bool:
+        """Whether a live service (this one or another sharing the folder) holds the dataset's write lock."""
+        try:
+            fd = os.open(self._lock_path(dataset_id), os.O_RDWR)
+        except OSError:
+            return False  # no lock file: nobody is storing it
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing releases a lock taken here
+        return False
 
     def sweep(self) -> int:
         """Remove what a killed service left in the datasets folder (at start-up, before any upload):
-        temporary files, and rows no dataset record names (killed between writing and recording).
-        Returns how many files went."""
+        temporary files, and rows no dataset record names (killed between writing and recording) — but
+        never the files of a dataset another live service sharing the folder is storing (its write lock
+        is held). Returns how many files went."""
         removed = 0
         for path in self.files.root.iterdir():
             name = path.name
+            if self._being_written(_dataset_of(name)):
+                continue
             if name.startswith("."):
-                orphan = name.startswith(".upload-") or name.endswith(".tmp")
+                orphan = name.startswith(".upload-") or name.endswith((".tmp", ".lock"))
             elif path.suffix in (".jsonl", ".idx", ".cols"):
                 try:
                     self.store.get_dataset(path.stem)

@@ -27,9 +27,11 @@ Contract:
   killed), rows already committed are kept, the status becomes ``cancelled``.
 * With a queue (``EVALUATOR_HOST_QUEUE_URL``) a job's rows go to worker hosts instead of lanes here
   (``runner.remote``: ``queue/dispatch.py``); creating, reading, cancelling and deleting are the same.
-* A job runs in the service that created it (the store's ``owner``), and only there: a
-  service resumes its own jobs. A commit that finds its job no longer held (cancelled or
-  deleted by another service sharing the database) stores nothing and stops the job here.
+* A job runs in the service that holds it (the store's ``owner``: the one that created it, resumed it,
+  or adopted it), and only there: a service resumes its own jobs, renews their leases, and adopts the
+  jobs of other services sharing the database whose leases ran out (``jobs/running/leases.py``). A
+  commit that finds its job no longer held (cancelled or deleted by another service sharing the
+  database, or adopted by one while this service was paused) stores nothing and stops the job here.
 * A job with a model ``target`` generates each row's outputs before scoring it (``jobs/running/targeted.py``); its
   target is checked at creation (egress, template, key's secret) and it answers its ``usage``; a spent
   budget ends it ``stopped``. It runs on this service's lanes (refused with a queue).
@@ -54,6 +56,7 @@ from evaluator_host.jobs.datasets.uploads import DatasetCatalog
 from evaluator_host.jobs.models import FieldMapping, Job, JobCreate, JobSinkSummary
 from evaluator_host.jobs.running.executor import ChunkExecutor
 from evaluator_host.jobs.running.lanes import FINISHED, Lanes
+from evaluator_host.jobs.running.leases import LeaseKeeper
 from evaluator_host.jobs.running.progress import Live, job_view
 from evaluator_host.jobs.running.targeted import checked_target, usage_of
 from evaluator_host.jobs.sink_rows import check_traced
@@ -122,6 +125,8 @@ class JobRunner:
         self.lanes = Lanes(settings, store, evaluators, datasets, quotas, self.executor, self._live)
         self.remote: RemoteJobs | None = None  # set by the service when a queue runs its jobs
         self.sinks = JobSinkStore(store.engine)  # its results' deliveries to its sinks (issue 52)
+        # renews ours, adopts expired ones (a model-target job only when it runs here, not on a queue)
+        self.leases = LeaseKeeper(store, datasets.files, self._adopt, lambda: self.remote is None)
 
     @property
     def metrics(self) -> Metrics | None:
@@ -134,13 +139,17 @@ class JobRunner:
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
-        """Resume every job that was queued or running when the service last stopped."""
+        """Resume every job that was queued or running when the service last stopped, then keep their
+        leases and adopt other services' expired jobs (``jobs/running/leases.py``)."""
         for record in await asyncio.to_thread(self.store.unfinished):
             log.info("resuming job %s (%d of %d rows done)", record.id, record.done, record.total)
             self._launch(record.id)
+        self.leases.start()
 
     async def close(self) -> None:
-        """Stop running jobs without changing their status: the next start resumes them."""
+        """Stop running jobs without changing their status: the next start resumes them (or, once their
+        leases run out, another service sharing the database adopts them)."""
+        await self.leases.close()
         self.executor.stop()
         tasks = list(self._tasks.values())
         for task in tasks:
@@ -149,10 +158,20 @@ class JobRunner:
         if self.remote is not None:
             self.remote.close()
 
+    async def _adopt(self, record: JobRecord) -> None:
+        """Run a job adopted from another service; a task of an earlier hold of it here (this service was
+        paused, the job adopted elsewhere, then back) is stopped first: it counted from what it had read."""
+        old = self._tasks.get(record.id)
+        if old is not None:
+            old.cancel()
+            await asyncio.wait([old])  # its end (whatever it raised); a cancel of ours still propagates
+        self._live.pop(record.id, None)
+        self._launch(record.id)
+
     def _launch(self, job_id: str) -> None:
         task = asyncio.ensure_future(self._execute(job_id))
         self._tasks[job_id] = task
-        task.add_done_callback(lambda _t: self._tasks.pop(job_id, None))
+        task.add_done_callback(lambda t: self._tasks.pop(job_id) if self._tasks.get(job_id) is t else None)
 
     # -- API -------------------------------------------------------------------------------
     async def create(self, workspace: str, body: JobCreate) -> Job:

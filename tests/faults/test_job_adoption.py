@@ -1,0 +1,136 @@
+"""A job outlives its owner (issue 54): two real ``serve`` replicas on one database (PostgreSQL, and a SQLite
+file), each on its own data dir (their datasets folder shared, docs/operations.md). The owner of a running
+job is SIGKILLed: the other adopts the job once its lease runs out and finishes it with every row stored
+exactly once. The owner paused instead (SIGSTOP) and continued after the adoption: its chunks in flight
+are refused (``JobNotHeld``, in its log) and every row is still stored exactly once.
+
+The time from the signal to the adoption is printed (``-s`` shows it; the bench measures it: ``bench/
+lease_bench.py``); what is asserted about time is the lease's own rule, on the database's clock: nobody
+adopts a job before its owner's last lease has run out.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.backends import BACKENDS, postgres_only
+from tests.support.pg import Cluster
+from tests.support.replicas import Replicas, with_signal
+from tests.support.wait import wait_until
+
+LEASE_S = "2"  # short, so each test waits seconds, not the default's 10 s (the bench uses the default)
+N = 600  # rows of 20 ms on 2 lanes: about 6 s of work, so the kill lands mid-run
+
+
+DOCKER = BACKENDS[1]  # the docker backend, with its marks (skipped where no engine answers)
+POSTGRES = pytest.param("postgres", marks=[postgres_only])
+
+
+@pytest.fixture
+def replicas(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Replicas]:
+    """Replicas on ``request.param``'s (backend, database): a PostgreSQL schema, or one SQLite file outside
+    every data dir."""
+    backend, database = request.param
+    if database == "sqlite":
+        url = f"sqlite:///{tmp_path / 'shared.db'}"
+    else:
+        cluster: Cluster = request.getfixturevalue("postgres")
+        url = cluster.database(driver="postgresql")
+    group = Replicas(tmp_path / "replicas", url, backend, {"EVALUATOR_HOST_JOB_LEASE_S": LEASE_S})
+    try:
+        yield group
+    finally:
+        group.close()
+
+
+def _on(backend: object, database: str) -> object:
+    """A (backend, database) parameter with both one's marks."""
+    marks = [*getattr(backend, "marks", ()), *([postgres_only] if database == "postgres" else [])]
+    name = getattr(backend, "values", (backend,))[0]
+    return pytest.param((name, database), marks=marks, id=f"{name}-{database}")
+
+
+@pytest.mark.parametrize(
+    "replicas", [_on("process", "postgres"), _on(DOCKER, "postgres"), _on("process", "sqlite")], indirect=True
+)
+def test_a_job_whose_owner_is_sigkilled_mid_run_is_adopted_and_finished_with_every_row_once(
+    replicas: Replicas,
+) -> None:
+    owner, other = replicas.start("a"), replicas.start("b")
+    job_id = replicas.start_job(owner, N)
+    assert replicas.owner_of(job_id)[0] == owner.service_id
+    replicas.mid_run(job_id, N)
+    owner.proc.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    owner.proc.wait(timeout=30)
+    replicas.adopted(job_id, other.service_id, killed, float(LEASE_S))
+    replicas.complete(job_id, other, N)
+    assert replicas.owner_of(job_id)[0] == other.service_id
+
+
+@pytest.mark.parametrize("replicas", [_on("process", "postgres"), _on(DOCKER, "postgres")], indirect=True)
+def test_a_paused_owner_continued_after_the_adoption_stores_no_row_of_the_job(replicas: Replicas) -> None:
+    """SIGSTOP is a process that is slow, not dead (a long GC pause, a frozen VM): its workers finish the
+    chunks it handed them meanwhile, and when it continues it tries to commit them — refused, because the
+    job is the adopter's (the fence is ``owner``, in the commit's own transaction)."""
+    owner = replicas.start("a", log_level="info")
+    other = replicas.start("b")
+    job_id = replicas.start_job(owner, N)
+    replicas.mid_run(job_id, N)
+    owner.proc.send_signal(signal.SIGSTOP)
+    paused = time.monotonic()
+    try:
+        replicas.adopted(job_id, other.service_id, paused, float(LEASE_S))
+    finally:
+        with_signal(owner.proc, signal.SIGCONT)
+    refused = f"job {job_id} stopped here: job '{job_id}' is finished, deleted or another service's"
+    wait_until(lambda: refused in owner.log_text(), 120, 0.1, what="the old owner's late commit refused")
+    replicas.complete(job_id, other, N)
+    assert replicas.owner_of(job_id)[0] == other.service_id
+    assert owner.proc.poll() is None  # it lives on, and serves the job as the database has it
+    seen = owner.client.get(f"/v1/jobs/{job_id}").json()
+    assert seen["status"] == "succeeded" and seen["progress"]["done"] == N
+
+
+@pytest.mark.parametrize("replicas", [_on("process", "postgres")], indirect=True)
+def test_a_replica_starting_on_a_shared_datasets_folder_leaves_another_ones_upload_in_flight_alone(
+    replicas: Replicas,
+) -> None:
+    """A starting service sweeps what a killed one left in its datasets folder; shared between replicas (so
+    each can adopt the other's jobs), the folder also holds the upload a live replica is writing: its write
+    lock keeps it out of the sweep, and the upload completes, readable through either replica."""
+    uploading = replicas.start("a")
+    stop, sent, answer = threading.Event(), [0], []
+
+    def body() -> Iterator[bytes]:
+        while not stop.is_set():
+            yield b"".join(b'{"i": %d, "outputs": "x"}\n' % (sent[0] + k) for k in range(500))
+            sent[0] += 500
+            time.sleep(0.01)
+
+    def upload() -> None:
+        with httpx.Client(base_url=uploading.client.base_url, timeout=120) as client:
+            answer.append(client.post("/v1/datasets", content=body(), headers={"content-type": "application/jsonl"}))
+
+    sender = threading.Thread(target=upload, daemon=True)
+    sender.start()
+    shared = replicas.root / "shared-datasets"
+    wait_until(lambda: any(p.stat().st_size > 1 << 16 for p in shared.glob(".upload-*")), 120, what="the upload")
+    starting = replicas.start("b")  # its start-up sweep runs over the shared folder now
+    assert list(shared.glob(".upload-*")), "the sweep removed a live replica's upload"
+    stop.set()
+    sender.join(timeout=120)
+    assert answer and answer[0].status_code == 201, answer and answer[0].text
+    made = answer[0].json()
+    assert made["row_count"] == sent[0]
+    rows = starting.client.get(f"/v1/datasets/{made['id']}/rows", params={"offset": sent[0] - 1, "limit": 5})
+    assert rows.status_code == 200, rows.text
+    assert [(r["index"], r["row"]["i"]) for r in rows.json()["data"]] == [(sent[0] - 1, sent[0] - 1)]
+    assert not list(shared.glob(".*")), "a temporary or lock file left behind"

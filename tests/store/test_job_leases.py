@@ -1,0 +1,156 @@
+"""evaluator_host.store.job_leases on SQLite and PostgreSQL: a job is held by a lease its owner renews;
+one past its lease is adopted by exactly one other store, and the old owner's late commit stores nothing.
+
+Leases here are fractions of a second (the store takes any ``lease_s``; the service's setting is ≥ 1 s),
+waited out on the database's clock, not slept through blindly."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import select, update
+
+from evaluator_host.errors import JobNotHeld
+from evaluator_host.store.db import JobRow, make_engine
+from evaluator_host.store.job_leases import database_now
+from evaluator_host.store.jobs import JobStore
+from tests.support.store import dataset, new_job
+from tests.support.wait import wait_until
+
+SHORT = 0.3  # a lease that runs out quickly
+
+
+@pytest.fixture
+def owner(database_url: str) -> Iterator[JobStore]:
+    store = JobStore(make_engine(database_url), owner="service-a")
+    store.lease_s = SHORT
+    store.add_dataset(dataset())
+    yield store
+    store.engine.dispose()
+
+
+def _other(owner: JobStore, name: str = "service-b") -> JobStore:
+    other = JobStore(owner.engine, owner=name)
+    other.lease_s = SHORT
+    return other
+
+
+def _now(store: JobStore) -> float:
+    with store.engine.connect() as conn:
+        return float(conn.execute(select(database_now(store.engine))).scalar_one())
+
+
+def _expired(store: JobStore, job_id: str) -> bool:
+    lease = store.get_job(job_id).lease_until
+    return lease is None or lease < _now(store)
+
+
+def _row(job_id: str, idx: int) -> tuple[str, int, str, int, str, str]:
+    return (job_id, idx, "ok", 1, "python-1", json.dumps({"status": "ok", "score": idx}))
+
+
+def test_a_new_job_is_leased_by_the_database_clock_for_lease_s(owner: JobStore) -> None:
+    before = _now(owner)
+    job = owner.get_job(new_job(owner))
+    assert job.lease_until is not None and before + SHORT <= job.lease_until <= _now(owner) + SHORT
+
+
+def test_a_job_whose_lease_is_renewed_is_never_adopted(owner: JobStore) -> None:
+    job = new_job(owner)
+    other = _other(owner)
+    for _ in range(5):  # renewals keep the lease ahead of the clock: nothing to adopt
+        assert owner.renew_leases() == 1
+        assert other.adopt_expired() == []
+    assert owner.get_job(job).owner == "service-a"
+
+
+def test_a_job_past_its_lease_is_adopted_with_a_fresh_lease_and_its_progress(owner: JobStore) -> None:
+    job = new_job(owner)
+    owner.commit_rows(job, [_row(job, 0), _row(job, 1)], done=2, failed=0, acc_state={"n": 2}, active_s=0.1)
+    other = _other(owner)
+    wait_until(lambda: _expired(owner, job), 10, 0.05, what="the lease to run out")
+    [adopted] = other.adopt_expired()
+    assert (adopted.id, adopted.owner, adopted.done, adopted.acc_state) == (job, "service-b", 2, {"n": 2})
+    assert adopted.lease_until is not None and adopted.lease_until > _now(owner)
+    assert other.claim(job) is True  # the adopter runs it as its own
+    assert owner.renew_leases() == 0  # the old owner holds nothing any more
+
+
+def test_an_owner_does_not_adopt_its_own_jobs_and_a_finished_job_is_never_adopted(owner: JobStore) -> None:
+    mine, done = new_job(owner), new_job(owner, id="job_2")
+    owner.set_job(done, status="succeeded")
+    wait_until(lambda: _expired(owner, mine), 10, 0.05, what="the lease to run out")
+    assert owner.adopt_expired() == []  # its own: it renews it, it does not adopt it
+    assert [j.id for j in _other(owner).adopt_expired()] == [mine]
+
+
+def test_a_job_whose_dataset_the_adopter_cannot_read_stays_with_its_owner(owner: JobStore) -> None:
+    job = new_job(owner)
+    wait_until(lambda: _expired(owner, job), 10, 0.05, what="the lease to run out")
+    assert _other(owner).adopt_expired(lambda _dataset, _target: False) == []
+    assert owner.get_job(job).owner == "service-a"
+
+
+def test_a_model_target_job_is_adopted_only_by_a_service_that_runs_them(owner: JobStore) -> None:
+    plain, targeted = new_job(owner), new_job(owner, id="job_2", target={"model": "m"})
+    wait_until(lambda: _expired(owner, plain) and _expired(owner, targeted), 10, 0.05, what="the leases to run out")
+    on_a_queue = _other(owner, "service-q/queue")
+    assert [j.id for j in on_a_queue.adopt_expired(lambda _dataset, target: not target)] == [plain]
+    assert [j.id for j in _other(owner).adopt_expired()] == [targeted]
+
+
+def test_an_unleased_job_from_before_leases_is_adoptable(owner: JobStore) -> None:
+    job = new_job(owner)
+    with owner.engine.begin() as conn:  # as migration 0020 leaves the jobs it finds
+        conn.execute(update(JobRow).values(lease_until=None))
+    assert [j.id for j in _other(owner).adopt_expired()] == [job]
+
+
+def test_of_many_stores_adopting_at_once_exactly_one_wins_each_job(owner: JobStore) -> None:
+    jobs = [new_job(owner, id=f"job_{n}") for n in range(6)]
+    wait_until(lambda: all(_expired(owner, j) for j in jobs), 10, 0.05, what="the leases to run out")
+    adopters = [_other(owner, f"service-{n}") for n in range(4)]
+    won: dict[str, list[str]] = {}
+    gate = threading.Barrier(len(adopters))
+
+    def adopt(store: JobStore) -> None:
+        gate.wait()
+        won[store.owner] = [j.id for j in store.adopt_expired()]
+
+    threads = [threading.Thread(target=adopt, args=(s,)) for s in adopters]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    taken = [j for ids in won.values() for j in ids]
+    assert sorted(taken) == sorted(jobs)  # every job once, none twice
+    for name, ids in won.items():
+        assert all(owner.get_job(j).owner == name for j in ids)
+
+
+def test_the_old_owners_late_commit_after_adoption_stores_nothing(owner: JobStore) -> None:
+    """A paused owner coming back: its chunk was computed before the adoption, its commit is refused
+    whole (rows and counters), and the adopter's commit of the same rows lands once."""
+    job = new_job(owner)
+    owner.commit_rows(job, [_row(job, 0)], done=1, failed=0, acc_state={"n": 1}, active_s=0.1)
+    other = _other(owner)
+    wait_until(lambda: _expired(owner, job), 10, 0.05, what="the lease to run out")
+    assert [j.id for j in other.adopt_expired()] == [job]
+    with pytest.raises(JobNotHeld):
+        owner.commit_rows(job, [_row(job, 1), _row(job, 2)], done=3, failed=0, acc_state={"n": 3}, active_s=0.2)
+    assert owner.finish(job) is False and owner.claim(job) is False
+    assert list(owner.done_indices(job)) == [0] and owner.get_job(job).done == 1
+    other.commit_rows(job, [_row(job, 1), _row(job, 2)], done=3, failed=0, acc_state={"n": 3}, active_s=0.2)
+    assert list(owner.done_indices(job)) == [0, 1, 2] and owner.get_job(job).done == 3
+
+
+def test_a_restarting_owner_resumes_its_own_job_and_renews_its_lease(owner: JobStore) -> None:
+    job = new_job(owner)
+    wait_until(lambda: _expired(owner, job), 10, 0.05, what="the lease to run out")
+    again = JobStore(owner.engine, owner="service-a")  # the same data dir's service, started again
+    again.lease_s = 60.0
+    assert [j.id for j in again.unfinished()] == [job]
+    assert not _expired(owner, job) and _other(owner).adopt_expired() == []
