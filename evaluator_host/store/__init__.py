@@ -3,8 +3,9 @@
 One room on purpose: one module per table group (``db`` the engine and the core tables, ``schema`` the
 revision, ``evaluators``, ``jobs`` with ``job_results``, ``job_records`` and ``job_generations``, ``workspaces``,
 ``secrets``, ``idempotency``, ``result_cache``, ``online_rows`` the online tables with ``online_spans``,
-``online_rules``, ``online_scores`` and ``online_views`` their repositories): a table group changes
-for one reason, each module is read as one unit, and a new group is a new module beside them.
+``online_rules``, ``online_scores`` and ``online_views`` their repositories; ``review_rows`` the review
+tables with ``review_queues``, ``review_fill`` and ``review_items``): a table group changes for one reason,
+each module is read as one unit, and a new group is a new module beside them.
 
 May import: ``errors``, ``storage``, ``settings`` and the pure pieces it stores (``evaluation.aggregate``,
 ``tenancy.quotas``); never the evaluation path, ``jobs``, ``sandbox``, ``builds`` or above
@@ -14,6 +15,7 @@ May import: ``errors``, ``storage``, ``settings`` and the pure pieces it stores 
 from evaluator_host.store import job_generations as _job_generations  # noqa: F401  (registers the table)
 from evaluator_host.store import online_rows as _online_rows  # noqa: F401  (registers the online tables)
 from evaluator_host.store import result_cache as _result_cache  # noqa: F401  (registers the cache tables)
+from evaluator_host.store import review_rows as _review_rows  # noqa: F401  (registers the review tables)
 from evaluator_host.store.evaluators import EvaluatorStore, RevisionRecord
 
 __all__ = ["EvaluatorStore", "RevisionRecord"]
