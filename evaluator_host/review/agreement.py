@@ -62,6 +62,7 @@ async def agreement_of(
     pairs = [_pair(i.passed, i.score, i.label, i) for i in items if i.revision == record.revision]
     others = [i for i in items if i.revision != record.revision]
     runnable: list[tuple[ItemRecord, Case]] = []
+    cached = 0
     for item in others:
         case, _ = await asyncio.to_thread(review.case_of, workspace, item)
         if case is not None:
@@ -71,6 +72,7 @@ async def agreement_of(
         charged = components.quotas.take_evaluations(workspace, len(cases))  # a call's charge: 429 over the rate
         ran = await run_stored(components, workspace, evaluator_id, record.revision, cases, charged, review.cache)
         pairs += [_pair(r.passed, r.score, r.label, i) for (i, _), r in zip(runnable, ran.results, strict=True)]
+        cached = sum(1 for r in ran.results if r.cached)
     if not pairs:
         raise NothingCompared(
             f"none of the {len(items)} reviewed items of evaluator {evaluator_id!r} can be compared with revision "
@@ -84,6 +86,7 @@ async def agreement_of(
         revision=record.revision,
         reviewed=f.reviewed,
         ran=len(runnable),
+        cached=cached,
         skipped=len(others) - len(runnable),
         accuracy=f.accuracy,
         cohen_kappa=f.kappa,

@@ -236,6 +236,7 @@ class Agreement(BaseModel):
     revision: int
     reviewed: int = Field(description="Items compared (each reviewed item once).")
     ran: int = Field(description="Items the revision never scored, run on it now (the result cache applies).")
+    cached: int = Field(0, description="Of those run now, answered from the result cache.")
     skipped: int = Field(0, description="Items another revision scored whose case is no longer stored: not compared.")
     accuracy: float
     cohen_kappa: float | None

@@ -28,6 +28,7 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import Connection, and_, func, select
@@ -135,11 +136,10 @@ def insert(conn: Connection, queue: Any, candidates: Sequence[Candidate]) -> int
             "label": c.label,
             "reason": c.reason,
             "snapshot": c.snapshot,
-            "added_at": now,
+            "added_at": now + timedelta(microseconds=n),  # one batch keeps its source order (list order: added_at)
             "reviewed_at": None,
         }
-        for c in taken
-        if c.source_key not in known
+        for n, c in enumerate(c for c in taken if c.source_key not in known)
     ][:room]
     if not rows:
         return 0
@@ -228,7 +228,7 @@ def admit_scores(engine: Engine, keys: Sequence[tuple[str, str]]) -> int:
                 return 0
             scores = conn.execute(select(S.rule_id, *_SCORE_COLUMNS).where(keyed(S.rule_id, S.target_id, keys))).all()
             added = 0
-            for (queue,) in queues:
+            for queue in queues:
                 mine = [_score_candidate(s) for s in scores if s.rule_id == queue.rule_id]
                 added += insert(conn, queue, mine)
             return added
