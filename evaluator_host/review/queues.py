@@ -155,8 +155,7 @@ class Review:
                 return
             taken = [c for c in page if review_fill.takes(queue, c)]
             cases = self._job_cases(job.id, job.dataset_id, job.target is not None, mapper, taken)
-            with self.engine.begin() as conn:
-                review_fill.insert(conn, queue, cases)
+            review_fill.fill(self.engine, queue, cases)
             if self.queues.get(queue.workspace_id, queue.id).items >= queue.max_items:
                 return
             start = int(page[-1].job_index or 0) + 1

@@ -7,8 +7,9 @@ Contract:
   AND the item's draw is under ``sample``. The draw is a hash of the item's id (itself a hash of the
   queue id and the source key), so it is the same on every fill: a refill, or the scorer's hook and the
   fill at creation, always take the same items, and a queue never takes an item it once left.
-* :func:`insert` — candidates into a queue, in order, insert-or-ignore on (queue, source key), never past
-  its ``max_items`` (on PostgreSQL the queue's row is locked first, so concurrent fills take turns).
+* :func:`fill` — candidates into a queue, in order, insert-or-ignore on (queue, source key), never past
+  its ``max_items``: concurrent fills take turns (PostgreSQL: the queue's row is locked; SQLite: the one
+  service's threads hold a lock through the commit).
 * :func:`from_rule` — a rule's stored scores (``done`` and current), oldest first, a page at a time,
   until the queue is full or the scores end.
 * :func:`job_page` — a job's stored results from an index on (what the review domain turns into items,
@@ -22,11 +23,13 @@ Portable SQL; blocking: call from a thread.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import math
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -40,12 +43,13 @@ from evaluator_host.store.online_refs import keyed
 from evaluator_host.store.online_rows import OnlineScoreRow
 from evaluator_host.store.review_rows import ReviewItemRow, ReviewQueueRow
 
-__all__ = ["Candidate", "admit_scores", "from_rule", "insert", "item_id", "job_page", "takes"]
+__all__ = ["Candidate", "admit_scores", "fill", "from_rule", "insert", "item_id", "job_page", "takes"]
 
 log = logging.getLogger(__name__)
 
 S, Q, It = OnlineScoreRow, ReviewQueueRow, ReviewItemRow
 _PAGE = 500  # scores or results read at once while filling
+_SQLITE_FILLS = threading.Lock()
 
 
 def item_id(queue_id: str, source_key: str) -> str:
@@ -103,10 +107,30 @@ def _reason(result: str | None) -> str | None:
     return reason if isinstance(reason, str) else None
 
 
+@contextlib.contextmanager
+def _transaction(engine: Engine) -> Iterator[Connection]:
+    """A transaction to fill in. SQLite: one service per data dir (its lock), whose threads take turns here
+    until commit (pysqlite begins at the first write, so a count read before it would be stale)."""
+    with _SQLITE_FILLS if engine.dialect.name == "sqlite" else contextlib.nullcontext(), engine.begin() as conn:
+        yield conn
+
+
+def fill(engine: Engine, queue: Any, candidates: Sequence[Candidate]) -> int:
+    """:func:`insert` in a transaction of its own."""
+    with _transaction(engine) as conn:
+        return insert(conn, queue, candidates)
+
+
 def insert(conn: Connection, queue: Any, candidates: Sequence[Candidate]) -> int:
-    """Put ``candidates`` the queue takes into it, in order, up to its ``max_items``; how many were added."""
-    if conn.dialect.name == "postgresql":  # concurrent fills of one queue take turns
+    """Put ``candidates`` the queue takes into it, in order, up to its ``max_items``; how many were added.
+    On PostgreSQL the queue's row is locked first (concurrent fills take turns); on SQLite, call it in
+    :func:`_transaction` (:func:`fill` does)."""
+    if conn.dialect.name == "postgresql":
         conn.execute(select(Q.id).where(Q.id == queue.id).with_for_update())
+    return _insert(conn, queue, candidates)
+
+
+def _insert(conn: Connection, queue: Any, candidates: Sequence[Candidate]) -> int:
     held = conn.execute(select(func.count()).select_from(It).where(It.queue_id == queue.id)).scalar_one()
     room = int(queue.max_items) - int(held)
     taken = [c for c in candidates if takes(queue, c)]
@@ -144,8 +168,9 @@ def insert(conn: Connection, queue: Any, candidates: Sequence[Candidate]) -> int
     if not rows:
         return 0
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    done = conn.execute(dialect.insert(It.__table__).on_conflict_do_nothing(), rows)
-    return max(int(done.rowcount), 0)
+    conn.execute(dialect.insert(It.__table__).on_conflict_do_nothing(), rows)
+    now_held = conn.execute(select(func.count()).select_from(It).where(It.queue_id == queue.id)).scalar_one()
+    return int(now_held) - int(held)  # (an executemany's rowcount is not every driver's sum)
 
 
 def _score_candidate(row: Any) -> Candidate:
@@ -175,7 +200,7 @@ def from_rule(engine: Engine, queue: Any) -> int:
         if after is not None:
             at, target = after
             query = query.where((S.scored_at > at) | and_(S.scored_at == at, S.target_id > target))
-        with engine.begin() as conn:
+        with _transaction(engine) as conn:
             page = conn.execute(query.order_by(S.scored_at, S.target_id).limit(_PAGE)).all()
             if not page:
                 return added
@@ -221,7 +246,7 @@ def admit_scores(engine: Engine, keys: Sequence[tuple[str, str]]) -> int:
     if not keys:
         return 0
     try:
-        with engine.begin() as conn:
+        with _transaction(engine) as conn:
             rules = {r for r, _ in keys}
             queues = conn.execute(select(Q).where(Q.rule_id.in_(rules), Q.deleted_at.is_(None))).all()
             if not queues:

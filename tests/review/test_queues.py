@@ -123,10 +123,14 @@ def test_verdicts_replace_each_other_keep_their_history_and_export_beside_the_an
     assert client.post(url, json={"passed": True, "extra": 1}).status_code == 422
     wrong = f"/v1/review-queues/{queue['id']}/items/ri_nope/verdict"
     assert client.post(wrong, json={"passed": True}).status_code == 404
-    assert client.get(f"/v1/review-queues/rq_nope/items").status_code == 404
+    assert client.get("/v1/review-queues/rq_nope/items").status_code == 404
 
 
-CHAT = "def evaluate(inputs, outputs, trace):\n    bad = 'bad' in inputs['q']\n    return {'score': 0.0 if bad else 1.0, 'passed': not bad}\n"
+CHAT = (
+    "def evaluate(inputs, outputs, trace):\n"
+    "    bad = 'bad' in inputs['q']\n"
+    "    return {'score': 0.0 if bad else 1.0, 'passed': not bad}\n"
+)
 
 
 def test_a_rule_queue_takes_the_stored_scores_and_then_new_ones_as_they_arrive(client: TestClient) -> None:
