@@ -2,19 +2,22 @@
 job's queue are added to the evaluator as fixtures (a new revision with the same code, its disagreements
 named); a next revision that disagrees with the verdicts is refused at save (409 ``FixturesFailed``, stored as
 a draft, the latest unchanged) unless forced, and one that agrees is saved; a newer verdict replaces its
-item's fixture; pending or unknown items are refused."""
+item's fixture; pending or unknown items are refused; fixtures past what one save may hold (200, or their JSON
+past ``max_body_bytes``) are refused and store nothing."""
 
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from evaluator_host.api import create_app
+from evaluator_host.evaluation.models import MAX_FIXTURES
 from tests.support.jobs import create_evaluator, jsonl, start, upload, wait
-
-pytestmark = pytest.mark.databases
+from tests.support.service import assert_healthy, make_settings
 
 ROWS = [{"q": f"q{i}", "s": i / 10, "outputs": "x"} for i in range(8)]
 V1 = "def evaluate(inputs, outputs, trace):\n    s = inputs['s']\n    return {'score': s, 'passed': s >= 0.5}\n"
@@ -32,6 +35,7 @@ def _agreeing(verdicts: dict[str, dict[str, Any]]) -> str:
     )
 
 
+@pytest.mark.databases
 def test_verdicts_become_fixtures_that_refuse_a_disagreeing_revision_unless_forced(client: TestClient) -> None:
     name = f"fx-{uuid.uuid4().hex[:6]}"
     ev = create_evaluator(client, V1, name=name)["id"]
@@ -86,3 +90,37 @@ def test_verdicts_become_fixtures_that_refuse_a_disagreeing_revision_unless_forc
     assert (replaced["added"], replaced["replaced"], replaced["fixtures"]) == (0, 1, 4)
     fixtures = client.get(f"/v1/evaluators/{ev}").json()["fixtures"]
     assert next(f for f in fixtures if f["name"] == f"review:{by_q['q6']['id']}")["expect"]["passed"] is False
+
+
+def test_verdicts_past_what_one_save_may_hold_are_refused_and_the_service_stays_healthy(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, backend="process", max_body_bytes=64 * 1024)
+    with TestClient(create_app(settings)) as client:
+        ev = create_evaluator(client, V1, name="bounds")["id"]
+        rows = [{"q": f"q{i}", "s": 0.9, "outputs": "x" * 30_000} for i in range(3)] + [
+            {"q": f"r{i}", "s": 0.1, "outputs": "x"} for i in range(MAX_FIXTURES)
+        ]
+        job = wait(client, start(client, ev, dataset_id=upload(client, jsonl(rows))["id"])["id"])
+        big = client.post("/v1/review-queues", json={"name": "big", "source": {"job_id": job["id"]}, "limit": 3})
+        many = client.post(
+            "/v1/review-queues",
+            json={"name": "many", "source": {"job_id": job["id"]}, "select": {"passed": False}, "limit": 1000},
+        )
+        assert big.json()["items"] == 3 and many.json()["items"] == MAX_FIXTURES
+        for queue in (big.json(), many.json()):
+            for item in client.get(f"/v1/review-queues/{queue['id']}/items", params={"limit": 1000}).json()["data"]:
+                url = f"/v1/review-queues/{queue['id']}/items/{item['id']}/verdict"
+                assert client.post(url, json={"passed": True}).status_code == 201
+        too_big = client.post(f"/v1/review-queues/{big.json()['id']}/fixtures", json={"all_reviewed": True})
+        assert too_big.status_code == 422 and "max_body_bytes" in too_big.text, too_big.text
+        one = client.post(f"/v1/review-queues/{many.json()['id']}/fixtures", json={"items": [item["id"]]})
+        assert one.status_code == 200 and one.json()["fixtures"] == 1, one.text
+        too_many = client.post(f"/v1/review-queues/{many.json()['id']}/fixtures", json={"all_reviewed": True})
+        assert too_many.status_code == 200 and too_many.json()["fixtures"] == MAX_FIXTURES  # the same item replaced
+        extra = client.post(f"/v1/review-queues/{big.json()['id']}/fixtures", json={"items": [big_item(client, big)]})
+        assert extra.status_code == 422 and f"more than {MAX_FIXTURES}" in extra.text, extra.text
+        assert client.get(f"/v1/evaluators/{ev}").json()["revision"] == 3  # the refusals stored nothing
+        assert_healthy(client)
+
+
+def big_item(client: TestClient, queue: Any) -> str:
+    return str(client.get(f"/v1/review-queues/{queue.json()['id']}/items").json()["data"][0]["id"])
