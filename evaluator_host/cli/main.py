@@ -17,6 +17,8 @@
 ``worker`` run queued jobs' chunks on this host (``cli/worker.py``; ``EVALUATOR_HOST_QUEUE_URL``).
 ``rules``  ``list | create | show | pause | resume | delete | scores | stats`` online rules, through a
            running service (``cli/rules.py``).
+``review`` ``list | create | items | verdict | export | agreement | fixtures`` review queues and agreement,
+           through a running service (``cli/review.py``).
 ``demo-traffic`` send instrumented chat traces over OTLP with the OpenTelemetry SDK (``cli/demo.py``).
 
 Start-up contract: building the parser and dispatching import only what the chosen subcommand needs. Each
@@ -128,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     from evaluator_host.cli.fixtures import add_parser as add_test
     from evaluator_host.cli.migrate import add_parser as add_migrate
     from evaluator_host.cli.results import add_parser as add_results
+    from evaluator_host.cli.review import add_parser as add_review
     from evaluator_host.cli.rules import add_parser as add_rules
     from evaluator_host.cli.runtimes import add_parser as add_runtimes
     from evaluator_host.cli.worker import add_parser as add_worker
@@ -140,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_db(sub)
     add_worker(sub)
     add_rules(sub)
+    add_review(sub)
     add_demo(sub)
     return parser
 

@@ -40,6 +40,10 @@ __all__ = [
 MAX_QUEUE_ITEMS = 10_000  # items one queue may hold
 
 
+def _unset(value: object) -> bool:
+    return value is None
+
+
 class QueueSource(BaseModel):
     """Where a queue's items come from: exactly one of ``rule_id`` and ``job_id``."""
 
@@ -56,19 +60,25 @@ class QueueSource(BaseModel):
 
 
 class QueueSelect(BaseModel):
-    """Which answers a queue takes: exactly one condition."""
+    """Which answers a queue takes: exactly one condition (the others are left out of answers)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    score_below: float | None = Field(None, allow_inf_nan=False, description="A score lower than this.")
-    score_above: float | None = Field(None, allow_inf_nan=False, description="A score higher than this.")
-    passed: bool | None = Field(None, description="passed equal to this (false: the failures).")
-    label_in: list[StoredText] | None = Field(None, min_length=1, max_length=100, description="One of these labels.")
-    status_in: list[Status] | None = Field(None, min_length=1, description="One of these statuses.")
+    score_below: float | None = Field(
+        None, allow_inf_nan=False, description="A score lower than this.", exclude_if=_unset
+    )
+    score_above: float | None = Field(
+        None, allow_inf_nan=False, description="A score higher than this.", exclude_if=_unset
+    )
+    passed: bool | None = Field(None, description="passed equal to this (false: the failures).", exclude_if=_unset)
+    label_in: list[StoredText] | None = Field(
+        None, min_length=1, max_length=100, description="One of these labels.", exclude_if=_unset
+    )
+    status_in: list[Status] | None = Field(None, min_length=1, description="One of these statuses.", exclude_if=_unset)
 
     @model_validator(mode="after")
     def _one(self) -> QueueSelect:
-        if len(self.model_fields_set) != 1 or all(getattr(self, f) is None for f in self.model_fields_set):
+        if sum(getattr(self, f) is not None for f in type(self).model_fields) != 1:
             raise ValueError("select needs exactly one of score_below, score_above, passed, label_in, status_in")
         return self
 

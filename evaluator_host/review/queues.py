@@ -127,7 +127,7 @@ class Review:
             evaluator_id=evaluator_id,
             rule_id=source.rule_id,
             job_id=source.job_id,
-            selection=body.select.model_dump(exclude_unset=True) if body.select else None,
+            selection=body.select.model_dump(exclude_none=True) if body.select else None,
             sample=body.sample,
             max_items=body.limit,
         )

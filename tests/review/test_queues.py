@@ -55,6 +55,7 @@ def test_a_job_queue_takes_the_selected_rows_sampled_stably_up_to_its_limit(clie
     low = sorted(i for i, r in enumerate(ROWS) if r["s"] < 0.5)
     everything = _queue(client, source={"job_id": job_id}, select={"score_below": 0.5})
     assert (everything["items"], everything["reviewed"], everything["evaluator_id"]) == (len(low), 0, ev)
+    assert everything["select"] == {"score_below": 0.5} and everything["source"] == {"rule_id": None, "job_id": job_id}
     items = _items(client, everything["id"])
     assert [i["source"]["index"] for i in items] == low  # in the job's row order
     first = items[0]
