@@ -145,6 +145,8 @@ def test_a_rule_queue_takes_the_stored_scores_and_then_new_ones_as_they_arrive(c
         return {s["trace_id"] for s in scores if s["state"] == "done"} >= set(traces)
 
     wait_until(lambda: scored(before), 120, 0.05, what="the first traces scored")
+    sampled = _queue(client, source={"rule_id": rule_id}, sample=0.5)  # a share of every answer
+    every = _queue(client, source={"rule_id": rule_id})  # all of them: says when every hook has run
     queue = _queue(client, source={"rule_id": rule_id}, select={"passed": False})
     assert queue["items"] == 2 and queue["evaluator_id"] == ev
     items = _items(client, queue["id"])
@@ -157,6 +159,13 @@ def test_a_rule_queue_takes_the_stored_scores_and_then_new_ones_as_they_arrive(c
     wait_until(lambda: scored(later), 120, 0.05, what="the later traces scored")
     got = wait_until(lambda: len(_items(client, queue["id"])) == 3 and _items(client, queue["id"]), 30, 0.05)
     assert {i["source"]["trace_id"] for i in got} == {before[0], before[2], later[0]}  # the hook added it
+    # each hook fills every queue of the rule in one transaction: once `every` holds all five, the sampled queue
+    # holds what the same per-item draw takes, and a refill takes nothing more
+    wait_until(lambda: len(_items(client, every["id"])) == 5, 30, 0.05, what="every score in the queue")
+    taken = {i["source"]["trace_id"] for i in _items(client, sampled["id"])}
+    assert taken <= set(before + later)
+    assert client.post(f"/v1/review-queues/{sampled['id']}/refill").json()["items"] == len(taken)
+    assert {i["source"]["trace_id"] for i in _items(client, sampled["id"])} == taken
     client.delete(f"/v1/online-rules/{rule_id}")
 
 
