@@ -49,8 +49,10 @@ class QueueSource(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    rule_id: str | None = Field(None, max_length=40, description="An online rule: its scores, now and as they arrive.")
-    job_id: str | None = Field(None, max_length=40, description="A job: its stored results.")
+    rule_id: StoredText | None = Field(
+        None, max_length=40, description="An online rule: its scores, now and as they arrive."
+    )
+    job_id: StoredText | None = Field(None, max_length=40, description="A job: its stored results.")
 
     @model_validator(mode="after")
     def _one(self) -> QueueSource:
