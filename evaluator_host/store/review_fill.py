@@ -248,7 +248,8 @@ def admit_scores(engine: Engine, keys: Sequence[tuple[str, str]]) -> int:
     try:
         with _transaction(engine) as conn:
             rules = {r for r, _ in keys}
-            queues = conn.execute(select(Q).where(Q.rule_id.in_(rules), Q.deleted_at.is_(None))).all()
+            live = select(Q).where(Q.rule_id.in_(rules), Q.deleted_at.is_(None))
+            queues = conn.execute(live.order_by(Q.id)).all()  # locked in one order by every filler: no deadlock
             if not queues:
                 return 0
             scores = conn.execute(select(S.rule_id, *_SCORE_COLUMNS).where(keyed(S.rule_id, S.target_id, keys))).all()

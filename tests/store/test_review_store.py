@@ -4,10 +4,12 @@ twice; the scorer's hook never raises into scoring; migration 0018_review_queues
 
 from __future__ import annotations
 
+import logging
 import threading
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from alembic import command
 from sqlalchemy import Engine, insert, select
 
@@ -103,6 +105,27 @@ def test_fills_at_once_never_pass_the_limit_nor_take_an_item_twice(database_url:
         with engine.connect() as conn:
             held = conn.execute(select(ReviewItemRow.source_key).where(ReviewItemRow.queue_id == queue.id)).all()
         assert len(held) == 25 and len({k for (k,) in held}) == 25
+    finally:
+        engine.dispose()
+
+
+def test_hooks_at_once_on_a_rule_with_two_queues_fill_both_and_fail_none(
+    database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = make_engine(database_url)
+    try:
+        _scores(engine, "rule_e", 60)
+        store = ReviewQueueStore(engine)
+        made = [
+            store.create(WS, name=n, evaluator_id="ev_1", rule_id="rule_e", job_id=None, selection=None, sample=1.0,
+                         max_items=100)
+            for n in ("one", "two")
+        ]  # fmt: skip
+        keys = [("rule_e", f"{i:032x}") for i in range(60)]
+        with caplog.at_level(logging.ERROR, logger="evaluator_host.store.review_fill"):
+            assert _run_together(6, lambda k: review_fill.admit_scores(engine, keys[::-1] if k % 2 else keys)) == []
+        assert [r.getMessage() for r in caplog.records] == []  # no hook failed (a deadlock would be logged here)
+        assert [store.get(WS, q.id).items for q in made] == [60, 60]
     finally:
         engine.dispose()
 
