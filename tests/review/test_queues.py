@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import delete
 
+from evaluator_host.store.online_rows import OnlineSpanRow, OnlineTraceRow
 from tests.support.jobs import create_evaluator, jsonl, start, upload, wait
 from tests.support.online import chat_trace
 from tests.support.service import assert_healthy
@@ -166,6 +168,43 @@ def test_a_rule_queue_takes_the_stored_scores_and_then_new_ones_as_they_arrive(c
     assert taken <= set(before + later)
     assert client.post(f"/v1/review-queues/{sampled['id']}/refill").json()["items"] == len(taken)
     assert {i["source"]["trace_id"] for i in _items(client, sampled["id"])} == taken
+
+    # a verdict keeps the case it judged: once the spans are gone (retention), the reviewed item still shows
+    # it and can become a fixture; a pending one says why it has none
+    reviewed, pending = (next(i for i in got if i["source"]["trace_id"] == t) for t in (before[0], before[2]))
+    url = f"/v1/review-queues/{queue['id']}/items/{reviewed['id']}/verdict"
+    assert client.post(url, json={"passed": True}).status_code == 201
+    with engine.begin() as conn:
+        for table in (OnlineSpanRow, OnlineTraceRow):
+            conn.execute(delete(table).where(table.trace_id.in_([before[0], before[2]])))
+    kept = {i["id"]: i for i in _items(client, queue["id"])}
+    assert kept[reviewed["id"]]["inputs"] == {"q": "bad one"} and kept[reviewed["id"]]["trace"]["trace_id"] == before[0]
+    assert kept[pending["id"]]["inputs"] is None and "no longer stored" in kept[pending["id"]]["case_error"]
+    fixtures = client.post(f"/v1/review-queues/{queue['id']}/fixtures", json={"items": [reviewed["id"]]})
+    assert fixtures.status_code == 200 and fixtures.json()["disagreeing"] == [f"review:{reviewed['id']}"]
+    client.delete(f"/v1/online-rules/{rule_id}")
+
+
+def test_a_span_level_rule_queue_shows_the_scored_span_of_its_trace(client: TestClient) -> None:
+    engine = client.app.state.services.store.engine  # type: ignore[attr-defined]
+    code = "def evaluate(inputs, outputs, trace):\n    return {'score': 0.0, 'passed': False, 'label': 'span'}\n"
+    ev = create_evaluator(client, code, name=f"span-{uuid.uuid4().hex[:6]}")["id"]
+    body = {"evaluator_id": ev, "target": {"level": "span"}, "filter": {"span_name": "llm"}}
+    rule_id = client.post("/v1/online-rules", json=body).json()["id"]
+    trace_id = chat_trace(engine, question="spans")
+
+    def scored() -> bool:
+        scores = client.get(f"/v1/online-rules/{rule_id}/scores").json()["data"]
+        return any(s["trace_id"] == trace_id and s["state"] == "done" for s in scores)
+
+    wait_until(scored, 120, 0.05, what="the span scored")
+    queue = _queue(client, source={"rule_id": rule_id}, select={"label_in": ["span"]})
+    (item,) = _items(client, queue["id"])
+    (root,) = item["trace"]["spans"].values()
+    (llm,) = root["children"].values()  # the trace whole, the scored span named by the item's source
+    assert item["source"]["trace_id"] == trace_id
+    assert (llm["name"], llm["span_id"]) == ("llm", item["source"]["span_id"])
+    assert item["source"]["target_id"] == f"{trace_id}/{llm['span_id']}" and item["label"] == "span"
     client.delete(f"/v1/online-rules/{rule_id}")
 
 
