@@ -54,6 +54,8 @@ from evaluator_host.store.online_rules import RuleStore, rule_record
 from evaluator_host.store.result_cache import ResultCacheStore
 from evaluator_host.store.review_items import ItemRecord, ReviewItemStore, VerdictRecord
 from evaluator_host.store.review_queues import QueueRecord, ReviewQueueStore
+from evaluator_host.targets.budget import Prices
+from evaluator_host.targets.generate import trace_of
 
 __all__ = ["EXPORT_COLUMNS", "Review", "queue_model", "verdict_model"]
 
@@ -154,16 +156,18 @@ class Review:
             if not page:
                 return
             taken = [c for c in page if review_fill.takes(queue, c)]
-            cases = self._job_cases(job.id, job.dataset_id, job.target is not None, mapper, taken)
+            model = None if job.target is None else str(job.target.get("model"))
+            cases = self._job_cases(job.id, job.dataset_id, model, mapper, taken)
             review_fill.fill(self.engine, queue, cases)
             if self.queues.get(queue.workspace_id, queue.id).items >= queue.max_items:
                 return
             start = int(page[-1].job_index or 0) + 1
 
     def _job_cases(
-        self, job_id: str, dataset_id: str, targeted: bool, mapper: RowMapper, taken: Sequence[review_fill.Candidate]
+        self, job_id: str, dataset_id: str, model: str | None, mapper: RowMapper, taken: Sequence[review_fill.Candidate]
     ) -> list[review_fill.Candidate]:
-        """``taken`` with each row's case as its snapshot (inputs, outputs, trace)."""
+        """``taken`` with each row's case as its snapshot (inputs, outputs, trace): what the job's evaluator got
+        (a model-target job's row: the generated text as ``outputs``, the call's span as ``trace``)."""
         wanted = {int(c.job_index or 0) for c in taken}
         if not wanted:
             return []
@@ -174,10 +178,12 @@ class Review:
                 rows[idx] = {"inputs": case.get("inputs"), "outputs": case.get("outputs"), "trace": case.get("trace")}
             if idx >= max(wanted):
                 break
-        if targeted:  # a model-target job: the generated text is what was evaluated
+        if model is not None:  # a model-target job: as its lanes built the case (and replay does)
+            prices = Prices(self.settings.target_prices)
             for idx, generation in GenerationStore(self.engine).of(job_id, wanted).items():
                 if idx in rows:
                     rows[idx]["outputs"] = generation.text
+                    rows[idx]["trace"] = trace_of(job_id, generation, model, prices)
         return [review_fill.Candidate(**{**c.__dict__, "snapshot": rows.get(int(c.job_index or 0))}) for c in taken]
 
     async def get(self, workspace: str, queue_id: str) -> Queue:
