@@ -6,7 +6,7 @@ Contract:
   level; its evaluator is the queue's) or a job (its evaluator and revision). A source of another
   workspace, or none, is 422. It is filled at once (:meth:`Review.refill`): a rule's stored scores
   (``store/review_fill.py from_rule``), or a job's stored results with each row's case (its dataset row
-  through the job's field mapping; a model-target job's generated text as ``outputs``). A rule's queue
+  through the job's field mapping; a model-target job's generated text and call span). A rule's queue
   also fills as the rule's scores are stored (the store's hook).
 * :meth:`Review.items` and :meth:`Review.shown` — items with what the evaluator judged: a job row's case, or
   the trace (read now, the case built as the scorer built it; once a verdict is given, the case kept
