@@ -40,6 +40,7 @@ from evaluator_host.online.assembly import Assembly
 from evaluator_host.online.forwarding import Forwarder, Target, default_targets, workspace_targets
 from evaluator_host.online.ingest import Ingest
 from evaluator_host.online.scoring import OnlineScoring
+from evaluator_host.review.queues import Review
 from evaluator_host.sandbox.base import SandboxBackend
 from evaluator_host.sandbox.pool.workers import WorkerPool
 from evaluator_host.sandbox.process.backend import ProcessBackend
@@ -163,6 +164,11 @@ class Services:
         """Online rules, the scoring queue, its router and scorer (started in :meth:`resume`)."""
         metrics = self.pool.metrics
         return OnlineScoring(self, self.store.engine, metrics, service_id(self.settings.data_dir))
+
+    @functools.cached_property
+    def review(self) -> Review:
+        """Review queues, items and verdicts (issue 53; a rule's queue also fills from the scorer's store hook)."""
+        return Review(self.settings, self.store.engine, self.runner.store, self.datasets.files)
 
     @functools.cached_property
     def runtimes(self) -> RuntimeCatalog:

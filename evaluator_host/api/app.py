@@ -30,6 +30,7 @@ from evaluator_host.api.routes import (
     migrate,
     online,
     results,
+    review,
     runtimes,
     secrets,
     sessions,
@@ -135,6 +136,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         backfills.router,
         traces.router,
         sessions.router,
+        review.router,
     ):
         app.include_router(router, prefix="/v1", responses=ERROR_RESPONSES)
     conflict = _error("MigrationMismatch: the migrated code answered differently (+ rows, compared, code).")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from evaluator_host.api.examples_online import ONLINE as _ONLINE
+from evaluator_host.api.examples_review import REVIEW as _REVIEW
 from evaluator_host.definitions import languages
 
 __all__ = ["EXAMPLES", "with_examples"]
@@ -302,6 +303,7 @@ EXAMPLES: dict[str, list[Any]] = {
     "SecretList": [{"data": [_SECRET], "count": 1}],
     **_ONLINE,
     **_FIXTURES,
+    **_REVIEW,
 }
 
 

@@ -18,6 +18,8 @@
 ``rules``  ``list | create | show | pause | resume | delete | scores | stats`` online rules, through a
            running service (``cli/rules.py``).
 ``jobs``   ``list | show JOB_ID`` batch jobs and each sink's deliveries, through a running service (``cli/jobs.py``).
+``review`` ``list | create | items | verdict | export | agreement | fixtures`` review queues and agreement,
+           through a running service (``cli/review.py``).
 ``demo-traffic`` send instrumented chat traces over OTLP with the OpenTelemetry SDK (``cli/demo.py``).
 
 Start-up contract: building the parser and dispatching import only what the chosen subcommand needs. Each
@@ -130,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     from evaluator_host.cli.jobs import add_parser as add_jobs
     from evaluator_host.cli.migrate import add_parser as add_migrate
     from evaluator_host.cli.results import add_parser as add_results
+    from evaluator_host.cli.review import add_parser as add_review
     from evaluator_host.cli.rules import add_parser as add_rules
     from evaluator_host.cli.runtimes import add_parser as add_runtimes
     from evaluator_host.cli.worker import add_parser as add_worker
@@ -143,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_worker(sub)
     add_rules(sub)
     add_jobs(sub)
+    add_review(sub)
     add_demo(sub)
     return parser
 

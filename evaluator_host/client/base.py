@@ -3,7 +3,7 @@
 Contract: :func:`endpoint` resolves the base URL (the argument, else ``EVALUATOR_HOST_URL``, else
 ``http://127.0.0.1:8000``) and the key (the argument, else ``EVALUATOR_HOST_API_KEY``, else none: an
 open service). :class:`Operations` holds one method a route (``op`` of the builders in
-``resources.py``, ``datasets.py`` and ``workspace.py``); a client class adds ``_send`` and the steps
+``resources.py``, ``datasets.py``, ``workspace.py`` and ``review.py``); a client class adds ``_send`` and the steps
 that take several calls. :func:`progressed` is the rule of ``wait_job``'s callback: called when the
 status or the counts changed since the last call (and so once at least).
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from evaluator_host.client import datasets, resources, workspace
+from evaluator_host.client import datasets, resources, review, workspace
 from evaluator_host.client.calls import op
 from evaluator_host.jobs.models import Job
 
@@ -106,3 +106,15 @@ class Operations:
     create_key = op(workspace.create_key)
     list_keys = op(workspace.list_keys)
     revoke_key = op(workspace.revoke_key)
+    # review.py (issue 53)
+    create_review_queue = op(review.create_review_queue)
+    list_review_queues = op(review.list_review_queues)
+    get_review_queue = op(review.get_review_queue)
+    refill_review_queue = op(review.refill_review_queue)
+    delete_review_queue = op(review.delete_review_queue)
+    review_items = op(review.review_items)
+    give_verdict = op(review.give_verdict)
+    verdict_history = op(review.verdict_history)
+    export_review = op(review.export_review)
+    verdicts_to_fixtures = op(review.verdicts_to_fixtures)
+    agreement = op(review.agreement)

@@ -47,7 +47,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from evaluator_host.store import online_sessions
+from evaluator_host.store import online_sessions, review_fill
 from evaluator_host.store.db import as_utc, utcnow
 from evaluator_host.store.online_refs import DEFAULT_KEYS, SpanRef, TraceRef, keyed, session_keys, target_id
 from evaluator_host.store.online_routing import BACKLOG, Decide, Explain, JoinSessions, Routed, backlog_of, route
@@ -166,6 +166,13 @@ class ScoreQueue:
             return [_claimed(row) for row in Session(bind=conn).execute(got)]
 
     def finish(self, me: str, results: Sequence[tuple[str, str, dict[str, Any]]]) -> list[bool]:
+        """:meth:`_finish`, then the scores stored go into their rules' review queues (``store/review_fill.py``,
+        issue 53: its own transaction, never raising)."""
+        stored = self._finish(me, results)
+        review_fill.admit_scores(self.engine, [(r, t) for (r, t, _), ok in zip(results, stored, strict=True) if ok])
+        return stored
+
+    def _finish(self, me: str, results: Sequence[tuple[str, str, dict[str, Any]]]) -> list[bool]:
         """Store results (``(rule id, target id, result columns)``, each with the same columns) on rows
         ``me`` holds, in one transaction (one statement, executed for every row); for each, whether it
         was stored (False: not held by ``me`` any more). When fewer rows changed than given, the ones

@@ -63,6 +63,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         backfill = client.post(f"/v1/online-rules/{rule.json()['id']}/backfill", json={}, headers=ha)
         assert backfill.status_code == 202, backfill.text
         wait_until(lambda: client.get(f"/v1/sessions/{SESSION}", headers=ha).status_code == 200, 60, 0.1)
+        queue = client.post("/v1/review-queues", json={"name": "q", "source": {"job_id": job.json()["id"]}}, headers=ha)
+        assert queue.status_code == 201 and queue.json()["items"] == 1, queue.text
+        item = client.get(f"/v1/review-queues/{queue.json()['id']}/items", headers=ha).json()["data"][0]
+        verdict = f"/v1/review-queues/{queue.json()['id']}/items/{item['id']}/verdict"
+        assert client.post(verdict, json={"passed": True}, headers=ha).status_code == 201
         body_b = {"name": "b", "language": "python", "code": LEGACY_CODE}
         ev_b = client.post("/v1/evaluators", json=body_b, headers=hb).json()
         yield {
@@ -80,6 +85,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             "trace": TRACE,
             "backfill": backfill.json()["id"],
             "session": SESSION,
+            "queue": queue.json()["id"],
+            "item": item["id"],
         }
 
 
@@ -121,6 +128,16 @@ BY_ID = [
     ("GET", "/v1/online-rules/{rule}/backfills/{backfill}", None),
     ("DELETE", "/v1/online-rules/{rule}/backfills/{backfill}", None),
     ("GET", "/v1/sessions/{session}", None),
+    ("GET", "/v1/review-queues/{queue}", None),
+    ("PATCH", "/v1/review-queues/{queue}", {"name": "x"}),
+    ("DELETE", "/v1/review-queues/{queue}", None),
+    ("POST", "/v1/review-queues/{queue}/refill", None),
+    ("GET", "/v1/review-queues/{queue}/items", None),
+    ("POST", "/v1/review-queues/{queue}/items/{item}/verdict", {"passed": False}),
+    ("GET", "/v1/review-queues/{queue}/items/{item}/verdict", None),
+    ("GET", "/v1/review-queues/{queue}/export", None),
+    ("POST", "/v1/review-queues/{queue}/fixtures", {"all_reviewed": True}),
+    ("GET", "/v1/evaluators/{ev}/agreement", None),
 ]
 # Routes without an id of another workspace to try; what they show is checked below.
 WITHOUT_ID = {
@@ -136,6 +153,9 @@ WITHOUT_ID = {
     ("GET", "/v1/online-rules"),
     ("GET", "/v1/traces"),
     ("GET", "/v1/sessions"),
+    # a queue on another workspace's job or rule: 422, as an unknown one (test_a_queue_on_another_workspaces_source)
+    ("POST", "/v1/review-queues"),
+    ("GET", "/v1/review-queues"),
     ("GET", "/v1/evaluators"),
     ("POST", "/v1/evaluators"),
     ("GET", "/v1/datasets"),
@@ -175,7 +195,7 @@ def _fill(value: Any, ids: dict[str, Any]) -> Any:
 
 def _neutral(body: Any) -> Any:
     """An error body with ids and names replaced, to compare two 404s."""
-    return re.sub(r"(ev|ds|job|rule)_[0-9a-zA-Z]+|[0-9a-f]{32}|TOKEN|NOSUCH", "<id>", str(body))
+    return re.sub(r"(ev|ds|job|rule|rq|ri)_[0-9a-zA-Z]+|[0-9a-f]{32}|TOKEN|NOSUCH", "<id>", str(body))
 
 
 def test_the_table_covers_every_v1_route(world: dict[str, Any]) -> None:
@@ -187,6 +207,7 @@ def test_the_table_covers_every_v1_route(world: dict[str, Any]) -> None:
     templated = {(m, p.replace("{rule}", "{rule_id}").replace("{trace}", "{trace_id}")) for m, p in templated}
     templated = {(m, p.replace("{backfill}", "{backfill_id}")) for m, p in templated}
     templated = {(m, p.replace("{session}", "{session_id}")) for m, p in templated}
+    templated = {(m, p.replace("{queue}", "{queue_id}").replace("{item}", "{item_id}")) for m, p in templated}
     assert routes == templated | WITHOUT_ID | SHARED | OPERATOR
 
 
@@ -199,6 +220,7 @@ def test_another_workspaces_id_answers_exactly_like_an_unknown_id(
     missing = {
         "ev": "ev_NOSUCH", "ds": "ds_NOSUCH", "job": "job_NOSUCH", "ev_b": world["ev_b"],
         "rule": "rule_NOSUCH", "trace": UNKNOWN_TRACE, "backfill": "bf_NOSUCH", "session": UNKNOWN_TRACE,
+        "queue": "rq_NOSUCH", "item": "ri_NOSUCH",
     }  # fmt: skip
     if "TOKEN" in path:
         path = path.replace("TOKEN", "NOSUCH")
@@ -206,6 +228,18 @@ def test_another_workspaces_id_answers_exactly_like_an_unknown_id(
     assert theirs.status_code == 404, theirs.text
     assert unknown.status_code == 404, unknown.text
     assert _neutral(theirs.json()) == _neutral(unknown.json())
+
+
+def test_a_queue_on_another_workspaces_source_is_refused_like_an_unknown_one(world: dict[str, Any]) -> None:
+    client, hb = world["client"], world["hb"]
+    for source, unknown in (({"job_id": world["job"]}, {"job_id": "job_NOSUCH"}),
+                            ({"rule_id": world["rule"]}, {"rule_id": "rule_NOSUCH"})):  # fmt: skip
+        theirs = client.post("/v1/review-queues", json={"name": "x", "source": source}, headers=hb)
+        missing = client.post("/v1/review-queues", json={"name": "x", "source": unknown}, headers=hb)
+        assert theirs.status_code == missing.status_code == 422, theirs.text
+        assert _neutral(theirs.json()) == _neutral(missing.json())
+    assert client.get("/v1/review-queues", headers=hb).json()["data"] == []
+    assert [q["id"] for q in client.get("/v1/review-queues", headers=world["ha"]).json()["data"]] == [world["queue"]]
 
 
 def test_a_still_owns_everything_after_bs_attempts(world: dict[str, Any]) -> None:

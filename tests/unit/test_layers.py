@@ -44,6 +44,9 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "jobs": (*TOP, E + "migration", E + "testing"),
     "jobs/queue": (*SURFACES,),
     "online": (*TOP, E + "migration", E + "jobs", E + "testing"),
+    # review queues (issue 53): above jobs and online (it reads their rows and cases), below the surfaces;
+    # the scorer's hook that fills a rule's queue is the store's (store/review_fill.py), so nothing imports review
+    "review": (*TOP, E + "migration", E + "testing"),
     # score sinks (issue 52): the online routes and the service use them; they know no API, job or CLI
     "sinks": (*TOP, E + "migration", E + "jobs", E + "online", E + "testing"),
     # a job's model target (client, prompt sandbox, budgets, generation stage): jobs import it, never the reverse
@@ -65,6 +68,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         E + "tenancy",
         E + "definitions",
         E + "online",
+        E + "review",
         E + "targets",
         E + "observability",
         E + "settings",
@@ -92,6 +96,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
             "migration.models",
             "builds.models",
             "online.models",
+            "review.models",
             "targets.models",
             "tenancy.models",
             "definitions.models",

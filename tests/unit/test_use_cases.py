@@ -50,8 +50,9 @@ LIMIT_READERS: dict[str, set[str]] = {
     "max_cases": {"evaluation/limits.py"},
     # the request bound (api/middleware/limits.py, the body-limit middleware and the fast path); the
     # differential run and the revision comparison read a dataset's sample (jobs/datasets/samples.py) up to the
-    # bound an inline body of cases already has
-    "max_body_bytes": {"api/middleware/limits.py", "jobs/datasets/samples.py"},
+    # bound an inline body of cases already has; verdicts made fixtures (review/fixtures.py) are bounded by what
+    # one save could send
+    "max_body_bytes": {"api/middleware/limits.py", "jobs/datasets/samples.py", "review/fixtures.py"},
 }
 
 
@@ -241,7 +242,8 @@ def test_every_function_that_runs_cases_requires_a_receipt(module: str, cls: str
         ("job_chunks", {"jobs/running/executor.py"}),  # a job's chunks: unmetered by the rate (max_concurrent_jobs)
         ("pace_evaluations", {"online/scorer.py"}),  # throughput: online rules, delayed not failed
         # calls: /v1/evaluate and by id (usecases), fixtures on save and /test (evaluators), a compare or a
-        # differential run (compare), a replay (replay); the scorer's one-by-one run of a paced group whose
+        # differential run (compare), a replay (replay), agreement's run of a revision on reviewed items
+        # (review); the scorer's one-by-one run of a paced group whose
         # replies were too large together (each case runs again: charged again, or put back)
         (
             "take_evaluations",
@@ -251,6 +253,7 @@ def test_every_function_that_runs_cases_requires_a_receipt(module: str, cls: str
                 "evaluation/compare.py",
                 "jobs/results/replay.py",
                 "online/scorer.py",
+                "review/agreement.py",  # a revision run on reviewed items it never scored (issue 53)
             },
         ),
     ],
