@@ -31,11 +31,15 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
 from evaluator_host.errors import NotFoundError
+from evaluator_host.online.backfill_direct import DIRECT_MAX_MS, DIRECT_TRACES, recent_row_ms, score_page
 from evaluator_host.online.router import decide
+from evaluator_host.online.scorer import Scorer
 from evaluator_host.settings import Settings
 from evaluator_host.shared.tasks import stop
 from evaluator_host.store import online_backfills
-from evaluator_host.store.online_backfills import BackfillStore
+from evaluator_host.store.db import utcnow
+from evaluator_host.store.online_backfill_pages import commit_page, read_page
+from evaluator_host.store.online_backfills import Backfill, BackfillStore
 from evaluator_host.store.online_routing import spans_of
 from evaluator_host.store.online_rows import OnlineScoreRow
 from evaluator_host.store.online_rules import RuleRecord, RuleStore
@@ -97,7 +101,13 @@ class Backfiller:
     """The backfill planning loop of one service (start with :meth:`start`, stop with :meth:`close`)."""
 
     def __init__(
-        self, settings: Settings, queue: ScoreQueue, rules: RuleStore, me: str, wake: Callable[[], None]
+        self,
+        settings: Settings,
+        queue: ScoreQueue,
+        rules: RuleStore,
+        me: str,
+        wake: Callable[[], None],
+        scorer: Scorer | None = None,
     ) -> None:
         self.settings = settings
         self.queue = queue
@@ -105,6 +115,8 @@ class Backfiller:
         self.store = BackfillStore(queue.engine)
         self.me = me
         self.wake_scorer = wake
+        self.scorer = scorer  # a fast rule's pages are scored here (online/backfill_direct.py); None: all queued
+        self.row_ms: dict[str, float] = {}  # a rule's rows' mean duration_ms, as its last direct page ran
         self._task: asyncio.Task[None] | None = None
         self._event = asyncio.Event()
 
@@ -123,35 +135,77 @@ class Backfiller:
         task, self._task = self._task, None
         await stop(task)
 
-    def plan_once(self) -> int:
-        """Claim one backfill still planning and queue its pages while the backlog has room; pages planned."""
+    async def plan_once(self) -> int:
+        """Claim one backfill still planning and queue (or score: :meth:`direct`) its pages while the backlog
+        has room; pages planned."""
         s = self.settings
-        backfill = self.store.claim(self.me, s.online_claim_s)
+        backfill = await asyncio.to_thread(self.store.claim, self.me, s.online_claim_s)
         if backfill is None:
             return 0
         try:
-            rule = self.rules.get(backfill.workspace_id, backfill.rule_id)
+            rule = await asyncio.to_thread(self.rules.get, backfill.workspace_id, backfill.rule_id)
         except NotFoundError:
-            self.store.cancel(backfill.workspace_id, backfill.rule_id, backfill.id)
+            await asyncio.to_thread(self.store.cancel, backfill.workspace_id, backfill.rule_id, backfill.id)
             return 0
         pages = 0
         spans_of = _spans_of(self.queue, rule)
         while True:
-            counts = self.queue.counts()
+            counts = await asyncio.to_thread(self.queue.counts)
             room = s.online_backlog_max - counts["queued"] - counts["running"]
             if room <= 0:
                 break
-            more = self.store.plan_page(self.me, backfill, rule, PAGE_TRACES, decide, spans_of, room, s.online_claim_s)
+            fast = await self.direct(rule)
+            if fast is None:
+                more = await asyncio.to_thread(
+                    self.store.plan_page, self.me, backfill, rule, PAGE_TRACES, decide, spans_of, room, s.online_claim_s
+                )
+            else:
+                more = await self._direct_page(backfill, rule, 1 if fast == "probe" else DIRECT_TRACES, room)
             pages += 1
             self.wake_scorer()
             if not more:
                 break
         return pages
 
+    async def direct(self, rule: RuleRecord) -> str | None:
+        """``"page"`` when the rule's backfill is scored here (online/backfill_direct.py), ``"probe"`` when a page
+        of one trace measures its rows first, None when its pages are queued for the scorer."""
+        if self.scorer is None or rule.limits or rule.level == "session":
+            return None
+        ms = self.row_ms.get(rule.id)
+        if ms is None:
+            ms = await asyncio.to_thread(recent_row_ms, self.scorer, rule.id)
+        if ms is None:
+            return "probe"
+        return "page" if ms < DIRECT_MAX_MS else None
+
+    async def _direct_page(self, backfill: Backfill, rule: RuleRecord, traces: int, room: int) -> bool:
+        """Read, score and store one page (one transaction: store/online_backfill_pages.py); whether more is to
+        plan (False too when the page was not stored: a claim lost, a cancel — the next period looks again)."""
+        assert self.scorer is not None
+        spans_of = _spans_of(self.queue, rule)
+        engine = self.queue.engine
+        page = await asyncio.to_thread(read_page, engine, self.me, backfill, rule, traces, decide, spans_of, room)
+        if page is None:
+            return False
+        done = await score_page(self.scorer, rule, page.got.rows)
+        if done.row_ms is not None:
+            self.row_ms[rule.id] = done.row_ms
+        elif rule.id not in self.row_ms and done.scored:
+            self.row_ms[rule.id] = 0.0  # every row answered without a run (cached, errors): as fast as it gets
+        claim_s = self.settings.online_claim_s
+        args = (engine, self.me, backfill, rule, page, done.scored, done.waiting, claim_s)
+        stored = await asyncio.to_thread(commit_page, *args)
+        if stored is None:
+            return False
+        added, ended = stored
+        self.scorer.stored([(row, result) for row, result in done.results if row.target_id in added], utcnow())
+        return not ended
+
     async def _loop(self) -> None:
         while True:
             try:
-                await asyncio.to_thread(self.plan_once)
+                await self.plan_once()
             except Exception:  # a database hiccup: the next period tries again
                 log.exception("planning a backfill failed")
             with contextlib.suppress(TimeoutError):

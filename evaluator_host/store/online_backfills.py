@@ -36,7 +36,7 @@ from evaluator_host.store.online_refs import TraceRef, keyed
 from evaluator_host.store.online_rows import OnlineBackfillRow, OnlineScoreRow, OnlineTraceRow
 from evaluator_host.store.online_rules import RuleRecord
 
-__all__ = ["Backfill", "BackfillStore", "Counted", "Decide", "variant"]
+__all__ = ["Backfill", "BackfillStore", "Counted", "Decide", "SpansOf", "advance", "count", "page_room", "variant"]
 
 S, T, B = OnlineScoreRow, OnlineTraceRow, OnlineBackfillRow
 Decide = Callable[[TraceRef, Sequence[RuleRecord]], list[tuple[RuleRecord, str | None]]]
@@ -280,8 +280,7 @@ class BackfillStore:
                 return False
             row = conn.execute(select(B).where(B.id == backfill.id)).one()
             after = None if row.cursor_at is None else (as_utc(row.cursor_at), str(row.cursor_id))
-            left = int(row.max_targets) - int(row.queued)
-            room, strict = (left, True) if left <= backlog_room else (max(backlog_room, 0), False)
+            room, strict = page_room(row, backlog_room)
             window = (backfill.since, backfill.until)
             got = count(
                 conn, rule, backfill.revision, window, after, traces, room, decide, spans_of, backfill.id, strict
@@ -294,16 +293,32 @@ class BackfillStore:
                     .where(S.rule_id == rule.id, S.target_id.in_(got.requeue), S.state == "dropped")
                     .values(state="queued", status=None, attempts=0, backfill_id=backfill.id, claimed_until=None)
                 )
-            queued = int(row.queued) + got.queued
-            values: dict[str, Any] = {
-                "queued": queued, "skipped": int(row.skipped) + got.already_scored, "updated_at": utcnow(),
-            }  # fmt: skip
-            if got.last is not None:
-                values.update(cursor_at=got.last[0], cursor_id=got.last[1])
-            ended = queued >= row.max_targets or (not got.cut and got.traces < traces)
-            if ended:
-                values.update(status="planned", total=queued, claimed_by=None, claimed_until=None)
-            else:
-                values.update(total=max(int(row.total), queued), claimed_until=utcnow() + timedelta(seconds=claim_s))
-            conn.execute(update(B).where(B.id == backfill.id, B.claimed_by == me).values(**values))
-            return not ended
+            return not advance(conn, me, backfill, row, got, traces, claim_s, got.queued, 0)
+
+
+def page_room(row: Any, backlog_room: int) -> tuple[int, bool]:
+    """The targets a backfill's next page may queue, and whether that bound is its limit (strict) rather than
+    the backlog's room (soft: see :func:`count`)."""
+    left = int(row.max_targets) - int(row.queued)
+    return (left, True) if left <= backlog_room else (max(backlog_room, 0), False)
+
+
+def advance(
+    conn: Connection, me: str, backfill: Backfill, row: Any, got: Counted, traces: int, claim_s: float, queued: int,
+    taken: int,
+) -> bool:  # fmt: skip
+    """Move a page's cursor and counters (``queued``: the rows it added or queued again; ``taken``: new targets
+    another writer scored first, counted skipped) in the page's transaction; whether planning ended."""
+    total = int(row.queued) + queued
+    values: dict[str, Any] = {
+        "queued": total, "skipped": int(row.skipped) + got.already_scored + taken, "updated_at": utcnow(),
+    }  # fmt: skip
+    if got.last is not None:
+        values.update(cursor_at=got.last[0], cursor_id=got.last[1])
+    ended = total >= row.max_targets or (not got.cut and got.traces < traces)
+    if ended:
+        values.update(status="planned", total=total, claimed_by=None, claimed_until=None)
+    else:
+        values.update(total=max(int(row.total), total), claimed_until=utcnow() + timedelta(seconds=claim_s))
+    conn.execute(update(B).where(B.id == backfill.id, B.claimed_by == me).values(**values))
+    return ended
