@@ -8,6 +8,7 @@ of its service and scores each target exactly once."""
 from __future__ import annotations
 
 import signal
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +19,13 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select
 
+from evaluator_host.online.spans import encode
 from evaluator_host.store.db import make_engine
-from evaluator_host.store.online_rows import OnlineScoreRow
+from evaluator_host.store.online_rows import OnlineBackfillRow, OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
 from tests.support.backends import BACKENDS
-from tests.support.online import chat_trace, score_rows
+from tests.support.online import WS, chat_trace, hex_id, score_rows, span
 from tests.support.service import serving
 from tests.support.wait import wait_until
 
@@ -214,4 +216,70 @@ def test_a_backfills_rerun_of_a_deterministic_evaluator_is_answered_from_the_res
         assert sorted(s["trace_id"] for s in again) == sorted(traces)
         assert all(s["result"]["cached"] is True and s["status"] == "ok" for s in again)
         assert {s["label"] for s in again} == {s["label"] for s in ran}
+        engine.dispose()
+
+
+def _store_traces(engine: Any, n: int) -> list[str]:
+    """``n`` chat traces stored (routed before any rule), in one transaction."""
+    spans: list[dict[str, Any]] = []
+    heads: list[dict[str, Any]] = []
+    now = datetime.now(UTC) - timedelta(minutes=5)
+    for i in range(n):
+        trace_id = hex_id(16)
+        root = span(trace_id, "chat", attributes={"ag.data.inputs": {"q": f"q{i}"}, "ag.data.outputs": "4"})
+        for s in (root, span(trace_id, "llm", parent=root.span_id)):
+            spans.append(
+                {"workspace_id": WS, "trace_id": trace_id, "span_id": s.span_id, "parent_span_id": s.parent_id,
+                 "name": s.name, "service_name": "chat-api", "start_ns": s.start_ns, "end_ns": s.end_ns,
+                 "body": encode(s), "received_at": now}
+            )  # fmt: skip
+        at = now + timedelta(milliseconds=i)
+        heads.append(
+            {"workspace_id": WS, "trace_id": trace_id, "service_name": "chat-api", "root_span_id": root.span_id,
+             "root_name": "chat", "span_count": 2, "first_seen_at": at, "last_span_at": at, "root_ended_at": at,
+             "state": "routed", "ready_at": at, "routed_at": at}
+        )  # fmt: skip
+    with engine.begin() as conn:
+        conn.execute(insert(OnlineSpanRow), spans)
+        conn.execute(insert(OnlineTraceRow), heads)
+    return [h["trace_id"] for h in heads]
+
+
+@pytest.mark.slow
+def test_a_fast_backfill_scored_in_pages_by_two_services_survives_a_sigkill_of_its_holder_each_target_once(
+    tmp_path: Path, database_url: str
+) -> None:
+    env = {**ENV, "EVALUATOR_HOST_ONLINE_CLAIM_S": "3", "EVALUATOR_HOST_ONLINE_BACKFILL_MAX_TARGETS": "10000"}
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    with (
+        serving(dirs[0], "process", database_url=database_url, env=env) as (client_a, proc_a),
+        serving(dirs[1], "process", database_url=database_url, env=env) as (client_b, proc_b),
+    ):
+        engine = make_engine(database_url)
+        traces = _store_traces(engine, 4000)
+        ids = [(d / "service-id").read_text().strip() for d in dirs]
+        code = "def evaluate(inputs, outputs, trace):\n    return {'score': 1.0, 'label': inputs['q']}\n"
+        ev = client_a.post("/v1/evaluators", json={"name": "fast", "language": "python", "code": code}).json()["id"]
+        rule_id = client_a.post("/v1/online-rules", json={"evaluator_id": ev}).json()["id"]
+        started = client_a.post(f"/v1/online-rules/{rule_id}/backfill", json={}).json()
+        assert started["total"] == 4000
+
+        def holder_scored() -> str | None:  # a page stored by the service holding the backfill, more to come
+            with engine.connect() as conn:
+                held = conn.scalar(select(OnlineBackfillRow.claimed_by).where(OnlineBackfillRow.id == started["id"]))
+                by = select(OnlineScoreRow.claimed_by, func.count()).where(OnlineScoreRow.rule_id == rule_id)
+                counts = dict(conn.execute(by.group_by(OnlineScoreRow.claimed_by)).all())
+            return held if held in ids and 0 < counts.get(held, 0) < 4000 else None
+
+        killed = wait_until(holder_scored, 120, 0.02, what="a page stored by the backfill's holder")
+        victim, survivor = (proc_a, client_b) if killed == ids[0] else (proc_b, client_a)
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=30)
+        done = wait_until(lambda: _finished(survivor, rule_id, started["id"]), 300, 0.1, what="the backfill done")
+        assert (done["total"], done["done"], done["skipped"], done["queued"]) == (4000, 4000, 0, 0)
+        rows = [r for r in score_rows(engine) if r.rule_id == rule_id]
+        assert sorted(r.target_id for r in rows) == sorted(traces)  # each target exactly once
+        assert {r.state for r in rows} == {"done"} and {r.label for r in rows} == {f"q{i}" for i in range(4000)}
+        assert {r.claimed_by for r in rows} == set(ids)  # the survivor took the rest over from the killed holder
+        assert survivor.get("/healthz").status_code == 200
         engine.dispose()
