@@ -39,7 +39,9 @@ class Backfill(BaseModel):
 
     id: str
     rule_id: str
-    status: str = Field(description="running | done | cancelled")
+    status: str = Field(
+        description="running | done | cancelled | failed (every target it scored failed, or was dropped: see reason)"
+    )
     total: int = Field(description="Targets to score (while planning: at least this many).")
     done: int = Field(description="Of them, scored.")
     skipped: int = Field(description="Targets already scored with the revision (so far).")
@@ -50,3 +52,4 @@ class Backfill(BaseModel):
     limit: int
     revision: int | None = None
     created_at: datetime
+    reason: str | None = Field(None, description="failed: the most common error of its targets, and how many.")

@@ -21,7 +21,10 @@ Portable SQL. Blocking: call from a thread.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -190,6 +193,18 @@ def count(
     return out
 
 
+def _error_of(state: str, status: str | None, result: str | None) -> str:
+    """A failed row's error as a reason names it: ``<type>: <message>`` (200 characters at most)."""
+    if state == "dropped":
+        return f"dropped ({status})"
+    error: Any = None
+    with contextlib.suppress(ValueError, TypeError):
+        error = json.loads(result or "{}").get("error")
+    if not isinstance(error, dict):
+        return f"status {status}"
+    return f"{error.get('type') or status}: {str(error.get('message') or '')[:200]}"
+
+
 class BackfillStore:
     """The ``online_backfills`` table and the rows backfills queue."""
 
@@ -227,6 +242,23 @@ class BackfillStore:
         with self.engine.connect() as conn:
             query = select(S.state, func.count()).where(S.backfill_id == backfill_id).group_by(S.state)
             return {str(state): int(n) for state, n in conn.execute(query)}
+
+    def failure(self, backfill_id: str, sample: int = 1000) -> str | None:
+        """Why the backfill failed when none of its targets was scored ``ok`` though some ended (scored with
+        another status, or dropped by anything but a cancel): the most common error among up to ``sample`` of
+        them, with its count; None when one was scored ``ok`` or none ended."""
+        with self.engine.connect() as conn:
+            mine = S.backfill_id == backfill_id
+            ok = conn.scalar(select(S.rule_id).where(mine, S.state == "done", S.status == "ok").limit(1))
+            if ok is not None:
+                return None
+            ended = or_(S.state == "done", and_(S.state == "dropped", S.status != "cancelled"))
+            rows = conn.execute(select(S.state, S.status, S.result).where(mine, ended).limit(sample)).all()
+        if not rows:
+            return None
+        errors: Counter[str] = Counter(_error_of(state, status, result) for state, status, result in rows)
+        (top, n), seen = errors.most_common(1)[0], len(rows)
+        return f"every target failed; the most common error ({n} of {seen}{'+' if seen == sample else ''}): {top}"
 
     def cancel(self, workspace_id: str, rule_id: str, backfill_id: str) -> Backfill:
         """Stop planning and drop its rows still queued (status ``cancelled``)."""

@@ -283,3 +283,33 @@ def test_a_fast_backfill_scored_in_pages_by_two_services_survives_a_sigkill_of_i
         assert {r.claimed_by for r in rows} == set(ids)  # the survivor took the rest over from the killed holder
         assert survivor.get("/healthz").status_code == 200
         engine.dispose()
+
+
+@pytest.mark.slow
+def test_a_backfill_whose_every_target_failed_ends_failed_naming_the_most_common_error(tmp_path: Path) -> None:
+    with serving(tmp_path, "process", env=ENV) as (client, _proc):
+        engine = make_engine(f"sqlite:///{tmp_path / 'evaluator-host.db'}")
+        for _ in range(6):
+            chat_trace(engine, state="routed")
+        failing = "def evaluate(inputs, outputs, trace):\n    raise ValueError('no judge today')\n"
+        some = "def evaluate(inputs, outputs, trace):\n    if outputs == '4':\n        raise ValueError('x')\n"
+        some += "    return 1.0\n"
+        chat_trace(engine, "3+3?", "6", state="routed")  # the one trace the second evaluator scores ok
+
+        def backfilled(code: str) -> dict[str, Any]:
+            ev = client.post("/v1/evaluators", json={"name": "f", "language": "python", "code": code}).json()["id"]
+            rule_id = client.post("/v1/online-rules", json={"evaluator_id": ev}).json()["id"]
+            started = client.post(f"/v1/online-rules/{rule_id}/backfill", json={}).json()
+
+            def ended() -> dict[str, Any] | None:
+                got = _backfill(client, rule_id, started["id"])
+                return got if got["status"] != "running" else None
+
+            return wait_until(ended, 300, 0.1, what="the backfill ended")
+
+        failed = backfilled(failing)
+        assert (failed["status"], failed["total"], failed["done"]) == ("failed", 7, 7)
+        assert "ValueError: no judge today" in failed["reason"] and "(7 of 7)" in failed["reason"]
+        mixed = backfilled(some)  # one target scored ok: a backfill that scored something is done
+        assert (mixed["status"], mixed["done"], mixed["reason"]) == ("done", 7, None)
+        engine.dispose()

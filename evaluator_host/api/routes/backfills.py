@@ -38,12 +38,14 @@ def _model(store: BackfillStore, record: BackfillRecord) -> Backfill:
     states = store.progress(record.id)
     pending = states.get("queued", 0) + states.get("running", 0)
     done = states.get("done", 0)
+    reason = None
     if record.status == "cancelled":
         shown = "cancelled"
     elif record.status == "planning" or pending:
         shown = "running"
-    else:
-        shown = "done"
+    else:  # a green 'done' means something was scored ok: a backfill whose every target failed says so
+        reason = store.failure(record.id)
+        shown = "done" if reason is None else "failed"
     return Backfill(
         id=record.id,
         rule_id=record.rule_id,
@@ -58,6 +60,7 @@ def _model(store: BackfillStore, record: BackfillRecord) -> Backfill:
         limit=record.max_targets,
         revision=record.revision,
         created_at=record.created_at,
+        reason=reason,
     )
 
 
