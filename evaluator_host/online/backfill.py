@@ -15,7 +15,8 @@ Contract (docs/online.md, "Backfill"):
   them). At start it lets go of what a killed predecessor held; a claim past ``online_claim_s`` is taken
   over by another service. A backfill whose rule was deleted is cancelled.
 
-Session-level rules are not backfilled (their sessions are scored as they go quiet): 422.
+At session level the targets are the sessions stored in the range (first seen), each at its current generation
+(:mod:`evaluator_host.store.online_backfill_sessions`); ``traces`` then counts sessions read.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from sqlalchemy.engine import Engine
 
 from evaluator_host.errors import NotFoundError
 from evaluator_host.online.backfill_direct import DIRECT_MAX_MS, DIRECT_TRACES, recent_row_ms, score_page
-from evaluator_host.online.router import decide
+from evaluator_host.online.router import decide, join_sessions
 from evaluator_host.online.scorer import Scorer
 from evaluator_host.settings import Settings
 from evaluator_host.shared.tasks import stop
@@ -50,11 +51,13 @@ __all__ = ["DRY_RUN_PAGE", "PAGE_TRACES", "Backfiller", "dry_run", "estimate_s"]
 log = logging.getLogger(__name__)
 
 PAGE_TRACES = 500  # traces planned in one transaction
+SESSION_PAGE = 100  # sessions planned in one transaction (each read with its traces)
 DRY_RUN_PAGE = 2000
 
 
 def _spans_of(queue: ScoreQueue, rule: RuleRecord) -> Any:
-    return lambda conn, page: spans_of(conn, page, bodies=bool(rule.filter))
+    bodies = bool(rule.filter) or rule.level == "session"  # a session's id is in its spans' attributes
+    return lambda conn, page: spans_of(conn, page, bodies=bodies)
 
 
 def estimate_s(engine: Engine, rule: RuleRecord, to_score: int, concurrency: int, rate: float | None) -> float:
@@ -85,14 +88,15 @@ def dry_run(
     """(traces, targets, already scored) of a backfill of ``window`` (see the module docstring)."""
     traces = targets = scored = 0
     after = None
+    page = SESSION_PAGE if rule.level == "session" else DRY_RUN_PAGE
     with queue.engine.connect() as conn:
         while True:
             room = max(limit - (targets - scored), 0)
             got = online_backfills.count(
-                conn, rule, revision, window, after, DRY_RUN_PAGE, room, decide, _spans_of(queue, rule)
+                conn, rule, revision, window, after, page, room, decide, _spans_of(queue, rule), joins=join_sessions
             )
             traces, targets, scored = traces + got.traces, targets + got.targets, scored + got.already_scored
-            if got.last is None or got.cut or got.traces < DRY_RUN_PAGE or targets - scored >= limit:
+            if got.last is None or got.cut or got.traces < page or targets - scored >= limit:
                 return traces, targets, scored
             after = got.last
 
@@ -156,9 +160,11 @@ class Backfiller:
                 break
             fast = await self.direct(rule)
             if fast is None:
+                page = SESSION_PAGE if rule.level == "session" else PAGE_TRACES
                 more = await asyncio.to_thread(
-                    self.store.plan_page, self.me, backfill, rule, PAGE_TRACES, decide, spans_of, room, s.online_claim_s
-                )
+                    self.store.plan_page, self.me, backfill, rule, page, decide, spans_of, room, s.online_claim_s,
+                    join_sessions,
+                )  # fmt: skip
             else:
                 more = await self._direct_page(backfill, rule, 1 if fast == "probe" else DIRECT_TRACES, room)
             pages += 1

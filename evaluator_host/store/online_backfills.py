@@ -35,11 +35,23 @@ from sqlalchemy.engine import Engine
 
 from evaluator_host.errors import NotFoundError
 from evaluator_host.store.db import as_utc, utcnow
+from evaluator_host.store.online_backfill_sessions import Joins, count_sessions
 from evaluator_host.store.online_refs import TraceRef, keyed
 from evaluator_host.store.online_rows import OnlineBackfillRow, OnlineScoreRow, OnlineTraceRow
 from evaluator_host.store.online_rules import RuleRecord
 
-__all__ = ["Backfill", "BackfillStore", "Counted", "Decide", "SpansOf", "advance", "count", "page_room", "variant"]
+__all__ = [
+    "Backfill",
+    "BackfillStore",
+    "Counted",
+    "Decide",
+    "Joins",
+    "SpansOf",
+    "advance",
+    "count",
+    "page_room",
+    "variant",
+]
 
 S, T, B = OnlineScoreRow, OnlineTraceRow, OnlineBackfillRow
 Decide = Callable[[TraceRef, Sequence[RuleRecord]], list[tuple[RuleRecord, str | None]]]
@@ -120,11 +132,20 @@ def count(
     spans_of: SpansOf,
     backfill_id: str | None = None,
     strict: bool = True,
+    joins: Joins | None = None,
 ) -> Counted:
     """The next ``traces`` stored traces of the rule's workspace in ``window`` (first seen, oldest first;
     not ``open``) after ``after``: their targets, the already scored, and rows to queue — whole traces while
     they fit in ``room``; a first trace that does not fit is cut to ``room`` when ``strict`` (the backfill's
-    limit), else taken whole (the backlog's room: a soft bound)."""
+    limit), else taken whole (the backlog's room: a soft bound). A session-level rule's page is of sessions
+    (:func:`~evaluator_host.store.online_backfill_sessions.count_sessions`, with routing's ``joins``)."""
+    if rule.level == "session":
+        if joins is None:
+            raise ValueError("a session-level rule's backfill needs joins")
+        out: Counted = count_sessions(
+            conn, rule, revision, window, after, traces, room, joins, spans_of, backfill_id, strict, Counted()
+        )
+        return out
     since, until = window
     query = select(T.workspace_id, T.trace_id, T.root_span_id, T.first_seen_at).where(
         T.workspace_id == rule.workspace_id, T.state != "open"
@@ -299,7 +320,7 @@ class BackfillStore:
 
     def plan_page(
         self, me: str, backfill: Backfill, rule: RuleRecord, traces: int, decide: Decide, spans_of: SpansOf,
-        backlog_room: int, claim_s: float = 120.0,
+        backlog_room: int, claim_s: float = 120.0, joins: Joins | None = None,
     ) -> bool:  # fmt: skip
         """Queue the backfill's next page (see the module docstring); whether more is to plan. Held by ``me``
         only (a claim lost meanwhile plans nothing)."""
@@ -315,7 +336,7 @@ class BackfillStore:
             room, strict = page_room(row, backlog_room)
             window = (backfill.since, backfill.until)
             got = count(
-                conn, rule, backfill.revision, window, after, traces, room, decide, spans_of, backfill.id, strict
+                conn, rule, backfill.revision, window, after, traces, room, decide, spans_of, backfill.id, strict, joins
             )
             if got.rows:
                 conn.execute(S.__table__.insert(), got.rows)  # type: ignore[attr-defined]

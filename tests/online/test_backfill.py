@@ -3,7 +3,9 @@ exists; a rule created afterwards scores new traffic live, and ``POST /v1/online
 scores what it missed — a dry run first (nothing stored), then the backfill, followed to ``done``; a second
 backfill skips everything; a new revision scores everything again and its scores supersede the old ones
 (the stats count current scores only). A cancel drops what is still queued; a backfill survives a SIGKILL
-of its service and scores each target exactly once."""
+of its service and scores each target exactly once — also a fast rule's, scored page by page by its planner,
+with two services on one database (SQLite and PostgreSQL). A session-level rule's backfill scores the sessions
+stored before it; a backfill whose every target failed ends ``failed``."""
 
 from __future__ import annotations
 
@@ -52,6 +54,22 @@ def _send(base: str, n: int) -> list[str]:
             with tracer.start_as_current_span("llm", kind=SpanKind.CLIENT, attributes={"output.value": f"a{i}"}):
                 pass
             sent.append(format(root.get_span_context().trace_id, "032x"))
+    provider.shutdown()
+    return sent
+
+
+def _send_turns(base: str, sessions: dict[str, int]) -> list[str]:
+    """Chat turns from an app instrumented with the OpenTelemetry SDK: ``n`` turns of each session id, each turn a
+    trace whose root carries ``session.id`` (OpenInference) and its question and answer."""
+    provider = TracerProvider(resource=Resource.create({"service.name": "chat"}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{base}/v1/traces", timeout=10)))
+    tracer = provider.get_tracer("tests.online.backfill")
+    sent = []
+    for sid, n in sessions.items():
+        for i in range(n):
+            attributes = {"session.id": sid, "input.value": f"{sid} q{i}", "output.value": f"a{i}"}
+            with tracer.start_as_current_span("turn", kind=SpanKind.SERVER, attributes=attributes) as root:
+                sent.append(format(root.get_span_context().trace_id, "032x"))
     provider.shutdown()
     return sent
 
@@ -130,8 +148,8 @@ def test_a_backfill_scores_what_a_rule_missed_skips_the_scored_and_rescores_a_ne
         assert client.post(url, json={"limit": 1001}).status_code == 422  # over the setting
         assert client.post(url, json={"since": "2100-01-01T00:00:00Z"}).status_code == 422  # since after until
         session_rule = client.post("/v1/online-rules", json={"evaluator_id": ev, "target": {"level": "session"}})
-        refused = client.post(f"/v1/online-rules/{session_rule.json()['id']}/backfill", json={})
-        assert refused.status_code == 422 and "session" in refused.text
+        sessions = client.post(f"/v1/online-rules/{session_rule.json()['id']}/backfill", json={"dry_run": True})
+        assert sessions.status_code == 200 and sessions.json()["targets"] == 0  # these traces name no session
         assert client.post("/v1/online-rules/rule_nope/backfill", json={}).status_code == 404
         assert client.get(f"/v1/online-rules/{rule_id}/backfills/bf_nope").status_code == 404
         assert client.get("/healthz").status_code == 200
@@ -313,3 +331,29 @@ def test_a_backfill_whose_every_target_failed_ends_failed_naming_the_most_common
         mixed = backfilled(some)  # one target scored ok: a backfill that scored something is done
         assert (mixed["status"], mixed["done"], mixed["reason"]) == ("done", 7, None)
         engine.dispose()
+
+
+@pytest.mark.slow
+def test_a_session_level_backfill_scores_the_sessions_stored_before_the_rule_once_each(tmp_path: Path) -> None:
+    with serving(tmp_path, "process", env=ENV) as (client, _proc):
+        base = str(client.base_url)
+        sent = _send_turns(base, {"conv-a": 3, "conv-b": 2})  # no rule yet: stored, routed, grouped in sessions
+        wait_until(lambda: _routed(client, sent), 120, 0.1, what="the turns routed")
+        code = "def evaluate(inputs, outputs, trace):\n    return {'score': 1.0, 'label': str(trace['num_traces'])}\n"
+        ev = client.post("/v1/evaluators", json={"name": "s", "language": "python", "code": code}).json()["id"]
+        rule = client.post("/v1/online-rules", json={"evaluator_id": ev, "target": {"level": "session", "quiet_s": 1}})
+        rule_id = rule.json()["id"]
+        url = f"/v1/online-rules/{rule_id}/backfill"
+        dry = client.post(url, json={"dry_run": True}).json()
+        assert (dry["targets"], dry["already_scored"]) == (2, 0)
+        started = client.post(url, json={})
+        assert started.status_code == 202 and started.json()["total"] == 2, started.text
+        done = wait_until(lambda: _finished(client, rule_id, started.json()["id"]), 300, 0.1, what="the backfill")
+        assert (done["total"], done["done"], done["skipped"]) == (2, 2, 0)
+        scores = client.get(f"/v1/online-rules/{rule_id}/scores").json()["data"]
+        assert sorted((s["target_id"], s["label"]) for s in scores) == [("conv-a#3", "3"), ("conv-b#2", "2")]
+        session = client.get("/v1/sessions/conv-a").json()
+        assert session["num_traces"] == 3 and [s["target_id"] for s in session["scores"]] == ["conv-a#3"]
+        again = client.post(url, json={}).json()  # every session scored with the revision: skipped
+        skipped = wait_until(lambda: _finished(client, rule_id, again["id"]), 120, 0.1, what="nothing to do")
+        assert (skipped["total"], skipped["done"], skipped["skipped"]) == (0, 0, 2)

@@ -4,7 +4,7 @@
 ``dry_run`` answers at once and stores nothing; otherwise 202 with the backfill, which a service then
 plans page by page (``online/backfill.py``) and the scorer scores; ``GET`` follows it, ``DELETE`` cancels
 it (its rows still queued are dropped). A rule of another workspace is 404; ``limit`` past
-``online_backfill_max_targets`` is 422, as is a session-level rule (sessions are scored as they go quiet).
+``online_backfill_max_targets`` is 422. A session-level rule's targets are the sessions stored in the range.
 """
 
 from __future__ import annotations
@@ -82,8 +82,6 @@ async def create_backfill(
     """Score the rule's stored traces first seen in ``[since, until)`` — what it missed, or everything
     again with a new revision: a (rule, target, revision) already scored is skipped."""
     rule = await asyncio.to_thread(services.online.rules.get, workspace, rule_id)
-    if rule.level == "session":
-        raise LimitError("a session-level rule is not backfilled: its sessions are scored as they go quiet")
     cap = services.settings.online_backfill_max_targets
     if body.limit is not None and body.limit > cap:
         raise LimitError(f"limit {body.limit} is over online_backfill_max_targets={cap}")
