@@ -36,7 +36,8 @@ async def evaluate_cached(
     job_cache = cache.for_job(bound.prepared, bound.runtime, workspace, ONLINE_PICK)
     if job_cache is None:
         return await bound.evaluate(cases, max_bytes, charged=charged, batch=True)
-    keys = job_cache.keys([case.model_dump(mode="json") for case in cases])
+    dumped = [case.model_dump(mode="json") for case in cases]  # the key's JSON, and what the worker is sent
+    keys = job_cache.keys(dumped)
     hits: dict[int, EvaluationResult] = {}
     if await asyncio.to_thread(job_cache.seen):
         for pos, (_status, text) in (await asyncio.to_thread(job_cache.lookup, keys)).items():
@@ -45,7 +46,8 @@ async def evaluate_cached(
             except ValueError:  # an entry of another shape: run it again
                 log.warning("a result cache entry is not a result: the case runs again")
     misses = [case for pos, case in enumerate(cases) if pos not in hits]
-    fresh = await bound.evaluate(misses, max_bytes, charged=charged, batch=True) if misses else []
+    sent = [dumped[pos] for pos in range(len(cases)) if pos not in hits]
+    fresh = await bound.evaluate(misses, max_bytes, charged=charged, batch=True, dumped=sent) if misses else []
     if fresh:
         miss_keys = [key for pos, key in enumerate(keys) if pos not in hits]
         texts = [result.model_dump_json() for result in fresh]

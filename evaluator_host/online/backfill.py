@@ -176,7 +176,7 @@ class Backfiller:
     async def direct(self, rule: RuleRecord) -> str | None:
         """``"page"`` when the rule's backfill is scored here (online/backfill_direct.py), ``"probe"`` when a page
         of one trace measures its rows first, None when its pages are queued for the scorer."""
-        if self.scorer is None or rule.limits or rule.level == "session":
+        if self.scorer is None or not self.settings.online_backfill_direct or rule.limits or rule.level == "session":
             return None
         ms = self.row_ms.get(rule.id)
         if ms is None:
