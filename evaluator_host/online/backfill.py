@@ -166,7 +166,7 @@ class Backfiller:
                     join_sessions,
                 )  # fmt: skip
             else:
-                more = await self._direct_page(backfill, rule, 1 if fast == "probe" else DIRECT_TRACES, room)
+                more = await self._direct_page(backfill, rule, room, probe=fast == "probe")
             pages += 1
             self.wake_scorer()
             if not more:
@@ -174,8 +174,9 @@ class Backfiller:
         return pages
 
     async def direct(self, rule: RuleRecord) -> str | None:
-        """``"page"`` when the rule's backfill is scored here (online/backfill_direct.py), ``"probe"`` when a page
-        of one trace measures its rows first, None when its pages are queued for the scorer."""
+        """``"page"`` when the rule's backfill is scored here (online/backfill_direct.py), ``"probe"`` when its
+        rows are measured first (the page's first target scored here, the others queued), None when its pages
+        are queued for the scorer."""
         if self.scorer is None or not self.settings.online_backfill_direct or rule.limits or rule.level == "session":
             return None
         ms = self.row_ms.get(rule.id)
@@ -185,16 +186,18 @@ class Backfiller:
             return "probe"
         return "page" if ms < DIRECT_MAX_MS else None
 
-    async def _direct_page(self, backfill: Backfill, rule: RuleRecord, traces: int, room: int) -> bool:
+    async def _direct_page(self, backfill: Backfill, rule: RuleRecord, room: int, *, probe: bool = False) -> bool:
         """Read, score and store one page (one transaction: store/online_backfill_pages.py); whether more is to
         plan (False too when the page was not stored: a claim lost, a cancel — the next period looks again)."""
         assert self.scorer is not None
         spans_of = _spans_of(self.queue, rule)
         engine = self.queue.engine
-        page = await asyncio.to_thread(read_page, engine, self.me, backfill, rule, traces, decide, spans_of, room)
+        page = await asyncio.to_thread(
+            read_page, engine, self.me, backfill, rule, DIRECT_TRACES, decide, spans_of, room
+        )
         if page is None:
             return False
-        done = await score_page(self.scorer, rule, page.got.rows)
+        done = await score_page(self.scorer, rule, page.got.rows[:1] if probe else page.got.rows)
         if done.row_ms is not None:
             self.row_ms[rule.id] = done.row_ms
         elif rule.id not in self.row_ms and done.scored:

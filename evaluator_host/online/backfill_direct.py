@@ -4,8 +4,8 @@ Contract (docs/online.md, "Backfill"):
 
 * A rule's backfill is scored *directly* when its rows are fast (:func:`direct`): no budgets (``limits``), not
   session level, and its evaluator's recent rows took less than :data:`DIRECT_MAX_MS` each as the harness
-  measured them (the planner's last pages, else the rule's stored scores; none yet: the first page holds one
-  trace, a probe). Otherwise its pages are queued for the scorer as before.
+  measured them (the planner's last pages, else the rule's stored scores; none yet: a probe — the first page's
+  first target is scored here, its others queued). Otherwise its pages are queued for the scorer as before.
 * :func:`score_page` scores one page read by :func:`~evaluator_host.store.online_backfill_pages.read_page`
   in bulk: the page's traces in two queries and its cases built as the scorer builds them; the workspace's
   ``max_evaluations_per_s`` charged as throughput; one call of the stored evaluator through the result cache
@@ -49,7 +49,7 @@ DIRECT_TRACES = 1000  # traces a page scored directly
 @dataclass
 class Scored:
     """A page's outcome: target id → stored columns (``scored``) or queue columns (``waiting``), the rows and
-    results to count once stored, and the mean ``duration_ms`` of the rows that ran (None: none ran)."""
+    results to count once stored, and the mean ``duration_ms`` of the results (None: no run, no hit)."""
 
     scored: dict[str, dict[str, Any]] = field(default_factory=dict)
     waiting: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -139,7 +139,7 @@ async def _run(scorer: Scorer, rule: RuleRecord, runnable: list[tuple[Claimed, C
         return
     now = utcnow()
     cap = scorer.settings.max_stored_result_bytes
-    ran = [r.duration_ms for r in results if not r.cached and r.duration_ms is not None]
+    ran = [r.duration_ms for r in results if r.duration_ms is not None]  # a cache hit's: what a miss would cost
     out.row_ms = sum(ran) / len(ran) if ran else None
     for (row, _), result in zip(runnable, results, strict=True):
         if result.error is not None and result.error.type == budgets.RATE_LIMITED:
