@@ -22,6 +22,7 @@ At session level the targets are the sessions stored in the range (first seen), 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 from collections.abc import Callable
@@ -32,14 +33,14 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
 from evaluator_host.errors import NotFoundError
-from evaluator_host.online.backfill_direct import DIRECT_MAX_MS, DIRECT_TRACES, recent_row_ms, score_page
+from evaluator_host.online.backfill_direct import DIRECT_MAX_MS, DIRECT_TRACES, Scored, recent_row_ms, score_page
 from evaluator_host.online.router import decide, join_sessions
 from evaluator_host.online.scorer import Scorer
 from evaluator_host.settings import Settings
 from evaluator_host.shared.tasks import stop
 from evaluator_host.store import online_backfills
 from evaluator_host.store.db import utcnow
-from evaluator_host.store.online_backfill_pages import commit_page, read_page
+from evaluator_host.store.online_backfill_pages import Page, commit_page, read_page
 from evaluator_host.store.online_backfills import Backfill, BackfillStore
 from evaluator_host.store.online_routing import spans_of
 from evaluator_host.store.online_rows import OnlineScoreRow
@@ -52,6 +53,8 @@ log = logging.getLogger(__name__)
 
 PAGE_TRACES = 500  # traces planned in one transaction
 SESSION_PAGE = 100  # sessions planned in one transaction (each read with its traces)
+PIPELINE = 2  # a fast rule's pages read and scored at once (stored in order)
+DIRECT_PAGES = 20  # pages scored by the planner before it looks at the backlog again
 DRY_RUN_PAGE = 2000
 
 
@@ -187,29 +190,53 @@ class Backfiller:
         return "page" if ms < DIRECT_MAX_MS else None
 
     async def _direct_page(self, backfill: Backfill, rule: RuleRecord, room: int, *, probe: bool = False) -> bool:
-        """Read, score and store one page (one transaction: store/online_backfill_pages.py); whether more is to
-        plan (False too when the page was not stored: a claim lost, a cancel — the next period looks again)."""
+        """Read, score and store pages (each stored in one transaction: store/online_backfill_pages.py), up to
+        :data:`PIPELINE` at once: the next page is read and scored while the one before it runs or is stored,
+        and stored after it (a probe: one page). Whether more is to plan (False too when a page was not stored:
+        a claim lost, a cancel — the pages read ahead are dropped unstored, and the next period looks again)."""
         assert self.scorer is not None
+        scorer, engine = self.scorer, self.queue.engine
         spans_of = _spans_of(self.queue, rule)
-        engine = self.queue.engine
-        page = await asyncio.to_thread(
-            read_page, engine, self.me, backfill, rule, DIRECT_TRACES, decide, spans_of, room
-        )
-        if page is None:
-            return False
-        done = await score_page(self.scorer, rule, page.got.rows[:1] if probe else page.got.rows)
-        if done.row_ms is not None:
-            self.row_ms[rule.id] = done.row_ms
-        elif rule.id not in self.row_ms and done.scored:
-            self.row_ms[rule.id] = 0.0  # every row answered without a run (cached, errors): as fast as it gets
-        claim_s = self.settings.online_claim_s
-        args = (engine, self.me, backfill, rule, page, done.scored, done.waiting, claim_s)
-        stored = await asyncio.to_thread(commit_page, *args)
-        if stored is None:
-            return False
-        added, ended = stored
-        self.scorer.stored([(row, result) for row, result in done.results if row.target_id in added], utcnow())
-        return not ended
+        ahead: collections.deque[tuple[Page, asyncio.Task[Scored]]] = collections.deque()
+        pending, reading, pages = 0, True, 0
+        try:
+            while True:
+                while reading and len(ahead) < (1 if probe else PIPELINE) and pages < DIRECT_PAGES:
+                    behind = ahead[-1][0] if ahead else None
+                    page = await asyncio.to_thread(
+                        read_page, engine, self.me, backfill, rule, DIRECT_TRACES, decide, spans_of, room, behind,
+                        pending,
+                    )  # fmt: skip
+                    if page is None:
+                        return False
+                    rows = page.got.rows[:1] if probe else page.got.rows
+                    ahead.append((page, asyncio.ensure_future(score_page(scorer, rule, rows))))
+                    pending += page.got.queued
+                    pages += 1
+                    reading = page.got.cut or page.got.traces >= DIRECT_TRACES
+                if not ahead:
+                    return reading
+                page, task = ahead.popleft()
+                done = await task
+                if done.row_ms is not None:
+                    self.row_ms[rule.id] = done.row_ms
+                elif rule.id not in self.row_ms and done.scored:
+                    self.row_ms[rule.id] = 0.0  # answered without a run (errors): as fast as it gets
+                args = (engine, self.me, backfill, rule, page, done.scored, done.waiting, self.settings.online_claim_s)
+                stored = await asyncio.to_thread(commit_page, *args)
+                if stored is None:
+                    return False
+                pending -= page.got.queued
+                added, ended = stored
+                scorer.stored([(row, result) for row, result in done.results if row.target_id in added], utcnow())
+                self.wake_scorer()
+                if ended:
+                    return False
+                if not ahead and (probe or pages >= DIRECT_PAGES):
+                    return True
+        finally:
+            for _, left in ahead:
+                left.cancel()
 
     async def _loop(self) -> None:
         while True:

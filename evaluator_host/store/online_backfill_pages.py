@@ -51,15 +51,19 @@ class Page:
 
 def read_page(
     engine: Engine, me: str, backfill: Backfill, rule: RuleRecord, traces: int, decide: Decide, spans_of: SpansOf,
-    backlog_room: int,
+    backlog_room: int, behind: Page | None = None, pending: int = 0,
 ) -> Page | None:  # fmt: skip
-    """The backfill's next page, read only (None: not ``planning`` and held by ``me`` any more)."""
+    """The backfill's next page, read only (None: not ``planning`` and held by ``me`` any more). With ``behind``
+    (a page read and not stored yet, ``pending`` rows in all with the others before it): the page after it, read
+    ahead — stored only once ``behind`` is (its pin expects ``behind``'s last trace as the cursor)."""
     with engine.connect() as conn:
         row = conn.execute(select(B).where(B.id == backfill.id)).one()
         if row.status != "planning" or row.claimed_by != me:
             return None
         after = None if row.cursor_at is None else (as_utc(row.cursor_at), str(row.cursor_id))
-        room, strict = page_room(row, backlog_room)
+        if behind is not None:
+            after = behind.got.last or behind.cursor
+        room, strict = page_room(row, backlog_room, pending)
         window = (backfill.since, backfill.until)
         got = count(conn, rule, backfill.revision, window, after, traces, room, decide, spans_of, backfill.id, strict)
     return Page(after, got, traces)

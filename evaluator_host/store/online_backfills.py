@@ -349,10 +349,10 @@ class BackfillStore:
             return not advance(conn, me, backfill, row, got, traces, claim_s, got.queued, 0)
 
 
-def page_room(row: Any, backlog_room: int) -> tuple[int, bool]:
-    """The targets a backfill's next page may queue, and whether that bound is its limit (strict) rather than
-    the backlog's room (soft: see :func:`count`)."""
-    left = int(row.max_targets) - int(row.queued)
+def page_room(row: Any, backlog_room: int, pending: int = 0) -> tuple[int, bool]:
+    """The targets a backfill's next page may queue (``pending``: those of pages read ahead and not stored yet),
+    and whether that bound is its limit (strict) rather than the backlog's room (soft: see :func:`count`)."""
+    left = max(int(row.max_targets) - int(row.queued) - pending, 0)
     return (left, True) if left <= backlog_room else (max(backlog_room, 0), False)
 
 
