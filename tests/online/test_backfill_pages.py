@@ -1,7 +1,8 @@
 """A backfill's page scored by its planner (the fast path), in the store, on SQLite and PostgreSQL (issue 50): a
 page read and scored is stored in one transaction pinned on the backfill's cursor — so a page two holders read
 is stored once, a page read before a cancel is stored never, a target routing queued meanwhile keeps routing's
-row (each target once) — and what the planner did not score now is queued for the scorer with its delay."""
+row (each target once), a page read ahead is stored only after the page before it and within the limit — and
+what the planner did not score now is queued for the scorer with its delay."""
 
 from __future__ import annotations
 
@@ -124,3 +125,23 @@ def test_routings_row_for_a_target_wins_and_unscored_targets_are_queued_with_the
     assert rows[plain].state == "queued" and rows[plain].claimed_until is None  # the scorer takes it now
     done = store.get(WS, rule.id, backfill.id)
     assert (done.queued, done.skipped) == (2, 1)  # routing's target counts as scored elsewhere
+
+
+def test_a_page_read_ahead_is_stored_only_after_the_page_before_it_and_within_the_limit(engine: Engine) -> None:
+    rules, store = RuleStore(engine), BackfillStore(engine)
+    traces = [chat_trace(engine, state="routed") for _ in range(5)]
+    rule = make_rule(rules)
+    backfill = store.create(rule, EVERYTHING, 4, 1, 4, 0)  # a limit of 4 targets
+    held = store.claim("svc", 30)
+    assert held is not None
+    first = read_page(engine, "svc", held, rule, 3, decide, spans_of, 10_000)
+    assert first is not None
+    ahead = read_page(engine, "svc", held, rule, 3, decide, spans_of, 10_000, first, first.got.queued)
+    assert ahead is not None and len(ahead.got.rows) == 1  # the limit counts the page not stored yet
+    assert commit_page(engine, "svc", held, rule, ahead, scored(ahead.got.rows), {}, 30) is None  # not before it
+    assert commit_page(engine, "svc", held, rule, first, scored(first.got.rows), {}, 30) is not None
+    stored = commit_page(engine, "svc", held, rule, ahead, scored(ahead.got.rows), {}, 30)
+    assert stored is not None and stored[1] is True  # the limit reached: planning ended
+    assert sorted(r.target_id for r in score_rows(engine)) == sorted(traces[:4])
+    done = store.get(WS, rule.id, backfill.id)
+    assert (done.status, done.queued, done.total) == ("planned", 4, 4)
