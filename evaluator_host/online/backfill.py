@@ -187,6 +187,7 @@ class Backfiller:
             ms = await asyncio.to_thread(recent_row_ms, self.scorer, rule.id)
         if ms is None:
             return "probe"
+        self.row_ms[rule.id] = ms  # not read again for each page
         return "page" if ms < DIRECT_MAX_MS else None
 
     async def _direct_page(self, backfill: Backfill, rule: RuleRecord, room: int, *, probe: bool = False) -> bool:
