@@ -7,8 +7,8 @@ jobs against a loopback LLM server
 (``bench/target_bench.py``), online ingestion over OTLP (``bench/online_bench.py``), async judge
 evaluators (``bench/async_bench.py``), re-run jobs from the result cache
 (``bench/cache_bench.py``), online scoring's lag (``bench/scoring_bench.py``) and a never-seen
-package set's first result (``bench/build_bench.py``), each against baselines (or an ideal) from
-the same run.
+package set's first result (``bench/build_bench.py``), backfills and span/session-level scoring lag
+(``bench/backfill_bench.py``), each against baselines (or an ideal) from the same run.
 
 One run measures, against the real service started as a subprocess on a free port:
 warm single-evaluation latency over HTTP, a process-per-evaluation baseline, the first
@@ -31,6 +31,7 @@ import httpx
 
 from bench import (
     async_bench,
+    backfill_bench,
     build_bench,
     cache_bench,
     docker_bench,
@@ -330,6 +331,9 @@ def main() -> int:
     e2e = [scoring_bench.measure_e2e(*run) for run in scoring_bench.E2E_RUNS]
     doc += scoring_section + scoring_bench.render_e2e(e2e, ready)
     print(scoring_summary)
+    backfill_section, backfill_summary = backfill_bench.render(backfill_bench.measure())  # issue 50
+    doc += backfill_section
+    print(backfill_summary)
     flame = flame_graph.record("process")
     if flame is not None:
         svg, under = flame

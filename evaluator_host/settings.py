@@ -313,6 +313,11 @@ class Settings(BaseSettings):
         description="Most targets one online backfill (POST /v1/online-rules/{id}/backfill) scores; a larger "
         "limit is refused (422).",
     )
+    online_backfill_direct: bool = Field(
+        True,
+        description="A fast rule's backfill (its rows under 5 ms each, no budgets, not session level) is scored page "
+        "by page by its planner, in bulk; false: every page is queued for the scorer, row by row (slower).",
+    )
     online_max_attempts: int = Field(
         5,
         ge=1,

@@ -127,18 +127,31 @@ class Bound:
             self._pool.metrics.evaluated(status, language, backend, n)
 
     async def evaluate(
-        self, cases: Sequence[Case], max_bytes: int | None = None, *, charged: Charged
+        self,
+        cases: Sequence[Case],
+        max_bytes: int | None = None,
+        *,
+        charged: Charged,
+        batch: bool = False,
+        dumped: list[dict[str, Any]] | None = None,
     ) -> list[EvaluationResult]:
         """Evaluate ``cases``; one result per case, in order (at most ``max_bytes`` of replies in all),
-        spending ``charged`` (:meth:`run`).
+        spending ``charged`` (:meth:`run`). ``batch`` (an online backfill's rows): run as a job's chunk is —
+        one message, replies held and written together, no per-call admission, counted once — instead of an API
+        call. ``dumped``: the cases' ``model_dump()`` when the caller has it already (JSON data as they are).
 
         A case carrying a field the interface never passes on (``app_params`` outside ``legacy``,
         ``trace`` to ``legacy``) gets a warning in its result saying so; a case that raised, in code
         importing what no pinned package provides, gets the warning naming the package to pin.
         """
-        dumped = [case.model_dump() for case in cases]
+        dumped = dumped if dumped is not None else [case.model_dump() for case in cases]
         with tracing.span("evaluate", self.traced) as span:
-            results = [self.result(raw) for raw in await self.run(dumped, max_bytes, charged=charged, interactive=True)]
+            ran = await self.run(dumped, max_bytes, charged=charged, interactive=not batch, held_replies=batch)
+            if batch:  # counted per status, not per row
+                results = [to_result(raw, self.prepared, self.public) for raw in ran]
+                self.count(result.status for result in results)
+            else:
+                results = [self.result(raw) for raw in ran]
             if span.is_recording():
                 span.set_attribute("evaluator_host.cases", len(results))
                 tracing.outcome(span, (result.status for result in results))

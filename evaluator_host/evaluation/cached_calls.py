@@ -4,7 +4,8 @@ Contract: :func:`evaluate_cached` runs ``cases`` on a bound revision as :meth:`B
 first looks each case up in the result cache (:mod:`evaluator_host.evaluation.cache`: the same key — code,
 runtime, settings, limits, version — with the prefix's mapping ``"online"``, so online entries never
 answer a job's rows nor the reverse, and the normalized case's JSON: inputs, outputs, trace). A hit is
-the stored :class:`EvaluationResult` with ``cached: true`` (no run); only the misses run, and their
+the stored :class:`EvaluationResult` with ``cached: true`` (no run); only the misses run (in one batch, as a job's
+chunk: :meth:`Bound.evaluate` ``batch``), and their
 results are added afterwards when the cache would keep a job's rows (:meth:`ResultCache.for_job`: the
 evaluator is deterministic or ``settings.cache`` true; :meth:`JobCache.worth`; cacheable statuses). A cache
 that cannot be read or written is logged and the call runs as if nothing were cached.
@@ -34,8 +35,9 @@ async def evaluate_cached(
     """One result per case, in order: hits from the cache, the misses run (see the module docstring)."""
     job_cache = cache.for_job(bound.prepared, bound.runtime, workspace, ONLINE_PICK)
     if job_cache is None:
-        return await bound.evaluate(cases, max_bytes, charged=charged)
-    keys = job_cache.keys([case.model_dump(mode="json") for case in cases])
+        return await bound.evaluate(cases, max_bytes, charged=charged, batch=True)
+    dumped = [case.model_dump(mode="json") for case in cases]  # the key's JSON, and what the worker is sent
+    keys = job_cache.keys(dumped)
     hits: dict[int, EvaluationResult] = {}
     if await asyncio.to_thread(job_cache.seen):
         for pos, (_status, text) in (await asyncio.to_thread(job_cache.lookup, keys)).items():
@@ -44,7 +46,8 @@ async def evaluate_cached(
             except ValueError:  # an entry of another shape: run it again
                 log.warning("a result cache entry is not a result: the case runs again")
     misses = [case for pos, case in enumerate(cases) if pos not in hits]
-    fresh = await bound.evaluate(misses, max_bytes, charged=charged) if misses else []
+    sent = [dumped[pos] for pos in range(len(cases)) if pos not in hits]
+    fresh = await bound.evaluate(misses, max_bytes, charged=charged, batch=True, dumped=sent) if misses else []
     if fresh:
         miss_keys = [key for pos, key in enumerate(keys) if pos not in hits]
         texts = [result.model_dump_json() for result in fresh]

@@ -16,18 +16,19 @@ Contract (docs/online.md, "Backfill"):
   over by another service. A backfill whose rule was deleted is cancelled.
 
 * :func:`outcome` — the status a backfill shows: ``running`` while it plans or any of its targets waits,
-  ``cancelled`` once cancelled, ``failed`` when it ended and EVERY target it scored failed (status other
-  than ``ok``: an evaluator that raises on every trace is no success), with a reason naming the first
-  error; else ``done`` (a few failures among ok scores are counted in ``failed``, not fatal).
+  ``cancelled`` once cancelled, ``failed`` when it ended and NONE of its targets was scored ``ok`` (an
+  evaluator that raises on every trace is no success), with a reason naming the most common error
+  (``BackfillStore.failure``); else ``done`` (a few failures among ok scores are counted in ``failed``).
 
-Session-level rules are not backfilled (their sessions are scored as they go quiet): 422.
+At session level the targets are the sessions stored in the range (first seen), each at its current generation
+(:mod:`evaluator_host.store.online_backfill_sessions`); ``traces`` then counts sessions read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
-import json
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -37,11 +38,15 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
 from evaluator_host.errors import NotFoundError
-from evaluator_host.online.router import decide
+from evaluator_host.online.backfill_direct import DIRECT_MAX_MS, DIRECT_TRACES, Scored, recent_row_ms, score_page
+from evaluator_host.online.router import decide, join_sessions
+from evaluator_host.online.scorer import Scorer
 from evaluator_host.settings import Settings
 from evaluator_host.shared.tasks import stop
 from evaluator_host.store import online_backfills
-from evaluator_host.store.online_backfills import BackfillStore
+from evaluator_host.store.db import utcnow
+from evaluator_host.store.online_backfill_pages import Page, commit_page, read_page
+from evaluator_host.store.online_backfills import Backfill, BackfillStore
 from evaluator_host.store.online_routing import spans_of
 from evaluator_host.store.online_rows import OnlineScoreRow
 from evaluator_host.store.online_rules import RuleRecord, RuleStore
@@ -52,11 +57,15 @@ __all__ = ["DRY_RUN_PAGE", "PAGE_TRACES", "Backfiller", "dry_run", "estimate_s",
 log = logging.getLogger(__name__)
 
 PAGE_TRACES = 500  # traces planned in one transaction
+SESSION_PAGE = 100  # sessions planned in one transaction (each read with its traces)
+PIPELINE = 2  # a fast rule's pages read and scored at once (stored in order)
+DIRECT_PAGES = 20  # pages scored by the planner before it looks at the backlog again
 DRY_RUN_PAGE = 2000
 
 
 def _spans_of(queue: ScoreQueue, rule: RuleRecord) -> Any:
-    return lambda conn, page: spans_of(conn, page, bodies=bool(rule.filter))
+    bodies = bool(rule.filter) or rule.level == "session"  # a session's id is in its spans' attributes
+    return lambda conn, page: spans_of(conn, page, bodies=bodies)
 
 
 def estimate_s(engine: Engine, rule: RuleRecord, to_score: int, concurrency: int, rate: float | None) -> float:
@@ -87,51 +96,40 @@ def dry_run(
     """(traces, targets, already scored) of a backfill of ``window`` (see the module docstring)."""
     traces = targets = scored = 0
     after = None
+    page = SESSION_PAGE if rule.level == "session" else DRY_RUN_PAGE
     with queue.engine.connect() as conn:
         while True:
             room = max(limit - (targets - scored), 0)
             got = online_backfills.count(
-                conn, rule, revision, window, after, DRY_RUN_PAGE, room, decide, _spans_of(queue, rule)
+                conn, rule, revision, window, after, page, room, decide, _spans_of(queue, rule), joins=join_sessions
             )
             traces, targets, scored = traces + got.traces, targets + got.targets, scored + got.already_scored
-            if got.last is None or got.cut or got.traces < DRY_RUN_PAGE or targets - scored >= limit:
+            if got.last is None or got.cut or got.traces < page or targets - scored >= limit:
                 return traces, targets, scored
             after = got.last
 
 
-def _first_error(result: str | None) -> str:
-    """``Type: message`` of a stored result JSON (its status when it names no error)."""
-    try:
-        parsed = json.loads(result) if result else {}
-    except ValueError:
-        parsed = {}
-    error = parsed.get("error") if isinstance(parsed, dict) else None
-    if isinstance(error, dict) and error.get("message"):
-        return f"{error.get('type', 'Error')}: {str(error['message'])[:300]}"
-    status = parsed.get("status") if isinstance(parsed, dict) else None
-    return f"status {status}" if status else "no result stored"
-
-
-def outcome(
-    record_status: str, states: dict[str, int], failed: int, first_failure: str | None
-) -> tuple[str, str | None]:
-    """(status, reason) a backfill shows, from its row's status, its rows per state and how many of its
-    done rows failed (see the module docstring)."""
+def outcome(record_status: str, states: dict[str, int], failure: str | None) -> tuple[str, str | None]:
+    """(status, reason) a backfill shows, from its row's status, its rows per state and, once it ended, why
+    none of its targets was scored ok (``BackfillStore.failure``; None: one was, see the module docstring)."""
     if record_status == "cancelled":
         return "cancelled", None
     if record_status == "planning" or states.get("queued", 0) + states.get("running", 0):
         return "running", None
-    done = states.get("done", 0)
-    if done and failed >= done:
-        return "failed", f"every one of its {done} target(s) failed; the first: {_first_error(first_failure)}"
-    return "done", None
+    return ("failed", failure) if failure is not None else ("done", None)
 
 
 class Backfiller:
     """The backfill planning loop of one service (start with :meth:`start`, stop with :meth:`close`)."""
 
     def __init__(
-        self, settings: Settings, queue: ScoreQueue, rules: RuleStore, me: str, wake: Callable[[], None]
+        self,
+        settings: Settings,
+        queue: ScoreQueue,
+        rules: RuleStore,
+        me: str,
+        wake: Callable[[], None],
+        scorer: Scorer | None = None,
     ) -> None:
         self.settings = settings
         self.queue = queue
@@ -139,6 +137,8 @@ class Backfiller:
         self.store = BackfillStore(queue.engine)
         self.me = me
         self.wake_scorer = wake
+        self.scorer = scorer  # a fast rule's pages are scored here (online/backfill_direct.py); None: all queued
+        self.row_ms: dict[str, float] = {}  # a rule's rows' mean duration_ms, as its last direct page ran
         self._task: asyncio.Task[None] | None = None
         self._event = asyncio.Event()
 
@@ -157,35 +157,107 @@ class Backfiller:
         task, self._task = self._task, None
         await stop(task)
 
-    def plan_once(self) -> int:
-        """Claim one backfill still planning and queue its pages while the backlog has room; pages planned."""
+    async def plan_once(self) -> int:
+        """Claim one backfill still planning and queue (or score: :meth:`direct`) its pages while the backlog
+        has room; pages planned."""
         s = self.settings
-        backfill = self.store.claim(self.me, s.online_claim_s)
+        backfill = await asyncio.to_thread(self.store.claim, self.me, s.online_claim_s)
         if backfill is None:
             return 0
         try:
-            rule = self.rules.get(backfill.workspace_id, backfill.rule_id)
+            rule = await asyncio.to_thread(self.rules.get, backfill.workspace_id, backfill.rule_id)
         except NotFoundError:
-            self.store.cancel(backfill.workspace_id, backfill.rule_id, backfill.id)
+            await asyncio.to_thread(self.store.cancel, backfill.workspace_id, backfill.rule_id, backfill.id)
             return 0
         pages = 0
         spans_of = _spans_of(self.queue, rule)
         while True:
-            counts = self.queue.counts()
+            counts = await asyncio.to_thread(self.queue.counts)
             room = s.online_backlog_max - counts["queued"] - counts["running"]
             if room <= 0:
                 break
-            more = self.store.plan_page(self.me, backfill, rule, PAGE_TRACES, decide, spans_of, room, s.online_claim_s)
+            fast = await self.direct(rule)
+            if fast is None:
+                page = SESSION_PAGE if rule.level == "session" else PAGE_TRACES
+                more = await asyncio.to_thread(
+                    self.store.plan_page, self.me, backfill, rule, page, decide, spans_of, room, s.online_claim_s,
+                    join_sessions,
+                )  # fmt: skip
+            else:
+                more = await self._direct_page(backfill, rule, room, probe=fast == "probe")
             pages += 1
             self.wake_scorer()
             if not more:
                 break
         return pages
 
+    async def direct(self, rule: RuleRecord) -> str | None:
+        """``"page"`` when the rule's backfill is scored here (online/backfill_direct.py), ``"probe"`` when its
+        rows are measured first (the page's first target scored here, the others queued), None when its pages
+        are queued for the scorer."""
+        if self.scorer is None or not self.settings.online_backfill_direct or rule.limits or rule.level == "session":
+            return None
+        ms = self.row_ms.get(rule.id)
+        if ms is None:
+            ms = await asyncio.to_thread(recent_row_ms, self.scorer, rule.id)
+        if ms is None:
+            return "probe"
+        self.row_ms[rule.id] = ms  # not read again for each page
+        return "page" if ms < DIRECT_MAX_MS else None
+
+    async def _direct_page(self, backfill: Backfill, rule: RuleRecord, room: int, *, probe: bool = False) -> bool:
+        """Read, score and store pages (each stored in one transaction: store/online_backfill_pages.py), up to
+        :data:`PIPELINE` at once: the next page is read and scored while the one before it runs or is stored,
+        and stored after it (a probe: one page). Whether more is to plan (False too when a page was not stored:
+        a claim lost, a cancel — the pages read ahead are dropped unstored, and the next period looks again)."""
+        assert self.scorer is not None
+        scorer, engine = self.scorer, self.queue.engine
+        spans_of = _spans_of(self.queue, rule)
+        ahead: collections.deque[tuple[Page, asyncio.Task[Scored]]] = collections.deque()
+        pending, reading, pages = 0, True, 0
+        try:
+            while True:
+                while reading and len(ahead) < (1 if probe else PIPELINE) and pages < DIRECT_PAGES:
+                    behind = ahead[-1][0] if ahead else None
+                    page = await asyncio.to_thread(
+                        read_page, engine, self.me, backfill, rule, DIRECT_TRACES, decide, spans_of, room, behind,
+                        pending,
+                    )  # fmt: skip
+                    if page is None:
+                        return False
+                    rows = page.got.rows[:1] if probe else page.got.rows
+                    ahead.append((page, asyncio.ensure_future(score_page(scorer, rule, rows))))
+                    pending += page.got.queued
+                    pages += 1
+                    reading = page.got.cut or page.got.traces >= DIRECT_TRACES
+                if not ahead:
+                    return reading
+                page, task = ahead.popleft()
+                done = await task
+                if done.row_ms is not None:
+                    self.row_ms[rule.id] = done.row_ms
+                elif rule.id not in self.row_ms and done.scored:
+                    self.row_ms[rule.id] = 0.0  # answered without a run (errors): as fast as it gets
+                args = (engine, self.me, backfill, rule, page, done.scored, done.waiting, self.settings.online_claim_s)
+                stored = await asyncio.to_thread(commit_page, *args)
+                if stored is None:
+                    return False
+                pending -= page.got.queued
+                added, ended = stored
+                scorer.stored([(row, result) for row, result in done.results if row.target_id in added], utcnow())
+                self.wake_scorer()
+                if ended:
+                    return False
+                if not ahead and (probe or pages >= DIRECT_PAGES):
+                    return True
+        finally:
+            for _, left in ahead:
+                left.cancel()
+
     async def _loop(self) -> None:
         while True:
             try:
-                await asyncio.to_thread(self.plan_once)
+                await self.plan_once()
             except Exception:  # a database hiccup: the next period tries again
                 log.exception("planning a backfill failed")
             with contextlib.suppress(TimeoutError):

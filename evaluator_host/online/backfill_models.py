@@ -40,13 +40,13 @@ class Backfill(BaseModel):
     id: str
     rule_id: str
     status: str = Field(
-        description="running | done | failed (it ended and every target it scored failed: see reason) | cancelled"
+        description="running | done | cancelled | failed (every target it scored failed, or was dropped: see reason)"
     )
     total: int = Field(description="Targets to score (while planning: at least this many).")
     done: int = Field(description="Of them, scored.")
     skipped: int = Field(description="Targets already scored with the revision (so far).")
     failed: int = Field(0, description="Of the scored, those whose result is not ok (error, timeout, ...).")
-    reason: str | None = Field(None, description="Set when failed: how many failed and the first error.")
+    reason: str | None = Field(None, description="Set when failed: how many failed and the most common error.")
     queued: int = Field(0, description="Of them, waiting or running now.")
     cancelled: int = Field(0, description="Of them, dropped by a cancel.")
     since: datetime | None = None

@@ -40,6 +40,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, Protocol
 
 from evaluator_host.errors import EvaluatorHostError, LimitError, QuotaExceeded, SandboxError, StorageFull
@@ -55,12 +56,13 @@ from evaluator_host.store.online_budgets import usage
 from evaluator_host.store.online_scores import Claimed, ScoreQueue
 from evaluator_host.tenancy.quotas import Charged
 
-__all__ = ["Exporter", "Refused", "Scorer", "build_case", "load_many"]
+__all__ = ["EXPIRED", "Exporter", "Refused", "Scorer", "build_case", "load_many", "stored_values"]
 
 log = logging.getLogger(__name__)
 
 MAX_LABEL = 200
-_EXPIRED = "TraceExpired"  # a claimed row's trace deleted by retention: the row ends dropped (status retention)
+# a claimed row's trace deleted by retention: the row ends dropped (status retention)
+EXPIRED = _EXPIRED = "TraceExpired"
 
 
 class Exporter(Protocol):
@@ -319,6 +321,11 @@ class Scorer:
             await asyncio.to_thread(self.queue.retry, self.me, keys, back_off, f"{type(exc).__name__}: {exc}")
 
     def _cases(self, rows: Sequence[Claimed]) -> dict[tuple[str, str], Case | EvaluationResult]:
+        return self.cases(rows)
+
+    def cases(self, rows: Sequence[Claimed]) -> dict[tuple[str, str], Case | EvaluationResult]:
+        """Each row's case, or the result that replaces it (an ``error``: a mapping path that found nothing, a
+        session gone; ``TraceExpired``: its trace deleted by retention). Blocking: two queries for the batch."""
         out: dict[tuple[str, str], Case | EvaluationResult] = {}
         max_spans = self.settings.online_max_trace_spans
         of_sessions = [r for r in rows if r.session_id is not None]
@@ -354,26 +361,14 @@ class Scorer:
             result = results.get((row.rule_id, row.target_id))
             if result is None:
                 continue  # put back for a retry
-            text = result.model_dump_json()
-            if len(text.encode()) > cap:
-                cut = result.model_copy(update={"stdout": "", "stderr": "", "details": {}, "truncated": True})
-                text = cut.model_dump_json()
-            values = {
-                "status": result.status,
-                "score": result.score,
-                "passed": result.passed,
-                "label": None if result.label is None else result.label[:MAX_LABEL],
-                "revision": result.revision,
-                "runtime_id": result.runtime.get("id"),
-                "duration_ms": result.duration_ms,
-                "scored_at": now,
-                "result": text,
-            }
-            todo.append((row, result, values))
+            todo.append((row, result, stored_values(result, now, cap)))
         stored = await asyncio.to_thread(self.queue.finish, self.me, [(r.rule_id, r.target_id, v) for r, _, v in todo])
-        for (row, result, _), ok in zip(todo, stored, strict=True):
-            if not ok:
-                continue  # another service took the row over after our claim expired: its result stands
+        self.stored([(row, result) for (row, result, _), ok in zip(todo, stored, strict=True) if ok], now)
+
+    def stored(self, scored: Sequence[tuple[Claimed, EvaluationResult]], now: datetime) -> None:
+        """Count stored scores in the metrics and send them over OTLP (when an exporter is set). Rows another
+        service took over after our claim expired are not passed: its result stands."""
+        for row, result in scored:
             lag = (now - row.last_span_at).total_seconds() if row.last_span_at else None
             self.metrics.online_scored(row.rule_id, result.status, result.score, lag)
             if self.exporter is not None and row.rule is not None:
@@ -382,3 +377,23 @@ class Scorer:
                     self.exporter.export(row.trace_id, row.span_id, rule, result.model_dump(mode="json"))
                 except Exception:
                     log.exception("exporting an online score failed")
+
+
+def stored_values(result: EvaluationResult, now: datetime, cap: int) -> dict[str, Any]:
+    """The ``online_scores`` columns of a result stored at ``now`` (its JSON cut to ``cap`` bytes: output and
+    details left out, ``truncated``)."""
+    text = result.model_dump_json()
+    if len(text.encode()) > cap:
+        cut = result.model_copy(update={"stdout": "", "stderr": "", "details": {}, "truncated": True})
+        text = cut.model_dump_json()
+    return {
+        "status": result.status,
+        "score": result.score,
+        "passed": result.passed,
+        "label": None if result.label is None else result.label[:MAX_LABEL],
+        "revision": result.revision,
+        "runtime_id": result.runtime.get("id"),
+        "duration_ms": result.duration_ms,
+        "scored_at": now,
+        "result": text,
+    }

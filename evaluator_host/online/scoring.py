@@ -44,7 +44,7 @@ class OnlineScoring:
         cache = ResultCache(components.settings, ResultCacheStore(engine))  # a backfill's re-runs are lookups
         self.scorer = Scorer(components, self.queue, me, metrics, exporter, cache)
         self.router = Router(components.settings, self.queue, metrics, self.scorer.wake)
-        self.backfiller = Backfiller(components.settings, self.queue, self.rules, me, self.scorer.wake)
+        self.backfiller = Backfiller(components.settings, self.queue, self.rules, me, self.scorer.wake, self.scorer)
 
     async def start(self) -> None:
         """Start routing and scoring (the scorer first puts back what a killed predecessor held)."""

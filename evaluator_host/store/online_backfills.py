@@ -21,7 +21,10 @@ Portable SQL. Blocking: call from a thread.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -32,11 +35,23 @@ from sqlalchemy.engine import Engine
 
 from evaluator_host.errors import NotFoundError
 from evaluator_host.store.db import as_utc, utcnow
+from evaluator_host.store.online_backfill_sessions import Joins, count_sessions
 from evaluator_host.store.online_refs import TraceRef, keyed
 from evaluator_host.store.online_rows import OnlineBackfillRow, OnlineScoreRow, OnlineTraceRow
 from evaluator_host.store.online_rules import RuleRecord
 
-__all__ = ["Backfill", "BackfillStore", "Counted", "Decide", "variant"]
+__all__ = [
+    "Backfill",
+    "BackfillStore",
+    "Counted",
+    "Decide",
+    "Joins",
+    "SpansOf",
+    "advance",
+    "count",
+    "page_room",
+    "variant",
+]
 
 S, T, B = OnlineScoreRow, OnlineTraceRow, OnlineBackfillRow
 Decide = Callable[[TraceRef, Sequence[RuleRecord]], list[tuple[RuleRecord, str | None]]]
@@ -117,11 +132,20 @@ def count(
     spans_of: SpansOf,
     backfill_id: str | None = None,
     strict: bool = True,
+    joins: Joins | None = None,
 ) -> Counted:
     """The next ``traces`` stored traces of the rule's workspace in ``window`` (first seen, oldest first;
     not ``open``) after ``after``: their targets, the already scored, and rows to queue — whole traces while
     they fit in ``room``; a first trace that does not fit is cut to ``room`` when ``strict`` (the backfill's
-    limit), else taken whole (the backlog's room: a soft bound)."""
+    limit), else taken whole (the backlog's room: a soft bound). A session-level rule's page is of sessions
+    (:func:`~evaluator_host.store.online_backfill_sessions.count_sessions`, with routing's ``joins``)."""
+    if rule.level == "session":
+        if joins is None:
+            raise ValueError("a session-level rule's backfill needs joins")
+        out: Counted = count_sessions(
+            conn, rule, revision, window, after, traces, room, joins, spans_of, backfill_id, strict, Counted()
+        )
+        return out
     since, until = window
     query = select(T.workspace_id, T.trace_id, T.root_span_id, T.first_seen_at).where(
         T.workspace_id == rule.workspace_id, T.state != "open"
@@ -190,6 +214,18 @@ def count(
     return out
 
 
+def _error_of(state: str, status: str | None, result: str | None) -> str:
+    """A failed row's error as a reason names it: ``<type>: <message>`` (200 characters at most)."""
+    if state == "dropped":
+        return f"dropped ({status})"
+    error: Any = None
+    with contextlib.suppress(ValueError, TypeError):
+        error = json.loads(result or "{}").get("error")
+    if not isinstance(error, dict):
+        return f"status {status}"
+    return f"{error.get('type') or status}: {str(error.get('message') or '')[:200]}"
+
+
 class BackfillStore:
     """The ``online_backfills`` table and the rows backfills queue."""
 
@@ -237,6 +273,24 @@ class BackfillStore:
             first = conn.scalar(select(S.result).where(failed).order_by(S.scored_at).limit(1)) if n else None
         return n, first
 
+    def failure(self, backfill_id: str, sample: int = 1000) -> str | None:
+        """Why the backfill failed when none of its targets was scored ``ok`` though some ended (scored with
+        another status, or dropped by anything but a cancel): the most common error among up to ``sample`` of
+        them, with its count; None when one was scored ``ok`` or none ended."""
+        with self.engine.connect() as conn:
+            mine = S.backfill_id == backfill_id
+            ok = conn.scalar(select(S.rule_id).where(mine, S.state == "done", S.status == "ok").limit(1))
+            if ok is not None:
+                return None
+            ended = or_(S.state == "done", and_(S.state == "dropped", S.status != "cancelled"))
+            rows = conn.execute(select(S.state, S.status, S.result).where(mine, ended).limit(sample)).all()
+        if not rows:
+            return None
+        errors: Counter[str] = Counter(_error_of(state, status, result) for state, status, result in rows)
+        (top, n), seen = errors.most_common(1)[0], len(rows)
+        more = "+" if seen == sample else ""
+        return f"every one of its {seen}{more} target(s) failed; the most common error ({n} of {seen}{more}): {top}"
+
     def cancel(self, workspace_id: str, rule_id: str, backfill_id: str) -> Backfill:
         """Stop planning and drop its rows still queued (status ``cancelled``)."""
         self.get(workspace_id, rule_id, backfill_id)
@@ -276,7 +330,7 @@ class BackfillStore:
 
     def plan_page(
         self, me: str, backfill: Backfill, rule: RuleRecord, traces: int, decide: Decide, spans_of: SpansOf,
-        backlog_room: int, claim_s: float = 120.0,
+        backlog_room: int, claim_s: float = 120.0, joins: Joins | None = None,
     ) -> bool:  # fmt: skip
         """Queue the backfill's next page (see the module docstring); whether more is to plan. Held by ``me``
         only (a claim lost meanwhile plans nothing)."""
@@ -289,11 +343,10 @@ class BackfillStore:
                 return False
             row = conn.execute(select(B).where(B.id == backfill.id)).one()
             after = None if row.cursor_at is None else (as_utc(row.cursor_at), str(row.cursor_id))
-            left = int(row.max_targets) - int(row.queued)
-            room, strict = (left, True) if left <= backlog_room else (max(backlog_room, 0), False)
+            room, strict = page_room(row, backlog_room)
             window = (backfill.since, backfill.until)
             got = count(
-                conn, rule, backfill.revision, window, after, traces, room, decide, spans_of, backfill.id, strict
+                conn, rule, backfill.revision, window, after, traces, room, decide, spans_of, backfill.id, strict, joins
             )
             if got.rows:
                 conn.execute(S.__table__.insert(), got.rows)  # type: ignore[attr-defined]
@@ -303,16 +356,32 @@ class BackfillStore:
                     .where(S.rule_id == rule.id, S.target_id.in_(got.requeue), S.state == "dropped")
                     .values(state="queued", status=None, attempts=0, backfill_id=backfill.id, claimed_until=None)
                 )
-            queued = int(row.queued) + got.queued
-            values: dict[str, Any] = {
-                "queued": queued, "skipped": int(row.skipped) + got.already_scored, "updated_at": utcnow(),
-            }  # fmt: skip
-            if got.last is not None:
-                values.update(cursor_at=got.last[0], cursor_id=got.last[1])
-            ended = queued >= row.max_targets or (not got.cut and got.traces < traces)
-            if ended:
-                values.update(status="planned", total=queued, claimed_by=None, claimed_until=None)
-            else:
-                values.update(total=max(int(row.total), queued), claimed_until=utcnow() + timedelta(seconds=claim_s))
-            conn.execute(update(B).where(B.id == backfill.id, B.claimed_by == me).values(**values))
-            return not ended
+            return not advance(conn, me, backfill, row, got, traces, claim_s, got.queued, 0)
+
+
+def page_room(row: Any, backlog_room: int, pending: int = 0) -> tuple[int, bool]:
+    """The targets a backfill's next page may queue (``pending``: those of pages read ahead and not stored yet),
+    and whether that bound is its limit (strict) rather than the backlog's room (soft: see :func:`count`)."""
+    left = max(int(row.max_targets) - int(row.queued) - pending, 0)
+    return (left, True) if left <= backlog_room else (max(backlog_room, 0), False)
+
+
+def advance(
+    conn: Connection, me: str, backfill: Backfill, row: Any, got: Counted, traces: int, claim_s: float, queued: int,
+    taken: int,
+) -> bool:  # fmt: skip
+    """Move a page's cursor and counters (``queued``: the rows it added or queued again; ``taken``: new targets
+    another writer scored first, counted skipped) in the page's transaction; whether planning ended."""
+    total = int(row.queued) + queued
+    values: dict[str, Any] = {
+        "queued": total, "skipped": int(row.skipped) + got.already_scored + taken, "updated_at": utcnow(),
+    }  # fmt: skip
+    if got.last is not None:
+        values.update(cursor_at=got.last[0], cursor_id=got.last[1])
+    ended = total >= row.max_targets or (not got.cut and got.traces < traces)
+    if ended:
+        values.update(status="planned", total=total, claimed_by=None, claimed_until=None)
+    else:
+        values.update(total=max(int(row.total), total), claimed_until=utcnow() + timedelta(seconds=claim_s))
+    conn.execute(update(B).where(B.id == backfill.id, B.claimed_by == me).values(**values))
+    return ended

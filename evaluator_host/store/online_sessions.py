@@ -241,7 +241,8 @@ def _latest_traces(conn: Connection, sessions: set[tuple[str, str]]) -> dict[tup
 
 def supersede(conn: Connection, me: str, keys: Sequence[tuple[str, str]]) -> None:
     """Mark what the scores ``keys`` (rule id, target id) that ``me`` just stored replace (see the module
-    docstring): a session score the (rule, session)'s earlier generations; a backfill's score of a target
+    docstring): a session score the (rule, session)'s earlier generations (and, scored again with another
+    revision by a backfill, its own generation's earlier scores); a backfill's score of a target
     scored again with another revision (``<target>@r<revision>``) the target's earlier scores."""
     if not keys:
         return
@@ -265,8 +266,12 @@ def supersede(conn: Connection, me: str, keys: Sequence[tuple[str, str]]) -> Non
             )
             continue
         same = and_(S.rule_id == rule_id, S.session_id == session_id, S.state == "done")
+        # a backfill's score of the generation with another revision (``@r``) replaces that generation's too
+        earlier = S.generation <= generation if "@r" in target else S.generation < generation
         conn.execute(
-            update(S).where(same, S.generation < generation, S.superseded_by.is_(None)).values(superseded_by=target)
+            update(S)
+            .where(same, earlier, S.target_id != target, S.superseded_by.is_(None))
+            .values(superseded_by=target)
         )
         newer = conn.execute(
             select(S.target_id).where(same, S.generation > generation).order_by(S.generation.desc()).limit(1)

@@ -2,7 +2,8 @@
 rule's targets and those already scored; planning queues only what the rule missed, page by page with its
 cursor, at most ``limit``; a backfill with a new revision scores every target again (``<target>@r<rev>``)
 and the new score supersedes the old; a cancel drops what is still queued, and a later backfill queues
-those again; two services planning one backfill queue each target once."""
+those again; two services planning one backfill queue each target once; a session-level rule's backfill
+scores the stored sessions, each once at its current generation."""
 
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ import pytest
 from sqlalchemy import Engine
 
 from evaluator_host.online.backfill import dry_run
-from evaluator_host.online.router import decide
+from evaluator_host.online.router import decide, join_sessions
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.online_backfills import BackfillStore
 from evaluator_host.store.online_routing import spans_of as routed_spans
 from evaluator_host.store.online_rules import RuleRecord, RuleStore
 from evaluator_host.store.online_scores import ScoreQueue
-from tests.support.online import WS, chat_trace, score_rows
+from tests.support.online import WS, chat_trace, hex_id, put_trace, score_rows, span
 
 EVERYTHING = (None, None)
 
@@ -46,7 +47,7 @@ def plan(store: BackfillStore, queue: ScoreQueue, rule: RuleRecord, bf_id: str, 
         held = store.claim(me, 30)
         if held is None or held.id != bf_id:
             return
-        while store.plan_page(me, held, rule, page, decide, spans_of(queue), 10_000):
+        while store.plan_page(me, held, rule, page, decide, spans_of(queue), 10_000, joins=join_sessions):
             pass
 
 
@@ -146,3 +147,45 @@ def test_two_services_planning_one_backfill_queue_each_target_once(engine: Engin
     assert store.get(WS, rule.id, backfill.id).status == "planned"
     targets = [r.target_id for r in score_rows(engine)]
     assert len(targets) == 60 and set(targets) == set(traces)
+
+
+def test_a_session_level_backfill_scores_the_stored_sessions_once_and_a_new_revision_supersedes(
+    engine: Engine,
+) -> None:
+    rules, queue, store = RuleStore(engine), ScoreQueue(engine), BackfillStore(engine)
+    for attributes in ({"session.id": "conv-a"}, {"session.id": "conv-a"}, {"session.id": "conv-b"}, {}):
+        root = span(hex_id(16), "turn")
+        put_trace(engine, [root, span(root.trace_id, "llm", parent=root.span_id, attributes=attributes)])
+    while queue.route(100, 10_000, decide, sessions=join_sessions).traces:  # routed before any session rule
+        pass
+    rule = make_rule(rules, target={"level": "session", "quiet_s": 5})
+    assert dry_run(queue, rule, 1, EVERYTHING, 1000) == (2, 2, 0)  # two sessions read, both targets
+
+    first = store.create(rule, EVERYTHING, 1000, 1, 2, 0)
+    plan(store, queue, rule, first.id)
+    rows = {r.target_id: r for r in score_rows(engine) if r.backfill_id == first.id}
+    assert set(rows) == {"conv-a#2", "conv-b#1"}
+    assert {(r.session_id, r.generation) for r in rows.values()} == {("conv-a", 2), ("conv-b", 1)}
+    finish_all(queue, 1)
+    assert dry_run(queue, rule, 1, EVERYTHING, 1000) == (2, 2, 2)  # scored with revision 1: skipped
+    again = store.create(rule, EVERYTHING, 1000, 1, 0, 0)
+    plan(store, queue, rule, again.id)
+    assert store.get(WS, rule.id, again.id).queued == 0 and store.get(WS, rule.id, again.id).skipped == 2
+
+    newer = store.create(rule, EVERYTHING, 1000, 2, 2, 0)  # a new revision: every session again
+    plan(store, queue, rule, newer.id)
+    assert sorted(r.target_id for r in score_rows(engine) if r.backfill_id == newer.id) == [
+        "conv-a#2@r2",
+        "conv-b#1@r2",
+    ]
+    finish_all(queue, 2)
+    by_target = {r.target_id: r.superseded_by for r in score_rows(engine)}
+    assert by_target == {
+        "conv-a#2": "conv-a#2@r2",
+        "conv-b#1": "conv-b#1@r2",
+        "conv-a#2@r2": None,
+        "conv-b#1@r2": None,
+    }
+
+    keyed_rule = make_rule(rules, target={"level": "session", "session_key": "app.thread", "quiet_s": 5})
+    assert dry_run(queue, keyed_rule, 1, EVERYTHING, 1000) == (2, 0, 0)  # no stored session under its own key

@@ -161,7 +161,7 @@ def test_the_new_rule_form_switches_level_tries_the_rule_on_stored_traces_and_cr
     form.get_by_role("button", name="Create rule").click()
     session_row = page.locator(".rules-list tr[data-rule]", has_text="conversations")
     expect(session_row.locator(".badge.level")).to_have_text("session (app.conversation, quiet 5 s)")
-    expect(session_row.get_by_role("button", name="Backfill")).to_be_disabled()  # sessions score as they go quiet
+    expect(session_row.get_by_role("button", name="backfill conversations")).to_be_enabled()  # its stored sessions
     inside = (
         "t => { const p = t.closest('.panel'); const pad = parseFloat(getComputedStyle(p).paddingRight);"
         " return t.getBoundingClientRect().right <= p.getBoundingClientRect().right - pad + 1; }"

@@ -220,9 +220,7 @@ export class OnlineScreen {
             ? [h("span", {}, "Delete? "), h("button", { class: "small danger", onclick: () => void this.remove(r) }, "Yes, delete"), h("button", { class: "small", onclick: () => { this.confirming = null; this.renderRules(); } }, "No")]
             : [
                 h("button", { class: "small", "aria-label": `${r.enabled ? "pause" : "resume"} ${name}`, onclick: () => void this.setEnabled(r, !r.enabled) }, r.enabled ? "Pause" : "Resume"),
-                r.target?.level === "session"
-                  ? h("button", { class: "small", disabled: true, title: "a session-level rule is not backfilled: its sessions are scored as they go quiet" }, "Backfill")
-                  : h("button", { class: "small", "aria-label": `backfill ${name}`, onclick: () => this.openBackfill(r) }, "Backfill"),
+                h("button", { class: "small", "aria-label": `backfill ${name}`, onclick: () => this.openBackfill(r) }, "Backfill"),
                 h("button", { class: "small danger", "aria-label": `delete ${name}`, onclick: () => { this.confirming = r.id; this.renderRules(); } }, "Delete"),
               ];
         return h(

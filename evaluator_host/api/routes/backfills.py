@@ -5,8 +5,8 @@
 plans page by page (``online/backfill.py``) and the scorer scores; ``GET`` follows it, ``DELETE`` cancels
 it (its rows still queued are dropped). A backfill that ended with every target it scored failed is
 ``failed`` with a ``reason`` (``online/backfill.py``'s :func:`outcome`), never ``done``. A rule of another
-workspace is 404; ``limit`` past ``online_backfill_max_targets`` is 422, as is a session-level rule (sessions
-are scored as they go quiet).
+workspace is 404; ``limit`` past ``online_backfill_max_targets`` is 422. A session-level rule's targets are the
+sessions stored in the range.
 """
 
 from __future__ import annotations
@@ -40,8 +40,9 @@ def _model(store: BackfillStore, record: BackfillRecord) -> Backfill:
     states = store.progress(record.id)
     pending = states.get("queued", 0) + states.get("running", 0)
     done = states.get("done", 0)
-    failed, first = store.failures(record.id) if done else (0, None)
-    shown, reason = outcome(record.status, states, failed, first)
+    failed = store.failures(record.id)[0] if done else 0
+    ended = record.status not in ("cancelled", "planning") and not pending
+    shown, reason = outcome(record.status, states, store.failure(record.id) if ended else None)
     return Backfill(
         id=record.id,
         rule_id=record.rule_id,
@@ -79,8 +80,6 @@ async def create_backfill(
     """Score the rule's stored traces first seen in ``[since, until)`` — what it missed, or everything
     again with a new revision: a (rule, target, revision) already scored is skipped."""
     rule = await asyncio.to_thread(services.online.rules.get, workspace, rule_id)
-    if rule.level == "session":
-        raise LimitError("a session-level rule is not backfilled: its sessions are scored as they go quiet")
     cap = services.settings.online_backfill_max_targets
     if body.limit is not None and body.limit > cap:
         raise LimitError(f"limit {body.limit} is over online_backfill_max_targets={cap}")
