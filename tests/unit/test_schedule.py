@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.support import REPO
 from tests.support.schedule import HEAVY, SPLIT, TESTS, group, rank
-from tests.tiers import file_seconds
+from tests.support.timings import file_seconds
 
 
 def test_every_heavy_file_exists_once_and_ranks_before_the_others() -> None:
