@@ -182,7 +182,9 @@ def test_a_queue_made_in_the_page_is_reviewed_with_the_keyboard_exported_and_tur
 def test_an_evaluator_without_verdicts_says_no_verdicts_yet_and_no_zeros_or_error(
     page: Page, service: httpx.Client
 ) -> None:
-    made = service.post("/v1/evaluators", json={"name": f"unreviewed-{uuid.uuid4().hex[:6]}", "language": "python", "code": CODE})
+    made = service.post(
+        "/v1/evaluators", json={"name": f"unreviewed-{uuid.uuid4().hex[:6]}", "language": "python", "code": CODE}
+    )
     assert made.status_code == 201, made.text
     evaluator_id = made.json()["id"]
     assert service.get(f"/v1/evaluators/{evaluator_id}/agreement").status_code == 422

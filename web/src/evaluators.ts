@@ -1,5 +1,6 @@
 // The evaluators screen: the list, one evaluator's revisions (drafts marked), a revision's code beside its
-// fixtures, agreement with people's verdicts per revision, a diff between any two, two revisions compared on the same rows, run a revision by id.
+// fixtures, agreement with people's verdicts per revision, a diff between any two, two revisions compared on
+// the same rows, run a revision by id.
 
 import { agreementPerRevision } from "./agreement";
 import { api, describe } from "./api";

@@ -142,6 +142,7 @@ export class ReviewScreen {
         h(
           "div",
           { class: "toolbar" },
+          h("button", { onclick: () => void this.open(queue.id), title: "a rule's queue fills as its scores arrive" }, "Reload items"),
           h("button", { onclick: () => void this.export("csv") }, "Export CSV"),
           h("button", { onclick: () => void this.export("jsonl") }, "Export JSONL"),
           h("button", { onclick: () => void this.toFixtures(), title: "every reviewed item becomes a fixture of the evaluator: a revision that disagrees with people is refused at save" }, "Turn verdicts into fixtures"),

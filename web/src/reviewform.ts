@@ -96,7 +96,7 @@ export class QueueForm {
   private showValue(): void {
     const kind = this.selectKind.value;
     const label = this.selectValue.parentElement;
-    if (label) label.hidden = kind === "" || kind === "failed";
+    if (label) label.style.display = kind === "" || kind === "failed" ? "none" : ""; // .form-grid label is flex: hidden alone would not hide it
     this.selectValue.placeholder = kind === "label_in" ? "wrong, off-topic" : kind === "status_in" ? "error, timeout" : "0.5";
   }
 
