@@ -242,6 +242,7 @@ export class ReviewScreen {
   }
 
   private move(step: number): void {
+    if (this.busy) return; // a verdict being given moves on by itself
     const next = this.index + step;
     if (next < 0 || next >= this.items.length) return;
     this.index = next;
