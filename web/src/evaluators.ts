@@ -1,6 +1,8 @@
 // The evaluators screen: the list, one evaluator's revisions (drafts marked), a revision's code beside its
-// fixtures, a diff between any two, two revisions compared on the same rows, run a revision by id.
+// fixtures, agreement with people's verdicts per revision, a diff between any two, two revisions compared on
+// the same rows, run a revision by id.
 
+import { agreementPerRevision } from "./agreement";
 import { api, describe } from "./api";
 import type { CasesEditor } from "./cases";
 import { fill, h, named, option, toast, when } from "./dom";
@@ -157,6 +159,8 @@ export class EvaluatorsScreen {
             ),
           ),
         ),
+        h("h3", {}, "Agreement with reviews"),
+        agreementPerRevision(latest.id, [...this.revisions].reverse().slice(0, 10).map((r) => r.revision)),
         h("h3", {}, "Code & fixtures"),
         codeAndFixtures(this.revisions),
         h("h3", {}, "Diff"),

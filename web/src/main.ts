@@ -9,10 +9,11 @@ import { JobsScreen } from "./jobs";
 import { MigrateScreen } from "./migrate";
 import { OnlineScreen } from "./online";
 import { Playground } from "./playground";
+import { ReviewScreen } from "./review";
 import type { Evaluator } from "./types";
 
-type Screen = "editor" | "evaluators" | "migrate" | "jobs" | "online";
-const TITLES: Record<Screen, string> = { editor: "Editor", evaluators: "Evaluators", migrate: "Migrate", jobs: "Datasets & jobs", online: "Online" };
+type Screen = "editor" | "evaluators" | "migrate" | "jobs" | "online" | "review";
+const TITLES: Record<Screen, string> = { editor: "Editor", evaluators: "Evaluators", migrate: "Migrate", jobs: "Datasets & jobs", online: "Online", review: "Review" };
 const THEME = "evaluator-host.theme";
 
 function initialDark(): boolean {
@@ -32,12 +33,14 @@ const migrate = new MigrateScreen(dark, () => void evaluators.refresh(), (defini
 });
 const jobs = new JobsScreen();
 const online = new OnlineScreen();
+const review = new ReviewScreen();
 const screens: Record<Screen, { element: HTMLElement; refresh?: () => Promise<void>; setVisible?: (shown: boolean) => void }> = {
   editor: playground,
   evaluators,
   migrate,
   jobs,
   online,
+  review,
 };
 playground.onSaved = () => void evaluators.refresh();
 
@@ -188,9 +191,10 @@ fill(
   main,
   dialog,
 );
-fill(main, playground.element, evaluators.element, migrate.element, jobs.element, online.element);
+fill(main, playground.element, evaluators.element, migrate.element, jobs.element, online.element, review.element);
 document.addEventListener("keydown", (e) => {
   if (current() === "editor") playground.handleKey(e);
+  if (current() === "review") review.handleKey(e);
 });
 window.addEventListener("hashchange", show);
 renderChrome();

@@ -5,7 +5,7 @@
 import { fill, h, json, num, when } from "./dom";
 import { statusBadge } from "./results";
 import { sinkBadges } from "./sinks";
-import type { Decision, OnlineScore, TraceDetail, TraceSpan } from "./onlinetypes";
+import type { Decision, OnlineScore, TraceDetail, TraceDict, TraceSpan } from "./onlinetypes";
 
 /** Attributes worth seeing without unfolding, first found first shown. */
 const KEY_ATTRIBUTES = [
@@ -139,6 +139,14 @@ export function scoreCard(score: OnlineScore, ruleName: string, openSession?: (s
     result?.stderr ? h("details", { class: "block" }, h("summary", {}, "stderr"), h("pre", {}, result.stderr)) : null,
     score.runtime_id ? h("p", { class: "runtime muted" }, `runtime ${score.runtime_id}`) : null,
   );
+}
+
+/** A stored trace dict's span tree alone (the Review screen shows the trace a rule's item judged; ``scored``:
+ * the span a span-level score is of, marked). */
+export function spanTree(trace: TraceDict, scored: string[] = []): HTMLElement {
+  const roots = Object.values(trace.spans ?? {});
+  if (!roots.length) return h("p", { class: "muted" }, "No spans in this trace.");
+  return h("ul", { class: "span-tree root", "aria-label": "span tree" }, roots.map((r) => spanNode(r, new Set(scored))));
 }
 
 const GOOD = new Set(["scored"]);
