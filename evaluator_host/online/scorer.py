@@ -21,7 +21,12 @@ Contract (docs/online.md, "How it works"):
   now, the rest go back to the queue until they would fit (:meth:`ScoreQueue.defer`: no attempt
   counted) — delayed, never failed, and never holding a scoring slot while they wait.
 * A rule's budgets (``limits``: :mod:`evaluator_host.online.budgets`) are applied first: its rows past
-  them go back to the queue with the budget's name and their resume time (delayed, never dropped).
+  them go back to the queue with the budget's name and their resume time (delayed, never dropped). A
+  group holds one rule's rows, so the egress proxy's record of its cases' connections is the rule's:
+  the calls each round made are stored (``model_calls_per_minute``: :mod:`evaluator_host.online.model_calls`).
+* A judge's 429 slows its rule down (:class:`budgets.Windows`): the evaluator raised ``RateLimited``, or
+  the egress proxy saw a 429 answered during a case; a row whose result is that ``RateLimited``, or an
+  error right after a 429 the proxy saw, goes back to the queue (no result, no attempt).
 * Evaluator failures are results (never retried). Infrastructure failures (``SandboxError``:
   the sandbox unavailable, overloaded; ``StorageFull``; anything unexpected) put the rows back with
   back-off ``min(2**attempts, 60)`` s; the attempt that reaches ``online_max_attempts`` stores a
@@ -47,11 +52,12 @@ from evaluator_host.evaluation.cache import ResultCache
 from evaluator_host.evaluation.models import Case, ErrorInfo, EvaluationResult
 from evaluator_host.evaluation.usecases import Components, run_stored
 from evaluator_host.observability.metrics import Metrics
-from evaluator_host.online import budgets
+from evaluator_host.online import budgets, model_calls
 from evaluator_host.online.cases import Refused, build_case, load_many
 from evaluator_host.online.sessions import load_sessions, session_case
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.online_budgets import usage
+from evaluator_host.store.online_calls import record
 from evaluator_host.store.online_scores import Claimed, ScoreQueue
 from evaluator_host.tenancy.quotas import Charged
 
@@ -82,8 +88,11 @@ def _error(kind: str, message: str, row: Claimed) -> EvaluationResult:
 
 
 def _refused(result: EvaluationResult) -> bool:
-    """Whether the evaluator said its judge refused the call for its rate (it raised ``RateLimited``)."""
-    return result.error is not None and result.error.type == budgets.RATE_LIMITED
+    """Whether the judge refused the case's call for its rate: the evaluator raised ``RateLimited``, or it
+    failed right after a 429 the egress proxy saw (:func:`model_calls.gave_up_on_429`)."""
+    return (result.error is not None and result.error.type == budgets.RATE_LIMITED) or model_calls.gave_up_on_429(
+        result
+    )
 
 
 def _gave_up(row: Claimed, message: str) -> EvaluationResult:
@@ -159,10 +168,10 @@ class Scorer:
         gone = [(r.rule_id, r.target_id) for r in claimed if r.rule is None]
         if gone:
             await asyncio.to_thread(self.queue.discard, self.me, gone, "rule_deleted")
-        groups: dict[tuple[str, str, int | None, bool], list[Claimed]] = {}
+        groups: dict[tuple[str, str, int | None, bool, str], list[Claimed]] = {}
         for row in claimed:  # a backfill's rows apart: they are answered from the result cache where they can be
-            if row.rule is not None:
-                key = (row.workspace_id, row.evaluator_id, row.rule.revision, row.backfill_id is not None)
+            if row.rule is not None:  # one rule's rows a group: its cases' egress connections are the rule's
+                key = (row.workspace_id, row.evaluator_id, row.rule.revision, row.backfill_id is not None, row.rule_id)
                 groups.setdefault(key, []).append(row)
         for rows in groups.values():
             task = asyncio.ensure_future(self._group(rows))
@@ -210,20 +219,25 @@ class Scorer:
                 runnable.append((row, case))
         if runnable:
             await self._run_paced(runnable, results)
+            ran = {k: results[k] for row, _ in runnable if (k := (row.rule_id, row.target_id)) in results}
+            if any(r.proxy_log for r in ran.values()):  # its cases' calls through the egress proxy (model_calls)
+                await asyncio.to_thread(record, self.queue.engine, model_calls.rounds(ran), utcnow())
         await self._rate_limited(rows, results)
         await self._store(rows + over, results)
         if expired:
             await asyncio.to_thread(self.queue.discard, self.me, expired, "retention")
 
     async def _rate_limited(self, rows: list[Claimed], results: dict[tuple[str, str], EvaluationResult]) -> None:
-        """Rows whose evaluator raised ``RateLimited`` go back to the queue (no result, no attempt) and halve
-        their rule's window; a rule's round without one widens it (:class:`budgets.Windows`)."""
+        """Rows refused for their judge's rate (:func:`_refused`) go back to the queue (no result, no attempt);
+        a rule with one, or with a 429 the egress proxy saw, has its window halved; a rule's round without
+        either widens it (:class:`budgets.Windows`)."""
         refused = [r for r in rows if (x := results.get((r.rule_id, r.target_id))) and _refused(x)]
+        limited = {r.rule_id for r in refused} | {rule for (rule, _), x in results.items() if model_calls.saw_429(x)}
         for row in refused:
             del results[(row.rule_id, row.target_id)]
-        for rule in {r.rule_id for r in refused}:
+        for rule in limited:
             self.windows.limited(rule)
-        for rule in {r.rule_id for r in rows} - {r.rule_id for r in refused}:
+        for rule in {r.rule_id for r in rows} - limited:
             self.windows.succeeded(rule)
         if refused:
             keys = [(r.rule_id, r.target_id) for r in refused]
@@ -269,8 +283,8 @@ class Scorer:
             limits = next((r.rule.limits for r in mine if r.rule is not None and r.rule.limits), None)
             if not limits:
                 continue
-            hour = "sandbox_seconds_per_hour" in limits
-            use = await asyncio.to_thread(usage, self.queue.engine, rule_id, now, hour=hour)
+            hour, calls = "sandbox_seconds_per_hour" in limits, "model_calls_per_minute" in limits
+            use = await asyncio.to_thread(usage, self.queue.engine, rule_id, now, hour=hour, calls=calls)
             n, held = budgets.plan(limits, len(mine), use, now)
             for row, (by, after) in zip(mine[n:], held, strict=True):
                 later.setdefault(by, []).append((row, after))

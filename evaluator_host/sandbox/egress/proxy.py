@@ -25,9 +25,12 @@ that reaches the gate is judged here, on the host, where user code cannot reach:
   address), sends it over its own verified TLS to the destination with ``Connection: close`` and relays
   the answer; one request per connection. Plain ``http://`` to such a destination is refused (the
   header would cross the network in the clear). The sandbox never holds the values;
-* each connection is logged (destination, bytes each way, duration, or why it was refused, and the
-  names of the headers the proxy set) and the pool hands the entries to the result of the case they
-  happened in (``details.egress``).
+* each connection is logged (destination, bytes each way, duration, or why it was refused, the
+  names of the headers the proxy set, and ``http_status``, the answer's status code, where the proxy
+  sees it: a plain ``http://`` request, or one it completed inside TLS it ended — never inside an
+  opaque ``CONNECT`` tunnel) and the pool hands the entries to the result of the case they happened in
+  (``details.egress``, and the host's own copy the evaluator cannot touch: ``EvaluationResult.proxy_log``,
+  what a rule's ``model_calls_per_minute`` and its judge's 429s are counted from).
 """
 
 from __future__ import annotations
@@ -278,7 +281,7 @@ class EgressProxy:
             answer = _ESTABLISHED if request.tunnel else b""
             try:  # the bytes relayed at the transport level from here (no task or stream per way)
                 await splice(reader, writer, address, port, forward, entry, connect_timeout_s=_CONNECT_TIMEOUT_S,
-                             half_closed_s=_HALF_CLOSED_S, tunnel_answer=answer)  # fmt: skip
+                             half_closed_s=_HALF_CLOSED_S, tunnel_answer=answer, status=not request.tunnel)  # fmt: skip
             except (OSError, TimeoutError) as exc:
                 raise Refused(f"could not connect: {exc.__class__.__name__}") from None
             entry["status"] = "ok"
