@@ -92,7 +92,7 @@ def _by_calls(budget: int, n: int, use: Use, now: datetime) -> list[float]:
                 after = (at + MINUTE - now).total_seconds()
                 break
         if after is None:  # held by calls of rows still running: at the budget's pace past the minute
-            after = 60.0 + 60.0 * deficit / budget
+            after = 60.0 + 60.0 * max(deficit - 1.0, 0.0) / budget
         held.append(max(after, 0.05))
     return held
 

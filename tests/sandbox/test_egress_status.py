@@ -137,3 +137,24 @@ async def test_an_opaque_connect_tunnel_is_never_read() -> None:
             log = await logged(gate)
     assert got == LIMITED  # the client sees the 429; the proxy, relaying opaque bytes, does not read it
     assert [(e["status"], e.get("http_status")) for e in log] == [("ok", None)]
+
+
+@aio
+async def test_a_connection_opened_after_a_replys_mark_is_the_next_cases_even_while_the_reply_settles() -> None:
+    # the pool marks the log when a case's reply is read; the next case may connect while the reply's
+    # connections settle: its connection (and its 429) must not be logged as the answered case's
+    async with Answering(LIMITED) as server:
+        dest = f"judge.example.com:{server.port}"
+        async with gate_for(EgressProxy({"judge.example.com": "127.0.0.1"}), dest) as gate:
+            await ask(gate, f"GET http://{dest}/first HTTP/1.1\r\nHost: {dest}\r\n\r\n")
+            mark = gate.mark()  # the first case's reply is read here
+            reader, writer = await asyncio.open_unix_connection(str(gate.path))  # the next case connects
+            await wait_until_async(lambda: len(gate._log) == 2, 2, 0.01)  # noqa: SLF001 - recorded before the take
+            await gate.settle(mark)
+            first = gate.take(mark)
+            writer.write(f"GET http://{dest}/second HTTP/1.1\r\nHost: {dest}\r\n\r\n".encode())
+            assert (await reader.read()) == LIMITED
+            writer.close()
+            second = await logged(gate)
+    assert [(e["status"], e.get("http_status")) for e in first] == [("ok", 429)]
+    assert [(e["status"], e.get("http_status")) for e in second] == [("ok", 429)]

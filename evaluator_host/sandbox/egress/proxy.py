@@ -135,10 +135,18 @@ class EgressGate:
         self.headers = {dest: pairs for dest, pairs in headers if dest in self.declared}
         self.max_connections = max(_MAX_CONNECTIONS, 2 * in_flight)
 
-    def take(self) -> list[dict[str, Any]]:
-        """The connections opened since the last call, as they stand now (one still open: its bytes so
-        far, ``status`` "open"; it is not reported again)."""
-        taken, self._log = self._log, []
+    def mark(self) -> int:
+        """Where the log stands now: what a case's reply just read covers (:meth:`settle`, :meth:`take`).
+        A connection the sandbox opens after that belongs to its next case, even when the proxy records
+        it while the reply's connections settle."""
+        return len(self._log)
+
+    def take(self, upto: int | None = None) -> list[dict[str, Any]]:
+        """The connections opened since the last call (up to the :meth:`mark` ``upto``: later ones stay for
+        the next take), as they stand now (one still open: its bytes so far, ``status`` "open"; it is not
+        reported again)."""
+        cut = len(self._log) if upto is None else min(upto, len(self._log))
+        taken, self._log = self._log[:cut], self._log[cut:]
         now = time.monotonic()
         return [
             {k: v for k, v in entry.items() if not k.startswith("_")}
@@ -146,18 +154,19 @@ class EgressGate:
             for entry in taken
         ]
 
-    async def settle(self) -> None:
+    async def settle(self, upto: int | None = None) -> None:
         """Let connections the sandbox has already closed finish being logged before a case's log is
         taken (none open: at once). A connection closed before its case answered ends beside that answer
         (its EOF is ready in the same turn of the loop as the answer, so one turn or two see it "ok");
         one whose sandbox side has ended while its destination has not yet answered that end (the
         relay's ``_ending``) is waited for, at most :data:`_SETTLE_S`. One the sandbox keeps open (a
-        keep-alive pool) costs the turns only and is reported "open", as :meth:`take` says."""
+        keep-alive pool) costs the turns only and is reported "open", as :meth:`take` says. ``upto``: only
+        the connections before that :meth:`mark` (the case's) are waited for."""
         for _ in range(_SETTLE_TURNS):
-            if not any(entry["status"] == "open" for entry in self._log):
+            if not any(entry["status"] == "open" for entry in self._log[:upto]):
                 return
             await asyncio.sleep(0)
-        ending = [entry["_ending"] for entry in self._log if entry["status"] == "open" and "_ending" in entry]
+        ending = [entry["_ending"] for entry in self._log[:upto] if entry["status"] == "open" and "_ending" in entry]
         if ending:
             await asyncio.wait(ending, timeout=_SETTLE_S)
 
