@@ -15,6 +15,7 @@ calls). Delayed, never dropped, never an attempt counted. Pure: no I/O (the use 
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 
 from evaluator_host.store.online_budgets import HOUR, MINUTE, Use
@@ -102,15 +103,18 @@ RATE_LIMITED = "RateLimited"  # the error type of a result whose evaluator said 
 
 class Windows:
     """Each rule's concurrency window in this service, additive increase / multiplicative decrease: a rule
-    starts at ``ceiling`` rows scored at once; a round with a ``RateLimited`` result halves it (not below
-    1), a round without one adds 1 back, up to the ceiling. The rows past a rule's window go back to the
-    queue for a moment (``concurrency``); rate-limited rows go back for a second (``rate_limited``): both
-    delayed, neither an attempt nor a stored result."""
+    starts at ``ceiling`` rows scored at once; a round with a judge's 429 (``RateLimited``, or one the
+    egress proxy saw) halves it (not below 1) — once per window: a round that started before the last
+    halving was already counted in it, its 429s change nothing more — and each row scored without one adds
+    ``1/window`` (one row more per window of rows, as TCP's congestion avoidance), up to the ceiling. The
+    rows past a rule's window go back to the queue for a moment (``concurrency``); rate-limited rows go
+    back for a second (``rate_limited``): both delayed, neither an attempt nor a stored result."""
 
     def __init__(self, ceiling: int) -> None:
         self.ceiling = max(1, ceiling)
         self._size: dict[str, float] = {}
         self._inflight: dict[str, int] = {}
+        self._cut: dict[str, float] = {}  # when each rule's window was last halved (time.monotonic)
 
     def size(self, rule_id: str) -> int:
         """The rule's window now."""
@@ -130,15 +134,22 @@ class Windows:
         else:
             self._inflight.pop(rule_id, None)
 
-    def limited(self, rule_id: str) -> None:
-        """A judge refused a row of the rule (429): halve its window."""
+    def limited(self, rule_id: str, since: float | None = None) -> None:
+        """A judge refused a row of the rule (429) in a round started at ``since`` (time.monotonic; None:
+        now): halve its window, unless it was halved after that round started."""
+        now = time.monotonic()
+        if since is not None and since < self._cut.get(rule_id, float("-inf")):
+            return
+        self._cut[rule_id] = now
         self._size[rule_id] = max(1.0, self._size.get(rule_id, float(self.ceiling)) / 2)
 
-    def succeeded(self, rule_id: str) -> None:
-        """A round of the rule without a refusal: one more row at once, up to the ceiling."""
+    def succeeded(self, rule_id: str, n: int = 1) -> None:
+        """``n`` rows of the rule scored in a round without a refusal: ``n/window`` rows more at once, up to
+        the ceiling."""
         size = self._size.get(rule_id)
         if size is not None:
-            if size + 1 >= self.ceiling:
+            size += n / size
+            if size >= self.ceiling:
                 del self._size[rule_id]
             else:
-                self._size[rule_id] = size + 1
+                self._size[rule_id] = size

@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -199,13 +200,13 @@ class Scorer:
         for rule, n in counted.items():
             self.windows.started(rule, n)
         try:
-            await self._score_cases(rows, over, results)
+            await self._score_cases(rows, over, results, time.monotonic())
         finally:
             for rule, n in counted.items():
                 self.windows.ended(rule, n)
 
     async def _score_cases(
-        self, rows: list[Claimed], over: list[Claimed], results: dict[tuple[str, str], EvaluationResult]
+        self, rows: list[Claimed], over: list[Claimed], results: dict[tuple[str, str], EvaluationResult], at: float
     ) -> None:
         cases = await asyncio.to_thread(self._cases, rows)
         runnable, expired = [], []
@@ -222,23 +223,23 @@ class Scorer:
             ran = {k: results[k] for row, _ in runnable if (k := (row.rule_id, row.target_id)) in results}
             if any(r.proxy_log for r in ran.values()):  # its cases' calls through the egress proxy (model_calls)
                 await asyncio.to_thread(record, self.queue.engine, model_calls.rounds(ran), utcnow())
-        await self._rate_limited(rows, results)
+        await self._rate_limited(rows, results, at)
         await self._store(rows + over, results)
         if expired:
             await asyncio.to_thread(self.queue.discard, self.me, expired, "retention")
 
-    async def _rate_limited(self, rows: list[Claimed], results: dict[tuple[str, str], EvaluationResult]) -> None:
+    async def _rate_limited(self, rows: list[Claimed], results: dict[Any, EvaluationResult], at: float) -> None:
         """Rows refused for their judge's rate (:func:`_refused`) go back to the queue (no result, no attempt);
-        a rule with one, or with a 429 the egress proxy saw, has its window halved; a rule's round without
-        either widens it (:class:`budgets.Windows`)."""
+        a rule with one, or with a 429 the egress proxy saw, has its window halved (a round started ``at``);
+        a rule's round without either widens it (:class:`budgets.Windows`)."""
         refused = [r for r in rows if (x := results.get((r.rule_id, r.target_id))) and _refused(x)]
         limited = {r.rule_id for r in refused} | {rule for (rule, _), x in results.items() if model_calls.saw_429(x)}
         for row in refused:
             del results[(row.rule_id, row.target_id)]
         for rule in limited:
-            self.windows.limited(rule)
+            self.windows.limited(rule, at)
         for rule in {r.rule_id for r in rows} - limited:
-            self.windows.succeeded(rule)
+            self.windows.succeeded(rule, sum(1 for r in rows if r.rule_id == rule))
         if refused:
             keys = [(r.rule_id, r.target_id) for r in refused]
             await asyncio.to_thread(self.queue.defer, self.me, keys, [1.0] * len(keys), "rate_limited")

@@ -12,6 +12,7 @@ OpenAI-compatible judge (the only stand-in: a third-party API)."""
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from evaluator_host.online.budgets import plan
+from evaluator_host.online.budgets import Windows, plan
 from evaluator_host.sandbox.process.isolation import probe
 from evaluator_host.store.online_budgets import Use
 from tests.support.backends import BACKENDS
@@ -66,6 +67,24 @@ def test_plan_runs_the_rows_whose_calls_fit_and_spreads_the_others_as_the_minute
     # two budgets: each row waits for the later of the two
     both = plan({"model_calls_per_minute": 10, "scores_per_minute": 1}, 3, Use(calls=calls, running=3), NOW)
     assert both[0] == 1 and [b for b, _ in both[1]] == ["scores_per_minute", "scores_per_minute"]
+
+
+def test_a_rules_window_halves_once_per_window_of_429s_and_widens_a_row_per_window_of_rows() -> None:
+    windows = Windows(16)
+    before = time.monotonic()  # a round started before the first 429 was counted
+    windows.limited("r", time.monotonic())
+    assert windows.size("r") == 8
+    windows.limited("r", before)  # its 429s were in flight when the window was halved: counted already
+    assert windows.size("r") == 8
+    windows.limited("r")  # a round started after the halving: halved again
+    assert windows.size("r") == 4
+    windows.succeeded("r", 4)  # a window of rows without a refusal: one row more
+    assert windows.size("r") == 5
+    windows.succeeded("r", 2)
+    assert windows.size("r") == 5  # 5.4: a part of a window adds a part of a row
+    for _ in range(40):
+        windows.succeeded("r", 16)
+    assert windows.size("r") == 16 and windows.size("other") == 16  # back at the ceiling; other rules untouched
 
 
 def _decisions(client: httpx.Client, trace_id: str) -> list[dict[str, Any]]:
