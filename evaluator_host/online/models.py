@@ -354,7 +354,7 @@ class RuleStats(BaseModel):
     pace: dict[str, Any] = Field(
         default_factory=dict,
         description="The rule's pace now against its budgets: scores_last_minute, sandbox_seconds_last_hour, "
-        "model_calls_last_minute, running, concurrency, limits.",
+        "model_calls_last_minute, running, concurrency, concurrency_ceiling, limits.",
     )
 
 

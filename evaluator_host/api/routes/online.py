@@ -226,6 +226,7 @@ async def rule_stats(
         "model_calls_last_minute": use.model_calls_last_minute,  # the egress proxy's count (online/model_calls.py)
         "running": use.running,
         "concurrency": services.online.scorer.windows.size(rule_id),  # this service's AIMD window (429s)
+        "concurrency_ceiling": services.online.scorer.windows.ceiling,  # the window when not slowed down
         "limits": limits,
     }
     totals: dict[str, int] = {}
