@@ -50,10 +50,11 @@ def usage(engine: Engine, rule_id: str, now: datetime, *, hour: bool, calls: boo
     its judges' calls of the last minute when ``calls``)."""
     done = (S.rule_id == rule_id, S.state == "done")
     with engine.connect() as conn:
+        # the rows running first, then the scores: each statement sees what was committed when it ran, so a
+        # round stored between the two is counted twice (running, then stored), never missed by both
+        running = int(conn.scalar(select(func.count()).where(S.rule_id == rule_id, S.state == "running")) or 0)
         times = conn.execute(select(S.scored_at).where(*done, S.scored_at >= now - MINUTE).order_by(S.scored_at))
-        use = Use(scored_times=[as_utc(t) for (t,) in times if t is not None])
-        running = select(func.count()).where(S.rule_id == rule_id, S.state == "running")
-        use.running = int(conn.scalar(running) or 0)
+        use = Use(scored_times=[as_utc(t) for (t,) in times if t is not None], running=running)
         if hour:
             rows = conn.execute(
                 select(S.scored_at, S.duration_ms).where(*done, S.scored_at >= now - HOUR).order_by(S.scored_at)
