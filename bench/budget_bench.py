@@ -140,7 +140,7 @@ def send(base: str, rate: float, seconds: float) -> int:
     return sent
 
 
-Row = tuple[str, str | None, str | None, str | None]  # state, status, scored_at, error type
+Row = tuple[str, str | None, str | None, str | None]  # state, status, scored_at, "error type: message"
 
 
 def _rows(data_dir: str, rule: str) -> list[Row]:
@@ -149,8 +149,8 @@ def _rows(data_dir: str, rule: str) -> list[Row]:
         rows = db.execute("SELECT state, status, scored_at, result FROM online_scores WHERE rule_id = ?", (rule,))
         out = []
         for state, status, scored_at, result in rows:
-            error = (json.loads(result).get("error") or {}).get("type") if result else None
-            out.append((state, status, scored_at, error))
+            error = (json.loads(result).get("error") or {}) if result else {}
+            out.append((state, status, scored_at, f"{error.get('type')}: {error.get('message')}" if error else None))
         return out
 
 
@@ -274,7 +274,7 @@ def measure_429() -> Limited:
     first = [s for t, s in statuses if t < t0 + 60]
     later = [s for t, s in statuses if t >= t0 + 60]
     done = [r for r in rows if r[0] == "done"]
-    rate_failed = sum(1 for r in done if r[1] != "ok" and ("429" in str(r[3]) or r[3] == "RateLimited"))
+    rate_failed = sum(1 for r in done if r[1] != "ok" and ("429" in str(r[3]) or str(r[3]).startswith("RateLimited")))
     return Limited(
         traces=traces,
         scored=sum(1 for r in done if r[1] == "ok"),

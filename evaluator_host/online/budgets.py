@@ -20,7 +20,7 @@ from datetime import datetime
 
 from evaluator_host.store.online_budgets import HOUR, MINUTE, Use
 
-__all__ = ["RATE_LIMITED", "Windows", "plan"]
+__all__ = ["Windows", "plan"]
 
 
 def plan(limits: dict[str, object], n: int, use: Use, now: datetime) -> tuple[int, list[tuple[str, float]]]:
@@ -96,9 +96,6 @@ def _by_calls(budget: int, n: int, use: Use, now: datetime) -> list[float]:
             after = 60.0 + 60.0 * max(deficit - 1.0, 0.0) / budget
         held.append(max(after, 0.05))
     return held
-
-
-RATE_LIMITED = "RateLimited"  # the error type of a result whose evaluator said its judge refused it (429)
 
 
 class Windows:

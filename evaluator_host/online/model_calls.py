@@ -17,9 +17,12 @@ write: it can only make (or not make) connections, and the proxy counts them.
 * :func:`saw_429` — the proxy saw a judge answer ``429`` during the case (``http_status``: plain HTTP, or
   TLS it ended; an opaque tunnel's answers are never read: the ``RateLimited`` exception is the
   evaluator's way to say so there).
-* :func:`gave_up_on_429` — the case's result is an error and the last answer the proxy saw was a 429:
-  the evaluator (or its SDK, after its own retries) gave up on the judge's rate limit. The scorer treats
-  it as ``RateLimited``: the row goes back to the queue, never ``failed`` for a rate limit.
+* :func:`rate_refused` — the rows of a round refused for their judge's rate: ``RateLimited`` (the evaluator
+  said so), or an ``error`` in a rule's round where the proxy saw a judge answer 429 — the evaluator (or its
+  SDK, after its own retries) gave up on the rate limit. Round-wide, not row by row: rows of an async
+  evaluator run together on one worker and share its gate, so the proxy cannot tell which of them a 429
+  was for. The scorer puts them back in the queue: never ``failed`` for a rate limit. An error for another
+  reason in such a round is tried again later (no attempt counted), and fails in a round without 429s.
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ from typing import Any
 
 from evaluator_host.evaluation.models import EvaluationResult
 
-__all__ = ["calls", "gave_up_on_429", "saw_429"]
+__all__ = ["RATE_LIMITED", "calls", "rate_refused", "rounds", "saw_429"]
 
 RATE_LIMIT_STATUS = 429
+RATE_LIMITED = "RateLimited"  # the error type of a result whose evaluator said its judge refused it (429)
 
 
 def _through(entry: dict[str, Any]) -> bool:
@@ -47,12 +51,15 @@ def saw_429(result: EvaluationResult) -> bool:
     return any(entry.get("http_status") == RATE_LIMIT_STATUS for entry in result.proxy_log)
 
 
-def gave_up_on_429(result: EvaluationResult) -> bool:
-    """An error result whose last answer seen by the proxy was a 429 (see the module docstring)."""
-    if result.status != "error":
-        return False
-    seen = [entry["http_status"] for entry in result.proxy_log if isinstance(entry.get("http_status"), int)]
-    return bool(seen) and seen[-1] == RATE_LIMIT_STATUS
+def rate_refused(results: dict[tuple[str, str], EvaluationResult]) -> set[tuple[str, str]]:
+    """The (rule, target) keys of a round's results refused for their judge's rate (see the module docstring)."""
+    limited = {rule for (rule, _target), result in results.items() if saw_429(result)}
+    return {
+        key
+        for key, result in results.items()
+        if (result.error is not None and result.error.type == RATE_LIMITED)
+        or (result.status == "error" and key[0] in limited)
+    }
 
 
 def rounds(results: dict[tuple[str, str], EvaluationResult]) -> list[tuple[str, int, int]]:

@@ -25,8 +25,8 @@ Contract (docs/online.md, "How it works"):
   group holds one rule's rows, so the egress proxy's record of its cases' connections is the rule's:
   the calls each round made are stored (``model_calls_per_minute``: :mod:`evaluator_host.online.model_calls`).
 * A judge's 429 slows its rule down (:class:`budgets.Windows`): the evaluator raised ``RateLimited``, or
-  the egress proxy saw a 429 answered during a case; a row whose result is that ``RateLimited``, or an
-  error right after a 429 the proxy saw, goes back to the queue (no result, no attempt).
+  the egress proxy saw a 429 answered during a round; a row whose result is that ``RateLimited``, or an
+  error in a round where the proxy saw a 429, goes back to the queue (no result, no attempt).
 * Evaluator failures are results (never retried). Infrastructure failures (``SandboxError``:
   the sandbox unavailable, overloaded; ``StorageFull``; anything unexpected) put the rows back with
   back-off ``min(2**attempts, 60)`` s; the attempt that reaches ``online_max_attempts`` stores a
@@ -73,14 +73,6 @@ class Exporter(Protocol):
     """Sends a stored score back over OTLP (``online.export.ScoreExporter``); must not block."""
 
     def export(self, trace_id: str, span_id: str | None, rule: dict[str, Any], result: dict[str, Any]) -> None: ...
-
-
-def _refused(result: EvaluationResult) -> bool:
-    """Whether the judge refused the case's call for its rate: the evaluator raised ``RateLimited``, or it
-    failed right after a 429 the egress proxy saw (:func:`model_calls.gave_up_on_429`)."""
-    return (result.error is not None and result.error.type == budgets.RATE_LIMITED) or model_calls.gave_up_on_429(
-        result
-    )
 
 
 class Scorer:
@@ -201,20 +193,23 @@ class Scorer:
                 runnable.append((row, case))
         if runnable:
             await self._run_paced(runnable, results)
-            ran = {k: results[k] for row, _ in runnable if (k := (row.rule_id, row.target_id)) in results}
-            if any(r.proxy_log for r in ran.values()):  # its cases' calls through the egress proxy (model_calls)
-                await asyncio.to_thread(record, self.queue.engine, model_calls.rounds(ran), utcnow())
-        await self._rate_limited(rows, results, at)
+        ran = {k: results[k] for row, _ in runnable if (k := (row.rule_id, row.target_id)) in results}
+        if any(r.proxy_log for r in ran.values()):  # its cases' calls through the egress proxy (model_calls)
+            await asyncio.to_thread(record, self.queue.engine, model_calls.rounds(ran), utcnow())
+        await self._rate_limited(rows, results, ran, at)
         await self._store(rows + over, results)
         if expired:
             await asyncio.to_thread(self.queue.discard, self.me, expired, "retention")
 
-    async def _rate_limited(self, rows: list[Claimed], results: dict[Any, EvaluationResult], at: float) -> None:
-        """Rows refused for their judge's rate (:func:`_refused`) go back to the queue (no result, no attempt);
-        a rule with one, or with a 429 the egress proxy saw, has its window halved (a round started ``at``);
-        a rule's round without either widens it (:class:`budgets.Windows`)."""
-        refused = [r for r in rows if (x := results.get((r.rule_id, r.target_id))) and _refused(x)]
-        limited = {r.rule_id for r in refused} | {rule for (rule, _), x in results.items() if model_calls.saw_429(x)}
+    async def _rate_limited(
+        self, rows: list[Claimed], results: dict[Any, EvaluationResult], ran: dict[Any, EvaluationResult], at: float
+    ) -> None:
+        """Rows that ran (``ran``) refused for their judge's rate (:func:`model_calls.rate_refused`) go back to the
+        queue (no result, no attempt); a rule with one, or with a 429 the egress proxy saw, has its window halved
+        (a round started ``at``); a rule's round without either widens it (:class:`budgets.Windows`)."""
+        refusals = model_calls.rate_refused(ran)
+        refused = [r for r in rows if (r.rule_id, r.target_id) in refusals]
+        limited = {r.rule_id for r in refused} | {rule for (rule, _), x in ran.items() if model_calls.saw_429(x)}
         for row in refused:
             del results[(row.rule_id, row.target_id)]
         for rule in limited:
