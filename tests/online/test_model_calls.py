@@ -24,7 +24,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
+from evaluator_host.evaluation.models import ErrorInfo, EvaluationResult
 from evaluator_host.online.budgets import Windows, plan
+from evaluator_host.online.model_calls import rate_refused, rounds
 from evaluator_host.sandbox.process.isolation import probe
 from evaluator_host.store.online_budgets import Use
 from tests.support.backends import BACKENDS
@@ -85,6 +87,32 @@ def test_a_rules_window_halves_once_per_window_of_429s_and_widens_a_row_per_wind
     for _ in range(40):
         windows.succeeded("r", 16)
     assert windows.size("r") == 16 and windows.size("other") == 16  # back at the ceiling; other rules untouched
+
+
+def _result(status: str, log: list[dict[str, Any]], error: str | None = None) -> EvaluationResult:
+    result = EvaluationResult(
+        status=status,  # type: ignore[arg-type]
+        error=ErrorInfo(type=error, message="x") if error else None,
+        interface="evaluate",
+        runtime={},
+        details={"egress": []},  # what the evaluator says of its connections: never read
+    )
+    result._proxy_log = log  # noqa: SLF001 - what the pool sets from the gate's record
+    return result
+
+
+def test_a_rounds_errors_go_back_when_the_proxy_saw_its_judge_answer_429_and_its_calls_are_the_proxys_count() -> None:
+    judge = "llm.local:443"
+    results = {
+        ("A", "1"): _result("ok", [{"host": judge, "status": "ok", "http_status": 429},
+                                   {"host": judge, "status": "ok", "http_status": 200}]),  # an SDK retried: scored
+        ("A", "2"): _result("error", [], "RuntimeError"),  # an async neighbour's 429 may be logged on the row above
+        ("B", "1"): _result("error", [{"host": judge, "status": "ok", "http_status": 200}], "KeyError"),
+        ("B", "2"): _result("ok", [{"host": "other:443", "status": "refused: not in the evaluator's network"}]),
+        ("C", "1"): _result("error", [], "RateLimited"),
+    }  # fmt: skip
+    assert rate_refused(results) == {("A", "2"), ("C", "1")}  # B's error is its own: no 429 in its round
+    assert rounds(results) == [("A", 2, 2), ("B", 2, 1), ("C", 1, 0)]  # a refused connection reached no judge
 
 
 def _decisions(client: httpx.Client, trace_id: str) -> list[dict[str, Any]]:
