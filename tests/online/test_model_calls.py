@@ -195,10 +195,13 @@ def test_over_model_calls_per_minute_traces_are_delayed_then_all_scored_within_t
 
 
 @pytest.mark.slow
-def test_a_429_the_proxy_sees_slows_the_rule_and_the_rows_it_failed_are_scored_again(tmp_path: Path) -> None:
-    if probe().mode == "rlimits":
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_429_the_proxy_sees_slows_the_rule_and_the_rows_it_failed_are_scored_again(
+    tmp_path: Path, backend: str
+) -> None:
+    if backend == "process" and probe().mode == "rlimits":
         pytest.skip("the process backend has no namespaces here: no egress to test")
-    with llm_server() as judge, serving(tmp_path, "process", env=_env(judge.port)) as (client, _proc):
+    with llm_server() as judge, serving(tmp_path, backend, env=_env(judge.port)) as (client, _proc):
         answers = [f"answer-{i}" for i in range(6)]
         for answer in answers:
             judge.plan(answer, [429, 200])  # half the judge's calls refused: each one's first
