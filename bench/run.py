@@ -6,9 +6,10 @@ batch jobs on docker (``bench/jobs_bench.py``), queued jobs over worker hosts
 jobs against a loopback LLM server
 (``bench/target_bench.py``), online ingestion over OTLP (``bench/online_bench.py``), async judge
 evaluators (``bench/async_bench.py``), re-run jobs from the result cache
-(``bench/cache_bench.py``), online scoring's lag (``bench/scoring_bench.py``) and a never-seen
-package set's first result (``bench/build_bench.py``), backfills and span/session-level scoring lag
-(``bench/backfill_bench.py``), each against baselines (or an ideal) from the same run.
+(``bench/cache_bench.py``), online scoring's lag (``bench/scoring_bench.py``), a rule's budgets and a
+judge's 429s (``bench/budget_bench.py``) and a never-seen package set's first result
+(``bench/build_bench.py``), backfills and span/session-level scoring lag (``bench/backfill_bench.py``), each
+against baselines (or an ideal) from the same run.
 
 One run measures, against the real service started as a subprocess on a free port:
 warm single-evaluation latency over HTTP, a process-per-evaluation baseline, the first
@@ -32,6 +33,7 @@ import httpx
 from bench import (
     async_bench,
     backfill_bench,
+    budget_bench,
     build_bench,
     cache_bench,
     docker_bench,
@@ -318,6 +320,10 @@ def main() -> int:
     grpc_section = grpc_bench.render(*grpc_bench.measure())  # OTLP/gRPC against OTLP/HTTP, one service
     doc += grpc_section
     print(grpc_section)
+    for budget_section in (budget_bench.render_pace(budget_bench.measure_pace()),  # issue 51's budgets
+                           budget_bench.render_429(budget_bench.measure_429())):  # fmt: skip
+        doc += budget_section
+        print(budget_section)
     for backend in backends:  # an async judge evaluator against the same evaluator written sync
         async_section, async_summary = async_bench.render(async_bench.measure(backend))
         doc += async_section

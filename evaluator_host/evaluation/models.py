@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from evaluator_host.definitions.models import CAPABILITIES_DOC, MAX_REVISION, Capabilities, Language, Packages
 from evaluator_host.evaluation.aggregate_models import Aggregate
@@ -324,6 +324,16 @@ class EvaluationResult(BaseModel):
         exclude_if=lambda cached: not cached,
         description="True: a job's row answered from the result cache, not run again (absent: it ran).",
     )
+    # the egress proxy's own record of the case's connections, as the pool took it from the worker's gate:
+    # host-side, never serialized, never what the evaluator returned (its ``details.egress`` may be its own)
+    _proxy_log: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+
+    @property
+    def proxy_log(self) -> list[dict[str, Any]]:
+        """The egress proxy's record of this case's connections (empty: none, or not run here). What a
+        rule's ``model_calls_per_minute`` and its judge's 429s are read from (``online/model_calls.py``):
+        evaluator code cannot reach it."""
+        return self._proxy_log
 
 
 class BatchResponse(BaseModel):

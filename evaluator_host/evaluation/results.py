@@ -81,7 +81,15 @@ def _hints(error: dict[str, Any] | None) -> list[str]:
 
 
 def to_result(raw: RawOutcome, prepared: Prepared, runtime: dict[str, Any]) -> EvaluationResult:
-    """Normalize one harness outcome into an :class:`EvaluationResult`."""
+    """Normalize one harness outcome into an :class:`EvaluationResult` (the proxy's record of its
+    connections kept host-side too: :attr:`EvaluationResult.proxy_log`)."""
+    result = _result(raw, prepared, runtime)
+    if raw.egress:
+        result._proxy_log = list(raw.egress)  # noqa: SLF001 - set where it is made, from the host's record
+    return result
+
+
+def _result(raw: RawOutcome, prepared: Prepared, runtime: dict[str, Any]) -> EvaluationResult:
     base: dict[str, Any] = {
         "stdout": raw.stdout,
         "stderr": raw.stderr,

@@ -32,7 +32,8 @@ from evaluator_host.errors import EvaluatorHostError, LimitError, SandboxError, 
 from evaluator_host.evaluation.models import Case, ErrorInfo, EvaluationResult
 from evaluator_host.evaluation.usecases import run_stored
 from evaluator_host.online import budgets
-from evaluator_host.online.scorer import EXPIRED, Scorer, stored_values
+from evaluator_host.online.round_cases import EXPIRED, cases_of
+from evaluator_host.online.scorer import Scorer, stored_values
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.online_rows import OnlineScoreRow
 from evaluator_host.store.online_rules import RuleRecord
@@ -94,7 +95,7 @@ async def score_page(scorer: Scorer, rule: RuleRecord, rows: list[dict[str, Any]
     if not rows:
         return out
     claimed = [_claimed(rule, r) for r in rows]
-    cases = await asyncio.to_thread(scorer.cases, claimed)
+    cases = await asyncio.to_thread(cases_of, scorer.queue.engine, claimed, scorer.settings.online_max_trace_spans)
     now = utcnow()
     cap = scorer.settings.max_stored_result_bytes
     runnable: list[tuple[Claimed, Case]] = []

@@ -24,7 +24,8 @@ class RuleLimits(BaseModel):
         None,
         ge=1,
         le=1_000_000,
-        description="Accepted and kept; not enforced yet (issue 51: the egress proxy's count).",
+        description="Calls to the evaluator's network hosts in any 60 s, as the egress proxy counts them "
+        "(connections; one request each where the proxy reads the requests).",
     )
 
 

@@ -128,7 +128,10 @@ def _of_score(rule: RuleRecord, row: dict[str, Any], settings: Settings, now: da
         value = (rule.limits or {}).get(by)
         said = f"over the budget {by}" + ("" if value is None else f" = {value:g}") + f": resumes at {_iso(until)}"
         if by == "rate_limited":
-            said = f"the judge refused it for its rate (RateLimited): the rule slowed down; resumes at {_iso(until)}"
+            said = (
+                "the judge refused it for its rate (RateLimited, or a 429 the egress proxy saw): the rule slowed "
+                f"down; resumes at {_iso(until)}"
+            )
         elif by == "concurrency":
             said = f"the rule's concurrency, lowered after a judge's rate limits, is full: resumes at {_iso(until)}"
         return _entry(rule.id, target, "delayed", said, at, until=until, attempts=attempts)

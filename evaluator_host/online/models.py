@@ -353,7 +353,8 @@ class RuleStats(BaseModel):
     decisions: dict[str, int] = Field(default_factory=dict, description="The buckets' decisions added up.")
     pace: dict[str, Any] = Field(
         default_factory=dict,
-        description="The rule's pace now against its budgets: scores_last_minute, sandbox_seconds_last_hour, limits.",
+        description="The rule's pace now against its budgets: scores_last_minute, sandbox_seconds_last_hour, "
+        "model_calls_last_minute, running, concurrency, concurrency_ceiling, limits.",
     )
 
 

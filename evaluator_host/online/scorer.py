@@ -21,7 +21,12 @@ Contract (docs/online.md, "How it works"):
   now, the rest go back to the queue until they would fit (:meth:`ScoreQueue.defer`: no attempt
   counted) — delayed, never failed, and never holding a scoring slot while they wait.
 * A rule's budgets (``limits``: :mod:`evaluator_host.online.budgets`) are applied first: its rows past
-  them go back to the queue with the budget's name and their resume time (delayed, never dropped).
+  them go back to the queue with the budget's name and their resume time (delayed, never dropped). A
+  group holds one rule's rows, so the egress proxy's record of its cases' connections is the rule's:
+  the calls each round made are stored (``model_calls_per_minute``: :mod:`evaluator_host.online.model_calls`).
+* A judge's 429 slows its rule down (:class:`budgets.Windows`): the evaluator raised ``RateLimited``, or
+  the egress proxy saw a 429 answered during a round; a row whose result is that ``RateLimited``, or an
+  error in a round where the proxy saw a 429, goes back to the queue (no result, no attempt).
 * Evaluator failures are results (never retried). Infrastructure failures (``SandboxError``:
   the sandbox unavailable, overloaded; ``StorageFull``; anything unexpected) put the rows back with
   back-off ``min(2**attempts, 60)`` s; the attempt that reaches ``online_max_attempts`` stores a
@@ -39,57 +44,36 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
 from evaluator_host.errors import EvaluatorHostError, LimitError, QuotaExceeded, SandboxError, StorageFull
 from evaluator_host.evaluation.cache import ResultCache
-from evaluator_host.evaluation.models import Case, ErrorInfo, EvaluationResult
+from evaluator_host.evaluation.models import Case, EvaluationResult
 from evaluator_host.evaluation.usecases import Components, run_stored
 from evaluator_host.observability.metrics import Metrics
-from evaluator_host.online import budgets
+from evaluator_host.online import budgets, model_calls
 from evaluator_host.online.cases import Refused, build_case, load_many
-from evaluator_host.online.sessions import load_sessions, session_case
+from evaluator_host.online.round_cases import EXPIRED, cases_of, error_result, gave_up
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.online_budgets import usage
+from evaluator_host.store.online_calls import record
 from evaluator_host.store.online_scores import Claimed, ScoreQueue
 from evaluator_host.tenancy.quotas import Charged
 
-__all__ = ["EXPIRED", "Exporter", "Refused", "Scorer", "build_case", "load_many", "stored_values"]
+__all__ = ["Exporter", "Refused", "Scorer", "build_case", "load_many", "stored_values"]
 
 log = logging.getLogger(__name__)
 
 MAX_LABEL = 200
-# a claimed row's trace deleted by retention: the row ends dropped (status retention)
-EXPIRED = _EXPIRED = "TraceExpired"
 
 
 class Exporter(Protocol):
     """Sends a stored score back over OTLP (``online.export.ScoreExporter``); must not block."""
 
     def export(self, trace_id: str, span_id: str | None, rule: dict[str, Any], result: dict[str, Any]) -> None: ...
-
-
-def _error(kind: str, message: str, row: Claimed) -> EvaluationResult:
-    revision = row.rule.revision if row.rule else None
-    return EvaluationResult(
-        status="error",
-        error=ErrorInfo(type=kind, message=message),
-        interface="evaluate",
-        runtime={},
-        evaluator_id=row.evaluator_id,
-        revision=revision,
-    )
-
-
-def _refused(result: EvaluationResult) -> bool:
-    """Whether the evaluator said its judge refused the call for its rate (it raised ``RateLimited``)."""
-    return result.error is not None and result.error.type == budgets.RATE_LIMITED
-
-
-def _gave_up(row: Claimed, message: str) -> EvaluationResult:
-    return _error("SandboxError", message, row).model_copy(update={"status": "sandbox_error"})
 
 
 class Scorer:
@@ -161,10 +145,10 @@ class Scorer:
         gone = [(r.rule_id, r.target_id) for r in claimed if r.rule is None]
         if gone:
             await asyncio.to_thread(self.queue.discard, self.me, gone, "rule_deleted")
-        groups: dict[tuple[str, str, int | None, bool], list[Claimed]] = {}
+        groups: dict[tuple[str, str, int | None, bool, str], list[Claimed]] = {}
         for row in claimed:  # a backfill's rows apart: they are answered from the result cache where they can be
-            if row.rule is not None:
-                key = (row.workspace_id, row.evaluator_id, row.rule.revision, row.backfill_id is not None)
+            if row.rule is not None:  # one rule's rows a group: its cases' egress connections are the rule's
+                key = (row.workspace_id, row.evaluator_id, row.rule.revision, row.backfill_id is not None, row.rule_id)
                 groups.setdefault(key, []).append(row)
         for rows in groups.values():
             task = asyncio.ensure_future(self._group(rows))
@@ -184,27 +168,25 @@ class Scorer:
     async def _score(self, rows: list[Claimed]) -> None:
         over = [r for r in rows if r.attempts > self.settings.online_max_attempts]
         results: dict[tuple[str, str], EvaluationResult] = {
-            (r.rule_id, r.target_id): _gave_up(r, f"gave up after {r.attempts - 1} attempts (the service stopped)")
+            (r.rule_id, r.target_id): gave_up(r, f"gave up after {r.attempts - 1} attempts (the service stopped)")
             for r in over
         }
         rows = await self._within_budgets([r for r in rows if r.attempts <= self.settings.online_max_attempts])
         counted = {rule: sum(1 for r in rows if r.rule_id == rule) for rule in {r.rule_id for r in rows}}
-        for rule, n in counted.items():
-            self.windows.started(rule, n)
-        try:
-            await self._score_cases(rows, over, results)
+        try:  # started in its rule's window by _within_budgets
+            await self._score_cases(rows, over, results, time.monotonic())
         finally:
             for rule, n in counted.items():
                 self.windows.ended(rule, n)
 
     async def _score_cases(
-        self, rows: list[Claimed], over: list[Claimed], results: dict[tuple[str, str], EvaluationResult]
+        self, rows: list[Claimed], over: list[Claimed], results: dict[tuple[str, str], EvaluationResult], at: float
     ) -> None:
-        cases = await asyncio.to_thread(self._cases, rows)
+        cases = await asyncio.to_thread(cases_of, self.queue.engine, rows, self.settings.online_max_trace_spans)
         runnable, expired = [], []
         for row in rows:
             case = cases[(row.rule_id, row.target_id)]
-            if isinstance(case, EvaluationResult) and case.error is not None and case.error.type == _EXPIRED:
+            if isinstance(case, EvaluationResult) and case.error is not None and case.error.type == EXPIRED:
                 expired.append((row.rule_id, row.target_id))  # retention deleted its spans: dropped, not failed
             elif isinstance(case, EvaluationResult):
                 results[(row.rule_id, row.target_id)] = case
@@ -212,21 +194,29 @@ class Scorer:
                 runnable.append((row, case))
         if runnable:
             await self._run_paced(runnable, results)
-        await self._rate_limited(rows, results)
+        ran = {k: results[k] for row, _ in runnable if (k := (row.rule_id, row.target_id)) in results}
+        if any(r.proxy_log for r in ran.values()):  # its cases' calls through the egress proxy (model_calls)
+            await asyncio.to_thread(record, self.queue.engine, model_calls.rounds(ran), utcnow())
+        await self._rate_limited(rows, results, ran, at)
         await self._store(rows + over, results)
         if expired:
             await asyncio.to_thread(self.queue.discard, self.me, expired, "retention")
 
-    async def _rate_limited(self, rows: list[Claimed], results: dict[tuple[str, str], EvaluationResult]) -> None:
-        """Rows whose evaluator raised ``RateLimited`` go back to the queue (no result, no attempt) and halve
-        their rule's window; a rule's round without one widens it (:class:`budgets.Windows`)."""
-        refused = [r for r in rows if (x := results.get((r.rule_id, r.target_id))) and _refused(x)]
+    async def _rate_limited(
+        self, rows: list[Claimed], results: dict[Any, EvaluationResult], ran: dict[Any, EvaluationResult], at: float
+    ) -> None:
+        """Rows that ran (``ran``) refused for their judge's rate (:func:`model_calls.rate_refused`) go back to the
+        queue (no result, no attempt); a rule with one, or with a 429 the egress proxy saw, has its window halved
+        (a round started ``at``); a rule's round without either widens it (:class:`budgets.Windows`)."""
+        refusals = model_calls.rate_refused(ran)
+        refused = [r for r in rows if (r.rule_id, r.target_id) in refusals]
+        limited = {r.rule_id for r in refused} | {rule for (rule, _), x in ran.items() if model_calls.saw_429(x)}
         for row in refused:
             del results[(row.rule_id, row.target_id)]
-        for rule in {r.rule_id for r in refused}:
-            self.windows.limited(rule)
-        for rule in {r.rule_id for r in rows} - {r.rule_id for r in refused}:
-            self.windows.succeeded(rule)
+        for rule in limited:
+            self.windows.limited(rule, at)
+        for rule in {r.rule_id for r in rows} - limited:
+            self.windows.succeeded(rule, sum(1 for r in rows if r.rule_id == rule))
         if refused:
             keys = [(r.rule_id, r.target_id) for r in refused]
             await asyncio.to_thread(self.queue.defer, self.me, keys, [1.0] * len(keys), "rate_limited")
@@ -249,7 +239,7 @@ class Scorer:
             await self._retry([r for r, _ in runnable], exc, results)
             got = []
         except EvaluatorHostError as exc:  # NotFound (deleted), a definition that no longer builds
-            got = [_error(exc.type_name, exc.message, r) for r, _ in runnable]
+            got = [error_result(exc.type_name, exc.message, r) for r, _ in runnable]
         except Exception as exc:
             log.exception("online scoring failed")
             await self._retry([r for r, _ in runnable], exc, results)
@@ -261,26 +251,36 @@ class Scorer:
             await self._defer(stopped, self.components.quotas.pace_evaluations(first.workspace_id, len(stopped))[1])
 
     async def _within_budgets(self, rows: list[Claimed]) -> list[Claimed]:
-        """The rows their rules' budgets let run now; the others go back to the queue (:func:`budgets.plan`)."""
+        """The rows their rules' budgets let run now, started in their rules' windows (the caller ends them);
+        the others go back to the queue (:func:`budgets.plan`)."""
         now, later = utcnow(), dict[str, list[tuple[Claimed, float]]]()
-        for rule_id in {r.rule_id for r in rows}:
-            mine = [r for r in rows if r.rule_id == rule_id]
-            room = self.windows.room(rule_id)  # slowed down after a judge's 429s: the rest wait a moment
-            later.setdefault("concurrency", []).extend((r, 0.5) for r in mine[room:])
-            mine = mine[:room]
-            limits = next((r.rule.limits for r in mine if r.rule is not None and r.rule.limits), None)
-            if not limits:
-                continue
-            hour = "sandbox_seconds_per_hour" in limits
-            use = await asyncio.to_thread(usage, self.queue.engine, rule_id, now, hour=hour)
-            n, held = budgets.plan(limits, len(mine), use, now)
-            for row, (by, after) in zip(mine[n:], held, strict=True):
-                later.setdefault(by, []).append((row, after))
-        for by, items in later.items():
-            if not items:
-                continue
-            keys = [(r.rule_id, r.target_id) for r, _ in items]
-            await asyncio.to_thread(self.queue.defer, self.me, keys, [a for _, a in items], by)
+        started: dict[str, int] = {}
+        try:
+            for rule_id in {r.rule_id for r in rows}:
+                mine = [r for r in rows if r.rule_id == rule_id]
+                room = self.windows.room(rule_id)  # slowed down after a judge's 429s: the rest wait a moment
+                later.setdefault("concurrency", []).extend((r, 0.5) for r in mine[room:])
+                mine = mine[:room]
+                started[rule_id] = len(mine)  # in the window now, before any await: other rounds see it taken
+                self.windows.started(rule_id, len(mine))
+                limits = next((r.rule.limits for r in mine if r.rule is not None and r.rule.limits), None)
+                if not limits:
+                    continue
+                hour, calls = "sandbox_seconds_per_hour" in limits, "model_calls_per_minute" in limits
+                use = await asyncio.to_thread(usage, self.queue.engine, rule_id, now, hour=hour, calls=calls)
+                n, held = budgets.plan(limits, len(mine), use, now)
+                for row, (by, after) in zip(mine[n:], held, strict=True):
+                    later.setdefault(by, []).append((row, after))
+                self.windows.ended(rule_id, len(held))
+                started[rule_id] = n
+            for by, items in later.items():
+                if items:
+                    keys = [(r.rule_id, r.target_id) for r, _ in items]
+                    await asyncio.to_thread(self.queue.defer, self.me, keys, [a for _, a in items], by)
+        except BaseException:  # nothing runs: out of the windows again
+            for rule_id, n in started.items():
+                self.windows.ended(rule_id, n)
+            raise
         waiting = {(r.rule_id, r.target_id) for items in later.values() for r, _ in items}
         return [r for r in rows if (r.rule_id, r.target_id) not in waiting]
 
@@ -312,46 +312,13 @@ class Scorer:
     async def _retry(self, rows: list[Claimed], exc: Exception, results: dict[Any, EvaluationResult]) -> None:
         last = [r for r in rows if r.attempts >= self.settings.online_max_attempts]
         for row in last:
-            results[(row.rule_id, row.target_id)] = _gave_up(row, f"gave up after {row.attempts} attempts: {exc}")
+            results[(row.rule_id, row.target_id)] = gave_up(row, f"gave up after {row.attempts} attempts: {exc}")
         again = [r for r in rows if r.attempts < self.settings.online_max_attempts]
         if again:
             back_off = min(2.0 ** again[0].attempts, 60.0)
             log.warning("online scoring will retry %d rows in %.0f s: %s", len(again), back_off, exc)
             keys = [(r.rule_id, r.target_id) for r in again]
             await asyncio.to_thread(self.queue.retry, self.me, keys, back_off, f"{type(exc).__name__}: {exc}")
-
-    def _cases(self, rows: Sequence[Claimed]) -> dict[tuple[str, str], Case | EvaluationResult]:
-        return self.cases(rows)
-
-    def cases(self, rows: Sequence[Claimed]) -> dict[tuple[str, str], Case | EvaluationResult]:
-        """Each row's case, or the result that replaces it (an ``error``: a mapping path that found nothing, a
-        session gone; ``TraceExpired``: its trace deleted by retention). Blocking: two queries for the batch."""
-        out: dict[tuple[str, str], Case | EvaluationResult] = {}
-        max_spans = self.settings.online_max_trace_spans
-        of_sessions = [r for r in rows if r.session_id is not None]
-        of_traces = [r for r in rows if r.session_id is None]
-        with self.queue.engine.connect() as conn:
-            loaded = load_many(conn, {(r.workspace_id, r.trace_id) for r in of_traces}, max_spans)
-            sessions = load_sessions(conn, {(r.workspace_id, str(r.session_id)) for r in of_sessions}, max_spans)
-        for row in rows:
-            mapped = row.rule.mapping if row.rule else None
-            key = (row.rule_id, row.target_id)
-            try:
-                if row.session_id is not None:
-                    found = sessions.get((row.workspace_id, row.session_id))
-                    if found is None:
-                        out[key] = _error("NotFound", f"session {row.session_id!r} has no stored trace left", row)
-                    else:
-                        out[key] = session_case(row.session_id, found[0], found[1], mapped)
-                    continue
-                trace = loaded.get((row.workspace_id, row.trace_id))
-                if trace is None:
-                    out[key] = _error(_EXPIRED, f"trace {row.trace_id} is gone", row)
-                    continue
-                out[key] = build_case(trace, row.span_id, mapped)
-            except Refused as exc:
-                out[key] = _error(exc.kind, str(exc), row)
-        return out
 
     async def _store(self, rows: Sequence[Claimed], results: dict[tuple[str, str], EvaluationResult]) -> None:
         now = utcnow()

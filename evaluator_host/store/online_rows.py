@@ -21,6 +21,9 @@ it works"):
   or ``dropped`` (the backlog was full when the trace was routed: counted, never scored).
   ``last_error`` is a retried row's last infrastructure error, ``delayed_by`` the budget that put it
   back in the queue (migration ``0015``).
+* ``online_model_calls`` — a rule's calls to its judges: per scoring round of the rule that made any,
+  when, how many rows ran and how many connections the egress proxy counted for them (migration
+  ``0019_model_call_budget``); what ``model_calls_per_minute`` is measured against, kept 10 minutes.
 * ``online_decisions`` — what routing decided for a (rule, trace) that got no score row:
   ``not_matched``, ``sampled_out``, or ``dropped`` (the rule was paused), with its reason (migration
   ``0015``); deleted by the span retention sweep.
@@ -39,6 +42,7 @@ from evaluator_host.store.db import Base
 __all__ = [
     "OnlineBackfillRow",
     "OnlineDecisionRow",
+    "OnlineModelCallsRow",
     "OnlineRuleRow",
     "OnlineScoreRow",
     "OnlineSessionRow",
@@ -193,6 +197,20 @@ class OnlineDecisionRow(Base):
     decision: Mapped[str] = mapped_column(String(12))
     reason: Mapped[str] = mapped_column(Text)
     at: Mapped[datetime] = mapped_column(_TZ)
+
+
+class OnlineModelCallsRow(Base):
+    """One scoring round's calls of a rule through the egress proxy (migration ``0019_model_call_budget``):
+    ``rows`` scored (or refused for their rate) and the ``calls`` they made (``store/online_calls.py``)."""
+
+    __tablename__ = "online_model_calls"
+    __table_args__ = (Index("ix_online_model_calls_rule_at", "rule_id", "at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    rule_id: Mapped[str] = mapped_column(String(40))
+    at: Mapped[datetime] = mapped_column(_TZ)
+    rows: Mapped[int] = mapped_column(Integer)
+    calls: Mapped[int] = mapped_column(Integer)
 
 
 class SinkDeliveryRow(Base):

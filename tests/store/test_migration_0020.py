@@ -26,7 +26,7 @@ _JOB = (
 def test_0020_leaves_old_jobs_unleased_resumable_by_their_owner_and_adoptable(database_url: str) -> None:
     engine = create_engine(database_url)
     with engine.begin() as conn:
-        command.upgrade(schema._config(conn), "0018_review_queues")
+        command.upgrade(schema._config(conn), "0019_model_call_budget")
         conn.execute(text(_DATASET))
         conn.execute(text(_JOB), {"id": "job_a", "owner": "service-a"})
         conn.execute(text(_JOB), {"id": "job_b", "owner": "service-b"})
@@ -43,7 +43,7 @@ def test_0020_leaves_old_jobs_unleased_resumable_by_their_owner_and_adoptable(da
         assert a.get_job("job_a").lease_until is not None
         assert [j.id for j in a.adopt_expired()] == ["job_b"]  # unleased, its owner gone: adoptable
         with engine.begin() as conn:
-            command.downgrade(schema._config(conn), "0018_review_queues")
+            command.downgrade(schema._config(conn), "0019_model_call_budget")
             assert conn.execute(text("SELECT id, owner FROM jobs ORDER BY id")).all() == [
                 ("job_a", "service-a"),
                 ("job_b", "service-a"),

@@ -200,6 +200,7 @@ def test_a_database_made_by_create_all_before_migrations_is_adopted_on_either_da
         conn.execute(text("DROP TABLE online_sink_deliveries"))  # 0016
         for table in ("review_verdicts", "review_items", "review_queues"):  # 0018_review_queues
             conn.execute(text(f"DROP TABLE {table}"))
+        conn.execute(text("DROP TABLE online_model_calls"))  # 0019_model_call_budget
         for table in ("online_session_rules", "online_session_traces", "online_sessions", "online_backfills"):  # 0014
             conn.execute(text(f"DROP TABLE {table}"))
         conn.execute(text("ALTER TABLE jobs DROP COLUMN sinks"))  # 0017

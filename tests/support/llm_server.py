@@ -18,6 +18,8 @@ What it answers: ``{"choices": [{"message": {"role": "assistant", "content": "A:
 * a request with ``tools`` (function calling, as ``autoevals``' classifiers send) is answered with a
   ``tool_calls`` message calling the first tool with ``{"choice": ..., "reasons": ...}``: the choice is
   ``choose(prompt, choices)`` (the tool's ``choice`` enum; by default its first entry);
+* ``max_in_flight``: a judge with a concurrency limit — a call arriving while that many are being
+  answered gets 429 at once (``Retry-After``), and every call's (arrival, status) is in ``statuses``;
 * it counts, per prompt, the calls received and the answers written in full (``received``,
   ``answered``), the most calls in flight at once (``peak``), and keeps every request's headers.
 """
@@ -57,6 +59,8 @@ class LLMServer:
         self.echo_auth = False
         self.status_all: int | None = None
         self.models: set[str] | None = None
+        self.max_in_flight: int | None = None
+        self.statuses: list[tuple[float, int]] = []  # with max_in_flight: every call's (arrival, status)
         self.choose: Callable[[str, list[str]], str] = lambda _prompt, choices: choices[0] if choices else ""
         self._plans: dict[str, list[int]] = {}
         self.port = 0
@@ -128,6 +132,12 @@ async def _answer(server: LLMServer, method: str, path: str, headers: dict[str, 
         server.arrivals.setdefault(prompt, []).append(time.monotonic())
         server.headers.append(headers)
         server.bodies.append(body)
+        if server.max_in_flight is not None:
+            over = server.in_flight >= server.max_in_flight
+            server.statuses.append((time.monotonic(), 429 if over else 200))
+            if over:
+                refusal = b'{"error": {"message": "too many at once"}}'
+                return _http(429, refusal, {"Retry-After": str(server.retry_after)})
         server.in_flight += 1
         server.peak = max(server.peak, server.in_flight)
     try:

@@ -6,6 +6,7 @@
 // left or the tab hidden (setVisible / visibilitychange), so nothing runs in the background. Sink badges: sinks.ts.
 
 import { api, describe } from "./api";
+import { budgetUse } from "./budgetuse";
 import { statsChart } from "./chart";
 import { BackfillPanel } from "./backfillpanel";
 import { fill, h, num, option, toast, when } from "./dom";
@@ -178,13 +179,8 @@ export class OnlineScreen {
         try {
           const stats = await api<RuleStats>("GET", `/v1/online-rules/${encodeURIComponent(r.id)}/stats?bucket=3600&since=${encodeURIComponent(since)}`);
           this.counts.set(r.id, { ...(stats.decisions ?? {}), ...Object.fromEntries(Object.entries(stats.pending ?? {}).filter(([, n]) => n > 0)) });
-          const pace = stats.pace;
-          const limits = pace?.limits ?? {};
-          const use = [
-            limits.scores_per_minute ? `${pace?.scores_last_minute ?? 0}/${limits.scores_per_minute} scores a minute` : "",
-            limits.sandbox_seconds_per_hour ? `${num(pace?.sandbox_seconds_last_hour ?? 0, 1)}/${limits.sandbox_seconds_per_hour} sandbox s an hour` : "",
-          ].filter(Boolean);
-          if (use.length) this.budgets.set(r.id, use.join(" · "));
+          const use = budgetUse(stats.pace); // budgetuse.ts
+          if (use) this.budgets.set(r.id, use);
           else this.budgets.delete(r.id);
         } catch {
           this.counts.delete(r.id);

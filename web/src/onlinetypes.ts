@@ -163,7 +163,15 @@ export interface RuleStats {
   dropped: number;
   decisions?: Record<string, number>;
   pending?: Record<string, number>;
-  pace?: { scores_last_minute: number; sandbox_seconds_last_hour: number; running: number; limits: Record<string, number> };
+  pace?: {
+    scores_last_minute: number;
+    sandbox_seconds_last_hour: number;
+    model_calls_last_minute?: number;
+    running: number;
+    concurrency?: number;
+    concurrency_ceiling?: number;
+    limits: Record<string, number>;
+  };
 }
 
 /** One target scored by POST /v1/online-rules/test (nothing stored). */

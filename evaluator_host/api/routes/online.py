@@ -223,8 +223,10 @@ async def rule_stats(
     pace = {
         "scores_last_minute": use.scores_last_minute,
         "sandbox_seconds_last_hour": round(use.sandbox_seconds_last_hour, 3),
+        "model_calls_last_minute": use.model_calls_last_minute,  # the egress proxy's count (online/model_calls.py)
         "running": use.running,
         "concurrency": services.online.scorer.windows.size(rule_id),  # this service's AIMD window (429s)
+        "concurrency_ceiling": services.online.scorer.windows.ceiling,  # the window when not slowed down
         "limits": limits,
     }
     totals: dict[str, int] = {}

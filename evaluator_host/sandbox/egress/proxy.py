@@ -25,9 +25,12 @@ that reaches the gate is judged here, on the host, where user code cannot reach:
   address), sends it over its own verified TLS to the destination with ``Connection: close`` and relays
   the answer; one request per connection. Plain ``http://`` to such a destination is refused (the
   header would cross the network in the clear). The sandbox never holds the values;
-* each connection is logged (destination, bytes each way, duration, or why it was refused, and the
-  names of the headers the proxy set) and the pool hands the entries to the result of the case they
-  happened in (``details.egress``).
+* each connection is logged (destination, bytes each way, duration, or why it was refused, the
+  names of the headers the proxy set, and ``http_status``, the answer's status code, where the proxy
+  sees it: a plain ``http://`` request, or one it completed inside TLS it ended — never inside an
+  opaque ``CONNECT`` tunnel) and the pool hands the entries to the result of the case they happened in
+  (``details.egress``, and the host's own copy the evaluator cannot touch: ``EvaluationResult.proxy_log``,
+  what a rule's ``model_calls_per_minute`` and its judge's 429s are counted from).
 """
 
 from __future__ import annotations
@@ -132,10 +135,18 @@ class EgressGate:
         self.headers = {dest: pairs for dest, pairs in headers if dest in self.declared}
         self.max_connections = max(_MAX_CONNECTIONS, 2 * in_flight)
 
-    def take(self) -> list[dict[str, Any]]:
-        """The connections opened since the last call, as they stand now (one still open: its bytes so
-        far, ``status`` "open"; it is not reported again)."""
-        taken, self._log = self._log, []
+    def mark(self) -> int:
+        """Where the log stands now: what a case's reply just read covers (:meth:`settle`, :meth:`take`).
+        A connection the sandbox opens after that belongs to its next case, even when the proxy records
+        it while the reply's connections settle."""
+        return len(self._log)
+
+    def take(self, upto: int | None = None) -> list[dict[str, Any]]:
+        """The connections opened since the last call (up to the :meth:`mark` ``upto``: later ones stay for
+        the next take), as they stand now (one still open: its bytes so far, ``status`` "open"; it is not
+        reported again)."""
+        cut = len(self._log) if upto is None else min(upto, len(self._log))
+        taken, self._log = self._log[:cut], self._log[cut:]
         now = time.monotonic()
         return [
             {k: v for k, v in entry.items() if not k.startswith("_")}
@@ -143,18 +154,19 @@ class EgressGate:
             for entry in taken
         ]
 
-    async def settle(self) -> None:
+    async def settle(self, upto: int | None = None) -> None:
         """Let connections the sandbox has already closed finish being logged before a case's log is
         taken (none open: at once). A connection closed before its case answered ends beside that answer
         (its EOF is ready in the same turn of the loop as the answer, so one turn or two see it "ok");
         one whose sandbox side has ended while its destination has not yet answered that end (the
         relay's ``_ending``) is waited for, at most :data:`_SETTLE_S`. One the sandbox keeps open (a
-        keep-alive pool) costs the turns only and is reported "open", as :meth:`take` says."""
+        keep-alive pool) costs the turns only and is reported "open", as :meth:`take` says. ``upto``: only
+        the connections before that :meth:`mark` (the case's) are waited for."""
         for _ in range(_SETTLE_TURNS):
-            if not any(entry["status"] == "open" for entry in self._log):
+            if not any(entry["status"] == "open" for entry in self._log[:upto]):
                 return
             await asyncio.sleep(0)
-        ending = [entry["_ending"] for entry in self._log if entry["status"] == "open" and "_ending" in entry]
+        ending = [entry["_ending"] for entry in self._log[:upto] if entry["status"] == "open" and "_ending" in entry]
         if ending:
             await asyncio.wait(ending, timeout=_SETTLE_S)
 
@@ -278,7 +290,7 @@ class EgressProxy:
             answer = _ESTABLISHED if request.tunnel else b""
             try:  # the bytes relayed at the transport level from here (no task or stream per way)
                 await splice(reader, writer, address, port, forward, entry, connect_timeout_s=_CONNECT_TIMEOUT_S,
-                             half_closed_s=_HALF_CLOSED_S, tunnel_answer=answer)  # fmt: skip
+                             half_closed_s=_HALF_CLOSED_S, tunnel_answer=answer, status=not request.tunnel)  # fmt: skip
             except (OSError, TimeoutError) as exc:
                 raise Refused(f"could not connect: {exc.__class__.__name__}") from None
             entry["status"] = "ok"

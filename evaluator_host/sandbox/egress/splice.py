@@ -14,7 +14,11 @@ timer. The rules are those the stream relay had:
 * back-pressure: when one end's transport cannot take more, the other end stops reading until it can;
 * when one way ends (EOF), the other end is told (``write_eof``) and the other way may go on for
   ``half_closed_s`` at most; when both ways have ended, or either connection is lost, the relay is done
-  and both transports close (what they still hold is sent first).
+  and both transports close (what they still hold is sent first);
+* a forwarded plain-HTTP request (``status``): the answer's status code is read as it passes (its
+  first bytes, up to the final head, past ``1xx`` interim heads, :data:`STATUS_SNIFF_LIMIT` at most)
+  into the entry's ``http_status`` — what a judge's ``429`` is seen by (issue 51). The bytes pass
+  unchanged. A ``CONNECT`` tunnel's bytes are the client's own (TLS, mostly): never read.
 
 :func:`pump` is the stream relay the proxy still uses where it reads what it relays: the answer to a
 request it completed inside a TLS it ended (its head rewritten to ``Connection: close``).
@@ -26,7 +30,29 @@ import asyncio
 import contextlib
 from typing import Any, cast
 
-__all__ = ["pump", "splice"]
+__all__ = ["STATUS_SNIFF_LIMIT", "answer_status", "pump", "splice"]
+
+STATUS_SNIFF_LIMIT = 8 * 1024  # bytes of a plain answer read for its status line(s), at most
+
+
+def answer_status(data: bytes) -> int | None:
+    """The final status code of an HTTP answer beginning with ``data`` (``1xx`` interim heads skipped,
+    ``101`` is final); ``None`` while ``data`` may still grow into one; ``0`` when it is not an HTTP/1.x
+    answer (nothing to read)."""
+    at = 0
+    while True:
+        if len(data) - at < 12:
+            return None if b"HTTP/1."[: len(data) - at] == data[at : at + 7] else 0
+        line = data[at : at + 12]
+        if not line.startswith(b"HTTP/1.") or not line[9:12].isdigit():
+            return 0
+        code = int(line[9:12])
+        if code >= 200 or code == 101:
+            return code
+        end = data.find(b"\r\n\r\n", at)
+        if end < 0:
+            return None
+        at = end + 4
 
 
 class _End(asyncio.Protocol):
@@ -45,6 +71,8 @@ class _End(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.relay.entry[self.counter] += len(data)
+        if self.relay.sniff is not None and self is self.relay.destination:
+            self.relay.read_status(data)
         peer = self.peer
         if peer is None or peer.transport is None:
             self.pending.append(data)
@@ -71,8 +99,9 @@ class _End(asyncio.Protocol):
 class _Relay:
     """Both ends of one relayed connection and when it is over."""
 
-    def __init__(self, entry: dict[str, Any], half_closed_s: float) -> None:
+    def __init__(self, entry: dict[str, Any], half_closed_s: float, status: bool = False) -> None:
         self.entry = entry
+        self.sniff: bytearray | None = bytearray() if status else None  # the answer's first bytes, until its status
         self.half_closed_s = half_closed_s
         self.loop = asyncio.get_running_loop()
         self.done: asyncio.Future[None] = self.loop.create_future()
@@ -102,6 +131,17 @@ class _Relay:
         if self._timer is None:  # the other way may still finish its answer, this long
             self._timer = self.loop.call_later(self.half_closed_s, self.finish)
 
+    def read_status(self, data: bytes) -> None:
+        """Read the answer's status from its first bytes (see the module docstring); then stop reading."""
+        assert self.sniff is not None
+        self.sniff += data[: STATUS_SNIFF_LIMIT - len(self.sniff)]
+        code = answer_status(bytes(self.sniff))
+        if code is None and len(self.sniff) < STATUS_SNIFF_LIMIT:
+            return
+        if code:
+            self.entry["http_status"] = code
+        self.sniff = None
+
     def finish(self) -> None:
         if not self.done.done():
             self.entry["status"] = "ok"  # now, not when the proxy's task next runs (a case's log may be taken first)
@@ -126,13 +166,15 @@ async def splice(
     connect_timeout_s: float,
     half_closed_s: float,
     tunnel_answer: bytes = b"",
+    status: bool = False,
 ) -> None:
     """Connect to ``address:port`` (``OSError`` or ``TimeoutError`` past ``connect_timeout_s``: nothing was
     said to the sandbox yet), send it ``first`` (a forwarded request's head), tell the sandbox
     ``tunnel_answer`` (a ``CONNECT``'s ``200``), then relay both ways until done (see the module docstring).
     The sandbox's connection (``reader``, ``writer``: the head already read from it) is handed over to the
-    relay; the caller closes ``writer`` afterwards as before."""
-    relay = _Relay(entry, half_closed_s)
+    relay; the caller closes ``writer`` afterwards as before. ``status``: read the answer's status code into
+    ``entry["http_status"]`` (a forwarded plain request's; see the module docstring)."""
+    relay = _Relay(entry, half_closed_s, status)
     loop = relay.loop
     try:
         async with asyncio.timeout(connect_timeout_s):
@@ -166,9 +208,10 @@ async def splice(
         relay.close()
 
 
-async def _answer_head(up_reader: asyncio.StreamReader) -> bytes:
+async def _answer_head(up_reader: asyncio.StreamReader, entry: dict[str, Any]) -> bytes:
     """The destination's answer head(s) up to its final one (``1xx`` interim heads passed as they are),
-    the final one with ``Connection: close`` in place of its own connection headers."""
+    the final one with ``Connection: close`` in place of its own connection headers; its status code
+    goes into ``entry["http_status"]``."""
     heads = b""
     while True:
         head = await up_reader.readuntil(b"\r\n\r\n")
@@ -176,6 +219,8 @@ async def _answer_head(up_reader: asyncio.StreamReader) -> bytes:
         if status.startswith(b"1") and status != b"101":
             heads += head
             continue
+        if head.startswith(b"HTTP/1.") and status.isdigit():
+            entry["http_status"] = int(status)
         lines = head.split(b"\r\n")
         kept = [line for line in lines[1:] if line and not line.lower().startswith((b"connection:", b"keep-alive:"))]
         return heads + b"\r\n".join([lines[0], *kept, b"Connection: close", b"", b""])
@@ -198,7 +243,7 @@ async def pump(
     async def copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter, counter: str) -> None:
         try:
             if close_answer and src is up_reader:
-                head = await _answer_head(src)
+                head = await _answer_head(src, entry)
                 entry[counter] += len(head)
                 dst.write(head)
             while data := await src.read(65536):

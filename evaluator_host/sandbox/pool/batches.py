@@ -135,14 +135,15 @@ async def run_batch(
         while done < len(batch):
             index = batch[done]
             reply = await frames.next(wait_s)
+            mark = None if worker.egress is None else worker.egress.mark()  # the connections this reply covers
             if reply.get("id") != request or reply.get("index") != done:
                 raise Foreign(reply)
             call.budget.spend(frames.last_size, index, len(call.cases))
             raw = worker.take_raw_output()
             egress: list[dict[str, Any]] = []
             if worker.egress is not None:
-                await worker.egress.settle()
-                egress = worker.egress.take()
+                await worker.egress.settle(mark)
+                egress = worker.egress.take(mark)
             if reply.get("type") == "results":  # consecutive plain ok replies in one frame
                 first = done
                 done = bulk_outcomes(reply, batch, done, results)

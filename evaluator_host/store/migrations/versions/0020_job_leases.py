@@ -4,7 +4,7 @@ another service sharing the database (``store/job_leases.py``). Existing jobs co
 resumes its own sets the lease, and one nobody resumes is adoptable.
 
 Revision ID: 0020_job_leases
-Revises: 0018_review_queues
+Revises: 0019_model_call_budget
 Create Date: 2026-11-25
 """
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0020_job_leases"
-down_revision = "0018_review_queues"
+down_revision = "0019_model_call_budget"
 branch_labels = None
 depends_on = None
 
