@@ -31,7 +31,7 @@ from sqlalchemy import func, select
 from evaluator_host.errors import EvaluatorHostError, LimitError, SandboxError, StorageFull
 from evaluator_host.evaluation.models import Case, ErrorInfo, EvaluationResult
 from evaluator_host.evaluation.usecases import run_stored
-from evaluator_host.online import budgets
+from evaluator_host.online import model_calls
 from evaluator_host.online.round_cases import EXPIRED, cases_of
 from evaluator_host.online.scorer import Scorer, stored_values
 from evaluator_host.store.db import utcnow
@@ -142,8 +142,11 @@ async def _run(scorer: Scorer, rule: RuleRecord, runnable: list[tuple[Claimed, C
     cap = scorer.settings.max_stored_result_bytes
     ran = [r.duration_ms for r in results if r.duration_ms is not None]  # a cache hit's: what a miss would cost
     out.row_ms = sum(ran) / len(ran) if ran else None
-    for (row, _), result in zip(runnable, results, strict=True):
-        if result.error is not None and result.error.type == budgets.RATE_LIMITED:
+    # refused for its judge's rate: RateLimited, or an error in a page whose judge answered 429 (as the scorer)
+    paired = list(zip(runnable, results, strict=True))
+    refused = model_calls.rate_refused({(row.rule_id, row.target_id): result for (row, _), result in paired})
+    for (row, _), result in paired:
+        if (row.rule_id, row.target_id) in refused:
             out.waiting[row.target_id] = {"claimed_until": now + timedelta(seconds=1.0), "delayed_by": "rate_limited"}
             continue
         out.scored[row.target_id] = stored_values(result, now, cap)
