@@ -89,36 +89,35 @@ class DatasetChunks:
 
     def lines(self, dataset_id: str, start: int = 0) -> Iterator[tuple[int, bytes]]:
         """(index, JSON line without newline) for every row from ``start``, in order; one short query per
-        batch of chunks (the first batch is one chunk: a page's read decompresses what it shows)."""
+        batch of chunks (the first batch is the one chunk holding ``start``: a page reads what it shows)."""
         start = max(start, 0)
-        with self.engine.connect() as conn:
-            first = conn.execute(
-                select(func.max(DatasetChunkRow.first_row)).where(
-                    DatasetChunkRow.dataset_id == dataset_id,
-                    DatasetChunkRow.first_row >= 0,
-                    DatasetChunkRow.first_row <= start,
-                )
-            ).scalar()
-        if first is None:
-            return
+        holding = (  # the chunk row ``start`` is in: the greatest first row not after it
+            select(func.max(DatasetChunkRow.first_row))
+            .where(
+                DatasetChunkRow.dataset_id == dataset_id,
+                DatasetChunkRow.first_row >= 0,
+                DatasetChunkRow.first_row <= start,
+            )
+            .scalar_subquery()
+        )
+        begin: Any = holding
         batch = 1
         while True:
             with self.engine.connect() as conn:
                 chunks = conn.execute(
                     select(DatasetChunkRow.first_row, DatasetChunkRow.data)
-                    .where(DatasetChunkRow.dataset_id == dataset_id, DatasetChunkRow.first_row >= first)
+                    .where(DatasetChunkRow.dataset_id == dataset_id, DatasetChunkRow.first_row >= begin)
                     .order_by(DatasetChunkRow.first_row)
                     .limit(batch)
                 ).all()
-            for chunk_first, data in chunks:
-                number = chunk_first
-                for line in zlib.decompress(data).split(b"\n")[:-1]:
-                    if number >= start:
-                        yield number, line
-                    number += 1
+            for first, data in chunks:
+                lines = zlib.decompress(data).split(b"\n")
+                lines.pop()  # what follows the last newline: nothing
+                skip = max(start - first, 0)
+                yield from zip(range(first + skip, first + len(lines)), lines[skip:], strict=True)
             if len(chunks) < batch:
                 return
-            first = chunks[-1][0] + 1
+            begin = chunks[-1][0] + 1
             batch = min(batch * 2, 16)
 
     def delete(self, dataset_id: str) -> None:

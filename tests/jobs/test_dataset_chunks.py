@@ -33,7 +33,7 @@ from evaluator_host.store.jobs import DatasetRecord, JobStore
 from tests.support.backends import postgres_only
 from tests.support.jobs import create_evaluator, jsonl, ndjson, start, upload, wait
 from tests.support.pg import Cluster
-from tests.support.service import make_settings
+from tests.support.service import assert_healthy, make_settings
 
 pytestmark = postgres_only
 LIMITS = Limits(max_rows=1_000_000, max_row_bytes=8 << 20)
@@ -88,7 +88,9 @@ def test_rows_stored_as_chunks_read_back_from_any_row_and_nothing_stays_in_the_f
     assert not files.exists("ds") and list(files.lines("ds")) == [] and files.filled("ds") is None
 
 
-def test_a_page_deep_in_a_dataset_reads_one_chunk_in_one_query(files: DatasetFiles, engine: Engine) -> None:
+def test_a_page_deep_in_a_dataset_reads_the_one_chunk_holding_it_in_one_query(
+    files: DatasetFiles, engine: Engine
+) -> None:
     files.write("ds", io.BytesIO(_body(10 * CHUNK_ROWS)), "jsonl", LIMITS)
     statements: list[str] = []
 
@@ -102,7 +104,7 @@ def test_a_page_deep_in_a_dataset_reads_one_chunk_in_one_query(files: DatasetFil
     finally:
         event.remove(engine, "before_cursor_execute", seen)
     assert page == [start + k for k in range(5)]
-    assert len(statements) == 2  # where the row's chunk starts, then that one chunk
+    assert len(statements) == 1  # the one chunk holding the row, found by the primary key
 
 
 def test_an_empty_dataset_exists_with_no_rows(files: DatasetFiles) -> None:
@@ -194,3 +196,21 @@ def test_a_data_dir_whose_datasets_are_files_has_them_moved_into_the_database_at
     engine.dispose()
     with TestClient(create_app(settings)) as client:  # a second start-up: nothing left to move, still readable
         assert client.get("/v1/datasets/ds_small/rows").json()["data"][2]["row"] == {"i": 2, "name": "small"}
+
+
+def test_an_upload_over_the_row_or_byte_limit_leaves_no_chunk_and_the_service_healthy(tmp_path: Path, url: str) -> None:
+    settings = make_settings(tmp_path, backend="process", database_url=url, max_dataset_rows=2000)
+    with TestClient(create_app(settings)) as client:
+        over = client.post(
+            "/v1/datasets",
+            content=jsonl([{"i": i} for i in range(2001)]),
+            headers={"content-type": "application/jsonl"},
+        )
+        assert over.status_code == 422 and "max_dataset_rows" in over.json()["error"]["message"], over.text
+        assert upload(client, jsonl([{"i": i} for i in range(2000)]))["row_count"] == 2000
+        assert list((tmp_path / "datasets").iterdir()) == []
+        assert_healthy(client)
+    engine = create_engine(schema.normalized_url(url))
+    with engine.connect() as conn:  # the one dataset that fits: its header and two chunks
+        assert conn.execute(text("SELECT count(DISTINCT dataset_id), count(*) FROM dataset_chunks")).one() == (1, 3)
+    engine.dispose()
