@@ -68,7 +68,7 @@ def _rows_alone(figures: RowsFigures, url: str, body: bytes) -> None:
             files.write("ds_bench", io.BytesIO(body), "jsonl", limits)
             figures.store_s[kind] = time.perf_counter() - began
             reads = []
-            for _ in range(3):
+            for _ in range(5):
                 began = time.perf_counter()
                 count = sum(1 for _ in files.lines("ds_bench"))
                 reads.append(count / (time.perf_counter() - began))
@@ -158,7 +158,7 @@ def render(f: RowsFigures) -> tuple[str, str]:
             f"started by the bench), {ROWS:,} JSONL rows of about 80 bytes. *files*: the rows in the data dir "
             "(`.jsonl` + block index, as on SQLite and as before on PostgreSQL); *chunks*: `dataset_chunks` "
             "(zlib level 1, 1,024 rows a chunk). Store: parse + write; read: every row in order (a job's lanes), "
-            "median of 3; page: 20 rows at row 90,000 (a preview), mean of 50; job: a real 100,000-row job "
+            "median of 5; page: 20 rows at row 90,000 (a preview), mean of 50; job: a real 100,000-row job "
             "(in-process app, process backend, a one-line evaluator), its `rows_per_s`: the median of "
             f"{JOB_RUNS}, files and chunks alternating (every run: {runs}).",
             "",
@@ -167,8 +167,8 @@ def render(f: RowsFigures) -> tuple[str, str]:
             cells("files"),
             cells("chunks"),
             "",
-            "The job's rate is bounded by evaluating the rows, not by reading them: reading is two orders of "
-            "magnitude faster than a job consumes rows either way. The machine's load average when the bench "
+            "The job's rate is bounded by evaluating the rows, not by reading them: reading is more than an order "
+            "of magnitude faster than a job consumes rows either way. The machine's load average when the bench "
             f"ended was {f.load[0]:.2f} / {f.load[1]:.2f} / {f.load[2]:.2f} (1 / 5 / 15 min) on 2 cores, shared.",
         ]
     )

@@ -277,9 +277,9 @@ class DatasetCatalog:
         return removed
 
     def move_files_in(self) -> int:
-        """Move the rows of datasets stored as files before (a data dir from an earlier release, or one used
-        with SQLite) into the database, when their rows live there (PostgreSQL; at start-up, after the sweep),
-        each under its write lock; the number of datasets moved. Files no record names stay for the sweep."""
+        """Move the rows of datasets stored as files before (a data dir of an earlier release on this
+        PostgreSQL database) into the database, when rows live there (at start-up, after the sweep), each
+        under its write lock; the number of datasets moved. Files no record names stay for the sweep."""
         if self.files.chunks is None:
             return 0
         moved = 0
