@@ -5,7 +5,7 @@ than a chunk's byte budget) with a page costing one chunk's query; a refused upl
 file; chunks no record names are swept once older than the grace; through the API an upload leaves nothing in
 the data dir and its rows serve previews, jobs, results and exports, and deleting it removes its chunks; a
 data dir whose datasets are files (stored before, on this database) has them moved in at start-up with nothing
-lost, and a second start-up finds nothing to move.
+lost, and a second start-up finds nothing to move; going below the migration is refused while it holds rows.
 """
 
 from __future__ import annotations
@@ -214,3 +214,18 @@ def test_an_upload_over_the_row_or_byte_limit_leaves_no_chunk_and_the_service_he
     with engine.connect() as conn:  # the one dataset that fits: its header and two chunks
         assert conn.execute(text("SELECT count(DISTINCT dataset_id), count(*) FROM dataset_chunks")).one() == (1, 3)
     engine.dispose()
+
+
+def test_going_below_0022_is_refused_while_datasets_rows_are_in_the_table(files: DatasetFiles, engine: Engine) -> None:
+    files.write_rows("kept", [{"a": 1}], LIMITS)
+    below = schema._scripts().get_revision("0022_dataset_chunks").down_revision
+    with pytest.raises(RuntimeError, match="would lose them"), engine.begin() as conn:
+        command.downgrade(schema._config(conn), str(below))
+    assert schema.state(engine).up_to_date
+    assert [json.loads(line) for _, line in files.lines("kept")] == [{"a": 1}]
+    files.delete("kept")
+    with engine.begin() as conn:  # empty: down and up again
+        command.downgrade(schema._config(conn), str(below))
+        assert not conn.dialect.has_table(conn, "dataset_chunks")
+        command.upgrade(schema._config(conn), "head")
+    assert files.exists("kept") is False

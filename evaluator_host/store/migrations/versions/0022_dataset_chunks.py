@@ -32,5 +32,11 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    # the rows of datasets stored here are lost with the table: move them out first (docs/operations.md)
+    """Refused while the table holds any dataset's rows (dropping it would lose them; nothing moves them back
+    out into files): delete those datasets first, or restore the backup taken before the upgrade."""
+    if op.get_bind().execute(sa.text("SELECT 1 FROM dataset_chunks LIMIT 1")).first() is not None:
+        raise RuntimeError(
+            "dataset_chunks holds datasets' rows; going below 0022_dataset_chunks would lose them "
+            "(restore the backup taken before the upgrade instead: docs/operations.md, Upgrades)"
+        )
     op.drop_table("dataset_chunks")
