@@ -2,7 +2,8 @@
 
 Sections: the process backend (here), the docker backend (``bench/docker_bench.py``),
 batch jobs on docker (``bench/jobs_bench.py``), queued jobs over worker hosts
-(``bench/queue_bench.py``), a killed replica's job adopted (``bench/lease_bench.py``), model-target
+(``bench/queue_bench.py``), a killed replica's job adopted (``bench/lease_bench.py``),
+datasets' rows as files against chunks in PostgreSQL (``bench/dataset_rows_bench.py``), model-target
 jobs against a loopback LLM server
 (``bench/target_bench.py``), online ingestion over OTLP (``bench/online_bench.py``), async judge
 evaluators (``bench/async_bench.py``), re-run jobs from the result cache
@@ -36,6 +37,7 @@ from bench import (
     budget_bench,
     build_bench,
     cache_bench,
+    dataset_rows_bench,
     docker_bench,
     grpc_bench,
     jobs_bench,
@@ -305,6 +307,9 @@ def main() -> int:
     lease_section, lease_summary = lease_bench.render(lease_bench.measure())  # a killed replica's job adopted
     doc += lease_section
     print(lease_summary)
+    rows_section, rows_summary = dataset_rows_bench.render(dataset_rows_bench.measure())  # rows in PostgreSQL
+    doc += rows_section
+    print(rows_summary)
     target_section, target_summary = target_bench.render(target_bench.measure())
     doc += target_section
     judge_section, judge_summary = judge_bench.render(judge_bench.measure())

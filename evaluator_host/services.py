@@ -321,6 +321,9 @@ class Services:
         swept = await asyncio.to_thread(self.datasets.sweep)
         if swept:
             log.info("removed %d dataset files a stopped service left half-written", swept)
+        moved = await asyncio.to_thread(self.datasets.move_files_in)
+        if moved:
+            log.info("moved the rows of %d datasets from the data dir into the database", moved)
         self.evaluation.warm_bare_runtimes()
         await self.runner.start()
         self.retention.start()

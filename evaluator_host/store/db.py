@@ -17,6 +17,7 @@ from sqlalchemy import (
     Float,
     ForeignKey,
     Integer,
+    LargeBinary,
     Select,
     String,
     Text,
@@ -38,6 +39,7 @@ __all__ = [
     "newest_first",
     "ApiKeyRow",
     "Base",
+    "DatasetChunkRow",
     "DatasetRow",
     "EvaluatorRow",
     "IdempotencyRow",
@@ -185,6 +187,20 @@ class DatasetRow(Base):
     bytes: Mapped[int] = mapped_column(BigInteger)
     inline: Mapped[bool] = mapped_column(Boolean, default=False)  # a job's inline rows, not an upload
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class DatasetChunkRow(Base):
+    """A chunk of a dataset's rows, stored in the database when it is PostgreSQL (``store/dataset_chunks.py``):
+    zlib-compressed JSON lines from ``first_row``; ``first_row = -1`` is the header (the column fill counts).
+    No foreign key: the chunks are stored before the dataset's record (a dataset that exists is complete)."""
+
+    __tablename__ = "dataset_chunks"
+
+    dataset_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    first_row: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    row_count: Mapped[int] = mapped_column(Integer)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    stored_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 class JobRow(Base):

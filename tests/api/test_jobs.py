@@ -75,8 +75,10 @@ def test_bad_datasets_name_the_line(client: TestClient, body: bytes, content_typ
     assert error["type"] == "DatasetError" and error["line"] == line
 
 
-def test_dataset_size_limit_is_413_and_the_service_stays_healthy(tmp_path: Path) -> None:
-    settings = make_settings(tmp_path, backend="process", max_dataset_bytes=100_000, max_body_bytes=1000)
+def test_dataset_size_limit_is_413_and_the_service_stays_healthy(tmp_path: Path, database_url: str) -> None:
+    settings = make_settings(
+        tmp_path, backend="process", max_dataset_bytes=100_000, max_body_bytes=1000, database_url=database_url
+    )
     with TestClient(create_app(settings)) as client:
         big = jsonl([{"i": i, "pad": "x" * 50} for i in range(3000)])
         assert (

@@ -1,5 +1,6 @@
 """A job outlives its owner (issue 54): two real ``serve`` replicas on one database (PostgreSQL, and a SQLite
-file), each on its own data dir (their datasets folder shared, docs/operations.md). The owner of a running
+file), each on its own data dir (on SQLite their datasets folder shared, docs/operations.md; on PostgreSQL
+also without one: a dataset's rows are in the database). The owner of a running
 job is SIGKILLed: the other adopts the job once its lease runs out and finishes it with every row stored
 exactly once. The owner paused instead (SIGSTOP) and continued after the adoption: its chunks in flight
 are refused (``JobNotHeld``, in its log) and every row is still stored exactly once.
@@ -22,7 +23,7 @@ import pytest
 
 from tests.support.backends import BACKENDS, postgres_only
 from tests.support.pg import Cluster
-from tests.support.replicas import Replicas, with_signal
+from tests.support.replicas import SLEEPY, Replicas, with_signal
 from tests.support.wait import wait_until
 
 LEASE_S = "2"  # short, so each test waits seconds, not the default's 10 s (the bench uses the default)
@@ -37,28 +38,43 @@ POSTGRES = pytest.param("postgres", marks=[postgres_only])
 def replicas(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Replicas]:
     """Replicas on ``request.param``'s (backend, database): a PostgreSQL schema, or one SQLite file outside
     every data dir."""
-    backend, database = request.param
+    backend, database, *rest = request.param
     if database == "sqlite":
         url = f"sqlite:///{tmp_path / 'shared.db'}"
     else:
         cluster: Cluster = request.getfixturevalue("postgres")
         url = cluster.database(driver="postgresql")
     group = Replicas(tmp_path / "replicas", url, backend, {"EVALUATOR_HOST_JOB_LEASE_S": LEASE_S})
+    group.shared_datasets = not rest  # ("process", "postgres", "separate"): each its own datasets folder
     try:
         yield group
     finally:
         group.close()
 
 
-def _on(backend: object, database: str) -> object:
-    """A (backend, database) parameter with both one's marks."""
+def _on(backend: object, database: str, separate: bool = False) -> object:
+    """A (backend, database) parameter with both one's marks (``separate``: no shared datasets folder)."""
     marks = [*getattr(backend, "marks", ()), *([postgres_only] if database == "postgres" else [])]
     name = getattr(backend, "values", (backend,))[0]
+    if separate:
+        return pytest.param((name, database, "separate"), marks=marks, id=f"{name}-{database}-separate")
     return pytest.param((name, database), marks=marks, id=f"{name}-{database}")
 
 
+def _dataset_files(replicas: Replicas) -> list[str]:
+    """The rows files (``.jsonl``) in every replica's data dir."""
+    return sorted(p.name for p in replicas.root.glob("*/datasets/*.jsonl"))
+
+
 @pytest.mark.parametrize(
-    "replicas", [_on("process", "postgres"), _on(DOCKER, "postgres"), _on("process", "sqlite")], indirect=True
+    "replicas",
+    [
+        _on("process", "postgres"),
+        _on(DOCKER, "postgres"),
+        _on("process", "sqlite"),
+        _on("process", "postgres", separate=True),
+    ],
+    indirect=True,
 )
 def test_a_job_whose_owner_is_sigkilled_mid_run_is_adopted_and_finished_with_every_row_once(
     replicas: Replicas,
@@ -73,6 +89,43 @@ def test_a_job_whose_owner_is_sigkilled_mid_run_is_adopted_and_finished_with_eve
     replicas.adopted(job_id, other.service_id, killed, float(LEASE_S))
     replicas.complete(job_id, other, N)
     assert replicas.owner_of(job_id)[0] == other.service_id
+    if not replicas.shared_datasets:  # the adopter read the rows from the database: no file anywhere
+        assert _dataset_files(replicas) == []
+
+
+@pytest.mark.parametrize("replicas", [_on("process", "postgres", separate=True)], indirect=True)
+def test_replicas_with_separate_data_dirs_on_postgresql_serve_any_request_about_any_dataset(
+    replicas: Replicas,
+) -> None:
+    """No shared folder: a dataset uploaded through one replica has its job started through the other, and its
+    results paged and rows previewed through the first (a dataset's rows are in the database)."""
+    first, second = replicas.start("a"), replicas.start("b")
+    body = b"".join(
+        b'{"i": %d, "expected": "yes", "outputs": "%s", "wait": 0}\n' % (i, b"yes" if i % 2 else b"no")
+        for i in range(3000)
+    )
+    made = first.client.post("/v1/datasets", content=body, headers={"content-type": "application/jsonl"})
+    assert made.status_code == 201, made.text
+    dataset = made.json()
+    assert dataset["row_count"] == 3000
+    evaluator = second.client.post("/v1/evaluators", json={"name": "sleepy", "language": "python", "code": SLEEPY})
+    assert evaluator.status_code == 201, evaluator.text
+    job = second.client.post("/v1/jobs", json={"evaluator_id": evaluator.json()["id"], "dataset_id": dataset["id"]})
+    assert job.status_code == 202, job.text
+    job_id = job.json()["id"]
+    replicas.complete(job_id, first, 3000)
+    page = first.client.get(f"/v1/jobs/{job_id}/results", params={"offset": 2040, "limit": 20})
+    assert page.status_code == 200, page.text
+    shown = page.json()["data"]
+    assert [r["index"] for r in shown] == list(range(2040, 2060))
+    assert [r["row"]["i"] for r in shown] == list(range(2040, 2060))  # the rows, read by the first replica
+    assert [r["result"]["passed"] for r in shown] == [bool(i % 2) for i in range(2040, 2060)]
+    rows = first.client.get(f"/v1/datasets/{dataset['id']}/rows", params={"offset": 2047, "limit": 3})
+    assert rows.status_code == 200, rows.text
+    assert [(r["index"], r["row"]["i"]) for r in rows.json()["data"]] == [(2047, 2047), (2048, 2048), (2049, 2049)]
+    seen = second.client.get(f"/v1/datasets/{dataset['id']}/rows", params={"offset": 0, "limit": 1}).json()
+    assert seen["data"][0]["row"]["i"] == 0
+    assert _dataset_files(replicas) == []
 
 
 @pytest.mark.parametrize("replicas", [_on("process", "postgres"), _on(DOCKER, "postgres")], indirect=True)

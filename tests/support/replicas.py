@@ -1,8 +1,10 @@
 """Replicas: real ``evaluator-host serve`` processes on one database, each on a data dir of its own, for the
 job-lease tests (``tests/faults/test_job_adoption.py``) and their benchmark (``bench/lease_bench.py``).
 
-Every replica's ``data_dir/datasets`` is a link to one shared folder — a shared filesystem mounted there, as
-docs/operations.md asks of services that adopt each other's jobs (a dataset's rows are files). Each replica
+With ``shared_datasets`` (the default) every replica's ``data_dir/datasets`` is a link to one shared folder — a
+shared filesystem mounted there, as docs/operations.md asks on SQLite of services that adopt each other's jobs
+(a dataset's rows are files there); without it each replica has a datasets folder of its own, as on PostgreSQL
+(a dataset's rows are in the database). Each replica
 logs to ``<root>/<name>.log``; ``owner_of`` reads a job's owner and lease from the database itself.
 """
 
@@ -63,6 +65,7 @@ class Replicas:
     env: dict[str, str] = field(default_factory=dict)
     running: list[Replica] = field(default_factory=list)
     engine: Engine | None = None
+    shared_datasets: bool = True
 
     def __post_init__(self) -> None:
         (self.root / "shared-datasets").mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -80,7 +83,7 @@ class Replicas:
         """Start ``serve`` on ``<root>/<name>`` (``settings``: more ``EVALUATOR_HOST_*``), once healthy."""
         data_dir = self.root / name
         data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not (data_dir / "datasets").exists():
+        if self.shared_datasets and not (data_dir / "datasets").exists():
             (data_dir / "datasets").symlink_to(self.root / "shared-datasets", target_is_directory=True)
         env = {
             **os.environ,

@@ -35,7 +35,7 @@ HEAVY: tuple[str, ...] = (
     "test_cli_test.py",  # 242 s
     "test_cli_admin.py",  # 240 s
     "queue/test_distributed.py",  # 216 s
-    "faults/test_job_adoption.py",  # ~120 s alone (two replicas started per test, 6 tests)
+    "faults/test_job_adoption.py",  # ~120 s alone (two replicas started per test, 8 tests)
     "packaging/test_wheel.py",  # 214 s
     "compliance/test_restricted.py",  # 192 s
     "api/test_async_evaluators.py",  # 192 s

@@ -7,7 +7,10 @@ dataset recorded, so a dataset that exists is always complete. A full disk at an
 killed service left behind (``.upload-*``, ``.*.tmp``, and rows no record names) are removed
 when the next one starts (:meth:`DatasetCatalog.sweep`).
 
-The datasets folder may be shared by several services (one filesystem mounted at each one's
+On PostgreSQL a dataset's rows are in the database (``jobs.datasets.files``): every service sharing it reads
+every dataset, and the folder holds only an upload's scratch files; the files of datasets stored before are
+moved into the database at start-up (:meth:`DatasetCatalog.move_files_in`). On SQLite the
+datasets folder may be shared by several services (one filesystem mounted at each one's
 ``data_dir/datasets``, so any of them can adopt any job: docs/operations.md, *Job leases*). A dataset
 being stored is therefore marked by an exclusive ``flock`` on ``.<id>.lock``, held from its first byte until
 its record is stored (or it is refused): a starting service's sweep leaves the files of a dataset whose lock
@@ -33,6 +36,7 @@ from evaluator_host.jobs.datasets.files import DatasetFiles, DatasetInfo, Format
 from evaluator_host.jobs.models import Dataset
 from evaluator_host.settings import Settings
 from evaluator_host.storage import on_full_disk
+from evaluator_host.store.dataset_chunks import DatasetChunks
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.jobs import DatasetRecord, JobStore
 from evaluator_host.tenancy.quotas import QuotaGuard
@@ -95,7 +99,8 @@ class DatasetCatalog:
         self.settings = settings
         self.store = store
         self.quotas = quotas
-        self.files = DatasetFiles(settings.data_dir / "datasets")
+        chunks = DatasetChunks(store.engine) if store.engine.dialect.name == "postgresql" else None
+        self.files = DatasetFiles(settings.data_dir / "datasets", chunks)
         self.limits = Limits(max_rows=settings.max_dataset_rows, max_row_bytes=settings.max_row_bytes)
 
     def _new_id(self) -> str:
@@ -267,7 +272,25 @@ class DatasetCatalog:
             if orphan:
                 path.unlink(missing_ok=True)
                 removed += 1
+        if self.files.chunks is not None:  # chunks stored by a service killed before it recorded them
+            removed += self.files.chunks.sweep_orphans()
         return removed
+
+    def move_files_in(self) -> int:
+        """Move the rows of datasets stored as files before (a data dir of an earlier release on this
+        PostgreSQL database) into the database, when rows live there (at start-up, after the sweep), each
+        under its write lock; the number of datasets moved. Files no record names stay for the sweep."""
+        if self.files.chunks is None:
+            return 0
+        moved = 0
+        for path in sorted(self.files.root.glob("*.jsonl")):
+            try:
+                self.store.get_dataset(path.stem)
+            except NotFoundError:
+                continue
+            with self._writing(path.stem, "moving the dataset's rows into the database"):
+                moved += self.files.move_in(path.stem)
+        return moved
 
     async def discard(self, record: DatasetRecord) -> None:
         """Remove a dataset nothing refers to (inline rows of a job that was refused)."""

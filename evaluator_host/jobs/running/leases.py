@@ -8,9 +8,10 @@ Contract (the store's side, atomic adoption and why a late commit of the old own
   each to the runner to run (rows already stored are skipped, the rest run once: the runner's resume).
   With the default 10 s lease a job is adopted at most 12.5 s after its owner last renewed it (the lease,
   then at most one period), so within 15 s of the owner's death.
-* Only jobs this service can run are adopted: their dataset it can read (its rows are files:
-  ``jobs.datasets.files``), and not a model-target job when its jobs run on a queue (those run on a
-  service's own lanes); another job stays for a service that can run it, or its owner once it is back.
+* Only jobs this service can run are adopted: their dataset it can read (its rows are in the database on
+  PostgreSQL, files in a datasets folder on SQLite: ``jobs.datasets.files``), and not a model-target job
+  when its jobs run on a queue (those run on a service's own lanes); another job stays for a service that
+  can run it, or its owner once it is back.
 * A database that does not answer is logged and tried again next period; the keeper never stops on an
   error (a missed renewal costs at most an adoption elsewhere, which the fenced commits make safe).
 """
@@ -64,7 +65,7 @@ class LeaseKeeper:
         await stop(task)
 
     def _can_run(self, dataset_id: str, has_target: bool) -> bool:
-        return (self.targets() or not has_target) and self.files.rows_path(dataset_id).exists()
+        return (self.targets() or not has_target) and self.files.exists(dataset_id)
 
     async def tick(self) -> list[JobRecord]:
         """One period's work: renew this owner's leases, adopt what expired elsewhere; the jobs adopted."""
