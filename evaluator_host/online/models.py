@@ -22,6 +22,14 @@ from evaluator_host.definitions.models import MAX_REVISION
 from evaluator_host.online import mapping
 from evaluator_host.online.backfill_models import Backfill, BackfillCreate, BackfillDryRun
 from evaluator_host.online.decision_models import Decision, RuleLimits
+from evaluator_host.online.shadow_models import (
+    ShadowAgreement,
+    ShadowAgreements,
+    ShadowAnswer,
+    ShadowComparison,
+    ShadowExample,
+    ShadowFlips,
+)
 from evaluator_host.shared.bounds import Int64
 from evaluator_host.sinks.models import MAX_SINKS, Sink, SinkState
 
@@ -31,6 +39,7 @@ __all__ = [
     "Backfill",
     "BackfillCreate",
     "BackfillDryRun",
+    "Promotion",
     "Rule",
     "RuleCreate",
     "RuleLimits",
@@ -48,6 +57,12 @@ __all__ = [
     "SessionDetail",
     "SessionList",
     "SessionSummary",
+    "ShadowAgreement",
+    "ShadowAgreements",
+    "ShadowAnswer",
+    "ShadowComparison",
+    "ShadowExample",
+    "ShadowFlips",
     "StatsBucket",
     "TraceDetail",
     "TraceList",
@@ -171,6 +186,13 @@ class RuleCreate(_RuleFields):
 
     evaluator_id: str = Field(min_length=1, max_length=40)
     target: RuleTarget = Field(default_factory=RuleTarget, description="What one score is of (set at creation).")
+    candidate_revision: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_REVISION,
+        description="A revision of the evaluator scored beside the live one on every target, stored apart "
+        "(GET /v1/online-rules/{id}/shadow; POST .../promote makes it live); null: none.",
+    )
 
 
 MAX_TEST_LIMIT = 100
@@ -221,6 +243,9 @@ class RulePatch(BaseModel):
     enabled: bool | None = None
     limits: RuleLimits | None = None
     sinks: list[Sink] | None = Field(None, max_length=MAX_SINKS, description="Replaced ([]: none).")
+    candidate_revision: int | None = Field(
+        None, ge=1, le=MAX_REVISION, description="A revision scored beside the live one (shadow); null: none."
+    )
 
     @model_validator(mode="after")
     def _not_null(self) -> RulePatch:
@@ -236,8 +261,25 @@ class Rule(_RuleFields):
     id: str
     evaluator_id: str
     target: RuleTarget = Field(default_factory=RuleTarget)
+    candidate_revision: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_REVISION,
+        description="A revision of the evaluator scored beside the live one on every target, stored apart "
+        "(GET /v1/online-rules/{id}/shadow; POST .../promote makes it live); null: none.",
+    )
     created_at: datetime
     updated_at: datetime
+
+
+class Promotion(BaseModel):
+    """``POST /v1/online-rules/{id}/promote``'s answer: the candidate is the live revision now, from the next
+    claimed target on, and the rule has no candidate."""
+
+    rule_id: str
+    previous_revision: int | None = Field(description="The live revision before (null: the latest).")
+    revision: int = Field(description="The live revision now (the candidate promoted).")
+    rule: Rule = Field(description="The rule now (GET /v1/online-rules/{id}).")
 
 
 class RuleList(BaseModel):

@@ -31,7 +31,9 @@ Contract (docs/online.md, "How it works"):
   (:func:`~evaluator_host.evaluation.cached_calls.evaluate_cached`): a deterministic evaluator's re-run
   costs lookups, not runs. Live traffic is not looked up (its cases are new).
 * Results are written ``WHERE claimed_by = me`` (:meth:`ScoreQueue.finish`); then counted in the
-  metrics and, when an exporter is set, sent back over OTLP.
+  metrics and, when an exporter is set, sent back over OTLP. Then the rows stored whose rule had a
+  ``candidate_revision`` at the claim run it on the same cases, stored apart
+  (:mod:`evaluator_host.online.shadow`: never exported, counted or queued for review).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from evaluator_host.observability.metrics import Metrics
 from evaluator_host.online import budgets
 from evaluator_host.online.cases import Refused, build_case, load_many
 from evaluator_host.online.sessions import load_sessions, session_case
+from evaluator_host.online.shadow import Shadow
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.online_budgets import usage
 from evaluator_host.store.online_scores import Claimed, ScoreQueue
@@ -109,6 +112,7 @@ class Scorer:
         self.me = me
         self.metrics = metrics
         self.exporter = exporter
+        self.shadow = Shadow(components, queue.engine)  # candidate revisions (issue 53)
         self._event = asyncio.Event()
         self._slots = asyncio.Semaphore(self.settings.online_scoring_concurrency)
         self._running: set[asyncio.Task[None]] = set()
@@ -211,7 +215,9 @@ class Scorer:
         if runnable:
             await self._run_paced(runnable, results)
         await self._rate_limited(rows, results)
-        await self._store(rows + over, results)
+        stored = await self._store(rows + over, results)
+        keys = [((r.rule_id, r.target_id), r, c) for r, c in runnable]
+        await self.shadow.score([(r, c, results[k]) for k, r, c in keys if k in stored])
         if expired:
             await asyncio.to_thread(self.queue.discard, self.me, expired, "retention")
 
@@ -346,7 +352,10 @@ class Scorer:
                 out[key] = _error(exc.kind, str(exc), row)
         return out
 
-    async def _store(self, rows: Sequence[Claimed], results: dict[tuple[str, str], EvaluationResult]) -> None:
+    async def _store(
+        self, rows: Sequence[Claimed], results: dict[tuple[str, str], EvaluationResult]
+    ) -> set[tuple[str, str]]:
+        """Store the results this claim still holds; the (rule id, target id) of the rows stored."""
         now = utcnow()
         cap = self.settings.max_stored_result_bytes
         todo = []
@@ -371,9 +380,11 @@ class Scorer:
             }
             todo.append((row, result, values))
         stored = await asyncio.to_thread(self.queue.finish, self.me, [(r.rule_id, r.target_id, v) for r, _, v in todo])
+        kept: set[tuple[str, str]] = set()
         for (row, result, _), ok in zip(todo, stored, strict=True):
             if not ok:
                 continue  # another service took the row over after our claim expired: its result stands
+            kept.add((row.rule_id, row.target_id))
             lag = (now - row.last_span_at).total_seconds() if row.last_span_at else None
             self.metrics.online_scored(row.rule_id, result.status, result.score, lag)
             if self.exporter is not None and row.rule is not None:
@@ -382,3 +393,4 @@ class Scorer:
                     self.exporter.export(row.trace_id, row.span_id, rule, result.model_dump(mode="json"))
                 except Exception:
                     log.exception("exporting an online score failed")
+        return kept
