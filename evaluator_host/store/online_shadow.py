@@ -67,9 +67,12 @@ def record(engine: Engine, rows: Sequence[dict[str, Any]]) -> int:
     if not rows:
         return 0
     dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(X).on_conflict_do_nothing(index_elements=["rule_id", "target_id", "revision"])
+    new = 0
     with engine.begin() as conn:
-        return int(conn.execute(statement, list(rows)).rowcount or 0)
+        for i in range(0, len(rows), 200):  # one multi-row statement a slice; the rows it stored come back
+            statement = dialect.insert(X).values(list(rows[i : i + 200])).on_conflict_do_nothing()
+            new += len(conn.execute(statement.returning(X.rule_id)).all())
+    return new
 
 
 def _flip() -> Any:

@@ -83,10 +83,14 @@ def _per_revision(url: str, rule_id: str) -> tuple[dict[tuple[str, int | None], 
         with engine.connect() as conn:
             s, x = OnlineScoreRow, OnlineShadowScoreRow
             live = conn.execute(
-                select(s.trace_id, s.revision, func.count()).where(s.rule_id == rule_id).group_by(s.trace_id, s.revision)
+                select(s.trace_id, s.revision, func.count())
+                .where(s.rule_id == rule_id)
+                .group_by(s.trace_id, s.revision)
             ).all()
             shadow = conn.execute(
-                select(x.trace_id, x.revision, func.count()).where(x.rule_id == rule_id).group_by(x.trace_id, x.revision)
+                select(x.trace_id, x.revision, func.count())
+                .where(x.rule_id == rule_id)
+                .group_by(x.trace_id, x.revision)
             ).all()
     finally:
         engine.dispose()
@@ -200,7 +204,9 @@ def test_a_promotion_takes_effect_for_the_next_target_and_never_scores_one_twice
 
         def some_done_some_queued() -> bool:
             states = _states(client, rule_id)
-            return len(states) == len(first) and "done" in states.values() and list(states.values()).count("queued") >= 3
+            return (
+                len(states) == len(first) and "done" in states.values() and list(states.values()).count("queued") >= 3
+            )
 
         wait_until(some_done_some_queued, 300, 0.05, what="a target scored and others queued")
         done_before = {t for t, s in _states(client, rule_id).items() if s == "done"}

@@ -26,8 +26,11 @@ async def shadow(
     workspace: WorkspaceDep,
     revision: Annotated[
         int | None,
-        Query(ge=1, le=MAX_REVISION, description="The candidate revision compared (default: the rule's candidate, "
-              "else the last one it had)."),
+        Query(
+            ge=1,
+            le=MAX_REVISION,
+            description="The candidate revision compared (default: the rule's candidate, else the last one it had).",
+        ),
     ] = None,
     examples: Annotated[int, Query(ge=0, le=MAX_EXAMPLES, description="At most this many examples (default 20).")] = 20,
 ) -> ShadowComparison:
