@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind
 from sqlalchemy import func, select
 
+from evaluator_host.client import Client, ConflictError
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.online_rows import OnlineScoreRow, OnlineShadowScoreRow
 from tests.support import REPO
@@ -182,6 +183,11 @@ SLOW_V1 = (
 FAST_V2 = "def evaluate(inputs, outputs, trace):\n    return {'score': 0.0, 'passed': False, 'label': 'v2'}\n"
 
 
+def _cli(action: str, rule_id: str, server: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "evaluator_host.cli", "rules", action, rule_id, "--server", server, *extra]
+    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
 def _states(client: httpx.Client, rule_id: str) -> dict[str, str]:
     data = client.get(f"/v1/online-rules/{rule_id}/scores").json()["data"]
     return {s["trace_id"]: s["state"] for s in data}
@@ -198,8 +204,8 @@ def test_a_promotion_takes_effect_for_the_next_target_and_never_scores_one_twice
     with serving(tmp_path, backend, database_url=served_url, env=env) as (client, _proc):
         ev = _evaluator(client, SLOW_V1, FAST_V2)
         rule_id = client.post("/v1/online-rules", json={"evaluator_id": ev, "revision": 1}).json()["id"]
-        patched = client.patch(f"/v1/online-rules/{rule_id}", json={"candidate_revision": 2})
-        assert patched.status_code == 200 and patched.json()["candidate_revision"] == 2, patched.text
+        api = Client(str(client.base_url))  # the Python client sets the candidate and promotes it
+        assert api.set_candidate_revision(rule_id, 2).candidate_revision == 2
         first = _send(str(client.base_url), [f"first {i}" for i in range(6)])
 
         def some_done_some_queued() -> bool:
@@ -210,15 +216,15 @@ def test_a_promotion_takes_effect_for_the_next_target_and_never_scores_one_twice
 
         wait_until(some_done_some_queued, 300, 0.05, what="a target scored and others queued")
         done_before = {t for t, s in _states(client, rule_id).items() if s == "done"}
-        promoted = client.post(f"/v1/online-rules/{rule_id}/promote")
-        assert promoted.status_code == 200, promoted.text
-        body = promoted.json()
-        assert (body["previous_revision"], body["revision"]) == (1, 2)
-        assert body["rule"]["revision"] == 2 and body["rule"]["candidate_revision"] is None
+        promoted = api.promote_rule(rule_id)
+        assert (promoted.previous_revision, promoted.revision) == (1, 2)
+        assert promoted.rule.revision == 2 and promoted.rule.candidate_revision is None
         queued_after = {t for t, s in _states(client, rule_id).items() if s == "queued"}
         assert queued_after, "no target was left queued at the promotion"
-        again = client.post(f"/v1/online-rules/{rule_id}/promote")
-        assert again.status_code == 409 and again.json()["error"]["type"] == "Conflict", again.text
+        with pytest.raises(ConflictError, match="no candidate revision"):
+            api.promote_rule(rule_id)
+        again = _cli("promote", rule_id, str(client.base_url))
+        assert again.returncode == 2 and "no candidate revision" in again.stderr, again.stderr
         nxt = _send(str(client.base_url), ["next"])
 
         def all_done() -> bool:
@@ -237,6 +243,12 @@ def test_a_promotion_takes_effect_for_the_next_target_and_never_scores_one_twice
         assert {(t, 2) for t in queued_after} <= set(live)  # queued at the promotion: by revision 2, live, once
         assert not {t for t, _ in candidate} & queued_after
         assert (nxt[0], 2) in live and not any(t == nxt[0] for t, _ in candidate)  # no candidate any more
-        shadow = client.get(f"/v1/online-rules/{rule_id}/shadow").json()  # the promoted one's comparison stays
-        assert shadow["candidate_revision"] == 2 and not shadow["pending_candidate"] and shadow["live_revision"] == 2
-        assert shadow["compared"] == len(candidate) and shadow["flips"]["pass_to_fail"] == len(candidate)
+        shadow = api.rule_shadow(rule_id)  # the promoted one's comparison stays
+        assert shadow.candidate_revision == 2 and not shadow.pending_candidate and shadow.live_revision == 2
+        assert shadow.compared == len(candidate) and shadow.flips.pass_to_fail == len(candidate)
+        listed = _cli("shadow", rule_id, str(client.base_url), "--json")
+        assert listed.returncode == 0 and json.loads(listed.stdout) == shadow.model_dump(mode="json"), listed.stderr
+        table = _cli("shadow", rule_id, str(client.base_url))
+        assert table.returncode == 0 and "pass_to_fail" in table.stdout and "candidate_revision" in table.stdout
+        assert "agreement with reviews: none" in table.stdout
+        api.close()
