@@ -179,13 +179,6 @@ class _RuleFields(BaseModel):
         description="Where its scores are also written: Phoenix span annotations, Langfuse scores (docs/online.md).",
     )
     limits: RuleLimits | None = Field(None, description="Budgets; over one, work is delayed (never dropped).")
-
-
-class RuleCreate(_RuleFields):
-    """``POST /v1/online-rules``; the smallest is ``{"evaluator_id": "..."}`` (every trace, latest revision)."""
-
-    evaluator_id: str = Field(min_length=1, max_length=40)
-    target: RuleTarget = Field(default_factory=RuleTarget, description="What one score is of (set at creation).")
     candidate_revision: int | None = Field(
         None,
         ge=1,
@@ -193,6 +186,13 @@ class RuleCreate(_RuleFields):
         description="A revision of the evaluator scored beside the live one on every target, stored apart "
         "(GET /v1/online-rules/{id}/shadow; POST .../promote makes it live); null: none.",
     )
+
+
+class RuleCreate(_RuleFields):
+    """``POST /v1/online-rules``; the smallest is ``{"evaluator_id": "..."}`` (every trace, latest revision)."""
+
+    evaluator_id: str = Field(min_length=1, max_length=40)
+    target: RuleTarget = Field(default_factory=RuleTarget, description="What one score is of (set at creation).")
 
 
 MAX_TEST_LIMIT = 100
@@ -261,13 +261,6 @@ class Rule(_RuleFields):
     id: str
     evaluator_id: str
     target: RuleTarget = Field(default_factory=RuleTarget)
-    candidate_revision: int | None = Field(
-        None,
-        ge=1,
-        le=MAX_REVISION,
-        description="A revision of the evaluator scored beside the live one on every target, stored apart "
-        "(GET /v1/online-rules/{id}/shadow; POST .../promote makes it live); null: none.",
-    )
     created_at: datetime
     updated_at: datetime
 

@@ -182,3 +182,27 @@ def test_the_comparisons_agreement_uses_the_verdicts_on_the_rules_items(world: d
     assert agreement["candidate"]["accuracy"] == pytest.approx(4 / 5) and agreement["candidate"]["revision"] == 2
     assert agreement["candidate"]["by_label"]["strict"]["reviewed"] == 5
     assert agreement["live"]["reviewed"] == agreement["candidate"]["reviewed"] == 5
+
+
+def test_a_candidate_that_raises_is_its_own_error_and_never_touches_the_live_scores(world: dict[str, Any]) -> None:
+    client, engine = world["client"], world["engine"]
+    ws, h = _workspace(client, "shadow-raises")
+    made = client.post("/v1/evaluators", json={"name": "r", "language": "python", "code": V1}, headers=h).json()
+    broken = "def evaluate(inputs, outputs, trace):\n    raise RuntimeError('candidate broke')\n"
+    newer = {"name": "r", "language": "python", "code": broken}
+    put = client.put(f"/v1/evaluators/{made['id']}", json=newer, headers=h)
+    assert put.status_code == 200, put.text
+    body = {"evaluator_id": made["id"], "revision": 1, "candidate_revision": 2}
+    rule_id = client.post("/v1/online-rules", json=body, headers=h).json()["id"]
+    traces = [chat_trace(engine, workspace=ws) for _ in range(3)]
+
+    def compared() -> dict[str, Any] | None:
+        got = client.get(f"/v1/online-rules/{rule_id}/shadow", headers=h).json()
+        return got if got["compared"] == len(traces) else None
+
+    got = wait_until(compared, 120, 0.1, what="the candidate's errors stored")
+    assert got["errors"] == {"live": 0, "candidate": 3} and got["flips"] == {"pass_to_fail": 0, "fail_to_pass": 0}
+    assert {e["candidate"]["status"] for e in got["examples"]} == {"error"}
+    scores = client.get(f"/v1/online-rules/{rule_id}/scores", headers=h).json()["data"]
+    assert sorted(s["trace_id"] for s in scores) == sorted(traces)
+    assert {(s["status"], s["score"], s["revision"]) for s in scores} == {("ok", 1.0, 1)}
