@@ -19,7 +19,6 @@ from evaluator_host.evaluation.models import (
 from evaluator_host.online.models import (
     Backfill,
     BackfillDryRun,
-    Promotion,
     Rule,
     RuleFilter,
     RuleList,
@@ -30,10 +29,10 @@ from evaluator_host.online.models import (
     ScoreList,
     SessionDetail,
     SessionList,
-    ShadowComparison,
     TraceDetail,
     TraceList,
 )
+from evaluator_host.online.shadow_models import Promotion, ShadowComparison
 from evaluator_host.tenancy.models import ApiKeyCreated, ApiKeyList, Quotas, SecretList, Workspace, WorkspaceList
 
 Json = Any

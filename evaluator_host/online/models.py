@@ -22,14 +22,6 @@ from evaluator_host.definitions.models import MAX_REVISION
 from evaluator_host.online import mapping
 from evaluator_host.online.backfill_models import Backfill, BackfillCreate, BackfillDryRun
 from evaluator_host.online.decision_models import Decision, RuleLimits
-from evaluator_host.online.shadow_models import (
-    ShadowAgreement,
-    ShadowAgreements,
-    ShadowAnswer,
-    ShadowComparison,
-    ShadowExample,
-    ShadowFlips,
-)
 from evaluator_host.shared.bounds import Int64
 from evaluator_host.sinks.models import MAX_SINKS, Sink, SinkState
 
@@ -39,7 +31,6 @@ __all__ = [
     "Backfill",
     "BackfillCreate",
     "BackfillDryRun",
-    "Promotion",
     "Rule",
     "RuleCreate",
     "RuleLimits",
@@ -57,12 +48,6 @@ __all__ = [
     "SessionDetail",
     "SessionList",
     "SessionSummary",
-    "ShadowAgreement",
-    "ShadowAgreements",
-    "ShadowAnswer",
-    "ShadowComparison",
-    "ShadowExample",
-    "ShadowFlips",
     "StatsBucket",
     "TraceDetail",
     "TraceList",
@@ -180,11 +165,7 @@ class _RuleFields(BaseModel):
     )
     limits: RuleLimits | None = Field(None, description="Budgets; over one, work is delayed (never dropped).")
     candidate_revision: int | None = Field(
-        None,
-        ge=1,
-        le=MAX_REVISION,
-        description="A revision of the evaluator scored beside the live one on every target, stored apart "
-        "(GET /v1/online-rules/{id}/shadow; POST .../promote makes it live); null: none.",
+        None, ge=1, le=MAX_REVISION, description="Scored beside the live revision, stored apart (shadow); null: none."
     )
 
 
@@ -263,16 +244,6 @@ class Rule(_RuleFields):
     target: RuleTarget = Field(default_factory=RuleTarget)
     created_at: datetime
     updated_at: datetime
-
-
-class Promotion(BaseModel):
-    """``POST /v1/online-rules/{id}/promote``'s answer: the candidate is the live revision now, from the next
-    claimed target on, and the rule has no candidate."""
-
-    rule_id: str
-    previous_revision: int | None = Field(description="The live revision before (null: the latest).")
-    revision: int = Field(description="The live revision now (the candidate promoted).")
-    rule: Rule = Field(description="The rule now (GET /v1/online-rules/{id}).")
 
 
 class RuleList(BaseModel):

@@ -1,5 +1,6 @@
-"""The online API's shapes of shadow revisions (``/v1/online-rules/{id}/shadow`` and ``/promote``, issue 53),
-re-exported by :mod:`evaluator_host.online.models`. Nothing here touches the database.
+"""The online API's shapes of shadow revisions (``/v1/online-rules/{id}/shadow`` and ``/promote``, issue 53), beside
+:mod:`evaluator_host.online.models` (whose ``Rule`` a promotion answers; the client imports both). Nothing here
+touches the database.
 """
 
 from __future__ import annotations
@@ -9,9 +10,18 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from evaluator_host.online.models import Rule
 from evaluator_host.review.models import Confusion, LabelAgreement
 
-__all__ = ["ShadowAgreement", "ShadowAgreements", "ShadowAnswer", "ShadowComparison", "ShadowExample", "ShadowFlips"]
+__all__ = [
+    "Promotion",
+    "ShadowAgreement",
+    "ShadowAgreements",
+    "ShadowAnswer",
+    "ShadowComparison",
+    "ShadowExample",
+    "ShadowFlips",
+]
 
 
 class ShadowFlips(BaseModel):
@@ -94,3 +104,13 @@ class ShadowComparison(BaseModel):
     )
     agreement_reason: str | None = Field(None, description="Why agreement_with_reviews is null.")
     message: str | None = Field(None, description="Set when nothing was compared: why.")
+
+
+class Promotion(BaseModel):
+    """``POST /v1/online-rules/{id}/promote``'s answer: the candidate is the live revision now, from the next
+    claimed target on, and the rule has no candidate."""
+
+    rule_id: str
+    previous_revision: int | None = Field(description="The live revision before (null: the latest).")
+    revision: int = Field(description="The live revision now (the candidate promoted).")
+    rule: Rule = Field(description="The rule now (GET /v1/online-rules/{id}).")
