@@ -12,6 +12,7 @@ from typing import Any
 
 from evaluator_host.api.examples_online import ONLINE as _ONLINE
 from evaluator_host.api.examples_review import REVIEW as _REVIEW
+from evaluator_host.api.examples_shadow import SHADOW as _SHADOW
 from evaluator_host.definitions import languages
 
 __all__ = ["EXAMPLES", "with_examples"]
@@ -304,6 +305,7 @@ EXAMPLES: dict[str, list[Any]] = {
     **_ONLINE,
     **_FIXTURES,
     **_REVIEW,
+    **_SHADOW,
 }
 
 

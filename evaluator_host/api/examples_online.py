@@ -49,9 +49,14 @@ ONLINE: dict[str, list[Any]] = {
     "RuleMapping": [_MAPPING],
     "RuleCreate": [
         {"evaluator_id": "ev_8c1f2d", "sampling_rate": 1.0},
+        {"evaluator_id": "ev_8c1f2d", "revision": 3, "candidate_revision": 4},
         {k: v for k, v in _RULE.items() if "_at" not in k and k != "id"},
     ],
-    "RulePatch": [{"enabled": False}, {"sampling_rate": 0.1, "revision": 2}],
+    "RulePatch": [
+        {"enabled": False},
+        {"sampling_rate": 0.1, "revision": 2},
+        {"candidate_revision": 4},  # issue 53: scored beside the live revision (shadow); null clears it
+    ],
     "RuleTarget": [{"level": "trace"}, {"level": "span"}, {"level": "session", "quiet_s": 300}],
     "SessionSummary": [_SESSION_SUMMARY],
     "SessionList": [{"data": [_SESSION_SUMMARY], "count": 1, "next_cursor": None}],

@@ -15,8 +15,8 @@
            commands, through a running service (``cli/admin.py``).
 ``db``     ``status | upgrade`` the database's schema (``cli/db.py``; ``serve`` migrates by itself).
 ``worker`` run queued jobs' chunks on this host (``cli/worker.py``; ``EVALUATOR_HOST_QUEUE_URL``).
-``rules``  ``list | create | show | pause | resume | delete | scores | stats`` online rules, through a
-           running service (``cli/rules.py``).
+``rules``  ``list | create | show | pause | resume | delete | scores | stats | shadow | promote`` online rules,
+           through a running service (``cli/rules.py``).
 ``jobs``   ``list | show JOB_ID`` batch jobs and each sink's deliveries, through a running service (``cli/jobs.py``).
 ``review`` ``list | create | items | verdict | export | agreement | fixtures`` review queues and agreement,
            through a running service (``cli/review.py``).

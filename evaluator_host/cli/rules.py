@@ -1,6 +1,8 @@
-"""``evaluator-host rules list|create|test|show|pause|resume|delete|scores|stats|backfill|why``: online rules,
-through a running service (``backfill RULE_ID --since T [--until T] [--limit N] [--dry-run]``: score the
-stored traces the rule missed; ``why TRACE_ID``: each rule's decision for that trace and its reason).
+"""``evaluator-host rules list|create|test|show|pause|resume|delete|scores|stats|backfill|why|shadow|promote``:
+online rules, through a running service (``backfill RULE_ID --since T [--until T] [--limit N] [--dry-run]``: score
+the stored traces the rule missed; ``why TRACE_ID``: each rule's decision for that trace and its reason;
+``shadow RULE_ID [--revision N] [--limit N]``: its candidate revision against the live one — flips, mean delta,
+agreement with reviews, examples; ``promote RULE_ID``: the candidate becomes live; ``create --candidate N``).
 ``create``/``test`` take the rule's body as options (``--level span`` scores each matching span,
 ``--level session [--session-key K] [--quiet-s N]`` each quiet session); ``test`` scores it now on the latest
 matching stored targets, storing nothing, and exits 1 with a message when nothing matched.
@@ -33,6 +35,8 @@ __all__ = ["add_parser"]
 API_KEY_ENV = "EVALUATOR_HOST_API_KEY"
 _RULE_COLUMNS = ["id", "name", "evaluator_id", "revision", "sampling_rate", "enabled", "filter", "target"]
 _BACKFILL_COLUMNS = ["id", "status", "total", "done", "skipped", "revision"]
+_SHADOW_COLUMNS = ["live_revision", "candidate_revision", "compared", "pass_to_fail", "fail_to_pass", "mean_delta"]
+_EXAMPLE_COLUMNS = ["trace_id", "span_id", "flip", "delta", "live", "candidate"]
 _TEST_COLUMNS = ["trace_id", "span_id", "session_id", "status", "score", "passed", "label", "reason"]
 
 
@@ -110,7 +114,7 @@ def _create(client: Client, args: argparse.Namespace) -> dict[str, Any]:
     rule = client.create_rule(
         args.target, name=args.name or None, revision=args.revision or None, sampling_rate=args.rate,
         filter=_filter(args) or None, mapping=mapping or None, enabled=False if args.paused else None,
-        target=_target(args),
+        target=_target(args), candidate_revision=args.candidate,
     )  # fmt: skip
     return dumped(rule)
 
@@ -148,6 +152,34 @@ def _backfill(client: Client, args: argparse.Namespace, rule_id: str) -> None:
     _print(args, answer, columns)
 
 
+def _shadow(client: Client, args: argparse.Namespace, rule_id: str) -> None:
+    """``rules shadow RULE_ID [--revision N] [--limit N]``: the comparison (one line), each side's agreement with
+    the rule's review verdicts, then its examples; ``--json``: the API's answer whole."""
+    answer = dumped(client.rule_shadow(rule_id, revision=args.revision, examples=args.limit))
+    if args.json:
+        _print(args, answer, [])
+        return
+    _print(args, {**answer, **answer["flips"]}, _SHADOW_COLUMNS)
+    if answer["message"]:
+        sys.stdout.write(f"{answer['message']}\n")
+    agreement = answer["agreement_with_reviews"]
+    if agreement is None:
+        sys.stdout.write(f"agreement with reviews: none ({answer['agreement_reason']})\n")
+    else:
+        for side in ("live", "candidate"):
+            a = agreement[side]
+            sys.stdout.write(
+                f"agreement with reviews, {side} revision {a['revision']}: accuracy {a['accuracy']:.3f} "
+                f"over {a['reviewed']} reviewed, cohen_kappa {a['cohen_kappa']}\n"
+            )
+    side = "{revision}:{status}:{score}:{passed}"
+    rows = [
+        {**e, "live": side.format(**e["live"]), "candidate": side.format(**e["candidate"])} for e in answer["examples"]
+    ]
+    if rows:
+        _print(args, rows, _EXAMPLE_COLUMNS)
+
+
 def _run(args: argparse.Namespace) -> int:
     action, target = args.action, args.target
     if action not in ("list", "create", "test") and not target:
@@ -165,7 +197,7 @@ def _act(client: Client, args: argparse.Namespace, action: str, target: str) -> 
     elif action == "create":
         _print(args, _create(client, args), _RULE_COLUMNS)
     elif action == "show":
-        _print(args, dumped(client.get_rule(target)), [*_RULE_COLUMNS, "mapping", "created_at"])
+        _print(args, dumped(client.get_rule(target)), [*_RULE_COLUMNS, "candidate_revision", "mapping", "created_at"])
     elif action in ("pause", "resume"):
         _print(args, dumped(client.update_rule(target, enabled=action == "resume")), _RULE_COLUMNS)
     elif action == "delete":
@@ -176,6 +208,13 @@ def _act(client: Client, args: argparse.Namespace, action: str, target: str) -> 
         _print(args, decisions, ["rule_id", "target", "decision", "reason"])
     elif action == "backfill":
         _backfill(client, args, target)
+    elif action == "shadow":
+        _shadow(client, args, target)
+    elif action == "promote":
+        promoted = dumped(client.promote_rule(target))
+        if not args.json:
+            sys.stdout.write(f"promoted revision {promoted['revision']} (was {promoted['previous_revision']})\n")
+        _print(args, promoted["rule"], [*_RULE_COLUMNS, "candidate_revision"])
     elif action == "scores":
         page = client.rule_scores(target, limit=args.limit or 50, since=args.since, until=args.until)
         columns = ["trace_id", "span_id", "session_id", "state", "status", "score", "passed", "label", "current"]
@@ -200,12 +239,16 @@ def add_parser(sub: Any) -> None:
     """Add ``rules`` to the command line."""
     rules = sub.add_parser(
         "rules",
-        help="online rules: list, create, test, show, pause, resume, delete, scores, stats, backfill; why TRACE_ID",
+        help="online rules: list, create, test, show, pause, resume, delete, scores, stats, backfill, shadow, "
+        "promote; why TRACE_ID",
     )
     rules.add_argument(
         "action",
-        choices=["list", "create", "test", "show", "pause", "resume", "delete", "scores", "stats", "backfill", "why"],
-    )
+        choices=[
+            "list", "create", "test", "show", "pause", "resume", "delete", "scores", "stats", "backfill", "why",
+            "shadow", "promote",
+        ],
+    )  # fmt: skip
     rules.add_argument("target", nargs="?", help="create/test: the evaluator id; why: a trace id; others: the rule id")
     rules.add_argument(
         "--level",
@@ -223,7 +266,15 @@ def add_parser(sub: Any) -> None:
         help="create/test, --level session: seconds without a span before a session is scored (default 300)",
     )
     rules.add_argument("--name", help="create: a name to show")
-    rules.add_argument("--revision", type=int, help="create: the evaluator revision (default: the latest)")
+    rules.add_argument(
+        "--revision",
+        type=int,
+        help="create: the evaluator revision (default: the latest); shadow: the candidate compared (default: the "
+        "rule's candidate, else its last one)",
+    )
+    rules.add_argument(
+        "--candidate", type=int, help="create: a revision scored beside the live one, stored apart (see shadow)"
+    )
     rules.add_argument("--rate", type=float, default=1.0, help="create: the sampling rate, 0..1 (default 1)")
     rules.add_argument("--service", help="create: match spans of this service.name")
     rules.add_argument("--span", help="create: match spans of this name")
@@ -236,7 +287,8 @@ def add_parser(sub: Any) -> None:
     rules.add_argument(
         "--limit",
         type=int,
-        help="scores: at most this many (default 50); test: targets scored (default 20); backfill: targets at most",
+        help="scores: at most this many (default 50); test: targets scored (default 20); backfill: targets at most; "
+        "shadow: examples (default 20)",
     )
     rules.add_argument("--since", help="scores/stats: from (ISO 8601); backfill: traces first seen from")
     rules.add_argument("--until", help="scores/stats: to (ISO 8601); backfill: traces first seen before")

@@ -32,6 +32,7 @@ from evaluator_host.online.models import (
     TraceDetail,
     TraceList,
 )
+from evaluator_host.online.shadow_models import Promotion, ShadowComparison
 from evaluator_host.tenancy.models import ApiKeyCreated, ApiKeyList, Quotas, SecretList, Workspace, WorkspaceList
 
 Json = Any
@@ -51,13 +52,15 @@ def create_rule(
     mapping: RuleMapping | Mapping[str, Any] | None = None,
     enabled: bool | None = None,
     target: RuleTarget | Mapping[str, Any] | None = None,
+    candidate_revision: int | None = None,
 ) -> Call[Rule]:
     """``POST /v1/online-rules``: score the workspace's traces that match ``filter`` with the evaluator
     (``target``: ``{"level": "span"}`` scores each matching span, ``{"level": "session", "session_key"?,
-    "quiet_s"?}`` each quiet session; default: each trace)."""
+    "quiet_s"?}`` each quiet session; default: each trace; ``candidate_revision``: a revision scored beside
+    the live one, stored apart — :func:`rule_shadow`, :func:`promote_rule`)."""
     body = body_of(
         evaluator_id=evaluator_id, name=name, revision=revision, sampling_rate=sampling_rate, filter=filter,
-        mapping=mapping, enabled=enabled, target=target,
+        mapping=mapping, enabled=enabled, target=target, candidate_revision=candidate_revision,
     )  # fmt: skip
     return Call("POST", "/v1/online-rules", model(Rule), body)
 
@@ -118,6 +121,27 @@ def rule_stats(
     """``GET /v1/online-rules/{id}/stats``: counts, mean score and pass rate per ``bucket`` seconds."""
     params = {"bucket": bucket, "since": since, "until": until}
     return Call("GET", f"/v1/online-rules/{rule_id}/stats", model(RuleStats), params=params)
+
+
+def rule_shadow(rule_id: str, *, revision: int | None = None, examples: int | None = None) -> Call[ShadowComparison]:
+    """``GET /v1/online-rules/{id}/shadow``: the candidate revision against the live one over every target both
+    scored (flips, mean delta, ``examples`` of them, agreement with the rule's review verdicts); ``revision``:
+    another candidate revision the rule had (default: its candidate, else the last one)."""
+    params = {"revision": revision, "examples": examples}
+    return Call("GET", f"/v1/online-rules/{rule_id}/shadow", model(ShadowComparison), params=params)
+
+
+def set_candidate_revision(rule_id: str, revision: int | None) -> Call[Rule]:
+    """``PATCH /v1/online-rules/{id}`` with ``candidate_revision``: a revision of the rule's evaluator scored beside
+    the live one on every target from now on, stored apart (422 when it does not exist); None clears it."""
+    return Call("PATCH", f"/v1/online-rules/{rule_id}", model(Rule), {"candidate_revision": revision})
+
+
+def promote_rule(rule_id: str) -> Call[Promotion]:
+    """``POST /v1/online-rules/{id}/promote``: the candidate becomes the live revision (from the next target
+    claimed on) and the rule has no candidate; 409 (``ConflictError``) when it has none (set one with
+    :func:`set_candidate_revision`)."""
+    return Call("POST", f"/v1/online-rules/{rule_id}/promote", model(Promotion))
 
 
 def list_traces(*, limit: int | None = None, cursor: str | None = None) -> Call[TraceList]:

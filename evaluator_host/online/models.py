@@ -164,6 +164,9 @@ class _RuleFields(BaseModel):
         description="Where its scores are also written: Phoenix span annotations, Langfuse scores (docs/online.md).",
     )
     limits: RuleLimits | None = Field(None, description="Budgets; over one, work is delayed (never dropped).")
+    candidate_revision: int | None = Field(
+        None, ge=1, le=MAX_REVISION, description="Scored beside the live revision, stored apart (shadow); null: none."
+    )
 
 
 class RuleCreate(_RuleFields):
@@ -221,6 +224,9 @@ class RulePatch(BaseModel):
     enabled: bool | None = None
     limits: RuleLimits | None = None
     sinks: list[Sink] | None = Field(None, max_length=MAX_SINKS, description="Replaced ([]: none).")
+    candidate_revision: int | None = Field(
+        None, ge=1, le=MAX_REVISION, description="A revision scored beside the live one (shadow); null: none."
+    )
 
     @model_validator(mode="after")
     def _not_null(self) -> RulePatch:

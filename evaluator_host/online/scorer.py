@@ -36,7 +36,9 @@ Contract (docs/online.md, "How it works"):
   (:func:`~evaluator_host.evaluation.cached_calls.evaluate_cached`): a deterministic evaluator's re-run
   costs lookups, not runs. Live traffic is not looked up (its cases are new).
 * Results are written ``WHERE claimed_by = me`` (:meth:`ScoreQueue.finish`); then counted in the
-  metrics and, when an exporter is set, sent back over OTLP.
+  metrics and, when an exporter is set, sent back over OTLP. Then the rows stored whose rule had a
+  ``candidate_revision`` at the claim run it on the same cases, stored apart
+  (:mod:`evaluator_host.online.shadow`: never exported, counted or queued for review).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from evaluator_host.observability.metrics import Metrics
 from evaluator_host.online import budgets, model_calls
 from evaluator_host.online.cases import Refused, build_case, load_many
 from evaluator_host.online.round_cases import EXPIRED, cases_of, error_result, gave_up
+from evaluator_host.online.shadow import Shadow
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.online_budgets import usage
 from evaluator_host.store.online_calls import record
@@ -95,6 +98,7 @@ class Scorer:
         self.me = me
         self.metrics = metrics
         self.exporter = exporter
+        self.shadow = Shadow(components, queue.engine)  # candidate revisions (issue 53)
         self._event = asyncio.Event()
         self._slots = asyncio.Semaphore(self.settings.online_scoring_concurrency)
         self._running: set[asyncio.Task[None]] = set()
@@ -198,7 +202,9 @@ class Scorer:
         if any(r.proxy_log for r in ran.values()):  # its cases' calls through the egress proxy (model_calls)
             await asyncio.to_thread(record, self.queue.engine, model_calls.rounds(ran), utcnow())
         await self._rate_limited(rows, results, ran, at)
-        await self._store(rows + over, results)
+        stored = await self._store(rows + over, results)
+        keys = [((r.rule_id, r.target_id), r, c) for r, c in runnable]
+        await self.shadow.score([(r, c, results[k]) for k, r, c in keys if k in stored])
         if expired:
             await asyncio.to_thread(self.queue.discard, self.me, expired, "retention")
 
@@ -320,7 +326,10 @@ class Scorer:
             keys = [(r.rule_id, r.target_id) for r in again]
             await asyncio.to_thread(self.queue.retry, self.me, keys, back_off, f"{type(exc).__name__}: {exc}")
 
-    async def _store(self, rows: Sequence[Claimed], results: dict[tuple[str, str], EvaluationResult]) -> None:
+    async def _store(
+        self, rows: Sequence[Claimed], results: dict[tuple[str, str], EvaluationResult]
+    ) -> set[tuple[str, str]]:
+        """Store the results this claim still holds; the (rule id, target id) of the rows stored."""
         now = utcnow()
         cap = self.settings.max_stored_result_bytes
         todo = []
@@ -330,7 +339,9 @@ class Scorer:
                 continue  # put back for a retry
             todo.append((row, result, stored_values(result, now, cap)))
         stored = await asyncio.to_thread(self.queue.finish, self.me, [(r.rule_id, r.target_id, v) for r, _, v in todo])
-        self.stored([(row, result) for (row, result, _), ok in zip(todo, stored, strict=True) if ok], now)
+        kept = [(row, result) for (row, result, _), ok in zip(todo, stored, strict=True) if ok]
+        self.stored(kept, now)
+        return {(row.rule_id, row.target_id) for row, _ in kept}
 
     def stored(self, scored: Sequence[tuple[Claimed, EvaluationResult]], now: datetime) -> None:
         """Count stored scores in the metrics and send them over OTLP (when an exporter is set). Rows another

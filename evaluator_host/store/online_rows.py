@@ -48,6 +48,7 @@ __all__ = [
     "OnlineSessionRow",
     "OnlineSessionRuleRow",
     "OnlineSessionTraceRow",
+    "OnlineShadowScoreRow",
     "OnlineSpanRow",
     "OnlineTraceRow",
     "OnlineUsageRow",
@@ -129,6 +130,8 @@ class OnlineRuleRow(Base):
     target: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # 0013; null: {"level": "trace"}
     limits: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # 0015: budgets; null: none
     sinks: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)  # 0016; null: none (issue 52)
+    # 0021_shadow_revisions (issue 53): a revision scored beside the live one (online_shadow_scores); null: none
+    candidate_revision: Mapped[int | None] = mapped_column(Integer, nullable=True)
     enabled: Mapped[bool] = mapped_column(Boolean)
     created_at: Mapped[datetime] = mapped_column(_TZ)
     updated_at: Mapped[datetime] = mapped_column(_TZ)
@@ -182,6 +185,37 @@ class OnlineScoreRow(Base):
     generation: Mapped[int | None] = mapped_column(Integer, nullable=True)  # 0014: the session's traces then
     superseded_by: Mapped[str | None] = mapped_column(String(200), nullable=True)  # 0014: null: current
     backfill_id: Mapped[str | None] = mapped_column(String(40), nullable=True)  # 0014: the backfill that queued it
+
+
+class OnlineShadowScoreRow(Base):
+    """A candidate revision's score of a target its rule's live revision scored at the same moment, on the
+    same case (issue 53, migration ``0021_shadow_revisions``): one row per (rule, target, candidate revision),
+    with the live answer beside it. Its own table: no read of ``online_scores`` (scores, stats, decisions,
+    review queues, exports, sinks) ever sees it."""
+
+    __tablename__ = "online_shadow_scores"
+    __table_args__ = (Index("ix_online_shadow_scores_rule", "rule_id", "revision", "scored_at"),)
+
+    rule_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    target_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    revision: Mapped[int] = mapped_column(Integer, primary_key=True)  # the candidate's
+    workspace_id: Mapped[str] = mapped_column(String(40))
+    trace_id: Mapped[str] = mapped_column(String(32))
+    span_id: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    session_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    evaluator_id: Mapped[str] = mapped_column(String(40))
+    status: Mapped[str] = mapped_column(String(20))
+    score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    passed: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    label: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    duration_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    result: Mapped[str] = mapped_column(Text)  # the candidate's EvaluationResult JSON
+    live_revision: Mapped[int | None] = mapped_column(Integer, nullable=True)  # the live answer, as stored
+    live_status: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    live_score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    live_passed: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    live_label: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    scored_at: Mapped[datetime] = mapped_column(_TZ)
 
 
 class OnlineDecisionRow(Base):

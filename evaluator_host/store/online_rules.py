@@ -12,17 +12,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from evaluator_host.errors import NotFoundError
+from evaluator_host.errors import ConflictError, NotFoundError
 from evaluator_host.store.db import as_utc, newest_first, utcnow
 from evaluator_host.store.online_rows import OnlineRuleRow
 
 __all__ = ["RuleRecord", "RuleStore", "rule_record"]
 
-CHANGEABLE = ("name", "revision", "filter", "sampling_rate", "mapping", "enabled", "limits", "sinks")
+CHANGEABLE = (
+    "name", "revision", "filter", "sampling_rate", "mapping", "enabled", "limits", "sinks", "candidate_revision"
+)  # fmt: skip
 CREATED = (*CHANGEABLE, "target")  # a rule's target is set when it is created (issue 50)
 
 
@@ -45,6 +47,7 @@ class RuleRecord:
     target: dict[str, Any] | None = None  # None: {"level": "trace"}
     limits: dict[str, Any] | None = None  # budgets (issue 51): scores_per_minute, sandbox_seconds_per_hour, ...
     sinks: list[dict[str, Any]] | None = None  # issue 52: where its scores are also written (sinks/)
+    candidate_revision: int | None = None  # issue 53: scored beside the live revision, stored apart (shadow)
 
     @property
     def level(self) -> str:
@@ -70,6 +73,7 @@ def rule_record(row: Any) -> RuleRecord:
         target=None if row.target is None else dict(row.target),
         limits=None if row.limits is None else dict(row.limits),
         sinks=list(getattr(row, "sinks", None) or []) or None,
+        candidate_revision=getattr(row, "candidate_revision", None),
     )
 
 
@@ -134,3 +138,22 @@ class RuleStore:
         with Session(self.engine) as session, session.begin():
             row = _live(session, workspace_id, rule_id)
             row.deleted_at = row.updated_at = utcnow()
+
+    def promote(self, workspace_id: str, rule_id: str) -> tuple[RuleRecord, int | None]:
+        """Make a live rule's candidate revision its live one and clear the candidate, in ONE conditional
+        ``UPDATE`` (``revision = candidate_revision, candidate_revision = NULL WHERE candidate_revision IS NOT
+        NULL``): a claim of the scorer reads the rule before or after it, never half of it (see
+        docs/online.md, "Try a new revision on live traffic"). The rule after it and the revision it had;
+        ``NotFoundError`` as :meth:`get`, ``ConflictError`` (409) when it has no candidate."""
+        r = OnlineRuleRow
+        with Session(self.engine) as session, session.begin():
+            before = _live(session, workspace_id, rule_id).revision
+            done = session.execute(
+                update(r)
+                .where(r.id == rule_id, r.deleted_at.is_(None), r.candidate_revision.is_not(None))
+                .values(revision=r.candidate_revision, candidate_revision=None, updated_at=utcnow())
+                .execution_options(synchronize_session=False)
+            )
+            if not done.rowcount:  # type: ignore[attr-defined]
+                raise ConflictError(f"online rule {rule_id!r} has no candidate revision to promote")
+        return self.get(workspace_id, rule_id), before

@@ -122,6 +122,8 @@ BY_ID = [
     ("DELETE", "/v1/online-rules/{rule}", None),
     ("GET", "/v1/online-rules/{rule}/scores", None),
     ("GET", "/v1/online-rules/{rule}/stats", None),
+    ("GET", "/v1/online-rules/{rule}/shadow", None),  # issue 53: shadow revisions
+    ("POST", "/v1/online-rules/{rule}/promote", None),
     ("GET", "/v1/traces/{trace}", None),
     ("POST", "/v1/online-rules/{rule}/backfill", {"dry_run": True}),
     ("POST", "/v1/online-rules/{rule}/backfill", {}),

@@ -162,12 +162,12 @@ def test_through_the_api_an_upload_leaves_no_file_and_its_rows_serve_previews_jo
 def test_a_data_dir_whose_datasets_are_files_has_them_moved_into_the_database_at_start_up(
     tmp_path: Path, url: str
 ) -> None:
-    """As today's release left them: the database at 0020_job_leases, each dataset's ``.jsonl``/``.idx``/``.cols``
+    """As today's release left them: the database at 0021_shadow_revisions, each dataset's ``.jsonl``/``.idx``/``.cols``
     in the data dir (written by the file store, recorded in ``datasets``); the next start-up migrates the schema
     and moves the rows in: every row readable, in order, its column counts kept, the files gone."""
     old = create_engine(schema.normalized_url(url))
     with old.begin() as conn:
-        command.upgrade(schema._config(conn), "0020_job_leases")  # the revision before dataset_chunks
+        command.upgrade(schema._config(conn), "0021_shadow_revisions")  # the revision before dataset_chunks
     legacy = DatasetFiles(tmp_path / "datasets")  # the rows as files: no database to put them in
     made = {}
     for name, n in (("small", 3), ("large", 2 * CHUNK_ROWS + 17)):

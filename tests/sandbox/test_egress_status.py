@@ -20,7 +20,7 @@ from tests.support.egress import WS, ask
 from tests.support.tls import certificate
 from tests.support.wait import wait_until_async
 
-LIMITED = b'HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1\r\nContent-Length: 9\r\n\r\nslow down'
+LIMITED = b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1\r\nContent-Length: 9\r\n\r\nslow down"
 CONTINUED = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
 

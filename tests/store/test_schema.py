@@ -198,6 +198,7 @@ def test_a_database_made_by_create_all_before_migrations_is_adopted_on_either_da
         conn.execute(text("DROP TABLE online_usage"))  # 0012
         conn.execute(text("DROP TABLE online_decisions"))  # 0015
         conn.execute(text("DROP TABLE online_sink_deliveries"))  # 0016
+        conn.execute(text("DROP TABLE online_shadow_scores"))  # 0021_shadow_revisions
         for table in ("review_verdicts", "review_items", "review_queues"):  # 0018_review_queues
             conn.execute(text(f"DROP TABLE {table}"))
         conn.execute(text("DROP TABLE online_model_calls"))  # 0019_model_call_budget

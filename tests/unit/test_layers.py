@@ -96,6 +96,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
             "migration.models",
             "builds.models",
             "online.models",
+            "online.shadow_models",  # shadow revisions' answers (issue 53), beside online/models.py
             "review.models",
             "targets.models",
             "tenancy.models",

@@ -43,7 +43,7 @@ from evaluator_host.online.trial import draft_rule, run_trial
 from evaluator_host.services import Services
 from evaluator_host.store.online_budgets import usage
 from evaluator_host.store.online_refs import TraceRef
-from evaluator_host.store.online_rules import RuleRecord
+from evaluator_host.store.online_rules import CHANGEABLE, RuleRecord
 
 router = APIRouter(tags=["online"])
 
@@ -53,7 +53,8 @@ Limit = Annotated[int | None, Query(ge=1, le=MAX_LIMIT, description="At most thi
 Cursor = Annotated[str | None, Query(description="next_cursor of the previous page.")]
 
 
-def _model(record: RuleRecord) -> Rule:
+def rule_model(record: RuleRecord) -> Rule:
+    """The API's shape of a stored rule."""
     return Rule(
         id=record.id,
         name=record.name,
@@ -65,6 +66,7 @@ def _model(record: RuleRecord) -> Rule:
         limits=RuleLimits(**record.limits) if record.limits else None,
         target=RuleTarget(**(record.target or {})),
         sinks=record.sinks or [],
+        candidate_revision=record.candidate_revision,
         enabled=record.enabled,
         created_at=record.created_at,
         updated_at=record.updated_at,
@@ -112,10 +114,12 @@ def _utc(value: datetime | None) -> datetime | None:
 async def create_rule(body: RuleCreate, services: ServicesDep, workspace: WorkspaceDep) -> Rule:
     """A rule: which finished traces its evaluator scores, once each (docs/online.md)."""
     await _check_evaluator(services, workspace, body.evaluator_id, body.revision)
-    fields = _stored(body, {"name", "revision", "filter", "sampling_rate", "mapping", "enabled", "limits", "sinks"})
+    if body.candidate_revision is not None:
+        await _check_evaluator(services, workspace, body.evaluator_id, body.candidate_revision)
+    fields = _stored(body, set(CHANGEABLE))
     fields["target"] = body.target.model_dump()
     record = await asyncio.to_thread(services.online.rules.create, workspace, body.evaluator_id, fields)
-    return _model(record)
+    return rule_model(record)
 
 
 @router.post("/online-rules/test", response_model=RuleTestAnswer)
@@ -140,24 +144,25 @@ async def list_rules(
     found = await asyncio.to_thread(
         services.online.rules.list, workspace, limit=asked.fetch, before=asked.created_before()
     )
-    data, after = asked.answer([_model(r) for r in found], lambda r: (r.created_at.isoformat(), r.id))
+    data, after = asked.answer([rule_model(r) for r in found], lambda r: (r.created_at.isoformat(), r.id))
     return RuleList(data=data, count=len(data), next_cursor=after)
 
 
 @router.get("/online-rules/{rule_id}", response_model=Rule)
 async def get_rule(rule_id: str, services: ServicesDep, workspace: WorkspaceDep) -> Rule:
     """One rule."""
-    return _model(await asyncio.to_thread(services.online.rules.get, workspace, rule_id))
+    return rule_model(await asyncio.to_thread(services.online.rules.get, workspace, rule_id))
 
 
 @router.patch("/online-rules/{rule_id}", response_model=Rule)
 async def patch_rule(rule_id: str, body: RulePatch, services: ServicesDep, workspace: WorkspaceDep) -> Rule:
     """Change the fields given (``enabled: false`` pauses; ``revision: null`` scores with the latest)."""
     current = await asyncio.to_thread(services.online.rules.get, workspace, rule_id)
-    if "revision" in body.model_fields_set and body.revision is not None:
-        await _check_evaluator(services, workspace, current.evaluator_id, body.revision)
+    for name in ("revision", "candidate_revision"):  # a candidate is a revision of the rule's evaluator too
+        if name in body.model_fields_set and getattr(body, name) is not None:
+            await _check_evaluator(services, workspace, current.evaluator_id, getattr(body, name))
     changes = _stored(body, set(body.model_fields_set))
-    return _model(await asyncio.to_thread(services.online.rules.update, workspace, rule_id, changes))
+    return rule_model(await asyncio.to_thread(services.online.rules.update, workspace, rule_id, changes))
 
 
 @router.delete("/online-rules/{rule_id}", status_code=status.HTTP_204_NO_CONTENT)

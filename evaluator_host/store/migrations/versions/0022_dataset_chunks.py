@@ -5,7 +5,7 @@ service start-up on the data dir that holds them (``DatasetCatalog.move_files_in
 stays empty (the rows stay files in the data dir).
 
 Revision ID: 0022_dataset_chunks
-Revises: 0020_job_leases
+Revises: 0021_shadow_revisions
 Create Date: 2026-11-25
 """
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0022_dataset_chunks"
-down_revision = "0020_job_leases"
+down_revision = "0021_shadow_revisions"
 branch_labels = None
 depends_on = None
 
