@@ -6,11 +6,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from evaluator_host.definitions.models import CAPABILITIES_DOC, MAX_REVISION, Capabilities, Language, Packages
-from evaluator_host.evaluation.aggregate_models import Aggregate
 from evaluator_host.evaluation.plain_env import MAX_ENV, MAX_ENV_BYTES, MAX_ENV_VALUE, check_env
+from evaluator_host.evaluation.result_models import BatchResponse, Case, ErrorInfo, EvaluationResult, Status
 from evaluator_host.store.text import StoredText
 from evaluator_host.tenancy.models import NetworkEntry, network_entries
 
@@ -33,9 +33,6 @@ __all__ = [
     "RevisionList",
     "Status",
 ]
-
-
-Status = Literal["ok", "error", "invalid_result", "timeout", "memory_limit", "output_limit", "sandbox_error"]
 
 
 class EvaluatorSettings(BaseModel):
@@ -87,17 +84,6 @@ class EvaluatorSettings(BaseModel):
     @classmethod
     def _plain_env(cls, value: dict[str, str]) -> dict[str, str]:
         return check_env(value)
-
-
-class Case(BaseModel):
-    """One evaluation's data."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    inputs: Any = Field(default_factory=dict, description="The test case's inputs (usually an object).")
-    outputs: Any = Field(None, description="The application's output being evaluated.")
-    trace: Any = Field(None, description="The application's trace, if any.")
-    app_params: Any = Field(None, description="Application parameters (legacy interface).")
 
 
 class _Definition(BaseModel):
@@ -287,63 +273,6 @@ class EvaluatorEvaluateRequest(BaseModel):
     app_params: Any = None
     revision: int | None = Field(None, ge=1, le=MAX_REVISION, description="Defaults to the latest revision.")
     cases: list[Case] | None = None
-
-
-class ErrorInfo(BaseModel):
-    """What went wrong in the user's code (or around it)."""
-
-    type: str
-    message: str
-    line: int | None = None
-    traceback: str = ""
-
-
-class EvaluationResult(BaseModel):
-    """The normalized outcome of one evaluation."""
-
-    status: Status
-    score: float | None = None
-    passed: bool | None = None
-    outputs: dict[str, float] = Field(default_factory=dict)
-    details: dict[str, Any] = Field(default_factory=dict)
-    reason: str | None = Field(None, description="Why: a returned dict's reason / explanation / comment (cut).")
-    label: str | None = Field(None, description="A returned dict's label (categorical result).")
-    error: ErrorInfo | None = None
-    warnings: list[str] = Field(default_factory=list)
-    stdout: str = ""
-    stderr: str = ""
-    truncated: bool = False
-    duration_ms: float = 0.0
-    interface: Literal["evaluate", "legacy", "main", "metric"]
-    runtime: dict[str, Any]
-    evaluator_id: str | None = None
-    revision: int | None = None
-    capabilities: Capabilities | None = Field(None, description=CAPABILITIES_DOC + " Single-case answers only.")
-    cached: bool = Field(
-        False,
-        exclude_if=lambda cached: not cached,
-        description="True: a job's row answered from the result cache, not run again (absent: it ran).",
-    )
-    # the egress proxy's own record of the case's connections, as the pool took it from the worker's gate:
-    # host-side, never serialized, never what the evaluator returned (its ``details.egress`` may be its own)
-    _proxy_log: list[dict[str, Any]] = PrivateAttr(default_factory=list)
-
-    @property
-    def proxy_log(self) -> list[dict[str, Any]]:
-        """The egress proxy's record of this case's connections (empty: none, or not run here). What a
-        rule's ``model_calls_per_minute`` and its judge's 429s are read from (``online/model_calls.py``):
-        evaluator code cannot reach it."""
-        return self._proxy_log
-
-
-class BatchResponse(BaseModel):
-    """Answer to a ``cases`` request."""
-
-    results: list[EvaluationResult]
-    aggregate: Aggregate
-    evaluator_id: str | None = None
-    revision: int | None = None
-    capabilities: Capabilities | None = Field(None, description=CAPABILITIES_DOC)
 
 
 class Evaluator(BaseModel):

@@ -9,7 +9,8 @@ dotted path into nested objects, as the other mapped columns). A value is text o
 * :func:`check_traced` refuses (422 ``NothingCompared``) a job with sinks whose dataset has no row with a
   trace id, naming the columns it looked for: such a job could deliver nothing, yet end green;
 * :func:`row_ids` reads the ids of given rows (the sink delivery loop, ``sinks/delivery.py``, through the
-  service).
+  service);
+* :func:`uncounted` is a job's sink summaries before any delivery is counted (every done row pending).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from typing import Any
 
 from evaluator_host.errors import NothingCompared
 from evaluator_host.jobs.datasets.files import DatasetFiles
+from evaluator_host.jobs.models import JobSinkSummary
 from evaluator_host.sandbox import fastjson
 
-__all__ = ["MAX_ID", "check_traced", "columns", "row_ids"]
+__all__ = ["MAX_ID", "check_traced", "columns", "row_ids", "uncounted"]
 
 MAX_ID = 128
 _HEX = re.compile("[0-9a-fA-F]+")
@@ -89,3 +91,9 @@ def check_traced(files: DatasetFiles, dataset_id: str, mapping: dict[str, Any], 
         rows=row_count,
         columns=list(names),
     )
+
+
+def uncounted(sinks: Sequence[dict[str, Any]], done: int) -> list[JobSinkSummary]:
+    """The summary of each of a job's ``sinks`` (as stored) with no delivery counted: its ``done`` rows pending."""
+    counts = {"delivered": 0, "pending": done, "failed": 0, "skipped": 0}
+    return [JobSinkSummary(type=sink["type"], url=sink["url"], name=sink.get("name"), **counts) for sink in sinks]

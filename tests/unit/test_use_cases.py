@@ -240,7 +240,8 @@ def test_every_function_that_runs_cases_requires_a_receipt(module: str, cls: str
     [
         ("Charged", {"tenancy/quotas.py"}),  # receipts are made by the quota guard alone
         ("job_chunks", {"jobs/running/executor.py"}),  # a job's chunks: unmetered by the rate (max_concurrent_jobs)
-        ("pace_evaluations", {"online/scorer.py"}),  # throughput: online rules, delayed not failed
+        # throughput: online rules, delayed not failed; a fast rule's backfill page paced the same way (issue 50)
+        ("pace_evaluations", {"online/scorer.py", "online/backfill_direct.py"}),
         # calls: /v1/evaluate and by id (usecases), fixtures on save and /test (evaluators), a compare or a
         # differential run (compare), a replay (replay), agreement's run of a revision on reviewed items
         # (review); the scorer's one-by-one run of a paced group whose

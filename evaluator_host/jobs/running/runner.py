@@ -59,7 +59,7 @@ from evaluator_host.jobs.running.lanes import FINISHED, Lanes
 from evaluator_host.jobs.running.leases import LeaseKeeper
 from evaluator_host.jobs.running.progress import Live, job_view
 from evaluator_host.jobs.running.targeted import checked_target, usage_of
-from evaluator_host.jobs.sink_rows import check_traced
+from evaluator_host.jobs.sink_rows import check_traced, uncounted
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.settings import Settings
 from evaluator_host.store import RevisionRecord
@@ -357,18 +357,7 @@ class JobRunner:
         if record.target is not None:
             job.target = Target(**record.target)
             job.usage = self.lanes.targeted.live_usage(record.id, job.target.model)
-        for sink in record.sinks or []:  # none counted yet: the reads of it (get, list_all) add the counts
-            job.sinks.append(
-                JobSinkSummary(
-                    type=sink["type"],
-                    url=sink["url"],
-                    name=sink.get("name"),
-                    delivered=0,
-                    pending=job.progress.done,
-                    failed=0,
-                    skipped=0,
-                )  # fmt: skip
-            )
+        job.sinks.extend(uncounted(record.sinks or [], job.progress.done))  # get and list_all add the counts
         return job
 
     # -- execution -------------------------------------------------------------------------
