@@ -283,6 +283,7 @@ class Services:
         evaluation = Evaluation(settings, pool, backend.builder, weak_isolation=weak)
         datasets = DatasetCatalog(settings, jobs, quotas)
         evaluators = Evaluators(store, evaluation, vault, workspaces, quotas)
+        evaluators.shared = engine.dialect.name == "postgresql"  # others save and delete on it: read the latest
         runner = JobRunner(settings, jobs, evaluators, datasets, quotas)
         runner.metrics = metrics
         if settings.queue_url:

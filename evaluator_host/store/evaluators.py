@@ -138,6 +138,13 @@ class EvaluatorStore:
             session.flush()
             return _record(ev, rev)
 
+    def latest(self, workspace_id: str, evaluator_id: str) -> int:
+        """A live evaluator's latest revision number (0: only drafts) — one primary-key read; ``NotFoundError``
+        for a deleted one, another workspace's or none (what a service sharing the database with others
+        reads on every call by id: another service may have saved or deleted it since)."""
+        with Session(self.engine) as session:
+            return self._live(session, evaluator_id, workspace_id).latest_revision
+
     def get(self, workspace_id: str, evaluator_id: str, revision: int | None = None) -> RevisionRecord:
         """The given (default: latest) revision of a live evaluator. Without a revision, an evaluator
         whose revisions are all drafts is a ``ConflictError``."""
