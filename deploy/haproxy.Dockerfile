@@ -7,7 +7,7 @@ RUN printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends haproxy >/dev/null \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*
 COPY deploy/haproxy.cfg /etc/haproxy/haproxy.cfg
-RUN haproxy -c -f /etc/haproxy/haproxy.cfg
+RUN /usr/sbin/haproxy -c -f /etc/haproxy/haproxy.cfg
 USER haproxy
 EXPOSE 8000 4317 8404
-CMD ["haproxy", "-db", "-W", "-f", "/etc/haproxy/haproxy.cfg"]
+CMD ["/usr/sbin/haproxy", "-db", "-W", "-f", "/etc/haproxy/haproxy.cfg"]
