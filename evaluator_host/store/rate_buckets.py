@@ -69,13 +69,15 @@ class RateBuckets:
         """Run ``change(bucket, now)`` on ``workspace_id``'s bucket at ``rate`` under its lock, ``now`` the
         database's clock (Unix s); store the bucket it leaves unless it raises; its result."""
         table, row_of = _TABLE, _TABLE.c
+        # the row and the clock in one statement (three round trips a charge: this, the UPDATE, the commit);
+        # the clock may be read before a wait for the lock: the refill never goes back in time (quotas._refill)
+        query = select(row_of.rate, row_of.tokens, row_of.at, row_of.booked, database_now(self.engine)).where(
+            row_of.workspace_id == workspace_id
+        )
         with self.engine.begin() as conn:
-            now = float(conn.execute(select(database_now(self.engine))).scalar_one())
-            query = select(row_of.rate, row_of.tokens, row_of.at, row_of.booked).where(
-                row_of.workspace_id == workspace_id
-            )
-            found = conn.execute(query.with_for_update()).first()
+            found = conn.execute(query.with_for_update(of=table)).first()
             if found is None:
+                now = float(conn.execute(select(database_now(self.engine))).scalar_one())
                 try:
                     with conn.begin_nested():
                         conn.execute(
@@ -85,8 +87,10 @@ class RateBuckets:
                         )
                 except IntegrityError:
                     pass  # another service made it meanwhile: use (and lock) its row
-                found = conn.execute(query.with_for_update()).one()
-            bucket = BucketState(*(float(v) for v in found))
+                found = conn.execute(query.with_for_update(of=table)).one()
+            *fields, clock = (float(v) for v in found)
+            now = clock
+            bucket = BucketState(*fields)
             if bucket.rate != rate:
                 bucket = BucketState(rate, max(rate, 1.0), now)
             result = change(bucket, now)
