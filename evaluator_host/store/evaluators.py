@@ -142,8 +142,16 @@ class EvaluatorStore:
         """A live evaluator's latest revision number (0: only drafts) — one primary-key read; ``NotFoundError``
         for a deleted one, another workspace's or none (what a service sharing the database with others
         reads on every call by id: another service may have saved or deleted it since)."""
-        with Session(self.engine) as session:
-            return self._live(session, evaluator_id, workspace_id).latest_revision
+        query = select(EvaluatorRow.latest_revision).where(
+            EvaluatorRow.id == evaluator_id,
+            EvaluatorRow.workspace_id == workspace_id,
+            EvaluatorRow.deleted_at.is_(None),
+        )
+        with self.engine.connect() as conn:
+            latest = conn.execute(query).scalar_one_or_none()
+        if latest is None:
+            raise NotFoundError(f"evaluator {evaluator_id!r} does not exist")
+        return int(latest)
 
     def get(self, workspace_id: str, evaluator_id: str, revision: int | None = None) -> RevisionRecord:
         """The given (default: latest) revision of a live evaluator. Without a revision, an evaluator
