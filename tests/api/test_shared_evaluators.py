@@ -1,7 +1,7 @@
 """Issue 54: two services on one PostgreSQL database, each answering calls by id from what it remembers of
 an evaluator — a revision saved or an evaluator deleted through the other is in force on the very next
 call (it reads the evaluator's latest revision number on each call by id); an ``Idempotency-Key`` used
-through one is replayed by the other."""
+through one is replayed by the other; a result cached by one service's job answers the same rows on the other."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
 from tests.support.backends import postgres_only
+from tests.support.jobs import start, wait
 from tests.support.pg import Cluster
 from tests.support.service import make_settings
 
@@ -72,3 +73,24 @@ def test_an_idempotency_key_used_through_one_service_is_replayed_by_another(
     other = b.post("/v1/evaluators", json={**body, "name": "another"}, headers=key)
     assert other.status_code == 422, other.text  # one key names one request, whichever service sees it
     assert len([e for e in a.get("/v1/evaluators").json()["data"] if e["name"] == "once"]) == 1
+
+
+DETERMINISTIC = (  # ~0.2 ms of work a row: cached by default (result_cache_min_row_ms)
+    "def evaluate(inputs, outputs, trace):\n"
+    "    work = sum(i * i for i in range(8000))\n"
+    "    return float(outputs == inputs['expected'])\n"
+)
+
+
+@postgres_only
+def test_a_result_cached_by_one_services_job_answers_the_same_rows_on_another(
+    two: tuple[TestClient, TestClient],
+) -> None:
+    a, b = two
+    evaluator = a.post("/v1/evaluators", json={"name": "c", "language": "python", "code": DETERMINISTIC}).json()["id"]
+    rows = [{"outputs": str(i % 3), "expected": "1", "i": i} for i in range(40)]
+    first = wait(a, start(a, evaluator, rows=rows)["id"])
+    assert first["status"] == "succeeded" and first["progress"].get("cached", 0) == 0, first
+    second = wait(b, start(b, evaluator, rows=rows)["id"])  # B runs it: the cache is the database's
+    assert second["progress"] == {"total": 40, "done": 40, "failed": 0, "cached": 40}, second
+    assert second["aggregate"]["pass_rate"] == first["aggregate"]["pass_rate"]
