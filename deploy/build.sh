@@ -9,8 +9,9 @@
 #    by the base image's own pip (so environment markers are those of the image's Python, not this host's) with
 #    this host's CA bundle (PIP_CERT / SSL_CERT_FILE) and index (PIP_INDEX_URL) passed in. The Dockerfile then
 #    installs offline from it.
-# 3. The service image ($TAG, default evaluator-host/service:latest) and compose's PostgreSQL and Redis images
-#    (evaluator-host/postgres:15, evaluator-host/redis:7), built FROM the same base with Debian's packages.
+# 3. The service image ($TAG, default evaluator-host/service:latest) and compose's PostgreSQL, Redis and HAProxy
+#    images (evaluator-host/postgres:15, evaluator-host/redis:7, evaluator-host/haproxy:latest), built FROM the
+#    same base with Debian's packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE=${BASE:-evaluator-host/base-python:latest}
@@ -36,4 +37,5 @@ docker run "${args[@]}" "$BASE" python3 -m pip download --quiet --disable-pip-ve
 docker build --quiet -f deploy/Dockerfile --build-arg "BASE=$BASE" -t "$TAG" . >/dev/null
 docker build --quiet -f deploy/postgres.Dockerfile --build-arg "BASE=$BASE" -t evaluator-host/postgres:15 . >/dev/null
 docker build --quiet -f deploy/redis.Dockerfile --build-arg "BASE=$BASE" -t evaluator-host/redis:7 . >/dev/null
-echo "built $TAG ($(basename "$wheel")), evaluator-host/postgres:15, evaluator-host/redis:7 from $BASE"
+docker build --quiet -f deploy/haproxy.Dockerfile --build-arg "BASE=$BASE" -t evaluator-host/haproxy:latest . >/dev/null
+echo "built $TAG ($(basename "$wheel")), evaluator-host/postgres:15, evaluator-host/redis:7, evaluator-host/haproxy:latest from $BASE"

@@ -51,6 +51,7 @@ from evaluator_host.store.db import DEFAULT_WORKSPACE, make_engine
 from evaluator_host.store.idempotency import IdempotencyStore
 from evaluator_host.store.jobs import QUEUE_SUFFIX, JobStore
 from evaluator_host.store.online_spans import OnlineSpanStore
+from evaluator_host.store.rate_buckets import RateBuckets
 from evaluator_host.store.secrets import SecretStore
 from evaluator_host.store.sink_deliveries import SinkDeliveryStore
 from evaluator_host.store.workspaces import WorkspaceRecord, WorkspaceStore
@@ -269,7 +270,8 @@ class Services:
         jobs.lease_s = settings.job_lease_s  # held while renewed; adopted by another service once it runs out
         workspaces = Workspaces(settings, WorkspaceStore(engine))
         vault = Vault(settings, SecretStore(engine))
-        quotas = QuotaGuard(workspaces)
+        # PostgreSQL: the rate buckets live in the database, shared by every service on it (issue 54)
+        quotas = QuotaGuard(workspaces, RateBuckets(engine) if engine.dialect.name == "postgresql" else None)
         backend = select_backend(settings)
         metrics = Metrics()
         metrics.swept.inc(getattr(backend, "swept", 0))
@@ -281,6 +283,7 @@ class Services:
         evaluation = Evaluation(settings, pool, backend.builder, weak_isolation=weak)
         datasets = DatasetCatalog(settings, jobs, quotas)
         evaluators = Evaluators(store, evaluation, vault, workspaces, quotas)
+        evaluators.shared = engine.dialect.name == "postgresql"  # others save and delete on it: read the latest
         runner = JobRunner(settings, jobs, evaluators, datasets, quotas)
         runner.metrics = metrics
         if settings.queue_url:

@@ -136,7 +136,11 @@ class Evaluators:
         # database read: the latest revision number is known here because every write of this data
         # dir goes through this process (one service per data dir). Its bound form is the evaluation
         # path's to cache (``Evaluation.bind``), keyed by its secret values: a changed secret binds anew.
+        # ``shared`` (PostgreSQL: other services save and delete evaluators on the same database, issue 54):
+        # each call by id reads the evaluator's latest revision number (one primary-key read) instead, so a
+        # revision saved or an evaluator deleted through another replica is in force on the next call here.
         self._latest: dict[str, int] = {}
+        self.shared = False
         # (evaluator, revision) -> its record and runnable form (both immutable: derived from the record alone)
         self._records: LRU[tuple[str, int], tuple[RevisionRecord, Prepared]] = LRU(_REMEMBERED)
 
@@ -301,7 +305,11 @@ class Evaluators:
     async def _revision(self, workspace: str, evaluator_id: str, revision: int | None) -> tuple[RevisionRecord, Bound]:
         """A revision (``None``: the latest), read once then remembered, and its bound form (with the
         current values of its secrets). An evaluator of another workspace is not found, remembered or not."""
-        number = revision if revision is not None else self._latest.get(evaluator_id)
+        if self.shared:  # another service may have saved a revision or deleted the evaluator: 404s here
+            latest = await asyncio.to_thread(self.store.latest, workspace, evaluator_id)
+            number = revision if revision is not None else (latest or None)
+        else:
+            number = revision if revision is not None else self._latest.get(evaluator_id)
         found = self._records.get((evaluator_id, number)) if number is not None else None
         if found is not None and found[0].workspace_id == workspace:
             record, prepared = found

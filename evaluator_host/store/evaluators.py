@@ -138,6 +138,21 @@ class EvaluatorStore:
             session.flush()
             return _record(ev, rev)
 
+    def latest(self, workspace_id: str, evaluator_id: str) -> int:
+        """A live evaluator's latest revision number (0: only drafts) — one primary-key read; ``NotFoundError``
+        for a deleted one, another workspace's or none (what a service sharing the database with others
+        reads on every call by id: another service may have saved or deleted it since)."""
+        query = select(EvaluatorRow.latest_revision).where(
+            EvaluatorRow.id == evaluator_id,
+            EvaluatorRow.workspace_id == workspace_id,
+            EvaluatorRow.deleted_at.is_(None),
+        )
+        with self.engine.connect() as conn:
+            latest = conn.execute(query).scalar_one_or_none()
+        if latest is None:
+            raise NotFoundError(f"evaluator {evaluator_id!r} does not exist")
+        return int(latest)
+
     def get(self, workspace_id: str, evaluator_id: str, revision: int | None = None) -> RevisionRecord:
         """The given (default: latest) revision of a live evaluator. Without a revision, an evaluator
         whose revisions are all drafts is a ``ConflictError``."""

@@ -1,7 +1,9 @@
 """Workspace quotas: what a workspace may use at once, checked where it is used.
 
 * ``max_evaluations_per_s``: a token bucket per workspace (it holds one second of the rate, at
-  least 1 token), charged one token per case that runs the workspace's code, whatever asked for it.
+  least 1 token; in the database on PostgreSQL, so every service on it shares the workspace's one bucket:
+  :mod:`evaluator_host.store.rate_buckets`), charged one token per case that runs the workspace's code,
+  whatever asked for it.
   Running cases takes a :class:`Charged` receipt, and only this module makes one:
   ``Bound.run`` (:mod:`evaluator_host.evaluation.bound`), the one function that hands cases to a
   worker, spends it before any case leaves, and refuses a run its receipt does not cover. So a route
@@ -34,7 +36,9 @@
   ``online_usage``): ``POST /v1/traces`` stores the leading spans that fit and answers 429 when none
   does (:mod:`evaluator_host.store.online_usage`); retention releases them.
 * ``max_warm_workers``: enforced by the pool (:mod:`evaluator_host.sandbox.pool.leasing`): a workspace's
-  keys hold at most that many workers; calls beyond wait for one of them (no 429).
+  keys hold at most that many workers; calls beyond wait for one of them (no 429). Warm workers are a
+  service's own processes: the cap holds per service (N replicas: at most N times it, one pool each).
+* ``max_concurrent_jobs`` and ``max_dataset_bytes`` are counted from the database: shared by every service.
 
 Quotas are read from the cached workspace record: a ``PATCH`` is in force for the next call.
 """
@@ -43,14 +47,17 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from evaluator_host.errors import EvaluatorHostError, QuotaExceeded
 
 if TYPE_CHECKING:  # the store imports this module (storage_limit, storage_exceeded): no cycle through it
+    from evaluator_host.store.rate_buckets import BucketState, RateBuckets
     from evaluator_host.tenancy.workspaces import Workspaces
+
+T = TypeVar("T")
 
 __all__ = ["STORAGE_QUOTA", "Charged", "QuotaGuard", "fitting", "job_chunks", "storage_exceeded", "storage_limit"]
 
@@ -133,56 +140,103 @@ class _Bucket:
     rate: float
     tokens: float
     at: float
-    booked: float = 0.0  # (monotonic) when the last batch of paced evaluations put off is due to run
+    booked: float = 0.0  # when the last batch of paced evaluations put off is due to run (the bucket's clock)
+
+
+class _Bucketed(Protocol):
+    rate: float
+    tokens: float
+    at: float
+    booked: float
+
+
+def _refill(bucket: _Bucketed, now: float) -> None:
+    """Refill ``bucket`` to ``now`` (one second of the rate, at least 1 token, at most)."""
+    bucket.tokens = min(max(bucket.rate, 1.0), bucket.tokens + max(0.0, now - bucket.at) * bucket.rate)
+    bucket.at = max(bucket.at, now)
+
+
+def _take(bucket: _Bucketed, workspace_id: str, cases: int) -> Charged:
+    """Take ``cases`` tokens from a refilled ``bucket``, or raise the call's 429."""
+    rate, capacity = bucket.rate, max(bucket.rate, 1.0)
+    if cases > capacity:
+        raise QuotaExceeded(
+            f"{cases} cases in one call exceed this workspace's max_evaluations_per_s={rate:g}; "
+            "send fewer per call or run them as a job",
+            quota="max_evaluations_per_s",
+            retry_after_s=None,  # waiting never makes this call fit: no Retry-After
+        )
+    if bucket.tokens < cases:
+        wait = (cases - bucket.tokens) / rate
+        raise QuotaExceeded(
+            f"this workspace's max_evaluations_per_s={rate:g} is used up; retry in {wait:.2f} s",
+            quota="max_evaluations_per_s",
+            retry_after_s=max(1, math.ceil(wait)),
+        )
+    bucket.tokens -= cases
+    return Charged(workspace_id, cases, _mint=_MINT)
+
+
+def _pace(bucket: _Bucketed, workspace_id: str, cases: int) -> tuple[Charged, list[float]]:
+    """:meth:`QuotaGuard.pace_evaluations` on a refilled ``bucket``."""
+    now_ = min(cases, math.floor(bucket.tokens))
+    bucket.tokens -= now_
+    rest = cases - now_
+    if not rest:
+        return Charged(workspace_id, now_, _mint=_MINT), []
+    per = max(1, math.floor(max(bucket.rate, 1.0)))  # rows a bucket holds
+    step = per / bucket.rate
+    first = max(bucket.at + max(0.0, per - bucket.tokens) / bucket.rate, bucket.booked + step)
+    due = [first + (i // per) * step - bucket.at for i in range(rest)]
+    bucket.booked = bucket.at + due[-1]
+    return Charged(workspace_id, now_, _mint=_MINT), due
 
 
 class QuotaGuard:
-    """Checks the quotas of :mod:`evaluator_host.tenancy.quotas` (one per service)."""
+    """Checks the quotas of :mod:`evaluator_host.tenancy.quotas` (one per service).
 
-    def __init__(self, workspaces: Workspaces) -> None:
+    ``shared``: the database's buckets (:mod:`evaluator_host.store.rate_buckets`; the service passes them on
+    PostgreSQL), so services on one database share each workspace's ``max_evaluations_per_s`` — one
+    transaction per charge of a workspace with a rate quota, none for the others. None (SQLite: the embedded
+    single service): the buckets live in this object's memory, on the monotonic clock."""
+
+    def __init__(self, workspaces: Workspaces, shared: RateBuckets | None = None) -> None:
         self.workspaces = workspaces
+        self.shared = shared
         self._buckets: dict[str, _Bucket] = {}
 
     def _limit(self, workspace_id: str, name: str) -> float | None:
         value = self.workspaces.get(workspace_id).quotas.get(name)
         return None if value is None else float(value)
 
-    def _bucket(self, workspace_id: str) -> _Bucket | None:
-        """``workspace_id``'s bucket, refilled to now (None: no rate quota)."""
-        rate = self._limit(workspace_id, "max_evaluations_per_s")
-        if rate is None:
-            return None
+    def _bucket(self, workspace_id: str, rate: float) -> _Bucket:
+        """``workspace_id``'s in-memory bucket at ``rate``, refilled to now."""
         now = time.monotonic()
         bucket = self._buckets.get(workspace_id)
         if bucket is None or bucket.rate != rate:
             bucket = self._buckets[workspace_id] = _Bucket(rate, max(rate, 1.0), now)
-        bucket.tokens = min(max(rate, 1.0), bucket.tokens + (now - bucket.at) * rate)
-        bucket.at = now
+        _refill(bucket, now)
         return bucket
+
+    def _charge(self, workspace_id: str, rate: float, change: Callable[[_Bucketed], T]) -> T:
+        """``change`` on ``workspace_id``'s bucket at ``rate``, refilled to now: the shared one under its lock
+        (written back unless ``change`` raises) or the in-memory one."""
+        if self.shared is None:
+            return change(self._bucket(workspace_id, rate))
+
+        def refilled(bucket: BucketState, now: float) -> T:
+            _refill(bucket, now)
+            return change(bucket)
+
+        return self.shared.update(workspace_id, rate, refilled)
 
     def take_evaluations(self, workspace_id: str, cases: int) -> Charged:
         """Charge ``cases`` evaluations to ``workspace_id`` (a call): the receipt its runs spend;
         ``QuotaExceeded`` (429) when over its rate."""
-        bucket = self._bucket(workspace_id)
-        if bucket is None:
+        rate = self._limit(workspace_id, "max_evaluations_per_s")
+        if rate is None:
             return Charged(workspace_id, cases, _mint=_MINT)
-        rate, capacity = bucket.rate, max(bucket.rate, 1.0)
-        if cases > capacity:
-            raise QuotaExceeded(
-                f"{cases} cases in one call exceed this workspace's max_evaluations_per_s={rate:g}; "
-                "send fewer per call or run them as a job",
-                quota="max_evaluations_per_s",
-                retry_after_s=None,  # waiting never makes this call fit: no Retry-After
-            )
-        if bucket.tokens < cases:
-            wait = (cases - bucket.tokens) / rate
-            raise QuotaExceeded(
-                f"this workspace's max_evaluations_per_s={rate:g} is used up; retry in {wait:.2f} s",
-                quota="max_evaluations_per_s",
-                retry_after_s=max(1, math.ceil(wait)),
-            )
-        bucket.tokens -= cases
-        return Charged(workspace_id, cases, _mint=_MINT)
+        return self._charge(workspace_id, rate, lambda bucket: _take(bucket, workspace_id, cases))
 
     def pace_evaluations(self, workspace_id: str, cases: int) -> tuple[Charged, list[float]]:
         """Charge as many of ``cases`` as ``workspace_id``'s bucket holds now (throughput: online rules):
@@ -192,20 +246,10 @@ class QuotaGuard:
         The rest is put off a bucketful at a time, each batch due when the refill has room for it after
         the batches put off before it (``booked``), so a backlog comes back spread at the rate — not all at
         once, to be put off again — and a workspace's paced rows are tried about once or twice each."""
-        bucket = self._bucket(workspace_id)
-        if bucket is None:
+        rate = self._limit(workspace_id, "max_evaluations_per_s")
+        if rate is None:
             return Charged(workspace_id, cases, _mint=_MINT), []
-        now_ = min(cases, math.floor(bucket.tokens))
-        bucket.tokens -= now_
-        rest = cases - now_
-        if not rest:
-            return Charged(workspace_id, now_, _mint=_MINT), []
-        per = max(1, math.floor(max(bucket.rate, 1.0)))  # rows a bucket holds
-        step = per / bucket.rate
-        first = max(bucket.at + max(0.0, per - bucket.tokens) / bucket.rate, bucket.booked + step)
-        due = [first + (i // per) * step - bucket.at for i in range(rest)]
-        bucket.booked = bucket.at + due[-1]
-        return Charged(workspace_id, now_, _mint=_MINT), due
+        return self._charge(workspace_id, rate, lambda bucket: _pace(bucket, workspace_id, cases))
 
     def check_jobs(self, workspace_id: str, active: int) -> None:
         """``QuotaExceeded`` when ``active`` jobs (queued or running) leave no room for one more."""
