@@ -5,7 +5,8 @@ Contract: :func:`service_client` is a :class:`~evaluator_host.client.Client` of 
 ``EVALUATOR_HOST_API_KEY`` is not read here: each command says which key it uses). Inside
 :func:`usage_errors`, a client error becomes a :class:`~evaluator_host.cli.inputs.UsageError` (exit
 status 2): a service it cannot reach names the URL; an error answer reads ``METHOD PATH answered
-STATUS: TYPE: MESSAGE``. :func:`dumped` is a model as the JSON the service sent (what ``--json`` prints).
+STATUS: TYPE: MESSAGE`` (a 401 also says where the command reads its key, when it says). :func:`dumped`
+is a model as the JSON the service sent (what ``--json`` prints).
 :func:`call_service` is one request of any route as plain JSON, with those errors (for a command whose
 route the client has no method for).
 Used by ``admin.py``, ``rules.py`` and ``targets.py``'s ``Remote``. The client (and httpx) is imported when a
@@ -54,8 +55,9 @@ def described(exc: ApiError) -> str:
 
 
 @contextmanager
-def usage_errors() -> Iterator[None]:
-    """Client errors raised inside, as :class:`UsageError` (see the module's contract)."""
+def usage_errors(key_hint: str | None = None) -> Iterator[None]:
+    """Client errors raised inside, as :class:`UsageError` (see the module's contract); a 401 answer also
+    names ``key_hint``, where the command reads its key (``--api-key or EVALUATOR_HOST_API_KEY``), when given."""
     from evaluator_host.client import ApiError, ServiceUnreachable
 
     try:
@@ -63,7 +65,10 @@ def usage_errors() -> Iterator[None]:
     except ServiceUnreachable as exc:
         raise UsageError(str(exc)) from exc
     except ApiError as exc:
-        raise UsageError(described(exc)) from exc
+        said = described(exc)
+        if exc.status == 401 and key_hint:
+            said += f" (the key: {key_hint})"
+        raise UsageError(said) from exc
 
 
 def dumped(value: BaseModel) -> dict[str, Any]:

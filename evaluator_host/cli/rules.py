@@ -184,7 +184,7 @@ def _run(args: argparse.Namespace) -> int:
     action, target = args.action, args.target
     if action not in ("list", "create", "test") and not target:
         raise UsageError(f"rules {action} {'TRACE_ID' if action == 'why' else 'RULE_ID'}")
-    with _client(args) as client, usage_errors():
+    with _client(args) as client, usage_errors(key_hint=f"--api-key or {API_KEY_ENV}"):
         if action == "test":
             return _test(client, args)
         _act(client, args, action, target)

@@ -15,10 +15,11 @@ order. Each is ``{"rule_id", "target" (the span id at span level; null: the trac
   ``sampled_out``, ``dropped`` (the rule was paused) — as stored when the trace was routed;
 * neither: the trace not routed yet → ``not_ready`` (``until``: the latest it becomes ready, by its
   own readiness wait) or, once ready, waiting for the router; routed before the rule was created →
-  ``not_routed`` (the reason says how to score it anyway); routed before decisions were stored
+  ``not_routed`` (the reason names the rule's backfill, which scores it); routed before decisions were stored
   (migration 0015) → recomputed from the rule as it is now, and said so;
 * at span level, a span with no row: ``not_matched`` with the first failed condition of the rule's
-  filter as it is now, or ``not_routed`` when it matches (it arrived after the trace was routed).
+  filter as it is now, or ``not_routed`` when it matches (it arrived after the trace was routed; the reason
+  names the rule's backfill).
 
 Pure: no I/O.
 """
@@ -53,10 +54,14 @@ DECISIONS = (
     "dropped",
     "not_routed",
 )
-_BACKFILL = (
-    "the rule was created after the trace was routed; score it anyway with POST /v1/online-rules/test "
-    "(or `evaluator-host rules test`), which scores the latest stored traces now and stores nothing"
-)
+
+
+def _backfill(rule_id: str, what: str) -> str:
+    """A ``not_routed`` reason: why, and the backfill that scores it (a trial, ``rules test``, stores nothing)."""
+    return (
+        f"{what}; score it with a backfill: POST /v1/online-rules/{rule_id}/backfill "
+        f"(`evaluator-host rules backfill {rule_id} --dry-run` first), which scores the stored traces the rule missed"
+    )
 
 
 def span_refs(spans: Sequence[SpanData]) -> list[SpanRef]:
@@ -167,7 +172,8 @@ def _other_spans(rule: RuleRecord, refs: Sequence[SpanRef], done: set[str], at: 
             continue
         failure = first_failure(rule.filter, span)
         if failure is None:
-            out.append(_entry(rule.id, span.span_id, "not_routed", "the span arrived after the trace was routed", at))
+            said = _backfill(rule.id, "the span arrived after the trace was routed")
+            out.append(_entry(rule.id, span.span_id, "not_routed", said, at))
         else:
             out.append(_entry(rule.id, span.span_id, "not_matched", failure, at))
     return out
@@ -189,7 +195,8 @@ def derive(facts: TraceFacts, trace: TraceRef, settings: Settings, now: datetime
         elif facts.state != "routed":
             out.append(_not_ready(rule, facts, settings))
         elif facts.routed_at is not None and rule.created_at > facts.routed_at:
-            out.append(_entry(rule.id, None, "not_routed", _BACKFILL, rule.created_at))
+            said = _backfill(rule.id, "the rule was created after the trace was routed")
+            out.append(_entry(rule.id, None, "not_routed", said, rule.created_at))
         else:  # routed before migration 0015 stored decisions (or the rule came in during that routing)
             decision, reason = why_not(trace, rule)
             said = f"{reason} (recomputed with the rule as it is now: no decision was kept when the trace was routed)"

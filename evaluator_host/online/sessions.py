@@ -10,7 +10,9 @@ Contract (docs/online.md, "Session level"):
 * :func:`conversation` — the session's messages: each trace's input messages, then its output
   messages, normalized as a trace's ``inputs``/``outputs`` are (docs/online.md, "Mapping"). A chat app
   that sends the conversation so far with each turn repeats it: the input messages that repeat the
-  conversation built so far (its longest common prefix) are not added again.
+  conversation built so far (its longest common prefix) are not added again — though never a turn's last
+  input message unless the turn resends the whole conversation so far (a question asked again, a first
+  message said again, is the user's new message, not history).
 * :func:`build_session` — the dict evaluators get as ``trace``: ``{"session_id", "traces": [trace dicts
   in start order], "messages", "num_traces", "duration_ms"}`` (``truncated: true`` when only the latest
   :data:`MAX_SESSION_TRACES` traces were read); :func:`session_case` — the case: that dict, ``inputs``
@@ -96,8 +98,11 @@ def conversation(turns: Sequence[tuple[list[dict[str, Any]], list[dict[str, Any]
     """The messages of a session's turns in order (see the module docstring: a repeated history once)."""
     out: list[dict[str, Any]] = []
     for ins, outs in turns:
+        # A turn's last input message is its own (the question asked again, say) unless the turn resends the
+        # whole conversation so far: only then may the common prefix take all of its inputs.
+        most = len(out) if len(ins) >= len(out) else len(ins) - 1
         same = 0
-        while same < min(len(out), len(ins)) and _same_message(out[same], ins[same]):
+        while same < most and _same_message(out[same], ins[same]):
             same += 1
         out.extend(ins[same:])
         out.extend(outs)

@@ -4,6 +4,7 @@ pause, resume, scores, stats, delete; an error answer is one line and exit statu
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -145,3 +146,22 @@ def test_rules_backfill_dry_run_then_backfill_through_a_running_service(tmp_path
         scored = {json.loads(x)["trace_id"] for x in cli(server, "scores", rule, "--json").stdout.splitlines()}
         assert scored < set(traces)
         assert cli(server, "backfill", rule, "--limit", "0").returncode == 2  # refused by the API (422)
+
+
+@pytest.mark.slow
+def test_rules_without_the_key_of_a_keyed_service_says_where_the_key_goes(tmp_path: Path) -> None:
+    """A user who copies ``evaluator-host rules test …`` without a key gets the 401 and where the key is read."""
+    with serving(tmp_path, "process", env={"EVALUATOR_HOST_API_KEYS": "walk-key"}) as (client, _proc):
+        server = str(client.base_url)
+        command = [sys.executable, "-m", "evaluator_host.cli", "rules", "list", "--server", server]
+        bare = {k: v for k, v in os.environ.items() if k != "EVALUATOR_HOST_API_KEY"}
+
+        def run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+
+        refused = run(bare)
+        assert refused.returncode == 2
+        assert "answered 401" in refused.stderr
+        assert "(the key: --api-key or EVALUATOR_HOST_API_KEY)" in refused.stderr
+        listed = run({**bare, "EVALUATOR_HOST_API_KEY": "walk-key"})
+        assert listed.returncode == 0, listed.stderr

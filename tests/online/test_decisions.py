@@ -3,7 +3,8 @@ OpenTelemetry SDK exports OTLP/HTTP to a started service (``evaluator-host serve
 ``GET /v1/traces/{id}`` answers one decision per rule — ``not_ready`` while the root span is open,
 then ``scored``, ``failed`` (the result's status and error), ``not_matched`` naming the first failed
 filter condition, ``sampled_out``, ``dropped`` for a paused rule, per span at span level, and
-``not_routed`` for a rule created afterwards; a rule's stats count them per bucket. With a worker
+``not_routed`` for a rule created afterwards (its reason names the rule's backfill, which then scores
+the trace); a rule's stats count them per bucket. With a worker
 memory budget no worker fits in, the sandbox's ``Overloaded`` makes the score ``retrying`` with that
 error, until the last attempt stores ``failed`` (``sandbox_error``)."""
 
@@ -164,7 +165,15 @@ def test_every_rule_says_why_it_did_or_did_not_score_a_trace(tmp_path: Path, bac
 
         late = _rule(client, evaluator_id=good)
         after = _of(_decisions(client, trace_id), late)
-        assert after["decision"] == "not_routed" and "POST /v1/online-rules/test" in after["reason"]
+        assert after["decision"] == "not_routed"
+        assert f"POST /v1/online-rules/{late}/backfill" in after["reason"]  # the advice, followed: it scores the trace
+        started = client.post(f"/v1/online-rules/{late}/backfill", json={})
+        assert started.status_code == 202, started.text
+
+        def backfilled() -> bool:
+            return bool(_of(_decisions(client, trace_id), late)["decision"] == "scored")
+
+        wait_until(backfilled, 300, 0.1, what="the late rule's backfill to score the trace")
 
         assert _counted(client, scored) == {"scored": 1}
         assert _counted(client, failed) == {"failed": 1}

@@ -48,3 +48,18 @@ def test_a_history_resent_each_turn_is_in_the_conversation_once() -> None:
     assert conversation([([system, u1], [a1]), ([system, u1, a1, u2], [a2])]) == [system, u1, a1, u2, a2]
     assert conversation([([u1], [a1]), ([u2], [a2])]) == [u1, a1, u2, a2]  # only the new message each turn
     assert conversation([([system, u1], [a1]), ([system, u2], [a2])]) == [system, u1, a1, u2, a2]
+    assert conversation([([system, u1], [a1]), ([system, u1, a1], [a2])]) == [system, u1, a1, a2]  # regenerated
+
+
+def test_a_question_asked_again_is_a_new_turn_not_a_resent_history() -> None:
+    u1, a1, u2, a2, a3 = (
+        {"role": "user", "content": "capital of France?"},
+        {"role": "assistant", "content": "Paris"},
+        {"role": "user", "content": "capital of Australia?"},
+        {"role": "assistant", "content": "Sydney"},
+        {"role": "assistant", "content": "Paris, as I said"},
+    )
+    system = {"role": "system", "content": "brief"}
+    assert conversation([([u1], [a1]), ([u2], [a2]), ([u1], [a3])]) == [u1, a1, u2, a2, u1, a3]
+    assert conversation([([u1], [a1]), ([u1], [a3])]) == [u1, a1, u1, a3]
+    assert conversation([([system, u1], [a1]), ([system, u1], [a3])]) == [system, u1, a1, u1, a3]
