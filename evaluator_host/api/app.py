@@ -29,6 +29,7 @@ from evaluator_host.api.routes import (
     jobs,
     migrate,
     online,
+    redeliver,
     results,
     review,
     runtimes,
@@ -139,6 +140,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         traces.router,
         sessions.router,
         review.router,
+        redeliver.router,
     ):
         app.include_router(router, prefix="/v1", responses=ERROR_RESPONSES)
     conflict = _error("MigrationMismatch: the migrated code answered differently (+ rows, compared, code).")

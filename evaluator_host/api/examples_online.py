@@ -105,6 +105,11 @@ ONLINE: dict[str, list[Any]] = {
             "secret_key": "{{secret:LF_SK}}",
         },
     ],
+    "Redeliver": [{"states": ["failed"]}],
+    "Redelivered": [
+        {"requeued": 3},
+        {"requeued": 0, "message": "nothing to send again: no delivery of this rule is failed"},
+    ],
     "SinkState": [{"type": "langfuse", "state": "pending", "attempts": 2, "error": "HTTP 503: unavailable"}],
     "RuleTest": [
         {

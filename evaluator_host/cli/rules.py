@@ -2,7 +2,8 @@
 online rules, through a running service (``backfill RULE_ID --since T [--until T] [--limit N] [--dry-run]``: score
 the stored traces the rule missed; ``why TRACE_ID``: each rule's decision for that trace and its reason;
 ``shadow RULE_ID [--revision N] [--limit N]``: its candidate revision against the live one — flips, mean delta,
-agreement with reviews, examples; ``promote RULE_ID``: the candidate becomes live; ``create --candidate N``).
+agreement with reviews, examples; ``promote RULE_ID``: the candidate becomes live; ``create --candidate N``;
+``redeliver RULE_ID [--states failed,skipped]``: the rule's failed sink deliveries sent again).
 ``create``/``test`` take the rule's body as options (``--level span`` scores each matching span,
 ``--level session [--session-key K] [--quiet-s N]`` each quiet session); ``test`` scores it now on the latest
 matching stored targets, storing nothing, and exits 1 with a message when nothing matched.
@@ -215,6 +216,13 @@ def _act(client: Client, args: argparse.Namespace, action: str, target: str) -> 
         if not args.json:
             sys.stdout.write(f"promoted revision {promoted['revision']} (was {promoted['previous_revision']})\n")
         _print(args, promoted["rule"], [*_RULE_COLUMNS, "candidate_revision"])
+    elif action == "redeliver":  # the rule's failed deliveries sent again (issue 52)
+        answer = dumped(client.redeliver_rule_sinks(target, args.states.split(",") if args.states else None))
+        if args.json:
+            _print(args, answer, [])
+        else:
+            said = answer.get("message") or f"requeued {answer['requeued']} deliveries"
+            sys.stdout.write(f"{said}\n")
     elif action == "scores":
         page = client.rule_scores(target, limit=args.limit or 50, since=args.since, until=args.until)
         columns = ["trace_id", "span_id", "session_id", "state", "status", "score", "passed", "label", "current"]
@@ -240,13 +248,13 @@ def add_parser(sub: Any) -> None:
     rules = sub.add_parser(
         "rules",
         help="online rules: list, create, test, show, pause, resume, delete, scores, stats, backfill, shadow, "
-        "promote; why TRACE_ID",
+        "promote, redeliver; why TRACE_ID",
     )
     rules.add_argument(
         "action",
         choices=[
             "list", "create", "test", "show", "pause", "resume", "delete", "scores", "stats", "backfill", "why",
-            "shadow", "promote",
+            "shadow", "promote", "redeliver",
         ],
     )  # fmt: skip
     rules.add_argument("target", nargs="?", help="create/test: the evaluator id; why: a trace id; others: the rule id")
@@ -293,6 +301,9 @@ def add_parser(sub: Any) -> None:
     rules.add_argument("--since", help="scores/stats: from (ISO 8601); backfill: traces first seen from")
     rules.add_argument("--until", help="scores/stats: to (ISO 8601); backfill: traces first seen before")
     rules.add_argument("--dry-run", action="store_true", help="backfill: count what it would score, score nothing")
+    rules.add_argument(
+        "--states", help="redeliver: the delivery states sent again, comma-separated (default failed; or skipped)"
+    )
     rules.add_argument("--bucket", type=int, default=60, help="stats: bucket seconds (default 60)")
     rules.add_argument("--server", help="URL of the running service (default: http://HOST:PORT of the settings)")
     rules.add_argument("--api-key", help=f"the workspace key (default: {API_KEY_ENV})")

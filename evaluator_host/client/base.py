@@ -91,6 +91,8 @@ class Operations:
     test_online_rule = op(workspace.test_online_rule)
     rule_shadow = op(workspace.rule_shadow)
     promote_rule = op(workspace.promote_rule)
+    redeliver_rule_sinks = op(workspace.redeliver_rule_sinks)
+    redeliver_job_sinks = op(workspace.redeliver_job_sinks)
     set_candidate_revision = op(workspace.set_candidate_revision)
     list_traces = op(workspace.list_traces)
     get_trace = op(workspace.get_trace)

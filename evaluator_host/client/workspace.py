@@ -33,6 +33,7 @@ from evaluator_host.online.models import (
     TraceList,
 )
 from evaluator_host.online.shadow_models import Promotion, ShadowComparison
+from evaluator_host.sinks.models import Redelivered
 from evaluator_host.tenancy.models import ApiKeyCreated, ApiKeyList, Quotas, SecretList, Workspace, WorkspaceList
 
 Json = Any
@@ -262,3 +263,16 @@ def list_keys(workspace_id: str | None = None) -> Call[ApiKeyList]:
 def revoke_key(key_id: str) -> Call[None]:
     """``DELETE /v1/keys/{id}``."""
     return Call("DELETE", f"/v1/keys/{key_id}", nothing)
+
+
+def redeliver_rule_sinks(rule_id: str, states: Sequence[str] | None = None) -> Call[Redelivered]:
+    """``POST /v1/online-rules/{id}/sinks/redeliver``: the rule's failed deliveries (or those in ``states``)
+    sent again; ``requeued`` 0 with a ``message`` when none was."""
+    body = body_of(states=list(states) if states is not None else None)
+    return Call("POST", f"/v1/online-rules/{rule_id}/sinks/redeliver", model(Redelivered), body)
+
+
+def redeliver_job_sinks(job_id: str, states: Sequence[str] | None = None) -> Call[Redelivered]:
+    """``POST /v1/jobs/{id}/sinks/redeliver``: as :func:`redeliver_rule_sinks`, for a job's results."""
+    body = body_of(states=list(states) if states is not None else None)
+    return Call("POST", f"/v1/jobs/{job_id}/sinks/redeliver", model(Redelivered), body)

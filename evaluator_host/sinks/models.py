@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from evaluator_host.tenancy.models import SECRET_REF, check_headers
 
-__all__ = ["MAX_SINKS", "Sink", "SinkState", "SINK_TYPES"]
+__all__ = ["MAX_SINKS", "Redeliver", "Redelivered", "Sink", "SinkState", "SINK_TYPES"]
 
 MAX_SINKS = 4
 SINK_TYPES = ("phoenix", "langfuse", "mlflow", "otlp")
@@ -93,3 +93,26 @@ class SinkState(BaseModel):
     state: str = Field(description="pending | sending | delivered | failed | skipped")
     attempts: int
     error: str | None = None
+
+
+RedeliverState = Literal["failed", "skipped"]
+
+
+class Redeliver(BaseModel):
+    """``POST …/sinks/redeliver``: which ended deliveries are sent again."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    states: list[RedeliverState] = Field(
+        default_factory=lambda: list[RedeliverState](["failed"]),
+        min_length=1,
+        max_length=2,
+        description="Deliveries in these states are sent again (default: failed only).",
+    )
+
+
+class Redelivered(BaseModel):
+    """What ``POST …/sinks/redeliver`` put back: ``requeued`` deliveries, sent again by the delivery loop."""
+
+    requeued: int = Field(description="Deliveries put back to pending (attempts 0, the last error kept).")
+    message: str | None = Field(None, description="Set when nothing was requeued: why (nothing was failed).")

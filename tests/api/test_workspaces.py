@@ -111,6 +111,7 @@ BY_ID = [
     ("GET", "/v1/jobs/{job}", None),
     ("DELETE", "/v1/jobs/{job}", None),
     ("POST", "/v1/jobs/{job}/cancel", None),
+    ("POST", "/v1/jobs/{job}/sinks/redeliver", None),
     ("GET", "/v1/jobs/{job}/results", None),
     ("GET", "/v1/jobs/{job}/results?format=ndjson", None),
     ("GET", "/v1/jobs/{job}/results?format=csv", None),
@@ -124,6 +125,7 @@ BY_ID = [
     ("GET", "/v1/online-rules/{rule}/stats", None),
     ("GET", "/v1/online-rules/{rule}/shadow", None),  # issue 53: shadow revisions
     ("POST", "/v1/online-rules/{rule}/promote", None),
+    ("POST", "/v1/online-rules/{rule}/sinks/redeliver", None),
     ("GET", "/v1/traces/{trace}", None),
     ("POST", "/v1/online-rules/{rule}/backfill", {"dry_run": True}),
     ("POST", "/v1/online-rules/{rule}/backfill", {}),
