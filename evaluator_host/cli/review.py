@@ -1,5 +1,5 @@
-"""``evaluator-host review list|create|items|verdict|history|export|agreement|fixtures`` (issue 53): review queues through
-a running service, like ``rules`` (``--server``, default ``http://HOST:PORT`` of the settings; ``--api-key``,
+"""``evaluator-host review list|create|items|verdict|history|export|agreement|fixtures`` (issue 53): review queues
+through a running service, like ``rules`` (``--server``, default ``http://HOST:PORT`` of the settings; ``--api-key``,
 default ``EVALUATOR_HOST_API_KEY``; a table, or one JSON object per line with ``--json``; a 4xx/5xx answer is an
 error message and exit status 2).
 
@@ -39,6 +39,7 @@ _QUEUE_COLUMNS = ["id", "name", "evaluator_id", "source", "select", "sample", "l
 _ITEM_COLUMNS = ["id", "state", "source", "revision", "status", "score", "passed", "label", "reason", "verdict"]
 _ITEM_TABLE = [*_ITEM_COLUMNS[:2], "judged", *_ITEM_COLUMNS[3:], "outputs"]  # what a reviewer reads, one line
 _VERDICT_COLUMNS = ["id", "item_id", "passed", "score", "label", "note", "reviewer", "created_at", "current"]
+_AGREEMENT_COLUMNS = ["revision", "reviewed", "ran", "accuracy", "cohen_kappa", "confusion", "score_mae", "spearman"]
 _SHOWN = 60  # characters of an item's outputs in the table (--json: whole)
 
 
@@ -56,7 +57,6 @@ def _short(value: Any) -> str | None:
     text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
     text = text.replace("\n", " ")
     return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
-_AGREEMENT_COLUMNS = ["revision", "reviewed", "ran", "accuracy", "cohen_kappa", "confusion", "score_mae", "spearman"]
 
 
 def _select(args: argparse.Namespace) -> dict[str, Any] | None:

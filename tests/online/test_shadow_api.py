@@ -97,7 +97,8 @@ def test_a_candidate_equal_to_the_revision_the_rule_scores_live_is_422_and_the_r
     latest = client.post("/v1/online-rules", json={"evaluator_id": ev, "candidate_revision": 2}, headers=h)
     assert latest.status_code == 422 and latest.json()["error"]["type"] == "DefinitionError", latest.text
     assert '"revision": 1, "candidate_revision": 2' in latest.json()["error"]["message"]
-    pinned = client.post("/v1/online-rules", json={"evaluator_id": ev, "revision": 1, "candidate_revision": 1}, headers=h)
+    itself = {"evaluator_id": ev, "revision": 1, "candidate_revision": 1}
+    pinned = client.post("/v1/online-rules", json=itself, headers=h)
     assert pinned.status_code == 422 and "scores live (revision: 1)" in pinned.json()["error"]["message"], pinned.text
     assert client.get("/v1/online-rules", headers=h).json()["count"] == 0
     rule_id = client.post("/v1/online-rules", json={"evaluator_id": ev}, headers=h).json()["id"]
