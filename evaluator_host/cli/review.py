@@ -1,14 +1,16 @@
-"""``evaluator-host review list|create|items|verdict|export|agreement|fixtures`` (issue 53): review queues through
-a running service, like ``rules`` (``--server``, default ``http://HOST:PORT`` of the settings; ``--api-key``,
+"""``evaluator-host review list|create|items|verdict|history|export|agreement|fixtures`` (issue 53): review queues
+through a running service, like ``rules`` (``--server``, default ``http://HOST:PORT`` of the settings; ``--api-key``,
 default ``EVALUATOR_HOST_API_KEY``; a table, or one JSON object per line with ``--json``; a 4xx/5xx answer is an
 error message and exit status 2).
 
 * ``create NAME --rule RULE_ID | --job JOB_ID [--score-below X | --score-above X | --failed | --label L ... |
   --status S ...] [--sample F] [--limit N]`` — a queue, filled at once;
 * ``list`` — the workspace's queues and their progress;
-* ``items QUEUE_ID [--state pending|reviewed] [--limit N]`` — items with the evaluator's answer (``--json``: with
-  the trace or the job row);
+* ``items QUEUE_ID [--state pending|reviewed] [--limit N]`` — items with the evaluator's answer and what it judged
+  (the table: the job row or trace and the outputs, cut to 60 characters; ``--json``: whole, with the trace or
+  the job row's inputs);
 * ``verdict QUEUE_ID ITEM_ID --pass | --fail [--score X] [--label L] [--note TEXT]`` — the item's current verdict;
+* ``history QUEUE_ID ITEM_ID`` — every verdict of the item, newest first (a replaced one ``current`` false);
 * ``export QUEUE_ID [--format jsonl|csv] [--state reviewed|pending|all]`` — to stdout;
 * ``agreement EVALUATOR_ID [--revision N]`` — the revision's agreement with the verdicts;
 * ``fixtures QUEUE_ID [--item ID ...] [--tolerance T]`` — verdicts (default: every reviewed item) become the
@@ -18,6 +20,7 @@ error message and exit status 2).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from typing import TYPE_CHECKING, Any, Literal
@@ -34,7 +37,26 @@ __all__ = ["add_parser"]
 
 _QUEUE_COLUMNS = ["id", "name", "evaluator_id", "source", "select", "sample", "limit", "items", "reviewed"]
 _ITEM_COLUMNS = ["id", "state", "source", "revision", "status", "score", "passed", "label", "reason", "verdict"]
+_ITEM_TABLE = [*_ITEM_COLUMNS[:2], "judged", *_ITEM_COLUMNS[3:], "outputs"]  # what a reviewer reads, one line
+_VERDICT_COLUMNS = ["id", "item_id", "passed", "score", "label", "note", "reviewer", "created_at", "current"]
 _AGREEMENT_COLUMNS = ["revision", "reviewed", "ran", "accuracy", "cohen_kappa", "confusion", "score_mae", "spearman"]
+_SHOWN = 60  # characters of an item's outputs in the table (--json: whole)
+
+
+def _judged(source: dict[str, Any]) -> str:
+    """An item's source in a few characters: ``job_… #3`` or ``trace …`` (``/span`` at span level)."""
+    if source.get("job_id"):
+        return f"{source['job_id']} #{source['index']}"
+    span = f"/{source['span_id']}" if source.get("span_id") else ""
+    return f"trace {source.get('trace_id')}{span}"
+
+
+def _short(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    text = text.replace("\n", " ")
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
 
 
 def _select(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -85,10 +107,23 @@ def _run(args: argparse.Namespace) -> int:
             page = client.review_items(_one(args, "QUEUE_ID"), state=args.state, limit=args.limit or 50)
             rows = [dumped(i) for i in page.data]
             if not args.json:
-                rows = [{**r, "verdict": None if r["verdict"] is None else r["verdict"]["passed"]} for r in rows]
-            print_rows(args, rows, _ITEM_COLUMNS)
+                rows = [
+                    {
+                        **r,
+                        "judged": _judged(r["source"]),
+                        "outputs": _short(r["outputs"]),
+                        "verdict": None if r["verdict"] is None else r["verdict"]["passed"],
+                    }
+                    for r in rows
+                ]
+            print_rows(args, rows, _ITEM_COLUMNS if args.json else _ITEM_TABLE)
         elif action == "verdict":
             print_rows(args, _verdict(client, args), ["id", "item_id", "passed", "score", "label", "note", "current"])
+        elif action == "history":
+            if len(args.target) != 2:
+                raise UsageError("review history QUEUE_ID ITEM_ID")
+            history = client.verdict_history(args.target[0], args.target[1])
+            print_rows(args, [dumped(v) for v in history.data], _VERDICT_COLUMNS)
         elif action == "export":
             state: Literal["reviewed", "pending", "all"] = args.state or "reviewed"
             sys.stdout.write(client.export_review(_one(args, "QUEUE_ID"), args.format, state))
@@ -109,11 +144,14 @@ def _run(args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     """Add ``review`` to the command line."""
     review = sub.add_parser(
-        "review", help="review queues: list, create, items, verdict, export; an evaluator's agreement; fixtures"
+        "review",
+        help="review queues: list, create, items, verdict, history, export; an evaluator's agreement; fixtures",
     )
-    review.add_argument("action", choices=["list", "create", "items", "verdict", "export", "agreement", "fixtures"])
     review.add_argument(
-        "target", nargs="*", help="create: NAME; items/export/fixtures: QUEUE_ID; verdict: QUEUE_ID ITEM_ID; "
+        "action", choices=["list", "create", "items", "verdict", "history", "export", "agreement", "fixtures"]
+    )
+    review.add_argument(
+        "target", nargs="*", help="create: NAME; items/export/fixtures: QUEUE_ID; verdict/history: QUEUE_ID ITEM_ID; "
         "agreement: EVALUATOR_ID"
     )  # fmt: skip
     review.add_argument("--rule", help="create: the online rule whose scores fill the queue")

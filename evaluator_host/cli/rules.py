@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Column, Table
+from rich.text import Text
 
 from evaluator_host.cli.inputs import UsageError
 from evaluator_host.cli.remote import dumped, service_client, usage_errors
@@ -62,7 +63,7 @@ def _print(args: argparse.Namespace, data: Any, columns: list[str]) -> None:
         return
     table = Table(*(Column(c, no_wrap=True) for c in columns))
     for item in items:
-        table.add_row(*(_cell(item.get(c)) for c in columns))
+        table.add_row(*(Text(_cell(item.get(c))) for c in columns))  # plain text: no markup, no ":ok:" emoji
     console = Console()
     needed = console.measure(table, options=console.options.update_width(100_000)).maximum
     Console(width=max(console.width, needed)).print(table)
@@ -214,7 +215,9 @@ def _act(client: Client, args: argparse.Namespace, action: str, target: str) -> 
     elif action == "promote":
         promoted = dumped(client.promote_rule(target))
         if not args.json:
-            sys.stdout.write(f"promoted revision {promoted['revision']} (was {promoted['previous_revision']})\n")
+            was = promoted["previous_revision"]
+            was_text = "the latest" if was is None else f"revision {was}"
+            sys.stdout.write(f"promoted revision {promoted['revision']} (was {was_text}); the rule now pins it\n")
         _print(args, promoted["rule"], [*_RULE_COLUMNS, "candidate_revision"])
     elif action == "redeliver":  # the rule's failed deliveries sent again (issue 52)
         answer = dumped(client.redeliver_rule_sinks(target, args.states.split(",") if args.states else None))

@@ -61,3 +61,35 @@ def test_review_commands_through_a_running_service(tmp_path: Path) -> None:
         assert cli(server, "verdict", queue["id"], items[0]["id"]).returncode == 2  # neither --pass nor --fail
         missing = cli(server, "items", "rq_nope")
         assert missing.returncode == 2 and "404" in missing.stderr
+
+
+@pytest.mark.slow
+def test_the_items_table_shows_what_was_judged_as_plain_text_and_history_lists_a_replaced_verdict(
+    tmp_path: Path,
+) -> None:
+    """A reviewer on the command line reads the row and the outputs judged (not only ids), exactly as stored —
+    rich markup or an emoji code in model output is text, never styling or an error — and sees a replaced
+    verdict's history (``review history``)."""
+    with serving(tmp_path, "process") as (client, _proc):
+        server = str(client.base_url)
+        ev = client.post("/v1/evaluators", json={"name": "e", "language": "python", "code": CODE}).json()["id"]
+        rows = [{"s": 0.0, "outputs": "[/b] closing tag :ok: and [red]ten[/red]"}, {"s": 1.0, "outputs": "x"}]
+        job = client.post("/v1/jobs", json={"evaluator_id": ev, "rows": rows}).json()["id"]
+        wait_until(lambda: client.get(f"/v1/jobs/{job}").json()["status"] == "succeeded", 120, 0.1)
+        queue = json.loads(cli(server, "create", "misses", "--job", job, "--failed", "--json").stdout)
+
+        table = cli(server, "items", queue["id"])
+        assert table.returncode == 0, table.stderr
+        assert f"{job} #0" in table.stdout and "[/b] closing tag :ok: and [red]ten[/red]" in table.stdout
+
+        item = json.loads(cli(server, "items", queue["id"], "--json").stdout)["id"]
+        assert cli(server, "verdict", queue["id"], item, "--pass", "--note", "first").returncode == 0
+        assert cli(server, "verdict", queue["id"], item, "--fail", "--note", "second").returncode == 0
+        history = [json.loads(line) for line in cli(server, "history", queue["id"], item, "--json").stdout.splitlines()]
+        assert [(v["note"], v["passed"], v["current"]) for v in history] == [
+            ("second", False, True),
+            ("first", True, False),
+        ]
+        shown = cli(server, "history", queue["id"], item)
+        assert shown.returncode == 0 and "second" in shown.stdout and "first" in shown.stdout, shown.stderr
+        assert cli(server, "history", queue["id"]).returncode == 2  # the item id is missing: a usage line

@@ -86,6 +86,39 @@ def test_a_candidate_must_be_a_revision_of_the_rules_evaluator_and_null_clears_i
     _healthy(client, h)
 
 
+def test_a_candidate_equal_to_the_revision_the_rule_scores_live_is_422_and_the_rule_unchanged(
+    world: dict[str, Any],
+) -> None:
+    """A rule following the latest revision (the default) already scores a just-saved revision live: a candidate
+    equal to it would compare a revision with itself (every target "the same", no flip) — refused, naming the fix."""
+    client = world["client"]
+    _, h = _workspace(client, "shadow-self")
+    ev = _evaluator(client, h)  # revisions 1 and 2; 2 is the latest
+    latest = client.post("/v1/online-rules", json={"evaluator_id": ev, "candidate_revision": 2}, headers=h)
+    assert latest.status_code == 422 and latest.json()["error"]["type"] == "DefinitionError", latest.text
+    assert '"revision": 1, "candidate_revision": 2' in latest.json()["error"]["message"]
+    itself = {"evaluator_id": ev, "revision": 1, "candidate_revision": 1}
+    pinned = client.post("/v1/online-rules", json=itself, headers=h)
+    assert pinned.status_code == 422 and "scores live (revision: 1)" in pinned.json()["error"]["message"], pinned.text
+    assert client.get("/v1/online-rules", headers=h).json()["count"] == 0
+    rule_id = client.post("/v1/online-rules", json={"evaluator_id": ev}, headers=h).json()["id"]
+    same = client.patch(f"/v1/online-rules/{rule_id}", json={"candidate_revision": 2}, headers=h)
+    assert same.status_code == 422, same.text
+    older = client.patch(f"/v1/online-rules/{rule_id}", json={"candidate_revision": 1}, headers=h)
+    assert older.status_code == 200 and older.json()["candidate_revision"] == 1, older.text  # another revision
+    onto = client.patch(f"/v1/online-rules/{rule_id}", json={"revision": 1}, headers=h)  # live onto the candidate
+    assert onto.status_code == 422, onto.text
+    pair = client.patch(f"/v1/online-rules/{rule_id}", json={"revision": 1, "candidate_revision": 2}, headers=h)
+    assert pair.status_code == 200, pair.text
+    rule = client.get(f"/v1/online-rules/{rule_id}", headers=h).json()
+    assert (rule["revision"], rule["candidate_revision"]) == (1, 2)
+    back = client.patch(f"/v1/online-rules/{rule_id}", json={"revision": None}, headers=h)  # latest is 2: itself
+    assert back.status_code == 422, back.text
+    rule = client.get(f"/v1/online-rules/{rule_id}", headers=h).json()
+    assert (rule["revision"], rule["candidate_revision"]) == (1, 2)
+    _healthy(client, h)
+
+
 def test_promoting_without_a_candidate_is_409_and_an_unknown_rule_404(world: dict[str, Any]) -> None:
     client = world["client"]
     _, h = _workspace(client, "shadow-409")

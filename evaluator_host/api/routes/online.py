@@ -81,6 +81,30 @@ async def _check_evaluator(services: Services, workspace: str, evaluator_id: str
         raise DefinitionError(f"{which} does not exist in this workspace") from None
 
 
+async def _check_candidate(
+    services: Services, workspace: str, evaluator_id: str, live: int | None, candidate: int | None
+) -> None:
+    """A candidate must differ from the revision the rule scores live (``live``; null: the evaluator's latest),
+    else its comparison is a revision with itself, every target the same: 422 ``DefinitionError``."""
+    if candidate is None:
+        return
+    if live is not None:
+        if candidate == live:
+            raise DefinitionError(
+                f"candidate_revision {candidate} is the revision this rule scores live (revision: {live}): a "
+                "candidate must be another revision, or the comparison is a revision with itself"
+            )
+        return
+    latest = (await services.evaluators.get(workspace, evaluator_id, None)).revision
+    if candidate == latest:
+        raise DefinitionError(
+            f"candidate_revision {candidate} is the evaluator's latest revision, which this rule (revision: null, "
+            "the latest) already scores live: the comparison would be a revision with itself. Pin the revision "
+            f'that scored until now with the candidate, e.g. {{"revision": {max(candidate - 1, 1)}, '
+            f'"candidate_revision": {candidate}}} (docs/online.md, "Try a new revision on live traffic")'
+        )
+
+
 def _stored(body: RuleCreate | RulePatch, names: set[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in names:
@@ -116,6 +140,7 @@ async def create_rule(body: RuleCreate, services: ServicesDep, workspace: Worksp
     await _check_evaluator(services, workspace, body.evaluator_id, body.revision)
     if body.candidate_revision is not None:
         await _check_evaluator(services, workspace, body.evaluator_id, body.candidate_revision)
+        await _check_candidate(services, workspace, body.evaluator_id, body.revision, body.candidate_revision)
     fields = _stored(body, set(CHANGEABLE))
     fields["target"] = body.target.model_dump()
     record = await asyncio.to_thread(services.online.rules.create, workspace, body.evaluator_id, fields)
@@ -161,6 +186,11 @@ async def patch_rule(rule_id: str, body: RulePatch, services: ServicesDep, works
     for name in ("revision", "candidate_revision"):  # a candidate is a revision of the rule's evaluator too
         if name in body.model_fields_set and getattr(body, name) is not None:
             await _check_evaluator(services, workspace, current.evaluator_id, getattr(body, name))
+    given = body.model_fields_set
+    if given & {"revision", "candidate_revision"}:  # the pair as it will be: a candidate is never the live one
+        live = body.revision if "revision" in given else current.revision
+        candidate = body.candidate_revision if "candidate_revision" in given else current.candidate_revision
+        await _check_candidate(services, workspace, current.evaluator_id, live, candidate)
     changes = _stored(body, set(body.model_fields_set))
     return rule_model(await asyncio.to_thread(services.online.rules.update, workspace, rule_id, changes))
 
