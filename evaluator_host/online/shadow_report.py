@@ -27,9 +27,8 @@ from evaluator_host.online.shadow_models import (
     ShadowExample,
     ShadowFlips,
 )
-from evaluator_host.review.agreement import reviewed_once
+from evaluator_host.review.agreement import figure_fields, reviewed_once
 from evaluator_host.review.metrics import Pair, agreement
-from evaluator_host.review.models import Confusion, LabelAgreement
 from evaluator_host.store import online_shadow
 from evaluator_host.store.online_rules import RuleRecord
 from evaluator_host.store.review_items import ItemRecord
@@ -112,21 +111,4 @@ def _agreements(
 
 
 def _side(pairs: list[Pair], revision: int | None) -> ShadowAgreement:
-    f = agreement(pairs)
-    return ShadowAgreement(
-        revision=revision,
-        reviewed=f.reviewed,
-        accuracy=f.accuracy,
-        cohen_kappa=f.kappa,
-        cohen_kappa_reason=f.kappa_reason,
-        confusion=Confusion(tp=f.tp, fp=f.fp, fn=f.fn, tn=f.tn),
-        evaluator_unanswered=f.unanswered,
-        score_mae=f.score_mae,
-        scored=f.scored,
-        spearman=f.spearman,
-        spearman_reason=f.spearman_reason,
-        by_label={
-            label: LabelAgreement(reviewed=n, accuracy=acc, label_agreement=same)
-            for label, (n, acc, same) in f.by_label.items()
-        },
-    )
+    return ShadowAgreement(revision=revision, **figure_fields(agreement(pairs)))

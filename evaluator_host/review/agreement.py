@@ -13,16 +13,17 @@ An item whose case is gone (its trace past retention and never reviewed with it 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from evaluator_host.errors import NothingCompared
 from evaluator_host.evaluation.models import Case
 from evaluator_host.evaluation.usecases import Components, run_stored
-from evaluator_host.review.metrics import Pair, agreement
+from evaluator_host.review.metrics import Figures, Pair, agreement
 from evaluator_host.review.models import Agreement, Confusion, LabelAgreement
 from evaluator_host.review.queues import Review
 from evaluator_host.store.review_items import ItemRecord
 
-__all__ = ["agreement_of", "reviewed_once"]
+__all__ = ["agreement_of", "figure_fields", "reviewed_once"]
 
 
 def reviewed_once(items: list[ItemRecord]) -> list[ItemRecord]:
@@ -80,25 +81,31 @@ async def agreement_of(
             field="cases",
             rows=0,
         )
-    f = agreement(pairs)
     return Agreement(
         evaluator_id=evaluator_id,
         revision=record.revision,
-        reviewed=f.reviewed,
         ran=len(runnable),
         cached=cached,
         skipped=len(others) - len(runnable),
-        accuracy=f.accuracy,
-        cohen_kappa=f.kappa,
-        cohen_kappa_reason=f.kappa_reason,
-        confusion=Confusion(tp=f.tp, fp=f.fp, fn=f.fn, tn=f.tn),
-        evaluator_unanswered=f.unanswered,
-        score_mae=f.score_mae,
-        scored=f.scored,
-        spearman=f.spearman,
-        spearman_reason=f.spearman_reason,
-        by_label={
+        **figure_fields(agreement(pairs)),
+    )
+
+
+def figure_fields(f: Figures) -> dict[str, Any]:
+    """The agreement answer's figures (``Agreement``'s and a shadow side's common fields) from ``f``."""
+    return {
+        "reviewed": f.reviewed,
+        "accuracy": f.accuracy,
+        "cohen_kappa": f.kappa,
+        "cohen_kappa_reason": f.kappa_reason,
+        "confusion": Confusion(tp=f.tp, fp=f.fp, fn=f.fn, tn=f.tn),
+        "evaluator_unanswered": f.unanswered,
+        "score_mae": f.score_mae,
+        "scored": f.scored,
+        "spearman": f.spearman,
+        "spearman_reason": f.spearman_reason,
+        "by_label": {
             label: LabelAgreement(reviewed=n, accuracy=acc, label_agreement=same)
             for label, (n, acc, same) in f.by_label.items()
         },
-    )
+    }
