@@ -91,3 +91,13 @@ def serving(data_dir: str, env: dict[str, str]) -> Iterator[tuple[str, subproces
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def replace_section(doc: str, heading: str, section: str) -> str:
+    """``doc`` (docs/benchmarks.md) with the section starting at ``heading`` replaced by ``section`` (appended
+    when it has none), up to the next ``## `` heading."""
+    start = doc.find(heading)
+    if start < 0:
+        return doc.rstrip("\n") + "\n" + section
+    end = doc.find("\n## ", start + len(heading))
+    return doc[:start].rstrip("\n") + "\n" + section + (doc[end:] if end >= 0 else "")

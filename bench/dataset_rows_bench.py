@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.common import replace_section
+
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"
 HEADING = "## Datasets' rows in PostgreSQL (files before, chunks after)"
@@ -180,18 +182,9 @@ def render(f: RowsFigures) -> tuple[str, str]:
     return "\n" + section + "\n", summary
 
 
-def replace_section(doc: str, section: str) -> str:
-    """``doc`` with this section replaced by ``section`` (appended when it has none)."""
-    start = doc.find(HEADING)
-    if start < 0:
-        return doc.rstrip("\n") + "\n" + section
-    end = doc.find("\n## ", start + len(HEADING))
-    return doc[:start].rstrip("\n") + "\n" + section + (doc[end:] if end >= 0 else "")
-
-
 if __name__ == "__main__":
     figures = measure()
     body, head = render(figures)
     print(head)
-    DOC.write_text(replace_section(DOC.read_text(), body))
+    DOC.write_text(replace_section(DOC.read_text(), HEADING, body))
     print(f"wrote the datasets-rows section of {DOC.relative_to(REPO)}")

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.common import replace_section
+
 if TYPE_CHECKING:
     from tests.support.replicas import Replica, Replicas
 
@@ -130,18 +132,9 @@ def render(f: LeaseFigures) -> tuple[str, str]:
     return "\n" + section + "\n", summary
 
 
-def replace_section(doc: str, section: str) -> str:
-    """``doc`` with its job-lease section replaced by ``section`` (appended when it has none)."""
-    start = doc.find(HEADING)
-    if start < 0:
-        return doc.rstrip("\n") + "\n" + section
-    end = doc.find("\n## ", start + len(HEADING))
-    return doc[:start].rstrip("\n") + "\n" + section + (doc[end:] if end >= 0 else "")
-
-
 if __name__ == "__main__":
     figures = measure()
     body, head = render(figures)
     print(head)
-    DOC.write_text(replace_section(DOC.read_text(), body))
+    DOC.write_text(replace_section(DOC.read_text(), HEADING, body))
     print(f"wrote the job-lease section of {DOC.relative_to(REPO)}")

@@ -34,7 +34,7 @@ from typing import Any
 import httpx
 from cryptography.fernet import Fernet
 
-from bench.common import serving, verdict
+from bench.common import replace_section, serving, verdict
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"
@@ -255,18 +255,9 @@ def render(f: QueueFigures) -> tuple[str, str]:
     return "\n" + section + "\n", "\n".join(summary)
 
 
-def replace_section(doc: str, section: str) -> str:
-    """``doc`` with its scale-out section replaced by ``section`` (appended when it has none)."""
-    start = doc.find(HEADING)
-    if start < 0:
-        return doc.rstrip("\n") + "\n" + section
-    end = doc.find("\n## ", start + len(HEADING))
-    return doc[:start].rstrip("\n") + "\n" + section + (doc[end:] if end >= 0 else "")
-
-
 if __name__ == "__main__":
     figures = measure()
     body, head = render(figures)
     print(head)
-    DOC.write_text(replace_section(DOC.read_text(), body))
+    DOC.write_text(replace_section(DOC.read_text(), HEADING, body))
     print(f"wrote the scale-out section of {DOC.relative_to(REPO)}")
