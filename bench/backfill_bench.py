@@ -40,9 +40,9 @@ from sqlalchemy import Engine, and_, func, insert, select
 
 from bench.common import pct, serving, verdict
 from evaluator_host.evaluation.trace_shape import SpanData
-from evaluator_host.online.spans import encode
+from evaluator_host.online.reading.spans import encode
 from evaluator_host.store.db import as_utc, make_engine
-from evaluator_host.store.online_rows import OnlineScoreRow, OnlineSessionRow, OnlineSpanRow, OnlineTraceRow
+from evaluator_host.store.online.rows import OnlineScoreRow, OnlineSessionRow, OnlineSpanRow, OnlineTraceRow
 
 TRACES = int(os.environ.get("BACKFILL_TRACES", "100000"))
 SPAN_RATE = int(os.environ.get("SPAN_RATE", "200"))

@@ -57,8 +57,8 @@ def _body() -> bytes:
 
 def _rows_alone(figures: RowsFigures, url: str, body: bytes) -> None:
     from evaluator_host.jobs.datasets.files import DatasetFiles, Limits
-    from evaluator_host.store.dataset_chunks import DatasetChunks
     from evaluator_host.store.db import make_engine
+    from evaluator_host.store.jobs.dataset_chunks import DatasetChunks
 
     engine = make_engine(url)
     limits = Limits(max_rows=1_000_000, max_row_bytes=1 << 20)

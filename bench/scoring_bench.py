@@ -42,9 +42,9 @@ from sqlalchemy import func, insert, select
 
 from bench.common import pct, serving
 from evaluator_host.evaluation.trace_shape import SpanData
-from evaluator_host.online.spans import encode
+from evaluator_host.online.reading.spans import encode
 from evaluator_host.store.db import as_utc, make_engine
-from evaluator_host.store.online_rows import OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
+from evaluator_host.store.online.rows import OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
 
 RATE = int(os.environ.get("SCORING_RATE", "500"))
 SECONDS = int(os.environ.get("SCORING_SECONDS", "30"))

@@ -36,10 +36,10 @@ from evaluator_host.jobs.results.retention import Retention
 from evaluator_host.jobs.running.runner import JobRunner
 from evaluator_host.jobs.sink_rows import row_ids
 from evaluator_host.observability.metrics import Metrics
-from evaluator_host.online.assembly import Assembly
-from evaluator_host.online.forwarding import Forwarder, Target, default_targets, workspace_targets
-from evaluator_host.online.ingest import Ingest
-from evaluator_host.online.scoring import OnlineScoring
+from evaluator_host.online.components import OnlineScoring
+from evaluator_host.online.levels.assembly import Assembly
+from evaluator_host.online.receive.forwarding import Forwarder, Target, default_targets, workspace_targets
+from evaluator_host.online.receive.ingest import Ingest
 from evaluator_host.review.queues import Review
 from evaluator_host.sandbox.base import SandboxBackend
 from evaluator_host.sandbox.pool.workers import WorkerPool
@@ -49,11 +49,11 @@ from evaluator_host.sinks.delivery import SinkDelivery
 from evaluator_host.store import EvaluatorStore
 from evaluator_host.store.db import DEFAULT_WORKSPACE, make_engine
 from evaluator_host.store.idempotency import IdempotencyStore
-from evaluator_host.store.jobs import QUEUE_SUFFIX, JobStore
-from evaluator_host.store.online_spans import OnlineSpanStore
+from evaluator_host.store.jobs.repository import QUEUE_SUFFIX, JobStore
+from evaluator_host.store.online.spans import OnlineSpanStore
 from evaluator_host.store.rate_buckets import RateBuckets
 from evaluator_host.store.secrets import SecretStore
-from evaluator_host.store.sink_deliveries import SinkDeliveryStore
+from evaluator_host.store.sinks.deliveries import SinkDeliveryStore
 from evaluator_host.store.workspaces import WorkspaceRecord, WorkspaceStore
 from evaluator_host.tenancy.quotas import QuotaGuard
 from evaluator_host.tenancy.vault import Vault

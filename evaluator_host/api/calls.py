@@ -6,7 +6,6 @@ Between them is one use case of :mod:`evaluator_host.evaluation.usecases`; nothi
 from __future__ import annotations
 
 from evaluator_host.api import interpreters
-from evaluator_host.evaluation.aggregate import aggregate
 from evaluator_host.evaluation.models import (
     BatchResponse,
     Case,
@@ -14,6 +13,7 @@ from evaluator_host.evaluation.models import (
     EvaluationResult,
     EvaluatorEvaluateRequest,
 )
+from evaluator_host.evaluation.outcomes.aggregate import aggregate
 from evaluator_host.evaluation.usecases import Evaluated
 
 __all__ = ["answer", "cases_of"]

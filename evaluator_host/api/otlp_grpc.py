@@ -3,7 +3,7 @@
 Served on ``otlp_grpc_port`` (unset: not served) by a ``grpc`` server (its own threads) the service's lifespan
 starts and stops (:func:`start`, :meth:`GrpcReceiver.stop`), on the service's ``host``; TLS when
 ``otlp_grpc_tls_cert`` and ``otlp_grpc_tls_key`` are set. One path with ``POST /v1/traces``: the
-request's message reaches :meth:`~evaluator_host.online.ingest.Ingest.receive` as the protobuf bytes
+request's message reaches :meth:`~evaluator_host.online.receive.ingest.Ingest.receive` as the protobuf bytes
 it came as (no parse here), so the span store's share, the decode bounds, the storage quota and the
 partial success are the receiver's own. The answer is the ``ExportTraceServiceResponse`` the HTTP
 route sends.
@@ -33,7 +33,7 @@ from google.rpc.status_pb2 import Status
 
 from evaluator_host.api.middleware.auth import UNAUTHORIZED, UNKNOWN_KEY, principal_of
 from evaluator_host.errors import QuotaExceeded
-from evaluator_host.online.otlp import PROTOBUF, OtlpError, answer
+from evaluator_host.online.receive.otlp import PROTOBUF, OtlpError, answer
 from evaluator_host.services import Services
 
 __all__ = ["SERVICE", "GrpcReceiver", "start"]

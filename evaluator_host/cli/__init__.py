@@ -1,10 +1,13 @@
 """The ``evaluator-host`` command line (``main`` is the console script).
 
-One room on purpose: one module per command group (``run``, ``batch``, ``judge``, ``migrate``, ``rules``,
-``runtimes``, ``images``, ``targets``, ``admin``, ``db``, ``serve``, ``worker``, ``demo``, ``fixtures`` with
-``fixture_runs``) and the few pieces they share (``inputs`` reads files, ``output`` prints, ``remote`` and
-``results`` speak to a running service, ``lazy`` keeps start-up fast by importing a group only when it runs).
-A command group is read as one unit and changes for one reason; a new one is a new module beside them.
+At the top, the entry and the pieces every command shares: ``main`` (the parser and dispatch), ``lazy`` (a
+group's handler imported only when it runs: start-up stays fast), ``inputs`` (files and options checked up front),
+``output`` (what evaluations print), ``remote`` (the way to a running service). The command groups, one module
+each, in three rooms by where they act (``tests/unit/test_rooms.py``: a room imports the shared pieces, never
+another room): ``evaluate/`` (here, or one evaluation handed to a service: ``run``, ``batch``, ``test``,
+``migrate``, ``demo-traffic``), ``service/`` (a running service's API with a key: ``workspaces``, ``keys``,
+``rules``, ``jobs``, ``review``, ``results``), ``operate/`` (this host: ``serve``, ``worker``, ``db``, ``images``,
+``runtimes``).
 
 A surface: may import anything below it, and nothing imports it (``tests/unit/test_layers.py``).
 """

@@ -1,6 +1,6 @@
 """A subcommand's handler named by ``"module:function"``, imported only when that subcommand runs.
 
-Contract: ``set_defaults(func=lazy("evaluator_host.cli.images:run_images"))`` costs nothing when the parser
+Contract: ``set_defaults(func=lazy("evaluator_host.cli.operate.images:run_images"))`` costs nothing when the parser
 is built; calling it (``args.func(args)``, as :func:`evaluator_host.cli.main.main` dispatches) imports the
 module then calls the function with ``args``. This is what keeps ``evaluator-host --help`` and every
 subcommand's ``--help`` from importing the service, the sandbox, the store or the SDKs a handler needs

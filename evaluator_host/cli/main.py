@@ -1,29 +1,31 @@
 """The ``evaluator-host`` command line.
 
 ``serve``  start the HTTP service (127.0.0.1 by default; a non-loopback address needs
-           API keys or ``--insecure``; ``cli/serve.py``).
+           API keys or ``--insecure``; ``cli/operate/serve.py``).
 ``run``    evaluate a file: ``--case JSON`` or ``--cases FILE.jsonl`` locally, or a batch job over
-           ``--data ROWS`` (JSONL/CSV/JSON) with a progress bar, locally or on ``--server URL`` (``cli/run.py``).
+           ``--data ROWS`` (JSONL/CSV/JSON) with a progress bar, locally or on ``--server URL``
+           (``cli/evaluate/run.py``).
 ``images`` ``list | show ID | build | prune`` the cached runtime images of the docker backend; ``images build
            --base`` its base image (``sandbox/docker/base_image.py``).
-``runtimes`` ``list | show ID | prune`` the built runtimes of both backends (``cli/runtimes.py``).
+``runtimes`` ``list | show ID | prune`` the built runtimes of both backends (``cli/operate/runtimes.py``).
 ``test``   an evaluator's fixtures, for CI: a file with its ``NAME.fixtures.json``, or a stored id on
-           ``--server`` (exit 0 / 1 a fixture failed / 2; ``--junit FILE``; ``cli/fixtures.py``).
+           ``--server`` (exit 0 / 1 a fixture failed / 2; ``--junit FILE``; ``cli/evaluate/fixtures.py``).
 ``migrate`` rewrite legacy 4-argument evaluators to ``evaluate(inputs, outputs, trace)``
-           (``cli/migrate.py``).
+           (``cli/evaluate/migrate.py``).
 ``workspaces`` ``create | list | update``, ``keys`` ``create | list | revoke``: the operator's
-           commands, through a running service (``cli/admin.py``).
-``db``     ``status | upgrade`` the database's schema (``cli/db.py``; ``serve`` migrates by itself).
-``worker`` run queued jobs' chunks on this host (``cli/worker.py``; ``EVALUATOR_HOST_QUEUE_URL``).
+           commands, through a running service (``cli/service/admin.py``).
+``db``     ``status | upgrade`` the database's schema (``cli/operate/db.py``; ``serve`` migrates by itself).
+``worker`` run queued jobs' chunks on this host (``cli/operate/worker.py``; ``EVALUATOR_HOST_QUEUE_URL``).
 ``rules``  ``list | create | show | pause | resume | delete | scores | stats | shadow | promote`` online rules,
-           through a running service (``cli/rules.py``).
-``jobs``   ``list | show JOB_ID`` batch jobs and each sink's deliveries, through a running service (``cli/jobs.py``).
+           through a running service (``cli/service/rules.py``).
+``jobs``   ``list | show JOB_ID`` batch jobs and each sink's deliveries, through a running service
+           (``cli/service/jobs.py``).
 ``review`` ``list | create | items | verdict | export | agreement | fixtures`` review queues and agreement,
-           through a running service (``cli/review.py``).
-``demo-traffic`` send instrumented chat traces over OTLP with the OpenTelemetry SDK (``cli/demo.py``).
+           through a running service (``cli/service/review.py``).
+``demo-traffic`` send instrumented chat traces over OTLP with the OpenTelemetry SDK (``cli/evaluate/demo.py``).
 
 Start-up contract: building the parser and dispatching import only what the chosen subcommand needs. Each
-subcommand's handler is named lazily (``set_defaults(func=lazy("evaluator_host.cli.images:run_images"))``,
+subcommand's handler is named lazily (``set_defaults(func=lazy("evaluator_host.cli.operate.images:run_images"))``,
 :mod:`evaluator_host.cli.lazy`) or lives in a module whose top level is light; the heavy modules — the API
 (FastAPI, uvicorn), the sandbox (docker), the store (SQLAlchemy, alembic), jobs, online, builds, the
 evaluation path's use cases, the vault, OpenTelemetry — are imported inside the handler that uses them (or
@@ -38,8 +40,8 @@ import os
 import sys
 
 from evaluator_host import API_VERSION, __version__
+from evaluator_host.cli.evaluate.judge import add_options as add_judge_options
 from evaluator_host.cli.inputs import UsageError
-from evaluator_host.cli.judge import add_options as add_judge_options
 from evaluator_host.cli.lazy import lazy
 from evaluator_host.definitions import languages
 
@@ -70,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--backend", choices=["auto", "process", "docker"])
     serve.add_argument("--insecure", action="store_true", help="allow a non-loopback bind without API keys")
     serve.add_argument("--log-level", default=None, help="default: EVALUATOR_HOST_LOG_LEVEL (info)")
-    serve.set_defaults(func=lazy("evaluator_host.cli.serve:run_serve"))
+    serve.set_defaults(func=lazy("evaluator_host.cli.operate.serve:run_serve"))
     run = sub.add_parser("run", help="evaluate a file: one case, a few cases, or a batch job over a dataset")
     run.add_argument("file", help="evaluator source (.py, .js, .ts)")
     cases = run.add_mutually_exclusive_group()
@@ -107,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--settings", help='settings as JSON, e.g. {"timeout_s": 5}')
     run.add_argument("--json", action="store_true", help="print one JSON result per line (--data: the final job)")
     add_judge_options(run.add_argument_group("LLM judges: what the evaluator may reach and read"))
-    run.set_defaults(func=lazy("evaluator_host.cli.run:run_file"))
+    run.set_defaults(func=lazy("evaluator_host.cli.evaluate.run:run_file"))
     images = sub.add_parser("images", help="list, show, build or prune the cached runtime images (docker backend)")
     images.add_argument("action", choices=["list", "show", "build", "prune"])
     images.add_argument("id", nargs="?", help="show: the runtime id (a unique prefix will do)")
@@ -124,18 +126,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     images.add_argument("--tag", help="build --base: the base image's tag (default: EVALUATOR_HOST_BASE_IMAGE)")
     images.add_argument("--from-image", help="build --base: start from this image (a registry's) instead of Debian")
-    images.set_defaults(func=lazy("evaluator_host.cli.images:run_images"))
-    from evaluator_host.cli.admin import add_parsers as add_admin
-    from evaluator_host.cli.db import add_parser as add_db
-    from evaluator_host.cli.demo import add_parser as add_demo
-    from evaluator_host.cli.fixtures import add_parser as add_test
-    from evaluator_host.cli.jobs import add_parser as add_jobs
-    from evaluator_host.cli.migrate import add_parser as add_migrate
-    from evaluator_host.cli.results import add_parser as add_results
-    from evaluator_host.cli.review import add_parser as add_review
-    from evaluator_host.cli.rules import add_parser as add_rules
-    from evaluator_host.cli.runtimes import add_parser as add_runtimes
-    from evaluator_host.cli.worker import add_parser as add_worker
+    images.set_defaults(func=lazy("evaluator_host.cli.operate.images:run_images"))
+    from evaluator_host.cli.evaluate.demo import add_parser as add_demo
+    from evaluator_host.cli.evaluate.fixtures import add_parser as add_test
+    from evaluator_host.cli.evaluate.migrate import add_parser as add_migrate
+    from evaluator_host.cli.operate.db import add_parser as add_db
+    from evaluator_host.cli.operate.runtimes import add_parser as add_runtimes
+    from evaluator_host.cli.operate.worker import add_parser as add_worker
+    from evaluator_host.cli.service.admin import add_parsers as add_admin
+    from evaluator_host.cli.service.jobs import add_parser as add_jobs
+    from evaluator_host.cli.service.results import add_parser as add_results
+    from evaluator_host.cli.service.review import add_parser as add_review
+    from evaluator_host.cli.service.rules import add_parser as add_rules
 
     add_runtimes(sub)
     add_results(sub)

@@ -2,7 +2,7 @@
 refused definition's error at its place (``FILE:LINE:COLUMN: Type: message``, the source line and a
 caret under the column, as compilers print them).
 
-Shared by ``run`` (``cli/main.py``: one case or a few) and ``run --data`` (``cli/batch.py``: the
+Shared by ``run`` (``cli/main.py``: one case or a few) and ``run --data`` (``cli/evaluate/batch.py``: the
 evaluator's report before its job), so neither imports the other.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from evaluator_host.evaluation.aggregate import aggregate
 from evaluator_host.evaluation.models import EvaluationResult
+from evaluator_host.evaluation.outcomes.aggregate import aggregate
 
 __all__ = ["located_error", "print_capabilities", "print_results"]
 

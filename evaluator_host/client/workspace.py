@@ -16,6 +16,7 @@ from evaluator_host.evaluation.models import (
     Case,
     EvaluatorSettings,
 )
+from evaluator_host.online.candidates.shadow_models import Promotion, ShadowComparison
 from evaluator_host.online.models import (
     Backfill,
     BackfillDryRun,
@@ -32,7 +33,6 @@ from evaluator_host.online.models import (
     TraceDetail,
     TraceList,
 )
-from evaluator_host.online.shadow_models import Promotion, ShadowComparison
 from evaluator_host.sinks.models import Redelivered
 from evaluator_host.tenancy.models import ApiKeyCreated, ApiKeyList, Quotas, SecretList, Workspace, WorkspaceList
 

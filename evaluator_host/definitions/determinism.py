@@ -1,6 +1,6 @@
 """Whether code reads the clock or draws random numbers: found statically (nothing runs), like the
 capability report (:mod:`evaluator_host.definitions.capabilities`), whose other kinds it completes
-for one question: may an evaluator's results be cached (:mod:`evaluator_host.evaluation.cache`)?
+for one question: may an evaluator's results be cached (:mod:`evaluator_host.evaluation.caching.cache`)?
 
 :func:`unsure` answers the reasons a result of ``code`` may differ between two runs on the same case:
 the capability report's ``network``, ``filesystem``, ``environment``, ``subprocess``, ``dynamic_code``

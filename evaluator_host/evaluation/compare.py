@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from evaluator_host.errors import NothingCompared
-from evaluator_host.evaluation.aggregate import aggregate
-from evaluator_host.evaluation.aggregate_models import Aggregate
-from evaluator_host.evaluation.error_summary import errors_on_both
 from evaluator_host.evaluation.models import Case, EvaluationResult
+from evaluator_host.evaluation.outcomes.aggregate import aggregate
+from evaluator_host.evaluation.outcomes.aggregate_models import Aggregate
+from evaluator_host.evaluation.outcomes.error_summary import errors_on_both
 from evaluator_host.evaluation.usecases import Components, Definition, run_definition, run_stored
 from evaluator_host.tenancy.quotas import Charged
 

@@ -23,8 +23,8 @@ from pydantic import ValidationError
 from evaluator_host.definitions import languages
 from evaluator_host.errors import EgressError, FixturesFailed, LimitError, NothingCompared, SecretError
 from evaluator_host.evaluation import fixtures
-from evaluator_host.evaluation.cache import ResultCache
-from evaluator_host.evaluation.cached_calls import evaluate_cached
+from evaluator_host.evaluation.caching.cache import ResultCache
+from evaluator_host.evaluation.caching.cached_calls import evaluate_cached
 from evaluator_host.evaluation.models import (
     Case,
     EvaluationResult,
@@ -355,7 +355,7 @@ class Evaluators:
     ) -> tuple[RevisionRecord, list[EvaluationResult]]:
         """Run ``cases`` on a stored revision of ``workspace`` (``revision`` None: the latest), spending
         ``charged`` (:meth:`Bound.run`); with ``cache``, answered from the result cache where it can be
-        (:func:`~evaluator_host.evaluation.cached_calls.evaluate_cached`)."""
+        (:func:`~evaluator_host.evaluation.caching.cached_calls.evaluate_cached`)."""
         record, bound = await self._revision(workspace, evaluator_id, revision)
         max_bytes = self.evaluation.settings.max_response_bytes
         if cache is not None:  # an online backfill's call: hits from the result cache, the misses run

@@ -9,8 +9,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from evaluator_host.definitions.models import CAPABILITIES_DOC, MAX_REVISION, Capabilities, Language, Packages
+from evaluator_host.evaluation.outcomes.result_models import BatchResponse, Case, ErrorInfo, EvaluationResult, Status
 from evaluator_host.evaluation.plain_env import MAX_ENV, MAX_ENV_BYTES, MAX_ENV_VALUE, check_env
-from evaluator_host.evaluation.result_models import BatchResponse, Case, ErrorInfo, EvaluationResult, Status
 from evaluator_host.store.text import StoredText
 from evaluator_host.tenancy.models import NetworkEntry, network_entries
 

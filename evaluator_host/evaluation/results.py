@@ -6,7 +6,7 @@ nltk's ``LookupError``, reads as noise in JSON). A failure whose message does no
 gets a hint: a network call in a sandbox without network (DNS failures and refused connections,
 Python and Node), a package that imports ``pkg_resources`` under a setuptools that no longer ships
 it, data a library tries to download at run time (nltk). A success is normalized by
-:mod:`evaluator_host.evaluation.normalize` with the interface's rules and the definition's
+:mod:`evaluator_host.evaluation.outcomes.normalize` with the interface's rules and the definition's
 threshold, and carries the egress proxy's record of the connections it made.
 """
 
@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from evaluator_host.evaluation.models import EvaluationResult
-from evaluator_host.evaluation.normalize import normalize
+from evaluator_host.evaluation.outcomes.normalize import normalize
 from evaluator_host.evaluation.prepared import Prepared
 from evaluator_host.sandbox.base import RawOutcome, error_info
 from evaluator_host.tenancy.redaction import Redactor

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from evaluator_host.evaluation.cache import ResultCache
+from evaluator_host.evaluation.caching.cache import ResultCache
 from evaluator_host.evaluation.evaluators import Evaluators, check_declarations
 from evaluator_host.evaluation.limits import check_case_count
 from evaluator_host.evaluation.models import Case, EvaluationResult, Evaluator, EvaluatorSettings, _Definition

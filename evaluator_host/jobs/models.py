@@ -9,8 +9,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from evaluator_host.definitions.models import MAX_REVISION
-from evaluator_host.evaluation.aggregate_models import Aggregate
 from evaluator_host.evaluation.models import Case, EvaluationResult, FixtureReport
+from evaluator_host.evaluation.outcomes.aggregate_models import Aggregate
 from evaluator_host.shared.bounds import INT64_MAX
 from evaluator_host.sinks.models import MAX_SINKS, Sink, SinkState
 from evaluator_host.targets.models import Generation, Target, TargetUsage

@@ -15,7 +15,7 @@ __all__ = ["BARE_DURATION", "BARE_KEYS", "SHARED_FIELDS", "full_form", "is_bare"
 # What every row of a job shares: stored once (on the job and its revision), spliced back in when read.
 SHARED_FIELDS = frozenset({"interface", "runtime", "evaluator_id", "revision", "cached"})
 # ``cached`` is not shared but never written by stored_form: a row answered from the result cache is its
-# cached text with CACHED_MARK appended (evaluation/cache.py), read back as any other key.
+# cached text with CACHED_MARK appended (evaluation/caching/cache.py), read back as any other key.
 
 # A bare row (ok, and nothing but a score, its verdict and a duration: most rows of most jobs) is stored
 # short, without the fields it has at their defaults: {"status":"ok","score":S,"passed":P,"duration_ms":D}.

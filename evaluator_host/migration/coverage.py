@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from evaluator_host.errors import NothingCompared
-from evaluator_host.evaluation.error_summary import errors_on_both
 from evaluator_host.evaluation.models import Case, EvaluationResult
+from evaluator_host.evaluation.outcomes.error_summary import errors_on_both
 from evaluator_host.migration.base import Reads
 
 __all__ = ["Rows", "check_answers", "check_rows", "did_you_mean"]

@@ -152,7 +152,7 @@ class Metrics:
         self.online_expired = Counter(
             "evaluator_host_online_spans_expired", "Raw spans deleted by retention.", registry=r
         )
-        self.forwarded = Counter(  # issue 52: online/forwarding.py
+        self.forwarded = Counter(  # issue 52: online/receive/forwarding.py
             "evaluator_host_online_forwarded_spans",
             "Received spans forwarded to OTLP endpoints, by outcome (sent, dropped: past the memory bound, "
             "refused: the endpoint refused them or may not be called).",

@@ -4,7 +4,7 @@ Contract: a rule's ``filter`` matches a *span* (docs/online.md, "How it works"):
 given must hold of one span — its resource's ``service.name``, its name, each attribute condition
 (``equals`` a JSON scalar, or ``exists`` true/false) — and a trace matches when one of its spans
 does. An empty filter matches every trace (the root span is evaluated). ``mapping`` names trace
-paths for the case's ``inputs`` / ``outputs`` (checked by :func:`evaluator_host.online.mapping.check_path`);
+paths for the case's ``inputs`` / ``outputs`` (checked by :func:`evaluator_host.online.reading.mapping.check_path`);
 a field it leaves out comes from the evaluated span. A rule's ``target`` says what one score is of:
 ``{"level": "trace"}`` (the default), ``{"level": "span"}`` (every matching span, each scored once) or
 ``{"level": "session", "session_key"?, "quiet_s"?}`` (a conversation's traces together, once quiet, again
@@ -19,9 +19,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from evaluator_host.definitions.models import MAX_REVISION
-from evaluator_host.online import mapping
-from evaluator_host.online.backfill_models import Backfill, BackfillCreate, BackfillDryRun
-from evaluator_host.online.decision_models import Decision, RuleLimits
+from evaluator_host.online.backfill.models import Backfill, BackfillCreate, BackfillDryRun
+from evaluator_host.online.deciding.decision_models import Decision, RuleLimits
+from evaluator_host.online.reading import mapping
 from evaluator_host.shared.bounds import Int64
 from evaluator_host.sinks.models import MAX_SINKS, Sink, SinkState
 

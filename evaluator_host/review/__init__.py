@@ -10,5 +10,5 @@ the rest). Models in ``models.py``.
 May import: ``evaluation`` (stored evaluators, the use cases, fixtures), ``jobs`` (a job's rows and their
 cases), ``online`` (a trace and its case), ``store``, ``tenancy``, ``errors``, ``shared``; never the surfaces
 (``api``, ``cli``), ``services``, ``migration`` or ``testing`` (``tests/unit/test_layers.py``). Nothing below
-imports it: the scorer's hook is the store's (``store/review_fill.py``).
+imports it: the scorer's hook is the store's (``store/review/fill.py``).
 """

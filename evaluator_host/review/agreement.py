@@ -21,7 +21,7 @@ from evaluator_host.evaluation.usecases import Components, run_stored
 from evaluator_host.review.metrics import Figures, Pair, agreement
 from evaluator_host.review.models import Agreement, Confusion, LabelAgreement
 from evaluator_host.review.queues import Review
-from evaluator_host.store.review_items import ItemRecord
+from evaluator_host.store.review.items import ItemRecord
 
 __all__ = ["agreement_of", "figure_fields", "reviewed_once"]
 

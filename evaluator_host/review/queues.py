@@ -5,7 +5,7 @@ Contract:
 * :meth:`Review.create` — a queue of the caller's workspace on one source: an online rule (trace or span
   level; its evaluator is the queue's) or a job (its evaluator and revision). A source of another
   workspace, or none, is 422. It is filled at once (:meth:`Review.refill`): a rule's stored scores
-  (``store/review_fill.py from_rule``), or a job's stored results with each row's case (its dataset row
+  (``store/review/fill.py from_rule``), or a job's stored results with each row's case (its dataset row
   through the job's field mapping; a model-target job's generated text and call span). A rule's queue
   also fills as the rule's scores are stored (the store's hook).
 * :meth:`Review.items` and :meth:`Review.shown` — items with what the evaluator judged: a job row's case, or
@@ -28,13 +28,13 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from evaluator_host.errors import DefinitionError, NotFoundError
-from evaluator_host.evaluation.cache import ResultCache
+from evaluator_host.evaluation.caching.cache import ResultCache
 from evaluator_host.evaluation.models import Case
 from evaluator_host.jobs.datasets.files import DatasetFiles
 from evaluator_host.jobs.datasets.mapping import RowMapper
 from evaluator_host.jobs.models import FieldMapping
-from evaluator_host.online.cases import Refused, build_case
-from evaluator_host.online.traces import load_trace
+from evaluator_host.online.levels.cases import Refused, build_case
+from evaluator_host.online.levels.traces import load_trace
 from evaluator_host.review.models import (
     Item,
     ItemSource,
@@ -46,14 +46,14 @@ from evaluator_host.review.models import (
     VerdictCreate,
 )
 from evaluator_host.settings import Settings
-from evaluator_host.store import review_fill
-from evaluator_host.store.job_generations import GenerationStore
-from evaluator_host.store.jobs import JobStore
-from evaluator_host.store.online_rows import OnlineRuleRow
-from evaluator_host.store.online_rules import RuleStore, rule_record
+from evaluator_host.store.jobs.generations import GenerationStore
+from evaluator_host.store.jobs.repository import JobStore
+from evaluator_host.store.online.rows import OnlineRuleRow
+from evaluator_host.store.online.rules import RuleStore, rule_record
 from evaluator_host.store.result_cache import ResultCacheStore
-from evaluator_host.store.review_items import ItemRecord, ReviewItemStore, VerdictRecord
-from evaluator_host.store.review_queues import QueueRecord, ReviewQueueStore
+from evaluator_host.store.review import fill as review_fill
+from evaluator_host.store.review.items import ItemRecord, ReviewItemStore, VerdictRecord
+from evaluator_host.store.review.queues import QueueRecord, ReviewQueueStore
 from evaluator_host.targets.budget import Prices
 from evaluator_host.targets.generate import trace_of
 

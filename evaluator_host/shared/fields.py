@@ -4,7 +4,7 @@
 CLI's fixture-file check print (``output: unknown field; did you mean 'outputs'? Accepted here: …``);
 :func:`strict_models` lists a model and every model nested in it with whether it forbids extra fields.
 Pure pydantic, nothing of the package: the API (:mod:`evaluator_host.api.fields`) and the command line
-(``cli/fixtures.py``, which must not import the app) use it alike.
+(``cli/evaluate/fixtures.py``, which must not import the app) use it alike.
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ the service's event loop
 
 1. enqueues a delivery row per sink for every ``done`` score of a rule with sinks stored in the last
    :data:`RECENT` (every :data:`SWEEP_S`, and at start: in the last :data:`ENQUEUE_WINDOW`) that has none
-   (``store/sink_deliveries.py``: insert-or-ignore on (rule, target, sink), so a restart or a second service
+   (``store/sinks/deliveries.py``: insert-or-ignore on (rule, target, sink), so a restart or a second service
    never makes two), and for every stored result of a job with sinks that has none, its row's ids read from
-   the dataset (``store/job_sink_deliveries.py``; a row without a trace id ``skipped``);
+   the dataset (``store/jobs/sink_deliveries.py``; a row without a trace id ``skipped``);
 2. claims up to :data:`BATCH` due deliveries (a lease of :data:`LEASE_S`; a service killed mid-send leaves
    its claim to expire and the delivery is sent again, under the same idempotency key);
 3. sends each (``sinks/requests.py``) to the host the sink names, held to the rule of a job's model target
@@ -40,8 +40,8 @@ from evaluator_host.settings import Settings
 from evaluator_host.shared.tasks import stop
 from evaluator_host.sinks.requests import Outbound, Skip, build, recorded, secret_names
 from evaluator_host.store.db import utcnow
-from evaluator_host.store.job_sink_deliveries import JobRowIds, JobSinkStore
-from evaluator_host.store.sink_deliveries import Delivery, SinkDeliveryStore
+from evaluator_host.store.jobs.sink_deliveries import JobRowIds, JobSinkStore
+from evaluator_host.store.sinks.deliveries import Delivery, SinkDeliveryStore
 from evaluator_host.targets.endpoint import check_endpoint
 
 __all__ = ["BATCH", "ENQUEUE_WINDOW", "LEASE_S", "MAX_ATTEMPTS", "POLL_S", "RECENT", "SWEEP_S", "SinkDelivery"]

@@ -7,7 +7,7 @@ A sink is ``{"type": "phoenix" | "langfuse", "url", "name"?, credentials as secr
 * ``mlflow``: ``url`` is the MLflow 3 tracking server (``http://mlflow:5000``); ``api_key`` (optional) as for
   Phoenix;
 * ``otlp``: ``url`` is an OTLP/HTTP endpoint (``/v1/traces`` appended to a URL without a path): the score is
-  sent as the ``gen_ai.evaluation.result`` span ``online/export.py`` sends, per rule; ``headers`` as for
+  sent as the ``gen_ai.evaluation.result`` span ``online/scoring/export.py`` sends, per rule; ``headers`` as for
   forwarding (``{{secret:NAME}}`` in a value);
 * ``langfuse``: ``url`` is Langfuse's base URL (``https://cloud.langfuse.com``); ``public_key`` and
   ``secret_key`` (``secret_key`` must be a ``{{secret:NAME}}`` reference; ``public_key`` may be one) make

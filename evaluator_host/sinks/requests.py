@@ -19,7 +19,7 @@
   A session-level score is a session score: ``sessionId`` instead of ``traceId``.
 
 * ``otlp`` — ``POST {url}`` (``/v1/traces`` appended to a URL without a path) of an OTLP/HTTP protobuf
-  ``ExportTraceServiceRequest`` holding the span ``online/export.py`` sends for a score (``evaluation {name}``,
+  ``ExportTraceServiceRequest`` holding the span ``online/scoring/export.py`` sends for a score (``evaluation {name}``,
   parented to the evaluated span, the ``gen_ai.evaluation.result`` event and attributes, the
   ``evaluator_host.evaluation`` marker), its span id derived from the delivery key: sent again, it is the
   same span. A failed evaluation is sent too (``error.type``, status ERROR), as the export does.
@@ -50,8 +50,8 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from evaluator_host.observability.tracing import MARKER, traces_url
-from evaluator_host.online.export import EVENT_NAME, evaluation_attributes
-from evaluator_host.store.sink_deliveries import Delivery
+from evaluator_host.online.scoring.export import EVENT_NAME, evaluation_attributes
+from evaluator_host.store.sinks.deliveries import Delivery
 from evaluator_host.tenancy.models import SECRET_REF
 
 __all__ = ["Outbound", "Skip", "build", "secret_names"]

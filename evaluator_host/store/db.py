@@ -190,7 +190,7 @@ class DatasetRow(Base):
 
 
 class DatasetChunkRow(Base):
-    """A chunk of a dataset's rows, stored in the database when it is PostgreSQL (``store/dataset_chunks.py``):
+    """A chunk of a dataset's rows, stored in the database when it is PostgreSQL (``store/jobs/dataset_chunks.py``):
     zlib-compressed JSON lines from ``first_row``; ``first_row = -1`` is the header (the column fill counts).
     No foreign key: the chunks are stored before the dataset's record (a dataset that exists is complete)."""
 
@@ -240,14 +240,14 @@ class JobRow(Base):
     result_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     # the model target it generates outputs with (jobs/models.py Target, no secret value); null: none
     target: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    # rows answered from the result cache (evaluation/cache.py), of ``done``
+    # rows answered from the result cache (evaluation/caching/cache.py), of ``done``
     cached: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     # issue 52: the sinks its results are written to (sinks/models.py Sink, secrets as references); null: none
     sinks: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
     # every result of the finished job has its delivery rows (the enqueue pass looks at it no more)
     sinks_enqueued: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     # until when its owner holds it (Unix seconds by the database's clock; renewed while the owner runs): a job
-    # unfinished past it is adopted by another service (store/job_leases.py); null: never leased (adoptable)
+    # unfinished past it is adopted by another service (store/jobs/leases.py); null: never leased (adoptable)
     lease_until: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 

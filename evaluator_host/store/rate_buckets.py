@@ -28,7 +28,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 
 from evaluator_host.store.db import Base
-from evaluator_host.store.job_leases import database_now
+from evaluator_host.store.jobs.leases import database_now
 
 __all__ = ["BucketState", "RateBucketRow", "RateBuckets"]
 

@@ -1,6 +1,6 @@
 """The result cache's tables (migration ``0011``): one stored result per (workspace, key), bounded per workspace.
 
-Contract (``evaluation/cache.py`` computes the keys and decides what is cached; this module only stores):
+Contract (``evaluation/caching/cache.py`` computes the keys and decides what is cached; this module only stores):
 
 * :meth:`ResultCacheStore.get` answers the entries of many keys in one query per 500 keys (a job's
   chunk: never one query per row) and marks the ones last used more than :data:`TOUCH_AFTER_S` ago
@@ -42,7 +42,7 @@ class ResultCacheRow(Base):
     __table_args__ = (Index("ix_result_cache_used", "workspace_id", "used_at"), {"sqlite_with_rowid": False})
 
     workspace_id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    key: Mapped[bytes] = mapped_column(LargeBinary(32), primary_key=True)  # sha256 (evaluation/cache.py)
+    key: Mapped[bytes] = mapped_column(LargeBinary(32), primary_key=True)  # sha256 (evaluation/caching/cache.py)
     status: Mapped[str] = mapped_column(String(20))
     result: Mapped[str] = mapped_column(Text)
     bytes: Mapped[int] = mapped_column(Integer)  # UTF-8 bytes of ``result`` plus the key's 32

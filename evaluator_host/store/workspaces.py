@@ -59,7 +59,9 @@ class WorkspaceRecord:
     created_at: datetime
     quotas: dict[str, Any] = field(default_factory=dict)
     network_allow: list[str] = field(default_factory=list)
-    forwarding: list[dict[str, Any]] = field(default_factory=list)  # [{"endpoint", "headers"}]: online/forwarding.py
+    forwarding: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # [{"endpoint", "headers"}]: online/receive/forwarding.py
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ Contract (one :class:`GenerationStage` per run of a job; the job's lanes consume
   any other row gets its messages (:mod:`evaluator_host.targets.prompts`) and one call
   (:class:`~evaluator_host.targets.openai.ChatClient`, retried there) — at most ``concurrency`` calls of the
   job in flight, and at most the workspace's cap over all its jobs (``workspace_slots``, shared) — and its
-  :class:`~evaluator_host.store.job_generations.GenerationRecord` is committed (batched: whatever finished
+  :class:`~evaluator_host.store.jobs.generations.GenerationRecord` is committed (batched: whatever finished
   while the previous batch was written) BEFORE the row is handed on. A row whose prompt cannot be made or
   whose call finally failed is stored with its ``error`` (and handed on: its result is an error).
 * Rows handed on and not yet taken are bounded (``backlog``): the stage waits for the lanes.
@@ -39,7 +39,7 @@ import msgspec
 
 from evaluator_host.evaluation.trace_shape import single_span_trace
 from evaluator_host.sandbox import fastjson
-from evaluator_host.store.job_generations import GenerationRecord, GenerationStore
+from evaluator_host.store.jobs.generations import GenerationRecord, GenerationStore
 from evaluator_host.targets.budget import Budget, BudgetExhausted, Prices
 from evaluator_host.targets.models import Target
 from evaluator_host.targets.openai import ChatClient, Completion

@@ -187,7 +187,7 @@ MAX_FORWARD_ENDPOINTS = 4
 
 class ForwardEndpoint(BaseModel):
     """An OTLP/HTTP endpoint every span the workspace receives is forwarded to, unchanged (issue 52;
-    ``online/forwarding.py``): ``{"endpoint": "https://phoenix.example.com/v1/traces", "headers":
+    ``online/receive/forwarding.py``): ``{"endpoint": "https://phoenix.example.com/v1/traces", "headers":
     {"Authorization": "Bearer {{secret:PHOENIX_KEY}}"}}``. Its ``host:port`` must be in the workspace's
     ``network_allow`` and resolve to public addresses (or be a name pinned in ``EVALUATOR_HOST_EGRESS_HOSTS``),
     checked when spans are sent, as a job's model target is (docs/security.md)."""

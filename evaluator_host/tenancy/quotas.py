@@ -25,7 +25,7 @@
   ``jobs.result_bytes``, grown in the transaction that stores them). An upload is cut off as soon as
   its raw bytes exceed the room left, and refused after parsing when its stored bytes do; a new job
   is refused while the workspace is at or over the quota; a job's chunk commit is charged by
-  :meth:`evaluator_host.store.jobs.JobStore.commit_rows` / ``commit_shared`` (the embedded runner and
+  :meth:`evaluator_host.store.jobs.repository.JobStore.commit_rows` / ``commit_shared`` (the embedded runner and
   queued worker hosts alike, one rule): of a chunk that would take the workspace past the quota only
   the leading rows that fit are stored (:func:`fitting`) and the job stops ``failed`` with
   :func:`storage_exceeded`'s error; a chunk of a workspace already at or over it stores nothing, and
@@ -34,7 +34,7 @@
   commit, if the room shrank meanwhile (another service), stores the whole chunk: past the quota by
   at most one chunk, then. A workspace's stored OTLP spans count too (their bodies' UTF-8 bytes,
   ``online_usage``): ``POST /v1/traces`` stores the leading spans that fit and answers 429 when none
-  does (:mod:`evaluator_host.store.online_usage`); retention releases them.
+  does (:mod:`evaluator_host.store.online.usage`); retention releases them.
 * ``max_warm_workers``: enforced by the pool (:mod:`evaluator_host.sandbox.pool.leasing`): a workspace's
   keys hold at most that many workers; calls beyond wait for one of them (no 429). Warm workers are a
   service's own processes: the cap holds per service (N replicas: at most N times it, one pool each).

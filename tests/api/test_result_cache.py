@@ -1,4 +1,4 @@
-"""The result cache (evaluation/cache.py) on every backend: a re-run job answers its rows from the cache when
+"""The result cache (evaluation/caching/cache.py) on every backend: a re-run job answers its rows from the cache when
 its evaluator is deterministic, runs them again when it is not (or opted out), and the cache stays bounded."""
 
 from __future__ import annotations
@@ -227,7 +227,7 @@ def test_a_trivial_evaluators_rows_are_not_cached_unless_it_opts_in(tmp_path: Pa
 
 
 def test_worth_is_the_mean_duration_against_the_bound() -> None:
-    from evaluator_host.evaluation.cache import JobCache
+    from evaluator_host.evaluation.caching.cache import JobCache
 
     cache = JobCache(ResultCacheStore(make_engine("sqlite://")), "ws", b"p", 1_000, min_row_ms=0.05)
     assert not cache.worth([0.01, 0.02, 0.01]) and not cache.worth([])

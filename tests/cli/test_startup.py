@@ -121,10 +121,10 @@ def test_every_lazy_handler_names_a_function_that_exists() -> None:
     handlers = [command.get_default("func") for command in sub.choices.values()]
     lazies = [h for h in handlers if isinstance(h, Lazy)]
     assert {f"{h.module}:{h.function}" for h in lazies} >= {
-        "evaluator_host.cli.serve:run_serve",
-        "evaluator_host.cli.run:run_file",
-        "evaluator_host.cli.images:run_images",
-        "evaluator_host.cli.fixture_runs:run_test",
+        "evaluator_host.cli.operate.serve:run_serve",
+        "evaluator_host.cli.evaluate.run:run_file",
+        "evaluator_host.cli.operate.images:run_images",
+        "evaluator_host.cli.evaluate.fixture_runs:run_test",
     }
     for handler in lazies:
         assert callable(getattr(importlib.import_module(handler.module), handler.function)), handler
@@ -134,6 +134,6 @@ def test_the_runtimes_lock_formats_are_the_lockfiles() -> None:
     """``runtimes lock --format`` names the formats without importing the builds: the same as
     ``builds.lockfile.FORMATS``."""
     from evaluator_host.builds.lockfile import FORMATS
-    from evaluator_host.cli.runtimes import LOCK_FORMATS
+    from evaluator_host.cli.operate.runtimes import LOCK_FORMATS
 
     assert LOCK_FORMATS == tuple(FORMATS)

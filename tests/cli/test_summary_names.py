@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from evaluator_host.cli.batch import _summary, row_names
+from evaluator_host.cli.evaluate.batch import _summary, row_names
 
 NEMO = ["outputs.arithmetic-expression.valid_expression", "outputs.arithmetic-expression.correct_value"]
 

@@ -1,4 +1,5 @@
-"""Datasets' rows in the database on PostgreSQL (issue 54: ``store/dataset_chunks.py``, ``jobs/datasets/files.py``).
+"""Datasets' rows in the database on PostgreSQL (issue 54:
+``store/jobs/dataset_chunks.py``, ``jobs/datasets/files.py``).
 
 The rows are stored as compressed chunks and read back from any row (across chunk boundaries, a row bigger
 than a chunk's byte budget) with a page costing one chunk's query; a refused upload leaves no chunk and no
@@ -27,9 +28,9 @@ from evaluator_host.api import create_app
 from evaluator_host.errors import DatasetError
 from evaluator_host.jobs.datasets.files import DatasetFiles, Limits
 from evaluator_host.store import schema
-from evaluator_host.store.dataset_chunks import CHUNK_BYTES, CHUNK_ROWS, DatasetChunks
 from evaluator_host.store.db import DatasetChunkRow, make_engine, utcnow
-from evaluator_host.store.jobs import DatasetRecord, JobStore
+from evaluator_host.store.jobs.dataset_chunks import CHUNK_BYTES, CHUNK_ROWS, DatasetChunks
+from evaluator_host.store.jobs.repository import DatasetRecord, JobStore
 from tests.support.backends import postgres_only
 from tests.support.jobs import create_evaluator, jsonl, ndjson, start, upload, wait
 from tests.support.pg import Cluster

@@ -28,7 +28,7 @@ from evaluator_host.jobs.results.exports import CSV_RESULT_COLUMNS, ResultReader
 from evaluator_host.jobs.stored_form import stored_form
 from evaluator_host.store import EvaluatorStore, RevisionRecord
 from evaluator_host.store.db import DEFAULT_WORKSPACE, make_engine, utcnow
-from evaluator_host.store.jobs import DatasetRecord, JobRecord, JobStore
+from evaluator_host.store.jobs.repository import DatasetRecord, JobRecord, JobStore
 
 ROWS: list[dict[str, Any]] = [
     {"q": "what is 2+2?", "a": "4", "n": 1},

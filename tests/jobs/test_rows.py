@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from evaluator_host.evaluation.aggregate import Accumulator
 from evaluator_host.evaluation.models import EvaluatorSettings
+from evaluator_host.evaluation.outcomes.aggregate import Accumulator
 from evaluator_host.evaluation.path import Prepared, to_result
 from evaluator_host.jobs.running.rows import StoredRow, stored_chunk, stored_row, stored_rows
 from evaluator_host.jobs.stored_form import SHARED_FIELDS, full_form, stored_form

@@ -23,9 +23,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind
 from sqlalchemy import func, insert, select
 
-from evaluator_host.online.spans import encode
+from evaluator_host.online.reading.spans import encode
 from evaluator_host.store.db import make_engine
-from evaluator_host.store.online_rows import OnlineBackfillRow, OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
+from evaluator_host.store.online.rows import OnlineBackfillRow, OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
 from tests.support.backends import BACKENDS
 from tests.support.online import WS, chat_trace, hex_id, score_rows, span
 from tests.support.service import serving

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, insert
 
-from evaluator_host.online.router import decide
+from evaluator_host.online.deciding.router import decide
 from evaluator_host.store.db import make_engine, utcnow
-from evaluator_host.store.online_backfill_pages import commit_page, read_page
-from evaluator_host.store.online_backfills import BackfillStore
-from evaluator_host.store.online_routing import spans_of as routed_spans
-from evaluator_host.store.online_rows import OnlineScoreRow
-from evaluator_host.store.online_rules import RuleRecord, RuleStore
+from evaluator_host.store.online.backfill_pages import commit_page, read_page
+from evaluator_host.store.online.backfills import BackfillStore
+from evaluator_host.store.online.routing import spans_of as routed_spans
+from evaluator_host.store.online.rows import OnlineScoreRow
+from evaluator_host.store.online.rules import RuleRecord, RuleStore
 from tests.support.online import WS, chat_trace, score_rows
 
 EVERYTHING = (None, None)

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from evaluator_host.online.backfill import dry_run
-from evaluator_host.online.router import decide, join_sessions
+from evaluator_host.online.backfill.runs import dry_run
+from evaluator_host.online.deciding.router import decide, join_sessions
 from evaluator_host.store.db import make_engine
-from evaluator_host.store.online_backfills import BackfillStore
-from evaluator_host.store.online_routing import spans_of as routed_spans
-from evaluator_host.store.online_rules import RuleRecord, RuleStore
-from evaluator_host.store.online_scores import ScoreQueue
+from evaluator_host.store.online.backfills import BackfillStore
+from evaluator_host.store.online.routing import spans_of as routed_spans
+from evaluator_host.store.online.rules import RuleRecord, RuleStore
+from evaluator_host.store.online.scores import ScoreQueue
 from tests.support.online import WS, chat_trace, hex_id, put_trace, score_rows, span
 
 EVERYTHING = (None, None)

@@ -20,9 +20,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from evaluator_host.online.budgets import plan
+from evaluator_host.online.deciding.budgets import plan
 from evaluator_host.sandbox.process.isolation import probe
-from evaluator_host.store.online_budgets import Use
+from evaluator_host.store.online.budgets import Use
 from tests.support.llm_server import llm_server
 from tests.support.service import serving
 from tests.support.wait import wait_until

@@ -14,18 +14,18 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, insert, select, update
 
-from evaluator_host.online.decisions import derive, span_refs
-from evaluator_host.online.explain import why_not
-from evaluator_host.online.router import decide
-from evaluator_host.online.traces import load_trace
+from evaluator_host.online.deciding.decisions import derive, span_refs
+from evaluator_host.online.deciding.explain import why_not
+from evaluator_host.online.deciding.router import decide
+from evaluator_host.online.levels.traces import load_trace
 from evaluator_host.settings import Settings
 from evaluator_host.store.db import make_engine
-from evaluator_host.store.online_decisions import DecisionStore
-from evaluator_host.store.online_refs import TraceRef
-from evaluator_host.store.online_rows import OnlineDecisionRow, OnlineScoreRow, OnlineTraceRow
-from evaluator_host.store.online_rules import RuleStore
-from evaluator_host.store.online_scores import ScoreQueue
-from evaluator_host.store.online_spans import OnlineSpanStore
+from evaluator_host.store.online.decisions import DecisionStore
+from evaluator_host.store.online.refs import TraceRef
+from evaluator_host.store.online.rows import OnlineDecisionRow, OnlineScoreRow, OnlineTraceRow
+from evaluator_host.store.online.rules import RuleStore
+from evaluator_host.store.online.scores import ScoreQueue
+from evaluator_host.store.online.spans import OnlineSpanStore
 from tests.support.online import WS, chat_trace
 from tests.support.service import serving
 from tests.support.wait import wait_until

@@ -20,13 +20,13 @@ from opentelemetry.trace import SpanKind
 from sqlalchemy import Engine
 
 from evaluator_host.observability.tracing import MARKER
-from evaluator_host.online.export import ScoreExporter
-from evaluator_host.online.router import decide
+from evaluator_host.online.deciding.router import decide
+from evaluator_host.online.scoring.export import ScoreExporter
 from evaluator_host.sandbox.base import SANDBOX_ENV
 from evaluator_host.settings import Settings
 from evaluator_host.store.db import make_engine
-from evaluator_host.store.online_rules import RuleStore
-from evaluator_host.store.online_scores import ScoreQueue
+from evaluator_host.store.online.rules import RuleStore
+from evaluator_host.store.online.scores import ScoreQueue
 from evaluator_host.tenancy.vault import RESERVED_NAMES
 from tests.support.online import WS, hex_id, put_trace, score_rows, span
 from tests.support.service import serving
@@ -147,8 +147,8 @@ def test_a_span_level_rule_never_scores_a_marked_span() -> None:
     import json
     from datetime import UTC, datetime
 
-    from evaluator_host.store.online_rules import RuleRecord
-    from evaluator_host.store.online_scores import SpanRef, TraceRef
+    from evaluator_host.store.online.rules import RuleRecord
+    from evaluator_host.store.online.scores import SpanRef, TraceRef
 
     def span(span_id: str, marked: bool) -> SpanRef:
         attributes = {"gen_ai.operation.name": "chat", **({MARKER: True} if marked else {})}
@@ -170,9 +170,9 @@ def test_a_trial_never_tries_a_rule_on_a_marked_span() -> None:
     from datetime import UTC, datetime
 
     from evaluator_host.evaluation.trace_shape import SpanData
-    from evaluator_host.online.traces import LoadedTrace
-    from evaluator_host.online.trial import _refs
-    from evaluator_host.store.online_rules import RuleRecord
+    from evaluator_host.online.candidates.trial import _refs
+    from evaluator_host.online.levels.traces import LoadedTrace
+    from evaluator_host.store.online.rules import RuleRecord
 
     def span(span_id: str, **marks: dict[str, object]) -> SpanData:
         return SpanData("t" * 32, span_id, None, "chat", int(span_id, 16), int(span_id, 16) + 1, **marks)  # type: ignore[arg-type]

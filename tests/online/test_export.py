@@ -1,4 +1,4 @@
-"""online/export.py against a real OTLP/HTTP receiver on loopback (tests/support/otlp.py): each score
+"""online/scoring/export.py against a real OTLP/HTTP receiver on loopback (tests/support/otlp.py): each score
 arrives as a span of the evaluated trace, parented to the evaluated span, carrying the
 gen_ai.evaluation.result event and the same attributes; failures, a missing span id, bad ids, the
 configured headers, a dead endpoint, and no endpoint at all (a no-op)."""
@@ -12,7 +12,7 @@ from opentelemetry import trace as otel_trace
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from evaluator_host.online.export import EVENT_NAME, ScoreExporter
+from evaluator_host.online.scoring.export import EVENT_NAME, ScoreExporter
 from evaluator_host.settings import Settings
 from tests.support.otlp import Collector, collector
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator_host.online.export import EVENT_NAME, MARKER, ScoreExporter, logs_url
+from evaluator_host.online.scoring.export import EVENT_NAME, MARKER, ScoreExporter, logs_url
 from evaluator_host.settings import Settings
 from tests.support.otlp import collector
 

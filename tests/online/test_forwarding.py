@@ -1,4 +1,4 @@
-"""Forwarding (issue 52, online/forwarding.py): every span the real service receives — OTLP/HTTP protobuf,
+"""Forwarding (issue 52, online/receive/forwarding.py): every span the real service receives — OTLP/HTTP protobuf,
 OTLP/JSON, OTLP/gRPC — reaches a real OTLP receiver on loopback unchanged (the ResourceSpans byte for
 byte), with the configured headers and their secrets filled in (never logged); a dead endpoint keeps
 ingestion answering, holds at most the bound and counts what it dropped; a workspace's own endpoint is
@@ -27,7 +27,7 @@ from opentelemetry.trace import SpanKind
 
 from evaluator_host.errors import SecretError
 from evaluator_host.observability.metrics import Metrics
-from evaluator_host.online.forwarding import Forwarder, Target
+from evaluator_host.online.receive.forwarding import Forwarder, Target
 from evaluator_host.settings import Settings
 from tests.support.otlp import Collector, collector
 from tests.support.service import free_port, serving

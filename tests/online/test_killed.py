@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import func, select
 
 from evaluator_host.store.db import make_engine
-from evaluator_host.store.online_rows import OnlineScoreRow
+from evaluator_host.store.online.rows import OnlineScoreRow
 from tests.support.online import chat_trace, score_rows
 from tests.support.service import serving
 from tests.support.wait import wait_until

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import insert
 
 from evaluator_host.api import create_app
-from evaluator_host.store.online_rows import OnlineScoreRow
+from evaluator_host.store.online.rows import OnlineScoreRow
 from tests.support.online import chat_trace, score_rows
 from tests.support.service import make_settings
 from tests.support.wait import wait_until

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import Engine
 
-from evaluator_host.online.scorer import load_many
-from evaluator_host.online.traces import load_trace
+from evaluator_host.online.levels.traces import load_trace
+from evaluator_host.online.scoring.scorer import load_many
 from evaluator_host.store.db import make_engine
 from tests.support.online import WS, chat_trace, hex_id, put_trace, span
 

@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 
 from evaluator_host.store import schema
 from evaluator_host.store.db import make_engine
-from evaluator_host.store.online_rules import RuleStore
+from evaluator_host.store.online.rules import RuleStore
 
 _RULE = (
     "INSERT INTO online_rules (id, workspace_id, name, evaluator_id, revision, filter, sampling_rate, mapping, "

@@ -8,9 +8,10 @@ from __future__ import annotations
 from alembic import command
 from sqlalchemy import create_engine, inspect, text
 
-from evaluator_host.store import online_shadow, schema
+from evaluator_host.store import schema
 from evaluator_host.store.db import make_engine, utcnow
-from evaluator_host.store.online_rules import RuleStore
+from evaluator_host.store.online import shadow as online_shadow
+from evaluator_host.store.online.rules import RuleStore
 
 _RULE = (
     "INSERT INTO online_rules (id, workspace_id, name, evaluator_id, revision, filter, sampling_rate, mapping, target, "

@@ -25,10 +25,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from evaluator_host.evaluation.models import ErrorInfo, EvaluationResult
-from evaluator_host.online.budgets import Windows, plan
-from evaluator_host.online.model_calls import rate_refused, rounds
+from evaluator_host.online.deciding.budgets import Windows, plan
+from evaluator_host.online.deciding.model_calls import rate_refused, rounds
 from evaluator_host.sandbox.process.isolation import probe
-from evaluator_host.store.online_budgets import Use
+from evaluator_host.store.online.budgets import Use
 from tests.support.backends import BACKENDS
 from tests.support.llm_server import llm_server
 from tests.support.service import serving

@@ -22,7 +22,7 @@ from opentelemetry.trace import SpanKind
 from sqlalchemy import func, select
 
 from evaluator_host.store.db import make_engine
-from evaluator_host.store.online_rows import OnlineScoreRow, OnlineTraceRow
+from evaluator_host.store.online.rows import OnlineScoreRow, OnlineTraceRow
 from tests.support.service import serving
 from tests.support.wait import wait_until
 

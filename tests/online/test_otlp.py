@@ -9,8 +9,8 @@ import tracemalloc
 
 import pytest
 
-from evaluator_host.online.inflate import inflate
-from evaluator_host.online.otlp import PROTOBUF, Limits, OtlpError, decode
+from evaluator_host.online.receive.inflate import inflate
+from evaluator_host.online.receive.otlp import PROTOBUF, Limits, OtlpError, decode
 from tests.support.otlp_bodies import S, new_span_id, new_trace_id, protobuf_body
 
 LIMITS = Limits(body_bytes=1 << 20, spans=10, attributes=8, attribute_bytes=1024, name_chars=64)

@@ -7,7 +7,7 @@ and to one object or array per 16 of its bytes, and a protobuf body's outer leve
 wire before it is parsed (more resources, scopes or spans than ``online_max_spans``: refused unparsed).
 docs/security.md states the bound: a JSON parse peaks under 24 x ``online_max_json_bytes``, a protobuf
 one under 32 x ``online_max_body_bytes``. Each shape is parsed by the receiver's own use case
-(:class:`~evaluator_host.online.ingest.Ingest`, storing nothing) in a process of its own, which
+(:class:`~evaluator_host.online.receive.ingest.Ingest`, storing nothing) in a process of its own, which
 measures its peak RSS (``VmHWM`` after resetting it): a bound on memory, never a timing.
 """
 
@@ -37,11 +37,11 @@ _MEASURE = r"""
 import gzip, json, sys
 from pathlib import Path
 from evaluator_host.observability.metrics import Metrics
-from evaluator_host.online.ingest import Ingest
-from evaluator_host.online.otlp import OtlpError
+from evaluator_host.online.receive.ingest import Ingest
+from evaluator_host.online.receive.otlp import OtlpError
 from evaluator_host.settings import Settings
 from evaluator_host.store.db import make_engine
-from evaluator_host.store.online_spans import OnlineSpanStore
+from evaluator_host.store.online.spans import OnlineSpanStore
 
 shape, body_bound, json_bound, folder = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
 settings = Settings(data_dir=folder, online_max_body_bytes=body_bound, online_max_json_bytes=json_bound,

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from evaluator_host.online.router import decide
+from evaluator_host.online.deciding.router import decide
 from evaluator_host.store.db import make_engine, utcnow
-from evaluator_host.store.online_rules import RuleStore
-from evaluator_host.store.online_scores import ScoreQueue
-from evaluator_host.store.online_spans import OnlineSpanStore
+from evaluator_host.store.online.rules import RuleStore
+from evaluator_host.store.online.scores import ScoreQueue
+from evaluator_host.store.online.spans import OnlineSpanStore
 from tests.support.online import WS, hex_id, score_rows, trace_states
 
 QUIET, SETTLE, TIMEOUT = 2.0, 0.25, 300.0

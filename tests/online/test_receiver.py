@@ -23,7 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from sqlalchemy import DateTime, bindparam, text
 
 from evaluator_host.api import create_app
-from evaluator_host.online.assembly import Assembly
+from evaluator_host.online.levels.assembly import Assembly
 from evaluator_host.services import Services
 from evaluator_host.store.db import utcnow
 from tests.support.otlp_bodies import JSON, PROTOBUF, S, json_body, new_span_id, new_trace_id, protobuf_body

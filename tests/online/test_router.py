@@ -13,11 +13,11 @@ import pytest
 from sqlalchemy import Engine
 
 from evaluator_host.observability.metrics import Metrics
-from evaluator_host.online.router import Router, decide, sampled
+from evaluator_host.online.deciding.router import Router, decide, sampled
 from evaluator_host.settings import Settings
 from evaluator_host.store.db import make_engine
-from evaluator_host.store.online_rules import RuleStore
-from evaluator_host.store.online_scores import ScoreQueue
+from evaluator_host.store.online.rules import RuleStore
+from evaluator_host.store.online.scores import ScoreQueue
 from tests.support.online import WS, chat_trace, hex_id, put_trace, score_rows, span, trace_states
 
 

@@ -21,8 +21,8 @@ from opentelemetry.trace import SpanKind
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from evaluator_host.online.mapping import trace_inputs_outputs
-from evaluator_host.online.traces import load_trace
+from evaluator_host.online.levels.traces import load_trace
+from evaluator_host.online.reading.mapping import trace_inputs_outputs
 from evaluator_host.store.db import make_engine
 from tests.support import REPO
 from tests.support.service import serving

@@ -32,7 +32,7 @@ from opentelemetry.trace import SpanKind
 from sqlalchemy import func, select
 
 from evaluator_host.store.db import make_engine
-from evaluator_host.store.online_rows import OnlineScoreRow
+from evaluator_host.store.online.rows import OnlineScoreRow
 from tests.support.backends import BACKENDS
 from tests.support.llm_server import llm_server
 from tests.support.online import hex_id, put_trace, score_rows, span

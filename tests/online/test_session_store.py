@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, select
 
-from evaluator_host.online.router import decide, join_sessions
-from evaluator_host.store import online_sessions
+from evaluator_host.online.deciding.router import decide, join_sessions
 from evaluator_host.store.db import make_engine, utcnow
-from evaluator_host.store.online_rows import OnlineSessionRow, OnlineSessionTraceRow
-from evaluator_host.store.online_rules import RuleStore
-from evaluator_host.store.online_scores import ScoreQueue
-from evaluator_host.store.online_views import ScoreView
+from evaluator_host.store.online import sessions as online_sessions
+from evaluator_host.store.online.rows import OnlineSessionRow, OnlineSessionTraceRow
+from evaluator_host.store.online.rules import RuleStore
+from evaluator_host.store.online.scores import ScoreQueue
+from evaluator_host.store.online.views import ScoreView
 from tests.support.online import WS, hex_id, put_trace, score_rows, span
 
 

@@ -25,7 +25,7 @@ from sqlalchemy import func, select
 
 from evaluator_host.client import Client, ConflictError
 from evaluator_host.store.db import make_engine
-from evaluator_host.store.online_rows import OnlineScoreRow, OnlineShadowScoreRow
+from evaluator_host.store.online.rows import OnlineScoreRow, OnlineShadowScoreRow
 from tests.support import REPO
 from tests.support.backends import docker_only, postgres_only
 from tests.support.otlp import collector

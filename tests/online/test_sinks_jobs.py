@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import func, select
 
 from evaluator_host.store.db import make_engine
-from evaluator_host.store.online_rows import SinkDeliveryRow
+from evaluator_host.store.online.rows import SinkDeliveryRow
 from tests.support import REPO
 from tests.support.backends import BACKENDS
 from tests.support.langfuse import langfuse_stand_in

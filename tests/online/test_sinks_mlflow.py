@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import update
 
 from evaluator_host.store.db import make_engine
-from evaluator_host.store.online_rows import SinkDeliveryRow
+from evaluator_host.store.online.rows import SinkDeliveryRow
 from tests.support.mlflow_server import mlflow_server
 from tests.support.service import serving
 from tests.support.sink_app import App, forwarding_env, settled, trace_and_span_rules

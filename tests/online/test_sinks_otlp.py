@@ -10,7 +10,7 @@ from pathlib import Path
 from sqlalchemy import update
 
 from evaluator_host.store.db import make_engine
-from evaluator_host.store.online_rows import SinkDeliveryRow
+from evaluator_host.store.online.rows import SinkDeliveryRow
 from tests.support.otlp import collector
 from tests.support.service import serving
 from tests.support.sink_app import App, evaluator, settled

@@ -21,7 +21,7 @@ from opentelemetry.trace import SpanKind
 from sqlalchemy import update
 
 from evaluator_host.store.db import make_engine
-from evaluator_host.store.online_rows import SinkDeliveryRow
+from evaluator_host.store.online.rows import SinkDeliveryRow
 from tests.support import REPO
 from tests.support.langfuse import langfuse_stand_in
 from tests.support.service import serving

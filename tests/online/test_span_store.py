@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from evaluator_host.store.db import make_engine, utcnow
-from evaluator_host.store.online_spans import OnlineSpanStore
+from evaluator_host.store.online.spans import OnlineSpanStore
 from tests.support.otlp_bodies import new_span_id, new_trace_id
 
 

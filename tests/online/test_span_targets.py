@@ -13,11 +13,11 @@ import pytest
 from sqlalchemy import Engine, insert
 from sqlalchemy.exc import IntegrityError
 
-from evaluator_host.online.router import decide
+from evaluator_host.online.deciding.router import decide
 from evaluator_host.store.db import make_engine, utcnow
-from evaluator_host.store.online_rows import OnlineScoreRow
-from evaluator_host.store.online_rules import RuleStore
-from evaluator_host.store.online_scores import ScoreQueue
+from evaluator_host.store.online.rows import OnlineScoreRow
+from evaluator_host.store.online.rules import RuleStore
+from evaluator_host.store.online.scores import ScoreQueue
 from tests.support.online import WS, hex_id, put_trace, score_rows, span
 
 LLM = {"key": "openinference.span.kind", "equals": "LLM"}

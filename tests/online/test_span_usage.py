@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 from evaluator_host.errors import QuotaExceeded
 from evaluator_host.store import schema
 from evaluator_host.store.db import make_engine, utcnow
-from evaluator_host.store.online_spans import OnlineSpanStore
+from evaluator_host.store.online.spans import OnlineSpanStore
 from evaluator_host.store.workspaces import WorkspaceStore
 from tests.support.otlp_bodies import new_span_id, new_trace_id
 

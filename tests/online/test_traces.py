@@ -1,4 +1,4 @@
-"""online/traces.py load_trace on SQLite and PostgreSQL: rows written with online.spans.encode (spans
+"""online/levels/traces.py load_trace on SQLite and PostgreSQL: rows written with online.spans.encode (spans
 arriving out of order, over workspaces) read back as the dict evaluators get, with each span's
 resource from its body; find_span and walk; the span bound (online_max_trace_spans) keeps the root
 and says the trace was cut."""
@@ -14,12 +14,12 @@ from sqlalchemy import insert
 from sqlalchemy.engine import Engine
 
 from evaluator_host.evaluation.trace_shape import SpanData
-from evaluator_host.online.mapping import trace_inputs_outputs
-from evaluator_host.online.spans import encode
-from evaluator_host.online.traces import DEFAULT_MAX_SPANS, find_span, load_trace, walk
+from evaluator_host.online.levels.traces import DEFAULT_MAX_SPANS, find_span, load_trace, walk
+from evaluator_host.online.reading.mapping import trace_inputs_outputs
+from evaluator_host.online.reading.spans import encode
 from evaluator_host.settings import Settings
 from evaluator_host.store.db import make_engine
-from evaluator_host.store.online_rows import OnlineSpanRow, OnlineTraceRow
+from evaluator_host.store.online.rows import OnlineSpanRow, OnlineTraceRow
 
 T = "4bf92f3577b34da6a3ce929d0e0e4736"
 WS, OTHER = "ws_a", "ws_b"

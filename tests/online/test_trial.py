@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from evaluator_host.online import trial
+from evaluator_host.online.candidates import trial
 from tests.support.online import chat_trace, score_rows
 from tests.support.service import make_settings
 

@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import Engine, insert
 
 from evaluator_host.store.db import make_engine
-from evaluator_host.store.online_rows import OnlineScoreRow
-from evaluator_host.store.online_views import ScoreView
+from evaluator_host.store.online.rows import OnlineScoreRow
+from evaluator_host.store.online.views import ScoreView
 from tests.support.online import WS, chat_trace, hex_id
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)

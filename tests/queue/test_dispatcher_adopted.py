@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from evaluator_host.store.jobs import QUEUE_SUFFIX
+from evaluator_host.store.jobs.repository import QUEUE_SUFFIX
 from tests.support.queue import Grid
 from tests.support.replicas import Replicas
 

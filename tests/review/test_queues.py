@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import delete
 
-from evaluator_host.store.online_rows import OnlineSpanRow, OnlineTraceRow
+from evaluator_host.store.online.rows import OnlineSpanRow, OnlineTraceRow
 from tests.support.jobs import create_evaluator, jsonl, start, upload, wait
 from tests.support.online import chat_trace
 from tests.support.service import assert_healthy

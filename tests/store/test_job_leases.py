@@ -1,4 +1,4 @@
-"""evaluator_host.store.job_leases on SQLite and PostgreSQL: a job is held by a lease its owner renews;
+"""evaluator_host.store.jobs.leases on SQLite and PostgreSQL: a job is held by a lease its owner renews;
 one past its lease is adopted by exactly one other store, and the old owner's late commit stores nothing.
 
 Leases here are fractions of a second (the store takes any ``lease_s``; the service's setting is ≥ 1 s),
@@ -15,8 +15,8 @@ from sqlalchemy import select, update
 
 from evaluator_host.errors import JobNotHeld
 from evaluator_host.store.db import JobRow, make_engine
-from evaluator_host.store.job_leases import database_now
-from evaluator_host.store.jobs import JobStore
+from evaluator_host.store.jobs.leases import database_now
+from evaluator_host.store.jobs.repository import JobStore
 from tests.support.store import dataset, new_job
 from tests.support.wait import wait_until
 

@@ -1,4 +1,4 @@
-"""evaluator_host.store.jobs.JobStore on an empty SQLite file and PostgreSQL database.
+"""evaluator_host.store.jobs.repository.JobStore on an empty SQLite file and PostgreSQL database.
 
 Datasets (add/get/list/delete; inline datasets are not listed), jobs (create, get, list
 filters, ``set_job`` with ``only_unfinished``, ``unfinished``) and the resume invariant of
@@ -24,7 +24,7 @@ from sqlalchemy.exc import IntegrityError
 
 from evaluator_host.errors import JobNotHeld, NotFoundError
 from evaluator_host.store.db import DEFAULT_WORKSPACE, DatasetRow, JobRow, make_engine, utcnow
-from evaluator_host.store.jobs import JobStore, StoredResult
+from evaluator_host.store.jobs.repository import JobStore, StoredResult
 from tests.support.backends import postgres_only
 from tests.support.pg import Cluster
 from tests.support.store import QUEUE_OWNER, dataset, new_job

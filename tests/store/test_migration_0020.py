@@ -9,7 +9,7 @@ from sqlalchemy import create_engine, text
 
 from evaluator_host.store import schema
 from evaluator_host.store.db import make_engine
-from evaluator_host.store.jobs import JobStore
+from evaluator_host.store.jobs.repository import JobStore
 
 _DATASET = (
     "INSERT INTO datasets (id, workspace_id, name, format, row_count, columns, bytes, inline, created_at) "

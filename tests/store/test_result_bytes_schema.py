@@ -9,7 +9,7 @@ from sqlalchemy import create_engine, text
 
 from evaluator_host.store import schema
 from evaluator_host.store.db import DEFAULT_WORKSPACE, make_engine
-from evaluator_host.store.jobs import JobStore
+from evaluator_host.store.jobs.repository import JobStore
 
 RESULT = '{"status": "ok", "details": {"text": "é' + "x" * 1000 + '"}}'  # one two-byte character
 

@@ -13,12 +13,13 @@ import pytest
 from alembic import command
 from sqlalchemy import Engine, insert, select
 
-from evaluator_host.store import review_fill, schema
+from evaluator_host.store import schema
 from evaluator_host.store.db import make_engine, utcnow
-from evaluator_host.store.online_rows import OnlineScoreRow
-from evaluator_host.store.review_items import ReviewItemStore
-from evaluator_host.store.review_queues import ReviewQueueStore
-from evaluator_host.store.review_rows import ReviewItemRow, ReviewVerdictRow
+from evaluator_host.store.online.rows import OnlineScoreRow
+from evaluator_host.store.review import fill as review_fill
+from evaluator_host.store.review.items import ReviewItemStore
+from evaluator_host.store.review.queues import ReviewQueueStore
+from evaluator_host.store.review.rows import ReviewItemRow, ReviewVerdictRow
 
 WS = "ws_default"
 
@@ -122,7 +123,7 @@ def test_hooks_at_once_on_a_rule_with_two_queues_fill_both_and_fail_none(
             for n in ("one", "two")
         ]  # fmt: skip
         keys = [("rule_e", f"{i:032x}") for i in range(60)]
-        with caplog.at_level(logging.ERROR, logger="evaluator_host.store.review_fill"):
+        with caplog.at_level(logging.ERROR, logger="evaluator_host.store.review.fill"):
             assert _run_together(6, lambda k: review_fill.admit_scores(engine, keys[::-1] if k % 2 else keys)) == []
         assert [r.getMessage() for r in caplog.records] == []  # no hook failed (a deadlock would be logged here)
         assert [store.get(WS, q.id).items for q in made] == [60, 60]

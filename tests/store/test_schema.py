@@ -26,7 +26,7 @@ from evaluator_host.api import create_app
 from evaluator_host.errors import DatabaseSchemaError
 from evaluator_host.store import EvaluatorStore, schema
 from evaluator_host.store.db import DEFAULT_WORKSPACE, Base, make_engine, utcnow
-from evaluator_host.store.jobs import DatasetRecord, JobStore
+from evaluator_host.store.jobs.repository import DatasetRecord, JobStore
 from tests.support.backends import postgres_only
 from tests.support.pg import Cluster
 from tests.support.service import make_settings

@@ -13,7 +13,7 @@ import pytest
 
 from evaluator_host.errors import QuotaExceeded
 from evaluator_host.store.db import DEFAULT_WORKSPACE, make_engine
-from evaluator_host.store.jobs import JobStore
+from evaluator_host.store.jobs.repository import JobStore
 from evaluator_host.store.workspaces import WorkspaceStore
 from tests.support.store import QUEUE_OWNER, dataset, new_job
 

@@ -16,7 +16,7 @@ from sqlalchemy import create_engine, inspect, text
 from evaluator_host.errors import NotFoundError
 from evaluator_host.store import EvaluatorStore, schema
 from evaluator_host.store.db import DEFAULT_WORKSPACE, Base, make_engine
-from evaluator_host.store.jobs import JobStore
+from evaluator_host.store.jobs.repository import JobStore
 from evaluator_host.store.workspaces import WorkspaceStore
 
 # Rows as the release before workspaces stored them (portable SQL, columns named).

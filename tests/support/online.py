@@ -12,8 +12,8 @@ from typing import Any
 from sqlalchemy import Engine, insert, select
 
 from evaluator_host.evaluation.trace_shape import SpanData
-from evaluator_host.online.spans import encode
-from evaluator_host.store.online_rows import OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
+from evaluator_host.online.reading.spans import encode
+from evaluator_host.store.online.rows import OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
 
 WS = "ws_default"
 

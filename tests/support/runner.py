@@ -25,7 +25,7 @@ from evaluator_host.services import service_id
 from evaluator_host.settings import Settings
 from evaluator_host.store import EvaluatorStore
 from evaluator_host.store.db import DEFAULT_WORKSPACE, make_engine
-from evaluator_host.store.jobs import JobStore
+from evaluator_host.store.jobs.repository import JobStore
 from evaluator_host.store.secrets import SecretStore
 from evaluator_host.store.workspaces import WorkspaceStore
 from evaluator_host.tenancy.quotas import QuotaGuard

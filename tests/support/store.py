@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 from evaluator_host.store.db import utcnow
-from evaluator_host.store.jobs import DatasetRecord, JobStore
+from evaluator_host.store.jobs.repository import DatasetRecord, JobStore
 
 QUEUE_OWNER = "service-1/queue"
 

@@ -8,9 +8,9 @@ import statistics
 
 import pytest
 
-from evaluator_host.evaluation.aggregate import Accumulator, aggregate
-from evaluator_host.evaluation.aggregate_models import Stats
 from evaluator_host.evaluation.models import EvaluationResult
+from evaluator_host.evaluation.outcomes.aggregate import Accumulator, aggregate
+from evaluator_host.evaluation.outcomes.aggregate_models import Stats
 
 
 def ok(score: float | None = None, passed: bool | None = None, **outputs: float) -> EvaluationResult:
@@ -328,7 +328,7 @@ def test_mean_of_huge_scores_does_not_overflow() -> None:
 
 
 def test_named_output_columns_are_capped() -> None:
-    from evaluator_host.evaluation.aggregate import MAX_OUTPUT_COLUMNS
+    from evaluator_host.evaluation.outcomes.aggregate import MAX_OUTPUT_COLUMNS
 
     agg = aggregate([ok(**{f"k{i}": 1.0}) for i in range(MAX_OUTPUT_COLUMNS + 50)])
     assert len(agg.outputs) == MAX_OUTPUT_COLUMNS and agg.count == MAX_OUTPUT_COLUMNS + 50

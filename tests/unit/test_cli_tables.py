@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evaluator_host.cli.images import compact_rows, detail_lines
+from evaluator_host.cli.operate.images import compact_rows, detail_lines
 from evaluator_host.sandbox.docker.images import ImageInfo
 
 BIG = ImageInfo(

@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from evaluator_host.online.explain import first_failure, why_not
-from evaluator_host.store.online_refs import SpanRef, TraceRef
-from evaluator_host.store.online_rules import RuleRecord
+from evaluator_host.online.deciding.explain import first_failure, why_not
+from evaluator_host.store.online.refs import SpanRef, TraceRef
+from evaluator_host.store.online.rules import RuleRecord
 
 NOW = datetime(2026, 11, 25, tzinfo=UTC)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from evaluator_host.cli.images import last_activity
+from evaluator_host.cli.operate.images import last_activity
 from evaluator_host.sandbox.docker.images import ImageInfo
 
 

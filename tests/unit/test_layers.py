@@ -35,8 +35,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "migration/python": (*TOP, *PATH[:2], *BELOW),
     "migration/codemod.py": (*TOP, *PATH[:2], *BELOW),
     "migration": (*TOP, E + "testing"),
-    "evaluation/normalize.py": (*TOP, *PATH[1:], *BELOW, E + "definitions", E + "evaluation.path"),
-    "evaluation/aggregate.py": (*TOP, *PATH[1:], *BELOW, E + "definitions", E + "evaluation.path"),
+    "evaluation/outcomes/normalize.py": (*TOP, *PATH[1:], *BELOW, E + "definitions", E + "evaluation.path"),
+    "evaluation/outcomes/aggregate.py": (*TOP, *PATH[1:], *BELOW, E + "definitions", E + "evaluation.path"),
     "store": (*TOP, *PATH[1:], E + "evaluation.path", E + "evaluation.evaluators", E + "sandbox", E + "builds"),
     "evaluation/path.py": (*TOP, *PATH[1:], E + "store", E + "evaluation.evaluators"),
     "evaluation": (*TOP, *PATH[1:], E + "testing"),
@@ -45,7 +45,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "jobs/queue": (*SURFACES,),
     "online": (*TOP, E + "migration", E + "jobs", E + "testing"),
     # review queues (issue 53): above jobs and online (it reads their rows and cases), below the surfaces;
-    # the scorer's hook that fills a rule's queue is the store's (store/review_fill.py), so nothing imports review
+    # the scorer's hook that fills a rule's queue is the store's (store/review/fill.py), so nothing imports review
     "review": (*TOP, E + "migration", E + "testing"),
     # score sinks (issue 52): the online routes and the service use them; they know no API, job or CLI
     "sinks": (*TOP, E + "migration", E + "jobs", E + "online", E + "testing"),
@@ -85,8 +85,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "builds": (E + "definitions.languages",),
     # a codemod's answer (migration/base.py: a dataclass and a diff, no I/O) is what a family's migrator returns
     "definitions": (E + "migration.base",),
-    # an `otlp` score sink sends the very span online/export.py sends (its attributes: one definition)
-    "sinks": (E + "online.export",),
+    # an `otlp` score sink sends the very span online/scoring/export.py sends (its attributes: one definition)
+    "sinks": (E + "online.scoring.export",),
     # the client speaks the API's own models (each domain's models.py, no behaviour) and its error envelope
     "client": tuple(
         E + m
@@ -96,7 +96,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
             "migration.models",
             "builds.models",
             "online.models",
-            "online.shadow_models",  # shadow revisions' answers (issue 53), beside online/models.py
+            "online.candidates.shadow_models",  # shadow revisions' answers (issue 53), beside online/models.py
             "review.models",
             "targets.models",
             "tenancy.models",

@@ -1,13 +1,13 @@
 """The rules that tell a differential run that compared nothing (migration/coverage.py) and what failed rows
-have in common (evaluation/error_summary.py), without a sandbox."""
+have in common (evaluation/outcomes/error_summary.py), without a sandbox."""
 
 from __future__ import annotations
 
 import pytest
 
 from evaluator_host.errors import NothingCompared
-from evaluator_host.evaluation.error_summary import MAX_TYPES, ErrorTally
 from evaluator_host.evaluation.models import Case, ErrorInfo, EvaluationResult
+from evaluator_host.evaluation.outcomes.error_summary import MAX_TYPES, ErrorTally
 from evaluator_host.migration.base import Reads
 from evaluator_host.migration.coverage import Rows, check_answers, check_rows, columns_of, did_you_mean
 

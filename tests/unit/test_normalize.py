@@ -1,4 +1,4 @@
-"""evaluator_host.evaluation.normalize: every row of api.md's normalization table."""
+"""evaluator_host.evaluation.outcomes.normalize: every row of api.md's normalization table."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from evaluator_host.evaluation.normalize import ACCEPTED_SHAPES, normalize
+from evaluator_host.evaluation.outcomes.normalize import ACCEPTED_SHAPES, normalize
 
 NAN = {"$nonfinite": "nan"}
 INF = {"$nonfinite": "inf"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from evaluator_host.online.mapping import check_path, resolve, trace_inputs_outputs
+from evaluator_host.online.reading.mapping import check_path, resolve, trace_inputs_outputs
 from tests.support import REPO
 
 DOC = (REPO / "docs" / "online.md").read_text()

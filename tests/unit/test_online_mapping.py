@@ -1,4 +1,5 @@
-"""Online mapping (online/mapping.py, online/conventions.py): a span's inputs/outputs from the attributes
+"""Online mapping (online/reading/mapping.py, online/reading/conventions.py):
+a span's inputs/outputs from the attributes
 real instrumentations emit (Agenta's SDK, the OpenTelemetry GenAI instrumentations current and older,
 OpenLLMetry's indexed form, OpenInference), the precedence between them, a trace's inputs/outputs,
 and rule paths (valid, malformed → MappingPathError 422, missing → None)."""
@@ -13,7 +14,7 @@ import pytest
 
 from evaluator_host.errors import DefinitionError, MappingPathError
 from evaluator_host.evaluation.trace_shape import SpanData, build_trace
-from evaluator_host.online.mapping import (
+from evaluator_host.online.reading.mapping import (
     MAX_PATH_CHARS,
     check_path,
     path_view,

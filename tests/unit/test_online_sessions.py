@@ -4,8 +4,8 @@ and the conversation — a chat app that resends the history each turn has it on
 
 from __future__ import annotations
 
-from evaluator_host.online.sessions import conversation, session_of, turn_messages
-from evaluator_host.store.online_refs import SpanRef
+from evaluator_host.online.levels.sessions import conversation, session_of, turn_messages
+from evaluator_host.store.online.refs import SpanRef
 
 
 def ref(attributes: dict[str, object], resource: dict[str, object] | None = None, evaluation: bool = False) -> SpanRef:

@@ -17,9 +17,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluator_host.evaluation.aggregate import Accumulator, aggregate
 from evaluator_host.evaluation.models import EvaluationResult, EvaluatorSettings
-from evaluator_host.evaluation.normalize import LABEL_CHARS, PASS_KEYS, REASON_CHARS, normalize
+from evaluator_host.evaluation.outcomes.aggregate import Accumulator, aggregate
+from evaluator_host.evaluation.outcomes.normalize import LABEL_CHARS, PASS_KEYS, REASON_CHARS, normalize
 from evaluator_host.evaluation.path import Prepared, to_result
 from evaluator_host.jobs.stored_form import stored_form
 from evaluator_host.sandbox.base import RawOutcome

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from evaluator_host.evaluation.aggregate import Accumulator, aggregate
 from evaluator_host.evaluation.models import EvaluationResult
-from evaluator_host.evaluation.normalize import LABEL_CHARS, REASON_CHARS, normalize
+from evaluator_host.evaluation.outcomes.aggregate import Accumulator, aggregate
+from evaluator_host.evaluation.outcomes.normalize import LABEL_CHARS, REASON_CHARS, normalize
 
 
 def norm(value: Any, threshold: float | None = None, interface: str = "evaluate") -> Any:

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from evaluator_host.review.metrics import Pair, agreement, ranks
-from evaluator_host.store.review_fill import Candidate, takes
+from evaluator_host.store.review.fill import Candidate, takes
 from tests.support.agreement import kappa_pairwise, spearman
 
 

@@ -13,8 +13,8 @@ from pydantic import ValidationError
 
 from evaluator_host.sinks.models import Sink
 from evaluator_host.sinks.requests import Skip, build, recorded, secret_names
-from evaluator_host.store.online_rules import RuleRecord
-from evaluator_host.store.sink_deliveries import Delivery, delivery_key
+from evaluator_host.store.online.rules import RuleRecord
+from evaluator_host.store.sinks.deliveries import Delivery, delivery_key
 
 NOW = datetime(2026, 11, 25, tzinfo=UTC)
 T, ROOT, LLM = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7", "b7ad6b7169203331"

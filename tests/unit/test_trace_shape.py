@@ -36,7 +36,7 @@ def test_a_single_span_trace_is_a_client_span_with_an_error_status_when_it_faile
 
 
 def test_a_stored_body_decodes_to_the_span_it_encoded() -> None:
-    from evaluator_host.online import spans
+    from evaluator_host.online.reading import spans
 
     span = SpanData(T, "a" * 16, None, "chat", 1, 2, kind=2, status_code=2, status_message="boom",
                     attributes={"ag.data.inputs": {"q": "x"}, "n": 3}, resource={"service.name": "api"},

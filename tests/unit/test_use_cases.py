@@ -100,7 +100,14 @@ def test_the_fast_path_calls_use_cases_never_route_functions() -> None:
 
 
 @pytest.mark.parametrize(
-    "surface", ["api/routes/evaluate.py", "api/routes/evaluators.py", "cli/main.py", "cli/run.py", "cli/migrate.py"]
+    "surface",
+    [
+        "api/routes/evaluate.py",
+        "api/routes/evaluators.py",
+        "cli/main.py",
+        "cli/evaluate/run.py",
+        "cli/evaluate/migrate.py",
+    ],
 )
 def test_the_surfaces_do_not_string_the_path_together(surface: str) -> None:
     """No surface calls the path's steps (``validate``, ``evaluate`` of the path, the quota, the vault) itself."""
@@ -131,8 +138,8 @@ def test_the_path_modules_keep_the_paths_import_rules(module: str) -> None:
 
 
 def test_the_cli_has_no_import_cycle_between_run_and_batch() -> None:
-    """``cli/batch.py`` reaches the shared output helpers in ``cli/output.py``, never ``cli/main.py``."""
-    assert not [n for n in _imports(PACKAGE / "cli" / "batch.py") if n.startswith("evaluator_host.cli.main")]
+    """``cli/evaluate/batch.py`` reaches the shared output helpers in ``cli/output.py``, never ``cli/main.py``."""
+    assert not [n for n in _imports(PACKAGE / "cli" / "evaluate" / "batch.py") if n.startswith("evaluator_host.cli.main")]
     assert not [n for n in _imports(PACKAGE / "cli" / "output.py") if n.startswith("evaluator_host.cli")]
 
 
@@ -241,7 +248,7 @@ def test_every_function_that_runs_cases_requires_a_receipt(module: str, cls: str
         ("Charged", {"tenancy/quotas.py"}),  # receipts are made by the quota guard alone
         ("job_chunks", {"jobs/running/executor.py"}),  # a job's chunks: unmetered by the rate (max_concurrent_jobs)
         # throughput: online rules, delayed not failed; a fast rule's backfill page paced the same way (issue 50)
-        ("pace_evaluations", {"online/scorer.py", "online/backfill_direct.py"}),
+        ("pace_evaluations", {"online/scoring/scorer.py", "online/backfill/direct.py"}),
         # calls: /v1/evaluate and by id (usecases), fixtures on save and /test (evaluators), a compare or a
         # differential run (compare), a replay (replay), agreement's run of a revision on reviewed items
         # (review); the scorer's one-by-one run of a paced group whose
@@ -253,9 +260,9 @@ def test_every_function_that_runs_cases_requires_a_receipt(module: str, cls: str
                 "evaluation/evaluators.py",
                 "evaluation/compare.py",
                 "jobs/results/replay.py",
-                "online/scorer.py",
+                "online/scoring/scorer.py",
                 "review/agreement.py",  # a revision run on reviewed items it never scored (issue 53)
-                "online/shadow.py",  # a rule's candidate revision on the cases its live one ran (issue 53)
+                "online/candidates/shadow.py",  # a rule's candidate revision on the cases its live one ran (issue 53)
             },
         ),
     ],

@@ -2,9 +2,9 @@
 (issue 50; docs/online.md, "Backfill").
 
 ``dry_run`` answers at once and stores nothing; otherwise 202 with the backfill, which a service then
-plans page by page (``online/backfill.py``) and the scorer scores; ``GET`` follows it, ``DELETE`` cancels
+plans page by page (``online/backfill/runs.py``) and the scorer scores; ``GET`` follows it, ``DELETE`` cancels
 it (its rows still queued are dropped). A backfill that ended with every target it scored failed is
-``failed`` with a ``reason`` (``online/backfill.py``'s :func:`outcome`), never ``done``. A rule of another
+``failed`` with a ``reason`` (``online/backfill/runs.py``'s :func:`outcome`), never ``done``. A rule of another
 workspace is 404; ``limit`` past ``online_backfill_max_targets`` is 422. A session-level rule's targets are the
 sessions stored in the range.
 """
@@ -18,12 +18,12 @@ from fastapi import APIRouter, Response, status
 
 from evaluator_host.api.deps import ServicesDep, WorkspaceDep
 from evaluator_host.errors import LimitError
-from evaluator_host.online.backfill import dry_run, estimate_s, outcome
+from evaluator_host.online.backfill.runs import dry_run, estimate_s, outcome
 from evaluator_host.online.models import Backfill, BackfillCreate, BackfillDryRun
 from evaluator_host.services import Services
-from evaluator_host.store.online_backfills import Backfill as BackfillRecord
-from evaluator_host.store.online_backfills import BackfillStore
-from evaluator_host.store.online_rules import RuleRecord
+from evaluator_host.store.online.backfills import Backfill as BackfillRecord
+from evaluator_host.store.online.backfills import BackfillStore
+from evaluator_host.store.online.rules import RuleRecord
 
 __all__ = ["router"]
 

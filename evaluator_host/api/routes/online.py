@@ -18,8 +18,9 @@ from fastapi import APIRouter, Query, Response, status
 from evaluator_host.api.deps import ServicesDep, WorkspaceDep
 from evaluator_host.api.paging import MAX_LIMIT, window
 from evaluator_host.errors import BadRequest, DefinitionError, LimitError, NotFoundError
-from evaluator_host.online import mapping
-from evaluator_host.online.decisions import derive, span_refs
+from evaluator_host.online.candidates.trial import draft_rule, run_trial
+from evaluator_host.online.deciding.decisions import derive, span_refs
+from evaluator_host.online.levels.traces import load_trace
 from evaluator_host.online.models import (
     Decision,
     Rule,
@@ -38,12 +39,11 @@ from evaluator_host.online.models import (
     TraceList,
     TraceSummary,
 )
-from evaluator_host.online.traces import load_trace
-from evaluator_host.online.trial import draft_rule, run_trial
+from evaluator_host.online.reading import mapping
 from evaluator_host.services import Services
-from evaluator_host.store.online_budgets import usage
-from evaluator_host.store.online_refs import TraceRef
-from evaluator_host.store.online_rules import CHANGEABLE, RuleRecord
+from evaluator_host.store.online.budgets import usage
+from evaluator_host.store.online.refs import TraceRef
+from evaluator_host.store.online.rules import CHANGEABLE, RuleRecord
 
 router = APIRouter(tags=["online"])
 
@@ -258,7 +258,7 @@ async def rule_stats(
     pace = {
         "scores_last_minute": use.scores_last_minute,
         "sandbox_seconds_last_hour": round(use.sandbox_seconds_last_hour, 3),
-        "model_calls_last_minute": use.model_calls_last_minute,  # the egress proxy's count (online/model_calls.py)
+        "model_calls_last_minute": use.model_calls_last_minute,  # the egress proxy's count (deciding/model_calls)
         "running": use.running,
         "concurrency": services.online.scorer.windows.size(rule_id),  # this service's AIMD window (429s)
         "concurrency_ceiling": services.online.scorer.windows.ceiling,  # the window when not slowed down

@@ -4,7 +4,7 @@ rule's (a job's) failed deliveries sent again, once the operator fixed what made
 
 Contract: the rule (job) must be the caller's workspace's (404 otherwise, the same as an unknown one); the
 deliveries in ``states`` (default ``failed``) go back to ``pending`` with ``attempts`` 0 and their last error
-kept until the next attempt (``store/sink_requeue.py``), and the delivery loop is woken. Answer
+kept until the next attempt (``store/sinks/requeue.py``), and the delivery loop is woken. Answer
 ``{"requeued": n}``; nothing requeued is a 200 with a ``message`` saying so (not an error). The same
 idempotency key is sent again: a tool that already got a score records it once.
 """
@@ -19,7 +19,7 @@ from evaluator_host.api.deps import ServicesDep, WorkspaceDep
 from evaluator_host.services import Services
 from evaluator_host.sinks.models import Redeliver, Redelivered
 from evaluator_host.store.db import utcnow
-from evaluator_host.store.sink_requeue import requeue
+from evaluator_host.store.sinks.requeue import requeue
 
 router = APIRouter(tags=["online"])
 

@@ -16,9 +16,9 @@ from fastapi import APIRouter, Query
 from evaluator_host.api.deps import ServicesDep, WorkspaceDep
 from evaluator_host.api.paging import MAX_LIMIT, window
 from evaluator_host.errors import NotFoundError
+from evaluator_host.online.levels.sessions import build_session, ends, load_sessions
 from evaluator_host.online.models import Score, SessionDetail, SessionList, SessionSummary
-from evaluator_host.online.sessions import build_session, ends, load_sessions
-from evaluator_host.store import online_sessions
+from evaluator_host.store.online import sessions as online_sessions
 
 __all__ = ["router"]
 

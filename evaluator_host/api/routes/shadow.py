@@ -11,8 +11,8 @@ from fastapi import APIRouter, Query
 from evaluator_host.api.deps import ServicesDep, WorkspaceDep
 from evaluator_host.api.routes.online import rule_model
 from evaluator_host.definitions.models import MAX_REVISION
-from evaluator_host.online.shadow_models import Promotion, ShadowComparison
-from evaluator_host.online.shadow_report import compare_rule, which_revision
+from evaluator_host.online.candidates.shadow_models import Promotion, ShadowComparison
+from evaluator_host.online.candidates.shadow_report import compare_rule, which_revision
 
 router = APIRouter(tags=["online"])
 

@@ -3,7 +3,7 @@
 Authenticated like every ``/v1`` route (``Authorization: Bearer <key>``, the key's workspace gets
 the spans). The route reads the body itself, streaming, up to ``online_max_body_bytes``
 (``BodyLimitMiddleware`` leaves this path to it, so a refusal comes in the request's encoding) and
-hands the rest to :class:`~evaluator_host.online.ingest.Ingest` on a thread. Answers, always in the
+hands the rest to :class:`~evaluator_host.online.receive.ingest.Ingest` on a thread. Answers, always in the
 request's encoding (protobuf or JSON): 200 with an ``ExportTraceServiceResponse`` (its
 ``partial_success`` counts the spans rejected, and why); 400 (malformed, too many spans), 413 (body
 over the bound, as sent or inflated), 415 (another Content-Type or Content-Encoding) with a
@@ -21,7 +21,7 @@ from fastapi import APIRouter, Request, Response
 from evaluator_host.api.deps import ServicesDep, WorkspaceDep
 from evaluator_host.api.middleware.limits import body_limit, declared_length
 from evaluator_host.errors import QuotaExceeded
-from evaluator_host.online.otlp import JSON, PROTOBUF, OtlpError, answer, error_answer, media_type
+from evaluator_host.online.receive.otlp import JSON, PROTOBUF, OtlpError, answer, error_answer, media_type
 
 __all__ = ["router"]
 

@@ -10,7 +10,7 @@ A stored dataset is two files under ``<data_dir>/datasets``:
   before it have none).
 
 When the database is PostgreSQL (``DatasetFiles(root, chunks)``), the rows live in the database instead
-(:mod:`evaluator_host.store.dataset_chunks`), so every service sharing it reads every dataset: an upload is
+(:mod:`evaluator_host.store.jobs.dataset_chunks`), so every service sharing it reads every dataset: an upload is
 still parsed into ``.<id>.tmp`` here (scratch), then stored as chunks in one transaction and the file
 removed; nothing of the dataset stays in the folder. A data dir's files from before are moved in by
 :meth:`DatasetFiles.move_in` (at start-up, ``DatasetCatalog.move_files_in``).
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 from evaluator_host.errors import DatasetError
-from evaluator_host.store.dataset_chunks import DatasetChunks
+from evaluator_host.store.jobs.dataset_chunks import DatasetChunks
 
 __all__ = ["BLOCK", "DatasetFiles", "DatasetInfo", "Format", "Limits", "sniff_format"]
 

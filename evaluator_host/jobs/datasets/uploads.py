@@ -36,9 +36,9 @@ from evaluator_host.jobs.datasets.files import DatasetFiles, DatasetInfo, Format
 from evaluator_host.jobs.models import Dataset
 from evaluator_host.settings import Settings
 from evaluator_host.storage import on_full_disk
-from evaluator_host.store.dataset_chunks import DatasetChunks
 from evaluator_host.store.db import utcnow
-from evaluator_host.store.jobs import DatasetRecord, JobStore
+from evaluator_host.store.jobs.dataset_chunks import DatasetChunks
+from evaluator_host.store.jobs.repository import DatasetRecord, JobStore
 from evaluator_host.tenancy.quotas import QuotaGuard
 
 __all__ = ["DatasetCatalog", "format_of", "to_model"]

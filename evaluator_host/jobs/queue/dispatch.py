@@ -11,7 +11,7 @@ Contract:
   of rows are out (sent and not committed) at once, so Redis holds a bounded part of a dataset
   whatever its size, and hosts added mid-job find work in the queue at once.
 * Hosts commit rows and counters themselves; the commit that stores the last row marks the job
-  ``succeeded`` (``failed``, ``AllRowsErrored``, when every row is an error: ``store/job_outcome.py``).
+  ``succeeded`` (``failed``, ``AllRowsErrored``, when every row is an error: ``store/jobs/outcome.py``).
   The dispatcher watches the job's row in the database and returns when the job is
   finished (or cancelled, deleted, another's). It keeps ``active_s`` (the job's running time).
 * Lost chunks: a host that dies holding chunks has them redelivered by the broker
@@ -40,7 +40,7 @@ from evaluator_host.jobs.queue.chunks import encode_rows
 from evaluator_host.jobs.queue.signing import sign, task_keys
 from evaluator_host.settings import Settings
 from evaluator_host.store.db import utcnow
-from evaluator_host.store.jobs import JobRecord, JobStore
+from evaluator_host.store.jobs.repository import JobRecord, JobStore
 
 __all__ = ["Dispatcher"]
 

@@ -11,7 +11,7 @@ Contract (one :class:`WorkerHost` per ``evaluator-host worker`` process, on its 
   them through the same :class:`~evaluator_host.evaluation.path.Bound` path (a revision's runtime is built
   once per host, on its first chunk), and commits with :meth:`JobStore.commit_shared` (idempotent,
   counters added under the job's lock), each row marked with this host's name. A job whose evaluator is
-  cached (``evaluation/cache.py``) looks its chunk's rows up first, as the embedded lanes do: only the
+  cached (``evaluation/caching/cache.py``) looks its chunk's rows up first, as the embedded lanes do: only the
   misses run; the hits are committed with them (``cached: true``, counted in the job's ``cached``) and
   the misses are added to the cache once committed. That commit charges
   the workspace's storage quota by the embedded runner's rule: past it the job is failed there
@@ -23,7 +23,7 @@ Contract (one :class:`WorkerHost` per ``evaluator-host worker`` process, on its 
 * An unreachable database is waited for (the executor's :meth:`~ChunkExecutor.database`), up to
   ``queue_db_retry_s`` for each read or commit; past it :class:`DatabaseAway` is raised and the task
   gives the chunk back to the queue.
-* A host is given its parts (settings, the job store, the stored evaluators, the metrics): ``cli/worker.py``
+* A host is given its parts (settings, the job store, the stored evaluators, the metrics): ``cli/operate/worker.py``
   assembles them from the process's services; nothing here imports the service's assembly.
 * Cancel: a job id published on the cancel channel, or a running job's status seen not running (checked
   every half second), interrupts its running chunks here at once (their workers are killed); their
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 from evaluator_host.errors import EvaluatorHostError, JobNotHeld, QuotaExceeded
-from evaluator_host.evaluation.cache import JobCache, ResultCache
+from evaluator_host.evaluation.caching.cache import JobCache, ResultCache
 from evaluator_host.evaluation.evaluators import Evaluators
 from evaluator_host.evaluation.path import Bound
 from evaluator_host.jobs.datasets.mapping import RowMapper
@@ -57,7 +57,7 @@ from evaluator_host.sandbox.protocol import JobCases
 from evaluator_host.settings import Settings
 from evaluator_host.shared.lru import LRU
 from evaluator_host.store.db import utcnow
-from evaluator_host.store.jobs import JobRecord, JobStore
+from evaluator_host.store.jobs.repository import JobRecord, JobStore
 from evaluator_host.store.result_cache import ResultCacheStore
 
 __all__ = ["DatabaseAway", "WorkerHost"]

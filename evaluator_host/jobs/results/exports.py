@@ -22,9 +22,9 @@ from evaluator_host.jobs.models import JobResult, JobResultPage
 from evaluator_host.jobs.stored_form import full_form
 from evaluator_host.sinks.models import SinkState
 from evaluator_host.store import RevisionRecord
-from evaluator_host.store.job_generations import GenerationRecord, GenerationStore
-from evaluator_host.store.job_sink_deliveries import JobSinkStore
-from evaluator_host.store.jobs import JobRecord, JobStore, StoredResult
+from evaluator_host.store.jobs.generations import GenerationRecord, GenerationStore
+from evaluator_host.store.jobs.repository import JobRecord, JobStore, StoredResult
+from evaluator_host.store.jobs.sink_deliveries import JobSinkStore
 from evaluator_host.targets.models import Generation
 
 __all__ = ["CSV_RESULT_COLUMNS", "ResultReader"]

@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from evaluator_host.evaluation.cache import JobCache
+from evaluator_host.evaluation.caching.cache import JobCache
 from evaluator_host.jobs.running.rows import StoredChunk, StoredRow
 from evaluator_host.sandbox.protocol import WireCase
 

@@ -10,7 +10,7 @@ Contract (for :class:`~evaluator_host.jobs.running.runner.JobRunner`, which deci
   runs one chunk at a time through the :class:`~evaluator_host.jobs.running.executor.ChunkExecutor` (which retries
   it) while the lane's previous chunk is being stored, so at most ``2 × parallelism × job_chunk_rows``
   rows are in memory. Once the last commit landed the job is ``succeeded`` — or ``failed`` with
-  ``AllRowsErrored`` when every row is an error (``store/job_outcome.py``).
+  ``AllRowsErrored`` when every row is an error (``store/jobs/outcome.py``).
 * A chunk's results, the job's counters and its aggregate state are committed in one transaction
   (``JobStore.commit_rows``), waiting while the disk is full (a job being cancelled gives the chunk up);
   what a running job shows is :class:`~evaluator_host.jobs.running.progress.Live`, updated once a commit landed.
@@ -18,7 +18,7 @@ Contract (for :class:`~evaluator_host.jobs.running.runner.JobRunner`, which deci
   the workspace's storage quota: of a chunk that does not fit the room left only its leading rows that do
   are stored, and the job stops (``QuotaExceeded``). This service's commits take turns, so the room read
   is the room at commit.
-* A job whose evaluator is cached (:mod:`evaluator_host.evaluation.cache`) looks each chunk's rows up first
+* A job whose evaluator is cached (:mod:`evaluator_host.evaluation.caching.cache`) looks each chunk's rows up first
   (one query per 500 rows); only the misses run, the hits are committed with them (``cached: true``,
   counted in ``progress.cached``), and the misses' results are added to the cache once committed (when their
   evaluator's time says they are worth it: ``JobCache.worth``); a chunk the cache answered is sized by its
@@ -35,9 +35,9 @@ import functools
 from typing import Any
 
 from evaluator_host.errors import LimitError, QuotaExceeded
-from evaluator_host.evaluation.aggregate import Accumulator
-from evaluator_host.evaluation.cache import JobCache, ResultCache
+from evaluator_host.evaluation.caching.cache import JobCache, ResultCache
 from evaluator_host.evaluation.evaluators import Evaluators
+from evaluator_host.evaluation.outcomes.aggregate import Accumulator
 from evaluator_host.evaluation.path import Bound
 from evaluator_host.jobs.datasets.mapping import RowMapper
 from evaluator_host.jobs.datasets.uploads import DatasetCatalog
@@ -52,8 +52,8 @@ from evaluator_host.sandbox.base import RawOutcome
 from evaluator_host.sandbox.protocol import JobCases, WireCase
 from evaluator_host.settings import Settings
 from evaluator_host.store.db import utcnow
-from evaluator_host.store.job_generations import GenerationStore
-from evaluator_host.store.jobs import JobRecord, JobStore
+from evaluator_host.store.jobs.generations import GenerationStore
+from evaluator_host.store.jobs.repository import JobRecord, JobStore
 from evaluator_host.store.result_cache import ResultCacheStore
 from evaluator_host.targets.models import Target
 from evaluator_host.tenancy.quotas import QuotaGuard, fitting, storage_exceeded

@@ -1,7 +1,7 @@
 """The lease keeper: this service's hold on its jobs renewed, and other services' expired jobs adopted.
 
 Contract (the store's side, atomic adoption and why a late commit of the old owner is refused:
-:mod:`evaluator_host.store.job_leases`):
+:mod:`evaluator_host.store.jobs.leases`):
 
 * Every ``job_lease_s / 4`` the keeper renews the leases of all this service's unfinished jobs (one
   statement), then adopts the jobs of other services sharing the database whose lease ran out, and hands
@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 
 from evaluator_host.jobs.datasets.files import DatasetFiles
 from evaluator_host.shared.tasks import stop
-from evaluator_host.store.jobs import JobRecord, JobStore
+from evaluator_host.store.jobs.repository import JobRecord, JobStore
 
 __all__ = ["LeaseKeeper"]
 

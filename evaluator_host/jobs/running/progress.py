@@ -15,11 +15,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from evaluator_host.evaluation.aggregate import Accumulator
+from evaluator_host.evaluation.outcomes.aggregate import Accumulator
 from evaluator_host.jobs.datasets.mapping import RowMapper
 from evaluator_host.jobs.models import FieldMapping, Job, JobProgress
 from evaluator_host.sandbox.protocol import WireCase
-from evaluator_host.store.jobs import JobRecord
+from evaluator_host.store.jobs.repository import JobRecord
 
 __all__ = ["FIRST_CHUNK", "Live", "Sizer", "bitmap", "job_view", "pending_chunks"]
 

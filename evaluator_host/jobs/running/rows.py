@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 from evaluator_host.evaluation.models import EvaluationResult
-from evaluator_host.evaluation.normalize import normalize
+from evaluator_host.evaluation.outcomes.normalize import normalize
 from evaluator_host.evaluation.path import Prepared, to_result
 from evaluator_host.jobs.stored_form import BARE_DURATION, SHARED_FIELDS, stored_form
 from evaluator_host.sandbox.base import PlainOutcome, RawOutcome

@@ -64,8 +64,8 @@ from evaluator_host.observability.metrics import Metrics
 from evaluator_host.settings import Settings
 from evaluator_host.store import RevisionRecord
 from evaluator_host.store.db import utcnow
-from evaluator_host.store.job_sink_deliveries import JobSinkStore
-from evaluator_host.store.jobs import DatasetRecord, JobRecord, JobStore
+from evaluator_host.store.jobs.repository import DatasetRecord, JobRecord, JobStore
+from evaluator_host.store.jobs.sink_deliveries import JobSinkStore
 from evaluator_host.targets.models import Target
 from evaluator_host.tenancy.quotas import QuotaGuard
 

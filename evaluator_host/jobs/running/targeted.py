@@ -44,7 +44,7 @@ from evaluator_host.observability import tracing
 from evaluator_host.sandbox.base import RawOutcome
 from evaluator_host.sandbox.protocol import JobCases, WireCase
 from evaluator_host.settings import Settings
-from evaluator_host.store.job_generations import GenerationStore, UsageTotals
+from evaluator_host.store.jobs.generations import GenerationStore, UsageTotals
 from evaluator_host.targets.budget import Budget, Prices
 from evaluator_host.targets.endpoint import Endpoint, check_endpoint
 from evaluator_host.targets.generate import Generated, GenerationStage, trace_of

@@ -12,7 +12,7 @@ The returned ``MetricResult`` is checked against ``output_spec()`` as NeMo check
 missing required output, no undeclared one, each value of its declared kind, coerced as the spec's
 ``coerce_value`` does); a failure is :class:`InvalidOutput`, answered ``invalid_result`` naming the
 output. A valid result becomes a dict of named outputs, which the host normalizes as any evaluator's
-(``evaluation/normalize.py``): each boolean or number under its NeMo name ``<type>.<output>`` and under
+(``evaluation/outcomes/normalize.py``): each boolean or number under its NeMo name ``<type>.<output>`` and under
 its plain name, a label (string) likewise in details (the first one also as ``label``), ``metric_type``,
 and the diagnostics' messages as ``reason``. A NaN score (NeMo counts it in ``nan_count``) is left out
 of the outputs and named in ``nan_outputs``.

@@ -1,5 +1,5 @@
 """Online evaluation: the ``online_spans``, ``online_traces``, ``online_rules`` and ``online_scores``
-tables (store/online_rows.py says what each holds; docs/online.md how they are used). New tables
+tables (store/online/rows.py says what each holds; docs/online.md how they are used). New tables
 only: nothing existing changes.
 
 Revision ID: 0006

@@ -1,5 +1,5 @@
 """Model-target jobs: ``jobs.target`` (the target a job generates its outputs with; null: a job over
-outputs already in its rows) and the ``job_generations`` table (store/job_generations.py: one row's
+outputs already in its rows) and the ``job_generations`` table (store/jobs/generations.py: one row's
 model call per (job, row index), stored before the row is scored). Existing rows keep a null target.
 
 Revision ID: 0007

@@ -1,4 +1,4 @@
-"""The result cache (evaluation/cache.py, store/result_cache.py): ``result_cache`` (one row's stored result
+"""The result cache (evaluation/caching/cache.py, store/result_cache.py): ``result_cache`` (one row's stored result
 per (workspace, key), with its size and last use), ``result_cache_usage`` (what each workspace's entries
 add up to, kept in the transactions that add or evict them) and ``jobs.cached`` (a job's rows answered
 from the cache). Existing jobs count 0.

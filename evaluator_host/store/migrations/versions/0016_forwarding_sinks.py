@@ -1,8 +1,8 @@
 """Forwarding and score sinks (issue 52): ``workspaces.forwarding`` (JSON, null: none) — the OTLP/HTTP
-endpoints every span a workspace receives is forwarded to, unchanged (``online/forwarding.py``);
+endpoints every span a workspace receives is forwarded to, unchanged (``online/receive/forwarding.py``);
 ``online_rules.sinks`` (JSON, null: none) — where a rule's scores are written besides our own table; and
 ``online_sink_deliveries``, one row per (rule, target, sink): the delivery's state, attempts, back-off and
-claim (``store/sink_deliveries.py``): its key makes a score recorded once per sink whatever restarts.
+claim (``store/sinks/deliveries.py``): its key makes a score recorded once per sink whatever restarts.
 
 Revision ID: 0016
 Revises: 0015

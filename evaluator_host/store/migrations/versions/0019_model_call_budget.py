@@ -1,6 +1,6 @@
 """A rule's calls to its judges (issue 51, ``model_calls_per_minute``): ``online_model_calls``, one row per
 scoring round of a rule whose cases made connections through the egress proxy — when, how many rows ran,
-how many calls the proxy counted for them (``store/online_calls.py``); kept 10 minutes.
+how many calls the proxy counted for them (``store/online/calls.py``); kept 10 minutes.
 
 Revision ID: 0019_model_call_budget
 Revises: 0018_review_queues

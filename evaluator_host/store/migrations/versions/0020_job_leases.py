@@ -1,6 +1,6 @@
 """Job leases (issue 54): ``jobs.lease_until`` (Unix seconds by the database's clock, null: not leased) — until
 when a job's owner holds it; the owner renews it while it runs, and an unfinished job past it is adopted by
-another service sharing the database (``store/job_leases.py``). Existing jobs come unleased: a service that
+another service sharing the database (``store/jobs/leases.py``). Existing jobs come unleased: a service that
 resumes its own sets the lease, and one nobody resumes is adoptable.
 
 Revision ID: 0020_job_leases

@@ -1,5 +1,5 @@
 """Datasets' rows in the database (issue 54): ``dataset_chunks`` — a dataset's rows as zlib-compressed chunks
-of JSON lines (``store/dataset_chunks.py``), used when the database is PostgreSQL so that every service reads
+of JSON lines (``store/jobs/dataset_chunks.py``), used when the database is PostgreSQL so that every service reads
 every dataset without a shared folder. The rows of datasets stored as files before are moved in by the next
 service start-up on the data dir that holds them (``DatasetCatalog.move_files_in``); on SQLite the table
 stays empty (the rows stay files in the data dir).

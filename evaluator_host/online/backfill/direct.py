@@ -1,0 +1,164 @@
+"""A backfill's page scored by its planner, not through the queue (issue 50: a backfill at thousands of targets/s).
+
+Contract (docs/online.md, "Backfill"):
+
+* A rule's backfill is scored *directly* when its rows are fast (:func:`direct`): no budgets (``limits``), not
+  session level, and its evaluator's recent rows took less than :data:`DIRECT_MAX_MS` each as the harness
+  measured them (the planner's last pages, else the rule's stored scores; none yet: a probe — the first page's
+  first target is scored here, its others queued). Otherwise its pages are queued for the scorer as before.
+* :func:`score_page` scores one page read by :func:`~evaluator_host.store.online.backfill_pages.read_page`
+  in bulk: the page's traces in two queries and its cases built as the scorer builds them; the workspace's
+  ``max_evaluations_per_s`` charged as throughput; one call of the stored evaluator through the result cache
+  (:func:`~evaluator_host.evaluation.caching.cached_calls.evaluate_cached`: the hits in one lookup per 500 keys, the
+  misses in one batch on a warm worker, as a job's chunk runs). What it does not score now is *waiting*: the
+  rows the rate does not hold (due when it would: ``delayed_by`` ``max_evaluations_per_s``), rows whose judge
+  refused them for its rate (a second: ``rate_limited``), and every row of a run the sandbox failed, of results
+  too large together, or of a trace retention deleted — those are queued as the queue path would, and the scorer
+  scores (or retries, or drops) them with all its rules. Evaluator failures are results, as in the scorer.
+* The page is then stored in one transaction (:func:`~evaluator_host.store.online.backfill_pages.commit_page`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import func, select
+
+from evaluator_host.errors import EvaluatorHostError, LimitError, SandboxError, StorageFull
+from evaluator_host.evaluation.models import Case, ErrorInfo, EvaluationResult
+from evaluator_host.evaluation.usecases import run_stored
+from evaluator_host.online.deciding import model_calls
+from evaluator_host.online.scoring.round_cases import EXPIRED, cases_of
+from evaluator_host.online.scoring.scorer import Scorer, stored_values
+from evaluator_host.store.db import utcnow
+from evaluator_host.store.online.rows import OnlineScoreRow
+from evaluator_host.store.online.rules import RuleRecord
+from evaluator_host.store.online.scores import Claimed
+
+__all__ = ["DIRECT_MAX_MS", "DIRECT_TRACES", "Scored", "recent_row_ms", "score_page"]
+
+log = logging.getLogger(__name__)
+
+DIRECT_MAX_MS = 5.0  # a rule whose rows take longer goes through the queue (its runs dominate anyway)
+DIRECT_TRACES = 1000  # traces a page scored directly
+
+
+@dataclass
+class Scored:
+    """A page's outcome: target id → stored columns (``scored``) or queue columns (``waiting``), the rows and
+    results to count once stored, and the mean ``duration_ms`` of the results (None: no run, no hit)."""
+
+    scored: dict[str, dict[str, Any]] = field(default_factory=dict)
+    waiting: dict[str, dict[str, Any]] = field(default_factory=dict)
+    results: list[tuple[Claimed, EvaluationResult]] = field(default_factory=list)
+    row_ms: float | None = None
+
+
+def recent_row_ms(scorer: Scorer, rule_id: str) -> float | None:
+    """The mean ``duration_ms`` of the rule's last 100 stored scores (None: none). Blocking."""
+    s = OnlineScoreRow
+    recent = (
+        select(s.duration_ms)
+        .where(s.rule_id == rule_id, s.state == "done", s.duration_ms.is_not(None))
+        .order_by(s.scored_at.desc())
+        .limit(100)
+        .subquery()
+    )
+    with scorer.queue.engine.connect() as conn:
+        mean = conn.scalar(select(func.avg(recent.c.duration_ms)))
+    return None if mean is None else float(mean)
+
+
+def _claimed(rule: RuleRecord, row: dict[str, Any]) -> Claimed:
+    return Claimed(
+        rule_id=rule.id,
+        trace_id=row["trace_id"],
+        workspace_id=row["workspace_id"],
+        span_id=row["span_id"],
+        evaluator_id=row["evaluator_id"],
+        target_id=row["target_id"],
+        attempts=1,
+        enqueued_at=row["enqueued_at"],
+        last_span_at=None,  # a backfill's score is no measure of the scoring lag
+        rule=rule,
+        backfill_id=row["backfill_id"],
+    )
+
+
+async def score_page(scorer: Scorer, rule: RuleRecord, rows: list[dict[str, Any]]) -> Scored:
+    """Score a page's new rows (see the module docstring)."""
+    out = Scored()
+    if not rows:
+        return out
+    claimed = [_claimed(rule, r) for r in rows]
+    cases = await asyncio.to_thread(cases_of, scorer.queue.engine, claimed, scorer.settings.online_max_trace_spans)
+    now = utcnow()
+    cap = scorer.settings.max_stored_result_bytes
+    runnable: list[tuple[Claimed, Case]] = []
+    for row in claimed:
+        case = cases[(row.rule_id, row.target_id)]
+        if isinstance(case, EvaluationResult):
+            if case.error is None or case.error.type != EXPIRED:  # a trace retention deleted: the scorer drops it
+                out.scored[row.target_id] = stored_values(case, now, cap)
+                out.results.append((row, case))
+        else:
+            runnable.append((row, case))
+    if runnable:
+        await _run(scorer, rule, runnable, out)
+    return out
+
+
+async def _run(scorer: Scorer, rule: RuleRecord, runnable: list[tuple[Claimed, Case]], out: Scored) -> None:
+    ws = rule.workspace_id
+    charged, due = scorer.components.quotas.pace_evaluations(ws, len(runnable))
+    held = len(runnable) - len(due)
+    now = utcnow()
+    for (row, _), after in zip(runnable[held:], due, strict=True):
+        out.waiting[row.target_id] = {
+            "claimed_until": now + timedelta(seconds=after), "delayed_by": "max_evaluations_per_s"
+        }  # fmt: skip
+    runnable = runnable[:held]
+    if not runnable:
+        return
+    cases = [c for _, c in runnable]
+    try:
+        got = await run_stored(scorer.components, ws, rule.evaluator_id, rule.revision, cases, charged, scorer.cache)
+        results = got.results
+    except LimitError:  # results too large together: the scorer runs them one by one
+        return
+    except (SandboxError, StorageFull) as exc:  # infrastructure: queued, retried with the scorer's back-off
+        log.warning("a backfill page's run failed (%s): its rows go to the scorer", exc)
+        return
+    except EvaluatorHostError as exc:  # deleted, no longer builds: results, as the scorer stores them
+        results = [_error(exc.type_name, exc.message, rule) for _ in runnable]
+    except Exception:
+        log.exception("a backfill page's run failed: its rows go to the scorer")
+        return
+    now = utcnow()
+    cap = scorer.settings.max_stored_result_bytes
+    ran = [r.duration_ms for r in results if r.duration_ms is not None]  # a cache hit's: what a miss would cost
+    out.row_ms = sum(ran) / len(ran) if ran else None
+    # refused for its judge's rate: RateLimited, or an error in a page whose judge answered 429 (as the scorer)
+    paired = list(zip(runnable, results, strict=True))
+    refused = model_calls.rate_refused({(row.rule_id, row.target_id): result for (row, _), result in paired})
+    for (row, _), result in paired:
+        if (row.rule_id, row.target_id) in refused:
+            out.waiting[row.target_id] = {"claimed_until": now + timedelta(seconds=1.0), "delayed_by": "rate_limited"}
+            continue
+        out.scored[row.target_id] = stored_values(result, now, cap)
+        out.results.append((row, result))
+
+
+def _error(kind: str, message: str, rule: RuleRecord) -> EvaluationResult:
+    return EvaluationResult(
+        status="error",
+        error=ErrorInfo(type=kind, message=message),
+        interface="evaluate",
+        runtime={},
+        evaluator_id=rule.evaluator_id,
+        revision=rule.revision,
+    )

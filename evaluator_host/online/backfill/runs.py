@@ -1,0 +1,265 @@
+"""Backfill (``POST /v1/online-rules/{id}/backfill``, issue 50): a rule's stored traces scored on demand.
+
+Contract (docs/online.md, "Backfill"):
+
+* :func:`dry_run` — what a backfill of ``[since, until)`` would do, at once and storing nothing: the
+  stored traces in the range (first seen), the rule's targets among them (what routing would queue:
+  filter and sampling; spans at span level), those already scored with the revision (skipped), and an
+  estimate of the seconds it takes (the targets to score × the rule's recent mean duration / the
+  scoring concurrency, or their count / the workspace's ``max_evaluations_per_s`` when that is slower).
+  It reads at most ``limit`` targets to score (and the traces up to them).
+* :class:`Backfiller` — every ``online_poll_s`` a service claims one backfill still planning and queues
+  its pages (:meth:`~evaluator_host.store.online.backfills.BackfillStore.plan_page`: one transaction a
+  page, with the cursor), as long as the backlog has room (``online_backlog_max``: a backfill waits, it
+  never drops); the scorer then scores its rows like any other (the workspace's evaluation rate paces
+  them). At start it lets go of what a killed predecessor held; a claim past ``online_claim_s`` is taken
+  over by another service. A backfill whose rule was deleted is cancelled.
+
+* :func:`outcome` — the status a backfill shows: ``running`` while it plans or any of its targets waits,
+  ``cancelled`` once cancelled, ``failed`` when it ended and NONE of its targets was scored ``ok`` (an
+  evaluator that raises on every trace is no success), with a reason naming the most common error
+  (``BackfillStore.failure``); else ``done`` (a few failures among ok scores are counted in ``failed``).
+
+At session level the targets are the sessions stored in the range (first seen), each at its current generation
+(:mod:`evaluator_host.store.online.backfill_sessions`); ``traces`` then counts sessions read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.engine import Engine
+
+from evaluator_host.errors import NotFoundError
+from evaluator_host.online.backfill.direct import DIRECT_MAX_MS, DIRECT_TRACES, Scored, recent_row_ms, score_page
+from evaluator_host.online.deciding.router import decide, join_sessions
+from evaluator_host.online.scoring.scorer import Scorer
+from evaluator_host.settings import Settings
+from evaluator_host.shared.tasks import stop
+from evaluator_host.store.db import utcnow
+from evaluator_host.store.online import backfills as online_backfills
+from evaluator_host.store.online.backfill_pages import Page, commit_page, read_page
+from evaluator_host.store.online.backfills import Backfill, BackfillStore
+from evaluator_host.store.online.routing import spans_of
+from evaluator_host.store.online.rows import OnlineScoreRow
+from evaluator_host.store.online.rules import RuleRecord, RuleStore
+from evaluator_host.store.online.scores import ScoreQueue
+
+__all__ = ["DRY_RUN_PAGE", "PAGE_TRACES", "Backfiller", "dry_run", "estimate_s", "outcome"]
+
+log = logging.getLogger(__name__)
+
+PAGE_TRACES = 500  # traces planned in one transaction
+SESSION_PAGE = 100  # sessions planned in one transaction (each read with its traces)
+PIPELINE = 2  # a fast rule's pages read and scored at once (stored in order)
+DIRECT_PAGES = 20  # pages scored by the planner before it looks at the backlog again
+DRY_RUN_PAGE = 2000
+
+
+def _spans_of(queue: ScoreQueue, rule: RuleRecord) -> Any:
+    bodies = bool(rule.filter) or rule.level == "session"  # a session's id is in its spans' attributes
+    return lambda conn, page: spans_of(conn, page, bodies=bodies)
+
+
+def estimate_s(engine: Engine, rule: RuleRecord, to_score: int, concurrency: int, rate: float | None) -> float:
+    """Seconds to score ``to_score`` targets of ``rule`` (see the module docstring)."""
+    query = (
+        select(OnlineScoreRow.duration_ms)
+        .where(OnlineScoreRow.rule_id == rule.id, OnlineScoreRow.state == "done")
+        .order_by(OnlineScoreRow.scored_at.desc())
+        .limit(100)
+        .subquery()
+    )
+    with engine.connect() as conn:
+        mean = conn.scalar(select(func.avg(query.c.duration_ms)))
+    per = (float(mean) if mean is not None else 10.0) / 1000.0
+    seconds = to_score * per / max(concurrency, 1)
+    if rate:
+        seconds = max(seconds, to_score / rate)
+    return round(seconds, 3)
+
+
+def dry_run(
+    queue: ScoreQueue,
+    rule: RuleRecord,
+    revision: int | None,
+    window: tuple[datetime | None, datetime | None],
+    limit: int,
+) -> tuple[int, int, int]:
+    """(traces, targets, already scored) of a backfill of ``window`` (see the module docstring)."""
+    traces = targets = scored = 0
+    after = None
+    page = SESSION_PAGE if rule.level == "session" else DRY_RUN_PAGE
+    with queue.engine.connect() as conn:
+        while True:
+            room = max(limit - (targets - scored), 0)
+            got = online_backfills.count(
+                conn, rule, revision, window, after, page, room, decide, _spans_of(queue, rule), joins=join_sessions
+            )
+            traces, targets, scored = traces + got.traces, targets + got.targets, scored + got.already_scored
+            if got.last is None or got.cut or got.traces < page or targets - scored >= limit:
+                return traces, targets, scored
+            after = got.last
+
+
+def outcome(record_status: str, states: dict[str, int], failure: str | None) -> tuple[str, str | None]:
+    """(status, reason) a backfill shows, from its row's status, its rows per state and, once it ended, why
+    none of its targets was scored ok (``BackfillStore.failure``; None: one was, see the module docstring)."""
+    if record_status == "cancelled":
+        return "cancelled", None
+    if record_status == "planning" or states.get("queued", 0) + states.get("running", 0):
+        return "running", None
+    return ("failed", failure) if failure is not None else ("done", None)
+
+
+class Backfiller:
+    """The backfill planning loop of one service (start with :meth:`start`, stop with :meth:`close`)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        queue: ScoreQueue,
+        rules: RuleStore,
+        me: str,
+        wake: Callable[[], None],
+        scorer: Scorer | None = None,
+    ) -> None:
+        self.settings = settings
+        self.queue = queue
+        self.rules = rules
+        self.store = BackfillStore(queue.engine)
+        self.me = me
+        self.wake_scorer = wake
+        self.scorer = scorer  # a fast rule's pages are scored here (online/backfill/direct.py); None: all queued
+        self.row_ms: dict[str, float] = {}  # a rule's rows' mean duration_ms, as its last direct page ran
+        self._task: asyncio.Task[None] | None = None
+        self._event = asyncio.Event()
+
+    def wake(self) -> None:
+        """Plan now (a backfill was created)."""
+        self._event.set()
+
+    async def start(self) -> None:
+        """Let go of what a killed predecessor held, then start the loop."""
+        await asyncio.to_thread(self.store.release_own, self.me)
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._loop())
+
+    async def close(self) -> None:
+        """Stop the loop (a page in its transaction finishes or rolls back whole)."""
+        task, self._task = self._task, None
+        await stop(task)
+
+    async def plan_once(self) -> int:
+        """Claim one backfill still planning and queue (or score: :meth:`direct`) its pages while the backlog
+        has room; pages planned."""
+        s = self.settings
+        backfill = await asyncio.to_thread(self.store.claim, self.me, s.online_claim_s)
+        if backfill is None:
+            return 0
+        try:
+            rule = await asyncio.to_thread(self.rules.get, backfill.workspace_id, backfill.rule_id)
+        except NotFoundError:
+            await asyncio.to_thread(self.store.cancel, backfill.workspace_id, backfill.rule_id, backfill.id)
+            return 0
+        pages = 0
+        spans_of = _spans_of(self.queue, rule)
+        while True:
+            counts = await asyncio.to_thread(self.queue.counts)
+            room = s.online_backlog_max - counts["queued"] - counts["running"]
+            if room <= 0:
+                break
+            fast = await self.direct(rule)
+            if fast is None:
+                page = SESSION_PAGE if rule.level == "session" else PAGE_TRACES
+                more = await asyncio.to_thread(
+                    self.store.plan_page, self.me, backfill, rule, page, decide, spans_of, room, s.online_claim_s,
+                    join_sessions,
+                )  # fmt: skip
+            else:
+                more = await self._direct_page(backfill, rule, room, probe=fast == "probe")
+            pages += 1
+            self.wake_scorer()
+            if not more:
+                break
+        return pages
+
+    async def direct(self, rule: RuleRecord) -> str | None:
+        """``"page"`` when the rule's backfill is scored here (online/backfill/direct.py), ``"probe"`` when its
+        rows are measured first (the page's first target scored here, the others queued), None when its pages
+        are queued for the scorer."""
+        if self.scorer is None or not self.settings.online_backfill_direct or rule.limits or rule.level == "session":
+            return None
+        ms = self.row_ms.get(rule.id)
+        if ms is None:
+            ms = await asyncio.to_thread(recent_row_ms, self.scorer, rule.id)
+        if ms is None:
+            return "probe"
+        self.row_ms[rule.id] = ms  # not read again for each page
+        return "page" if ms < DIRECT_MAX_MS else None
+
+    async def _direct_page(self, backfill: Backfill, rule: RuleRecord, room: int, *, probe: bool = False) -> bool:
+        """Read, score and store pages (each stored in one transaction: store/online/backfill_pages.py), up to
+        :data:`PIPELINE` at once: the next page is read and scored while the one before it runs or is stored,
+        and stored after it (a probe: one page). Whether more is to plan (False too when a page was not stored:
+        a claim lost, a cancel — the pages read ahead are dropped unstored, and the next period looks again)."""
+        assert self.scorer is not None
+        scorer, engine = self.scorer, self.queue.engine
+        spans_of = _spans_of(self.queue, rule)
+        ahead: collections.deque[tuple[Page, asyncio.Task[Scored]]] = collections.deque()
+        pending, reading, pages = 0, True, 0
+        try:
+            while True:
+                while reading and len(ahead) < (1 if probe else PIPELINE) and pages < DIRECT_PAGES:
+                    behind = ahead[-1][0] if ahead else None
+                    page = await asyncio.to_thread(
+                        read_page, engine, self.me, backfill, rule, DIRECT_TRACES, decide, spans_of, room, behind,
+                        pending,
+                    )  # fmt: skip
+                    if page is None:
+                        return False
+                    rows = page.got.rows[:1] if probe else page.got.rows
+                    ahead.append((page, asyncio.ensure_future(score_page(scorer, rule, rows))))
+                    pending += page.got.queued
+                    pages += 1
+                    reading = page.got.cut or page.got.traces >= DIRECT_TRACES
+                if not ahead:
+                    return reading
+                page, task = ahead.popleft()
+                done = await task
+                if done.row_ms is not None:
+                    self.row_ms[rule.id] = done.row_ms
+                elif rule.id not in self.row_ms and done.scored:
+                    self.row_ms[rule.id] = 0.0  # answered without a run (errors): as fast as it gets
+                args = (engine, self.me, backfill, rule, page, done.scored, done.waiting, self.settings.online_claim_s)
+                stored = await asyncio.to_thread(commit_page, *args)
+                if stored is None:
+                    return False
+                pending -= page.got.queued
+                added, ended = stored
+                scorer.stored([(row, result) for row, result in done.results if row.target_id in added], utcnow())
+                self.wake_scorer()
+                if ended:
+                    return False
+                if not ahead and (probe or pages >= DIRECT_PAGES):
+                    return True
+        finally:
+            for _, left in ahead:
+                left.cancel()
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self.plan_once()
+            except Exception:  # a database hiccup: the next period tries again
+                log.exception("planning a backfill failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._event.wait(), self.settings.online_poll_s)
+            self._event.clear()

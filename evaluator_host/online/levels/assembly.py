@@ -1,0 +1,104 @@
+"""Assembly and raw-span retention: the periodic task that turns quiet traces ``ready`` and forgets old spans.
+
+Every ``online_assembly_s`` (a tenth of a second) one pass (:meth:`Assembly.tick`):
+
+* marks ``ready`` every ``open`` trace whose root span has ended (``root_ended_at`` set) and that got
+  no span for ``online_quiet_period_s`` — or only for ``online_settle_s`` when the trace is complete
+  (every span's parent is one of its spans: no orphan, so nothing known is missing); and — the
+  fallback for a root that never arrives ended (a crashed app, a lost export) — every ``open`` trace
+  whose last span is older than ``online_trace_timeout_s``, root or not (it is scored with the spans
+  it has);
+* reads the number of open traces (the ``evaluator_host_online_open_traces`` gauge);
+* when it made traces ready, calls ``on_ready`` (the router's wake-up: routing starts at once
+  instead of at the end of the router's poll period).
+
+At the first pass and then every ``_SWEEP_S`` (10 s of the clock; at once if it went back) a pass
+also deletes the spans received over ``online_span_retention_s`` ago and the traces whose last span
+is that old (whatever their state: past retention nothing can score them again), then recounts the
+stored spans (the receiver's 503 bound). Passes are idempotent conditional statements, so several
+services sharing one database may all run them. A failed pass
+is logged and the next one tries again; the service goes on. The clock is injected (``clock``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from evaluator_host.observability.metrics import Metrics
+from evaluator_host.online.receive.ingest import Ingest
+from evaluator_host.settings import Settings
+from evaluator_host.shared.tasks import stop
+from evaluator_host.store.db import utcnow
+from evaluator_host.store.online.spans import OnlineSpanStore
+
+__all__ = ["Assembly"]
+
+log = logging.getLogger(__name__)
+
+_SWEEP_S = 10.0  # seconds between retention sweeps (a sweep recounts every stored span: not every pass)
+
+
+class Assembly:
+    """The periodic pass of one service (see the module docstring)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: OnlineSpanStore,
+        ingest: Ingest,
+        metrics: Metrics,
+        clock: Callable[[], datetime] = utcnow,
+        on_ready: Callable[[], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.ingest = ingest
+        self.metrics = metrics
+        self.clock = clock
+        self.on_ready = on_ready
+        self._swept: datetime | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def tick(self) -> int:
+        """One pass (blocking: run it on a thread); the traces it made ready."""
+        now = self.clock()
+        s = self.settings
+        made = self.store.mark_ready(now, s.online_quiet_period_s, s.online_trace_timeout_s, s.online_settle_s)
+        if made:
+            self.metrics.online_ready.inc(made)
+        if self._swept is None or not 0 <= (now - self._swept).total_seconds() < _SWEEP_S:
+            self.sweep(now)
+            self._swept = now
+        self.metrics.online_open.set(self.store.count_open())
+        return made
+
+    def sweep(self, now: datetime) -> tuple[int, int]:
+        """Retention: delete spans and traces older than ``online_span_retention_s``; (spans, traces)."""
+        spans, traces = self.store.sweep(now - timedelta(seconds=self.settings.online_span_retention_s))
+        if spans:
+            self.metrics.online_expired.inc(spans)
+            log.info("online retention: deleted %d spans and %d traces", spans, traces)
+        self.ingest.recount()
+        return spans, traces
+
+    def start(self) -> None:
+        """Run a pass now and every ``online_assembly_s`` in the background."""
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._loop())
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                if await asyncio.to_thread(self.tick) and self.on_ready is not None:
+                    self.on_ready()
+            except Exception:  # a database hiccup: the next pass tries again
+                log.exception("online assembly pass failed")
+            await asyncio.sleep(self.settings.online_assembly_s)
+
+    async def close(self) -> None:
+        """Stop the periodic pass."""
+        task, self._task = self._task, None
+        await stop(task)

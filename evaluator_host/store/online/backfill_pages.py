@@ -1,0 +1,126 @@
+"""A backfill's page scored by its planner (issue 50, the fast path of :mod:`evaluator_host.online.backfill.runs`).
+
+Contract (docs/online.md, "Backfill"):
+
+* :func:`read_page` reads the backfill's next page as
+  :meth:`~evaluator_host.store.online.backfills.BackfillStore.plan_page` would plan it (the same targets, skips
+  and limits: :func:`~evaluator_host.store.online.backfills.count`), but writes nothing: no lock is held while
+  its targets are scored.
+* :func:`commit_page` then stores the page in ONE transaction: first, by a write, the pin — the backfill still
+  ``planning``, still held by ``me``, its cursor still where the page was read — so a page is committed by one
+  holder once (a claim taken over, a cancel or another holder's page in between: nothing is stored and
+  ``False``); its scores inserted ``done`` (``claimed_by`` ``me``: a re-scored target's earlier scores are
+  superseded in the same transaction), the targets it did not score now (paced, refused for a rate, a sandbox
+  failure) inserted ``queued`` for the scorer, the cursor and the counters moved. The queue's key (rule,
+  target) makes a second row for a target impossible (a row routing added meanwhile wins: the insert skips
+  it). A SIGKILL before the commit leaves nothing: the page is read and scored again.
+
+Portable SQL. Blocking: call from a thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Engine
+
+from evaluator_host.store.db import as_utc, utcnow
+from evaluator_host.store.online import sessions as online_sessions
+from evaluator_host.store.online.backfills import Backfill, Counted, Decide, SpansOf, advance, count, page_room
+from evaluator_host.store.online.rows import OnlineBackfillRow, OnlineRuleRow, OnlineScoreRow
+from evaluator_host.store.online.rules import RuleRecord
+
+__all__ = ["Page", "commit_page", "read_page"]
+
+S, B = OnlineScoreRow, OnlineBackfillRow
+_BATCH = 500  # rows a statement
+
+
+@dataclass(frozen=True)
+class Page:
+    """A page read: where the cursor was, what :func:`count` found, and how many traces were asked for."""
+
+    cursor: tuple[datetime, str] | None
+    got: Counted
+    traces: int
+
+
+def read_page(
+    engine: Engine, me: str, backfill: Backfill, rule: RuleRecord, traces: int, decide: Decide, spans_of: SpansOf,
+    backlog_room: int, behind: Page | None = None, pending: int = 0,
+) -> Page | None:  # fmt: skip
+    """The backfill's next page, read only (None: not ``planning`` and held by ``me`` any more). With ``behind``
+    (a page read and not stored yet, ``pending`` rows in all with the others before it): the page after it, read
+    ahead — stored only once ``behind`` is (its pin expects ``behind``'s last trace as the cursor)."""
+    with engine.connect() as conn:
+        row = conn.execute(select(B).where(B.id == backfill.id)).one()
+        if row.status != "planning" or row.claimed_by != me:
+            return None
+        after = None if row.cursor_at is None else (as_utc(row.cursor_at), str(row.cursor_id))
+        if behind is not None:
+            after = behind.got.last or behind.cursor
+        room, strict = page_room(row, backlog_room, pending)
+        window = (backfill.since, backfill.until)
+        got = count(conn, rule, backfill.revision, window, after, traces, room, decide, spans_of, backfill.id, strict)
+    return Page(after, got, traces)
+
+
+def commit_page(
+    engine: Engine, me: str, backfill: Backfill, rule: RuleRecord, page: Page, scored: dict[str, dict[str, Any]],
+    waiting: dict[str, dict[str, Any]], claim_s: float,
+) -> tuple[set[str], bool] | None:  # fmt: skip
+    """Store ``page`` (see the module docstring): ``scored`` — target id → the result's columns (``done``);
+    ``waiting`` — target id → ``claimed_until``/``delayed_by`` (``queued``); a new row of the page in neither
+    is queued as it is. The target ids it added and whether planning ended (None: nothing stored)."""
+    with engine.begin() as conn:
+        at = B.cursor_at.is_(None) if page.cursor is None else B.cursor_at == page.cursor[0]
+        last = B.cursor_id.is_(None) if page.cursor is None else B.cursor_id == page.cursor[1]
+        mine = update(B).where(B.id == backfill.id, B.claimed_by == me, B.status == "planning", at, last)
+        if not conn.execute(mine.values(updated_at=utcnow())).rowcount:
+            return None
+        gone = conn.execute(select(OnlineRuleRow.deleted_at).where(OnlineRuleRow.id == rule.id)).first()
+        if gone is None or gone[0] is not None:
+            return None  # the rule was deleted meanwhile: the next planning cancels the backfill
+        row = conn.execute(select(B).where(B.id == backfill.id)).one()
+        now = utcnow()
+        rows = [_row(r, me, now, scored.get(r["target_id"]), waiting.get(r["target_id"])) for r in page.got.rows]
+        dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
+        added: set[str] = set()
+        for start in range(0, len(rows), _BATCH):
+            for kind in ("done", "queued"):
+                part = [r for r in rows[start : start + _BATCH] if r["state"] == kind]
+                if part:
+                    statement = dialect.insert(S).on_conflict_do_nothing(index_elements=["rule_id", "target_id"])
+                    added.update(str(t) for t in conn.execute(statement.returning(S.target_id), part).scalars())
+        if page.got.requeue:
+            conn.execute(
+                update(S)
+                .where(S.rule_id == rule.id, S.target_id.in_(page.got.requeue), S.state == "dropped")
+                .values(state="queued", status=None, attempts=0, backfill_id=backfill.id, claimed_until=None)
+            )
+        redone = [(rule.id, t) for t in added if "@r" in t and t in scored]
+        online_sessions.supersede(conn, me, redone)
+        taken = len(rows) - len(added)  # a row routing added meanwhile: scored there
+        queued = len(added) + len(page.got.requeue)
+        ended = advance(conn, me, backfill, row, page.got, page.traces, claim_s, queued, taken)
+    return added, ended
+
+
+def _row(
+    base: dict[str, Any], me: str, now: datetime, result: dict[str, Any] | None, wait: dict[str, Any] | None
+) -> dict[str, Any]:
+    """One page row as inserted: every column named, so that one statement inserts them all."""
+    out = {
+        **base, "state": "queued", "claimed_by": None, "claimed_until": None, "delayed_by": None, "status": None,
+        "score": None, "passed": None, "label": None, "runtime_id": None, "duration_ms": None, "scored_at": None,
+        "result": None,
+    }  # fmt: skip
+    if result is not None:
+        out.update(result, state="done", attempts=1, claimed_by=me)
+    elif wait is not None:
+        out.update(wait)
+    return out

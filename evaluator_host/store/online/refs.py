@@ -1,0 +1,102 @@
+"""What routing reads of the online tables: spans and traces as references, a queue row's target id, and the
+key helper. No I/O but the statement built by :func:`keyed`.
+
+Contract: :class:`SpanRef` is one span as routing sees it (its attributes and resource decoded from its
+body on first use; ``""`` as body: not read, no attributes); :class:`TraceRef` a ready trace, its spans
+in start order; :func:`target_id` a (rule, span)'s queue key; :func:`keyed` the portable two-column ``IN``;
+:func:`session_keys` the attribute keys a routing pass looks for sessions under (:data:`DEFAULT_KEYS` and
+the session-level rules' own keys).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, false, or_
+
+from evaluator_host.observability.tracing import MARKER
+from evaluator_host.store.online.rules import RuleRecord
+
+__all__ = ["DEFAULT_KEYS", "SpanRef", "TraceRef", "keyed", "session_keys", "target_id"]
+
+DEFAULT_KEYS = ("session.id", "gen_ai.conversation.id", "langfuse.session.id")  # a session's, by default
+
+
+def keyed(first: Any, second: Any, keys: Iterable[tuple[str, str]]) -> ColumnElement[bool]:
+    """``(first, second) IN keys`` as ``first = a AND second IN (…)`` per distinct ``a``: SQLite's
+    planner uses the two-column primary key for this form, and scans the table for a row-value ``IN``."""
+    by: dict[str, list[str]] = {}
+    for a, b in keys:
+        by.setdefault(a, []).append(b)
+    return or_(false(), *(and_(first == a, second.in_(bs)) for a, bs in by.items()))
+
+
+def target_id(rule: RuleRecord, trace_id: str, span_id: str | None) -> str:
+    """The target id of a (rule, evaluated span) of ``trace_id``: the trace id at trace level, else
+    ``<trace id>/<span id>`` (span ids are unique within a trace only)."""
+    if rule.level == "span" and span_id is not None:
+        return f"{trace_id}/{span_id}"
+    return trace_id
+
+
+@dataclass
+class SpanRef:
+    """What routing reads of one span: its id, name, service name, start, and (lazily) attributes."""
+
+    span_id: str
+    name: str
+    service_name: str | None
+    start_ns: int
+    body: str
+    _attributes: dict[str, Any] | None = field(default=None, repr=False)
+    _evaluation: bool | None = field(default=None, repr=False)  # known already (a trial's decoded spans)
+    _resource: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def attributes(self) -> dict[str, Any]:
+        """The span's attributes, flat by dotted key (decoded on first use)."""
+        if self._attributes is None:
+            self._attributes = dict(json.loads(self.body).get("attributes") or {}) if self.body else {}
+        return self._attributes
+
+    @property
+    def resource(self) -> dict[str, Any]:
+        """The span's resource attributes (decoded on first use; ``{}`` when the body was not read)."""
+        if self._resource is None:
+            self._resource = dict(json.loads(self.body).get("resource") or {}) if self.body else {}
+        return self._resource
+
+    @property
+    def evaluation(self) -> bool:
+        """Whether the span is evaluation traffic (the service's own exports, its judges' calls): the
+        attribute ``evaluator_host.evaluation`` true (or ``"true"``, as ``OTEL_RESOURCE_ATTRIBUTES`` sets it)
+        on the span or its resource. Such a span is never routed to a rule."""
+        if self._evaluation is not None:
+            return self._evaluation
+        if MARKER not in self.body:  # the common case costs a substring search, not a parse
+            return False
+        data = json.loads(self.body)
+        return any((data.get(part) or {}).get(MARKER) in (True, "true") for part in ("attributes", "resource"))
+
+
+@dataclass(frozen=True)
+class TraceRef:
+    """A ready trace as routing sees it (its spans in start order)."""
+
+    workspace_id: str
+    trace_id: str
+    root_span_id: str | None
+    spans: list[SpanRef]
+    last_span_at: datetime | None = None
+
+
+def session_keys(rules: dict[str, list[RuleRecord]]) -> tuple[str, ...]:
+    """The attribute keys routing looks for sessions under: the defaults and the rules' own."""
+    custom = {
+        str((r.target or {})["session_key"]) for rs in rules.values() for r in rs if (r.target or {}).get("session_key")
+    }
+    return (*DEFAULT_KEYS, *sorted(custom))
