@@ -139,7 +139,8 @@ def test_the_path_modules_keep_the_paths_import_rules(module: str) -> None:
 
 def test_the_cli_has_no_import_cycle_between_run_and_batch() -> None:
     """``cli/evaluate/batch.py`` reaches the shared output helpers in ``cli/output.py``, never ``cli/main.py``."""
-    assert not [n for n in _imports(PACKAGE / "cli" / "evaluate" / "batch.py") if n.startswith("evaluator_host.cli.main")]
+    batch = PACKAGE / "cli" / "evaluate" / "batch.py"
+    assert not [n for n in _imports(batch) if n.startswith("evaluator_host.cli.main")]
     assert not [n for n in _imports(PACKAGE / "cli" / "output.py") if n.startswith("evaluator_host.cli")]
 
 
