@@ -326,7 +326,7 @@ class Services:
             log.info("removed %d dataset files a stopped service left half-written", swept)
         moved = await asyncio.to_thread(self.datasets.move_files_in)
         if moved:
-            log.info("moved the rows of %d datasets from the data dir into the database", moved)
+            log.info("moved the rows of %d datasets into %s", moved, self.datasets.where)
         self.evaluation.warm_bare_runtimes()
         await self.runner.start()
         self.retention.start()

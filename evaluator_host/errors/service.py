@@ -13,6 +13,7 @@ __all__ = [
     "Overloaded",
     "SandboxError",
     "StorageFull",
+    "StorageUnavailable",
 ]
 
 
@@ -49,6 +50,19 @@ class StorageFull(EvaluatorHostError):
     status = 507
 
     def __init__(self, message: str, *, retry_after_s: int = 30) -> None:
+        super().__init__(message)
+        self.retry_after_s: int = retry_after_s
+
+
+class StorageUnavailable(EvaluatorHostError):
+    """The shared storage of datasets' rows (an S3-compatible bucket, ``EVALUATOR_HOST_BLOB_URL``) cannot be
+    reached, or refused the service's credentials; retryable (HTTP 503 with Retry-After). The message names the
+    bucket and what it answered, never a credential; nothing half-written is kept."""
+
+    type_name = "StorageUnavailable"
+    status = 503
+
+    def __init__(self, message: str, *, retry_after_s: int = 10) -> None:
         super().__init__(message)
         self.retry_after_s: int = retry_after_s
 
