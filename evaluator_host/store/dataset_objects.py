@@ -124,7 +124,8 @@ class BucketRows:
     def delete(self, dataset_id: str) -> None:
         """Remove the dataset's objects (none is fine): the head first, so it is never half there."""
         doing = "deleting the dataset's rows"
-        self.bucket.delete([self._name(dataset_id, _HEAD), self._name(dataset_id, _ROWS)], doing)
+        self.bucket.delete([self._name(dataset_id, _HEAD)], doing)
+        self.bucket.delete([self._name(dataset_id, _ROWS)], doing)
 
     def sweep_orphans(self, grace: timedelta = timedelta(hours=1)) -> int:
         """Remove the objects of datasets no record names, none of them written in the last ``grace`` (a
