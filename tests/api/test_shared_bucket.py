@@ -5,7 +5,8 @@ bucket this machine cannot reach).
 Two services sharing only the database and the bucket (a data dir each): a dataset uploaded through one is
 paged, run as a job and exported (NDJSON, CSV) through the other, nothing of it in either data dir; a bucket
 that denies access or goes away answers 503 ``StorageUnavailable`` naming it (no traceback), and the service
-stays healthy and stores again once the bucket is back; a data dir of today's release (datasets as files, on
+stays healthy and stores again once the bucket is back; a job running when it goes away ends failed with that
+error; a data dir of today's release (datasets as files, on
 SQLite) and a PostgreSQL database holding datasets as chunks have their datasets moved into the bucket at
 start-up, nothing lost (count, every row, the column counts), and a second start-up finds nothing to move.
 """
@@ -189,3 +190,28 @@ def test_datasets_stored_before_the_bucket_move_into_it_at_start_up_with_nothing
         engine.dispose()
     with TestClient(create_app(make_settings(tmp_path, **database, **settings))) as client:  # nothing to move
         _same(client, made)
+
+
+@postgres_only
+def test_a_job_whose_bucket_goes_away_mid_run_ends_failed_with_storage_unavailable_and_a_new_job_is_503(
+    tmp_path: Path, postgres: Cluster
+) -> None:
+    server = S3Server()
+    try:
+        name, settings = _on_bucket(server)
+        settings.update(database_url=postgres.database(), job_chunk_rows=16)
+        with TestClient(create_app(make_settings(tmp_path, **settings))) as client:
+            ds = upload(client, jsonl([{"outputs": i} for i in range(N)]))  # three blocks: read 1, then 2
+            slow = "import time\ndef evaluate(inputs, outputs, trace):\n    time.sleep(0.02)\n    return 1.0\n"
+            evaluator = create_evaluator(client, slow)
+            job = start(client, evaluator["id"], dataset_id=ds["id"])
+            wait(client, job["id"], until=lambda j: j["progress"]["done"] > 0)  # reading the first block
+            server.stop()  # the second block's read cannot reach it
+            ended = wait(client, job["id"])
+            assert ended["status"] == "failed" and ended["error"]["type"] == "StorageUnavailable", ended
+            assert f"s3://{name}/evh" in ended["error"]["message"] and 0 < ended["progress"]["done"] < N
+            again = client.post("/v1/jobs", json={"evaluator_id": evaluator["id"], "dataset_id": ds["id"]})
+            _unavailable(again, f"s3://{name}/evh")
+            assert_healthy(client)
+    finally:
+        server.stop()
