@@ -39,6 +39,7 @@
     │                                    or another service's): its runner stops, nothing is stored
     ├── StorageFull                507   the data disk is full (Retry-After; nothing half-written is kept)
     ├── StorageUnavailable         503   the datasets' bucket is unreachable or denies access (Retry-After)
+    │   └── BucketInUse            503   the bucket's prefix holds another database's rows (refused at start-up)
     └── SandboxError               503   the infrastructure failed, not the user (Retry-After, retryable)
         ├── BackendUnavailable     503   no sandbox backend can run this language right now
         └── Overloaded             503   the workers' memory budget is in use (the machine's memory)
@@ -90,6 +91,7 @@ from evaluator_host.errors.resources import (
 )
 from evaluator_host.errors.service import (
     BackendUnavailable,
+    BucketInUse,
     DatabaseSchemaError,
     DataDirInUse,
     JobNotHeld,
@@ -103,6 +105,7 @@ from evaluator_host.errors.wire import ErrorDetail as ErrorDetail
 
 __all__ = [
     "BackendUnavailable",
+    "BucketInUse",
     "BadRequest",
     "BuildError",
     "CodeSyntaxError",

@@ -7,6 +7,7 @@ from evaluator_host.errors.base import EvaluatorHostError
 
 __all__ = [
     "BackendUnavailable",
+    "BucketInUse",
     "DataDirInUse",
     "DatabaseSchemaError",
     "JobNotHeld",
@@ -65,6 +66,14 @@ class StorageUnavailable(EvaluatorHostError):
     def __init__(self, message: str, *, retry_after_s: int = 10) -> None:
         super().__init__(message)
         self.retry_after_s: int = retry_after_s
+
+
+class BucketInUse(StorageUnavailable):
+    """The datasets' bucket prefix holds another database's mark (``owner.json``): another deployment's rows are
+    there. The service refuses to start on it (nothing is written or swept), and an upload that meets it answers
+    503 like a bucket away; give this deployment a prefix of its own."""
+
+    type_name = "BucketInUse"
 
 
 class SandboxError(EvaluatorHostError):

@@ -14,6 +14,11 @@ Contract (the layout of ``store/dataset_chunks.py``, in two objects a dataset in
   request, never the whole object at once, and holds no connection between requests.
 * Rows are stored before the dataset's record (as files and chunks are): objects no record names, older than a
   grace period, are removed by :meth:`BucketRows.sweep_orphans` (a service killed in between).
+* The prefix belongs to one database: ``owner.json`` holds the database's mark (``blob_store``, made on first
+  use). Before its first write or sweep, :meth:`BucketRows.claim` writes the mark when the prefix has none and
+  refuses (:class:`~evaluator_host.errors.BucketInUse`) a prefix holding another's — so a deployment never writes
+  into, nor sweeps as orphans, another deployment's rows (a scratch database pointed at a production bucket
+  would otherwise sweep every dataset).
 * Every failure of the bucket is :class:`~evaluator_host.errors.StorageUnavailable` (``store/bucket.py``).
   Call from a thread: every method blocks.
 """
@@ -23,22 +28,25 @@ from __future__ import annotations
 import bisect
 import json
 import tempfile
+import uuid
 import zlib
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
 
+from evaluator_host.errors import BucketInUse
 from evaluator_host.store.bucket import Bucket
 from evaluator_host.store.dataset_chunks import CHUNK_BYTES, CHUNK_ROWS
-from evaluator_host.store.db import DatasetRow
+from evaluator_host.store.db import BlobStoreRow, DatasetRow
 
 __all__ = ["BucketRows"]
 
 _LEVEL = 1
-_ROWS, _HEAD = "rows", "head.json"
+_ROWS, _HEAD, _OWNER = "rows", "head.json", "owner.json"
 _MOST_BLOCKS = 16  # blocks read in one ranged GET, at most
 
 
@@ -49,6 +57,30 @@ class BucketRows:
     def __init__(self, bucket: Bucket, engine: Engine) -> None:
         self.bucket = bucket
         self.engine = engine
+        self._claimed = False
+
+    def claim(self) -> None:
+        """Make sure the prefix is this database's (module docstring), once: write the database's mark to
+        ``owner.json`` when the prefix has none; :class:`BucketInUse` when it holds another's."""
+        if self._claimed:
+            return
+        doing = "checking that the bucket's prefix is this database's"
+        mark = database_mark(self.engine)
+        found = self.bucket.get_bytes(_OWNER, doing)
+        if found is None:
+            self.bucket.put_bytes(_OWNER, json.dumps({"database": mark}).encode(), doing)
+            found = self.bucket.get_bytes(_OWNER, doing)  # two deployments at once: the last write wins
+        try:
+            owner = json.loads(found or b"{}").get("database")
+        except (ValueError, AttributeError):
+            owner = None
+        if owner != mark:
+            raise BucketInUse(
+                f"the datasets' bucket {self.bucket.url} holds another database's rows (its owner.json names "
+                f"{str(owner)[:64]!r}, this database is {mark!r}): nothing was written or swept there; give this "
+                "deployment a prefix of its own (EVALUATOR_HOST_BLOB_URL)"
+            )
+        self._claimed = True
 
     @property
     def where(self) -> str:
@@ -63,6 +95,7 @@ class BucketRows:
         """Store ``lines`` (JSON lines, each ending with ``\\n``, in row order) with the column fill counts:
         the blocks first (spooled to a scratch file, then uploaded), the head last (replacing what the id had)."""
         doing = "storing the dataset's rows"
+        self.claim()
         self.bucket.delete([self._name(dataset_id, _HEAD)], doing)  # a rewrite is incomplete until its head
         blocks: list[list[int]] = []
         count = 0
@@ -131,6 +164,7 @@ class BucketRows:
         """Remove the objects of datasets no record names, none of them written in the last ``grace`` (a
         killed service's); the number of datasets whose objects went."""
         doing = "sweeping rows no dataset names"
+        self.claim()
         newest: dict[str, datetime] = {}
         for name, modified in self.bucket.listing("datasets/", doing):
             parts = name.split("/")
@@ -156,6 +190,21 @@ class BucketRows:
             if len(parts) == 3 and parts[2] == _HEAD:
                 found.add(parts[1])
         return found
+
+
+def database_mark(engine: Engine) -> str:
+    """The database's mark (``blob_store``, id 1), made on first use."""
+    with engine.connect() as conn:
+        found = conn.execute(select(BlobStoreRow.mark).where(BlobStoreRow.id == 1)).scalar()
+    if found is not None:
+        return str(found)
+    try:
+        with engine.begin() as conn:
+            conn.execute(insert(BlobStoreRow).values(id=1, mark=uuid.uuid4().hex))
+    except IntegrityError:
+        pass  # another service made it meanwhile
+    with engine.connect() as conn:
+        return str(conn.execute(select(BlobStoreRow.mark).where(BlobStoreRow.id == 1)).scalar_one())
 
 
 def utcnow() -> datetime:

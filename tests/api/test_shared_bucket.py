@@ -13,6 +13,7 @@ start-up, nothing lost (count, every row, the column counts), and a second start
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Iterator
@@ -24,6 +25,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from evaluator_host.api import create_app
+from evaluator_host.errors import BucketInUse
+from evaluator_host.services import Services
 from evaluator_host.store.db import make_engine
 from tests.support.backends import postgres_only
 from tests.support.jobs import create_evaluator, jsonl, ndjson, start, upload, wait
@@ -73,7 +76,8 @@ def test_a_dataset_uploaded_through_one_service_is_paged_run_and_exported_throug
     ):
         ds = upload(a, jsonl([{"i": i, "outputs": i % 3} for i in range(N)]))
         assert _leftovers(tmp_path / "a") == [] and _leftovers(tmp_path / "b") == []
-        assert sorted(s3.objects(name)) == [f"evh/datasets/{ds['id']}/head.json", f"evh/datasets/{ds['id']}/rows"]
+        rows = s3.objects(name, "evh/datasets/")
+        assert sorted(rows) == [f"evh/datasets/{ds['id']}/head.json", f"evh/datasets/{ds['id']}/rows"]
         page = b.get(f"/v1/datasets/{ds['id']}/rows", params={"offset": 2046, "limit": 4})
         assert [r["row"]["i"] for r in page.json()["data"]] == [2046, 2047, 2048, 2049], page.text
         evaluator = create_evaluator(b, "def evaluate(inputs, outputs, trace):\n    return outputs == 1\n")
@@ -86,7 +90,7 @@ def test_a_dataset_uploaded_through_one_service_is_paged_run_and_exported_throug
         assert csv.status_code == 200 and len(csv.text.strip().splitlines()) == N + 1
         assert b.delete(f"/v1/jobs/{job['id']}").status_code in (200, 204)
         assert a.delete(f"/v1/datasets/{ds['id']}").status_code in (200, 204)
-        assert s3.objects(name) == {} and b.get(f"/v1/datasets/{ds['id']}").status_code == 404
+        assert s3.objects(name, "evh/datasets/") == {} and b.get(f"/v1/datasets/{ds['id']}").status_code == 404
 
 
 def _unavailable(response: Any, *said: str) -> None:
@@ -175,7 +179,7 @@ def test_datasets_stored_before_the_bucket_move_into_it_at_start_up_with_nothing
     name, settings = _on_bucket(s3)
     with TestClient(create_app(make_settings(tmp_path, **database, **settings))) as client:
         assert _leftovers(tmp_path) == []
-        assert len(s3.objects(name)) == 2 * len(made)
+        assert len(s3.objects(name, "evh/datasets/")) == 2 * len(made)
         _same(client, made)
         evaluator = create_evaluator(client, "def evaluate(inputs, outputs, trace):\n    return 1\n")
         big = next(dataset_id for dataset_id, (rows, _) in made.items() if len(rows) == N)
@@ -215,3 +219,31 @@ def test_a_job_whose_bucket_goes_away_mid_run_ends_failed_with_storage_unavailab
             assert_healthy(client)
     finally:
         server.stop()
+
+
+@postgres_only
+def test_a_service_refuses_to_start_on_a_prefix_holding_another_databases_rows_and_sweeps_nothing(
+    tmp_path: Path, postgres: Cluster, s3: S3Server
+) -> None:
+    name, settings = _on_bucket(s3)
+    with TestClient(create_app(make_settings(tmp_path / "one", database_url=postgres.database(), **settings))) as one:
+        ds = upload(one, jsonl([{"a": 1}]))
+    other = make_settings(tmp_path / "two", database_url=postgres.database(), **settings)  # another database
+    with pytest.raises(BucketInUse, match=f"s3://{name}/evh holds another database's rows"):
+        with TestClient(create_app(other)):
+            pass
+    assert sorted(s3.objects(name, "evh/datasets/")) == [
+        f"evh/datasets/{ds['id']}/head.json",
+        f"evh/datasets/{ds['id']}/rows",
+    ]
+
+
+def test_an_in_process_cli_run_keeps_its_rows_in_its_scratch_dir_not_in_the_bucket(tmp_path: Path) -> None:
+    """``Services.start_private`` (``evaluator-host run``/``test``): a SQLite scratch database of its own, so the
+    configured bucket is not its place either — its start-up sweep would take every dataset there for an orphan."""
+    settings = make_settings(tmp_path, backend="process", blob_url="s3://production/evh")
+    services = Services.start_private(settings)
+    try:
+        assert services.datasets.files.rows is None and services.datasets.where == "the data dir"
+    finally:
+        asyncio.run(services.close())

@@ -5,7 +5,8 @@ The rows are stored as compressed blocks in one object and a head written last; 
 (across block boundaries, a row bigger than a block's byte budget) with ranged reads; a page deep in a dataset
 reads the head and one range; nothing stays in the folder; a refused upload leaves no object; objects no record
 names are swept once older than the grace; a bucket that denies access or cannot be reached is
-``StorageUnavailable`` naming the bucket, never the secret.
+``StorageUnavailable`` naming the bucket, never the secret; a prefix holding another database's rows is
+refused (``BucketInUse``): nothing written there, nothing of it swept.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import Engine
 
-from evaluator_host.errors import DatasetError, StorageUnavailable
+from evaluator_host.errors import BucketInUse, DatasetError, StorageUnavailable
 from evaluator_host.jobs.datasets.files import DatasetFiles, Limits
 from evaluator_host.store.bucket import Bucket
 from evaluator_host.store.dataset_chunks import CHUNK_BYTES, CHUNK_ROWS
@@ -83,7 +84,7 @@ def test_rows_stored_as_blocks_in_the_bucket_read_back_from_any_row_and_nothing_
     assert list(files.root.iterdir()) == []  # the parse's scratch file went; no .jsonl, .idx, .cols
     bucket = _rows(files).bucket
     stored = s3.objects(bucket.name)
-    assert sorted(stored) == ["evh/prod/datasets/ds/head.json", "evh/prod/datasets/ds/rows"]  # under the prefix
+    assert sorted(stored) == ["evh/prod/datasets/ds/head.json", "evh/prod/datasets/ds/rows", "evh/prod/owner.json"]
     head = json.loads(stored["evh/prod/datasets/ds/head.json"])
     firsts = [first for first, _ in head["blocks"]]
     assert head["rows"] == n and 1500 in firsts and 1501 in firsts  # the big row is a block of its own
@@ -94,7 +95,7 @@ def test_rows_stored_as_blocks_in_the_bucket_read_back_from_any_row_and_nothing_
     assert files.filled("ds") == {"i": n, "pad": 1}
     files.delete("ds")
     assert not files.exists("ds") and list(files.lines("ds")) == [] and files.filled("ds") is None
-    assert s3.objects(bucket.name) == {}
+    assert sorted(s3.objects(bucket.name)) == ["evh/prod/owner.json"]  # the prefix's owner stays
 
 
 def test_a_page_deep_in_a_dataset_reads_the_head_and_one_range(files: DatasetFiles) -> None:
@@ -117,7 +118,7 @@ def test_an_empty_dataset_exists_with_no_rows(files: DatasetFiles) -> None:
 def test_a_refused_upload_leaves_no_object_and_no_file(files: DatasetFiles, s3: S3Server) -> None:
     with pytest.raises(DatasetError, match="max_dataset_rows"):
         files.write("over", io.BytesIO(_body(2 * CHUNK_ROWS)), "jsonl", Limits(max_rows=CHUNK_ROWS, max_row_bytes=1000))
-    assert s3.objects(_rows(files).bucket.name) == {}
+    assert s3.objects(_rows(files).bucket.name, "evh/prod/datasets/") == {}
     assert list(files.root.iterdir()) == [] and not files.exists("over")
 
 
@@ -157,3 +158,23 @@ def test_a_bucket_that_cannot_be_reached_is_storage_unavailable_within_seconds(t
     files = DatasetFiles(tmp_path / "datasets", BucketRows(bucket, engine))
     with pytest.raises(StorageUnavailable, match="Could not connect"):
         list(files.lines("ds"))
+
+
+def test_a_prefix_holding_another_databases_rows_is_refused_and_nothing_is_written_or_swept_there(
+    s3: S3Server, engine: Engine, postgres: Cluster, tmp_path: Path
+) -> None:
+    bucket = _bucket(s3, tmp_path)
+    ours = DatasetFiles(tmp_path / "ours", BucketRows(bucket, engine))
+    ours.write_rows("theirs_ds", [{"a": 1}], LIMITS)  # recorded nowhere in the other database
+    other = make_engine(postgres.database())  # another deployment's database, the same bucket and prefix
+    try:
+        stranger = DatasetFiles(tmp_path / "other", BucketRows(_bucket(s3, tmp_path, bucket.name), other))
+        with pytest.raises(BucketInUse, match="another database's rows") as refused:
+            stranger.write_rows("ds", [{"a": 2}], LIMITS)
+        assert refused.value.status == 503
+        with pytest.raises(BucketInUse):
+            _rows(stranger).sweep_orphans(timedelta(0))  # would remove every dataset the other database lacks
+        assert ours.exists("theirs_ds") and not ours.exists("ds")
+        assert [json.loads(line) for _, line in ours.lines("theirs_ds")] == [{"a": 1}]
+    finally:
+        other.dispose()

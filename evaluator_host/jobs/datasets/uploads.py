@@ -33,7 +33,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from evaluator_host.errors import ConflictError, DatasetError, LimitError, NotFoundError, StorageUnavailable
+from evaluator_host.errors import (
+    BucketInUse,
+    ConflictError,
+    DatasetError,
+    LimitError,
+    NotFoundError,
+    StorageUnavailable,
+)
 from evaluator_host.jobs.datasets.files import DatasetFiles, DatasetInfo, Format, Limits, sniff_format
 from evaluator_host.jobs.models import Dataset
 from evaluator_host.settings import Settings
@@ -283,6 +290,8 @@ class DatasetCatalog:
         if self.files.rows is not None:  # rows stored by a service killed before it recorded them
             try:
                 removed += self.files.rows.sweep_orphans()
+            except BucketInUse:
+                raise  # another deployment's prefix: refuse to start
             except StorageUnavailable as exc:  # the bucket away: the next start-up sweeps; uploads answer 503
                 log.warning("could not sweep datasets' rows no record names: %s", exc)
         return removed
