@@ -94,7 +94,8 @@ def test_a_dataset_uploaded_through_haproxy_is_paged_run_and_exported_by_every_r
     made = client.call("POST", "/v1/datasets", content=body, headers={"content-type": "application/jsonl"})
     assert made.status_code == 201, made.text
     dataset_id, uploader = made.json()["id"], client.seen[-1]
-    assert sorted(s3.objects(bucket)) == [f"evh/datasets/{dataset_id}/head.json", f"evh/datasets/{dataset_id}/rows"]
+    stored = sorted(s3.objects(bucket, "evh/datasets/"))
+    assert stored == [f"evh/datasets/{dataset_id}/head.json", f"evh/datasets/{dataset_id}/rows"]
     evaluator = client.call("POST", "/v1/evaluators", json={"name": "e", "language": "python", "code": CODE}).json()
     started = client.call("POST", "/v1/jobs", json={"evaluator_id": evaluator["id"], "dataset_id": dataset_id})
     assert started.status_code == 202, started.text
