@@ -182,15 +182,6 @@ class BucketRows:
             self.delete(dataset_id)
         return len(orphans)
 
-    def ids(self) -> set[str]:
-        """Every dataset with a complete head here."""
-        found = set()
-        for name, _ in self.bucket.listing("datasets/", "listing the datasets' rows"):
-            parts = name.split("/")
-            if len(parts) == 3 and parts[2] == _HEAD:
-                found.add(parts[1])
-        return found
-
 
 def database_mark(engine: Engine) -> str:
     """The database's mark (``blob_store``, id 1), made on first use."""
