@@ -206,8 +206,10 @@ def render(f: BlobFigures) -> tuple[str, str]:
             "",
             "A page from the bucket is two requests (the head, then one byte range of the block holding the row): "
             f"one request to this moto server took {f.round_trip_ms:.1f} ms (a HEAD, mean of 30), most of the "
-            "page's time; "
-            "a job reads 1, 2, 4 … 16 blocks a request. The machine's load average when the bench ended was "
+            "page's time; a job reads 1, 2, 4 … 16 blocks a request, and reading every row from the bucket stays "
+            "several times faster than a job consumes rows (docs/benchmarks.md, *Datasets' rows in PostgreSQL*: "
+            "25,000–40,000 rows/s). Compare the rows of one run, not runs: on the shared, loaded machine two runs' "
+            "figures differed up to 4×. The machine's load average when the bench ended was "
             f"{f.load[0]:.2f} / {f.load[1]:.2f} / {f.load[2]:.2f} (1 / 5 / 15 min) on 2 cores, shared.",
         ]
     )
