@@ -109,7 +109,7 @@ def _job(figures: RowsFigures, url: str, body: bytes, kind: str) -> None:
     with TestClient(create_app(settings)) as client:
         services: Any = client.app.state.services  # type: ignore[attr-defined]
         if kind == "files":
-            services.datasets.files.chunks = None  # the release before: the rows as files on PostgreSQL too
+            services.datasets.files.rows = None  # the release before: the rows as files on PostgreSQL too
         ev = create_evaluator(
             client, "def evaluate(inputs, outputs, trace):\n    return outputs == inputs['expected']\n"
         )

@@ -3,7 +3,8 @@
 Sections: the process backend (here), the docker backend (``bench/docker_bench.py``),
 batch jobs on docker (``bench/jobs_bench.py``), queued jobs over worker hosts
 (``bench/queue_bench.py``), a killed replica's job adopted (``bench/lease_bench.py``),
-datasets' rows as files against chunks in PostgreSQL (``bench/dataset_rows_bench.py``), model-target
+datasets' rows as files against chunks in PostgreSQL (``bench/dataset_rows_bench.py``) and against an S3-compatible
+bucket (``bench/blob_rows_bench.py``), model-target
 jobs against a loopback LLM server
 (``bench/target_bench.py``), online ingestion over OTLP (``bench/online_bench.py``), async judge
 evaluators (``bench/async_bench.py``), re-run jobs from the result cache
@@ -34,6 +35,7 @@ import httpx
 from bench import (
     async_bench,
     backfill_bench,
+    blob_rows_bench,
     budget_bench,
     build_bench,
     cache_bench,
@@ -310,6 +312,9 @@ def main() -> int:
     rows_section, rows_summary = dataset_rows_bench.render(dataset_rows_bench.measure())  # rows in PostgreSQL
     doc += rows_section
     print(rows_summary)
+    blob_section, blob_summary = blob_rows_bench.render(blob_rows_bench.measure())  # rows in a bucket
+    doc += blob_section
+    print(blob_summary)
     target_section, target_summary = target_bench.render(target_bench.measure())
     doc += target_section
     judge_section, judge_summary = judge_bench.render(judge_bench.measure())

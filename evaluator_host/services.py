@@ -241,13 +241,20 @@ class Services:
         """Services in a scratch data dir of their own (removed on close), for in-process CLI runs.
 
         Nothing of the configured data dir is touched — its database (a configured
-        ``database_url`` too: the run has a SQLite file of its own), its jobs, its worker dirs,
-        its containers — except the build cache (``cache_dir``, default the data dir), which is
-        made to be shared: a package set built by the server is not built again, and the reverse.
+        ``database_url`` too: the run has a SQLite file of its own), its datasets' bucket (``blob_url``: its
+        rows stay in the scratch dir; a sweep of the bucket against the scratch database would remove every
+        dataset), its jobs, its worker dirs, its containers — except the build cache (``cache_dir``, default the
+        data dir), which is made to be shared: a package set built by the server is not built again, and the
+        reverse.
         """
         scratch = Path(tempfile.mkdtemp(prefix="evaluator-host-run-"))
         private = settings.model_copy(
-            update={"data_dir": scratch, "cache_dir": settings.resolved_cache_dir, "database_url": None}
+            update={
+                "data_dir": scratch,
+                "cache_dir": settings.resolved_cache_dir,
+                "database_url": None,
+                "blob_url": None,
+            }
         )
         try:
             services = cls.start(private)
@@ -326,7 +333,7 @@ class Services:
             log.info("removed %d dataset files a stopped service left half-written", swept)
         moved = await asyncio.to_thread(self.datasets.move_files_in)
         if moved:
-            log.info("moved the rows of %d datasets from the data dir into the database", moved)
+            log.info("moved the rows of %d datasets into %s", moved, self.datasets.where)
         self.evaluation.warm_bare_runtimes()
         await self.runner.start()
         self.retention.start()

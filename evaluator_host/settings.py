@@ -81,6 +81,22 @@ class Settings(BaseSettings):
         description="Database URL, e.g. postgresql://user:password@host:5432/db (PostgreSQL; the driver is "
         "ours); default: SQLite in data_dir. Migrated at start-up (docs/operations.md).",
     )
+    blob_url: str | None = Field(
+        None,
+        description="s3://bucket/prefix: datasets' rows live in this S3-compatible bucket, shared by every replica "
+        "(docs/deploy.md); default: in the database when it is PostgreSQL, else in data_dir. A data dir's "
+        "datasets (and PostgreSQL's stored rows) move into it at start-up.",
+    )
+    blob_endpoint_url: str | None = Field(
+        None, description="The bucket's S3 endpoint, e.g. https://minio.internal:9000; default: AWS's own."
+    )
+    blob_region: str | None = Field(None, description="The bucket's region; default: boto3's (AWS_REGION ...).")
+    blob_access_key_id: str | None = Field(
+        None, description="The bucket's access key id; default: boto3's chain (AWS_ACCESS_KEY_ID, a role ...)."
+    )
+    blob_secret_access_key: str | None = Field(
+        None, description="The secret of blob_access_key_id; default: boto3's chain (AWS_SECRET_ACCESS_KEY ...)."
+    )
     api_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Comma-separated bearer keys; when set every /v1 call needs one."
     )
@@ -544,6 +560,13 @@ class Settings(BaseSettings):
             if urlsplit(str(url)).scheme not in ("http", "https"):
                 raise ValueError(f"{str(url)[:100]!r} is not an http:// or https:// URL (OTLP/HTTP)")
         return urls
+
+    @field_validator("blob_url")
+    @classmethod
+    def _s3_url(cls, value: str | None) -> str | None:
+        if value and (urlsplit(value).scheme != "s3" or not urlsplit(value).netloc):
+            raise ValueError(f"{value[:100]!r} is not an s3://bucket/prefix URL")
+        return value or None
 
     @field_validator("container_labels")
     @classmethod

@@ -38,6 +38,8 @@
     ├── JobNotHeld                 500   a job's rows may no longer be committed here (cancelled, deleted,
     │                                    or another service's): its runner stops, nothing is stored
     ├── StorageFull                507   the data disk is full (Retry-After; nothing half-written is kept)
+    ├── StorageUnavailable         503   the datasets' bucket is unreachable or denies access (Retry-After)
+    │   └── BucketInUse            503   the bucket's prefix holds another database's rows (refused at start-up)
     └── SandboxError               503   the infrastructure failed, not the user (Retry-After, retryable)
         ├── BackendUnavailable     503   no sandbox backend can run this language right now
         └── Overloaded             503   the workers' memory budget is in use (the machine's memory)
@@ -89,18 +91,21 @@ from evaluator_host.errors.resources import (
 )
 from evaluator_host.errors.service import (
     BackendUnavailable,
+    BucketInUse,
     DatabaseSchemaError,
     DataDirInUse,
     JobNotHeld,
     Overloaded,
     SandboxError,
     StorageFull,
+    StorageUnavailable,
 )
 from evaluator_host.errors.wire import ErrorBody as ErrorBody  # (the wire shape: imported from here too)
 from evaluator_host.errors.wire import ErrorDetail as ErrorDetail
 
 __all__ = [
     "BackendUnavailable",
+    "BucketInUse",
     "BadRequest",
     "BuildError",
     "CodeSyntaxError",
@@ -133,6 +138,7 @@ __all__ = [
     "SandboxError",
     "SecretError",
     "StorageFull",
+    "StorageUnavailable",
     "TargetError",
     "Unauthorized",
 ]

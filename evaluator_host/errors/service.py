@@ -7,12 +7,14 @@ from evaluator_host.errors.base import EvaluatorHostError
 
 __all__ = [
     "BackendUnavailable",
+    "BucketInUse",
     "DataDirInUse",
     "DatabaseSchemaError",
     "JobNotHeld",
     "Overloaded",
     "SandboxError",
     "StorageFull",
+    "StorageUnavailable",
 ]
 
 
@@ -51,6 +53,27 @@ class StorageFull(EvaluatorHostError):
     def __init__(self, message: str, *, retry_after_s: int = 30) -> None:
         super().__init__(message)
         self.retry_after_s: int = retry_after_s
+
+
+class StorageUnavailable(EvaluatorHostError):
+    """The shared storage of datasets' rows (an S3-compatible bucket, ``EVALUATOR_HOST_BLOB_URL``) cannot be
+    reached, or refused the service's credentials; retryable (HTTP 503 with Retry-After). The message names the
+    bucket and what it answered, never a credential; nothing half-written is kept."""
+
+    type_name = "StorageUnavailable"
+    status = 503
+
+    def __init__(self, message: str, *, retry_after_s: int = 10) -> None:
+        super().__init__(message)
+        self.retry_after_s: int = retry_after_s
+
+
+class BucketInUse(StorageUnavailable):
+    """The datasets' bucket prefix holds another database's mark (``owner.json``): another deployment's rows are
+    there. The service refuses to start on it (nothing is written or swept), and an upload that meets it answers
+    503 like a bucket away; give this deployment a prefix of its own."""
+
+    type_name = "BucketInUse"
 
 
 class SandboxError(EvaluatorHostError):

@@ -203,6 +203,17 @@ class DatasetChunkRow(Base):
     stored_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
+class BlobStoreRow(Base):
+    """This database's mark (one row, ``id = 1``, made on first use: ``store/jobs/dataset_objects.py``, migration
+    ``0024_blob_store``): a datasets' bucket prefix holding another database's mark is refused, so one
+    deployment never writes or sweeps another's datasets' rows."""
+
+    __tablename__ = "blob_store"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    mark: Mapped[str] = mapped_column(String(64))
+
+
 class JobRow(Base):
     """A job: what it runs on, its status, and its progress and aggregate *as committed*.
 

@@ -9,11 +9,13 @@ A stored dataset is two files under ``<data_dir>/datasets``:
   which mapped column some rows lack without reading them (:meth:`DatasetFiles.filled`; datasets stored
   before it have none).
 
-When the database is PostgreSQL (``DatasetFiles(root, chunks)``), the rows live in the database instead
-(:mod:`evaluator_host.store.jobs.dataset_chunks`), so every service sharing it reads every dataset: an upload is
-still parsed into ``.<id>.tmp`` here (scratch), then stored as chunks in one transaction and the file
-removed; nothing of the dataset stays in the folder. A data dir's files from before are moved in by
-:meth:`DatasetFiles.move_in` (at start-up, ``DatasetCatalog.move_files_in``).
+When the rows have a shared place (``DatasetFiles(root, rows)``, a :class:`~evaluator_host.store.jobs.row_stores.
+RowStore` chosen at start-up: the database when it is PostgreSQL, :mod:`evaluator_host.store.jobs.dataset_chunks`;
+an S3-compatible bucket when ``EVALUATOR_HOST_BLOB_URL`` is set, :mod:`evaluator_host.store.jobs.dataset_objects`),
+the rows live there instead, so every service sharing it reads every dataset: an upload is still parsed into
+``.<id>.tmp`` here (scratch), then stored there whole and the file removed; nothing of the dataset stays in the
+folder. A data dir's files from before are moved in by :meth:`DatasetFiles.move_in` (at start-up,
+``DatasetCatalog.move_files_in``).
 
 Parsing streams: a JSONL or CSV upload is read line by line and a JSON array element
 by element, so memory stays flat however many rows there are. Rows must be JSON
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 from evaluator_host.errors import DatasetError
-from evaluator_host.store.jobs.dataset_chunks import DatasetChunks
+from evaluator_host.store.jobs.row_stores import RowStore
 
 __all__ = ["BLOCK", "DatasetFiles", "DatasetInfo", "Format", "Limits", "sniff_format"]
 
@@ -258,32 +260,37 @@ def _json_array(src: BinaryIO, max_element: int) -> Iterator[tuple[Any, int]]:
 
 
 class DatasetFiles:
-    """The rows of every dataset: files in ``root``, or ``chunks`` in the database when given (module
-    docstring); ``root`` holds the scratch files of an upload either way."""
+    """The rows of every dataset: files in ``root``, or in ``rows`` (the database's chunks, a bucket) when
+    given (module docstring); ``root`` holds the scratch files of an upload either way."""
 
-    def __init__(self, root: Path, chunks: DatasetChunks | None = None) -> None:
+    def __init__(self, root: Path, rows: RowStore | None = None) -> None:
         self.root = root
-        self.chunks = chunks
+        self.rows = rows
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+    @property
+    def chunks(self) -> RowStore | None:
+        """The shared place of the rows (its name from when the database's chunks were the only one)."""
+        return self.rows
 
     def exists(self, dataset_id: str) -> bool:
         """Whether the dataset's rows are readable here (a service adopts a job only then)."""
-        if self.chunks is not None:
-            return self.chunks.exists(dataset_id)
+        if self.rows is not None:
+            return self.rows.exists(dataset_id)
         return self.rows_path(dataset_id).exists()
 
     def move_in(self, dataset_id: str) -> bool:
-        """Move a dataset's files (stored before its rows went to the database) into the database, then
-        remove them; False when there is no database to move to, or the files are gone."""
-        if self.chunks is None:
+        """Move a dataset's files (stored before its rows went to the database or a bucket) there, then
+        remove them; False when there is no shared place to move to, or the files are gone."""
+        if self.rows is None:
             return False
         try:
             src = open(self.rows_path(dataset_id), "rb", buffering=1 << 20)  # noqa: SIM115
         except FileNotFoundError:
             return False
         with src:
-            if not self.chunks.exists(dataset_id):
-                self.chunks.store(dataset_id, src, self._filled_file(dataset_id))
+            if not self.rows.exists(dataset_id):
+                self.rows.store(dataset_id, src, self._filled_file(dataset_id))
         for path in (self._index_path(dataset_id), self._filled_path(dataset_id), self.rows_path(dataset_id)):
             path.unlink(missing_ok=True)
         return True
@@ -300,8 +307,8 @@ class DatasetFiles:
     def filled(self, dataset_id: str) -> dict[str, int] | None:
         """How many of the dataset's rows hold a value (not null) in each top-level column; None for a
         dataset stored before this was counted."""
-        if self.chunks is not None:
-            return self.chunks.filled(dataset_id)
+        if self.rows is not None:
+            return self.rows.filled(dataset_id)
         return self._filled_file(dataset_id)
 
     def _filled_file(self, dataset_id: str) -> dict[str, int] | None:
@@ -317,9 +324,9 @@ class DatasetFiles:
             with open(tmp, "wb", buffering=1 << 20) as out:
                 writer = _Writer(out, limits)
                 fill(writer)
-            if self.chunks is not None:
+            if self.rows is not None:
                 with open(tmp, "rb", buffering=1 << 20) as src:
-                    self.chunks.store(dataset_id, src, writer.filled())
+                    self.rows.store(dataset_id, src, writer.filled())
                 return DatasetInfo(row_count=writer.count, columns=list(writer.columns), bytes=writer.offset)
             with open(self._index_path(dataset_id), "wb") as fh:
                 writer.index.tofile(fh)
@@ -357,8 +364,8 @@ class DatasetFiles:
 
     def lines(self, dataset_id: str, start: int = 0) -> Iterator[tuple[int, bytes]]:
         """(index, JSON line without newline) for every row from ``start``, in order."""
-        if self.chunks is not None:
-            yield from self.chunks.lines(dataset_id, start)
+        if self.rows is not None:
+            yield from self.rows.lines(dataset_id, start)
             return
         start = max(start, 0)
         index = array.array("Q")
@@ -376,9 +383,9 @@ class DatasetFiles:
                 number += 1
 
     def delete(self, dataset_id: str) -> None:
-        """Remove the dataset's files or chunks (missing ones are fine)."""
-        if self.chunks is not None:
-            self.chunks.delete(dataset_id)
+        """Remove the dataset's files or shared rows (missing ones are fine)."""
+        if self.rows is not None:
+            self.rows.delete(dataset_id)
         self.rows_path(dataset_id).unlink(missing_ok=True)
         self._index_path(dataset_id).unlink(missing_ok=True)
         self._filled_path(dataset_id).unlink(missing_ok=True)

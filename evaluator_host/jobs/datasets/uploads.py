@@ -7,9 +7,10 @@ dataset recorded, so a dataset that exists is always complete. A full disk at an
 killed service left behind (``.upload-*``, ``.*.tmp``, and rows no record names) are removed
 when the next one starts (:meth:`DatasetCatalog.sweep`).
 
-On PostgreSQL a dataset's rows are in the database (``jobs.datasets.files``): every service sharing it reads
-every dataset, and the folder holds only an upload's scratch files; the files of datasets stored before are
-moved into the database at start-up (:meth:`DatasetCatalog.move_files_in`). On SQLite the
+On PostgreSQL a dataset's rows are in the database, and with ``EVALUATOR_HOST_BLOB_URL`` in an S3-compatible
+bucket (``jobs.datasets.files``, chosen once: ``store.jobs.row_stores.shared_rows``): every service sharing it reads
+every dataset, and the folder holds only an upload's scratch files; the files of datasets stored before (and,
+with a bucket, the database's chunks) are moved there at start-up (:meth:`DatasetCatalog.move_files_in`). On SQLite the
 datasets folder may be shared by several services (one filesystem mounted at each one's
 ``data_dir/datasets``, so any of them can adopt any job: docs/operations.md, *Job leases*). A dataset
 being stored is therefore marked by an exclusive ``flock`` on ``.<id>.lock``, held from its first byte until
@@ -24,6 +25,7 @@ import contextlib
 import dataclasses
 import fcntl
 import json
+import logging
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator
@@ -31,17 +33,26 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from evaluator_host.errors import ConflictError, DatasetError, LimitError, NotFoundError
+from evaluator_host.errors import (
+    BucketInUse,
+    ConflictError,
+    DatasetError,
+    LimitError,
+    NotFoundError,
+    StorageUnavailable,
+)
 from evaluator_host.jobs.datasets.files import DatasetFiles, DatasetInfo, Format, Limits, sniff_format
 from evaluator_host.jobs.models import Dataset
 from evaluator_host.settings import Settings
 from evaluator_host.storage import on_full_disk
 from evaluator_host.store.db import utcnow
-from evaluator_host.store.jobs.dataset_chunks import DatasetChunks
 from evaluator_host.store.jobs.repository import DatasetRecord, JobStore
+from evaluator_host.store.jobs.row_stores import describe, move_chunks_in, shared_rows
 from evaluator_host.tenancy.quotas import QuotaGuard
 
 __all__ = ["DatasetCatalog", "format_of", "to_model"]
+
+log = logging.getLogger(__name__)
 
 _BY_TYPE: dict[str, Format] = {
     "application/jsonl": "jsonl",
@@ -99,9 +110,13 @@ class DatasetCatalog:
         self.settings = settings
         self.store = store
         self.quotas = quotas
-        chunks = DatasetChunks(store.engine) if store.engine.dialect.name == "postgresql" else None
-        self.files = DatasetFiles(settings.data_dir / "datasets", chunks)
+        self.files = DatasetFiles(settings.data_dir / "datasets", shared_rows(settings, store.engine))
         self.limits = Limits(max_rows=settings.max_dataset_rows, max_row_bytes=settings.max_row_bytes)
+
+    @property
+    def where(self) -> str:
+        """Where datasets' rows are kept, in words (the data dir, the database, the bucket's URL)."""
+        return describe(self.files.rows)
 
     def _new_id(self) -> str:
         return f"ds_{uuid.uuid4().hex[:20]}"
@@ -272,23 +287,31 @@ class DatasetCatalog:
             if orphan:
                 path.unlink(missing_ok=True)
                 removed += 1
-        if self.files.chunks is not None:  # chunks stored by a service killed before it recorded them
-            removed += self.files.chunks.sweep_orphans()
+        if self.files.rows is not None:  # rows stored by a service killed before it recorded them
+            try:
+                removed += self.files.rows.sweep_orphans()
+            except BucketInUse:
+                raise  # another deployment's prefix: refuse to start
+            except StorageUnavailable as exc:  # the bucket away: the next start-up sweeps; uploads answer 503
+                log.warning("could not sweep datasets' rows no record names: %s", exc)
         return removed
 
     def move_files_in(self) -> int:
-        """Move the rows of datasets stored as files before (a data dir of an earlier release on this
-        PostgreSQL database) into the database, when rows live there (at start-up, after the sweep), each
-        under its write lock; the number of datasets moved. Files no record names stay for the sweep."""
-        if self.files.chunks is None:
+        """Move the rows of datasets stored as files before (a data dir of an earlier release) into the shared
+        place of rows when there is one — the database on PostgreSQL, the bucket of ``EVALUATOR_HOST_BLOB_URL``
+        — (at start-up, after the sweep), each under its write lock; with a bucket, the database's chunks too
+        (``store.jobs.dataset_objects.move_chunks_in``). The number of datasets moved. Files no record names stay
+        for the sweep."""
+        if self.files.rows is None:
             return 0
         moved = 0
+        moved += move_chunks_in(self.files.rows)
         for path in sorted(self.files.root.glob("*.jsonl")):
             try:
                 self.store.get_dataset(path.stem)
             except NotFoundError:
                 continue
-            with self._writing(path.stem, "moving the dataset's rows into the database"):
+            with self._writing(path.stem, f"moving the dataset's rows into {self.where}"):
                 moved += self.files.move_in(path.stem)
         return moved
 
