@@ -2,7 +2,8 @@
 
 Sections: the process backend (here), the docker backend (``bench/docker_bench.py``),
 batch jobs on docker (``bench/jobs_bench.py``), queued jobs over worker hosts
-(``bench/queue_bench.py``), a killed replica's job adopted (``bench/lease_bench.py``),
+(``bench/queue_bench.py``), a killed replica's job adopted (``bench/lease_bench.py``), jobs throughput through
+HAProxy with 1 → 3 replicas and worker hosts (``bench/replicas_bench.py``),
 datasets' rows as files against chunks in PostgreSQL (``bench/dataset_rows_bench.py``), model-target
 jobs against a loopback LLM server
 (``bench/target_bench.py``), online ingestion over OTLP (``bench/online_bench.py``), async judge
@@ -46,6 +47,7 @@ from bench import (
     load_bench,
     online_bench,
     queue_bench,
+    replicas_bench,
     scoring_bench,
     target_bench,
 )
@@ -307,6 +309,9 @@ def main() -> int:
     lease_section, lease_summary = lease_bench.render(lease_bench.measure())  # a killed replica's job adopted
     doc += lease_section
     print(lease_summary)
+    replicas_section, replicas_summary = replicas_bench.render(replicas_bench.measure())  # behind HAProxy
+    doc += replicas_section
+    print(replicas_summary)
     rows_section, rows_summary = dataset_rows_bench.render(dataset_rows_bench.measure())  # rows in PostgreSQL
     doc += rows_section
     print(rows_summary)
