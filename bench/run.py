@@ -2,15 +2,15 @@
 
 Sections: the process backend (here), the docker backend (``bench/docker_bench.py``),
 batch jobs on docker (``bench/jobs_bench.py``), queued jobs over worker hosts
-(``bench/queue_bench.py``), a killed replica's job adopted (``bench/lease_bench.py``), jobs throughput through
-HAProxy with 1 → 3 replicas and worker hosts (``bench/replicas_bench.py``),
+(``bench/queue_bench.py``), a killed replica's job adopted (``bench/lease_bench.py``),
 datasets' rows as files against chunks in PostgreSQL (``bench/dataset_rows_bench.py``), model-target
 jobs against a loopback LLM server
 (``bench/target_bench.py``), online ingestion over OTLP (``bench/online_bench.py``), async judge
 evaluators (``bench/async_bench.py``), re-run jobs from the result cache
 (``bench/cache_bench.py``), online scoring's lag (``bench/scoring_bench.py``), a rule's budgets and a
 judge's 429s (``bench/budget_bench.py``) and a never-seen package set's first result
-(``bench/build_bench.py``), backfills and span/session-level scoring lag (``bench/backfill_bench.py``), each
+(``bench/build_bench.py``), backfills and span/session-level scoring lag (``bench/backfill_bench.py``), jobs
+through HAProxy over 1 → 3 replicas and worker hosts (``bench/replicas_bench.py``), each
 against baselines (or an ideal) from the same run.
 
 One run measures, against the real service started as a subprocess on a free port:
