@@ -10,7 +10,8 @@ jobs against a loopback LLM server
 evaluators (``bench/async_bench.py``), re-run jobs from the result cache
 (``bench/cache_bench.py``), online scoring's lag (``bench/scoring_bench.py``), a rule's budgets and a
 judge's 429s (``bench/budget_bench.py``) and a never-seen package set's first result
-(``bench/build_bench.py``), backfills and span/session-level scoring lag (``bench/backfill_bench.py``), each
+(``bench/build_bench.py``), backfills and span/session-level scoring lag (``bench/backfill_bench.py``), jobs
+through HAProxy over 1 → 3 replicas and worker hosts (``bench/replicas_bench.py``), each
 against baselines (or an ideal) from the same run.
 
 One run measures, against the real service started as a subprocess on a free port:
@@ -48,6 +49,7 @@ from bench import (
     load_bench,
     online_bench,
     queue_bench,
+    replicas_bench,
     scoring_bench,
     target_bench,
 )
@@ -309,6 +311,9 @@ def main() -> int:
     lease_section, lease_summary = lease_bench.render(lease_bench.measure())  # a killed replica's job adopted
     doc += lease_section
     print(lease_summary)
+    replicas_section, replicas_summary = replicas_bench.render(replicas_bench.measure())  # behind HAProxy
+    doc += replicas_section
+    print(replicas_summary)
     rows_section, rows_summary = dataset_rows_bench.render(dataset_rows_bench.measure())  # rows in PostgreSQL
     doc += rows_section
     print(rows_summary)

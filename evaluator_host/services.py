@@ -153,7 +153,7 @@ class Services:
     @functools.cached_property
     def idempotency(self) -> IdempotencyStore:
         """The ``Idempotency-Key`` answers (same database as the rest)."""
-        return IdempotencyStore(self.store.engine)
+        return IdempotencyStore(self.store.engine, self.settings.idempotency_claim_s)
 
     @functools.cached_property
     def retention(self) -> Retention:

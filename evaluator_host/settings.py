@@ -279,6 +279,14 @@ class Settings(BaseSettings):
         "it); a job whose lease ran out (its service was killed, or lost its host) is adopted and finished by another "
         "service on the same database within about 1.25× this (docs/operations.md, Job leases).",
     )
+    idempotency_claim_s: float = Field(
+        30.0,
+        ge=1.0,
+        le=3600.0,
+        description="How long a request's claim of its Idempotency-Key lasts unless renewed (the request renews it "
+        "every quarter of this while it runs); a retry after a claim ran out (its service died before it answered) "
+        "runs the request instead of answering 409 (docs/api.md, Idempotency keys).",
+    )
     max_running_jobs: int = Field(4, ge=1, description="Jobs executing at once; later ones stay queued.")
     job_chunk_rows: int = Field(4096, ge=1, description="Most rows a job hands one worker at a time.")
     job_chunk_s: float = Field(0.25, gt=0, description="Target running time of one chunk (sizes adapt to it).")

@@ -1,7 +1,8 @@
 """Issue 54: three real ``evaluator-host serve`` replicas (process backend, one PostgreSQL, a data dir each)
 behind Debian's HAProxy (round robin, health checks on ``/healthz``). A client that only knows HAProxy's
 address evaluates Python/JavaScript/TypeScript, makes an evaluator and its revisions and runs each by id,
-sends OTLP traces and reads their scores — each request served by another replica than the one before
+sends OTLP traces and reads their scores, uploads a dataset through one replica, starts its job through the next
+and pages its results through the third — each request served by another replica than the one before
 (``X-Replica``, and HAProxy's own per-server counters). Then one replica is SIGKILLed: HAProxy's health
 check takes it out and every request still succeeds, the client retrying as a real one would (at most
 twice, on a 502/503/504 or a refused connection)."""
@@ -149,9 +150,41 @@ def _run_everything(client: Client, tag: str) -> None:
     scores = wait_until(scored, 120, 0.1, what="the traces' scores, read through HAProxy")
     assert scores == {t: (1.0 if i % 2 else 0.0) for i, t in enumerate(sent)}
 
-    # DATASETS AND JOBS THROUGH DIFFERENT REPLICAS: upload through one replica, start the job through another,
-    # page its results through a third — add here once datasets' rows are shared (the shared-datasets work,
-    # issue 54); today a dataset's rows are files in the data dir of the replica that stored them.
+    # a dataset uploaded through one replica, its job started through the next, its results paged through the rest
+    # (datasets' rows are in PostgreSQL: no replica's data dir holds them)
+    rows = "".join(
+        json.dumps({"i": i, "expected": "yes", "outputs": "yes" if i % 2 else "no"}) + "\n" for i in range(60)
+    )
+    dataset = client.call("POST", "/v1/datasets", content=rows, headers={"content-type": "application/jsonl"})
+    assert dataset.status_code == 201, dataset.text
+    uploaded_through = client.seen[-1]
+    job = client.call(
+        "POST", "/v1/jobs", json={"evaluator_id": scorer.json()["id"], "dataset_id": dataset.json()["id"]}
+    )
+    assert job.status_code == 202, job.text
+    started_through = client.seen[-1]
+    finished = wait_until(
+        lambda: (
+            (j := client.call("GET", f"/v1/jobs/{job.json()['id']}", params={"wait_s": 10}).json())["status"]
+            not in ("queued", "running")
+            and j
+        ),
+        120,
+        0.05,
+        what="the job, read through HAProxy",
+    )
+    assert finished["status"] == "succeeded" and finished["progress"]["done"] == 60, finished
+    indices, paged_through, offset = [], set(), 0
+    while offset is not None:
+        page = client.call("GET", f"/v1/jobs/{job.json()['id']}/results", params={"offset": offset, "limit": 20})
+        assert page.status_code == 200, page.text
+        paged_through.add(client.seen[-1])
+        indices += [r["index"] for r in page.json()["data"]]
+        offset = page.json()["next_offset"]
+    assert sorted(indices) == list(range(60))  # every row once, whichever replica read it
+    assert uploaded_through != started_through
+    if tag == "three":  # three replicas: the results were read through the one that neither stored nor started
+        assert paged_through - {uploaded_through, started_through}, (uploaded_through, started_through, paged_through)
 
 
 @postgres_only

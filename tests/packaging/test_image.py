@@ -10,6 +10,7 @@ every case. Slow (it builds images); compose is Debian's ``docker-compose`` (``.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -155,3 +156,95 @@ def test_the_image_runs_the_docker_backend_through_the_host_socket(images: str, 
         subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
         shutil.rmtree(shared, ignore_errors=True)
         print(logs.stdout[-3000:], logs.stderr[-3000:])
+
+
+@pytest.mark.skipif(
+    COMPOSE is None and not DOCKER_REQUIRED, reason="no docker-compose (apt-get install docker-compose)"
+)
+def test_compose_stack_with_three_replicas_behind_haproxy_serves_py_js_ts_and_a_job_on_every_replica(
+    images: str, tmp_path: Path
+) -> None:
+    """docs/deploy.md's ``docker compose up --scale evaluator-host=3`` (issue 54) on the image built above: HAProxy
+    (deploy/haproxy.cfg, its image from Debian's package) finds the 3 replicas by compose's DNS; Python,
+    JavaScript and TypeScript evaluations and a job (its dataset uploaded through one replica, started through
+    another, its results paged through the balancer) all answer through HAProxy's one port, and every replica
+    served requests (``X-Replica``)."""
+    import httpx
+
+    assert COMPOSE is not None, "docker-compose is missing (.ci/run installs it)"
+    port, key = free_port(), secrets.token_urlsafe(24)
+    project = f"evhreplicas{uuid.uuid4().hex[:8]}"
+    override = tmp_path / "override.yaml"
+    privileged = "" if _privileged_works() else "    privileged: false\n"
+    override.write_text(f"services:\n  evaluator-host:\n    image: {images}\n{privileged}")
+    compose = [COMPOSE, "-p", project, "-f", str(REPO / "deploy" / "compose.yaml"), "-f", str(override)]
+    env = {
+        **os.environ,
+        "POSTGRES_PASSWORD": secrets.token_urlsafe(16),
+        "EVALUATOR_HOST_API_KEYS": key,
+        "EVALUATOR_HOST_PUBLISH_PORT": str(port),
+        "EVALUATOR_HOST_PUBLISH_GRPC_PORT": str(free_port()),
+    }
+    seen: list[str] = []
+    try:
+        subprocess.run([*compose, "up", "-d", "--no-build", "--scale", "evaluator-host=3"], env=env, check=True,
+                       timeout=300)  # fmt: skip
+        http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120,
+                            headers={"authorization": f"Bearer {key}"})  # fmt: skip
+
+        def send(method: str, path: str, **kw: object) -> httpx.Response:
+            answer = http.request(method, path, **kw)  # type: ignore[arg-type]
+            assert answer.status_code < 400, (method, path, answer.status_code, answer.text[:2000])
+            seen.append(answer.headers.get("x-replica", "?"))
+            return answer
+
+        def three_up() -> bool:  # HAProxy answers 503 until its checks found replicas up; wait for all three
+            names = set()
+            for _ in range(6):
+                answer = http.get("/healthz", timeout=5)
+                if answer.status_code != 200 or answer.json().get("status") != "ok":
+                    return False
+                names.add(answer.headers.get("x-replica", "?"))
+            return len(names) == 3
+
+        wait_until(three_up, 300, 1.0, what="HAProxy to see 3 healthy replicas", ignoring=(httpx.TransportError,))
+        for language, code in CODES.items():
+            for _ in range(3):  # round robin: each language through each replica
+                body = {"language": language, "code": code, "outputs": "ok"}
+                result = evaluate_retrying_a_cold_start(
+                    lambda: send("POST", "/v1/evaluate", json=body).json()  # noqa: B023
+                )
+                assert result["status"] == "ok" and result["score"] == 1.0, (language, result)
+        made = send("POST", "/v1/evaluators", json={"name": "stack", "language": "python", "code": CODES["python"]})
+        rows = "".join(json.dumps({"i": i, "outputs": "ok" if i % 2 else "no"}) + "\n" for i in range(200))
+        dataset = send("POST", "/v1/datasets", content=rows, headers={"content-type": "application/jsonl"})
+        uploaded_through = seen[-1]
+        job = send("POST", "/v1/jobs", json={"evaluator_id": made.json()["id"], "dataset_id": dataset.json()["id"]})
+        assert seen[-1] != uploaded_through  # started through another replica than the upload's
+        job_id = job.json()["id"]
+        done = wait_until(
+            lambda: (
+                (j := send("GET", f"/v1/jobs/{job_id}", params={"wait_s": 30}).json())["status"]
+                not in ("queued", "running")
+                and j
+            ),
+            300,
+            0.1,
+            what="the job to finish",
+        )
+        assert done["status"] == "succeeded" and done["progress"]["done"] == 200, done
+        indices: list[int] = []
+        offset: int | None = 0
+        while offset is not None:
+            page = send("GET", f"/v1/jobs/{job_id}/results", params={"offset": offset, "limit": 50}).json()
+            indices += [r["index"] for r in page["data"]]
+            offset = page["next_offset"]
+        assert sorted(indices) == list(range(200))
+        assert done["aggregate"]["count"] == 200
+        served = {name: seen.count(name) for name in set(seen)}
+        assert len(served) == 3 and "?" not in served, served  # every replica served requests
+        print(f"\nthrough HAProxy: {len(seen)} requests, per replica {served}")
+    finally:
+        logs = subprocess.run([*compose, "logs", "--tail", "30"], env=env, capture_output=True, text=True, timeout=60)
+        subprocess.run([*compose, "down", "-v", "--timeout", "20"], env=env, capture_output=True, timeout=300)
+        print(logs.stdout[-6000:])

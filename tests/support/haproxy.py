@@ -32,6 +32,8 @@ defaults
     timeout connect 2s
     timeout client 120s
     timeout server 120s
+    # as deploy/haproxy.cfg: a check may take 5 s (a busy replica on this loaded machine is slow, not dead)
+    timeout check 5s
     # a connection a dead replica refused is tried again on another one (never a request it received)
     option redispatch
     retries 2

@@ -79,8 +79,9 @@ class Replicas:
         }
         self.engine = create_engine(normalized_url(self.database_url))
 
-    def start(self, name: str, **settings: str) -> Replica:
-        """Start ``serve`` on ``<root>/<name>`` (``settings``: more ``EVALUATOR_HOST_*``), once healthy."""
+    def start(self, name: str, port: int | None = None, **settings: str) -> Replica:
+        """Start ``serve`` on ``<root>/<name>`` (``settings``: more ``EVALUATOR_HOST_*``), once healthy; on
+        ``port`` when given (a replacement behind a load balancer that knows the old one's port), else a free one."""
         data_dir = self.root / name
         data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         if self.shared_datasets and not (data_dir / "datasets").exists():
@@ -91,7 +92,7 @@ class Replicas:
             **{f"EVALUATOR_HOST_{k.upper()}": v for k, v in settings.items()},
             "EVALUATOR_HOST_DATA_DIR": str(data_dir),
         }
-        port = free_port()
+        port = port or free_port()
         argv = [sys.executable, "-m", "evaluator_host.cli", "serve", "--port", str(port)]
         log = self.root / f"{name}.log"
         with open(log, "ab") as out:

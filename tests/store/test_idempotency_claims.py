@@ -1,0 +1,103 @@
+"""Idempotency keys' claims are leases (``store/idempotency.py``, issue 54): a claim its request stopped renewing
+for ``claim_s`` is taken over by a retry (one of two racing retries wins), while a renewed one keeps answering
+409; the fence: a request whose claim was taken over renews, stores and releases nothing, so the retry's answer is
+the key's. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from evaluator_host.store.db import make_engine
+from evaluator_host.store.idempotency import IdempotencyStore
+from tests.support.backends import DATABASES
+from tests.support.pg import Cluster
+from tests.support.wait import wait_until
+
+CLAIM_S = 0.2  # short: a stale claim within a fraction of a second (waited on as a condition)
+
+
+@pytest.fixture(params=DATABASES)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> IdempotencyStore:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'keys.db'}"
+    else:
+        cluster: Cluster = request.getfixturevalue("postgres")
+        url = cluster.database()
+    return IdempotencyStore(make_engine(url), CLAIM_S)
+
+
+def test_a_claim_not_renewed_for_claim_s_is_taken_over_and_the_first_requests_answer_is_not_kept(
+    store: IdempotencyStore,
+) -> None:
+    first = store.claim("POST /v1/jobs", "k1", "digest")
+    assert first.fresh and first.token is not None and not first.taken_over
+    retry = wait_until(
+        lambda: (c := store.claim("POST /v1/jobs", "k1", "digest")).fresh and c,
+        30,
+        0.02,
+        what="the unrenewed claim to go stale",
+    )
+    assert retry.taken_over and retry.token is not None and retry.token != first.token
+    # the first request (alive after all, or its service back) is fenced off: nothing it does lands
+    assert store.renew("POST /v1/jobs", "k1", first.token) is None
+    assert store.store("POST /v1/jobs", "k1", 202, '{"id": "first"}', first.token) is False
+    store.release("POST /v1/jobs", "k1", first.token)
+    assert store.store("POST /v1/jobs", "k1", 202, '{"id": "retry"}', retry.token) is True
+    replay = store.claim("POST /v1/jobs", "k1", "digest")
+    assert not replay.fresh and replay.status == 202 and replay.answer == '{"id": "retry"}'
+
+
+def test_a_claim_renewed_in_time_stays_its_requests_and_a_retry_is_told_it_still_runs(
+    store: IdempotencyStore,
+) -> None:
+    live = IdempotencyStore(store.engine, 1.0)  # 1 s: no pause of this loaded machine between two statements
+    first = live.claim("POST /v1/evaluators", "k2", "digest")
+    assert first.token is not None
+    held = [first.token]
+
+    def renewed_past_three_claims() -> bool:  # the request's renewer, run here until it outlived claim_s 3 times
+        token = live.renew("POST /v1/evaluators", "k2", held[-1])
+        assert token is not None, "a live request lost its claim"
+        held.append(token)
+        retry = live.claim("POST /v1/evaluators", "k2", "digest")
+        assert not retry.fresh and retry.running, "a retry took a claim its request renews"
+        return (token - held[0]).total_seconds() > 3 * live.claim_s
+
+    wait_until(renewed_past_three_claims, 60, 0.1, what="the request to outlive its claim_s three times")
+    assert live.store("POST /v1/evaluators", "k2", 201, '{"id": "ev"}', held[-1]) is True
+    assert live.claim("POST /v1/evaluators", "k2", "digest").answer == '{"id": "ev"}'
+
+
+def test_of_two_retries_racing_for_a_stale_claim_exactly_one_takes_it_over(store: IdempotencyStore) -> None:
+    racing = IdempotencyStore(store.engine, 1.0)  # the winner's new claim must not go stale during the race
+    racing.claim("POST /v1/jobs", "k3", "digest")
+    wait_until(lambda: _stale(racing), 30, 0.02, what="the claim to go stale")
+    with ThreadPoolExecutor(8) as pool:
+        claims = list(pool.map(lambda _: racing.claim("POST /v1/jobs", "k3", "digest"), range(16)))
+    assert sum(c.fresh for c in claims) == 1, [(c.fresh, c.running) for c in claims]
+    assert all(c.running for c in claims if not c.fresh)
+
+
+def test_a_retry_with_another_body_never_takes_over_a_stale_claim(store: IdempotencyStore) -> None:
+    store.claim("POST /v1/jobs", "k4", "digest")
+    wait_until(lambda: _stale(store, "k4"), 30, 0.02, what="the claim to go stale")
+    other = store.claim("POST /v1/jobs", "k4", "another digest")
+    assert not other.fresh and other.other_body
+
+
+def _stale(store: IdempotencyStore, key: str = "k3") -> bool:
+    """Whether ``key``'s claim is older than ``claim_s`` now (read without taking it over)."""
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from evaluator_host.store.db import IdempotencyRow
+
+    with Session(store.engine) as session:
+        made = session.scalars(select(IdempotencyRow.created_at).where(IdempotencyRow.key == key)).one()
+    made = made if made.tzinfo else made.replace(tzinfo=UTC)
+    return made < datetime.now(UTC) - timedelta(seconds=store.claim_s)
