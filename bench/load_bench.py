@@ -13,6 +13,7 @@ Run alone: ``.venv/bin/python -m bench.load_bench [process|docker ...]``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -22,6 +23,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,8 +162,9 @@ def beside_hostile(backend: str, base: str, good: list[str], clients: int) -> li
     return [good_load, found["bad"]]
 
 
-def bare_baseline(clients: list[int]) -> list[Load]:
-    """The same body through a bare FastAPI endpoint, served by the same uvicorn."""
+@contextlib.contextmanager
+def bare_server() -> Iterator[tuple[str, str]]:
+    """A bare FastAPI endpoint (:data:`BARE_APP`) under the same uvicorn, answering; yield (base URL, path)."""
     folder = Path(tempfile.mkdtemp(prefix="evaluator-host-bare-"))
     (folder / "bare_app.py").write_text(BARE_APP)
     port = free_port()
@@ -175,11 +178,17 @@ def bare_baseline(clients: list[int]) -> list[Load]:
                 break
             except httpx.TransportError:
                 time.sleep(0.1)
-        return [wrk("bare FastAPI endpoint, same body", base, ["/v1/evaluators/x/evaluate"], c) for c in clients]
+        yield base, "/v1/evaluators/x/evaluate"
     finally:
         proc.terminate()
         proc.wait(timeout=30)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def bare_baseline(clients: list[int]) -> list[Load]:
+    """The same body through a bare FastAPI endpoint, served by the same uvicorn."""
+    with bare_server() as (base, path):
+        return [wrk("bare FastAPI endpoint, same body", base, [path], c) for c in clients]
 
 
 def beside_job(backend: str, base: str, paths: list[str], clients: int) -> Load:

@@ -11,8 +11,9 @@ evaluators (``bench/async_bench.py``), re-run jobs from the result cache
 (``bench/cache_bench.py``), online scoring's lag (``bench/scoring_bench.py``), a rule's budgets and a
 judge's 429s (``bench/budget_bench.py``) and a never-seen package set's first result
 (``bench/build_bench.py``), backfills and span/session-level scoring lag (``bench/backfill_bench.py``), jobs
-through HAProxy over 1 → 3 replicas and worker hosts (``bench/replicas_bench.py``), each
-against baselines (or an ideal) from the same run.
+through HAProxy over 1 → 3 replicas and worker hosts (``bench/replicas_bench.py``), warm evaluation by id
+against a bare FastAPI endpoint, alternating (``bench/byid_bench.py``), each against baselines (or an ideal)
+from the same run.
 
 One run measures, against the real service started as a subprocess on a free port:
 warm single-evaluation latency over HTTP, a process-per-evaluation baseline, the first
@@ -39,6 +40,7 @@ from bench import (
     blob_rows_bench,
     budget_bench,
     build_bench,
+    byid_bench,
     cache_bench,
     dataset_rows_bench,
     docker_bench,
@@ -305,6 +307,9 @@ def main() -> int:
     load = load_bench.main(backends)
     doc += LOAD_SECTION.format(seconds=load_bench.SECONDS, table=load)
     print(load)
+    byid_section, byid_summary = byid_bench.render(byid_bench.measure())  # issue 55 §5: alternating with the bare
+    doc += byid_section
+    print(byid_summary)
     queue_section, queue_summary = queue_bench.render(queue_bench.measure())
     doc += queue_section
     print(queue_summary)

@@ -21,6 +21,7 @@ import contextlib
 import contextvars
 import dataclasses
 import fcntl
+import functools
 import hashlib
 import json
 import logging
@@ -360,5 +361,12 @@ def runtime_id(language: str | languages.Language, base_identity: str, pins: Map
     """Content hash naming a runtime: (language family, base interpreter/image, pins); ``language`` a language's
     or a family's name, or the registry's entry already resolved."""
     family = (languages.family_of(language) if isinstance(language, str) else language.family).name
-    blob = json.dumps([family, base_identity, sorted(pins.items())], separators=(",", ":"))
+    return _runtime_hash(family, base_identity, tuple(sorted(pins.items())))
+
+
+@functools.lru_cache(maxsize=4096)
+def _runtime_hash(family: str, base_identity: str, pins: tuple[tuple[str, str], ...]) -> str:
+    """:func:`runtime_id`'s hash, remembered: every call by id asks it again (a JSON text and a SHA-256
+    per call, for the same few sets)."""
+    blob = json.dumps([family, base_identity, [list(pin) for pin in pins]], separators=(",", ":"))
     return f"{family}-{hashlib.sha256(blob.encode()).hexdigest()[:20]}"

@@ -1,0 +1,85 @@
+"""Warm evaluation by id, one client, against a bare FastAPI + pydantic endpoint taking the same body.
+
+Both servers run at once (the service on the process backend, one warm Python evaluator; the bare
+endpoint of :data:`bench.load_bench.BARE_APP` under the same uvicorn) and wrk, one keep-alive
+connection, alternates between them: ``ROUNDS`` pairs of ``SECONDS``-second runs, so a neighbour's
+burst on this shared machine lands on both sides alike. The figure is the ratio of the medians of the
+rounds' p50 (issue 55 §5: ≤ 2x).
+
+Run alone: ``.venv/bin/python -m bench.byid_bench``.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+from dataclasses import dataclass, field
+
+from bench.common import REPO, serve, verdict
+from bench.load_bench import Load, _evaluators, bare_server, wrk
+
+ROUNDS = int(os.environ.get("BYID_ROUNDS", "5"))
+SECONDS = int(os.environ.get("BYID_SECONDS", "5"))
+GOAL = 2.0
+
+
+@dataclass
+class ByIdFigures:
+    bare: list[Load] = field(default_factory=list)
+    service: list[Load] = field(default_factory=list)
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(s.p50_ms for s in self.service) / statistics.median(b.p50_ms for b in self.bare)
+
+
+def measure(backend: str = "process") -> ByIdFigures:
+    figures = ByIdFigures()
+    with bare_server() as (bare_base, bare_path), serve(backend) as (base, _data, _proc):
+        paths = _evaluators(base, ["python"])
+        wrk("warm-up", bare_base, [bare_path], 1, 2)
+        wrk("warm-up", base, paths, 1, 2)
+        for _ in range(ROUNDS):
+            figures.bare.append(wrk("bare FastAPI endpoint, same body", bare_base, [bare_path], 1, SECONDS))
+            figures.service.append(wrk(f"{backend}: 1 evaluator by id", base, paths, 1, SECONDS))
+    return figures
+
+
+def render(f: ByIdFigures) -> tuple[str, str]:
+    """(section, summary line) for docs/benchmarks.md."""
+    bare50 = statistics.median(b.p50_ms for b in f.bare)
+    svc50 = statistics.median(s.p50_ms for s in f.service)
+    rows = "\n".join(
+        f"| {i + 1} | {b.p50_ms:.3f} | {b.requests_s:,.0f} | {s.p50_ms:.3f} | {s.requests_s:,.0f} | "
+        f"{s.p50_ms / b.p50_ms:.2f}× |"
+        for i, (b, s) in enumerate(zip(f.bare, f.service, strict=True))
+    )
+    summary = (
+        f"- warm evaluation by id, 1 client: p50 **{svc50:.3f} ms** against the bare FastAPI + pydantic "
+        f"endpoint's {bare50:.3f} ms in the same run = **{f.ratio:.2f}×** "
+        f"(goal ≤ {GOAL:g}×: {verdict(f.ratio <= GOAL)})"
+    )
+    section = f"""
+## Warm evaluation by id against a bare endpoint (process backend; issue 55 §5)
+
+`python -m bench.byid_bench`: the service (process backend, one warm Python evaluator, 20 warm-up calls)
+and a bare FastAPI + pydantic endpoint taking the same body (`bench/load_bench.py`'s `BARE_APP`, under the
+same uvicorn) run side by side; `wrk` with one keep-alive connection alternates between them, {len(f.bare)}
+pairs of {SECONDS} s runs, so a neighbour's burst on this shared machine falls on both alike. Each answer
+is checked for a 2xx status by wrk.
+
+{summary}
+
+| round | bare p50 ms | bare req/s | by id p50 ms | by id req/s | ratio |
+|---|---|---|---|---|---|
+{rows}
+"""
+    return section, summary
+
+
+if __name__ == "__main__":
+    os.chdir(REPO)
+    body, head = render(measure(*(sys.argv[1:2] or ["process"])))
+    print(head)
+    print(body)
