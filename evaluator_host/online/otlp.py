@@ -272,8 +272,7 @@ def _ids_to_base64(node: dict[str, Any]) -> None:
 
 
 def _span(span: Span, resource: dict[str, Any], limits: Limits) -> SpanData:
-    """One span's :class:`SpanData` (each field read from the message once: every read of a upb field
-    makes a new Python object, a string decoded again)."""
+    """One span's :class:`SpanData` (each field read once: a upb field read makes a new Python object)."""
     trace_id, span_id, parent = span.trace_id, span.span_id, span.parent_span_id
     if len(trace_id) != 16 or not any(trace_id):
         raise _Rejected(f"trace id of {len(trace_id)} bytes (16, not all zero)")
@@ -290,8 +289,7 @@ def _span(span: Span, resource: dict[str, Any], limits: Limits) -> SpanData:
     if start_ns > _MAX_NS or end_ns > _MAX_NS:
         raise _Rejected("a time past the year 2262 (int64 nanoseconds)")
     events: list[dict[str, Any]] = []
-    if len(span.events):
-        span_events = span.events
+    if span_events := span.events:
         if len(span_events) > limits.attributes:
             raise _Rejected(f"{len(span_events)} events (online_max_attributes {limits.attributes})")
         events = [
