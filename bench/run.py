@@ -334,7 +334,7 @@ def main() -> int:
     cache_section, cache_summary = cache_bench.render(cache_bench.measure())
     doc += cache_section
     print(cache_summary)
-    online_section = online_bench.render(*online_bench.measure())
+    online_section = online_bench.render(online_bench.measure())
     doc += online_section
     print(online_section)
     grpc_section = grpc_bench.render(*grpc_bench.measure())  # OTLP/gRPC against OTLP/HTTP, one service

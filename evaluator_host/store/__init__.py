@@ -2,7 +2,7 @@
 
 At the top, the core: ``db`` the engine and the core tables, ``schema`` the revision, ``evaluators``,
 ``workspaces``, ``secrets``, ``idempotency``, ``result_cache``, ``rate_buckets`` the shared rate quota, ``text``,
-``bucket`` an S3-compatible bucket's client.
+``bucket`` an S3-compatible bucket's client, ``sqlite_checkpoint`` the WAL's checkpoints beside the span writer.
 The table families in rooms, one module per table group (a group changes for one reason and is read as one unit; a
 new group is a new module in its family's room): ``online/`` (spans, traces, rules, scores, sessions, backfills,
 shadow scores), ``jobs/`` (datasets, jobs, results, generations, leases, a job's deliveries), ``review/`` (queues,

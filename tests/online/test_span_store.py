@@ -62,3 +62,21 @@ def test_concurrent_writers_store_and_count_each_span_once(store: OnlineSpanStor
     assert spans == counted and sum(spans.values()) == writers * 40 + 1
     assert store.write("ws_a", [shared], utcnow()) == 0
     assert store.write("ws_b", [shared], utcnow()) == 1  # another workspace's span
+
+
+def test_a_failed_write_stores_nothing_and_the_next_write_stores_all(store: OnlineSpanStore) -> None:
+    """A write that fails in its transaction leaves nothing behind — on PostgreSQL not in the connection's
+    staging table either (its COPY rows are rolled back with it) — and the same store writes on after it."""
+    trace = new_trace_id()
+    bad = [_span(trace, new_span_id()), {**_span(trace, new_span_id(), parent=new_span_id()), "name": None}]
+    with pytest.raises(Exception, match="(?i)null"):
+        store.write("ws_a", bad, utcnow())
+    good = [_span(trace, new_span_id(), parent=new_span_id()) for _ in range(3)]
+    for _ in range(3):  # every pooled connection the writes get: each one's staging table empty between writes
+        assert store.write("ws_a", good, utcnow()) in (0, 3)
+    fresh = [_span(new_trace_id(), new_span_id()) for _ in range(2)]
+    assert store.write("ws_a", fresh, utcnow()) == 2
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM online_spans")).scalar_one() == 5
+        counted = conn.execute(text("SELECT span_count FROM online_traces WHERE trace_id = :t"), {"t": trace})
+        assert counted.scalar_one() == 3

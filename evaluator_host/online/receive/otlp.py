@@ -274,6 +274,7 @@ def _ids_to_base64(node: dict[str, Any]) -> None:
 
 
 def _span(span: Span, resource: dict[str, Any], limits: Limits) -> SpanData:
+    """One span's :class:`SpanData` (each field read once: a upb field read makes a new Python object)."""
     trace_id, span_id, parent = span.trace_id, span.span_id, span.parent_span_id
     if len(trace_id) != 16 or not any(trace_id):
         raise _Rejected(f"trace id of {len(trace_id)} bytes (16, not all zero)")
@@ -281,37 +282,42 @@ def _span(span: Span, resource: dict[str, Any], limits: Limits) -> SpanData:
         raise _Rejected(f"span id of {len(span_id)} bytes (8, not all zero)")
     if parent and len(parent) != 8:
         raise _Rejected(f"parent span id of {len(parent)} bytes (8, or none)")
-    if len(span.name) > limits.name_chars:
-        raise _Rejected(f"name of {len(span.name)} characters (online_max_name_chars {limits.name_chars})")
-    if "\x00" in span.name:
+    name = span.name
+    if len(name) > limits.name_chars:
+        raise _Rejected(f"name of {len(name)} characters (online_max_name_chars {limits.name_chars})")
+    if "\x00" in name:
         raise _Rejected("a NUL character in the name")
-    if max(span.start_time_unix_nano, span.end_time_unix_nano) > _MAX_NS:
+    start_ns, end_ns = span.start_time_unix_nano, span.end_time_unix_nano
+    if start_ns > _MAX_NS or end_ns > _MAX_NS:
         raise _Rejected("a time past the year 2262 (int64 nanoseconds)")
-    span_events = span.events
-    if len(span_events) > limits.attributes:
-        raise _Rejected(f"{len(span_events)} events (online_max_attributes {limits.attributes})")
-    status = span.status
-    status_message = status.message
-    if len(status_message) > limits.attribute_bytes:
-        raise _Rejected(f"status message over {limits.attribute_bytes} characters")
-    events = [
-        {
-            "name": event.name[: limits.name_chars],
-            "time_ns": event.time_unix_nano,
-            "attributes": _attributes(event.attributes, limits, "event attribute"),
-        }
-        for event in span_events
-    ]
+    events: list[dict[str, Any]] = []
+    if span_events := span.events:
+        if len(span_events) > limits.attributes:
+            raise _Rejected(f"{len(span_events)} events (online_max_attributes {limits.attributes})")
+        events = [
+            {
+                "name": event.name[: limits.name_chars],
+                "time_ns": event.time_unix_nano,
+                "attributes": _attributes(event.attributes, limits, "event attribute"),
+            }
+            for event in span_events
+        ]
+    status_code, status_message = 0, ""
+    if span.HasField("status"):
+        status = span.status
+        status_code, status_message = status.code, status.message
+        if len(status_message) > limits.attribute_bytes:
+            raise _Rejected(f"status message over {limits.attribute_bytes} characters")
     return _span_data(
         {
             "trace_id": trace_id.hex(),
             "span_id": span_id.hex(),
             "parent_id": parent.hex() if parent and any(parent) else None,
-            "name": span.name,
-            "start_ns": span.start_time_unix_nano,
-            "end_ns": span.end_time_unix_nano,
+            "name": name,
+            "start_ns": start_ns,
+            "end_ns": end_ns,
             "kind": span.kind,
-            "status_code": status.code,
+            "status_code": status_code,
             "status_message": status_message,
             "attributes": _attributes(span.attributes, limits, "attribute"),
             "resource": resource,
@@ -340,13 +346,14 @@ def _attributes(pairs: Sequence[KeyValue], limits: Limits, what: str) -> dict[st
         if len(key) > max_key:
             raise _Rejected(f"{what} key of {len(key)} characters (online_max_name_chars)")
         value = pair.value
-        kind = value.WhichOneof("value")
-        if kind == "string_value":
+        if value.HasField("string_value"):  # the common case: one call, no oneof name compared
             text = value.string_value
             if len(text) * 4 > cap and len(text.encode()) > cap:  # UTF-8 is at most 4 bytes a character
                 raise _Rejected(f"{what} {key[:80]!r} over {cap} bytes (online_max_attribute_bytes)")
             out[key] = text
-        elif kind in _SCALARS:
+            continue
+        kind = value.WhichOneof("value")
+        if kind in _SCALARS:
             out[key] = getattr(value, kind)
         else:
             budget = [cap]

@@ -1,7 +1,7 @@
 """The online tables and their repositories (migration ``0006`` and later): spans, traces, rules, scores.
 
 ``rows`` declares the tables (the contract between online evaluation's parts, docs/online.md); each other module is
-one repository over a part of them: ``spans`` (the receive side), ``readiness``, ``routing``, ``refs``, ``scores``
+one repository over a part of them: ``spans`` (the receive side, with ``span_inserts``), ``readiness``, ``routing``, ``refs``, ``scores``
 (the durable queue), ``sessions``, ``rules``, ``decisions``, ``budgets``, ``calls``, ``usage``, ``views`` (the API's
 reads), ``backfills`` with ``backfill_pages`` and ``backfill_sessions``, ``shadow``.
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import msgspec
 from sqlalchemy import ColumnElement, and_, false, or_
 
 from evaluator_host.observability.tracing import MARKER
@@ -23,6 +24,7 @@ from evaluator_host.store.online.rules import RuleRecord
 
 __all__ = ["DEFAULT_KEYS", "SpanRef", "TraceRef", "keyed", "session_keys", "target_id"]
 
+_DECODE = msgspec.json.Decoder().decode
 DEFAULT_KEYS = ("session.id", "gen_ai.conversation.id", "langfuse.session.id")  # a session's, by default
 
 
@@ -60,15 +62,21 @@ class SpanRef:
     def attributes(self) -> dict[str, Any]:
         """The span's attributes, flat by dotted key (decoded on first use)."""
         if self._attributes is None:
-            self._attributes = dict(json.loads(self.body).get("attributes") or {}) if self.body else {}
-        return self._attributes
+            self._parse()
+        return self._attributes or {}
 
     @property
     def resource(self) -> dict[str, Any]:
         """The span's resource attributes (decoded on first use; ``{}`` when the body was not read)."""
         if self._resource is None:
-            self._resource = dict(json.loads(self.body).get("resource") or {}) if self.body else {}
-        return self._resource
+            self._parse()
+        return self._resource or {}
+
+    def _parse(self) -> None:
+        """The body's attributes and resource, from ONE parse of it (routing reads both of most spans)."""
+        data = _loads(self.body) if self.body else {}
+        self._attributes = dict(data.get("attributes") or {})
+        self._resource = dict(data.get("resource") or {})
 
     @property
     def evaluation(self) -> bool:
@@ -79,8 +87,17 @@ class SpanRef:
             return self._evaluation
         if MARKER not in self.body:  # the common case costs a substring search, not a parse
             return False
-        data = json.loads(self.body)
-        return any((data.get(part) or {}).get(MARKER) in (True, "true") for part in ("attributes", "resource"))
+        return any(part.get(MARKER) in (True, "true") for part in (self.attributes, self.resource))
+
+
+def _loads(body: str) -> dict[str, Any]:
+    """A stored body as JSON: msgspec (~3x the standard library's speed), or the standard library for what
+    msgspec refuses (the non-finite numbers ``NaN``/``Infinity`` its writer may have let through)."""
+    try:
+        data = _DECODE(body)
+    except msgspec.DecodeError:
+        data = json.loads(body)
+    return data if isinstance(data, dict) else {}
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ Contract (docs/online.md, "How it works"):
 
 from __future__ import annotations
 
-import itertools
+import contextlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,24 +46,14 @@ from evaluator_host.store.online import sessions as online_sessions
 from evaluator_host.store.online.decisions import DecisionStore
 from evaluator_host.store.online.readiness import COMPLETE, QUIET
 from evaluator_host.store.online.rows import OnlineSpanRow, OnlineTraceRow
+from evaluator_host.store.online.span_inserts import insert_spans
 from evaluator_host.store.online.usage import admit, charge, delete_expired, held, span_bytes, stored_totals
+from evaluator_host.store.sqlite_checkpoint import Checkpointer, no_autocheckpoint
 
 __all__ = ["SPANS", "TRACES", "OnlineSpanStore", "Written"]
 
 SPANS: Table = OnlineSpanRow.__table__  # type: ignore[assignment]
 TRACES: Table = OnlineTraceRow.__table__  # type: ignore[assignment]
-_SPAN_COLUMNS = (
-    "workspace_id",
-    "trace_id",
-    "span_id",
-    "parent_span_id",
-    "name",
-    "service_name",
-    "start_ns",
-    "end_ns",
-    "body",
-    "received_at",
-)
 _TRACE_COLUMNS = (
     "workspace_id",
     "trace_id",
@@ -77,7 +67,6 @@ _TRACE_COLUMNS = (
     "state",
     "ready_at",
 )
-_SQLITE_ROWS = 3000  # spans per INSERT on SQLite: 30,000 parameters, under its 32,766
 _SQLITE_TIME = DateTime(timezone=True).dialect_impl(sqlite.dialect()).bind_processor(sqlite.dialect())
 _SQLITE_UPSERT = (
     f"INSERT INTO online_traces ({', '.join(_TRACE_COLUMNS)}) VALUES ({', '.join('?' * len(_TRACE_COLUMNS))}) "
@@ -103,10 +92,6 @@ def _unnest(columns: Sequence[str]) -> str:
 
 
 # PostgreSQL: each column as one array parameter (a statement of any size, adapted by psycopg in bulk)
-_PG_INSERT = (
-    f"INSERT INTO online_spans ({', '.join(_SPAN_COLUMNS)}) {_unnest(_SPAN_COLUMNS)} "
-    "ON CONFLICT (workspace_id, trace_id, span_id) DO NOTHING RETURNING workspace_id, trace_id, span_id"
-)
 _PG_UPSERT = (
     f"INSERT INTO online_traces AS t ({', '.join(_TRACE_COLUMNS)}) {_unnest(_TRACE_COLUMNS)} "
     "ON CONFLICT (workspace_id, trace_id) DO UPDATE SET "
@@ -117,14 +102,6 @@ _PG_UPSERT = (
     "service_name = CASE WHEN t.root_span_id IS NULL AND excluded.root_span_id IS NOT NULL "
     "THEN excluded.service_name ELSE coalesce(t.service_name, excluded.service_name) END"
 )
-
-
-def _sqlite_insert(n: int) -> str:
-    row = "(" + ", ".join("?" * len(_SPAN_COLUMNS)) + ")"
-    return (
-        f"INSERT INTO online_spans ({', '.join(_SPAN_COLUMNS)}) VALUES {', '.join([row] * n)} "
-        "ON CONFLICT DO NOTHING RETURNING workspace_id, trace_id, span_id"
-    )
 
 
 @dataclass
@@ -157,6 +134,8 @@ class OnlineSpanStore:
         self._writer = threading.Lock()  # one writing transaction at a time (see :meth:`write`)
         self._queue = threading.Lock()
         self._pending: list[_Pending] = []
+        # SQLite: WAL checkpoints after the span writer's lock is released, not in its commits
+        self._checkpoints = Checkpointer(engine) if self.sqlite and _file_database(engine) else None
 
     def write(self, workspace: str, spans: Sequence[dict[str, Any]], now: datetime) -> int:
         """:meth:`write_within` without a storage quota: the number of spans newly stored."""
@@ -183,18 +162,21 @@ class OnlineSpanStore:
         job = _Pending(rows, storage_limit)
         with self._queue:
             self._pending.append(job)
+        group: list[_Pending] = []
         with self._writer:
             if not job.done:
                 with self._queue:
                     group, self._pending = self._pending, []
                 self._write_group(group)
+        if group and self._checkpoints is not None:  # the WAL copied back out of the writer's lock
+            self._checkpoints.wrote(sum(row["bytes"] for one in group for row in one.rows))
         if job.error is not None:
             raise job.error
         return Written(job.stored, job.over_quota)
 
     def _write_group(self, group: list[_Pending]) -> None:
         try:
-            with self.engine.begin() as conn:
+            with self.engine.connect() as conn, self._no_checkpoint(conn), conn.begin():
                 if any(job.limit is not None for job in group):
                     self._admit(conn, group)
                 rows: list[dict[str, Any]] = []
@@ -205,7 +187,7 @@ class OnlineSpanStore:
                         if key not in seen:
                             seen.add(key)
                             rows.append(row)
-                stored = self._insert_sqlite(conn, rows) if self.sqlite else self._insert_pg(conn, rows)
+                stored = insert_spans(conn, rows, sqlite=self.sqlite)
                 charge(conn, stored_totals(rows, stored), sqlite=self.sqlite)
                 traces = _trace_values(rows, stored)
                 if traces and self.sqlite:
@@ -227,6 +209,10 @@ class OnlineSpanStore:
             for job in group:
                 job.done = True
 
+    def _no_checkpoint(self, conn: Connection) -> contextlib.AbstractContextManager[None]:
+        """SQLite: the write's commit copies no WAL back (:mod:`~evaluator_host.store.sqlite_checkpoint`)."""
+        return no_autocheckpoint(conn) if self._checkpoints is not None else contextlib.nullcontext()
+
     def _admit(self, conn: Connection, group: list[_Pending]) -> None:
         """The storage quota of each request (:func:`admit`): its rows cut to those that fit, or refused."""
         requests = [(job.rows[0]["workspace_id"], job.limit, job.rows) for job in group]
@@ -236,36 +222,6 @@ class OnlineSpanStore:
             job.over_quota = len(job.rows) - keep
             job.rows = job.rows[:keep]
             job.error = refusal
-
-    @staticmethod
-    def _insert_pg(conn: Connection, rows: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
-        found = conn.exec_driver_sql(_PG_INSERT, tuple([r[c] for r in rows] for c in _SPAN_COLUMNS))
-        return {(w, t, s) for w, t, s in found}
-
-    @staticmethod
-    def _insert_sqlite(conn: Connection, rows: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
-        stored: set[tuple[str, str, str]] = set()
-        for start in range(0, len(rows), _SQLITE_ROWS):
-            part = rows[start : start + _SQLITE_ROWS]
-            params = tuple(
-                itertools.chain.from_iterable(
-                    (
-                        r["workspace_id"],
-                        r["trace_id"],
-                        r["span_id"],
-                        r["parent_span_id"],
-                        r["name"],
-                        r["service_name"],
-                        r["start_ns"],
-                        r["end_ns"],
-                        r["body"],
-                        r["at"],
-                    )
-                    for r in part
-                )
-            )
-            stored.update((w, t, s) for w, t, s in conn.exec_driver_sql(_sqlite_insert(len(part)), params))
-        return stored
 
     def mark_ready(self, now: datetime, quiet_s: float, timeout_s: float, settle_s: float | None = None) -> int:
         """Make quiet traces ``ready``, and complete ones settled ``settle_s`` (None, or not below
@@ -307,6 +263,12 @@ class OnlineSpanStore:
         with self.engine.connect() as conn:
             query = select(func.count()).select_from(TRACES).where(TRACES.c.state == "open")
             return int(conn.execute(query).scalar_one())
+
+
+def _file_database(engine: Engine) -> bool:
+    """Whether ``engine`` is a SQLite database in a file (an in-memory one has no WAL)."""
+    database = engine.url.database or ""
+    return bool(database) and database != ":memory:" and not database.startswith("file::memory:")
 
 
 def _trace_values(rows: Sequence[dict[str, Any]], stored: set[tuple[str, str, str]]) -> list[dict[str, Any]]:
