@@ -5,9 +5,8 @@ bodies with ``ExportTraceServiceRequest.FromString``; ``application/json`` (OTLP
 ``google.protobuf.json_format`` after one fix the OTLP spec makes to proto3's JSON mapping — ``traceId``,
 ``spanId`` and ``parentSpanId`` (also of links) are *hex* strings there, not base64 (a non-hex string
 that is base64 is still taken as base64, as some old exporters sent it). Enums may be numbers or
-names, int64s numbers or strings, and unknown fields are ignored (all json_format's rules).
-``Content-Encoding: gzip`` is inflated first by :func:`evaluator_host.online.receive.inflate.inflate`, which stops
-as soon as the output passes the bound (a gzip bomb is never inflated whole).
+names, int64s numbers or strings, and unknown fields are ignored (all json_format's rules). ``Content-Encoding:
+gzip`` is inflated first by :func:`~evaluator_host.online.receive.inflate.inflate`, within the bound.
 
 Contract of :func:`decode`: a body it cannot parse, or with more than ``Limits.spans`` spans, raises
 :class:`OtlpError` (400); otherwise every span is either in :attr:`Decoded.spans` (hex ids,
