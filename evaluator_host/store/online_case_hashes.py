@@ -13,7 +13,8 @@ Contract (docs/online.md, "Backfill"):
   its window whose scope and ``span_count`` match a row here AND whose key is still in ``result_cache`` (an
   evicted entry is no answer) with one ``INSERT … SELECT`` into ``online_scores`` — ``done``, the entry's
   stored text with ``"cached":true``, ``backfill_id`` the backfill's — and moves the backfill's ``queued`` and
-  ``cached`` counters in the same transaction, pinned on its holder and on nothing being planned yet. A trace
+  ``cached`` counters in the same transaction, pinned on its holder and on nothing being planned yet (one
+  statement and transaction a slice of :data:`SLICE` traces: a writer waits on it for one slice at most). A trace
   whose spans changed since (new spans: a larger ``span_count``) matches no row and is assembled and run; a
   target the rule has any row of (scored, queued, dropped, another revision's) is left to the pages, which
   decide skip or re-score as before; an entry over ``max_stored_result_bytes`` too. Only a trace-level rule
@@ -60,6 +61,7 @@ __all__ = ["CaseHashRow", "eligible", "fresh_count", "hashable", "remember", "re
 
 CACHED_MARK = ',"cached":true}'  # as evaluation/cache.py marks a cached row's stored text
 _BATCH = 500  # rows a statement
+SLICE = 20_000  # traces a resolving statement (and transaction) reads at most
 
 
 class CaseHashRow(Base):
@@ -149,14 +151,36 @@ def fresh_count(
 def resolve_cached(
     engine: Engine, me: str, backfill: Any, rule: RuleRecord, scope: bytes, cap: int, now_s: float
 ) -> int | None:
-    """Answer the backfill's cached targets in one statement (see the module docstring): how many; None when
-    the backfill is not ``planning``, not held by ``me`` or already planned a page, or the rule is not
-    :func:`eligible` (nothing done)."""
+    """Answer the backfill's cached targets set-based (see the module docstring): how many; None when the
+    backfill is not ``planning``, not held by ``me`` or already planned a page, or the rule is not
+    :func:`eligible` (nothing done). One statement a slice of :data:`SLICE` traces, each slice its own
+    transaction (SQLite's one writer is never held for long), pinned on the counters the slice before left."""
     if not eligible(rule):
         return None
+    answered, read, after = 0, 0, None
+    limit = int(backfill.max_targets)
+    while read < limit:
+        size = min(SLICE, limit - read)
+        got = _resolve_slice(engine, me, backfill, rule, scope, cap, now_s, after, size, answered)
+        if got is None:
+            return None if read == 0 else answered
+        answered, in_slice, after = got
+        read += in_slice
+        if in_slice < size or answered >= limit:
+            break
+    return answered
+
+
+def _resolve_slice(
+    engine: Engine, me: str, backfill: Any, rule: RuleRecord, scope: bytes, cap: int, now_s: float,
+    after: tuple[Any, str] | None, size: int, answered: int,
+) -> tuple[int, int, tuple[Any, str] | None] | None:  # fmt: skip
+    """One slice of :func:`resolve_cached`: (answered so far, traces in the slice, its last trace) or None."""
     ws = rule.workspace_id
-    ordered = _window(rule, (backfill.since, backfill.until)).order_by(T.first_seen_at, T.trace_id)
-    first = ordered.limit(int(backfill.max_targets)).subquery()
+    window = _window(rule, (backfill.since, backfill.until))
+    if after is not None:
+        window = window.where(or_(T.first_seen_at > after[0], and_(T.first_seen_at == after[0], T.trace_id > after[1])))
+    first = window.order_by(T.first_seen_at, T.trace_id).limit(size).subquery()
     c = CACHE.c
     now = utcnow()
     # any row of the rule for the trace: its id, or the id with a suffix ("@r<revision>"); a range the key answers
@@ -200,23 +224,28 @@ def resolve_cached(
     dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
     with engine.begin() as conn:
         pin = and_(
-            B.id == backfill.id, B.claimed_by == me, B.status == "planning", B.cursor_at.is_(None), B.queued == 0
-        )
+            B.id == backfill.id, B.claimed_by == me, B.status == "planning", B.cursor_at.is_(None),
+            B.queued == answered,
+        )  # fmt: skip
         if not conn.execute(update(B).where(pin).values(updated_at=now)).rowcount:
             return None
-        insert = dialect.insert(S).from_select(columns, answers).on_conflict_do_nothing()
-        conn.execute(insert)
+        last = conn.execute(
+            select(first.c.first_seen_at, first.c.trace_id)
+            .order_by(first.c.first_seen_at.desc(), first.c.trace_id.desc())
+            .limit(1)
+        ).first()
+        in_slice = int(conn.scalar(select(func.count()).select_from(first)) or 0)
+        conn.execute(dialect.insert(S).from_select(columns, answers).on_conflict_do_nothing())
         n = int(conn.scalar(select(func.count()).where(S.backfill_id == backfill.id)) or 0)  # nothing else has any
-        if not n:
-            return 0
-        used = select(H.case_key).where(H.workspace_id == ws, H.scope == scope)
-        conn.execute(
-            update(CACHE)
-            .where(c.workspace_id == ws, c.used_at < now_s - TOUCH_AFTER_S, c.key.in_(used))
-            .values(used_at=now_s)
-        )  # the entries answered stay the last evicted (least recently used first)
-        values: dict[str, Any] = {"queued": n, "cached": n, "total": max(int(backfill.total), n)}
-        if n >= int(backfill.max_targets):
-            values.update(status="planned", total=n, claimed_by=None, claimed_until=None)
-        conn.execute(update(B).where(B.id == backfill.id).values(**values))
-    return n
+        if n > answered:
+            used = select(H.case_key).where(H.workspace_id == ws, H.scope == scope)
+            conn.execute(
+                update(CACHE)
+                .where(c.workspace_id == ws, c.used_at < now_s - TOUCH_AFTER_S, c.key.in_(used))
+                .values(used_at=now_s)
+            )  # the entries answered stay the last evicted (least recently used first)
+            values: dict[str, Any] = {"queued": n, "cached": n, "total": max(int(backfill.total), n)}
+            if n >= int(backfill.max_targets):
+                values.update(status="planned", total=n, claimed_by=None, claimed_until=None)
+            conn.execute(update(B).where(B.id == backfill.id).values(**values))
+    return n, in_slice, None if last is None else (last[0], str(last[1]))

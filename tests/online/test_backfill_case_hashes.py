@@ -20,7 +20,7 @@ from sqlalchemy import Engine, insert
 
 from evaluator_host.online.router import decide
 from evaluator_host.online.spans import encode
-from evaluator_host.store import online_backfills
+from evaluator_host.store import online_backfills, online_case_hashes
 from evaluator_host.store.db import make_engine, utcnow
 from evaluator_host.store.online_backfill_pages import read_page
 from evaluator_host.store.online_backfills import BackfillStore
@@ -130,6 +130,25 @@ def test_a_resolve_keeps_the_backfills_limit_and_entries_over_the_stored_result_
     assert sorted(r.target_id for r in score_rows(engine)) == sorted(traces[:3])  # the first 3, in order
     done = store.get(WS, rule.id, backfill.id)
     assert (done.status, done.queued, done.cached, done.total) == ("planned", 3, 3, 3)  # planning ended
+
+
+def test_a_resolve_in_slices_answers_every_cached_target_once_within_the_limit(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(online_case_hashes, "SLICE", 2)  # a transaction a slice of 2 traces
+    rules, store = RuleStore(engine), BackfillStore(engine)
+    traces = [chat_trace(engine, state="routed") for _ in range(7)]
+    scored_before(engine, [t for i, t in enumerate(traces) if i != 1])  # the second has no case key yet
+    rule = make_rule(rules)
+    backfill = store.create(rule, EVERYTHING, 6, 1, 6, 0)
+    claimed = store.claim("svc", 30)
+    assert claimed is not None
+    assert resolve_cached(engine, "svc", claimed, rule, SCOPE, CAP, time.time()) == 5  # of the first 6 traces
+    assert sorted(r.target_id for r in score_rows(engine)) == sorted(traces[:1] + traces[2:6])
+    got = store.get(WS, rule.id, backfill.id)
+    assert (got.status, got.queued, got.cached) == ("planning", 5, 5)
+    page = read_page(engine, "svc", got, rule, 100, decide, spans_of, 10_000)
+    assert page is not None and [r["target_id"] for r in page.got.rows] == [traces[1]]  # the limit's last one
 
 
 def test_a_resolve_by_a_service_that_does_not_hold_the_backfill_or_of_a_filtered_rule_does_nothing(

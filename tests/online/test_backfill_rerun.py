@@ -72,7 +72,9 @@ def _rerun(client: httpx.Client, engine: Any) -> None:
     _late_span(engine, grew)  # the trace changed after it was scored
 
     again, rerun = _backfilled(client, ev)
-    assert (again["status"], again["done"], again["skipped"], again["cached"]) == ("done", 6, 0, 5)
+    assert (again["status"], again["done"], again["skipped"], again["cached"]) == ("done", 6, 0, 5), [
+        (s["label"], s["result"].get("cached")) for s in rerun.values()
+    ]
     assert rerun[grew]["label"] == "3" and not rerun[grew]["result"].get("cached")  # run again: sees the new span
     for trace_id in traces[1:]:
         assert rerun[trace_id]["result"]["cached"] is True and rerun[trace_id]["label"] == "2"
