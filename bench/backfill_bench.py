@@ -283,7 +283,7 @@ answers every unchanged, still-cached target in ONE `INSERT … SELECT` (`store/
 `POST`'s count of a fresh rule is made by the database too. What that statement costs is what writing the
 score rows costs: measured alone on this machine (20,000 targets, SQLite, `time.process_time`), the statement
 takes 16.5 µs of CPU a target, and a bare `INSERT INTO online_scores SELECT` of the same 20,000 rows 11.9 µs —
-eight indexes and a ~300-byte result JSON a row; the joins add the rest. That is the physical floor of a
+the table's indexes and a ~300-byte result JSON a row; the joins add the rest. That is the physical floor of a
 re-run that stores a score row per target on SQLite: about 60,000–85,000 targets/s of one core, whatever the
 cache holds, so ~100,000 targets/s (20x a 5,000/s fresh run) is within reach only of a machine with a core to
 spare, and the bench's wall time on a shared machine measures its load more than this code (its CPU column is
