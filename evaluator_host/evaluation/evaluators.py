@@ -24,7 +24,7 @@ from evaluator_host.definitions import languages
 from evaluator_host.errors import EgressError, FixturesFailed, LimitError, NothingCompared, SecretError
 from evaluator_host.evaluation import fixtures
 from evaluator_host.evaluation.caching.cache import ResultCache
-from evaluator_host.evaluation.caching.cached_calls import evaluate_cached
+from evaluator_host.evaluation.caching.cached_calls import ONLINE_PICK, CacheKeys, evaluate_cached
 from evaluator_host.evaluation.models import (
     Case,
     EvaluationResult,
@@ -340,6 +340,15 @@ class Evaluators:
         _, results = await self.evaluate(workspace, evaluator_id, record.revision, cases, charged)
         return model, fixtures.report(model.fixtures, results)
 
+    async def cache_prefix(
+        self, workspace: str, evaluator_id: str, revision: int | None, cache: ResultCache
+    ) -> bytes | None:
+        """The result-cache prefix of a stored revision's online calls (None: its rows are not cached:
+        :meth:`ResultCache.for_job`) — what :func:`evaluate_cached` keys its cases with."""
+        _, bound = await self._revision(workspace, evaluator_id, revision)
+        job_cache = cache.for_job(bound.prepared, bound.runtime, workspace, ONLINE_PICK)
+        return None if job_cache is None else job_cache.prefix
+
     async def _prewarm_now(self, record: RevisionRecord) -> None:
         with contextlib.suppress(SecretError):  # a secret it lists is not set yet: its calls will say so
             await self.evaluation.prewarm(await self.bind(record))
@@ -352,14 +361,15 @@ class Evaluators:
         cases: Sequence[Case],
         charged: Charged,
         cache: ResultCache | None = None,
+        keys: CacheKeys | None = None,
     ) -> tuple[RevisionRecord, list[EvaluationResult]]:
         """Run ``cases`` on a stored revision of ``workspace`` (``revision`` None: the latest), spending
         ``charged`` (:meth:`Bound.run`); with ``cache``, answered from the result cache where it can be
-        (:func:`~evaluator_host.evaluation.caching.cached_calls.evaluate_cached`)."""
+        (:func:`~evaluator_host.evaluation.caching.cached_calls.evaluate_cached`, which fills ``keys``)."""
         record, bound = await self._revision(workspace, evaluator_id, revision)
         max_bytes = self.evaluation.settings.max_response_bytes
         if cache is not None:  # an online backfill's call: hits from the result cache, the misses run
-            results = await evaluate_cached(bound, workspace, cases, cache, max_bytes, charged)
+            results = await evaluate_cached(bound, workspace, cases, cache, max_bytes, charged, keys)
         else:
             results = await bound.evaluate(cases, max_bytes, charged=charged)
         for result in results:

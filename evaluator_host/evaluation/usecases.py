@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from evaluator_host.evaluation.caching.cache import ResultCache
+from evaluator_host.evaluation.caching.cached_calls import CacheKeys
 from evaluator_host.evaluation.evaluators import Evaluators, check_declarations
 from evaluator_host.evaluation.limits import check_case_count
 from evaluator_host.evaluation.models import Case, EvaluationResult, Evaluator, EvaluatorSettings, _Definition
@@ -143,11 +144,15 @@ async def run_stored(
     cases: Sequence[Case],
     charged: Charged,
     cache: ResultCache | None = None,
+    keys: CacheKeys | None = None,
 ) -> Evaluated:
     """Run ``cases`` on a stored revision of ``workspace`` (``revision`` None: the latest), spending
     ``charged``; each result names the evaluator and revision. ``NotFoundError`` for an evaluator of
-    another workspace. With ``cache`` (an online backfill's), answered from the result cache where it can be."""
-    record, results = await components.evaluators.evaluate(workspace, evaluator_id, revision, cases, charged, cache)
+    another workspace. With ``cache`` (an online backfill's), answered from the result cache where it can be
+    (``keys``: filled with the cases' keys, :class:`~evaluator_host.evaluation.caching.cached_calls.CacheKeys`)."""
+    record, results = await components.evaluators.evaluate(
+        workspace, evaluator_id, revision, cases, charged, cache, keys
+    )
     return Evaluated(results, record=record)
 
 

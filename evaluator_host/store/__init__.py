@@ -17,6 +17,7 @@ from evaluator_host.store import rate_buckets as _rate_buckets  # noqa: F401  (r
 from evaluator_host.store import result_cache as _result_cache  # noqa: F401  (registers the cache tables)
 from evaluator_host.store.evaluators import EvaluatorStore, RevisionRecord
 from evaluator_host.store.jobs import generations as _job_generations  # noqa: F401  (registers the table)
+from evaluator_host.store.online import case_hashes as _online_case_hashes  # noqa: F401  (registers the table)
 from evaluator_host.store.online import rows as _online_rows  # noqa: F401  (registers the online tables)
 from evaluator_host.store.review import rows as _review_rows  # noqa: F401  (registers the review tables)
 

@@ -210,6 +210,7 @@ def test_a_database_made_by_create_all_before_migrations_is_adopted_on_either_da
         conn.execute(text("DROP TABLE dataset_chunks"))  # 0022_dataset_chunks
         conn.execute(text("DROP TABLE rate_buckets"))  # 0023_rate_buckets
         conn.execute(text("DROP TABLE blob_store"))  # 0024_blob_store
+        conn.execute(text("DROP TABLE online_case_hashes"))  # 0025_backfill_case_hashes
         conn.execute(text("ALTER TABLE jobs DROP COLUMN cached"))
         conn.execute(text("ALTER TABLE jobs DROP COLUMN target"))
         for table in ("online_scores", "online_rules", "online_traces", "online_spans"):

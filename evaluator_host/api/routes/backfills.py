@@ -50,6 +50,7 @@ def _model(store: BackfillStore, record: BackfillRecord) -> Backfill:
         total=max(record.total, record.queued),
         done=done,
         skipped=record.skipped,
+        cached=record.cached,
         failed=failed,
         reason=reason,
         queued=pending,

@@ -15,6 +15,9 @@ Contract (docs/online.md, "Backfill"):
   refused them for its rate (a second: ``rate_limited``), and every row of a run the sandbox failed, of results
   too large together, or of a trace retention deleted — those are queued as the queue path would, and the scorer
   scores (or retries, or drops) them with all its rules. Evaluator failures are results, as in the scorer.
+* With its scores it stores each target's case key (trace level without filter, the call cached, the status
+  cacheable: ``store/online/case_hashes.py``), so that a later backfill with the same evaluator and mapping
+  answers it in one statement; the targets the cache answered are counted (``Scored.cached``).
 * The page is then stored in one transaction (:func:`~evaluator_host.store.online.backfill_pages.commit_page`).
 """
 
@@ -29,12 +32,15 @@ from typing import Any
 from sqlalchemy import func, select
 
 from evaluator_host.errors import EvaluatorHostError, LimitError, SandboxError, StorageFull
+from evaluator_host.evaluation.caching.cache import CACHEABLE
+from evaluator_host.evaluation.caching.cached_calls import CacheKeys, case_scope
 from evaluator_host.evaluation.models import Case, ErrorInfo, EvaluationResult
 from evaluator_host.evaluation.usecases import run_stored
 from evaluator_host.online.deciding import model_calls
 from evaluator_host.online.scoring.round_cases import EXPIRED, cases_of
 from evaluator_host.online.scoring.scorer import Scorer, stored_values
 from evaluator_host.store.db import utcnow
+from evaluator_host.store.online.case_hashes import hashable
 from evaluator_host.store.online.rows import OnlineScoreRow
 from evaluator_host.store.online.rules import RuleRecord
 from evaluator_host.store.online.scores import Claimed
@@ -56,6 +62,8 @@ class Scored:
     waiting: dict[str, dict[str, Any]] = field(default_factory=dict)
     results: list[tuple[Claimed, EvaluationResult]] = field(default_factory=list)
     row_ms: float | None = None
+    hashes: list[dict[str, Any]] = field(default_factory=list)  # case-hash rows (store/online/case_hashes.py)
+    cached: set[str] = field(default_factory=set)  # target ids answered from the result cache
 
 
 def recent_row_ms(scorer: Scorer, rule_id: str) -> float | None:
@@ -89,8 +97,10 @@ def _claimed(rule: RuleRecord, row: dict[str, Any]) -> Claimed:
     )
 
 
-async def score_page(scorer: Scorer, rule: RuleRecord, rows: list[dict[str, Any]]) -> Scored:
-    """Score a page's new rows (see the module docstring)."""
+async def score_page(
+    scorer: Scorer, rule: RuleRecord, rows: list[dict[str, Any]], span_counts: dict[str, int] | None = None
+) -> Scored:
+    """Score a page's new rows (``span_counts``: their traces', as the page read them; see the module docstring)."""
     out = Scored()
     if not rows:
         return out
@@ -108,11 +118,13 @@ async def score_page(scorer: Scorer, rule: RuleRecord, rows: list[dict[str, Any]
         else:
             runnable.append((row, case))
     if runnable:
-        await _run(scorer, rule, runnable, out)
+        await _run(scorer, rule, runnable, out, span_counts or {})
     return out
 
 
-async def _run(scorer: Scorer, rule: RuleRecord, runnable: list[tuple[Claimed, Case]], out: Scored) -> None:
+async def _run(
+    scorer: Scorer, rule: RuleRecord, runnable: list[tuple[Claimed, Case]], out: Scored, span_counts: dict[str, int]
+) -> None:
     ws = rule.workspace_id
     charged, due = scorer.components.quotas.pace_evaluations(ws, len(runnable))
     held = len(runnable) - len(due)
@@ -125,9 +137,12 @@ async def _run(scorer: Scorer, rule: RuleRecord, runnable: list[tuple[Claimed, C
     if not runnable:
         return
     cases = [c for _, c in runnable]
+    keys = CacheKeys()
     try:
-        got = await run_stored(scorer.components, ws, rule.evaluator_id, rule.revision, cases, charged, scorer.cache)
-        results = got.results
+        got = await run_stored(
+            scorer.components, ws, rule.evaluator_id, rule.revision, cases, charged, scorer.cache, keys
+        )
+        results, revision = got.results, got.record.revision if got.record is not None else rule.revision
     except LimitError:  # results too large together: the scorer runs them one by one
         return
     except (SandboxError, StorageFull) as exc:  # infrastructure: queued, retried with the scorer's back-off
@@ -135,6 +150,7 @@ async def _run(scorer: Scorer, rule: RuleRecord, runnable: list[tuple[Claimed, C
         return
     except EvaluatorHostError as exc:  # deleted, no longer builds: results, as the scorer stores them
         results = [_error(exc.type_name, exc.message, rule) for _ in runnable]
+        keys, revision = CacheKeys(), rule.revision  # nothing ran: no case key to store
     except Exception:
         log.exception("a backfill page's run failed: its rows go to the scorer")
         return
@@ -145,12 +161,26 @@ async def _run(scorer: Scorer, rule: RuleRecord, runnable: list[tuple[Claimed, C
     # refused for its judge's rate: RateLimited, or an error in a page whose judge answered 429 (as the scorer)
     paired = list(zip(runnable, results, strict=True))
     refused = model_calls.rate_refused({(row.rule_id, row.target_id): result for (row, _), result in paired})
-    for (row, _), result in paired:
+    hashed = keys.prefix is not None and hashable(rule) and len(keys.keys) == len(paired)
+    max_spans = scorer.settings.online_max_trace_spans
+    scope = case_scope(keys.prefix, rule.mapping, max_spans, rule.evaluator_id, revision) if keys.prefix else b""
+    for pos, ((row, _), result) in enumerate(paired):
         if (row.rule_id, row.target_id) in refused:
             out.waiting[row.target_id] = {"claimed_until": now + timedelta(seconds=1.0), "delayed_by": "rate_limited"}
             continue
-        out.scored[row.target_id] = stored_values(result, now, cap)
+        values = out.scored[row.target_id] = stored_values(result, now, cap)
         out.results.append((row, result))
+        if result.cached:
+            out.cached.add(row.target_id)
+        if hashed and result.status in CACHEABLE and row.trace_id in span_counts:
+            out.hashes.append(
+                {
+                    "workspace_id": ws, "scope": scope, "target_id": row.trace_id, "span_id": row.span_id,
+                    "span_count": span_counts[row.trace_id], "case_key": keys.keys[pos], "status": result.status,
+                    "score": values["score"], "passed": values["passed"], "label": values["label"],
+                    "runtime_id": values["runtime_id"], "duration_ms": values["duration_ms"],
+                }
+            )  # fmt: skip
 
 
 def _error(kind: str, message: str, rule: RuleRecord) -> EvaluationResult:

@@ -45,6 +45,9 @@ class Backfill(BaseModel):
     total: int = Field(description="Targets to score (while planning: at least this many).")
     done: int = Field(description="Of them, scored.")
     skipped: int = Field(description="Targets already scored with the revision (so far).")
+    cached: int = Field(
+        0, description="Of the scored, those answered from the result cache (no run: the same case seen before)."
+    )
     failed: int = Field(0, description="Of the scored, those whose result is not ok (error, timeout, ...).")
     reason: str | None = Field(None, description="Set when failed: how many failed and the most common error.")
     queued: int = Field(0, description="Of them, waiting or running now.")

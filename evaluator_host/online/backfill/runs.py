@@ -20,6 +20,12 @@ Contract (docs/online.md, "Backfill"):
   evaluator that raises on every trace is no success), with a reason naming the most common error
   (``BackfillStore.failure``); else ``done`` (a few failures among ok scores are counted in ``failed``).
 
+* At a backfill's start, a fast trace-level rule without filter, sampling, budgets, sinks or exporter answers every
+  target whose case is known and still in the result cache in ONE statement
+  (:func:`~evaluator_host.store.online.case_hashes.resolve_cached`; the evaluator cached, the workspace without
+  ``max_evaluations_per_s``): a re-run costs lookups, not runs, and not per target; only the rest is read, built
+  and run page by page. ``cached`` on the backfill counts the targets the cache answered, either way.
+
 At session level the targets are the sessions stored in the range (first seen), each at its current generation
 (:mod:`evaluator_host.store.online.backfill_sessions`); ``traces`` then counts sessions read.
 """
@@ -30,6 +36,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -38,6 +45,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
 from evaluator_host.errors import NotFoundError
+from evaluator_host.evaluation.caching.cached_calls import case_scope
 from evaluator_host.online.backfill.direct import DIRECT_MAX_MS, DIRECT_TRACES, Scored, recent_row_ms, score_page
 from evaluator_host.online.deciding.router import decide, join_sessions
 from evaluator_host.online.scoring.scorer import Scorer
@@ -47,6 +55,7 @@ from evaluator_host.store.db import utcnow
 from evaluator_host.store.online import backfills as online_backfills
 from evaluator_host.store.online.backfill_pages import Page, commit_page, read_page
 from evaluator_host.store.online.backfills import Backfill, BackfillStore
+from evaluator_host.store.online.case_hashes import eligible, fresh_count, resolve_cached
 from evaluator_host.store.online.routing import spans_of
 from evaluator_host.store.online.rows import OnlineScoreRow
 from evaluator_host.store.online.rules import RuleRecord, RuleStore
@@ -98,6 +107,9 @@ def dry_run(
     after = None
     page = SESSION_PAGE if rule.level == "session" else DRY_RUN_PAGE
     with queue.engine.connect() as conn:
+        fresh = fresh_count(conn, rule, window, limit)  # a rule with nothing to skip: counted by the database
+        if fresh is not None:
+            return fresh[0], fresh[1], 0
         while True:
             room = max(limit - (targets - scored), 0)
             got = online_backfills.count(
@@ -171,6 +183,8 @@ class Backfiller:
             return 0
         pages = 0
         spans_of = _spans_of(self.queue, rule)
+        if backfill.queued == 0 and await self.resolvable(backfill, rule):
+            await self._resolve(backfill, rule)
         while True:
             counts = await asyncio.to_thread(self.queue.counts)
             room = s.online_backlog_max - counts["queued"] - counts["running"]
@@ -205,6 +219,35 @@ class Backfiller:
         self.row_ms[rule.id] = ms  # not read again for each page
         return "page" if ms < DIRECT_MAX_MS else None
 
+    async def resolvable(self, backfill: Backfill, rule: RuleRecord) -> bool:
+        """Whether the backfill's cached targets are answered in one statement (see the module docstring)."""
+        if self.scorer is None or not self.settings.online_backfill_direct or self.scorer.exporter is not None:
+            return False
+        if not eligible(rule) or rule.sinks or self.settings.result_cache_max_bytes <= 0:
+            return False
+        quotas = self.scorer.components.workspaces.get(rule.workspace_id).quotas  # as the API reads them
+        return quotas.get("max_evaluations_per_s") is None
+
+    async def _resolve(self, backfill: Backfill, rule: RuleRecord) -> int | None:
+        """Answer the backfill's cached targets (:func:`resolve_cached`); how many (None: nothing done)."""
+        assert self.scorer is not None
+        scorer = self.scorer
+        if scorer.cache is None:
+            return None
+        try:
+            of = scorer.components.evaluators.cache_prefix
+            prefix = await of(rule.workspace_id, rule.evaluator_id, backfill.revision, scorer.cache)
+        except Exception:  # the evaluator deleted, no longer builds: the pages say so, target by target
+            log.exception("a backfill's cache prefix could not be had: its pages run it")
+            return None
+        if prefix is None:  # not cached (settings.cache false, or not deterministic): every target runs
+            return None
+        max_spans = self.settings.online_max_trace_spans
+        scope = case_scope(prefix, rule.mapping, max_spans, rule.evaluator_id, backfill.revision)
+        cap = self.settings.max_stored_result_bytes
+        args = (self.queue.engine, self.me, backfill, rule, scope, cap, time.time())
+        return await asyncio.to_thread(resolve_cached, *args)
+
     async def _direct_page(self, backfill: Backfill, rule: RuleRecord, room: int, *, probe: bool = False) -> bool:
         """Read, score and store pages (each stored in one transaction: store/online/backfill_pages.py), up to
         :data:`PIPELINE` at once: the next page is read and scored while the one before it runs or is stored,
@@ -226,7 +269,8 @@ class Backfiller:
                     if page is None:
                         return False
                     rows = page.got.rows[:1] if probe else page.got.rows
-                    ahead.append((page, asyncio.ensure_future(score_page(scorer, rule, rows))))
+                    scoring = score_page(scorer, rule, rows, page.got.span_counts)
+                    ahead.append((page, asyncio.ensure_future(scoring)))
                     pending += page.got.queued
                     pages += 1
                     reading = page.got.cut or page.got.traces >= DIRECT_TRACES
@@ -239,7 +283,7 @@ class Backfiller:
                 elif rule.id not in self.row_ms and done.scored:
                     self.row_ms[rule.id] = 0.0  # answered without a run (errors): as fast as it gets
                 args = (engine, self.me, backfill, rule, page, done.scored, done.waiting, self.settings.online_claim_s)
-                stored = await asyncio.to_thread(commit_page, *args)
+                stored = await asyncio.to_thread(commit_page, *args, done.hashes, done.cached)
                 if stored is None:
                     return False
                 pending -= page.got.queued

@@ -339,7 +339,9 @@ class Scorer:
             if result is None:
                 continue  # put back for a retry
             todo.append((row, result, stored_values(result, now, cap)))
-        stored = await asyncio.to_thread(self.queue.finish, self.me, [(r.rule_id, r.target_id, v) for r, _, v in todo])
+        keys = [(r.rule_id, r.target_id, v) for r, _, v in todo]
+        cached = {(r.rule_id, r.target_id): r.backfill_id for r, res, _ in todo if res.cached and r.backfill_id}
+        stored = await asyncio.to_thread(self.queue.finish, self.me, keys, cached)
         kept = [(row, result) for (row, result, _), ok in zip(todo, stored, strict=True) if ok]
         self.stored(kept, now)
         return {(row.rule_id, row.target_id) for row, _ in kept}

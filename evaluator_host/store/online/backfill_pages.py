@@ -20,6 +20,7 @@ Portable SQL. Blocking: call from a thread.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -29,6 +30,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 
 from evaluator_host.store.db import as_utc, utcnow
+from evaluator_host.store.online import case_hashes as online_case_hashes
 from evaluator_host.store.online import sessions as online_sessions
 from evaluator_host.store.online.backfills import Backfill, Counted, Decide, SpansOf, advance, count, page_room
 from evaluator_host.store.online.rows import OnlineBackfillRow, OnlineRuleRow, OnlineScoreRow
@@ -65,17 +67,24 @@ def read_page(
             after = behind.got.last or behind.cursor
         room, strict = page_room(row, backlog_room, pending)
         window = (backfill.since, backfill.until)
-        got = count(conn, rule, backfill.revision, window, after, traces, room, decide, spans_of, backfill.id, strict)
+        got = count(
+            conn, rule, backfill.revision, window, after, traces, room, decide, spans_of, backfill.id, strict,
+            own=bool(row.cached),
+        )  # fmt: skip
     return Page(after, got, traces)
 
 
 def commit_page(
     engine: Engine, me: str, backfill: Backfill, rule: RuleRecord, page: Page, scored: dict[str, dict[str, Any]],
-    waiting: dict[str, dict[str, Any]], claim_s: float,
+    waiting: dict[str, dict[str, Any]], claim_s: float, hashes: Sequence[dict[str, Any]] = (),
+    cached: Collection[str] = (),
 ) -> tuple[set[str], bool] | None:  # fmt: skip
     """Store ``page`` (see the module docstring): ``scored`` — target id → the result's columns (``done``);
     ``waiting`` — target id → ``claimed_until``/``delayed_by`` (``queued``); a new row of the page in neither
-    is queued as it is. The target ids it added and whether planning ended (None: nothing stored)."""
+    is queued as it is; ``hashes`` — the scored targets' case-hash rows
+    (:func:`~evaluator_host.store.online.case_hashes.remember`); ``cached`` — the target ids answered from the
+    result cache (counted in the backfill's ``cached`` once added). The target ids it added and whether planning
+    ended (None: nothing stored)."""
     with engine.begin() as conn:
         at = B.cursor_at.is_(None) if page.cursor is None else B.cursor_at == page.cursor[0]
         last = B.cursor_id.is_(None) if page.cursor is None else B.cursor_id == page.cursor[1]
@@ -104,9 +113,11 @@ def commit_page(
             )
         redone = [(rule.id, t) for t in added if "@r" in t and t in scored]
         online_sessions.supersede(conn, me, redone)
+        online_case_hashes.remember(conn, hashes)
         taken = len(rows) - len(added)  # a row routing added meanwhile: scored there
         queued = len(added) + len(page.got.requeue)
-        ended = advance(conn, me, backfill, row, page.got, page.traces, claim_s, queued, taken)
+        hits = sum(1 for t in cached if t in added)
+        ended = advance(conn, me, backfill, row, page.got, page.traces, claim_s, queued, taken, hits)
     return added, ended
 
 

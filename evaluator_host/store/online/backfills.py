@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, or_, select, update
+from sqlalchemy import Connection, and_, exists, func, or_, select, update
 from sqlalchemy.engine import Engine
 
 from evaluator_host.errors import NotFoundError
@@ -83,6 +83,7 @@ class Backfill:
     queued: int
     skipped: int
     created_at: datetime
+    cached: int = 0  # of queued, answered from the result cache (0025)
 
 
 @dataclass
@@ -97,6 +98,7 @@ class Counted:
     requeue: list[str] = field(default_factory=list)
     last: tuple[datetime, str] | None = None
     cut: bool = False
+    span_counts: dict[str, int] = field(default_factory=dict)  # trace id → its span_count, read before its spans
 
     @property
     def queued(self) -> int:
@@ -117,6 +119,7 @@ def _record(row: Any) -> Backfill:
         queued=int(row.queued),
         skipped=int(row.skipped),
         created_at=as_utc(row.created_at),
+        cached=int(row.cached or 0),
     )
 
 
@@ -133,12 +136,15 @@ def count(
     backfill_id: str | None = None,
     strict: bool = True,
     joins: Joins | None = None,
+    own: bool = False,
 ) -> Counted:
     """The next ``traces`` stored traces of the rule's workspace in ``window`` (first seen, oldest first;
     not ``open``) after ``after``: their targets, the already scored, and rows to queue — whole traces while
     they fit in ``room``; a first trace that does not fit is cut to ``room`` when ``strict`` (the backfill's
     limit), else taken whole (the backlog's room: a soft bound). A session-level rule's page is of sessions
-    (:func:`~evaluator_host.store.online.backfill_sessions.count_sessions`, with routing's ``joins``)."""
+    (:func:`~evaluator_host.store.online.backfill_sessions.count_sessions`, with routing's ``joins``). ``own``:
+    the traces the backfill's own rows already answer (:func:`~evaluator_host.store.online.case_hashes.resolve_cached`,
+    trace level) are not read (neither targets nor skipped: they were counted when answered)."""
     if rule.level == "session":
         if joins is None:
             raise ValueError("a session-level rule's backfill needs joins")
@@ -147,9 +153,13 @@ def count(
         )
         return out
     since, until = window
-    query = select(T.workspace_id, T.trace_id, T.root_span_id, T.first_seen_at).where(
+    query = select(T.workspace_id, T.trace_id, T.root_span_id, T.first_seen_at, T.span_count).where(
         T.workspace_id == rule.workspace_id, T.state != "open"
     )
+    if own and backfill_id is not None:
+        query = query.where(
+            ~exists().where(S.rule_id == rule.id, S.target_id == T.trace_id, S.backfill_id == backfill_id)
+        )
     if since is not None:
         query = query.where(T.first_seen_at >= since)
     if until is not None:
@@ -169,7 +179,8 @@ def count(
     for target, state, rev in conn.execute(held):
         family.setdefault(_base(target), []).append((target, state, rev))
     now = utcnow()
-    for ws, trace_id, root, first_seen in page:
+    for ws, trace_id, root, first_seen, span_count in page:
+        out.span_counts[trace_id] = int(span_count or 0)
         ref = TraceRef(ws, trace_id, root, spans.get((ws, trace_id), []))
         mine = Counted()
         for _, span_id in decide(ref, [rule]):
@@ -242,7 +253,8 @@ class BackfillStore:
             "id": f"bf_{uuid.uuid4().hex[:20]}", "rule_id": rule.id, "workspace_id": rule.workspace_id,
             "since": window[0], "until": window[1], "max_targets": max_targets, "revision": revision,
             "status": "planning", "cursor_at": None, "cursor_id": None, "total": total, "queued": 0,
-            "skipped": skipped, "claimed_by": None, "claimed_until": None, "created_at": now, "updated_at": now,
+            "skipped": skipped, "cached": 0, "claimed_by": None, "claimed_until": None, "created_at": now,
+            "updated_at": now,
         }  # fmt: skip
         with self.engine.begin() as conn:
             conn.execute(B.__table__.insert(), [row])  # type: ignore[attr-defined]
@@ -267,9 +279,13 @@ class BackfillStore:
     def failures(self, backfill_id: str) -> tuple[int, str | None]:
         """Its rows scored with a status other than ``ok`` (error, timeout, ...), and the result JSON of one
         of them (the first scored), or None."""
-        failed = and_(S.backfill_id == backfill_id, S.state == "done", or_(S.status.is_(None), S.status != "ok"))
+        # not "status != 'ok'": three ranges of the index (backfill_id, state, status), counted apart, so a poll
+        # reads the failures only, not every score of a 100,000-target backfill
+        mine = and_(S.backfill_id == backfill_id, S.state == "done")
+        ranges = (S.status.is_(None), S.status < "ok", S.status > "ok")
+        failed = and_(mine, or_(*ranges))
         with self.engine.connect() as conn:
-            n = int(conn.scalar(select(func.count()).where(failed)) or 0)
+            n = sum(int(conn.scalar(select(func.count()).where(mine, r)) or 0) for r in ranges)
             first = conn.scalar(select(S.result).where(failed).order_by(S.scored_at).limit(1)) if n else None
         return n, first
 
@@ -346,8 +362,9 @@ class BackfillStore:
             room, strict = page_room(row, backlog_room)
             window = (backfill.since, backfill.until)
             got = count(
-                conn, rule, backfill.revision, window, after, traces, room, decide, spans_of, backfill.id, strict, joins
-            )
+                conn, rule, backfill.revision, window, after, traces, room, decide, spans_of, backfill.id, strict,
+                joins, own=bool(row.cached),
+            )  # fmt: skip
             if got.rows:
                 conn.execute(S.__table__.insert(), got.rows)  # type: ignore[attr-defined]
             if got.requeue:
@@ -368,13 +385,15 @@ def page_room(row: Any, backlog_room: int, pending: int = 0) -> tuple[int, bool]
 
 def advance(
     conn: Connection, me: str, backfill: Backfill, row: Any, got: Counted, traces: int, claim_s: float, queued: int,
-    taken: int,
+    taken: int, cached: int = 0,
 ) -> bool:  # fmt: skip
     """Move a page's cursor and counters (``queued``: the rows it added or queued again; ``taken``: new targets
-    another writer scored first, counted skipped) in the page's transaction; whether planning ended."""
+    another writer scored first, counted skipped; ``cached``: of the added, those answered from the result cache)
+    in the page's transaction; whether planning ended."""
     total = int(row.queued) + queued
     values: dict[str, Any] = {
         "queued": total, "skipped": int(row.skipped) + got.already_scored + taken, "updated_at": utcnow(),
+        "cached": int(row.cached or 0) + cached,
     }  # fmt: skip
     if got.last is not None:
         values.update(cursor_at=got.last[0], cursor_id=got.last[1])

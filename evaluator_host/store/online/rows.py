@@ -154,7 +154,7 @@ class OnlineScoreRow(Base):
         Index("ix_online_scores_rule_enqueued", "rule_id", "enqueued_at", "target_id"),  # 0009, 0013
         Index("ix_online_scores_state_enqueued", "state", "enqueued_at"),  # 0009
         Index("ix_online_scores_session", "workspace_id", "session_id"),  # 0014
-        Index("ix_online_scores_backfill", "backfill_id", "state"),  # 0014
+        Index("ix_online_scores_backfill_status", "backfill_id", "state", "status"),  # 0025 (was 0014's without status)
     )
 
     rule_id: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -343,6 +343,7 @@ class OnlineBackfillRow(Base):
     total: Mapped[int] = mapped_column(Integer)  # targets to score (the estimate, then what was queued)
     queued: Mapped[int] = mapped_column(Integer)  # rows queued so far
     skipped: Mapped[int] = mapped_column(Integer)  # targets already scored with the revision
+    cached: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # 0025: of queued, from the cache
     claimed_by: Mapped[str | None] = mapped_column(String(80), nullable=True)
     claimed_until: Mapped[datetime | None] = mapped_column(_TZ, nullable=True)
     created_at: Mapped[datetime] = mapped_column(_TZ)

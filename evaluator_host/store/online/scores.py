@@ -29,7 +29,7 @@ Every statement is portable SQL (SQLite and PostgreSQL). Blocking: call from a t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -52,6 +52,7 @@ from evaluator_host.store.online import sessions as online_sessions
 from evaluator_host.store.online.refs import DEFAULT_KEYS, SpanRef, TraceRef, keyed, session_keys, target_id
 from evaluator_host.store.online.routing import BACKLOG, Decide, Explain, JoinSessions, Routed, backlog_of, route
 from evaluator_host.store.online.rows import (
+    OnlineBackfillRow,
     OnlineRuleRow,
     OnlineScoreRow,
     OnlineTraceRow,
@@ -166,14 +167,22 @@ class ScoreQueue:
             )
             return [_claimed(row) for row in Session(bind=conn).execute(got)]
 
-    def finish(self, me: str, results: Sequence[tuple[str, str, dict[str, Any]]]) -> list[bool]:
+    def finish(
+        self,
+        me: str,
+        results: Sequence[tuple[str, str, dict[str, Any]]],
+        cached: Mapping[tuple[str, str], str] | None = None,
+    ) -> list[bool]:
         """:meth:`_finish`, then the scores stored go into their rules' review queues (``store/review/fill.py``,
-        issue 53: its own transaction, never raising)."""
-        stored = self._finish(me, results)
+        issue 53: its own transaction, never raising). ``cached``: (rule id, target id) → backfill id of the rows
+        the result cache answered — counted in their backfill's ``cached`` with the results, once stored."""
+        stored = self._finish(me, results, cached or {})
         review_fill.admit_scores(self.engine, [(r, t) for (r, t, _), ok in zip(results, stored, strict=True) if ok])
         return stored
 
-    def _finish(self, me: str, results: Sequence[tuple[str, str, dict[str, Any]]]) -> list[bool]:
+    def _finish(
+        self, me: str, results: Sequence[tuple[str, str, dict[str, Any]]], cached: Mapping[tuple[str, str], str]
+    ) -> list[bool]:
         """Store results (``(rule id, target id, result columns)``, each with the same columns) on rows
         ``me`` holds, in one transaction (one statement, executed for every row); for each, whether it
         was stored (False: not held by ``me`` any more). When fewer rows changed than given, the ones
@@ -198,6 +207,7 @@ class ScoreQueue:
             done = conn.execute(statement, params)
             if done.rowcount == len(results):
                 online_sessions.supersede(conn, me, [(r, t) for r, t, _ in results if _replaces(t)])
+                _count_cached(conn, cached, set(cached))
                 return [True] * len(results)
             mine = select(S.rule_id, S.target_id).where(
                 keyed(S.rule_id, S.target_id, [(r, t) for r, t, _ in results]),
@@ -207,6 +217,7 @@ class ScoreQueue:
             )
             stored = {tuple(k) for k in conn.execute(mine)}
             online_sessions.supersede(conn, me, [(r, t) for r, t, _ in results if (r, t) in stored and _replaces(t)])
+            _count_cached(conn, cached, stored)
         return [(r, t) in stored for r, t, _ in results]
 
     def retry(self, me: str, keys: Sequence[tuple[str, str]], after_s: float, error: str | None = None) -> int:
@@ -304,3 +315,17 @@ def _claimed(row: Any) -> Claimed:
         generation=score.generation,
         backfill_id=score.backfill_id,
     )
+
+
+def _count_cached(conn: Connection, cached: Mapping[tuple[str, str], str], stored: Collection[Any]) -> None:
+    """Add the stored rows the result cache answered to their backfills' ``cached`` (issue 50)."""
+    per: dict[str, int] = {}
+    for key, backfill_id in cached.items():
+        if key in stored:
+            per[backfill_id] = per.get(backfill_id, 0) + 1
+    for backfill_id, n in per.items():
+        conn.execute(
+            update(OnlineBackfillRow)
+            .where(OnlineBackfillRow.id == backfill_id)
+            .values(cached=OnlineBackfillRow.cached + n)
+        )

@@ -1,0 +1,251 @@
+"""A backfill re-run from the result cache in ONE statement (issue 50, migration ``0025_backfill_case_hashes``).
+
+Contract (docs/online.md, "Backfill"):
+
+* ``online_case_hashes`` holds, per (workspace, *scope*, target), the result-cache key of the target's case as
+  it was last scored and the trace's ``span_count`` then (read before its spans were: a case never claims a
+  newer trace than the one it was built from), with the result's columns. The *scope* is what decides a case
+  and its answer besides the trace: the evaluator revision's cache prefix (code, runtime, settings, limits,
+  version: :mod:`evaluator_host.evaluation.caching.cache`), the rule's mapping and the spans read a trace
+  (:func:`~evaluator_host.evaluation.caching.cached_calls.case_scope`). Rows are written (:func:`remember`) with the
+  page that scored the targets, in its transaction; a later score of the same target replaces its row.
+* :func:`resolve_cached` answers, at a backfill's start, every target among the first ``max_targets`` traces of
+  its window whose scope and ``span_count`` match a row here AND whose key is still in ``result_cache`` (an
+  evicted entry is no answer) with one ``INSERT … SELECT`` into ``online_scores`` — ``done``, the entry's
+  stored text with ``"cached":true``, ``backfill_id`` the backfill's — and moves the backfill's ``queued`` and
+  ``cached`` counters in the same transaction, pinned on its holder and on nothing being planned yet (one
+  statement and transaction a slice of :data:`SLICE` traces: a writer waits on it for one slice at most). A trace
+  whose spans changed since (new spans: a larger ``span_count``) matches no row and is assembled and run; a
+  target the rule has any row of (scored, queued, dropped, another revision's) is left to the pages, which
+  decide skip or re-score as before; an entry over ``max_stored_result_bytes`` too. Only a trace-level rule
+  without filter and sampling (its targets are its traces: :func:`eligible`) is resolved so.
+* :func:`fresh_count` is such a rule's dry count when it has no score row yet (nothing to skip): its traces in
+  the window and its targets among them — the traces with a span that is not the service's own telemetry (as
+  routing decides) — counted by the database, up to ``limit`` targets, instead of reading every trace.
+
+Portable SQL. Blocking: call from a thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    Float,
+    Integer,
+    LargeBinary,
+    Select,
+    String,
+    and_,
+    exists,
+    func,
+    literal,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.orm import Mapped, mapped_column
+
+from evaluator_host.observability.tracing import MARKER
+from evaluator_host.store.db import Base, utcnow
+from evaluator_host.store.online.rows import OnlineBackfillRow, OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
+from evaluator_host.store.online.rules import RuleRecord
+from evaluator_host.store.result_cache import CACHE, TOUCH_AFTER_S
+
+__all__ = ["CaseHashRow", "eligible", "fresh_count", "hashable", "remember", "resolve_cached"]
+
+CACHED_MARK = ',"cached":true}'  # as evaluation/caching/cache.py marks a cached row's stored text
+_BATCH = 500  # rows a statement
+SLICE = 20_000  # traces a resolving statement (and transaction) reads at most
+
+
+class CaseHashRow(Base):
+    """A target's case key under a scope (see the module docstring)."""
+
+    __tablename__ = "online_case_hashes"
+    __table_args__ = ({"sqlite_with_rowid": False},)
+
+    workspace_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    scope: Mapped[bytes] = mapped_column(LargeBinary(32), primary_key=True)
+    target_id: Mapped[str] = mapped_column(String(200), primary_key=True)  # the base target (no @r<revision>)
+    span_id: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    span_count: Mapped[int] = mapped_column(Integer)  # the trace's when its case was built
+    case_key: Mapped[bytes] = mapped_column(LargeBinary(32))  # result_cache.key
+    status: Mapped[str] = mapped_column(String(20))
+    score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    passed: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    label: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    runtime_id: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    duration_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+H, S, T, B = CaseHashRow, OnlineScoreRow, OnlineTraceRow, OnlineBackfillRow
+_UPDATED = ("span_id", "span_count", "case_key", "status", "score", "passed", "label", "runtime_id", "duration_ms")
+
+
+def hashable(rule: RuleRecord) -> bool:
+    """Whether the rule's case of a trace is decided by the trace, its mapping and the evaluator alone: trace level
+    without filter (the evaluated span is the root; a filter picks another) — its case keys are stored."""
+    return rule.level == "trace" and not rule.filter
+
+
+def eligible(rule: RuleRecord) -> bool:
+    """Whether the rule's targets are its traces, one each (trace level, no filter, no sampling, no budgets)."""
+    return hashable(rule) and rule.sampling_rate >= 1.0 and not rule.limits
+
+
+def remember(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
+    """Write case-hash rows (every column of :class:`CaseHashRow`), replacing a target's earlier one."""
+    if not rows:
+        return
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    for start in range(0, len(rows), _BATCH):
+        statement = dialect.insert(H)
+        statement = statement.on_conflict_do_update(
+            index_elements=["workspace_id", "scope", "target_id"],
+            set_={c: getattr(statement.excluded, c) for c in _UPDATED},
+        )
+        conn.execute(statement, list(rows[start : start + _BATCH]))
+
+
+def _window(rule: RuleRecord, window: tuple[datetime | None, datetime | None]) -> Select[str, int, datetime]:
+    since, until = window
+    query = select(T.trace_id, T.span_count, T.first_seen_at).where(
+        T.workspace_id == rule.workspace_id, T.state != "open"
+    )
+    if since is not None:
+        query = query.where(T.first_seen_at >= since)
+    if until is not None:
+        query = query.where(T.first_seen_at < until)
+    return query
+
+
+def fresh_count(
+    conn: Connection, rule: RuleRecord, window: tuple[datetime | None, datetime | None], limit: int
+) -> tuple[int, int] | None:
+    """(traces, targets) of a backfill of an :func:`eligible` rule without any score row, up to ``limit`` targets
+    and the traces up to the last of them; None for any other rule (see the module docstring)."""
+    if not eligible(rule) or conn.scalar(select(S.target_id).where(S.rule_id == rule.id).limit(1)) is not None:
+        return None
+    sp = OnlineSpanRow
+    own = sp.body.contains(MARKER, autoescape=True)
+    routed = exists().where(sp.workspace_id == T.workspace_id, sp.trace_id == T.trace_id, ~own)
+    targets = _window(rule, window).where(routed).order_by(T.first_seen_at, T.trace_id).limit(limit).subquery()
+    n = int(conn.scalar(select(func.count()).select_from(targets)) or 0)
+    everything = _window(rule, window)
+    if n >= limit:  # the traces up to the limit-th target
+        last = select(targets.c.first_seen_at, targets.c.trace_id).order_by(
+            targets.c.first_seen_at.desc(), targets.c.trace_id.desc()
+        )
+        at, trace_id = conn.execute(last.limit(1)).one()
+        everything = everything.where(or_(T.first_seen_at < at, and_(T.first_seen_at == at, T.trace_id <= trace_id)))
+    traces = int(conn.scalar(select(func.count()).select_from(everything.subquery())) or 0)
+    return traces, n
+
+
+def resolve_cached(
+    engine: Engine, me: str, backfill: Any, rule: RuleRecord, scope: bytes, cap: int, now_s: float
+) -> int | None:
+    """Answer the backfill's cached targets set-based (see the module docstring): how many; None when the
+    backfill is not ``planning``, not held by ``me`` or already planned a page, or the rule is not
+    :func:`eligible` (nothing done). One statement a slice of :data:`SLICE` traces, each slice its own
+    transaction (SQLite's one writer is never held for long), pinned on the counters the slice before left."""
+    if not eligible(rule):
+        return None
+    answered, read, after = 0, 0, None
+    limit = int(backfill.max_targets)
+    while read < limit:
+        size = min(SLICE, limit - read)
+        got = _resolve_slice(engine, me, backfill, rule, scope, cap, now_s, after, size, answered)
+        if got is None:
+            return None if read == 0 else answered
+        answered, in_slice, after = got
+        read += in_slice
+        if in_slice < size or answered >= limit:
+            break
+    return answered
+
+
+def _resolve_slice(
+    engine: Engine, me: str, backfill: Any, rule: RuleRecord, scope: bytes, cap: int, now_s: float,
+    after: tuple[Any, str] | None, size: int, answered: int,
+) -> tuple[int, int, tuple[Any, str] | None] | None:  # fmt: skip
+    """One slice of :func:`resolve_cached`: (answered so far, traces in the slice, its last trace) or None."""
+    ws = rule.workspace_id
+    window = _window(rule, (backfill.since, backfill.until))
+    if after is not None:
+        window = window.where(or_(T.first_seen_at > after[0], and_(T.first_seen_at == after[0], T.trace_id > after[1])))
+    first = window.order_by(T.first_seen_at, T.trace_id).limit(size).subquery()
+    c = CACHE.c
+    now = utcnow()
+    # any row of the rule for the trace: its id, or the id with a suffix ("@r<revision>"); a range the key answers
+    # (a trace id is 32 hex digits: no other trace's id sorts between it and it + "@s")
+    of_trace = and_(S.target_id >= first.c.trace_id, S.target_id < first.c.trace_id + "@s")
+    scored = exists().where(S.rule_id == rule.id, of_trace)
+    text = func.substr(c.result, 1, func.length(c.result) - 1) + literal(CACHED_MARK)
+    answers = (
+        select(
+            literal(rule.id),
+            first.c.trace_id,
+            first.c.trace_id,
+            literal(ws),
+            H.span_id,
+            literal("done"),
+            literal(me),
+            literal(1),
+            literal(now),
+            literal(now),
+            literal(rule.evaluator_id),
+            literal(backfill.revision, Integer),
+            H.runtime_id,
+            c.status,
+            H.score,
+            H.passed,
+            H.label,
+            H.duration_ms,
+            text,
+            literal(backfill.id),
+        )  # fmt: skip
+        .select_from(first)
+        .join(H, and_(H.workspace_id == ws, H.scope == scope, H.target_id == first.c.trace_id))
+        .join(CACHE, and_(c.workspace_id == ws, c.key == H.case_key))
+        .where(H.span_count == first.c.span_count, c.bytes - 32 <= cap, ~scored)
+    )
+    columns = [
+        "rule_id", "target_id", "trace_id", "workspace_id", "span_id", "state", "claimed_by", "attempts",
+        "enqueued_at", "scored_at", "evaluator_id", "revision", "runtime_id", "status", "score", "passed", "label",
+        "duration_ms", "result", "backfill_id",
+    ]  # fmt: skip
+    dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
+    with engine.begin() as conn:
+        pin = and_(
+            B.id == backfill.id, B.claimed_by == me, B.status == "planning", B.cursor_at.is_(None),
+            B.queued == answered,
+        )  # fmt: skip
+        if not conn.execute(update(B).where(pin).values(updated_at=now)).rowcount:
+            return None
+        last = conn.execute(
+            select(first.c.first_seen_at, first.c.trace_id)
+            .order_by(first.c.first_seen_at.desc(), first.c.trace_id.desc())
+            .limit(1)
+        ).first()
+        in_slice = int(conn.scalar(select(func.count()).select_from(first)) or 0)
+        conn.execute(dialect.insert(S).from_select(columns, answers).on_conflict_do_nothing())
+        n = int(conn.scalar(select(func.count()).where(S.backfill_id == backfill.id)) or 0)  # nothing else has any
+        if n > answered:
+            used = select(H.case_key).where(H.workspace_id == ws, H.scope == scope)
+            conn.execute(
+                update(CACHE)
+                .where(c.workspace_id == ws, c.used_at < now_s - TOUCH_AFTER_S, c.key.in_(used))
+                .values(used_at=now_s)
+            )  # the entries answered stay the last evicted (least recently used first)
+            values: dict[str, Any] = {"queued": n, "cached": n, "total": max(int(backfill.total), n)}
+            if n >= int(backfill.max_targets):
+                values.update(status="planned", total=n, claimed_by=None, claimed_until=None)
+            conn.execute(update(B).where(B.id == backfill.id).values(**values))
+    return n, in_slice, None if last is None else (last[0], str(last[1]))
