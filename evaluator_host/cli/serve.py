@@ -107,7 +107,10 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
     app = create_app(settings)
     config = uvicorn.Config(app, host=host, port=port, log_level=level, access_log=False, log_config=None)
-    return asyncio.run(_run_server(app, uvicorn.Server(config)))
+    # uvicorn's own loop (uvloop where it is installed, as uvicorn.run and Server.run choose it): asyncio.run
+    # gives the default loop, which costs the egress proxy ~1.7x the CPU per connection (docs/benchmarks.md)
+    with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
+        return runner.run(_run_server(app, uvicorn.Server(config)))
 
 
 async def _run_server(app: Any, server: Any) -> int:
