@@ -108,7 +108,8 @@ def run_serve(args: argparse.Namespace) -> int:
     app = create_app(settings)
     config = uvicorn.Config(app, host=host, port=port, log_level=level, access_log=False, log_config=None)
     # the loop uvicorn.run would choose (``loop="auto"``: uvloop where installed, as the lock has it); a plain
-    # asyncio.run here ran the service on asyncio's pure-Python loop (issue 55 §5: +0.2 ms a call by id)
+    # asyncio.run here ran the service on asyncio's pure-Python loop: +0.2 ms a call by id, ~1.7x the egress
+    # proxy's CPU per connection (issue 55, docs/benchmarks.md)
     with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
         return runner.run(_run_server(app, uvicorn.Server(config)))
 
