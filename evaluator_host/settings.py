@@ -318,6 +318,14 @@ class Settings(BaseSettings):
         description="A fast rule's backfill (its rows under 5 ms each, no budgets, not session level) is scored page "
         "by page by its planner, in bulk; false: every page is queued for the scorer, row by row (slower).",
     )
+    online_budget_minute_s: float = Field(
+        60.0,
+        ge=1.0,
+        le=60.0,
+        description="The minute of the online rules' per-minute budgets (limits.scores_per_minute, "
+        "model_calls_per_minute): the span their scores and calls are counted over and age out of. A minute "
+        "unless shortened (at most 60 s), e.g. to watch a budget's whole cycle in a drill or a test in seconds.",
+    )
     online_max_attempts: int = Field(
         5,
         ge=1,
