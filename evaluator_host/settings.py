@@ -342,6 +342,21 @@ class Settings(BaseSettings):
         description="A fast rule's backfill (its rows under 5 ms each, no budgets, not session level) is scored page "
         "by page by its planner, in bulk; false: every page is queued for the scorer, row by row (slower).",
     )
+    sink_retry_s: float = Field(
+        2.0,
+        ge=0.1,
+        le=300.0,
+        description="A score sink delivery refused for a reason worth retrying (connection refused, 429, 5xx) is "
+        "tried again after this long, doubling each time up to 5 min (jittered), until 20 attempts.",
+    )
+    online_budget_minute_s: float = Field(
+        60.0,
+        ge=1.0,
+        le=60.0,
+        description="The minute of the online rules' per-minute budgets (limits.scores_per_minute, "
+        "model_calls_per_minute): the span their scores and calls are counted over and age out of. A minute "
+        "unless shortened (at most 60 s), e.g. to watch a budget's whole cycle in a drill or a test in seconds.",
+    )
     online_max_attempts: int = Field(
         5,
         ge=1,

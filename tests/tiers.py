@@ -9,7 +9,9 @@
 * **serial**: the tests marked ``serial`` (they change what every test on the machine shares: the Docker
   engine restarted, both cores loaded), alone, after the parallel tier.
 
-Arguments after ``--`` go to both pytest runs (``make test PYTEST_ARGS=...``). A tier that selects no test
+Arguments after ``--`` go to both pytest runs (``make test PYTEST_ARGS=...``; ``PYTEST_ARGS="-p randomly"``
+runs each tier in a random order, pytest-randomly, which ``pyproject.toml`` leaves off otherwise; the seed is
+printed at the top, ``-p randomly --randomly-seed=N`` repeats an order). A tier that selects no test
 (pytest's exit 5, e.g. ``PYTEST_ARGS=tests/unit``) is not a failure — unless neither tier ran a test:
 a run that compared nothing is not a success. Each tier's wall time is printed at the end (the figures
 docs/benchmarks.md quotes per tier), after the files that took longest in it (their tests' setup, call and

@@ -16,8 +16,9 @@ the service's event loop
    called, no redirects), with the workspace's secrets filled in (never stored in the row, never logged);
 4. records the outcome: a 2xx answer ``delivered``; a connection error, a timeout, 408, 425, 429, 5xx — and,
    for Phoenix and MLflow, 404 (the span or trace has not arrived yet) — ``pending`` again after a back-off
-   (2 s doubling to 5 min), until :data:`MAX_ATTEMPTS` attempts, then ``failed``; any other answer ``failed``
-   at once with its status and the first characters of its body; a result with nothing to write ``skipped``.
+   (``sink_retry_s``, 2 s, doubling to 5 min), until :data:`MAX_ATTEMPTS` attempts, then ``failed``; any other
+   answer ``failed`` at once with its status and the first characters of its body; a result with nothing to
+   write ``skipped``.
 """
 
 from __future__ import annotations
@@ -63,9 +64,10 @@ Secrets = Callable[[str, list[str]], Awaitable[dict[str, str]]]
 JobRows = Callable[[str, dict[str, Any], list[int]], dict[int, JobRowIds]]  # (dataset, mapping, indexes) -> ids
 
 
-def backoff_s(attempts: int) -> float:
-    """The wait before attempt ``attempts + 1``: 2 s doubling to 5 min, jittered."""
-    return float(min(300.0, 2.0 ** min(attempts, 9)) * (0.5 + random.random() / 2))
+def backoff_s(attempts: int, first_s: float = 2.0) -> float:
+    """The wait before attempt ``attempts + 1`` (``attempts`` >= 1): ``first_s`` (the ``sink_retry_s`` setting)
+    doubling to 5 min, jittered (half to all of it)."""
+    return float(min(300.0, first_s * 2.0 ** (min(attempts, 9) - 1)) * (0.5 + random.random() / 2))
 
 
 class _Failed(Exception):
@@ -94,6 +96,7 @@ class SinkDelivery:
     ) -> None:
         self.store, self.owner = store, owner
         self._pinned = dict(settings.egress_hosts)
+        self._retry_s = settings.sink_retry_s
         self._secrets, self._allow, self._open = secrets, allow, open_service
         self._resolve, self._public = resolve, public
         self._job_rows, self.jobs = job_rows, JobSinkStore(store.engine)
@@ -167,11 +170,11 @@ class SinkDelivery:
             if delivery.attempts >= MAX_ATTEMPTS:
                 state, error = "failed", f"{error} (gave up after {delivery.attempts} attempts)"
             else:
-                state, due = "pending", utcnow() + timedelta(seconds=backoff_s(delivery.attempts))
+                state, due = "pending", utcnow() + timedelta(seconds=backoff_s(delivery.attempts, self._retry_s))
         except Exception as exc:  # a bug: never lose the delivery, retry it
             log.exception("delivering a score to a %s sink failed", delivery.spec.get("type"))
             state, error = "pending", type(exc).__name__
-            due = utcnow() + timedelta(seconds=backoff_s(delivery.attempts))
+            due = utcnow() + timedelta(seconds=backoff_s(delivery.attempts, self._retry_s))
         now = utcnow()
         await asyncio.to_thread(self.store.finish, delivery, self.owner, state, error, now, due)
 

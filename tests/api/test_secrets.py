@@ -138,14 +138,17 @@ def test_a_changed_value_reaches_the_next_call_and_a_deleted_one_stops_it(client
 
 def test_escaped_forms_are_redacted(client: TestClient) -> None:
     assert client.put("/v1/secrets/QUOTED", json={"value": OTHER}).status_code == 204
-    code = (
-        "import json, os\ndef evaluate(inputs, outputs, trace):\n"
-        "    print(json.dumps(os.environ['QUOTED']))\n    return 1.0\n"
-    )
-    result = client.post(
-        "/v1/evaluate", json={"language": "python", "code": code, "secrets": ["QUOTED"], "outputs": 1}
-    ).json()
-    assert result["stdout"] == '"[secret QUOTED]"\n'
+    try:  # the module's service lists OPENAI_API_KEY alone to the listing test, whichever runs first
+        code = (
+            "import json, os\ndef evaluate(inputs, outputs, trace):\n"
+            "    print(json.dumps(os.environ['QUOTED']))\n    return 1.0\n"
+        )
+        result = client.post(
+            "/v1/evaluate", json={"language": "python", "code": code, "secrets": ["QUOTED"], "outputs": 1}
+        ).json()
+        assert result["stdout"] == '"[secret QUOTED]"\n'
+    finally:
+        assert client.delete("/v1/secrets/QUOTED").status_code == 204
 
 
 def test_job_results_are_stored_redacted(client: TestClient) -> None:

@@ -4,7 +4,9 @@ budget in any minute (the real OpenTelemetry SDK exporting to a started service)
 pace. A loopback judge answering 429 to half its calls (the evaluator raises ``RateLimited``) slows the
 rule down (its concurrency window halves) and every trace is still scored, none failed. :func:`plan`
 spreads the rows past the budget over the minute and holds a rule past its ``sandbox_seconds_per_hour``
-until enough of the hour ages out; limits are validated and patchable."""
+until enough of the hour ages out; limits are validated and patchable. The started services count a
+minute of ``MINUTE_S`` (the ``online_budget_minute_s`` setting): the same cycle as a minute's, seen in
+seconds; :func:`plan` is checked on both minutes."""
 
 from __future__ import annotations
 
@@ -19,9 +21,11 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from pydantic import ValidationError
 
 from evaluator_host.online.deciding.budgets import plan
 from evaluator_host.sandbox.process.isolation import probe
+from evaluator_host.settings import Settings
 from evaluator_host.store.online.budgets import Use
 from tests.support.llm_server import llm_server
 from tests.support.service import serving
@@ -32,6 +36,7 @@ ENV = {
     "EVALUATOR_HOST_ONLINE_ASSEMBLY_S": "0.05",
     "EVALUATOR_HOST_ONLINE_POLL_S": "0.05",
 }
+MINUTE_S = 15  # the budgets' minute in the started services (a real minute's cycle, a quarter as long)
 CODE = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
@@ -44,6 +49,24 @@ def test_plan_spreads_the_rows_past_scores_per_minute_over_the_minute() -> None:
     run, held = plan({"scores_per_minute": 2}, 3, use, NOW)
     assert run == 0 and [round(a) for _, a in held] == [10, 50, 60]  # the two slots, then past the running ones
     assert plan({}, 3, use, NOW) == (3, [])
+
+
+def test_plan_spreads_the_rows_past_the_budget_over_a_shortened_minute_alike() -> None:
+    minute = timedelta(seconds=15)
+    use = Use(scored_times=[NOW - timedelta(seconds=12), NOW - timedelta(seconds=5)], running=3)
+    run, held = plan({"scores_per_minute": 2}, 3, use, NOW, minute)
+    assert run == 0 and [round(a) for _, a in held] == [3, 10, 15]  # the two slots, then past the running ones
+    calls = [(NOW - timedelta(seconds=10), 1, 2)]  # 2 calls 10 s ago: the minute's budget used up
+    run, held = plan({"model_calls_per_minute": 2}, 1, Use(calls=calls, running=1), NOW, minute)
+    assert run == 0 and held == [("model_calls_per_minute", 5.0)]
+
+
+def test_the_budgets_minute_is_a_minute_unless_shortened_never_longer_or_zero() -> None:
+    assert Settings().online_budget_minute_s == 60.0
+    assert Settings(online_budget_minute_s=15).online_budget_minute_s == 15.0
+    for wrong in (0, 0.5, 61, 3600):
+        with pytest.raises(ValidationError):
+            Settings(online_budget_minute_s=wrong)
 
 
 def test_plan_holds_a_rule_past_its_sandbox_seconds_until_enough_of_the_hour_ages_out() -> None:
@@ -60,7 +83,10 @@ def _decisions(client: httpx.Client, trace_id: str) -> list[dict[str, Any]]:
 
 @pytest.mark.slow
 def test_over_scores_per_minute_traces_are_delayed_then_all_scored_within_the_budget(tmp_path: Path) -> None:
-    with serving(tmp_path, "process", env=ENV) as (client, _proc):
+    with serving(tmp_path, "process", env={**ENV, "EVALUATOR_HOST_ONLINE_BUDGET_MINUTE_S": str(MINUTE_S)}) as (
+        client,
+        _proc,
+    ):
         ev = client.post("/v1/evaluators", json={"name": "one", "language": "python", "code": CODE}).json()["id"]
         refused = client.post("/v1/online-rules", json={"evaluator_id": ev, "limits": {"scores_per_minute": 0}})
         assert refused.status_code == 422
@@ -99,7 +125,8 @@ def test_over_scores_per_minute_traces_are_delayed_then_all_scored_within_the_bu
         page = client.get(f"/v1/online-rules/{rule}/scores").json()["data"]
         assert len(page) == 4 and {s["state"] for s in page} == {"done"}  # delayed, never dropped
         times = sorted(datetime.fromisoformat(s["scored_at"]) for s in page)
-        assert times[2] - times[0] >= timedelta(seconds=60) and times[3] - times[1] >= timedelta(seconds=60)
+        minute = timedelta(seconds=MINUTE_S)
+        assert times[2] - times[0] >= minute and times[3] - times[1] >= minute  # never 3 in a minute
         patched = client.patch(f"/v1/online-rules/{rule}", json={"limits": None})
         assert patched.status_code == 200 and patched.json()["limits"] is None
 

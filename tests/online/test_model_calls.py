@@ -7,7 +7,8 @@ every one is scored in the end, never more than the budget of calls in any minut
 judge answering 429 to half its calls, to an evaluator that neither retries nor raises ``RateLimited``:
 the proxy sees the 429s, the rule slows down, the rows it failed go back to the queue, and every trace
 ends scored, none failed. Real services (both backends), the real OpenTelemetry SDK, a loopback
-OpenAI-compatible judge (the only stand-in: a third-party API)."""
+OpenAI-compatible judge (the only stand-in: a third-party API); the services count a budget minute of
+``MINUTE_S`` (the ``online_budget_minute_s`` setting: a minute's cycle, in seconds)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ ENV = {
     "EVALUATOR_HOST_ONLINE_ASSEMBLY_S": "0.05",
     "EVALUATOR_HOST_ONLINE_POLL_S": "0.05",
 }
+MINUTE_S = 15  # the budgets' minute in the started services (online_budget_minute_s: a minute's cycle, shorter)
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
 # one judge call per case, no retry, no RateLimited: a 429 is an HTTPError, an error result; and a forged
@@ -152,6 +154,7 @@ def _env(port: int) -> dict[str, str]:
         **ENV,
         "EVALUATOR_HOST_NETWORK_ALLOW": f"llm.local:{port}",
         "EVALUATOR_HOST_EGRESS_HOSTS": json.dumps({"llm.local": "127.0.0.1"}),
+        "EVALUATOR_HOST_ONLINE_BUDGET_MINUTE_S": str(MINUTE_S),
     }
 
 
@@ -191,7 +194,7 @@ def test_over_model_calls_per_minute_traces_are_delayed_then_all_scored_within_t
         assert len(scores) == 4 and {(s["status"], s["score"]) for s in scores} == {("ok", 1.0)}  # never dropped
         arrivals = sorted(t for a in answers for t in judge.arrivals[a])
         assert len(arrivals) == 4  # one call each: none refused, none lost
-        assert arrivals[2] - arrivals[0] >= 60 and arrivals[3] - arrivals[1] >= 60  # never 3 calls in a minute
+        assert arrivals[2] - arrivals[0] >= MINUTE_S and arrivals[3] - arrivals[1] >= MINUTE_S  # never 3 in a minute
 
 
 @pytest.mark.slow

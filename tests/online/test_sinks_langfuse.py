@@ -147,7 +147,8 @@ def test_deliveries_survive_a_sigkill_and_a_down_endpoint_and_are_recorded_once(
 
 
 def test_an_endpoint_refusing_connections_for_three_retries_gets_every_score_once_when_back(tmp_path: Path) -> None:
-    with langfuse_stand_in(PK, SK) as langfuse, serving(tmp_path, "process", env=ENV) as (client, _proc):
+    env = {**ENV, "EVALUATOR_HOST_SINK_RETRY_S": "0.25"}  # the same retries as at 2 s, an eighth of the wait
+    with langfuse_stand_in(PK, SK) as langfuse, serving(tmp_path, "process", env=env) as (client, _proc):
         for name, value in (("LF_PK", PK), ("LF_SK", SK)):
             client.put(f"/v1/secrets/{name}", json={"value": value})
         langfuse.down()  # nothing listens on its port: every connection refused

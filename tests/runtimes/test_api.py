@@ -22,6 +22,14 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
         yield test_client
 
 
+@pytest.fixture
+def fresh_service(tmp_path: Path) -> Iterator[TestClient]:
+    """A service of its own: a test that lists every runtime expects only its own (the module's ``service``
+    holds what the module's other tests built, in whatever order they ran)."""
+    with TestClient(create_app(make_settings(tmp_path / "data", backend="process"))) as test_client:
+        yield test_client
+
+
 def _until_done(client: TestClient, location: str, headers: dict[str, str] | None = None) -> dict:  # type: ignore[type-arg]
     def done() -> dict | None:  # type: ignore[type-arg]
         view = client.get(location, headers=headers).json()
@@ -34,7 +42,8 @@ def _until_done(client: TestClient, location: str, headers: dict[str, str] | Non
 
 
 @pytest.mark.network
-def test_post_builds_in_the_background_and_get_shows_pins_lock_size_and_duration(service: TestClient) -> None:
+def test_post_builds_in_the_background_and_get_shows_pins_lock_size_and_duration(fresh_service: TestClient) -> None:
+    service = fresh_service
     response = service.post("/v1/runtimes", json={"language": "python", "packages": {"six": "1.16.0"}})
     assert response.status_code == 202, response.text
     location = response.headers["location"]

@@ -1,6 +1,6 @@
 """A rule's sinks (sinks/models.py) and the requests that write a score into each tool (sinks/requests.py):
 credentials are secret references only; each result kind becomes the tool's own value type; a failed
-evaluation or a valueless result is skipped, never written as a zero."""
+evaluation or a valueless result is skipped, never written as a zero; a retry's back-off (sinks/delivery.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from evaluator_host.settings import Settings
+from evaluator_host.sinks.delivery import backoff_s
 from evaluator_host.sinks.models import Sink
 from evaluator_host.sinks.requests import Skip, build, recorded, secret_names
 from evaluator_host.store.online.rules import RuleRecord
@@ -105,3 +107,13 @@ def test_a_failed_or_valueless_result_is_skipped_never_written_as_a_value(kind: 
         build(_delivery(sink, status="error", score=None), {"LF_SK": "s"})
     with pytest.raises(Skip, match="no score"):
         build(_delivery(sink, result={}), {"LF_SK": "s"})
+
+
+def test_a_sink_retry_waits_sink_retry_s_doubling_to_five_minutes_jittered() -> None:
+    assert all(1.0 <= backoff_s(1) <= 2.0 and 4.0 <= backoff_s(3) <= 8.0 for _ in range(50))  # the default: 2 s
+    assert all(0.125 <= backoff_s(1, 0.25) <= 0.25 and 0.5 <= backoff_s(3, 0.25) <= 1.0 for _ in range(50))
+    assert all(150.0 <= backoff_s(n) <= 300.0 for n in (9, 10, 20))  # capped at 5 min
+    assert Settings().sink_retry_s == 2.0
+    for wrong in (0, 0.01, 301):
+        with pytest.raises(ValidationError):
+            Settings(sink_retry_s=wrong)

@@ -254,7 +254,8 @@ async def rule_stats(
     decided = await asyncio.to_thread(services.online.decisions.counts, rule_id, start, end, bucket)
     pending = await asyncio.to_thread(services.online.decisions.pending, rule_id)
     limits = (await asyncio.to_thread(services.online.rules.get, workspace, rule_id)).limits or {}
-    use = await asyncio.to_thread(usage, services.store.engine, rule_id, datetime.now(UTC), hour=True)
+    minute = timedelta(seconds=services.settings.online_budget_minute_s)  # the scorer's minute
+    use = await asyncio.to_thread(usage, services.store.engine, rule_id, datetime.now(UTC), hour=True, minute=minute)
     pace = {
         "scores_last_minute": use.scores_last_minute,
         "sandbox_seconds_last_hour": round(use.sandbox_seconds_last_hour, 3),

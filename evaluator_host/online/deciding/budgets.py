@@ -9,24 +9,27 @@ of that hour's time is older than an hour (a batch already running may pass it b
 ``model_calls_per_minute`` — the rule's calls to its judges in any 60 s, as the egress proxy counted
 them (``online/deciding/model_calls.py``): the rows expected to fit (at the calls a row of the rule made lately)
 run, the others resume as the minute's calls age out (a batch already running may pass it by its own
-calls). Delayed, never dropped, never an attempt counted. Pure: no I/O (the use is read by
-:func:`~evaluator_host.store.online.budgets.usage`).
+calls). Delayed, never dropped, never an attempt counted. The "minute" of both per-minute budgets is
+``minute`` (the ``online_budget_minute_s`` setting: 60 s unless an operator shortens it). Pure: no I/O (the
+use is read by :func:`~evaluator_host.store.online.budgets.usage`, over the same minute).
 """
 
 from __future__ import annotations
 
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from evaluator_host.store.online.budgets import HOUR, MINUTE, Use
 
 __all__ = ["Windows", "plan"]
 
 
-def plan(limits: dict[str, object], n: int, use: Use, now: datetime) -> tuple[int, list[tuple[str, float]]]:
-    """For ``n`` claimed rows of one rule (already counted in ``use.running``): how many run now, and for
-    each of the others (in order) the budget that holds it back and the seconds until it resumes (where
-    two budgets hold a row, the later)."""
+def plan(
+    limits: dict[str, object], n: int, use: Use, now: datetime, minute: timedelta = MINUTE
+) -> tuple[int, list[tuple[str, float]]]:
+    """For ``n`` claimed rows of one rule (already counted in ``use.running``, read over the same
+    ``minute``): how many run now, and for each of the others (in order) the budget that holds it back and
+    the seconds until it resumes (where two budgets hold a row, the later)."""
     ssh = limits.get("sandbox_seconds_per_hour")
     if isinstance(ssh, int | float) and use.sandbox_seconds_last_hour >= ssh:
         over = use.sandbox_seconds_last_hour - float(ssh)
@@ -41,10 +44,10 @@ def plan(limits: dict[str, object], n: int, use: Use, now: datetime) -> tuple[in
     waits: list[tuple[str, float]] = [("", 0.0)] * n
     spm = limits.get("scores_per_minute")
     if isinstance(spm, int):
-        _hold(waits, "scores_per_minute", _by_scores(spm, n, use, now))
+        _hold(waits, "scores_per_minute", _by_scores(spm, n, use, now, minute))
     mcpm = limits.get("model_calls_per_minute")
     if isinstance(mcpm, int):
-        _hold(waits, "model_calls_per_minute", _by_calls(mcpm, n, use, now))
+        _hold(waits, "model_calls_per_minute", _by_calls(mcpm, n, use, now, minute))
     run = next((i for i, (_, after) in enumerate(waits) if after > 0), n)
     return run, [(by or "scores_per_minute", after) for by, after in waits[run:]]
 
@@ -57,7 +60,7 @@ def _hold(waits: list[tuple[str, float]], by: str, afters: list[float]) -> None:
             waits[first + i] = (by, after)
 
 
-def _by_scores(spm: int, n: int, use: Use, now: datetime) -> list[float]:
+def _by_scores(spm: int, n: int, use: Use, now: datetime, minute: timedelta) -> list[float]:
     """``scores_per_minute``: the seconds until each row past the room resumes — the *j*-th when the *j*-th
     oldest score of the minute is a minute old."""
     others = max(use.running - n, 0)
@@ -66,14 +69,15 @@ def _by_scores(spm: int, n: int, use: Use, now: datetime) -> list[float]:
     held: list[float] = []
     for k in range(max(n - room, 0)):  # the k-th slot to free: the k-th oldest score of the minute
         if k < len(times):
-            after = (times[k] + MINUTE - now).total_seconds()
+            after = (times[k] + minute - now).total_seconds()
         else:  # held by rows still running: free a minute after they are stored, at the earliest
-            after = 60.0 + 60.0 / spm * (k - len(times))
+            m = minute.total_seconds()
+            after = m + m / spm * (k - len(times))
         held.append(max(after, 0.05))
     return held
 
 
-def _by_calls(budget: int, n: int, use: Use, now: datetime) -> list[float]:
+def _by_calls(budget: int, n: int, use: Use, now: datetime, minute: timedelta) -> list[float]:
     """``model_calls_per_minute``: a row is expected to make as many calls as the rule's rows of the last
     minute made on average (1 without any: a rule with this budget calls a judge); the rows whose calls
     fit in what is left of the minute's budget (rows running elsewhere counted at that rate) run, and the
@@ -90,10 +94,11 @@ def _by_calls(budget: int, n: int, use: Use, now: datetime) -> list[float]:
         for at, _, calls in use.calls:  # oldest first
             deficit -= calls
             if deficit <= 0:
-                after = (at + MINUTE - now).total_seconds()
+                after = (at + minute - now).total_seconds()
                 break
         if after is None:  # held by calls of rows still running: at the budget's pace past the minute
-            after = 60.0 + 60.0 * max(deficit - 1.0, 0.0) / budget
+            m = minute.total_seconds()
+            after = m + m * max(deficit - 1.0, 0.0) / budget
         held.append(max(after, 0.05))
     return held
 

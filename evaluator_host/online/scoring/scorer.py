@@ -49,7 +49,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from evaluator_host.errors import EvaluatorHostError, LimitError, QuotaExceeded, SandboxError, StorageFull
@@ -274,8 +274,11 @@ class Scorer:
                 if not limits:
                     continue
                 hour, calls = "sandbox_seconds_per_hour" in limits, "model_calls_per_minute" in limits
-                use = await asyncio.to_thread(usage, self.queue.engine, rule_id, now, hour=hour, calls=calls)
-                n, held = budgets.plan(limits, len(mine), use, now)
+                minute = timedelta(seconds=self.settings.online_budget_minute_s)
+                use = await asyncio.to_thread(
+                    usage, self.queue.engine, rule_id, now, hour=hour, calls=calls, minute=minute
+                )
+                n, held = budgets.plan(limits, len(mine), use, now, minute)
                 for row, (by, after) in zip(mine[n:], held, strict=True):
                     later.setdefault(by, []).append((row, after))
                 self.windows.ended(rule_id, len(held))

@@ -45,15 +45,18 @@ class Use:
         return sum(c for _, _, c in self.calls)
 
 
-def usage(engine: Engine, rule_id: str, now: datetime, *, hour: bool, calls: bool = True) -> Use:
+def usage(
+    engine: Engine, rule_id: str, now: datetime, *, hour: bool, calls: bool = True, minute: timedelta = MINUTE
+) -> Use:
     """The rule's use (the last hour's durations only when ``hour``: a ``sandbox_seconds_per_hour`` budget;
-    its judges' calls of the last minute when ``calls``)."""
+    its judges' calls of the last minute when ``calls``); "the last minute" is the last ``minute`` (the
+    ``online_budget_minute_s`` setting)."""
     done = (S.rule_id == rule_id, S.state == "done")
     with engine.connect() as conn:
         # the rows running first, then the scores: each statement sees what was committed when it ran, so a
         # round stored between the two is counted twice (running, then stored), never missed by both
         running = int(conn.scalar(select(func.count()).where(S.rule_id == rule_id, S.state == "running")) or 0)
-        times = conn.execute(select(S.scored_at).where(*done, S.scored_at >= now - MINUTE).order_by(S.scored_at))
+        times = conn.execute(select(S.scored_at).where(*done, S.scored_at >= now - minute).order_by(S.scored_at))
         use = Use(scored_times=[as_utc(t) for (t,) in times if t is not None], running=running)
         if hour:
             rows = conn.execute(
@@ -62,7 +65,7 @@ def usage(engine: Engine, rule_id: str, now: datetime, *, hour: bool, calls: boo
             use.hour = [(as_utc(t), (ms or 0.0) / 1000.0) for t, ms in rows if t is not None]
         if calls:
             made = conn.execute(
-                select(C.at, C.rows, C.calls).where(C.rule_id == rule_id, C.at >= now - MINUTE).order_by(C.at)
+                select(C.at, C.rows, C.calls).where(C.rule_id == rule_id, C.at >= now - minute).order_by(C.at)
             )
             use.calls = [(as_utc(t), int(r), int(c)) for t, r, c in made]
     return use
