@@ -33,7 +33,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from evaluator_host.store.db import DatasetChunkRow, DatasetRow, utcnow
 
-__all__ = ["CHUNK_BYTES", "CHUNK_ROWS", "DatasetChunks"]
+__all__ = ["CHUNK_BYTES", "CHUNK_ROWS", "DatasetChunks", "chunked"]
 
 CHUNK_ROWS = 1024
 CHUNK_BYTES = 4 << 20  # uncompressed JSON lines per chunk (a bigger single row is a chunk of its own)
@@ -55,7 +55,7 @@ class DatasetChunks:
         with self.engine.begin() as conn:
             conn.execute(delete(DatasetChunkRow).where(DatasetChunkRow.dataset_id == dataset_id))  # a rewrite
             batch: list[dict[str, Any]] = []
-            for first, count, data in _chunked(lines):
+            for first, count, data in chunked(lines):
                 batch.append({"dataset_id": dataset_id, "first_row": first, "row_count": count, "data": data})
                 if len(batch) >= _INSERT_AT_ONCE:
                     _insert(conn, batch, now)
@@ -152,8 +152,10 @@ def _insert(conn: Connection, batch: list[dict[str, Any]], now: Any) -> None:
     conn.execute(insert(DatasetChunkRow), [{**row, "stored_at": now} for row in batch])
 
 
-def _chunked(lines: Iterable[bytes]) -> Iterator[tuple[int, int, bytes]]:
-    """(first row, row count, compressed data) of consecutive chunks of ``lines``."""
+def chunked(lines: Iterable[bytes]) -> Iterator[tuple[int, int, bytes]]:
+    """(first row, row count, compressed data) of consecutive chunks of ``lines``: at most :data:`CHUNK_ROWS` rows
+    and :data:`CHUNK_BYTES` of lines each (a bigger single row a chunk of its own), zlib at level 1. The one cut
+    of datasets' rows, for the database's chunks and a bucket's blocks alike."""
     parts: list[bytes] = []
     size = first = number = 0
     for line in lines:

@@ -2,9 +2,9 @@
 
 Contract (the layout of ``store/jobs/dataset_chunks.py``, in two objects a dataset instead of table rows):
 
-* ``datasets/<id>/rows``: the rows' JSON lines cut into **blocks** (at most :data:`CHUNK_ROWS` rows and
-  :data:`CHUNK_BYTES` of lines, a bigger single row a block of its own), each compressed with zlib on its own
-  and the blocks concatenated.
+* ``datasets/<id>/rows``: the rows' JSON lines cut into **blocks** as the database's chunks are
+  (:func:`~evaluator_host.store.jobs.dataset_chunks.chunked`: at most ``CHUNK_ROWS`` rows and ``CHUNK_BYTES`` of
+  lines, a bigger single row a block of its own), each compressed with zlib on its own, the blocks concatenated.
 * ``datasets/<id>/head.json``: ``{"rows": n, "blocks": [[first_row, offset], ...], "end": size, "filled":
   {...}}`` — where each block starts, in rows and in bytes of ``rows``, and the column fill counts. It is
   written **after** ``rows``, so it marks that the dataset is complete (:meth:`BucketRows.exists`): a reader
@@ -41,11 +41,10 @@ from sqlalchemy.exc import IntegrityError
 from evaluator_host.errors import BucketInUse
 from evaluator_host.store.bucket import Bucket
 from evaluator_host.store.db import BlobStoreRow, DatasetRow
-from evaluator_host.store.jobs.dataset_chunks import CHUNK_BYTES, CHUNK_ROWS
+from evaluator_host.store.jobs.dataset_chunks import chunked
 
 __all__ = ["BucketRows"]
 
-_LEVEL = 1
 _ROWS, _HEAD, _OWNER = "rows", "head.json", "owner.json"
 _MOST_BLOCKS = 16  # blocks read in one ranged GET, at most
 
@@ -100,7 +99,7 @@ class BucketRows:
         blocks: list[list[int]] = []
         count = 0
         with tempfile.SpooledTemporaryFile(max_size=8 << 20) as spool:
-            for first, rows, data in _blocks(lines):
+            for first, rows, data in chunked(lines):
                 blocks.append([first, spool.tell()])
                 spool.write(data)
                 count = first + rows
@@ -201,21 +200,6 @@ def database_mark(engine: Engine) -> str:
 def utcnow() -> datetime:
     """Now, aware (the bucket's times are)."""
     return datetime.now(UTC)
-
-
-def _blocks(lines: Iterable[bytes]) -> Iterator[tuple[int, int, bytes]]:
-    """(first row, row count, compressed data) of consecutive blocks of ``lines``."""
-    parts: list[bytes] = []
-    size = first = number = 0
-    for line in lines:
-        if parts and (len(parts) >= CHUNK_ROWS or size + len(line) > CHUNK_BYTES):
-            yield first, len(parts), zlib.compress(b"".join(parts), _LEVEL)
-            parts, size, first = [], 0, number
-        parts.append(line)
-        size += len(line)
-        number += 1
-    if parts:
-        yield first, len(parts), zlib.compress(b"".join(parts), _LEVEL)
 
 
 _MOVE_LOCK = 0x0E4A_0054  # pg_advisory_lock key: one service at a time moves chunks into the bucket
