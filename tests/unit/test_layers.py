@@ -174,7 +174,7 @@ def test_the_testing_package_is_imported_by_no_product_module() -> None:
 
 def test_the_top_level_keeps_only_what_every_domain_shares() -> None:
     loose = sorted(p.name for p in PACKAGE.glob("*.py"))
-    assert loose == ["__init__.py", "services.py", "settings.py", "settings_doc.py", "storage.py"]
+    assert loose == ["__init__.py", "services.py", "settings_doc.py", "storage.py"]
 
 
 def test_the_error_tree_is_one_package_that_imports_nothing_else_of_the_package() -> None:

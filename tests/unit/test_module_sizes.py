@@ -34,8 +34,15 @@ def _with_reasons() -> set[str]:
 
 def test_the_reasons_paragraph_names_at_most_two_modules_that_exist() -> None:
     named = _with_reasons()
-    assert 0 < len(named) <= MOST, named
+    assert len(named) <= MOST, named
     assert all((REPO / path).is_file() for path in named), named
+    # none named is right only while no module is past the bound (the paragraph says so); the reader is live:
+    assert named or not _long_modules(), "modules past 400 lines, and the paragraph names none"
+    sample = "**Modules past 400 lines** `evaluator_host/x/y.py` and `runtimes/z.py`"
+    assert set(re.findall(r"`((?:evaluator_host|runtimes)/[\w/]+\.py)`", sample)) == {
+        "evaluator_host/x/y.py",
+        "runtimes/z.py",
+    }
 
 
 def test_no_module_is_past_400_lines_without_its_reason_in_the_architecture() -> None:

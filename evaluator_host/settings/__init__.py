@@ -1,4 +1,9 @@
-"""The one Settings object (environment prefix ``EVALUATOR_HOST_``).
+"""The one Settings object (environment prefix ``EVALUATOR_HOST_``), its fields in three modules by concept.
+
+Here the service's own (address, data, keys, limits, workers, jobs, queue, telemetry); online evaluation's
+(the OTLP receivers, forwarding, scoring, backfills, budgets, sinks) in :mod:`.online`; the sandbox's and the
+builds' (isolation, images, egress, package builds) in :mod:`.sandbox`. :class:`Settings` is one class made of
+the three (pydantic collects the fields of its bases), so every reader still takes one ``Settings``.
 
 Nothing else in the package reads the environment; components receive a
 :class:`Settings` instance.
@@ -7,13 +12,15 @@ Nothing else in the package reads the environment; components receive a
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from evaluator_host.settings.online import OnlineSettings
+from evaluator_host.settings.sandbox import SandboxSettings
 
 __all__ = ["Settings", "default_data_dir", "otlp_traces_endpoint"]
 
@@ -22,14 +29,6 @@ def default_data_dir() -> Path:
     """``$XDG_DATA_HOME/evaluator-host`` (``~/.local/share/evaluator-host``)."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "evaluator-host"
-
-
-def default_ca_bundle() -> Path | None:
-    """The host's system CA bundle (Debian/Ubuntu, then Fedora/RHEL paths), if any."""
-    for candidate in ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"):
-        if os.path.isfile(candidate):
-            return Path(candidate)
-    return None
 
 
 def otlp_traces_endpoint() -> str | None:
@@ -50,13 +49,7 @@ def otlp_traces_endpoint() -> str | None:
     return None
 
 
-def _default_python() -> str:
-    # The interpreter that runs user code: the real binary behind this venv's python,
-    # started with -I -S so no host site-packages leak into the sandbox.
-    return os.path.realpath(getattr(sys, "_base_executable", sys.executable))
-
-
-class Settings(BaseSettings):
+class Settings(OnlineSettings, SandboxSettings, BaseSettings):
     """Service configuration; every field can be set as ``EVALUATOR_HOST_<NAME>``."""
 
     model_config = SettingsConfigDict(env_prefix="EVALUATOR_HOST_", extra="ignore")
@@ -142,60 +135,6 @@ class Settings(BaseSettings):
         le=1,
         description="Share of the traces starting here that are kept (a caller's traceparent decides for its own).",
     )
-    online_max_trace_spans: int = Field(
-        10_000,
-        ge=1,
-        le=1_000_000,
-        description="Online evaluation: most spans of one trace read for its evaluators (the first by start "
-        "time and the root; a trace cut so says `truncated`). docs/online.md.",
-    )
-    online_export_endpoint: str | None = Field(
-        None,
-        description="Online evaluation: an OTLP/HTTP endpoint (e.g. http://127.0.0.1:4318; `/v1/traces` is appended "
-        "to a URL without a path) each score is sent to as a `gen_ai.evaluation.result` span parented to the "
-        "evaluated span; unset: scores are not sent. docs/online.md, Scores back into your tracing backend.",
-    )
-    online_export_headers: str | None = Field(
-        None,
-        description="Headers of the score export's requests, `key=value,key2=value2` (the form of "
-        "OTEL_EXPORTER_OTLP_HEADERS, values URL-encoded), e.g. `Authorization=Bearer%20...`.",
-    )
-    online_export_signals: Literal["both", "spans", "logs"] = Field(
-        "both",
-        description="What each exported score is sent as: `spans` (a `gen_ai.evaluation.result` span, to "
-        "`/v1/traces`), `logs` (an OTLP log record, event `gen_ai.evaluation.result`, to `/v1/logs`) or `both`.",
-    )
-    otlp_forward_endpoint: Annotated[list[str], NoDecode] = Field(
-        default_factory=list,
-        description="Online evaluation: OTLP/HTTP endpoints (comma-separated; `/v1/traces` is appended to a URL "
-        "without a path) every span the default workspace receives is forwarded to, unchanged, as OTLP/HTTP "
-        "protobuf (a workspace's own: PATCH /v1/workspaces/{id} `forwarding`). docs/online.md, Forwarding.",
-    )
-    otlp_forward_headers: str | None = Field(
-        None,
-        description="Headers of the forwarded requests, `key=value,key2=value2` as OTEL_EXPORTER_OTLP_HEADERS "
-        "writes them (values URL-encoded); `{{secret:NAME}}` in a value is the default workspace's secret NAME.",
-    )
-    online_forward_max_bytes: int = Field(
-        64 * 1024 * 1024,
-        ge=1024,
-        description="Most span bytes held for forwarding (every endpoint, this process); what does not fit is "
-        'dropped and counted (evaluator_host_online_forwarded_spans_total{outcome="dropped"}), never waited for.',
-    )
-    otlp_grpc_port: int | None = Field(
-        None,
-        ge=1,
-        le=65535,
-        description="Online evaluation: the port of the OTLP/gRPC trace receiver (`TraceService/Export`, on "
-        "`host`; the image and compose file use 4317); unset: gRPC is not served. Same keys, bounds and answers "
-        "as POST /v1/traces.",
-    )
-    otlp_grpc_tls_cert: Path | None = Field(
-        None,
-        description="PEM certificate (chain) of the OTLP/gRPC receiver; with `otlp_grpc_tls_key` it serves TLS, "
-        "else plaintext.",
-    )
-    otlp_grpc_tls_key: Path | None = Field(None, description="PEM private key of `otlp_grpc_tls_cert`.")
     fast_path: bool = Field(
         True,
         description="Answer the two evaluate routes without the framework's per-request machinery "
@@ -311,58 +250,6 @@ class Settings(BaseSettings):
         "a row on average (its harness-measured duration_ms): a cheaper row runs again as fast as it is looked up, "
         "and storing it would slow its first run. settings.cache: true caches whatever it costs; 0 caches every row.",
     )
-    online_backlog_max: int = Field(
-        100_000,
-        ge=1,
-        description="Online scores queued (not yet scored) at most, all workspaces; a trace routed while the "
-        "backlog is full gets its score rows stored as 'dropped' (counted, never scored).",
-    )
-    online_scoring_concurrency: int = Field(
-        4, ge=1, le=256, description="Online scoring batches (each one evaluator's rows) run at once per service."
-    )
-    online_scoring_batch: int = Field(
-        64, ge=1, le=4096, description="Most queued online scores one service claims at a time."
-    )
-    online_claim_s: float = Field(
-        120.0,
-        gt=0,
-        description="How long a claimed online score is held; a claim past it (its service died) is claimed again.",
-    )
-    online_poll_s: float = Field(
-        0.2, gt=0, description="How often the online router and scorer look for ready traces and queued scores."
-    )
-    online_backfill_max_targets: int = Field(
-        100_000,
-        ge=1,
-        description="Most targets one online backfill (POST /v1/online-rules/{id}/backfill) scores; a larger "
-        "limit is refused (422).",
-    )
-    online_backfill_direct: bool = Field(
-        True,
-        description="A fast rule's backfill (its rows under 5 ms each, no budgets, not session level) is scored page "
-        "by page by its planner, in bulk; false: every page is queued for the scorer, row by row (slower).",
-    )
-    sink_retry_s: float = Field(
-        2.0,
-        ge=0.1,
-        le=300.0,
-        description="A score sink delivery refused for a reason worth retrying (connection refused, 429, 5xx) is "
-        "tried again after this long, doubling each time up to 5 min (jittered), until 20 attempts.",
-    )
-    online_budget_minute_s: float = Field(
-        60.0,
-        ge=1.0,
-        le=60.0,
-        description="The minute of the online rules' per-minute budgets (limits.scores_per_minute, "
-        "model_calls_per_minute): the span their scores and calls are counted over and age out of. A minute "
-        "unless shortened (at most 60 s), e.g. to watch a budget's whole cycle in a drill or a test in seconds.",
-    )
-    online_max_attempts: int = Field(
-        5,
-        ge=1,
-        description="Attempts of one online score after infrastructure failures (the sandbox unavailable); "
-        "the last one stores a sandbox_error result.",
-    )
     target_workspace_concurrency: int = Field(
         64,
         ge=1,
@@ -411,162 +298,6 @@ class Settings(BaseSettings):
     max_dataset_bytes: int = Field(4 * 1024**3, description="Largest dataset upload (413 above).")
     max_dataset_rows: int = Field(10_000_000, description="Most rows in one dataset.")
     max_row_bytes: int = Field(4 * 1024 * 1024, description="Largest single dataset row (as JSON).")
-
-    online_max_body_bytes: int = Field(
-        16 * 1024 * 1024,
-        ge=1024,
-        description="POST /v1/traces (OTLP): most bytes of a body, both as sent and after gzip (inflating stops "
-        "there: 413).",
-    )
-    online_max_json_bytes: int = Field(
-        4 * 1024 * 1024,
-        ge=1024,
-        description="POST /v1/traces: most bytes of an OTLP/JSON body after gzip, and at most this / 16 objects and "
-        "arrays in it (413 above; protobuf bodies have ONLINE_MAX_BODY_BYTES): a JSON parse peaks under 24 times "
-        "this.",
-    )
-    online_decode_concurrency: int = Field(
-        2,
-        ge=1,
-        description="POST /v1/traces: bodies inflated and parsed at once (others wait their turn); with the body "
-        "bounds it bounds the receiver's memory (docs/security.md).",
-    )
-    online_max_spans: int = Field(10_000, ge=1, description="POST /v1/traces: most spans in one request (400 above).")
-    online_max_attributes: int = Field(
-        256,
-        ge=1,
-        description="Most attributes of one span (and of its resource, and of each event) and most events per span; "
-        "a span over it is rejected (OTLP partial success), the others of the request are stored.",
-    )
-    online_max_attribute_bytes: int = Field(
-        256 * 1024,
-        ge=16,
-        description="Most bytes of one attribute's value (a string's UTF-8; arrays and maps: all their values); "
-        "a span with a larger value is rejected (OTLP partial success).",
-    )
-    online_max_name_chars: int = Field(
-        1024, ge=1, description="Longest span name and attribute key; a span with a longer one is rejected."
-    )
-    online_max_stored_spans: int = Field(
-        5_000_000,
-        ge=1,
-        description="Raw spans stored at most, shared equally by the workspaces: a workspace holding this / the "
-        "number of workspaces gets 503 with Retry-After from POST /v1/traces (OTLP exporters retry) until "
-        "retention makes room, the others are not refused (counted in /metrics).",
-    )
-    online_store_spans: bool = Field(
-        True,
-        description="Off: POST /v1/traces decodes, checks and answers but stores nothing (the receive-and-drop "
-        "floor `make bench` compares with; never for real use).",
-    )
-    online_quiet_period_s: float = Field(
-        2.0,
-        gt=0,
-        description="A trace is ready once its root span has ended and no span came for this long (a complete "
-        "trace sooner: ONLINE_SETTLE_S).",
-    )
-    online_settle_s: float = Field(
-        0.25,
-        gt=0,
-        description="A trace whose root span has ended and whose every span's parent is among its spans (no "
-        "orphan) is ready once no span came for this long, not the whole quiet period (equal to "
-        "ONLINE_QUIET_PERIOD_S or above: off, every trace waits the quiet period).",
-    )
-    online_trace_timeout_s: float = Field(
-        300.0,
-        gt=0,
-        description="A trace whose root span never arrives ended is made ready anyway this long after its "
-        "last span (scored with the spans it has).",
-    )
-    online_span_retention_s: float = Field(
-        7 * 86400.0,
-        gt=0,
-        description="Raw spans older than this are deleted, with their traces once routed (or as old).",
-    )
-    online_assembly_s: float = Field(
-        0.1,
-        gt=0,
-        description="How often assembly marks quiet traces ready (up to this much is added to a trace's "
-        "scoring lag; retention sweeps every 10 s).",
-    )
-
-    python_executable: str = Field(default_factory=_default_python, description="Interpreter for user code.")
-    sandbox_uid_base: int = Field(200_000, description="First uid for sandboxed workers (when root).")
-    process_isolation: Literal["auto", "rlimits"] = Field(
-        "auto",
-        description="The process backend's isolation: auto (the strongest this machine allows) or rlimits (no "
-        "namespaces, as when unshare is missing or refused). As root, rlimits still runs user code under an "
-        "unprivileged uid, or the service refuses to start (docs/security.md).",
-    )
-    pids_max: int = Field(64, description="Processes a worker may have (pids cgroup / RLIMIT_NPROC).")
-    tmpfs_mb: int = Field(64, description="Size of each worker's private /tmp.")
-    build_timeout_s: float = Field(300.0, gt=0, description="Longest a package install may take (then it fails).")
-    build_max_disk_mb: int = Field(
-        8192,
-        ge=1,
-        description="Disk one package build may write: its runtime folder, scratch and output (a docker build "
-        "box's writable layer), no single file larger; past it the build is stopped and fails, nothing of it kept. "
-        "Not counted: what a wheels-only build adds to the shared package store.",
-    )
-    allow_sdist_builds: bool = Field(
-        True,
-        description="Let pip build packages published only as source (an sdist's build runs the package's own "
-        "code, in the build sandbox: unprivileged, no host data, network only to the package indexes); off: "
-        "wheels only. Always off on a process backend without namespaces (no build sandbox there).",
-    )
-    docker_runtime_store: bool = Field(
-        True,
-        description="Docker: a Python set's runtime is a folder of hard links into the package store (built in the "
-        "host's build sandbox, as the process backend's, bytecode included), bound read-only into workers started "
-        "from the base image; off, or on a host without namespaces, or whose Python's minor version or C library "
-        "does not fit the base image's: one committed image per set (docs/architecture.md, 28).",
-    )
-    build_allow_hosts: Annotated[list[str], NoDecode] = Field(
-        default_factory=list,
-        description="Comma-separated hosts (host or host:port) a build may reach besides the configured package "
-        "indexes, and that a direct-URL requirement (name @ https://host/...) may name; default none: such "
-        "requirements are refused.",
-    )
-    max_concurrent_builds: int = Field(
-        2, ge=1, description="Package installs running at once; later ones queue (on threads of their own)."
-    )
-    max_builds_per_workspace: int = Field(
-        1,
-        ge=1,
-        description="A workspace's fair share of the build threads: a freed thread goes to a waiting workspace "
-        "running fewer builds than this before another's next one (one workspace alone still uses every thread).",
-    )
-    ca_bundle: Path | None = Field(
-        default_factory=default_ca_bundle,
-        description="CA bundle given to package installs in build containers (TLS-intercepting proxies); also "
-        "what the egress proxy verifies destinations with when it sets headers (network entries with headers), "
-        "and the system part of the bundle egress workers trust.",
-    )
-
-    network_allow: Annotated[list[str], NoDecode] = Field(
-        default_factory=list,
-        description="Comma-separated 'host:port' entries evaluators of the default workspace may declare in "
-        "`network`: on a service without keys its allowlist (the only one it has); on a keyed service the "
-        "default workspace's starting list, written when its stored list is empty (the operator's PATCH "
-        "replaces it). Names in EGRESS_HOSTS resolve as they do for every workspace.",
-    )
-    egress_hosts: dict[str, str] = Field(
-        default_factory=dict,
-        description='Names the egress proxy resolves to a fixed address, as JSON {"name": "ip"}: trusted '
-        "as given (not checked against private ranges) — for an internal API on purpose, and for tests.",
-    )
-    docker_host: str | None = Field(None, description="Docker engine URL; default: DOCKER_HOST or the local socket.")
-    base_image: str = Field("evaluator-host/base-python:latest", description="Image runtimes are built FROM.")
-    cpus: float = Field(1.0, gt=0, description="CPU quota of each worker (a container, or a cpu cgroup).")
-    spare_workers: int = Field(
-        1, ge=0, description="Unbound workers kept started per runtime in recent use (every backend; 0: none)."
-    )
-    container_user: str = Field("65534:65534", description="uid:gid that user code runs as in containers.")
-    container_labels: dict[str, str] = Field(
-        default_factory=dict,
-        description='Extra labels on every container the docker backend starts, as JSON {"name": "value"} (for '
-        "the operator's tooling; the service's own evaluator-host.* labels cannot be overridden).",
-    )
 
     @field_validator("otel_endpoint", "online_export_endpoint")
     @classmethod
