@@ -17,8 +17,6 @@ Run alone, it rewrites its own section of docs/benchmarks.md (``make bench`` wri
 
 from __future__ import annotations
 
-import io
-import json
 import os
 import statistics
 import sys
@@ -30,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import replace_section
+from bench.dataset_rows_bench import ROWS, rows_body, time_rows
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"
 HEADING = "## Datasets' rows in a bucket (data dir, PostgreSQL chunks, S3)"
-ROWS = 100_000
 KINDS = ("data dir", "chunks", "bucket")
 
 
@@ -50,14 +48,6 @@ class BlobFigures:
     postgres: str = ""
     moto: str = ""
     load: tuple[float, float, float] = (0.0, 0.0, 0.0)
-
-
-def _body() -> bytes:
-    return b"".join(
-        json.dumps({"i": i, "question": f"what is {i} + {i}?", "expected": str(2 * i), "outputs": str(2 * i)}).encode()
-        + b"\n"
-        for i in range(ROWS)
-    )
 
 
 def _settings(kind: str, data_dir: Path, url: str, s3: Any) -> Any:
@@ -82,23 +72,8 @@ def _rows_alone(figures: BlobFigures, kind: str, settings: Any, body: bytes) -> 
     limits = Limits(max_rows=1_000_000, max_row_bytes=1 << 20)
     try:
         files = DatasetFiles(settings.data_dir / "datasets", shared_rows(settings, engine))
-        began = time.perf_counter()
-        files.write("ds_bench", io.BytesIO(body), "jsonl", limits)
-        figures.store_s[kind] = time.perf_counter() - began
-        reads = []
-        for _ in range(3):
-            began = time.perf_counter()
-            count = sum(1 for _ in files.lines("ds_bench"))
-            reads.append(count / (time.perf_counter() - began))
-            assert count == ROWS
-        figures.read_rows_per_s[kind] = statistics.median(reads)
-        pages = []
-        for _ in range(30):
-            began = time.perf_counter()
-            page = [line for _, (_i, line) in zip(range(20), files.lines("ds_bench", 90_000), strict=False)]
-            pages.append(time.perf_counter() - began)
-            assert len(page) == 20
-        figures.page_ms[kind] = statistics.mean(pages) * 1000
+        store_s, rows_per_s, page_ms = time_rows(files, body, limits, reads=3, pages=30)
+        figures.store_s[kind], figures.read_rows_per_s[kind], figures.page_ms[kind] = store_s, rows_per_s, page_ms
         if kind == "bucket":
             trips = []
             for _ in range(30):
@@ -157,7 +132,7 @@ def measure() -> BlobFigures:
 
     os.environ.setdefault("EVALUATOR_HOST_ALLOWED_HOSTS", "testserver")  # TestClient's name, as the tests do
     figures = BlobFigures(moto=importlib.metadata.version("moto"))
-    body = _body()
+    body = rows_body()
     cluster = Cluster()
     s3 = S3Server()
     try:

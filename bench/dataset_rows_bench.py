@@ -47,12 +47,34 @@ class RowsFigures:
     load: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
 
-def _body() -> bytes:
+def rows_body() -> bytes:
+    """The benches' dataset: :data:`ROWS` JSONL rows of about 80 bytes."""
     return b"".join(
         json.dumps({"i": i, "question": f"what is {i} + {i}?", "expected": str(2 * i), "outputs": str(2 * i)}).encode()
         + b"\n"
         for i in range(ROWS)
     )
+
+
+def time_rows(files: Any, body: bytes, limits: Any, reads: int, pages: int) -> tuple[float, float, float]:
+    """``body`` stored as dataset ``ds_bench`` by ``files`` (a ``DatasetFiles``): the store's seconds, every row read in
+    order (rows/s, median of ``reads``) and a page of 20 rows at row 90,000 (ms, mean of ``pages``)."""
+    began = time.perf_counter()
+    files.write("ds_bench", io.BytesIO(body), "jsonl", limits)
+    store_s = time.perf_counter() - began
+    rates = []
+    for _ in range(reads):
+        began = time.perf_counter()
+        count = sum(1 for _ in files.lines("ds_bench"))
+        rates.append(count / (time.perf_counter() - began))
+        assert count == ROWS
+    times = []
+    for _ in range(pages):
+        began = time.perf_counter()
+        page = [line for _, (_i, line) in zip(range(20), files.lines("ds_bench", 90_000), strict=False)]
+        times.append(time.perf_counter() - began)
+        assert len(page) == 20
+    return store_s, statistics.median(rates), statistics.mean(times) * 1000
 
 
 def _rows_alone(figures: RowsFigures, url: str, body: bytes) -> None:
@@ -66,23 +88,8 @@ def _rows_alone(figures: RowsFigures, url: str, body: bytes) -> None:
         for kind in ("files", "chunks"):
             root = Path(tempfile.mkdtemp(prefix=f"rows-bench-{kind}-"))
             files = DatasetFiles(root, DatasetChunks(engine) if kind == "chunks" else None)
-            began = time.perf_counter()
-            files.write("ds_bench", io.BytesIO(body), "jsonl", limits)
-            figures.store_s[kind] = time.perf_counter() - began
-            reads = []
-            for _ in range(5):
-                began = time.perf_counter()
-                count = sum(1 for _ in files.lines("ds_bench"))
-                reads.append(count / (time.perf_counter() - began))
-                assert count == ROWS
-            figures.read_rows_per_s[kind] = statistics.median(reads)
-            pages = []
-            for _ in range(50):
-                began = time.perf_counter()
-                page = [line for _, (_i, line) in zip(range(20), files.lines("ds_bench", 90_000), strict=False)]
-                pages.append(time.perf_counter() - began)
-                assert len(page) == 20
-            figures.page_ms[kind] = statistics.mean(pages) * 1000
+            store_s, rows_per_s, page_ms = time_rows(files, body, limits, reads=5, pages=50)
+            figures.store_s[kind], figures.read_rows_per_s[kind], figures.page_ms[kind] = store_s, rows_per_s, page_ms
             if kind == "files":
                 figures.stored_bytes[kind] = sum(p.stat().st_size for p in root.iterdir())
             else:
@@ -125,7 +132,7 @@ def measure() -> RowsFigures:
     from tests.support.pg import Cluster
 
     figures = RowsFigures()
-    body = _body()
+    body = rows_body()
     cluster = Cluster()
     try:
         url = cluster.database()
