@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.processes import stop_process
 from tests.support.service import free_port
 from tests.support.wait import wait_until
 
@@ -103,10 +104,4 @@ class HAProxy:
         return httpx.Client(base_url=self.url, timeout=120)
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import redis
 
+from tests.support.processes import stop_process
 from tests.support.wait import wait_until
 
 __all__ = ["REDIS_MISSING", "REDIS_REQUIRED", "RedisServer"]
@@ -65,13 +66,7 @@ class RedisServer:
 
     def stop(self) -> None:
         """Stop the server (SIGTERM: it writes its append-only file and exits)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
     def close(self) -> None:
         """Stop it and remove its directory."""

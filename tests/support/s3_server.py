@@ -17,6 +17,7 @@ from typing import Any
 import boto3
 import httpx
 
+from tests.support.processes import stop_process
 from tests.support.wait import wait_until
 
 __all__ = ["S3Server"]
@@ -62,13 +63,7 @@ class S3Server:
         wait_until(answers, 60, 0.1, what="moto_server to answer", ignoring=(httpx.TransportError,))
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
     def client(self) -> Any:
         return boto3.client(
