@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -202,7 +203,8 @@ def test_a_woken_router_routes_at_once_not_at_the_end_of_its_poll_period(engine:
             await asyncio.sleep(0.2)  # the first pass: nothing ready yet
             trace_id = await asyncio.to_thread(chat_trace, engine)
             router.wake()
-            for _ in range(100):
+            deadline = time.monotonic() + 60  # a minute on a loaded machine: the poll period is an hour
+            while time.monotonic() < deadline:
                 if (await asyncio.to_thread(trace_states, engine))[trace_id] == "routed":
                     break
                 await asyncio.sleep(0.05)
