@@ -399,9 +399,13 @@ def test_a_migrations_differential_run_is_charged_two_evaluations_a_row(world: d
     hc = auth(client.post(f"/v1/workspaces/{c['id']}/keys", json={"name": "ci"}, headers=op).json()["key"])
     ev = client.post("/v1/evaluators", json={"name": "m", "language": "python", "code": LEGACY_CODE}, headers=hc)
     assert ev.status_code == 201, ev.text
+    path = f"/v1/evaluators/{ev.json()['id']}/migrate"
+    # both revisions' workers started before the quota: the timed pair below answers in milliseconds, so the
+    # bucket cannot refill between its two calls however slow a cold start is on a loaded machine
+    warm = client.post(path, json={"cases": [{"outputs": 1}], "dry_run": True}, headers=hc)
+    assert warm.status_code == 200 and warm.json()["compared"] == 1, warm.text
     patched = client.patch(f"/v1/workspaces/{c['id']}", json={"quotas": {"max_evaluations_per_s": 5}}, headers=op)
     assert patched.status_code == 200, patched.text
-    path = f"/v1/evaluators/{ev.json()['id']}/migrate"
     # 3 rows run on both revisions: 6 evaluations, more than a bucket of 5 ever holds
     never = client.post(path, json={"cases": [{"outputs": 1}] * 3, "dry_run": True}, headers=hc)
     assert never.status_code == 429 and never.json()["error"]["quota"] == "max_evaluations_per_s"
