@@ -109,6 +109,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
         # every route: an unknown query parameter is a 422 naming it, as an unknown body field is
         dependencies=[Depends(known_query_parameters)],
+        # FastAPI's built-in telemetry follows the process-global OpenTelemetry providers: off, the service's
+        # spans are its own (observability/tracing.py), and no request pays its per-request provider checks
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.settings = settings
     app.add_middleware(BodyLimitMiddleware, settings=settings)  # MAX_BODY_BYTES; uploads: MAX_DATASET_BYTES

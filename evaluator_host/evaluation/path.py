@@ -177,7 +177,9 @@ class Evaluation:
         key = (f"{workspace}/{scope}", prepared.code_hash, runtime.id, memory_mb, digest)
         bound = self._bound.peek(key)
         # the same runtime id at another location: it was removed and built again meanwhile
-        if bound is not None and bound.prepared == prepared and bound.runtime.location == runtime.location:
+        # (the same prepared object, as a stored revision's calls pass, is equal without comparing every field)
+        same = bound is not None and (bound.prepared is prepared or bound.prepared == prepared)
+        if bound is not None and same and bound.runtime.location == runtime.location:
             self._bound.touch(key)
             return bound
         spec = self._spec(prepared, runtime, f"{workspace}/{scope}|{digest}", workspace, env, headers)

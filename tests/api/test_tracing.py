@@ -345,3 +345,33 @@ def test_settings_follow_the_sdks_own_variables(monkeypatch: pytest.MonkeyPatch,
     assert Settings(data_dir=tmp_path).otel_endpoint is None
     with pytest.raises(ValueError, match="OTLP/HTTP"):
         Settings(data_dir=tmp_path, otel_endpoint="grpc://collector:4317")
+
+
+_GLOBAL_PROBE = """
+import json, sys
+from fastapi.testclient import TestClient
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from evaluator_host.api import create_app
+from evaluator_host.settings import Settings
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)  # what `opentelemetry-instrument` or an embedding program would install
+with TestClient(create_app(Settings(data_dir=sys.argv[1], backend="process"))) as client:
+    codes = [client.get("/healthz").status_code, client.get("/v1/no-such-route").status_code]
+print(json.dumps({"codes": codes, "spans": [s.name for s in exporter.get_finished_spans()]}))
+"""
+
+
+def test_a_process_global_tracer_provider_gets_no_span_from_fastapis_own_telemetry(tmp_path: Path) -> None:
+    # the service's spans come from its own provider (off here); FastAPI's built-in telemetry, which
+    # follows the process-global one, is off: it would wrap every request in a second server span
+    done = subprocess.run(
+        [sys.executable, "-c", _GLOBAL_PROBE, str(tmp_path)], cwd=REPO, env=_CLEAN, capture_output=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    seen = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    assert seen == {"codes": [200, 404], "spans": []}

@@ -62,7 +62,10 @@ _INLINE = "/v1/evaluate"
 _BY_ID_ROUTE = "/v1/evaluators/{evaluator_id}/evaluate"
 _JOB = re.compile(r"/v1/jobs/([^/]+)")
 _JOB_ROUTE = "/v1/jobs/{job_id}"
-_ANSWER: TypeAdapter[EvaluationResult | BatchResponse] = TypeAdapter(EvaluationResult | BatchResponse)
+# the answer's own model's serializer: the same bytes as the union's (the response model), without its
+# choice between the two (2.5x the serialization of one result)
+_RESULT: TypeAdapter[EvaluationResult] = TypeAdapter(EvaluationResult)
+_BATCH: TypeAdapter[BatchResponse] = TypeAdapter(BatchResponse)
 _JOB_ANSWER: TypeAdapter[Job] = TypeAdapter(Job)
 _JSON_HEADERS = (b"content-type", b"application/json")
 
@@ -113,7 +116,8 @@ class FastPath:
         except EvaluatorHostError as exc:
             await host_error_response(exc)(scope, receive, send)
             return
-        await self._answer(send, _ANSWER.dump_json(result))
+        payload = _RESULT.dump_json(result) if isinstance(result, EvaluationResult) else _BATCH.dump_json(result)
+        await self._answer(send, payload)
 
     async def _job(self, scope: Scope, receive: Receive, send: Send) -> None:
         """``GET /v1/jobs/{id}``, or the request on to the app."""
