@@ -1,6 +1,7 @@
 // A rule's backfill on the Online screen: since / until / limit, then the dry run's numbers (traces,
 // targets, already scored, estimate: POST …/backfill with dry_run, nothing stored), then Start, then its
-// live progress (GET …/backfills/{id} every POLL_MS while it runs and the screen is shown), and Cancel.
+// live progress (GET …/backfills/{id} every POLL_MS while it runs and the screen is shown: scored, skipped,
+// cached — answered from the result cache — and failed), and Cancel.
 //
 // A backfill that ended with every target failed is red with the service's reason; one that found
 // nothing to score says so (never a green "done" of nothing).
@@ -150,7 +151,18 @@ export class BackfillPanel {
         " ",
         bar,
         " ",
-        h("span", { class: "backfill-counts" }, `${backfill.done}/${backfill.total} scored · ${backfill.skipped} skipped`, failed ? ` · ${failed} failed` : "", backfill.cancelled ? ` · ${backfill.cancelled} cancelled` : ""),
+        h(
+          "span",
+          { class: "backfill-counts" },
+          h("span", { "data-key": "done" }, `${backfill.done}/${backfill.total} scored`),
+          " · ",
+          h("span", { "data-key": "skipped" }, `${backfill.skipped} skipped`),
+          " · ",
+          h("span", { "data-key": "cached", title: "of the scored, answered from the result cache (the same case seen before: no run)" }, `${backfill.cached ?? 0} cached`),
+          failed ? " · " : "",
+          failed ? h("span", { "data-key": "failed" }, `${failed} failed`) : "",
+          backfill.cancelled ? ` · ${backfill.cancelled} cancelled` : "",
+        ),
         backfill.reason ? h("p", { class: "error-text backfill-reason" }, backfill.reason) : null,
         backfill.status === "done" && failed ? h("p", { class: "warn" }, `${failed} of its ${backfill.done} target(s) failed: open their traces in the feed to see why.`) : null,
       ),
