@@ -103,7 +103,8 @@ def test_a_case_key_of_a_trace_swept_before_its_page_was_stored_is_not_written(e
     age(engine, gone)
     OnlineSpanStore(engine).sweep(datetime.now(UTC) - RETENTION)  # while the page was scoring it
     row = {"workspace_id": WS, "scope": SCOPE, "span_id": None, "span_count": 2, "case_key": b"k" * 32,
-           "status": "ok", "score": 1.0, "passed": True, "label": None, "runtime_id": "python", "duration_ms": 0.1}  # fmt: skip
+           "status": "ok", "score": 1.0, "passed": True, "label": None, "runtime_id": "python",
+           "duration_ms": 0.1}  # fmt: skip
     with engine.begin() as conn:
         remember(conn, [{**row, "target_id": gone}, {**row, "target_id": stored}])
     assert hashed(engine) == {stored}

@@ -3,8 +3,8 @@ OpenTelemetry SDK over OTLP/HTTP: the New rule form switches level (trace / span
 session's key and quiet period), tries the form's rule on stored traces before creating it (a results
 table; "no stored trace matches" when none does; a 422 shown in the form), and creates it; a rule's
 Backfill shows the dry run's numbers, starts, follows the progress to done (only while the screen is
-shown) with its scored, skipped, cached (answered from the result cache) and failed counts, cancels, and shows a backfill
-whose every target failed in red with the service's reason; sessions are listed and one opens with its
+shown) with its scored, skipped, cached (answered from the result cache) and failed counts, cancels, and
+shows a backfill whose every target failed in red with the service's reason; sessions are listed and one opens with its
 scores, conversation and traces, from the list, from a trace whose spans name it and from a trace's
 session score.
 
