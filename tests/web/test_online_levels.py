@@ -316,6 +316,35 @@ def test_a_backfill_answered_from_the_result_cache_shows_its_cached_count_beside
         service.delete(f"/v1/online-rules/{rid}")
 
 
+def test_a_session_level_rules_backfill_counts_and_scores_its_stored_sessions(
+    page: Page, service: httpx.Client, shot: Callable[[Page, str], Path]
+) -> None:
+    send(service, "bf-session-app", [("hi", "HI"), ("bye", "BYE")], session="bf-conv/1")  # before any rule
+    turns = "def evaluate(inputs, outputs, trace):\n    return float(trace['num_traces'])\n"
+    body = {"name": "bf-sessions", "evaluator_id": evaluator(service, "bf-turns", turns),
+            "filter": {"service_name": "bf-session-app"}, "target": {"level": "session", "quiet_s": 1}}  # fmt: skip
+    made = service.post("/v1/online-rules", json=body)
+    assert made.status_code == 201, made.text
+    rule_id = made.json()["id"]
+    page.goto("/#online")
+    page.get_by_role("button", name="backfill bf-sessions").click()
+    panel = page.get_by_label("backfill of bf-sessions")
+    panel.get_by_role("button", name="Dry run").click()
+    numbers = panel.get_by_label("dry run")
+    expect(numbers.locator("dd[data-key='targets']")).to_have_text("1")
+    expect(numbers.locator("dd[data-key='to-score']")).to_have_text("1")
+    expect(numbers).to_contain_text("stored sessions in the range")  # a session-level dry run reads sessions
+    expect(numbers).to_contain_text("matching sessions")
+    expect(numbers).not_to_contain_text("traces")
+    panel.get_by_role("button", name="Start backfill").click()
+    state = panel.get_by_label("backfill progress").locator(".backfill-state")
+    expect(state).to_have_attribute("data-status", "done", timeout=WAIT_MS)
+    expect(state.locator(".backfill-counts")).to_have_text("1/1 scored · 0 skipped · 0 cached")
+    [score] = service.get(f"/v1/online-rules/{rule_id}/scores").json()["data"]
+    assert (score["session_id"], score["score"], score["current"]) == ("bf-conv/1", 2.0, True)
+    service.delete(f"/v1/online-rules/{rule_id}")
+
+
 def test_sessions_are_listed_and_one_opens_with_its_scores_conversation_and_traces(
     page: Page, service: httpx.Client, shot: Callable[[Page, str], Path]
 ) -> None:

@@ -89,9 +89,11 @@ export class BackfillPanel {
     try {
       const dry = await api<BackfillDryRun>("POST", this.url.create, { ...this.range(), dry_run: true });
       const toScore = Math.max(dry.targets - dry.already_scored, 0);
+      const level = this.rule.target?.level;
       const cells: [string, string, string][] = [
-        ["traces", String(dry.traces), "stored traces in the range"],
-        ["targets", String(dry.targets), this.rule.target?.level === "span" ? "matching spans" : "matching traces"],
+        // at session level the dry run reads (and counts in `traces`) the sessions stored in the range
+        ["traces", String(dry.traces), level === "session" ? "stored sessions in the range" : "stored traces in the range"],
+        ["targets", String(dry.targets), level === "span" ? "matching spans" : level === "session" ? "matching sessions" : "matching traces"],
         ["already-scored", String(dry.already_scored), "already scored (skipped)"],
         ["to-score", String(toScore), "to score"],
         ["estimate", seconds(dry.estimate_s), "estimate"],
@@ -100,7 +102,7 @@ export class BackfillPanel {
         this.numbers,
         h("dl", { class: "dry-numbers" }, cells.flatMap(([key, value, label]) => [h("dt", {}, label), h("dd", { "data-key": key }, value)])),
         !dry.targets
-          ? h("p", { class: "warn" }, "No stored trace in this range matches the rule: nothing to backfill.")
+          ? h("p", { class: "warn" }, `No stored ${level === "session" ? "session" : "trace"} in this range matches the rule: nothing to backfill.`)
           : !toScore
             ? h("p", { class: "warn" }, `Nothing to score: every matching target is already scored${dry.revision ? ` with revision ${dry.revision}` : ""}.`)
             : h("p", { class: "hint" }, `Start scores ${toScore} target(s)${dry.revision ? ` with revision ${dry.revision}` : ""}.`),
