@@ -115,11 +115,11 @@ def remember(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
     if not rows:
         return
     stored: set[tuple[str, str]] = set()
-    keys = sorted({(str(r["workspace_id"]), str(r["target_id"])) for r in rows})
-    for start in range(0, len(keys), _BATCH):
-        part = keys[start : start + _BATCH]
-        present = select(T.workspace_id, T.trace_id).where(tuple_(T.workspace_id, T.trace_id).in_(part))
-        stored.update((str(w), str(t)) for w, t in conn.execute(present))
+    for ws in {str(r["workspace_id"]) for r in rows}:  # one workspace a page: its ids by the primary key
+        ids = sorted({str(r["target_id"]) for r in rows if r["workspace_id"] == ws})
+        for start in range(0, len(ids), _BATCH):
+            present = select(T.trace_id).where(T.workspace_id == ws, T.trace_id.in_(ids[start : start + _BATCH]))
+            stored.update((ws, str(t)) for t in conn.execute(present).scalars())
     rows = [r for r in rows if (r["workspace_id"], r["target_id"]) in stored]
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     for start in range(0, len(rows), _BATCH):
