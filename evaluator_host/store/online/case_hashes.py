@@ -22,10 +22,11 @@ Contract (docs/online.md, "Backfill"):
 * :func:`fresh_count` is such a rule's dry count when it has no score row yet (nothing to skip): its traces in
   the window and its targets among them — the traces with a span that is not the service's own telemetry (as
   routing decides) — counted by the database, up to ``limit`` targets, instead of reading every trace.
-* :func:`sweep`: retention's (:meth:`~evaluator_host.store.online.spans.OnlineSpanStore.sweep`) — the rows of the
-  traces it deletes go in its transaction (index ``(workspace_id, target_id)``, migration
-  ``0026_case_hashes_sweep``), so no row outlives its trace: a trace id sent again after its trace was swept is a
-  new trace, never answered with the swept one's result. :func:`remember` writes no row of a trace gone already.
+* :func:`forget`: retention's (:meth:`~evaluator_host.store.online.spans.OnlineSpanStore.sweep`) — the rows of
+  the traces it deletes (their ids returned by its ``DELETE``: no second scan of the traces) go in its
+  transaction, by the index ``(workspace_id, target_id)`` (migration ``0026_case_hashes_sweep``), so no row
+  outlives its trace: a trace id sent again after its trace was swept is a new trace, never answered with the
+  swept one's result. :func:`remember` writes no row of a trace gone already.
 
 Portable SQL. Blocking: call from a thread.
 """
@@ -51,7 +52,6 @@ from sqlalchemy import (
     literal,
     or_,
     select,
-    tuple_,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -64,7 +64,7 @@ from evaluator_host.store.online.rows import OnlineBackfillRow, OnlineScoreRow, 
 from evaluator_host.store.online.rules import RuleRecord
 from evaluator_host.store.result_cache import CACHE, TOUCH_AFTER_S
 
-__all__ = ["CaseHashRow", "eligible", "fresh_count", "hashable", "remember", "resolve_cached", "sweep"]
+__all__ = ["CaseHashRow", "eligible", "forget", "fresh_count", "hashable", "remember", "resolve_cached"]
 
 CACHED_MARK = ',"cached":true}'  # as evaluation/caching/cache.py marks a cached row's stored text
 _BATCH = 500  # rows a statement
@@ -131,12 +131,16 @@ def remember(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
         conn.execute(statement, list(rows[start : start + _BATCH]))
 
 
-def sweep(conn: Connection, cutoff: datetime) -> int:
-    """Delete the rows of the traces whose last span came before ``cutoff`` — retention's, called in its
-    transaction before it deletes those traces; how many."""
-    expiring = select(T.workspace_id, T.trace_id).where(T.last_span_at < cutoff)
-    gone = conn.execute(delete(H).where(tuple_(H.workspace_id, H.target_id).in_(expiring)))
-    return int(gone.rowcount or 0)
+def forget(conn: Connection, traces: Sequence[tuple[str, str]]) -> int:
+    """Delete the rows of ``traces`` ((workspace, trace id) pairs: those retention deletes, in its transaction) by
+    the index ``(workspace_id, target_id)``; how many rows."""
+    gone = 0
+    for ws in {w for w, _ in traces}:
+        ids = sorted({t for w, t in traces if w == ws})
+        for start in range(0, len(ids), _BATCH):
+            part = ids[start : start + _BATCH]
+            gone += int(conn.execute(delete(H).where(H.workspace_id == ws, H.target_id.in_(part))).rowcount or 0)
+    return gone
 
 
 def _window(rule: RuleRecord, window: tuple[datetime | None, datetime | None]) -> Select[str, int, datetime]:

@@ -241,8 +241,11 @@ class OnlineSpanStore:
         sessions whose last span came before it: (spans, traces)."""
         spans = delete_expired(self.engine, cutoff, sqlite=self.sqlite)
         with self.engine.begin() as conn:
-            online_case_hashes.sweep(conn, cutoff)  # the backfills' case keys of those traces go with them
-            traces = conn.execute(delete(TRACES).where(TRACES.c.last_span_at < cutoff)).rowcount or 0
+            expired = delete(TRACES).where(TRACES.c.last_span_at < cutoff)
+            deleted = conn.execute(expired.returning(TRACES.c.workspace_id, TRACES.c.trace_id))
+            gone = [(str(w), str(t)) for w, t in deleted]
+            online_case_hashes.forget(conn, gone)  # the backfills' case keys of those traces go with them
+            traces = len(gone)
             online_sessions.sweep(conn, cutoff)  # sessions whose last span is that old, and their rows
         DecisionStore(self.engine).sweep(cutoff)  # a trace's decisions go with it (made at or after its last span)
         return spans, int(traces)

@@ -1,6 +1,6 @@
 """Retention sweeps the backfills' case keys (issue 50): ``online_case_hashes`` gets the index
 ``(workspace_id, target_id)``, by which the span retention sweep deletes the rows of the traces it deletes, in its
-transaction (``store/online/case_hashes.py``, ``sweep``); the rows whose trace is gone already (swept before this
+transaction (``store/online/case_hashes.py``, ``forget``); the rows whose trace is gone already (swept before this
 revision) are deleted here — a trace id sent again is a new trace, never answered with a swept one's result.
 
 Revision ID: 0026_case_hashes_sweep
