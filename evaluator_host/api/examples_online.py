@@ -85,6 +85,7 @@ ONLINE: dict[str, list[Any]] = {
             "total": 1000,
             "done": 250,
             "skipped": 200,
+            "cached": 120,
             "failed": 0,
             "reason": None,
             "queued": 750,

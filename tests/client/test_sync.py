@@ -224,6 +224,34 @@ def test_a_backfill_is_dry_run_started_followed_and_cancelled_from_the_client(ap
     api.delete_rule(rule.id)
 
 
+def test_a_backfills_cached_count_is_typed_in_the_client_and_counts_a_rerun_answered_from_the_cache(
+    api: Client, live: Live
+) -> None:
+    code = "def evaluate(inputs, outputs, trace):\n    return {'score': 1.0, 'label': 'same'}\n"
+    evaluator = api.create_evaluator("rerun", code, settings={"cache": True})
+    trace_id = new_trace_id()
+    spans = [S(trace_id, new_span_id(), name="chat", attributes={"input.value": "q"})]
+    headers = {**JSON, "authorization": f"Bearer {live.key}"}
+    answer = httpx.post(f"{live.url}/v1/traces", content=json_body(spans, service="rerun"), headers=headers)
+    assert answer.status_code == 200, answer.text
+    wait_until(lambda: any(t.trace_id == trace_id and t.state == "routed" for t in api.list_traces().data), 60, 0.1)
+
+    def backfilled() -> Backfill:
+        rule = api.create_rule(evaluator.id, filter={"service_name": "rerun"})
+        started = api.backfill_rule(rule.id, since="2000-01-01T00:00:00Z")
+        assert isinstance(started, Backfill) and isinstance(started.cached, int)
+        done: Backfill = wait_until(
+            lambda: (b := api.get_backfill(rule.id, started.id)).status != "running" and b, 60, 0.1
+        )
+        api.delete_rule(rule.id)
+        return done
+
+    first = backfilled()
+    assert (first.status, first.done, first.skipped, first.cached) == ("done", 1, 0, 0)  # ran
+    again = backfilled()  # another rule, the same evaluator and case: the result cache answers it
+    assert (again.status, again.done, again.skipped, again.cached) == ("done", 1, 0, 1)
+
+
 def test_an_operator_manages_workspaces_and_keys(live: Live) -> None:
     with Client(live.url, live.admin_key) as operator:
         assert live.workspace_id in {w.id for w in operator.list_workspaces().data}

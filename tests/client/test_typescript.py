@@ -64,6 +64,10 @@ def test_the_typescript_client_tries_a_rule_backfills_it_and_reads_sessions_and_
     schema = (PACKAGE / "src" / "schema.ts").read_text()
     for shape in ("RuleTarget", "RuleLimits", "Sink", "RuleTestAnswer", "BackfillDryRun", "Backfill", "SessionDetail"):
         assert f"export interface {shape} {{" in schema, shape
+    backfill = schema[schema.index("export interface Backfill {") :]
+    backfill = backfill[: backfill.index("\n}\n")]
+    for field in ("cached: number;", "failed: number;", "skipped: number;"):
+        assert f"\n  {field}" in backfill, field  # required: every answer has them
     seen = _run(built, live, "test/online.mjs")
     assert seen == {
         "sessionTarget": {"level": "session", "quiet_s": 1},
@@ -75,6 +79,7 @@ def test_the_typescript_client_tries_a_rule_backfills_it_and_reads_sessions_and_
         "backfill": [2, "done", 2, 1, "done"],  # one of the two raised: counted, not fatal
         "again": "done",
         "cancelled": "cancelled",
+        "cached": [["done", 2, 0, 0, 0], ["done", 2, 0, 2, 2]],  # ran, then answered from the result cache
         "session": [2, ["hi", "HI", "bye", "BYE"], "ts-conv/1", True],
         "listed": True,
         "decision": True,

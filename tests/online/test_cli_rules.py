@@ -165,3 +165,47 @@ def test_rules_without_the_key_of_a_keyed_service_says_where_the_key_goes(tmp_pa
         assert "(the key: --api-key or EVALUATOR_HOST_API_KEY)" in refused.stderr
         listed = run({**bare, "EVALUATOR_HOST_API_KEY": "walk-key"})
         assert listed.returncode == 0, listed.stderr
+
+
+@pytest.mark.slow
+def test_rules_backfill_wait_follows_it_and_prints_its_cached_count_and_a_failed_one_exits_1(tmp_path: Path) -> None:
+    """``rules backfill --wait``: progress lines with every count on stderr, the ended backfill's row (``cached``
+    beside done/skipped/failed) on stdout; a re-run answered from the result cache says so; ``--backfill-id`` shows
+    one; a backfill whose every target failed exits 1 with its reason."""
+    env = {"EVALUATOR_HOST_ONLINE_POLL_S": "0.05", "EVALUATOR_HOST_ONLINE_ASSEMBLY_S": "0.05"}
+    with serving(tmp_path, "process", env=env) as (client, _proc):
+        server = str(client.base_url)
+        engine = make_engine(f"sqlite:///{tmp_path / 'evaluator-host.db'}")
+        for _ in range(3):
+            chat_trace(engine, state="routed")
+        engine.dispose()
+        body = {"name": "e", "language": "python", "code": CODE, "settings": {"cache": True}}
+        ev = client.post("/v1/evaluators", json=body).json()["id"]
+
+        first = client.post("/v1/online-rules", json={"evaluator_id": ev}).json()["id"]
+        ran = cli(server, "backfill", first, "--wait", "--json")
+        assert ran.returncode == 0, ran.stderr
+        done = json.loads(ran.stdout)
+        assert (done["status"], done["done"], done["skipped"], done["cached"], done["failed"]) == ("done", 3, 0, 0, 0)
+        assert f"{done['id']} done: 3/3 scored · 0 skipped · 0 cached · 0 failed" in ran.stderr.splitlines()
+
+        second = client.post("/v1/online-rules", json={"evaluator_id": ev}).json()["id"]
+        again = cli(server, "backfill", second, "--wait")  # the same cases: answered from the result cache
+        assert again.returncode == 0, again.stderr
+        header, row = (line.split() for line in again.stdout.splitlines() if "cached" in line or "bf_" in line)
+        columns = [c for c in header if c.isidentifier()]
+        assert columns == ["id", "status", "total", "done", "skipped", "cached", "failed", "revision"]
+        cells = dict(zip(columns, [c for c in row if c not in "│┃"], strict=True))
+        assert (cells["status"], cells["done"], cells["skipped"], cells["cached"]) == ("done", "3", "0", "3")
+        assert again.stderr.splitlines()[-1].endswith("done: 3/3 scored · 0 skipped · 3 cached · 0 failed")
+
+        shown = cli(server, "backfill", first, "--backfill-id", done["id"], "--json")
+        assert shown.returncode == 0 and json.loads(shown.stdout)["cached"] == 0, shown.stderr
+
+        bad_code = "def evaluate(inputs, outputs, trace):\n    raise ValueError('no judge today')\n"
+        bad = client.post("/v1/evaluators", json={"name": "bad", "language": "python", "code": bad_code}).json()["id"]
+        broken = client.post("/v1/online-rules", json={"evaluator_id": bad}).json()["id"]
+        failed = cli(server, "backfill", broken, "--wait", "--json")
+        assert failed.returncode == 1, failed.stdout + failed.stderr
+        assert json.loads(failed.stdout)["status"] == "failed"
+        assert "ValueError: no judge today" in failed.stderr.splitlines()[-1]

@@ -3,8 +3,8 @@ OpenTelemetry SDK over OTLP/HTTP: the New rule form switches level (trace / span
 session's key and quiet period), tries the form's rule on stored traces before creating it (a results
 table; "no stored trace matches" when none does; a 422 shown in the form), and creates it; a rule's
 Backfill shows the dry run's numbers, starts, follows the progress to done (only while the screen is
-shown), cancels, and shows a backfill
-whose every target failed in red with the service's reason; sessions are listed and one opens with its
+shown) with its scored, skipped, cached (answered from the result cache) and failed counts, cancels, and
+shows a backfill whose every target failed in red with the service's reason; sessions are listed and one opens with its
 scores, conversation and traces, from the list, from a trace whose spans name it and from a trace's
 session score.
 
@@ -278,6 +278,70 @@ def test_a_backfill_whose_every_target_failed_is_shown_red_with_the_services_rea
     )
     assert color != ok_color  # not the success colour
     shot(page, "online-backfill-failed")
+    service.delete(f"/v1/online-rules/{rule_id}")
+
+
+def test_a_backfill_answered_from_the_result_cache_shows_its_cached_count_beside_scored_and_skipped(
+    page: Page, service: httpx.Client, shot: Callable[[Page, str], Path]
+) -> None:
+    send(service, "cached-app", [(f"c{i}", f"d{i}") for i in range(3)])
+    made = service.post(
+        "/v1/evaluators",
+        json={"name": "bf-cached", "language": "python", "code": SCORER, "settings": {"cache": True}},
+    )
+    assert made.status_code == 201, made.text
+    first_id = _rule(service, "cached-first", made.json()["id"], "cached-app")
+    started = service.post(f"/v1/online-rules/{first_id}/backfill", json={}).json()
+
+    def ended() -> dict[str, object] | None:
+        got = dict(service.get(f"/v1/online-rules/{first_id}/backfills/{started['id']}").json())
+        return got if got["status"] != "running" else None
+
+    first = wait_until(ended, WAIT_MS / 1000, 0.1, what="the first backfill ended")
+    assert (first["status"], first["done"], first["cached"]) == ("done", 3, 0)  # ran: its results are cached now
+    second_id = _rule(service, "cached-again", made.json()["id"], "cached-app")  # the same evaluator and cases
+    page.goto("/#online")
+    page.get_by_role("button", name="backfill cached-again").click()
+    panel = page.get_by_label("backfill of cached-again")
+    panel.get_by_role("button", name="Dry run").click()
+    expect(panel.get_by_label("dry run").locator("dd[data-key='to-score']")).to_have_text("3")
+    panel.get_by_role("button", name="Start backfill").click()
+    state = panel.get_by_label("backfill progress").locator(".backfill-state")
+    expect(state).to_have_attribute("data-status", "done", timeout=WAIT_MS)
+    counts = state.locator(".backfill-counts")
+    expect(counts).to_have_text("3/3 scored · 0 skipped · 3 cached")
+    expect(counts.locator("[data-key='cached']")).to_have_attribute("title", re.compile("result cache"))
+    shot(page, "online-backfill-cached")
+    for rid in (first_id, second_id):
+        service.delete(f"/v1/online-rules/{rid}")
+
+
+def test_a_session_level_rules_backfill_counts_and_scores_its_stored_sessions(
+    page: Page, service: httpx.Client, shot: Callable[[Page, str], Path]
+) -> None:
+    send(service, "bf-session-app", [("hi", "HI"), ("bye", "BYE")], session="bf-conv/1")  # before any rule
+    turns = "def evaluate(inputs, outputs, trace):\n    return float(trace['num_traces'])\n"
+    body = {"name": "bf-sessions", "evaluator_id": evaluator(service, "bf-turns", turns),
+            "filter": {"service_name": "bf-session-app"}, "target": {"level": "session", "quiet_s": 1}}  # fmt: skip
+    made = service.post("/v1/online-rules", json=body)
+    assert made.status_code == 201, made.text
+    rule_id = made.json()["id"]
+    page.goto("/#online")
+    page.get_by_role("button", name="backfill bf-sessions").click()
+    panel = page.get_by_label("backfill of bf-sessions")
+    panel.get_by_role("button", name="Dry run").click()
+    numbers = panel.get_by_label("dry run")
+    expect(numbers.locator("dd[data-key='targets']")).to_have_text("1")
+    expect(numbers.locator("dd[data-key='to-score']")).to_have_text("1")
+    expect(numbers).to_contain_text("stored sessions in the range")  # a session-level dry run reads sessions
+    expect(numbers).to_contain_text("matching sessions")
+    expect(numbers).not_to_contain_text("traces")
+    panel.get_by_role("button", name="Start backfill").click()
+    state = panel.get_by_label("backfill progress").locator(".backfill-state")
+    expect(state).to_have_attribute("data-status", "done", timeout=WAIT_MS)
+    expect(state.locator(".backfill-counts")).to_have_text("1/1 scored · 0 skipped · 0 cached")
+    [score] = service.get(f"/v1/online-rules/{rule_id}/scores").json()["data"]
+    assert (score["session_id"], score["score"], score["current"]) == ("bf-conv/1", 2.0, True)
     service.delete(f"/v1/online-rules/{rule_id}")
 
 

@@ -1,6 +1,7 @@
 // A rule's backfill on the Online screen: since / until / limit, then the dry run's numbers (traces,
 // targets, already scored, estimate: POST …/backfill with dry_run, nothing stored), then Start, then its
-// live progress (GET …/backfills/{id} every POLL_MS while it runs and the screen is shown), and Cancel.
+// live progress (GET …/backfills/{id} every POLL_MS while it runs and the screen is shown: scored, skipped,
+// cached — answered from the result cache — and failed), and Cancel.
 //
 // A backfill that ended with every target failed is red with the service's reason; one that found
 // nothing to score says so (never a green "done" of nothing).
@@ -88,9 +89,11 @@ export class BackfillPanel {
     try {
       const dry = await api<BackfillDryRun>("POST", this.url.create, { ...this.range(), dry_run: true });
       const toScore = Math.max(dry.targets - dry.already_scored, 0);
+      const level = this.rule.target?.level;
       const cells: [string, string, string][] = [
-        ["traces", String(dry.traces), "stored traces in the range"],
-        ["targets", String(dry.targets), this.rule.target?.level === "span" ? "matching spans" : "matching traces"],
+        // at session level the dry run reads (and counts in `traces`) the sessions stored in the range
+        ["traces", String(dry.traces), level === "session" ? "stored sessions in the range" : "stored traces in the range"],
+        ["targets", String(dry.targets), level === "span" ? "matching spans" : level === "session" ? "matching sessions" : "matching traces"],
         ["already-scored", String(dry.already_scored), "already scored (skipped)"],
         ["to-score", String(toScore), "to score"],
         ["estimate", seconds(dry.estimate_s), "estimate"],
@@ -99,7 +102,7 @@ export class BackfillPanel {
         this.numbers,
         h("dl", { class: "dry-numbers" }, cells.flatMap(([key, value, label]) => [h("dt", {}, label), h("dd", { "data-key": key }, value)])),
         !dry.targets
-          ? h("p", { class: "warn" }, "No stored trace in this range matches the rule: nothing to backfill.")
+          ? h("p", { class: "warn" }, `No stored ${level === "session" ? "session" : "trace"} in this range matches the rule: nothing to backfill.`)
           : !toScore
             ? h("p", { class: "warn" }, `Nothing to score: every matching target is already scored${dry.revision ? ` with revision ${dry.revision}` : ""}.`)
             : h("p", { class: "hint" }, `Start scores ${toScore} target(s)${dry.revision ? ` with revision ${dry.revision}` : ""}.`),
@@ -150,7 +153,18 @@ export class BackfillPanel {
         " ",
         bar,
         " ",
-        h("span", { class: "backfill-counts" }, `${backfill.done}/${backfill.total} scored · ${backfill.skipped} skipped`, failed ? ` · ${failed} failed` : "", backfill.cancelled ? ` · ${backfill.cancelled} cancelled` : ""),
+        h(
+          "span",
+          { class: "backfill-counts" },
+          h("span", { "data-key": "done" }, `${backfill.done}/${backfill.total} scored`),
+          " · ",
+          h("span", { "data-key": "skipped" }, `${backfill.skipped} skipped`),
+          " · ",
+          h("span", { "data-key": "cached", title: "of the scored, answered from the result cache (the same case seen before: no run)" }, `${backfill.cached ?? 0} cached`),
+          failed ? " · " : "",
+          failed ? h("span", { "data-key": "failed" }, `${failed} failed`) : "",
+          backfill.cancelled ? ` · ${backfill.cancelled} cancelled` : "",
+        ),
         backfill.reason ? h("p", { class: "error-text backfill-reason" }, backfill.reason) : null,
         backfill.status === "done" && failed ? h("p", { class: "warn" }, `${failed} of its ${backfill.done} target(s) failed: open their traces in the feed to see why.`) : null,
       ),

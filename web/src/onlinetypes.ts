@@ -214,6 +214,8 @@ export interface Backfill {
   total: number;
   done: number;
   skipped: number;
+  /** Of `done`, the targets answered from the result cache (no run); never part of `skipped`. */
+  cached?: number;
   failed?: number;
   reason?: string | null;
   queued: number;

@@ -330,7 +330,7 @@ export class EvaluatorHost {
   cancelBackfill(ruleId: string, backfillId: string): Promise<S.Backfill> {
     return this.request("DELETE", `/v1/online-rules/${encodeURIComponent(ruleId)}/backfills/${encodeURIComponent(backfillId)}`);
   }
-  /** The backfill once no longer `running` (polled every `pollS`); `onProgress` when its status or counts changed. */
+  /** The backfill once no longer `running` (polled every `pollS`); `onProgress` when its status or a count (done, total, skipped, cached, failed) changed. */
   async waitBackfill(
     ruleId: string,
     backfillId: string,
@@ -340,7 +340,7 @@ export class EvaluatorHost {
     let last = "";
     for (;;) {
       const backfill = await this.getBackfill(ruleId, backfillId);
-      const seen = JSON.stringify([backfill.status, backfill.done, backfill.total, backfill.skipped]);
+      const seen = JSON.stringify([backfill.status, backfill.done, backfill.total, backfill.skipped, backfill.cached, backfill.failed]);
       if (seen !== last && options.onProgress) await options.onProgress(backfill);
       last = seen;
       if (backfill.status !== "running") return backfill;

@@ -73,6 +73,21 @@ seen.backfill = [started.total, finished.status, finished.done, finished.failed,
 seen.again = (await api.getBackfill(rule.id, started.id)).status;
 seen.cancelled = (await api.cancelBackfill(rule.id, started.id)).status;
 
+// a re-run answered from the result cache: a deterministic evaluator with the cache on, its second rule's backfill
+const cachedEvaluator = await api.createEvaluator({ name: "ts-cached", language: "python", code: "def evaluate(inputs, outputs, trace):\n    return {'score': 1.0}\n", settings: { cache: true } });
+const runs = [];
+for (const _ of [0, 1]) {
+  const each = await api.createRule({ evaluator_id: cachedEvaluator.id, filter: { service_name: "ts-online" } });
+  const progress = [];
+  const begun = await api.startBackfill(each.id, { since: "2000-01-01T00:00:00Z" });
+  const ended = await api.waitBackfill(each.id, begun.id, { pollS: 0.1, timeoutS: 120, onProgress: (b) => progress.push(b.cached) });
+  const cached = ended.cached; // typed: number, always sent
+  runs.push([ended.status, ended.done, ended.skipped, cached, progress.at(-1)]);
+  await api.deleteRule(each.id);
+}
+seen.cached = runs;
+await api.deleteEvaluator(cachedEvaluator.id);
+
 const scored = await until("the session scored", async () => {
   const session = await api.getSession("ts-conv/1");
   return session.scores.some((s) => s.state === "done") && session;

@@ -1,6 +1,7 @@
 """``evaluator-host rules list|create|test|show|pause|resume|delete|scores|stats|backfill|why|shadow|promote``:
-online rules, through a running service (``backfill RULE_ID --since T [--until T] [--limit N] [--dry-run]``: score
-the stored traces the rule missed; ``why TRACE_ID``: each rule's decision for that trace and its reason;
+online rules, through a running service (``backfill RULE_ID --since T [--until T] [--limit N] [--dry-run] [--wait]``:
+score the stored traces the rule missed, ``cli/service/rule_backfills.py``; ``why TRACE_ID``: each rule's decision
+for that trace and its reason;
 ``shadow RULE_ID [--revision N] [--limit N]``: its candidate revision against the live one — flips, mean delta,
 agreement with reviews, examples; ``promote RULE_ID``: the candidate becomes live; ``create --candidate N``;
 ``redeliver RULE_ID [--states failed,skipped]``: the rule's failed sink deliveries sent again).
@@ -28,6 +29,7 @@ from rich.text import Text
 
 from evaluator_host.cli.inputs import UsageError
 from evaluator_host.cli.remote import dumped, service_client, usage_errors
+from evaluator_host.cli.service import rule_backfills
 
 if TYPE_CHECKING:
     from evaluator_host.client import Client
@@ -36,7 +38,6 @@ __all__ = ["add_parser"]
 
 API_KEY_ENV = "EVALUATOR_HOST_API_KEY"
 _RULE_COLUMNS = ["id", "name", "evaluator_id", "revision", "sampling_rate", "enabled", "filter", "target"]
-_BACKFILL_COLUMNS = ["id", "status", "total", "done", "skipped", "revision"]
 _SHADOW_COLUMNS = ["live_revision", "candidate_revision", "compared", "pass_to_fail", "fail_to_pass", "mean_delta"]
 _EXAMPLE_COLUMNS = ["trace_id", "span_id", "flip", "delta", "live", "candidate"]
 _TEST_COLUMNS = ["trace_id", "span_id", "session_id", "status", "score", "passed", "label", "reason"]
@@ -142,18 +143,6 @@ def _test(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-def _backfill(client: Client, args: argparse.Namespace, rule_id: str) -> None:
-    """``rules backfill RULE_ID [--since T] [--until T] [--limit N] [--dry-run]``: the dry run's figures, or the
-    backfill started (follow it with ``--json`` and the API's ``GET …/backfills/{id}``)."""
-    answer = dumped(
-        client.backfill_rule(
-            rule_id, since=args.since, until=args.until, limit=args.limit, dry_run=True if args.dry_run else None
-        )
-    )
-    columns = ["traces", "targets", "already_scored", "estimate_s", "revision"] if args.dry_run else _BACKFILL_COLUMNS
-    _print(args, answer, columns)
-
-
 def _shadow(client: Client, args: argparse.Namespace, rule_id: str) -> None:
     """``rules shadow RULE_ID [--revision N] [--limit N]``: the comparison (one line), each side's agreement with
     the rule's review verdicts, then its examples; ``--json``: the API's answer whole."""
@@ -189,6 +178,8 @@ def _run(args: argparse.Namespace) -> int:
     with _client(args) as client, usage_errors(key_hint=f"--api-key or {API_KEY_ENV}"):
         if action == "test":
             return _test(client, args)
+        if action == "backfill":
+            return rule_backfills.backfill(client, args, target, _print)
         _act(client, args, action, target)
     return 0
 
@@ -208,8 +199,6 @@ def _act(client: Client, args: argparse.Namespace, action: str, target: str) -> 
     elif action == "why":  # target: a trace id
         decisions = dumped(client.get_trace(target))["decisions"]
         _print(args, decisions, ["rule_id", "target", "decision", "reason"])
-    elif action == "backfill":
-        _backfill(client, args, target)
     elif action == "shadow":
         _shadow(client, args, target)
     elif action == "promote":
@@ -304,6 +293,15 @@ def add_parser(sub: Any) -> None:
     rules.add_argument("--since", help="scores/stats: from (ISO 8601); backfill: traces first seen from")
     rules.add_argument("--until", help="scores/stats: to (ISO 8601); backfill: traces first seen before")
     rules.add_argument("--dry-run", action="store_true", help="backfill: count what it would score, score nothing")
+    rules.add_argument(
+        "--backfill-id", help="backfill: show (with --wait: follow) this backfill instead of starting one"
+    )
+    rules.add_argument(
+        "--wait",
+        action="store_true",
+        help="backfill: follow it until it ends (progress with cached/failed counts on stderr); exit 1 when it "
+        "ended failed or cancelled",
+    )
     rules.add_argument(
         "--states", help="redeliver: the delivery states sent again, comma-separated (default failed; or skipped)"
     )

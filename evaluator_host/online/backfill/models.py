@@ -35,7 +35,11 @@ class BackfillDryRun(BaseModel):
 
 
 class Backfill(BaseModel):
-    """A backfill (202, and ``GET /v1/online-rules/{id}/backfills/{backfill_id}``)."""
+    """A backfill (202, and ``GET /v1/online-rules/{id}/backfills/{backfill_id}``). Every field is in every answer:
+    the OpenAPI document marks them required (so the TypeScript client's ``Backfill`` has ``cached: number``),
+    while the Python model still reads an answer without the later ones (``cached``, ``failed``: 0)."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
 
     id: str
     rule_id: str

@@ -22,6 +22,11 @@ Contract (docs/online.md, "Backfill"):
 * :func:`fresh_count` is such a rule's dry count when it has no score row yet (nothing to skip): its traces in
   the window and its targets among them — the traces with a span that is not the service's own telemetry (as
   routing decides) — counted by the database, up to ``limit`` targets, instead of reading every trace.
+* :func:`forget`: retention's (:meth:`~evaluator_host.store.online.spans.OnlineSpanStore.sweep`) — the rows of
+  the traces it deletes (their ids returned by its ``DELETE``: no second scan of the traces) go in its
+  transaction, by the index ``(workspace_id, target_id)`` (migration ``0026_case_hashes_sweep``), so no row
+  outlives its trace: a trace id sent again after its trace was swept is a new trace, never answered with the
+  swept one's result. :func:`remember` writes no row of a trace gone already.
 
 Portable SQL. Blocking: call from a thread.
 """
@@ -35,11 +40,13 @@ from typing import Any
 from sqlalchemy import (
     Boolean,
     Float,
+    Index,
     Integer,
     LargeBinary,
     Select,
     String,
     and_,
+    delete,
     exists,
     func,
     literal,
@@ -57,7 +64,7 @@ from evaluator_host.store.online.rows import OnlineBackfillRow, OnlineScoreRow, 
 from evaluator_host.store.online.rules import RuleRecord
 from evaluator_host.store.result_cache import CACHE, TOUCH_AFTER_S
 
-__all__ = ["CaseHashRow", "eligible", "fresh_count", "hashable", "remember", "resolve_cached"]
+__all__ = ["CaseHashRow", "eligible", "forget", "fresh_count", "hashable", "remember", "resolve_cached"]
 
 CACHED_MARK = ',"cached":true}'  # as evaluation/caching/cache.py marks a cached row's stored text
 _BATCH = 500  # rows a statement
@@ -68,7 +75,10 @@ class CaseHashRow(Base):
     """A target's case key under a scope (see the module docstring)."""
 
     __tablename__ = "online_case_hashes"
-    __table_args__ = ({"sqlite_with_rowid": False},)
+    __table_args__ = (
+        Index("ix_online_case_hashes_target", "workspace_id", "target_id"),  # 0026: the sweep's
+        {"sqlite_with_rowid": False},
+    )
 
     workspace_id: Mapped[str] = mapped_column(String(40), primary_key=True)
     scope: Mapped[bytes] = mapped_column(LargeBinary(32), primary_key=True)
@@ -100,9 +110,17 @@ def eligible(rule: RuleRecord) -> bool:
 
 
 def remember(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
-    """Write case-hash rows (every column of :class:`CaseHashRow`), replacing a target's earlier one."""
+    """Write case-hash rows (every column of :class:`CaseHashRow`), replacing a target's earlier one; a row whose
+    trace (``target_id``: hashed targets are traces) retention deleted meanwhile is not written."""
     if not rows:
         return
+    stored: set[tuple[str, str]] = set()
+    for ws in {str(r["workspace_id"]) for r in rows}:  # one workspace a page: its ids by the primary key
+        ids = sorted({str(r["target_id"]) for r in rows if r["workspace_id"] == ws})
+        for start in range(0, len(ids), _BATCH):
+            present = select(T.trace_id).where(T.workspace_id == ws, T.trace_id.in_(ids[start : start + _BATCH]))
+            stored.update((ws, str(t)) for t in conn.execute(present).scalars())
+    rows = [r for r in rows if (r["workspace_id"], r["target_id"]) in stored]
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     for start in range(0, len(rows), _BATCH):
         statement = dialect.insert(H)
@@ -111,6 +129,18 @@ def remember(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
             set_={c: getattr(statement.excluded, c) for c in _UPDATED},
         )
         conn.execute(statement, list(rows[start : start + _BATCH]))
+
+
+def forget(conn: Connection, traces: Sequence[tuple[str, str]]) -> int:
+    """Delete the rows of ``traces`` ((workspace, trace id) pairs: those retention deletes, in its transaction) by
+    the index ``(workspace_id, target_id)``; how many rows."""
+    gone = 0
+    for ws in {w for w, _ in traces}:
+        ids = sorted({t for w, t in traces if w == ws})
+        for start in range(0, len(ids), _BATCH):
+            part = ids[start : start + _BATCH]
+            gone += int(conn.execute(delete(H).where(H.workspace_id == ws, H.target_id.in_(part))).rowcount or 0)
+    return gone
 
 
 def _window(rule: RuleRecord, window: tuple[datetime | None, datetime | None]) -> Select[str, int, datetime]:

@@ -21,7 +21,8 @@ Contract (docs/online.md, "How it works"):
   and, in the same transaction, the *complete* ones — root ended, every span's ``parent_span_id``
   one of the trace's stored spans (no orphan) — whose last span is older than the settle period.
 * :meth:`OnlineSpanStore.sweep`: spans received before the retention cutoff are deleted, and the
-  traces whose last span is before it, and the routing decisions made before it.
+  traces whose last span is before it (and their backfill case-hash rows, in the same transaction), and the
+  routing decisions made before it.
 * Usage and the storage quota (:mod:`evaluator_host.store.online.usage`): a write charges its newly
   stored spans' bytes to ``online_usage`` in its transaction (one statement per group commit), under
   the workspace's storage quota when it has one (:meth:`OnlineSpanStore.write_within`); the sweep
@@ -42,6 +43,7 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from evaluator_host.store.db import WorkspaceRow
+from evaluator_host.store.online import case_hashes as online_case_hashes
 from evaluator_host.store.online import sessions as online_sessions
 from evaluator_host.store.online.decisions import DecisionStore
 from evaluator_host.store.online.readiness import COMPLETE, QUIET
@@ -239,7 +241,11 @@ class OnlineSpanStore:
         sessions whose last span came before it: (spans, traces)."""
         spans = delete_expired(self.engine, cutoff, sqlite=self.sqlite)
         with self.engine.begin() as conn:
-            traces = conn.execute(delete(TRACES).where(TRACES.c.last_span_at < cutoff)).rowcount or 0
+            expired = delete(TRACES).where(TRACES.c.last_span_at < cutoff)
+            deleted = conn.execute(expired.returning(TRACES.c.workspace_id, TRACES.c.trace_id))
+            gone = [(str(w), str(t)) for w, t in deleted]
+            online_case_hashes.forget(conn, gone)  # the backfills' case keys of those traces go with them
+            traces = len(gone)
             online_sessions.sweep(conn, cutoff)  # sessions whose last span is that old, and their rows
         DecisionStore(self.engine).sweep(cutoff)  # a trace's decisions go with it (made at or after its last span)
         return spans, int(traces)
