@@ -18,53 +18,56 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent.parent
 
-# measured: ``make test`` with 4 workers on the 2-core machine, loaded (seconds are for ranking only)
+# measured: the seconds of each file's tests (setup, call, teardown) in one process, from the parallel tier's
+# JUnit XML of a quiet ``.ci/run`` (commit b91ae8b, 2026-11-26; for ranking only)
 HEAVY: tuple[str, ...] = (
-    "test_cli_lock_replay.py",  # 434 s
-    "test_cli.py",  # 305 s
-    "packaging/test_image.py",  # 279 s
-    "online/test_cli_rules.py",  # 251 s
-    "online/test_decisions.py",  # 170 s (measured alone on the loaded machine, like the six below)
-    "online/test_sinks_mlflow.py",  # 115 s (a real MLflow server; its venv installed once)
-    "online/test_session_level.py",  # ~100 s
-    "online/test_budgets.py",  # 95 s
-    "online/test_sinks_phoenix.py",  # 93 s (a real Phoenix server; its venv installed once)
-    "online/test_sinks_jobs.py",  # ~80 s (Langfuse stand-in on 2 databases and docker, a real Phoenix server)
-    "online/test_backfill.py",  # ~60 s
-    "online/test_forwarding.py",  # 59 s
-    "test_cli_test.py",  # 242 s
-    "test_cli_admin.py",  # 240 s
-    "queue/test_distributed.py",  # 216 s
-    "faults/test_job_adoption.py",  # ~120 s alone (two replicas started per test, 8 tests)
-    "packaging/test_wheel.py",  # 214 s
-    "compliance/test_restricted.py",  # 192 s
-    "api/test_async_evaluators.py",  # 192 s
-    "sandbox/test_build_sandbox.py",  # 172 s
-    "sandbox/test_docker.py",  # 165 s
-    "api/test_jobs.py",  # 162 s
-    "migrate/test_differential.py",  # 158 s
-    "compliance/test_three_languages.py",  # 157 s
-    "test_cli_db.py",  # 140 s
-    "jobs/test_resume.py",  # 136 s
-    "runtimes/test_nemo_real.py",  # 130 s
-    "compliance/test_escapes.py",  # 116 s
-    "runtimes/test_prune.py",  # 115 s
-    "sandbox/test_install_locations.py",  # 105 s
-    "compliance/test_hostile.py",  # 102 s
-    "api/test_fuzz.py",  # 97 s
-    "online/test_sdk_export.py",  # 89 s
-    "test_cli_judge.py",  # 86 s
-    "api/test_tracing.py",  # 82 s
-    "test_cli_migrate.py",  # 76 s
-    "faults/test_workers.py",  # 72 s
-    "test_cli_errors.py",  # 63 s
-    "cli/test_runtimes_pins.py",  # 60 s
-    "conformance/test_vectors.py",  # 58 s
-    "api/test_nesting.py",  # 57 s
-    "sandbox/test_build_disk.py",  # 56 s
-    "queue/test_forged_tasks.py",  # 53 s
-    "sandbox/test_builder.py",  # 53 s
-    "cli/test_readme_walkthrough.py",  # 52 s
+    "queue/test_distributed.py",  # 132 s
+    "packaging/test_image.py",  # 114 s
+    "faults/test_job_adoption.py",  # 95 s
+    "api/test_async_evaluators.py",  # 91 s
+    "test_cli.py",  # 77 s
+    "compliance/test_three_languages.py",  # 76 s
+    "online/test_decisions.py",  # 75 s
+    "test_cli_lock_replay.py",  # 64 s
+    "api/test_fuzz.py",  # 64 s
+    "packaging/test_wheel.py",  # 63 s
+    "online/test_backfill.py",  # 63 s
+    "online/test_model_calls.py",  # 56 s
+    "api/test_jobs.py",  # 54 s
+    "sandbox/test_build_sandbox.py",  # 51 s
+    "sandbox/test_docker.py",  # 50 s
+    "online/test_cli_rules.py",  # 49 s
+    "online/test_sinks_jobs.py",  # 43 s
+    "jobs/test_resume.py",  # 40 s
+    "online/test_shadow.py",  # 39 s
+    "online/test_sinks_langfuse.py",  # 37 s
+    "test_cli_test.py",  # 37 s
+    "online/test_sinks_phoenix.py",  # 36 s
+    "web/test_online.py",  # 34 s
+    "online/test_session_level.py",  # 33 s
+    "api/test_admission.py",  # 33 s
+    "compliance/test_restricted.py",  # 32 s
+    "runtimes/test_nemo_real.py",  # 31 s
+    "targets/test_target_jobs.py",  # 30 s
+    "compliance/test_hostile.py",  # 29 s
+    "migrate/test_differential.py",  # 28 s
+    "faults/test_workers.py",  # 28 s
+    "compliance/test_escapes.py",  # 28 s
+    "online/test_receiver.py",  # 27 s
+    "cli/test_review_cli.py",  # 27 s
+    "store/test_jobs_store.py",  # 26 s
+    "api/test_tracing.py",  # 26 s
+    "api/test_shared_bucket.py",  # 26 s
+    "faults/test_idempotency_killed_replica.py",  # 25 s
+    "test_cli_admin.py",  # 24 s
+    "web/test_online_levels.py",  # 24 s
+    "online/test_budgets.py",  # 24 s
+    "sandbox/test_pool.py",  # 24 s
+    "test_cli_db.py",  # 23 s
+    "online/test_sinks_mlflow.py",  # 19 s
+    "targets/test_target_trust.py",  # 18 s
+    "runtimes/test_package_store.py",  # 17 s
+    "test_cli_judge.py",  # 17 s
 )
 
 # Heavy files whose tests share nothing but the session (no module-scoped fixture: each test starts its own
