@@ -134,11 +134,13 @@ class Bound:
         charged: Charged,
         batch: bool = False,
         dumped: list[dict[str, Any]] | None = None,
+        wire: tuple[Sequence[WireCase], JobCases] | None = None,
     ) -> list[EvaluationResult]:
         """Evaluate ``cases``; one result per case, in order (at most ``max_bytes`` of replies in all),
         spending ``charged`` (:meth:`run`). ``batch`` (an online backfill's rows): run as a job's chunk is —
         one message, replies held and written together, no per-call admission, counted once — instead of an API
         call. ``dumped``: the cases' ``model_dump()`` when the caller has it already (JSON data as they are).
+        ``wire``: the cases as sent instead (``dumped`` encoded already) and how (:meth:`run`'s ``job_cases``).
 
         A case carrying a field the interface never passes on (``app_params`` outside ``legacy``,
         ``trace`` to ``legacy``) gets a warning in its result saying so; a case that raised, in code
@@ -146,7 +148,10 @@ class Bound:
         """
         dumped = dumped if dumped is not None else [case.model_dump() for case in cases]
         with tracing.span("evaluate", self.traced) as span:
-            ran = await self.run(dumped, max_bytes, charged=charged, interactive=not batch, held_replies=batch)
+            sent, how = wire if wire is not None else (dumped, None)
+            ran = await self.run(
+                sent, max_bytes, charged=charged, interactive=not batch, held_replies=batch, job_cases=how
+            )
             if batch:  # counted per status, not per row
                 results = [to_result(raw, self.prepared, self.public) for raw in ran]
                 self.count(result.status for result in results)

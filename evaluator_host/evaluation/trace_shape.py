@@ -19,9 +19,11 @@ the input is :class:`SpanData` (hex ids, nanosecond times, flat attributes) whoe
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 __all__ = ["KINDS", "STATUS_CODES", "SpanData", "build_trace", "iso_ns", "nest", "single_span_trace"]
@@ -56,8 +58,22 @@ class SpanData:
 
 
 def iso_ns(ns: int) -> str:
-    """Unix nanoseconds as ISO 8601 UTC with microseconds (``2026-11-23T13:00:00.123456+00:00``)."""
-    return datetime.fromtimestamp(ns / 1e9, UTC).isoformat(timespec="microseconds")
+    """Unix nanoseconds as ISO 8601 UTC with microseconds (``2026-11-23T13:00:00.123456+00:00``): the text of
+    ``datetime.fromtimestamp(ns / 1e9, UTC).isoformat(timespec="microseconds")`` — its rounding too (the float's
+    fraction to the nearest microsecond, half to even) — with each second's part made once."""
+    fraction, whole = math.modf(ns / 1e9)
+    micros = round(fraction * 1e6)
+    if micros >= 1_000_000:
+        micros, whole = micros - 1_000_000, whole + 1.0
+    if micros < 0:  # before 1970: as the standard library says it
+        return datetime.fromtimestamp(ns / 1e9, UTC).isoformat(timespec="microseconds")
+    return f"{_second(int(whole))}.{micros:06d}+00:00"
+
+
+@lru_cache(maxsize=4096)
+def _second(unix_s: int) -> str:
+    """``YYYY-MM-DDTHH:MM:SS`` of a Unix second, UTC."""
+    return datetime.fromtimestamp(unix_s, UTC).replace(tzinfo=None).isoformat(timespec="seconds")
 
 
 def nest(flat: Mapping[str, Any]) -> dict[str, Any]:

@@ -106,7 +106,58 @@ class ResultCacheStore:
         a millisecond later than the others — also when it was stored by an earlier put (a job's later chunk) —
         so it is the last of them evicted."""
         now = self._now()
-        values = [
+        values = self._values(workspace_id, entries, max_bytes, now)
+        if not values:
+            return 0
+        with self.engine.begin() as conn:
+            return self._put(conn, workspace_id, values, entries, max_bytes, now)
+
+    def put_in(
+        self, conn: Connection, workspace_id: str, entries: Sequence[tuple[bytes, str, str]], max_bytes: int
+    ) -> int:
+        """:meth:`put` in the caller's transaction ``conn`` (a backfill's page: one commit for both)."""
+        now = self._now()
+        values = self._values(workspace_id, entries, max_bytes, now)
+        return self._put(conn, workspace_id, values, entries, max_bytes, now) if values else 0
+
+    def _put(
+        self,
+        conn: Connection,
+        workspace_id: str,
+        values: list[dict[str, object]],
+        entries: Sequence[tuple[bytes, str, str]],
+        max_bytes: int,
+        now: float,
+    ) -> int:
+        sizes: dict[bytes, int] = {key: len(text.encode()) + 32 for key, _, text in entries}
+        dialect = postgresql if self._pg else sqlite
+        added = 0
+        count = 0
+        for start in range(0, len(values), _BATCH):
+            statement = (
+                dialect.insert(CACHE)
+                .on_conflict_do_nothing(index_elements=["workspace_id", "key"])
+                .returning(CACHE.c.key)
+            )
+            for key in conn.execute(statement, values[start : start + _BATCH]).scalars():
+                added += sizes[bytes(key)]
+                count += 1
+        markers = [v["key"] for v in values if v["status"] == "marker"]
+        if markers:  # a marker already stored is not inserted again: mark it used now, after this put's rows
+            c = CACHE.c
+            conn.execute(
+                update(CACHE).where(c.workspace_id == workspace_id, c.key.in_(markers)).values(used_at=now + 0.001)
+            )
+        used = self._add_usage(conn, workspace_id, added, count)
+        if used.bytes <= max_bytes:
+            return 0
+        return self._evict(conn, workspace_id, used, max_bytes)
+
+    @staticmethod
+    def _values(
+        workspace_id: str, entries: Sequence[tuple[bytes, str, str]], max_bytes: int, now: float
+    ) -> list[dict[str, object]]:
+        return [
             {
                 "workspace_id": workspace_id,
                 "key": key,
@@ -118,32 +169,6 @@ class ResultCacheStore:
             for key, status, text in entries
             if (size := len(text.encode()) + 32) <= max_bytes
         ]
-        if not values:
-            return 0
-        sizes: dict[bytes, int] = {key: len(text.encode()) + 32 for key, _, text in entries}
-        dialect = postgresql if self._pg else sqlite
-        with self.engine.begin() as conn:
-            added = 0
-            count = 0
-            for start in range(0, len(values), _BATCH):
-                statement = (
-                    dialect.insert(CACHE)
-                    .on_conflict_do_nothing(index_elements=["workspace_id", "key"])
-                    .returning(CACHE.c.key)
-                )
-                for key in conn.execute(statement, values[start : start + _BATCH]).scalars():
-                    added += sizes[bytes(key)]
-                    count += 1
-            markers = [v["key"] for v in values if v["status"] == "marker"]
-            if markers:  # a marker already stored is not inserted again: mark it used now, after this put's rows
-                c = CACHE.c
-                conn.execute(
-                    update(CACHE).where(c.workspace_id == workspace_id, c.key.in_(markers)).values(used_at=now + 0.001)
-                )
-            used = self._add_usage(conn, workspace_id, added, count)
-            if used.bytes <= max_bytes:
-                return 0
-            return self._evict(conn, workspace_id, used, max_bytes)
 
     def _add_usage(self, conn: Connection, workspace_id: str, added: int, count: int) -> CacheUsage:
         u = USAGE.c

@@ -43,3 +43,21 @@ def test_a_stored_body_decodes_to_the_span_it_encoded() -> None:
                     events=[{"name": "e", "time_ns": 5, "attributes": {"k": "v"}}])  # fmt: skip
     body = spans.encode(span, {"name": "scope"})
     assert spans.decode(T, "a" * 16, None, "chat", 1, 2, body) == span
+
+
+def test_a_time_is_written_as_the_standard_library_writes_it_rounding_and_carry_included() -> None:
+    from datetime import UTC, datetime
+    from random import Random
+
+    def stdlib(ns: int) -> str:
+        return datetime.fromtimestamp(ns / 1e9, UTC).isoformat(timespec="microseconds")
+
+    rng = Random(50)
+    now = 1_764_000_000 * 10**9
+    edges = [0, 1, 499, 500, 501, 1_500, 2_500, 10**9 - 1, 10**9 - 500, now + 999_999_500, now + 999_999_499]
+    times = (
+        edges + [now + rng.randrange(10**12) for _ in range(20_000)] + [rng.randrange(4 * 10**18) for _ in range(5_000)]
+    )
+    times += [now + rng.randrange(10**6) * 1_000 + 500 for _ in range(5_000)]  # half a microsecond: to even
+    assert [iso_ns(ns) for ns in times] == [stdlib(ns) for ns in times]
+    assert iso_ns(-1_500) == stdlib(-1_500)  # before 1970: the standard library's own text

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import msgspec
+from sqlalchemy.engine import Connection
 
 from evaluator_host import __version__
 from evaluator_host.definitions.determinism import unsure
@@ -190,17 +191,46 @@ class JobCache:
     ) -> None:
         """Add the rows whose status is cacheable, when they are worth it (:meth:`worth` over ``millis``, the rows'
         durations); blocking; a failure is logged, never raised."""
-        if not self.worth(millis):
+        entries = self._entries(keys, statuses, texts, millis)
+        if not entries:
             return
+        try:
+            self.store.put(self.workspace, entries, self.max_bytes)
+        except Exception as exc:
+            log.warning("result cache write failed (%s): %d rows not cached", exc, len(entries))
+
+    def remember_in(
+        self,
+        conn: Connection,
+        keys: Sequence[bytes],
+        statuses: Sequence[str],
+        texts: Sequence[str],
+        millis: Sequence[float],
+    ) -> None:
+        """:meth:`remember` in the caller's transaction ``conn`` (a backfill's page: its scores and these entries
+        committed together), in a savepoint of it: a failure of the cache's write is logged, never raised, and
+        rolls back only the cache's part. ``conn`` has written already (SQLite's driver opens its transaction at
+        the first write: a savepoint before it would be a transaction of its own, committed at its release)."""
+        entries = self._entries(keys, statuses, texts, millis)
+        if not entries:
+            return
+        try:
+            with conn.begin_nested():
+                self.store.put_in(conn, self.workspace, entries, self.max_bytes)
+        except Exception as exc:
+            log.warning("result cache write failed (%s): %d rows not cached", exc, len(entries))
+
+    def _entries(
+        self, keys: Sequence[bytes], statuses: Sequence[str], texts: Sequence[str], millis: Sequence[float]
+    ) -> list[tuple[bytes, str, str]]:
+        """The entries :meth:`remember` adds (none: not worth it, or none cacheable), the marker last."""
+        if not self.worth(millis):
+            return []
         entries = [
             (key, status, text)
             for key, status, text in zip(keys, statuses, texts, strict=True)
             if status in CACHEABLE and not text.endswith(CACHED_MARK)
         ]
-        if not entries:
-            return
-        entries.append((self.marker, "marker", "{}"))  # evicted like any entry: then lookups stop, results stay right
-        try:
-            self.store.put(self.workspace, entries, self.max_bytes)
-        except Exception as exc:
-            log.warning("result cache write failed (%s): %d rows not cached", exc, len(entries))
+        if entries:  # the marker: evicted like any entry, then lookups stop, results stay right
+            entries.append((self.marker, "marker", "{}"))
+        return entries

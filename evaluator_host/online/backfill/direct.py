@@ -18,18 +18,22 @@ Contract (docs/online.md, "Backfill"):
 * With its scores it stores each target's case key (trace level without filter, the call cached, the status
   cacheable: ``store/online/case_hashes.py``), so that a later backfill with the same evaluator and mapping
   answers it in one statement; the targets the cache answered are counted (``Scored.cached``).
-* The page is then stored in one transaction (:func:`~evaluator_host.store.online.backfill_pages.commit_page`).
+* The page is then stored in one transaction (:func:`~evaluator_host.store.online.backfill_pages.commit_page`),
+  the misses' result-cache entries with it (``Scored.remember``: in a savepoint, a failure of the cache's write
+  logged and only its part rolled back; a page not stored stores no entry either: it runs again).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.engine import Connection
 
 from evaluator_host.errors import EvaluatorHostError, LimitError, SandboxError, StorageFull
 from evaluator_host.evaluation.caching.cache import CACHEABLE
@@ -64,6 +68,7 @@ class Scored:
     row_ms: float | None = None
     hashes: list[dict[str, Any]] = field(default_factory=list)  # case-hash rows (store/online/case_hashes.py)
     cached: set[str] = field(default_factory=set)  # target ids answered from the result cache
+    remember: Callable[[Connection], None] | None = None  # the misses' cache entries, written with the page
 
 
 def recent_row_ms(scorer: Scorer, rule_id: str) -> float | None:
@@ -137,7 +142,9 @@ async def _run(
     if not runnable:
         return
     cases = [c for _, c in runnable]
-    keys = CacheKeys()
+    # a case here is a stored trace's JSON (build_case): its dump is its fields; the misses' cache entries are
+    # written with the page (commit_page: one transaction, not a second writer beside it)
+    keys = CacheKeys(native=True, defer=True)
     try:
         got = await run_stored(
             scorer.components, ws, rule.evaluator_id, rule.revision, cases, charged, scorer.cache, keys
@@ -154,6 +161,7 @@ async def _run(
     except Exception:
         log.exception("a backfill page's run failed: its rows go to the scorer")
         return
+    out.remember = keys.pending
     now = utcnow()
     cap = scorer.settings.max_stored_result_bytes
     ran = [r.duration_ms for r in results if r.duration_ms is not None]  # a cache hit's: what a miss would cost

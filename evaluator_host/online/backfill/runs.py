@@ -283,7 +283,7 @@ class Backfiller:
                 elif rule.id not in self.row_ms and done.scored:
                     self.row_ms[rule.id] = 0.0  # answered without a run (errors): as fast as it gets
                 args = (engine, self.me, backfill, rule, page, done.scored, done.waiting, self.settings.online_claim_s)
-                stored = await asyncio.to_thread(commit_page, *args, done.hashes, done.cached)
+                stored = await asyncio.to_thread(commit_page, *args, done.hashes, done.cached, done.remember)
                 if stored is None:
                     return False
                 pending -= page.got.queued

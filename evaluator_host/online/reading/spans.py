@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from evaluator_host.evaluation.trace_shape import SpanData
+from evaluator_host.sandbox import fastjson
 
 __all__ = ["decode", "encode"]
 
@@ -48,7 +49,7 @@ def decode(
     trace_id: str, span_id: str, parent_id: str | None, name: str, start_ns: int, end_ns: int, body: str
 ) -> SpanData:
     """The :class:`SpanData` of a stored row (its columns and its ``body``)."""
-    data = json.loads(body)
+    data = fastjson.loads(body)  # what json.loads gives, msgspec's speed
     return SpanData(
         trace_id=trace_id,
         span_id=span_id,

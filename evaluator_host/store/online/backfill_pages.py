@@ -20,14 +20,14 @@ Portable SQL. Blocking: call from a thread.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from evaluator_host.store.db import as_utc, utcnow
 from evaluator_host.store.online import case_hashes as online_case_hashes
@@ -77,14 +77,15 @@ def read_page(
 def commit_page(
     engine: Engine, me: str, backfill: Backfill, rule: RuleRecord, page: Page, scored: dict[str, dict[str, Any]],
     waiting: dict[str, dict[str, Any]], claim_s: float, hashes: Sequence[dict[str, Any]] = (),
-    cached: Collection[str] = (),
+    cached: Collection[str] = (), also: Callable[[Connection], None] | None = None,
 ) -> tuple[set[str], bool] | None:  # fmt: skip
     """Store ``page`` (see the module docstring): ``scored`` — target id → the result's columns (``done``);
     ``waiting`` — target id → ``claimed_until``/``delayed_by`` (``queued``); a new row of the page in neither
     is queued as it is; ``hashes`` — the scored targets' case-hash rows
     (:func:`~evaluator_host.store.online.case_hashes.remember`); ``cached`` — the target ids answered from the
-    result cache (counted in the backfill's ``cached`` once added). The target ids it added and whether planning
-    ended (None: nothing stored)."""
+    result cache (counted in the backfill's ``cached`` once added); ``also`` — more to write in the same transaction
+    once the page is pinned (the misses' result-cache entries: ``online/backfill/direct.py``). The target ids it
+    added and whether planning ended (None: nothing stored)."""
     with engine.begin() as conn:
         at = B.cursor_at.is_(None) if page.cursor is None else B.cursor_at == page.cursor[0]
         last = B.cursor_id.is_(None) if page.cursor is None else B.cursor_id == page.cursor[1]
@@ -114,6 +115,8 @@ def commit_page(
         redone = [(rule.id, t) for t in added if "@r" in t and t in scored]
         online_sessions.supersede(conn, me, redone)
         online_case_hashes.remember(conn, hashes)
+        if also is not None:
+            also(conn)
         taken = len(rows) - len(added)  # a row routing added meanwhile: scored there
         queued = len(added) + len(page.got.requeue)
         hits = sum(1 for t in cached if t in added)
