@@ -92,7 +92,7 @@ class Ingest:
                 inflated = inflate(body, encoding, self.limits.json_bytes, "online_max_json_bytes")
             else:
                 inflated = inflate(body, encoding, self.limits.body_bytes)
-            decoded = decode(inflated, media, self.limits)
+            decoded = decode(inflated, media, self.limits, keep_message=self.forward is not None)
             if self.forward is not None:  # every span received, unchanged (never blocks: online/receive/forwarding.py)
                 message, decoded.message = decoded.message, None
                 forwarded = inflated if message is None else message.SerializeToString()
