@@ -22,11 +22,12 @@ LIMITS = Limits(body_bytes=1 << 20, spans=10, attributes=8, attribute_bytes=1024
 _TRACE = "0af7651916cd43dd8448eb211c80319c"
 _IDS32 = st.sampled_from([_TRACE, _TRACE.upper(), "0" * 32, _TRACE[:30], "zz" * 16, "CvdlGRbNQ92ESOshHIAxnA==", 7])
 _IDS16 = st.sampled_from(["b7ad6b7169203331", "B7AD6B7169203331", "0" * 16, "b7ad6b71", "qq" * 8, "t61rcWkgMzE=", 7])
-_TIMES = st.sampled_from([0, 123, "123", "0123", "-1", -1, 2**63 - 1, str(2**63 - 1), 2**63, str(2**64), 1.5, "x", True])
+_TIMES = st.sampled_from([0, 123, "123", "0123", "-1", -1, 2**63 - 1, str(2**63 - 1), 2**63, str(2**64), 1.5, True])
 _VALUES = st.sampled_from(
     [
         {"stringValue": "4"},
         {"stringValue": "é\x00"},
+        {"stringValue": "\ud800"},  # a lone surrogate (JSON's escape): not UTF-8
         {"stringValue": "é" * 600},  # 1,200 bytes: over the 1,024 bound
         {"stringValue": 5},
         {"intValue": "5"},
@@ -49,25 +50,28 @@ _VALUES = st.sampled_from(
         None,
     ]
 )
+_KEYS = st.sampled_from(["k", "gen_ai.prompt", "", "k" * 65, "\ud800", 5])
 _PAIRS = st.lists(
     st.one_of(
-        st.builds(lambda k, v: {"key": k, "value": v}, st.sampled_from(["k", "gen_ai.prompt", "", "k" * 65, 5]), _VALUES),
+        st.builds(lambda k, v: {"key": k, "value": v}, _KEYS, _VALUES),
         st.sampled_from([{"key": "k"}, {"key": "k", "value": {"stringValue": "v"}, "x": 1}, "pair"]),
     ),
     max_size=10,
 )
 _OPTIONAL = {
     "parentSpanId": st.sampled_from(["", "b7ad6b7169203331", "0" * 16, "b7ad", 7]),
-    "name": st.sampled_from(["chat", "", "n" * 65, "a\x00b", 5]),
+    "name": st.sampled_from(["chat", "", "n" * 65, "a\x00b", "\udfff", 5]),
     "kind": st.sampled_from([0, 3, 5, 6, -1, "SPAN_KIND_CLIENT", "SPAN_KIND_BOGUS", 2.0, True]),
     "startTimeUnixNano": _TIMES,
     "endTimeUnixNano": _TIMES,
     "attributes": _PAIRS,
-    "status": st.sampled_from([{}, {"code": 2, "message": "m"}, {"code": "STATUS_CODE_ERROR"}, {"code": 9}, "bad"]),
+    "status": st.sampled_from(
+        [{}, {"code": 2, "message": "m"}, {"code": "STATUS_CODE_ERROR"}, {"code": 9}, {"message": "\ud800"}, "bad"]
+    ),
     "events": st.sampled_from([[], [{"name": "e", "timeUnixNano": "1"}]]),
     "links": st.just([{"traceId": _TRACE, "spanId": "b7ad6b7169203331"}]),
     "flags": st.sampled_from([1, -1, 2**32, "1"]),
-    "traceState": st.sampled_from(["a=b", 3]),
+    "traceState": st.sampled_from(["a=b", "\ud800", 3]),
     "droppedAttributesCount": st.sampled_from([0, 2, -2]),
     "unknownField": st.just(1),
 }
@@ -112,7 +116,9 @@ def _span(draw: Any) -> dict[str, Any]:
     return span
 
 
-_SCOPE = st.sampled_from([None, {"name": "s", "version": "1"}, {"name": "s"}, {"name": 5}, {"attributes": []}])
+_SCOPE = st.sampled_from(
+    [None, {"name": "s", "version": "1"}, {"name": "s"}, {"name": 5}, {"name": "\ud800"}, {"attributes": []}]
+)
 _RESOURCE = st.one_of(
     st.builds(lambda pairs: {"attributes": [{"key": "service.name", "value": {"stringValue": "app"}}, *pairs]}, _PAIRS),
     st.sampled_from([None, {}, {"attributes": [{"key": "service.name", "value": {"intValue": "3"}}]}, []]),

@@ -66,10 +66,12 @@ def span_inputs_outputs(span: dict[str, Any]) -> tuple[Any, Any]:
     """``(inputs, outputs)`` of one span of the trace dict (``(None, None)``: no convention applies)."""
     attrs = span.get("attributes") or {}
     events = span.get("events") or []
-    for found in (agenta(attrs), gen_ai(attrs, events), openinference(attrs)):
-        if found[0] is not None or found[1] is not None:
-            return found
-    return None, None
+    found = agenta(attrs)  # each convention read only when the ones before it found nothing
+    if found[0] is None and found[1] is None:
+        found = gen_ai(attrs, events)
+    if found[0] is None and found[1] is None:
+        found = openinference(attrs)
+    return found if found[0] is not None or found[1] is not None else (None, None)
 
 
 def spans_depth_first(trace: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
