@@ -191,7 +191,8 @@ def render_steps(runs: list[dict[str, Any]]) -> str:
     held = [r["rate"] for r in runs if r["held"]]
     above = [r["rate"] for r in runs if not r["held"] and r["rate"] > max(held or [0])]
     ceiling = (f"ceiling ≥ {max(held)} traces/s" if held else "no step held") + (f", < {min(above)}" if above else "")
-    head = "| traces/s | lag p50 | lag p99 | service CPU / trace | | | |\n|---|---|---|---|---|---|---|\n"
+    head = "| traces/s (sent/s) | lag p50 | lag p99 | CPU / trace (service + workers) | | | |\n"
+    head += "|---|---|---|---|---|---|---|\n"
     return head + "\n".join(rows) + f"\n\n{SPANS} spans a trace, {LEVEL}-level rule: {ceiling}.\n"
 
 
