@@ -7,14 +7,21 @@ its spans (their stored bodies byte for byte), service names, scopes, rejections
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from evaluator_host.observability.metrics import Metrics
 from evaluator_host.online.reading.spans import encode
+from evaluator_host.online.receive.ingest import Ingest
 from evaluator_host.online.receive.otlp import JSON, Limits, OtlpError, decode
 from evaluator_host.online.receive.otlp_json import plain
+from evaluator_host.settings import Settings
+from evaluator_host.store.db import make_engine
+from evaluator_host.store.online.spans import OnlineSpanStore
 from tests.support.otlp_bodies import S, json_body, new_span_id, new_trace_id
 
 LIMITS = Limits(body_bytes=1 << 20, spans=10, attributes=8, attribute_bytes=1024, name_chars=64)
@@ -187,3 +194,22 @@ def test_a_body_the_fast_path_does_not_know_takes_the_general_path() -> None:
     decoded = decode(body, JSON, LIMITS, keep_message=False)
     assert [r.span.name for r in decoded.spans] == ["ok"] and decoded.rejected == 1
     assert "name of 65 characters" in decoded.reasons[0]
+
+
+def test_the_receiver_keeps_the_message_only_for_a_workspace_that_forwards(tmp_path: Path) -> None:
+    """The service's receiver always has a forwarder; a workspace with no forwarding target gets the fast path
+    (nothing offered, no message made), one with a target the general path: its spans forwarded as the protobuf
+    of the request, the same spans decoded."""
+    settings = Settings(data_dir=tmp_path, online_store_spans=False)
+    ingest = Ingest(settings, OnlineSpanStore(make_engine(f"sqlite:///{tmp_path / 'db.sqlite'}")), Metrics())
+    offered: list[tuple[str, bytes, int]] = []
+    ingest.forward = lambda workspace, body, spans: offered.append((workspace, body, spans))
+    ingest.forwards = lambda workspace: workspace == "ws_forwards"
+    trace_id = new_trace_id()
+    body = json_body([S(trace_id, new_span_id(), name="chat", attributes={"ag.data.outputs": "4"})])
+    quiet = ingest.receive("ws_default", body, JSON, None)
+    assert offered == [] and quiet.message is None and [r.span.trace_id for r in quiet.spans] == [trace_id]
+    loud = ingest.receive("ws_forwards", body, JSON, None)
+    assert [(ws, n) for ws, _, n in offered] == [("ws_forwards", 1)]
+    assert ExportTraceServiceRequest.FromString(offered[0][1]).resource_spans[0].scope_spans[0].spans[0].name == "chat"
+    assert [(r.span, r.scope) for r in loud.spans] == [(r.span, r.scope) for r in quiet.spans]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 from evaluator_host.evaluation.trace_shape import SpanData
 
@@ -113,7 +113,7 @@ def _items(value: Any, most: int) -> list[dict[str, Any]]:
     return value
 
 
-def _text(value: Any) -> bool:
+def _text(value: Any) -> TypeGuard[str]:
     """A string protobuf takes: UTF-8 (JSON's escapes can make lone surrogates, which json_format refuses)."""
     if type(value) is not str:
         return False
