@@ -22,7 +22,8 @@ every trace must be scored. It includes the SDK's batching, the receiver, readin
 defaults — quiet period 2 s, settle period 0.25 s for complete traces — and with the fast path off,
 settle = quiet = 2 s, the rule before it), routing and scoring, at the service's default poll periods.
 
-Run alone: ``.venv/bin/python -m bench.scoring_bench`` (``SCORING_MODE=ready|e2e|both``, default both).
+Run alone: ``.venv/bin/python -m bench.scoring_bench`` (``SCORING_MODE=ready|e2e|both``, default both;
+``steps``: :mod:`bench.scoring_steps`, OTLP/JSON at rate steps with CPU per trace and a ceiling search).
 """
 
 from __future__ import annotations
@@ -375,6 +376,11 @@ Goal: p99 ≤ {GOAL_P99_S:.0f} s at 500 traces/s — {"met" if ok else "NOT met"
 
 if __name__ == "__main__":
     mode = os.environ.get("SCORING_MODE", "both")
+    if mode == "steps":  # OTLP/JSON at rate steps from outside, CPU per trace, ceiling (bench/scoring_steps.py)
+        from bench.scoring_steps import measure_steps, render_steps
+
+        print(render_steps(measure_steps()))
+        sys.exit(0)
     ready = measure() if mode in ("ready", "both") else None
     if ready is not None:
         section, summary = render(ready)

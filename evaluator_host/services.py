@@ -181,6 +181,7 @@ class Services:
         """The OTLP receiver's use case (``POST /v1/traces``), its spans offered to :attr:`forwarder`."""
         ingest = Ingest(self.settings, OnlineSpanStore(self.store.engine), self.pool.metrics, self.quotas)
         ingest.forward = self.forwarder.offer
+        ingest.forwards = self.forwarder.forwards
         return ingest
 
     @functools.cached_property

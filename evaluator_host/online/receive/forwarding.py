@@ -150,6 +150,13 @@ class Forwarder:
         """Request bytes queued now (every target)."""
         return self._held
 
+    def forwards(self, workspace: str) -> bool:
+        """Whether ``workspace``'s requests go anywhere (its targets unreadable: assumed so, the body is kept)."""
+        try:
+            return bool(self._targets(workspace))
+        except Exception:
+            return True
+
     def offer(self, workspace: str, body: bytes, spans: int) -> None:
         """Queue one received request for every forwarding target of ``workspace``; never blocks, never raises."""
         try:

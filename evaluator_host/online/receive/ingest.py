@@ -56,6 +56,7 @@ class Ingest:
         self._outcomes = {name: metrics.online_spans.labels(name) for name in ("stored", "duplicate", "rejected")}
         # (workspace, request bytes, spans): Forwarder.offer when spans are forwarded (services.py sets it)
         self.forward: Callable[[str, bytes, int], None] | None = None
+        self.forwards: Callable[[str], bool] | None = None  # whether a workspace forwards (Forwarder.forwards)
 
     def share(self) -> int:
         """The spans one workspace may hold: ``online_max_stored_spans`` over the workspaces (at least 1)."""
@@ -92,8 +93,9 @@ class Ingest:
                 inflated = inflate(body, encoding, self.limits.json_bytes, "online_max_json_bytes")
             else:
                 inflated = inflate(body, encoding, self.limits.body_bytes)
-            decoded = decode(inflated, media, self.limits)
-            if self.forward is not None:  # every span received, unchanged (never blocks: online/receive/forwarding.py)
+            forwarding = self.forward is not None and (self.forwards is None or self.forwards(workspace))
+            decoded = decode(inflated, media, self.limits, keep_message=forwarding)  # else JSON's fast path
+            if self.forward is not None and forwarding:  # every span received, unchanged (online/receive/forwarding.py)
                 message, decoded.message = decoded.message, None
                 forwarded = inflated if message is None else message.SerializeToString()
                 self.forward(workspace, forwarded, len(decoded.spans) + decoded.rejected)
