@@ -22,7 +22,7 @@ from evaluator_host.store.online.case_hashes import CaseHashRow, remember, resol
 from evaluator_host.store.online.rows import OnlineSpanRow, OnlineTraceRow
 from evaluator_host.store.online.rules import RuleStore
 from evaluator_host.store.online.spans import OnlineSpanStore
-from tests.online.test_backfill_case_hashes import CAP, EVERYTHING, SCOPE, make_rule, scored_before, spans_of
+from tests.support.case_hashes import CAP, EVERYTHING, SCOPE, make_rule, scored_before, spans_of
 from tests.support.online import WS, chat_trace, put_trace, score_rows, span
 
 H, T = CaseHashRow, OnlineTraceRow
