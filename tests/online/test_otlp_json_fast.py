@@ -10,12 +10,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.online.reading.spans import encode
+from evaluator_host.online.receive import otlp_json
 from evaluator_host.online.receive.ingest import Ingest
 from evaluator_host.online.receive.otlp import JSON, Limits, OtlpError, decode
 from evaluator_host.online.receive.otlp_json import plain
@@ -194,6 +196,24 @@ def test_a_body_the_fast_path_does_not_know_takes_the_general_path() -> None:
     decoded = decode(body, JSON, LIMITS, keep_message=False)
     assert [r.span.name for r in decoded.spans] == ["ok"] and decoded.rejected == 1
     assert "name of 65 characters" in decoded.reasons[0]
+
+
+def test_a_body_over_the_span_limit_across_scopes_is_given_up_having_built_no_more_than_the_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each scope within the limit, their total 5 times it: the fast path counts as it goes and gives the body up
+    at the first scope past the limit, having built at most the limit's spans (a hostile body of many small
+    scopes cost the whole build first), and the general path's refusal stands."""
+    built: list[object] = []
+    real = otlp_json._span
+    monkeypatch.setattr(otlp_json, "_span", lambda *args: built.append(args) or real(*args))
+    trace_id = new_trace_id()
+    scope = {"spans": [{"traceId": trace_id, "spanId": new_span_id(), "name": "s"} for _ in range(LIMITS.spans)]}
+    body = json.dumps({"resourceSpans": [{"scopeSpans": [scope] * 5}]}).encode()
+    assert plain(body, LIMITS) is None
+    assert len(built) <= LIMITS.spans
+    assert _outcome(body, keep_message=False) == _outcome(body, keep_message=True)
+    assert _outcome(body, keep_message=False)[0] == "refused"
 
 
 def test_the_receiver_keeps_the_message_only_for_a_workspace_that_forwards(tmp_path: Path) -> None:

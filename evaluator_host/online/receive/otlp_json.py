@@ -102,7 +102,10 @@ def _request(data: Any, limits: Any) -> list[tuple[SpanData, str | None, dict[st
             scope = {"name": sc.get("name", ""), "version": sc.get("version", "")}
             if not _text(scope["name"]) or not _text(scope["version"]):
                 raise _NotPlain
-            for span in _items(ss.get("spans", []), limits.spans):
+            spans = _items(ss.get("spans", []), limits.spans)
+            if len(out) + len(spans) > limits.spans:  # refused before a span of it is built (a running total)
+                raise _NotPlain
+            for span in spans:
                 out.append((_span(span, resource, limits), service_name, scope))
     return out
 
