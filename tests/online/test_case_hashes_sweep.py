@@ -16,6 +16,7 @@ from sqlalchemy import Engine, exists, func, select, update
 
 from evaluator_host.online.deciding.router import decide
 from evaluator_host.store.db import make_engine
+from evaluator_host.store.online import spans as online_spans
 from evaluator_host.store.online.backfill_pages import read_page
 from evaluator_host.store.online.backfills import BackfillStore
 from evaluator_host.store.online.case_hashes import CaseHashRow, remember, resolve_cached
@@ -69,6 +70,23 @@ def test_the_retention_sweep_deletes_the_case_hash_rows_of_the_traces_it_deletes
     assert (spans, traces) == (6, 3)
     assert hashed(engine) == set(kept)  # the swept traces' rows went with them, the others stay
     assert orphans(engine) == 0
+
+
+def test_the_sweep_deletes_expired_traces_a_chunk_a_transaction_and_their_case_keys_with_each_chunk(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(online_spans, "SWEEP_CHUNK", 2)  # 5 expired traces: chunks of 2, 2 and 1
+    old = [chat_trace(engine, state="routed") for _ in range(5)]
+    kept = [chat_trace(engine, state="routed")]
+    scored_before(engine, old + kept)
+    for trace_id in old:
+        age(engine, trace_id)
+
+    spans, traces = OnlineSpanStore(engine).sweep(datetime.now(UTC) - RETENTION)
+
+    assert (spans, traces) == (10, 5)
+    assert hashed(engine) == set(kept) and orphans(engine) == 0
+    assert OnlineSpanStore(engine).sweep(datetime.now(UTC) - RETENTION) == (0, 0)  # nothing left: one empty chunk
 
 
 def test_a_rerun_after_the_sweep_scores_a_trace_sent_again_under_a_swept_id_fresh(engine: Engine) -> None:

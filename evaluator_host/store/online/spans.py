@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import DateTime, Table, delete, func, select
+from sqlalchemy import DateTime, Table, delete, func, select, tuple_
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 
@@ -56,6 +56,7 @@ __all__ = ["SPANS", "TRACES", "OnlineSpanStore", "Written"]
 
 SPANS: Table = OnlineSpanRow.__table__  # type: ignore[assignment]
 TRACES: Table = OnlineTraceRow.__table__  # type: ignore[assignment]
+SWEEP_CHUNK = 20_000  # expired traces deleted (their case keys with them) per transaction of the sweep
 _TRACE_COLUMNS = (
     "workspace_id",
     "trace_id",
@@ -240,12 +241,19 @@ class OnlineSpanStore:
         """Delete spans received before ``cutoff`` (released from their workspaces' usage), traces and
         sessions whose last span came before it: (spans, traces)."""
         spans = delete_expired(self.engine, cutoff, sqlite=self.sqlite)
+        key = tuple_(TRACES.c.workspace_id, TRACES.c.trace_id)
+        expired = select(TRACES.c.workspace_id, TRACES.c.trace_id).where(TRACES.c.last_span_at < cutoff)
+        statement = delete(TRACES).where(key.in_(expired.limit(SWEEP_CHUNK)))
+        traces = 0
+        while True:  # a chunk a transaction: a first pass after a long pause holds the writer and memory briefly
+            with self.engine.begin() as conn:
+                deleted = conn.execute(statement.returning(TRACES.c.workspace_id, TRACES.c.trace_id))
+                gone = [(str(w), str(t)) for w, t in deleted]
+                online_case_hashes.forget(conn, gone)  # the backfills' case keys of those traces go with them
+            traces += len(gone)
+            if len(gone) < SWEEP_CHUNK:
+                break
         with self.engine.begin() as conn:
-            expired = delete(TRACES).where(TRACES.c.last_span_at < cutoff)
-            deleted = conn.execute(expired.returning(TRACES.c.workspace_id, TRACES.c.trace_id))
-            gone = [(str(w), str(t)) for w, t in deleted]
-            online_case_hashes.forget(conn, gone)  # the backfills' case keys of those traces go with them
-            traces = len(gone)
             online_sessions.sweep(conn, cutoff)  # sessions whose last span is that old, and their rows
         DecisionStore(self.engine).sweep(cutoff)  # a trace's decisions go with it (made at or after its last span)
         return spans, int(traces)
