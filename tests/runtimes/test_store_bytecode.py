@@ -145,3 +145,21 @@ def test_a_runtime_removed_before_its_bytecode_is_linked_is_not_made_again(tmp_p
     assert bytecode.wait(timeout_s=120)
     assert _pyc(entry / "pkg/mod.py").is_file() and (entry / ".evaluator-host-compiled").exists()
     assert not site.parent.exists()
+
+
+def test_two_new_runtimes_sharing_an_entry_get_its_one_compiled_bytecode(tmp_path: Path) -> None:
+    """A second runtime built while the first's compile of a shared entry is under way waits for it rather than
+    compiling it again: both runtimes link the same ``.pyc`` files as the store (the same inodes)."""
+    package_store = tmp_path / "package-store"
+    rels = [f"pkg/m{i}.py" for i in range(200)]
+    entry = _entry(package_store / store.ARCHIVE, "e", {rel: f"X = {i}\n" for i, rel in enumerate(rels)})
+    bytecode = Bytecode(Settings(data_dir=tmp_path / "data", python_executable=sys.executable))
+    sites = []
+    for name in ("r1", "r2"):
+        site, sources = _runtime(tmp_path / name, entry, rels)
+        bytecode.compile_later(site, {entry}, sources, package_store)
+        sites.append(site)
+    assert bytecode.wait(timeout_s=120)
+    for rel in rels:
+        inodes = {_pyc(root / rel).stat().st_ino for root in (entry, *sites)}
+        assert len(inodes) == 1, rel

@@ -47,6 +47,7 @@ class Bytecode:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._running: set[threading.Thread] = set()
+        self._compiling: dict[Path, threading.Event] = {}  # a store entry under way → set when it is done
         self._lock = threading.Lock()
 
     def link_compiled(self, site: Path, sources: store.Sources, package_store: Path) -> None:
@@ -60,20 +61,40 @@ class Bytecode:
     def compile_later(self, site: Path, entries: set[Path], sources: store.Sources, package_store: Path) -> None:
         """Compile the ``entries`` not compiled yet and link their bytecode into the runtime's packages
         folder ``site`` (in place already), in a background thread at the lowest priority; nothing when
-        every entry is compiled (:meth:`link_compiled` linked it all)."""
-        if not store.uncompiled(entries):
+        every entry is compiled (:meth:`link_compiled` linked it all). An entry another runtime's compile
+        has under way is not compiled twice: this one waits for it, then links."""
+        todo = store.uncompiled(entries)
+        if not todo:
             return
-        thread = threading.Thread(
-            target=self._compile, args=(site, entries, sources, package_store), name="bytecode", daemon=True
-        )
         with self._lock:
+            theirs = [self._compiling[entry] for entry in todo if entry in self._compiling]
+            mine = [entry for entry in todo if entry not in self._compiling]
+            for entry in mine:
+                self._compiling[entry] = threading.Event()
+            thread = threading.Thread(
+                target=self._compile, args=(site, mine, theirs, sources, package_store), name="bytecode", daemon=True
+            )
             self._running.add(thread)
         thread.start()
 
-    def _compile(self, site: Path, entries: set[Path], sources: store.Sources, package_store: Path) -> None:
+    def _compile(
+        self,
+        site: Path,
+        mine: list[Path],
+        theirs: list[threading.Event],
+        sources: store.Sources,
+        package_store: Path,
+    ) -> None:
+        python, timeout_s = self.settings.python_executable, self.settings.build_timeout_s
         try:
-            python, timeout_s = self.settings.python_executable, self.settings.build_timeout_s
-            store.compile_entries(entries, python, timeout_s, idle=True)
+            try:
+                store.compile_entries(mine, python, timeout_s, idle=True)
+            finally:
+                with self._lock:
+                    for entry in mine:
+                        self._compiling.pop(entry).set()
+            for other in theirs:
+                other.wait(timeout_s)
             store.link_bytecode(site, sources, package_store)
         except (OSError, subprocess.SubprocessError):
             log.warning("compiling the bytecode of %s failed", site, exc_info=True)
