@@ -191,6 +191,8 @@ def link_tree(
     os.makedirs(top, exist_ok=True)
     made: set[str] = {""}
     for rel, link in links.items():
+        if "/__pycache__/" in f"/{rel}":  # bytecode: linked by the host from the store (link_bytecode), whole
+            continue  # (what uv listed there may be a compile's temporary file, gone by now: issue 55 §4)
         if not link.startswith(archive_seen) or "/../" in link or "/./" in link:
             raise StoreError(f"a link of the install points outside the package store: {link}")
         inner = link[len(archive_seen) :]

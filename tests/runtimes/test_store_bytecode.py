@@ -163,3 +163,25 @@ def test_two_new_runtimes_sharing_an_entry_get_its_one_compiled_bytecode(tmp_pat
     for rel in rels:
         inodes = {_pyc(root / rel).stat().st_ino for root in (entry, *sites)}
         assert len(inodes) == 1, rel
+
+
+def test_a_tree_listing_bytecode_a_compile_has_renamed_away_still_links(tmp_path: Path) -> None:
+    """uv lists every file of a store entry, a background compile's temporary ``.pyc`` too (gone by the time the
+    host links, renamed into place): link_tree leaves whatever uv listed under ``__pycache__`` out — the bytecode
+    comes whole from the store (link_bytecode) — and the build stands."""
+    package_store = tmp_path / "package-store"
+    entry = _entry(package_store / store.ARCHIVE, "e", {"pkg/mod.py": "X = 1\n"})
+    store.compile_entries([entry], sys.executable, timeout_s=120)
+    seen = str(package_store / store.ARCHIVE / "e")
+    pyc = _pyc(entry / "pkg/mod.py").name
+    links = {
+        "pkg/mod.py": f"{seen}/pkg/mod.py",
+        f"pkg/__pycache__/{pyc}": f"{seen}/pkg/__pycache__/{pyc}",
+        f"pkg/__pycache__/{pyc}.139871234": f"{seen}/pkg/__pycache__/{pyc}.139871234",  # (renamed away)
+    }
+    target = tmp_path / "runtime" / "site"
+    entries, sources = store.link_tree(links, [], tmp_path / "copies", target, package_store, str(package_store))
+    assert entries == {entry} and (target / "pkg/mod.py").stat().st_ino == (entry / "pkg/mod.py").stat().st_ino
+    assert not (target / "pkg" / "__pycache__").exists()
+    assert store.link_bytecode(target, sources, package_store) == 1
+    assert _pyc(target / "pkg/mod.py").stat().st_ino == _pyc(entry / "pkg/mod.py").stat().st_ino
