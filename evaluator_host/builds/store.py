@@ -13,8 +13,9 @@ What the host links is checked, never trusted: a path must stay inside the runti
 into the store's ``archive-v0`` (its folder's real path too: no link escapes through another link) at a
 regular file; anything else fails the build. Bytecode is compiled once into each store entry
 (:func:`compile_entries`: ``py_compile`` on every core compiles, never runs, the code; a package's tests
-are left out) and hard-linked into the runtimes (:func:`link_bytecode`); a ``.pyc`` remembers its source's
-size and mtime, which its hard link shares.
+are left out) and hard-linked into the runtimes (:func:`link_bytecode`; a new runtime's after it is in place:
+:mod:`evaluator_host.sandbox.process.bytecode`); a ``.pyc`` remembers its source's size and mtime, which its
+hard link shares.
 
 Once linked, the runtime and the store entries it uses are handed to root
 (:func:`~evaluator_host.sandbox.process.installs.hand_over`, by the caller): a later build — the build
@@ -46,6 +47,7 @@ __all__ = [
     "link_bytecode",
     "link_tree",
     "read_manifest",
+    "uncompiled",
 ]
 
 ARCHIVE = "archive-v0"
@@ -136,14 +138,23 @@ for pid in children:
 """
 
 
-def compile_entries(entries: Iterable[Path], python: str, timeout_s: float) -> None:
+def uncompiled(entries: Iterable[Path]) -> list[Path]:
+    """The store entries whose bytecode is not compiled yet (no mark), in order."""
+    return [entry for entry in sorted(entries) if not (entry / _COMPILED).exists()]
+
+
+def compile_entries(entries: Iterable[Path], python: str, timeout_s: float, idle: bool = False) -> None:
     """Compile the bytecode of store entries not compiled yet (:data:`_COMPILE_SCRIPT`, ``python -I``:
-    the code is compiled, never run, on every core); a mark in the entry says it was done."""
-    todo = [entry for entry in sorted(entries) if not (entry / _COMPILED).exists()]
+    the code is compiled, never run, on every core); a mark in the entry says it was done. ``idle``: at
+    the lowest CPU priority (``nice`` 19) and, where ``ionice`` is, in the idle I/O class (a compile
+    behind a first result: it takes only what the machine does not use)."""
+    todo = uncompiled(entries)
     if not todo:
         return
+    lowest = ["ionice", "-c", "3"] if idle and shutil.which("ionice") else []
+    script = "import os\nos.nice(19)\n" + _COMPILE_SCRIPT if idle else _COMPILE_SCRIPT  # (its helpers inherit it)
     compiling = subprocess.Popen(
-        [python, "-I", "-S", "-c", _COMPILE_SCRIPT, *map(str, todo)],
+        [*lowest, python, "-I", "-S", "-c", script, *map(str, todo)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -180,6 +191,8 @@ def link_tree(
     os.makedirs(top, exist_ok=True)
     made: set[str] = {""}
     for rel, link in links.items():
+        if "/__pycache__/" in f"/{rel}":  # bytecode: linked by the host from the store (link_bytecode), whole
+            continue  # (what uv listed there may be a compile's temporary file, gone by now: issue 55 §4)
         if not link.startswith(archive_seen) or "/../" in link or "/./" in link:
             raise StoreError(f"a link of the install points outside the package store: {link}")
         inner = link[len(archive_seen) :]
@@ -229,8 +242,9 @@ def link_bytecode(target: Path, sources: Sources, store: Path) -> int:
                 source = os.path.join(cache, name)
                 if not name.endswith(".pyc") or not stat.S_ISREG(os.lstat(source).st_mode):
                     continue
-                if not made:
-                    os.makedirs(out, exist_ok=True)
+                if not made:  # (only the cache folder: a runtime removed meanwhile is not made again)
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(out)
                     made = True
                 with contextlib.suppress(FileExistsError):
                     os.link(source, os.path.join(out, name))

@@ -1,8 +1,11 @@
-"""The package store's bytecode: compiled once per entry, on every core, never run (store.compile_entries)."""
+"""The package store's bytecode: compiled once per entry, on every core, never run (store.compile_entries);
+a new runtime's, linked after it is in place (sandbox/process/bytecode.Bytecode)."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from evaluator_host.builds import store
+from evaluator_host.sandbox.process.bytecode import Bytecode
+from evaluator_host.settings import Settings
 
 
 def _entry(root: Path, name: str, files: dict[str, str]) -> Path:
@@ -79,3 +84,104 @@ def test_a_compile_past_its_timeout_is_killed_with_its_helpers(tmp_path: Path) -
     assert not (entry / ".evaluator-host-compiled").exists()
     leftover = subprocess.run(["pgrep", "-f", str(entry)], capture_output=True, text=True).stdout.split()
     assert leftover == []
+
+
+def _runtime(tmp_path: Path, entry: Path, rels: list[str]) -> tuple[Path, store.Sources]:
+    """A runtime's packages folder made of hard links to ``entry``'s files, as link_tree makes it."""
+    site = tmp_path / "runtimes" / "r" / "site"
+    sources: store.Sources = {}
+    for rel in rels:
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.link(entry / rel, site / rel)
+        sources.setdefault(rel.rpartition("/")[0], set()).add(str((entry / rel).parent))
+    return site, sources
+
+
+def test_a_new_runtimes_bytecode_is_compiled_after_it_is_in_place_and_linked_whole(tmp_path: Path) -> None:
+    """Issue 55 §4: nothing is compiled before the runtime is in place (link_compiled links only what the store
+    has: nothing yet), so its first import compiles in memory; the background compile then links every module's
+    ``.pyc`` into the runtime, the store's own file (the same inode), which imports the source's value."""
+    package_store = tmp_path / "package-store"
+    rels = [f"pkg/sub{i}/mod{j}.py" for i in range(3) for j in range(20)] + ["pkg/__init__.py"]
+    entry = _entry(package_store / store.ARCHIVE, "e", {rel: f"X = {n}\n" for n, rel in enumerate(rels)})
+    site, sources = _runtime(tmp_path, entry, rels)
+    bytecode = Bytecode(Settings(data_dir=tmp_path / "data", python_executable=sys.executable))
+    bytecode.link_compiled(site, sources, package_store)
+    assert list(site.rglob("*.pyc")) == []
+    check = f"import sys; sys.path.insert(0, {str(site)!r}); import pkg.sub2.mod19 as m; print(m.X)"
+    first = subprocess.run([sys.executable, "-I", "-S", "-B", "-c", check], capture_output=True, text=True)
+    assert first.stdout == f"{rels.index('pkg/sub2/mod19.py')}\n", first.stderr
+    bytecode.compile_later(site, {entry}, sources, package_store)
+    assert bytecode.wait(timeout_s=120)
+    for rel in rels:
+        assert _pyc(site / rel).stat().st_ino == _pyc(entry / rel).stat().st_ino, rel
+    again = subprocess.run([sys.executable, "-I", "-S", "-B", "-c", check], capture_output=True, text=True)
+    assert again.stdout == first.stdout, again.stderr
+
+
+def test_a_set_of_compiled_entries_gets_its_bytecode_before_its_first_worker_and_no_compile(tmp_path: Path) -> None:
+    """The warm path: entries a set built before compiled are linked before the runtime is in place
+    (link_compiled), and no background compile starts for them."""
+    package_store = tmp_path / "package-store"
+    entry = _entry(package_store / store.ARCHIVE, "e", {"lib/a.py": "A = 1\n", "lib/b.py": "B = 2\n"})
+    store.compile_entries([entry], sys.executable, timeout_s=120)
+    site, sources = _runtime(tmp_path, entry, ["lib/a.py", "lib/b.py"])
+    bytecode = Bytecode(Settings(data_dir=tmp_path / "data", python_executable=sys.executable))
+    bytecode.link_compiled(site, sources, package_store)
+    assert _pyc(site / "lib/a.py").is_file() and _pyc(site / "lib/b.py").is_file()
+    bytecode.compile_later(site, {entry}, sources, package_store)
+    assert bytecode.wait(timeout_s=0)  # (nothing was left to compile: no thread started)
+
+
+def test_a_runtime_removed_before_its_bytecode_is_linked_is_not_made_again(tmp_path: Path) -> None:
+    """A runtime renamed away and removed while its compile ran gets nothing: the store's entry is compiled and
+    marked, but no folder of the removed runtime is made again (only a ``__pycache__`` in a folder that exists)."""
+    package_store = tmp_path / "package-store"
+    entry = _entry(package_store / store.ARCHIVE, "e", {"pkg/mod.py": "X = 1\n", "pkg/deep/more.py": "Y = 2\n"})
+    site, sources = _runtime(tmp_path, entry, ["pkg/mod.py", "pkg/deep/more.py"])
+    shutil.rmtree(site.parent)
+    bytecode = Bytecode(Settings(data_dir=tmp_path / "data", python_executable=sys.executable))
+    bytecode.compile_later(site, {entry}, sources, package_store)
+    assert bytecode.wait(timeout_s=120)
+    assert _pyc(entry / "pkg/mod.py").is_file() and (entry / ".evaluator-host-compiled").exists()
+    assert not site.parent.exists()
+
+
+def test_two_new_runtimes_sharing_an_entry_get_its_one_compiled_bytecode(tmp_path: Path) -> None:
+    """A second runtime built while the first's compile of a shared entry is under way waits for it rather than
+    compiling it again: both runtimes link the same ``.pyc`` files as the store (the same inodes)."""
+    package_store = tmp_path / "package-store"
+    rels = [f"pkg/m{i}.py" for i in range(200)]
+    entry = _entry(package_store / store.ARCHIVE, "e", {rel: f"X = {i}\n" for i, rel in enumerate(rels)})
+    bytecode = Bytecode(Settings(data_dir=tmp_path / "data", python_executable=sys.executable))
+    sites = []
+    for name in ("r1", "r2"):
+        site, sources = _runtime(tmp_path / name, entry, rels)
+        bytecode.compile_later(site, {entry}, sources, package_store)
+        sites.append(site)
+    assert bytecode.wait(timeout_s=120)
+    for rel in rels:
+        inodes = {_pyc(root / rel).stat().st_ino for root in (entry, *sites)}
+        assert len(inodes) == 1, rel
+
+
+def test_a_tree_listing_bytecode_a_compile_has_renamed_away_still_links(tmp_path: Path) -> None:
+    """uv lists every file of a store entry, a background compile's temporary ``.pyc`` too (gone by the time the
+    host links, renamed into place): link_tree leaves whatever uv listed under ``__pycache__`` out — the bytecode
+    comes whole from the store (link_bytecode) — and the build stands."""
+    package_store = tmp_path / "package-store"
+    entry = _entry(package_store / store.ARCHIVE, "e", {"pkg/mod.py": "X = 1\n"})
+    store.compile_entries([entry], sys.executable, timeout_s=120)
+    seen = str(package_store / store.ARCHIVE / "e")
+    pyc = _pyc(entry / "pkg/mod.py").name
+    links = {
+        "pkg/mod.py": f"{seen}/pkg/mod.py",
+        f"pkg/__pycache__/{pyc}": f"{seen}/pkg/__pycache__/{pyc}",
+        f"pkg/__pycache__/{pyc}.139871234": f"{seen}/pkg/__pycache__/{pyc}.139871234",  # (renamed away)
+    }
+    target = tmp_path / "runtime" / "site"
+    entries, sources = store.link_tree(links, [], tmp_path / "copies", target, package_store, str(package_store))
+    assert entries == {entry} and (target / "pkg/mod.py").stat().st_ino == (entry / "pkg/mod.py").stat().st_ino
+    assert not (target / "pkg" / "__pycache__").exists()
+    assert store.link_bytecode(target, sources, package_store) == 1
+    assert _pyc(target / "pkg/mod.py").stat().st_ino == _pyc(entry / "pkg/mod.py").stat().st_ino

@@ -35,7 +35,6 @@ import json
 import logging
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 import uuid
@@ -48,6 +47,7 @@ from evaluator_host.definitions import languages
 from evaluator_host.errors import BuildError
 from evaluator_host.sandbox.base import Runtime
 from evaluator_host.sandbox.inventory import RuntimeInfo
+from evaluator_host.sandbox.process.bytecode import Bytecode
 from evaluator_host.sandbox.process.installs import STORE_IN_SANDBOX, InstallSite, hand_over
 from evaluator_host.sandbox.process.isolation import Isolation, probe
 from evaluator_host.settings import Settings
@@ -67,6 +67,7 @@ class RuntimeBuilder(BuildOnce):
         )
         self.settings = settings
         self._isolation = isolation
+        self.bytecode = Bytecode(settings)
         self.sweep_partials()
         build_relay.sweep_stale()  # (what services killed on this machine left of their relays)
 
@@ -207,9 +208,11 @@ class RuntimeBuilder(BuildOnce):
         for entry in entries:  # the store entries it shares: root's too (a later build writes none of them)
             if entry.stat().st_uid != 0:  # (one handed over before holds nothing else: its folders are root's)
                 hand_over(entry)
-        if entries:  # then (root's, nothing of the build runs) their bytecode, linked beside the sources
-            self._compile(partial / family.packages_dir, entries, sources, site.store)
+        if entries:  # then (root's, nothing of the build runs) the bytecode compiled already, linked beside
+            self.bytecode.link_compiled(partial / family.packages_dir, sources, site.store)
         partial.rename(self.root / rid)
+        if entries:  # the rest after the first result, in the background at the lowest priority
+            self.bytecode.compile_later(self.root / rid / family.packages_dir, entries, sources, site.store)
         return Runtime(rid, language, pins, str(self.root / rid), lock)
 
     def _install(
@@ -287,7 +290,7 @@ class RuntimeBuilder(BuildOnce):
     ) -> tuple[set[Path], store.Sources]:
         """After uv installed a tree of links into the shared store: the runtime's packages folder made of
         hard links to the store (:func:`store.link_tree`); the store entries it uses, and where each of
-        its folders links from (for the bytecode: :meth:`_compile`)."""
+        its folders links from (for the bytecode: :class:`Bytecode`)."""
         manifest = build / "scratch" / "links.json" if self.sandboxed else build / "links.json"
         seen_as = STORE_IN_SANDBOX if self.sandboxed else str(site.store)
         try:
@@ -299,16 +302,10 @@ class RuntimeBuilder(BuildOnce):
             message = f"installing {installers.shown(family, pins)} failed:\n{reason}"
             raise BuildError(message, runtime_id=rid, output=reason) from exc
 
-    def _compile(self, site: Path, entries: set[Path], sources: store.Sources, package_store: Path) -> None:
-        """Compile the bytecode of the store entries a new runtime uses (once per entry: a later set
-        links it) and link it into the runtime's packages folder ``site``. A worker cannot write bytecode
-        into its read-only runtime: without it, every worker would compile what it imports (seconds for
-        scikit-learn). A failure leaves the runtime without it (logged), still whole."""
-        try:
-            store.compile_entries(entries, self.settings.python_executable, self.settings.build_timeout_s)
-            store.link_bytecode(site, sources, package_store)
-        except (OSError, subprocess.SubprocessError):
-            log.warning("compiling the bytecode of %s failed", site, exc_info=True)
+    def wait_compiled(self, timeout_s: float | None = None) -> bool:
+        """Wait for the background bytecode compiles started so far (:class:`Bytecode`); whether none
+        is left running."""
+        return self.bytecode.wait(timeout_s)
 
     @functools.cached_property
     def npm_config(self) -> dict[str, str]:
