@@ -38,7 +38,7 @@ from typing import Any
 import httpx
 from sqlalchemy import Engine, and_, func, insert, select
 
-from bench.common import pct, replace_section, serving, verdict
+from bench.common import Pace, pct, replace_section, serving, verdict
 from evaluator_host.evaluation.trace_shape import SpanData
 from evaluator_host.online.reading.spans import encode
 from evaluator_host.store.db import as_utc, make_engine
@@ -198,14 +198,11 @@ def _done(engine: Engine, rule_id: str) -> int:
 
 def _feed(engine: Engine, rule_id: str, expected_per_trace: int) -> dict[str, Any]:
     """``SPAN_RATE`` agent traces a second for ``LAG_SECONDS``; every target scored (or 120 s); the lags."""
-    per_tick, sent, behind, start = max(1, round(SPAN_RATE * TICK)), 0, 0.0, time.monotonic()
-    for tick in range(int(LAG_SECONDS / TICK)):
+    per_tick, sent, pace = max(1, round(SPAN_RATE * TICK)), 0, Pace(int(LAG_SECONDS / TICK), TICK)
+    for _ in pace:
         _write(engine, [_agent(sent + i) for i in range(per_tick)], datetime.now(UTC))
         sent += per_tick
-        wait = start + (tick + 1) * TICK - time.monotonic()
-        behind = max(behind, -wait) if wait < 0 else behind
-        if wait > 0:
-            time.sleep(wait)
+    behind = pace.behind
     deadline = time.monotonic() + 120
     while _done(engine, rule_id) < sent * expected_per_trace and time.monotonic() < deadline:
         time.sleep(0.2)

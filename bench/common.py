@@ -101,3 +101,23 @@ def replace_section(doc: str, heading: str, section: str) -> str:
         return doc.rstrip("\n") + "\n" + section
     end = doc.find("\n## ", start + len(heading))
     return doc[:start].rstrip("\n") + "\n" + section + (doc[end:] if end >= 0 else "")
+
+
+class Pace:
+    """``ticks`` ticks of ``tick`` seconds from the first: iterating yields each tick's number, then sleeps until the
+    next one is due (a feed at a fixed rate). ``start`` is when it began (``time.monotonic``); ``behind`` the most
+    seconds a tick ended past its due time (a feed that could not keep up)."""
+
+    def __init__(self, ticks: int, tick: float) -> None:
+        self.ticks, self.tick = ticks, tick
+        self.start, self.behind = time.monotonic(), 0.0
+
+    def __iter__(self) -> Iterator[int]:
+        self.start = time.monotonic()
+        for n in range(self.ticks):
+            yield n
+            wait = self.start + (n + 1) * self.tick - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            else:
+                self.behind = max(self.behind, -wait)

@@ -41,7 +41,7 @@ from typing import Any
 import httpx
 from sqlalchemy import func, insert, select
 
-from bench.common import pct, serving
+from bench.common import Pace, pct, serving
 from evaluator_host.evaluation.trace_shape import SpanData
 from evaluator_host.online.reading.spans import encode
 from evaluator_host.store.db import as_utc, make_engine
@@ -126,7 +126,7 @@ def measure() -> dict[str, Any]:
             out["baseline_p50_ms"], out["baseline_p99_ms"] = pct(base_ms, 50), pct(base_ms, 99)
             rule = client.post("/v1/online-rules", json={"evaluator_id": ev["id"], "sampling_rate": 1.0}).json()
             engine = make_engine(f"sqlite:///{data_dir}/evaluator-host.db")
-            sent, behind, backlog = 0, 0.0, []
+            sent, backlog = 0, []
             per_tick = max(1, round(RATE * TICK))
             stop = threading.Event()
 
@@ -136,19 +136,14 @@ def measure() -> dict[str, Any]:
 
             watcher = threading.Thread(target=watch, daemon=True)
             watcher.start()
-            start = time.monotonic()
-            for tick in range(int(SECONDS / TICK)):
+            pace = Pace(int(SECONDS / TICK), TICK)
+            for _ in pace:
                 spans, traces = _batch(per_tick)
                 with engine.begin() as conn:
                     conn.execute(insert(OnlineSpanRow), spans)
                     conn.execute(insert(OnlineTraceRow), traces)
                 sent += per_tick
-                wait = start + (tick + 1) * TICK - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)
-                else:
-                    behind = max(behind, -wait)
-            fed_s = time.monotonic() - start
+            fed_s, behind = time.monotonic() - pace.start, pace.behind
             deadline = time.monotonic() + 120
             done_query = select(func.count()).where(OnlineScoreRow.state == "done")
             while time.monotonic() < deadline:
@@ -156,7 +151,7 @@ def measure() -> dict[str, Any]:
                     if int(conn.scalar(done_query) or 0) >= sent:
                         break
                 time.sleep(0.2)
-            drained_s = time.monotonic() - start
+            drained_s = time.monotonic() - pace.start
             stop.set()
             watcher.join(5)
             lag_query = select(OnlineScoreRow.scored_at, OnlineTraceRow.last_span_at).join(OnlineTraceRow, _same_trace)
@@ -201,21 +196,16 @@ def _sdk_exporter(args: tuple[str, float, float, str]) -> tuple[int, float, floa
     provider.add_span_processor(processor)
     tracer = provider.get_tracer("bench")
     ends: list[tuple[str, int]] = []
-    tick, behind = 0.02, 0.0
-    start = time.monotonic()
-    for n in range(round(seconds / tick)):
+    tick = 0.02
+    pace = Pace(round(seconds / tick), tick)
+    for n in pace:
         while len(ends) < round(rate * (n + 1) * tick):
             with tracer.start_as_current_span("chat", attributes={"ag.data.outputs": "4"}) as root:
                 with tracer.start_as_current_span("llm", attributes={"gen_ai.request.model": "m"}):
                     pass
             assert isinstance(root, ReadableSpan) and root.end_time is not None
             ends.append((format(root.get_span_context().trace_id, "032x"), root.end_time))
-        wait = start + (n + 1) * tick - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
-        else:
-            behind = max(behind, -wait)
-    took = time.monotonic() - start
+    took, behind = time.monotonic() - pace.start, pace.behind
     provider.force_flush(60_000)
     provider.shutdown()
     with open(out, "w") as f:

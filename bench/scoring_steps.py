@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 from sqlalchemy import func, select
 
-from bench.common import pct, serving
+from bench.common import Pace, pct, serving
 from bench.procs import cpu_s, descendants
 from evaluator_host.store.db import as_utc, make_engine
 from evaluator_host.store.online.rows import OnlineScoreRow as S
@@ -98,24 +98,20 @@ def step(client: httpx.Client, engine: Any, pid: int, rule: str, rate: int) -> d
     before = _done(engine, rule)
     sent: dict[str, float] = {}
     per_tick = max(1, round(rate * TICK))
-    behind, load0 = 0.0, os.getloadavg()[0]
-    cpu0, own0, start = _tree_cpu(pid), cpu_s(pid), time.monotonic()
+    load0 = os.getloadavg()[0]
+    cpu0, own0 = _tree_cpu(pid), cpu_s(pid)
     spy = None
     if os.environ.get("SCORING_SPY"):  # a profile of the service process (raw stacks, py-spy of the venv)
         argv = [str(Path(sys.executable).with_name("py-spy")), "record", "-p", str(pid), "-d", str(SECONDS - 2)]
         argv += ["-r", "100", "--gil", "-f", "raw", "-o", f"{os.environ['SCORING_SPY']}-{rate}.txt", "--nonblocking"]
         spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for tick in range(round(SECONDS / TICK)):
+    pace = Pace(round(SECONDS / TICK), TICK)
+    for _ in pace:
         at = time.time()
         body, ids = _body(per_tick, time.time_ns())
         client.post("/v1/traces", content=body, headers={"content-type": "application/json"}).raise_for_status()
         sent.update((t, at) for t in ids)
-        wait = start + (tick + 1) * TICK - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
-        else:
-            behind = max(behind, -wait)
-    fed_s = time.monotonic() - start
+    fed_s, behind = time.monotonic() - pace.start, pace.behind
     want = before + len(sent) * (SPANS - 1 if LEVEL == "span" else 1)
     deadline = time.monotonic() + DRAIN_S
     while (got := _done(engine, rule)) < want and time.monotonic() < deadline:
