@@ -209,3 +209,9 @@ def test_rules_backfill_wait_follows_it_and_prints_its_cached_count_and_a_failed
         assert failed.returncode == 1, failed.stdout + failed.stderr
         assert json.loads(failed.stdout)["status"] == "failed"
         assert "ValueError: no judge today" in failed.stderr.splitlines()[-1]
+
+        empty = cli(server, "backfill", first, "--since", "2001-01-01T00:00:00Z", "--until", "2001-01-02T00:00:00Z",
+                    "--wait", "--json")  # fmt: skip
+        assert empty.returncode == 1, empty.stdout + empty.stderr  # nothing in the range: no success
+        assert (json.loads(empty.stdout)["status"], json.loads(empty.stdout)["total"]) == ("done", 0)
+        assert "nothing was scored" in empty.stderr.splitlines()[-1]

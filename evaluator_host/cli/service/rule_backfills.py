@@ -10,7 +10,8 @@
   row (``--json``: the API's object) on stdout; Ctrl-C stops following, the backfill goes on (exit 130).
 
 Exit status: 1 when the backfill shown ended ``failed`` (every target it scored failed; its reason on stderr) or
-``cancelled`` — a backfill that scored nothing never exits 0 as if it had; 0 otherwise.
+``cancelled``, or ended ``done`` with no target at all (nothing stored in its range: said on stderr) — a backfill
+that scored nothing never exits 0 as if it had; 0 otherwise (every target already scored, ``skipped``, is 0).
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ def backfill(client: Client, args: argparse.Namespace, rule_id: str, show: Show)
     show(args, answer, BACKFILL_COLUMNS)
     if answer.get("reason"):
         sys.stderr.write(f"{answer['reason']}\n")
+    if answer["status"] == "done" and not answer["total"]:  # nothing stored in the range: nothing was scored
+        sys.stderr.write(f"{answer['id']}: no stored target of the rule in that range; nothing was scored\n")
+        return 1
     return 1 if answer["status"] in ("failed", "cancelled") else 0
 
 
