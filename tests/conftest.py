@@ -30,7 +30,7 @@ from tests.support.backends import (
     postgres_only,
 )
 from tests.support.pg import POSTGRES_MISSING, Cluster
-from tests.support.schedule import group, rank
+from tests.support.schedule import rank
 from tests.support.service import make_settings
 
 # The test services are reached by TestClient's name "testserver" (and by 127.0.0.1): the session
@@ -95,13 +95,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist: the heaviest files first (``tests/support/schedule.py``), so the workers end together;
-    the order within a file, and of every other file, stays pytest's. Each test is marked with the group a
-    worker is handed it in (its file; itself in a file whose tests share nothing)."""
+    the order within a file, and of every other file, stays pytest's. ``--dist loadfile`` hands each worker
+    whole files in this order (``tests/tiers.py``)."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return  # one process: pytest's own order (its grouping of the session-scoped services) is kept
     items.sort(key=lambda item: rank(item.path))
-    for item in items:  # the unit each worker is handed: a file, or one test of a SPLIT file
-        item.add_marker(pytest.mark.xdist_group(group(item.path, item.nodeid)))
 
 
 def _given(metafunc: pytest.Metafunc) -> bool:

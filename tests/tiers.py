@@ -2,9 +2,8 @@
 
 * **parallel**: every test not marked ``serial``, on ``--workers`` pytest-xdist processes (default 1: one
   process; on the 2-core machine 4 took as long and overloaded it, see docs/architecture.md), whole
-  files per worker (``--dist loadgroup``, a group a file: a module's started service is made once; the tests
-  of a few heavy files that share nothing are handed out one by one), the heaviest files
-  handed out first (``tests/support/schedule.py``). Each worker is a test session of its own: its own
+  files per worker (``--dist loadfile``: a module's started service is made once; ``tests/support/schedule.py``), the
+  heaviest files handed out first (``tests/support/schedule.py``). Each worker is a test session of its own: its own
   PostgreSQL, its own data dirs, its own container label (``tests/support/backends.py``).
 * **serial**: the tests marked ``serial`` (they change what every test on the machine shares: the Docker
   engine restarted, both cores loaded), alone, after the parallel tier.
@@ -28,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.support.schedule import worker_args
 from tests.support.timings import file_seconds
 
 NO_TESTS = 5  # pytest's exit status when nothing was collected or selected
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=int(os.environ.get("TEST_WORKERS", "1")))
     parser.add_argument("pytest_args", nargs="*", help="arguments given to both tiers' pytest")
     options = parser.parse_args(argv)
-    workers = ["-n", str(options.workers), "--dist", "loadgroup"] if options.workers > 1 else []
+    workers = worker_args(options.workers)
     tiers = [
         ("parallel", [*workers, "-m", "not serial", *options.pytest_args]),
         ("serial", ["-m", "serial", *options.pytest_args]),

@@ -1,8 +1,8 @@
 """The order the test files are handed out in: the heaviest first, so the parallel tier ends together.
 
-``make test``'s parallel tier (``tests/tiers.py``) gives whole files to its workers (``--dist loadgroup``
-with one group a file, :func:`group`: a module's fixtures, e.g. one started service, are made once), one
-at a time as each worker gets free, in collection order. A long file handed out last would run alone at
+``make test``'s parallel tier (``tests/tiers.py``) gives whole files to its workers (``--dist loadfile``: a
+module's fixtures, e.g. one started service, are made once), one at a time as each worker gets free, in
+collection order. A long file handed out last would run alone at
 the end while the other workers idle; so the files below (the longest in a measured run: seconds of their
 tests' calls, setup included where a module fixture builds something) go first, in this order, and every
 other file follows in its usual order.
@@ -70,22 +70,6 @@ HEAVY: tuple[str, ...] = (
     "test_cli_judge.py",  # 17 s
 )
 
-# Heavy files whose tests share nothing but the session (no module-scoped fixture: each test starts its own
-# service or runs its own CLI): handed out one test at a time, so their tests run side by side instead of one
-# after another on a single worker (``group``). A module fixture added to one of them would be made once per
-# worker that runs one of its tests: correct, only slower.
-SPLIT: frozenset[str] = frozenset(
-    {
-        "test_cli_lock_replay.py",
-        "test_cli.py",
-        "online/test_cli_rules.py",
-        "test_cli_test.py",
-        "test_cli_admin.py",
-        "online/test_decisions.py",
-        "online/test_budgets.py",
-    }
-)
-
 _RANK = {name: rank for rank, name in enumerate(HEAVY)}
 
 
@@ -96,13 +80,17 @@ def _name(path: Path) -> str | None:
         return None
 
 
-def group(path: Path, nodeid: str) -> str:
-    """The unit a worker is handed (``--dist loadgroup``): the test itself in a :data:`SPLIT` file, else its file."""
-    name = _name(path)
-    return nodeid if name in SPLIT else (name or str(path))
-
-
 def rank(path: Path) -> int:
     """The file's place in the hand-out order: its index in :data:`HEAVY`, or after all of them."""
     name = _name(path)
     return len(HEAVY) if name is None else _RANK.get(name, len(HEAVY))
+
+
+def worker_args(workers: int) -> list[str]:
+    """pytest's arguments for ``workers`` xdist processes: none for one (no xdist at all).
+
+    ``--dist loadfile``, not ``loadgroup`` with a group a file: pytest-xdist 3.8 tells a test's group by
+    rewriting its node id, which pytest 9 no longer reads (pytest-dev/pytest-xdist#1386), so under
+    ``loadgroup`` every test was handed out alone and a file's module fixtures were made once in each worker,
+    at the same time (two builds of the service image raced on ``dist/wheelhouse``)."""
+    return ["-n", str(workers), "--dist", "loadfile"] if workers > 1 else []

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.support import REPO
-from tests.support.schedule import HEAVY, SPLIT, TESTS, group, rank
+from tests.support.schedule import HEAVY, TESTS, rank, worker_args
 from tests.support.timings import file_seconds
 
 
@@ -19,12 +20,22 @@ def test_every_heavy_file_exists_once_and_ranks_before_the_others() -> None:
     assert rank(TESTS / "unit" / "test_schedule.py") == len(HEAVY)
 
 
-def test_a_split_file_exists_and_has_no_fixture_its_tests_would_share() -> None:
-    for name in sorted(SPLIT):
-        text = (TESTS / name).read_text()
-        assert 'scope="module"' not in text and 'scope="class"' not in text, name
-    assert group(TESTS / "test_cli.py", "tests/test_cli.py::test_x") == "tests/test_cli.py::test_x"
-    assert group(TESTS / "unit" / "test_schedule.py", "tests/unit/test_schedule.py::t") == "unit/test_schedule.py"
+def test_two_workers_are_handed_whole_files() -> None:
+    """The tier's own xdist arguments (``schedule.worker_args``) on two real files: each file's tests all ran on
+    one worker, so a module's fixture (a started service, a built image) is made once, never twice at once."""
+    files = ["tests/unit/test_bundled.py", "tests/unit/test_test_layout.py"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *worker_args(2), "-v", "-p", "no:randomly", "-p", "no:cacheprovider", *files],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    ran = re.findall(r"^\[(gw\d+)\] .*PASSED (tests/[^:]+)::", done.stdout, re.M)
+    workers_of = {path: {worker for worker, ran_path in ran if ran_path == path} for path in files}
+    assert all(ran_path in files for _, ran_path in ran) and len(ran) > len(files), done.stdout
+    assert all(len(workers) == 1 for workers in workers_of.values()), workers_of
 
 
 def _tiers(*pytest_args: str) -> subprocess.CompletedProcess[str]:
