@@ -14,19 +14,24 @@ printed at the top, ``-p randomly --randomly-seed=N`` repeats an order). A tier 
 (pytest's exit 5, e.g. ``PYTEST_ARGS=tests/unit``) is not a failure — unless neither tier ran a test:
 a run that compared nothing is not a success. Each tier's wall time is printed at the end (the figures
 docs/benchmarks.md quotes per tier), after the files that took longest in it (their tests' setup, call and
-teardown summed, from the tier's JUnit XML, kept in ``TEST_TIMINGS_DIR`` when set): where the time goes.
+teardown summed, from the tier's JUnit XML, kept in ``TEST_TIMINGS_DIR`` when set) and the files that cost
+most CPU (``tests/support/cpu.py``: each pytest process writes its own, every xdist worker too): where the
+time goes.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
+from tests.support.cpu import CPU_DIR, file_cpu
 from tests.support.schedule import worker_args
 from tests.support.timings import file_seconds
 
@@ -40,8 +45,12 @@ def run(name: str, args: list[str], timings: Path) -> tuple[int, float]:
     """Run one tier's pytest; its exit status and wall seconds; then its slowest files, when it ran any."""
     print(f"== tier {name}: pytest {' '.join(args)}", flush=True)
     report = timings / f"{name}.xml"
+    cpu = timings / f"{name}-cpu"
+    shutil.rmtree(cpu, ignore_errors=True)  # a kept folder's earlier run
+    env = {**os.environ, CPU_DIR: str(cpu)}
     started = time.monotonic()
-    status = subprocess.run([sys.executable, "-m", "pytest", f"--junitxml={report}", *args], check=False).returncode
+    argv = [sys.executable, "-m", "pytest", "-p", "tests.support.cpu", f"--junitxml={report}", *args]
+    status = subprocess.run(argv, check=False, env=env).returncode
     seconds = time.monotonic() - started
     if report.is_file():
         slowest = file_seconds(report.read_text()).most_common(SLOWEST_FILES)
@@ -49,6 +58,17 @@ def run(name: str, args: list[str], timings: Path) -> tuple[int, float]:
             print(f"== tier {name}: its {len(slowest)} slowest files (seconds of test time)", flush=True)
             for path, spent in slowest:
                 print(f"{spent:9.1f}  {path}", flush=True)
+    spent_cpu = file_cpu(cpu) if cpu.is_dir() else Counter[str]()
+    if spent_cpu:
+        costliest = spent_cpu.most_common(SLOWEST_FILES)
+        total = sum(spent_cpu.values())
+        print(
+            f"== tier {name}: {total:.0f} s of CPU in its test processes (containers not counted); "
+            f"the {len(costliest)} costliest files (seconds of CPU)",
+            flush=True,
+        )
+        for path, spent in costliest:
+            print(f"{spent:9.1f}  {path}", flush=True)
     return status, seconds
 
 

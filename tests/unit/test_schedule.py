@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.support import REPO
+from tests.support.cpu import file_cpu
 from tests.support.schedule import HEAVY, TESTS, rank, worker_args
 from tests.support.timings import file_seconds
 
@@ -77,3 +79,25 @@ def test_the_time_of_a_tier_is_summed_per_file_across_classes_and_parameters() -
     <testcase classname="tests.test_cli" name="test_c" time="0.25"/>
     </testsuite></testsuites>"""
     assert file_seconds(report) == {"tests/api/test_jobs.py": 5.0, "tests/test_cli.py": 0.25}
+
+
+def test_a_tier_prints_the_cpu_its_files_cost(tmp_path: Path) -> None:
+    """Each pytest process of a tier writes its CPU per file; the tier sums them and prints the costliest."""
+    spinning = tmp_path / "test_spins.py"
+    spinning.write_text(
+        "import time\n\n\ndef test_spins():\n    end = time.process_time() + 0.3\n"
+        "    while time.process_time() < end:\n        pass\n"
+    )
+    kept = tmp_path / "timings"
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.tiers", "--workers", "1", "--", "-q", "-p", "no:cacheprovider", str(spinning)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TEST_TIMINGS_DIR": str(kept)},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    spent = file_cpu(kept / "parallel-cpu")
+    assert len(spent) == 1 and next(iter(spent.values())) >= 0.3, spent
+    assert "== tier parallel: " in done.stdout and "costliest files (seconds of CPU)" in done.stdout
