@@ -152,7 +152,7 @@ def spans_of(
     query = select(s.workspace_id, s.trace_id, s.span_id, s.name, s.service_name, s.start_ns, body)
     query = query.where(keyed(s.workspace_id, s.trace_id, keys)).order_by(s.start_ns, s.span_id)
     out: dict[tuple[str, str], list[SpanRef]] = {}
-    for ws, trace_id, span_id, name, service, start_ns, body in conn.execute(query):
+    for ws, trace_id, span_id, name, service, start_ns, body in conn.execute(query).all():  # one fetch
         out.setdefault((ws, trace_id), []).append(SpanRef(span_id, name, service, int(start_ns), body))
     return out
 
