@@ -34,7 +34,7 @@ from evaluator_host.online.levels.cases import build_case, load_many
 from evaluator_host.online.levels.traces import LoadedTrace
 from evaluator_host.online.reading import mapping
 from evaluator_host.store.online import sessions as online_sessions
-from evaluator_host.store.online.scores import DEFAULT_KEYS
+from evaluator_host.store.online.scores import DEFAULT_KEYS, SpanRef
 
 __all__ = [
     "DEFAULT_KEYS",
@@ -65,7 +65,7 @@ def session_of(spans: Sequence[Any], key: str | None) -> str | None:
     as :class:`~evaluator_host.store.online.scores.SpanRef`), under ``key`` (None: the defaults)."""
     for one in (key,) if key else DEFAULT_KEYS:
         for span in spans:
-            if span.evaluation:
+            if span.evaluation or (isinstance(span, SpanRef) and not span.may_have(one)):  # not parsed for it
                 continue
             for part in (span.attributes, span.resource):
                 if one in part:

@@ -34,15 +34,20 @@ def encode(span: SpanData, scope: Mapping[str, Any] | None = None) -> str:
         "kind": span.kind,
         "status_code": span.status_code,
         "status_message": span.status_message,
-        "attributes": dict(span.attributes),
-        "resource": dict(span.resource),
-        "events": [dict(e) for e in span.events],
-        "scope": dict(scope or {}),
+        "attributes": _plain(span.attributes),
+        "resource": _plain(span.resource),
+        "events": [_plain(e) for e in span.events],
+        "scope": _plain(scope or {}),
     }
     try:
         return _FAST.encode(body).decode()
     except (msgspec.EncodeError, OverflowError, UnicodeError, TypeError):
         return _ENCODER.encode(body)
+
+
+def _plain(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """``mapping`` as a dict: itself when it is one (the receiver's are; a copy writes the same text)."""
+    return mapping if type(mapping) is dict else dict(mapping)
 
 
 def decode(

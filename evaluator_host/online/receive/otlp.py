@@ -170,7 +170,7 @@ def decode(body: bytes, media: str, limits: Limits, *, keep_message: bool = True
             scope = {"name": scope_spans.scope.name, "version": scope_spans.scope.version}
             for span in scope_spans.spans:
                 try:
-                    decoded.spans.append(Received(_span(span, resource, limits), service_name, scope))
+                    decoded.spans.append(_received(_span(span, resource, limits), service_name, scope))
                 except _Rejected as exc:
                     decoded.rejected += 1
                     if len(decoded.reasons) < _REASONS:
@@ -334,6 +334,13 @@ def _span_data(values: dict[str, Any]) -> SpanData:
     return span
 
 
+def _received(span: SpanData, service_name: str | None, scope: dict[str, str]) -> Received:
+    """``Received(span, service_name, scope)`` without the frozen ``__init__`` (3 ``object.__setattr__``)."""
+    received = object.__new__(Received)
+    received.__dict__.update(span=span, service_name=service_name, scope=scope)
+    return received
+
+
 def _attributes(pairs: Sequence[KeyValue], limits: Limits, what: str) -> dict[str, Any]:
     """``{key: JSON value}`` of ``pairs`` (the hot loop: a string value, the common case, costs a length)."""
     if len(pairs) > limits.attributes:
@@ -345,14 +352,16 @@ def _attributes(pairs: Sequence[KeyValue], limits: Limits, what: str) -> dict[st
         if len(key) > max_key:
             raise _Rejected(f"{what} key of {len(key)} characters (online_max_name_chars)")
         value = pair.value
-        if value.HasField("string_value"):  # the common case: one call, no oneof name compared
-            text = value.string_value
+        text = value.string_value  # "" unless the value is a non-empty string
+        if text:  # the common case: the read is the check (no HasField, no oneof name compared)
             if len(text) * 4 > cap and len(text.encode()) > cap:  # UTF-8 is at most 4 bytes a character
                 raise _Rejected(f"{what} {key[:80]!r} over {cap} bytes (online_max_attribute_bytes)")
             out[key] = text
             continue
         kind = value.WhichOneof("value")
-        if kind in _SCALARS:
+        if kind == "string_value":  # an empty string
+            out[key] = text
+        elif kind in _SCALARS:
             out[key] = getattr(value, kind)
         else:
             budget = [cap]

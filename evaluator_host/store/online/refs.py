@@ -11,6 +11,7 @@ the session-level rules' own keys).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,6 +26,9 @@ from evaluator_host.store.online.rules import RuleRecord
 __all__ = ["DEFAULT_KEYS", "SpanRef", "TraceRef", "keyed", "session_keys", "target_id"]
 
 _DECODE = msgspec.json.Decoder().decode
+_PLAIN_KEY = re.compile(r"[\x20\x21\x23-\x5b\x5d-\x7e]+")  # printable ASCII but '"' and '\\'
+_QUOTED: dict[str, str] = {}  # key -> its JSON text when plain, "" when not (SpanRef.may_have)
+
 DEFAULT_KEYS = ("session.id", "gen_ai.conversation.id", "langfuse.session.id")  # a session's, by default
 
 
@@ -83,11 +87,26 @@ class SpanRef:
         """Whether the span is evaluation traffic (the service's own exports, its judges' calls): the
         attribute ``evaluator_host.evaluation`` true (or ``"true"``, as ``OTEL_RESOURCE_ATTRIBUTES`` sets it)
         on the span or its resource. Such a span is never routed to a rule."""
-        if self._evaluation is not None:
-            return self._evaluation
-        if MARKER not in self.body:  # the common case costs a substring search, not a parse
-            return False
-        return any(part.get(MARKER) in (True, "true") for part in (self.attributes, self.resource))
+        if self._evaluation is None:  # once a span (routing asks it of every span for every session key)
+            # the common case costs a substring search, not a parse
+            marked = MARKER in self.body and any(
+                part.get(MARKER) in (True, "true") for part in (self.attributes, self.resource)
+            )
+            self._evaluation = marked
+        return self._evaluation
+
+    def may_have(self, key: str) -> bool:
+        """False only when neither the span's attributes nor its resource can hold ``key``, known without
+        reading the body: its attributes not read yet, ``key`` plain ASCII (no quote, backslash or control
+        character: every JSON writer writes it as it is) and its quoted text nowhere in the body."""
+        if self._attributes is not None:
+            return True
+        quoted = _QUOTED.get(key)
+        if quoted is None:
+            quoted = f'"{key}"' if _PLAIN_KEY.fullmatch(key) else ""
+            if len(_QUOTED) < 1024:  # the session keys of the rules there are: a few
+                _QUOTED[key] = quoted
+        return not quoted or quoted in self.body
 
 
 def _loads(body: str) -> dict[str, Any]:

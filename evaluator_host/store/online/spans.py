@@ -290,9 +290,10 @@ def _trace_values(rows: Sequence[dict[str, Any]], stored: set[tuple[str, str, st
     them, the earliest and latest receipt; in key order (concurrent writers lock traces in one order)."""
     traces: dict[tuple[str, str], dict[str, Any]] = {}
     for span in rows:
-        key = (span["workspace_id"], span["trace_id"])
-        if (*key, span["span_id"]) not in stored:
+        workspace, trace_id = span["workspace_id"], span["trace_id"]
+        if (workspace, trace_id, span["span_id"]) not in stored:
             continue
+        key = (workspace, trace_id)
         trace = traces.get(key)
         if trace is None:
             trace = traces[key] = {
@@ -309,7 +310,8 @@ def _trace_values(rows: Sequence[dict[str, Any]], stored: set[tuple[str, str, st
                 "ready_at": None,
             }
         trace["span_count"] += 1
-        trace["last_span_at"] = max(trace["last_span_at"], span["received_at"])
+        if span["received_at"] > trace["last_span_at"]:  # the latest receipt (max(), without the call)
+            trace["last_span_at"] = span["received_at"]
         if span["parent_span_id"] is None and trace["root_span_id"] is None:
             trace["root_span_id"] = span["span_id"]
             trace["root_name"] = span["name"]
@@ -318,22 +320,31 @@ def _trace_values(rows: Sequence[dict[str, Any]], stored: set[tuple[str, str, st
     return [traces[key] for key in sorted(traces)]
 
 
-_TRACE_TIMES = frozenset(("first_seen_at", "last_span_at", "root_ended_at", "ready_at"))
-
-
 def _sqlite_trace(trace: dict[str, Any], texts: dict[datetime, Any]) -> tuple[Any, ...]:
-    """An upsert row's parameters, its times as SQLAlchemy writes them on SQLite (each distinct time
-    converted once per group: ``texts``)."""
-    out = []
-    for column in _TRACE_COLUMNS:
-        value = trace[column]
-        if column in _TRACE_TIMES and value is not None:
-            text = texts.get(value)
-            if text is None:
-                text = texts[value] = _sqlite_time(value)
-            value = text
-        out.append(value)
-    return tuple(out)
+    """An upsert row's parameters (in :data:`_TRACE_COLUMNS`' order), its times as SQLAlchemy writes them on
+    SQLite (each distinct time converted once per group: ``texts``)."""
+
+    def time(value: datetime | None) -> Any:
+        if value is None:
+            return None
+        text = texts.get(value)
+        if text is None:
+            text = texts[value] = _sqlite_time(value)
+        return text
+
+    return (
+        trace["workspace_id"],
+        trace["trace_id"],
+        trace["service_name"],
+        trace["root_span_id"],
+        trace["root_name"],
+        trace["span_count"],
+        time(trace["first_seen_at"]),
+        time(trace["last_span_at"]),
+        time(trace["root_ended_at"]),
+        trace["state"],
+        time(trace["ready_at"]),
+    )
 
 
 def _sqlite_time(value: datetime | None) -> Any:
