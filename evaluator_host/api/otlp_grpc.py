@@ -33,7 +33,8 @@ from google.rpc.status_pb2 import Status
 
 from evaluator_host.api.middleware.auth import UNAUTHORIZED, UNKNOWN_KEY, principal_of
 from evaluator_host.errors import QuotaExceeded
-from evaluator_host.online.receive.otlp import PROTOBUF, OtlpError, answer
+from evaluator_host.online.receive.otlp import PROTOBUF, OtlpError
+from evaluator_host.online.receive.otlp_answers import answer
 from evaluator_host.services import Services
 
 __all__ = ["SERVICE", "GrpcReceiver", "start"]

@@ -21,7 +21,8 @@ from fastapi import APIRouter, Request, Response
 from evaluator_host.api.deps import ServicesDep, WorkspaceDep
 from evaluator_host.api.middleware.limits import body_limit, declared_length
 from evaluator_host.errors import QuotaExceeded
-from evaluator_host.online.receive.otlp import JSON, PROTOBUF, OtlpError, answer, error_answer, media_type
+from evaluator_host.online.receive.otlp import JSON, PROTOBUF, OtlpError, media_type
+from evaluator_host.online.receive.otlp_answers import answer, error_answer
 
 __all__ = ["router"]
 

@@ -16,9 +16,8 @@ non-finite doubles as text — the resource's attributes, events, the scope and 
 (or all zero), or a span over a bound (``Limits``: name or attribute key too long, too many
 attributes or events, an attribute value too large, values nested deeper than 8). Rejected spans
 are not truncated, they are refused whole (a cut JSON prompt would mislead an evaluator); the
-others of the request are kept. :func:`answer` and :func:`error_answer` render the OTLP answer
-(``ExportTraceServiceResponse`` with ``partial_success``, or a ``google.rpc.Status``) in the
-request's encoding.
+others of the request are kept. The answers are rendered by
+:mod:`~evaluator_host.online.receive.otlp_answers`.
 """
 
 from __future__ import annotations
@@ -32,10 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf import json_format
-from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
@@ -52,9 +49,7 @@ __all__ = [
     "Limits",
     "OtlpError",
     "Received",
-    "answer",
     "decode",
-    "error_answer",
     "media_type",
 ]
 
@@ -67,7 +62,6 @@ _MAX_NS = 2**63 - 1  # times are stored as int64 nanoseconds
 _SCALARS = frozenset({"int_value", "bool_value"})
 _REASONS = 3  # reasons quoted in a partial success's error_message
 # google.rpc.Code of each HTTP status we answer with an error
-_CODES = {400: 3, 401: 16, 413: 8, 415: 3, 429: 8, 503: 14}
 
 
 @dataclass(frozen=True)
@@ -176,30 +170,6 @@ def decode(body: bytes, media: str, limits: Limits, *, keep_message: bool = True
                     if len(decoded.reasons) < _REASONS:
                         decoded.reasons.append(f"span {span.span_id.hex() or '(no id)'}: {exc}")
     return decoded
-
-
-def answer(media: str, decoded: Decoded | None = None) -> bytes:
-    """The ``ExportTraceServiceResponse`` (``partial_success`` when spans were rejected) in ``media``."""
-    response = ExportTraceServiceResponse()
-    if decoded is not None and decoded.rejected:
-        response.partial_success.rejected_spans = decoded.rejected
-        response.partial_success.error_message = decoded.error_message
-    if media == PROTOBUF:
-        return bytes(response.SerializeToString())
-    return json.dumps(json_format.MessageToDict(response), separators=(",", ":")).encode()
-
-
-def error_answer(media: str, status: int, message: str, kind: str = "BadRequest", quota: str | None = None) -> bytes:
-    """A refusal's body: OTLP's ``google.rpc.Status`` (protobuf, or its JSON — which also carries the
-    service's usual ``{"error": {"type", "message"}}``, and the ``quota`` a 429 names, so API clients read
-    it like any other error)."""
-    code = _CODES.get(status, 2)
-    if media == PROTOBUF:
-        return bytes(Status(code=code, message=message).SerializeToString())
-    error = {"type": kind, "message": message, "line": None, "column": None}
-    if quota is not None:
-        error["quota"] = quota
-    return json.dumps({"code": code, "message": message, "error": error}, separators=(",", ":")).encode()
 
 
 class _Rejected(Exception):
