@@ -13,9 +13,12 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
 
 from evaluator_host.online.reading.spans import encode
-from evaluator_host.store.db import make_engine
+from evaluator_host.store.db import as_utc, make_engine
+from evaluator_host.store.online.case_hashes import CaseHashRow
+from evaluator_host.store.online.rows import OnlineTraceRow
 from evaluator_host.store.online.spans import OnlineSpanStore
 from tests.support.backends import BACKENDS
 from tests.support.online import WS, chat_trace, span
@@ -68,6 +71,10 @@ def _rerun(client: httpx.Client, engine: Any) -> None:
     first, ran = _backfilled(client, ev)
     assert (first["status"], first["done"], first["skipped"], first["cached"]) == ("done", 6, 0, 0)
     assert sorted(ran) == sorted(traces) and {s["label"] for s in ran.values()} == {"2"}
+    with engine.connect() as conn:  # the pages' case keys: each with its trace's span count and generation
+        keys = conn.execute(select(CaseHashRow.target_id, CaseHashRow.span_count, CaseHashRow.first_seen_at)).all()
+        seen = dict(conn.execute(select(OnlineTraceRow.trace_id, OnlineTraceRow.first_seen_at)).all())
+    assert keys and {(t, n, as_utc(at)) for t, n, at in keys} <= {(t, 2, as_utc(seen[t])) for t in traces}
     grew = traces[0]
     _late_span(engine, grew)  # the trace changed after it was scored
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import Engine, exists, func, select, update
+from sqlalchemy import Engine, select
 
 from evaluator_host.online.deciding.router import decide
 from evaluator_host.store.db import make_engine
@@ -20,14 +20,23 @@ from evaluator_host.store.online import spans as online_spans
 from evaluator_host.store.online.backfill_pages import read_page
 from evaluator_host.store.online.backfills import BackfillStore
 from evaluator_host.store.online.case_hashes import CaseHashRow, remember, resolve_cached
-from evaluator_host.store.online.rows import OnlineSpanRow, OnlineTraceRow
+from evaluator_host.store.online.rows import OnlineTraceRow
 from evaluator_host.store.online.rules import RuleStore
 from evaluator_host.store.online.spans import OnlineSpanStore
-from tests.support.case_hashes import CAP, EVERYTHING, SCOPE, make_rule, scored_before, spans_of
+from tests.support.case_hashes import (
+    CAP,
+    EVERYTHING,
+    RETENTION,
+    SCOPE,
+    age,
+    make_rule,
+    orphans,
+    scored_before,
+    spans_of,
+)  # fmt: skip
 from tests.support.online import WS, chat_trace, put_trace, score_rows, span
 
 H, T = CaseHashRow, OnlineTraceRow
-RETENTION = timedelta(days=7)
 
 
 @pytest.fixture
@@ -37,24 +46,9 @@ def engine(database_url: str) -> Iterator[Engine]:
     made.dispose()
 
 
-def age(engine: Engine, trace_id: str) -> None:
-    """Make ``trace_id``'s spans and trace older than the retention period (as 8 days of waiting would)."""
-    old = datetime.now(UTC) - RETENTION - timedelta(days=1)
-    with engine.begin() as conn:
-        conn.execute(update(OnlineSpanRow).where(OnlineSpanRow.trace_id == trace_id).values(received_at=old))
-        conn.execute(update(T).where(T.trace_id == trace_id).values(last_span_at=old, first_seen_at=old))
-
-
 def hashed(engine: Engine) -> set[str]:
     with engine.connect() as conn:
         return {str(t) for t in conn.execute(select(H.target_id)).scalars()}
-
-
-def orphans(engine: Engine) -> int:
-    """Case-hash rows whose trace is not stored."""
-    trace = exists().where(T.workspace_id == H.workspace_id, T.trace_id == H.target_id)
-    with engine.connect() as conn:
-        return int(conn.scalar(select(func.count()).select_from(H).where(~trace)) or 0)
 
 
 def test_the_retention_sweep_deletes_the_case_hash_rows_of_the_traces_it_deletes_and_no_other(engine: Engine) -> None:
@@ -119,11 +113,13 @@ def test_a_case_key_of_a_trace_swept_before_its_page_was_stored_is_not_written(e
     gone = chat_trace(engine, state="routed")
     stored = chat_trace(engine, state="routed")
     age(engine, gone)
+    with engine.connect() as conn:  # the page read them (each trace's generation with its span count)
+        seen = dict(conn.execute(select(OnlineTraceRow.trace_id, OnlineTraceRow.first_seen_at)).all())
     OnlineSpanStore(engine).sweep(datetime.now(UTC) - RETENTION)  # while the page was scoring it
     row = {"workspace_id": WS, "scope": SCOPE, "span_id": None, "span_count": 2, "case_key": b"k" * 32,
            "status": "ok", "score": 1.0, "passed": True, "label": None, "runtime_id": "python",
            "duration_ms": 0.1}  # fmt: skip
     with engine.begin() as conn:
-        remember(conn, [{**row, "target_id": gone}, {**row, "target_id": stored}])
+        remember(conn, [{**row, "target_id": t, "first_seen_at": seen[t]} for t in (gone, stored)])
     assert hashed(engine) == {stored}
     assert orphans(engine) == 0

@@ -8,7 +8,6 @@ from alembic import command
 from sqlalchemy import Connection, create_engine, inspect, text
 
 from evaluator_host.store import schema
-from evaluator_host.store.db import make_engine
 
 _TRACE = (
     "INSERT INTO online_traces (workspace_id, trace_id, span_count, first_seen_at, last_span_at, state) "
@@ -34,9 +33,10 @@ def test_0026_deletes_the_case_keys_of_traces_swept_before_it_and_keeps_the_stor
             for scope in (b"1" * 32, b"2" * 32):
                 conn.execute(text(_HASH), {"scope": scope, "id": trace_id, "key": b"k" * 32})
     engine.dispose()
-    engine = make_engine(database_url)  # migrates to the newest
+    engine = create_engine(database_url)
     try:
         with engine.begin() as conn:
+            command.upgrade(schema._config(conn), "0026_case_hashes_sweep")  # (0027 makes the table again, empty)
             assert _hashed(conn) == [KEPT, KEPT]
             indexes = {i["name"] for i in inspect(conn).get_indexes("online_case_hashes")}
             assert "ix_online_case_hashes_target" in indexes
@@ -45,7 +45,7 @@ def test_0026_deletes_the_case_keys_of_traces_swept_before_it_and_keeps_the_stor
                 i["name"] for i in inspect(conn).get_indexes("online_case_hashes")
             }
             assert _hashed(conn) == [KEPT, KEPT]
-            command.upgrade(schema._config(conn), "head")
+            command.upgrade(schema._config(conn), "0026_case_hashes_sweep")
             assert _hashed(conn) == [KEPT, KEPT]
     finally:
         engine.dispose()

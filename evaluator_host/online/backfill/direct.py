@@ -16,8 +16,9 @@ Contract (docs/online.md, "Backfill"):
   too large together, or of a trace retention deleted — those are queued as the queue path would, and the scorer
   scores (or retries, or drops) them with all its rules. Evaluator failures are results, as in the scorer.
 * With its scores it stores each target's case key (trace level without filter, the call cached, the status
-  cacheable: ``store/online/case_hashes.py``), so that a later backfill with the same evaluator and mapping
-  answers it in one statement; the targets the cache answered are counted (``Scored.cached``).
+  cacheable: ``store/online/case_hashes.py``) with its trace's span count and generation as the page read them, so
+  that a later backfill with the same evaluator and mapping answers it in one statement; the targets the cache
+  answered are counted (``Scored.cached``).
 * The page is then stored in one transaction (:func:`~evaluator_host.store.online.backfill_pages.commit_page`),
   the misses' result-cache entries with it (``Scored.remember``: in a savepoint, a failure of the cache's write
   logged and only its part rolled back; a page not stored stores no entry either: it runs again).
@@ -29,7 +30,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select
@@ -103,9 +104,11 @@ def _claimed(rule: RuleRecord, row: dict[str, Any]) -> Claimed:
 
 
 async def score_page(
-    scorer: Scorer, rule: RuleRecord, rows: list[dict[str, Any]], span_counts: dict[str, int] | None = None
-) -> Scored:
-    """Score a page's new rows (``span_counts``: their traces', as the page read them; see the module docstring)."""
+    scorer: Scorer, rule: RuleRecord, rows: list[dict[str, Any]], span_counts: dict[str, int] | None = None,
+    first_seen: dict[str, datetime] | None = None,
+) -> Scored:  # fmt: skip
+    """Score a page's new rows (``span_counts``, ``first_seen``: their traces', as the page read them — a case key
+    is stored only with both; see the module docstring)."""
     out = Scored()
     if not rows:
         return out
@@ -123,13 +126,15 @@ async def score_page(
         else:
             runnable.append((row, case))
     if runnable:
-        await _run(scorer, rule, runnable, out, span_counts or {})
+        read = {t: (n, first_seen[t]) for t, n in (span_counts or {}).items() if first_seen and t in first_seen}
+        await _run(scorer, rule, runnable, out, read)
     return out
 
 
 async def _run(
-    scorer: Scorer, rule: RuleRecord, runnable: list[tuple[Claimed, Case]], out: Scored, span_counts: dict[str, int]
-) -> None:
+    scorer: Scorer, rule: RuleRecord, runnable: list[tuple[Claimed, Case]], out: Scored,
+    read: dict[str, tuple[int, datetime]],
+) -> None:  # fmt: skip
     ws = rule.workspace_id
     charged, due = scorer.components.quotas.pace_evaluations(ws, len(runnable))
     held = len(runnable) - len(due)
@@ -180,13 +185,14 @@ async def _run(
         out.results.append((row, result))
         if result.cached:
             out.cached.add(row.target_id)
-        if hashed and result.status in CACHEABLE and row.trace_id in span_counts:
+        if hashed and result.status in CACHEABLE and row.trace_id in read:
+            span_count, first_seen_at = read[row.trace_id]
             out.hashes.append(
                 {
                     "workspace_id": ws, "scope": scope, "target_id": row.trace_id, "span_id": row.span_id,
-                    "span_count": span_counts[row.trace_id], "case_key": keys.keys[pos], "status": result.status,
-                    "score": values["score"], "passed": values["passed"], "label": values["label"],
-                    "runtime_id": values["runtime_id"], "duration_ms": values["duration_ms"],
+                    "span_count": span_count, "first_seen_at": first_seen_at, "case_key": keys.keys[pos],
+                    "status": result.status, "score": values["score"], "passed": values["passed"],
+                    "label": values["label"], "runtime_id": values["runtime_id"], "duration_ms": values["duration_ms"],
                 }
             )  # fmt: skip
 

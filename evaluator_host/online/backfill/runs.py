@@ -269,7 +269,7 @@ class Backfiller:
                     if page is None:
                         return False
                     rows = page.got.rows[:1] if probe else page.got.rows
-                    scoring = score_page(scorer, rule, rows, page.got.span_counts)
+                    scoring = score_page(scorer, rule, rows, page.got.span_counts, page.got.first_seen)
                     ahead.append((page, asyncio.ensure_future(scoring)))
                     pending += page.got.queued
                     pages += 1

@@ -97,6 +97,7 @@ class Counted:
     last: tuple[datetime, str] | None = None
     cut: bool = False
     span_counts: dict[str, int] = field(default_factory=dict)  # trace id → its span_count, read before its spans
+    first_seen: dict[str, datetime] = field(default_factory=dict)  # … its first_seen_at (case_hashes.py: generation)
 
     @property
     def queued(self) -> int:
@@ -179,6 +180,7 @@ def count(
     now = utcnow()
     for ws, trace_id, root, first_seen, span_count in page:
         out.span_counts[trace_id] = int(span_count or 0)
+        out.first_seen[trace_id] = first_seen
         ref = TraceRef(ws, trace_id, root, spans.get((ws, trace_id), []))
         mine = Counted()
         for _, span_id in decide(ref, [rule]):

@@ -10,12 +10,12 @@ Contract (docs/online.md, "Backfill"):
   (:func:`~evaluator_host.evaluation.caching.cached_calls.case_scope`). Rows are written (:func:`remember`) with the
   page that scored the targets, in its transaction; a later score of the same target replaces its row.
 * :func:`resolve_cached` answers, at a backfill's start, every target among the first ``max_targets`` traces of
-  its window whose scope and ``span_count`` match a row here AND whose key is still in ``result_cache`` (an
-  evicted entry is no answer) with one ``INSERT … SELECT`` into ``online_scores`` — ``done``, the entry's
-  stored text with ``"cached":true``, ``backfill_id`` the backfill's — and moves the backfill's ``queued`` and
-  ``cached`` counters in the same transaction, pinned on its holder and on nothing being planned yet (one
-  statement and transaction a slice of :data:`SLICE` traces: a writer waits on it for one slice at most). A trace
-  whose spans changed since (new spans: a larger ``span_count``) matches no row and is assembled and run; a
+  its window whose scope, ``span_count`` and generation (below) match a row here AND whose key is still in
+  ``result_cache`` (an evicted entry is no answer) with one ``INSERT … SELECT`` into ``online_scores`` — ``done``,
+  the entry's stored text with ``"cached":true``, ``backfill_id`` the backfill's — and moves the backfill's
+  ``queued`` and ``cached`` counters in the same transaction, pinned on its holder and on nothing being planned
+  yet (one statement and transaction a slice of :data:`SLICE` traces: a writer waits on it for one slice at most).
+  A trace whose spans changed since (new spans: a larger ``span_count``) matches no row and is assembled and run; a
   target the rule has any row of (scored, queued, dropped, another revision's) is left to the pages, which
   decide skip or re-score as before; an entry over ``max_stored_result_bytes`` too. Only a trace-level rule
   without filter and sampling (its targets are its traces: :func:`eligible`) is resolved so.
@@ -24,9 +24,31 @@ Contract (docs/online.md, "Backfill"):
   routing decides) — counted by the database, up to ``limit`` targets, instead of reading every trace.
 * :func:`forget`: retention's (:meth:`~evaluator_host.store.online.spans.OnlineSpanStore.sweep`) — the rows of
   the traces it deletes (their ids returned by its ``DELETE``: no second scan of the traces) go in its
-  transaction, by the index ``(workspace_id, target_id)`` (migration ``0026_case_hashes_sweep``), so no row
-  outlives its trace: a trace id sent again after its trace was swept is a new trace, never answered with the
-  swept one's result. :func:`remember` writes no row of a trace gone already.
+  transaction, by the index ``(workspace_id, target_id)`` (migration ``0026_case_hashes_sweep``): a trace id sent
+  again after its trace was swept is a new trace, never answered with the swept one's result.
+* Each row carries its trace's *generation* (migration ``0027_case_hashes_generation``): the trace's
+  ``first_seen_at`` as the page read it with ``span_count``. A trace row's ``first_seen_at`` is its first
+  receipt, set when the row is inserted and never updated; a trace id sent again after its trace was deleted is
+  a new row, received after the deletion — after retention's cutoff, which the deleted trace's last span (and so
+  its first) was before: services sharing a database would have to disagree on the time by the retention period
+  for the two to meet — so no two traces stored under one id share a generation. :func:`resolve_cached` answers a
+  trace only from a row of its own generation; :func:`remember` writes no row of a trace deleted since the page
+  read it (the generation is not compared there: a row of a trace sent again meanwhile is written, and answers
+  nothing).
+* **The race with retention, and why it is harmless.** Retention deletes a chunk of traces and forgets their rows
+  in one transaction; a page remembers its rows in another. On PostgreSQL (READ COMMITTED) they write no common
+  row and neither sees the other's uncommitted writes: the page's check reads a trace retention has deleted but
+  not committed, and retention's ``DELETE`` of keys ran before, or does not see, the page's uncommitted insert —
+  so a page that commits after retention's delete can leave a row whose trace is gone (an ``INSERT … SELECT …
+  WHERE EXISTS`` has the same snapshot and the same outcome). Locking the trace (``SELECT … FOR KEY SHARE``, or a
+  foreign key, which takes that lock) would close it at the price of pages and retention waiting on each other's
+  rows taken in different orders (a deadlock between a chunk of 20,000 deletes and a page of 1,000 keys, one
+  side rolled back). Instead such a row answers nothing: it keeps the deleted trace's generation, which no trace
+  stored under that id later has, so a trace sent again is read and scored fresh; the row is replaced (same
+  primary key) when that trace is scored under its scope, and deleted when that trace is swept; an id never sent
+  again keeps it, one dead row a page caught in the race. On SQLite a page's transaction writes first (its pin)
+  and so holds the one writer before its check: it never interleaves with retention's; the generation still
+  matters there, for a trace swept and sent again between the page's read and its commit.
 
 Portable SQL. Blocking: call from a thread.
 """
@@ -39,6 +61,7 @@ from typing import Any
 
 from sqlalchemy import (
     Boolean,
+    DateTime,
     Float,
     Index,
     Integer,
@@ -85,6 +108,7 @@ class CaseHashRow(Base):
     target_id: Mapped[str] = mapped_column(String(200), primary_key=True)  # the base target (no @r<revision>)
     span_id: Mapped[str | None] = mapped_column(String(16), nullable=True)
     span_count: Mapped[int] = mapped_column(Integer)  # the trace's when its case was built
+    first_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))  # 0027: the trace's generation
     case_key: Mapped[bytes] = mapped_column(LargeBinary(32))  # result_cache.key
     status: Mapped[str] = mapped_column(String(20))
     score: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -95,7 +119,10 @@ class CaseHashRow(Base):
 
 
 H, S, T, B = CaseHashRow, OnlineScoreRow, OnlineTraceRow, OnlineBackfillRow
-_UPDATED = ("span_id", "span_count", "case_key", "status", "score", "passed", "label", "runtime_id", "duration_ms")
+_UPDATED = (
+    "span_id", "span_count", "first_seen_at", "case_key", "status", "score", "passed", "label", "runtime_id",
+    "duration_ms",
+)  # fmt: skip
 
 
 def hashable(rule: RuleRecord) -> bool:
@@ -110,8 +137,11 @@ def eligible(rule: RuleRecord) -> bool:
 
 
 def remember(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
-    """Write case-hash rows (every column of :class:`CaseHashRow`), replacing a target's earlier one; a row whose
-    trace (``target_id``: hashed targets are traces) retention deleted meanwhile is not written."""
+    """Write case-hash rows (every column of :class:`CaseHashRow`; ``first_seen_at``: the trace's as the page read
+    it, as read), replacing a target's earlier one; a row whose trace (``target_id``: hashed targets are traces)
+    retention deleted meanwhile is not written (the race this check cannot close, and why it is harmless: the
+    module docstring). A row of a trace sent again under its id meanwhile is written with the generation its page
+    read, which the new trace's is not: it answers nothing, and the new trace's own key replaces it."""
     if not rows:
         return
     stored: set[tuple[str, str]] = set()
@@ -244,7 +274,8 @@ def _resolve_slice(
         .select_from(first)
         .join(H, and_(H.workspace_id == ws, H.scope == scope, H.target_id == first.c.trace_id))
         .join(CACHE, and_(c.workspace_id == ws, c.key == H.case_key))
-        .where(H.span_count == first.c.span_count, c.bytes - 32 <= cap, ~scored)
+        .where(H.span_count == first.c.span_count, H.first_seen_at == first.c.first_seen_at, c.bytes - 32 <= cap)
+        .where(~scored)
     )
     columns = [
         "rule_id", "target_id", "trace_id", "workspace_id", "span_id", "state", "claimed_by", "attempts",

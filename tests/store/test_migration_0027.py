@@ -1,0 +1,69 @@
+"""Migration 0027_case_hashes_generation (issue 50), on SQLite and PostgreSQL: the backfills' case-hash table is
+made again with each key's trace generation (``first_seen_at``, required), empty — a key stored before carries
+none, and one whose trace id was sent again since would match the new trace (as one of a stored trace does) —
+with the index the sweep deletes by; a key written after it keeps its trace's generation; down (the column goes,
+empty again, the index stays) and up again."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from alembic import command
+from sqlalchemy import Connection, create_engine, inspect, text
+
+from evaluator_host.store import schema
+from evaluator_host.store.db import as_utc, make_engine
+from evaluator_host.store.online.case_hashes import remember
+
+_TRACE = (
+    "INSERT INTO online_traces (workspace_id, trace_id, span_count, first_seen_at, last_span_at, state) "
+    "VALUES ('default', :id, 2, :at, :at, 'routed')"
+)
+_HASH = (
+    "INSERT INTO online_case_hashes (workspace_id, scope, target_id, span_count, case_key, status) "
+    "VALUES ('default', :scope, :id, 2, :key, 'ok')"
+)
+STORED, SENT_AGAIN, SWEPT = "a" * 32, "b" * 32, "c" * 32
+SEEN = datetime(2026, 11, 25, 12, 0, 0, 123456, tzinfo=UTC)
+
+
+def _hashed(conn: Connection) -> list[str]:
+    return [str(r[0]) for r in conn.execute(text("SELECT target_id FROM online_case_hashes ORDER BY target_id"))]
+
+
+def _columns(conn: Connection) -> dict[str, bool]:
+    return {c["name"]: bool(c["nullable"]) for c in inspect(conn).get_columns("online_case_hashes")}
+
+
+def _indexes(conn: Connection) -> set[str]:
+    return {str(i["name"]) for i in inspect(conn).get_indexes("online_case_hashes")}
+
+
+def test_0027_makes_the_case_keys_again_empty_with_their_traces_generation_required(database_url: str) -> None:
+    engine = create_engine(database_url)
+    with engine.begin() as conn:
+        command.upgrade(schema._config(conn), "0026_case_hashes_sweep")
+        for trace_id in (STORED, SENT_AGAIN):  # SENT_AGAIN: a new trace under the id of a swept one whose key stayed
+            conn.execute(text(_TRACE), {"id": trace_id, "at": SEEN})
+        for trace_id in (STORED, SENT_AGAIN, SWEPT):
+            conn.execute(text(_HASH), {"scope": b"1" * 32, "id": trace_id, "key": b"k" * 32})
+    engine.dispose()
+    engine = make_engine(database_url)  # migrates to the newest
+    try:
+        with engine.begin() as conn:
+            assert _hashed(conn) == []  # no key without its generation: none can answer a trace it was not built of
+            assert _columns(conn)["first_seen_at"] is False
+            assert "ix_online_case_hashes_target" in _indexes(conn)
+            row = {"workspace_id": "default", "scope": b"1" * 32, "target_id": STORED, "span_id": None,
+                   "span_count": 2, "first_seen_at": SEEN, "case_key": b"k" * 32, "status": "ok", "score": 1.0,
+                   "passed": True, "label": None, "runtime_id": "python", "duration_ms": 0.1}  # fmt: skip
+            remember(conn, [row])
+            seen = conn.execute(text("SELECT first_seen_at FROM online_case_hashes")).scalar_one()
+            assert as_utc(seen if isinstance(seen, datetime) else datetime.fromisoformat(seen)) == SEEN
+            command.downgrade(schema._config(conn), "0026_case_hashes_sweep")
+            assert "first_seen_at" not in _columns(conn) and _hashed(conn) == []
+            assert "ix_online_case_hashes_target" in _indexes(conn)
+            command.upgrade(schema._config(conn), "head")
+            assert _columns(conn)["first_seen_at"] is False and _hashed(conn) == []
+    finally:
+        engine.dispose()
