@@ -59,6 +59,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Mapped, mapped_column
 
 from evaluator_host.observability.tracing import MARKER
+from evaluator_host.store import sqlite_bulk
 from evaluator_host.store.db import Base, utcnow
 from evaluator_host.store.online.rows import OnlineBackfillRow, OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
 from evaluator_host.store.online.rules import RuleRecord
@@ -96,6 +97,13 @@ class CaseHashRow(Base):
 
 H, S, T, B = CaseHashRow, OnlineScoreRow, OnlineTraceRow, OnlineBackfillRow
 _UPDATED = ("span_id", "span_count", "case_key", "status", "score", "passed", "label", "runtime_id", "duration_ms")
+_COLUMNS = ("workspace_id", "scope", "target_id", *_UPDATED)
+# a row whose trace is still stored (the SELECT's WHERE: also what SQLite's upsert after a SELECT asks for)
+_SQLITE_REMEMBER = (
+    f"INSERT INTO online_case_hashes ({', '.join(_COLUMNS)}) SELECT {', '.join('?' * len(_COLUMNS))} "
+    "WHERE EXISTS (SELECT 1 FROM online_traces WHERE workspace_id = ? AND trace_id = ?) "
+    "ON CONFLICT (workspace_id, scope, target_id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _UPDATED)
+)
 
 
 def hashable(rule: RuleRecord) -> bool:
@@ -114,6 +122,10 @@ def remember(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
     trace (``target_id``: hashed targets are traces) retention deleted meanwhile is not written."""
     if not rows:
         return
+    if conn.dialect.name == "sqlite":  # one prepared statement, the trace's presence checked in it
+        ordered = sorted(sqlite_bulk.params(rows, _COLUMNS), key=lambda row: (row[0], row[1], row[2]))  # the key's
+        conn.exec_driver_sql(_SQLITE_REMEMBER, [(*row, row[0], row[2]) for row in ordered])
+        return
     stored: set[tuple[str, str]] = set()
     for ws in {str(r["workspace_id"]) for r in rows}:  # one workspace a page: its ids by the primary key
         ids = sorted({str(r["target_id"]) for r in rows if r["workspace_id"] == ws})
@@ -121,9 +133,8 @@ def remember(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
             present = select(T.trace_id).where(T.workspace_id == ws, T.trace_id.in_(ids[start : start + _BATCH]))
             stored.update((ws, str(t)) for t in conn.execute(present).scalars())
     rows = [r for r in rows if (r["workspace_id"], r["target_id"]) in stored]
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     for start in range(0, len(rows), _BATCH):
-        statement = dialect.insert(H)
+        statement = postgresql.insert(H)
         statement = statement.on_conflict_do_update(
             index_elements=["workspace_id", "scope", "target_id"],
             set_={c: getattr(statement.excluded, c) for c in _UPDATED},
