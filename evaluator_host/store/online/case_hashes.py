@@ -270,12 +270,11 @@ def _resolve_slice(
         )  # fmt: skip
         if not conn.execute(update(B).where(pin).values(updated_at=now)).rowcount:
             return None
-        last = conn.execute(
-            select(first.c.first_seen_at, first.c.trace_id)
-            .order_by(first.c.first_seen_at.desc(), first.c.trace_id.desc())
-            .limit(1)
-        ).first()
         in_slice = int(conn.scalar(select(func.count()).select_from(first)) or 0)
+        last = None  # the slice's last trace: the window's in_slice-th, walked in its index's order (no sort)
+        if in_slice:
+            at = window.with_only_columns(T.first_seen_at, T.trace_id).order_by(T.first_seen_at, T.trace_id)
+            last = conn.execute(at.offset(in_slice - 1).limit(1)).first()
         conn.execute(dialect.insert(S).from_select(columns, answers).on_conflict_do_nothing())
         n = int(conn.scalar(select(func.count()).where(S.backfill_id == backfill.id)) or 0)  # nothing else has any
         if n > answered:
