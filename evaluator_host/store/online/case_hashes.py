@@ -176,14 +176,12 @@ def fresh_count(
     sp = OnlineSpanRow
     own = sp.body.contains(MARKER, autoescape=True)
     routed = exists().where(sp.workspace_id == T.workspace_id, sp.trace_id == T.trace_id, ~own)
-    targets = _window(rule, window).where(routed).order_by(T.first_seen_at, T.trace_id).limit(limit).subquery()
-    n = int(conn.scalar(select(func.count()).select_from(targets)) or 0)
+    ordered = _window(rule, window).where(routed).order_by(T.first_seen_at, T.trace_id)
+    n = int(conn.scalar(select(func.count()).select_from(ordered.limit(limit).subquery())) or 0)
     everything = _window(rule, window)
-    if n >= limit:  # the traces up to the limit-th target
-        last = select(targets.c.first_seen_at, targets.c.trace_id).order_by(
-            targets.c.first_seen_at.desc(), targets.c.trace_id.desc()
-        )
-        at, trace_id = conn.execute(last.limit(1)).one()
+    if n >= limit:  # the traces up to the limit-th target: walked to in the index's order (OFFSET), not sorted
+        last = ordered.with_only_columns(T.first_seen_at, T.trace_id).offset(limit - 1).limit(1)
+        at, trace_id = conn.execute(last).one()
         everything = everything.where(or_(T.first_seen_at < at, and_(T.first_seen_at == at, T.trace_id <= trace_id)))
     traces = int(conn.scalar(select(func.count()).select_from(everything.subquery())) or 0)
     return traces, n
