@@ -21,18 +21,21 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from sqlalchemy import BigInteger, Float, Index, Integer, LargeBinary, String, Table, Text, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Mapped, mapped_column
 
+from evaluator_host.store import sqlite_bulk
 from evaluator_host.store.db import Base
 
 __all__ = ["TOUCH_AFTER_S", "CacheUsage", "ResultCacheRow", "ResultCacheStore"]
 
 TOUCH_AFTER_S = 60.0  # an entry's last use is written again only when older than this (LRU-ish, few writes)
 _BATCH = 500  # keys per query
+_COLUMNS = ("workspace_id", "key", "status", "result", "bytes", "used_at")
 
 
 class ResultCacheRow(Base):
@@ -115,10 +118,12 @@ class ResultCacheStore:
     def put_in(
         self, conn: Connection, workspace_id: str, entries: Sequence[tuple[bytes, str, str]], max_bytes: int
     ) -> int:
-        """:meth:`put` in the caller's transaction ``conn`` (a backfill's page: one commit for both)."""
+        """:meth:`put` in the caller's transaction ``conn`` (a backfill's page: one commit for both). On SQLite
+        ``conn`` has written already (it holds the database's one write lock: the keys stored are read, then the
+        others inserted by one prepared statement, :mod:`~evaluator_host.store.sqlite_bulk`)."""
         now = self._now()
         values = self._values(workspace_id, entries, max_bytes, now)
-        return self._put(conn, workspace_id, values, entries, max_bytes, now) if values else 0
+        return self._put(conn, workspace_id, values, entries, max_bytes, now, locked=True) if values else 0
 
     def _put(
         self,
@@ -128,11 +133,15 @@ class ResultCacheStore:
         entries: Sequence[tuple[bytes, str, str]],
         max_bytes: int,
         now: float,
+        locked: bool = False,
     ) -> int:
         sizes: dict[bytes, int] = {key: len(text.encode()) + 32 for key, _, text in entries}
         dialect = postgresql if self._pg else sqlite
         added = 0
         count = 0
+        if locked and not self._pg:
+            new = self._insert_locked(conn, workspace_id, values)
+            added, count, values = sum(sizes[k] for k in new), len(new), []  # the loop below inserts nothing
         for start in range(0, len(values), _BATCH):
             statement = (
                 dialect.insert(CACHE)
@@ -152,6 +161,29 @@ class ResultCacheStore:
         if used.bytes <= max_bytes:
             return 0
         return self._evict(conn, workspace_id, used, max_bytes)
+
+    @staticmethod
+    def _insert_locked(conn: Connection, workspace_id: str, values: list[dict[str, object]]) -> set[bytes]:
+        """SQLite, ``conn`` holding the write lock: insert the entries whose key is not stored; their keys."""
+        c = CACHE.c
+        keys = [v["key"] for v in values]
+        held: set[bytes] = set()
+        for start in range(0, len(keys), _BATCH):
+            present = select(c.key).where(c.workspace_id == workspace_id, c.key.in_(keys[start : start + _BATCH]))
+            held.update(bytes(k) for k in conn.execute(present).scalars())
+        new: set[bytes] = set()
+        fresh = []
+        for v in values:
+            key = cast(bytes, v["key"])
+            if key not in held and key not in new:
+                new.add(key)
+                fresh.append(v)
+        if fresh:
+            fresh.sort(key=lambda v: cast(bytes, v["key"]))  # in the primary key's order: each page of it once
+            statement = sqlite_bulk.insert_sql(CACHE.name, _COLUMNS, "ON CONFLICT (workspace_id, key) DO NOTHING")
+            if conn.exec_driver_sql(statement, sqlite_bulk.params(fresh, _COLUMNS)).rowcount != len(fresh):
+                raise RuntimeError("result cache entries were stored meanwhile")
+        return new
 
     @staticmethod
     def _values(

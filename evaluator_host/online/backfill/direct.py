@@ -5,7 +5,8 @@ Contract (docs/online.md, "Backfill"):
 * A rule's backfill is scored *directly* when its rows are fast (:func:`direct`): no budgets (``limits``), not
   session level, and its evaluator's recent rows took less than :data:`DIRECT_MAX_MS` each as the harness
   measured them (the planner's last pages, else the rule's stored scores; none yet: a probe — the first page's
-  first target is scored here, its others queued). Otherwise its pages are queued for the scorer as before.
+  first target is scored here (:func:`probe_page`), and the page's others too when it took less than
+  :data:`DIRECT_MAX_MS`, else they are queued). Otherwise its pages are queued for the scorer as before.
 * :func:`score_page` scores one page read by :func:`~evaluator_host.store.online.backfill_pages.read_page`
   in bulk: the page's traces in two queries and its cases built as the scorer builds them; the workspace's
   ``max_evaluations_per_s`` charged as throughput; one call of the stored evaluator through the result cache
@@ -50,7 +51,7 @@ from evaluator_host.store.online.rows import OnlineScoreRow
 from evaluator_host.store.online.rules import RuleRecord
 from evaluator_host.store.online.scores import Claimed
 
-__all__ = ["DIRECT_MAX_MS", "DIRECT_TRACES", "Scored", "recent_row_ms", "score_page"]
+__all__ = ["DIRECT_MAX_MS", "DIRECT_TRACES", "Scored", "probe_page", "recent_row_ms", "score_page"]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,20 @@ class Scored:
     hashes: list[dict[str, Any]] = field(default_factory=list)  # case-hash rows (store/online/case_hashes.py)
     cached: set[str] = field(default_factory=set)  # target ids answered from the result cache
     remember: Callable[[Connection], None] | None = None  # the misses' cache entries, written with the page
+
+    def add(self, more: Scored) -> None:
+        """Add ``more``, the outcome of other rows of the same page (its ``row_ms`` wins when it has one)."""
+        self.scored.update(more.scored)
+        self.waiting.update(more.waiting)
+        self.results += more.results
+        self.hashes += more.hashes
+        self.cached |= more.cached
+        self.row_ms = more.row_ms if more.row_ms is not None else self.row_ms
+        first, then = self.remember, more.remember
+        if first is not None and then is not None:
+            self.remember = lambda conn: (first(conn), then(conn))[-1]
+        else:
+            self.remember = first or then
 
 
 def recent_row_ms(scorer: Scorer, rule_id: str) -> float | None:
@@ -128,6 +143,19 @@ async def score_page(
     if runnable:
         read = {t: (n, first_seen[t]) for t, n in (span_counts or {}).items() if first_seen and t in first_seen}
         await _run(scorer, rule, runnable, out, read)
+    return out
+
+
+async def probe_page(
+    scorer: Scorer, rule: RuleRecord, rows: list[dict[str, Any]], span_counts: dict[str, int] | None = None,
+    first_seen: dict[str, datetime] | None = None,
+) -> Scored:  # fmt: skip
+    """A page of a rule whose rows were never measured: its first row scored (:func:`score_page`), then — when
+    that row's run took less than :data:`DIRECT_MAX_MS` — the others as well; else they are left out (the page
+    queues them for the scorer, as a slow rule's)."""
+    out = await score_page(scorer, rule, rows[:1], span_counts, first_seen)
+    if len(rows) > 1 and out.row_ms is not None and out.row_ms < DIRECT_MAX_MS:
+        out.add(await score_page(scorer, rule, rows[1:], span_counts, first_seen))
     return out
 
 

@@ -46,7 +46,14 @@ from sqlalchemy.engine import Engine
 
 from evaluator_host.errors import NotFoundError
 from evaluator_host.evaluation.caching.cached_calls import case_scope
-from evaluator_host.online.backfill.direct import DIRECT_MAX_MS, DIRECT_TRACES, Scored, recent_row_ms, score_page
+from evaluator_host.online.backfill.direct import (
+    DIRECT_MAX_MS,
+    DIRECT_TRACES,
+    Scored,
+    probe_page,
+    recent_row_ms,
+    score_page,
+)
 from evaluator_host.online.deciding.router import decide, join_sessions
 from evaluator_host.online.scoring.scorer import Scorer
 from evaluator_host.settings import Settings
@@ -207,8 +214,9 @@ class Backfiller:
 
     async def direct(self, rule: RuleRecord) -> str | None:
         """``"page"`` when the rule's backfill is scored here (online/backfill/direct.py), ``"probe"`` when its
-        rows are measured first (the page's first target scored here, the others queued), None when its pages
-        are queued for the scorer."""
+        rows are measured first (the page's first target scored here, the others too when it was fast, else
+        queued: :func:`~evaluator_host.online.backfill.direct.probe_page`), None when its pages are queued for
+        the scorer."""
         if self.scorer is None or not self.settings.online_backfill_direct or rule.limits or rule.level == "session":
             return None
         ms = self.row_ms.get(rule.id)
@@ -268,8 +276,8 @@ class Backfiller:
                     )  # fmt: skip
                     if page is None:
                         return False
-                    rows = page.got.rows[:1] if probe else page.got.rows
-                    scoring = score_page(scorer, rule, rows, page.got.span_counts, page.got.first_seen)
+                    score = probe_page if probe else score_page  # a probe: the rest only once the first is fast
+                    scoring = score(scorer, rule, page.got.rows, page.got.span_counts, page.got.first_seen)
                     ahead.append((page, asyncio.ensure_future(scoring)))
                     pending += page.got.queued
                     pages += 1

@@ -26,9 +26,10 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Engine
 
+from evaluator_host.store import sqlite_bulk
 from evaluator_host.store.db import as_utc, utcnow
 from evaluator_host.store.online import case_hashes as online_case_hashes
 from evaluator_host.store.online import sessions as online_sessions
@@ -40,6 +41,7 @@ __all__ = ["Page", "commit_page", "read_page"]
 
 S, B = OnlineScoreRow, OnlineBackfillRow
 _BATCH = 500  # rows a statement
+_SKIP_STORED = "ON CONFLICT (rule_id, target_id) DO NOTHING"
 
 
 @dataclass(frozen=True)
@@ -98,14 +100,7 @@ def commit_page(
         row = conn.execute(select(B).where(B.id == backfill.id)).one()
         now = utcnow()
         rows = [_row(r, me, now, scored.get(r["target_id"]), waiting.get(r["target_id"])) for r in page.got.rows]
-        dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
-        added: set[str] = set()
-        for start in range(0, len(rows), _BATCH):
-            for kind in ("done", "queued"):
-                part = [r for r in rows[start : start + _BATCH] if r["state"] == kind]
-                if part:
-                    statement = dialect.insert(S).on_conflict_do_nothing(index_elements=["rule_id", "target_id"])
-                    added.update(str(t) for t in conn.execute(statement.returning(S.target_id), part).scalars())
+        added = _insert_sqlite(conn, rule.id, rows) if engine.dialect.name == "sqlite" else _insert(conn, rows)
         if page.got.requeue:
             conn.execute(
                 update(S)
@@ -122,6 +117,38 @@ def commit_page(
         hits = sum(1 for t in cached if t in added)
         ended = advance(conn, me, backfill, row, page.got, page.traces, claim_s, queued, taken, hits)
     return added, ended
+
+
+def _insert(conn: Connection, rows: list[dict[str, Any]]) -> set[str]:
+    """Insert the page's rows not stored yet (the others skipped by the queue's key); their target ids."""
+    added: set[str] = set()
+    for start in range(0, len(rows), _BATCH):
+        for kind in ("done", "queued"):  # each kind's rows name the same columns
+            part = [r for r in rows[start : start + _BATCH] if r["state"] == kind]
+            if part:
+                statement = postgresql.insert(S).on_conflict_do_nothing(index_elements=["rule_id", "target_id"])
+                added.update(str(t) for t in conn.execute(statement.returning(S.target_id), part).scalars())
+    return added
+
+
+def _insert_sqlite(conn: Connection, rule_id: str, rows: list[dict[str, Any]]) -> set[str]:
+    """:func:`_insert` on SQLite: the rows already stored read first — under the page's write lock (SQLite has
+    one writer, and the pin's update took it: nothing is added between the read and the insert) — and the others
+    inserted by one prepared statement (:mod:`~evaluator_host.store.sqlite_bulk`: no SQLAlchemy work a row)."""
+    ids = [str(r["target_id"]) for r in rows]
+    held: set[str] = set()
+    for start in range(0, len(ids), _BATCH):
+        present = select(S.target_id).where(S.rule_id == rule_id, S.target_id.in_(ids[start : start + _BATCH]))
+        held.update(str(t) for t in conn.execute(present).scalars())
+    new = sorted((r for r in rows if r["target_id"] not in held), key=lambda r: str(r["target_id"]))  # the key's order
+    for kind in ("done", "queued"):  # each kind's rows name the same columns
+        part = [r for r in new if r["state"] == kind]
+        if part:
+            columns = list(part[0])
+            statement = sqlite_bulk.insert_sql(S.__tablename__, columns, _SKIP_STORED)
+            if conn.exec_driver_sql(statement, sqlite_bulk.params(part, columns)).rowcount != len(part):
+                raise RuntimeError("a backfill page's score rows were stored meanwhile: the page is not stored")
+    return {str(r["target_id"]) for r in new}
 
 
 def _row(

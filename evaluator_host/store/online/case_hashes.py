@@ -82,6 +82,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Mapped, mapped_column
 
 from evaluator_host.observability.tracing import MARKER
+from evaluator_host.store import sqlite_bulk
 from evaluator_host.store.db import Base, utcnow
 from evaluator_host.store.online.rows import OnlineBackfillRow, OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
 from evaluator_host.store.online.rules import RuleRecord
@@ -123,6 +124,13 @@ _UPDATED = (
     "span_id", "span_count", "first_seen_at", "case_key", "status", "score", "passed", "label", "runtime_id",
     "duration_ms",
 )  # fmt: skip
+_COLUMNS = ("workspace_id", "scope", "target_id", *_UPDATED)
+# a row whose trace is still stored (the SELECT's WHERE: also what SQLite's upsert after a SELECT asks for)
+_SQLITE_REMEMBER = (
+    f"INSERT INTO online_case_hashes ({', '.join(_COLUMNS)}) SELECT {', '.join('?' * len(_COLUMNS))} "
+    "WHERE EXISTS (SELECT 1 FROM online_traces WHERE workspace_id = ? AND trace_id = ?) "
+    "ON CONFLICT (workspace_id, scope, target_id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _UPDATED)
+)
 
 
 def hashable(rule: RuleRecord) -> bool:
@@ -144,6 +152,10 @@ def remember(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
     read, which the new trace's is not: it answers nothing, and the new trace's own key replaces it."""
     if not rows:
         return
+    if conn.dialect.name == "sqlite":  # one prepared statement, the trace's presence checked in it
+        ordered = sorted(sqlite_bulk.params(rows, _COLUMNS), key=lambda row: (row[0], row[1], row[2]))  # the key's
+        conn.exec_driver_sql(_SQLITE_REMEMBER, [(*row, row[0], row[2]) for row in ordered])
+        return
     stored: set[tuple[str, str]] = set()
     for ws in {str(r["workspace_id"]) for r in rows}:  # one workspace a page: its ids by the primary key
         ids = sorted({str(r["target_id"]) for r in rows if r["workspace_id"] == ws})
@@ -151,9 +163,8 @@ def remember(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
             present = select(T.trace_id).where(T.workspace_id == ws, T.trace_id.in_(ids[start : start + _BATCH]))
             stored.update((ws, str(t)) for t in conn.execute(present).scalars())
     rows = [r for r in rows if (r["workspace_id"], r["target_id"]) in stored]
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     for start in range(0, len(rows), _BATCH):
-        statement = dialect.insert(H)
+        statement = postgresql.insert(H)
         statement = statement.on_conflict_do_update(
             index_elements=["workspace_id", "scope", "target_id"],
             set_={c: getattr(statement.excluded, c) for c in _UPDATED},
@@ -195,14 +206,12 @@ def fresh_count(
     sp = OnlineSpanRow
     own = sp.body.contains(MARKER, autoescape=True)
     routed = exists().where(sp.workspace_id == T.workspace_id, sp.trace_id == T.trace_id, ~own)
-    targets = _window(rule, window).where(routed).order_by(T.first_seen_at, T.trace_id).limit(limit).subquery()
-    n = int(conn.scalar(select(func.count()).select_from(targets)) or 0)
+    ordered = _window(rule, window).where(routed).order_by(T.first_seen_at, T.trace_id)
+    n = int(conn.scalar(select(func.count()).select_from(ordered.limit(limit).subquery())) or 0)
     everything = _window(rule, window)
-    if n >= limit:  # the traces up to the limit-th target
-        last = select(targets.c.first_seen_at, targets.c.trace_id).order_by(
-            targets.c.first_seen_at.desc(), targets.c.trace_id.desc()
-        )
-        at, trace_id = conn.execute(last.limit(1)).one()
+    if n >= limit:  # the traces up to the limit-th target: walked to in the index's order (OFFSET), not sorted
+        last = ordered.with_only_columns(T.first_seen_at, T.trace_id).offset(limit - 1).limit(1)
+        at, trace_id = conn.execute(last).one()
         everything = everything.where(or_(T.first_seen_at < at, and_(T.first_seen_at == at, T.trace_id <= trace_id)))
     traces = int(conn.scalar(select(func.count()).select_from(everything.subquery())) or 0)
     return traces, n
@@ -290,12 +299,11 @@ def _resolve_slice(
         )  # fmt: skip
         if not conn.execute(update(B).where(pin).values(updated_at=now)).rowcount:
             return None
-        last = conn.execute(
-            select(first.c.first_seen_at, first.c.trace_id)
-            .order_by(first.c.first_seen_at.desc(), first.c.trace_id.desc())
-            .limit(1)
-        ).first()
         in_slice = int(conn.scalar(select(func.count()).select_from(first)) or 0)
+        last = None  # the slice's last trace: the window's in_slice-th, walked in its index's order (no sort)
+        if in_slice:
+            at = window.with_only_columns(T.first_seen_at, T.trace_id).order_by(T.first_seen_at, T.trace_id)
+            last = conn.execute(at.offset(in_slice - 1).limit(1)).first()
         conn.execute(dialect.insert(S).from_select(columns, answers).on_conflict_do_nothing())
         n = int(conn.scalar(select(func.count()).where(S.backfill_id == backfill.id)) or 0)  # nothing else has any
         if n > answered:

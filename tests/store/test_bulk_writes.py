@@ -1,0 +1,94 @@
+"""A backfill page's rows written by one prepared SQLite statement (issue 50, ``store/sqlite_bulk.py``): a row
+written so reads back exactly as SQLAlchemy's insert of it (its times the same text: what SQL compares), and the
+result cache's ``put_in`` — SQLite's prepared statement in the page's transaction — stores and counts what
+``put`` does (a key stored already left as it is, a key twice in one put stored once, an entry over the bound
+not stored, the eviction past it), on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, insert, select, text
+
+from evaluator_host.store import sqlite_bulk
+from evaluator_host.store.db import make_engine
+from evaluator_host.store.online.rows import OnlineScoreRow
+from evaluator_host.store.result_cache import CACHE, ResultCacheStore
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    made = make_engine(database_url)
+    yield made
+    made.dispose()
+
+
+def _score(target: str, at: datetime) -> dict[str, object]:
+    return {
+        "rule_id": "rule_1", "target_id": target, "trace_id": "ab" * 16, "workspace_id": "ws_default",
+        "span_id": None, "state": "done", "claimed_by": "svc", "claimed_until": None, "attempts": 1,
+        "enqueued_at": at, "scored_at": at + timedelta(microseconds=1), "evaluator_id": "ev_1", "revision": 2,
+        "runtime_id": "python-3.11", "status": "ok", "score": 0.25, "passed": False, "label": "é ✓",
+        "duration_ms": 1.5, "result": '{"status":"ok"}', "backfill_id": "bf_1",
+    }  # fmt: skip
+
+
+def test_a_row_written_by_one_prepared_statement_reads_back_as_sqlalchemys_insert_of_it(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path}/bulk.db")
+    at = datetime(2026, 11, 26, 7, 30, 1, 123456, tzinfo=UTC)
+    by_orm, by_bulk = _score("t_orm", at), _score("t_bulk", at)
+    columns = list(by_bulk)
+    with engine.begin() as conn:
+        conn.execute(insert(OnlineScoreRow), [by_orm])
+        statement = sqlite_bulk.insert_sql("online_scores", columns, "ON CONFLICT (rule_id, target_id) DO NOTHING")
+        assert conn.exec_driver_sql(statement, sqlite_bulk.params([by_bulk], columns)).rowcount == 1
+    s = OnlineScoreRow
+    with engine.connect() as conn:
+        rows = {r.target_id: r._asdict() for r in conn.execute(select(s.__table__))}
+        times = "SELECT target_id, enqueued_at || '|' || scored_at FROM online_scores"
+        stored = dict(conn.exec_driver_sql(times).all())
+        later = conn.scalars(select(s.target_id).where(s.enqueued_at >= at, s.scored_at > at)).all()
+    assert {k: v for k, v in rows["t_bulk"].items() if k != "target_id"} == {
+        k: v for k, v in rows["t_orm"].items() if k != "target_id"
+    }
+    assert stored["t_bulk"] == stored["t_orm"]  # the same text: what SQL compares
+    assert sorted(later) == ["t_bulk", "t_orm"]
+    engine.dispose()
+
+
+def _store(engine: Engine) -> ResultCacheStore:
+    store = ResultCacheStore(engine)
+    clock = iter(range(1_000, 10_000, 100))
+    store._now = lambda: float(next(clock))
+    return store
+
+
+def _held(engine: Engine, workspace: str) -> dict[bytes, tuple[str, int, float]]:
+    c = CACHE.c
+    with engine.connect() as conn:
+        query = select(c.key, c.status, c.bytes, c.used_at).where(c.workspace_id == workspace)
+        return {bytes(k): (s, b, u) for k, s, b, u in conn.execute(query)}
+
+
+def test_put_in_a_pages_transaction_stores_and_counts_what_put_does(engine: Engine) -> None:
+    pad = '{"status":"ok","pad":"' + "x" * 900 + '"}'
+    keys = [i.to_bytes(32, "big") for i in range(8)]
+    first = [(keys[0], "ok", pad), (keys[1], "ok", pad), (keys[2], "error", pad)]
+    # a key stored already, one twice, one over the bound alone, a marker: and past the bound, evicting
+    then = [(keys[2], "ok", "{}"), (keys[3], "ok", pad), (keys[3], "ok", pad), (keys[4], "ok", "x" * 9_000),
+            (keys[5], "ok", pad), (keys[6], "ok", pad), (keys[7], "marker", "{}")]  # fmt: skip
+    bound = 5_000
+    put, put_in = _store(engine), _store(engine)
+    for entries in (first, then):
+        put.put("ws_put", entries, bound)
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE result_cache_usage SET bytes = bytes WHERE 1 = 0"))  # the page has written
+            put_in.put_in(conn, "ws_in", entries, bound)
+    assert _held(engine, "ws_in") == _held(engine, "ws_put")
+    assert put_in.usage("ws_in") == put.usage("ws_put")
+    held = _held(engine, "ws_in")
+    assert keys[4] not in held and keys[7] in held and put_in.usage("ws_in").bytes <= bound
+    assert put_in.usage("ws_in").entries == len(held)
