@@ -27,17 +27,11 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from evaluator_host.errors import SecretError
 from evaluator_host.settings import Settings
 from evaluator_host.store.secrets import SecretInfo, SecretStore
+from evaluator_host.tenancy.reserved import RESERVED_NAMES
 
 __all__ = ["MAX_SECRET_BYTES", "MIN_SECRET_CHARS", "RESERVED_NAMES", "Vault", "check_name"]
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
-# what the sandbox sets itself (SANDBOX_ENV) and the egress proxy's variables: never a secret's name
-RESERVED_NAMES = frozenset(
-    {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONDONTWRITEBYTECODE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"}
-    | {"MKL_NUM_THREADS", "OTEL_RESOURCE_ATTRIBUTES", "NODE_OPTIONS", "NODE_USE_ENV_PROXY", "NO_PROXY", "no_proxy"}
-    | {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"}
-    | {"SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"}
-)
 MIN_SECRET_CHARS = 4  # shorter values would redact ordinary words out of every answer
 MAX_SECRET_BYTES = 64 * 1024
 
