@@ -191,15 +191,22 @@ class Forwarder:
         if self._task is not None:
             return
         self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
-        self._client = httpx.AsyncClient(timeout=TIMEOUT_S, trust_env=False, follow_redirects=False)
         self._task = asyncio.ensure_future(self._run())
+
+    def _http(self) -> httpx.AsyncClient:
+        """The HTTP client, made with the first request (its TLS context reads the CA bundle: tens of ms of CPU
+        a service that forwards nothing does not spend at its start)."""
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=TIMEOUT_S, trust_env=False, follow_redirects=False)
+        return self._client
 
     async def close(self) -> None:
         """Stop sending; what is still queued is dropped (counted)."""
         task, self._task = self._task, None
         await stop(task)
-        if self._client is not None:
-            await self._client.aclose()
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
         with self._lock:
             lost = sum(spans for q in self._queues.values() for _body, spans in q.items)
             self._queues.clear()
@@ -280,10 +287,9 @@ class Forwarder:
             self._done(queue, len(batch), "refused")
             self._back_off(queue, None)
             return
-        assert self._client is not None
         payload = b"".join(body for body, _spans in batch)
         try:
-            answer = await self._client.post(url, content=payload, headers=headers, extensions=extensions)
+            answer = await self._http().post(url, content=payload, headers=headers, extensions=extensions)
         except httpx.HTTPError as exc:
             log.warning("forwarding to %s: %s; retrying", shown(queue.target.url), type(exc).__name__)
             self._requests["retried"].inc()
