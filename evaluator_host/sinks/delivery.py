@@ -30,10 +30,8 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Collection
 from datetime import datetime, timedelta
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
-
-import httpx
 
 from evaluator_host.errors import EvaluatorHostError
 from evaluator_host.sandbox.egress.addresses import is_public, system_resolve
@@ -44,6 +42,9 @@ from evaluator_host.store.db import utcnow
 from evaluator_host.store.jobs.sink_deliveries import JobRowIds, JobSinkStore
 from evaluator_host.store.sinks.deliveries import Delivery, SinkDeliveryStore
 from evaluator_host.targets.endpoint import check_endpoint
+
+if TYPE_CHECKING:  # httpx (and the CLI it imports: click, rich) with the first request, not with the service
+    import httpx
 
 __all__ = ["BATCH", "ENQUEUE_WINDOW", "LEASE_S", "MAX_ATTEMPTS", "POLL_S", "RECENT", "SWEEP_S", "SinkDelivery"]
 
@@ -118,6 +119,8 @@ class SinkDelivery:
         """The HTTP client, made with the first request (its TLS context reads the CA bundle: tens of ms of CPU
         a service that delivers nothing does not spend at its start)."""
         if self._client is None:
+            import httpx
+
             self._client = httpx.AsyncClient(timeout=TIMEOUT_S, trust_env=False, follow_redirects=False)
         return self._client
 
@@ -203,6 +206,8 @@ class SinkDelivery:
         return endpoint.url("") + (f"?{query}" if query else ""), {"Host": endpoint.netloc}, extensions
 
     async def _send(self, delivery: Delivery, outbound: Outbound, secrets: dict[str, str]) -> None:
+        import httpx
+
         url, host, extensions = await self._target(delivery.workspace_id, outbound.url)
         if outbound.recorded is not None and await self._recorded(delivery, outbound, secrets):
             return  # sent before (the service died before recording it): recorded once
@@ -220,6 +225,8 @@ class SinkDelivery:
 
     async def _recorded(self, delivery: Delivery, outbound: Outbound, secrets: dict[str, str]) -> bool:
         """Whether the tool already holds this delivery's score (read at ``outbound.recorded``)."""
+        import httpx
+
         assert outbound.recorded is not None
         url, host, extensions = await self._target(delivery.workspace_id, outbound.recorded)
         headers = {k: v for k, v in outbound.headers.items() if k.lower() != "content-type"}

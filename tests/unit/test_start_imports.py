@@ -3,7 +3,7 @@
 Structural, never timed: fresh interpreters report what they imported (``sys.modules``, or ``-X importtime`` of
 the real command). The app's import loads no module that only some requests or settings need — the gRPC
 receiver (grpc), the SBOM writer (cyclonedx), the prompt templates (Jinja2), the ciphers (cryptography: the
-vault's and the egress proxy's CA); the command line's parser loads no pydantic, rich or HTTP client; a command
+vault's and the egress proxy's CA), the HTTP client of forwarding and sinks (httpx); the command line's parser loads no pydantic, rich or HTTP client; a command
 that talks to a service loads no store, SQLAlchemy or cipher; the vault imports cryptography with its first
 secret, not at start-up; and a handler's import runs with the garbage collector paused, which it turns back on.
 """
@@ -61,6 +61,8 @@ def test_importing_the_app_loads_no_module_that_only_some_requests_or_settings_n
         "cryptography",  # the vault's first secret, the egress proxy's first gate
         "evaluator_host.sandbox.egress.tls",
         "alembic",  # the schema's migrations: when an engine is made
+        "httpx",  # the forwarder's and the sinks' client: with their first request (httpx imports click and rich)
+        "rich",
     )
     assert _loaded(names, not_at_start) == []
 

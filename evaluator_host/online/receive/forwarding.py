@@ -38,9 +38,9 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import httpx
 from opentelemetry.util.re import parse_env_headers
 
 from evaluator_host.errors import EvaluatorHostError
@@ -51,6 +51,9 @@ from evaluator_host.settings import Settings
 from evaluator_host.shared.tasks import stop
 from evaluator_host.targets.endpoint import Endpoint, check_endpoint
 from evaluator_host.tenancy.models import SECRET_REF, check_headers
+
+if TYPE_CHECKING:  # httpx (and the CLI it imports: click, rich) with the first request, not with the service
+    import httpx
 
 __all__ = ["BATCH_BYTES", "CHECK_TTL_S", "Forwarder", "Target", "default_targets", "workspace_targets"]
 
@@ -197,6 +200,8 @@ class Forwarder:
         """The HTTP client, made with the first request (its TLS context reads the CA bundle: tens of ms of CPU
         a service that forwards nothing does not spend at its start)."""
         if self._client is None:
+            import httpx
+
             self._client = httpx.AsyncClient(timeout=TIMEOUT_S, trust_env=False, follow_redirects=False)
         return self._client
 
@@ -275,6 +280,8 @@ class Forwarder:
         queue.due = time.monotonic() + delay
 
     async def _send_one(self, queue: _Queue) -> None:
+        import httpx
+
         if queue.target not in self._targets(queue.workspace):  # the setting changed: nowhere to send these
             self._done(queue, len(queue.items), "dropped")
             return
