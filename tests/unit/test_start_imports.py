@@ -1,11 +1,12 @@
 """A start loads what starting needs (issue 49: every ``serve`` and CLI subprocess of the suite pays its imports).
 
-Structural, never timed: fresh interpreters report what they imported (``sys.modules``, or ``-X importtime`` of
-the real command). The app's import loads no module that only some requests or settings need — the gRPC
-receiver (grpc), the SBOM writer (cyclonedx), the prompt templates (Jinja2), the ciphers (cryptography: the
-vault's and the egress proxy's CA), the HTTP client of forwarding and sinks (httpx); the command line's parser loads no pydantic, rich or HTTP client; a command
-that talks to a service loads no store, SQLAlchemy or cipher; the vault imports cryptography with its first
-secret, not at start-up; and a handler's import runs with the garbage collector paused, which it turns back on.
+Structural, never timed: fresh interpreters report what they imported (``sys.modules``, or ``-X importtime`` of the
+real command). The app's import loads no module that only some requests or settings need — the gRPC receiver (grpc),
+the SBOM writer (cyclonedx), the prompt templates (Jinja2), the ciphers (cryptography: the vault's and the egress
+proxy's CA), the HTTP client of forwarding and sinks (httpx); the command line's parser loads no pydantic, rich or
+HTTP client; a command that talks to a service loads no store, SQLAlchemy or cipher; the vault imports cryptography
+with its first secret, not at start-up; and a handler's import runs with the garbage collector paused, which it
+turns back on.
 """
 
 from __future__ import annotations
