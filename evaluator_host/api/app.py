@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI
 
 from evaluator_host import API_VERSION, __version__
-from evaluator_host.api import errors, interpreters, otlp_grpc
+from evaluator_host.api import errors, interpreters
 from evaluator_host.api.examples import with_examples
 from evaluator_host.api.middleware.auth import ApiKeyGate
 from evaluator_host.api.middleware.fastpath import FastPath
@@ -44,6 +44,9 @@ from evaluator_host.errors import ErrorBody
 from evaluator_host.observability import tracing
 from evaluator_host.services import Services
 from evaluator_host.settings import Settings
+
+if TYPE_CHECKING:  # grpc and protobuf are imported only when the gRPC receiver is on (otlp_grpc_port)
+    from evaluator_host.api.otlp_grpc import GrpcReceiver
 
 __all__ = ["ERROR_RESPONSES", "create_app"]
 
@@ -82,12 +85,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         services = Services.start(settings)
         app.state.services = services
         traced = False
-        receiver: otlp_grpc.GrpcReceiver | None = None
+        receiver: GrpcReceiver | None = None
         asking: asyncio.Task[None] | None = None
         try:
             traced = tracing.start(settings)  # when configured (off by default)
             await services.resume()
-            receiver = await otlp_grpc.start(services)  # OTLP/gRPC in, when otlp_grpc_port is set
+            if settings.otlp_grpc_port is not None:  # OTLP/gRPC in
+                from evaluator_host.api import otlp_grpc
+
+                receiver = await otlp_grpc.start(services)
             await asyncio.to_thread(interpreters.discover, settings, services.backend.name)  # /healthz runtimes
             asking = asyncio.create_task(interpreters.ask_again(settings, services.backend.name))  # any unknown
             yield

@@ -25,17 +25,14 @@ import re
 import uuid
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
-
-from cyclonedx.model import HashAlgorithm, HashType
-from cyclonedx.model.bom import Bom, BomMetaData
-from cyclonedx.model.component import Component, ComponentType
-from cyclonedx.output.json import JsonV1Dot6
-from packageurl import PackageURL
+from typing import TYPE_CHECKING, Any
 
 from evaluator_host.builds.models import LockedPackage, RuntimeLock, RuntimeView
 from evaluator_host.definitions import languages
 from evaluator_host.errors import BadRequest
+
+if TYPE_CHECKING:  # cyclonedx-python-lib is imported when an SBOM is asked for (sbom_json), not with the routes
+    from cyclonedx.model import HashType
 
 __all__ = [
     "FORMATS",
@@ -123,6 +120,11 @@ def sbom_json(lock: RuntimeLock, built_at: datetime | None = None) -> str:
     """A CycloneDX 1.6 JSON SBOM: the runtime as the described component, each package a library with its
     purl (``pkg:pypi`` / ``pkg:npm``) and its hash when recorded (the wheel's SHA-256, the tarball's SHA-512);
     the same bytes for the same lock and ``built_at`` (the module's contract)."""
+    from cyclonedx.model.bom import Bom, BomMetaData
+    from cyclonedx.model.component import Component, ComponentType
+    from cyclonedx.output.json import JsonV1Dot6
+    from packageurl import PackageURL
+
     kind = languages.family_of(lock.language).purl_type
     serial = uuid.uuid5(uuid.NAMESPACE_URL, "evaluator-host:runtime-lock:" + lock.model_dump_json())
     bom = Bom(serial_number=serial, metadata=BomMetaData(timestamp=built_at))
@@ -183,6 +185,8 @@ def render(lock: RuntimeLock, form: str, built_at: datetime | None = None) -> tu
 
 
 def _sbom_hashes(package: LockedPackage) -> list[HashType]:
+    from cyclonedx.model import HashAlgorithm, HashType
+
     if package.sha256:
         return [HashType(alg=HashAlgorithm.SHA_256, content=package.sha256)]
     sha512 = _sha512_hex(package)

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+if TYPE_CHECKING:  # pydantic: when a model is parsed, not for building the parser
+    from pydantic import BaseModel
 
 __all__ = ["UsageError", "parse_json", "parse_model", "read_text", "readable"]
 
-ModelT = TypeVar("ModelT", bound=BaseModel)
+ModelT = TypeVar("ModelT", bound="BaseModel")
 
 
 class UsageError(Exception):
@@ -53,6 +54,8 @@ def parse_json(text: str, what: str) -> Any:
 
 def parse_model(model: type[ModelT], text: str, what: str) -> ModelT:
     """``text`` (JSON) validated as ``model``, or :class:`UsageError` listing every problem on one line."""
+    from pydantic import ValidationError
+
     value = parse_json(text, what)
     try:
         return model.model_validate(value)

@@ -60,6 +60,8 @@ resource's state, ``service`` the service's own failures; ``wire`` the answer's 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from evaluator_host.errors.access import EvaluatorOverloaded, Forbidden, QuotaExceeded, Unauthorized
 from evaluator_host.errors.base import EvaluatorHostError
 from evaluator_host.errors.definition import (
@@ -100,8 +102,10 @@ from evaluator_host.errors.service import (
     StorageFull,
     StorageUnavailable,
 )
-from evaluator_host.errors.wire import ErrorBody as ErrorBody  # (the wire shape: imported from here too)
-from evaluator_host.errors.wire import ErrorDetail as ErrorDetail
+
+if TYPE_CHECKING:  # the wire shape (pydantic models): imported from here too, on first use (``__getattr__``)
+    from evaluator_host.errors.wire import ErrorBody as ErrorBody
+    from evaluator_host.errors.wire import ErrorDetail as ErrorDetail
 
 __all__ = [
     "BackendUnavailable",
@@ -142,3 +146,13 @@ __all__ = [
     "TargetError",
     "Unauthorized",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``ErrorBody`` and ``ErrorDetail`` (``wire``), imported when first asked for: raising and catching this
+    tree needs no pydantic, so the command line's parser (``evaluator-host --help``) loads none."""
+    if name in ("ErrorBody", "ErrorDetail"):
+        from evaluator_host.errors import wire
+
+        return getattr(wire, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

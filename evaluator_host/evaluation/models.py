@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from evaluator_host.definitions.models import CAPABILITIES_DOC, MAX_REVISION, Capabilities, Language, Packages
 from evaluator_host.evaluation.outcomes.result_models import BatchResponse, Case, ErrorInfo, EvaluationResult, Status
 from evaluator_host.evaluation.plain_env import MAX_ENV, MAX_ENV_BYTES, MAX_ENV_VALUE, check_env
-from evaluator_host.store.text import StoredText
+from evaluator_host.shared.text import StoredText
 from evaluator_host.tenancy.models import NetworkEntry, network_entries
 
 __all__ = [

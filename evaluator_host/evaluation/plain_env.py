@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from evaluator_host.tenancy.vault import RESERVED_NAMES
+from evaluator_host.tenancy.reserved import RESERVED_NAMES
 
 __all__ = ["MAX_ENV", "MAX_ENV_BYTES", "MAX_ENV_VALUE", "check_env"]
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from evaluator_host.evaluation.models import Status
-from evaluator_host.store.text import StoredText
+from evaluator_host.shared.text import StoredText
 
 __all__ = [
     "MAX_QUEUE_ITEMS",

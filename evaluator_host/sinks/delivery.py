@@ -30,10 +30,8 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Collection
 from datetime import datetime, timedelta
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
-
-import httpx
 
 from evaluator_host.errors import EvaluatorHostError
 from evaluator_host.sandbox.egress.addresses import is_public, system_resolve
@@ -44,6 +42,9 @@ from evaluator_host.store.db import utcnow
 from evaluator_host.store.jobs.sink_deliveries import JobRowIds, JobSinkStore
 from evaluator_host.store.sinks.deliveries import Delivery, SinkDeliveryStore
 from evaluator_host.targets.endpoint import check_endpoint
+
+if TYPE_CHECKING:  # httpx (and the CLI it imports: click, rich) with the first request, not with the service
+    import httpx
 
 __all__ = ["BATCH", "ENQUEUE_WINDOW", "LEASE_S", "MAX_ATTEMPTS", "POLL_S", "RECENT", "SWEEP_S", "SinkDelivery"]
 
@@ -112,15 +113,24 @@ class SinkDelivery:
     def start(self) -> None:
         """Start the loop (from the service's event loop)."""
         if self._task is None:
-            self._client = httpx.AsyncClient(timeout=TIMEOUT_S, trust_env=False, follow_redirects=False)
             self._task = asyncio.ensure_future(self._loop())
+
+    def _http(self) -> httpx.AsyncClient:
+        """The HTTP client, made with the first request (its TLS context reads the CA bundle: tens of ms of CPU
+        a service that delivers nothing does not spend at its start)."""
+        if self._client is None:
+            import httpx
+
+            self._client = httpx.AsyncClient(timeout=TIMEOUT_S, trust_env=False, follow_redirects=False)
+        return self._client
 
     async def close(self) -> None:
         """Stop; deliveries in flight are sent again by the next service (their claims expire)."""
         task, self._task = self._task, None
         await stop(task)
-        if self._client is not None:
-            await self._client.aclose()
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
 
     async def _loop(self) -> None:
         while True:
@@ -196,16 +206,17 @@ class SinkDelivery:
         return endpoint.url("") + (f"?{query}" if query else ""), {"Host": endpoint.netloc}, extensions
 
     async def _send(self, delivery: Delivery, outbound: Outbound, secrets: dict[str, str]) -> None:
+        import httpx
+
         url, host, extensions = await self._target(delivery.workspace_id, outbound.url)
-        assert self._client is not None
         if outbound.recorded is not None and await self._recorded(delivery, outbound, secrets):
             return  # sent before (the service died before recording it): recorded once
         try:
             headers = {**outbound.headers, **host}
             if outbound.content is not None:
-                answer = await self._client.post(url, content=outbound.content, headers=headers, extensions=extensions)
+                answer = await self._http().post(url, content=outbound.content, headers=headers, extensions=extensions)
             else:
-                answer = await self._client.post(url, json=outbound.body, headers=headers, extensions=extensions)
+                answer = await self._http().post(url, json=outbound.body, headers=headers, extensions=extensions)
         except httpx.HTTPError as exc:
             raise _Retry(f"{type(exc).__name__} calling {urlsplit(outbound.url).netloc}") from None
         if 200 <= answer.status_code < 300:
@@ -214,11 +225,13 @@ class SinkDelivery:
 
     async def _recorded(self, delivery: Delivery, outbound: Outbound, secrets: dict[str, str]) -> bool:
         """Whether the tool already holds this delivery's score (read at ``outbound.recorded``)."""
-        assert self._client is not None and outbound.recorded is not None
+        import httpx
+
+        assert outbound.recorded is not None
         url, host, extensions = await self._target(delivery.workspace_id, outbound.recorded)
         headers = {k: v for k, v in outbound.headers.items() if k.lower() != "content-type"}
         try:
-            answer = await self._client.get(url, headers={**headers, **host}, extensions=extensions)
+            answer = await self._http().get(url, headers={**headers, **host}, extensions=extensions)
         except httpx.HTTPError as exc:
             raise _Retry(f"{type(exc).__name__} calling {urlsplit(outbound.url).netloc}") from None
         if answer.status_code == 404:

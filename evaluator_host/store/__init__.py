@@ -1,7 +1,7 @@
 """Durable storage (SQLAlchemy 2; SQLite in the data dir by default).
 
 At the top, the core: ``db`` the engine and the core tables, ``schema`` the revision, ``evaluators``,
-``workspaces``, ``secrets``, ``idempotency``, ``result_cache``, ``rate_buckets`` the shared rate quota, ``text``,
+``workspaces``, ``secrets``, ``idempotency``, ``result_cache``, ``rate_buckets`` the shared rate quota,
 ``bucket`` an S3-compatible bucket's client, ``sqlite_checkpoint`` the WAL's checkpoints beside the span writer.
 The table families in rooms, one module per table group (a group changes for one reason and is read as one unit; a
 new group is a new module in its family's room): ``online/`` (spans, traces, rules, scores, sessions, backfills,
@@ -9,7 +9,7 @@ shadow scores), ``jobs/`` (datasets, jobs, results, generations, leases, a job's
 items, verdicts), ``sinks/`` (a score's deliveries). Rooms are peers, not layers: one transaction may span families.
 
 May import: ``errors``, ``storage``, ``settings`` and the pure pieces it stores (``evaluation.outcomes``,
-``tenancy.quotas``); never the evaluation path, ``jobs``, ``sandbox``, ``builds`` or above
+``tenancy.quotas``, ``tenancy.reserved``); never the evaluation path, ``jobs``, ``sandbox``, ``builds`` or above
 (``tests/unit/test_layers.py``).
 """
 

@@ -31,8 +31,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, InstrumentedAttribute, Mapped, mapped_column
 
 from evaluator_host.storage import translate_database_errors
-
-DEFAULT_WORKSPACE = "ws_default"  # the workspace of data made before workspaces existed, and of the admin key
+from evaluator_host.tenancy.reserved import DEFAULT_WORKSPACE  # data made before workspaces, the admin key's
 
 __all__ = [
     "DEFAULT_WORKSPACE",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 from collections.abc import Iterator
@@ -59,7 +60,10 @@ def _config(connection: Connection | None = None) -> Config:
     return config
 
 
+@functools.cache
 def _scripts() -> ScriptDirectory:
+    """The revisions, read once per process: each new ``ScriptDirectory`` loads every migration file again, and
+    a start asked for them four times (the state before, again under the lock, the service's engine's check)."""
     return ScriptDirectory.from_config(_config())
 
 

@@ -33,17 +33,20 @@ import asyncio
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from evaluator_host.evaluation.trace_shape import single_span_trace
 from evaluator_host.sandbox import fastjson
 from evaluator_host.store.jobs.generations import GenerationRecord, GenerationStore
+from evaluator_host.targets.bounds import RenderError, SandboxRefusal
 from evaluator_host.targets.budget import Budget, BudgetExhausted, Prices
 from evaluator_host.targets.models import Target
 from evaluator_host.targets.openai import ChatClient, Completion
-from evaluator_host.targets.prompts import PromptTemplate, RenderError, SandboxRefusal, render_messages
+
+if TYPE_CHECKING:  # the prompts (Jinja2) are imported with the first job that has a target, not with the service
+    from evaluator_host.targets.prompts import PromptTemplate
 
 __all__ = ["PROBE_ROWS", "REFUSALS_AFTER_ANSWERS", "REFUSALS_TO_STOP", "GenerationStage", "Generated", "trace_of"]
 
@@ -88,7 +91,11 @@ class GenerationStage:
         self.budget = budget
         self.workspace_slots = workspace_slots
         self.concurrency = concurrency
-        self.template = PromptTemplate(target.prompt) if target.prompt is not None else None
+        self.template: PromptTemplate | None = None
+        if target.prompt is not None:
+            from evaluator_host.targets.prompts import PromptTemplate
+
+            self.template = PromptTemplate(target.prompt)
         self.ready: asyncio.Queue[Generated | None] = asyncio.Queue()
         self._backlog = asyncio.Semaphore(backlog)
         self._pending: list[Generated] = []
@@ -179,6 +186,8 @@ class GenerationStage:
         row = fastjson.loads(line)
         answered = False
         target = self.target
+        from evaluator_host.targets.prompts import render_messages
+
         try:
             messages = await render_messages(row, self.template, target.messages_column, target.system)
         except RenderError as exc:

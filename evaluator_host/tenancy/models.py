@@ -11,8 +11,8 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from evaluator_host.shared.bounds import INT64_MAX
-from evaluator_host.store.db import DEFAULT_WORKSPACE
-from evaluator_host.store.text import StoredText
+from evaluator_host.shared.text import StoredText
+from evaluator_host.tenancy.reserved import DEFAULT_WORKSPACE
 
 __all__ = [
     "DEFAULT_WORKSPACE",
@@ -40,7 +40,6 @@ __all__ = [
     "SECRET_REF",
 ]
 
-# The workspace of everything stored before workspaces existed, and of EVALUATOR_HOST_API_KEYS' keys.
 _LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
 
 

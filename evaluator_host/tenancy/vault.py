@@ -17,27 +17,25 @@ Contract:
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
-
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from typing import TYPE_CHECKING
 
 from evaluator_host.errors import SecretError
 from evaluator_host.settings import Settings
 from evaluator_host.store.secrets import SecretInfo, SecretStore
+from evaluator_host.tenancy.reserved import RESERVED_NAMES
+
+if TYPE_CHECKING:  # cryptography is imported when a value is first encrypted or decrypted (Vault._fernet)
+    from cryptography.fernet import Fernet, MultiFernet
 
 __all__ = ["MAX_SECRET_BYTES", "MIN_SECRET_CHARS", "RESERVED_NAMES", "Vault", "check_name"]
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
-# what the sandbox sets itself (SANDBOX_ENV) and the egress proxy's variables: never a secret's name
-RESERVED_NAMES = frozenset(
-    {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONDONTWRITEBYTECODE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"}
-    | {"MKL_NUM_THREADS", "OTEL_RESOURCE_ATTRIBUTES", "NODE_OPTIONS", "NODE_USE_ENV_PROXY", "NO_PROXY", "no_proxy"}
-    | {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"}
-    | {"SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"}
-)
 MIN_SECRET_CHARS = 4  # shorter values would redact ordinary words out of every answer
 MAX_SECRET_BYTES = 64 * 1024
 
@@ -53,26 +51,37 @@ def check_name(name: str) -> str:
     return name
 
 
-def _ciphers(settings: Settings) -> list[Fernet]:
+def _is_fernet_key(key: bytes) -> bool:
+    """What ``Fernet(key)`` accepts: 32 bytes, url-safe base64-encoded."""
+    try:
+        return len(base64.urlsafe_b64decode(key)) == 32
+    except binascii.Error:
+        return False
+
+
+def _keys(settings: Settings) -> list[bytes]:
+    """The Fernet keys, newest first (``data_dir/secrets.key``, made when missing, if none is set);
+    ``SecretError`` at once when one is not a Fernet key, checked as ``Fernet`` checks it, without importing
+    cryptography (a start that stores no secret never needs it)."""
     keys = list(settings.secrets_key)
     if not keys:
         path = settings.data_dir / "secrets.key"
         if not path.exists():
             _write_new_key(path)
         keys = [path.read_text().strip()]
-    try:
-        return [Fernet(k.encode()) for k in keys]
-    except ValueError as exc:
+    encoded = [k.encode() for k in keys]
+    if not all(_is_fernet_key(k) for k in encoded):
         raise SecretError(
             "EVALUATOR_HOST_SECRETS_KEY must be Fernet keys (32 url-safe base64-encoded bytes each), comma-separated"
-        ) from exc
+        )
+    return encoded
 
 
 def _write_new_key(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as fh:
-        fh.write(Fernet.generate_key().decode() + "\n")
+        fh.write(base64.urlsafe_b64encode(os.urandom(32)).decode() + "\n")  # as Fernet.generate_key()
 
 
 class Vault:
@@ -80,24 +89,37 @@ class Vault:
 
     def __init__(self, settings: Settings, store: SecretStore) -> None:
         self.store = store
-        ciphers = _ciphers(settings)
-        self._current = ciphers[0]  # new values are encrypted under the first key; every key decrypts
-        self._cipher = MultiFernet(ciphers)
+        self._keys = _keys(settings)
+        self._ciphers: tuple[Fernet, MultiFernet] | None = None  # made on first use (:meth:`_fernet`)
         self._values: dict[str, dict[str, str]] = {}  # workspace -> name -> value (loaded on first use)
         self.generation = 0  # bumped by every change: what was bound with the old values is bound again
         self._versions = store.versions()  # what the database held when last looked (see :meth:`sync`)
         self._rotate()
 
+    def _fernet(self) -> tuple[Fernet, MultiFernet]:
+        """The first key's cipher (new values are encrypted under it) and every key's (each decrypts)."""
+        if self._ciphers is None:
+            from cryptography.fernet import Fernet, MultiFernet
+
+            ciphers = [Fernet(key) for key in self._keys]
+            self._ciphers = ciphers[0], MultiFernet(ciphers)
+        return self._ciphers
+
     def _rotate(self) -> None:
         """Re-encrypt every value under the first key (a no-op when they all are)."""
-        current = self._current
+        tokens = self.store.ciphertexts()
+        if not tokens:
+            return
+        from cryptography.fernet import InvalidToken
+
+        current, cipher = self._fernet()
         changed: dict[tuple[str, str], str] = {}
-        for where, token in self.store.ciphertexts().items():
+        for where, token in tokens.items():
             try:
                 current.decrypt(token.encode())
             except InvalidToken:
                 try:
-                    changed[where] = self._cipher.rotate(token.encode()).decode()
+                    changed[where] = cipher.rotate(token.encode()).decode()
                 except InvalidToken as exc:
                     raise SecretError(
                         f"secret {where[1]!r} of workspace {where[0]!r} cannot be decrypted with any key of "
@@ -115,7 +137,7 @@ class Vault:
                 f"a secret's value is {MIN_SECRET_CHARS} characters to {MAX_SECRET_BYTES // 1024} KiB "
                 "(shorter values cannot be redacted from answers without mangling them)"
             )
-        token = self._cipher.encrypt(value.encode()).decode()
+        token = self._fernet()[1].encrypt(value.encode()).decode()
         created = await asyncio.to_thread(self.store.put, workspace_id, name, token)
         self._values.pop(workspace_id, None)
         self.generation += 1
@@ -146,8 +168,10 @@ class Vault:
     def _decrypt(self, name: str, token: str) -> str:
         """A stored value; ``SecretError`` when no key of this process decrypts it: another service
         or worker host sharing the database stored it under a ``SECRETS_KEY`` this one lacks."""
+        from cryptography.fernet import InvalidToken
+
         try:
-            return self._cipher.decrypt(token.encode()).decode()
+            return self._fernet()[1].decrypt(token.encode()).decode()
         except InvalidToken:
             raise SecretError(
                 f"secret {name!r} cannot be decrypted here: it was stored under another secrets key (every "

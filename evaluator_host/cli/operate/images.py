@@ -19,9 +19,6 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.table import Table
-
 from evaluator_host.cli.inputs import UsageError, parse_json
 from evaluator_host.definitions import languages
 from evaluator_host.errors import EvaluatorHostError
@@ -98,6 +95,9 @@ def detail_lines(info: ImageInfo) -> list[str]:
 
 def run_images(args: argparse.Namespace) -> int:
     """The ``images`` command; EvaluatorHostError / ValueError become one line and exit 2."""
+    from rich.console import Console  # rich: when the command runs, not for building the parser
+    from rich.table import Table
+
     from evaluator_host.definitions.packages import normalize_pins
     from evaluator_host.sandbox.docker.engine import Engine
     from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder

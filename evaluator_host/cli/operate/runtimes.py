@@ -26,9 +26,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.table import Table
-
 from evaluator_host.cli.inputs import UsageError
 from evaluator_host.cli.operate.images import _packages, _when, pins_text
 from evaluator_host.definitions import languages
@@ -177,6 +174,9 @@ def run_runtimes(args: argparse.Namespace, settings: Settings | None = None) -> 
             raise UsageError("lock: which runtime? (see GET /v1/runtimes)")
         _write(args.output, _remote_lock(args))
         return 0
+    from rich.console import Console  # rich: when the command runs, not for building the parser
+    from rich.table import Table
+
     from evaluator_host.settings import Settings
 
     settings = settings or Settings()

@@ -18,6 +18,7 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
+from evaluator_host.cli.lazy import collector_paused
 from evaluator_host.errors import DataDirInUse, EvaluatorHostError
 from evaluator_host.settings import Settings
 
@@ -60,10 +61,11 @@ def _port_in_use(host: str, port: int) -> str | None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    import uvicorn
+    with collector_paused():  # the service's modules: an import makes no garbage (cli/lazy.py)
+        import uvicorn
 
-    from evaluator_host.api import create_app
-    from evaluator_host.services import lock_data_dir
+        from evaluator_host.api import create_app
+        from evaluator_host.services import lock_data_dir
 
     overrides: dict[str, Any] = {}
     if args.backend:
@@ -100,12 +102,13 @@ def run_serve(args: argparse.Namespace) -> int:
 
     level = args.log_level or settings.log_level
     configure(level, settings.log_format, settings.access_log)
-    from evaluator_host.cli.operate.db import check_database
+    with collector_paused():  # the schema's migrations (modules loaded) and the app's routes: no garbage either
+        from evaluator_host.cli.operate.db import check_database
 
-    if (problem := check_database(settings)) is not None:  # migrated now (logged), or a clear refusal
-        sys.stderr.write(f"evaluator-host: {problem}\n")
-        return 2
-    app = create_app(settings)
+        if (problem := check_database(settings)) is not None:  # migrated now (logged), or a clear refusal
+            sys.stderr.write(f"evaluator-host: {problem}\n")
+            return 2
+        app = create_app(settings)
     config = uvicorn.Config(app, host=host, port=port, log_level=level, access_log=False, log_config=None)
     # the loop uvicorn.run would choose (``loop="auto"``: uvloop where installed, as the lock has it); a plain
     # asyncio.run here ran the service on asyncio's pure-Python loop: +0.2 ms a call by id, ~1.7x the egress

@@ -13,9 +13,6 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Column, Table
-
 from evaluator_host.cli.inputs import UsageError
 from evaluator_host.cli.remote import dumped, service_client, usage_errors
 
@@ -45,6 +42,9 @@ def _print(args: argparse.Namespace, data: Any, columns: list[str]) -> None:
         for item in data if isinstance(data, list) else [data]:
             sys.stdout.write(json.dumps(item, separators=(",", ":")) + "\n")
         return
+    from rich.console import Console  # rich: when a table is printed, not for building the parser
+    from rich.table import Column, Table
+
     table = Table(*(Column(c, no_wrap=True) for c in columns))
     for item in data if isinstance(data, list) else [data]:
         table.add_row(*(str(item.get(c)) if item.get(c) is not None else "-" for c in columns))

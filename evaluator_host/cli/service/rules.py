@@ -23,10 +23,6 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Column, Table
-from rich.text import Text
-
 from evaluator_host.cli.inputs import UsageError
 from evaluator_host.cli.remote import dumped, service_client, usage_errors
 from evaluator_host.cli.service import rule_backfills
@@ -62,6 +58,10 @@ def _print(args: argparse.Namespace, data: Any, columns: list[str]) -> None:
         for item in items:
             sys.stdout.write(json.dumps(item, separators=(",", ":")) + "\n")
         return
+    from rich.console import Console  # rich: when a table is printed, not for building the parser
+    from rich.table import Column, Table
+    from rich.text import Text
+
     table = Table(*(Column(c, no_wrap=True) for c in columns))
     for item in items:
         table.add_row(*(Text(_cell(item.get(c))) for c in columns))  # plain text: no markup, no ":ok:" emoji

@@ -50,7 +50,6 @@ from evaluator_host.targets.endpoint import Endpoint, check_endpoint
 from evaluator_host.targets.generate import Generated, GenerationStage, trace_of
 from evaluator_host.targets.models import Target, TargetUsage
 from evaluator_host.targets.openai import ChatClient
-from evaluator_host.targets.prompts import PromptTemplate
 from evaluator_host.tenancy.vault import check_name
 
 __all__ = ["TargetedRows", "WorkspaceSlots", "checked_target", "usage_of"]
@@ -93,6 +92,8 @@ async def checked_target(
     """The target as the job stores it, once checked (the module's contract; ``first_row``: the dataset's
     first row, tried); drops the mapper's no-outputs warning (the generation is the outputs)."""
     if target.prompt is not None:
+        from evaluator_host.targets.prompts import PromptTemplate  # Jinja2: with a job that has a prompt
+
         template = await asyncio.to_thread(PromptTemplate, target.prompt)
         template.check_columns(columns)
         if first_row is not None:

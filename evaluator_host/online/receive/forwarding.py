@@ -38,9 +38,9 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import httpx
 from opentelemetry.util.re import parse_env_headers
 
 from evaluator_host.errors import EvaluatorHostError
@@ -51,6 +51,9 @@ from evaluator_host.settings import Settings
 from evaluator_host.shared.tasks import stop
 from evaluator_host.targets.endpoint import Endpoint, check_endpoint
 from evaluator_host.tenancy.models import SECRET_REF, check_headers
+
+if TYPE_CHECKING:  # httpx (and the CLI it imports: click, rich) with the first request, not with the service
+    import httpx
 
 __all__ = ["BATCH_BYTES", "CHECK_TTL_S", "Forwarder", "Target", "default_targets", "workspace_targets"]
 
@@ -191,15 +194,24 @@ class Forwarder:
         if self._task is not None:
             return
         self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
-        self._client = httpx.AsyncClient(timeout=TIMEOUT_S, trust_env=False, follow_redirects=False)
         self._task = asyncio.ensure_future(self._run())
+
+    def _http(self) -> httpx.AsyncClient:
+        """The HTTP client, made with the first request (its TLS context reads the CA bundle: tens of ms of CPU
+        a service that forwards nothing does not spend at its start)."""
+        if self._client is None:
+            import httpx
+
+            self._client = httpx.AsyncClient(timeout=TIMEOUT_S, trust_env=False, follow_redirects=False)
+        return self._client
 
     async def close(self) -> None:
         """Stop sending; what is still queued is dropped (counted)."""
         task, self._task = self._task, None
         await stop(task)
-        if self._client is not None:
-            await self._client.aclose()
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
         with self._lock:
             lost = sum(spans for q in self._queues.values() for _body, spans in q.items)
             self._queues.clear()
@@ -268,6 +280,8 @@ class Forwarder:
         queue.due = time.monotonic() + delay
 
     async def _send_one(self, queue: _Queue) -> None:
+        import httpx
+
         if queue.target not in self._targets(queue.workspace):  # the setting changed: nowhere to send these
             self._done(queue, len(queue.items), "dropped")
             return
@@ -280,10 +294,9 @@ class Forwarder:
             self._done(queue, len(batch), "refused")
             self._back_off(queue, None)
             return
-        assert self._client is not None
         payload = b"".join(body for body, _spans in batch)
         try:
-            answer = await self._client.post(url, content=payload, headers=headers, extensions=extensions)
+            answer = await self._http().post(url, content=payload, headers=headers, extensions=extensions)
         except httpx.HTTPError as exc:
             log.warning("forwarding to %s: %s; retrying", shown(queue.target.url), type(exc).__name__)
             self._requests["retried"].inc()

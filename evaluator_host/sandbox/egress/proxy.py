@@ -1,11 +1,10 @@
 """The egress proxy: the only way out of a sandbox, for evaluators that declare ``network``.
 
-A worker started for an egress runtime (``RuntimeKey.egress``) gets an :class:`EgressGate`: a
-unix socket of its own on the host, which the backend binds into the sandbox at
-``/sandbox/egress.sock`` (the sandbox has no other network: a fresh network namespace, or
-docker's ``none``). In the sandbox the harness forwards ``127.0.0.1:3128`` to that socket and the
-worker's environment names it (``HTTP(S)_PROXY``), so ordinary clients work unchanged. Everything
-that reaches the gate is judged here, on the host, where user code cannot reach:
+A worker started for an egress runtime (``RuntimeKey.egress``) gets an :class:`EgressGate`: a unix socket of its own
+on the host, which the backend binds into the sandbox at ``/sandbox/egress.sock`` (the sandbox has no other network: a
+fresh network namespace, or docker's ``none``). In the sandbox the harness forwards ``127.0.0.1:3128`` to that socket
+and the worker's environment names it (``HTTP(S)_PROXY``), so ordinary clients work unchanged. Everything that reaches
+the gate is judged here, on the host, where user code cannot reach:
 
 * requests are ``CONNECT host:port`` (any protocol in the tunnel, TLS included) or an absolute
   ``http://host:port/...`` request (forwarded with ``Connection: close``); nothing else;
@@ -46,13 +45,15 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evaluator_host.sandbox.egress.addresses import is_public, system_resolve
 from evaluator_host.sandbox.egress.handoff import HANDOFF_HEAD, take_listener
 from evaluator_host.sandbox.egress.head import HEAD_LIMIT, ProxyHead, Refused, checked, parse_origin, parse_proxy_head
 from evaluator_host.sandbox.egress.splice import pump, splice
-from evaluator_host.sandbox.egress.tls import Authority, upstream_context
+
+if TYPE_CHECKING:  # the TLS module (cryptography) is imported with the first gate, not with the backend
+    from evaluator_host.sandbox.egress.tls import Authority
 
 __all__ = [
     "IN_SANDBOX_PORT",
@@ -213,6 +214,8 @@ class EgressProxy:
         if self._dir is None:
             self._dir = Path(tempfile.mkdtemp(prefix="evh-egress-"))  # short: unix socket paths have 107 bytes
             os.chmod(self._dir, 0o711)
+            from evaluator_host.sandbox.egress.tls import Authority  # cryptography: with the first gate only
+
             self._authority = Authority(self._dir, self.ca_bundle)
         gate = EgressGate(self, self._dir / f"{uuid.uuid4().hex[:16]}.sock")
 
@@ -318,6 +321,8 @@ class EgressProxy:
         sandbox ever holds a header value."""
         host, port = connect.host, connect.port
         if self._upstream is None:
+            from evaluator_host.sandbox.egress.tls import upstream_context
+
             self._upstream = upstream_context(self.ca_bundle)
         try:
             up_reader, up_writer = await asyncio.wait_for(

@@ -1,5 +1,8 @@
 """``StoredText``: a string the API stores as text, refused alike on every database when it holds
-a NUL character (PostgreSQL cannot store one; SQLite would, so both answer 422)."""
+a NUL character (PostgreSQL cannot store one; SQLite would, so both answer 422).
+
+Here, not in ``store/``, because the models of every domain (and the Python client's through them) use it:
+importing ``store.text`` imported the whole store and SQLAlchemy with it."""
 
 from __future__ import annotations
 
