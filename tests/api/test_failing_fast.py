@@ -88,6 +88,11 @@ JS_HEAP = (
 )
 
 
+# serial: "the same worker answered" holds when the worker's own watchdog stops the loop within the host's grace
+# (timeout + min(2, 1 + 0.1 x timeout) s, sandbox/pool/replies.py); with both cores saturated by other test
+# processes it fired late and the host's backstop restarted the worker, as designed (seen under 2 xdist workers
+# beside other work). The tier that runs it alone is where a margin of about a second is a fair test.
+@pytest.mark.serial
 @pytest.mark.parametrize(
     ("language", "code", "settings"),
     [

@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
+from evaluator_host.sandbox.docker.engine import OWNER, Engine
 from evaluator_host.sandbox.docker.store_binds import is_folder
 from tests.support import REPO
 from tests.support.backends import docker_only
@@ -56,7 +57,8 @@ def test_sets_are_store_folders_bound_read_only_into_base_image_workers_and_shar
     folder from a prune."""
     settings = make_settings(tmp_path, backend="docker", docker_runtime_store=True)
     engine = docker.from_env()
-    images_before = {i.id for i in engine.images.list(filters={"label": "evaluator-host.packages"})}
+    # this data dir's runtime images (another test process's service may commit its own meanwhile)
+    mine = {"label": ["evaluator-host.packages", f"{OWNER}={Engine(settings).owner}"]}
     try:
         with TestClient(create_app(settings)) as client:
             first = evaluate(client, CODE.format(module="rapidfuzz"), packages=ONE)
@@ -67,7 +69,7 @@ def test_sets_are_store_folders_bound_read_only_into_base_image_workers_and_shar
                 assert details["where"] == f"/opt/evaluator/site/{module}", details
                 assert details["wrote"] in ("OSError", "PermissionError"), details  # read-only
                 assert details["uid"] != 0
-            assert {i.id for i in engine.images.list(filters={"label": "evaluator-host.packages"})} <= images_before
+            assert engine.images.list(filters=mine) == []  # no runtime image committed
             one, two = first["runtime"]["id"], second["runtime"]["id"]
             shown = {rid: client.get(f"/v1/runtimes/{rid}").json() for rid in (one, two)}
             assert shown[one]["status"] == shown[two]["status"] == "ready", shown
