@@ -64,9 +64,9 @@ lint: install ## ruff + mypy --strict on the package; tsc --strict on the web pl
 	$(BIN)/mypy
 	$(NODE) web/node_modules/typescript/bin/tsc -p web
 
-# make test's first tier: pytest-xdist processes (tests/tiers.py; 1: one process, no xdist). One by default:
-# 4 on this 2-core machine took as long (29 min, load 34) and timed out 6 tests (docs/architecture.md)
-TEST_WORKERS ?= 1
+# make test's first tier: pytest-xdist processes (tests/tiers.py; 1: one process, no xdist), whole files each.
+# Two by default, one a core of this 2-core machine: measured in docs/architecture.md ("How make test runs")
+TEST_WORKERS ?= 2
 # The package's bytecode compiled first: every service and CLI subprocess the suite starts reads it, where with
 # PYTHONDONTWRITEBYTECODE set (as on this machine) each compiled the ~450 modules it imports again (~0.25 s of CPU)
 test: install lint ## lint, then the whole suite: a parallel tier (TEST_WORKERS), then the serial one (conformance vectors from ../shared when present)
