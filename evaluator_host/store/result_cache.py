@@ -139,6 +139,7 @@ class ResultCacheStore:
         dialect = postgresql if self._pg else sqlite
         added = 0
         count = 0
+        markers = [v["key"] for v in values if v["status"] == "marker"]
         if locked and not self._pg:
             new = self._insert_locked(conn, workspace_id, values)
             added, count, values = sum(sizes[k] for k in new), len(new), []  # the loop below inserts nothing
@@ -151,7 +152,6 @@ class ResultCacheStore:
             for key in conn.execute(statement, values[start : start + _BATCH]).scalars():
                 added += sizes[bytes(key)]
                 count += 1
-        markers = [v["key"] for v in values if v["status"] == "marker"]
         if markers:  # a marker already stored is not inserted again: mark it used now, after this put's rows
             c = CACHE.c
             conn.execute(

@@ -145,3 +145,14 @@ def test_stored_bodies_are_the_same_text_as_before_the_cut(pairs: list[KeyValue]
         attributes, resource, scope = MappingProxyType(attributes), MappingProxyType(resource), MappingProxyType(scope)
     span = SpanData("t" * 32, "s" * 16, None, "chat", 1, 2, 3, 1, "m", attributes, resource, events)
     assert span_bodies.encode(span, scope) == _old_encode(span, scope)
+
+
+def test_a_traces_sqlite_upsert_parameters_follow_its_column_list() -> None:
+    """``_sqlite_trace`` spells its parameters out (no loop over the columns, the ingest's hot path): they are the
+    columns of ``_TRACE_COLUMNS``, in its order — a column added to one and not the other fails here."""
+    from evaluator_host.store.online import spans
+
+    times = {"first_seen_at", "last_span_at", "root_ended_at", "ready_at"}
+    trace = {column: None if column in times else column for column in spans._TRACE_COLUMNS}
+    expected = tuple(None if column in times else column for column in spans._TRACE_COLUMNS)
+    assert spans._sqlite_trace(trace, {}) == expected

@@ -92,3 +92,23 @@ def test_put_in_a_pages_transaction_stores_and_counts_what_put_does(engine: Engi
     held = _held(engine, "ws_in")
     assert keys[4] not in held and keys[7] in held and put_in.usage("ws_in").bytes <= bound
     assert put_in.usage("ws_in").entries == len(held)
+
+
+def test_put_in_marks_a_stored_marker_used_after_its_pages_rows_as_put_does(engine: Engine) -> None:
+    """A prefix's marker stored by an earlier page is marked used after this page's rows (its ``used_at`` past
+    theirs), so least-recently-used eviction never drops it before the entries it stands for."""
+    marker, a, b = (i.to_bytes(32, "big") for i in (90, 91, 92))
+    put, put_in = _store(engine), _store(engine)
+    for clock, entries in (
+        (1000.0, [(a, "ok", "{}"), (marker, "marker", "{}")]),
+        (2000.0, [(b, "ok", "{}"), (marker, "marker", "{}")]),
+    ):
+        put._now = put_in._now = lambda clock=clock: clock  # type: ignore[method-assign]
+        put.put("ws_put", entries, 1_000_000)
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE result_cache_usage SET bytes = bytes WHERE 1 = 0"))  # the page has written
+            put_in.put_in(conn, "ws_in", entries, 1_000_000)
+    for ws in ("ws_put", "ws_in"):
+        with engine.connect() as conn:
+            used = dict(conn.execute(select(CACHE.c.key, CACHE.c.used_at).where(CACHE.c.workspace_id == ws)).all())
+        assert used[bytes(marker)] > used[bytes(b)] == 2000.0, (ws, used)

@@ -1,15 +1,15 @@
-"""Migration 0027_case_hashes_generation (issue 50), on SQLite and PostgreSQL: the backfills' case-hash table is
-made again with each key's trace generation (``first_seen_at``, required), empty — a key stored before carries
-none, and one whose trace id was sent again since would match the new trace (as one of a stored trace does) —
-with the index the sweep deletes by; a key written after it keeps its trace's generation; down (the column goes,
-empty again, the index stays) and up again."""
+"""Migration 0027_case_hashes_generation (issue 50), on SQLite and PostgreSQL: the backfills' case-hash table gets
+each key's trace generation (``first_seen_at``), nullable, on the rows it has: a key stored before has none (NULL)
+and so answers no trace — not even one sent again under its id; a key written after it keeps its trace's; a
+service of the release before (its insert names no generation) still writes; the add and the drop are skipped when
+already done (a service killed between SQLite's DDL and the version's stamp starts again); down and up again."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
 from alembic import command
-from sqlalchemy import Connection, create_engine, inspect, text
+from sqlalchemy import Connection, DateTime, bindparam, create_engine, inspect, text
 
 from evaluator_host.store import schema
 from evaluator_host.store.db import as_utc, make_engine
@@ -39,31 +39,48 @@ def _indexes(conn: Connection) -> set[str]:
     return {str(i["name"]) for i in inspect(conn).get_indexes("online_case_hashes")}
 
 
-def test_0027_makes_the_case_keys_again_empty_with_their_traces_generation_required(database_url: str) -> None:
+def test_0027_gives_the_case_keys_a_generation_that_old_keys_lack_and_an_older_release_still_writes(
+    database_url: str,
+) -> None:
     engine = create_engine(database_url)
     with engine.begin() as conn:
         command.upgrade(schema._config(conn), "0026_case_hashes_sweep")
         for trace_id in (STORED, SENT_AGAIN):  # SENT_AGAIN: a new trace under the id of a swept one whose key stayed
-            conn.execute(text(_TRACE), {"id": trace_id, "at": SEEN})
+            conn.execute(
+                text(_TRACE).bindparams(bindparam("at", type_=DateTime(timezone=True))), {"id": trace_id, "at": SEEN}
+            )
         for trace_id in (STORED, SENT_AGAIN, SWEPT):
             conn.execute(text(_HASH), {"scope": b"1" * 32, "id": trace_id, "key": b"k" * 32})
     engine.dispose()
     engine = make_engine(database_url)  # migrates to the newest
     try:
         with engine.begin() as conn:
-            assert _hashed(conn) == []  # no key without its generation: none can answer a trace it was not built of
-            assert _columns(conn)["first_seen_at"] is False
+            assert _hashed(conn) == [STORED, SENT_AGAIN, SWEPT]  # kept, each without a generation
+            assert _columns(conn)["first_seen_at"] is True
             assert "ix_online_case_hashes_target" in _indexes(conn)
+            answering = text(
+                "SELECT h.target_id FROM online_case_hashes h JOIN online_traces t ON t.workspace_id = h.workspace_id"
+                " AND t.trace_id = h.target_id AND t.span_count = h.span_count AND t.first_seen_at = h.first_seen_at"
+            )  # the match resolve_cached makes: no key without a generation answers a trace
+            assert conn.execute(answering).all() == []
+            conn.execute(text(_HASH), {"scope": b"2" * 32, "id": STORED, "key": b"k" * 32})  # an older release's
             row = {"workspace_id": "default", "scope": b"1" * 32, "target_id": STORED, "span_id": None,
                    "span_count": 2, "first_seen_at": SEEN, "case_key": b"k" * 32, "status": "ok", "score": 1.0,
                    "passed": True, "label": None, "runtime_id": "python", "duration_ms": 0.1}  # fmt: skip
             remember(conn, [row])
-            seen = conn.execute(text("SELECT first_seen_at FROM online_case_hashes")).scalar_one()
+            seen = conn.execute(
+                text("SELECT first_seen_at FROM online_case_hashes WHERE scope = :s AND target_id = :t"),
+                {"s": b"1" * 32, "t": STORED},
+            ).scalar_one()
             assert as_utc(seen if isinstance(seen, datetime) else datetime.fromisoformat(seen)) == SEEN
+            assert [str(r[0]) for r in conn.execute(answering)] == [STORED]  # its own generation: it answers
+            command.stamp(schema._config(conn), "0026_case_hashes_sweep")  # killed after the DDL, before the stamp
+            command.upgrade(schema._config(conn), "head")
+            assert _columns(conn)["first_seen_at"] is True
             command.downgrade(schema._config(conn), "0026_case_hashes_sweep")
-            assert "first_seen_at" not in _columns(conn) and _hashed(conn) == []
+            assert "first_seen_at" not in _columns(conn) and STORED in _hashed(conn)
             assert "ix_online_case_hashes_target" in _indexes(conn)
             command.upgrade(schema._config(conn), "head")
-            assert _columns(conn)["first_seen_at"] is False and _hashed(conn) == []
+            assert _columns(conn)["first_seen_at"] is True
     finally:
         engine.dispose()

@@ -109,7 +109,9 @@ class CaseHashRow(Base):
     target_id: Mapped[str] = mapped_column(String(200), primary_key=True)  # the base target (no @r<revision>)
     span_id: Mapped[str | None] = mapped_column(String(16), nullable=True)
     span_count: Mapped[int] = mapped_column(Integer)  # the trace's when its case was built
-    first_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))  # 0027: the trace's generation
+    # 0027: the trace's generation; NULL (a key stored before 0027, or by a service of the release before) answers
+    # nothing: NULL equals no trace's
+    first_seen_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     case_key: Mapped[bytes] = mapped_column(LargeBinary(32))  # result_cache.key
     status: Mapped[str] = mapped_column(String(20))
     score: Mapped[float | None] = mapped_column(Float, nullable=True)

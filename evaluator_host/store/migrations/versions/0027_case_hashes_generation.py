@@ -4,9 +4,13 @@ the trace's as the page that scored it read it; a re-run answers a trace only fr
 PostgreSQL neither transaction sees the other's row), or built from a trace swept and sent again before its page
 was stored, so never answers a new trace under that id.
 
-The table is made again, empty: the keys stored before this revision carry no generation, and which of them a
-trace sent again under their id would wrongly match cannot be told — as when ``0025_backfill_case_hashes`` made it,
-a target scored before is assembled once more, then looked up in the result cache (its answer still ``cached``).
+The column is added, nullable, to the rows there are (nothing is dropped or rewritten): a key stored before this
+revision has no generation (NULL), which equals no trace's, so it answers nothing — the first re-run after it
+assembles such a target once more, looks it up in the result cache (its answer still ``cached``) and replaces the
+key with one of its generation. Nullable, too, so a service of the release before, still running on the same
+database during an upgrade (docs/operations.md: upgrade one, then the others), writes its keys as before: without
+a generation, answering nothing here. The add and the drop are each skipped when already done: SQLite runs DDL
+outside the migration's transaction, so a service killed between the change and the version's stamp starts again.
 
 Revision ID: 0027_case_hashes_generation
 Revises: 0026_case_hashes_sweep
@@ -24,33 +28,15 @@ branch_labels = None
 depends_on = None
 
 
-def _table(generation: bool) -> None:
-    """``online_case_hashes`` as 0025 and 0026 made it, with ``first_seen_at`` when ``generation``."""
-    op.create_table(
-        "online_case_hashes",
-        sa.Column("workspace_id", sa.String(40), primary_key=True),
-        sa.Column("scope", sa.LargeBinary(32), primary_key=True),
-        sa.Column("target_id", sa.String(200), primary_key=True),
-        sa.Column("span_id", sa.String(16), nullable=True),
-        sa.Column("span_count", sa.Integer, nullable=False),
-        *([sa.Column("first_seen_at", sa.DateTime(timezone=True), nullable=False)] if generation else []),
-        sa.Column("case_key", sa.LargeBinary(32), nullable=False),
-        sa.Column("status", sa.String(20), nullable=False),
-        sa.Column("score", sa.Float, nullable=True),
-        sa.Column("passed", sa.Boolean, nullable=True),
-        sa.Column("label", sa.String(200), nullable=True),
-        sa.Column("runtime_id", sa.String(80), nullable=True),
-        sa.Column("duration_ms", sa.Float, nullable=True),
-        sqlite_with_rowid=False,
-    )
-    op.create_index("ix_online_case_hashes_target", "online_case_hashes", ["workspace_id", "target_id"])
+def _columns() -> set[str]:
+    return {str(c["name"]) for c in sa.inspect(op.get_bind()).get_columns("online_case_hashes")}
 
 
 def upgrade() -> None:
-    op.drop_table("online_case_hashes")  # its index with it
-    _table(generation=True)
+    if "first_seen_at" not in _columns():
+        op.add_column("online_case_hashes", sa.Column("first_seen_at", sa.DateTime(timezone=True), nullable=True))
 
 
 def downgrade() -> None:
-    op.drop_table("online_case_hashes")
-    _table(generation=False)
+    if "first_seen_at" in _columns():
+        op.drop_column("online_case_hashes", "first_seen_at")
