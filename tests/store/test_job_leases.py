@@ -11,12 +11,14 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import make_url, select, update
 
 from evaluator_host.errors import JobNotHeld
-from evaluator_host.store.db import JobRow, make_engine
+from evaluator_host.store.db import IDLE_IN_TRANSACTION_MS, JobRow, make_engine
 from evaluator_host.store.jobs.leases import database_now
 from evaluator_host.store.jobs.repository import JobStore
+from tests.support.backends import postgres_only
+from tests.support.pg import Cluster
 from tests.support.store import dataset, new_job
 from tests.support.wait import wait_until
 
@@ -154,3 +156,42 @@ def test_a_restarting_owner_resumes_its_own_job_and_renews_its_lease(owner: JobS
     again.lease_s = 60.0
     assert [j.id for j in again.unfinished()] == [job]
     assert not _expired(owner, job) and _other(owner).adopt_expired() == []
+
+
+@postgres_only
+def test_an_owner_frozen_inside_a_transaction_holding_its_job_is_ended_by_the_server_and_the_job_adopted(
+    postgres: Cluster,
+) -> None:
+    """A service frozen (SIGSTOP) inside a transaction that holds its job's row held that lock for as long as it
+    was frozen, and every adopter's ``FOR UPDATE SKIP LOCKED`` skipped the job: it was never adopted. The server
+    now ends a session idle in a transaction (``IDLE_IN_TRANSACTION_MS``, one minute; 1 s here through the URL's
+    own options, which come last), its lock goes with it, and the job is adopted."""
+    assert IDLE_IN_TRANSACTION_MS == 60_000
+    database_url = postgres.database()
+    with make_engine(database_url).connect() as conn:  # the service's sessions get the bound
+        assert conn.exec_driver_sql("SHOW idle_in_transaction_session_timeout").scalar_one() == "1min"
+    url = make_url(database_url)
+    given = url.query.get("options") or ""
+    quick = url.update_query_dict(
+        {
+            "options": " ".join(
+                [*([given] if isinstance(given, str) else given), "-c idle_in_transaction_session_timeout=1000"]
+            ).strip()
+        }
+    )
+    owner = JobStore(make_engine(quick.render_as_string(hide_password=False)), owner="service-a")
+    owner.lease_s = SHORT
+    owner.add_dataset(dataset())
+    other = _other(owner)
+    job = new_job(owner)
+    frozen = owner.engine.connect()
+    try:
+        frozen.begin()
+        frozen.execute(update(JobRow).where(JobRow.id == job).values(done=JobRow.done))  # holds the job's row
+        wait_until(lambda: _expired(other, job), 10, 0.05, what="the lease to run out")
+        [adopted] = wait_until(other.adopt_expired, 30, 0.1, what="the adoption of the frozen owner's job")
+        assert adopted.owner == "service-b"
+    finally:
+        frozen.invalidate()
+        frozen.close()
+        owner.engine.dispose()
