@@ -3,8 +3,8 @@
 * **parallel**: every test not marked ``serial``, on ``--workers`` pytest-xdist processes (``make test`` passes
   ``TEST_WORKERS``, 2 by default, one a core of the 2-core machine; 1 is one process without xdist; see
   docs/architecture.md), whole files per worker (``--dist loadfile``: a module's started service is made once),
-  the heaviest files handed out first (both in ``tests/support/schedule.py``). Each worker is a test session of its own: its own
-  PostgreSQL, its own data dirs, its own container label (``tests/support/backends.py``).
+  the heaviest files handed out first (both in ``tests/support/schedule.py``). Each worker is a test session
+  of its own: its own PostgreSQL, its own data dirs, its own container label (``tests/support/backends.py``).
 * **serial**: the tests marked ``serial`` (they change what every test on the machine shares: the Docker
   engine restarted, both cores loaded), alone, after the parallel tier.
 
