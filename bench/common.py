@@ -61,6 +61,25 @@ def serve(backend: str) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
             yield base, data_dir, proc
 
 
+def wait_healthy(
+    base: str, proc: subprocess.Popen[bytes], what: str, timeout_s: float = 120, every_s: float = 0.1
+) -> None:
+    """Return once ``base``/healthz answers 200; RuntimeError naming ``what`` when ``proc`` exits first or
+    ``timeout_s`` passes (the caller stops ``proc``)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with code {proc.returncode}")
+        try:
+            if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not become healthy")
+        time.sleep(every_s)
+
+
 @contextlib.contextmanager
 def serving(data_dir: str, env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """The real service (``evaluator-host serve``) on ``data_dir`` with ``env`` added, once healthy;
@@ -71,18 +90,7 @@ def serving(data_dir: str, env: dict[str, str]) -> Iterator[tuple[str, subproces
     proc = subprocess.Popen(argv, cwd=REPO, env=full)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the service exited with code {proc.returncode}")
-            try:
-                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the service did not become healthy")
-            time.sleep(0.1)
+        wait_healthy(base, proc, "the service")
         yield base, proc
     finally:
         proc.terminate()

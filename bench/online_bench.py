@@ -33,7 +33,7 @@ import httpx
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from bench.common import REPO, free_port, serving
+from bench.common import REPO, free_port, serving, wait_healthy
 
 BATCH = 512
 EXPORTERS = int(os.environ.get("ONLINE_EXPORTERS", "4"))
@@ -198,15 +198,7 @@ def floor() -> Run:
     proc = subprocess.Popen([*argv, "--log-level", "warning", "--no-access-log"], cwd=REPO)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("the bare endpoint did not start") from None
-                time.sleep(0.1)
+        wait_healthy(base, proc, "the bare endpoint", timeout_s=60)
         return _drive("bare endpoint: receive, decode, drop (the floor)", base, proc)
     finally:
         proc.terminate()

@@ -26,11 +26,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-import httpx
-
-from bench.common import REPO, free_port, serving
+from bench.common import REPO, free_port, serving, wait_healthy
 from bench.procs import cpu_s
 
 WHAT = ("import evaluator_host.api.app", "serve to healthy", "serve start+stop", "cli --help", "cli rules list")
@@ -57,17 +54,11 @@ def _serve_once(tree: str) -> tuple[float, float]:
         env = _env(tree, EVALUATOR_HOST_DATA_DIR=data_dir, EVALUATOR_HOST_BACKEND="process")
         argv = [sys.executable, "-m", "evaluator_host.cli", "serve", "--port", str(port), "--log-level", "warning"]
         proc = subprocess.Popen(argv, cwd=tree, env=env)
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError("the service did not become healthy")
-            time.sleep(0.02)
+        try:
+            wait_healthy(f"http://127.0.0.1:{port}", proc, "the service", every_s=0.02)
+        except RuntimeError:
+            proc.kill()
+            raise
         healthy = cpu_s(proc.pid)
         proc.send_signal(signal.SIGTERM)
         _, _, usage = os.wait4(proc.pid, 0)
