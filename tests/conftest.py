@@ -19,8 +19,10 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy.engine import Engine
 
 from evaluator_host.api import create_app
+from evaluator_host.store.db import make_engine
 from tests.support.backends import (
     BACKENDS,
     DATABASES,
@@ -76,6 +78,15 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'test.db'}"
     cluster: Cluster = request.getfixturevalue("postgres")
     return cluster.database()
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    """An engine on :func:`database_url`'s database, migrated to the newest; disposed afterwards. A module that
+    needs another (a given URL, its own options) defines its own ``engine``."""
+    made = make_engine(database_url)
+    yield made
+    made.dispose()
 
 
 _POSTGRES = pytest.param("postgres", marks=[postgres_only])

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterator
 
 import msgspec
 import pytest
@@ -22,19 +21,11 @@ from evaluator_host.evaluation.trace_shape import SpanData, build_trace
 from evaluator_host.online.levels.cases import build_case
 from evaluator_host.online.levels.traces import LoadedTrace
 from evaluator_host.online.reading.spans import decode, encode
-from evaluator_host.store.db import make_engine
 from evaluator_host.store.result_cache import ResultCacheStore
 
 T = "ab" * 16
 WS = "ws_default"
 PREFIX = hashlib.sha256(b"an evaluator's prefix").digest()
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    made = make_engine(database_url)
-    yield made
-    made.dispose()
 
 
 def stored_case(mapping: dict[str, str] | None = None) -> Case:

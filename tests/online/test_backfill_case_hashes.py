@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -19,7 +18,7 @@ from sqlalchemy import Engine, insert
 
 from evaluator_host.online.deciding.router import decide
 from evaluator_host.online.reading.spans import encode
-from evaluator_host.store.db import make_engine, utcnow
+from evaluator_host.store.db import utcnow
 from evaluator_host.store.online import backfills as online_backfills
 from evaluator_host.store.online import case_hashes as online_case_hashes
 from evaluator_host.store.online.backfill_pages import read_page
@@ -30,13 +29,6 @@ from evaluator_host.store.online.rules import RuleStore
 from evaluator_host.store.online.spans import OnlineSpanStore
 from tests.support.case_hashes import CAP, EVERYTHING, SCOPE, make_rule, scored_before, spans_of
 from tests.support.online import WS, chat_trace, put_trace, score_rows, span
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    made = make_engine(database_url)
-    yield made
-    made.dispose()
 
 
 def late_span(engine: Engine, trace_id: str) -> None:

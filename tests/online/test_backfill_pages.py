@@ -6,15 +6,13 @@ what the planner did not score now is queued for the scorer with its delay."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-import pytest
 from sqlalchemy import Engine, insert
 
 from evaluator_host.online.deciding.router import decide
-from evaluator_host.store.db import make_engine, utcnow
+from evaluator_host.store.db import utcnow
 from evaluator_host.store.online.backfill_pages import commit_page, read_page
 from evaluator_host.store.online.backfills import BackfillStore
 from evaluator_host.store.online.routing import spans_of as routed_spans
@@ -23,13 +21,6 @@ from evaluator_host.store.online.rules import RuleRecord, RuleStore
 from tests.support.online import WS, chat_trace, score_rows
 
 EVERYTHING = (None, None)
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    made = make_engine(database_url)
-    yield made
-    made.dispose()
 
 
 def make_rule(store: RuleStore, **fields: Any) -> RuleRecord:

@@ -8,15 +8,12 @@ scores the stored sessions, each once at its current generation."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from sqlalchemy import Engine
 
 from evaluator_host.online.backfill.runs import dry_run
 from evaluator_host.online.deciding.router import decide, join_sessions
-from evaluator_host.store.db import make_engine
 from evaluator_host.store.online.backfills import BackfillStore
 from evaluator_host.store.online.routing import spans_of as routed_spans
 from evaluator_host.store.online.rules import RuleRecord, RuleStore
@@ -24,13 +21,6 @@ from evaluator_host.store.online.scores import ScoreQueue
 from tests.support.online import WS, chat_trace, hex_id, put_trace, score_rows, span
 
 EVERYTHING = (None, None)
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    made = make_engine(database_url)
-    yield made
-    made.dispose()
 
 
 def make_rule(store: RuleStore, **fields: Any) -> RuleRecord:

@@ -48,13 +48,6 @@ WAIT_S = 60.0  # a guard on each wait for the other side (never reached when the
 
 
 @pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    made = make_engine(database_url)
-    yield made
-    made.dispose()
-
-
-@pytest.fixture
 def pg_engine(postgres: Cluster) -> Iterator[Engine]:
     made = make_engine(postgres.database())
     yield made

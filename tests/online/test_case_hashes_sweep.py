@@ -8,14 +8,12 @@ key of a trace gone before its page stored it is not written."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import Engine, select
 
 from evaluator_host.online.deciding.router import decide
-from evaluator_host.store.db import make_engine
 from evaluator_host.store.online import spans as online_spans
 from evaluator_host.store.online.backfill_pages import read_page
 from evaluator_host.store.online.backfills import BackfillStore
@@ -37,13 +35,6 @@ from tests.support.case_hashes import (
 from tests.support.online import WS, chat_trace, put_trace, score_rows, span
 
 H, T = CaseHashRow, OnlineTraceRow
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    made = make_engine(database_url)
-    yield made
-    made.dispose()
 
 
 def hashed(engine: Engine) -> set[str]:

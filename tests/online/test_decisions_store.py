@@ -6,7 +6,6 @@ deleted ends ``dropped`` (status ``retention``), not failed."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -31,13 +30,6 @@ from tests.support.service import serving
 from tests.support.wait import wait_until
 
 ME = "svc_test"
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    made = make_engine(database_url)
-    yield made
-    made.dispose()
 
 
 def _rule(engine: Engine, **fields: Any) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -24,20 +23,12 @@ from evaluator_host.online.deciding.router import decide
 from evaluator_host.online.scoring.export import ScoreExporter
 from evaluator_host.sandbox.base import SANDBOX_ENV
 from evaluator_host.settings import Settings
-from evaluator_host.store.db import make_engine
 from evaluator_host.store.online.rules import RuleStore
 from evaluator_host.store.online.scores import ScoreQueue
 from evaluator_host.tenancy.vault import RESERVED_NAMES
 from tests.support.online import WS, hex_id, put_trace, score_rows, span
 from tests.support.service import serving
 from tests.support.wait import wait_until
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    made = make_engine(database_url)
-    yield made
-    made.dispose()
 
 
 def _rule(store: RuleStore, flt: dict[str, object]) -> str:

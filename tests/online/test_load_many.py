@@ -4,22 +4,11 @@ PostgreSQL: small traces in one batch, a trace past ``online_max_trace_spans`` b
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from sqlalchemy import Engine
 
 from evaluator_host.online.levels.traces import load_trace
 from evaluator_host.online.scoring.scorer import load_many
-from evaluator_host.store.db import make_engine
 from tests.support.online import WS, chat_trace, hex_id, put_trace, span
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    made = make_engine(database_url)
-    yield made
-    made.dispose()
 
 
 def test_batch_loading_equals_load_trace_and_keeps_its_bound(engine: Engine) -> None:

@@ -9,28 +9,19 @@ assembly runs with an explicit clock: nothing here waits or times anything."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
-import pytest
 from sqlalchemy import Engine
 
 from evaluator_host.online.deciding.router import decide
-from evaluator_host.store.db import make_engine, utcnow
+from evaluator_host.store.db import utcnow
 from evaluator_host.store.online.rules import RuleStore
 from evaluator_host.store.online.scores import ScoreQueue
 from evaluator_host.store.online.spans import OnlineSpanStore
 from tests.support.online import WS, hex_id, score_rows, trace_states
 
 QUIET, SETTLE, TIMEOUT = 2.0, 0.25, 300.0
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    made = make_engine(database_url)
-    yield made
-    made.dispose()
 
 
 def _span(trace_id: str, span_id: str, parent: str | None, at: datetime) -> dict[str, Any]:

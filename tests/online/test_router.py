@@ -7,26 +7,16 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from sqlalchemy import Engine
 
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.online.deciding.router import Router, decide, sampled
 from evaluator_host.settings import Settings
-from evaluator_host.store.db import make_engine
 from evaluator_host.store.online.rules import RuleStore
 from evaluator_host.store.online.scores import ScoreQueue
 from tests.support.online import WS, chat_trace, hex_id, put_trace, score_rows, span, trace_states
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    made = make_engine(database_url)
-    yield made
-    made.dispose()
 
 
 def rule(store: RuleStore, **fields: Any) -> str:

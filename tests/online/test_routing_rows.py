@@ -5,25 +5,16 @@ keeps its first row)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import Engine, insert
 
-from evaluator_host.store.db import make_engine
 from evaluator_host.store.online import sessions as online_sessions
 from evaluator_host.store.online.routing import _insert_decisions
 from evaluator_host.store.online.rows import OnlineDecisionRow
 
 pytestmark = pytest.mark.databases
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    made = make_engine(database_url)
-    yield made
-    made.dispose()
 
 
 def _raw(engine: Engine, sql: str) -> list[tuple[object, ...]]:

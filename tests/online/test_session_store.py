@@ -8,28 +8,19 @@ current score only; retention deletes old sessions."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-import pytest
 from sqlalchemy import Engine, select
 
 from evaluator_host.online.deciding.router import decide, join_sessions
-from evaluator_host.store.db import make_engine, utcnow
+from evaluator_host.store.db import utcnow
 from evaluator_host.store.online import sessions as online_sessions
 from evaluator_host.store.online.rows import OnlineSessionRow, OnlineSessionTraceRow
 from evaluator_host.store.online.rules import RuleStore
 from evaluator_host.store.online.scores import ScoreQueue
 from evaluator_host.store.online.views import ScoreView
 from tests.support.online import WS, hex_id, put_trace, score_rows, span
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    made = make_engine(database_url)
-    yield made
-    made.dispose()
 
 
 def rule(store: RuleStore, **fields: Any) -> str:

@@ -6,7 +6,6 @@ is stored on that row only; and two routers on one database queue each span once
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,20 +13,13 @@ from sqlalchemy import Engine, insert
 from sqlalchemy.exc import IntegrityError
 
 from evaluator_host.online.deciding.router import decide
-from evaluator_host.store.db import make_engine, utcnow
+from evaluator_host.store.db import utcnow
 from evaluator_host.store.online.rows import OnlineScoreRow
 from evaluator_host.store.online.rules import RuleStore
 from evaluator_host.store.online.scores import ScoreQueue
 from tests.support.online import WS, hex_id, put_trace, score_rows, span
 
 LLM = {"key": "openinference.span.kind", "equals": "LLM"}
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    made = make_engine(database_url)
-    yield made
-    made.dispose()
 
 
 def rule(store: RuleStore, **fields: Any) -> str:

@@ -4,11 +4,9 @@ services (issue 47, item 5); on SQLite and PostgreSQL (``database_url``)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-import pytest
 from alembic import command
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
@@ -19,13 +17,6 @@ from evaluator_host.store.db import make_engine, utcnow
 from evaluator_host.store.online.spans import OnlineSpanStore
 from evaluator_host.store.workspaces import WorkspaceStore
 from tests.support.otlp_bodies import new_span_id, new_trace_id
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    made = make_engine(database_url)
-    yield made
-    made.dispose()
 
 
 def _span(body: str) -> dict[str, Any]:

@@ -4,26 +4,16 @@ with a keyset cursor, the queued and dropped counts, the latest traces of one wo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
 from sqlalchemy import Engine, insert
 
-from evaluator_host.store.db import make_engine
 from evaluator_host.store.online.rows import OnlineScoreRow
 from evaluator_host.store.online.views import ScoreView
 from tests.support.online import WS, chat_trace, hex_id
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    made = make_engine(database_url)
-    yield made
-    made.dispose()
 
 
 def row(rule: str, at_s: float | None, state: str = "done", **fields: Any) -> dict[str, Any]:

@@ -6,24 +6,15 @@ not stored, the eviction past it), on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
 from sqlalchemy import Engine, insert, select, text
 
 from evaluator_host.store import sqlite_bulk
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.online.rows import OnlineScoreRow
 from evaluator_host.store.result_cache import CACHE, ResultCacheStore
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    made = make_engine(database_url)
-    yield made
-    made.dispose()
 
 
 def _score(target: str, at: datetime) -> dict[str, object]:
