@@ -24,7 +24,9 @@ def cases_of(body: EvaluateRequest | EvaluatorEvaluateRequest) -> tuple[list[Cas
     number is the use case's to limit: :func:`~evaluator_host.evaluation.limits.check_case_count`)."""
     if body.cases is not None:
         return list(body.cases), True
-    return [Case(inputs=body.inputs, outputs=body.outputs, trace=body.trace, app_params=body.app_params)], False
+    # the body validated these fields already, with Case's own types (Any): built as validated, not validated again
+    one = Case.model_construct(inputs=body.inputs, outputs=body.outputs, trace=body.trace, app_params=body.app_params)
+    return [one], False
 
 
 def answer(evaluated: Evaluated, batch: bool, backend: str | None = None) -> EvaluationResult | BatchResponse:
@@ -34,10 +36,9 @@ def answer(evaluated: Evaluated, batch: bool, backend: str | None = None) -> Eva
     it with (:mod:`evaluator_host.api.interpreters`)."""
     results, capabilities, record = evaluated.results, evaluated.capabilities, evaluated.record
     versions = interpreters.known(backend) if backend is not None else None
-    if versions is not None:  # a result's runtime dict may be shared: each gets its own copy
-        results = [
-            r.model_copy(update={"runtime": interpreters.with_interpreter(r.runtime, versions)}) for r in results
-        ]
+    if versions is not None:  # a result's runtime dict may be shared: each gets a new one (the results are the
+        for r in results:  # use case's own, made for this call: set in place, not copied — a copy per result)
+            r.runtime = interpreters.with_interpreter(r.runtime, versions)
     if not batch:
         if capabilities is None:
             return results[0]

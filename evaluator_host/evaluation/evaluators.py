@@ -295,9 +295,10 @@ class Evaluators:
         """A stored revision, bound (with the current values of the secrets it lists): the form calls by
         id and jobs run (``prepared``: its :func:`prepared_of`, when known). ``SecretError`` when a secret
         it lists is not set in its workspace."""
-        env = await self.vault.values(record.workspace_id, record.secrets)
-        prepared = prepared or await prepared_of(record, self.evaluation)
-        injected = await self.vault.values(record.workspace_id, prepared.injected)
+        prepared = prepared or await self._prepared(record)
+        # (no secret listed nor header template: no values to look up; a call by id of such a revision asks none)
+        env = await self.vault.values(record.workspace_id, record.secrets) if record.secrets else {}
+        injected = await self.vault.values(record.workspace_id, prepared.injected) if prepared.headers else {}
         return await self.evaluation.bind(
             prepared, scope_of(record), workspace=record.workspace_id, env=env, injected=injected
         )
@@ -317,9 +318,19 @@ class Evaluators:
             record = await asyncio.to_thread(self.store.get, workspace, evaluator_id, revision)  # 404s here
             if revision is None:
                 self._latest[evaluator_id] = record.revision
-            prepared = await prepared_of(record, self.evaluation)
-            self._records.put((record.id, record.revision), (record, prepared))
+            prepared = await self._prepared(record)
         return record, await self.bind(record, prepared)
+
+    async def _prepared(self, record: RevisionRecord) -> Prepared:
+        """The runnable form of ``record``, made once per revision and remembered with it: every bind of the
+        revision (its pre-warm, its calls by id, its jobs) passes the same object, which the evaluation path's
+        cache of bound evaluators recognizes by identity (``Evaluation.bind``) instead of comparing every field."""
+        found = self._records.get((record.id, record.revision))
+        if found is not None and found[0] == record:
+            return found[1]
+        prepared = await prepared_of(record, self.evaluation)
+        self._records.put((record.id, record.revision), (record, prepared))
+        return prepared
 
     async def test(self, workspace: str, evaluator_id: str, revision: int | None) -> tuple[Evaluator, FixtureReport]:
         """Run a stored revision's fixtures now (``revision`` None: the latest, or the newest draft when

@@ -171,16 +171,16 @@ class Evaluation:
         runtime = await self.ensure_runtime(prepared, workspace)
         memory_mb = prepared.settings.memory_mb
         env = env or {}
-        headers = fill_headers(prepared.headers, injected or {})
-        filled = {f"\0{dest}\0{name}": value for dest, pairs in headers for name, value in pairs}
-        digest = self._env_digest({**env, **filled})
+        headers = fill_headers(prepared.headers, injected or {}) if prepared.headers else ()
+        digest = ""  # no secret value and no header: nothing to digest (a call by id of most revisions)
+        if env or headers:
+            digest = self._env_digest({**env, **{f"\0{d}\0{n}": v for d, pairs in headers for n, v in pairs}})
         key = (f"{workspace}/{scope}", prepared.code_hash, runtime.id, memory_mb, digest)
-        bound = self._bound.peek(key)
+        bound = self._bound.get(key)  # (marked used: replaced below when stale, which marks it used as well)
         # the same runtime id at another location: it was removed and built again meanwhile
         # (the same prepared object, as a stored revision's calls pass, is equal without comparing every field)
         same = bound is not None and (bound.prepared is prepared or bound.prepared == prepared)
         if bound is not None and same and bound.runtime.location == runtime.location:
-            self._bound.touch(key)
             return bound
         spec = self._spec(prepared, runtime, f"{workspace}/{scope}|{digest}", workspace, env, headers)
         # an injected value never enters the sandbox; redacted all the same, should a host echo it back

@@ -19,6 +19,7 @@ import json
 import struct
 import weakref
 from dataclasses import dataclass
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 import msgspec
@@ -55,6 +56,27 @@ class FrameTooLarge(Exception):
 _encode_strict = msgspec.json.Encoder().encode
 
 
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# ``json.dumps(message, separators=(",", ":"))`` without building an encoder per call (json.dumps makes a
+# JSONEncoder, then the C encoder, for every message): the same C encoder, made once, writes the same text
+# (NaN/Infinity included, ASCII-escaped, no circular check needed: the messages are trees); the standard
+# library's own path where the interpreter has no C accelerator
+_c_encoder = (
+    c_make_encoder(None, _not_json, encode_basestring_ascii, None, ":", ",", False, False, True)
+    if c_make_encoder
+    else None
+)
+
+
+def _encode_lenient(message: dict[str, Any]) -> bytes:
+    if _c_encoder is None:
+        return json.dumps(message, separators=(",", ":")).encode()
+    return "".join(_c_encoder(message, 0)).encode()
+
+
 def encode_frame(message: dict[str, Any], *, strict: bool = False) -> bytes:
     """Serialize ``message`` as one frame.
 
@@ -63,7 +85,7 @@ def encode_frame(message: dict[str, Any], *, strict: bool = False) -> bytes:
     faster. Without it, the standard library's encoder writes non-finite floats as ``NaN``/``Infinity``
     (what requests parsed leniently may carry) instead of refusing them.
     """
-    data = _encode_strict(message) if strict else json.dumps(message, separators=(",", ":")).encode()
+    data = _encode_strict(message) if strict else _encode_lenient(message)
     return _HEADER.pack(len(data)) + data
 
 

@@ -104,6 +104,23 @@ def test_calls_by_id_read_a_revision_once_and_see_every_update_and_delete(
         assert client.post(url, json={}).status_code == 404
 
 
+def test_a_revisions_pre_warm_and_its_calls_by_id_bind_one_runnable_form_and_one_bound_evaluator(
+    tmp_path: Path,
+) -> None:
+    """A revision's runnable form is made once: the pre-warm of its save and every later call by id pass the
+    same object, so the evaluation path's cache of bound evaluators finds its entry by identity (no field-by-field
+    comparison per call) and holds one bound evaluator for the revision, not one per path that bound it."""
+    with TestClient(create_app(make_settings(tmp_path, backend="process"))) as client:
+        services = client.app.state.services  # type: ignore[attr-defined]
+        ev = _create(client)
+        url = f"/v1/evaluators/{ev['id']}/evaluate"
+        assert [client.post(url, json={}).json()["score"] for _ in range(3)] == [0.25] * 3
+        assert client.post(url, json={"revision": 1}).json()["score"] == 0.25
+        remembered = services.evaluators._records.get((ev["id"], 1))[1]  # the revision's one runnable form
+        bound = [b for _key, b in services.evaluation._bound.items() if b.spec.load["code"] == V1]
+        assert len(bound) == 1 and bound[0].prepared is remembered
+
+
 def test_patch_changes_only_the_fields_given(client: TestClient) -> None:
     """Regression: PATCH answered 405 and PUT needs the whole definition."""
     ev = client.post(

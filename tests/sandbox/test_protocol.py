@@ -62,6 +62,27 @@ def test_encode_frame_is_big_endian_length_then_the_json_payload(message: dict[s
     assert json.loads(frame[4:].decode("utf-8")) == message
 
 
+LENIENT: list[Any] = [
+    *MESSAGES,
+    {"nan": float("nan"), "inf": [float("inf"), -float("inf")], "big": 10**40, "tiny": 5e-324, "neg": -0.0},
+    {"lone surrogate": "\ud800", "escapes": '"\\\n\t\x7f\u2028', 1: "int key", 2.5: "float key", None: "null key"},
+    {"tuple": (1, "two", (3.0,)), "bools": [True, False], "case": {"inputs": {"q": "2+2?"}, "outputs": "4"}},
+]
+
+
+@pytest.mark.parametrize("message", LENIENT)
+def test_encode_frame_writes_exactly_the_standard_librarys_json_non_finite_numbers_and_all(message: Any) -> None:
+    # the run frame's encoder is made once, not per call: its text stays json.dumps's, byte for byte (NaN and
+    # Infinity as the harnesses parse them, ASCII escapes, keys turned to strings)
+    assert encode_frame(message)[4:] == json.dumps(message, separators=(",", ":")).encode()
+
+
+def test_encode_frame_refuses_a_value_that_is_not_json_as_the_standard_library_does() -> None:
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        encode_frame({"cases": [{"inputs": object()}]})
+    assert json.loads(encode_frame({"after": "a refusal"})[4:]) == {"after": "a refusal"}  # nothing left over
+
+
 # --------------------------------------------------------------------------- read_frame
 
 

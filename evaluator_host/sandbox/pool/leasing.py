@@ -174,10 +174,10 @@ class Leasing:
         return self.holdings.within_share(self.memory_budget_mb, spec.workspace, spec.memory_mb)
 
     def _lent(self, spec: WorkerSpec) -> bool:
-        """Whether a worker of ``spec`` (to start, or just released) would keep memory lent to its workspace
-        from another that waits for it (:meth:`Holdings.lent`)."""
-        free = (self.memory_budget_mb or 0) - self.live_mb() - spec.memory_mb
-        return self.holdings.lent(self.memory_budget_mb, spec.workspace, spec.memory_mb, free)
+        """Whether a worker of ``spec`` (to start, or released) keeps memory lent from a workspace waiting for it."""
+        if (budget := self.memory_budget_mb) is None or not any(self.holdings.waiting.values()):
+            return False  # none is lent (Holdings.lent): every release of a pool keeping up, no sum of memory alive
+        return self.holdings.lent(budget, spec.workspace, spec.memory_mb, budget - self.live_mb() - spec.memory_mb)
 
     def coalesce_limit(self, key: str) -> int:
         """How many single-case calls of ``key`` may share one batch (:meth:`KeyStats.coalesce_limit`)."""
