@@ -13,8 +13,9 @@ still validated, and an install that cannot happen is the 422 ``BuildError``.
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -35,10 +36,17 @@ KEY = "fuzz-key"
 CODE = "def evaluate(inputs, outputs, trace):\n    return outputs == inputs.get('correct_answer')\n"
 
 
+@functools.cache
+def _app_spec() -> dict[str, Any]:
+    """The OpenAPI document the app builds (read without starting it): built once for the module (about half a
+    second of CPU each time), read only."""
+    return create_app(Settings(backend="process")).openapi()
+
+
 def _operations() -> list[tuple[str, str]]:
     """(method, path) of every operation the app documents (read without starting it); deletes last. Each DELETE
     is aimed at resources of its own (:meth:`Fuzzed.fresh_ids`), so any order of the tests works too."""
-    spec = create_app(Settings(backend="process")).openapi()
+    spec = _app_spec()
     found = [(method.upper(), path) for path, methods in spec["paths"].items() for method in methods]
     return sorted(found, key=lambda op: op[0] == "DELETE")
 
@@ -130,11 +138,13 @@ def _header(response: Any, name: str) -> str:
     return ""
 
 
-def _check(response: Any, what: str) -> None:
+def _check(response: Any, what: Callable[[], str]) -> None:
+    """No 5xx, and every 4xx the error envelope; ``what`` names the request in a failure's message (made only
+    then: a curl command per passing request cost more than the check)."""
     status = response.status_code
-    assert status < 500, f"{what}: {status} {response.text[:2000]}"
+    assert status < 500, f"{what()}: {status} {response.text[:2000]}"
     if status >= 400:
-        assert _header(response, "content-type").startswith("application/json"), (what, response.text[:500])
+        assert _header(response, "content-type").startswith("application/json"), (what(), response.text[:500])
         ErrorBody.model_validate(response.json())  # {"error": {"type", "message", "line", "column", ...}}
 
 
@@ -164,11 +174,11 @@ def _fuzz(fuzzed: Fuzzed, method: str, path: str) -> None:
     @given(case=st.one_of(strategies))
     def run(case: Any) -> None:
         response = case.call(headers=fuzzed.headers)
-        _check(response, f"{method} {path} {case.as_curl_command(headers=fuzzed.headers)}")
+        _check(response, lambda: f"{method} {path} {case.as_curl_command(headers=fuzzed.headers)}")
         fuzzed.statuses.setdefault(f"{method} {path}", set()).add(response.status_code)
         if fuzzed.headers and path.startswith("/v1"):  # keys on: the same request without one is the 401
             anonymous = case.call()
-            _check(anonymous, f"{method} {path} without a key {case.as_curl_command()}")
+            _check(anonymous, lambda: f"{method} {path} without a key {case.as_curl_command()}")
             assert anonymous.status_code == 401, anonymous.text
 
     run()
@@ -264,10 +274,13 @@ def test_an_integer_past_64_bits_in_any_field_or_parameter_is_a_4xx_never_a_500(
                 else:
                     case.query = {**(case.query or {}), slot[0]: str(huge)}
                 response = case.call(headers=fuzzed.headers)
-                what = f"{method} {path} {where} {slot}={huge}: {case.as_curl_command(headers=fuzzed.headers)}"
-                _check(response, what)
+                what = f"{method} {path} {where} {slot}={huge}"
+                _check(response, lambda what=what: f"{what}: {case.as_curl_command(headers=fuzzed.headers)}")
                 if only:
-                    assert 400 <= response.status_code < 500, f"{what}: {response.status_code} {response.text[:500]}"
+                    assert 400 <= response.status_code < 500, (
+                        f"{what}: {case.as_curl_command(headers=fuzzed.headers)}: {response.status_code} "
+                        f"{response.text[:500]}"
+                    )
                 tried.append(f"{where} {slot}")
             case.body, case.query = body, query_before
 
@@ -300,7 +313,7 @@ def test_every_integer_a_request_carries_is_bounded_to_64_bits_in_the_schema() -
     """The schema-wide rule (issue 47, 9): every integer of every request body and parameter has a minimum
     and a maximum within SQL's signed 64-bit range (``evaluator_host.shared.bounds``), so a larger one is
     the framework's 422 before any handler or query sees it."""
-    spec = create_app(Settings(backend="process")).openapi()
+    spec = _app_spec()
     found = []
     for path, methods in spec["paths"].items():
         for method, document in methods.items():

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from evaluator_host.store.db import make_engine
@@ -23,6 +24,23 @@ CODE = "def evaluate(inputs, outputs, trace):\n    return {'score': 0.75, 'label
 def cli(server: str, *argv: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "evaluator_host.cli", "rules", *argv, "--server", server]
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+
+
+def wait_scored(client: httpx.Client, rule_id: str, done: int | None = None) -> str:
+    """Until the rule's scores have one in state done (``done`` None) or exactly ``done`` of them; then what
+    ``rules scores --json`` prints, checked to say as much. The waiting asks the API the CLI asks (``GET
+    /v1/online-rules/{id}/scores``, its 50 newest) over HTTP: a ``rules`` run is a process of its own, about a
+    second of CPU each, and it was run every 0.2 s; the CLI's own output is read once, after."""
+
+    def states() -> list[str]:
+        page = client.get(f"/v1/online-rules/{rule_id}/scores", params={"limit": 50})
+        assert page.status_code == 200, page.text
+        return [score["state"] for score in page.json()["data"]]
+
+    wait_until(lambda: (n := states().count("done")) and (done is None or n == done), 60, 0.2, what="the scores")
+    printed = cli(str(client.base_url), "scores", rule_id, "--json").stdout
+    assert (printed.count('"state":"done"') == done) if done is not None else '"state":"done"' in printed, printed
+    return printed
 
 
 @pytest.mark.slow
@@ -42,8 +60,7 @@ def test_rules_commands_through_a_running_service(tmp_path: Path) -> None:
         engine = make_engine(f"sqlite:///{tmp_path / 'evaluator-host.db'}")
         trace_id = chat_trace(engine, service="chat-api")
         engine.dispose()
-        wait_until(lambda: '"state":"done"' in cli(server, "scores", rule["id"], "--json").stdout, 60, 0.2)
-        score = json.loads(cli(server, "scores", rule["id"], "--json").stdout.splitlines()[0])
+        score = json.loads(wait_scored(client, rule["id"]).splitlines()[0])
         assert score["trace_id"] == trace_id and score["score"] == 0.75
         stats = cli(server, "stats", rule["id"])
         assert stats.returncode == 0 and "0.75" in stats.stdout and "fine" in stats.stdout
@@ -71,8 +88,7 @@ def test_rules_create_level_span_and_rules_test_through_a_running_service(tmp_pa
         engine = make_engine(f"sqlite:///{tmp_path / 'evaluator-host.db'}")
         trace_id = chat_trace(engine)  # a root "chat" and one "llm" span
         engine.dispose()
-        wait_until(lambda: '"state":"done"' in cli(server, "scores", rule["id"], "--json").stdout, 60, 0.2)
-        (line,) = cli(server, "scores", rule["id"], "--json").stdout.splitlines()
+        (line,) = wait_scored(client, rule["id"]).splitlines()
         score = json.loads(line)
         llm_span = score["span_id"]
         assert score["trace_id"] == trace_id and score["target_id"] == f"{trace_id}/{llm_span}"
@@ -109,8 +125,7 @@ def test_rules_create_level_session_and_rules_test_through_a_running_service(tmp
             trace_id = hex_id(16)
             put_trace(engine, [span(trace_id, "turn", attributes={"chat.thread": "t-1", "ag.data.inputs": question})])
         engine.dispose()
-        wait_until(lambda: '"state":"done"' in cli(server, "scores", rule["id"], "--json").stdout, 60, 0.2)
-        done = [json.loads(x) for x in cli(server, "scores", rule["id"], "--json").stdout.splitlines()]
+        done = [json.loads(x) for x in wait_scored(client, rule["id"]).splitlines()]
         assert {(s["session_id"], s["score"]) for s in done if s["state"] == "done" and s["current"]} <= {
             ("t-1", 1.0),
             ("t-1", 2.0),
@@ -142,8 +157,7 @@ def test_rules_backfill_dry_run_then_backfill_through_a_running_service(tmp_path
         }
         started = cli(server, "backfill", rule, "--since", "2000-01-01T00:00:00Z", "--limit", "2")
         assert started.returncode == 0 and "bf_" in started.stdout, started.stderr
-        wait_until(lambda: cli(server, "scores", rule, "--json").stdout.count('"state":"done"') == 2, 60, 0.2)
-        scored = {json.loads(x)["trace_id"] for x in cli(server, "scores", rule, "--json").stdout.splitlines()}
+        scored = {json.loads(x)["trace_id"] for x in wait_scored(client, rule, done=2).splitlines()}
         assert scored < set(traces)
         assert cli(server, "backfill", rule, "--limit", "0").returncode == 2  # refused by the API (422)
 

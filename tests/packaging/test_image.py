@@ -25,7 +25,7 @@ import evaluator_host
 from evaluator_host.settings import Settings
 from tests.support import REPO
 from tests.support.backends import DOCKER_REQUIRED, docker_only
-from tests.support.installed import build_dist, call, evaluate_retrying_a_cold_start
+from tests.support.installed import call, evaluate_retrying_a_cold_start, run_dist
 from tests.support.service import free_port
 from tests.support.wait import wait_until
 
@@ -75,7 +75,7 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """deploy/build.sh over a freshly built wheel: the service image's tag."""
     base = Settings().base_image
     tag = f"evaluator-host/service:test-{uuid.uuid4().hex[:8]}"
-    _sdist, wheel = build_dist(tmp_path_factory.mktemp("image-dist"))
+    _sdist, wheel = run_dist(tmp_path_factory.getbasetemp())
     env = {**os.environ, "BASE": base, "TAG": tag}
     subprocess.run([REPO / "deploy" / "build.sh", str(wheel)], cwd=REPO, env=env, check=True, timeout=900)
     yield tag

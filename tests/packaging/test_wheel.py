@@ -24,12 +24,12 @@ from evaluator_host.settings import Settings
 from tests.support import REPO
 from tests.support.backends import docker_only
 from tests.support.installed import (
-    build_dist,
     call,
     clean_env,
     evaluate_retrying_a_cold_start,
     get_text,
     install,
+    run_dist,
     serving_installed,
 )
 
@@ -49,7 +49,7 @@ CODES = {
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return build_dist(tmp_path_factory.mktemp("dist"))
+    return run_dist(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,8 @@
 outside the checkout, and its ``evaluator-host serve`` started from there; plain HTTP calls to it.
 
 - :func:`build_dist` builds with the pinned tools of ``make dist`` (``python -m build --no-isolation``) in a
-  tools venv of its own, the outputs in a temporary folder;
+  tools venv of its own, the outputs in a temporary folder; :func:`run_dist` is the test run's one build of it
+  (tests/packaging/test_wheel.py and test_image.py both install the same checkout's wheel: built once);
 - :func:`install` makes a fresh venv and installs the wheel with pip, its dependencies held to the versions of
   ``requirements.lock`` (:func:`lock_constraints`);
 - :func:`serving_installed` starts the venv's own ``evaluator-host`` with the checkout nowhere on its paths
@@ -13,6 +14,7 @@ outside the checkout, and its ``evaluator-host serve`` started from there; plain
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -56,6 +58,25 @@ def build_dist(out: Path) -> tuple[Path, Path]:
     )
     (sdist,) = dist.glob("evaluator_host-*.tar.gz")
     (wheel,) = dist.glob("evaluator_host-*.whl")
+    return sdist, wheel
+
+
+def run_dist(basetemp: Path) -> tuple[Path, Path]:
+    """The sdist and wheel of :func:`build_dist`, built once for the test run: in ``basetemp`` (the session's
+    ``tmp_path_factory.getbasetemp()``), or under pytest-xdist in a folder of its parent that every worker of this
+    run names alike (``PYTEST_XDIST_TESTRUNUID``), the first worker building while a file lock holds the others.
+    The checkout does not change during a run, so each asker gets what it would have built (about 8 s of CPU
+    each); they only read it (a zip listing, ``pip install``, ``deploy/build.sh`` copies it)."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    root = basetemp.parent / f"dist-{run}" if run else basetemp / "dist-of-the-run"
+    root.mkdir(exist_ok=True)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / ".built").exists():
+            build_dist(root)
+            (root / ".built").write_text("")
+    (sdist,) = (root / "dist").glob("evaluator_host-*.tar.gz")
+    (wheel,) = (root / "dist").glob("evaluator_host-*.whl")
     return sdist, wheel
 
 

@@ -13,6 +13,19 @@ from tests.support.cpu import file_cpu
 from tests.support.schedule import HEAVY, TESTS, rank, worker_args
 from tests.support.timings import file_seconds
 
+# The inner pytest runs below prove what tests/tiers.py and schedule.worker_args do with a pytest run, on small
+# test files of their own in tmp_path: outside tests/, so tests/conftest.py (the whole app) is not imported, and
+# with the plugins pytest finds installed not loaded (hypothesis, schemathesis...: about 1.5 s of CPU a process,
+# and a tier starts up to two); xdist, which the tier's arguments need, is named instead.
+NO_AUTOLOAD = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
+def _test_file(folder: Path, name: str, *tests: str) -> Path:
+    """A test file ``name`` in ``folder`` with a passing test of each name in ``tests``."""
+    path = folder / name
+    path.write_text("".join(f"def {test}():\n    pass\n\n\n" for test in tests))
+    return path
+
 
 def test_every_heavy_file_exists_once_and_ranks_before_the_others() -> None:
     assert len(set(HEAVY)) == len(HEAVY)
@@ -22,21 +35,24 @@ def test_every_heavy_file_exists_once_and_ranks_before_the_others() -> None:
     assert rank(TESTS / "unit" / "test_schedule.py") == len(HEAVY)
 
 
-def test_two_workers_are_handed_whole_files() -> None:
-    """The tier's own xdist arguments (``schedule.worker_args``) on two real files: each file's tests all ran on
-    one worker, so a module's fixture (a started service, a built image) is made once, never twice at once."""
-    files = ["tests/unit/test_bundled.py", "tests/unit/test_test_layout.py"]
+def test_two_workers_are_handed_whole_files(tmp_path: Path) -> None:
+    """The tier's own xdist arguments (``schedule.worker_args``) on two files of several tests: each file's tests
+    all ran on one worker, so a module's fixture (a started service, a built image) is made once, never twice at
+    once."""
+    files = [_test_file(tmp_path, "test_one.py", "test_a", "test_b", "test_c").name]
+    files.append(_test_file(tmp_path, "test_two.py", "test_d", "test_e").name)
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", *worker_args(2), "-v", "-p", "no:randomly", "-p", "no:cacheprovider", *files],
-        cwd=REPO,
+        [sys.executable, "-m", "pytest", "-p", "xdist", *worker_args(2), "-v", "-p", "no:cacheprovider", *files],
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=300,
+        env=NO_AUTOLOAD,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    ran = re.findall(r"^\[(gw\d+)\] .*PASSED (tests/[^:]+)::", done.stdout, re.M)
+    ran = re.findall(r"^\[(gw\d+)\] .*PASSED ([^:\s]+)::", done.stdout, re.M)
     workers_of = {path: {worker for worker, ran_path in ran if ran_path == path} for path in files}
-    assert all(ran_path in files for _, ran_path in ran) and len(ran) > len(files), done.stdout
+    assert all(ran_path in files for _, ran_path in ran) and len(ran) == 5, done.stdout
     assert all(len(workers) == 1 for workers in workers_of.values()), workers_of
 
 
@@ -47,18 +63,19 @@ def _tiers(*pytest_args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=300,
+        env=NO_AUTOLOAD,
     )
 
 
-def test_a_selection_in_one_tier_passes_and_says_the_other_selected_nothing() -> None:
-    done = _tiers("tests/unit/test_schedule.py::test_every_heavy_file_exists_once_and_ranks_before_the_others")
+def test_a_selection_in_one_tier_passes_and_says_the_other_selected_nothing(tmp_path: Path) -> None:
+    done = _tiers(str(_test_file(tmp_path, "test_passes.py", "test_passes")))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "== tier parallel: passed" in done.stdout
     assert "== tier serial: no test selected" in done.stdout
 
 
-def test_a_run_where_no_tier_ran_a_test_fails() -> None:
-    done = _tiers("tests/unit/test_schedule.py", "-k", "no_test_has_this_name")
+def test_a_run_where_no_tier_ran_a_test_fails(tmp_path: Path) -> None:
+    done = _tiers(str(_test_file(tmp_path, "test_passes.py", "test_passes")), "-k", "no_test_has_this_name")
     assert done.returncode == 5, done.stdout + done.stderr
     assert "no test ran in any tier: nothing was checked" in done.stdout
 
@@ -95,7 +112,7 @@ def test_a_tier_prints_the_cpu_its_files_cost(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "TEST_TIMINGS_DIR": str(kept)},
+        env={**NO_AUTOLOAD, "TEST_TIMINGS_DIR": str(kept)},
     )
     assert done.returncode == 0, done.stdout + done.stderr
     spent = file_cpu(kept / "parallel-cpu")
