@@ -609,42 +609,6 @@ async def test_a_cancelled_call_in_a_shared_batch_cancels_no_other() -> None:
 
 
 @aio
-async def test_a_lone_single_call_runs_its_row_in_its_own_task_with_no_driver_task() -> None:
-    drivers: list[int] = []
-
-    def handler(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
-        drivers.append(len(pool.coalescer._drivers))  # driver tasks alive while the row runs
-        return {"value": float(case["inputs"]["i"])}
-
-    async with pooled(handler, start=slow_start) as (pool, backend):
-        await learned(pool)
-        outcomes = [await run(pool, cases(1, i)) for i in range(3)]  # one client, one call at a time
-        assert [o[0].value for o in outcomes] == [0.0, 1.0, 2.0]
-        assert drivers == [0] * 5  # the two learning calls and the three: each ran in its caller's task
-        assert [len(r) for r in backend.workers[0].runs] == [1] * 5
-        assert pool.coalescer.calls == 5 and pool.coalescer.groups == 5
-
-
-@aio
-async def test_a_lone_call_running_its_row_when_the_pool_closes_gets_the_retry_error_as_a_driven_one_does() -> None:
-    started = asyncio.Event()
-
-    async def slow(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
-        if case["inputs"]["i"] == 9:
-            started.set()
-            await asyncio.sleep(30)
-        return {"value": float(case["inputs"]["i"])}
-
-    async with pooled(slow) as (pool, _backend):
-        await run(pool, cases(1))
-        call = asyncio.ensure_future(run(pool, cases(1, 9)))
-        await started.wait()
-        await pool.close()
-        with pytest.raises(SandboxError, match="the service is stopping"):
-            await call
-
-
-@aio
 async def test_slow_rows_are_not_coalesced() -> None:
     async def slow(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
         await asyncio.sleep(0.2)  # a row costs more than a start (0.1 s): more workers, not longer batches

@@ -37,8 +37,6 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
-from typing import Any
 
 from evaluator_host.errors import SandboxError
 from evaluator_host.observability import tracing
@@ -46,7 +44,7 @@ from evaluator_host.observability.metrics import Metrics
 from evaluator_host.sandbox.base import RawOutcome, RuntimeKey, SandboxBackend, WorkerSpec, error_info
 from evaluator_host.sandbox.pool.admission import WAIT_DEADLINE, Admission
 from evaluator_host.sandbox.pool.batches import FRAME_OVERHEAD, ByteBudget, Call, frame_max, run_batch, send
-from evaluator_host.sandbox.pool.coalesce import Coalescer
+from evaluator_host.sandbox.pool.coalesce import Coalescer, Group
 from evaluator_host.sandbox.pool.leasing import Leasing, Slot
 from evaluator_host.sandbox.pool.replies import Unanswered
 from evaluator_host.sandbox.pool.spares import Spares
@@ -294,11 +292,11 @@ class WorkerPool:
             # one reply can't exceed this call's budget: it may share a frame with other calls
             key = (spec.key, timeout_s, correct_answer_key)
 
-            async def rows(group: list[dict[str, Any]], slot: Slot) -> list[RawOutcome]:
-                return await self._run_rows(Call(spec, group, timeout_s, correct_answer_key), slot)
+            async def runner(group: Group) -> list[RawOutcome]:
+                slot = await self._acquire_traced(spec)
+                return await self._run_rows(Call(spec, self.coalescer.seal(group), timeout_s, correct_answer_key), slot)
 
-            acquire = partial(self._acquire_traced, spec)
-            return [await self.coalescer.submit(key, only, acquire, rows, self.leasing.coalesce_limit(spec.key))]
+            return [await self.coalescer.submit(key, only, runner, self.leasing.coalesce_limit(spec.key))]
         call = Call(spec, cases, timeout_s, correct_answer_key, ByteBudget(max_bytes), job_cases)
         return await self._run_rows(call, None, _FLUSH_MS if held_replies else 0.0)
 
