@@ -217,10 +217,12 @@ class Services:
 
     @functools.cached_property
     def assembly(self) -> Assembly:
-        """The periodic pass making quiet traces ready, and raw-span retention."""
-        return Assembly(
+        """The periodic pass making quiet traces ready, and raw-span retention (woken when spans are stored)."""
+        assembly = Assembly(
             self.settings, self.ingest.store, self.ingest, self.pool.metrics, on_ready=lambda: self.online.router.wake()
         )
+        self.ingest.on_stored = assembly.wake
+        return assembly
 
     @classmethod
     def start(cls, settings: Settings, role: str = "service") -> Services:

@@ -3,7 +3,10 @@
 Contract (docs/online.md, "How it works"):
 
 * At start the rows a killed predecessor of this service held go back to the queue
-  (:meth:`ScoreQueue.release_own`); then, whenever a batch slot is free, up to
+  (:meth:`ScoreQueue.release_own`); then, whenever a batch slot is free (looking every ``online_poll_s``, at
+  once when woken — the router queued rows, a group ended —; while looks find nothing and no group runs, the
+  period doubles up to ``idle_poll_max_s``, never past the time a row this service put back is due again:
+  ``shared/idle.py``), up to
   ``online_scoring_batch`` rows are claimed (``claimed_by`` = the service id) and grouped by
   (workspace, evaluator, revision): one group is one call of the stored evaluator on all its cases
   (:func:`~evaluator_host.evaluation.usecases.run_stored`), at most ``online_scoring_concurrency``
@@ -48,7 +51,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -61,6 +64,7 @@ from evaluator_host.online.candidates.shadow import Shadow
 from evaluator_host.online.deciding import budgets, model_calls
 from evaluator_host.online.levels.cases import Refused, build_case, load_many
 from evaluator_host.online.scoring.round_cases import EXPIRED, cases_of, error_result, gave_up
+from evaluator_host.shared.idle import IdleTicker
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.online.budgets import usage
 from evaluator_host.store.online.calls import record
@@ -100,7 +104,7 @@ class Scorer:
         self.metrics = metrics
         self.exporter = exporter
         self.shadow = Shadow(components, queue.engine)  # candidate revisions (issue 53)
-        self._event = asyncio.Event()
+        self.ticker = IdleTicker(self.settings.online_poll_s, self.settings.idle_poll_max_s)
         self._slots = asyncio.Semaphore(self.settings.online_scoring_concurrency)
         self._running: set[asyncio.Task[None]] = set()
         # AIMD per rule (429s); its ceiling is every slot full of one rule's rows: no limit until a refusal
@@ -109,7 +113,12 @@ class Scorer:
 
     def wake(self) -> None:
         """Look for queued rows now."""
-        self._event.set()
+        self.ticker.wake()
+
+    def _later(self, seconds: Iterable[float]) -> None:
+        """Rows put back in the queue are due again after ``seconds``: look for them then."""
+        if due := list(seconds):
+            self.ticker.due_in(min(due))
 
     async def start(self) -> None:
         """Put back what a killed predecessor held, then start the loop."""
@@ -131,15 +140,13 @@ class Scorer:
 
     async def _loop(self) -> None:
         while True:
-            full = False
+            claimed = 0
             try:
-                full = await self.score_once() >= self.settings.online_scoring_batch
+                claimed = await self.score_once()
             except Exception:  # a database hiccup: the next period tries again
                 log.exception("claiming online scores failed")
-            if not full or self._slots.locked():
-                self._event.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._event.wait(), self.settings.online_poll_s)
+            if claimed < self.settings.online_scoring_batch or self._slots.locked():
+                await self.ticker.wait(bool(claimed or self._running))
 
     async def score_once(self) -> int:
         """Claim one batch (when a slot is free) and start scoring it; how many rows were claimed."""
@@ -168,7 +175,7 @@ class Scorer:
             except Exception:  # never lose the loop; the rows' claims expire and they are tried again
                 log.exception("scoring %d online rows failed", len(rows))
             finally:
-                self._event.set()  # a slot is free: claim again now
+                self.ticker.wake()  # a slot is free: claim again now
 
     async def _score(self, rows: list[Claimed]) -> None:
         over = [r for r in rows if r.attempts > self.settings.online_max_attempts]
@@ -226,6 +233,7 @@ class Scorer:
             self.windows.succeeded(rule, sum(1 for r in rows if r.rule_id == rule))
         if refused:
             keys = [(r.rule_id, r.target_id) for r in refused]
+            self._later([1.0])
             await asyncio.to_thread(self.queue.defer, self.me, keys, [1.0] * len(keys), "rate_limited")
 
     async def _run_paced(self, runnable: list[tuple[Claimed, Case]], results: dict[Any, EvaluationResult]) -> None:
@@ -286,6 +294,7 @@ class Scorer:
             for by, items in later.items():
                 if items:
                     keys = [(r.rule_id, r.target_id) for r, _ in items]
+                    self._later(a for _, a in items)
                     await asyncio.to_thread(self.queue.defer, self.me, keys, [a for _, a in items], by)
         except BaseException:  # nothing runs: out of the windows again
             for rule_id, n in started.items():
@@ -297,6 +306,7 @@ class Scorer:
     async def _defer(self, rows: list[Claimed], due: list[float]) -> None:
         """Put ``rows`` back in the queue, each claimable again after its ``due`` seconds (no attempt counted)."""
         if rows:
+            self._later(due)
             await asyncio.to_thread(self.queue.defer, self.me, [(r.rule_id, r.target_id) for r in rows], due)
 
     async def _run(self, first: Claimed, cases: list[Case], charged: Charged) -> list[EvaluationResult]:
@@ -328,6 +338,7 @@ class Scorer:
             back_off = min(2.0 ** again[0].attempts, 60.0)
             log.warning("online scoring will retry %d rows in %.0f s: %s", len(again), back_off, exc)
             keys = [(r.rule_id, r.target_id) for r in again]
+            self._later([back_off])
             await asyncio.to_thread(self.queue.retry, self.me, keys, back_off, f"{type(exc).__name__}: {exc}")
 
     async def _store(
