@@ -11,8 +11,10 @@ timer. Each look is a database transaction, so a service with nothing to do paid
 * :class:`IdleTicker` — one loop's wait: :meth:`IdleTicker.wait` after each pass (whether it found work) sleeps
   the back-off's interval or until :meth:`IdleTicker.wake` (thread-safe: the receiver's threads call it), which
   also resets the back-off; a wake during a pass makes the next wait return at once (never lost).
-  :meth:`IdleTicker.due_in` — time-based work this service knows of (a row deferred for 1 s, a delivery's
-  retry): the wait ends by then, whatever the back-off says, so such work stays on time.
+  :meth:`IdleTicker.nudge` — a wake only for a loop that has backed off (a frequent event, a score stored,
+  does not make a busy loop run more often). :meth:`IdleTicker.due_in` — time-based work this service knows
+  of (a row deferred for 1 s, a delivery's retry): the wait ends by then, whatever the back-off says, so such
+  work stays on time.
 * ``passes`` and ``idle_passes`` count the passes (tests count them; no timing).
 """
 
@@ -50,6 +52,11 @@ class Backoff:
         self._next = self.base_s
 
     @property
+    def backed_off(self) -> bool:
+        """Whether the next idle wait is longer than ``base_s`` (the last pass found nothing)."""
+        return self._next > self.base_s
+
+    @property
     def resting(self) -> bool:
         """Whether the next idle wait is the cap (the loop has been idle long enough to reach it)."""
         return self._next >= self.max_s
@@ -75,6 +82,12 @@ class IdleTicker:
             return
         with contextlib.suppress(RuntimeError):  # the loop closed: nothing waits any more
             loop.call_soon_threadsafe(self._set)
+
+    def nudge(self) -> None:
+        """:meth:`wake` if the loop has backed off (work may follow an idle spell); at its own period, nothing:
+        a busy loop is not made to run more often by a frequent event."""
+        if self.backoff.backed_off:
+            self.wake()
 
     def _set(self) -> None:
         self.backoff.reset()

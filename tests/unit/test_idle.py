@@ -82,3 +82,14 @@ def test_idle_poll_max_s_defaults_to_two_seconds_and_is_bounded() -> None:
     for wrong in (0.0, -1.0, 60.5):
         with pytest.raises(ValidationError):
             Settings(idle_poll_max_s=wrong)
+
+
+def test_a_nudge_wakes_a_loop_that_backed_off_and_leaves_a_busy_one_alone() -> None:
+    ticker = IdleTicker(1.0, 2.0)
+    ticker.interval(True)  # busy: at its own period
+    ticker.nudge()
+    assert not ticker._event.is_set()  # a frequent event does not make a busy loop run more often
+    ticker.interval(False)
+    assert ticker.backoff.backed_off
+    ticker.nudge()
+    assert ticker._event.is_set() and not ticker.backoff.backed_off  # looks now, at its own period again

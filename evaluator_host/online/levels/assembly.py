@@ -11,7 +11,8 @@ seen within that):
   fallback for a root that never arrives ended (a crashed app, a lost export) — every ``open`` trace
   whose last span is older than ``online_trace_timeout_s``, root or not (it is scored with the spans
   it has);
-* reads the number of open traces (the ``evaluator_host_online_open_traces`` gauge);
+* reads the number of open traces (the ``evaluator_host_online_open_traces`` gauge) — with none open at the
+  last pass, first: none open now, and that read is the whole pass (nothing to mark, no write);
 * when it made traces ready, calls ``on_ready`` (the router's wake-up: routing starts at once
   instead of at the end of the router's poll period).
 
@@ -76,13 +77,16 @@ class Assembly:
         """One pass (blocking: run it on a thread); the traces it made ready."""
         now = self.clock()
         s = self.settings
-        made = self.store.mark_ready(now, s.online_quiet_period_s, s.online_trace_timeout_s, s.online_settle_s)
+        made = 0
+        opened = self.open or self.store.count_open()  # none open at the last count nor now: only that read
+        if opened:
+            made = self.store.mark_ready(now, s.online_quiet_period_s, s.online_trace_timeout_s, s.online_settle_s)
         if made:
             self.metrics.online_ready.inc(made)
         if self._swept is None or not 0 <= (now - self._swept).total_seconds() < _SWEEP_S:
             self.sweep(now)
             self._swept = now
-        self.open = self.store.count_open()
+        self.open = self.store.count_open() if opened else 0
         self.metrics.online_open.set(self.open)
         return made
 

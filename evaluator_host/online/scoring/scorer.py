@@ -40,7 +40,8 @@ Contract (docs/online.md, "How it works"):
   (:func:`~evaluator_host.evaluation.caching.cached_calls.evaluate_cached`): a deterministic evaluator's re-run
   costs lookups, not runs. Live traffic is not looked up (its cases are new).
 * Results are written ``WHERE claimed_by = me`` (:meth:`ScoreQueue.finish`); then counted in the
-  metrics and, when an exporter is set, sent back over OTLP. Then the rows stored whose rule had a
+  metrics, the sink delivery nudged (``on_stored``: it looks at once if it had backed off) and, when an
+  exporter is set, sent back over OTLP. Then the rows stored whose rule had a
   ``candidate_revision`` at the claim run it on the same cases, stored apart
   (:mod:`evaluator_host.online.candidates.shadow`: never exported, counted or queued for review).
 """
@@ -51,7 +52,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -105,6 +106,7 @@ class Scorer:
         self.exporter = exporter
         self.shadow = Shadow(components, queue.engine)  # candidate revisions (issue 53)
         self.ticker = IdleTicker(self.settings.online_poll_s, self.settings.idle_poll_max_s)
+        self.on_stored: Callable[[], None] | None = None  # scores were stored: the sink delivery's nudge
         self._slots = asyncio.Semaphore(self.settings.online_scoring_concurrency)
         self._running: set[asyncio.Task[None]] = set()
         # AIMD per rule (429s); its ceiling is every slot full of one rule's rows: no limit until a refusal
@@ -363,6 +365,8 @@ class Scorer:
     def stored(self, scored: Sequence[tuple[Claimed, EvaluationResult]], now: datetime) -> None:
         """Count stored scores in the metrics and send them over OTLP (when an exporter is set). Rows another
         service took over after our claim expired are not passed: its result stands."""
+        if scored and self.on_stored is not None:
+            self.on_stored()
         for row, result in scored:
             lag = (now - row.last_span_at).total_seconds() if row.last_span_at else None
             self.metrics.online_scored(row.rule_id, result.status, result.score, lag)
