@@ -343,7 +343,7 @@ class Services:
         await self.online.start()
         self.forwarder.start()
         self.sink_delivery.start()
-        self.online.scorer.on_stored = self.sink_delivery.ticker.nudge  # a score stored: delivery looks if idle
+        self.online.scorer.on_stored.append(self.sink_delivery.ticker.nudge)  # a score stored: delivery looks if idle
         self.assembly.start()
         self.syncer = asyncio.ensure_future(self._sync())
 

@@ -40,9 +40,9 @@ Contract (docs/online.md, "How it works"):
   (:func:`~evaluator_host.evaluation.caching.cached_calls.evaluate_cached`): a deterministic evaluator's re-run
   costs lookups, not runs. Live traffic is not looked up (its cases are new).
 * Results are written ``WHERE claimed_by = me`` (:meth:`ScoreQueue.finish`); then counted in the
-  metrics, the sink delivery nudged (``on_stored``: it looks at once if it had backed off) and, when an
-  exporter is set, sent back over OTLP. Then the rows stored whose rule had a
-  ``candidate_revision`` at the claim run it on the same cases, stored apart
+  metrics, the router and the sink delivery nudged (``on_stored``: each looks at once if it had backed off —
+  the router recounts the backlog ``/healthz`` shows) and, when an exporter is set, sent back over OTLP. Then
+  the rows stored whose rule had a ``candidate_revision`` at the claim run it on the same cases, stored apart
   (:mod:`evaluator_host.online.candidates.shadow`: never exported, counted or queued for review).
 """
 
@@ -106,7 +106,8 @@ class Scorer:
         self.exporter = exporter
         self.shadow = Shadow(components, queue.engine)  # candidate revisions (issue 53)
         self.ticker = IdleTicker(self.settings.online_poll_s, self.settings.idle_poll_max_s)
-        self.on_stored: Callable[[], None] | None = None  # scores were stored: the sink delivery's nudge
+        # scores were stored: nudge the router (it recounts the backlog) and the sink delivery (components, services)
+        self.on_stored: list[Callable[[], None]] = []
         self._slots = asyncio.Semaphore(self.settings.online_scoring_concurrency)
         self._running: set[asyncio.Task[None]] = set()
         # AIMD per rule (429s); its ceiling is every slot full of one rule's rows: no limit until a refusal
@@ -365,8 +366,9 @@ class Scorer:
     def stored(self, scored: Sequence[tuple[Claimed, EvaluationResult]], now: datetime) -> None:
         """Count stored scores in the metrics and send them over OTLP (when an exporter is set). Rows another
         service took over after our claim expired are not passed: its result stands."""
-        if scored and self.on_stored is not None:
-            self.on_stored()
+        if scored:
+            for nudge in self.on_stored:
+                nudge()
         for row, result in scored:
             lag = (now - row.last_span_at).total_seconds() if row.last_span_at else None
             self.metrics.online_scored(row.rule_id, result.status, result.score, lag)
