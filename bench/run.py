@@ -10,7 +10,8 @@ jobs against a loopback LLM server
 evaluators (``bench/async_bench.py``), re-run jobs from the result cache
 (``bench/cache_bench.py``), online scoring's lag (``bench/scoring_bench.py``), a rule's budgets and a
 judge's 429s (``bench/budget_bench.py``) and a never-seen package set's first result
-(``bench/build_bench.py``), backfills and span/session-level scoring lag (``bench/backfill_bench.py``), jobs
+(``bench/build_bench.py``), backfills and span/session-level scoring lag (``bench/backfill_bench.py``), an idle
+service's CPU (``bench/idle_cpu.py``), jobs
 through HAProxy over 1 → 3 replicas and worker hosts (``bench/replicas_bench.py``), warm evaluation by id
 against a bare FastAPI endpoint, alternating (``bench/byid_bench.py``), each against baselines (or an ideal)
 from the same run.
@@ -45,6 +46,7 @@ from bench import (
     dataset_rows_bench,
     docker_bench,
     grpc_bench,
+    idle_cpu,
     jobs_bench,
     judge_bench,
     lease_bench,
@@ -360,6 +362,9 @@ def main() -> int:
     backfill_section, backfill_summary = backfill_bench.render(backfill_bench.measure())  # issue 50
     doc += backfill_section
     print(backfill_summary)
+    idle_section = idle_cpu.render(idle_cpu.measure(), os.getloadavg()[0])  # issue 49: an idle serve's CPU
+    doc += idle_section
+    print(idle_section)
     flame = flame_graph.record("process")
     if flame is not None:
         svg, under = flame

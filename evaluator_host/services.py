@@ -217,10 +217,12 @@ class Services:
 
     @functools.cached_property
     def assembly(self) -> Assembly:
-        """The periodic pass making quiet traces ready, and raw-span retention."""
-        return Assembly(
+        """The periodic pass making quiet traces ready, and raw-span retention (woken when spans are stored)."""
+        assembly = Assembly(
             self.settings, self.ingest.store, self.ingest, self.pool.metrics, on_ready=lambda: self.online.router.wake()
         )
+        self.ingest.on_stored = assembly.wake
+        return assembly
 
     @classmethod
     def start(cls, settings: Settings, role: str = "service") -> Services:
@@ -341,6 +343,7 @@ class Services:
         await self.online.start()
         self.forwarder.start()
         self.sink_delivery.start()
+        self.online.scorer.on_stored.append(self.sink_delivery.ticker.nudge)  # a score stored: delivery looks if idle
         self.assembly.start()
         self.syncer = asyncio.ensure_future(self._sync())
 

@@ -44,6 +44,7 @@ class OnlineScoring:
         cache = ResultCache(components.settings, ResultCacheStore(engine))  # a backfill's re-runs are lookups
         self.scorer = Scorer(components, self.queue, me, metrics, exporter, cache)
         self.router = Router(components.settings, self.queue, metrics, self.scorer.wake)
+        self.scorer.on_stored.append(self.router.ticker.nudge)  # the backlog figure is recounted after an idle spell
         self.backfiller = Backfiller(components.settings, self.queue, self.rules, me, self.scorer.wake, self.scorer)
 
     async def start(self) -> None:

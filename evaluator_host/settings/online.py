@@ -93,6 +93,15 @@ class OnlineSettings(BaseModel):
     online_poll_s: float = Field(
         0.2, gt=0, description="How often the online router and scorer look for ready traces and queued scores."
     )
+    idle_poll_max_s: float = Field(
+        2.0,
+        gt=0,
+        le=60.0,
+        description="Longest wait of a background loop (assembly, routing, scoring, backfill planning, sink "
+        "delivery) that keeps finding nothing: its period doubles up to this while idle, back to its own at any "
+        "local event (spans received, a backfill created); another service's work on a shared database is found "
+        "within it.",
+    )
     online_backfill_max_targets: int = Field(
         100_000,
         ge=1,

@@ -1,7 +1,8 @@
 """Delivering scores to their rules' sinks: at least once, recorded once (issue 52).
 
-Contract (docs/online.md, *Score sinks*): every :data:`POLL_S` (and at :meth:`SinkDelivery.wake`) a task of
-the service's event loop
+Contract (docs/online.md, *Score sinks*): every :data:`POLL_S` (and at :meth:`SinkDelivery.wake`; while passes
+find nothing to enqueue or claim the period doubles up to ``idle_poll_max_s``, never past a retry this service
+scheduled: ``shared/idle.py``) a task of the service's event loop
 
 1. enqueues a delivery row per sink for every ``done`` score of a rule with sinks stored in the last
    :data:`RECENT` (every :data:`SWEEP_S`, and at start: in the last :data:`ENQUEUE_WINDOW`) that has none
@@ -24,7 +25,6 @@ the service's event loop
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 from evaluator_host.errors import EvaluatorHostError
 from evaluator_host.sandbox.egress.addresses import is_public, system_resolve
 from evaluator_host.settings import Settings
+from evaluator_host.shared.idle import IdleTicker
 from evaluator_host.shared.tasks import stop
 from evaluator_host.sinks.requests import Outbound, Skip, build, recorded, secret_names
 from evaluator_host.store.db import utcnow
@@ -101,14 +102,15 @@ class SinkDelivery:
         self._secrets, self._allow, self._open = secrets, allow, open_service
         self._resolve, self._public = resolve, public
         self._job_rows, self.jobs = job_rows, JobSinkStore(store.engine)
-        self._wake = asyncio.Event()
+        self.ticker = IdleTicker(POLL_S, settings.idle_poll_max_s)
+        self.found = False  # whether the last pass enqueued or claimed a delivery
         self._task: asyncio.Task[None] | None = None
         self._client: httpx.AsyncClient | None = None
         self._swept_at: float | None = None  # monotonic time of the last whole-window pass
 
     def wake(self) -> None:
         """Look for scores to deliver now."""
-        self._wake.set()
+        self.ticker.wake()
 
     def start(self) -> None:
         """Start the loop (from the service's event loop)."""
@@ -134,32 +136,34 @@ class SinkDelivery:
 
     async def _loop(self) -> None:
         while True:
+            self.found = False
             try:
                 await self.run_once()
             except Exception:  # a database hiccup: the next pass tries again
                 log.exception("delivering scores to sinks failed")
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), POLL_S)
+            await self.ticker.wait(self.found)
 
     async def run_once(self) -> int:
         """One pass: enqueue, claim, send, record; the deliveries attempted."""
         now, tick = utcnow(), time.monotonic()
         whole = self._swept_at is None or tick - self._swept_at >= SWEEP_S
-        await asyncio.to_thread(self.store.enqueue, now, now - (ENQUEUE_WINDOW if whole else RECENT))
+        enqueued = await asyncio.to_thread(self.store.enqueue, now, now - (ENQUEUE_WINDOW if whole else RECENT))
         if whole:
             self._swept_at = tick
         if self._job_rows is not None:
-            await asyncio.to_thread(self._enqueue_jobs, now)
+            enqueued += await asyncio.to_thread(self._enqueue_jobs, now)
         claimed = await asyncio.to_thread(self.store.claim, self.owner, now, BATCH, LEASE_S)
+        self.found = bool(enqueued or claimed)
         await asyncio.gather(*(self._deliver(one) for one in claimed))
         return len(claimed)
 
-    def _enqueue_jobs(self, now: datetime) -> None:
-        """Delivery rows for jobs' results that have none (their rows' ids read from the datasets)."""
+    def _enqueue_jobs(self, now: datetime) -> int:
+        """Delivery rows for jobs' results that have none (their rows' ids read from the datasets); the jobs."""
         assert self._job_rows is not None
-        for job in self.jobs.unenqueued():
+        jobs = self.jobs.unenqueued()
+        for job in jobs:
             self.jobs.enqueue(job, self._job_rows(job.dataset_id, job.field_mapping, job.indexes), now)
+        return len(jobs)
 
     async def _deliver(self, delivery: Delivery) -> None:
         state, error, due = "delivered", None, None
@@ -186,6 +190,8 @@ class SinkDelivery:
             state, error = "pending", type(exc).__name__
             due = utcnow() + timedelta(seconds=backoff_s(delivery.attempts, self._retry_s))
         now = utcnow()
+        if due is not None:  # the retry is on time whatever the idle back-off
+            self.ticker.due_in((due - now).total_seconds())
         await asyncio.to_thread(self.store.finish, delivery, self.owner, state, error, now, due)
 
     async def _target(self, workspace: str, url: str) -> tuple[str, dict[str, str], dict[str, object]]:

@@ -205,3 +205,20 @@ def test_a_paused_or_deleted_rule_is_disarmed_and_a_short_quiet_rule_never_waits
     queued, _ = online_sessions.queue_ready(engine, later(3601), 0, 10_000)
     assert queued == online_sessions.READY_BATCH  # the slow rule's sessions, a pass's batch at a time
     assert {r.rule_id for r in score_rows(engine)} == {fast, slow}
+
+
+def test_a_pass_with_no_session_quiet_yet_tells_when_the_first_will_be(engine: Engine) -> None:
+    """The router's idle back-off sleeps no later than that (shared/idle.py): a session stays on time."""
+    rules, queue = RuleStore(engine), ScoreQueue(engine)
+    upcoming: list[Any] = []
+    assert online_sessions.queue_ready(engine, utcnow(), 0, 1000, upcoming) == (0, {})
+    assert upcoming == []  # no session pending: nothing to wait for
+    rule(rules)  # quiet_s 5
+    turn(engine, {"session.id": "s-upcoming"})
+    route(queue)
+    now = utcnow()
+    assert online_sessions.queue_ready(engine, now, 0, 1000, upcoming) == (0, {})
+    assert len(upcoming) == 1 and now < upcoming[0] <= later(5)
+    upcoming.clear()
+    assert online_sessions.queue_ready(engine, later(6), 0, 1000, upcoming) == (1, {})
+    assert upcoming == []  # one was ready: the pass queued it and looked no further

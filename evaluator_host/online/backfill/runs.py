@@ -8,7 +8,9 @@ Contract (docs/online.md, "Backfill"):
   estimate of the seconds it takes (the targets to score × the rule's recent mean duration / the
   scoring concurrency, or their count / the workspace's ``max_evaluations_per_s`` when that is slower).
   It reads at most ``limit`` targets to score (and the traces up to them).
-* :class:`Backfiller` — every ``online_poll_s`` a service claims one backfill still planning and queues
+* :class:`Backfiller` — every ``online_poll_s`` (at once when woken: a backfill was created; while it finds
+  none to plan the period doubles up to ``idle_poll_max_s``: ``shared/idle.py``) a service claims one
+  backfill still planning and queues
   its pages (:meth:`~evaluator_host.store.online.backfills.BackfillStore.plan_page`: one transaction a
   page, with the cursor), as long as the backlog has room (``online_backlog_max``: a backfill waits, it
   never drops); the scorer then scores its rows like any other (the workspace's evaluation rate paces
@@ -34,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -57,6 +58,7 @@ from evaluator_host.online.backfill.direct import (
 from evaluator_host.online.deciding.router import decide, join_sessions
 from evaluator_host.online.scoring.scorer import Scorer
 from evaluator_host.settings import Settings
+from evaluator_host.shared.idle import IdleTicker
 from evaluator_host.shared.tasks import stop
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.online import backfills as online_backfills
@@ -159,11 +161,12 @@ class Backfiller:
         self.scorer = scorer  # a fast rule's pages are scored here (online/backfill/direct.py); None: all queued
         self.row_ms: dict[str, float] = {}  # a rule's rows' mean duration_ms, as its last direct page ran
         self._task: asyncio.Task[None] | None = None
-        self._event = asyncio.Event()
+        self.ticker = IdleTicker(settings.online_poll_s, settings.idle_poll_max_s)
+        self.planning = False  # whether the last pass claimed a backfill still planning
 
     def wake(self) -> None:
         """Plan now (a backfill was created)."""
-        self._event.set()
+        self.ticker.wake()
 
     async def start(self) -> None:
         """Let go of what a killed predecessor held, then start the loop."""
@@ -181,6 +184,7 @@ class Backfiller:
         has room; pages planned."""
         s = self.settings
         backfill = await asyncio.to_thread(self.store.claim, self.me, s.online_claim_s)
+        self.planning = backfill is not None
         if backfill is None:
             return 0
         try:
@@ -308,10 +312,9 @@ class Backfiller:
 
     async def _loop(self) -> None:
         while True:
+            self.planning = False
             try:
                 await self.plan_once()
             except Exception:  # a database hiccup: the next period tries again
                 log.exception("planning a backfill failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._event.wait(), self.settings.online_poll_s)
-            self._event.clear()
+            await self.ticker.wait(self.planning)

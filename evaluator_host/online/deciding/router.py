@@ -20,26 +20,29 @@ Contract:
 * :func:`join_sessions` — the sessions a routed trace joins, and the session-level rules it matched for
   each (sampling per (rule, session id)); :func:`decide` leaves session-level rules out (a session is
   scored once quiet: :func:`~evaluator_host.store.online.sessions.queue_ready`, each routing pass).
-* :class:`Router` — every ``online_poll_s``, at once when :meth:`Router.wake` is called (assembly made
-  traces ready) and at once again while batches come back full, routes a batch of ready traces
-  through :meth:`ScoreQueue.route` in a thread (one transaction per batch; each rule that scores
-  nothing of a trace gets its decision and reason from :func:`~evaluator_host.online.deciding.explain.why_not`),
-  counts drops, keeps the backlog figure for ``/healthz`` and the backlog gauge, and wakes the scorer.
+* :class:`Router` — every ``online_poll_s`` (while passes find nothing the period doubles up to
+  ``idle_poll_max_s``, but never past the time the next session goes quiet: ``shared/idle.py``), at once when
+  :meth:`Router.wake` is called (assembly made traces ready) and at once again while batches come back
+  full, routes a batch of ready traces through :meth:`ScoreQueue.route` in a thread (one transaction per
+  batch; each rule that scores nothing of a trace gets its decision and reason from
+  :func:`~evaluator_host.online.deciding.explain.why_not`), counts drops, keeps the backlog figure for
+  ``/healthz`` and the backlog gauge, and wakes the scorer.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.online.deciding.explain import same, sample_point, why_not
 from evaluator_host.online.levels.sessions import session_of
 from evaluator_host.settings import Settings
+from evaluator_host.shared.idle import IdleTicker
 from evaluator_host.shared.tasks import stop
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.online import sessions as online_sessions
@@ -138,12 +141,13 @@ class Router:
         self.backlog = 0  # rows queued or running at the last batch (every service's)
         self.dropped = 0  # rows this process stored dropped
         self._task: asyncio.Task[None] | None = None
-        self._event = asyncio.Event()
+        self.ticker = IdleTicker(settings.online_poll_s, settings.idle_poll_max_s)
+        self.found = False  # whether the last pass routed, queued or dropped anything
         metrics.watch_online(lambda: self.backlog)
 
     def wake(self) -> None:
         """Route now (assembly made traces ready), not at the end of the poll period."""
-        self._event.set()
+        self.ticker.wake()
 
     def start(self) -> None:
         """Start the loop (idempotent)."""
@@ -160,9 +164,13 @@ class Router:
         backlog_max = self.settings.online_backlog_max
         route = functools.partial(self.queue.route, explain=why_not, sessions=join_sessions)
         routed = await asyncio.to_thread(route, ROUTE_BATCH, backlog_max, decide)
+        now, upcoming = utcnow(), list[datetime]()
         ready, dropped = await asyncio.to_thread(
-            online_sessions.queue_ready, self.queue.engine, utcnow(), routed.backlog, backlog_max
+            online_sessions.queue_ready, self.queue.engine, now, routed.backlog, backlog_max, upcoming
         )
+        if upcoming:  # a session goes quiet then: the idle back-off waits no longer
+            self.ticker.due_in((upcoming[0] - now).total_seconds())
+        self.found = bool(routed.traces or ready or dropped)
         self.backlog = routed.backlog + ready
         for rule_id, n in [*routed.dropped.items(), *dropped.items()]:
             self.dropped += n
@@ -173,12 +181,11 @@ class Router:
 
     async def _loop(self) -> None:
         while True:
+            self.found = False
             try:
                 routed = await self.route_once()
                 if routed.traces >= ROUTE_BATCH:
                     continue
             except Exception:  # a database hiccup: the next period tries again
                 log.exception("routing ready traces failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._event.wait(), self.settings.online_poll_s)
-            self._event.clear()
+            await self.ticker.wait(self.found)

@@ -1,6 +1,9 @@
 """Assembly and raw-span retention: the periodic task that turns quiet traces ``ready`` and forgets old spans.
 
-Every ``online_assembly_s`` (a tenth of a second) one pass (:meth:`Assembly.tick`):
+Every ``online_assembly_s`` (a tenth of a second) while any trace is open, and at once when :meth:`Assembly.wake`
+is called (the receiver stored spans), one pass (:meth:`Assembly.tick`); with no trace open the period doubles
+up to ``idle_poll_max_s`` (``shared/idle.py``: a trace opened by another service sharing the database is
+seen within that):
 
 * marks ``ready`` every ``open`` trace whose root span has ended (``root_ended_at`` set) and that got
   no span for ``online_quiet_period_s`` — or only for ``online_settle_s`` when the trace is complete
@@ -8,7 +11,8 @@ Every ``online_assembly_s`` (a tenth of a second) one pass (:meth:`Assembly.tick
   fallback for a root that never arrives ended (a crashed app, a lost export) — every ``open`` trace
   whose last span is older than ``online_trace_timeout_s``, root or not (it is scored with the spans
   it has);
-* reads the number of open traces (the ``evaluator_host_online_open_traces`` gauge);
+* reads the number of open traces (the ``evaluator_host_online_open_traces`` gauge) — with none open at the
+  last pass, first: none open now, and that read is the whole pass (nothing to mark, no write);
 * when it made traces ready, calls ``on_ready`` (the router's wake-up: routing starts at once
   instead of at the end of the router's poll period).
 
@@ -30,6 +34,7 @@ from datetime import datetime, timedelta
 from evaluator_host.observability.metrics import Metrics
 from evaluator_host.online.receive.ingest import Ingest
 from evaluator_host.settings import Settings
+from evaluator_host.shared.idle import IdleTicker
 from evaluator_host.shared.tasks import stop
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.online.spans import OnlineSpanStore
@@ -61,18 +66,28 @@ class Assembly:
         self.on_ready = on_ready
         self._swept: datetime | None = None
         self._task: asyncio.Task[None] | None = None
+        self.open = 0  # open traces at the last pass (every service's)
+        self.ticker = IdleTicker(settings.online_assembly_s, settings.idle_poll_max_s)
+
+    def wake(self) -> None:
+        """Run a pass now (spans were stored; any thread)."""
+        self.ticker.wake()
 
     def tick(self) -> int:
         """One pass (blocking: run it on a thread); the traces it made ready."""
         now = self.clock()
         s = self.settings
-        made = self.store.mark_ready(now, s.online_quiet_period_s, s.online_trace_timeout_s, s.online_settle_s)
+        made = 0
+        opened = self.open or self.store.count_open()  # none open at the last count nor now: only that read
+        if opened:
+            made = self.store.mark_ready(now, s.online_quiet_period_s, s.online_trace_timeout_s, s.online_settle_s)
         if made:
             self.metrics.online_ready.inc(made)
         if self._swept is None or not 0 <= (now - self._swept).total_seconds() < _SWEEP_S:
             self.sweep(now)
             self._swept = now
-        self.metrics.online_open.set(self.store.count_open())
+        self.open = self.store.count_open() if opened else 0
+        self.metrics.online_open.set(self.open)
         return made
 
     def sweep(self, now: datetime) -> tuple[int, int]:
@@ -85,18 +100,20 @@ class Assembly:
         return spans, traces
 
     def start(self) -> None:
-        """Run a pass now and every ``online_assembly_s`` in the background."""
+        """Run a pass now and then in the background (see the module docstring)."""
         if self._task is None:
             self._task = asyncio.ensure_future(self._loop())
 
     async def _loop(self) -> None:
         while True:
+            made = 0
             try:
-                if await asyncio.to_thread(self.tick) and self.on_ready is not None:
+                made = await asyncio.to_thread(self.tick)
+                if made and self.on_ready is not None:
                     self.on_ready()
             except Exception:  # a database hiccup: the next pass tries again
                 log.exception("online assembly pass failed")
-            await asyncio.sleep(self.settings.online_assembly_s)
+            await self.ticker.wait(bool(made or self.open))
 
     async def close(self) -> None:
         """Stop the periodic pass."""

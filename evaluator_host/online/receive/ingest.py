@@ -57,6 +57,7 @@ class Ingest:
         # (workspace, request bytes, spans): Forwarder.offer when spans are forwarded (services.py sets it)
         self.forward: Callable[[str, bytes, int], None] | None = None
         self.forwards: Callable[[str], bool] | None = None  # whether a workspace forwards (Forwarder.forwards)
+        self.on_stored: Callable[[], None] | None = None  # spans were stored: the assembly's wake (any thread)
 
     def share(self) -> int:
         """The spans one workspace may hold: ``online_max_stored_spans`` over the workspaces (at least 1)."""
@@ -113,6 +114,8 @@ class Ingest:
             self._stored += stored
             self._held[workspace] = self._held.get(workspace, 0) + stored
         self._outcomes["stored"].inc(stored)
+        if stored and self.on_stored is not None:
+            self.on_stored()
         if written.over_quota:
             self._outcomes["rejected"].inc(written.over_quota)
             decoded.rejected += written.over_quota

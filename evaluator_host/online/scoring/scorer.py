@@ -3,7 +3,10 @@
 Contract (docs/online.md, "How it works"):
 
 * At start the rows a killed predecessor of this service held go back to the queue
-  (:meth:`ScoreQueue.release_own`); then, whenever a batch slot is free, up to
+  (:meth:`ScoreQueue.release_own`); then, whenever a batch slot is free (looking every ``online_poll_s``, at
+  once when woken — the router queued rows, a group ended —; while looks find nothing and no group runs, the
+  period doubles up to ``idle_poll_max_s``, never past the time a row this service put back is due again:
+  ``shared/idle.py``), up to
   ``online_scoring_batch`` rows are claimed (``claimed_by`` = the service id) and grouped by
   (workspace, evaluator, revision): one group is one call of the stored evaluator on all its cases
   (:func:`~evaluator_host.evaluation.usecases.run_stored`), at most ``online_scoring_concurrency``
@@ -37,8 +40,9 @@ Contract (docs/online.md, "How it works"):
   (:func:`~evaluator_host.evaluation.caching.cached_calls.evaluate_cached`): a deterministic evaluator's re-run
   costs lookups, not runs. Live traffic is not looked up (its cases are new).
 * Results are written ``WHERE claimed_by = me`` (:meth:`ScoreQueue.finish`); then counted in the
-  metrics and, when an exporter is set, sent back over OTLP. Then the rows stored whose rule had a
-  ``candidate_revision`` at the claim run it on the same cases, stored apart
+  metrics, the router and the sink delivery nudged (``on_stored``: each looks at once if it had backed off —
+  the router recounts the backlog ``/healthz`` shows) and, when an exporter is set, sent back over OTLP. Then
+  the rows stored whose rule had a ``candidate_revision`` at the claim run it on the same cases, stored apart
   (:mod:`evaluator_host.online.candidates.shadow`: never exported, counted or queued for review).
 """
 
@@ -48,7 +52,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -61,6 +65,7 @@ from evaluator_host.online.candidates.shadow import Shadow
 from evaluator_host.online.deciding import budgets, model_calls
 from evaluator_host.online.levels.cases import Refused, build_case, load_many
 from evaluator_host.online.scoring.round_cases import EXPIRED, cases_of, error_result, gave_up
+from evaluator_host.shared.idle import IdleTicker
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.online.budgets import usage
 from evaluator_host.store.online.calls import record
@@ -100,7 +105,9 @@ class Scorer:
         self.metrics = metrics
         self.exporter = exporter
         self.shadow = Shadow(components, queue.engine)  # candidate revisions (issue 53)
-        self._event = asyncio.Event()
+        self.ticker = IdleTicker(self.settings.online_poll_s, self.settings.idle_poll_max_s)
+        # scores were stored: nudge the router (it recounts the backlog) and the sink delivery (components, services)
+        self.on_stored: list[Callable[[], None]] = []
         self._slots = asyncio.Semaphore(self.settings.online_scoring_concurrency)
         self._running: set[asyncio.Task[None]] = set()
         # AIMD per rule (429s); its ceiling is every slot full of one rule's rows: no limit until a refusal
@@ -109,7 +116,12 @@ class Scorer:
 
     def wake(self) -> None:
         """Look for queued rows now."""
-        self._event.set()
+        self.ticker.wake()
+
+    def _later(self, seconds: Iterable[float]) -> None:
+        """Rows put back in the queue are due again after ``seconds``: look for them then."""
+        if due := list(seconds):
+            self.ticker.due_in(min(due))
 
     async def start(self) -> None:
         """Put back what a killed predecessor held, then start the loop."""
@@ -131,15 +143,13 @@ class Scorer:
 
     async def _loop(self) -> None:
         while True:
-            full = False
+            claimed = 0
             try:
-                full = await self.score_once() >= self.settings.online_scoring_batch
+                claimed = await self.score_once()
             except Exception:  # a database hiccup: the next period tries again
                 log.exception("claiming online scores failed")
-            if not full or self._slots.locked():
-                self._event.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._event.wait(), self.settings.online_poll_s)
+            if claimed < self.settings.online_scoring_batch or self._slots.locked():
+                await self.ticker.wait(bool(claimed or self._running))
 
     async def score_once(self) -> int:
         """Claim one batch (when a slot is free) and start scoring it; how many rows were claimed."""
@@ -168,7 +178,7 @@ class Scorer:
             except Exception:  # never lose the loop; the rows' claims expire and they are tried again
                 log.exception("scoring %d online rows failed", len(rows))
             finally:
-                self._event.set()  # a slot is free: claim again now
+                self.ticker.wake()  # a slot is free: claim again now
 
     async def _score(self, rows: list[Claimed]) -> None:
         over = [r for r in rows if r.attempts > self.settings.online_max_attempts]
@@ -226,6 +236,7 @@ class Scorer:
             self.windows.succeeded(rule, sum(1 for r in rows if r.rule_id == rule))
         if refused:
             keys = [(r.rule_id, r.target_id) for r in refused]
+            self._later([1.0])
             await asyncio.to_thread(self.queue.defer, self.me, keys, [1.0] * len(keys), "rate_limited")
 
     async def _run_paced(self, runnable: list[tuple[Claimed, Case]], results: dict[Any, EvaluationResult]) -> None:
@@ -286,6 +297,7 @@ class Scorer:
             for by, items in later.items():
                 if items:
                     keys = [(r.rule_id, r.target_id) for r, _ in items]
+                    self._later(a for _, a in items)
                     await asyncio.to_thread(self.queue.defer, self.me, keys, [a for _, a in items], by)
         except BaseException:  # nothing runs: out of the windows again
             for rule_id, n in started.items():
@@ -297,6 +309,7 @@ class Scorer:
     async def _defer(self, rows: list[Claimed], due: list[float]) -> None:
         """Put ``rows`` back in the queue, each claimable again after its ``due`` seconds (no attempt counted)."""
         if rows:
+            self._later(due)
             await asyncio.to_thread(self.queue.defer, self.me, [(r.rule_id, r.target_id) for r in rows], due)
 
     async def _run(self, first: Claimed, cases: list[Case], charged: Charged) -> list[EvaluationResult]:
@@ -328,6 +341,7 @@ class Scorer:
             back_off = min(2.0 ** again[0].attempts, 60.0)
             log.warning("online scoring will retry %d rows in %.0f s: %s", len(again), back_off, exc)
             keys = [(r.rule_id, r.target_id) for r in again]
+            self._later([back_off])
             await asyncio.to_thread(self.queue.retry, self.me, keys, back_off, f"{type(exc).__name__}: {exc}")
 
     async def _store(
@@ -352,6 +366,9 @@ class Scorer:
     def stored(self, scored: Sequence[tuple[Claimed, EvaluationResult]], now: datetime) -> None:
         """Count stored scores in the metrics and send them over OTLP (when an exporter is set). Rows another
         service took over after our claim expired are not passed: its result stands."""
+        if scored:
+            for nudge in self.on_stored:
+                nudge()
         for row, result in scored:
             lag = (now - row.last_span_at).total_seconds() if row.last_span_at else None
             self.metrics.online_scored(row.rule_id, result.status, result.score, lag)

@@ -157,10 +157,14 @@ def _rearm(conn: Connection, last: dict[tuple[str, str], datetime]) -> None:
         )
 
 
-def queue_ready(engine: Engine, now: datetime, backlog: int, backlog_max: int) -> tuple[int, dict[str, int]]:
+def queue_ready(
+    engine: Engine, now: datetime, backlog: int, backlog_max: int, upcoming: list[datetime] | None = None
+) -> tuple[int, dict[str, int]]:
     """Queue one score row per (rule, session) ready now (see the module docstring); (rows queued,
     rule id -> rows stored dropped). ``backlog``: rows queued or running before this pass. A rule deleted
-    or paused meanwhile is disarmed (a paused rule does not score sessions that went quiet while paused)."""
+    or paused meanwhile is disarmed (a paused rule does not score sessions that went quiet while paused).
+    ``upcoming``: when none is ready now, the earliest time one will be is appended to it (none pending:
+    nothing), in the same transaction (the router sleeps no later than that: ``shared/idle.py``)."""
     pending = (
         select(SR.rule_id, SR.session_id, SR.workspace_id, SR.ready_at, SR.queued_generation, SS.num_traces)
         .join(SS, and_(SS.workspace_id == SR.workspace_id, SS.session_id == SR.session_id), isouter=True)
@@ -172,6 +176,10 @@ def queue_ready(engine: Engine, now: datetime, backlog: int, backlog_max: int) -
     with engine.begin() as conn:
         found = conn.execute(pending).all()
         if not found:
+            if upcoming is not None:
+                later = conn.execute(select(func.min(SR.ready_at)).where(SR.ready_at > now)).scalar()
+                if later is not None:
+                    upcoming.append(as_utc(later))
             return 0, {}
         rules = {
             r.id: rule_record(r)
