@@ -13,8 +13,10 @@ timer. Each look is a database transaction, so a service with nothing to do paid
   also resets the back-off; a wake during a pass makes the next wait return at once (never lost).
   :meth:`IdleTicker.nudge` — a wake only for a loop that has backed off (a frequent event, a score stored,
   does not make a busy loop run more often). :meth:`IdleTicker.due_in` — time-based work this service knows
-  of (a row deferred for 1 s, a delivery's retry): the wait ends by then, whatever the back-off says, so such
-  work stays on time.
+  of (a row deferred for 1 s, a delivery's retry): every such time is kept until a wait has passed it, and no
+  wait runs past the earliest, whatever the back-off says, so such work stays on time (a wake that ends a wait
+  before a due time keeps that time for the next wait). A wake from another thread before the loop's first wait
+  is kept and honoured by that wait.
 * ``passes`` and ``idle_passes`` count the passes (tests count them; no timing).
 """
 
@@ -22,6 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import threading
 import time
 from collections.abc import Callable
 
@@ -72,12 +76,19 @@ class IdleTicker:
         self.idle_passes = 0  # of them, those that found nothing
         self._event = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._due: float | None = None  # clock() by which the next pass must run (due_in)
+        self._bound = threading.Lock()  # _loop and _pending: a wake from a thread vs the first wait
+        self._pending = False  # a wake came before the loop was known: the first wait honours it
+        self._dues: list[float] = []  # heap of clock() times by which a pass must run (due_in), until passed
 
     def wake(self) -> None:
         """Run a pass now and go back to the base period (any thread)."""
-        loop = self._loop
-        if loop is None or _running_loop() is loop:
+        with self._bound:
+            loop = self._loop
+            if loop is None:  # no wait has started: the first one honours it
+                self._pending = True
+                self.backoff.reset()
+                return
+        if _running_loop() is loop:
             self._set()
             return
         with contextlib.suppress(RuntimeError):  # the loop closed: nothing waits any more
@@ -95,29 +106,37 @@ class IdleTicker:
 
     def due_in(self, seconds: float) -> None:
         """Work this service knows of is due in ``seconds``: the wait running then ends by that time."""
-        at = self.clock() + max(seconds, 0.0) + _DUE_MARGIN_S
-        if self._due is None or at < self._due:
-            self._due = at
+        heapq.heappush(self._dues, self.clock() + max(seconds, 0.0) + _DUE_MARGIN_S)
 
     def interval(self, found: bool) -> float:
         """The wait after a pass (counted): the back-off's, cut to the earliest :meth:`due_in` time."""
         self.passes += 1
         self.idle_passes += not found
         wait = self.backoff.after(found)
-        if self._due is not None:
-            left = self._due - self.clock()
-            if left <= wait:  # this wait ends at the due time (or at a wake before it)
-                wait, self._due = max(left, 0.0), None
+        if self._dues:
+            wait = min(wait, max(self._dues[0] - self.clock(), 0.0))  # ends at the due time (or a wake before)
         return wait
 
     async def wait(self, found: bool) -> None:
         """Sleep after a pass: :meth:`interval`, or until :meth:`wake` (then cleared)."""
-        self._loop = asyncio.get_running_loop()
+        if self._loop is None:
+            with self._bound:
+                self._loop = asyncio.get_running_loop()
+                pending, self._pending = self._pending, False
+            if pending:
+                self._set()
         timeout = self.interval(found)
         if timeout > 0 and not self._event.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._event.wait(), timeout)
         self._event.clear()
+        self.served()
+
+    def served(self) -> None:
+        """A wait ended now: the due times it passed are served by the next pass (dropped); later ones stay."""
+        now = self.clock()
+        while self._dues and self._dues[0] <= now:
+            heapq.heappop(self._dues)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

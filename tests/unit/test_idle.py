@@ -1,7 +1,7 @@
 """The idle back-off of the background loops (``evaluator_host/shared/idle.py``), driven by a fake clock and by
 counting: a loop that finds nothing waits twice as long each pass up to the cap, work or a wake brings it back to
-its own period at once, a due time cuts the wait, a wake from another thread ends a wait, and the cap is a
-bounded setting."""
+its own period at once, every due time cuts the wait until a wait has passed it, a wake from another thread ends
+a wait (or, before the first, is kept for it), and the cap is a bounded setting."""
 
 from __future__ import annotations
 
@@ -32,25 +32,66 @@ def test_a_cap_below_the_loops_own_period_never_shortens_it() -> None:
     assert Backoff(3600.0, 2.0).after(True) == 3600.0  # a test's "never on its own" period stays
 
 
-def test_a_due_time_cuts_the_wait_once_and_passes_are_counted() -> None:
+def test_a_due_time_cuts_the_wait_until_a_wait_has_passed_it_and_passes_are_counted() -> None:
     now = [100.0]
     ticker = IdleTicker(0.2, 2.0, clock=lambda: now[0])
+
+    def waited(seconds: float) -> None:  # a wait of that long ended (the clock moved; passed due times served)
+        now[0] += seconds
+        ticker.served()
+
     for _ in range(6):
         ticker.interval(False)
     assert ticker.interval(False) == 2.0  # resting at the cap
     ticker.due_in(0.5)  # a row put back for half a second
     assert ticker.interval(False) == pytest.approx(0.51)  # its wait ends then (plus a clock tick's margin)
-    assert ticker.interval(False) == 2.0  # the due time was used: back to the cap
+    waited(0.51)
+    assert ticker.interval(False) == 2.0  # the due time was served: back to the cap
     ticker.due_in(5.0)
-    ticker.due_in(1.0)  # the earliest counts
+    ticker.due_in(1.0)  # the earliest counts first
     assert ticker.interval(False) == pytest.approx(1.01)
+    waited(1.01)
+    waited(3.0)
+    assert ticker.interval(False) == pytest.approx(1.0)  # the later one was kept: its wait ends at 5.01
+    waited(1.0)
     ticker.due_in(30.0)  # later than the back-off's wait: the back-off decides, the due time stays
     assert ticker.interval(False) == 2.0
     now[0] += 29.5
     assert ticker.interval(False) == pytest.approx(0.51)
     ticker.due_in(-3.0)  # already due: only the clock tick's margin is waited
     assert ticker.interval(True) == pytest.approx(0.01)
-    assert (ticker.passes, ticker.idle_passes) == (13, 12)
+    assert (ticker.passes, ticker.idle_passes) == (14, 13)
+
+
+def test_a_wake_that_ends_a_wait_before_a_due_time_keeps_that_time() -> None:
+    now = [0.0]
+    ticker = IdleTicker(0.2, 2.0, clock=lambda: now[0])
+    for _ in range(6):
+        ticker.interval(False)  # resting at the cap
+    ticker.due_in(1.5)
+    assert ticker.interval(False) == pytest.approx(1.51)
+    now[0] += 0.3  # a wake ended the wait early: the pass ran before the row was due
+    ticker.served()
+    ticker.backoff.reset()
+    assert ticker.interval(False) == pytest.approx(0.2)  # its own period after the wake
+    now[0] += 0.2
+    ticker.served()
+    for _ in range(3):
+        ticker.interval(False)  # backing off again: 0.4, 0.8, 1.6 would pass the due time
+    assert ticker.interval(False) == pytest.approx(1.51 - 0.5)  # but the wait still ends when the row is due
+
+
+def test_a_wake_from_another_thread_before_the_first_wait_is_kept_for_it() -> None:
+    async def scenario() -> IdleTicker:
+        ticker = IdleTicker(3600.0, 3600.0)  # only a wake can end these waits
+        woken = threading.Thread(target=ticker.wake)
+        woken.start()
+        woken.join()  # the loop is not known yet: nothing to call back into
+        await asyncio.wait_for(ticker.wait(False), 60)  # returns at once: the wake was kept
+        return ticker
+
+    ticker = asyncio.run(scenario())
+    assert ticker.passes == 1 and not ticker._event.is_set()
 
 
 def test_a_wake_from_another_thread_ends_a_long_wait_and_resets_the_back_off() -> None:
@@ -88,8 +129,9 @@ def test_a_nudge_wakes_a_loop_that_backed_off_and_leaves_a_busy_one_alone() -> N
     ticker = IdleTicker(1.0, 2.0)
     ticker.interval(True)  # busy: at its own period
     ticker.nudge()
-    assert not ticker._event.is_set()  # a frequent event does not make a busy loop run more often
+    assert not ticker._pending and not ticker._event.is_set()  # a busy loop is not made to run more often
     ticker.interval(False)
     assert ticker.backoff.backed_off
     ticker.nudge()
-    assert ticker._event.is_set() and not ticker.backoff.backed_off  # looks now, at its own period again
+    assert ticker._pending and not ticker.backoff.backed_off  # looks now (the first wait returns at once), at its
+    # own period again

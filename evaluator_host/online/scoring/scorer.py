@@ -120,8 +120,8 @@ class Scorer:
 
     def _later(self, seconds: Iterable[float]) -> None:
         """Rows put back in the queue are due again after ``seconds``: look for them then."""
-        if due := list(seconds):
-            self.ticker.due_in(min(due))
+        for due in sorted(set(seconds)):
+            self.ticker.due_in(due)
 
     async def start(self) -> None:
         """Put back what a killed predecessor held, then start the loop."""
@@ -236,8 +236,8 @@ class Scorer:
             self.windows.succeeded(rule, sum(1 for r in rows if r.rule_id == rule))
         if refused:
             keys = [(r.rule_id, r.target_id) for r in refused]
-            self._later([1.0])
             await asyncio.to_thread(self.queue.defer, self.me, keys, [1.0] * len(keys), "rate_limited")
+            self._later([1.0])  # after the write: the rows' due times are the database's, taken in it
 
     async def _run_paced(self, runnable: list[tuple[Claimed, Case]], results: dict[Any, EvaluationResult]) -> None:
         """Run one group's cases, charged to its workspace's rate as throughput: the rows the rate does not
@@ -297,8 +297,8 @@ class Scorer:
             for by, items in later.items():
                 if items:
                     keys = [(r.rule_id, r.target_id) for r, _ in items]
-                    self._later(a for _, a in items)
                     await asyncio.to_thread(self.queue.defer, self.me, keys, [a for _, a in items], by)
+                    self._later(a for _, a in items)
         except BaseException:  # nothing runs: out of the windows again
             for rule_id, n in started.items():
                 self.windows.ended(rule_id, n)
@@ -309,8 +309,8 @@ class Scorer:
     async def _defer(self, rows: list[Claimed], due: list[float]) -> None:
         """Put ``rows`` back in the queue, each claimable again after its ``due`` seconds (no attempt counted)."""
         if rows:
-            self._later(due)
             await asyncio.to_thread(self.queue.defer, self.me, [(r.rule_id, r.target_id) for r in rows], due)
+            self._later(due)
 
     async def _run(self, first: Claimed, cases: list[Case], charged: Charged) -> list[EvaluationResult]:
         revision = first.rule.revision if first.rule else None
@@ -341,8 +341,8 @@ class Scorer:
             back_off = min(2.0 ** again[0].attempts, 60.0)
             log.warning("online scoring will retry %d rows in %.0f s: %s", len(again), back_off, exc)
             keys = [(r.rule_id, r.target_id) for r in again]
-            self._later([back_off])
             await asyncio.to_thread(self.queue.retry, self.me, keys, back_off, f"{type(exc).__name__}: {exc}")
+            self._later([back_off])
 
     async def _store(
         self, rows: Sequence[Claimed], results: dict[tuple[str, str], EvaluationResult]
