@@ -81,13 +81,16 @@ def wait_healthy(
 
 
 @contextlib.contextmanager
-def serving(data_dir: str, env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """The real service (``evaluator-host serve``) on ``data_dir`` with ``env`` added, once healthy;
-    yield (base URL, process); terminated afterwards."""
+def serving(
+    data_dir: str, env: dict[str, str], cwd: str | Path = REPO
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The real service (``evaluator-host serve``, started in ``cwd``: another source tree with its
+    ``PYTHONPATH`` in ``env``) on ``data_dir`` with ``env`` added, once healthy; yield (base URL, process);
+    terminated afterwards."""
     port = free_port()
     full = {**os.environ, **env, "EVALUATOR_HOST_DATA_DIR": data_dir}
     argv = [sys.executable, "-m", "evaluator_host.cli", "serve", "--port", str(port), "--log-level", "warning"]
-    proc = subprocess.Popen(argv, cwd=REPO, env=full)
+    proc = subprocess.Popen(argv, cwd=cwd, env=full)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(base, proc, "the service")

@@ -19,51 +19,28 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from typing import Any
 
-from bench.common import REPO, free_port, wait_healthy
-from bench.procs import cpu_s, descendants
+from bench.common import REPO, serving
+from bench.procs import tree_cpu_s
 
 HEADING = "## An idle service's CPU"
-
-
-def _tree_cpu(root: int) -> float:
-    total = 0.0
-    for pid in descendants(root):
-        try:
-            total += cpu_s(pid)
-        except OSError:
-            pass  # ended meanwhile
-    return total
 
 
 def idle_ms_per_s(tree: str, database_url: str | None, settle_s: float, seconds: float) -> float:
     """CPU ms per second of one fresh idle service of ``tree`` (see the module docstring)."""
     with tempfile.TemporaryDirectory(prefix="evaluator-host-idle-") as data_dir:
-        env = {**os.environ, "PYTHONPATH": tree, "EVALUATOR_HOST_DATA_DIR": data_dir}
-        env["EVALUATOR_HOST_BACKEND"] = "process"
+        env = {"PYTHONPATH": tree, "EVALUATOR_HOST_BACKEND": "process"}
         if database_url:
             env["EVALUATOR_HOST_DATABASE_URL"] = database_url
-        port = free_port()
-        argv = [sys.executable, "-m", "evaluator_host.cli", "serve", "--port", str(port), "--log-level", "warning"]
-        proc = subprocess.Popen(argv, cwd=tree, env=env)
-        try:
-            wait_healthy(f"http://127.0.0.1:{port}", proc, "the service")
+        with serving(data_dir, env, cwd=tree) as (_base, proc):
             time.sleep(settle_s)
-            cpu0, t0 = _tree_cpu(proc.pid), time.monotonic()
+            cpu0, t0 = tree_cpu_s(proc.pid), time.monotonic()
             time.sleep(seconds)
-            cpu1, t1 = _tree_cpu(proc.pid), time.monotonic()
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            cpu1, t1 = tree_cpu_s(proc.pid), time.monotonic()
     return (cpu1 - cpu0) * 1000 / (t1 - t0)
 
 

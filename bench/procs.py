@@ -34,6 +34,18 @@ def descendants(root: int) -> list[int]:
     return found
 
 
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds (user + sys) of ``root`` and every process under it now; a process that ended meanwhile
+    counts nothing."""
+    total = 0.0
+    for pid in descendants(root):
+        try:
+            total += cpu_s(pid)
+        except OSError:
+            pass  # ended meanwhile
+    return total
+
+
 def spy(pids: list[int]) -> list[subprocess.Popen[bytes]]:
     """py-spy (the venv's) recording ``pids`` for 5 s, raw stacks in /tmp/async-spy-PID.txt
     (``ASYNC_BENCH_SPY=1``: how the section's profile was taken)."""

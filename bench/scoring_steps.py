@@ -36,7 +36,7 @@ import httpx
 from sqlalchemy import func, select
 
 from bench.common import Pace, pct, serving
-from bench.procs import cpu_s, descendants
+from bench.procs import cpu_s, tree_cpu_s
 from evaluator_host.store.db import as_utc, make_engine
 from evaluator_host.store.online.rows import OnlineScoreRow as S
 
@@ -78,16 +78,6 @@ def _body(n: int, ns: int) -> tuple[bytes, list[str]]:
     return body.encode(), ids
 
 
-def _tree_cpu(root: int) -> float:
-    total = 0.0
-    for pid in descendants(root):
-        try:
-            total += cpu_s(pid)
-        except OSError:
-            pass
-    return total
-
-
 def _done(engine: Any, rule: str) -> int:
     with engine.connect() as conn:
         return int(conn.scalar(select(func.count()).where(S.rule_id == rule, S.state == "done")) or 0)
@@ -99,7 +89,7 @@ def step(client: httpx.Client, engine: Any, pid: int, rule: str, rate: int) -> d
     sent: dict[str, float] = {}
     per_tick = max(1, round(rate * TICK))
     load0 = os.getloadavg()[0]
-    cpu0, own0 = _tree_cpu(pid), cpu_s(pid)
+    cpu0, own0 = tree_cpu_s(pid), cpu_s(pid)
     spy = None
     if os.environ.get("SCORING_SPY"):  # a profile of the service process (raw stacks, py-spy of the venv)
         argv = [str(Path(sys.executable).with_name("py-spy")), "record", "-p", str(pid), "-d", str(SECONDS - 2)]
@@ -119,7 +109,7 @@ def step(client: httpx.Client, engine: Any, pid: int, rule: str, rate: int) -> d
     drained = got >= want
     while (got := _done(engine, rule)) < want and time.monotonic() < deadline + 120:
         time.sleep(0.2)  # past the drain bound: not held, but the next step starts on an empty queue
-    cpu, own = _tree_cpu(pid) - cpu0, cpu_s(pid) - own0
+    cpu, own = tree_cpu_s(pid) - cpu0, cpu_s(pid) - own0
     if spy is not None:
         spy.wait(60)
     query = select(S.trace_id, S.scored_at).where(S.rule_id == rule, S.state == "done")
