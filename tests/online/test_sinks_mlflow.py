@@ -13,11 +13,9 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import update
 
-from evaluator_host.store.db import make_engine
-from evaluator_host.store.online.rows import SinkDeliveryRow
 from tests.support.mlflow_server import mlflow_server
+from tests.support.online import forget_deliveries
 from tests.support.service import serving
 from tests.support.sink_app import App, forwarding_env, settled, trace_and_span_rules
 from tests.support.wait import wait_until
@@ -65,10 +63,7 @@ def test_scores_appear_as_mlflow_assessments_on_the_forwarded_traces(tmp_path: P
                 (on_llm,) = [a for a in found if a["assessment_name"] == "llm-ok"]
                 assert on_llm["span_id"] == llm and on_llm["feedback"]["value"] is True
 
-            engine = make_engine(f"sqlite:///{data / 'evaluator-host.db'}")
-            with engine.begin() as conn:  # as if the service died between MLflow's answer and its record
-                conn.execute(update(SinkDeliveryRow).values(state="pending"))
-            engine.dispose()
+            forget_deliveries(data)  # as if the service died between MLflow's answer and its record
 
             def resent() -> bool:
                 scores = client.get(f"/v1/online-rules/{trace_rule['id']}/scores").json()["data"]

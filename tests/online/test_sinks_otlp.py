@@ -7,10 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import update
-
-from evaluator_host.store.db import make_engine
-from evaluator_host.store.online.rows import SinkDeliveryRow
+from tests.support.online import forget_deliveries
 from tests.support.otlp import collector
 from tests.support.service import serving
 from tests.support.sink_app import App, evaluator, settled
@@ -49,10 +46,7 @@ def test_each_score_of_an_otlp_sink_rule_arrives_as_an_evaluation_span(tmp_path:
         assert broken.status == "ERROR" and broken.attributes["error.type"] == "ZeroDivisionError"
         assert all(h["x-team"] == "evals-team" for h in got.headers)
 
-        engine = make_engine(f"sqlite:///{tmp_path / 'evaluator-host.db'}")
-        with engine.begin() as conn:  # sent again, as after a crash before its record
-            conn.execute(update(SinkDeliveryRow).values(state="pending"))
-        engine.dispose()
+        forget_deliveries(tmp_path)  # sent again, as after a crash before its record
         again = got.wait_for(lambda s: sum(x.name == "evaluation half" for x in s) == 2, 60)
         assert len({s.span_id for s in again if s.name == "evaluation half"}) == 1  # the same span
         wait_until(lambda: client.get("/healthz").status_code == 200, 10)

@@ -12,10 +12,8 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import update
 
-from evaluator_host.store.db import make_engine
-from evaluator_host.store.online.rows import SinkDeliveryRow
+from tests.support.online import forget_deliveries
 from tests.support.phoenix import phoenix_server
 from tests.support.service import serving
 from tests.support.sink_app import App, evaluator, forwarding_env, settled, trace_and_span_rules
@@ -71,10 +69,7 @@ def test_scores_appear_as_phoenix_span_annotations_on_the_forwarded_spans(tmp_pa
             (on_llm,) = [a for a in found if a["span_id"] == llm]
             assert (on_llm["name"], on_llm["result"]["label"]) == ("llm-ok", "fine")
 
-        engine = make_engine(f"sqlite:///{data / 'evaluator-host.db'}")
-        with engine.begin() as conn:  # as if the service died between Phoenix's answer and its record
-            conn.execute(update(SinkDeliveryRow).values(state="pending"))
-        engine.dispose()
+        forget_deliveries(data)  # as if the service died between Phoenix's answer and its record
 
         def resent() -> bool:
             scores = client.get(f"/v1/online-rules/{trace_rule['id']}/scores").json()["data"]

@@ -7,13 +7,15 @@ import os
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, insert, select
+from sqlalchemy import Engine, insert, select, update
 
 from evaluator_host.evaluation.trace_shape import SpanData
 from evaluator_host.online.reading.spans import encode
-from evaluator_host.store.online.rows import OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
+from evaluator_host.store.db import make_engine
+from evaluator_host.store.online.rows import OnlineScoreRow, OnlineSpanRow, OnlineTraceRow, SinkDeliveryRow
 
 WS = "ws_default"
 
@@ -108,3 +110,12 @@ def trace_states(engine: Engine) -> dict[str, str]:
     """trace id -> state."""
     with engine.connect() as conn:
         return {r.trace_id: r.state for r in conn.execute(select(OnlineTraceRow.trace_id, OnlineTraceRow.state))}
+
+
+def forget_deliveries(data_dir: Path) -> None:
+    """Every sink delivery of the service on ``data_dir`` (SQLite) back to ``pending``: as if the service died
+    between the sink's answer and its record, so each is sent again."""
+    engine = make_engine(f"sqlite:///{data_dir / 'evaluator-host.db'}")
+    with engine.begin() as conn:
+        conn.execute(update(SinkDeliveryRow).values(state="pending"))
+    engine.dispose()
