@@ -5,15 +5,21 @@ it (CI 49: "2 runtimes match 'python-68c5…'" on an engine where another servic
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
+import json
 import os
 import subprocess
 import sys
+import tarfile
+import threading
 from pathlib import Path
 
+import docker
 import pytest
 
 from evaluator_host.sandbox.docker.engine import OWNER, Engine
-from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
+from evaluator_host.sandbox.docker.images import L_RUNTIME, DockerRuntimeBuilder
 from tests.support import REPO
 from tests.support.backends import docker_only
 from tests.support.service import make_settings
@@ -57,3 +63,49 @@ def test_another_data_dirs_runtime_image_is_not_this_ones_until_it_uses_it(tmp_p
         theirs.remove(rid)
         theirs.close()
         mine.close()
+
+
+def _tiny_image(client: docker.DockerClient, n: int, labels: dict[str, str]) -> str:
+    """A one-file image imported from a tar in memory (no base image, nothing to build), with ``labels``."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        data = str(n).encode()
+        info = tarfile.TarInfo("n")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    out = client.api.import_image_from_data(buf.getvalue(), changes=[f"LABEL {k}={v}" for k, v in labels.items()])
+    return str(json.loads(out.strip().splitlines()[-1])["status"])
+
+
+def test_listing_runtimes_while_another_service_removes_its_images_never_fails(tmp_path: Path) -> None:
+    """CI 49 at 3 workers: ``runtimes lock`` failed with a 404 because listing inspected each runtime image after
+    listing them, and another service on the engine removed one of its own in between. The listing must hold
+    however the engine's images change under it (and never show another data dir's)."""
+    settings = make_settings(tmp_path / "mine", backend="docker")
+    mine = DockerRuntimeBuilder(settings, Engine(settings))
+    client = docker.from_env()
+    theirs = [_tiny_image(client, n, {L_RUNTIME: f"vanishing-{n}", OWNER: "another-data-dir"}) for n in range(40)]
+    removed = threading.Event()
+
+    def remove_theirs() -> None:  # another service's clean-up, one image at a time
+        for image in theirs:
+            client.images.remove(image, force=True)
+        removed.set()
+
+    remover = threading.Thread(target=remove_theirs)
+    listings: list[list[str]] = []
+    try:
+        remover.start()
+        while not removed.is_set() and len(listings) < 10_000:
+            listings.append([i.runtime_id for i in mine.list_images()])
+        remover.join(timeout=120)
+        assert removed.is_set()
+        assert len(listings) >= 2, "no listing overlapped the removals: nothing was proven"
+        assert not any(rid.startswith("vanishing-") for listing in listings for rid in listing)
+    finally:
+        remover.join(timeout=120)
+        for image in theirs:
+            with contextlib.suppress(docker.errors.NotFound):
+                client.images.remove(image, force=True)
+        mine.close()
+        client.close()

@@ -100,7 +100,9 @@ class Engine:
         """Remove every container this service (this data dir) left behind; return the count."""
 
         def sweep(client: docker.DockerClient) -> int:
-            found = client.containers.list(all=True, filters={"label": [f"{MANAGED}=1", f"{OWNER}={self.owner}"]})
+            labels = [f"{MANAGED}=1", f"{OWNER}={self.owner}"]
+            # sparse: the listing's own data, no inspect a container gone in between would fail with a 404
+            found = client.containers.list(all=True, sparse=True, filters={"label": labels})
             for container in found:
                 try:
                     container.remove(force=True)

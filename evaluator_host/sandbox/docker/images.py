@@ -261,12 +261,14 @@ class DockerRuntimeBuilder(BuildOnce):
     def list_images(self) -> list[ImageInfo]:
         """Every cached runtime image of this data dir (any base; :meth:`_mine`)."""
 
-        def listing(client: docker.DockerClient) -> list[Any]:
-            return list(client.images.list(filters={"label": f"{L_RUNTIME}"}))
+        def listing(client: docker.DockerClient) -> list[dict[str, Any]]:
+            # the engine's summaries, one request: ``images.list`` inspects each image after listing, and an image
+            # another service removes in between failed the whole listing with a 404 (two services, one engine)
+            return list(client.api.images(filters={"label": f"{L_RUNTIME}"}))
 
         infos = []
         for image in self.engine.run_sync(listing):
-            labels = image.labels or {}
+            labels = image.get("Labels") or {}
             if not self._mine(labels):
                 continue
             rid = labels[L_RUNTIME]
@@ -274,12 +276,12 @@ class DockerRuntimeBuilder(BuildOnce):
             infos.append(
                 ImageInfo(
                     runtime_id=rid,
-                    image_id=str(image.short_id),
+                    image_id=str(image["Id"])[:17],  # sha256: and 10 digits, as the SDK's short_id
                     language=labels.get(L_LANGUAGE, "?"),
                     packages=json.loads(labels.get(L_PACKAGES, "{}")),
                     lock=json.loads(labels.get(L_LOCK, "[]")),
-                    size_bytes=int(image.attrs.get("Size", 0)),
-                    created=str(image.attrs.get("Created", ""))[:19],
+                    size_bytes=int(image.get("Size", 0)),
+                    created=time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(int(image.get("Created", 0)))),
                     last_used=used.stat().st_mtime if used.exists() else None,
                     hashes=json.loads(labels.get(L_HASHES, "{}")),
                 )
