@@ -28,6 +28,7 @@ WANT = 16  # requests the judge must see in flight at once
 ROWS = 24
 BOUND = 48  # the operator's max_in_flight here
 HOLD_S = 4.0  # the most the judge holds a request waiting for the others (a serial evaluator: 1 at a time)
+ROW_TIMEOUT_S = 4.0  # the row timeout where one row hangs (60 s) and the judge holds nothing (others: <= 1.5 s loaded)
 
 
 class Judge(http.server.ThreadingHTTPServer):
@@ -219,8 +220,10 @@ def test_a_row_that_times_out_or_raises_is_its_own_result_and_the_worker_goes_on
     cases[3] = {**cases[3], "hang": True}
     cases[5] = {**cases[5], "raise": True}
     cases[7] = {**cases[7], "flood": True}
-    _judge(world)
-    results = _run(world, which, cases, timeout_s=HOLD_S + 4)
+    # no holding (this is about one row's fate, not the concurrency): every other row is answered at once,
+    # so a timeout of ROW_TIMEOUT_S is far past them and far short of the hanging row's 60 s
+    _judge(world, want=0)
+    results = _run(world, which, cases, timeout_s=ROW_TIMEOUT_S)
     statuses = [r["status"] for r in results]
     assert statuses[3] == "timeout" and statuses[5] == "error" and statuses[7] == "output_limit", statuses
     others = [r for i, r in enumerate(results) if i not in (3, 5, 7)]

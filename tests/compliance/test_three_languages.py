@@ -3,10 +3,16 @@
 Each row is one returned value written in each language; the three answers must agree
 on everything normalization decides (status, score, passed, outputs, details, warnings,
 error type) — on every backend, through every interface.
+
+Every new evaluator costs a worker start (a container on docker), so each language's rows of one
+interface are one evaluator, run once per backend as one request of one case per row: the row's
+index (an input) picks which literal it returns. Each row keeps its own test, which asserts its own
+three answers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -41,24 +47,28 @@ VALUES = [
     ("2 ** 60", "2n ** 60n"),
 ]
 
+# each interface's signature per language, and the row's index as that signature receives it
 INTERFACES = {
     "evaluate": (
-        "def evaluate(inputs, outputs, trace):\n    return {py}\n",
-        "function evaluate(inputs, outputs, trace) {{\n  return {js}\n}}\n",
-        "function evaluate(inputs: any, outputs: any, trace: any): unknown {{\n  return {js}\n}}\n",
+        ("def evaluate(inputs, outputs, trace):", 'inputs["i"]'),
+        ("function evaluate(inputs, outputs, trace) {", "inputs.i"),
+        ("function evaluate(inputs: any, outputs: any, trace: any): unknown {", "inputs.i"),
     ),
     "legacy": (
-        "def evaluate(app_params, inputs, output, correct_answer):\n    return {py}\n",
-        "function evaluate(app_params, inputs, output, correct_answer) {{\n  return {js}\n}}\n",
-        "function evaluate(app_params: object, inputs: object, output: string, correct_answer: string | null) {{\n"
-        "  return {js}\n}}\n",
+        ("def evaluate(app_params, inputs, output, correct_answer):", 'inputs["i"]'),
+        ("function evaluate(app_params, inputs, output, correct_answer) {", "inputs.i"),
+        (
+            "function evaluate(app_params: object, inputs: object, output: string, correct_answer: string | null) {",
+            "(inputs as any).i",
+        ),
     ),
     "main": (
-        "async def main(inputs, outputs):\n    return {py}\n",
-        "async function main(variables) {{\n  return {js}\n}}\n",
-        "async function main(variables: Record<string, unknown>): Promise<unknown> {{\n  return {js}\n}}\n",
+        ("async def main(inputs, outputs):", 'inputs["i"]'),
+        ("async function main(variables) {", "variables.i"),
+        ("async function main(variables: Record<string, unknown>): Promise<unknown> {", "variables.i"),
     ),
 }
+LANGUAGES = ("python", "javascript", "typescript")
 
 DECIDED = ("status", "score", "passed", "outputs", "details", "warnings", "interface")
 
@@ -69,15 +79,46 @@ def _decided(result: dict[str, Any]) -> dict[str, Any]:
     return picked
 
 
+def _code(interface: str, language: str) -> str:
+    """One evaluator of ``interface`` in ``language`` that returns row i's value, written as a literal."""
+    signature, index = INTERFACES[interface][LANGUAGES.index(language)]
+    if language == "python":
+        rows = "".join(f"    if i == {n}:\n        return {py}\n" for n, (py, _) in enumerate(VALUES))
+        return f'{signature}\n    i = {index}\n{rows}    raise ValueError("no row")\n'
+    rows = "".join(f"  if (i === {n}) {{\n    return {js}\n  }}\n" for n, (_, js) in enumerate(VALUES))
+    return f"{signature}\n  const i = {index}\n{rows}  throw new Error('no row')\n}}\n"
+
+
+@pytest.fixture(scope="module")
+def answers() -> Callable[[TestClient, str], dict[str, list[dict[str, Any]]]]:
+    """Every row's decided answer per language for one service and interface (run once, on first use)."""
+    runs: dict[tuple[int, str], dict[str, list[dict[str, Any]]]] = {}
+
+    def of(client: TestClient, interface: str) -> dict[str, list[dict[str, Any]]]:
+        key = (id(client), interface)
+        if key not in runs:
+            cases = [{"inputs": {"q": "x", "i": n}, "outputs": "y"} for n in range(len(VALUES))]
+            body: dict[str, Any] = {"cases": cases, "settings": {"threshold": 0.5}}
+            runs[key] = {}
+            for language in LANGUAGES:
+                results = evaluate(client, _code(interface, language), language, **body)["results"]
+                assert len(results) == len(VALUES), results
+                runs[key][language] = [_decided(r) for r in results]
+        return runs[key]
+
+    return of
+
+
 @pytest.mark.parametrize("interface", sorted(INTERFACES))
 @pytest.mark.parametrize(("py", "js"), VALUES, ids=[py for py, _ in VALUES])
-def test_three_languages_normalize_identically(client: TestClient, interface: str, py: str, js: str) -> None:
-    py_code, js_code, ts_code = INTERFACES[interface]
-    body: dict[str, Any] = {"inputs": {"q": "x"}, "outputs": "y", "settings": {"threshold": 0.5}}
-    answers = {
-        "python": _decided(evaluate(client, py_code.format(py=py), "python", **body)),
-        "javascript": _decided(evaluate(client, js_code.format(js=js), "javascript", **body)),
-        "typescript": _decided(evaluate(client, ts_code.format(js=js), "typescript", **body)),
-    }
-    assert answers["javascript"] == answers["python"], answers
-    assert answers["typescript"] == answers["python"], answers
+def test_three_languages_normalize_identically(
+    client: TestClient,
+    answers: Callable[[TestClient, str], dict[str, list[dict[str, Any]]]],
+    interface: str,
+    py: str,
+    js: str,
+) -> None:
+    row = VALUES.index((py, js))
+    answered = {language: rows[row] for language, rows in answers(client, interface).items()}
+    assert answered["javascript"] == answered["python"], answered
+    assert answered["typescript"] == answered["python"], answered

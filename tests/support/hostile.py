@@ -92,7 +92,7 @@ HOSTILE = [
         "infinite_loop_times_out",
         "timeout",
         {
-            "python": Code("def evaluate(inputs, outputs, trace):\n    while True:\n        pass\n", {"timeout_s": 2}),
+            "python": Code("def evaluate(inputs, outputs, trace):\n    while True:\n        pass\n", {"timeout_s": 1}),
             "javascript": Code("function evaluate(i, o, t) { for (;;) {} }", {"timeout_s": 1}),
         },
     ),
