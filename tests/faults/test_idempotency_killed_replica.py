@@ -49,8 +49,7 @@ def group(tmp_path: Path, postgres: Cluster) -> Iterator[Replicas]:
     replicas = Replicas(tmp_path / "replicas", postgres.database(driver="postgresql"), "process", env,
                         shared_datasets=False)  # fmt: skip
     try:
-        replicas.start("r0")
-        replicas.start("r1")
+        replicas.start_all("r0", "r1")
         yield replicas
     finally:
         replicas.close()

@@ -10,6 +10,7 @@ every case. Slow (it builds images); compose is Debian's ``docker-compose`` (``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -64,8 +65,10 @@ def _evaluates(base: str, key: str) -> None:
         assert isinstance(result, dict) and result["status"] == "ok" and result["score"] == 1.0, (language, result)
 
 
+@functools.cache
 def _privileged_works() -> bool:
-    """Whether this engine starts a privileged container (an engine nested in a container may not)."""
+    """Whether this engine starts a privileged container (an engine nested in a container may not); asked
+    once (a container run) for the module's two compose stacks."""
     probe = ["docker", "run", "--rm", "--privileged", "--network", "none", Settings().base_image, "true"]
     return subprocess.run(probe, capture_output=True, timeout=120).returncode == 0
 
@@ -115,7 +118,7 @@ def test_compose_stack_starts_and_evaluates_on_postgresql(images: str, tmp_path:
                 raise
             return found if found.get("status") == "ok" else None
 
-        health = wait_until(healthy, 180, 0.5, what="the stack's service to answer", ignoring=(OSError,))
+        health = wait_until(healthy, 180, 0.2, what="the stack's service to answer", ignoring=(OSError,))
         assert health["backend"] == "process" and health["version"] == evaluator_host.__version__
         _evaluates(base, key)
         assert call(base, "GET", "/healthz")["status"] == "ok"
@@ -147,7 +150,7 @@ def test_the_image_runs_the_docker_backend_through_the_host_socket(images: str, 
             found: dict[str, object] = call(base, "GET", "/healthz", timeout=5)
             return found if found.get("status") == "ok" else None
 
-        health = wait_until(healthy, 180, 0.5, what="the container's service to answer", ignoring=(OSError,))
+        health = wait_until(healthy, 180, 0.2, what="the container's service to answer", ignoring=(OSError,))
         assert health["backend"] == "docker"
         _evaluates(base, key)
     finally:
@@ -207,7 +210,7 @@ def test_compose_stack_with_three_replicas_behind_haproxy_serves_py_js_ts_and_a_
                 names.add(answer.headers.get("x-replica", "?"))
             return len(names) == 3
 
-        wait_until(three_up, 300, 1.0, what="HAProxy to see 3 healthy replicas", ignoring=(httpx.TransportError,))
+        wait_until(three_up, 300, 0.25, what="HAProxy to see 3 healthy replicas", ignoring=(httpx.TransportError,))
         for language, code in CODES.items():
             for _ in range(3):  # round robin: each language through each replica
                 body = {"language": language, "code": code, "outputs": "ok"}

@@ -82,6 +82,25 @@ class Replicas:
     def start(self, name: str, port: int | None = None, **settings: str) -> Replica:
         """Start ``serve`` on ``<root>/<name>`` (``settings``: more ``EVALUATOR_HOST_*``), once healthy; on
         ``port`` when given (a replacement behind a load balancer that knows the old one's port), else a free one."""
+        return self._healthy(*self._spawn(name, port, settings))
+
+    def start_all(self, *names: str, settings: dict[str, dict[str, str]] | None = None) -> list[Replica]:
+        """:meth:`start` for each of ``names`` (``settings``: a name's own ``EVALUATOR_HOST_*`` values), all
+        spawned before any is waited for: their start-ups overlap (each waits on its imports, database and pool)."""
+        spawned = [self._spawn(name, None, (settings or {}).get(name, {})) for name in names]
+        started: list[Replica] = []
+        try:
+            for one in spawned:
+                started.append(self._healthy(*one))
+        except BaseException:
+            for name, proc, client, log in spawned[len(started) + 1 :]:
+                self.running.append(Replica(name, client, proc, "", log))  # close() stops them
+            raise
+        return started
+
+    def _spawn(
+        self, name: str, port: int | None, settings: dict[str, str]
+    ) -> tuple[str, subprocess.Popen[bytes], httpx.Client, Path]:
         data_dir = self.root / name
         data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         if self.shared_datasets and not (data_dir / "datasets").exists():
@@ -97,14 +116,21 @@ class Replicas:
         log = self.root / f"{name}.log"
         with open(log, "ab") as out:
             proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
-        client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60)
+        return name, proc, httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60), log
+
+    def _healthy(self, name: str, proc: subprocess.Popen[bytes], client: httpx.Client, log: Path) -> Replica:
+        """Wait for a spawned replica's ``/healthz``; the replica, now in :attr:`running`."""
 
         def healthy() -> bool:
             assert proc.poll() is None, f"{name} exited with {proc.returncode}: {log.read_text(errors='replace')}"
             return client.get("/healthz").status_code == 200
 
-        wait_until(healthy, 120, 0.1, what=f"{name} to start", ignoring=(httpx.TransportError,))
-        replica = Replica(name, client, proc, (data_dir / "service-id").read_text().strip(), log)
+        try:
+            wait_until(healthy, 120, 0.1, what=f"{name} to start", ignoring=(httpx.TransportError,))
+        except BaseException:
+            self.running.append(Replica(name, client, proc, "", log))  # close() stops it
+            raise
+        replica = Replica(name, client, proc, (self.root / name / "service-id").read_text().strip(), log)
         self.running.append(replica)
         return replica
 
