@@ -6,11 +6,13 @@ rule down (its concurrency window halves) and every trace is still scored, none 
 spreads the rows past the budget over the minute and holds a rule past its ``sandbox_seconds_per_hour``
 until enough of the hour ages out; limits are validated and patchable. The started services count a
 minute of ``MINUTE_S`` (the ``online_budget_minute_s`` setting): the same cycle as a minute's, seen in
-seconds; :func:`plan` is checked on both minutes."""
+seconds; :func:`plan` is checked on both minutes. The two service tests run at once
+(tests/support/at_once.py), each its own service."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from evaluator_host.online.deciding.budgets import plan
 from evaluator_host.sandbox.process.isolation import probe
 from evaluator_host.settings import Settings
 from evaluator_host.store.online.budgets import Use
+from tests.support.at_once import Cases, at_once
 from tests.support.llm_server import llm_server
 from tests.support.service import serving
 from tests.support.wait import wait_until
@@ -81,8 +84,8 @@ def _decisions(client: httpx.Client, trace_id: str) -> list[dict[str, Any]]:
     return list(got.json()["decisions"]) if got.status_code == 200 else []
 
 
-@pytest.mark.slow
-def test_over_scores_per_minute_traces_are_delayed_then_all_scored_within_the_budget(tmp_path: Path) -> None:
+def _over_the_budget(tmp_path: Path) -> None:
+    """The scenario of the budget test below (``test_over_scores_per_minute_...``)."""
     with serving(tmp_path, "process", env={**ENV, "EVALUATOR_HOST_ONLINE_BUDGET_MINUTE_S": str(MINUTE_S)}) as (
         client,
         _proc,
@@ -152,10 +155,12 @@ def evaluate(inputs, outputs, trace):
 """
 
 
-@pytest.mark.slow
-def test_a_judge_answering_429_slows_its_rule_down_and_every_trace_is_scored(tmp_path: Path) -> None:
-    if probe().mode == "rlimits":
-        pytest.skip("the process backend has no namespaces here: no egress to test")
+def _no_egress() -> bool:
+    return probe().mode == "rlimits"
+
+
+def _a_judge_answering_429(tmp_path: Path) -> None:
+    """The scenario of the 429 test below (``test_a_judge_answering_429_...``)."""
     with llm_server() as judge:
         host = f"llm.local:{judge.port}"
         env = {
@@ -197,3 +202,32 @@ def test_a_judge_answering_429_slows_its_rule_down_and_every_trace_is_scored(tmp
             pace = client.get(f"/v1/online-rules/{rule}/stats").json()["pace"]
             ceiling = 64 * 4  # online_scoring_batch x online_scoring_concurrency, the defaults
             assert 1 <= pace["concurrency"] < ceiling  # halved on the refusals, widening again one row a round
+
+
+@pytest.fixture(scope="module")
+def cases(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cases]:
+    """The two service tests below run at once (tests/support/at_once.py), each its own service: the 429
+    test is done while the budget test waits out its minute."""
+    scenarios = {
+        "test_over_scores_per_minute_traces_are_delayed_then_all_scored_within_the_budget": _over_the_budget,
+        "test_a_judge_answering_429_slows_its_rule_down_and_every_trace_is_scored": _a_judge_answering_429,
+    }
+    skip = {"test_a_judge_answering_429_slows_its_rule_down_and_every_trace_is_scored"} if _no_egress() else set()
+    with at_once(request, {k: v for k, v in scenarios.items() if k not in skip}, tmp_path_factory) as started:
+        yield started
+
+
+@pytest.mark.slow
+def test_over_scores_per_minute_traces_are_delayed_then_all_scored_within_the_budget(
+    cases: Cases, request: pytest.FixtureRequest
+) -> None:
+    cases.outcome(request)  # _over_the_budget(tmp_path), its assertions
+
+
+@pytest.mark.slow
+def test_a_judge_answering_429_slows_its_rule_down_and_every_trace_is_scored(
+    cases: Cases, request: pytest.FixtureRequest
+) -> None:
+    if _no_egress():
+        pytest.skip("the process backend has no namespaces here: no egress to test")
+    cases.outcome(request)  # _a_judge_answering_429(tmp_path), its assertions

@@ -8,12 +8,15 @@ judge answering 429 to half its calls, to an evaluator that neither retries nor 
 the proxy sees the 429s, the rule slows down, the rows it failed go back to the queue, and every trace
 ends scored, none failed. Real services (both backends), the real OpenTelemetry SDK, a loopback
 OpenAI-compatible judge (the only stand-in: a third-party API); the services count a budget minute of
-``MINUTE_S`` (the ``online_budget_minute_s`` setting: a minute's cycle, in seconds)."""
+``MINUTE_S`` (the ``online_budget_minute_s`` setting: a minute's cycle, in seconds). The service tests of
+both backends run at once (tests/support/at_once.py), each its own services and judge: their minutes pass
+together."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,7 @@ from evaluator_host.online.deciding.budgets import Windows, plan
 from evaluator_host.online.deciding.model_calls import rate_refused, rounds
 from evaluator_host.sandbox.process.isolation import probe
 from evaluator_host.store.online.budgets import Use
+from tests.support.at_once import Cases, at_once
 from tests.support.backends import BACKENDS
 from tests.support.llm_server import llm_server
 from tests.support.service import serving
@@ -158,13 +162,12 @@ def _env(port: int) -> dict[str, str]:
     }
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_over_model_calls_per_minute_traces_are_delayed_then_all_scored_within_the_budget_at_the_judge(
-    tmp_path: Path, backend: str
-) -> None:
-    if backend == "process" and probe().mode == "rlimits":
-        pytest.skip("the process backend has no namespaces here: no egress to test")
+def _no_egress(backend: str) -> bool:
+    return backend == "process" and probe().mode == "rlimits"
+
+
+def _over_the_budget(tmp_path: Path, backend: str) -> None:
+    """The scenario of the budget test below (``test_over_model_calls_per_minute_...``)."""
     with llm_server() as judge, serving(tmp_path, backend, env=_env(judge.port)) as (client, _proc):
         rule = _judge_rule(client, f"llm.local:{judge.port}", {"model_calls_per_minute": 2})
         answers = [f"answer-{i}" for i in range(4)]
@@ -197,13 +200,8 @@ def test_over_model_calls_per_minute_traces_are_delayed_then_all_scored_within_t
         assert arrivals[2] - arrivals[0] >= MINUTE_S and arrivals[3] - arrivals[1] >= MINUTE_S  # never 3 in a minute
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_429_the_proxy_sees_slows_the_rule_and_the_rows_it_failed_are_scored_again(
-    tmp_path: Path, backend: str
-) -> None:
-    if backend == "process" and probe().mode == "rlimits":
-        pytest.skip("the process backend has no namespaces here: no egress to test")
+def _a_429(tmp_path: Path, backend: str) -> None:
+    """The scenario of the 429 test below (``test_a_429_the_proxy_sees_...``)."""
     with llm_server() as judge, serving(tmp_path, backend, env=_env(judge.port)) as (client, _proc):
         answers = [f"answer-{i}" for i in range(6)]
         for answer in answers:
@@ -222,3 +220,37 @@ def test_a_429_the_proxy_sees_slows_the_rule_and_the_rows_it_failed_are_scored_a
         ceiling = 64 * 4  # online_scoring_batch x online_scoring_concurrency, the defaults
         assert 1 <= stats["pace"]["concurrency"] < ceiling  # halved on the 429s the proxy saw
         assert stats["decisions"].get("failed", 0) == 0
+
+
+@pytest.fixture(scope="module")
+def cases(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cases]:
+    """The service tests below, each backend's, run at once (tests/support/at_once.py): each waits out the
+    budget's minute or its services' start, together instead of one after another."""
+    scenarios = {
+        "test_over_model_calls_per_minute_traces_are_delayed_then_all_scored_within_the_budget_at_the_judge": (
+            _over_the_budget
+        ),
+        "test_a_429_the_proxy_sees_slows_the_rule_and_the_rows_it_failed_are_scored_again": _a_429,
+    }
+    with at_once(request, scenarios, tmp_path_factory, skip=lambda params: _no_egress(params["backend"])) as started:
+        yield started
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_over_model_calls_per_minute_traces_are_delayed_then_all_scored_within_the_budget_at_the_judge(
+    cases: Cases, request: pytest.FixtureRequest, backend: str
+) -> None:
+    if _no_egress(backend):
+        pytest.skip("the process backend has no namespaces here: no egress to test")
+    cases.outcome(request)  # _over_the_budget(tmp_path, backend), its assertions
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_429_the_proxy_sees_slows_the_rule_and_the_rows_it_failed_are_scored_again(
+    cases: Cases, request: pytest.FixtureRequest, backend: str
+) -> None:
+    if _no_egress(backend):
+        pytest.skip("the process backend has no namespaces here: no egress to test")
+    cases.outcome(request)  # _a_429(tmp_path, backend), its assertions

@@ -26,6 +26,7 @@ from evaluator_host.api import create_app
 from evaluator_host.online.levels.assembly import Assembly
 from evaluator_host.services import Services
 from evaluator_host.store.db import utcnow
+from tests.support.backends import DATABASES
 from tests.support.otlp_bodies import JSON, PROTOBUF, S, json_body, new_span_id, new_trace_id, protobuf_body
 from tests.support.service import assert_healthy, make_settings
 
@@ -81,8 +82,23 @@ def _world(tmp_path: Path, database_url: str, **overrides: Any) -> Iterator[Worl
         yield World(client, client.app.state.services, ids[0], ids[1], keys[0], keys[1])  # type: ignore[attr-defined]
 
 
+@pytest.fixture(scope="module", params=DATABASES)
+def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """One service per database for the tests that read only what they sent (their own trace and span ids, a
+    metric's presence); a test that counts the whole store or a metric's value takes a :func:`fresh_world`."""
+    data = tmp_path_factory.mktemp("receiver")
+    url = (
+        request.getfixturevalue("postgres").database()
+        if request.param == "postgres"
+        else f"sqlite:///{data / 'test.db'}"
+    )
+    with _world(data, url) as made:
+        yield made
+
+
 @pytest.fixture
-def world(tmp_path: Path, database_url: str) -> Iterator[World]:
+def fresh_world(tmp_path: Path, database_url: str) -> Iterator[World]:
+    """A service of the test's own, its store and metrics empty."""
     with _world(tmp_path, database_url) as made:
         yield made
 
@@ -203,7 +219,8 @@ def test_a_trace_whose_root_never_ends_is_ready_at_the_timeout(world: World) -> 
     assert trace.state in ("ready", "routed") and trace.ready_at is not None, trace
 
 
-def test_a_span_sent_twice_keeps_its_first_row_and_a_routed_trace_stays_routed(world: World) -> None:
+def test_a_span_sent_twice_keeps_its_first_row_and_a_routed_trace_stays_routed(fresh_world: World) -> None:
+    world = fresh_world
     trace_id, span_id = new_trace_id(), new_span_id()
     _ok(world.post(protobuf_body([S(trace_id, span_id, name="first"), S(trace_id, span_id, name="again")]), PROTOBUF))
     _ok(world.post(json_body([S(trace_id, span_id, name="second")]), JSON), "application/json")
@@ -312,7 +329,8 @@ def test_another_content_type_is_a_415(world: World) -> None:
     assert response.status_code == 415 and response.json()["error"]["type"] == "UnsupportedMediaType"
 
 
-def test_without_a_valid_key_401_before_the_body_is_read(world: World) -> None:
+def test_without_a_valid_key_401_before_the_body_is_read(fresh_world: World) -> None:
+    world = fresh_world
     body = protobuf_body([S(new_trace_id(), new_span_id())])
     assert world.client.post("/v1/traces", content=body, headers=PROTOBUF).status_code == 401
     wrong = {"Authorization": "Bearer not-a-key"}
@@ -337,7 +355,8 @@ def test_a_full_span_store_answers_503_with_retry_after(tmp_path: Path, database
         _healthy(world)
 
 
-def test_retention_deletes_old_spans_and_their_traces(world: World) -> None:
+def test_retention_deletes_old_spans_and_their_traces(fresh_world: World) -> None:
+    world = fresh_world
     old, new = new_trace_id(), new_trace_id()
     _ok(world.post(protobuf_body([S(old, new_span_id())]), PROTOBUF))
     retention = world.services.settings.online_span_retention_s

@@ -27,7 +27,8 @@ from tests.support.sink_app import App, evaluator, forwarding_env
 from tests.support.wait import wait_until
 
 PK, SK = "pk-lf-1234567890", "sk-lf-secret-0987654321"
-ENV = {"EVALUATOR_HOST_EGRESS_HOSTS": '{"langfuse.test": "127.0.0.1"}'}
+# the write whose answer is lost is sent again after SINK_RETRY_S: the same retry as at 2 s, an eighth of the wait
+ENV = {"EVALUATOR_HOST_EGRESS_HOSTS": '{"langfuse.test": "127.0.0.1"}', "EVALUATOR_HOST_SINK_RETRY_S": "0.25"}
 EVAL = (
     "def evaluate(inputs, outputs, trace):\n"
     "    return {'score': 1.0 if outputs == '4' else 0.25, 'reason': f'answered {outputs}'}\n"

@@ -24,6 +24,7 @@ ENV = {
     "EVALUATOR_HOST_ONLINE_ASSEMBLY_S": "0.05",
     "EVALUATOR_HOST_ONLINE_POLL_S": "0.05",
     "EVALUATOR_HOST_EGRESS_HOSTS": '{"langfuse.test": "127.0.0.1"}',
+    "EVALUATOR_HOST_SINK_RETRY_S": "0.25",  # a write refused (503) or whose answer was lost: retried in 0.25 s, not 2
 }
 TRACE_EVAL = (
     "def evaluate(inputs, outputs, trace):\n"
