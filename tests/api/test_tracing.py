@@ -348,7 +348,12 @@ def test_a_dead_collector_neither_fails_nor_slows_requests_nor_holds_up_the_stop
     end before the exporter gave up on it); with nothing listening, every call still succeeds."""
     silent = _SilentCollector() if collector_state == "never answers" else None
     port = silent.port if silent is not None else free_port()
-    env = {**FAST, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "8", "EVALUATOR_HOST_OTEL_ENDPOINT": f"http://127.0.0.1:{port}"}
+    env = {
+        **FAST,
+        "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "8",
+        "EVALUATOR_HOST_OTEL_ENDPOINT": f"http://127.0.0.1:{port}",
+        "EVALUATOR_HOST_OTEL_SHUTDOWN_S": "1",  # the stop's wait for the last spans (5 s by default)
+    }
     try:
         with serving(tmp_path, "process", env=env) as (client, proc):
             evaluator_id = _evaluator(client)
@@ -367,7 +372,7 @@ def test_a_dead_collector_neither_fails_nor_slows_requests_nor_holds_up_the_stop
             proc.terminate()
             t0 = time.monotonic()
             proc.wait(timeout=60)
-            assert time.monotonic() - t0 < 15  # the last flush gives up after 5 s
+            assert time.monotonic() - t0 < 15  # the last flush gives up after otel_shutdown_s
     finally:
         if silent is not None:
             silent.close()
