@@ -68,7 +68,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_SHUTDOWN_S = 5.0  # the longest stop() waits for the last spans to be exported
+_SHUTDOWN_S = 5.0  # the longest stop() waits for the last spans to be exported (``otel_shutdown_s``)
 _SCOPE = "evaluator_host"
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"})
 MARKER = "evaluator_host.evaluation"  # true on the service's own telemetry: never routed to online rules
@@ -79,6 +79,7 @@ _ROOT = Context()  # a span started in it begins a trace of its own
 Attributes = Mapping[str, AttributeValue]
 _tracer: Tracer | None = None  # set while tracing is on; the hooks test it and nothing else
 _provider: TracerProvider | None = None
+_shutdown_s = _SHUTDOWN_S  # the running provider's settings.otel_shutdown_s
 
 
 def traces_url(endpoint: str) -> str:
@@ -89,7 +90,7 @@ def traces_url(endpoint: str) -> str:
 def start(settings: Settings) -> bool:
     """Start tracing when ``settings`` configure an endpoint (whether it did). One service per process
     traces: a second :func:`start` replaces the first (which is stopped)."""
-    global _tracer, _provider
+    global _tracer, _provider, _shutdown_s
     if not settings.otel_endpoint:
         return False
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -107,6 +108,7 @@ def start(settings: Settings) -> bool:
     )
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=url)))
     _provider, _tracer = provider, provider.get_tracer(_SCOPE, version)
+    _shutdown_s = settings.otel_shutdown_s
     shown = urlsplit(url)._replace(netloc=urlsplit(url).netloc.rpartition("@")[2]).geturl()  # no credentials
     log.info("tracing: OTLP/HTTP to %s, sample ratio %g", shown, settings.otel_sample_ratio)
     return True
@@ -114,16 +116,17 @@ def start(settings: Settings) -> bool:
 
 def stop() -> None:
     """Stop tracing: hooks answer no-op spans again; the queued spans are exported (for at most
-    ``_SHUTDOWN_S``; a collector that does not answer by then gets nothing more)."""
+    the provider's ``otel_shutdown_s`` setting, 5 s by default; a collector that does not answer by then gets
+    nothing more)."""
     global _tracer, _provider
     provider, _tracer, _provider = _provider, None, None
     if provider is None:
         return
     ending = threading.Thread(target=provider.shutdown, name="evh-trace-shutdown", daemon=True)
     ending.start()
-    ending.join(_SHUTDOWN_S)
+    ending.join(_shutdown_s)
     if ending.is_alive():
-        log.warning("tracing: the collector did not take the last spans within %.0f s", _SHUTDOWN_S)
+        log.warning("tracing: the collector did not take the last spans within %g s", _shutdown_s)
 
 
 def enabled() -> bool:

@@ -135,6 +135,12 @@ class Settings(OnlineSettings, SandboxSettings, BaseSettings):
         le=1,
         description="Share of the traces starting here that are kept (a caller's traceparent decides for its own).",
     )
+    otel_shutdown_s: float = Field(
+        5.0,
+        gt=0,
+        description="At stop, the longest the service waits for the collector to take the last spans "
+        "(one that does not answer by then gets nothing more).",
+    )
     fast_path: bool = Field(
         True,
         description="Answer the two evaluate routes without the framework's per-request machinery "

@@ -208,7 +208,9 @@ def test_a_job_whose_bucket_goes_away_mid_run_ends_failed_with_storage_unavailab
             ds = upload(client, jsonl([{"outputs": i} for i in range(N)]))  # three blocks: read 1, then 2
             slow = "import time\ndef evaluate(inputs, outputs, trace):\n    time.sleep(0.02)\n    return 1.0\n"
             evaluator = create_evaluator(client, slow)
-            job = start(client, evaluator["id"], dataset_id=ds["id"])
+            # 4 lanes, not the default 2: the first block's 1,024 rows (0.02 s each) still take ~5 s after the
+            # first progress, the bucket stopped within a fraction of it
+            job = start(client, evaluator["id"], dataset_id=ds["id"], parallelism=4)
             wait(client, job["id"], until=lambda j: j["progress"]["done"] > 0)  # reading the first block
             server.stop()  # the second block's read cannot reach it
             ended = wait(client, job["id"])

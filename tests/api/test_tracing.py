@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -259,12 +260,39 @@ print(json.dumps({
 """
 
 
-def test_off_by_default_the_sdk_is_never_loaded_and_no_tracer_provider_exists(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(tmp_path)], cwd=REPO, env=_CLEAN, capture_output=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr.decode()[-3000:]
-    seen = json.loads(done.stdout.decode().strip().splitlines()[-1])
+@pytest.fixture(scope="module")
+def probes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, subprocess.Popen[bytes]]]:
+    """The two probes (:data:`_PROBE`, :data:`_GLOBAL_PROBE`), each in a fresh interpreter of its own, started
+    side by side when the first test needs one: each imports the product (seconds on a loaded machine), and the
+    second no longer waits for the first. Each test reads its own probe's answer (:func:`_answer`)."""
+    started = {
+        name: subprocess.Popen(
+            [sys.executable, "-c", code, str(tmp_path_factory.mktemp(f"probe-{name}"))],
+            cwd=REPO,
+            env=_CLEAN,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for name, code in (("off", _PROBE), ("global", _GLOBAL_PROBE))
+    }
+    yield started
+    for proc in started.values():
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def _answer(proc: subprocess.Popen[bytes]) -> Any:
+    """The last line a probe printed, as JSON, once it exited 0."""
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err.decode()[-3000:]
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+def test_off_by_default_the_sdk_is_never_loaded_and_no_tracer_provider_exists(
+    probes: dict[str, subprocess.Popen[bytes]],
+) -> None:
+    seen = _answer(probes["off"])
     assert seen == {"status": "ok", "sdk": [], "provider": "ProxyTracerProvider", "tracer": False}
 
 
@@ -348,7 +376,12 @@ def test_a_dead_collector_neither_fails_nor_slows_requests_nor_holds_up_the_stop
     end before the exporter gave up on it); with nothing listening, every call still succeeds."""
     silent = _SilentCollector() if collector_state == "never answers" else None
     port = silent.port if silent is not None else free_port()
-    env = {**FAST, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "8", "EVALUATOR_HOST_OTEL_ENDPOINT": f"http://127.0.0.1:{port}"}
+    env = {
+        **FAST,
+        "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "8",
+        "EVALUATOR_HOST_OTEL_ENDPOINT": f"http://127.0.0.1:{port}",
+        "EVALUATOR_HOST_OTEL_SHUTDOWN_S": "1",  # the stop's wait for the last spans (5 s by default)
+    }
     try:
         with serving(tmp_path, "process", env=env) as (client, proc):
             evaluator_id = _evaluator(client)
@@ -367,7 +400,7 @@ def test_a_dead_collector_neither_fails_nor_slows_requests_nor_holds_up_the_stop
             proc.terminate()
             t0 = time.monotonic()
             proc.wait(timeout=60)
-            assert time.monotonic() - t0 < 15  # the last flush gives up after 5 s
+            assert time.monotonic() - t0 < 15  # the last flush gives up after otel_shutdown_s
     finally:
         if silent is not None:
             silent.close()
@@ -417,12 +450,10 @@ print(json.dumps({"codes": codes, "spans": [s.name for s in exporter.get_finishe
 """
 
 
-def test_a_process_global_tracer_provider_gets_no_span_from_fastapis_own_telemetry(tmp_path: Path) -> None:
+def test_a_process_global_tracer_provider_gets_no_span_from_fastapis_own_telemetry(
+    probes: dict[str, subprocess.Popen[bytes]],
+) -> None:
     # the service's spans come from its own provider (off here); FastAPI's built-in telemetry, which
     # follows the process-global one, is off: it would wrap every request in a second server span
-    done = subprocess.run(
-        [sys.executable, "-c", _GLOBAL_PROBE, str(tmp_path)], cwd=REPO, env=_CLEAN, capture_output=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr.decode()[-3000:]
-    seen = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    seen = _answer(probes["global"])
     assert seen == {"codes": [200, 404], "spans": []}

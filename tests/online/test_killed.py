@@ -20,7 +20,11 @@ from tests.support.service import serving
 from tests.support.wait import wait_until
 
 SLOWISH = "import time\ndef evaluate(inputs, outputs, trace):\n    time.sleep(0.05)\n    return 1.0\n"
-ENV = {"EVALUATOR_HOST_ONLINE_POLL_S": "0.05", "EVALUATOR_HOST_ONLINE_SCORING_BATCH": "8"}
+ENV = {
+    "EVALUATOR_HOST_ONLINE_POLL_S": "0.05",
+    "EVALUATOR_HOST_ONLINE_SCORING_BATCH": "8",
+    "EVALUATOR_HOST_ONLINE_SCORING_CONCURRENCY": "12",
+}
 TRACES = 150
 
 

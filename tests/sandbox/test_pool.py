@@ -24,9 +24,11 @@ def _worker(client: TestClient, extra: str = "", **body: object) -> str:
     return str(result["details"]["worker"])
 
 
-@pytest.fixture()
-def small(tmp_path: Path) -> Iterator[TestClient]:
-    settings = make_settings(tmp_path, max_workers=2, idle_ttl_s=0.6, max_uses=3)
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """Two workers at most, idle for 0.6 s at most, 3 uses each; one service for the module's tests (each
+    evaluates code of its own: no worker of another test is ever one of its)."""
+    settings = make_settings(tmp_path_factory.mktemp("small"), max_workers=2, idle_ttl_s=0.6, max_uses=3)
     with TestClient(create_app(settings)) as client:
         yield client
 
@@ -45,10 +47,11 @@ def three_uses(tmp_path: Path) -> Iterator[TestClient]:
     yield from _lasting(tmp_path, 3)
 
 
-@pytest.fixture
-def warm(tmp_path: Path) -> Iterator[TestClient]:
-    """Workers retired neither for idling nor for uses within a test: only for what the test does to them."""
-    yield from _lasting(tmp_path, 100)
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """Workers retired neither for idling nor for uses within a test: only for what the test does to them (one
+    service for the module's tests: each evaluates code of its own, so its workers are its own)."""
+    yield from _lasting(tmp_path_factory.mktemp("warm"), 100)
 
 
 def test_warm_worker_is_reused_until_max_uses(three_uses: TestClient) -> None:

@@ -5,28 +5,32 @@ the key's. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.idempotency import IdempotencyStore
 from tests.support.backends import DATABASES
-from tests.support.pg import Cluster
+from tests.support.migrated import MigratedDatabase, migrated_database
 from tests.support.wait import wait_until
 
 CLAIM_S = 0.2  # short: a stale claim within a fraction of a second (waited on as a condition)
 
 
-@pytest.fixture(params=DATABASES)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> IdempotencyStore:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'keys.db'}"
-    else:
-        cluster: Cluster = request.getfixturevalue("postgres")
-        url = cluster.database()
-    return IdempotencyStore(make_engine(url), CLAIM_S)
+@pytest.fixture(scope="module", params=DATABASES)
+def migrated(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MigratedDatabase]:
+    """One database per backend for the module, migrated once (these tests are about claims, not migrations)."""
+    with migrated_database(request, tmp_path_factory) as database:
+        yield database
+
+
+@pytest.fixture
+def store(migrated: MigratedDatabase) -> Iterator[IdempotencyStore]:
+    store = IdempotencyStore(make_engine(migrated.fresh()), CLAIM_S)
+    yield store
+    store.engine.dispose()
 
 
 def test_a_claim_not_renewed_for_claim_s_is_taken_over_and_the_first_requests_answer_is_not_kept(
@@ -74,6 +78,7 @@ def test_a_claim_renewed_in_time_stays_its_requests_and_a_retry_is_told_it_still
 def test_of_two_retries_racing_for_a_stale_claim_exactly_one_takes_it_over(store: IdempotencyStore) -> None:
     racing = IdempotencyStore(store.engine, 1.0)  # the winner's new claim must not go stale during the race
     racing.claim("POST /v1/jobs", "k3", "digest")
+    _backdate(racing, "k3", 2 * racing.claim_s)  # its request stopped renewing it that long ago (no wait)
     wait_until(lambda: _stale(racing), 30, 0.02, what="the claim to go stale")
     with ThreadPoolExecutor(8) as pool:
         claims = list(pool.map(lambda _: racing.claim("POST /v1/jobs", "k3", "digest"), range(16)))
@@ -86,6 +91,22 @@ def test_a_retry_with_another_body_never_takes_over_a_stale_claim(store: Idempot
     wait_until(lambda: _stale(store, "k4"), 30, 0.02, what="the claim to go stale")
     other = store.claim("POST /v1/jobs", "k4", "another digest")
     assert not other.fresh and other.other_body
+
+
+def _backdate(store: IdempotencyStore, key: str, seconds: float) -> None:
+    """``key``'s claim made ``seconds`` earlier than it was: as if its request had stopped renewing it then (the
+    first test waits a claim's staleness out on the clock)."""
+    from datetime import timedelta
+
+    from sqlalchemy import select, update
+    from sqlalchemy.orm import Session
+
+    from evaluator_host.store.db import IdempotencyRow
+
+    with Session(store.engine) as session, session.begin():
+        made = session.scalars(select(IdempotencyRow.created_at).where(IdempotencyRow.key == key)).one()
+        earlier = made - timedelta(seconds=seconds)
+        session.execute(update(IdempotencyRow).where(IdempotencyRow.key == key).values(created_at=earlier))
 
 
 def _stale(store: IdempotencyStore, key: str = "k3") -> bool:
