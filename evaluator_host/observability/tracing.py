@@ -68,7 +68,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_SHUTDOWN_S = 5.0  # the longest stop() waits for the last spans to be exported (``otel_shutdown_s``)
 _SCOPE = "evaluator_host"
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"})
 MARKER = "evaluator_host.evaluation"  # true on the service's own telemetry: never routed to online rules
@@ -79,7 +78,7 @@ _ROOT = Context()  # a span started in it begins a trace of its own
 Attributes = Mapping[str, AttributeValue]
 _tracer: Tracer | None = None  # set while tracing is on; the hooks test it and nothing else
 _provider: TracerProvider | None = None
-_shutdown_s = _SHUTDOWN_S  # the running provider's settings.otel_shutdown_s
+_shutdown_s = 0.0  # the running provider's settings.otel_shutdown_s (set by start() with it)
 
 
 def traces_url(endpoint: str) -> str:

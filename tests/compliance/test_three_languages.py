@@ -91,20 +91,33 @@ def _code(interface: str, language: str) -> str:
 
 @pytest.fixture(scope="module")
 def answers() -> Callable[[TestClient, str], dict[str, list[dict[str, Any]]]]:
-    """Every row's decided answer per language for one service and interface (run once, on first use)."""
-    runs: dict[tuple[int, str], dict[str, list[dict[str, Any]]]] = {}
+    """Every row's decided answer per language for one service and interface (run once, on first use). Each run
+    keeps its client: a key by ``id(client)`` alone could be reused by the next backend's client once the first
+    is gone, which would hand it the other backend's answers. A run that failed fails each of its rows with
+    its own error (not a missing key)."""
+    runs: dict[tuple[int, str], tuple[TestClient, dict[str, list[dict[str, Any]]] | BaseException]] = {}
+
+    def run(client: TestClient, interface: str) -> dict[str, list[dict[str, Any]]]:
+        cases = [{"inputs": {"q": "x", "i": n}, "outputs": "y"} for n in range(len(VALUES))]
+        body: dict[str, Any] = {"cases": cases, "settings": {"threshold": 0.5}}
+        answered = {}
+        for language in LANGUAGES:
+            results = evaluate(client, _code(interface, language), language, **body)["results"]
+            assert len(results) == len(VALUES), results
+            answered[language] = [_decided(r) for r in results]
+        return answered
 
     def of(client: TestClient, interface: str) -> dict[str, list[dict[str, Any]]]:
         key = (id(client), interface)
-        if key not in runs:
-            cases = [{"inputs": {"q": "x", "i": n}, "outputs": "y"} for n in range(len(VALUES))]
-            body: dict[str, Any] = {"cases": cases, "settings": {"threshold": 0.5}}
-            runs[key] = {}
-            for language in LANGUAGES:
-                results = evaluate(client, _code(interface, language), language, **body)["results"]
-                assert len(results) == len(VALUES), results
-                runs[key][language] = [_decided(r) for r in results]
-        return runs[key]
+        if key not in runs or runs[key][0] is not client:
+            try:
+                runs[key] = (client, run(client, interface))
+            except Exception as exc:  # noqa: BLE001 - raised again for every row of the run
+                runs[key] = (client, exc)
+        answered = runs[key][1]
+        if isinstance(answered, BaseException):
+            raise answered
+        return answered
 
     return of
 

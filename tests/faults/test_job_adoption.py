@@ -26,8 +26,8 @@ from tests.support.pg import Cluster
 from tests.support.replicas import SLEEPY, Replicas, with_signal
 from tests.support.wait import wait_until
 
-LEASE_S = "1"  # the setting's least: each adoption waits about 1.25 s, not the default's 12.5 s (the bench
-# uses the default); the rule asserted (nobody adopts before the owner's last lease ran out) holds at any length
+LEASE_S = "2"  # short, so each test waits seconds, not the default's 10 s (the bench uses the default); not the
+# setting's least (1 s): a live owner that missed a second of renewals on a loaded machine would lose its job
 N = 600  # rows of 20 ms on 2 lanes: about 6 s of work, so the kill lands mid-run
 
 

@@ -33,7 +33,7 @@ ENV = {
 }
 GOOD = "def evaluate(inputs, outputs, trace):\n    return {'score': 1.0, 'passed': True, 'label': 'fine'}\n"
 BROKEN = "def evaluate(inputs, outputs, trace):\n    raise ValueError('the judge broke')\n"
-HOLD = "import time\n\ndef evaluate(inputs, outputs, trace):\n    time.sleep(90)\n    return 1.0\n"
+HOLD = "import time\n\ndef evaluate(inputs, outputs, trace):\n    time.sleep(300)\n    return 1.0\n"
 
 
 def _workers(client: httpx.Client) -> tuple[float, float, float]:
@@ -186,7 +186,7 @@ def test_an_infrastructure_error_says_retrying_with_the_error_until_the_last_att
     # cannot start — the sandbox answers Overloaded, an infrastructure error the scorer retries
     env = {**ENV, "EVALUATOR_HOST_MAX_WORKER_MEMORY_MB": "256", "EVALUATOR_HOST_ONLINE_MAX_ATTEMPTS": "2"}
     with serving(tmp_path, backend, env=env) as (client, _proc):
-        hold = _evaluator(client, "hold", HOLD, timeout_s=30)
+        hold = _evaluator(client, "hold", HOLD, timeout_s=120)
         # a job, not a call: cancelled at the end, it lets the worker go at once (a call is not cancelled
         # by its client going away, and the stopping service waited out its 30 s timeout)
         job = client.post("/v1/jobs", json={"evaluator_id": hold, "rows": [{"outputs": "x"}]})

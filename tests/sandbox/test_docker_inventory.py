@@ -56,6 +56,8 @@ def test_another_data_dirs_runtime_image_is_not_this_ones_until_it_uses_it(tmp_p
         found = asyncio.run(mine.ensure("python", PINS))  # this data dir's service uses the set: its runtime too
         assert found.location == built.location  # their image, found (not built again)
         assert [i.id for i in mine.inventory(rid)] == [rid]
+        short_id = theirs.engine.client().images.get(built.location).short_id  # the id `images show` prints
+        assert [i.image_id for i in mine.list_images() if i.runtime_id == rid] == [short_id]
         one = _lock(tmp_path / "mine", rid)
         assert one.returncode == 0, one.stderr  # one runtime matches, not two
         assert '"six"' in one.stdout and "1.13.0" in one.stdout

@@ -12,18 +12,13 @@ import pytest
 
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.idempotency import IdempotencyStore
-from tests.support.backends import DATABASES
-from tests.support.migrated import MigratedDatabase, migrated_database
+from tests.support.migrated import MigratedDatabase, module_fixtures
 from tests.support.wait import wait_until
 
 CLAIM_S = 0.2  # short: a stale claim within a fraction of a second (waited on as a condition)
 
 
-@pytest.fixture(scope="module", params=DATABASES)
-def migrated(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MigratedDatabase]:
-    """One database per backend for the module, migrated once (these tests are about claims, not migrations)."""
-    with migrated_database(request, tmp_path_factory) as database:
-        yield database
+migrated, _ = module_fixtures()  # one migrated database per backend (``migrated.fresh()`` for each test)
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from evaluator_host.errors import JobNotHeld
 from evaluator_host.store.db import IDLE_IN_TRANSACTION_MS, JobRow, make_engine
 from evaluator_host.store.jobs.leases import database_now
 from evaluator_host.store.jobs.repository import JobStore
-from tests.support.backends import DATABASES, postgres_only
-from tests.support.migrated import MigratedDatabase, migrated_database
+from tests.support.backends import postgres_only
+from tests.support.migrated import module_fixtures
 from tests.support.pg import Cluster
 from tests.support.store import dataset, new_job
 from tests.support.wait import wait_until
@@ -26,17 +26,7 @@ from tests.support.wait import wait_until
 SHORT = 0.3  # a lease that runs out quickly
 
 
-@pytest.fixture(scope="module", params=DATABASES)
-def migrated(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MigratedDatabase]:
-    """One database per backend for the module, migrated once (these tests are about leases, not migrations)."""
-    with migrated_database(request, tmp_path_factory) as database:
-        yield database
-
-
-@pytest.fixture
-def database_url(migrated: MigratedDatabase) -> str:
-    """An empty database, as the suite's own ``database_url`` gives: the module's, emptied for the test."""
-    return migrated.fresh()
+migrated, database_url = module_fixtures()  # one migrated database per backend, emptied for each test
 
 
 @pytest.fixture

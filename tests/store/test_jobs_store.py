@@ -25,23 +25,12 @@ from sqlalchemy.exc import IntegrityError
 from evaluator_host.errors import JobNotHeld, NotFoundError
 from evaluator_host.store.db import DEFAULT_WORKSPACE, DatasetRow, JobRow, make_engine, utcnow
 from evaluator_host.store.jobs.repository import JobStore, StoredResult
-from tests.support.backends import DATABASES, postgres_only
-from tests.support.migrated import MigratedDatabase, migrated_database
+from tests.support.backends import postgres_only
+from tests.support.migrated import module_fixtures
 from tests.support.pg import Cluster
 from tests.support.store import QUEUE_OWNER, dataset, new_job
 
-
-@pytest.fixture(scope="module", params=DATABASES)
-def migrated(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MigratedDatabase]:
-    """One database per backend for the module, migrated once (these tests are about the job store, not migrations)."""
-    with migrated_database(request, tmp_path_factory) as database:
-        yield database
-
-
-@pytest.fixture
-def database_url(migrated: MigratedDatabase) -> str:
-    """An empty database, as the suite's own ``database_url`` gives: the module's, emptied for the test."""
-    return migrated.fresh()
+migrated, database_url = module_fixtures()  # one migrated database per backend, emptied for each test
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ workspace) put back as they were. A test of the migrations themselves keeps a da
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -19,6 +19,7 @@ from sqlalchemy import MetaData, Table, inspect, select, text
 from sqlalchemy.engine import Engine
 
 from evaluator_host.store.db import make_engine
+from tests.support.backends import DATABASES
 
 _KEPT = "alembic_version"  # the schema's version: never touched
 
@@ -86,3 +87,22 @@ def migrated_database(
         yield database
     finally:
         database.close()
+
+
+def module_fixtures() -> tuple[Callable[..., Iterator[MigratedDatabase]], Callable[..., str]]:
+    """The two fixtures a store test module assigns to its globals (``migrated, database_url =
+    module_fixtures()``): ``migrated``, one database per backend of ``DATABASES`` for the module, migrated once;
+    ``database_url``, the module's database emptied for the test, in place of the suite's new one a test."""
+
+    @pytest.fixture(scope="module", params=DATABASES)
+    def migrated(
+        request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[MigratedDatabase]:
+        with migrated_database(request, tmp_path_factory) as database:
+            yield database
+
+    @pytest.fixture
+    def database_url(migrated: MigratedDatabase) -> str:
+        return migrated.fresh()
+
+    return migrated, database_url

@@ -87,16 +87,20 @@ class Replicas:
     def start_all(self, *names: str, settings: dict[str, dict[str, str]] | None = None) -> list[Replica]:
         """:meth:`start` for each of ``names`` (``settings``: a name's own ``EVALUATOR_HOST_*`` values), all
         spawned before any is waited for: their start-ups overlap (each waits on its imports, database and pool)."""
-        spawned = [self._spawn(name, None, (settings or {}).get(name, {})) for name in names]
-        started: list[Replica] = []
+        ports: list[int] = []
+        while len(ports) < len(names):  # distinct: no replica binds its port before every port is picked
+            if (port := free_port()) not in ports:
+                ports.append(port)
+        spawned: list[tuple[str, subprocess.Popen[bytes], httpx.Client, Path]] = []
         try:
-            for one in spawned:
-                started.append(self._healthy(*one))
+            for name, port in zip(names, ports, strict=True):
+                spawned.append(self._spawn(name, port, (settings or {}).get(name, {})))
+            return [self._healthy(*one) for one in spawned]
         except BaseException:
-            for name, proc, client, log in spawned[len(started) + 1 :]:
-                self.running.append(Replica(name, client, proc, "", log))  # close() stops them
+            for name, proc, client, log in spawned:  # every spawned one not yet running: close() stops it
+                if not any(r.proc is proc for r in self.running):
+                    self.running.append(Replica(name, client, proc, "", log))
             raise
-        return started
 
     def _spawn(
         self, name: str, port: int | None, settings: dict[str, str]

@@ -276,7 +276,7 @@ class DockerRuntimeBuilder(BuildOnce):
             infos.append(
                 ImageInfo(
                     runtime_id=rid,
-                    image_id=str(image["Id"])[:17],  # sha256: and 10 digits, as the SDK's short_id
+                    image_id=str(image["Id"])[:19],  # sha256: and 12 digits, as the SDK's short_id
                     language=labels.get(L_LANGUAGE, "?"),
                     packages=json.loads(labels.get(L_PACKAGES, "{}")),
                     lock=json.loads(labels.get(L_LOCK, "[]")),
