@@ -10,7 +10,9 @@ error, until the last attempt stores ``failed`` (``sandbox_error``)."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,13 @@ ENV = {
 }
 GOOD = "def evaluate(inputs, outputs, trace):\n    return {'score': 1.0, 'passed': True, 'label': 'fine'}\n"
 BROKEN = "def evaluate(inputs, outputs, trace):\n    raise ValueError('the judge broke')\n"
-HOLD = "import time\n\ndef evaluate(inputs, outputs, trace):\n    time.sleep(300)\n    return 1.0\n"
+HOLD = "import time\n\ndef evaluate(inputs, outputs, trace):\n    time.sleep(90)\n    return 1.0\n"
+
+
+def _call(base: str, evaluator_id: str) -> None:
+    """A long call of ``evaluator_id`` (its answer does not matter: the service may stop first)."""
+    with contextlib.suppress(httpx.HTTPError):
+        httpx.post(f"{base}/v1/evaluators/{evaluator_id}/evaluate", json={"outputs": "x"}, timeout=150)
 
 
 def _workers(client: httpx.Client) -> tuple[float, float, float]:
@@ -182,16 +190,14 @@ def test_every_rule_says_why_it_did_or_did_not_score_a_trace(tmp_path: Path, bac
 def test_an_infrastructure_error_says_retrying_with_the_error_until_the_last_attempt_fails(
     tmp_path: Path, backend: str
 ) -> None:
-    # room for one worker (memory_mb 256), held by a long row of another evaluator's job: the rule's worker
+    # room for one worker (memory_mb 256), held by a long call of another evaluator: the rule's worker
     # cannot start — the sandbox answers Overloaded, an infrastructure error the scorer retries
     env = {**ENV, "EVALUATOR_HOST_MAX_WORKER_MEMORY_MB": "256", "EVALUATOR_HOST_ONLINE_MAX_ATTEMPTS": "2"}
     with serving(tmp_path, backend, env=env) as (client, _proc):
-        hold = _evaluator(client, "hold", HOLD, timeout_s=120)
-        # a job, not a call: cancelled at the end, it lets the worker go at once (a call is not cancelled
-        # by its client going away, and the stopping service waited out its 30 s timeout)
-        job = client.post("/v1/jobs", json={"evaluator_id": hold, "rows": [{"outputs": "x"}]})
-        assert job.status_code == 202, job.text
-        wait_until(lambda: _workers(client) == (1, 0, 0), 120, 0.1, what="the long row holding the only worker")
+        hold = _evaluator(client, "hold", HOLD, timeout_s=30)  # the service stops once it timed out
+        holder = threading.Thread(target=_call, args=(str(client.base_url), hold), daemon=True)
+        holder.start()
+        wait_until(lambda: _workers(client) == (1, 0, 0), 120, 0.1, what="the long call holding the only worker")
         rule = _rule(client, evaluator_id=_evaluator(client, "good", GOOD))
         provider, tracer = _app(str(client.base_url))
         with tracer.start_as_current_span("chat", kind=SpanKind.SERVER) as root:
@@ -211,5 +217,3 @@ def test_an_infrastructure_error_says_retrying_with_the_error_until_the_last_att
         assert last["decision"] == "failed" and last["attempts"] == 2
         assert last["reason"].startswith("status sandbox_error: SandboxError: gave up after 2 attempts: ")
         assert client.get("/healthz").status_code == 200
-        cancelled = client.post(f"/v1/jobs/{job.json()['id']}/cancel")
-        assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled", cancelled.text
