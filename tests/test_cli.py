@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 
 from evaluator_host.sandbox.docker.engine import Engine
 from evaluator_host.settings import Settings
+from tests.support import zygote
 from tests.support.backends import DOCKER_MISSING, managed_containers
 from tests.support.service import free_port, serving
 
@@ -28,7 +28,7 @@ def test_run_prints_results_and_exit_code(tmp_path: Path) -> None:
     source.write_text("def evaluate(inputs, outputs, trace):\n    print('hello')\n    return outputs == 'a'\n")
     cases = tmp_path / "cases.jsonl"
     cases.write_text('{"outputs": "a"}\n{"outputs": "b"}\n')
-    done = subprocess.run(
+    done = zygote.run(
         [*CLI, "run", str(source), "--cases", str(cases), "--json"],
         capture_output=True,
         text=True,
@@ -38,7 +38,7 @@ def test_run_prints_results_and_exit_code(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     assert [r["score"] for r in rows] == [1.0, 0.0] and rows[0]["stdout"] == "hello\n"
-    pretty = subprocess.run(
+    pretty = zygote.run(
         [*CLI, "run", str(source), "--case", '{"outputs": "a"}'],
         capture_output=True,
         text=True,
@@ -48,12 +48,12 @@ def test_run_prints_results_and_exit_code(tmp_path: Path) -> None:
     assert pretty.returncode == 0 and "ok" in pretty.stdout and "hello" in pretty.stdout
     broken = tmp_path / "broken.py"
     broken.write_text("def evaluate(inputs, outputs, trace):\n    raise ValueError('no')\n")
-    failed = subprocess.run([*CLI, "run", str(broken)], capture_output=True, text=True, env=_env(tmp_path), timeout=60)
+    failed = zygote.run([*CLI, "run", str(broken)], capture_output=True, text=True, env=_env(tmp_path), timeout=60)
     assert failed.returncode == 1 and "ValueError" in failed.stdout
 
 
 def test_serve_refuses_public_bind_without_keys(tmp_path: Path) -> None:
-    done = subprocess.run(
+    done = zygote.run(
         [*CLI, "serve", "--host", "0.0.0.0"], capture_output=True, text=True, env=_env(tmp_path), timeout=30
     )
     assert done.returncode == 2 and "--insecure" in done.stderr
@@ -90,19 +90,19 @@ def test_run_data_in_process_progress_summary_output_and_gates(tmp_path: Path) -
     out = tmp_path / "results.jsonl"
     env = _env(tmp_path / "data", EVALUATOR_HOST_BACKEND="process")
     argv = [*CLI, "run", str(source), "--data", str(rows), "--map", "outputs=answer"]
-    done = subprocess.run([*argv, "--output", str(out)], capture_output=True, text=True, env=env, timeout=120)
+    done = zygote.run([*argv, "--output", str(out)], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "score" in done.stdout and "0.6667" in done.stdout and "rows 300/300" in done.stdout  # the summary table
     assert "300/300" in done.stderr  # the progress bar
     results = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["index"] for r in results] == list(range(300))
     assert results[0]["row"] == {"i": 0, "expected": "a", "answer": "b"} and results[0]["result"]["score"] == 0.0
-    gated = subprocess.run([*argv, "--fail-under", "0.9"], capture_output=True, text=True, env=env, timeout=120)
+    gated = zygote.run([*argv, "--fail-under", "0.9"], capture_output=True, text=True, env=env, timeout=120)
     assert gated.returncode == 1 and "below --fail-under" in gated.stderr
-    as_json = subprocess.run([*argv, "--json"], capture_output=True, text=True, env=env, timeout=120)
+    as_json = zygote.run([*argv, "--json"], capture_output=True, text=True, env=env, timeout=120)
     job = json.loads(as_json.stdout)
     assert as_json.returncode == 0 and job["status"] == "succeeded" and job["revision"] == 1  # same code: same revision
-    bad_map = subprocess.run(
+    bad_map = zygote.run(
         [*CLI, "run", str(source), "--data", str(rows), "--map", "outputs=nope"],
         capture_output=True,
         text=True,
@@ -119,13 +119,13 @@ def test_run_data_against_a_server(tmp_path: Path) -> None:
         rows = _dataset(tmp_path)
         base = str(client.base_url)
         argv = [*CLI, "run", str(source), "--data", str(rows), "--map", "outputs=answer", "--server", base, "--json"]
-        first = subprocess.run(argv, capture_output=True, text=True, env=_env(tmp_path / "client"), timeout=120)
+        first = zygote.run(argv, capture_output=True, text=True, env=_env(tmp_path / "client"), timeout=120)
         assert first.returncode == 0, first.stderr
         job = json.loads(first.stdout)
         assert job["progress"] == {"total": 300, "done": 300, "failed": 0, "cached": 0}
         assert client.get(f"/v1/jobs/{job['id']}").json()["status"] == "succeeded"  # it ran on the server
         source.write_text(BATCH_CODE.replace("==", "!="))  # a changed file becomes a new revision
-        second = subprocess.run(argv, capture_output=True, text=True, env=_env(tmp_path / "client"), timeout=120)
+        second = zygote.run(argv, capture_output=True, text=True, env=_env(tmp_path / "client"), timeout=120)
         assert second.returncode == 0 and json.loads(second.stdout)["revision"] == 2
         evaluators = client.get("/v1/evaluators").json()
         assert [e["name"] for e in evaluators["data"]] == ["exact.py"]
@@ -138,10 +138,10 @@ def test_run_against_a_server_with_keys_takes_its_key_from_the_environment(tmp_p
         source.write_text(BATCH_CODE)
         argv = [*CLI, "run", str(source), "--data", str(_dataset(tmp_path)), "--map", "outputs=answer"]
         argv += ["--server", str(client.base_url), "--json"]
-        keyless = subprocess.run(argv, capture_output=True, text=True, env=_env(tmp_path / "c1"), timeout=120)
+        keyless = zygote.run(argv, capture_output=True, text=True, env=_env(tmp_path / "c1"), timeout=120)
         assert keyless.returncode != 0 and "401" in keyless.stderr + keyless.stdout
         keyed = _env(tmp_path / "c2", EVALUATOR_HOST_API_KEY="k-cli-env")
-        with_key = subprocess.run(argv, capture_output=True, text=True, env=keyed, timeout=120)
+        with_key = zygote.run(argv, capture_output=True, text=True, env=keyed, timeout=120)
         assert with_key.returncode == 0, with_key.stderr
         assert json.loads(with_key.stdout)["progress"]["done"] == 300
 
@@ -162,7 +162,7 @@ def test_in_process_run_leaves_a_live_server_alone(tmp_path: Path) -> None:
         rows = _dataset(tmp_path, 20)
         for extra in (["--case", '{"inputs": {"expected": "a"}, "outputs": "a"}'], ["--data", str(rows)]):
             mapping = ["--map", "outputs=answer"] if "--data" in extra else []
-            done = subprocess.run(
+            done = zygote.run(
                 [*CLI, "run", str(source), *extra, *mapping],
                 capture_output=True,
                 text=True,
@@ -181,7 +181,7 @@ def test_in_process_run_leaves_a_live_server_alone(tmp_path: Path) -> None:
         }
         answer = client.post("/v1/evaluate", json=body)
         assert answer.status_code == 200 and answer.json()["score"] == 1.0, answer.text
-        second = subprocess.run(
+        second = zygote.run(
             [*CLI, "serve", "--port", str(free_port())], capture_output=True, text=True, env=_env(data), timeout=60
         )
         assert second.returncode == 2 and "is using the data dir" in second.stderr  # one service per data dir
@@ -206,7 +206,7 @@ def test_run_data_exits_1_when_rows_error_and_names_the_mapping_that_works(tmp_p
     )
     env = _env(tmp_path / "data", EVALUATOR_HOST_BACKEND="process")
     argv = [*CLI, "run", str(source), "--data", str(rows)]
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    done = zygote.run(argv, capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 1, done.stderr
     flat = " ".join(done.stderr.split())
     assert "2 of 2 rows did not end ok" in flat and "--max-error-rate" in flat
@@ -214,17 +214,17 @@ def test_run_data_exits_1_when_rows_error_and_names_the_mapping_that_works(tmp_p
     assert "AttributeError" in flat  # what the rows failed with
     assert "errors" in done.stdout and "no value" in done.stdout  # errored rows counted apart
     # every row errored: the job failed (AllRowsErrored), and allowing every row to error does not pass it
-    allowed = subprocess.run([*argv, "--max-error-rate", "1"], capture_output=True, text=True, env=env, timeout=120)
+    allowed = zygote.run([*argv, "--max-error-rate", "1"], capture_output=True, text=True, env=env, timeout=120)
     assert allowed.returncode == 1 and "AllRowsErrored" in allowed.stdout + allowed.stderr, allowed.stderr
-    no_score = subprocess.run(
+    no_score = zygote.run(
         [*argv, "--max-error-rate", "1", "--fail-under", "0.5"], capture_output=True, text=True, env=env, timeout=120
     )
     assert no_score.returncode == 1 and "no row has a score" in " ".join(no_score.stderr.split())
-    fixed = subprocess.run(
+    fixed = zygote.run(
         [*argv, "--map", "outputs=model_expression"], capture_output=True, text=True, env=env, timeout=120
     )
     assert fixed.returncode == 0 and "hint" not in fixed.stderr, fixed.stderr
-    half = subprocess.run([*argv, "--max-error-rate", "2"], capture_output=True, text=True, env=env, timeout=60)
+    half = zygote.run([*argv, "--max-error-rate", "2"], capture_output=True, text=True, env=env, timeout=60)
     assert half.returncode == 2 and "between 0 and 1" in half.stderr
 
 
@@ -241,12 +241,12 @@ def test_usage_mistakes_are_one_line_and_exit_2(tmp_path: Path) -> None:
         ("--settings", '{"timeout_s": 0}'): "--settings: timeout_s: input should be greater than or equal to 0.1",
     }
     for extra, message in expected.items():
-        done = subprocess.run(
+        done = zygote.run(
             [*CLI, "run", str(source), *extra], capture_output=True, text=True, env=_env(tmp_path), timeout=60
         )
         assert done.returncode == 2 and done.stderr.startswith("evaluator-host: error: "), (extra, done.stderr)
         assert message in done.stderr and done.stderr.count("\n") == 1, (extra, done.stderr)
-    missing = subprocess.run(
+    missing = zygote.run(
         [*CLI, "run", str(tmp_path / "nope.py")], capture_output=True, text=True, env=_env(tmp_path), timeout=60
     )
     assert missing.returncode == 2 and missing.stderr == (
@@ -259,7 +259,7 @@ def test_cases_summary_rounds_for_people_and_json_keeps_full_precision(tmp_path:
     source.write_text("def evaluate(inputs, outputs, trace):\n    return outputs == 'a'\n")
     cases = tmp_path / "cases.jsonl"
     cases.write_text('{"outputs": "a"}\n{"outputs": "b"}\n{"outputs": "b"}\n')
-    done = subprocess.run(
+    done = zygote.run(
         [*CLI, "run", str(source), "--cases", str(cases)],
         capture_output=True,
         text=True,
@@ -273,7 +273,7 @@ def test_run_refuses_deeply_nested_code_with_the_bound_not_a_traceback(tmp_path:
     """Issue 28.8: a 120 kB ``a+a+…`` is a definition error (exit 2) naming the depth bound."""
     source = tmp_path / "deep.py"
     source.write_text("def evaluate(inputs, outputs, trace):\n    return 1.0\nx = " + "a+" * 60_000 + "a\n")
-    done = subprocess.run([*CLI, "run", str(source)], capture_output=True, text=True, env=_env(tmp_path), timeout=60)
+    done = zygote.run([*CLI, "run", str(source)], capture_output=True, text=True, env=_env(tmp_path), timeout=60)
     assert "the code is nested too deeply" in done.stderr + done.stdout and "Traceback" not in done.stderr
     assert done.returncode == 2, (done.returncode, done.stderr)
 
@@ -286,7 +286,7 @@ def test_run_cases_obey_the_calls_case_limit_like_the_api(tmp_path: Path) -> Non
     cases = tmp_path / "cases.jsonl"
     cases.write_text('{"outputs": "a"}\n{"outputs": "b"}\n{"outputs": "a"}\n')
     for limit, code in (("2", 2), ("3", 0)):
-        done = subprocess.run(
+        done = zygote.run(
             [*CLI, "run", str(source), "--cases", str(cases), "--json"],
             capture_output=True,
             text=True,
@@ -295,7 +295,7 @@ def test_run_cases_obey_the_calls_case_limit_like_the_api(tmp_path: Path) -> Non
         )
         assert done.returncode == code, done.stderr
     assert done.stdout.count("\n") == 3
-    refused = subprocess.run(
+    refused = zygote.run(
         [*CLI, "run", str(source), "--cases", str(cases)],
         capture_output=True,
         text=True,

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import REPO
+from tests.support import REPO, zygote
 from tests.support.service import serving
 
 ADMIN = "cli-operator-key"
@@ -20,7 +20,7 @@ ADMIN = "cli-operator-key"
 def cli(server: str, *argv: str, key: str | None = ADMIN) -> subprocess.CompletedProcess[str]:
     extra = ["--server", server] + (["--admin-key", key] if key else [])
     command = [sys.executable, "-m", "evaluator_host.cli", *argv, *extra]
-    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+    return zygote.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
 
 
 def test_an_operator_creates_a_workspace_and_a_key_then_revokes_it(

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import pytest
 from evaluator_host.errors import DataDirInUse
 from evaluator_host.services import Services
 from evaluator_host.store import schema
-from tests.support import REPO
+from tests.support import REPO, zygote
 from tests.support.backends import postgres_only
 from tests.support.pg import Cluster
 from tests.support.service import free_port, make_settings, serving
@@ -30,7 +29,7 @@ def cli(data_dir: Path, *argv: str, database_url: str | None = None, timeout: fl
     env.pop("EVALUATOR_HOST_DATABASE_URL", None)
     if database_url is not None:
         env["EVALUATOR_HOST_DATABASE_URL"] = database_url
-    done = subprocess.run(
+    done = zygote.run(
         [sys.executable, "-m", "evaluator_host.cli", *argv], cwd=REPO, env=env, capture_output=True, text=True,
         timeout=timeout,
     )  # fmt: skip

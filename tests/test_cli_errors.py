@@ -8,13 +8,13 @@ import json
 import os
 import re
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from evaluator_host.cli.output import located_error
+from tests.support import zygote
 from tests.support.service import free_port
 from tests.support.wait import wait_until
 
@@ -49,7 +49,7 @@ def test_run_prints_a_syntax_error_at_file_line_column_with_the_caret(tmp_path: 
         rows.write_text('{"outputs": "a"}\n')
         extra = ["--data", str(rows)]
     argv = [*CLI, "run", str(source), *extra]
-    done = subprocess.run(argv, capture_output=True, text=True, env=_env(tmp_path), timeout=120)
+    done = zygote.run(argv, capture_output=True, text=True, env=_env(tmp_path), timeout=120)
     assert done.returncode == 2, done.stderr
     lines = [line.rstrip() for line in done.stderr.splitlines() if line.strip()]
     at = next(i for i, line in enumerate(lines) if line.startswith(f"{source}:2:12: SyntaxError: "))
@@ -66,7 +66,7 @@ def test_run_with_server_to_a_stopped_service_names_the_url(tmp_path: Path) -> N
     rows.write_text('{"outputs": "a"}\n')
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     argv = [*CLI, "run", str(source), "--data", str(rows), "--server", url]
-    done = subprocess.run(argv, capture_output=True, text=True, env=_env(tmp_path), timeout=120)
+    done = zygote.run(argv, capture_output=True, text=True, env=_env(tmp_path), timeout=120)
     assert done.returncode == 1, done.stderr
     flat = " ".join(done.stderr.split())
     assert f"cannot reach the service at {url}" in flat and "evaluator-host serve" in flat, flat
@@ -78,7 +78,7 @@ def test_serve_on_a_busy_port_says_the_port_is_in_use_and_how_to_pick_another(tm
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        done = subprocess.run(
+        done = zygote.run(
             [*CLI, "serve", "--port", str(port), "--backend", "process"],
             capture_output=True,
             text=True,
@@ -96,7 +96,7 @@ def test_json_logs_carry_no_ansi_colour_copy_of_the_message(tmp_path: Path) -> N
     log = tmp_path / "serve.log"
     env = _env(tmp_path, EVALUATOR_HOST_LOG_FORMAT="json", EVALUATOR_HOST_BACKEND="process")
     with open(log, "wb") as sink:
-        proc = subprocess.Popen([*CLI, "serve", "--port", str(port), "--log-level", "info"], env=env, stderr=sink)
+        proc = zygote.popen([*CLI, "serve", "--port", str(port), "--log-level", "info"], env=env, stderr=sink)
         try:
             wait_until(lambda: "Uvicorn running" in log.read_text(), 60, 0.1, what="uvicorn's start line")
         finally:
@@ -116,7 +116,7 @@ def test_the_mapping_hint_never_offers_the_reference_column_as_the_outputs(tmp_p
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"q": "2+2", "correct_answer": "4"}\n{"q": "3+3", "correct_answer": "6"}\n')
     env = _env(tmp_path, EVALUATOR_HOST_BACKEND="process")
-    done = subprocess.run(
+    done = zygote.run(
         [*CLI, "run", str(source), "--data", str(rows)], capture_output=True, text=True, env=env, timeout=120
     )
     assert done.returncode == 1, done.stderr
@@ -132,7 +132,7 @@ def test_the_mapping_hint_never_offers_the_reference_column_as_the_outputs(tmp_p
     with_model.write_text(
         '{"q": "2+2", "correct_answer": "4", "says": "4"}\n{"q": "3+3", "correct_answer": "6", "says": "7"}\n'
     )
-    done = subprocess.run(
+    done = zygote.run(
         [*CLI, "run", str(source), "--data", str(with_model)], capture_output=True, text=True, env=env, timeout=120
     )
     flat = " ".join(done.stderr.split())

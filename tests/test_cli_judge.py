@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from evaluator_host.sandbox.process.isolation import probe
+from tests.support import zygote
 from tests.support.llm_server import LLMServer, llm_server
 
 CLI = [sys.executable, "-m", "evaluator_host.cli"]
@@ -54,7 +55,7 @@ def _cli(tmp_path: Path, *args: str, key: bool = True) -> subprocess.CompletedPr
     env.pop("OPENAI_API_KEY", None)
     if key:
         env["OPENAI_API_KEY"] = KEY
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=300)
+    return zygote.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=300)
 
 
 def _judge_flags(server: LLMServer) -> list[str]:

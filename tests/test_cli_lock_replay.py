@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import REPO
+from tests.support import REPO, zygote
 from tests.support.backends import BACKENDS
 from tests.support.jobs import create_evaluator, start, wait
 from tests.support.service import serving
@@ -34,7 +34,7 @@ RANDOM = "import random\n\ndef evaluate(inputs, outputs, trace):\n    # {tag}\n 
 def cli(*argv: str, data_dir: Path, backend: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "EVALUATOR_HOST_BACKEND": backend, "EVALUATOR_HOST_DATA_DIR": str(data_dir)}
     command = [sys.executable, "-m", "evaluator_host.cli", *argv]
-    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+    return zygote.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
 
 
 @pytest.mark.slow

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
+from tests.support import zygote
 from tests.support.nemo import DATASET, EXPECTED, METRIC_TYPE, TUTORIAL_METRIC
 
 CLI = [sys.executable, "-m", "evaluator_host.cli"]
@@ -27,17 +27,17 @@ def test_run_a_nemo_metric_file_on_its_dataset_and_one_case(tmp_path: Path) -> N
     }
     out = tmp_path / "results.jsonl"
     argv = [*CLI, "run", str(source), "--data", str(rows), "--map", "outputs=model_expression"]
-    done = subprocess.run([*argv, "--output", str(out)], capture_output=True, text=True, env=env, timeout=180)
+    done = zygote.run([*argv, "--output", str(out)], capture_output=True, text=True, env=env, timeout=180)
     assert done.returncode == 0, done.stderr
     assert f"{METRIC_TYPE}.valid_expression" in done.stdout and "0.75" in done.stdout and "0.5" in done.stdout
     results = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(r["result"]["outputs"]["valid_expression"], r["result"]["outputs"]["correct_value"]) for r in results] == [
         (float(v), float(c)) for v, c in EXPECTED
     ]
-    as_json = subprocess.run([*argv, "--json"], capture_output=True, text=True, env=env, timeout=180)
+    as_json = zygote.run([*argv, "--json"], capture_output=True, text=True, env=env, timeout=180)
     job = json.loads(as_json.stdout)
     assert job["aggregate"]["outputs"][f"{METRIC_TYPE}.correct_value"]["mean"] == 0.5
-    one = subprocess.run(
+    one = zygote.run(
         [*CLI, "run", str(source), "--case", '{"inputs": {"expected": 55}, "outputs": "(12 * 4) + 7"}', "--json"],
         capture_output=True,
         text=True,

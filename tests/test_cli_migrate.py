@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support import zygote
+
 CLI = [sys.executable, "-m", "evaluator_host.cli", "migrate"]
 LEGACY = "def evaluate(app_params, inputs, output, correct_answer):\n    return output == correct_answer\n"
 READS_APP = "def evaluate(app_params, inputs, output, correct_answer):\n    return bool(app_params.get('ok'))\n"
@@ -16,7 +18,7 @@ JS = "module.exports = (p, i, o, c) => o === c;\n"
 
 def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(tmp_path / "data"), "EVALUATOR_HOST_BACKEND": "process"}
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=120, check=False)
+    return zygote.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=120, check=False)
 
 
 def _tree(tmp_path: Path) -> Path:

@@ -14,7 +14,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from tests.support import REPO
+from tests.support import REPO, zygote
 from tests.support.backends import BACKENDS
 from tests.support.service import serving
 
@@ -34,7 +34,7 @@ FIXTURES: list[dict[str, Any]] = [
 def cli(*argv: str, backend: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "EVALUATOR_HOST_BACKEND": backend}
     command = [sys.executable, "-m", "evaluator_host.cli", "test", *argv]
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=180)
+    return zygote.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=180)
 
 
 def _junit(path: Path) -> dict[str, list[str] | None]:

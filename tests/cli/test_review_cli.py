@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import REPO
+from tests.support import REPO, zygote
 from tests.support.service import serving
 from tests.support.wait import wait_until
 
@@ -22,7 +22,7 @@ CODE = "def evaluate(inputs, outputs, trace):\n    return {'score': inputs['s'],
 
 def cli(server: str, *argv: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "evaluator_host.cli", "review", *argv, "--server", server]
-    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+    return zygote.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api.app import create_app
-from tests.support import REPO
+from tests.support import REPO, zygote
 from tests.support.service import make_settings
 from tests.support.wait import wait_until
 
@@ -20,7 +20,7 @@ from tests.support.wait import wait_until
 def cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(data_dir), "COLUMNS": "200"}
     argv = [sys.executable, "-m", "evaluator_host.cli", "runtimes", *args, "--backend", "process"]
-    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    return zygote.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.network

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import zygote
 from tests.support.service import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -19,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 def _serve(data_dir: Path, env: dict[str, str], *flags: str) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "evaluator_host.cli", "serve", "--port", str(free_port()), *flags]
     full = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(data_dir), **env}
-    return subprocess.run(argv, cwd=REPO, env=full, capture_output=True, text=True, timeout=120)
+    return zygote.run(argv, cwd=REPO, env=full, capture_output=True, text=True, timeout=120)
 
 
 def test_a_malformed_network_allow_is_one_line_and_exit_2(tmp_path: Path) -> None:

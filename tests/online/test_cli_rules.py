@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from evaluator_host.store.db import make_engine
-from tests.support import REPO
+from tests.support import REPO, zygote
 from tests.support.online import chat_trace, hex_id, put_trace, span
 from tests.support.service import serving
 from tests.support.wait import wait_until
@@ -23,7 +23,7 @@ CODE = "def evaluate(inputs, outputs, trace):\n    return {'score': 0.75, 'label
 
 def cli(server: str, *argv: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "evaluator_host.cli", "rules", *argv, "--server", server]
-    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+    return zygote.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
 
 
 def wait_scored(client: httpx.Client, rule_id: str, done: int | None = None) -> str:
@@ -171,7 +171,7 @@ def test_rules_without_the_key_of_a_keyed_service_says_where_the_key_goes(tmp_pa
         bare = {k: v for k, v in os.environ.items() if k != "EVALUATOR_HOST_API_KEY"}
 
         def run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-            return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+            return zygote.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
 
         refused = run(bare)
         assert refused.returncode == 2

@@ -26,7 +26,7 @@ from sqlalchemy import func, select
 from evaluator_host.client import Client, ConflictError
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.online.rows import OnlineScoreRow, OnlineShadowScoreRow
-from tests.support import REPO
+from tests.support import REPO, zygote
 from tests.support.backends import docker_only, postgres_only
 from tests.support.otlp import collector
 from tests.support.service import serving
@@ -157,7 +157,7 @@ def test_a_candidate_revisions_flips_are_counted_exactly_and_its_scores_are_neve
             assert stats["decisions"] == {"scored": len(sent)}
             items = client.get(f"/v1/review-queues/{queue.json()['id']}/items").json()["data"]
             assert len(items) == len(sent) and {i["revision"] for i in items} == {1}
-            listed = subprocess.run(
+            listed = zygote.run(
                 [sys.executable, "-m", "evaluator_host.cli", "rules", "scores", rule_id, "--json", "--server",
                  str(client.base_url)],
                 cwd=REPO, capture_output=True, text=True, timeout=120, check=True,
@@ -185,7 +185,7 @@ FAST_V2 = "def evaluate(inputs, outputs, trace):\n    return {'score': 0.0, 'pas
 
 def _cli(action: str, rule_id: str, server: str, *extra: str) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "evaluator_host.cli", "rules", action, rule_id, "--server", server, *extra]
-    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
+    return zygote.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
 def _states(client: httpx.Client, rule_id: str) -> dict[str, str]:

@@ -7,7 +7,6 @@ whose rows name no trace at all is refused (it would deliver nothing, yet end gr
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from sqlalchemy import func, select
 
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.online.rows import SinkDeliveryRow
-from tests.support import REPO
+from tests.support import REPO, zygote
 from tests.support.backends import BACKENDS
 from tests.support.langfuse import langfuse_stand_in
 from tests.support.phoenix import phoenix_server
@@ -123,7 +122,7 @@ def test_a_jobs_results_are_written_to_langfuse_once_each_against_the_rows_trace
         assert "sinks" not in client.get(f"/v1/jobs/{plain['id']}/results").json()["data"][0]
 
         command = [sys.executable, "-m", "evaluator_host.cli", "jobs", "show", job["id"], "--server"]
-        shown = subprocess.run([*command, str(client.base_url)], cwd=REPO, capture_output=True, text=True, timeout=60)
+        shown = zygote.run([*command, str(client.base_url)], cwd=REPO, capture_output=True, text=True, timeout=60)
         assert shown.returncode == 0, shown.stderr
         assert "langfuse facts: 3 delivered, 1 skipped" in shown.stdout, shown.stdout
         assert SK not in client.get(f"/v1/jobs/{job['id']}").text

@@ -6,13 +6,12 @@ secret references, never shown; a sink whose host the rule may not reach fails a
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 
-from tests.support import REPO
+from tests.support import REPO, zygote
 from tests.support.langfuse import langfuse_stand_in
 from tests.support.service import serving
 from tests.support.sink_app import App, evaluator, scores, settled
@@ -90,7 +89,7 @@ def test_scores_are_written_to_langfuse_once_each_with_its_exact_api_shapes(tmp_
         shown = client.get(f"/v1/online-rules/{trace_rule['id']}").text + client.get("/v1/traces").text
         assert SK not in shown and PK not in shown
         command = [sys.executable, "-m", "evaluator_host.cli", "rules", "scores", trace_rule["id"], "--server"]
-        listed = subprocess.run([*command, str(client.base_url)], cwd=REPO, capture_output=True, text=True, timeout=60)
+        listed = zygote.run([*command, str(client.base_url)], cwd=REPO, capture_output=True, text=True, timeout=60)
         assert listed.returncode == 0 and listed.stdout.count("langfuse:delivered") == 3, listed.stdout + listed.stderr
 
 

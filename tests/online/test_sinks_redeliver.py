@@ -7,7 +7,6 @@ saying so."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from sqlalchemy import update
 
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.online.rows import SinkDeliveryRow
-from tests.support import REPO
+from tests.support import REPO, zygote
 from tests.support.langfuse import langfuse_stand_in
 from tests.support.service import serving
 from tests.support.sink_app import evaluator, settled
@@ -107,7 +106,7 @@ def test_failed_deliveries_are_sent_again_once_allowed_and_recorded_once(tmp_pat
         assert allow.status_code == 200, allow.text
         command = [sys.executable, "-m", "evaluator_host.cli", "rules", "redeliver", rule["id"]]
         command += ["--server", str(client.base_url), "--api-key", auth["Authorization"].split()[1]]
-        run = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+        run = zygote.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
         assert run.returncode == 0 and run.stdout.strip() == "requeued 3 deliveries", run.stdout + run.stderr
         assert client.post(f"/v1/jobs/{job['id']}/sinks/redeliver").json() == {"requeued": 2}
 

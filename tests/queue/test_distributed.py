@@ -6,13 +6,12 @@ processes (process backend), each in its own process group and data dir.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable
 
-from tests.support import REPO
+from tests.support import REPO, zygote
 from tests.support.pg import Cluster
 from tests.support.queue import SECRETS_KEY, Grid, assert_complete, rows
 from tests.support.wait import wait_until
@@ -107,7 +106,7 @@ def test_a_host_added_mid_job_takes_chunks_and_a_drained_host_finishes_its_own(
     grid.wait(job_id, lambda j: j["progress"]["done"] >= 32)
     grid.add_host("b", lanes=2)  # joins while the job runs
     grid.wait(job_id, lambda j: j["progress"]["done"] >= 200)
-    drain = subprocess.run(
+    drain = zygote.run(
         [sys.executable, "-m", "evaluator_host.cli", "worker", "--drain", "--timeout", "60"],
         cwd=REPO, env=grid.host_env("a"), capture_output=True, text=True, timeout=90,
     )  # fmt: skip
@@ -136,7 +135,7 @@ def test_a_queued_job_survives_the_service_restarting(grid: Grid) -> None:
 def test_drain_without_a_worker_on_the_data_dir_says_so(grid_factory: Callable[..., Grid]) -> None:
     grid = grid_factory()
     (grid.root / "nobody").mkdir()
-    drain = subprocess.run(
+    drain = zygote.run(
         [sys.executable, "-m", "evaluator_host.cli", "worker", "--drain"],
         cwd=REPO, env=grid.host_env("nobody"), capture_output=True, text=True, timeout=60,
     )  # fmt: skip
@@ -146,7 +145,7 @@ def test_drain_without_a_worker_on_the_data_dir_says_so(grid_factory: Callable[.
 def test_drain_on_the_services_data_dir_leaves_the_service_running(grid_factory: Callable[..., Grid]) -> None:
     grid = grid_factory()
     client = grid.serve()
-    drain = subprocess.run(
+    drain = zygote.run(
         [sys.executable, "-m", "evaluator_host.cli", "worker", "--drain", "--timeout", "10"],
         cwd=REPO, env=grid.host_env("service"), capture_output=True, text=True, timeout=60,
     )  # fmt: skip
@@ -160,7 +159,7 @@ def test_drain_on_the_services_data_dir_leaves_the_service_running(grid_factory:
 def test_a_worker_without_a_queue_url_refuses_to_start(grid_factory: Callable[..., Grid]) -> None:
     grid = grid_factory()
     env = {k: v for k, v in grid.host_env("c").items() if k != "EVALUATOR_HOST_QUEUE_URL"}
-    done = subprocess.run(
+    done = zygote.run(
         [sys.executable, "-m", "evaluator_host.cli", "worker"], cwd=REPO, env=env, capture_output=True, text=True
     )
     assert done.returncode == 2 and "EVALUATOR_HOST_QUEUE_URL" in done.stderr

@@ -8,7 +8,6 @@ counted in the host's log, and never run — the job's rows are its own dataset'
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Callable
 
@@ -19,7 +18,7 @@ from evaluator_host.jobs.queue.chunks import encode_rows
 from evaluator_host.jobs.queue.signing import sign, task_keys
 from evaluator_host.settings import Settings
 from evaluator_host.store.schema import normalized_url
-from tests.support import REPO
+from tests.support import REPO, zygote
 from tests.support.queue import SECRETS_KEY, Grid, assert_complete, rows
 
 N = 200
@@ -76,7 +75,7 @@ def test_a_queue_without_a_shared_key_refuses_to_start(grid_factory: Callable[..
     grid = grid_factory()
     env = {k: v for k, v in grid.host_env("keyless").items() if k != "EVALUATOR_HOST_SECRETS_KEY"}
     for argv in (["worker", "--name", "keyless"], ["serve", "--port", "1"]):
-        done = subprocess.run(
+        done = zygote.run(
             [sys.executable, "-m", "evaluator_host.cli", *argv],
             cwd=REPO,
             env=env,

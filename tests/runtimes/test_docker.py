@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
-from tests.support import REPO
+from tests.support import REPO, zygote
 from tests.support.backends import docker_only
 from tests.support.service import make_settings
 from tests.support.wait import wait_until
@@ -25,7 +25,7 @@ PINS = {"six": "1.12.0"}  # a set no other test builds: this module may remove i
 def cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(data_dir), "EVALUATOR_HOST_DOCKER_RUNTIME_STORE": "0"}
     argv = [sys.executable, "-m", "evaluator_host.cli", "runtimes", *args, "--backend", "docker"]
-    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    return zygote.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
 
 
 def test_a_prebuilt_image_shows_its_lock_size_and_build_time_is_kept_while_in_use_then_goes(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from evaluator_host.api.app import create_app
 from evaluator_host.sandbox.inventory import RuntimeInfo, prune
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
-from tests.support import REPO
+from tests.support import REPO, zygote
 from tests.support.service import make_settings
 from tests.support.wait import wait_until
 
@@ -33,7 +33,7 @@ FORTY_DAYS = 40 * 86400
 def cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(data_dir)}
     argv = [sys.executable, "-m", "evaluator_host.cli", "runtimes", *args, "--backend", "process"]
-    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    return zygote.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
 
 
 def age(data_dir: Path, rid: str) -> None:

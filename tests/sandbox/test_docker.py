@@ -8,7 +8,6 @@ import io
 import json
 import os
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -28,6 +27,7 @@ from evaluator_host.sandbox.docker.backend import DockerBackend
 from evaluator_host.sandbox.docker.engine import MANAGED, OWNER, Engine
 from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
 from evaluator_host.sandbox.docker.worker import DockerWorker
+from tests.support import zygote
 from tests.support.backends import SESSION_ID, SESSION_LABEL, docker_only, managed_containers
 from tests.support.service import assert_healthy, evaluate, make_settings, serving
 from tests.support.wait import wait_until
@@ -386,17 +386,17 @@ def test_a_second_evaluator_on_the_same_set_builds_nothing(service: TestClient) 
 def test_images_cli_lists_builds_and_prunes(tmp_path: Path) -> None:
     env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(tmp_path), "EVALUATOR_HOST_DOCKER_RUNTIME_STORE": "0"}
     cli = [sys.executable, "-m", "evaluator_host.cli", "images"]
-    built = subprocess.run([*cli, "build", "--packages", '{"six": "1.15.0"}'], capture_output=True, text=True, env=env)
+    built = zygote.run([*cli, "build", "--packages", '{"six": "1.15.0"}'], capture_output=True, text=True, env=env)
     assert built.returncode == 0 and "six==1.15.0" in built.stdout, built.stderr
-    listing = subprocess.run([*cli, "list", "--json"], capture_output=True, text=True, env=env, check=True)
+    listing = zygote.run([*cli, "list", "--json"], capture_output=True, text=True, env=env, check=True)
     rows = [json.loads(line) for line in listing.stdout.splitlines()]
     six = [r for r in rows if r["packages"] == {"six": "1.15.0"}]
     assert six and six[0]["lock"] == ["six==1.15.0"] and six[0]["size_bytes"] > 0
     assert six[0]["last_used"] is None  # built, never run by this data dir
     rid = six[0]["runtime_id"]
-    pruned = subprocess.run([*cli, "prune", "--runtime", rid], capture_output=True, text=True, env=env)
+    pruned = zygote.run([*cli, "prune", "--runtime", rid], capture_output=True, text=True, env=env)
     assert pruned.returncode == 0 and six[0]["runtime_id"] in pruned.stdout
-    listing = subprocess.run([*cli, "list", "--json"], capture_output=True, text=True, env=env, check=True)
+    listing = zygote.run([*cli, "list", "--json"], capture_output=True, text=True, env=env, check=True)
     assert six[0]["runtime_id"] not in listing.stdout
 
 
@@ -478,7 +478,7 @@ def test_make_images_never_takes_a_runtime_image_for_the_base() -> None:
     from tests.support import REPO
 
     script = [str(REPO / "sandbox_images" / "build_base.sh")]
-    subprocess.run(script, check=True, capture_output=True, timeout=1800)
+    zygote.run(script, check=True, capture_output=True, timeout=1800)
     client = docker.from_env()
     tag = make_settings(Path("/tmp")).base_image
     derived_tag = "evaluator-host/test-derived-from-base:latest"
@@ -487,7 +487,7 @@ def test_make_images_never_takes_a_runtime_image_for_the_base() -> None:
         dockerfile = f'FROM {tag}\nUSER nobody\nVOLUME /data\nCMD ["sleep", "1"]\n'.encode()
         derived, _ = client.images.build(fileobj=io.BytesIO(dockerfile), tag=derived_tag, rm=True, pull=False)
         assert derived.labels.get("evaluator-host.base-key") == base.labels["evaluator-host.base-key"]
-        subprocess.run(script, check=True, capture_output=True, timeout=600)  # "up to date": which image?
+        zygote.run(script, check=True, capture_output=True, timeout=600)  # "up to date": which image?
         again = client.images.get(tag)
         assert again.id == base.id != derived.id
         assert not again.attrs["Config"].get("Volumes") and again.attrs["Config"].get("User") != "nobody"

@@ -20,7 +20,7 @@ import pytest
 
 from evaluator_host.sandbox.docker.engine import OWNER, Engine
 from evaluator_host.sandbox.docker.images import L_RUNTIME, DockerRuntimeBuilder
-from tests.support import REPO
+from tests.support import REPO, zygote
 from tests.support.backends import docker_only
 from tests.support.service import make_settings
 
@@ -32,7 +32,7 @@ PINS = {"six": "1.13.0"}  # a set no other test builds: its image is this test's
 def _lock(data_dir: Path, rid: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(data_dir), "EVALUATOR_HOST_BACKEND": "docker"}
     argv = [sys.executable, "-m", "evaluator_host.cli", "runtimes", "lock", rid[:16], "--backend", "docker"]
-    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+    return zygote.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
 
 
 def test_another_data_dirs_runtime_image_is_not_this_ones_until_it_uses_it(tmp_path: Path) -> None:

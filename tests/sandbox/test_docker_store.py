@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from evaluator_host.api import create_app
 from evaluator_host.sandbox.docker.engine import OWNER, Engine
 from evaluator_host.sandbox.docker.store_binds import is_folder
-from tests.support import REPO
+from tests.support import REPO, zygote
 from tests.support.backends import docker_only
 from tests.support.service import assert_healthy, evaluate, make_settings
 from tests.support.wait import wait_until
@@ -42,7 +42,7 @@ def evaluate(inputs, outputs, trace):
 def _prune(data_dir: Path, rid: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(data_dir), "EVALUATOR_HOST_DOCKER_RUNTIME_STORE": "1"}
     argv = [sys.executable, "-m", "evaluator_host.cli", "runtimes", "prune", "--runtime", rid, "--backend", "docker"]
-    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    return zygote.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
 
 
 def _inodes(root: Path) -> dict[str, int]:

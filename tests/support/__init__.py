@@ -6,6 +6,8 @@ helpers) and never from another test module (``tests/unit/test_test_layout.py`` 
 
 - ``service``: settings, a started service's calls (``evaluate``, ``assert_healthy``), the real
   ``serve`` process (``serving``), a free loopback port;
+- ``zygote``: ``python -m evaluator_host.cli`` commands (``serve`` and the CLI's) forked from a process that
+  imported the package once, as ``subprocess.run``/``Popen`` would start them (``zygote.run``, ``zygote.popen``);
 - ``backends``: the backend and database parametrizations and their skip marks, the managed containers;
 - ``client``: the client tests' service (keys on, a workspace and its key: ``live_service``);
 - ``wait``: ``wait_until``, the one polling helper; ``aio``: the one way to run an async test;

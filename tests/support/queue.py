@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from tests.support import REPO
 from tests.support.redis_server import RedisServer
 from tests.support.service import serving
 from tests.support.wait import wait_until
+from tests.support.zygote import CLI, Process, popen
 
 SECRETS_KEY = Fernet.generate_key().decode()  # the deployment's key (the service's and every host's)
 
@@ -49,8 +49,8 @@ class Grid:
     database_url: str
     env: dict[str, str]
     client: httpx.Client | None = None
-    service: subprocess.Popen[bytes] | None = None
-    hosts: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    service: Process | None = None
+    hosts: dict[str, Process] = field(default_factory=dict)
     stack: ExitStack = field(default_factory=ExitStack)
 
     def serve(self) -> httpx.Client:
@@ -63,11 +63,11 @@ class Grid:
     def host_env(self, name: str) -> dict[str, str]:
         return {**os.environ, **self.env, "EVALUATOR_HOST_DATA_DIR": str(self.root / name)}
 
-    def add_host(self, name: str, lanes: int = 2) -> subprocess.Popen[bytes]:
+    def add_host(self, name: str, lanes: int = 2) -> Process:
         """Start ``evaluator-host worker --name NAME`` in a process group of its own."""
-        argv = [sys.executable, "-m", "evaluator_host.cli", "worker", "--name", name, "--lanes", str(lanes)]
+        argv = [*CLI, "worker", "--name", name, "--lanes", str(lanes)]
         log = open(self.root / f"{name}.log", "ab")  # noqa: SIM115 - the child holds it
-        proc = subprocess.Popen(
+        proc = popen(
             argv, cwd=REPO, env=self.host_env(name), start_new_session=True, stdout=log, stderr=subprocess.STDOUT
         )
         log.close()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from evaluator_host.store.schema import normalized_url
 from tests.support import REPO
 from tests.support.service import free_port
 from tests.support.wait import wait_until
+from tests.support.zygote import CLI, Process, popen
 
 # a row that waits like a model call; every other row passes (the aggregate is known: mean 0.5)
 SLEEPY = (
@@ -47,7 +47,7 @@ class Replica:
 
     name: str
     client: httpx.Client
-    proc: subprocess.Popen[bytes]
+    proc: Process
     service_id: str
     log: Path
 
@@ -91,7 +91,7 @@ class Replicas:
         while len(ports) < len(names):  # distinct: no replica binds its port before every port is picked
             if (port := free_port()) not in ports:
                 ports.append(port)
-        spawned: list[tuple[str, subprocess.Popen[bytes], httpx.Client, Path]] = []
+        spawned: list[tuple[str, Process, httpx.Client, Path]] = []
         try:
             for name, port in zip(names, ports, strict=True):
                 spawned.append(self._spawn(name, port, (settings or {}).get(name, {})))
@@ -104,7 +104,7 @@ class Replicas:
 
     def _spawn(
         self, name: str, port: int | None, settings: dict[str, str]
-    ) -> tuple[str, subprocess.Popen[bytes], httpx.Client, Path]:
+    ) -> tuple[str, Process, httpx.Client, Path]:
         data_dir = self.root / name
         data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         if self.shared_datasets and not (data_dir / "datasets").exists():
@@ -116,13 +116,12 @@ class Replicas:
             "EVALUATOR_HOST_DATA_DIR": str(data_dir),
         }
         port = port or free_port()
-        argv = [sys.executable, "-m", "evaluator_host.cli", "serve", "--port", str(port)]
         log = self.root / f"{name}.log"
         with open(log, "ab") as out:
-            proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+            proc = popen([*CLI, "serve", "--port", str(port)], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
         return name, proc, httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60), log
 
-    def _healthy(self, name: str, proc: subprocess.Popen[bytes], client: httpx.Client, log: Path) -> Replica:
+    def _healthy(self, name: str, proc: Process, client: httpx.Client, log: Path) -> Replica:
         """Wait for a spawned replica's ``/healthz``; the replica, now in :attr:`running`."""
 
         def healthy() -> bool:
@@ -223,7 +222,7 @@ class Replicas:
             self.engine.dispose()
 
 
-def with_signal(proc: subprocess.Popen[bytes], signum: int) -> None:
+def with_signal(proc: Process, signum: int) -> None:
     """Send ``signum`` to ``proc`` when it still runs."""
     if proc.poll() is None:
         proc.send_signal(signum)

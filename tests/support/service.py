@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 import re
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +16,7 @@ from fastapi.testclient import TestClient
 from evaluator_host.settings import Settings
 from tests.support import REPO
 from tests.support.wait import wait_until
+from tests.support.zygote import CLI, Process, popen
 
 
 def make_settings(data_dir: Path, **overrides: object) -> Settings:
@@ -60,12 +59,14 @@ def serving(
     pass_fds: tuple[int, ...] = (),
     database_url: str | None = None,
     env: dict[str, str] | None = None,
-) -> Iterator[tuple[httpx.Client, subprocess.Popen[bytes]]]:
+) -> Iterator[tuple[httpx.Client, Process]]:
     """The real service (``evaluator-host serve``) on ``data_dir``, healthy; terminated (or reaped) afterwards.
 
     ``backend`` None leaves the choice to the service (``auto``); ``pass_fds`` are descriptors it
     inherits (as from a shell's ``exec 7<file``); ``database_url`` None is the data dir's SQLite
-    file; ``env`` adds environment variables (settings). The caller may kill the process.
+    file; ``env`` adds environment variables (settings). The caller may kill the process. Started as
+    ``python -m evaluator_host.cli serve`` would be, forked from the test process's zygote
+    (``tests/support/zygote.py``: the same command without the import).
     """
     env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(data_dir), **(env or {})}
     if backend is not None:
@@ -73,8 +74,7 @@ def serving(
     if database_url is not None:
         env["EVALUATOR_HOST_DATABASE_URL"] = database_url
     port = free_port()
-    argv = [sys.executable, "-m", "evaluator_host.cli", "serve", "--port", str(port), "--log-level", "warning"]
-    proc = subprocess.Popen(argv, cwd=REPO, env=env, pass_fds=pass_fds)
+    proc = popen([*CLI, "serve", "--port", str(port), "--log-level", "warning"], cwd=REPO, env=env, pass_fds=pass_fds)
     client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60)
     try:
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
+from tests.support import zygote
 from tests.support.llm_server import llm_server
 
 CLI = [sys.executable, "-m", "evaluator_host.cli"]
@@ -32,7 +32,7 @@ def test_run_data_with_a_model_target(tmp_path: Path) -> None:
         }
         url = f"http://llm.test:{llm.port}/v1"
         argv = [*CLI, "run", str(source), "--data", str(rows), "--target-url", url, "--target-model", "m"]
-        done = subprocess.run(
+        done = zygote.run(
             [*argv, "--prompt-file", str(template), "--concurrency", "8", "--output", str(out)],
             capture_output=True,
             text=True,
@@ -44,7 +44,7 @@ def test_run_data_with_a_model_target(tmp_path: Path) -> None:
         results = [json.loads(line) for line in out.read_text().splitlines()]
         assert [r["generation"]["text"] for r in results] == [f"A: Q: q{i}" for i in range(25)]
         assert all(r["result"]["passed"] is True for r in results)
-        capped = subprocess.run(
+        capped = zygote.run(
             [*argv, "--prompt", "Q: {{ question }}", "--max-calls", "5"],
             capture_output=True,
             text=True,
@@ -53,7 +53,7 @@ def test_run_data_with_a_model_target(tmp_path: Path) -> None:
         )
         assert capped.returncode == 1 and "budget_exhausted" not in capped.stderr
         assert "BudgetExhausted" in capped.stdout and "rows 5/25" in capped.stdout
-        refused = subprocess.run(
+        refused = zygote.run(
             [*argv[:-4], "--target-url", url.replace("llm.test", "other.test"), "--target-model", "m", "--prompt", "x"],
             capture_output=True,
             text=True,
@@ -63,7 +63,7 @@ def test_run_data_with_a_model_target(tmp_path: Path) -> None:
         assert refused.returncode == 2 and "other.test" in refused.stderr, refused.stderr
         # a prompt naming a column no row has: refused before the job (issue 48.4), naming the variable and the
         # rows' columns, and never suggesting to map outputs (a model target's outputs is the model's answer)
-        missing = subprocess.run(
+        missing = zygote.run(
             [*argv, "--prompt", "Q: {{ nope }}"], capture_output=True, text=True, env=env, timeout=120
         )
         flat = " ".join((missing.stdout + missing.stderr).split())
