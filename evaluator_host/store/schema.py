@@ -27,9 +27,10 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from alembic import command
 from alembic.config import Config
+from alembic.runtime.environment import EnvironmentContext
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
@@ -124,6 +125,19 @@ def _file_lock(engine: Engine) -> Iterator[None]:
         os.close(fd)
 
 
+def _upgrade_to_head(conn: Connection) -> None:
+    """``alembic upgrade head`` on ``conn`` with this process's revisions (:func:`_scripts`): what
+    ``alembic.command.upgrade`` does, without reading every migration file once more into a new
+    ``ScriptDirectory`` (a fresh database's start read them twice)."""
+    script = _scripts()
+
+    def steps(revision: Any, _context: Any) -> Any:
+        return script._upgrade_revs("head", revision)  # as alembic.command.upgrade
+
+    with EnvironmentContext(_config(conn), script, fn=steps, as_sql=False, starting_rev=None, destination_rev="head"):
+        script.run_env()
+
+
 def upgrade(engine: Engine) -> SchemaState:
     """Migrate the database to the newest revision (nothing to do: one cheap read). Returns the state before."""
     before = state(engine)
@@ -143,7 +157,7 @@ def _upgrade(engine: Engine) -> SchemaState:
             before = _state(conn)  # another starter may have migrated while we waited
             if before.up_to_date:
                 return before
-        command.upgrade(_config(conn), "head")
+        _upgrade_to_head(conn)
     was = before.current or ("none (made before migrations)" if before.legacy else "none (empty)")
     log.info("database schema migrated from revision %s to %s", was, before.head)
     return before

