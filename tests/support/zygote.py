@@ -1,28 +1,29 @@
-"""``evaluator-host`` commands forked from a preloaded process: the suite's service and CLI starts without their import.
+"""``evaluator-host`` commands forked from a preloaded process: the suite's service and CLI starts without their
+import.
 
 A real ``python -m evaluator_host.cli serve`` spends most of its start importing the package, FastAPI, SQLAlchemy
 and pydantic (about 1.1-1.9 s of CPU on the 2-core machine), and the suite starts hundreds of services and CLI
-commands. Each test process (each xdist worker) starts one *zygote* on first use: a fresh
-``python -m tests.support.zygote SOCKET`` that imports those modules once (:data:`PRELOAD`), never builds an app,
-starts no thread, and then forks one child per command it is asked for. A child is the command as a fresh process
-would run it: the caller's descriptors as its stdin, stdout, stderr and ``pass_fds`` (sent over the Unix socket,
+commands. Each test process (each xdist worker) starts one *zygote* on first use: a fresh ``python -m
+tests.support.zygote SOCKET`` that imports those modules once (:data:`PRELOAD`), never builds an app, starts no
+thread, and then forks one child per command it is asked for. A child is the command as a fresh process would run
+it: the caller's descriptors as its stdin, stdout, stderr and ``pass_fds`` (sent over the Unix socket,
 ``SCM_RIGHTS``, and placed at the numbers asked for; every other descriptor closed), its own environment
-(``os.environ`` replaced whole) and working directory, signal dispositions back to their defaults, a new session
-when asked, ``sys.argv`` as the console script's; it runs ``evaluator_host.cli.main`` and leaves through the
-interpreter's own exit (``SystemExit``: atexit handlers and non-daemon threads as in a real process). The zygote
-is its parent: it reaps it and writes the wait status on the request's connection, so the caller's
-:class:`ZygoteProcess` answers ``poll``/``wait``/``returncode`` as :class:`subprocess.Popen` does (signals as
-negative codes) and signals it by pid.
+(``os.environ`` replaced whole) and working directory, the signal dispositions a fresh interpreter has (the zygote
+installs no handler: SIGINT raises ``KeyboardInterrupt``, SIGPIPE ignored), a new session when asked, ``sys.argv``
+as the console script's; it runs ``evaluator_host.cli.main`` and leaves through the interpreter's own exit
+(``SystemExit``: atexit handlers and non-daemon threads as in a real process). The zygote is its parent: it reaps it
+and writes the wait status on the request's connection, so the caller's :class:`ZygoteProcess` answers
+``poll``/``wait``/``returncode`` as :class:`subprocess.Popen` does (signals as negative codes) and signals it by
+pid.
 
-Contract: :func:`popen` and :func:`run` are :class:`subprocess.Popen` and :func:`subprocess.run` for an argv
-that starts with :data:`CLI` (``python -m evaluator_host.cli``), with the keywords the suite uses; any other
-argv or keyword, a stdin pipe, or an environment that changes how the interpreter starts (a ``PYTHON*`` variable
-different from the zygote's) runs as a real subprocess, and so does everything when
-``EVALUATOR_HOST_TEST_ZYGOTE=0``. A child's ``sys.path[0]`` is its working directory, as ``-m`` makes it; what
-the zygote preloaded is not looked up again there. What a fork cannot prove — that
-``python -m evaluator_host.cli`` itself starts, its imports, the installed console script — stays with the tests
-that start real processes (``tests/unit/test_start_imports.py``, ``tests/unit/test_bundled.py``,
-``tests/support/installed.py``).
+Contract: :func:`popen` and :func:`run` are :class:`subprocess.Popen` and :func:`subprocess.run` for an argv that
+starts with :data:`CLI` (``python -m evaluator_host.cli``), with the keywords the suite uses; any other argv or
+keyword, a stdin pipe, or an environment that changes how the interpreter starts (a ``PYTHON*`` variable different
+from the zygote's) runs as a real subprocess, and so does everything when ``EVALUATOR_HOST_TEST_ZYGOTE=0``. A
+child's ``sys.path[0]`` is its working directory, as ``-m`` makes it; what the zygote preloaded is not looked up
+again there. What a fork cannot prove — that ``python -m evaluator_host.cli`` itself starts, its imports, the
+installed console script — stays with the tests that start real processes (``tests/unit/test_start_imports.py``,
+``tests/unit/test_bundled.py``, ``tests/support/installed.py``).
 """
 
 from __future__ import annotations
@@ -191,10 +192,6 @@ def _become_command() -> None:
         if fd not in keep:
             with contextlib.suppress(OSError):
                 os.close(fd)
-    for number in range(1, signal.NSIG):
-        with contextlib.suppress(OSError, ValueError, RuntimeError):
-            if signal.getsignal(number) not in (signal.SIG_DFL, None):
-                signal.signal(number, signal.SIG_DFL)
     if request["new_session"]:
         os.setsid()
     os.chdir(request["cwd"])
@@ -412,15 +409,21 @@ def popen(argv: Sequence[Any], **kwargs: Any) -> Process:
             "new_session": bool(kwargs.get("start_new_session")),
         }
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        conn.connect(zygote.path)
         payload = json.dumps(request).encode() + b"\n"
-        conn.sendmsg([payload], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())])
         reply = b""
-        while b"\n" not in reply:
-            chunk = conn.recv(4096)
-            if not chunk:
-                raise RuntimeError(f"the test zygote did not start {args[3:]}")
-            reply += chunk
+        try:
+            conn.connect(zygote.path)
+            conn.sendmsg([payload], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())])
+            while b"\n" not in reply:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    raise ConnectionError("the zygote closed the request")
+                reply += chunk
+        except OSError:  # the zygote went away before forking: the command as a real subprocess
+            conn.close()
+            for reader in readers.values():
+                reader.close()
+            return subprocess.Popen(args, **kwargs)
         head, rest = reply.split(b"\n", 1)
         process = ZygoteProcess(args, conn, json.loads(head)["pid"], readers.get("stdout"), readers.get("stderr"))
         process._buffer = rest

@@ -89,3 +89,28 @@ def test_the_cpu_of_forked_commands_is_counted_for_this_process() -> None:
     before = zygote.reaped_cpu
     assert zygote.run([*CLI, "--version"], capture_output=True, timeout=60).returncode == 0
     assert zygote.reaped_cpu > before
+
+
+def _signal_masks(pid: int) -> dict[str, str]:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return {k: v.strip() for k, v in (line.split(":", 1) for line in lines) if k in ("SigBlk", "SigIgn", "SigCgt")}
+
+
+def test_a_forked_serve_has_the_signal_dispositions_of_a_real_one(tmp_path: Path) -> None:
+    """Blocked, ignored and caught signals, read from ``/proc`` once each service answers: the same sets."""
+    masks = []
+    for name, start in (("forked", zygote.popen), ("real", subprocess.Popen)):
+        port = free_port()
+        env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(tmp_path / name), "EVALUATOR_HOST_BACKEND": "process"}
+        proc = start([*CLI, "serve", "--port", str(port), "--log-level", "warning"], env=env)
+        try:
+            assert isinstance(proc, ZygoteProcess) == (name == "forked")
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
+                wait_until(
+                    lambda c=client: c.get("/healthz").status_code == 200, 120, 0.1, ignoring=(httpx.TransportError,)
+                )
+            masks.append(_signal_masks(proc.pid))
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+    assert masks[0] == masks[1]
