@@ -280,26 +280,34 @@ class ZygoteProcess:
         self._lock = threading.Lock()
 
     def _read_status(self, timeout: float | None) -> int | None:
-        with self._lock:
-            if self.returncode is not None:
+        """The return code once the zygote reported it, waiting up to ``timeout`` (None: for ever) for it. The
+        socket is read in short slices under a lock another thread's ``poll`` never waits for (as ``Popen``'s)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            if not self._lock.acquire(blocking=timeout != 0):
                 return self.returncode
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while b"\n" not in self._buffer:
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                self._conn.settimeout(left)
-                try:
-                    chunk = self._conn.recv(4096)
-                except (TimeoutError, BlockingIOError):
-                    return None
-                if not chunk:
-                    raise RuntimeError(f"the test zygote went away while {self.args} ran")
-                self._buffer += chunk
-            reply = json.loads(self._buffer.split(b"\n", 1)[0])
-            self.returncode = os.waitstatus_to_exitcode(reply["status"])
-            global reaped_cpu
-            reaped_cpu += reply["cpu"]
-            self._conn.close()
-            return self.returncode
+            try:
+                if self.returncode is None:
+                    left = 0.05 if deadline is None else min(0.05, max(0.0, deadline - time.monotonic()))
+                    self._conn.settimeout(left)
+                    try:
+                        chunk = self._conn.recv(4096)
+                    except (TimeoutError, BlockingIOError):
+                        chunk = None
+                    if chunk == b"":
+                        raise RuntimeError(f"the test zygote went away while {self.args} ran")
+                    self._buffer += chunk or b""
+                    if b"\n" in self._buffer:
+                        reply = json.loads(self._buffer.split(b"\n", 1)[0])
+                        global reaped_cpu
+                        reaped_cpu += reply["cpu"]
+                        self._conn.close()
+                        self.returncode = os.waitstatus_to_exitcode(reply["status"])
+            finally:
+                self._lock.release()
+            if self.returncode is None and deadline is not None and time.monotonic() >= deadline:
+                return None
+        return self.returncode
 
     def poll(self) -> int | None:
         return self._read_status(0)
