@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -147,6 +148,13 @@ def test_a_root_service_refuses_when_the_sandbox_uid_cannot_read_the_runtimes(tm
     assert json.dumps(str(tmp_path)) not in done.stderr  # a clean refusal, no traceback
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def _processes_of(uid: int) -> list[int]:
     """Live processes (zombies are dead: they await their parent's wait) running with ``uid``."""
     found = []
@@ -165,10 +173,13 @@ def _processes_of(uid: int) -> list[int]:
 def test_processes_an_rlimits_worker_leaves_behind_are_killed_by_its_uid(tmp_path: Path, cache_dir: Path) -> None:
     """No pid namespace in the rlimits-only mode: a detached process (double fork + setsid) of user code
     would outlive the call and hold the uid the next worker gets. The host kills every process of the
-    worker's own uid after each batch (through pidfds) and before the uid is handed out again."""
+    worker's own uid after each batch (through pidfds) and before the uid is handed out again. The sleeps
+    carry a duration of this run's own (``sleep 300.<random>``): what is looked for is this test's processes,
+    not another test's sleep under a sandbox uid of the same number (two test processes run at once)."""
+    mine = f"sleep 300.{secrets.randbelow(10**9):09d}"
     code = (
         "import os, subprocess\n\ndef evaluate(inputs, outputs, trace):\n"
-        "    subprocess.Popen(['sh', '-c', '(setsid sleep 300 &) ; sleep 300'], start_new_session=True,\n"
+        f"    subprocess.Popen(['sh', '-c', '(setsid {mine} &) ; {mine}'], start_new_session=True,\n"
         "                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
         "    return {'score': 1, 'uid': os.getuid()}\n"
     )
@@ -179,7 +190,7 @@ def test_processes_an_rlimits_worker_leaves_behind_are_killed_by_its_uid(tmp_pat
         assert uid != 0
         workers = client.get("/healthz").json()["workers"]
         assert workers["total"] >= 1  # the worker itself is still warm
-        left = [pid for pid in _processes_of(uid) if "sleep" in Path(f"/proc/{pid}/cmdline").read_bytes().decode()]
+        left = [pid for pid in _processes_of(uid) if mine in _cmdline(pid)]
         assert left == []
         assert_healthy(client)
     assert _processes_of(uid) == []  # the worker gone, nothing of its uid is left
