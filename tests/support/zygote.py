@@ -151,16 +151,21 @@ def _fork_child(conn: socket.socket, listener: socket.socket, selector: selector
     """Read one request from ``conn`` and fork its child; the child's pid in the zygote, None in the child."""
     fds = array.array("i")
     data = b""
-    while not data.endswith(b"\n"):
-        chunk, ancdata, _flags, _addr = conn.recvmsg(1 << 20, socket.CMSG_SPACE(MAX_FDS * fds.itemsize))
-        if not chunk:
-            conn.close()
-            return -1
-        data += chunk
-        for level, kind, payload in ancdata:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
-    request = json.loads(data)
+    try:
+        while not data.endswith(b"\n"):
+            chunk, ancdata, _flags, _addr = conn.recvmsg(1 << 20, socket.CMSG_SPACE(MAX_FDS * fds.itemsize))
+            for level, kind, payload in ancdata:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+            if not chunk:
+                raise ConnectionError("the caller went away before its request was whole")
+            data += chunk
+        request = json.loads(data)
+    except (OSError, ValueError):  # a caller gone or garbled: no child, the zygote serves the next one
+        for fd in fds:
+            os.close(fd)
+        conn.close()
+        return -1
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
@@ -172,7 +177,8 @@ def _fork_child(conn: socket.socket, listener: socket.socket, selector: selector
         return None
     for fd in fds:
         os.close(fd)
-    conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+    with contextlib.suppress(OSError):  # a caller gone: the child is still reaped below
+        conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
     selector.register(os.pidfd_open(pid), selectors.EVENT_READ, (pid, conn))
     return pid
 
