@@ -31,6 +31,7 @@ from __future__ import annotations
 import array
 import atexit
 import contextlib
+import fcntl
 import json
 import os
 import selectors
@@ -75,9 +76,9 @@ PRELOAD = (
     "httpx",
     "rich.console",
     "evaluator_host.jobs.queue.host",
-    # what a service's start imports (uvicorn's loop, protocols and lifespan; the migrations; the drivers)
+    # what a service's start imports (uvicorn's protocols and lifespan; the migrations; the drivers) — never uvloop:
+    # tests/cli/test_serve_loop.py proves a served service made a uvloop loop by its extension being mapped
     "uvicorn.lifespan.on",
-    "uvicorn.loops.uvloop",
     "uvicorn.protocols.http.httptools_impl",
     "uvicorn.protocols.websockets.auto",
     "uvicorn.loops.auto",
@@ -188,7 +189,8 @@ def _become_command() -> None:
     request: dict[str, Any] = _CHILD["request"]
     received: list[int] = _CHILD["fds"]
     targets: list[int] = request["targets"]
-    high = [os.dup(fd) for fd in received]  # out of the way of every target number
+    above = max(targets) + 1
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, above) for fd in received]  # out of the way of every target number
     for fd in received:
         os.close(fd)
     for fd, target in zip(high, targets, strict=True):
@@ -249,7 +251,7 @@ class _Zygote:
         """Whether a command with ``env`` starts as the zygote started: the same interpreter settings."""
         if self.proc.poll() is not None:
             return False
-        names = {n for n in (*env, *self.env) if n.startswith("PYTHON")}
+        names = {n for n in (*env, *self.env) if n.startswith(("PYTHON", "LC_")) or n in ("LANG", "TZ")}
         return all(env.get(n) == self.env.get(n) for n in names)
 
 
@@ -293,7 +295,7 @@ class ZygoteProcess:
             if not self._lock.acquire(blocking=timeout != 0):
                 return self.returncode
             try:
-                if self.returncode is None:
+                if self.returncode is None and b"\n" not in self._buffer:  # the status may have come with the pid
                     left = 0.05 if deadline is None else min(0.05, max(0.0, deadline - time.monotonic()))
                     self._conn.settimeout(left)
                     try:
@@ -303,12 +305,12 @@ class ZygoteProcess:
                     if chunk == b"":
                         raise RuntimeError(f"the test zygote went away while {self.args} ran")
                     self._buffer += chunk or b""
-                    if b"\n" in self._buffer:
-                        reply = json.loads(self._buffer.split(b"\n", 1)[0])
-                        global reaped_cpu
-                        reaped_cpu += reply["cpu"]
-                        self._conn.close()
-                        self.returncode = os.waitstatus_to_exitcode(reply["status"])
+                if self.returncode is None and b"\n" in self._buffer:
+                    reply = json.loads(self._buffer.split(b"\n", 1)[0])
+                    global reaped_cpu
+                    reaped_cpu += reply["cpu"]
+                    self._conn.close()
+                    self.returncode = os.waitstatus_to_exitcode(reply["status"])
             finally:
                 self._lock.release()
             if self.returncode is None and deadline is not None and time.monotonic() >= deadline:
@@ -325,7 +327,11 @@ class ZygoteProcess:
         return code
 
     def send_signal(self, sig: int) -> None:
-        if self.poll() is None:
+        try:
+            running = self.poll() is None
+        except RuntimeError:  # the zygote is gone: the child, if alive, is still signalled
+            running = True
+        if running:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, sig)
 
@@ -428,16 +434,16 @@ def popen(argv: Sequence[Any], **kwargs: Any) -> Process:
         try:
             conn.connect(zygote.path)
             conn.sendmsg([payload], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())])
-            while b"\n" not in reply:
-                chunk = conn.recv(4096)
-                if not chunk:
-                    raise ConnectionError("the zygote closed the request")
-                reply += chunk
-        except OSError:  # the zygote went away before forking: the command as a real subprocess
+        except OSError:  # the request never reached the zygote: the command as a real subprocess
             conn.close()
             for reader in readers.values():
                 reader.close()
             return subprocess.Popen(args, **kwargs)
+        while b"\n" not in reply:  # sent: the zygote may have forked it, so never a second start here
+            chunk = conn.recv(4096)
+            if not chunk:
+                raise RuntimeError(f"the test zygote closed the request for {args[3:]} without a pid")
+            reply += chunk
         head, rest = reply.split(b"\n", 1)
         process = ZygoteProcess(args, conn, json.loads(head)["pid"], readers.get("stdout"), readers.get("stderr"))
         process._buffer = rest

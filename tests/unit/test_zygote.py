@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -114,3 +115,13 @@ def test_a_forked_serve_has_the_signal_dispositions_of_a_real_one(tmp_path: Path
             proc.terminate()
             proc.wait(timeout=60)
     assert masks[0] == masks[1]
+
+
+def test_a_status_that_came_with_the_pid_is_read_though_the_zygote_closed_the_connection() -> None:
+    """A command that ended before its caller read the pid reply: the status is already buffered, the zygote's
+    side closed; ``wait`` answers it rather than calling the zygote gone (found in review)."""
+    mine, theirs = socket.socketpair()
+    theirs.close()
+    proc = ZygoteProcess([*CLI, "--version"], mine, 1, None, None)
+    proc._buffer = b'{"status": 0, "cpu": 0.01}\n'
+    assert proc.poll() == 0 and proc.wait(timeout=1) == 0
