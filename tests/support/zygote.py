@@ -43,12 +43,11 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["CLI", "Process", "ZygoteProcess", "popen", "run"]
+from tests.support import REPO
 
-REPO = Path(__file__).resolve().parents[2]
+__all__ = ["CLI", "Process", "ZygoteProcess", "popen", "run"]
 
 # What the zygote imports before it forks: the command line, the service's start (serve's deferred imports) and
 # the commands the suite runs most. Imports only: no app, no settings, no thread.
