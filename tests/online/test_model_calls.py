@@ -215,7 +215,13 @@ def _a_429(tmp_path: Path, backend: str) -> None:
         def all_scored() -> bool:
             return all(d["decision"] == "scored" for t in traces for d in _decisions(client, t))
 
-        wait_until(all_scored, 180, 0.1, what="every trace scored despite the 429s")
+        def state() -> str:  # what a timeout shows: each trace's decisions, the rule's scores, the judge's counts
+            seen = {t: [(d["decision"], d.get("reason")) for d in _decisions(client, t)] for t in traces}
+            stored = client.get(f"/v1/online-rules/{rule}/scores").json()["data"]
+            got = [(s.get("trace_id"), s["status"], s.get("error")) for s in stored]
+            return f"every trace scored despite the 429s: decisions {seen}; scores {got}; judge {judge.received}"
+
+        wait_until(all_scored, 180, 0.1, what=state)
         scores = client.get(f"/v1/online-rules/{rule}/scores").json()["data"]
         assert len(scores) == 6 and {(s["status"], s["score"]) for s in scores} == {("ok", 1.0)}  # 0 failed
         assert all(judge.received[a] == 2 for a in answers)  # refused once, then answered
