@@ -94,6 +94,10 @@ class Builder(Protocol):
     def touch(self, rid: str) -> None:
         """Record that runtime ``rid`` was used now (for listing and pruning)."""
 
+    def loaded(self, rid: str) -> None:
+        """A worker of runtime ``rid`` has loaded an evaluator (its imports done): what a new runtime's
+        background work waits for, so as not to compete with its first result (the bytecode)."""
+
     def bare_location(self) -> str | None:
         """Where the package-free runtime lives (the location of a bare :class:`RuntimeKey`)."""
 

@@ -237,11 +237,7 @@ class DockerRuntimeBuilder(BuildOnce):
             repository=RUNTIME_REPO,
             tag=rid,
             pause=False,  # the box only runs `sleep` now: nothing to freeze
-            conf={
-                "Labels": labels,
-                "Cmd": ["python3"],
-                "Env": ["PATH=/usr/local/bin:/usr/bin:/bin"],
-            },
+            conf={"Labels": labels, "Cmd": ["python3"], "Env": ["PATH=/usr/local/bin:/usr/bin:/bin"]},
         )
         return Runtime(rid, family.name, pins, str(image["Id"]), lock)
 
@@ -357,6 +353,11 @@ class DockerRuntimeBuilder(BuildOnce):
             return (self.root / f"{rid}.build.log").read_text(errors="replace")
         except OSError:
             return ""
+
+    def loaded(self, rid: str) -> None:
+        """A worker of ``rid`` has loaded an evaluator: a store folder's bytecode compile may start now."""
+        if self.folders is not None:
+            self.folders.loaded(rid)
 
     def forget_location(self, location: str | None) -> None:
         """Forget the runtime whose image is ``location`` (it was removed from the engine)."""

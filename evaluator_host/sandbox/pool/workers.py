@@ -202,6 +202,7 @@ class WorkerPool:
         except BaseException:  # cancelled while it loads (a job cancelled or stopping): never leak it
             await asyncio.shield(worker.kill())
             raise
+        self.backend.builder.loaded(spec.runtime_id)  # its imports are done: a new runtime's bytecode may compile
         return Slot(
             worker,
             spec,
