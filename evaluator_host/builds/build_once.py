@@ -174,8 +174,8 @@ class BuildOnce:
         with contextlib.suppress(OSError):
             path.touch()
 
-    def loaded(self, rid: str) -> None:
-        """A worker of runtime ``rid`` has loaded an evaluator (see ``Builder.loaded``); nothing waits for it here."""
+    def answered(self, rid: str) -> None:
+        """A worker of ``rid`` answered its first batch (see ``Builder.answered``); nothing waits for it here."""
 
     def live_logs(self, rid: str) -> list[Path]:
         """Where the install under way of ``rid`` writes its output (removed when it ends)."""

@@ -94,9 +94,9 @@ class Builder(Protocol):
     def touch(self, rid: str) -> None:
         """Record that runtime ``rid`` was used now (for listing and pruning)."""
 
-    def loaded(self, rid: str) -> None:
-        """A worker of runtime ``rid`` has loaded an evaluator (its imports done): what a new runtime's
-        background work waits for, so as not to compete with its first result (the bytecode)."""
+    def answered(self, rid: str) -> None:
+        """A worker of runtime ``rid`` answered its first batch (the evaluator loaded, what it imports imported):
+        what a new runtime's background work waits for, so as not to compete with its first result (the bytecode)."""
 
     def bare_location(self) -> str | None:
         """Where the package-free runtime lives (the location of a bare :class:`RuntimeKey`)."""

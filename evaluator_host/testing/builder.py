@@ -24,7 +24,7 @@ class FakeBuilder:
     ``fake:<id>``, the bare one ``None``. ``ensure`` counts one build per distinct pinned
     set (``builds``), after ``delay_s`` of (awaited) build time; ``fail(language, pins)``
     returning a message makes that build raise ``BuildError``. ``touched`` records
-    :meth:`touch` calls, ``loads`` the :meth:`loaded` ones.
+    :meth:`touch` calls, ``answers`` the :meth:`answered` ones.
     """
 
     def __init__(self, *, delay_s: float = 0.0, fail: Callable[[str, dict[str, str]], str | None] | None = None):
@@ -32,7 +32,7 @@ class FakeBuilder:
         self.delay_s = delay_s
         self.fail = fail
         self.touched: list[str] = []
-        self.loads: list[str] = []
+        self.answers: list[str] = []
         self._built: dict[str, Runtime] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
@@ -67,9 +67,9 @@ class FakeBuilder:
         """Record a use of runtime ``rid``."""
         self.touched.append(rid)
 
-    def loaded(self, rid: str) -> None:
-        """Record a worker's load on runtime ``rid``."""
-        self.loads.append(rid)
+    def answered(self, rid: str) -> None:
+        """Record a worker's first answer on runtime ``rid``."""
+        self.answers.append(rid)
 
     def bare_location(self) -> str | None:
         """The package-free runtime's location: none."""

@@ -97,10 +97,10 @@ def _runtime(tmp_path: Path, entry: Path, rels: list[str]) -> tuple[Path, store.
     return site, sources
 
 
-def test_a_new_runtimes_bytecode_is_compiled_after_its_first_load_and_linked_whole(tmp_path: Path) -> None:
+def test_a_new_runtimes_bytecode_is_compiled_after_its_first_result_and_linked_whole(tmp_path: Path) -> None:
     """Issue 55 §4: nothing is compiled before the runtime is in place (link_compiled links only what the store
-    has: nothing yet), so its first import compiles in memory; nor while its first worker loads (the compile
-    waits for ``loaded``: the first import has the cores to itself); the background compile then links every
+    has: nothing yet), so its first import compiles in memory; nor before its first result (the compile waits
+    for ``answered``: the first import has the cores to itself); the background compile then links every
     module's ``.pyc`` into the runtime, the store's own file (the same inode), which imports the source's value."""
     package_store = tmp_path / "package-store"
     rels = [f"pkg/sub{i}/mod{j}.py" for i in range(3) for j in range(20)] + ["pkg/__init__.py"]
@@ -113,9 +113,9 @@ def test_a_new_runtimes_bytecode_is_compiled_after_its_first_load_and_linked_who
     first = subprocess.run([sys.executable, "-I", "-S", "-B", "-c", check], capture_output=True, text=True)
     assert first.stdout == f"{rels.index('pkg/sub2/mod19.py')}\n", first.stderr
     bytecode.compile_later(site, {entry}, sources, package_store)
-    assert not bytecode.wait(timeout_s=0.5)  # no load yet: the compile waits (for up to FIRST_LOAD_WAIT_S)
+    assert not bytecode.wait(timeout_s=0.5)  # no result yet: the compile waits (for up to FIRST_RESULT_WAIT_S)
     assert store.uncompiled({entry}) == [entry] and list(site.rglob("*.pyc")) == []
-    bytecode.loaded(site.parent)  # what the pool says through the builder once a worker's load is answered
+    bytecode.answered(site.parent)  # what the pool says through the builder once a worker answered its first batch
     assert bytecode.wait(timeout_s=120)
     for rel in rels:
         assert _pyc(site / rel).stat().st_ino == _pyc(entry / rel).stat().st_ino, rel
@@ -146,7 +146,7 @@ def test_a_runtime_removed_before_its_bytecode_is_linked_is_not_made_again(tmp_p
     shutil.rmtree(site.parent)
     bytecode = Bytecode(Settings(data_dir=tmp_path / "data", python_executable=sys.executable))
     bytecode.compile_later(site, {entry}, sources, package_store)
-    bytecode.loaded(site.parent)
+    bytecode.answered(site.parent)
     assert bytecode.wait(timeout_s=120)
     assert _pyc(entry / "pkg/mod.py").is_file() and (entry / ".evaluator-host-compiled").exists()
     assert not site.parent.exists()
@@ -165,22 +165,22 @@ def test_two_new_runtimes_sharing_an_entry_get_its_one_compiled_bytecode(tmp_pat
         bytecode.compile_later(site, {entry}, sources, package_store)
         sites.append(site)
     for site in sites:
-        bytecode.loaded(site.parent)
+        bytecode.answered(site.parent)
     assert bytecode.wait(timeout_s=120)
     for rel in rels:
         inodes = {_pyc(root / rel).stat().st_ino for root in (entry, *sites)}
         assert len(inodes) == 1, rel
 
 
-def test_a_runtime_no_worker_loads_is_compiled_when_its_wait_for_a_first_load_ends(tmp_path: Path) -> None:
-    """A runtime built ahead (``runtimes build``) or whose first worker never answers its load still gets its
-    bytecode: the compile waits for a first load ``first_load_wait_s`` at most (FIRST_LOAD_WAIT_S, 60 s)."""
+def test_a_runtime_no_worker_answers_is_compiled_when_its_wait_for_a_first_result_ends(tmp_path: Path) -> None:
+    """A runtime built ahead (``runtimes build``) or whose first worker never answers still gets its bytecode:
+    the compile waits for a first result ``first_result_wait_s`` at most (FIRST_RESULT_WAIT_S, 60 s)."""
     package_store = tmp_path / "package-store"
     entry = _entry(package_store / store.ARCHIVE, "e", {"pkg/mod.py": "X = 1\n"})
     site, sources = _runtime(tmp_path, entry, ["pkg/mod.py"])
-    bytecode = Bytecode(Settings(data_dir=tmp_path / "data", python_executable=sys.executable), first_load_wait_s=0.2)
+    bytecode = Bytecode(Settings(data_dir=tmp_path / "data", python_executable=sys.executable), first_result_wait_s=0.2)
     bytecode.compile_later(site, {entry}, sources, package_store)
-    assert bytecode.wait(timeout_s=120)  # no load at all
+    assert bytecode.wait(timeout_s=120)  # no result at all
     assert _pyc(site / "pkg/mod.py").stat().st_ino == _pyc(entry / "pkg/mod.py").stat().st_ino
 
 

@@ -48,15 +48,16 @@ async def test_a_warm_worker_is_reused_and_cases_go_in_batches() -> None:
 
 
 @aio
-async def test_the_builder_hears_of_each_workers_load_once_it_is_answered_and_not_of_reuses() -> None:
+async def test_the_builder_hears_of_each_workers_first_answered_batch_and_not_of_later_ones() -> None:
     """What a new runtime's background bytecode compile waits for (sandbox/process/bytecode.py): the pool tells
-    its builder when a started worker's load was answered (the evaluator's imports done), once per worker."""
+    its builder when a worker has answered its first batch (the evaluator loaded, its imports done), once per
+    worker."""
     async with pooled() as (pool, backend):
         await run(pool, cases(1), spec("a"))
-        assert backend.builder.loads == [spec("a").runtime_id]
-        await run(pool, cases(1, 1), spec("a"))  # the warm worker again: no load
+        assert backend.builder.answers == [spec("a").runtime_id]
+        await run(pool, cases(1, 1), spec("a"))  # the warm worker again: said once already
         await run(pool, cases(1), spec("b", R2))
-        assert backend.builder.loads == [spec("a").runtime_id, spec("b", R2).runtime_id]
+        assert backend.builder.answers == [spec("a").runtime_id, spec("b", R2).runtime_id]
 
 
 @aio

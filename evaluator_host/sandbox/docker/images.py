@@ -354,10 +354,10 @@ class DockerRuntimeBuilder(BuildOnce):
         except OSError:
             return ""
 
-    def loaded(self, rid: str) -> None:
-        """A worker of ``rid`` has loaded an evaluator: a store folder's bytecode compile may start now."""
+    def answered(self, rid: str) -> None:
+        """A worker of ``rid`` answered its first batch: a store folder's bytecode compile may start now."""
         if self.folders is not None:
-            self.folders.loaded(rid)
+            self.folders.answered(rid)
 
     def forget_location(self, location: str | None) -> None:
         """Forget the runtime whose image is ``location`` (it was removed from the engine)."""

@@ -202,7 +202,6 @@ class WorkerPool:
         except BaseException:  # cancelled while it loads (a job cancelled or stopping): never leak it
             await asyncio.shield(worker.kill())
             raise
-        self.backend.builder.loaded(spec.runtime_id)  # its imports are done: a new runtime's bytecode may compile
         return Slot(
             worker,
             spec,
@@ -210,6 +209,14 @@ class WorkerPool:
             load_error=ready.get("load_error"),
             soft_timeouts=ready.get("soft_timeouts") is True,
         )
+
+    async def _release(self, slot: Slot, healthy: bool) -> None:
+        """Give a worker back after a batch (:meth:`Leasing.release`); after its first, tell the builder its
+        runtime answered (a new runtime's bytecode compile waits for its first result: ``Builder.answered``)."""
+        first = slot.uses_at_lease == 0
+        await self.leasing.release(slot, healthy)
+        if first:
+            self.backend.builder.answered(slot.spec.runtime_id)
 
     async def _sweep(self) -> None:
         while not self.leasing.closed:
@@ -321,7 +328,7 @@ class WorkerPool:
                         part,
                         slot or await self._acquire_traced(call.spec),
                         request=f"{self._ids.getrandbits(64):016x}",  # every reply carries it, and its index
-                        release=self.leasing.release,
+                        release=self._release,
                         backend_name=self.backend.name,
                         flush_ms=0.0 if serial else held,
                         in_flight=1 if serial else in_flight,

@@ -7,13 +7,14 @@ what it imports, in memory, each time (seconds for scikit-learn): the store entr
 compiled once (:func:`~evaluator_host.builds.store.compile_entries`) and their ``.pyc`` hard-linked into
 it (:func:`~evaluator_host.builds.store.link_bytecode`). A set of packages seen before starts with all
 of it (:meth:`Bytecode.link_compiled`, before the runtime is in place). What is not compiled yet is compiled
-**after** the runtime's first worker has loaded its evaluator (:meth:`Bytecode.compile_later`, started by
-:meth:`Bytecode.loaded`, which the pool calls through its builder when a load is answered; a runtime no
-worker loads within :data:`FIRST_LOAD_WAIT_S` — one built ahead, ``runtimes build`` — is compiled then): a
-thread runs the compile at the lowest CPU priority (``nice`` 19) and the idle I/O class, then links its
-bytecode into the runtime. So the first result neither waits for the whole set's compile nor shares the
-cores with it while its worker imports the set (compiling in memory only what it imports, as the bare
-install's first run does); the workers started after the link load the bytecode.
+**after** the runtime's first result (:meth:`Bytecode.compile_later`, started by :meth:`Bytecode.answered`,
+which the pool calls through its builder once a worker has answered its first batch — the evaluator loaded,
+what it imports imported, at load or in the call —; a runtime no worker answers within
+:data:`FIRST_RESULT_WAIT_S` — one built ahead, ``runtimes build`` — is compiled then): a thread runs the
+compile at the lowest CPU priority (``nice`` 19) and the idle I/O class, then links its bytecode into the
+runtime. So the first result neither waits for the whole set's compile nor shares the cores with it while
+its worker imports the set (compiling in memory only what it imports, as the bare install's first run does);
+the workers started after the link load the bytecode.
 
 Why a running worker is never broken by it: each ``.pyc`` is written whole in the store (``py_compile``
 writes a temporary file and renames it) before it is hard-linked into the runtime (a link appears whole
@@ -39,22 +40,22 @@ from pathlib import Path
 from evaluator_host.builds import store
 from evaluator_host.settings import Settings
 
-__all__ = ["FIRST_LOAD_WAIT_S", "Bytecode"]
+__all__ = ["FIRST_RESULT_WAIT_S", "Bytecode"]
 
 log = logging.getLogger("evaluator_host.sandbox.process.runtimes")  # (its warnings read as the builder's before)
 
-FIRST_LOAD_WAIT_S = 60.0  # a new runtime's compile waits this long at most for its first worker's load
+FIRST_RESULT_WAIT_S = 60.0  # a new runtime's compile waits this long at most for its first result
 
 
 class Bytecode:
     """The bytecode of the runtimes one builder makes (see the module docstring)."""
 
-    def __init__(self, settings: Settings, first_load_wait_s: float = FIRST_LOAD_WAIT_S) -> None:
+    def __init__(self, settings: Settings, first_result_wait_s: float = FIRST_RESULT_WAIT_S) -> None:
         self.settings = settings
-        self.first_load_wait_s = first_load_wait_s
+        self.first_result_wait_s = first_result_wait_s
         self._running: set[threading.Thread] = set()
         self._compiling: dict[Path, threading.Event] = {}  # a store entry under way → set when it is done
-        self._loaded: dict[Path, threading.Event] = {}  # a runtime folder whose compile waits → set at its first load
+        self._waiting: dict[Path, threading.Event] = {}  # runtime folder → set at its first result
         self._lock = threading.Lock()
 
     def link_compiled(self, site: Path, sources: store.Sources, package_store: Path) -> None:
@@ -68,7 +69,7 @@ class Bytecode:
     def compile_later(self, site: Path, entries: set[Path], sources: store.Sources, package_store: Path) -> None:
         """Compile the ``entries`` not compiled yet and link their bytecode into the runtime's packages
         folder ``site`` (in place already), in a background thread at the lowest priority, once the runtime's
-        first worker has loaded (:meth:`loaded`, or :attr:`first_load_wait_s` passed); nothing when every
+        first result (:meth:`answered`, or :attr:`first_result_wait_s` passed); nothing when every
         entry is compiled (:meth:`link_compiled` linked it all). An entry another runtime's compile has under
         way is not compiled twice: this one waits for it, then links."""
         todo = store.uncompiled(entries)
@@ -79,10 +80,10 @@ class Bytecode:
             mine = [entry for entry in todo if entry not in self._compiling]
             for entry in mine:
                 self._compiling[entry] = threading.Event()
-            first_load = self._loaded.setdefault(site.parent, threading.Event())
+            first_result = self._waiting.setdefault(site.parent, threading.Event())
             thread = threading.Thread(
                 target=self._compile,
-                args=(site, mine, theirs, sources, package_store, first_load),
+                args=(site, mine, theirs, sources, package_store, first_result),
                 name="bytecode",
                 daemon=True,
             )
@@ -96,12 +97,12 @@ class Bytecode:
         theirs: list[threading.Event],
         sources: store.Sources,
         package_store: Path,
-        first_load: threading.Event,
+        first_result: threading.Event,
     ) -> None:
         python, timeout_s = self.settings.python_executable, self.settings.build_timeout_s
-        first_load.wait(self.first_load_wait_s)  # the first worker's import has the cores to itself
+        first_result.wait(self.first_result_wait_s)  # the first worker's import has the cores to itself
         with self._lock:
-            self._loaded.pop(site.parent, None)
+            self._waiting.pop(site.parent, None)
         try:
             try:
                 store.compile_entries(mine, python, timeout_s, idle=True)
@@ -118,13 +119,13 @@ class Bytecode:
             with self._lock:
                 self._running.discard(threading.current_thread())
 
-    def loaded(self, runtime: Path) -> None:
-        """A worker of the runtime folder ``runtime`` has loaded an evaluator: its compile, if one waits,
+    def answered(self, runtime: Path) -> None:
+        """A worker of the runtime folder ``runtime`` answered its first batch: its compile, if one waits,
         starts now (at once for every later call: nothing waits)."""
         with self._lock:
-            first_load = self._loaded.get(runtime)
-        if first_load is not None:
-            first_load.set()
+            first_result = self._waiting.get(runtime)
+        if first_result is not None:
+            first_result.set()
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Wait for the compiles started so far; whether none is left running (a shutdown that waits, tests)."""

@@ -302,10 +302,10 @@ class RuntimeBuilder(BuildOnce):
             message = f"installing {installers.shown(family, pins)} failed:\n{reason}"
             raise BuildError(message, runtime_id=rid, output=reason) from exc
 
-    def loaded(self, rid: str) -> None:
-        """A worker of runtime ``rid`` has loaded an evaluator: its background bytecode compile may start
-        (:meth:`Bytecode.loaded`)."""
-        self.bytecode.loaded(self.root / rid)
+    def answered(self, rid: str) -> None:
+        """A worker of runtime ``rid`` answered its first batch: its background bytecode compile may start
+        (:meth:`Bytecode.answered`)."""
+        self.bytecode.answered(self.root / rid)
 
     def wait_compiled(self, timeout_s: float | None = None) -> bool:
         """Wait for the background bytecode compiles started so far (:class:`Bytecode`); whether none
