@@ -143,11 +143,19 @@ def uncompiled(entries: Iterable[Path]) -> list[Path]:
     return [entry for entry in sorted(entries) if not (entry / _COMPILED).exists()]
 
 
-def compile_entries(entries: Iterable[Path], python: str, timeout_s: float, idle: bool = False) -> None:
+def compile_entries(
+    entries: Iterable[Path],
+    python: str,
+    timeout_s: float,
+    idle: bool = False,
+    running: set[subprocess.Popen[bytes]] | None = None,
+) -> None:
     """Compile the bytecode of store entries not compiled yet (:data:`_COMPILE_SCRIPT`, ``python -I``:
     the code is compiled, never run, on every core); a mark in the entry says it was done. ``idle``: at
     the lowest CPU priority (``nice`` 19) and, where ``ionice`` is, in the idle I/O class (a compile
-    behind a first result: it takes only what the machine does not use)."""
+    behind a first result: it takes only what the machine does not use). ``running`` holds the compile's
+    process while it runs (its session's leader: what a service that stops kills); a compile that did not
+    end by itself (killed) marks nothing and raises ``SubprocessError``."""
     todo = uncompiled(entries)
     if not todo:
         return
@@ -160,6 +168,8 @@ def compile_entries(entries: Iterable[Path], python: str, timeout_s: float, idle
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # (its forked helpers with it: killed as a group past the timeout)
     )
+    if running is not None:
+        running.add(compiling)
     try:
         compiling.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -167,6 +177,11 @@ def compile_entries(entries: Iterable[Path], python: str, timeout_s: float, idle
             os.killpg(compiling.pid, signal.SIGKILL)
         compiling.wait()
         raise
+    finally:
+        if running is not None:
+            running.discard(compiling)
+    if compiling.returncode != 0:
+        raise subprocess.SubprocessError(f"the bytecode compile ended with {compiling.returncode}")
     for entry in todo:
         (entry / _COMPILED).touch()
 

@@ -15,6 +15,7 @@ import pytest
 from evaluator_host.builds import store
 from evaluator_host.sandbox.process.bytecode import Bytecode
 from evaluator_host.settings import Settings
+from tests.support.wait import wait_until
 
 
 def _entry(root: Path, name: str, files: dict[str, str]) -> Path:
@@ -182,6 +183,37 @@ def test_a_runtime_no_worker_answers_is_compiled_when_its_wait_for_a_first_resul
     bytecode.compile_later(site, {entry}, sources, package_store)
     assert bytecode.wait(timeout_s=120)  # no result at all
     assert _pyc(site / "pkg/mod.py").stat().st_ino == _pyc(entry / "pkg/mod.py").stat().st_ino
+
+
+def test_a_stopping_service_kills_its_compile_under_way_and_marks_nothing(tmp_path: Path) -> None:
+    """No compile outlives its service: ``close`` (the backend's, at shutdown) kills the compile's session —
+    its forked helpers too — and the entry stays unmarked, so a later service compiles it whole."""
+    package_store = tmp_path / "package-store"
+    body = "".join(f"def f{i}(x):\n    return [x * k for k in range({i})]\n" for i in range(400))
+    rels = [f"pkg/m{i}.py" for i in range(600)]  # enough to compile for a while, even on a fast machine
+    entry = _entry(package_store / store.ARCHIVE, "e", {rel: body for rel in rels})
+    site, sources = _runtime(tmp_path, entry, rels)
+    bytecode = Bytecode(Settings(data_dir=tmp_path / "data", python_executable=sys.executable))
+    bytecode.compile_later(site, {entry}, sources, package_store)
+    bytecode.answered(site.parent)
+    leader = wait_until(lambda: next(iter(bytecode._processes), None), 60, 0.01, what="the compile started")  # noqa: SLF001
+    bytecode.close()
+    assert bytecode.wait(timeout_s=60)
+    assert leader.returncode is not None and leader.returncode < 0  # killed, not finished
+    gone = subprocess.run(["pgrep", "-s", str(leader.pid)], capture_output=True, text=True)
+    assert gone.stdout == "", gone.stdout  # none of its session is left
+    assert store.uncompiled({entry}) == [entry]
+
+
+def test_a_compile_waiting_for_a_first_result_never_starts_once_its_service_stops(tmp_path: Path) -> None:
+    package_store = tmp_path / "package-store"
+    entry = _entry(package_store / store.ARCHIVE, "e", {"pkg/mod.py": "X = 1\n"})
+    site, sources = _runtime(tmp_path, entry, ["pkg/mod.py"])
+    bytecode = Bytecode(Settings(data_dir=tmp_path / "data", python_executable=sys.executable))
+    bytecode.compile_later(site, {entry}, sources, package_store)
+    bytecode.close()
+    assert bytecode.wait(timeout_s=60)  # at once: not FIRST_RESULT_WAIT_S
+    assert store.uncompiled({entry}) == [entry] and not list(site.rglob("*.pyc"))
 
 
 def test_a_tree_listing_bytecode_a_compile_has_renamed_away_still_links(tmp_path: Path) -> None:

@@ -142,18 +142,15 @@ class DockerRuntimeBuilder(BuildOnce):
         labels = image.labels or {}
         if labels.get(OWNER, self.engine.owner) != self.engine.owner:
             self._adopt(rid)  # another data dir's image, used here: this data dir's runtime too from now on
-        return Runtime(
-            rid,
-            language,
-            json.loads(labels.get(L_PACKAGES, "{}")),
-            str(image.id),
-            json.loads(labels.get(L_LOCK, "[]")),
-        )
+        packages, lock = json.loads(labels.get(L_PACKAGES, "{}")), json.loads(labels.get(L_LOCK, "[]"))
+        return Runtime(rid, language, packages, str(image.id), lock)
 
     # -- build ---------------------------------------------------------------------------
     def close(self) -> None:
-        """Finish background work and remove the spare build box (blocking)."""
+        """Finish background work and remove the spare build box (blocking); store mode's compiles stop."""
         self.boxes.close()
+        if self.folders is not None:
+            self.folders.close()
 
     def build(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
         """Install ``pins`` in a build box and commit it (see the module docstring); in store mode, the

@@ -329,6 +329,7 @@ class ProcessBackend:
         """Kill every worker this backend started; start no more."""
         self._closed = True
         await asyncio.gather(*(w.kill() for w in list(self._workers)), return_exceptions=True)
+        self.builder.close()  # (a background bytecode compile: stopped, left for the next start)
         if self.egress is not None:
             self.egress.close()
         if self._rlimits_uid:  # with whatever the workers' uids left in their directories

@@ -31,7 +31,10 @@ nothing waits for it either.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
 import subprocess
 import threading
 import time
@@ -56,6 +59,8 @@ class Bytecode:
         self._running: set[threading.Thread] = set()
         self._compiling: dict[Path, threading.Event] = {}  # a store entry under way → set when it is done
         self._waiting: dict[Path, threading.Event] = {}  # runtime folder → set at its first result
+        self._processes: set[subprocess.Popen[bytes]] = set()  # the compiles running now
+        self._closed = False
         self._lock = threading.Lock()
 
     def link_compiled(self, site: Path, sources: store.Sources, package_store: Path) -> None:
@@ -105,19 +110,35 @@ class Bytecode:
             self._waiting.pop(site.parent, None)
         try:
             try:
-                store.compile_entries(mine, python, timeout_s, idle=True)
+                if not self._closed:
+                    store.compile_entries(mine, python, timeout_s, idle=True, running=self._processes)
             finally:
                 with self._lock:
                     for entry in mine:
                         self._compiling.pop(entry).set()
             for other in theirs:
                 other.wait(timeout_s)
-            store.link_bytecode(site, sources, package_store)
+            if not self._closed:
+                store.link_bytecode(site, sources, package_store)
         except (OSError, subprocess.SubprocessError):
-            log.warning("compiling the bytecode of %s failed", site, exc_info=True)
+            if not self._closed:  # (stopped by close: nothing to say)
+                log.warning("compiling the bytecode of %s failed", site, exc_info=True)
         finally:
             with self._lock:
                 self._running.discard(threading.current_thread())
+
+    def close(self) -> None:
+        """The service stops: the compiles waiting for a first result never start and those under way are
+        killed (their whole session: the compile's forked helpers too). Their entries stay unmarked, so the
+        next service that builds a set of them compiles them; no compile outlives its service."""
+        with self._lock:
+            self._closed = True
+            waiting, processes = list(self._waiting.values()), list(self._processes)
+        for first_result in waiting:
+            first_result.set()
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
 
     def answered(self, runtime: Path) -> None:
         """A worker of the runtime folder ``runtime`` answered its first batch: its compile, if one waits,

@@ -307,6 +307,10 @@ class RuntimeBuilder(BuildOnce):
         (:meth:`Bytecode.answered`)."""
         self.bytecode.answered(self.root / rid)
 
+    def close(self) -> None:
+        """The service stops: its background bytecode compiles with it (:meth:`Bytecode.close`)."""
+        self.bytecode.close()
+
     def wait_compiled(self, timeout_s: float | None = None) -> bool:
         """Wait for the background bytecode compiles started so far (:class:`Bytecode`); whether none
         is left running."""
