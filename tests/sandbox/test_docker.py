@@ -29,6 +29,7 @@ from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
 from evaluator_host.sandbox.docker.worker import DockerWorker
 from tests.support import zygote
 from tests.support.backends import SESSION_ID, SESSION_LABEL, docker_only, managed_containers
+from tests.support.processes import reading_stdin
 from tests.support.service import assert_healthy, evaluate, make_settings, serving
 from tests.support.wait import wait_until
 
@@ -247,6 +248,9 @@ def test_the_janitor_removes_what_its_service_created_though_the_engine_finished
     made: list[Any] = []
     try:
         assert keeper.stdin is not None
+        # as a service's janitor, started long before its death: waiting on its stdin (a loaded machine may take
+        # seconds to start it, and its "death" is when it reads the end: the containers below would predate it)
+        wait_until(lambda: reading_stdin(keeper.pid), 60, 0.05, what="the janitor to wait for its service's end")
         keeper.stdin.close()  # the service is gone
         time.sleep(2.5)  # (creation times are whole seconds: this one is past the death's second)
         late = client.containers.create(settings.base_image, ["sleep", "600"], labels=dead.labels())

@@ -1,9 +1,24 @@
-"""Stopping a process a test started: SIGTERM, then SIGKILL when it outlives the grace period."""
+"""Processes a test started: stopping one (SIGTERM, then SIGKILL when it outlives the grace period); whether
+one is blocked reading its stdin."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from typing import Any
+
+_READ = {"x86_64": 0, "aarch64": 63}  # the read(2) syscall's number
+
+
+def reading_stdin(pid: int) -> bool:
+    """Whether process ``pid`` is blocked in ``read(0, …)`` now (``/proc/PID/syscall``: the syscall's number and
+    first argument): e.g. a janitor that has started and waits for its service's end, not one still importing."""
+    try:
+        with open(f"/proc/{pid}/syscall") as f:
+            fields = f.read().split()
+    except OSError:
+        return False
+    return len(fields) > 1 and fields[0] == str(_READ.get(os.uname().machine, 0)) and fields[1] == "0x0"
 
 
 def stop_process(proc: subprocess.Popen[Any] | None, grace_s: float = 30.0) -> None:
