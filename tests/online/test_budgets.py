@@ -113,7 +113,11 @@ def _over_the_budget(tmp_path: Path) -> None:
                     by.setdefault(d["decision"], []).append(d)
             return by if len(by.get("scored", [])) == 2 and len(by.get("delayed", [])) == 2 else None
 
-        first = wait_until(split, 120, 0.1, what="2 traces scored and 2 delayed")
+        def state() -> str:  # what a timeout shows: whether each trace arrived, and its decisions
+            seen = {t: (client.get(f"/v1/traces/{t}").status_code, _decisions(client, t)) for t in traces}
+            return f"2 traces scored and 2 delayed: (trace answer, decisions) {seen}"
+
+        first = wait_until(split, 120, 0.1, what=state)
         for d in first["delayed"]:
             assert d["reason"].startswith("over the budget scores_per_minute = 2: resumes at "), d
             assert d["attempts"] == 0 and d["until"] is not None
