@@ -36,9 +36,11 @@ import stat
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Protocol
 
 __all__ = [
     "ARCHIVE",
+    "Running",
     "Sources",
     "apparent_size",
     "StoreError",
@@ -143,19 +145,28 @@ def uncompiled(entries: Iterable[Path]) -> list[Path]:
     return [entry for entry in sorted(entries) if not (entry / _COMPILED).exists()]
 
 
+class Running(Protocol):
+    """Where :func:`compile_entries` registers its process while it runs (a set will do)."""
+
+    def add(self, process: subprocess.Popen[bytes], /) -> None: ...
+
+    def discard(self, process: subprocess.Popen[bytes], /) -> None: ...
+
+
 def compile_entries(
     entries: Iterable[Path],
     python: str,
     timeout_s: float,
     idle: bool = False,
-    running: set[subprocess.Popen[bytes]] | None = None,
+    running: Running | None = None,
 ) -> None:
     """Compile the bytecode of store entries not compiled yet (:data:`_COMPILE_SCRIPT`, ``python -I``:
     the code is compiled, never run, on every core); a mark in the entry says it was done. ``idle``: at
     the lowest CPU priority (``nice`` 19) and, where ``ionice`` is, in the idle I/O class (a compile
     behind a first result: it takes only what the machine does not use). ``running`` holds the compile's
-    process while it runs (its session's leader: what a service that stops kills); a compile that did not
-    end by itself (killed) marks nothing and raises ``SubprocessError``."""
+    process while it runs (its session's leader: what a service that stops kills); a compile killed by a
+    signal marks nothing and raises ``SubprocessError`` (one that ends with an error of its own, as before,
+    marks its entries: what it could compile is there)."""
     todo = uncompiled(entries)
     if not todo:
         return
@@ -180,8 +191,8 @@ def compile_entries(
     finally:
         if running is not None:
             running.discard(compiling)
-    if compiling.returncode != 0:
-        raise subprocess.SubprocessError(f"the bytecode compile ended with {compiling.returncode}")
+    if compiling.returncode < 0:
+        raise subprocess.SubprocessError(f"the bytecode compile was killed (signal {-compiling.returncode})")
     for entry in todo:
         (entry / _COMPILED).touch()
 

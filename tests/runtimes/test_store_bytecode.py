@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from evaluator_host.builds import store
-from evaluator_host.sandbox.process.bytecode import Bytecode
+from evaluator_host.sandbox.process.bytecode import TODO, Bytecode
+from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
 from evaluator_host.settings import Settings
 from tests.support.wait import wait_until
 
@@ -87,9 +88,10 @@ def test_a_compile_past_its_timeout_is_killed_with_its_helpers(tmp_path: Path) -
     assert leftover == []
 
 
-def _runtime(tmp_path: Path, entry: Path, rels: list[str]) -> tuple[Path, store.Sources]:
-    """A runtime's packages folder made of hard links to ``entry``'s files, as link_tree makes it."""
-    site = tmp_path / "runtimes" / "r" / "site"
+def _runtime(tmp_path: Path, entry: Path, rels: list[str], folder: Path | None = None) -> tuple[Path, store.Sources]:
+    """A runtime's packages folder (in ``folder``, else ``tmp_path/runtimes/r``) made of hard links to ``entry``'s
+    files, as link_tree makes it."""
+    site = (folder or tmp_path / "runtimes" / "r") / "site"
     sources: store.Sources = {}
     for rel in rels:
         (site / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -196,13 +198,63 @@ def test_a_stopping_service_kills_its_compile_under_way_and_marks_nothing(tmp_pa
     bytecode = Bytecode(Settings(data_dir=tmp_path / "data", python_executable=sys.executable))
     bytecode.compile_later(site, {entry}, sources, package_store)
     bytecode.answered(site.parent)
-    leader = wait_until(lambda: next(iter(bytecode._processes), None), 60, 0.01, what="the compile started")  # noqa: SLF001
+    leader = _compile_started(bytecode)
     bytecode.close()
     assert bytecode.wait(timeout_s=60)
     assert leader.returncode is not None and leader.returncode < 0  # killed, not finished
-    gone = subprocess.run(["pgrep", "-s", str(leader.pid)], capture_output=True, text=True)
-    assert gone.stdout == "", gone.stdout  # none of its session is left
+    wait_until(lambda: _session_gone(leader.pid), 30, 0.1, what="none of the compile's session left")
     assert store.uncompiled({entry}) == [entry]
+    assert (site.parent / TODO).is_file()  # what is left, for the runtime's next first batch
+
+
+def test_what_a_stopped_service_left_is_compiled_and_linked_at_the_runtimes_next_first_batch(tmp_path: Path) -> None:
+    """A restart soon after a build (a deploy) loses no bytecode: the next service's first batch on the runtime
+    (``answered``) compiles what the stopped one left (TODO) and links it; the file goes."""
+    package_store = tmp_path / "package-store"
+    rels = [f"pkg/m{i}.py" for i in range(600)]
+    body = "".join(f"def f{i}(x):\n    return [x * k for k in range({i})]\n" for i in range(400))
+    entry = _entry(package_store / store.ARCHIVE, "e", {rel: body for rel in rels})
+    site, sources = _runtime(tmp_path, entry, rels)
+    settings = Settings(data_dir=tmp_path / "data", python_executable=sys.executable)
+    stopped = Bytecode(settings)
+    stopped.compile_later(site, {entry}, sources, package_store)
+    stopped.answered(site.parent)
+    _compile_started(stopped)
+    stopped.close()
+    assert stopped.wait(timeout_s=60) and (site.parent / TODO).is_file()
+    following = Bytecode(settings)  # the next service
+    following.answered(site.parent)
+    assert following.wait(timeout_s=300)
+    assert store.uncompiled({entry}) == [] and not (site.parent / TODO).exists()
+    for rel in rels[:5] + rels[-5:]:
+        assert _pyc(site / rel).stat().st_ino == _pyc(entry / rel).stat().st_ino, rel
+
+
+def test_the_process_builder_starts_its_runtimes_compile_when_the_pool_says_it_answered(tmp_path: Path) -> None:
+    """The key the pool's ``answered(runtime id)`` reaches (RuntimeBuilder → Bytecode) is the one a runtime's
+    compile waits under (its folder: the parent of its packages folder)."""
+    package_store = tmp_path / "package-store"
+    entry = _entry(package_store / store.ARCHIVE, "e", {"pkg/mod.py": "X = 1\n"})
+    builder = RuntimeBuilder(Settings(data_dir=tmp_path / "data", python_executable=sys.executable))
+    site, sources = _runtime(tmp_path, entry, ["pkg/mod.py"], folder=builder.root / "python-0123")
+    builder.bytecode.compile_later(site, {entry}, sources, package_store)
+    assert not builder.wait_compiled(timeout_s=0.3)
+    builder.answered("python-0123")
+    assert builder.wait_compiled(timeout_s=120)
+    assert _pyc(site / "pkg/mod.py").is_file()
+
+
+def _compile_started(bytecode: Bytecode) -> subprocess.Popen[bytes]:
+    """The compile process of ``bytecode`` once it runs."""
+    running = bytecode._processes._running  # noqa: SLF001 - what close kills
+    found: subprocess.Popen[bytes] = wait_until(lambda: next(iter(running), None), 60, 0.01, what="the compile")
+    return found
+
+
+def _session_gone(sid: int) -> bool:
+    """No live process of session ``sid`` (a killed helper may linger as a zombie until reaped: not counted)."""
+    listed = subprocess.run(["ps", "-s", str(sid), "-o", "stat="], capture_output=True, text=True).stdout.split()
+    return all(state.startswith("Z") for state in listed)
 
 
 def test_a_compile_waiting_for_a_first_result_never_starts_once_its_service_stops(tmp_path: Path) -> None:

@@ -147,10 +147,10 @@ class DockerRuntimeBuilder(BuildOnce):
 
     # -- build ---------------------------------------------------------------------------
     def close(self) -> None:
-        """Finish background work and remove the spare build box (blocking); store mode's compiles stop."""
-        self.boxes.close()
+        """Stop store mode's compiles, finish background work and remove the spare build box (blocking)."""
         if self.folders is not None:
             self.folders.close()
+        self.boxes.close()
 
     def build(self, rid: str, language: str, pins: dict[str, str]) -> Runtime:
         """Install ``pins`` in a build box and commit it (see the module docstring); in store mode, the

@@ -211,8 +211,9 @@ class WorkerPool:
         )
 
     async def _release(self, slot: Slot, healthy: bool) -> None:
-        """Give a worker back after a batch (:meth:`Leasing.release`); after its first, tell the builder its
-        runtime answered (a new runtime's bytecode compile waits for its first result: ``Builder.answered``)."""
+        """Give a worker back after a batch (:meth:`Leasing.release`); after its first (each, for a worker whose
+        load failed: it runs none), tell the builder its runtime answered (a new runtime's bytecode compile
+        waits for its first result: ``Builder.answered``)."""
         first = slot.uses_at_lease == 0
         await self.leasing.release(slot, healthy)
         if first:

@@ -10,11 +10,18 @@ of it (:meth:`Bytecode.link_compiled`, before the runtime is in place). What is 
 **after** the runtime's first result (:meth:`Bytecode.compile_later`, started by :meth:`Bytecode.answered`,
 which the pool calls through its builder once a worker has answered its first batch — the evaluator loaded,
 what it imports imported, at load or in the call —; a runtime no worker answers within
-:data:`FIRST_RESULT_WAIT_S` — one built ahead, ``runtimes build`` — is compiled then): a thread runs the
-compile at the lowest CPU priority (``nice`` 19) and the idle I/O class, then links its bytecode into the
-runtime. So the first result neither waits for the whole set's compile nor shares the cores with it while
-its worker imports the set (compiling in memory only what it imports, as the bare install's first run does);
-the workers started after the link load the bytecode.
+:data:`FIRST_RESULT_WAIT_S` — one built ahead, ``images build`` in store mode — is compiled then): a thread
+runs the compile at the lowest CPU priority (``nice`` 19) and the idle I/O class, then links its bytecode
+into the runtime. So the first result does not wait for the whole set's compile, nor share the cores with it
+while its first batch runs (unless that takes past the wait; its worker compiles in memory only what it
+imports, as the bare install's first run does); the workers started after the link load the bytecode. A
+runtime whose entries another runtime's compile has under way waits for that compile (and so, at most, for
+the other runtime's first result too) before it links.
+
+Work left over survives a stop: a runtime whose bytecode is still to come holds :data:`TODO` (its entries and
+where its folders link from); a service that stops (:meth:`Bytecode.close`) kills its compiles — none
+outlives its service — and the next worker of that runtime to answer its first batch, in any service of the
+data dir, compiles and links what is left (:meth:`Bytecode.answered`); the file goes once the links are made.
 
 Why a running worker is never broken by it: each ``.pyc`` is written whole in the store (``py_compile``
 writes a temporary file and renames it) before it is hard-linked into the runtime (a link appears whole
@@ -32,6 +39,7 @@ nothing waits for it either.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -43,11 +51,46 @@ from pathlib import Path
 from evaluator_host.builds import store
 from evaluator_host.settings import Settings
 
-__all__ = ["FIRST_RESULT_WAIT_S", "Bytecode"]
+__all__ = ["FIRST_RESULT_WAIT_S", "TODO", "Bytecode"]
 
 log = logging.getLogger("evaluator_host.sandbox.process.runtimes")  # (its warnings read as the builder's before)
 
 FIRST_RESULT_WAIT_S = 60.0  # a new runtime's compile waits this long at most for its first result
+TODO = "bytecode.todo.json"  # in a runtime's folder while its bytecode is still to come (see the module docstring)
+
+
+class _Compiles:
+    """The compile processes running now (:func:`store.compile_entries` registers each): :meth:`close` kills
+    them, and one registered after it is killed at once — a compile that started as the service stopped."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen[bytes]] = set()
+        self.closed = False
+
+    def add(self, process: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            if not self.closed:
+                self._running.add(process)
+                return
+        _kill(process)
+
+    def discard(self, process: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._running.discard(process)
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed = True
+            running = list(self._running)
+        for process in running:
+            _kill(process)
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    """Kill a compile and its forked helpers (its session, of which it is the leader)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
 
 
 class Bytecode:
@@ -59,8 +102,8 @@ class Bytecode:
         self._running: set[threading.Thread] = set()
         self._compiling: dict[Path, threading.Event] = {}  # a store entry under way → set when it is done
         self._waiting: dict[Path, threading.Event] = {}  # runtime folder → set at its first result
-        self._processes: set[subprocess.Popen[bytes]] = set()  # the compiles running now
-        self._closed = False
+        self._busy: set[Path] = set()  # runtime folders with a compile thread of this service
+        self._processes = _Compiles()
         self._lock = threading.Lock()
 
     def link_compiled(self, site: Path, sources: store.Sources, package_store: Path) -> None:
@@ -74,18 +117,27 @@ class Bytecode:
     def compile_later(self, site: Path, entries: set[Path], sources: store.Sources, package_store: Path) -> None:
         """Compile the ``entries`` not compiled yet and link their bytecode into the runtime's packages
         folder ``site`` (in place already), in a background thread at the lowest priority, once the runtime's
-        first result (:meth:`answered`, or :attr:`first_result_wait_s` passed); nothing when every
-        entry is compiled (:meth:`link_compiled` linked it all). An entry another runtime's compile has under
-        way is not compiled twice: this one waits for it, then links."""
+        first result (:meth:`answered`, or :attr:`first_result_wait_s` passed); nothing when every entry is
+        compiled (:meth:`link_compiled` linked it all) or the service stops. :data:`TODO` holds the work until
+        the links are made. An entry another runtime's compile has under way is not compiled twice: this one
+        waits for it, then links."""
         todo = store.uncompiled(entries)
-        if not todo:
+        if not todo or self._processes.closed:
             return
+        with contextlib.suppress(OSError):  # (without it, only a stop before the links loses them)
+            _write_todo(site.parent / TODO, site.name, entries, sources, package_store)
+        self._start(site, todo, sources, package_store, threading.Event())
+
+    def _start(
+        self, site: Path, todo: list[Path], sources: store.Sources, package_store: Path, first_result: threading.Event
+    ) -> None:
         with self._lock:
             theirs = [self._compiling[entry] for entry in todo if entry in self._compiling]
             mine = [entry for entry in todo if entry not in self._compiling]
             for entry in mine:
                 self._compiling[entry] = threading.Event()
-            first_result = self._waiting.setdefault(site.parent, threading.Event())
+            self._waiting[site.parent] = first_result
+            self._busy.add(site.parent)
             thread = threading.Thread(
                 target=self._compile,
                 args=(site, mine, theirs, sources, package_store, first_result),
@@ -105,12 +157,12 @@ class Bytecode:
         first_result: threading.Event,
     ) -> None:
         python, timeout_s = self.settings.python_executable, self.settings.build_timeout_s
-        first_result.wait(self.first_result_wait_s)  # the first worker's import has the cores to itself
+        first_result.wait(self.first_result_wait_s)  # the first batch has the cores to itself
         with self._lock:
             self._waiting.pop(site.parent, None)
         try:
             try:
-                if not self._closed:
+                if not self._processes.closed:
                     store.compile_entries(mine, python, timeout_s, idle=True, running=self._processes)
             finally:
                 with self._lock:
@@ -118,35 +170,57 @@ class Bytecode:
                         self._compiling.pop(entry).set()
             for other in theirs:
                 other.wait(timeout_s)
-            if not self._closed:
+            if not self._processes.closed:
                 store.link_bytecode(site, sources, package_store)
+                (site.parent / TODO).unlink(missing_ok=True)
         except (OSError, subprocess.SubprocessError):
-            if not self._closed:  # (stopped by close: nothing to say)
+            if not self._processes.closed:  # (stopped by close: nothing to say)
                 log.warning("compiling the bytecode of %s failed", site, exc_info=True)
         finally:
             with self._lock:
                 self._running.discard(threading.current_thread())
+                self._busy.discard(site.parent)
 
     def close(self) -> None:
         """The service stops: the compiles waiting for a first result never start and those under way are
-        killed (their whole session: the compile's forked helpers too). Their entries stay unmarked, so the
-        next service that builds a set of them compiles them; no compile outlives its service."""
+        killed (their whole session: the compile's forked helpers too), none outliving its service. What they
+        left stays in :data:`TODO` for the runtime's next first batch, in whichever service (:meth:`answered`)."""
+        self._processes.close()
         with self._lock:
-            self._closed = True
-            waiting, processes = list(self._waiting.values()), list(self._processes)
+            waiting = list(self._waiting.values())
         for first_result in waiting:
             first_result.set()
-        for process in processes:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
 
     def answered(self, runtime: Path) -> None:
-        """A worker of the runtime folder ``runtime`` answered its first batch: its compile, if one waits,
-        starts now (at once for every later call: nothing waits)."""
+        """A worker of the runtime folder ``runtime`` answered its first batch: its compile, if one waits, starts
+        now; if none of this service's is under way and the runtime still holds :data:`TODO` (a service stopped
+        before its links were made), what is left is compiled and linked now."""
         with self._lock:
             first_result = self._waiting.get(runtime)
+            busy = runtime in self._busy
         if first_result is not None:
             first_result.set()
+        elif not busy and not self._processes.closed and (runtime / TODO).is_file():
+            self._resume(runtime)
+
+    def _resume(self, runtime: Path) -> None:
+        """Compile and link what :data:`TODO` of ``runtime`` says is left, at once (its first result was given)."""
+        try:
+            site, entries, sources, package_store = _read_todo(runtime / TODO)
+        except (OSError, ValueError, KeyError, TypeError):
+            log.warning("the bytecode left to make in %s could not be read", runtime, exc_info=True)
+            return
+        todo = store.uncompiled(entries)
+        if not todo:  # compiled meanwhile (another runtime's compile): only the links are left
+            try:
+                store.link_bytecode(site, sources, package_store)
+                (runtime / TODO).unlink(missing_ok=True)
+            except OSError:
+                log.warning("linking the bytecode of %s failed", site, exc_info=True)
+            return
+        given = threading.Event()
+        given.set()
+        self._start(site, todo, sources, package_store, given)
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Wait for the compiles started so far; whether none is left running (a shutdown that waits, tests)."""
@@ -157,3 +231,31 @@ class Bytecode:
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         with self._lock:
             return not any(thread.is_alive() for thread in self._running)
+
+
+def _write_todo(path: Path, site: str, entries: set[Path], sources: store.Sources, package_store: Path) -> None:
+    """Write :data:`TODO` whole (a temporary file renamed): a reader sees all of it or none."""
+    body = {
+        "site": site,
+        "entries": sorted(str(e) for e in entries),
+        "sources": {rel: sorted(parents) for rel, parents in sources.items()},
+        "store": str(package_store),
+    }
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(body))
+    partial.rename(path)
+
+
+def _read_todo(path: Path) -> tuple[Path, set[Path], store.Sources, Path]:
+    """(site, entries, sources, package store) of a runtime's :data:`TODO`; only entries inside the store's
+    archive are kept (the file is the host's, in a folder workers cannot write; checked all the same: root
+    compiles what it names)."""
+    body = json.loads(path.read_text())
+    package_store = Path(body["store"])
+    archive = os.path.realpath(package_store / store.ARCHIVE)
+    entries = {Path(e) for e in body["entries"] if os.path.realpath(e).startswith(archive + os.sep)}
+    sources = {str(rel): {str(p) for p in parents} for rel, parents in body["sources"].items()}
+    site = path.parent / str(body["site"])
+    if site.parent != path.parent:
+        raise ValueError(f"{body['site']!r} is not a folder of the runtime")
+    return site, entries, sources, package_store
