@@ -54,8 +54,11 @@ def browser() -> Iterator[object]:
     if MISSING:
         pytest.fail(f"EVALUATOR_HOST_TEST_BROWSER=required but {MISSING}")
     assert (WEB_DIST / "index.html").is_file(), "the playground is not built: run make install"
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # an assertion waits as long as an action does (its own default is 5 s: a loaded machine's page may
+    # take longer to show what the test then requires, as a full `make test` run showed)
+    expect.set_options(timeout=TIMEOUT_MS)
     with sync_playwright() as pw:
         launched = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         yield launched
