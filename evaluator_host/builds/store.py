@@ -46,6 +46,7 @@ __all__ = [
     "StoreError",
     "compile_entries",
     "disk_usage",
+    "in_archive",
     "link_bytecode",
     "link_tree",
     "read_manifest",
@@ -62,6 +63,11 @@ class StoreError(Exception):
 
 def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def in_archive(path: str | Path, store: Path) -> bool:
+    """Whether ``path`` (links resolved) is inside ``store``'s archive, where every entry lives."""
+    return _inside(os.path.realpath(path), os.path.realpath(store / ARCHIVE))
 
 
 def read_manifest(path: Path) -> tuple[dict[str, str], list[str]]:

@@ -210,17 +210,9 @@ class Bytecode:
         except (OSError, ValueError, KeyError, TypeError):
             log.warning("the bytecode left to make in %s could not be read", runtime, exc_info=True)
             return
-        todo = store.uncompiled(entries)
-        if not todo:  # compiled meanwhile (another runtime's compile): only the links are left
-            try:
-                store.link_bytecode(site, sources, package_store)
-                (runtime / TODO).unlink(missing_ok=True)
-            except OSError:
-                log.warning("linking the bytecode of %s failed", site, exc_info=True)
-            return
         given = threading.Event()
-        given.set()
-        self._start(site, todo, sources, package_store, given)
+        given.set()  # (nothing left to compile, another runtime's compile did it: the thread only links)
+        self._start(site, store.uncompiled(entries), sources, package_store, given)
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Wait for the compiles started so far; whether none is left running (a shutdown that waits, tests)."""
@@ -252,8 +244,7 @@ def _read_todo(path: Path) -> tuple[Path, set[Path], store.Sources, Path]:
     compiles what it names)."""
     body = json.loads(path.read_text())
     package_store = Path(body["store"])
-    archive = os.path.realpath(package_store / store.ARCHIVE)
-    entries = {Path(e) for e in body["entries"] if os.path.realpath(e).startswith(archive + os.sep)}
+    entries = {Path(e) for e in body["entries"] if store.in_archive(e, package_store)}
     sources = {str(rel): {str(p) for p in parents} for rel, parents in body["sources"].items()}
     site = path.parent / str(body["site"])
     if site.parent != path.parent:
