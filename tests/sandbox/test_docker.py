@@ -212,6 +212,46 @@ def test_containers_left_by_a_crashed_service_are_swept_at_start(tmp_path: Path)
         client.close()
 
 
+def test_removers_racing_for_the_same_containers_all_end_with_them_gone(tmp_path: Path) -> None:
+    """A killed service's janitor and the next service's start-up sweep remove the same containers at once: the
+    loser's 409 ("removal ... already in progress") once made the new service exit at start (a full run's resume
+    test). Three sweeps of one data dir at once all return, and every container is gone."""
+    settings = make_settings(tmp_path, backend="docker")
+    engines = [Engine(settings) for _ in range(3)]
+    client = docker.from_env()
+    made = [
+        client.containers.run(settings.base_image, ["sleep", "600"], detach=True, labels=engines[0].labels())
+        for _ in range(4)
+    ]
+    try:
+        start = threading.Barrier(len(engines))
+        counts: list[int] = []
+        errors: list[BaseException] = []
+
+        def sweep(engine: Engine) -> None:
+            start.wait()
+            try:
+                counts.append(engine.sweep_sync())
+            except BaseException as exc:  # noqa: BLE001 - the assertion below names it
+                errors.append(exc)
+
+        threads = [threading.Thread(target=sweep, args=(engine,)) for engine in engines]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert errors == [], errors
+        assert len(counts) == len(engines)
+        assert managed_containers(engines[0].owner) == set()
+    finally:
+        for container in made:
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
+        for engine in engines:
+            engine.close()
+        client.close()
+
+
 @pytest.mark.parametrize("stop", ["sigkill", "sigterm-then-sigkill-2s-later"])
 def test_no_container_outlives_its_service_by_more_than_10_s(tmp_path: Path, stop: str) -> None:
     """A service killed (a crash, or a supervisor's stop that runs out of patience) leaves no worker,

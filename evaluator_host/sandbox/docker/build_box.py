@@ -51,7 +51,7 @@ from evaluator_host.builds.build_sandbox import host_pip_config, local_index_pat
 from evaluator_host.builds.npm import host_npm_config
 from evaluator_host.definitions.languages import Family
 from evaluator_host.sandbox.docker import box_disk
-from evaluator_host.sandbox.docker.engine import Engine, NotFound
+from evaluator_host.sandbox.docker.engine import Engine, NotFound, remove_container
 from evaluator_host.settings import Settings
 
 __all__ = ["BuildBox", "BuildBoxes", "host_pip_config", "local_index_paths"]
@@ -271,9 +271,7 @@ class BuildBoxes:
 
     def _discard(self, box: BuildBox) -> None:
         try:
-            self.engine.run_sync(lambda client: client.api.remove_container(box.container_id, force=True))
-        except NotFound:
-            pass
+            self.engine.run_sync(lambda client: remove_container(client.api, box.container_id))
         finally:
             shutil.rmtree(box.directory, ignore_errors=True)
             if box.relay is not None:

@@ -17,7 +17,7 @@ from evaluator_host.definitions import languages
 from evaluator_host.definitions.languages import RUNTIMES_DIR
 from evaluator_host.errors import SandboxError
 from evaluator_host.sandbox.base import SANDBOX_ENV, RuntimeKey
-from evaluator_host.sandbox.docker.engine import NAME_PREFIX, Engine
+from evaluator_host.sandbox.docker.engine import NAME_PREFIX, Engine, remove_container
 from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
 from evaluator_host.sandbox.docker.store_binds import folder_binds, is_folder
 from evaluator_host.sandbox.egress.proxy import (
@@ -158,6 +158,6 @@ class Containers:
             init_pid = api.inspect_container(cid)["State"].get("Pid") or None
         except BaseException:
             with contextlib.suppress(Exception):
-                api.remove_container(cid, force=True)
+                remove_container(api, cid)
             raise
         return cid, sock, init_pid

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -26,7 +27,7 @@ import requests.exceptions
 from evaluator_host.errors import BackendUnavailable, EvaluatorHostError, SandboxError
 from evaluator_host.settings import Settings
 
-__all__ = ["INSTANCE", "MANAGED", "OWNER", "Engine", "NotFound", "unusable_reason"]
+__all__ = ["INSTANCE", "MANAGED", "OWNER", "Engine", "NotFound", "remove_container", "unusable_reason"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,35 @@ def _translate(exc: BaseException) -> EvaluatorHostError:
     ):
         return BackendUnavailable(f"the Docker engine is not reachable: {exc}", retry_after_s=5)
     return SandboxError(f"the Docker engine refused: {exc}")
+
+
+_REMOVING = ("already in progress", "marked for removal")  # the engine's 409s for a removal under way
+REMOVAL_SETTLE_S = 30.0
+
+
+def remove_container(api: docker.APIClient, container_id: str, *, settle_s: float = REMOVAL_SETTLE_S) -> None:
+    """Force-remove a container; afterwards it is gone, whoever removed it.
+
+    Removers race by design: a dead service's janitor, the next service's start-up sweep on the same data dir,
+    an operator's ``docker rm``. A container already gone (404) counts as removed; one whose removal another
+    remover has under way (the engine's 409 "removal ... already in progress" / "dead or marked for removal")
+    is waited for, retrying the removal, until the engine no longer knows it — at most ``settle_s`` seconds,
+    after which a warning is logged and the call returns (a container stuck in the engine's own removal is not
+    a reason to fail a sweep or a service's start). Any other engine error is raised."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        try:
+            api.remove_container(container_id, force=True)
+            return
+        except NotFound:
+            return
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409 or not any(m in str(exc) for m in _REMOVING):
+                raise
+            if time.monotonic() >= deadline:
+                log.warning("container %s is still being removed after %.0f s", container_id[:12], settle_s)
+                return
+        time.sleep(0.1)
 
 
 def _connect(settings: Settings, timeout_s: float) -> docker.DockerClient:
@@ -104,10 +134,7 @@ class Engine:
             # sparse: the listing's own data, no inspect a container gone in between would fail with a 404
             found = client.containers.list(all=True, sparse=True, filters={"label": labels})
             for container in found:
-                try:
-                    container.remove(force=True)
-                except NotFound:
-                    pass
+                remove_container(client.api, str(container.id))
             return len(found)
 
         count = self.run_sync(sweep)

@@ -73,7 +73,7 @@ def _sweep(owner: str, docker_host: str | None, before: float, instance: str | N
     data dir since then owns the newer ones); their count."""
     import docker
 
-    from evaluator_host.sandbox.docker.engine import INSTANCE, MANAGED, OWNER
+    from evaluator_host.sandbox.docker.engine import INSTANCE, MANAGED, OWNER, remove_container
 
     client = docker.DockerClient(base_url=docker_host, timeout=30) if docker_host else docker.from_env(timeout=30)
     try:
@@ -84,14 +84,8 @@ def _sweep(owner: str, docker_host: str | None, before: float, instance: str | N
             if float(c.get("Created", 0)) <= before or (instance and (c.get("Labels") or {}).get(INSTANCE) == instance)
         ]
 
-        def remove(container_id: str) -> None:
-            try:
-                client.api.remove_container(container_id, force=True)
-            except docker.errors.NotFound:
-                pass
-
         with ThreadPoolExecutor(max_workers=8) as pool:
-            list(pool.map(remove, found))
+            list(pool.map(lambda cid: remove_container(client.api, cid), found))
         return len(found)
     finally:
         client.close()
