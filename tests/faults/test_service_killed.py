@@ -174,13 +174,15 @@ def _killed_mid_docker_build(tmp_path: Path) -> None:
         return [c for c in boxes if owner_of is None or c["Labels"].get("evaluator-host.owner") in owner_of]
 
     try:
+        # this data dir's boxes only: another test's service may have one of its own on the engine now, even one
+        # running an install (waiting on any box's install once let a run kill this service before its own began)
+        owners = {Engine(Settings(data_dir=data_dir)).owner}
         with serving(data_dir, "docker", env=env) as (client, proc):
             _save_in_background(client, body)
-            # the install is under way in a build box (an exec running pip in it)
-            wait_until(lambda: any(_execs(engine, box) for box in build_boxes()), 120, 0.02, what="the install to run")
-            # this data dir's boxes only (another test's service may have one of its own on the engine now)
-            owners = {Engine(Settings(data_dir=data_dir)).owner}
-            assert build_boxes(owners), "the killed service's build box"
+            # the install is under way in this service's build box (an exec running pip in it)
+            wait_until(
+                lambda: any(_execs(engine, box) for box in build_boxes(owners)), 120, 0.02, what="the install to run"
+            )
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
         killed_at = time.monotonic()
