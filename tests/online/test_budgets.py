@@ -19,7 +19,6 @@ from typing import Any
 
 import httpx
 import pytest
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -31,6 +30,7 @@ from evaluator_host.settings import Settings
 from evaluator_host.store.online.budgets import Use
 from tests.support.at_once import Cases, at_once
 from tests.support.llm_server import llm_server
+from tests.support.otlp import CheckedExporter
 from tests.support.service import serving
 from tests.support.wait import wait_until
 
@@ -98,13 +98,15 @@ def _over_the_budget(tmp_path: Path) -> None:
         rule = made.json()["id"]
 
         provider = TracerProvider(resource=Resource.create({"service.name": "chat-api"}))
-        provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{client.base_url}/v1/traces")))
+        exporter = CheckedExporter(f"{client.base_url}/v1/traces")
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
         tracer = provider.get_tracer("tests.online.budgets")
         traces = []
         for i in range(4):
             with tracer.start_as_current_span(f"chat-{i}") as root:
                 traces.append(format(root.get_span_context().trace_id, "032x"))
         provider.shutdown()
+        assert exporter.delivered(), f"the service did not take every trace: exports {exporter.results}"
 
         def split() -> dict[str, list[dict[str, Any]]] | None:
             by: dict[str, list[dict[str, Any]]] = {}
@@ -187,7 +189,7 @@ def _a_judge_answering_429(tmp_path: Path) -> None:
             assert made.status_code == 201, made.text
             rule = client.post("/v1/online-rules", json={"evaluator_id": made.json()["id"]}).json()["id"]
             provider = TracerProvider(resource=Resource.create({"service.name": "chat-api"}))
-            exporter = OTLPSpanExporter(endpoint=f"{client.base_url}/v1/traces")
+            exporter = CheckedExporter(f"{client.base_url}/v1/traces")
             provider.add_span_processor(SimpleSpanProcessor(exporter))
             tracer = provider.get_tracer("tests.online.budgets")
             traces = []
@@ -195,6 +197,7 @@ def _a_judge_answering_429(tmp_path: Path) -> None:
                 with tracer.start_as_current_span("chat", attributes={"ag.data.outputs": answer}) as root:
                     traces.append(format(root.get_span_context().trace_id, "032x"))
             provider.shutdown()
+            assert exporter.delivered(), f"the service did not take every trace: exports {exporter.results}"
 
             def all_scored() -> bool:
                 return all(d["decision"] == "scored" for t in traces for d in _decisions(client, t))

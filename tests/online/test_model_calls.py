@@ -23,7 +23,6 @@ from typing import Any
 
 import httpx
 import pytest
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -36,6 +35,7 @@ from evaluator_host.store.online.budgets import Use
 from tests.support.at_once import Cases, at_once
 from tests.support.backends import BACKENDS
 from tests.support.llm_server import llm_server
+from tests.support.otlp import CheckedExporter
 from tests.support.service import serving
 from tests.support.wait import wait_until
 
@@ -128,13 +128,15 @@ def _decisions(client: httpx.Client, trace_id: str) -> list[dict[str, Any]]:
 
 def _send(client: httpx.Client, answers: list[str]) -> list[str]:
     provider = TracerProvider(resource=Resource.create({"service.name": "chat-api"}))
-    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{client.base_url}/v1/traces")))
+    exporter = CheckedExporter(f"{client.base_url}/v1/traces")
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("tests.online.model_calls")
     traces = []
     for answer in answers:
         with tracer.start_as_current_span("chat", attributes={"ag.data.outputs": answer}) as root:
             traces.append(format(root.get_span_context().trace_id, "032x"))
     provider.shutdown()
+    assert exporter.delivered(), f"the service did not take every trace: exports {exporter.results}"
     return traces
 
 

@@ -11,12 +11,13 @@ bodies are kept too (to prove what never went out). ``POST /v1/logs`` bodies are
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
     ExportLogsServiceResponse,
@@ -26,10 +27,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExportResult
 
 from tests.support.wait import wait_until
 
-__all__ = ["Collector", "LogReceived", "Received", "collector"]
+__all__ = ["CheckedExporter", "Collector", "LogReceived", "Received", "collector"]
 
 KINDS = {1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
 STATUSES = {0: "UNSET", 1: "OK", 2: "ERROR"}
@@ -215,3 +218,25 @@ def collector() -> Iterator[Collector]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+class CheckedExporter(OTLPSpanExporter):
+    """The SDK's OTLP/HTTP span exporter, remembering each export's result, with a patient timeout.
+
+    The SDK drops a batch its exporter could not deliver (an answer slower than its 10 s default on a
+    loaded machine, a refusal) with a log line only: a test then waits for scores of traces that never
+    arrived. :meth:`delivered` says whether every export succeeded — assert it after the provider's
+    shutdown, so an undelivered trace fails at once, named as such."""
+
+    def __init__(self, endpoint: str, timeout: float = 60.0) -> None:
+        super().__init__(endpoint=endpoint, timeout=timeout)
+        self.results: list[SpanExportResult] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        result = super().export(spans)
+        self.results.append(result)
+        return result
+
+    def delivered(self) -> bool:
+        """Whether at least one export ran and every one succeeded."""
+        return bool(self.results) and all(r is SpanExportResult.SUCCESS for r in self.results)

@@ -10,6 +10,7 @@ import re
 import shutil
 import socket
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,24 +26,34 @@ from tests.support.zygote import CLI, Process, popen
 DATABASE_FILE = "evaluator-host.db"  # a data dir's SQLite database (``Settings.resolved_database_url``)
 
 
+_TEMPLATE_LOCK = threading.Lock()
+
+
 @functools.cache
 def _migrated_template() -> Path:
-    """A SQLite database file the migrations made, once per test process, checkpointed into the one file.
+    """A SQLite database file the migrations made, once per test process, whole in its one file.
 
     Migrating a fresh database costs ~0.2-0.3 s of CPU, paid by every service a test starts on a new data
     dir: hundreds a run, for the migrations' sake only. Their own tests (``tests/store/test_schema.py``,
-    ``tests/test_cli_db.py``...) migrate databases of their own."""
+    ``tests/test_cli_db.py``...) migrate databases of their own. The file is left in rollback-journal mode
+    (its WAL copied in and gone: a copy of the file alone is the whole database; a service's connections
+    switch it back to WAL) and checked to be at the migrations' head."""
+    import sqlite3
+
+    from evaluator_host.store import schema
     from evaluator_host.store.db import make_engine  # (migrates the new file: the product's own path)
 
     root = Path(tempfile.mkdtemp(prefix="evh-migrated-"))
     atexit.register(shutil.rmtree, root, True)
     path = root / DATABASE_FILE
-    engine = make_engine(f"sqlite:///{path}")
+    make_engine(f"sqlite:///{path}").dispose()
+    conn = sqlite3.connect(path)
     try:
-        with engine.connect() as conn:
-            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        assert conn.execute("PRAGMA journal_mode=DELETE").fetchone() == ("delete",)
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(schema.head(),)]
     finally:
-        engine.dispose()
+        conn.close()
+    assert not path.with_name(f"{DATABASE_FILE}-wal").exists()
     return path
 
 
@@ -51,8 +62,12 @@ def migrated(data_dir: Path) -> Path:
     one: a service started on it finds its schema up to date, as after its first start. Returns ``data_dir``."""
     target = data_dir / DATABASE_FILE
     if not target.exists():
+        with _TEMPLATE_LOCK:  # (tests starting services from threads: one template, made once)
+            template = _migrated_template()
         data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # as the service makes it
-        shutil.copyfile(_migrated_template(), target)
+        partial = data_dir / f".{DATABASE_FILE}.{os.getpid()}.{threading.get_ident()}"
+        shutil.copyfile(template, partial)
+        os.replace(partial, target)  # whole or not at all
     return data_dir
 
 
