@@ -44,7 +44,13 @@ def _migrated_template() -> Path:
     from evaluator_host.store.db import make_engine  # (migrates the new file: the product's own path)
 
     root = Path(tempfile.mkdtemp(prefix="evh-migrated-"))
-    atexit.register(shutil.rmtree, root, True)
+    maker = os.getpid()
+
+    def remove() -> None:  # when this process exits (not a child forked from it: the copies still to come need it)
+        if os.getpid() == maker:
+            shutil.rmtree(root, ignore_errors=True)
+
+    atexit.register(remove)
     path = root / DATABASE_FILE
     make_engine(f"sqlite:///{path}").dispose()
     conn = sqlite3.connect(path)
