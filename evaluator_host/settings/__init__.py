@@ -22,7 +22,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from evaluator_host.settings.online import OnlineSettings
 from evaluator_host.settings.sandbox import SandboxSettings
 
-__all__ = ["Settings", "default_data_dir", "otlp_traces_endpoint"]
+__all__ = ["DATABASE_FILE", "Settings", "default_data_dir", "otlp_traces_endpoint"]
+
+DATABASE_FILE = "evaluator-host.db"  # the data dir's SQLite database when no database_url is given
 
 
 def default_data_dir() -> Path:
@@ -350,4 +352,4 @@ class Settings(OnlineSettings, SandboxSettings, BaseSettings):
     @property
     def resolved_database_url(self) -> str:
         """The database URL, defaulting to SQLite in :attr:`data_dir`."""
-        return self.database_url or f"sqlite:///{self.data_dir / 'evaluator-host.db'}"
+        return self.database_url or f"sqlite:///{self.data_dir / DATABASE_FILE}"

@@ -18,13 +18,10 @@ from pathlib import Path
 import httpx
 from fastapi.testclient import TestClient
 
-from evaluator_host.settings import Settings
+from evaluator_host.settings import DATABASE_FILE, Settings
 from tests.support import REPO
 from tests.support.wait import wait_until
 from tests.support.zygote import CLI, Process, popen
-
-DATABASE_FILE = "evaluator-host.db"  # a data dir's SQLite database (``Settings.resolved_database_url``)
-
 
 _TEMPLATE_LOCK = threading.Lock()
 
