@@ -290,22 +290,13 @@ class IdempotencyRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
 
 
-# PostgreSQL ends a session idle inside a transaction this long (``idle_in_transaction_session_timeout``), so its
-# locks go with it. A service never leaves a transaction idle on purpose (no transaction is held across an
-# await, a sandbox run or a request); one that is frozen inside one (SIGSTOP, a paused VM, a stalled thread)
-# would otherwise hold its rows for as long as it is frozen: its job's row, which every other service's
-# adoption (``FOR UPDATE SKIP LOCKED``, store/jobs/leases.py) then skips, so the job stays stuck. When the
-# frozen service continues, its next statement finds the session ended; a job's fenced commit is then refused
-# as after any adoption.
-IDLE_IN_TRANSACTION_MS = 60_000
-
-
 def make_engine(url: str) -> Engine:
     """An engine on ``url`` whose schema is at the newest migration.
 
     ``postgresql://`` (or ``postgres://``) URLs get the psycopg 3 driver, the session time zone
-    UTC, a liveness check on checkout and :data:`IDLE_IN_TRANSACTION_MS` (a URL's own ``options`` come after,
-    and win); SQLite gets WAL, foreign keys, ``synchronous=NORMAL``
+    UTC, a liveness check on checkout and the sessions of ``store/pg_sessions.py`` (a frozen service's
+    locks end with its session: ``idle_in_transaction_session_timeout``, cursors that never pipeline; a
+    URL's own ``options`` come after, and win); SQLite gets WAL, foreign keys, ``synchronous=NORMAL``
     (docs/operations.md: a power loss may roll back the last commits, never corrupt the file; a job
     then runs its last chunks again, each row still stored once) and a busy timeout.
     The schema is upgraded in place first (``store/schema.py``): a database made before
@@ -327,10 +318,11 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
     elif url.startswith("postgresql"):
-        given = make_url(url).query.get("options") or ""  # the URL's own options (e.g. a search_path) stay, last
-        idle = f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
-        options = " ".join(["-c timezone=UTC", idle, *([given] if isinstance(given, str) else given)]).strip()
-        engine = create_engine(url, pool_pre_ping=True, connect_args={"options": options})
+        from evaluator_host.store.pg_sessions import StatementAtATime, session_options  # psycopg: PostgreSQL only
+
+        options = session_options(make_url(url).query.get("options"))  # the URL's own options stay, last
+        connect = {"options": options, "cursor_factory": StatementAtATime}
+        engine = create_engine(url, pool_pre_ping=True, connect_args=connect)
     else:
         engine = create_engine(url)
     translate_database_errors(engine)

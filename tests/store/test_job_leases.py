@@ -7,16 +7,23 @@ waited out on the database's clock, not slept through blindly."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import threading
+import uuid
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import make_url, select, update
+from psycopg import pq
+from sqlalchemy import make_url, select, text, update
 
 from evaluator_host.errors import JobNotHeld
-from evaluator_host.store.db import IDLE_IN_TRANSACTION_MS, JobRow, make_engine
+from evaluator_host.store.db import JobRow, make_engine
 from evaluator_host.store.jobs.leases import database_now
 from evaluator_host.store.jobs.repository import JobStore
+from evaluator_host.store.pg_sessions import IDLE_IN_TRANSACTION_MS, StatementAtATime
+from tests.support import REPO
 from tests.support.backends import postgres_only
 from tests.support.migrated import module_fixtures
 from tests.support.pg import Cluster
@@ -52,6 +59,16 @@ def _now(store: JobStore) -> float:
 def _expired(store: JobStore, job_id: str) -> bool:
     lease = store.get_job(job_id).lease_until
     return lease is None or lease < _now(store)
+
+
+def _quick(database_url: str, idle_ms: int = 1000) -> str:
+    """``database_url`` with sessions ended after ``idle_ms`` idle in a transaction (the URL's own options
+    come last, and win over the service's minute)."""
+    url = make_url(database_url)
+    given = url.query.get("options") or ""
+    extra = f"-c idle_in_transaction_session_timeout={idle_ms}"
+    options = " ".join([*([given] if isinstance(given, str) else given), extra]).strip()
+    return url.update_query_dict({"options": options}).render_as_string(hide_password=False)
 
 
 def _row(job_id: str, idx: int) -> tuple[str, int, str, int, str, str]:
@@ -174,16 +191,7 @@ def test_an_owner_frozen_inside_a_transaction_holding_its_job_is_ended_by_the_se
     database_url = postgres.database()
     with make_engine(database_url).connect() as conn:  # the service's sessions get the bound
         assert conn.exec_driver_sql("SHOW idle_in_transaction_session_timeout").scalar_one() == "1min"
-    url = make_url(database_url)
-    given = url.query.get("options") or ""
-    quick = url.update_query_dict(
-        {
-            "options": " ".join(
-                [*([given] if isinstance(given, str) else given), "-c idle_in_transaction_session_timeout=1000"]
-            ).strip()
-        }
-    )
-    owner = JobStore(make_engine(quick.render_as_string(hide_password=False)), owner="service-a")
+    owner = JobStore(make_engine(_quick(database_url)), owner="service-a")
     owner.lease_s = SHORT
     owner.add_dataset(dataset())
     other = _other(owner)
@@ -199,3 +207,111 @@ def test_an_owner_frozen_inside_a_transaction_holding_its_job_is_ended_by_the_se
         frozen.invalidate()
         frozen.close()
         owner.engine.dispose()
+
+
+@postgres_only
+def test_an_engines_executemany_sends_one_statement_at_a_time_never_a_pipeline(postgres: Cluster) -> None:
+    """psycopg's ``executemany`` pipelines, and a session frozen mid-pipeline waits on its client "active", where
+    no idle timeout ends it (store/pg_sessions.py). The engine's cursors send each statement of an
+    ``executemany`` alone, answered before the next; results as psycopg's (the rowcount is the sum)."""
+    engine = make_engine(postgres.database())
+    modes: list[object] = []
+    try:
+        with engine.begin() as conn:
+            raw = conn.connection.driver_connection
+            assert raw is not None
+            conn.exec_driver_sql("CREATE TEMPORARY TABLE numbers (i integer)")
+
+            def params() -> Iterator[tuple[int]]:
+                for i in range(5):
+                    modes.append(raw.pgconn.pipeline_status)  # read while executemany runs
+                    yield (i,)
+
+            with raw.cursor() as cursor:
+                assert isinstance(cursor, StatementAtATime)
+                cursor.executemany("INSERT INTO numbers VALUES (%s)", params())
+                assert cursor.rowcount == 5
+            added = conn.exec_driver_sql("INSERT INTO numbers VALUES (%s)", [(5,), (6,)])  # through SQLAlchemy
+            assert added.rowcount == 2
+            assert conn.exec_driver_sql("SELECT sum(i) FROM numbers").scalar_one() == 21
+    finally:
+        engine.dispose()
+    assert modes == [pq.PipelineStatus.OFF] * 5
+
+
+_COMMITTER = """
+import json, sys
+from evaluator_host.store.db import make_engine
+from evaluator_host.errors import JobNotHeld
+from evaluator_host.store.jobs.repository import JobStore
+url, job, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+store = JobStore(make_engine(url), owner="service-a")
+rows = [(job, i, "ok", 1, "python-1", json.dumps({"status": "ok", "score": i})) for i in range(n)]
+print("ready", flush=True)
+sys.stdin.readline()
+try:
+    store.commit_rows(job, rows, done=n, failed=0, acc_state={}, active_s=0.0)
+except JobNotHeld as exc:
+    print("refused:", exc.message, flush=True)
+"""
+
+
+@postgres_only
+def test_an_owner_frozen_in_the_middle_of_a_chunks_commit_loses_its_job_to_an_adopter(postgres: Cluster) -> None:
+    """The CI failure of the paused-owner test (tests/faults/test_job_adoption.py, docker-postgres): an owner
+    SIGSTOPped while committing a chunk held its job's row (the rows' foreign key) from inside psycopg's
+    ``executemany`` pipeline, a state no server timeout ends: nobody adopted the job. A real process commits
+    a chunk (its insert made 2 s longer by a trigger after the foreign key's checks locked the job's row)
+    and is frozen while the insert runs (in the trigger: the row locked); the server ends its
+    session (1 s idle in a transaction here) once it has answered, the job is adopted, and the frozen
+    commit, continued, is refused as after any adoption (``JobNotHeld``, not the database's error) and
+    stored nothing."""
+    database_url = postgres.database()
+    owner = JobStore(make_engine(database_url), owner="service-a")
+    owner.lease_s = SHORT
+    owner.add_dataset(dataset())
+    other = _other(owner)
+    job = new_job(owner, total=1000)
+    with owner.engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE FUNCTION slow_insert() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN PERFORM pg_sleep(2); RETURN NULL; END $$"
+        )
+        conn.exec_driver_sql(
+            "CREATE TRIGGER slow AFTER INSERT ON job_results FOR EACH STATEMENT EXECUTE FUNCTION slow_insert()"
+        )
+    name = f"frozen-{uuid.uuid4().hex[:8]}"
+    url = make_url(_quick(database_url)).update_query_dict({"application_name": name})
+    argv = [sys.executable, "-c", _COMMITTER, url.render_as_string(hide_password=False), job, "1000"]
+    child = subprocess.Popen(argv, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdin is not None and child.stdout is not None
+    inserting = (
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = :n AND state = 'active'"
+        " AND query LIKE 'INSERT INTO job_results%' AND wait_event = 'PgSleep'"
+    )
+    said = ""
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        child.stdin.write("\n")
+        child.stdin.flush()
+
+        def running() -> int:  # a connection each time: a transaction sees one snapshot of pg_stat_activity
+            with owner.engine.connect() as watch:
+                return int(watch.execute(text(inserting), {"n": name}).scalar_one())
+
+        wait_until(running, 60, 0.01, what="the insert")
+        child.send_signal(signal.SIGSTOP)
+        wait_until(lambda: _expired(other, job), 10, 0.05, what="the lease to run out")
+        [adopted] = wait_until(other.adopt_expired, 30, 0.1, what="the adoption of the frozen committer's job")
+        assert adopted.owner == "service-b" and adopted.done == 0
+    finally:
+        child.send_signal(signal.SIGCONT)
+        try:
+            said, _ = child.communicate(timeout=60)
+        finally:
+            child.kill()
+            child.stdout.close()
+    assert child.returncode == 0
+    assert f"refused: job '{job}' is finished, deleted or another service's: its commit failed" in said, said
+    assert other.stored_among(job, list(range(1000))) == set()
+    owner.engine.dispose()

@@ -35,6 +35,7 @@ from typing import Any
 from sqlalchemy import Table, func, insert, or_, select, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from evaluator_host.errors import JobNotHeld, QuotaExceeded
 from evaluator_host.evaluation.outcomes.aggregate import Accumulator, Scored
@@ -55,7 +56,18 @@ _PG_INSERT_NEW = (
     "FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS u(idx, status, result) "
     "ON CONFLICT (job_id, idx) DO NOTHING RETURNING idx"
 )
+# a chunk's rows as one statement over six arrays (no executemany: its pipeline would leave a frozen
+# committer's session holding the job's row, store/pg_sessions.py); a row stored before: IntegrityError
+_PG_INSERT = (
+    "INSERT INTO job_results (job_id, idx, status, revision, runtime_id, result) "
+    "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::integer[], %s::text[], %s::text[])"
+)
 _SQLITE_ROWS = 150  # rows per INSERT on SQLite: 900 parameters, under every SQLite's limit (999 before 3.32)
+
+
+def _not_held(job_id: str, what: str) -> str:
+    """:class:`JobNotHeld`'s message (one wording, whichever way the commit was refused)."""
+    return f"job {job_id!r} is finished, deleted or another service's: {what}"
 
 
 def _values_sql(n: int) -> str:
@@ -174,43 +186,60 @@ class JobResults:
         """Insert ``rows`` (job_id, idx, status, revision, runtime_id, result) and the counters, atomically.
 
         Lands only while the job is unfinished and this owner's; otherwise nothing is stored and
-        :class:`JobNotHeld` is raised. A row stored before (same ``(job_id, idx)``) or a job that
-        does not exist is an ``IntegrityError``, and nothing of the chunk is stored either.
+        :class:`JobNotHeld` is raised — also when the transaction fails in the database (a session the
+        server ended while this service was frozen, a lost connection) and the job, read afresh, is no
+        longer this owner's: the refusal, whichever way it came (a failure of a job still held propagates).
+        A row stored before (same ``(job_id, idx)``) or a job that does not exist is an ``IntegrityError``,
+        and nothing of the chunk is stored either.
         The job's ``result_bytes`` grow by the rows' bytes, charged to ``workspace_id``'s storage quota
         (the module docstring's rule; None: the job's own workspace, read here): past it the job is
         marked failed in this transaction and :class:`QuotaExceeded` is raised once it is committed.
         ``cached``: the job's rows answered from the result cache so far (set with the counters; None: left).
-        The rows go to the driver directly (no per-row SQL compilation): on SQLite as multi-row
-        ``INSERT`` statements, :data:`_SQLITE_ROWS` rows each (``executemany`` releases and takes back
-        the GIL around every row's step, which stalls the event loop's thread at each hand-over).
+        The rows go to the driver directly (no per-row SQL compilation): on PostgreSQL as one statement
+        over arrays, on SQLite as multi-row ``INSERT`` statements, :data:`_SQLITE_ROWS` rows each
+        (``executemany`` releases and takes back the GIL around every row's step, which stalls the event
+        loop's thread at each hand-over).
         """
-        with self.engine.begin() as conn:
-            if workspace_id is None:
-                workspace_id = conn.execute(select(JobRow.workspace_id).where(JobRow.id == job_id)).scalar() or ""
-            quota = self._quota(conn, workspace_id)
-            keep, values, over = self._charge(
-                workspace_id, quota, [row[5] for row in rows], done - len(rows), partial=False
-            )
-            store = keep > 0 or not rows
-            if rows and store:
-                if self._sqlite:
-                    self._insert_sqlite(conn, rows)
-                elif self._insert_sql:
-                    conn.exec_driver_sql(self._insert_sql, list(rows))
-                else:
-                    conn.execute(insert(RESULTS), [dict(zip(_RESULT_COLUMNS, row, strict=True)) for row in rows])
-            counters = {"done": done, "failed": failed, "acc_state": acc_state} if store else {}
-            if store and cached is not None:  # rows of ``done`` answered from the result cache
-                counters["cached"] = cached
-            held = conn.execute(
-                update(JobRow)
-                .where(JobRow.id == job_id, JobRow.status.in_(UNFINISHED), self._mine())
-                .values(**counters, active_s=active_s, **values)
-            ).rowcount
-            if not held:
-                raise JobNotHeld(f"job {job_id!r} is finished, deleted or another service's: its rows were not stored")
+        try:
+            with self.engine.begin() as conn:
+                if workspace_id is None:
+                    workspace_id = conn.execute(select(JobRow.workspace_id).where(JobRow.id == job_id)).scalar() or ""
+                quota = self._quota(conn, workspace_id)
+                keep, values, over = self._charge(
+                    workspace_id, quota, [row[5] for row in rows], done - len(rows), partial=False
+                )
+                store = keep > 0 or not rows
+                if rows and store:
+                    if self._sqlite:
+                        self._insert_sqlite(conn, rows)
+                    elif conn.dialect.name == "postgresql":
+                        conn.exec_driver_sql(_PG_INSERT, tuple(list(column) for column in zip(*rows, strict=True)))
+                    elif self._insert_sql:
+                        conn.exec_driver_sql(self._insert_sql, list(rows))
+                    else:
+                        conn.execute(insert(RESULTS), [dict(zip(_RESULT_COLUMNS, row, strict=True)) for row in rows])
+                counters = {"done": done, "failed": failed, "acc_state": acc_state} if store else {}
+                if store and cached is not None:  # rows of ``done`` answered from the result cache
+                    counters["cached"] = cached
+                held = conn.execute(
+                    update(JobRow)
+                    .where(JobRow.id == job_id, JobRow.status.in_(UNFINISHED), self._mine())
+                    .values(**counters, active_s=active_s, **values)
+                ).rowcount
+                if not held:
+                    raise JobNotHeld(_not_held(job_id, "its rows were not stored"))
+        except DBAPIError as exc:  # e.g. the session ended by the server while this service was frozen
+            if isinstance(exc, IntegrityError) or self._holds(job_id):
+                raise
+            raise JobNotHeld(_not_held(job_id, f"its commit failed ({type(exc.orig).__name__})")) from exc
         if over is not None:
             raise over
+
+    def _holds(self, job_id: str) -> bool:
+        """Whether ``job_id`` is unfinished and this owner's (read afresh)."""
+        query = select(JobRow.id).where(JobRow.id == job_id, JobRow.status.in_(UNFINISHED), self._mine())
+        with self.engine.connect() as conn:
+            return conn.execute(query).first() is not None
 
     def commit_shared(
         self,

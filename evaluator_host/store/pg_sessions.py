@@ -1,0 +1,54 @@
+"""PostgreSQL sessions that a frozen service cannot leave holding rows (how ``make_engine`` connects).
+
+Contract:
+
+* Every session sets ``idle_in_transaction_session_timeout`` (:data:`IDLE_IN_TRANSACTION_MS`, a minute):
+  the server ends a session that waits on its client between statements of a transaction, and the
+  session's locks go with it. A service frozen there (SIGSTOP, a paused VM, a stalled thread) thus frees
+  its job's row for another service's adoption (``FOR UPDATE SKIP LOCKED``, store/jobs/leases.py), which
+  it would otherwise skip for as long as the service is frozen; when it continues, its next statement
+  finds the session ended and a job's fenced commit is refused as after any adoption.
+* The timeout runs only while the server waits for the next statement *after answering the last one*
+  (PostgreSQL arms it when it sends ReadyForQuery, i.e. at a ``Sync``). A pipeline sends several
+  statements before one ``Sync``: a session frozen mid-pipeline is "active", waiting on its client, with
+  no timeout — and psycopg's ``executemany`` pipelines. A commit of a job's rows inserts them (a foreign
+  key to the job: ``FOR KEY SHARE`` of the job's row, which ``FOR UPDATE SKIP LOCKED`` skips), so a
+  service frozen mid-``executemany`` kept its job forever (the CI failure of
+  ``test_a_paused_owner_continued_after_the_adoption_stores_no_row_of_the_job[docker-postgres]``).
+  :class:`StatementAtATime` is therefore every session's cursor: its ``executemany`` runs one statement
+  after another, each answered (and synced) before the next is sent. Hot paths send one statement over
+  arrays instead (``unnest``), which is faster than either.
+* The one exchange left where the server waits on a client mid-statement is ``COPY … FROM STDIN`` (the
+  spans' group commit, store/online/span_inserts.py): a service frozen while sending one holds what its
+  transaction locked (a workspace's quota row, when it has a quota) until it continues; no job's row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import psycopg
+from psycopg.abc import Params, Query
+
+__all__ = ["IDLE_IN_TRANSACTION_MS", "StatementAtATime", "session_options"]
+
+IDLE_IN_TRANSACTION_MS = 60_000
+
+
+class StatementAtATime(psycopg.Cursor[Any]):
+    """A cursor whose ``executemany`` never pipelines (the module's contract): each statement of it is sent,
+    answered and synced before the next, so the session is never left waiting on its client mid-pipeline.
+    Same results otherwise (``rowcount`` the sum, ``returning`` as psycopg's)."""
+
+    def executemany(self, query: Query, params_seq: Iterable[Params], *, returning: bool = False) -> None:
+        with self._conn.lock:
+            self._conn.wait(self._executemany_gen_no_pipeline(query, params_seq, returning))
+
+
+def session_options(given: str | tuple[str, ...] | None) -> str:
+    """The ``options`` of every session: UTC, :data:`IDLE_IN_TRANSACTION_MS`, then ``given`` (a URL's own
+    ``options``, e.g. a ``search_path``), last, so they win."""
+    own = ["-c timezone=UTC", f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"]
+    extra = [given] if isinstance(given, str) else list(given or ())
+    return " ".join([*own, *extra]).strip()
