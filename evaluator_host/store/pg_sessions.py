@@ -16,8 +16,10 @@ Contract:
   service frozen mid-``executemany`` kept its job forever (the CI failure of
   ``test_a_paused_owner_continued_after_the_adoption_stores_no_row_of_the_job[docker-postgres]``).
   :class:`StatementAtATime` is therefore every session's cursor: its ``executemany`` runs one statement
-  after another, each answered (and synced) before the next is sent. Hot paths send one statement over
-  arrays instead (``unnest``), which is faster than either.
+  after another, each answered (and synced) before the next is sent: a round trip a statement (~70 µs
+  on this machine's loopback, against ~15 µs a row pipelined; the online ingest bench measured no loss).
+  A bulk write that matters sends one statement over arrays instead (``unnest``: a chunk's rows), or
+  SQLAlchemy's multi-row ``INSERT … RETURNING`` batches, faster than either.
 * The one exchange left where the server waits on a client mid-statement is ``COPY … FROM STDIN`` (the
   spans' group commit, store/online/span_inserts.py): a service frozen while sending one holds what its
   transaction locked (a workspace's quota row, when it has a quota) until it continues; no job's row.
