@@ -20,9 +20,11 @@ Contract:
   on this machine's loopback, against ~15 µs a row pipelined; the online ingest bench measured no loss).
   A bulk write that matters sends one statement over arrays instead (``unnest``: a chunk's rows), or
   SQLAlchemy's multi-row ``INSERT … RETURNING`` batches, faster than either.
-* The one exchange left where the server waits on a client mid-statement is ``COPY … FROM STDIN`` (the
-  spans' group commit, store/online/span_inserts.py): a service frozen while sending one holds what its
-  transaction locked (a workspace's quota row, when it has a quota) until it continues; no job's row.
+* Left: the server also waits on its client, with no timeout, while a statement's own messages arrive — a
+  ``COPY … FROM STDIN`` (the spans' group commit, store/online/span_inserts.py), or one statement larger than
+  the socket's buffer. A service frozen while sending one holds what its transaction locked until it
+  continues (a workspace's quota row, when it has a quota); never a job's row (a chunk's commit is a few
+  kilobytes, sent in one write).
 """
 
 from __future__ import annotations

@@ -253,19 +253,26 @@ try:
     store.commit_rows(job, rows, done=n, failed=0, acc_state={}, active_s=0.0)
 except JobNotHeld as exc:
     print("refused:", exc.message, flush=True)
+else:
+    print("committed", flush=True)
 """
+_GATE = 4242  # the advisory lock the test holds and the job_results trigger waits for
 
 
 @postgres_only
-def test_an_owner_frozen_in_the_middle_of_a_chunks_commit_loses_its_job_to_an_adopter(postgres: Cluster) -> None:
+@pytest.mark.parametrize("adopter", [True, False], ids=["adopted meanwhile", "nobody adopting"])
+def test_an_owner_frozen_in_the_middle_of_a_chunks_commit_holds_its_job_only_until_the_server_ends_its_session(
+    postgres: Cluster, adopter: bool
+) -> None:
     """The CI failure of the paused-owner test (tests/faults/test_job_adoption.py, docker-postgres): an owner
     SIGSTOPped while committing a chunk held its job's row (the rows' foreign key) from inside psycopg's
     ``executemany`` pipeline, a state no server timeout ends: nobody adopted the job. A real process commits
-    a chunk (its insert made 2 s longer by a trigger after the foreign key's checks locked the job's row)
-    and is frozen while the insert runs (in the trigger: the row locked); the server ends its
-    session (1 s idle in a transaction here) once it has answered, the job is adopted, and the frozen
-    commit, continued, is refused as after any adoption (``JobNotHeld``, not the database's error) and
-    stored nothing."""
+    a chunk whose insert waits, in a trigger after the foreign key's checks locked the job's row, for a lock
+    the test holds; the committer is frozen there, then the lock is let go: the server finishes the insert,
+    answers, and ends the session once it idled 1 s in its transaction (the service's minute, shortened).
+    With an adopter, the job is adopted and the commit, continued, is refused as after any adoption
+    (``JobNotHeld``, not the database's error), storing nothing; with nobody adopting, the continued commit
+    finds the job still its own and commits the chunk on a fresh session (store/jobs/refusals.py)."""
     database_url = postgres.database()
     owner = JobStore(make_engine(database_url), owner="service-a")
     owner.lease_s = SHORT
@@ -274,44 +281,54 @@ def test_an_owner_frozen_in_the_middle_of_a_chunks_commit_loses_its_job_to_an_ad
     job = new_job(owner, total=1000)
     with owner.engine.begin() as conn:
         conn.exec_driver_sql(
-            "CREATE FUNCTION slow_insert() RETURNS trigger LANGUAGE plpgsql AS "
-            "$$ BEGIN PERFORM pg_sleep(2); RETURN NULL; END $$"
+            "CREATE FUNCTION gated_insert() RETURNS trigger LANGUAGE plpgsql AS "
+            f"$$ BEGIN PERFORM pg_advisory_lock({_GATE}); PERFORM pg_advisory_unlock({_GATE}); RETURN NULL; END $$"
         )
         conn.exec_driver_sql(
-            "CREATE TRIGGER slow AFTER INSERT ON job_results FOR EACH STATEMENT EXECUTE FUNCTION slow_insert()"
+            "CREATE TRIGGER gated AFTER INSERT ON job_results FOR EACH STATEMENT EXECUTE FUNCTION gated_insert()"
         )
     name = f"frozen-{uuid.uuid4().hex[:8]}"
     url = make_url(_quick(database_url)).update_query_dict({"application_name": name})
     argv = [sys.executable, "-c", _COMMITTER, url.render_as_string(hide_password=False), job, "1000"]
+
+    def sessions(where: str) -> int:  # a connection each time: a transaction sees one snapshot of the view
+        query = f"SELECT count(*) FROM pg_stat_activity WHERE application_name = :n {where}"
+        with owner.engine.connect() as watch:
+            return int(watch.execute(text(query), {"n": name}).scalar_one())
+
+    gate = owner.engine.connect()
+    gate.exec_driver_sql(f"SELECT pg_advisory_lock({_GATE})")
+    gate.commit()  # a session's lock: held across transactions until unlocked
     child = subprocess.Popen(argv, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert child.stdin is not None and child.stdout is not None
-    inserting = (
-        "SELECT count(*) FROM pg_stat_activity WHERE application_name = :n AND state = 'active'"
-        " AND query LIKE 'INSERT INTO job_results%' AND wait_event = 'PgSleep'"
-    )
     said = ""
     try:
         assert child.stdout.readline().strip() == "ready"
         child.stdin.write("\n")
         child.stdin.flush()
-
-        def running() -> int:  # a connection each time: a transaction sees one snapshot of pg_stat_activity
-            with owner.engine.connect() as watch:
-                return int(watch.execute(text(inserting), {"n": name}).scalar_one())
-
-        wait_until(running, 60, 0.01, what="the insert")
+        waiting = "AND query LIKE 'INSERT INTO job_results%' AND wait_event = 'advisory'"
+        wait_until(lambda: sessions(waiting), 60, 0.01, what="the insert waiting in its trigger")
         child.send_signal(signal.SIGSTOP)
-        wait_until(lambda: _expired(other, job), 10, 0.05, what="the lease to run out")
-        [adopted] = wait_until(other.adopt_expired, 30, 0.1, what="the adoption of the frozen committer's job")
-        assert adopted.owner == "service-b" and adopted.done == 0
+        gate.exec_driver_sql(f"SELECT pg_advisory_unlock({_GATE})")
+        gate.commit()
+        wait_until(lambda: sessions("") == 0, 30, 0.05, what="the frozen session ended by the server")
+        if adopter:
+            [adopted] = wait_until(other.adopt_expired, 30, 0.1, what="the adoption of the frozen committer's job")
+            assert adopted.owner == "service-b" and adopted.done == 0
     finally:
+        gate.close()
         child.send_signal(signal.SIGCONT)
         try:
             said, _ = child.communicate(timeout=60)
-        finally:
+        except subprocess.TimeoutExpired:
             child.kill()
-            child.stdout.close()
-    assert child.returncode == 0
-    assert f"refused: job '{job}' is finished, deleted or another service's: its commit failed" in said, said
-    assert other.stored_among(job, list(range(1000))) == set()
+            said, _ = child.communicate()
+    assert child.returncode == 0, said
+    if adopter:
+        assert f"refused: job '{job}' is finished, deleted or another service's: its commit failed" in said, said
+        assert other.stored_among(job, list(range(1000))) == set()
+    else:
+        assert "committed" in said, said
+        assert owner.stored_among(job, list(range(1000))) == set(range(1000))
+        assert owner.get_job(job).done == 1000
     owner.engine.dispose()

@@ -35,13 +35,13 @@ from typing import Any
 from sqlalchemy import Table, func, insert, or_, select, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from evaluator_host.errors import JobNotHeld, QuotaExceeded
 from evaluator_host.evaluation.outcomes.aggregate import Accumulator, Scored
 from evaluator_host.store.db import DatasetRow, JobResultRow, JobRow, WorkspaceRow, utcnow
 from evaluator_host.store.jobs.outcome import finished_fields
 from evaluator_host.store.jobs.records import SharedCommit, StoredResult
+from evaluator_host.store.jobs.refusals import fenced, not_held, uncommitted
 from evaluator_host.store.online.rows import OnlineUsageRow
 from evaluator_host.tenancy.quotas import fitting, storage_exceeded, storage_limit
 
@@ -63,11 +63,6 @@ _PG_INSERT = (
     "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::integer[], %s::text[], %s::text[])"
 )
 _SQLITE_ROWS = 150  # rows per INSERT on SQLite: 900 parameters, under every SQLite's limit (999 before 3.32)
-
-
-def _not_held(job_id: str, what: str) -> str:
-    """:class:`JobNotHeld`'s message (one wording, whichever way the commit was refused)."""
-    return f"job {job_id!r} is finished, deleted or another service's: {what}"
 
 
 def _values_sql(n: int) -> str:
@@ -188,7 +183,8 @@ class JobResults:
         Lands only while the job is unfinished and this owner's; otherwise nothing is stored and
         :class:`JobNotHeld` is raised — also when the transaction fails in the database (a session the
         server ended while this service was frozen, a lost connection) and the job, read afresh, is no
-        longer this owner's: the refusal, whichever way it came (a failure of a job still held propagates).
+        longer this owner's: the refusal, whichever way it came; a job still held whose connection was lost
+        before the ``COMMIT`` is committed once more (:mod:`~evaluator_host.store.jobs.refusals`).
         A row stored before (same ``(job_id, idx)``) or a job that does not exist is an ``IntegrityError``,
         and nothing of the chunk is stored either.
         The job's ``result_bytes`` grow by the rows' bytes, charged to ``workspace_id``'s storage quota
@@ -200,38 +196,44 @@ class JobResults:
         (``executemany`` releases and takes back the GIL around every row's step, which stalls the event
         loop's thread at each hand-over).
         """
-        try:
+
+        def write() -> QuotaExceeded | None:
+            nonlocal workspace_id
             with self.engine.begin() as conn:
-                if workspace_id is None:
-                    workspace_id = conn.execute(select(JobRow.workspace_id).where(JobRow.id == job_id)).scalar() or ""
-                quota = self._quota(conn, workspace_id)
-                keep, values, over = self._charge(
-                    workspace_id, quota, [row[5] for row in rows], done - len(rows), partial=False
-                )
-                store = keep > 0 or not rows
-                if rows and store:
-                    if self._sqlite:
-                        self._insert_sqlite(conn, rows)
-                    elif conn.dialect.name == "postgresql":
-                        conn.exec_driver_sql(_PG_INSERT, tuple(list(column) for column in zip(*rows, strict=True)))
-                    elif self._insert_sql:
-                        conn.exec_driver_sql(self._insert_sql, list(rows))
-                    else:
-                        conn.execute(insert(RESULTS), [dict(zip(_RESULT_COLUMNS, row, strict=True)) for row in rows])
-                counters = {"done": done, "failed": failed, "acc_state": acc_state} if store else {}
-                if store and cached is not None:  # rows of ``done`` answered from the result cache
-                    counters["cached"] = cached
-                held = conn.execute(
-                    update(JobRow)
-                    .where(JobRow.id == job_id, JobRow.status.in_(UNFINISHED), self._mine())
-                    .values(**counters, active_s=active_s, **values)
-                ).rowcount
-                if not held:
-                    raise JobNotHeld(_not_held(job_id, "its rows were not stored"))
-        except DBAPIError as exc:  # e.g. the session ended by the server while this service was frozen
-            if isinstance(exc, IntegrityError) or self._holds(job_id):
-                raise
-            raise JobNotHeld(_not_held(job_id, f"its commit failed ({type(exc.orig).__name__})")) from exc
+                with uncommitted():
+                    if workspace_id is None:
+                        workspace_id = (
+                            conn.execute(select(JobRow.workspace_id).where(JobRow.id == job_id)).scalar() or ""
+                        )
+                    quota = self._quota(conn, workspace_id)
+                    keep, values, over = self._charge(
+                        workspace_id, quota, [row[5] for row in rows], done - len(rows), partial=False
+                    )
+                    store = keep > 0 or not rows
+                    if rows and store:
+                        if self._sqlite:
+                            self._insert_sqlite(conn, rows)
+                        elif conn.dialect.name == "postgresql":
+                            conn.exec_driver_sql(_PG_INSERT, tuple(list(column) for column in zip(*rows, strict=True)))
+                        elif self._insert_sql:
+                            conn.exec_driver_sql(self._insert_sql, list(rows))
+                        else:
+                            conn.execute(
+                                insert(RESULTS), [dict(zip(_RESULT_COLUMNS, row, strict=True)) for row in rows]
+                            )
+                    counters = {"done": done, "failed": failed, "acc_state": acc_state} if store else {}
+                    if store and cached is not None:  # rows of ``done`` answered from the result cache
+                        counters["cached"] = cached
+                    held = conn.execute(
+                        update(JobRow)
+                        .where(JobRow.id == job_id, JobRow.status.in_(UNFINISHED), self._mine())
+                        .values(**counters, active_s=active_s, **values)
+                    ).rowcount
+                    if not held:
+                        raise JobNotHeld(not_held(job_id, "its rows were not stored"))
+            return over
+
+        over = fenced(job_id, write, lambda: self._holds(job_id))
         if over is not None:
             raise over
 
