@@ -178,14 +178,22 @@ def _over_the_budget(tmp_path: Path, backend: str) -> None:
         answers = [f"answer-{i}" for i in range(4)]
         traces = _send(client, answers)
 
+        seen: dict[str, list[dict[str, Any]]] = {}
+
         def split() -> dict[str, list[dict[str, Any]]] | None:
-            by: dict[str, list[dict[str, Any]]] = {}
+            seen.clear()
             for trace_id in traces:
                 for d in _decisions(client, trace_id):
-                    by.setdefault(d["decision"], []).append(d)
-            return by if len(by.get("scored", [])) == 2 and len(by.get("delayed", [])) == 2 else None
+                    seen.setdefault(d["decision"], []).append(d)
+            return dict(seen) if len(seen.get("scored", [])) == 2 and len(seen.get("delayed", [])) == 2 else None
 
-        first = wait_until(split, 180, 0.1, what="2 traces scored and 2 delayed by model_calls_per_minute")
+        def told() -> str:  # what a timeout says: each decision's count and reasons, the judge's calls
+            counts = {k: len(v) for k, v in seen.items()}
+            reasons = sorted({str(d.get("reason")) for v in seen.values() for d in v})
+            said = f"seen {counts}, {reasons}, judge calls {judge.calls()}"
+            return f"2 traces scored and 2 delayed by model_calls_per_minute ({said})"
+
+        first = wait_until(split, 180, 0.1, what=told)
         for d in first["delayed"]:
             assert d["reason"].startswith("over the budget model_calls_per_minute = 2: resumes at "), d
             assert d["attempts"] == 0 and d["until"] is not None
