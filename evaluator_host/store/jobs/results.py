@@ -112,13 +112,7 @@ class JobResults:
         self.engine = engine
         self.owner = owner or f"store-{uuid.uuid4().hex[:16]}"
         self.adopts = adopts  # another owner whose unfinished jobs this one takes over when it resumes
-        marks = {"qmark": "?", "format": "%s", "pyformat": "%s"}.get(engine.dialect.paramstyle)
-        columns = ", ".join(_RESULT_COLUMNS)
-        self._insert_sql = (
-            f"INSERT INTO job_results ({columns}) VALUES ({', '.join([marks] * len(_RESULT_COLUMNS))})"
-            if marks
-            else None
-        )
+        self._pg = engine.dialect.name == "postgresql"
         self._sqlite = engine.dialect.name == "sqlite" and engine.dialect.paramstyle == "qmark"
         self._sqlite_sql = _values_sql(_SQLITE_ROWS)
 
@@ -213,10 +207,8 @@ class JobResults:
                     if rows and store:
                         if self._sqlite:
                             self._insert_sqlite(conn, rows)
-                        elif conn.dialect.name == "postgresql":
+                        elif self._pg:
                             conn.exec_driver_sql(_PG_INSERT, tuple(list(column) for column in zip(*rows, strict=True)))
-                        elif self._insert_sql:
-                            conn.exec_driver_sql(self._insert_sql, list(rows))
                         else:
                             conn.execute(
                                 insert(RESULTS), [dict(zip(_RESULT_COLUMNS, row, strict=True)) for row in rows]
