@@ -178,29 +178,42 @@ def _over_the_budget(tmp_path: Path, backend: str) -> None:
         answers = [f"answer-{i}" for i in range(4)]
         traces = _send(client, answers)
 
-        seen: dict[str, list[dict[str, Any]]] = {}
+        # What is decided when depends on how long each run takes (a docker worker's start with its egress gate,
+        # a retried run, the machine's load): two rows scored while the other two are delayed at one instant is
+        # one interleaving, not the contract (stop 67's full run never saw it in 180 s). The contract, checked
+        # over the whole run: every trace held back is seen "delayed" by the budget (with when it resumes, its
+        # claim not counted as an attempt), the rule's pace is the proxy's count of calls (at least one, never
+        # past the budget), and the judge never gets three calls in a minute (below, from its own clock).
+        now: dict[str, str] = {}
+        delayed: dict[str, dict[str, Any]] = {}  # trace -> its first "delayed" decision seen
+        retried: set[str] = set()  # traces seen "retrying": their later claims count attempts already spent
+        paces: list[int] = []
 
-        def split() -> dict[str, list[dict[str, Any]]] | None:
-            seen.clear()
+        def held_and_paced() -> bool:
             for trace_id in traces:
                 for d in _decisions(client, trace_id):
-                    seen.setdefault(d["decision"], []).append(d)
-            return dict(seen) if len(seen.get("scored", [])) == 2 and len(seen.get("delayed", [])) == 2 else None
+                    now[trace_id] = d["decision"]
+                    if d["decision"] == "delayed":
+                        delayed.setdefault(trace_id, d)
+                    elif d["decision"] == "retrying":
+                        retried.add(trace_id)
+            paces.append(client.get(f"/v1/online-rules/{rule}/stats").json()["pace"]["model_calls_last_minute"])
+            assert paces[-1] <= 2, paces  # the proxy's count of the rule's calls in the last minute
+            scored = [t for t in traces if now.get(t) == "scored"]
+            return len(scored) >= 2 and len(delayed) >= 2 and max(paces) >= 1
 
-        def told() -> str:  # what a timeout says: each decision's count and reasons, the judge's calls
-            counts = {k: len(v) for k, v in seen.items()}
-            reasons = sorted({str(d.get("reason")) for v in seen.values() for d in v})
-            said = f"seen {counts}, {reasons}, judge calls {judge.calls()}"
-            return f"2 traces scored and 2 delayed by model_calls_per_minute ({said})"
+        def told() -> str:  # what a timeout says: each trace's decision now, those seen delayed, the judge's calls
+            return (
+                f"2 traces scored, 2 seen delayed by model_calls_per_minute, a pace of at least one call (now {now}, "
+                f"delayed {sorted(delayed)}, paces seen {sorted(set(paces))}, judge calls {judge.calls()})"
+            )
 
-        first = wait_until(split, 180, 0.1, what=told)
-        for d in first["delayed"]:
+        wait_until(held_and_paced, 180, 0.1, what=told)
+        for trace_id, d in delayed.items():
             assert d["reason"].startswith("over the budget model_calls_per_minute = 2: resumes at "), d
-            assert d["attempts"] == 0 and d["until"] is not None
-        pace = client.get(f"/v1/online-rules/{rule}/stats").json()["pace"]
-        assert pace["model_calls_last_minute"] == 2  # the proxy's count, not the evaluator's empty details.egress
-        assert pace["limits"] == {"model_calls_per_minute": 2}
-        assert judge.calls() == 2
+            assert d["until"] is not None, d
+            assert trace_id in retried or d["attempts"] == 0, d  # a delayed claim is no attempt
+        assert client.get(f"/v1/online-rules/{rule}/stats").json()["pace"]["limits"] == {"model_calls_per_minute": 2}
 
         def all_scored() -> bool:
             return all(d["decision"] == "scored" for t in traces for d in _decisions(client, t))
