@@ -124,8 +124,8 @@ def _over_the_budget(tmp_path: Path) -> None:
             assert d["reason"].startswith("over the budget scores_per_minute = 2: resumes at "), d
             assert d["attempts"] == 0 and d["until"] is not None
         # The stats are a later snapshot than the decisions: a delayed row whose ``until`` came before its
-        # minute ended is claimed, planned and delayed again, a moment "queued" or "running" in between (stop
-        # 66's CI read ``delayed: 1`` in that moment). Both rows stay delayed until the minute's first score
+        # minute ended is claimed, planned and delayed again, a moment "queued" or "running" in between (the CI
+        # of stop 67 read ``delayed: 1`` in that moment). Both rows stay delayed until the minute's first score
         # ages out: the stats must show them so within it.
         seen_stats: list[dict[str, Any]] = []
 
