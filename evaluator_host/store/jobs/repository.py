@@ -198,7 +198,7 @@ class JobStore(JobLeases, JobResults):
         False when it is finished, gone, or another service's."""
         query = (
             update(JobRow)
-            .where(JobRow.id == job_id, JobRow.status.in_(UNFINISHED), self._mine())
+            .where(self._owned(job_id))
             .values(status="running", owner=self.owner, lease_until=self.lease_until(), **fields)
         )
         with self.engine.begin() as conn:
@@ -230,11 +230,7 @@ class JobStore(JobLeases, JobResults):
         this owner's: ``succeeded``, or ``failed`` (``AllRowsErrored``) when every row is an error
         (:mod:`evaluator_host.store.jobs.outcome`); False when it was not this owner's unfinished job."""
         with self.engine.begin() as conn:
-            held = (
-                update(JobRow)
-                .where(JobRow.id == job_id, JobRow.status.in_(UNFINISHED), self._mine())
-                .values(done=JobRow.done)
-            )
+            held = update(JobRow).where(self._owned(job_id)).values(done=JobRow.done)
             if not conn.execute(held).rowcount:  # the write lock first: no commit lands between the read and this
                 return False
             job = conn.execute(select(JobRow.done, JobRow.failed, JobRow.total).where(JobRow.id == job_id)).one()

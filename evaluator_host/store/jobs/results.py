@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import Table, func, insert, or_, select, update
+from sqlalchemy import Table, and_, func, insert, or_, select, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 
@@ -119,6 +119,10 @@ class JobResults:
     def _mine(self) -> Any:
         return or_(JobRow.owner == self.owner, JobRow.owner.is_(None))
 
+    def _owned(self, job_id: str) -> Any:
+        """The condition of a job this owner may write to: unfinished and its own (or nobody's)."""
+        return and_(JobRow.id == job_id, JobRow.status.in_(UNFINISHED), self._mine())
+
     def storage_bytes(self, workspace_id: str) -> int:
         """What ``workspace_id`` stores: its datasets (inline rows too), its jobs' stored results, its spans."""
         with self.engine.connect() as conn:
@@ -193,36 +197,29 @@ class JobResults:
 
         def write() -> QuotaExceeded | None:
             nonlocal workspace_id
-            with self.engine.begin() as conn:
-                with uncommitted():
-                    if workspace_id is None:
-                        workspace_id = (
-                            conn.execute(select(JobRow.workspace_id).where(JobRow.id == job_id)).scalar() or ""
-                        )
-                    quota = self._quota(conn, workspace_id)
-                    keep, values, over = self._charge(
-                        workspace_id, quota, [row[5] for row in rows], done - len(rows), partial=False
-                    )
-                    store = keep > 0 or not rows
-                    if rows and store:
-                        if self._sqlite:
-                            self._insert_sqlite(conn, rows)
-                        elif self._pg:
-                            conn.exec_driver_sql(_PG_INSERT, tuple(list(column) for column in zip(*rows, strict=True)))
-                        else:
-                            conn.execute(
-                                insert(RESULTS), [dict(zip(_RESULT_COLUMNS, row, strict=True)) for row in rows]
-                            )
-                    counters = {"done": done, "failed": failed, "acc_state": acc_state} if store else {}
-                    if store and cached is not None:  # rows of ``done`` answered from the result cache
-                        counters["cached"] = cached
-                    held = conn.execute(
-                        update(JobRow)
-                        .where(JobRow.id == job_id, JobRow.status.in_(UNFINISHED), self._mine())
-                        .values(**counters, active_s=active_s, **values)
-                    ).rowcount
-                    if not held:
-                        raise JobNotHeld(not_held(job_id, "its rows were not stored"))
+            with self.engine.begin() as conn, uncommitted():  # (a COMMIT's own failure: not wrapped)
+                if workspace_id is None:
+                    workspace_id = conn.execute(select(JobRow.workspace_id).where(JobRow.id == job_id)).scalar() or ""
+                quota = self._quota(conn, workspace_id)
+                keep, values, over = self._charge(
+                    workspace_id, quota, [row[5] for row in rows], done - len(rows), partial=False
+                )
+                store = keep > 0 or not rows
+                if rows and store:
+                    if self._sqlite:
+                        self._insert_sqlite(conn, rows)
+                    elif self._pg:
+                        conn.exec_driver_sql(_PG_INSERT, tuple(list(column) for column in zip(*rows, strict=True)))
+                    else:
+                        conn.execute(insert(RESULTS), [dict(zip(_RESULT_COLUMNS, row, strict=True)) for row in rows])
+                counters = {"done": done, "failed": failed, "acc_state": acc_state} if store else {}
+                if store and cached is not None:  # rows of ``done`` answered from the result cache
+                    counters["cached"] = cached
+                held = conn.execute(
+                    update(JobRow).where(self._owned(job_id)).values(**counters, active_s=active_s, **values)
+                ).rowcount
+                if not held:
+                    raise JobNotHeld(not_held(job_id, "its rows were not stored"))
             return over
 
         over = fenced(job_id, write, lambda: self._holds(job_id))
@@ -231,7 +228,7 @@ class JobResults:
 
     def _holds(self, job_id: str) -> bool:
         """Whether ``job_id`` is unfinished and this owner's (read afresh)."""
-        query = select(JobRow.id).where(JobRow.id == job_id, JobRow.status.in_(UNFINISHED), self._mine())
+        query = select(JobRow.id).where(self._owned(job_id))
         with self.engine.connect() as conn:
             return conn.execute(query).first() is not None
 
