@@ -170,7 +170,9 @@ async def test_a_stopped_job_resumes_with_only_the_rows_without_a_result(tmp_pat
 
 async def _chunk_sizes(data_dir: Path, handler: Handler, rows: int) -> list[int]:
     data_dir.mkdir()
-    async with wired(data_dir, handler, job_chunk_s=0.01) as w:
+    # a chunk of 0.1 s: a fast row is well under 1.47 ms (100 - 32 rows in one chunk) even on a loaded machine,
+    # where 0.01 s asked it to stay under 0.15 ms (a full run once measured 0.18 ms: [32, 57, 11])
+    async with wired(data_dir, handler, job_chunk_s=0.1) as w:
         job = await w.finished(await w.job(await w.evaluator(), rows))
         assert job.status == "succeeded" and job.progress.done == rows
         return [len(run) for worker in w.backend.workers for run in worker.runs]
@@ -179,14 +181,14 @@ async def _chunk_sizes(data_dir: Path, handler: Handler, rows: int) -> list[int]
 @aio
 async def test_chunk_sizes_adapt_to_the_time_per_row(tmp_path: Path) -> None:
     async def slow(_load: dict[str, Any], _case: dict[str, Any]) -> Reply:
-        await asyncio.sleep(0.003)
+        await asyncio.sleep(0.03)
         return {"value": 1.0}
 
     def fast(_load: dict[str, Any], _case: dict[str, Any]) -> Reply:
         return {"value": 1.0}
 
     slow_sizes = await _chunk_sizes(tmp_path / "slow", slow, 48)
-    assert slow_sizes[0] == 32 and len(slow_sizes) >= 6 and max(slow_sizes[1:]) <= 3  # ~0.01 s / 0.003 s
+    assert slow_sizes[0] == 32 and len(slow_sizes) >= 6 and max(slow_sizes[1:]) <= 3  # ~0.1 s / 0.03 s
     assert await _chunk_sizes(tmp_path / "fast", fast, 100) == [32, 68]  # the rest fits in one chunk
 
 
