@@ -83,7 +83,18 @@ class OnlineSettings(BaseModel):
         4, ge=1, le=256, description="Online scoring batches (each one evaluator's rows) run at once per service."
     )
     online_scoring_batch: int = Field(
-        64, ge=1, le=4096, description="Most queued online scores one service claims at a time."
+        64,
+        ge=1,
+        le=4096,
+        description="Most queued online scores one service claims at a time, and one evaluator call runs, for "
+        "rules whose rows are slow or not measured yet.",
+    )
+    online_scoring_batch_max: int = Field(
+        256,
+        ge=1,
+        le=4096,
+        description="Most rows a claim and one evaluator call grow to for a rule whose rows are fast: as many as "
+        "its last call's pace runs in a quarter second (at least online_scoring_batch).",
     )
     online_claim_s: float = Field(
         120.0,

@@ -54,8 +54,15 @@ def span(
 
 def put_trace(engine: Engine, spans: Sequence[SpanData], *, workspace: str = WS, state: str = "ready") -> str:
     """Store ``spans`` (one trace's; the first is the root) and its trace row in ``state``; its id."""
+    return put_traces(engine, [spans], workspace=workspace, state=state)[0]
+
+
+def put_traces(
+    engine: Engine, traces: Sequence[Sequence[SpanData]], *, workspace: str = WS, state: str = "ready"
+) -> list[str]:
+    """Store ``traces`` (each one trace's spans, its root first) and their trace rows in ``state``, in one
+    transaction (the router sees all of them or none); their ids."""
     now = datetime.now(UTC)
-    root = spans[0]
     rows = [
         {
             "workspace_id": workspace,
@@ -69,35 +76,44 @@ def put_trace(engine: Engine, spans: Sequence[SpanData], *, workspace: str = WS,
             "body": encode(s),
             "received_at": now,
         }
+        for spans in traces
         for s in spans
     ]
-    trace = {
-        "workspace_id": workspace,
-        "trace_id": root.trace_id,
-        "service_name": root.resource.get("service.name"),
-        "root_span_id": root.span_id,
-        "root_name": root.name,
-        "span_count": len(spans),
-        "first_seen_at": now,
-        "last_span_at": now,
-        "root_ended_at": now,
-        "state": state,
-        "ready_at": now if state != "open" else None,
-    }
+    heads = [
+        {
+            "workspace_id": workspace,
+            "trace_id": spans[0].trace_id,
+            "service_name": spans[0].resource.get("service.name"),
+            "root_span_id": spans[0].span_id,
+            "root_name": spans[0].name,
+            "span_count": len(spans),
+            "first_seen_at": now,
+            "last_span_at": now,
+            "root_ended_at": now,
+            "state": state,
+            "ready_at": now if state != "open" else None,
+        }
+        for spans in traces
+    ]
     with engine.begin() as conn:
         conn.execute(insert(OnlineSpanRow), rows)
-        conn.execute(insert(OnlineTraceRow), [trace])
-    return root.trace_id
+        conn.execute(insert(OnlineTraceRow), heads)
+    return [spans[0].trace_id for spans in traces]
+
+
+def chat_spans(question: str = "2+2?", answer: str = "4", **kw: Any) -> list[SpanData]:
+    """A two-span trace's spans (root ``chat`` with ``ag.data`` inputs/outputs, a child ``llm``)."""
+    trace_id = hex_id(16)
+    root = span(trace_id, "chat", attributes={"ag.data.inputs": {"q": question}, "ag.data.outputs": answer}, **kw)
+    child = span(trace_id, "llm", parent=root.span_id, attributes={"gen_ai.request.model": "m1", "env": "prod"})
+    return [root, child]
 
 
 def chat_trace(
     engine: Engine, question: str = "2+2?", answer: str = "4", *, workspace: str = WS, state: str = "ready", **kw: Any
 ) -> str:
-    """A two-span trace (root ``chat`` with ``ag.data`` inputs/outputs, a child ``llm``); its id."""
-    trace_id = hex_id(16)
-    root = span(trace_id, "chat", attributes={"ag.data.inputs": {"q": question}, "ag.data.outputs": answer}, **kw)
-    child = span(trace_id, "llm", parent=root.span_id, attributes={"gen_ai.request.model": "m1", "env": "prod"})
-    return put_trace(engine, [root, child], workspace=workspace, state=state)
+    """A two-span trace (:func:`chat_spans`) stored; its id."""
+    return put_trace(engine, chat_spans(question, answer, **kw), workspace=workspace, state=state)
 
 
 def score_rows(engine: Engine) -> list[Any]:

@@ -72,6 +72,14 @@ class EvaluationResult(BaseModel):
         evaluator code cannot reach it."""
         return self._proxy_log
 
+    def stored_json(self, cap: int) -> str:
+        """Its JSON as a table stores it: at most ``cap`` bytes, else without its output and details, ``truncated``."""
+        text = self.model_dump_json()
+        if len(text.encode()) > cap:
+            cut = self.model_copy(update={"stdout": "", "stderr": "", "details": {}, "truncated": True})
+            text = cut.model_dump_json()
+        return text
+
 
 class BatchResponse(BaseModel):
     """Answer to a ``cases`` request."""

@@ -33,13 +33,13 @@ from evaluator_host.evaluation.models import Case, ErrorInfo, EvaluationResult
 from evaluator_host.evaluation.usecases import Components, run_stored
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.online import shadow as online_shadow
+from evaluator_host.store.online.rows import LABEL_CHARS
 from evaluator_host.store.online.scores import Claimed
 
 __all__ = ["Shadow", "Stored"]
 
 log = logging.getLogger(__name__)
 
-MAX_LABEL = 200
 Stored = tuple[Claimed, Case, EvaluationResult]  # a row, its case, and the live result stored for it
 
 
@@ -108,10 +108,6 @@ def _error(exc: EvaluatorHostError, evaluator: str, revision: int) -> Evaluation
 
 
 def _row(row: Claimed, revision: int, live: EvaluationResult, result: EvaluationResult, cap: int) -> dict[str, Any]:
-    text = result.model_dump_json()
-    if len(text.encode()) > cap:
-        cut = result.model_copy(update={"stdout": "", "stderr": "", "details": {}, "truncated": True})
-        text = cut.model_dump_json()
     return {
         "rule_id": row.rule_id,
         "target_id": row.target_id,
@@ -124,13 +120,13 @@ def _row(row: Claimed, revision: int, live: EvaluationResult, result: Evaluation
         "status": result.status,
         "score": result.score,
         "passed": result.passed,
-        "label": None if result.label is None else result.label[:MAX_LABEL],
+        "label": None if result.label is None else result.label[:LABEL_CHARS],
         "duration_ms": result.duration_ms,
-        "result": text,
+        "result": result.stored_json(cap),
         "live_revision": live.revision,
         "live_status": live.status,
         "live_score": live.score,
         "live_passed": live.passed,
-        "live_label": None if live.label is None else live.label[:MAX_LABEL],
+        "live_label": None if live.label is None else live.label[:LABEL_CHARS],
         "scored_at": utcnow(),
     }

@@ -103,14 +103,19 @@ def _by_calls(budget: int, n: int, use: Use, now: datetime, minute: timedelta) -
     return held
 
 
+UNBOUNDED = 1 << 30  # a window's room while its rule was never slowed down
+
+
 class Windows:
-    """Each rule's concurrency window in this service, additive increase / multiplicative decrease: a rule
-    starts at ``ceiling`` rows scored at once; a round with a judge's 429 (``RateLimited``, or one the
-    egress proxy saw) halves it (not below 1) — once per window: a round that started before the last
-    halving was already counted in it, its 429s change nothing more — and each row scored without one adds
-    ``1/window`` (one row more per window of rows, as TCP's congestion avoidance), up to the ceiling. The
-    rows past a rule's window go back to the queue for a moment (``concurrency``); rate-limited rows go
-    back for a second (``rate_limited``): both delayed, neither an attempt nor a stored result."""
+    """Each rule's concurrency window in this service, additive increase / multiplicative decrease. A rule
+    starts unbounded (its calls and the scoring slots bound it: :mod:`~evaluator_host.online.scoring.sizing`); a
+    round with a judge's 429 (``RateLimited``, or one the egress proxy saw) halves its window, the first time
+    from ``ceiling`` (every slot full of ``online_scoring_batch``-row calls), not below 1 — once per window: a
+    round that started before the last halving was already counted in it, its 429s change nothing more — and
+    each row scored without one adds ``1/window`` (one row more per window of rows, as TCP's congestion
+    avoidance), up to the ceiling, where it is unbounded again. The rows past a rule's window go back to the
+    queue for a moment (``concurrency``); rate-limited rows go back for a second (``rate_limited``): both
+    delayed, neither an attempt nor a stored result."""
 
     def __init__(self, ceiling: int) -> None:
         self.ceiling = max(1, ceiling)
@@ -123,7 +128,10 @@ class Windows:
         return max(1, int(self._size.get(rule_id, self.ceiling)))
 
     def room(self, rule_id: str) -> int:
-        """How many more of the rule's rows may start now."""
+        """How many more of the rule's rows may start now: no bound while it was never slowed down (its calls and
+        the scoring slots bound it), else its window less its rows in flight."""
+        if rule_id not in self._size:
+            return UNBOUNDED
         return max(0, self.size(rule_id) - self._inflight.get(rule_id, 0))
 
     def started(self, rule_id: str, n: int) -> None:

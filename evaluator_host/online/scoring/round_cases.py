@@ -1,21 +1,25 @@
 """A scoring round's cases (``online/scoring/scorer.py``): each claimed row's case — its trace (or session) loaded,
 mapped to ``inputs``/``outputs`` — or the result that stands for it when there is none to run (a mapping that
 finds nothing, a session with no trace left: ``error``; a trace retention deleted: ``TraceExpired``, which the
-scorer turns into ``dropped``). Blocking: call from a thread.
+scorer turns into ``dropped``). Blocking: call from a thread. And what a round stores of each result
+(:func:`stored_values`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
 
 from sqlalchemy.engine import Engine
 
 from evaluator_host.evaluation.models import Case, ErrorInfo, EvaluationResult
 from evaluator_host.online.levels.cases import Refused, build_case, load_many
 from evaluator_host.online.levels.sessions import load_sessions, session_case
+from evaluator_host.store.online.rows import LABEL_CHARS
 from evaluator_host.store.online.scores import Claimed
 
-__all__ = ["EXPIRED", "cases_of", "error_result", "gave_up"]
+__all__ = ["EXPIRED", "cases_of", "error_result", "gave_up", "stored_values"]
 
 EXPIRED = "TraceExpired"  # a claimed row's trace deleted by retention: the row ends dropped (status retention)
 
@@ -65,3 +69,19 @@ def cases_of(engine: Engine, rows: Sequence[Claimed], max_spans: int) -> dict[tu
         except Refused as exc:
             out[key] = error_result(exc.kind, str(exc), row)
     return out
+
+
+def stored_values(result: EvaluationResult, now: datetime, cap: int) -> dict[str, Any]:
+    """The ``online_scores`` columns of a result stored at ``now`` (its JSON cut to ``cap`` bytes: output and
+    details left out, ``truncated``)."""
+    return {
+        "status": result.status,
+        "score": result.score,
+        "passed": result.passed,
+        "label": None if result.label is None else result.label[:LABEL_CHARS],
+        "revision": result.revision,
+        "runtime_id": result.runtime.get("id"),
+        "duration_ms": result.duration_ms,
+        "scored_at": now,
+        "result": result.stored_json(cap),
+    }

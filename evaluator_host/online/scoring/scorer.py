@@ -8,9 +8,10 @@ Contract (docs/online.md, "How it works"):
   period doubles up to ``idle_poll_max_s``, never past the time a row this service put back is due again:
   ``shared/idle.py``), up to
   ``online_scoring_batch`` rows are claimed (``claimed_by`` = the service id) and grouped by
-  (workspace, evaluator, revision): one group is one call of the stored evaluator on all its cases
+  (workspace, evaluator, revision, rule): one group is one call of the stored evaluator on all its cases
   (:func:`~evaluator_host.evaluation.usecases.run_stored`), at most ``online_scoring_concurrency``
-  groups at once.
+  groups at once. A rule whose rows were measured fast has larger claims and calls, up to
+  ``online_scoring_batch_max`` rows (:mod:`~evaluator_host.online.scoring.sizing`).
 * The case: ``trace`` is the trace dict (:func:`load_many`: what
   :func:`~evaluator_host.online.levels.traces.load_trace` gives, a claimed batch's small traces in two
   queries; at most ``online_max_trace_spans`` spans each); ``inputs``
@@ -64,7 +65,8 @@ from evaluator_host.observability.metrics import Metrics
 from evaluator_host.online.candidates.shadow import Shadow
 from evaluator_host.online.deciding import budgets, model_calls
 from evaluator_host.online.levels.cases import Refused, build_case, load_many
-from evaluator_host.online.scoring.round_cases import EXPIRED, cases_of, error_result, gave_up
+from evaluator_host.online.scoring.round_cases import EXPIRED, cases_of, error_result, gave_up, stored_values
+from evaluator_host.online.scoring.sizing import RoundSizes
 from evaluator_host.shared.idle import IdleTicker
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.online.budgets import usage
@@ -75,8 +77,6 @@ from evaluator_host.tenancy.quotas import Charged
 __all__ = ["Exporter", "Refused", "Scorer", "build_case", "load_many", "stored_values"]
 
 log = logging.getLogger(__name__)
-
-MAX_LABEL = 200
 
 
 class Exporter(Protocol):
@@ -110,7 +110,8 @@ class Scorer:
         self.on_stored: list[Callable[[], None]] = []
         self._slots = asyncio.Semaphore(self.settings.online_scoring_concurrency)
         self._running: set[asyncio.Task[None]] = set()
-        # AIMD per rule (429s); its ceiling is every slot full of one rule's rows: no limit until a refusal
+        self.sizes = RoundSizes(self.settings.online_scoring_batch, self.settings.online_scoring_batch_max)
+        # AIMD per rule (429s); no limit until a refusal, then halved from every slot full of batch-sized calls
         self.windows = budgets.Windows(self.settings.online_scoring_batch * self.settings.online_scoring_concurrency)
         self._task: asyncio.Task[None] | None = None
 
@@ -148,7 +149,7 @@ class Scorer:
                 claimed = await self.score_once()
             except Exception:  # a database hiccup: the next period tries again
                 log.exception("claiming online scores failed")
-            if claimed < self.settings.online_scoring_batch or self._slots.locked():
+            if claimed < self.sizes.asked or self._slots.locked():
                 await self.ticker.wait(bool(claimed or self._running))
 
     async def score_once(self) -> int:
@@ -156,7 +157,7 @@ class Scorer:
         if self._slots.locked():
             return 0
         s = self.settings
-        claimed = await asyncio.to_thread(self.queue.claim, self.me, s.online_scoring_batch, s.online_claim_s)
+        claimed = await asyncio.to_thread(self.queue.claim, self.me, self.sizes.claim_size(), s.online_claim_s)
         gone = [(r.rule_id, r.target_id) for r in claimed if r.rule is None]
         if gone:
             await asyncio.to_thread(self.queue.discard, self.me, gone, "rule_deleted")
@@ -165,7 +166,10 @@ class Scorer:
             if row.rule is not None:  # one rule's rows a group: its cases' egress connections are the rule's
                 key = (row.workspace_id, row.evaluator_id, row.rule.revision, row.backfill_id is not None, row.rule_id)
                 groups.setdefault(key, []).append(row)
-        for rows in groups.values():
+        calls, back = self.sizes.split(groups.values())  # fast rules' rows in large calls (online/scoring/sizing.py)
+        if back:
+            await asyncio.to_thread(self.queue.give_back, self.me, [(r.rule_id, r.target_id) for r in back])
+        for rows in calls:
             task = asyncio.ensure_future(self._group(rows))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
@@ -210,6 +214,8 @@ class Scorer:
         if runnable:
             await self._run_paced(runnable, results)
         ran = {k: results[k] for row, _ in runnable if (k := (row.rule_id, row.target_id)) in results}
+        if ran:
+            self.sizes.measured(rows[0].rule_id, ran.values())
         if any(r.proxy_log for r in ran.values()):  # its cases' calls through the egress proxy (model_calls)
             await asyncio.to_thread(record, self.queue.engine, model_calls.rounds(ran), utcnow())
         await self._rate_limited(rows, results, ran, at)
@@ -319,6 +325,7 @@ class Scorer:
         try:
             return (await run_stored(self.components, ws, evaluator, revision, cases, charged, cache)).results
         except LimitError:
+            self.sizes.too_large(first.rule_id)  # its calls from now on: online_scoring_batch rows
             if len(cases) == 1:
                 raise
             # results too large together: one call per case, each charged again (they run again); the
@@ -378,23 +385,3 @@ class Scorer:
                     self.exporter.export(row.trace_id, row.span_id, rule, result.model_dump(mode="json"))
                 except Exception:
                     log.exception("exporting an online score failed")
-
-
-def stored_values(result: EvaluationResult, now: datetime, cap: int) -> dict[str, Any]:
-    """The ``online_scores`` columns of a result stored at ``now`` (its JSON cut to ``cap`` bytes: output and
-    details left out, ``truncated``)."""
-    text = result.model_dump_json()
-    if len(text.encode()) > cap:
-        cut = result.model_copy(update={"stdout": "", "stderr": "", "details": {}, "truncated": True})
-        text = cut.model_dump_json()
-    return {
-        "status": result.status,
-        "score": result.score,
-        "passed": result.passed,
-        "label": None if result.label is None else result.label[:MAX_LABEL],
-        "revision": result.revision,
-        "runtime_id": result.runtime.get("id"),
-        "duration_ms": result.duration_ms,
-        "scored_at": now,
-        "result": text,
-    }

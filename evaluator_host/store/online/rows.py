@@ -40,6 +40,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from evaluator_host.store.db import Base
 
 __all__ = [
+    "LABEL_CHARS",
     "OnlineBackfillRow",
     "OnlineDecisionRow",
     "OnlineModelCallsRow",
@@ -56,6 +57,7 @@ __all__ = [
 ]
 
 _TZ = DateTime(timezone=True)
+LABEL_CHARS = 200  # a stored score's label, at most (longer ones are cut)
 
 
 class OnlineSpanRow(Base):
@@ -176,7 +178,7 @@ class OnlineScoreRow(Base):
     status: Mapped[str | None] = mapped_column(String(20), nullable=True)  # the result's status
     score: Mapped[float | None] = mapped_column(Float, nullable=True)
     passed: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
-    label: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    label: Mapped[str | None] = mapped_column(String(LABEL_CHARS), nullable=True)
     duration_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     result: Mapped[str | None] = mapped_column(Text, nullable=True)  # the EvaluationResult JSON
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)  # 0015: the last infrastructure error
@@ -207,14 +209,14 @@ class OnlineShadowScoreRow(Base):
     status: Mapped[str] = mapped_column(String(20))
     score: Mapped[float | None] = mapped_column(Float, nullable=True)
     passed: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
-    label: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    label: Mapped[str | None] = mapped_column(String(LABEL_CHARS), nullable=True)
     duration_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     result: Mapped[str] = mapped_column(Text)  # the candidate's EvaluationResult JSON
     live_revision: Mapped[int | None] = mapped_column(Integer, nullable=True)  # the live answer, as stored
     live_status: Mapped[str | None] = mapped_column(String(20), nullable=True)
     live_score: Mapped[float | None] = mapped_column(Float, nullable=True)
     live_passed: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
-    live_label: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    live_label: Mapped[str | None] = mapped_column(String(LABEL_CHARS), nullable=True)
     scored_at: Mapped[datetime] = mapped_column(_TZ)
 
 

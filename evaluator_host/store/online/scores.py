@@ -279,6 +279,12 @@ class ScoreQueue:
             )
             return int(done.rowcount)
 
+    def give_back(self, me: str, keys: Sequence[tuple[str, str]]) -> int:
+        """Put rows ``me`` holds back in the queue, claimable at once, their claim not counted as an attempt (a
+        claim took more than its round runs: ``online/scoring/sizing.py``); how many went back."""
+        values = {"state": "queued", "claimed_by": None, "claimed_until": None, "attempts": S.attempts - 1}
+        return self._held(me, keys, values)
+
     def release_own(self, me: str) -> int:
         """Put back in the queue the rows a previous process of this service held (at start-up)."""
         with self.engine.begin() as conn:
