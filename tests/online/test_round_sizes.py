@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, insert, select
 
+from evaluator_host.api import create_app
 from evaluator_host.evaluation.models import Case, EvaluationResult
 from evaluator_host.online.scoring.sizing import RoundSizes
 from evaluator_host.store.db import utcnow
@@ -20,6 +22,7 @@ from evaluator_host.store.online.rows import OnlineScoreRow
 from evaluator_host.store.online.scores import ScoreQueue
 from evaluator_host.tenancy.quotas import Charged
 from tests.support.online import chat_spans, chat_trace, put_traces, score_rows
+from tests.support.service import make_settings
 from tests.support.wait import wait_until
 
 FAST = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
@@ -165,3 +168,33 @@ def test_a_fast_rules_backlog_runs_in_large_calls_and_a_slow_rules_in_batch_call
     assert client.get("/healthz").status_code == 200
     for rule in (fast, slow):
         client.delete(f"/v1/online-rules/{rule}")
+
+
+BIG = "def evaluate(inputs, outputs, trace):\n    return {'score': 1.0, 'details': {'pad': 'x' * 2000}}\n"
+
+
+def test_a_fast_rule_whose_large_call_is_too_large_together_is_scored_once_and_keeps_batch_calls(
+    tmp_path: Path,
+) -> None:
+    # 64 results of ~2.1 KB fit in 200 KB; 256 of them do not: the large call's results are too large together
+    settings = make_settings(tmp_path, backend="process", online_poll_s=0.05, max_response_bytes=200_000)
+    with TestClient(create_app(settings)) as client:
+        engine = client.app.state.services.store.engine  # type: ignore[attr-defined]
+        scorer = client.app.state.services.online.scorer  # type: ignore[attr-defined]
+        calls = _spy_calls(client)
+        big = _rule(client, BIG, "big")
+        warm = chat_trace(engine)
+        wait_until(lambda: _all_done(engine, [big], [warm]), 60, 0.05, what="the warm-up trace's score")
+        traces = put_traces(engine, [chat_spans() for _ in range(600)])
+        done = wait_until(lambda: _all_done(engine, [big], traces), 300, 0.1, what="600 traces scored")
+        assert {(r.attempts, r.score) for r in done} == {(1, 1.0)}  # each once: the large call's rows ran one by one
+        sizes = [n for _, n in calls]
+        assert max(sizes) > 64, sizes  # a large call was tried (two, when a second was claimed before it failed)
+        assert big in scorer.sizes.large and scorer.sizes.group_cap(big) == 64
+        calls.clear()
+        more = put_traces(engine, [chat_spans() for _ in range(300)])
+        done = wait_until(lambda: _all_done(engine, [big], more), 300, 0.1, what="300 more traces scored")
+        assert {(r.attempts, r.score) for r in done} == {(1, 1.0)}
+        sizes = [n for _, n in calls]
+        assert sum(sizes) == 300 and max(sizes) <= 64, sizes  # batch calls from then on: none too large again
+        assert client.get("/healthz").status_code == 200
