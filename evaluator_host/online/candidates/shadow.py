@@ -6,7 +6,9 @@ Contract (docs/online.md, "Try a new revision on live traffic"):
   case the live revision ran on. Each row whose rule had a ``candidate_revision`` *when the row was claimed*
   (the claim reads the rule in the same statement, so a promotion is seen whole or not at all) and that no
   backfill queued is run on that revision — the same case object, so the candidate's case is the live one's —
-  one call per (workspace, evaluator, candidate revision), and each result is stored in
+  one call per (workspace, evaluator, candidate revision) and ``online_scoring_batch`` rows (a candidate's pace is
+  never measured: a fast live rule's large round does not make the candidate's calls large), and each result is
+  stored in
   ``online_shadow_scores`` with the live answer beside it (:func:`~evaluator_host.store.online.shadow.record`,
   once per (rule, target, candidate revision)).
 * The candidate's results never reach ``online_scores``, the metrics of scores, the OTLP exporter, the sinks
@@ -61,7 +63,9 @@ class Shadow:
                 (row, case, live)
             )
         done = 0
-        for (ws, evaluator, revision), items in groups.items():
+        batch = self.components.settings.online_scoring_batch  # a candidate is never measured: batch-sized calls
+        calls = [(key, items[at : at + batch]) for key, items in groups.items() for at in range(0, len(items), batch)]
+        for (ws, evaluator, revision), items in calls:
             try:
                 results = await self._run(ws, evaluator, revision, [c for _, c, _ in items])
             except (SandboxError, StorageFull, QuotaExceeded) as exc:

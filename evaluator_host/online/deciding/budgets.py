@@ -128,8 +128,9 @@ class Windows:
         return max(1, int(self._size.get(rule_id, self.ceiling)))
 
     def room(self, rule_id: str) -> int:
-        """How many more of the rule's rows may start now: no bound while it was never slowed down (its calls and
-        the scoring slots bound it), else its window less its rows in flight."""
+        """How many more of the rule's rows may start now: no bound while it was never slowed down, or has
+        widened back to the ceiling (its calls and the scoring slots bound it), else its window less its rows in
+        flight."""
         if rule_id not in self._size:
             return UNBOUNDED
         return max(0, self.size(rule_id) - self._inflight.get(rule_id, 0))

@@ -66,7 +66,7 @@ from evaluator_host.online.candidates.shadow import Shadow
 from evaluator_host.online.deciding import budgets, model_calls
 from evaluator_host.online.levels.cases import Refused, build_case, load_many
 from evaluator_host.online.scoring.round_cases import EXPIRED, cases_of, error_result, gave_up, stored_values
-from evaluator_host.online.scoring.sizing import RoundSizes
+from evaluator_host.online.scoring.sizing import RoundSizes, key_of
 from evaluator_host.shared.idle import IdleTicker
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.online.budgets import usage
@@ -167,12 +167,12 @@ class Scorer:
                 key = (row.workspace_id, row.evaluator_id, row.rule.revision, row.backfill_id is not None, row.rule_id)
                 groups.setdefault(key, []).append(row)
         calls, back = self.sizes.split(groups.values())  # fast rules' rows in large calls (online/scoring/sizing.py)
-        if back:
-            await asyncio.to_thread(self.queue.give_back, self.me, [(r.rule_id, r.target_id) for r in back])
         for rows in calls:
             task = asyncio.ensure_future(self._group(rows))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
+        if back:  # started first: a failure here leaves only these rows to wait out their claim
+            await asyncio.to_thread(self.queue.give_back, self.me, [(r.rule_id, r.target_id) for r in back])
         return len(claimed)
 
     async def _group(self, rows: list[Claimed]) -> None:
@@ -215,7 +215,7 @@ class Scorer:
             await self._run_paced(runnable, results)
         ran = {k: results[k] for row, _ in runnable if (k := (row.rule_id, row.target_id)) in results}
         if ran:
-            self.sizes.measured(rows[0].rule_id, ran.values())
+            self.sizes.measured(key_of(rows[0]), ran.values())
         if any(r.proxy_log for r in ran.values()):  # its cases' calls through the egress proxy (model_calls)
             await asyncio.to_thread(record, self.queue.engine, model_calls.rounds(ran), utcnow())
         await self._rate_limited(rows, results, ran, at)
@@ -325,9 +325,9 @@ class Scorer:
         try:
             return (await run_stored(self.components, ws, evaluator, revision, cases, charged, cache)).results
         except LimitError:
-            self.sizes.too_large(first.rule_id)  # its calls from now on: online_scoring_batch rows
             if len(cases) == 1:
                 raise
+            self.sizes.too_large(key_of(first))  # its calls from now on: online_scoring_batch rows
             # results too large together: one call per case, each charged again (they run again); the
             # cases the rate does not hold now get no result: their rows go back to the queue
             out: list[EvaluationResult] = []

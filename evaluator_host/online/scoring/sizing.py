@@ -4,20 +4,22 @@ rows while a backlog of fast rows waits).
 
 Contract (docs/online.md, "How it works"):
 
-* A rule's *pace* is the mean ``duration_ms`` of the results of its last call that ran (:meth:`RoundSizes.measured`;
-  results without one, such as an error no run made, leave it as it was).
+* A rule's *pace* is kept per (rule, revision it runs) — the rule's pinned revision, else its evaluator's latest
+  when the rows were claimed (``Claimed.revision``): a new revision is measured afresh. It is the mean
+  ``duration_ms`` of the results of its last call that ran in a sandbox (:meth:`RoundSizes.measured`; results
+  that stand for a run — an error no run made, an attempt given up, a ``sandbox_error`` — leave it as it was).
 * One call (a group) runs at most :meth:`RoundSizes.group_cap` of a rule's rows: ``online_scoring_batch`` — or, for
-  a rule whose pace is known, as many as that pace fills in :data:`GROUP_S` seconds, up to
-  ``online_scoring_batch_max``. A rule not measured yet, and a slow one (a judge's), run the calls they ran before.
-* A rule one of whose calls had results too large together (``LimitError``: the scorer ran its cases one by one)
-  keeps calls of ``online_scoring_batch`` rows from then on (:meth:`RoundSizes.too_large`).
+  a (rule, revision) whose pace is known, as many as that pace fills in :data:`GROUP_S` seconds, up to
+  ``online_scoring_batch_max``. One not measured yet, and a slow one (a judge's), run the calls they ran before.
+* A (rule, revision) one of whose calls had results too large together (``LimitError``: the scorer ran its cases
+  one by one) keeps calls of ``online_scoring_batch`` rows from then on (:meth:`RoundSizes.too_large`).
 * A claim asks for :meth:`RoundSizes.claim_size` rows: ``online_scoring_batch`` at first; after a claim that got
   rows, the smallest cap among their rules. So a backlog of fast rows is claimed a large call at a time, and a
   claim that met a slow or new rule asks for ``online_scoring_batch`` again.
 * :meth:`RoundSizes.split` cuts each rule's claimed rows into calls of its cap, and sets apart the rows of rules
-  whose cap is ``online_scoring_batch`` past the first ``online_scoring_batch`` of them (the caller puts those back in
-  the queue at once, no attempt counted): a large claim never holds more rows of slow or new rules than a claim of
-  ``online_scoring_batch`` did.
+  whose cap is ``online_scoring_batch`` past the first ``online_scoring_batch`` of them, in claim order (oldest
+  first; the caller puts those back in the queue at once, no attempt counted): a large claim never holds more
+  rows of slow or new rules than a claim of ``online_scoring_batch`` did.
 
 Per service, in memory: a restarted service measures again.
 """
@@ -25,24 +27,38 @@ Per service, in memory: a restarted service measures again.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
-__all__ = ["GROUP_S", "RoundSizes"]
+__all__ = ["GROUP_S", "Key", "RoundSizes", "key_of"]
 
 GROUP_S = 0.25  # a fast rule's call holds as many rows as its pace runs in this time (up to the batch max)
+
+
+Key = tuple[str, int | None]  # (rule id, the revision its rows run)
 
 
 class _Row(Protocol):
     @property
     def rule_id(self) -> str: ...
+    @property
+    def revision(self) -> int | None: ...
 
 
 class _Result(Protocol):
     @property
-    def duration_ms(self) -> float | None: ...
+    def duration_ms(self) -> float: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def runtime(self) -> dict[str, Any]: ...
 
 
 R = TypeVar("R", bound=_Row)
+
+
+def key_of(row: _Row) -> Key:
+    """A claimed row's (rule, revision)."""
+    return (row.rule_id, row.revision)
 
 
 class RoundSizes:
@@ -51,15 +67,15 @@ class RoundSizes:
     def __init__(self, batch: int, batch_max: int) -> None:
         self.batch = max(1, batch)
         self.most = max(self.batch, batch_max)
-        self.pace_ms: dict[str, float] = {}  # rule id → mean duration_ms of its last call's results
-        self.large: set[str] = set()  # rules whose calls' results were too large together once
+        self.pace_ms: dict[Key, float] = {}  # (rule, revision) → mean duration_ms of its last call's results
+        self.large: set[Key] = set()  # whose calls' results were too large together once
         self.next = self.batch  # what the next claim asks for
         self.asked = self.batch  # what the last claim asked for
 
-    def group_cap(self, rule_id: str) -> int:
-        """The most rows of the rule one call runs."""
-        pace = self.pace_ms.get(rule_id)
-        if pace is None or rule_id in self.large:
+    def group_cap(self, key: Key) -> int:
+        """The most rows of ``key`` (rule, revision) one call runs."""
+        pace = self.pace_ms.get(key)
+        if pace is None or key in self.large:
             return self.batch
         fits = int(GROUP_S * 1000.0 / max(pace, 1e-3))
         return max(self.batch, min(self.most, fits))
@@ -70,15 +86,16 @@ class RoundSizes:
         self.asked = self.next
         return self.asked
 
-    def measured(self, rule_id: str, results: Iterable[_Result]) -> None:
-        """A call of the rule ran ``results``: its pace is their mean ``duration_ms``."""
-        took = [r.duration_ms for r in results if r.duration_ms is not None]
+    def measured(self, key: Key, results: Iterable[_Result]) -> None:
+        """A call of ``key`` (rule, revision) gave ``results``: its pace is the mean ``duration_ms`` of those that
+        ran in a sandbox (a runtime named, not ``sandbox_error``); none: unchanged."""
+        took = [r.duration_ms for r in results if r.runtime and r.status != "sandbox_error"]
         if took:
-            self.pace_ms[rule_id] = sum(took) / len(took)
+            self.pace_ms[key] = sum(took) / len(took)
 
-    def too_large(self, rule_id: str) -> None:
-        """A call of the rule had results too large together: its calls hold ``batch`` rows from now on."""
-        self.large.add(rule_id)
+    def too_large(self, key: Key) -> None:
+        """A call of ``key`` had results too large together: its calls hold ``batch`` rows from now on."""
+        self.large.add(key)
 
     def split(self, groups: Iterable[Sequence[R]]) -> tuple[list[list[R]], list[R]]:
         """(the calls to run, the rows to put back): each group (one rule's claimed rows, in claim order) cut into
@@ -91,7 +108,7 @@ class RoundSizes:
         for rows in groups:
             if not rows:
                 continue
-            cap = self.group_cap(rows[0].rule_id)
+            cap = self.group_cap(key_of(rows[0]))
             caps.append(cap)
             if cap <= self.batch:
                 kept, room = list(rows[:room]), max(0, room - len(rows))

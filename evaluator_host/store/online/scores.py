@@ -46,7 +46,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Engine
 
-from evaluator_host.store.db import as_utc, utcnow
+from evaluator_host.store.db import EvaluatorRow, as_utc, utcnow
 from evaluator_host.store.online import sessions as online_sessions
 from evaluator_host.store.online.refs import DEFAULT_KEYS, SpanRef, TraceRef, keyed, session_keys, target_id
 from evaluator_host.store.online.routing import BACKLOG, Decide, Explain, JoinSessions, Routed, backlog_of, route
@@ -94,6 +94,7 @@ class Claimed:
     session_id: str | None = None  # a session score's session and generation
     generation: int | None = None
     backfill_id: str | None = None  # the backfill that queued it
+    revision: int | None = None  # the revision it runs: its rule's pinned one, else its evaluator's latest then
 
 
 class ScoreQueue:
@@ -162,9 +163,11 @@ class ScoreQueue:
                 select(*_CLAIMED, t.last_span_at)
                 .join(t, and_(t.workspace_id == S.workspace_id, t.trace_id == S.trace_id), isouter=True)
                 .where(mine, S.state == "running", S.claimed_by == me, S.claimed_until == until)
+                .order_by(S.enqueued_at)
             ).all()
             rules = _rules(conn, {row.rule_id for row in got})  # each rule read once, not once per row
-            return [_claimed(row, rules.get(row.rule_id)) for row in got]
+            latest = _latest(conn, {r.evaluator_id for r in rules.values() if r.revision is None})
+            return [_claimed(row, rules.get(row.rule_id), latest) for row in got]
 
     def finish(
         self,
@@ -327,7 +330,17 @@ def _rules(conn: Connection, ids: Collection[str]) -> dict[str, RuleRecord]:
     return {row.id: rule_record(row) for row in found}
 
 
-def _claimed(row: Any, rule: RuleRecord | None) -> Claimed:
+def _latest(conn: Connection, evaluators: Collection[str]) -> dict[str, int]:
+    """The latest revision of each of ``evaluators`` (what a rule without a pinned revision runs)."""
+    if not evaluators:
+        return {}
+    e = EvaluatorRow
+    found = conn.execute(select(e.id, e.latest_revision).where(e.id.in_(sorted(evaluators))))
+    return {str(i): int(n) for i, n in found}
+
+
+def _claimed(row: Any, rule: RuleRecord | None, latest: Mapping[str, int]) -> Claimed:
+    revision = None if rule is None else rule.revision if rule.revision is not None else latest.get(row.evaluator_id)
     return Claimed(
         rule_id=row.rule_id,
         trace_id=row.trace_id,
@@ -342,6 +355,7 @@ def _claimed(row: Any, rule: RuleRecord | None) -> Claimed:
         session_id=row.session_id,
         generation=row.generation,
         backfill_id=row.backfill_id,
+        revision=revision,
     )
 
 
