@@ -27,7 +27,9 @@ Per service, in memory: a restarted service measures again.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
+
+from evaluator_host.evaluation.models import EvaluationResult
 
 __all__ = ["GROUP_S", "Key", "RoundSizes", "key_of"]
 
@@ -42,15 +44,6 @@ class _Row(Protocol):
     def rule_id(self) -> str: ...
     @property
     def revision(self) -> int | None: ...
-
-
-class _Result(Protocol):
-    @property
-    def duration_ms(self) -> float: ...
-    @property
-    def status(self) -> str: ...
-    @property
-    def runtime(self) -> dict[str, Any]: ...
 
 
 R = TypeVar("R", bound=_Row)
@@ -86,7 +79,7 @@ class RoundSizes:
         self.asked = self.next
         return self.asked
 
-    def measured(self, key: Key, results: Iterable[_Result]) -> None:
+    def measured(self, key: Key, results: Iterable[EvaluationResult]) -> None:
         """A call of ``key`` (rule, revision) gave ``results``: its pace is the mean ``duration_ms`` of those that
         ran in a sandbox (a runtime named, not ``sandbox_error``); none: unchanged."""
         took = [r.duration_ms for r in results if r.runtime and r.status != "sandbox_error"]

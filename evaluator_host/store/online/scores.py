@@ -166,8 +166,7 @@ class ScoreQueue:
                 .order_by(S.enqueued_at)
             ).all()
             rules = _rules(conn, {row.rule_id for row in got})  # each rule read once, not once per row
-            latest = _latest(conn, {r.evaluator_id for r in rules.values() if r.revision is None})
-            return [_claimed(row, rules.get(row.rule_id), latest) for row in got]
+            return [_claimed(row, *rules.get(row.rule_id, (None, None))) for row in got]
 
     def finish(
         self,
@@ -321,26 +320,18 @@ _CLAIMED = (
 )
 
 
-def _rules(conn: Connection, ids: Collection[str]) -> dict[str, RuleRecord]:
-    """The live rules of ``ids`` (a deleted or missing one is absent)."""
+def _rules(conn: Connection, ids: Collection[str]) -> dict[str, tuple[RuleRecord, int | None]]:
+    """The live rules of ``ids`` (a deleted or missing one is absent), each with the revision its rows run: its
+    pinned one, else its evaluator's latest (one statement)."""
     if not ids:
         return {}
-    r = OnlineRuleRow
-    found = conn.execute(select(r).where(r.id.in_(sorted(ids)), r.deleted_at.is_(None))).all()
-    return {row.id: rule_record(row) for row in found}
+    r, e = OnlineRuleRow, EvaluatorRow
+    query = select(r, e.latest_revision).outerjoin(e, e.id == r.evaluator_id)
+    found = conn.execute(query.where(r.id.in_(sorted(ids)), r.deleted_at.is_(None))).all()
+    return {row.id: (rule_record(row), row.latest_revision if row.revision is None else row.revision) for row in found}
 
 
-def _latest(conn: Connection, evaluators: Collection[str]) -> dict[str, int]:
-    """The latest revision of each of ``evaluators`` (what a rule without a pinned revision runs)."""
-    if not evaluators:
-        return {}
-    e = EvaluatorRow
-    found = conn.execute(select(e.id, e.latest_revision).where(e.id.in_(sorted(evaluators))))
-    return {str(i): int(n) for i, n in found}
-
-
-def _claimed(row: Any, rule: RuleRecord | None, latest: Mapping[str, int]) -> Claimed:
-    revision = None if rule is None else rule.revision if rule.revision is not None else latest.get(row.evaluator_id)
+def _claimed(row: Any, rule: RuleRecord | None, revision: int | None) -> Claimed:
     return Claimed(
         rule_id=row.rule_id,
         trace_id=row.trace_id,
