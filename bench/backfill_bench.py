@@ -131,8 +131,9 @@ def _cpu(root: int) -> float:
     return total
 
 
-def _backfill(client: httpx.Client, rule_id: str, pid: int) -> dict[str, Any]:
-    cpu, start = _cpu(pid), time.perf_counter()
+def _backfill(client: httpx.Client, rule_id: str, pids: tuple[int, ...]) -> dict[str, Any]:
+    """One backfill of the rule, followed to its end; its rate and the CPU of ``pids`` (and their children)."""
+    cpu, start = sum(map(_cpu, pids)), time.perf_counter()
     made = client.post(f"/v1/online-rules/{rule_id}/backfill", json={})
     made.raise_for_status()
     while (got := client.get(f"/v1/online-rules/{rule_id}/backfills/{made.json()['id']}").json())[
@@ -141,7 +142,7 @@ def _backfill(client: httpx.Client, rule_id: str, pid: int) -> dict[str, Any]:
         time.sleep(0.1)
     seconds = time.perf_counter() - start
     return {"status": got["status"], "done": got["done"], "seconds": seconds, "rate": got["done"] / seconds,
-            "cpu_us": (_cpu(pid) - cpu) / max(got["done"], 1) * 1e6, "answered": got.get("cached", 0),
+            "cpu_us": (sum(map(_cpu, pids)) - cpu) / max(got["done"], 1) * 1e6, "answered": got.get("cached", 0),
             "skipped": got["skipped"]}  # fmt: skip
 
 
@@ -151,19 +152,25 @@ def _store(engine: Engine, n: int) -> None:
         _write(engine, [_chat(k + i) for i in range(min(5000, n - k))], start + timedelta(milliseconds=k), "routed")
 
 
-def _service_backfills(direct: bool) -> list[dict[str, Any]]:
-    """One service, ``TRACES`` stored traces: a backfill, then (``direct``) the same again from the cache."""
+def _service_backfills(
+    direct: bool, database_url: str | None = None, server_pid: int | None = None
+) -> list[dict[str, Any]]:
+    """One service, ``TRACES`` stored traces: a backfill, then (``direct``) the same again from the cache
+    (``database_url``: PostgreSQL's, a fresh database, ``server_pid`` its server's, whose CPU is counted too;
+    None: SQLite in the data dir)."""
     env = {**ENV, "EVALUATOR_HOST_ONLINE_BACKFILL_DIRECT": "true" if direct else "false"}
+    if database_url:
+        env["EVALUATOR_HOST_DATABASE_URL"] = database_url
     with tempfile.TemporaryDirectory(prefix="evaluator-host-bench-backfill-") as data_dir:
         with serving(data_dir, env) as (base, proc), httpx.Client(base_url=base, timeout=300) as client:
-            engine = make_engine(f"sqlite:///{data_dir}/evaluator-host.db")
+            engine = make_engine(database_url or f"sqlite:///{data_dir}/evaluator-host.db")
             _store(engine, TRACES)
             body = {"name": "trivial", "language": "python", "code": CODE, "settings": {"cache": True}}
             ev = client.post("/v1/evaluators", json=body).json()["id"]
             runs = []
             for again in (False, True) if direct else (False,):
                 rule = client.post("/v1/online-rules", json={"evaluator_id": ev}).json()["id"]
-                run = _backfill(client, rule, proc.pid)
+                run = _backfill(client, rule, (proc.pid,) if server_pid is None else (proc.pid, server_pid))
                 scores = client.get(f"/v1/online-rules/{rule}/scores", params={"limit": 50}).json()["data"]
                 run["cached"] = sum(1 for s in scores if s["result"].get("cached")) / max(len(scores), 1)
                 runs.append(run)
@@ -259,12 +266,30 @@ def measure_session_lag() -> dict[str, Any]:
             "turns": len(turns), "baseline_scored": len(base_lags)}  # fmt: skip
 
 
+def _postgres_backfills() -> list[dict[str, Any]] | None:
+    """:func:`_service_backfills` (direct) on a throwaway PostgreSQL server (tests/support/pg.py); None without
+    one. The server's CPU is added to each run's (``cpu_us``; ``server_cpu_us`` alone)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    try:
+        from tests.support.pg import Cluster
+
+        cluster = Cluster()
+    except Exception as exc:  # no PostgreSQL binaries here: the section has SQLite only
+        print(f"backfill_bench: no PostgreSQL ({exc})", file=sys.stderr)
+        return None
+    try:
+        return _service_backfills(True, cluster.database(), cluster.proc.pid)
+    finally:
+        cluster.stop()
+
+
 def measure() -> dict[str, Any]:
     """Every figure of the section (see the module docstring)."""
     direct = _service_backfills(True)
     queued = _service_backfills(False)
+    pg = _postgres_backfills()
     return {"fresh": direct[0], "cached": direct[1], "queued": queued[0], "span": measure_span_lag(),
-            "session": measure_session_lag()}  # fmt: skip
+            "session": measure_session_lag(), "pg": pg}  # fmt: skip
 
 
 def _s(value: float | None) -> str:
@@ -302,6 +327,22 @@ figure was 10.15 s p99 (trace level 0.61 s) in an earlier run of this module wit
 """
 
 
+def _pg_rows(pg: list[dict[str, Any]] | None) -> list[str]:
+    """The PostgreSQL rows of the table (none without a server)."""
+    if not pg:
+        return ["| backfill on PostgreSQL | not measured: no PostgreSQL server here | | | |"]
+    fresh, cached = pg
+    ratio = cached["rate"] / fresh["rate"]
+    return [
+        f"| backfill on PostgreSQL, fresh ({fresh['done']:,} targets) | {fresh['rate']:,.0f} targets/s "
+        f"({fresh['seconds']:.1f} s, {fresh['cpu_us']:.0f} µs CPU a target, the server's included) | the same on "
+        f"SQLite, above | >= 5,000 targets/s | {verdict(fresh['rate'] >= 5000)} |",
+        f"| backfill on PostgreSQL again, from the result cache (`cached` {cached['answered']:,}) | "
+        f"{cached['rate']:,.0f} targets/s ({cached['seconds']:.1f} s, {cached['cpu_us']:.0f} µs CPU a target) | "
+        f"fresh on PostgreSQL: {fresh['rate']:,.0f} targets/s ({ratio:.1f}x) | >= 20x fresh | {verdict(ratio >= 20)} |",
+    ]
+
+
 def render(f: dict[str, Any]) -> tuple[str, str]:
     """The docs/benchmarks.md section, and a one-line summary."""
     fresh, cached, queued, span, session = f["fresh"], f["cached"], f["queued"], f["span"], f["session"]
@@ -318,6 +359,7 @@ def render(f: dict[str, Any]) -> tuple[str, str]:
         f"{cached['rate']:,.0f} targets/s ({cached['seconds']:.1f} s, {cached['cpu_us']:.0f} µs CPU a target) | "
         f"fresh: {fresh['rate']:,.0f} targets/s ({ratio:.1f}x; CPU a target "
         f"{fresh['cpu_us'] / max(cached['cpu_us'], 1e-9):.1f}x less) | >= 20x fresh | {verdict(ratio >= 20)} |",
+        *_pg_rows(f.get("pg")),
         f"| span-level rule, {SPAN_RATE} traces/s of 20 spans (5 LLM targets each), lag p99 "
         f"({span['span']['scored']:,} of {span['span']['targets']:,} scored; p50 {_s(span['span']['p50'])}) | "
         f"{_s(span['span']['p99'])} | trace-level rule, same traffic: p99 {_s(span['baseline']['p99'])} "
@@ -335,7 +377,7 @@ def render(f: dict[str, Any]) -> tuple[str, str]:
 {TRACES:,} stored traces with a trivial evaluator, fresh and again from the result cache, against the same backfill
 with every page queued for the scorer; a span-level rule at {SPAN_RATE} agent traces/s of 20 spans against a
 trace-level rule on the same traffic; a session-level rule with `quiet_s` {QUIET_S} against a trace-level rule on
-the same turns). Process backend, SQLite.
+the same turns). Process backend, SQLite; the backfill again on PostgreSQL (a throwaway server).
 
 | measurement | this run | baseline (same run) | target | verdict |
 |---|---|---|---|---|

@@ -25,11 +25,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
-from sqlalchemy.dialects import postgresql
+from sqlalchemy import Table, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from evaluator_host.store import sqlite_bulk
+from evaluator_host.store import pg_bulk, pg_statistics, sqlite_bulk
 from evaluator_host.store.db import as_utc, utcnow
 from evaluator_host.store.online import case_hashes as online_case_hashes
 from evaluator_host.store.online import sessions as online_sessions
@@ -42,6 +41,8 @@ __all__ = ["Page", "commit_page", "read_page"]
 S, B = OnlineScoreRow, OnlineBackfillRow
 _BATCH = 500  # rows a statement
 _SKIP_STORED = "ON CONFLICT (rule_id, target_id) DO NOTHING"
+_SCORES: Table = OnlineScoreRow.__table__  # type: ignore[assignment]
+PAGE_TABLES = ("online_scores", "online_traces")  # what a page's read joins (their statistics refreshed first)
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,10 @@ def read_page(
 ) -> Page | None:  # fmt: skip
     """The backfill's next page, read only (None: not ``planning`` and held by ``me`` any more). With ``behind``
     (a page read and not stored yet, ``pending`` rows in all with the others before it): the page after it, read
-    ahead — stored only once ``behind`` is (its pin expects ``behind``'s last trace as the cursor)."""
+    ahead — stored only once ``behind`` is (its pin expects ``behind``'s last trace as the cursor). On PostgreSQL the
+    tables it reads are analyzed first when the pages before made their statistics stale
+    (:func:`~evaluator_host.store.pg_statistics.refresh`)."""
+    pg_statistics.refresh(engine, PAGE_TABLES)
     with engine.connect() as conn:
         row = conn.execute(select(B).where(B.id == backfill.id)).one()
         if row.status != "planning" or row.claimed_by != me:
@@ -122,12 +126,13 @@ def commit_page(
 def _insert(conn: Connection, rows: list[dict[str, Any]]) -> set[str]:
     """Insert the page's rows not stored yet (the others skipped by the queue's key); their target ids."""
     added: set[str] = set()
-    for start in range(0, len(rows), _BATCH):
-        for kind in ("done", "queued"):  # each kind's rows name the same columns
-            part = [r for r in rows[start : start + _BATCH] if r["state"] == kind]
-            if part:
-                statement = postgresql.insert(S).on_conflict_do_nothing(index_elements=["rule_id", "target_id"])
-                added.update(str(t) for t in conn.execute(statement.returning(S.target_id), part).scalars())
+    ordered = sorted(rows, key=lambda r: str(r["target_id"]))  # the key's order
+    for kind in ("done", "queued"):  # each kind's rows name the same columns: one statement over arrays each
+        part = [r for r in ordered if r["state"] == kind]
+        if part:
+            columns = list(part[0])
+            statement = pg_bulk.insert_sql(_SCORES, columns, f"{_SKIP_STORED} RETURNING target_id")
+            added.update(str(t) for t in conn.exec_driver_sql(statement, pg_bulk.params(part, columns)).scalars())
     return added
 
 

@@ -68,7 +68,9 @@ from sqlalchemy import (
     LargeBinary,
     Select,
     String,
+    all_,
     and_,
+    bindparam,
     delete,
     exists,
     func,
@@ -78,11 +80,12 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Mapped, mapped_column
 
 from evaluator_host.observability.tracing import MARKER
-from evaluator_host.store import sqlite_bulk
+from evaluator_host.store import pg_statistics, sqlite_bulk
 from evaluator_host.store.db import Base, utcnow
 from evaluator_host.store.online.rows import OnlineBackfillRow, OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
 from evaluator_host.store.online.rules import RuleRecord
@@ -93,6 +96,7 @@ __all__ = ["CaseHashRow", "eligible", "forget", "fresh_count", "hashable", "reme
 CACHED_MARK = ',"cached":true}'  # as evaluation/caching/cache.py marks a cached row's stored text
 _BATCH = 500  # rows a statement
 SLICE = 20_000  # traces a resolving statement (and transaction) reads at most
+RESOLVE_TABLES = ("online_traces", "online_case_hashes", "result_cache", "online_scores")  # what it joins
 
 
 class CaseHashRow(Base):
@@ -135,6 +139,19 @@ _SQLITE_REMEMBER = (
 )
 
 
+_PG_TYPES = (
+    "text", "bytea", "text", "text", "integer", "timestamptz", "bytea", "text", "double precision", "boolean", "text",
+    "text", "double precision",
+)  # fmt: skip
+# PostgreSQL: each column one array; the rows whose trace is still stored, as SQLite's statement asks
+_PG_REMEMBER = (
+    f"INSERT INTO online_case_hashes AS h ({', '.join(_COLUMNS)}) "
+    f"SELECT * FROM unnest({', '.join(f'%s::{t}[]' for t in _PG_TYPES)}) AS u({', '.join(_COLUMNS)}) "
+    "WHERE EXISTS (SELECT 1 FROM online_traces t WHERE t.workspace_id = u.workspace_id AND t.trace_id = u.target_id) "
+    "ON CONFLICT (workspace_id, scope, target_id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _UPDATED)
+)
+
+
 def hashable(rule: RuleRecord) -> bool:
     """Whether the rule's case of a trace is decided by the trace, its mapping and the evaluator alone: trace level
     without filter (the evaluated span is the root; a filter picks another) — its case keys are stored."""
@@ -158,20 +175,11 @@ def remember(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
         ordered = sorted(sqlite_bulk.params(rows, _COLUMNS), key=lambda row: (row[0], row[1], row[2]))  # the key's
         conn.exec_driver_sql(_SQLITE_REMEMBER, [(*row, row[0], row[2]) for row in ordered])
         return
-    stored: set[tuple[str, str]] = set()
-    for ws in {str(r["workspace_id"]) for r in rows}:  # one workspace a page: its ids by the primary key
-        ids = sorted({str(r["target_id"]) for r in rows if r["workspace_id"] == ws})
-        for start in range(0, len(ids), _BATCH):
-            present = select(T.trace_id).where(T.workspace_id == ws, T.trace_id.in_(ids[start : start + _BATCH]))
-            stored.update((ws, str(t)) for t in conn.execute(present).scalars())
-    rows = [r for r in rows if (r["workspace_id"], r["target_id"]) in stored]
-    for start in range(0, len(rows), _BATCH):
-        statement = postgresql.insert(H)
-        statement = statement.on_conflict_do_update(
-            index_elements=["workspace_id", "scope", "target_id"],
-            set_={c: getattr(statement.excluded, c) for c in _UPDATED},
-        )
-        conn.execute(statement, list(rows[start : start + _BATCH]))
+    last = {(r["workspace_id"], r["scope"], r["target_id"]): r for r in rows}  # a key once a statement: its last row
+    keyed = [last[key] for key in sorted(last)]  # the key's order
+    for start in range(0, len(keyed), _BATCH):  # one statement over arrays a batch: no SQLAlchemy work a row
+        part = keyed[start : start + _BATCH]
+        conn.exec_driver_sql(_PG_REMEMBER, tuple([r[c] for r in part] for c in _COLUMNS))
 
 
 def forget(conn: Connection, traces: Sequence[tuple[str, str]]) -> int:
@@ -225,21 +233,31 @@ def resolve_cached(
     """Answer the backfill's cached targets set-based (see the module docstring): how many; None when the
     backfill is not ``planning``, not held by ``me`` or already planned a page, or the rule is not
     :func:`eligible` (nothing done). One statement a slice of :data:`SLICE` traces, each slice its own
-    transaction (SQLite's one writer is never held for long), pinned on the counters the slice before left."""
+    transaction (SQLite's one writer is never held for long), pinned on the counters the slice before left. On
+    PostgreSQL the tables it joins are analyzed first when their statistics are stale (a first backfill's case keys
+    and scores, written a moment before: :func:`~evaluator_host.store.pg_statistics.refresh`), and ``online_scores``
+    after each slice that added :data:`~evaluator_host.store.pg_statistics.STALE_MIN_ROWS` rows or more: the next
+    slice reads the rule's rows, and the pages the backfill's, by ids no statistics knew before (a plan that took
+    the rule for empty read all of its rows for each trace of the next slice)."""
     if not eligible(rule):
         return None
-    answered, read, after = 0, 0, None
+    pg_statistics.refresh(engine, RESOLVE_TABLES)
+    answered, read, after, refused = 0, 0, None, False
     limit = int(backfill.max_targets)
     while read < limit:
         size = min(SLICE, limit - read)
         got = _resolve_slice(engine, me, backfill, rule, scope, cap, now_s, after, size, answered)
         if got is None:
-            return None if read == 0 else answered
+            refused = read == 0  # nothing done: not planning, not held, or a page planned
+            break
+        added = got[0] - answered
         answered, in_slice, after = got
         read += in_slice
+        if added >= pg_statistics.STALE_MIN_ROWS:  # the next slice and the pages read these rows by the rule's
+            pg_statistics.analyze(engine, ["online_scores"])  # and the backfill's new ids: statistics that know them
         if in_slice < size or answered >= limit:
             break
-    return answered
+    return None if refused else answered
 
 
 def _resolve_slice(
@@ -286,7 +304,6 @@ def _resolve_slice(
         .join(H, and_(H.workspace_id == ws, H.scope == scope, H.target_id == first.c.trace_id))
         .join(CACHE, and_(c.workspace_id == ws, c.key == H.case_key))
         .where(H.span_count == first.c.span_count, H.first_seen_at == first.c.first_seen_at, c.bytes - 32 <= cap)
-        .where(~scored)
     )
     columns = [
         "rule_id", "target_id", "trace_id", "workspace_id", "span_id", "state", "claimed_by", "attempts",
@@ -306,6 +323,14 @@ def _resolve_slice(
         if in_slice:
             at = window.with_only_columns(T.first_seen_at, T.trace_id).order_by(T.first_seen_at, T.trace_id)
             last = conn.execute(at.offset(in_slice - 1).limit(1)).first()
+        if dialect is sqlite:
+            answers = answers.where(~scored)
+        else:  # the traces the rule has a row of, read first: a plan that probes the rule's rows by another index than
+            # its key would read, for each trace, the rows this INSERT adds (quadratic; its statistics know no such
+            # rule yet — pg_statistics.py)
+            held = list(conn.execute(select(first.c.trace_id).where(scored)).scalars())
+            if held:
+                answers = answers.where(first.c.trace_id != all_(bindparam("held", held, type_=ARRAY(String))))
         conn.execute(dialect.insert(S).from_select(columns, answers).on_conflict_do_nothing())
         n = int(conn.scalar(select(func.count()).where(S.backfill_id == backfill.id)) or 0)  # nothing else has any
         if n > answered:
