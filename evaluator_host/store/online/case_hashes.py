@@ -68,7 +68,6 @@ from sqlalchemy import (
     LargeBinary,
     Select,
     String,
-    all_,
     and_,
     bindparam,
     delete,
@@ -329,8 +328,9 @@ def _resolve_slice(
             # its key would read, for each trace, the rows this INSERT adds (quadratic; its statistics know no such
             # rule yet — pg_statistics.py)
             held = list(conn.execute(select(first.c.trace_id).where(scored)).scalars())
-            if held:
-                answers = answers.where(first.c.trace_id != all_(bindparam("held", held, type_=ARRAY(String))))
+            if held:  # NOT IN a subquery: looked up in a hash of them, not compared with each (as `<> ALL` may be)
+                ids = select(func.unnest(bindparam("held", held, type_=ARRAY(String))))
+                answers = answers.where(first.c.trace_id.not_in(ids))
         conn.execute(dialect.insert(S).from_select(columns, answers).on_conflict_do_nothing())
         n = int(conn.scalar(select(func.count()).where(S.backfill_id == backfill.id)) or 0)  # nothing else has any
         if n > answered:
