@@ -101,6 +101,7 @@ class BuildState:
     started: float  # monotonic
     seconds: float | None = None  # set when it ended
     error: BuildError | None = None
+    progress: dict[str, object] | None = None  # the last progress its log reported (kept once its live log is gone)
 
     def elapsed(self) -> float:
         """Seconds it ran (so far, while under way)."""

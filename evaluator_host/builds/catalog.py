@@ -150,7 +150,11 @@ class RuntimeCatalog:
         logs = self._once.live_logs(rid)
         started = rid in self._once.building
         reported = uv.progress(tail(logs[:1], _PROGRESS_BYTES)) if started else None
-        progress = BuildProgress.model_validate(reported) if reported else None
+        if reported:
+            state.progress = dict(reported)
+        # its live log just went (the build ending): the last progress it reported, never back to the first phase
+        last = state.progress if started else None
+        progress = BuildProgress.model_validate(last) if last else None
         if not started:
             progress = BuildProgress(phase="waiting")
         elif progress is None and languages.get(state.language).family.installer == "pip":
