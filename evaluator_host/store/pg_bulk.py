@@ -32,10 +32,12 @@ __all__ = ["insert_sql", "params"]
 _DIALECT = postgresql.dialect()  # type: ignore[no-untyped-call]
 
 
-def insert_sql(table: Table, columns: Sequence[str], tail: str = "") -> str:
-    """The statement inserting the rows of :func:`params` into ``table`` (``tail`` appended)."""
+def insert_sql(table: Table, columns: Sequence[str], tail: str = "", where: str = "") -> str:
+    """The statement inserting the rows of :func:`params` into ``table`` (``where``: a condition on the rows, named
+    ``u`` and by their columns; ``tail`` appended)."""
     arrays = ", ".join(f"%b::{table.c[c].type.compile(dialect=_DIALECT)}[]" for c in columns)
-    return f"INSERT INTO {table.name} ({', '.join(columns)}) SELECT * FROM unnest({arrays}) {tail}".rstrip()
+    rows = f"SELECT * FROM unnest({arrays}) AS u({', '.join(columns)})" + (f" WHERE {where}" if where else "")
+    return f"INSERT INTO {table.name} ({', '.join(columns)}) {rows} {tail}".rstrip()
 
 
 def params(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> tuple[list[Any], ...]:

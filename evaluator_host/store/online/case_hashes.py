@@ -84,7 +84,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Mapped, mapped_column
 
 from evaluator_host.observability.tracing import MARKER
-from evaluator_host.store import pg_statistics, sqlite_bulk
+from evaluator_host.store import pg_bulk, pg_statistics, sqlite_bulk
 from evaluator_host.store.db import Base, utcnow
 from evaluator_host.store.online.rows import OnlineBackfillRow, OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
 from evaluator_host.store.online.rules import RuleRecord
@@ -138,16 +138,12 @@ _SQLITE_REMEMBER = (
 )
 
 
-_PG_TYPES = (
-    "text", "bytea", "text", "text", "integer", "timestamptz", "bytea", "text", "double precision", "boolean", "text",
-    "text", "double precision",
-)  # fmt: skip
-# PostgreSQL: each column one array; the rows whose trace is still stored, as SQLite's statement asks
-_PG_REMEMBER = (
-    f"INSERT INTO online_case_hashes AS h ({', '.join(_COLUMNS)}) "
-    f"SELECT * FROM unnest({', '.join(f'%s::{t}[]' for t in _PG_TYPES)}) AS u({', '.join(_COLUMNS)}) "
-    "WHERE EXISTS (SELECT 1 FROM online_traces t WHERE t.workspace_id = u.workspace_id AND t.trace_id = u.target_id) "
-    "ON CONFLICT (workspace_id, scope, target_id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _UPDATED)
+# PostgreSQL: each column one array (store/pg_bulk.py); the rows whose trace is still stored, as SQLite's asks
+_PG_REMEMBER = pg_bulk.insert_sql(
+    CaseHashRow.__table__,  # type: ignore[arg-type]
+    _COLUMNS,
+    "ON CONFLICT (workspace_id, scope, target_id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _UPDATED),
+    "EXISTS (SELECT 1 FROM online_traces t WHERE t.workspace_id = u.workspace_id AND t.trace_id = u.target_id)",
 )
 
 
@@ -178,7 +174,7 @@ def remember(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
     keyed = [last[key] for key in sorted(last)]  # the key's order
     for start in range(0, len(keyed), _BATCH):  # one statement over arrays a batch: no SQLAlchemy work a row
         part = keyed[start : start + _BATCH]
-        conn.exec_driver_sql(_PG_REMEMBER, tuple([r[c] for r in part] for c in _COLUMNS))
+        conn.exec_driver_sql(_PG_REMEMBER, pg_bulk.params(part, _COLUMNS))
 
 
 def forget(conn: Connection, traces: Sequence[tuple[str, str]]) -> int:
