@@ -21,6 +21,8 @@ session-level rules, each beside a baseline of the same run.
   ``quiet_s`` = ``SESSION_QUIET_S`` (default 2): the lag of a session is its last score's ``scored_at`` minus its
   last span (``online_sessions.last_span_at``), p99 against ``quiet_s + 1 s``. Baseline of the same run: a
   trace-level rule on the same turns, at the same time (the lag of each turn's trace score).
+* **A page's writes on SQLite** beside a thread running Python: multi-row statements against ``executemany``
+  (``bench/sqlite_writes.py``).
 
 Run alone: ``.venv/bin/python -m bench.backfill_bench``.
 """
@@ -38,6 +40,7 @@ from typing import Any
 import httpx
 from sqlalchemy import Engine, and_, func, insert, select
 
+from bench import sqlite_writes
 from bench.common import Pace, pct, replace_section, serving, verdict
 from evaluator_host.evaluation.trace_shape import SpanData
 from evaluator_host.online.reading.spans import encode
@@ -289,7 +292,7 @@ def measure() -> dict[str, Any]:
     queued = _service_backfills(False)
     pg = _postgres_backfills()
     return {"fresh": direct[0], "cached": direct[1], "queued": queued[0], "span": measure_span_lag(),
-            "session": measure_session_lag(), "pg": pg}  # fmt: skip
+            "session": measure_session_lag(), "pg": pg, "writes": sqlite_writes.measure()}  # fmt: skip
 
 
 def _s(value: float | None) -> str:
@@ -360,6 +363,7 @@ def render(f: dict[str, Any]) -> tuple[str, str]:
         f"fresh: {fresh['rate']:,.0f} targets/s ({ratio:.1f}x; CPU a target "
         f"{fresh['cpu_us'] / max(cached['cpu_us'], 1e-9):.1f}x less) | >= 20x fresh | {verdict(ratio >= 20)} |",
         *_pg_rows(f.get("pg")),
+        *([sqlite_writes.row(f["writes"])] if "writes" in f else []),
         f"| span-level rule, {SPAN_RATE} traces/s of 20 spans (5 LLM targets each), lag p99 "
         f"({span['span']['scored']:,} of {span['span']['targets']:,} scored; p50 {_s(span['span']['p50'])}) | "
         f"{_s(span['span']['p99'])} | trace-level rule, same traffic: p99 {_s(span['baseline']['p99'])} "

@@ -35,6 +35,7 @@ __all__ = ["TOUCH_AFTER_S", "CacheUsage", "ResultCacheRow", "ResultCacheStore"]
 
 TOUCH_AFTER_S = 60.0  # an entry's last use is written again only when older than this (LRU-ish, few writes)
 _BATCH = 500  # keys per query
+_SKIP_HELD = "ON CONFLICT (workspace_id, key) DO NOTHING"
 _COLUMNS = ("workspace_id", "key", "status", "result", "bytes", "used_at")
 
 
@@ -180,8 +181,8 @@ class ResultCacheStore:
                 fresh.append(v)
         if fresh:
             fresh.sort(key=lambda v: cast(bytes, v["key"]))  # in the primary key's order: each page of it once
-            statement = sqlite_bulk.insert_sql(CACHE.name, _COLUMNS, "ON CONFLICT (workspace_id, key) DO NOTHING")
-            if conn.exec_driver_sql(statement, sqlite_bulk.params(fresh, _COLUMNS)).rowcount != len(fresh):
+            entries = sqlite_bulk.params(fresh, _COLUMNS)
+            if sqlite_bulk.insert(conn, CACHE.name, _COLUMNS, entries, _SKIP_HELD) != len(fresh):
                 raise RuntimeError("result cache entries were stored meanwhile")
         return new
 

@@ -1,30 +1,46 @@
-"""Many rows written by one prepared SQLite statement, without SQLAlchemy's work a row (issue 50: a backfill
-page's ~1,000 scores and case keys a transaction).
+"""Many rows written by a few SQLite statements, without SQLAlchemy's work a row (issue 50: a backfill page's
+~1,000 scores, case keys and cache entries a transaction).
 
 SQLAlchemy's ``insert()`` run with a list of dicts builds each row's parameters through its bind processors and,
 with ``RETURNING``, a multi-row ``VALUES`` text a batch: 5–8 µs of Python a score row on this machine (measured
 alone, 1,000 rows a transaction: 24–34 µs a row so, 22–27 µs by one prepared statement — the rest is SQLite's
-own, the row and its indexes). Contract:
+own, the row and its indexes). And ``sqlite3``'s ``executemany`` lets go of the GIL around each row's step and
+takes it back after: beside a thread running Python (the page read and scored ahead of this one), each row then
+waits for that thread's switch interval — measured here 4,400 µs a row beside a busy thread instead of 45, and
+in the service a page's three writes took 2.2× their CPU. Contract:
 
-* :func:`insert_sql` — ``INSERT INTO table (columns) VALUES (?, …) <tail>`` (``tail``: an ``ON CONFLICT`` clause).
+* :func:`insert` — the rows written by multi-row ``INSERT … VALUES`` statements of at most :data:`MAX_ROWS`
+  rows (and the connection's parameter limit): one step, one hand-over of the GIL, a statement. Each
+  statement's row count is a power of two (the rest split so), so a table's texts are few and each is
+  compiled once a connection (``sqlite3``'s statement cache). ``tail`` (an ``ON CONFLICT`` clause) ends each
+  statement; ``where`` keeps only the rows it holds for — the rows are then named ``v`` with the table's
+  column names (``WITH v(columns) AS (VALUES …) INSERT … SELECT * FROM v WHERE …``). Returns the rows
+  written (``sqlite3``'s row count: with ``DO UPDATE``, the updated ones too), in the rows' order.
+* :func:`insert_sql` — ``INSERT INTO table (columns) VALUES (?, …) <tail>``: one row's statement.
 * :func:`params` — each row's values in ``columns`` order (every row has every column), its datetimes as
   SQLAlchemy writes them on SQLite (``YYYY-MM-DD HH:MM:SS.ffffff``, each distinct time converted once): what is
   stored, read back and compared in SQL is the same text either way; bools, bytes, numbers and text as
   ``sqlite3`` binds them (what SQLAlchemy's SQLite types hand it).
 
-Run them with ``conn.exec_driver_sql(insert_sql(...), params(...))`` (``executemany``). SQLite only.
+SQLite only.
 """
 
 from __future__ import annotations
 
+import itertools
+import sqlite3
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import DateTime
 from sqlalchemy.dialects import sqlite
+from sqlalchemy.engine import Connection
 
-__all__ = ["insert_sql", "params", "sqlite_time"]
+__all__ = ["MAX_ROWS", "insert", "insert_sql", "params", "sqlite_time"]
+
+MAX_ROWS = 1024  # rows a statement at most (a power of two)
 
 _TIME = DateTime(timezone=True).dialect_impl(sqlite.dialect()).bind_processor(sqlite.dialect())
 
@@ -55,3 +71,32 @@ def params(rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> list[tuple
             values.append(value)
         out.append(tuple(values))
     return out
+
+
+def insert(
+    conn: Connection, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]], tail: str = "",
+    where: str = "",
+) -> int:  # fmt: skip
+    """Write ``rows`` (:func:`params`' tuples) into ``table``; how many were written (see the module docstring)."""
+    if not rows:
+        return 0
+    limit = conn.connection.driver_connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)  # type: ignore[union-attr]
+    most = min(MAX_ROWS, 1 << max((limit // max(len(columns), 1)).bit_length() - 1, 0))
+    written, start = 0, 0
+    while start < len(rows):
+        n = min(most, 1 << ((len(rows) - start).bit_length() - 1))  # the largest power of two left
+        part = rows[start : start + n]
+        statement = _values_sql(table, tuple(columns), n, tail, where)
+        written += conn.exec_driver_sql(statement, tuple(itertools.chain.from_iterable(part))).rowcount
+        start += n
+    return written
+
+
+@lru_cache(maxsize=256)
+def _values_sql(table: str, columns: tuple[str, ...], n: int, tail: str, where: str) -> str:
+    row = "(" + ", ".join("?" * len(columns)) + ")"
+    values = "VALUES " + ", ".join([row] * n)
+    names = ", ".join(columns)
+    if not where:
+        return f"INSERT INTO {table} ({names}) {values} {tail}".rstrip()
+    return f"WITH v({names}) AS ({values}) INSERT INTO {table} ({names}) SELECT * FROM v WHERE {where} {tail}".rstrip()

@@ -1,6 +1,7 @@
-"""A backfill page's rows written by one prepared SQLite statement (issue 50, ``store/sqlite_bulk.py``): a row
-written so reads back exactly as SQLAlchemy's insert of it (its times the same text: what SQL compares), and the
-result cache's ``put_in`` — SQLite's prepared statement in the page's transaction — stores and counts what
+"""A backfill page's rows written by SQLite's multi-row statements (issue 50, ``store/sqlite_bulk.py``): a row
+written so reads back exactly as SQLAlchemy's insert of it (its times the same text: what SQL compares), many
+rows by a few statements (a ``where``, an upsert's last row), and the result cache's ``put_in`` — SQLite's
+multi-row statements in the page's transaction — stores and counts what
 ``put`` does (a key stored already left as it is, a key twice in one put stored once, an entry over the bound
 not stored, the eviction past it), on SQLite and PostgreSQL."""
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import Engine, insert, select, text
+from sqlalchemy import Engine, event, insert, select, text
 
 from evaluator_host.store import sqlite_bulk
 from evaluator_host.store.db import make_engine
@@ -103,3 +104,47 @@ def test_put_in_marks_a_stored_marker_used_after_its_pages_rows_as_put_does(engi
         with engine.connect() as conn:
             used = dict(conn.execute(select(CACHE.c.key, CACHE.c.used_at).where(CACHE.c.workspace_id == ws)).all())
         assert used[bytes(marker)] > used[bytes(b)] == 2000.0, (ws, used)
+
+
+def test_many_rows_are_written_by_a_few_multi_row_statements_of_few_texts(tmp_path: Path) -> None:
+    """``sqlite_bulk.insert``: 1,000 rows in statements of powers of two rows (at most ``MAX_ROWS``) — one step and
+    one hand-over of the GIL each, not one a row as ``executemany`` — every row written, in order, the row count
+    only the rows written (a key stored already is skipped by the tail)."""
+    engine = make_engine(f"sqlite:///{tmp_path}/bulk.db")
+    at = datetime(2026, 11, 27, 9, 0, tzinfo=UTC)
+    rows = [_score(f"t_{i:04d}", at + timedelta(seconds=i)) for i in range(1_000)]
+    columns = list(rows[0])
+    statements: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    tail = "ON CONFLICT (rule_id, target_id) DO NOTHING"
+    with engine.begin() as conn:
+        written = sqlite_bulk.insert(conn, "online_scores", columns, sqlite_bulk.params(rows, columns), tail)
+    sizes = [s.count("), (") + 1 for s in statements]
+    assert written == 1_000 and sum(sizes) == 1_000
+    assert all(n & (n - 1) == 0 and n <= sqlite_bulk.MAX_ROWS for n in sizes), sizes
+    assert len(statements) <= 1_000 // sqlite_bulk.MAX_ROWS + 10  # not one a row
+    again = rows[:3] + [_score("t_new", at)]  # three stored already, one new
+    with engine.begin() as conn:
+        assert sqlite_bulk.insert(conn, "online_scores", columns, sqlite_bulk.params(again, columns), tail) == 1
+    with engine.connect() as conn:
+        stored = conn.execute(select(OnlineScoreRow.target_id).order_by(text("rowid"))).scalars().all()
+    assert stored == [r["target_id"] for r in rows] + ["t_new"]
+    engine.dispose()
+
+
+def test_a_where_keeps_only_the_rows_it_holds_for_and_an_upsert_keeps_a_keys_last_row(tmp_path: Path) -> None:
+    """``where`` names the rows ``v`` with the table's columns; ``DO UPDATE`` with one key twice in a call: the
+    later row wins, as one statement a row did."""
+    engine = make_engine(f"sqlite:///{tmp_path}/bulk.db")
+    at = datetime(2026, 11, 27, 9, 0, tzinfo=UTC)
+    rows = [_score(f"t_{i}", at) for i in range(5)] + [{**_score("t_1", at), "label": "later"}]
+    columns = list(rows[0])
+    upsert = "ON CONFLICT (rule_id, target_id) DO UPDATE SET label = excluded.label"
+    with engine.begin() as conn:
+        values = sqlite_bulk.params(rows, columns)
+        sqlite_bulk.insert(conn, "online_scores", columns, values, upsert, "v.target_id != 't_3'")
+    with engine.connect() as conn:
+        labels = dict(conn.execute(select(OnlineScoreRow.target_id, OnlineScoreRow.label)).all())
+    assert sorted(labels) == ["t_0", "t_1", "t_2", "t_4"]
+    assert labels["t_1"] == "later" and labels["t_0"] == "é ✓"
+    engine.dispose()

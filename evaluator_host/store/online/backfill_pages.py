@@ -150,8 +150,8 @@ def _insert_sqlite(conn: Connection, rule_id: str, rows: list[dict[str, Any]]) -
         part = [r for r in new if r["state"] == kind]
         if part:
             columns = list(part[0])
-            statement = sqlite_bulk.insert_sql(S.__tablename__, columns, _SKIP_STORED)
-            if conn.exec_driver_sql(statement, sqlite_bulk.params(part, columns)).rowcount != len(part):
+            values = sqlite_bulk.params(part, columns)
+            if sqlite_bulk.insert(conn, S.__tablename__, columns, values, _SKIP_STORED) != len(part):
                 raise RuntimeError("a backfill page's score rows were stored meanwhile: the page is not stored")
     return {str(r["target_id"]) for r in new}
 

@@ -130,21 +130,16 @@ _UPDATED = (
     "duration_ms",
 )  # fmt: skip
 _COLUMNS = ("workspace_id", "scope", "target_id", *_UPDATED)
-# a row whose trace is still stored (the SELECT's WHERE: also what SQLite's upsert after a SELECT asks for)
-_SQLITE_REMEMBER = (
-    f"INSERT INTO online_case_hashes ({', '.join(_COLUMNS)}) SELECT {', '.join('?' * len(_COLUMNS))} "
-    "WHERE EXISTS (SELECT 1 FROM online_traces WHERE workspace_id = ? AND trace_id = ?) "
-    "ON CONFLICT (workspace_id, scope, target_id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _UPDATED)
+_UPSERT = "ON CONFLICT (workspace_id, scope, target_id) DO UPDATE SET " + ", ".join(
+    f"{c} = excluded.{c}" for c in _UPDATED
 )
-
-
-# PostgreSQL: each column one array (store/pg_bulk.py); the rows whose trace is still stored, as SQLite's asks
-_PG_REMEMBER = pg_bulk.insert_sql(
-    CaseHashRow.__table__,  # type: ignore[arg-type]
-    _COLUMNS,
-    "ON CONFLICT (workspace_id, scope, target_id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _UPDATED),
-    "EXISTS (SELECT 1 FROM online_traces t WHERE t.workspace_id = u.workspace_id AND t.trace_id = u.target_id)",
+# the rows whose trace is still stored (``{v}``: the rows' name in the statement)
+_STORED = (
+    "EXISTS (SELECT 1 FROM online_traces t WHERE t.workspace_id = {v}.workspace_id AND t.trace_id = {v}.target_id)"
 )
+_SQLITE_STORED = _STORED.format(v="v")  # store/sqlite_bulk.py's name of the rows
+# PostgreSQL: each column one array (store/pg_bulk.py)
+_PG_REMEMBER = pg_bulk.insert_sql(CaseHashRow.__table__, _COLUMNS, _UPSERT, _STORED.format(v="u"))  # type: ignore[arg-type]
 
 
 def hashable(rule: RuleRecord) -> bool:
@@ -166,9 +161,9 @@ def remember(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
     read, which the new trace's is not: it answers nothing, and the new trace's own key replaces it."""
     if not rows:
         return
-    if conn.dialect.name == "sqlite":  # one prepared statement, the trace's presence checked in it
+    if conn.dialect.name == "sqlite":  # multi-row statements, the trace's presence checked in them
         ordered = sorted(sqlite_bulk.params(rows, _COLUMNS), key=lambda row: (row[0], row[1], row[2]))  # the key's
-        conn.exec_driver_sql(_SQLITE_REMEMBER, [(*row, row[0], row[2]) for row in ordered])
+        sqlite_bulk.insert(conn, CaseHashRow.__tablename__, _COLUMNS, ordered, _UPSERT, _SQLITE_STORED)
         return
     last = {(r["workspace_id"], r["scope"], r["target_id"]): r for r in rows}  # a key once a statement: its last row
     keyed = [last[key] for key in sorted(last)]  # the key's order

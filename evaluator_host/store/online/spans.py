@@ -42,6 +42,7 @@ from sqlalchemy import DateTime, Table, delete, func, select, tuple_
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 
+from evaluator_host.store import sqlite_bulk
 from evaluator_host.store.db import WorkspaceRow
 from evaluator_host.store.online import case_hashes as online_case_hashes
 from evaluator_host.store.online import sessions as online_sessions
@@ -71,8 +72,7 @@ _TRACE_COLUMNS = (
     "ready_at",
 )
 _SQLITE_TIME = DateTime(timezone=True).dialect_impl(sqlite.dialect()).bind_processor(sqlite.dialect())
-_SQLITE_UPSERT = (
-    f"INSERT INTO online_traces ({', '.join(_TRACE_COLUMNS)}) VALUES ({', '.join('?' * len(_TRACE_COLUMNS))}) "
+_SQLITE_UPSERT = (  # the tail of multi-row statements (store/sqlite_bulk.py)
     "ON CONFLICT (workspace_id, trace_id) DO UPDATE SET "
     "span_count = span_count + excluded.span_count, last_span_at = excluded.last_span_at, "
     "root_span_id = CASE WHEN root_span_id IS NULL THEN excluded.root_span_id ELSE root_span_id END, "
@@ -195,7 +195,8 @@ class OnlineSpanStore:
                 traces = _trace_values(rows, stored)
                 if traces and self.sqlite:
                     texts: dict[datetime, Any] = {}  # a group's traces share their receipt times
-                    conn.exec_driver_sql(_SQLITE_UPSERT, [_sqlite_trace(t, texts) for t in traces])
+                    values = [_sqlite_trace(t, texts) for t in traces]
+                    sqlite_bulk.insert(conn, "online_traces", _TRACE_COLUMNS, values, _SQLITE_UPSERT)
                 elif traces:
                     conn.exec_driver_sql(_PG_UPSERT, tuple([t[c] for t in traces] for c in _TRACE_COLUMNS))
             for job in group:
