@@ -14,8 +14,10 @@ in the service a page's three writes took 2.2× their CPU. Contract:
   statement's row count is a power of two (the rest split so), so a table's texts are few and each is
   compiled once a connection (``sqlite3``'s statement cache). ``tail`` (an ``ON CONFLICT`` clause) ends each
   statement; ``where`` keeps only the rows it holds for — the rows are then named ``v`` with the table's
-  column names (``WITH v(columns) AS (VALUES …) INSERT … SELECT * FROM v WHERE …``). Returns the rows
-  written (``sqlite3``'s row count: with ``DO UPDATE``, the updated ones too), in the rows' order.
+  column names (``INSERT … WITH v(columns) AS (VALUES …) SELECT * FROM v WHERE …``: INSERT first, as
+  ``sqlite3`` begins a transaction only before a statement that starts with INSERT, UPDATE, DELETE or
+  REPLACE). Returns the rows written (``sqlite3``'s row count: with ``DO UPDATE``, the updated ones too), in
+  the rows' order.
 * :func:`insert_sql` — ``INSERT INTO table (columns) VALUES (?, …) <tail>``: one row's statement.
 * :func:`params` — each row's values in ``columns`` order (every row has every column), its datetimes as
   SQLAlchemy writes them on SQLite (``YYYY-MM-DD HH:MM:SS.ffffff``, each distinct time converted once): what is
@@ -99,4 +101,5 @@ def _values_sql(table: str, columns: tuple[str, ...], n: int, tail: str, where: 
     names = ", ".join(columns)
     if not where:
         return f"INSERT INTO {table} ({names}) {values} {tail}".rstrip()
-    return f"WITH v({names}) AS ({values}) INSERT INTO {table} ({names}) SELECT * FROM v WHERE {where} {tail}".rstrip()
+    # INSERT first: ``sqlite3`` begins its transaction before a statement that starts with INSERT, not WITH
+    return f"INSERT INTO {table} ({names}) WITH v({names}) AS ({values}) SELECT * FROM v WHERE {where} {tail}".rstrip()

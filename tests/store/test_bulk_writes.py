@@ -134,7 +134,8 @@ def test_many_rows_are_written_by_a_few_multi_row_statements_of_few_texts(tmp_pa
 
 def test_a_where_keeps_only_the_rows_it_holds_for_and_an_upsert_keeps_a_keys_last_row(tmp_path: Path) -> None:
     """``where`` names the rows ``v`` with the table's columns; ``DO UPDATE`` with one key twice in a call: the
-    later row wins, as one statement a row did."""
+    later row wins, as one statement a row did; written as a transaction's first write, it is the transaction's
+    (``sqlite3`` begins one only before a statement that starts with INSERT: not WITH)."""
     engine = make_engine(f"sqlite:///{tmp_path}/bulk.db")
     at = datetime(2026, 11, 27, 9, 0, tzinfo=UTC)
     rows = [_score(f"t_{i}", at) for i in range(5)] + [{**_score("t_1", at), "label": "later"}]
@@ -143,6 +144,10 @@ def test_a_where_keeps_only_the_rows_it_holds_for_and_an_upsert_keeps_a_keys_las
     with engine.begin() as conn:
         values = sqlite_bulk.params(rows, columns)
         sqlite_bulk.insert(conn, "online_scores", columns, values, upsert, "v.target_id != 't_3'")
+    with engine.connect() as conn:  # a transaction's first write: rolled back with it (its INSERT begins it)
+        values = sqlite_bulk.params([_score("t_rolled_back", at)], columns)
+        assert sqlite_bulk.insert(conn, "online_scores", columns, values, upsert, "v.target_id != 't_3'") == 1
+        conn.rollback()
     with engine.connect() as conn:
         labels = dict(conn.execute(select(OnlineScoreRow.target_id, OnlineScoreRow.label)).all())
     assert sorted(labels) == ["t_0", "t_1", "t_2", "t_4"]
