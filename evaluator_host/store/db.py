@@ -307,7 +307,10 @@ def make_engine(url: str) -> Engine:
 
     url = schema.normalized_url(url)
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        from evaluator_host.store.sqlite_writer import WriterConnection  # writers queue in the process
+
+        connect = {"check_same_thread": False, "timeout": 30, "factory": WriterConnection}
+        engine = create_engine(url, connect_args=connect)
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
