@@ -18,6 +18,9 @@ in the service a page's three writes took 2.2× their CPU. Contract:
   ``sqlite3`` begins a transaction only before a statement that starts with INSERT, UPDATE, DELETE or
   REPLACE). Returns the rows written (``sqlite3``'s row count: with ``DO UPDATE``, the updated ones too), in
   the rows' order.
+* :func:`update` — rows of a table set from the rows given, matched on key columns, by multi-row statements in
+  the same slices (``UPDATE … FROM (SELECT column1 AS key, … FROM (VALUES …)) AS v WHERE table.key = v.key``);
+  returns the rows set.
 * :func:`insert_sql` — ``INSERT INTO table (columns) VALUES (?, …) <tail>``: one row's statement.
 * :func:`params` — each row's values in ``columns`` order (every row has every column), its datetimes as
   SQLAlchemy writes them on SQLite (``YYYY-MM-DD HH:MM:SS.ffffff``, each distinct time converted once): what is
@@ -31,7 +34,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -40,7 +43,7 @@ from sqlalchemy import DateTime
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 
-__all__ = ["MAX_ROWS", "insert", "insert_sql", "params", "sqlite_time"]
+__all__ = ["MAX_ROWS", "insert", "insert_sql", "params", "sqlite_time", "update"]
 
 MAX_ROWS = 1024  # rows a statement at most (a power of two)
 
@@ -80,18 +83,49 @@ def insert(
     where: str = "",
 ) -> int:  # fmt: skip
     """Write ``rows`` (:func:`params`' tuples) into ``table``; how many were written (see the module docstring)."""
+    written = 0
+    for part in _parts(conn, rows, len(columns)):
+        statement = _values_sql(table, tuple(columns), len(part), tail, where)
+        written += conn.exec_driver_sql(statement, tuple(itertools.chain.from_iterable(part))).rowcount
+    return written
+
+
+def update(
+    conn: Connection, table: str, keys: Sequence[str], columns: Sequence[str], rows: Sequence[tuple[Any, ...]],
+    also: str = "", where: str = "", where_params: tuple[Any, ...] = (),
+) -> int:  # fmt: skip
+    """Set ``columns`` of the rows of ``table`` whose ``keys`` match, each from its row of ``rows`` (:func:`params`'
+    tuples of ``keys`` then ``columns``), by multi-row statements as :func:`insert`; ``also``: more of the SET
+    clause (SQL of the table's columns), ``where``: more conditions (``where_params`` bound after the rows). How
+    many rows were set (a key matching no row, or ``where`` not holding, is not counted)."""
+    updated = 0
+    for part in _parts(conn, rows, len(keys) + len(columns)):
+        statement = _update_sql(table, tuple(keys), tuple(columns), len(part), also, where)
+        updated += conn.exec_driver_sql(statement, (*itertools.chain.from_iterable(part), *where_params)).rowcount
+    return updated
+
+
+def _parts(conn: Connection, rows: Sequence[tuple[Any, ...]], width: int) -> Iterator[Sequence[tuple[Any, ...]]]:
+    """``rows`` in slices of powers of two, each at most :data:`MAX_ROWS` and the connection's parameter limit."""
     if not rows:
-        return 0
+        return
     limit = conn.connection.driver_connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)  # type: ignore[union-attr]
-    most = min(MAX_ROWS, 1 << max((limit // max(len(columns), 1)).bit_length() - 1, 0))
-    written, start = 0, 0
+    most = min(MAX_ROWS, 1 << max((limit // max(width, 1)).bit_length() - 1, 0))
+    start = 0
     while start < len(rows):
         n = min(most, 1 << ((len(rows) - start).bit_length() - 1))  # the largest power of two left
-        part = rows[start : start + n]
-        statement = _values_sql(table, tuple(columns), n, tail, where)
-        written += conn.exec_driver_sql(statement, tuple(itertools.chain.from_iterable(part))).rowcount
+        yield rows[start : start + n]
         start += n
-    return written
+
+
+@lru_cache(maxsize=256)
+def _update_sql(table: str, keys: tuple[str, ...], columns: tuple[str, ...], n: int, also: str, where: str) -> str:
+    width = len(keys) + len(columns)
+    row = "(" + ", ".join("?" * width) + ")"
+    named = ", ".join(f"column{i + 1} AS {name}" for i, name in enumerate((*keys, *columns)))
+    sets = ", ".join([*(f"{c} = v.{c}" for c in columns), *([also] if also else [])])
+    on = " AND ".join([*(f"{table}.{k} = v.{k}" for k in keys), *([where] if where else [])])
+    return f"UPDATE {table} SET {sets} FROM (SELECT {named} FROM (VALUES {', '.join([row] * n)})) AS v WHERE {on}"
 
 
 @lru_cache(maxsize=256)

@@ -153,3 +153,32 @@ def test_a_where_keeps_only_the_rows_it_holds_for_and_an_upsert_keeps_a_keys_las
     assert sorted(labels) == ["t_0", "t_1", "t_2", "t_4"]
     assert labels["t_1"] == "later" and labels["t_0"] == "é ✓"
     engine.dispose()
+
+
+def test_an_update_sets_each_keyed_row_from_its_own_values_where_its_condition_holds(tmp_path: Path) -> None:
+    """``sqlite_bulk.update`` (a round's results stored by the scorer): each row matched on its key gets its own
+    values (its time as SQLAlchemy's update writes it: the text SQL compares), the extra SET, and only where the
+    condition (with its own parameters) holds; the count is the rows set, a key with no row not counted."""
+    engine = make_engine(f"sqlite:///{tmp_path}/bulk.db")
+    at = datetime(2026, 11, 27, 9, 0, tzinfo=UTC)
+    stored = [{**_score(f"t_{i}", at), "state": "running", "claimed_by": "me" if i != 2 else "other"} for i in range(4)]
+    with engine.begin() as conn:
+        conn.execute(insert(OnlineScoreRow), stored)
+    later = at + timedelta(seconds=5, microseconds=7)
+    names = ["status", "score", "scored_at"]
+    got = [{"rule_id": "rule_1", "target_id": f"t_{i}", "status": "ok", "score": i / 10, "scored_at": later}
+           for i in (0, 1, 2, 9)]  # fmt: skip
+    rows = sqlite_bulk.params(got, ["rule_id", "target_id", *names])
+    held = "online_scores.state = 'running' AND online_scores.claimed_by = ?"
+    with engine.begin() as conn:
+        count = sqlite_bulk.update(
+            conn, "online_scores", ("rule_id", "target_id"), names, rows, "state = 'done'", held, ("me",)
+        )
+    assert count == 2  # t_2 is another's, t_9 has no row
+    s = OnlineScoreRow
+    with engine.connect() as conn:
+        after = {r.target_id: (r.state, r.score) for r in conn.execute(select(s.target_id, s.state, s.score))}
+        exact = conn.scalars(select(s.target_id).where(s.scored_at == later)).all()  # SQLAlchemy's bound text
+    assert after == {"t_0": ("done", 0.0), "t_1": ("done", 0.1), "t_2": ("running", 0.25), "t_3": ("running", 0.25)}
+    assert sorted(exact) == ["t_0", "t_1"]
+    engine.dispose()

@@ -25,6 +25,7 @@ from sqlalchemy import Connection, case, func, insert, literal, or_, select, upd
 from sqlalchemy.engine import Engine
 
 from evaluator_host.observability.tracing import MARKER
+from evaluator_host.store import sqlite_bulk
 from evaluator_host.store.db import as_utc, utcnow
 from evaluator_host.store.online import sessions as online_sessions
 from evaluator_host.store.online.refs import SpanRef, TraceRef, keyed, session_keys, target_id
@@ -121,7 +122,9 @@ def route(
                 rows.append(_row(rule, trace_id, span_id, state, now))
             if explain is not None:
                 said.extend(_decisions(ref, rules[ws], targeted, explain, now))
-        if rows:
+        if rows and conn.dialect.name == "sqlite":  # multi-row statements: no GIL hand-over a row
+            sqlite_bulk.insert(conn, S.__tablename__, _ROUTED, sqlite_bulk.params(rows, _ROUTED))
+        elif rows:
             conn.execute(insert(S), rows)
         if said:
             _insert_decisions(conn, said)
@@ -158,6 +161,7 @@ def spans_of(
 
 
 _DECISION_COLUMNS = ("workspace_id", "trace_id", "rule_id", "decision", "reason", "at")
+_PG_MARKS = ", ".join(["%s"] * len(_DECISION_COLUMNS))
 
 
 def _insert_decisions(conn: Connection, said: list[dict[str, Any]]) -> None:
@@ -166,16 +170,16 @@ def _insert_decisions(conn: Connection, said: list[dict[str, Any]]) -> None:
     table: Any = OnlineDecisionRow.__table__
     bind = table.c.at.type._cached_bind_processor(conn.dialect)
     times: dict[datetime, Any] = {}  # a batch's rows share the routing time
-    mark = "?" if conn.dialect.name == "sqlite" else "%s"
     rows = []
     for d in said:
         at = d["at"]
         if bind is not None and at is not None:
             at = times[at] if at in times else times.setdefault(at, bind(at))
         rows.append((d["workspace_id"], d["trace_id"], d["rule_id"], d["decision"], d["reason"], at))
-    conn.exec_driver_sql(
-        f"INSERT INTO online_decisions ({', '.join(_DECISION_COLUMNS)}) VALUES ({', '.join([mark] * 6)})", rows
-    )
+    if conn.dialect.name == "sqlite":  # multi-row statements: no GIL hand-over a row
+        sqlite_bulk.insert(conn, "online_decisions", _DECISION_COLUMNS, rows)
+        return
+    conn.exec_driver_sql(f"INSERT INTO online_decisions ({', '.join(_DECISION_COLUMNS)}) VALUES ({_PG_MARKS})", rows)
 
 
 def backlog_of(conn: Connection) -> int:
@@ -205,6 +209,10 @@ def _decisions(
             }
         )
     return out
+
+
+_ROUTED = ("rule_id", "target_id", "trace_id", "workspace_id", "span_id", "state", "attempts", "enqueued_at",
+           "evaluator_id", "revision")  # fmt: skip  # a routed row's columns (_row's keys)
 
 
 def _row(rule: RuleRecord, trace_id: str, span_id: str | None, state: str, now: datetime) -> dict[str, Any]:

@@ -46,6 +46,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Engine
 
+from evaluator_host.store import sqlite_bulk
 from evaluator_host.store.db import EvaluatorRow, as_utc, utcnow
 from evaluator_host.store.online import sessions as online_sessions
 from evaluator_host.store.online.refs import DEFAULT_KEYS, SpanRef, TraceRef, keyed, session_keys, target_id
@@ -185,28 +186,33 @@ class ScoreQueue:
         self, me: str, results: Sequence[tuple[str, str, dict[str, Any]]], cached: Mapping[tuple[str, str], str]
     ) -> list[bool]:
         """Store results (``(rule id, target id, result columns)``, each with the same columns) on rows
-        ``me`` holds, in one transaction (one statement, executed for every row); for each, whether it
-        was stored (False: not held by ``me`` any more). When fewer rows changed than given, the ones
-        stored are those now ``done`` by ``me`` with this call's ``scored_at``."""
+        ``me`` holds, in one transaction (on SQLite multi-row statements, elsewhere one statement executed for
+        every row); for each, whether it was stored (False: not held by ``me`` any more). When fewer rows
+        changed than given, the ones stored are those now ``done`` by ``me`` with this call's ``scored_at``."""
         if not results:
             return []
         at = utcnow()  # each call's own: which rows *this* call stored is exact (see below)
         results = [(r, t, {**v, "scored_at": v.get("scored_at") or at}) for r, t, v in results]
         names = list(results[0][2])
-        statement = (
-            update(S)
-            .where(
-                S.rule_id == bindparam("k_rule"),
-                S.target_id == bindparam("k_target"),
-                S.state == "running",
-                S.claimed_by == me,
-            )
-            .values(state="done", claimed_until=None, **{n: bindparam(f"v_{n}") for n in names})
-        )
-        params = [{"k_rule": r, "k_target": t, **{f"v_{n}": v[n] for n in names}} for r, t, v in results]
         with self.engine.begin() as conn:
-            done = conn.execute(statement, params)
-            if done.rowcount == len(results):
+            if conn.dialect.name == "sqlite":  # multi-row statements: no GIL hand-over a row (store/sqlite_bulk.py)
+                values = ({"k_rule": r, "k_target": t, **v} for r, t, v in results)
+                rows = sqlite_bulk.params(values, ["k_rule", "k_target", *names])
+                count = sqlite_bulk.update(conn, S.__tablename__, _KEYS, names, rows, _DONE, _HELD_BY, (me,))
+            else:
+                statement = (
+                    update(S)
+                    .where(
+                        S.rule_id == bindparam("k_rule"),
+                        S.target_id == bindparam("k_target"),
+                        S.state == "running",
+                        S.claimed_by == me,
+                    )
+                    .values(state="done", claimed_until=None, **{n: bindparam(f"v_{n}") for n in names})
+                )
+                params = [{"k_rule": r, "k_target": t, **{f"v_{n}": v[n] for n in names}} for r, t, v in results]
+                count = conn.execute(statement, params).rowcount
+            if count == len(results):
                 online_sessions.supersede(conn, me, [(r, t) for r, t, _ in results if _replaces(t)])
                 _count_cached(conn, cached, set(cached))
                 return [True] * len(results)
@@ -303,6 +309,11 @@ def _replaces(target: str) -> bool:
     scored again with another revision (``<target>@r<revision>``); trace and span ids are hex."""
     return "#" in target or "@r" in target
 
+
+# SQLite's store of a round's results (sqlite_bulk.update): matched on the key, on rows still held by the service
+_KEYS = ("rule_id", "target_id")
+_DONE = "state = 'done', claimed_until = NULL"
+_HELD_BY = "online_scores.state = 'running' AND online_scores.claimed_by = ?"
 
 # the columns of a claimed row (Core: an ORM entity per row cost a tenth of the scorer's CPU, issue 55 §2)
 _CLAIMED = (
