@@ -202,12 +202,7 @@ class ScoreQueue:
             else:
                 statement = (
                     update(S)
-                    .where(
-                        S.rule_id == bindparam("k_rule"),
-                        S.target_id == bindparam("k_target"),
-                        S.state == "running",
-                        S.claimed_by == me,
-                    )
+                    .where(*_held_row(me))
                     .values(state="done", claimed_until=None, **{n: bindparam(f"v_{n}") for n in names})
                 )
                 params = [{"k_rule": r, "k_target": t, **{f"v_{n}": v[n] for n in names}} for r, t, v in results]
@@ -251,12 +246,7 @@ class ScoreQueue:
         now = utcnow()
         statement = (
             update(S)
-            .where(
-                S.rule_id == bindparam("k_rule"),
-                S.target_id == bindparam("k_target"),
-                S.state == "running",
-                S.claimed_by == me,
-            )
+            .where(*_held_row(me))
             .values(
                 state="queued",
                 claimed_by=None,
@@ -302,6 +292,12 @@ class ScoreQueue:
                 .values(state="queued", claimed_by=None, claimed_until=None)
             )
             return int(done.rowcount)
+
+
+def _held_row(me: str) -> tuple[Any, ...]:
+    """The conditions of an executemany's row ``(k_rule, k_target)`` that ``me`` still holds."""
+    return (S.rule_id == bindparam("k_rule"), S.target_id == bindparam("k_target"), S.state == "running",
+            S.claimed_by == me)  # fmt: skip
 
 
 def _replaces(target: str) -> bool:
