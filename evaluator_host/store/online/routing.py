@@ -11,7 +11,9 @@ transaction: ``explain``'s (decision, reason), or ``dropped`` for a paused rule.
 trace joins the sessions it names (:func:`~evaluator_host.store.online.sessions.record`). A trace is routed by
 one service only: ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, and on either database the ``ready`` → ``routed``
 update is conditional, so a trace another router took in between gets no rows here; the (rule, target id)
-primary key makes a second row for a pair impossible. Portable SQL; blocking: call from a thread.
+primary key makes a second row for a pair impossible. Each trace's sessions and targets are decided before
+that update, the batch's first write: SQLite's write lock (and the process's: ``store/sqlite_writer.py``) is
+held for the writes alone, not for the rules' filters. Portable SQL; blocking: call from a thread.
 """
 
 from __future__ import annotations
@@ -89,7 +91,15 @@ def route(
         backlog = backlog_of(conn)
         keys = [(r.workspace_id, r.trace_id) for r in ready]
         now = utcnow()
-        took = conn.execute(  # conditional: a trace another router took in between is not ours
+        quiet_of = {r.id: int((r.target or {}).get("quiet_s") or 300) for rs in live.values() for r in rs}
+        decided = []  # each trace's sessions and targets, decided before the write lock is taken (below)
+        for ws, trace_id, root, last_span_at in ready:
+            last = as_utc(last_span_at)
+            ref = TraceRef(ws, trace_id, root, spans.get((ws, trace_id), []), last)
+            joins = list(sessions(ref, live.get(ws, []))) if sessions is not None and ref.spans else []
+            picks = decide(ref, live[ws]) if rules.get(ws) else []
+            decided.append((ref, last, joins, picks))
+        took = conn.execute(  # conditional: a trace another router took in between is not ours; the first write
             update(t)
             .where(keyed(t.workspace_id, t.trace_id, keys), t.state == "ready")
             .values(state="routed", routed_at=now)
@@ -98,21 +108,20 @@ def route(
         ours = {(ws, trace_id) for ws, trace_id in took}
         rows, said, queued, dropped = [], list[dict[str, Any]](), 0, dict[str, int]()
         joined: list[online_sessions.Joined] = []
-        quiet_of = {r.id: int((r.target or {}).get("quiet_s") or 300) for rs in live.values() for r in rs}
-        for ws, trace_id, root, last_span_at in ready:
+        for ref, last, joins, picks in decided:
+            ws, trace_id = ref.workspace_id, ref.trace_id
             if (ws, trace_id) not in ours:
                 continue
-            ref = TraceRef(ws, trace_id, root, spans.get((ws, trace_id), []), as_utc(last_span_at))
             targeted: set[str] = set()  # the rules that got a target of it (a score row, a session joined)
-            if sessions is not None and ref.spans:
+            if joins:
                 start = min(s.start_ns for s in ref.spans)
-                for sid, rule_ids in sessions(ref, live.get(ws, [])):
+                for sid, rule_ids in joins:
                     quiet = tuple((r, quiet_of.get(r, 300)) for r in rule_ids)
-                    joined.append(online_sessions.Joined(ws, sid, trace_id, start, as_utc(last_span_at), quiet))
+                    joined.append(online_sessions.Joined(ws, sid, trace_id, start, last, quiet))
                     targeted.update(rule_ids)
             if not rules.get(ws):
                 continue
-            for rule, span_id in decide(ref, live[ws]):
+            for rule, span_id in picks:
                 targeted.add(rule.id)
                 state = "queued" if backlog < backlog_max else "dropped"
                 if state == "queued":
