@@ -17,7 +17,10 @@ Contract (docs/online.md, "How it works"):
   ``(rule id, target id)`` everywhere below.
 * :meth:`ScoreQueue.claim` takes up to ``n`` rows ``queued`` (past any retry back-off) or ``running``
   with an expired claim (their service died), for ``claim_s`` seconds, in one conditional
-  ``UPDATE`` (attempts + 1); rows another service claimed in between are not this one's.
+  ``UPDATE`` (attempts + 1); rows another service claimed in between are not this one's. The rows held
+  (with their traces' and rules' columns) are read once that update is committed, so SQLite's write lock is
+  held for the update alone: they are this claim's (``claimed_by`` and ``claimed_until`` its own) until
+  the claim expires.
 * :meth:`ScoreQueue.finish` / :meth:`ScoreQueue.retry` / :meth:`ScoreQueue.discard` change a row
   only ``WHERE state = 'running' AND claimed_by = me``: a result is written by its claim's holder
   only, once (``done`` is final).
@@ -159,6 +162,7 @@ class ScoreQueue:
                 .where(mine, claimable)
                 .values(state="running", claimed_by=me, claimed_until=until, attempts=S.attempts + 1)
             )
+        with self.engine.connect() as conn:  # committed: the rows held are read without the write lock
             t = OnlineTraceRow
             got = conn.execute(
                 select(*_CLAIMED, t.last_span_at)
