@@ -6,8 +6,9 @@ with ``RETURNING``, a multi-row ``VALUES`` text a batch: 5–8 µs of Python a s
 alone, 1,000 rows a transaction: 24–34 µs a row so, 22–27 µs by one prepared statement — the rest is SQLite's
 own, the row and its indexes). And ``sqlite3``'s ``executemany`` lets go of the GIL around each row's step and
 takes it back after: beside a thread running Python (the page read and scored ahead of this one), each row then
-waits for that thread's switch interval — measured here 4,400 µs a row beside a busy thread instead of 45, and
-in the service a page's three writes took 2.2× their CPU. Contract:
+waits for that thread's switch interval — a page of score rows beside a busy thread: 4,772 µs a row, against 14
+alone and 83 by this module's statements (``bench/sqlite_writes.py``); in the service a page's three writes took
+2.2× their CPU. Contract:
 
 * :func:`insert` — the rows written by multi-row ``INSERT … VALUES`` statements of at most :data:`MAX_ROWS`
   rows (and the connection's parameter limit): one step, one hand-over of the GIL, a statement. Each
