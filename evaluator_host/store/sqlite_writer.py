@@ -19,6 +19,9 @@ the operating system gives. Contract:
 * It is a lock in front of SQLite's, not instead of it: after the connection's busy timeout without it, the
   statement goes on and SQLite decides as before (``database is locked`` after another timeout). Other
   processes on the same file (a CLI command, a second service) are ordered by SQLite's lock alone.
+* :func:`first`: the transactions a thread writes within it go before the writers waiting that are not marked
+  so (the span writer's group commit: a ``POST /v1/traces`` waits on it, a scoring round does not) — but not
+  twice in a row while others wait: the kinds then alternate, so neither starves the other.
 * Statements that do not start a writing transaction (reads, PRAGMAs, DDL outside a transaction) are not
   ordered; an in-memory database is not either.
 """
@@ -29,24 +32,81 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, cast
 
-__all__ = ["WriterConnection", "WriterCursor"]
+__all__ = ["WriterConnection", "WriterCursor", "first"]
 
 _DML = re.compile(r"\s*(?:INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
-_LOCKS: dict[str, threading.Lock] = {}
 _GUARD = threading.Lock()
+_FIRST = threading.local()  # whether this thread's next writing transaction goes first (:func:`first`)
 
 
-def _file_lock(database: Any) -> threading.Lock | None:
+class _WriterLock:
+    """One writer at a time; a waiter marked *first* is let in before the others waiting — but not twice in a
+    row while others wait: then one of them goes (neither kind starves the other)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._held = False
+        self._waiting = [0, 0]  # others, first
+        self._last_first = False  # whether the last holder was a first writer
+
+    def locked(self) -> bool:
+        """Whether a writer holds it."""
+        return self._held
+
+    def acquire(self, timeout: float, *, first: bool = False) -> bool:
+        """Hold it (waiting at most ``timeout`` seconds); whether it is held."""
+
+        def turn() -> bool:
+            if self._held:
+                return False
+            if first:
+                return not self._last_first or not self._waiting[0]
+            return not self._waiting[1] or self._last_first
+
+        with self._cond:
+            self._waiting[first] += 1
+            try:
+                free = self._cond.wait_for(turn, timeout)
+            finally:
+                self._waiting[first] -= 1
+            if free:
+                self._held, self._last_first = True, first
+            return free
+
+    def release(self) -> None:
+        """Let the next writer in."""
+        with self._cond:
+            self._held = False
+            self._cond.notify_all()
+
+
+_LOCKS: dict[str, _WriterLock] = {}
+
+
+@contextmanager
+def first() -> Iterator[None]:
+    """Within the block, this thread's writing transactions go before the other writers waiting (a request
+    waits on them: the span writer's group commit)."""
+    before = getattr(_FIRST, "on", False)
+    _FIRST.on = True
+    try:
+        yield
+    finally:
+        _FIRST.on = before
+
+
+def _file_lock(database: Any) -> _WriterLock | None:
     """The process's lock of ``database``'s file (None: in memory)."""
     name = os.fsdecode(database) if isinstance(database, (str, bytes, os.PathLike)) else ""
     if not name or name == ":memory:" or name.startswith("file:"):
         return None
     path = os.path.realpath(name)
     with _GUARD:
-        return _LOCKS.setdefault(path, threading.Lock())
+        return _LOCKS.setdefault(path, _WriterLock())
 
 
 class WriterConnection(sqlite3.Connection):
@@ -92,7 +152,7 @@ class WriterConnection(sqlite3.Connection):
     def before(self, sql: str) -> None:
         """Take the lock before a statement that begins a writing transaction."""
         if self._lock is not None and not self._holding and not self.in_transaction and _DML.match(sql):
-            self._holding = self._lock.acquire(timeout=self._wait_s)
+            self._holding = self._lock.acquire(self._wait_s, first=getattr(_FIRST, "on", False))
 
     def after(self) -> None:
         """Give it back when the statement left no transaction open (autocommit, or it failed before BEGIN)."""

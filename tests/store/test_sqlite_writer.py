@@ -1,7 +1,8 @@
 """SQLite's writers queue on a process lock a file (``store/sqlite_writer.py``, issue 55 §2): held from a
 transaction's first write to its commit or rollback, never by reads; an autocommit write gives it back at once;
-many threads writing at once all commit, none lost; and it stands in front of SQLite's own lock, not instead of
-it — a writer that cannot have it within its busy timeout goes on, and SQLite answers as before."""
+many threads writing at once all commit, none lost; a writer marked first (the span writer) goes before the others
+waiting, but not twice in a row while they wait; and it stands in front of SQLite's own lock, not instead of it — a
+writer that cannot have it within its busy timeout goes on, and SQLite answers as before."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from evaluator_host.store.db import make_engine
 from evaluator_host.store.sqlite_writer import WriterConnection
 
 
-def _lock(path: Path) -> threading.Lock:
+def _lock(path: Path) -> sqlite_writer._WriterLock:
     lock = sqlite_writer._file_lock(str(path))
     assert lock is not None
     return lock
@@ -108,3 +109,42 @@ def test_a_writer_that_cannot_have_it_within_its_timeout_goes_on_and_sqlite_answ
     inner.commit()
     outer.close()
     inner.close()
+
+
+def test_a_writer_marked_first_goes_before_the_others_waiting_but_not_twice_in_a_row() -> None:
+    lock = sqlite_writer._WriterLock()
+    order: list[str] = []
+    assert lock.acquire(1.0)  # the holder
+
+    def wait(name: str, first: bool) -> threading.Thread:
+        def run() -> None:
+            assert lock.acquire(30.0, first=first)
+            order.append(name)
+            lock.release()
+
+        thread = threading.Thread(target=run)
+        before = sum(lock._waiting)
+        thread.start()
+        for _ in range(30_000):  # until it waits (30 s at most)
+            if sum(lock._waiting) > before:
+                break
+            threading.Event().wait(0.001)
+        assert sum(lock._waiting) > before
+        return thread
+
+    other = wait("other", False)
+    ingest = wait("first", True)
+    lock.release()  # both wait: the first goes first
+    for t in (other, ingest):
+        t.join(30)
+    assert order == ["first", "other"]
+
+    order.clear()
+    assert lock.acquire(1.0, first=True)  # a first writer holds it ...
+    other = wait("other", False)
+    ingest = wait("first again", True)
+    lock.release()  # ... and another first writer waits beside one that is not: the other goes
+    for t in (other, ingest):
+        t.join(30)
+    assert order == ["other", "first again"]
+    assert not lock.locked()

@@ -42,7 +42,7 @@ from sqlalchemy import DateTime, Table, delete, func, select, tuple_
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Engine
 
-from evaluator_host.store import sqlite_bulk
+from evaluator_host.store import sqlite_bulk, sqlite_writer
 from evaluator_host.store.db import WorkspaceRow
 from evaluator_host.store.online import case_hashes as online_case_hashes
 from evaluator_host.store.online import sessions as online_sessions
@@ -179,7 +179,8 @@ class OnlineSpanStore:
 
     def _write_group(self, group: list[_Pending]) -> None:
         try:
-            with self.engine.connect() as conn, self._no_checkpoint(conn), conn.begin():
+            # a request waits on it: before the other writers waiting (store/sqlite_writer.py)
+            with sqlite_writer.first(), self.engine.connect() as conn, self._no_checkpoint(conn), conn.begin():
                 if any(job.limit is not None for job in group):
                     self._admit(conn, group)
                 rows: list[dict[str, Any]] = []
