@@ -100,18 +100,21 @@ def update(
     clause (SQL of the table's columns), ``where``: more conditions (``where_params`` bound after the rows). How
     many rows were set (a key matching no row, or ``where`` not holding, is not counted)."""
     updated = 0
-    for part in _parts(conn, rows, len(keys) + len(columns)):
+    for part in _parts(conn, rows, len(keys) + len(columns), len(where_params)):
         statement = _update_sql(table, tuple(keys), tuple(columns), len(part), also, where)
         updated += conn.exec_driver_sql(statement, (*itertools.chain.from_iterable(part), *where_params)).rowcount
     return updated
 
 
-def _parts(conn: Connection, rows: Sequence[tuple[Any, ...]], width: int) -> Iterator[Sequence[tuple[Any, ...]]]:
-    """``rows`` in slices of powers of two, each at most :data:`MAX_ROWS` and the connection's parameter limit."""
+def _parts(
+    conn: Connection, rows: Sequence[tuple[Any, ...]], width: int, more: int = 0
+) -> Iterator[Sequence[tuple[Any, ...]]]:
+    """``rows`` in slices of powers of two, each at most :data:`MAX_ROWS` and, with ``more`` parameters beside
+    them, the connection's parameter limit."""
     if not rows:
         return
     limit = conn.connection.driver_connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)  # type: ignore[union-attr]
-    most = min(MAX_ROWS, 1 << max((limit // max(width, 1)).bit_length() - 1, 0))
+    most = min(MAX_ROWS, 1 << max(((limit - more) // max(width, 1)).bit_length() - 1, 0))
     start = 0
     while start < len(rows):
         n = min(most, 1 << ((len(rows) - start).bit_length() - 1))  # the largest power of two left

@@ -38,7 +38,8 @@ from typing import Any, cast
 
 __all__ = ["WriterConnection", "WriterCursor", "first"]
 
-_DML = re.compile(r"\s*(?:INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
+# a statement that writes (after any leading comments, as ``sqlite3`` skips them)
+_DML = re.compile(r"(?:\s|--[^\n]*(?:\n|$)|/\*.*?\*/)*(?:INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE | re.DOTALL)
 _GUARD = threading.Lock()
 _FIRST = threading.local()  # whether this thread's next writing transaction goes first (:func:`first`)
 
@@ -135,13 +136,20 @@ class WriterConnection(sqlite3.Connection):
         try:
             super().commit()
         finally:
-            self._release()
+            self.after()  # a commit that failed (a deferred constraint) leaves the transaction, and the lock, held
 
     def rollback(self) -> None:
         try:
             super().rollback()
         finally:
-            self._release()
+            self.after()
+
+    def executescript(self, sql_script: str, /) -> Any:
+        """``sqlite3``'s own (a script commits first): the lock given back when no transaction is left open."""
+        try:
+            return super().executescript(sql_script)
+        finally:
+            self.after()
 
     def close(self) -> None:
         try:
@@ -150,12 +158,14 @@ class WriterConnection(sqlite3.Connection):
             self._release()
 
     def before(self, sql: str) -> None:
-        """Take the lock before a statement that begins a writing transaction."""
-        if self._lock is not None and not self._holding and not self.in_transaction and _DML.match(sql):
+        """Take the lock before a transaction's first write (also in a transaction a ``SAVEPOINT`` or ``BEGIN``
+        opened: its reads took no lock)."""
+        if self._lock is not None and not self._holding and _DML.match(sql):  # (a SAVEPOINT may have begun it)
             self._holding = self._lock.acquire(self._wait_s, first=getattr(_FIRST, "on", False))
 
     def after(self) -> None:
-        """Give it back when the statement left no transaction open (autocommit, or it failed before BEGIN)."""
+        """Give it back when no transaction is left open (a commit, a rollback, autocommit, a failed statement
+        rolled back, a script's commit)."""
         if self._holding and not self.in_transaction:
             self._release()
 

@@ -15,6 +15,7 @@ from sqlalchemy import Engine, event, insert, select, text
 from evaluator_host.store import sqlite_bulk
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.online.rows import OnlineScoreRow
+from evaluator_host.store.online.scores import ScoreQueue
 from evaluator_host.store.result_cache import CACHE, ResultCacheStore
 
 
@@ -181,4 +182,20 @@ def test_an_update_sets_each_keyed_row_from_its_own_values_where_its_condition_h
         exact = conn.scalars(select(s.target_id).where(s.scored_at == later)).all()  # SQLAlchemy's bound text
     assert after == {"t_0": ("done", 0.0), "t_1": ("done", 0.1), "t_2": ("running", 0.25), "t_3": ("running", 0.25)}
     assert sorted(exact) == ["t_0", "t_1"]
+    engine.dispose()
+
+
+def test_a_rounds_result_given_twice_for_one_row_stores_the_first_as_one_statement_a_row_did(
+    tmp_path: Path,
+) -> None:
+    """``ScoreQueue._finish`` on SQLite (``sqlite_bulk.update``): a (rule, target) twice in one call stores its
+    first result (``UPDATE … FROM`` would pick either), and both are answered stored, as before."""
+    engine = make_engine(f"sqlite:///{tmp_path}/bulk.db")
+    at = datetime(2026, 11, 27, 9, 0, tzinfo=UTC)
+    with engine.begin() as conn:
+        conn.execute(insert(OnlineScoreRow), [{**_score("t_1", at), "state": "running", "claimed_by": "me"}])
+    first, second = ({"status": "ok", "score": score, "scored_at": None} for score in (0.1, 0.9))
+    assert ScoreQueue(engine)._finish("me", [("rule_1", "t_1", first), ("rule_1", "t_1", second)], {}) == [True, True]
+    with engine.connect() as conn:
+        assert conn.execute(select(OnlineScoreRow.state, OnlineScoreRow.score)).one() == ("done", 0.1)
     engine.dispose()

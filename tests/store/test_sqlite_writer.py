@@ -148,3 +148,36 @@ def test_a_writer_marked_first_goes_before_the_others_waiting_but_not_twice_in_a
         t.join(30)
     assert order == ["other", "first again"]
     assert not lock.locked()
+
+
+def test_a_write_after_a_savepoint_a_comment_or_a_failed_commit_keeps_the_lock_rule(tmp_path: Path) -> None:
+    """A write inside a transaction a ``SAVEPOINT`` opened (its reads took no lock) takes the lock; a write
+    after a leading comment does; a commit that fails (a deferred foreign key) leaves the transaction open
+    and the lock held until its rollback; a script's commit gives it back."""
+    db = tmp_path / "w.db"
+    lock = _lock(db)
+    raw = sqlite3.connect(db, timeout=1, factory=WriterConnection, check_same_thread=False)
+    raw.execute("CREATE TABLE p (id INTEGER PRIMARY KEY)")
+    raw.execute("CREATE TABLE c (p INTEGER REFERENCES p(id) DEFERRABLE INITIALLY DEFERRED)")
+    raw.execute("PRAGMA foreign_keys=ON")
+    raw.execute("SAVEPOINT s")
+    raw.execute("SELECT count(*) FROM p").fetchall()
+    assert raw.in_transaction and not lock.locked()
+    raw.execute("INSERT INTO p VALUES (1)")
+    assert lock.locked()
+    raw.execute("RELEASE s")
+    raw.commit()
+    assert not lock.locked()
+    raw.execute("/* a comment */ -- and another\n INSERT INTO p VALUES (2)")
+    assert lock.locked()
+    raw.commit()
+    raw.execute("INSERT INTO c VALUES (99)")  # no parent: refused at the commit
+    with pytest.raises(sqlite3.IntegrityError):
+        raw.commit()
+    assert raw.in_transaction and lock.locked()
+    raw.rollback()
+    assert not lock.locked()
+    raw.execute("INSERT INTO p VALUES (3)")
+    raw.executescript("INSERT INTO p VALUES (4);")
+    assert not raw.in_transaction and not lock.locked()
+    raw.close()

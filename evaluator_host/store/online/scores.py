@@ -200,7 +200,10 @@ class ScoreQueue:
         names = list(results[0][2])
         with self.engine.begin() as conn:
             if conn.dialect.name == "sqlite":  # multi-row statements: no GIL hand-over a row (store/sqlite_bulk.py)
-                values = ({"k_rule": r, "k_target": t, **v} for r, t, v in results)
+                once: dict[tuple[str, str], dict[str, Any]] = {}
+                for r, t, v in results:
+                    once.setdefault((r, t), v)  # a key twice: its first stored, as one statement a row did
+                values = ({"k_rule": r, "k_target": t, **v} for (r, t), v in once.items())
                 rows = sqlite_bulk.params(values, ["k_rule", "k_target", *names])
                 count = sqlite_bulk.update(conn, S.__tablename__, _KEYS, names, rows, _DONE, _HELD_BY, (me,))
             else:
