@@ -7,12 +7,13 @@ timeout — without being woken when the lock is free: a write that waited for a
 100 ms more. Measured at 1,500 traces/s (``bench.scoring_steps``, each call's wall and thread CPU): a result
 store 138 ms of wall for 14 ms of CPU, a claim 57 for 12, a span group 71 for 12.
 
-So the connections of a SQLite engine made by ``make_engine`` are :class:`WriterConnection`: before the first
-statement of a transaction that writes (the one ``sqlite3`` begins the transaction for: it starts with INSERT,
-UPDATE, DELETE or REPLACE), a connection takes its file's lock in this process (one ``threading.Lock`` a file,
-shared by every engine of the process on it), and its commit, rollback or close — or the statement's end when no
-transaction is open after it (autocommit) — gives it back. A waiter wakes the moment it is free, in the order
-the operating system gives. Contract:
+So the connections of a SQLite engine made by ``make_engine`` are :class:`WriterConnection`: before a
+transaction's first write (a statement that starts, after any comments, with INSERT, UPDATE, DELETE or REPLACE:
+the one ``sqlite3`` begins the transaction for, or the first write in a transaction a ``SAVEPOINT`` opened), a
+connection takes its file's lock in this process (one lock a file, shared by every engine of the process on it),
+and the end of its transaction — a commit, a rollback, a close, a script's commit, the statement's end in
+autocommit; not a commit that failed, whose transaction is still open — gives it back. A waiter wakes the moment
+it is free. Contract:
 
 * The lock is taken exactly when SQLite's own write lock would be, and released when SQLite's is: a thread that
   would have waited on SQLite waits on the lock instead; nothing waits that did not.
