@@ -27,7 +27,6 @@ row once. Every statement is portable SQL (SQLite and PostgreSQL).
 
 from __future__ import annotations
 
-import itertools
 import uuid
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
@@ -38,6 +37,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from evaluator_host.errors import JobNotHeld, QuotaExceeded
 from evaluator_host.evaluation.outcomes.aggregate import Accumulator, Scored
+from evaluator_host.store import sqlite_bulk
 from evaluator_host.store.db import DatasetRow, JobResultRow, JobRow, WorkspaceRow, utcnow
 from evaluator_host.store.jobs.outcome import finished_fields
 from evaluator_host.store.jobs.records import SharedCommit, StoredResult
@@ -62,13 +62,6 @@ _PG_INSERT = (
     "INSERT INTO job_results (job_id, idx, status, revision, runtime_id, result) "
     "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::integer[], %s::text[], %s::text[])"
 )
-_SQLITE_ROWS = 150  # rows per INSERT on SQLite: 900 parameters, under every SQLite's limit (999 before 3.32)
-
-
-def _values_sql(n: int) -> str:
-    """``INSERT INTO job_results … VALUES (?, …), …`` for ``n`` rows (SQLite's qmark style)."""
-    row = "(" + ", ".join("?" * len(_RESULT_COLUMNS)) + ")"
-    return f"INSERT INTO job_results ({', '.join(_RESULT_COLUMNS)}) VALUES " + ", ".join([row] * n)
 
 
 def _utf8_bytes(texts: Iterable[str]) -> int:
@@ -114,7 +107,6 @@ class JobResults:
         self.adopts = adopts  # another owner whose unfinished jobs this one takes over when it resumes
         self._pg = engine.dialect.name == "postgresql"
         self._sqlite = engine.dialect.name == "sqlite" and engine.dialect.paramstyle == "qmark"
-        self._sqlite_sql = _values_sql(_SQLITE_ROWS)
 
     def _mine(self) -> Any:
         return or_(JobRow.owner == self.owner, JobRow.owner.is_(None))
@@ -190,7 +182,7 @@ class JobResults:
         marked failed in this transaction and :class:`QuotaExceeded` is raised once it is committed.
         ``cached``: the job's rows answered from the result cache so far (set with the counters; None: left).
         The rows go to the driver directly (no per-row SQL compilation): on PostgreSQL as one statement
-        over arrays, on SQLite as multi-row ``INSERT`` statements, :data:`_SQLITE_ROWS` rows each
+        over arrays, on SQLite as multi-row ``INSERT`` statements (:func:`~evaluator_host.store.sqlite_bulk.insert`)
         (``executemany`` releases and takes back the GIL around every row's step, which stalls the event
         loop's thread at each hand-over).
         """
@@ -360,10 +352,7 @@ class JobResults:
         return set(conn.execute(query).scalars()) & set(indices)
 
     def _insert_sqlite(self, conn: Connection, rows: Sequence[tuple[str, int, str, int, str, str]]) -> None:
-        for start in range(0, len(rows), _SQLITE_ROWS):
-            part = rows[start : start + _SQLITE_ROWS]
-            sql = self._sqlite_sql if len(part) == _SQLITE_ROWS else _values_sql(len(part))
-            conn.exec_driver_sql(sql, tuple(itertools.chain.from_iterable(part)))
+        sqlite_bulk.insert(conn, "job_results", _RESULT_COLUMNS, rows)
 
     def done_indices(self, job_id: str) -> Iterator[int]:
         """Indices of the rows that have a result, ascending."""

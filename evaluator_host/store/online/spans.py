@@ -38,8 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import DateTime, Table, delete, func, select, tuple_
-from sqlalchemy.dialects import sqlite
+from sqlalchemy import Table, delete, func, select, tuple_
 from sqlalchemy.engine import Connection, Engine
 
 from evaluator_host.store import sqlite_bulk, sqlite_writer
@@ -71,7 +70,6 @@ _TRACE_COLUMNS = (
     "state",
     "ready_at",
 )
-_SQLITE_TIME = DateTime(timezone=True).dialect_impl(sqlite.dialect()).bind_processor(sqlite.dialect())
 _SQLITE_UPSERT = (  # the tail of multi-row statements (store/sqlite_bulk.py)
     "ON CONFLICT (workspace_id, trace_id) DO UPDATE SET "
     "span_count = span_count + excluded.span_count, last_span_at = excluded.last_span_at, "
@@ -157,7 +155,7 @@ class OnlineSpanStore:
         and all of them the transaction's error if it fails). Rows and parameters are made before."""
         if not spans:
             return Written(0, 0)
-        at = _sqlite_time(now) if self.sqlite else now
+        at = sqlite_bulk.sqlite_time(now) if self.sqlite else now
         rows = [
             {**s, "workspace_id": workspace, "received_at": now, "at": at, "bytes": span_bytes(s["body"])}
             for s in spans
@@ -331,7 +329,7 @@ def _sqlite_trace(trace: dict[str, Any], texts: dict[datetime, Any]) -> tuple[An
             return None
         text = texts.get(value)
         if text is None:
-            text = texts[value] = _sqlite_time(value)
+            text = texts[value] = sqlite_bulk.sqlite_time(value)
         return text
 
     return (
@@ -347,7 +345,3 @@ def _sqlite_trace(trace: dict[str, Any], texts: dict[datetime, Any]) -> tuple[An
         trace["state"],
         time(trace["ready_at"]),
     )
-
-
-def _sqlite_time(value: datetime | None) -> Any:
-    return _SQLITE_TIME(value) if value is not None and _SQLITE_TIME is not None else value
