@@ -24,7 +24,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind
 
-from tests.support.backends import BACKENDS
+from evaluator_host.sandbox.docker.engine import Engine
+from evaluator_host.settings import Settings
+from tests.support.backends import BACKENDS, managed_containers
 from tests.support.service import serving
 from tests.support.wait import wait_until
 
@@ -193,8 +195,8 @@ def test_an_infrastructure_error_says_retrying_with_the_error_until_the_last_att
     # room for one worker (memory_mb 256), held by a long call of another evaluator: the rule's worker
     # cannot start — the sandbox answers Overloaded, an infrastructure error the scorer retries
     env = {**ENV, "EVALUATOR_HOST_MAX_WORKER_MEMORY_MB": "256", "EVALUATOR_HOST_ONLINE_MAX_ATTEMPTS": "2"}
-    with serving(tmp_path, backend, env=env) as (client, _proc):
-        hold = _evaluator(client, "hold", HOLD, timeout_s=30)  # the service stops once it timed out
+    with serving(tmp_path, backend, env=env) as (client, proc):
+        hold = _evaluator(client, "hold", HOLD, timeout_s=30)
         holder = threading.Thread(target=_call, args=(str(client.base_url), hold), daemon=True)
         holder.start()
         wait_until(lambda: _workers(client) == (1, 0, 0), 120, 0.1, what="the long call holding the only worker")
@@ -217,3 +219,10 @@ def test_an_infrastructure_error_says_retrying_with_the_error_until_the_last_att
         assert last["decision"] == "failed" and last["attempts"] == 2
         assert last["reason"].startswith("status sandbox_error: SandboxError: gave up after 2 attempts: ")
         assert client.get("/healthz").status_code == 200
+        # killed, not stopped: a stop drains the held call first, which ends only at its 30 s timeout; a killed
+        # service's containers are its janitor's to remove
+        proc.kill()
+        proc.wait(30)
+    if backend == "docker":
+        owner = Engine(Settings(data_dir=tmp_path)).owner
+        wait_until(lambda: not managed_containers(owner), 30, what="the killed service's containers to go")
