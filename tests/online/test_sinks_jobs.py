@@ -1,15 +1,15 @@
 """Job results to score sinks (issue 52): ``POST /v1/jobs {..., "sinks": [...]}`` writes each row's result
 against the row's ``trace_id``/``span_id`` — into the Langfuse stand-in (tests/support/langfuse.py: every
-request checked against Langfuse's public API reference) and a REAL Phoenix server that received the traces
-through forwarding — once each (a retried write is recorded once), with the delivery state on each result
-row and a per-sink summary on the job; a row without a trace id is ``skipped`` with its reason, and a job
-whose rows name no trace at all is refused (it would deliver nothing, yet end green)."""
+request checked against Langfuse's public API reference) — once each (a retried write is recorded once), with
+the delivery state on each result row and a per-sink summary on the job; a row without a trace id is ``skipped``
+with its reason, and a job whose rows name no trace at all is refused (it would deliver nothing, yet end green).
+A job's results in a REAL Phoenix server are proved in tests/online/test_sinks_phoenix.py, on that module's one
+Phoenix."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -20,9 +20,8 @@ from evaluator_host.store.online.rows import SinkDeliveryRow
 from tests.support import REPO, zygote
 from tests.support.backends import BACKENDS
 from tests.support.langfuse import langfuse_stand_in
-from tests.support.phoenix import phoenix_server
 from tests.support.service import serving
-from tests.support.sink_app import App, evaluator, forwarding_env
+from tests.support.sink_app import evaluator, job_delivered
 from tests.support.wait import wait_until
 
 PK, SK = "pk-lf-1234567890", "sk-lf-secret-0987654321"
@@ -39,19 +38,6 @@ SPAN = "00f067aa0ba902b7"
 def _secrets(client: httpx.Client) -> None:
     for name, value in (("LF_PK", PK), ("LF_SK", SK)):
         assert client.put(f"/v1/secrets/{name}", json={"value": value}).status_code in (200, 201, 204)
-
-
-def _finished(client: httpx.Client, job_id: str, delivered: int) -> dict[str, Any]:
-    """The job once it finished and its sinks hold no pending row (``delivered`` of them delivered)."""
-
-    def done() -> dict[str, Any] | None:
-        job = client.get(f"/v1/jobs/{job_id}").json()
-        if job["status"] in ("queued", "running") or any(s["pending"] for s in job["sinks"]):
-            return None
-        assert job["sinks"][0]["delivered"] == delivered, job["sinks"]
-        return dict(job)
-
-    return wait_until(done, 120, 0.2, what=f"job {job_id}'s rows delivered")
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -91,7 +77,7 @@ def test_a_jobs_results_are_written_to_langfuse_once_each_against_the_rows_trace
         made = client.post("/v1/jobs", json={"evaluator_id": ev, "rows": rows, "sinks": [{**sink, "name": "facts"}]})
         assert made.status_code == 202, made.text
         assert made.json()["sinks"][0]["type"] == "langfuse"
-        job = _finished(client, made.json()["id"], 3)
+        job = job_delivered(client, made.json()["id"], 3)
         (summary,) = job["sinks"]
         assert summary == {"type": "langfuse", "url": url, "name": "facts", "delivered": 3, "pending": 0,
                            "failed": 0, "skipped": 1}  # fmt: skip
@@ -142,7 +128,7 @@ def test_a_job_maps_its_trace_columns_keeps_the_host_rule_and_its_deletion_drops
         assert made.status_code == 202, made.text
         assert made.json()["field_mapping"] == {"outputs": None, "trace": None, "inputs": None, "app_params": None,
                                                 **mapping}  # fmt: skip
-        job = _finished(client, made.json()["id"], 1)
+        job = job_delivered(client, made.json()["id"], 1)
         (written,) = langfuse.scores.values()
         assert (written["traceId"], written["observationId"]) == (TRACES[0], SPAN)
         assert len(langfuse.requests) == 1  # nothing sent to the refused one
@@ -156,39 +142,3 @@ def test_a_job_maps_its_trace_columns_keeps_the_host_rule_and_its_deletion_drops
             assert conn.execute(select(func.count()).where(SinkDeliveryRow.source == "job")).scalar() == 0
         engine.dispose()
         assert client.get("/healthz").status_code == 200
-
-
-@pytest.mark.slow
-def test_a_jobs_results_appear_in_phoenix_as_span_and_trace_annotations(tmp_path: Path) -> None:
-    with phoenix_server(tmp_path / "phoenix") as phoenix:
-        port = phoenix.rsplit(":", 1)[1]
-        with serving(tmp_path / "service", "process", env=forwarding_env(f"{phoenix}/v1/traces", "phoenix.test")) as (
-            client,
-            _proc,
-        ):
-            app = App(str(client.base_url))
-            sent = [app.request(answer) for answer in ("4", "5")]
-            app.provider.shutdown()
-            rows = [
-                {"outputs": "4", "trace_id": sent[0][0], "span_id": sent[0][2]},  # the LLM span
-                {"outputs": "5", "trace_id": sent[1][0]},  # the trace only: a trace annotation
-            ]
-            sink = {"type": "phoenix", "url": f"http://phoenix.test:{port}", "name": "offline-facts"}
-            body = {"evaluator_id": evaluator(client, EVAL), "rows": rows, "sinks": [sink]}
-            made = client.post("/v1/jobs", json=body)
-            assert made.status_code == 202, made.text
-            _finished(client, made.json()["id"], 2)
-
-            spans = httpx.get(
-                f"{phoenix}/v1/projects/default/span_annotations", params={"span_ids": sent[0][2]}, timeout=30
-            ).json()["data"]
-            (on_span,) = spans
-            assert (on_span["name"], on_span["annotator_kind"]) == ("offline-facts", "CODE")
-            assert on_span["result"]["score"] == 1.0
-            assert on_span["metadata"]["job_id"] == made.json()["id"] and on_span["metadata"]["row"] == 0
-            traces = httpx.get(
-                f"{phoenix}/v1/projects/default/trace_annotations", params={"trace_ids": sent[1][0]}, timeout=30
-            ).json()["data"]
-            (on_trace,) = traces
-            assert on_trace["trace_id"] == sent[1][0] and on_trace["result"]["score"] == 0.25
-            assert on_trace["result"]["explanation"] == "answered 5" and on_trace["identifier"].startswith("evh-")

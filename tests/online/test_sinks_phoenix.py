@@ -2,7 +2,9 @@
 SQLite, on loopback: tests/support/phoenix.py): the app exports to evaluator-host only; its spans reach
 Phoenix through forwarding; each score is written as a CODE span annotation — a trace-level score on the
 root span, a span-level one on its span — read back from Phoenix's REST API; delivered again (the rows
-reset, as after a crash between the write and its record), Phoenix still holds one annotation each."""
+reset, as after a crash between the write and its record), Phoenix still holds one annotation each. A job's
+results (``POST /v1/jobs`` with a Phoenix sink, issue 52) land there too: a row naming a span as that span's
+annotation, a row naming only its trace as a trace annotation."""
 
 from __future__ import annotations
 
@@ -16,12 +18,16 @@ import pytest
 from tests.support.online import forget_deliveries
 from tests.support.phoenix import phoenix_server
 from tests.support.service import serving
-from tests.support.sink_app import App, evaluator, forwarding_env, settled, trace_and_span_rules
+from tests.support.sink_app import App, evaluator, forwarding_env, job_delivered, settled, trace_and_span_rules
 from tests.support.wait import wait_until
 
 EVAL = (
     "def evaluate(inputs, outputs, trace):\n"
     "    return {'score': 1.0 if outputs == '4' else 0.0, 'reason': f'said {outputs}'}\n"
+)
+JOB_EVAL = (
+    "def evaluate(inputs, outputs, trace):\n"
+    "    return {'score': 1.0 if outputs == '4' else 0.25, 'reason': f'answered {outputs}'}\n"
 )
 SPAN_EVAL = "def evaluate(inputs, outputs, trace):\n    return {'passed': True, 'label': 'fine'}\n"
 
@@ -120,3 +126,38 @@ def test_a_session_level_score_is_a_phoenix_session_annotation_on_that_session(t
         assert (one["session_id"], one["name"], one["annotator_kind"]) == ("conv-phx", "conversation-ok", "CODE")
         assert one["result"] == {"score": 0.5, "label": "kept", "explanation": "conversation conv-phx"}
         assert one["identifier"].startswith("evh-") and one["metadata"]["rule_id"] == rule["id"]
+
+
+@pytest.mark.slow
+def test_a_jobs_results_appear_in_phoenix_as_span_and_trace_annotations(tmp_path: Path, phoenix: str) -> None:
+    port = phoenix.rsplit(":", 1)[1]
+    with serving(tmp_path / "service", "process", env=forwarding_env(f"{phoenix}/v1/traces", "phoenix.test")) as (
+        client,
+        _proc,
+    ):
+        app = App(str(client.base_url))
+        sent = [app.request(answer) for answer in ("4", "5")]
+        app.provider.shutdown()
+        rows = [
+            {"outputs": "4", "trace_id": sent[0][0], "span_id": sent[0][2]},  # the LLM span
+            {"outputs": "5", "trace_id": sent[1][0]},  # the trace only: a trace annotation
+        ]
+        sink = {"type": "phoenix", "url": f"http://phoenix.test:{port}", "name": "offline-facts"}
+        body = {"evaluator_id": evaluator(client, JOB_EVAL), "rows": rows, "sinks": [sink]}
+        made = client.post("/v1/jobs", json=body)
+        assert made.status_code == 202, made.text
+        job_delivered(client, made.json()["id"], 2)
+
+        spans = httpx.get(
+            f"{phoenix}/v1/projects/default/span_annotations", params={"span_ids": sent[0][2]}, timeout=30
+        ).json()["data"]
+        (on_span,) = spans
+        assert (on_span["name"], on_span["annotator_kind"]) == ("offline-facts", "CODE")
+        assert on_span["result"]["score"] == 1.0
+        assert on_span["metadata"]["job_id"] == made.json()["id"] and on_span["metadata"]["row"] == 0
+        traces = httpx.get(
+            f"{phoenix}/v1/projects/default/trace_annotations", params={"trace_ids": sent[1][0]}, timeout=30
+        ).json()["data"]
+        (on_trace,) = traces
+        assert on_trace["trace_id"] == sent[1][0] and on_trace["result"]["score"] == 0.25
+        assert on_trace["result"]["explanation"] == "answered 5" and on_trace["identifier"].startswith("evh-")

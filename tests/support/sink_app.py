@@ -14,7 +14,7 @@ from opentelemetry.trace import SpanKind
 
 from tests.support.wait import wait_until
 
-__all__ = ["App", "evaluator", "forwarding_env", "scores", "settled", "trace_and_span_rules"]
+__all__ = ["App", "evaluator", "forwarding_env", "job_delivered", "scores", "settled", "trace_and_span_rules"]
 
 
 class App:
@@ -87,3 +87,16 @@ def trace_and_span_rules(
         },
     ).json()
     return trace_rule, span_rule
+
+
+def job_delivered(client: httpx.Client, job_id: str, delivered: int) -> dict[str, Any]:
+    """The job once it finished and its sinks hold no pending row (``delivered`` of them delivered)."""
+
+    def done() -> dict[str, Any] | None:
+        job = client.get(f"/v1/jobs/{job_id}").json()
+        if job["status"] in ("queued", "running") or any(s["pending"] for s in job["sinks"]):
+            return None
+        assert job["sinks"][0]["delivered"] == delivered, job["sinks"]
+        return dict(job)
+
+    return wait_until(done, 120, 0.2, what=f"job {job_id}'s rows delivered")
