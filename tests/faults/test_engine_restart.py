@@ -22,10 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
-from evaluator_host.sandbox.docker.engine import Engine
-from evaluator_host.settings import Settings
 from tests.support import REPO
-from tests.support.backends import docker_only, managed_containers
+from tests.support.backends import containers_gone, docker_only
 from tests.support.service import serving
 from tests.support.wait import wait_until
 
@@ -105,8 +103,7 @@ def test_an_engine_restart_is_503_while_away_and_the_job_resumes_without_a_servi
             again = client.post("/v1/evaluate", json={"language": "python", "code": CODE + "# after\n"})
             assert again.status_code == 200 and again.json()["score"] == 1.0, again.text
         # the containers the engine stopped under the service are removed by it too (at the latest when it stops)
-        owner = Engine(Settings(data_dir=data_dir)).owner
-        wait_until(lambda: not managed_containers(owner), 30, what="the service's containers to go")
+        containers_gone(data_dir)
     finally:
         if not _engine_answers():
             _start_engine()

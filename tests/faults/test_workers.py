@@ -31,7 +31,7 @@ import pytest
 from evaluator_host.sandbox.docker.engine import Engine
 from evaluator_host.settings import Settings
 from tests.support.ahead import Ahead, selected_params
-from tests.support.backends import BACKENDS, managed_containers
+from tests.support.backends import BACKENDS, containers_gone
 from tests.support.faults import worker_pids
 from tests.support.service import serving
 from tests.support.wait import wait_until
@@ -190,4 +190,4 @@ def _scenario(data_dir: Path, backend: str, fault: str) -> None:
         )
         assert fresh.status_code == 200 and fresh.json()["score"] == 1.0
     if backend == "docker":
-        wait_until(lambda: not managed_containers(owner), 30, what="the containers to go")
+        containers_gone(data_dir)

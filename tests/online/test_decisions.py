@@ -24,9 +24,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind
 
-from evaluator_host.sandbox.docker.engine import Engine
-from evaluator_host.settings import Settings
-from tests.support.backends import BACKENDS, managed_containers
+from tests.support.backends import BACKENDS, containers_gone
 from tests.support.service import serving
 from tests.support.wait import wait_until
 
@@ -224,5 +222,4 @@ def test_an_infrastructure_error_says_retrying_with_the_error_until_the_last_att
         proc.kill()
         proc.wait(30)
     if backend == "docker":
-        owner = Engine(Settings(data_dir=tmp_path)).owner
-        wait_until(lambda: not managed_containers(owner), 30, what="the killed service's containers to go")
+        containers_gone(tmp_path)

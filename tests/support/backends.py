@@ -11,13 +11,15 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from evaluator_host.sandbox.docker.engine import unusable_reason
+from evaluator_host.sandbox.docker.engine import Engine, unusable_reason
 from evaluator_host.settings import Settings
 from tests.support.pg import POSTGRES_MISSING, POSTGRES_REQUIRED
+from tests.support.wait import wait_until
 
 # Every container a service of this test session starts carries this label (the operator's
 # ``container_labels``, set here before any Settings is made; subprocess services inherit it), so the
@@ -57,3 +59,10 @@ def managed_containers(owner: str | None = None, session: bool = False) -> set[s
         return {c["Id"] for c in client.api.containers(all=True, filters={"label": labels})}
     finally:
         client.close()
+
+
+def containers_gone(data_dir: Path, within_s: float = 30) -> None:
+    """Wait until no container of the docker-backend service of ``data_dir`` exists (a stopped or killed
+    service's, removed by it or by its janitor); fails after ``within_s`` seconds."""
+    owner = Engine(Settings(data_dir=data_dir)).owner
+    wait_until(lambda: not managed_containers(owner), within_s, what=f"the containers of {data_dir}'s service to go")
