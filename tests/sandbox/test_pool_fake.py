@@ -146,6 +146,42 @@ async def test_a_burst_of_one_key_evicts_from_the_key_holding_most_not_everyone_
 
 
 @aio
+async def test_a_call_during_its_keys_pre_warm_waits_for_that_worker_instead_of_starting_another() -> None:
+    """A saved evaluator's pre-warm starts its worker; a call arriving before that start ends waits for it (the
+    start is paid already, and nobody else is behind it) rather than starting a second worker for the key."""
+
+    async def slow_import(_load: dict[str, Any]) -> None:
+        await asyncio.sleep(0.2)  # numpy's import: the first call comes while it runs
+
+    async with pooled(load=slow_import) as (pool, backend):
+        warming = asyncio.ensure_future(pool.prewarm(spec()))
+        await settle()
+        assert pool.leasing.holdings.starting == {"a": 1}
+        assert statuses(await run(pool, cases(2))) == ["ok", "ok"]
+        await warming
+        assert backend.started == 1 and pool.stats().workers == 1
+        (worker,) = backend.workers
+        assert worker.handled == cases(2)
+
+
+@aio
+async def test_a_second_call_during_a_pre_warm_with_one_waiting_already_starts_its_own() -> None:
+    """The pre-warm's worker goes to one caller; a second caller waiting behind it would wait for a whole
+    lease too, so the usual rule (start when waiting costs more) decides for it."""
+
+    async def slow_import(_load: dict[str, Any]) -> None:
+        await asyncio.sleep(0.2)
+
+    async with pooled(load=slow_import) as (pool, backend):
+        warming = asyncio.ensure_future(pool.prewarm(spec()))
+        await settle()
+        first, second = await asyncio.gather(run(pool, cases(1)), run(pool, cases(1, 1)))
+        await warming
+        assert statuses(first + second) == ["ok", "ok"]
+        assert backend.started == 2  # nothing known of the key's lease time yet: starting is the rule
+
+
+@aio
 async def test_a_key_whose_calls_hang_does_not_take_the_pool_from_the_others() -> None:
     def handler(load: dict[str, Any], case: dict[str, Any]) -> Reply:
         return HANG if "bad" in load["code"] else {"value": 1.0}

@@ -55,6 +55,7 @@ class Holdings:
         self.leased: dict[str, int] = {}  # key -> its workers running a batch now
         self.waiting: dict[str, int] = {}  # key -> callers waiting for one of its workers
         self.starting: dict[str, int] = {}  # key -> its workers being started now
+        self.warming: dict[str, int] = {}  # key -> its pre-warms under way (a start no caller asked for)
         self.lease_starts: dict[str, dict[int, float]] = {}  # key -> id(slot) -> when its running lease began
         self.caps: dict[str, int | None] = {}  # workspace -> its max_warm_workers quota
         self.ws_of: dict[str, str] = {}  # key -> its workspace

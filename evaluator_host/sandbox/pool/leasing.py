@@ -200,9 +200,10 @@ class Leasing:
             self.reap(slot.worker)
         return None
 
-    async def acquire(self, spec: WorkerSpec) -> Slot:
+    async def acquire(self, spec: WorkerSpec, *, warm: bool = False) -> Slot:
         """A worker bound to ``spec``, leased: an idle one of its key, one handed over by a release,
-        or a new one (started, or taking an evicted worker's place), by the rules above."""
+        or a new one (started, or taking an evicted worker's place), by the rules above (``warm``: for
+        :meth:`prewarm`, which never waits for itself)."""
         key, h = spec.key, self.holdings
         h.ws_of[key] = spec.workspace
         h.mb_of[key] = spec.memory_mb
@@ -228,6 +229,8 @@ class Leasing:
             crowded = crowded or h.held(key) >= h.demand_share(key)
             crowded = crowded or (self.failing(key) and h.held(key) >= _FAILING_HOLD)
             crowded = crowded or self._lent(spec)  # memory another workspace within its share waits for
+            # a pre-warm's start under way is nobody's yet: the first callers behind it wait for it
+            crowded = crowded or not warm and h.warming.get(key, 0) > h.waiting.get(key, 0)
             if not crowded and not self.stats.cheaper_to_wait(key, h.leased.get(key, 0), h.waiting.get(key, 0)):
                 if self._count < self.settings.max_workers:
                     if (started := await self._start_admitted(spec, None)) is not None:
@@ -272,6 +275,21 @@ class Leasing:
             if handed is not None:
                 self.metrics.pool_wait.observe(time.monotonic() - waited_from)
                 return handed
+
+    async def prewarm(self, spec: WorkerSpec) -> None:
+        """Have a worker of ``spec`` warm before its first call: an idle one already, or one started now and
+        released idle. While the pre-warm lasts, a call of the key finding no idle worker waits for it (its
+        start is paid already) rather than starting another, as long as the callers waiting do not outnumber
+        the pre-warms (beyond them, the usual rules decide). Raises what :meth:`acquire` raises."""
+        key = spec.key
+        self.holdings.warming[key] = self.holdings.warming.get(key, 0) + 1
+        try:
+            slot = await self.acquire(spec, warm=True)
+        finally:
+            self.holdings.warming[key] -= 1
+            if not self.holdings.warming[key]:
+                del self.holdings.warming[key]
+        await self.release(slot, healthy=True)
 
     async def _start_leased(self, spec: WorkerSpec, victim: Slot | None) -> Slot:
         """Start a worker for ``spec`` in a place already counted (``victim`` gives its place up: it is

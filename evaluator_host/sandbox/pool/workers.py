@@ -244,8 +244,7 @@ class WorkerPool:
         """Start a worker for ``spec`` ahead of its first evaluation (best effort)."""
         self._sweep_soon()
         with contextlib.suppress(SandboxError):
-            slot = await self.leasing.acquire(spec)
-            await self.leasing.release(slot, healthy=True)
+            await self.leasing.prewarm(spec)
 
     # -- running -------------------------------------------------------------------------
     async def run(
