@@ -15,6 +15,9 @@ Rules:
   least recently used first; a key that holds workers takes only from one holding two more or
   more than its share, and a key with none takes an idle worker of a key nobody waits for once
   it has settled (:data:`SETTLED_S`), never the warm worker of a key in steady use;
+* a pre-warm (:meth:`Leasing.prewarm`: a saved revision's worker, started before any call) is waited for by
+  the first callers of its key that find no idle worker, one per pre-warm under way: its start is paid
+  already, so waiting for it is never slower than starting another;
 * single-case calls of a key may share a batch only up to as many rows as run in a worker's
   start time (:meth:`Leasing.coalesce_limit`): slow rows keep getting workers of their own;
   the timings and failure rates these rules read are measured by :mod:`evaluator_host.sandbox.pool.key_stats`;
