@@ -154,7 +154,7 @@ NUMPY_MEMORY = (
 # "keeps the worker" is read as the same import token before and after. It once saw a new token in 1 run of ~6
 # (CI of stop 70, and here): the saved evaluator's pre-warm was still importing numpy when the first call came,
 # and that call started a second worker, so the key had two. Since then a call waits for a pre-warm under way
-# (Leasing.prewarm; tests/sandbox/test_pool_fake.py), and 32 runs of 32 kept one token. Serial still: its
+# (Holdings.awaits_prewarm; tests/sandbox/test_pool_fake.py), and 32 runs of 32 kept one token. Serial still: its
 # 400 MiB allocation attempt under a 128 MiB limit is the memory behaviour under test, not a neighbour's load.
 @pytest.mark.serial
 @pytest.mark.slow

@@ -14,8 +14,9 @@ Nothing here starts, kills or waits.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,7 +56,7 @@ class Holdings:
         self.leased: dict[str, int] = {}  # key -> its workers running a batch now
         self.waiting: dict[str, int] = {}  # key -> callers waiting for one of its workers
         self.starting: dict[str, int] = {}  # key -> its workers being started now
-        self.warming: dict[str, int] = {}  # key -> its pre-warms under way (a start no caller asked for)
+        self.warming: dict[str, int] = {}  # key -> its pre-warms under way (:meth:`prewarming`)
         self.lease_starts: dict[str, dict[int, float]] = {}  # key -> id(slot) -> when its running lease began
         self.caps: dict[str, int | None] = {}  # workspace -> its max_warm_workers quota
         self.ws_of: dict[str, str] = {}  # key -> its workspace
@@ -74,6 +75,41 @@ class Holdings:
         """The ``memory_mb`` of every bound worker (idle, leased, starting)."""
         keys = {*self.idle, *self.leased, *self.starting}
         return sum(self.held(k) * self.mb_of.get(k, 0) for k in keys)
+
+    def lease(self, slot: Slot) -> Slot:
+        """Count ``slot`` as leased by its key from now (:meth:`running_s` reads when its lease began)."""
+        self.leased[slot.spec.key] = self.leased.get(slot.spec.key, 0) + 1
+        slot.leased_at, slot.uses_at_lease = time.monotonic(), slot.uses
+        self.lease_starts.setdefault(slot.spec.key, {})[id(slot)] = slot.leased_at
+        return slot
+
+    def unlease(self, slot: Slot, now: float) -> float:
+        """Count the leased ``slot`` as leased no more; the seconds its lease took."""
+        key = slot.spec.key
+        self.leased[key] -= 1
+        starts = self.lease_starts.get(key, {})
+        starts.pop(id(slot), None)
+        if not starts:
+            self.lease_starts.pop(key, None)
+        took, slot.leased_at = now - slot.leased_at, 0.0
+        return took
+
+    @contextlib.contextmanager
+    def prewarming(self, key: str) -> Iterator[None]:
+        """Count a pre-warm of ``key`` under way for the block (a start no caller asked for yet)."""
+        self.warming[key] = self.warming.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            self.warming[key] -= 1
+            if not self.warming[key]:
+                del self.warming[key]
+
+    def awaits_prewarm(self, key: str) -> bool:
+        """Whether a caller of ``key`` finding no idle worker should wait for a pre-warm under way: one is,
+        and the callers waiting already do not outnumber the pre-warms (its start is paid already, so
+        waiting for it is never slower than starting another)."""
+        return self.warming.get(key, 0) > self.waiting.get(key, 0)
 
     def unused(self, key: str) -> bool:
         """Whether ``key`` has no worker idle or leased and no caller waiting."""

@@ -15,9 +15,8 @@ Rules:
   least recently used first; a key that holds workers takes only from one holding two more or
   more than its share, and a key with none takes an idle worker of a key nobody waits for once
   it has settled (:data:`SETTLED_S`), never the warm worker of a key in steady use;
-* a pre-warm (:meth:`Leasing.prewarm`: a saved revision's worker, started before any call) is waited for by
-  the first callers of its key that find no idle worker, one per pre-warm under way: its start is paid
-  already, so waiting for it is never slower than starting another;
+* a call of a key finding no idle worker waits for a pre-warm under way (:meth:`WorkerPool.prewarm`, a saved
+  revision's first worker) rather than start another, one caller per pre-warm (:meth:`Holdings.awaits_prewarm`);
 * single-case calls of a key may share a batch only up to as many rows as run in a worker's
   start time (:meth:`Leasing.coalesce_limit`): slow rows keep getting workers of their own;
   the timings and failure rates these rules read are measured by :mod:`evaluator_host.sandbox.pool.key_stats`;
@@ -186,12 +185,6 @@ class Leasing:
         """How many single-case calls of ``key`` may share one batch (:meth:`KeyStats.coalesce_limit`)."""
         return self.stats.coalesce_limit(key, self.settings.batch_size)
 
-    def _lease(self, slot: Slot) -> Slot:
-        self.holdings.leased[slot.spec.key] = self.holdings.leased.get(slot.spec.key, 0) + 1
-        slot.leased_at, slot.uses_at_lease = time.monotonic(), slot.uses
-        self.holdings.lease_starts.setdefault(slot.spec.key, {})[id(slot)] = slot.leased_at
-        return slot
-
     def _take_idle(self, key: str) -> Slot | None:
         slots = self.holdings.idle.get(key)
         while slots:
@@ -205,8 +198,8 @@ class Leasing:
 
     async def acquire(self, spec: WorkerSpec, *, warm: bool = False) -> Slot:
         """A worker bound to ``spec``, leased: an idle one of its key, one handed over by a release,
-        or a new one (started, or taking an evicted worker's place), by the rules above (``warm``: for
-        :meth:`prewarm`, which never waits for itself)."""
+        or a new one (started, or taking an evicted worker's place), by the rules above (``warm``: a
+        pre-warm's, which never waits for itself)."""
         key, h = spec.key, self.holdings
         h.ws_of[key] = spec.workspace
         h.mb_of[key] = spec.memory_mb
@@ -220,7 +213,7 @@ class Leasing:
                 raise SandboxError("the service is shutting down")
             slot = self._take_idle(key)
             if slot is not None:
-                return self._lease(slot)
+                return self.holdings.lease(slot)
             if h.ws_full(key):  # at its workspace's quota: an idle worker of the workspace's, or wait
                 victim = None if h.held(key) else h.evict_one(key, own_workspace=True)
                 if victim is not None:
@@ -232,8 +225,7 @@ class Leasing:
             crowded = crowded or h.held(key) >= h.demand_share(key)
             crowded = crowded or (self.failing(key) and h.held(key) >= _FAILING_HOLD)
             crowded = crowded or self._lent(spec)  # memory another workspace within its share waits for
-            # a pre-warm's start under way is nobody's yet: the first callers behind it wait for it
-            crowded = crowded or not warm and h.warming.get(key, 0) > h.waiting.get(key, 0)
+            crowded = crowded or not warm and h.awaits_prewarm(key)
             if not crowded and not self.stats.cheaper_to_wait(key, h.leased.get(key, 0), h.waiting.get(key, 0)):
                 if self._count < self.settings.max_workers:
                     if (started := await self._start_admitted(spec, None)) is not None:
@@ -279,21 +271,6 @@ class Leasing:
                 self.metrics.pool_wait.observe(time.monotonic() - waited_from)
                 return handed
 
-    async def prewarm(self, spec: WorkerSpec) -> None:
-        """Have a worker of ``spec`` warm before its first call: an idle one already, or one started now and
-        released idle. While the pre-warm lasts, a call of the key finding no idle worker waits for it (its
-        start is paid already) rather than starting another, as long as the callers waiting do not outnumber
-        the pre-warms (beyond them, the usual rules decide). Raises what :meth:`acquire` raises."""
-        key = spec.key
-        self.holdings.warming[key] = self.holdings.warming.get(key, 0) + 1
-        try:
-            slot = await self.acquire(spec, warm=True)
-        finally:
-            self.holdings.warming[key] -= 1
-            if not self.holdings.warming[key]:
-                del self.holdings.warming[key]
-        await self.release(slot, healthy=True)
-
     async def _start_leased(self, spec: WorkerSpec, victim: Slot | None) -> Slot:
         """Start a worker for ``spec`` in a place already counted (``victim`` gives its place up: it is
         killed in the background, so the call does not wait for a container's removal)."""
@@ -322,7 +299,7 @@ class Leasing:
                 del self.holdings.starting[spec.key]
         if slot.load_error is None:
             self.stats.started(time.monotonic() - started)
-        return self._lease(slot)
+        return self.holdings.lease(slot)
 
     def _hand_over(self, slot: Slot) -> bool:
         """Give a released worker to the oldest caller waiting for its key; False when none waits."""
@@ -330,7 +307,7 @@ class Leasing:
         while queue:
             waiter = queue.popleft()
             if not waiter.done():
-                waiter.set_result(self._lease(slot))
+                waiter.set_result(self.holdings.lease(slot))
                 return True
         return False
 
@@ -356,12 +333,7 @@ class Leasing:
         key = slot.spec.key
         rows = slot.uses - slot.uses_at_lease
         if slot.leased_at:
-            self.holdings.leased[key] -= 1
-            starts = self.holdings.lease_starts.get(key, {})
-            starts.pop(id(slot), None)
-            if not starts:
-                self.holdings.lease_starts.pop(key, None)
-            took, slot.leased_at = now - slot.leased_at, 0.0
+            took = self.holdings.unlease(slot, now)
             if rows:  # it ran cases (not a pre-warm): what a wait for it costs
                 self.stats.leased(key, took, rows)
         self.stats.ended(key, healthy=healthy, ran=rows > 0, now=now)

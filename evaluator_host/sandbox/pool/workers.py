@@ -244,7 +244,9 @@ class WorkerPool:
         """Start a worker for ``spec`` ahead of its first evaluation (best effort)."""
         self._sweep_soon()
         with contextlib.suppress(SandboxError):
-            await self.leasing.prewarm(spec)
+            with self.leasing.holdings.prewarming(spec.key):  # the first callers wait for it: Leasing.acquire
+                slot = await self.leasing.acquire(spec, warm=True)
+            await self.leasing.release(slot, healthy=True)
 
     # -- running -------------------------------------------------------------------------
     async def run(
