@@ -165,6 +165,26 @@ async def test_a_call_during_its_keys_pre_warm_waits_for_that_worker_instead_of_
 
 
 @aio
+async def test_a_call_waiting_for_a_pre_warm_is_not_refused_by_its_admission_bound() -> None:
+    """The admission bound (``admission_wait_factor`` × ``timeout_s``) refuses calls stuck behind slow calls of
+    their key; a pre-warm's start is what the call would have paid starting a worker itself, so waiting for it is
+    not bound: an evaluator with a 50 ms timeout whose imports take 300 ms is answered, as it was before calls
+    waited for pre-warms."""
+
+    async def slow_import(_load: dict[str, Any]) -> None:
+        await asyncio.sleep(0.3)
+
+    async with pooled(load=slow_import) as (pool, backend):
+        warming = asyncio.ensure_future(pool.prewarm(spec()))
+        await settle()
+        outcomes = await pool.run(
+            spec(), cases(1), timeout_s=0.05, correct_answer_key="correct_answer", interactive=True
+        )
+        await warming
+        assert statuses(outcomes) == ["ok"] and backend.started == 1
+
+
+@aio
 async def test_a_second_call_during_a_pre_warm_with_one_waiting_already_starts_its_own() -> None:
     """The pre-warm's worker goes to one caller; a second caller waiting behind it would wait for a whole
     lease too, so the usual rule (start when waiting costs more) decides for it."""

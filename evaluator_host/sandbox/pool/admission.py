@@ -21,7 +21,8 @@ The estimate can be wrong (the calls admitted while a new key's first worker sta
 turn slow): an admitted call that has not got a worker by its admission bound (``admission_wait_factor``
 × its ``timeout_s`` after it arrived) leaves the queue then with the same 429 (:func:`waited_too_long`,
 raised by the leasing: :data:`WAIT_DEADLINE`). Only the wait for a worker counts: a call that has one
-runs to its end, and a call of several batches is bound by it only until its first.
+runs to its end, and a call of several batches is bound by it only until its first. A wait for a pre-warm
+under way (``Holdings.awaits_prewarm``) is not bound: it is the start the call would otherwise pay itself.
 """
 
 from __future__ import annotations

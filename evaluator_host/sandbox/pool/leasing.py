@@ -220,12 +220,12 @@ class Leasing:
                     if (started := await self._start_admitted(spec, victim)) is not None:
                         return started
                     raise self._overloaded(spec)  # it holds none (else no victim was sought)
-            crowded = h.ws_full(key)
+            prewarm = not warm and h.awaits_prewarm(key)  # its start is paid: waiting for it is no queue
+            crowded = prewarm or h.ws_full(key)
             crowded = crowded or h.held(key) >= h.fair_share() and self._count >= self.settings.max_workers - 1
             crowded = crowded or h.held(key) >= h.demand_share(key)
             crowded = crowded or (self.failing(key) and h.held(key) >= _FAILING_HOLD)
             crowded = crowded or self._lent(spec)  # memory another workspace within its share waits for
-            crowded = crowded or not warm and h.awaits_prewarm(key)
             if not crowded and not self.stats.cheaper_to_wait(key, h.leased.get(key, 0), h.waiting.get(key, 0)):
                 if self._count < self.settings.max_workers:
                     if (started := await self._start_admitted(spec, None)) is not None:
@@ -247,7 +247,7 @@ class Leasing:
             waited_from = time.monotonic()
             # a worker of ours will come back: wait for it, however long (an interactive call: until its
             # admission deadline); none of ours: an idle worker of another key may settle meanwhile, so look again
-            deadline = WAIT_DEADLINE.get()
+            deadline = None if prewarm else WAIT_DEADLINE.get()  # (what a start of its own would take)
             limit = None if h.held(key) else SETTLED_S
             if deadline is not None:
                 left = max(0.0, deadline[0] - waited_from)
