@@ -11,7 +11,7 @@ evaluators (``bench/async_bench.py``), re-run jobs from the result cache
 (``bench/cache_bench.py``), online scoring's lag (``bench/scoring_bench.py``), a rule's budgets and a
 judge's 429s (``bench/budget_bench.py``) and a never-seen package set's first result
 (``bench/build_bench.py``), backfills and span/session-level scoring lag (``bench/backfill_bench.py``), an idle
-service's CPU (``bench/idle_cpu.py``), jobs
+service's CPU (``bench/idle_cpu.py``), a saved evaluator's first call (``bench/first_call.py``), jobs
 through HAProxy over 1 → 3 replicas and worker hosts (``bench/replicas_bench.py``), warm evaluation by id
 against a bare FastAPI endpoint, alternating (``bench/byid_bench.py``), each against baselines (or an ideal)
 from the same run.
@@ -45,6 +45,7 @@ from bench import (
     cache_bench,
     dataset_rows_bench,
     docker_bench,
+    first_call,
     grpc_bench,
     idle_cpu,
     jobs_bench,
@@ -365,6 +366,9 @@ def main() -> int:
     idle_section = idle_cpu.render(idle_cpu.measure(), os.getloadavg()[0])  # issue 49: an idle serve's CPU
     doc += idle_section
     print(idle_section)
+    first_section = first_call.render(first_call.measure(), os.getloadavg()[0])  # a saved revision's first call
+    doc += first_section
+    print(first_section)
     flame = flame_graph.record("process")
     if flame is not None:
         svg, under = flame
