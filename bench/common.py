@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import socket
@@ -17,6 +18,19 @@ import httpx
 
 REPO = Path(__file__).resolve().parents[1]
 INPUTS = {"question": "2+2?", "correct_answer": "4"}
+
+
+def tree_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The argument parser of a bench that compares source trees: described by ``doc``'s first line, with the
+    repeatable ``--tree LABEL=PATH`` (read by :func:`trees_of`)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else "")
+    parser.add_argument("--tree", action="append", default=[], metavar="LABEL=PATH")
+    return parser
+
+
+def trees_of(options: list[str]) -> dict[str, str]:
+    """The ``--tree LABEL=PATH`` options as {label: path}; none given: this checkout."""
+    return dict(t.split("=", 1) for t in options) or {"this tree": str(REPO)}
 
 
 def pct(values: list[float], p: float) -> float:

@@ -15,7 +15,6 @@ trees take turns, so a neighbour's burst on a shared machine falls on each alike
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import tempfile
@@ -23,7 +22,7 @@ import time
 
 import httpx
 
-from bench.common import REPO, pct, serving
+from bench.common import pct, serving, tree_parser, trees_of
 
 CODE = (
     "import numpy as np\n\n\ndef evaluate(inputs, outputs, trace):\n"
@@ -61,7 +60,7 @@ def measure(
     trees: dict[str, str] | None = None, backends: tuple[str, ...] = ("process",), runs: int = 2, revisions: int = 10
 ) -> dict[str, dict[str, list[tuple[float, int]]]]:
     """{backend: {tree label: [(p50 ms, workers), one per run]}}, the trees taking turns."""
-    trees = trees or {"this tree": str(REPO)}
+    trees = trees or trees_of([])
     figures: dict[str, dict[str, list[tuple[float, int]]]] = {b: {t: [] for t in trees} for b in backends}
     for backend in backends:
         for _ in range(runs):
@@ -96,13 +95,12 @@ def render(figures: dict[str, dict[str, list[tuple[float, int]]]], load: float) 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    parser = tree_parser(__doc__)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--revisions", type=int, default=10)
     parser.add_argument("--backend", action="append", default=[], choices=["process", "docker"])
-    parser.add_argument("--tree", action="append", default=[], metavar="LABEL=PATH")
     args = parser.parse_args()
-    trees = dict(t.split("=", 1) for t in args.tree) or {"this tree": str(REPO)}
+    trees = trees_of(args.tree)
     load = os.getloadavg()[0]
     figures = measure(trees, tuple(args.backend) or ("process",), args.runs, args.revisions)
     print(f"load average (1 min) at the start: {load:.1f}")

@@ -16,7 +16,6 @@ PostgreSQL is a throwaway server (``tests/support/pg.py``); without one the sect
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -24,7 +23,7 @@ import tempfile
 import time
 from typing import Any
 
-from bench.common import REPO, serving
+from bench.common import REPO, serving, tree_parser, trees_of
 from bench.procs import tree_cpu_s
 
 HEADING = "## An idle service's CPU"
@@ -61,7 +60,7 @@ def measure(
     trees: dict[str, str] | None = None, runs: int = 3, seconds: float = 20.0, settle_s: float = 5.0
 ) -> dict[str, dict[str, list[float]]]:
     """{database: {tree label: [ms per s, one per run]}}, the trees taking turns."""
-    trees = trees or {"this tree": str(REPO)}
+    trees = trees or trees_of([])
     figures: dict[str, dict[str, list[float]]] = {"SQLite": {t: [] for t in trees}}
     cluster, fresh = _postgres()
     if cluster is not None:
@@ -99,13 +98,12 @@ def render(figures: dict[str, dict[str, list[float]]], load: float) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    parser = tree_parser(__doc__)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--settle", type=float, default=5.0)
-    parser.add_argument("--tree", action="append", default=[], metavar="LABEL=PATH")
     args = parser.parse_args()
-    trees = dict(t.split("=", 1) for t in args.tree) or {"this tree": str(REPO)}
+    trees = trees_of(args.tree)
     load = os.getloadavg()
     figures = measure(trees, args.runs, args.seconds, args.settle)
     after = os.getloadavg()[0]

@@ -19,7 +19,6 @@ Each ``--tree`` is a checkout whose package the processes import (``PYTHONPATH``
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import statistics
@@ -27,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench.common import REPO, free_port, serving, wait_healthy
+from bench.common import free_port, serving, tree_parser, trees_of, wait_healthy
 from bench.procs import cpu_s
 
 WHAT = ("import evaluator_host.api.app", "serve to healthy", "serve start+stop", "cli --help", "cli rules list")
@@ -86,11 +85,10 @@ def measure(trees: dict[str, str], runs: int) -> dict[str, dict[str, list[float]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    parser = tree_parser(__doc__)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--tree", action="append", default=[], metavar="LABEL=PATH")
     args = parser.parse_args()
-    trees = dict(t.split("=", 1) for t in args.tree) or {"this tree": str(REPO)}
+    trees = trees_of(args.tree)
     load = os.getloadavg()
     figures = measure(trees, args.runs)
     after = os.getloadavg()[0]
