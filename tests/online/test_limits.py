@@ -35,10 +35,11 @@ def test_a_full_backlog_drops_counts_and_the_rest_is_scored(tmp_path: Path) -> N
             conn.exec_driver_sql("UPDATE online_traces SET state = 'ready'")
         wait_until(lambda: len(score_rows(engine)) == 6, 30, 0.05, what="six rows")
         wait_until(lambda: sorted(r.state for r in score_rows(engine)) == ["done"] * 2 + ["dropped"] * 4, 60, 0.1)
-        health = client.get("/healthz").json()
+        # the router counts the drops once its next database call is back, after the rows read dropped: wait
+        health = wait_until(lambda: (h := client.get("/healthz").json())["online"]["dropped"] == 4 and h, 30)
         assert health["status"] == "ok" and health["online"]["dropped"] == 4
-        metrics = client.get("/metrics").text
-        assert f'evaluator_host_online_dropped_total{{rule="{rule["id"]}"}} 4.0' in metrics
+        counted = f'evaluator_host_online_dropped_total{{rule="{rule["id"]}"}} 4.0'
+        wait_until(lambda: counted in client.get("/metrics").text, 30, what=counted)
         assert client.get(f"/v1/online-rules/{rule['id']}/stats").json()["dropped"] == 4
         chat_trace(engine)  # the backlog drained: the next trace is scored
         wait_until(lambda: [r.state for r in score_rows(engine)].count("done") == 3, 60, 0.1)

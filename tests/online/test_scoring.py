@@ -183,8 +183,14 @@ def test_python_javascript_and_typescript_rules_score_each_trace_once(world: dic
     assert {b["pass_rate"] for b in filled} == {1.0} and sum(b["labels"].get("right", 0) for b in filled) == 3
     feed = client.get("/v1/traces?limit=2", headers=ha).json()
     assert feed["count"] == 2 and feed["next_cursor"] and feed["data"][0]["scores"]
-    metrics = client.get("/metrics").text
-    assert f'evaluator_host_online_scores_total{{rule="{rules["typescript"]}",status="ok"}} 3.0' in metrics
+    # the scorer counts its stored rows once their transaction is back, after the rows read done: wait for it
+    counted = f'evaluator_host_online_scores_total{{rule="{rules["typescript"]}",status="ok"}} 3.0'
+
+    def counted_in() -> str | None:
+        text = client.get("/metrics").text
+        return text if counted in text else None
+
+    metrics = wait_until(counted_in, 30, what=counted)
     assert "evaluator_host_online_scoring_lag_seconds_count" in metrics and "evaluator_host_online_backlog" in metrics
     # the backlog is the router's last count: its pass after the last score (nudged by it) recounts it
     wait_until(lambda: client.get("/healthz").json()["online"] == {"backlog": 0, "dropped": 0}, 30, what="no backlog")

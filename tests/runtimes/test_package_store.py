@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from evaluator_host.api import create_app
 from evaluator_host.builds import uv
 from evaluator_host.builds.store import disk_usage
+from evaluator_host.sandbox.process.bytecode import TODO
 from tests.support.service import assert_healthy, evaluate, make_settings
 from tests.support.wait import wait_until
 
@@ -47,7 +48,9 @@ def test_two_sets_differing_in_one_package_share_the_others_files(tmp_path: Path
         a, b = (tmp_path / "runtimes" / one["id"] / "site", tmp_path / "runtimes" / two["id"] / "site")
         # the bytecode is compiled once per store entry and linked into both runtimes
         pyc = "rapidfuzz/__pycache__/__init__.cpython-311.pyc"
-        wait_until(lambda: (a / pyc).exists() and (b / pyc).exists(), timeout=120)
+        # each runtime's links are made one file at a time, after its first result: wait until its work-left-over
+        # file is gone too (written before the build answered, removed once every link is made)
+        wait_until(lambda: all((p / pyc).exists() and not (p.parent / TODO).exists() for p in (a, b)), timeout=120)
         files_a, files_b = _files(a), _files(b)
         shared = [name for name in files_a if name.startswith("rapidfuzz/")]
         assert len(shared) > 50 and any(name.endswith(".pyc") for name in shared)

@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from evaluator_host.api import create_app
 from evaluator_host.sandbox.docker.engine import OWNER, Engine
 from evaluator_host.sandbox.docker.store_binds import is_folder
+from evaluator_host.sandbox.process.bytecode import TODO
 from tests.support import REPO, zygote
 from tests.support.backends import docker_only
 from tests.support.service import assert_healthy, evaluate, make_settings
@@ -78,7 +79,9 @@ def test_sets_are_store_folders_bound_read_only_into_base_image_workers_and_shar
             a, b = tmp_path / "runtimes" / one / "site", tmp_path / "runtimes" / two / "site"
             assert is_folder(str(a.parent))
             pyc = "rapidfuzz/__pycache__/__init__.cpython-311.pyc"  # (compiled after the first result: issue 55 §4)
-            wait_until(lambda: (a / pyc).is_file() and (b / pyc).is_file(), timeout=120)
+            # linked one file at a time: wait until each runtime's work-left-over file is gone too (written before
+            # the build answered, removed once every link is made)
+            wait_until(lambda: all((p / pyc).is_file() and not (p.parent / TODO).exists() for p in (a, b)), timeout=120)
             in_a, in_b = _inodes(a), _inodes(b)
             shared = [name for name in in_a if name.startswith("rapidfuzz/")]
             assert len(shared) > 50
