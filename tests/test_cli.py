@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -151,6 +150,9 @@ def test_in_process_run_leaves_a_live_server_alone(tmp_path: Path) -> None:
     """Regression: `run` without --server used the server's data dir, swept its containers at start-up
     (the server's next build answered a bare-text 500) and wrote into its database."""
     data = tmp_path / "data"
+    scratch = tmp_path / "tmp"  # the runs' temporary folders: the other test process's CLI runs make theirs too
+    scratch.mkdir()
+    untouched = scratch.stat().st_mtime_ns
     with serving(data) as (client, _proc):
         backend = client.get("/healthz").json()["backend"]
         owner = Engine(Settings(data_dir=data)).owner
@@ -166,7 +168,7 @@ def test_in_process_run_leaves_a_live_server_alone(tmp_path: Path) -> None:
                 [*CLI, "run", str(source), *extra, *mapping],
                 capture_output=True,
                 text=True,
-                env=_env(data),
+                env=_env(data, TMPDIR=str(scratch)),
                 timeout=180,
             )
             assert done.returncode in (0, 1), done.stderr  # scores, not a refusal
@@ -185,7 +187,8 @@ def test_in_process_run_leaves_a_live_server_alone(tmp_path: Path) -> None:
             [*CLI, "serve", "--port", str(free_port())], capture_output=True, text=True, env=_env(data), timeout=60
         )
         assert second.returncode == 2 and "is using the data dir" in second.stderr  # one service per data dir
-    assert not [p for p in Path(tempfile.gettempdir()).glob("evaluator-host-run-*") if p.stat().st_uid == os.getuid()]
+    assert scratch.stat().st_mtime_ns != untouched  # the runs made their scratch folders here …
+    assert not list(scratch.glob("evaluator-host-run-*"))  # … and removed each at its end
 
 
 README_ROWS = [

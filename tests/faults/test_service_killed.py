@@ -164,9 +164,11 @@ def _killed_mid_docker_build(tmp_path: Path) -> None:
     }
     engine = docker.from_env(timeout=60)
 
-    def images() -> list[Any]:
-        found = engine.images.list(filters={"label": "evaluator-host.packages"})
-        return [i for i in found if version in (i.labels or {}).get("evaluator-host.packages", "")]
+    def images() -> list[str]:
+        # the low-level list, its labels read from the summary: the SDK's `images.list` inspects each image, and
+        # the other test process removes runtime images of its own (one gone between the list and its inspect: 404)
+        found = engine.api.images(filters={"label": "evaluator-host.packages"})
+        return [i["Id"] for i in found if version in (i.get("Labels") or {}).get("evaluator-host.packages", "")]
 
     def build_boxes(owner_of: set[str] | None = None) -> list[dict[str, Any]]:
         # the low-level list: no inspect per container (a box may go between the list and the inspect)
@@ -199,7 +201,7 @@ def _killed_mid_docker_build(tmp_path: Path) -> None:
             assert len(images()) == 1
     finally:
         for image in images():
-            engine.images.remove(image.id, force=True)
+            engine.images.remove(image, force=True)
         engine.close()
 
 

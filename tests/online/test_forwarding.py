@@ -134,7 +134,7 @@ def test_spans_over_http_json_and_grpc_arrive_byte_equal_with_secret_headers_nev
 def test_a_dead_endpoint_keeps_ingestion_answering_holds_the_bound_and_counts_the_drop(tmp_path: Path) -> None:
     bound = 64 * 1024
     env = {
-        "EVALUATOR_HOST_OTLP_FORWARD_ENDPOINT": f"http://127.0.0.1:{free_port()}",  # nothing listens there
+        "EVALUATOR_HOST_OTLP_FORWARD_ENDPOINT": "http://127.0.0.1:1",  # nothing listens there, ever
         "EVALUATOR_HOST_ONLINE_FORWARD_MAX_BYTES": str(bound),
     }
     with serving(tmp_path, "process", env=env) as (client, _proc):

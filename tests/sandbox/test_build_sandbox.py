@@ -186,7 +186,9 @@ def test_a_build_from_a_trickling_index_ends_at_its_own_time_limit(
         slow = wheel(files, "trickle", "1.0", {"trickle/__init__.py": "# " + "x" * 4000 + "\n"})
         index.trickle.add(slow.name)
         monkeypatch.setenv("PIP_INDEX_URL", index.url)
-        settings = make_settings(tmp_path / "data", backend=backend, build_timeout_s=4)
+        # uids of this test's own: the default base's build uid is every other service's too, and the other test
+        # process's builds run under it (what is looked for below is this service's build, not any build)
+        settings = make_settings(tmp_path / "data", backend=backend, build_timeout_s=4, sandbox_uid_base=300_000)
         with TestClient(create_app(settings)) as client:
             body = {"language": "python", "packages": {"trickle": "1.0"}, "code": REPORT}
             answer = client.post("/v1/evaluate", json=body)

@@ -183,10 +183,16 @@ def test_processes_an_rlimits_worker_leaves_behind_are_killed_by_its_uid(tmp_pat
         "                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
         "    return {'score': 1, 'uid': os.getuid()}\n"
     )
-    with _client(tmp_path / "data", cache_dir, process_isolation="rlimits", default_policy="standard") as client:
+    # uids of this test's own (the default base's are every other service's too, the other test process's
+    # included): the last check, that nothing of the worker's uid is left, then looks at this service's only
+    data = tmp_path / "data"
+    with _client(
+        data, cache_dir, process_isolation="rlimits", default_policy="standard", sandbox_uid_base=310_000
+    ) as client:
         result = evaluate(client, code)
         assert result["status"] == "ok", result["error"]
         uid = result["details"]["uid"]
+        assert uid >= 310_000
         assert uid != 0
         workers = client.get("/healthz").json()["workers"]
         assert workers["total"] >= 1  # the worker itself is still warm

@@ -204,6 +204,7 @@ def _become_command() -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    tempfile.tempdir = None  # chosen again from this environment's TMPDIR, as a fresh interpreter would
     sys.argv = ["evaluator-host", *request["argv"]]
     sys.path[0] = request["cwd"]  # as ``python -m`` puts the working directory first
     from evaluator_host.cli.main import main
