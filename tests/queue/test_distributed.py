@@ -89,8 +89,9 @@ def test_cancel_stops_the_chunks_running_on_hosts_within_a_second(grid_factory: 
     frozen = grid.job(slow)["progress"]["done"]
     quick = grid.start_job(evaluator, rows(4, wait=0.0))
     grid.wait(quick, lambda j: j["status"] == "succeeded", timeout_s=30)
-    # the one lane was free again well before the cancelled chunk could have finished (16 s)
-    assert time.monotonic() - cancelled_at < 3.0
+    # the one lane was free again well before the cancelled chunk could have finished: it had 16 s of rows left
+    # (32 rows of 0.5 s); half of that leaves a loaded machine's worker start and the quick job's round trips room
+    assert time.monotonic() - cancelled_at < 8.0
     assert grid.job(slow)["progress"]["done"] == frozen and grid.job(slow)["status"] == "cancelled"
     assert grid.stored(slow)[0] == frozen  # nothing committed after the cancel
     assert "was cancelled: stopping its 1 running chunks" in grid.host_log("a")
