@@ -15,7 +15,7 @@ WEB_SRC := $(wildcard web/src/*) web/index.html web/build.mjs web/package.json w
 NODE = "$$($(BIN)/python -c 'from evaluator_host.definitions.languages import node_executable; print(node_executable())')"
 NPM  = $(NODE) "$$(dirname $(NODE))/../lib/node_modules/npm/bin/npm-cli.js"
 
-.PHONY: help install lock run test lint unit bench soak images engine docs clean web dist image
+.PHONY: help install lock run test lint unit bench bench-tools soak images engine docs clean web dist image
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}' \
@@ -94,8 +94,13 @@ image: dist images ## the service's image and compose's PostgreSQL and Redis ima
 engine: ## install (Debian, root) and start a Docker engine if none answers
 	sandbox_images/start_engine.sh
 
-bench: install ## run the benchmarks and write docs/benchmarks.md
+bench: install bench-tools ## run the benchmarks and write docs/benchmarks.md
 	$(BIN)/python -m bench.run
+
+# wrk drives the HTTP load sections (a Debian package): installed when missing and apt-get can (root), else named
+bench-tools:
+	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	  && apt-get install -y -q wrk >/dev/null; } || { echo "make bench needs wrk: apt-get install wrk" >&2; exit 2; }
 
 soak: install ## hostile neighbours (200 clients x 60 s, 6 good + 6 hostile evaluators); a score sink down 60 s
 	$(BIN)/python -m bench.hostile $(SOAK_BACKENDS)
