@@ -115,12 +115,12 @@ async def test_online_rules_and_traces(live: Live) -> None:
             )
         assert sent.status_code == 200
 
-        for _ in range(150):  # bounded: 15 s at most
+        for _ in range(1200):  # bounded: 120 s at most (a worker's start on a loaded machine, the trace's quiet time)
             if any(s.state == "done" for s in (await api.rule_scores(rule.id)).data):
                 break
             await asyncio.sleep(0.1)
         else:
-            raise AssertionError("the rule did not score the trace in 15 s")
+            raise AssertionError("the rule did not score the trace in 120 s")
         assert sum(b.count for b in (await api.rule_stats(rule.id, bucket=3600)).buckets) == 1
         assert trace_id in {t.trace_id for t in (await api.list_traces()).data}
         assert [s.score for s in (await api.get_trace(trace_id)).scores] == [1.0]
