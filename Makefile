@@ -100,7 +100,8 @@ bench: install bench-tools ## run the benchmarks and write docs/benchmarks.md
 # wrk drives the HTTP load sections (a Debian package): installed when missing and apt-get can (root), else named
 bench-tools:
 	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
-	  && apt-get install -y -q wrk >/dev/null; } || { echo "make bench needs wrk: apt-get install wrk" >&2; exit 2; }
+	  && DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; } \
+	  || { echo "make bench needs wrk: sudo apt-get install wrk (or your system's wrk package)" >&2; exit 2; }
 
 soak: install ## hostile neighbours (200 clients x 60 s, 6 good + 6 hostile evaluators); a score sink down 60 s
 	$(BIN)/python -m bench.hostile $(SOAK_BACKENDS)

@@ -55,7 +55,7 @@ def test_serve_refuses_a_database_a_newer_release_migrated(tmp_path: Path) -> No
 
 
 def test_serve_refuses_an_unreachable_database_in_one_line_without_its_password(tmp_path: Path) -> None:
-    url = f"postgresql://evaluator:s3cret@127.0.0.1:{free_port()}/evaluator"
+    url = "postgresql://evaluator:s3cret@127.0.0.1:1/evaluator"  # nothing listens there, ever
     code, _, err = cli(tmp_path, "serve", "--port", str(free_port()), database_url=url)
     assert code == 2 and "cannot use the database postgresql+psycopg://evaluator:***@127.0.0.1" in err
     assert "s3cret" not in err and len(err.strip().splitlines()) == 1

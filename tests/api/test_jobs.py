@@ -460,7 +460,8 @@ def test_jobs_queue_behind_max_running_jobs_and_infrastructure_failure_fails_the
 def test_cancel_while_workers_load_leaks_none(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     with TestClient(create_app(make_settings(data_dir, backend="process"))) as client:
-        slow_import = "import time\ntime.sleep(3)\n\ndef evaluate(inputs, outputs, trace):\n    return 1\n"
+        # an import longer than the wait below: a worker gone by then was killed, not done importing
+        slow_import = "import time\ntime.sleep(60)\n\ndef evaluate(inputs, outputs, trace):\n    return 1\n"
         ev = create_evaluator(client, slow_import)
         time.sleep(0.2)
         job = start(client, ev["id"], rows=[{"i": i} for i in range(100)], parallelism=3)
@@ -472,7 +473,7 @@ def test_cancel_while_workers_load_leaks_none(tmp_path: Path) -> None:
             workers = client.get("/healthz").json()["workers"]
             alive = [p for top in _worker_tops(data_dir) for p in [top, *_descendants(top)]]
             seen[:] = [alive, workers]
-            return len(alive) <= 3 * (workers["total"] + workers["spares"])  # (unshare + init + harness) per worker
+            return bool(len(alive) <= 3 * (workers["total"] + workers["spares"]))  # unshare + init + harness a worker
 
         wait_until(leaked_none, 30, 0.1, what=lambda: f"no process beyond the counted workers': {seen}")
         assert_healthy(client)

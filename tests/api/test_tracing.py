@@ -30,7 +30,7 @@ from evaluator_host.observability import tracing
 from evaluator_host.settings import Settings
 from tests.support import REPO
 from tests.support.otlp import Collector, Received, collector
-from tests.support.service import free_port, make_settings, serving
+from tests.support.service import make_settings, serving
 
 CODE = "def evaluate(inputs, outputs, trace):\n    return outputs == inputs['correct_answer']  # code-marker-7f3a\n"
 CASE = {"inputs": {"correct_answer": "input-marker-91c2"}, "outputs": "input-marker-91c2"}
@@ -375,7 +375,7 @@ def test_a_dead_collector_neither_fails_nor_slows_requests_nor_holds_up_the_stop
     export is held unanswered (an order of events, not a duration: a request that waited on the export could not
     end before the exporter gave up on it); with nothing listening, every call still succeeds."""
     silent = _SilentCollector() if collector_state == "never answers" else None
-    port = silent.port if silent is not None else free_port()
+    port = silent.port if silent is not None else 1  # nothing listens on port 1, ever
     env = {
         **FAST,
         "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "8",

@@ -20,7 +20,6 @@ from evaluator_host.client import (
 )
 from tests.support.aio import aio
 from tests.support.client import Live
-from tests.support.service import free_port
 
 SLOW = "import time\n\ndef evaluate(inputs, outputs, trace):\n    time.sleep(0.5)\n    return 1.0\n"
 
@@ -74,7 +73,7 @@ def test_a_conflict_and_a_bad_request_map_to_their_classes(api: Client) -> None:
 
 
 def test_a_service_that_does_not_answer_is_named_by_its_url() -> None:
-    url = f"http://127.0.0.1:{free_port()}"
+    url = "http://127.0.0.1:1"  # nothing listens there, ever (a free port could be the other worker's next)
     with Client(url, timeout_s=5) as nowhere, pytest.raises(ServiceUnreachable) as caught:
         nowhere.health()
     assert url in str(caught.value) and caught.value.url == url
@@ -91,7 +90,7 @@ async def test_the_async_client_raises_the_same_tree(live: Live) -> None:
     async with AsyncClient(live.url, "") as anonymous:
         with pytest.raises(AuthenticationError):
             await anonymous.list_datasets()
-    async with AsyncClient(f"http://127.0.0.1:{free_port()}", timeout_s=5) as nowhere:
+    async with AsyncClient("http://127.0.0.1:1", timeout_s=5) as nowhere:  # nothing listens there, ever
         with pytest.raises(ServiceUnreachable):
             await nowhere.health()
 
@@ -108,7 +107,7 @@ def test_any_route_as_plain_json_and_the_cli_s_one_line_errors(live: Live, api: 
     with pytest.raises(UsageError) as caught:
         call_service(live.url, live.key, "GET", "/v1/evaluators/ev_missing")
     assert str(caught.value).startswith("GET /v1/evaluators/ev_missing answered 404: NotFound: ")
-    nowhere = f"http://127.0.0.1:{free_port()}"
+    nowhere = "http://127.0.0.1:1"  # nothing listens there, ever
     with pytest.raises(UsageError, match=f"cannot reach the service at {nowhere}"):
         call_service(nowhere, None, "GET", "/healthz")
 

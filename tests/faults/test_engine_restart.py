@@ -31,7 +31,9 @@ from tests.support.wait import wait_until
 pytestmark = pytest.mark.serial
 
 ROWS = 300
-CODE = "import time\n\ndef evaluate(inputs, outputs, trace):\n    time.sleep(0.02)\n    return 1.0\n"
+# rows of 100 ms: the job has ~13 s of rows left when the engine goes (at 20 ms a fast machine could finish it while
+# dockerd was still stopping, and the job read "succeeded" where the test expects it waiting)
+CODE = "import time\n\ndef evaluate(inputs, outputs, trace):\n    time.sleep(0.1)\n    return 1.0\n"
 # the job asks for the engine again every second while it is away, not up to production's 8 s apart
 ENV = {"EVALUATOR_HOST_JOB_BACKOFF_MAX_S": "1"}
 

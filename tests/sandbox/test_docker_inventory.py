@@ -42,7 +42,7 @@ def test_another_data_dirs_runtime_image_is_not_this_ones_until_it_uses_it(tmp_p
     mine = DockerRuntimeBuilder(mine_settings, Engine(mine_settings))
     rid = theirs.runtime_for("python", PINS)
     assert rid == mine.runtime_for("python", PINS)  # one engine, one base image: the same id
-    theirs.remove(rid)  # an image an interrupted earlier run left (another data dir's, then): its build is this test's
+    assert theirs.remove(rid)  # an image an interrupted earlier run left: its build is this test's
     try:
         built = asyncio.run(theirs.ensure("python", PINS))  # another data dir's service builds the set first
         assert not built.location.startswith("/")  # an image, labelled with its data dir
