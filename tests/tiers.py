@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -72,15 +73,28 @@ def run(name: str, args: list[str], timings: Path) -> tuple[int, float]:
     return status, seconds
 
 
+def shuffled_with_a_seed(args: list[str]) -> list[str]:
+    """``args`` with ``--randomly-seed=N`` added and printed when they ask pytest-randomly to shuffle (``-p randomly``)
+    without a seed: pytest's header, which names the seed pytest-randomly chose, is not shown under ``-q``, and an
+    order that failed must be repeatable. Both tiers get the same seed."""
+    shuffles = any(a == "randomly" and b == "-p" for b, a in zip(args, args[1:], strict=False)) or "-prandomly" in args
+    if not shuffles or any(a.startswith("--randomly-seed") for a in args):
+        return args
+    seed = random.SystemRandom().randrange(10**9)
+    print(f"== shuffled: -p randomly --randomly-seed={seed} repeats this order", flush=True)
+    return [*args, f"--randomly-seed={seed}"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=int(os.environ.get("TEST_WORKERS", "1")))
     parser.add_argument("pytest_args", nargs="*", help="arguments given to both tiers' pytest")
     options = parser.parse_args(argv)
     workers = worker_args(options.workers)
+    pytest_args = shuffled_with_a_seed(options.pytest_args)
     tiers = [
-        ("parallel", [*workers, "-m", "not serial", *options.pytest_args]),
-        ("serial", ["-m", "serial", *options.pytest_args]),
+        ("parallel", [*workers, "-m", "not serial", *pytest_args]),
+        ("serial", ["-m", "serial", *pytest_args]),
     ]
     kept = os.environ.get("TEST_TIMINGS_DIR")
     timings = Path(kept) if kept else Path(tempfile.mkdtemp(prefix="evaluator-host-tiers-"))

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support import REPO
 from tests.support.cpu import file_cpu
 from tests.support.schedule import HEAVY, TESTS, rank, worker_args
@@ -118,3 +120,15 @@ def test_a_tier_prints_the_cpu_its_files_cost(tmp_path: Path) -> None:
     spent = file_cpu(kept / "parallel-cpu")
     assert len(spent) == 1 and next(iter(spent.values())) >= 0.3, spent
     assert "== tier parallel: " in done.stdout and "costliest files (seconds of CPU)" in done.stdout
+
+
+def test_a_shuffled_run_names_its_seed_and_gives_both_tiers_the_same_one(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.tiers import shuffled_with_a_seed
+
+    args = shuffled_with_a_seed(["-q", "-p", "randomly", "-p", "no:cacheprovider"])
+    seed = [a for a in args if a.startswith("--randomly-seed=")]
+    assert len(seed) == 1 and args[:5] == ["-q", "-p", "randomly", "-p", "no:cacheprovider"]
+    assert seed[0] in capsys.readouterr().out  # printed: the order can be repeated
+    assert shuffled_with_a_seed(["-q", "-p", "no:randomly"]) == ["-q", "-p", "no:randomly"]  # not shuffled: no seed
+    given = ["-p", "randomly", "--randomly-seed=5"]
+    assert shuffled_with_a_seed(given) == given  # the caller's seed kept
