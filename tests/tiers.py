@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -33,7 +32,7 @@ from collections import Counter
 from pathlib import Path
 
 from tests.support.cpu import CPU_DIR, file_cpu
-from tests.support.schedule import worker_args
+from tests.support.schedule import shuffled_with_a_seed, worker_args
 from tests.support.timings import file_seconds
 
 NO_TESTS = 5  # pytest's exit status when nothing was collected or selected
@@ -71,18 +70,6 @@ def run(name: str, args: list[str], timings: Path) -> tuple[int, float]:
         for path, spent in costliest:
             print(f"{spent:9.1f}  {path}", flush=True)
     return status, seconds
-
-
-def shuffled_with_a_seed(args: list[str]) -> list[str]:
-    """``args`` with ``--randomly-seed=N`` added and printed when they ask pytest-randomly to shuffle (``-p randomly``)
-    without a seed: pytest's header, which names the seed pytest-randomly chose, is not shown under ``-q``, and an
-    order that failed must be repeatable. Both tiers get the same seed."""
-    shuffles = any(a == "randomly" and b == "-p" for b, a in zip(args, args[1:], strict=False)) or "-prandomly" in args
-    if not shuffles or any(a.startswith("--randomly-seed") for a in args):
-        return args
-    seed = random.SystemRandom().randrange(10**9)
-    print(f"== shuffled: -p randomly --randomly-seed={seed} repeats this order", flush=True)
-    return [*args, f"--randomly-seed={seed}"]
 
 
 def main(argv: list[str] | None = None) -> int:

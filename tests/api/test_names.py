@@ -48,7 +48,8 @@ def test_a_repeated_evaluator_name_is_saved_with_a_warning_naming_the_other(serv
     other = client.patch(f"/v1/evaluators/{first.json()['id']}", json={"description": "d"}, headers=h)
     assert other.status_code == 200 and other.json()["same_name"] == [], other.text
     assert client.get(f"/v1/evaluators/{first.json()['id']}", headers=h).json()["same_name"] == []  # saves only
-    names = sorted(e["name"] for e in client.get("/v1/evaluators", headers=h).json()["data"])
+    mine = {first.json()["id"], second.json()["id"]}  # (the module's other tests save evaluators in this workspace)
+    names = sorted(e["name"] for e in client.get("/v1/evaluators", headers=h).json()["data"] if e["id"] in mine)
     assert names == ["exact match", "exact match v2"]
 
 

@@ -10,10 +10,14 @@ other file follows in its usual order.
 Only the order depends on this list, never a result: a stale or missing entry costs minutes, not
 correctness (``tests/unit/test_schedule.py`` checks each names a file that exists). Refresh it from a
 run's ``--durations`` when the tail grows.
+
+A shuffled run (``-p randomly``) gets a seed chosen here and printed (:func:`shuffled_with_a_seed`): under ``-q``
+pytest does not show the one pytest-randomly would choose, and an order that failed must be repeatable.
 """
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent.parent
@@ -94,3 +98,15 @@ def worker_args(workers: int) -> list[str]:
     ``loadgroup`` every test was handed out alone and a file's module fixtures were made once in each worker,
     at the same time (two builds of the service image raced on ``dist/wheelhouse``)."""
     return ["-n", str(workers), "--dist", "loadfile"] if workers > 1 else []
+
+
+def shuffled_with_a_seed(args: list[str]) -> list[str]:
+    """``args`` with ``--randomly-seed=N`` added and printed when they ask pytest-randomly to shuffle (``-p randomly``)
+    without a seed: pytest's header, which names the seed pytest-randomly chose, is not shown under ``-q``, and an
+    order that failed must be repeatable. Both tiers get the same seed."""
+    shuffles = any(a == "randomly" and b == "-p" for b, a in zip(args, args[1:], strict=False)) or "-prandomly" in args
+    if not shuffles or any(a.startswith("--randomly-seed") for a in args):
+        return args
+    seed = random.SystemRandom().randrange(10**9)
+    print(f"== shuffled: -p randomly --randomly-seed={seed} repeats this order", flush=True)
+    return [*args, f"--randomly-seed={seed}"]

@@ -11,11 +11,8 @@ interface. A row that returns reached the real ``os`` (``getpid``): a hole.
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import sys
 import types
-import typing
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +20,7 @@ import pytest
 
 from evaluator_host.definitions.languages import RUNTIMES_DIR
 from evaluator_host.definitions.restricted import policy_module
+from tests.support import policy_guards
 
 POLICY = policy_module(RUNTIMES_DIR / "python")
 PROTOCOLS = str(RUNTIMES_DIR / "python" / "protocols")
@@ -32,17 +30,11 @@ REFUSALS = (POLICY.RestrictedError, ImportError, NameError)
 @pytest.fixture(autouse=True)
 def _process_wide_guards_restored() -> Iterator[None]:
     """The policy guards ``typing``/``dataclasses``/``copy`` process-wide, as in a worker; restored here."""
-    init, evaluate = typing.ForwardRef.__init__, typing.ForwardRef._evaluate  # type: ignore[attr-defined]
-    get_field, reconstruct = dataclasses._get_field, copy._reconstruct  # type: ignore[attr-defined]
-    eval_type = typing._eval_type  # type: ignore[attr-defined]
-    sys.path.append(PROTOCOLS)
-    yield
-    sys.path.remove(PROTOCOLS)
-    sys.modules.pop("nemo_evaluator_sdk", None)
-    typing.ForwardRef.__init__ = init  # type: ignore[method-assign]
-    typing.ForwardRef._evaluate = evaluate  # type: ignore[attr-defined]
-    typing._eval_type = eval_type  # type: ignore[attr-defined]
-    dataclasses._get_field, copy._reconstruct = get_field, reconstruct  # type: ignore[attr-defined]
+    with policy_guards.restored():
+        sys.path.append(PROTOCOLS)
+        yield
+        sys.path.remove(PROTOCOLS)
+        sys.modules.pop("nemo_evaluator_sdk", None)
 
 
 def run_restricted(source: str, call: str = "evaluate") -> Any:

@@ -12,10 +12,8 @@ The end-to-end rows on both backends are in ``tests/compliance/test_restricted.p
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import types
-import typing
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,24 +21,17 @@ import pytest
 
 from evaluator_host.definitions.languages import RUNTIMES_DIR
 from evaluator_host.definitions.restricted import policy_module
+from tests.support import policy_guards
 
 POLICY = policy_module(RUNTIMES_DIR / "python")
 
 
 @pytest.fixture(autouse=True)
 def _process_wide_guards_restored() -> Iterator[None]:
-    """The policy guards ``typing.ForwardRef`` and ``dataclasses`` process-wide, as it does in a
-    sandboxed worker; in this shared test process they are taken off again after each row."""
-    import copy
-
-    init, evaluate = typing.ForwardRef.__init__, typing.ForwardRef._evaluate  # type: ignore[attr-defined]
-    get_field, reconstruct = dataclasses._get_field, copy._reconstruct  # type: ignore[attr-defined]
-    eval_type = typing._eval_type  # type: ignore[attr-defined]
-    yield
-    typing.ForwardRef.__init__ = init  # type: ignore[method-assign]
-    typing.ForwardRef._evaluate = evaluate  # type: ignore[attr-defined]
-    typing._eval_type = eval_type  # type: ignore[attr-defined]
-    dataclasses._get_field, copy._reconstruct = get_field, reconstruct  # type: ignore[attr-defined]
+    """The policy guards ``typing``, ``dataclasses`` and ``copy`` process-wide, as it does in a sandboxed
+    worker; in this shared test process they are taken off again after each row (:mod:`tests.support.policy_guards`)."""
+    with policy_guards.restored():
+        yield
 
 
 #: name -> (origin, source). ``evaluate()`` returns what it reached when the escape works.

@@ -16,7 +16,6 @@ import io
 import os
 import sys
 import types
-import typing
 from collections import deque
 from collections.abc import Iterator
 from typing import Any
@@ -25,6 +24,7 @@ import pytest
 
 from evaluator_host.definitions.languages import RUNTIMES_DIR
 from evaluator_host.definitions.restricted import policy_module
+from tests.support import policy_guards
 
 POLICY = policy_module(RUNTIMES_DIR / "python")
 DEPTH = int(os.environ.get("RESTRICTED_WALK_DEPTH", "3"))  # 4 walks 1.45 M objects in ~150 s: 0 found
@@ -32,17 +32,11 @@ DEPTH = int(os.environ.get("RESTRICTED_WALK_DEPTH", "3"))  # 4 walks 1.45 M obje
 
 @pytest.fixture(autouse=True, scope="module")
 def _typing_restored() -> Iterator[None]:
-    """The policy's globals guard ``typing.ForwardRef`` and ``dataclasses`` process-wide, as they do in
-    a sandboxed worker; in this (shared) test process the guards are taken off again, or code run
-    later (libcst) breaks."""
-    import dataclasses
-
-    init, evaluate = typing.ForwardRef.__init__, typing.ForwardRef._evaluate  # type: ignore[attr-defined]
-    get_field = dataclasses._get_field  # type: ignore[attr-defined]
-    yield
-    typing.ForwardRef.__init__ = init  # type: ignore[method-assign]
-    typing.ForwardRef._evaluate = evaluate  # type: ignore[attr-defined]
-    dataclasses._get_field = get_field  # type: ignore[attr-defined]
+    """The policy's globals guard ``typing``, ``dataclasses`` and ``copy`` process-wide, as they do in a
+    sandboxed worker; in this (shared) test process every guard is taken off again, or code run later (libcst,
+    the other policy test modules with their own ``RestrictedError``) breaks (:mod:`tests.support.policy_guards`)."""
+    with policy_guards.restored():
+        yield
 
 
 FORBIDDEN_MODULES = {"os", "posix", "nt", "sys", "subprocess", "builtins", "io", "_io", "importlib", "codecs"}

@@ -12,7 +12,7 @@ import pytest
 
 from tests.support import REPO
 from tests.support.cpu import file_cpu
-from tests.support.schedule import HEAVY, TESTS, rank, worker_args
+from tests.support.schedule import HEAVY, TESTS, rank, shuffled_with_a_seed, worker_args
 from tests.support.timings import file_seconds
 
 # The inner pytest runs below prove what tests/tiers.py and schedule.worker_args do with a pytest run, on small
@@ -123,8 +123,6 @@ def test_a_tier_prints_the_cpu_its_files_cost(tmp_path: Path) -> None:
 
 
 def test_a_shuffled_run_names_its_seed_and_gives_both_tiers_the_same_one(capsys: pytest.CaptureFixture[str]) -> None:
-    from tests.tiers import shuffled_with_a_seed
-
     args = shuffled_with_a_seed(["-q", "-p", "randomly", "-p", "no:cacheprovider"])
     seed = [a for a in args if a.startswith("--randomly-seed=")]
     assert len(seed) == 1 and args[:5] == ["-q", "-p", "randomly", "-p", "no:cacheprovider"]
