@@ -4,7 +4,6 @@ web page included; a page of another site posting to the service (``Origin``) is
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
 from evaluator_host.api.middleware.hosts import host_of
+from tests.support.metrics import sample
 from tests.support.service import make_settings, serving
 
 CODE = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
@@ -45,16 +45,9 @@ def _routes(client: TestClient) -> list[tuple[str, str, dict[str, object] | None
 
 
 def _evaluate_200s(service: TestClient) -> float:
-    """How many ``POST /v1/evaluate`` the service answered 200 so far (its request histogram's count; the labels in
-    the exposition's order, whatever it is)."""
-    total = 0.0
-    for labels, value in re.findall(
-        r"^http_server_request_duration_seconds_count\{(.*)\} (\S+)$", service.get("/metrics").text, re.M
-    ):
-        found = dict(re.findall(r'(\w+)="([^"]*)"', labels))
-        if found.get("http_route") == "/v1/evaluate" and found.get("http_response_status_code") == "200":
-            total += float(value)
-    return total
+    """How many ``POST /v1/evaluate`` the service answered 200 so far (its request histogram's count)."""
+    labels = {"http_route": "/v1/evaluate", "http_response_status_code": "200"}
+    return sample(service.get("/metrics").text, "http_server_request_duration_seconds_count", **labels)
 
 
 def test_a_rebound_host_is_answered_421_on_every_route(service: TestClient) -> None:

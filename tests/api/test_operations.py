@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.observability.logs import JsonFormatter
+from tests.support.metrics import sample
 from tests.support.service import assert_healthy
 
 CODE = "def evaluate(inputs, outputs, trace):\n    return outputs == inputs['correct_answer']\n"
@@ -23,18 +24,6 @@ def client(process_client: TestClient) -> TestClient:
     return process_client
 
 
-def _sample(text: str, name: str, **labels: str) -> float:
-    """The value of one sample of the exposition ``text`` (0 when absent)."""
-    for line in text.splitlines():
-        match = re.fullmatch(rf"{name}(?:\{{(.*)\}})? (\S+)", line)
-        if match is None:
-            continue
-        found = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1) or ""))
-        if all(found.get(k) == v for k, v in labels.items()):
-            return float(match.group(2))
-    return 0.0
-
-
 def test_metrics_count_evaluations_requests_by_route_template_and_workers(client: TestClient) -> None:
     by_id = "/v1/evaluators/{evaluator_id}/evaluate"
     # the module's service is shared: its other tests (in any order) count too, so these are counted from here
@@ -43,7 +32,7 @@ def test_metrics_count_evaluations_requests_by_route_template_and_workers(client
 
     def count(text: str, route: str) -> float:
         labels = {"http_route": route, "http_response_status_code": answered[route]}
-        return _sample(text, "http_server_request_duration_seconds_count", **labels)
+        return sample(text, "http_server_request_duration_seconds_count", **labels)
 
     before = client.get("/metrics").text
     counted = {route: count(before, route) for route in answered}
@@ -55,15 +44,15 @@ def test_metrics_count_evaluations_requests_by_route_template_and_workers(client
     answer = client.get("/metrics")
     assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/plain")
     text = answer.text
-    assert _sample(text, "evaluator_host_evaluations_total", status="ok", language="python", backend="process") >= 3
+    assert sample(text, "evaluator_host_evaluations_total", status="ok", language="python", backend="process") >= 3
     assert count(text, by_id) - counted[by_id] == 3
     assert count(text, "/v1/evaluate") - counted["/v1/evaluate"] == 1
-    assert _sample(text, "http_server_request_duration_seconds_count", http_route="/v1/evaluators") >= 1
-    assert _sample(text, "http_server_request_duration_seconds_count", http_route="other") >= 1
+    assert sample(text, "http_server_request_duration_seconds_count", http_route="/v1/evaluators") >= 1
+    assert sample(text, "http_server_request_duration_seconds_count", http_route="other") >= 1
     assert "/v1/no/such/path" not in text and ev["id"] not in text  # no path or id is ever a label
     assert 'le="0.0001"' in text  # warm calls are not all in one bucket
-    assert _sample(text, "evaluator_host_worker_starts_total", backend="process") >= 1
-    assert _sample(text, "evaluator_host_pool_workers", state="idle") >= 1
+    assert sample(text, "evaluator_host_worker_starts_total", backend="process") >= 1
+    assert sample(text, "evaluator_host_pool_workers", state="idle") >= 1
 
 
 def _method_labels(text: str) -> set[str]:
@@ -76,7 +65,7 @@ def test_invented_methods_are_counted_as_other_and_never_grow_the_label_set(clie
     client.get("/metrics")  # its own series exists from now on
     first = client.get("/metrics").text
     assert "FOOBAR" not in first
-    assert _sample(first, "http_server_request_duration_seconds_count", http_request_method="_OTHER") >= 1
+    assert sample(first, "http_server_request_duration_seconds_count", http_request_method="_OTHER") >= 1
     series = first.count("http_server_request_duration_seconds_count{")
     for _ in range(3):  # random garbage methods on known and unknown paths: no new series
         garbage = "X" + os.urandom(8).hex().upper()
