@@ -646,8 +646,32 @@ async def test_concurrent_single_calls_of_a_fast_key_share_a_batch_each_getting_
         outcomes = await asyncio.gather(*(run(pool, cases(1, i)) for i in range(20)))
         assert [o[0].value for o in outcomes] == [float(i) for i in range(20)]
         (worker,) = backend.workers
-        assert [len(r) for r in worker.runs] == [1, 1, 20]  # twenty calls, one frame
-        assert pool.coalescer.calls == 22 and pool.coalescer.groups == 3
+        # the burst's first call found the worker idle and ran at once, alone; the 19 that came while it ran
+        # waited for the worker together and shared one frame
+        assert [len(r) for r in worker.runs] == [1, 1, 1, 19]
+        assert pool.coalescer.calls == 22 and pool.coalescer.groups == 4
+
+
+@aio
+async def test_a_lone_call_on_an_idle_worker_runs_in_its_own_task_and_its_cancel_discards_only_its_worker() -> None:
+    async def slow(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
+        await asyncio.sleep(0.05 if case["inputs"]["i"] == 7 else 0)
+        return {"value": float(case["inputs"]["i"])}
+
+    async with pooled(slow, start=slow_start) as (pool, backend):
+        await learned(pool)
+        tasks = len(asyncio.all_tasks())
+        alone = asyncio.ensure_future(run(pool, cases(1, 7)))
+        await asyncio.sleep(0.01)  # it holds the idle worker, running in its own task: no driver task started
+        assert len(asyncio.all_tasks()) == tasks + 1 and pool.stats().idle == 0
+        alone.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await alone
+        await settle()
+        (first,) = backend.workers
+        assert first.killed  # a batch cancelled mid-run leaves no worker to trust
+        assert [o.value for o in await run(pool, cases(1, 8))] == [8.0]  # the next call: a fresh worker
+        assert backend.started == 2
 
 
 @aio
@@ -665,6 +689,8 @@ async def test_a_row_that_ends_the_worker_fails_alone_in_a_shared_batch() -> Non
 async def test_a_cancelled_call_in_a_shared_batch_cancels_no_other() -> None:
     async with pooled(start=slow_start) as (pool, backend):
         await learned(pool)
+        busy = asyncio.ensure_future(run(pool, cases(1, 99)))  # on the idle worker: the calls below must wait
+        await asyncio.sleep(0)
         calls = [asyncio.ensure_future(run(pool, cases(1, i))) for i in range(6)]
         await asyncio.sleep(0)  # every call joined the group
         calls[0].cancel()  # the call that opened it
@@ -673,6 +699,7 @@ async def test_a_cancelled_call_in_a_shared_batch_cancels_no_other() -> None:
         assert isinstance(done[0], asyncio.CancelledError) and isinstance(done[3], asyncio.CancelledError)
         assert [d[0].value for d in done if isinstance(d, list)] == [1.0, 2.0, 4.0, 5.0]
         assert len(backend.workers[0].runs[-1]) == 6  # they did share one batch
+        assert [o.value for o in await busy] == [99.0]
         await settle()
         assert pool.stats().idle == 1  # the worker came back healthy
 

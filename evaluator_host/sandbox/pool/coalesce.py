@@ -9,6 +9,12 @@ all of its cases as one batch. Each call gets its own row's outcome, exactly as 
 alone: rows are independent in a batch (a row that ends the worker fails alone, the rest go on
 in a fresh one; timeouts are per row). A call is cancelled alone: the driver belongs to no call,
 so a client that goes away never cancels the others' rows.
+
+A call that finds no group of its key open and one of its workers idle has nothing to wait for and
+nobody to share with: the pool runs it at once in the caller's own task (:meth:`Coalescer.alone`
+counts it as a group of one), without a driver task and its two hand-overs. Calls arriving while it
+runs find no worker idle and form a group as above. Cancelling such a call ends its row, and the
+worker is discarded (as for any call's batch cancelled mid-run), never another call's row.
 """
 
 from __future__ import annotations
@@ -61,6 +67,15 @@ class Coalescer:
         group.cases.append(case)
         group.futures.append(future)
         return await future
+
+    def open(self, key: Hashable) -> bool:
+        """Whether a group of ``key`` is open (a call now could join it)."""
+        return key in self._open
+
+    def alone(self) -> None:
+        """Count a call the pool ran at once, outside any group (a group of one)."""
+        self.groups += 1
+        self.calls += 1
 
     def seal(self, group: Group) -> list[dict[str, Any]]:
         """Close ``group`` to newcomers (later calls open a new group); its cases."""

@@ -120,6 +120,11 @@ class Leasing:
         """The bound workers (idle, leased and starting), and how many of them are idle."""
         return self._count, sum(len(slots) for slots in self.holdings.idle.values())
 
+    def idle_now(self, key: str) -> bool:
+        """Whether a worker of ``key`` is idle and no caller waits for one: :meth:`acquire` would lease it
+        at once (unless it died meanwhile; then it starts or waits by the rules above)."""
+        return bool(self.holdings.idle.get(key)) and not self.holdings.waiting.get(key) and not self._closed
+
     def failing(self, key: str) -> bool:
         """Whether most of ``key``'s recent leases ended with its worker discarded."""
         return self.stats.failing(key)

@@ -301,6 +301,10 @@ class WorkerPool:
         if isinstance(only, dict) and (max_bytes is None or max_bytes >= frame_max(spec)):
             # one reply can't exceed this call's budget: it may share a frame with other calls
             key = (spec.key, timeout_s, correct_answer_key)
+            if not self.coalescer.open(key) and self.leasing.idle_now(spec.key):  # nothing to join or wait for
+                self.coalescer.alone()
+                slot = await self._acquire_traced(spec)
+                return await self._run_rows(Call(spec, [only], timeout_s, correct_answer_key), slot)
 
             async def runner(group: Group) -> list[RawOutcome]:
                 slot = await self._acquire_traced(spec)
