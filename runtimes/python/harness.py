@@ -19,12 +19,14 @@ def main(argv: list[str]) -> None:
     """Entry point: ``harness.py CONFIG_JSON``."""
     sys.path.insert(0, HERE)
     try:
-        from evaluator_harness.egress import forward_egress
+        config = json.loads(argv[1])
         from evaluator_harness.memory import limit_address_space
         from evaluator_harness.serve import Harness
+
+        if config.get("egress"):  # (sockets and a thread: only a worker with egress imports them)
+            from evaluator_harness.egress import forward_egress
     finally:
         sys.path.remove(HERE)
-    config = json.loads(argv[1])
     limit_address_space(int(config.get("address_space_mb") or 0))  # before anything user code could map
     if config.get("egress"):
         forward_egress(config["egress"]["socket"], int(config["egress"]["port"]))

@@ -28,7 +28,6 @@ from typing import Any
 
 from .cases import Runner
 from .channel import Channel
-from .inflight import run_in_flight
 from .loader import Loader
 from .rows import picked_cases
 from .values import own
@@ -96,6 +95,8 @@ class Harness(Loader, Runner):
                 cases = picked_cases(message.get("rows") or [], message.get("pick") or {}, own)
             in_flight = message.get("in_flight")
             if in_flight is not None and in_flight > 1:  # an async evaluator: many rows awaiting at once
+                from .inflight import run_in_flight  # (asyncio is most of a start's imports: only async ones pay it)
+
                 run_in_flight(self, cases, key, request, timeout_s, flush_s, int(in_flight))
                 continue
             self._start_timer(timeout_s)
