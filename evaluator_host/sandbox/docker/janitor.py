@@ -26,8 +26,10 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
-from evaluator_host.settings import Settings
+if TYPE_CHECKING:  # (the janitor's own process imports no settings: it waits, then sweeps with the docker SDK)
+    from evaluator_host.settings import Settings
 
 __all__ = ["main", "spawn"]
 
