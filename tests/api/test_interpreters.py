@@ -8,11 +8,13 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import interpreters
 from evaluator_host.api.routes.inspect import TS_NOT_CHECKED
 from evaluator_host.settings import Settings
+from tests.support.backends import docker_only
 
 PY = (
     "import platform\n\ndef evaluate(inputs, outputs, trace):\n"
@@ -62,3 +64,27 @@ def test_a_version_unknown_at_start_is_asked_again_until_known(tmp_path: Path) -
     assert interpreters.known("process-again") == found
     runtime = interpreters.with_interpreter({"language": "python"}, interpreters.known("process-again"))
     assert runtime["interpreter"] == {"name": "python", "version": found["python"]}
+
+
+@docker_only
+def test_the_base_images_python_is_asked_in_a_container_once_per_image_id_in_a_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every docker-backend service start asked ``python3`` of the base image in a throwaway container (an engine
+    start and stop, ~0.4 s of CPU); an image's files never change, so a process asks once per image id, and the
+    next service of that process (the suite's in-process apps) asks the engine only for the id."""
+    settings = Settings(data_dir=tmp_path, backend="docker")
+    asked: list[list[str]] = []
+    real = interpreters._ask
+
+    def counted(argv: list[str], *, python: bool = True) -> str:
+        asked.append(argv)
+        return real(argv, python=python)
+
+    monkeypatch.setattr(interpreters, "_in_image", {})
+    monkeypatch.setattr(interpreters, "_found", {})  # (this process's other services keep what they found)
+    monkeypatch.setattr(interpreters, "_ask", counted)
+    first = interpreters.discover(settings, "docker")
+    second = interpreters.discover(settings, "docker")
+    assert first == second and "unknown" not in first.values(), first
+    assert [argv[-1] for argv in asked if "run" in argv] == [settings.base_image]  # one container, then none
