@@ -153,7 +153,8 @@ def test_in_process_run_leaves_a_live_server_alone(tmp_path: Path) -> None:
     scratch = tmp_path / "tmp"  # the runs' temporary folders: the other test process's CLI runs make theirs too
     scratch.mkdir()
     untouched = scratch.stat().st_mtime_ns
-    with serving(data) as (client, _proc):
+    # the server's spare build box at start (not 10 s in): the runs below must leave it alone
+    with serving(data, env={"EVALUATOR_HOST_SPARE_BUILD_BOX_AFTER_S": "0"}) as (client, _proc):
         backend = client.get("/healthz").json()["backend"]
         owner = Engine(Settings(data_dir=data)).owner
         before = managed_containers(owner) if backend == "docker" else set()

@@ -105,6 +105,14 @@ class SandboxSettings(BaseModel):
     spare_workers: int = Field(
         1, ge=0, description="Unbound workers kept started per runtime in recent use (every backend; 0: none)."
     )
+    spare_build_box_after_s: float = Field(
+        10.0,
+        ge=0,
+        le=86400,
+        description="Docker backend: seconds into the service's life its first spare build box starts (one "
+        "started ahead, so a new package set's build skips a container start; right after a first build if "
+        "that comes sooner; 0: at start). Start-up keeps the machine for what requests wait for.",
+    )
     container_user: str = Field("65534:65534", description="uid:gid that user code runs as in containers.")
     container_labels: dict[str, str] = Field(
         default_factory=dict,

@@ -41,7 +41,8 @@ MIB = 1024 * 1024
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    settings = make_settings(tmp_path_factory.mktemp("docker-service"), backend="docker")
+    # its spare build box at start (not 10 s in, the default): the build box test inspects it
+    settings = make_settings(tmp_path_factory.mktemp("docker-service"), backend="docker", spare_build_box_after_s=0)
     with TestClient(create_app(settings)) as client:
         yield client
 
@@ -100,6 +101,22 @@ def test_every_container_runs_with_the_hardened_settings(service: TestClient) ->
             assert mount["RW"] is False, mount
             assert "docker.sock" not in mount["Source"]
     assert 256 * MIB in {info["HostConfig"]["Memory"] for info in found}  # the default memory_mb's worker
+
+
+def test_a_service_that_never_builds_starts_no_build_box_before_its_spare_build_box_after_s(tmp_path: Path) -> None:
+    """Start-up keeps the machine for what requests wait for: the spare build box waits
+    ``spare_build_box_after_s`` (or a first build); the worker spares start at once."""
+    settings = make_settings(tmp_path / "data", backend="docker", spare_build_box_after_s=3600)
+    with TestClient(create_app(settings)) as client:
+        assert evaluate(client, "def evaluate(inputs, outputs, trace):\n    return 1\n")["score"] == 1.0
+        owner = _backend(client).engine.owner
+
+        def started() -> list[dict[str, str]] | None:  # the evaluation's worker and the two families' spares
+            labels = [found["Config"]["Labels"] for found in _containers(owner)]
+            return labels if len(labels) >= 3 else None
+
+        labels = wait_until(started, 60, what="the worker and the spares")
+        assert not any("evaluator-host.build" in found for found in labels), labels
 
 
 def test_the_spare_build_box_is_started_but_held_down(service: TestClient) -> None:
@@ -254,7 +271,7 @@ def test_no_container_outlives_its_service_by_more_than_10_s(tmp_path: Path, sto
     removes them."""
     data_dir = tmp_path / "data"
     owner = Engine(make_settings(data_dir)).owner
-    with serving(data_dir, backend="docker") as (client, proc):
+    with serving(data_dir, backend="docker", env={"EVALUATOR_HOST_SPARE_BUILD_BOX_AFTER_S": "0"}) as (client, proc):
         code = "def evaluate(inputs, outputs, trace):\n    return 1.0\n"
         assert client.post("/v1/evaluate", json={"language": "python", "code": code}).json()["status"] == "ok"
 
@@ -314,7 +331,7 @@ def test_containers_removed_from_outside_are_replaced_transparently(tmp_path: Pa
     pins = {"six": "1.15.0"}  # a set no other test builds: its build must use the (vanished) build box
     builder = _fresh_builder(tmp_path / "b", pins)
     builder.close()
-    settings = make_settings(tmp_path / "data", backend="docker")
+    settings = make_settings(tmp_path / "data", backend="docker", spare_build_box_after_s=0)
     with TestClient(create_app(settings)) as client:
         code = "def evaluate(inputs, outputs, trace):\n    return 1\n"
         assert evaluate(client, code)["score"] == 1.0

@@ -69,12 +69,14 @@ class DockerBackend:
         self._closed = False
         # network for evaluators that declare it: the gate's socket bound into a container of network "none"
         self.egress: EgressProxy | None = EgressProxy(settings.egress_hosts, ca_bundle=settings.ca_bundle)
+        self._first_box: asyncio.TimerHandle | None = None
         try:
-            asyncio.get_running_loop()
+            loop = asyncio.get_running_loop()
         except RuntimeError:
             return
         self.builder.boxes.keep_spare = True  # a started build box: new package sets skip a container start
-        self.builder.boxes.prepare_soon()
+        # the first one once start-up is over (or after the first build: build_box.py)
+        self._first_box = loop.call_later(settings.spare_build_box_after_s, self.builder.boxes.prepare_soon)
 
     @property
     def isolation(self) -> dict[str, Any]:
@@ -148,6 +150,8 @@ class DockerBackend:
     async def close(self) -> None:
         """Remove every container this service started (and any left from a crash)."""
         self._closed = True
+        if self._first_box is not None:
+            self._first_box.cancel()
         await asyncio.gather(*(w.kill() for w in list(self._workers)), return_exceptions=True)
         with contextlib.suppress(Exception):
             await asyncio.to_thread(self.builder.close)

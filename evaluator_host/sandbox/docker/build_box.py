@@ -8,7 +8,10 @@ An install is one ``exec`` in it, **as the unprivileged build uid** (never root:
 runs the package's own code); the box is then committed by the image builder and thrown away, so
 every runtime image starts from a clean base. A serving builder (``keep_spare``) keeps one
 box started ahead of time and removes used ones in the background, so a build costs the
-install and the commit, not a container start (~0.17 s here, mostly network set-up).
+install and the commit, not a container start (~0.17 s here, mostly network set-up). Its first
+spare box starts ``spare_build_box_after_s`` (10 s) into its life or after its first build, whichever
+is first: a start-up's machine is for what requests wait for (a service that never builds, as most of
+a test suite's, starts no box and never reads the host's pip and npm settings).
 
 What a build needs of the host reaches it through a read-only bind mount at ``/build``
 (never the image's environment, command or layers):
