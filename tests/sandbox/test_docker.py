@@ -288,6 +288,21 @@ def test_no_container_outlives_its_service_by_more_than_10_s(tmp_path: Path, sto
         wait_until(lambda: managed_containers(owner) == set(), 10, 0.2, what="the service's containers to go")
 
 
+def test_the_janitors_sdk_free_listing_is_the_engines_own(service: TestClient) -> None:
+    """What a janitor asks the local engine's socket without the docker SDK (its first look at a clean end) lists
+    exactly the containers the SDK lists for the same owner (none of another owner's)."""
+    owner = _backend(service).engine.owner
+    api = docker.from_env().api
+
+    def same() -> bool:  # (a spare may start between two listings: the same once the service is quiet)
+        sdk = {c["Id"] for c in api.containers(all=True, filters={"label": [f"{MANAGED}=1", f"{OWNER}={owner}"]})}
+        raw = janitor.listed_locally(owner)
+        return bool(sdk) and raw is not None and {c["Id"] for c in raw} == sdk
+
+    wait_until(same, 60, 0.2, what="the same listing both ways")
+    assert janitor.listed_locally("no-such-owner") == []
+
+
 def test_the_janitor_removes_what_its_service_created_though_the_engine_finished_it_after_the_death(
     tmp_path: Path,
 ) -> None:

@@ -25,15 +25,13 @@ import docker.errors
 import requests.exceptions
 
 from evaluator_host.errors import BackendUnavailable, EvaluatorHostError, SandboxError
+from evaluator_host.sandbox.docker.labels import INSTANCE, MANAGED, OWNER
 from evaluator_host.settings import Settings
 
 __all__ = ["INSTANCE", "MANAGED", "OWNER", "Engine", "NotFound", "remove_container", "unusable_reason"]
 
 log = logging.getLogger(__name__)
 
-MANAGED = "evaluator-host.managed"  # on every container and runtime image we create
-OWNER = "evaluator-host.owner"  # the data dir that owns a container (sweeps stay per service)
-INSTANCE = "evaluator-host.instance"  # the service process that created it (its janitor's to remove)
 NAME_PREFIX = "evh-"
 NotFound = docker.errors.NotFound
 T = TypeVar("T")

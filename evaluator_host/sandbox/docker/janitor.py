@@ -21,17 +21,23 @@ exit state — the OOM flag — that the pool reads after a worker dies).
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
 import os
+import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from evaluator_host.sandbox.docker.labels import INSTANCE, MANAGED, OWNER
 
 if TYPE_CHECKING:  # (the janitor's own process imports no settings: it waits, then sweeps with the docker SDK)
     from evaluator_host.settings import Settings
 
-__all__ = ["main", "spawn"]
+__all__ = ["listed_locally", "main", "spawn"]
 
 _SWEEPS_S = (0.0, 2.0, 5.0, 9.0)  # after the service's end: when the janitor sweeps
 
@@ -69,22 +75,53 @@ def dismiss(janitor: subprocess.Popen[bytes]) -> None:
         janitor.wait()
 
 
+def _theirs(listed: list[dict[str, Any]], before: float, instance: str | None) -> list[str]:
+    """The ids of the listed containers a sweep removes (see :func:`_sweep`)."""
+    return [
+        c["Id"]
+        for c in listed
+        if float(c.get("Created", 0)) <= before or (instance and (c.get("Labels") or {}).get(INSTANCE) == instance)
+    ]
+
+
+def listed_locally(owner: str) -> list[dict[str, Any]] | None:
+    """``owner``'s containers as the engine lists them (``GET /containers/json``), asked over the local engine's
+    socket without the docker SDK (whose import is most of a janitor's CPU: a clean end finds nothing to
+    remove); None when the engine is elsewhere (``DOCKER_HOST`` not a unix socket) or did not answer."""
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    if not host.startswith("unix://"):
+        return None
+    query = urllib.parse.urlencode({"all": "1", "filters": json.dumps({"label": [f"{MANAGED}=1", f"{OWNER}={owner}"]})})
+    conn = http.client.HTTPConnection("localhost", timeout=30)
+    try:
+        conn.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.sock.settimeout(30)
+        conn.sock.connect(host[len("unix://") :])
+        conn.request("GET", f"/containers/json?{query}")
+        response = conn.getresponse()
+        found = json.loads(response.read()) if response.status == 200 else None
+    except (OSError, ValueError, http.client.HTTPException):
+        return None
+    finally:
+        conn.close()
+    return found if isinstance(found, list) else None
+
+
 def _sweep(owner: str, docker_host: str | None, before: float, instance: str | None = None) -> int:
     """Remove ``owner``'s containers the dead service ``instance`` created, whenever the engine finished
     creating them, and any other of ``owner``'s created before ``before`` (a service started on the same
-    data dir since then owns the newer ones); their count."""
+    data dir since then owns the newer ones); their count. The engine is asked first without the SDK
+    (:func:`listed_locally`); the SDK is loaded only to remove what it lists, or to ask another engine."""
+    if docker_host is None and (listed := listed_locally(owner)) is not None and not _theirs(listed, before, instance):
+        return 0
     import docker
 
-    from evaluator_host.sandbox.docker.engine import INSTANCE, MANAGED, OWNER, remove_container
+    from evaluator_host.sandbox.docker.engine import remove_container
 
     client = docker.DockerClient(base_url=docker_host, timeout=30) if docker_host else docker.from_env(timeout=30)
     try:
         listed = client.api.containers(all=True, filters={"label": [f"{MANAGED}=1", f"{OWNER}={owner}"]})
-        found = [
-            c["Id"]
-            for c in listed
-            if float(c.get("Created", 0)) <= before or (instance and (c.get("Labels") or {}).get(INSTANCE) == instance)
-        ]
+        found = _theirs(listed, before, instance)
 
         with ThreadPoolExecutor(max_workers=8) as pool:
             list(pool.map(lambda cid: remove_container(client.api, cid), found))
