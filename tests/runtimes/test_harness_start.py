@@ -8,12 +8,15 @@ egress. A cold worker's first result (process backend, no spare) went from ~100 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
+from tests.support import REPO
 from tests.support.backends import BACKENDS
 from tests.support.service import make_settings
 
@@ -51,3 +54,36 @@ def test_an_async_evaluators_rows_import_asyncio_when_they_first_run(client: Tes
     results = answer.json()["results"]
     assert [r["status"] for r in results] == ["ok"] * 5, results
     assert [(r["details"]["asyncio"], r["details"]["i"]) for r in results] == [(True, i) for i in range(5)]
+
+
+CHECK = """import sys
+sys.path.insert(0, sys.argv[1])
+from evaluator_harness.serve import _coroutine
+
+async def judge(inputs, outputs, trace):
+    return 1.0
+
+def plain(inputs, outputs, trace):
+    return 1.0
+
+class Metric:
+    async def evaluate(self, inputs, outputs, trace):
+        return 1.0
+
+print([_coroutine(f) for f in (judge, Metric().evaluate, plain, None, len)], "asyncio" in sys.modules)
+"""
+
+
+def test_an_async_def_evaluator_is_known_before_ready_so_its_first_row_does_not_import_asyncio() -> None:
+    """The harness imports asyncio before its ``ready`` for an ``async def`` evaluator (a run of one row at a
+    time, ``max_in_flight: 1``, would await it in the row's own timed window): told by the code's
+    ``CO_COROUTINE`` flag, which needs no import (checked in an interpreter of its own, as the harness runs)."""
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", CHECK, str(REPO / "runtimes" / "python")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[True, True, False, False, False] False"

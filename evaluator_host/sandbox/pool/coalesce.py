@@ -14,7 +14,8 @@ A call that finds no group of its key open and one of its workers idle has nothi
 nobody to share with: the pool runs it at once in the caller's own task (:meth:`Coalescer.alone`
 counts it as a group of one), without a driver task and its two hand-overs. Calls arriving while it
 runs find no worker idle and form a group as above. Cancelling such a call ends its row, and the
-worker is discarded (as for any call's batch cancelled mid-run), never another call's row.
+worker is discarded and counted as a failed lease of its key (as for any call's batch cancelled
+mid-run: the service's own callers cancel only when it stops), never another call's row.
 """
 
 from __future__ import annotations

@@ -38,6 +38,12 @@ PLAIN_REPLY_KEYS = 7  # run_case's ok reply with a value: _OK_KEYS of channel.py
 BULK_VALUE = 4 * 1024  # a longer value's reply is a frame of its own
 
 
+def _coroutine(fn: Any) -> bool:
+    """Whether ``fn`` is an ``async def`` function (its code's ``CO_COROUTINE`` flag: no import needed)."""
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    return code is not None and bool(code.co_flags & 0x80)
+
+
 class Harness(Loader, Runner):
     """Loads one evaluator and serves evaluations over the framed channel."""
 
@@ -78,6 +84,8 @@ class Harness(Loader, Runner):
         """Answer ``run`` frames until EOF or another op (``exit``)."""
         channel = self.channel
         signal.signal(signal.SIGALRM, self._on_alarm)
+        if _coroutine(self.fn):  # an `async def` evaluator: asyncio imported now, not in its first row's time
+            from . import inflight  # noqa: F401
         channel.send({"type": "ready", "load_error": self.load_error, "soft_timeouts": True})
         while True:
             try:
