@@ -85,32 +85,24 @@ def with_interpreter(runtime: dict[str, Any], versions: dict[str, str] | None) -
     return {**runtime, "interpreter": {"name": name, "version": versions.get(name, "unknown")}}
 
 
-def _image_id(docker: list[str], image: str) -> str | None:
-    """``image``'s id (``docker image inspect``: no container), None when it cannot be asked."""
-    if shutil.which(docker[0]) is None:
-        return None
-    try:
-        done = subprocess.run(
-            [*docker, "image", "inspect", "--format", "{{.Id}}", image],
-            capture_output=True,
-            text=True,
-            timeout=_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    found = done.stdout.strip()
-    return found if done.returncode == 0 and found.startswith("sha256:") else None
-
-
-def _ask(argv: list[str], *, python: bool = True) -> str:
-    if python:
-        argv = [*argv, "-I", "-c", _ASK_PYTHON]
+def _output(argv: list[str]) -> str | None:
+    """What ``argv`` printed (stripped), or None when it cannot run, fails, or passes ``_TIMEOUT_S``."""
     if shutil.which(argv[0]) is None and "/" not in argv[0]:
-        return "unknown"
+        return None
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=_TIMEOUT_S, check=False)
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    found = _VERSION.search(done.stdout.strip()) if done.returncode == 0 else None
-    return found.group(1) if found else "unknown"
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _image_id(docker: list[str], image: str) -> str | None:
+    """``image``'s id (``docker image inspect``: no container), None when it cannot be asked."""
+    found = _output([*docker, "image", "inspect", "--format", "{{.Id}}", image])
+    return found if found is not None and found.startswith("sha256:") else None
+
+
+def _ask(argv: list[str], *, python: bool = True) -> str:
+    found = _output([*argv, "-I", "-c", _ASK_PYTHON] if python else argv)
+    version = _VERSION.search(found) if found is not None else None
+    return version.group(1) if version else "unknown"
