@@ -75,6 +75,11 @@ def dismiss(janitor: subprocess.Popen[bytes]) -> None:
         janitor.wait()
 
 
+def _owned(owner: str) -> dict[str, list[str]]:
+    """The engine's label filter for ``owner``'s managed containers (both listings ask the same)."""
+    return {"label": [f"{MANAGED}=1", f"{OWNER}={owner}"]}
+
+
 def _theirs(listed: list[dict[str, Any]], before: float, instance: str | None) -> list[str]:
     """The ids of the listed containers a sweep removes (see :func:`_sweep`)."""
     return [
@@ -91,7 +96,7 @@ def listed_locally(owner: str) -> list[dict[str, Any]] | None:
     host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     if not host.startswith("unix://"):
         return None
-    query = urllib.parse.urlencode({"all": "1", "filters": json.dumps({"label": [f"{MANAGED}=1", f"{OWNER}={owner}"]})})
+    query = urllib.parse.urlencode({"all": "1", "filters": json.dumps(_owned(owner))})
     conn = http.client.HTTPConnection("localhost", timeout=30)
     try:
         conn.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -120,7 +125,7 @@ def _sweep(owner: str, docker_host: str | None, before: float, instance: str | N
 
     client = docker.DockerClient(base_url=docker_host, timeout=30) if docker_host else docker.from_env(timeout=30)
     try:
-        listed = client.api.containers(all=True, filters={"label": [f"{MANAGED}=1", f"{OWNER}={owner}"]})
+        listed = client.api.containers(all=True, filters=_owned(owner))
         found = _theirs(listed, before, instance)
 
         with ThreadPoolExecutor(max_workers=8) as pool:
