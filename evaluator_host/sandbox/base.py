@@ -9,6 +9,7 @@ must pass ``tests/compliance``.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -243,6 +244,11 @@ class Worker(Protocol):
 
     def take_raw_output(self) -> str:
         """Raw fd-level output (bypassing the harness capture) since the last call."""
+
+    def raw_behind(self) -> Awaitable[None] | None:
+        """Called once a reply was read: None when the raw output written before it is all taken in (what
+        :meth:`take_raw_output` answers is then exactly that), else an awaitable that completes once it is.
+        (The docker backend orders the two by sync marks in the frames and answers None.)"""
 
     async def kill(self) -> ExitInfo:
         """Kill the worker and everything it started; idempotent."""

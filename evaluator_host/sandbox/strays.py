@@ -204,9 +204,11 @@ class StrayReaper:
         if self.init_pid is None:
             return True
         if self._pids is not None and self._harness is not None:
+            tasks = self._pids.read()
+            if 0 < tasks <= 2:  # the init and the harness (a thread each, at least): nothing else
+                return True
             if self._harness_stat is None:
                 self._harness_stat = Counter(Path(f"/proc/{self._harness}/stat"), field=17)
-            tasks = self._pids.read()
             threads = self._harness_stat.read()
             if tasks and threads and tasks <= 1 + threads:  # the init and the harness's threads: nothing else
                 return True

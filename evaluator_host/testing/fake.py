@@ -175,6 +175,10 @@ class FakeWorker:
         """Raw output (``raw_output`` of replies) since the last call."""
         return self._raw.take()
 
+    def raw_behind(self) -> None:
+        """Nothing to wait for: raw output arrives inside the replies"""
+        return None
+
     async def kill(self) -> ExitInfo:
         """End the worker now (code -9 unless it had already ended); idempotent."""
         if self._exit is None:

@@ -111,6 +111,10 @@ class DockerWorker:
         """Raw output written straight to fd 1/2 since the last call (capped)."""
         return self.raw.take()
 
+    def raw_behind(self) -> None:
+        """Nothing to wait for: the frames' sync marks order raw output and replies (protocol.py)"""
+        return None
+
     async def kill(self) -> ExitInfo:
         """Remove the container; when it had already exited, report how (OOM kill, exit code)."""
         async with self._kill_lock:

@@ -139,6 +139,9 @@ async def run_batch(
             if reply.get("id") != request or reply.get("index") != done:
                 raise Foreign(reply)
             call.budget.spend(frames.last_size, index, len(call.cases))
+            if (behind := worker.raw_behind()) is not None:  # raw output written before the reply, still unread
+                async with asyncio.timeout(wait_s):
+                    await behind
             raw = worker.take_raw_output()
             egress: list[dict[str, Any]] = []
             if worker.egress is not None:

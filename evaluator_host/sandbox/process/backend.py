@@ -239,12 +239,13 @@ class ProcessBackend:
             _close(lease)
             self._workers.discard(worker)
 
+        raw_read, raw_write = os.pipe()  # its fd 1/2: read apart from the replies (process/raw_pipe.py)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+                stderr=raw_write,
                 env={
                     **SANDBOX_ENV,
                     **self._private_env(root),
@@ -255,6 +256,7 @@ class ProcessBackend:
                 limit=1 << 20,
             )
         except OSError as exc:
+            _close(raw_read)
             if gate is not None:
                 await gate.close()
             self._release_slot(slot, claim)
@@ -263,6 +265,8 @@ class ProcessBackend:
                 with contextlib.suppress(OSError):
                     path.rmdir()
             raise SandboxError(f"cannot start a worker: {exc}") from exc
+        finally:
+            _close(raw_write)  # the worker's processes hold the write end: EOF once they are all gone
         assert proc.stdin is not None
         if self._isolation.host_maps:  # userns as root: the worker's ids there are written from here
             try:
@@ -271,6 +275,7 @@ class ProcessBackend:
                 write_id_maps(proc.pid, self.settings.sandbox_uid_base + slot)
                 proc.stdin.write(b".")  # AFTER_MAPS: run the bootstrap now
             except OSError as exc:
+                _close(raw_read)
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 await proc.wait()
@@ -284,6 +289,7 @@ class ProcessBackend:
         namespaced = self._isolation.mode != "rlimits"
         reap_uid = self.settings.sandbox_uid_base + slot if self._rlimits_uid else None
         worker = ProcessWorker(proc, root, cgroups, release, namespaced, memory_cgroup, gate, reap_uid)
+        await worker.read_raw(raw_read)
         self._workers.add(worker)
         return worker
 

@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import signal
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from evaluator_host.sandbox.egress.proxy import (
     EgressGate,
 )
 from evaluator_host.sandbox.process.isolation import Isolation
-from evaluator_host.sandbox.protocol import RawSync
+from evaluator_host.sandbox.process.raw_pipe import RawPipe, open_raw_pipe
 from evaluator_host.sandbox.strays import StrayReaper
 from evaluator_host.settings import Settings
 
@@ -81,7 +82,7 @@ def worker_config(
     harness_config: dict[str, Any] = {
         # the harness is pid 1 of its own pid namespace: it may kill the rest
         "reap_strays": private_root,
-        "sync": True,  # sync marks on the raw output, which is drained apart from the replies
+        "sync": False,  # no sync marks: the raw pipe itself orders raw output and replies (raw_pipe.py)
         "work_dir": "/tmp/.evaluator" if private_root else str(root / ".evaluator"),
         "vendor_dirs": vendor,
         # the harness's own memory limit, below the cgroup's (the Python harness: RLIMIT_AS, as the rlimits below)
@@ -154,7 +155,7 @@ class ProcessWorker:
         egress: EgressGate | None = None,
         uid: int | None = None,
     ) -> None:
-        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        assert proc.stdin is not None and proc.stdout is not None
         self.proc = proc
         self.reader: asyncio.StreamReader = proc.stdout
         self.writer: asyncio.StreamWriter = proc.stdin
@@ -165,7 +166,8 @@ class ProcessWorker:
         self._memory_cgroup = memory_cgroup
         self._release = release
         self._raw = RawOutput()
-        self._sync = RawSync.attach(proc.stdout)  # replies wait for the raw output before them (protocol.py)
+        self._raw_pipe: RawPipe | None = None  # its fd 1/2, read by :meth:`read_raw`
+        self._raw_transport: asyncio.ReadTransport | None = None
         self._namespaced = namespaced  # then `proc` is `unshare`, whose one child is the namespace's init
         self._uid = uid  # rlimits-only mode as root: the worker's own uid tells its processes apart
         self._reaper: StrayReaper | None = None
@@ -173,12 +175,14 @@ class ProcessWorker:
         pids = next((c / "pids.current" for c in cgroups if (c / "pids.current").exists()), None)
         self._pids = Counter(pids)
         self._exit: ExitInfo | None = None
-        self._drain = asyncio.ensure_future(self._drain_stderr(proc.stderr))
 
-    async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
-        while chunk := await stream.read(65536):
-            self._raw_output(self._sync.strip(chunk))
-        self._raw_output(self._sync.close())
+    async def read_raw(self, read_fd: int) -> None:
+        """Read the worker's raw output pipe (``read_fd``, its read end: owned from now on) as it arrives."""
+        self._raw_transport, self._raw_pipe = await open_raw_pipe(read_fd, self._raw_output)
+
+    def raw_behind(self) -> Awaitable[None] | None:
+        """None when the raw output written before now is all taken in, else what to wait for (raw_pipe.py)."""
+        return None if self._raw_pipe is None else self._raw_pipe.behind()
 
     def _raw_output(self, chunk: bytes) -> None:
         if chunk and self._raw.feed(chunk) and not self.output_overflow.is_set():
@@ -223,8 +227,10 @@ class ProcessWorker:
         if self._exit is not None:
             return self._exit
         code = await self.proc.wait()
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._drain, 2.0)
+        if self._raw_pipe is not None and self._raw_transport is not None:
+            with contextlib.suppress(asyncio.TimeoutError):  # what it wrote last (a stray may hold the pipe open)
+                await asyncio.wait_for(self._raw_pipe.closed.wait(), 2.0)
+            self._raw_transport.close()
         with contextlib.suppress(Exception):
             self.writer.close()
         tail = self._raw.tail
