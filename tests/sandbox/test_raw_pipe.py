@@ -77,3 +77,16 @@ def test_a_closed_pipe_is_waited_for_no_more() -> None:
         transport.close()
 
     asyncio.run(main())
+
+
+def test_a_pipe_being_closed_is_not_looked_at() -> None:
+    # the worker's end: its transport closes the descriptor, whose number another file may then get
+    async def main() -> None:
+        read, write = os.pipe()
+        transport, pipe = await open_raw_pipe(read, lambda _data: None)
+        os.write(write, b"unread")
+        transport.close()
+        assert pipe.behind() is None
+        os.close(write)
+
+    asyncio.run(main())

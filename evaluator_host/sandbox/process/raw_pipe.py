@@ -38,6 +38,10 @@ class RawPipe(asyncio.Protocol):
         self.received = 0  # bytes handed to ``sink`` so far
         self.closed = asyncio.Event()  # the pipe's writers all closed it (the worker and its processes ended)
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._transport: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
 
     def data_received(self, data: bytes) -> None:
         self.received += len(data)
@@ -56,8 +60,8 @@ class RawPipe(asyncio.Protocol):
         """None when every byte written to the pipe before now has been handed to ``sink``; otherwise an
         awaitable that completes once they have (or the pipe closed). Bytes written after this call are
         not waited for, so a process that keeps writing cannot hold the caller."""
-        if self.closed.is_set():
-            return None
+        if self.closed.is_set() or self._transport is None or self._transport.is_closing():
+            return None  # (a closing transport's descriptor may be closed already, and its number reused)
         try:
             waiting = _INT.unpack(fcntl.ioctl(self._fd, termios.FIONREAD, b"\0\0\0\0"))[0]
         except OSError:
