@@ -247,7 +247,7 @@ class Worker(Protocol):
 
     def raw_behind(self) -> Awaitable[None] | None:
         """Called once a reply was read: None when the raw output written before it is all taken in (what
-        :meth:`take_raw_output` answers is then exactly that), else an awaitable that completes once it is.
+        :meth:`take_raw_output` answers then holds it all), else an awaitable that completes once it is.
         (The docker backend orders the two by sync marks in the frames and answers None.)"""
 
     async def kill(self) -> ExitInfo:

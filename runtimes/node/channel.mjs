@@ -66,7 +66,7 @@ export function sharedFrame(buffer) {
   return size === 0 ? null : parse(buffer.subarray(4, 4 + size).toString('utf8'));
 }
 
-// With sync (the backends set it), each write of replies is announced on the raw output (fd 2) first by a
+// With sync (the docker backend sets it; the process backend orders raw output by its pipes), each write of replies is announced on the raw output (fd 2) first by a
 // sync mark carrying the write's number, which every frame of that write carries as "seq": the host
 // attributes raw output to a reply only once it has read the reply's mark (runtimes/PROTOCOL.md).
 let sync = false;

@@ -1,92 +1,125 @@
-"""A process worker's raw pipe (``sandbox/process/raw_pipe.py``): what :meth:`RawPipe.behind` promises.
+"""A process worker's raw pipe (``sandbox/process/raw_pipe.py``): what :meth:`RawPipe.behind` promises, and
+its read end closed exactly once.
 
 The process backend orders raw output and replies without sync marks: once a reply is read, the raw
 output written before it is either handed to the sink already or still in the pipe, and ``behind``
 waits for exactly those bytes. Proven here on a real pipe, with the writes made while the event loop
-cannot run (so they are certainly unread when ``behind`` looks).
+cannot run (so they are certainly unread when ``behind`` looks), on asyncio's loop and on uvloop (the
+service's).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
 import uvloop
 
-from evaluator_host.sandbox.process.raw_pipe import open_raw_pipe
+from evaluator_host.sandbox.process.raw_pipe import RawPipe
+
+LOOPS = pytest.mark.parametrize("run", [asyncio.run, uvloop.run], ids=["asyncio", "uvloop"])
+Run = Callable[[Coroutine[Any, Any, None]], None]
 
 
-def test_behind_is_none_when_everything_written_was_taken_in() -> None:
+@LOOPS
+def test_behind_is_none_when_everything_written_was_taken_in(run: Run) -> None:
     async def main() -> None:
-        read, write = os.pipe()
-        got: list[bytes] = []
-        transport, pipe = await open_raw_pipe(read, got.append)
+        pipe, got = RawPipe.create(), bytearray()
+        pipe.start(got.extend)
         try:
             assert pipe.behind() is None  # nothing written
-            os.write(write, b"abc")
+            os.write(pipe.write_end, b"abc")
             for _ in range(100):
                 if got:
                     break
                 await asyncio.sleep(0.01)
-            assert b"".join(got) == b"abc"
+            assert got == b"abc"
             assert pipe.behind() is None  # read and handed over in the loop's read callback itself
         finally:
-            os.close(write)
-            transport.close()
-
-    asyncio.run(main())
-
-
-@pytest.mark.parametrize("run", [asyncio.run, uvloop.run], ids=["asyncio", "uvloop"])  # the service runs on uvloop
-def test_behind_waits_for_the_bytes_unread_when_it_looked_and_no_more(run: Callable[[Any], None]) -> None:
-    async def main() -> None:
-        read, write = os.pipe()
-        got: list[bytes] = []
-        transport, pipe = await open_raw_pipe(read, got.append)
-        try:
-            os.write(write, b"before the reply\n")  # the loop has not run since: certainly unread
-            behind = pipe.behind()
-            assert behind is not None and got == []
-            os.write(write, b"after it\n")  # written after the look: not waited for (a stray cannot hold us)
-            await asyncio.wait_for(behind, 5)
-            assert b"".join(got).startswith(b"before the reply\n")
-            assert pipe.received >= len(b"before the reply\n")
-        finally:
-            os.close(write)
-            transport.close()
+            pipe.close()
 
     run(main())
 
 
-def test_a_closed_pipe_is_waited_for_no_more() -> None:
+@LOOPS
+def test_behind_waits_for_the_bytes_unread_when_it_looked_and_no_more(run: Run) -> None:
     async def main() -> None:
-        read, write = os.pipe()
-        got: list[bytes] = []
-        transport, pipe = await open_raw_pipe(read, got.append)
-        os.write(write, b"last words")
+        pipe, got = RawPipe.create(), bytearray()
+        pipe.start(got.extend)
+        try:
+            os.write(pipe.write_end, b"before the reply\n")  # the loop has not run since: certainly unread
+            behind = pipe.behind()
+            assert behind is not None and got == b""
+            os.write(pipe.write_end, b"after it\n")  # written after the look: not waited for (a stray cannot hold us)
+            await asyncio.wait_for(behind, 5)
+            assert got.startswith(b"before the reply\n")
+            assert pipe.received >= len(b"before the reply\n")
+        finally:
+            pipe.close()
+
+    run(main())
+
+
+@LOOPS
+def test_a_pipe_whose_writers_are_gone_is_waited_for_no_more(run: Run) -> None:
+    async def main() -> None:
+        pipe, got = RawPipe.create(), bytearray()
+        pipe.start(got.extend)
+        os.write(pipe.write_end, b"last words")
         behind = pipe.behind()
         assert behind is not None
-        os.close(write)  # every writer gone: the bytes, then the end
+        pipe.close_write_end()  # every writer gone: the bytes, then the end
         await asyncio.wait_for(behind, 5)
         await asyncio.wait_for(pipe.closed.wait(), 5)
-        assert b"".join(got) == b"last words"
+        assert got == b"last words"
         assert pipe.behind() is None
-        transport.close()
 
-    asyncio.run(main())
+    run(main())
 
 
-def test_a_pipe_being_closed_is_not_looked_at() -> None:
-    # the worker's end: its transport closes the descriptor, whose number another file may then get
+@LOOPS
+def test_a_closed_pipe_is_not_looked_at_and_its_waiters_are_released(run: Run) -> None:
+    # the worker's end: once closed, its descriptor's number may belong to another file
     async def main() -> None:
-        read, write = os.pipe()
-        transport, pipe = await open_raw_pipe(read, lambda _data: None)
-        os.write(write, b"unread")
-        transport.close()
+        pipe = RawPipe.create()
+        pipe.start(lambda _data: None)
+        os.write(pipe.write_end, b"unread")
+        behind = pipe.behind()
+        assert behind is not None
+        pipe.close()
+        await asyncio.wait_for(behind, 5)
         assert pipe.behind() is None
-        os.close(write)
 
-    asyncio.run(main())
+    run(main())
+
+
+@LOOPS
+def test_the_read_end_is_closed_exactly_once(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a second close of a descriptor number another thread got meanwhile would close that thread's file
+    closed: list[int] = []
+    real_close = os.close
+
+    def counting_close(fd: int) -> None:
+        closed.append(fd)
+        real_close(fd)
+
+    async def main() -> None:
+        for end in ("eof", "close"):
+            pipe = RawPipe.create()
+            read_fd = pipe._read  # noqa: SLF001 - the descriptor whose closes are counted
+            pipe.start(lambda _data: None)
+            monkeypatch.setattr(os, "close", counting_close)
+            if end == "eof":
+                pipe.close_write_end()
+                await asyncio.wait_for(pipe.closed.wait(), 5)
+            pipe.close()
+            pipe.close()
+            await asyncio.sleep(0.05)  # whatever a loop might close later
+            monkeypatch.setattr(os, "close", real_close)
+            assert closed.count(read_fd) == 1, (end, closed)  # type: ignore[arg-type]
+            closed.clear()
+
+    run(main())

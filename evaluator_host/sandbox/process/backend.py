@@ -38,6 +38,7 @@ from evaluator_host.sandbox.egress.proxy import (
     proxy_env,
 )
 from evaluator_host.sandbox.process.isolation import AFTER_MAPS, Isolation, probe, wait_for_userns, write_id_maps
+from evaluator_host.sandbox.process.raw_pipe import RawPipe
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
 from evaluator_host.sandbox.process.worker import ProcessWorker, worker_config
 from evaluator_host.sandbox.protocol import encode_frame
@@ -239,13 +240,14 @@ class ProcessBackend:
             _close(lease)
             self._workers.discard(worker)
 
-        raw_read, raw_write = os.pipe()  # its fd 1/2: read apart from the replies (process/raw_pipe.py)
+        raw: RawPipe | None = None  # its fd 1/2: read apart from the replies (process/raw_pipe.py)
         try:
+            raw = RawPipe.create()
             proc = await asyncio.create_subprocess_exec(
                 *argv,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
-                stderr=raw_write,
+                stderr=raw.write_end,
                 env={
                     **SANDBOX_ENV,
                     **self._private_env(root),
@@ -256,7 +258,8 @@ class ProcessBackend:
                 limit=1 << 20,
             )
         except OSError as exc:
-            _close(raw_read)
+            if raw is not None:
+                raw.close()
             if gate is not None:
                 await gate.close()
             self._release_slot(slot, claim)
@@ -265,8 +268,11 @@ class ProcessBackend:
                 with contextlib.suppress(OSError):
                     path.rmdir()
             raise SandboxError(f"cannot start a worker: {exc}") from exc
-        finally:
-            _close(raw_write)  # the worker's processes hold the write end: EOF once they are all gone
+        except BaseException:  # cancelled: nothing was started
+            if raw is not None:
+                raw.close()
+            raise
+        raw.close_write_end()  # the worker's processes hold theirs: EOF once they are all gone
         assert proc.stdin is not None
         if self._isolation.host_maps:  # userns as root: the worker's ids there are written from here
             try:
@@ -275,7 +281,7 @@ class ProcessBackend:
                 write_id_maps(proc.pid, self.settings.sandbox_uid_base + slot)
                 proc.stdin.write(b".")  # AFTER_MAPS: run the bootstrap now
             except OSError as exc:
-                _close(raw_read)
+                raw.close()
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 await proc.wait()
@@ -285,11 +291,15 @@ class ProcessBackend:
                 _close(lease)
                 shutil.rmtree(root, ignore_errors=True)
                 raise SandboxError(f"cannot start a worker: its user namespace's id maps: {exc}") from exc
+            except BaseException:  # cancelled: the process is not left running, nor its pipe open
+                raw.close()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                raise
         proc.stdin.write(encode_frame(config))
         namespaced = self._isolation.mode != "rlimits"
         reap_uid = self.settings.sandbox_uid_base + slot if self._rlimits_uid else None
-        worker = ProcessWorker(proc, root, cgroups, release, namespaced, memory_cgroup, gate, reap_uid)
-        await worker.read_raw(raw_read)
+        worker = ProcessWorker(proc, root, cgroups, release, namespaced, memory_cgroup, raw, gate, reap_uid)
         self._workers.add(worker)
         return worker
 

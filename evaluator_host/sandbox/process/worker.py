@@ -33,7 +33,7 @@ from evaluator_host.sandbox.egress.proxy import (
     EgressGate,
 )
 from evaluator_host.sandbox.process.isolation import Isolation
-from evaluator_host.sandbox.process.raw_pipe import RawPipe, open_raw_pipe
+from evaluator_host.sandbox.process.raw_pipe import RawPipe
 from evaluator_host.sandbox.strays import StrayReaper
 from evaluator_host.settings import Settings
 
@@ -152,6 +152,7 @@ class ProcessWorker:
         release: Any,
         namespaced: bool,
         memory_cgroup: Path | None,
+        raw: RawPipe,
         egress: EgressGate | None = None,
         uid: int | None = None,
     ) -> None:
@@ -166,8 +167,8 @@ class ProcessWorker:
         self._memory_cgroup = memory_cgroup
         self._release = release
         self._raw = RawOutput()
-        self._raw_pipe: RawPipe | None = None  # its fd 1/2, read by :meth:`read_raw`
-        self._raw_transport: asyncio.ReadTransport | None = None
+        self._raw_pipe = raw  # its fd 1/2, read into ``_raw`` from now on (raw_pipe.py)
+        raw.start(self._raw_output)
         self._namespaced = namespaced  # then `proc` is `unshare`, whose one child is the namespace's init
         self._uid = uid  # rlimits-only mode as root: the worker's own uid tells its processes apart
         self._reaper: StrayReaper | None = None
@@ -176,13 +177,9 @@ class ProcessWorker:
         self._pids = Counter(pids)
         self._exit: ExitInfo | None = None
 
-    async def read_raw(self, read_fd: int) -> None:
-        """Read the worker's raw output pipe (``read_fd``, its read end: owned from now on) as it arrives."""
-        self._raw_transport, self._raw_pipe = await open_raw_pipe(read_fd, self._raw_output)
-
     def raw_behind(self) -> Awaitable[None] | None:
         """None when the raw output written before now is all taken in, else what to wait for (raw_pipe.py)."""
-        return None if self._raw_pipe is None else self._raw_pipe.behind()
+        return self._raw_pipe.behind()
 
     def _raw_output(self, chunk: bytes) -> None:
         if chunk and self._raw.feed(chunk) and not self.output_overflow.is_set():
@@ -227,10 +224,9 @@ class ProcessWorker:
         if self._exit is not None:
             return self._exit
         code = await self.proc.wait()
-        if self._raw_pipe is not None and self._raw_transport is not None:
-            with contextlib.suppress(asyncio.TimeoutError):  # what it wrote last (a stray may hold the pipe open)
-                await asyncio.wait_for(self._raw_pipe.closed.wait(), 2.0)
-            self._raw_transport.close()
+        with contextlib.suppress(asyncio.TimeoutError):  # what it wrote last (a stray may hold the pipe open)
+            await asyncio.wait_for(self._raw_pipe.closed.wait(), 2.0)
+        self._raw_pipe.close()
         with contextlib.suppress(Exception):
             self.writer.close()
         tail = self._raw.tail

@@ -8,10 +8,10 @@ Replies are *held* and written by :meth:`Channel.flush` (one ``write`` per burst
 run); plain ok replies of such a run join one open ``results`` frame. Before each write, ``on_flush``
 runs (the harness kills and reaps the processes the answered cases left).
 
-With ``sync`` (the backends set it), each write of replies is announced on the raw output first: a
-sync mark carrying the write's number, which every frame of that write carries as ``"seq"``; the host
-attributes raw output to a reply only once it has read that reply's mark, i.e. everything the code
-wrote to fd 1/2 before the reply was written.
+With ``sync`` (the docker backend sets it; the process backend orders raw output by its pipes), each
+write of replies is announced on the raw output first: a sync mark carrying the write's number, which
+every frame of that write carries as ``"seq"``; the host attributes raw output to a reply only once it
+has read that reply's mark, i.e. everything the code wrote to fd 1/2 before the reply was written.
 """
 
 from __future__ import annotations
