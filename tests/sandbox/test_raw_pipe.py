@@ -19,23 +19,27 @@ import pytest
 import uvloop
 
 from evaluator_host.sandbox.process.raw_pipe import RawPipe
+from tests.support.wait import wait_until_async
 
 LOOPS = pytest.mark.parametrize("run", [asyncio.run, uvloop.run], ids=["asyncio", "uvloop"])
 Run = Callable[[Coroutine[Any, Any, None]], None]
 
 
+def _started() -> tuple[RawPipe, bytearray]:
+    """A new pipe read into a buffer (call on the running loop)."""
+    pipe, got = RawPipe.create(), bytearray()
+    pipe.start(got.extend)
+    return pipe, got
+
+
 @LOOPS
 def test_behind_is_none_when_everything_written_was_taken_in(run: Run) -> None:
     async def main() -> None:
-        pipe, got = RawPipe.create(), bytearray()
-        pipe.start(got.extend)
+        pipe, got = _started()
         try:
             assert pipe.behind() is None  # nothing written
             os.write(pipe.write_end, b"abc")
-            for _ in range(100):
-                if got:
-                    break
-                await asyncio.sleep(0.01)
+            await wait_until_async(lambda: bool(got), 5, 0.01, what="the bytes read")
             assert got == b"abc"
             assert pipe.behind() is None  # read and handed over in the loop's read callback itself
         finally:
@@ -47,8 +51,7 @@ def test_behind_is_none_when_everything_written_was_taken_in(run: Run) -> None:
 @LOOPS
 def test_behind_waits_for_the_bytes_unread_when_it_looked_and_no_more(run: Run) -> None:
     async def main() -> None:
-        pipe, got = RawPipe.create(), bytearray()
-        pipe.start(got.extend)
+        pipe, got = _started()
         try:
             os.write(pipe.write_end, b"before the reply\n")  # the loop has not run since: certainly unread
             behind = pipe.behind()
@@ -66,8 +69,7 @@ def test_behind_waits_for_the_bytes_unread_when_it_looked_and_no_more(run: Run) 
 @LOOPS
 def test_a_pipe_whose_writers_are_gone_is_waited_for_no_more(run: Run) -> None:
     async def main() -> None:
-        pipe, got = RawPipe.create(), bytearray()
-        pipe.start(got.extend)
+        pipe, got = _started()
         os.write(pipe.write_end, b"last words")
         behind = pipe.behind()
         assert behind is not None
