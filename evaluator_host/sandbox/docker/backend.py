@@ -39,7 +39,7 @@ from evaluator_host.errors import SandboxError
 from evaluator_host.sandbox.base import RuntimeKey
 from evaluator_host.sandbox.docker import janitor
 from evaluator_host.sandbox.docker.containers import Containers
-from evaluator_host.sandbox.docker.engine import Engine, NotFound, remove_container
+from evaluator_host.sandbox.docker.engine import Engine, NotFound, exit_state, remove_container
 from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
 from evaluator_host.sandbox.docker.store_binds import close_lease, lease_folder
 from evaluator_host.sandbox.docker.worker import DockerWorker
@@ -130,10 +130,7 @@ class DockerBackend:
             oom = False
             try:
                 if inspect:
-                    with contextlib.suppress(Exception):
-                        client.api.wait(container_id, timeout=10)
-                    state = client.api.inspect_container(container_id)["State"]
-                    code, oom = state.get("ExitCode"), bool(state.get("OOMKilled"))
+                    code, oom = exit_state(client.api, container_id)
                 remove_container(client.api, container_id)
             except NotFound:  # (the inspect: gone already)
                 pass

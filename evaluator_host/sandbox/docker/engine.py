@@ -13,6 +13,7 @@ Only the modules of ``evaluator_host/sandbox/docker/`` import the SDK.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import time
@@ -28,7 +29,7 @@ from evaluator_host.errors import BackendUnavailable, EvaluatorHostError, Sandbo
 from evaluator_host.sandbox.docker.labels import INSTANCE, MANAGED, OWNER
 from evaluator_host.settings import Settings
 
-__all__ = ["INSTANCE", "MANAGED", "OWNER", "Engine", "NotFound", "remove_container", "unusable_reason"]
+__all__ = ["INSTANCE", "MANAGED", "OWNER", "Engine", "NotFound", "exit_state", "remove_container", "unusable_reason"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,31 @@ def _translate(exc: BaseException) -> EvaluatorHostError:
     ):
         return BackendUnavailable(f"the Docker engine is not reachable: {exc}", retry_after_s=5)
     return SandboxError(f"the Docker engine refused: {exc}")
+
+
+# How long a container that died of SIGKILL (exit 137) is given for the engine to flag it OOM-killed
+_OOM_FLAG_WAIT_S = 1.0
+_OOM_FLAG_POLL_S = 0.02
+
+
+def exit_state(api: docker.APIClient, container_id: str, *, oom_wait_s: float = _OOM_FLAG_WAIT_S) -> tuple[int, bool]:
+    """A container's exit code and whether the kernel killed it for memory, once it has exited.
+
+    The engine's ``OOMKilled`` flag is the only evidence left by then: the container's memory cgroup (and its
+    ``oom_kill`` count) is removed before the attach stream ends. The engine sets the flag from an event it
+    handles on its own schedule, so it can be read false a moment after the exit on a loaded host (a memory bomb
+    then answered "error", exit 137, about 1 time in 100 with both cores busy): an exit by SIGKILL (137) that
+    is not flagged yet is re-read for up to ``oom_wait_s`` seconds. Only such exits wait — the OOM killer's and
+    user code killing itself — and at most that long. ``NotFound`` when the container is gone."""
+    with contextlib.suppress(Exception):
+        api.wait(container_id, timeout=10)
+    deadline = time.monotonic() + oom_wait_s
+    while True:
+        state = api.inspect_container(container_id)["State"]
+        code, oom = int(state.get("ExitCode") or 0), bool(state.get("OOMKilled"))
+        if oom or code != 128 + 9 or time.monotonic() >= deadline:
+            return code, oom
+        time.sleep(_OOM_FLAG_POLL_S)
 
 
 _REMOVING = ("already in progress", "marked for removal")  # the engine's 409s for a removal under way

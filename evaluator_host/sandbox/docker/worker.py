@@ -122,9 +122,9 @@ class DockerWorker:
                 exited = self._eof.is_set() and not self.output_overflow.is_set()
                 if not exited:
                     self._hang_up()
-                # the kernel's count of OOM kills in the container's cgroup, read before the container (and the
-                # cgroup) goes: the engine's OOMKilled flag comes from an event it may not have handled yet on a
-                # loaded host (a memory bomb then answered "error", exit 137, 1 time in 30 under load)
+                # the kernel's count of OOM kills in the container's cgroup: it tells while the container lives
+                # (we kill it); once it exited on its own, the engine has removed the cgroup before the attach
+                # stream ended and its OOMKilled flag is the evidence (engine.exit_state waits for it)
                 kills = self._oom.read()
                 code, oom = await self._backend.remove(self.container_id, inspect=exited)
                 self._oom.close()
