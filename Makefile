@@ -27,13 +27,17 @@ LOCK_UPGRADE ?= --upgrade
 
 # The dependencies come from requirements.lock (exact versions + hashes), never from pyproject's
 # ranges; the project itself is installed editable on top, without dependencies. uv installs the lock
-# (~15 s with its bytecode, against pip's ~50 s: docs/operations.md, "Dependencies"); pip installs it
-# instead when uv cannot (uv reads no pip.conf: an index only pip's configuration names).
+# (~15 s with its bytecode, against pip's ~50 s: docs/operations.md, "Dependencies"), itself installed
+# first from the lock's own pin of uv, hash-checked; pip installs the lock instead when either step fails
+# (uv reads no pip.conf: where only pip's configured index or CA reaches the packages).
 INSTALL_LOCK = --require-hashes --no-deps -r requirements.lock
 $(BIN)/evaluator-host: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet 'pip==26.3' 'uv==$(UV_VERSION)'
-	$(BIN)/uv pip install --python $(BIN)/python --native-tls --compile-bytecode --quiet $(INSTALL_LOCK) \
+	$(BIN)/pip install --quiet 'pip==26.3'
+	@mkdir -p build && awk '/^uv==/ {on = 1; print; next} on && /^ +--hash=/ {print; next} on {exit}' \
+	  requirements.lock > build/uv-pin.txt
+	{ $(BIN)/pip install --quiet --require-hashes --no-deps --only-binary :all: -r build/uv-pin.txt \
+	  && $(BIN)/uv pip install --python $(BIN)/python --native-tls --compile-bytecode --quiet $(INSTALL_LOCK); } \
 	  || { echo "uv could not install requirements.lock: pip installs it"; $(BIN)/pip install --quiet $(INSTALL_LOCK); }
 	$(BIN)/pip install --quiet --no-deps -e .
 	@touch $@

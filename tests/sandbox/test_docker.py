@@ -189,15 +189,14 @@ def test_memory_bomb_is_the_engines_oom_kill(service: TestClient) -> None:
 
 
 def test_a_worker_that_kills_itself_is_an_error_not_a_memory_limit(service: TestClient) -> None:
-    """Exit 137 without the engine's OOMKilled flag: the flag is waited for (it can lag the exit on a loaded host,
-    engine.exit_state), at most a second, and the answer stays what happened — the process exited."""
+    """Exit 137 without the engine's OOMKilled flag: the flag is waited for (it can lag the exit on a loaded host;
+    the wait itself: tests/unit/test_oom_flag.py), and the answer stays what happened — the process exited, not a
+    memory limit and not the evaluation's timeout."""
     code = "import os, signal\n\ndef evaluate(inputs, outputs, trace):\n    os.kill(os.getpid(), signal.SIGKILL)\n"
-    started = time.monotonic()
     result = evaluate(service, code, settings={"timeout_s": 20})
     assert result["status"] == "error", result
     assert result["error"]["type"] == "WorkerExited"
     assert "code 137" in result["error"]["message"]
-    assert time.monotonic() - started < 20  # bounded by the flag's wait, not by the evaluation's timeout
     assert_healthy(service)
 
 

@@ -33,13 +33,18 @@ import contextlib
 import logging
 from typing import Any
 
-import docker
-
 from evaluator_host.errors import SandboxError
 from evaluator_host.sandbox.base import RuntimeKey
 from evaluator_host.sandbox.docker import janitor
 from evaluator_host.sandbox.docker.containers import Containers
-from evaluator_host.sandbox.docker.engine import Engine, NotFound, exit_state, remove_container
+from evaluator_host.sandbox.docker.engine import (
+    Engine,
+    NotFound,
+    container_state,
+    exit_state,
+    oom_flag_settled,
+    remove_container,
+)
 from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
 from evaluator_host.sandbox.docker.store_binds import close_lease, lease_folder
 from evaluator_host.sandbox.docker.worker import DockerWorker
@@ -123,26 +128,31 @@ class DockerBackend:
         return worker
 
     async def remove(self, container_id: str, *, inspect: bool) -> tuple[int | None, bool]:
-        """Remove a container; with ``inspect``, first read its exit code and OOM flag."""
-
-        def remove(client: docker.DockerClient) -> tuple[int | None, bool]:
-            code: int | None = -9
-            oom = False
-            try:
-                if inspect:
-                    code, oom = exit_state(client.api, container_id)
-                remove_container(client.api, container_id)
-            except NotFound:  # (the inspect: gone already)
-                pass
-            return code, oom
-
+        """Remove a container; with ``inspect``, first read its exit code and OOM flag (an exit by SIGKILL waits
+        up to a second for the flag: ``engine.oom_flag_settled``). The removal is tried whatever the reads
+        raised; ``(None, False)`` when the engine refused it (down: its containers went with it)."""
+        code: int | None = -9
+        oom = False
         try:
-            return await self.engine.call(remove)
+            if inspect:
+
+                async def read() -> tuple[int, bool]:
+                    return await self.engine.call(lambda client: container_state(client.api, container_id))
+
+                first = await self.engine.call(lambda client: exit_state(client.api, container_id))
+                code, oom = await oom_flag_settled(first, read)
+        except NotFound:  # gone already
+            pass
+        except SandboxError as exc:
+            log.warning("could not read how container %s exited: %s", container_id[:12], exc)
+        try:
+            await self.engine.call(lambda client: remove_container(client.api, container_id))
         except SandboxError as exc:  # the engine is down: its containers went with it
             log.warning("could not remove container %s: %s", container_id[:12], exc)
             return None, False
         finally:
             self._workers = {w for w in self._workers if w.container_id != container_id}
+        return code, oom
 
     async def close(self) -> None:
         """Remove every container this service started (and any left from a crash)."""
