@@ -28,6 +28,7 @@ import requests.exceptions
 from evaluator_host.errors import BackendUnavailable, EvaluatorHostError, SandboxError
 from evaluator_host.sandbox.docker.labels import INSTANCE, MANAGED, OWNER
 from evaluator_host.settings import Settings
+from evaluator_host.shared.idle import Backoff
 
 __all__ = [
     "INSTANCE",
@@ -103,11 +104,11 @@ async def oom_flag_settled(
     does not close it: the engine can drop the event when the cgroup went first (2 of 600 bombs still answered
     "error" with the wait, docs/benchmarks.md, stop 77); evidence the service owns is the fix still to make."""
     code, oom = first
-    delay, waited = _OOM_FLAG_FIRST_S, 0.0
+    backoff, waited = Backoff(_OOM_FLAG_FIRST_S, wait_s), 0.0
     while code == _SIGKILLED and not oom and waited < wait_s:
-        pause = min(delay, wait_s - waited)
+        pause = min(backoff.after(found=False), wait_s - waited)
         await asyncio.sleep(pause)
-        waited, delay = waited + pause, delay * 2
+        waited += pause
         try:
             code, oom = await read()
         except NotFound:

@@ -124,7 +124,7 @@ class DockerWorker:
                     self._hang_up()
                 # the kernel's count of OOM kills in the container's cgroup: it tells while the container lives
                 # (we kill it); once it exited on its own, the engine has removed the cgroup before the attach
-                # stream ended and its OOMKilled flag is the evidence (engine.exit_state waits for it)
+                # stream ended and its OOMKilled flag is the evidence (engine.oom_flag_settled waits for it)
                 kills = self._oom.read()
                 code, oom = await self._backend.remove(self.container_id, inspect=exited)
                 self._oom.close()
