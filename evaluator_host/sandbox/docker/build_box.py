@@ -54,7 +54,7 @@ from evaluator_host.builds.build_sandbox import host_pip_config, local_index_pat
 from evaluator_host.builds.npm import host_npm_config
 from evaluator_host.definitions.languages import Family
 from evaluator_host.sandbox.docker import box_disk
-from evaluator_host.sandbox.docker.engine import Engine, NotFound, remove_container
+from evaluator_host.sandbox.docker.engine import Engine, NotFound, exec_exit_code, remove_container
 from evaluator_host.settings import Settings
 
 __all__ = ["BuildBox", "BuildBoxes", "host_pip_config", "local_index_paths"]
@@ -261,7 +261,7 @@ class BuildBoxes:
                 user="0:0",
             )["Id"]
             api.exec_start(setup)
-            if api.exec_inspect(setup).get("ExitCode") != 0:
+            if exec_exit_code(api, setup, box.container_id) != 0:
                 raise RuntimeError(f"could not prepare {_PACKAGES_ROOT} in the build box")
         except BaseException:
             self._discard(box)
@@ -344,7 +344,7 @@ class BuildBoxes:
             )
             root = api.exec_create(box.container_id, ["sh", "-c", script], user="0:0")["Id"]
             output = api.exec_start(root)
-            if api.exec_inspect(root).get("ExitCode") != 0:
+            if exec_exit_code(api, root, box.container_id) != 0:
                 shown = output.decode("utf-8", "replace")[-500:] if isinstance(output, bytes) else ""
                 raise RuntimeError(f"could not hand {_PACKAGES_ROOT} over to root in the build box: {shown}")
 
@@ -381,8 +381,7 @@ class BuildBoxes:
             sock.close()
             watch.stop()
         used = watch.over()  # (past the bound: the box is never committed)
-        code = api.exec_inspect(exec_id).get("ExitCode")
-        code = 1 if code is None else int(code)
+        code = exec_exit_code(api, exec_id, box.container_id)  # (the box gone under the install: SandboxError)
         if code == 128 + 9 and time.monotonic() - started >= limit:  # `timeout -s KILL` fired
             output += f"\nthe install took longer than {limit:.0f} s"
         return output, code, used

@@ -37,6 +37,7 @@ __all__ = [
     "Engine",
     "NotFound",
     "container_state",
+    "exec_exit_code",
     "exit_state",
     "oom_flag_settled",
     "remove_container",
@@ -114,6 +115,41 @@ async def oom_flag_settled(
         except NotFound:
             break
     return code, oom
+
+
+_EXEC_EXIT_WAIT_S = 5.0
+
+
+def exec_exit_code(api: docker.APIClient, exec_id: str, container_id: str, *, wait_s: float = _EXEC_EXIT_WAIT_S) -> int:
+    """The exit code of an exec whose output stream has ended (blocking).
+
+    The engine can still report the exec running, without a code, a moment after its stream ended: it is read
+    again, pausing 20, 40, 80 … ms, for at most ``wait_s`` seconds. A code other than 0 is the command's only
+    while its container still runs: when the container stopped or went under the exec (an operator's ``docker
+    rm``, a sweep of the data dir's containers), :class:`SandboxError` says so — the command did not fail, its
+    container was taken away (a build box removed mid-install once read as the packages' failure)."""
+    backoff, deadline = Backoff(_OOM_FLAG_FIRST_S, 1.0), time.monotonic() + wait_s
+    code: int | None = None
+    while True:
+        try:
+            state = api.exec_inspect(exec_id)
+        except NotFound:
+            break
+        if not state.get("Running") and state.get("ExitCode") is not None:
+            code = int(state["ExitCode"])
+            break
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(backoff.after(found=False))
+    if code == 0:
+        return 0
+    try:
+        running = bool(api.inspect_container(container_id)["State"]["Running"])
+    except NotFound:
+        running = False
+    if not running:
+        raise SandboxError(f"container {container_id[:12]} stopped under a command run in it (removed or killed)")
+    return 1 if code is None else code
 
 
 _REMOVING = ("already in progress", "marked for removal")  # the engine's 409s for a removal under way

@@ -6,11 +6,18 @@ write end of the janitor's stdin open for its whole life, never writing to it. T
 that end when the service's process ends — a clean exit, a crash, or SIGKILL — and the
 janitor, blocked reading its stdin, sees end-of-file at once. It then force-removes every
 container labelled as the service's data dir's (``OWNER``: workers, spares, build boxes) that this
-service created (its ``INSTANCE`` label) or that was created before it died, and looks again 2, 5
-and 9 s later (a container the service asked for just before dying may be listed only once the
-engine has finished creating it, its creation time then past the death: its instance label says
-whose it is), then exits. A service that
-closes normally removes its containers itself first; the janitor then finds none.
+service created (its ``INSTANCE`` label), and any other of the data dir's whose creation second is
+before the death's (an earlier service's leftover), and looks again 2, 5 and 9 s later (a container
+the service asked for just before dying may be listed only once the engine has finished creating
+it, its creation time then past the death: its instance label says whose it is), then exits. A
+service that closes normally removes its containers itself first; the janitor then finds none.
+
+The next service on the data dir may start within those 9 s (the data dir's lock is free at the
+death) and create containers of its own: the engine lists creation times in whole seconds, so only
+a container of another instance created in an earlier second than the death's is certainly older
+than the death; one of the death's own second is left (to the start-up sweep of whichever service
+comes next). A margin the other way — "created up to a second after the death" — once removed a
+new service's build box under its first build.
 
 This is what makes "every managed container goes away within seconds of its service dying,
 even when no service ever starts again on that data dir" hold: the containers' own processes
@@ -80,12 +87,14 @@ def _owned(owner: str) -> dict[str, list[str]]:
     return {"label": [f"{MANAGED}=1", f"{OWNER}={owner}"]}
 
 
-def _theirs(listed: list[dict[str, Any]], before: float, instance: str | None) -> list[str]:
-    """The ids of the listed containers a sweep removes (see :func:`_sweep`)."""
+def _theirs(listed: list[dict[str, Any]], died: float, instance: str | None) -> list[str]:
+    """The ids of the listed containers a sweep removes: the dead ``instance``'s, whenever created, and any
+    other created in a whole second before the death's ``died`` (the engine lists creation times in whole
+    seconds: one of the death's own second may be the next service's)."""
     return [
         c["Id"]
         for c in listed
-        if float(c.get("Created", 0)) <= before or (instance and (c.get("Labels") or {}).get(INSTANCE) == instance)
+        if int(c.get("Created", 0)) < int(died) or (instance and (c.get("Labels") or {}).get(INSTANCE) == instance)
     ]
 
 
@@ -112,12 +121,13 @@ def listed_locally(owner: str) -> list[dict[str, Any]] | None:
     return found if isinstance(found, list) else None
 
 
-def _sweep(owner: str, docker_host: str | None, before: float, instance: str | None = None) -> int:
+def _sweep(owner: str, docker_host: str | None, died: float, instance: str | None = None) -> int:
     """Remove ``owner``'s containers the dead service ``instance`` created, whenever the engine finished
-    creating them, and any other of ``owner``'s created before ``before`` (a service started on the same
-    data dir since then owns the newer ones); their count. The engine is asked first without the SDK
-    (:func:`listed_locally`); the SDK is loaded only to remove what it lists, or to ask another engine."""
-    if docker_host is None and (listed := listed_locally(owner)) is not None and not _theirs(listed, before, instance):
+    creating them, and any other of ``owner``'s created in a second before the death's (a service started
+    on the same data dir since then owns the newer ones): :func:`_theirs`; their count. The engine is asked
+    first without the SDK (:func:`listed_locally`); the SDK is loaded only to remove what it lists, or to ask
+    another engine."""
+    if docker_host is None and (listed := listed_locally(owner)) is not None and not _theirs(listed, died, instance):
         return 0
     import docker
 
@@ -126,7 +136,7 @@ def _sweep(owner: str, docker_host: str | None, before: float, instance: str | N
     client = docker.DockerClient(base_url=docker_host, timeout=30) if docker_host else docker.from_env(timeout=30)
     try:
         listed = client.api.containers(all=True, filters=_owned(owner))
-        found = _theirs(listed, before, instance)
+        found = _theirs(listed, died, instance)
 
         with ThreadPoolExecutor(max_workers=8) as pool:
             list(pool.map(lambda cid: remove_container(client.api, cid), found))
@@ -154,9 +164,9 @@ def main(argv: list[str] | None = None) -> int:
             break
         clean = True
     eof = time.monotonic()
-    # the engine's creation times are whole seconds; what this service created is recognised by its label
-    # (a create it asked for just before it died may be finished by a busy engine seconds later)
-    died = time.time() + 1.0
+    # what this service created is recognised by its label (a create it asked for just before it died may be
+    # finished by a busy engine seconds later); another instance's only when older than the death's second
+    died = time.time()
     swept = False
     # a container whose creation the service asked for just before it died may not be listed yet (a
     # busy engine): look again over the next seconds, at what it created or was created before it died
