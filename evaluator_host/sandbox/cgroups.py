@@ -13,7 +13,7 @@ import contextlib
 import os
 from pathlib import Path
 
-__all__ = ["Counter", "cgroup_of", "limit_cpu", "limit_memory", "memory_cgroup_of", "oom_counter"]
+__all__ = ["Counter", "OomWatch", "cgroup_of", "limit_cpu", "limit_memory", "memory_cgroup_of", "oom_counter"]
 
 _ROOT = Path("/sys/fs/cgroup")
 
@@ -116,3 +116,69 @@ def cgroup_of(pid: int | None, controller: str, probe: str) -> Path | None:
 def memory_cgroup_of(pid: int | None) -> Path | None:
     """The memory cgroup directory of host process ``pid`` (e.g. a container's init), or None."""
     return cgroup_of(pid, "memory", "memory.events")
+
+
+_NEVER_CROSSED = 1 << 60  # bytes: a usage threshold no cgroup reaches (its event only says the cgroup went)
+
+
+class OomWatch:
+    """OOM notices of a v1 memory cgroup that can still be told after the cgroup is gone.
+
+    A container that exits on its own has its cgroup — and the kernel's ``oom_kill`` count in it — removed by
+    its engine, often before the service reads it. Two eventfds registered through ``cgroup.event_control``
+    outlive it: ``removal`` on a usage threshold never crossed (signalled once, when the cgroup goes), then
+    ``notices`` on ``memory.oom_control`` (signalled at each OOM, before the kill, and once when the cgroup
+    goes). The kernel queues the removal signals in the reverse of registration order on one CPU's work
+    queue, and ``notices``' signal does not sleep: once ``removal`` fired, ``notices`` holds its own removal
+    signal, so its count less one is the OOMs. Measured on this engine: 120 of 120 memory bombs counted 2,
+    clean exits 1, under load (docs/benchmarks.md, stop 78). v1 only (v2 has no event control): elsewhere
+    :meth:`register` returns None and the engine's flag is the evidence."""
+
+    def __init__(self, removal: int, notices: int) -> None:
+        self._removal = removal
+        self._notices = notices
+        self._removed = 0
+        self._counted = 0
+
+    @classmethod
+    def register(cls, cgroup: Path | None) -> OomWatch | None:
+        """Watch v1 memory ``cgroup`` (registered now, while it exists); None when it cannot be watched."""
+        if cgroup is None or not (cgroup / "cgroup.event_control").exists():
+            return None
+        fds: list[int] = []
+        try:
+            for name, extra in (("memory.usage_in_bytes", f" {_NEVER_CROSSED}"), ("memory.oom_control", "")):
+                event = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+                fds.append(event)
+                target = os.open(cgroup / name, os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    (cgroup / "cgroup.event_control").write_text(f"{event} {target}{extra}")
+                finally:
+                    os.close(target)
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            return None
+        return cls(fds[0], fds[1])
+
+    def verdict(self) -> bool | None:
+        """Whether the cgroup had an OOM: True as soon as that is certain, False once the cgroup is gone
+        without one, None while it cannot be told yet (the cgroup exists, or its removal is on its way)."""
+        self._removed += self._drain(self._removal)
+        self._counted += self._drain(self._notices)
+        if self._removed:
+            return self._counted > 1
+        return True if self._counted > 1 else None
+
+    @staticmethod
+    def _drain(fd: int) -> int:
+        try:
+            return os.eventfd_read(fd)
+        except (BlockingIOError, OSError):
+            return 0
+
+    def close(self) -> None:
+        for fd in (self._removal, self._notices):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._removal = self._notices = -1

@@ -127,10 +127,11 @@ class DockerBackend:
         self._workers.add(worker)
         return worker
 
-    async def remove(self, container_id: str, *, inspect: bool) -> tuple[int | None, bool]:
-        """Remove a container; with ``inspect``, first read its exit code and OOM flag (an exit by SIGKILL waits
-        up to a second for the flag: ``engine.oom_flag_settled``). The removal is tried whatever the reads
-        raised; ``(None, False)`` when the engine refused it (down: its containers went with it)."""
+    async def remove(self, container_id: str, *, inspect: bool, flag_wait: bool = True) -> tuple[int | None, bool]:
+        """Remove a container; with ``inspect``, first read its exit code and OOM flag (with ``flag_wait``, an
+        exit by SIGKILL waits up to a second for the flag: ``engine.oom_flag_settled``; a caller whose own
+        evidence told, the OOM watch's, does not wait). The removal is tried whatever the reads raised;
+        ``(None, False)`` when the engine refused it (down: its containers went with it)."""
         code: int | None = -9
         oom = False
         try:
@@ -140,7 +141,7 @@ class DockerBackend:
                     return await self.engine.call(lambda client: container_state(client.api, container_id))
 
                 first = await self.engine.call(lambda client: exit_state(client.api, container_id))
-                code, oom = await oom_flag_settled(first, read)
+                code, oom = await oom_flag_settled(first, read) if flag_wait else first
         except NotFound:  # gone already
             pass
         except SandboxError as exc:

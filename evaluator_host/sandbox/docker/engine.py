@@ -103,7 +103,8 @@ async def oom_flag_settled(
     without the flag wait — the OOM killer's, and user code killing itself — and at most ``wait_s``. A read that
     finds the container gone (``NotFound``) ends the wait with what was read before. This narrows the race, it
     does not close it: the engine can drop the event when the cgroup went first (2 of 600 bombs still answered
-    "error" with the wait, docs/benchmarks.md, stop 77); evidence the service owns is the fix still to make."""
+    "error" with the wait, docs/benchmarks.md, stop 77). Where the service has evidence of its own (the OOM
+    watch of a v1 cgroup on a local engine, ``cgroups.OomWatch``) this wait is not used."""
     code, oom = first
     backoff, waited = Backoff(_OOM_FLAG_FIRST_S, wait_s), 0.0
     while code == _SIGKILLED and not oom and waited < wait_s:

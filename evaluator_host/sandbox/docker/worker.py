@@ -1,5 +1,6 @@
 """A docker worker: one container's attach connection, demultiplexed into protocol frames (stdout) and the raw
-output user code writes (stderr, capped), with its cgroup's counters and the stray reaper seen from the host.
+output user code writes (stderr, capped), with its cgroup's counters, its OOM watch and the stray reaper seen
+from the host.
 """
 
 from __future__ import annotations
@@ -10,21 +11,24 @@ import socket
 from typing import Protocol
 
 from evaluator_host.sandbox.base import ExitInfo, RawOutput, memory_exhausted
-from evaluator_host.sandbox.cgroups import Counter, cgroup_of, memory_cgroup_of, oom_counter
+from evaluator_host.sandbox.cgroups import Counter, OomWatch, cgroup_of, memory_cgroup_of, oom_counter
 from evaluator_host.sandbox.docker.store_binds import close_lease
 from evaluator_host.sandbox.egress.proxy import EgressGate
 from evaluator_host.sandbox.protocol import RawSync
 from evaluator_host.sandbox.strays import StrayReaper
+from evaluator_host.shared.idle import Backoff
 
 __all__ = ["DockerWorker", "Remover"]
 
 _HEADER = 8  # docker's stream multiplexing header: [stream, 0, 0, 0, size (4 bytes, BE)]
+# How long an exited container's OOM watch is given to tell (its engine removes the cgroup after the exit)
+_OOM_WATCH_WAIT_S = 2.0
 
 
 class Remover(Protocol):
     """What a worker asks of its backend when it ends: remove its container (the docker backend)."""
 
-    async def remove(self, container_id: str, *, inspect: bool) -> tuple[int | None, bool]: ...
+    async def remove(self, container_id: str, *, inspect: bool, flag_wait: bool = True) -> tuple[int | None, bool]: ...
 
 
 class DockerWorker:
@@ -53,7 +57,9 @@ class DockerWorker:
         pids = cgroup_of(init_pid, "pids", "pids.current")
         self._pids = Counter(pids / "pids.current" if pids else None)
         self._reaper = StrayReaper(init_pid, self._pids)  # docker's --init, seen from the host (a local engine)
-        self._oom = oom_counter(memory_cgroup_of(init_pid))
+        memory = memory_cgroup_of(init_pid)
+        self._oom = oom_counter(memory)
+        self._watch = OomWatch.register(memory)  # tells an OOM after the engine removed the cgroup (v1, local)
         self._demux = asyncio.ensure_future(self._pump(raw))
         self.lease: int | None = None  # the store folder's lease (store mode), released with the container
 
@@ -123,14 +129,18 @@ class DockerWorker:
                 if not exited:
                     self._hang_up()
                 # the kernel's count of OOM kills in the container's cgroup: it tells while the container lives
-                # (we kill it); once it exited on its own, the engine has removed the cgroup before the attach
-                # stream ended and its OOMKilled flag is the evidence (engine.oom_flag_settled waits for it)
+                # (we kill it); once it exited on its own, the engine removes the cgroup, often before the attach
+                # stream ends: the OOM watch's eventfds tell then (cgroups.OomWatch), and where there is no watch
+                # (cgroup v2, a remote engine) the engine's OOMKilled flag, waited for (engine.oom_flag_settled)
                 kills = self._oom.read()
-                code, oom = await self._backend.remove(self.container_id, inspect=exited)
+                told = await self._oom_told() if exited else None
+                code, oom = await self._backend.remove(self.container_id, inspect=exited, flag_wait=told is None)
                 self._oom.close()
                 self._pids.close()
+                if self._watch is not None:
+                    self._watch.close()
                 tail = self.raw.tail
-                oom = oom or kills > 0 or memory_exhausted(tail)
+                oom = oom or told is True or kills > 0 or memory_exhausted(tail)
                 self._exit = ExitInfo(returncode=code, oom_killed=oom, raw_output=tail)
                 if self.egress is not None:
                     await self.egress.close()
@@ -140,6 +150,18 @@ class DockerWorker:
                     self.writer.close()
                 self._demux.cancel()
             return self._exit
+
+    async def _oom_told(self) -> bool | None:
+        """The OOM watch's verdict on a container that exited on its own, once its engine removed the cgroup
+        (read every 5, 10, 20 … ms, at most 2 s on the event loop); None without a watch or a verdict."""
+        if self._watch is None:
+            return None
+        backoff, waited = Backoff(0.005, 0.2), 0.0
+        while (told := self._watch.verdict()) is None and waited < _OOM_WATCH_WAIT_S:
+            pause = backoff.after(found=False)
+            await asyncio.sleep(pause)
+            waited += pause
+        return told
 
     async def wait(self) -> ExitInfo:
         """Wait until the container has exited, then remove it."""

@@ -1,0 +1,130 @@
+"""The OOM watch: a v1 memory cgroup's OOM notices, told after the cgroup is gone (a docker container that exited
+on its own: its engine removes the cgroup, and the kernel's count in it, often before the service reads it; the
+engine's own OOMKilled flag can lag the exit or never come — a memory bomb then answered "error", exit 137)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from evaluator_host.api import create_app
+from evaluator_host.sandbox.cgroups import OomWatch
+from evaluator_host.sandbox.docker import backend as docker_backend
+from tests.support.backends import docker_only
+from tests.support.service import assert_healthy, evaluate, make_settings
+
+_V1 = Path("/sys/fs/cgroup/memory")
+_BOMB = "b = []\nwhile True:\n    b.append(bytearray(4 << 20))\n"
+
+
+@pytest.fixture
+def cgroup() -> Iterator[Path]:
+    """A fresh v1 memory cgroup of 48 MiB, swap included (skipped where there is none to make)."""
+    path = _V1 / f"evaluator-host-test-oomwatch-{uuid.uuid4().hex[:8]}"
+    try:
+        path.mkdir()
+    except OSError:
+        pytest.skip("no writable cgroup v1 memory hierarchy here (the watch is v1's)")
+    try:
+        (path / "memory.limit_in_bytes").write_text(str(48 << 20))
+        if (path / "memory.memsw.limit_in_bytes").exists():
+            (path / "memory.memsw.limit_in_bytes").write_text(str(48 << 20))
+        yield path
+    finally:
+        if path.exists():
+            path.rmdir()
+
+
+def _run_in(cgroup: Path, code: str) -> int:
+    """Run ``code`` in a Python process inside ``cgroup``; its exit code (negative: the signal)."""
+    procs = str(cgroup / "cgroup.procs")
+
+    def enter() -> None:
+        with open(procs, "w") as f:
+            f.write(str(os.getpid()))
+
+    return subprocess.run([sys.executable, "-c", code], preexec_fn=enter, capture_output=True, timeout=60).returncode
+
+
+def _told_after_removal(watch: OomWatch, cgroup: Path) -> bool | None:
+    cgroup.rmdir()  # what the engine does when a container exits
+    for _ in range(400):  # the removal's signal comes from a kernel work queue: moments later
+        told = watch.verdict()
+        if told is not None:
+            return told
+        os.sched_yield()
+        __import__("time").sleep(0.005)
+    return None
+
+
+def test_a_memory_bomb_is_told_after_its_cgroup_is_gone(cgroup: Path) -> None:
+    watch = OomWatch.register(cgroup)
+    assert watch is not None
+    try:
+        assert _run_in(cgroup, _BOMB) == -9
+        assert _told_after_removal(watch, cgroup) is True
+    finally:
+        watch.close()
+
+
+def test_a_clean_exit_is_told_no_oom_after_its_cgroup_is_gone_and_nothing_while_it_exists(cgroup: Path) -> None:
+    watch = OomWatch.register(cgroup)
+    assert watch is not None
+    try:
+        assert _run_in(cgroup, "x = bytearray(8 << 20)") == 0
+        assert watch.verdict() is None  # the cgroup exists: its removal is still to come, nothing is certain
+        assert _told_after_removal(watch, cgroup) is False
+    finally:
+        watch.close()
+
+
+def test_a_process_killed_by_a_signal_not_memory_is_no_oom(cgroup: Path) -> None:
+    watch = OomWatch.register(cgroup)
+    assert watch is not None
+    try:
+        assert _run_in(cgroup, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)") == -9
+        assert _told_after_removal(watch, cgroup) is False
+    finally:
+        watch.close()
+
+
+def test_there_is_no_watch_without_a_v1_cgroup(tmp_path: Path) -> None:
+    assert OomWatch.register(None) is None
+    assert OomWatch.register(tmp_path) is None  # no cgroup.event_control: not a v1 memory cgroup
+
+
+@pytest.mark.docker
+@docker_only
+def test_a_docker_memory_bomb_whose_engine_never_flags_it_is_still_a_memory_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine's OOMKilled flag hidden (as when it dropped the event: the cgroup went first): the watch tells,
+    and a worker that killed itself with the same exit code (137) stays an error."""
+    if not (_V1 / "cgroup.event_control").exists():
+        pytest.skip("no cgroup v1 memory hierarchy here: the engine's flag is the evidence")
+
+    def unflagged(api: object, container_id: str) -> tuple[int, bool]:
+        code, _oom = real_exit_state(api, container_id)  # type: ignore[arg-type]
+        return code, False
+
+    real_exit_state, real_state = docker_backend.exit_state, docker_backend.container_state
+    monkeypatch.setattr(docker_backend, "exit_state", unflagged)
+    monkeypatch.setattr(docker_backend, "container_state", lambda api, cid: (real_state(api, cid)[0], False))
+    settings = make_settings(tmp_path, backend="docker")
+    with TestClient(create_app(settings)) as service:
+        bomb = "def evaluate(inputs, outputs, trace):\n    x = bytearray(90 * 1024 * 1024)\n    return 1\n"
+        result = evaluate(service, bomb, settings={"memory_mb": 64, "timeout_s": 20})
+        assert result["status"] == "memory_limit", result
+        suicide = (
+            "import os, signal\n\ndef evaluate(inputs, outputs, trace):\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+        )
+        result = evaluate(service, suicide, settings={"timeout_s": 20})
+        assert result["status"] == "error" and "code 137" in result["error"]["message"], result
+        assert_healthy(service)
