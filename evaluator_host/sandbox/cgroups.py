@@ -127,22 +127,27 @@ class OomWatch:
     A container that exits on its own has its cgroup — and the kernel's ``oom_kill`` count in it — removed by
     its engine, often before the service reads it. Two eventfds registered through ``cgroup.event_control``
     outlive it: ``removal`` on a usage threshold never crossed (signalled once, when the cgroup goes), then
-    ``notices`` on ``memory.oom_control`` (signalled at each OOM, before the kill, and once when the cgroup
-    goes). The kernel queues the removal signals in the reverse of registration order on one CPU's work
-    queue, and ``notices``' signal does not sleep: once ``removal`` fired, ``notices`` holds its own removal
-    signal, so its count less one is the OOMs. Measured on this engine: 120 of 120 memory bombs counted 2,
-    clean exits 1, under load (docs/benchmarks.md, stop 78). v1 only (v2 has no event control): elsewhere
-    :meth:`register` returns None and the engine's flag is the evidence."""
+    ``notices`` on ``memory.oom_control`` (signalled once when the cgroup goes, and at each OOM of the cgroup or
+    of an ancestor that won the OOM lock — before the kill; the engine's own flag counts the same). At removal
+    the kernel queues the events' removal work newest first on the per-CPU system work queue, and ``notices``'
+    removal takes no sleeping lock while ``removal``'s does: once ``removal`` fired, ``notices`` holds its own
+    removal signal, so its count less one is the OOMs. That order is the kernel's implementation (memcg v1's
+    event removal), not its promise: were it to change, an OOM would be told False, never a clean exit True —
+    and the caller still waits for the engine's flag after a False (docker/worker.py); measured in
+    docs/benchmarks.md (stop 78). A count of ``oom_kill`` already past 0 at registration is an OOM too. v1 only
+    (v2 has no event control): elsewhere :meth:`register` returns None."""
 
-    def __init__(self, removal: int, notices: int) -> None:
+    def __init__(self, removal: int, notices: int, before: bool = False) -> None:
         self._removal = removal
         self._notices = notices
+        self._before = before  # an OOM kill counted before the watch began
         self._removed = 0
         self._counted = 0
 
     @classmethod
     def register(cls, cgroup: Path | None) -> OomWatch | None:
-        """Watch v1 memory ``cgroup`` (registered now, while it exists); None when it cannot be watched."""
+        """Watch v1 memory ``cgroup`` (registered now, while it exists; blocking: a usage threshold's registration
+        waits for an RCU grace period, so never on an event loop); None when it cannot be watched."""
         if cgroup is None or not (cgroup / "cgroup.event_control").exists():
             return None
         fds: list[int] = []
@@ -159,26 +164,32 @@ class OomWatch:
             for fd in fds:
                 os.close(fd)
             return None
-        return cls(fds[0], fds[1])
+        before = oom_counter(cgroup)
+        try:
+            return cls(fds[0], fds[1], before.read() > 0)
+        finally:
+            before.close()
 
     def verdict(self) -> bool | None:
         """Whether the cgroup had an OOM: True as soon as that is certain, False once the cgroup is gone
         without one, None while it cannot be told yet (the cgroup exists, or its removal is on its way)."""
         self._removed += self._drain(self._removal)
         self._counted += self._drain(self._notices)
-        if self._removed:
-            return self._counted > 1
-        return True if self._counted > 1 else None
+        if self._before or self._counted > 1:
+            return True
+        return False if self._removed else None
 
     @staticmethod
     def _drain(fd: int) -> int:
         try:
             return os.eventfd_read(fd)
-        except (BlockingIOError, OSError):
+        except OSError:  # nothing signalled since the last read (EAGAIN), or closed
             return 0
 
     def close(self) -> None:
+        """Close both eventfds (the kernel drops its events with the cgroup); idempotent."""
         for fd in (self._removal, self._notices):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
         self._removal = self._notices = -1

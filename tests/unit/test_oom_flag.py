@@ -80,3 +80,37 @@ def test_the_wait_holds_no_thread_the_loop_runs_other_work_meanwhile() -> None:
 
     assert asyncio.run(both()) == (SIGKILLED, False)
     assert ticks >= 3  # the loop kept running other tasks through the pauses
+
+
+def _told(answer: bool | None) -> tuple[Callable[[], Coroutine[Any, Any, bool | None]], list[float]]:
+    asked: list[float] = []
+
+    async def told() -> bool | None:
+        asked.append(time.monotonic())
+        return answer
+
+    return told, asked
+
+
+def test_the_services_own_evidence_of_an_oom_ends_it_without_waiting_for_the_flag() -> None:
+    read, calls = _reads((SIGKILLED, False))
+    told, asked = _told(True)
+    assert asyncio.run(oom_flag_settled((SIGKILLED, False), read, told=told)) == (SIGKILLED, True)
+    assert len(asked) == 1 and calls == []
+
+
+def test_own_evidence_of_no_oom_still_waits_for_the_flag_which_wins() -> None:
+    """A watch that says no (or cannot tell) is not the last word: the engine's flag is still waited for."""
+    for answer in (False, None):
+        read, calls = _reads((SIGKILLED, False), (SIGKILLED, True))
+        told, asked = _told(answer)
+        assert asyncio.run(oom_flag_settled((SIGKILLED, False), read, told=told)) == (SIGKILLED, True)
+        assert len(asked) == 1 and len(calls) == 2
+
+
+def test_own_evidence_is_asked_only_for_an_unflagged_sigkill() -> None:
+    for first in ((0, False), (1, False), (SIGKILLED, True)):
+        read, _ = _reads((SIGKILLED, True))
+        told, asked = _told(True)
+        assert asyncio.run(oom_flag_settled(first, read, told=told)) == first
+        assert asked == []

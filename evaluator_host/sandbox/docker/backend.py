@@ -31,10 +31,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from evaluator_host.errors import SandboxError
 from evaluator_host.sandbox.base import RuntimeKey
+from evaluator_host.sandbox.cgroups import OomWatch, memory_cgroup_of
 from evaluator_host.sandbox.docker import janitor
 from evaluator_host.sandbox.docker.containers import Containers
 from evaluator_host.sandbox.docker.engine import (
@@ -48,7 +51,7 @@ from evaluator_host.sandbox.docker.engine import (
 from evaluator_host.sandbox.docker.images import DockerRuntimeBuilder
 from evaluator_host.sandbox.docker.store_binds import close_lease, lease_folder
 from evaluator_host.sandbox.docker.worker import DockerWorker
-from evaluator_host.sandbox.egress.proxy import EgressProxy
+from evaluator_host.sandbox.egress.proxy import EgressGate, EgressProxy
 from evaluator_host.settings import Settings
 
 __all__ = ["DockerBackend", "DockerWorker"]
@@ -108,7 +111,7 @@ class DockerBackend:
         lease = lease_folder(self.builder, runtime.location)
         gate = await self.egress.open() if runtime.egress and self.egress is not None else None
         try:
-            cid, sock, init_pid = await self.engine.call(self.containers.create_sync, runtime, gate)
+            cid, sock, init_pid, watch = await self.engine.call(self._create, runtime, gate)
         except NotFound as exc:  # the runtime image was removed (pruned) since it was built or found
             if gate is not None:
                 await gate.close()
@@ -122,16 +125,28 @@ class DockerBackend:
             raise
         sock.setblocking(False)
         raw, writer = await asyncio.open_connection(sock=sock, limit=1 << 20)
-        worker = DockerWorker(self, cid, raw, writer, init_pid, gate)
+        worker = DockerWorker(self, cid, raw, writer, init_pid, gate, watch)
         worker.lease = lease
         self._workers.add(worker)
         return worker
 
-    async def remove(self, container_id: str, *, inspect: bool, flag_wait: bool = True) -> tuple[int | None, bool]:
-        """Remove a container; with ``inspect``, first read its exit code and OOM flag (with ``flag_wait``, an
-        exit by SIGKILL waits up to a second for the flag: ``engine.oom_flag_settled``; a caller whose own
-        evidence told, the OOM watch's, does not wait). The removal is tried whatever the reads raised;
-        ``(None, False)`` when the engine refused it (down: its containers went with it)."""
+    def _create(
+        self, client: Any, runtime: RuntimeKey, gate: EgressGate | None
+    ) -> tuple[str, socket.socket, int | None, OomWatch | None]:
+        """A started container (``Containers.create_sync``) and its OOM watch, registered here in the engine's
+        thread (a usage threshold's registration waits for an RCU grace period: never on the event loop), on the
+        container's own memory cgroup only (its path names the container: a remote engine's pid is not ours)."""
+        cid, sock, init_pid = self.containers.create_sync(client, runtime, gate)
+        memory = memory_cgroup_of(init_pid)
+        return cid, sock, init_pid, OomWatch.register(memory) if memory is not None and cid in str(memory) else None
+
+    async def remove(
+        self, container_id: str, *, inspect: bool, told: Callable[[], Awaitable[bool | None]] | None = None
+    ) -> tuple[int | None, bool]:
+        """Remove a container; with ``inspect``, first read its exit code and OOM flag (an exit by SIGKILL without
+        the flag asks ``told`` — the worker's own evidence, its OOM watch — then waits up to a second for the flag:
+        ``engine.oom_flag_settled``). The removal is tried whatever the reads raised; ``(None, False)`` when the
+        engine refused it (down: its containers went with it)."""
         code: int | None = -9
         oom = False
         try:
@@ -141,7 +156,7 @@ class DockerBackend:
                     return await self.engine.call(lambda client: container_state(client.api, container_id))
 
                 first = await self.engine.call(lambda client: exit_state(client.api, container_id))
-                code, oom = await oom_flag_settled(first, read) if flag_wait else first
+                code, oom = await oom_flag_settled(first, read, told=told)
         except NotFound:  # gone already
             pass
         except SandboxError as exc:

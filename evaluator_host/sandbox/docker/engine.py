@@ -90,27 +90,27 @@ async def oom_flag_settled(
     first: tuple[int, bool],
     read: Callable[[], Awaitable[tuple[int, bool]]],
     *,
+    told: Callable[[], Awaitable[bool | None]] | None = None,
     wait_s: float = _OOM_FLAG_WAIT_S,
 ) -> tuple[int, bool]:
-    """An exited container's ``(exit code, OOM-killed)``, from its ``first`` read, read again (``read``) while it
-    says SIGKILL without the flag — for at most ``wait_s`` seconds, pausing 20, 40, 80 … ms between reads (about
-    six reads in the second), on the event loop: no engine thread is held while it waits.
+    """An exited container's ``(exit code, OOM-killed)``, from its ``first`` read. An exit by SIGKILL without the
+    engine's flag first asks the service's own evidence, ``told`` (the worker's OOM watch: True ends it as an OOM
+    kill); otherwise the flag is read again (``read``) while it is missing — for at most ``wait_s`` seconds, pausing
+    20, 40, 80 … ms between reads (about six reads in the second), on the event loop: no engine thread is held.
 
-    The engine's flag is the only evidence left once a container exited on its own: its memory cgroup (and the
-    kernel's ``oom_kill`` count in it) is removed before the attach stream ends. The engine sets the flag from an
-    event it handles on its own schedule, so on a loaded host it can be read false a moment after the exit (a
-    memory bomb then answered "error", exit 137: 1 time in 120 with both cores busy). Only exits by SIGKILL
-    without the flag wait — the OOM killer's, and user code killing itself — and at most ``wait_s``. A read that
-    finds the container gone (``NotFound``) ends the wait with what was read before. This narrows the race, it
-    does not close it: the engine can drop the event when the cgroup went first (2 of 600 bombs still answered
-    "error" with the wait, docs/benchmarks.md, stop 77). Where the service has evidence of its own (the OOM
-    watch of a v1 cgroup on a local engine, ``cgroups.OomWatch``) this wait is not used."""
+    The engine's flag is the only evidence the engine leaves once a container exited on its own: its memory cgroup
+    (and the kernel's ``oom_kill`` count in it) is removed before the attach stream ends. The engine sets the flag
+    from an event it handles on its own schedule, so on a loaded host it can be read false a moment after the exit
+    (a memory bomb then answered "error", exit 137: 1 time in 120 with both cores busy), or never (2 of 600 with
+    this wait, docs/benchmarks.md, stop 77) — hence ``told`` first. Only exits by SIGKILL without the flag wait —
+    the OOM killer's, and user code killing itself — and at most ``wait_s``. A read that finds the container gone
+    (``NotFound``) ends the wait with what was read before."""
     code, oom = first
-    backoff, waited = Backoff(_OOM_FLAG_FIRST_S, wait_s), 0.0
-    while code == _SIGKILLED and not oom and waited < wait_s:
-        pause = min(backoff.after(found=False), wait_s - waited)
-        await asyncio.sleep(pause)
-        waited += pause
+    if code == _SIGKILLED and not oom and told is not None and await told():
+        return code, True
+    backoff, deadline = Backoff(_OOM_FLAG_FIRST_S, wait_s), time.monotonic() + wait_s
+    while code == _SIGKILLED and not oom and (left := deadline - time.monotonic()) > 0:
+        await asyncio.sleep(min(backoff.after(found=False), left))
         try:
             code, oom = await read()
         except NotFound:
@@ -118,18 +118,23 @@ async def oom_flag_settled(
     return code, oom
 
 
-_EXEC_EXIT_WAIT_S = 5.0
+_EXEC_EXIT_WAIT_S = 5.0  # how long an exec whose stream ended may still read "running"
+_EXEC_FIRST_S = 0.02  # the first pause between reads of an exec or its container (then doubling, capped)
+_STOPPING_WAIT_S = 1.0  # how long a failed command's container is watched for a stop under way
 
 
 def exec_exit_code(api: docker.APIClient, exec_id: str, container_id: str, *, wait_s: float = _EXEC_EXIT_WAIT_S) -> int:
     """The exit code of an exec whose output stream has ended (blocking).
 
     The engine can still report the exec running, without a code, a moment after its stream ended: it is read
-    again, pausing 20, 40, 80 … ms, for at most ``wait_s`` seconds. A code other than 0 is the command's only
-    while its container still runs: when the container stopped or went under the exec (an operator's ``docker
-    rm``, a sweep of the data dir's containers), :class:`SandboxError` says so — the command did not fail, its
-    container was taken away (a build box removed mid-install once read as the packages' failure)."""
-    backoff, deadline = Backoff(_OOM_FLAG_FIRST_S, 1.0), time.monotonic() + wait_s
+    again, pausing 20, 40, 80 … ms, for at most ``wait_s`` seconds (sooner ended when the container is found
+    stopped). A code other than 0 is the command's only while its container runs on: a container removed or
+    killed (an operator's ``docker rm``, a sweep of the data dir's containers) ends its execs before the engine
+    marks the container itself stopped, so a failed command's container is watched for a further second; when it
+    stopped or went, :class:`SandboxError` says so — the command did not fail, its container was taken away (a
+    build box removed mid-install once read as the packages' failure)."""
+    deadline = time.monotonic() + wait_s
+    backoff = Backoff(_EXEC_FIRST_S, 1.0)
     code: int | None = None
     while True:
         try:
@@ -139,18 +144,24 @@ def exec_exit_code(api: docker.APIClient, exec_id: str, container_id: str, *, wa
         if not state.get("Running") and state.get("ExitCode") is not None:
             code = int(state["ExitCode"])
             break
-        if time.monotonic() >= deadline:
+        if (left := deadline - time.monotonic()) <= 0 or not _running(api, container_id):
             break
-        time.sleep(backoff.after(found=False))
+        time.sleep(min(backoff.after(found=False), left))
     if code == 0:
         return 0
+    stopping, backoff = time.monotonic() + (_STOPPING_WAIT_S if code is not None else 0.0), Backoff(_EXEC_FIRST_S, 0.5)
+    while _running(api, container_id):
+        if (left := stopping - time.monotonic()) <= 0:
+            return 1 if code is None else code
+        time.sleep(min(backoff.after(found=False), left))
+    raise SandboxError(f"container {container_id[:12]} stopped under a command run in it (removed or killed)")
+
+
+def _running(api: docker.APIClient, container_id: str) -> bool:
     try:
-        running = bool(api.inspect_container(container_id)["State"]["Running"])
+        return bool(api.inspect_container(container_id)["State"]["Running"])
     except NotFound:
-        running = False
-    if not running:
-        raise SandboxError(f"container {container_id[:12]} stopped under a command run in it (removed or killed)")
-    return 1 if code is None else code
+        return False
 
 
 _REMOVING = ("already in progress", "marked for removal")  # the engine's 409s for a removal under way

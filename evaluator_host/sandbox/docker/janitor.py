@@ -6,18 +6,20 @@ write end of the janitor's stdin open for its whole life, never writing to it. T
 that end when the service's process ends — a clean exit, a crash, or SIGKILL — and the
 janitor, blocked reading its stdin, sees end-of-file at once. It then force-removes every
 container labelled as the service's data dir's (``OWNER``: workers, spares, build boxes) that this
-service created (its ``INSTANCE`` label), and any other of the data dir's whose creation second is
-before the death's (an earlier service's leftover), and looks again 2, 5 and 9 s later (a container
-the service asked for just before dying may be listed only once the engine has finished creating
-it, its creation time then past the death: its instance label says whose it is), then exits. A
-service that closes normally removes its containers itself first; the janitor then finds none.
+service created (its ``INSTANCE`` label) and, in that first look only, any other of the data dir's
+whose creation second is before the death's (an earlier service's leftover); it looks again 2, 5 and
+9 s later for the service's own only (a container the service asked for just before dying may be
+listed only once the engine has finished creating it, its creation time then past the death: its
+instance label says whose it is), then exits. A service that closes normally removes its containers
+itself first; the janitor then finds none.
 
 The next service on the data dir may start within those 9 s (the data dir's lock is free at the
-death) and create containers of its own: the engine lists creation times in whole seconds, so only
-a container of another instance created in an earlier second than the death's is certainly older
-than the death; one of the death's own second is left (to the start-up sweep of whichever service
-comes next). A margin the other way — "created up to a second after the death" — once removed a
-new service's build box under its first build.
+death) and create containers of its own, so the later looks take nothing but the dead instance's: no
+creation time (whole seconds, on the engine's clock, which may not be the janitor's) is trusted to
+tell a new service's container from an old one — a rule "created up to a second after the death" once
+removed a new service's build box under its first build. The first look comes at once, before a new
+service can have started; a leftover of the death's own second is left to the next service's start-up
+sweep.
 
 This is what makes "every managed container goes away within seconds of its service dying,
 even when no service ever starts again on that data dir" hold: the containers' own processes
@@ -87,14 +89,15 @@ def _owned(owner: str) -> dict[str, list[str]]:
     return {"label": [f"{MANAGED}=1", f"{OWNER}={owner}"]}
 
 
-def _theirs(listed: list[dict[str, Any]], died: float, instance: str | None) -> list[str]:
-    """The ids of the listed containers a sweep removes: the dead ``instance``'s, whenever created, and any
-    other created in a whole second before the death's ``died`` (the engine lists creation times in whole
+def _theirs(listed: list[dict[str, Any]], died: float | None, instance: str | None) -> list[str]:
+    """The ids of the listed containers a sweep removes: the dead ``instance``'s, whenever created, and with
+    ``died`` any other created in a whole second before the death's (the engine lists creation times in whole
     seconds: one of the death's own second may be the next service's)."""
     return [
         c["Id"]
         for c in listed
-        if int(c.get("Created", 0)) < int(died) or (instance and (c.get("Labels") or {}).get(INSTANCE) == instance)
+        if (died is not None and int(c.get("Created", 0)) < int(died))
+        or (instance and (c.get("Labels") or {}).get(INSTANCE) == instance)
     ]
 
 
@@ -121,12 +124,12 @@ def listed_locally(owner: str) -> list[dict[str, Any]] | None:
     return found if isinstance(found, list) else None
 
 
-def _sweep(owner: str, docker_host: str | None, died: float, instance: str | None = None) -> int:
+def _sweep(owner: str, docker_host: str | None, died: float | None, instance: str | None = None) -> int:
     """Remove ``owner``'s containers the dead service ``instance`` created, whenever the engine finished
-    creating them, and any other of ``owner``'s created in a second before the death's (a service started
-    on the same data dir since then owns the newer ones): :func:`_theirs`; their count. The engine is asked
-    first without the SDK (:func:`listed_locally`); the SDK is loaded only to remove what it lists, or to ask
-    another engine."""
+    creating them, and with ``died`` any other of ``owner``'s created in a second before the death's (a
+    service started on the same data dir since then owns the newer ones): :func:`_theirs`; their count. The
+    engine is asked first without the SDK (:func:`listed_locally`); the SDK is loaded only to remove what it
+    lists, or to ask another engine."""
     if docker_host is None and (listed := listed_locally(owner)) is not None and not _theirs(listed, died, instance):
         return 0
     import docker
@@ -165,16 +168,17 @@ def main(argv: list[str] | None = None) -> int:
         clean = True
     eof = time.monotonic()
     # what this service created is recognised by its label (a create it asked for just before it died may be
-    # finished by a busy engine seconds later); another instance's only when older than the death's second
+    # finished by a busy engine seconds later); another instance's only at once, when older than the death's
+    # second (a service started since then on the same data dir owns the newer ones)
     died = time.time()
     swept = False
     # a container whose creation the service asked for just before it died may not be listed yet (a
-    # busy engine): look again over the next seconds, at what it created or was created before it died
-    for at in _SWEEPS_S[:1] if clean else _SWEEPS_S:
+    # busy engine): look again over the next seconds, at what it created
+    for look, at in enumerate(_SWEEPS_S[:1] if clean else _SWEEPS_S):
         time.sleep(max(0.0, eof + at - time.monotonic()))
         for _attempt in range(3):  # the engine may be busy removing many containers at once
             try:
-                _sweep(args.owner, args.docker_host, died, args.instance)
+                _sweep(args.owner, args.docker_host, died if look == 0 else None, args.instance)
                 swept = True
                 break
             except Exception:  # noqa: BLE001 - try again, then give up: nothing else can be done here

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import time
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from evaluator_host.sandbox.base import ExitInfo, RawOutput, memory_exhausted
@@ -28,7 +30,9 @@ _OOM_WATCH_WAIT_S = 2.0
 class Remover(Protocol):
     """What a worker asks of its backend when it ends: remove its container (the docker backend)."""
 
-    async def remove(self, container_id: str, *, inspect: bool, flag_wait: bool = True) -> tuple[int | None, bool]: ...
+    async def remove(
+        self, container_id: str, *, inspect: bool, told: Callable[[], Awaitable[bool | None]] | None = None
+    ) -> tuple[int | None, bool]: ...
 
 
 class DockerWorker:
@@ -42,6 +46,7 @@ class DockerWorker:
         writer: asyncio.StreamWriter,
         init_pid: int | None = None,
         egress: EgressGate | None = None,
+        watch: OomWatch | None = None,
     ) -> None:
         self.container_id = container_id
         self.egress = egress
@@ -54,12 +59,12 @@ class DockerWorker:
         self._eof = asyncio.Event()
         self._exit: ExitInfo | None = None
         self._kill_lock = asyncio.Lock()
+        self._ending: asyncio.Future[ExitInfo] | None = None
         pids = cgroup_of(init_pid, "pids", "pids.current")
         self._pids = Counter(pids / "pids.current" if pids else None)
         self._reaper = StrayReaper(init_pid, self._pids)  # docker's --init, seen from the host (a local engine)
-        memory = memory_cgroup_of(init_pid)
-        self._oom = oom_counter(memory)
-        self._watch = OomWatch.register(memory)  # tells an OOM after the engine removed the cgroup (v1, local)
+        self._oom = oom_counter(memory_cgroup_of(init_pid))
+        self._watch = watch  # tells an OOM after the engine removed the cgroup (v1, a local engine: backend.py)
         self._demux = asyncio.ensure_future(self._pump(raw))
         self.lease: int | None = None  # the store folder's lease (store mode), released with the container
 
@@ -122,45 +127,51 @@ class DockerWorker:
         return None
 
     async def kill(self) -> ExitInfo:
-        """Remove the container; when it had already exited, report how (OOM kill, exit code)."""
+        """Remove the container; when it had already exited, report how (OOM kill, exit code). The ending runs
+        to its end even when the caller is cancelled (the container removed, every descriptor closed); a later
+        call gets the same answer."""
         async with self._kill_lock:
             if self._exit is None:
-                exited = self._eof.is_set() and not self.output_overflow.is_set()
-                if not exited:
-                    self._hang_up()
-                # the kernel's count of OOM kills in the container's cgroup: it tells while the container lives
-                # (we kill it); once it exited on its own, the engine removes the cgroup, often before the attach
-                # stream ends: the OOM watch's eventfds tell then (cgroups.OomWatch), and where there is no watch
-                # (cgroup v2, a remote engine) the engine's OOMKilled flag, waited for (engine.oom_flag_settled)
-                kills = self._oom.read()
-                told = await self._oom_told() if exited else None
-                code, oom = await self._backend.remove(self.container_id, inspect=exited, flag_wait=told is None)
-                self._oom.close()
-                self._pids.close()
-                if self._watch is not None:
-                    self._watch.close()
-                tail = self.raw.tail
-                oom = oom or told is True or kills > 0 or memory_exhausted(tail)
-                self._exit = ExitInfo(returncode=code, oom_killed=oom, raw_output=tail)
-                if self.egress is not None:
-                    await self.egress.close()
-                close_lease(self.lease)
-                self.lease = None
-                with contextlib.suppress(Exception):
-                    self.writer.close()
-                self._demux.cancel()
+                if self._ending is None:
+                    self._ending = asyncio.ensure_future(self._end())
+                self._exit = await asyncio.shield(self._ending)
             return self._exit
+
+    async def _end(self) -> ExitInfo:
+        exited = self._eof.is_set() and not self.output_overflow.is_set()
+        if not exited:
+            self._hang_up()
+        # the kernel's count of OOM kills in the container's cgroup: it tells while the container lives (we kill
+        # it); once it exited on its own, the engine removes the cgroup, often before the attach stream ends: an
+        # exit by SIGKILL then asks the OOM watch (cgroups.OomWatch), then waits for the engine's OOMKilled flag
+        # (engine.oom_flag_settled: what there is without a watch — cgroup v2, a remote engine)
+        kills = self._oom.read()
+        told = self._oom_told if exited and self._watch is not None else None
+        try:
+            code, oom = await self._backend.remove(self.container_id, inspect=exited, told=told)
+        finally:
+            self._oom.close()
+            self._pids.close()
+            if self._watch is not None:
+                self._watch.close()
+            close_lease(self.lease)
+            self.lease = None
+            with contextlib.suppress(Exception):
+                self.writer.close()
+            self._demux.cancel()
+            if self.egress is not None:
+                await self.egress.close()
+        tail = self.raw.tail
+        return ExitInfo(returncode=code, oom_killed=oom or kills > 0 or memory_exhausted(tail), raw_output=tail)
 
     async def _oom_told(self) -> bool | None:
         """The OOM watch's verdict on a container that exited on its own, once its engine removed the cgroup
-        (read every 5, 10, 20 … ms, at most 2 s on the event loop); None without a watch or a verdict."""
+        (read every 5, 10, 20 … ms, at most 2 s, on the event loop); None without a verdict."""
         if self._watch is None:
             return None
-        backoff, waited = Backoff(0.005, 0.2), 0.0
-        while (told := self._watch.verdict()) is None and waited < _OOM_WATCH_WAIT_S:
-            pause = backoff.after(found=False)
-            await asyncio.sleep(pause)
-            waited += pause
+        backoff, deadline = Backoff(0.005, 0.2), time.monotonic() + _OOM_WATCH_WAIT_S
+        while (told := self._watch.verdict()) is None and (left := deadline - time.monotonic()) > 0:
+            await asyncio.sleep(min(backoff.after(found=False), left))
         return told
 
     async def wait(self) -> ExitInfo:
