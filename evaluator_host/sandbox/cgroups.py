@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import weakref
 from pathlib import Path
 
 __all__ = ["Counter", "OomWatch", "cgroup_of", "limit_cpu", "limit_memory", "memory_cgroup_of", "oom_counter"]
@@ -46,6 +47,8 @@ class Counter:
         if path is not None:
             with contextlib.suppress(OSError):
                 self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        # closed by close(), or when collected (a counter whose owner never ended: a worker start cancelled)
+        self._closer = weakref.finalize(self, _close_fds, [] if self._fd is None else [self._fd])
 
     def read(self) -> int:
         if self._fd is None:
@@ -66,10 +69,9 @@ class Counter:
         return 0
 
     def close(self) -> None:
-        if self._fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-            self._fd = None
+        """Close the file now (idempotent)."""
+        self._closer()
+        self._fd = None
 
 
 def limit_cpu(cgroup: Path, cpus: float) -> None:
@@ -133,7 +135,7 @@ class OomWatch:
     removal takes no sleeping lock while ``removal``'s does: once ``removal`` fired, ``notices`` holds its own
     removal signal, so its count less one is the OOMs. That order is the kernel's implementation (memcg v1's
     event removal), not its promise: were it to change, an OOM would be told False, never a clean exit True —
-    and the caller still waits for the engine's flag after a False (docker/worker.py); measured in
+    and the caller still waits for the engine's flag after a False (docker/engine.py, ``oom_flag_settled``); measured in
     docs/benchmarks.md (stop 78). A count of ``oom_kill`` already past 0 at registration is an OOM too. v1 only
     (v2 has no event control): elsewhere :meth:`register` returns None."""
 
@@ -143,6 +145,8 @@ class OomWatch:
         self._before = before  # an OOM kill counted before the watch began
         self._removed = 0
         self._counted = 0
+        # closed by close(), or when collected (a watch whose worker never came to be: a start cancelled)
+        self._closer = weakref.finalize(self, _close_fds, [removal, notices])
 
     @classmethod
     def register(cls, cgroup: Path | None) -> OomWatch | None:
@@ -161,8 +165,7 @@ class OomWatch:
                 finally:
                     os.close(target)
         except OSError:
-            for fd in fds:
-                os.close(fd)
+            _close_fds(fds)
             return None
         before = oom_counter(cgroup)
         try:
@@ -188,8 +191,11 @@ class OomWatch:
 
     def close(self) -> None:
         """Close both eventfds (the kernel drops its events with the cgroup); idempotent."""
-        for fd in (self._removal, self._notices):
-            if fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+        self._closer()
         self._removal = self._notices = -1
+
+
+def _close_fds(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)

@@ -214,6 +214,12 @@ class StrayReaper:
                 return True
         return await _kill_until_gone(self.strays, pause=0.002)
 
+    def close(self) -> None:
+        """Close the harness's stat file, if it was opened (idempotent)."""
+        if self._harness_stat is not None:
+            self._harness_stat.close()
+            self._harness_stat = None
+
 
 def _close(fds: list[int]) -> None:
     for fd in fds:

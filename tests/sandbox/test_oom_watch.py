@@ -5,6 +5,7 @@ engine's own OOMKilled flag can lag the exit or never come — a memory bomb the
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import subprocess
@@ -13,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -21,6 +23,7 @@ from evaluator_host.api import create_app
 from evaluator_host.sandbox.cgroups import Counter, OomWatch
 from evaluator_host.sandbox.docker import backend as docker_backend
 from evaluator_host.sandbox.docker import worker as docker_worker
+from evaluator_host.sandbox.docker.engine import container_state, exit_state
 from tests.support.backends import docker_only
 from tests.support.service import assert_healthy, evaluate, make_settings
 
@@ -30,18 +33,21 @@ _BOMB = "b = []\nwhile True:\n    b.append(bytearray(4 << 20))\n"
 
 @pytest.fixture
 def cgroup() -> Iterator[Path]:
-    """A fresh v1 memory cgroup of 48 MiB, swap included (skipped where there is none to make, or no swap
-    accounting: a bomb would swap, not be killed)."""
+    """A fresh v1 memory cgroup of 48 MiB, swap included (skipped where there is none to make, or swap without
+    swap accounting: a bomb would swap, not be killed)."""
     path = _V1 / f"evaluator-host-test-oomwatch-{uuid.uuid4().hex[:8]}"
     try:
         path.mkdir()
     except OSError:
         pytest.skip("no writable cgroup v1 memory hierarchy here (the watch is v1's)")
     try:
-        if not (path / "memory.memsw.limit_in_bytes").exists():
-            pytest.skip("no swap accounting in this v1 hierarchy: a memory bomb would swap")
+        swap = len(Path("/proc/swaps").read_text().splitlines()) > 1
+        memsw = (path / "memory.memsw.limit_in_bytes").exists()
+        if swap and not memsw:
+            pytest.skip("swap without swap accounting in this v1 hierarchy: a memory bomb would swap")
         (path / "memory.limit_in_bytes").write_text(str(48 << 20))
-        (path / "memory.memsw.limit_in_bytes").write_text(str(48 << 20))
+        if memsw:
+            (path / "memory.memsw.limit_in_bytes").write_text(str(48 << 20))
         yield path
     finally:
         for _ in range(100):  # (a test that failed early may leave a process in it: killed, then the cgroup goes)
@@ -107,6 +113,29 @@ def test_a_process_killed_by_a_signal_not_memory_is_no_oom(cgroup: Path) -> None
         watch.close()
 
 
+def test_an_oom_before_the_watch_began_is_told_too(cgroup: Path) -> None:
+    assert _run_in(cgroup, _BOMB) == -9  # (the kernel's count in the cgroup is 1 when the watch begins)
+    watch = OomWatch.register(cgroup)
+    assert watch is not None
+    try:
+        assert watch.verdict() is True
+        assert _told_after_removal(watch, cgroup) is True
+    finally:
+        watch.close()
+
+
+def test_a_watch_dropped_unclosed_closes_its_eventfds(cgroup: Path) -> None:
+    """A worker start cancelled after its watch was made never closes it: collected, it closes itself."""
+    watch = OomWatch.register(cgroup)
+    assert watch is not None
+    fds = [watch._removal, watch._notices]
+    assert all(os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[eventfd]" for fd in fds)
+    closer = watch._closer
+    del watch
+    gc.collect()
+    assert not closer.alive  # its finalizer ran: it closed both (whatever opens their numbers next)
+
+
 def test_there_is_no_watch_without_a_v1_cgroup(tmp_path: Path) -> None:
     assert OomWatch.register(None) is None
     assert OomWatch.register(tmp_path) is None  # no cgroup.event_control: not a v1 memory cgroup
@@ -123,8 +152,8 @@ def test_a_docker_memory_bomb_whose_engine_never_flags_it_is_still_a_memory_limi
     if not (_V1 / "cgroup.event_control").exists():
         pytest.skip("no cgroup v1 memory hierarchy here: the engine's flag is the evidence")
 
-    def unflagged(api: object, container_id: str) -> tuple[int, bool]:
-        code, _oom = real_exit_state(api, container_id)  # type: ignore[arg-type]
+    def unflagged(api: Any, container_id: str) -> tuple[int, bool]:
+        code, _oom = real_exit_state(api, container_id)
         return code, False
 
     verdicts: list[bool | None] = []
@@ -134,11 +163,7 @@ def test_a_docker_memory_bomb_whose_engine_never_flags_it_is_still_a_memory_limi
         verdicts.append(told)
         return told
 
-    real_exit_state, real_state, real_verdict = (
-        docker_backend.exit_state,
-        docker_backend.container_state,
-        OomWatch.verdict,
-    )
+    real_exit_state, real_state, real_verdict = exit_state, container_state, OomWatch.verdict
     monkeypatch.setattr(docker_backend, "exit_state", unflagged)
     monkeypatch.setattr(docker_backend, "container_state", lambda api, cid: (real_state(api, cid)[0], False))
     monkeypatch.setattr(docker_worker, "oom_counter", lambda cgroup: Counter(None))

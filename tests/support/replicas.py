@@ -102,9 +102,7 @@ class Replicas:
                     self.running.append(Replica(name, client, proc, "", log))
             raise
 
-    def _spawn(
-        self, name: str, port: int | None, settings: dict[str, str]
-    ) -> tuple[str, Process, httpx.Client, Path]:
+    def _spawn(self, name: str, port: int | None, settings: dict[str, str]) -> tuple[str, Process, httpx.Client, Path]:
         data_dir = self.root / name
         data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         if self.shared_datasets and not (data_dir / "datasets").exists():

@@ -63,9 +63,7 @@ def test_run_data_with_a_model_target(tmp_path: Path) -> None:
         assert refused.returncode == 2 and "other.test" in refused.stderr, refused.stderr
         # a prompt naming a column no row has: refused before the job (issue 48.4), naming the variable and the
         # rows' columns, and never suggesting to map outputs (a model target's outputs is the model's answer)
-        missing = zygote.run(
-            [*argv, "--prompt", "Q: {{ nope }}"], capture_output=True, text=True, env=env, timeout=120
-        )
+        missing = zygote.run([*argv, "--prompt", "Q: {{ nope }}"], capture_output=True, text=True, env=env, timeout=120)
         flat = " ".join((missing.stdout + missing.stderr).split())
         assert missing.returncode == 2 and "FieldMappingError" in flat and "{{ nope }}" in flat, flat
         assert "columns: 'question'" in flat and "--map outputs" not in flat, flat

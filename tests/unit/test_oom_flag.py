@@ -43,8 +43,9 @@ def test_a_flag_that_comes_late_is_waited_for() -> None:
 def test_a_sigkill_never_flagged_stays_a_sigkill_and_the_wait_is_bounded() -> None:
     read, calls = _reads((SIGKILLED, False))
     assert asyncio.run(oom_flag_settled((SIGKILLED, False), read, wait_s=0.3)) == (SIGKILLED, False)
-    # pauses of 20, 40, 80 and 160 ms spend the 0.3 s: four reads, backing off rather than polling
-    assert len(calls) == 4
+    # pauses of 20, 40, 80 and (the rest of the deadline) 160 ms spend the 0.3 s: four reads, backing off rather
+    # than polling (three when a loaded machine stretched the first pauses: the deadline is the clock's)
+    assert 3 <= len(calls) <= 4
     assert calls[-1] - calls[0] >= 0.28 - 0.01  # the whole wait was given (the first pause precedes calls[0])
 
 

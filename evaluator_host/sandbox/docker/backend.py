@@ -133,12 +133,11 @@ class DockerBackend:
     def _create(
         self, client: Any, runtime: RuntimeKey, gate: EgressGate | None
     ) -> tuple[str, socket.socket, int | None, OomWatch | None]:
-        """A started container (``Containers.create_sync``) and its OOM watch, registered here in the engine's
-        thread (a usage threshold's registration waits for an RCU grace period: never on the event loop), on the
-        container's own memory cgroup only (its path names the container: a remote engine's pid is not ours)."""
+        """A started container (``Containers.create_sync``: its init's pid only when it is the container's as this
+        host sees it) and its OOM watch, registered here in the engine's thread (a usage threshold's registration
+        waits for an RCU grace period: never on the event loop)."""
         cid, sock, init_pid = self.containers.create_sync(client, runtime, gate)
-        memory = memory_cgroup_of(init_pid)
-        return cid, sock, init_pid, OomWatch.register(memory) if memory is not None and cid in str(memory) else None
+        return cid, sock, init_pid, OomWatch.register(memory_cgroup_of(init_pid))
 
     async def remove(
         self, container_id: str, *, inspect: bool, told: Callable[[], Awaitable[bool | None]] | None = None

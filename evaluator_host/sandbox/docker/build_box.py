@@ -380,8 +380,9 @@ class BuildBoxes:
         finally:
             sock.close()
             watch.stop()
+        ended = time.monotonic()  # (before the exit is read: a failed command's read takes up to a second more)
         used = watch.over()  # (past the bound: the box is never committed)
         code = exec_exit_code(api, exec_id, box.container_id)  # (the box gone under the install: SandboxError)
-        if code == 128 + 9 and time.monotonic() - started >= limit:  # `timeout -s KILL` fired
+        if code == 128 + 9 and ended - started >= limit:  # `timeout -s KILL` fired
             output += f"\nthe install took longer than {limit:.0f} s"
         return output, code, used

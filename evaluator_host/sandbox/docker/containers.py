@@ -8,6 +8,7 @@ import contextlib
 import os
 import socket
 import uuid
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -72,7 +73,9 @@ class Containers:
         self, client: docker.DockerClient, runtime: RuntimeKey, gate: EgressGate | None = None
     ) -> tuple[str, socket.socket, int | None]:
         """Create and start one hardened container for ``runtime`` (its gate bound in for egress), attached before
-        it starts: its id, the attach socket and its init's pid (None when the engine does not say)."""
+        it starts: its id, the attach socket and its init's pid as this host sees it (None when the engine does not
+        say, or when that pid here is not the container's: a remote engine's, or an engine outside this service's
+        pid namespace — the stray reaper and the cgroup counters must never act on another process)."""
         folder = runtime.location if is_folder(runtime.location) else None
         image = self.builder.base_id() if folder is not None or not runtime.location else runtime.location
         memory_mb = runtime.memory_mb
@@ -155,9 +158,19 @@ class Containers:
             raw.close()
             attached.close()
             api.start(cid)
-            init_pid = api.inspect_container(cid)["State"].get("Pid") or None
+            init_pid = _seen_here(api.inspect_container(cid)["State"].get("Pid") or None, cid)
         except BaseException:
             with contextlib.suppress(Exception):
                 remove_container(api, cid)
             raise
         return cid, sock, init_pid
+
+
+def _seen_here(pid: int | None, container_id: str) -> int | None:
+    """``pid`` when this host's process of that pid belongs to the container (its cgroup path names it), else None."""
+    if pid is None:
+        return None
+    try:
+        return pid if container_id in Path(f"/proc/{pid}/cgroup").read_text() else None
+    except OSError:
+        return None

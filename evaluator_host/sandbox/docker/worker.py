@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 import time
 from collections.abc import Awaitable, Callable
@@ -21,6 +22,8 @@ from evaluator_host.sandbox.strays import StrayReaper
 from evaluator_host.shared.idle import Backoff
 
 __all__ = ["DockerWorker", "Remover"]
+
+log = logging.getLogger(__name__)
 
 _HEADER = 8  # docker's stream multiplexing header: [stream, 0, 0, 0, size (4 bytes, BE)]
 # How long an exited container's OOM watch is given to tell (its engine removes the cgroup after the exit)
@@ -128,12 +131,13 @@ class DockerWorker:
 
     async def kill(self) -> ExitInfo:
         """Remove the container; when it had already exited, report how (OOM kill, exit code). The ending runs
-        to its end even when the caller is cancelled (the container removed, every descriptor closed); a later
-        call gets the same answer."""
+        to its end even when the caller is cancelled (the container removed, the worker's files and eventfds
+        closed); a later call gets the same answer (or the same error, logged once)."""
         async with self._kill_lock:
             if self._exit is None:
                 if self._ending is None:
                     self._ending = asyncio.ensure_future(self._end())
+                    self._ending.add_done_callback(_log_failure)
                 self._exit = await asyncio.shield(self._ending)
             return self._exit
 
@@ -152,6 +156,7 @@ class DockerWorker:
         finally:
             self._oom.close()
             self._pids.close()
+            self._reaper.close()
             if self._watch is not None:
                 self._watch.close()
             close_lease(self.lease)
@@ -178,3 +183,9 @@ class DockerWorker:
         """Wait until the container has exited, then remove it."""
         await self._eof.wait()
         return await self.kill()
+
+
+def _log_failure(ending: asyncio.Future[ExitInfo]) -> None:
+    """Log a worker's ending that failed (a cancelled caller would not see it)."""
+    if not ending.cancelled() and (exc := ending.exception()) is not None:
+        log.warning("ending a docker worker failed: %s", exc, exc_info=exc)

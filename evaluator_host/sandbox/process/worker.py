@@ -233,6 +233,8 @@ class ProcessWorker:
         oom = memory_exhausted(tail) or self.oom_kills() > 0
         self._oom.close()
         self._pids.close()
+        if self._reaper is not None:
+            self._reaper.close()
         self._exit = ExitInfo(returncode=code, oom_killed=oom, raw_output=tail)
         if self.egress is not None:
             await self.egress.close()
