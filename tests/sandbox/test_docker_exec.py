@@ -4,6 +4,7 @@ command's failure (a build box removed mid-install once answered as the packages
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import docker
 import pytest
 
 from evaluator_host.errors import SandboxError
+from evaluator_host.sandbox.docker.containers import _seen_here
 from evaluator_host.sandbox.docker.engine import exec_exit_code, remove_container
 from tests.support.backends import SESSION_ID, SESSION_LABEL, docker_only
 from tests.support.service import make_settings
@@ -84,3 +86,17 @@ def test_a_stopped_container_under_a_command_is_a_sandbox_error(box: tuple[docke
         pass
     with pytest.raises(SandboxError, match="stopped under a command run in it"):
         exec_exit_code(api, exec_id, container_id)
+
+
+def test_a_containers_init_pid_is_used_only_when_this_hosts_process_of_it_is_the_containers(
+    box: tuple[docker.APIClient, str],
+) -> None:
+    """The engine's pid for a container's init is taken only when this host's process of that pid belongs to the
+    container (an engine on another host, or outside this pid namespace, names a pid that here is someone else's:
+    the stray reaper would signal its children after every batch)."""
+    api, container_id = box
+    pid = api.inspect_container(container_id)["State"]["Pid"]
+    assert _seen_here(pid, container_id) == pid
+    assert _seen_here(os.getpid(), container_id) is None  # a local process of that pid, not the container's
+    assert _seen_here(pid, "0" * 64) is None  # the pid another engine gave for another container
+    assert _seen_here(None, container_id) is None
