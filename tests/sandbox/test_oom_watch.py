@@ -82,35 +82,31 @@ def _told_after_removal(watch: OomWatch, cgroup: Path) -> bool | None:
     return told
 
 
-def test_a_memory_bomb_is_told_after_its_cgroup_is_gone(cgroup: Path) -> None:
-    watch = OomWatch.register(cgroup)
-    assert watch is not None
-    try:
-        assert _run_in(cgroup, _BOMB) == -9
-        assert _told_after_removal(watch, cgroup) is True
-    finally:
-        watch.close()
+@pytest.fixture
+def watch(cgroup: Path) -> Iterator[OomWatch]:
+    """A watch of ``cgroup``, registered before anything runs in it (closed after the test)."""
+    made = OomWatch.register(cgroup)
+    assert made is not None
+    yield made
+    made.close()
 
 
-def test_a_clean_exit_is_told_no_oom_after_its_cgroup_is_gone_and_nothing_while_it_exists(cgroup: Path) -> None:
-    watch = OomWatch.register(cgroup)
-    assert watch is not None
-    try:
-        assert _run_in(cgroup, "x = bytearray(8 << 20)") == 0
-        assert watch.verdict() is None  # the cgroup exists: its removal is still to come, nothing is certain
-        assert _told_after_removal(watch, cgroup) is False
-    finally:
-        watch.close()
+def test_a_memory_bomb_is_told_after_its_cgroup_is_gone(cgroup: Path, watch: OomWatch) -> None:
+    assert _run_in(cgroup, _BOMB) == -9
+    assert _told_after_removal(watch, cgroup) is True
 
 
-def test_a_process_killed_by_a_signal_not_memory_is_no_oom(cgroup: Path) -> None:
-    watch = OomWatch.register(cgroup)
-    assert watch is not None
-    try:
-        assert _run_in(cgroup, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)") == -9
-        assert _told_after_removal(watch, cgroup) is False
-    finally:
-        watch.close()
+def test_a_clean_exit_is_told_no_oom_after_its_cgroup_is_gone_and_nothing_while_it_exists(
+    cgroup: Path, watch: OomWatch
+) -> None:
+    assert _run_in(cgroup, "x = bytearray(8 << 20)") == 0
+    assert watch.verdict() is None  # the cgroup exists: its removal is still to come, nothing is certain
+    assert _told_after_removal(watch, cgroup) is False
+
+
+def test_a_process_killed_by_a_signal_not_memory_is_no_oom(cgroup: Path, watch: OomWatch) -> None:
+    assert _run_in(cgroup, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)") == -9
+    assert _told_after_removal(watch, cgroup) is False
 
 
 def test_an_oom_before_the_watch_began_is_told_too(cgroup: Path) -> None:

@@ -54,7 +54,7 @@ from evaluator_host.builds.build_sandbox import host_pip_config, local_index_pat
 from evaluator_host.builds.npm import host_npm_config
 from evaluator_host.definitions.languages import Family
 from evaluator_host.sandbox.docker import box_disk
-from evaluator_host.sandbox.docker.engine import Engine, NotFound, exec_exit_code, remove_container
+from evaluator_host.sandbox.docker.engine import Engine, container_running, exec_exit_code, remove_container
 from evaluator_host.settings import Settings
 
 __all__ = ["BuildBox", "BuildBoxes", "host_pip_config", "local_index_paths"]
@@ -129,18 +129,11 @@ class BuildBoxes:
         with self._lock:
             box, self._spare = self._spare, None
         if box is not None:
-            if self.engine.run_sync(self._running, box):
+            if self.engine.run_sync(lambda client: container_running(client.api, box.container_id)):
                 return box
             log.warning("the spare build box %s is gone: starting another", box.container_id[:12])
             self._quietly(self._discard, box)
         return self.engine.run_sync(self._open_box)
-
-    @staticmethod
-    def _running(client: docker.DockerClient, box: BuildBox) -> bool:
-        try:
-            return bool(client.api.inspect_container(box.container_id)["State"]["Running"])
-        except NotFound:
-            return False
 
     def release(self, box: BuildBox) -> None:
         """Throw a used box away: in the background (and start the next spare) when serving."""

@@ -36,6 +36,7 @@ __all__ = [
     "OWNER",
     "Engine",
     "NotFound",
+    "container_running",
     "container_state",
     "exec_exit_code",
     "exit_state",
@@ -144,20 +145,21 @@ def exec_exit_code(api: docker.APIClient, exec_id: str, container_id: str, *, wa
         if not state.get("Running") and state.get("ExitCode") is not None:
             code = int(state["ExitCode"])
             break
-        if (left := deadline - time.monotonic()) <= 0 or not _running(api, container_id):
+        if (left := deadline - time.monotonic()) <= 0 or not container_running(api, container_id):
             break
         time.sleep(min(backoff.after(found=False), left))
     if code == 0:
         return 0
     stopping, backoff = time.monotonic() + (_STOPPING_WAIT_S if code is not None else 0.0), Backoff(_EXEC_FIRST_S, 0.5)
-    while _running(api, container_id):
+    while container_running(api, container_id):
         if (left := stopping - time.monotonic()) <= 0:
             return 1 if code is None else code
         time.sleep(min(backoff.after(found=False), left))
     raise SandboxError(f"container {container_id[:12]} stopped under a command run in it (removed or killed)")
 
 
-def _running(api: docker.APIClient, container_id: str) -> bool:
+def container_running(api: docker.APIClient, container_id: str) -> bool:
+    """Whether the container runs now (False when the engine no longer knows it)."""
     try:
         return bool(api.inspect_container(container_id)["State"]["Running"])
     except NotFound:
