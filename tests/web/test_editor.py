@@ -128,6 +128,26 @@ def test_the_first_run_of_a_new_package_set_says_it_is_building_with_the_time(pa
     expect(page.locator(".run-state")).not_to_contain_text("Building")
 
 
+@pytest.mark.network
+def test_a_run_started_before_the_pins_were_inspected_leaves_the_packages_panel_saying_built(page: Page) -> None:
+    """Stop 78's web flake: a run clicked before the page had inspected the new pins ran as "Running…" (the page
+    knew of no build); the inspection of the pins, answered while the run built the set, said "not built yet",
+    and nothing asked again: the panel said so of a set the run had just built. After any run with packages the
+    page inspects again."""
+    page.goto("/")
+    set_code(page, "import six\n\ndef evaluate(inputs, outputs, trace):\n    return float(six.PY2 is False)\n")
+    expect(page.locator(".interface")).to_contain_text("Detected interface")
+    page.get_by_role("button", name="+ Add package").click()
+    page.get_by_label("package 1 name").fill("six")
+    page.get_by_label("package 1 version").fill("1.15.0")  # a set nothing in this module builds before
+    page.get_by_role("button", name="▶ Run").click()  # at once: the pins' inspection (250 ms later) is not in yet
+    expect(page.locator(".run-state")).to_contain_text("Running…")  # the page did not know it would build
+    expect(page.locator(".runtime")).to_contain_text("not built yet")  # the pins' inspection, during the build
+    expect(page.locator("table.results tbody tr")).to_have_count(2, timeout=240_000)
+    expect(page.locator("table.results tbody tr").first).to_contain_text("ok")
+    expect(page.locator(".runtime")).to_contain_text("is built")  # inspected again after the run
+
+
 def test_definition_errors_on_run_are_readable_and_dark_mode_is_kept(page: Page, shot) -> None:  # type: ignore[no-untyped-def]
     page.goto("/")
     page.get_by_role("button", name="switch light/dark").click()

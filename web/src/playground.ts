@@ -319,7 +319,8 @@ export class Playground {
     this.runButton.disabled = true;
     this.editor.markErrorLine(null);
     const runtime = this.inspection?.runtime;
-    const building = runtime?.built === false && Object.keys(this.pins.packages()).length > 0;
+    const withPins = Object.keys(this.pins.packages()).length > 0;
+    const building = runtime?.built === false && withPins;
     const watcher = building && runtime ? new BuildWatcher(runtime.id) : null;
     if (building && runtime) this.pins.building(runtime.id);
     const started = performance.now();
@@ -342,7 +343,10 @@ export class Playground {
       const log = watcher ? h("details", { class: "block build-details" }, h("summary", {}, "package build"), watcher.element) : null;
       fill(this.resultsBox, aggregateView(answer.aggregate), resultsTable(answer.results, { onLine: (line) => { this.editor.markErrorLine(line); this.editor.goto(line); } }), log);
       if (this.failedRuntime && runtime?.id === this.failedRuntime.id) this.failedRuntime = null;
-      if (building) this.schedule(0);
+      // with packages, the Packages panel says where the set stands after the run, whatever the page thought
+      // before it: an inspection answered while the run was under way (or from before it) may say "not built
+      // yet" of the set this very run used (the service remembers a set a run used: it answers built now)
+      if (building || withPins) this.schedule(0);
     } catch (exc) {
       await watcher?.stop();
       this.runState.className = "run-state bad";
@@ -351,7 +355,7 @@ export class Playground {
       if (exc instanceof ApiError && exc.type === "BuildError") {
         this.failedRuntime = { id: String(exc.body.runtime_id ?? runtime?.id ?? ""), message: exc.message };
         this.schedule(0); // the Packages panel says the build failed
-      } else if (building) this.schedule(0); // the Packages panel says where the build stands now
+      } else if (building || withPins) this.schedule(0); // the Packages panel says where the build stands now
       if (exc instanceof ApiError && exc.line) this.editor.setProblems([{ type: exc.type, message: exc.message, line: exc.line, column: exc.column }]);
     } finally {
       window.clearInterval(timer);
