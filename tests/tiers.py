@@ -13,7 +13,8 @@ runs each tier in a random order, pytest-randomly, which ``pyproject.toml`` leav
 printed at the top, ``-p randomly --randomly-seed=N`` repeats an order). A tier that selects no test
 (pytest's exit 5, e.g. ``PYTEST_ARGS=tests/unit``) is not a failure — unless neither tier ran a test:
 a run that compared nothing is not a success. Each tier's wall time is printed at the end (the figures
-docs/benchmarks.md quotes per tier), after the files that took longest in it (their tests' setup, call and
+docs/benchmarks.md quotes per tier), each failed test under it with its error in a line (a long
+traceback pushes that out of a log's visible end), after the files that took longest in it (their tests' setup, call and
 teardown summed, from the tier's JUnit XML, kept in ``TEST_TIMINGS_DIR`` when set) and the files that cost
 most CPU (``tests/support/cpu.py``: each pytest process writes its own, every xdist worker too): where the
 time goes.
@@ -33,7 +34,7 @@ from pathlib import Path
 
 from tests.support.cpu import CPU_DIR, file_cpu
 from tests.support.schedule import shuffled_with_a_seed, worker_args
-from tests.support.timings import file_seconds
+from tests.support.timings import failures, file_seconds
 
 NO_TESTS = 5  # pytest's exit status when nothing was collected or selected
 
@@ -41,8 +42,9 @@ NO_TESTS = 5  # pytest's exit status when nothing was collected or selected
 SLOWEST_FILES = 15
 
 
-def run(name: str, args: list[str], timings: Path) -> tuple[int, float]:
-    """Run one tier's pytest; its exit status and wall seconds; then its slowest files, when it ran any."""
+def run(name: str, args: list[str], timings: Path) -> tuple[int, float, list[tuple[str, str]]]:
+    """Run one tier's pytest; its exit status, wall seconds and failures (test, error); then print its slowest
+    files, when it ran any."""
     print(f"== tier {name}: pytest {' '.join(args)}", flush=True)
     report = timings / f"{name}.xml"
     cpu = timings / f"{name}-cpu"
@@ -52,7 +54,9 @@ def run(name: str, args: list[str], timings: Path) -> tuple[int, float]:
     argv = [sys.executable, "-m", "pytest", "-p", "tests.support.cpu", f"--junitxml={report}", *args]
     status = subprocess.run(argv, check=False, env=env).returncode
     seconds = time.monotonic() - started
+    failed: list[tuple[str, str]] = []
     if report.is_file():
+        failed = failures(report.read_text())
         slowest = file_seconds(report.read_text()).most_common(SLOWEST_FILES)
         if slowest:
             print(f"== tier {name}: its {len(slowest)} slowest files (seconds of test time)", flush=True)
@@ -69,7 +73,7 @@ def run(name: str, args: list[str], timings: Path) -> tuple[int, float]:
         )
         for path, spent in costliest:
             print(f"{spent:9.1f}  {path}", flush=True)
-    return status, seconds
+    return status, seconds, failed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,10 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     timings = Path(kept) if kept else Path(tempfile.mkdtemp(prefix="evaluator-host-tiers-"))
     timings.mkdir(parents=True, exist_ok=True)
     results = [(name, *run(name, args, timings)) for name, args in tiers]
-    ran = [status for _, status, _ in results if status != NO_TESTS]
-    for name, status, seconds in results:
+    ran = [status for _, status, _, _ in results if status != NO_TESTS]
+    for name, status, seconds, failed in results:
         said = "no test selected" if status == NO_TESTS else ("passed" if status == 0 else f"FAILED (exit {status})")
         print(f"== tier {name}: {said} in {seconds:.0f} s", flush=True)
+        for test, error in failed:  # last: the end of a long log is what its reader sees
+            print(f"   failed: {test}\n     {error}", flush=True)
     if not ran:
         print("== no test ran in any tier: nothing was checked", flush=True)
         return NO_TESTS

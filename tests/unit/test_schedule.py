@@ -13,7 +13,7 @@ import pytest
 from tests.support import REPO
 from tests.support.cpu import file_cpu
 from tests.support.schedule import HEAVY, TESTS, rank, shuffled_with_a_seed, worker_args
-from tests.support.timings import file_seconds
+from tests.support.timings import failures, file_seconds
 
 # The inner pytest runs below prove what tests/tiers.py and schedule.worker_args do with a pytest run, on small
 # test files of their own in tmp_path: outside tests/, so tests/conftest.py (the whole app) is not imported, and
@@ -88,6 +88,9 @@ def test_a_failing_tier_fails_the_run(tmp_path: Path) -> None:
     done = _tiers(str(failing))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "== tier parallel: FAILED (exit 1)" in done.stdout
+    # the failed test and its error, after the tiers' verdicts (a long traceback hides it above)
+    tail = done.stdout.split("== tier parallel: FAILED (exit 1)")[1]
+    assert "failed: " in tail and "test_fails.py::test_fails" in tail and "assert 1 == 2" in tail, tail
 
 
 def test_the_time_of_a_tier_is_summed_per_file_across_classes_and_parameters() -> None:
@@ -98,6 +101,25 @@ def test_the_time_of_a_tier_is_summed_per_file_across_classes_and_parameters() -
     <testcase classname="tests.test_cli" name="test_c" time="0.25"/>
     </testsuite></testsuites>"""
     assert file_seconds(report) == {"tests/api/test_jobs.py": 5.0, "tests/test_cli.py": 0.25}
+
+
+def test_a_failure_is_named_with_its_error_in_a_line_and_a_long_one_is_cut() -> None:
+    report = f"""<testsuites><testsuite>
+    <testcase classname="tests.api.test_jobs" name="test_a" time="1"/>
+    <testcase classname="tests.api.test_jobs.TestPages" name="test_b[x]" time="1">
+      <failure message="BackendUnavailable: the sandbox uid cannot read /x">long
+traceback</failure></testcase>
+    <testcase classname="tests.test_cli" name="test_c" time="1"><error>setup
+    RuntimeError: {"y" * 900}
+    </error></testcase>
+    </testsuite></testsuites>"""
+    found = failures(report)
+    assert found[0] == (
+        "tests/api/test_jobs.py::TestPages::test_b[x]",
+        "BackendUnavailable: the sandbox uid cannot read /x",
+    )
+    assert found[1][0] == "tests/test_cli.py::test_c" and found[1][1].startswith("RuntimeError: yyy")
+    assert len(found[1][1]) == 401 and found[1][1].endswith("…") and len(found) == 2
 
 
 def test_a_tier_prints_the_cpu_its_files_cost(tmp_path: Path) -> None:
