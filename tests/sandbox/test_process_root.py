@@ -8,13 +8,18 @@ fix it — and ``/healthz`` says who user code runs as.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +27,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
+from evaluator_host.sandbox.process.backend import ProcessBackend
+from evaluator_host.sandbox.process.uid_claims import claim
+from evaluator_host.sandbox.strays import of_uid
 from tests.support import REPO
 from tests.support.rlimits import reachable_python
 from tests.support.service import assert_healthy, evaluate, make_settings
@@ -244,3 +252,44 @@ def test_a_root_service_without_cap_sys_admin_drops_user_code_to_a_sandbox_uid_i
         result = out[lang]["results"][0] if "results" in out[lang] else out[lang]
         assert result["status"] == "ok", result
         assert result["details"]["uid"] >= 200_000, result
+
+
+def test_start_up_probes_run_as_a_uid_they_claimed_beside_a_reaper(tmp_path: Path, cache_dir: Path) -> None:
+    """CI 74: a service's start-up probes (can a child drop to the sandbox uid? can that uid read the
+    interpreter?) ran as ``sandbox_uid_base`` unclaimed. Another service holding that uid for a worker kills
+    every process of it when the worker ends (rlimits mode: no pid namespace), and so killed a probe: the
+    starting service refused to start. Here another holder keeps the base uid claimed and reaps it without
+    pause while services start: each starts, and no process of theirs ran as the held uid."""
+    base = 330_000  # a base no other test's service uses
+    held = claim(base)
+    assert held is not None, "a leftover holder of the test's uid"
+    stop = threading.Event()
+    reaped: list[int] = []
+
+    def another_services_reaper() -> None:
+        deadline = time.monotonic() + 120
+        while not stop.is_set() and time.monotonic() < deadline:
+            found = of_uid(base)
+            reaped.append(len(found))
+            for fd in found:
+                with contextlib.suppress(OSError):
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+                os.close(fd)
+
+    reaper = threading.Thread(target=another_services_reaper, daemon=True)
+    reaper.start()
+    python = reachable_python()
+    try:
+        for n in range(5):
+            settings = make_settings(
+                tmp_path / f"data{n}", backend="process", process_isolation="rlimits", cache_dir=cache_dir,
+                python_executable=python, sandbox_uid_base=base,
+            )  # fmt: skip
+            backend = ProcessBackend(settings)  # BackendUnavailable when a probe was killed
+            asyncio.run(backend.close())
+    finally:
+        stop.set()
+        reaper.join(timeout=30)
+        os.close(held)
+    assert len(reaped) > 10, "the reaper hardly looked: nothing was proven"
+    assert sum(reaped) == 0, f"processes ran as the uid another holder had claimed: {sum(reaped)}"

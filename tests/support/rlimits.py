@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from evaluator_host.sandbox.process.uid_claims import claimed_uid
+
 UID = 200_000  # the default sandbox_uid_base
 
 
@@ -22,7 +24,8 @@ def reachable_python() -> str:
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     for candidate in (os.path.realpath(sys.executable), f"/usr/bin/{version}", f"/usr/local/bin/{version}"):
         try:
-            subprocess.run([candidate, "-c", "pass"], user=UID, group=UID, extra_groups=[], check=True, timeout=30)
+            with claimed_uid(UID) as uid:  # as the service's probes: no other service's worker has it meanwhile
+                subprocess.run([candidate, "-c", "pass"], user=uid, group=uid, extra_groups=[], check=True, timeout=30)
         except (OSError, subprocess.SubprocessError):
             continue
         return candidate

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -40,6 +39,7 @@ from evaluator_host.sandbox.egress.proxy import (
 from evaluator_host.sandbox.process.isolation import AFTER_MAPS, Isolation, probe, wait_for_userns, write_id_maps
 from evaluator_host.sandbox.process.raw_pipe import RawPipe
 from evaluator_host.sandbox.process.runtimes import RuntimeBuilder
+from evaluator_host.sandbox.process.uid_claims import SLOTS, claim, claimed_uid
 from evaluator_host.sandbox.process.worker import ProcessWorker, worker_config
 from evaluator_host.sandbox.protocol import encode_frame
 from evaluator_host.settings import Settings
@@ -48,7 +48,6 @@ __all__ = ["ProcessBackend", "ProcessWorker"]
 
 _BOOTSTRAP = RUNTIMES_DIR / "sandbox_init.py"
 log = logging.getLogger(__name__)
-_UID_CLAIMS = Path("/run/evaluator-host/uids")  # one lock file per sandbox uid in use, machine-wide
 _CGROUP_GRACE_S = 60.0  # an empty worker cgroup younger than this may be a live service's, about to be joined
 
 
@@ -83,7 +82,7 @@ class ProcessBackend:
             self._run_dir = settings.data_dir / "run"
             self._run_dir.mkdir(parents=True, exist_ok=True)
         # uids are handed out oldest-freed first, and only once every process of the last holder is gone
-        self._free_slots = collections.deque(range(1024))
+        self._free_slots = collections.deque(range(SLOTS))
         self._workers: set[ProcessWorker] = set()
         self._closed = False
         # network for evaluators that declare it: only in a network namespace of the worker's own
@@ -107,7 +106,7 @@ class ProcessBackend:
     def _check_sandbox_uid_reaches(self) -> None:
         """In the rlimits-only mode as root, the sandbox uid reads everything a worker needs from the
         host's own paths: check, as that uid, that it can (``BackendUnavailable`` naming what not)."""
-        uid = self.settings.sandbox_uid_base
+        base = self.settings.sandbox_uid_base
         paths = [str(RUNTIMES_DIR), str(self.builder.root)]
         for family in languages.families():
             paths.append(str(family.harness_path))
@@ -120,21 +119,24 @@ class ProcessBackend:
             "else 0))]\nprint(json.dumps(bad))"
         )
         try:
-            done = subprocess.run(
-                [self.settings.python_executable, "-I", "-S", "-c", check, json.dumps(paths)],
-                user=uid,
-                group=uid,
-                extra_groups=[],
-                capture_output=True,
-                timeout=30,
-                cwd="/",
-            )
-            bad = json.loads(done.stdout) if done.returncode == 0 else [self.settings.python_executable]
-        except (OSError, subprocess.SubprocessError, ValueError):
-            bad = [self.settings.python_executable]
+            with claimed_uid(base) as uid:  # a uid no live worker has, which no other service reaps meanwhile
+                done = subprocess.run(
+                    [self.settings.python_executable, "-I", "-S", "-c", check, json.dumps(paths)],
+                    user=uid,
+                    group=uid,
+                    extra_groups=[],
+                    capture_output=True,
+                    timeout=30,
+                    cwd="/",
+                )
+            code = done.returncode
+            ended = f"killed by signal {-code}" if code < 0 else f"exit {code}"
+            bad = json.loads(done.stdout) if code == 0 else [f"{self.settings.python_executable} (the check: {ended})"]
+        except (OSError, subprocess.SubprocessError, ValueError) as exc:
+            bad = [f"{self.settings.python_executable} (the check: {type(exc).__name__}: {exc})"]
         if bad:
             raise BackendUnavailable(
-                f"the process backend runs user code as uid {uid} (rlimits-only mode as root), which cannot "
+                f"the process backend runs user code as uids from {base} (rlimits-only mode as root), which cannot "
                 f"read {', '.join(bad)}. Fix: make these paths and their parent directories readable by other "
                 "users (e.g. install the service under /opt, set EVALUATOR_HOST_PYTHON_EXECUTABLE to an interpreter "
                 "others can run and EVALUATOR_HOST_CACHE_DIR to a directory "
@@ -324,13 +326,8 @@ class ProcessBackend:
             slot = self._free_slots.popleft()
             if not self._isolation.uid_drop:
                 return slot, None
-            _UID_CLAIMS.mkdir(mode=0o700, parents=True, exist_ok=True)
-            uid = self.settings.sandbox_uid_base + slot
-            fd = os.open(_UID_CLAIMS / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:  # another service's live worker has it
-                os.close(fd)
+            fd = claim(self.settings.sandbox_uid_base + slot)
+            if fd is None:  # another service's live worker (or a probe) has it
                 self._free_slots.append(slot)
                 continue
             return slot, fd

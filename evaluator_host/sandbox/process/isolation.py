@@ -39,6 +39,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from evaluator_host.sandbox.process.uid_claims import claimed_uid
+
 __all__ = ["AFTER_MAPS", "Isolation", "landlock_abi", "probe", "wait_for_userns", "write_id_maps"]
 
 NAMESPACES = ("mount", "net", "pid", "ipc", "uts")
@@ -186,7 +188,7 @@ def probe(force: str = "auto", sandbox_uid: int = 200_000) -> Isolation:
         return Isolation("namespaces", tuple(base), True, pids_cgroup=pids, memory_cgroup=memory, cpu_cgroup=cpu)
     if unshare and os.geteuid() == 0:
         user = [unshare, "--user", *base[1:]]  # no --map-root-user: the maps are written by the service
-        if _userns_drop_works(user, sandbox_uid):
+        if _drop_works_as_a_claimed_uid(user, sandbox_uid):
             return Isolation("userns", tuple(user), uid_drop=True, pids_cgroup=None, host_maps=True)
     elif unshare:
         user = [unshare, "--user", "--map-root-user", *base[1:]]
@@ -216,6 +218,15 @@ def write_id_maps(pid: int, uid: int) -> None:
     for name in ("uid_map", "gid_map"):
         with open(f"/proc/{pid}/{name}", "w") as fh:
             fh.write(f"0 0 1\n{uid} {uid} 1\n")
+
+
+def _drop_works_as_a_claimed_uid(argv: list[str], base: int) -> bool:
+    """:func:`_userns_drop_works` as a worker uid claimed while it runs (``uid_claims``)."""
+    try:
+        with claimed_uid(base) as uid:
+            return _userns_drop_works(argv, uid)
+    except OSError:
+        return False
 
 
 def _userns_drop_works(argv: list[str], uid: int) -> bool:
@@ -266,5 +277,9 @@ def _rlimits(sandbox_uid: int) -> Isolation:
     abi = landlock_abi()
     if os.geteuid() != 0:
         return Isolation("rlimits", (), uid_drop=False, pids_cgroup=None, landlock_abi=abi)
-    error = _uid_drop_error(sandbox_uid)
+    try:
+        with claimed_uid(sandbox_uid) as uid:  # no other service's worker has it, nor reaps it meanwhile
+            error = _uid_drop_error(uid)
+    except OSError as exc:
+        error = f"{type(exc).__name__}: {exc}"
     return Isolation("rlimits", (), uid_drop=error is None, pids_cgroup=None, uid_drop_error=error, landlock_abi=abi)
