@@ -340,6 +340,18 @@ async def test_a_bind_that_finds_no_spare_takes_the_first_one_that_finishes_star
 
 
 @aio
+async def test_under_a_budget_of_one_worker_a_call_takes_the_spare_still_starting_instead_of_overloaded() -> None:
+    """CI of stop 79: a service with room for one worker warms its spare at start; a call arriving while that
+    spare was still starting was refused Overloaded (the budget counted the spare, and a start needed 256 MiB
+    more). A start that takes a spare needs no more memory: the call gets it, nothing else is started."""
+    async with pooled(spare_workers=1, max_workers=16, max_worker_memory_mb=256) as (pool, backend):
+        pool.warm(R1)  # the spare's memory counted, the worker not started yet
+        assert statuses(await run(pool, cases(1), spec("first"))) == ["ok"]
+        assert backend.started == 1 and pool.stats().started == 0  # the spare, bound; none of its own
+        assert backend.workers[0].load is not None
+
+
+@aio
 async def test_a_spare_that_died_while_it_waited_is_not_used() -> None:
     async with pooled(spare_workers=1) as (pool, backend):
         pool.warm(R1)

@@ -20,13 +20,13 @@ Rules:
 * single-case calls of a key may share a batch only up to as many rows as run in a worker's
   start time (:meth:`Leasing.coalesce_limit`): slow rows keep getting workers of their own;
   the timings and failure rates these rules read are measured by :mod:`evaluator_host.sandbox.pool.key_stats`;
-* memory: the workers alive at once (bound, starting, spare) hold at most the memory budget
-  (:func:`evaluator_host.sandbox.pool.memory.budget_mb`: ``max_worker_memory_mb``, by default 75% of the
-  machine's memory) in ``memory_mb``. A start that would pass it first evicts idle workers, least
-  recently used first, and spares; when that is not enough, a key with workers of its own waits for
-  one, and a key with none is answered :class:`~evaluator_host.errors.Overloaded` (503, Retry-After) —
-  unless its workspace is within its memory share (below): it waits for the memory lent to others;
-  a ``memory_mb`` larger than the whole budget is a ``LimitError`` (422);
+* memory: the workers alive at once (bound, starting, spare) hold at most the memory budget (``max_worker_memory_mb``,
+  by default 75% of the machine's memory: :func:`evaluator_host.sandbox.pool.memory.budget_mb`) in ``memory_mb``; a
+  start taking a spare (started, or starting for no other bind) needs none more. One that would pass it first evicts
+  idle workers, least recently used first, and spares; if that is not enough, a key with workers of its own waits for
+  one, and a key with none is answered :class:`~evaluator_host.errors.Overloaded` (503, Retry-After) — unless its
+  workspace is within its memory share (below): it waits for the memory lent to others; a ``memory_mb`` over the whole
+  budget is a ``LimitError`` (422);
 * memory shares (issue 47.7): each workspace's fair share of the budget is the budget split over the
   workspaces holding or waiting for workers (:meth:`Holdings.memory_share`). Work-conserving: a workspace
   alone may use the whole budget; once another workspace within its share waits
@@ -55,7 +55,7 @@ from typing import Any
 from evaluator_host.errors import LimitError, Overloaded, SandboxError
 from evaluator_host.observability import tracing
 from evaluator_host.observability.metrics import Metrics
-from evaluator_host.sandbox.base import Worker, WorkerSpec
+from evaluator_host.sandbox.base import RuntimeKey, Worker, WorkerSpec
 from evaluator_host.sandbox.pool.admission import WAIT_DEADLINE, waited_too_long
 from evaluator_host.sandbox.pool.holdings import SETTLED_S, Holdings, Slot
 from evaluator_host.sandbox.pool.key_stats import KeyStats
@@ -91,12 +91,14 @@ class Leasing:
         backend_name: str = "unknown",
         spare_mb: Callable[[], int] = lambda: 0,
         drop_spare: Callable[[], bool] = lambda: False,
+        spare_for: Callable[[RuntimeKey], bool] = lambda runtime: False,
     ) -> None:
         self.settings = settings
         self.metrics = metrics
         self._start = start
         self._spare_mb = spare_mb  # ``memory_mb`` held by spares (started or starting)
         self._drop_spare = drop_spare  # reap one spare to free memory; False when there is none
+        self._spare_for = spare_for  # whether a start of this runtime would take a spare (started or starting)
         self._backend_name = backend_name  # the label of this pool's counts
         self.stats = KeyStats()  # what leases and starts took, how often a key's leases failed
         self.holdings = Holdings(settings.max_workers, self.stats.failing)
@@ -158,8 +160,8 @@ class Leasing:
 
     async def _start_admitted(self, spec: WorkerSpec, victim: Slot | None) -> Slot | None:
         """Start a worker for ``spec`` (in ``victim``'s place, or a new one) if the memory budget admits
-        it; None, with ``victim`` back among the idle, when it does not."""
-        if not self._admit(spec.memory_mb, spec.workspace):
+        it; None, with ``victim`` back among the idle, when it does not (one taking a spare needs no more)."""
+        if not self._admit(0 if self._spare_for(spec.runtime) else spec.memory_mb, spec.workspace):
             if victim is not None:
                 self.holdings.idle.setdefault(victim.spec.key, []).append(victim)
             return None

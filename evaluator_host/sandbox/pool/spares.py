@@ -67,6 +67,11 @@ class Spares:
         started = sum(k.memory_mb * len(v) for k, v in self._spares.items())
         return started + sum(k.memory_mb * n for k, n in self._filling.items())
 
+    def claimable(self, runtime: RuntimeKey) -> bool:
+        """Whether :meth:`take_or_wait` would give a bind of ``runtime`` a spare: one is started, or more are
+        starting than binds already wait for."""
+        return bool(self._spares.get(runtime)) or self._filling.get(runtime, 0) > self._waiters(runtime)
+
     def drop_one(self) -> bool:
         """Reap a spare of the least recently used runtime (memory is needed); False when none is started."""
         held = [k for k, v in self._spares.items() if v]

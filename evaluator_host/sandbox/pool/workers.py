@@ -91,6 +91,7 @@ class WorkerPool:
             backend_name=backend.name,
             spare_mb=lambda: self.spares.memory_mb(),
             drop_spare=lambda: self.spares.drop_one(),
+            spare_for=lambda runtime: self.spares.claimable(runtime),
         )
         self.spares = Spares(backend, settings, self.leasing.reap, self._starts.inc, self.leasing.fits)
         metrics.watch_pool(self._states)
