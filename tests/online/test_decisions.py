@@ -38,10 +38,12 @@ BROKEN = "def evaluate(inputs, outputs, trace):\n    raise ValueError('the judge
 HOLD = "import time\n\ndef evaluate(inputs, outputs, trace):\n    time.sleep(90)\n    return 1.0\n"
 
 
-def _call(base: str, evaluator_id: str) -> None:
-    """A long call of ``evaluator_id`` (its answer does not matter: the service may stop first)."""
+def _call(base: str, evaluator_id: str, answers: list[str] | None = None) -> None:
+    """A long call of ``evaluator_id`` (the service may stop first); its answer, if any, appended to ``answers``."""
     with contextlib.suppress(httpx.HTTPError):
-        httpx.post(f"{base}/v1/evaluators/{evaluator_id}/evaluate", json={"outputs": "x"}, timeout=150)
+        answer = httpx.post(f"{base}/v1/evaluators/{evaluator_id}/evaluate", json={"outputs": "x"}, timeout=150)
+        if answers is not None:
+            answers.append(f"{answer.status_code} {answer.text[:600]}")
 
 
 def _workers(client: httpx.Client) -> tuple[float, float, float]:
@@ -195,10 +197,16 @@ def test_an_infrastructure_error_says_retrying_with_the_error_until_the_last_att
     env = {**ENV, "EVALUATOR_HOST_MAX_WORKER_MEMORY_MB": "256", "EVALUATOR_HOST_ONLINE_MAX_ATTEMPTS": "2"}
     with serving(tmp_path, backend, env=env) as (client, proc):
         hold = _evaluator(client, "hold", HOLD, timeout_s=30)
-        holder = threading.Thread(target=_call, args=(str(client.base_url), hold), daemon=True)
+        # its pre-warm first (a saved revision's first worker, started in the background): while it starts it
+        # counts busy too, and a call arriving then found the memory held by the next pre-warm ("good"'s) —
+        # the (1, 0, 0) below must be the long call's worker, not the pre-warm's (CI of stop 79)
+        wait_until(lambda: _workers(client) == (0, 1, 0), 120, 0.1, what="the long call's pre-warmed worker, idle")
+        held: list[str] = []  # the long call's answer: none while it holds the worker
+        holder = threading.Thread(target=_call, args=(str(client.base_url), hold, held), daemon=True)
         holder.start()
         wait_until(lambda: _workers(client) == (1, 0, 0), 120, 0.1, what="the long call holding the only worker")
         rule = _rule(client, evaluator_id=_evaluator(client, "good", GOOD))
+        assert not held, f"the long call ended before the trace was sent: {held}"
         provider, tracer = _app(str(client.base_url))
         with tracer.start_as_current_span("chat", kind=SpanKind.SERVER) as root:
             trace_id = format(root.get_span_context().trace_id, "032x")
@@ -208,7 +216,12 @@ def test_an_infrastructure_error_says_retrying_with_the_error_until_the_last_att
             decision = _of(_decisions(client, trace_id), rule) if _known(client, trace_id) else None
             return decision if decision and decision["decision"] == "retrying" else None
 
-        seen = wait_until(retrying, 120, 0.05, what=lambda: f"the score retrying: {_decisions(client, trace_id)}")
+        seen = wait_until(
+            retrying,
+            120,
+            0.05,
+            what=lambda: f"the score retrying: {_decisions(client, trace_id)}; the long call: {held}",
+        )
         assert seen["reason"].startswith("attempt 1 failed: Overloaded: the workers alive hold")
         assert "max_worker_memory_mb" in seen["reason"] and seen["attempts"] == 1
         assert client.get(f"/v1/online-rules/{rule}/stats").json()["pending"]["retrying"] == 1
