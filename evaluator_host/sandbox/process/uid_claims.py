@@ -9,7 +9,8 @@ process run as a sandbox uid therefore holds that uid's claim first:
 * a start-up probe (can a child drop to the uid? can the uid read the interpreter?), for as long as the
   probe runs. Before, probes ran as ``sandbox_uid_base`` unclaimed: another service on the machine that
   held that uid for a worker killed the probe when its worker ended, and the probe's service refused to
-  start ("would run user code as root", CI 74), and the probe shared its uid with live user code.
+  start ("cannot read" its interpreter, or "would run user code as root": CI 74), and the probe shared
+  its uid with live user code.
 
 A claim is an exclusive ``flock`` on ``CLAIMS/<uid>.lock``: the kernel drops it when its holder's
 descriptor closes, a crashed service's claims with it.
