@@ -352,20 +352,6 @@ async def test_under_a_budget_of_one_worker_a_call_takes_the_spare_still_startin
 
 
 @aio
-async def test_a_call_that_only_a_pre_warm_under_way_leaves_no_memory_for_waits_for_it_instead_of_overloaded() -> None:
-    """A saved evaluator's pre-warm is speculative: while it starts, under a budget of one worker, a call of
-    another evaluator was answered Overloaded. It waits: the pre-warmed worker, idle once loaded, is evicted for
-    it."""
-    async with pooled(start=slow_start, max_workers=16, max_worker_memory_mb=256) as (pool, backend):
-        warming = asyncio.ensure_future(pool.prewarm(spec("saved")))
-        await settle()
-        assert pool.leasing.holdings.warming  # its worker is starting: the whole budget
-        assert statuses(await run(pool, cases(1), spec("called", R2))) == ["ok"]
-        await warming
-        assert backend.started == 2 and [w.load is not None for w in backend.workers] == [True, True]
-
-
-@aio
 async def test_a_spare_that_died_while_it_waited_is_not_used() -> None:
     async with pooled(spare_workers=1) as (pool, backend):
         pool.warm(R1)

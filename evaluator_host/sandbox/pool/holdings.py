@@ -111,12 +111,6 @@ class Holdings:
         waiting for it is never slower than starting another)."""
         return self.warming.get(key, 0) > self.waiting.get(key, 0)
 
-    def nothing_to_wait_for(self, key: str) -> bool:
-        """Whether a caller of ``key`` that memory refuses has nothing to wait for: no worker of ``key``, and no
-        pre-warm under way (a speculative start, of any key: its worker goes idle once loaded, evictable for a
-        call — a call must not be refused for memory a pre-warm holds for a moment)."""
-        return not self.held(key) and not any(self.warming.values())
-
     def unused(self, key: str) -> bool:
         """Whether ``key`` has no worker idle or leased and no caller waiting."""
         return not self.idle.get(key) and not self.leased.get(key) and not self.waiting.get(key)

@@ -237,13 +237,13 @@ class Leasing:
                 if self._count < self.settings.max_workers:
                     if (started := await self._start_admitted(spec, None)) is not None:
                         return started
-                    if h.nothing_to_wait_for(key) and not self._within_share(spec):  # no memory, no worker to wait for
+                    if not h.held(key) and not self._within_share(spec):  # no memory, no worker to wait for
                         raise self._overloaded(spec)
                 else:
                     victim = h.evict_one(key)
                     if victim is not None and (started := await self._start_admitted(spec, victim)) is not None:
                         return started
-                    if victim is not None and h.nothing_to_wait_for(key) and not self._within_share(spec):
+                    if victim is not None and not h.held(key) and not self._within_share(spec):
                         raise self._overloaded(spec)
             elif self._lent(spec) and not h.held(key):  # over its share while another waits: refused first
                 raise self._overloaded(spec)
