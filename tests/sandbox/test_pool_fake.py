@@ -340,10 +340,11 @@ async def test_a_bind_that_finds_no_spare_takes_the_first_one_that_finishes_star
 
 
 @aio
-async def test_under_a_budget_of_one_worker_a_call_takes_the_spare_still_starting_instead_of_overloaded() -> None:
-    """CI of stop 79: a service with room for one worker warms its spare at start; a call arriving while that
-    spare was still starting was refused Overloaded (the budget counted the spare, and a start needed 256 MiB
-    more). A start that takes a spare needs no more memory: the call gets it, nothing else is started."""
+async def test_under_a_budget_of_one_worker_a_bind_takes_the_spare_still_starting_instead_of_starting_another() -> None:
+    """A service with room for one worker warms its spare at start. A bind arriving while that spare was still
+    starting was not admitted (the budget counted the spare, and the start asked 256 MiB more): it waited, reaped
+    the spare once started, and started another. A start that takes a spare needs no more memory: the bind gets
+    it, nothing else is started."""
     async with pooled(spare_workers=1, max_workers=16, max_worker_memory_mb=256) as (pool, backend):
         pool.warm(R1)  # the spare's memory counted, the worker not started yet
         assert statuses(await run(pool, cases(1), spec("first"))) == ["ok"]
