@@ -56,8 +56,9 @@ def run(name: str, args: list[str], timings: Path) -> tuple[int, float, list[tup
     seconds = time.monotonic() - started
     failed: list[tuple[str, str]] = []
     if report.is_file():
-        failed = failures(report.read_text())
-        slowest = file_seconds(report.read_text()).most_common(SLOWEST_FILES)
+        junit = report.read_text()
+        failed = failures(junit)
+        slowest = file_seconds(junit).most_common(SLOWEST_FILES)
         if slowest:
             print(f"== tier {name}: its {len(slowest)} slowest files (seconds of test time)", flush=True)
             for path, spent in slowest:

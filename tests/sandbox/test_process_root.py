@@ -14,7 +14,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ from fastapi.testclient import TestClient
 from evaluator_host.api import create_app
 from evaluator_host.sandbox.process.backend import ProcessBackend
 from evaluator_host.sandbox.process.uid_claims import claim
-from evaluator_host.sandbox.strays import of_uid
+from evaluator_host.sandbox.strays import kill, of_uid
 from tests.support import REPO
 from tests.support.rlimits import reachable_python
 from tests.support.service import assert_healthy, evaluate, make_settings
@@ -273,7 +272,7 @@ def test_start_up_probes_run_as_a_uid_they_claimed_beside_a_reaper(tmp_path: Pat
             reaped.append(len(found))
             for fd in found:
                 with contextlib.suppress(OSError):
-                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+                    kill(fd)
                 os.close(fd)
 
     reaper = threading.Thread(target=another_services_reaper, daemon=True)

@@ -7,15 +7,20 @@ import xml.etree.ElementTree as ElementTree
 from collections import Counter
 
 
+def _file_and_classes(classname: str) -> tuple[str, list[str]]:
+    """pytest's ``classname`` (the file's dotted path, then any class: ``tests.api.test_jobs`` or
+    ``tests.api.test_jobs.TestX``) as the file's path and its classes."""
+    parts, classes = classname.split("."), list[str]()
+    while len(parts) > 1 and parts[-1][:1].isupper():  # a test class, not a module
+        classes.insert(0, parts.pop())
+    return "/".join(parts) + ".py", classes
+
+
 def file_seconds(junit_xml: str) -> Counter[str]:
-    """Seconds per test file in a JUnit XML report (pytest's ``classname`` is the file's dotted path, then
-    any class: ``tests.api.test_jobs`` or ``tests.api.test_jobs.TestX``), summed over its test cases."""
+    """Seconds per test file in a JUnit XML report, summed over its test cases (and classes)."""
     totals: Counter[str] = Counter()
     for case in ElementTree.fromstring(junit_xml).iter("testcase"):
-        parts = case.get("classname", "").split(".")
-        while len(parts) > 1 and parts[-1][:1].isupper():  # a test class, not a module
-            parts.pop()
-        totals["/".join(parts) + ".py"] += float(case.get("time", "0") or 0)
+        totals[_file_and_classes(case.get("classname", ""))[0]] += float(case.get("time", "0") or 0)
     return totals
 
 
@@ -32,11 +37,8 @@ def failures(junit_xml: str) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     for case in ElementTree.fromstring(junit_xml).iter("testcase"):
         for outcome in (*case.iter("failure"), *case.iter("error")):
-            parts = case.get("classname", "").split(".")
-            cls: list[str] = []
-            while len(parts) > 1 and parts[-1][:1].isupper():
-                cls.insert(0, parts.pop())
-            test = "::".join(["/".join(parts) + ".py", *cls, case.get("name", "")])
+            path, classes = _file_and_classes(case.get("classname", ""))
+            test = "::".join([path, *classes, case.get("name", "")])
             message = [line for line in (outcome.get("message") or "").splitlines() if line.strip()]
             text = [line for line in (outcome.text or "").splitlines() if line.strip()]
             said = message[0].strip() if message else text[-1].strip() if text else outcome.tag
