@@ -58,6 +58,14 @@ class Settings(OnlineSettings, SandboxSettings, BaseSettings):
 
     host: str = Field("127.0.0.1", description="Address `serve` binds by default.")
     port: int = Field(8000, description="Port `serve` binds by default.")
+    keep_alive_s: int = Field(
+        75,
+        ge=1,
+        description="An idle HTTP connection is closed after this long (`serve`). Longer than clients' and proxies' "
+        "own idle expiry (httpx 5 s, Node's fetch 4 s, HAProxy's pool, AWS ALB 60 s), so they drop an idle "
+        "connection first: a request sent on a connection the service is closing at that moment fails, unretried. "
+        "Behind a proxy that keeps idle connections longer, set it above the proxy's (docs/deploy.md).",
+    )
     allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Names the service answers to besides localhost, 127.0.0.1, ::1 and the address it binds, "

@@ -109,7 +109,15 @@ def run_serve(args: argparse.Namespace) -> int:
             sys.stderr.write(f"evaluator-host: {problem}\n")
             return 2
         app = create_app(settings)
-    config = uvicorn.Config(app, host=host, port=port, log_level=level, access_log=False, log_config=None)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=level,
+        access_log=False,
+        log_config=None,
+        timeout_keep_alive=settings.keep_alive_s,  # uvicorn's 5 s equals httpx's pool expiry: a race (Settings)
+    )
     # the loop uvicorn.run would choose (``loop="auto"``: uvloop where installed, as the lock has it); a plain
     # asyncio.run here ran the service on asyncio's pure-Python loop: +0.2 ms a call by id, ~1.7x the egress
     # proxy's CPU per connection (issue 55, docs/benchmarks.md)
