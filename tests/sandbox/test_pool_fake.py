@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from evaluator_host.errors import SandboxError
+from evaluator_host.errors import Overloaded, SandboxError
 from evaluator_host.sandbox.base import RuntimeKey
 from evaluator_host.sandbox.pool.workers import WorkerPool
 from evaluator_host.testing.fake import (
@@ -199,6 +199,50 @@ async def test_a_second_call_during_a_pre_warm_with_one_waiting_already_starts_i
         await warming
         assert statuses(first + second) == ["ok", "ok"]
         assert backend.started == 2  # nothing known of the key's lease time yet: starting is the rule
+
+
+@aio
+async def test_under_a_budget_of_one_worker_a_call_during_another_keys_pre_warm_waits_for_it_to_go_idle() -> None:
+    """A service with memory for one worker, a saved evaluator's pre-warm starting: a call of another evaluator found
+    the budget held by that start and no idle worker to evict, and was answered 503 ``Overloaded`` — while the
+    pre-warmed worker was a moment from idle. It now waits for that start to end, evicts the idle worker and is
+    answered; nothing else is started."""
+
+    async def slow_import(_load: dict[str, Any]) -> None:
+        await asyncio.sleep(0.2)
+
+    async with pooled(load=slow_import, max_worker_memory_mb=R1.memory_mb) as (pool, backend):
+        warming = asyncio.ensure_future(pool.prewarm(spec("a")))
+        await settle()
+        assert pool.leasing.holdings.starting == {"a": 1}
+        assert statuses(await run(pool, cases(1), spec("b"))) == ["ok"]
+        await warming
+        a, b = backend.workers
+        assert a.killed and b.handled == cases(1) and backend.started == 2
+
+
+@aio
+async def test_a_call_refused_for_memory_does_not_wait_for_a_start_that_another_call_will_hold() -> None:
+    """Only a pre-warm's start is waited for (its worker goes idle at once): a worker starting for another
+    evaluator's call will be busy for that call, so a call that does not fit is refused at once, as before."""
+    gate = asyncio.Event()
+
+    async def hold(_load: dict[str, Any], case: dict[str, Any]) -> Reply:
+        if case["inputs"].get("hold"):
+            await gate.wait()
+        return {"value": 1.0}
+
+    async def slow_import(_load: dict[str, Any]) -> None:
+        await asyncio.sleep(0.2)
+
+    async with pooled(hold, load=slow_import, max_worker_memory_mb=R1.memory_mb) as (pool, backend):
+        busy = asyncio.ensure_future(run(pool, [{"inputs": {"hold": True}}], spec("a")))
+        await settle()
+        assert pool.leasing.holdings.starting == {"a": 1} and pool.leasing.holdings.warming == {}
+        with pytest.raises(Overloaded):
+            await run(pool, cases(1), spec("b"))
+        gate.set()
+        assert statuses(await busy) == ["ok"]
 
 
 @aio

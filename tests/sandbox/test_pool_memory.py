@@ -142,3 +142,25 @@ def test_another_workspaces_call_waits_for_the_memory_one_workspace_borrowed_and
         assert _memory(client)[0] <= BUDGET
         status, _headers, body = _call(client, "a-after", headers=ha)  # A again, once B is served
         assert status == 200 and body["results"][0]["status"] == "ok", body
+
+
+def test_a_call_arriving_during_another_evaluators_pre_warm_waits_for_it_instead_of_answering_overloaded(
+    tmp_path: Path,
+) -> None:
+    """Room for one worker; an evaluator just saved is pre-warming (its code's import takes a second). A call of
+    another evaluator found the budget held by that start and answered 503 ``Overloaded`` although the worker was a
+    moment from idle; it now waits for that start to end, evicts the idle worker and is answered."""
+    settings = make_settings(tmp_path, backend="process", max_worker_memory_mb=300, spare_workers=0)
+    slow = "import time\ntime.sleep(1.5)\n\ndef evaluate(inputs, outputs, trace):\n    return 0.5\n"
+    with TestClient(create_app(settings)) as client:
+        holdings = client.app.state.services.pool.leasing.holdings  # type: ignore[attr-defined]
+        saved = client.post(
+            "/v1/evaluators",
+            json={"name": "slow-import", "language": "python", "code": slow, "settings": {"memory_mb": 256}},
+        )
+        assert saved.status_code in (200, 201), saved.text
+        wait_until(lambda: any(holdings.starting.values()) and any(holdings.warming.values()), 30, 0.01)
+        status, _headers, body = _call(client, "during-the-pre-warm")
+        assert status == 200 and body["results"][0]["status"] == "ok", body
+        assert _memory(client)[0] <= 300
+        assert_healthy(client)

@@ -111,6 +111,21 @@ class Holdings:
         waiting for it is never slower than starting another)."""
         return self.warming.get(key, 0) > self.waiting.get(key, 0)
 
+    def refuses(self, budget_mb: int | None, spec: WorkerSpec, warm: bool) -> bool:
+        """Whether a start of ``spec`` the memory budget did not admit is refused (503 ``Overloaded``): its key holds
+        no worker to wait for, its workspace is over its memory share (no memory lent to wait for), and no pre-warm
+        of another key is starting (:meth:`prewarm_starting`; a pre-warm's own start never waits for one)."""
+        return (
+            not self.held(spec.key)
+            and not self.within_share(budget_mb, spec.workspace, spec.memory_mb)
+            and (warm or not self.prewarm_starting(spec.key))
+        )
+
+    def prewarm_starting(self, but: str) -> bool:
+        """Whether a pre-warm of a key other than ``but`` is starting its worker now: a worker that goes idle once
+        started (nobody waits for it), which memory may then evict — not one a call will hold."""
+        return any(self.starting.get(key) for key, n in self.warming.items() if n and key != but)
+
     def unused(self, key: str) -> bool:
         """Whether ``key`` has no worker idle or leased and no caller waiting."""
         return not self.idle.get(key) and not self.leased.get(key) and not self.waiting.get(key)

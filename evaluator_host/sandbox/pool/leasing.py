@@ -25,8 +25,8 @@ Rules:
   start taking a spare (started, or starting for no other bind) needs none more. One that would pass it first evicts
   idle workers, least recently used first, and spares; if that is not enough, a key with workers of its own waits for
   one, and a key with none is answered :class:`~evaluator_host.errors.Overloaded` (503, Retry-After) — unless its
-  workspace is within its memory share (below): it waits for the memory lent to others; a ``memory_mb`` over the whole
-  budget is a ``LimitError`` (422);
+  workspace is within its memory share (below): it waits for the memory lent to others; or another key's pre-warm is
+  starting: it waits to evict that worker once idle; a ``memory_mb`` over the whole budget is a ``LimitError`` (422);
 * memory shares (issue 47.7): each workspace's fair share of the budget is the budget split over the
   workspaces holding or waiting for workers (:meth:`Holdings.memory_share`). Work-conserving: a workspace
   alone may use the whole budget; once another workspace within its share waits
@@ -178,10 +178,6 @@ class Leasing:
             "not fit now; retry shortly"
         )
 
-    def _within_share(self, spec: WorkerSpec) -> bool:
-        """Whether a worker of ``spec`` fits in its workspace's memory share (it may wait for memory lent)."""
-        return self.holdings.within_share(self.memory_budget_mb, spec.workspace, spec.memory_mb)
-
     def _lent(self, spec: WorkerSpec) -> bool:
         """Whether a worker of ``spec`` (to start, or released) keeps memory lent from a workspace waiting for it."""
         if (budget := self.memory_budget_mb) is None or not any(self.holdings.waiting.values()):
@@ -237,13 +233,13 @@ class Leasing:
                 if self._count < self.settings.max_workers:
                     if (started := await self._start_admitted(spec, None)) is not None:
                         return started
-                    if not h.held(key) and not self._within_share(spec):  # no memory, no worker to wait for
+                    if h.refuses(self.memory_budget_mb, spec, warm):  # no memory, nothing to wait for
                         raise self._overloaded(spec)
                 else:
                     victim = h.evict_one(key)
                     if victim is not None and (started := await self._start_admitted(spec, victim)) is not None:
                         return started
-                    if victim is not None and not h.held(key) and not self._within_share(spec):
+                    if victim is not None and h.refuses(self.memory_budget_mb, spec, warm):
                         raise self._overloaded(spec)
             elif self._lent(spec) and not h.held(key):  # over its share while another waits: refused first
                 raise self._overloaded(spec)
