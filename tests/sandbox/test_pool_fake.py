@@ -246,6 +246,26 @@ async def test_a_call_refused_for_memory_does_not_wait_for_a_start_that_another_
 
 
 @aio
+async def test_a_call_refused_for_memory_does_not_wait_for_a_pre_warm_another_call_already_waits_for() -> None:
+    """A pre-warm whose worker a caller of its own key waits for goes to that caller, not idle: a call of another
+    evaluator that does not fit is refused at once, as before."""
+
+    async def slow_import(_load: dict[str, Any]) -> None:
+        await asyncio.sleep(0.2)
+
+    async with pooled(load=slow_import, max_worker_memory_mb=R1.memory_mb) as (pool, backend):
+        warming = asyncio.ensure_future(pool.prewarm(spec("a")))
+        await settle()
+        first = asyncio.ensure_future(run(pool, cases(1), spec("a")))  # waits for the pre-warm's worker
+        await settle()
+        assert pool.leasing.holdings.waiting == {"a": 1} and pool.leasing.holdings.starting == {"a": 1}
+        with pytest.raises(Overloaded):
+            await run(pool, cases(1), spec("b"))
+        assert statuses(await first) == ["ok"]
+        await warming
+
+
+@aio
 async def test_a_key_whose_calls_hang_does_not_take_the_pool_from_the_others() -> None:
     def handler(load: dict[str, Any], case: dict[str, Any]) -> Reply:
         return HANG if "bad" in load["code"] else {"value": 1.0}

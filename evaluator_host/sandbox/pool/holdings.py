@@ -122,9 +122,12 @@ class Holdings:
         )
 
     def prewarm_starting(self, but: str) -> bool:
-        """Whether a pre-warm of a key other than ``but`` is starting its worker now: a worker that goes idle once
-        started (nobody waits for it), which memory may then evict — not one a call will hold."""
-        return any(self.starting.get(key) for key, n in self.warming.items() if n and key != but)
+        """Whether a pre-warm of a key other than ``but`` is starting its worker now, with no caller of that key
+        waiting for it (:meth:`awaits_prewarm`): a worker that goes idle once started, which memory may then evict —
+        not one a call will hold."""
+        return any(
+            self.starting.get(key) and n > self.waiting.get(key, 0) for key, n in self.warming.items() if key != but
+        )
 
     def unused(self, key: str) -> bool:
         """Whether ``key`` has no worker idle or leased and no caller waiting."""
