@@ -37,13 +37,9 @@ def _response(sock: socket.socket) -> bytes:
     return head.split(b"\r\n", 1)[0]
 
 
-def _port(client_url: str) -> int:
-    return int(client_url.rsplit(":", 1)[1].rstrip("/"))
-
-
 def test_an_idle_connection_outlives_a_clients_own_pool_expiry(tmp_path: Path) -> None:
     with serving(tmp_path / "data", backend="process") as (client, _proc):
-        with socket.create_connection(("127.0.0.1", _port(str(client.base_url))), timeout=30) as sock:
+        with socket.create_connection(("127.0.0.1", client.base_url.port), timeout=30) as sock:
             sock.sendall(REQUEST)
             assert _response(sock) == b"HTTP/1.1 200 OK"
             time.sleep(IDLE_S)
@@ -53,7 +49,7 @@ def test_an_idle_connection_outlives_a_clients_own_pool_expiry(tmp_path: Path) -
 
 def test_an_idle_connection_is_closed_after_keep_alive_s_and_the_service_stays_healthy(tmp_path: Path) -> None:
     with serving(tmp_path / "data", backend="process", env={"EVALUATOR_HOST_KEEP_ALIVE_S": "1"}) as (client, _proc):
-        with socket.create_connection(("127.0.0.1", _port(str(client.base_url))), timeout=30) as sock:
+        with socket.create_connection(("127.0.0.1", client.base_url.port), timeout=30) as sock:
             sock.sendall(REQUEST)
             assert _response(sock) == b"HTTP/1.1 200 OK"
             sock.settimeout(20)  # the bound is 1 s; a loaded machine may take longer to act on it

@@ -103,6 +103,10 @@ async def slow_start(_runtime: RuntimeKey) -> None:
     await asyncio.sleep(0.1)  # about a container start's half: ≫ a fast call, even on a loaded machine
 
 
+async def slow_import(_load: dict[str, Any]) -> None:
+    await asyncio.sleep(0.2)  # numpy's import: a call comes while the worker's start (its load) runs
+
+
 @aio
 async def test_a_burst_of_fast_calls_queues_on_the_warm_worker_instead_of_starting_more() -> None:
     async with pooled(start=slow_start, max_workers=8) as (pool, backend):
@@ -150,9 +154,6 @@ async def test_a_call_during_its_keys_pre_warm_waits_for_that_worker_instead_of_
     """A saved evaluator's pre-warm starts its worker; a call arriving before that start ends waits for it (the
     start is paid already, and nobody else is behind it) rather than starting a second worker for the key."""
 
-    async def slow_import(_load: dict[str, Any]) -> None:
-        await asyncio.sleep(0.2)  # numpy's import: the first call comes while it runs
-
     async with pooled(load=slow_import) as (pool, backend):
         warming = asyncio.ensure_future(pool.prewarm(spec()))
         await settle()
@@ -189,9 +190,6 @@ async def test_a_second_call_during_a_pre_warm_with_one_waiting_already_starts_i
     """The pre-warm's worker goes to one caller; a second caller waiting behind it would wait for a whole
     lease too, so the usual rule (start when waiting costs more) decides for it."""
 
-    async def slow_import(_load: dict[str, Any]) -> None:
-        await asyncio.sleep(0.2)
-
     async with pooled(load=slow_import) as (pool, backend):
         warming = asyncio.ensure_future(pool.prewarm(spec()))
         await settle()
@@ -207,9 +205,6 @@ async def test_under_a_budget_of_one_worker_a_call_during_another_keys_pre_warm_
     the budget held by that start and no idle worker to evict, and was answered 503 ``Overloaded`` — while the
     pre-warmed worker was a moment from idle. It now waits for that start to end, evicts the idle worker and is
     answered; nothing else is started."""
-
-    async def slow_import(_load: dict[str, Any]) -> None:
-        await asyncio.sleep(0.2)
 
     async with pooled(load=slow_import, max_worker_memory_mb=R1.memory_mb) as (pool, backend):
         warming = asyncio.ensure_future(pool.prewarm(spec("a")))
@@ -232,9 +227,6 @@ async def test_a_call_refused_for_memory_does_not_wait_for_a_start_that_another_
             await gate.wait()
         return {"value": 1.0}
 
-    async def slow_import(_load: dict[str, Any]) -> None:
-        await asyncio.sleep(0.2)
-
     async with pooled(hold, load=slow_import, max_worker_memory_mb=R1.memory_mb) as (pool, backend):
         busy = asyncio.ensure_future(run(pool, [{"inputs": {"hold": True}}], spec("a")))
         await settle()
@@ -249,9 +241,6 @@ async def test_a_call_refused_for_memory_does_not_wait_for_a_start_that_another_
 async def test_a_call_refused_for_memory_does_not_wait_for_a_pre_warm_another_call_already_waits_for() -> None:
     """A pre-warm whose worker a caller of its own key waits for goes to that caller, not idle: a call of another
     evaluator that does not fit is refused at once, as before."""
-
-    async def slow_import(_load: dict[str, Any]) -> None:
-        await asyncio.sleep(0.2)
 
     async with pooled(load=slow_import, max_worker_memory_mb=R1.memory_mb) as (pool, backend):
         warming = asyncio.ensure_future(pool.prewarm(spec("a")))
