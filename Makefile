@@ -75,10 +75,11 @@ lint: install ## ruff + mypy --strict on the package; tsc --strict on the web pl
 # make test's first tier: pytest-xdist processes (tests/tiers.py; 1: one process, no xdist), whole files each.
 # Two by default, one a core of this 2-core machine: 41 % off the tier (docs/architecture.md, "How make test runs")
 TEST_WORKERS ?= 2
-# The package's bytecode compiled first: every service and CLI subprocess the suite starts reads it, where with
-# PYTHONDONTWRITEBYTECODE set (as on this machine) each compiled the ~450 modules it imports again (~0.25 s of CPU)
+# The bytecode compiled first, on every core (tests/support/precompile.py): with PYTHONDONTWRITEBYTECODE set (as on
+# this machine) every service and CLI subprocess compiled the ~450 package modules it imports again (~0.25 s of CPU),
+# and each pytest process rewrote every test module and pytest plugin again (a collection: 37 s of CPU, 14 s after)
 test: install lint ## lint, then the whole suite: a parallel tier (TEST_WORKERS), then the serial one (conformance vectors from ../shared when present)
-	$(BIN)/python -m compileall -q evaluator_host
+	$(BIN)/python -m tests.support.precompile
 	$(BIN)/python -m tests.tiers --workers $(TEST_WORKERS) -- -q $(PYTEST_ARGS)
 
 unit: install ## the fast tests only: no sandbox, no network (tests marked `network` are deselected)

@@ -15,8 +15,12 @@ FAULTS = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here: dict[Path, bool] = {}  # each file resolved once (the whole suite's items pass through this hook)
     for item in items:
-        if FAULTS in Path(item.path).resolve().parents:
+        path = Path(item.path)
+        if path not in here:
+            here[path] = FAULTS in path.resolve().parents
+        if here[path]:
             item.add_marker(pytest.mark.slow)
 
 
