@@ -10,9 +10,12 @@ up here before it shows up in a review.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support.source import forget, parsed
 
 PACKAGE = Path(__file__).resolve().parents[2] / "evaluator_host"
 E = "evaluator_host."
@@ -106,9 +109,15 @@ ALLOWED: dict[str, tuple[str, ...]] = {
 }
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _trees_let_go_after_this_file() -> Iterator[None]:
+    yield
+    forget()
+
+
 def _imports(path: Path) -> list[tuple[int, str]]:
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
@@ -202,7 +211,7 @@ def test_the_queue_host_runs_chunks_through_the_one_executor_and_retries_nothing
     never calls ``Bound.run`` itself, never sleeps, and has no loop around a ``try`` (a retry loop);
     the only loops left are the cancel watcher's and listener's."""
     path = PACKAGE / "jobs" / "queue" / "host.py"
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parsed(path)
     assert (0, E + "jobs.running.executor.ChunkExecutor") in [(0, name) for _, name in _imports(path)]
     runs = [
         node
@@ -243,7 +252,7 @@ def _import_graph() -> dict[str, set[str]]:
     for module, path in paths.items():
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         targets = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):

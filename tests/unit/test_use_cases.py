@@ -9,9 +9,12 @@ the modules split out of the evaluation path keep the path's import rules.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support.source import forget, parsed
 
 PACKAGE = Path(__file__).resolve().parents[2] / "evaluator_host"
 EVALUATION = PACKAGE / "evaluation"
@@ -21,8 +24,13 @@ def _modules() -> list[Path]:
     return sorted(PACKAGE.rglob("*.py"))
 
 
-def _tree(path: Path) -> ast.AST:
-    return ast.parse(path.read_text(), str(path))
+_tree = parsed  # each module parsed once for the whole file, not once a test
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _trees_let_go_after_this_file() -> Iterator[None]:
+    yield
+    forget()
 
 
 def _where(path: Path, node: ast.AST) -> str:
