@@ -17,7 +17,9 @@ helpers) and never from another test module (``tests/unit/test_test_layout.py`` 
   fake backend), ``store`` (job store records), ``queue`` (a grid of service, broker and worker hosts),
   ``faults`` (a small disk, a tiny wheel, a service's workers), ``hostile`` (the hostile table),
   ``rlimits`` (the rlimits-only mode's settings), ``migrate_fixtures``, ``web`` (the playground's editors),
-  ``installed`` (the built wheel in a fresh venv outside the checkout, its own ``serve``, plain HTTP calls).
+  ``installed`` (the built wheel in a fresh venv outside the checkout, its own ``serve``, plain HTTP calls),
+  ``source`` (the package's modules parsed once for the architecture tests);
+- the runner's own: ``precompile`` (the bytecode ``make test`` writes first), ``cpu``, ``schedule``, ``timings``.
 """
 
 from __future__ import annotations
