@@ -30,7 +30,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from _pytest.assertion.rewrite import PYC_TAIL, _rewrite_test, _write_pyc, get_cache_dir
+from _pytest.assertion.rewrite import PYC_TAIL, _read_pyc, _rewrite_test, _write_pyc, get_cache_dir
 
 from tests.support import REPO
 
@@ -46,14 +46,15 @@ def rewritten(repo: Path = REPO) -> list[Path]:
 
 
 def _rewrite(paths: list[Path]) -> int:
-    """Rewrite and cache each of ``paths`` whose cache is missing; how many were written."""
+    """Rewrite and cache each of ``paths`` whose cache is missing or stale (pytest's own check: its source's
+    hash); how many were written."""
     state: Any = SimpleNamespace(trace=lambda _message: None)  # all _write_pyc reads of pytest's state
     written = 0
     for path in paths:
         cache = get_cache_dir(path)
         pyc = cache / (path.name[:-3] + PYC_TAIL)
-        if pyc.exists() or not path.is_file():
-            continue  # hash-checked when read: a stale one is rewritten by pytest then
+        if not path.is_file() or _read_pyc(path, pyc) is not None:
+            continue  # current: what pytest would read
         try:
             cache.mkdir(exist_ok=True)
             source_hash, code = _rewrite_test(path, None)  # type: ignore[arg-type]
@@ -64,6 +65,7 @@ def _rewrite(paths: list[Path]) -> int:
 
 
 def main() -> int:
+    """Compile and rewrite on every core; 1 when ``compileall`` found a file that does not compile."""
     workers = os.cpu_count() or 1
     ok = compileall.compile_dir(REPO / "evaluator_host", quiet=1, workers=workers)
     ok &= compileall.compile_dir(REPO / "tests" / "support", quiet=1, workers=workers)

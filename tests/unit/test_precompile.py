@@ -30,12 +30,14 @@ def test_a_precompiled_test_module_is_pytests_rewritten_code_read_from_its_own_c
     assert _rewrite([source]) == 0  # written once
 
 
-def test_an_edited_module_is_not_read_from_the_precompiled_cache(tmp_path: Path) -> None:
+def test_an_edited_module_is_not_read_from_the_precompiled_cache_and_is_written_again(tmp_path: Path) -> None:
     source = tmp_path / "test_sample.py"
     source.write_text("X = 1\n")
     _rewrite([source])
     source.write_text("X = 2\n")  # same size: only the hash tells
     assert _read_pyc(source, _cache_of(source)) is None
+    assert _rewrite([source]) == 1  # and the next make test writes it again
+    assert _read_pyc(source, _cache_of(source)) is not None
 
 
 def test_the_rewritten_files_are_the_test_modules_the_conftests_and_the_pytest_plugins() -> None:
