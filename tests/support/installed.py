@@ -8,7 +8,7 @@ outside the checkout, and its ``evaluator-host serve`` started from there; plain
   ``requirements.lock`` (:func:`lock_constraints`): ``uv pip install``, one of the install paths docs/deploy.md
   gives users, as ``make install`` does (pip only when uv cannot reach the packages: uv reads no pip.conf). pip's
   install of the same wheel is the service image's (``deploy/Dockerfile``, tests/packaging/test_image.py). Here uv
-  took 18 s of CPU and 27 s against pip's 69 s and 149 s (with its venv's own pip), the bytecode compiled by both;
+  took 18 s of CPU and 27 s against pip's 74 s and 149 s (its venv's own pip included), the bytecode compiled by both;
 - :func:`serving_installed` starts the venv's own ``evaluator-host`` with the checkout nowhere on its paths
   (cwd and ``HOME`` in the temporary folder, no ``PYTHONPATH``), healthy, terminated afterwards;
 - :func:`call` is one JSON request over ``urllib`` (no client library).
