@@ -63,7 +63,7 @@ def test_a_job_downloads_its_runtime_lock_and_replays_a_row(page: Page, service:
     sbom = json.loads(open(download.value.path()).read())  # noqa: SIM115
     assert any(c["purl"] == "pkg:pypi/six@1.16.0" for c in sbom["components"])
 
-    rows = page.locator(".job-results tbody tr")
+    rows = page.locator(f".job-results[data-results-of='{steady['id']}'] tbody tr")
     expect(rows).to_have_count(3)
     rows.nth(1).get_by_role("button", name="Replay").click()
     expect(rows.nth(1).locator(".replay-verdict")).to_have_text("✓ identical")
@@ -71,7 +71,9 @@ def test_a_job_downloads_its_runtime_lock_and_replays_a_row(page: Page, service:
 
     randomly = _job(service, "random", RANDOM)
     job = _open(page, randomly["id"])
-    rows = page.locator(".job-results tbody tr")
+    # this job's rows, not the previous job's still shown while its own load (a Replay there replays that job)
+    rows = page.locator(f".job-results[data-results-of='{randomly['id']}'] tbody tr")
+    expect(rows).to_have_count(3)
     rows.nth(0).get_by_role("button", name="Replay").click()
     verdict = rows.nth(0).locator(".replay-verdict")
     expect(verdict).to_contain_text("✗ differs: score: ")

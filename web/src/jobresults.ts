@@ -35,6 +35,9 @@ export class JobResults {
     if (!same) {
       this.offset = 0;
       this.all = null;
+      // never the previous job's rows under this job's header (a Replay clicked there would be that job's)
+      this.element.removeAttribute("data-results-of");
+      fill(this.body, h("p", { class: "muted" }, "loading results…"));
     }
     const labels = Object.keys(job.aggregate?.labels ?? {}).sort();
     const chosen = this.labelSelect.value;
@@ -132,6 +135,7 @@ export class JobResults {
 
   private render(job: Job, items: JobResultItem[], label: string, next: number | null): void {
     this.frame();
+    this.element.setAttribute("data-results-of", job.id); // whose rows these are
     const generated = Boolean(job.target);
     const sent = Boolean(job.sinks?.length);
     const pager = h(
