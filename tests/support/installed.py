@@ -43,8 +43,10 @@ def lock_constraints(lock: Path = REPO / "requirements.lock") -> str:
     return "\n".join(re.sub(r"\[[^\]]*\]", "", pin) for pin in pins) + "\n"
 
 
-def _venv(path: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=300)
+def _venv(path: Path, pip: bool = True) -> Path:
+    """A fresh venv at ``path`` (with pip, or ``pip=False`` without); its bin folder."""
+    without = [] if pip else ["--without-pip"]
+    subprocess.run([sys.executable, "-m", "venv", *without, str(path)], check=True, timeout=300)
     return path / "bin"
 
 
@@ -94,8 +96,7 @@ def run_dist(basetemp: Path) -> tuple[Path, Path]:
 def install(wheel: Path, venv: Path) -> Path:
     """A fresh venv at ``venv`` with ``wheel`` installed (dependencies at the lock's versions, their bytecode
     compiled); its bin folder. By the checkout's uv (the lock's pin), or by pip in the venv when uv fails."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
-    bin_dir = venv / "bin"
+    bin_dir = _venv(venv, pip=False)
     constraints = venv.parent / "constraints.txt"
     constraints.write_text(lock_constraints())
     uv = Path(sys.executable).parent / "uv"

@@ -45,18 +45,22 @@ def rewritten(repo: Path = REPO) -> list[Path]:
     return found
 
 
+def cached(path: Path) -> Path:
+    """Where pytest keeps ``path``'s rewritten code (``sys.pycache_prefix`` respected, as pytest does)."""
+    return get_cache_dir(path) / (path.name[:-3] + PYC_TAIL)
+
+
 def _rewrite(paths: list[Path]) -> int:
     """Rewrite and cache each of ``paths`` whose cache is missing or stale (pytest's own check: its source's
     hash); how many were written."""
     state: Any = SimpleNamespace(trace=lambda _message: None)  # all _write_pyc reads of pytest's state
     written = 0
     for path in paths:
-        cache = get_cache_dir(path)
-        pyc = cache / (path.name[:-3] + PYC_TAIL)
+        pyc = cached(path)
         if not path.is_file() or _read_pyc(path, pyc) is not None:
             continue  # current: what pytest would read
         try:
-            cache.mkdir(exist_ok=True)
+            pyc.parent.mkdir(exist_ok=True)
             source_hash, code = _rewrite_test(path, None)  # type: ignore[arg-type]
         except (OSError, SyntaxError):
             continue  # pytest reports it when (if) it imports the file

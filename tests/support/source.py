@@ -3,8 +3,8 @@ of ``tests/unit`` walk every module of the package in each of their tests: ``tes
 ~400 modules 13 times, 21 s of CPU a run here).
 
 A tree is shared: callers only read it (``ast.walk``, ``ast.unparse``), never change it. A changed file (its size
-or mtime) is parsed again. The trees of the whole package hold ~80 MiB: a test module that uses :func:`parsed`
-lets them go when it ends (:func:`forget`, from a module-scoped fixture), so a worker does not keep them for the
+or mtime) is parsed again. The trees of the whole package hold ~80 MiB: they are let go when each test file of
+``tests/unit`` ends (:func:`forget`, from that folder's ``conftest.py``), so a worker does not keep them for the
 rest of its run.
 """
 

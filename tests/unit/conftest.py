@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support.offline import CLOSED, check_address, check_name
+from tests.support.source import forget
 
 
 @pytest.fixture(autouse=True)
@@ -55,3 +56,10 @@ def offline(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     for name in ("NO_PROXY", "no_proxy"):
         monkeypatch.setenv(name, "localhost,127.0.0.1,::1")
     yield
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _parsed_trees_let_go() -> Iterator[None]:
+    """The package's trees a file parsed (``tests/support/source.py``) let go when the file ends."""
+    yield
+    forget()

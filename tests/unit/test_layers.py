@@ -10,12 +10,11 @@ up here before it shows up in a review.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.source import forget, parsed
+from tests.support.source import parsed
 
 PACKAGE = Path(__file__).resolve().parents[2] / "evaluator_host"
 E = "evaluator_host."
@@ -107,12 +106,6 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         )
     ),
 }
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _trees_let_go_after_this_file() -> Iterator[None]:
-    yield
-    forget()
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:

@@ -7,21 +7,17 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from _pytest.assertion.rewrite import PYC_TAIL, _read_pyc, get_cache_dir
+from _pytest.assertion.rewrite import _read_pyc
 
 from tests.support import REPO
-from tests.support.precompile import _rewrite, rewritten
-
-
-def _cache_of(source: Path) -> Path:
-    return get_cache_dir(source) / (source.name[:-3] + PYC_TAIL)
+from tests.support.precompile import _rewrite, cached, rewritten
 
 
 def test_a_precompiled_test_module_is_pytests_rewritten_code_read_from_its_own_cache(tmp_path: Path) -> None:
     source = tmp_path / "test_sample.py"
     source.write_text("def check(x):\n    assert x == 2\n")
     assert _rewrite([source]) == 1
-    code = _read_pyc(source, _cache_of(source))
+    code = _read_pyc(source, cached(source))
     assert code is not None
     space: dict[str, object] = {}
     exec(code, space)
@@ -35,9 +31,9 @@ def test_an_edited_module_is_not_read_from_the_precompiled_cache_and_is_written_
     source.write_text("X = 1\n")
     _rewrite([source])
     source.write_text("X = 2\n")  # same size: only the hash tells
-    assert _read_pyc(source, _cache_of(source)) is None
+    assert _read_pyc(source, cached(source)) is None
     assert _rewrite([source]) == 1  # and the next make test writes it again
-    assert _read_pyc(source, _cache_of(source)) is not None
+    assert _read_pyc(source, cached(source)) is not None
 
 
 def test_the_rewritten_files_are_the_test_modules_the_conftests_and_the_pytest_plugins() -> None:

@@ -9,12 +9,11 @@ the modules split out of the evaluation path keep the path's import rules.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.source import forget, parsed
+from tests.support.source import parsed
 
 PACKAGE = Path(__file__).resolve().parents[2] / "evaluator_host"
 EVALUATION = PACKAGE / "evaluation"
@@ -22,15 +21,6 @@ EVALUATION = PACKAGE / "evaluation"
 
 def _modules() -> list[Path]:
     return sorted(PACKAGE.rglob("*.py"))
-
-
-_tree = parsed  # each module parsed once for the whole file, not once a test
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _trees_let_go_after_this_file() -> Iterator[None]:
-    yield
-    forget()
 
 
 def _where(path: Path, node: ast.AST) -> str:
@@ -42,7 +32,7 @@ def test_evaluation_validate_is_called_only_inside_the_evaluation_domain() -> No
     calls = [
         (path, node)
         for path in _modules()
-        for node in ast.walk(_tree(path))
+        for node in ast.walk(parsed(path))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "validate"
     ]
     assert calls, "the scan finds the use case's own call"
@@ -70,7 +60,7 @@ def test_each_limit_is_checked_in_one_place(setting: str) -> None:
         str(path.relative_to(PACKAGE))
         for path in _modules()
         if path.relative_to(PACKAGE).parts[0] != "settings"  # the settings package declares them
-        for node in ast.walk(_tree(path))
+        for node in ast.walk(parsed(path))
         if isinstance(node, ast.Attribute) and node.attr == setting
     }
     assert readers == LIMIT_READERS[setting]
@@ -81,7 +71,7 @@ def test_each_limit_message_comes_from_one_function() -> None:
     producers = {
         (str(path.relative_to(PACKAGE)), node.name)
         for path in _modules()
-        for node in ast.walk(_tree(path))
+        for node in ast.walk(parsed(path))
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         for text in ast.walk(node)
         if isinstance(text, ast.Constant) and isinstance(text.value, str)
@@ -92,7 +82,7 @@ def test_each_limit_message_comes_from_one_function() -> None:
 
 def _imports(path: Path) -> set[str]:
     found: set[str] = set()
-    for node in ast.walk(_tree(path)):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
@@ -122,7 +112,7 @@ def test_the_surfaces_do_not_string_the_path_together(surface: str) -> None:
     steps = {"validate", "take_evaluations", "values", "check_declarations"}
     called = {
         node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-        for node in ast.walk(_tree(PACKAGE / surface))
+        for node in ast.walk(parsed(PACKAGE / surface))
         if isinstance(node, ast.Call)
     }
     assert not called & steps, sorted(called & steps)
@@ -157,7 +147,7 @@ def _callers(name: str) -> set[str]:
     return {
         str(path.relative_to(PACKAGE))
         for path in _modules()
-        for node in ast.walk(_tree(path))
+        for node in ast.walk(parsed(path))
         if isinstance(node, ast.Call)
         and (
             (isinstance(node.func, ast.Name) and node.func.id == name)
@@ -185,7 +175,7 @@ def test_bound_evaluators_are_cached_in_one_place() -> None:
     keepers = {
         str(path.relative_to(PACKAGE))
         for path in _modules()
-        for node in ast.walk(_tree(path))
+        for node in ast.walk(parsed(path))
         if isinstance(node, ast.AnnAssign) and isinstance(node.annotation, ast.Subscript)
         if any(isinstance(n, ast.Name) and n.id == "Bound" for n in ast.walk(node.annotation))
     }
@@ -196,7 +186,7 @@ def test_bound_evaluators_are_cached_in_one_place() -> None:
 
 
 def _function(path: Path, cls: str | None, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef:
-    scope: ast.AST = _tree(path)
+    scope: ast.AST = parsed(path)
     if cls is not None:
         scope = next(n for n in ast.walk(scope) if isinstance(n, ast.ClassDef) and n.name == cls)
     return next(n for n in ast.walk(scope) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name)
@@ -208,7 +198,7 @@ def test_only_bound_run_hands_cases_to_the_worker_pool() -> None:
         (path, node)
         for path in _modules()
         if "sandbox" not in path.relative_to(PACKAGE).parts
-        for node in ast.walk(_tree(path))
+        for node in ast.walk(parsed(path))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "run"
         if (isinstance(node.func.value, ast.Attribute) and node.func.value.attr in ("pool", "_pool"))
         or (isinstance(node.func.value, ast.Name) and node.func.value.id == "pool")
