@@ -4,7 +4,8 @@ Both servers run at once (the service on the process backend, one warm Python ev
 endpoint of :data:`bench.load_bench.BARE_APP` under the same uvicorn) and wrk, one keep-alive
 connection, alternates between them: ``ROUNDS`` pairs of ``SECONDS``-second runs, so a neighbour's
 burst on this shared machine lands on both sides alike. The figure is the ratio of the medians of the
-rounds' p50 (issue 55 §5: ≤ 2x).
+rounds' p50 (issue 55 §5: ≤ 2x). Between the rounds, this machine's price of a cross-process round trip
+(``bench/wakeups.py``): a call by id makes one (service → worker → service) that the bare endpoint does not.
 
 Run alone: ``.venv/bin/python -m bench.byid_bench``.
 """
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 
 from bench.common import REPO, serve, verdict
 from bench.load_bench import Load, _evaluators, bare_server, wrk
+from bench.wakeups import RoundTrip, round_trip
 
 ROUNDS = int(os.environ.get("BYID_ROUNDS", "5"))
 SECONDS = int(os.environ.get("BYID_SECONDS", "5"))
@@ -28,6 +30,7 @@ GOAL = 2.0
 class ByIdFigures:
     bare: list[Load] = field(default_factory=list)
     service: list[Load] = field(default_factory=list)
+    wakeups: list[RoundTrip] = field(default_factory=list)  # this machine's, measured between the rounds
 
     @property
     def ratio(self) -> float:
@@ -43,6 +46,7 @@ def measure(backend: str = "process") -> ByIdFigures:
         for _ in range(ROUNDS):
             figures.bare.append(wrk("bare FastAPI endpoint, same body", bare_base, [bare_path], 1, SECONDS))
             figures.service.append(wrk(f"{backend}: 1 evaluator by id", base, paths, 1, SECONDS))
+            figures.wakeups.append(round_trip(1000))
     return figures
 
 
@@ -55,6 +59,7 @@ def render(f: ByIdFigures) -> tuple[str, str]:
         f"{s.p50_ms / b.p50_ms:.2f}× |"
         for i, (b, s) in enumerate(zip(f.bare, f.service, strict=True))
     )
+    trip = statistics.median(w.p50_us for w in f.wakeups) if f.wakeups else float("nan")
     summary = (
         f"- warm evaluation by id, 1 client: p50 **{svc50:.3f} ms** against the bare FastAPI + pydantic "
         f"endpoint's {bare50:.3f} ms in the same run = **{f.ratio:.2f}×** "
@@ -74,6 +79,11 @@ is checked for a 2xx status by wrk.
 | round | bare p50 ms | bare req/s | by id p50 ms | by id req/s | ratio |
 |---|---|---|---|---|---|
 {rows}
+
+A call by id also crosses to its worker's process and back, which the bare endpoint never does: on this
+machine, in the same run, a pipe round trip to another process after {f.wakeups[0].gap_us if f.wakeups else 0} µs
+idle took **{trip:.1f} µs** p50 (`bench/wakeups.py`, the median of the rounds' p50, 1,000 round trips after each
+round): {trip / 1000 / bare50:.2f}× the bare endpoint's whole call, before the worker's own CPU.
 """
     return section, summary
 

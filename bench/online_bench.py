@@ -33,6 +33,7 @@ import httpx
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
+from bench import ingest_ceiling
 from bench.common import REPO, free_port, serving, wait_healthy
 
 BATCH = 512
@@ -227,7 +228,10 @@ on {nproc} cores at the start (a shared machine: the ratios to the floor matter 
 Stored / floor (issue 55's goal: >= {goal:.2f}x): {ratios}.
 
 Where a stored span's CPU goes, measured in-process (one thread, the same bodies, {stage_bodies} of them; CPU
-time of the process per span — on PostgreSQL the client's only):
+time of the process per span — on PostgreSQL the client's only). The row *the span's protobuf bytes kept* is not
+the service: it is what the receiver would cost if it stored each span as received and parsed it only when read
+(`bench/ingest_ceiling.py`: ids, times, name and bounds read, no attribute made into a Python value; the same
+store, schema and indexes), a lower bound of that design:
 
 | database | decode (upb → checked span values) | row (`body` JSON) | store (insert, traces, usage, commit) | total |
 |---|---|---|---|---|
@@ -319,7 +323,10 @@ def measure(profile_dir: Path | None = None) -> Figures:
     load = os.getloadavg()[0]
     flame = (lambda db: profile_dir / f"online-ingest-{db}.svg") if profile_dir else (lambda db: None)
     stored = [run("stored, span- and session-level rules routing (SQLite)", True, profile=flame("sqlite"))]
-    split = [stages("SQLite", None)]
+    split = [
+        stages("SQLite", None),
+        Stages("SQLite, the span's protobuf bytes kept (a ceiling)", *ingest_ceiling.measure()),
+    ]
     cluster, url = _postgres()
     if cluster is not None:
         try:
