@@ -5,8 +5,9 @@ this machine, not the service.
 Per span, CPU time of this process (one thread), the same split as :func:`bench.online_bench.stages`:
 
 * *decode*: ``ExportTraceServiceRequest.FromString`` and only what a row's columns and the receiver's bounds need
-  without visiting an attribute (ids, parent, name, times, the resource's ``service.name``; the attribute count,
-  the serialized size) — no Python value of any attribute;
+  without visiting an attribute (ids, parent, name, times, the resource's ``service.name``; the ids' lengths and
+  the attribute count: a bound on a span's size would compare the bytes the row makes anyway) — no Python value
+  of any attribute;
 * *row*: the row's dict with ``body`` = ``Span.SerializeToString()`` (the resource and scope would be stored
   once a request: not charged here, so this is a floor);
 * *store*: the service's own :class:`~evaluator_host.store.online.spans.OnlineSpanStore` writing those rows into a
