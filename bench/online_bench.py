@@ -261,8 +261,10 @@ class Stages:
 STAGE_BODIES = 40
 
 
-def stages(database: str, url: str | None) -> Stages:
-    """The in-process split of :data:`STAGE_BODIES` bodies' CPU (``url``: None, SQLite in a temporary dir)."""
+def stages(database: str, url: str | None, steps: Any = None) -> Stages:
+    """The in-process split of :data:`STAGE_BODIES` bodies' CPU (``url``: None, SQLite in a temporary dir).
+    ``steps``: another receiver's ``(decode, rows)`` — ``decode(payload)`` what the body holds, ``rows(decoded)``
+    the ``online_spans`` rows the store writes — in place of the service's (``otlp.decode``, ``ingest._row``)."""
     sys.path.insert(0, str(REPO))
     from evaluator_host.online.receive import otlp
     from evaluator_host.online.receive.ingest import _row
@@ -274,14 +276,18 @@ def stages(database: str, url: str | None) -> Stages:
     bodies = [body(rng) for _ in range(STAGE_BODIES)]
     with tempfile.TemporaryDirectory(prefix="evaluator-host-bench-") as data_dir:
         limits = otlp.Limits.of(Settings(data_dir=Path(data_dir)))
+        decode, rows_of = steps or (
+            lambda payload: otlp.decode(payload, otlp.PROTOBUF, limits).spans,
+            lambda decoded: [_row(r.span, r.service_name, r.scope) for r in decoded],
+        )
         engine = make_engine(url or f"sqlite:///{data_dir}/stages.db")
         store = OnlineSpanStore(engine)
         spent = [0.0, 0.0, 0.0]
         for payload in bodies:
             t0 = time.process_time()
-            decoded = otlp.decode(payload, otlp.PROTOBUF, limits)
+            decoded = decode(payload)
             t1 = time.process_time()
-            rows = [_row(r.span, r.service_name, r.scope) for r in decoded.spans]
+            rows = rows_of(decoded)
             t2 = time.process_time()
             store.write_within("ws_bench", rows, utcnow(), None)
             t3 = time.process_time()
@@ -325,7 +331,7 @@ def measure(profile_dir: Path | None = None) -> Figures:
     stored = [run("stored, span- and session-level rules routing (SQLite)", True, profile=flame("sqlite"))]
     split = [
         stages("SQLite", None),
-        Stages("SQLite, the span's protobuf bytes kept (a ceiling)", *ingest_ceiling.measure()),
+        stages("SQLite, the span's protobuf bytes kept (a ceiling)", None, ingest_ceiling.STEPS),
     ]
     cluster, url = _postgres()
     if cluster is not None:
