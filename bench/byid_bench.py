@@ -33,6 +33,11 @@ class ByIdFigures:
     wakeups: list[RoundTrip] = field(default_factory=list)  # this machine's, measured between the rounds
 
     @property
+    def errors(self) -> int:
+        """Answers that were not 2xx (or sockets that failed), both sides, every round: any fails the goal."""
+        return sum(load.errors for load in (*self.bare, *self.service))
+
+    @property
     def ratio(self) -> float:
         return statistics.median(s.p50_ms for s in self.service) / statistics.median(b.p50_ms for b in self.bare)
 
@@ -63,7 +68,8 @@ def render(f: ByIdFigures) -> tuple[str, str]:
     summary = (
         f"- warm evaluation by id, 1 client: p50 **{svc50:.3f} ms** against the bare FastAPI + pydantic "
         f"endpoint's {bare50:.3f} ms in the same run = **{f.ratio:.2f}×** "
-        f"(goal ≤ {GOAL:g}×: {verdict(f.ratio <= GOAL)})"
+        f"(goal ≤ {GOAL:g}×: {verdict(f.ratio <= GOAL and not f.errors)})"
+        + (f"; **{f.errors:,} answers not 2xx**: the figures are not of evaluations" if f.errors else "")
     )
     section = f"""
 ## Warm evaluation by id against a bare endpoint (process backend; issue 55 §5)
