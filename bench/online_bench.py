@@ -289,6 +289,7 @@ def stages(database: str, url: str | None, steps: Any = None) -> Stages:
             t1 = time.process_time()
             rows = rows_of(decoded)
             t2 = time.process_time()
+            assert len(rows) == BATCH, f"{len(rows)} of a body's {BATCH} spans made rows: a split of spans not stored"
             store.write_within("ws_bench", rows, utcnow(), None)
             t3 = time.process_time()
             for i, took in enumerate((t1 - t0, t2 - t1, t3 - t2)):
