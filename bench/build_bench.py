@@ -6,7 +6,9 @@ large one by one package), each **never seen** by the service, timed as a user m
 worker's start, the call). In the same run, the baseline: the same result by hand, a bare ``uv pip install``
 of the same pins into an empty folder (npm: a bare ``npm install``), with the service's interpreter and a
 cache of its own, **then the code's first run there** (a fresh interpreter importing the set from that
-folder and calling ``evaluate`` once: issue 55 §4; the install alone is kept as a column).
+folder and calling ``evaluate`` once: issue 55 §4; the install alone is kept as a column). Each set's two runs
+come one right after the other, by hand first for every other set (:func:`measure`): the downloads they both
+make meet the network at the same minute (its speed moved 1.3–8 s for the same ten wheels between minutes).
 
 * **cold**: a fresh data dir (empty package store) against a fresh uv cache; the sets in order, so the
   one-package-different set comes after the large one (its store then holds every other package);
@@ -169,21 +171,42 @@ def _bare(language: str, pins: dict[str, str], cache: Path, module: str) -> tupl
     return installed, took, size
 
 
+def _by_hand_cold(one: SetFigures, language: str, pins: dict[str, str], module: str, scratch: Path) -> None:
+    """The set's cold result by hand (its own fresh cache; "large + 1" with the shared cache the large set filled,
+    as the service's store holds the rest), then the shared cache filled as the service's store was."""
+    cache = scratch / f"{language}-cache"
+    if one.name == "large + 1":
+        one.install_cold_s, one.bare_cold_s, size = _bare(language, pins, cache, module)
+    else:
+        fresh = scratch / f"cold-{len(list(scratch.glob('cold-*')))}"
+        one.install_cold_s, one.bare_cold_s, size = _bare(language, pins, fresh, module)
+        _bare(language, pins, cache, module)
+    one.bare_disk_mb = size / 1e6
+
+
 def measure(backend: str = "process") -> BuildFigures:
+    """Each set's first result from the service and by hand, **at the same moment**: the two runs of a set come
+    one right after the other (by hand first for every other set, the service first for the rest), so a
+    download's speed, which moves by several times from one minute to the next, is the same for both."""
     figures = BuildFigures(backend)
-    with tempfile.TemporaryDirectory(prefix="evaluator-host-bench-") as scratch:
-        data = Path(scratch) / "data"
+    with tempfile.TemporaryDirectory(prefix="evaluator-host-bench-") as folder:
+        scratch = Path(folder)
+        data = scratch / "data"
         data.mkdir()
         env = {"EVALUATOR_HOST_BACKEND": backend}
         _forget_images(backend)
         with serving(str(data), env) as (base, _), httpx.Client(base_url=base, timeout=600) as client:
-            for name, language, pins, module in SETS:  # cold: an empty store
+            for position, (name, language, pins, module) in enumerate(SETS):  # cold: an empty store
                 one = SetFigures(name, pins)
+                if position % 2 == 0:
+                    _by_hand_cold(one, language, pins, module, scratch)
                 before = _data_disk(data)
                 one.service_cold_s, one.note = _first_result(client, language, pins, module)
                 one.disk_mb = (_data_disk(data) - before) / 1e6
                 if backend == "docker":  # (its image's own layers, and what the shared cache gained)
                     one.disk_mb += _image_mb(pins)
+                if position % 2 == 1:
+                    _by_hand_cold(one, language, pins, module, scratch)
                 figures.sets.append(one)
         for runtime in (data / "runtimes").iterdir() if (data / "runtimes").exists() else []:
             if runtime.is_dir() and not runtime.name.startswith("."):  # warm: the runtimes gone, the store kept
@@ -192,19 +215,13 @@ def measure(backend: str = "process") -> BuildFigures:
                 runtime.unlink()
         _forget_images(backend)
         with serving(str(data), env) as (base, _), httpx.Client(base_url=base, timeout=600) as client:
-            for one, (_, language, pins, module) in zip(figures.sets, SETS, strict=True):
+            for position, (one, (_, language, pins, module)) in enumerate(zip(figures.sets, SETS, strict=True)):
+                cache = scratch / f"{language}-cache"  # by hand: the cache the cold runs filled
+                if position % 2 == 0:
+                    one.install_warm_s, one.bare_warm_s, _ = _bare(language, pins, cache, module)
                 one.service_warm_s, _ = _first_result(client, language, pins, module)
-        caches = {"python": Path(scratch) / "uv-cache", "javascript": Path(scratch) / "npm-cache"}
-        for one, (_, language, pins, module) in zip(figures.sets, SETS, strict=True):  # bare: cold, then warm
-            cache = caches[language]
-            if one.name == "large + 1":  # as the service: after the large set, its cache holds the rest
-                one.install_cold_s, one.bare_cold_s, size = _bare(language, pins, cache, module)
-            else:
-                fresh = Path(scratch) / f"cold-{len(list(Path(scratch).glob('cold-*')))}"
-                one.install_cold_s, one.bare_cold_s, size = _bare(language, pins, fresh, module)
-                _bare(language, pins, cache, module)  # (fills the shared cache as the service's store was)
-            one.bare_disk_mb = size / 1e6
-            one.install_warm_s, one.bare_warm_s, _ = _bare(language, pins, cache, module)
+                if position % 2 == 1:
+                    one.install_warm_s, one.bare_warm_s, _ = _bare(language, pins, cache, module)
     return figures
 
 
@@ -240,7 +257,8 @@ def render(f: BuildFigures) -> tuple[str, str]:
 request to its result (build, worker start, call); beside it, in the same run, the same result by hand: a
 bare `uv pip install` of the same pins into an empty folder (npm: a bare `npm install`) with the service's
 interpreter, then the code's first run there (a fresh `python -I` importing the set from that folder and
-calling `evaluate` once; npm: `node -e` requiring it from the folder), timed together; the install alone
+calling `evaluate` once; npm: `node -e` requiring it from the folder), timed together, right before or after
+the service's run of the same set (in turn), so both download at the same minute; the install alone
 is in brackets (issue 33 compared with it; issue 55 §4 with the whole). Cold: an
 empty package store / uv cache (the sets in this order, so "large + 1" comes after "large": the store then
 holds the rest, as the bare install's cache does); warm: the service restarted with its runtimes removed and
