@@ -77,6 +77,14 @@ def _memory_cgroup(pid: int) -> Path | None:
     return None
 
 
+def _limit(cgroup: Path | None) -> str | None:
+    """A memory cgroup's limit as written (None: none to read, e.g. v2's root)."""
+    for name in ("memory.limit_in_bytes", "memory.max"):
+        if cgroup is not None and (cgroup / name).is_file():
+            return (cgroup / name).read_text().strip()
+    return None
+
+
 def _squeeze_memory(cgroup: Path) -> None:
     """Lower a worker cgroup's memory limit to just above its use: its next allocation is an OOM kill."""
     v1 = (cgroup / "memory.limit_in_bytes").exists()
@@ -85,18 +93,24 @@ def _squeeze_memory(cgroup: Path) -> None:
 
 
 def _process_fault(fault: str, service_pid: int) -> int:
+    """Hit every worker of the service; how many were hit (``oom``: the workers' own memory cgroups squeezed).
+    A worker's ``unshare`` stays in the service's memory cgroup — the test session's, which may be a run's or a
+    machine's own: that one is never squeezed (it was, and a whole run's later allocations met its limit)."""
     pids = worker_pids(service_pid)
+    shared = _memory_cgroup(service_pid)
+    squeezed: set[Path] = set()
     for pid in pids:
         try:
             if fault == "kill":
                 os.kill(pid, signal.SIGKILL)
             elif fault == "stop":
                 os.kill(pid, signal.SIGSTOP)
-            elif (cgroup := _memory_cgroup(pid)) is not None:
+            elif (cgroup := _memory_cgroup(pid)) is not None and cgroup != shared and cgroup not in squeezed:
                 _squeeze_memory(cgroup)
+                squeezed.add(cgroup)
         except (ProcessLookupError, FileNotFoundError, OSError):
             pass
-    return len(pids)
+    return len(squeezed) if fault == "oom" else len(pids)
 
 
 def _docker_fault(fault: str, owner: str) -> int:
@@ -158,8 +172,11 @@ def _scenario(data_dir: Path, backend: str, fault: str) -> None:
         job = client.post("/v1/jobs", json={"evaluator_id": ev.json()["id"], "rows": rows, "parallelism": 2}).json()
         wait_until(lambda: _job(client, job["id"])["progress"]["done"] >= 20, 120, what="rows to be done")
         owner = Engine(Settings(data_dir=data_dir)).owner
+        shared = _memory_cgroup(proc.pid)  # the service's own (the test session's)
+        limit = _limit(shared)
         hit = _process_fault(fault, proc.pid) if backend == "process" else _docker_fault(fault, owner)
         assert hit, "no worker was found to hit"
+        assert _limit(shared) == limit, f"the fault changed the memory limit of the service's own {shared}"
         finished = wait_until(
             lambda: (j := _job(client, job["id"]))["status"] not in ("queued", "running") and j,
             180,
