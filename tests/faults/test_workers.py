@@ -77,19 +77,28 @@ def _memory_cgroup(pid: int) -> Path | None:
     return None
 
 
-def _limit(cgroup: Path | None) -> str | None:
-    """A memory cgroup's limit as written (None: none to read, e.g. v2's root)."""
+def _limit_file(cgroup: Path | None) -> Path | None:
+    """A memory cgroup's limit file (v1's or v2's; None: none, e.g. v2's root)."""
     for name in ("memory.limit_in_bytes", "memory.max"):
         if cgroup is not None and (cgroup / name).is_file():
-            return (cgroup / name).read_text().strip()
+            return cgroup / name
     return None
+
+
+def _limit(cgroup: Path | None) -> str | None:
+    """A memory cgroup's limit as written (None: no limit file)."""
+    found = _limit_file(cgroup)
+    return None if found is None else found.read_text().strip()
 
 
 def _squeeze_memory(cgroup: Path) -> None:
     """Lower a worker cgroup's memory limit to just above its use: its next allocation is an OOM kill."""
-    v1 = (cgroup / "memory.limit_in_bytes").exists()
+    limit = _limit_file(cgroup)
+    if limit is None:
+        raise FileNotFoundError(f"{cgroup} has no memory limit to set")
+    v1 = limit.name == "memory.limit_in_bytes"
     usage = int((cgroup / ("memory.usage_in_bytes" if v1 else "memory.current")).read_text())
-    (cgroup / ("memory.limit_in_bytes" if v1 else "memory.max")).write_text(str(usage + (2 << 20)))
+    limit.write_text(str(usage + (2 << 20)))
 
 
 def _process_fault(fault: str, service_pid: int) -> int:
