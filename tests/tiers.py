@@ -8,9 +8,6 @@
 * **serial**: the tests marked ``serial`` (they change what every test on the machine shares: the Docker
   engine restarted, both cores loaded), alone, after the parallel tier.
 
-Both tiers' ``TMPDIR`` is a fresh folder of the run, on the machine's memory file system when it has one with
-room, removed at the end (``tests/support/scratch.py``; ``TEST_TMPDIR=disk`` keeps the environment's own).
-
 Arguments after ``--`` go to both pytest runs (``make test PYTEST_ARGS=...``; ``PYTEST_ARGS="-p randomly"``
 runs each tier in a random order, pytest-randomly, which ``pyproject.toml`` leaves off otherwise; the seed is
 printed at the top, ``-p randomly --randomly-seed=N`` repeats an order). A tier that selects no test
@@ -37,7 +34,6 @@ from pathlib import Path
 
 from tests.support.cpu import CPU_DIR, file_cpu
 from tests.support.schedule import shuffled_with_a_seed, worker_args
-from tests.support.scratch import SETTING, run_scratch
 from tests.support.timings import failures, file_seconds
 
 NO_TESTS = 5  # pytest's exit status when nothing was collected or selected
@@ -46,16 +42,14 @@ NO_TESTS = 5  # pytest's exit status when nothing was collected or selected
 SLOWEST_FILES = 15
 
 
-def run(
-    name: str, args: list[str], timings: Path, scratch: Path | None = None
-) -> tuple[int, float, list[tuple[str, str]]]:
-    """Run one tier's pytest (``scratch``: its ``TMPDIR``); its exit status, wall seconds and failures (test,
-    error); then print its slowest files, when it ran any."""
+def run(name: str, args: list[str], timings: Path) -> tuple[int, float, list[tuple[str, str]]]:
+    """Run one tier's pytest; its exit status, wall seconds and failures (test, error); then print its slowest
+    files, when it ran any."""
     print(f"== tier {name}: pytest {' '.join(args)}", flush=True)
     report = timings / f"{name}.xml"
     cpu = timings / f"{name}-cpu"
     shutil.rmtree(cpu, ignore_errors=True)  # a kept folder's earlier run
-    env = {**os.environ, CPU_DIR: str(cpu), **({"TMPDIR": str(scratch)} if scratch is not None else {})}
+    env = {**os.environ, CPU_DIR: str(cpu)}
     started = time.monotonic()
     argv = [sys.executable, "-m", "pytest", "-p", "tests.support.cpu", f"--junitxml={report}", *args]
     status = subprocess.run(argv, check=False, env=env).returncode
@@ -97,10 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     kept = os.environ.get("TEST_TIMINGS_DIR")
     timings = Path(kept) if kept else Path(tempfile.mkdtemp(prefix="evaluator-host-tiers-"))
     timings.mkdir(parents=True, exist_ok=True)
-    with run_scratch() as scratch:
-        where = f"{scratch} (memory: {SETTING}=disk for the disk's)" if scratch else "the environment's TMPDIR"
-        print(f"== scratch files (TMPDIR): {where}", flush=True)
-        results = [(name, *run(name, args, timings, scratch)) for name, args in tiers]
+    results = [(name, *run(name, args, timings)) for name, args in tiers]
     ran = [status for _, status, _, _ in results if status != NO_TESTS]
     for name, status, seconds, failed in results:
         said = "no test selected" if status == NO_TESTS else ("passed" if status == 0 else f"FAILED (exit {status})")
