@@ -30,6 +30,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from evaluator_host.sandbox.egress.head import HEAD_LIMIT, Refused, parse_proxy_head
+from evaluator_host.shared import unix_sockets
 
 __all__ = ["BuildRelay", "Upstream", "relay_credentials", "sweep_stale"]
 
@@ -110,6 +111,9 @@ class BuildRelay:
 
         class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             daemon_threads = True
+
+            def server_bind(self) -> None:  # at any path's length (a deep TMPDIR): shared/unix_sockets.py
+                unix_sockets.bind(self.socket, relay.path)
 
         self._server = Server(str(self.path), Handler)
         os.chmod(self.path, 0o666)  # the sandbox's unprivileged uid connects
@@ -250,7 +254,7 @@ def sweep_stale(root: Path | None = None) -> int:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
             probe.settimeout(1.0)
             try:
-                probe.connect(str(folder / "relay.sock"))
+                unix_sockets.connect(probe, folder / "relay.sock")
             except (ConnectionRefusedError, FileNotFoundError):
                 shutil.rmtree(folder, ignore_errors=True)
                 removed += 1

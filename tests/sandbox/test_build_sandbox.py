@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 
 from evaluator_host.api import create_app
 from evaluator_host.builds import build_relay
+from evaluator_host.shared import unix_sockets
 from tests.support.backends import BACKENDS
 from tests.support.package_index import loopback_index, sdist_with_backend, wheel
 from tests.support.service import assert_healthy, evaluate, make_settings
@@ -528,7 +529,7 @@ def test_relay_folders_a_killed_service_left_are_swept_and_live_or_young_ones_st
         made = tmp_path / f"evh-relay-{name}"
         made.mkdir()
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        server.bind(str(made / "relay.sock"))
+        unix_sockets.bind(server, made / "relay.sock")  # (any tmp_path's length, as the relay's own)
         if listening:
             server.listen()
         else:

@@ -51,6 +51,7 @@ from evaluator_host.sandbox.egress.addresses import is_public, system_resolve
 from evaluator_host.sandbox.egress.handoff import HANDOFF_HEAD, take_listener
 from evaluator_host.sandbox.egress.head import HEAD_LIMIT, ProxyHead, Refused, checked, parse_origin, parse_proxy_head
 from evaluator_host.sandbox.egress.splice import pump, splice
+from evaluator_host.shared import unix_sockets
 
 if TYPE_CHECKING:  # the TLS module (cryptography) is imported with the first gate, not with the backend
     from evaluator_host.sandbox.egress.tls import Authority
@@ -232,8 +233,7 @@ class EgressProxy:
                 writer.close()
 
         gate._serve = serve  # noqa: SLF001 - also the handed-over listener's (egress_handoff.py)
-        gate._server = await asyncio.start_unix_server(serve, path=str(gate.path), limit=HEAD_LIMIT)  # noqa: SLF001
-        os.chmod(gate.path, 0o666)
+        gate._server = await unix_sockets.serve(serve, gate.path, HEAD_LIMIT, mode=0o666)  # noqa: SLF001
         return gate
 
     @property
