@@ -13,6 +13,7 @@ import io
 import shutil
 import socket
 import subprocess
+import uuid
 from pathlib import Path
 
 import httpx
@@ -25,7 +26,7 @@ HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 
 CONFIG = """\
 global
-    stats socket {socket} mode 600 level admin
+    stats socket abns@{socket} level admin
     maxconn 512
 
 defaults
@@ -58,7 +59,8 @@ class HAProxy:
 
     def __init__(self, root: Path, servers: dict[str, int]) -> None:
         self.port = free_port()
-        self.socket = root / "haproxy.sock"
+        # its stats socket in the abstract namespace: no path, so no tmp_path is too deep for a socket's 107 bytes
+        self.socket = f"evh-haproxy-{uuid.uuid4().hex}"
         self.config = root / "haproxy.cfg"
         lines = "\n".join(f"    server {name} 127.0.0.1:{port} check" for name, port in servers.items())
         self.config.write_text(CONFIG.format(socket=self.socket, port=self.port, servers=lines))
@@ -79,7 +81,7 @@ class HAProxy:
     def command(self, line: str) -> str:
         """One command on the stats socket; its answer."""
         with socket.socket(socket.AF_UNIX) as s:
-            s.connect(str(self.socket))
+            s.connect(b"\0" + self.socket.encode().ljust(107, b"\0"))  # haproxy's abns@ names fill sun_path
             s.sendall(line.encode() + b"\n")
             chunks = []
             while chunk := s.recv(65536):
