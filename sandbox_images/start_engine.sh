@@ -22,7 +22,9 @@ if ! docker info >/dev/null 2>&1; then
       n=${fd##*/}
       if [ "$n" -gt 2 ] 2>/dev/null; then eval "exec $n>&-" 2>/dev/null || true; fi
     done
-    exec setsid nohup dockerd >"$log" 2>&1 </dev/null
+    # nor the caller's TMPDIR: a test run's throwaway folder, gone when it ends (runc writes each exec's spec into
+    # TMPDIR; an engine restarted by a test kept a removed one, and every later `docker exec` failed)
+    exec env -u TMPDIR setsid nohup dockerd >"$log" 2>&1 </dev/null
   ) &
   for _ in $(seq 60); do
     docker info >/dev/null 2>&1 && break

@@ -11,6 +11,7 @@ machine's Docker lock (``flock /work/.docker.lock``), like every docker test.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -52,8 +53,14 @@ def _stop_engine() -> None:
     wait_until(lambda: not any(Path(f"/proc/{p}").exists() for p in pids), 90, 0.5, what="the engine to stop")
 
 
-def _start_engine() -> None:
-    subprocess.run([str(REPO / "sandbox_images" / "start_engine.sh")], check=True, timeout=180)
+def _start_engine(scratch: Path | None = None) -> None:
+    """Start the engine as ``.ci/run`` does; with ``scratch`` as the caller's ``TMPDIR`` (a folder this test
+    removes): the engine outlives the caller and must not keep it (runc writes each exec's spec there)."""
+    env = {**os.environ, **({"TMPDIR": str(scratch)} if scratch is not None else {})}
+    subprocess.run([str(REPO / "sandbox_images" / "start_engine.sh")], check=True, timeout=180, env=env)
+    for pid in subprocess.run(["pidof", "dockerd"], capture_output=True, text=True).stdout.split():
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert not any(item.startswith(b"TMPDIR=") for item in environ), "the engine kept its starter's TMPDIR"
 
 
 @pytest.mark.docker
@@ -90,7 +97,10 @@ def test_an_engine_restart_is_503_while_away_and_the_job_resumes_without_a_servi
             assert away.json()["error"]["type"] == "BackendUnavailable"
             assert client.get("/healthz").status_code == 200
             assert client.get(f"/v1/jobs/{job_id}").json()["status"] == "running"  # waiting, not failed
-            _start_engine()
+            scratch = tmp_path / "starter-tmp"
+            scratch.mkdir()
+            _start_engine(scratch)
+            shutil.rmtree(scratch)  # what a test run's end does to its TMPDIR: the engine's execs go on (below)
             finished = wait_until(
                 lambda: (j := client.get(f"/v1/jobs/{job_id}").json())["status"] not in ("queued", "running") and j,
                 240,
