@@ -43,8 +43,12 @@ def _engine_answers() -> bool:
     return subprocess.run(["docker", "info"], capture_output=True, timeout=30).returncode == 0
 
 
+def _dockerd_pids() -> list[str]:
+    return subprocess.run(["pidof", "dockerd"], capture_output=True, text=True).stdout.split()
+
+
 def _stop_engine() -> None:
-    pids = subprocess.run(["pidof", "dockerd"], capture_output=True, text=True).stdout.split()
+    pids = _dockerd_pids()
     if not pids:
         pytest.skip("dockerd is not a process of this machine (a system service or a remote engine)")
     for pid in pids:
@@ -58,7 +62,7 @@ def _start_engine(scratch: Path | None = None) -> None:
     removes): the engine outlives the caller and must not keep it (runc writes each exec's spec there)."""
     env = {**os.environ, **({"TMPDIR": str(scratch)} if scratch is not None else {})}
     subprocess.run([str(REPO / "sandbox_images" / "start_engine.sh")], check=True, timeout=180, env=env)
-    for pid in subprocess.run(["pidof", "dockerd"], capture_output=True, text=True).stdout.split():
+    for pid in _dockerd_pids():
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         assert not any(item.startswith(b"TMPDIR=") for item in environ), "the engine kept its starter's TMPDIR"
 
