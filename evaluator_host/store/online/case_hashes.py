@@ -206,12 +206,15 @@ def fresh_count(
     sp = OnlineSpanRow
     own = sp.body.contains(MARKER, autoescape=True)
     routed = exists().where(sp.workspace_id == T.workspace_id, sp.trace_id == T.trace_id, ~own)
-    ordered = _window(rule, window).where(routed).order_by(T.first_seen_at, T.trace_id)
-    n = int(conn.scalar(select(func.count()).select_from(ordered.limit(limit).subquery())) or 0)
+    # the targets (up to the limit) and the last of them in ONE walk of the spans: their count over the window, the
+    # last kept by a top-1 sort (the walk, a span lookup a trace, is the cost: it was walked twice, counted then offset)
+    targets = _window(rule, window).where(routed).order_by(T.first_seen_at, T.trace_id).limit(limit).subquery()
+    tail = select(func.count().over(), targets.c.first_seen_at, targets.c.trace_id)
+    got = conn.execute(tail.order_by(targets.c.first_seen_at.desc(), targets.c.trace_id.desc()).limit(1)).first()
+    n = 0 if got is None else int(got[0])
     everything = _window(rule, window)
-    if n >= limit:  # the traces up to the limit-th target: walked to in the index's order (OFFSET), not sorted
-        last = ordered.with_only_columns(T.first_seen_at, T.trace_id).offset(limit - 1).limit(1)
-        at, trace_id = conn.execute(last).one()
+    if got is not None and n >= limit:  # the traces up to the limit-th target
+        at, trace_id = got[1], got[2]
         everything = everything.where(or_(T.first_seen_at < at, and_(T.first_seen_at == at, T.trace_id <= trace_id)))
     traces = int(conn.scalar(select(func.count()).select_from(everything.subquery())) or 0)
     return traces, n
