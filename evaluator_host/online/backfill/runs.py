@@ -55,7 +55,7 @@ from evaluator_host.online.backfill.direct import (
     recent_row_ms,
     score_page,
 )
-from evaluator_host.online.deciding.router import decide, join_sessions
+from evaluator_host.online.deciding.router import decide, join_sessions, sampled
 from evaluator_host.online.scoring.scorer import Scorer
 from evaluator_host.settings import Settings
 from evaluator_host.shared.idle import IdleTicker
@@ -64,7 +64,7 @@ from evaluator_host.store.db import utcnow
 from evaluator_host.store.online import backfills as online_backfills
 from evaluator_host.store.online.backfill_pages import Page, commit_page, read_page
 from evaluator_host.store.online.backfills import Backfill, BackfillStore
-from evaluator_host.store.online.case_hashes import eligible, fresh_count, resolve_cached
+from evaluator_host.store.online.case_hashes import eligible, fresh_count, resolve_cached, sampled_count
 from evaluator_host.store.online.routing import spans_of
 from evaluator_host.store.online.rows import OnlineScoreRow
 from evaluator_host.store.online.rules import RuleRecord, RuleStore
@@ -113,10 +113,12 @@ def dry_run(
 ) -> tuple[int, int, int]:
     """(traces, targets, already scored) of a backfill of ``window`` (see the module docstring)."""
     traces = targets = scored = 0
-    after = None
+    after, rate = None, rule.sampling_rate
     page = SESSION_PAGE if rule.level == "session" else DRY_RUN_PAGE
     with queue.engine.connect() as conn:
         fresh = fresh_count(conn, rule, window, limit)  # a rule with nothing to skip: counted by the database
+        if fresh is None:  # the same with a sample: the routed traces' ids read, each sampled as routing does
+            fresh = sampled_count(conn, rule, window, limit, lambda trace_id: sampled(rule.id, trace_id, rate))
         if fresh is not None:
             return fresh[0], fresh[1], 0
         while True:

@@ -22,6 +22,8 @@ Contract (docs/online.md, "Backfill"):
 * :func:`fresh_count` is such a rule's dry count when it has no score row yet (nothing to skip): its traces in
   the window and its targets among them — the traces with a span that is not the service's own telemetry (as
   routing decides) — counted by the database, up to ``limit`` targets, instead of reading every trace.
+  :func:`sampled_count` is the same for a :func:`hashable` rule with sampling (or budgets): the routed traces' ids
+  read in one statement, the caller's sample (routing's, per trace id) taken of them — no span read in Python.
 * :func:`forget`: retention's (:meth:`~evaluator_host.store.online.spans.OnlineSpanStore.sweep`) — the rows of
   the traces it deletes (their ids returned by its ``DELETE``: no second scan of the traces) go in its
   transaction, by the index ``(workspace_id, target_id)`` (migration ``0026_case_hashes_sweep``): a trace id sent
@@ -55,7 +57,7 @@ Portable SQL. Blocking: call from a thread.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -90,7 +92,9 @@ from evaluator_host.store.online.rows import OnlineBackfillRow, OnlineScoreRow, 
 from evaluator_host.store.online.rules import RuleRecord
 from evaluator_host.store.result_cache import CACHE, TOUCH_AFTER_S
 
-__all__ = ["CaseHashRow", "eligible", "forget", "fresh_count", "hashable", "remember", "resolve_cached"]
+__all__ = [
+    "CaseHashRow", "eligible", "forget", "fresh_count", "hashable", "remember", "resolve_cached", "sampled_count",
+]  # fmt: skip
 
 CACHED_MARK = ',"cached":true}'  # as evaluation/caching/cache.py marks a cached row's stored text
 _BATCH = 500  # rows a statement
@@ -196,28 +200,69 @@ def _window(rule: RuleRecord, window: tuple[datetime | None, datetime | None]) -
     return query
 
 
+def _unscored(conn: Connection, rule: RuleRecord) -> bool:
+    """Whether the rule has no score row at all (nothing a backfill of it could skip)."""
+    return conn.scalar(select(S.target_id).where(S.rule_id == rule.id).limit(1)) is None
+
+
+def _routed(rule: RuleRecord, window: tuple[datetime | None, datetime | None]) -> Select[str, int, datetime]:
+    """The window's traces with a span that is not the service's own telemetry (as routing decides), in the
+    window's order (first seen, then id)."""
+    sp = OnlineSpanRow
+    own = sp.body.contains(MARKER, autoescape=True)
+    routed = exists().where(sp.workspace_id == T.workspace_id, sp.trace_id == T.trace_id, ~own)
+    return _window(rule, window).where(routed).order_by(T.first_seen_at, T.trace_id)
+
+
+def _traces_through(
+    conn: Connection, rule: RuleRecord, window: tuple[datetime | None, datetime | None], last: tuple[Any, str] | None
+) -> int:
+    """The window's traces (routed or not) up to ``last`` (first seen, id) included; None: all of them."""
+    everything = _window(rule, window)
+    if last is not None:
+        at, trace_id = last
+        everything = everything.where(or_(T.first_seen_at < at, and_(T.first_seen_at == at, T.trace_id <= trace_id)))
+    return int(conn.scalar(select(func.count()).select_from(everything.subquery())) or 0)
+
+
 def fresh_count(
     conn: Connection, rule: RuleRecord, window: tuple[datetime | None, datetime | None], limit: int
 ) -> tuple[int, int] | None:
     """(traces, targets) of a backfill of an :func:`eligible` rule without any score row, up to ``limit`` targets
     and the traces up to the last of them; None for any other rule (see the module docstring)."""
-    if not eligible(rule) or conn.scalar(select(S.target_id).where(S.rule_id == rule.id).limit(1)) is not None:
+    if not eligible(rule) or not _unscored(conn, rule):
         return None
-    sp = OnlineSpanRow
-    own = sp.body.contains(MARKER, autoescape=True)
-    routed = exists().where(sp.workspace_id == T.workspace_id, sp.trace_id == T.trace_id, ~own)
     # the targets (up to the limit) and the last of them in ONE walk of the spans: their count over the window, the
     # last kept by a top-1 sort (the walk, a span lookup a trace, is the cost: it was walked twice, counted then offset)
-    targets = _window(rule, window).where(routed).order_by(T.first_seen_at, T.trace_id).limit(limit).subquery()
+    targets = _routed(rule, window).limit(limit).subquery()
     tail = select(func.count().over(), targets.c.first_seen_at, targets.c.trace_id)
     got = conn.execute(tail.order_by(targets.c.first_seen_at.desc(), targets.c.trace_id.desc()).limit(1)).first()
     n = 0 if got is None else int(got[0])
-    everything = _window(rule, window)
-    if got is not None and n >= limit:  # the traces up to the limit-th target
-        at, trace_id = got[1], got[2]
-        everything = everything.where(or_(T.first_seen_at < at, and_(T.first_seen_at == at, T.trace_id <= trace_id)))
-    traces = int(conn.scalar(select(func.count()).select_from(everything.subquery())) or 0)
-    return traces, n
+    last = (got[1], str(got[2])) if got is not None and n >= limit else None  # the traces up to the limit-th target
+    return _traces_through(conn, rule, window, last), n
+
+
+def sampled_count(
+    conn: Connection,
+    rule: RuleRecord,
+    window: tuple[datetime | None, datetime | None],
+    limit: int,
+    keep: Callable[[str], bool],
+) -> tuple[int, int] | None:
+    """(traces, targets) of a backfill of a :func:`hashable` rule without any score row whose targets are the routed
+    traces ``keep`` takes (its sample: routing's decision, which this layer does not make), up to ``limit`` targets
+    and the traces up to the last of them — the routed traces' ids read in one statement, no span body read in
+    Python; None for any other rule (then the pages count: ``backfills.count``)."""
+    if not hashable(rule) or not _unscored(conn, rule):
+        return None
+    n, last = 0, None
+    with conn.execute(_routed(rule, window).with_only_columns(T.first_seen_at, T.trace_id)) as rows:
+        for at, trace_id in rows if limit > 0 else ():
+            if keep(str(trace_id)):
+                n, last = n + 1, (at, str(trace_id))
+                if n >= limit:
+                    break
+    return _traces_through(conn, rule, window, last if n >= limit else None), n
 
 
 def resolve_cached(
