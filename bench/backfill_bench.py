@@ -10,6 +10,9 @@ session-level rules, each beside a baseline of the same run.
   the result cache. Baseline of the same run: a second service, the same number of new traces, the same
   evaluator, with ``EVALUATOR_HOST_ONLINE_BACKFILL_DIRECT=false`` — every page queued for the scorer, as every
   backfill was before. The service's CPU (and its sandbox workers') is read from ``/proc`` around each backfill.
+  Before it, the dry run (``{"dry_run": true}``) of three rules over the same traces, the best of 3 each: a new
+  trace-level rule and the same sampled at 0.5 (both counted by the database) against a span-level rule (every
+  trace's spans read page by page, as any other rule's range is).
 * **Span level.** ``SPAN_RATE`` (default 200) agent traces a second for ``LAG_SECONDS`` (default 15), each of
   20 spans — an ``agent`` root, 5 ``llm`` spans (``openinference.span.kind=LLM``, with input and output) and 14
   tool and retriever spans — written ``ready`` as assembly would (``last_span_at``: the write time). A span-level
@@ -155,6 +158,27 @@ def _store(engine: Engine, n: int) -> None:
         _write(engine, [_chat(k + i) for i in range(min(5000, n - k))], start + timedelta(milliseconds=k), "routed")
 
 
+DRY_RULES = {"new": {}, "sampled": {"sampling_rate": 0.5}, "span": {"target": {"level": "span"}}}
+
+
+def _dry_runs(client: httpx.Client, evaluator_id: str) -> dict[str, dict[str, Any]]:
+    """``POST …/backfill {"dry_run": true}`` over every stored trace for a new trace-level rule (counted by the
+    database), the same sampled at 0.5 (the routed traces' ids read, sampled by id) and a span-level rule (every
+    trace's spans read, page by page: the baseline): the best of 3 each, with its answer. The rules are deleted."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, fields in DRY_RULES.items():
+        rule = client.post("/v1/online-rules", json={"evaluator_id": evaluator_id, **fields}).json()["id"]
+        best, answer = float("inf"), {}
+        for _ in range(3):
+            start = time.perf_counter()
+            made = client.post(f"/v1/online-rules/{rule}/backfill", json={"dry_run": True})
+            made.raise_for_status()
+            best, answer = min(best, time.perf_counter() - start), made.json()
+        out[name] = {"seconds": best, "traces": answer["traces"], "targets": answer["targets"]}
+        client.delete(f"/v1/online-rules/{rule}")
+    return out
+
+
 def _service_backfills(
     direct: bool, database_url: str | None = None, server_pid: int | None = None
 ) -> list[dict[str, Any]]:
@@ -170,12 +194,15 @@ def _service_backfills(
             _store(engine, TRACES)
             body = {"name": "trivial", "language": "python", "code": CODE, "settings": {"cache": True}}
             ev = client.post("/v1/evaluators", json=body).json()["id"]
+            dry = _dry_runs(client, ev) if direct and database_url is None else None
             runs = []
             for again in (False, True) if direct else (False,):
                 rule = client.post("/v1/online-rules", json={"evaluator_id": ev}).json()["id"]
                 run = _backfill(client, rule, (proc.pid,) if server_pid is None else (proc.pid, server_pid))
                 scores = client.get(f"/v1/online-rules/{rule}/scores", params={"limit": 50}).json()["data"]
                 run["cached"] = sum(1 for s in scores if s["result"].get("cached")) / max(len(scores), 1)
+                if dry is not None and not again:
+                    run["dry"] = dry
                 runs.append(run)
                 if not again:
                     client.delete(f"/v1/online-rules/{rule}")
@@ -346,6 +373,22 @@ def _pg_rows(pg: list[dict[str, Any]] | None) -> list[str]:
     ]
 
 
+def _dry_rows(dry: dict[str, dict[str, Any]] | None) -> list[str]:
+    """The dry run's row (none when it was not measured)."""
+    if not dry:
+        return []
+    new, sampled, span = dry["new"], dry["sampled"], dry["span"]
+    at_once = max(new["seconds"], sampled["seconds"]) <= 2.0
+    return [
+        f'| a backfill\'s dry run over {new["traces"]:,} stored traces (`POST …/backfill {{"dry_run": true}}`, the '
+        f"best of 3): a new trace-level rule ({new['targets']:,} targets), the same sampled at 0.5 "
+        f"({sampled['targets']:,}) | {new['seconds']:.2f} s, {sampled['seconds']:.2f} s | every trace's spans read "
+        f"page by page (a span-level rule: {span['traces']:,} traces, {span['targets']:,} targets): "
+        f"{span['seconds']:.2f} s | at once (<= 2 s) | "
+        f"{verdict(at_once)} |"
+    ]
+
+
 def render(f: dict[str, Any]) -> tuple[str, str]:
     """The docs/benchmarks.md section, and a one-line summary."""
     fresh, cached, queued, span, session = f["fresh"], f["cached"], f["queued"], f["span"], f["session"]
@@ -362,6 +405,7 @@ def render(f: dict[str, Any]) -> tuple[str, str]:
         f"{cached['rate']:,.0f} targets/s ({cached['seconds']:.1f} s, {cached['cpu_us']:.0f} µs CPU a target) | "
         f"fresh: {fresh['rate']:,.0f} targets/s ({ratio:.1f}x; CPU a target "
         f"{fresh['cpu_us'] / max(cached['cpu_us'], 1e-9):.1f}x less) | >= 20x fresh | {verdict(ratio >= 20)} |",
+        *_dry_rows(fresh.get("dry")),
         *_pg_rows(f.get("pg")),
         *([sqlite_writes.row(f["writes"])] if "writes" in f else []),
         f"| span-level rule, {SPAN_RATE} traces/s of 20 spans (5 LLM targets each), lag p99 "
