@@ -11,8 +11,9 @@ session-level rules, each beside a baseline of the same run.
   evaluator, with ``EVALUATOR_HOST_ONLINE_BACKFILL_DIRECT=false`` — every page queued for the scorer, as every
   backfill was before. The service's CPU (and its sandbox workers') is read from ``/proc`` around each backfill.
   Before it, the dry run (``{"dry_run": true}``) of three rules over the same traces, the best of 3 each: a new
-  trace-level rule and the same sampled at 0.5 (both counted by the database) against a span-level rule (every
-  trace's spans read page by page, as any other rule's range is).
+  trace-level rule and the same sampled at 0.5, and after it the backfilled rule's own (its rows score every trace:
+  a re-run's count) — all three counted by the database — against a span-level rule (every trace's spans read page
+  by page, as any other rule's range is).
 * **Span level.** ``SPAN_RATE`` (default 200) agent traces a second for ``LAG_SECONDS`` (default 15), each of
   20 spans — an ``agent`` root, 5 ``llm`` spans (``openinference.span.kind=LLM``, with input and output) and 14
   tool and retriever spans — written ``ready`` as assembly would (``last_span_at``: the write time). A span-level
@@ -161,20 +162,26 @@ def _store(engine: Engine, n: int) -> None:
 DRY_RULES = {"new": {}, "sampled": {"sampling_rate": 0.5}, "span": {"target": {"level": "span"}}}
 
 
+def _dry(client: httpx.Client, rule_id: str) -> dict[str, Any]:
+    """``POST …/backfill {"dry_run": true}`` of the rule over every stored trace, the best of 3, with its answer."""
+    best, answer = float("inf"), {}
+    for _ in range(3):
+        start = time.perf_counter()
+        made = client.post(f"/v1/online-rules/{rule_id}/backfill", json={"dry_run": True})
+        made.raise_for_status()
+        best, answer = min(best, time.perf_counter() - start), made.json()
+    return {"seconds": best, "traces": answer["traces"], "targets": answer["targets"],
+            "already_scored": answer["already_scored"]}  # fmt: skip
+
+
 def _dry_runs(client: httpx.Client, evaluator_id: str) -> dict[str, dict[str, Any]]:
-    """``POST …/backfill {"dry_run": true}`` over every stored trace for a new trace-level rule (counted by the
-    database), the same sampled at 0.5 (the routed traces' ids read, sampled by id) and a span-level rule (every
-    trace's spans read, page by page: the baseline): the best of 3 each, with its answer. The rules are deleted."""
+    """The dry run (:func:`_dry`) of a new trace-level rule (counted by the database), the same sampled at 0.5 (the
+    routed traces' ids read, sampled by id) and a span-level rule (every trace's spans read, page by page: the
+    baseline). The rules are deleted."""
     out: dict[str, dict[str, Any]] = {}
     for name, fields in DRY_RULES.items():
         rule = client.post("/v1/online-rules", json={"evaluator_id": evaluator_id, **fields}).json()["id"]
-        best, answer = float("inf"), {}
-        for _ in range(3):
-            start = time.perf_counter()
-            made = client.post(f"/v1/online-rules/{rule}/backfill", json={"dry_run": True})
-            made.raise_for_status()
-            best, answer = min(best, time.perf_counter() - start), made.json()
-        out[name] = {"seconds": best, "traces": answer["traces"], "targets": answer["targets"]}
+        out[name] = _dry(client, rule)
         client.delete(f"/v1/online-rules/{rule}")
     return out
 
@@ -201,8 +208,8 @@ def _service_backfills(
                 run = _backfill(client, rule, (proc.pid,) if server_pid is None else (proc.pid, server_pid))
                 scores = client.get(f"/v1/online-rules/{rule}/scores", params={"limit": 50}).json()["data"]
                 run["cached"] = sum(1 for s in scores if s["result"].get("cached")) / max(len(scores), 1)
-                if dry is not None and not again:
-                    run["dry"] = dry
+                if dry is not None and not again:  # and the rule's own again: its rows score every trace now
+                    run["dry"] = {**dry, "scored": _dry(client, rule)}
                 runs.append(run)
                 if not again:
                     client.delete(f"/v1/online-rules/{rule}")
@@ -377,15 +384,15 @@ def _dry_rows(dry: dict[str, dict[str, Any]] | None) -> list[str]:
     """The dry run's row (none when it was not measured)."""
     if not dry:
         return []
-    new, sampled, span = dry["new"], dry["sampled"], dry["span"]
-    at_once = max(new["seconds"], sampled["seconds"]) <= 2.0
+    new, sampled, span, scored = dry["new"], dry["sampled"], dry["span"], dry["scored"]
+    at_once = max(new["seconds"], sampled["seconds"], scored["seconds"]) <= 2.0
     return [
         f'| a backfill\'s dry run over {new["traces"]:,} stored traces (`POST …/backfill {{"dry_run": true}}`, the '
         f"best of 3): a new trace-level rule ({new['targets']:,} targets), the same sampled at 0.5 "
-        f"({sampled['targets']:,}) | {new['seconds']:.2f} s, {sampled['seconds']:.2f} s | every trace's spans read "
-        f"page by page (a span-level rule: {span['traces']:,} traces, {span['targets']:,} targets): "
-        f"{span['seconds']:.2f} s | at once (<= 2 s) | "
-        f"{verdict(at_once)} |"
+        f"({sampled['targets']:,}), the fresh backfill's rule after it ({scored['already_scored']:,} already "
+        f"scored) | {new['seconds']:.2f} s, {sampled['seconds']:.2f} s, {scored['seconds']:.2f} s | every trace's "
+        f"spans read page by page (a span-level rule: {span['traces']:,} traces, {span['targets']:,} targets): "
+        f"{span['seconds']:.2f} s | at once (<= 2 s) | {verdict(at_once)} |"
     ]
 
 

@@ -14,23 +14,20 @@ import time
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import Engine, insert, select
+from sqlalchemy import Engine, insert
 
-from evaluator_host.online.backfill.runs import dry_run
-from evaluator_host.online.deciding.router import decide, sampled
+from evaluator_host.online.deciding.router import decide
 from evaluator_host.online.reading.spans import encode
 from evaluator_host.store.db import utcnow
-from evaluator_host.store.online import backfills as online_backfills
 from evaluator_host.store.online import case_hashes as online_case_hashes
 from evaluator_host.store.online.backfill_pages import read_page
 from evaluator_host.store.online.backfills import BackfillStore
-from evaluator_host.store.online.case_hashes import fresh_count, resolve_cached
-from evaluator_host.store.online.rows import OnlineScoreRow, OnlineTraceRow
+from evaluator_host.store.online.case_hashes import resolve_cached
+from evaluator_host.store.online.rows import OnlineScoreRow
 from evaluator_host.store.online.rules import RuleStore
-from evaluator_host.store.online.scores import ScoreQueue
 from evaluator_host.store.online.spans import OnlineSpanStore
 from tests.support.case_hashes import CAP, EVERYTHING, SCOPE, make_rule, scored_before, spans_of
-from tests.support.online import WS, chat_trace, put_trace, score_rows, span
+from tests.support.online import WS, chat_trace, score_rows, span
 
 
 def late_span(engine: Engine, trace_id: str) -> None:
@@ -127,56 +124,3 @@ def test_a_resolve_by_a_service_that_does_not_hold_the_backfill_or_of_a_filtered
     store.create(filtered, EVERYTHING, 1000, 1, 2, 0)
     assert resolve_cached(engine, "svc_a", claimed, filtered, SCOPE, CAP, time.time()) is None
     assert score_rows(engine) == []
-
-
-def test_a_fresh_rules_dry_count_by_the_database_equals_the_pages_count(engine: Engine) -> None:
-    rules = RuleStore(engine)
-    for _ in range(5):
-        chat_trace(engine, state="routed")
-    trace_id = span("0" * 32).trace_id
-    own = span(trace_id, "judge", attributes={"evaluator_host.evaluation": True})
-    put_trace(engine, [own], state="routed")  # the service's own telemetry: never a target
-    chat_trace(engine, state="open")  # not assembled yet: not counted
-    rule = make_rule(rules)
-    with engine.connect() as conn:
-        pages = online_backfills.count(conn, rule, 1, EVERYTHING, None, 100, 100, decide, spans_of)
-        assert (pages.traces, pages.targets) == (6, 5)
-        assert fresh_count(conn, rule, EVERYTHING, 100) == (6, 5)
-        assert fresh_count(conn, rule, EVERYTHING, 2) == (2, 2)  # up to the limit's targets
-        assert fresh_count(conn, make_rule(rules, sampling_rate=0.5), EVERYTHING, 100) is None  # not by the database
-
-
-def test_a_sampled_rules_dry_run_reads_no_span_and_counts_what_the_pages_count(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    rules = RuleStore(engine)
-    for _ in range(40):
-        chat_trace(engine, state="routed")
-    put_trace(engine, [span("0" * 32, "judge", attributes={"evaluator_host.evaluation": True})], state="routed")
-    chat_trace(engine, state="open")  # not assembled yet: not counted
-    rule = make_rule(rules, sampling_rate=0.5)
-    queue = ScoreQueue(engine)
-    with engine.connect() as conn:
-        pages = online_backfills.count(conn, rule, 1, EVERYTHING, None, 100, 100, decide, spans_of)
-        by_seen = select(OnlineTraceRow.trace_id).order_by(OnlineTraceRow.first_seen_at, OnlineTraceRow.trace_id)
-        ordered = list(conn.execute(by_seen).scalars())
-    ordered = [t for t in ordered if t != "0" * 32 and t in pages.span_counts]  # routed (the own one came last)
-    assert pages.traces == 41 and 5 < pages.targets < 35  # a sample, of the 40 traces that are not its own telemetry
-    paged = online_backfills.count
-    monkeypatch.setattr(online_backfills, "count", lambda *a, **k: pytest.fail("the pages were read"))
-    assert dry_run(queue, rule, 1, EVERYTHING, 100) == (pages.traces, pages.targets, 0)
-    kept = [i for i, trace_id in enumerate(ordered) if sampled(rule.id, trace_id, 0.5)]
-    assert len(kept) == pages.targets
-    assert dry_run(queue, rule, 1, EVERYTHING, 3) == (kept[2] + 1, 3, 0)  # the traces up to the limit's target
-    assert dry_run(queue, make_rule(rules, sampling_rate=0.0), 1, EVERYTHING, 100) == (41, 0, 0)
-    monkeypatch.setattr(online_backfills, "count", paged)
-    first = ordered[kept[0]]
-    with engine.begin() as conn:  # a rule with a score row: its pages count (what it would skip)
-        conn.execute(
-            insert(OnlineScoreRow),
-            [{"rule_id": rule.id, "target_id": first, "trace_id": first, "workspace_id": WS, "state": "done",
-              "status": "ok", "attempts": 1, "enqueued_at": utcnow(), "evaluator_id": "ev_1", "revision": 1}],
-        )  # fmt: skip
-    with engine.connect() as conn:
-        assert online_case_hashes.sampled_count(conn, rule, EVERYTHING, 100, lambda _: True) is None
-    assert dry_run(queue, rule, 1, EVERYTHING, 100) == (41, pages.targets, 1)

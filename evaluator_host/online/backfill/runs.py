@@ -64,7 +64,8 @@ from evaluator_host.store.db import utcnow
 from evaluator_host.store.online import backfills as online_backfills
 from evaluator_host.store.online.backfill_pages import Page, commit_page, read_page
 from evaluator_host.store.online.backfills import Backfill, BackfillStore
-from evaluator_host.store.online.case_hashes import eligible, fresh_count, resolve_cached, sampled_count
+from evaluator_host.store.online.case_hashes import eligible, resolve_cached
+from evaluator_host.store.online.dry_counts import counted, fresh_count
 from evaluator_host.store.online.routing import spans_of
 from evaluator_host.store.online.rows import OnlineScoreRow
 from evaluator_host.store.online.rules import RuleRecord, RuleStore
@@ -117,10 +118,13 @@ def dry_run(
     page = SESSION_PAGE if rule.level == "session" else DRY_RUN_PAGE
     with queue.engine.connect() as conn:
         fresh = fresh_count(conn, rule, window, limit)  # a rule with nothing to skip: counted by the database
-        if fresh is None:  # the same with a sample: the routed traces' ids read, each sampled as routing does
-            fresh = sampled_count(conn, rule, window, limit, lambda trace_id: sampled(rule.id, trace_id, rate))
         if fresh is not None:
             return fresh[0], fresh[1], 0
+        # a trace-level rule without filter: its routed traces' ids and whether its rows score them read in one
+        # statement, each sampled as routing does (store/online/dry_counts.py); any other: its pages, spans read
+        known = counted(conn, rule, revision, window, limit, lambda trace_id: sampled(rule.id, trace_id, rate))
+        if known is not None:
+            return known
         while True:
             room = max(limit - (targets - scored), 0)
             got = online_backfills.count(

@@ -19,11 +19,6 @@ Contract (docs/online.md, "Backfill"):
   target the rule has any row of (scored, queued, dropped, another revision's) is left to the pages, which
   decide skip or re-score as before; an entry over ``max_stored_result_bytes`` too. Only a trace-level rule
   without filter and sampling (its targets are its traces: :func:`eligible`) is resolved so.
-* :func:`fresh_count` is such a rule's dry count when it has no score row yet (nothing to skip): its traces in
-  the window and its targets among them — the traces with a span that is not the service's own telemetry (as
-  routing decides) — counted by the database, up to ``limit`` targets, instead of reading every trace.
-  :func:`sampled_count` is the same for a :func:`hashable` rule with sampling (or budgets): the routed traces' ids
-  read in one statement, the caller's sample (routing's, per trace id) taken of them — no span read in Python.
 * :func:`forget`: retention's (:meth:`~evaluator_host.store.online.spans.OnlineSpanStore.sweep`) — the rows of
   the traces it deletes (their ids returned by its ``DELETE``: no second scan of the traces) go in its
   transaction, by the index ``(workspace_id, target_id)`` (migration ``0026_case_hashes_sweep``): a trace id sent
@@ -57,7 +52,7 @@ Portable SQL. Blocking: call from a thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -85,16 +80,13 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Mapped, mapped_column
 
-from evaluator_host.observability.tracing import MARKER
 from evaluator_host.store import pg_bulk, pg_statistics, sqlite_bulk
 from evaluator_host.store.db import Base, utcnow
-from evaluator_host.store.online.rows import OnlineBackfillRow, OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
+from evaluator_host.store.online.rows import OnlineBackfillRow, OnlineScoreRow, OnlineTraceRow
 from evaluator_host.store.online.rules import RuleRecord
 from evaluator_host.store.result_cache import CACHE, TOUCH_AFTER_S
 
-__all__ = [
-    "CaseHashRow", "eligible", "forget", "fresh_count", "hashable", "remember", "resolve_cached", "sampled_count",
-]  # fmt: skip
+__all__ = ["CaseHashRow", "eligible", "forget", "hashable", "remember", "resolve_cached", "traces_in"]
 
 CACHED_MARK = ',"cached":true}'  # as evaluation/caching/cache.py marks a cached row's stored text
 _BATCH = 500  # rows a statement
@@ -188,7 +180,8 @@ def forget(conn: Connection, traces: Sequence[tuple[str, str]]) -> int:
     return gone
 
 
-def _window(rule: RuleRecord, window: tuple[datetime | None, datetime | None]) -> Select[str, int, datetime]:
+def traces_in(rule: RuleRecord, window: tuple[datetime | None, datetime | None]) -> Select[str, int, datetime]:
+    """The rule's workspace's traces first seen in ``window`` (``[since, until)``, either end open), not ``open``."""
     since, until = window
     query = select(T.trace_id, T.span_count, T.first_seen_at).where(
         T.workspace_id == rule.workspace_id, T.state != "open"
@@ -198,71 +191,6 @@ def _window(rule: RuleRecord, window: tuple[datetime | None, datetime | None]) -
     if until is not None:
         query = query.where(T.first_seen_at < until)
     return query
-
-
-def _unscored(conn: Connection, rule: RuleRecord) -> bool:
-    """Whether the rule has no score row at all (nothing a backfill of it could skip)."""
-    return conn.scalar(select(S.target_id).where(S.rule_id == rule.id).limit(1)) is None
-
-
-def _routed(rule: RuleRecord, window: tuple[datetime | None, datetime | None]) -> Select[str, int, datetime]:
-    """The window's traces with a span that is not the service's own telemetry (as routing decides), in the
-    window's order (first seen, then id)."""
-    sp = OnlineSpanRow
-    own = sp.body.contains(MARKER, autoescape=True)
-    routed = exists().where(sp.workspace_id == T.workspace_id, sp.trace_id == T.trace_id, ~own)
-    return _window(rule, window).where(routed).order_by(T.first_seen_at, T.trace_id)
-
-
-def _traces_through(
-    conn: Connection, rule: RuleRecord, window: tuple[datetime | None, datetime | None], last: tuple[Any, str] | None
-) -> int:
-    """The window's traces (routed or not) up to ``last`` (first seen, id) included; None: all of them."""
-    everything = _window(rule, window)
-    if last is not None:
-        at, trace_id = last
-        everything = everything.where(or_(T.first_seen_at < at, and_(T.first_seen_at == at, T.trace_id <= trace_id)))
-    return int(conn.scalar(select(func.count()).select_from(everything.subquery())) or 0)
-
-
-def fresh_count(
-    conn: Connection, rule: RuleRecord, window: tuple[datetime | None, datetime | None], limit: int
-) -> tuple[int, int] | None:
-    """(traces, targets) of a backfill of an :func:`eligible` rule without any score row, up to ``limit`` targets
-    and the traces up to the last of them; None for any other rule (see the module docstring)."""
-    if not eligible(rule) or not _unscored(conn, rule):
-        return None
-    # the targets (up to the limit) and the last of them in ONE walk of the spans: their count over the window, the
-    # last kept by a top-1 sort (the walk, a span lookup a trace, is the cost: it was walked twice, counted then offset)
-    targets = _routed(rule, window).limit(limit).subquery()
-    tail = select(func.count().over(), targets.c.first_seen_at, targets.c.trace_id)
-    got = conn.execute(tail.order_by(targets.c.first_seen_at.desc(), targets.c.trace_id.desc()).limit(1)).first()
-    n = 0 if got is None else int(got[0])
-    last = (got[1], str(got[2])) if got is not None and n >= limit else None  # the traces up to the limit-th target
-    return _traces_through(conn, rule, window, last), n
-
-
-def sampled_count(
-    conn: Connection,
-    rule: RuleRecord,
-    window: tuple[datetime | None, datetime | None],
-    limit: int,
-    keep: Callable[[str], bool],
-) -> tuple[int, int] | None:
-    """(traces, targets) of a backfill of a :func:`hashable` rule without any score row whose targets are the routed
-    traces ``keep`` takes (its sample: routing's decision, which this layer does not make), up to ``limit`` targets
-    and the traces up to the last of them — the routed traces' ids read in one statement, no span body read in
-    Python; None for any other rule (then the pages count: ``backfills.count``)."""
-    if not hashable(rule) or not _unscored(conn, rule):
-        return None
-    n, last = 0, None
-    with conn.execute(_routed(rule, window).with_only_columns(T.first_seen_at, T.trace_id)) as rows:
-        for at, trace_id in rows if limit > 0 else ():
-            if keep(str(trace_id)):
-                n, last = n + 1, (at, str(trace_id))
-                if n >= limit:
-                    break
-    return _traces_through(conn, rule, window, last if n >= limit else None), n
 
 
 def resolve_cached(
@@ -304,7 +232,7 @@ def _resolve_slice(
 ) -> tuple[int, int, tuple[Any, str] | None] | None:  # fmt: skip
     """One slice of :func:`resolve_cached`: (answered so far, traces in the slice, its last trace) or None."""
     ws = rule.workspace_id
-    window = _window(rule, (backfill.since, backfill.until))
+    window = traces_in(rule, (backfill.since, backfill.until))
     if after is not None:
         window = window.where(or_(T.first_seen_at > after[0], and_(T.first_seen_at == after[0], T.trace_id > after[1])))
     first = window.order_by(T.first_seen_at, T.trace_id).limit(size).subquery()
