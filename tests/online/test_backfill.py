@@ -27,7 +27,7 @@ from evaluator_host.online.reading.spans import encode
 from evaluator_host.store.db import make_engine
 from evaluator_host.store.online.rows import OnlineBackfillRow, OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
 from tests.support.backends import BACKENDS
-from tests.support.online import WS, chat_trace, hex_id, score_rows, span
+from tests.support.online import WS, chat_spans, chat_trace, hex_id, put_traces, score_rows, span
 from tests.support.service import serving
 from tests.support.wait import wait_until
 
@@ -234,6 +234,35 @@ def test_a_backfills_rerun_of_a_deterministic_evaluator_is_answered_from_the_res
         assert sorted(s["trace_id"] for s in again) == sorted(traces)
         assert all(s["result"]["cached"] is True and s["status"] == "ok" for s in again)
         assert {s["label"] for s in again} == {s["label"] for s in ran}
+        engine.dispose()
+
+
+@pytest.mark.slow
+def test_a_new_revisions_backfill_of_more_traces_than_a_direct_page_scores_and_supersedes_every_one(
+    tmp_path: Path,
+) -> None:
+    """A re-run after changing the evaluator over more traces than a page the planner scores directly (1,000):
+    every target scored again with the new revision and each earlier score superseded (a page's 1,000 keys once
+    made a statement SQLite refused: "Expression tree is too large", and the backfill never ended)."""
+    env = {**ENV, "EVALUATOR_HOST_ONLINE_BACKFILL_MAX_TARGETS": "5000"}
+    with serving(tmp_path, "process", env=env) as (client, _proc):
+        engine = make_engine(f"sqlite:///{tmp_path / 'evaluator-host.db'}")
+        put_traces(engine, [chat_spans() for _ in range(1_100)], state="routed")
+        ev = client.post("/v1/evaluators", json={"name": "rv", "language": "python", "code": _code("v1")}).json()["id"]
+        rule_id = client.post("/v1/online-rules", json={"evaluator_id": ev}).json()["id"]
+        url = f"/v1/online-rules/{rule_id}/backfill"
+        first = client.post(url, json={}).json()
+        done = wait_until(lambda: _finished(client, rule_id, first["id"]), 300, 0.1, what="revision 1 done")
+        assert (done["total"], done["done"]) == (1_100, 1_100)
+        client.put(f"/v1/evaluators/{ev}", json={"name": "rv", "language": "python", "code": _code("v2")})
+        dry = client.post(url, json={"dry_run": True}).json()
+        assert (dry["revision"], dry["targets"], dry["already_scored"]) == (2, 1_100, 0)
+        newer = client.post(url, json={}).json()
+        redone = wait_until(lambda: _ended(client, rule_id, newer["id"]), 300, 0.1, what="revision 2 ended")
+        assert (redone["status"], redone["total"], redone["done"]) == ("done", 1_100, 1_100), redone
+        rows = score_rows(engine)
+        assert len(rows) == 2_200 and {r.revision for r in rows if r.superseded_by is None} == {2}
+        assert all(r.superseded_by == f"{r.target_id}@r2" for r in rows if r.revision == 1)
         engine.dispose()
 
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, insert
 
 from evaluator_host.online.backfill.runs import dry_run
 from evaluator_host.online.deciding.router import decide, join_sessions
+from evaluator_host.store.db import utcnow
+from evaluator_host.store.online import sessions as online_sessions
 from evaluator_host.store.online.backfills import BackfillStore
 from evaluator_host.store.online.routing import spans_of as routed_spans
+from evaluator_host.store.online.rows import OnlineScoreRow
 from evaluator_host.store.online.rules import RuleRecord, RuleStore
 from evaluator_host.store.online.scores import ScoreQueue
 from tests.support.online import WS, chat_trace, hex_id, put_trace, score_rows, span
@@ -179,3 +182,29 @@ def test_a_session_level_backfill_scores_the_stored_sessions_once_and_a_new_revi
 
     keyed_rule = make_rule(rules, target={"level": "session", "session_key": "app.thread", "quiet_s": 5})
     assert dry_run(queue, keyed_rule, 1, EVERYTHING, 1000) == (2, 0, 0)  # no stored session under its own key
+
+
+def test_the_scores_of_a_pages_thousand_targets_rescored_with_a_new_revision_supersede_their_earlier_ones(
+    engine: Engine,
+) -> None:
+    """A direct backfill's page stores 1,000 scores at once: what they replace is found a few keys a statement (an OR
+    of every key was a statement SQLite refused past ~500), each family in its primary key's range."""
+    rule = make_rule(RuleStore(engine))
+    ids = [hex_id(16) for _ in range(1_200)]
+    now = utcnow()
+
+    def row(target: str, revision: int, me: str) -> dict[str, Any]:
+        return {"rule_id": rule.id, "target_id": target, "trace_id": target[:32], "workspace_id": WS, "state": "done",
+                "status": "ok", "attempts": 1, "enqueued_at": now, "evaluator_id": "ev_1", "revision": revision,
+                "claimed_by": me}  # fmt: skip
+
+    first = ids[0]
+    neighbour = first[:-1] + ("1" if first[-1] == "0" else "0")  # another trace's id, next to the first's
+    others = [f"{first}/00000000000000aa", neighbour]  # in the first family's key range, or beside it: not its own
+    with engine.begin() as conn:
+        conn.execute(insert(OnlineScoreRow), [row(t, 1, "old") for t in ids] + [row(t, 1, "old") for t in others])
+        conn.execute(insert(OnlineScoreRow), [row(f"{t}@r2", 2, "svc") for t in ids])
+        online_sessions.supersede(conn, "svc", [(rule.id, f"{t}@r2") for t in ids])
+    rows = {r.target_id: r for r in score_rows(engine)}
+    assert all(rows[t].superseded_by == f"{t}@r2" and rows[f"{t}@r2"].superseded_by is None for t in ids)
+    assert [rows[t].superseded_by for t in others] == [None, None]

@@ -40,6 +40,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from evaluator_host.store.db import as_utc
+from evaluator_host.store.online.refs import keyed
 from evaluator_host.store.online.rows import (
     OnlineRuleRow,
     OnlineScoreRow,
@@ -53,6 +54,7 @@ __all__ = ["Joined", "SessionHead", "queue_ready", "record", "session_target", "
 
 S, SS, ST, SR = OnlineScoreRow, OnlineSessionRow, OnlineSessionTraceRow, OnlineSessionRuleRow
 READY_BATCH = 500  # sessions looked at per pass
+_SUPERSEDE_KEYS = 500  # stored scores :func:`supersede` reads a statement
 
 
 @dataclass(frozen=True)
@@ -250,19 +252,24 @@ def supersede(conn: Connection, me: str, keys: Sequence[tuple[str, str]]) -> Non
     docstring): a session score the (rule, session)'s earlier generations (and, scored again with another
     revision by a backfill, its own generation's earlier scores); a backfill's score of a target
     scored again with another revision (``<target>@r<revision>``) the target's earlier scores."""
-    if not keys:
-        return
-    rows = conn.execute(
-        select(S.rule_id, S.target_id, S.session_id, S.generation).where(
-            or_(*(and_(S.rule_id == r, S.target_id == t) for r, t in keys)),
-            S.state == "done",
-            S.claimed_by == me,
-        )
-    ).all()
+    rows: list[Any] = []
+    for start in range(0, len(keys), _SUPERSEDE_KEYS):  # a page's keys (a direct backfill's: 1,000) a few at a time
+        rows += conn.execute(
+            select(S.rule_id, S.target_id, S.session_id, S.generation).where(
+                keyed(S.rule_id, S.target_id, keys[start : start + _SUPERSEDE_KEYS]),  # = rule AND IN (…): no OR tree
+                S.state == "done",
+                S.claimed_by == me,
+            )
+        ).all()
     for rule_id, target, session_id, generation in rows:
         if session_id is None:
             base = target.split("@r", 1)[0]
-            family = or_(S.target_id == base, S.target_id.startswith(f"{base}@r", autoescape=True))
+            # the target's own row and its revisions' (``<base>@r<n>``), found in the primary key's range of them
+            family = and_(
+                S.target_id >= base,
+                S.target_id < base + "@s",
+                or_(S.target_id == base, S.target_id.startswith(f"{base}@r", autoescape=True)),
+            )
             conn.execute(
                 update(S)
                 .where(
