@@ -1,7 +1,8 @@
 """A backfill's dry count made by the database (``store/online/dry_counts.py``): for a trace-level rule without
 filter it answers what the pages answer — every trace's spans read, page by page (``backfills.count``, the path of
 every other rule) — without reading a span into the service: new rules, sampled ones, rules whose rows score some
-traces already (every state, every revision), with and without a limit. SQLite and PostgreSQL."""
+traces already (every state, every revision, a revision's own row beside the trace's), with and without a limit
+(within a page of the pages'). SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -80,8 +81,9 @@ def test_a_new_rules_dry_count_by_the_database_equals_the_pages_count(engine: En
         assert fresh_count(conn, rule, EVERYTHING, 100) == (6, 5)
         assert fresh_count(conn, rule, EVERYTHING, 2) == (2, 2)  # up to the limit's targets
         assert fresh_count(conn, make_rule(rules, sampling_rate=0.5), EVERYTHING, 100) is None  # a sample: counted()
-    for limit in range(1, 7):
-        assert fresh_count(engine.connect(), rule, EVERYTHING, limit) == by_pages(engine, rule, 1, limit)[:2]
+    with engine.connect() as conn:
+        for limit in range(1, 7):
+            assert fresh_count(conn, rule, EVERYTHING, limit) == by_pages(engine, rule, 1, limit)[:2]
 
 
 def test_a_sampled_rules_dry_run_reads_no_span_and_counts_what_the_pages_count(
@@ -113,6 +115,8 @@ def test_a_rule_whose_rows_score_some_traces_is_counted_as_its_pages_count_it(
         (t[0], "done", 1), (t[1], "done", 2), (t[2], "queued", None), (t[3], "running", 1), (t[4], "dropped", 1),
         (t[5], "done", 1), (f"{t[5]}@r2", "done", 2), (t[6], "dropped", 1), (f"{t[6]}@r2", "queued", 2),
         (t[7], "done", 1), (f"{t[7]}@r2", "dropped", 2), (t[8], "done", None), (t[9], "done", 3),
+        (t[10], "done", 1), (f"{t[10]}@r2", "done", None), (t[11], "dropped", 1), (f"{t[11]}@r1", "done", 2),
+        (t[12], "done", 2), (f"{t[12]}@rNone", "queued", None),
     ])  # fmt: skip
     cases: list[Any] = list(itertools.product([1, 2, 3, None], [1, 2, 4, 7, 100]))
     expected = {(revision, limit): by_pages(engine, rule, revision, limit) for revision, limit in cases}

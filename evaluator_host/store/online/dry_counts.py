@@ -10,13 +10,20 @@ Contract (docs/online.md, "Backfill"; the caller is ``online/backfill/runs.py``'
   ``(traces, targets)`` counted by the database in one walk of the window's spans.
 * :func:`counted` — any such rule: the routed traces' ids read in one statement, in the window's order, each
   with whether the rule's rows already score it with ``revision`` — a row of the trace (its id, or its id with a
-  revision's suffix) queued or running, or done with that revision: what the pages count as ``already_scored``
-  (``backfills.count``) — the caller's sample (``keep``, by trace id: routing's, which this layer does not make)
-  taken of them; ``(traces, targets, already_scored)`` up to ``limit`` targets to score, no span read into the
-  service.
-* Both stop where a backfill of ``limit`` targets to score stops planning: at the first target to score past them
-  (the targets already scored before it are counted, as the pages count them); ``traces`` counts the window's
-  traces (routed or not) before it — all of them when the window holds no such target.
+  revision's suffix) queued or running, or done with that revision; or, beside the trace's own row (not dropped),
+  the row a backfill with the revision would write (``<trace>@r<revision>``, not dropped): what the pages count as
+  ``already_scored`` (``backfills.count``) — the caller's sample (``keep``, by trace id: routing's, which this layer
+  does not make) taken of them; ``(traces, targets, already_scored)`` up to ``limit`` targets to score, no span
+  read into the service.
+* Both stop at the first target to score past ``limit`` (the targets already scored before it are counted, as the
+  pages count them); ``traces`` counts the window's traces (routed or not) before it — all of them when the window
+  holds no such target. The pages stop there too, or at the end of their page (``DRY_RUN_PAGE`` traces) when that
+  comes first: past a page's end the two can differ in ``traces`` and ``already_scored``, never in the targets to
+  score.
+* As the pages' count did for a new rule before, a span is the service's own telemetry when its body carries the
+  marker's text (routing reads the attribute), and a trace with no span stored (retention between its spans' and
+  its row's deletes) is no target. On PostgreSQL the statement's rows are fetched whole (a small ``limit`` still
+  checks every routed trace of the window: one index probe each).
 
 Portable SQL. Blocking: call from a thread.
 """
@@ -31,6 +38,7 @@ from sqlalchemy import Select, and_, exists, func, or_, select
 from sqlalchemy.engine import Connection
 
 from evaluator_host.observability.tracing import MARKER
+from evaluator_host.store.online.backfills import variant
 from evaluator_host.store.online.case_hashes import eligible, hashable, traces_in
 from evaluator_host.store.online.rows import OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
 from evaluator_host.store.online.rules import RuleRecord
@@ -87,7 +95,12 @@ def counted(
     # (a trace id is 32 hex digits: no other trace's id sorts between it and it + "@s")
     of_trace = and_(S.target_id >= T.trace_id, S.target_id < T.trace_id + "@s")
     busy = or_(S.state.in_(("queued", "running")), and_(S.state == "done", same))
-    held = exists().where(S.rule_id == rule.id, of_trace, busy).label("held")
+    # or the row a backfill would write for the revision exists already (not dropped), beside the trace's own
+    own = exists().where(S.rule_id == rule.id, S.target_id == T.trace_id, S.state != "dropped")
+    again = exists().where(
+        S.rule_id == rule.id, S.target_id == T.trace_id + variant("", revision), S.state != "dropped"
+    )
+    held = or_(exists().where(S.rule_id == rule.id, of_trace, busy), and_(own, again)).label("held")
     n = scored = 0
     cut: tuple[Any, str] | None = None
     with conn.execute(_routed(rule, window).with_only_columns(T.first_seen_at, T.trace_id, held)) as rows:
