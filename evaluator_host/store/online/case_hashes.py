@@ -82,6 +82,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from evaluator_host.store import pg_bulk, pg_statistics, sqlite_bulk
 from evaluator_host.store.db import Base, utcnow
+from evaluator_host.store.online.refs import targets_of
 from evaluator_host.store.online.rows import OnlineBackfillRow, OnlineScoreRow, OnlineTraceRow
 from evaluator_host.store.online.rules import RuleRecord
 from evaluator_host.store.result_cache import CACHE, TOUCH_AFTER_S
@@ -239,8 +240,7 @@ def _resolve_slice(
     c = CACHE.c
     now = utcnow()
     # any row of the rule for the trace: its id, or the id with a suffix ("@r<revision>"); a range the key answers
-    # (a trace id is 32 hex digits: no other trace's id sorts between it and it + "@s")
-    of_trace = and_(S.target_id >= first.c.trace_id, S.target_id < first.c.trace_id + "@s")
+    of_trace = targets_of(S.target_id, first.c.trace_id)
     scored = exists().where(S.rule_id == rule.id, of_trace)
     text = func.substr(c.result, 1, func.length(c.result) - 1) + literal(CACHED_MARK)
     answers = (

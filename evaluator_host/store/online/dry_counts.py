@@ -40,6 +40,7 @@ from sqlalchemy.engine import Connection
 from evaluator_host.observability.tracing import MARKER
 from evaluator_host.store.online.backfills import variant
 from evaluator_host.store.online.case_hashes import eligible, hashable, traces_in
+from evaluator_host.store.online.refs import targets_of
 from evaluator_host.store.online.rows import OnlineScoreRow, OnlineSpanRow, OnlineTraceRow
 from evaluator_host.store.online.rules import RuleRecord
 
@@ -92,8 +93,7 @@ def counted(
         return None
     same = S.revision == revision if revision is not None else S.revision.is_(None)
     # any row of the rule for the trace: its id, or the id with a suffix ("@r<revision>"); a range the key answers
-    # (a trace id is 32 hex digits: no other trace's id sorts between it and it + "@s")
-    of_trace = and_(S.target_id >= T.trace_id, S.target_id < T.trace_id + "@s")
+    of_trace = targets_of(S.target_id, T.trace_id)
     busy = or_(S.state.in_(("queued", "running")), and_(S.state == "done", same))
     # or the row a backfill would write for the revision exists already (not dropped), beside the trace's own
     own = exists().where(S.rule_id == rule.id, S.target_id == T.trace_id, S.state != "dropped")

@@ -23,7 +23,7 @@ from sqlalchemy import ColumnElement, and_, false, or_
 from evaluator_host.observability.tracing import MARKER
 from evaluator_host.store.online.rules import RuleRecord
 
-__all__ = ["DEFAULT_KEYS", "SpanRef", "TraceRef", "keyed", "session_keys", "target_id"]
+__all__ = ["DEFAULT_KEYS", "SpanRef", "TraceRef", "keyed", "session_keys", "target_id", "targets_of"]
 
 _DECODE = msgspec.json.Decoder().decode
 _PLAIN_KEY = re.compile(r"[\x20\x21\x23-\x5b\x5d-\x7e]+")  # printable ASCII but '"' and '\\'
@@ -39,6 +39,14 @@ def keyed(first: Any, second: Any, keys: Iterable[tuple[str, str]]) -> ColumnEle
     for a, b in keys:
         by.setdefault(a, []).append(b)
     return or_(false(), *(and_(first == a, second.in_(bs)) for a, bs in by.items()))
+
+
+def targets_of(target: Any, base: Any) -> ColumnElement[bool]:
+    """``target`` (a score row's target id) in the primary key's range of ``base`` (a trace id, or a target id) and
+    its revisions' (``<base>@r<n>``): ``[base, base + "@s")``. A trace id is 32 hex digits, so no other trace's
+    target sorts in it; at trace level a span target ``<trace>/<span>`` does, so a caller that must tell them apart
+    adds its exact predicate."""
+    return and_(target >= base, target < base + "@s")
 
 
 def target_id(rule: RuleRecord, trace_id: str, span_id: str | None) -> str:

@@ -40,7 +40,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from evaluator_host.store.db import as_utc
-from evaluator_host.store.online.refs import keyed
+from evaluator_host.store.online.refs import keyed, targets_of
 from evaluator_host.store.online.rows import (
     OnlineRuleRow,
     OnlineScoreRow,
@@ -265,11 +265,8 @@ def supersede(conn: Connection, me: str, keys: Sequence[tuple[str, str]]) -> Non
         if session_id is None:
             base = target.split("@r", 1)[0]
             # the target's own row and its revisions' (``<base>@r<n>``), found in the primary key's range of them
-            family = and_(
-                S.target_id >= base,
-                S.target_id < base + "@s",
-                or_(S.target_id == base, S.target_id.startswith(f"{base}@r", autoescape=True)),
-            )
+            exact = or_(S.target_id == base, S.target_id.startswith(f"{base}@r", autoescape=True))
+            family = and_(targets_of(S.target_id, base), exact)
             conn.execute(
                 update(S)
                 .where(
