@@ -40,7 +40,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from evaluator_host.store.db import as_utc
-from evaluator_host.store.online.refs import keyed, targets_of
+from evaluator_host.store.online import superseding
+from evaluator_host.store.online.refs import keyed
 from evaluator_host.store.online.rows import (
     OnlineRuleRow,
     OnlineScoreRow,
@@ -261,19 +262,10 @@ def supersede(conn: Connection, me: str, keys: Sequence[tuple[str, str]]) -> Non
                 S.claimed_by == me,
             )
         ).all()
+    # a target scored again with another revision: its family's earlier scores, a slice of targets a statement
+    superseding.families(conn, [(r, t) for r, t, session_id, _ in rows if session_id is None])
     for rule_id, target, session_id, generation in rows:
         if session_id is None:
-            base = target.split("@r", 1)[0]
-            # the target's own row and its revisions' (``<base>@r<n>``), found in the primary key's range of them
-            exact = or_(S.target_id == base, S.target_id.startswith(f"{base}@r", autoescape=True))
-            family = and_(targets_of(S.target_id, base), exact)
-            conn.execute(
-                update(S)
-                .where(
-                    S.rule_id == rule_id, family, S.target_id != target, S.state == "done", S.superseded_by.is_(None)
-                )
-                .values(superseded_by=target)
-            )
             continue
         same = and_(S.rule_id == rule_id, S.session_id == session_id, S.state == "done")
         # a backfill's score of the generation with another revision (``@r``) replaces that generation's too

@@ -1,0 +1,93 @@
+"""A target scored again with another revision supersedes its family's earlier scores by one statement a slice
+of targets (issue 50), on SQLite and PostgreSQL: only ``done`` rows of the same rule, of the target itself and its
+revisions, not superseded yet; never a neighbour in the key range (a span target, another trace); target ids
+that are patterns to ``LIKE`` are plain text; the last of one family given supersedes; PostgreSQL's ``jit`` is
+as it was after."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Engine, insert
+
+from evaluator_host.store.db import utcnow
+from evaluator_host.store.online import superseding
+from evaluator_host.store.online.rows import OnlineScoreRow
+from tests.support.online import WS, hex_id, score_rows
+
+
+def _row(rule: str, target: str, state: str = "done", superseded_by: str | None = None) -> dict[str, Any]:
+    return {"rule_id": rule, "target_id": target, "trace_id": target[:32], "workspace_id": WS, "state": state,
+            "status": "ok", "attempts": 1, "enqueued_at": utcnow(), "evaluator_id": "ev_1", "revision": 1,
+            "superseded_by": superseded_by}  # fmt: skip
+
+
+def _superseded(engine: Engine, rule: str) -> dict[str, str | None]:
+    return {r.target_id: r.superseded_by for r in score_rows(engine) if r.rule_id == rule}
+
+
+def test_a_revisions_score_supersedes_only_its_own_familys_done_rows_not_yet_superseded(engine: Engine) -> None:
+    t = hex_id(16)
+    beside = t[:-1] + ("1" if t[-1] == "0" else "0")
+    rows = [
+        _row("r1", t),  # the first score: superseded
+        _row("r1", f"{t}@r2"),  # an earlier revision's: superseded
+        _row("r1", f"{t}@r3", state="queued"),  # not done: as it is
+        _row("r1", f"{t}@r5", superseded_by="elsewhere"),  # superseded already: by what it was
+        _row("r1", f"{t}/00000000000000aa"),  # a span target in the family's key range: not of it
+        _row("r1", beside),  # the next trace: not of it
+        _row("r2", t),  # another rule's: not of it
+        _row("r1", f"{t}@r4"),  # the score stored now: current
+    ]
+    with engine.begin() as conn:
+        conn.execute(insert(OnlineScoreRow), rows)
+        assert superseding.families(conn, [("r1", f"{t}@r4")]) == 2
+    assert _superseded(engine, "r1") == {
+        t: f"{t}@r4",
+        f"{t}@r2": f"{t}@r4",
+        f"{t}@r3": None,
+        f"{t}@r5": "elsewhere",
+        f"{t}/00000000000000aa": None,
+        beside: None,
+        f"{t}@r4": None,
+    }
+    assert _superseded(engine, "r2") == {t: None}
+
+
+def test_target_ids_holding_like_patterns_are_matched_as_plain_text(engine: Engine) -> None:
+    """``%`` and ``_`` are wildcards to ``LIKE``: a family is told by its prefix, as text."""
+    rows = [_row("r1", "a_%"), _row("r1", "a_%@r2"), _row("r1", "aX%@r1"), _row("r1", "a_Z@r1"), _row("r1", "a_%@r3")]
+    with engine.begin() as conn:
+        conn.execute(insert(OnlineScoreRow), rows)
+        assert superseding.families(conn, [("r1", "a_%@r3")]) == 2
+    assert _superseded(engine, "r1") == {"a_%": "a_%@r3", "a_%@r2": "a_%@r3", "aX%@r1": None, "a_Z@r1": None,
+                                         "a_%@r3": None}  # fmt: skip
+
+
+def test_of_two_targets_of_one_family_given_together_the_last_supersedes_the_other(engine: Engine) -> None:
+    t = hex_id(16)
+    with engine.begin() as conn:
+        conn.execute(insert(OnlineScoreRow), [_row("r1", t), _row("r1", f"{t}@r2"), _row("r1", f"{t}@r3")])
+        superseding.families(conn, [("r1", f"{t}@r2"), ("r1", f"{t}@r3")])
+    assert _superseded(engine, "r1") == {t: f"{t}@r3", f"{t}@r2": f"{t}@r3", f"{t}@r3": None}
+
+
+def test_many_rules_and_more_targets_than_a_slice_are_all_marked_and_jit_is_left_as_it_was(engine: Engine) -> None:
+    ids = [hex_id(16) for _ in range(superseding.SLICE + 77)]  # a slice, then 64 + 8 + 4 + 1
+    rows = [_row(rule, t) for rule in ("r1", "r2") for t in ids]
+    rows += [_row(rule, f"{t}@r2") for rule in ("r1", "r2") for t in ids]
+    with engine.begin() as conn:
+        conn.execute(insert(OnlineScoreRow), rows)
+        before = conn.exec_driver_sql("SHOW jit").scalar() if engine.dialect.name == "postgresql" else None
+        keys = [(rule, f"{t}@r2") for t in ids for rule in ("r1", "r2")]  # the rules interleaved
+        assert superseding.families(conn, keys) == 2 * len(ids)
+        if before is not None:
+            assert conn.exec_driver_sql("SHOW jit").scalar() == before
+    for rule in ("r1", "r2"):
+        marks = _superseded(engine, rule)
+        assert all(marks[t] == f"{t}@r2" and marks[f"{t}@r2"] is None for t in ids)
+
+
+def test_no_keys_is_no_statement(engine: Engine) -> None:
+    with engine.begin() as conn:
+        assert superseding.families(conn, []) == 0
