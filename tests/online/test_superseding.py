@@ -1,8 +1,11 @@
-"""A target scored again with another revision supersedes its family's earlier scores by one statement a slice
-of targets (issue 50), on SQLite and PostgreSQL: only ``done`` rows of the same rule, of the target itself and its
+"""What a stored score supersedes, one statement a slice of scores (issue 50), on SQLite and PostgreSQL.
+
+A target scored again with another revision: only ``done`` rows of the same rule, of the target itself and its
 revisions, not superseded yet; never a neighbour in the key range (a span target, another trace); target ids
 that are patterns to ``LIKE`` are plain text; the last of one family given supersedes; PostgreSQL's ``jit`` is
-as it was after."""
+as it was after. A session score: the (rule, session)'s earlier generations (its own too for a revision's), never
+another session's (one whose id extends it with ``#``) or rule's; itself when a later generation is scored; several
+of one session at once; the rows found by the primary key, not by reading every done row."""
 
 from __future__ import annotations
 
@@ -19,7 +22,14 @@ from tests.support.online import WS, hex_id, score_rows
 def _row(rule: str, target: str, state: str = "done", superseded_by: str | None = None) -> dict[str, Any]:
     return {"rule_id": rule, "target_id": target, "trace_id": target[:32], "workspace_id": WS, "state": state,
             "status": "ok", "attempts": 1, "enqueued_at": utcnow(), "evaluator_id": "ev_1", "revision": 1,
-            "superseded_by": superseded_by}  # fmt: skip
+            "superseded_by": superseded_by, "session_id": None, "generation": None}  # fmt: skip
+
+
+def _session_row(
+    rule: str, session: str, generation: int, revision: int | None = None, **fields: Any
+) -> dict[str, Any]:
+    target = f"{session}#{generation}" + ("" if revision is None else f"@r{revision}")
+    return {**_row(rule, target, **fields), "session_id": session, "generation": generation}
 
 
 def _superseded(engine: Engine, rule: str) -> dict[str, str | None]:
@@ -91,3 +101,64 @@ def test_many_rules_and_more_targets_than_a_slice_are_all_marked_and_jit_is_left
 def test_no_keys_is_no_statement(engine: Engine) -> None:
     with engine.begin() as conn:
         assert superseding.families(conn, []) == 0
+
+
+def test_a_session_score_supersedes_its_sessions_earlier_generations_and_no_other_sessions(engine: Engine) -> None:
+    rows = [
+        _session_row("r1", "s", 1),
+        _session_row("r1", "s", 2),
+        _session_row("r1", "s", 0, state="queued"),  # not done: as it is
+        _session_row("r1", "s#x", 1),  # a session whose id extends "s" with "#": in its key range, not of it
+        _session_row("r1", "t", 1),  # another session
+        _session_row("r2", "s", 1),  # another rule's
+        _session_row("r1", "s", 3),  # the score stored now
+    ]
+    with engine.begin() as conn:
+        conn.execute(insert(OnlineScoreRow), rows)
+        assert superseding.sessions(conn, [("r1", "s#3", "s", 3)]) == 2
+    assert _superseded(engine, "r1") == {
+        "s#1": "s#3",
+        "s#2": "s#3",
+        "s#0": None,
+        "s#x#1": None,
+        "t#1": None,
+        "s#3": None,
+    }
+    assert _superseded(engine, "r2") == {"s#1": None}
+
+
+def test_a_revisions_session_score_supersedes_its_own_generations_and_a_later_generation_supersedes_it(
+    engine: Engine,
+) -> None:
+    rows = [_session_row("r1", "s", 3), _session_row("r1", "s", 3, revision=2), _session_row("r1", "u", 4),
+            _session_row("r1", "u", 5), _session_row("r1", "u", 6, state="queued")]  # fmt: skip
+    with engine.begin() as conn:
+        conn.execute(insert(OnlineScoreRow), rows)
+        # s: a backfill's revision of generation 3; u: generation 4 stored after 5 (5 is done: it supersedes 4)
+        superseding.sessions(conn, [("r1", "s#3@r2", "s", 3), ("r1", "u#4", "u", 4)])
+    assert _superseded(engine, "r1") == {"s#3": "s#3@r2", "s#3@r2": None, "u#4": "u#5", "u#5": None, "u#6": None}
+
+
+def test_several_scores_of_one_session_stored_together_leave_the_latest_current(engine: Engine) -> None:
+    rows = [_session_row("r1", "s", g) for g in (1, 2, 3)]
+    with engine.begin() as conn:
+        conn.execute(insert(OnlineScoreRow), rows)
+        superseding.sessions(conn, [("r1", "s#3", "s", 3), ("r1", "s#2", "s", 2)])  # in any order
+    assert _superseded(engine, "r1") == {"s#1": "s#3", "s#2": "s#3", "s#3": None}
+
+
+def test_more_sessions_than_a_slice_are_found_by_the_primary_key(engine: Engine) -> None:
+    """Each statement reads the sessions' key ranges: it had no usable index but the queue's ``state``, and read
+    every done row of every rule for each session score (the plan is SQLite's; both databases mark every row)."""
+    n = superseding.SLICE + 3
+    rows = [_session_row("r1", f"s{i}", g) for i in range(n) for g in (1, 2)]
+    with engine.begin() as conn:
+        conn.execute(insert(OnlineScoreRow), rows)
+        assert superseding.sessions(conn, [("r1", f"s{i}#2", f"s{i}", 2) for i in range(n)]) == n
+        if engine.dialect.name == "sqlite":
+            for sql, params in ((superseding._earlier_sql(1, "?"), ("s0#2", "s0", 2, 0, "r1")),
+                                (superseding._later_sql(1, "?"), ("s0#2", "r1"))):  # fmt: skip
+                plan = " | ".join(str(r[3]) for r in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}", params))
+                assert "SCAN online_scores" not in plan and "USING INDEX sqlite_autoindex_online_scores_1" in plan
+    marks = _superseded(engine, "r1")
+    assert all(marks[f"s{i}#1"] == f"s{i}#2" and marks[f"s{i}#2"] is None for i in range(n))

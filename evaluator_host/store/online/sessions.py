@@ -262,24 +262,9 @@ def supersede(conn: Connection, me: str, keys: Sequence[tuple[str, str]]) -> Non
                 S.claimed_by == me,
             )
         ).all()
-    # a target scored again with another revision: its family's earlier scores, a slice of targets a statement
+    # a slice of scores a statement, each found in its family's or its session's key range
     superseding.families(conn, [(r, t) for r, t, session_id, _ in rows if session_id is None])
-    for rule_id, target, session_id, generation in rows:
-        if session_id is None:
-            continue
-        same = and_(S.rule_id == rule_id, S.session_id == session_id, S.state == "done")
-        # a backfill's score of the generation with another revision (``@r``) replaces that generation's too
-        earlier = S.generation <= generation if "@r" in target else S.generation < generation
-        conn.execute(
-            update(S)
-            .where(same, earlier, S.target_id != target, S.superseded_by.is_(None))
-            .values(superseded_by=target)
-        )
-        newer = conn.execute(
-            select(S.target_id).where(same, S.generation > generation).order_by(S.generation.desc()).limit(1)
-        ).scalar()
-        if newer is not None:
-            conn.execute(update(S).where(S.rule_id == rule_id, S.target_id == target).values(superseded_by=newer))
+    superseding.sessions(conn, [(r, t, sid, int(g or 0)) for r, t, sid, g in rows if sid is not None])
 
 
 def sweep(conn: Connection, cutoff: datetime) -> int:

@@ -1,18 +1,29 @@
-"""A target scored again with another revision supersedes the target's earlier scores: one statement a slice of
-a page's targets, not one a target (issue 50: a re-run after a new evaluator revision spent a quarter of its time
-on one compiled ``UPDATE`` a target).
+"""What a stored score supersedes, a slice of a call's scores a statement, each found in the primary key's range of
+its (rule, target) family: not one compiled ``UPDATE`` a target (issue 50: a re-run after a new evaluator revision
+spent a quarter of its time on those), and never a scan of every ``done`` row (a session score's statements had no
+usable index but the queue's ``state``: each read every done row of every rule).
 
-Contract of :func:`families`: for each (rule id, target id) given whose target is ``<base>@r<revision>`` or
-``<base>``, the rule's ``done`` rows of ``<base>`` and of ``<base>@r<n>`` (the target's *family*; any ``n``) but
-the target's own, not superseded yet, get ``superseded_by`` = that target id. The rows are found in the primary
-key's range of the family (:func:`~evaluator_host.store.online.refs.targets_of`) and told apart from other
-targets sorting in it (a span target ``<trace>/<span>`` beside its trace's) by the exact family predicate. Two
-targets of one family in one call: the last given supersedes (the same rows as one statement a target in that
-order, but neither target's own row marks the other's). How many rows it marked.
+Contract:
+
+* :func:`families` — for each (rule id, target id) given whose target is ``<base>@r<revision>`` or ``<base>``, the
+  rule's ``done`` rows of ``<base>`` and of ``<base>@r<n>`` (the target's *family*; any ``n``) but the target's
+  own, not superseded yet, get ``superseded_by`` = that target id. The rows are found in the family's key range
+  (:func:`~evaluator_host.store.online.refs.targets_of`) and told apart from other targets sorting in it (a span
+  target ``<trace>/<span>`` beside its trace's) by the exact family predicate. Two targets of one family in one
+  call: the last given supersedes the family's other rows, the other's too. How many rows it marked.
+* :func:`sessions` — for each stored session score (rule id, target id ``<session>#<generation>[@r<n>]``, session
+  id, generation): the (rule, session)'s ``done`` rows of an earlier generation (and, the target being a revision's
+  ``@r``, of its own generation) but its own, not superseded yet, get ``superseded_by`` = that target; then, when a
+  ``done`` row of a later generation exists, the score itself is superseded by the latest such (ties: the greatest
+  target id, a revision's). Several scores of one (rule, session) in one call: the one of the latest generation
+  (a revision's before its generation's first; ties: the last given) does both, the others being among the rows it
+  marks. The rows are found in the session's key range (``[<session>#, <session>$)``) and told apart from other
+  sessions' sorting in it (a session id holding ``#``) by ``session_id``.
 
 Portable SQL (SQLite ≥ 3.33 and PostgreSQL: ``UPDATE … FROM`` a ``VALUES`` list); statements of at most
-:data:`SLICE` targets, sized in powers of two so that a database sees few distinct texts. Call inside the
-transaction that stored the scores.
+:data:`SLICE` targets of one rule — the rule a parameter, not a joined column: PostgreSQL hash-joined every row of
+the rule on it (33 s a slice at 200,000 rows) — sized in powers of two so that a database sees few distinct texts.
+On PostgreSQL ``jit`` is off for them and as it was after. Call inside the transaction that stored the scores.
 """
 
 from __future__ import annotations
@@ -20,12 +31,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
+from typing import Any
 
 from sqlalchemy import Connection
 
 from evaluator_host.store.online.rows import OnlineScoreRow
 
-__all__ = ["SLICE", "families", "family_base"]
+__all__ = ["SLICE", "families", "family_base", "sessions"]
 
 SLICE = 512  # targets a statement at most (a power of two)
 _TABLE = OnlineScoreRow.__tablename__
@@ -43,9 +55,31 @@ def families(conn: Connection, keys: Sequence[tuple[str, str]]) -> int:
         base = family_base(target)
         last.pop((rule_id, base), None)  # the last given wins, in the order given
         last[(rule_id, base)] = target
-    by_rule: dict[str, list[tuple[str, str]]] = {}
+    by_rule: dict[str, list[tuple[Any, ...]]] = {}
     for (rule_id, base), target in last.items():
         by_rule.setdefault(rule_id, []).append((target, base))
+    return _run(conn, by_rule, _families_sql)
+
+
+def sessions(conn: Connection, scores: Sequence[tuple[str, str, str, int]]) -> int:
+    """Mark what each session score (rule id, target id, session id, generation) supersedes, and the score itself
+    when a later generation is scored already (see the module docstring). How many rows it marked."""
+    winner: dict[tuple[str, str], tuple[int, int, str]] = {}
+    for rule_id, target, session_id, generation in scores:
+        rank = (int(generation), int("@r" in target))
+        held = winner.get((rule_id, session_id))
+        if held is None or rank >= held[:2]:
+            winner[(rule_id, session_id)] = (*rank, target)
+    by_rule: dict[str, list[tuple[Any, ...]]] = {}
+    for (rule_id, session_id), (generation, revision, target) in winner.items():
+        by_rule.setdefault(rule_id, []).append((target, session_id, generation, revision))
+    marked = _run(conn, by_rule, _earlier_sql)
+    winners = {rule_id: [(row[0],) for row in rows] for rule_id, rows in by_rule.items()}
+    return marked + _run(conn, winners, _later_sql)
+
+
+def _run(conn: Connection, by_rule: dict[str, list[tuple[Any, ...]]], sql: Any) -> int:
+    """Each rule's rows, a slice a statement of ``sql(rows, mark)`` (its parameters: the rows', then the rule)."""
     if not by_rule:
         return 0
     postgres = conn.dialect.name == "postgresql"
@@ -55,7 +89,7 @@ def families(conn: Connection, keys: Sequence[tuple[str, str]]) -> int:
     for rule_id, rows in by_rule.items():
         for part in _slices(rows):
             flat = (*itertools.chain.from_iterable(part), rule_id)  # in the text's order: the rows, then the rule
-            marked += conn.exec_driver_sql(_sql(len(part), mark), flat).rowcount
+            marked += conn.exec_driver_sql(sql(len(part), mark), flat).rowcount
     if jit is not None:
         conn.exec_driver_sql("SELECT set_config('jit', %s, true)", (jit,))
     return marked
@@ -70,7 +104,7 @@ def _jit_off(conn: Connection) -> str:
     return before
 
 
-def _slices(rows: Sequence[tuple[str, str]]) -> Iterator[Sequence[tuple[str, str]]]:
+def _slices(rows: Sequence[tuple[Any, ...]]) -> Iterator[Sequence[tuple[Any, ...]]]:
     start = 0
     while start < len(rows):
         n = min(SLICE, 1 << ((len(rows) - start).bit_length() - 1))  # the largest power of two left
@@ -78,17 +112,51 @@ def _slices(rows: Sequence[tuple[str, str]]) -> Iterator[Sequence[tuple[str, str
         start += n
 
 
+def _values(n: int, width: int, mark: str) -> str:
+    row = "(" + ", ".join([mark] * width) + ")"
+    return ", ".join([row] * n)
+
+
 @lru_cache(maxsize=64)
-def _sql(n: int, mark: str) -> str:
-    row = f"({mark}, {mark})"
-    values = ", ".join([row] * n)
+def _families_sql(n: int, mark: str) -> str:
     t = _TABLE
-    # the rule a parameter, not a column of v: PostgreSQL then cannot hash-join every row of the rule on it (it
-    # did: 33 s a slice at 200,000 rows), and probes the primary key's range of each family as SQLite does
     return (
         f"UPDATE {t} SET superseded_by = v.target "
-        f"FROM (SELECT column1 AS target, column2 AS base FROM (VALUES {values}) AS w) AS v "
+        f"FROM (SELECT column1 AS target, column2 AS base FROM (VALUES {_values(n, 2, mark)}) AS w) AS v "
         f"WHERE {t}.rule_id = {mark} AND {t}.target_id >= v.base AND {t}.target_id < v.base || '@s' "
         f"AND ({t}.target_id = v.base OR substr({t}.target_id, 1, length(v.base) + 2) = v.base || '@r') "
         f"AND {t}.target_id <> v.target AND {t}.state = 'done' AND {t}.superseded_by IS NULL"
+    )
+
+
+def _in_session(row: str, session: str) -> str:
+    """``row`` (a table name or alias) is a score of ``session`` (an SQL expression): its key range, then exactly."""
+    return (
+        f"{row}.target_id >= {session} || '#' AND {row}.target_id < {session} || '$' AND {row}.session_id = {session}"
+    )
+
+
+@lru_cache(maxsize=64)
+def _earlier_sql(n: int, mark: str) -> str:
+    t = _TABLE
+    return (
+        f"UPDATE {t} SET superseded_by = v.target FROM (SELECT column1 AS target, column2 AS sid, column3 AS gen, "
+        f"column4 AS redone FROM (VALUES {_values(n, 4, mark)}) AS w) AS v "
+        f"WHERE {t}.rule_id = {mark} AND {_in_session(t, 'v.sid')} AND {t}.state = 'done' "
+        f"AND {t}.superseded_by IS NULL AND {t}.target_id <> v.target "
+        f"AND ({t}.generation < v.gen OR (v.redone = 1 AND {t}.generation = v.gen))"
+    )
+
+
+@lru_cache(maxsize=64)
+def _later_sql(n: int, mark: str) -> str:
+    t = _TABLE
+    later = (
+        f"FROM {t} AS n WHERE n.rule_id = {t}.rule_id AND {_in_session('n', f'{t}.session_id')} "
+        f"AND n.state = 'done' AND n.generation > {t}.generation"
+    )
+    return (
+        f"UPDATE {t} SET superseded_by = (SELECT n.target_id {later} ORDER BY n.generation DESC, n.target_id DESC "
+        f"LIMIT 1) WHERE {t}.target_id IN ({', '.join([mark] * n)}) AND {t}.rule_id = {mark} "
+        f"AND EXISTS (SELECT 1 {later})"
     )
