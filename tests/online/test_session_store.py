@@ -222,3 +222,27 @@ def test_a_pass_with_no_session_quiet_yet_tells_when_the_first_will_be(engine: E
     upcoming.clear()
     assert online_sessions.queue_ready(engine, later(6), 0, 1000, upcoming) == (1, {})
     assert upcoming == []  # one was ready: the pass queued it and looked no further
+
+
+def test_sessions_members_are_read_many_sessions_a_statement_latest_or_first_in_start_order(engine: Engine) -> None:
+    """:func:`members` reads the traces of more sessions than one statement holds: each session's latest (or
+    first) ``most`` trace ids in start order (ties: trace id), its count; another workspace's and an unknown
+    session's are absent."""
+    now = utcnow()
+    joined = []
+    for i in range(online_sessions._MEMBERS_SESSIONS + 5):
+        for k in range(i % 4 + 1):  # 1 to 4 traces
+            start = 1_000 * k if k != 3 else 1_000 * 2  # the fourth starts with the third: ordered by trace id
+            joined.append(online_sessions.Joined(WS, f"s{i}", f"t{i}-{k}", start, now, ()))
+    joined.append(online_sessions.Joined("ws_other", "s0", "other-0", 0, now, ()))
+    with engine.begin() as conn:
+        online_sessions.record(conn, joined, now)
+    wanted = [f"s{i}" for i in range(online_sessions._MEMBERS_SESSIONS + 5)] + ["unknown"]
+    with engine.connect() as conn:
+        latest = online_sessions.members(conn, WS, wanted, 2)
+        first = online_sessions.members(conn, WS, wanted, 3, latest=False)
+    assert "unknown" not in latest and len(latest) == online_sessions._MEMBERS_SESSIONS + 5
+    for i in range(online_sessions._MEMBERS_SESSIONS + 5):
+        ids = [f"t{i}-{k}" for k in range(i % 4 + 1)]  # start order: t-2 and t-3 tie, t-2 < t-3
+        assert latest[f"s{i}"] == (ids[-2:], len(ids))
+        assert first[f"s{i}"] == (ids[:3], len(ids))

@@ -24,14 +24,15 @@ from typing import Any
 from sqlalchemy import Connection, and_, or_, select
 
 from evaluator_host.store.db import as_utc, utcnow
+from evaluator_host.store.online import sessions as online_sessions
 from evaluator_host.store.online.refs import TraceRef, keyed
-from evaluator_host.store.online.rows import OnlineScoreRow, OnlineSessionRow, OnlineSessionTraceRow, OnlineTraceRow
+from evaluator_host.store.online.rows import OnlineScoreRow, OnlineSessionRow, OnlineTraceRow
 from evaluator_host.store.online.rules import RuleRecord
 from evaluator_host.store.online.sessions import session_target
 
 __all__ = ["Joins", "count_sessions"]
 
-S, SS, ST, T = OnlineScoreRow, OnlineSessionRow, OnlineSessionTraceRow, OnlineTraceRow
+S, SS, T = OnlineScoreRow, OnlineSessionRow, OnlineTraceRow
 Joins = Callable[[TraceRef, Sequence[RuleRecord]], list[tuple[str, tuple[str, ...]]]]
 SpansOf = Callable[[Connection, Sequence[Any]], dict[tuple[str, str], Any]]
 MAX_MEMBERS = 10_000  # a session's traces read to decide whether it is a target (its first ones)
@@ -57,10 +58,8 @@ def count_sessions(
     if not page:
         return out
     ws = rule.workspace_id
-    members: dict[str, list[str]] = {}
-    for sid, _, _ in page:
-        of = select(ST.trace_id).where(ST.workspace_id == ws, ST.session_id == sid)
-        members[sid] = [str(t) for t in conn.scalars(of.order_by(ST.start_ns, ST.trace_id).limit(MAX_MEMBERS))]
+    listed = online_sessions.members(conn, ws, [str(p.session_id) for p in page], MAX_MEMBERS, latest=False)
+    members: dict[str, list[str]] = {str(p.session_id): listed.get(str(p.session_id), ([], 0))[0] for p in page}
     keys = {(ws, t) for ts in members.values() for t in ts}
     of_traces = select(T.workspace_id, T.trace_id, T.root_span_id).where(keyed(T.workspace_id, T.trace_id, keys))
     heads: Sequence[Any] = conn.execute(of_traces).all() if keys else []

@@ -29,7 +29,7 @@ Portable SQL (SQLite and PostgreSQL). Blocking: call from a thread.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -56,6 +56,7 @@ __all__ = ["Joined", "SessionHead", "queue_ready", "record", "session_target", "
 S, SS, ST, SR = OnlineScoreRow, OnlineSessionRow, OnlineSessionTraceRow, OnlineSessionRuleRow
 READY_BATCH = 500  # sessions looked at per pass
 _SUPERSEDE_KEYS = 500  # stored scores :func:`supersede` reads a statement
+_MEMBERS_SESSIONS = 500  # sessions :func:`members` reads a statement
 
 
 @dataclass(frozen=True)
@@ -304,9 +305,33 @@ def head(conn: Connection, workspace_id: str, session_id: str) -> SessionHead | 
     return None if r is None else SessionHead(str(r[0]), int(r[1]), as_utc(r[2]), as_utc(r[3]))
 
 
-def member_traces(conn: Connection, workspace_id: str, session_id: str, most: int) -> tuple[list[str], int]:
-    """The session's latest ``most`` trace ids in start order, and how many traces it has."""
-    of = (ST.workspace_id == workspace_id, ST.session_id == session_id)
-    total = int(conn.scalar(select(func.count()).select_from(ST).where(*of)) or 0)
-    query = select(ST.trace_id).where(*of).order_by(ST.start_ns.desc(), ST.trace_id.desc()).limit(most)
-    return list(reversed([str(t) for t in conn.execute(query).scalars()])), total
+def members(
+    conn: Connection, workspace_id: str, session_ids: Collection[str], most: int, latest: bool = True
+) -> dict[str, tuple[list[str], int]]:
+    """Each of the workspace's sessions ``session_ids``: its latest (``latest``, else first) ``most`` trace ids in
+    start order (ties: trace id), and how many traces it has; a session with none is absent. A few hundred sessions
+    a statement (a window over each one's rows), not two statements a session."""
+    out: dict[str, tuple[list[str], int]] = {}
+    ids = sorted(set(session_ids))
+    for start in range(0, len(ids), _MEMBERS_SESSIONS):
+        of = (ST.workspace_id == workspace_id, ST.session_id.in_(ids[start : start + _MEMBERS_SESSIONS]))
+        order = (ST.start_ns.desc(), ST.trace_id.desc()) if latest else (ST.start_ns, ST.trace_id)
+        ranked = select(
+            ST.session_id,
+            ST.trace_id,
+            func.row_number().over(partition_by=ST.session_id, order_by=order).label("k"),
+            func.count().over(partition_by=ST.session_id).label("n"),
+        ).where(*of)
+        inner = ranked.subquery()
+        query = (
+            select(inner.c.session_id, inner.c.trace_id, inner.c.n)
+            .where(inner.c.k <= most)
+            .order_by(inner.c.session_id, inner.c.k)
+        )
+        for sid, trace_id, n in conn.execute(query):
+            traces, _ = out.setdefault(str(sid), ([], int(n)))
+            traces.append(str(trace_id))
+    if latest:
+        for traces, _ in out.values():
+            traces.reverse()  # read latest first: start order
+    return out
