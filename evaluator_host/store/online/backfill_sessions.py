@@ -67,10 +67,14 @@ def count_sessions(
     spans = spans_of(conn, heads)
     family: dict[tuple[str, int], list[tuple[str, str, int | None]]] = {}
     busy: set[str] = set()  # sessions with a row queued or running (any generation): being scored
-    held = select(S.target_id, S.state, S.revision, S.session_id, S.generation).where(
-        S.rule_id == rule.id, S.workspace_id == ws, S.session_id.in_([p.session_id for p in page])
+    # the page's sessions' rows of every rule, by the (workspace, session) index, the rule's kept here: with the rule
+    # in the statement SQLite read every row of the rule by its ``scored_at`` index, a page after a page
+    held = select(S.rule_id, S.target_id, S.state, S.revision, S.session_id, S.generation).where(
+        S.workspace_id == ws, S.session_id.in_([p.session_id for p in page])
     )
-    for target, state, rev, of_session, gen in conn.execute(held):
+    for rule_id, target, state, rev, of_session, gen in conn.execute(held):
+        if rule_id != rule.id:
+            continue
         family.setdefault((str(of_session), int(gen or 0)), []).append((str(target), str(state), rev))
         if state in ("queued", "running"):
             busy.add(str(of_session))
