@@ -8,11 +8,13 @@ scores the stored sessions, each once at its current generation."""
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine, insert
 
-from evaluator_host.online.backfill.runs import dry_run
+from evaluator_host.online.backfill.runs import dry_run, estimate_s
 from evaluator_host.online.deciding.router import decide, join_sessions
 from evaluator_host.store.db import utcnow
 from evaluator_host.store.online import sessions as online_sessions
@@ -208,3 +210,27 @@ def test_the_scores_of_a_pages_thousand_targets_rescored_with_a_new_revision_sup
     rows = {r.target_id: r for r in score_rows(engine)}
     assert all(rows[t].superseded_by == f"{t}@r2" and rows[f"{t}@r2"].superseded_by is None for t in ids)
     assert [rows[t].superseded_by for t in others] == [None, None]
+
+
+def test_a_dry_runs_estimate_is_at_least_the_pace_of_the_rules_latest_backfill(engine: Engine) -> None:
+    """A fast evaluator's duration leaves out the service's work around each target: once the rule's latest backfill
+    scored 100 targets, its pace bounds the estimate (5,000 sessions were estimated 0.014 s and took 14 s)."""
+    rule = make_rule(RuleStore(engine))
+    store = BackfillStore(engine)
+    assert estimate_s(engine, rule, 1_000, 4, None) == 2.5  # nothing scored yet: 10 ms a target, 4 at once
+    backfill = store.create(rule, EVERYTHING, 10_000, 1, 200, 0)
+    created = store.get(WS, rule.id, backfill.id).created_at
+
+    def rows(n: int, first: int) -> list[dict[str, Any]]:
+        return [{"rule_id": rule.id, "target_id": hex_id(16), "trace_id": hex_id(16), "workspace_id": WS,
+                 "state": "done", "status": "ok", "attempts": 1, "enqueued_at": created, "evaluator_id": "ev_1",
+                 "revision": 1, "duration_ms": 1.0, "backfill_id": backfill.id,
+                 "scored_at": created + timedelta(seconds=(first + i + 1) / 10)} for i in range(n)]  # fmt: skip
+
+    with engine.begin() as conn:
+        conn.execute(insert(OnlineScoreRow), rows(99, 0))  # 10 targets a second, but too few to tell
+    assert estimate_s(engine, rule, 1_000, 4, None) == 0.25  # 1 ms each, 4 at once
+    with engine.begin() as conn:
+        conn.execute(insert(OnlineScoreRow), rows(101, 99))  # 200 done in 20 s
+    assert estimate_s(engine, rule, 1_000, 4, None) == pytest.approx(100.0)
+    assert estimate_s(engine, rule, 1_000, 4, 1.0) == pytest.approx(1_000.0)  # the workspace's rate: slower still
