@@ -44,7 +44,7 @@ from typing import Any
 import httpx
 from sqlalchemy import Engine, and_, func, insert, select
 
-from bench import sqlite_writes
+from bench import session_backfill_bench, sqlite_writes
 from bench.common import Pace, pct, replace_section, serving, verdict
 from evaluator_host.evaluation.trace_shape import SpanData
 from evaluator_host.online.reading.spans import encode
@@ -326,7 +326,8 @@ def measure() -> dict[str, Any]:
     queued = _service_backfills(False)
     pg = _postgres_backfills()
     return {"fresh": direct[0], "cached": direct[1], "queued": queued[0], "span": measure_span_lag(),
-            "session": measure_session_lag(), "pg": pg, "writes": sqlite_writes.measure()}  # fmt: skip
+            "session": measure_session_lag(), "pg": pg, "writes": sqlite_writes.measure(),
+            "session_backfill": session_backfill_bench.measure()}  # fmt: skip
 
 
 def _s(value: float | None) -> str:
@@ -413,6 +414,7 @@ def render(f: dict[str, Any]) -> tuple[str, str]:
         f"fresh: {fresh['rate']:,.0f} targets/s ({ratio:.1f}x; CPU a target "
         f"{fresh['cpu_us'] / max(cached['cpu_us'], 1e-9):.1f}x less) | >= 20x fresh | {verdict(ratio >= 20)} |",
         *_dry_rows(fresh.get("dry")),
+        *session_backfill_bench.row(f.get("session_backfill"), fresh),
         *_pg_rows(f.get("pg")),
         *([sqlite_writes.row(f["writes"])] if "writes" in f else []),
         f"| span-level rule, {SPAN_RATE} traces/s of 20 spans (5 LLM targets each), lag p99 "
