@@ -14,9 +14,9 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from evaluator_host.online.deciding.router import decide, join_sessions
-from evaluator_host.store.db import utcnow
+from evaluator_host.store.db import as_utc, utcnow
 from evaluator_host.store.online import sessions as online_sessions
-from evaluator_host.store.online.rows import OnlineSessionRow, OnlineSessionTraceRow
+from evaluator_host.store.online.rows import OnlineSessionRow, OnlineSessionRuleRow, OnlineSessionTraceRow
 from evaluator_host.store.online.rules import RuleStore
 from evaluator_host.store.online.scores import ScoreQueue
 from evaluator_host.store.online.views import ScoreView
@@ -246,3 +246,26 @@ def test_sessions_members_are_read_many_sessions_a_statement_latest_or_first_in_
         ids = [f"t{i}-{k}" for k in range(i % 4 + 1)]  # start order: t-2 and t-3 tie, t-2 < t-3
         assert latest[f"s{i}"] == (ids[-2:], len(ids))
         assert first[f"s{i}"] == (ids[:3], len(ids))
+
+
+def test_every_rule_of_more_sessions_than_a_statement_holds_is_rearmed_by_its_own_quiet(engine: Engine) -> None:
+    """A routing pass that grows many sessions re-arms each (rule, session) at the session's last span + the
+    rule's ``quiet_s``, a few hundred sessions a statement; another workspace's session of the same id is its own."""
+    now = utcnow()
+    n = online_sessions._MEMBERS_SESSIONS + 7
+    rules = (("rule_a", 5), ("rule_b", 60))
+    joined = [online_sessions.Joined(WS, f"s{i}", f"t{i}", i, now + timedelta(seconds=i), rules) for i in range(n)]
+    joined.append(online_sessions.Joined("ws_other", "s0", "other", 0, now + timedelta(hours=1), (("rule_c", 1),)))
+    with engine.begin() as conn:
+        online_sessions.record(conn, joined, now)
+        later = [
+            online_sessions.Joined(WS, f"s{i}", f"u{i}", i, now + timedelta(seconds=2 * i), rules) for i in range(n)
+        ]
+        online_sessions.record(conn, later, now)  # every session grows again: re-armed from its new last span
+    with engine.connect() as conn:
+        armed = {(r.rule_id, r.session_id): r.ready_at for r in conn.execute(select(OnlineSessionRuleRow))}
+    assert len(armed) == 2 * n + 1
+    for i in range(n):
+        for rule_id, quiet in rules:
+            assert as_utc(armed[(rule_id, f"s{i}")]) == now + timedelta(seconds=2 * i + quiet)
+    assert as_utc(armed[("rule_c", "s0")]) == now + timedelta(hours=1, seconds=1)

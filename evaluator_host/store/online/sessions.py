@@ -146,12 +146,17 @@ def record(conn: Connection, joined: Sequence[Joined], now: datetime) -> None:
 
 def _rearm(conn: Connection, last: dict[tuple[str, str], datetime]) -> None:
     """Every rule targeting a grown session is ready again ``quiet_s`` after the session's last span."""
-    due: list[dict[str, Any]] = []
+    found: list[tuple[str, str, str, datetime]] = []
+    by_workspace: dict[str, list[str]] = {}
     for ws, sid in sorted(last):
-        query = select(SR.rule_id, SR.quiet_s).where(SR.workspace_id == ws, SR.session_id == sid)
-        for rule_id, quiet_s in conn.execute(query.order_by(SR.rule_id)):
-            ready = last[(ws, sid)] + timedelta(seconds=int(quiet_s))
-            due.append({"k_rule": rule_id, "k_sid": sid, "v_ready": ready})
+        by_workspace.setdefault(ws, []).append(sid)
+    for ws, sids in by_workspace.items():  # a few hundred sessions a statement, not one a session
+        for start in range(0, len(sids), _MEMBERS_SESSIONS):
+            of = (SR.workspace_id == ws, SR.session_id.in_(sids[start : start + _MEMBERS_SESSIONS]))
+            for sid, rule_id, quiet_s in conn.execute(select(SR.session_id, SR.rule_id, SR.quiet_s).where(*of)):
+                found.append((ws, str(sid), str(rule_id), last[(ws, str(sid))] + timedelta(seconds=int(quiet_s))))
+    # updated in (workspace, session, rule) order, as the sessions were: concurrent routers lock rows in one order
+    due = [{"k_rule": rule_id, "k_sid": sid, "v_ready": ready} for _, sid, rule_id, ready in sorted(found)]
     if due:
         conn.execute(
             update(SR)
@@ -240,13 +245,14 @@ def queue_ready(
 
 
 def _latest_traces(conn: Connection, sessions: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
-    out: dict[tuple[str, str], str] = {}
+    by_workspace: dict[str, set[str]] = {}
     for ws, sid in sessions:
-        query = select(ST.trace_id).where(ST.workspace_id == ws, ST.session_id == sid)
-        found = conn.execute(query.order_by(ST.start_ns.desc(), ST.trace_id.desc()).limit(1)).scalar()
-        if found is not None:
-            out[(ws, sid)] = str(found)
-    return out
+        by_workspace.setdefault(ws, set()).add(sid)
+    return {
+        (ws, sid): traces[-1]
+        for ws, sids in by_workspace.items()
+        for sid, (traces, _) in members(conn, ws, sids, 1).items()
+    }
 
 
 def supersede(conn: Connection, me: str, keys: Sequence[tuple[str, str]]) -> None:
