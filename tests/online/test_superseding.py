@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 from sqlalchemy import Engine, insert
 
-from evaluator_host.store.db import utcnow
+from evaluator_host.store.db import make_engine, utcnow
 from evaluator_host.store.online import superseding
 from evaluator_host.store.online.rows import OnlineScoreRow
+from tests.support.backends import postgres_only
 from tests.support.online import WS, hex_id, score_rows
+from tests.support.pg import Cluster
 
 
 def _row(rule: str, target: str, state: str = "done", superseded_by: str | None = None) -> dict[str, Any]:
@@ -108,14 +111,14 @@ def test_a_session_score_supersedes_its_sessions_earlier_generations_and_no_othe
         _session_row("r1", "s", 1),
         _session_row("r1", "s", 2),
         _session_row("r1", "s", 0, state="queued"),  # not done: as it is
-        _session_row("r1", "s#x", 1),  # a session whose id extends "s" with "#": in its key range, not of it
+        _session_row("r1", "s#x", 1),  # a session whose id extends "s" with "#": not of it
         _session_row("r1", "t", 1),  # another session
         _session_row("r2", "s", 1),  # another rule's
         _session_row("r1", "s", 3),  # the score stored now
     ]
     with engine.begin() as conn:
         conn.execute(insert(OnlineScoreRow), rows)
-        assert superseding.sessions(conn, [("r1", "s#3", "s", 3)]) == 2
+        assert superseding.sessions(conn, [("r1", "s#3", WS, "s", 3)]) == 2
     assert _superseded(engine, "r1") == {
         "s#1": "s#3",
         "s#2": "s#3",
@@ -135,7 +138,7 @@ def test_a_revisions_session_score_supersedes_its_own_generations_and_a_later_ge
     with engine.begin() as conn:
         conn.execute(insert(OnlineScoreRow), rows)
         # s: a backfill's revision of generation 3; u: generation 4 stored after 5 (5 is done: it supersedes 4)
-        superseding.sessions(conn, [("r1", "s#3@r2", "s", 3), ("r1", "u#4", "u", 4)])
+        superseding.sessions(conn, [("r1", "s#3@r2", WS, "s", 3), ("r1", "u#4", WS, "u", 4)])
     assert _superseded(engine, "r1") == {"s#3": "s#3@r2", "s#3@r2": None, "u#4": "u#5", "u#5": None, "u#6": None}
 
 
@@ -143,22 +146,71 @@ def test_several_scores_of_one_session_stored_together_leave_the_latest_current(
     rows = [_session_row("r1", "s", g) for g in (1, 2, 3)]
     with engine.begin() as conn:
         conn.execute(insert(OnlineScoreRow), rows)
-        superseding.sessions(conn, [("r1", "s#3", "s", 3), ("r1", "s#2", "s", 2)])  # in any order
+        superseding.sessions(conn, [("r1", "s#3", WS, "s", 3), ("r1", "s#2", WS, "s", 2)])  # in any order
     assert _superseded(engine, "r1") == {"s#1": "s#3", "s#2": "s#3", "s#3": None}
 
 
 def test_more_sessions_than_a_slice_are_found_by_the_primary_key(engine: Engine) -> None:
-    """Each statement reads the sessions' key ranges: it had no usable index but the queue's ``state``, and read
-    every done row of every rule for each session score (the plan is SQLite's; both databases mark every row)."""
+    """Each statement reads the sessions' rows by the (workspace, session) index: it had no usable index but the
+    queue's ``state``, and read every done row of every rule for each session score (the plan is SQLite's; both
+    databases mark every row)."""
     n = superseding.SLICE + 3
     rows = [_session_row("r1", f"s{i}", g) for i in range(n) for g in (1, 2)]
     with engine.begin() as conn:
         conn.execute(insert(OnlineScoreRow), rows)
-        assert superseding.sessions(conn, [("r1", f"s{i}#2", f"s{i}", 2) for i in range(n)]) == n
+        assert superseding.sessions(conn, [("r1", f"s{i}#2", WS, f"s{i}", 2) for i in range(n)]) == n
         if engine.dialect.name == "sqlite":
-            for sql, params in ((superseding._earlier_sql(1, "?"), ("s0#2", "s0", 2, 0, "r1")),
+            for sql, params in ((superseding._earlier_sql(1, "?"), ("s0#2", WS, "s0", 2, 0, "r1")),
                                 (superseding._later_sql(1, "?"), ("s0#2", "r1"))):  # fmt: skip
                 plan = " | ".join(str(r[3]) for r in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}", params))
-                assert "SCAN online_scores" not in plan and "USING INDEX sqlite_autoindex_online_scores_1" in plan
+                assert "SCAN online_scores" not in plan and "USING INDEX ix_online_scores_session" in plan
     marks = _superseded(engine, "r1")
     assert all(marks[f"s{i}#1"] == f"s{i}#2" and marks[f"s{i}#2"] is None for i in range(n))
+
+
+def test_a_session_id_holding_at_r_and_another_workspaces_session_of_the_same_id_are_told_apart(
+    engine: Engine,
+) -> None:
+    """``bob@realm#2`` is generation 2 of ``bob@realm``, not a revision's score: it does not supersede the other
+    score of its own generation stored with it; a session of the same id in another workspace is its own."""
+    rows = [_session_row("r1", "bob@realm", 1), _session_row("r1", "bob@realm", 2, revision=3),
+            _session_row("r1", "bob@realm", 2), {**_session_row("r1", "x", 1), "workspace_id": "ws_other",
+            "target_id": "x#1", "session_id": "bob@realm"}]  # fmt: skip
+    with engine.begin() as conn:
+        conn.execute(insert(OnlineScoreRow), rows)
+        scores = [("r1", "bob@realm#2@r3", WS, "bob@realm", 2), ("r1", "bob@realm#2", WS, "bob@realm", 2)]
+        superseding.sessions(conn, scores)  # the revision's wins whatever the order
+    assert _superseded(engine, "r1") == {"bob@realm#1": "bob@realm#2@r3", "bob@realm#2": "bob@realm#2@r3",
+                                         "bob@realm#2@r3": None, "x#1": None}  # fmt: skip
+    assert superseding.is_revision("bob@realm#2@r3") and not superseding.is_revision("bob@realm#2")
+
+
+@postgres_only
+def test_on_a_database_whose_collation_ignores_punctuation_session_scores_are_still_superseded(
+    postgres: Cluster,
+) -> None:
+    """PostgreSQL orders text by the database's collation: under one that ignores punctuation (a glibc locale such
+    as en_US.UTF-8, or ICU's ``ka-shifted``, used here as it needs no system locale) ``s#3`` sorts past ``s$``, so
+    the key range ``[s#, s$)`` the first version read held no session score, and nothing was superseded. Sessions
+    are matched by equality; a family's range (``[t, t@s)``) holds under that collation too."""
+    name = f"shifted_{hex_id(4)}"
+    with psycopg.connect(postgres.dsn("postgres"), autocommit=True) as conn:
+        conn.execute(
+            f"CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8' LOCALE_PROVIDER icu "
+            "ICU_LOCALE 'en-US-u-ka-shifted' LOCALE 'C.UTF-8'"
+        )
+    engine = make_engine(postgres.url(name))
+    try:
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT 's#3' >= 's$'").scalar()  # the premise: past the range
+        t = hex_id(16)
+        rows = [_session_row("r1", "s", 1), _session_row("r1", "s", 2), _session_row("r1", "u", 4),
+                _session_row("r1", "u", 5), _row("r1", t), _row("r1", f"{t}@r2")]  # fmt: skip
+        with engine.begin() as conn:
+            conn.execute(insert(OnlineScoreRow), rows)
+            assert superseding.sessions(conn, [("r1", "s#2", WS, "s", 2), ("r1", "u#4", WS, "u", 4)]) == 2
+            assert superseding.families(conn, [("r1", f"{t}@r2")]) == 1
+        assert _superseded(engine, "r1") == {"s#1": "s#2", "s#2": None, "u#4": "u#5", "u#5": None, t: f"{t}@r2",
+                                             f"{t}@r2": None}  # fmt: skip
+    finally:
+        engine.dispose()

@@ -263,15 +263,17 @@ def supersede(conn: Connection, me: str, keys: Sequence[tuple[str, str]]) -> Non
     rows: list[Any] = []
     for start in range(0, len(keys), _SUPERSEDE_KEYS):  # a page's keys (a direct backfill's: 1,000) a few at a time
         rows += conn.execute(
-            select(S.rule_id, S.target_id, S.session_id, S.generation).where(
+            select(S.rule_id, S.target_id, S.session_id, S.generation, S.workspace_id).where(
                 keyed(S.rule_id, S.target_id, keys[start : start + _SUPERSEDE_KEYS]),  # = rule AND IN (…): no OR tree
                 S.state == "done",
                 S.claimed_by == me,
             )
         ).all()
-    # a slice of scores a statement, each found in its family's or its session's key range
-    superseding.families(conn, [(r, t) for r, t, session_id, _ in rows if session_id is None])
-    superseding.sessions(conn, [(r, t, sid, int(g or 0)) for r, t, sid, g in rows if sid is not None])
+    given = {(str(r), str(t)): i for i, (r, t) in enumerate(keys)}
+    rows.sort(key=lambda row: given.get((str(row[0]), str(row[1])), 0))  # in the order given: of one family, the last
+    # a slice of scores a statement, each found in its family's key range or by its session
+    superseding.families(conn, [(r, t) for r, t, sid, _, _ in rows if sid is None])
+    superseding.sessions(conn, [(r, t, ws, sid, int(g or 0)) for r, t, sid, g, ws in rows if sid is not None])
 
 
 def sweep(conn: Connection, cutoff: datetime) -> int:

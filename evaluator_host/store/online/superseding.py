@@ -1,7 +1,7 @@
-"""What a stored score supersedes, a slice of a call's scores a statement, each found in the primary key's range of
-its (rule, target) family: not one compiled ``UPDATE`` a target (issue 50: a re-run after a new evaluator revision
-spent a quarter of its time on those), and never a scan of every ``done`` row (a session score's statements had no
-usable index but the queue's ``state``: each read every done row of every rule).
+"""What a stored score supersedes, a slice of a call's scores a statement, each found by an index (its family's
+key range, its session's (workspace, session)): not one compiled ``UPDATE`` a target (issue 50: a re-run after a
+new evaluator revision spent a quarter of its time on those), and never a scan of every ``done`` row (a session
+score's statements had no usable index but the queue's ``state``: each read every done row of every rule).
 
 Contract:
 
@@ -11,14 +11,15 @@ Contract:
   (:func:`~evaluator_host.store.online.refs.targets_of`) and told apart from other targets sorting in it (a span
   target ``<trace>/<span>`` beside its trace's) by the exact family predicate. Two targets of one family in one
   call: the last given supersedes the family's other rows, the other's too. How many rows it marked.
-* :func:`sessions` — for each stored session score (rule id, target id ``<session>#<generation>[@r<n>]``, session
-  id, generation): the (rule, session)'s ``done`` rows of an earlier generation (and, the target being a revision's
-  ``@r``, of its own generation) but its own, not superseded yet, get ``superseded_by`` = that target; then, when a
-  ``done`` row of a later generation exists, the score itself is superseded by the latest such (ties: the greatest
-  target id, a revision's). Several scores of one (rule, session) in one call: the one of the latest generation
-  (a revision's before its generation's first; ties: the last given) does both, the others being among the rows it
-  marks. The rows are found in the session's key range (``[<session>#, <session>$)``) and told apart from other
-  sessions' sorting in it (a session id holding ``#``) by ``session_id``.
+* :func:`sessions` — for each stored session score (rule id, target id ``<session>#<generation>[@r<n>]``,
+  workspace id, session id, generation): the (rule, session)'s ``done`` rows of an earlier generation (and, the
+  target being a revision's — ``@r`` after the generation, :func:`is_revision` — of its own generation) but its
+  own, not superseded yet, get ``superseded_by`` = that target; then, when a ``done`` row of a later generation
+  exists, the score itself is superseded by the latest such (ties: the greatest target id, a revision's). Several
+  scores of one (rule, session) in one call: the one of the latest generation (a revision's before its
+  generation's first; ties: the last given) does both, the others being among the rows it marks. The rows are
+  matched on (workspace, session) by that index — by equality, not by a range of target ids: how ``#`` sorts is
+  the database's collation's (PostgreSQL under a glibc or ICU "shifted" locale put ``s#3`` past ``s$``).
 
 Portable SQL (SQLite ≥ 3.33 and PostgreSQL: ``UPDATE … FROM`` a ``VALUES`` list); statements of at most
 :data:`SLICE` targets of one rule — the rule a parameter, not a joined column: PostgreSQL hash-joined every row of
@@ -37,7 +38,7 @@ from sqlalchemy import Connection
 
 from evaluator_host.store.online.rows import OnlineScoreRow
 
-__all__ = ["SLICE", "families", "family_base", "sessions"]
+__all__ = ["SLICE", "families", "family_base", "is_revision", "sessions"]
 
 SLICE = 512  # targets a statement at most (a power of two)
 _TABLE = OnlineScoreRow.__tablename__
@@ -61,21 +62,27 @@ def families(conn: Connection, keys: Sequence[tuple[str, str]]) -> int:
     return _run(conn, by_rule, _families_sql)
 
 
-def sessions(conn: Connection, scores: Sequence[tuple[str, str, str, int]]) -> int:
-    """Mark what each session score (rule id, target id, session id, generation) supersedes, and the score itself
-    when a later generation is scored already (see the module docstring). How many rows it marked."""
-    winner: dict[tuple[str, str], tuple[int, int, str]] = {}
-    for rule_id, target, session_id, generation in scores:
-        rank = (int(generation), int("@r" in target))
-        held = winner.get((rule_id, session_id))
+def sessions(conn: Connection, scores: Sequence[tuple[str, str, str, str, int]]) -> int:
+    """Mark what each session score (rule id, target id, workspace id, session id, generation) supersedes, and the
+    score itself when a later generation is scored already (see the module docstring). How many rows it marked."""
+    winner: dict[tuple[str, str, str], tuple[int, int, str]] = {}
+    for rule_id, target, workspace_id, session_id, generation in scores:
+        rank = (int(generation), int(is_revision(target)))
+        held = winner.get((rule_id, workspace_id, session_id))
         if held is None or rank >= held[:2]:
-            winner[(rule_id, session_id)] = (*rank, target)
+            winner[(rule_id, workspace_id, session_id)] = (*rank, target)
     by_rule: dict[str, list[tuple[Any, ...]]] = {}
-    for (rule_id, session_id), (generation, revision, target) in winner.items():
-        by_rule.setdefault(rule_id, []).append((target, session_id, generation, revision))
+    for (rule_id, workspace_id, session_id), (generation, revision, target) in winner.items():
+        by_rule.setdefault(rule_id, []).append((target, workspace_id, session_id, generation, revision))
     marked = _run(conn, by_rule, _earlier_sql)
     winners = {rule_id: [(row[0],) for row in rows] for rule_id, rows in by_rule.items()}
     return marked + _run(conn, winners, _later_sql)
+
+
+def is_revision(session_target: str) -> bool:
+    """Whether a session's target id (``<session id>#<generation>[@r<revision>]``) is a revision's: ``@r`` after
+    the generation (a session id may hold ``@r`` itself: ``bob@realm``)."""
+    return "@r" in session_target.rsplit("#", 1)[-1]
 
 
 def _run(conn: Connection, by_rule: dict[str, list[tuple[Any, ...]]], sql: Any) -> int:
@@ -129,20 +136,20 @@ def _families_sql(n: int, mark: str) -> str:
     )
 
 
-def _in_session(row: str, session: str) -> str:
-    """``row`` (a table name or alias) is a score of ``session`` (an SQL expression): its key range, then exactly."""
-    return (
-        f"{row}.target_id >= {session} || '#' AND {row}.target_id < {session} || '$' AND {row}.session_id = {session}"
-    )
+def _in_session(row: str, of: str) -> str:
+    """``row`` (a table name or alias) is a score of the session of ``of`` (an alias with ``workspace_id`` and
+    ``session_id``): matched by equality, by the (workspace, session) index — not by a range of target ids, whose
+    order around ``#`` is the database's collation's (PostgreSQL under a glibc locale put ``s#3`` past ``s$``)."""
+    return f"{row}.workspace_id = {of}.workspace_id AND {row}.session_id = {of}.session_id"
 
 
 @lru_cache(maxsize=64)
 def _earlier_sql(n: int, mark: str) -> str:
     t = _TABLE
     return (
-        f"UPDATE {t} SET superseded_by = v.target FROM (SELECT column1 AS target, column2 AS sid, column3 AS gen, "
-        f"column4 AS redone FROM (VALUES {_values(n, 4, mark)}) AS w) AS v "
-        f"WHERE {t}.rule_id = {mark} AND {_in_session(t, 'v.sid')} AND {t}.state = 'done' "
+        f"UPDATE {t} SET superseded_by = v.target FROM (SELECT column1 AS target, column2 AS workspace_id, "
+        f"column3 AS session_id, column4 AS gen, column5 AS redone FROM (VALUES {_values(n, 5, mark)}) AS w) AS v "
+        f"WHERE {t}.rule_id = {mark} AND {_in_session(t, 'v')} AND {t}.state = 'done' "
         f"AND {t}.superseded_by IS NULL AND {t}.target_id <> v.target "
         f"AND ({t}.generation < v.gen OR (v.redone = 1 AND {t}.generation = v.gen))"
     )
@@ -152,7 +159,7 @@ def _earlier_sql(n: int, mark: str) -> str:
 def _later_sql(n: int, mark: str) -> str:
     t = _TABLE
     later = (
-        f"FROM {t} AS n WHERE n.rule_id = {t}.rule_id AND {_in_session('n', f'{t}.session_id')} "
+        f"FROM {t} AS n WHERE n.rule_id = {t}.rule_id AND {_in_session('n', t)} "
         f"AND n.state = 'done' AND n.generation > {t}.generation"
     )
     return (
