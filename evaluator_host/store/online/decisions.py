@@ -29,6 +29,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.sql.elements import ColumnElement
 
 from evaluator_host.store.db import as_utc, utcnow
+from evaluator_host.store.online.refs import waiting_of
 from evaluator_host.store.online.rows import OnlineDecisionRow, OnlineRuleRow, OnlineScoreRow, OnlineTraceRow
 from evaluator_host.store.online.rules import RuleRecord, rule_record
 
@@ -145,7 +146,7 @@ class DecisionStore:
             (S.last_error.is_not(None), literal("retrying")),
             else_=literal("queued"),
         ).label("kind")
-        query = select(kind, func.count()).where(S.rule_id == rule_id, S.state.in_(("queued", "running")))
+        query = select(kind, func.count()).where(waiting_of(rule_id))
         out = dict.fromkeys(("queued", "running", "retrying", "delayed"), 0)
         with self.engine.connect() as conn:
             for name, n in conn.execute(query.group_by(kind)):

@@ -21,6 +21,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.sql.elements import ColumnElement
 
 from evaluator_host.store.db import as_utc
+from evaluator_host.store.online.refs import waiting_of
 from evaluator_host.store.online.rows import OnlineScoreRow, OnlineTraceRow
 
 __all__ = ["BucketRow", "ScoreView", "TraceView", "score_fields"]
@@ -179,7 +180,7 @@ class ScoreView:
 
     def counted(self, rule_id: str, since: datetime, until: datetime) -> tuple[int, int]:
         """The rule's rows waiting or running now, and those dropped with ``enqueued_at`` in the range."""
-        waiting = select(func.count()).where(S.rule_id == rule_id, S.state.in_(("queued", "running")))
+        waiting = select(func.count()).select_from(S).where(waiting_of(rule_id))
         dropped = select(func.count()).where(
             S.rule_id == rule_id, S.state == "dropped", S.enqueued_at >= since, S.enqueued_at < until
         )
