@@ -23,12 +23,14 @@ alone and 83 by this module's statements (``bench/sqlite_writes.py``); in the se
   the same slices (``UPDATE … FROM (SELECT column1 AS key, … FROM (VALUES …)) AS v WHERE table.key = v.key``);
   returns the rows set.
 * :func:`insert_sql` — ``INSERT INTO table (columns) VALUES (?, …) <tail>``: one row's statement.
+* :func:`power_slices` — rows in slices of powers of two (no SQL: also ``store/online/superseding.py``'s, on both
+  databases).
 * :func:`params` — each row's values in ``columns`` order (every row has every column), its datetimes as
   SQLAlchemy writes them on SQLite (``YYYY-MM-DD HH:MM:SS.ffffff``, each distinct time converted once): what is
   stored, read back and compared in SQL is the same text either way; bools, bytes, numbers and text as
   ``sqlite3`` binds them (what SQLAlchemy's SQLite types hand it).
 
-SQLite only.
+SQLite only (but :func:`power_slices`).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from sqlalchemy import DateTime
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 
-__all__ = ["MAX_ROWS", "insert", "insert_sql", "params", "sqlite_time", "update"]
+__all__ = ["MAX_ROWS", "insert", "insert_sql", "params", "power_slices", "sqlite_time", "update"]
 
 MAX_ROWS = 1024  # rows a statement at most (a power of two)
 
@@ -114,7 +116,12 @@ def _parts(
     if not rows:
         return
     limit = conn.connection.driver_connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)  # type: ignore[union-attr]
-    most = min(MAX_ROWS, 1 << max(((limit - more) // max(width, 1)).bit_length() - 1, 0))
+    yield from power_slices(rows, min(MAX_ROWS, 1 << max(((limit - more) // max(width, 1)).bit_length() - 1, 0)))
+
+
+def power_slices(rows: Sequence[Any], most: int) -> Iterator[Sequence[Any]]:
+    """``rows`` in consecutive slices whose sizes are powers of two, each at most ``most`` (a power of two): the
+    largest that fits first, so that a database sees few distinct statement texts. Pure: any database's."""
     start = 0
     while start < len(rows):
         n = min(most, 1 << ((len(rows) - start).bit_length() - 1))  # the largest power of two left

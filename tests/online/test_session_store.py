@@ -239,8 +239,9 @@ def test_sessions_members_are_read_many_sessions_a_statement_latest_or_first_in_
         online_sessions.record(conn, joined, now)
     wanted = [f"s{i}" for i in range(online_sessions._MEMBERS_SESSIONS + 5)] + ["unknown"]
     with engine.connect() as conn:
-        latest = online_sessions.members(conn, WS, wanted, 2)
-        first = online_sessions.members(conn, WS, wanted, 3, latest=False)
+        latest = {sid: v for (_, sid), v in online_sessions.members(conn, [(WS, w) for w in wanted], 2).items()}
+        first = online_sessions.members(conn, [(WS, w) for w in wanted], 3, latest=False)
+        first = {sid: v for (_, sid), v in first.items()}
     assert "unknown" not in latest and len(latest) == online_sessions._MEMBERS_SESSIONS + 5
     for i in range(online_sessions._MEMBERS_SESSIONS + 5):
         ids = [f"t{i}-{k}" for k in range(i % 4 + 1)]  # start order: t-2 and t-3 tie, t-2 < t-3

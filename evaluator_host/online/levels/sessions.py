@@ -161,13 +161,7 @@ def load_sessions(
 ) -> dict[tuple[str, str], tuple[list[LoadedTrace], int]]:
     """The sessions ``keys`` (workspace, session id): each one's latest :data:`MAX_SESSION_TRACES` traces
     in start order (those retention left) and how many it has; a session with none left is absent."""
-    members: dict[tuple[str, str], tuple[list[str], int]] = {}
-    by_workspace: dict[str, set[str]] = {}
-    for ws, sid in keys:
-        by_workspace.setdefault(ws, set()).add(sid)
-    for ws, sids in by_workspace.items():
-        for sid, found in online_sessions.members(conn, ws, sids, MAX_SESSION_TRACES).items():
-            members[(ws, sid)] = found
+    members = online_sessions.members(conn, keys, MAX_SESSION_TRACES)
     wanted = {(ws, t) for (ws, _), (ids, _) in members.items() for t in ids}
     loaded = load_many(conn, wanted, max_spans)
     out: dict[tuple[str, str], tuple[list[LoadedTrace], int]] = {}

@@ -58,8 +58,8 @@ def count_sessions(
     if not page:
         return out
     ws = rule.workspace_id
-    listed = online_sessions.members(conn, ws, [str(p.session_id) for p in page], MAX_MEMBERS, latest=False)
-    members: dict[str, list[str]] = {str(p.session_id): listed.get(str(p.session_id), ([], 0))[0] for p in page}
+    listed = online_sessions.members(conn, [(ws, str(p.session_id)) for p in page], MAX_MEMBERS, latest=False)
+    members = {str(p.session_id): listed.get((ws, str(p.session_id)), ([], 0))[0] for p in page}
     keys = {(ws, t) for ts in members.values() for t in ts}
     of_traces = select(T.workspace_id, T.trace_id, T.root_span_id).where(keyed(T.workspace_id, T.trace_id, keys))
     heads: Sequence[Any] = conn.execute(of_traces).all() if keys else []

@@ -245,14 +245,7 @@ def queue_ready(
 
 
 def _latest_traces(conn: Connection, sessions: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
-    by_workspace: dict[str, set[str]] = {}
-    for ws, sid in sessions:
-        by_workspace.setdefault(ws, set()).add(sid)
-    return {
-        (ws, sid): traces[-1]
-        for ws, sids in by_workspace.items()
-        for sid, (traces, _) in members(conn, ws, sids, 1).items()
-    }
+    return {key: traces[-1] for key, (traces, _) in members(conn, sessions, 1).items()}
 
 
 def supersede(conn: Connection, me: str, keys: Sequence[tuple[str, str]]) -> None:
@@ -314,31 +307,34 @@ def head(conn: Connection, workspace_id: str, session_id: str) -> SessionHead | 
 
 
 def members(
-    conn: Connection, workspace_id: str, session_ids: Collection[str], most: int, latest: bool = True
-) -> dict[str, tuple[list[str], int]]:
-    """Each of the workspace's sessions ``session_ids``: its latest (``latest``, else first) ``most`` trace ids in
+    conn: Connection, keys: Collection[tuple[str, str]], most: int, latest: bool = True
+) -> dict[tuple[str, str], tuple[list[str], int]]:
+    """Each session of ``keys`` (workspace, session id): its latest (``latest``, else first) ``most`` trace ids in
     start order (ties: trace id), and how many traces it has; a session with none is absent. A few hundred sessions
-    a statement (a window over each one's rows), not two statements a session."""
-    out: dict[str, tuple[list[str], int]] = {}
-    ids = sorted(set(session_ids))
-    for start in range(0, len(ids), _MEMBERS_SESSIONS):
-        of = (ST.workspace_id == workspace_id, ST.session_id.in_(ids[start : start + _MEMBERS_SESSIONS]))
-        order = (ST.start_ns.desc(), ST.trace_id.desc()) if latest else (ST.start_ns, ST.trace_id)
-        ranked = select(
-            ST.session_id,
-            ST.trace_id,
-            func.row_number().over(partition_by=ST.session_id, order_by=order).label("k"),
-            func.count().over(partition_by=ST.session_id).label("n"),
-        ).where(*of)
-        inner = ranked.subquery()
-        query = (
-            select(inner.c.session_id, inner.c.trace_id, inner.c.n)
-            .where(inner.c.k <= most)
-            .order_by(inner.c.session_id, inner.c.k)
-        )
-        for sid, trace_id, n in conn.execute(query):
-            traces, _ = out.setdefault(str(sid), ([], int(n)))
-            traces.append(str(trace_id))
+    of a workspace a statement (a window over each one's rows), not two statements a session."""
+    by_workspace: dict[str, set[str]] = {}
+    for ws, sid in keys:
+        by_workspace.setdefault(ws, set()).add(sid)
+    order = (ST.start_ns.desc(), ST.trace_id.desc()) if latest else (ST.start_ns, ST.trace_id)
+    out: dict[tuple[str, str], tuple[list[str], int]] = {}
+    for ws, sids in by_workspace.items():
+        ids = sorted(sids)
+        for start in range(0, len(ids), _MEMBERS_SESSIONS):
+            ranked = select(
+                ST.session_id,
+                ST.trace_id,
+                func.row_number().over(partition_by=ST.session_id, order_by=order).label("k"),
+                func.count().over(partition_by=ST.session_id).label("n"),
+            ).where(ST.workspace_id == ws, ST.session_id.in_(ids[start : start + _MEMBERS_SESSIONS]))
+            inner = ranked.subquery()
+            query = (
+                select(inner.c.session_id, inner.c.trace_id, inner.c.n)
+                .where(inner.c.k <= most)
+                .order_by(inner.c.session_id, inner.c.k)
+            )
+            for sid, trace_id, n in conn.execute(query):
+                traces, _ = out.setdefault((ws, str(sid)), ([], int(n)))
+                traces.append(str(trace_id))
     if latest:
         for traces, _ in out.values():
             traces.reverse()  # read latest first: start order

@@ -30,13 +30,14 @@ On PostgreSQL ``jit`` is off for them and as it was after. Call inside the trans
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Connection
 
 from evaluator_host.store.online.rows import OnlineScoreRow
+from evaluator_host.store.sqlite_bulk import power_slices
 
 __all__ = ["SLICE", "families", "family_base", "is_revision", "sessions"]
 
@@ -59,7 +60,7 @@ def families(conn: Connection, keys: Sequence[tuple[str, str]]) -> int:
     by_rule: dict[str, list[tuple[Any, ...]]] = {}
     for (rule_id, base), target in last.items():
         by_rule.setdefault(rule_id, []).append((target, base))
-    return _run(conn, by_rule, _families_sql)
+    return _run(conn, (by_rule, _families_sql))
 
 
 def sessions(conn: Connection, scores: Sequence[tuple[str, str, str, str, int]]) -> int:
@@ -74,9 +75,8 @@ def sessions(conn: Connection, scores: Sequence[tuple[str, str, str, str, int]])
     by_rule: dict[str, list[tuple[Any, ...]]] = {}
     for (rule_id, workspace_id, session_id), (generation, revision, target) in winner.items():
         by_rule.setdefault(rule_id, []).append((target, workspace_id, session_id, generation, revision))
-    marked = _run(conn, by_rule, _earlier_sql)
     winners = {rule_id: [(row[0],) for row in rows] for rule_id, rows in by_rule.items()}
-    return marked + _run(conn, winners, _later_sql)
+    return _run(conn, (by_rule, _earlier_sql), (winners, _later_sql))
 
 
 def is_revision(session_target: str) -> bool:
@@ -85,18 +85,23 @@ def is_revision(session_target: str) -> bool:
     return "@r" in session_target.rsplit("#", 1)[-1]
 
 
-def _run(conn: Connection, by_rule: dict[str, list[tuple[Any, ...]]], sql: Any) -> int:
-    """Each rule's rows, a slice a statement of ``sql(rows, mark)`` (its parameters: the rows', then the rule)."""
-    if not by_rule:
+Work = tuple[dict[str, list[tuple[Any, ...]]], Callable[[int, str], str]]  # each rule's rows, a statement's text
+
+
+def _run(conn: Connection, *work: Work) -> int:
+    """Each work's rows by rule, a slice a statement of its ``sql(rows, mark)`` (parameters: the slice's rows, then
+    the rule), the works in order; on PostgreSQL ``jit`` off around them all. How many rows they marked."""
+    if not any(by_rule for by_rule, _ in work):
         return 0
     postgres = conn.dialect.name == "postgresql"
     mark = "%s" if postgres else "?"
     jit = _jit_off(conn) if postgres else None
     marked = 0
-    for rule_id, rows in by_rule.items():
-        for part in _slices(rows):
-            flat = (*itertools.chain.from_iterable(part), rule_id)  # in the text's order: the rows, then the rule
-            marked += conn.exec_driver_sql(sql(len(part), mark), flat).rowcount
+    for by_rule, sql in work:
+        for rule_id, rows in by_rule.items():
+            for part in power_slices(rows, SLICE):
+                flat = (*itertools.chain.from_iterable(part), rule_id)  # in the text's order: the rows, then the rule
+                marked += conn.exec_driver_sql(sql(len(part), mark), flat).rowcount
     if jit is not None:
         conn.exec_driver_sql("SELECT set_config('jit', %s, true)", (jit,))
     return marked
@@ -111,29 +116,32 @@ def _jit_off(conn: Connection) -> str:
     return before
 
 
-def _slices(rows: Sequence[tuple[Any, ...]]) -> Iterator[Sequence[tuple[Any, ...]]]:
-    start = 0
-    while start < len(rows):
-        n = min(SLICE, 1 << ((len(rows) - start).bit_length() - 1))  # the largest power of two left
-        yield rows[start : start + n]
-        start += n
-
-
 def _values(n: int, width: int, mark: str) -> str:
     row = "(" + ", ".join([mark] * width) + ")"
     return ", ".join([row] * n)
 
 
+def _marking(n: int, mark: str, columns: tuple[str, ...], match: str) -> str:
+    """``UPDATE`` setting ``superseded_by`` = ``v.target`` on the rule's ``done`` rows not superseded yet, other than
+    ``v.target``, that ``match`` (SQL of the table and ``v``) pairs with a row ``v`` of ``n`` rows of ``columns``
+    (``target`` first) — the rule the last parameter."""
+    t = _TABLE
+    named = ", ".join(f"column{i + 1} AS {c}" for i, c in enumerate(columns))
+    return (
+        f"UPDATE {t} SET superseded_by = v.target FROM (SELECT {named} FROM (VALUES {_values(n, len(columns), mark)}) "
+        f"AS w) AS v WHERE {match} AND {t}.rule_id = {mark} AND {t}.state = 'done' AND {t}.superseded_by IS NULL "
+        f"AND {t}.target_id <> v.target"
+    )
+
+
 @lru_cache(maxsize=64)
 def _families_sql(n: int, mark: str) -> str:
     t = _TABLE
-    return (
-        f"UPDATE {t} SET superseded_by = v.target "
-        f"FROM (SELECT column1 AS target, column2 AS base FROM (VALUES {_values(n, 2, mark)}) AS w) AS v "
-        f"WHERE {t}.rule_id = {mark} AND {t}.target_id >= v.base AND {t}.target_id < v.base || '@s' "
-        f"AND ({t}.target_id = v.base OR substr({t}.target_id, 1, length(v.base) + 2) = v.base || '@r') "
-        f"AND {t}.target_id <> v.target AND {t}.state = 'done' AND {t}.superseded_by IS NULL"
+    family = (
+        f"{t}.target_id >= v.base AND {t}.target_id < v.base || '@s' "
+        f"AND ({t}.target_id = v.base OR substr({t}.target_id, 1, length(v.base) + 2) = v.base || '@r')"
     )
+    return _marking(n, mark, ("target", "base"), family)
 
 
 def _in_session(row: str, of: str) -> str:
@@ -146,13 +154,8 @@ def _in_session(row: str, of: str) -> str:
 @lru_cache(maxsize=64)
 def _earlier_sql(n: int, mark: str) -> str:
     t = _TABLE
-    return (
-        f"UPDATE {t} SET superseded_by = v.target FROM (SELECT column1 AS target, column2 AS workspace_id, "
-        f"column3 AS session_id, column4 AS gen, column5 AS redone FROM (VALUES {_values(n, 5, mark)}) AS w) AS v "
-        f"WHERE {t}.rule_id = {mark} AND {_in_session(t, 'v')} AND {t}.state = 'done' "
-        f"AND {t}.superseded_by IS NULL AND {t}.target_id <> v.target "
-        f"AND ({t}.generation < v.gen OR (v.redone = 1 AND {t}.generation = v.gen))"
-    )
+    earlier = f"{_in_session(t, 'v')} AND ({t}.generation < v.gen OR (v.redone = 1 AND {t}.generation = v.gen))"
+    return _marking(n, mark, ("target", "workspace_id", "session_id", "gen", "redone"), earlier)
 
 
 @lru_cache(maxsize=64)
