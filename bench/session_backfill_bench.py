@@ -53,7 +53,8 @@ def measure() -> dict[str, Any]:
             out: dict[str, Any] = {"sessions": SESSIONS}
             for run in ("fresh", "new_revision"):
                 if run == "new_revision":
-                    client.put(f"/v1/evaluators/{ev}", json={**body, "code": CODE.replace("1.0 if", "0.5 if")})
+                    put = client.put(f"/v1/evaluators/{ev}", json={**body, "code": CODE.replace("1.0 if", "0.5 if")})
+                    put.raise_for_status()  # else the "re-run" would skip every session: nothing measured
                 at = time.perf_counter()
                 dry = client.post(f"/v1/online-rules/{rule}/backfill", json={"dry_run": True}).json()
                 dry_s = time.perf_counter() - at
@@ -74,7 +75,7 @@ def row(m: dict[str, Any] | None, fresh_traces: dict[str, Any]) -> list[str]:
     if not m:
         return []
     f, r = m["fresh"], m["new_revision"]
-    ok = f["done"] == r["done"] == m["sessions"] == m["current"] == m["superseded"]
+    ok = m["sessions"] > 0 and f["done"] == r["done"] == m["sessions"] == m["current"] == m["superseded"]
     return [
         f"| session-level backfill ({m['sessions']:,} sessions of {TURNS} turns: {m['sessions'] * TURNS:,} traces), "
         f"then a new revision's re-run (its dry run estimated {r['dry']['estimate_s']:.1f} s) | fresh "
