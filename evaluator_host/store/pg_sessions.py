@@ -20,6 +20,13 @@ Contract:
   on this machine's loopback, against ~15 µs a row pipelined; the online ingest bench measured no loss).
   A bulk write that matters sends one statement over arrays instead (``unnest``: a chunk's rows), or
   SQLAlchemy's multi-row ``INSERT … RETURNING`` batches, faster than either.
+* A transaction that locks a job's row is bounded tighter: :func:`idle_bound` sets the timeout for that
+  transaction alone (``set_config(…, is_local => true)``) to the job's lease (``job_lease_s``, 10 s by default).
+  A frozen owner's lease has run out by then anyway, and the minute was the adoption's delay: the paused-owner
+  test (tests/faults/test_job_adoption.py, docker) was adopted 60 s after the signal in 3 runs of 5, 2 s in the
+  others. A live owner's commit runs its statements back to back; one that idled past its lease (a starved
+  machine) has its session ended and is committed once more on a fresh one while it still holds the job
+  (store/jobs/refusals.py).
 * Left: the server also waits on its client, with no timeout, while a statement's own messages arrive — a
   ``COPY … FROM STDIN`` (the spans' group commit, store/online/span_inserts.py), or one statement larger than
   the socket's buffer. A service frozen while sending one holds what its transaction locked until it
@@ -34,8 +41,9 @@ from typing import Any
 
 import psycopg
 from psycopg.abc import Params, Query
+from sqlalchemy.engine import Connection
 
-__all__ = ["IDLE_IN_TRANSACTION_MS", "StatementAtATime", "session_options"]
+__all__ = ["IDLE_IN_TRANSACTION_MS", "StatementAtATime", "idle_bound", "session_options"]
 
 IDLE_IN_TRANSACTION_MS = 60_000
 
@@ -56,3 +64,12 @@ def session_options(given: str | tuple[str, ...] | None) -> str:
     own = ["-c timezone=UTC", f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"]
     extra = [given] if isinstance(given, str) else list(given or ())
     return " ".join([*own, *extra]).strip()
+
+
+def idle_bound(conn: Connection, seconds: float) -> None:
+    """On PostgreSQL, end ``conn``'s session should it wait on this service more than ``seconds`` between two
+    statements of the transaction under way (at least 1 ms; this transaction only: the session's minute
+    returns with the next). Nothing on another database. Call it first in the transaction."""
+    if conn.dialect.name == "postgresql":
+        ms = str(max(1, round(seconds * 1000)))
+        conn.exec_driver_sql("SELECT set_config('idle_in_transaction_session_timeout', %s, true)", (ms,))

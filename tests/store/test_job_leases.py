@@ -244,8 +244,9 @@ import json, sys
 from evaluator_host.store.db import make_engine
 from evaluator_host.errors import JobNotHeld
 from evaluator_host.store.jobs.repository import JobStore
-url, job, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+url, job, n, lease_s = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 store = JobStore(make_engine(url), owner="service-a")
+store.lease_s = lease_s
 rows = [(job, i, "ok", 1, "python-1", json.dumps({"status": "ok", "score": i})) for i in range(n)]
 print("ready", flush=True)
 sys.stdin.readline()
@@ -269,7 +270,9 @@ def test_an_owner_frozen_in_the_middle_of_a_chunks_commit_holds_its_job_only_unt
     ``executemany`` pipeline, a state no server timeout ends: nobody adopted the job. A real process commits
     a chunk whose insert waits, in a trigger after the foreign key's checks locked the job's row, for a lock
     the test holds; the committer is frozen there, then the lock is let go: the server finishes the insert,
-    answers, and ends the session once it idled 1 s in its transaction (the service's minute, shortened).
+    answers, and ends the session once it idled in its transaction for the committer's job lease (1 s here;
+    ``idle_bound``: the commit's own bound, on the service's own sessions, whose minute would have held the
+    job that long: the paused-owner test's adoption came 60 s after its signal in 3 runs of 5).
     With an adopter, the job is adopted and the commit, continued, is refused as after any adoption
     (``JobNotHeld``, not the database's error), storing nothing; with nobody adopting, the continued commit
     finds the job still its own and commits the chunk on a fresh session (store/jobs/refusals.py)."""
@@ -288,8 +291,8 @@ def test_an_owner_frozen_in_the_middle_of_a_chunks_commit_holds_its_job_only_unt
             "CREATE TRIGGER gated AFTER INSERT ON job_results FOR EACH STATEMENT EXECUTE FUNCTION gated_insert()"
         )
     name = f"frozen-{uuid.uuid4().hex[:8]}"
-    url = make_url(_quick(database_url)).update_query_dict({"application_name": name})
-    argv = [sys.executable, "-c", _COMMITTER, url.render_as_string(hide_password=False), job, "1000"]
+    url = make_url(database_url).update_query_dict({"application_name": name})  # the service's minute
+    argv = [sys.executable, "-c", _COMMITTER, url.render_as_string(hide_password=False), job, "1000", "1.0"]
 
     def sessions(where: str) -> int:  # a connection each time: a transaction sees one snapshot of the view
         query = f"SELECT count(*) FROM pg_stat_activity WHERE application_name = :n {where}"
@@ -311,6 +314,7 @@ def test_an_owner_frozen_in_the_middle_of_a_chunks_commit_holds_its_job_only_unt
         child.send_signal(signal.SIGSTOP)
         gate.exec_driver_sql(f"SELECT pg_advisory_unlock({_GATE})")
         gate.commit()
+        # within half the session's minute: the commit's transaction was bounded by its lease
         wait_until(lambda: sessions("") == 0, 30, 0.05, what="the frozen session ended by the server")
         if adopter:
             [adopted] = wait_until(other.adopt_expired, 30, 0.1, what="the adoption of the frozen committer's job")

@@ -39,10 +39,12 @@ from evaluator_host.errors import JobNotHeld, QuotaExceeded
 from evaluator_host.evaluation.outcomes.aggregate import Accumulator, Scored
 from evaluator_host.store import sqlite_bulk
 from evaluator_host.store.db import DatasetRow, JobResultRow, JobRow, WorkspaceRow, utcnow
+from evaluator_host.store.jobs.leases import DEFAULT_LEASE_S
 from evaluator_host.store.jobs.outcome import finished_fields
 from evaluator_host.store.jobs.records import SharedCommit, StoredResult
 from evaluator_host.store.jobs.refusals import fenced, not_held, uncommitted
 from evaluator_host.store.online.rows import OnlineUsageRow
+from evaluator_host.store.pg_sessions import idle_bound
 from evaluator_host.tenancy.quotas import fitting, storage_exceeded, storage_limit
 
 __all__ = ["RESULTS", "UNFINISHED", "JobResults", "storage_used"]
@@ -98,8 +100,13 @@ class JobResults:
     """Short transactions over jobs' results (call from a thread: they block); the base of
     :class:`~evaluator_host.store.jobs.repository.JobStore`, which adds datasets and jobs.
 
-    ``owner`` names the service these jobs run in (default: one of its own, for tests and tools).
+    ``owner`` names the service these jobs run in (default: one of its own, for tests and tools);
+    ``lease_s`` bounds how long a transaction that locks a job's row may idle on PostgreSQL
+    (:func:`~evaluator_host.store.pg_sessions.idle_bound`: a frozen owner frees the row for the adoption as
+    its lease runs out, not a minute later).
     """
+
+    lease_s: float = DEFAULT_LEASE_S
 
     def __init__(self, engine: Engine, owner: str | None = None, *, adopts: str | None = None) -> None:
         self.engine = engine
@@ -190,6 +197,7 @@ class JobResults:
         def write() -> QuotaExceeded | None:
             nonlocal workspace_id
             with self.engine.begin() as conn, uncommitted():  # (a COMMIT's own failure: not wrapped)
+                idle_bound(conn, self.lease_s)
                 if workspace_id is None:
                     workspace_id = conn.execute(select(JobRow.workspace_id).where(JobRow.id == job_id)).scalar() or ""
                 quota = self._quota(conn, workspace_id)
@@ -248,6 +256,7 @@ class JobResults:
         it the job is marked failed here and :class:`QuotaExceeded` is raised once committed.
         """
         with self.engine.begin() as conn:
+            idle_bound(conn, self.lease_s)
             # the write lock first (PostgreSQL: the job row; SQLite: the database), so concurrent
             # committers of one job take turns on the read-modify-write of its counters below
             held = conn.execute(
