@@ -45,7 +45,8 @@ import httpx
 from sqlalchemy import Engine, and_, func, insert, select
 
 from bench import session_backfill_bench, sqlite_writes
-from bench.common import Pace, pct, replace_section, serving, verdict
+from bench.common import Pace, pct, serving, verdict
+from bench.doc import merge_into
 from evaluator_host.evaluation.trace_shape import SpanData
 from evaluator_host.online.reading.spans import encode
 from evaluator_host.store.db import as_utc, make_engine
@@ -457,5 +458,5 @@ if __name__ == "__main__":
     section, line = render(measure())
     print(section)
     if os.environ.get("BENCH_WRITE_DOC", "1") == "1":
-        DOC.write_text(replace_section(DOC.read_text(), HEADING, section.lstrip("\n")))
+        merge_into(DOC, [section])
     print(line, file=sys.stderr)

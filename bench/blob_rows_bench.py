@@ -12,7 +12,8 @@ For each place of the rows:
 * through the API (the app in-process): ``POST /v1/datasets`` of the same rows (median of 3) and ``GET
   /v1/datasets/{id}/rows?offset=90000&limit=20`` (mean of 30).
 
-Run alone, it rewrites its own section of docs/benchmarks.md (``make bench`` writes it with the rest).
+Run alone, it rewrites its own generated block of docs/benchmarks.md, nothing else (bench/doc.py; ``make bench``
+writes it with the rest).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common import replace_section
 from bench.dataset_rows_bench import ROWS, rows_body, time_rows
+from bench.doc import merge_into
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"
@@ -202,5 +203,5 @@ if __name__ == "__main__":
     figures = measure()
     body, head = render(figures)
     print(head)
-    DOC.write_text(replace_section(DOC.read_text(), HEADING, body))
+    merge_into(DOC, [body])
     print(f"wrote the datasets-in-a-bucket section of {DOC.relative_to(REPO)}")

@@ -118,16 +118,6 @@ def serving(
             proc.wait()
 
 
-def replace_section(doc: str, heading: str, section: str) -> str:
-    """``doc`` (docs/benchmarks.md) with the section starting at ``heading`` replaced by ``section`` (appended
-    when it has none), up to the next ``## `` heading."""
-    start = doc.find(heading)
-    if start < 0:
-        return doc.rstrip("\n") + "\n" + section
-    end = doc.find("\n## ", start + len(heading))
-    return doc[:start].rstrip("\n") + "\n" + section + (doc[end:] if end >= 0 else "")
-
-
 class Pace:
     """``ticks`` ticks of ``tick`` seconds from the first: iterating yields each tick's number, then sleeps until the
     next one is due (a feed at a fixed rate). ``start`` is when it began (``time.monotonic``); ``behind`` the most

@@ -10,7 +10,8 @@ the rows as files and then as chunks:
   (the median of :data:`JOB_RUNS`, files and chunks alternating), on the same PostgreSQL (the "before" run is
   the same service with its dataset store switched to files: the release before this one on PostgreSQL).
 
-Run alone, it rewrites its own section of docs/benchmarks.md (``make bench`` writes it with the rest).
+Run alone, it rewrites its own generated block of docs/benchmarks.md, nothing else (bench/doc.py; ``make bench``
+writes it with the rest).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common import replace_section
+from bench.doc import merge_into
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"
@@ -193,5 +194,5 @@ if __name__ == "__main__":
     figures = measure()
     body, head = render(figures)
     print(head)
-    DOC.write_text(replace_section(DOC.read_text(), HEADING, body))
+    merge_into(DOC, [body])
     print(f"wrote the datasets-rows section of {DOC.relative_to(REPO)}")

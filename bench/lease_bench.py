@@ -9,7 +9,8 @@ one replica, waits until it has rows stored, SIGKILLs that replica, and measures
 in the database is another replica's (polled every 20 ms); a replacement replica is started meanwhile (it
 may be the adopter), and the adopted job is cancelled. ``KILLS`` rounds.
 
-Run alone, it rewrites its own section of docs/benchmarks.md (``make bench`` writes it with the rest).
+Run alone, it rewrites its own generated block of docs/benchmarks.md, nothing else (bench/doc.py; ``make bench``
+writes it with the rest).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench.common import replace_section
+from bench.doc import merge_into
 
 if TYPE_CHECKING:
     from tests.support.replicas import Replica, Replicas
@@ -136,5 +137,5 @@ if __name__ == "__main__":
     figures = measure()
     body, head = render(figures)
     print(head)
-    DOC.write_text(replace_section(DOC.read_text(), HEADING, body))
+    merge_into(DOC, [body])
     print(f"wrote the job-lease section of {DOC.relative_to(REPO)}")

@@ -12,7 +12,8 @@ backend, ``LANES`` lanes each.
 * The cost of distribution: the trivial evaluator (CPU-bound, ~µs per row), ``N_TRIVIAL`` rows,
   in the service (no queue) and on one worker host with the same lanes, both on PostgreSQL.
 
-Run alone, it rewrites its own section of docs/benchmarks.md (``make bench`` writes it with the rest).
+Run alone, it rewrites its own generated block of docs/benchmarks.md, nothing else (bench/doc.py; ``make bench``
+writes it with the rest).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from typing import Any
 import httpx
 from cryptography.fernet import Fernet
 
-from bench.common import replace_section, serving, verdict
+from bench.common import serving, verdict
+from bench.doc import merge_into
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"
@@ -259,5 +261,5 @@ if __name__ == "__main__":
     figures = measure()
     body, head = render(figures)
     print(head)
-    DOC.write_text(replace_section(DOC.read_text(), HEADING, body))
+    merge_into(DOC, [body])
     print(f"wrote the scale-out section of {DOC.relative_to(REPO)}")

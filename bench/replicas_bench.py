@@ -20,7 +20,8 @@ the evaluator sleeps 20 ms a row (a model call: waiting, not CPU — the machine
   another replica (polled every 20 ms); a replacement replica (a new data dir) starts on the killed one's port,
   so HAProxy's health check takes it back in; the adopted job is then cancelled.
 
-Run alone, it rewrites its own section of docs/benchmarks.md (``make bench`` writes it with the rest).
+Run alone, it rewrites its own generated block of docs/benchmarks.md, nothing else (bench/doc.py; ``make bench``
+writes it with the rest).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from bench.common import replace_section, verdict
+from bench.common import verdict
+from bench.doc import merge_into
 
 if TYPE_CHECKING:
     from tests.support.haproxy import HAProxy
@@ -361,5 +363,5 @@ if __name__ == "__main__":
     figures = measure()
     body, head = render(figures)
     print(head)
-    DOC.write_text(replace_section(DOC.read_text(), HEADING, body))
+    merge_into(DOC, [body])
     print(f"wrote the replicas section of {DOC.relative_to(REPO)}")

@@ -1,4 +1,5 @@
-"""Benchmarks of the evaluator-host service; writes docs/benchmarks.md. Run with ``make bench``.
+"""Benchmarks of the evaluator-host service; writes docs/benchmarks.md's generated blocks (``bench/doc.py``: the
+notes written between them are kept). Run with ``make bench``.
 
 Sections: the process backend (here), the docker backend (``bench/docker_bench.py``),
 batch jobs on docker (``bench/jobs_bench.py``), queued jobs over worker hosts
@@ -60,6 +61,7 @@ from bench import (
 )
 from bench import flame as flame_graph
 from bench.common import pct, row, serve, status_mb, verdict
+from bench.doc import merge_into
 from evaluator_host.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -175,8 +177,10 @@ def render(m: Figures, info: dict[str, Any]) -> tuple[str, str]:
     )
     doc = f"""# Benchmarks
 
-Reproduce with `make bench` (it runs `.venv/bin/python -m bench.run`, which rewrites this file).
-Every figure below comes from one run of that command.
+Reproduce with `make bench` (it runs `.venv/bin/python -m bench.run`). A run rewrites the blocks it generates
+(between `<!-- make bench: … -->` marks, invisible on a rendered page; `bench/doc.py`), each from that run, and
+keeps what is written between them: dated before/after measurements and profiles, each with its own command and
+conditions.
 
 ## Machine
 
@@ -296,84 +300,85 @@ def main() -> int:
         "max_workers": os.environ.get("EVALUATOR_HOST_MAX_WORKERS", str(Settings().max_workers)),
     }
     doc, summary = render(figures, info)
+    sections = [doc]  # each a generated block of docs/benchmarks.md (bench/doc.py)
     print(summary)
     if docker_bench.available():
         section, docker_summary = docker_bench.render(docker_bench.measure())
-        doc += section
+        sections.append(section)
         print(docker_summary)
         jobs_section, jobs_summary = jobs_bench.render(jobs_bench.measure())
-        doc += jobs_section
+        sections.append(jobs_section)
         print(jobs_summary)
     else:
-        doc += "\n## Docker backend\n\nNot measured in this run: no Docker engine with the base image answered.\n"
+        sections.append("## Docker backend\n\nNot measured in this run: no Docker engine with the base image answered.")
     backends = ["process", "docker"] if docker_bench.available() else ["process"]
     load = load_bench.main(backends)
-    doc += LOAD_SECTION.format(seconds=load_bench.SECONDS, table=load)
+    sections.append(LOAD_SECTION.format(seconds=load_bench.SECONDS, table=load))
     print(load)
     byid_section, byid_summary = byid_bench.render(byid_bench.measure())  # issue 55 §5: alternating with the bare
-    doc += byid_section
+    sections.append(byid_section)
     print(byid_summary)
     queue_section, queue_summary = queue_bench.render(queue_bench.measure())
-    doc += queue_section
+    sections.append(queue_section)
     print(queue_summary)
     lease_section, lease_summary = lease_bench.render(lease_bench.measure())  # a killed replica's job adopted
-    doc += lease_section
+    sections.append(lease_section)
     print(lease_summary)
     replicas_section, replicas_summary = replicas_bench.render(replicas_bench.measure())  # behind HAProxy
-    doc += replicas_section
+    sections.append(replicas_section)
     print(replicas_summary)
     rows_section, rows_summary = dataset_rows_bench.render(dataset_rows_bench.measure())  # rows in PostgreSQL
-    doc += rows_section
+    sections.append(rows_section)
     print(rows_summary)
     blob_section, blob_summary = blob_rows_bench.render(blob_rows_bench.measure())  # rows in a bucket
-    doc += blob_section
+    sections.append(blob_section)
     print(blob_summary)
     target_section, target_summary = target_bench.render(target_bench.measure())
-    doc += target_section
+    sections.append(target_section)
     judge_section, judge_summary = judge_bench.render(judge_bench.measure())
-    doc += judge_section
+    sections.append(judge_section)
     print(target_summary)
     print(judge_summary)
     cache_section, cache_summary = cache_bench.render(cache_bench.measure())
-    doc += cache_section
+    sections.append(cache_section)
     print(cache_summary)
     online_section = online_bench.render(online_bench.measure())
-    doc += online_section
+    sections.append(online_section)
     print(online_section)
     grpc_section = grpc_bench.render(*grpc_bench.measure())  # OTLP/gRPC against OTLP/HTTP, one service
-    doc += grpc_section
+    sections.append(grpc_section)
     print(grpc_section)
     for budget_section in (budget_bench.render_pace(budget_bench.measure_pace()),  # issue 51's budgets
                            budget_bench.render_429(budget_bench.measure_429())):  # fmt: skip
-        doc += budget_section
+        sections.append(budget_section)
         print(budget_section)
     for backend in backends:  # an async judge evaluator against the same evaluator written sync
         async_section, async_summary = async_bench.render(async_bench.measure(backend))
-        doc += async_section
+        sections.append(async_section)
         print(async_summary)
     for backend in backends:  # new package sets (docker: its runtime images of the five sets are removed first)
         build_section, build_summary = build_bench.render(build_bench.measure(backend))
-        doc += build_section
+        sections.append(build_section)
         print(build_summary)
     ready = scoring_bench.measure()
     scoring_section, scoring_summary = scoring_bench.render(ready)
     e2e = [scoring_bench.measure_e2e(*run) for run in scoring_bench.E2E_RUNS]
-    doc += scoring_section + scoring_bench.render_e2e(e2e, ready)
+    sections.append(scoring_section + scoring_bench.render_e2e(e2e, ready))
     print(scoring_summary)
     backfill_section, backfill_summary = backfill_bench.render(backfill_bench.measure())  # issue 50
-    doc += backfill_section
+    sections.append(backfill_section)
     print(backfill_summary)
     idle_section = idle_cpu.render(idle_cpu.measure(), os.getloadavg()[0])  # issue 49: an idle serve's CPU
-    doc += idle_section
+    sections.append(idle_section)
     print(idle_section)
     first_section = first_call.render(first_call.measure(), os.getloadavg()[0])  # a saved revision's first call
-    doc += first_section
+    sections.append(first_section)
     print(first_section)
     flame = flame_graph.record("process")
     if flame is not None:
         svg, under = flame
-        doc += FLAME_SECTION.format(svg=svg.name, row=under.row())
-    DOC.write_text(doc)
+        sections.append(FLAME_SECTION.format(svg=svg.name, row=under.row()))
+    merge_into(DOC, sections)
     print(f"wrote {DOC.relative_to(REPO)}")
     return 0
 
