@@ -20,13 +20,15 @@ Contract:
   on this machine's loopback, against ~15 µs a row pipelined; the online ingest bench measured no loss).
   A bulk write that matters sends one statement over arrays instead (``unnest``: a chunk's rows), or
   SQLAlchemy's multi-row ``INSERT … RETURNING`` batches, faster than either.
-* A transaction that locks a job's row is bounded tighter: :func:`idle_bound` sets the timeout for that
+* A transaction that locks a job's row to write it (a chunk's commit, the job's end: statements back to back,
+  no call outside the database between them) is bounded tighter: :func:`idle_bound` sets the timeout for that
   transaction alone (``set_config(…, is_local => true)``) to the job's lease (``job_lease_s``, 10 s by default).
   A frozen owner's lease has run out by then anyway, and the minute was the adoption's delay: the paused-owner
   test (tests/faults/test_job_adoption.py, docker) was adopted 60 s after the signal in 3 runs of 5, 2 s in the
-  others. A live owner's commit runs its statements back to back; one that idled past its lease (a starved
-  machine) has its session ended and is committed once more on a fresh one while it still holds the job
-  (store/jobs/refusals.py).
+  others. A live owner's commit that idled past its lease (a starved machine) has its session ended and is
+  committed once more on a fresh one while it still holds the job (store/jobs/refusals.py). An adoption's
+  transaction keeps the minute: between its statements it asks the datasets' store about each candidate (a
+  bucket's ``HEAD``), which may take longer than a lease, and it would then never adopt anything.
 * Left: the server also waits on its client, with no timeout, while a statement's own messages arrive — a
   ``COPY … FROM STDIN`` (the spans' group commit, store/online/span_inserts.py), or one statement larger than
   the socket's buffer. A service frozen while sending one holds what its transaction locked until it

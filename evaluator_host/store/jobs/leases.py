@@ -32,7 +32,6 @@ from sqlalchemy.engine import Engine
 
 from evaluator_host.store.db import JobRow
 from evaluator_host.store.jobs.records import JobRecord, job_record
-from evaluator_host.store.pg_sessions import idle_bound
 
 __all__ = ["DEFAULT_LEASE_S", "JobLeases", "database_now"]
 
@@ -95,7 +94,6 @@ class JobLeases:
             .with_for_update(skip_locked=True)
         )
         with self.engine.begin() as conn:
-            idle_bound(conn, self.lease_s)  # its candidates' rows are locked while ``can_run`` reads
             seen = [row for row in conn.execute(candidates) if can_run(row.dataset_id, row.target is not None)]
             adopted: list[str] = []
             for job_id, owner, _dataset, _target in seen:
