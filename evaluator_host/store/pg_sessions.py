@@ -45,9 +45,10 @@ import psycopg
 from psycopg.abc import Params, Query
 from sqlalchemy.engine import Connection
 
-__all__ = ["IDLE_IN_TRANSACTION_MS", "StatementAtATime", "idle_bound", "session_options"]
+__all__ = ["IDLE_IN_TRANSACTION_MS", "LEAST_IDLE_S", "StatementAtATime", "idle_bound", "session_options"]
 
 IDLE_IN_TRANSACTION_MS = 60_000
+LEAST_IDLE_S = 1.0  # idle_bound's least (Settings.job_lease_s's least too)
 
 
 class StatementAtATime(psycopg.Cursor[Any]):
@@ -70,8 +71,10 @@ def session_options(given: str | tuple[str, ...] | None) -> str:
 
 def idle_bound(conn: Connection, seconds: float) -> None:
     """On PostgreSQL, end ``conn``'s session should it wait on this service more than ``seconds`` between two
-    statements of the transaction under way (at least 1 ms; this transaction only: the session's minute
-    returns with the next). Nothing on another database. Call it first in the transaction."""
+    statements of the transaction under way — at least :data:`LEAST_IDLE_S` (the job lease's own least: a
+    store's shorter lease, as in tests, would end a live owner's commit on a machine that starved it for less);
+    this transaction only (the session's minute returns with the next). Nothing on another database. Call it
+    first in the transaction."""
     if conn.dialect.name == "postgresql":
-        ms = str(max(1, round(seconds * 1000)))
+        ms = str(round(max(seconds, LEAST_IDLE_S) * 1000))
         conn.exec_driver_sql("SELECT set_config('idle_in_transaction_session_timeout', %s, true)", (ms,))

@@ -22,7 +22,7 @@ from evaluator_host.errors import JobNotHeld
 from evaluator_host.store.db import JobRow, make_engine
 from evaluator_host.store.jobs.leases import database_now
 from evaluator_host.store.jobs.repository import JobStore
-from evaluator_host.store.pg_sessions import IDLE_IN_TRANSACTION_MS, StatementAtATime
+from evaluator_host.store.pg_sessions import IDLE_IN_TRANSACTION_MS, StatementAtATime, idle_bound
 from tests.support import REPO
 from tests.support.backends import postgres_only
 from tests.support.migrated import module_fixtures
@@ -237,6 +237,25 @@ def test_an_engines_executemany_sends_one_statement_at_a_time_never_a_pipeline(p
     finally:
         engine.dispose()
     assert modes == [pq.PipelineStatus.OFF] * 5
+
+
+@postgres_only
+def test_a_job_transactions_idle_bound_is_its_own_and_never_under_a_second(postgres: Cluster) -> None:
+    """``idle_bound`` sets the timeout for the transaction under way only (the pooled session's next one has the
+    minute back), and never under a second whatever the store's lease (tests' leases are fractions of one)."""
+    engine = make_engine(postgres.database())
+    show = "SHOW idle_in_transaction_session_timeout"
+    try:
+        with engine.begin() as conn:
+            idle_bound(conn, SHORT)
+            assert conn.exec_driver_sql(show).scalar_one() == "1s"
+        with engine.begin() as conn:
+            idle_bound(conn, 2.5)
+            assert conn.exec_driver_sql(show).scalar_one() == "2500ms"
+        with engine.connect() as conn:  # the same pooled session
+            assert conn.exec_driver_sql(show).scalar_one() == "1min"
+    finally:
+        engine.dispose()
 
 
 _COMMITTER = """
