@@ -10,7 +10,8 @@ scheduled: ``shared/idle.py``) a task of the service's event loop
    never makes two), and for every stored result of a job with sinks that has none, its row's ids read from
    the dataset (``store/jobs/sink_deliveries.py``; a row without a trace id ``skipped``);
 2. claims up to :data:`BATCH` due deliveries (a lease of :data:`LEASE_S`; a service killed mid-send leaves
-   its claim to expire and the delivery is sent again, under the same idempotency key);
+   its claim to expire and the delivery is sent again, under the same idempotency key — at once when the same
+   service starts again: its first pass makes its previous process's claims due, ``release_own``);
 3. sends each (``sinks/requests.py``) to the host the sink names, held to the rule of a job's model target
    (``targets/endpoint.check_endpoint``: ``host:port`` in the workspace's ``network_allow`` — or, on an
    open service, a name pinned in ``EGRESS_HOSTS`` —, public addresses unless pinned, the checked address
@@ -135,6 +136,13 @@ class SinkDelivery:
             await client.aclose()
 
     async def _loop(self) -> None:
+        try:
+            released = await asyncio.to_thread(self.store.release_own, self.owner, utcnow())
+        except Exception:  # a database hiccup: those claims expire as other services' do
+            log.exception("releasing this service's earlier claims of sink deliveries failed")
+        else:
+            if released:
+                log.info("%d sink deliveries this service was sending when it stopped are due again", released)
         while True:
             self.found = False
             try:

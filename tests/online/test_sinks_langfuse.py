@@ -7,10 +7,13 @@ secret references, never shown; a sink whose host the rule may not reach fails a
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from pathlib import Path
 
 import httpx
 
+from evaluator_host.sinks.delivery import LEASE_S
 from tests.support import REPO, zygote
 from tests.support.langfuse import langfuse_stand_in
 from tests.support.service import serving
@@ -144,6 +147,43 @@ def test_deliveries_survive_a_sigkill_and_a_down_endpoint_and_are_recorded_once(
         assert langfuse.refused == []
         assert sorted(w["traceId"] for w in langfuse.scores.values()) == sorted(t for t, _r, _l in sent)
         assert len({w["id"] for w in langfuse.scores.values()}) == 3  # one each, whatever was sent again
+
+
+def test_a_delivery_in_flight_when_its_service_is_killed_is_sent_again_as_soon_as_the_service_restarts(
+    tmp_path: Path,
+) -> None:
+    """The service is SIGKILLed while Langfuse holds its request unanswered: the delivery stays claimed
+    (``sending``) by that process for the claim's lease, a minute (``sinks/delivery.LEASE_S``). The same service
+    started again (its data dir: its service id) makes its previous process's claims due at once, and the score
+    is written then — once, under its idempotency key — not a minute later."""
+    hold = threading.Event()
+    with langfuse_stand_in(PK, SK) as langfuse:
+        langfuse.hold = hold
+        url = f"http://langfuse.test:{langfuse.port}"
+        sink = {"type": "langfuse", "url": url, "public_key": "{{secret:LF_PK}}", "secret_key": "{{secret:LF_SK}}"}
+        with serving(tmp_path, "process", env=ENV) as (client, proc):
+            for name, value in (("LF_PK", PK), ("LF_SK", SK)):
+                client.put(f"/v1/secrets/{name}", json={"value": value})
+            rule = client.post(
+                "/v1/online-rules", json={"evaluator_id": evaluator(client, TRACE_EVAL), "sinks": [sink]}
+            )
+            rule_id = rule.json()["id"]
+            app = App(str(client.base_url))
+            sent = [app.request("4")]
+            app.provider.shutdown()
+            wait_until(lambda: langfuse.held == 1, 120, 0.05, what="the delivery in flight, held by the endpoint")
+            proc.kill()
+            proc.wait()
+        langfuse.hold = None
+        hold.set()  # the killed sender's request: its socket is gone, nothing is stored for it
+        started = time.monotonic()
+        with serving(tmp_path, "process", env=ENV) as (client, _proc):
+            (delivered,) = settled(client, rule_id, 1)
+        took = time.monotonic() - started
+        assert delivered["sinks"][0]["state"] == "delivered" and delivered["sinks"][0]["attempts"] == 2
+        assert took < LEASE_S / 2, f"delivered {took:.1f} s after the restart: the dead process's claim was waited out"
+        assert [w["traceId"] for w in langfuse.scores.values()] == [sent[0][0]]
+        assert langfuse.refused == []
 
 
 def test_an_endpoint_refusing_connections_for_three_retries_gets_every_score_once_when_back(tmp_path: Path) -> None:

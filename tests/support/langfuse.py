@@ -15,6 +15,8 @@ It follows Langfuse's public API reference (the OpenAPI document Langfuse serves
 
 ``fail_next`` makes the next requests answer 503 (``store_then_fail``: store the score, then answer 503
 — the answer lost after the write), to prove retries and that a retried score is recorded once.
+``hold`` (an event) keeps each score's request waiting, unanswered and unstored, until it is set (``held``
+counts the requests that reached it): a delivery in flight, for its sender to be killed meanwhile.
 ``down()`` closes the listening socket (a connection is refused: the endpoint is down), ``up()`` listens on
 the same port again, the stored scores kept.
 """
@@ -74,6 +76,8 @@ class LangfuseStandIn:
     refused: list[str] = field(default_factory=list)
     fail_next: int = 0
     store_then_fail: bool = False
+    hold: threading.Event | None = None
+    held: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     down: Callable[[], None] = lambda: None  # set by langfuse_stand_in
     up: Callable[[], None] = lambda: None
@@ -110,6 +114,10 @@ def langfuse_stand_in(public_key: str, secret_key: str) -> Iterator[LangfuseStan
             except ValueError:
                 return self._answer(400, {"message": "invalid JSON"})
             why = check(body)
+            if (hold := state.hold) is not None:
+                with state.lock:
+                    state.held += 1
+                hold.wait(120)
             with state.lock:
                 state.requests.append(body)
                 if why is not None:

@@ -10,7 +10,10 @@ Contract:
 * :meth:`SinkDeliveryStore.claim` takes rows ``pending`` past ``due_at`` or ``sending`` past an expired
   claim (their service died) with one conditional ``UPDATE`` each (``attempts + 1``): a row another
   service claimed in between does not match and is not this one's;
-* :meth:`SinkDeliveryStore.finish` writes the outcome only while this service holds the claim.
+* :meth:`SinkDeliveryStore.finish` writes the outcome only while this service holds the claim;
+* :meth:`SinkDeliveryStore.release_own` makes the rows a previous process of this service (the same service
+  id: the data dir's, which one process holds at a time) left ``sending`` due at once, at start-up — its claims
+  would otherwise hold them for the lease (a minute) after a restart; other services' claims are left to expire.
 
 Each row's ``key`` is derived from (rule, target, revision) and sent as the tool's idempotency key
 (Phoenix's annotation ``identifier``, Langfuse's score ``id``), so a delivery sent again after a crash
@@ -84,6 +87,18 @@ class SinkDeliveryStore:
                 return 0
             result = conn.execute(self._insert().values(rows).on_conflict_do_nothing())
             return int(result.rowcount or 0)
+
+    def release_own(self, owner: str, now: datetime) -> int:
+        """Make the rows ``owner``'s previous process left ``sending`` due at ``now`` (``pending``: their attempt
+        stays counted, as an expired claim's does); how many (see the module docstring)."""
+        d = SinkDeliveryRow
+        with self.engine.begin() as conn:
+            done = conn.execute(
+                update(d)
+                .where(d.state == "sending", d.claimed_by == owner)
+                .values(state="pending", due_at=now, claimed_by=None, claimed_until=None)
+            )
+            return int(done.rowcount or 0)
 
     def claim(self, owner: str, now: datetime, limit: int, lease_s: float) -> list[Delivery]:
         """Up to ``limit`` deliveries now due, held by ``owner`` for ``lease_s`` (see the module docstring)."""
