@@ -155,7 +155,8 @@ def test_a_delivery_in_flight_when_its_service_is_killed_is_sent_again_as_soon_a
     """The service is SIGKILLed while Langfuse holds its request unanswered: the delivery stays claimed
     (``sending``) by that process for the claim's lease, a minute (``sinks/delivery.LEASE_S``). The same service
     started again (its data dir: its service id) makes its previous process's claims due at once, and the score
-    is written then — once, under its idempotency key — not a minute later."""
+    is sent again then, not a minute later: recorded once, under its idempotency key, though both sends reached
+    the tool."""
     hold = threading.Event()
     with langfuse_stand_in(PK, SK) as langfuse:
         langfuse.hold = hold
@@ -175,14 +176,15 @@ def test_a_delivery_in_flight_when_its_service_is_killed_is_sent_again_as_soon_a
             proc.kill()
             proc.wait()
         langfuse.hold = None
-        hold.set()  # the killed sender's request: its socket is gone, nothing is stored for it
+        hold.set()  # the killed sender's request goes on: the tool writes it, and its answer finds no one
         started = time.monotonic()
         with serving(tmp_path, "process", env=ENV) as (client, _proc):
             (delivered,) = settled(client, rule_id, 1)
         took = time.monotonic() - started
         assert delivered["sinks"][0]["state"] == "delivered" and delivered["sinks"][0]["attempts"] == 2
         assert took < LEASE_S / 2, f"delivered {took:.1f} s after the restart: the dead process's claim was waited out"
-        assert [w["traceId"] for w in langfuse.scores.values()] == [sent[0][0]]
+        assert len(langfuse.requests) == 2  # the dead process's send and the restarted service's, one score id
+        assert [w["traceId"] for w in langfuse.scores.values()] == [sent[0][0]]  # written once
         assert langfuse.refused == []
 
 
