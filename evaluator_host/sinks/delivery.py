@@ -10,8 +10,9 @@ scheduled: ``shared/idle.py``) a task of the service's event loop
    never makes two), and for every stored result of a job with sinks that has none, its row's ids read from
    the dataset (``store/jobs/sink_deliveries.py``; a row without a trace id ``skipped``);
 2. claims up to :data:`BATCH` due deliveries (a lease of :data:`LEASE_S`; a service killed mid-send leaves
-   its claim to expire and the delivery is sent again, under the same idempotency key — at once when the same
-   service starts again: its first pass makes its previous process's claims due, ``release_own``);
+   its claim to expire and the delivery is sent again, under the same idempotency key — sooner when the same
+   service starts again: its first pass shortens its previous process's claims to :data:`IN_FLIGHT_S` from
+   their start, what that process's request could still take at the tool, ``release_own``);
 3. sends each (``sinks/requests.py``) to the host the sink names, held to the rule of a job's model target
    (``targets/endpoint.check_endpoint``: ``host:port`` in the workspace's ``network_allow`` — or, on an
    open service, a name pinned in ``EGRESS_HOSTS`` —, public addresses unless pinned, the checked address
@@ -48,7 +49,9 @@ from evaluator_host.targets.endpoint import check_endpoint
 if TYPE_CHECKING:  # httpx (and the CLI it imports: click, rich) with the first request, not with the service
     import httpx
 
-__all__ = ["BATCH", "ENQUEUE_WINDOW", "LEASE_S", "MAX_ATTEMPTS", "POLL_S", "RECENT", "SWEEP_S", "SinkDelivery"]
+__all__ = [
+    "BATCH", "ENQUEUE_WINDOW", "IN_FLIGHT_S", "LEASE_S", "MAX_ATTEMPTS", "POLL_S", "RECENT", "SWEEP_S", "SinkDelivery",
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +63,7 @@ ENQUEUE_WINDOW = timedelta(hours=24)
 RECENT = timedelta(minutes=5)  # what an ordinary pass looks at: a score stored by a live service is that new
 SWEEP_S = 300.0  # how often a pass looks back the whole window (a score whose service died before it enqueued)
 TIMEOUT_S = 15.0
+IN_FLIGHT_S = TIMEOUT_S + 5.0  # a dead process's request may still be at the tool this long after its claim
 _RETRYABLE = frozenset({408, 425, 429, 500, 502, 503, 504})
 _ERROR_TEXT = 300
 
@@ -137,12 +141,12 @@ class SinkDelivery:
 
     async def _loop(self) -> None:
         try:
-            released = await asyncio.to_thread(self.store.release_own, self.owner, utcnow())
+            released = await asyncio.to_thread(self.store.release_own, self.owner, LEASE_S, IN_FLIGHT_S)
         except Exception:  # a database hiccup: those claims expire as other services' do
             log.exception("releasing this service's earlier claims of sink deliveries failed")
         else:
             if released:
-                log.info("%d sink deliveries this service was sending when it stopped are due again", released)
+                log.info("%d sink deliveries this service was sending when it stopped are due again soon", released)
         while True:
             self.found = False
             try:

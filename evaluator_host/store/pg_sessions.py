@@ -20,15 +20,16 @@ Contract:
   on this machine's loopback, against ~15 µs a row pipelined; the online ingest bench measured no loss).
   A bulk write that matters sends one statement over arrays instead (``unnest``: a chunk's rows), or
   SQLAlchemy's multi-row ``INSERT … RETURNING`` batches, faster than either.
-* A transaction that locks a job's row to write it (a chunk's commit, the job's end: statements back to back,
-  no call outside the database between them) is bounded tighter: :func:`idle_bound` sets the timeout for that
-  transaction alone (``set_config(…, is_local => true)``) to the job's lease (``job_lease_s``, 10 s by default).
-  A frozen owner's lease has run out by then anyway, and the minute was the adoption's delay: the paused-owner
-  test (tests/faults/test_job_adoption.py, docker) was adopted 60 s after the signal in 3 runs of 5, 2 s in the
-  others. A live owner's commit that idled past its lease (a starved machine) has its session ended and is
-  committed once more on a fresh one while it still holds the job (store/jobs/refusals.py). An adoption's
-  transaction keeps the minute: between its statements it asks the datasets' store about each candidate (a
-  bucket's ``HEAD``), which may take longer than a lease, and it would then never adopt anything.
+* A chunk's commit by the service that runs the job (``JobResults.commit_rows``: statements back to back, no
+  call outside the database between them, retried on a fresh session while the job is still held) is bounded
+  tighter: :func:`idle_bound` sets the timeout for that transaction alone (``set_config(…, is_local =>
+  true)``) to the job's lease (``job_lease_s``, 10 s by default; never under 1 s, never over the session's own
+  setting, and not at all where the session has none). A frozen owner's lease has run out by then anyway, and
+  the minute was the adoption's delay: the paused-owner test (tests/faults/test_job_adoption.py, docker) was
+  adopted 60 s after the signal in 3 runs of 5, 2 s in the others. Left at the minute: the transactions that
+  end a job (``finish``, a worker host's last ``commit_shared``: they read and decode its stored results
+  between statements when every row errored, which can outlast a short lease, and neither is retried) and an
+  adoption's (it asks the datasets' store — a bucket's ``HEAD`` — about each candidate between statements).
 * Left: the server also waits on its client, with no timeout, while a statement's own messages arrive — a
   ``COPY … FROM STDIN`` (the spans' group commit, store/online/span_inserts.py), or one statement larger than
   the socket's buffer. A service frozen while sending one holds what its transaction locked until it
@@ -72,9 +73,19 @@ def session_options(given: str | tuple[str, ...] | None) -> str:
 def idle_bound(conn: Connection, seconds: float) -> None:
     """On PostgreSQL, end ``conn``'s session should it wait on this service more than ``seconds`` between two
     statements of the transaction under way — at least :data:`LEAST_IDLE_S` (the job lease's own least: a
-    store's shorter lease, as in tests, would end a live owner's commit on a machine that starved it for less);
-    this transaction only (the session's minute returns with the next). Nothing on another database. Call it
-    first in the transaction."""
+    store's shorter lease, as in tests, would end a live owner's commit on a machine that starved it for less),
+    at most the session's own timeout (the minute, or a URL's ``options``: an operator's setting is never
+    loosened), and nothing where the session has none (0: the operator turned it off). This transaction only:
+    the session's setting returns with the next. Nothing on another database. Call it first in the
+    transaction."""
     if conn.dialect.name == "postgresql":
-        ms = str(round(max(seconds, LEAST_IDLE_S) * 1000))
-        conn.exec_driver_sql("SELECT set_config('idle_in_transaction_session_timeout', %s, true)", (ms,))
+        ms = round(max(seconds, LEAST_IDLE_S) * 1000)
+        conn.exec_driver_sql(_BOUND, (ms,))
+
+
+# one statement: the session's own setting (pg_settings: milliseconds) read and the smaller one set
+_BOUND = (
+    "SELECT set_config('idle_in_transaction_session_timeout', least(%s, own)::text, true)"
+    " FROM (SELECT setting::bigint AS own FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout') AS s"
+    " WHERE own > 0"
+)

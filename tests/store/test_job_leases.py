@@ -240,22 +240,30 @@ def test_an_engines_executemany_sends_one_statement_at_a_time_never_a_pipeline(p
 
 
 @postgres_only
-def test_a_job_transactions_idle_bound_is_its_own_and_never_under_a_second(postgres: Cluster) -> None:
+def test_a_job_transactions_idle_bound_is_its_own_never_under_a_second_nor_over_the_sessions(
+    postgres: Cluster,
+) -> None:
     """``idle_bound`` sets the timeout for the transaction under way only (the pooled session's next one has the
-    minute back), and never under a second whatever the store's lease (tests' leases are fractions of one)."""
-    engine = make_engine(postgres.database())
+    minute back), never under a second whatever the store's lease (tests' leases are fractions of one), never
+    over the session's own (a URL's ``options``: the operator's), and not at all where the session has none."""
+    database_url = postgres.database()
     show = "SHOW idle_in_transaction_session_timeout"
-    try:
-        with engine.begin() as conn:
-            idle_bound(conn, SHORT)
-            assert conn.exec_driver_sql(show).scalar_one() == "1s"
-        with engine.begin() as conn:
-            idle_bound(conn, 2.5)
-            assert conn.exec_driver_sql(show).scalar_one() == "2500ms"
-        with engine.connect() as conn:  # the same pooled session
-            assert conn.exec_driver_sql(show).scalar_one() == "1min"
-    finally:
-        engine.dispose()
+    for url, lease, inside, after in (
+        (database_url, SHORT, "1s", "1min"),
+        (database_url, 2.5, "2500ms", "1min"),
+        (database_url, 3600.0, "1min", "1min"),  # a lease past the minute: the minute
+        (_quick(database_url, 1500), 2.5, "1500ms", "1500ms"),  # the operator's tighter setting kept
+        (_quick(database_url, 0), 2.5, "0", "0"),  # turned off by the operator: left off
+    ):
+        engine = make_engine(url)
+        try:
+            with engine.begin() as conn:
+                idle_bound(conn, lease)
+                assert conn.exec_driver_sql(show).scalar_one() == inside, (url, lease)
+            with engine.connect() as conn:  # the same pooled session
+                assert conn.exec_driver_sql(show).scalar_one() == after, (url, lease)
+        finally:
+            engine.dispose()
 
 
 _COMMITTER = """

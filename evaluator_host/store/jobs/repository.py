@@ -41,7 +41,6 @@ from evaluator_host.store.jobs.records import (
 )
 from evaluator_host.store.jobs.results import RESULTS, UNFINISHED, JobResults
 from evaluator_host.store.online.rows import SinkDeliveryRow
-from evaluator_host.store.pg_sessions import idle_bound
 
 __all__ = ["QUEUE_SUFFIX", "DatasetRecord", "JobRecord", "JobStore", "SharedCommit", "StoredResult"]
 
@@ -231,7 +230,6 @@ class JobStore(JobLeases, JobResults):
         this owner's: ``succeeded``, or ``failed`` (``AllRowsErrored``) when every row is an error
         (:mod:`evaluator_host.store.jobs.outcome`); False when it was not this owner's unfinished job."""
         with self.engine.begin() as conn:
-            idle_bound(conn, self.lease_s)
             held = update(JobRow).where(self._owned(job_id)).values(done=JobRow.done)
             if not conn.execute(held).rowcount:  # the write lock first: no commit lands between the read and this
                 return False

@@ -256,7 +256,6 @@ class JobResults:
         it the job is marked failed here and :class:`QuotaExceeded` is raised once committed.
         """
         with self.engine.begin() as conn:
-            idle_bound(conn, self.lease_s)
             # the write lock first (PostgreSQL: the job row; SQLite: the database), so concurrent
             # committers of one job take turns on the read-modify-write of its counters below
             held = conn.execute(
