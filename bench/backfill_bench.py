@@ -452,7 +452,6 @@ the same turns). Process backend, SQLite; the backfill again on PostgreSQL (a th
 
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
-HEADING = "## Online evaluation at every level: backfill, span and session lag (issue 50)"
 
 if __name__ == "__main__":
     section, line = render(measure())

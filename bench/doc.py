@@ -10,8 +10,9 @@ Contract:
   section up to the next ``## `` heading, whole, and those went with it).
 * A section whose block the doc does not have is added after the block merged just before it (a full run keeps
   its order), or, first of a call, at the doc's end; nothing is removed.
-* A doc whose marks for a key are not one opening followed by one closing is refused (:class:`ValueError`)
-  before anything is written: a hand edit that broke a block is shown, not guessed at.
+* A doc whose marks for a key are not one opening followed by one closing, with no other mark between them, is
+  refused (:class:`ValueError`) before anything is written: a hand edit that broke a block is shown, not guessed
+  at. ``bench/run.py`` checks the doc (:func:`blocks`) before its hours of measuring, not only after.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ def _span(doc: str, key: str) -> tuple[int, int] | None:
         return None
     if start < 0 or stop < start:
         raise ValueError(f"docs/benchmarks.md's block {key!r} is not one opening mark followed by its closing one")
+    inner = doc[start + len(begin) : stop]
+    if any(line.startswith((_BEGIN_HEAD, _END_HEAD)) for line in inner.splitlines()):  # another block's mark:
+        raise ValueError(f"docs/benchmarks.md's block {key!r} holds another block's mark")  # merging deletes it
     return start, stop + len(end)
 
 

@@ -61,7 +61,7 @@ from bench import (
 )
 from bench import flame as flame_graph
 from bench.common import pct, row, serve, status_mb, verdict
-from bench.doc import merge_into
+from bench.doc import blocks, merge_into
 from evaluator_host.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -290,6 +290,7 @@ worker round trip per call.
 
 
 def main() -> int:
+    blocks(DOC.read_text())  # marks a hand edit broke: refused now, not after the run's hours (bench/doc.py)
     with serve("process") as (base_url, _, proc), httpx.Client(base_url=base_url, timeout=60) as client:
         figures = measure(proc, client)
     info = {

@@ -85,8 +85,16 @@ def test_a_real_renderer_rewrites_its_block_in_the_doc_and_nothing_else() -> Non
         START.replace(BEGIN.format("One"), "§")
         .replace(END.format("One"), BEGIN.format("One"))
         .replace("§", END.format("One")),
+        BEGIN.format("One")
+        + "\n## One\n\n"
+        + BEGIN.format("Two")
+        + "\n## Two\n"
+        + END.format("Two")
+        + "\nhand\n"
+        + END.format("One")
+        + "\n",  # Two's block inside One's: merging One would delete it and the note
     ],
-    ids=["unclosed", "unopened", "twice", "closed before opened"],
+    ids=["unclosed", "unopened", "twice", "closed before opened", "nested"],
 )
 def test_a_doc_whose_marks_a_hand_edit_broke_is_refused_and_left_as_it_was(tmp_path: Path, broken: str) -> None:
     path = tmp_path / "benchmarks.md"
