@@ -11,8 +11,8 @@ scheduled: ``shared/idle.py``) a task of the service's event loop
    the dataset (``store/jobs/sink_deliveries.py``; a row without a trace id ``skipped``);
 2. claims up to :data:`BATCH` due deliveries (a lease of :data:`LEASE_S`; a service killed mid-send leaves
    its claim to expire and the delivery is sent again, under the same idempotency key — sooner when the same
-   service starts again: its first pass shortens its previous process's claims to :data:`IN_FLIGHT_S` from
-   their start, what that process's request could still take at the tool, ``release_own``);
+   service starts again: its first pass makes its previous process's claims end :data:`IN_FLIGHT_S` from then
+   at the latest, past what that process's request could still take at the tool, ``release_own``);
 3. sends each (``sinks/requests.py``) to the host the sink names, held to the rule of a job's model target
    (``targets/endpoint.check_endpoint``: ``host:port`` in the workspace's ``network_allow`` — or, on an
    open service, a name pinned in ``EGRESS_HOSTS`` —, public addresses unless pinned, the checked address
@@ -63,7 +63,7 @@ ENQUEUE_WINDOW = timedelta(hours=24)
 RECENT = timedelta(minutes=5)  # what an ordinary pass looks at: a score stored by a live service is that new
 SWEEP_S = 300.0  # how often a pass looks back the whole window (a score whose service died before it enqueued)
 TIMEOUT_S = 15.0
-IN_FLIGHT_S = TIMEOUT_S + 5.0  # a dead process's request may still be at the tool this long after its claim
+IN_FLIGHT_S = TIMEOUT_S + 5.0  # how long a dead process's request may still be at the tool after a restart
 _RETRYABLE = frozenset({408, 425, 429, 500, 502, 503, 504})
 _ERROR_TEXT = 300
 
@@ -141,7 +141,7 @@ class SinkDelivery:
 
     async def _loop(self) -> None:
         try:
-            released = await asyncio.to_thread(self.store.release_own, self.owner, LEASE_S, IN_FLIGHT_S)
+            released = await asyncio.to_thread(self.store.release_own, self.owner, utcnow(), IN_FLIGHT_S)
         except Exception:  # a database hiccup: those claims expire as other services' do
             log.exception("releasing this service's earlier claims of sink deliveries failed")
         else:

@@ -154,9 +154,9 @@ def test_a_delivery_in_flight_when_its_service_is_killed_is_sent_again_by_the_re
 ) -> None:
     """The service is SIGKILLed while Langfuse holds its request unanswered: the delivery stays claimed
     (``sending``) by that process for the claim's lease, a minute (``sinks/delivery.LEASE_S``). The same service
-    started again (its data dir: its service id) shortens its previous process's claims to what their request
-    could still take at the tool (``IN_FLIGHT_S``, 20 s from the claim), and the score is sent again then, not a
-    minute on: recorded once, under its idempotency key, though both sends reached the tool."""
+    started again (its data dir: its service id) makes its previous process's claims end past what their request
+    could still take at the tool (``IN_FLIGHT_S``, 20 s from the restart), and the score is sent again then, not
+    a minute on: recorded once, under its idempotency key, though both sends reached the tool."""
     hold = threading.Event()
     with langfuse_stand_in(PK, SK) as langfuse:
         langfuse.hold = hold

@@ -12,11 +12,11 @@ Contract:
   service claimed in between does not match and is not this one's;
 * :meth:`SinkDeliveryStore.finish` writes the outcome only while this service holds the claim;
 * :meth:`SinkDeliveryStore.release_own` shortens the claims a previous process of this service (the same
-  service id: the data dir's, which one process holds at a time) left ``sending``, at start-up, to what that
-  process's request could still take at the tool (its timeout and a margin from the claim's start): they would
-  otherwise hold the rows for the whole lease (a minute) after a restart. Not to nothing: a tool that
-  deduplicates by looking up before it writes (MLflow) could still be writing the dead process's request, and
-  an immediate resend would then write twice. Other services' claims are left to expire.
+  service id: the data dir's, which one process holds at a time) left ``sending``, at start-up, to end soon —
+  after what that process's request could still take at the tool (a request begun before the restart, within
+  its timeout): they would otherwise hold the rows for the rest of the lease (a minute). Not to nothing: a tool
+  that deduplicates by looking up before it writes (MLflow) could still be writing the dead process's request,
+  and an immediate resend would then write twice. Other services' claims are left to expire.
 
 Each row's ``key`` is derived from (rule, target, revision) and sent as the tool's idempotency key
 (Phoenix's annotation ``identifier``, Langfuse's score ``id``), so a delivery sent again after a crash
@@ -91,36 +91,20 @@ class SinkDeliveryStore:
             result = conn.execute(self._insert().values(rows).on_conflict_do_nothing())
             return int(result.rowcount or 0)
 
-    def release_own(self, owner: str, lease_s: float, in_flight_s: float) -> int:
-        """Shorten the claims ``owner``'s previous process left ``sending`` (made for ``lease_s``) to end
-        ``in_flight_s`` after they began; how many (see the module docstring). Each row is moved only while it is
-        still ``owner``'s claim (another service that took it over meanwhile keeps it); its attempt stays counted."""
+    def release_own(self, owner: str, now: datetime, in_flight_s: float) -> int:
+        """Make the claims ``owner``'s previous process left ``sending`` end ``in_flight_s`` after ``now`` at the
+        latest (one that ends sooner is left as it is: calling again moves nothing back); how many were shortened
+        (see the module docstring). Only ``owner``'s: another service that took one over keeps it. The rows'
+        attempts stay counted."""
         d = SinkDeliveryRow
-        cut = timedelta(seconds=max(0.0, lease_s - in_flight_s))
+        cap = now + timedelta(seconds=in_flight_s)
         with self.engine.begin() as conn:
-            held = conn.execute(
-                select(d.source, d.rule_id, d.target_id, d.sink, d.claimed_until).where(
-                    d.state == "sending", d.claimed_by == owner, d.claimed_until.is_not(None)
-                )
-            ).all()
-            moved = 0
-            for source, rule_id, target_id, sink, until in held:
-                if until is None:  # (excluded by the query; typed as the column is)
-                    continue
-                done = conn.execute(
-                    update(d)
-                    .where(
-                        d.source == source,
-                        d.rule_id == rule_id,
-                        d.target_id == target_id,
-                        d.sink == sink,
-                        d.state == "sending",
-                        d.claimed_by == owner,
-                    )
-                    .values(claimed_until=until - cut)
-                )
-                moved += int(done.rowcount or 0)
-            return moved
+            done = conn.execute(
+                update(d)
+                .where(d.state == "sending", d.claimed_by == owner, d.claimed_until > cap)
+                .values(claimed_until=cap)
+            )
+            return int(done.rowcount or 0)
 
     def claim(self, owner: str, now: datetime, limit: int, lease_s: float) -> list[Delivery]:
         """Up to ``limit`` deliveries now due, held by ``owner`` for ``lease_s`` (see the module docstring)."""
