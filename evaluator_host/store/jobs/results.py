@@ -101,9 +101,9 @@ class JobResults:
     :class:`~evaluator_host.store.jobs.repository.JobStore`, which adds datasets and jobs.
 
     ``owner`` names the service these jobs run in (default: one of its own, for tests and tools);
-    ``lease_s`` bounds how long a transaction that locks a job's row may idle on PostgreSQL
-    (:func:`~evaluator_host.store.pg_sessions.idle_bound`: a frozen owner frees the row for the adoption as
-    its lease runs out, not a minute later).
+    ``lease_s`` bounds how long a chunk's commit (:meth:`commit_rows`) may idle on PostgreSQL
+    (:func:`~evaluator_host.store.pg_sessions.idle_bound`: a frozen owner frees the job's row for the adoption
+    as its lease runs out, not a minute later).
     """
 
     lease_s: float = DEFAULT_LEASE_S
